@@ -1,0 +1,284 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Every error the package returns matches one of these with
+// [errors.Is]; the typed errors below carry the details and are matched with
+// [errors.As].
+var (
+	// ErrRateLimited is matched by *[RateLimitExceededError].
+	ErrRateLimited = errors.New("limiter: rate limit exceeded")
+	// ErrLeaseDone is returned by every Lease method after Commit or Rollback.
+	ErrLeaseDone = errors.New("limiter: lease already committed or rolled back")
+	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
+	// be reached or answered with an error.
+	ErrUnavailable = errors.New("limiter: backend unavailable")
+	// ErrValidation is matched by every *[ValidationError].
+	ErrValidation = errors.New("limiter: invalid input")
+	// ErrInvalidIdentifier is matched by a *[ValidationError] about an entity
+	// ID, parent ID or principal. It also matches [ErrValidation].
+	ErrInvalidIdentifier = errors.New("limiter: invalid identifier")
+	// ErrInvalidName is matched by a *[ValidationError] about a limit name or
+	// resource. It also matches [ErrValidation].
+	ErrInvalidName = errors.New("limiter: invalid name")
+	// ErrEntityNotFound is matched by *[EntityNotFoundError].
+	ErrEntityNotFound = errors.New("limiter: entity not found")
+	// ErrEntityExists is matched by *[EntityExistsError].
+	ErrEntityExists = errors.New("limiter: entity already exists")
+	// ErrNamespaceNotFound is matched by *[NamespaceNotFoundError].
+	ErrNamespaceNotFound = errors.New("limiter: namespace not found")
+	// ErrNamespaceState is matched by *[NamespaceStateError].
+	ErrNamespaceState = errors.New("limiter: namespace in wrong state")
+	// ErrVersion is matched by *[VersionMismatchError] and
+	// *[IncompatibleSchemaError].
+	ErrVersion = errors.New("limiter: version error")
+	// ErrIncompatibleSchema is matched by *[IncompatibleSchemaError]. It also
+	// matches [ErrVersion].
+	ErrIncompatibleSchema = errors.New("limiter: incompatible schema")
+)
+
+// RateLimitExceededError is returned by Acquire and Lease.Consume when at
+// least one limit cannot satisfy the request. It matches [ErrRateLimited].
+type RateLimitExceededError struct {
+	// Statuses holds every limit checked, passed or not, in check order
+	// (child limits before parent limits).
+	Statuses []LimitStatus
+	// Violations is the exceeded subset of Statuses, in the same order.
+	Violations []LimitStatus
+	// Primary is the violation with the longest RetryAfter (the first one on
+	// ties).
+	Primary LimitStatus
+	// RetryAfter is Primary.RetryAfter: how long to wait before retrying.
+	RetryAfter time.Duration
+}
+
+// newRateLimitExceededError builds the error from statuses. At least one
+// status must be exceeded; the hidden wcu limit is dropped.
+func newRateLimitExceededError(statuses []LimitStatus) *RateLimitExceededError {
+	e := &RateLimitExceededError{}
+	for _, s := range statuses {
+		if s.LimitName == wcuLimitName {
+			continue
+		}
+		e.Statuses = append(e.Statuses, s)
+		if !s.Exceeded {
+			continue
+		}
+		if len(e.Violations) == 0 || s.RetryAfter > e.Primary.RetryAfter {
+			e.Primary = s
+		}
+		e.Violations = append(e.Violations, s)
+	}
+	e.RetryAfter = e.Primary.RetryAfter
+	return e
+}
+
+// Passed returns the statuses that were not exceeded.
+func (e *RateLimitExceededError) Passed() []LimitStatus {
+	var out []LimitStatus
+	for _, s := range e.Statuses {
+		if !s.Exceeded {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Error returns "Rate limit exceeded for {entity}/{resource}: [{names}].
+// Retry after {seconds:.1f}s", as the original library does.
+func (e *RateLimitExceededError) Error() string {
+	names := make([]string, len(e.Violations))
+	for i, v := range e.Violations {
+		names[i] = v.LimitName
+	}
+	return fmt.Sprintf("Rate limit exceeded for %s/%s: [%s]. Retry after %.1fs",
+		e.Primary.EntityID, e.Primary.Resource, strings.Join(names, ", "), e.RetryAfter.Seconds())
+}
+
+// Is reports whether target is [ErrRateLimited].
+func (e *RateLimitExceededError) Is(target error) bool { return target == ErrRateLimited }
+
+// RetryAfterHeader returns the value for an HTTP Retry-After header: whole
+// seconds plus one, so never less than "1".
+func (e *RateLimitExceededError) RetryAfterHeader() string {
+	return retryAfterHeader(e.RetryAfter)
+}
+
+func retryAfterHeader(d time.Duration) string {
+	secs := int64(d / time.Second)
+	if secs < math.MaxInt64 {
+		secs++
+	}
+	return strconv.FormatInt(secs, 10)
+}
+
+// UnavailableError reports that the rate limiter could not reach DynamoDB
+// (or DynamoDB failed) while the on-unavailable mode was "block". It matches
+// [ErrUnavailable] and unwraps to the cause.
+type UnavailableError struct {
+	// Cause is the underlying error.
+	Cause error
+	// Table, EntityID and Resource give context; any may be empty.
+	Table    string
+	EntityID string
+	Resource string
+}
+
+// Error returns the cause's message followed by the context, e.g.
+// "... [stack=zae-limiter, entity=key-1, resource=gpt-4]".
+func (e *UnavailableError) Error() string {
+	msg := "rate limiter unavailable"
+	if e.Cause != nil {
+		msg = e.Cause.Error()
+	}
+	var parts []string
+	if e.Table != "" {
+		parts = append(parts, "stack="+e.Table)
+	}
+	if e.EntityID != "" {
+		parts = append(parts, "entity="+e.EntityID)
+	}
+	if e.Resource != "" {
+		parts = append(parts, "resource="+e.Resource)
+	}
+	if len(parts) > 0 {
+		msg += " [" + strings.Join(parts, ", ") + "]"
+	}
+	return msg
+}
+
+// Is reports whether target is [ErrUnavailable].
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns the cause.
+func (e *UnavailableError) Unwrap() error { return e.Cause }
+
+// ValidationError reports an invalid input. It matches [ErrValidation] and,
+// depending on what was checked, [ErrInvalidIdentifier] or [ErrInvalidName].
+type ValidationError struct {
+	// Field names the input, e.g. "entity_id", "resource", "name", "limits".
+	Field string
+	// Value is the offending value, cut to 50 characters plus "..." when
+	// longer.
+	Value string
+	// Reason says what is wrong.
+	Reason string
+
+	kind error // ErrValidation, ErrInvalidIdentifier or ErrInvalidName
+}
+
+func newValidationError(kind error, field, value, reason string) *ValidationError {
+	if r := []rune(value); len(r) > 50 {
+		value = string(r[:50]) + "..."
+	}
+	return &ValidationError{Field: field, Value: value, Reason: reason, kind: kind}
+}
+
+// Error returns "Invalid {field}: {reason}".
+func (e *ValidationError) Error() string { return fmt.Sprintf("Invalid %s: %s", e.Field, e.Reason) }
+
+// Is reports whether target is [ErrValidation] or the error's specific kind.
+func (e *ValidationError) Is(target error) bool {
+	return target == ErrValidation || (e.kind != nil && target == e.kind)
+}
+
+// EntityNotFoundError reports a missing entity. It matches [ErrEntityNotFound].
+type EntityNotFoundError struct{ EntityID string }
+
+// Error returns "Entity not found: {id}".
+func (e *EntityNotFoundError) Error() string { return "Entity not found: " + e.EntityID }
+
+// Is reports whether target is [ErrEntityNotFound].
+func (e *EntityNotFoundError) Is(target error) bool { return target == ErrEntityNotFound }
+
+// EntityExistsError reports that CreateEntity found the entity already
+// stored. It matches [ErrEntityExists].
+type EntityExistsError struct{ EntityID string }
+
+// Error returns "Entity already exists: {id}".
+func (e *EntityExistsError) Error() string { return "Entity already exists: " + e.EntityID }
+
+// Is reports whether target is [ErrEntityExists].
+func (e *EntityExistsError) Is(target error) bool { return target == ErrEntityExists }
+
+// NamespaceNotFoundError reports an unregistered (or deleted) namespace. It
+// matches [ErrNamespaceNotFound].
+type NamespaceNotFoundError struct{ Namespace string }
+
+// Error returns "Namespace '{name}' not found. Register it first or check for typos.".
+func (e *NamespaceNotFoundError) Error() string {
+	return fmt.Sprintf("Namespace '%s' not found. Register it first or check for typos.", e.Namespace)
+}
+
+// Is reports whether target is [ErrNamespaceNotFound].
+func (e *NamespaceNotFoundError) Is(target error) bool { return target == ErrNamespaceNotFound }
+
+// NamespaceStateError reports a namespace operation refused in the
+// namespace's current state (recover an active one, purge an active one, ...).
+// It matches [ErrNamespaceState].
+type NamespaceStateError struct {
+	Namespace string
+	State     string
+	Message   string
+}
+
+// Error returns the message.
+func (e *NamespaceStateError) Error() string { return e.Message }
+
+// Is reports whether target is [ErrNamespaceState].
+func (e *NamespaceStateError) Is(target error) bool { return target == ErrNamespaceState }
+
+// VersionMismatchError reports a client/schema/Lambda version mismatch that
+// needs an update. It matches [ErrVersion].
+type VersionMismatchError struct {
+	ClientVersion string
+	SchemaVersion string
+	LambdaVersion string // "" when unknown
+	Message       string
+	CanAutoUpdate bool
+}
+
+// Error returns "Version mismatch: client=…, schema=…, lambda=…. {message}".
+func (e *VersionMismatchError) Error() string {
+	lambda := e.LambdaVersion
+	if lambda == "" {
+		lambda = "unknown"
+	}
+	return fmt.Sprintf("Version mismatch: client=%s, schema=%s, lambda=%s. %s",
+		e.ClientVersion, e.SchemaVersion, lambda, e.Message)
+}
+
+// Is reports whether target is [ErrVersion].
+func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersion }
+
+// IncompatibleSchemaError reports a table whose schema major version differs
+// from the client's. It matches [ErrIncompatibleSchema] and [ErrVersion].
+type IncompatibleSchemaError struct {
+	ClientVersion     string
+	SchemaVersion     string
+	Message           string
+	MigrationGuideURL string
+}
+
+// Error returns "Incompatible schema: client … is not compatible with schema
+// …. {message}" and the migration guide, if any.
+func (e *IncompatibleSchemaError) Error() string {
+	msg := fmt.Sprintf("Incompatible schema: client %s is not compatible with schema %s. %s",
+		e.ClientVersion, e.SchemaVersion, e.Message)
+	if e.MigrationGuideURL != "" {
+		msg += " See: " + e.MigrationGuideURL
+	}
+	return msg
+}
+
+// Is reports whether target is [ErrIncompatibleSchema] or [ErrVersion].
+func (e *IncompatibleSchemaError) Is(target error) bool {
+	return target == ErrIncompatibleSchema || target == ErrVersion
+}
