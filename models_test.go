@@ -1,0 +1,213 @@
+package limiter
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLimitConstructors(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		got  Limit
+		want Limit
+	}{
+		{"PerSecond", PerSecond("rps", 10), Limit{"rps", 10, 10, time.Second}},
+		{"PerMinute", PerMinute("rpm", 100), Limit{"rpm", 100, 100, time.Minute}},
+		{"PerHour", PerHour("rph", 1000), Limit{"rph", 1000, 1000, time.Hour}},
+		{"PerDay", PerDay("rpd", 5), Limit{"rpd", 5, 5, 24 * time.Hour}},
+		{"WithBurst", PerMinute("tpm", 10_000).WithBurst(15_000), Limit{"tpm", 15_000, 10_000, time.Minute}},
+		{"burst below rate", PerMinute("tpm", 10).WithBurst(5), Limit{"tpm", 5, 10, time.Minute}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.got != tc.want {
+				t.Errorf("got %+v, want %+v", tc.got, tc.want)
+			}
+			if err := tc.got.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+	if got := PerMinute("rpm", 60).RefillPeriodSeconds(); got != 60 {
+		t.Errorf("RefillPeriodSeconds() = %d, want 60", got)
+	}
+	if got := PerMinute("rpm", 120).RefillRate(); got != 2 {
+		t.Errorf("RefillRate() = %v, want 2", got)
+	}
+}
+
+func TestLimitValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limit      Limit
+		kind       error
+		field      string
+		wantReason string
+	}{
+		{"empty name", Limit{"", 1, 1, time.Second}, ErrInvalidName, "name", "cannot be empty"},
+		{"long name", Limit{strings.Repeat("a", 65), 1, 1, time.Second}, ErrInvalidName, "name", "exceeds maximum length of 64"},
+		{"hash", Limit{"a#b", 1, 1, time.Second}, ErrInvalidName, "name", "cannot contain '#' (reserved delimiter)"},
+		{"wcu reserved", Limit{"wcu", 1, 1, time.Second}, ErrInvalidName, "name", "'wcu' is a reserved limit name"},
+		{"starts with digit", Limit{"1rpm", 1, 1, time.Second}, ErrInvalidName, "name",
+			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
+		{"slash", Limit{"a/b", 1, 1, time.Second}, ErrInvalidName, "name",
+			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
+		{"trailing newline (B16)", Limit{"rpm\n", 1, 1, time.Second}, ErrInvalidName, "name",
+			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
+		{"zero capacity", Limit{"rpm", 0, 1, time.Second}, ErrValidation, "capacity", "capacity must be positive"},
+		{"negative capacity", Limit{"rpm", -1, 1, time.Second}, ErrValidation, "capacity", "capacity must be positive"},
+		{"zero refill", Limit{"rpm", 1, 0, time.Second}, ErrValidation, "refill_amount", "refill_amount must be positive"},
+		{"zero period", Limit{"rpm", 1, 1, 0}, ErrValidation, "refill_period", "refill_period_seconds must be positive"},
+		{"fractional period", Limit{"rpm", 1, 1, 1500 * time.Millisecond}, ErrValidation, "refill_period",
+			"refill period must be a whole number of seconds"},
+		{"capacity overflows millitokens", Limit{"rpm", 1 << 62, 1, time.Second}, ErrValidation, "capacity",
+			"capacity and refill_amount must fit in int64 millitokens"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.limit.Validate()
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Validate() = %v, want *ValidationError", err)
+			}
+			if !errors.Is(err, tc.kind) || !errors.Is(err, ErrValidation) {
+				t.Errorf("errors.Is(%v, %v) = false", err, tc.kind)
+			}
+			if ve.Field != tc.field || ve.Reason != tc.wantReason {
+				t.Errorf("got field %q reason %q, want %q %q", ve.Field, ve.Reason, tc.field, tc.wantReason)
+			}
+			if _, err := NewLimit(tc.limit.Name, tc.limit.Capacity, tc.limit.RefillAmount, tc.limit.RefillPeriod); err == nil {
+				t.Errorf("NewLimit accepted %+v", tc.limit)
+			}
+		})
+	}
+	for _, name := range []string{"rpm", "tpm-x", "a.b", "a_b", "A1", strings.Repeat("a", 64)} {
+		if err := ValidateLimitName(name); err != nil {
+			t.Errorf("ValidateLimitName(%q) = %v, want nil", name, err)
+		}
+	}
+}
+
+func TestValidateLimitsDuplicate(t *testing.T) {
+	err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("rpm", 2)})
+	if !errors.Is(err, ErrValidation) {
+		t.Fatalf("validateLimits(duplicate) = %v, want ErrValidation", err)
+	}
+	if err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)}); err != nil {
+		t.Fatalf("validateLimits(valid) = %v", err)
+	}
+}
+
+func TestValidateIdentifier(t *testing.T) {
+	long := strings.Repeat("a", 257)
+	for _, tc := range []struct {
+		value  string
+		reason string
+	}{
+		{"", "cannot be empty"},
+		{long, "exceeds maximum length of 256"},
+		{"a#b", "cannot contain '#' (reserved delimiter)"},
+		{"-abc", "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"},
+		{"a b", "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"},
+		{"user\n", "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"},
+		{"a/b", "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"},
+		{"é", "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"},
+	} {
+		err := ValidateIdentifier(tc.value, "entity_id")
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidIdentifier) {
+			t.Errorf("ValidateIdentifier(%q) = %v, want ErrInvalidIdentifier", tc.value, err)
+			continue
+		}
+		if ve.Reason != tc.reason || ve.Field != "entity_id" {
+			t.Errorf("ValidateIdentifier(%q) reason %q field %q, want %q", tc.value, ve.Reason, ve.Field, tc.reason)
+		}
+		if got := ve.Error(); got != "Invalid entity_id: "+tc.reason {
+			t.Errorf("Error() = %q", got)
+		}
+	}
+	if err := ValidateIdentifier(long, "entity_id"); err != nil {
+		var ve *ValidationError
+		errors.As(err, &ve)
+		if want := strings.Repeat("a", 50) + "..."; ve.Value != want {
+			t.Errorf("Value = %q, want truncated %q", ve.Value, want)
+		}
+	}
+	for _, ok := range []string{"user-1", "550e8400-e29b-41d4-a716-446655440000", "sk-proj-abc_DEF.1", "john@example.com",
+		"arn:aws:iam::123456789012:user/x"[:30], "a", strings.Repeat("b", 256)} {
+		if err := ValidateIdentifier(ok, "entity_id"); err != nil {
+			t.Errorf("ValidateIdentifier(%q) = %v, want nil", ok, err)
+		}
+	}
+}
+
+func TestValidateResource(t *testing.T) {
+	const badChars = "must start with a letter and contain only alphanumeric, underscore, hyphen, dot, or slash characters"
+	for _, tc := range []struct {
+		value  string
+		reason string
+	}{
+		{"", "cannot be empty"},
+		{strings.Repeat("r", 65), "exceeds maximum length of 64"},
+		{"gpt#4", "cannot contain '#' (reserved delimiter)"},
+		{"_default_", badChars},
+		{"4o", badChars},
+		{"gpt-4\n", badChars},
+		{"gpt 4", badChars},
+	} {
+		err := ValidateResource(tc.value)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidName) {
+			t.Errorf("ValidateResource(%q) = %v, want ErrInvalidName", tc.value, err)
+			continue
+		}
+		if ve.Reason != tc.reason || ve.Field != "resource" {
+			t.Errorf("ValidateResource(%q) = field %q reason %q, want %q", tc.value, ve.Field, ve.Reason, tc.reason)
+		}
+	}
+	for _, ok := range []string{"gpt-4", "openai/gpt-4o", "claude-3.5_sonnet", "a"} {
+		if err := ValidateResource(ok); err != nil {
+			t.Errorf("ValidateResource(%q) = %v, want nil", ok, err)
+		}
+	}
+}
+
+func TestFloorDiv(t *testing.T) {
+	for _, tc := range []struct{ a, b, want int64 }{
+		{-1500, 1000, -2}, {1500, 1000, 1}, {-1000, 1000, -1}, {0, 1000, 0}, {-1, 1000, -1},
+		{1500, -1000, -2}, {-1500, -1000, 1}, {999, 1000, 0},
+	} {
+		if got := floorDiv(tc.a, tc.b); got != tc.want {
+			t.Errorf("floorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestBucketStateHelpers(t *testing.T) {
+	s := bucketStateFromLimit("e", "r", PerMinute("rpm", 10), 1234)
+	want := BucketState{EntityID: "e", Resource: "r", LimitName: "rpm", TokensMilli: 10000, LastRefillMs: 1234,
+		CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000}
+	if s != want {
+		t.Fatalf("bucketStateFromLimit = %+v, want %+v", s, want)
+	}
+	s.TokensMilli = -1500
+	if got := s.Tokens(); got != -2 {
+		t.Errorf("Tokens() = %d, want -2", got)
+	}
+	if got := limitFromBucketState(s); got != PerMinute("rpm", 10) {
+		t.Errorf("limitFromBucketState = %+v", got)
+	}
+	if got := (LimitStatus{Requested: 5, Available: 2}).Deficit(); got != 3 {
+		t.Errorf("Deficit() = %d, want 3", got)
+	}
+	if got := (LimitStatus{Requested: 1, Available: 2}).Deficit(); got != 0 {
+		t.Errorf("Deficit() = %d, want 0", got)
+	}
+}
+
+func TestConsumeNamesSorted(t *testing.T) {
+	got := Consume{"tpm": 1, "rpm": 2, "a": 0}.names()
+	if strings.Join(got, ",") != "a,rpm,tpm" {
+		t.Errorf("names() = %v", got)
+	}
+}
