@@ -1,0 +1,264 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// fakeConfigStore is an in-memory configLoader that counts loads.
+type fakeConfigStore struct {
+	mu     sync.Mutex
+	data   map[configKey]configValue
+	loads  [][]configKey
+	failed error
+}
+
+func (s *fakeConfigStore) load(_ context.Context, keys []configKey) (map[configKey]configValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.loads = append(s.loads, append([]configKey(nil), keys...))
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	out := make(map[configKey]configValue)
+	for _, k := range keys {
+		if v, ok := s.data[k]; ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+func (s *fakeConfigStore) set(k configKey, v configValue) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data[k] = v
+}
+
+func (s *fakeConfigStore) loadCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.loads)
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+var (
+	sysKey = configKey{level: levelSystem}
+)
+
+func entityKey(e, r string) configKey { return configKey{level: levelEntity, entityID: e, resource: r} }
+func resourceKey(r string) configKey  { return configKey{level: levelResource, resource: r} }
+
+func newTestCache(ttl time.Duration) (*configCache, *fakeConfigStore, *fakeClock) {
+	store := &fakeConfigStore{data: map[configKey]configValue{}}
+	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+	return newConfigCache(ttl, clock.now, store.load), store, clock
+}
+
+func TestConfigCachePrecedence(t *testing.T) {
+	ctx := context.Background()
+	sys := []Limit{PerMinute("rpm", 1)}
+	res := []Limit{PerMinute("rpm", 2)}
+	def := []Limit{PerMinute("rpm", 3)}
+	ent := []Limit{PerMinute("rpm", 4)}
+	for _, tc := range []struct {
+		name       string
+		data       map[configKey]configValue
+		resource   string
+		wantLimits []Limit
+		wantSource ConfigSource
+	}{
+		{"nothing", nil, "gpt", nil, ""},
+		{"system", map[configKey]configValue{sysKey: {limits: sys}}, "gpt", sys, SourceSystem},
+		{"resource beats system", map[configKey]configValue{sysKey: {limits: sys}, resourceKey("gpt"): {limits: res}}, "gpt", res, SourceResource},
+		{"entity default beats resource", map[configKey]configValue{resourceKey("gpt"): {limits: res}, entityKey("e", DefaultResource): {limits: def}}, "gpt", def, SourceEntityDefault},
+		{"entity beats all", map[configKey]configValue{sysKey: {limits: sys}, entityKey("e", DefaultResource): {limits: def}, entityKey("e", "gpt"): {limits: ent}}, "gpt", ent, SourceEntity},
+		{"empty entity falls through", map[configKey]configValue{entityKey("e", "gpt"): {}, sysKey: {limits: sys}}, "gpt", sys, SourceSystem},
+		{"other resource ignored", map[configKey]configValue{entityKey("e", "other"): {limits: ent}, resourceKey("other"): {limits: res}}, "gpt", nil, ""},
+		{"_default_ resource", map[configKey]configValue{entityKey("e", DefaultResource): {limits: def}}, DefaultResource, def, SourceEntity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, store, _ := newTestCache(time.Minute)
+			for k, v := range tc.data {
+				store.set(k, v)
+			}
+			limits, source, _, err := c.resolve(ctx, "e", tc.resource)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(limits) != len(tc.wantLimits) || (len(limits) > 0 && limits[0] != tc.wantLimits[0]) || source != tc.wantSource {
+				t.Errorf("resolve = %v %q, want %v %q", limits, source, tc.wantLimits, tc.wantSource)
+			}
+			if store.loadCount() != 1 {
+				t.Errorf("loads = %d, want 1 (one batched load)", store.loadCount())
+			}
+			wantKeys := 4
+			if tc.resource == DefaultResource {
+				wantKeys = 3
+			}
+			if got := len(store.loads[0]); got != wantKeys {
+				t.Errorf("first load fetched %d keys, want %d", got, wantKeys)
+			}
+		})
+	}
+}
+
+func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
+	ctx := context.Background()
+	c, store, clock := newTestCache(time.Minute)
+	store.set(sysKey, configValue{limits: []Limit{PerMinute("rpm", 1)}, onUnavailable: OnUnavailableAllow})
+
+	if _, _, ou, err := c.resolve(ctx, "e", "gpt"); err != nil || ou != OnUnavailableAllow {
+		t.Fatalf("resolve: ou %q err %v", ou, err)
+	}
+	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
+		t.Fatal(err)
+	}
+	if n := store.loadCount(); n != 1 {
+		t.Fatalf("loads after cached resolve = %d, want 1", n)
+	}
+	if st := c.stats(); st.Hits != 4 || st.Misses != 4 || st.Size != 4 || st.TTL != time.Minute {
+		t.Fatalf("stats = %+v", st)
+	}
+	// Partial: another entity only misses its two entity slots.
+	if _, _, _, err := c.resolve(ctx, "f", "gpt"); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(store.loads[1]); got != 2 {
+		t.Errorf("partial miss fetched %d keys, want 2", got)
+	}
+	// Expiry: exactly at TTL still cached, just after is a miss.
+	clock.advance(time.Minute)
+	c.resolve(ctx, "e", "gpt")
+	if n := store.loadCount(); n != 2 {
+		t.Fatalf("loads at expiry boundary = %d, want 2", n)
+	}
+	clock.advance(time.Nanosecond)
+	c.resolve(ctx, "e", "gpt")
+	if n := store.loadCount(); n != 3 {
+		t.Fatalf("loads after expiry = %d, want 3", n)
+	}
+}
+
+func TestConfigCacheDisabled(t *testing.T) {
+	c, store, _ := newTestCache(0)
+	for range 3 {
+		if _, _, _, err := c.resolve(context.Background(), "e", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := store.loadCount(); n != 3 {
+		t.Fatalf("loads = %d, want 3 with TTL 0", n)
+	}
+	if st := c.stats(); st.Size != 0 || st.Hits != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+func TestConfigCacheEvictAndInvalidate(t *testing.T) {
+	ctx := context.Background()
+	c, store, _ := newTestCache(time.Minute)
+	c.resolve(ctx, "e", "gpt")
+	store.set(entityKey("e", "gpt"), configValue{limits: []Limit{PerMinute("tpm", 5)}})
+	if limits, _, _, _ := c.resolve(ctx, "e", "gpt"); limits != nil {
+		t.Fatalf("negative entry not cached: got %v", limits)
+	}
+	c.evict(entityKey("e", "gpt"))
+	limits, source, _, _ := c.resolve(ctx, "e", "gpt")
+	if len(limits) != 1 || source != SourceEntity {
+		t.Fatalf("after evict: %v %q", limits, source)
+	}
+	if got := len(store.loads[len(store.loads)-1]); got != 1 {
+		t.Errorf("evict refetched %d keys, want 1", got)
+	}
+	c.invalidate()
+	if st := c.stats(); st.Size != 0 {
+		t.Fatalf("size after invalidate = %d", st.Size)
+	}
+}
+
+func TestConfigCacheResolveOnUnavailable(t *testing.T) {
+	ctx := context.Background()
+	c, store, clock := newTestCache(time.Minute)
+	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
+		t.Fatalf("default = %q, want block", got)
+	}
+	store.set(sysKey, configValue{onUnavailable: OnUnavailableAllow})
+	c.evict(sysKey)
+	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
+		t.Fatalf("stored = %q, want allow", got)
+	}
+	// A failing read falls back to the remembered value, never an error.
+	store.failed = errors.New("boom")
+	clock.advance(2 * time.Minute)
+	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
+		t.Fatalf("on error = %q, want remembered allow", got)
+	}
+	c.invalidate()
+	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
+		t.Fatalf("after invalidate = %q, want block", got)
+	}
+}
+
+func TestConfigCacheLoadErrorNotCached(t *testing.T) {
+	ctx := context.Background()
+	c, store, _ := newTestCache(time.Minute)
+	store.failed = errors.New("throttled")
+	if _, _, _, err := c.resolve(ctx, "e", "gpt"); !errors.Is(err, store.failed) {
+		t.Fatalf("err = %v", err)
+	}
+	store.failed = nil
+	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.stats(); st.Size != 4 {
+		t.Fatalf("size = %d, want 4", st.Size)
+	}
+}
+
+func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		store := &fakeConfigStore{data: map[configKey]configValue{}}
+		release := make(chan struct{})
+		slow := func(ctx context.Context, keys []configKey) (map[configKey]configValue, error) {
+			<-release
+			return store.load(ctx, keys)
+		}
+		c := newConfigCache(time.Minute, time.Now, slow)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		synctest.Wait() // every goroutine is now blocked: one in the loader, seven waiting on its flight
+		close(release)
+		wg.Wait()
+		if n := store.loadCount(); n != 1 {
+			t.Fatalf("loads = %d, want 1", n)
+		}
+	})
+}
