@@ -1,0 +1,318 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// maxConflictRetries bounds the retries of a write refused with a
+// TransactionConflict (25, 50, 100 ms backoff), as the original does.
+const maxConflictRetries = 3
+
+// conflictBackoff is the wait before conflict retry n (0-based).
+func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
+
+// entityGroup is one (entity, resource) side of an acquire: the child, or
+// the parent it cascades to.
+type entityGroup struct {
+	entityID string
+	limits   []Limit
+	source   ConfigSource
+	bucket   *storedBucket // nil when the item does not exist
+	meta     *Entity       // nil when the entity has no META record
+}
+
+// slowAcquire is the read-then-write path (reference §6.4): resolve limits,
+// read META and buckets in one BatchGetItem, refill and consume locally, and
+// write the result under the rf optimistic lock.
+func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	childLimits, childSource, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := rl.readGroups(ctx, entityID, resource)
+	if err != nil {
+		return nil, err
+	}
+	groups[0].limits, groups[0].source = childLimits, childSource
+	if len(groups) > 1 {
+		parent := &groups[1]
+		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
+			return nil, err
+		}
+	}
+
+	now := rl.nowMs()
+	lease := &Lease{rl: rl}
+	var statuses []LimitStatus
+	exceeded := false
+	for gi := range groups {
+		g := &groups[gi]
+		for _, l := range g.limits {
+			s, found := g.bucket.state(l.Name)
+			if !found {
+				s = bucketStateFromLimit(g.entityID, resource, l, now)
+			}
+			e := &leaseEntry{
+				key:                 bucketKey{entityID: g.entityID, resource: resource},
+				limit:               l,
+				originalTokensMilli: s.TokensMilli,
+				originalRfMs:        s.LastRefillMs,
+				missingLimit:        !found && g.bucket != nil,
+			}
+			amount := consume[l.Name]
+			st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
+			if amount > 0 {
+				r := tryConsume(s, amount, now)
+				st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
+				if r.Success {
+					s.TokensMilli, s.LastRefillMs = r.NewTokensMilli, r.NewLastRefillMs
+					e.consumed = amount
+				}
+			} else {
+				// Only positive amounts gate admission (fix B9); zero refills,
+				// negative gives back.
+				st.Available = calculateAvailable(s, now)
+				s.TokensMilli, s.LastRefillMs = forceConsume(s, amount, now)
+				e.consumed = amount
+			}
+			s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
+			e.state = s
+			exceeded = exceeded || st.Exceeded
+			statuses = append(statuses, st)
+			lease.entries = append(lease.entries, e)
+		}
+	}
+	if exceeded {
+		return nil, newRateLimitExceededError(statuses)
+	}
+	if err := rl.commitInitial(ctx, lease, groups); err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// readGroups reads the META record and shard-0 bucket of the entity and, when
+// it cascades, of its parent. With the parent known from the entity cache
+// this is one BatchGetItem; otherwise a second one follows for the parent.
+func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
+	cache := rl.repo.entities()
+	info, _ := cache.get(entityID)
+	guess := info.cascadeParent()
+
+	ids := []string{entityID}
+	keys := []bucketKey{{entityID: entityID, resource: resource}}
+	if guess != "" {
+		ids = append(ids, guess)
+		keys = append(keys, bucketKey{entityID: guess, resource: resource})
+	}
+	metas, buckets, err := rl.repo.loadBuckets(ctx, ids, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
+	}
+	child := entityGroup{entityID: entityID, bucket: buckets[keys[0]]}
+	parentID := ""
+	if m, ok := metas[entityID]; ok {
+		child.meta = &m
+		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
+		if m.Cascade {
+			parentID = m.ParentID
+		}
+	} else {
+		cache.setEntity(entityID, false, false, "")
+	}
+	groups := []entityGroup{child}
+	if parentID == "" {
+		return groups, nil
+	}
+	pkey := bucketKey{entityID: parentID, resource: resource}
+	if parentID != guess {
+		pm, pb, err := rl.repo.loadBuckets(ctx, []string{parentID}, []bucketKey{pkey})
+		if err != nil {
+			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
+		}
+		metas, buckets = pm, pb
+	}
+	parent := entityGroup{entityID: parentID, bucket: buckets[pkey]}
+	if m, ok := metas[parentID]; ok {
+		parent.meta = &m
+		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
+	}
+	return append(groups, parent), nil
+}
+
+// bucketTTLSeconds is the time to fill the slowest limit from empty, times
+// multiplier, computed in float64 and truncated as the original does (§4.5).
+// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
+func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
+	if multiplier <= 0 || len(limits) == 0 {
+		return 0
+	}
+	worst := 0.0
+	for _, l := range limits {
+		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
+	}
+	return int64(worst * float64(multiplier))
+}
+
+// ttlFor decides the TTL handling of a group's bucket (§4.5): buckets of
+// entity-level config never expire; others expire after the time-to-fill
+// times the repository's multiplier.
+func (rl *RateLimiter) ttlFor(g entityGroup) (ttlMode, int64) {
+	if g.source == SourceEntity {
+		return ttlRemove, 0
+	}
+	secs := bucketTTLSeconds(g.limits, rl.repo.bucketTTLMultiplier())
+	if secs <= 0 {
+		return ttlUnchanged, 0
+	}
+	return ttlSet, secs
+}
+
+// commitInitial makes the lease's consumption durable (write-on-enter,
+// reference §6.5): a create or a normal write per group, atomically when
+// there are two; the retry path when the optimistic lock was lost.
+func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	now := rl.nowMs()
+	writes := make([]bucketWrite, 0, len(groups))
+	for _, g := range groups {
+		entries := lease.entriesOf(bucketKey{entityID: g.entityID, resource: lease.entries[0].key.resource})
+		if len(entries) == 0 {
+			continue
+		}
+		w := bucketWrite{key: entries[0].key, nowMs: now}
+		w.ttl, w.ttlSeconds = rl.ttlFor(g)
+		if g.meta != nil {
+			w.cascade, w.parentID, w.refreshEntity = g.meta.Cascade, g.meta.ParentID, true
+		}
+		if g.bucket == nil {
+			w.kind = writeCreate
+			w.shardCount = 1
+			for _, e := range entries {
+				w.states = append(w.states, e.state)
+			}
+		} else {
+			w.kind = writeNormal
+			w.expectedRf = g.bucket.rf
+			for _, e := range entries {
+				lw := limitWrite{name: e.limit.Name, consumedMilli: e.consumed * 1000}
+				if e.missingLimit {
+					full := bucketStateFromLimit(g.entityID, w.key.resource, e.limit, now)
+					lw.initial = &full
+				} else {
+					lw.refillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.consumedMilli
+				}
+				w.limits = append(w.limits, lw)
+			}
+		}
+		writes = append(writes, w)
+	}
+	err := rl.writeWithConflictRetry(ctx, writes)
+	if errors.Is(err, errConditionFailed) {
+		err = rl.retryInitial(ctx, lease, groups)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range lease.entries {
+		e.initialConsumed = e.consumed
+	}
+	return nil
+}
+
+// retryInitial is the retry path after a lost optimistic lock (§6.5 step 6):
+// consume without refilling, guarded by tk >= consumed.
+func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	now := rl.nowMs()
+	var writes []bucketWrite
+	for _, g := range groups {
+		w := bucketWrite{kind: writeRetry, nowMs: now}
+		for _, e := range lease.entries {
+			if e.key.entityID != g.entityID || e.consumed <= 0 {
+				continue
+			}
+			w.key = e.key
+			lw := limitWrite{name: e.limit.Name, consumedMilli: e.consumed * 1000}
+			if e.missingLimit {
+				full := bucketStateFromLimit(g.entityID, e.key.resource, e.limit, now)
+				lw.initial = &full
+			}
+			w.limits = append(w.limits, lw)
+		}
+		if len(w.limits) > 0 {
+			writes = append(writes, w)
+		}
+	}
+	err := rl.writeWithConflictRetry(ctx, writes)
+	if errors.Is(err, errConditionFailed) {
+		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
+	}
+	return err
+}
+
+// writeWithConflictRetry writes, retrying a TransactionConflict up to
+// maxConflictRetries times with 25/50/100 ms backoff.
+func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []bucketWrite) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		err := rl.repo.writeBuckets(ctx, writes)
+		if !errors.Is(err, errTransactionConflict) || attempt >= maxConflictRetries {
+			return err
+		}
+		if err := rl.sleep(ctx, conflictBackoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// retryFailureStatuses reports a failed retry write (§6.5
+// _build_retry_failure_statuses): every consuming entry is exceeded.
+func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
+	out := make([]LimitStatus, 0, len(entries))
+	for _, e := range entries {
+		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
+		out = append(out, LimitStatus{
+			EntityID:   e.key.entityID,
+			Resource:   e.key.resource,
+			LimitName:  e.limit.Name,
+			Limit:      e.limit,
+			Available:  floorDiv(e.state.TokensMilli, 1000),
+			Requested:  e.consumed,
+			Exceeded:   e.consumed > 0,
+			RetryAfter: calculateRetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
+		})
+	}
+	return out
+}
+
+// addMilli returns counter + tokens×1000, saturating instead of wrapping.
+func addMilli(counter, tokens int64) int64 {
+	d := satMul(tokens, 1000)
+	s := counter + d
+	if (d > 0 && s < counter) || (d < 0 && s > counter) {
+		if d > 0 {
+			return 1<<63 - 1
+		}
+		return -1 << 63
+	}
+	return s
+}
+
+// satMul returns a×b saturated to the int64 range.
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == -1<<63) || (b == -1 && a == -1<<63) {
+		if (a < 0) != (b < 0) {
+			return -1 << 63
+		}
+		return 1<<63 - 1
+	}
+	return p
+}

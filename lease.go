@@ -1,0 +1,264 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// refundTimeout bounds the writes of Commit and Rollback, which run on a
+// context detached from the caller's cancellation so that accounting is not
+// lost when a request is cancelled after its LLM call.
+const refundTimeout = 10 * time.Second
+
+// Lease is the consumption taken by one Acquire. It is already durable in
+// DynamoDB; Adjust, Consume and Release change it locally, Commit writes the
+// difference, Rollback gives everything back. After Commit or Rollback every
+// method returns [ErrLeaseDone], so `defer lease.Rollback(ctx)` right after
+// Acquire is safe (like sql.Tx).
+//
+// A Lease is not safe for concurrent use.
+type Lease struct {
+	rl      *RateLimiter
+	noop    bool // fail-open lease: tracks nothing, writes nothing
+	done    bool
+	entries []*leaseEntry
+}
+
+// leaseEntry is one limit of one bucket item held by a lease.
+type leaseEntry struct {
+	key   bucketKey
+	limit Limit
+	// state is the local view of the bucket after this lease's changes.
+	state BucketState
+	// consumed is this lease's running total (tokens); initialConsumed is
+	// the part that is durable in DynamoDB.
+	consumed        int64
+	initialConsumed int64
+
+	originalTokensMilli int64
+	originalRfMs        int64
+	// missingLimit is set when the item existed without this limit (B1).
+	missingLimit bool
+}
+
+// entriesOf returns the entries of one bucket item, in order.
+func (ls *Lease) entriesOf(key bucketKey) []*leaseEntry {
+	var out []*leaseEntry
+	for _, e := range ls.entries {
+		if e.key == key {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// keys returns the distinct bucket items of the lease in first-seen order.
+func (ls *Lease) keys() []bucketKey {
+	var out []bucketKey
+	for _, e := range ls.entries {
+		if len(out) == 0 || !containsKey(out, e.key) {
+			out = append(out, e.key)
+		}
+	}
+	return out
+}
+
+func containsKey(keys []bucketKey, k bucketKey) bool {
+	for _, x := range keys {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Consumed returns, per limit name, the tokens this lease has taken so far,
+// summed over the entity and (with cascade) its parent.
+func (ls *Lease) Consumed() map[string]int64 {
+	out := make(map[string]int64)
+	for _, e := range ls.entries {
+		out[e.limit.Name] += e.consumed
+	}
+	return out
+}
+
+// Noop reports whether the lease was issued without DynamoDB because the
+// backend was unavailable and the mode was allow. A no-op lease tracks and
+// writes nothing.
+func (ls *Lease) Noop() bool { return ls.noop }
+
+func (ls *Lease) check() error {
+	if ls.done {
+		return ErrLeaseDone
+	}
+	return nil
+}
+
+// Consume takes more tokens within the lease, checked against the local view
+// of the buckets: a *[RateLimitExceededError] when a positive amount does not
+// fit (and nothing changes). The amounts are written by Commit.
+func (ls *Lease) Consume(c Consume) error {
+	if err := ls.check(); err != nil || ls.noop {
+		return err
+	}
+	if err := validateAmounts(c); err != nil {
+		return err
+	}
+	now := ls.rl.nowMs()
+	statuses := make([]LimitStatus, 0, len(ls.entries))
+	exceeded := false
+	for _, e := range ls.entries {
+		amount := c[e.limit.Name]
+		st := LimitStatus{EntityID: e.key.entityID, Resource: e.key.resource, LimitName: e.limit.Name, Limit: e.limit, Requested: amount}
+		if amount > 0 {
+			r := tryConsume(e.state, amount, now)
+			st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
+		} else {
+			st.Available = calculateAvailable(e.state, now)
+		}
+		exceeded = exceeded || st.Exceeded
+		statuses = append(statuses, st)
+	}
+	if exceeded {
+		return newRateLimitExceededError(statuses)
+	}
+	ls.apply(c, now)
+	return nil
+}
+
+// Adjust changes the lease's consumption by c (positive takes more,
+// negative gives back) without any check: the bucket may go into debt, which
+// later acquires wait out. Use it to reconcile an estimate with the real
+// token count. It never returns a rate-limit error.
+func (ls *Lease) Adjust(c Consume) error {
+	if err := ls.check(); err != nil || ls.noop {
+		return err
+	}
+	if err := validateAmounts(c); err != nil {
+		return err
+	}
+	ls.apply(c, ls.rl.nowMs())
+	return nil
+}
+
+// Release gives back c: Adjust with every amount negated.
+func (ls *Lease) Release(c Consume) error {
+	neg := make(Consume, len(c))
+	for k, v := range c {
+		neg[k] = -v
+	}
+	return ls.Adjust(neg)
+}
+
+func (ls *Lease) apply(c Consume, now int64) {
+	for _, e := range ls.entries {
+		amount := c[e.limit.Name]
+		if amount == 0 {
+			continue
+		}
+		e.state.TokensMilli, e.state.LastRefillMs = forceConsume(e.state, amount, now)
+		e.state.TotalConsumedMilli = addMilli(e.state.TotalConsumedMilli, amount)
+		e.consumed += amount
+	}
+}
+
+// Commit writes the lease's changes since Acquire (one unconditional ADD per
+// bucket item touched) and ends the lease. When a write fails, Commit returns
+// the error and the lease stays open: what was written is remembered, so
+// Commit can be retried or Rollback gives back exactly what is durable.
+func (ls *Lease) Commit(ctx context.Context) error {
+	if err := ls.check(); err != nil {
+		return err
+	}
+	if ls.noop {
+		ls.done = true
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	for _, key := range ls.keys() {
+		entries := ls.entriesOf(key)
+		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
+		if len(w.limits) == 0 {
+			continue
+		}
+		// A condition failure means the bucket item no longer exists
+		// (expired): there is nothing left to adjust.
+		if err := ls.rl.repo.writeBuckets(ctx, []bucketWrite{w}); err != nil && !errors.Is(err, errConditionFailed) {
+			return fmt.Errorf("commit %s/%s: %w", key.entityID, key.resource, err)
+		}
+		for _, e := range entries {
+			e.initialConsumed = e.consumed
+		}
+	}
+	ls.done = true
+	return nil
+}
+
+// Rollback gives back everything the lease has made durable (one
+// unconditional ADD per bucket item) and ends the lease; local adjustments
+// are dropped. It runs on a context detached from ctx's cancellation. After
+// Commit it returns [ErrLeaseDone] and changes nothing. When a write fails
+// the others are still attempted, the error is returned and the lease stays
+// open so that Rollback can be retried without refunding twice.
+func (ls *Lease) Rollback(ctx context.Context) error {
+	if err := ls.check(); err != nil {
+		return err
+	}
+	if ls.noop {
+		ls.done = true
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	defer cancel()
+	var errs []error
+	for _, key := range ls.keys() {
+		entries := ls.entriesOf(key)
+		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return -e.initialConsumed })
+		if len(w.limits) == 0 {
+			continue
+		}
+		if err := ls.rl.repo.writeBuckets(ctx, []bucketWrite{w}); err != nil && !errors.Is(err, errConditionFailed) {
+			errs = append(errs, fmt.Errorf("rollback %s/%s: %w", key.entityID, key.resource, err))
+			continue
+		}
+		for _, e := range entries {
+			e.initialConsumed = 0
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	ls.done = true
+	return nil
+}
+
+// adjustWrite builds the unconditional ADD of delta(e) tokens for entries.
+func adjustWrite(key bucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) bucketWrite {
+	w := bucketWrite{kind: writeAdjust, key: key}
+	for _, e := range entries {
+		if d := delta(e); d != 0 {
+			w.limits = append(w.limits, limitWrite{name: e.limit.Name, consumedMilli: satMul(d, 1000)})
+		}
+	}
+	return w
+}
+
+// maxAmount keeps amounts × 1000 within int64.
+const maxAmount = (1<<63 - 1) / 1000
+
+// validateAmounts rejects the reserved wcu name and amounts whose millitoken
+// value would overflow.
+func validateAmounts(c Consume) error {
+	for name, v := range c {
+		if name == wcuLimitName {
+			return newValidationError(ErrInvalidName, "consume", name, "'wcu' is a reserved limit name")
+		}
+		if v > maxAmount || v < -maxAmount {
+			return newValidationError(ErrValidation, "consume", name, "amount out of range")
+		}
+	}
+	return nil
+}

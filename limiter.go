@@ -1,0 +1,260 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// RateLimiter rate-limits calls per (entity, resource) against a
+// [Repository]. It is safe for concurrent use. The zero value is not usable;
+// call [New].
+type RateLimiter struct {
+	repo        Repository
+	speculative bool
+	now         func() time.Time
+	// sleep waits d or until ctx is done (the transaction-conflict backoff).
+	sleep func(ctx context.Context, d time.Duration) error
+}
+
+// Option configures a [RateLimiter].
+type Option func(*RateLimiter)
+
+// WithSpeculativeWrites turns the speculative fast path (one conditional
+// UpdateItem, no read) on or off. It is on by default.
+func WithSpeculativeWrites(on bool) Option { return func(rl *RateLimiter) { rl.speculative = on } }
+
+// WithClock sets the clock used for bucket math. Nil means the repository's
+// clock.
+func WithClock(now func() time.Time) Option {
+	return func(rl *RateLimiter) {
+		if now != nil {
+			rl.now = now
+		}
+	}
+}
+
+// New returns a RateLimiter backed by repo.
+func New(repo Repository, opts ...Option) *RateLimiter {
+	rl := &RateLimiter{repo: repo, speculative: true, now: repo.clock(), sleep: sleepContext}
+	for _, o := range opts {
+		o(rl)
+	}
+	return rl
+}
+
+func sleepContext(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Repository returns the repository the limiter uses.
+func (rl *RateLimiter) Repository() Repository { return rl.repo }
+
+func (rl *RateLimiter) nowMs() int64 { return rl.now().UnixMilli() }
+
+// AcquireOption configures one Acquire, Do, Available or TimeUntilAvailable
+// call.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	limits        []Limit
+	override      bool
+	onUnavailable OnUnavailable
+}
+
+// WithLimits makes the call use limits instead of the stored config (no
+// config read at all). An empty list checks nothing.
+func WithLimits(limits ...Limit) AcquireOption {
+	return func(o *acquireOptions) {
+		o.limits = append([]Limit(nil), limits...)
+		o.override = true
+	}
+}
+
+// WithOnUnavailable sets what the call does when DynamoDB fails, overriding
+// the stored system default (itself defaulting to block).
+func WithOnUnavailable(mode OnUnavailable) AcquireOption {
+	return func(o *acquireOptions) { o.onUnavailable = mode }
+}
+
+func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
+	var o acquireOptions
+	for _, fn := range opts {
+		fn(&o)
+	}
+	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
+		return o, newValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
+	}
+	if o.override {
+		if err := validateLimits(o.limits); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Acquire takes consume from the (entityID, resource) bucket — and from the
+// parent's when the entity cascades — and returns a [Lease] whose consumption
+// is already durable in DynamoDB. Finish the lease with [Lease.Commit] (after
+// [Lease.Adjust] to the real amounts) or [Lease.Rollback].
+//
+// When a limit cannot satisfy the request the error is a
+// *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
+// written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
+// on-unavailable mode decides: block returns an *[UnavailableError], allow
+// returns a no-op lease. Context cancellation is returned as is.
+func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return nil, err
+	}
+	if err := ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	if err := validateAmounts(consume); err != nil {
+		return nil, err
+	}
+	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
+	if err == nil {
+		return lease, nil
+	}
+	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+		return nil, err
+	}
+	mode := o.onUnavailable
+	if mode == "" {
+		mode = rl.repo.resolveOnUnavailable(ctx)
+	}
+	if mode == OnUnavailableAllow {
+		return &Lease{rl: rl, noop: true}, nil
+	}
+	return nil, &UnavailableError{Cause: err, Table: rl.repo.tableName(), EntityID: entityID, Resource: resource}
+}
+
+// Do acquires, runs fn with the lease, and commits when fn returns nil. When
+// fn returns an error or panics, the acquire is rolled back (and the panic
+// re-raised). The error is fn's, or the acquire's or commit's.
+func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
+	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
+	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		if rbErr := lease.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, ErrLeaseDone) && err != nil {
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	if err := fn(ctx, lease); err != nil {
+		return err
+	}
+	if err := lease.Commit(ctx); err != nil {
+		return err
+	}
+	committed = true
+	return nil
+}
+
+// limitsFor resolves the limits of one entity: the override, or the stored
+// config. It fails with a *ValidationError when nothing is configured.
+func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]Limit, ConfigSource, error) {
+	if o.override {
+		return o.limits, SourceOverride, nil
+	}
+	limits, source, err := rl.repo.resolveLimits(ctx, entityID, resource)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(limits) == 0 {
+		return nil, "", noLimitsError(entityID, resource)
+	}
+	return limits, source, nil
+}
+
+func noLimitsError(entityID, resource string) error {
+	e := newValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
+		fmt.Sprintf("No limits configured for entity '%s' and resource '%s'. Configure limits at entity "+
+			"(resource-specific or _default_), resource, or system level, or provide limits parameter.", entityID, resource))
+	return e
+}
+
+// acquire obtains a lease: the speculative path when enabled, else (or when
+// it cannot decide) the read-then-write path.
+func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	return rl.slowAcquire(ctx, entityID, resource, consume, o)
+}
+
+// Available returns, per limit, the whole tokens available now for
+// (entityID, resource) — negative when in debt, the capacity when the bucket
+// does not exist yet. It only reads.
+func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := rl.repo.getBucket(ctx, bucketKey{entityID: entityID, resource: resource})
+	if err != nil {
+		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
+	}
+	now := rl.nowMs()
+	out := make(map[string]int64, len(limits))
+	for _, l := range limits {
+		if s, ok := b.state(l.Name); ok {
+			out[l.Name] = calculateAvailable(s, now)
+		} else {
+			out[l.Name] = l.Capacity
+		}
+	}
+	return out, nil
+}
+
+// TimeUntilAvailable returns how long until needed could be acquired for
+// (entityID, resource): the longest wait over the limits with a positive
+// amount. Missing buckets are full. It only reads.
+func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return 0, err
+	}
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return 0, err
+	}
+	b, err := rl.repo.getBucket(ctx, bucketKey{entityID: entityID, resource: resource})
+	if err != nil {
+		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
+	}
+	now := rl.nowMs()
+	var wait time.Duration
+	for _, l := range limits {
+		n := needed[l.Name]
+		if n <= 0 {
+			continue
+		}
+		s, ok := b.state(l.Name)
+		if !ok {
+			continue
+		}
+		wait = max(wait, calculateTimeUntilAvailable(s, n, now))
+	}
+	return wait, nil
+}

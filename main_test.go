@@ -1,0 +1,120 @@
+package limiter
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+// TestMain starts one DynamoDB Local for the package (see internal/ddblocal).
+func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
+
+// testEnv is a repository on a fresh table, with a call recorder and a
+// controllable clock.
+type testEnv struct {
+	t      *testing.T
+	ctx    context.Context
+	client *dynamodb.Client
+	rec    *ddblocal.Recorder
+	clock  *fakeClock
+	repo   *DynamoDBRepository
+}
+
+// epoch is the fake clock's start: 2026-01-02T03:04:05.678Z.
+var epoch = time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
+
+// newTestEnv opens a repository on a new table (deleted after the test).
+func newTestEnv(t *testing.T, optFns ...func(*DynamoDBOptions)) *testEnv {
+	t.Helper()
+	env := &testEnv{t: t, ctx: context.Background(), rec: &ddblocal.Recorder{}, clock: &fakeClock{t: epoch}}
+	env.client = ddblocal.Client(t, env.rec.Option())
+	table := ddblocal.TableName(t)
+	repo, err := OpenDynamoDB(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
+		o.Table = table
+		o.Namespace = "default"
+		o.CreateTable = true
+		o.Now = env.clock.now
+	}}, optFns...)...)
+	if err != nil {
+		t.Fatalf("OpenDynamoDB: %v", err)
+	}
+	t.Cleanup(func() {
+		env.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	env.repo = repo
+	env.rec.Reset()
+	return env
+}
+
+// limiter returns a RateLimiter on the env's repository.
+func (env *testEnv) limiter(opts ...Option) *RateLimiter {
+	return New(env.repo, append([]Option{WithSpeculativeWrites(false)}, opts...)...)
+}
+
+// item reads a raw item (strongly consistent).
+func (env *testEnv) item(pk, sk string) map[string]types.AttributeValue {
+	env.t.Helper()
+	out, err := env.client.GetItem(env.ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(env.repo.Table()), Key: primaryKey(pk, sk), ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		env.t.Fatalf("GetItem %s %s: %v", pk, sk, err)
+	}
+	return out.Item
+}
+
+// bucket reads the shard-0 bucket item of (entity, resource).
+func (env *testEnv) bucket(entity, resource string) map[string]types.AttributeValue {
+	return env.item(pkBucket(env.repo.NamespaceID(), entity, resource, 0), skState)
+}
+
+// n reads a number attribute of item (failing the test when absent).
+func (env *testEnv) n(item map[string]types.AttributeValue, attr string) int64 {
+	env.t.Helper()
+	v, ok, err := schemaGetN(item, attr)
+	if err != nil || !ok {
+		env.t.Fatalf("attribute %s: ok=%v err=%v in %v", attr, ok, err, item)
+	}
+	return v
+}
+
+// tokens reads b_{limit}_tk of the shard-0 bucket.
+func (env *testEnv) tokens(entity, resource, limit string) int64 {
+	env.t.Helper()
+	return env.n(env.bucket(entity, resource), bucketAttr(limit, fieldTokens))
+}
+
+// calls summarises the recorded calls as "Op" or "Op[items]" joined by
+// ", ", failed calls suffixed with "!".
+func (env *testEnv) calls() string {
+	var parts []string
+	for _, c := range env.rec.Calls() {
+		s := c.Op
+		if c.Items > 0 {
+			s += "[" + strconv.Itoa(c.Items) + "]"
+		}
+		if c.Failed() {
+			s += "!"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// newDeadRepo returns a copy of env's repository whose client points at a
+// closed port: every call fails fast.
+func newDeadRepo(t *testing.T, env *testEnv) *DynamoDBRepository {
+	t.Helper()
+	dead := *env.repo
+	dead.client = ddblocal.NewClient("http://127.0.0.1:1")
+	return &dead
+}

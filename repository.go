@@ -1,0 +1,465 @@
+package limiter
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Repository is the storage behind a [RateLimiter]: entities, stored limits
+// and buckets. [*DynamoDBRepository] is the implementation; the bucket
+// operations of the interface are internal to this package, so other
+// implementations cannot be written outside it.
+type Repository interface {
+	CreateEntity(ctx context.Context, e Entity) (Entity, error)
+	GetEntity(ctx context.Context, id string) (Entity, error)
+	DeleteEntity(ctx context.Context, id string) error
+	Children(ctx context.Context, parentID string) ([]Entity, error)
+
+	SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error
+	GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error)
+	DeleteLimits(ctx context.Context, entityID, resource string) error
+	SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error
+	GetResourceDefaults(ctx context.Context, resource string) ([]Limit, error)
+	DeleteResourceDefaults(ctx context.Context, resource string) error
+	ListResourcesWithDefaults(ctx context.Context) ([]string, error)
+	SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error
+	GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error)
+	DeleteSystemDefaults(ctx context.Context) error
+	ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error)
+	ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error)
+	ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error)
+
+	bucketStore
+}
+
+// Defaults of [DynamoDBOptions].
+const (
+	DefaultTable               = "zae-limiter"
+	DefaultNamespace           = "default"
+	DefaultConfigCacheTTL      = time.Minute
+	DefaultBucketTTLMultiplier = 7
+	DefaultAuditRetention      = 90 * 24 * time.Hour
+)
+
+// Environment variables read for defaults.
+const (
+	EnvStack     = "ZAEL_STACK"
+	EnvNamespace = "ZAEL_NAMESPACE"
+)
+
+// DynamoDBClient is the subset of *dynamodb.Client the repository uses.
+type DynamoDBClient interface {
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	DeleteItem(ctx context.Context, in *dynamodb.DeleteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DeleteItemOutput, error)
+	BatchGetItem(ctx context.Context, in *dynamodb.BatchGetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchGetItemOutput, error)
+	BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
+	Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error)
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
+}
+
+var (
+	_ DynamoDBClient = (*dynamodb.Client)(nil)
+	_ Repository     = (*DynamoDBRepository)(nil)
+)
+
+// DynamoDBOptions configures [OpenDynamoDB]. OpenDynamoDB fills every field
+// with its default before calling the option functions, so setting a field
+// to zero is meaningful where documented.
+type DynamoDBOptions struct {
+	// Table is the table (and CloudFormation stack) name. Default:
+	// $ZAEL_STACK, else "zae-limiter".
+	Table string
+	// Namespace is the namespace name; it is registered on first use.
+	// Default: $ZAEL_NAMESPACE, else "default".
+	Namespace string
+	// CreateTable creates the table (with TTL enabled) when it does not
+	// exist: a development convenience; production tables come from the
+	// shipped template.
+	CreateTable bool
+	// ConfigCacheTTL is how long resolved stored limits are reused. Default
+	// 60 s; zero disables caching.
+	ConfigCacheTTL time.Duration
+	// BucketTTLMultiplier sets how long idle buckets of non-entity config
+	// live: time-to-fill × multiplier. Default 7; zero or less disables
+	// bucket TTL.
+	BucketTTLMultiplier int64
+	// Principal is recorded in audit events when the context carries none
+	// (see [ContextWithPrincipal]). Empty means unknown.
+	Principal string
+	// AuditRetention is how long audit events are kept. Default 90 days.
+	AuditRetention time.Duration
+	// Now is the clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
+// to one namespace. It is safe for concurrent use. Create it with
+// [OpenDynamoDB]; [DynamoDBRepository.Namespace] returns a repository for
+// another namespace sharing the client and caches.
+type DynamoDBRepository struct {
+	client DynamoDBClient
+	opts   DynamoDBOptions
+	nsID   string
+	nsName string
+	cache  *configCache
+	ents   *entityCache
+	shared *sharedState
+}
+
+// sharedState is shared between a repository and its namespace-scoped
+// siblings.
+type sharedState struct {
+	mu       sync.Mutex // guards the fields below
+	nsIDs    map[string]string       // namespace name → id
+	entities map[string]*entityCache // namespace id → entity cache
+}
+
+func (s *sharedState) entityCache(nsID string) *entityCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.entities[nsID]
+	if !ok {
+		c = newEntityCache()
+		s.entities[nsID] = c
+	}
+	return c
+}
+
+var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
+
+// ValidateStackName checks a table/stack name with the original's rules:
+// letters, digits and hyphens, starting with a letter, at most 55
+// characters. The error is a *[ValidationError].
+func ValidateStackName(name string) error {
+	reason := ""
+	switch {
+	case name == "":
+		reason = "Name cannot be empty"
+	case strings.Contains(name, "_"):
+		reason = "Contains underscore. Use hyphens instead (e.g., 'rate-limits' not 'rate_limits')"
+	case strings.Contains(name, "."):
+		reason = "Contains period. Only alphanumeric characters and hyphens are allowed."
+	case strings.Contains(name, " "):
+		reason = "Contains spaces. Use hyphens instead (e.g., 'my-app' not 'my app')"
+	case !stackNamePattern.MatchString(name):
+		reason = "Must start with a letter and contain only alphanumeric characters and hyphens."
+	case len(name) > 55:
+		reason = "Too long. Name exceeds 55 character limit (IAM role constraints)."
+	default:
+		return nil
+	}
+	return newValidationError(ErrValidation, "name", name, reason)
+}
+
+// OpenDynamoDB opens the rate-limiter table through client: it creates the
+// table when asked, registers the namespace when it is new, and writes or
+// checks the table's version record.
+func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
+	o := DynamoDBOptions{
+		Table:               envOr(EnvStack, DefaultTable),
+		Namespace:           envOr(EnvNamespace, DefaultNamespace),
+		ConfigCacheTTL:      DefaultConfigCacheTTL,
+		BucketTTLMultiplier: DefaultBucketTTLMultiplier,
+		AuditRetention:      DefaultAuditRetention,
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.AuditRetention <= 0 {
+		o.AuditRetention = DefaultAuditRetention
+	}
+	if err := ValidateStackName(o.Table); err != nil {
+		return nil, err
+	}
+	if o.Namespace == "" || o.Namespace == reservedNamespace {
+		return nil, newValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
+	}
+	r := &DynamoDBRepository{
+		client: client,
+		opts:   o,
+		shared: &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}},
+	}
+	if o.CreateTable {
+		if err := r.createTable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.checkVersion(ctx); err != nil {
+		return nil, err
+	}
+	id, err := r.ensureNamespace(ctx, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	r.bind(id, o.Namespace)
+	return r, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// bind scopes r to a namespace.
+func (r *DynamoDBRepository) bind(id, name string) {
+	r.nsID, r.nsName = id, name
+	r.ents = r.shared.entityCache(id)
+	r.cache = newConfigCache(r.opts.ConfigCacheTTL, r.opts.Now, r.loadConfigs)
+}
+
+// Namespace returns a repository for another registered namespace, sharing
+// the client, the namespace cache and the entity caches, with its own config
+// cache. It fails with *[NamespaceNotFoundError] when name is not
+// registered.
+func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
+	id, ok, err := r.resolveNamespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &NamespaceNotFoundError{Namespace: name}
+	}
+	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
+	scoped.opts.Namespace = name
+	scoped.bind(id, name)
+	return scoped, nil
+}
+
+// Table returns the table name.
+func (r *DynamoDBRepository) Table() string { return r.opts.Table }
+
+// NamespaceID returns the opaque id of the repository's namespace.
+func (r *DynamoDBRepository) NamespaceID() string { return r.nsID }
+
+// NamespaceName returns the name of the repository's namespace.
+func (r *DynamoDBRepository) NamespaceName() string { return r.nsName }
+
+// Close releases nothing today (the client belongs to the caller); it exists
+// so that callers can treat the repository as a resource.
+func (r *DynamoDBRepository) Close() error { return nil }
+
+// Ping reports whether the table answers (a GetItem of the version record).
+func (r *DynamoDBRepository) Ping(ctx context.Context) error {
+	_, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.opts.Table),
+		Key:       primaryKey(pkSystem(reservedNamespace), skVersion),
+	})
+	return wrapErr("ping", err)
+}
+
+func (r *DynamoDBRepository) tableName() string                    { return r.opts.Table }
+func (r *DynamoDBRepository) clock() func() time.Time              { return r.opts.Now }
+func (r *DynamoDBRepository) entities() *entityCache               { return r.ents }
+func (r *DynamoDBRepository) bucketTTLMultiplier() int64           { return r.opts.BucketTTLMultiplier }
+func (r *DynamoDBRepository) nowMs() int64                         { return r.opts.Now().UnixMilli() }
+func (r *DynamoDBRepository) resolveOnUnavailable(ctx context.Context) OnUnavailable {
+	return r.cache.resolveOnUnavailable(ctx)
+}
+
+// createTable creates the table from the schema definition (ignoring an
+// existing one), waits until it is ACTIVE and enables TTL on `ttl`.
+func (r *DynamoDBRepository) createTable(ctx context.Context) error {
+	_, err := r.client.CreateTable(ctx, tableDefinition(r.opts.Table))
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("create table %s: %w", r.opts.Table, err)
+	}
+	for {
+		out, err := r.client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(r.opts.Table)})
+		if err != nil {
+			return fmt.Errorf("describe table %s: %w", r.opts.Table, err)
+		}
+		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
+			break
+		}
+		if err := sleepContext(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	if _, err := r.client.UpdateTimeToLive(ctx, ttlSpecification(r.opts.Table)); err != nil &&
+		!strings.Contains(err.Error(), "TimeToLive is already enabled") {
+		return fmt.Errorf("enable ttl on %s: %w", r.opts.Table, err)
+	}
+	return nil
+}
+
+// checkVersion reads the version record; when missing it writes one for the
+// current schema (lambda_version NULL, so that Python clients never think
+// their Lambda is outdated); when present it refuses another major schema.
+func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.opts.Table),
+		Key:       primaryKey(pkSystem(reservedNamespace), skVersion),
+	})
+	if err != nil {
+		return wrapErr("read version record", err)
+	}
+	if len(out.Item) == 0 {
+		rec := versionRecord{
+			SchemaVersion:    currentSchemaVersion,
+			ClientMinVersion: "0.0.0",
+			UpdatedAt:        r.opts.Now(),
+			UpdatedBy:        "client:go-" + ClientVersion,
+		}
+		_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: versionItem(rec)})
+		return wrapErr("write version record", err)
+	}
+	rec := versionFromItem(out.Item)
+	if major(rec.SchemaVersion) != "" && major(rec.SchemaVersion) != major(currentSchemaVersion) {
+		return &IncompatibleSchemaError{
+			ClientVersion: ClientVersion,
+			SchemaVersion: rec.SchemaVersion,
+			Message:       fmt.Sprintf("This client supports schema %s.x.", major(currentSchemaVersion)),
+		}
+	}
+	return nil
+}
+
+// ClientVersion is this library's version, recorded in the version record's
+// updated_by as "client:go-{version}".
+const ClientVersion = "0.1.0"
+
+func major(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if i := strings.IndexByte(v, '.'); i > 0 {
+		return v[:i]
+	}
+	return ""
+}
+
+// ensureNamespace resolves name, registering it when it is new.
+func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (string, error) {
+	id, ok, err := r.resolveNamespace(ctx, name)
+	if err != nil || ok {
+		return id, err
+	}
+	return r.registerNamespace(ctx, name)
+}
+
+// resolveNamespace returns the id of an active namespace.
+func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
+	r.shared.mu.Lock()
+	id, ok := r.shared.nsIDs[name]
+	r.shared.mu.Unlock()
+	if ok {
+		return id, true, nil
+	}
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.opts.Table),
+		Key:       primaryKey(pkSystem(reservedNamespace), skNamespace(name)),
+	})
+	if err != nil {
+		return "", false, wrapErr("resolve namespace "+name, err)
+	}
+	if len(out.Item) == 0 {
+		return "", false, nil
+	}
+	rec := namespaceFromItem(out.Item)
+	if rec.Status == namespaceDeleted || rec.Status == namespacePurging || rec.ID == "" {
+		return "", false, nil
+	}
+	r.shared.mu.Lock()
+	r.shared.nsIDs[name] = rec.ID
+	r.shared.mu.Unlock()
+	return rec.ID, true, nil
+}
+
+// registerNamespace creates the forward and reverse registry records of a
+// new namespace in one transaction; when someone else registered it first,
+// their id is returned.
+func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string) (string, error) {
+	if name == reservedNamespace {
+		return "", newValidationError(ErrValidation, "namespace", name, "reserved for system use")
+	}
+	id, err := newNamespaceID(rand.Reader)
+	if err != nil {
+		return "", err
+	}
+	rec := namespaceRecord{ID: id, Name: name, Status: namespaceActive, CreatedAt: r.opts.Now()}
+	cond := aws.String("attribute_not_exists(PK)")
+	_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: namespaceForwardItem(rec), ConditionExpression: cond}},
+		{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: namespaceReverseItem(rec), ConditionExpression: cond}},
+	}})
+	var canceled *types.TransactionCanceledException
+	if errors.As(err, &canceled) {
+		existing, ok, err := r.resolveNamespace(ctx, name)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", &NamespaceStateError{Namespace: name, State: "unknown",
+				Message: fmt.Sprintf("Namespace '%s' could not be registered", name)}
+		}
+		return existing, nil
+	}
+	if err != nil {
+		return "", wrapErr("register namespace "+name, err)
+	}
+	r.shared.mu.Lock()
+	r.shared.nsIDs[name] = id
+	r.shared.mu.Unlock()
+	return id, nil
+}
+
+// wrapErr adds context to a DynamoDB error (nil stays nil).
+func wrapErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// classifyWriteErr maps DynamoDB's refusals of a conditional write to
+// errConditionFailed / errTransactionConflict (nothing was written); other
+// errors are returned with context.
+func classifyWriteErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return errConditionFailed
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		conflict := false
+		for _, reason := range tce.CancellationReasons {
+			switch aws.ToString(reason.Code) {
+			case "ConditionalCheckFailed":
+				return errConditionFailed
+			case "TransactionConflict":
+				conflict = true
+			}
+		}
+		if conflict {
+			return errTransactionConflict
+		}
+	}
+	var tcf *types.TransactionConflictException
+	if errors.As(err, &tcf) {
+		return errTransactionConflict
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

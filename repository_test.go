@@ -1,0 +1,398 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func TestEntities(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+
+	p, err := rl.CreateEntity(ctx, Entity{ID: "proj-1", Metadata: map[string]string{"tier": "gold"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Name != "proj-1" || !p.CreatedAt.Equal(epoch.Truncate(1e9)) {
+		t.Errorf("created %+v", p)
+	}
+	if _, err := rl.CreateEntity(ctx, Entity{ID: "proj-1"}); !errors.Is(err, ErrEntityExists) {
+		t.Fatalf("duplicate = %v, want ErrEntityExists", err)
+	}
+	for _, id := range []string{"key-a", "key-b"} {
+		if _, err := rl.CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := rl.GetEntity(ctx, "key-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Entity{ID: "key-a", Name: "Key key-a", ParentID: "proj-1", Cascade: true, Metadata: map[string]string{}, CreatedAt: epoch.Truncate(1e9)}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("GetEntity (-want +got):\n%s", diff)
+	}
+	gp, _ := rl.GetEntity(ctx, "proj-1")
+	if gp.Metadata["tier"] != "gold" || gp.ParentID != "" || gp.Cascade {
+		t.Errorf("parent = %+v", gp)
+	}
+	if _, err := rl.GetEntity(ctx, "nobody"); !errors.Is(err, ErrEntityNotFound) {
+		t.Fatalf("missing = %v, want ErrEntityNotFound", err)
+	}
+	kids, err := rl.Children(ctx, "proj-1")
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("Children = %v, %v", kids, err)
+	}
+
+	for _, bad := range []Entity{{ID: ""}, {ID: "a#b"}, {ID: "ok", ParentID: "bad parent"}, {ID: "x\n"}} {
+		if _, err := rl.CreateEntity(ctx, bad); !errors.Is(err, ErrInvalidIdentifier) {
+			t.Errorf("CreateEntity(%+v) = %v, want ErrInvalidIdentifier", bad, err)
+		}
+	}
+
+	// Delete removes META, configs and buckets of every resource.
+	lim := WithLimits(PerMinute("rpm", 10))
+	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-4", Consume{"rpm": 1}, lim))
+	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-3", Consume{"rpm": 1}, lim))
+	if err := rl.SetLimits(ctx, "key-a", "gpt-4", []Limit{PerMinute("rpm", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.DeleteEntity(ctx, "key-a"); err != nil {
+		t.Fatal(err)
+	}
+	for _, item := range []map[string]types.AttributeValue{
+		env.bucket("key-a", "gpt-4"), env.bucket("key-a", "gpt-3"),
+		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skMeta),
+		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skConfig("gpt-4")),
+	} {
+		if len(item) != 0 {
+			t.Errorf("item left after DeleteEntity: %v", item)
+		}
+	}
+	if res, _ := rl.ListResourcesWithEntityConfigs(ctx); len(res) != 0 {
+		t.Errorf("registry after delete = %v, want empty", res)
+	}
+	if err := rl.DeleteEntity(ctx, "key-a"); err != nil {
+		t.Fatalf("second delete = %v", err)
+	}
+}
+
+func TestDeleteEntityManyItems(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	lim := WithLimits(PerMinute("rpm", 10))
+	for i := range 30 {
+		mustCommit(t, mustAcquire(t, rl, "big", fmt.Sprintf("res-%d", i), Consume{"rpm": 1}, lim))
+	}
+	env.rec.Reset()
+	if err := rl.DeleteEntity(env.ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.rec.Count("BatchWriteItem"); n != 2 {
+		t.Errorf("BatchWriteItem calls = %d, want 2 (25 + 5)", n)
+	}
+	for _, c := range env.rec.Calls() {
+		if c.Op == "BatchWriteItem" && c.Items > 25 {
+			t.Errorf("BatchWriteItem with %d items", c.Items)
+		}
+	}
+	if item := env.bucket("big", "res-29"); len(item) != 0 {
+		t.Fatal("bucket left")
+	}
+}
+
+func TestStoredLimitsResolution(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	repo := env.repo
+
+	if _, _, err := repo.ResolveLimits(ctx, "e", "gpt"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
+	var ve *ValidationError
+	if !errors.As(err, &ve) || ve.Field != "limits" {
+		t.Fatalf("no config: err = %v, want ValidationError on limits", err)
+	}
+	wantMsg := "Invalid limits: No limits configured for entity 'e' and resource 'gpt'. Configure limits at entity " +
+		"(resource-specific or _default_), resource, or system level, or provide limits parameter."
+	if err.Error() != wantMsg {
+		t.Errorf("message %q", err.Error())
+	}
+
+	steps := []struct {
+		name   string
+		do     func() error
+		want   int64
+		source ConfigSource
+	}{
+		{"system", func() error { return rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow) }, 1, SourceSystem},
+		{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 2)}) }, 2, SourceResource},
+		{"entity default", func() error { return rl.SetLimits(ctx, "e", DefaultResource, []Limit{PerMinute("rpm", 3)}) }, 3, SourceEntityDefault},
+		{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 4)}) }, 4, SourceEntity},
+		{"entity deleted", func() error { return rl.DeleteLimits(ctx, "e", "gpt") }, 3, SourceEntityDefault},
+		{"entity default deleted", func() error { return rl.DeleteLimits(ctx, "e", DefaultResource) }, 2, SourceResource},
+		{"resource deleted", func() error { return rl.DeleteResourceDefaults(ctx, "gpt") }, 1, SourceSystem},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		// Every config write evicts its cache slot (fix B13): visible at once.
+		limits, source, err := repo.ResolveLimits(ctx, "e", "gpt")
+		if err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source {
+			t.Errorf("after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)
+		}
+	}
+	if limits, ou, err := rl.GetSystemDefaults(ctx); err != nil || ou != OnUnavailableAllow || len(limits) != 1 {
+		t.Errorf("GetSystemDefaults = %v %q %v", limits, ou, err)
+	}
+	if got := repo.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
+		t.Errorf("resolveOnUnavailable = %q", got)
+	}
+	if err := rl.DeleteSystemDefaults(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if limits, _, _ := repo.ResolveLimits(ctx, "e", "gpt"); limits != nil {
+		t.Errorf("after deleting everything: %v", limits)
+	}
+}
+
+func TestStoredLimitsRegistriesAndListing(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	for _, r := range []string{"gpt-4", "claude", "openai/o1"} {
+		if err := rl.SetResourceDefaults(ctx, r, []Limit{PerMinute("rpm", 10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := rl.ListResourcesWithDefaults(ctx); !cmp.Equal(got, []string{"claude", "gpt-4", "openai/o1"}) {
+		t.Errorf("ListResourcesWithDefaults = %v", got)
+	}
+	rl.DeleteResourceDefaults(ctx, "claude")
+	if got, _ := rl.ListResourcesWithDefaults(ctx); !cmp.Equal(got, []string{"gpt-4", "openai/o1"}) {
+		t.Errorf("after delete = %v", got)
+	}
+	if got, _ := rl.GetResourceDefaults(ctx, "gpt-4"); len(got) != 1 || got[0] != PerMinute("rpm", 10) {
+		t.Errorf("GetResourceDefaults = %v", got)
+	}
+
+	for i := range 5 {
+		if err := rl.SetLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4", []Limit{PerMinute("tpm", 100)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rl.SetLimits(ctx, "ent-0", "gpt-4", []Limit{PerMinute("tpm", 200)}) // replace: counted once
+	rl.SetLimits(ctx, "ent-0", DefaultResource, []Limit{PerMinute("tpm", 200)})
+	if got, _ := rl.ListResourcesWithEntityConfigs(ctx); !cmp.Equal(got, []string{DefaultResource, "gpt-4"}) {
+		t.Errorf("ListResourcesWithEntityConfigs = %v", got)
+	}
+	var ids []string
+	cursor := ""
+	pages := 0
+	for {
+		page, next, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, page...)
+		pages++
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	sort.Strings(ids)
+	if !cmp.Equal(ids, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}) || pages < 3 {
+		t.Errorf("ListEntitiesWithCustomLimits = %v in %d pages", ids, pages)
+	}
+	if _, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor"); !errors.Is(err, ErrValidation) {
+		t.Errorf("bad cursor = %v", err)
+	}
+	for i := range 5 {
+		rl.DeleteLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4")
+	}
+	rl.DeleteLimits(ctx, "ent-0", "gpt-4") // missing: silent
+	if got, _ := rl.ListResourcesWithEntityConfigs(ctx); !cmp.Equal(got, []string{DefaultResource}) {
+		t.Errorf("after deletes = %v", got)
+	}
+
+	// Validation happens before any write.
+	env.rec.Reset()
+	for name, err := range map[string]error{
+		"bad resource":  rl.SetResourceDefaults(ctx, "_x", []Limit{PerMinute("rpm", 1)}),
+		"bad limit":     rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("wcu", 1)}),
+		"bad entity":    rl.SetLimits(ctx, "e#1", "gpt", []Limit{PerMinute("rpm", 1)}),
+		"bad system":    rl.SetSystemDefaults(ctx, []Limit{{Name: "rpm"}}, ""),
+		"bad mode":      rl.SetSystemDefaults(ctx, nil, "sometimes"),
+		"bad principal": rl.SetLimits(ContextWithPrincipal(ctx, "not valid!"), "e", "gpt", []Limit{PerMinute("rpm", 1)}),
+	} {
+		if !errors.Is(err, ErrValidation) {
+			t.Errorf("%s: err = %v, want ErrValidation", name, err)
+		}
+	}
+	if n := env.rec.Count(""); n != 0 {
+		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
+	}
+}
+
+// TestBucketSyncAndReconcile checks that SetLimits rewrites the bucket's
+// parameters and removes its TTL, and DeleteLimits reconciles it with the
+// defaults (TTL back, stale limits removed).
+func TestBucketSyncAndReconcile(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	if err := rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 10)}, ""); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"rpm": 1}))
+	b := env.bucket("e", "gpt")
+	if got := env.n(b, "ttl"); got != epoch.Unix()+420 {
+		t.Errorf("system-config bucket ttl = %d, want now+420", got)
+	}
+	if err := rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)}); err != nil {
+		t.Fatal(err)
+	}
+	b = env.bucket("e", "gpt")
+	if _, ok := b["ttl"]; ok {
+		t.Error("entity config: ttl not removed")
+	}
+	if env.n(b, "b_rpm_cp") != 20_000 || env.n(b, "b_tpm_cp") != 500_000 || env.n(b, "b_tpm_tk") != 500_000 {
+		t.Errorf("synced params: %v", b)
+	}
+	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"tpm": 100}))
+	if got := env.tokens("e", "gpt", "tpm"); got != 400_000 {
+		t.Errorf("tpm after acquire = %d", got)
+	}
+	if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
+		t.Fatal(err)
+	}
+	b = env.bucket("e", "gpt")
+	if env.n(b, "b_rpm_cp") != 10_000 || env.n(b, "ttl") != epoch.Unix()+420 {
+		t.Errorf("reconciled: %v", b)
+	}
+	if _, ok := b["b_tpm_tk"]; ok {
+		t.Error("stale tpm attributes kept")
+	}
+}
+
+func TestAuditEvents(t *testing.T) {
+	env := newTestEnv(t, func(o *DynamoDBOptions) { o.Principal = "arn:aws:iam::123456789012:role/app" })
+	rl := env.limiter()
+	ctx := env.ctx
+	rl.CreateEntity(ctx, Entity{ID: "e"})
+	rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "gpt", []Limit{PerMinute("rpm", 5)})
+	rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableBlock)
+
+	ns := env.repo.NamespaceID()
+	out, err := env.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(env.repo.Table()),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pkAudit(ns, "e"))},
+	})
+	if err != nil || len(out.Items) != 2 {
+		t.Fatalf("audit items of e: %d, %v", len(out.Items), err)
+	}
+	var evs []AuditEvent
+	for _, item := range out.Items {
+		ev, ok, err := auditEventFromItem(item)
+		if err != nil || !ok {
+			t.Fatal(err)
+		}
+		if len(ev.EventID) != 26 {
+			t.Errorf("event id %q", ev.EventID)
+		}
+		if got := env.n(item, "ttl"); got != epoch.Unix()+90*86400 {
+			t.Errorf("audit ttl = %d", got)
+		}
+		evs = append(evs, ev)
+	}
+	if evs[0].Action != AuditEntityCreated || evs[0].Principal != "arn:aws:iam::123456789012:role/app" {
+		t.Errorf("first event %+v", evs[0])
+	}
+	if evs[1].Action != AuditLimitsSet || evs[1].Principal != "admin@example.com" || evs[1].Resource != "gpt" {
+		t.Errorf("second event %+v", evs[1])
+	}
+	sys := env.item(pkAudit(ns, "$SYSTEM"), "")
+	_ = sys
+	out, _ = env.client.Query(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(env.repo.Table()),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pkAudit(ns, "$SYSTEM"))},
+	})
+	if len(out.Items) != 1 {
+		t.Errorf("system audit events = %d, want 1", len(out.Items))
+	}
+}
+
+func TestNamespacesIsolateData(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	other, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) {
+		o.Table = env.repo.Table()
+		o.Namespace = "tenant-b"
+		o.Now = env.clock.now
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.NamespaceID() == env.repo.NamespaceID() || len(other.NamespaceID()) != 11 {
+		t.Fatalf("namespace ids %q %q", other.NamespaceID(), env.repo.NamespaceID())
+	}
+	lim := WithLimits(PerMinute("rpm", 2))
+	a, b := env.limiter(), New(other, WithSpeculativeWrites(false))
+	mustCommit(t, mustAcquire(t, a, "e", "api", Consume{"rpm": 2}, lim))
+	mustCommit(t, mustAcquire(t, b, "e", "api", Consume{"rpm": 2}, lim)) // separate bucket
+	if _, err := a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrRateLimited) {
+		t.Fatalf("namespace a = %v, want rate limited", err)
+	}
+	scoped, err := env.repo.Namespace(ctx, "tenant-b")
+	if err != nil || scoped.NamespaceID() != other.NamespaceID() {
+		t.Fatalf("Namespace(tenant-b) = %v, %v", scoped, err)
+	}
+	if _, err := env.repo.Namespace(ctx, "nope"); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Fatalf("Namespace(nope) = %v", err)
+	}
+	// Re-opening finds the registered namespace instead of registering it again.
+	again, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table(); o.Namespace = "tenant-b" })
+	if err != nil || again.NamespaceID() != other.NamespaceID() {
+		t.Fatalf("reopen: %v %v", again, err)
+	}
+	if _, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" }); !errors.Is(err, ErrValidation) {
+		t.Fatalf("bad table name = %v", err)
+	}
+}
+
+func TestVersionRecord(t *testing.T) {
+	env := newTestEnv(t)
+	item := env.item("_/SYSTEM#", "#VERSION")
+	if s, _ := schemaGetS(item, "schema_version"); s != "0.10.0" {
+		t.Errorf("schema_version = %q", s)
+	}
+	if _, isNull := item["lambda_version"].(*types.AttributeValueMemberNULL); !isNull {
+		t.Errorf("lambda_version = %v, want NULL", item["lambda_version"])
+	}
+	// A table of another major schema is refused.
+	_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()),
+		Item: versionItem(versionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenDynamoDB(context.Background(), env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table() })
+	if !errors.Is(err, ErrIncompatibleSchema) {
+		t.Fatalf("open on schema 1.0.0 = %v, want ErrIncompatibleSchema", err)
+	}
+}

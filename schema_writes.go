@@ -1,0 +1,209 @@
+package limiter
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// exprBuilder accumulates an expression's attribute names and values with
+// index-based placeholders (#a0, :v0), so that limit names containing '-' or
+// '.' are safe (fix B6).
+type exprBuilder struct {
+	names   map[string]string // placeholder → attribute name
+	byName  map[string]string // attribute name → placeholder
+	values  map[string]types.AttributeValue
+	nValues int
+}
+
+func newExprBuilder() *exprBuilder {
+	return &exprBuilder{names: map[string]string{}, byName: map[string]string{}, values: map[string]types.AttributeValue{}}
+}
+
+// name returns the placeholder of attribute name n.
+func (b *exprBuilder) name(n string) string {
+	if p, ok := b.byName[n]; ok {
+		return p
+	}
+	p := "#a" + strconv.Itoa(len(b.names))
+	b.names[p] = n
+	b.byName[n] = p
+	return p
+}
+
+// value returns a new placeholder for v.
+func (b *exprBuilder) value(v types.AttributeValue) string {
+	p := ":v" + strconv.Itoa(b.nValues)
+	b.nValues++
+	b.values[p] = v
+	return p
+}
+
+func (b *exprBuilder) n(v int64) string { return b.value(schemaN(v)) }
+
+// updateExpr joins SET, ADD and REMOVE clauses.
+func updateExpr(set, add, remove []string) string {
+	var parts []string
+	if len(set) > 0 {
+		parts = append(parts, "SET "+strings.Join(set, ", "))
+	}
+	if len(add) > 0 {
+		parts = append(parts, "ADD "+strings.Join(add, ", "))
+	}
+	if len(remove) > 0 {
+		parts = append(parts, "REMOVE "+strings.Join(remove, ", "))
+	}
+	return strings.Join(parts, " ")
+}
+
+func (b *exprBuilder) update(table string, key map[string]types.AttributeValue, expr string, conds []string) *types.Update {
+	u := &types.Update{
+		TableName:                 aws.String(table),
+		Key:                       key,
+		UpdateExpression:          aws.String(expr),
+		ExpressionAttributeNames:  b.names,
+		ExpressionAttributeValues: b.values,
+	}
+	if len(conds) > 0 {
+		u.ConditionExpression = aws.String(strings.Join(conds, " AND "))
+	}
+	if len(b.values) == 0 {
+		u.ExpressionAttributeValues = nil
+	}
+	return u
+}
+
+// initLimitClauses returns the SET clauses that initialise a limit missing
+// from an existing item (fix B1): tk from tk (an expression), cp/ra/rp kept
+// when already stored (e.g. synced by SetLimits) or set from initial.
+func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *BucketState) []string {
+	set := []string{b.name(bucketAttr(name, fieldTokens)) + " = " + tkExpr}
+	for _, f := range []struct {
+		field string
+		v     int64
+	}{
+		{fieldCapacity, initial.CapacityMilli},
+		{fieldRefillAmount, initial.RefillAmountMilli},
+		{fieldRefillPeriod, initial.RefillPeriodMs},
+	} {
+		a := b.name(bucketAttr(name, f.field))
+		set = append(set, a+" = if_not_exists("+a+", "+b.n(f.v)+")")
+	}
+	return set
+}
+
+// buildBucketWrite returns w as a transactional write item (exactly one of
+// Put or Update set), for table and namespace ns.
+func buildBucketWrite(table, ns string, w bucketWrite) types.TransactWriteItem {
+	key := bucketPrimaryKey(ns, w.key.entityID, w.key.resource, w.key.shard)
+	switch w.kind {
+	case writeCreate:
+		spec := bucketItemSpec{
+			EntityID:   w.key.entityID,
+			Resource:   w.key.resource,
+			Shard:      w.key.shard,
+			ShardCount: w.shardCount,
+			RefillMs:   w.nowMs,
+			Cascade:    w.cascade,
+			ParentID:   w.parentID,
+			States:     w.states,
+		}
+		if w.ttl == ttlSet {
+			spec.TTL = ttlEpochSeconds(w.nowMs, w.ttlSeconds)
+		}
+		b := newExprBuilder()
+		return types.TransactWriteItem{Put: &types.Put{
+			TableName:                aws.String(table),
+			Item:                     bucketItem(ns, spec),
+			ConditionExpression:      aws.String("attribute_not_exists(" + b.name(attrPK) + ")"),
+			ExpressionAttributeNames: b.names,
+		}}
+	case writeNormal:
+		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
+	case writeRetry:
+		return types.TransactWriteItem{Update: buildRetryUpdate(table, key, w)}
+	default:
+		return types.TransactWriteItem{Update: buildAdjustUpdate(table, key, w)}
+	}
+}
+
+// buildNormalUpdate is the original's build_composite_normal: refill and
+// consume under the rf optimistic lock, with a floor guard per limit whose
+// consumption exceeds its refill (concurrent speculative writes drain tk
+// without moving rf).
+func buildNormalUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+	b := newExprBuilder()
+	rf := b.name(attrRefill)
+	set := []string{rf + " = " + b.n(w.nowMs)}
+	var add, remove []string
+	conds := []string{rf + " = " + b.n(w.expectedRf)}
+	switch w.ttl {
+	case ttlSet:
+		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.nowMs, w.ttlSeconds)))
+	case ttlRemove:
+		remove = append(remove, b.name(attrTTL))
+	}
+	if w.refreshEntity {
+		set = append(set, b.name(attrCascade)+" = "+b.value(schemaBool(w.cascade)))
+		if w.parentID != "" {
+			set = append(set, b.name(attrParentID)+" = "+b.value(schemaS(w.parentID)))
+		} else {
+			remove = append(remove, b.name(attrParentID))
+		}
+	}
+	for _, l := range w.limits {
+		tk := b.name(bucketAttr(l.name, fieldTokens))
+		tc := b.name(bucketAttr(l.name, fieldTotalConsumed))
+		if l.initial != nil {
+			set = append(set, b.initLimitClauses(l.name, b.n(l.initial.TokensMilli-l.consumedMilli), l.initial)...)
+			add = append(add, tc+" "+b.n(l.consumedMilli))
+			conds = append(conds, "attribute_not_exists("+tk+")")
+			continue
+		}
+		add = append(add, tk+" "+b.n(l.refillMilli-l.consumedMilli), tc+" "+b.n(l.consumedMilli))
+		if floor := l.consumedMilli - l.refillMilli; floor > 0 {
+			conds = append(conds, tk+" >= "+b.n(floor))
+		}
+	}
+	return b.update(table, key, updateExpr(set, add, remove), conds)
+}
+
+// buildRetryUpdate is the original's build_composite_retry: consume without
+// refill, guarded by tk >= consumed; a limit missing from the item is
+// initialised as full first (fix B1).
+func buildRetryUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+	b := newExprBuilder()
+	var set, add []string
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	for _, l := range w.limits {
+		tk := b.name(bucketAttr(l.name, fieldTokens))
+		tc := b.name(bucketAttr(l.name, fieldTotalConsumed))
+		c := b.n(l.consumedMilli)
+		if l.initial != nil {
+			set = append(set, b.initLimitClauses(l.name, "if_not_exists("+tk+", "+b.n(l.initial.TokensMilli)+") - "+c, l.initial)...)
+			add = append(add, tc+" "+c)
+			conds = append(conds, "(attribute_not_exists("+tk+") OR "+tk+" >= "+c+")")
+			continue
+		}
+		add = append(add, tk+" "+b.n(-l.consumedMilli), tc+" "+c)
+		conds = append(conds, tk+" >= "+c)
+	}
+	return b.update(table, key, updateExpr(set, add, nil), conds)
+}
+
+// buildAdjustUpdate is the original's build_composite_adjust: unconditional
+// ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
+// to exist, so that a refund to an expired bucket does not leave a stub item
+// without capacity attributes.
+func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+	b := newExprBuilder()
+	var add []string
+	for _, l := range w.limits {
+		add = append(add,
+			b.name(bucketAttr(l.name, fieldTokens))+" "+b.n(-l.consumedMilli),
+			b.name(bucketAttr(l.name, fieldTotalConsumed))+" "+b.n(l.consumedMilli))
+	}
+	return b.update(table, key, updateExpr(nil, add, nil), []string{"attribute_exists(" + b.name(attrPK) + ")"})
+}
