@@ -48,42 +48,11 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 	lease := &Lease{rl: rl}
 	var statuses []LimitStatus
 	exceeded := false
-	for gi := range groups {
-		g := &groups[gi]
-		for _, l := range g.limits {
-			s, found := g.bucket.state(l.Name)
-			if !found {
-				s = bucketStateFromLimit(g.entityID, resource, l, now)
-			}
-			e := &leaseEntry{
-				key:                 bucketKey{entityID: g.entityID, resource: resource},
-				limit:               l,
-				originalTokensMilli: s.TokensMilli,
-				originalRfMs:        s.LastRefillMs,
-				missingLimit:        !found && g.bucket != nil,
-			}
-			amount := consume[l.Name]
-			st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
-			if amount > 0 {
-				r := tryConsume(s, amount, now)
-				st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
-				if r.Success {
-					s.TokensMilli, s.LastRefillMs = r.NewTokensMilli, r.NewLastRefillMs
-					e.consumed = amount
-				}
-			} else {
-				// Only positive amounts gate admission (fix B9); zero refills,
-				// negative gives back.
-				st.Available = calculateAvailable(s, now)
-				s.TokensMilli, s.LastRefillMs = forceConsume(s, amount, now)
-				e.consumed = amount
-			}
-			s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
-			e.state = s
-			exceeded = exceeded || st.Exceeded
-			statuses = append(statuses, st)
-			lease.entries = append(lease.entries, e)
-		}
+	for _, g := range groups {
+		entries, st, ex := consumeGroup(g, resource, consume, now)
+		lease.entries = append(lease.entries, entries...)
+		statuses = append(statuses, st...)
+		exceeded = exceeded || ex
 	}
 	if exceeded {
 		return nil, newRateLimitExceededError(statuses)
@@ -92,6 +61,45 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 		return nil, err
 	}
 	return lease, nil
+}
+
+// consumeGroup refills and consumes locally, for every limit of g, the
+// amount of consume (only positive amounts gate admission, fix B9; zero
+// refills, negative gives back). Limits missing from g's bucket start full.
+func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (entries []*leaseEntry, statuses []LimitStatus, exceeded bool) {
+	for _, l := range g.limits {
+		s, found := g.bucket.state(l.Name)
+		if !found {
+			s = bucketStateFromLimit(g.entityID, resource, l, now)
+		}
+		e := &leaseEntry{
+			key:                 bucketKey{entityID: g.entityID, resource: resource},
+			limit:               l,
+			originalTokensMilli: s.TokensMilli,
+			originalRfMs:        s.LastRefillMs,
+			missingLimit:        !found && g.bucket != nil,
+		}
+		amount := consume[l.Name]
+		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
+		if amount > 0 {
+			r := tryConsume(s, amount, now)
+			st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
+			if r.Success {
+				s.TokensMilli, s.LastRefillMs = r.NewTokensMilli, r.NewLastRefillMs
+				e.consumed = amount
+			}
+		} else {
+			st.Available = calculateAvailable(s, now)
+			s.TokensMilli, s.LastRefillMs = forceConsume(s, amount, now)
+			e.consumed = amount
+		}
+		s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
+		e.state = s
+		exceeded = exceeded || st.Exceeded
+		statuses = append(statuses, st)
+		entries = append(entries, e)
+	}
+	return entries, statuses, exceeded
 }
 
 // readGroups reads the META record and shard-0 bucket of the entity and, when
@@ -205,6 +213,13 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 					lw.refillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.consumedMilli
 				}
 				w.limits = append(w.limits, lw)
+			}
+			// Refill the hidden wcu limit too, so that it measures write
+			// rate instead of lifetime writes (fix B10).
+			if s, ok := g.bucket.state(wcuLimitName); ok {
+				if tk, _ := refillBucket(s.TokensMilli, g.bucket.rf, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); tk > s.TokensMilli {
+					w.limits = append(w.limits, limitWrite{name: wcuLimitName, refillMilli: tk - s.TokensMilli})
+				}
 			}
 		}
 		writes = append(writes, w)

@@ -5,9 +5,10 @@ import "sync"
 // entityInfo is what the limiter remembers about an entity: its cascade
 // settings (immutable once created) and the shard count of each resource.
 type entityInfo struct {
-	// known is set once cascade/parentID come from an authoritative source
-	// (the META record, CreateEntity, or a bucket item).
+	// known is set once cascade/parentID are known, from the META record
+	// (meta set) or from a bucket item's denormalised copy.
 	known    bool
+	meta     bool // cascade/parentID come from the META record (or its absence)
 	exists   bool // a META record was seen
 	cascade  bool
 	parentID string
@@ -38,12 +39,26 @@ func (c *entityCache) get(id string) (entityInfo, bool) {
 	return e, ok
 }
 
-// setEntity records an entity's cascade settings, keeping its shard counts.
+// setEntity records an entity's cascade settings as read from its META
+// record (exists false: there is none), keeping its shard counts.
 func (c *entityCache) setEntity(id string, exists, cascade bool, parentID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
-	e.known, e.exists, e.cascade, e.parentID = true, exists, cascade, parentID
+	e.known, e.meta, e.exists, e.cascade, e.parentID = true, true, exists, cascade, parentID
+	c.entries[id] = e
+}
+
+// learnFromBucket records cascade settings denormalised in a bucket item,
+// unless the META record's are already known (they win, fix B8).
+func (c *entityCache) learnFromBucket(id string, cascade bool, parentID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[id]
+	if e.meta {
+		return
+	}
+	e.known, e.cascade, e.parentID = true, cascade, parentID
 	c.entries[id] = e
 }
 

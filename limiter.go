@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -13,9 +14,12 @@ import (
 type RateLimiter struct {
 	repo        Repository
 	speculative bool
+	stats       specStats
 	now         func() time.Time
 	// sleep waits d or until ctx is done (the transaction-conflict backoff).
 	sleep func(ctx context.Context, d time.Duration) error
+	// intN returns a random int in [0, n) (shard choice); a test seam.
+	intN func(n int) int
 }
 
 // Option configures a [RateLimiter].
@@ -37,7 +41,7 @@ func WithClock(now func() time.Time) Option {
 
 // New returns a RateLimiter backed by repo.
 func New(repo Repository, opts ...Option) *RateLimiter {
-	rl := &RateLimiter{repo: repo, speculative: true, now: repo.clock(), sleep: sleepContext}
+	rl := &RateLimiter{repo: repo, speculative: true, now: repo.clock(), sleep: sleepContext, intN: rand.IntN}
 	for _, o := range opts {
 		o(rl)
 	}
@@ -196,6 +200,12 @@ func noLimitsError(entityID, resource string) error {
 // acquire obtains a lease: the speculative path when enabled, else (or when
 // it cannot decide) the read-then-write path.
 func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	if rl.speculative {
+		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, o)
+		if err != nil || lease != nil {
+			return lease, err
+		}
+	}
 	return rl.slowAcquire(ctx, entityID, resource, consume, o)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
@@ -117,4 +118,29 @@ func newDeadRepo(t *testing.T, env *testEnv) *DynamoDBRepository {
 	dead := *env.repo
 	dead.client = ddblocal.NewClient("http://127.0.0.1:1")
 	return &dead
+}
+
+// hook returns a client option that calls before(op, params) ahead of every
+// call; a non-nil error fails the call without sending it (fault injection).
+func hook(before func(op string, params any) error) func(*dynamodb.Options) {
+	return func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			op := stack.ID()
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("test-hook",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					if err := before(op, in.Parameters); err != nil {
+						return middleware.InitializeOutput{}, middleware.Metadata{}, err
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.Before)
+		})
+	}
+}
+
+// withClient returns a copy of env's repository using client (sharing the
+// caches), e.g. one with a hook.
+func (env *testEnv) withClient(optFns ...func(*dynamodb.Options)) *DynamoDBRepository {
+	r := *env.repo
+	r.client = ddblocal.Client(env.t, append([]func(*dynamodb.Options){env.rec.Option()}, optFns...)...)
+	return &r
 }

@@ -326,8 +326,6 @@ func TestAuditEvents(t *testing.T) {
 	if evs[1].Action != AuditLimitsSet || evs[1].Principal != "admin@example.com" || evs[1].Resource != "gpt" {
 		t.Errorf("second event %+v", evs[1])
 	}
-	sys := env.item(pkAudit(ns, "$SYSTEM"), "")
-	_ = sys
 	out, _ = env.client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(env.repo.Table()),
 		KeyConditionExpression:    aws.String("PK = :pk"),
@@ -376,7 +374,7 @@ func TestNamespacesIsolateData(t *testing.T) {
 	}
 }
 
-func TestVersionRecord(t *testing.T) {
+func TestOpenWritesVersionRecord(t *testing.T) {
 	env := newTestEnv(t)
 	item := env.item("_/SYSTEM#", "#VERSION")
 	if s, _ := schemaGetS(item, "schema_version"); s != "0.10.0" {

@@ -122,7 +122,7 @@ const (
 	specWCUExhausted    specFailure = "wcu_exhausted"
 	specBothExhausted   specFailure = "both_exhausted"
 	specLimitMissing    specFailure = "limit_missing"
-	specRefillWouldHelp specFailure = "refill_would_help"
+	specExpired         specFailure = "bucket_expired"
 )
 
 // bucketStore is what the limiter needs from its backend for buckets.
@@ -136,6 +136,12 @@ type bucketStore interface {
 	// API, several with one TransactWriteItems. It returns errConditionFailed
 	// or errTransactionConflict when nothing was written for those reasons.
 	writeBuckets(ctx context.Context, writes []bucketWrite) error
+	// speculativeConsume tries one conditional write that takes consume and
+	// a wcu token from key without reading first.
+	speculativeConsume(ctx context.Context, key bucketKey, consume Consume, nowMs int64) (specResult, error)
+	// bumpShardCount doubles a bucket's shard count from current (on shard
+	// 0) and returns the count in force.
+	bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error)
 	// resolveLimits resolves stored limits through the config hierarchy (nil
 	// limits when no level has any).
 	resolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error)

@@ -1,0 +1,145 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// specResult is the outcome of one speculative write.
+type specResult struct {
+	key bucketKey
+	// ok reports that the write applied.
+	ok bool
+	// bucket is the item after the write (ALL_NEW) when ok, before it
+	// (ALL_OLD) when refused; nil when the item does not exist.
+	bucket *storedBucket
+	// reason says why the write was refused.
+	reason specFailure
+}
+
+// buildSpeculativeUpdate is the original's speculative UpdateItem (§5.7):
+// take every named amount and one wcu token, conditioned on the item
+// existing and not being expired, each positively consumed limit having
+// enough tokens (only positive amounts gate admission, fix B9; the others
+// must exist), and wcu having a token. Names are sorted.
+func buildSpeculativeUpdate(table, ns string, key bucketKey, consume Consume, nowMs int64) *dynamodb.UpdateItemInput {
+	b := newExprBuilder()
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	var add []string
+	for _, name := range consume.names() {
+		amount := satMul(consume[name], 1000)
+		tk := b.name(bucketAttr(name, fieldTokens))
+		if amount > 0 {
+			conds = append(conds, tk+" >= "+b.n(amount))
+		} else {
+			conds = append(conds, "attribute_exists("+tk+")")
+		}
+		if amount != 0 {
+			add = append(add, tk+" "+b.n(-amount), b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(amount))
+		}
+	}
+	wtk := b.name(bucketAttr(wcuLimitName, fieldTokens))
+	conds = append(conds, wtk+" >= "+b.n(wcuWriteCostMilli))
+	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
+	ttl := b.name(attrTTL)
+	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(floorDiv(nowMs, 1000))+")")
+	u := b.update(table, bucketPrimaryKey(ns, key.entityID, key.resource, key.shard), updateExpr(nil, add, nil), conds)
+	return &dynamodb.UpdateItemInput{
+		TableName:                           u.TableName,
+		Key:                                 u.Key,
+		UpdateExpression:                    u.UpdateExpression,
+		ConditionExpression:                 u.ConditionExpression,
+		ExpressionAttributeNames:            u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// speculativeConsume implements speculativeStore: one conditional UpdateItem
+// on key. A refused write returns the old item and the reason; only other
+// errors are returned as errors.
+func (r *DynamoDBRepository) speculativeConsume(ctx context.Context, key bucketKey, consume Consume, nowMs int64) (specResult, error) {
+	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, key, consume, nowMs))
+	res := specResult{key: key}
+	if err == nil {
+		b, err := storedBucketFromItem(out.Attributes)
+		if err != nil {
+			return res, err
+		}
+		res.ok, res.bucket = true, b
+		return res, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return res, wrapErr("speculative write", err)
+	}
+	if len(ccf.Item) == 0 {
+		res.reason = specBucketMissing
+		return res, nil
+	}
+	b, err := storedBucketFromItem(ccf.Item)
+	if err != nil {
+		return res, err
+	}
+	res.bucket = b
+	res.reason = classifySpecFailure(b, consume, nowMs)
+	return res, nil
+}
+
+// classifySpecFailure explains a refused speculative write from the old item.
+func classifySpecFailure(b *storedBucket, consume Consume, nowMs int64) specFailure {
+	if b.ttl != 0 && b.ttl <= floorDiv(nowMs, 1000) {
+		return specExpired
+	}
+	app := false
+	for name, amount := range consume {
+		s, ok := b.state(name)
+		if !ok {
+			return specLimitMissing
+		}
+		if amount > 0 && s.TokensMilli < satMul(amount, 1000) {
+			app = true
+		}
+	}
+	wcu := false
+	if s, ok := b.state(wcuLimitName); !ok || s.TokensMilli < wcuWriteCostMilli {
+		wcu = true
+	}
+	switch {
+	case app && wcu:
+		return specBothExhausted
+	case wcu:
+		return specWCUExhausted
+	default:
+		return specAppExhausted
+	}
+}
+
+// bumpShardCount doubles the shard count of (entityID, resource) from
+// current with a conditional write on shard 0. It returns the count now in
+// force (current when someone else changed it first).
+func (r *DynamoDBRepository) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+	next := current * 2
+	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(r.opts.Table),
+		Key:                       bucketPrimaryKey(r.nsID, entityID, resource, 0),
+		UpdateExpression:          aws.String("SET #sc = :new"),
+		ConditionExpression:       aws.String("#sc = :old"),
+		ExpressionAttributeNames:  map[string]string{"#sc": attrShardCount},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":new": schemaN(int64(next)), ":old": schemaN(int64(current))},
+	})
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case errors.As(err, &ccf):
+		return current, nil
+	case err != nil:
+		return current, wrapErr("double shard count", err)
+	}
+	r.ents.setShards(entityID, resource, next)
+	return next, nil
+}

@@ -1,0 +1,382 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
+	return New(env.repo, opts...)
+}
+
+// TestSpeculativeCostTable proves the rows of seed 003's cost table on this
+// implementation, as recorded DynamoDB calls.
+func TestSpeculativeCostTable(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.specLimiter()
+	rl.CreateEntity(ctx, Entity{ID: "P"})
+	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+
+	check := func(name, want string, fn func()) {
+		t.Helper()
+		env.rec.Reset()
+		fn()
+		if got := env.calls(); got != want {
+			t.Errorf("%s: calls = %q, want %q", name, got, want)
+		}
+	}
+	var l *Lease
+	check("speculative fallback (bucket missing)", "UpdateItem!, BatchGetItem[2], PutItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
+	check("speculative success", "UpdateItem", func() {
+		l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim)
+	})
+	check("adjust + commit", "UpdateItem", func() {
+		l.Adjust(Consume{"tpm": 5})
+		mustCommit(t, l)
+	})
+	check("rollback", "UpdateItem", func() {
+		l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}, lim)
+		env.rec.Reset()
+		l.Rollback(ctx)
+	})
+	check("cascade, first acquire (cold)", "UpdateItem!, BatchGetItem[4], TransactWriteItems[2]", func() {
+		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
+	check("cascade, warm cache", "UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
+
+	// Fast rejection: a drained bucket whose refill would not help.
+	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 96}, lim))
+	before := env.bucket("solo", "api")
+	check("fast rejection", "UpdateItem!", func() {
+		_, err := rl.Acquire(ctx, "solo", "api", Consume{"rpm": 50}, lim)
+		rle := rateLimited(t, err)
+		if len(rle.Statuses) != 1 || rle.Statuses[0].LimitName != "rpm" {
+			t.Errorf("statuses = %+v", rle.Statuses)
+		}
+	})
+	if after := env.bucket("solo", "api"); env.n(after, "b_rpm_tk") != env.n(before, "b_rpm_tk") ||
+		env.n(after, "b_wcu_tk") != env.n(before, "b_wcu_tk") {
+		t.Errorf("fast rejection wrote: before %v after %v", before, after)
+	}
+
+	// Refill would help: failed UpdateItem, then the slow path.
+	env.clock.advance(30 * time.Second)
+	check("speculative fallback (refill would help)", "UpdateItem!, BatchGetItem[2], UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
+	})
+	st := rl.SpeculativeStats()
+	if st.Counts[SpecFastRejection] != 1 || st.Counts[SpecFallbackRefillWouldHelp] != 1 || st.Counts[SpecFallbackBucketMissing] != 2 {
+		t.Errorf("stats = %+v", st)
+	}
+	if st.Counts[SpecSuccess] != 4 || st.Attempts != 8 {
+		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[SpecSuccess], st.Attempts)
+	}
+}
+
+// TestSpeculativeCascadeIsParallel proves that with a warm cache the child
+// and parent writes are in flight at the same time: a barrier holds each
+// UpdateItem until both have arrived.
+func TestSpeculativeCascadeIsParallel(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	lim := WithLimits(PerMinute("rpm", 100))
+	warm := env.specLimiter()
+	warm.CreateEntity(ctx, Entity{ID: "P"})
+	warm.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	mustCommit(t, mustAcquire(t, warm, "C", "api", Consume{"rpm": 1}, lim))
+
+	var mu sync.Mutex
+	arrived := 0
+	both := make(chan struct{})
+	barrier := hook(func(op string, _ any) error {
+		if op != "UpdateItem" {
+			return nil
+		}
+		mu.Lock()
+		arrived++
+		if arrived == 2 {
+			close(both)
+		}
+		mu.Unlock()
+		select {
+		case <-both:
+			return nil
+		case <-time.After(10 * time.Second):
+			return errors.New("the other UpdateItem never started: writes are sequential")
+		}
+	})
+	rl := New(env.withClient(barrier))
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+	if got := env.calls(); got != "UpdateItem, UpdateItem" {
+		t.Fatalf("calls = %q", got)
+	}
+	if c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"); c != 98_000 || p != 98_000 {
+		t.Fatalf("tokens C %d P %d, want 98000 each", c, p)
+	}
+}
+
+// TestRetryUnderContentionNoReread: when the optimistic lock is lost between
+// read and write, one consumption-only UpdateItem follows, no second read.
+func TestRetryUnderContentionNoReread(t *testing.T) {
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim))
+	env.clock.advance(time.Second)
+
+	interfered := false
+	var rl *RateLimiter
+	moveRf := hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.UpdateItemInput); ok && !interfered && in.ConditionExpression != nil {
+			interfered = true
+			// Another writer moves rf first.
+			_, err := env.client.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+				TableName: in.TableName, Key: in.Key, UpdateExpression: aws.String("SET rf = :x ADD b_rpm_tk :d"),
+				ExpressionAttributeValues: map[string]types.AttributeValue{":x": schemaN(1), ":d": schemaN(-5000)},
+			})
+			return err
+		}
+		return nil
+	})
+	rl = New(env.withClient(moveRf), WithSpeculativeWrites(false))
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
+	if got := env.calls(); got != "BatchGetItem[2], UpdateItem!, UpdateItem" {
+		t.Fatalf("calls = %q, want read, lost lock, retry", got)
+	}
+	if got := env.tokens("e", "api", "rpm"); got != 99_000-5_000-10_000 {
+		t.Fatalf("tokens = %d, want 84000 (no refill on retry)", got)
+	}
+}
+
+// TestTransactionConflictRetried: a TransactionConflict retries the same
+// transaction (25/50/100 ms) instead of falling into the retry path.
+func TestTransactionConflictRetried(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	env.limiter().CreateEntity(ctx, Entity{ID: "P"})
+	env.limiter().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	lim := WithLimits(PerMinute("rpm", 100))
+	conflicts := 2
+	inject := hook(func(op string, _ any) error {
+		if op == "TransactWriteItems" && conflicts > 0 {
+			conflicts--
+			return &types.TransactionCanceledException{Message: aws.String("conflict"), CancellationReasons: []types.CancellationReason{
+				{Code: aws.String("TransactionConflict")}, {Code: aws.String("None")}}}
+		}
+		return nil
+	})
+	rl := New(env.withClient(inject), WithSpeculativeWrites(false))
+	var waits []time.Duration
+	rl.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+	if len(waits) != 2 || waits[0] != 25*time.Millisecond || waits[1] != 50*time.Millisecond {
+		t.Fatalf("backoff = %v, want [25ms 50ms]", waits)
+	}
+	conflicts = 10
+	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 1}, lim)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) {
+		t.Fatalf("persistent conflict = %v, want unavailable (not a false rate limit)", err)
+	}
+	if c := env.tokens("C", "api", "rpm"); c != 99_000 {
+		t.Fatalf("tokens = %d, want 99000", c)
+	}
+}
+
+// TestB10QuietBucketNeverShards: ~1040 sequential acquires at 500/s keep one
+// shard (the original reached 32).
+func TestB10QuietBucketNeverShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1040 acquires")
+	}
+	env := newTestEnv(t)
+	rl := env.specLimiter()
+	lim := WithLimits(PerSecond("rps", 1_000_000))
+	for range 1040 {
+		env.clock.advance(2 * time.Millisecond)
+		mustCommit(t, mustAcquire(t, rl, "quiet", "api", Consume{"rps": 1}, lim))
+	}
+	if got := env.n(env.bucket("quiet", "api"), "shard_count"); got != 1 {
+		t.Fatalf("shard_count = %d, want 1", got)
+	}
+	st := rl.SpeculativeStats()
+	if st.Counts[SpecFallbackShardDoubled] != 0 {
+		t.Fatalf("stats = %+v", st)
+	}
+	if st.Counts[SpecSuccess] < 1000 {
+		t.Fatalf("only %d of 1040 acquires on the fast path", st.Counts[SpecSuccess])
+	}
+}
+
+// TestHotPartitionDoublesShards: above 1000 writes/s the wcu limit runs out
+// for real and the shard count doubles (once per exhaustion).
+func TestHotPartitionDoublesShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1100 acquires")
+	}
+	env := newTestEnv(t)
+	rl := env.specLimiter()
+	rl.intN = func(int) int { return 0 } // stay on shard 0, as if shards were not created yet
+	lim := WithLimits(PerSecond("rps", 1_000_000))
+	for range 1100 {
+		env.clock.advance(100 * time.Microsecond) // 10,000 acquires/s
+		mustCommit(t, mustAcquire(t, rl, "hot", "api", Consume{"rps": 1}, lim))
+	}
+	if got := env.n(env.bucket("hot", "api"), "shard_count"); got != 2 {
+		t.Fatalf("shard_count = %d, want 2", got)
+	}
+}
+
+// TestShardRetryLeaseUsesItsShard is the B4/B5 fix: a lease served by a
+// retry on shard 1 adjusts and rolls back on shard 1.
+func TestShardRetryLeaseUsesItsShard(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	ns := env.repo.NamespaceID()
+	// Two shard items: shard 0 drained, shard 1 full.
+	for shard, tk := range []int64{0, 100_000} {
+		item := bucketItem(ns, bucketItemSpec{EntityID: "e", Resource: "api", Shard: shard, ShardCount: 2, RefillMs: epoch.UnixMilli(),
+			States: []BucketState{{LimitName: "rpm", TokensMilli: tk, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
+		if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.repo.entities().setShards("e", "api", 2)
+	rl := env.specLimiter()
+	rl.intN = func(int) int { return 0 } // first pick shard 0; the retry's only choice is shard 1
+	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, WithLimits(PerMinute("rpm", 100)))
+	shard1 := func() int64 { return env.n(env.item(pkBucket(ns, "e", "api", 1), skState), "b_rpm_tk") }
+	if got := shard1(); got != 90_000 {
+		t.Fatalf("shard 1 tokens = %d, want 90000", got)
+	}
+	if err := l.Adjust(Consume{"rpm": 5}); err != nil {
+		t.Fatalf("Adjust on a shard-retry lease = %v (B4)", err)
+	}
+	if err := l.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := shard1(); got != 100_000 {
+		t.Fatalf("shard 1 tokens after rollback = %d, want 100000 (B5)", got)
+	}
+	if got := env.tokens("e", "api", "rpm"); got != 0 {
+		t.Fatalf("shard 0 tokens = %d, want 0 (untouched)", got)
+	}
+	if st := rl.SpeculativeStats(); st.Counts[SpecShardRetrySuccess] != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// TestCascadeParentExhaustedSpeculative is the B2 fix: a fast rejection by
+// the parent is a RateLimitExceededError (no wcu), the child compensated.
+func TestCascadeParentExhaustedSpeculative(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.specLimiter()
+	rl.CreateEntity(ctx, Entity{ID: "P"})
+	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	lim := WithLimits(PerMinute("rpm", 10))
+	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 9}, lim))
+	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 5}, lim)
+	rle := rateLimited(t, err)
+	for _, s := range rle.Statuses {
+		if s.LimitName == "wcu" {
+			t.Fatal("wcu in statuses (B2)")
+		}
+	}
+	if rle.Primary.EntityID != "P" || len(rle.Statuses) != 2 {
+		t.Fatalf("statuses = %+v", rle.Statuses)
+	}
+	if got := env.tokens("C", "api", "rpm"); got != 9_000 {
+		t.Fatalf("child tokens = %d, want 9000 (compensated)", got)
+	}
+}
+
+// TestParentOnlyPathKeepsOverride is the B3 fix: the parent-only slow path
+// uses the caller's limits, so a parent without stored config works.
+func TestParentOnlyPathKeepsOverride(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.specLimiter()
+	rl.CreateEntity(ctx, Entity{ID: "P"})
+	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	lim := WithLimits(PerMinute("rpm", 60))
+	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 59}, lim)) // parent at 0
+	env.clock.advance(10 * time.Second)                                     // parent earns 10
+	env.rec.Reset()
+	l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 5}, lim)
+	if got := env.calls(); got != "UpdateItem, UpdateItem!, BatchGetItem[1], UpdateItem" {
+		t.Errorf("calls = %q, want child ok, parent refused, parent-only read and write", got)
+	}
+	mustCommit(t, l)
+	if c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"); c != 54_000 || p != 5_000 {
+		t.Fatalf("tokens C %d P %d, want 54000 and 5000", c, p)
+	}
+	if st := rl.SpeculativeStats(); st.Counts[SpecParentOnlyPath] != 1 {
+		t.Fatalf("stats = %+v", st)
+	}
+}
+
+// TestThreeLevelHierarchy: cascade is one level on every path — acquiring on
+// C consumes C and P, never the grandparent G.
+func TestThreeLevelHierarchy(t *testing.T) {
+	for _, spec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
+			env := newTestEnv(t)
+			ctx := env.ctx
+			rl := New(env.repo, WithSpeculativeWrites(spec))
+			rl.CreateEntity(ctx, Entity{ID: "G"})
+			rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
+			rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+			lim := WithLimits(PerMinute("rpm", 100))
+			mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1}, lim)) // P and G
+			for range 3 {
+				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim)) // C and P
+			}
+			if c, p, g := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"), env.tokens("G", "api", "rpm"); c != 97_000 || p != 96_000 || g != 99_000 {
+				t.Fatalf("tokens C %d P %d G %d, want 97000 96000 99000", c, p, g)
+			}
+		})
+	}
+}
+
+// TestStaleDenormalisedCascadeRefreshed is the B8 fix: a bucket first
+// created as the parent side of a cascade (cascade=false) gets the entity's
+// own cascade settings on its next slow-path write.
+func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.limiter()
+	rl.CreateEntity(ctx, Entity{ID: "G"})
+	rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
+	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	// P's bucket as the original writes it when it is created as the parent
+	// side of C's cascade: cascade=false, no parent_id.
+	item := bucketItem(env.repo.NamespaceID(), bucketItemSpec{EntityID: "P", Resource: "api", RefillMs: epoch.UnixMilli(),
+		States: []BucketState{{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
+	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 100))))
+	b := env.bucket("P", "api")
+	if c, _ := schemaGetBool(b, "cascade"); !c {
+		t.Fatalf("P bucket cascade = false after a slow-path write: %v", b)
+	}
+	if p, _ := schemaGetS(b, "parent_id"); p != "G" {
+		t.Fatalf("P bucket parent_id = %q, want G", p)
+	}
+}
