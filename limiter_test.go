@@ -39,289 +39,299 @@ func rateLimited(t *testing.T, err error) *RateLimitExceededError {
 // TestAcquireCreatesBucketC1 checks the first cascade acquire against
 // reference Appendix C1, attribute for attribute.
 func TestAcquireCreatesBucketC1(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	ctx := env.ctx
-	if _, err := rl.CreateEntity(ctx, Entity{ID: "P"}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true}); err != nil {
-		t.Fatal(err)
-	}
-	l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
-	mustCommit(t, l)
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		ctx := env.ctx
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "P"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
+		mustCommit(t, l)
 
-	ns := env.repo.NamespaceID()
-	T := epoch.UnixMilli()
-	want := func(entity string, cascade bool, parent string) map[string]types.AttributeValue {
-		m := map[string]types.AttributeValue{
-			"PK": schemaS(ns + "/BUCKET#" + entity + "#api#0"), "SK": schemaS("#STATE"),
-			"entity_id": schemaS(entity), "resource": schemaS("api"), "rf": schemaN(T),
-			"shard_count": schemaN(1), "cascade": schemaBool(cascade),
-			"ttl":    schemaN(T/1000 + 420),
-			"GSI2PK": schemaS(ns + "/RESOURCE#api"), "GSI2SK": schemaS("BUCKET#" + entity + "#0"),
-			"GSI3PK": schemaS(ns + "/ENTITY#" + entity), "GSI3SK": schemaS("BUCKET#api#0"),
-			"GSI4PK": schemaS(ns), "GSI4SK": schemaS("BUCKET#" + entity + "#api#0"),
-			"b_wcu_tk": schemaN(1000000), "b_wcu_cp": schemaN(1000000), "b_wcu_ra": schemaN(1000000),
-			"b_wcu_rp": schemaN(1000), "b_wcu_tc": schemaN(0),
-			"b_rpm_tk": schemaN(9000), "b_rpm_cp": schemaN(10000), "b_rpm_ra": schemaN(10000),
-			"b_rpm_rp": schemaN(60000), "b_rpm_tc": schemaN(1000),
+		ns := env.repo.NamespaceID()
+		T := epoch.UnixMilli()
+		want := func(entity string, cascade bool, parent string) map[string]types.AttributeValue {
+			m := map[string]types.AttributeValue{
+				"PK": schemaS(ns + "/BUCKET#" + entity + "#api#0"), "SK": schemaS("#STATE"),
+				"entity_id": schemaS(entity), "resource": schemaS("api"), "rf": schemaN(T),
+				"shard_count": schemaN(1), "cascade": schemaBool(cascade),
+				"ttl":    schemaN(T/1000 + 420),
+				"GSI2PK": schemaS(ns + "/RESOURCE#api"), "GSI2SK": schemaS("BUCKET#" + entity + "#0"),
+				"GSI3PK": schemaS(ns + "/ENTITY#" + entity), "GSI3SK": schemaS("BUCKET#api#0"),
+				"GSI4PK": schemaS(ns), "GSI4SK": schemaS("BUCKET#" + entity + "#api#0"),
+				"b_wcu_tk": schemaN(1000000), "b_wcu_cp": schemaN(1000000), "b_wcu_ra": schemaN(1000000),
+				"b_wcu_rp": schemaN(1000), "b_wcu_tc": schemaN(0),
+				"b_rpm_tk": schemaN(9000), "b_rpm_cp": schemaN(10000), "b_rpm_ra": schemaN(10000),
+				"b_rpm_rp": schemaN(60000), "b_rpm_tc": schemaN(1000),
+			}
+			if parent != "" {
+				m["parent_id"] = schemaS(parent)
+			}
+			return m
 		}
-		if parent != "" {
-			m["parent_id"] = schemaS(parent)
+		opt := cmp.Exporter(func(reflect.Type) bool { return true })
+		if diff := cmp.Diff(want("C", true, "P"), env.bucket("C", "api"), opt); diff != "" {
+			t.Errorf("child item (-want +got):\n%s", diff)
 		}
-		return m
-	}
-	opt := cmp.Exporter(func(reflect.Type) bool { return true })
-	if diff := cmp.Diff(want("C", true, "P"), env.bucket("C", "api"), opt); diff != "" {
-		t.Errorf("child item (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(want("P", false, ""), env.bucket("P", "api"), opt); diff != "" {
-		t.Errorf("parent item (-want +got):\n%s", diff)
-	}
+		if diff := cmp.Diff(want("P", false, ""), env.bucket("P", "api"), opt); diff != "" {
+			t.Errorf("parent item (-want +got):\n%s", diff)
+		}
+	})
 }
 
 // TestExhaustWaitAcquire is the §10.2 regression: after draining a bucket,
 // an immediate acquire fails with a positive retry-after and one after the
 // refill succeeds.
 func TestExhaustWaitAcquire(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: time.Second})
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 100}, lim))
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: time.Second})
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 100}, lim))
 
-	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 100}, lim)
-	if rle := rateLimited(t, err); rle.RetryAfter <= 0 {
-		t.Fatalf("RetryAfter = %v, want > 0", rle.RetryAfter)
-	}
-	env.clock.advance(1100 * time.Millisecond)
-	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 50}, lim)
-	if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 50}) {
-		t.Fatalf("Consumed() = %v, want rpm 50", got)
-	}
-	mustCommit(t, l)
-	if got := env.tokens("e", "api", "rpm"); got != 50_000 {
-		t.Fatalf("tokens = %d, want 50000 (100 refilled, 50 taken)", got)
-	}
+		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 100}, lim)
+		if rle := rateLimited(t, err); rle.RetryAfter <= 0 {
+			t.Fatalf("RetryAfter = %v, want > 0", rle.RetryAfter)
+		}
+		env.clock.advance(1100 * time.Millisecond)
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 50}, lim)
+		if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 50}) {
+			t.Fatalf("Consumed() = %v, want rpm 50", got)
+		}
+		mustCommit(t, l)
+		if got := env.tokens("e", "api", "rpm"); got != 50_000 {
+			t.Fatalf("tokens = %d, want 50000 (100 refilled, 50 taken)", got)
+		}
+	})
 }
 
 func TestAcquireWithoutEntityRecord(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("rpm", 10))
-	for i := range 3 {
-		mustCommit(t, mustAcquire(t, rl, "ghost", "api", Consume{"rpm": 1}, lim))
-		if got := env.tokens("ghost", "api", "rpm"); got != int64(9000-1000*i) {
-			t.Fatalf("after %d acquires tokens = %d", i+1, got)
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10))
+		for i := range 3 {
+			mustCommit(t, mustAcquire(t, rl, "ghost", "api", Consume{"rpm": 1}, lim))
+			if got := env.tokens("ghost", "api", "rpm"); got != int64(9000-1000*i) {
+				t.Fatalf("after %d acquires tokens = %d", i+1, got)
+			}
 		}
-	}
+	})
 }
 
 // TestLimitAddedToExistingBucket is the B1 fix: a limit the item does not
 // have yet is initialised by the write that first needs it, with or without
 // SetLimits.
 func TestLimitAddedToExistingBucket(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
 
-	// Override path: tpm appears only in the caller's limits.
-	two := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, two))
-	b := env.bucket("e", "api")
-	if got := env.n(b, "b_tpm_tk"); got != 900_000 {
-		t.Errorf("b_tpm_tk = %d, want 900000", got)
-	}
-	if got, got2 := env.n(b, "b_tpm_cp"), env.n(b, "b_tpm_tc"); got != 1_000_000 || got2 != 100_000 {
-		t.Errorf("b_tpm_cp = %d, b_tpm_tc = %d", got, got2)
-	}
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 100}, two))
-	if got := env.tokens("e", "api", "tpm"); got != 800_000 {
-		t.Errorf("tokens after second tpm acquire = %d, want 800000", got)
-	}
+		// Override path: tpm appears only in the caller's limits.
+		two := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, two))
+		b := env.bucket("e", "api")
+		if got := env.n(b, "b_tpm_tk"); got != 900_000 {
+			t.Errorf("b_tpm_tk = %d, want 900000", got)
+		}
+		if got, got2 := env.n(b, "b_tpm_cp"), env.n(b, "b_tpm_tc"); got != 1_000_000 || got2 != 100_000 {
+			t.Errorf("b_tpm_cp = %d, b_tpm_tc = %d", got, got2)
+		}
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 100}, two))
+		if got := env.tokens("e", "api", "tpm"); got != 800_000 {
+			t.Errorf("tokens after second tpm acquire = %d, want 800000", got)
+		}
 
-	// Stored path: SetLimits adds tph to an existing bucket.
-	ctx := env.ctx
-	if err := rl.SetLimits(ctx, "e", "api", []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)}); err != nil {
-		t.Fatal(err)
-	}
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tph": 10}))
-	if got := env.tokens("e", "api", "tph"); got != 4_990_000 {
-		t.Errorf("tph tokens = %d, want 4990000", got)
-	}
+		// Stored path: SetLimits adds tph to an existing bucket.
+		ctx := env.ctx
+		if err := rl.SetLimits(ctx, "e", "api", []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)}); err != nil {
+			t.Fatal(err)
+		}
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tph": 10}))
+		if got := env.tokens("e", "api", "tph"); got != 4_990_000 {
+			t.Errorf("tph tokens = %d, want 4990000", got)
+		}
+	})
 }
 
 // TestLimitNamesWithDashAndDot is the B6 fix (index-based placeholders).
 func TestLimitNamesWithDashAndDot(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("tpm-x", 100), PerMinute("a.b", 100))
-	for range 2 {
-		l := mustAcquire(t, rl, "e", "api", Consume{"tpm-x": 10, "a.b": 1}, lim)
-		if err := l.Adjust(Consume{"tpm-x": 5}); err != nil {
-			t.Fatal(err)
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("tpm-x", 100), PerMinute("a.b", 100))
+		for range 2 {
+			l := mustAcquire(t, rl, "e", "api", Consume{"tpm-x": 10, "a.b": 1}, lim)
+			if err := l.Adjust(Consume{"tpm-x": 5}); err != nil {
+				t.Fatal(err)
+			}
+			mustCommit(t, l)
 		}
-		mustCommit(t, l)
-	}
-	if got := env.tokens("e", "api", "tpm-x"); got != 70_000 {
-		t.Errorf("tpm-x tokens = %d, want 70000", got)
-	}
-	if got := env.tokens("e", "api", "a.b"); got != 98_000 {
-		t.Errorf("a.b tokens = %d, want 98000", got)
-	}
+		if got := env.tokens("e", "api", "tpm-x"); got != 70_000 {
+			t.Errorf("tpm-x tokens = %d, want 70000", got)
+		}
+		if got := env.tokens("e", "api", "a.b"); got != 98_000 {
+			t.Errorf("a.b tokens = %d, want 98000", got)
+		}
+	})
 }
 
 func TestCascadeParentDenies(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	ctx := env.ctx
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
-	lim := WithLimits(PerMinute("rpm", 10))
-	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 10}, lim))
-	mustCommit(t, mustAcquire(t, rl, "C2", "api", Consume{"rpm": 1}, lim)) // unrelated entity
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		ctx := env.ctx
+		rl.CreateEntity(ctx, Entity{ID: "P"})
+		rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+		lim := WithLimits(PerMinute("rpm", 10))
+		mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 10}, lim))
+		mustCommit(t, mustAcquire(t, rl, "C2", "api", Consume{"rpm": 1}, lim)) // unrelated entity
 
-	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 1}, lim)
-	rle := rateLimited(t, err)
-	if len(rle.Violations) != 1 || rle.Primary.EntityID != "P" {
-		t.Fatalf("violations = %+v, want the parent's rpm", rle.Violations)
-	}
-	if len(rle.Statuses) != 2 || rle.Statuses[0].EntityID != "C" || rle.Statuses[1].EntityID != "P" {
-		t.Fatalf("statuses = %+v, want child then parent", rle.Statuses)
-	}
-	if item := env.bucket("C", "api"); len(item) != 0 {
-		t.Fatalf("child bucket written although the parent denied: %v", item)
-	}
+		_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 1}, lim)
+		rle := rateLimited(t, err)
+		if len(rle.Violations) != 1 || rle.Primary.EntityID != "P" {
+			t.Fatalf("violations = %+v, want the parent's rpm", rle.Violations)
+		}
+		if len(rle.Statuses) != 2 || rle.Statuses[0].EntityID != "C" || rle.Statuses[1].EntityID != "P" {
+			t.Fatalf("statuses = %+v, want child then parent", rle.Statuses)
+		}
+		if item := env.bucket("C", "api"); len(item) != 0 {
+			t.Fatalf("child bucket written although the parent denied: %v", item)
+		}
+	})
 }
 
 func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim))
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim))
 
-	boom := errors.New("llm call failed")
-	err := rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
-		if got := env.tokens("e", "api", "tpm"); got != 700_000 {
-			t.Errorf("inside Do: tpm tokens = %d, want 700000 (write-on-enter)", got)
-		}
-		l.Adjust(Consume{"tpm": 300})
-		return boom
-	}, lim)
-	if !errors.Is(err, boom) {
-		t.Fatalf("Do = %v, want %v", err, boom)
-	}
-	if got := env.tokens("e", "api", "tpm"); got != 900_000 {
-		t.Fatalf("after rollback tpm tokens = %d, want 900000", got)
-	}
-
-	func() {
-		defer func() {
-			if r := recover(); r != "kaboom" {
-				t.Errorf("recovered %v, want the re-raised panic", r)
+		boom := errors.New("llm call failed")
+		err := rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
+			if got := env.tokens("e", "api", "tpm"); got != 700_000 {
+				t.Errorf("inside Do: tpm tokens = %d, want 700000 (write-on-enter)", got)
 			}
-		}()
-		rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
-			panic("kaboom")
+			l.Adjust(Consume{"tpm": 300})
+			return boom
 		}, lim)
-	}()
-	if got := env.tokens("e", "api", "tpm"); got != 900_000 {
-		t.Fatalf("after panic tpm tokens = %d, want 900000", got)
-	}
-	b := env.bucket("e", "api")
-	if got := env.n(b, "b_tpm_tc"); got != 100_000 {
-		t.Fatalf("b_tpm_tc = %d, want 100000 (rolled back consumption is not counted)", got)
-	}
+		if !errors.Is(err, boom) {
+			t.Fatalf("Do = %v, want %v", err, boom)
+		}
+		if got := env.tokens("e", "api", "tpm"); got != 900_000 {
+			t.Fatalf("after rollback tpm tokens = %d, want 900000", got)
+		}
 
-	// Success commits the adjustment.
-	err = rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 100}, func(ctx context.Context, l *Lease) error {
-		return l.Adjust(Consume{"tpm": 150})
-	}, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := env.tokens("e", "api", "tpm"); got != 650_000 {
-		t.Fatalf("after commit tpm tokens = %d, want 650000", got)
-	}
+		func() {
+			defer func() {
+				if r := recover(); r != "kaboom" {
+					t.Errorf("recovered %v, want the re-raised panic", r)
+				}
+			}()
+			rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
+				panic("kaboom")
+			}, lim)
+		}()
+		if got := env.tokens("e", "api", "tpm"); got != 900_000 {
+			t.Fatalf("after panic tpm tokens = %d, want 900000", got)
+		}
+		b := env.bucket("e", "api")
+		if got := env.n(b, "b_tpm_tc"); got != 100_000 {
+			t.Fatalf("b_tpm_tc = %d, want 100000 (rolled back consumption is not counted)", got)
+		}
+
+		// Success commits the adjustment.
+		err = rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 100}, func(ctx context.Context, l *Lease) error {
+			return l.Adjust(Consume{"tpm": 150})
+		}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := env.tokens("e", "api", "tpm"); got != 650_000 {
+			t.Fatalf("after commit tpm tokens = %d, want 650000", got)
+		}
+	})
 }
 
 // TestAdjustIntoDebtRetryAfterC4 reproduces reference Appendix C4.
 func TestAdjustIntoDebtRetryAfterC4(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("rpm", 10))
-	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)
-	if err := l.Adjust(Consume{"rpm": 20}); err != nil { // 10 - 21 = -11 tokens
-		t.Fatal(err)
-	}
-	mustCommit(t, l)
-	if got := env.tokens("e", "api", "rpm"); got != -11_000 {
-		t.Fatalf("tokens = %d, want -11000", got)
-	}
-	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
-	rle := rateLimited(t, err)
-	if rle.RetryAfter != 72001*time.Millisecond {
-		// deficit 12 tokens (need 1, have -11) at 10/min → 72 s + 1 ms
-		t.Errorf("RetryAfter = %v, want 72.001s", rle.RetryAfter)
-	}
-	// C4 proper: a status of the indebted limit when it is not consumed.
-	s := buildLimitStatus("e", "api", PerMinute("rpm", 10), BucketState{
-		LimitName: "rpm", TokensMilli: -11_000, LastRefillMs: 0, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000,
-	}, 0, 0)
-	e := newRateLimitExceededError([]LimitStatus{s})
-	if e.RetryAfter != 66001*time.Millisecond || e.RetryAfterHeader() != "67" {
-		t.Errorf("C4: RetryAfter %v header %s, want 66.001s and 67", e.RetryAfter, e.RetryAfterHeader())
-	}
-	if got, want := e.Error(), "Rate limit exceeded for e/api: [rpm]. Retry after 66.0s"; got != want {
-		t.Errorf("C4 message %q, want %q", got, want)
-	}
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10))
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)
+		if err := l.Adjust(Consume{"rpm": 20}); err != nil { // 10 - 21 = -11 tokens
+			t.Fatal(err)
+		}
+		mustCommit(t, l)
+		if got := env.tokens("e", "api", "rpm"); got != -11_000 {
+			t.Fatalf("tokens = %d, want -11000", got)
+		}
+		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+		rle := rateLimited(t, err)
+		if rle.RetryAfter != 72001*time.Millisecond {
+			// deficit 12 tokens (need 1, have -11) at 10/min → 72 s + 1 ms
+			t.Errorf("RetryAfter = %v, want 72.001s", rle.RetryAfter)
+		}
+		// C4 proper: a status of the indebted limit when it is not consumed.
+		s := buildLimitStatus("e", "api", PerMinute("rpm", 10), BucketState{
+			LimitName: "rpm", TokensMilli: -11_000, LastRefillMs: 0, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000,
+		}, 0, 0)
+		e := newRateLimitExceededError([]LimitStatus{s})
+		if e.RetryAfter != 66001*time.Millisecond || e.RetryAfterHeader() != "67" {
+			t.Errorf("C4: RetryAfter %v header %s, want 66.001s and 67", e.RetryAfter, e.RetryAfterHeader())
+		}
+		if got, want := e.Error(), "Rate limit exceeded for e/api: [rpm]. Retry after 66.0s"; got != want {
+			t.Errorf("C4 message %q, want %q", got, want)
+		}
+	})
 }
 
 // TestDebtDoesNotGateOtherLimits is the B9 rule: only limits with a positive
 // amount gate admission.
 func TestDebtDoesNotGateOtherLimits(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
-	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 1}, lim)
-	l.Adjust(Consume{"rpm": 20})
-	mustCommit(t, l)
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 5}, lim))
-	if got := env.tokens("e", "api", "tpm"); got != 994_000 {
-		t.Fatalf("tpm tokens = %d, want 994000", got)
-	}
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 1}, lim)
+		l.Adjust(Consume{"rpm": 20})
+		mustCommit(t, l)
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 5}, lim))
+		if got := env.tokens("e", "api", "tpm"); got != 994_000 {
+			t.Fatalf("tpm tokens = %d, want 994000", got)
+		}
+	})
 }
 
 func TestLeaseLifecycle(t *testing.T) {
-	env := newTestEnv(t)
-	rl := env.limiter()
-	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
-	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim)
-	if err := l.Consume(Consume{"tpm": 2000}); !errors.Is(err, ErrRateLimited) {
-		t.Fatalf("Consume over capacity = %v", err)
-	}
-	if err := l.Consume(Consume{"tpm": 100}); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Release(Consume{"tpm": 50}); err != nil {
-		t.Fatal(err)
-	}
-	if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 1, "tpm": 150}) {
-		t.Fatalf("Consumed = %v", got)
-	}
-	mustCommit(t, l)
-	for name, err := range map[string]error{
-		"Commit": l.Commit(env.ctx), "Rollback": l.Rollback(env.ctx),
-		"Adjust": l.Adjust(Consume{"tpm": 1}), "Consume": l.Consume(Consume{"tpm": 1}),
-	} {
-		if !errors.Is(err, ErrLeaseDone) {
-			t.Errorf("%s after Commit = %v, want ErrLeaseDone", name, err)
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim)
+		if err := l.Consume(Consume{"tpm": 2000}); !errors.Is(err, ErrRateLimited) {
+			t.Fatalf("Consume over capacity = %v", err)
 		}
-	}
-	b := env.bucket("e", "api")
-	if got, tc := env.n(b, "b_tpm_tk"), env.n(b, "b_tpm_tc"); got != 850_000 || tc != 150_000 {
-		t.Fatalf("tpm tk %d tc %d, want 850000 150000", got, tc)
-	}
+		if err := l.Consume(Consume{"tpm": 100}); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(Consume{"tpm": 50}); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 1, "tpm": 150}) {
+			t.Fatalf("Consumed = %v", got)
+		}
+		mustCommit(t, l)
+		for name, err := range map[string]error{
+			"Commit": l.Commit(env.ctx), "Rollback": l.Rollback(env.ctx),
+			"Adjust": l.Adjust(Consume{"tpm": 1}), "Consume": l.Consume(Consume{"tpm": 1}),
+		} {
+			if !errors.Is(err, ErrLeaseDone) {
+				t.Errorf("%s after Commit = %v, want ErrLeaseDone", name, err)
+			}
+		}
+		b := env.bucket("e", "api")
+		if got, tc := env.n(b, "b_tpm_tk"), env.n(b, "b_tpm_tc"); got != 850_000 || tc != 150_000 {
+			t.Fatalf("tpm tk %d tc %d, want 850000 150000", got, tc)
+		}
+	})
 }
 
 // TestCallCounts asserts the DynamoDB calls of each operation on this path.

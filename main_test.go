@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -28,6 +29,20 @@ type testEnv struct {
 	rec    *ddblocal.Recorder
 	clock  *fakeClock
 	repo   *DynamoDBRepository
+	// spec selects the speculative path for env.limiter().
+	spec bool
+}
+
+// forEachPath runs fn on a fresh environment once with the read-then-write
+// path and once with the speculative path: both must behave alike.
+func forEachPath(t *testing.T, fn func(t *testing.T, env *testEnv)) {
+	for _, spec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
+			env := newTestEnv(t)
+			env.spec = spec
+			fn(t, env)
+		})
+	}
 }
 
 // epoch is the fake clock's start: 2026-01-02T03:04:05.678Z.
@@ -56,9 +71,10 @@ func newTestEnv(t *testing.T, optFns ...func(*DynamoDBOptions)) *testEnv {
 	return env
 }
 
-// limiter returns a RateLimiter on the env's repository.
+// limiter returns a RateLimiter on the env's repository, on the path
+// env.spec selects.
 func (env *testEnv) limiter(opts ...Option) *RateLimiter {
-	return New(env.repo, append([]Option{WithSpeculativeWrites(false)}, opts...)...)
+	return New(env.repo, append([]Option{WithSpeculativeWrites(env.spec)}, opts...)...)
 }
 
 // item reads a raw item (strongly consistent).
@@ -92,6 +108,13 @@ func (env *testEnv) n(item map[string]types.AttributeValue, attr string) int64 {
 func (env *testEnv) tokens(entity, resource, limit string) int64 {
 	env.t.Helper()
 	return env.n(env.bucket(entity, resource), bucketAttr(limit, fieldTokens))
+}
+
+// sortedCalls is calls in sorted order, for calls made in parallel.
+func (env *testEnv) sortedCalls() string {
+	parts := strings.Split(env.calls(), ", ")
+	sort.Strings(parts)
+	return strings.Join(parts, ", ")
 }
 
 // calls summarises the recorded calls as "Op" or "Op[items]" joined by
