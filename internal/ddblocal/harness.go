@@ -179,7 +179,8 @@ func required(getenv func(string) string) bool {
 // that starts with [SkipMessage] and names the command to run.
 func unavailable(t testing.TB, err error, getenv func(string) string) {
 	t.Helper()
-	msg := fmt.Sprintf("%s; run `%s` (or set %s): %v", SkipMessage, FetchCommand, EnvEndpoint, err)
+	cause := strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
+	msg := fmt.Sprintf("%s; run `%s` (or set %s):\n%s", SkipMessage, FetchCommand, EnvEndpoint, cause)
 	if required(getenv) {
 		t.Fatalf("%s\n(a failure, not a skip: CI=true or %s=1)", msg, EnvRequire)
 		return
