@@ -125,7 +125,7 @@ type DynamoDBRepository struct {
 // sharedState is shared between a repository and its namespace-scoped
 // siblings.
 type sharedState struct {
-	mu       sync.Mutex // guards the fields below
+	mu       sync.Mutex              // guards the fields below
 	nsIDs    map[string]string       // namespace name → id
 	entities map[string]*entityCache // namespace id → entity cache
 }
@@ -268,11 +268,11 @@ func (r *DynamoDBRepository) Ping(ctx context.Context) error {
 	return wrapErr("ping", err)
 }
 
-func (r *DynamoDBRepository) tableName() string                    { return r.opts.Table }
-func (r *DynamoDBRepository) clock() func() time.Time              { return r.opts.Now }
-func (r *DynamoDBRepository) entities() *entityCache               { return r.ents }
-func (r *DynamoDBRepository) bucketTTLMultiplier() int64           { return r.opts.BucketTTLMultiplier }
-func (r *DynamoDBRepository) nowMs() int64                         { return r.opts.Now().UnixMilli() }
+func (r *DynamoDBRepository) tableName() string          { return r.opts.Table }
+func (r *DynamoDBRepository) clock() func() time.Time    { return r.opts.Now }
+func (r *DynamoDBRepository) entities() *entityCache     { return r.ents }
+func (r *DynamoDBRepository) bucketTTLMultiplier() int64 { return r.opts.BucketTTLMultiplier }
+func (r *DynamoDBRepository) nowMs() int64               { return r.opts.Now().UnixMilli() }
 func (r *DynamoDBRepository) resolveOnUnavailable(ctx context.Context) OnUnavailable {
 	return r.cache.resolveOnUnavailable(ctx)
 }

@@ -64,9 +64,9 @@ func (r *DynamoDBRepository) SetLimits(ctx context.Context, entityID, resource s
 // resource.
 func (r *DynamoDBRepository) registryCountUpdate(resource string, delta int64) *types.Update {
 	return &types.Update{
-		TableName:        aws.String(r.opts.Table),
-		Key:              primaryKey(pkSystem(r.nsID), skEntityConfigResources),
-		UpdateExpression: aws.String("SET GSI4PK = if_not_exists(GSI4PK, :gsi4pk), GSI4SK = if_not_exists(GSI4SK, :gsi4sk) ADD #r :d"),
+		TableName:                aws.String(r.opts.Table),
+		Key:                      primaryKey(pkSystem(r.nsID), skEntityConfigResources),
+		UpdateExpression:         aws.String("SET GSI4PK = if_not_exists(GSI4PK, :gsi4pk), GSI4SK = if_not_exists(GSI4SK, :gsi4sk) ADD #r :d"),
 		ExpressionAttributeNames: map[string]string{"#r": resource},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":gsi4pk": schemaS(r.nsID), ":gsi4sk": schemaS(pkSystem(r.nsID)), ":d": schemaN(delta),

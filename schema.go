@@ -505,7 +505,7 @@ func windowKey(window string, t time.Time) (string, error) {
 	case WindowMonthly:
 		return t.Format("2006-01") + "-01T00:00:00Z", nil
 	}
-	return "", fmt.Errorf("Unknown window type: %s", window) //nolint:staticcheck // message of the original
+	return "", fmt.Errorf("unknown window type: %s", window)
 }
 
 // windowEnd returns the last second of the window that starts at start, as

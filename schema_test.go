@@ -1005,7 +1005,7 @@ func TestWindowKey(t *testing.T) {
 			}
 		}
 	}
-	if _, err := windowKey("weekly", time.Unix(0, 0)); err == nil || err.Error() != "Unknown window type: weekly" {
+	if _, err := windowKey("weekly", time.Unix(0, 0)); err == nil || err.Error() != "unknown window type: weekly" {
 		t.Errorf("windowKey(weekly) error = %v", err)
 	}
 	if got, _ := windowKey(WindowHourly, time.UnixMilli(1767225600123)); got != "2026-01-01T00:00:00Z" {

@@ -330,7 +330,7 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	lim := WithLimits(PerMinute("rpm", 60))
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 59}, lim)) // parent at 0
-	env.clock.advance(10 * time.Second)                                     // parent earns 10
+	env.clock.advance(10 * time.Second)                                    // parent earns 10
 	env.rec.Reset()
 	l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 5}, lim)
 	if got := env.sortedCalls(); got != "BatchGetItem[1], UpdateItem, UpdateItem, UpdateItem!" {

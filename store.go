@@ -116,13 +116,13 @@ type bucketWrite struct {
 type specFailure string
 
 const (
-	specOK              specFailure = ""
-	specBucketMissing   specFailure = "bucket_missing"
-	specAppExhausted    specFailure = "app_limit_exhausted"
-	specWCUExhausted    specFailure = "wcu_exhausted"
-	specBothExhausted   specFailure = "both_exhausted"
-	specLimitMissing    specFailure = "limit_missing"
-	specExpired         specFailure = "bucket_expired"
+	specOK            specFailure = ""
+	specBucketMissing specFailure = "bucket_missing"
+	specAppExhausted  specFailure = "app_limit_exhausted"
+	specWCUExhausted  specFailure = "wcu_exhausted"
+	specBothExhausted specFailure = "both_exhausted"
+	specLimitMissing  specFailure = "limit_missing"
+	specExpired       specFailure = "bucket_expired"
 )
 
 // bucketStore is what the limiter needs from its backend for buckets.
