@@ -433,3 +433,25 @@ func TestOnUnavailable(t *testing.T) {
 		t.Fatalf("invalid id under allow = %v", err)
 	}
 }
+
+// TestAdjustLimitNotNamedAtAcquire: a lease covers every limit of the
+// bucket on both paths, so a limit not named at Acquire (tpm estimated as 0)
+// can be adjusted afterwards.
+func TestAdjustLimitNotNamedAtAcquire(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)) // creates the bucket
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)
+		if err := l.Adjust(Consume{"tpm": 300}); err != nil {
+			t.Fatal(err)
+		}
+		if got := l.Consumed(); got["tpm"] != 300 || got["rpm"] != 1 {
+			t.Fatalf("Consumed = %v", got)
+		}
+		mustCommit(t, l)
+		if got := env.tokens("e", "api", "tpm"); got != 700_000 {
+			t.Fatalf("tpm tokens = %d, want 700000", got)
+		}
+	})
+}

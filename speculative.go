@@ -341,14 +341,15 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 }
 
 // specEntries turns a successful speculative result into lease entries, one
-// per limit with a non-zero amount (wcu excluded).
+// per limit of the bucket (wcu excluded), as the slow path does: a limit the
+// request did not name can still be adjusted within the lease.
 func specEntries(res specResult, consume Consume) []*leaseEntry {
 	var out []*leaseEntry
 	for _, s := range res.bucket.states {
-		amount := consume[s.LimitName]
-		if s.LimitName == wcuLimitName || amount == 0 {
+		if s.LimitName == wcuLimitName {
 			continue
 		}
+		amount := consume[s.LimitName]
 		out = append(out, &leaseEntry{
 			key: res.key, limit: limitFromBucketState(s), state: s,
 			consumed: amount, initialConsumed: amount,

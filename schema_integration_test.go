@@ -1,0 +1,127 @@
+package limiter
+
+import (
+	"sort"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestTableDefinitionOnDynamoDBLocal creates the table from tableDefinition,
+// writes and reads back a composite bucket item, and checks that each GSI
+// answers its access pattern (seed 002): children via GSI1, resource buckets
+// via GSI2, buckets of an entity via GSI3, namespace items via GSI4.
+func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
+	env := newTestEnv(t) // CreateTable from tableDefinition, TTL enabled
+	ctx, client, table := env.ctx, env.client, env.repo.Table()
+
+	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, m := len(desc.Table.GlobalSecondaryIndexes), len(desc.Table.LocalSecondaryIndexes); n != 4 || m != 5 {
+		t.Fatalf("table has %d GSIs and %d LSIs, want 4 and 5", n, m)
+	}
+	if s := desc.Table.StreamSpecification; s == nil || !aws.ToBool(s.StreamEnabled) || s.StreamViewType != types.StreamViewTypeNewAndOldImages {
+		t.Fatalf("stream = %+v, want NEW_AND_OLD_IMAGES", s)
+	}
+	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
+	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "ttl" {
+		t.Fatalf("TTL = %+v, %v", ttl.TimeToLiveDescription, err)
+	}
+
+	ns := "nsTEST00001"
+	put := func(item map[string]types.AttributeValue) {
+		t.Helper()
+		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	states := []BucketState{
+		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 1000},
+		{LimitName: "tpm-x", TokensMilli: -1500, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 60_000},
+	}
+	spec := bucketItemSpec{EntityID: "key-1", Resource: "openai/gpt-4", RefillMs: 1_700_000_000_123, Cascade: true, ParentID: "proj", TTL: 1_700_000_420, States: states}
+	put(bucketItem(ns, spec))
+	spec2 := spec
+	spec2.Resource, spec2.Shard, spec2.ShardCount = "claude", 1, 2
+	put(bucketItem(ns, spec2))
+	other := spec
+	other.EntityID, other.Cascade, other.ParentID = "key-2", false, ""
+	put(bucketItem(ns, other))
+	put(entityItem(ns, Entity{ID: "proj", Name: "proj"}))
+	put(entityItem(ns, Entity{ID: "key-1", Name: "k1", ParentID: "proj", Cascade: true}))
+	put(entityItem(ns, Entity{ID: "key-2", Name: "k2", ParentID: "proj"}))
+	put(entityItem("otherNS0001", Entity{ID: "key-3", Name: "k3", ParentID: "proj"}))
+
+	// Read back the composite item: every state round-trips.
+	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
+		Key: bucketPrimaryKey(ns, "key-1", "openai/gpt-4", 0), ConsistentRead: aws.Bool(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := bucketFromItem(out.Item)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.EntityID != "key-1" || got.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL {
+		t.Fatalf("read back %+v", got)
+	}
+	var names []string
+	for _, s := range got.States {
+		names = append(names, s.LimitName)
+		if s.LimitName == "tpm-x" && (s.TokensMilli != -1500 || s.LastRefillMs != spec.RefillMs) {
+			t.Errorf("tpm-x state %+v", s)
+		}
+	}
+	if !cmp.Equal(names, []string{"rpm", "tpm-x", "wcu"}) {
+		t.Errorf("limits %v", names)
+	}
+
+	query := func(index, pkAttr, pk, skAttr, skPrefix string) []string {
+		t.Helper()
+		cond := pkAttr + " = :pk"
+		values := map[string]types.AttributeValue{":pk": schemaS(pk)}
+		if skPrefix != "" {
+			cond += " AND begins_with(" + skAttr + ", :sk)"
+			values[":sk"] = schemaS(skPrefix)
+		}
+		items, err := env.repo.queryAll(ctx, &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(index),
+			KeyConditionExpression: aws.String(cond), ExpressionAttributeValues: values})
+		if err != nil {
+			t.Fatalf("query %s: %v", index, err)
+		}
+		var keys []string
+		for _, item := range items {
+			pk, _ := schemaGetS(item, attrPK)
+			sk, _ := schemaGetS(item, attrSK)
+			keys = append(keys, pk+"|"+sk)
+		}
+		sort.Strings(keys)
+		return keys
+	}
+	for _, tc := range []struct {
+		name string
+		got  []string
+		want []string
+	}{
+		{"GSI1 children of proj", query(indexGSI1, attrGSI1PK, gsi1PKParent(ns, "proj"), "", ""),
+			[]string{ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META"}},
+		{"GSI2 buckets of a resource", query(indexGSI2, attrGSI2PK, gsi2PKResource(ns, "openai/gpt-4"), attrGSI2SK, "BUCKET#"),
+			[]string{ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE", ns + "/BUCKET#key-2#openai/gpt-4#0|#STATE"}},
+		{"GSI3 buckets of an entity", query(indexGSI3, attrGSI3PK, gsi3PKEntity(ns, "key-1"), attrGSI3SK, "BUCKET#"),
+			[]string{ns + "/BUCKET#key-1#claude#1|#STATE", ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE"}},
+		{"GSI4 items of a namespace", query(indexGSI4, attrGSI4PK, ns, "", ""),
+			[]string{
+				ns + "/BUCKET#key-1#claude#1|#STATE", ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE", ns + "/BUCKET#key-2#openai/gpt-4#0|#STATE",
+				ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META", ns + "/ENTITY#proj|#META",
+			}},
+	} {
+		if !cmp.Equal(tc.got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}

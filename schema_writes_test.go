@@ -1,0 +1,147 @@
+package limiter
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+var placeholder = regexp.MustCompile(`[#:][av][0-9]+`)
+
+// render substitutes an expression's placeholders with attribute names and
+// number/string values, so that index-based expressions can be compared with
+// the reference's.
+func render(expr string, names map[string]string, values map[string]types.AttributeValue) string {
+	return placeholder.ReplaceAllStringFunc(expr, func(p string) string {
+		if n, ok := names[p]; ok {
+			return n
+		}
+		switch v := values[p].(type) {
+		case *types.AttributeValueMemberN:
+			return v.Value
+		case *types.AttributeValueMemberS:
+			return `"` + v.Value + `"`
+		case *types.AttributeValueMemberBOOL:
+			if v.Value {
+				return "true"
+			}
+			return "false"
+		}
+		return p
+	})
+}
+
+// TestNormalWriteC3 reproduces reference Appendix C3: the slow-path normal
+// write of {rps:1, tpm:100} 203 ms after the last write.
+func TestNormalWriteC3(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.limiter()
+	if err := rl.SetLimits(ctx, "e", "api", []Limit{PerSecond("rps", 10), PerMinute("tpm", 10_000)}); err != nil {
+		t.Fatal(err)
+	}
+	R := epoch.UnixMilli()
+	item := bucketItem(env.repo.NamespaceID(), bucketItemSpec{EntityID: "e", Resource: "api", RefillMs: R, States: []BucketState{
+		{LimitName: "rps", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 1000},
+		{LimitName: "tpm", TokensMilli: 9_900_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
+	}})
+	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.advance(203 * time.Millisecond)
+
+	var captured []*dynamodb.UpdateItemInput
+	capture := hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.UpdateItemInput); ok {
+			captured = append(captured, in)
+		}
+		return nil
+	})
+	l := mustAcquire(t, New(env.withClient(capture), WithSpeculativeWrites(false)), "e", "api", Consume{"rps": 1, "tpm": 100})
+	mustCommit(t, l)
+	if len(captured) != 1 {
+		t.Fatalf("%d UpdateItems, want 1", len(captured))
+	}
+	in := captured[0]
+	now := R + 203
+	gotUpdate := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	wantUpdate := "SET rf = " + itoa64(now) +
+		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
+	if gotUpdate != wantUpdate {
+		t.Errorf("update\n got %s\nwant %s", gotUpdate, wantUpdate)
+	}
+	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if want := "rf = " + itoa64(R) + " AND b_tpm_tk >= 66167"; gotCond != want {
+		t.Errorf("condition\n got %s\nwant %s", gotCond, want)
+	}
+	for p := range in.ExpressionAttributeNames {
+		if !strings.HasPrefix(p, "#a") {
+			t.Errorf("placeholder %q is not index-based (B6)", p)
+		}
+	}
+	b := env.bucket("e", "api")
+	if env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now {
+		t.Errorf("item after write: %v", b)
+	}
+}
+
+func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).Value }
+
+// TestSpeculativeUpdateShape checks the speculative UpdateItem against the
+// reference (§5.7) with our B9 rule: only positive amounts are guarded.
+func TestSpeculativeUpdateShape(t *testing.T) {
+	in := buildSpeculativeUpdate("tbl", "ns", bucketKey{entityID: "e", resource: "r", shard: 2}, Consume{"tpm": 100, "rpm": 1, "x": 0}, 1_700_000_000_999)
+	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"; got != want {
+		t.Errorf("update\n got %s\nwant %s", got, want)
+	}
+	got = render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	if want := "attribute_exists(PK) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000" +
+		" AND (attribute_not_exists(ttl) OR ttl > 1700000000)"; got != want {
+		t.Errorf("condition\n got %s\nwant %s", got, want)
+	}
+	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
+		t.Errorf("return values %v %v", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
+	}
+	if pk := in.Key["PK"].(*types.AttributeValueMemberS).Value; pk != "ns/BUCKET#e#r#2" {
+		t.Errorf("key %s", pk)
+	}
+}
+
+// TestRetryAndAdjustShapes checks the consumption-only retry write and the
+// adjustment write.
+func TestRetryAndAdjustShapes(t *testing.T) {
+	full := BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
+	w := buildBucketWrite("tbl", "ns", bucketWrite{kind: writeRetry, key: bucketKey{entityID: "e", resource: "r"}, limits: []limitWrite{
+		{name: "rpm", consumedMilli: 2000}, {name: "new", consumedMilli: 1000, initial: &full},
+	}})
+	u := w.Update
+	got := render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	want := "SET b_new_tk = if_not_exists(b_new_tk, 5000) - 1000, b_new_cp = if_not_exists(b_new_cp, 5000), " +
+		"b_new_ra = if_not_exists(b_new_ra, 5000), b_new_rp = if_not_exists(b_new_rp, 60000) " +
+		"ADD b_rpm_tk -2000, b_rpm_tc 2000, b_new_tc 1000"
+	if got != want {
+		t.Errorf("retry update\n got %s\nwant %s", got, want)
+	}
+	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	if want := "attribute_exists(PK) AND b_rpm_tk >= 2000 AND (attribute_not_exists(b_new_tk) OR b_new_tk >= 1000)"; got != want {
+		t.Errorf("retry condition\n got %s\nwant %s", got, want)
+	}
+
+	w = buildBucketWrite("tbl", "ns", bucketWrite{kind: writeAdjust, key: bucketKey{entityID: "e", resource: "r", shard: 1}, limits: []limitWrite{
+		{name: "tpm-x", consumedMilli: -5000},
+	}})
+	u = w.Update
+	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000"; got != want {
+		t.Errorf("adjust update %s, want %s", got, want)
+	}
+	if pk := u.Key["PK"].(*types.AttributeValueMemberS).Value; pk != "ns/BUCKET#e#r#1" {
+		t.Errorf("adjust key %s", pk)
+	}
+}
