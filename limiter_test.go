@@ -455,3 +455,111 @@ func TestAdjustLimitNotNamedAtAcquire(t *testing.T) {
 		}
 	})
 }
+
+// TestRefundSurvivesCancellation: Rollback and Commit write on a context
+// detached from the caller's cancellation.
+func TestRefundSurvivesCancellation(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10))
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
+		ctx, cancel := context.WithCancel(context.Background())
+		l, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 3}, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := l.Rollback(ctx); err != nil {
+			t.Fatalf("Rollback after cancel = %v", err)
+		}
+		if got := env.tokens("e", "api", "rpm"); got != 9_000 {
+			t.Fatalf("tokens = %d, want 9000 (refunded)", got)
+		}
+	})
+}
+
+// TestEnterWriteFailureFollowsOnUnavailable is the B18 fix: a failing
+// enter-time write is an infrastructure error like any other.
+func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		throttled := errors.New("ThrottlingException: rate exceeded")
+		failWrites := hook(func(op string, _ any) error {
+			switch op {
+			case "PutItem", "UpdateItem", "TransactWriteItems":
+				return throttled
+			}
+			return nil
+		})
+		rl := New(env.withClient(failWrites), WithSpeculativeWrites(env.spec))
+		lim := WithLimits(PerMinute("rpm", 10))
+		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, throttled) {
+			t.Fatalf("block: %v, want ErrUnavailable wrapping the cause", err)
+		}
+		l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
+		if err != nil || !l.Noop() {
+			t.Fatalf("allow: %v %v, want a no-op lease", l, err)
+		}
+		if item := env.bucket("e", "api"); len(item) != 0 {
+			t.Fatalf("bucket written: %v", item)
+		}
+	})
+}
+
+// TestOnUnavailableFromSystemConfig: without a per-call mode, the stored
+// system on_unavailable decides.
+func TestOnUnavailableFromSystemConfig(t *testing.T) {
+	env := newTestEnv(t)
+	if err := env.limiter().SetSystemDefaults(env.ctx, nil, OnUnavailableAllow); err != nil {
+		t.Fatal(err)
+	}
+	failWrites := hook(func(op string, _ any) error {
+		if op == "PutItem" || op == "UpdateItem" {
+			return errors.New("boom")
+		}
+		return nil
+	})
+	rl := New(env.withClient(failWrites))
+	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
+	if err != nil || !l.Noop() {
+		t.Fatalf("stored allow: %v %v", l, err)
+	}
+}
+
+func TestAvailableAndTimeUntilAvailable(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 600))
+		got, err := rl.Available(env.ctx, "e", "api", lim)
+		if err != nil || got["rpm"] != 10 || got["tpm"] != 600 {
+			t.Fatalf("Available before any acquire = %v, %v", got, err)
+		}
+		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim)
+		l.Adjust(Consume{"tpm": 560}) // 600 - 660 = -60
+		mustCommit(t, l)
+		got, _ = rl.Available(env.ctx, "e", "api", lim)
+		if got["rpm"] != 9 || got["tpm"] != -60 {
+			t.Fatalf("Available = %v, want rpm 9 tpm -60", got)
+		}
+		wait, err := rl.TimeUntilAvailable(env.ctx, "e", "api", Consume{"tpm": 40, "rpm": 1}, lim)
+		// need 100 tpm at 10/s → 10 s + 1 ms
+		if err != nil || wait != 10*time.Second+time.Millisecond {
+			t.Fatalf("TimeUntilAvailable = %v, %v, want 10.001s", wait, err)
+		}
+		env.clock.advance(10 * time.Second)
+		if wait, _ := rl.TimeUntilAvailable(env.ctx, "e", "api", Consume{"tpm": 40}, lim); wait != 0 {
+			t.Fatalf("after waiting: %v, want 0", wait)
+		}
+	})
+}
+
+func TestBucketTTLDisabled(t *testing.T) {
+	env := newTestEnv(t, func(o *DynamoDBOptions) { o.BucketTTLMultiplier = 0 })
+	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
+	if _, ok := env.bucket("e", "api")["ttl"]; ok {
+		t.Fatal("ttl written with multiplier 0")
+	}
+	if got := bucketTTLSeconds([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}, 7); got != 100*3600/50*7 {
+		t.Fatalf("bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)
+	}
+}
