@@ -183,6 +183,9 @@ func (rl *RateLimiter) ttlFor(g entityGroup) (ttlMode, int64) {
 // reference §6.5): a create or a normal write per group, atomically when
 // there are two; the retry path when the optimistic lock was lost.
 func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	if len(lease.entries) == 0 {
+		return nil // an empty limit list checks and writes nothing
+	}
 	now := rl.nowMs()
 	writes := make([]bucketWrite, 0, len(groups))
 	for _, g := range groups {

@@ -563,3 +563,16 @@ func TestBucketTTLDisabled(t *testing.T) {
 		t.Fatalf("bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)
 	}
 }
+
+// TestEmptyLimitOverride: WithLimits() with no limits checks nothing and, on
+// the read-then-write path, writes nothing.
+func TestEmptyLimitOverride(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	env.rec.Reset()
+	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1_000_000}, WithLimits())
+	mustCommit(t, l)
+	if got := env.calls(); got != "BatchGetItem[2]" {
+		t.Fatalf("calls = %q", got)
+	}
+}
