@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -96,6 +97,9 @@ func (r *Recorder) Option() func(*dynamodb.Options) {
 func (r *Recorder) Middleware(stack *middleware.Stack) error {
 	op := stack.ID() // the operation name, e.g. "PutItem"
 	id := fmt.Sprintf("ddblocal.Recorder(%p)", r)
+	if _, ok := stack.Initialize.Get(id); ok {
+		return nil // attached twice (client and call options): record once
+	}
 	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc(id,
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			out, md, err := next.HandleInitialize(ctx, in)
@@ -318,9 +322,13 @@ func WithFault(f Fault) func(*dynamodb.Options) {
 
 type faultInputKey struct{}
 
+// faultSeq numbers the middlewares of WithFault, so that several faults can
+// be attached to one client or call.
+var faultSeq atomic.Uint64
+
 func addFault(stack *middleware.Stack, f Fault) error {
 	op := stack.ID()
-	id := fmt.Sprintf("ddblocal.Fault(%p)", f)
+	id := "ddblocal.Fault#" + strconv.FormatUint(faultSeq.Add(1), 10)
 	// The Finalize step no longer sees the input: carry it down in the
 	// context.
 	err := stack.Initialize.Add(middleware.InitializeMiddlewareFunc(id,

@@ -229,6 +229,17 @@ func TestFaultThrottle(t *testing.T) {
 			t.Errorf("Summary = %q, want %q", got, want)
 		}
 	})
+	t.Run("two faults and the recorder twice", func(t *testing.T) {
+		rec.Reset()
+		_, err := client.GetItem(t.Context(), get, rec.Option(),
+			WithFault(Throttle("GetItem", 1)), WithFault(Throttle("GetItem", 1)))
+		if err == nil {
+			t.Fatal("GetItem with two faults each failing one attempt succeeded, want failure after 2 attempts")
+		}
+		if got, want := rec.Summary(), "GetItem×1(failed ProvisionedThroughputExceeded)"; got != want {
+			t.Errorf("Summary = %q, want %q", got, want)
+		}
+	})
 	t.Run("other operation untouched", func(t *testing.T) {
 		rec.Reset()
 		if _, err := client.GetItem(t.Context(), get, WithFault(Throttle("PutItem", 100))); err != nil {
