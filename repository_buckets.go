@@ -202,7 +202,9 @@ func (r *DynamoDBRepository) loadConfigs(ctx context.Context, keys []configKey) 
 		}
 		limits, err := limitsFromItem(item)
 		if err != nil {
-			return nil, fmt.Errorf("read config %s %s: %w", pk, sk, err)
+			// A corrupt stored config is an infrastructure problem for the
+			// caller (the on-unavailable mode applies), not invalid input.
+			return nil, fmt.Errorf("read config %s %s: %v", pk, sk, err)
 		}
 		v := configValue{limits: limits}
 		if k.level == levelSystem {

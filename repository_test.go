@@ -394,3 +394,22 @@ func TestOpenWritesVersionRecord(t *testing.T) {
 		t.Fatalf("open on schema 1.0.0 = %v, want ErrIncompatibleSchema", err)
 	}
 }
+
+// TestCorruptStoredConfigIsUnavailable: a stored config the library cannot
+// read is an infrastructure error (on_unavailable applies), not bad input.
+func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
+	env := newTestEnv(t)
+	item := resourceConfigItem(env.repo.NamespaceID(), "gpt", nil)
+	item["l_rpm_cp"] = schemaN(10) // no ra/rp
+	if _, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	rl := env.limiter()
+	_, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1})
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrValidation) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
+		t.Fatalf("allow: %v %v", l, err)
+	}
+}
