@@ -84,16 +84,8 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		}
 		amount := consume[l.Name]
 		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
-		if amount > 0 {
-			r := tryConsume(s, amount, now)
-			st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
-			if r.Success {
-				s.TokensMilli, s.LastRefillMs = r.NewTokensMilli, r.NewLastRefillMs
-				e.consumed = amount
-			}
-		} else {
-			st.Available = calculateAvailable(s, now)
-			s.TokensMilli, s.LastRefillMs = forceConsume(s, amount, now)
+		if tk, rf, ok := admit(&st, s, amount, now); ok {
+			s.TokensMilli, s.LastRefillMs = tk, rf
 			e.consumed = amount
 		}
 		s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
@@ -103,6 +95,21 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		entries = append(entries, e)
 	}
 	return entries, statuses, exceeded
+}
+
+// admit applies the one admission rule of every path (fix B9): a positive
+// amount must fit in the refilled balance; zero or negative amounts never
+// gate (zero only refills, negative gives back). It fills st's Available,
+// Exceeded and RetryAfter and returns the balance after taking amount.
+func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, lastRefillMs int64, ok bool) {
+	if amount > 0 {
+		r := tryConsume(s, amount, now)
+		st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
+		return r.NewTokensMilli, r.NewLastRefillMs, r.Success
+	}
+	st.Available = calculateAvailable(s, now)
+	tokensMilli, lastRefillMs = forceConsume(s, amount, now)
+	return tokensMilli, lastRefillMs, true
 }
 
 // readGroups reads the META record and shard-0 bucket of the entity and, when

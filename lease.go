@@ -112,12 +112,7 @@ func (ls *Lease) Consume(c Consume) error {
 	for _, e := range ls.entries {
 		amount := c[e.limit.Name]
 		st := LimitStatus{EntityID: e.key.entityID, Resource: e.key.resource, LimitName: e.limit.Name, Limit: e.limit, Requested: amount}
-		if amount > 0 {
-			r := tryConsume(e.state, amount, now)
-			st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
-		} else {
-			st.Available = calculateAvailable(e.state, now)
-		}
+		admit(&st, e.state, amount, now)
 		exceeded = exceeded || st.Exceeded
 		statuses = append(statuses, st)
 	}

@@ -348,61 +348,57 @@ const (
 	maxNameLength       = 64
 )
 
-// ValidateIdentifier checks an entity ID, parent ID or principal. The error
-// is a *[ValidationError] matching [ErrInvalidIdentifier].
-func ValidateIdentifier(value, field string) error {
+// nameRule is one family of identifier validation (reference §2.3): checks
+// run in order and stop at the first failure.
+type nameRule struct {
+	kind          error // ErrInvalidIdentifier or ErrInvalidName
+	maxLen        int
+	reserved      string // a value refused as reserved ("" for none)
+	pattern       *regexp.Regexp
+	patternReason string
+}
+
+var (
+	identifierRule = nameRule{kind: ErrInvalidIdentifier, maxLen: maxIdentifierLength, pattern: identifierPattern,
+		patternReason: "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"}
+	limitNameRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, reserved: wcuLimitName, pattern: namePattern,
+		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"}
+	resourceRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, pattern: resourcePattern,
+		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, dot, or slash characters"}
+)
+
+func (r nameRule) check(field, value string) error {
+	reason := ""
 	switch {
 	case value == "":
-		return newValidationError(ErrInvalidIdentifier, field, value, "cannot be empty")
-	case utf8.RuneCountInString(value) > maxIdentifierLength:
-		return newValidationError(ErrInvalidIdentifier, field, value, fmt.Sprintf("exceeds maximum length of %d", maxIdentifierLength))
+		reason = "cannot be empty"
+	case utf8.RuneCountInString(value) > r.maxLen:
+		reason = fmt.Sprintf("exceeds maximum length of %d", r.maxLen)
 	case strings.Contains(value, "#"):
-		return newValidationError(ErrInvalidIdentifier, field, value, "cannot contain '#' (reserved delimiter)")
-	case !identifierPattern.MatchString(value):
-		return newValidationError(ErrInvalidIdentifier, field, value,
-			"must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters")
+		reason = "cannot contain '#' (reserved delimiter)"
+	case r.reserved != "" && value == r.reserved:
+		reason = fmt.Sprintf("'%s' is a reserved limit name", r.reserved)
+	case !r.pattern.MatchString(value):
+		reason = r.patternReason
+	default:
+		return nil
 	}
-	return nil
+	return newValidationError(r.kind, field, value, reason)
 }
+
+// ValidateIdentifier checks an entity ID, parent ID or principal. The error
+// is a *[ValidationError] matching [ErrInvalidIdentifier].
+func ValidateIdentifier(value, field string) error { return identifierRule.check(field, value) }
 
 // ValidateLimitName checks a limit name. The error is a *[ValidationError]
 // matching [ErrInvalidName].
 func ValidateLimitName(value string) error { return validateLimitName(value, "name") }
 
-func validateLimitName(value, field string) error {
-	switch {
-	case value == "":
-		return newValidationError(ErrInvalidName, field, value, "cannot be empty")
-	case utf8.RuneCountInString(value) > maxNameLength:
-		return newValidationError(ErrInvalidName, field, value, fmt.Sprintf("exceeds maximum length of %d", maxNameLength))
-	case strings.Contains(value, "#"):
-		return newValidationError(ErrInvalidName, field, value, "cannot contain '#' (reserved delimiter)")
-	case value == wcuLimitName:
-		return newValidationError(ErrInvalidName, field, value, "'wcu' is a reserved limit name")
-	case !namePattern.MatchString(value):
-		return newValidationError(ErrInvalidName, field, value,
-			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters")
-	}
-	return nil
-}
+func validateLimitName(value, field string) error { return limitNameRule.check(field, value) }
 
 // ValidateResource checks a resource name. The error is a *[ValidationError]
 // matching [ErrInvalidName].
-func ValidateResource(value string) error {
-	const field = "resource"
-	switch {
-	case value == "":
-		return newValidationError(ErrInvalidName, field, value, "cannot be empty")
-	case utf8.RuneCountInString(value) > maxNameLength:
-		return newValidationError(ErrInvalidName, field, value, fmt.Sprintf("exceeds maximum length of %d", maxNameLength))
-	case strings.Contains(value, "#"):
-		return newValidationError(ErrInvalidName, field, value, "cannot contain '#' (reserved delimiter)")
-	case !resourcePattern.MatchString(value):
-		return newValidationError(ErrInvalidName, field, value,
-			"must start with a letter and contain only alphanumeric, underscore, hyphen, dot, or slash characters")
-	}
-	return nil
-}
+func ValidateResource(value string) error { return resourceRule.check("resource", value) }
 
 // floorDiv returns a/b rounded toward negative infinity (Python's //).
 // b must not be zero.
