@@ -52,6 +52,10 @@ test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) agai
 	$(GO) vet ./...
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
+.PHONY: demo
+demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./examples/quickstart
+
 .PHONY: vet
 vet: ## go vet
 	$(GO) vet ./...

@@ -7,6 +7,12 @@
 // the call, Adjust records the real token count afterwards, and Commit writes
 // the difference; Rollback undoes the acquire when the call fails.
 //
+// Limits come from the call ([WithLimits]) or from the table, where they are
+// stored per entity and resource, per entity, per resource or for the whole
+// namespace ([RateLimiter.SetLimits] and friends). An entity created with
+// Cascade also charges its parent. [HTTPMiddleware] applies all of this to
+// net/http handlers, answering 429 with Retry-After when a limit refuses.
+//
 // # Units
 //
 // Limits are configured in whole tokens and whole-second periods. Buckets are

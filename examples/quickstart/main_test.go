@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+// TestMain starts one DynamoDB Local for the package (see internal/ddblocal).
+func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
+
+// TestRun runs the demo twice on one table with a frozen clock (no refill
+// while it runs, so the report is exact whatever the machine's speed). The
+// burst must admit, deny through the key and through the cascade to the
+// project, roll back the failed call, and stay short; the second run must
+// start from full buckets again (setup deletes the entities and buckets).
+func TestRun(t *testing.T) {
+	client := ddblocal.Client(t)
+	table := ddblocal.TableName(t)
+	frozen := time.Now()
+	clock := func() time.Time { return frozen }
+	for i := range 2 {
+		var out strings.Builder
+		got, err := run(t.Context(), &out, client, table, clock)
+		report := out.String()
+		if err != nil {
+			t.Fatalf("run %d: %v\noutput:\n%s", i+1, err, report)
+		}
+		if want := (tally{admitted: 6, denied: 5, rolledBack: 1}); got != want {
+			t.Errorf("run %d: tally %+v, want %+v", i+1, got, want)
+		}
+		for _, want := range []string{
+			"   1 key-alice    861      2139 / 4139      admitted, adjusted +361, committed\n",
+			"   3 key-alice      -      2139 / 3598      LLM failed -> rolled back\n",
+			"   7 key-alice   1271      -484 / -242      admitted, adjusted +771, committed\n",
+			// 742 tokens short at 5000/min: 8.904 s + 1 ms; Retry-After 9.
+			"   8 key-bob        -      1242 / -242      denied by proj-acme tpm, Retry-After: 9 (8.91s)\n",
+			// Both are short; the key's 19.68 s is the longer wait.
+			"   9 key-alice      -      -484 / -242      denied by key-alice tpm, Retry-After: 20 (19.68s)\n",
+			"6 admitted, 5 denied, 1 rolled back\n",
+			"speculative fast path: 12 attempts, 2 fell back to read+write\n",
+			"  success 5, fast_rejection 5, bucket_missing 2\n",
+		} {
+			if !strings.Contains(report, want) {
+				t.Errorf("run %d: output lacks %q", i+1, want)
+			}
+		}
+		if n := strings.Count(report, "\n"); n >= 40 {
+			t.Errorf("run %d: %d lines of output, want fewer than 40", i+1, n)
+		}
+		if t.Failed() {
+			t.Fatalf("run %d output:\n%s", i+1, report)
+		}
+	}
+}

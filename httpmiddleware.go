@@ -1,0 +1,126 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strconv"
+)
+
+// HTTPKeyFunc maps a request to what it is charged: the entity (an API key,
+// a tenant), the resource (a model, a route group) and the amounts to take
+// before the handler runs, e.g. Consume{"rpm": 1, "tpm": estimate}. An error
+// means the request cannot be attributed; [HTTPMiddleware] answers it with
+// 400 Bad Request.
+type HTTPKeyFunc func(r *http.Request) (entityID, resource string, consume Consume, err error)
+
+// HTTPOptions configures [HTTPMiddleware]. The zero value is ready to use.
+type HTTPOptions struct {
+	// AcquireOptions are passed to every Acquire, e.g. [WithLimits] or
+	// [WithOnUnavailable].
+	AcquireOptions []AcquireOption
+	// ErrorHandler writes the response of a request that is not served:
+	// status is 400 (key error), 429 (rate limited; the Retry-After and
+	// X-RateLimit-* headers are already set), 503 (DynamoDB unavailable in
+	// block mode) or 500 (anything else, e.g. no limits configured). Nil
+	// means [http.Error] with the status text.
+	ErrorHandler func(w http.ResponseWriter, r *http.Request, status int, err error)
+	// OnCommitError is called when the Commit after the handler fails. The
+	// response is already written and the acquired amounts stay consumed;
+	// only the adjustment is lost. Nil ignores the error.
+	OnCommitError func(r *http.Request, err error)
+}
+
+// leaseContextKey is the context key of the request's lease.
+type leaseContextKey struct{}
+
+// LeaseFromContext returns the lease that [HTTPMiddleware] acquired for the
+// request whose context is ctx, or nil when there is none. Handlers use it
+// to reconcile an estimate, e.g. lease.Adjust(Consume{"tpm": actual - est}).
+func LeaseFromContext(ctx context.Context) *Lease {
+	l, _ := ctx.Value(leaseContextKey{}).(*Lease)
+	return l
+}
+
+// HTTPMiddleware returns net/http middleware that rate-limits every request
+// with rl: key maps the request to (entity, resource, consume), Acquire
+// takes the amounts before next runs, and the lease is committed after next
+// returns — with whatever the handler changed through [LeaseFromContext]. If
+// next panics the lease is rolled back and the panic goes on. A handler that
+// wants its consumption back (say, the upstream call failed) calls Rollback
+// on the lease itself; the middleware's Commit then does nothing.
+//
+// Requests that are not served get:
+//
+//   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
+//     seconds plus one, [RateLimitExceededError.RetryAfterHeader]),
+//     X-RateLimit-Limit (the capacity of the limit that refused — the
+//     violation with the longest wait) and X-RateLimit-Remaining (its
+//     available tokens, at least 0);
+//   - 400 Bad Request when key fails, or when the entity ID it returns is
+//     not a valid identifier ([ErrInvalidIdentifier]);
+//   - 503 Service Unavailable when DynamoDB fails and the on-unavailable
+//     mode is block ([ErrUnavailable]); in allow mode the request is served
+//     with a no-op lease;
+//   - 500 Internal Server Error for any other error, e.g. when no limits
+//     are configured for the entity and resource.
+//
+// The middleware is safe for concurrent use.
+func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOptions)) func(http.Handler) http.Handler {
+	var o HTTPOptions
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	o.AcquireOptions = slices.Clone(o.AcquireOptions)
+	if o.ErrorHandler == nil {
+		o.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, status int, _ error) {
+			http.Error(w, http.StatusText(status), status)
+		}
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			entityID, resource, consume, err := key(r)
+			if err != nil {
+				o.ErrorHandler(w, r, http.StatusBadRequest, err)
+				return
+			}
+			ctx := r.Context()
+			lease, err := rl.Acquire(ctx, entityID, resource, consume, o.AcquireOptions...)
+			if err != nil {
+				o.ErrorHandler(w, r, httpStatus(w.Header(), err), err)
+				return
+			}
+			served := false
+			defer func() {
+				if !served { // next panicked: give everything back
+					_ = lease.Rollback(ctx)
+				}
+			}()
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, leaseContextKey{}, lease)))
+			served = true
+			if err := lease.Commit(ctx); err != nil && !errors.Is(err, ErrLeaseDone) && o.OnCommitError != nil {
+				o.OnCommitError(r, err)
+			}
+		})
+	}
+}
+
+// httpStatus maps an Acquire error to a status code, setting the rate-limit
+// headers on h for a denial.
+func httpStatus(h http.Header, err error) int {
+	var rle *RateLimitExceededError
+	switch {
+	case errors.As(err, &rle):
+		h.Set("Retry-After", rle.RetryAfterHeader())
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
+		return http.StatusTooManyRequests
+	case errors.Is(err, ErrUnavailable):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, ErrInvalidIdentifier):
+		return http.StatusBadRequest
+	default:
+		return http.StatusInternalServerError
+	}
+}

@@ -1,0 +1,260 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// llmKey charges a request to the API key in X-API-Key on resource
+// "chat": one request and the tpm estimate in X-Estimate.
+func llmKey(r *http.Request) (string, string, Consume, error) {
+	id := r.Header.Get("X-API-Key")
+	if id == "" {
+		return "", "", nil, errors.New("missing X-API-Key")
+	}
+	est, err := strconv.ParseInt(r.Header.Get("X-Estimate"), 10, 64)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("X-Estimate: %w", err)
+	}
+	return id, "chat", Consume{"rpm": 1, "tpm": est}, nil
+}
+
+// serve sends one request for apiKey with a tpm estimate through h.
+func serve(h http.Handler, apiKey string, estimate int64) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat", strings.NewReader("{}"))
+	if apiKey != "" {
+		r.Header.Set("X-API-Key", apiKey)
+	}
+	r.Header.Set("X-Estimate", strconv.FormatInt(estimate, 10))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// usesTokens is a handler that reports `used` tpm through the request's
+// lease and counts its calls.
+func usesTokens(t *testing.T, used int64, calls *int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		*calls++
+		lease := LeaseFromContext(r.Context())
+		if lease == nil {
+			t.Error("no lease in the request context")
+			return
+		}
+		// The estimate from the request, not lease.Consumed(): with cascade
+		// that sums the entity's and the parent's amounts.
+		est, _ := strconv.ParseInt(r.Header.Get("X-Estimate"), 10, 64)
+		if err := lease.Adjust(Consume{"tpm": used - est}); err != nil {
+			t.Errorf("Adjust: %v", err)
+		}
+		io.WriteString(w, "ok")
+	})
+}
+
+// TestHTTPMiddlewareAdmitsAndDenies: admitted requests commit the handler's
+// adjustment; a denied one gets 429 with Retry-After and X-RateLimit-*
+// from the violated limit, and never reaches the handler.
+func TestHTTPMiddlewareAdmitsAndDenies(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))
+		calls := 0
+		h := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) { o.AcquireOptions = []AcquireOption{lim} })(usesTokens(t, 700, &calls))
+
+		for i := range 2 { // 1000 - 700 = 300, then 300 - 700 = -400 (debt)
+			if w := serve(h, "key-1", 200); w.Code != http.StatusOK || w.Body.String() != "ok" {
+				t.Fatalf("request %d: %d %q", i+1, w.Code, w.Body.String())
+			}
+		}
+		if got := env.tokens("key-1", "chat", "tpm"); got != -400_000 {
+			t.Fatalf("tpm tokens = %d, want -400000 (both adjustments committed)", got)
+		}
+
+		w := serve(h, "key-1", 200)
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("third request: %d %q, want 429", w.Code, w.Body.String())
+		}
+		// 600 tokens short at 1000/min: 36 s (+1 ms) → "37".
+		for header, want := range map[string]string{
+			"Retry-After": "37", "X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "0",
+		} {
+			if got := w.Header().Get(header); got != want {
+				t.Errorf("%s = %q, want %q", header, got, want)
+			}
+		}
+		if calls != 2 {
+			t.Errorf("handler ran %d times, want 2", calls)
+		}
+		if got := env.tokens("key-1", "chat", "rpm"); got != 98_000 {
+			t.Errorf("rpm tokens = %d, want 98000 (the denial took nothing)", got)
+		}
+	})
+}
+
+// TestHTTPMiddlewareRemainingFromPrimary: X-RateLimit-* describe the
+// violation with the longest wait, here the parent's.
+func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	rl.CreateEntity(ctx, Entity{ID: "proj"})
+	rl.CreateEntity(ctx, Entity{ID: "key-1", ParentID: "proj", Cascade: true})
+	if err := rl.SetLimits(ctx, "proj", "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 500)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.SetLimits(ctx, "key-1", "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 2000)}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	h := HTTPMiddleware(rl, llmKey)(usesTokens(t, 400, &calls))
+	if w := serve(h, "key-1", 400); w.Code != http.StatusOK {
+		t.Fatalf("first request: %d", w.Code)
+	}
+	w := serve(h, "key-1", 400) // project has 100 left
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("second request: %d, want 429", w.Code)
+	}
+	// 300 tokens short at 500/min: 36 s (+1 ms).
+	if got := w.Header().Get("Retry-After"); got != "37" {
+		t.Errorf("Retry-After = %q, want 37", got)
+	}
+	if l, r := w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"); l != "500" || r != "100" {
+		t.Errorf("X-RateLimit-Limit %q, X-RateLimit-Remaining %q; want the project's 500 and 100", l, r)
+	}
+}
+
+// TestHTTPMiddlewareErrors: a key error is 400 and an invalid entity ID is
+// 400, both without DynamoDB; missing limits are 500; an unreachable
+// DynamoDB is 503 in block mode and served in allow mode.
+func TestHTTPMiddlewareErrors(t *testing.T) {
+	env := newTestEnv(t)
+	calls := 0
+	h := HTTPMiddleware(env.limiter(), llmKey)(usesTokens(t, 1, &calls))
+
+	env.rec.Reset()
+	if w := serve(h, "", 10); w.Code != http.StatusBadRequest {
+		t.Errorf("no API key: %d, want 400", w.Code)
+	}
+	if w := serve(h, "bad#key", 10); w.Code != http.StatusBadRequest {
+		t.Errorf("invalid entity ID: %d, want 400", w.Code)
+	}
+	if got := env.calls(); got != "" {
+		t.Errorf("DynamoDB calls for rejected requests: %s", got)
+	}
+	if w := serve(h, "key-1", 10); w.Code != http.StatusInternalServerError {
+		t.Errorf("no limits configured: %d, want 500", w.Code)
+	}
+
+	dead := New(newDeadRepo(t, env))
+	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 100))
+	var gotStatus int
+	var gotErr error
+	block := HTTPMiddleware(dead, llmKey, func(o *HTTPOptions) {
+		o.AcquireOptions = []AcquireOption{lim, WithOnUnavailable(OnUnavailableBlock)}
+		o.ErrorHandler = func(w http.ResponseWriter, r *http.Request, status int, err error) {
+			gotStatus, gotErr = status, err
+			w.WriteHeader(status)
+		}
+	})(usesTokens(t, 1, &calls))
+	if w := serve(block, "key-1", 10); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("DynamoDB down, block: %d, want 503", w.Code)
+	}
+	if gotStatus != http.StatusServiceUnavailable || !errors.Is(gotErr, ErrUnavailable) {
+		t.Errorf("ErrorHandler got %d %v, want 503 and an ErrUnavailable", gotStatus, gotErr)
+	}
+	allow := HTTPMiddleware(dead, llmKey, func(o *HTTPOptions) {
+		o.AcquireOptions = []AcquireOption{lim, WithOnUnavailable(OnUnavailableAllow)}
+	})(usesTokens(t, 1, &calls))
+	if w := serve(allow, "key-1", 10); w.Code != http.StatusOK {
+		t.Errorf("DynamoDB down, allow: %d, want 200", w.Code)
+	}
+	if calls != 1 {
+		t.Errorf("handler ran %d times, want once (allow mode)", calls)
+	}
+}
+
+// TestHTTPMiddlewareRollback: a panicking handler's lease is rolled back
+// and the panic goes on; a handler that rolls back itself gets its tokens
+// back and the middleware's Commit is a no-op, not an error.
+func TestHTTPMiddlewareRollback(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))
+		var commitErr error
+		mw := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) {
+			o.AcquireOptions = []AcquireOption{lim}
+			o.OnCommitError = func(_ *http.Request, err error) { commitErr = err }
+		})
+		calls := 0
+		if w := serve(mw(usesTokens(t, 100, &calls)), "key-1", 100); w.Code != http.StatusOK {
+			t.Fatalf("first request: %d", w.Code)
+		}
+
+		panics := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("upstream exploded") }))
+		func() {
+			defer func() {
+				if r := recover(); r != "upstream exploded" {
+					t.Errorf("recovered %v, want the handler's panic", r)
+				}
+			}()
+			serve(panics, "key-1", 300)
+		}()
+		if got := env.tokens("key-1", "chat", "tpm"); got != 900_000 {
+			t.Fatalf("tpm tokens after panic = %d, want 900000 (rolled back)", got)
+		}
+
+		givesBack := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if err := LeaseFromContext(r.Context()).Rollback(r.Context()); err != nil {
+				t.Errorf("Rollback: %v", err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		}))
+		if w := serve(givesBack, "key-1", 300); w.Code != http.StatusBadGateway {
+			t.Fatalf("handler status %d, want 502 passed through", w.Code)
+		}
+		if got := env.tokens("key-1", "chat", "tpm"); got != 900_000 {
+			t.Fatalf("tpm tokens after handler rollback = %d, want 900000", got)
+		}
+		if commitErr != nil {
+			t.Fatalf("OnCommitError(%v) after the handler's own rollback", commitErr)
+		}
+	})
+}
+
+// TestHTTPMiddlewareCommitError: a failing Commit reaches OnCommitError;
+// the response is the handler's.
+func TestHTTPMiddlewareCommitError(t *testing.T) {
+	env := newTestEnv(t)
+	failWrites := false
+	injected := errors.New("injected write failure")
+	rl := New(env.withClient(hook(func(op string, _ any) error {
+		if failWrites && op == "UpdateItem" {
+			return injected
+		}
+		return nil
+	})))
+	var commitErr error
+	h := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) {
+		o.AcquireOptions = []AcquireOption{WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))}
+		o.OnCommitError = func(_ *http.Request, err error) { commitErr = err }
+	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		LeaseFromContext(r.Context()).Adjust(Consume{"tpm": 50})
+		failWrites = true
+		io.WriteString(w, "ok")
+	}))
+	if w := serve(h, "key-1", 100); w.Code != http.StatusOK || w.Body.String() != "ok" {
+		t.Fatalf("response %d %q, want the handler's 200", w.Code, w.Body.String())
+	}
+	if !errors.Is(commitErr, injected) {
+		t.Fatalf("OnCommitError got %v, want the injected failure", commitErr)
+	}
+	if got := env.tokens("key-1", "chat", "tpm"); got != 900_000 {
+		t.Fatalf("tpm tokens = %d, want 900000 (acquire kept, adjustment lost)", got)
+	}
+}
