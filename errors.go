@@ -42,6 +42,10 @@ var (
 	// ErrIncompatibleSchema is matched by *[IncompatibleSchemaError]. It also
 	// matches [ErrVersion].
 	ErrIncompatibleSchema = errors.New("limiter: incompatible schema")
+	// ErrUnsupported is returned by [RateLimiter] methods whose repository
+	// lacks the optional ability they need (see [AuditLog], [UsageStore],
+	// [CapacityReader]).
+	ErrUnsupported = errors.New("limiter: not supported by this repository")
 )
 
 // RateLimitExceededError is returned by Acquire and Lease.Consume when at
