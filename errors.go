@@ -42,6 +42,10 @@ var (
 	// ErrIncompatibleSchema is matched by *[IncompatibleSchemaError]. It also
 	// matches [ErrVersion].
 	ErrIncompatibleSchema = errors.New("limiter: incompatible schema")
+	// ErrUnsupported is returned by [RateLimiter] methods whose repository
+	// lacks the optional ability they need (see [AuditLog], [UsageStore],
+	// [CapacityReader]).
+	ErrUnsupported = errors.New("limiter: not supported by this repository")
 )
 
 // RateLimitExceededError is returned by Acquire and Lease.Consume when at
@@ -208,12 +212,23 @@ func (e *EntityExistsError) Error() string { return "Entity already exists: " + 
 // Is reports whether target is [ErrEntityExists].
 func (e *EntityExistsError) Is(target error) bool { return target == ErrEntityExists }
 
-// NamespaceNotFoundError reports an unregistered (or deleted) namespace. It
-// matches [ErrNamespaceNotFound].
-type NamespaceNotFoundError struct{ Namespace string }
+// NamespaceNotFoundError reports an unregistered (or deleted) namespace,
+// looked up by name, or a namespace id without a registry record. It matches
+// [ErrNamespaceNotFound].
+type NamespaceNotFoundError struct {
+	// Namespace is the name looked up; "" when the lookup was by id.
+	Namespace string
+	// ID is the namespace id looked up (RecoverNamespace); "" when the
+	// lookup was by name.
+	ID string
+}
 
-// Error returns "Namespace '{name}' not found. Register it first or check for typos.".
+// Error returns "Namespace '{name}' not found. Register it first or check
+// for typos.", or "Namespace id '{id}' not found." for a lookup by id.
 func (e *NamespaceNotFoundError) Error() string {
+	if e.Namespace == "" && e.ID != "" {
+		return fmt.Sprintf("Namespace id '%s' not found.", e.ID)
+	}
 	return fmt.Sprintf("Namespace '%s' not found. Register it first or check for typos.", e.Namespace)
 }
 

@@ -2,9 +2,9 @@ package limiter
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -120,6 +120,9 @@ type DynamoDBRepository struct {
 	cache  *configCache
 	ents   *entityCache
 	shared *sharedState
+	// nsIDSource supplies the random bytes of new namespace ids; nil means
+	// crypto/rand. A test seam.
+	nsIDSource io.Reader
 }
 
 // sharedState is shared between a repository and its namespace-scoped
@@ -346,81 +349,6 @@ func major(v string) string {
 		return v[:i]
 	}
 	return ""
-}
-
-// ensureNamespace resolves name, registering it when it is new.
-func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (string, error) {
-	id, ok, err := r.resolveNamespace(ctx, name)
-	if err != nil || ok {
-		return id, err
-	}
-	return r.registerNamespace(ctx, name)
-}
-
-// resolveNamespace returns the id of an active namespace.
-func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
-	r.shared.mu.Lock()
-	id, ok := r.shared.nsIDs[name]
-	r.shared.mu.Unlock()
-	if ok {
-		return id, true, nil
-	}
-	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.opts.Table),
-		Key:       primaryKey(pkSystem(reservedNamespace), skNamespace(name)),
-	})
-	if err != nil {
-		return "", false, wrapErr("resolve namespace "+name, err)
-	}
-	if len(out.Item) == 0 {
-		return "", false, nil
-	}
-	rec := namespaceFromItem(out.Item)
-	if rec.Status == namespaceDeleted || rec.Status == namespacePurging || rec.ID == "" {
-		return "", false, nil
-	}
-	r.shared.mu.Lock()
-	r.shared.nsIDs[name] = rec.ID
-	r.shared.mu.Unlock()
-	return rec.ID, true, nil
-}
-
-// registerNamespace creates the forward and reverse registry records of a
-// new namespace in one transaction; when someone else registered it first,
-// their id is returned.
-func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string) (string, error) {
-	if name == reservedNamespace {
-		return "", newValidationError(ErrValidation, "namespace", name, "reserved for system use")
-	}
-	id, err := newNamespaceID(rand.Reader)
-	if err != nil {
-		return "", err
-	}
-	rec := namespaceRecord{ID: id, Name: name, Status: namespaceActive, CreatedAt: r.opts.Now()}
-	cond := aws.String("attribute_not_exists(PK)")
-	_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: namespaceForwardItem(rec), ConditionExpression: cond}},
-		{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: namespaceReverseItem(rec), ConditionExpression: cond}},
-	}})
-	var canceled *types.TransactionCanceledException
-	if errors.As(err, &canceled) {
-		existing, ok, err := r.resolveNamespace(ctx, name)
-		if err != nil {
-			return "", err
-		}
-		if !ok {
-			return "", &NamespaceStateError{Namespace: name, State: "unknown",
-				Message: fmt.Sprintf("Namespace '%s' could not be registered", name)}
-		}
-		return existing, nil
-	}
-	if err != nil {
-		return "", wrapErr("register namespace "+name, err)
-	}
-	r.shared.mu.Lock()
-	r.shared.nsIDs[name] = id
-	r.shared.mu.Unlock()
-	return id, nil
 }
 
 // wrapErr adds context to a DynamoDB error (nil stays nil).

@@ -1,0 +1,562 @@
+package limiter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+// nsStateError asserts that err is a *NamespaceStateError in state with
+// message msg.
+func nsStateError(t *testing.T, err error, state, msg string) {
+	t.Helper()
+	var se *NamespaceStateError
+	if !errors.As(err, &se) || !errors.Is(err, ErrNamespaceState) {
+		t.Fatalf("err = %v, want *NamespaceStateError", err)
+	}
+	if se.State != state || se.Error() != msg {
+		t.Errorf("NamespaceStateError{State: %q, %q}, want {%q, %q}", se.State, se.Error(), state, msg)
+	}
+}
+
+// registry reads a raw registry record.
+func (env *testEnv) registry(sk string) map[string]types.AttributeValue {
+	return env.item(pkSystem(reservedNamespace), sk)
+}
+
+// gsi4Count counts the items of namespace id in GSI4.
+func (env *testEnv) gsi4Count(id string) int {
+	env.t.Helper()
+	items, err := env.repo.queryAll(env.ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(env.repo.Table()),
+		IndexName:                 aws.String(indexGSI4),
+		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(id)},
+	})
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	return len(items)
+}
+
+// fillNamespace opens namespace name on env's table and writes an entity
+// with stored limits, a bucket and audit events into it.
+func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
+	env.t.Helper()
+	repo, err := env.repo.Namespace(env.ctx, name)
+	if err != nil {
+		env.t.Fatal(err)
+	}
+	rl := New(repo)
+	if _, err := rl.CreateEntity(env.ctx, Entity{ID: entity}); err != nil {
+		env.t.Fatal(err)
+	}
+	if err := rl.SetLimits(env.ctx, entity, "gpt", []Limit{PerMinute("rpm", 10)}); err != nil {
+		env.t.Fatal(err)
+	}
+	mustCommit(env.t, mustAcquire(env.t, rl, entity, "gpt", Consume{"rpm": 1}))
+	return repo
+}
+
+func TestNamespaceRegisterGetList(t *testing.T) {
+	env := newTestEnv(t)
+	repo, ctx := env.repo, env.ctx
+
+	id, err := repo.RegisterNamespace(ctx, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !namespaceIDPattern.MatchString(id) || len(id) != 11 || id[0] == '-' {
+		t.Errorf("id = %q, want 11 URL-safe characters not starting with '-'", id)
+	}
+	again, err := repo.RegisterNamespace(ctx, "tenant-a")
+	if err != nil || again != id {
+		t.Fatalf("second RegisterNamespace = %q, %v; want %q (idempotent)", again, err, id)
+	}
+	// Idempotent also for another process, whose cache is cold.
+	other := *repo
+	other.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}}
+	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
+		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
+	}
+
+	info, err := repo.GetNamespace(ctx, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := NamespaceInfo{Name: "tenant-a", ID: id, Status: NamespaceStatusActive, CreatedAt: epoch.Truncate(1e9)}
+	if diff := cmp.Diff(want, info); diff != "" {
+		t.Errorf("GetNamespace (-want +got):\n%s", diff)
+	}
+	_, err = repo.GetNamespace(ctx, "missing")
+	var nf *NamespaceNotFoundError
+	if !errors.As(err, &nf) || nf.Namespace != "missing" || !errors.Is(err, ErrNamespaceNotFound) {
+		t.Fatalf("GetNamespace(missing) = %v, want *NamespaceNotFoundError", err)
+	}
+
+	ids, err := repo.RegisterNamespaces(ctx, "b", "c", "b", "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 3 || ids["tenant-a"] != id || ids["b"] == ids["c"] || ids["b"] == "" {
+		t.Errorf("RegisterNamespaces = %v", ids)
+	}
+	list, err := repo.ListNamespaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, ns := range list {
+		names = append(names, ns.Name)
+		if ns.Status != NamespaceStatusActive || ns.ID == "" {
+			t.Errorf("listed %+v", ns)
+		}
+	}
+	if !cmp.Equal(names, []string{"b", "c", "default", "tenant-a"}) {
+		t.Errorf("ListNamespaces names = %v", names)
+	}
+	// Every registered namespace resolves, through the shared cache or the table.
+	for name, id := range ids {
+		scoped, err := repo.Namespace(ctx, name)
+		if err != nil || scoped.NamespaceID() != id {
+			t.Errorf("Namespace(%s) = %v, %v; want id %s", name, scoped, err, id)
+		}
+	}
+}
+
+// TestRegisterNamespaceConcurrently registers one name from several
+// "processes" (repositories with cold caches) at once: all get one id.
+func TestRegisterNamespaceConcurrently(t *testing.T) {
+	env := newTestEnv(t)
+	const n = 8
+	ids := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		repo := *env.repo
+		repo.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}}
+		wg.Go(func() { ids[i], errs[i] = repo.RegisterNamespace(env.ctx, "contended") })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil || ids[i] != ids[0] {
+			t.Errorf("registration %d = %q, %v; want %q", i, ids[i], errs[i], ids[0])
+		}
+	}
+	orphans, err := env.repo.queryRegistry(env.ctx, skNSIDPrefix)
+	if err != nil || len(orphans) != 2 { // default and contended
+		t.Errorf("reverse records = %d, %v; want 2 (no half-registered ids)", len(orphans), err)
+	}
+}
+
+// TestNamespaceIDNeverStartsWithDash registers a namespace while the random
+// source first yields the bytes of "-AAAAAAAAAA": the id is drawn again.
+func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
+	env := newTestEnv(t)
+	repo := *env.repo
+	repo.nsIDSource = bytes.NewReader([]byte{0xF8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7})
+	id, err := repo.RegisterNamespace(env.ctx, "dashless")
+	if err != nil || id != "AAECAwQFBgc" {
+		t.Fatalf("RegisterNamespace = %q, %v; want AAECAwQFBgc (the second draw)", id, err)
+	}
+	if item := env.registry(skNSID("-AAAAAAAAAA")); len(item) != 0 {
+		t.Errorf("a dash-prefixed id was written: %v", item)
+	}
+	if s, _ := schemaGetS(env.registry(skNamespace("dashless")), attrNamespaceID); s != id {
+		t.Errorf("forward record id = %q", s)
+	}
+	// And over many random registrations none starts with '-'.
+	names := make([]string, 64)
+	for i := range names {
+		names[i] = fmt.Sprintf("ns-%03d", i)
+	}
+	ids, err := env.repo.RegisterNamespaces(env.ctx, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range ids {
+		if strings.HasPrefix(id, "-") || !namespaceIDPattern.MatchString(id) {
+			t.Errorf("%s: id %q", name, id)
+		}
+	}
+}
+
+func TestNamespaceDeleteRecoverPurge(t *testing.T) {
+	env := newTestEnv(t)
+	repo, ctx := env.repo, env.ctx
+	id, err := repo.RegisterNamespace(ctx, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.fillNamespace("tenant-a", "user-1")
+	items := env.gsi4Count(id)
+	if items < 5 {
+		t.Fatalf("tenant-a has %d items in GSI4, want ≥ 5 (META, config, registry, bucket, audit)", items)
+	}
+
+	// Delete: soft, idempotent, the name stops resolving at once.
+	env.clock.advance(90 * 1e9)
+	if err := repo.DeleteNamespace(ctx, "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.GetNamespace(ctx, "tenant-a"); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Errorf("GetNamespace after delete = %v", err)
+	}
+	if _, err := repo.Namespace(ctx, "tenant-a"); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Errorf("Namespace after delete = %v (name cache not dropped?)", err)
+	}
+	if len(env.registry(skNamespace("tenant-a"))) != 0 {
+		t.Error("forward record kept")
+	}
+	rev := env.registry(skNSID(id))
+	if s, _ := schemaGetS(rev, attrStatus); s != NamespaceStatusDeleted {
+		t.Errorf("reverse status = %q", s)
+	}
+	if s, _ := schemaGetS(rev, attrDeletedAt); s != "2026-01-02T03:05:35Z" {
+		t.Errorf("deleted_at = %q, want the clock's time", s)
+	}
+	if s, _ := schemaGetS(rev, attrCreatedAt); s != "2026-01-02T03:04:05Z" {
+		t.Errorf("created_at = %q, want kept", s)
+	}
+	if got := env.gsi4Count(id); got != items {
+		t.Errorf("data items after soft delete = %d, want %d kept", got, items)
+	}
+	for _, name := range []string{"tenant-a", "never-registered"} {
+		if err := repo.DeleteNamespace(ctx, name); err != nil {
+			t.Errorf("DeleteNamespace(%s) = %v, want nil", name, err)
+		}
+	}
+	if list, _ := repo.ListNamespaces(ctx); len(list) != 1 || list[0].Name != "default" {
+		t.Errorf("ListNamespaces after delete = %+v", list)
+	}
+	orphans, err := repo.ListOrphanNamespaces(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOrphan := NamespaceInfo{Name: "tenant-a", ID: id, Status: NamespaceStatusDeleted,
+		CreatedAt: epoch.Truncate(1e9), DeletedAt: epoch.Add(90 * 1e9).Truncate(1e9)}
+	if diff := cmp.Diff([]NamespaceInfo{wantOrphan}, orphans); diff != "" {
+		t.Errorf("ListOrphanNamespaces (-want +got):\n%s", diff)
+	}
+
+	// Recover: active again, with its data.
+	name, err := repo.RecoverNamespace(ctx, id)
+	if err != nil || name != "tenant-a" {
+		t.Fatalf("RecoverNamespace = %q, %v", name, err)
+	}
+	if _, ok := env.registry(skNSID(id))[attrDeletedAt]; ok {
+		t.Error("deleted_at kept after recovery")
+	}
+	info, err := repo.GetNamespace(ctx, "tenant-a")
+	if err != nil || info.ID != id || !info.CreatedAt.Equal(epoch.Truncate(1e9)) {
+		t.Errorf("GetNamespace after recovery = %+v, %v", info, err)
+	}
+	scoped, err := repo.Namespace(ctx, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := scoped.GetEntity(ctx, "user-1"); err != nil {
+		t.Errorf("entity after recovery: %v", err)
+	}
+	_, err = repo.RecoverNamespace(ctx, id)
+	nsStateError(t, err, "active", "Namespace 'tenant-a' is already active (not deleted)")
+	err = repo.PurgeNamespace(ctx, id)
+	nsStateError(t, err, "active", "Cannot purge active namespace 'tenant-a'. Delete it first with DeleteNamespace.")
+	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
+		t.Errorf("orphans after recovery = %+v", orphans)
+	}
+
+	// Re-registered name: recovery refused, nothing changed.
+	if err := repo.DeleteNamespace(ctx, "tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	id2, err := repo.RegisterNamespace(ctx, "tenant-a")
+	if err != nil || id2 == id {
+		t.Fatalf("re-register = %q, %v; want a new id", id2, err)
+	}
+	_, err = repo.RecoverNamespace(ctx, id)
+	nsStateError(t, err, "re-registered",
+		"Cannot recover namespace 'tenant-a' \u2014 the name has been re-registered by another caller")
+	if s, _ := schemaGetS(env.registry(skNSID(id)), attrStatus); s != NamespaceStatusDeleted {
+		t.Errorf("reverse status after refused recovery = %q, want deleted", s)
+	}
+	if s, _ := schemaGetS(env.registry(skNamespace("tenant-a")), attrNamespaceID); s != id2 {
+		t.Errorf("forward record id = %q, want the new %q", s, id2)
+	}
+
+	// Missing id: a typed not-found error.
+	_, err = repo.RecoverNamespace(ctx, "AAAAAAAAAAA")
+	var nf *NamespaceNotFoundError
+	if !errors.As(err, &nf) || nf.ID != "AAAAAAAAAAA" || !errors.Is(err, ErrNamespaceNotFound) ||
+		err.Error() != "Namespace id 'AAAAAAAAAAA' not found." {
+		t.Errorf("RecoverNamespace(unknown) = %v, want *NamespaceNotFoundError with ID", err)
+	}
+	if err := repo.PurgeNamespace(ctx, "AAAAAAAAAAA"); err != nil {
+		t.Errorf("PurgeNamespace(unknown) = %v, want nil", err)
+	}
+
+	// Purge: data and reverse record gone; the live namespaces untouched.
+	other := env.fillNamespace("tenant-a", "user-2") // the re-registered tenant-a
+	defaultItems := env.gsi4Count(repo.NamespaceID())
+	otherItems := env.gsi4Count(id2)
+	if err := repo.PurgeNamespace(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.gsi4Count(id); got != 0 {
+		t.Errorf("%d items left after purge", got)
+	}
+	if len(env.item(pkEntity(id, "user-1"), skMeta)) != 0 {
+		t.Error("META of the purged namespace left")
+	}
+	if len(env.registry(skNSID(id))) != 0 {
+		t.Error("reverse record left after purge")
+	}
+	if got := env.gsi4Count(repo.NamespaceID()); got != defaultItems {
+		t.Errorf("default namespace items %d, want %d", got, defaultItems)
+	}
+	if got := env.gsi4Count(id2); got != otherItems {
+		t.Errorf("re-registered tenant-a items %d, want %d", got, otherItems)
+	}
+	if _, err := other.GetEntity(ctx, "user-2"); err != nil {
+		t.Errorf("entity of the live namespace: %v", err)
+	}
+	if len(env.item("_/SYSTEM#", "#VERSION")) == 0 {
+		t.Error("version record purged")
+	}
+	if _, err := repo.RecoverNamespace(ctx, id); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Errorf("RecoverNamespace after purge = %v", err)
+	}
+}
+
+// TestNamespacePurgingIsTerminal checks the purging state: an interrupted
+// purge is listed, cannot be recovered and is resumed by PurgeNamespace.
+func TestNamespacePurgingIsTerminal(t *testing.T) {
+	env := newTestEnv(t)
+	repo, ctx := env.repo, env.ctx
+	id, err := repo.RegisterNamespace(ctx, "doomed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.fillNamespace("doomed", "u")
+	if err := repo.DeleteNamespace(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	// A purge that died after marking the namespace.
+	if _, err := env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(repo.Table()), Key: registryKey(skNSID(id)),
+		UpdateExpression:          aws.String("SET #s = :p"),
+		ExpressionAttributeNames:  map[string]string{"#s": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":p": schemaS("purging")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = repo.RecoverNamespace(ctx, id)
+	nsStateError(t, err, "purging", "Cannot recover namespace 'doomed' \u2014 purge is in progress and is terminal")
+	orphans, err := repo.ListOrphanNamespaces(ctx)
+	if err != nil || len(orphans) != 1 || orphans[0].Status != NamespaceStatusPurging || orphans[0].ID != id {
+		t.Fatalf("ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
+	}
+	env.rec.Reset()
+	if err := repo.PurgeNamespace(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if n := env.rec.Count("UpdateItem"); n != 0 {
+		t.Errorf("resumed purge re-marked the namespace (%d UpdateItem)", n)
+	}
+	if got := env.gsi4Count(id); got != 0 {
+		t.Errorf("%d items left", got)
+	}
+	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
+		t.Errorf("orphans after purge = %+v", orphans)
+	}
+}
+
+// partialBatchClient passes every call to DynamoDB Local, except that every
+// other BatchWriteItem sends only the first half of its requests and returns
+// the rest as UnprocessedItems, as DynamoDB does under load.
+type partialBatchClient struct {
+	DynamoDBClient
+
+	mu      sync.Mutex // guards partial
+	partial bool
+}
+
+func (c *partialBatchClient) BatchWriteItem(ctx context.Context, in *dynamodb.BatchWriteItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.BatchWriteItemOutput, error) {
+	c.mu.Lock()
+	c.partial = !c.partial
+	partial := c.partial
+	c.mu.Unlock()
+	if !partial {
+		return c.DynamoDBClient.BatchWriteItem(ctx, in, optFns...)
+	}
+	sent := map[string][]types.WriteRequest{}
+	held := map[string][]types.WriteRequest{}
+	for table, reqs := range in.RequestItems {
+		half := (len(reqs) + 1) / 2
+		sent[table], held[table] = reqs[:half], reqs[half:]
+	}
+	out, err := c.DynamoDBClient.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: sent}, optFns...)
+	if err != nil {
+		return nil, err
+	}
+	if out.UnprocessedItems == nil {
+		out.UnprocessedItems = map[string][]types.WriteRequest{}
+	}
+	for table, reqs := range held {
+		if len(reqs) > 0 {
+			out.UnprocessedItems[table] = append(out.UnprocessedItems[table], reqs...)
+		}
+	}
+	return out, nil
+}
+
+// TestPurgeNamespaceManyItems purges a namespace of more than 25 items read
+// through several GSI4 pages (forced small with a client hook), with
+// BatchWriteItem leaving items unprocessed, and checks that everything of
+// it and nothing else is deleted.
+func TestPurgeNamespaceManyItems(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	id, err := env.repo.RegisterNamespace(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	big, err := env.repo.Namespace(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := New(big)
+	for i := range 20 {
+		e := fmt.Sprintf("user-%02d", i)
+		if _, err := rl.CreateEntity(ctx, Entity{ID: e}); err != nil { // META + audit event
+			t.Fatal(err)
+		}
+		mustCommit(t, mustAcquire(t, rl, e, "gpt", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 5)))) // bucket
+	}
+	env.fillNamespace("default", "keeper")
+	keep := env.gsi4Count(env.repo.NamespaceID())
+	total := env.gsi4Count(id)
+	if total < 60 {
+		t.Fatalf("big has %d items, want ≥ 60", total)
+	}
+	if err := env.repo.DeleteNamespace(ctx, "big"); err != nil {
+		t.Fatal(err)
+	}
+
+	purger := env.withClient(hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.QueryInput); ok && aws.ToString(in.IndexName) == indexGSI4 {
+			in.Limit = aws.Int32(7) // force many pages
+		}
+		return nil
+	}))
+	purger.client = &partialBatchClient{DynamoDBClient: purger.client}
+	env.rec.Reset()
+	if err := purger.PurgeNamespace(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.gsi4Count(id); got != 0 {
+		t.Errorf("%d items left after purge", got)
+	}
+	if got := env.gsi4Count(env.repo.NamespaceID()); got != keep {
+		t.Errorf("default namespace has %d items, want %d", got, keep)
+	}
+	pages, batches, deleted := 0, 0, 0
+	for _, c := range env.rec.Calls() {
+		switch c.Op {
+		case "Query":
+			pages++
+		case "BatchWriteItem":
+			batches++
+			deleted += c.Items
+			if c.Items > maxBatchWriteItems {
+				t.Errorf("BatchWriteItem with %d items", c.Items)
+			}
+		}
+	}
+	if want := (total + 6) / 7; pages < want {
+		t.Errorf("GSI4 pages = %d, want ≥ %d", pages, want)
+	}
+	if deleted != total || batches <= (total+6)/7 {
+		t.Errorf("BatchWriteItem deleted %d items in %d calls, want %d items with re-sent halves", deleted, batches, total)
+	}
+}
+
+func TestNamespaceValidation(t *testing.T) {
+	env := newTestEnv(t)
+	repo, ctx := env.repo, env.ctx
+	env.rec.Reset()
+	ignoreStr := func(_ string, err error) error { return err }
+	for name, err := range map[string]error{
+		"register reserved":    ignoreStr(repo.RegisterNamespace(ctx, "_")),
+		"register empty":       ignoreStr(repo.RegisterNamespace(ctx, "")),
+		"register many":        func() error { _, err := repo.RegisterNamespaces(ctx, "fine", "_"); return err }(),
+		"get reserved":         func() error { _, err := repo.GetNamespace(ctx, "_"); return err }(),
+		"get empty":            func() error { _, err := repo.GetNamespace(ctx, ""); return err }(),
+		"delete reserved":      repo.DeleteNamespace(ctx, "_"),
+		"delete empty":         repo.DeleteNamespace(ctx, ""),
+		"recover empty id":     ignoreStr(repo.RecoverNamespace(ctx, "")),
+		"recover reserved id":  ignoreStr(repo.RecoverNamespace(ctx, "_")),
+		"recover malformed id": ignoreStr(repo.RecoverNamespace(ctx, "a/b#c")),
+		"purge empty id":       repo.PurgeNamespace(ctx, ""),
+		"purge reserved id":    repo.PurgeNamespace(ctx, "_"),
+		"purge malformed id":   repo.PurgeNamespace(ctx, "bad id!"),
+		"purge overlong id":    repo.PurgeNamespace(ctx, strings.Repeat("a", 65)),
+	} {
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, ErrValidation) {
+			t.Errorf("%s: err = %v, want *ValidationError", name, err)
+		}
+	}
+	if n := env.rec.Count(""); n != 0 {
+		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
+	}
+	if _, err := repo.GetNamespace(ctx, "fine"); !errors.Is(err, ErrNamespaceNotFound) {
+		t.Errorf("RegisterNamespaces registered %q before validating every name: %v", "fine", err)
+	}
+	var ve *ValidationError
+	if err := repo.DeleteNamespace(ctx, "_"); !errors.As(err, &ve) || err.Error() != "Invalid namespace: reserved for system use" {
+		t.Errorf("DeleteNamespace(_) = %v", err)
+	}
+
+	// A reverse record carrying the reserved name (written by hand) cannot
+	// be recovered.
+	rec := namespaceRecord{ID: "HANDMADE123", Name: "_", Status: namespaceDeleted, CreatedAt: epoch}
+	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(repo.Table()), Item: namespaceReverseItem(rec),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.RecoverNamespace(ctx, "HANDMADE123"); !errors.As(err, &ve) || ve.Field != "namespace" {
+		t.Errorf("RecoverNamespace(reserved name) = %v, want *ValidationError", err)
+	}
+	if len(env.registry(skNamespace("_"))) != 0 {
+		t.Error("forward record for '_' written")
+	}
+}
+
+func TestNamespaceStatusConstants(t *testing.T) {
+	t.Parallel()
+	if NamespaceStatusActive != namespaceActive || NamespaceStatusDeleted != namespaceDeleted || NamespaceStatusPurging != namespacePurging {
+		t.Error("exported namespace statuses differ from the schema's")
+	}
+	for _, tc := range []struct {
+		err  *NamespaceNotFoundError
+		want string
+	}{
+		{&NamespaceNotFoundError{Namespace: "t1"}, "Namespace 't1' not found. Register it first or check for typos."},
+		{&NamespaceNotFoundError{ID: "abc"}, "Namespace id 'abc' not found."},
+	} {
+		if got := tc.err.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+}

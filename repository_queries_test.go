@@ -1,0 +1,618 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/google/go-cmp/cmp"
+	"github.com/oklog/ulid/v2"
+)
+
+// put writes raw items.
+func (env *testEnv) put(items ...map[string]types.AttributeValue) {
+	env.t.Helper()
+	for _, item := range items {
+		if _, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+			env.t.Fatalf("PutItem: %v", err)
+		}
+	}
+}
+
+// scanCountingClient passes every call to DynamoDB Local and adds up the
+// items each Query evaluated (ScannedCount).
+type scanCountingClient struct {
+	DynamoDBClient
+	scanned atomic.Int64
+}
+
+func (c *scanCountingClient) Query(ctx context.Context, in *dynamodb.QueryInput, optFns ...func(*dynamodb.Options)) (*dynamodb.QueryOutput, error) {
+	out, err := c.DynamoDBClient.Query(ctx, in, optFns...)
+	if err == nil {
+		c.scanned.Add(int64(out.ScannedCount))
+	}
+	return out, err
+}
+
+// bareRepo has only the methods of Repository: none of the optional
+// abilities.
+type bareRepo struct{ Repository }
+
+func TestQueriesUnsupportedByRepository(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(bareRepo{env.repo})
+	ctx := env.ctx
+	_, err1 := rl.AuditEvents(ctx, "e", 0, "")
+	_, _, err2 := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e"})
+	_, err3 := rl.UsageSummary(ctx, UsageQuery{EntityID: "e"})
+	_, err4 := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
+	for i, err := range []error{err1, err2, err3, err4} {
+		if !errors.Is(err, ErrUnsupported) {
+			t.Errorf("query %d: err = %v, want ErrUnsupported", i+1, err)
+		}
+	}
+	if ErrUnsupported.Error() != "limiter: not supported by this repository" {
+		t.Errorf("ErrUnsupported = %q", ErrUnsupported)
+	}
+}
+
+func TestAuditEventsQuery(t *testing.T) {
+	env := newTestEnv(t, func(o *DynamoDBOptions) { o.Principal = "arn:aws:iam::123456789012:role/app" })
+	rl := env.limiter()
+	ctx := env.ctx
+	step := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.clock.advance(time.Millisecond)
+	}
+	_, err := rl.CreateEntity(ctx, Entity{ID: "e", Name: "E"})
+	step(err)
+	step(rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 5)}))
+	step(rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "claude", []Limit{PerMinute("rpm", 6)}))
+	step(rl.SetLimits(ctx, "e", DefaultResource, []Limit{PerMinute("tpm", 7)}))
+	step(rl.DeleteLimits(ctx, "e", "claude"))
+	step(rl.DeleteLimits(ctx, "e", "gpt"))
+	step(rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow))
+	step(rl.DeleteSystemDefaults(ctx))
+	step(rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 2)}))
+	_, err = rl.CreateEntity(ctx, Entity{ID: "other"})
+	step(err)
+
+	all, err := rl.AuditEvents(ctx, "e", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type ev struct{ action, resource string }
+	var got []ev
+	for i, e := range all {
+		got = append(got, ev{e.Action, e.Resource})
+		if e.EntityID != "e" || len(e.EventID) != 26 {
+			t.Errorf("event %d: %+v", i, e)
+		}
+		if i > 0 && e.EventID >= all[i-1].EventID {
+			t.Errorf("events not newest first: %s after %s", e.EventID, all[i-1].EventID)
+		}
+	}
+	want := []ev{
+		{AuditLimitsDeleted, "gpt"}, {AuditLimitsDeleted, "claude"}, {AuditLimitsSet, DefaultResource},
+		{AuditLimitsSet, "claude"}, {AuditLimitsSet, "gpt"}, {AuditEntityCreated, ""},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(ev{})); diff != "" {
+		t.Fatalf("AuditEvents(e) (-want +got):\n%s", diff)
+	}
+	created := all[5]
+	if created.Principal != "arn:aws:iam::123456789012:role/app" || !created.Timestamp.Equal(epoch.Truncate(time.Second)) ||
+		created.Details["name"] != "E" || created.Details["cascade"] != false || created.Details["parent_id"] != nil {
+		t.Errorf("entity_created event = %+v", created)
+	}
+	if all[3].Principal != "admin@example.com" {
+		t.Errorf("principal of the claude limits = %q", all[3].Principal)
+	}
+
+	// Paging back with the last id returned, three at a time.
+	var paged []AuditEvent
+	start := ""
+	for pages := 0; ; pages++ {
+		page, err := rl.AuditEvents(ctx, "e", 3, start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) > 3 || pages > 5 {
+			t.Fatalf("page %d has %d events", pages, len(page))
+		}
+		paged = append(paged, page...)
+		if len(page) < 3 {
+			break
+		}
+		start = page[len(page)-1].EventID
+	}
+	if diff := cmp.Diff(all, paged); diff != "" {
+		t.Errorf("paged events differ (-all +paged):\n%s", diff)
+	}
+	if older, err := rl.AuditEvents(ctx, "e", 0, all[4].EventID); err != nil || len(older) != 1 || older[0].EventID != all[5].EventID {
+		t.Errorf("events older than the 5th = %+v, %v", older, err)
+	}
+
+	// An item without an action is skipped, and still limit events come back.
+	junkID := ulid.MustNew(ulid.Timestamp(env.clock.now()), ulid.DefaultEntropy()).String()
+	env.put(map[string]types.AttributeValue{
+		attrPK: schemaS(pkAudit(env.repo.NamespaceID(), "e")), attrSK: schemaS(skAudit(junkID)), attrEventID: schemaS(junkID),
+	})
+	env.rec.Reset()
+	top, err := rl.AuditEvents(ctx, "e", 2, "")
+	if err != nil || len(top) != 2 || top[0].EventID != all[0].EventID || top[1].EventID != all[1].EventID {
+		t.Errorf("AuditEvents(e, 2) with a junk item first = %+v, %v", top, err)
+	}
+	if n := env.rec.Count("Query"); n != 2 {
+		t.Errorf("Query calls = %d, want 2 (a short first page is topped up)", n)
+	}
+
+	// Config-level events under their pseudo entity ids.
+	sys, err := rl.AuditEvents(ctx, AuditEntitySystem, 0, "")
+	if err != nil || len(sys) != 2 || sys[0].Action != AuditLimitsDeleted || sys[1].Action != AuditLimitsSet || sys[1].EntityID != "$SYSTEM" {
+		t.Errorf("AuditEvents($SYSTEM) = %+v, %v", sys, err)
+	}
+	if sys[1].Details["on_unavailable"] != "allow" {
+		t.Errorf("system details = %v", sys[1].Details)
+	}
+	res, err := rl.AuditEvents(ctx, AuditEntityResource("gpt"), 0, "")
+	if err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != AuditLimitsSet {
+		t.Errorf("AuditEvents($RESOURCE:gpt) = %+v, %v", res, err)
+	}
+	if none, err := rl.AuditEvents(ctx, "nobody", 0, ""); err != nil || len(none) != 0 {
+		t.Errorf("AuditEvents(nobody) = %v, %v", none, err)
+	}
+	if AuditEntityResource("a/b") != "$RESOURCE:a/b" || AuditEntitySystem != auditEntitySystem {
+		t.Error("audit pseudo entity ids differ from the schema's")
+	}
+
+	// Validation, before any read.
+	env.rec.Reset()
+	for _, tc := range []struct {
+		entity, start string
+		kind          error
+	}{
+		{"", "", ErrInvalidIdentifier},
+		{"a#b", "", ErrInvalidIdentifier},
+		{"e\n", "", ErrInvalidIdentifier},
+		{"$OTHER", "", ErrInvalidIdentifier},
+		{"$RESOURCE:", "", ErrInvalidName},
+		{"$RESOURCE:_x", "", ErrInvalidName},
+		{"e", "not-an-event-id", ErrValidation},
+		{"e", strings.ToLower(all[0].EventID) + "#", ErrValidation},
+	} {
+		_, err := rl.AuditEvents(ctx, tc.entity, 0, tc.start)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, tc.kind) {
+			t.Errorf("AuditEvents(%q, %q) = %v, want *ValidationError matching %v", tc.entity, tc.start, err, tc.kind)
+		}
+	}
+	if n := env.rec.Count(""); n != 0 {
+		t.Errorf("invalid input caused %d calls", n)
+	}
+}
+
+// usageFixture writes usage snapshots (as the aggregator would) and returns
+// them by a short name. Windows never share a key (an hourly window at
+// midnight would share its item with the daily window of that day).
+func usageFixture(env *testEnv) {
+	env.t.Helper()
+	ns := env.repo.NamespaceID()
+	ttl := epoch.Unix() + 90*86400
+	at := func(s string) time.Time {
+		tm, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			env.t.Fatal(err)
+		}
+		return tm
+	}
+	snap := func(entity, resource, window, start string, counters map[string]int64) map[string]types.AttributeValue {
+		return usageSnapshotItem(ns, UsageSnapshot{
+			EntityID: entity, Resource: resource, WindowType: window, WindowStart: at(start),
+			Counters: counters, TotalEvents: int64(2 * len(counters)),
+		}, ttl)
+	}
+	for h := 1; h <= 6; h++ {
+		env.put(snap("e1", "gpt", WindowHourly, fmt.Sprintf("2026-01-02T%02d:00:00Z", h), map[string]int64{"rpm": int64(h), "tpm": int64(100 * h)}))
+	}
+	env.put(
+		snap("e1", "gpt", WindowDaily, "2025-12-30T00:00:00Z", map[string]int64{"rpm": 50, "tpm": 5000}),
+		snap("e1", "gpt", WindowDaily, "2025-12-31T00:00:00Z", map[string]int64{"rpm": 60}),
+		snap("e1", "gpt", WindowMonthly, "2025-11-01T00:00:00Z", map[string]int64{"rpm": 300, "tpm": 30000}),
+		snap("e1", "claude", WindowHourly, "2026-01-02T03:00:00Z", map[string]int64{"rpm": 7}),
+		snap("e2", "gpt", WindowHourly, "2026-01-02T02:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
+		snap("e2", "gpt", WindowHourly, "2026-01-02T05:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
+		// Malformed: no window_start. It sorts first on both the table and GSI2.
+		map[string]types.AttributeValue{
+			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz")),
+			attrEntityID: schemaS("e1"), attrResource: schemaS("gpt"), "rpm": schemaN(1000),
+			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1")),
+		},
+		// Another namespace's snapshot of the same entity and resource.
+		usageSnapshotItem("othernamesp", UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: WindowHourly,
+			WindowStart: at("2026-01-02T04:00:00Z"), Counters: map[string]int64{"rpm": 1000}}, ttl),
+	)
+}
+
+// snapKeys summarises snapshots as "entity/resource/window@start".
+func snapKeys(snaps []UsageSnapshot) []string {
+	out := make([]string, len(snaps))
+	for i, s := range snaps {
+		out[i] = fmt.Sprintf("%s/%s/%s@%s", s.EntityID, s.Resource, s.WindowType, s.WindowStart.Format("01-02T15"))
+	}
+	return out
+}
+
+// allSnapshots pages through q and returns every snapshot and the number of
+// calls.
+func allSnapshots(t *testing.T, rl *RateLimiter, q UsageQuery) ([]UsageSnapshot, int) {
+	t.Helper()
+	var out []UsageSnapshot
+	for calls := 1; ; calls++ {
+		page, next, err := rl.UsageSnapshots(context.Background(), q)
+		if err != nil {
+			t.Fatalf("UsageSnapshots(%+v): %v", q, err)
+		}
+		if q.Limit > 0 && len(page) > q.Limit {
+			t.Fatalf("page of %d snapshots, limit %d", len(page), q.Limit)
+		}
+		out = append(out, page...)
+		if next == "" {
+			return out, calls
+		}
+		if calls > 50 {
+			t.Fatal("no end of pages")
+		}
+		q.Cursor = next
+	}
+}
+
+func TestUsageSnapshots(t *testing.T) {
+	env := newTestEnv(t)
+	usageFixture(env)
+	counter := &scanCountingClient{DynamoDBClient: env.repo.client}
+	repo := *env.repo
+	repo.client = counter
+	rl := New(&repo)
+	ctx := env.ctx
+	ts := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
+
+	e1All := []string{
+		"e1/gpt/hourly@01-02T06", "e1/gpt/hourly@01-02T05", "e1/gpt/hourly@01-02T04", "e1/gpt/hourly@01-02T03",
+		"e1/gpt/hourly@01-02T02", "e1/gpt/hourly@01-02T01", "e1/gpt/daily@12-31T00", "e1/gpt/daily@12-30T00",
+		"e1/gpt/monthly@11-01T00", "e1/claude/hourly@01-02T03",
+	}
+	gptAll := []string{
+		"e1/gpt/hourly@01-02T06", "e2/gpt/hourly@01-02T05", "e1/gpt/hourly@01-02T05", "e1/gpt/hourly@01-02T04",
+		"e1/gpt/hourly@01-02T03", "e2/gpt/hourly@01-02T02", "e1/gpt/hourly@01-02T02", "e1/gpt/hourly@01-02T01",
+		"e1/gpt/daily@12-31T00", "e1/gpt/daily@12-30T00", "e1/gpt/monthly@11-01T00",
+	}
+	for _, tc := range []struct {
+		name        string
+		q           UsageQuery
+		want        []string
+		maxScanned  int64 // 0: not checked
+		wantQueries int   // 0: not checked
+	}{
+		{name: "entity", q: UsageQuery{EntityID: "e1"}, want: e1All},
+		{name: "entity and resource", q: UsageQuery{EntityID: "e1", Resource: "claude"}, want: e1All[9:]},
+		{name: "resource via GSI2", q: UsageQuery{Resource: "gpt"}, want: gptAll},
+		{name: "window type", q: UsageQuery{EntityID: "e1", WindowType: WindowHourly},
+			want: append(append([]string{}, e1All[:6]...), e1All[9])},
+		{name: "resource time range is a key condition",
+			q:    UsageQuery{Resource: "gpt", Start: ts("2026-01-02T02:00:00Z"), End: ts("2026-01-02T04:30:00Z")},
+			want: gptAll[3:7], maxScanned: 4},
+		{name: "entity+resource start is a key condition",
+			q:    UsageQuery{EntityID: "e1", Resource: "gpt", Start: ts("2026-01-02T03:00:00Z")},
+			want: e1All[:4], maxScanned: 5}, // + the malformed item, which sorts inside the range
+		{name: "entity-only start filters client-side, at second precision",
+			q:    UsageQuery{EntityID: "e1", Start: ts("2026-01-02T03:59:59.999Z")},
+			want: e1All[:3]},
+		{name: "end only", q: UsageQuery{Resource: "gpt", End: ts("2025-12-31T00:00:00Z")}, want: gptAll[8:], maxScanned: 3},
+		{name: "window and range", q: UsageQuery{Resource: "gpt", WindowType: WindowDaily, Start: ts("2025-12-31T00:00:00Z")},
+			want: gptAll[8:9]},
+		{name: "nothing", q: UsageQuery{EntityID: "e3"}, want: []string{}},
+		{name: "paged entity", q: UsageQuery{EntityID: "e1", Limit: 3}, want: e1All, wantQueries: 4},
+		{name: "paged filtered resource", q: UsageQuery{Resource: "gpt", WindowType: WindowHourly, Limit: 4}, want: gptAll[:8]},
+		{name: "paged range", q: UsageQuery{Resource: "gpt", End: ts("2026-01-02T05:00:00Z"), Limit: 2}, want: gptAll[1:]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			counter.scanned.Store(0)
+			got, calls := allSnapshots(t, rl, tc.q)
+			if diff := cmp.Diff(tc.want, snapKeys(got)); diff != "" {
+				t.Errorf("snapshots (-want +got):\n%s", diff)
+			}
+			if tc.maxScanned > 0 && counter.scanned.Load() > tc.maxScanned {
+				t.Errorf("items evaluated = %d, want ≤ %d", counter.scanned.Load(), tc.maxScanned)
+			}
+			if tc.wantQueries > 0 && calls != tc.wantQueries {
+				t.Errorf("UsageSnapshots calls = %d, want %d (full pages of %d)", calls, tc.wantQueries, tc.q.Limit)
+			}
+		})
+	}
+
+	// Every page but possibly the last is full, although the malformed item
+	// and filtered snapshots are skipped.
+	page, next, err := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 3})
+	if err != nil || len(page) != 3 || next == "" {
+		t.Fatalf("first page = %v, %q, %v", snapKeys(page), next, err)
+	}
+
+	// Snapshot contents: window ends, counters without wcu, total events.
+	gpt, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range gpt {
+		var wantEnd time.Time
+		switch s.WindowType {
+		case WindowHourly:
+			wantEnd = s.WindowStart.Add(time.Hour - time.Second)
+		case WindowDaily:
+			wantEnd = s.WindowStart.Add(24*time.Hour - time.Second)
+		case WindowMonthly:
+			wantEnd = ts("2025-11-30T23:59:59Z")
+		}
+		if !s.WindowEnd.Equal(wantEnd) {
+			t.Errorf("%s: WindowEnd = %v, want %v", snapKeys([]UsageSnapshot{s})[0], s.WindowEnd, wantEnd)
+		}
+		if _, ok := s.Counters["wcu"]; ok {
+			t.Errorf("%s: wcu counter visible: %v", s.EntityID, s.Counters)
+		}
+	}
+	if e2 := gpt[1]; e2.EntityID != "e2" || !cmp.Equal(e2.Counters, map[string]int64{"rpm": 5, "tpm": 500}) || e2.TotalEvents != 6 {
+		t.Errorf("e2 snapshot = %+v", e2)
+	}
+
+	// Cursors belong to their query.
+	_, gptCursor, _ := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 2})
+	_, e1Cursor, _ := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 2})
+	if gptCursor == "" || e1Cursor == "" {
+		t.Fatal("no cursors")
+	}
+	if _, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor}); err != nil {
+		t.Errorf("own cursor: %v", err)
+	}
+	env.rec.Reset()
+	for name, q := range map[string]UsageQuery{
+		"garbage":                     {EntityID: "e1", Cursor: "!!!"},
+		"not base64 json":             {EntityID: "e1", Cursor: "bm90IGpzb24="},
+		"GSI2 cursor on the table":    {EntityID: "e1", Cursor: gptCursor},
+		"table cursor on GSI2":        {Resource: "gpt", Cursor: e1Cursor},
+		"another entity":              {EntityID: "e2", Cursor: e1Cursor},
+		"another resource prefix":     {EntityID: "e1", Resource: "claude", Cursor: e1Cursor},
+		"outside the range":           {Resource: "gpt", End: ts("2025-12-01T00:00:00Z"), Cursor: gptCursor},
+		"neither entity nor resource": {WindowType: WindowHourly},
+		"bad entity":                  {EntityID: "e#1"},
+		"entity with newline":         {EntityID: "e1\n"},
+		"bad resource":                {Resource: "_gpt"},
+		"bad window":                  {EntityID: "e1", WindowType: "weekly"},
+		"end before start":            {EntityID: "e1", Start: ts("2026-01-02T00:00:01Z"), End: ts("2026-01-02T00:00:00Z")},
+	} {
+		_, _, err := rl.UsageSnapshots(ctx, q)
+		var ve *ValidationError
+		if !errors.As(err, &ve) {
+			t.Errorf("%s: err = %v, want *ValidationError", name, err)
+		}
+		if q.Cursor != "" {
+			continue // UsageSummary ignores the cursor
+		}
+		if _, err := rl.UsageSummary(ctx, q); !errors.Is(err, ErrValidation) {
+			t.Errorf("%s: UsageSummary err = %v, want ErrValidation", name, err)
+		}
+	}
+	if n := env.rec.Count(""); n != 0 {
+		t.Errorf("invalid queries caused %d calls", n)
+	}
+	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{})
+	if err == nil || err.Error() != "Invalid query: Either entity_id or resource must be provided" {
+		t.Errorf("empty query: %v", err)
+	}
+	// Start equal to End (at second precision) is a valid one-instant range.
+	if got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")}); len(got) != 2 {
+		t.Errorf("instant range = %v", snapKeys(got))
+	}
+}
+
+func TestUsageSummary(t *testing.T) {
+	env := newTestEnv(t)
+	usageFixture(env)
+	rl := env.limiter()
+	ts := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
+	for _, tc := range []struct {
+		name string
+		q    UsageQuery
+		want UsageSummary
+	}{
+		{"entity and resource", UsageQuery{EntityID: "e1", Resource: "gpt", Limit: 1, Cursor: "ignored"}, UsageSummary{
+			SnapshotCount: 9,
+			Total:         map[string]int64{"rpm": 21 + 110 + 300, "tpm": 2100 + 5000 + 30000},
+			// tpm is missing from one daily snapshot: it averages over 8.
+			Average:        map[string]float64{"rpm": 431.0 / 9, "tpm": 37100.0 / 8},
+			MinWindowStart: ts("2025-11-01T00:00:00Z"), MaxWindowStart: ts("2026-01-02T06:00:00Z"),
+		}},
+		{"resource, hourly", UsageQuery{Resource: "gpt", WindowType: WindowHourly}, UsageSummary{
+			SnapshotCount:  8,
+			Total:          map[string]int64{"rpm": 31, "tpm": 3100},
+			Average:        map[string]float64{"rpm": 31.0 / 8, "tpm": 3100.0 / 8},
+			MinWindowStart: ts("2026-01-02T01:00:00Z"), MaxWindowStart: ts("2026-01-02T06:00:00Z"),
+		}},
+		{"nothing", UsageQuery{EntityID: "e1", WindowType: WindowDaily, Start: ts("2026-01-01T00:00:00Z")}, UsageSummary{
+			Total: map[string]int64{}, Average: map[string]float64{},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := rl.UsageSummary(env.ctx, tc.q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("UsageSummary (-want +got):\n%s", diff)
+			}
+		})
+	}
+
+	// Many DynamoDB pages (forced small) add up to the same summary.
+	small := env.withClient(hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.QueryInput); ok {
+			in.Limit = aws.Int32(min(aws.ToInt32(in.Limit), 2))
+		}
+		return nil
+	}))
+	env.rec.Reset()
+	got, err := small.UsageSummary(env.ctx, UsageQuery{Resource: "gpt"})
+	if err != nil || got.SnapshotCount != 11 || got.Total["rpm"] != 441 || got.Total["tpm"] != 38100 {
+		t.Errorf("summary over small pages = %+v, %v", got, err)
+	}
+	if n := env.rec.Count("Query"); n < 6 {
+		t.Errorf("Query calls = %d, want ≥ 6 pages", n)
+	}
+	if _, ok := got.Total["wcu"]; ok {
+		t.Error("wcu in the summary")
+	}
+}
+
+// capacityFixture writes bucket items for resource capacity queries. Every
+// bucket's rf is now, so available = tokens, except key-1's, which refills
+// for 30 s.
+func capacityFixture(env *testEnv) {
+	env.t.Helper()
+	ctx := env.ctx
+	for _, e := range []Entity{{ID: "proj"}, {ID: "key-1", ParentID: "proj", Cascade: true}, {ID: "big"}, {ID: "full"}} {
+		if _, err := env.repo.CreateEntity(ctx, e); err != nil {
+			env.t.Fatal(err)
+		}
+	}
+	nowMs := epoch.UnixMilli()
+	state := func(name string, capacity, tokensMilli int64) BucketState {
+		return BucketState{LimitName: name, TokensMilli: tokensMilli, CapacityMilli: capacity * 1000,
+			RefillAmountMilli: capacity * 1000, RefillPeriodMs: 60_000}
+	}
+	bucket := func(ns, entity, resource string, shard, shards int, rf int64, states ...BucketState) map[string]types.AttributeValue {
+		return bucketItem(ns, bucketItemSpec{EntityID: entity, Resource: resource, Shard: shard, ShardCount: shards, RefillMs: rf, States: states})
+	}
+	ns := env.repo.NamespaceID()
+	env.put(
+		bucket(ns, "proj", "gpt", 0, 1, nowMs, state("rpm", 100, 40_000), state("tpm", 10_000, 2_500_500)),
+		bucket(ns, "key-1", "gpt", 0, 1, nowMs-30_000, state("rpm", 10, 0)),
+		bucket(ns, "ghost", "gpt", 0, 1, nowMs, state("rpm", 20, 20_000)), // no META
+		bucket(ns, "big", "gpt", 0, 4, nowMs, state("rpm", 100, 10_000)),
+		bucket(ns, "big", "gpt", 1, 4, nowMs, state("rpm", 100, 20_000)),
+		bucket(ns, "big", "gpt", 2, 4, nowMs, state("rpm", 100, 30_000)),
+		bucket(ns, "big", "gpt", 10, 4, nowMs, state("rpm", 100, 0)), // sorts before shard 2 in GSI2
+		bucket(ns, "full", "gpt", 0, 2, nowMs, state("rpm", 50, 50_000)),
+		bucket(ns, "full", "gpt", 1, 2, nowMs, state("rpm", 50, 50_000)),
+		bucket(ns, "tponly", "gpt", 0, 1, nowMs, state("tpm", 1000, 1_000_000)),
+		bucket(ns, "proj", "claude", 0, 1, nowMs, state("rpm", 1, 1000)),
+		bucket(ns, "debtor", "overdrawn", 0, 1, nowMs, state("rpm", 10, -5_000)),
+		bucket("othernamesp", "proj", "gpt", 0, 1, nowMs, state("rpm", 999, 999_000)),
+	)
+}
+
+func TestResourceCapacity(t *testing.T) {
+	env := newTestEnv(t)
+	capacityFixture(env)
+	rl := env.limiter()
+	ctx := env.ctx
+
+	rpm := ResourceCapacity{
+		Resource: "gpt", LimitName: "rpm", TotalCapacity: 100 + 50 + 20 + 10 + 100, TotalAvailable: 60 + 50 + 20 + 5 + 40,
+		UtilizationPct: float64(280-175) / 280 * 100,
+		Entities: []EntityCapacity{
+			{EntityID: "big", Capacity: 100, Available: 60, UtilizationPct: 40}, // four shards summed
+			{EntityID: "full", Capacity: 50, Available: 50, UtilizationPct: 0},  // 100 summed, capped at 50
+			{EntityID: "ghost", Capacity: 20, Available: 20, UtilizationPct: 0},
+			{EntityID: "key-1", Capacity: 10, Available: 5, UtilizationPct: 50}, // refilled 30 s of 10/min
+			{EntityID: "proj", Capacity: 100, Available: 40, UtilizationPct: 60},
+		},
+	}
+	got, err := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rpm, got); diff != "" {
+		t.Errorf("ResourceCapacity(gpt, rpm) (-want +got):\n%s", diff)
+	}
+
+	// Parents only: ghost has no META, key-1 has a parent. One BatchGetItem.
+	env.rec.Reset()
+	got, err = rl.ResourceCapacity(ctx, "gpt", "rpm", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ResourceCapacity{Resource: "gpt", LimitName: "rpm", TotalCapacity: 250, TotalAvailable: 150, UtilizationPct: 40,
+		Entities: []EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ResourceCapacity(gpt, rpm, parents) (-want +got):\n%s", diff)
+	}
+	if env.rec.Count("BatchGetItem") != 1 || env.rec.Count("GetItem") != 0 {
+		t.Errorf("calls = %s, want one BatchGetItem for the META records", env.calls())
+	}
+
+	got, err = rl.ResourceCapacity(ctx, "gpt", "tpm", false)
+	if err != nil || len(got.Entities) != 2 || got.Entities[0] != (EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
+		got.Entities[1].EntityID != "tponly" || got.TotalCapacity != 11_000 {
+		t.Errorf("ResourceCapacity(gpt, tpm) = %+v, %v", got, err)
+	}
+	got, err = rl.ResourceCapacity(ctx, "overdrawn", "rpm", false)
+	if err != nil || got.TotalAvailable != -5 || got.UtilizationPct != 150 || got.Entities[0].UtilizationPct != 150 {
+		t.Errorf("bucket in debt = %+v, %v", got, err)
+	}
+	got, err = rl.ResourceCapacity(ctx, "unused", "rpm", true)
+	if err != nil || got.TotalCapacity != 0 || got.UtilizationPct != 0 || len(got.Entities) != 0 || got.Entities == nil {
+		t.Errorf("no buckets = %+v, %v", got, err)
+	}
+
+	// The GSI2 query reads every page.
+	small := env.withClient(hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.QueryInput); ok {
+			in.Limit = aws.Int32(2)
+		}
+		return nil
+	}))
+	env.rec.Reset()
+	if got, err := small.ResourceCapacity(ctx, "gpt", "rpm", false); err != nil || !cmp.Equal(got, rpm) {
+		t.Errorf("over small pages = %+v, %v", got, err)
+	}
+	if n := env.rec.Count("Query"); n < 5 {
+		t.Errorf("Query calls = %d, want ≥ 5 pages", n)
+	}
+
+	// The hidden wcu limit cannot be asked for; every input is validated
+	// before reading.
+	env.rec.Reset()
+	for _, tc := range []struct {
+		resource, limit string
+		kind            error
+	}{
+		{"gpt", "wcu", ErrInvalidName},
+		{"gpt", "", ErrInvalidName},
+		{"gpt", "1rpm", ErrInvalidName},
+		{"gpt", "r#m", ErrInvalidName},
+		{"", "rpm", ErrInvalidName},
+		{"_gpt", "rpm", ErrInvalidName},
+		{"gpt\n", "rpm", ErrInvalidName},
+	} {
+		_, err := rl.ResourceCapacity(ctx, tc.resource, tc.limit, false)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, tc.kind) {
+			t.Errorf("ResourceCapacity(%q, %q) = %v, want *ValidationError", tc.resource, tc.limit, err)
+		}
+	}
+	_, err = rl.ResourceCapacity(ctx, "gpt", "wcu", false)
+	if err == nil || err.Error() != "Invalid limit_name: 'wcu' is a reserved limit name" {
+		t.Errorf("wcu: %v", err)
+	}
+	if n := env.rec.Count(""); n != 0 {
+		t.Errorf("invalid input caused %d calls", n)
+	}
+}

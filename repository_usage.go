@@ -1,0 +1,298 @@
+package limiter
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// UsageStore is the optional ability to read the usage snapshots the
+// aggregator writes (reference §5.16). A backend may implement it;
+// [*DynamoDBRepository] does, and is safe for concurrent use.
+// [RateLimiter.UsageSnapshots] and [RateLimiter.UsageSummary] find it with
+// a type assertion.
+type UsageStore interface {
+	// UsageSnapshots returns one page of the snapshots q selects, newest
+	// first, and the cursor of the next page ("" after the last).
+	UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error)
+	// UsageSummary aggregates the snapshots q selects.
+	UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error)
+}
+
+var _ UsageStore = (*DynamoDBRepository)(nil)
+
+// Usage query limits.
+const (
+	// DefaultUsageSnapshotsLimit is the page size of UsageSnapshots when
+	// UsageQuery.Limit is zero or negative.
+	DefaultUsageSnapshotsLimit = 100
+	// MaxUsageSummarySnapshots caps the snapshots UsageSummary aggregates
+	// (the original's safety limit): a summary with this SnapshotCount may
+	// leave older snapshots out.
+	MaxUsageSummarySnapshots = 10_000
+	// usageSummaryPage is the page size UsageSummary reads with.
+	usageSummaryPage = 1000
+)
+
+// UsageQuery selects usage snapshots. EntityID, Resource or both must be
+// set. It is a plain value.
+type UsageQuery struct {
+	// EntityID selects the snapshots of one entity (every resource, or only
+	// Resource when it is set too).
+	EntityID string
+	// Resource selects the snapshots of one resource; without EntityID,
+	// those of every entity (read through GSI2).
+	Resource string
+	// WindowType keeps only snapshots of this window: [WindowHourly],
+	// [WindowDaily] or [WindowMonthly]. "" keeps all.
+	WindowType string
+	// Start keeps only snapshots whose window starts at or after Start;
+	// End, only those whose window starts at or before End. Both are
+	// compared in UTC at second precision; zero means unbounded.
+	Start, End time.Time
+	// Limit is the most snapshots one UsageSnapshots call returns
+	// ([DefaultUsageSnapshotsLimit] when ≤ 0). UsageSummary ignores it.
+	Limit int
+	// Cursor continues a previous UsageSnapshots call made with the same
+	// query: pass the cursor it returned. "" starts with the newest
+	// snapshot. UsageSummary ignores it.
+	Cursor string
+}
+
+// usageQueryPlan is a validated UsageQuery turned into a DynamoDB query.
+type usageQueryPlan struct {
+	in         *dynamodb.QueryInput
+	pkAttr     string // partition-key attribute of the table or index queried
+	skAttr     string // sort-key attribute
+	pk         string // partition-key value
+	prefix     string // sort-key prefix of every result
+	lo, hi     string // sort-key range (inclusive) of a time-bounded query; "" when unbounded
+	keyAttrs   []string
+	startKey   string // formatted Start, "" when unbounded
+	endKey     string // formatted End, "" when unbounded
+	windowType string
+	limit      int
+}
+
+// validate checks every field of q but the cursor.
+func (q UsageQuery) validate() error {
+	if q.EntityID == "" && q.Resource == "" {
+		return newValidationError(ErrValidation, "query", "", "Either entity_id or resource must be provided")
+	}
+	if q.EntityID != "" {
+		if err := ValidateIdentifier(q.EntityID, "entity_id"); err != nil {
+			return err
+		}
+	}
+	if q.Resource != "" {
+		if err := ValidateResource(q.Resource); err != nil {
+			return err
+		}
+	}
+	switch q.WindowType {
+	case "", WindowHourly, WindowDaily, WindowMonthly:
+	default:
+		return newValidationError(ErrValidation, "window_type", q.WindowType, "must be 'hourly', 'daily' or 'monthly'")
+	}
+	if !q.Start.IsZero() && !q.End.IsZero() && formatISOSeconds(q.End) < formatISOSeconds(q.Start) {
+		return newValidationError(ErrValidation, "end", formatISOSeconds(q.End), "must not be before start "+formatISOSeconds(q.Start))
+	}
+	return nil
+}
+
+// usagePlan validates q and builds its query: on the table for an entity,
+// on GSI2 for a resource alone, newest first. Where the window key directly
+// follows the sort-key prefix (entity and resource, or resource alone), a
+// time range becomes a key condition, so only snapshots inside it are read;
+// the same bounds are also applied to the results.
+func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
+	if err := q.validate(); err != nil {
+		return nil, err
+	}
+	p := &usageQueryPlan{windowType: q.WindowType, limit: q.Limit}
+	if p.limit <= 0 {
+		p.limit = DefaultUsageSnapshotsLimit
+	}
+	if !q.Start.IsZero() {
+		p.startKey = formatISOSeconds(q.Start)
+	}
+	if !q.End.IsZero() {
+		p.endKey = formatISOSeconds(q.End)
+	}
+	p.in = &dynamodb.QueryInput{TableName: aws.String(r.opts.Table), ScanIndexForward: aws.Bool(false)}
+	var prefix string
+	if q.EntityID != "" {
+		p.pkAttr, p.skAttr, p.pk = attrPK, attrSK, pkEntity(r.nsID, q.EntityID)
+		p.keyAttrs = []string{attrPK, attrSK}
+		prefix = skUsagePrefix
+		if q.Resource != "" {
+			prefix = skUsageResourcePrefix(q.Resource)
+		}
+	} else {
+		p.in.IndexName = aws.String(indexGSI2)
+		p.pkAttr, p.skAttr, p.pk = attrGSI2PK, attrGSI2SK, gsi2PKResource(r.nsID, q.Resource)
+		p.keyAttrs = []string{attrGSI2PK, attrGSI2SK, attrPK, attrSK}
+		prefix = prefixUsage
+	}
+	p.in.ExpressionAttributeNames = map[string]string{"#pk": p.pkAttr, "#sk": p.skAttr}
+	p.in.ExpressionAttributeValues = map[string]types.AttributeValue{":pk": schemaS(p.pk)}
+	p.prefix = prefix
+	windowKeyed := q.EntityID == "" || q.Resource != ""
+	if windowKeyed && (p.startKey != "" || p.endKey != "") {
+		// Window keys are made of ASCII digits, '-', ':', 'T' and 'Z', all
+		// below '~'; '$' sorts just above the '#' that follows the window
+		// key in GSI2 sort keys.
+		p.lo, p.hi = prefix, prefix+"~"
+		if p.startKey != "" {
+			p.lo = prefix + p.startKey
+		}
+		if p.endKey != "" {
+			p.hi = prefix + p.endKey + "$"
+		}
+		p.in.KeyConditionExpression = aws.String("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+		p.in.ExpressionAttributeValues[":lo"] = schemaS(p.lo)
+		p.in.ExpressionAttributeValues[":hi"] = schemaS(p.hi)
+	} else {
+		p.in.KeyConditionExpression = aws.String("#pk = :pk AND begins_with(#sk, :prefix)")
+		p.in.ExpressionAttributeValues[":prefix"] = schemaS(prefix)
+	}
+	if q.Cursor != "" {
+		start, err := p.decodeCursor(q.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		p.in.ExclusiveStartKey = start
+	}
+	return p, nil
+}
+
+// decodeCursor decodes a UsageSnapshots cursor and checks that it belongs to
+// this query: the key attributes of the table or index queried, the same
+// partition and a sort key inside the query's range. Anything else is a
+// *[ValidationError] (DynamoDB would reject it with an untyped error).
+func (p *usageQueryPlan) decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
+	bad := newValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by UsageSnapshots for this query")
+	key, err := decodeCursor(cursor)
+	if err != nil || len(key) != len(p.keyAttrs) {
+		return nil, bad
+	}
+	for _, attr := range p.keyAttrs {
+		if _, ok := schemaGetS(key, attr); !ok {
+			return nil, bad
+		}
+	}
+	pk, _ := schemaGetS(key, p.pkAttr)
+	sk, _ := schemaGetS(key, p.skAttr)
+	if pk != p.pk || !strings.HasPrefix(sk, p.prefix) || (p.hi != "" && (sk < p.lo || sk > p.hi)) {
+		return nil, bad
+	}
+	return key, nil
+}
+
+// keep applies the query's filters to a snapshot, as the original does after
+// fetching: window type equality and the window-start range.
+func (p *usageQueryPlan) keep(s UsageSnapshot) bool {
+	start := formatISOSeconds(s.WindowStart)
+	switch {
+	case p.windowType != "" && s.WindowType != p.windowType:
+		return false
+	case p.startKey != "" && start < p.startKey:
+		return false
+	case p.endKey != "" && start > p.endKey:
+		return false
+	}
+	return true
+}
+
+// UsageSnapshots returns up to q.Limit usage snapshots selected by q, newest
+// window first (for an entity without a resource: by resource, then newest
+// window first), and a cursor for the next call ("" when there are no
+// more). Pass the cursor back in q.Cursor with the rest of q unchanged. A
+// non-empty cursor may lead to an empty last page.
+//
+// Unlike the original, which filters one DynamoDB page and may return fewer
+// snapshots than asked for (even none) before the end, it reads pages until
+// it has q.Limit matching snapshots or there are no more. Snapshots are
+// written by the aggregator; items lacking entity_id, resource or a
+// parsable window_start are skipped, and the hidden wcu limit never appears
+// in Counters. Invalid queries are *[ValidationError]s; nothing is read
+// then.
+func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
+	p, err := r.usagePlan(q)
+	if err != nil {
+		return nil, "", err
+	}
+	snapshots := make([]UsageSnapshot, 0, min(p.limit, usageSummaryPage))
+	for {
+		// Asking for no more than still missing keeps the pages contiguous:
+		// the cursor is the key of the last item evaluated.
+		p.in.Limit = aws.Int32(int32(min(p.limit-len(snapshots), maxQueryPageLimit)))
+		out, err := r.client.Query(ctx, p.in)
+		if err != nil {
+			return nil, "", wrapErr("usage snapshots", err)
+		}
+		for _, item := range out.Items {
+			s, ok, err := usageSnapshotFromItem(item)
+			if err != nil {
+				return nil, "", err
+			}
+			if !ok || !p.keep(s) {
+				continue
+			}
+			delete(s.Counters, wcuLimitName)
+			snapshots = append(snapshots, s)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return snapshots, "", nil
+		}
+		if len(snapshots) >= p.limit {
+			return snapshots, encodeCursor(out.LastEvaluatedKey), nil
+		}
+		p.in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// UsageSummary aggregates the snapshots q selects (q.Limit and q.Cursor are
+// ignored), reading pages of 1000 until none are left or
+// [MaxUsageSummarySnapshots] snapshots are collected: Total sums each
+// counter, Average divides it by the number of snapshots that have that
+// counter, MinWindowStart and MaxWindowStart bound the windows seen, and
+// SnapshotCount counts the snapshots. With no snapshots the maps are empty
+// and the times zero. Invalid queries are *[ValidationError]s.
+func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+	q.Cursor = ""
+	sum := UsageSummary{Total: map[string]int64{}, Average: map[string]float64{}}
+	counts := map[string]int{}
+	for {
+		q.Limit = min(usageSummaryPage, MaxUsageSummarySnapshots-sum.SnapshotCount)
+		page, next, err := r.UsageSnapshots(ctx, q)
+		if err != nil {
+			return UsageSummary{}, err
+		}
+		for _, s := range page {
+			if sum.SnapshotCount == 0 || s.WindowStart.Before(sum.MinWindowStart) {
+				sum.MinWindowStart = s.WindowStart
+			}
+			if sum.SnapshotCount == 0 || s.WindowStart.After(sum.MaxWindowStart) {
+				sum.MaxWindowStart = s.WindowStart
+			}
+			sum.SnapshotCount++
+			for name, n := range s.Counters {
+				sum.Total[name] = addInt64Sat(sum.Total[name], n)
+				counts[name]++
+			}
+		}
+		if next == "" || sum.SnapshotCount >= MaxUsageSummarySnapshots {
+			break
+		}
+		q.Cursor = next
+	}
+	for name, total := range sum.Total {
+		sum.Average[name] = float64(total) / float64(counts[name])
+	}
+	return sum, nil
+}
