@@ -75,7 +75,9 @@ func containsKey(keys []bucketKey, k bucketKey) bool {
 }
 
 // Consumed returns, per limit name, the tokens this lease has taken so far,
-// summed over the entity and (with cascade) its parent.
+// summed over the entity and (with cascade) its parent: with cascade an
+// acquire of 500 tpm reports 1000. Adjust with the difference between the
+// real and the estimated amount, not against Consumed.
 func (ls *Lease) Consumed() map[string]int64 {
 	out := make(map[string]int64)
 	for _, e := range ls.entries {
