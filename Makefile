@@ -56,6 +56,13 @@ test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) agai
 demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./examples/quickstart
 
+# The contention test at full size (stress_test.go): 2 processes × 32 goroutines for 20 s. Without
+# -race: the race detector slows the clients several times over and so lowers the contention; `make
+# test` runs the same test with -race at 2 × 8 goroutines for 3 s.
+.PHONY: stress
+stress: dynamodb-local ## contention test at full size (2 processes × 32 goroutines, 20 s, no -race)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' STRESS=1 $(GO) test -count=1 -v -run='^TestContentionNoOverAdmission$$' $(GOTESTFLAGS) .
+
 .PHONY: vet
 vet: ## go vet
 	$(GO) vet ./...
