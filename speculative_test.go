@@ -394,3 +394,35 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 		t.Fatalf("P bucket parent_id = %q, want G", p)
 	}
 }
+
+// TestFloorGuardStopsOverAdmission forces the interleaving the floor guard
+// exists for: between the slow path's read and its write, a speculative
+// write drains tk without moving rf. The rf lock alone would let the normal
+// write through and over-admit; the floor guard refuses it, and the retry
+// path then reports the shortage.
+func TestFloorGuardStopsOverAdmission(t *testing.T) {
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 10))
+	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim)) // 9 left
+	env.clock.advance(time.Second)                                                    // earns 166 milli
+
+	other := New(env.repo) // a speculative client (shares the clock)
+	drained := false
+	drain := hook(func(op string, params any) error {
+		if in, ok := params.(*dynamodb.UpdateItemInput); ok && !drained && in.ConditionExpression != nil {
+			drained = true
+			mustCommit(t, mustAcquire(t, other, "e", "api", Consume{"rpm": 9}, lim)) // rf unchanged, tk 0
+		}
+		return nil
+	})
+	rl := New(env.withClient(drain), WithSpeculativeWrites(false))
+	env.rec.Reset()
+	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
+	rateLimited(t, err)
+	if got := env.calls(); got != "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!" {
+		t.Fatalf("calls = %q, want read, the other client's write, refused normal write, refused retry", got)
+	}
+	if got := env.tokens("e", "api", "rpm"); got != 0 {
+		t.Fatalf("tokens = %d, want 0: nothing over-admitted", got)
+	}
+}
