@@ -404,7 +404,7 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	env := newTestEnv(t)
 	lim := WithLimits(PerMinute("rpm", 10))
 	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim)) // 9 left
-	env.clock.advance(time.Second)                                                    // earns 166 milli
+	env.clock.advance(time.Second)                                                   // earns 166 milli
 
 	other := New(env.repo) // a speculative client (shares the clock)
 	drained := false
