@@ -18,6 +18,12 @@ GOTESTFLAGS ?=
 FUZZTIME ?= 10s
 FUZZ_FILE ?= bucket_fuzz_test.go
 
+# Lambda build output (`make lambda`): BIN_DIR/bootstrap and BIN_DIR/aggregator.zip.
+BIN_DIR ?= $(CURDIR)/bin
+
+# `make aggregator-local` arguments, e.g. AGGREGATOR_ARGS='-table my-table -once'.
+AGGREGATOR_ARGS ?=
+
 # staticcheck is pinned in tools/go.mod (a separate module, so go.mod stays clean).
 STATICCHECK := $(GO) tool -modfile=tools/go.mod staticcheck
 
@@ -94,3 +100,19 @@ cover: dynamodb-local ## tests with coverage; writes cover.out and prints per-fu
 .PHONY: bench
 bench: dynamodb-local ## benchmarks with allocation counts
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' -bench=. -benchmem ./...
+
+.PHONY: lambda
+lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip
+	@mkdir -p '$(BIN_DIR)'
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o '$(BIN_DIR)/bootstrap' ./aggregator/cmd/aggregator
+	@rm -f '$(BIN_DIR)/aggregator.zip'
+	@if command -v zip >/dev/null; then \
+		(cd '$(BIN_DIR)' && zip -q -X aggregator.zip bootstrap); \
+	else \
+		python3 -m zipfile -c '$(BIN_DIR)/aggregator.zip' '$(BIN_DIR)/bootstrap'; \
+	fi
+	@echo "lambda: $(BIN_DIR)/aggregator.zip"
+
+.PHONY: aggregator-local
+aggregator-local: ## run the aggregator against DynamoDB Local's stream ($$ZAEL_DYNAMODB_ENDPOINT; AGGREGATOR_ARGS='-table NAME -once')
+	$(GO) run ./aggregator/cmd/aggregator-local $(AGGREGATOR_ARGS)

@@ -1,0 +1,209 @@
+package aggregator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	limiter "github.com/zaelimiter/limiter"
+)
+
+// maxShardCount bounds shard propagation: a shard count above it is not
+// propagated (the record fails), so a corrupt image cannot make the
+// aggregator create millions of items.
+const maxShardCount = 1024
+
+// bucketKey identifies one bucket item.
+type bucketKey struct {
+	ns, entity, resource string
+	shard                int
+}
+
+// bucketAgg is one bucket item as the batch left it.
+type bucketAgg struct {
+	// item is the last record's new image.
+	item limiter.BucketItem
+	// deltas sums the records' tc deltas per limit (millitokens), wcu
+	// included.
+	deltas map[string]int64
+	// shardCountChanged reports that a record of the batch changed the
+	// item's shard count.
+	shardCountChanged bool
+}
+
+// aggregateBuckets folds the batch's bucket records per item, in order of
+// first appearance: the last image wins (rf, shard count, tk/cp/ra/rp) and
+// tc deltas add up.
+func aggregateBuckets(recs []record) []*bucketAgg {
+	byKey := map[bucketKey]*bucketAgg{}
+	var order []*bucketAgg
+	for _, r := range recs {
+		if r.kind != kindBucket {
+			continue
+		}
+		k := bucketKey{ns: r.newItem.NamespaceID, entity: r.newItem.EntityID, resource: r.newItem.Resource, shard: r.newItem.Shard}
+		b, ok := byKey[k]
+		if !ok {
+			b = &bucketAgg{deltas: map[string]int64{}}
+			byKey[k] = b
+			order = append(order, b)
+		}
+		b.item = r.newItem
+		for name, d := range limitDeltas(r) {
+			b.deltas[name] += d
+		}
+		if r.oldItem != nil && r.oldItem.ShardCount != r.newItem.ShardCount {
+			b.shardCountChanged = true
+		}
+	}
+	return order
+}
+
+// isConditionFailed reports whether err is a ConditionalCheckFailed: the
+// write did not apply because someone else changed the item first.
+func isConditionFailed(err error) bool {
+	var ccf *types.ConditionalCheckFailedException
+	return errors.As(err, &ccf)
+}
+
+// refillCredits returns, per limit of b, the tokens (millitokens) that
+// accrued between rf and nowMs (reference §7.6: limits with a
+// non-positive refill amount or period are skipped; a limit other than wcu
+// refills at 1/shard count of its capacity and rate, because each shard owns
+// that share, while wcu is per item, each shard being its own partition), and
+// whether a refill is due: some limit's refilled balance does not cover the
+// batch's consumption of it.
+func refillCredits(b *bucketAgg, nowMs int64) (credits map[string]int64, due bool) {
+	n := int64(max(b.item.ShardCount, 1))
+	credits = map[string]int64{}
+	for _, s := range b.item.States {
+		if s.RefillPeriodMs <= 0 || s.RefillAmountMilli <= 0 {
+			continue
+		}
+		capMilli, rate := s.CapacityMilli, s.RefillAmountMilli
+		if s.LimitName != limiter.WCULimitName {
+			capMilli, rate = floorDiv(capMilli, n), floorDiv(rate, n)
+		}
+		tk, _ := limiter.RefillBucket(s.TokensMilli, b.item.RefillMs, nowMs, capMilli, rate, s.RefillPeriodMs)
+		d := tk - s.TokensMilli
+		if d <= 0 {
+			continue
+		}
+		credits[s.LimitName] = d
+		if tk < max(0, b.deltas[s.LimitName]) {
+			due = true
+		}
+	}
+	return credits, due
+}
+
+// refill writes a proactive refill of b when one is due (see
+// refillCredits). It reports whether the write applied; a lost rf lock
+// (someone wrote the bucket since) is not an error.
+func (p *Processor) refill(ctx context.Context, b *bucketAgg, now time.Time) (bool, error) {
+	credits, due := refillCredits(b, now.UnixMilli())
+	if !due {
+		return false, nil
+	}
+	in := limiter.RefillUpdate(p.table, b.item, credits, now.UnixMilli())
+	if in == nil {
+		return false, nil
+	}
+	_, err := p.client.UpdateItem(ctx, in)
+	switch {
+	case isConditionFailed(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("refill %s/%s shard %d: %w", b.item.EntityID, b.item.Resource, b.item.Shard, err)
+	}
+	return true, nil
+}
+
+// wcuLevel returns the wcu balance of b's item refilled to nowMs, and its
+// capacity, in millitokens; ok is false when the item has no usable wcu.
+func wcuLevel(b *bucketAgg, nowMs int64) (level, capacity int64, ok bool) {
+	s, found := b.item.State(limiter.WCULimitName)
+	if !found || s.CapacityMilli <= 0 {
+		return 0, 0, false
+	}
+	level, _ = limiter.RefillBucket(s.TokensMilli, b.item.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	return level, s.CapacityMilli, true
+}
+
+// shouldShard reports whether b's shard 0 needs another shard (reference
+// §7.7 with fix B10): the batch wrote to it speculatively, its shard count
+// did not change within the batch (the doubling's effect is judged by the
+// next batch), and its wcu level, refilled to nowMs, is below
+// [ShardThreshold] of capacity — a partition taking more than its 1000
+// writes per second. A bucket that has seen many writes at a lower rate
+// refills and is never sharded.
+func shouldShard(b *bucketAgg, nowMs int64) bool {
+	if b.item.Shard != 0 || b.shardCountChanged || b.deltas[limiter.WCULimitName] <= 0 {
+		return false
+	}
+	level, capacity, ok := wcuLevel(b, nowMs)
+	return ok && float64(level) < ShardThreshold*float64(capacity)
+}
+
+// proactiveShard doubles b's shard count when shouldShard says so. It
+// reports whether the doubling applied; a concurrent change of the shard
+// count is not an error.
+func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, now time.Time) (bool, error) {
+	if !shouldShard(b, now.UnixMilli()) {
+		return false, nil
+	}
+	_, err := p.client.UpdateItem(ctx, limiter.ShardDoublingUpdate(p.table, b.item))
+	switch {
+	case isConditionFailed(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("double shards of %s/%s: %w", b.item.EntityID, b.item.Resource, err)
+	}
+	next := 2 * b.item.ShardCount
+	level := slog.LevelInfo
+	if next > shardWarnCount {
+		level = slog.LevelWarn
+	}
+	p.opts.Logger.LogAttrs(ctx, level, "proactive shard doubling",
+		slog.String("entity_id", b.item.EntityID), slog.String("resource", b.item.Resource),
+		slog.Int("old_shard_count", b.item.ShardCount), slog.Int("new_shard_count", next))
+	return true, nil
+}
+
+// propagate handles a raised shard count on shard 0 (reference §7.8): the
+// existing shards 1…old−1 get the new count, the new shards old…new−1 are
+// created as full items. Writes that find their work done are ignored, so
+// a redelivered record is harmless. It returns the number of items created.
+func (p *Processor) propagate(ctx context.Context, r record) (int, error) {
+	if r.kind != kindBucket || r.oldItem == nil || r.newItem.Shard != 0 {
+		return 0, nil
+	}
+	from, to := max(r.oldItem.ShardCount, 1), r.newItem.ShardCount
+	if to <= from {
+		return 0, nil
+	}
+	if to > maxShardCount {
+		return 0, fmt.Errorf("propagate shards of %s/%s: shard count %d above %d", r.newItem.EntityID, r.newItem.Resource, to, maxShardCount)
+	}
+	for k := 1; k < from; k++ {
+		if _, err := p.client.UpdateItem(ctx, limiter.ShardCountPropagation(p.table, r.newItem, k)); err != nil && !isConditionFailed(err) {
+			return 0, fmt.Errorf("propagate shard count to %s/%s shard %d: %w", r.newItem.EntityID, r.newItem.Resource, k, err)
+		}
+	}
+	created := 0
+	for k := from; k < to; k++ {
+		_, err := p.client.PutItem(ctx, limiter.NewShardItem(p.table, r.newItem, k))
+		switch {
+		case isConditionFailed(err):
+		case err != nil:
+			return created, fmt.Errorf("create shard %d of %s/%s: %w", k, r.newItem.EntityID, r.newItem.Resource, err)
+		default:
+			created++
+		}
+	}
+	return created, nil
+}

@@ -1,0 +1,96 @@
+// Package aggregator is the DynamoDB stream processor of a rate-limiter
+// table: a port of the original's aggregator Lambda (reference §7). A
+// [Processor] applies a batch of stream records — [Processor.Handle] is the
+// Lambda handler, cmd/aggregator its thin main — and a [Runner] feeds a
+// processor from the DynamoDB Streams API, so that the aggregator runs
+// against DynamoDB Local on a laptop (cmd/aggregator-local) and in tests.
+//
+// Item layouts, key formats and bucket math come from the limiter package
+// (aggregator_support.go there); this package reads only its exported API.
+//
+// # What a batch does, in order
+//
+//  1. Decode every record. Bucket records (PK {ns}/BUCKET#…, SK #STATE) of
+//     INSERT and MODIFY events are parsed from their images; REMOVE events
+//     of audit records (PK {ns}/AUDIT#…) yield the expired audit event;
+//     everything else is ignored. Values are converted from the Lambda
+//     event types in one adapter that checks each value's type first (the
+//     aws-lambda-go accessors panic on a mismatch).
+//  2. Usage snapshots: the consumption of each limit but wcu is the change
+//     of its net counter tc (new − old; refunds count negative), floored to
+//     whole tokens per record, added with ADD to the flat snapshot item of
+//     every configured window (hourly and daily by default) that contains
+//     the record's event time, ApproximateCreationDateTime (fix B12); the
+//     processor's clock stands in for a record without one.
+//  3. Proactive refill: per bucket item, the last image and the summed tc
+//     deltas decide, as reference §7.6 and Appendix C6, whether a refill is
+//     due (a limit's refilled balance would not cover the batch's
+//     consumption); limits other than wcu refill at 1/shard count of their
+//     capacity and rate. The write is `SET rf = now ADD b_L_tk …` on
+//     condition `rf = <rf of the last image>`, so a slow-path write made
+//     since wins.
+//  4. Proactive sharding: shard 0 of a bucket is doubled (`SET shard_count
+//     = 2n` on condition `shard_count = n`) when the batch wrote to it
+//     speculatively and its wcu level, refilled to now, is below 20 % of
+//     capacity: a partition taking more than its 1000 writes per second.
+//     Because wcu refills (fix B10), a bucket that has seen many writes at
+//     a lower rate is never sharded, and a doubling is not repeated by the
+//     batches that follow it.
+//  5. Shard propagation: a MODIFY that raises shard 0's shard count sets
+//     the new count on the existing shards and creates the new shard items
+//     whole (reference §7.8).
+//  6. Audit archival: the batch's expired audit events go to one
+//     gzip-compressed JSON Lines object in S3 (reference §7.9), when an
+//     archive bucket and an S3 client are configured.
+//
+// # Where it differs from the original on purpose
+//
+//   - Failures are reported, not swallowed. The original logs every error
+//     and returns success, so the stream never redelivers. Here the records
+//     to redeliver are returned ([Result.Failures], and BatchItemFailures
+//     identified by sequence number from [Processor.Handle]): the first
+//     record that failed and every record after it, which is what the
+//     event source mapping redelivers anyway. A record that cannot be
+//     decoded cuts the batch: nothing from it on is applied, so a poison
+//     record is retried (and finally sent to the on-failure destination)
+//     without counting the records behind it twice. A failed write
+//     (snapshot, propagation, archive) is reported for the records it
+//     carried; the records after them may then have been applied already
+//     and are counted again on redelivery: usage counters are
+//     at-least-once under write failures. Refill and sharding are best
+//     effort (the next batch or the client's slow path does the same
+//     work): their errors are logged and returned in [Result.Errors] only.
+//   - No early return when a batch has no consumption: refill, sharding and
+//     propagation run for every batch, so a batch holding only a shard
+//     count bump still propagates it (the original skips it, §7.3 step 2).
+//   - The consumption carried by an INSERT (the bucket's creation) is
+//     counted, and so is a limit initialised on an existing item (missing
+//     from the old image): the original drops both (B12).
+//   - Snapshot writes are grouped: one UpdateItem per entity, resource and
+//     window per batch, adding every limit's tokens and one total_events
+//     per limit delta — the same item effects as the original's one write
+//     per delta and window, with fewer writes. Placeholders are
+//     index-based (#a0, :v0), so limit names with '-' or '.' work (B6).
+//     Counters named like a snapshot attribute (ttl, window, …) are left
+//     out instead of failing the write.
+//   - A refill that is due credits every limit whose balance accrued since
+//     rf, not only those that fell short: rf moves to now for all of them,
+//     and an uncredited limit would lose its accrual (part of B11; the
+//     sub-millitoken remainder is still lost).
+//   - wcu is per item: each shard is its own partition, so wcu refills and
+//     is judged at its full capacity on every shard (the original divides
+//     it by the shard count when refilling).
+//   - The last record of the batch sets a bucket's shard count for refill
+//     and sharding (the original takes the first), and a batch that changed
+//     the shard count does not double it again.
+//   - Legacy pre-0.9.0 bucket items (SK #BUCKET#{res}) are ignored: they
+//     are orphaned, and the deployed stream filter (SK = #STATE) never
+//     delivered them.
+//   - Archival recognises the namespaced audit keys {ns}/AUDIT#… (B7: the
+//     original's stream filter looked for the bare prefix AUDIT# and so
+//     never matched); deploy the event source mapping without that filter.
+//     Like the original it archives every REMOVE of an audit record,
+//     whether TTL deleted it or not. Lines are JSON-equivalent to the
+//     original's, not byte-identical (non-ASCII characters are not
+//     escaped); shard propagation stops at 1024 shards.
+package aggregator
