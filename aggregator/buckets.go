@@ -78,6 +78,12 @@ func isConditionFailed(err error) bool {
 // whether a refill is due: some limit's refilled balance does not cover the
 // batch's consumption of it.
 func refillCredits(b *bucketAgg, nowMs int64) (credits map[string]int64, due bool) {
+	if !consumed(b) {
+		// Only a bucket that the batch consumed from is refilled: the
+		// processor's own refill writes come back through the stream, and a
+		// bucket in debt would otherwise be refilled on every poll.
+		return nil, false
+	}
 	n := int64(max(b.item.ShardCount, 1))
 	credits = map[string]int64{}
 	for _, s := range b.item.States {
@@ -99,6 +105,17 @@ func refillCredits(b *bucketAgg, nowMs int64) (credits map[string]int64, due boo
 		}
 	}
 	return credits, due
+}
+
+// consumed reports whether the batch consumed from b's item: some limit's
+// summed tc delta is positive.
+func consumed(b *bucketAgg) bool {
+	for _, d := range b.deltas {
+		if d > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // refill writes a proactive refill of b when one is due (see

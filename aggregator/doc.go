@@ -16,32 +16,36 @@
 //     everything else is ignored. Values are converted from the Lambda
 //     event types in one adapter that checks each value's type first (the
 //     aws-lambda-go accessors panic on a mismatch).
-//  2. Usage snapshots: the consumption of each limit but wcu is the change
+//  2. Shard propagation: a MODIFY that raises shard 0's shard count sets
+//     the new count on the existing shards and creates the new shard items
+//     whole (reference §7.8). Every write is conditional, so redoing it is
+//     harmless.
+//  3. Audit archival: the batch's expired audit events go to one
+//     gzip-compressed JSON Lines object in S3 (reference §7.9), when an
+//     archive bucket and an S3 client are configured.
+//  4. Usage snapshots: the consumption of each limit but wcu is the change
 //     of its net counter tc (new − old; refunds count negative), floored to
 //     whole tokens per record, added with ADD to the flat snapshot item of
 //     every configured window (hourly and daily by default) that contains
 //     the record's event time, ApproximateCreationDateTime (fix B12); the
-//     processor's clock stands in for a record without one.
-//  3. Proactive refill: per bucket item, the last image and the summed tc
-//     deltas decide, as reference §7.6 and Appendix C6, whether a refill is
-//     due (a limit's refilled balance would not cover the batch's
-//     consumption); limits other than wcu refill at 1/shard count of their
-//     capacity and rate. The write is `SET rf = now ADD b_L_tk …` on
-//     condition `rf = <rf of the last image>`, so a slow-path write made
-//     since wins.
-//  4. Proactive sharding: shard 0 of a bucket is doubled (`SET shard_count
+//     processor's clock stands in for a record without one. The writes of
+//     a batch are grouped per snapshot item and applied atomically in
+//     chunks of whole records: one UpdateItem when the batch touches one
+//     item, one TransactWriteItems per 100 items otherwise.
+//  5. Proactive refill: per bucket item the batch consumed from, the last
+//     image and the summed tc deltas decide, as reference §7.6 and
+//     Appendix C6, whether a refill is due (a limit's refilled balance
+//     would not cover the batch's consumption); limits other than wcu
+//     refill at 1/shard count of their capacity and rate. The write is
+//     `SET rf = now ADD b_L_tk …` on condition `rf = <rf of the last
+//     image>`, so a slow-path write made since wins.
+//  6. Proactive sharding: shard 0 of a bucket is doubled (`SET shard_count
 //     = 2n` on condition `shard_count = n`) when the batch wrote to it
 //     speculatively and its wcu level, refilled to now, is below 20 % of
 //     capacity: a partition taking more than its 1000 writes per second.
 //     Because wcu refills (fix B10), a bucket that has seen many writes at
 //     a lower rate is never sharded, and a doubling is not repeated by the
 //     batches that follow it.
-//  5. Shard propagation: a MODIFY that raises shard 0's shard count sets
-//     the new count on the existing shards and creates the new shard items
-//     whole (reference §7.8).
-//  6. Audit archival: the batch's expired audit events go to one
-//     gzip-compressed JSON Lines object in S3 (reference §7.9), when an
-//     archive bucket and an S3 client are configured.
 //
 // # Where it differs from the original on purpose
 //
@@ -50,26 +54,38 @@
 //     to redeliver are returned ([Result.Failures], and BatchItemFailures
 //     identified by sequence number from [Processor.Handle]): the first
 //     record that failed and every record after it, which is what the
-//     event source mapping redelivers anyway. A record that cannot be
-//     decoded cuts the batch: nothing from it on is applied, so a poison
+//     event source mapping redelivers anyway. A failure cuts the batch:
+//     a record that cannot be decoded, a failed propagation, archive or
+//     snapshot write stops the steps after it at that record, so a poison
 //     record is retried (and finally sent to the on-failure destination)
-//     without counting the records behind it twice. A failed write
-//     (snapshot, propagation, archive) is reported for the records it
-//     carried; the records after them may then have been applied already
-//     and are counted again on redelivery: usage counters are
-//     at-least-once under write failures. Refill and sharding are best
-//     effort (the next batch or the client's slow path does the same
-//     work): their errors are logged and returned in [Result.Errors] only.
-//   - No early return when a batch has no consumption: refill, sharding and
-//     propagation run for every batch, so a batch holding only a shard
-//     count bump still propagates it (the original skips it, §7.3 step 2).
+//     and usage counters are never counted twice nor lost: propagation is
+//     idempotent and runs first, and every snapshot write covers whole
+//     records atomically. An archive object may be written again for
+//     records redelivered after a later snapshot failure (archived lines
+//     carry their unique event_id). Refill and sharding are best effort
+//     (the next batch or the client's slow path does the same work): their
+//     errors are logged and returned in [Result.Errors] only. Like any
+//     stream consumer, a batch whose invocation dies after its writes (a
+//     Lambda timeout) is redelivered whole and counted again.
+//   - No early return when a batch has no consumption: propagation runs for
+//     every batch, so a batch holding only a shard count bump still
+//     propagates it (the original skips it, §7.3 step 2). Refill and
+//     sharding consider only the bucket items the batch consumed from, so
+//     the processor's own refill writes, which come back through the
+//     stream, do not trigger more refills.
 //   - The consumption carried by an INSERT (the bucket's creation) is
 //     counted, and so is a limit initialised on an existing item (missing
 //     from the old image): the original drops both (B12).
-//   - Snapshot writes are grouped: one UpdateItem per entity, resource and
-//     window per batch, adding every limit's tokens and one total_events
-//     per limit delta — the same item effects as the original's one write
-//     per delta and window, with fewer writes. Placeholders are
+//   - Snapshot writes are grouped: one write per snapshot item per batch,
+//     adding every limit's tokens and one total_events per limit delta —
+//     the same item effects as the original's one UpdateItem per delta and
+//     window, with far fewer calls (a transaction costs 2 WCU per item).
+//     The layout is the original's, including its sort key
+//     #USAGE#{resource}#{window start}: the hourly window that starts at
+//     midnight and the daily window (and the monthly one on the 1st) are
+//     the same item, whose counters hold the sum of both and whose window
+//     attribute names the first writer. Readers get what the original's
+//     would. Placeholders are
 //     index-based (#a0, :v0), so limit names with '-' or '.' work (B6).
 //     Counters named like a snapshot attribute (ttl, window, …) are left
 //     out instead of failing the write.

@@ -36,6 +36,7 @@ var DefaultWindows = []string{limiter.WindowHourly, limiter.WindowDaily}
 type DynamoDBClient interface {
 	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
 	PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error)
+	TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error)
 }
 
 // S3Client is the subset of *s3.Client the audit archiver uses.
@@ -157,6 +158,13 @@ type Failure struct {
 // Process applies one batch of stream records (in stream order) and
 // reports the records to redeliver. requestID names the archive object
 // (the Lambda request id). It never panics on malformed input.
+//
+// The steps run in an order that keeps usage counters exact when a step
+// fails: everything that is idempotent or retried as a whole (shard
+// propagation, archival) runs before the snapshot writes, each of which
+// covers whole records and applies atomically; a failure cuts the batch
+// there, and only the records before the cut are counted. See the package
+// documentation.
 func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventRecord, requestID string) Result {
 	now := p.opts.Now()
 	res := Result{Processed: len(records)}
@@ -165,6 +173,14 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 		if i < failAt {
 			failAt, failErr = i, err
 		}
+	}
+	// before returns the records of recs before the cut.
+	before := func(recs []record) []record {
+		n := 0
+		for n < len(recs) && recs[n].index < failAt {
+			n++
+		}
+		return recs[:n]
 	}
 
 	// 1. Decode; the batch is cut at the first record that cannot be decoded.
@@ -178,16 +194,43 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 		decoded = append(decoded, r)
 	}
 
-	// 2. Usage snapshots.
-	for _, g := range p.snapshotGroups(decoded) {
-		if err := p.writeSnapshot(ctx, g, now); err != nil {
-			fail(g.first, err)
-			continue
+	// 2. Shard propagation: idempotent, so a record redelivered after a
+	// later failure does no harm.
+	for _, r := range decoded {
+		n, err := p.propagate(ctx, r)
+		res.ShardItemsCreated += n
+		if err != nil {
+			fail(r.index, err)
+			break
 		}
-		res.SnapshotsUpdated++
 	}
+	decoded = before(decoded)
 
-	// 3–4. Proactive refill and sharding (best effort).
+	// 3. Audit archival: one object for the batch, all or nothing.
+	if p.opts.S3 != nil && p.opts.ArchiveBucket != "" {
+		if evs, first := auditEvents(decoded); len(evs) > 0 {
+			if err := p.archive(ctx, evs, requestID, now); err != nil {
+				fail(first, err)
+			} else {
+				res.EventsArchived += len(evs)
+				res.ObjectsCreated++
+			}
+		}
+	}
+	decoded = before(decoded)
+
+	// 4. Usage snapshots, in atomic chunks of whole records.
+	for _, c := range p.snapshotChunks(decoded) {
+		if err := p.writeChunk(ctx, c, now); err != nil {
+			fail(c.start, err)
+			break
+		}
+		res.SnapshotsUpdated += len(c.groups)
+	}
+	decoded = before(decoded)
+
+	// 5. Proactive refill and sharding (best effort: the next batch or the
+	// client's slow path does the same work).
 	for _, b := range aggregateBuckets(decoded) {
 		ok, err := p.refill(ctx, b, now)
 		if err != nil {
@@ -200,28 +243,6 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 			res.Errors = append(res.Errors, err)
 		} else if ok {
 			res.ShardsDoubled++
-		}
-	}
-
-	// 5. Shard propagation.
-	for _, r := range decoded {
-		n, err := p.propagate(ctx, r)
-		res.ShardItemsCreated += n
-		if err != nil {
-			fail(r.index, err)
-		}
-	}
-
-	// 6. Audit archival.
-	if p.opts.S3 != nil && p.opts.ArchiveBucket != "" {
-		evs, first := auditEvents(decoded)
-		if len(evs) > 0 {
-			if err := p.archive(ctx, evs, requestID, now); err != nil {
-				fail(first, err)
-			} else {
-				res.EventsArchived += len(evs)
-				res.ObjectsCreated++
-			}
 		}
 	}
 

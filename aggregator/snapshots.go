@@ -1,11 +1,15 @@
 package aggregator
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
 )
@@ -31,27 +35,44 @@ func limitDeltas(r record) map[string]int64 {
 	return out
 }
 
-// snapshotKey identifies one usage snapshot.
+// maxChunkSnapshots is the most snapshot items one write covers: the
+// TransactWriteItems limit.
+const maxChunkSnapshots = 100
+
+// snapshotKey identifies one usage snapshot item. Windows of different
+// types that start at the same instant (the hour from midnight, the day,
+// the month on the 1st) share one item: its sort key holds only the start
+// (inherited layout, see the package documentation).
 type snapshotKey struct {
-	ns, entity, resource, window string
-	start                        time.Time
+	ns, entity, resource string
+	start                time.Time
 }
 
-// snapshotGroup is what a batch adds to one usage snapshot.
+// snapshotGroup is what a chunk adds to one usage snapshot item.
 type snapshotGroup struct {
 	key      snapshotKey
+	window   string           // the window type of the first contribution
 	counters map[string]int64 // tokens
 	events   int64
-	first    int // index of the first record contributing
 }
 
-// snapshotGroups sums the batch's bucket deltas per snapshot: each record's
-// delta of each limit but wcu goes to every configured window containing the
-// record's event time, floored to whole tokens per record (as the original
-// floors each delta), and counts one event.
-func (p *Processor) snapshotGroups(recs []record) []*snapshotGroup {
-	groups := map[snapshotKey]*snapshotGroup{}
-	var order []*snapshotGroup
+// snapshotChunk is the snapshot writes of a run of whole records,
+// starting at record index start, applied atomically.
+type snapshotChunk struct {
+	start  int
+	groups []*snapshotGroup
+}
+
+// snapshotChunks sums the batch's bucket deltas per snapshot item: each
+// record's delta of each limit but wcu goes to every configured window
+// containing the record's event time, floored to whole tokens per record
+// (as the original floors each delta), and counts one event. Records are
+// taken in order and a chunk is closed before a record that would take it
+// past maxChunkSnapshots items, so every chunk covers whole records.
+func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
+	var chunks []snapshotChunk
+	var cur *snapshotChunk
+	var groups map[snapshotKey]*snapshotGroup
 	for _, r := range recs {
 		if r.kind != kindBucket {
 			continue
@@ -61,17 +82,30 @@ func (p *Processor) snapshotGroups(recs []record) []*snapshotGroup {
 		if len(deltas) == 0 {
 			continue
 		}
+		keys := make([]snapshotKey, 0, len(p.opts.Windows))
+		windows := make([]string, 0, len(p.opts.Windows))
+		fresh := 0
 		for _, w := range p.opts.Windows {
 			start, err := limiter.UsageWindowStart(w, r.at)
 			if err != nil {
 				continue // windows are validated by NewProcessor
 			}
-			k := snapshotKey{ns: r.newItem.NamespaceID, entity: r.newItem.EntityID, resource: r.newItem.Resource, window: w, start: start}
+			k := snapshotKey{ns: r.newItem.NamespaceID, entity: r.newItem.EntityID, resource: r.newItem.Resource, start: start}
+			if _, ok := groups[k]; !ok && !slices.Contains(keys, k) {
+				fresh++
+			}
+			keys, windows = append(keys, k), append(windows, w)
+		}
+		if cur == nil || len(cur.groups)+fresh > maxChunkSnapshots {
+			chunks = append(chunks, snapshotChunk{start: r.index})
+			cur, groups = &chunks[len(chunks)-1], map[snapshotKey]*snapshotGroup{}
+		}
+		for i, k := range keys {
 			g, ok := groups[k]
 			if !ok {
-				g = &snapshotGroup{key: k, counters: map[string]int64{}, first: r.index}
+				g = &snapshotGroup{key: k, window: windows[i], counters: map[string]int64{}}
 				groups[k] = g
-				order = append(order, g)
+				cur.groups = append(cur.groups, g)
 			}
 			for name, d := range deltas {
 				g.counters[name] += floorDiv(d, 1000)
@@ -79,27 +113,82 @@ func (p *Processor) snapshotGroups(recs []record) []*snapshotGroup {
 			}
 		}
 	}
-	slices.SortStableFunc(order, func(a, b *snapshotGroup) int { return cmp.Compare(a.first, b.first) })
-	return order
+	return chunks
 }
 
-// writeSnapshot adds g to its snapshot with one UpdateItem.
-func (p *Processor) writeSnapshot(ctx context.Context, g *snapshotGroup, now time.Time) error {
-	in, err := limiter.UsageSnapshotUpdate(p.table, g.key.ns, limiter.UsageSnapshot{
-		EntityID:    g.key.entity,
-		Resource:    g.key.resource,
-		WindowType:  g.key.window,
-		WindowStart: g.key.start,
-		Counters:    g.counters,
-		TotalEvents: g.events,
-	}, now.Add(p.opts.SnapshotTTL))
-	if err != nil {
-		return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.key.window, err)
+// Transaction conflicts (another aggregator instance writing the same
+// snapshot) are retried after 25, 50 and 100 ms.
+const (
+	chunkRetries = 3
+	chunkBackoff = 25 * time.Millisecond
+)
+
+// writeChunk applies c atomically: one UpdateItem for a single snapshot,
+// one TransactWriteItems for several.
+func (p *Processor) writeChunk(ctx context.Context, c snapshotChunk, now time.Time) error {
+	items := make([]types.TransactWriteItem, 0, len(c.groups))
+	var single *dynamodb.UpdateItemInput
+	for _, g := range c.groups {
+		in, err := limiter.UsageSnapshotUpdate(p.table, g.key.ns, limiter.UsageSnapshot{
+			EntityID:    g.key.entity,
+			Resource:    g.key.resource,
+			WindowType:  g.window,
+			WindowStart: g.key.start,
+			Counters:    g.counters,
+			TotalEvents: g.events,
+		}, now.Add(p.opts.SnapshotTTL))
+		if err != nil {
+			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.window, err)
+		}
+		single = in
+		items = append(items, types.TransactWriteItem{Update: &types.Update{
+			TableName:                 in.TableName,
+			Key:                       in.Key,
+			UpdateExpression:          in.UpdateExpression,
+			ConditionExpression:       in.ConditionExpression,
+			ExpressionAttributeNames:  in.ExpressionAttributeNames,
+			ExpressionAttributeValues: in.ExpressionAttributeValues,
+		}})
 	}
-	if _, err := p.client.UpdateItem(ctx, in); err != nil {
-		return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.key.window, err)
+	if len(items) == 1 {
+		if _, err := p.client.UpdateItem(ctx, single); err != nil {
+			g := c.groups[0]
+			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.window, err)
+		}
+		return nil
 	}
-	return nil
+	for attempt := 0; ; attempt++ {
+		_, err := p.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			return nil
+		}
+		if attempt >= chunkRetries || !isTransactionConflict(err) {
+			return fmt.Errorf("usage snapshots of %d items: %w", len(items), err)
+		}
+		t := time.NewTimer(chunkBackoff << attempt)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("usage snapshots of %d items: %w", len(items), ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// isTransactionConflict reports whether err is a transaction canceled by a
+// conflicting concurrent write, which is worth retrying.
+func isTransactionConflict(err error) bool {
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "TransactionConflict" {
+				return true
+			}
+		}
+		return false
+	}
+	var tcf *types.TransactionConflictException
+	return errors.As(err, &tcf)
 }
 
 // floorDiv returns a / b rounded toward negative infinity (b > 0), like

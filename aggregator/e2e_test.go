@@ -1,0 +1,235 @@
+package aggregator
+
+import (
+	"context"
+	"maps"
+	"strconv"
+	"testing"
+	"time"
+
+	limiter "github.com/zaelimiter/limiter"
+)
+
+func mustAcquire(t *testing.T, rl *limiter.RateLimiter, entity, resource string, c limiter.Consume, opts ...limiter.AcquireOption) *limiter.Lease {
+	t.Helper()
+	l, err := rl.Acquire(context.Background(), entity, resource, c, opts...)
+	if err != nil {
+		t.Fatalf("Acquire(%s, %s, %v): %v", entity, resource, c, err)
+	}
+	return l
+}
+
+func mustCommit(t *testing.T, l *limiter.Lease) {
+	t.Helper()
+	if err := l.Commit(context.Background()); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+// windowSpan is the windows of one type that a run of writes between two
+// wall-clock instants may have landed in: one, or two when the run crossed a
+// window boundary.
+func windowSpan(t *testing.T, window string, from, to time.Time) []time.Time {
+	t.Helper()
+	a, err := limiter.UsageWindowStart(window, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := limiter.UsageWindowStart(window, to)
+	if a.Equal(b) {
+		return []time.Time{a}
+	}
+	return []time.Time{a, b}
+}
+
+// TestE2ESnapshotsEqualCommittedConsumption: acquires, adjusts, commits and
+// a rollback on both paths, with a cascade to a parent, go through the
+// stream and the runner into usage snapshots whose counters are exactly
+// the committed consumption per entity and window, and which the
+// repository's usage queries return.
+func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx
+	slow, spec := e.limiter(false), e.limiter(true)
+	if _, err := slow.CreateEntity(ctx, limiter.Entity{ID: "P"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slow.CreateEntity(ctx, limiter.Entity{ID: "C", ParentID: "P", Cascade: true}); err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
+
+	begin := time.Now()
+	want := map[string]map[string]int64{"C": {}, "P": {}, "solo": {}}
+	events := map[string]int64{}
+	for i := range 10 {
+		rl := slow
+		if i%2 == 1 {
+			rl = spec
+		}
+		e.clock.advance(10 * time.Millisecond)
+		l := mustAcquire(t, rl, "C", "gpt", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
+		if i > 0 {
+			if err := l.Adjust(limiter.Consume{"tpm": int64(i * 10)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mustCommit(t, l)
+		for _, id := range []string{"C", "P"} {
+			want[id]["rpm"]++
+			want[id]["tpm"] += 100 + int64(i*10)
+			events[id] += 2 // rpm and tpm on enter
+			if i > 0 {
+				events[id]++ // the tpm adjustment on commit
+			}
+		}
+	}
+	// A refund on commit counts negative; a rollback nets to zero but its
+	// writes are events.
+	l := mustAcquire(t, spec, "C", "gpt", limiter.Consume{"rpm": 1, "tpm": 500}, lim)
+	if err := l.Adjust(limiter.Consume{"tpm": -200}); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, l)
+	l = mustAcquire(t, slow, "C", "gpt", limiter.Consume{"rpm": 1, "tpm": 700}, lim)
+	if err := l.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"C", "P"} {
+		want[id]["rpm"]++
+		want[id]["tpm"] += 300
+		events[id] += 3 + 4
+	}
+	mustCommit(t, mustAcquire(t, spec, "solo", "gpt", limiter.Consume{"rpm": 2, "tpm": 50}, lim))
+	want["solo"] = map[string]int64{"rpm": 2, "tpm": 50}
+	events["solo"] = 2
+	end := time.Now()
+
+	res := e.drain()
+	if res.SnapshotsUpdated == 0 {
+		t.Fatalf("no snapshot written: %+v", res)
+	}
+
+	for _, window := range []string{limiter.WindowHourly, limiter.WindowDaily} {
+		span := windowSpan(t, window, begin, end)
+		for id, counters := range want {
+			snaps, _, err := spec.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: id, Resource: "gpt", Start: span[0], End: span[len(span)-1]})
+			if err != nil {
+				t.Fatalf("UsageSnapshots(%s): %v", id, err)
+			}
+			// Sum the items of this window type's span. The hourly window
+			// that starts at midnight and the daily window share an item
+			// (the original's sort key): there, both windows' consumption
+			// adds up.
+			got, gotEvents, shared := map[string]int64{}, int64(0), 0
+			for _, s := range snaps {
+				if !containsTime(span, s.WindowStart) {
+					continue
+				}
+				if s.WindowStart.Hour() == 0 && (window == limiter.WindowHourly || s.WindowType != window) {
+					shared++
+				}
+				for k, v := range s.Counters {
+					got[k] += v
+				}
+				gotEvents += s.TotalEvents
+			}
+			wantCounters, wantEvents := maps.Clone(counters), events[id]
+			if shared > 0 {
+				for k := range wantCounters {
+					wantCounters[k] *= 2
+				}
+				wantEvents *= 2
+			}
+			if !maps.Equal(got, wantCounters) || gotEvents != wantEvents {
+				t.Errorf("%s %s windows %v: counters %v, %d events; want %v, %d events", id, window, span, got, gotEvents, wantCounters, wantEvents)
+			}
+		}
+	}
+
+	// The summary of the hourly snapshots is the same total.
+	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: limiter.WindowHourly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Total["rpm"] < 2 || sum.Total["tpm"] < 50 || sum.SnapshotCount < 1 {
+		t.Errorf("summary = %+v", sum)
+	}
+
+	// Redelivering nothing: a second drain reads no new record and adds
+	// nothing.
+	if again := e.drain(); again.SnapshotsUpdated != 0 {
+		t.Errorf("second drain wrote %d snapshots", again.SnapshotsUpdated)
+	}
+}
+
+func containsTime(ts []time.Time, t time.Time) bool {
+	for _, x := range ts {
+		if x.Equal(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestE2ERefillKeepsFastPath: a bucket drained by a request and left alone
+// is refilled by the processor, so the next acquire succeeds with one
+// speculative UpdateItem; without the processor it falls back to the slow
+// path.
+func TestE2ERefillKeepsFastPath(t *testing.T) {
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10))
+	for _, withProcessor := range []bool{true, false} {
+		t.Run("processor="+strconv.FormatBool(withProcessor), func(t *testing.T) {
+			e := newEnv(t)
+			rl := e.limiter(true)
+			mustCommit(t, mustAcquire(t, rl, "x", "api", limiter.Consume{"rpm": 10}, lim))
+			if got := e.tokens("x", "api", 0, "rpm"); got != 0 {
+				t.Fatalf("tokens after draining = %d", got)
+			}
+			e.clock.advance(30 * time.Second) // 5 tokens accrue
+			if withProcessor {
+				res := e.drain()
+				if res.RefillsWritten != 1 {
+					t.Fatalf("refills = %d, want 1 (%+v)", res.RefillsWritten, res)
+				}
+				if got := e.tokens("x", "api", 0, "rpm"); got != 5000 {
+					t.Fatalf("tokens after refill = %d, want 5000", got)
+				}
+			}
+			e.rec.Reset()
+			mustCommit(t, mustAcquire(t, rl, "x", "api", limiter.Consume{"rpm": 1}, lim))
+			want := "UpdateItem"
+			if !withProcessor {
+				want = "UpdateItem!, BatchGetItem, UpdateItem"
+			}
+			if got := calls(e.rec); got != want {
+				t.Fatalf("calls = %s, want %s", got, want)
+			}
+			if got := e.tokens("x", "api", 0, "rpm"); got != 4000 {
+				t.Fatalf("tokens = %d, want 4000", got)
+			}
+		})
+	}
+}
+
+// TestE2EWindowFromEventTime is fix B12: the window is the stream record's
+// event time, not the bucket's rf nor the processor's clock (both 3 hours
+// ahead here). Only hourly windows, so that the midnight hour does not
+// share its item with the day.
+func TestE2EWindowFromEventTime(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Windows = []string{limiter.WindowHourly} })
+	e.clock.advance(3 * time.Hour)
+	rl := e.limiter(false)
+	begin := time.Now()
+	mustCommit(t, mustAcquire(t, rl, "w", "api", limiter.Consume{"rpm": 3}, limiter.WithLimits(limiter.PerMinute("rpm", 100))))
+	end := time.Now()
+	e.drain()
+	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: limiter.WindowHourly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	span := windowSpan(t, limiter.WindowHourly, begin, end)
+	if len(snaps) != 1 || !containsTime(span, snaps[0].WindowStart) || snaps[0].Counters["rpm"] != 3 {
+		t.Fatalf("hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
+	}
+}
