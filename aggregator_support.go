@@ -248,12 +248,31 @@ func RefillUpdate(table string, b BucketItem, credits map[string]int64, nowMs in
 // (reference §7.7): SET shard_count = 2×b.ShardCount on b's item, on
 // condition that shard_count still equals b.ShardCount (a concurrent
 // doubling wins). Shard counts live on shard 0: b should be shard 0.
-func ShardDoublingUpdate(table string, b BucketItem) *dynamodb.UpdateItemInput {
+//
+// The doubling also restarts the measure of the item's write rate: it sets
+// the wcu balance back to capacity and rf to nowMs, crediting every other
+// limit with credits[L] millitokens, the refill accrued since b.RefillMs
+// (like [RefillUpdate], with the same rf lock). From then on the item
+// takes a halved share of the writes, and its wcu falls again only if that
+// share still exceeds the partition's 1000 writes per second. Without the
+// restart the balance, drained below the doubling threshold, would take a
+// while to recover even at the halved load, and every batch in between
+// would double again (the runaway of B10).
+func ShardDoublingUpdate(table string, b BucketItem, credits map[string]int64, nowMs int64) *dynamodb.UpdateItemInput {
 	eb := newExprBuilder()
-	sc := eb.name(attrShardCount)
-	set := []string{sc + " = " + eb.n(2*int64(b.ShardCount))}
-	cond := []string{sc + " = " + eb.n(int64(b.ShardCount))}
-	u := eb.update(table, bucketPrimaryKey(b.NamespaceID, b.EntityID, b.Resource, b.Shard), updateExpr(set, nil, nil), cond)
+	sc, rf := eb.name(attrShardCount), eb.name(attrRefill)
+	set := []string{sc + " = " + eb.n(2*int64(b.ShardCount)), rf + " = " + eb.n(nowMs)}
+	if w, ok := b.State(wcuLimitName); ok {
+		set = append(set, eb.name(bucketAttr(wcuLimitName, fieldTokens))+" = "+eb.n(w.CapacityMilli))
+	}
+	var add []string
+	for _, name := range slices.Sorted(maps.Keys(credits)) {
+		if c := credits[name]; c > 0 && name != wcuLimitName {
+			add = append(add, eb.name(bucketAttr(name, fieldTokens))+" "+eb.n(c))
+		}
+	}
+	cond := []string{sc + " = " + eb.n(int64(b.ShardCount)), rf + " = " + eb.n(b.RefillMs)}
+	u := eb.update(table, bucketPrimaryKey(b.NamespaceID, b.EntityID, b.Resource, b.Shard), updateExpr(set, add, nil), cond)
 	return updateInput(u)
 }
 

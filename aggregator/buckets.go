@@ -74,18 +74,11 @@ func isConditionFailed(err error) bool {
 // accrued between rf and nowMs (reference §7.6: limits with a
 // non-positive refill amount or period are skipped; a limit other than wcu
 // refills at 1/shard count of its capacity and rate, because each shard owns
-// that share, while wcu is per item, each shard being its own partition), and
-// whether a refill is due: some limit's refilled balance does not cover the
-// batch's consumption of it.
-func refillCredits(b *bucketAgg, nowMs int64) (credits map[string]int64, due bool) {
-	if !consumed(b) {
-		// Only a bucket that the batch consumed from is refilled: the
-		// processor's own refill writes come back through the stream, and a
-		// bucket in debt would otherwise be refilled on every poll.
-		return nil, false
-	}
+// that share, while wcu is per item, each shard being its own partition).
+// Limits that accrued nothing are left out.
+func refillCredits(b *bucketAgg, nowMs int64) map[string]int64 {
 	n := int64(max(b.item.ShardCount, 1))
-	credits = map[string]int64{}
+	credits := map[string]int64{}
 	for _, s := range b.item.States {
 		if s.RefillPeriodMs <= 0 || s.RefillAmountMilli <= 0 {
 			continue
@@ -95,16 +88,30 @@ func refillCredits(b *bucketAgg, nowMs int64) (credits map[string]int64, due boo
 			capMilli, rate = floorDiv(capMilli, n), floorDiv(rate, n)
 		}
 		tk, _ := limiter.RefillBucket(s.TokensMilli, b.item.RefillMs, nowMs, capMilli, rate, s.RefillPeriodMs)
-		d := tk - s.TokensMilli
-		if d <= 0 {
-			continue
-		}
-		credits[s.LimitName] = d
-		if tk < max(0, b.deltas[s.LimitName]) {
-			due = true
+		if d := tk - s.TokensMilli; d > 0 {
+			credits[s.LimitName] = d
 		}
 	}
-	return credits, due
+	return credits
+}
+
+// refillDue reports whether a proactive refill of b is due (reference §7.6
+// and Appendix C6): the batch consumed from b's item and some limit's
+// refilled balance does not cover the batch's consumption of it. Only a
+// bucket that the batch consumed from is refilled: the processor's own
+// refill writes come back through the stream, and a bucket in debt would
+// otherwise be refilled on every poll.
+func refillDue(b *bucketAgg, credits map[string]int64) bool {
+	if !consumed(b) {
+		return false
+	}
+	for name, c := range credits {
+		s, _ := b.item.State(name)
+		if s.TokensMilli+c < max(0, b.deltas[name]) {
+			return true
+		}
+	}
+	return false
 }
 
 // consumed reports whether the batch consumed from b's item: some limit's
@@ -118,12 +125,12 @@ func consumed(b *bucketAgg) bool {
 	return false
 }
 
-// refill writes a proactive refill of b when one is due (see
-// refillCredits). It reports whether the write applied; a lost rf lock
-// (someone wrote the bucket since) is not an error.
-func (p *Processor) refill(ctx context.Context, b *bucketAgg, now time.Time) (bool, error) {
-	credits, due := refillCredits(b, now.UnixMilli())
-	if !due {
+// refill writes a proactive refill of b when one is due (see refillDue),
+// crediting every limit that accrued: rf moves to now for all of them. It
+// reports whether the write applied; a lost rf lock (someone wrote the
+// bucket since) is not an error.
+func (p *Processor) refill(ctx context.Context, b *bucketAgg, credits map[string]int64, now time.Time) (bool, error) {
+	if !refillDue(b, credits) {
 		return false, nil
 	}
 	in := limiter.RefillUpdate(p.table, b.item, credits, now.UnixMilli())
@@ -166,14 +173,13 @@ func shouldShard(b *bucketAgg, nowMs int64) bool {
 	return ok && float64(level) < ShardThreshold*float64(capacity)
 }
 
-// proactiveShard doubles b's shard count when shouldShard says so. It
-// reports whether the doubling applied; a concurrent change of the shard
-// count is not an error.
-func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, now time.Time) (bool, error) {
-	if !shouldShard(b, now.UnixMilli()) {
-		return false, nil
-	}
-	_, err := p.client.UpdateItem(ctx, limiter.ShardDoublingUpdate(p.table, b.item))
+// proactiveShard doubles b's shard count when shouldShard says so; the
+// same write refills b with credits and restarts its wcu (see
+// limiter.ShardDoublingUpdate). It reports whether the doubling applied; a
+// concurrent change of the shard count or of rf is not an error (the next
+// batch judges again).
+func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, credits map[string]int64, now time.Time) (bool, error) {
+	_, err := p.client.UpdateItem(ctx, limiter.ShardDoublingUpdate(p.table, b.item, credits, now.UnixMilli()))
 	switch {
 	case isConditionFailed(err):
 		return false, nil

@@ -233,3 +233,98 @@ func TestE2EWindowFromEventTime(t *testing.T) {
 		t.Fatalf("hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
 	}
 }
+
+// load runs n acquires of one rps token on entity/api at rate per second of
+// the fake clock, draining the stream every pollEvery acquires, and
+// returns the summed results. stop, when not nil, ends the load early.
+func (e *env) load(rl *limiter.RateLimiter, entity string, n, rate, pollEvery int, stop func(r Result, acquires int) bool) (Result, int) {
+	e.t.Helper()
+	lim := limiter.WithLimits(limiter.PerSecond("rps", 1_000_000))
+	var total Result
+	add := func(r Result) {
+		total.Processed += r.Processed
+		total.RefillsWritten += r.RefillsWritten
+		total.ShardsDoubled += r.ShardsDoubled
+		total.ShardItemsCreated += r.ShardItemsCreated
+	}
+	for i := 1; i <= n; i++ {
+		e.clock.advance(time.Second / time.Duration(rate))
+		mustCommit(e.t, mustAcquire(e.t, rl, entity, "api", limiter.Consume{"rps": 1}, lim))
+		if i%pollEvery == 0 {
+			add(e.drain())
+			if stop != nil && stop(total, i) {
+				return total, i
+			}
+		}
+	}
+	add(e.drain())
+	return total, n
+}
+
+// TestE2EHotBucketShardsOnce: 1800 writes/s on one bucket item (above the
+// partition's 1000) drain its wcu below 20 % within about a second, and the
+// processor doubles shard 0 once and creates shard 1 whole; at the halved
+// load (900/s per shard) it does not double again.
+func TestE2EHotBucketShardsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("about 2600 acquires")
+	}
+	e := newEnv(t)
+	rl := e.limiter(true)
+	doubledAt := 0
+	res, n := e.load(rl, "hot", 3000, 1800, 100, func(r Result, acquires int) bool {
+		if r.ShardsDoubled > 0 && doubledAt == 0 {
+			doubledAt = acquires
+		}
+		return doubledAt > 0 && acquires >= doubledAt+600
+	})
+	t.Logf("doubled after %d acquires, stopped after %d", doubledAt, n)
+	if res.ShardsDoubled != 1 || res.ShardItemsCreated != 1 {
+		t.Fatalf("after %d acquires: %d doublings, %d shard items created; want 1 and 1", n, res.ShardsDoubled, res.ShardItemsCreated)
+	}
+	if doubledAt < 1500 || doubledAt > 2000 {
+		t.Fatalf("doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
+	}
+	if st := rl.SpeculativeStats(); st.Counts[limiter.SpecFallbackShardDoubled] != 0 {
+		t.Errorf("the client doubled too: %+v", st)
+	}
+	s0, s1 := e.bucket("hot", "api", 0), e.bucket("hot", "api", 1)
+	if s0.ShardCount != 2 || s1 == nil || s1.ShardCount != 2 || e.bucket("hot", "api", 2) != nil {
+		t.Fatalf("shard 0 = %+v, shard 1 = %+v", s0, s1)
+	}
+	// Shard 1 is a whole item: every limit with shard 0's configuration.
+	if len(s1.States) != len(s0.States) || s1.EntityID != "hot" || s1.Resource != "api" {
+		t.Fatalf("shard 1 = %+v", s1)
+	}
+	for _, s := range s0.States {
+		got, ok := s1.State(s.LimitName)
+		if !ok || got.CapacityMilli != s.CapacityMilli || got.RefillAmountMilli != s.RefillAmountMilli || got.RefillPeriodMs != s.RefillPeriodMs {
+			t.Errorf("shard 1 %s = %+v, shard 0 %+v", s.LimitName, got, s)
+		}
+	}
+	// The load reached shard 1 after the doubling.
+	if rps, _ := s1.State("rps"); rps.TotalConsumedMilli == 0 {
+		t.Errorf("shard 1 never written: %+v", rps)
+	}
+}
+
+// TestE2EQuietBucketNeverShards: 1500 writes at 500/s, more than the
+// original needed to shard (about 800 lifetime writes, B10), leave one
+// shard.
+func TestE2EQuietBucketNeverShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1500 acquires")
+	}
+	e := newEnv(t)
+	rl := e.limiter(true)
+	res, _ := e.load(rl, "quiet", 1500, 500, 100, nil)
+	if res.ShardsDoubled != 0 || res.ShardItemsCreated != 0 {
+		t.Fatalf("%d doublings, %d shard items created", res.ShardsDoubled, res.ShardItemsCreated)
+	}
+	if b := e.bucket("quiet", "api", 0); b.ShardCount != 1 || e.bucket("quiet", "api", 1) != nil {
+		t.Fatalf("shard 0 = %+v", b)
+	}
+	if st := rl.SpeculativeStats(); st.Counts[limiter.SpecSuccess] < 1400 {
+		t.Errorf("only %d of 1500 acquires on the fast path: %+v", st.Counts[limiter.SpecSuccess], st)
+	}
+}

@@ -232,17 +232,21 @@ func (p *Processor) Process(ctx context.Context, records []events.DynamoDBEventR
 	// 5. Proactive refill and sharding (best effort: the next batch or the
 	// client's slow path does the same work).
 	for _, b := range aggregateBuckets(decoded) {
-		ok, err := p.refill(ctx, b, now)
+		credits := refillCredits(b, now.UnixMilli())
+		if shouldShard(b, now.UnixMilli()) {
+			ok, err := p.proactiveShard(ctx, b, credits, now)
+			if err != nil {
+				res.Errors = append(res.Errors, err)
+			} else if ok {
+				res.ShardsDoubled++
+			}
+			continue
+		}
+		ok, err := p.refill(ctx, b, credits, now)
 		if err != nil {
 			res.Errors = append(res.Errors, err)
 		} else if ok {
 			res.RefillsWritten++
-		}
-		ok, err = p.proactiveShard(ctx, b, now)
-		if err != nil {
-			res.Errors = append(res.Errors, err)
-		} else if ok {
-			res.ShardsDoubled++
 		}
 	}
 
