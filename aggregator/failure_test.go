@@ -127,3 +127,23 @@ func TestProcessorSnapshotConflictRetried(t *testing.T) {
 	}
 	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2}, 1)
 }
+
+// TestProcessorCostOneWritePerBatch: 100 records of one bucket item cost one
+// TransactWriteItems of its 2 snapshot items (hourly, daily); the original
+// sends one UpdateItem per limit delta and window, 200 here. No refill is
+// due (the balances cover the batch).
+func TestProcessorCostOneWritePerBatch(t *testing.T) {
+	f := newFixture(t, fixtureNow)
+	var recs []events.DynamoDBEventRecord
+	for i := range 100 {
+		recs = append(recs, insertRecord("same", i+1, 1))
+	}
+	res := f.proc.Process(f.ctx, recs, "req")
+	if len(res.Failures) != 0 || res.SnapshotsUpdated != 2 {
+		t.Fatalf("result = %+v", res)
+	}
+	if got := calls(f.rec); got != "TransactWriteItems" {
+		t.Fatalf("calls = %s", got)
+	}
+	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 100}, 100)
+}
