@@ -183,8 +183,8 @@ func TestArchiveSelection(t *testing.T) {
 	f := archiveFixture(t, fixtureNow, client, "archive")
 	recs := []events.DynamoDBEventRecord{
 		auditRemove(fixtureNS+"/AUDIT#e", "02", "limits_set", "2026-02-03T04:05:06Z", 1),
-		auditRemove("AUDIT#e", "03", "limits_set", "2026-01-01T00:00:00Z", 2),        // no namespace
-		auditRemove(fixtureNS+"/AUDIT#e", "04", "", "2026-01-01T00:00:00Z", 3),       // no action
+		auditRemove("AUDIT#e", "03", "limits_set", "2026-01-01T00:00:00Z", 2),  // no namespace
+		auditRemove(fixtureNS+"/AUDIT#e", "04", "", "2026-01-01T00:00:00Z", 3), // no action
 		auditRemove(fixtureNS+"/AUDIT#e", "01", "entity_created", "2026-02-01T00:00:00Z", 4),
 	}
 	insert := recs[0]
