@@ -83,7 +83,8 @@ type Processor struct {
 }
 
 // NewProcessor returns a processor writing to table through client. An
-// unknown window or a negative TTL is an error.
+// unknown window, a negative TTL, an empty table name or a nil client is an
+// error.
 func NewProcessor(client DynamoDBClient, table string, optFns ...func(*Options)) (*Processor, error) {
 	var o Options
 	for _, fn := range optFns {
@@ -112,6 +113,9 @@ func NewProcessor(client DynamoDBClient, table string, optFns ...func(*Options))
 	}
 	if table == "" {
 		return nil, errors.New("aggregator: empty table name")
+	}
+	if client == nil {
+		return nil, errors.New("aggregator: nil DynamoDB client")
 	}
 	return &Processor{client: client, table: table, opts: o}, nil
 }
@@ -284,20 +288,20 @@ func (p *Processor) log(ctx context.Context, res Result) {
 // Handle is the Lambda handler: it processes the event's records and
 // returns the records to redeliver as BatchItemFailures, identified by
 // their sequence numbers (the event source mapping needs
-// FunctionResponseTypes ReportBatchItemFailures). It returns an error only
-// when ctx is done, so that the whole batch is retried.
+// FunctionResponseTypes ReportBatchItemFailures). It never returns an
+// error: an error would make the event source mapping redeliver the whole
+// batch, counting again the records that were applied. When ctx ends
+// during the batch, the writes it stops fail and their records are
+// reported like any other failure.
 func (p *Processor) Handle(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	requestID := "local"
 	if lc, ok := lambdacontext.FromContext(ctx); ok && lc.AwsRequestID != "" {
 		requestID = lc.AwsRequestID
 	}
 	res := p.Process(ctx, ev.Records, requestID)
-	var resp events.DynamoDBEventResponse
+	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	for _, f := range res.Failures {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: f.SequenceNumber})
-	}
-	if err := ctx.Err(); err != nil {
-		return resp, err
 	}
 	return resp, nil
 }
