@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,7 +276,11 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 	}
 	e.drain()
 	var got []string
-	for _, o := range readArchive(t, client, "archive") {
+	objs := readArchive(t, client, "archive")
+	for _, o := range objs {
+		if !strings.Contains(o.key, "/audit-local-") {
+			t.Errorf("key %q: want the runner's request id local-{first event id}", o.key)
+		}
 		for _, l := range o.lines {
 			if l["action"] != limiter.AuditEntityCreated {
 				t.Errorf("line = %v", l)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -79,7 +78,6 @@ type Runner struct {
 	started bool // the first shard listing is done
 	shards  map[string]*streamShard
 	order   []*streamShard // in order of discovery
-	batches int            // names archive objects
 }
 
 // streamShard is the reading position in one stream shard.
@@ -280,8 +278,10 @@ func (r *Runner) feed(ctx context.Context, recs []streamtypes.Record, total *Res
 	for i, rec := range recs {
 		batch[i] = EventRecord(rec, r.arn)
 	}
-	r.batches++
-	requestID := "local-" + strconv.Itoa(r.batches)
+	// The request id names the batch's archive object: the first record's
+	// event id is unique in the stream, so a restarted runner does not
+	// overwrite the objects of an earlier run.
+	requestID := "local-" + batch[0].EventID
 	total.Processed += len(batch)
 	for attempt := 0; ; attempt++ {
 		res := r.proc.Process(ctx, batch, requestID)
