@@ -104,7 +104,7 @@ bench: dynamodb-local ## benchmarks with allocation counts
 .PHONY: lambda
 lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip
 	@mkdir -p '$(BIN_DIR)'
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -o '$(BIN_DIR)/bootstrap' ./aggregator/cmd/aggregator
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o '$(BIN_DIR)/bootstrap' ./aggregator/cmd/aggregator
 	@rm -f '$(BIN_DIR)/aggregator.zip'
 	@if command -v zip >/dev/null; then \
 		(cd '$(BIN_DIR)' && zip -q -X aggregator.zip bootstrap); \
