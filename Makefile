@@ -14,6 +14,9 @@ DYNAMODB_LOCAL_DIR ?= $(or $(ZAEL_DYNAMODB_LOCAL_DIR),$(CURDIR)/.cache/dynamodb-
 # Extra `go test` flags for test, e.g. GOTESTFLAGS=-v (.ci/run uses it).
 GOTESTFLAGS ?=
 
+# `make bench` flags, e.g. BENCHFLAGS='-bench=HotKeys -benchtime=3s' (README, hot keys benchmark).
+BENCHFLAGS ?= -bench=.
+
 # Fuzzing: time per target, and the file whose Fuzz targets `make fuzz` runs.
 FUZZTIME ?= 10s
 FUZZ_FILE ?= bucket_fuzz_test.go
@@ -98,8 +101,8 @@ cover: dynamodb-local ## tests with coverage; writes cover.out and prints per-fu
 	$(GO) tool cover -func=cover.out | tail -n 1
 
 .PHONY: bench
-bench: dynamodb-local ## benchmarks with allocation counts
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' -bench=. -benchmem ./...
+bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default -bench=.)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' $(BENCHFLAGS) -benchmem ./...
 
 .PHONY: lambda
 lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip

@@ -20,7 +20,7 @@ type entityGroup struct {
 	entityID string
 	limits   []Limit
 	source   ConfigSource
-	bucket   *storedBucket // nil when the item does not exist
+	bucket   *StoredBucket // nil when the item does not exist
 	meta     *Entity       // nil when the entity has no META record
 }
 
@@ -76,7 +76,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 			s = bucketStateFromLimit(g.entityID, resource, l, now)
 		}
 		e := &leaseEntry{
-			key:                 bucketKey{entityID: g.entityID, resource: resource},
+			key:                 BucketKey{EntityID: g.entityID, Resource: resource},
 			limit:               l,
 			originalTokensMilli: s.TokensMilli,
 			originalRfMs:        s.LastRefillMs,
@@ -116,17 +116,17 @@ func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, last
 // it cascades, of its parent. With the parent known from the entity cache
 // this is one BatchGetItem; otherwise a second one follows for the parent.
 func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
-	cache := rl.repo.entities()
+	cache := rl.repo.EntityCache()
 	info, _ := cache.get(entityID)
 	guess := info.cascadeParent()
 
 	ids := []string{entityID}
-	keys := []bucketKey{{entityID: entityID, resource: resource}}
+	keys := []BucketKey{{EntityID: entityID, Resource: resource}}
 	if guess != "" {
 		ids = append(ids, guess)
-		keys = append(keys, bucketKey{entityID: guess, resource: resource})
+		keys = append(keys, BucketKey{EntityID: guess, Resource: resource})
 	}
-	metas, buckets, err := rl.repo.loadBuckets(ctx, ids, keys)
+	metas, buckets, err := rl.repo.LoadBuckets(ctx, ids, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
 	}
@@ -134,20 +134,20 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	parentID := ""
 	if m, ok := metas[entityID]; ok {
 		child.meta = &m
-		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
+		cache.SetEntity(entityID, true, m.Cascade, m.ParentID)
 		if m.Cascade {
 			parentID = m.ParentID
 		}
 	} else {
-		cache.setEntity(entityID, false, false, "")
+		cache.SetEntity(entityID, false, false, "")
 	}
 	groups := []entityGroup{child}
 	if parentID == "" {
 		return groups, nil
 	}
-	pkey := bucketKey{entityID: parentID, resource: resource}
+	pkey := BucketKey{EntityID: parentID, Resource: resource}
 	if parentID != guess {
-		pm, pb, err := rl.repo.loadBuckets(ctx, []string{parentID}, []bucketKey{pkey})
+		pm, pb, err := rl.repo.LoadBuckets(ctx, []string{parentID}, []BucketKey{pkey})
 		if err != nil {
 			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
 		}
@@ -156,7 +156,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	parent := entityGroup{entityID: parentID, bucket: buckets[pkey]}
 	if m, ok := metas[parentID]; ok {
 		parent.meta = &m
-		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
+		cache.SetEntity(parentID, true, m.Cascade, m.ParentID)
 	}
 	return append(groups, parent), nil
 }
@@ -178,15 +178,15 @@ func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 // ttlFor decides the TTL handling of a group's bucket (§4.5): buckets of
 // entity-level config never expire; others expire after the time-to-fill
 // times the repository's multiplier.
-func (rl *RateLimiter) ttlFor(g entityGroup) (ttlMode, int64) {
+func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
 	if g.source == SourceEntity {
-		return ttlRemove, 0
+		return TTLRemove, 0
 	}
-	secs := bucketTTLSeconds(g.limits, rl.repo.bucketTTLMultiplier())
+	secs := bucketTTLSeconds(g.limits, rl.repo.BucketTTLMultiplier())
 	if secs <= 0 {
-		return ttlUnchanged, 0
+		return TTLUnchanged, 0
 	}
-	return ttlSet, secs
+	return TTLSet, secs
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter,
@@ -197,48 +197,48 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		return nil // an empty limit list checks and writes nothing
 	}
 	now := rl.nowMs()
-	writes := make([]bucketWrite, 0, len(groups))
+	writes := make([]BucketWrite, 0, len(groups))
 	for _, g := range groups {
-		entries := lease.entriesOf(bucketKey{entityID: g.entityID, resource: lease.entries[0].key.resource})
+		entries := lease.entriesOf(BucketKey{EntityID: g.entityID, Resource: lease.entries[0].key.Resource})
 		if len(entries) == 0 {
 			continue
 		}
-		w := bucketWrite{key: entries[0].key, nowMs: now}
-		w.ttl, w.ttlSeconds = rl.ttlFor(g)
+		w := BucketWrite{Key: entries[0].key, NowMs: now}
+		w.TTL, w.TTLSeconds = rl.ttlFor(g)
 		if g.meta != nil {
-			w.cascade, w.parentID, w.refreshEntity = g.meta.Cascade, g.meta.ParentID, true
+			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 		}
 		if g.bucket == nil {
-			w.kind = writeCreate
-			w.shardCount = 1
+			w.Kind = WriteCreate
+			w.ShardCount = 1
 			for _, e := range entries {
-				w.states = append(w.states, e.state)
+				w.States = append(w.States, e.state)
 			}
 		} else {
-			w.kind = writeNormal
-			w.expectedRf = g.bucket.rf
+			w.Kind = WriteNormal
+			w.ExpectedRefillMs = g.bucket.RefillMs
 			for _, e := range entries {
-				lw := limitWrite{name: e.limit.Name, consumedMilli: e.consumed * 1000}
+				lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 				if e.missingLimit {
-					full := bucketStateFromLimit(g.entityID, w.key.resource, e.limit, now)
-					lw.initial = &full
+					full := bucketStateFromLimit(g.entityID, w.Key.Resource, e.limit, now)
+					lw.Initial = &full
 				} else {
-					lw.refillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.consumedMilli
+					lw.RefillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.ConsumedMilli
 				}
-				w.limits = append(w.limits, lw)
+				w.Limits = append(w.Limits, lw)
 			}
 			// Refill the hidden wcu limit too, so that it measures write
 			// rate instead of lifetime writes (fix B10).
 			if s, ok := g.bucket.state(wcuLimitName); ok {
-				if tk, _ := refillBucket(s.TokensMilli, g.bucket.rf, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); tk > s.TokensMilli {
-					w.limits = append(w.limits, limitWrite{name: wcuLimitName, refillMilli: tk - s.TokensMilli})
+				if tk, _ := refillBucket(s.TokensMilli, g.bucket.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); tk > s.TokensMilli {
+					w.Limits = append(w.Limits, LimitWrite{Name: wcuLimitName, RefillMilli: tk - s.TokensMilli})
 				}
 			}
 		}
 		writes = append(writes, w)
 	}
 	err := rl.writeWithConflictRetry(ctx, writes)
-	if errors.Is(err, errConditionFailed) {
+	if errors.Is(err, ErrConditionFailed) {
 		err = rl.retryInitial(ctx, lease, groups)
 	}
 	if err != nil {
@@ -254,27 +254,27 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 // consume without refilling, guarded by tk >= consumed.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
-	var writes []bucketWrite
+	var writes []BucketWrite
 	for _, g := range groups {
-		w := bucketWrite{kind: writeRetry, nowMs: now}
+		w := BucketWrite{Kind: WriteRetry, NowMs: now}
 		for _, e := range lease.entries {
-			if e.key.entityID != g.entityID || e.consumed <= 0 {
+			if e.key.EntityID != g.entityID || e.consumed <= 0 {
 				continue
 			}
-			w.key = e.key
-			lw := limitWrite{name: e.limit.Name, consumedMilli: e.consumed * 1000}
+			w.Key = e.key
+			lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 			if e.missingLimit {
-				full := bucketStateFromLimit(g.entityID, e.key.resource, e.limit, now)
-				lw.initial = &full
+				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
+				lw.Initial = &full
 			}
-			w.limits = append(w.limits, lw)
+			w.Limits = append(w.Limits, lw)
 		}
-		if len(w.limits) > 0 {
+		if len(w.Limits) > 0 {
 			writes = append(writes, w)
 		}
 	}
 	err := rl.writeWithConflictRetry(ctx, writes)
-	if errors.Is(err, errConditionFailed) {
+	if errors.Is(err, ErrConditionFailed) {
 		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
 	}
 	return err
@@ -282,15 +282,16 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 
 // writeWithConflictRetry writes, retrying a TransactionConflict up to
 // maxConflictRetries times with 25/50/100 ms backoff.
-func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []bucketWrite) error {
+func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []BucketWrite) error {
 	if len(writes) == 0 {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := rl.repo.writeBuckets(ctx, writes)
-		if !errors.Is(err, errTransactionConflict) || attempt >= maxConflictRetries {
+		err := rl.repo.WriteBuckets(ctx, writes)
+		if !errors.Is(err, ErrTransactionConflict) || attempt >= maxConflictRetries {
 			return err
 		}
+		rl.logConflict(ctx, writes, attempt, conflictBackoff(attempt))
 		if err := rl.sleep(ctx, conflictBackoff(attempt)); err != nil {
 			return err
 		}
@@ -304,8 +305,8 @@ func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
 	for _, e := range entries {
 		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
 		out = append(out, LimitStatus{
-			EntityID:   e.key.entityID,
-			Resource:   e.key.resource,
+			EntityID:   e.key.EntityID,
+			Resource:   e.key.Resource,
 			LimitName:  e.limit.Name,
 			Limit:      e.limit,
 			Available:  floorDiv(e.state.TokensMilli, 1000),

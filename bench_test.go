@@ -9,7 +9,7 @@ import (
 
 // BenchmarkBuildSpeculativeUpdate measures building the hot path's request.
 func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
-	key := bucketKey{entityID: "api-key-1", resource: "gpt-4"}
+	key := BucketKey{EntityID: "api-key-1", Resource: "gpt-4"}
 	c := Consume{"rpm": 1, "tpm": 500}
 	b.ReportAllocs()
 	for b.Loop() {

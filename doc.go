@@ -13,6 +13,11 @@
 // Cascade also charges its parent. [HTTPMiddleware] applies all of this to
 // net/http handlers, answering 429 with Retry-After when a limit refuses.
 //
+// [RateLimiter.Wait] blocks until a request fits instead of failing, for
+// batch jobs. [WithLogger] logs the limiter's decisions with log/slog and
+// [WithMetrics] reports acquire outcomes, latencies and store calls; the
+// otelmetrics sub-package reports them to OpenTelemetry.
+//
 // # Units
 //
 // Limits are configured in whole tokens and whole-second periods. Buckets are

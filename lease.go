@@ -28,7 +28,7 @@ type Lease struct {
 
 // leaseEntry is one limit of one bucket item held by a lease.
 type leaseEntry struct {
-	key   bucketKey
+	key   BucketKey
 	limit Limit
 	// state is the local view of the bucket after this lease's changes.
 	state BucketState
@@ -44,7 +44,7 @@ type leaseEntry struct {
 }
 
 // entriesOf returns the entries of one bucket item, in order.
-func (ls *Lease) entriesOf(key bucketKey) []*leaseEntry {
+func (ls *Lease) entriesOf(key BucketKey) []*leaseEntry {
 	var out []*leaseEntry
 	for _, e := range ls.entries {
 		if e.key == key {
@@ -55,8 +55,8 @@ func (ls *Lease) entriesOf(key bucketKey) []*leaseEntry {
 }
 
 // keys returns the distinct bucket items of the lease in first-seen order.
-func (ls *Lease) keys() []bucketKey {
-	var out []bucketKey
+func (ls *Lease) keys() []BucketKey {
+	var out []BucketKey
 	for _, e := range ls.entries {
 		if len(out) == 0 || !containsKey(out, e.key) {
 			out = append(out, e.key)
@@ -65,7 +65,7 @@ func (ls *Lease) keys() []bucketKey {
 	return out
 }
 
-func containsKey(keys []bucketKey, k bucketKey) bool {
+func containsKey(keys []BucketKey, k BucketKey) bool {
 	for _, x := range keys {
 		if x == k {
 			return true
@@ -113,7 +113,7 @@ func (ls *Lease) Consume(c Consume) error {
 	exceeded := false
 	for _, e := range ls.entries {
 		amount := c[e.limit.Name]
-		st := LimitStatus{EntityID: e.key.entityID, Resource: e.key.resource, LimitName: e.limit.Name, Limit: e.limit, Requested: amount}
+		st := LimitStatus{EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit, Requested: amount}
 		admit(&st, e.state, amount, now)
 		exceeded = exceeded || st.Exceeded
 		statuses = append(statuses, st)
@@ -178,13 +178,13 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
 		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
-		if len(w.limits) == 0 {
+		if len(w.Limits) == 0 {
 			continue
 		}
 		// A condition failure means the bucket item no longer exists
 		// (expired): there is nothing left to adjust.
-		if err := ls.rl.repo.writeBuckets(ctx, []bucketWrite{w}); err != nil && !errors.Is(err, errConditionFailed) {
-			return fmt.Errorf("commit %s/%s: %w", key.entityID, key.resource, err)
+		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+			return fmt.Errorf("commit %s/%s: %w", key.EntityID, key.Resource, err)
 		}
 		for _, e := range entries {
 			e.initialConsumed = e.consumed
@@ -214,11 +214,11 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
 		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return -e.initialConsumed })
-		if len(w.limits) == 0 {
+		if len(w.Limits) == 0 {
 			continue
 		}
-		if err := ls.rl.repo.writeBuckets(ctx, []bucketWrite{w}); err != nil && !errors.Is(err, errConditionFailed) {
-			errs = append(errs, fmt.Errorf("rollback %s/%s: %w", key.entityID, key.resource, err))
+		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+			errs = append(errs, fmt.Errorf("rollback %s/%s: %w", key.EntityID, key.Resource, err))
 			continue
 		}
 		for _, e := range entries {
@@ -233,11 +233,11 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 }
 
 // adjustWrite builds the unconditional ADD of delta(e) tokens for entries.
-func adjustWrite(key bucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) bucketWrite {
-	w := bucketWrite{kind: writeAdjust, key: key}
+func adjustWrite(key BucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) BucketWrite {
+	w := BucketWrite{Kind: WriteAdjust, Key: key}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.limits = append(w.limits, limitWrite{name: e.limit.Name, consumedMilli: satMul(d, 1000)})
+			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: satMul(d, 1000)})
 		}
 	}
 	return w

@@ -15,11 +15,18 @@ type RateLimiter struct {
 	repo        Repository
 	speculative bool
 	stats       specStats
+	obs         observer // WithLogger, WithMetrics (observe.go)
 	now         func() time.Time
 	// sleep waits d or until ctx is done (the transaction-conflict backoff).
 	sleep func(ctx context.Context, d time.Duration) error
 	// intN returns a random int in [0, n) (shard choice); a test seam.
 	intN func(n int) int
+
+	// Hot keys (groupcommit.go, overlimit.go).
+	noGroupCommit    bool
+	overLimitMaxWait time.Duration
+	gc               *groupCommit    // nil when group commit is off
+	olc              *overLimitCache // nil when the over-limit cache is off
 }
 
 // Option configures a [RateLimiter].
@@ -41,10 +48,11 @@ func WithClock(now func() time.Time) Option {
 
 // New returns a RateLimiter backed by repo.
 func New(repo Repository, opts ...Option) *RateLimiter {
-	rl := &RateLimiter{repo: repo, speculative: true, now: repo.clock(), sleep: sleepContext, intN: rand.IntN}
+	rl := &RateLimiter{repo: repo, speculative: true, now: repo.Clock(), sleep: sleepContext, intN: rand.IntN}
 	for _, o := range opts {
 		o(rl)
 	}
+	rl.initHotKeys()
 	return rl
 }
 
@@ -60,7 +68,12 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 }
 
 // Repository returns the repository the limiter uses.
-func (rl *RateLimiter) Repository() Repository { return rl.repo }
+func (rl *RateLimiter) Repository() Repository {
+	if m, ok := rl.repo.(*meteredRepo); ok {
+		return m.Repository
+	}
+	return rl.repo
+}
 
 func (rl *RateLimiter) nowMs() int64 { return rl.now().UnixMilli() }
 
@@ -90,10 +103,14 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 }
 
 func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
-	var o acquireOptions
-	for _, fn := range opts {
-		fn(&o)
+	if len(opts) == 0 {
+		return acquireOptions{}, nil // no heap allocation on the hot path
 	}
+	op := new(acquireOptions)
+	for _, fn := range opts {
+		fn(op)
+	}
+	o := *op
 	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
 		return o, newValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
 	}
@@ -116,6 +133,18 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
 // returns a no-op lease. Context cancellation is returned as is.
 func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	m := rl.obs.metrics
+	if m == nil {
+		return rl.acquireChecked(ctx, entityID, resource, consume, opts)
+	}
+	start := time.Now()
+	lease, err := rl.acquireChecked(ctx, entityID, resource, consume, opts)
+	m.AcquireDone(ctx, acquireOutcome(ctx, lease, err), time.Since(start))
+	return lease, err
+}
+
+// acquireChecked is Acquire without metrics.
+func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {
 		return nil, err
@@ -138,12 +167,13 @@ func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, c
 	}
 	mode := o.onUnavailable
 	if mode == "" {
-		mode = rl.repo.resolveOnUnavailable(ctx)
+		mode = rl.repo.ResolveOnUnavailable(ctx)
 	}
+	rl.logUnavailable(ctx, entityID, resource, mode, err)
 	if mode == OnUnavailableAllow {
 		return &Lease{rl: rl, noop: true}, nil
 	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.tableName(), EntityID: entityID, Resource: resource}
+	return nil, &UnavailableError{Cause: err, Table: rl.repo.StoreName(), EntityID: entityID, Resource: resource}
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When
@@ -180,7 +210,7 @@ func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string,
 	if o.override {
 		return o.limits, SourceOverride, nil
 	}
-	limits, source, err := rl.repo.resolveLimits(ctx, entityID, resource)
+	limits, source, err := rl.repo.ResolveLimits(ctx, entityID, resource)
 	if err != nil {
 		return nil, "", err
 	}
@@ -200,6 +230,9 @@ func noLimitsError(entityID, resource string) error {
 // acquire obtains a lease: the speculative path when enabled, else (or when
 // it cannot decide) the read-then-write path.
 func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
+		return nil, err
+	}
 	if rl.speculative {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, o)
 		if err != nil || lease != nil {
@@ -221,7 +254,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
-	b, err := rl.repo.getBucket(ctx, bucketKey{entityID: entityID, resource: resource})
+	b, err := rl.repo.GetBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
@@ -249,7 +282,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
-	b, err := rl.repo.getBucket(ctx, bucketKey{entityID: entityID, resource: resource})
+	b, err := rl.repo.GetBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
 	}

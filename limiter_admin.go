@@ -67,7 +67,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		}
 	}
 	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source})
-	return rl.repo.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
+	return rl.repo.SyncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
 }
 
 // SetResourceDefaults stores the default limits of resource.

@@ -17,7 +17,7 @@ import (
 // system and resource defaults. See [DynamoDBRepository.AuditEvents]. It
 // needs an [AuditLog] repository.
 func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
-	a, ok := rl.repo.(AuditLog)
+	a, ok := rl.Repository().(AuditLog)
 	if !ok {
 		return nil, fmt.Errorf("audit events: %w", ErrUnsupported)
 	}
@@ -28,7 +28,7 @@ func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit i
 // first, and the cursor of the next page ("" after the last). See
 // [DynamoDBRepository.UsageSnapshots]. It needs a [UsageStore] repository.
 func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
-	u, ok := rl.repo.(UsageStore)
+	u, ok := rl.Repository().(UsageStore)
 	if !ok {
 		return nil, "", fmt.Errorf("usage snapshots: %w", ErrUnsupported)
 	}
@@ -39,7 +39,7 @@ func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]Usag
 // [MaxUsageSummarySnapshots]). See [DynamoDBRepository.UsageSummary]. It
 // needs a [UsageStore] repository.
 func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
-	u, ok := rl.repo.(UsageStore)
+	u, ok := rl.Repository().(UsageStore)
 	if !ok {
 		return UsageSummary{}, fmt.Errorf("usage summary: %w", ErrUnsupported)
 	}
@@ -52,7 +52,7 @@ func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSum
 // [DynamoDBRepository.ResourceCapacity]. It needs a [CapacityReader]
 // repository.
 func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
-	c, ok := rl.repo.(CapacityReader)
+	c, ok := rl.Repository().(CapacityReader)
 	if !ok {
 		return ResourceCapacity{}, fmt.Errorf("resource capacity: %w", ErrUnsupported)
 	}

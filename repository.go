@@ -17,9 +17,9 @@ import (
 )
 
 // Repository is the storage behind a [RateLimiter]: entities, stored limits
-// and buckets. [*DynamoDBRepository] is the implementation; the bucket
-// operations of the interface are internal to this package, so other
-// implementations cannot be written outside it.
+// and buckets. [*DynamoDBRepository] and [*MemoryStore] implement it; a
+// backend of your own implements the administrative methods below and the
+// bucket contract of [BucketStore].
 type Repository interface {
 	CreateEntity(ctx context.Context, e Entity) (Entity, error)
 	GetEntity(ctx context.Context, id string) (Entity, error)
@@ -38,9 +38,8 @@ type Repository interface {
 	DeleteSystemDefaults(ctx context.Context) error
 	ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error)
 	ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error)
-	ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error)
 
-	bucketStore
+	BucketStore
 }
 
 // Defaults of [DynamoDBOptions].
@@ -118,7 +117,7 @@ type DynamoDBRepository struct {
 	nsID   string
 	nsName string
 	cache  *configCache
-	ents   *entityCache
+	ents   *EntityCache
 	shared *sharedState
 	// nsIDSource supplies the random bytes of new namespace ids; nil means
 	// crypto/rand. A test seam.
@@ -130,15 +129,15 @@ type DynamoDBRepository struct {
 type sharedState struct {
 	mu       sync.Mutex              // guards the fields below
 	nsIDs    map[string]string       // namespace name → id
-	entities map[string]*entityCache // namespace id → entity cache
+	entities map[string]*EntityCache // namespace id → entity cache
 }
 
-func (s *sharedState) entityCache(nsID string) *entityCache {
+func (s *sharedState) entityCache(nsID string) *EntityCache {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.entities[nsID]
 	if !ok {
-		c = newEntityCache()
+		c = NewEntityCache(0)
 		s.entities[nsID] = c
 	}
 	return c
@@ -199,7 +198,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	r := &DynamoDBRepository{
 		client: client,
 		opts:   o,
-		shared: &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}},
+		shared: &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}},
 	}
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
@@ -271,12 +270,12 @@ func (r *DynamoDBRepository) Ping(ctx context.Context) error {
 	return wrapErr("ping", err)
 }
 
-func (r *DynamoDBRepository) tableName() string          { return r.opts.Table }
-func (r *DynamoDBRepository) clock() func() time.Time    { return r.opts.Now }
-func (r *DynamoDBRepository) entities() *entityCache     { return r.ents }
-func (r *DynamoDBRepository) bucketTTLMultiplier() int64 { return r.opts.BucketTTLMultiplier }
+func (r *DynamoDBRepository) StoreName() string          { return r.opts.Table }
+func (r *DynamoDBRepository) Clock() func() time.Time    { return r.opts.Now }
+func (r *DynamoDBRepository) EntityCache() *EntityCache  { return r.ents }
+func (r *DynamoDBRepository) BucketTTLMultiplier() int64 { return r.opts.BucketTTLMultiplier }
 func (r *DynamoDBRepository) nowMs() int64               { return r.opts.Now().UnixMilli() }
-func (r *DynamoDBRepository) resolveOnUnavailable(ctx context.Context) OnUnavailable {
+func (r *DynamoDBRepository) ResolveOnUnavailable(ctx context.Context) OnUnavailable {
 	return r.cache.resolveOnUnavailable(ctx)
 }
 
@@ -360,7 +359,7 @@ func wrapErr(op string, err error) error {
 }
 
 // classifyWriteErr maps DynamoDB's refusals of a conditional write to
-// errConditionFailed / errTransactionConflict (nothing was written); other
+// ErrConditionFailed / ErrTransactionConflict (nothing was written); other
 // errors are returned with context.
 func classifyWriteErr(op string, err error) error {
 	if err == nil {
@@ -368,7 +367,7 @@ func classifyWriteErr(op string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return errConditionFailed
+		return ErrConditionFailed
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -376,18 +375,18 @@ func classifyWriteErr(op string, err error) error {
 		for _, reason := range tce.CancellationReasons {
 			switch aws.ToString(reason.Code) {
 			case "ConditionalCheckFailed":
-				return errConditionFailed
+				return ErrConditionFailed
 			case "TransactionConflict":
 				conflict = true
 			}
 		}
 		if conflict {
-			return errTransactionConflict
+			return ErrTransactionConflict
 		}
 	}
 	var tcf *types.TransactionConflictException
 	if errors.As(err, &tcf) {
-		return errTransactionConflict
+		return ErrTransactionConflict
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -22,9 +22,15 @@ func ContextWithPrincipal(ctx context.Context, principal string) context.Context
 // as they are, anything else must be a valid identifier. It is called before
 // the audited write, so an invalid principal writes nothing (fix B17).
 func (r *DynamoDBRepository) principal(ctx context.Context) (string, error) {
+	return principalFrom(ctx, r.opts.Principal)
+}
+
+// principalFrom returns the principal carried by ctx, else def, validated
+// as [DynamoDBRepository.principal] describes.
+func principalFrom(ctx context.Context, def string) (string, error) {
 	p, _ := ctx.Value(principalKey{}).(string)
 	if p == "" {
-		p = r.opts.Principal
+		p = def
 	}
 	if p == "" || strings.HasPrefix(p, "arn:") {
 		return p, nil

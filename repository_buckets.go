@@ -53,21 +53,21 @@ func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]typ
 	return items, nil
 }
 
-// loadBuckets implements bucketStore.
-func (r *DynamoDBRepository) loadBuckets(ctx context.Context, entityIDs []string, keys []bucketKey) (map[string]Entity, map[bucketKey]*storedBucket, error) {
+// LoadBuckets implements BucketStore.
+func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*StoredBucket, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(entityIDs)+len(keys))
 	for _, id := range entityIDs {
 		req = append(req, primaryKey(pkEntity(r.nsID, id), skMeta))
 	}
 	for _, k := range keys {
-		req = append(req, bucketPrimaryKey(r.nsID, k.entityID, k.resource, k.shard))
+		req = append(req, bucketPrimaryKey(r.nsID, k.EntityID, k.Resource, k.Shard))
 	}
 	items, err := r.batchGet(ctx, req, false)
 	if err != nil {
 		return nil, nil, err
 	}
 	metas := make(map[string]Entity)
-	buckets := make(map[bucketKey]*storedBucket)
+	buckets := make(map[BucketKey]*StoredBucket)
 	for _, item := range items {
 		sk, _ := schemaGetS(item, attrSK)
 		switch sk {
@@ -79,38 +79,38 @@ func (r *DynamoDBRepository) loadBuckets(ctx context.Context, entityIDs []string
 			if err != nil {
 				return nil, nil, err
 			}
-			buckets[b.key] = b
+			buckets[b.Key] = b
 		}
 	}
 	return metas, buckets, nil
 }
 
 // storedBucketFromItem converts a bucket item.
-func storedBucketFromItem(item map[string]types.AttributeValue) (*storedBucket, error) {
+func storedBucketFromItem(item map[string]types.AttributeValue) (*StoredBucket, error) {
 	d, err := bucketFromItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("read bucket item: %w", err)
 	}
-	b := &storedBucket{
-		key:        bucketKey{entityID: d.EntityID, resource: d.Resource, shard: d.Shard},
-		shardCount: max(d.ShardCount, 1),
-		rf:         d.RefillMs,
-		cascade:    d.Cascade,
-		parentID:   d.ParentID,
-		ttl:        d.TTL,
-		states:     d.States,
+	b := &StoredBucket{
+		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
+		ShardCount: max(d.ShardCount, 1),
+		RefillMs:   d.RefillMs,
+		Cascade:    d.Cascade,
+		ParentID:   d.ParentID,
+		TTL:        d.TTL,
+		States:     d.States,
 	}
-	for i := range b.states {
-		b.states[i].EntityID, b.states[i].Resource, b.states[i].ShardID = d.EntityID, d.Resource, d.Shard
+	for i := range b.States {
+		b.States[i].EntityID, b.States[i].Resource, b.States[i].ShardID = d.EntityID, d.Resource, d.Shard
 	}
 	return b, nil
 }
 
-// getBucket implements bucketStore.
-func (r *DynamoDBRepository) getBucket(ctx context.Context, key bucketKey) (*storedBucket, error) {
+// GetBucket implements BucketStore.
+func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*StoredBucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
-		Key:       bucketPrimaryKey(r.nsID, key.entityID, key.resource, key.shard),
+		Key:       bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
 	})
 	if err != nil {
 		return nil, err
@@ -121,9 +121,9 @@ func (r *DynamoDBRepository) getBucket(ctx context.Context, key bucketKey) (*sto
 	return storedBucketFromItem(out.Item)
 }
 
-// writeBuckets implements bucketStore: one write uses the single-item API
+// WriteBuckets implements BucketStore: one write uses the single-item API
 // (1 WCU instead of 2), several one TransactWriteItems.
-func (r *DynamoDBRepository) writeBuckets(ctx context.Context, writes []bucketWrite) error {
+func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []BucketWrite) error {
 	switch len(writes) {
 	case 0:
 		return nil
@@ -215,18 +215,13 @@ func (r *DynamoDBRepository) loadConfigs(ctx context.Context, keys []configKey) 
 	return out, nil
 }
 
-// resolveLimits implements bucketStore.
-func (r *DynamoDBRepository) resolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
-	limits, source, _, err := r.cache.resolve(ctx, entityID, resource)
-	return limits, source, err
-}
-
 // ResolveLimits returns the stored limits that apply to (entityID, resource)
 // — entity > entity _default_ > resource > system, the first level with any
 // limits — and the level they came from. Limits is nil when nothing is
 // configured. Results are cached for DynamoDBOptions.ConfigCacheTTL.
 func (r *DynamoDBRepository) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
-	return r.resolveLimits(ctx, entityID, resource)
+	limits, source, _, err := r.cache.resolve(ctx, entityID, resource)
+	return limits, source, err
 }
 
 // CacheStats returns the config cache's statistics.

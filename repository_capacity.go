@@ -76,13 +76,13 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 			continue
 		}
 		avail := calculateAvailable(s, nowMs)
-		e, seen := byEntity[b.key.entityID]
+		e, seen := byEntity[b.Key.EntityID]
 		if !seen {
-			byEntity[b.key.entityID] = &entityShards{capacity: s.Capacity(), lowShard: b.key.shard, available: avail}
+			byEntity[b.Key.EntityID] = &entityShards{capacity: s.Capacity(), lowShard: b.Key.Shard, available: avail}
 			continue
 		}
-		if b.key.shard < e.lowShard {
-			e.capacity, e.lowShard = s.Capacity(), b.key.shard
+		if b.Key.Shard < e.lowShard {
+			e.capacity, e.lowShard = s.Capacity(), b.Key.Shard
 		}
 		e.available = addInt64Sat(e.available, avail)
 	}

@@ -54,7 +54,7 @@ func (r *DynamoDBRepository) SetLimits(ctx context.Context, entityID, resource s
 		return wrapErr("set limits "+entityID+"/"+resource, err)
 	}
 	r.cache.evict(configKey{level: levelEntity, entityID: entityID, resource: resource})
-	if err := r.syncBucket(ctx, entityID, resource, limits, ttlRemove, 0, nil); err != nil {
+	if err := r.SyncBucket(ctx, entityID, resource, limits, TTLRemove, 0, nil); err != nil {
 		return err
 	}
 	return r.logAudit(ctx, principal, AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
@@ -156,10 +156,10 @@ func (r *DynamoDBRepository) DeleteLimits(ctx context.Context, entityID, resourc
 	return r.logAudit(ctx, principal, AuditLimitsDeleted, entityID, resource, nil)
 }
 
-// syncBucket updates the shard-0 bucket's stored parameters to limits (and
+// SyncBucket updates the shard-0 bucket's stored parameters to limits (and
 // initialises limits the item lacks as full, fix B1), applies the TTL mode
 // and removes the attributes of stale limits. A missing bucket is skipped.
-func (r *DynamoDBRepository) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl ttlMode, ttlSeconds int64, stale []string) error {
+func (r *DynamoDBRepository) SyncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
 	if len(limits) == 0 {
 		return nil
 	}
@@ -175,9 +175,9 @@ func (r *DynamoDBRepository) syncBucket(ctx context.Context, entityID, resource 
 			tk+" = if_not_exists("+tk+", "+cp+")")
 	}
 	switch ttl {
-	case ttlSet:
+	case TTLSet:
 		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(r.nowMs(), ttlSeconds)))
-	case ttlRemove:
+	case TTLRemove:
 		remove = append(remove, b.name(attrTTL))
 	}
 	for _, name := range stale {

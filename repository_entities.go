@@ -50,7 +50,7 @@ func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) (Entity
 	if err != nil {
 		return Entity{}, wrapErr("create entity "+e.ID, err)
 	}
-	r.ents.setEntity(e.ID, true, e.Cascade, e.ParentID)
+	r.ents.SetEntity(e.ID, true, e.Cascade, e.ParentID)
 	metadata := make(map[string]any, len(e.Metadata))
 	for k, v := range e.Metadata {
 		metadata[k] = v
@@ -76,11 +76,11 @@ func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, 
 		return Entity{}, wrapErr("get entity "+id, err)
 	}
 	if len(out.Item) == 0 {
-		r.ents.setEntity(id, false, false, "")
+		r.ents.SetEntity(id, false, false, "")
 		return Entity{}, &EntityNotFoundError{EntityID: id}
 	}
 	e := entityFromItem(out.Item)
-	r.ents.setEntity(id, true, e.Cascade, e.ParentID)
+	r.ents.SetEntity(id, true, e.Cascade, e.ParentID)
 	return e, nil
 }
 
@@ -150,7 +150,7 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) error 
 			return err
 		}
 	}
-	r.ents.forget(id)
+	r.ents.Forget(id)
 	return r.logAudit(ctx, principal, AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(len(keys))})
 }
 

@@ -416,7 +416,7 @@ func (r *DynamoDBRepository) DeleteNamespace(ctx context.Context, name string) e
 // else is returned with context.
 func (r *DynamoDBRepository) registryRetry(ctx context.Context, op string, err error, attempt int) error {
 	cerr := classifyWriteErr(op, err)
-	if (cerr != errConditionFailed && cerr != errTransactionConflict) || attempt == maxConflictRetries {
+	if (cerr != ErrConditionFailed && cerr != ErrTransactionConflict) || attempt == maxConflictRetries {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return sleepContext(ctx, conflictBackoff(attempt))

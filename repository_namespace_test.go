@@ -84,7 +84,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	}
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
-	other.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}}
+	other.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}}
 	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
 		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
 	}
@@ -143,7 +143,7 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		repo := *env.repo
-		repo.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*entityCache{}}
+		repo.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}}
 		wg.Go(func() { ids[i], errs[i] = repo.RegisterNamespace(env.ctx, "contended") })
 	}
 	wg.Wait()

@@ -9,24 +9,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// specResult is the outcome of one speculative write.
-type specResult struct {
-	key bucketKey
-	// ok reports that the write applied.
-	ok bool
-	// bucket is the item after the write (ALL_NEW) when ok, before it
-	// (ALL_OLD) when refused; nil when the item does not exist.
-	bucket *storedBucket
-	// reason says why the write was refused.
-	reason specFailure
-}
-
 // buildSpeculativeUpdate is the original's speculative UpdateItem (§5.7):
 // take every named amount and one wcu token, conditioned on the item
 // existing and not being expired, each positively consumed limit having
 // enough tokens (only positive amounts gate admission, fix B9; the others
 // must exist), and wcu having a token. Names are sorted.
-func buildSpeculativeUpdate(table, ns string, key bucketKey, consume Consume, nowMs int64) *dynamodb.UpdateItemInput {
+func buildSpeculativeUpdate(table, ns string, key BucketKey, consume Consume, nowMs int64) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var add []string
@@ -47,7 +35,7 @@ func buildSpeculativeUpdate(table, ns string, key bucketKey, consume Consume, no
 	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
 	ttl := b.name(attrTTL)
 	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(floorDiv(nowMs, 1000))+")")
-	u := b.update(table, bucketPrimaryKey(ns, key.entityID, key.resource, key.shard), updateExpr(nil, add, nil), conds)
+	u := b.update(table, bucketPrimaryKey(ns, key.EntityID, key.Resource, key.Shard), updateExpr(nil, add, nil), conds)
 	return &dynamodb.UpdateItemInput{
 		TableName:                           u.TableName,
 		Key:                                 u.Key,
@@ -60,18 +48,18 @@ func buildSpeculativeUpdate(table, ns string, key bucketKey, consume Consume, no
 	}
 }
 
-// speculativeConsume implements speculativeStore: one conditional UpdateItem
+// SpeculativeConsume implements BucketStore: one conditional UpdateItem
 // on key. A refused write returns the old item and the reason; only other
 // errors are returned as errors.
-func (r *DynamoDBRepository) speculativeConsume(ctx context.Context, key bucketKey, consume Consume, nowMs int64) (specResult, error) {
+func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
 	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, key, consume, nowMs))
-	res := specResult{key: key}
+	res := SpeculativeResult{Key: key}
 	if err == nil {
 		b, err := storedBucketFromItem(out.Attributes)
 		if err != nil {
 			return res, err
 		}
-		res.ok, res.bucket = true, b
+		res.Applied, res.Bucket = true, b
 		return res, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
@@ -79,28 +67,28 @@ func (r *DynamoDBRepository) speculativeConsume(ctx context.Context, key bucketK
 		return res, wrapErr("speculative write", err)
 	}
 	if len(ccf.Item) == 0 {
-		res.reason = specBucketMissing
+		res.Reason = RefusedBucketMissing
 		return res, nil
 	}
 	b, err := storedBucketFromItem(ccf.Item)
 	if err != nil {
 		return res, err
 	}
-	res.bucket = b
-	res.reason = classifySpecFailure(b, consume, nowMs)
+	res.Bucket = b
+	res.Reason = classifySpecFailure(b, consume, nowMs)
 	return res, nil
 }
 
 // classifySpecFailure explains a refused speculative write from the old item.
-func classifySpecFailure(b *storedBucket, consume Consume, nowMs int64) specFailure {
-	if b.ttl != 0 && b.ttl <= floorDiv(nowMs, 1000) {
-		return specExpired
+func classifySpecFailure(b *StoredBucket, consume Consume, nowMs int64) RefusalReason {
+	if b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000) {
+		return RefusedExpired
 	}
 	app := false
 	for name, amount := range consume {
 		s, ok := b.state(name)
 		if !ok {
-			return specLimitMissing
+			return RefusedLimitMissing
 		}
 		if amount > 0 && s.TokensMilli < satMul(amount, 1000) {
 			app = true
@@ -112,18 +100,18 @@ func classifySpecFailure(b *storedBucket, consume Consume, nowMs int64) specFail
 	}
 	switch {
 	case app && wcu:
-		return specBothExhausted
+		return RefusedBothExhausted
 	case wcu:
-		return specWCUExhausted
+		return RefusedWCUExhausted
 	default:
-		return specAppExhausted
+		return RefusedLimitExhausted
 	}
 }
 
-// bumpShardCount doubles the shard count of (entityID, resource) from
+// BumpShardCount doubles the shard count of (entityID, resource) from
 // current with a conditional write on shard 0. It returns the count now in
 // force (current when someone else changed it first).
-func (r *DynamoDBRepository) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
 	next := current * 2
 	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -140,6 +128,6 @@ func (r *DynamoDBRepository) bumpShardCount(ctx context.Context, entityID, resou
 	case err != nil:
 		return current, wrapErr("double shard count", err)
 	}
-	r.ents.setShards(entityID, resource, next)
+	r.ents.SetShards(entityID, resource, next)
 	return next, nil
 }

@@ -158,7 +158,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 	if limits, ou, err := rl.GetSystemDefaults(ctx); err != nil || ou != OnUnavailableAllow || len(limits) != 1 {
 		t.Errorf("GetSystemDefaults = %v %q %v", limits, ou, err)
 	}
-	if got := repo.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
+	if got := repo.ResolveOnUnavailable(ctx); got != OnUnavailableAllow {
 		t.Errorf("resolveOnUnavailable = %q", got)
 	}
 	if err := rl.DeleteSystemDefaults(ctx); err != nil {

@@ -96,22 +96,22 @@ func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *BucketState
 
 // buildBucketWrite returns w as a transactional write item (exactly one of
 // Put or Update set), for table and namespace ns.
-func buildBucketWrite(table, ns string, w bucketWrite) types.TransactWriteItem {
-	key := bucketPrimaryKey(ns, w.key.entityID, w.key.resource, w.key.shard)
-	switch w.kind {
-	case writeCreate:
+func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
+	key := bucketPrimaryKey(ns, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
+	switch w.Kind {
+	case WriteCreate:
 		spec := bucketItemSpec{
-			EntityID:   w.key.entityID,
-			Resource:   w.key.resource,
-			Shard:      w.key.shard,
-			ShardCount: w.shardCount,
-			RefillMs:   w.nowMs,
-			Cascade:    w.cascade,
-			ParentID:   w.parentID,
-			States:     w.states,
+			EntityID:   w.Key.EntityID,
+			Resource:   w.Key.Resource,
+			Shard:      w.Key.Shard,
+			ShardCount: w.ShardCount,
+			RefillMs:   w.NowMs,
+			Cascade:    w.Cascade,
+			ParentID:   w.ParentID,
+			States:     w.States,
 		}
-		if w.ttl == ttlSet {
-			spec.TTL = ttlEpochSeconds(w.nowMs, w.ttlSeconds)
+		if w.TTL == TTLSet {
+			spec.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
 		}
 		b := newExprBuilder()
 		return types.TransactWriteItem{Put: &types.Put{
@@ -120,9 +120,9 @@ func buildBucketWrite(table, ns string, w bucketWrite) types.TransactWriteItem {
 			ConditionExpression:      aws.String("attribute_not_exists(" + b.name(attrPK) + ")"),
 			ExpressionAttributeNames: b.names,
 		}}
-	case writeNormal:
+	case WriteNormal:
 		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
-	case writeRetry:
+	case WriteRetry:
 		return types.TransactWriteItem{Update: buildRetryUpdate(table, key, w)}
 	default:
 		return types.TransactWriteItem{Update: buildAdjustUpdate(table, key, w)}
@@ -133,37 +133,37 @@ func buildBucketWrite(table, ns string, w bucketWrite) types.TransactWriteItem {
 // consume under the rf optimistic lock, with a floor guard per limit whose
 // consumption exceeds its refill (concurrent speculative writes drain tk
 // without moving rf).
-func buildNormalUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+func buildNormalUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
 	b := newExprBuilder()
 	rf := b.name(attrRefill)
-	set := []string{rf + " = " + b.n(w.nowMs)}
+	set := []string{rf + " = " + b.n(w.NowMs)}
 	var add, remove []string
-	conds := []string{rf + " = " + b.n(w.expectedRf)}
-	switch w.ttl {
-	case ttlSet:
-		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.nowMs, w.ttlSeconds)))
-	case ttlRemove:
+	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs)}
+	switch w.TTL {
+	case TTLSet:
+		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
+	case TTLRemove:
 		remove = append(remove, b.name(attrTTL))
 	}
-	if w.refreshEntity {
-		set = append(set, b.name(attrCascade)+" = "+b.value(schemaBool(w.cascade)))
-		if w.parentID != "" {
-			set = append(set, b.name(attrParentID)+" = "+b.value(schemaS(w.parentID)))
+	if w.RefreshEntity {
+		set = append(set, b.name(attrCascade)+" = "+b.value(schemaBool(w.Cascade)))
+		if w.ParentID != "" {
+			set = append(set, b.name(attrParentID)+" = "+b.value(schemaS(w.ParentID)))
 		} else {
 			remove = append(remove, b.name(attrParentID))
 		}
 	}
-	for _, l := range w.limits {
-		tk := b.name(bucketAttr(l.name, fieldTokens))
-		tc := b.name(bucketAttr(l.name, fieldTotalConsumed))
-		if l.initial != nil {
-			set = append(set, b.initLimitClauses(l.name, b.n(l.initial.TokensMilli-l.consumedMilli), l.initial)...)
-			add = append(add, tc+" "+b.n(l.consumedMilli))
+	for _, l := range w.Limits {
+		tk := b.name(bucketAttr(l.Name, fieldTokens))
+		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
+		if l.Initial != nil {
+			set = append(set, b.initLimitClauses(l.Name, b.n(l.Initial.TokensMilli-l.ConsumedMilli), l.Initial)...)
+			add = append(add, tc+" "+b.n(l.ConsumedMilli))
 			conds = append(conds, "attribute_not_exists("+tk+")")
 			continue
 		}
-		add = append(add, tk+" "+b.n(l.refillMilli-l.consumedMilli), tc+" "+b.n(l.consumedMilli))
-		if floor := l.consumedMilli - l.refillMilli; floor > 0 {
+		add = append(add, tk+" "+b.n(l.RefillMilli-l.ConsumedMilli), tc+" "+b.n(l.ConsumedMilli))
+		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 {
 			conds = append(conds, tk+" >= "+b.n(floor))
 		}
 	}
@@ -173,21 +173,21 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w buck
 // buildRetryUpdate is the original's build_composite_retry: consume without
 // refill, guarded by tk >= consumed; a limit missing from the item is
 // initialised as full first (fix B1).
-func buildRetryUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+func buildRetryUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, add []string
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
-	for _, l := range w.limits {
-		tk := b.name(bucketAttr(l.name, fieldTokens))
-		tc := b.name(bucketAttr(l.name, fieldTotalConsumed))
-		c := b.n(l.consumedMilli)
-		if l.initial != nil {
-			set = append(set, b.initLimitClauses(l.name, "if_not_exists("+tk+", "+b.n(l.initial.TokensMilli)+") - "+c, l.initial)...)
+	for _, l := range w.Limits {
+		tk := b.name(bucketAttr(l.Name, fieldTokens))
+		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
+		c := b.n(l.ConsumedMilli)
+		if l.Initial != nil {
+			set = append(set, b.initLimitClauses(l.Name, "if_not_exists("+tk+", "+b.n(l.Initial.TokensMilli)+") - "+c, l.Initial)...)
 			add = append(add, tc+" "+c)
 			conds = append(conds, "(attribute_not_exists("+tk+") OR "+tk+" >= "+c+")")
 			continue
 		}
-		add = append(add, tk+" "+b.n(-l.consumedMilli), tc+" "+c)
+		add = append(add, tk+" "+b.n(-l.ConsumedMilli), tc+" "+c)
 		conds = append(conds, tk+" >= "+c)
 	}
 	return b.update(table, key, updateExpr(set, add, nil), conds)
@@ -197,13 +197,13 @@ func buildRetryUpdate(table string, key map[string]types.AttributeValue, w bucke
 // ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
 // to exist, so that a refund to an expired bucket does not leave a stub item
 // without capacity attributes.
-func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w bucketWrite) *types.Update {
+func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var add []string
-	for _, l := range w.limits {
+	for _, l := range w.Limits {
 		add = append(add,
-			b.name(bucketAttr(l.name, fieldTokens))+" "+b.n(-l.consumedMilli),
-			b.name(bucketAttr(l.name, fieldTotalConsumed))+" "+b.n(l.consumedMilli))
+			b.name(bucketAttr(l.Name, fieldTokens))+" "+b.n(-l.ConsumedMilli),
+			b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
 	}
 	return b.update(table, key, updateExpr(nil, add, nil), []string{"attribute_exists(" + b.name(attrPK) + ")"})
 }

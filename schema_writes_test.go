@@ -95,7 +95,7 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // TestSpeculativeUpdateShape checks the speculative UpdateItem against the
 // reference (§5.7) with our B9 rule: only positive amounts are guarded.
 func TestSpeculativeUpdateShape(t *testing.T) {
-	in := buildSpeculativeUpdate("tbl", "ns", bucketKey{entityID: "e", resource: "r", shard: 2}, Consume{"tpm": 100, "rpm": 1, "x": 0}, 1_700_000_000_999)
+	in := buildSpeculativeUpdate("tbl", "ns", BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume{"tpm": 100, "rpm": 1, "x": 0}, 1_700_000_000_999)
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"; got != want {
 		t.Errorf("update\n got %s\nwant %s", got, want)
@@ -117,8 +117,8 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 // adjustment write.
 func TestRetryAndAdjustShapes(t *testing.T) {
 	full := BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
-	w := buildBucketWrite("tbl", "ns", bucketWrite{kind: writeRetry, key: bucketKey{entityID: "e", resource: "r"}, limits: []limitWrite{
-		{name: "rpm", consumedMilli: 2000}, {name: "new", consumedMilli: 1000, initial: &full},
+	w := buildBucketWrite("tbl", "ns", BucketWrite{Kind: WriteRetry, Key: BucketKey{EntityID: "e", Resource: "r"}, Limits: []LimitWrite{
+		{Name: "rpm", ConsumedMilli: 2000}, {Name: "new", ConsumedMilli: 1000, Initial: &full},
 	}})
 	u := w.Update
 	got := render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
@@ -133,8 +133,8 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 		t.Errorf("retry condition\n got %s\nwant %s", got, want)
 	}
 
-	w = buildBucketWrite("tbl", "ns", bucketWrite{kind: writeAdjust, key: bucketKey{entityID: "e", resource: "r", shard: 1}, limits: []limitWrite{
-		{name: "tpm-x", consumedMilli: -5000},
+	w = buildBucketWrite("tbl", "ns", BucketWrite{Kind: WriteAdjust, Key: BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []LimitWrite{
+		{Name: "tpm-x", ConsumedMilli: -5000},
 	}})
 	u = w.Update
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)

@@ -83,9 +83,16 @@ func (s SpeculativeStats) Fallbacks() int64 {
 type specStats struct {
 	attempts atomic.Int64
 	counts   [numSpecOutcomes]atomic.Int64
+	// hook, when set (WithMetrics), hears every counted outcome.
+	hook func(SpeculativeOutcome)
 }
 
-func (s *specStats) count(o SpeculativeOutcome) { s.counts[o].Add(1) }
+func (s *specStats) count(o SpeculativeOutcome) {
+	s.counts[o].Add(1)
+	if s.hook != nil {
+		s.hook(o)
+	}
+}
 
 // SpeculativeStats returns the speculative-path counters.
 func (rl *RateLimiter) SpeculativeStats() SpeculativeStats {
@@ -99,24 +106,24 @@ func (rl *RateLimiter) SpeculativeStats() SpeculativeStats {
 
 // pickShard chooses a random shard of (entityID, resource) from the entity
 // cache's shard count.
-func (rl *RateLimiter) pickShard(entityID, resource string) bucketKey {
-	key := bucketKey{entityID: entityID, resource: resource}
-	if n := rl.repo.entities().shardCount(entityID, resource); n > 1 {
-		key.shard = rl.intN(n)
+func (rl *RateLimiter) pickShard(entityID, resource string) BucketKey {
+	key := BucketKey{EntityID: entityID, Resource: resource}
+	if n := rl.repo.EntityCache().shardCount(entityID, resource); n > 1 {
+		key.Shard = rl.intN(n)
 	}
 	return key
 }
 
 // learn records what a speculative result tells about the entity: its shard
 // count and, unless known from META, its cascade settings.
-func (rl *RateLimiter) learn(res specResult) {
-	if res.bucket == nil {
+func (rl *RateLimiter) learn(res SpeculativeResult) {
+	if res.Bucket == nil {
 		return
 	}
-	cache := rl.repo.entities()
-	cache.setShards(res.key.entityID, res.key.resource, res.bucket.shardCount)
-	if res.ok {
-		cache.learnFromBucket(res.key.entityID, res.bucket.cascade, res.bucket.parentID)
+	cache := rl.repo.EntityCache()
+	cache.SetShards(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount)
+	if res.Applied {
+		cache.learnFromBucket(res.Key.EntityID, res.Bucket.Cascade, res.Bucket.ParentID)
 	}
 }
 
@@ -126,35 +133,29 @@ func (rl *RateLimiter) learn(res specResult) {
 func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
 	now := rl.nowMs()
-	info, _ := rl.repo.entities().get(entityID)
+	info, _ := rl.repo.EntityCache().get(entityID)
 	parentID := info.cascadeParent()
 
 	key := rl.pickShard(entityID, resource)
-	var child, parent specResult
+	var child, parent SpeculativeResult
 	parallel := parentID != ""
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
-		pkey := rl.pickShard(parentID, resource)
-		var wg sync.WaitGroup
-		var perr error
-		wg.Go(func() { parent, perr = rl.repo.speculativeConsume(ctx, pkey, consume, now) })
 		var err error
-		child, err = rl.repo.speculativeConsume(ctx, key, consume, now)
-		wg.Wait()
-		if err != nil || perr != nil {
-			return nil, errors.Join(err, perr, rl.compensateIf(ctx, child, consume), rl.compensateIf(ctx, parent, consume))
+		if child, parent, err = rl.consumeBoth(ctx, key, rl.pickShard(parentID, resource), consume, now); err != nil {
+			return nil, err
 		}
 		rl.learn(parent)
 	} else {
 		var err error
-		if child, err = rl.repo.speculativeConsume(ctx, key, consume, now); err != nil {
+		if child, err = rl.specConsume(ctx, key, consume, now); err != nil {
 			return nil, err
 		}
 	}
 	rl.learn(child)
 
 	retried := false
-	if !child.ok {
+	if !child.Applied {
 		if err := rl.compensateIf(ctx, parent, consume); err != nil {
 			return nil, err
 		}
@@ -172,50 +173,64 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resourc
 
 	entries := specEntries(child, consume)
 	if !parallel {
-		if !info.known && child.bucket.cascade {
-			parentID = child.bucket.parentID
+		if !info.known && child.Bucket.Cascade {
+			parentID = child.Bucket.ParentID
 		}
 		if parentID == "" {
 			countSuccess()
 			return &Lease{rl: rl, entries: entries}, nil
 		}
 		var err error
-		if parent, err = rl.repo.speculativeConsume(ctx, rl.pickShard(parentID, resource), consume, now); err != nil {
-			return nil, errors.Join(err, rl.compensate(ctx, child.key, consume))
+		if parent, err = rl.specConsume(ctx, rl.pickShard(parentID, resource), consume, now); err != nil {
+			return nil, errors.Join(err, rl.compensate(ctx, child.Key, consume))
 		}
 		rl.learn(parent)
 	}
-	if parent.ok {
+	if parent.Applied {
 		countSuccess()
 		return &Lease{rl: rl, entries: append(entries, specEntries(parent, consume)...)}, nil
 	}
 	return rl.parentRefused(ctx, child, entries, parent, consume, o, now)
 }
 
+// consumeBoth writes the child's and the parent's speculative consumption
+// concurrently. On an error it gives back whichever write applied.
+func (rl *RateLimiter) consumeBoth(ctx context.Context, key, pkey BucketKey, consume Consume, now int64) (child, parent SpeculativeResult, err error) {
+	var wg sync.WaitGroup
+	var perr error
+	wg.Go(func() { parent, perr = rl.specConsume(ctx, pkey, consume, now) })
+	child, err = rl.specConsume(ctx, key, consume, now)
+	wg.Wait()
+	if err != nil || perr != nil {
+		return child, parent, errors.Join(err, perr, rl.compensateIf(ctx, child, consume), rl.compensateIf(ctx, parent, consume))
+	}
+	return child, parent, nil
+}
+
 // childRefused handles a refused child write. It reports retried=true when a
 // retry on another shard succeeded (child then holds that result); it
 // returns a *RateLimitExceededError for a fast rejection, and (false, nil)
 // for a fallback to the slow path.
-func (rl *RateLimiter) childRefused(ctx context.Context, child *specResult, consume Consume, now int64) (bool, error) {
-	b := child.bucket
-	if child.reason == specWCUExhausted || child.reason == specBothExhausted {
+func (rl *RateLimiter) childRefused(ctx context.Context, child *SpeculativeResult, consume Consume, now int64) (bool, error) {
+	b := child.Bucket
+	if child.Reason == RefusedWCUExhausted || child.Reason == RefusedBothExhausted {
 		if !wcuRefillWouldHelp(b, now) {
 			// More than 1000 writes/s on this partition: spread the load.
-			if _, err := rl.repo.bumpShardCount(ctx, child.key.entityID, child.key.resource, b.shardCount); err != nil {
+			if _, err := rl.repo.BumpShardCount(ctx, child.Key.EntityID, child.Key.Resource, b.ShardCount); err != nil {
 				return false, err
 			}
-			rl.stats.count(SpecFallbackShardDoubled)
+			rl.specFallback(child.Key, SpecFallbackShardDoubled)
 			return false, nil
 		}
-		if child.reason == specWCUExhausted {
-			rl.stats.count(SpecFallbackWCUExhausted)
+		if child.Reason == RefusedWCUExhausted {
+			rl.specFallback(child.Key, SpecFallbackWCUExhausted)
 			return false, nil
 		}
 	}
-	if child.reason == specAppExhausted && b.shardCount > 1 {
-		untried := make([]int, 0, b.shardCount-1)
-		for k := range b.shardCount {
-			if k != child.key.shard {
+	if child.Reason == RefusedLimitExhausted && b.ShardCount > 1 {
+		untried := make([]int, 0, b.ShardCount-1)
+		for k := range b.ShardCount {
+			if k != child.Key.Shard {
 				untried = append(untried, k)
 			}
 		}
@@ -223,13 +238,13 @@ func (rl *RateLimiter) childRefused(ctx context.Context, child *specResult, cons
 			i := rl.intN(len(untried))
 			shard := untried[i]
 			untried = append(untried[:i], untried[i+1:]...)
-			key := child.key
-			key.shard = shard
-			res, err := rl.repo.speculativeConsume(ctx, key, consume, now)
+			key := child.Key
+			key.Shard = shard
+			res, err := rl.specConsume(ctx, key, consume, now)
 			if err != nil {
 				return false, err
 			}
-			if res.ok {
+			if res.Applied {
 				rl.learn(res)
 				rl.stats.count(SpecShardRetrySuccess)
 				*child = res
@@ -243,38 +258,40 @@ func (rl *RateLimiter) childRefused(ctx context.Context, child *specResult, cons
 // checkRefused decides a refused write from the old item without another
 // read: fall back (nil) when the item or a limit is missing or refill would
 // help, or reject (*RateLimitExceededError, nothing written).
-func (rl *RateLimiter) checkRefused(res specResult, consume Consume, now int64) error {
+func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now int64) error {
 	switch {
-	case res.bucket == nil:
-		rl.stats.count(SpecFallbackBucketMissing)
+	case res.Bucket == nil:
+		rl.specFallback(res.Key, SpecFallbackBucketMissing)
 		return nil
-	case res.reason == specExpired:
-		rl.stats.count(SpecFallbackExpired)
+	case res.Reason == RefusedExpired:
+		rl.specFallback(res.Key, SpecFallbackExpired)
 		return nil
-	case res.reason == specLimitMissing:
-		rl.stats.count(SpecFallbackLimitMissing)
+	case res.Reason == RefusedLimitMissing:
+		rl.specFallback(res.Key, SpecFallbackLimitMissing)
 		return nil
 	}
-	ok, statuses := wouldRefillSatisfy(res.bucket.states, positive(consume), now)
+	ok, statuses := wouldRefillSatisfy(res.Bucket.States, positive(consume), now)
 	if ok {
-		rl.stats.count(SpecFallbackRefillWouldHelp)
+		rl.specFallback(res.Key, SpecFallbackRefillWouldHelp)
 		return nil
 	}
 	rl.stats.count(SpecFastRejection)
-	return newRateLimitExceededError(statuses)
+	err := newRateLimitExceededError(statuses)
+	rl.overLimitRemember(res.Bucket, now, err)
+	return err
 }
 
 // parentRefused handles a refused parent write after the child's succeeded
 // (variants P and S of reference §6.3): give the child back and fall back,
 // reject, or settle the parent on the parent-only slow path.
-func (rl *RateLimiter) parentRefused(ctx context.Context, child specResult, childEntries []*leaseEntry, parent specResult,
+func (rl *RateLimiter) parentRefused(ctx context.Context, child SpeculativeResult, childEntries []*leaseEntry, parent SpeculativeResult,
 	consume Consume, o acquireOptions, now int64) (*Lease, error) {
-	undoChild := func() error { return rl.compensate(ctx, child.key, consume) }
-	if parent.bucket == nil || parent.reason == specExpired || parent.reason == specLimitMissing {
-		rl.stats.count(SpecFallbackParent)
+	undoChild := func() error { return rl.compensate(ctx, child.Key, consume) }
+	if parent.Bucket == nil || parent.Reason == RefusedExpired || parent.Reason == RefusedLimitMissing {
+		rl.specFallback(parent.Key, SpecFallbackParent)
 		return nil, undoChild()
 	}
-	ok, parentStatuses := wouldRefillSatisfy(parent.bucket.states, positive(consume), now)
+	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(consume), now)
 	if !ok {
 		if err := undoChild(); err != nil {
 			return nil, err
@@ -285,15 +302,17 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, child specResult, chil
 		var statuses []LimitStatus
 		for _, e := range childEntries {
 			statuses = append(statuses, LimitStatus{
-				EntityID: e.key.entityID, Resource: e.key.resource, LimitName: e.limit.Name, Limit: e.limit,
+				EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
 				Available: floorDiv(addMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
 			})
 		}
-		return nil, newRateLimitExceededError(append(statuses, parentStatuses...))
+		err := newRateLimitExceededError(append(statuses, parentStatuses...))
+		rl.overLimitRemember(parent.Bucket, now, newRateLimitExceededError(parentStatuses))
+		return nil, err
 	}
-	lease, err := rl.parentOnlyAcquire(ctx, parent.key.entityID, child.key.resource, consume, o)
+	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, child.Key.Resource, consume, o)
 	if err != nil || lease == nil {
-		rl.stats.count(SpecFallbackParent)
+		rl.specFallback(parent.Key, SpecFallbackParent)
 		return nil, errors.Join(err, undoChild())
 	}
 	rl.stats.count(SpecParentOnlyPath)
@@ -310,8 +329,8 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 	if err != nil {
 		return nil, err
 	}
-	key := bucketKey{entityID: parentID, resource: resource}
-	_, buckets, err := rl.repo.loadBuckets(ctx, nil, []bucketKey{key})
+	key := BucketKey{EntityID: parentID, Resource: resource}
+	_, buckets, err := rl.repo.LoadBuckets(ctx, nil, []BucketKey{key})
 	if err != nil {
 		return nil, err
 	}
@@ -343,18 +362,28 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 // specEntries turns a successful speculative result into lease entries, one
 // per limit of the bucket (wcu excluded), as the slow path does: a limit the
 // request did not name can still be adjusted within the lease.
-func specEntries(res specResult, consume Consume) []*leaseEntry {
-	var out []*leaseEntry
-	for _, s := range res.bucket.states {
+func specEntries(res SpeculativeResult, consume Consume) []*leaseEntry {
+	// One backing array for the entries: two allocations whatever the
+	// number of limits.
+	n := 0
+	for _, s := range res.Bucket.States {
+		if s.LimitName != wcuLimitName {
+			n++
+		}
+	}
+	backing := make([]leaseEntry, 0, n)
+	out := make([]*leaseEntry, 0, n)
+	for _, s := range res.Bucket.States {
 		if s.LimitName == wcuLimitName {
 			continue
 		}
 		amount := consume[s.LimitName]
-		out = append(out, &leaseEntry{
-			key: res.key, limit: limitFromBucketState(s), state: s,
+		backing = append(backing, leaseEntry{
+			key: res.Key, limit: limitFromBucketState(s), state: s,
 			consumed: amount, initialConsumed: amount,
 			originalTokensMilli: s.TokensMilli, originalRfMs: s.LastRefillMs,
 		})
+		out = append(out, &backing[len(backing)-1])
 	}
 	return out
 }
@@ -362,41 +391,41 @@ func specEntries(res specResult, consume Consume) []*leaseEntry {
 // compensate gives back consume on key (the shard the speculative write hit,
 // fix B5), on a context detached from ctx's cancellation. The wcu token is
 // not given back.
-func (rl *RateLimiter) compensate(ctx context.Context, key bucketKey, consume Consume) error {
-	w := bucketWrite{kind: writeAdjust, key: key}
+func (rl *RateLimiter) compensate(ctx context.Context, key BucketKey, consume Consume) error {
+	w := BucketWrite{Kind: WriteAdjust, Key: key}
 	for _, name := range consume.names() {
 		if a := consume[name]; a != 0 {
-			w.limits = append(w.limits, limitWrite{name: name, consumedMilli: -satMul(a, 1000)})
+			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: -satMul(a, 1000)})
 		}
 	}
-	if len(w.limits) == 0 {
+	if len(w.Limits) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 	defer cancel()
-	if err := rl.repo.writeBuckets(ctx, []bucketWrite{w}); err != nil && !errors.Is(err, errConditionFailed) {
-		return fmt.Errorf("compensate %s/%s: %w", key.entityID, key.resource, err)
+	if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("compensate %s/%s: %w", key.EntityID, key.Resource, err)
 	}
 	return nil
 }
 
 // compensateIf compensates res when it was a successful write.
-func (rl *RateLimiter) compensateIf(ctx context.Context, res specResult, consume Consume) error {
-	if !res.ok {
+func (rl *RateLimiter) compensateIf(ctx context.Context, res SpeculativeResult, consume Consume) error {
+	if !res.Applied {
 		return nil
 	}
-	return rl.compensate(ctx, res.key, consume)
+	return rl.compensate(ctx, res.Key, consume)
 }
 
 // wcuRefillWouldHelp reports whether the bucket's wcu limit, refilled to
 // now, holds a write token: if so the partition is not really above 1000
 // writes/s and the slow path (which persists the refill) is enough.
-func wcuRefillWouldHelp(b *storedBucket, now int64) bool {
+func wcuRefillWouldHelp(b *StoredBucket, now int64) bool {
 	s, ok := b.state(wcuLimitName)
 	if !ok {
 		return true
 	}
-	tk, _ := refillBucket(s.TokensMilli, b.rf, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	tk, _ := refillBucket(s.TokensMilli, b.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return tk >= wcuWriteCostMilli
 }
 

@@ -268,7 +268,7 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.repo.entities().setShards("e", "api", 2)
+	env.repo.EntityCache().SetShards("e", "api", 2)
 	rl := env.specLimiter()
 	rl.intN = func(int) int { return 0 } // first pick shard 0; the retry's only choice is shard 1
 	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, WithLimits(PerMinute("rpm", 100)))

@@ -1,0 +1,498 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The conformance suite runs the same behavioural scenarios against every
+// backend — DynamoDB Local and the memory store — on both acquire paths.
+// Each scenario checks its own expectations, and records a transcript of
+// everything it observed (balances, errors, statuses, config sources, audit
+// actions); the transcripts of the backends must be identical, so a test
+// fails as soon as the backends differ in any observed detail.
+
+// backend is one Repository under test with its fake clock.
+type backend struct {
+	name  string
+	repo  Repository
+	clock *fakeClock
+	spec  bool
+	log   []string
+	t     *testing.T
+}
+
+func (b *backend) rl(opts ...Option) *RateLimiter {
+	return New(b.repo, append([]Option{WithSpeculativeWrites(b.spec), WithClock(b.clock.now)}, opts...)...)
+}
+
+// note records an observation in the transcript.
+func (b *backend) note(format string, args ...any) {
+	b.log = append(b.log, fmt.Sprintf(format, args...))
+}
+
+// noteErr records an error in a backend-neutral form.
+func (b *backend) noteErr(what string, err error) {
+	var rle *RateLimitExceededError
+	var ve *ValidationError
+	switch {
+	case err == nil:
+		b.note("%s: ok", what)
+	case errors.As(err, &rle):
+		var parts []string
+		for _, s := range rle.Statuses {
+			parts = append(parts, fmt.Sprintf("%s/%s/%s avail=%d req=%d exc=%v retry=%v",
+				s.EntityID, s.Resource, s.LimitName, s.Available, s.Requested, s.Exceeded, s.RetryAfter))
+		}
+		b.note("%s: rate limited retry=%v [%s]", what, rle.RetryAfter, strings.Join(parts, "; "))
+	case errors.As(err, &ve):
+		b.note("%s: validation %s", what, ve.Error())
+	default:
+		b.note("%s: error %T %v", what, err, err)
+	}
+}
+
+// bucket returns the app limits of a shard-0 bucket as "name=tk/tc" (wcu
+// left out: it is DynamoDB's).
+func (b *backend) bucket(entity, resource string) string {
+	b.t.Helper()
+	sb, err := b.repo.GetBucket(context.Background(), BucketKey{EntityID: entity, Resource: resource})
+	if err != nil {
+		b.t.Fatalf("GetBucket: %v", err)
+	}
+	if sb == nil {
+		return "missing"
+	}
+	var parts []string
+	for _, s := range sb.States {
+		if s.LimitName != wcuLimitName {
+			parts = append(parts, fmt.Sprintf("%s=%d/%d", s.LimitName, s.TokensMilli, s.TotalConsumedMilli))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func newMemoryBackend(t *testing.T) (Repository, *fakeClock) {
+	clock := &fakeClock{t: epoch}
+	return NewMemory(func(o *MemoryOptions) { o.Now = clock.now }), clock
+}
+
+// conform runs scenario on every backend and path and compares transcripts.
+func conform(t *testing.T, scenario func(t *testing.T, b *backend)) {
+	for _, spec := range []bool{false, true} {
+		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
+			logs := map[string][]string{}
+			for _, name := range []string{"dynamodb", "memory"} {
+				t.Run(name, func(t *testing.T) {
+					b := &backend{name: name, spec: spec, t: t}
+					if name == "dynamodb" {
+						env := newTestEnv(t)
+						b.repo, b.clock = env.repo, env.clock
+					} else {
+						b.repo, b.clock = newMemoryBackend(t)
+					}
+					scenario(t, b)
+					logs[name] = b.log
+				})
+			}
+			d, m := logs["dynamodb"], logs["memory"]
+			if t.Failed() || d == nil || m == nil {
+				return
+			}
+			for i := range max(len(d), len(m)) {
+				var dl, ml string
+				if i < len(d) {
+					dl = d[i]
+				}
+				if i < len(m) {
+					ml = m[i]
+				}
+				if dl != ml {
+					t.Fatalf("backends differ at observation %d:\n  dynamodb: %s\n  memory:   %s", i, dl, ml)
+				}
+			}
+		})
+	}
+}
+
+var (
+	cRPM = PerMinute("rpm", 10)
+	cTPM = PerMinute("tpm", 1000)
+)
+
+func TestConformanceLeaseLifecycle(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		lims := WithLimits(cRPM, cTPM)
+		lease, err := rl.Acquire(ctx, "k1", "gpt", Consume{"rpm": 1, "tpm": 400}, lims)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		b.note("after acquire: %s", b.bucket("k1", "gpt"))
+		if err := lease.Adjust(Consume{"tpm": 250}); err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := b.bucket("k1", "gpt")
+		b.note("after commit: %s", got)
+		if want := "rpm=9000/1000 tpm=350000/650000"; got != want {
+			t.Fatalf("after commit %s, want %s", got, want)
+		}
+		// A refused request writes nothing and says when to retry.
+		_, err = rl.Acquire(ctx, "k1", "gpt", Consume{"rpm": 1, "tpm": 500}, lims)
+		b.noteErr("over", err)
+		var rle *RateLimitExceededError
+		if !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond {
+			t.Fatalf("over: %v (%v), want retry after 9s", err, rle.RetryAfter)
+		}
+		if got := b.bucket("k1", "gpt"); got != "rpm=9000/1000 tpm=350000/650000" {
+			t.Fatalf("refusal wrote: %s", got)
+		}
+		// Refill, then a rollback gives everything back.
+		b.clock.advance(9001 * time.Millisecond)
+		lease, err = rl.Acquire(ctx, "k1", "gpt", Consume{"rpm": 1, "tpm": 500}, lims)
+		b.noteErr("after refill", err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.note("leased: %s consumed=%v", b.bucket("k1", "gpt"), lease.Consumed())
+		if err := lease.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.note("rolled back: %s", b.bucket("k1", "gpt"))
+		b.noteErr("commit after rollback", lease.Commit(ctx))
+		// Consume within a lease is checked locally; Adjust may go into debt.
+		lease, err = rl.Acquire(ctx, "k1", "gpt", Consume{"rpm": 1}, lims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.noteErr("lease consume over", lease.Consume(Consume{"tpm": 5000}))
+		b.noteErr("lease adjust debt", lease.Adjust(Consume{"tpm": 1500}))
+		b.noteErr("commit debt", lease.Commit(ctx))
+		b.note("debt: %s", b.bucket("k1", "gpt"))
+		avail, err := rl.Available(ctx, "k1", "gpt", lims)
+		b.note("available %v %v", avail, err)
+		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", Consume{"tpm": 100}, lims)
+		b.note("wait %v %v", wait, err)
+		if avail["tpm"] >= 0 || wait <= 0 {
+			t.Fatalf("debt not visible: available %v, wait %v", avail, wait)
+		}
+	})
+}
+
+func TestConformanceDo(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		lims := WithLimits(cTPM)
+		boom := errors.New("llm failed")
+		err := rl.Do(ctx, "k", "gpt", Consume{"tpm": 300}, func(ctx context.Context, l *Lease) error { return boom }, lims)
+		b.noteErr("do error", err)
+		if !errors.Is(err, boom) {
+			t.Fatalf("Do: %v", err)
+		}
+		b.note("after failed do: %s", b.bucket("k", "gpt"))
+		err = rl.Do(ctx, "k", "gpt", Consume{"tpm": 300}, func(ctx context.Context, l *Lease) error {
+			return l.Adjust(Consume{"tpm": -100})
+		}, lims)
+		b.noteErr("do ok", err)
+		got := b.bucket("k", "gpt")
+		b.note("after do: %s", got)
+		if got != "tpm=800000/200000" {
+			t.Fatalf("after Do: %s", got)
+		}
+	})
+}
+
+func TestConformanceCascade(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "proj"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.SetLimits(ctx, "proj", "gpt", []Limit{PerMinute("tpm", 1000)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("tpm", 600)}); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range []string{"key", "key2", "key"} {
+			lease, err := rl.Acquire(ctx, id, "gpt", Consume{"tpm": 400})
+			b.noteErr(fmt.Sprintf("acquire %d %s", i, id), err)
+			if err == nil {
+				b.noteErr("commit", lease.Commit(ctx))
+			}
+			b.note("key=%s key2=%s proj=%s", b.bucket("key", "gpt"), b.bucket("key2", "gpt"), b.bucket("proj", "gpt"))
+		}
+		// The third acquire fits the child (200 left) but not the parent
+		// (200 left of 1000 after 800): refused, and nothing written.
+		if got := b.bucket("proj", "gpt"); got != "tpm=200000/800000" {
+			t.Fatalf("parent %s", got)
+		}
+		if got := b.bucket("key", "gpt"); got != "tpm=200000/400000" {
+			t.Fatalf("child %s", got)
+		}
+		kids, err := rl.Children(ctx, "proj")
+		var ids []string
+		for _, k := range kids {
+			ids = append(ids, k.ID)
+		}
+		slices.Sort(ids)
+		b.note("children %v %v", ids, err)
+	})
+}
+
+func TestConformanceConfigHierarchy(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		resolve := func(what string) {
+			l, src, err := b.repo.ResolveLimits(ctx, "e", "gpt")
+			b.note("%s: %v %s %v", what, l, src, err)
+		}
+		_, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
+		b.noteErr("no limits", err)
+		if !errors.Is(err, ErrValidation) {
+			t.Fatalf("no limits: %v", err)
+		}
+		steps := []struct {
+			name string
+			set  func() error
+			want ConfigSource
+		}{
+			{"system", func() error { return rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow) }, SourceSystem},
+			{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 2)}) }, SourceResource},
+			{"entity default", func() error { return rl.SetLimits(ctx, "e", DefaultResource, []Limit{PerMinute("rpm", 3)}) }, SourceEntityDefault},
+			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 4)}) }, SourceEntity},
+		}
+		for _, s := range steps {
+			if err := s.set(); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			if r, ok := b.repo.(interface{ InvalidateConfigCache() }); ok {
+				r.InvalidateConfigCache()
+			}
+			_, src, _ := b.repo.ResolveLimits(ctx, "e", "gpt")
+			if src != s.want {
+				t.Fatalf("%s: source %s, want %s", s.name, src, s.want)
+			}
+			resolve(s.name)
+		}
+		// Entity limits: capacity 4, the bucket never expires.
+		for i := range 5 {
+			lease, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
+			b.noteErr(fmt.Sprintf("acquire %d", i), err)
+			if err == nil {
+				lease.Commit(ctx)
+			}
+		}
+		sb, _ := b.repo.GetBucket(ctx, BucketKey{EntityID: "e", Resource: "gpt"})
+		b.note("bucket %s ttl=%v", b.bucket("e", "gpt"), sb.TTL)
+		if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+		resolve("after delete")
+		sb, _ = b.repo.GetBucket(ctx, BucketKey{EntityID: "e", Resource: "gpt"})
+		b.note("reconciled %s ttl>0=%v", b.bucket("e", "gpt"), sb.TTL > 0)
+		sys, ou, err := rl.GetSystemDefaults(ctx)
+		b.note("system %v %s %v", sys, ou, err)
+		res, err := rl.ListResourcesWithDefaults(ctx)
+		b.note("resources %v %v", res, err)
+		ecr, err := rl.ListResourcesWithEntityConfigs(ctx)
+		b.note("entity config resources %v %v", ecr, err)
+		if err := rl.DeleteSystemDefaults(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.DeleteResourceDefaults(ctx, "gpt"); err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := b.repo.(interface{ InvalidateConfigCache() }); ok {
+			r.InvalidateConfigCache()
+		}
+		resolve("defaults deleted")
+	})
+}
+
+func TestConformanceEntitiesAndAudit(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := ContextWithPrincipal(context.Background(), "admin-1")
+		rl := b.rl()
+		e, err := rl.CreateEntity(ctx, Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
+		b.note("create %s %s %v %v", e.ID, e.Name, e.Metadata, err)
+		_, err = rl.CreateEntity(ctx, Entity{ID: "acme"})
+		b.noteErr("create again", err)
+		var exists *EntityExistsError
+		if !errors.As(err, &exists) {
+			t.Fatalf("second create: %v", err)
+		}
+		_, err = rl.GetEntity(ctx, "nobody")
+		b.noteErr("get missing", err)
+		_, err = rl.CreateEntity(ctx, Entity{ID: "bad id!"})
+		b.noteErr("create invalid", err)
+		_, err = rl.Acquire(ctx, "acme", "gpt", Consume{"wcu": 1}, WithLimits(cRPM))
+		b.noteErr("reserved name", err)
+		for _, r := range []string{"a", "b", "c"} {
+			if err := rl.SetLimits(ctx, "acme", r, []Limit{cRPM}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rl.SetLimits(ctx, "zeta", "a", []Limit{cRPM}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := rl.Acquire(ctx, "acme", "a", Consume{"rpm": 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		var pages [][]string
+		cursor := ""
+		for {
+			ids, next, err := rl.ListEntitiesWithCustomLimits(ctx, "a", 1, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) > 0 {
+				pages = append(pages, ids)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		b.note("custom limit pages %v", pages)
+		if err := rl.DeleteEntity(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = rl.GetEntity(ctx, "acme")
+		b.noteErr("get deleted", err)
+		b.note("bucket after delete %s", b.bucket("acme", "a"))
+		events, err := rl.AuditEvents(ctx, "acme", 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var actions []string
+		for _, ev := range events {
+			actions = append(actions, ev.Action+":"+ev.Resource+":"+ev.Principal+fmt.Sprint(ev.Details["records_deleted"]))
+		}
+		b.note("audit %v", actions)
+		if len(events) != 5 || events[0].Action != AuditEntityDeleted || events[4].Action != AuditEntityCreated {
+			t.Fatalf("audit events: %v", actions)
+		}
+		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
+		if err != nil || len(page2) != 2 || page2[0].EventID != events[2].EventID {
+			t.Fatalf("audit page: %v %v", page2, err)
+		}
+		_, err = rl.AuditEvents(ctx, "acme", 2, "not-a-ulid")
+		b.noteErr("bad cursor", err)
+	})
+}
+
+// TestConformanceConcurrentAdmission: 32 goroutines race for a bucket of 20
+// with the clock frozen. On one bucket exactly 20 are admitted; with a
+// cascade the child and parent writes of the speculative path are two
+// conditional writes, so a race at the boundary may refuse a request that
+// would have fit (both sides give back), never admit one too many — at
+// most 20 are admitted and both counters equal what was admitted.
+func TestConformanceConcurrentAdmission(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, Entity{ID: "c", ParentID: "p", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		lims := WithLimits(PerMinute("rpm", 20))
+		race := func(entity string) (admitted, refused int) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					lease, err := rl.Acquire(ctx, entity, "gpt", Consume{"rpm": 1}, lims)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						admitted++
+						if err := lease.Commit(ctx); err != nil {
+							t.Error(err)
+						}
+					case errors.Is(err, ErrRateLimited):
+						refused++
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			return admitted, refused
+		}
+		admitted, refused := race("solo")
+		b.note("solo admitted=%d refused=%d bucket=%s", admitted, refused, b.bucket("solo", "gpt"))
+		if admitted != 20 || refused != 12 || b.bucket("solo", "gpt") != "rpm=0/20000" {
+			t.Fatalf("solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
+		}
+		admitted, refused = race("c")
+		want := fmt.Sprintf("rpm=%d/%d", (20-admitted)*1000, admitted*1000)
+		c, p := b.bucket("c", "gpt"), b.bucket("p", "gpt")
+		t.Logf("cascade: admitted %d, refused %d, child %s, parent %s", admitted, refused, c, p)
+		if admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want {
+			t.Fatalf("cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		}
+		b.note("cascade conserved")
+	})
+}
+
+// TestConformanceBucketTTL: a bucket of default (resource) config gets a
+// TTL of 7× its time to fill; past it the speculative write refuses it and
+// the read-then-write path refreshes it, keeping its counters.
+func TestConformanceBucketTTL(t *testing.T) {
+	conform(t, func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if err := rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 10)}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := rl.Acquire(ctx, "k", "gpt", Consume{"rpm": 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		sb, _ := b.repo.GetBucket(ctx, BucketKey{EntityID: "k", Resource: "gpt"})
+		ttl := sb.TTL - b.clock.now().Unix()
+		b.note("ttl in %ds: %s", ttl, b.bucket("k", "gpt"))
+		if ttl != 7*60 {
+			t.Fatalf("ttl in %d s, want 420", ttl)
+		}
+		b.clock.advance(421 * time.Second)
+		lease, err = rl.Acquire(ctx, "k", "gpt", Consume{"rpm": 2})
+		b.noteErr("after expiry", err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		sb, _ = b.repo.GetBucket(ctx, BucketKey{EntityID: "k", Resource: "gpt"})
+		got := b.bucket("k", "gpt")
+		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.now().Unix(), got)
+		if got != "rpm=8000/5000" || sb.TTL-b.clock.now().Unix() != 420 {
+			t.Fatalf("after expiry %s ttl %d", got, sb.TTL-b.clock.now().Unix())
+		}
+	})
+}

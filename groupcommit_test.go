@@ -1,0 +1,324 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// gate blocks the DynamoDB calls of one operation while closed: a test
+// holds a write in flight while it queues others behind it.
+type gate struct {
+	op      string
+	mu      sync.Mutex
+	open    chan struct{} // nil: calls pass
+	entered chan struct{} // a blocked call arrived
+}
+
+func newGate(op string) *gate { return &gate{op: op, entered: make(chan struct{}, 64)} }
+
+// hold makes the next calls wait until release.
+func (g *gate) hold() {
+	g.mu.Lock()
+	g.open = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// release lets the held calls (and later ones) through.
+func (g *gate) release() {
+	g.mu.Lock()
+	if g.open != nil {
+		close(g.open)
+		g.open = nil
+	}
+	g.mu.Unlock()
+}
+
+// step lets the held calls through and holds the next ones.
+func (g *gate) step() {
+	g.mu.Lock()
+	close(g.open)
+	g.open = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gate) before(op string, _ any) error {
+	if op != g.op {
+		return nil
+	}
+	g.mu.Lock()
+	ch := g.open
+	g.mu.Unlock()
+	if ch != nil {
+		g.entered <- struct{}{}
+		<-ch
+	}
+	return nil
+}
+
+// waitQueued waits until n requests are queued behind the write in flight
+// for key (no sleeping: it yields until they are, or fails after 10 s).
+func waitQueued(t *testing.T, rl *RateLimiter, key BucketKey, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rl.gc.mu.Lock()
+		got := 0
+		if s := rl.gc.slots[key]; s != nil {
+			got = len(s.queue)
+		}
+		rl.gc.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queued for %v: %d, want %d", key, got, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestGroupCommitHotKey: 32 goroutines acquire and commit (half with an
+// adjustment) on one bucket item. The writes are batched (far fewer calls
+// than acquires + adjusting commits) and the item's total consumed equals
+// exactly what the callers were admitted and adjusted, with tk + tc = cp
+// (the clock is frozen: no refill).
+func TestGroupCommitHotKey(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithGroupCommit(true))
+	lim := WithLimits(PerMinute("rpm", 1_000_000), PerMinute("tpm", 100_000_000))
+	mustCommit(t, mustAcquire(t, rl, "hot", "gpt", Consume{"rpm": 1, "tpm": 1}, lim)) // create the bucket
+	env.rec.Reset()
+
+	const goroutines, each = 32, 20
+	var rpm, tpm, writes atomic.Int64
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				k := int64(1 + (g+i)%7)
+				l, err := rl.Acquire(env.ctx, "hot", "gpt", Consume{"rpm": 1, "tpm": 100 * k}, lim)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				rpm.Add(1)
+				tpm.Add(100 * k)
+				if i%2 == 0 {
+					if err := l.Adjust(Consume{"tpm": k}); err != nil {
+						t.Error(err)
+					}
+					tpm.Add(k)
+					writes.Add(1)
+				}
+				if err := l.Commit(env.ctx); err != nil {
+					t.Errorf("commit: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls := env.rec.Count("UpdateItem")
+	acquires := int64(goroutines * each)
+	t.Logf("%d acquires, %d adjusting commits: %d UpdateItem calls (%.3f per acquire), %d calls in all",
+		acquires, writes.Load(), calls, float64(calls)/float64(acquires), len(env.rec.Calls()))
+	if n := len(env.rec.Calls()); n != calls {
+		t.Errorf("%d calls other than UpdateItem: %s", n-calls, env.calls())
+	}
+	// Without group commit: one call per acquire and per adjusting commit.
+	if int64(calls) > (acquires+writes.Load())/2 {
+		t.Errorf("%d UpdateItem calls for %d acquires and %d adjusting commits: want at most half (batched)", calls, acquires, writes.Load())
+	}
+	b := env.bucket("hot", "gpt")
+	for name, want := range map[string]int64{"rpm": rpm.Load() + 1, "tpm": tpm.Load() + 1} {
+		tc, tk, cp := env.n(b, bucketAttr(name, fieldTotalConsumed)), env.n(b, bucketAttr(name, fieldTokens)), env.n(b, bucketAttr(name, fieldCapacity))
+		if tc != want*1000 || tk+tc != cp {
+			t.Errorf("%s: tc %d tk %d cp %d, want tc = %d and tk + tc = cp", name, tc, tk, cp, want*1000)
+		}
+	}
+}
+
+// TestGroupCommitRefusalDecidesAlone: one write in flight; four acquires
+// queue behind it (3, 3, 1 and 10 tokens) while 5 are left. Their combined
+// write is refused; then each is decided alone, in queue order, on the
+// states DynamoDB returned: 3 and 1 are admitted (3 + 3 would not fit, 1
+// still does), the second 3 is refused after the first took its tokens, and
+// 10 is refused with the Retry-After a solo acquire computes on the same
+// item. Nobody who fits alone is refused; nothing is over-admitted.
+func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGate("UpdateItem")
+	rl := New(env.withClient(hook(g.before)), WithGroupCommit(true))
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 94}, lim)) // 6 left
+	key := BucketKey{EntityID: "k", Resource: "api"}
+	env.rec.Reset()
+
+	g.hold()
+	first := make(chan error, 1)
+	go func() {
+		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+		first <- err
+	}()
+	<-g.entered // the first write is in flight: 5 will be left
+	amounts := []int64{3, 3, 1, 10}
+	errs := make([]error, len(amounts))
+	var wg sync.WaitGroup
+	for i, n := range amounts {
+		wg.Go(func() { _, errs[i] = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": n}, lim) })
+		waitQueued(t, rl, key, i+1)
+	}
+	g.release()
+	if err := <-first; err != nil {
+		t.Fatalf("first acquire: %v", err)
+	}
+	wg.Wait()
+
+	for i, want := range []bool{true, false, true, false} {
+		if got := errs[i] == nil; got != want {
+			t.Errorf("acquire %d tokens (#%d): admitted %v (err %v), want %v", amounts[i], i, got, errs[i], want)
+		}
+	}
+	if errs[1] != nil {
+		// Refused on the item after the first 3 was taken: 2 left.
+		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != calculateRetryAfter(1000, 100_000, 60_000) {
+			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(1000, 100_000, 60_000))
+		}
+	}
+	if errs[3] != nil {
+		// Refused on the item the combined write saw: 5 left.
+		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != calculateRetryAfter(5000, 100_000, 60_000) {
+			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(5000, 100_000, 60_000))
+		}
+	}
+	// first alone, the refused batch, 3 alone, 1 alone.
+	if got, want := env.calls(), "UpdateItem, UpdateItem!, UpdateItem, UpdateItem"; got != want {
+		t.Errorf("calls = %q, want %q", got, want)
+	}
+	if tc, tk := env.n(env.bucket("k", "api"), "b_rpm_tc"), env.tokens("k", "api", "rpm"); tc != 99_000 || tk != 1_000 {
+		t.Errorf("rpm tc %d tk %d, want 99000 and 1000", tc, tk)
+	}
+}
+
+// TestGroupCommitCancelledMembers: a member whose context ends while queued
+// returns its error and takes nothing; one whose context ends while its
+// batch is in flight returns its error at once, and the tokens its part
+// took are given back. The item holds exactly what the others took.
+func TestGroupCommitCancelledMembers(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGate("UpdateItem")
+	rl := New(env.withClient(hook(g.before)), WithGroupCommit(true))
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
+	key := BucketKey{EntityID: "k", Resource: "api"}
+
+	acquire := func(ctx context.Context, n int64) <-chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": n}, lim)
+			ch <- err
+		}()
+		return ch
+	}
+	g.hold()
+	a := acquire(env.ctx, 1) // in flight
+	<-g.entered
+	queuedCtx, cancelQueued := context.WithCancel(env.ctx)
+	q := acquire(queuedCtx, 2)
+	waitQueued(t, rl, key, 1)
+	b := acquire(env.ctx, 4)
+	waitQueued(t, rl, key, 2)
+	flightCtx, cancelFlight := context.WithCancel(env.ctx)
+	c := acquire(flightCtx, 8)
+	waitQueued(t, rl, key, 3)
+
+	cancelQueued() // q leaves the queue: nothing of it is written
+	if err := <-q; !errors.Is(err, context.Canceled) {
+		t.Errorf("queued member: err %v, want context.Canceled", err)
+	}
+	waitQueued(t, rl, key, 2)
+	g.step()
+	if err := <-a; err != nil {
+		t.Fatal(err)
+	}
+	<-g.entered // the batch {b, c} is in flight
+	cancelFlight()
+	if err := <-c; !errors.Is(err, context.Canceled) {
+		t.Errorf("in-flight member: err %v, want context.Canceled", err)
+	}
+	g.release()
+	if err := <-b; err != nil {
+		t.Fatal(err)
+	}
+	// The give-back of c's 8 tokens is queued for the item; a last
+	// acquire goes after it (or with it).
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 16}, lim))
+	waitQueued(t, rl, key, 0)
+	if tc := env.n(env.bucket("k", "api"), "b_rpm_tc"); tc != (10+1+4+16)*1000 {
+		t.Errorf("rpm tc = %d, want %d (c given back, q never written)", tc, (10+1+4+16)*1000)
+	}
+}
+
+// TestHotKeyOptionsSequentialCalls: used one call at a time, a limiter
+// makes the same DynamoDB calls with group commit and the over-limit cache
+// off as with group commit on (the first request for an idle item goes out
+// alone, at once): the rows of the cost table.
+func TestHotKeyOptionsSequentialCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"both off", []Option{WithGroupCommit(false), WithOverLimitCache(0)}},
+		{"group commit on", []Option{WithGroupCommit(true)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			rl := New(env.repo, tc.opts...)
+			for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
+				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+			check := func(name, want string, fn func()) {
+				t.Helper()
+				env.rec.Reset()
+				fn()
+				if got := env.calls(); got != want {
+					t.Errorf("%s: calls = %q, want %q", name, got, want)
+				}
+			}
+			var l *Lease
+			check("bucket missing", "UpdateItem!, BatchGetItem[2], PutItem", func() {
+				mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+			})
+			check("speculative success", "UpdateItem", func() { l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}, lim) })
+			check("adjust + commit", "UpdateItem", func() {
+				l.Adjust(Consume{"tpm": 5})
+				mustCommit(t, l)
+			})
+			l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}, lim)
+			check("rollback", "UpdateItem", func() { l.Rollback(env.ctx) })
+			check("cascade, no buckets", "UpdateItem!, UpdateItem!, BatchGetItem[4], TransactWriteItems[2]", func() {
+				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+			})
+			check("cascade", "UpdateItem, UpdateItem", func() {
+				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+			})
+			mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 96}, lim))
+			for range 2 {
+				check("fast rejection", "UpdateItem!", func() {
+					rateLimited(t, func() error { _, err := rl.Acquire(env.ctx, "solo", "api", Consume{"rpm": 50}, lim); return err }())
+				})
+			}
+			env.clock.advance(30 * time.Second)
+			check("refill helps", "UpdateItem!, BatchGetItem[2], UpdateItem", func() {
+				mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
+			})
+		})
+	}
+}

@@ -1,0 +1,309 @@
+package limiter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// recMetrics records what a RateLimiter reports.
+type recMetrics struct {
+	mu       sync.Mutex
+	acquires []string // outcome names
+	spec     []string // speculative outcome names
+	calls    []string // "Op", or "Op!" when it failed
+}
+
+func (m *recMetrics) AcquireDone(_ context.Context, o AcquireOutcome, d time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if d <= 0 {
+		o = -1 // shows as AcquireOutcome(-1): a latency must be measured
+	}
+	m.acquires = append(m.acquires, o.String())
+}
+
+func (m *recMetrics) SpeculativeOutcome(o SpeculativeOutcome) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.spec = append(m.spec, o.String())
+}
+
+func (m *recMetrics) StoreCall(_ context.Context, op StoreOp, d time.Duration, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := op.String()
+	if err != nil {
+		s += "!"
+	}
+	if d <= 0 {
+		s += "(no latency)"
+	}
+	m.calls = append(m.calls, s)
+}
+
+// take returns and clears the records.
+func (m *recMetrics) take() (acquires, spec, calls string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	acquires, spec, calls = strings.Join(m.acquires, " "), strings.Join(m.spec, " "), strings.Join(m.calls, " ")
+	m.acquires, m.spec, m.calls = nil, nil, nil
+	return acquires, spec, calls
+}
+
+// TestMetricsOutcomes: every acquire reports its outcome, every speculative
+// attempt its outcome, and every bucket operation one store call — one per
+// DynamoDB request the recorder sees.
+func TestMetricsOutcomes(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	m := &recMetrics{}
+	rl := New(env.repo, WithMetrics(m))
+	lim := WithLimits(PerMinute("rpm", 2))
+
+	steps := []struct {
+		name                  string
+		run                   func() error
+		acquires, spec, calls string
+		requests              string // DynamoDB requests, from the recorder
+	}{
+		{"new bucket", func() error {
+			lease, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
+			if err == nil {
+				lease.Adjust(Consume{"rpm": 1})
+				err = lease.Commit(ctx)
+			}
+			return err
+		}, "admitted", "bucket_missing", "SpeculativeConsume LoadBuckets WriteBuckets WriteBuckets",
+			"UpdateItem!, BatchGetItem[2], PutItem, UpdateItem"},
+		{"refused", func() error {
+			_, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
+			if !errors.Is(err, ErrRateLimited) {
+				return err
+			}
+			return nil
+		}, "rate_limited", "fast_rejection", "SpeculativeConsume", "UpdateItem!"},
+		{"invalid", func() error {
+			_, err := rl.Acquire(ctx, "", "api", Consume{"rpm": 1}, lim)
+			if !errors.Is(err, ErrValidation) {
+				return err
+			}
+			return nil
+		}, "invalid", "", "", ""},
+		{"wait refused, then fits", func() error {
+			rl.sleep = func(_ context.Context, d time.Duration) error { env.clock.advance(d); return nil }
+			lease, err := rl.Wait(ctx, "e", "api", Consume{"rpm": 1}, lim)
+			if err == nil {
+				err = lease.Commit(ctx)
+			}
+			return err
+		}, "rate_limited admitted", "fast_rejection refill_would_help", "SpeculativeConsume SpeculativeConsume LoadBuckets WriteBuckets",
+			"UpdateItem!, UpdateItem!, BatchGetItem[2], UpdateItem"},
+		{"canceled", func() error {
+			canceled, cancel := context.WithCancel(ctx)
+			cancel()
+			_, err := rl.Acquire(canceled, "e", "api", Consume{"rpm": 1}, lim)
+			if !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		}, "canceled", "", "SpeculativeConsume!", "UpdateItem!"},
+	}
+	for _, s := range steps {
+		env.rec.Reset()
+		if err := s.run(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		acquires, spec, calls := m.take()
+		if acquires != s.acquires || spec != s.spec || calls != s.calls {
+			t.Errorf("%s: acquires %q spec %q calls %q; want %q %q %q", s.name, acquires, spec, calls, s.acquires, s.spec, s.calls)
+		}
+		if got := env.calls(); got != s.requests {
+			t.Errorf("%s: DynamoDB requests %q, want %q", s.name, got, s.requests)
+		}
+	}
+
+	// An unavailable backend: block, then allow (fail-open).
+	dead := New(newDeadRepo(t, env), WithMetrics(m), WithSpeculativeWrites(false))
+	if _, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrUnavailable) {
+		t.Fatal(err)
+	}
+	if l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
+		t.Fatal(l, err)
+	}
+	if acquires, spec, calls := m.take(); acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadBuckets!" {
+		t.Errorf("unavailable: acquires %q spec %q calls %q", acquires, spec, calls)
+	}
+}
+
+// TestMetricsKeepRepository: with metrics, Repository returns the
+// repository given to New, optional abilities are still found, and
+// WithMetrics(nil) turns them off again.
+func TestMetricsKeepRepository(t *testing.T) {
+	repo := NewMemory()
+	m := &recMetrics{}
+	rl := New(repo, WithMetrics(m))
+	if rl.Repository() != Repository(repo) {
+		t.Fatalf("Repository() = %T, want the memory store", rl.Repository())
+	}
+	if _, err := rl.CreateEntity(context.Background(), Entity{ID: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := rl.AuditEvents(context.Background(), "e", 0, ""); err != nil || len(ev) != 1 {
+		t.Fatalf("AuditEvents through a metered limiter: %v %v", ev, err)
+	}
+	rl = New(repo, WithMetrics(m), WithMetrics(nil))
+	mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 2)))
+	if a, s, c := m.take(); a != "" || s != "" || c != "" {
+		t.Errorf("WithMetrics(nil) still reports: %q %q %q", a, s, c)
+	}
+	if _, ok := rl.repo.(*meteredRepo); ok {
+		t.Error("WithMetrics(nil) left the repository wrapped")
+	}
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) AcquireDone(context.Context, AcquireOutcome, time.Duration) {}
+func (nopMetrics) SpeculativeOutcome(SpeculativeOutcome)                      {}
+func (nopMetrics) StoreCall(context.Context, StoreOp, time.Duration, error)   {}
+
+// TestObservabilityAllocs: the hooks themselves allocate nothing — an
+// Acquire with a no-op Metrics and a logger above Debug costs what one
+// without them costs.
+func TestObservabilityAllocs(t *testing.T) {
+	ctx := context.Background()
+	c := Consume{"rps": 1}
+	lim := WithLimits(PerSecond("rps", 1_000_000_000))
+	measure := func(opts ...Option) float64 {
+		rl := New(NewMemory(), opts...)
+		return testing.AllocsPerRun(500, func() {
+			if _, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	quiet := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	plain, observed := measure(), measure(WithMetrics(nopMetrics{}), WithLogger(quiet))
+	if observed > plain {
+		t.Errorf("%.1f allocations per Acquire with hooks, %.1f without", observed, plain)
+	}
+}
+
+// TestLoggerDecisions: speculative fallbacks, shard doubling, conflict
+// retries, on-unavailable decisions and Wait's sleeps are logged at their
+// levels.
+func TestLoggerDecisions(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{
+		Level:       slog.LevelDebug,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) },
+	}))
+	take := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		buf.Reset()
+		return slices.DeleteFunc(lines, func(s string) bool { return s == "" })
+	}
+	lim := WithLimits(PerMinute("rpm", 100))
+
+	rl := New(env.repo, WithLogger(logger))
+	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
+	rl.specFallback(BucketKey{EntityID: "e", Resource: "api", Shard: 1}, SpecFallbackShardDoubled)
+	want := []string{
+		`level=DEBUG msg="limiter: speculative fallback" entity_id=e resource=api shard=0 outcome=bucket_missing`,
+		`level=INFO msg="limiter: shard count doubled" entity_id=e resource=api shard=1 outcome=shard_doubled`,
+	}
+	if got := take(); !slices.Equal(got, want) {
+		t.Errorf("fallback logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	dead := New(newDeadRepo(t, env), WithLogger(logger))
+	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
+	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
+	got := take()
+	if len(got) != 2 ||
+		!strings.HasPrefix(got[0], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=block store=`) ||
+		!strings.HasPrefix(got[1], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=allow store=`) ||
+		!strings.Contains(got[1], "error=") {
+		t.Errorf("unavailable logs:\n%s", strings.Join(got, "\n"))
+	}
+
+	// A TransactionConflict on a cascade's two-item write (as in
+	// TestTransactionConflictRetried).
+	rl.CreateEntity(ctx, Entity{ID: "P"})
+	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	take()
+	conflicts := 1
+	inject := hook(func(op string, _ any) error {
+		if op == "TransactWriteItems" && conflicts > 0 {
+			conflicts--
+			return &types.TransactionCanceledException{Message: aws.String("conflict"), CancellationReasons: []types.CancellationReason{
+				{Code: aws.String("TransactionConflict")}, {Code: aws.String("None")}}}
+		}
+		return nil
+	})
+	conflicted := New(env.withClient(inject), WithSpeculativeWrites(false), WithLogger(logger))
+	conflicted.sleep = func(context.Context, time.Duration) error { return nil }
+	mustCommit(t, mustAcquire(t, conflicted, "C", "api", Consume{"rpm": 1}, lim))
+	want = []string{`level=INFO msg="limiter: transaction conflict, retrying" buckets="[C/api#0 P/api#0]" retry=1 backoff=25ms`}
+	if got := take(); !slices.Equal(got, want) {
+		t.Errorf("conflict logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it).
+	waiter := New(env.repo, WithLogger(logger))
+	waiter.intN = func(int) int { return 0 }
+	waiter.sleep = func(_ context.Context, d time.Duration) error { env.clock.advance(d); return nil }
+	perSecond := WithLimits(PerSecond("rps", 1))
+	mustCommit(t, mustAcquire(t, waiter, "w", "api", Consume{"rps": 1}, perSecond))
+	take()
+	if _, err := waiter.Wait(ctx, "w", "api", Consume{"rps": 1}, perSecond); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{
+		`level=DEBUG msg="limiter: wait" entity_id=w resource=api limit=rps retry_after=1.001s sleep=1.001s`,
+		`level=DEBUG msg="limiter: speculative fallback" entity_id=w resource=api shard=0 outcome=refill_would_help`,
+	}
+	if got := take(); !slices.Equal(got, want) {
+		t.Errorf("wait logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// Above Debug, nothing of the above but the warnings.
+	quiet := New(env.repo, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	mustCommit(t, mustAcquire(t, quiet, "q", "api", Consume{"rpm": 1}, lim))
+	if got := take(); len(got) != 0 {
+		t.Errorf("Info logger wrote %q", got)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func dropTime(a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}

@@ -1,0 +1,168 @@
+// Package otelmetrics reports the measurements of a [limiter.RateLimiter] as
+// OpenTelemetry metrics: it implements [limiter.Metrics] with instruments of
+// go.opentelemetry.io/otel/metric.
+//
+//	m, err := otelmetrics.New(otel.GetMeterProvider())
+//	if err != nil {
+//		return err
+//	}
+//	rl := limiter.New(repo, limiter.WithMetrics(m))
+//
+// Instruments (meter "github.com/zaelimiter/limiter"):
+//
+//   - zaelimiter.acquire.duration (histogram, s), attribute outcome:
+//     admitted, rate_limited, fail_open, unavailable, invalid, canceled. Its
+//     count is the number of acquires.
+//   - zaelimiter.speculative.outcomes (counter), attribute outcome: the
+//     speculative-path outcomes of [limiter.RateLimiter.SpeculativeStats]
+//     (success, fast_rejection, bucket_missing, refill_would_help, ...).
+//   - zaelimiter.store.duration (histogram, s), attributes op (the
+//     [limiter.BucketStore] method: LoadBuckets, GetBucket, WriteBuckets,
+//     SpeculativeConsume, BumpShardCount, SyncBucket) and result (ok,
+//     condition_failed, transaction_conflict, error). Its count is the
+//     number of store calls — on DynamoDB, of requests.
+//
+// The attribute sets are built once, in New: recording allocates nothing
+// beyond what the SDK does.
+package otelmetrics
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// Meter and instrument names.
+const (
+	MeterName           = "github.com/zaelimiter/limiter"
+	AcquireDuration     = "zaelimiter.acquire.duration"
+	SpeculativeOutcomes = "zaelimiter.speculative.outcomes"
+	StoreDuration       = "zaelimiter.store.duration"
+)
+
+const (
+	attrOutcome = "outcome"
+	attrOp      = "op"
+	attrResult  = "result"
+
+	// Outcomes and operations known when this package was written get
+	// prebuilt attribute sets; newer ones are recorded too, with sets
+	// built on each call.
+	numKnownAcquire     = int(limiter.AcquireCanceled) + 1
+	numKnownSpeculative = int(limiter.SpecFallbackParent) + 1
+	numKnownStoreOps    = int(limiter.StoreSyncBucket) + 1
+
+	resultOK            = 0
+	resultConditionFail = 1
+	resultConflict      = 2
+	resultError         = 3
+	numResults          = 4
+)
+
+var resultNames = [numResults]string{"ok", "condition_failed", "transaction_conflict", "error"}
+
+// latencyBuckets are the histogram boundaries in seconds (the OpenTelemetry
+// semantic conventions' for request durations).
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
+
+// Metrics implements [limiter.Metrics] with OpenTelemetry instruments. It is
+// safe for concurrent use. Create it with [New].
+type Metrics struct {
+	acquire metric.Float64Histogram
+	spec    metric.Int64Counter
+	store   metric.Float64Histogram
+
+	acquireOpts [numKnownAcquire][]metric.RecordOption
+	specOpts    [numKnownSpeculative][]metric.AddOption
+	storeOpts   [numKnownStoreOps][numResults][]metric.RecordOption
+}
+
+var _ limiter.Metrics = (*Metrics)(nil)
+
+// New creates the instruments on mp's meter [MeterName].
+func New(mp metric.MeterProvider) (*Metrics, error) {
+	meter := mp.Meter(MeterName)
+	m := &Metrics{}
+	var err error
+	if m.acquire, err = meter.Float64Histogram(AcquireDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of rate-limiter acquires, by outcome."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
+		return nil, err
+	}
+	if m.spec, err = meter.Int64Counter(SpeculativeOutcomes, metric.WithUnit("{acquire}"),
+		metric.WithDescription("Outcomes of the speculative fast path.")); err != nil {
+		return nil, err
+	}
+	if m.store, err = meter.Float64Histogram(StoreDuration, metric.WithUnit("s"),
+		metric.WithDescription("Duration of bucket-store calls (DynamoDB requests), by operation and result."),
+		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
+		return nil, err
+	}
+	for i := range m.acquireOpts {
+		m.acquireOpts[i] = []metric.RecordOption{acquireAttrs(limiter.AcquireOutcome(i))}
+	}
+	for i := range m.specOpts {
+		m.specOpts[i] = []metric.AddOption{specAttrs(limiter.SpeculativeOutcome(i))}
+	}
+	for op := range m.storeOpts {
+		for r := range numResults {
+			m.storeOpts[op][r] = []metric.RecordOption{storeAttrs(limiter.StoreOp(op), r)}
+		}
+	}
+	return m, nil
+}
+
+func acquireAttrs(o limiter.AcquireOutcome) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOutcome, o.String())))
+}
+
+func specAttrs(o limiter.SpeculativeOutcome) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOutcome, o.String())))
+}
+
+func storeAttrs(op limiter.StoreOp, result int) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOp, op.String()), attribute.String(attrResult, resultNames[result])))
+}
+
+// AcquireDone records the acquire's latency under its outcome.
+func (m *Metrics) AcquireDone(ctx context.Context, outcome limiter.AcquireOutcome, latency time.Duration) {
+	if i := int(outcome); i >= 0 && i < numKnownAcquire {
+		m.acquire.Record(ctx, latency.Seconds(), m.acquireOpts[i]...)
+		return
+	}
+	m.acquire.Record(ctx, latency.Seconds(), acquireAttrs(outcome))
+}
+
+// SpeculativeOutcome counts the outcome.
+func (m *Metrics) SpeculativeOutcome(outcome limiter.SpeculativeOutcome) {
+	ctx := context.Background()
+	if i := int(outcome); i >= 0 && i < numKnownSpeculative {
+		m.spec.Add(ctx, 1, m.specOpts[i]...)
+		return
+	}
+	m.spec.Add(ctx, 1, specAttrs(outcome))
+}
+
+// StoreCall records the call's latency under its operation and result.
+func (m *Metrics) StoreCall(ctx context.Context, op limiter.StoreOp, latency time.Duration, err error) {
+	r := resultOK
+	switch {
+	case err == nil:
+	case errors.Is(err, limiter.ErrConditionFailed):
+		r = resultConditionFail
+	case errors.Is(err, limiter.ErrTransactionConflict):
+		r = resultConflict
+	default:
+		r = resultError
+	}
+	if i := int(op); i >= 0 && i < numKnownStoreOps {
+		m.store.Record(ctx, latency.Seconds(), m.storeOpts[i][r]...)
+		return
+	}
+	m.store.Record(ctx, latency.Seconds(), storeAttrs(op, r))
+}

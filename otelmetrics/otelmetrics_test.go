@@ -1,0 +1,192 @@
+package otelmetrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/otelmetrics"
+)
+
+// points summarises the collected data points as sorted lines
+// "instrument{attr=value,...} count" (histograms) or "... value" (sums).
+func points(t *testing.T, reader *sdkmetric.ManualReader) []string {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	attrs := func(s attribute.Set) string {
+		var parts []string
+		for _, kv := range s.ToSlice() {
+			parts = append(parts, string(kv.Key)+"="+kv.Value.String())
+		}
+		return "{" + strings.Join(parts, ",") + "}"
+	}
+	var out []string
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != otelmetrics.MeterName {
+			t.Errorf("scope %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Histogram[float64]:
+				if m.Unit != "s" {
+					t.Errorf("%s: unit %q", m.Name, m.Unit)
+				}
+				for _, p := range d.DataPoints {
+					if p.Count > 0 && p.Sum <= 0 {
+						t.Errorf("%s%s: sum %v for %d measurements", m.Name, attrs(p.Attributes), p.Sum, p.Count)
+					}
+					out = append(out, fmt.Sprintf("%s%s %d", m.Name, attrs(p.Attributes), p.Count))
+				}
+			case metricdata.Sum[int64]:
+				if !d.IsMonotonic {
+					t.Errorf("%s: not monotonic", m.Name)
+				}
+				for _, p := range d.DataPoints {
+					out = append(out, fmt.Sprintf("%s%s %d", m.Name, attrs(p.Attributes), p.Value))
+				}
+			default:
+				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestMetrics drives a real limiter (memory store) through admissions, a
+// refusal, an invalid request and a fall-back, and reads what the
+// OpenTelemetry SDK recorded.
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	rl := limiter.New(limiter.NewMemory(func(o *limiter.MemoryOptions) { o.Now = func() time.Time { return now } }),
+		limiter.WithMetrics(m))
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 2))
+	for i := range 3 {
+		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1}, lim)
+		if i < 2 && err != nil || i == 2 && !errors.Is(err, limiter.ErrRateLimited) {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if err == nil {
+			if err := lease.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := rl.Acquire(ctx, "", "gpt-4", limiter.Consume{"rpm": 1}, lim); !errors.Is(err, limiter.ErrValidation) {
+		t.Fatal(err)
+	}
+	want := []string{
+		"zaelimiter.acquire.duration{outcome=admitted} 2",
+		"zaelimiter.acquire.duration{outcome=invalid} 1",
+		"zaelimiter.acquire.duration{outcome=rate_limited} 1",
+		"zaelimiter.speculative.outcomes{outcome=bucket_missing} 1",
+		"zaelimiter.speculative.outcomes{outcome=fast_rejection} 1",
+		"zaelimiter.speculative.outcomes{outcome=success} 1",
+		"zaelimiter.store.duration{op=LoadBuckets,result=ok} 1",
+		"zaelimiter.store.duration{op=SpeculativeConsume,result=ok} 3",
+		"zaelimiter.store.duration{op=WriteBuckets,result=ok} 1",
+	}
+	if got := points(t, reader); !slices.Equal(got, want) {
+		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestStoreResults: errors are classified by the limiter's sentinels, and
+// outcomes the adapter does not know yet are still recorded.
+func TestStoreResults(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, fmt.Errorf("write: %w", limiter.ErrConditionFailed))
+	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, limiter.ErrTransactionConflict)
+	m.StoreCall(ctx, limiter.StoreGetBucket, time.Millisecond, errors.New("boom"))
+	m.StoreCall(ctx, limiter.StoreOp(99), time.Millisecond, nil)
+	m.AcquireDone(ctx, limiter.AcquireOutcome(99), time.Millisecond)
+	m.SpeculativeOutcome(limiter.SpeculativeOutcome(99))
+	want := []string{
+		"zaelimiter.acquire.duration{outcome=AcquireOutcome(99)} 1",
+		"zaelimiter.speculative.outcomes{outcome=SpeculativeOutcome(99)} 1",
+		"zaelimiter.store.duration{op=GetBucket,result=error} 1",
+		"zaelimiter.store.duration{op=StoreOp(99),result=ok} 1",
+		"zaelimiter.store.duration{op=WriteBuckets,result=condition_failed} 1",
+		"zaelimiter.store.duration{op=WriteBuckets,result=transaction_conflict} 1",
+	}
+	if got := points(t, reader); !slices.Equal(got, want) {
+		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRecordAllocs: recording allocates nothing in the adapter (the
+// attribute sets are prebuilt).
+func TestRecordAllocs(t *testing.T) {
+	ctx := context.Background()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		m.AcquireDone(ctx, limiter.AcquireAdmitted, time.Millisecond)
+		m.SpeculativeOutcome(limiter.SpecSuccess)
+		m.StoreCall(ctx, limiter.StoreSpeculativeConsume, time.Millisecond, nil)
+	})
+	if allocs > 0 {
+		t.Errorf("%.1f allocations per acquire's measurements, want 0", allocs)
+	}
+}
+
+// Report a limiter's acquires, speculative outcomes and DynamoDB calls
+// through OpenTelemetry. In a service, pass otel.GetMeterProvider() (or your
+// SDK MeterProvider with its exporter); here a ManualReader shows what was
+// recorded.
+func ExampleNew() {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl := limiter.New(limiter.NewMemory(), limiter.WithMetrics(m)) // or a DynamoDB repository
+	for range 3 {
+		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1},
+			limiter.WithLimits(limiter.PerMinute("rpm", 2)))
+		if err == nil {
+			lease.Commit(ctx)
+		}
+	}
+
+	var rm metricdata.ResourceMetrics
+	reader.Collect(ctx, &rm)
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if h, ok := m.Data.(metricdata.Histogram[float64]); ok && m.Name == otelmetrics.AcquireDuration {
+			for _, p := range h.DataPoints {
+				outcome, _ := p.Attributes.Value("outcome")
+				fmt.Printf("%s outcome=%s count=%d\n", m.Name, outcome.String(), p.Count)
+			}
+		}
+	}
+	// Unordered output:
+	// zaelimiter.acquire.duration outcome=admitted count=2
+	// zaelimiter.acquire.duration outcome=rate_limited count=1
+}

@@ -1,0 +1,180 @@
+package limiter
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The over-limit cache (opt-in, [WithOverLimitCache]): local refusals for a
+// bucket that was just found exhausted, in the spirit of envoy's rate-limit
+// service, which caches over-limit keys locally.
+//
+// A refused speculative write is billed as a write by DynamoDB, and clients
+// that keep retrying an exhausted bucket (a denial storm) cost one such
+// write per attempt. When the speculative path rejects an acquire from the
+// stored item (a fast rejection: refill to now would not help), the limiter
+// keeps that item, as it was read, until min(Retry-After, maxWait). Later
+// acquires on the same (entity, resource) — or whose parent is that bucket —
+// are decided against the kept item refilled to their own now, with the same
+// bucket math as the fast rejection (wouldRefillSatisfy): if it still cannot
+// satisfy the request, they are refused locally with the same
+// *[RateLimitExceededError] (statuses of the bucket that refused, and a
+// Retry-After computed for that request); otherwise they go to the store as
+// usual. A refused write changes nothing in the item, so as long as no
+// other writer touches it, the local decision is exactly the one the store
+// path would make.
+//
+// # Bounded under-admission
+//
+// Another process (or another limiter) may give tokens back, or the limits
+// may be raised, after the item was kept; this process then refuses
+// requests the store would have admitted, for at most maxWait after the
+// refusal that filled the entry (and never past the refused request's own
+// Retry-After). Consumption by others only makes the kept item optimistic:
+// such requests go to the store and are decided there. A commit or rollback
+// through this limiter on the bucket clears its entry at once. The cache
+// never admits anything: it can only refuse.
+//
+// Only unsharded buckets are cached (a sharded bucket's shards differ).
+// Entries expire lazily; the cache holds at most overLimitMaxEntries of
+// them, so memory stays bounded whatever the number of keys.
+
+// overLimitMaxEntries bounds the cache; beyond it, refusals are not cached.
+const overLimitMaxEntries = 10_000
+
+// overLimitCache holds, per unsharded bucket item (shard 0), the item seen
+// at a fast rejection and when to forget it.
+type overLimitCache struct {
+	maxWait time.Duration
+	hits    atomic.Int64 // acquires refused locally
+
+	mu      sync.Mutex // guards entries
+	entries map[BucketKey]overLimitEntry
+}
+
+type overLimitEntry struct {
+	bucket    *StoredBucket
+	expiresMs int64
+}
+
+// WithOverLimitCache turns the over-limit cache on (see overlimit.go): after
+// a fast rejection with Retry-After R, acquires on that bucket that the
+// stored state, refilled to now, still cannot satisfy are refused locally,
+// without a DynamoDB call, until min(R, maxWait). A commit or rollback by
+// this limiter on the bucket clears it. It may refuse for up to maxWait
+// what another process's refunds would have allowed (bounded
+// under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
+// default.
+func WithOverLimitCache(maxWait time.Duration) Option {
+	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
+}
+
+// OverLimitCacheHits returns how many acquires the over-limit cache refused
+// without a DynamoDB call.
+func (rl *RateLimiter) OverLimitCacheHits() int64 {
+	if rl.olc == nil {
+		return 0
+	}
+	return rl.olc.hits.Load()
+}
+
+// initHotKeys sets up group commit and the over-limit cache from the
+// options.
+func (rl *RateLimiter) initHotKeys() {
+	if !rl.noGroupCommit {
+		rl.gc = newGroupCommit(rl.repo)
+	}
+	if rl.overLimitMaxWait > 0 {
+		rl.olc = &overLimitCache{maxWait: rl.overLimitMaxWait, entries: make(map[BucketKey]overLimitEntry)}
+	}
+}
+
+// overLimitRefuse refuses an acquire locally when a cached exhausted bucket
+// of the entity, or of the parent it cascades to, refilled to now, cannot
+// satisfy consume. It returns nil when the store must decide.
+func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consume) error {
+	c := rl.olc
+	if c == nil {
+		return nil
+	}
+	info, _ := rl.repo.EntityCache().get(entityID)
+	parentID := info.cascadeParent()
+	now := rl.nowMs()
+	child, cok := c.get(BucketKey{EntityID: entityID, Resource: resource}, now)
+	var parent *StoredBucket
+	pok := false
+	if parentID != "" {
+		parent, pok = c.get(BucketKey{EntityID: parentID, Resource: resource}, now)
+	}
+	if !cok && !pok {
+		return nil
+	}
+	pos := positive(consume)
+	refused := false
+	var statuses []LimitStatus
+	for _, b := range []*StoredBucket{child, parent} {
+		if b == nil {
+			continue
+		}
+		ok, st := wouldRefillSatisfy(b.States, pos, now)
+		refused = refused || !ok
+		statuses = append(statuses, st...)
+	}
+	if !refused {
+		return nil
+	}
+	c.hits.Add(1)
+	return newRateLimitExceededError(statuses)
+}
+
+// get returns the live entry of key, dropping it when expired.
+func (c *overLimitCache) get(key BucketKey, now int64) (*StoredBucket, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key]
+	if !ok {
+		return nil, false
+	}
+	if now >= e.expiresMs {
+		delete(c.entries, key)
+		return nil, false
+	}
+	return e.bucket, true
+}
+
+// overLimitRemember caches b, whose stored state refused an acquire at now
+// with err (a fast rejection), until min(err.RetryAfter, maxWait).
+func (rl *RateLimiter) overLimitRemember(b *StoredBucket, now int64, err *RateLimitExceededError) {
+	c := rl.olc
+	if c == nil || b == nil || b.ShardCount > 1 || b.Key.Shard != 0 || err.RetryAfter <= 0 {
+		return
+	}
+	wait := min(err.RetryAfter, c.maxWait)
+	key := BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.entries) >= overLimitMaxEntries {
+		for k, e := range c.entries {
+			if now >= e.expiresMs {
+				delete(c.entries, k)
+			}
+		}
+		if len(c.entries) >= overLimitMaxEntries {
+			return
+		}
+	}
+	c.entries[key] = overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}
+}
+
+// overLimitSeen clears the entry of the bucket w adjusts: a commit or
+// rollback by this process may have given tokens back.
+func (rl *RateLimiter) overLimitSeen(w BucketWrite) {
+	c := rl.olc
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	delete(c.entries, BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
+	c.mu.Unlock()
+}

@@ -1,0 +1,135 @@
+package limiter
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestOverLimitCacheDenialStorm: 32 goroutines keep retrying an exhausted
+// bucket. With the over-limit cache at most 1 in 20 refusals costs a
+// DynamoDB call, and every refusal carries the Retry-After (and
+// availability) a limiter without the cache computes from DynamoDB at the
+// same moment, for that request's amount.
+func TestOverLimitCacheDenialStorm(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithOverLimitCache(time.Minute))
+	ref := New(env.repo, WithGroupCommit(false)) // no cache: asks DynamoDB
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 100, "tpm": 10}, lim))
+
+	// want returns what DynamoDB says about n rpm now.
+	want := func(n int64) *RateLimitExceededError {
+		t.Helper()
+		_, err := ref.Acquire(env.ctx, "k", "api", Consume{"rpm": n, "tpm": 1}, lim)
+		return rateLimited(t, err)
+	}
+	same := func(got, want *RateLimitExceededError) bool {
+		return got.RetryAfter == want.RetryAfter && got.Primary.LimitName == want.Primary.LimitName &&
+			got.Primary.Available == want.Primary.Available && len(got.Statuses) == len(want.Statuses)
+	}
+	wants := map[int64]*RateLimitExceededError{1: want(1), 2: want(2), 3: want(3)}
+	env.rec.Reset()
+
+	const goroutines, each = 32, 25
+	var mu sync.Mutex
+	refused := 0
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				n := int64(1 + (g+i)%3)
+				_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": n, "tpm": 1}, lim)
+				rle := rateLimited(t, err)
+				if !same(rle, wants[n]) {
+					t.Errorf("%d rpm: retry after %v, primary %+v; want %v, %+v (from DynamoDB)",
+						n, rle.RetryAfter, rle.Primary, wants[n].RetryAfter, wants[n].Primary)
+				}
+				mu.Lock()
+				refused++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	calls := len(env.rec.Calls())
+	t.Logf("%d refused, %d DynamoDB calls (%s), %d local refusals", refused, calls, env.calls(), rl.OverLimitCacheHits())
+	if float64(calls) > 0.05*float64(refused) {
+		t.Errorf("%d calls for %d refused acquires: want ≤ 0.05 per refusal", calls, refused)
+	}
+
+	// Later, while the entry lives (it lives until the first refusal's
+	// Retry-After, 601 ms): refused locally, Retry-After as DynamoDB's now.
+	env.clock.advance(300 * time.Millisecond)
+	w := want(3)
+	env.rec.Reset()
+	_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 3, "tpm": 1}, lim)
+	if rle := rateLimited(t, err); !same(rle, w) || env.calls() != "" {
+		t.Errorf("after 300 ms: retry after %v (calls %q), want %v and no call", rle.RetryAfter, env.calls(), w.RetryAfter)
+	}
+	// Past it, DynamoDB decides again (the speculative write is short,
+	// refill helps: the read-then-write path admits).
+	env.clock.advance(400 * time.Millisecond)
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1, "tpm": 1}, lim))
+	if got, want := env.calls(), "UpdateItem!, BatchGetItem[2], UpdateItem"; got != want {
+		t.Errorf("after the entry expired: calls %q, want %q", got, want)
+	}
+}
+
+// TestOverLimitCacheClearedByRollback: a rollback through the limiter gives
+// tokens back and clears the bucket's entry, so the next acquire goes to
+// DynamoDB and is admitted.
+func TestOverLimitCacheClearedByRollback(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithOverLimitCache(time.Minute))
+	lim := WithLimits(PerMinute("rpm", 100))
+	held := mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}, lim)
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 95}, lim))
+	for range 2 {
+		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 5}, lim); err == nil {
+			t.Fatal("admitted from an empty bucket")
+		}
+	}
+	if hits := rl.OverLimitCacheHits(); hits != 1 {
+		t.Fatalf("local refusals %d, want 1", hits)
+	}
+	if err := held.Rollback(env.ctx); err != nil {
+		t.Fatal(err)
+	}
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}, lim))
+	if got := env.calls(); got != "UpdateItem" {
+		t.Errorf("after the rollback: calls %q, want one UpdateItem", got)
+	}
+}
+
+// TestOverLimitCacheParent: children refused because their parent is
+// exhausted are refused locally afterwards, for every child of that parent
+// the limiter knows, with the parent's statuses.
+func TestOverLimitCacheParent(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithOverLimitCache(time.Minute))
+	for _, e := range []Entity{{ID: "P"}, {ID: "C1", ParentID: "P", Cascade: true}, {ID: "C2", ParentID: "P", Cascade: true}} {
+		if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := WithLimits(PerMinute("rpm", 10))
+	mustCommit(t, mustAcquire(t, rl, "C1", "api", Consume{"rpm": 1}, lim))
+	mustCommit(t, mustAcquire(t, rl, "C2", "api", Consume{"rpm": 9}, lim)) // P is empty now
+	if _, err := rl.Acquire(env.ctx, "C1", "api", Consume{"rpm": 1}, lim); err == nil {
+		t.Fatal("admitted with the parent empty")
+	}
+	env.rec.Reset()
+	for _, child := range []string{"C1", "C2"} {
+		_, err := rl.Acquire(env.ctx, child, "api", Consume{"rpm": 1}, lim)
+		rle := rateLimited(t, err)
+		if rle.Primary.EntityID != "P" || rle.RetryAfter != calculateRetryAfter(1000, 10_000, 60_000) {
+			t.Errorf("%s: primary %+v, retry after %v; want P and %v", child, rle.Primary, rle.RetryAfter, calculateRetryAfter(1000, 10_000, 60_000))
+		}
+	}
+	if got := env.calls(); got != "" {
+		t.Errorf("calls %q, want none", got)
+	}
+}
