@@ -17,6 +17,7 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 
 // DeleteEntity deletes an entity with its stored limits and buckets.
 func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
+	defer rl.overLimitReset()
 	return rl.repo.DeleteEntity(ctx, id)
 }
 
@@ -28,6 +29,7 @@ func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity,
 // SetLimits stores limits for entityID on resource ([DefaultResource] for all
 // resources without their own).
 func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
+	defer rl.overLimitReset()
 	return rl.repo.SetLimits(ctx, entityID, resource, limits)
 }
 
@@ -46,6 +48,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	if err != nil {
 		return err
 	}
+	defer rl.overLimitReset()
 	if err := rl.repo.DeleteLimits(ctx, entityID, resource); err != nil {
 		return err
 	}
@@ -72,6 +75,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 
 // SetResourceDefaults stores the default limits of resource.
 func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
+	defer rl.overLimitReset()
 	return rl.repo.SetResourceDefaults(ctx, resource, limits)
 }
 
@@ -82,6 +86,7 @@ func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string)
 
 // DeleteResourceDefaults deletes the default limits of resource.
 func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource string) error {
+	defer rl.overLimitReset()
 	return rl.repo.DeleteResourceDefaults(ctx, resource)
 }
 
@@ -93,6 +98,7 @@ func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string,
 // SetSystemDefaults stores the namespace-wide defaults and on-unavailable
 // mode ("" leaves it unset).
 func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+	defer rl.overLimitReset()
 	return rl.repo.SetSystemDefaults(ctx, limits, onUnavailable)
 }
 
@@ -103,6 +109,7 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 
 // DeleteSystemDefaults deletes the namespace-wide defaults.
 func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
+	defer rl.overLimitReset()
 	return rl.repo.DeleteSystemDefaults(ctx)
 }
 

@@ -33,7 +33,9 @@ import (
 // refusal that filled the entry (and never past the refused request's own
 // Retry-After). Consumption by others only makes the kept item optimistic:
 // such requests go to the store and are decided there. A commit or rollback
-// through this limiter on the bucket clears its entry at once. The cache
+// through this limiter on the bucket clears its entry at once, and a change
+// of stored limits (or an entity deletion) through this limiter clears the
+// whole cache. The cache
 // never admits anything: it can only refuse.
 //
 // Only unsharded buckets are cached (a sharded bucket's shards differ).
@@ -176,5 +178,17 @@ func (rl *RateLimiter) overLimitSeen(w BucketWrite) {
 	}
 	c.mu.Lock()
 	delete(c.entries, BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
+	c.mu.Unlock()
+}
+
+// overLimitReset forgets every entry: stored limits changed through this
+// limiter, so a kept item's limits may be stale.
+func (rl *RateLimiter) overLimitReset() {
+	c := rl.olc
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	clear(c.entries)
 	c.mu.Unlock()
 }

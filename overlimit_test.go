@@ -133,3 +133,33 @@ func TestOverLimitCacheParent(t *testing.T) {
 		t.Errorf("calls %q, want none", got)
 	}
 }
+
+// TestOverLimitCacheClearedBySetLimits: raising the stored limits through
+// the limiter clears the cache, so the raised refill rate decides at once
+// instead of the kept item's old one.
+func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithOverLimitCache(time.Minute))
+	if err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerMinute("rpm", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}))
+	for range 2 {
+		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}); err == nil {
+			t.Fatal("admitted from an empty bucket")
+		}
+	}
+	if hits := rl.OverLimitCacheHits(); hits != 1 {
+		t.Fatalf("local refusals %d, want 1", hits)
+	}
+	// 100 ms refill 10 rpm at the new rate (100/s), 0.016 at the old one.
+	if err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerSecond("rpm", 100)}); err != nil {
+		t.Fatal(err)
+	}
+	env.clock.advance(100 * time.Millisecond)
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}))
+	if env.calls() == "" || rl.OverLimitCacheHits() != 1 {
+		t.Errorf("after SetLimits: calls %q, local refusals %d; want the store to decide", env.calls(), rl.OverLimitCacheHits())
+	}
+}
