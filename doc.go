@@ -18,6 +18,20 @@
 // [WithMetrics] reports acquire outcomes, latencies and store calls; the
 // otelmetrics sub-package reports them to OpenTelemetry.
 //
+// # Backends
+//
+// [New] takes a [Repository]: [OpenDynamoDB] for production, [NewMemory] for
+// unit tests and single-process services (same semantics, bounded memory),
+// or any implementation of the [BucketStore] contract plus the admin
+// methods. The conformance suite runs the same behaviour on both.
+//
+// # Hot keys
+//
+// Group commit ([WithGroupCommit], on by default) merges concurrent writes
+// to one bucket item from this process into one conditional UpdateItem; the
+// over-limit cache ([WithOverLimitCache], opt-in) refuses requests for a
+// bucket just found exhausted without a DynamoDB call, for a bounded time.
+//
 // # Units
 //
 // Limits are configured in whole tokens and whole-second periods. Buckets are
