@@ -84,7 +84,7 @@ func cmdEntityShow(c *cli, args []string) error {
 		{"Entity:", e.ID}, {"Name:", e.Name}, {"Parent:", dash(e.ParentID)},
 		{"Cascade:", fmt.Sprint(e.Cascade)}, {"Created:", dash(formatTime(e.CreatedAt))},
 	}
-	for _, k := range sortedMap(e.Metadata) {
+	for _, k := range sortedKeys(e.Metadata) {
 		rows = append(rows, []string{"Metadata " + k + ":", e.Metadata[k]})
 	}
 	return c.kv(rows)

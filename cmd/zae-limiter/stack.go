@@ -191,7 +191,7 @@ func (c *cli) printStackOutputs(s infra.Stack) {
 	}
 	if len(s.Outputs) > 0 {
 		c.printf("Outputs:\n")
-		for _, k := range sortedMap(s.Outputs) {
+		for _, k := range sortedKeys(s.Outputs) {
 			c.printf("  %s: %s\n", k, s.Outputs[k])
 		}
 	}
@@ -221,10 +221,10 @@ func cmdStatus(c *cli, args []string) error {
 		rows = append(rows, []string{"Reason:", s.StatusReason})
 	}
 	rows = append(rows, []string{"Created:", dash(formatTime(s.CreatedAt))}, []string{"Updated:", dash(formatTime(s.UpdatedAt))})
-	for _, k := range sortedMap(s.Parameters) {
+	for _, k := range sortedKeys(s.Parameters) {
 		rows = append(rows, []string{"Parameter " + k + ":", s.Parameters[k]})
 	}
-	for _, k := range sortedMap(s.Outputs) {
+	for _, k := range sortedKeys(s.Outputs) {
 		rows = append(rows, []string{"Output " + k + ":", s.Outputs[k]})
 	}
 	return c.kv(rows)
