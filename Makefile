@@ -104,6 +104,11 @@ cover: dynamodb-local ## tests with coverage; writes cover.out and prints per-fu
 bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default -bench=.)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' $(BENCHFLAGS) -benchmem ./...
 
+.PHONY: cli
+cli: ## build the zae-limiter command-line tool into bin/zae-limiter
+	@mkdir -p '$(BIN_DIR)'
+	$(GO) build -o '$(BIN_DIR)/zae-limiter' ./cmd/zae-limiter
+
 .PHONY: lambda
 lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip
 	@mkdir -p '$(BIN_DIR)'

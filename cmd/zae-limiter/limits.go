@@ -1,0 +1,343 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	limiter "github.com/zaelimiter/limiter"
+)
+
+// limitSyntax is the --limit/-l syntax, the original CLI's.
+const limitSyntax = "name:rate[/period][:burst], e.g. rpm:100, tpm:10000/min:20000, rph:500/hour"
+
+// periodPattern is a --limit period: an optional count and a unit.
+var periodPattern = regexp.MustCompile(`\A(\d+)?(sec|min|hour|day)\z`)
+
+var periodUnits = map[string]int64{"sec": 1, "min": 60, "hour": 3600, "day": 86400}
+
+// parseLimit parses "name:rate[/period][:burst]": rate tokens refilled every
+// period (default /min; /sec, /min, /hour, /day with an optional count such
+// as /5min), with capacity burst (default rate).
+func parseLimit(s string) (limiter.Limit, error) {
+	bad := func(format string, a ...any) (limiter.Limit, error) {
+		return limiter.Limit{}, fmt.Errorf("invalid limit %q: %s", s, fmt.Sprintf(format, a...))
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 {
+		return bad("expected %s", limitSyntax)
+	}
+	name, ratePart := parts[0], parts[1]
+	rateStr, periodStr, hasPeriod := strings.Cut(ratePart, "/")
+	rate, err := strconv.ParseInt(rateStr, 10, 64)
+	if err != nil {
+		return bad("rate %q is not an integer", rateStr)
+	}
+	capacity := rate
+	if len(parts) == 3 {
+		if capacity, err = strconv.ParseInt(parts[2], 10, 64); err != nil {
+			return bad("burst %q is not an integer", parts[2])
+		}
+	}
+	period := int64(60)
+	if hasPeriod {
+		m := periodPattern.FindStringSubmatch(periodStr)
+		if m == nil {
+			return bad("period %q: use /[N]sec, /[N]min, /[N]hour or /[N]day", "/"+periodStr)
+		}
+		n := int64(1)
+		if m[1] != "" {
+			if n, err = strconv.ParseInt(m[1], 10, 64); err != nil || n > math.MaxInt64/int64(time.Second)/periodUnits[m[2]] {
+				return bad("period %q is too long", "/"+periodStr)
+			}
+		}
+		period = n * periodUnits[m[2]]
+	}
+	l, err := limiter.NewLimit(name, capacity, rate, time.Duration(period)*time.Second)
+	if err != nil {
+		var ve *limiter.ValidationError
+		if errors.As(err, &ve) {
+			return bad("%s", ve.Reason)
+		}
+		return bad("%v", err)
+	}
+	return l, nil
+}
+
+// parseLimits parses every --limit value.
+func parseLimits(specs []string) ([]limiter.Limit, error) {
+	limits := make([]limiter.Limit, 0, len(specs))
+	for _, s := range specs {
+		l, err := parseLimit(s)
+		if err != nil {
+			return nil, err
+		}
+		limits = append(limits, l)
+	}
+	return limits, nil
+}
+
+// formatPeriod formats a period in seconds as the original does: "/min",
+// "/5min", "/hour", "/90sec".
+func formatPeriod(seconds int64) string {
+	for _, u := range []struct {
+		name string
+		secs int64
+	}{{"day", 86400}, {"hour", 3600}, {"min", 60}, {"sec", 1}} {
+		if seconds%u.secs == 0 {
+			if n := seconds / u.secs; n != 1 {
+				return "/" + strconv.FormatInt(n, 10) + u.name
+			}
+			return "/" + u.name
+		}
+	}
+	return "/" + strconv.FormatInt(seconds, 10) + "sec"
+}
+
+// formatLimit formats a limit as the original does: "rpm: 1,000/min" or
+// "tpm: 10,000/min (burst: 20,000)".
+func formatLimit(l limiter.Limit) string {
+	s := l.Name + ": " + thousands(l.RefillAmount) + formatPeriod(l.RefillPeriodSeconds())
+	if l.Capacity != l.RefillAmount {
+		s += " (burst: " + thousands(l.Capacity) + ")"
+	}
+	return s
+}
+
+// thousands formats n with comma separators.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// limitFlag registers the repeatable --limit/-l flag.
+func (f *cmdFlags) limitFlag(p *[]string) {
+	f.list(p, "limit", "l", "limit as "+limitSyntax+" (repeatable)")
+}
+
+// printLimitsSet reports limits just stored.
+func (c *cli) printLimitsSet(header string, out limitsJSON, limits []limiter.Limit) error {
+	if c.jsonOutput() {
+		return c.writeJSON(out)
+	}
+	c.printf("%s\n", header)
+	for _, l := range limits {
+		c.printf("  %s\n", formatLimit(l))
+	}
+	if out.OnUnavailable != "" {
+		c.printf("  on_unavailable: %s\n", out.OnUnavailable)
+	}
+	return nil
+}
+
+// printLimits shows stored limits, or the none message.
+func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) error {
+	if c.jsonOutput() {
+		return c.writeJSON(out)
+	}
+	if len(limits) == 0 && out.OnUnavailable == "" {
+		c.printf("%s\n", none)
+		return nil
+	}
+	if len(limits) > 0 {
+		if err := c.limitsTable(limits); err != nil {
+			return err
+		}
+	}
+	if out.OnUnavailable != "" {
+		c.printf("on_unavailable: %s\n", out.OnUnavailable)
+	}
+	return nil
+}
+
+func cmdResourceSetDefaults(c *cli, args []string) error {
+	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own).", 1, 1, true)
+	var specs []string
+	f.limitFlag(&specs)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	limits, err := parseLimits(specs)
+	if err != nil {
+		return err
+	}
+	if len(limits) == 0 {
+		return errors.New("resource set-defaults: at least one --limit is required")
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	if err := repo.SetResourceDefaults(c.ctx, pos[0], limits); err != nil {
+		return err
+	}
+	return c.printLimitsSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
+		limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits)
+}
+
+func cmdResourceGetDefaults(c *cli, args []string) error {
+	f := c.newFlags("resource get-defaults RESOURCE", "Show the default limits of RESOURCE.", 1, 1, true)
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	limits, err := repo.GetResourceDefaults(c.ctx, pos[0])
+	if err != nil {
+		return err
+	}
+	return c.printLimits(limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits,
+		fmt.Sprintf("No defaults configured for resource '%s'", pos[0]))
+}
+
+func cmdResourceDeleteDefaults(c *cli, args []string) error {
+	f := c.newFlags("resource delete-defaults RESOURCE", "Delete the default limits of RESOURCE.", 1, 1, true)
+	var yes bool
+	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
+	pos, err := f.parse(args)
+	if err != nil {
+		return err
+	}
+	if err := requireYes(yes, "delete the defaults of resource "+pos[0]); err != nil {
+		return err
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	if err := repo.DeleteResourceDefaults(c.ctx, pos[0]); err != nil {
+		return err
+	}
+	return c.done(fmt.Sprintf("Deleted defaults for resource '%s'", pos[0]), map[string]any{"deleted": true, "resource": pos[0]})
+}
+
+func cmdResourceList(c *cli, args []string) error {
+	f := c.newFlags("resource list", "List the resources with default limits.", 0, 0, true)
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	res, err := repo.ListResourcesWithDefaults(c.ctx)
+	if err != nil {
+		return err
+	}
+	return c.stringList(res, "resources", "No resources with defaults configured")
+}
+
+func cmdSystemSetDefaults(c *cli, args []string) error {
+	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode.", 0, 0, true)
+	var specs []string
+	var onUnavailable string
+	f.limitFlag(&specs)
+	f.str(&onUnavailable, "on-unavailable", "", "", "what acquires do when DynamoDB is unavailable: allow or block")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	limits, err := parseLimits(specs)
+	if err != nil {
+		return err
+	}
+	if len(limits) == 0 && onUnavailable == "" {
+		return errors.New("system set-defaults: give at least one --limit or --on-unavailable")
+	}
+	ou := limiter.OnUnavailable(onUnavailable)
+	if ou != "" && !ou.Valid() {
+		return fmt.Errorf("invalid --on-unavailable %q: use allow or block", onUnavailable)
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	if err := repo.SetSystemDefaults(c.ctx, limits, ou); err != nil {
+		return err
+	}
+	return c.printLimitsSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
+		limitsJSON{OnUnavailable: onUnavailable, Limits: limitsToJSON(limits)}, limits)
+}
+
+func cmdSystemGetDefaults(c *cli, args []string) error {
+	f := c.newFlags("system get-defaults", "Show the namespace-wide default limits and on-unavailable mode.", 0, 0, true)
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	limits, ou, err := repo.GetSystemDefaults(c.ctx)
+	if err != nil {
+		return err
+	}
+	return c.printLimits(limitsJSON{OnUnavailable: string(ou), Limits: limitsToJSON(limits)}, limits, "No system defaults configured")
+}
+
+func cmdSystemDeleteDefaults(c *cli, args []string) error {
+	f := c.newFlags("system delete-defaults", "Delete the namespace-wide default limits and on-unavailable mode.", 0, 0, true)
+	var yes bool
+	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
+	if _, err := f.parse(args); err != nil {
+		return err
+	}
+	if err := requireYes(yes, "delete the system defaults"); err != nil {
+		return err
+	}
+	repo, err := c.openRepo()
+	if err != nil {
+		return err
+	}
+	if err := repo.DeleteSystemDefaults(c.ctx); err != nil {
+		return err
+	}
+	return c.done("Deleted system defaults", map[string]any{"deleted": true})
+}
+
+// done reports a completed change: msg as text, v as JSON.
+func (c *cli) done(msg string, v any) error {
+	if c.jsonOutput() {
+		return c.writeJSON(v)
+	}
+	c.printf("%s\n", msg)
+	return nil
+}
+
+// stringList prints a list of names, one a line, or a JSON object
+// {key: [...]}.
+func (c *cli) stringList(items []string, key, none string) error {
+	if c.jsonOutput() {
+		if items == nil {
+			items = []string{}
+		}
+		return c.writeJSON(map[string][]string{key: items})
+	}
+	if len(items) == 0 {
+		c.printf("%s\n", none)
+		return nil
+	}
+	for _, s := range items {
+		c.printf("%s\n", s)
+	}
+	return nil
+}

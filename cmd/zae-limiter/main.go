@@ -1,0 +1,231 @@
+// Command zae-limiter manages zae-limiter deployments and the data in their
+// table: the CloudFormation stack (deploy, status, delete, cfn-template),
+// version checks, entities, stored limits at the entity, resource and system
+// level, declarative limits manifests, audit events, usage snapshots and
+// namespaces. Its commands and flags follow the Python zae-limiter CLI.
+//
+// Run `zae-limiter --help` for the command list and `zae-limiter CMD --help`
+// for the flags of one command. Every command accepts the common flags
+// --name/-n (stack and table name; default $ZAEL_STACK, else "zae-limiter"),
+// --region, --endpoint-url, --namespace/-N (default $ZAEL_NAMESPACE, else
+// "default") and --output/-o (table or json).
+//
+// Exit status: 0 on success; 1 when `version` or `check` finds the client
+// incompatible with the table; 2 on any error, reported as one line
+// "zae-limiter: MESSAGE" on stderr.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK           = 0
+	exitIncompatible = 1 // version/check: the client cannot use the table
+	exitError        = 2
+)
+
+// errHelp is returned by a command that printed its help.
+var errHelp = errors.New("help requested")
+
+// exitError carries a non-default exit code together with its message.
+type exitCodeError struct {
+	code int
+	msg  string
+}
+
+func (e *exitCodeError) Error() string { return e.msg }
+
+// cli is one invocation: the context, the output streams and the command's
+// common flags once parsed.
+type cli struct {
+	ctx    context.Context
+	stdout io.Writer
+	stderr io.Writer
+	common commonFlags
+}
+
+// handler runs one command with its arguments (after the command words).
+type handler func(c *cli, args []string) error
+
+// group is a command with subcommands.
+type group struct {
+	summary string
+	subs    map[string]subcommand
+}
+
+// subcommand is a leaf command.
+type subcommand struct {
+	summary string
+	run     handler
+}
+
+// commands is the command tree. Leaf top-level commands have no subs.
+func commands() map[string]group {
+	return map[string]group{
+		"deploy":       {summary: "Create or update the CloudFormation stack", subs: leaf(cmdDeploy)},
+		"delete":       {summary: "Delete the CloudFormation stack (needs --yes)", subs: leaf(cmdDelete)},
+		"status":       {summary: "Show the CloudFormation stack's status and outputs", subs: leaf(cmdStatus)},
+		"cfn-template": {summary: "Print the CloudFormation template", subs: leaf(cmdCfnTemplate)},
+		"version":      {summary: "Show client, schema and table version information", subs: leaf(cmdVersion)},
+		"check":        {summary: "Check that this client is compatible with the table", subs: leaf(cmdCheck)},
+		"entity": {summary: "Manage entities and their stored limits", subs: map[string]subcommand{
+			"create":         {"Create an entity", cmdEntityCreate},
+			"show":           {"Show an entity", cmdEntityShow},
+			"delete":         {"Delete an entity with its limits and buckets (needs --yes)", cmdEntityDelete},
+			"children":       {"List the children of an entity", cmdEntityChildren},
+			"set-limits":     {"Store limits for an entity on a resource", cmdEntitySetLimits},
+			"get-limits":     {"Show the limits stored for an entity on a resource", cmdEntityGetLimits},
+			"delete-limits":  {"Delete the limits stored for an entity on a resource (needs --yes)", cmdEntityDeleteLimits},
+			"list":           {"List the entities with stored limits for a resource", cmdEntityList},
+			"list-resources": {"List the resources some entity has stored limits for", cmdEntityListResources},
+		}},
+		"resource": {summary: "Manage resource-level default limits", subs: map[string]subcommand{
+			"set-defaults":    {"Store the default limits of a resource", cmdResourceSetDefaults},
+			"get-defaults":    {"Show the default limits of a resource", cmdResourceGetDefaults},
+			"delete-defaults": {"Delete the default limits of a resource (needs --yes)", cmdResourceDeleteDefaults},
+			"list":            {"List the resources with default limits", cmdResourceList},
+		}},
+		"system": {summary: "Manage system-level default limits", subs: map[string]subcommand{
+			"set-defaults":    {"Store the system default limits and on-unavailable mode", cmdSystemSetDefaults},
+			"get-defaults":    {"Show the system default limits", cmdSystemGetDefaults},
+			"delete-defaults": {"Delete the system default limits (needs --yes)", cmdSystemDeleteDefaults},
+		}},
+		"limits": {summary: "Declarative limits from a YAML manifest", subs: map[string]subcommand{
+			"plan":  {"Show the changes apply would make", cmdLimitsPlan},
+			"apply": {"Apply the manifest's limits", cmdLimitsApply},
+			"diff":  {"Show drift between the manifest and the table", cmdLimitsDiff},
+		}},
+		"audit": {summary: "Read audit events", subs: map[string]subcommand{
+			"list": {"List audit events of an entity, newest first", cmdAuditList},
+		}},
+		"usage": {summary: "Read usage snapshots written by the aggregator", subs: map[string]subcommand{
+			"list":    {"List usage snapshots", cmdUsageList},
+			"summary": {"Summarise usage snapshots", cmdUsageSummary},
+		}},
+		"namespace": {summary: "Manage the table's namespaces", subs: map[string]subcommand{
+			"register": {"Register namespaces", cmdNamespaceRegister},
+			"list":     {"List active namespaces", cmdNamespaceList},
+			"show":     {"Show one namespace", cmdNamespaceShow},
+			"delete":   {"Soft-delete a namespace (needs --yes)", cmdNamespaceDelete},
+			"recover":  {"Recover a deleted namespace by id", cmdNamespaceRecover},
+			"orphans":  {"List deleted namespaces whose data remains", cmdNamespaceOrphans},
+			"purge":    {"Delete a deleted namespace's data for good (needs --yes)", cmdNamespacePurge},
+		}},
+	}
+}
+
+// leaf marks a top-level command without subcommands.
+func leaf(h handler) map[string]subcommand { return map[string]subcommand{"": {run: h}} }
+
+// run executes the command line args (without the program name) and returns
+// the exit code. It writes results to stdout and a one-line error to
+// stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
+	err := c.dispatch(args)
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "zae-limiter: %s\n", errorMessage(err))
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
+	}
+	return exitError
+}
+
+func (c *cli) dispatch(args []string) error {
+	cmds := commands()
+	if len(args) == 0 {
+		return errors.New("missing command (run `zae-limiter --help` for the list)")
+	}
+	name := args[0]
+	if isHelp(name) {
+		c.printTopUsage(cmds)
+		return errHelp
+	}
+	if name == "--version" {
+		fmt.Fprintf(c.stdout, "zae-limiter (go) %s\n", clientVersion())
+		return nil
+	}
+	g, ok := cmds[name]
+	if !ok {
+		return fmt.Errorf("unknown command %q (run `zae-limiter --help` for the list)", name)
+	}
+	if sub, ok := g.subs[""]; ok {
+		return sub.run(c, args[1:])
+	}
+	if len(args) < 2 {
+		return fmt.Errorf("%s: missing subcommand (one of: %s)", name, strings.Join(sortedKeys(g.subs), ", "))
+	}
+	if isHelp(args[1]) {
+		c.printGroupUsage(name, g)
+		return errHelp
+	}
+	sub, ok := g.subs[args[1]]
+	if !ok {
+		return fmt.Errorf("%s: unknown subcommand %q (one of: %s)", name, args[1], strings.Join(sortedKeys(g.subs), ", "))
+	}
+	return sub.run(c, args[2:])
+}
+
+func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func (c *cli) printTopUsage(cmds map[string]group) {
+	w := c.stdout
+	fmt.Fprintln(w, "Usage: zae-limiter COMMAND [SUBCOMMAND] [ARGS] [FLAGS]")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Manage zae-limiter stacks and the rate-limiter data in their DynamoDB table.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Commands:")
+	for _, name := range sortedKeys(cmds) {
+		fmt.Fprintf(w, "  %-14s %s\n", name, cmds[name].summary)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Common flags (every command):")
+	fmt.Fprint(w, commonFlagsHelp)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Run `zae-limiter COMMAND --help` for a command's flags.")
+}
+
+func (c *cli) printGroupUsage(name string, g group) {
+	w := c.stdout
+	fmt.Fprintf(w, "Usage: zae-limiter %s SUBCOMMAND [ARGS] [FLAGS]\n\n%s.\n\nSubcommands:\n", name, g.summary)
+	for _, sub := range sortedKeys(g.subs) {
+		fmt.Fprintf(w, "  %-16s %s\n", sub, g.subs[sub].summary)
+	}
+	fmt.Fprintf(w, "\nRun `zae-limiter %s SUBCOMMAND --help` for its flags.\n", name)
+}
+
+const commonFlagsHelp = `  -n, --name NAME          stack and table name (default $ZAEL_STACK, else "zae-limiter")
+      --region REGION      AWS region (default: the SDK's configuration)
+      --endpoint-url URL   AWS endpoint, e.g. http://localhost:8000 for DynamoDB Local
+  -N, --namespace NAME     namespace within the table (default $ZAEL_NAMESPACE, else "default")
+  -o, --output FORMAT      table or json (default table)
+`

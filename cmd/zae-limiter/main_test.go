@@ -1,0 +1,248 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+// TestMain gives the CLI's SDK configuration dummy credentials and a region
+// (kept off ~/.aws and the instance metadata service) and starts one
+// DynamoDB Local for the package (see internal/ddblocal).
+func TestMain(m *testing.M) {
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID":           ddblocal.AccessKeyID,
+		"AWS_SECRET_ACCESS_KEY":       ddblocal.SecretAccessKey,
+		"AWS_REGION":                  ddblocal.Region,
+		"AWS_EC2_METADATA_DISABLED":   "true",
+		"AWS_CONFIG_FILE":             os.DevNull,
+		"AWS_SHARED_CREDENTIALS_FILE": os.DevNull,
+	} {
+		os.Setenv(k, v)
+	}
+	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", limiter.EnvStack, limiter.EnvNamespace} {
+		os.Unsetenv(k)
+	}
+	os.Exit(ddblocal.Main(m))
+}
+
+// env is a table of its own in DynamoDB Local and the repository of its
+// default namespace, for checking the CLI's effects through the library.
+type env struct {
+	t        *testing.T
+	ctx      context.Context
+	endpoint string
+	table    string
+	repo     *limiter.DynamoDBRepository
+	client   *dynamodb.Client
+}
+
+// newEnv creates a table for the test (dropped when it ends).
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	t.Parallel()
+	e := &env{t: t, ctx: context.Background(), endpoint: ddblocal.Endpoint(t), table: ddblocal.TableName(t)}
+	e.client = ddblocal.Client(t)
+	repo, err := limiter.OpenDynamoDB(e.ctx, e.client, func(o *limiter.DynamoDBOptions) {
+		o.Table = e.table
+		o.Namespace = limiter.DefaultNamespace
+		o.CreateTable = true
+		o.ConfigCacheTTL = 0
+	})
+	if err != nil {
+		t.Fatalf("OpenDynamoDB: %v", err)
+	}
+	t.Cleanup(func() {
+		e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(e.table)})
+	})
+	e.repo = repo
+	return e
+}
+
+// cli runs the CLI in-process against the env's table.
+func (e *env) cli(args ...string) (code int, stdout, stderr string) {
+	e.t.Helper()
+	return runCLI(append(args, "--endpoint-url", e.endpoint, "-n", e.table)...)
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// ok runs the CLI and fails the test unless it succeeds quietly.
+func (e *env) ok(args ...string) string {
+	e.t.Helper()
+	code, out, errs := e.cli(args...)
+	if code != 0 || errs != "" {
+		e.t.Fatalf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
+	}
+	return out
+}
+
+// json runs the CLI with -o json and decodes stdout into v.
+func (e *env) json(v any, args ...string) {
+	e.t.Helper()
+	out := e.ok(append(args, "-o", "json")...)
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		e.t.Fatalf("zae-limiter %s -o json: %v in %q", strings.Join(args, " "), err, out)
+	}
+}
+
+// fail runs the CLI, checks the error contract (exit 2, nothing on stdout,
+// one line "zae-limiter: ..." on stderr) and returns the message.
+func (e *env) fail(args ...string) string {
+	e.t.Helper()
+	code, out, errs := e.cli(args...)
+	return checkFailure(e.t, args, code, out, errs, exitError)
+}
+
+func checkFailure(t *testing.T, args []string, code int, out, errs string, want int) string {
+	t.Helper()
+	if code != want {
+		t.Errorf("zae-limiter %s: exit %d, want %d (stderr %q)", strings.Join(args, " "), code, want, errs)
+	}
+	if want == exitError && out != "" {
+		t.Errorf("zae-limiter %s: stdout %q, want nothing", strings.Join(args, " "), out)
+	}
+	if !strings.HasPrefix(errs, "zae-limiter: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("zae-limiter %s: stderr %q, want one line \"zae-limiter: ...\"", strings.Join(args, " "), errs)
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(errs, "zae-limiter: "), "\n")
+}
+
+func contains(t *testing.T, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("output lacks %q:\n%s", w, got)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no command", nil, "missing command"},
+		{"unknown command", []string{"bogus"}, `unknown command "bogus"`},
+		{"unknown subcommand", []string{"entity", "frobnicate"}, `entity: unknown subcommand "frobnicate"`},
+		{"missing subcommand", []string{"entity"}, "entity: missing subcommand"},
+		{"unknown flag", []string{"entity", "show", "e1", "--bogus"}, "entity show: unknown flag --bogus"},
+		{"unknown short flag", []string{"resource", "list", "-z"}, "resource list: unknown flag -z"},
+		{"missing argument", []string{"entity", "show"}, "entity show: missing argument"},
+		{"extra argument", []string{"entity", "show", "a", "b"}, `entity show: unexpected argument "b"`},
+		{"bad limit syntax", []string{"entity", "set-limits", "e1", "-l", "rpm=100"}, `invalid limit "rpm=100"`},
+		{"bad limit period", []string{"resource", "set-defaults", "gpt", "-l", "rpm:100/week"}, `period "/week"`},
+		{"bad stack name", []string{"resource", "list", "-n", "my_table"}, `invalid --name "my_table": Contains underscore`},
+		{"bad output", []string{"resource", "list", "-o", "yaml"}, `invalid --output "yaml"`},
+		{"no limits", []string{"resource", "set-defaults", "gpt"}, "at least one --limit"},
+		{"bad on-unavailable", []string{"system", "set-defaults", "--on-unavailable", "maybe"}, `invalid --on-unavailable "maybe"`},
+		{"delete needs yes", []string{"entity", "delete", "e1"}, "refusing to delete entity e1 without --yes"},
+		{"stack delete needs yes", []string{"delete", "-n", "prod"}, "refusing to delete stack prod without --yes"},
+		{"usage needs a key", []string{"usage", "list"}, "either --entity-id or --resource is required"},
+		{"audit needs an entity", []string{"audit", "list"}, "--entity-id is required"},
+		{"manifest needs a file", []string{"limits", "plan"}, "--file is required"},
+		{"deploy without lambda zip", []string{"deploy", "--lambda-zip", "no/such.zip"}, "run `make lambda` first"},
+		{"deploy no-wait", []string{"deploy", "--no-wait"}, "--no-wait is not supported"},
+		{"deploy bad log retention", []string{"deploy", "--log-retention-days", "2"}, "invalid --log-retention-days 2"},
+		{"deploy iam conflict", []string{"deploy", "--no-iam", "--create-iam-roles"}, "--create-iam-roles cannot be used with --no-iam"},
+		{"deploy bad tag", []string{"deploy", "--no-aggregator", "-t", "novalue"}, `invalid --tag "novalue"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errs := runCLI(tc.args...)
+			msg := checkFailure(t, tc.args, code, out, errs, exitError)
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("message %q, want it to contain %q", msg, tc.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--help"}, {"-h"}, {"entity", "--help"}, {"entity", "create", "-h"}, {"limits", "apply", "--help"}, {"deploy", "-h"},
+	} {
+		code, out, errs := runCLI(args...)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: zae-limiter") {
+			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
+		}
+	}
+	_, out, _ := runCLI("deploy", "-h")
+	contains(t, out, "--enable-aggregator / --no-aggregator", "-t, --tag", "--lambda-zip", `(default "bin/aggregator.zip")`)
+}
+
+func TestMissingTable(t *testing.T) {
+	t.Parallel()
+	ep := ddblocal.Endpoint(t)
+	name := ddblocal.TableName(t)
+	args := []string{"entity", "show", "e1", "--endpoint-url", ep, "-n", name}
+	code, out, errs := runCLI(args...)
+	msg := checkFailure(t, args, code, out, errs, exitError)
+	if want := `table "` + name + `" not found (deploy it with: zae-limiter deploy --name ` + name + `)`; msg != want {
+		t.Errorf("message %q, want %q", msg, want)
+	}
+}
+
+func TestUnreachableEndpoint(t *testing.T) {
+	t.Parallel()
+	args := []string{"resource", "list", "--endpoint-url", "http://127.0.0.1:1"}
+	code, out, errs := runCLI(args...)
+	msg := checkFailure(t, args, code, out, errs, exitError)
+	contains(t, msg, "DynamoDB GetItem", "connection refused")
+}
+
+// TestBinary builds the command and runs it as a process: the real exit
+// codes and streams.
+func TestBinary(t *testing.T) {
+	e := newEnv(t)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "zae-limiter")
+	build := exec.Command(goTool, "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	runBin := func(args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatalf("run %s: %v", bin, err)
+		}
+		return code, out.String(), errb.String()
+	}
+
+	code, out, errs := runBin("resource", "set-defaults", "gpt-4", "-l", "rpm:100", "-n", e.table, "--endpoint-url", e.endpoint)
+	if code != 0 || errs != "" {
+		t.Fatalf("resource set-defaults: exit %d, stderr %q", code, errs)
+	}
+	contains(t, out, "Set 1 default(s) for resource 'gpt-4':", "rpm: 100/min")
+
+	args := []string{"entity", "show", "nobody", "-n", e.table, "--endpoint-url", e.endpoint}
+	code, out, errs = runBin(args...)
+	msg := checkFailure(t, args, code, out, errs, exitError)
+	contains(t, msg, "Entity not found: nobody")
+}

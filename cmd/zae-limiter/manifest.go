@@ -1,0 +1,587 @@
+package main
+
+// Declarative limits: `limits plan|apply|diff -f limits.yaml`.
+//
+// The manifest format is the original provisioner's (reference §7.10). The
+// original sends it to a provisioner Lambda that diffs it against a
+// "#PROVISIONER" state record (the set of targets the previous apply
+// managed) and writes raw config items. This port diffs the manifest
+// directly against the limits stored in the table and applies the changes
+// through the library (SetSystemDefaults, SetResourceDefaults,
+// RateLimiter.SetLimits and the Delete* calls), so every change is
+// validated, audited, evicts config caches and syncs bucket parameters, and
+// a target whose stored limits already match is left alone: applying the
+// same manifest twice changes nothing the second time. Targets the manifest
+// does not mention are never touched, unless --prune is given: then every
+// stored config of the namespace that the manifest does not declare is
+// deleted.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	limiter "github.com/zaelimiter/limiter"
+)
+
+// Manifest YAML.
+type manifestFile struct {
+	Namespace string                      `yaml:"namespace"`
+	System    *manifestSystem             `yaml:"system"`
+	Resources map[string]manifestLimits   `yaml:"resources"`
+	Entities  map[string]manifestEntities `yaml:"entities"`
+}
+
+type manifestSystem struct {
+	OnUnavailable string                  `yaml:"on_unavailable"`
+	Limits        map[string]manifestDecl `yaml:"limits"`
+}
+
+type manifestLimits struct {
+	Limits map[string]manifestDecl `yaml:"limits"`
+}
+
+type manifestEntities struct {
+	Resources map[string]manifestLimits `yaml:"resources"`
+}
+
+// manifestDecl is one limit: capacity (required), refill_amount (default
+// capacity), refill_period in seconds (default 60); burst, when given,
+// replaces capacity (the original's backwards-compatible spelling).
+type manifestDecl struct {
+	Capacity     *int64 `yaml:"capacity"`
+	Burst        *int64 `yaml:"burst"`
+	RefillAmount *int64 `yaml:"refill_amount"`
+	RefillPeriod *int64 `yaml:"refill_period"`
+}
+
+// manifest is a validated manifest.
+type manifest struct {
+	namespace string
+	system    *systemDecl
+	resources map[string][]limiter.Limit
+	entities  map[entityTarget][]limiter.Limit
+}
+
+type systemDecl struct {
+	limits        []limiter.Limit
+	onUnavailable limiter.OnUnavailable // "" leaves the stored mode alone
+}
+
+type entityTarget struct{ entity, resource string }
+
+func (t entityTarget) String() string { return t.entity + "/" + t.resource }
+
+// loadManifest reads and validates the manifest at path ("-" is stdin).
+func loadManifest(path string, stdin io.Reader) (*manifest, error) {
+	var data []byte
+	var err error
+	if path == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return parseManifest(data)
+}
+
+// parseManifest decodes and validates a manifest. Unknown keys are errors.
+func parseManifest(data []byte) (*manifest, error) {
+	var mf manifestFile
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&mf); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("invalid manifest: the file is empty")
+		}
+		return nil, fmt.Errorf("invalid manifest: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	m := &manifest{namespace: mf.Namespace, resources: map[string][]limiter.Limit{}, entities: map[entityTarget][]limiter.Limit{}}
+	if s := mf.System; s != nil {
+		limits, err := declLimits("system", s.Limits)
+		if err != nil {
+			return nil, err
+		}
+		ou := limiter.OnUnavailable(s.OnUnavailable)
+		if ou != "" && !ou.Valid() {
+			return nil, fmt.Errorf("invalid manifest: system.on_unavailable %q: use allow or block", s.OnUnavailable)
+		}
+		if len(limits) == 0 && ou == "" {
+			return nil, errors.New("invalid manifest: system declares neither limits nor on_unavailable")
+		}
+		m.system = &systemDecl{limits: limits, onUnavailable: ou}
+	}
+	for res, decl := range mf.Resources {
+		if err := limiter.ValidateResource(res); err != nil {
+			return nil, fmt.Errorf("invalid manifest: resources.%s: %v", res, err)
+		}
+		limits, err := declLimits("resources."+res, decl.Limits)
+		if err != nil {
+			return nil, err
+		}
+		if len(limits) == 0 {
+			return nil, fmt.Errorf("invalid manifest: resources.%s declares no limits", res)
+		}
+		m.resources[res] = limits
+	}
+	for id, ent := range mf.Entities {
+		if err := limiter.ValidateIdentifier(id, "entity_id"); err != nil {
+			return nil, fmt.Errorf("invalid manifest: entities.%s: %v", id, err)
+		}
+		if len(ent.Resources) == 0 {
+			return nil, fmt.Errorf("invalid manifest: entities.%s declares no resources", id)
+		}
+		for res, decl := range ent.Resources {
+			if res != limiter.DefaultResource {
+				if err := limiter.ValidateResource(res); err != nil {
+					return nil, fmt.Errorf("invalid manifest: entities.%s.resources.%s: %v", id, res, err)
+				}
+			}
+			path := "entities." + id + ".resources." + res
+			limits, err := declLimits(path, decl.Limits)
+			if err != nil {
+				return nil, err
+			}
+			if len(limits) == 0 {
+				return nil, fmt.Errorf("invalid manifest: %s declares no limits", path)
+			}
+			m.entities[entityTarget{id, res}] = limits
+		}
+	}
+	return m, nil
+}
+
+// declLimits converts a limits mapping into limits sorted by name.
+func declLimits(path string, decls map[string]manifestDecl) ([]limiter.Limit, error) {
+	limits := make([]limiter.Limit, 0, len(decls))
+	for _, name := range sortedKeys(decls) {
+		d := decls[name]
+		p := path + ".limits." + name
+		if d.Capacity == nil && d.Burst == nil {
+			return nil, fmt.Errorf("invalid manifest: %s: capacity is required", p)
+		}
+		var capacity int64
+		if d.Capacity != nil {
+			capacity = *d.Capacity
+		}
+		if d.Burst != nil {
+			capacity = *d.Burst
+		}
+		refill, period := capacity, int64(60)
+		if d.RefillAmount != nil {
+			refill = *d.RefillAmount
+		}
+		if d.RefillPeriod != nil {
+			period = *d.RefillPeriod
+		}
+		if period <= 0 || period > int64(1<<62)/int64(time.Second) {
+			return nil, fmt.Errorf("invalid manifest: %s: refill_period must be a positive number of seconds", p)
+		}
+		l, err := limiter.NewLimit(name, capacity, refill, time.Duration(period)*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("invalid manifest: %s: %v", p, err)
+		}
+		limits = append(limits, l)
+	}
+	return limits, nil
+}
+
+// Change actions and levels (the original provisioner's words).
+const (
+	actionCreate = "create"
+	actionUpdate = "update"
+	actionDelete = "delete"
+
+	levelSystem   = "system"
+	levelResource = "resource"
+	levelEntity   = "entity"
+)
+
+// change is one planned change. JSON: action, level, target ("" for the
+// system level, the resource, or "entity/resource"), limits (the limits to
+// store, for create and update), previous (the stored limits, for update and
+// delete) and on_unavailable (system level).
+type change struct {
+	Action        string      `json:"action"`
+	Level         string      `json:"level"`
+	Target        string      `json:"target"`
+	Limits        []limitJSON `json:"limits,omitempty"`
+	Previous      []limitJSON `json:"previous,omitempty"`
+	OnUnavailable string      `json:"on_unavailable,omitempty"`
+
+	limits   []limiter.Limit
+	entity   string
+	resource string
+}
+
+// planResult is the JSON output of plan, diff and apply.
+type planResult struct {
+	Namespace string   `json:"namespace"`
+	Changes   []change `json:"changes"`
+	Applied   bool     `json:"applied"`
+	Created   int      `json:"created"`
+	Updated   int      `json:"updated"`
+	Deleted   int      `json:"deleted"`
+}
+
+// sameLimits reports whether a and b hold the same limits in any order.
+func sameLimits(a, b []limiter.Limit) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	byName := make(map[string]limiter.Limit, len(a))
+	for _, l := range a {
+		byName[l.Name] = l
+	}
+	for _, l := range b {
+		if o, ok := byName[l.Name]; !ok || o != l {
+			return false
+		}
+	}
+	return true
+}
+
+func sortLimits(ls []limiter.Limit) []limiter.Limit {
+	out := append([]limiter.Limit(nil), ls...)
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// setChange returns the create/update change for a target, or ok false when
+// the stored limits already match.
+func setChange(level, target string, want, have []limiter.Limit) (change, bool) {
+	ch := change{Level: level, Target: target, Limits: limitsToJSON(want), limits: want}
+	switch {
+	case len(have) == 0:
+		ch.Action = actionCreate
+	case !sameLimits(want, have):
+		ch.Action = actionUpdate
+		ch.Previous = limitsToJSON(sortLimits(have))
+	default:
+		return ch, false
+	}
+	return ch, true
+}
+
+// plan diffs the manifest against the stored limits of repo's namespace.
+func plan(c *cli, repo *limiter.DynamoDBRepository, m *manifest, prune bool) ([]change, error) {
+	ctx := c.ctx
+	var changes []change
+
+	// System.
+	have, haveOU, err := repo.GetSystemDefaults(ctx)
+	if err != nil {
+		return nil, err
+	}
+	systemStored := len(have) > 0 || haveOU != ""
+	if s := m.system; s != nil {
+		ou := s.onUnavailable
+		if ou == "" {
+			ou = haveOU // not managed by the manifest: keep what is stored
+		}
+		ch := change{Level: levelSystem, Limits: limitsToJSON(s.limits), OnUnavailable: string(ou), limits: s.limits}
+		switch {
+		case !systemStored:
+			ch.Action = actionCreate
+		case !sameLimits(s.limits, have) || ou != haveOU:
+			ch.Action = actionUpdate
+			ch.Previous = limitsToJSON(sortLimits(have))
+		}
+		if ch.Action != "" {
+			changes = append(changes, ch)
+		}
+	} else if prune && systemStored {
+		changes = append(changes, change{Action: actionDelete, Level: levelSystem, Previous: limitsToJSON(sortLimits(have)), OnUnavailable: string(haveOU)})
+	}
+
+	// Resources.
+	for _, res := range sortedKeys(m.resources) {
+		have, err := repo.GetResourceDefaults(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		if ch, ok := setChange(levelResource, res, m.resources[res], have); ok {
+			ch.resource = res
+			changes = append(changes, ch)
+		}
+	}
+	if prune {
+		stored, err := repo.ListResourcesWithDefaults(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, res := range stored {
+			if _, ok := m.resources[res]; ok {
+				continue
+			}
+			have, err := repo.GetResourceDefaults(ctx, res)
+			if err != nil {
+				return nil, err
+			}
+			if len(have) > 0 {
+				changes = append(changes, change{Action: actionDelete, Level: levelResource, Target: res, Previous: limitsToJSON(sortLimits(have)), resource: res})
+			}
+		}
+	}
+
+	// Entities.
+	targets := make([]entityTarget, 0, len(m.entities))
+	for t := range m.entities {
+		targets = append(targets, t)
+	}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].String() < targets[j].String() })
+	for _, t := range targets {
+		have, err := repo.GetLimits(ctx, t.entity, t.resource)
+		if err != nil {
+			return nil, err
+		}
+		if ch, ok := setChange(levelEntity, t.String(), m.entities[t], have); ok {
+			ch.entity, ch.resource = t.entity, t.resource
+			changes = append(changes, ch)
+		}
+	}
+	if prune {
+		stale, err := staleEntityConfigs(c, repo, m)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range stale {
+			have, err := repo.GetLimits(ctx, t.entity, t.resource)
+			if err != nil {
+				return nil, err
+			}
+			if len(have) > 0 {
+				changes = append(changes, change{Action: actionDelete, Level: levelEntity, Target: t.String(),
+					Previous: limitsToJSON(sortLimits(have)), entity: t.entity, resource: t.resource})
+			}
+		}
+	}
+	return changes, nil
+}
+
+// staleEntityConfigs lists the stored entity configs the manifest does not
+// declare, sorted.
+func staleEntityConfigs(c *cli, repo *limiter.DynamoDBRepository, m *manifest) ([]entityTarget, error) {
+	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
+	if err != nil {
+		return nil, err
+	}
+	var stale []entityTarget
+	for _, res := range resources {
+		cursor := ""
+		for {
+			ids, next, err := repo.ListEntitiesWithCustomLimits(c.ctx, res, 0, cursor)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				t := entityTarget{id, res}
+				if _, ok := m.entities[t]; !ok {
+					stale = append(stale, t)
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+	}
+	sort.Slice(stale, func(i, j int) bool { return stale[i].String() < stale[j].String() })
+	return stale, nil
+}
+
+// applyChange writes one change through the library.
+func applyChange(c *cli, repo *limiter.DynamoDBRepository, rl *limiter.RateLimiter, ch change) error {
+	ctx := c.ctx
+	switch {
+	case ch.Action == actionDelete && ch.Level == levelSystem:
+		return repo.DeleteSystemDefaults(ctx)
+	case ch.Action == actionDelete && ch.Level == levelResource:
+		return repo.DeleteResourceDefaults(ctx, ch.resource)
+	case ch.Action == actionDelete:
+		return rl.DeleteLimits(ctx, ch.entity, ch.resource)
+	case ch.Level == levelSystem:
+		return repo.SetSystemDefaults(ctx, ch.limits, limiter.OnUnavailable(ch.OnUnavailable))
+	case ch.Level == levelResource:
+		return repo.SetResourceDefaults(ctx, ch.resource, ch.limits)
+	default:
+		return rl.SetLimits(ctx, ch.entity, ch.resource, ch.limits)
+	}
+}
+
+// manifestCommand is what plan, apply and diff share: flags, loading the
+// manifest, opening the namespace and planning.
+func manifestCommand(c *cli, args []string, use, summary string) (*limiter.DynamoDBRepository, *manifest, []change, error) {
+	f := c.newFlags(use, summary, 0, 0, true)
+	var path string
+	var prune bool
+	f.str(&path, "file", "f", "", "YAML limits manifest (required; - reads stdin)")
+	f.boolean(&prune, "prune", "", false, "also delete stored limits the manifest does not declare")
+	if _, err := f.parse(args); err != nil {
+		return nil, nil, nil, err
+	}
+	if path == "" {
+		return nil, nil, nil, fmt.Errorf("%s: --file is required", use)
+	}
+	m, err := loadManifest(path, os.Stdin)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if m.namespace != "" {
+		if c.common.explicit["namespace"] && c.common.namespace != m.namespace {
+			return nil, nil, nil, fmt.Errorf("the manifest's namespace %q differs from --namespace %q", m.namespace, c.common.namespace)
+		}
+		c.common.namespace = m.namespace
+	}
+	m.namespace = c.common.namespace
+	repo, err := c.openRepo()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	changes, err := plan(c, repo, m, prune)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return repo, m, changes, nil
+}
+
+func changeSymbol(action string) string {
+	switch action {
+	case actionCreate:
+		return "+"
+	case actionUpdate:
+		return "~"
+	}
+	return "-"
+}
+
+// changeLine formats a change as the original does, with the limits.
+func changeLine(ch change) string {
+	target := ch.Target
+	if target == "" {
+		target = "(system defaults)"
+	}
+	s := fmt.Sprintf("  %s %s %s: %s", changeSymbol(ch.Action), ch.Action, ch.Level, target)
+	var parts []string
+	for _, l := range ch.limits {
+		parts = append(parts, formatLimit(l))
+	}
+	if ch.Level == levelSystem && ch.Action != actionDelete && ch.OnUnavailable != "" {
+		parts = append(parts, "on_unavailable: "+ch.OnUnavailable)
+	}
+	if len(parts) > 0 {
+		s += "  [" + strings.Join(parts, ", ") + "]"
+	}
+	return s
+}
+
+func countChanges(r *planResult) {
+	for _, ch := range r.Changes {
+		switch ch.Action {
+		case actionCreate:
+			r.Created++
+		case actionUpdate:
+			r.Updated++
+		default:
+			r.Deleted++
+		}
+	}
+}
+
+func cmdLimitsPlan(c *cli, args []string) error {
+	_, m, changes, err := manifestCommand(c, args, "limits plan", "Show the changes `limits apply` would make (like terraform plan).")
+	if err != nil {
+		return err
+	}
+	r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
+	countChanges(&r)
+	if c.jsonOutput() {
+		return c.writeJSON(r)
+	}
+	if len(changes) == 0 {
+		c.printf("No changes. Infrastructure is up-to-date.\n")
+		return nil
+	}
+	c.printf("Plan: %d change(s) in namespace %s\n\n", len(changes), m.namespace)
+	for _, ch := range changes {
+		c.printf("%s\n", changeLine(ch))
+	}
+	c.printf("\nPlan: %d to create, %d to update, %d to delete.\n", r.Created, r.Updated, r.Deleted)
+	return nil
+}
+
+func cmdLimitsDiff(c *cli, args []string) error {
+	_, m, changes, err := manifestCommand(c, args, "limits diff", "Show the drift between the manifest and the stored limits.")
+	if err != nil {
+		return err
+	}
+	r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
+	countChanges(&r)
+	if c.jsonOutput() {
+		return c.writeJSON(r)
+	}
+	if len(changes) == 0 {
+		c.printf("No drift detected. Live state matches YAML.\n")
+		return nil
+	}
+	c.printf("Drift detected: %d difference(s)\n\n", len(changes))
+	for _, ch := range changes {
+		target := ch.Target
+		if target == "" {
+			target = "(system defaults)"
+		}
+		c.printf("  %s %s: %s\n", changeSymbol(ch.Action), ch.Level, target)
+	}
+	return nil
+}
+
+func cmdLimitsApply(c *cli, args []string) error {
+	repo, m, changes, err := manifestCommand(c, args, "limits apply", "Apply the manifest: store the limits it declares that differ from the stored ones (like terraform apply).")
+	if err != nil {
+		return err
+	}
+	rl := limiter.New(repo)
+	r := planResult{Namespace: m.namespace, Changes: []change{}, Applied: true}
+	for _, ch := range changes {
+		if err := applyChange(c, repo, rl, ch); err != nil {
+			if !c.jsonOutput() && len(r.Changes) > 0 {
+				c.printf("Applied %d of %d change(s) before the error.\n", len(r.Changes), len(changes))
+			}
+			target := ch.Target
+			if target == "" {
+				target = "(system defaults)"
+			}
+			return fmt.Errorf("%s %s %s: %w", ch.Action, ch.Level, target, err)
+		}
+		r.Changes = append(r.Changes, ch)
+		if !c.jsonOutput() {
+			c.printf("%s\n", changeLine(ch))
+		}
+	}
+	countChanges(&r)
+	if c.jsonOutput() {
+		return c.writeJSON(r)
+	}
+	if len(changes) == 0 {
+		c.printf("No changes. Infrastructure is up-to-date.\n")
+		return nil
+	}
+	c.printf("\nApplied: %d created, %d updated, %d deleted.\n", r.Created, r.Updated, r.Deleted)
+	return nil
+}
+
+func nonNil(ch []change) []change {
+	if ch == nil {
+		return []change{}
+	}
+	return ch
+}
