@@ -106,10 +106,13 @@ func commands() map[string]group {
 			"get-defaults":    {"Show the system default limits", cmdSystemGetDefaults},
 			"delete-defaults": {"Delete the system default limits (needs --yes)", cmdSystemDeleteDefaults},
 		}},
-		"limits": {summary: "Declarative limits from a YAML manifest", subs: map[string]subcommand{
-			"plan":  {"Show the changes apply would make", cmdLimitsPlan},
-			"apply": {"Apply the manifest's limits", cmdLimitsApply},
-			"diff":  {"Show drift between the manifest and the table", cmdLimitsDiff},
+		"limits": {summary: "Stored limits at any level, and declarative limits from a YAML manifest", subs: map[string]subcommand{
+			"plan":   {"Show the changes apply would make", cmdLimitsPlan},
+			"apply":  {"Apply the manifest's limits", cmdLimitsApply},
+			"diff":   {"Show drift between the manifest and the table", cmdLimitsDiff},
+			"set":    {"Store limits: --entity ID [--resource R], --resource R or --system", cmdLimitsSet},
+			"get":    {"Show stored limits at one level (as set)", cmdLimitsGet},
+			"delete": {"Delete stored limits at one level (as set; needs --yes)", cmdLimitsDelete},
 		}},
 		"audit": {summary: "Read audit events", subs: map[string]subcommand{
 			"list": {"List audit events of an entity, newest first", cmdAuditList},
