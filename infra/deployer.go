@@ -330,14 +330,7 @@ func (d *Deployer) wait(ctx context.Context, stackName, stackID, op string, seen
 		seen = map[string]bool{}
 	}
 	var events []cfntypes.StackEvent // this operation's, oldest first
-	for {
-		st, err := d.describe(ctx, stackID)
-		if errors.Is(err, ErrStackNotFound) && op == "delete" {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("infra: %s stack %s: %w", op, stackName, err)
-		}
+	report := func() error {
 		fresh, err := d.newEvents(ctx, stackID, seen)
 		if err != nil {
 			return fmt.Errorf("infra: %s stack %s: %w", op, stackName, err)
@@ -353,6 +346,25 @@ func (d *Deployer) wait(ctx context.Context, stackName, stackID, op string, seen
 					Reason:       aws.ToString(e.ResourceStatusReason),
 				})
 			}
+		}
+		return nil
+	}
+	// A deleted stack is gone by name (by ID it stays DELETE_COMPLETE for
+	// a while; moto cannot describe it by ID once deleted).
+	target := stackID
+	if op == "delete" {
+		target = stackName
+	}
+	for {
+		st, err := d.describe(ctx, target)
+		if errors.Is(err, ErrStackNotFound) && op == "delete" {
+			return report()
+		}
+		if err != nil {
+			return fmt.Errorf("infra: %s stack %s: %w", op, stackName, err)
+		}
+		if err := report(); err != nil {
+			return err
 		}
 		if !inProgress(st.Status) {
 			if succeeded(st.Status) {
