@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
 	"github.com/google/go-cmp/cmp"
 
 	limiter "github.com/zaelimiter/limiter"
@@ -421,5 +423,56 @@ func TestStackErrorNamesFirstFailure(t *testing.T) {
 	res, reason = firstFailure([]cfntypes.StackEvent{ev("s", "AWS::CloudFormation::Stack", "UPDATE_FAILED", "boom")}, "s", "")
 	if res != "s" || reason != "boom" {
 		t.Errorf("firstFailure(stack only) = %q, %q", res, reason)
+	}
+}
+
+// TestDeployRestoresCode: the function's code was changed outside the
+// stack; a deploy of the same zip (no stack change) points it back at the
+// zip.
+func TestDeployRestoresCode(t *testing.T) {
+	ctx := testContext(t)
+	d := newTestDeployer(t, nil)
+	cfg := motoConfig(t)
+	name := stackName(t)
+	zip := testZip(t, "echo v1")
+	if _, err := d.Deploy(ctx, name, motoOptions(), zip); err != nil {
+		t.Fatalf("Deploy: %v", err)
+	}
+	lam := lambda.NewFromConfig(cfg)
+	fn := aws.String(name + "-aggregator")
+	other := testZip(t, "echo other")
+	if _, err := lam.UpdateFunctionCode(ctx, &lambda.UpdateFunctionCodeInput{FunctionName: fn, ZipFile: other}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Deploy(ctx, name, motoOptions(), zip); err != nil {
+		t.Fatalf("second Deploy: %v", err)
+	}
+	got, err := lam.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: fn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aws.ToString(got.CodeSha256) != codeSHA(zip) {
+		t.Errorf("CodeSha256 %s, want the deployed zip's %s (the outside code's is %s)", aws.ToString(got.CodeSha256), codeSHA(zip), codeSHA(other))
+	}
+}
+
+func TestAPIErrorRecognition(t *testing.T) {
+	for _, tc := range []struct {
+		err                 error
+		notFound, noUpdates bool
+	}{
+		{&smithy.GenericAPIError{Code: "ValidationError", Message: "Stack with id zl does not exist"}, true, false},
+		{&smithy.GenericAPIError{Code: "ValidationError", Message: "No updates are to be performed."}, false, true},
+		{fmt.Errorf("wrapped: %w", &smithy.GenericAPIError{Code: "ValidationError", Message: "No updates are to be performed."}), false, true},
+		{&smithy.GenericAPIError{Code: "ValidationError", Message: "Template format error"}, false, false},
+		{&smithy.GenericAPIError{Code: "AccessDenied", Message: "does not exist"}, false, false},
+		{nil, false, false},
+	} {
+		if got := isNotFound(tc.err); got != tc.notFound {
+			t.Errorf("isNotFound(%v) = %v", tc.err, got)
+		}
+		if got := isNoUpdates(tc.err); got != tc.noUpdates {
+			t.Errorf("isNoUpdates(%v) = %v", tc.err, got)
+		}
 	}
 }
