@@ -64,6 +64,7 @@ func startMoto(timeout time.Duration) (url string, stop func(), err error) {
 	cmd := exec.Command(python, "-m", "moto.server", "-H", "127.0.0.1", "-p", fmt.Sprint(port))
 	cmd.Stdout = &stderr
 	cmd.Stderr = &stderr
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return "", nil, fmt.Errorf("start moto: %w", err)
 	}
