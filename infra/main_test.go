@@ -36,12 +36,15 @@ func runTests(m *testing.M) int {
 		motoURL = ep
 		return m.Run()
 	}
+	start := time.Now()
 	url, stop, err := startMoto(30 * time.Second)
 	if err != nil {
 		motoErr = err
+		fmt.Fprintf(os.Stderr, "infra: moto server unavailable: %v\n", err)
 	} else {
 		motoURL = url
 		defer stop()
+		fmt.Fprintf(os.Stderr, "infra: moto server at %s, ready in %v\n", url, time.Since(start).Round(10*time.Millisecond))
 	}
 	return m.Run()
 }
