@@ -236,8 +236,8 @@ func (d *Deployer) Status(ctx context.Context, stackName string) (Stack, error) 
 // Delete deletes the stack and, when wait is true, waits until it is gone.
 // It first empties the stack's audit archive bucket (CloudFormation cannot
 // delete a bucket that holds objects: the archived audit events go with the
-// stack) and, once the stack is gone, removes the stack's aggregator zips
-// from the artifacts bucket. A stack whose table has deletion protection is
+// stack) and, when it waited until the stack is gone, removes the stack's
+// aggregator zips from the artifacts bucket. A stack whose table has deletion protection is
 // refused before anything is touched. A missing stack is
 // [ErrStackNotFound].
 func (d *Deployer) Delete(ctx context.Context, stackName string, wait bool) error {
@@ -449,7 +449,12 @@ func firstFailure(events []cfntypes.StackEvent, stackName, stackReason string) (
 	return "", ""
 }
 
-func inProgress(status string) bool { return strings.HasSuffix(status, "_IN_PROGRESS") }
+// inProgress reports whether an operation is under way. REVIEW_IN_PROGRESS
+// (a stack created by a change set that was never executed) waits for a
+// person, not for CloudFormation.
+func inProgress(status string) bool {
+	return strings.HasSuffix(status, "_IN_PROGRESS") && status != string(cfntypes.StackStatusReviewInProgress)
+}
 
 func succeeded(status string) bool {
 	switch cfntypes.StackStatus(status) {
