@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -361,5 +363,25 @@ func TestTemplateParametersMatchOptions(t *testing.T) {
 		if allowed, ok := def["AllowedValues"].([]any); ok && !slices.ContainsFunc(allowed, func(a any) bool { return fmt.Sprint(a) == v }) {
 			t.Errorf("%s = %q, not among the template's allowed values %v", name, v, allowed)
 		}
+	}
+}
+
+// TestTemplateCfnLint runs cfn-lint (installed with moto's server extra) on
+// the template: no error and no warning but W1030, which flags the empty
+// defaults of the code location parameters (empty only when the function
+// is not deployed).
+func TestTemplateCfnLint(t *testing.T) {
+	bin, err := exec.LookPath("cfn-lint")
+	if err != nil {
+		msg := "cfn-lint not found (pip install 'moto[server]' installs it)"
+		if os.Getenv("CI") == "true" || os.Getenv("ZAEL_REQUIRE_MOTO") == "1" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	ctx := testContext(t)
+	out, err := exec.CommandContext(ctx, bin, "--ignore-checks", "W1030", "--", "cfn_template.yaml").CombinedOutput()
+	if err != nil {
+		t.Errorf("cfn-lint cfn_template.yaml: %v\n%s", err, out)
 	}
 }
