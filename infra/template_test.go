@@ -371,6 +371,7 @@ func TestTemplateParametersMatchOptions(t *testing.T) {
 // defaults of the code location parameters (empty only when the function
 // is not deployed).
 func TestTemplateCfnLint(t *testing.T) {
+	t.Parallel()
 	bin, err := exec.LookPath("cfn-lint")
 	if err != nil {
 		msg := "cfn-lint not found (pip install 'moto[server]' installs it)"
