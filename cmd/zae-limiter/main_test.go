@@ -15,11 +15,13 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/motoserver"
 )
 
 // TestMain gives the CLI's SDK configuration dummy credentials and a region
 // (kept off ~/.aws and the instance metadata service) and starts one
-// DynamoDB Local for the package (see internal/ddblocal).
+// DynamoDB Local for the package (see internal/ddblocal), and moto's server
+// for the stack commands when a test asks for it (internal/motoserver).
 func TestMain(m *testing.M) {
 	for k, v := range map[string]string{
 		"AWS_ACCESS_KEY_ID":           ddblocal.AccessKeyID,
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", limiter.EnvStack, limiter.EnvNamespace} {
 		os.Unsetenv(k)
 	}
-	os.Exit(ddblocal.Main(m))
+	os.Exit(motoserver.Run(func() int { return ddblocal.Main(m) }))
 }
 
 // env is a table of its own in DynamoDB Local and the repository of its

@@ -18,7 +18,34 @@ const defaultLambdaZip = "bin/aggregator.zip"
 
 // logRetentionDays are CloudWatch's retention periods (the original's
 // --log-retention-days choices).
-var logRetentionDays = []int{1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+var logRetentionDays = infra.LogRetentionPeriods
+
+// optionFlags names the deploy flag of each infra.StackOptions field, so that
+// an invalid option is reported by its flag.
+var optionFlags = map[string]string{
+	"SnapshotWindows": "--snapshot-windows", "UsageRetentionDays": "--usage-retention-days",
+	"AuditRetentionDays": "--audit-retention-days", "PITRRecoveryDays": "--pitr-recovery-days",
+	"LogRetentionDays": "--log-retention-days", "LambdaTimeout": "--lambda-timeout",
+	"LambdaMemory": "--lambda-memory", "AlarmSNSTopic": "--alarm-sns-topic",
+	"LambdaDurationThresholdPct": "--lambda-duration-threshold-pct", "PermissionBoundary": "--permission-boundary",
+	"RoleNameFormat": "--role-name-format", "PolicyNameFormat": "--policy-name-format",
+	"AuditArchiveGlacierDays": "--audit-archive-glacier-days", "CreateIAMRoles": "--create-iam-roles",
+	"AggregatorRoleARN": "--aggregator-role-arn", "Tags": "--tag",
+}
+
+// flagError rewrites an infra.StackOptions validation error to name the
+// flag instead of the field.
+func flagError(err error) error {
+	msg := strings.TrimPrefix(err.Error(), "infra: ")
+	for field, flag := range optionFlags {
+		for _, sep := range []string{" ", ":"} {
+			if i := strings.Index(msg, field+sep); i >= 0 && (i == 0 || msg[i-1] == ' ') {
+				return errors.New(msg[:i] + flag + msg[i+len(field):])
+			}
+		}
+	}
+	return errors.New(msg)
+}
 
 func clientVersion() string { return "go-" + limiter.ClientVersion }
 
@@ -100,7 +127,7 @@ func cmdDeploy(c *cli, args []string) error {
 		}
 	}
 	if err := opts.Validate(); err != nil {
-		return infraErr(fmt.Errorf("invalid stack options: %w", err))
+		return flagError(err)
 	}
 	cfg, err := c.awsConfig()
 	if err != nil {

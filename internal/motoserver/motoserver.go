@@ -59,9 +59,15 @@ var pkg struct {
 
 // Main runs a package's tests with one shared moto server (started lazily)
 // and returns the exit code.
-func Main(m *testing.M) int {
+func Main(m *testing.M) int { return Run(m.Run) }
+
+// Run is [Main] around another runner, for packages that share their
+// TestMain with another harness:
+//
+//	os.Exit(motoserver.Run(func() int { return ddblocal.Main(m) }))
+func Run(run func() int) int {
 	pkg.inMain.Store(true)
-	code := m.Run()
+	code := run()
 	pkg.once.Do(func() {})
 	if pkg.srv != nil {
 		pkg.srv.Close()
