@@ -8,6 +8,7 @@
 // moto keeps its state per account and region; tests isolate themselves by
 // naming their stacks uniquely. When moto cannot be started the tests that
 // need it skip, or fail when $CI is "true" or $ZAEL_REQUIRE_MOTO is set.
+// $ZAEL_MOTO_ENDPOINT names a running server to use instead.
 package motoserver
 
 import (
@@ -88,6 +89,10 @@ func Endpoint(t testing.TB) string {
 		t.Fatal("motoserver: call motoserver.Main from TestMain")
 	}
 	pkg.once.Do(func() {
+		if ep := os.Getenv("ZAEL_MOTO_ENDPOINT"); ep != "" {
+			pkg.srv = &Server{endpoint: ep}
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
 		pkg.srv, pkg.err = Start(ctx)
@@ -163,8 +168,12 @@ func Start(ctx context.Context) (*Server, error) {
 // Endpoint returns the server's URL.
 func (s *Server) Endpoint() string { return s.endpoint }
 
-// Close stops the server and waits for it to exit.
+// Close stops the server and waits for it to exit. A server named by
+// $ZAEL_MOTO_ENDPOINT is left running.
 func (s *Server) Close() {
+	if s.cmd == nil {
+		return
+	}
 	if err := s.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return
 	}
