@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,11 +9,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go"
 
 	limiter "github.com/zaelimiter/limiter"
@@ -295,10 +298,12 @@ func (c *cli) openRepo() (*limiter.DynamoDBRepository, error) {
 			o.DisableValidateResponseChecksum = true
 		}
 	})
+	principal := c.principal(cfg)
 	repo, err := limiter.OpenDynamoDB(c.ctx, client, func(o *limiter.DynamoDBOptions) {
 		o.Table = c.common.name
 		o.Namespace = c.common.namespace
 		o.ConfigCacheTTL = 0 // every command reads what is stored now
+		o.Principal = principal
 	})
 	if err != nil {
 		return nil, c.tableErr(err)
@@ -356,3 +361,27 @@ func errorMessage(err error) string {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// principalTimeout bounds the STS call that names the caller.
+const principalTimeout = 3 * time.Second
+
+// principal returns who the audit events of this command name: $ZAEL_PRINCIPAL
+// when set (an ARN or an identifier), else the caller's ARN from STS
+// GetCallerIdentity, as the original CLI records. When STS does not answer
+// (DynamoDB Local has no STS) it returns "" and the events name no one.
+func (c *cli) principal(cfg aws.Config) string {
+	if p := os.Getenv(envPrincipal); p != "" {
+		return p
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, principalTimeout)
+	defer cancel()
+	out, err := sts.NewFromConfig(cfg, func(o *sts.Options) { o.RetryMaxAttempts = 1 }).
+		GetCallerIdentity(ctx, &sts.GetCallerIdentityInput{})
+	if err != nil {
+		return ""
+	}
+	return aws.ToString(out.Arn)
+}
+
+// envPrincipal names the audit principal of CLI changes.
+const envPrincipal = "ZAEL_PRINCIPAL"

@@ -114,6 +114,22 @@ func TestDeployStatusDelete(t *testing.T) {
 	if code, out, _ := cli("entity", "show", "key-1"); code != 0 || !bytes.Contains([]byte(out), []byte("key-1")) {
 		t.Errorf("entity show on the deployed table: exit %d, %q", code, out)
 	}
+	// Audit events name the caller (STS GetCallerIdentity, moto's default
+	// user), or $ZAEL_PRINCIPAL.
+	t.Setenv(envPrincipal, "ops-team")
+	if code, _, errs := cli("limits", "set", "-e", "key-1", "-l", "rpm:5"); code != 0 {
+		t.Fatalf("limits set: exit %d, %q", code, errs)
+	}
+	var audit struct {
+		Events []auditEventJSON `json:"events"`
+	}
+	if code, out, errs := cli("audit", "list", "-e", "key-1", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &audit) != nil {
+		t.Fatalf("audit list: exit %d, %q, %q", code, out, errs)
+	}
+	if len(audit.Events) != 2 || audit.Events[0].Principal != "ops-team" ||
+		audit.Events[1].Principal != "arn:aws:sts::123456789012:user/moto" {
+		t.Errorf("audit principals: %+v; want ops-team (ZAEL_PRINCIPAL) and moto's caller ARN", audit.Events)
+	}
 
 	// status
 	var st stackJSON
