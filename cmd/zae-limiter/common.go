@@ -320,6 +320,22 @@ func (c *cli) tableErr(err error) error {
 	return err
 }
 
+// parseConfirmed registers --yes/-y on a destructive command, parses args
+// and refuses the command without --yes; what names the action from the
+// positional arguments, e.g. "delete entity key-1".
+func (f *cmdFlags) parseConfirmed(args []string, what func(pos []string) string) ([]string, error) {
+	var yes bool
+	f.boolean(&yes, "yes", "y", false, "confirm this destructive command")
+	pos, err := f.parse(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireYes(yes, what(pos)); err != nil {
+		return nil, err
+	}
+	return pos, nil
+}
+
 // requireYes refuses a destructive command without --yes: there is no
 // interactive confirmation (CI has no stdin).
 func requireYes(yes bool, what string) error {

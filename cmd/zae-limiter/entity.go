@@ -92,13 +92,8 @@ func cmdEntityShow(c *cli, args []string) error {
 
 func cmdEntityDelete(c *cli, args []string) error {
 	f := c.newFlags("entity delete ENTITY_ID", "Delete an entity with its stored limits and buckets.", 1, 1, true)
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
-	pos, err := f.parse(args)
+	pos, err := f.parseConfirmed(args, func(pos []string) string { return "delete entity " + pos[0] })
 	if err != nil {
-		return err
-	}
-	if err := requireYes(yes, "delete entity "+pos[0]); err != nil {
 		return err
 	}
 	repo, err := c.openRepo()
@@ -200,14 +195,11 @@ func cmdEntityGetLimits(c *cli, args []string) error {
 func cmdEntityDeleteLimits(c *cli, args []string) error {
 	f := c.newFlags("entity delete-limits ENTITY_ID", "Delete the limits stored for ENTITY_ID on a resource.", 1, 1, true)
 	var resource string
-	var yes bool
 	f.resourceFlag(&resource)
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
-	pos, err := f.parse(args)
+	pos, err := f.parseConfirmed(args, func(pos []string) string {
+		return fmt.Sprintf("delete the limits of entity %s on resource %s", pos[0], resource)
+	})
 	if err != nil {
-		return err
-	}
-	if err := requireYes(yes, fmt.Sprintf("delete the limits of entity %s on resource %s", pos[0], resource)); err != nil {
 		return err
 	}
 	repo, err := c.openRepo()

@@ -212,13 +212,8 @@ func cmdResourceGetDefaults(c *cli, args []string) error {
 
 func cmdResourceDeleteDefaults(c *cli, args []string) error {
 	f := c.newFlags("resource delete-defaults RESOURCE", "Delete the default limits of RESOURCE.", 1, 1, true)
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
-	pos, err := f.parse(args)
+	pos, err := f.parseConfirmed(args, func(pos []string) string { return "delete the defaults of resource " + pos[0] })
 	if err != nil {
-		return err
-	}
-	if err := requireYes(yes, "delete the defaults of resource "+pos[0]); err != nil {
 		return err
 	}
 	repo, err := c.openRepo()
@@ -296,12 +291,7 @@ func cmdSystemGetDefaults(c *cli, args []string) error {
 
 func cmdSystemDeleteDefaults(c *cli, args []string) error {
 	f := c.newFlags("system delete-defaults", "Delete the namespace-wide default limits and on-unavailable mode.", 0, 0, true)
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if err := requireYes(yes, "delete the system defaults"); err != nil {
+	if _, err := f.parseConfirmed(args, func([]string) string { return "delete the system defaults" }); err != nil {
 		return err
 	}
 	repo, err := c.openRepo()

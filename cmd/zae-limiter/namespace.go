@@ -127,13 +127,8 @@ func cmdNamespaceShow(c *cli, args []string) error {
 
 func cmdNamespaceDelete(c *cli, args []string) error {
 	f := c.newFlags("namespace delete NAME", "Soft-delete a namespace: its name stops resolving, its data stays until purged.", 1, 1, true)
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
-	pos, err := f.parse(args)
+	pos, err := f.parseConfirmed(args, func(pos []string) string { return "delete namespace " + pos[0] })
 	if err != nil {
-		return err
-	}
-	if err := requireYes(yes, "delete namespace "+pos[0]); err != nil {
 		return err
 	}
 	repo, err := c.openRegistry()
@@ -182,13 +177,8 @@ func cmdNamespaceOrphans(c *cli, args []string) error {
 
 func cmdNamespacePurge(c *cli, args []string) error {
 	f := c.newFlags("namespace purge NAMESPACE_ID", "Delete every item of a deleted namespace, for good.", 1, 1, true)
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm the purge")
-	pos, err := f.parse(args)
+	pos, err := f.parseConfirmed(args, func(pos []string) string { return "purge namespace " + pos[0] })
 	if err != nil {
-		return err
-	}
-	if err := requireYes(yes, "purge namespace "+pos[0]); err != nil {
 		return err
 	}
 	repo, err := c.openRegistry()

@@ -259,13 +259,9 @@ func cmdStatus(c *cli, args []string) error {
 
 func cmdDelete(c *cli, args []string) error {
 	f := c.newFlags("delete", "Delete the CloudFormation stack with the table and all its data. This cannot be undone.", 0, 0, true)
-	var yes, wait bool
-	f.boolean(&yes, "yes", "y", false, "confirm the deletion")
+	var wait bool
 	f.pair(&wait, "wait", "no-wait", true, "wait until the stack is gone")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if err := requireYes(yes, "delete stack "+c.common.name); err != nil {
+	if _, err := f.parseConfirmed(args, func([]string) string { return "delete stack " + c.common.name }); err != nil {
 		return err
 	}
 	cfg, err := c.awsConfig()
