@@ -284,14 +284,7 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 				}
 			}
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
-			check := func(name, want string, fn func()) {
-				t.Helper()
-				env.rec.Reset()
-				fn()
-				if got := env.calls(); got != want {
-					t.Errorf("%s: calls = %q, want %q", name, got, want)
-				}
-			}
+			check := env.callChecker(t)
 			var l *Lease
 			check("bucket missing", "UpdateItem!, BatchGetItem[2], PutItem", func() {
 				mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))

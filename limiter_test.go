@@ -343,14 +343,7 @@ func TestCallCounts(t *testing.T) {
 	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
-	check := func(name, want string, fn func()) {
-		t.Helper()
-		env.rec.Reset()
-		fn()
-		if got := env.calls(); got != want {
-			t.Errorf("%s: calls = %q, want %q", name, got, want)
-		}
-	}
+	check := env.callChecker(t)
 	var l *Lease
 	check("acquire (new bucket)", "BatchGetItem[2], PutItem", func() {
 		l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim)

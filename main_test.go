@@ -119,6 +119,19 @@ func (env *testEnv) sortedCalls() string {
 
 // calls summarises the recorded calls as "Op" or "Op[items]" joined by
 // ", ", failed calls suffixed with "!".
+// callChecker returns check(name, want, fn): it runs fn and fails t unless
+// fn made exactly the calls want (in the form of calls).
+func (env *testEnv) callChecker(t *testing.T) func(name, want string, fn func()) {
+	return func(name, want string, fn func()) {
+		t.Helper()
+		env.rec.Reset()
+		fn()
+		if got := env.calls(); got != want {
+			t.Errorf("%s: calls = %q, want %q", name, got, want)
+		}
+	}
+}
+
 func (env *testEnv) calls() string {
 	var parts []string
 	for _, c := range env.rec.Calls() {

@@ -23,11 +23,8 @@ func (m *MemoryStore) CreateEntity(ctx context.Context, e Entity) (Entity, error
 			return Entity{}, err
 		}
 	}
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return Entity{}, err
-	}
-	if err := ctx.Err(); err != nil {
 		return Entity{}, err
 	}
 	if e.Name == "" {
@@ -93,11 +90,8 @@ func (m *MemoryStore) Children(ctx context.Context, parentID string) ([]Entity, 
 // records an entity_deleted audit event, as
 // [DynamoDBRepository.DeleteEntity]. Deleting a missing entity does nothing.
 func (m *MemoryStore) DeleteEntity(ctx context.Context, id string) error {
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -140,11 +134,8 @@ func (m *MemoryStore) SetLimits(ctx context.Context, entityID, resource string, 
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	now := m.nowMs()
@@ -172,11 +163,8 @@ func (m *MemoryStore) GetLimits(ctx context.Context, entityID, resource string) 
 // DeleteLimits deletes the limits stored for entityID on resource and
 // records a limits_deleted audit event; a missing config does nothing.
 func (m *MemoryStore) DeleteLimits(ctx context.Context, entityID, resource string) error {
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -198,11 +186,8 @@ func (m *MemoryStore) SetResourceDefaults(ctx context.Context, resource string, 
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -232,11 +217,8 @@ func (m *MemoryStore) DeleteResourceDefaults(ctx context.Context, resource strin
 	if err := ValidateResource(resource); err != nil {
 		return err
 	}
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -266,11 +248,8 @@ func (m *MemoryStore) SetSystemDefaults(ctx context.Context, limits []Limit, onU
 	if onUnavailable != "" && !onUnavailable.Valid() {
 		return newValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -298,11 +277,8 @@ func (m *MemoryStore) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavail
 // DeleteSystemDefaults deletes the namespace-wide defaults and records a
 // limits_deleted audit event.
 func (m *MemoryStore) DeleteSystemDefaults(ctx context.Context) error {
-	principal, err := principalFrom(ctx, m.opts.Principal)
+	principal, err := m.principal(ctx)
 	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -417,4 +393,15 @@ func (m *MemoryStore) AuditEvents(ctx context.Context, entityID string, limit in
 		out = append(out, events[i])
 	}
 	return out, nil
+}
+
+// principal returns the audit principal of an audited change (see
+// principalFrom), or ctx's error when ctx is done: the check that every
+// change makes before it takes the lock.
+func (m *MemoryStore) principal(ctx context.Context) (string, error) {
+	p, err := principalFrom(ctx, m.opts.Principal)
+	if err != nil {
+		return "", err
+	}
+	return p, ctx.Err()
 }

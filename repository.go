@@ -310,24 +310,17 @@ func (r *DynamoDBRepository) createTable(ctx context.Context) error {
 // current schema (lambda_version NULL, so that Python clients never think
 // their Lambda is outdated); when present it refuses another major schema.
 func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
-	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(r.opts.Table),
-		Key:       primaryKey(pkSystem(reservedNamespace), skVersion),
-	})
+	rec, ok, err := r.readVersion(ctx, false)
 	if err != nil {
-		return wrapErr("read version record", err)
+		return err
 	}
-	if len(out.Item) == 0 {
-		rec := versionRecord{
+	if !ok {
+		return r.SetVersionRecord(ctx, VersionRecord{
 			SchemaVersion:    currentSchemaVersion,
 			ClientMinVersion: "0.0.0",
-			UpdatedAt:        r.opts.Now(),
 			UpdatedBy:        "client:go-" + ClientVersion,
-		}
-		_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: versionItem(rec)})
-		return wrapErr("write version record", err)
+		})
 	}
-	rec := versionFromItem(out.Item)
 	if major(rec.SchemaVersion) != "" && major(rec.SchemaVersion) != major(currentSchemaVersion) {
 		return &IncompatibleSchemaError{
 			ClientVersion: ClientVersion,

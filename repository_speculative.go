@@ -79,33 +79,24 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketK
 	return res, nil
 }
 
-// classifySpecFailure explains a refused speculative write from the old item.
+// classifySpecFailure explains a refused speculative write from the old item:
+// [specRefusal], except that a DynamoDB item without a wcu limit refuses the
+// write (the update expression needs it) and that a refusal nothing else
+// explains (a concurrent change) counts as an exhausted limit.
 func classifySpecFailure(b *StoredBucket, consume Consume, nowMs int64) RefusalReason {
-	if b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000) {
-		return RefusedExpired
-	}
-	app := false
-	for name, amount := range consume {
-		s, ok := b.state(name)
-		if !ok {
-			return RefusedLimitMissing
-		}
-		if amount > 0 && s.TokensMilli < satMul(amount, 1000) {
-			app = true
+	reason := specRefusal(b, consume, nowMs)
+	if _, ok := b.state(wcuLimitName); !ok {
+		switch reason {
+		case RefusedLimitExhausted:
+			return RefusedBothExhausted
+		case RefusedNone:
+			return RefusedWCUExhausted
 		}
 	}
-	wcu := false
-	if s, ok := b.state(wcuLimitName); !ok || s.TokensMilli < wcuWriteCostMilli {
-		wcu = true
-	}
-	switch {
-	case app && wcu:
-		return RefusedBothExhausted
-	case wcu:
-		return RefusedWCUExhausted
-	default:
+	if reason == RefusedNone {
 		return RefusedLimitExhausted
 	}
+	return reason
 }
 
 // BumpShardCount doubles the shard count of (entityID, resource) from

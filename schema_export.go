@@ -34,19 +34,24 @@ type VersionRecord struct {
 // VersionRecord reads the table's version record. ok is false when the table
 // has none (a table that no client has opened yet).
 func (r *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
+	v, ok, err := r.readVersion(ctx, true)
+	return VersionRecord(v), ok, err
+}
+
+// readVersion reads the version record, strongly consistent or not.
+func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.opts.Table),
 		Key:            primaryKey(pkSystem(reservedNamespace), skVersion),
-		ConsistentRead: aws.Bool(true),
+		ConsistentRead: aws.Bool(consistent),
 	})
 	if err != nil {
-		return VersionRecord{}, false, wrapErr("read version record", err)
+		return versionRecord{}, false, wrapErr("read version record", err)
 	}
 	if len(out.Item) == 0 {
-		return VersionRecord{}, false, nil
+		return versionRecord{}, false, nil
 	}
-	v := versionFromItem(out.Item)
-	return VersionRecord(v), true, nil
+	return versionFromItem(out.Item), true, nil
 }
 
 // SetVersionRecord writes the table's version record (UpdatedAt defaults to

@@ -28,14 +28,7 @@ func TestSpeculativeCostTable(t *testing.T) {
 	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
-	check := func(name, want string, fn func()) {
-		t.Helper()
-		env.rec.Reset()
-		fn()
-		if got := env.calls(); got != want {
-			t.Errorf("%s: calls = %q, want %q", name, got, want)
-		}
-	}
+	check := env.callChecker(t)
 	var l *Lease
 	check("speculative fallback (bucket missing)", "UpdateItem!, BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
