@@ -163,3 +163,35 @@ func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 		t.Errorf("after SetLimits: calls %q, local refusals %d; want the store to decide", env.calls(), rl.OverLimitCacheHits())
 	}
 }
+
+// TestOverLimitCacheClearedByLimitChanges: every limit change and entity
+// deletion through the limiter empties the cache.
+func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
+	env := newTestEnv(t)
+	rl := New(env.repo, WithOverLimitCache(time.Minute))
+	lim := WithLimits(PerMinute("rpm", 10))
+	ops := map[string]func() error{
+		"SetResourceDefaults":    func() error { return rl.SetResourceDefaults(env.ctx, "api", []Limit{PerMinute("rpm", 10)}) },
+		"DeleteResourceDefaults": func() error { return rl.DeleteResourceDefaults(env.ctx, "api") },
+		"SetSystemDefaults":      func() error { return rl.SetSystemDefaults(env.ctx, []Limit{PerMinute("rpm", 10)}, "") },
+		"DeleteSystemDefaults":   func() error { return rl.DeleteSystemDefaults(env.ctx) },
+		"DeleteLimits":           func() error { return rl.DeleteLimits(env.ctx, "k", "api") },
+		"DeleteEntity":           func() error { return rl.DeleteEntity(env.ctx, "k") },
+	}
+	for name, op := range ops {
+		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
+		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim); err == nil {
+			t.Fatalf("%s: admitted from an empty bucket", name)
+		}
+		if n := len(rl.olc.entries); n != 1 {
+			t.Fatalf("%s: %d cache entries before, want 1", name, n)
+		}
+		if err := op(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n := len(rl.olc.entries); n != 0 {
+			t.Errorf("%s: %d cache entries after, want 0", name, n)
+		}
+		env.clock.advance(time.Minute) // refill for the next round
+	}
+}

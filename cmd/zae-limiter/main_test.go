@@ -165,6 +165,8 @@ func TestUsageErrors(t *testing.T) {
 		{"deploy bad log retention", []string{"deploy", "--log-retention-days", "2"}, "invalid --log-retention-days 2"},
 		{"deploy iam conflict", []string{"deploy", "--no-iam", "--create-iam-roles"}, "--create-iam-roles cannot be used with --no-iam"},
 		{"deploy bad tag", []string{"deploy", "--no-aggregator", "-t", "novalue"}, `invalid --tag "novalue"`},
+		{"deploy bad option named by flag", []string{"deploy", "--no-aggregator", "--lambda-memory", "5"}, "invalid stack options: --lambda-memory 5: want 128-3008 MB"},
+		{"deploy bad window named by flag", []string{"deploy", "--no-aggregator", "--snapshot-windows", "weekly"}, `invalid stack options: --snapshot-windows "weekly"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(tc.args...)
