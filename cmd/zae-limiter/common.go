@@ -298,7 +298,10 @@ func (c *cli) openRepo() (*limiter.DynamoDBRepository, error) {
 			o.DisableValidateResponseChecksum = true
 		}
 	})
-	principal := c.principal(cfg)
+	principal := ""
+	if !c.readOnly {
+		principal = c.principal(cfg)
+	}
 	repo, err := limiter.OpenDynamoDB(c.ctx, client, func(o *limiter.DynamoDBOptions) {
 		o.Table = c.common.name
 		o.Namespace = c.common.namespace

@@ -58,6 +58,9 @@ type cli struct {
 	stdout io.Writer
 	stderr io.Writer
 	common commonFlags
+	// readOnly is set for commands that change nothing audited: they skip
+	// resolving the audit principal (an STS call).
+	readOnly bool
 }
 
 // handler runs one command with its arguments (after the command words).
@@ -133,6 +136,17 @@ func commands() map[string]group {
 	}
 }
 
+// readOnlyCommands change nothing that is audited (opening the table may
+// still register the namespace or write a missing version record).
+var readOnlyCommands = map[string]bool{
+	"status": true, "cfn-template": true, "version": true, "check": true,
+	"entity show": true, "entity children": true, "entity get-limits": true, "entity list": true, "entity list-resources": true,
+	"resource get-defaults": true, "resource list": true, "system get-defaults": true,
+	"limits get": true, "limits plan": true, "limits diff": true,
+	"audit list": true, "usage list": true, "usage summary": true,
+	"namespace list": true, "namespace show": true, "namespace orphans": true,
+}
+
 // leaf marks a top-level command without subcommands.
 func leaf(h handler) map[string]subcommand { return map[string]subcommand{"": {run: h}} }
 
@@ -173,6 +187,7 @@ func (c *cli) dispatch(args []string) error {
 		return fmt.Errorf("unknown command %q (run `zae-limiter --help` for the list)", name)
 	}
 	if sub, ok := g.subs[""]; ok {
+		c.readOnly = readOnlyCommands[name]
 		return sub.run(c, args[1:])
 	}
 	if len(args) < 2 {
@@ -186,6 +201,7 @@ func (c *cli) dispatch(args []string) error {
 	if !ok {
 		return fmt.Errorf("%s: unknown subcommand %q (one of: %s)", name, args[1], strings.Join(sortedKeys(g.subs), ", "))
 	}
+	c.readOnly = readOnlyCommands[name+" "+args[1]]
 	return sub.run(c, args[2:])
 }
 

@@ -250,3 +250,21 @@ func TestBinary(t *testing.T) {
 	msg := checkFailure(t, args, code, out, errs, exitError)
 	contains(t, msg, "Entity not found: nobody")
 }
+
+// TestReadOnlyCommandsExist: every entry of readOnlyCommands names a
+// command, so a rename cannot leave a write command without its audit
+// principal unnoticed.
+func TestReadOnlyCommandsExist(t *testing.T) {
+	cmds := commands()
+	for name := range readOnlyCommands {
+		group, sub, _ := strings.Cut(name, " ")
+		g, ok := cmds[group]
+		if _, leaf := g.subs[""]; !ok || (sub == "") != leaf {
+			t.Errorf("readOnlyCommands[%q]: no such command", name)
+			continue
+		}
+		if _, ok := g.subs[sub]; !ok {
+			t.Errorf("readOnlyCommands[%q]: no such subcommand", name)
+		}
+	}
+}
