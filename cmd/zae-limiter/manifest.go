@@ -465,11 +465,16 @@ func changeSymbol(action string) string {
 }
 
 // changeLine formats a change as the original does, with the limits.
-func changeLine(ch change) string {
-	target := ch.Target
-	if target == "" {
-		target = "(system defaults)"
+// targetName is the change's target as printed: the system level has none.
+func (ch change) targetName() string {
+	if ch.Target == "" {
+		return "(system defaults)"
 	}
+	return ch.Target
+}
+
+func changeLine(ch change) string {
+	target := ch.targetName()
 	s := fmt.Sprintf("  %s %s %s: %s", changeSymbol(ch.Action), ch.Action, ch.Level, target)
 	var parts []string
 	for _, l := range ch.limits {
@@ -535,10 +540,7 @@ func cmdLimitsDiff(c *cli, args []string) error {
 	}
 	c.printf("Drift detected: %d difference(s)\n\n", len(changes))
 	for _, ch := range changes {
-		target := ch.Target
-		if target == "" {
-			target = "(system defaults)"
-		}
+		target := ch.targetName()
 		c.printf("  %s %s: %s\n", changeSymbol(ch.Action), ch.Level, target)
 	}
 	return nil
@@ -556,10 +558,7 @@ func cmdLimitsApply(c *cli, args []string) error {
 			if !c.jsonOutput() && len(r.Changes) > 0 {
 				c.printf("Applied %d of %d change(s) before the error.\n", len(r.Changes), len(changes))
 			}
-			target := ch.Target
-			if target == "" {
-				target = "(system defaults)"
-			}
+			target := ch.targetName()
 			return fmt.Errorf("%s %s %s: %w", ch.Action, ch.Level, target, err)
 		}
 		r.Changes = append(r.Changes, ch)
