@@ -20,8 +20,8 @@ type entityGroup struct {
 	entityID string
 	limits   []Limit
 	source   ConfigSource
-	bucket   *StoredBucket // nil when the item does not exist
-	meta     *Entity       // nil when the entity has no META record
+	bucket   *Bucket // nil when the item does not exist
+	meta     *Entity // nil when the entity has no META record
 }
 
 // slowAcquire is the read-then-write path (reference §6.4): resolve limits,
@@ -71,7 +71,7 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 // refills, negative gives back). Limits missing from g's bucket start full.
 func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (entries []*leaseEntry, statuses []LimitStatus, exceeded bool) {
 	for _, l := range g.limits {
-		s, found := g.bucket.state(l.Name)
+		s, found := g.bucket.State(l.Name)
 		if !found {
 			s = bucketStateFromLimit(g.entityID, resource, l, now)
 		}
@@ -116,7 +116,7 @@ func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, last
 // it cascades, of its parent. With the parent known from the entity cache
 // this is one BatchGetItem; otherwise a second one follows for the parent.
 func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
-	cache := rl.repo.EntityCache()
+	cache := rl.ents
 	info, _ := cache.get(entityID)
 	guess := info.cascadeParent()
 
@@ -126,7 +126,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 		ids = append(ids, guess)
 		keys = append(keys, BucketKey{EntityID: guess, Resource: resource})
 	}
-	metas, buckets, err := rl.repo.LoadBuckets(ctx, ids, keys)
+	metas, buckets, err := rl.store.loadBuckets(ctx, ids, keys)
 	if err != nil {
 		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
 	}
@@ -134,12 +134,12 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	parentID := ""
 	if m, ok := metas[entityID]; ok {
 		child.meta = &m
-		cache.SetEntity(entityID, true, m.Cascade, m.ParentID)
+		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
 		if m.Cascade {
 			parentID = m.ParentID
 		}
 	} else {
-		cache.SetEntity(entityID, false, false, "")
+		cache.setEntity(entityID, false, false, "")
 	}
 	groups := []entityGroup{child}
 	if parentID == "" {
@@ -147,7 +147,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	}
 	pkey := BucketKey{EntityID: parentID, Resource: resource}
 	if parentID != guess {
-		pm, pb, err := rl.repo.LoadBuckets(ctx, []string{parentID}, []BucketKey{pkey})
+		pm, pb, err := rl.store.loadBuckets(ctx, []string{parentID}, []BucketKey{pkey})
 		if err != nil {
 			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
 		}
@@ -156,7 +156,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	parent := entityGroup{entityID: parentID, bucket: buckets[pkey]}
 	if m, ok := metas[parentID]; ok {
 		parent.meta = &m
-		cache.SetEntity(parentID, true, m.Cascade, m.ParentID)
+		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
 	}
 	return append(groups, parent), nil
 }
@@ -182,7 +182,7 @@ func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
 	if g.source == SourceEntity {
 		return TTLRemove, 0
 	}
-	secs := bucketTTLSeconds(g.limits, rl.repo.BucketTTLMultiplier())
+	secs := bucketTTLSeconds(g.limits, rl.ttlMultiplier)
 	if secs <= 0 {
 		return TTLUnchanged, 0
 	}
@@ -227,13 +227,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 				}
 				w.Limits = append(w.Limits, lw)
 			}
-			// Refill the hidden wcu limit too, so that it measures write
-			// rate instead of lifetime writes (fix B10).
-			if s, ok := g.bucket.state(wcuLimitName); ok {
-				if tk, _ := refillBucket(s.TokensMilli, g.bucket.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); tk > s.TokensMilli {
-					w.Limits = append(w.Limits, LimitWrite{Name: wcuLimitName, RefillMilli: tk - s.TokensMilli})
-				}
-			}
+			w.base = g.bucket // the DynamoDB backend refills its wcu limit from it
 		}
 		writes = append(writes, w)
 	}
@@ -287,7 +281,7 @@ func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []Buck
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := rl.repo.WriteBuckets(ctx, writes)
+		err := rl.store.writeBuckets(ctx, writes)
 		if !errors.Is(err, ErrTransactionConflict) || attempt >= maxConflictRetries {
 			return err
 		}

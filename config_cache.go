@@ -11,36 +11,15 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// configLevel is one level of the config hierarchy.
-type configLevel int
-
-const (
-	levelEntity   configLevel = iota // entity + resource (or entity + _default_)
-	levelResource                    // resource defaults
-	levelSystem                      // system defaults
-)
-
-// configKey names one slot of the config cache.
-type configKey struct {
-	level    configLevel
-	entityID string // levelEntity only
-	resource string // levelEntity (a resource or DefaultResource) and levelResource
-}
-
-func (k configKey) String() string {
-	return string(rune('0'+k.level)) + "\x00" + k.entityID + "\x00" + k.resource
-}
-
-// configValue is the content of one config slot. A slot without limits is
-// "no config at this level" (negative caching).
-type configValue struct {
-	limits        []Limit
-	onUnavailable OnUnavailable // system level only; "" when unset
+// cacheKeyString is a ConfigKey as one string (for singleflight).
+func cacheKeyString(k ConfigKey) string {
+	return string(rune('0'+k.Level)) + "\x00" + k.EntityID + "\x00" + k.Resource
 }
 
 // configLoader fetches the given slots in one round trip. Keys absent from
-// the result have no stored config.
-type configLoader func(ctx context.Context, keys []configKey) (map[configKey]configValue, error)
+// the result have no stored config; a slot without limits is "no config at
+// this level" (negative caching).
+type configLoader func(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
 
 // CacheStats reports the config cache's effectiveness.
 type CacheStats struct {
@@ -53,7 +32,7 @@ type CacheStats struct {
 }
 
 type cacheEntry struct {
-	value     configValue
+	value     Config
 	expiresAt time.Time
 }
 
@@ -69,32 +48,30 @@ type configCache struct {
 	hits, misses atomic.Int64
 
 	mu         sync.Mutex // guards the fields below
-	entries    map[configKey]cacheEntry
+	entries    map[ConfigKey]cacheEntry
 	generation uint64        // bumped by every eviction; stale loads are not stored
 	remembered OnUnavailable // last non-empty system on_unavailable
 }
 
 func newConfigCache(ttl time.Duration, now func() time.Time, load configLoader) *configCache {
-	return &configCache{ttl: ttl, now: now, load: load, entries: make(map[configKey]cacheEntry)}
+	return &configCache{ttl: ttl, now: now, load: load, entries: make(map[ConfigKey]cacheEntry)}
 }
 
 // resolutionKeys returns the slots consulted for (entityID, resource), in
 // precedence order.
-func resolutionKeys(entityID, resource string) []configKey {
-	keys := []configKey{{level: levelEntity, entityID: entityID, resource: resource}}
+func resolutionKeys(entityID, resource string) []ConfigKey {
+	keys := []ConfigKey{EntityConfig(entityID, resource)}
 	if resource != DefaultResource {
-		keys = append(keys, configKey{level: levelEntity, entityID: entityID, resource: DefaultResource})
+		keys = append(keys, EntityConfig(entityID, DefaultResource))
 	}
-	return append(keys,
-		configKey{level: levelResource, resource: resource},
-		configKey{level: levelSystem})
+	return append(keys, ResourceConfig(resource), SystemConfig())
 }
 
-func sourceOf(keys []configKey, i int) ConfigSource {
+func sourceOf(keys []ConfigKey, i int) ConfigSource {
 	switch k := keys[i]; {
-	case k.level == levelSystem:
+	case k.Level == LevelSystem:
 		return SourceSystem
-	case k.level == levelResource:
+	case k.Level == LevelResource:
 		return SourceResource
 	case i > 0:
 		return SourceEntityDefault
@@ -113,20 +90,20 @@ func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([
 	if err != nil {
 		return nil, "", "", err
 	}
-	ou := values[len(values)-1].onUnavailable
+	ou := values[len(values)-1].OnUnavailable
 	for i, v := range values {
-		if len(v.limits) > 0 {
-			return v.limits, sourceOf(keys, i), ou, nil
+		if len(v.Limits) > 0 {
+			return v.Limits, sourceOf(keys, i), ou, nil
 		}
 	}
 	return nil, "", ou, nil
 }
 
 // system returns the system slot.
-func (c *configCache) system(ctx context.Context) (configValue, error) {
-	values, err := c.get(ctx, []configKey{{level: levelSystem}})
+func (c *configCache) system(ctx context.Context) (Config, error) {
+	values, err := c.get(ctx, []ConfigKey{SystemConfig()})
 	if err != nil {
-		return configValue{}, err
+		return Config{}, err
 	}
 	return values[0], nil
 }
@@ -137,8 +114,8 @@ func (c *configCache) resolveOnUnavailable(ctx context.Context) OnUnavailable {
 	v, err := c.system(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err == nil && v.onUnavailable.Valid() {
-		c.remembered = v.onUnavailable
+	if err == nil && v.OnUnavailable.Valid() {
+		c.remembered = v.OnUnavailable
 	}
 	if c.remembered != "" {
 		return c.remembered
@@ -147,8 +124,8 @@ func (c *configCache) resolveOnUnavailable(ctx context.Context) OnUnavailable {
 }
 
 // get returns the values of keys, in order, from the cache or one load.
-func (c *configCache) get(ctx context.Context, keys []configKey) ([]configValue, error) {
-	out := make([]configValue, len(keys))
+func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, error) {
+	out := make([]Config, len(keys))
 	var missing []int
 	if c.ttl > 0 {
 		now := c.now()
@@ -173,11 +150,11 @@ func (c *configCache) get(ctx context.Context, keys []configKey) ([]configValue,
 		return out, nil
 	}
 
-	fetch := make([]configKey, len(missing))
+	fetch := make([]ConfigKey, len(missing))
 	names := make([]string, len(missing))
 	for j, i := range missing {
 		fetch[j] = keys[i]
-		names[j] = keys[i].String()
+		names[j] = cacheKeyString(keys[i])
 	}
 	sort.Strings(names)
 	res, err, _ := c.group.Do(strings.Join(names, "\x01"), func() (any, error) {
@@ -203,7 +180,7 @@ func (c *configCache) get(ctx context.Context, keys []configKey) ([]configValue,
 	if err != nil {
 		return nil, err
 	}
-	got := res.(map[configKey]configValue)
+	got := res.(map[ConfigKey]Config)
 	for _, i := range missing {
 		out[i] = got[keys[i]]
 	}
@@ -211,10 +188,23 @@ func (c *configCache) get(ctx context.Context, keys []configKey) ([]configValue,
 }
 
 // evict drops one slot (called after every write or delete of that config).
-func (c *configCache) evict(k configKey) {
+func (c *configCache) evict(k ConfigKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, k)
+	c.generation++
+}
+
+// evictEntity drops every entity-level slot of entityID (after the entity
+// was deleted).
+func (c *configCache) evictEntity(entityID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.entries {
+		if k.Level == LevelEntity && k.EntityID == entityID {
+			delete(c.entries, k)
+		}
+	}
 	c.generation++
 }
 

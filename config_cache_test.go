@@ -12,19 +12,19 @@ import (
 // fakeConfigStore is an in-memory configLoader that counts loads.
 type fakeConfigStore struct {
 	mu     sync.Mutex
-	data   map[configKey]configValue
-	loads  [][]configKey
+	data   map[ConfigKey]Config
+	loads  [][]ConfigKey
 	failed error
 }
 
-func (s *fakeConfigStore) load(_ context.Context, keys []configKey) (map[configKey]configValue, error) {
+func (s *fakeConfigStore) load(_ context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.loads = append(s.loads, append([]configKey(nil), keys...))
+	s.loads = append(s.loads, append([]ConfigKey(nil), keys...))
 	if s.failed != nil {
 		return nil, s.failed
 	}
-	out := make(map[configKey]configValue)
+	out := make(map[ConfigKey]Config)
 	for _, k := range keys {
 		if v, ok := s.data[k]; ok {
 			out[k] = v
@@ -33,7 +33,7 @@ func (s *fakeConfigStore) load(_ context.Context, keys []configKey) (map[configK
 	return out, nil
 }
 
-func (s *fakeConfigStore) set(k configKey, v configValue) {
+func (s *fakeConfigStore) set(k ConfigKey, v Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data[k] = v
@@ -63,14 +63,14 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 var (
-	sysKey = configKey{level: levelSystem}
+	sysKey = SystemConfig()
 )
 
-func entityKey(e, r string) configKey { return configKey{level: levelEntity, entityID: e, resource: r} }
-func resourceKey(r string) configKey  { return configKey{level: levelResource, resource: r} }
+func entityKey(e, r string) ConfigKey { return EntityConfig(e, r) }
+func resourceKey(r string) ConfigKey  { return ResourceConfig(r) }
 
 func newTestCache(ttl time.Duration) (*configCache, *fakeConfigStore, *fakeClock) {
-	store := &fakeConfigStore{data: map[configKey]configValue{}}
+	store := &fakeConfigStore{data: map[ConfigKey]Config{}}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	return newConfigCache(ttl, clock.now, store.load), store, clock
 }
@@ -83,19 +83,19 @@ func TestConfigCachePrecedence(t *testing.T) {
 	ent := []Limit{PerMinute("rpm", 4)}
 	for _, tc := range []struct {
 		name       string
-		data       map[configKey]configValue
+		data       map[ConfigKey]Config
 		resource   string
 		wantLimits []Limit
 		wantSource ConfigSource
 	}{
 		{"nothing", nil, "gpt", nil, ""},
-		{"system", map[configKey]configValue{sysKey: {limits: sys}}, "gpt", sys, SourceSystem},
-		{"resource beats system", map[configKey]configValue{sysKey: {limits: sys}, resourceKey("gpt"): {limits: res}}, "gpt", res, SourceResource},
-		{"entity default beats resource", map[configKey]configValue{resourceKey("gpt"): {limits: res}, entityKey("e", DefaultResource): {limits: def}}, "gpt", def, SourceEntityDefault},
-		{"entity beats all", map[configKey]configValue{sysKey: {limits: sys}, entityKey("e", DefaultResource): {limits: def}, entityKey("e", "gpt"): {limits: ent}}, "gpt", ent, SourceEntity},
-		{"empty entity falls through", map[configKey]configValue{entityKey("e", "gpt"): {}, sysKey: {limits: sys}}, "gpt", sys, SourceSystem},
-		{"other resource ignored", map[configKey]configValue{entityKey("e", "other"): {limits: ent}, resourceKey("other"): {limits: res}}, "gpt", nil, ""},
-		{"_default_ resource", map[configKey]configValue{entityKey("e", DefaultResource): {limits: def}}, DefaultResource, def, SourceEntity},
+		{"system", map[ConfigKey]Config{sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
+		{"resource beats system", map[ConfigKey]Config{sysKey: {Limits: sys}, resourceKey("gpt"): {Limits: res}}, "gpt", res, SourceResource},
+		{"entity default beats resource", map[ConfigKey]Config{resourceKey("gpt"): {Limits: res}, entityKey("e", DefaultResource): {Limits: def}}, "gpt", def, SourceEntityDefault},
+		{"entity beats all", map[ConfigKey]Config{sysKey: {Limits: sys}, entityKey("e", DefaultResource): {Limits: def}, entityKey("e", "gpt"): {Limits: ent}}, "gpt", ent, SourceEntity},
+		{"empty entity falls through", map[ConfigKey]Config{entityKey("e", "gpt"): {}, sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
+		{"other resource ignored", map[ConfigKey]Config{entityKey("e", "other"): {Limits: ent}, resourceKey("other"): {Limits: res}}, "gpt", nil, ""},
+		{"_default_ resource", map[ConfigKey]Config{entityKey("e", DefaultResource): {Limits: def}}, DefaultResource, def, SourceEntity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, store, _ := newTestCache(time.Minute)
@@ -126,7 +126,7 @@ func TestConfigCachePrecedence(t *testing.T) {
 func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	ctx := context.Background()
 	c, store, clock := newTestCache(time.Minute)
-	store.set(sysKey, configValue{limits: []Limit{PerMinute("rpm", 1)}, onUnavailable: OnUnavailableAllow})
+	store.set(sysKey, Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
 
 	if _, _, ou, err := c.resolve(ctx, "e", "gpt"); err != nil || ou != OnUnavailableAllow {
 		t.Fatalf("resolve: ou %q err %v", ou, err)
@@ -179,7 +179,7 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	ctx := context.Background()
 	c, store, _ := newTestCache(time.Minute)
 	c.resolve(ctx, "e", "gpt")
-	store.set(entityKey("e", "gpt"), configValue{limits: []Limit{PerMinute("tpm", 5)}})
+	store.set(entityKey("e", "gpt"), Config{Limits: []Limit{PerMinute("tpm", 5)}})
 	if limits, _, _, _ := c.resolve(ctx, "e", "gpt"); limits != nil {
 		t.Fatalf("negative entry not cached: got %v", limits)
 	}
@@ -203,7 +203,7 @@ func TestConfigCacheResolveOnUnavailable(t *testing.T) {
 	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
 		t.Fatalf("default = %q, want block", got)
 	}
-	store.set(sysKey, configValue{onUnavailable: OnUnavailableAllow})
+	store.set(sysKey, Config{OnUnavailable: OnUnavailableAllow})
 	c.evict(sysKey)
 	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
 		t.Fatalf("stored = %q, want allow", got)
@@ -239,9 +239,9 @@ func TestConfigCacheLoadErrorNotCached(t *testing.T) {
 func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := &fakeConfigStore{data: map[configKey]configValue{}}
+		store := &fakeConfigStore{data: map[ConfigKey]Config{}}
 		release := make(chan struct{})
-		slow := func(ctx context.Context, keys []configKey) (map[configKey]configValue, error) {
+		slow := func(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
 			<-release
 			return store.load(ctx, keys)
 		}

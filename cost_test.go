@@ -39,10 +39,11 @@ func returnCapacity() func(*dynamodb.Options) {
 func TestCapacityUnits(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
-	spec := New(env.withClient(returnCapacity()))
-	slow := New(env.withClient(returnCapacity()), WithSpeculativeWrites(false))
+	spec := New(env.withClient(returnCapacity()), WithClock(env.clock.now))
+	slow := New(env.withClient(returnCapacity()), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	spec.CreateEntity(ctx, Entity{ID: "P"})
 	spec.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	slow.GetEntity(ctx, "C") // each limiter has its own entity cache
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
 	// summary lists the calls as "Op:units", failed calls as "Op!".

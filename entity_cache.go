@@ -23,28 +23,27 @@ func (e entityInfo) cascadeParent() string {
 	return ""
 }
 
-// EntityCache remembers, per entity of one namespace, what the speculative
-// path needs without a read: whether and where the entity cascades, and the
-// shard count of each of its buckets. Every entry is a hint: a missing or
-// evicted one costs a read, never a wrong decision. It has no TTL; it is
-// safe for concurrent use. A [BucketStore] owns one and shares it between
-// the limiters that use it.
-type EntityCache struct {
+// entityCache remembers, per entity, what the speculative path needs
+// without a read: whether and where the entity cascades, and the shard
+// count of each of its buckets. Every entry is a hint: a missing or evicted
+// one costs a read, never a wrong decision. It has no TTL; it is safe for
+// concurrent use. Each RateLimiter owns one.
+type entityCache struct {
 	mu         sync.Mutex // guards entries
 	entries    map[string]entityInfo
 	maxEntries int
 }
 
-// NewEntityCache returns an empty cache holding at most maxEntries entities
+// newEntityCache returns an empty cache holding at most maxEntries entities
 // (an arbitrary one is dropped to make room); maxEntries ≤ 0 means no
-// bound, like the original (§5.18).
-func NewEntityCache(maxEntries int) *EntityCache {
-	return &EntityCache{entries: make(map[string]entityInfo), maxEntries: maxEntries}
+// bound.
+func newEntityCache(maxEntries int) *entityCache {
+	return &entityCache{entries: make(map[string]entityInfo), maxEntries: maxEntries}
 }
 
 // put stores e under id, making room first when the cache is full. c.mu
 // must be held.
-func (c *EntityCache) put(id string, e entityInfo) {
+func (c *entityCache) put(id string, e entityInfo) {
 	if c.maxEntries > 0 && len(c.entries) >= c.maxEntries {
 		if _, ok := c.entries[id]; !ok {
 			for k := range c.entries {
@@ -56,23 +55,16 @@ func (c *EntityCache) put(id string, e entityInfo) {
 	c.entries[id] = e
 }
 
-// Len returns the number of entities remembered.
-func (c *EntityCache) Len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.entries)
-}
-
-func (c *EntityCache) get(id string) (entityInfo, bool) {
+func (c *entityCache) get(id string) (entityInfo, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[id]
 	return e, ok
 }
 
-// SetEntity records an entity's cascade settings as read from its META
+// setEntity records an entity's cascade settings as read from its META
 // record (exists false: there is none), keeping its shard counts.
-func (c *EntityCache) SetEntity(id string, exists, cascade bool, parentID string) {
+func (c *entityCache) setEntity(id string, exists, cascade bool, parentID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
@@ -81,8 +73,8 @@ func (c *EntityCache) SetEntity(id string, exists, cascade bool, parentID string
 }
 
 // learnFromBucket records cascade settings denormalised in a bucket item,
-// unless the META record's are already known (they win, fix B8).
-func (c *EntityCache) learnFromBucket(id string, cascade bool, parentID string) {
+// unless the META record's are already known (they win: the copy on a bucket may be stale).
+func (c *entityCache) learnFromBucket(id string, cascade bool, parentID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
@@ -93,8 +85,8 @@ func (c *EntityCache) learnFromBucket(id string, cascade bool, parentID string) 
 	c.put(id, e)
 }
 
-// SetShards records the shard count of (id, resource); it never lowers it.
-func (c *EntityCache) SetShards(id, resource string, count int) {
+// setShards records the shard count of (id, resource); it never lowers it.
+func (c *entityCache) setShards(id, resource string, count int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[id]
@@ -108,7 +100,7 @@ func (c *EntityCache) SetShards(id, resource string, count int) {
 }
 
 // shardCount returns the known shard count of (id, resource), at least 1.
-func (c *EntityCache) shardCount(id, resource string) int {
+func (c *entityCache) shardCount(id, resource string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if n := c.entries[id].shards[resource]; n > 1 {
@@ -117,8 +109,8 @@ func (c *EntityCache) shardCount(id, resource string) int {
 	return 1
 }
 
-// Forget drops an entity (after DeleteEntity).
-func (c *EntityCache) Forget(id string) {
+// forget drops an entity (after DeleteEntity).
+func (c *entityCache) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.entries, id)

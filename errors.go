@@ -48,6 +48,10 @@ var (
 	ErrUnsupported = errors.New("limiter: not supported by this repository")
 )
 
+// errNilContext is returned for a nil context.Context: a caller error
+// reported as invalid input rather than a panic.
+var errNilContext = newValidationError(ErrValidation, "ctx", "nil", "context must not be nil")
+
 // RateLimitExceededError is returned by Acquire and Lease.Consume when at
 // least one limit cannot satisfy the request. It matches [ErrRateLimited].
 type RateLimitExceededError struct {

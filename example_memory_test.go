@@ -14,14 +14,15 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/memorystore"
 )
 
 // serveRequests is a program written against the README: stored limits, an
 // entity that cascades to its project, Acquire → Adjust → Commit, Do, and a
 // refusal. It takes any Repository, so it runs unchanged on DynamoDB and on
 // the memory store (TestPortableProgram runs it on both).
-func serveRequests(ctx context.Context, repo limiter.Repository) ([]string, error) {
-	rl := limiter.New(repo)
+func serveRequests(ctx context.Context, repo limiter.Repository, opts ...limiter.Option) ([]string, error) {
+	rl := limiter.New(repo, opts...)
 	var out []string
 	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj-1", Name: "Acme"}); err != nil {
 		return nil, err
@@ -62,16 +63,14 @@ func serveRequests(ctx context.Context, repo limiter.Repository) ([]string, erro
 	return append(out, fmt.Sprintf("project has rpm=%d tpm=%d left", avail["rpm"], avail["tpm"])), nil
 }
 
-// ExampleNewMemory runs a program written for DynamoDB on the in-memory
+// Example_memoryStore runs a program written for DynamoDB on the in-memory
 // backend: for unit tests of code that uses the limiter, or single-process
 // services.
-func ExampleNewMemory() {
+func Example_memoryStore() {
 	start := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	repo := limiter.NewMemory(func(o *limiter.MemoryOptions) {
-		o.Principal = "unit-test"                 // recorded in audit events
-		o.Now = func() time.Time { return start } // a frozen clock, for a stable output
-	})
-	lines, err := serveRequests(context.Background(), repo)
+	lines, err := serveRequests(context.Background(), memorystore.New(),
+		limiter.WithPrincipal("unit-test"),                   // recorded in audit events
+		limiter.WithClock(func() time.Time { return start })) // a frozen clock, for a stable output
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestPortableProgram(t *testing.T) {
 	client := ddblocal.Client(t)
 	table := ddblocal.TableName(t)
 	ddb, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
-		o.Table, o.CreateTable, o.Now = table, true, now
+		o.Table, o.CreateTable = table, true
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -107,9 +106,9 @@ func TestPortableProgram(t *testing.T) {
 	got := map[string][]string{}
 	for name, repo := range map[string]limiter.Repository{
 		"dynamodb": ddb,
-		"memory":   limiter.NewMemory(func(o *limiter.MemoryOptions) { o.Now = now }),
+		"memory":   memorystore.New(),
 	} {
-		lines, err := serveRequests(ctx, repo)
+		lines, err := serveRequests(ctx, repo, limiter.WithClock(now))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

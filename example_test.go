@@ -34,10 +34,9 @@ func ExampleOpenDynamoDB() {
 		log.Fatal(err)
 	}
 	repo, err := limiter.OpenDynamoDB(ctx, dynamodb.NewFromConfig(cfg), func(o *limiter.DynamoDBOptions) {
-		o.Table = "zae-limiter"        // default: $ZAEL_STACK, else "zae-limiter"
-		o.Namespace = "default"        // default: $ZAEL_NAMESPACE, else "default"
-		o.CreateTable = true           // development only; production tables come from the template
-		o.ConfigCacheTTL = time.Minute // stored limits are re-read after this
+		o.Table = "zae-limiter" // default: $ZAEL_STACK, else "zae-limiter"
+		o.Namespace = "default" // default: $ZAEL_NAMESPACE, else "default"
+		o.CreateTable = true    // development only; production tables come from the template
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -55,7 +54,9 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	// One RateLimiter per process; it is safe for concurrent use.
-	rl := limiter.New(repo, limiter.WithSpeculativeWrites(true)) // on by default
+	rl := limiter.New(repo,
+		limiter.WithSpeculativeWrites(true),     // on by default
+		limiter.WithConfigCacheTTL(time.Minute)) // stored limits are re-read after this
 
 	// Stored limits: every API key under "acme" gets these on gpt-4o.
 	err = rl.SetLimits(ctx, "acme", limiter.DefaultResource, []limiter.Limit{

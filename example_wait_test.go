@@ -16,6 +16,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/memorystore"
 )
 
 // embedAll is a batch job written against the README: it sends every
@@ -43,7 +44,7 @@ func embedAll(ctx context.Context, rl *limiter.RateLimiter, docs []string) (int,
 // 0.6 s after the first 5 (the bucket's burst) went through at once.
 func ExampleRateLimiter_Wait() {
 	ctx := context.Background()
-	rl := limiter.New(limiter.NewMemory()) // or a DynamoDB repository
+	rl := limiter.New(memorystore.New()) // or a DynamoDB repository
 	if err := rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestPortableWait(t *testing.T) {
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": limiter.NewMemory()} {
+	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": memorystore.New()} {
 		var admitted atomic.Int64
 		rl := limiter.New(repo, limiter.WithMetrics(countAdmitted{&admitted}))
 		if err := rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
@@ -118,7 +119,7 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	rl := limiter.New(limiter.NewMemory(), limiter.WithLogger(logger))
+	rl := limiter.New(memorystore.New(), limiter.WithLogger(logger))
 	lease, err := rl.Acquire(context.Background(), "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 		limiter.WithLimits(limiter.PerMinute("rpm", 100)))
 	if err != nil {
@@ -133,7 +134,7 @@ func ExampleWithLogger() {
 // otelmetrics package provides one for OpenTelemetry).
 func ExampleWithMetrics() {
 	var admitted atomic.Int64
-	rl := limiter.New(limiter.NewMemory(), limiter.WithMetrics(countAdmitted{&admitted}))
+	rl := limiter.New(memorystore.New(), limiter.WithMetrics(countAdmitted{&admitted}))
 	for range 3 {
 		if lease, err := rl.Acquire(context.Background(), "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 			limiter.WithLimits(limiter.PerMinute("rpm", 2))); err == nil {

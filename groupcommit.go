@@ -19,7 +19,7 @@ import (
 //     therefore makes exactly the calls it made before.
 //   - Requests for the item that arrive while a write is in flight queue.
 //     When the write returns, the queued requests go out as ONE write
-//     carrying their sum: a [BucketStore.SpeculativeConsume] of the summed
+//     carrying their sum: a [SpeculativeStore.SpeculativeConsume] of the summed
 //     consumption and the summed adjustments when the batch holds an
 //     acquire, else one [WriteAdjust] of the summed deltas. One of the
 //     waiting callers issues it (no goroutine is started); the others wait.
@@ -110,20 +110,20 @@ type gcSlot struct {
 
 // groupCommit batches the writes of one RateLimiter per bucket item.
 type groupCommit struct {
-	store BucketStore
+	store *storeOps
 
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
 	slots map[BucketKey]*gcSlot
 }
 
-func newGroupCommit(store BucketStore) *groupCommit {
+func newGroupCommit(store *storeOps) *groupCommit {
 	g := &groupCommit{store: store, slots: make(map[BucketKey]*gcSlot)}
 	g.pool.New = func() any { return new(gcSlot) }
 	return g
 }
 
-// consume is [BucketStore.SpeculativeConsume] through the batcher.
+// consume is [SpeculativeStore.SpeculativeConsume] through the batcher.
 func (g *groupCommit) consume(ctx context.Context, key BucketKey, c Consume, nowMs int64) (SpeculativeResult, error) {
 	return g.submit(ctx, gcConsume, key, c, nowMs)
 }
@@ -134,7 +134,7 @@ func (g *groupCommit) adjust(ctx context.Context, w BucketWrite) error {
 	delta := make(Consume, len(w.Limits))
 	for _, lw := range w.Limits {
 		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 {
-			return g.store.WriteBuckets(ctx, []BucketWrite{w})
+			return g.store.writeBuckets(ctx, []BucketWrite{w})
 		}
 		delta[lw.Name] += lw.ConsumedMilli / 1000
 	}
@@ -204,10 +204,10 @@ func (g *groupCommit) submit(ctx context.Context, kind gcKind, key BucketKey, de
 // commit.
 func (g *groupCommit) runSolo(ctx context.Context, op *gcOp) {
 	if op.kind == gcConsume {
-		op.res, op.err = g.store.SpeculativeConsume(ctx, op.key, op.delta, op.nowMs)
+		op.res, op.err = g.store.speculativeConsume(ctx, op.key, op.delta, op.nowMs)
 		return
 	}
-	op.err = g.store.WriteBuckets(ctx, []BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta)})
+	op.err = g.store.writeBuckets(ctx, []BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta)})
 }
 
 // handOff is called by the goroutine whose write for key just returned: it
@@ -320,7 +320,7 @@ func (g *groupCommit) runBatch(ctx context.Context, key BucketKey, batch []*gcOp
 	for _, op := range written {
 		addConsume(total, op.delta)
 	}
-	res, err := g.store.SpeculativeConsume(ctx, key, total, nowMs)
+	res, err := g.store.speculativeConsume(ctx, key, total, nowMs)
 	for round := 1; ; round++ {
 		if err != nil {
 			for _, op := range pending {
@@ -352,7 +352,7 @@ func (g *groupCommit) runBatch(ctx context.Context, key BucketKey, batch []*gcOp
 		trial := Consume{}
 		for _, op := range pending {
 			if reason := specRefusal(b, op.delta, op.nowMs); reason != RefusedNone {
-				op.res = SpeculativeResult{Key: key, Bucket: b, Reason: reason}
+				op.res = refusedResult(key, b, reason, op.nowMs)
 				continue
 			}
 			clear(trial)
@@ -382,7 +382,7 @@ func (g *groupCommit) runBatch(ctx context.Context, key BucketKey, batch []*gcOp
 			clear(total)
 			addConsume(total, sum)
 		}
-		res, err = g.store.SpeculativeConsume(ctx, key, total, nowMs)
+		res, err = g.store.speculativeConsume(ctx, key, total, nowMs)
 	}
 }
 
@@ -393,7 +393,7 @@ func (g *groupCommit) writeAdjust(ctx context.Context, key BucketKey, nowMs int6
 	if len(w.Limits) == 0 {
 		return nil
 	}
-	return g.store.WriteBuckets(ctx, []BucketWrite{w})
+	return g.store.writeBuckets(ctx, []BucketWrite{w})
 }
 
 // deliver wakes every waiting member of a written batch, and queues the
@@ -448,7 +448,7 @@ func addConsume(sum, c Consume) {
 
 // withAdjustments returns a copy of b with delta (tokens) taken from the
 // balances of the limits it holds, as a WriteAdjust would.
-func withAdjustments(b *StoredBucket, delta Consume) *StoredBucket {
+func withAdjustments(b *Bucket, delta Consume) *Bucket {
 	if b == nil {
 		return nil
 	}
@@ -466,20 +466,19 @@ func withAdjustments(b *StoredBucket, delta Consume) *StoredBucket {
 
 // specRefusal returns why a speculative write of consume alone would be
 // refused by b at nowMs, or RefusedNone when it would apply: the condition
-// of [BucketStore.SpeculativeConsume] (the item exists and is not expired,
-// every named limit exists, positive amounts fit in the balance without
-// refill, a wcu token is left). A backend without a wcu limit (the memory
-// store) is not limited by it.
-func specRefusal(b *StoredBucket, consume Consume, nowMs int64) RefusalReason {
+// of [SpeculativeStore.SpeculativeConsume] (the item exists and is not
+// expired, every named limit exists, positive amounts fit in the balance
+// without refill), plus the DynamoDB backend's write-capacity token.
+func specRefusal(b *Bucket, consume Consume, nowMs int64) RefusalReason {
 	if b == nil {
 		return RefusedBucketMissing
 	}
-	if b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000) {
+	if b.Expired(nowMs) {
 		return RefusedExpired
 	}
 	app := false
 	for name, amount := range consume {
-		s, ok := b.state(name)
+		s, ok := b.State(name)
 		if !ok {
 			return RefusedLimitMissing
 		}
@@ -487,17 +486,26 @@ func specRefusal(b *StoredBucket, consume Consume, nowMs int64) RefusalReason {
 			app = true
 		}
 	}
-	s, ok := b.state(wcuLimitName)
-	wcu := ok && s.TokensMilli < wcuWriteCostMilli
+	wcu := wcuSpent(b)
 	switch {
 	case app && wcu:
 		return RefusedBothExhausted
 	case wcu:
-		return RefusedWCUExhausted
+		return RefusedWriteCapacity
 	case app:
 		return RefusedLimitExhausted
 	}
 	return RefusedNone
+}
+
+// refusedResult is the result of a speculative write refused by b for
+// reason at nowMs.
+func refusedResult(key BucketKey, b *Bucket, reason RefusalReason, nowMs int64) SpeculativeResult {
+	res := SpeculativeResult{Key: key, Bucket: b, Reason: reason}
+	if reason == RefusedWriteCapacity || reason == RefusedBothExhausted {
+		res.CapacityRefills = wcuRefills(b, nowMs)
+	}
+	return res
 }
 
 // WithGroupCommit turns group commit on or off (see groupcommit.go): while
@@ -512,7 +520,7 @@ func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroup
 // commit when it is on.
 func (rl *RateLimiter) specConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
 	if rl.gc == nil {
-		return rl.repo.SpeculativeConsume(ctx, key, consume, nowMs)
+		return rl.store.speculativeConsume(ctx, key, consume, nowMs)
 	}
 	return rl.gc.consume(ctx, key, consume, nowMs)
 }
@@ -523,7 +531,7 @@ func (rl *RateLimiter) specConsume(ctx context.Context, key BucketKey, consume C
 func (rl *RateLimiter) writeAdjust(ctx context.Context, w BucketWrite) error {
 	rl.overLimitSeen(w)
 	if rl.gc == nil {
-		return rl.repo.WriteBuckets(ctx, []BucketWrite{w})
+		return rl.store.writeBuckets(ctx, []BucketWrite{w})
 	}
 	return rl.gc.adjust(ctx, w)
 }

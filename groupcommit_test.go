@@ -89,7 +89,7 @@ func waitQueued(t *testing.T, rl *RateLimiter, key BucketKey, n int) {
 // (the clock is frozen: no refill).
 func TestGroupCommitHotKey(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithGroupCommit(true))
+	rl := New(env.repo, WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 1_000_000), PerMinute("tpm", 100_000_000))
 	mustCommit(t, mustAcquire(t, rl, "hot", "gpt", Consume{"rpm": 1, "tpm": 1}, lim)) // create the bucket
 	env.rec.Reset()
@@ -152,7 +152,7 @@ func TestGroupCommitHotKey(t *testing.T) {
 func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	env := newTestEnv(t)
 	g := newGate("UpdateItem")
-	rl := New(env.withClient(hook(g.before)), WithGroupCommit(true))
+	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 94}, lim)) // 6 left
 	key := BucketKey{EntityID: "k", Resource: "api"}
@@ -211,7 +211,7 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 func TestGroupCommitCancelledMembers(t *testing.T) {
 	env := newTestEnv(t)
 	g := newGate("UpdateItem")
-	rl := New(env.withClient(hook(g.before)), WithGroupCommit(true))
+	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
 	key := BucketKey{EntityID: "k", Resource: "api"}
@@ -277,7 +277,7 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			rl := New(env.repo, tc.opts...)
+			rl := New(env.repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
 			for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
 				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
 					t.Fatal(err)

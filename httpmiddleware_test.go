@@ -151,7 +151,7 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 		t.Errorf("no limits configured: %d, want 500", w.Code)
 	}
 
-	dead := New(newDeadRepo(t, env))
+	dead := New(newDeadRepo(t, env), WithClock(env.clock.now))
 	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 100))
 	var gotStatus int
 	var gotErr error
@@ -238,7 +238,7 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 			return injected
 		}
 		return nil
-	})))
+	})), WithClock(env.clock.now))
 	var commitErr error
 	h := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) {
 		o.AcquireOptions = []AcquireOption{WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))}

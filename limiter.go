@@ -9,10 +9,16 @@ import (
 )
 
 // RateLimiter rate-limits calls per (entity, resource) against a
-// [Repository]. It is safe for concurrent use. The zero value is not usable;
-// call [New].
+// [Repository]. It owns every rule — validation, the precedence of stored
+// limits and their cache, bucket math and TTLs, audit events — and keeps
+// the per-key state of this process (config cache, entity cache, group
+// commit, over-limit cache); the repository only stores. It is safe for
+// concurrent use. The zero value is not usable; call [New].
 type RateLimiter struct {
-	repo        Repository
+	repo  Repository
+	store storeOps // the repository's bucket operations, metered (observe.go)
+	audit AuditLog // nil: changes are not audited
+
 	speculative bool
 	stats       specStats
 	obs         observer // WithLogger, WithMetrics (observe.go)
@@ -22,6 +28,14 @@ type RateLimiter struct {
 	// intN returns a random int in [0, n) (shard choice); a test seam.
 	intN func(n int) int
 
+	// Rules (limiter_admin.go, audit.go, config_cache.go, entity_cache.go).
+	principal      string
+	auditRetention time.Duration
+	ttlMultiplier  int64
+	configTTL      time.Duration
+	configs        *configCache
+	ents           *entityCache
+
 	// Hot keys (groupcommit.go, overlimit.go).
 	noGroupCommit    bool
 	overLimitMaxWait time.Duration
@@ -29,15 +43,34 @@ type RateLimiter struct {
 	olc              *overLimitCache // nil when the over-limit cache is off
 }
 
+// Defaults of the limiter's options.
+const (
+	// DefaultConfigCacheTTL is how long resolved stored limits are reused
+	// ([WithConfigCacheTTL]).
+	DefaultConfigCacheTTL = time.Minute
+	// DefaultBucketTTLMultiplier sets how long idle buckets of default
+	// config live: their time to fill from empty times this
+	// ([WithBucketTTL]).
+	DefaultBucketTTLMultiplier = 7
+	// DefaultAuditRetention is how long audit events are kept
+	// ([WithAuditRetention]).
+	DefaultAuditRetention = 90 * 24 * time.Hour
+)
+
+// defaultEntityCacheSize bounds the entity cache (cascade and shard
+// hints, one entry per entity).
+const defaultEntityCacheSize = 10_000
+
 // Option configures a [RateLimiter].
 type Option func(*RateLimiter)
 
 // WithSpeculativeWrites turns the speculative fast path (one conditional
-// UpdateItem, no read) on or off. It is on by default.
+// write, no read) on or off. It is on by default; it needs a repository
+// that implements [SpeculativeStore].
 func WithSpeculativeWrites(on bool) Option { return func(rl *RateLimiter) { rl.speculative = on } }
 
-// WithClock sets the clock used for bucket math. Nil means the repository's
-// clock.
+// WithClock sets the clock of the bucket math, TTLs, the config cache and
+// audit timestamps. Nil means time.Now, the default.
 func WithClock(now func() time.Time) Option {
 	return func(rl *RateLimiter) {
 		if now != nil {
@@ -46,12 +79,63 @@ func WithClock(now func() time.Time) Option {
 	}
 }
 
+// WithConfigCacheTTL sets how long stored limits, once read, are reused
+// before they are read again ([DefaultConfigCacheTTL] by default). A
+// change made through this limiter takes effect at once; a change made by
+// another process is seen within this time. Zero or less disables the
+// cache: every acquire reads the configs.
+func WithConfigCacheTTL(d time.Duration) Option {
+	return func(rl *RateLimiter) { rl.configTTL = max(d, 0) }
+}
+
+// WithBucketTTL sets how long an idle bucket of default config (resource
+// or system level) lives: its time to fill from empty times multiplier
+// ([DefaultBucketTTLMultiplier] by default). Buckets of entity-level
+// config never expire. Zero or less disables bucket TTLs.
+func WithBucketTTL(multiplier int64) Option {
+	return func(rl *RateLimiter) { rl.ttlMultiplier = multiplier }
+}
+
+// WithPrincipal sets who entity and limit changes are audited as made by
+// (an ARN, or an identifier), when the context carries none (see
+// [ContextWithPrincipal]). Empty, the default, records no principal.
+func WithPrincipal(principal string) Option {
+	return func(rl *RateLimiter) { rl.principal = principal }
+}
+
+// WithAuditRetention sets how long audit events are kept
+// ([DefaultAuditRetention] by default; zero or less means the default).
+func WithAuditRetention(d time.Duration) Option {
+	return func(rl *RateLimiter) { rl.auditRetention = d }
+}
+
 // New returns a RateLimiter backed by repo.
 func New(repo Repository, opts ...Option) *RateLimiter {
-	rl := &RateLimiter{repo: repo, speculative: true, now: repo.Clock(), sleep: sleepContext, intN: rand.IntN}
+	rl := &RateLimiter{
+		repo:          repo,
+		speculative:   true,
+		now:           time.Now,
+		sleep:         sleepContext,
+		intN:          rand.IntN,
+		ttlMultiplier: DefaultBucketTTLMultiplier,
+		configTTL:     DefaultConfigCacheTTL,
+	}
 	for _, o := range opts {
 		o(rl)
 	}
+	if rl.auditRetention <= 0 {
+		rl.auditRetention = DefaultAuditRetention
+	}
+	rl.audit, _ = repo.(AuditLog)
+	rl.store = newStoreOps(repo, rl.obs.metrics)
+	if rl.store.spec == nil {
+		rl.speculative = false
+	}
+	if rl.obs.metrics != nil {
+		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
+	}
+	rl.configs = newConfigCache(rl.configTTL, rl.now, rl.store.loadConfigs)
+	rl.ents = newEntityCache(defaultEntityCacheSize)
 	rl.initHotKeys()
 	return rl
 }
@@ -68,12 +152,7 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 }
 
 // Repository returns the repository the limiter uses.
-func (rl *RateLimiter) Repository() Repository {
-	if m, ok := rl.repo.(*meteredRepo); ok {
-		return m.Repository
-	}
-	return rl.repo
-}
+func (rl *RateLimiter) Repository() Repository { return rl.repo }
 
 func (rl *RateLimiter) nowMs() int64 { return rl.now().UnixMilli() }
 
@@ -145,6 +224,9 @@ func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, c
 
 // acquireChecked is Acquire without metrics.
 func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {
 		return nil, err
@@ -167,13 +249,13 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	}
 	mode := o.onUnavailable
 	if mode == "" {
-		mode = rl.repo.ResolveOnUnavailable(ctx)
+		mode = rl.configs.resolveOnUnavailable(ctx)
 	}
 	rl.logUnavailable(ctx, entityID, resource, mode, err)
 	if mode == OnUnavailableAllow {
 		return &Lease{rl: rl, noop: true}, nil
 	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.StoreName(), EntityID: entityID, Resource: resource}
+	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When
@@ -210,7 +292,7 @@ func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string,
 	if o.override {
 		return o.limits, SourceOverride, nil
 	}
-	limits, source, err := rl.repo.ResolveLimits(ctx, entityID, resource)
+	limits, source, err := rl.ResolveLimits(ctx, entityID, resource)
 	if err != nil {
 		return nil, "", err
 	}
@@ -254,14 +336,14 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
-	b, err := rl.repo.GetBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
+	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
 	now := rl.nowMs()
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
-		if s, ok := b.state(l.Name); ok {
+		if s, ok := b.State(l.Name); ok {
 			out[l.Name] = calculateAvailable(s, now)
 		} else {
 			out[l.Name] = l.Capacity
@@ -282,7 +364,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
-	b, err := rl.repo.GetBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
+	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
 	}
@@ -293,7 +375,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 		if n <= 0 {
 			continue
 		}
-		s, ok := b.state(l.Name)
+		s, ok := b.State(l.Name)
 		if !ok {
 			continue
 		}

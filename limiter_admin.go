@@ -3,54 +3,241 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"time"
 )
 
-// CreateEntity stores a new entity; see [Repository].
+// The administrative half of RateLimiter: entities and stored limits. Each
+// method validates every input before its first write, writes through the
+// repository, keeps this limiter's caches in step, and records an audit
+// event when the repository keeps an audit log.
+
+// maxParentDepth bounds the ancestor walk of CreateEntity.
+const maxParentDepth = 64
+
+// CreateEntity stores a new entity and returns it as stored (Name defaults
+// to ID, CreatedAt is now at second precision). ID, and ParentID when set,
+// must be valid identifiers. The parent must exist, must not be the entity
+// itself, and its chain of ancestors must not lead back to the entity
+// (which an entity created by another client could do): such a parent is a
+// *[ValidationError] on parent_id, which also matches [ErrEntityNotFound]
+// when the parent does not exist. An existing ID fails with
+// *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
-	return rl.repo.CreateEntity(ctx, e)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return Entity{}, err
+	}
+	if err := ValidateIdentifier(e.ID, "entity_id"); err != nil {
+		return Entity{}, err
+	}
+	if e.ParentID != "" {
+		if err := ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
+			return Entity{}, err
+		}
+		if err := rl.checkParent(ctx, e.ID, e.ParentID); err != nil {
+			return Entity{}, err
+		}
+	}
+	if e.Name == "" {
+		e.Name = e.ID
+	}
+	e.Metadata = cloneMetadata(e.Metadata)
+	if e.Metadata == nil {
+		e.Metadata = map[string]string{}
+	}
+	e.CreatedAt = rl.now().UTC().Truncate(time.Second)
+	if err := rl.repo.CreateEntity(ctx, e); err != nil {
+		return Entity{}, err
+	}
+	rl.ents.setEntity(e.ID, true, e.Cascade, e.ParentID)
+	metadata := make(map[string]any, len(e.Metadata))
+	for k, v := range e.Metadata {
+		metadata[k] = v
+	}
+	var parent any
+	if e.ParentID != "" {
+		parent = e.ParentID
+	}
+	details := map[string]any{"name": e.Name, "parent_id": parent, "cascade": e.Cascade, "metadata": metadata}
+	if err := rl.record(ctx, principal, AuditEntityCreated, e.ID, "", details); err != nil {
+		return e, err
+	}
+	return cloneEntity(e), nil
+}
+
+// checkParent refuses a parent that is id itself, that does not exist, or
+// whose ancestors lead back to id.
+func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) error {
+	if parentID == id {
+		return newValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
+	}
+	seen := map[string]bool{id: true}
+	for next, depth := parentID, 0; next != "" && depth < maxParentDepth; depth++ {
+		p, err := rl.repo.GetEntity(ctx, next)
+		if errors.Is(err, ErrEntityNotFound) {
+			if next == parentID {
+				return newValidationError(ErrEntityNotFound, "parent_id", parentID,
+					fmt.Sprintf("parent entity '%s' not found; create it first", parentID))
+			}
+			return nil // an ancestor is gone: the chain ends there
+		}
+		if err != nil {
+			return err
+		}
+		if next == parentID {
+			rl.ents.setEntity(p.ID, true, p.Cascade, p.ParentID)
+		}
+		seen[next] = true
+		if seen[p.ParentID] {
+			return newValidationError(ErrValidation, "parent_id", parentID,
+				fmt.Sprintf("parent chain of '%s' leads back to '%s' (a cycle)", parentID, p.ParentID))
+		}
+		next = p.ParentID
+	}
+	return nil
 }
 
 // GetEntity returns an entity or *[EntityNotFoundError].
 func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error) {
-	return rl.repo.GetEntity(ctx, id)
+	if err := checkContext(ctx); err != nil {
+		return Entity{}, err
+	}
+	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+		return Entity{}, err
+	}
+	e, err := rl.repo.GetEntity(ctx, id)
+	switch {
+	case errors.Is(err, ErrEntityNotFound):
+		rl.ents.setEntity(id, false, false, "")
+	case err == nil:
+		rl.ents.setEntity(id, true, e.Cascade, e.ParentID)
+	}
+	return e, err
 }
 
-// DeleteEntity deletes an entity with its stored limits and buckets.
+// DeleteEntity deletes an entity with its stored limits and buckets (every
+// resource and shard); audit events and children are kept. It records an
+// entity_deleted audit event with the number of records deleted. Deleting
+// a missing entity does nothing.
 func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
-	defer rl.overLimitReset()
-	return rl.repo.DeleteEntity(ctx, id)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+		return err
+	}
+	n, err := rl.repo.DeleteEntity(ctx, id)
+	if n > 0 {
+		rl.configs.evictEntity(id)
+		rl.ents.forget(id)
+		rl.overLimitReset()
+	}
+	if err != nil || n == 0 {
+		return err
+	}
+	return rl.record(ctx, principal, AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(n)})
 }
 
 // Children returns the entities whose parent is parentID.
 func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := ValidateIdentifier(parentID, "parent_id"); err != nil {
+		return nil, err
+	}
 	return rl.repo.Children(ctx, parentID)
 }
 
-// SetLimits stores limits for entityID on resource ([DefaultResource] for all
-// resources without their own).
+// checkConfigResource validates an entity-config resource: a resource name
+// or [DefaultResource].
+func checkConfigResource(resource string) error {
+	if resource == DefaultResource {
+		return nil
+	}
+	return ValidateResource(resource)
+}
+
+// SetLimits stores limits for entityID on resource ([DefaultResource] for
+// all resources without their own), replacing any stored before. The
+// bucket of (entityID, resource) takes the new parameters at once and no
+// longer expires (entity-level config). It records a limits_set audit
+// event.
 func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
-	defer rl.overLimitReset()
-	return rl.repo.SetLimits(ctx, entityID, resource, limits)
-}
-
-// GetLimits returns the limits stored for entityID on resource (nil when none).
-func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
-	return rl.repo.GetLimits(ctx, entityID, resource)
-}
-
-// DeleteLimits deletes the limits stored for entityID on resource and
-// reconciles the bucket with the limits that apply now: their parameters are
-// written, limits that no longer apply are removed, and the bucket expires
-// again like any bucket of default config. When no limits apply any more the
-// bucket is left as it is.
-func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
-	old, err := rl.repo.GetLimits(ctx, entityID, resource)
+	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
 	}
-	defer rl.overLimitReset()
-	if err := rl.repo.DeleteLimits(ctx, entityID, resource); err != nil {
+	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
+	}
+	if err := checkConfigResource(resource); err != nil {
+		return err
+	}
+	if err := validateLimits(limits); err != nil {
+		return err
+	}
+	key := EntityConfig(entityID, resource)
+	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	if err := rl.syncBucket(ctx, entityID, resource, limits, TTLRemove, 0, nil); err != nil {
+		return err
+	}
+	return rl.record(ctx, principal, AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
+}
+
+// GetLimits returns the limits stored for entityID on resource (nil when
+// none).
+func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return nil, err
+	}
+	if err := checkConfigResource(resource); err != nil {
+		return nil, err
+	}
+	c, _, err := rl.repo.GetConfig(ctx, EntityConfig(entityID, resource))
+	return c.Limits, err
+}
+
+// DeleteLimits deletes the limits stored for entityID on resource and
+// reconciles the bucket with the limits that apply now: their parameters
+// are written, limits that no longer apply are removed, and the bucket
+// expires again like any bucket of default config. When no limits apply
+// any more the bucket is left as it is. It records a limits_deleted audit
+// event when a config was deleted.
+func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return err
+	}
+	if err := checkConfigResource(resource); err != nil {
+		return err
+	}
+	key := EntityConfig(entityID, resource)
+	old, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	existed, err := rl.repo.DeleteConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	if existed {
+		if err := rl.record(ctx, principal, AuditLimitsDeleted, entityID, resource, nil); err != nil {
+			return err
+		}
 	}
 	effective, source, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
 	if errors.Is(err, ErrValidation) {
@@ -64,63 +251,245 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		keep[l.Name] = true
 	}
 	var stale []string
-	for _, l := range old {
+	for _, l := range old.Limits {
 		if !keep[l.Name] {
 			stale = append(stale, l.Name)
 		}
 	}
 	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source})
-	return rl.repo.SyncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
+	return rl.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
 }
 
-// SetResourceDefaults stores the default limits of resource.
+// SetResourceDefaults stores the default limits of resource, used by every
+// entity without limits of its own for it. It records a limits_set audit
+// event.
 func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
-	defer rl.overLimitReset()
-	return rl.repo.SetResourceDefaults(ctx, resource, limits)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ValidateResource(resource); err != nil {
+		return err
+	}
+	if err := validateLimits(limits); err != nil {
+		return err
+	}
+	key := ResourceConfig(resource)
+	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	return rl.record(ctx, principal, AuditLimitsSet, AuditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
 }
 
-// GetResourceDefaults returns the default limits of resource.
+// GetResourceDefaults returns the default limits of resource (nil when
+// none).
 func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string) ([]Limit, error) {
-	return rl.repo.GetResourceDefaults(ctx, resource)
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	c, _, err := rl.repo.GetConfig(ctx, ResourceConfig(resource))
+	return c.Limits, err
 }
 
-// DeleteResourceDefaults deletes the default limits of resource.
+// DeleteResourceDefaults deletes the default limits of resource. It records
+// a limits_deleted audit event.
 func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource string) error {
-	defer rl.overLimitReset()
-	return rl.repo.DeleteResourceDefaults(ctx, resource)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ValidateResource(resource); err != nil {
+		return err
+	}
+	key := ResourceConfig(resource)
+	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntityResource(resource), resource, nil)
 }
 
-// ListResourcesWithDefaults returns the resources with default limits.
-func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
-	return rl.repo.ListResourcesWithDefaults(ctx)
-}
-
-// SetSystemDefaults stores the namespace-wide defaults and on-unavailable
-// mode ("" leaves it unset).
+// SetSystemDefaults stores the namespace-wide default limits and
+// on-unavailable mode ("" leaves it unset), replacing what was stored. It
+// records a limits_set audit event.
 func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
-	defer rl.overLimitReset()
-	return rl.repo.SetSystemDefaults(ctx, limits, onUnavailable)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := validateLimits(limits); err != nil {
+		return err
+	}
+	if onUnavailable != "" && !onUnavailable.Valid() {
+		return newValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
+	}
+	key := SystemConfig()
+	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	var ou any
+	if onUnavailable != "" {
+		ou = string(onUnavailable)
+	}
+	return rl.record(ctx, principal, AuditLimitsSet, AuditEntitySystem, "",
+		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
 }
 
-// GetSystemDefaults returns the namespace-wide defaults.
+// GetSystemDefaults returns the namespace-wide default limits and
+// on-unavailable mode ("" when unset).
 func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
-	return rl.repo.GetSystemDefaults(ctx)
+	if err := checkContext(ctx); err != nil {
+		return nil, "", err
+	}
+	c, _, err := rl.repo.GetConfig(ctx, SystemConfig())
+	return c.Limits, c.OnUnavailable, err
 }
 
-// DeleteSystemDefaults deletes the namespace-wide defaults.
+// DeleteSystemDefaults deletes the namespace-wide defaults. It records a
+// limits_deleted audit event naming the limits and mode deleted.
 func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
-	defer rl.overLimitReset()
-	return rl.repo.DeleteSystemDefaults(ctx)
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	key := SystemConfig()
+	old, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	names := make([]any, len(old.Limits))
+	for i, l := range old.Limits {
+		names[i] = l.Name
+	}
+	var ou any
+	if old.OnUnavailable != "" {
+		ou = string(old.OnUnavailable)
+	}
+	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
 }
 
-// ListEntitiesWithCustomLimits returns a page of entities with stored limits
-// for resource and the next page's cursor ("" at the end).
-func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
-	return rl.repo.ListEntitiesWithCustomLimits(ctx, resource, pageSize, cursor)
+// configChanged makes a config change through this limiter effective for
+// its next acquire: the cached slot goes, and so does every over-limit
+// entry (its limits may be stale).
+func (rl *RateLimiter) configChanged(key ConfigKey) {
+	rl.configs.evict(key)
+	rl.overLimitReset()
 }
 
-// ListResourcesWithEntityConfigs returns the resources some entity has
-// stored limits for.
+// syncBucket writes limits' parameters, the TTL mode and the removal of
+// stale limits to the shard-0 bucket of (entityID, resource); a missing
+// bucket is left missing.
+func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
+	if len(limits) == 0 {
+		return nil
+	}
+	now := rl.nowMs()
+	w := BucketWrite{Kind: WriteSync, Key: BucketKey{EntityID: entityID, Resource: resource}, NowMs: now,
+		TTL: ttl, TTLSeconds: ttlSeconds, Remove: stale}
+	for _, l := range limits {
+		full := bucketStateFromLimit(entityID, resource, l, now)
+		w.Limits = append(w.Limits, LimitWrite{Name: l.Name, Initial: &full})
+	}
+	err := rl.store.writeBuckets(ctx, []BucketWrite{w})
+	if errors.Is(err, ErrConditionFailed) {
+		return nil
+	}
+	return err
+}
+
+// ListResourcesWithDefaults returns, sorted, the resources with default
+// limits. It needs a [ConfigLister] repository.
+func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
+	l, err := rl.lister(ctx, "list resources with defaults")
+	if err != nil {
+		return nil, err
+	}
+	return l.ListResourcesWithDefaults(ctx)
+}
+
+// ListResourcesWithEntityConfigs returns, sorted, the resources some entity
+// has stored limits for. It needs a [ConfigLister] repository.
 func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
-	return rl.repo.ListResourcesWithEntityConfigs(ctx)
+	l, err := rl.lister(ctx, "list resources with entity configs")
+	if err != nil {
+		return nil, err
+	}
+	return l.ListResourcesWithEntityConfigs(ctx)
+}
+
+// ListEntitiesWithCustomLimits returns a page of the entities with stored
+// limits for resource ([DefaultResource] included) and the next page's
+// cursor ("" at the end). It needs a [ConfigLister] repository.
+func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
+	l, err := rl.lister(ctx, "list entities with custom limits")
+	if err != nil {
+		return nil, "", err
+	}
+	if err := checkConfigResource(resource); err != nil {
+		return nil, "", err
+	}
+	return l.ListEntitiesWithCustomLimits(ctx, resource, pageSize, cursor)
+}
+
+func (rl *RateLimiter) lister(ctx context.Context, op string) (ConfigLister, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	l, ok := rl.repo.(ConfigLister)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", op, ErrUnsupported)
+	}
+	return l, nil
+}
+
+// ResolveLimits returns the stored limits that apply to (entityID,
+// resource) and the level they come from: entity > entity
+// [DefaultResource] > resource > system, the first level with any limits.
+// Limits is nil when no level has any. Results are cached for the config
+// cache TTL ([WithConfigCacheTTL]).
+func (rl *RateLimiter) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
+	limits, source, _, err := rl.configs.resolve(ctx, entityID, resource)
+	return limits, source, err
+}
+
+// ConfigCacheStats returns the config cache's statistics.
+func (rl *RateLimiter) ConfigCacheStats() CacheStats { return rl.configs.stats() }
+
+// InvalidateConfigCache drops every cached config (and the remembered
+// on-unavailable mode), so that the next acquire reads them again.
+func (rl *RateLimiter) InvalidateConfigCache() { rl.configs.invalidate() }
+
+// cloneEntity returns e with its own Metadata map.
+func cloneEntity(e Entity) Entity {
+	e.Metadata = cloneMetadata(e.Metadata)
+	return e
+}
+
+func cloneMetadata(md map[string]string) map[string]string {
+	if md == nil {
+		return nil
+	}
+	out := make(map[string]string, len(md))
+	for k, v := range md {
+		out[k] = v
+	}
+	return out
+}
+
+// checkContext refuses a nil context (a typed error, not a panic) and
+// returns a done context's error.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	return ctx.Err()
 }

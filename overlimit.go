@@ -56,7 +56,7 @@ type overLimitCache struct {
 }
 
 type overLimitEntry struct {
-	bucket    *StoredBucket
+	bucket    *Bucket
 	expiresMs int64
 }
 
@@ -85,7 +85,7 @@ func (rl *RateLimiter) OverLimitCacheHits() int64 {
 // options.
 func (rl *RateLimiter) initHotKeys() {
 	if !rl.noGroupCommit {
-		rl.gc = newGroupCommit(rl.repo)
+		rl.gc = newGroupCommit(&rl.store)
 	}
 	if rl.overLimitMaxWait > 0 {
 		rl.olc = &overLimitCache{maxWait: rl.overLimitMaxWait, entries: make(map[BucketKey]overLimitEntry)}
@@ -100,11 +100,11 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 	if c == nil {
 		return nil
 	}
-	info, _ := rl.repo.EntityCache().get(entityID)
+	info, _ := rl.ents.get(entityID)
 	parentID := info.cascadeParent()
 	now := rl.nowMs()
 	child, cok := c.get(BucketKey{EntityID: entityID, Resource: resource}, now)
-	var parent *StoredBucket
+	var parent *Bucket
 	pok := false
 	if parentID != "" {
 		parent, pok = c.get(BucketKey{EntityID: parentID, Resource: resource}, now)
@@ -115,7 +115,7 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 	pos := positive(consume)
 	refused := false
 	var statuses []LimitStatus
-	for _, b := range []*StoredBucket{child, parent} {
+	for _, b := range []*Bucket{child, parent} {
 		if b == nil {
 			continue
 		}
@@ -131,7 +131,7 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 }
 
 // get returns the live entry of key, dropping it when expired.
-func (c *overLimitCache) get(key BucketKey, now int64) (*StoredBucket, bool) {
+func (c *overLimitCache) get(key BucketKey, now int64) (*Bucket, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
@@ -147,7 +147,7 @@ func (c *overLimitCache) get(key BucketKey, now int64) (*StoredBucket, bool) {
 
 // overLimitRemember caches b, whose stored state refused an acquire at now
 // with err (a fast rejection), until min(err.RetryAfter, maxWait).
-func (rl *RateLimiter) overLimitRemember(b *StoredBucket, now int64, err *RateLimitExceededError) {
+func (rl *RateLimiter) overLimitRemember(b *Bucket, now int64, err *RateLimitExceededError) {
 	c := rl.olc
 	if c == nil || b == nil || b.ShardCount > 1 || b.Key.Shard != 0 || err.RetryAfter <= 0 {
 		return

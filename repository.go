@@ -16,39 +16,70 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// Repository is the storage behind a [RateLimiter]: entities, stored limits
-// and buckets. [*DynamoDBRepository] and [*MemoryStore] implement it; a
-// backend of your own implements the administrative methods below and the
-// bucket contract of [BucketStore].
+// Repository is the storage behind a [RateLimiter]: entities, stored limit
+// configs and bucket items, in one namespace. [*DynamoDBRepository]
+// implements it, and package memorystore keeps everything in memory; a
+// backend of your own implements these methods (and any of the optional
+// interfaces of store.go) and checks itself with package storetest.
+//
+// Every method must be safe for concurrent use and honour ctx. Every write
+// must be atomic: it applies whole or not at all. Inputs arrive validated;
+// a backend need not check them again. Errors other than the documented
+// ones are infrastructure failures: the limiter applies its on-unavailable
+// mode to them (an error whose chain holds [ErrUnavailable] is reported as
+// such; any other is wrapped).
 type Repository interface {
-	CreateEntity(ctx context.Context, e Entity) (Entity, error)
+	// Name names the backing store (the table, "memory", ...) for error
+	// messages.
+	Name() string
+
+	// CreateEntity stores e (its Name, Metadata and CreatedAt already
+	// set) unless an entity with its ID exists, in which case it fails
+	// with an error matching [ErrEntityExists].
+	CreateEntity(ctx context.Context, e Entity) error
+	// GetEntity returns the entity, or an error matching
+	// [ErrEntityNotFound].
 	GetEntity(ctx context.Context, id string) (Entity, error)
-	DeleteEntity(ctx context.Context, id string) error
+	// DeleteEntity deletes the entity, its stored limit configs and every
+	// bucket item of it (all resources and shards), and returns how many
+	// records it deleted; deleting a missing entity deletes nothing and
+	// returns 0. Audit events and children are kept.
+	DeleteEntity(ctx context.Context, id string) (int, error)
+	// Children returns the entities whose parent is parentID.
 	Children(ctx context.Context, parentID string) ([]Entity, error)
 
-	SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error
-	GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error)
-	DeleteLimits(ctx context.Context, entityID, resource string) error
-	SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error
-	GetResourceDefaults(ctx context.Context, resource string) ([]Limit, error)
-	DeleteResourceDefaults(ctx context.Context, resource string) error
-	ListResourcesWithDefaults(ctx context.Context) ([]string, error)
-	SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error
-	GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error)
-	DeleteSystemDefaults(ctx context.Context) error
-	ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error)
-	ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error)
+	// LoadConfigs reads the configs keys name, in one round trip where the
+	// backend can; keys without a stored config are absent from the map.
+	// It is the config cache's loader.
+	LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
+	// GetConfig reads one config; ok is false when none is stored.
+	GetConfig(ctx context.Context, key ConfigKey) (c Config, ok bool, err error)
+	// PutConfig stores c under key, replacing what was stored.
+	PutConfig(ctx context.Context, key ConfigKey, c Config) error
+	// DeleteConfig deletes the config under key. It reports false when it
+	// knows that none was stored (a backend that cannot tell reports
+	// true).
+	DeleteConfig(ctx context.Context, key ConfigKey) (bool, error)
 
-	BucketStore
+	// LoadBuckets reads the entities entityIDs and the bucket items keys,
+	// as one snapshot where the backend can. Missing ones are absent from
+	// the maps. Expired items are returned until the backend deletes them.
+	LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error)
+	// GetBucket reads one bucket item; nil, and no error, when it is
+	// missing.
+	GetBucket(ctx context.Context, key BucketKey) (*Bucket, error)
+	// WriteBuckets applies writes atomically, all or none (see
+	// [BucketWrite] for each kind). At most one write names each item. A
+	// failed condition fails with an error matching [ErrConditionFailed];
+	// a multi-item write that collides with another may fail with
+	// [ErrTransactionConflict].
+	WriteBuckets(ctx context.Context, writes []BucketWrite) error
 }
 
 // Defaults of [DynamoDBOptions].
 const (
-	DefaultTable               = "zae-limiter"
-	DefaultNamespace           = "default"
-	DefaultConfigCacheTTL      = time.Minute
-	DefaultBucketTTLMultiplier = 7
-	DefaultAuditRetention      = 90 * 24 * time.Hour
+	DefaultTable     = "zae-limiter"
+	DefaultNamespace = "default"
 )
 
 // Environment variables read for defaults.
@@ -73,13 +104,21 @@ type DynamoDBClient interface {
 }
 
 var (
-	_ DynamoDBClient = (*dynamodb.Client)(nil)
-	_ Repository     = (*DynamoDBRepository)(nil)
+	_ DynamoDBClient    = (*dynamodb.Client)(nil)
+	_ Repository        = (*DynamoDBRepository)(nil)
+	_ SpeculativeStore  = (*DynamoDBRepository)(nil)
+	_ ShardStore        = (*DynamoDBRepository)(nil)
+	_ AuditLog          = (*DynamoDBRepository)(nil)
+	_ ConfigLister      = (*DynamoDBRepository)(nil)
+	_ UsageStore        = (*DynamoDBRepository)(nil)
+	_ CapacityReader    = (*DynamoDBRepository)(nil)
+	_ NamespaceRegistry = (*DynamoDBRepository)(nil)
 )
 
 // DynamoDBOptions configures [OpenDynamoDB]. OpenDynamoDB fills every field
 // with its default before calling the option functions, so setting a field
-// to zero is meaningful where documented.
+// to zero is meaningful where documented. The limiter's own settings (config
+// cache, bucket TTLs, audit principal and retention) are options of [New].
 type DynamoDBOptions struct {
 	// Table is the table (and CloudFormation stack) name. Default:
 	// $ZAEL_STACK, else "zae-limiter".
@@ -91,33 +130,29 @@ type DynamoDBOptions struct {
 	// exist: a development convenience; production tables come from the
 	// shipped template.
 	CreateTable bool
-	// ConfigCacheTTL is how long resolved stored limits are reused. Default
-	// 60 s; zero disables caching.
-	ConfigCacheTTL time.Duration
-	// BucketTTLMultiplier sets how long idle buckets of non-entity config
-	// live: time-to-fill × multiplier. Default 7; zero or less disables
-	// bucket TTL.
-	BucketTTLMultiplier int64
-	// Principal is recorded in audit events when the context carries none
-	// (see [ContextWithPrincipal]). Empty means unknown.
-	Principal string
-	// AuditRetention is how long audit events are kept. Default 90 days.
-	AuditRetention time.Duration
-	// Now is the clock. Nil means time.Now.
+	// Now is the clock of the namespace registry and version records. Nil
+	// means time.Now.
 	Now func() time.Time
 }
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
-// to one namespace. It is safe for concurrent use. Create it with
-// [OpenDynamoDB]; [DynamoDBRepository.Namespace] returns a repository for
-// another namespace sharing the client and caches.
+// to one namespace, in the item layout of the Python library (schema
+// 0.10.0): a table written by either library works with the other. It is
+// safe for concurrent use. Create it with [OpenDynamoDB];
+// [DynamoDBRepository.Namespace] returns a repository for another namespace
+// sharing the client.
+//
+// Besides [Repository] it implements every optional capability:
+// [SpeculativeStore], [ShardStore] (every bucket item carries a hidden
+// write-capacity limit, its share of DynamoDB's 1000 writes per second per
+// partition, and a bucket that exceeds it is spread over more items),
+// [AuditLog], [ConfigLister], [UsageStore], [CapacityReader] and
+// [NamespaceRegistry].
 type DynamoDBRepository struct {
 	client DynamoDBClient
 	opts   DynamoDBOptions
 	nsID   string
 	nsName string
-	cache  *configCache
-	ents   *EntityCache
 	shared *sharedState
 	// nsIDSource supplies the random bytes of new namespace ids; nil means
 	// crypto/rand. A test seam.
@@ -127,20 +162,8 @@ type DynamoDBRepository struct {
 // sharedState is shared between a repository and its namespace-scoped
 // siblings.
 type sharedState struct {
-	mu       sync.Mutex              // guards the fields below
-	nsIDs    map[string]string       // namespace name → id
-	entities map[string]*EntityCache // namespace id → entity cache
-}
-
-func (s *sharedState) entityCache(nsID string) *EntityCache {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.entities[nsID]
-	if !ok {
-		c = NewEntityCache(0)
-		s.entities[nsID] = c
-	}
-	return c
+	mu    sync.Mutex        // guards nsIDs
+	nsIDs map[string]string // namespace name → id
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
@@ -174,20 +197,14 @@ func ValidateStackName(name string) error {
 // checks the table's version record.
 func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
 	o := DynamoDBOptions{
-		Table:               envOr(EnvStack, DefaultTable),
-		Namespace:           envOr(EnvNamespace, DefaultNamespace),
-		ConfigCacheTTL:      DefaultConfigCacheTTL,
-		BucketTTLMultiplier: DefaultBucketTTLMultiplier,
-		AuditRetention:      DefaultAuditRetention,
+		Table:     envOr(EnvStack, DefaultTable),
+		Namespace: envOr(EnvNamespace, DefaultNamespace),
 	}
 	for _, fn := range optFns {
 		fn(&o)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
-	}
-	if o.AuditRetention <= 0 {
-		o.AuditRetention = DefaultAuditRetention
 	}
 	if err := ValidateStackName(o.Table); err != nil {
 		return nil, err
@@ -198,7 +215,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	r := &DynamoDBRepository{
 		client: client,
 		opts:   o,
-		shared: &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}},
+		shared: &sharedState{nsIDs: map[string]string{}},
 	}
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
@@ -224,15 +241,10 @@ func envOr(name, def string) string {
 }
 
 // bind scopes r to a namespace.
-func (r *DynamoDBRepository) bind(id, name string) {
-	r.nsID, r.nsName = id, name
-	r.ents = r.shared.entityCache(id)
-	r.cache = newConfigCache(r.opts.ConfigCacheTTL, r.opts.Now, r.loadConfigs)
-}
+func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
 
 // Namespace returns a repository for another registered namespace, sharing
-// the client, the namespace cache and the entity caches, with its own config
-// cache. It fails with *[NamespaceNotFoundError] when name is not
+// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
 // registered.
 func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
 	id, ok, err := r.resolveNamespace(ctx, name)
@@ -270,14 +282,8 @@ func (r *DynamoDBRepository) Ping(ctx context.Context) error {
 	return wrapErr("ping", err)
 }
 
-func (r *DynamoDBRepository) StoreName() string          { return r.opts.Table }
-func (r *DynamoDBRepository) Clock() func() time.Time    { return r.opts.Now }
-func (r *DynamoDBRepository) EntityCache() *EntityCache  { return r.ents }
-func (r *DynamoDBRepository) BucketTTLMultiplier() int64 { return r.opts.BucketTTLMultiplier }
-func (r *DynamoDBRepository) nowMs() int64               { return r.opts.Now().UnixMilli() }
-func (r *DynamoDBRepository) ResolveOnUnavailable(ctx context.Context) OnUnavailable {
-	return r.cache.resolveOnUnavailable(ctx)
-}
+// Name returns the table name (the [Repository] method).
+func (r *DynamoDBRepository) Name() string { return r.opts.Table }
 
 // createTable creates the table from the schema definition (ignoring an
 // existing one), waits until it is ACTIVE and enables TTL on `ttl`.

@@ -53,8 +53,9 @@ func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]typ
 	return items, nil
 }
 
-// LoadBuckets implements BucketStore.
-func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*StoredBucket, error) {
+// LoadBuckets implements [Repository]: one BatchGetItem (eventually
+// consistent) for the entities' META records and the bucket items.
+func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(entityIDs)+len(keys))
 	for _, id := range entityIDs {
 		req = append(req, primaryKey(pkEntity(r.nsID, id), skMeta))
@@ -64,10 +65,10 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 	}
 	items, err := r.batchGet(ctx, req, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, wrapErr("read buckets", err)
 	}
 	metas := make(map[string]Entity)
-	buckets := make(map[BucketKey]*StoredBucket)
+	buckets := make(map[BucketKey]*Bucket)
 	for _, item := range items {
 		sk, _ := schemaGetS(item, attrSK)
 		switch sk {
@@ -75,7 +76,7 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 			e := entityFromItem(item)
 			metas[e.ID] = e
 		case skState:
-			b, err := storedBucketFromItem(item)
+			b, err := bucketFromDynamoDB(item)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -85,57 +86,114 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 	return metas, buckets, nil
 }
 
-// storedBucketFromItem converts a bucket item.
-func storedBucketFromItem(item map[string]types.AttributeValue) (*StoredBucket, error) {
+// bucketFromDynamoDB converts a bucket item. The hidden wcu limit goes to
+// the unexported wcu field, not to States.
+func bucketFromDynamoDB(item map[string]types.AttributeValue) (*Bucket, error) {
 	d, err := bucketFromItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("read bucket item: %w", err)
 	}
-	b := &StoredBucket{
+	b := &Bucket{
 		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
 		ShardCount: max(d.ShardCount, 1),
 		RefillMs:   d.RefillMs,
 		Cascade:    d.Cascade,
 		ParentID:   d.ParentID,
 		TTL:        d.TTL,
-		States:     d.States,
+		States:     make([]BucketState, 0, len(d.States)),
 	}
-	for i := range b.States {
-		b.States[i].EntityID, b.States[i].Resource, b.States[i].ShardID = d.EntityID, d.Resource, d.Shard
+	for _, s := range d.States {
+		s.EntityID, s.Resource, s.ShardID = d.EntityID, d.Resource, d.Shard
+		if s.LimitName == wcuLimitName {
+			b.wcu = &s
+			continue
+		}
+		b.States = append(b.States, s)
 	}
 	return b, nil
 }
 
-// GetBucket implements BucketStore.
-func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*StoredBucket, error) {
+// GetBucket implements [Repository]: one GetItem (eventually consistent).
+func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*Bucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
 	})
 	if err != nil {
-		return nil, err
+		return nil, wrapErr("read bucket", err)
 	}
 	if len(out.Item) == 0 {
 		return nil, nil
 	}
-	return storedBucketFromItem(out.Item)
+	return bucketFromDynamoDB(out.Item)
 }
 
-// WriteBuckets implements BucketStore: one write uses the single-item API
+// WriteBuckets implements [Repository]: one write uses the single-item API
 // (1 WCU instead of 2), several one TransactWriteItems.
 func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []BucketWrite) error {
 	switch len(writes) {
 	case 0:
 		return nil
 	case 1:
-		return r.writeOne(ctx, buildBucketWrite(r.opts.Table, r.nsID, writes[0]))
+		return r.writeOne(ctx, r.bucketWriteItem(writes[0]))
 	}
 	items := make([]types.TransactWriteItem, len(writes))
 	for i, w := range writes {
-		items[i] = buildBucketWrite(r.opts.Table, r.nsID, w)
+		items[i] = r.bucketWriteItem(w)
 	}
 	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	return classifyWriteErr("write buckets", err)
+}
+
+// bucketWriteItem builds the request of one bucket write. A normal write
+// also refills the hidden wcu limit from the item it was computed from, so
+// that wcu measures the write rate rather than lifetime writes.
+func (r *DynamoDBRepository) bucketWriteItem(w BucketWrite) types.TransactWriteItem {
+	switch w.Kind {
+	case WriteSync:
+		return types.TransactWriteItem{Update: r.syncUpdate(w)}
+	case WriteNormal:
+		if lw, ok := wcuRefill(w.base, w.NowMs); ok {
+			w.Limits = append(w.Limits[:len(w.Limits):len(w.Limits)], lw)
+		}
+	}
+	return buildBucketWrite(r.opts.Table, r.nsID, w)
+}
+
+// syncUpdate is the UpdateItem of a WriteSync: set each limit's capacity,
+// refill amount and period (initialising a missing balance as full), apply
+// the TTL mode and remove the attributes of the removed limits, on an
+// existing item.
+func (r *DynamoDBRepository) syncUpdate(w BucketWrite) *types.Update {
+	b := newExprBuilder()
+	var set, remove []string
+	for _, l := range w.Limits {
+		s := l.Initial
+		cp := b.n(s.CapacityMilli)
+		tk := b.name(bucketAttr(l.Name, fieldTokens))
+		set = append(set,
+			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+cp,
+			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(s.RefillAmountMilli),
+			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(s.RefillPeriodMs))
+		start := cp // a new limit usually starts full
+		if s.TokensMilli != s.CapacityMilli {
+			start = b.n(s.TokensMilli)
+		}
+		set = append(set, tk+" = if_not_exists("+tk+", "+start+")")
+	}
+	switch w.TTL {
+	case TTLSet:
+		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
+	case TTLRemove:
+		remove = append(remove, b.name(attrTTL))
+	}
+	for _, name := range w.Remove {
+		for _, f := range []string{fieldTokens, fieldCapacity, fieldRefillAmount, fieldRefillPeriod, fieldTotalConsumed} {
+			remove = append(remove, b.name(bucketAttr(name, f)))
+		}
+	}
+	return b.update(r.opts.Table, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), updateExpr(set, nil, remove),
+		[]string{"attribute_exists(" + b.name(attrPK) + ")"})
 }
 
 // writeOne issues a transactional write item with the single-item API.
@@ -166,67 +224,3 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 	}
 	return classifyWriteErr("write bucket", err)
 }
-
-// configItemKey returns the primary key of a config slot.
-func (r *DynamoDBRepository) configItemKey(k configKey) map[string]types.AttributeValue {
-	switch k.level {
-	case levelEntity:
-		return primaryKey(pkEntity(r.nsID, k.entityID), skConfig(k.resource))
-	case levelResource:
-		return primaryKey(pkResource(r.nsID, k.resource), skConfig(""))
-	default:
-		return primaryKey(pkSystem(r.nsID), skConfig(""))
-	}
-}
-
-// loadConfigs is the config cache's loader: one BatchGetItem (eventually
-// consistent) for all slots.
-func (r *DynamoDBRepository) loadConfigs(ctx context.Context, keys []configKey) (map[configKey]configValue, error) {
-	req := make([]map[string]types.AttributeValue, len(keys))
-	byID := make(map[[2]string]configKey, len(keys))
-	for i, k := range keys {
-		req[i] = r.configItemKey(k)
-		byID[[2]string{req[i][attrPK].(*types.AttributeValueMemberS).Value, req[i][attrSK].(*types.AttributeValueMemberS).Value}] = k
-	}
-	items, err := r.batchGet(ctx, req, false)
-	if err != nil {
-		return nil, wrapErr("read configs", err)
-	}
-	out := make(map[configKey]configValue, len(items))
-	for _, item := range items {
-		pk, _ := schemaGetS(item, attrPK)
-		sk, _ := schemaGetS(item, attrSK)
-		k, ok := byID[[2]string{pk, sk}]
-		if !ok {
-			continue
-		}
-		limits, err := limitsFromItem(item)
-		if err != nil {
-			// A corrupt stored config is an infrastructure problem for the
-			// caller (the on-unavailable mode applies), not invalid input.
-			return nil, fmt.Errorf("read config %s %s: %v", pk, sk, err)
-		}
-		v := configValue{limits: limits}
-		if k.level == levelSystem {
-			v.onUnavailable = onUnavailableFromItem(item)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// ResolveLimits returns the stored limits that apply to (entityID, resource)
-// — entity > entity _default_ > resource > system, the first level with any
-// limits — and the level they came from. Limits is nil when nothing is
-// configured. Results are cached for DynamoDBOptions.ConfigCacheTTL.
-func (r *DynamoDBRepository) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
-	limits, source, _, err := r.cache.resolve(ctx, entityID, resource)
-	return limits, source, err
-}
-
-// CacheStats returns the config cache's statistics.
-func (r *DynamoDBRepository) CacheStats() CacheStats { return r.cache.stats() }
-
-// InvalidateConfigCache drops every cached config (and the remembered
-// on-unavailable mode).
-func (r *DynamoDBRepository) InvalidateConfigCache() { r.cache.invalidate() }

@@ -4,23 +4,12 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
-
-// CapacityReader is the optional ability to report how much of one limit of
-// a resource is in use across entities (reference §5.17). A backend may
-// implement it; [*DynamoDBRepository] does, and is safe for concurrent use.
-// [RateLimiter.ResourceCapacity] finds it with a type assertion.
-type CapacityReader interface {
-	// ResourceCapacity aggregates limit limitName of resource over every
-	// entity with a bucket for it (only root entities when parentsOnly).
-	ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error)
-}
-
-var _ CapacityReader = (*DynamoDBRepository)(nil)
 
 // entityShards accumulates the shards of one entity's bucket.
 type entityShards struct {
@@ -29,12 +18,11 @@ type entityShards struct {
 	available int64 // whole tokens, summed over shards
 }
 
-// ResourceCapacity aggregates limit limitName of resource over every entity
-// with a bucket for it, at the repository's clock. The buckets are found
-// with a GSI2 query (every page; the index projects whole items). The
-// shards of an entity count once: its capacity is the shard-0 capacity
-// (each shard stores the full one) and its available tokens are the sum of
-// every shard's refilled balance, capped at the capacity. Available is
+// ResourceCapacity implements [CapacityReader]. The buckets are found with
+// a GSI2 query (every page; the index projects whole items). The shards of
+// an entity count once: its capacity is the shard-0 capacity (each shard
+// stores the full one) and its available tokens are the sum of every
+// shard's balance refilled to now, capped at the capacity. Available is
 // negative for a bucket in debt, which puts utilisation above 100 %.
 // UtilizationPct is (capacity − available) / capacity × 100, and 0 when
 // the capacity is 0. Entities are sorted by id.
@@ -42,16 +30,7 @@ type entityShards struct {
 // With parentsOnly, only entities whose META record has no parent are kept
 // (entities without META are dropped, as in the original); their META
 // records are read with one BatchGetItem rather than one GetItem per bucket.
-// The hidden wcu limit cannot be asked for: limitName must be a valid limit
-// name, resource a valid resource, else a *[ValidationError] is returned
-// before anything is read.
-func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
-	if err := ValidateResource(resource); err != nil {
-		return ResourceCapacity{}, err
-	}
-	if err := validateLimitName(limitName, "limit_name"); err != nil {
-		return ResourceCapacity{}, err
-	}
+func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
 	op := "resource capacity " + resource + "/" + limitName
 	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
@@ -64,14 +43,14 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 	if err != nil {
 		return ResourceCapacity{}, wrapErr(op, err)
 	}
-	nowMs := r.nowMs()
+	nowMs := now.UnixMilli()
 	byEntity := make(map[string]*entityShards)
 	for _, item := range items {
-		b, err := storedBucketFromItem(item)
+		b, err := bucketFromDynamoDB(item)
 		if err != nil {
 			return ResourceCapacity{}, wrapErr(op, err)
 		}
-		s, ok := b.state(limitName)
+		s, ok := b.State(limitName)
 		if !ok {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -12,52 +13,161 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// checkConfigResource validates an entity-config resource: a resource name
-// or [DefaultResource].
-func checkConfigResource(resource string) error {
-	if resource == DefaultResource {
-		return nil
+// configItemKey returns the primary key of a stored config.
+func (r *DynamoDBRepository) configItemKey(k ConfigKey) map[string]types.AttributeValue {
+	switch k.Level {
+	case LevelEntity:
+		return primaryKey(pkEntity(r.nsID, k.EntityID), skConfig(k.Resource))
+	case LevelResource:
+		return primaryKey(pkResource(r.nsID, k.Resource), skConfig(""))
+	default:
+		return primaryKey(pkSystem(r.nsID), skConfig(""))
 	}
-	return ValidateResource(resource)
 }
 
-// SetLimits stores limits for entityID on resource (or [DefaultResource] for
-// every resource without its own), replacing any stored before. It updates
-// the shard-0 bucket's parameters (entity-config buckets never expire),
-// evicts the cached config and records a limits_set audit event. Every input
-// is validated before the first write.
-func (r *DynamoDBRepository) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
-		return err
+// configItem returns the item that stores c under k.
+func (r *DynamoDBRepository) configItem(k ConfigKey, c Config) map[string]types.AttributeValue {
+	switch k.Level {
+	case LevelEntity:
+		return entityConfigItem(r.nsID, k.EntityID, k.Resource, c.Limits)
+	case LevelResource:
+		return resourceConfigItem(r.nsID, k.Resource, c.Limits)
+	default:
+		return systemConfigItem(r.nsID, c.Limits, c.OnUnavailable)
 	}
-	if err := checkConfigResource(resource); err != nil {
-		return err
-	}
-	if err := validateLimits(limits); err != nil {
-		return err
-	}
-	principal, err := r.principal(ctx)
+}
+
+// configFromItem decodes a stored config (the on-unavailable mode only at
+// the system level). A corrupt config is an infrastructure problem for the
+// caller (the on-unavailable mode applies), not invalid input.
+func configFromItem(k ConfigKey, item map[string]types.AttributeValue) (Config, error) {
+	limits, err := limitsFromItem(item)
 	if err != nil {
-		return err
+		pk, _ := schemaGetS(item, attrPK)
+		sk, _ := schemaGetS(item, attrSK)
+		return Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
 	}
-	item := entityConfigItem(r.nsID, entityID, resource, limits)
-	_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
-		{Update: r.registryCountUpdate(resource, 1)},
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		// The config existed (and is counted): replace it.
-		_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
+	c := Config{Limits: limits}
+	if k.Level == LevelSystem {
+		c.OnUnavailable = onUnavailableFromItem(item)
 	}
+	return c, nil
+}
+
+// LoadConfigs implements [Repository]: one BatchGetItem (eventually
+// consistent) for all keys.
+func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+	req := make([]map[string]types.AttributeValue, len(keys))
+	byID := make(map[[2]string]ConfigKey, len(keys))
+	for i, k := range keys {
+		req[i] = r.configItemKey(k)
+		byID[[2]string{req[i][attrPK].(*types.AttributeValueMemberS).Value, req[i][attrSK].(*types.AttributeValueMemberS).Value}] = k
+	}
+	items, err := r.batchGet(ctx, req, false)
 	if err != nil {
-		return wrapErr("set limits "+entityID+"/"+resource, err)
+		return nil, wrapErr("read configs", err)
 	}
-	r.cache.evict(configKey{level: levelEntity, entityID: entityID, resource: resource})
-	if err := r.SyncBucket(ctx, entityID, resource, limits, TTLRemove, 0, nil); err != nil {
-		return err
+	out := make(map[ConfigKey]Config, len(items))
+	for _, item := range items {
+		pk, _ := schemaGetS(item, attrPK)
+		sk, _ := schemaGetS(item, attrSK)
+		k, ok := byID[[2]string{pk, sk}]
+		if !ok {
+			continue
+		}
+		c, err := configFromItem(k, item)
+		if err != nil {
+			return nil, err
+		}
+		out[k] = c
 	}
-	return r.logAudit(ctx, principal, AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
+	return out, nil
+}
+
+// GetConfig implements [Repository]: one GetItem (eventually consistent).
+func (r *DynamoDBRepository) GetConfig(ctx context.Context, key ConfigKey) (Config, bool, error) {
+	item, err := r.getConfigItem(ctx, r.configItemKey(key))
+	if err != nil || len(item) == 0 {
+		return Config{}, false, err
+	}
+	c, err := configFromItem(key, item)
+	return c, err == nil, err
+}
+
+func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.opts.Table), Key: key, ConsistentRead: aws.Bool(false)})
+	if err != nil {
+		return nil, wrapErr("get config", err)
+	}
+	return out.Item, nil
+}
+
+// PutConfig implements [Repository]. An entity config is put together with
+// an increment of its resource's counter in the entity-config registry (one
+// TransactWriteItems, conditioned on the config being new; a replaced
+// config is put alone). A resource config is put and its resource added to
+// the resource registry (PutItem, UpdateItem). A system config is one
+// PutItem.
+func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Config) error {
+	item := r.configItem(key, c)
+	switch key.Level {
+	case LevelEntity:
+		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
+			{Update: r.registryCountUpdate(key.Resource, 1)},
+		}})
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+			// The config existed (and is counted): replace it.
+			_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
+		}
+		return wrapErr("set limits "+key.EntityID+"/"+key.Resource, err)
+	case LevelResource:
+		if _, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item}); err != nil {
+			return wrapErr("set resource defaults "+key.Resource, err)
+		}
+		return r.updateResourceRegistry(ctx, "ADD", key.Resource)
+	default:
+		_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
+		return wrapErr("set system defaults", err)
+	}
+}
+
+// DeleteConfig implements [Repository]. An entity config is deleted
+// together with a decrement of its resource's registry counter (one
+// TransactWriteItems, conditioned on the config existing; a counter that
+// reaches zero is then removed). A resource config is deleted and its
+// resource removed from the resource registry. Only for an entity config
+// does it know whether one existed.
+func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (bool, error) {
+	switch key.Level {
+	case LevelEntity:
+		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Delete: &types.Delete{
+				TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
+				ConditionExpression: aws.String("attribute_exists(PK)"),
+			}},
+			{Update: r.registryCountUpdate(key.Resource, -1)},
+		}})
+		var tce *types.TransactionCanceledException
+		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
+			return false, nil
+		}
+		if err != nil {
+			return false, wrapErr("delete limits "+key.EntityID+"/"+key.Resource, err)
+		}
+		return true, r.removeZeroRegistryCount(ctx, key.Resource)
+	case LevelResource:
+		if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(r.opts.Table), Key: r.configItemKey(key)}); err != nil {
+			return false, wrapErr("delete resource defaults "+key.Resource, err)
+		}
+		return true, r.updateResourceRegistry(ctx, "DELETE", key.Resource)
+	default:
+		if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(r.opts.Table), Key: r.configItemKey(key)}); err != nil {
+			return false, wrapErr("delete system defaults", err)
+		}
+		return true, nil
+	}
 }
 
 // registryCountUpdate adds delta to the entity-config registry's counter of
@@ -104,126 +214,6 @@ func (r *DynamoDBRepository) decrementEntityConfigCount(ctx context.Context, res
 	return r.removeZeroRegistryCount(ctx, resource)
 }
 
-// GetLimits returns the limits stored for entityID on resource (nil when
-// none).
-func (r *DynamoDBRepository) GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
-	return r.getConfig(ctx, primaryKey(pkEntity(r.nsID, entityID), skConfig(resource)))
-}
-
-func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
-	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.opts.Table), Key: key, ConsistentRead: aws.Bool(false)})
-	if err != nil {
-		return nil, wrapErr("get config", err)
-	}
-	return out.Item, nil
-}
-
-func (r *DynamoDBRepository) getConfig(ctx context.Context, key map[string]types.AttributeValue) ([]Limit, error) {
-	item, err := r.getConfigItem(ctx, key)
-	if err != nil || len(item) == 0 {
-		return nil, err
-	}
-	return limitsFromItem(item)
-}
-
-// DeleteLimits deletes the limits stored for entityID on resource, evicts the
-// cached config and records a limits_deleted audit event. Deleting a missing
-// config does nothing. Buckets are left as they are; [RateLimiter.DeleteLimits]
-// also reconciles them with the limits that apply next.
-func (r *DynamoDBRepository) DeleteLimits(ctx context.Context, entityID, resource string) error {
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
-	_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		{Delete: &types.Delete{
-			TableName: aws.String(r.opts.Table), Key: primaryKey(pkEntity(r.nsID, entityID), skConfig(resource)),
-			ConditionExpression: aws.String("attribute_exists(PK)"),
-		}},
-		{Update: r.registryCountUpdate(resource, -1)},
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-		return nil
-	}
-	if err != nil {
-		return wrapErr("delete limits "+entityID+"/"+resource, err)
-	}
-	r.cache.evict(configKey{level: levelEntity, entityID: entityID, resource: resource})
-	if err := r.removeZeroRegistryCount(ctx, resource); err != nil {
-		return err
-	}
-	return r.logAudit(ctx, principal, AuditLimitsDeleted, entityID, resource, nil)
-}
-
-// SyncBucket updates the shard-0 bucket's stored parameters to limits (and
-// initialises limits the item lacks as full, fix B1), applies the TTL mode
-// and removes the attributes of stale limits. A missing bucket is skipped.
-func (r *DynamoDBRepository) SyncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
-	if len(limits) == 0 {
-		return nil
-	}
-	b := newExprBuilder()
-	var set, remove []string
-	for _, l := range limits {
-		cp := b.n(l.Capacity * 1000)
-		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		set = append(set,
-			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+cp,
-			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(l.RefillAmount*1000),
-			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()),
-			tk+" = if_not_exists("+tk+", "+cp+")")
-	}
-	switch ttl {
-	case TTLSet:
-		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(r.nowMs(), ttlSeconds)))
-	case TTLRemove:
-		remove = append(remove, b.name(attrTTL))
-	}
-	for _, name := range stale {
-		for _, f := range []string{fieldTokens, fieldCapacity, fieldRefillAmount, fieldRefillPeriod, fieldTotalConsumed} {
-			remove = append(remove, b.name(bucketAttr(name, f)))
-		}
-	}
-	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, entityID, resource, 0), updateExpr(set, nil, remove),
-		[]string{"attribute_exists(" + b.name(attrPK) + ")"})
-	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression, ConditionExpression: u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
-	var ccf *types.ConditionalCheckFailedException
-	if errors.As(err, &ccf) {
-		return nil
-	}
-	return wrapErr("sync bucket "+entityID+"/"+resource, err)
-}
-
-// SetResourceDefaults stores the default limits of resource (used by
-// entities without their own), registers the resource, evicts the cached
-// config and records a limits_set audit event.
-func (r *DynamoDBRepository) SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
-	if err := ValidateResource(resource); err != nil {
-		return err
-	}
-	if err := validateLimits(limits); err != nil {
-		return err
-	}
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(r.opts.Table), Item: resourceConfigItem(r.nsID, resource, limits),
-	}); err != nil {
-		return wrapErr("set resource defaults "+resource, err)
-	}
-	r.cache.evict(configKey{level: levelResource, resource: resource})
-	if err := r.updateResourceRegistry(ctx, "ADD", resource); err != nil {
-		return err
-	}
-	return r.logAudit(ctx, principal, AuditLimitsSet, auditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
-}
-
 // updateResourceRegistry adds (op "ADD") or removes (op "DELETE") resource
 // from the registry's string set.
 func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, resource string) error {
@@ -244,38 +234,7 @@ func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, res
 	return wrapErr("update resource registry", err)
 }
 
-// GetResourceDefaults returns the default limits of resource (nil when none).
-func (r *DynamoDBRepository) GetResourceDefaults(ctx context.Context, resource string) ([]Limit, error) {
-	if err := ValidateResource(resource); err != nil {
-		return nil, err
-	}
-	return r.getConfig(ctx, primaryKey(pkResource(r.nsID, resource), skConfig("")))
-}
-
-// DeleteResourceDefaults deletes the default limits of resource, evicts the
-// cached config and records a limits_deleted audit event.
-func (r *DynamoDBRepository) DeleteResourceDefaults(ctx context.Context, resource string) error {
-	if err := ValidateResource(resource); err != nil {
-		return err
-	}
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(r.opts.Table), Key: primaryKey(pkResource(r.nsID, resource), skConfig("")),
-	}); err != nil {
-		return wrapErr("delete resource defaults "+resource, err)
-	}
-	r.cache.evict(configKey{level: levelResource, resource: resource})
-	if err := r.updateResourceRegistry(ctx, "DELETE", resource); err != nil {
-		return err
-	}
-	return r.logAudit(ctx, principal, AuditLimitsDeleted, auditEntityResource(resource), resource, nil)
-}
-
-// ListResourcesWithDefaults returns, sorted, the resources with default
-// limits.
+// ListResourcesWithDefaults implements [ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skResources))
 	if err != nil {
@@ -284,8 +243,7 @@ func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]s
 	return resourceRegistryFromItem(item), nil
 }
 
-// ListResourcesWithEntityConfigs returns, sorted, the resources for which at
-// least one entity has stored limits.
+// ListResourcesWithEntityConfigs implements [ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skEntityConfigResources))
 	if err != nil {
@@ -294,79 +252,9 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 	return entityConfigRegistryFromItem(item)
 }
 
-// SetSystemDefaults stores the namespace-wide default limits and
-// on-unavailable mode ("" leaves it unset), replacing what was stored,
-// evicts the cached config and records a limits_set audit event.
-func (r *DynamoDBRepository) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
-	if err := validateLimits(limits); err != nil {
-		return err
-	}
-	if onUnavailable != "" && !onUnavailable.Valid() {
-		return newValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
-	}
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(r.opts.Table), Item: systemConfigItem(r.nsID, limits, onUnavailable),
-	}); err != nil {
-		return wrapErr("set system defaults", err)
-	}
-	r.cache.evict(configKey{level: levelSystem})
-	var ou any
-	if onUnavailable != "" {
-		ou = string(onUnavailable)
-	}
-	return r.logAudit(ctx, principal, AuditLimitsSet, auditEntitySystem, "",
-		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
-}
-
-// GetSystemDefaults returns the namespace-wide default limits and
-// on-unavailable mode ("" when unset).
-func (r *DynamoDBRepository) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
-	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skConfig("")))
-	if err != nil || len(item) == 0 {
-		return nil, "", err
-	}
-	limits, err := limitsFromItem(item)
-	if err != nil {
-		return nil, "", err
-	}
-	return limits, onUnavailableFromItem(item), nil
-}
-
-// DeleteSystemDefaults deletes the namespace-wide defaults, evicts the cached
-// config and records a limits_deleted audit event.
-func (r *DynamoDBRepository) DeleteSystemDefaults(ctx context.Context) error {
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
-	limits, ou, err := r.GetSystemDefaults(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
-		TableName: aws.String(r.opts.Table), Key: primaryKey(pkSystem(r.nsID), skConfig("")),
-	}); err != nil {
-		return wrapErr("delete system defaults", err)
-	}
-	r.cache.evict(configKey{level: levelSystem})
-	names := make([]any, len(limits))
-	for i, l := range limits {
-		names[i] = l.Name
-	}
-	var ouv any
-	if ou != "" {
-		ouv = string(ou)
-	}
-	return r.logAudit(ctx, principal, AuditLimitsDeleted, auditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ouv})
-}
-
-// ListEntitiesWithCustomLimits returns a page of the entities with stored
-// limits for resource, and the cursor of the next page ("" at the end).
-// pageSize ≤ 0 lets DynamoDB decide the page size.
+// ListEntitiesWithCustomLimits implements [ConfigLister]: one Query of
+// GSI3. pageSize ≤ 0 lets DynamoDB decide the page size; the cursor is the
+// original's (base64 of the JSON wire form of the last evaluated key).
 func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),

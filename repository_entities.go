@@ -14,59 +14,22 @@ import (
 // maxBatchWriteItems is DynamoDB's BatchWriteItem limit.
 const maxBatchWriteItems = 25
 
-// CreateEntity stores a new entity. ID (and ParentID, when set) must be
-// valid identifiers; Name defaults to ID. The parent's existence is not
-// checked. It fails with *[EntityExistsError] when the entity exists, and
-// records an entity_created audit event.
-func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
-	if err := ValidateIdentifier(e.ID, "entity_id"); err != nil {
-		return Entity{}, err
-	}
-	if e.ParentID != "" {
-		if err := ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
-			return Entity{}, err
-		}
-	}
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return Entity{}, err
-	}
-	if e.Name == "" {
-		e.Name = e.ID
-	}
-	if e.Metadata == nil {
-		e.Metadata = map[string]string{}
-	}
-	e.CreatedAt = r.opts.Now().UTC().Truncate(1e9)
-	_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{
+// CreateEntity implements [Repository]: one PutItem of the META record,
+// conditioned on its absence.
+func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) error {
+	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(r.opts.Table),
 		Item:                entityItem(r.nsID, e),
 		ConditionExpression: aws.String("attribute_not_exists(PK)"),
 	})
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return Entity{}, &EntityExistsError{EntityID: e.ID}
+		return &EntityExistsError{EntityID: e.ID}
 	}
-	if err != nil {
-		return Entity{}, wrapErr("create entity "+e.ID, err)
-	}
-	r.ents.SetEntity(e.ID, true, e.Cascade, e.ParentID)
-	metadata := make(map[string]any, len(e.Metadata))
-	for k, v := range e.Metadata {
-		metadata[k] = v
-	}
-	var parent any
-	if e.ParentID != "" {
-		parent = e.ParentID
-	}
-	details := map[string]any{"name": e.Name, "parent_id": parent, "cascade": e.Cascade, "metadata": metadata}
-	if err := r.logAudit(ctx, principal, AuditEntityCreated, e.ID, "", details); err != nil {
-		return e, err
-	}
-	return e, nil
+	return wrapErr("create entity "+e.ID, err)
 }
 
-// GetEntity returns the entity, or *[EntityNotFoundError].
+// GetEntity implements [Repository]: one GetItem of the META record.
 func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
@@ -76,15 +39,12 @@ func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, 
 		return Entity{}, wrapErr("get entity "+id, err)
 	}
 	if len(out.Item) == 0 {
-		r.ents.SetEntity(id, false, false, "")
 		return Entity{}, &EntityNotFoundError{EntityID: id}
 	}
-	e := entityFromItem(out.Item)
-	r.ents.SetEntity(id, true, e.Cascade, e.ParentID)
-	return e, nil
+	return entityFromItem(out.Item), nil
 }
 
-// Children returns the entities whose parent is parentID (every page).
+// Children implements [Repository]: a Query of GSI1 (every page).
 func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]Entity, error) {
 	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -102,15 +62,11 @@ func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]E
 	return out, nil
 }
 
-// DeleteEntity deletes the entity's META record, stored limits, usage
-// snapshots and every bucket (all resources and shards), and records an
-// entity_deleted audit event. Audit events are kept; children are not
-// touched. Deleting a missing entity does nothing.
-func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) error {
-	principal, err := r.principal(ctx)
-	if err != nil {
-		return err
-	}
+// DeleteEntity implements [Repository]: a Query of the entity's partition
+// (META, configs, usage snapshots) and one of GSI3 (its buckets), deletes
+// in batches of 25, and a decrement of the entity-config registry for each
+// config deleted.
+func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
 	pk := pkEntity(r.nsID, id)
 	own, err := r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -119,7 +75,7 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) error 
 		ProjectionExpression:      aws.String("PK, SK"),
 	})
 	if err != nil {
-		return wrapErr("delete entity "+id, err)
+		return 0, wrapErr("delete entity "+id, err)
 	}
 	buckets, err := r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -128,7 +84,7 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) error 
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pk)},
 	})
 	if err != nil {
-		return wrapErr("delete entity "+id, err)
+		return 0, wrapErr("delete entity "+id, err)
 	}
 	keys := make([]map[string]types.AttributeValue, 0, len(own)+len(buckets))
 	var configResources []string
@@ -139,19 +95,17 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) error 
 		}
 	}
 	if len(keys) == 0 {
-		return nil
+		return 0, nil
 	}
 	if err := r.batchDelete(ctx, keys); err != nil {
-		return wrapErr("delete entity "+id, err)
+		return 0, wrapErr("delete entity "+id, err)
 	}
 	for _, res := range configResources {
-		r.cache.evict(configKey{level: levelEntity, entityID: id, resource: res})
 		if err := r.decrementEntityConfigCount(ctx, res); err != nil {
-			return err
+			return len(keys), err
 		}
 	}
-	r.ents.Forget(id)
-	return r.logAudit(ctx, principal, AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(len(keys))})
+	return len(keys), nil
 }
 
 // queryAll runs a query through every page.

@@ -57,38 +57,6 @@ type NamespaceInfo struct {
 	DeletedAt time.Time
 }
 
-// NamespaceRegistry is the optional ability to manage the namespaces of a
-// table: register, list, soft-delete, recover and purge them. A backend may
-// implement it; [*DynamoDBRepository] does, and is safe for concurrent use.
-//
-// Deleting a namespace does not affect repositories already bound to it
-// (they keep reading and writing its data); it only stops the name from
-// resolving, so new repositories cannot open it.
-type NamespaceRegistry interface {
-	// RegisterNamespace registers name and returns its id; an already
-	// registered name returns its existing id.
-	RegisterNamespace(ctx context.Context, name string) (string, error)
-	// RegisterNamespaces registers every name, concurrently, and returns
-	// the id of each.
-	RegisterNamespaces(ctx context.Context, names ...string) (map[string]string, error)
-	// GetNamespace returns an active namespace by name.
-	GetNamespace(ctx context.Context, name string) (NamespaceInfo, error)
-	// ListNamespaces returns every active namespace, sorted by name.
-	ListNamespaces(ctx context.Context) ([]NamespaceInfo, error)
-	// DeleteNamespace soft-deletes a namespace, keeping its data.
-	DeleteNamespace(ctx context.Context, name string) error
-	// RecoverNamespace makes a deleted namespace active again and returns
-	// its name.
-	RecoverNamespace(ctx context.Context, id string) (string, error)
-	// ListOrphanNamespaces returns the deleted and purging namespaces.
-	ListOrphanNamespaces(ctx context.Context) ([]NamespaceInfo, error)
-	// PurgeNamespace deletes every item of a deleted namespace and its
-	// registry record.
-	PurgeNamespace(ctx context.Context, id string) error
-}
-
-var _ NamespaceRegistry = (*DynamoDBRepository)(nil)
-
 // namespaceIDPattern matches the ids newNamespaceID produces (and the
 // original's secrets.token_urlsafe), with some room in length.
 var namespaceIDPattern = regexp.MustCompile(`\A[A-Za-z0-9_-]{1,64}\z`)
@@ -186,7 +154,7 @@ func (r *DynamoDBRepository) forgetNamespace(name string) {
 }
 
 // forgetNamespaceID drops every trace of a purged namespace id from the
-// shared caches: names resolving to it and its entity cache.
+// shared cache: the names resolving to it.
 func (r *DynamoDBRepository) forgetNamespaceID(id string) {
 	r.shared.mu.Lock()
 	defer r.shared.mu.Unlock()
@@ -195,7 +163,6 @@ func (r *DynamoDBRepository) forgetNamespaceID(id string) {
 			delete(r.shared.nsIDs, name)
 		}
 	}
-	delete(r.shared.entities, id)
 }
 
 // ensureNamespace resolves name, registering it when it is new.

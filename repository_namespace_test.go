@@ -56,7 +56,7 @@ func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
 	if err != nil {
 		env.t.Fatal(err)
 	}
-	rl := New(repo)
+	rl := New(repo, WithClock(env.clock.now))
 	if _, err := rl.CreateEntity(env.ctx, Entity{ID: entity}); err != nil {
 		env.t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	}
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
-	other.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}}
+	other.shared = &sharedState{nsIDs: map[string]string{}}
 	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
 		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
 	}
@@ -143,7 +143,7 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		repo := *env.repo
-		repo.shared = &sharedState{nsIDs: map[string]string{}, entities: map[string]*EntityCache{}}
+		repo.shared = &sharedState{nsIDs: map[string]string{}}
 		wg.Go(func() { ids[i], errs[i] = repo.RegisterNamespace(env.ctx, "contended") })
 	}
 	wg.Wait()
@@ -434,7 +434,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rl := New(big)
+	rl := New(big, WithClock(env.clock.now))
 	for i := range 20 {
 		e := fmt.Sprintf("user-%02d", i)
 		if _, err := rl.CreateEntity(ctx, Entity{ID: e}); err != nil { // META + audit event

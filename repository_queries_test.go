@@ -47,7 +47,7 @@ type bareRepo struct{ Repository }
 
 func TestQueriesUnsupportedByRepository(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(bareRepo{env.repo})
+	rl := New(bareRepo{env.repo}, WithClock(env.clock.now))
 	ctx := env.ctx
 	_, err1 := rl.AuditEvents(ctx, "e", 0, "")
 	_, _, err2 := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e"})
@@ -64,8 +64,8 @@ func TestQueriesUnsupportedByRepository(t *testing.T) {
 }
 
 func TestAuditEventsQuery(t *testing.T) {
-	env := newTestEnv(t, func(o *DynamoDBOptions) { o.Principal = "arn:aws:iam::123456789012:role/app" })
-	rl := env.limiter()
+	env := newTestEnv(t)
+	rl := env.limiter(WithPrincipal("arn:aws:iam::123456789012:role/app"))
 	ctx := env.ctx
 	step := func(err error) {
 		t.Helper()
@@ -282,7 +282,7 @@ func TestUsageSnapshots(t *testing.T) {
 	counter := &scanCountingClient{DynamoDBClient: env.repo.client}
 	repo := *env.repo
 	repo.client = counter
-	rl := New(&repo)
+	rl := New(&repo, WithClock(env.clock.now))
 	ctx := env.ctx
 	ts := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
 
@@ -488,7 +488,7 @@ func capacityFixture(env *testEnv) {
 	env.t.Helper()
 	ctx := env.ctx
 	for _, e := range []Entity{{ID: "proj"}, {ID: "key-1", ParentID: "proj", Cascade: true}, {ID: "big"}, {ID: "full"}} {
-		if _, err := env.repo.CreateEntity(ctx, e); err != nil {
+		if _, err := env.limiter().CreateEntity(ctx, e); err != nil {
 			env.t.Fatal(err)
 		}
 	}
@@ -580,7 +580,7 @@ func TestResourceCapacity(t *testing.T) {
 		return nil
 	}))
 	env.rec.Reset()
-	if got, err := small.ResourceCapacity(ctx, "gpt", "rpm", false); err != nil || !cmp.Equal(got, rpm) {
+	if got, err := small.ResourceCapacity(ctx, "gpt", "rpm", false, env.clock.now()); err != nil || !cmp.Equal(got, rpm) {
 		t.Errorf("over small pages = %+v, %v", got, err)
 	}
 	if n := env.rec.Count("Query"); n < 5 {

@@ -48,14 +48,15 @@ func buildSpeculativeUpdate(table, ns string, key BucketKey, consume Consume, no
 	}
 }
 
-// SpeculativeConsume implements BucketStore: one conditional UpdateItem
-// on key. A refused write returns the old item and the reason; only other
-// errors are returned as errors.
+// SpeculativeConsume implements [SpeculativeStore]: one conditional
+// UpdateItem on key, which also takes one token of the item's hidden wcu
+// limit. A refused write returns the old item (ALL_OLD) and the reason;
+// only other errors are returned as errors.
 func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
 	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, key, consume, nowMs))
 	res := SpeculativeResult{Key: key}
 	if err == nil {
-		b, err := storedBucketFromItem(out.Attributes)
+		b, err := bucketFromDynamoDB(out.Attributes)
 		if err != nil {
 			return res, err
 		}
@@ -70,27 +71,25 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketK
 		res.Reason = RefusedBucketMissing
 		return res, nil
 	}
-	b, err := storedBucketFromItem(ccf.Item)
+	b, err := bucketFromDynamoDB(ccf.Item)
 	if err != nil {
 		return res, err
 	}
-	res.Bucket = b
-	res.Reason = classifySpecFailure(b, consume, nowMs)
-	return res, nil
+	return refusedResult(key, b, classifySpecFailure(b, consume, nowMs), nowMs), nil
 }
 
 // classifySpecFailure explains a refused speculative write from the old item:
 // [specRefusal], except that a DynamoDB item without a wcu limit refuses the
 // write (the update expression needs it) and that a refusal nothing else
 // explains (a concurrent change) counts as an exhausted limit.
-func classifySpecFailure(b *StoredBucket, consume Consume, nowMs int64) RefusalReason {
+func classifySpecFailure(b *Bucket, consume Consume, nowMs int64) RefusalReason {
 	reason := specRefusal(b, consume, nowMs)
-	if _, ok := b.state(wcuLimitName); !ok {
+	if b.wcu == nil {
 		switch reason {
 		case RefusedLimitExhausted:
 			return RefusedBothExhausted
 		case RefusedNone:
-			return RefusedWCUExhausted
+			return RefusedWriteCapacity
 		}
 	}
 	if reason == RefusedNone {
@@ -99,9 +98,9 @@ func classifySpecFailure(b *StoredBucket, consume Consume, nowMs int64) RefusalR
 	return reason
 }
 
-// BumpShardCount doubles the shard count of (entityID, resource) from
-// current with a conditional write on shard 0. It returns the count now in
-// force (current when someone else changed it first).
+// BumpShardCount implements [ShardStore]: a conditional UpdateItem of the
+// shard count on shard 0. It returns the count now in force (current when
+// someone else changed it first).
 func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
 	next := current * 2
 	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -119,6 +118,5 @@ func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resou
 	case err != nil:
 		return current, wrapErr("double shard count", err)
 	}
-	r.ents.SetShards(entityID, resource, next)
 	return next, nil
 }

@@ -115,9 +115,8 @@ func TestStoredLimitsResolution(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	repo := env.repo
 
-	if _, _, err := repo.ResolveLimits(ctx, "e", "gpt"); err != nil {
+	if _, _, err := rl.ResolveLimits(ctx, "e", "gpt"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
@@ -150,7 +149,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		// Every config write evicts its cache slot (fix B13): visible at once.
-		limits, source, err := repo.ResolveLimits(ctx, "e", "gpt")
+		limits, source, err := rl.ResolveLimits(ctx, "e", "gpt")
 		if err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source {
 			t.Errorf("after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)
 		}
@@ -158,13 +157,13 @@ func TestStoredLimitsResolution(t *testing.T) {
 	if limits, ou, err := rl.GetSystemDefaults(ctx); err != nil || ou != OnUnavailableAllow || len(limits) != 1 {
 		t.Errorf("GetSystemDefaults = %v %q %v", limits, ou, err)
 	}
-	if got := repo.ResolveOnUnavailable(ctx); got != OnUnavailableAllow {
+	if got := rl.configs.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
 		t.Errorf("resolveOnUnavailable = %q", got)
 	}
 	if err := rl.DeleteSystemDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if limits, _, _ := repo.ResolveLimits(ctx, "e", "gpt"); limits != nil {
+	if limits, _, _ := rl.ResolveLimits(ctx, "e", "gpt"); limits != nil {
 		t.Errorf("after deleting everything: %v", limits)
 	}
 }
@@ -290,8 +289,8 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 }
 
 func TestAuditEvents(t *testing.T) {
-	env := newTestEnv(t, func(o *DynamoDBOptions) { o.Principal = "arn:aws:iam::123456789012:role/app" })
-	rl := env.limiter()
+	env := newTestEnv(t)
+	rl := env.limiter(WithPrincipal("arn:aws:iam::123456789012:role/app"))
 	ctx := env.ctx
 	rl.CreateEntity(ctx, Entity{ID: "e"})
 	rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "gpt", []Limit{PerMinute("rpm", 5)})
@@ -351,7 +350,7 @@ func TestNamespacesIsolateData(t *testing.T) {
 		t.Fatalf("namespace ids %q %q", other.NamespaceID(), env.repo.NamespaceID())
 	}
 	lim := WithLimits(PerMinute("rpm", 2))
-	a, b := env.limiter(), New(other, WithSpeculativeWrites(false))
+	a, b := env.limiter(), New(other, WithClock(env.clock.now), WithSpeculativeWrites(false))
 	mustCommit(t, mustAcquire(t, a, "e", "api", Consume{"rpm": 2}, lim))
 	mustCommit(t, mustAcquire(t, b, "e", "api", Consume{"rpm": 2}, lim)) // separate bucket
 	if _, err := a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrRateLimited) {

@@ -10,21 +10,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// UsageStore is the optional ability to read the usage snapshots the
-// aggregator writes (reference §5.16). A backend may implement it;
-// [*DynamoDBRepository] does, and is safe for concurrent use.
-// [RateLimiter.UsageSnapshots] and [RateLimiter.UsageSummary] find it with
-// a type assertion.
-type UsageStore interface {
-	// UsageSnapshots returns one page of the snapshots q selects, newest
-	// first, and the cursor of the next page ("" after the last).
-	UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error)
-	// UsageSummary aggregates the snapshots q selects.
-	UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error)
-}
-
-var _ UsageStore = (*DynamoDBRepository)(nil)
-
 // Usage query limits.
 const (
 	// DefaultUsageSnapshotsLimit is the page size of UsageSnapshots when

@@ -175,26 +175,6 @@ func auditEventFromItem(item map[string]types.AttributeValue) (e AuditEvent, ok 
 	return e, true, nil
 }
 
-// auditLimitDetails returns limits in the shape the original records in
-// audit details (Limit.to_dict): name, capacity, refill_amount,
-// refill_period_seconds.
-func auditLimitDetails(limits []Limit) []any {
-	out := make([]any, len(limits))
-	for i, l := range limits {
-		out[i] = auditLimitDetail(l)
-	}
-	return out
-}
-
-func auditLimitDetail(l Limit) map[string]any {
-	return map[string]any{
-		"name":                  l.Name,
-		"capacity":              l.Capacity,
-		"refill_amount":         l.RefillAmount,
-		"refill_period_seconds": l.RefillPeriodSeconds(),
-	}
-}
-
 // auditDetailsMap serialises a details map as an M value (nil → empty M).
 func auditDetailsMap(details map[string]any) (types.AttributeValue, error) {
 	av, _, err := auditDetailValue(reflect.ValueOf(details)) // a map is always supported

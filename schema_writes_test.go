@@ -62,7 +62,7 @@ func TestNormalWriteC3(t *testing.T) {
 		}
 		return nil
 	})
-	l := mustAcquire(t, New(env.withClient(capture), WithSpeculativeWrites(false)), "e", "api", Consume{"rps": 1, "tpm": 100})
+	l := mustAcquire(t, New(env.withClient(capture), WithClock(env.clock.now), WithSpeculativeWrites(false)), "e", "api", Consume{"rps": 1, "tpm": 100})
 	mustCommit(t, l)
 	if len(captured) != 1 {
 		t.Fatalf("%d UpdateItems, want 1", len(captured))

@@ -108,7 +108,7 @@ func (rl *RateLimiter) SpeculativeStats() SpeculativeStats {
 // cache's shard count.
 func (rl *RateLimiter) pickShard(entityID, resource string) BucketKey {
 	key := BucketKey{EntityID: entityID, Resource: resource}
-	if n := rl.repo.EntityCache().shardCount(entityID, resource); n > 1 {
+	if n := rl.ents.shardCount(entityID, resource); n > 1 {
 		key.Shard = rl.intN(n)
 	}
 	return key
@@ -120,8 +120,8 @@ func (rl *RateLimiter) learn(res SpeculativeResult) {
 	if res.Bucket == nil {
 		return
 	}
-	cache := rl.repo.EntityCache()
-	cache.SetShards(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount)
+	cache := rl.ents
+	cache.setShards(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount)
 	if res.Applied {
 		cache.learnFromBucket(res.Key.EntityID, res.Bucket.Cascade, res.Bucket.ParentID)
 	}
@@ -133,7 +133,7 @@ func (rl *RateLimiter) learn(res SpeculativeResult) {
 func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
 	now := rl.nowMs()
-	info, _ := rl.repo.EntityCache().get(entityID)
+	info, _ := rl.ents.get(entityID)
 	parentID := info.cascadeParent()
 
 	key := rl.pickShard(entityID, resource)
@@ -213,16 +213,18 @@ func (rl *RateLimiter) consumeBoth(ctx context.Context, key, pkey BucketKey, con
 // for a fallback to the slow path.
 func (rl *RateLimiter) childRefused(ctx context.Context, child *SpeculativeResult, consume Consume, now int64) (bool, error) {
 	b := child.Bucket
-	if child.Reason == RefusedWCUExhausted || child.Reason == RefusedBothExhausted {
-		if !wcuRefillWouldHelp(b, now) {
-			// More than 1000 writes/s on this partition: spread the load.
-			if _, err := rl.repo.BumpShardCount(ctx, child.Key.EntityID, child.Key.Resource, b.ShardCount); err != nil {
+	if child.Reason == RefusedWriteCapacity || child.Reason == RefusedBothExhausted {
+		if !child.CapacityRefills && rl.store.shards != nil {
+			// More writes per second than the item takes: spread the load.
+			n, err := rl.store.bumpShardCount(ctx, child.Key.EntityID, child.Key.Resource, b.ShardCount)
+			if err != nil {
 				return false, err
 			}
+			rl.ents.setShards(child.Key.EntityID, child.Key.Resource, n)
 			rl.specFallback(child.Key, SpecFallbackShardDoubled)
 			return false, nil
 		}
-		if child.Reason == RefusedWCUExhausted {
+		if child.Reason == RefusedWriteCapacity {
 			rl.specFallback(child.Key, SpecFallbackWCUExhausted)
 			return false, nil
 		}
@@ -330,7 +332,7 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 		return nil, err
 	}
 	key := BucketKey{EntityID: parentID, Resource: resource}
-	_, buckets, err := rl.repo.LoadBuckets(ctx, nil, []BucketKey{key})
+	_, buckets, err := rl.store.loadBuckets(ctx, nil, []BucketKey{key})
 	if err != nil {
 		return nil, err
 	}
@@ -360,23 +362,15 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 }
 
 // specEntries turns a successful speculative result into lease entries, one
-// per limit of the bucket (wcu excluded), as the slow path does: a limit the
+// per limit of the bucket, as the slow path does: a limit the
 // request did not name can still be adjusted within the lease.
 func specEntries(res SpeculativeResult, consume Consume) []*leaseEntry {
 	// One backing array for the entries: two allocations whatever the
 	// number of limits.
-	n := 0
-	for _, s := range res.Bucket.States {
-		if s.LimitName != wcuLimitName {
-			n++
-		}
-	}
+	n := len(res.Bucket.States)
 	backing := make([]leaseEntry, 0, n)
 	out := make([]*leaseEntry, 0, n)
 	for _, s := range res.Bucket.States {
-		if s.LimitName == wcuLimitName {
-			continue
-		}
 		amount := consume[s.LimitName]
 		backing = append(backing, leaseEntry{
 			key: res.Key, limit: limitFromBucketState(s), state: s,
@@ -415,18 +409,6 @@ func (rl *RateLimiter) compensateIf(ctx context.Context, res SpeculativeResult, 
 		return nil
 	}
 	return rl.compensate(ctx, res.Key, consume)
-}
-
-// wcuRefillWouldHelp reports whether the bucket's wcu limit, refilled to
-// now, holds a write token: if so the partition is not really above 1000
-// writes/s and the slow path (which persists the refill) is enough.
-func wcuRefillWouldHelp(b *StoredBucket, now int64) bool {
-	s, ok := b.state(wcuLimitName)
-	if !ok {
-		return true
-	}
-	tk, _ := refillBucket(s.TokensMilli, b.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-	return tk >= wcuWriteCostMilli
 }
 
 // positive returns the entries of c with a positive amount: the ones that

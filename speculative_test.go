@@ -15,7 +15,7 @@ import (
 )
 
 func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
-	return New(env.repo, opts...)
+	return New(env.repo, append([]Option{WithClock(env.clock.now)}, opts...)...)
 }
 
 // TestSpeculativeCostTable proves the rows of seed 003's cost table on this
@@ -115,7 +115,10 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 			return errors.New("the other UpdateItem never started: writes are sequential")
 		}
 	})
-	rl := New(env.withClient(barrier))
+	rl := New(env.withClient(barrier), WithClock(env.clock.now))
+	if _, err := rl.GetEntity(ctx, "C"); err != nil { // warms rl's entity cache
+		t.Fatal(err)
+	}
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	if got := env.calls(); got != "UpdateItem, UpdateItem" {
@@ -149,7 +152,7 @@ func TestRetryUnderContentionNoReread(t *testing.T) {
 		}
 		return nil
 	})
-	rl = New(env.withClient(moveRf), WithSpeculativeWrites(false))
+	rl = New(env.withClient(moveRf), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
 	if got := env.calls(); got != "BatchGetItem[2], UpdateItem!, UpdateItem" {
@@ -177,7 +180,7 @@ func TestTransactionConflictRetried(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(inject), WithSpeculativeWrites(false))
+	rl := New(env.withClient(inject), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	var waits []time.Duration
 	rl.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
@@ -261,8 +264,8 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	env.repo.EntityCache().SetShards("e", "api", 2)
 	rl := env.specLimiter()
+	rl.ents.setShards("e", "api", 2)
 	rl.intN = func(int) int { return 0 } // first pick shard 0; the retry's only choice is shard 1
 	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, WithLimits(PerMinute("rpm", 100)))
 	shard1 := func() int64 { return env.n(env.item(pkBucket(ns, "e", "api", 1), skState), "b_rpm_tk") }
@@ -345,7 +348,7 @@ func TestThreeLevelHierarchy(t *testing.T) {
 		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)
 			ctx := env.ctx
-			rl := New(env.repo, WithSpeculativeWrites(spec))
+			rl := New(env.repo, WithClock(env.clock.now), WithSpeculativeWrites(spec))
 			rl.CreateEntity(ctx, Entity{ID: "G"})
 			rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
 			rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
@@ -399,7 +402,7 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim)) // 9 left
 	env.clock.advance(time.Second)                                                   // earns 166 milli
 
-	other := New(env.repo) // a speculative client (shares the clock)
+	other := New(env.repo, WithClock(env.clock.now)) // a speculative client (shares the clock)
 	drained := false
 	drain := hook(func(op string, params any) error {
 		if in, ok := params.(*dynamodb.UpdateItemInput); ok && !drained && in.ConditionExpression != nil {
@@ -408,7 +411,7 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(drain), WithSpeculativeWrites(false))
+	rl := New(env.withClient(drain), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	env.rec.Reset()
 	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
 	rateLimited(t, err)

@@ -6,26 +6,82 @@ import (
 	"time"
 )
 
-// This file is the storage contract between the limiter's algorithms
-// (speculative and read-then-write acquire, leases) and a backend, in the
-// spirit of database/sql/driver: [BucketStore] is the small set of bucket
-// operations [RateLimiter] and [Lease] use, in domain terms — millitokens
-// and milliseconds, no DynamoDB types. [*DynamoDBRepository] implements it
-// in repository_buckets.go and repository_speculative.go, [*MemoryStore] in
-// memory.go. The conformance tests (conformance_test.go) run the same
-// behavioural tests against both.
+// This file and the [Repository] interface (repository.go) are the backend
+// contract, in the manner of database/sql/driver: the values a repository
+// stores and returns, the optional capabilities a backend may add, and the
+// errors that carry meaning between a backend and the limiter.
+//
+// The division of labour is strict. The [RateLimiter] owns every rule:
+// input validation, the order of precedence of stored limits and their
+// cache, the entity cache, bucket math, bucket TTLs, audit events and the
+// audit principal. A backend stores and fetches: it validates nothing the
+// limiter already validated, computes no refill, and never decides whether
+// a request is admitted — except in [SpeculativeStore.SpeculativeConsume],
+// whose condition it evaluates atomically.
+//
+// Amounts are millitokens (tokens × 1000) unless a field says tokens; times
+// are epoch milliseconds unless they are [time.Time]. The suite in package
+// storetest checks that a backend honours this contract.
 
-// Outcomes of a conditional bucket write. A backend returns them (possibly
-// wrapped) when nothing was written for that reason, so that the caller may
-// re-read or retry (STYLE R20).
+// Outcomes of a conditional write. A backend returns them (possibly wrapped)
+// when nothing was written for that reason; the limiter then re-reads or
+// retries.
 var (
-	// ErrConditionFailed: a write's condition did not hold (the item
-	// exists or is missing, the refill lock moved, a floor guard failed).
+	// ErrConditionFailed reports that a write's condition did not hold
+	// (the item exists or is missing, the refill lock moved, a balance
+	// guard failed). Nothing was written.
 	ErrConditionFailed = errors.New("limiter: condition check failed")
-	// ErrTransactionConflict: a multi-item write collided with another
-	// transaction; the limiter retries it after 25, 50 and 100 ms.
+	// ErrTransactionConflict reports that a multi-item write collided with
+	// another one. Nothing was written; the limiter retries after 25, 50
+	// and 100 ms.
 	ErrTransactionConflict = errors.New("limiter: transaction conflict")
 )
+
+// ConfigLevel is one level of the stored-limit hierarchy.
+type ConfigLevel int
+
+// Levels of [ConfigKey].
+const (
+	// LevelEntity: limits of one entity on one resource, or on
+	// [DefaultResource] for all resources without their own.
+	LevelEntity ConfigLevel = iota
+	// LevelResource: the defaults of one resource.
+	LevelResource
+	// LevelSystem: the namespace-wide defaults and the on-unavailable mode.
+	LevelSystem
+)
+
+// ConfigKey names one stored limit config.
+type ConfigKey struct {
+	Level ConfigLevel
+	// EntityID is set for LevelEntity only.
+	EntityID string
+	// Resource is set for LevelEntity (a resource or [DefaultResource])
+	// and LevelResource.
+	Resource string
+}
+
+// EntityConfig returns the key of entityID's limits on resource.
+func EntityConfig(entityID, resource string) ConfigKey {
+	return ConfigKey{Level: LevelEntity, EntityID: entityID, Resource: resource}
+}
+
+// ResourceConfig returns the key of resource's default limits.
+func ResourceConfig(resource string) ConfigKey {
+	return ConfigKey{Level: LevelResource, Resource: resource}
+}
+
+// SystemConfig returns the key of the namespace-wide defaults.
+func SystemConfig() ConfigKey { return ConfigKey{Level: LevelSystem} }
+
+// Config is one stored limit config.
+type Config struct {
+	// Limits are the stored limits, in the order they were stored.
+	Limits []Limit
+	// OnUnavailable is the stored on-unavailable mode, at LevelSystem
+	// only; "" when unset.
+	OnUnavailable OnUnavailable
+}
 
 // BucketKey identifies one bucket item: the (entity, resource) pair and the
 // shard (0 unless the bucket is sharded).
@@ -35,22 +91,33 @@ type BucketKey struct {
 	Shard    int
 }
 
-// StoredBucket is one bucket item as read from a backend. Backends return
-// fresh values; the limiter does not modify them.
-type StoredBucket struct {
-	Key        BucketKey
-	ShardCount int   // the (entity, resource)'s shard count, ≥ 1
-	RefillMs   int64 // shared refill timestamp rf, epoch ms: the optimistic lock
-	Cascade    bool  // denormalised from the entity
-	ParentID   string
-	TTL        int64 // epoch seconds; 0 when absent
-	// States holds every limit of the item, the hidden wcu included, sorted
-	// by limit name, each with LastRefillMs = RefillMs.
+// Bucket is one bucket item: every limit of one (entity, resource) shard,
+// sharing one refill timestamp. A backend returns a fresh value on every
+// read; the limiter does not modify it.
+type Bucket struct {
+	Key BucketKey
+	// ShardCount is the (entity, resource)'s shard count, at least 1.
+	ShardCount int
+	// RefillMs is the refill timestamp shared by every limit of the item:
+	// the optimistic lock of normal writes.
+	RefillMs int64
+	// Cascade and ParentID are copies of the entity's settings, kept on
+	// the item so that the fast path needs no entity read.
+	Cascade  bool
+	ParentID string
+	// TTL is when the item may be deleted, epoch seconds; 0 for never.
+	TTL int64
+	// States holds one state per limit, sorted by limit name, each with
+	// LastRefillMs = RefillMs and the item's EntityID, Resource and shard.
 	States []BucketState
+
+	// wcu is the DynamoDB backend's hidden write-capacity limit of the
+	// item, nil on other backends (see wcu.go).
+	wcu *BucketState
 }
 
-// state returns the stored state of limit name.
-func (b *StoredBucket) state(name string) (BucketState, bool) {
+// State returns the state of limit name.
+func (b *Bucket) State(name string) (BucketState, bool) {
 	if b == nil {
 		return BucketState{}, false
 	}
@@ -62,87 +129,127 @@ func (b *StoredBucket) state(name string) (BucketState, bool) {
 	return BucketState{}, false
 }
 
-// WriteKind selects the shape of a bucket write (reference §5.5).
+// Expired reports whether the item's TTL has passed at nowMs.
+func (b *Bucket) Expired(nowMs int64) bool {
+	return b != nil && b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000)
+}
+
+// Full reports whether every limit of b, refilled to nowMs, is at its
+// capacity. Such an item acts exactly like a missing one (a missing bucket
+// starts full), but for its total-consumed counters: a backend without
+// TTL-based expiry may drop it to bound its memory.
+func (b *Bucket) Full(nowMs int64) bool {
+	for _, s := range b.States {
+		if s.RefillPeriodMs <= 0 || s.RefillAmountMilli <= 0 {
+			return false
+		}
+		tk, _ := refillBucket(s.TokensMilli, b.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		if tk < s.CapacityMilli {
+			return false
+		}
+	}
+	return true
+}
+
+// WriteKind selects the shape of a [BucketWrite].
 type WriteKind int
 
+// Kinds of [BucketWrite].
 const (
 	// WriteCreate puts a whole new item, conditioned on its absence.
 	WriteCreate WriteKind = iota
-	// WriteNormal refills and consumes under the rf optimistic lock.
+	// WriteNormal refills and consumes under the refill-timestamp lock.
 	WriteNormal
-	// WriteRetry consumes without refilling, guarded by tk >= consumed.
+	// WriteRetry consumes without refilling, guarded by the balances.
 	WriteRetry
-	// WriteAdjust adds deltas unconditionally (adjustments, rollbacks,
-	// compensation).
+	// WriteAdjust adds deltas unconditionally (commits, rollbacks,
+	// compensations).
 	WriteAdjust
+	// WriteSync updates the limit parameters of an existing item after a
+	// limit change.
+	WriteSync
 )
 
-// TTLMode says what a write does to the item's ttl attribute.
+// TTLMode says what a write does to the item's TTL.
 type TTLMode int
 
-// TTL modes of [BucketWrite] and [BucketStore.SyncBucket].
+// TTL modes of [BucketWrite].
 const (
-	TTLUnchanged TTLMode = iota // leave ttl as it is (create: no ttl)
-	TTLSet                      // set ttl = now + ttlSeconds
-	TTLRemove                   // remove ttl (create: no ttl)
+	TTLUnchanged TTLMode = iota // leave the TTL as it is (create: none)
+	TTLSet                      // set TTL = NowMs/1000 + TTLSeconds
+	TTLRemove                   // remove the TTL (create: none)
 )
 
-// LimitWrite is one limit's part of a bucket write. Amounts are millitokens.
+// LimitWrite is one limit's part of a [BucketWrite].
 type LimitWrite struct {
 	Name string
-	// ConsumedMilli is the amount taken (negative gives back). For
-	// WriteAdjust it is the delta: tk -= delta, tc += delta.
+	// ConsumedMilli is the amount taken: the balance goes down and the
+	// total consumed goes up by it (a negative amount gives back).
 	ConsumedMilli int64
-	// RefillMilli is the refill credited by a normal write.
+	// RefillMilli is the refill credited by a WriteNormal.
 	RefillMilli int64
-	// Initial is set when the item exists but lacks this limit (fix B1):
-	// the write initialises tk/cp/ra/rp instead of adding to a missing tk.
-	// Initial.TokensMilli is the balance before consumption.
+	// Initial, when set, is the full state of a limit the item does not
+	// hold yet: the write creates it from Initial (balance
+	// Initial.TokensMilli − ConsumedMilli, total consumed ConsumedMilli)
+	// instead of changing a missing balance. For WriteSync it carries the
+	// limit's new parameters.
 	Initial *BucketState
 }
 
 // BucketWrite is one write to one bucket item. Its meaning by Kind:
 //
-//   - WriteCreate: create the item with States (the hidden wcu limit added
-//     full when absent), RefillMs = NowMs, ShardCount, Cascade, ParentID and
-//     the TTL; fails with ErrConditionFailed when the item exists.
-//   - WriteNormal: requires RefillMs == ExpectedRefillMs; sets RefillMs =
-//     NowMs; per limit adds RefillMilli − ConsumedMilli to the balance and
-//     ConsumedMilli to the total consumed, and requires the balance to be ≥
-//     ConsumedMilli − RefillMilli when that is positive. A limit with Initial
-//     set must be absent from the item and is created from Initial with
-//     balance Initial.TokensMilli − ConsumedMilli (capacity and refill kept
-//     when already stored). RefreshEntity replaces Cascade/ParentID.
-//   - WriteRetry: requires the item; per limit requires balance ≥
-//     ConsumedMilli and takes it without refilling (Initial: a missing limit
-//     starts at Initial.TokensMilli).
-//   - WriteAdjust: requires the item; per limit takes ConsumedMilli (a
-//     negative amount gives back) with no other condition: balances may go
-//     negative.
+//   - WriteCreate: create the item from States, with RefillMs = NowMs,
+//     ShardCount, Cascade, ParentID and the TTL. Fails with
+//     [ErrConditionFailed] when the item exists.
+//   - WriteNormal: requires the item, with RefillMs == ExpectedRefillMs.
+//     Sets RefillMs = NowMs; per limit adds RefillMilli − ConsumedMilli to
+//     the balance and ConsumedMilli to the total consumed, and requires the
+//     balance to be at least ConsumedMilli − RefillMilli when that is
+//     positive. A limit with Initial set must be absent and is created from
+//     it. With RefreshEntity, Cascade and ParentID replace the item's.
+//   - WriteRetry: requires the item; per limit requires the balance to be
+//     at least ConsumedMilli and takes it, without refilling (a limit with
+//     Initial set that the item lacks is created from it).
+//   - WriteAdjust: requires the item; per limit takes ConsumedMilli with no
+//     other condition (balances may go negative; a limit the item lacks is
+//     skipped).
+//   - WriteSync: requires the item; per limit of Limits sets capacity,
+//     refill amount and refill period from Initial (a limit the item lacks
+//     starts with Initial's balance), and removes every limit named in
+//     Remove.
 //
-// TTL applies to WriteCreate and WriteNormal: TTLSet sets it to NowMs/1000 +
-// TTLSeconds, TTLRemove removes it.
+// The TTL mode applies to WriteCreate, WriteNormal and WriteSync. A failed
+// condition writes nothing and returns an error matching
+// [ErrConditionFailed].
 type BucketWrite struct {
 	Kind   WriteKind
 	Key    BucketKey
 	NowMs  int64
 	Limits []LimitWrite
 
-	// WriteCreate: the full item.
-	States     []BucketState // post-consume states (wcu injected when absent)
+	// WriteCreate: the item's states after consumption, and its shard
+	// count.
+	States     []BucketState
 	ShardCount int
 
-	// WriteCreate and WriteNormal: denormalised entity fields. For a normal
-	// write they are refreshed only when RefreshEntity is set (fix B8).
+	// WriteCreate and WriteNormal: the entity's settings. A normal write
+	// replaces the item's only when RefreshEntity is set.
 	Cascade       bool
 	ParentID      string
 	RefreshEntity bool
 
-	// WriteNormal: the rf read before local processing.
+	// WriteNormal: the refill timestamp read before the write was computed.
 	ExpectedRefillMs int64
+
+	// WriteSync: limits to remove from the item.
+	Remove []string
 
 	TTL        TTLMode
 	TTLSeconds int64
+
+	// base is the item a WriteNormal was computed from (the DynamoDB
+	// backend refills its hidden write-capacity limit from it).
+	base *Bucket
 }
 
 // RefusalReason says why a speculative write was refused.
@@ -153,10 +260,14 @@ const (
 	RefusedNone           RefusalReason = ""
 	RefusedBucketMissing  RefusalReason = "bucket_missing"      // no such item
 	RefusedLimitExhausted RefusalReason = "app_limit_exhausted" // a requested limit is short
-	RefusedWCUExhausted   RefusalReason = "wcu_exhausted"       // the wcu token is spent
-	RefusedBothExhausted  RefusalReason = "both_exhausted"      // both of the above
 	RefusedLimitMissing   RefusalReason = "limit_missing"       // a requested limit is not in the item
 	RefusedExpired        RefusalReason = "bucket_expired"      // the item's TTL has passed
+	// RefusedWriteCapacity: the backend's own write capacity for the item
+	// is spent (DynamoDB's per-partition write ceiling).
+	RefusedWriteCapacity RefusalReason = "wcu_exhausted"
+	// RefusedBothExhausted: a requested limit is short and the write
+	// capacity is spent.
+	RefusedBothExhausted RefusalReason = "both_exhausted"
 )
 
 // SpeculativeResult is the outcome of one speculative write.
@@ -166,61 +277,121 @@ type SpeculativeResult struct {
 	Applied bool
 	// Bucket is the item after the write when applied, before it when
 	// refused; nil when the item does not exist.
-	Bucket *StoredBucket
+	Bucket *Bucket
 	// Reason says why the write was refused.
 	Reason RefusalReason
+	// CapacityRefills, for RefusedWriteCapacity and RefusedBothExhausted,
+	// reports that the backend's write capacity refills by NowMs: the item
+	// is not really over its write ceiling, and the read-then-write path
+	// (which persists the refill) will do. When false the limiter spreads
+	// the load over more shards (see [ShardStore]).
+	CapacityRefills bool
 }
 
-// BucketStore is the contract of a backend's bucket operations. Every
-// method must be safe for concurrent use, and every write must be atomic:
-// it applies whole or not at all, and a write of several items applies all
-// of them or none. Amounts are millitokens (tokens × 1000), times epoch
-// milliseconds. Limit names are the caller's plus the hidden wcu limit
-// ([WCULimitName]: capacity 1000, refill 1000 per second), which a backend
-// adds to every bucket it creates.
-type BucketStore interface {
-	// LoadBuckets reads, as one snapshot where the backend can, the entities
-	// entityIDs and the bucket items keys. Missing ones are absent from the
-	// maps.
-	LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*StoredBucket, error)
-	// GetBucket reads one bucket item; nil (and no error) when missing.
-	GetBucket(ctx context.Context, key BucketKey) (*StoredBucket, error)
-	// WriteBuckets applies writes atomically (see [BucketWrite] for the
-	// semantics of each kind). When a condition fails nothing is written
-	// and the error matches [ErrConditionFailed]; a multi-item write that
-	// collides with a concurrent one may fail with [ErrTransactionConflict].
-	WriteBuckets(ctx context.Context, writes []BucketWrite) error
-	// SpeculativeConsume takes consume (tokens; positive amounts must fit in
-	// the stored balance without refill, other named limits must exist) and
-	// one wcu token from key, without refilling, in one conditional step:
-	// the item must exist and not be expired at nowMs. It reports a refusal
-	// in the result (Applied false, the item as it was, the reason), never
-	// as an error.
+// SpeculativeStore is an optional capability: a backend that can take
+// tokens from a bucket item without a prior read. Without it the limiter
+// always reads the item, refills and consumes locally, and writes under the
+// refill-timestamp lock (two round trips).
+type SpeculativeStore interface {
+	// SpeculativeConsume takes consume (tokens) from key in one atomic
+	// conditional step, without refilling: the item must exist and not be
+	// expired at nowMs, every named limit must exist, and every positive
+	// amount must fit in its stored balance. A refusal is reported in the
+	// result (Applied false, the item as it was, the reason), never as an
+	// error.
 	SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error)
+}
+
+// ShardStore is an optional capability of a backend with a per-item write
+// ceiling: it spreads one (entity, resource) over several bucket items.
+// Without it the limiter never shards.
+type ShardStore interface {
 	// BumpShardCount doubles the shard count of (entityID, resource) from
-	// current, on shard 0, unless it changed meanwhile, and returns the
-	// count in force.
+	// current, unless it changed meanwhile, and returns the count in force.
 	BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error)
-	// SyncBucket updates the shard-0 bucket's limit parameters (a limit new
-	// to the item starts full), its TTL, and removes the stale limits,
-	// after a config change. A missing bucket is not an error.
-	SyncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error
-	// ResolveLimits resolves stored limits through the config hierarchy:
-	// entity > entity _default_ > resource > system, the first level with
-	// any limits. Limits is nil when no level has any.
-	ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error)
-	// ResolveOnUnavailable returns the stored system on_unavailable mode
-	// (block when unset or unreadable); it never fails.
-	ResolveOnUnavailable(ctx context.Context) OnUnavailable
-	// BucketTTLMultiplier is the TTL multiplier of buckets without
-	// entity-level config (≤ 0 disables bucket TTL).
-	BucketTTLMultiplier() int64
-	// EntityCache is the backend's entity cache, shared by every limiter
-	// on it. The backend updates it when it creates (SetEntity) or deletes
-	// (Forget) an entity and when it doubles a shard count (SetShards).
-	EntityCache() *EntityCache
-	// StoreName names the backing store (the table), for error context.
-	StoreName() string
-	// Clock is the backend's clock.
-	Clock() func() time.Time
+}
+
+// AuditLog is an optional capability: a durable log of entity and limit
+// changes. Without it the limiter records nothing and
+// [RateLimiter.AuditEvents] fails with an error matching [ErrUnsupported].
+type AuditLog interface {
+	// AppendAudit stores ev (its EventID, a ULID, already set) until
+	// expires.
+	AppendAudit(ctx context.Context, ev AuditEvent, expires time.Time) error
+	// AuditEvents returns up to limit events of entityID (an entity ID, or
+	// [AuditEntitySystem] or an [AuditEntityResource] id), newest first,
+	// older than startEventID when it is not empty.
+	AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error)
+}
+
+// ConfigLister is an optional capability: listings of the stored configs.
+// Without it the listing methods of [RateLimiter] fail with an error
+// matching [ErrUnsupported].
+type ConfigLister interface {
+	// ListResourcesWithDefaults returns, sorted, the resources with
+	// default limits.
+	ListResourcesWithDefaults(ctx context.Context) ([]string, error)
+	// ListResourcesWithEntityConfigs returns, sorted, the resources some
+	// entity has limits for.
+	ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error)
+	// ListEntitiesWithCustomLimits returns a page of the entities with
+	// limits for resource, and the cursor of the next page ("" after the
+	// last). pageSize ≤ 0 lets the backend choose. A cursor the backend
+	// did not issue fails with a *[ValidationError].
+	ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error)
+}
+
+// UsageStore is an optional capability: reading the usage snapshots the
+// aggregator writes from the table's stream. Without it
+// [RateLimiter.UsageSnapshots] and [RateLimiter.UsageSummary] fail with an
+// error matching [ErrUnsupported].
+type UsageStore interface {
+	// UsageSnapshots returns one page of the snapshots q selects, newest
+	// first, and the cursor of the next page ("" after the last). q is
+	// validated.
+	UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error)
+	// UsageSummary aggregates the snapshots q selects. q is validated.
+	UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error)
+}
+
+// CapacityReader is an optional capability: how much of one limit of a
+// resource is in use across entities. Without it
+// [RateLimiter.ResourceCapacity] fails with an error matching
+// [ErrUnsupported].
+type CapacityReader interface {
+	// ResourceCapacity aggregates limit limitName of resource over every
+	// entity with a bucket for it (only root entities when parentsOnly),
+	// with balances refilled to now.
+	ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error)
+}
+
+// NamespaceRegistry is an optional capability: managing the namespaces of a
+// table (register, list, soft-delete, recover, purge). The limiter itself
+// does not use it; [*DynamoDBRepository] implements it for operators and
+// the CLI.
+//
+// Deleting a namespace does not affect repositories already bound to it
+// (they keep reading and writing its data); it only stops the name from
+// resolving, so new repositories cannot open it.
+type NamespaceRegistry interface {
+	// RegisterNamespace registers name and returns its id; an already
+	// registered name returns its existing id.
+	RegisterNamespace(ctx context.Context, name string) (string, error)
+	// RegisterNamespaces registers every name, concurrently, and returns
+	// the id of each.
+	RegisterNamespaces(ctx context.Context, names ...string) (map[string]string, error)
+	// GetNamespace returns an active namespace by name.
+	GetNamespace(ctx context.Context, name string) (NamespaceInfo, error)
+	// ListNamespaces returns every active namespace, sorted by name.
+	ListNamespaces(ctx context.Context) ([]NamespaceInfo, error)
+	// DeleteNamespace soft-deletes a namespace, keeping its data.
+	DeleteNamespace(ctx context.Context, name string) error
+	// RecoverNamespace makes a deleted namespace active again and returns
+	// its name.
+	RecoverNamespace(ctx context.Context, id string) (string, error)
+	// ListOrphanNamespaces returns the deleted and purging namespaces.
+	ListOrphanNamespaces(ctx context.Context) ([]NamespaceInfo, error)
+	// PurgeNamespace deletes every item of a deleted namespace and its
+	// registry record.
+	PurgeNamespace(ctx context.Context, id string) error
 }

@@ -19,7 +19,7 @@ func realTimeBackends(t *testing.T, fn func(t *testing.T, repo Repository)) {
 		env := newTestEnv(t, func(o *DynamoDBOptions) { o.Now = time.Now })
 		fn(t, env.repo)
 	})
-	t.Run("memory", func(t *testing.T) { fn(t, NewMemory()) })
+	t.Run("memory", func(t *testing.T) { fn(t, newMemory()) })
 }
 
 // tenPerSecond is a limit of 10 tokens refilling 10 per second.
@@ -190,7 +190,7 @@ func TestWaitNeverFits(t *testing.T) {
 // TestWaitJitter: each sleep is the retry-after plus at most
 // min(retry-after/10, 10 ms); no retry-after sleeps at least 1 ms.
 func TestWaitJitter(t *testing.T) {
-	rl := New(NewMemory())
+	rl := New(newMemory())
 	for _, tc := range []struct{ retry, lo, hi time.Duration }{
 		{0, time.Millisecond, 1100 * time.Microsecond},
 		{100 * time.Millisecond, 100 * time.Millisecond, 110 * time.Millisecond},
@@ -255,7 +255,7 @@ func TestWaitConcurrentNoOverAdmission(t *testing.T) {
 		if err != nil || b == nil {
 			t.Fatalf("GetBucket: %v %v", b, err)
 		}
-		if s, _ := b.state("rps"); s.TotalConsumedMilli != waiters*1000 {
+		if s, _ := b.State("rps"); s.TotalConsumedMilli != waiters*1000 {
 			t.Errorf("bucket tc = %d, want %d", s.TotalConsumedMilli, waiters*1000)
 		}
 	})

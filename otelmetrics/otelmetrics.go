@@ -55,7 +55,7 @@ const (
 	// built on each call.
 	numKnownAcquire     = int(limiter.AcquireCanceled) + 1
 	numKnownSpeculative = int(limiter.SpecFallbackParent) + 1
-	numKnownStoreOps    = int(limiter.StoreSyncBucket) + 1
+	numKnownStoreOps    = int(limiter.StoreLoadConfigs) + 1
 
 	resultOK            = 0
 	resultConditionFail = 1

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/otelmetrics"
 )
 
@@ -77,8 +78,7 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	rl := limiter.New(limiter.NewMemory(func(o *limiter.MemoryOptions) { o.Now = func() time.Time { return now } }),
-		limiter.WithMetrics(m))
+	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m))
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for i := range 3 {
 		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1}, lim)
@@ -167,7 +167,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rl := limiter.New(limiter.NewMemory(), limiter.WithMetrics(m)) // or a DynamoDB repository
+	rl := limiter.New(memorystore.New(), limiter.WithMetrics(m)) // or a DynamoDB repository
 	for range 3 {
 		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 			limiter.WithLimits(limiter.PerMinute("rpm", 2)))

@@ -284,9 +284,26 @@ func (c *cli) awsConfig() (aws.Config, error) {
 	return cfg, nil
 }
 
-// openRepo opens the table's repository, bound to --namespace (registered
-// when new, as the library does). It never creates the table.
-func (c *cli) openRepo() (*limiter.DynamoDBRepository, error) {
+// table is what a command works with: the limiter for every entity, limit,
+// audit and usage command (so that the library's validation, audit and
+// bucket rules apply), and the repository for the namespace registry and
+// the version record.
+type table struct {
+	*limiter.RateLimiter
+	limiter.NamespaceRegistry
+	repo *limiter.DynamoDBRepository
+}
+
+// newTable returns the table of repo. Its limiter reads stored limits
+// afresh for every command (no config cache).
+func newTable(repo *limiter.DynamoDBRepository, opts ...limiter.Option) *table {
+	rl := limiter.New(repo, append([]limiter.Option{limiter.WithConfigCacheTTL(0)}, opts...)...)
+	return &table{RateLimiter: rl, NamespaceRegistry: repo, repo: repo}
+}
+
+// openRepo opens the table, bound to --namespace (registered when new, as
+// the library does). It never creates the table.
+func (c *cli) openRepo() (*table, error) {
 	cfg, err := c.awsConfig()
 	if err != nil {
 		return nil, err
@@ -305,13 +322,11 @@ func (c *cli) openRepo() (*limiter.DynamoDBRepository, error) {
 	repo, err := limiter.OpenDynamoDB(c.ctx, client, func(o *limiter.DynamoDBOptions) {
 		o.Table = c.common.name
 		o.Namespace = c.common.namespace
-		o.ConfigCacheTTL = 0 // every command reads what is stored now
-		o.Principal = principal
 	})
 	if err != nil {
 		return nil, c.tableErr(err)
 	}
-	return repo, nil
+	return newTable(repo, limiter.WithPrincipal(principal)), nil
 }
 
 // tableErr turns a missing table into a message naming the deploy command.

@@ -172,7 +172,7 @@ func TestAuditList(t *testing.T) {
 // 0.10.0 layout).
 func (e *env) putSnapshot(entity, resource, window, start string, counters map[string]int64) {
 	e.t.Helper()
-	ns := e.repo.NamespaceID()
+	ns := e.repo.repo.NamespaceID()
 	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
 	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
 	item := map[string]types.AttributeValue{
@@ -296,7 +296,7 @@ func TestVersionAndCheck(t *testing.T) {
 	contains(t, e.ok("check"), "Result: COMPATIBLE")
 
 	// A table that needs a newer client.
-	if err := e.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "99.0.0"}); err != nil {
+	if err := e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "99.0.0"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, cmd := range []string{"version", "check"} {
@@ -307,7 +307,7 @@ func TestVersionAndCheck(t *testing.T) {
 	}
 
 	// A table of another major schema version.
-	if err := e.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"}); err != nil {
+	if err := e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"}); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs := e.cli("check", "-o", "json")

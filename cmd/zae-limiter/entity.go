@@ -165,7 +165,7 @@ func cmdEntitySetLimits(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := limiter.New(repo).SetLimits(c.ctx, pos[0], resource, limits); err != nil {
+	if err := repo.SetLimits(c.ctx, pos[0], resource, limits); err != nil {
 		return err
 	}
 	return c.printLimitsSet(fmt.Sprintf("Set %d limit(s) for entity '%s' on resource '%s':", len(limits), pos[0], resource),
@@ -206,7 +206,7 @@ func cmdEntityDeleteLimits(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := limiter.New(repo).DeleteLimits(c.ctx, pos[0], resource); err != nil {
+	if err := repo.DeleteLimits(c.ctx, pos[0], resource); err != nil {
 		return err
 	}
 	return c.done(fmt.Sprintf("Deleted limits for entity '%s' on resource '%s'", pos[0], resource),

@@ -46,7 +46,7 @@ type env struct {
 	ctx      context.Context
 	endpoint string
 	table    string
-	repo     *limiter.DynamoDBRepository
+	repo     *table
 	client   *dynamodb.Client
 }
 
@@ -60,7 +60,6 @@ func newEnv(t *testing.T) *env {
 		o.Table = e.table
 		o.Namespace = limiter.DefaultNamespace
 		o.CreateTable = true
-		o.ConfigCacheTTL = 0
 	})
 	if err != nil {
 		t.Fatalf("OpenDynamoDB: %v", err)
@@ -68,7 +67,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(func() {
 		e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(e.table)})
 	})
-	e.repo = repo
+	e.repo = newTable(repo)
 	return e
 }
 

@@ -273,7 +273,7 @@ func setChange(level, target string, want, have []limiter.Limit) (change, bool) 
 }
 
 // plan diffs the manifest against the stored limits of repo's namespace.
-func plan(c *cli, repo *limiter.DynamoDBRepository, m *manifest, prune bool) ([]change, error) {
+func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 	ctx := c.ctx
 	var changes []change
 
@@ -370,7 +370,7 @@ func plan(c *cli, repo *limiter.DynamoDBRepository, m *manifest, prune bool) ([]
 
 // staleEntityConfigs lists the stored entity configs the manifest does not
 // declare, sorted.
-func staleEntityConfigs(c *cli, repo *limiter.DynamoDBRepository, m *manifest) ([]entityTarget, error) {
+func staleEntityConfigs(c *cli, repo *table, m *manifest) ([]entityTarget, error) {
 	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
 	if err != nil {
 		return nil, err
@@ -400,7 +400,7 @@ func staleEntityConfigs(c *cli, repo *limiter.DynamoDBRepository, m *manifest) (
 }
 
 // applyChange writes one change through the library.
-func applyChange(c *cli, repo *limiter.DynamoDBRepository, rl *limiter.RateLimiter, ch change) error {
+func applyChange(c *cli, repo *table, rl *limiter.RateLimiter, ch change) error {
 	ctx := c.ctx
 	switch {
 	case ch.Action == actionDelete && ch.Level == levelSystem:
@@ -420,7 +420,7 @@ func applyChange(c *cli, repo *limiter.DynamoDBRepository, rl *limiter.RateLimit
 
 // manifestCommand is what plan, apply and diff share: flags, loading the
 // manifest, opening the namespace and planning.
-func manifestCommand(c *cli, args []string, use, summary string) (*limiter.DynamoDBRepository, *manifest, []change, error) {
+func manifestCommand(c *cli, args []string, use, summary string) (*table, *manifest, []change, error) {
 	f := c.newFlags(use, summary, 0, 0, true)
 	var path string
 	var prune bool
@@ -551,7 +551,7 @@ func cmdLimitsApply(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	rl := limiter.New(repo)
+	rl := repo.RateLimiter
 	r := planResult{Namespace: m.namespace, Changes: []change{}, Applied: true}
 	for _, ch := range changes {
 		if err := applyChange(c, repo, rl, ch); err != nil {

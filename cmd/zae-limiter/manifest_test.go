@@ -62,7 +62,7 @@ func writeFile(t *testing.T, name, content string) string {
 }
 
 // auditCount counts the audit events of the manifest's targets in ns.
-func auditCount(t *testing.T, repo *limiter.DynamoDBRepository) int {
+func auditCount(t *testing.T, repo *table) int {
 	t.Helper()
 	n := 0
 	for _, id := range []string{limiter.AuditEntitySystem, limiter.AuditEntityResource("gpt-4"), limiter.AuditEntityResource("claude"), "key-1"} {
@@ -82,10 +82,11 @@ func TestLimitsManifest(t *testing.T) {
 
 	// An unmanaged resource default in the namespace.
 	e.ok("resource", "set-defaults", "claude", "-l", "rpm:7", "-N", "tenant-a")
-	ns, err := e.repo.Namespace(e.ctx, "tenant-a")
+	nsRepo, err := e.repo.repo.Namespace(e.ctx, "tenant-a")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ns := newTable(nsRepo)
 
 	out := e.ok("limits", "plan", "-f", v1)
 	contains(t, out, "Plan: 4 change(s) in namespace tenant-a",

@@ -22,7 +22,7 @@ func namespaceToJSON(n limiter.NamespaceInfo) namespaceJSON {
 // openRegistry opens the table for a namespace command. The registry is
 // table-wide, so it binds to the "default" namespace whatever --namespace
 // says (opening must not register the namespace being managed).
-func (c *cli) openRegistry() (*limiter.DynamoDBRepository, error) {
+func (c *cli) openRegistry() (*table, error) {
 	c.common.namespace = limiter.DefaultNamespace
 	return c.openRepo()
 }

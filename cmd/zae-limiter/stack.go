@@ -159,7 +159,7 @@ func cmdDeploy(c *cli, args []string) error {
 		return err
 	}
 	rec := limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "0.0.0", UpdatedBy: "cli:" + clientVersion()}
-	if err := repo.SetVersionRecord(c.ctx, rec); err != nil {
+	if err := repo.repo.SetVersionRecord(c.ctx, rec); err != nil {
 		return err
 	}
 	if c.jsonOutput() {
@@ -334,7 +334,7 @@ func (c *cli) versionCheck() (versionReport, error) {
 	if err != nil {
 		return r, err
 	}
-	rec, ok, err := repo.VersionRecord(c.ctx)
+	rec, ok, err := repo.repo.VersionRecord(c.ctx)
 	if err != nil {
 		return r, err
 	}

@@ -93,7 +93,7 @@ func run(ctx context.Context, w io.Writer, client limiter.DynamoDBClient, table 
 	if err != nil {
 		return t, err
 	}
-	rl := limiter.New(repo) // speculative writes are on by default
+	rl := limiter.New(repo, limiter.WithClock(now)) // speculative writes are on by default
 
 	if err := setup(ctx, rl); err != nil {
 		return t, err

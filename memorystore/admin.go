@@ -1,0 +1,242 @@
+package memorystore
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// This file holds the administrative half of the store: entities, stored
+// limit configs, their listings and the audit log.
+
+// CreateEntity implements [limiter.Repository].
+func (m *Store) CreateEntity(ctx context.Context, e limiter.Entity) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.entities[e.ID]; ok {
+		return &limiter.EntityExistsError{EntityID: e.ID}
+	}
+	m.entities[e.ID] = cloneEntity(e)
+	return nil
+}
+
+// GetEntity implements [limiter.Repository].
+func (m *Store) GetEntity(ctx context.Context, id string) (limiter.Entity, error) {
+	if err := ctx.Err(); err != nil {
+		return limiter.Entity{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e, ok := m.entities[id]
+	if !ok {
+		return limiter.Entity{}, &limiter.EntityNotFoundError{EntityID: id}
+	}
+	return cloneEntity(e), nil
+}
+
+// Children implements [limiter.Repository]; the entities are sorted by id.
+func (m *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []limiter.Entity{}
+	for _, e := range m.entities {
+		if e.ParentID == parentID {
+			out = append(out, cloneEntity(e))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// DeleteEntity implements [limiter.Repository].
+func (m *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	if _, ok := m.entities[id]; ok {
+		delete(m.entities, id)
+		n++
+	}
+	for k := range m.configs {
+		if k.Level == limiter.LevelEntity && k.EntityID == id {
+			delete(m.configs, k)
+			n++
+		}
+	}
+	for k := range m.buckets {
+		if k.EntityID == id {
+			delete(m.buckets, k)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// LoadConfigs implements [limiter.Repository].
+func (m *Store) LoadConfigs(ctx context.Context, keys []limiter.ConfigKey) (map[limiter.ConfigKey]limiter.Config, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[limiter.ConfigKey]limiter.Config, len(keys))
+	for _, k := range keys {
+		if c, ok := m.configs[k]; ok {
+			out[k] = cloneConfig(c)
+		}
+	}
+	return out, nil
+}
+
+// GetConfig implements [limiter.Repository].
+func (m *Store) GetConfig(ctx context.Context, key limiter.ConfigKey) (limiter.Config, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return limiter.Config{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.configs[key]
+	return cloneConfig(c), ok, nil
+}
+
+// PutConfig implements [limiter.Repository].
+func (m *Store) PutConfig(ctx context.Context, key limiter.ConfigKey, c limiter.Config) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.configs[key] = cloneConfig(c)
+	return nil
+}
+
+// DeleteConfig implements [limiter.Repository].
+func (m *Store) DeleteConfig(ctx context.Context, key limiter.ConfigKey) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.configs[key]
+	delete(m.configs, key)
+	return ok, nil
+}
+
+func cloneConfig(c limiter.Config) limiter.Config {
+	c.Limits = slices.Clone(c.Limits)
+	return c
+}
+
+// ListResourcesWithDefaults implements [limiter.ConfigLister].
+func (m *Store) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
+	return m.listResources(ctx, limiter.LevelResource)
+}
+
+// ListResourcesWithEntityConfigs implements [limiter.ConfigLister].
+func (m *Store) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
+	return m.listResources(ctx, limiter.LevelEntity)
+}
+
+// listResources returns, sorted, the resources of the configs of level.
+func (m *Store) listResources(ctx context.Context, level limiter.ConfigLevel) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	set := make(map[string]bool)
+	for k := range m.configs {
+		if k.Level == level {
+			set[k.Resource] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// cursorPrefix marks the cursors of ListEntitiesWithCustomLimits.
+const cursorPrefix = "mem:"
+
+// ListEntitiesWithCustomLimits implements [limiter.ConfigLister]: the
+// entities in id order; pageSize ≤ 0 returns them all.
+func (m *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
+	after := ""
+	if cursor != "" {
+		id, ok := strings.CutPrefix(cursor, cursorPrefix)
+		if !ok {
+			return nil, "", &limiter.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntitiesWithCustomLimits"}
+		}
+		after = id
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	ids := []string{}
+	for k := range m.configs {
+		if k.Level == limiter.LevelEntity && k.Resource == resource && k.EntityID > after {
+			ids = append(ids, k.EntityID)
+		}
+	}
+	m.mu.Unlock()
+	sort.Strings(ids)
+	if pageSize > 0 && len(ids) > pageSize {
+		return ids[:pageSize], cursorPrefix + ids[pageSize-1], nil
+	}
+	return ids, "", nil
+}
+
+// AppendAudit implements [limiter.AuditLog]. Events of the entity that
+// expired by ev's time, and the oldest beyond [Options.MaxAuditEvents],
+// are dropped.
+func (m *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	now := ev.Timestamp.UnixMilli()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	events := append(m.audit[ev.EntityID], auditRecord{ev: ev, expires: expires.UnixMilli()})
+	drop := 0
+	for drop < len(events) && (events[drop].expires <= now ||
+		(m.opts.MaxAuditEvents > 0 && len(events)-drop > m.opts.MaxAuditEvents)) {
+		drop++
+	}
+	m.audit[ev.EntityID] = slices.Delete(events, 0, drop)
+	return nil
+}
+
+// AuditEvents implements [limiter.AuditLog].
+func (m *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]limiter.AuditEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	events := m.audit[entityID]
+	out := make([]limiter.AuditEvent, 0, min(limit, len(events)))
+	for i := len(events) - 1; i >= 0 && len(out) < limit; i-- {
+		if startEventID != "" && strings.Compare(events[i].ev.EventID, startEventID) >= 0 {
+			continue
+		}
+		out = append(out, events[i].ev)
+	}
+	return out, nil
+}

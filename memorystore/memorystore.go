@@ -1,0 +1,438 @@
+// Package memorystore is a [limiter.Repository] that keeps everything in
+// the process's memory: for unit tests of code that uses a
+// [limiter.RateLimiter], and for single-process services where one process
+// owns the limits.
+//
+// It is built on the exported backend contract of package limiter only,
+// and passes the same conformance suite (package storetest) as the
+// DynamoDB backend: integer millitokens, atomic multi-item (cascade)
+// writes, the four-level config hierarchy, audit events. The differences:
+//
+//   - There is no per-item write ceiling, so no write sharding: buckets
+//     always have one shard.
+//   - Memory stays bounded: a bucket whose every limit has refilled to its
+//     capacity acts like a missing one (a missing bucket starts full) and
+//     is dropped, with its total-consumed counters; expired buckets (TTL)
+//     are dropped too — until then they are refused by the speculative
+//     path and refreshed by the read-then-write path, as on DynamoDB before
+//     its TTL deletion runs. Each bucket creation samples a few buckets and
+//     drops the ones that qualify, as Redis expires keys, so the number of
+//     buckets stays within a small factor of the live ones. Audit events
+//     are kept until they expire and at most [Options.MaxAuditEvents] per
+//     entity.
+//   - There are no usage snapshots (no stream, no aggregator) and no
+//     resource-capacity reports: [limiter.RateLimiter.UsageSnapshots] and
+//     [limiter.RateLimiter.ResourceCapacity] return errors matching
+//     [limiter.ErrUnsupported].
+package memorystore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// DefaultMaxAuditEvents is the default of [Options.MaxAuditEvents].
+const DefaultMaxAuditEvents = 1000
+
+const sweepSamplesPerCreate = 4
+
+// Options configures [New]. New fills every field with its default before
+// calling the option functions.
+type Options struct {
+	// MaxAuditEvents bounds the audit events kept per entity (the oldest
+	// are dropped first). Default 1000; zero or less keeps them all until
+	// they expire.
+	MaxAuditEvents int
+}
+
+// Store is the in-memory repository. It is safe for concurrent use; one
+// mutex serialises all access, which makes every write atomic. The zero
+// value is not usable; call [New].
+type Store struct {
+	opts Options
+
+	mu       sync.Mutex // guards everything below
+	entities map[string]limiter.Entity
+	configs  map[limiter.ConfigKey]limiter.Config
+	buckets  map[limiter.BucketKey]*limiter.Bucket
+	audit    map[string][]auditRecord // per audit entity id, oldest first
+}
+
+type auditRecord struct {
+	ev      limiter.AuditEvent
+	expires int64 // epoch ms
+}
+
+var (
+	_ limiter.Repository       = (*Store)(nil)
+	_ limiter.SpeculativeStore = (*Store)(nil)
+	_ limiter.AuditLog         = (*Store)(nil)
+	_ limiter.ConfigLister     = (*Store)(nil)
+)
+
+// New returns an empty in-memory store.
+func New(optFns ...func(*Options)) *Store {
+	o := Options{MaxAuditEvents: DefaultMaxAuditEvents}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	return &Store{
+		opts:     o,
+		entities: make(map[string]limiter.Entity),
+		configs:  make(map[limiter.ConfigKey]limiter.Config),
+		buckets:  make(map[limiter.BucketKey]*limiter.Bucket),
+		audit:    make(map[string][]auditRecord),
+	}
+}
+
+// Name implements [limiter.Repository]: "memory".
+func (m *Store) Name() string { return "memory" }
+
+// BucketCount returns the number of bucket items held.
+func (m *Store) BucketCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.buckets)
+}
+
+// Sweep drops every bucket item that has expired or refilled to capacity
+// at nowMs (epoch milliseconds) and returns how many are left. Writes do
+// this for a few sampled items; Sweep does it for all.
+func (m *Store) Sweep(nowMs int64) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for k, b := range m.buckets {
+		if idle(b, nowMs) {
+			delete(m.buckets, k)
+		}
+	}
+	return len(m.buckets)
+}
+
+// idle reports whether b may be dropped at nowMs: expired, or full on every
+// limit.
+func idle(b *limiter.Bucket, nowMs int64) bool { return b.Expired(nowMs) || b.Full(nowMs) }
+
+// sweepLocked samples a few buckets and drops the idle ones, except the
+// ones just written. m.mu must be held.
+func (m *Store) sweepLocked(nowMs int64, written []limiter.BucketWrite) {
+	n := 0
+	for k, b := range m.buckets {
+		if idle(b, nowMs) && !slices.ContainsFunc(written, func(w limiter.BucketWrite) bool { return w.Key == k }) {
+			delete(m.buckets, k)
+		}
+		if n++; n >= sweepSamplesPerCreate {
+			return
+		}
+	}
+}
+
+// bucketBox holds a bucket and, inline, the usual few states, so that a
+// copy costs one allocation.
+type bucketBox struct {
+	b   limiter.Bucket
+	arr [4]limiter.BucketState
+}
+
+// clone returns a deep copy of b for a caller or for staging a write.
+func clone(b *limiter.Bucket) *limiter.Bucket {
+	box := &bucketBox{b: *b}
+	box.b.States = append(box.arr[:0], b.States...)
+	return &box.b
+}
+
+func index(b *limiter.Bucket, name string) int {
+	for i := range b.States {
+		if b.States[i].LimitName == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// setRefill moves the refill timestamp, keeping every state's LastRefillMs
+// equal to it.
+func setRefill(b *limiter.Bucket, rf int64) {
+	b.RefillMs = rf
+	for i := range b.States {
+		b.States[i].LastRefillMs = rf
+	}
+}
+
+// addState inserts s keeping the states sorted by name.
+func addState(b *limiter.Bucket, s limiter.BucketState) {
+	s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = b.Key.EntityID, b.Key.Resource, b.Key.Shard, b.RefillMs
+	i := sort.Search(len(b.States), func(i int) bool { return b.States[i].LimitName >= s.LimitName })
+	b.States = slices.Insert(b.States, i, s)
+}
+
+// milli converts tokens to millitokens, saturating.
+func milli(tokens int64) int64 {
+	const maxTokens = (1<<63 - 1) / 1000
+	switch {
+	case tokens > maxTokens:
+		return 1<<63 - 1
+	case tokens < -maxTokens:
+		return -1 << 63
+	}
+	return tokens * 1000
+}
+
+// LoadBuckets implements [limiter.Repository].
+func (m *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limiter.BucketKey) (map[string]limiter.Entity, map[limiter.BucketKey]*limiter.Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	metas := make(map[string]limiter.Entity, len(entityIDs))
+	buckets := make(map[limiter.BucketKey]*limiter.Bucket, len(keys))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range entityIDs {
+		if e, ok := m.entities[id]; ok {
+			metas[id] = cloneEntity(e)
+		}
+	}
+	for _, k := range keys {
+		if b := m.buckets[k]; b != nil {
+			buckets[k] = clone(b)
+		}
+	}
+	return metas, buckets, nil
+}
+
+// GetBucket implements [limiter.Repository].
+func (m *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b := m.buckets[key]; b != nil {
+		return clone(b), nil
+	}
+	return nil, nil
+}
+
+// SpeculativeConsume implements [limiter.SpeculativeStore].
+func (m *Store) SpeculativeConsume(ctx context.Context, key limiter.BucketKey, consume limiter.Consume, nowMs int64) (limiter.SpeculativeResult, error) {
+	res := limiter.SpeculativeResult{Key: key}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b := m.buckets[key]
+	if b == nil {
+		res.Reason = limiter.RefusedBucketMissing
+		return res, nil
+	}
+	if b.Expired(nowMs) {
+		res.Bucket, res.Reason = clone(b), limiter.RefusedExpired
+		return res, nil
+	}
+	short := false
+	for name, amount := range consume {
+		i := index(b, name)
+		if i < 0 {
+			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitMissing
+			return res, nil
+		}
+		if amount > 0 && b.States[i].TokensMilli < milli(amount) {
+			short = true
+		}
+	}
+	if short {
+		res.Bucket, res.Reason = clone(b), limiter.RefusedLimitExhausted
+		return res, nil
+	}
+	for name, amount := range consume {
+		if amount == 0 {
+			continue
+		}
+		s := &b.States[index(b, name)]
+		s.TokensMilli -= milli(amount)
+		s.TotalConsumedMilli += milli(amount)
+	}
+	res.Applied, res.Bucket = true, clone(b)
+	return res, nil
+}
+
+// WriteBuckets implements [limiter.Repository]: every write is checked and
+// applied on copies, and the copies replace the items only when all
+// conditions held.
+func (m *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	staged := make([]*limiter.Bucket, len(writes))
+	created := false
+	for i, w := range writes {
+		for j := range i {
+			if writes[j].Key == w.Key {
+				return &limiter.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
+			}
+		}
+		b, err := m.applyLocked(w)
+		if err != nil {
+			return err
+		}
+		staged[i] = b
+		created = created || w.Kind == limiter.WriteCreate
+	}
+	for i, w := range writes {
+		m.buckets[w.Key] = staged[i]
+	}
+	if created {
+		m.sweepLocked(writes[0].NowMs, writes)
+	}
+	return nil
+}
+
+// applyLocked returns the item w would leave, or an error matching
+// ErrConditionFailed. It does not change the store. m.mu must be held.
+func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
+	fail := fmt.Errorf("write bucket %s/%s/%d: %w", w.Key.EntityID, w.Key.Resource, w.Key.Shard, limiter.ErrConditionFailed)
+	cur := m.buckets[w.Key]
+	if w.Kind == limiter.WriteCreate {
+		if cur != nil {
+			return nil, fail
+		}
+		b := &limiter.Bucket{Key: w.Key, ShardCount: max(w.ShardCount, 1), RefillMs: w.NowMs, Cascade: w.Cascade, ParentID: w.ParentID}
+		if w.TTL == limiter.TTLSet {
+			b.TTL = ttlSeconds(w.NowMs, w.TTLSeconds)
+		}
+		for _, s := range w.States {
+			if index(b, s.LimitName) < 0 {
+				addState(b, s)
+			}
+		}
+		return b, nil
+	}
+	if cur == nil {
+		return nil, fail
+	}
+	b := clone(cur)
+	switch w.Kind {
+	case limiter.WriteNormal:
+		if b.RefillMs != w.ExpectedRefillMs {
+			return nil, fail
+		}
+		for _, l := range w.Limits {
+			i := index(b, l.Name)
+			if l.Initial != nil {
+				if i >= 0 {
+					return nil, fail
+				}
+				addState(b, initial(l))
+				continue
+			}
+			if i < 0 {
+				return nil, fail
+			}
+			s := &b.States[i]
+			if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 && s.TokensMilli < floor {
+				return nil, fail
+			}
+			s.TokensMilli += l.RefillMilli - l.ConsumedMilli
+			s.TotalConsumedMilli += l.ConsumedMilli
+		}
+		setRefill(b, w.NowMs)
+		applyTTL(b, w)
+		if w.RefreshEntity {
+			b.Cascade, b.ParentID = w.Cascade, w.ParentID
+		}
+	case limiter.WriteRetry:
+		for _, l := range w.Limits {
+			i := index(b, l.Name)
+			if i < 0 {
+				if l.Initial == nil {
+					return nil, fail
+				}
+				addState(b, initial(l))
+				continue
+			}
+			s := &b.States[i]
+			if s.TokensMilli < l.ConsumedMilli {
+				return nil, fail
+			}
+			s.TokensMilli -= l.ConsumedMilli
+			s.TotalConsumedMilli += l.ConsumedMilli
+		}
+	case limiter.WriteSync:
+		for _, l := range w.Limits {
+			p := l.Initial
+			if i := index(b, l.Name); i >= 0 {
+				s := &b.States[i]
+				s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs
+				continue
+			}
+			s := *p
+			s.LimitName, s.TotalConsumedMilli = l.Name, 0
+			addState(b, s)
+		}
+		applyTTL(b, w)
+		for _, name := range w.Remove {
+			if i := index(b, name); i >= 0 {
+				b.States = slices.Delete(b.States, i, i+1)
+			}
+		}
+	default: // WriteAdjust
+		for _, l := range w.Limits {
+			// A limit removed from the item meanwhile has nothing to adjust.
+			if i := index(b, l.Name); i >= 0 {
+				b.States[i].TokensMilli -= l.ConsumedMilli
+				b.States[i].TotalConsumedMilli += l.ConsumedMilli
+			}
+		}
+	}
+	return b, nil
+}
+
+// initial is the state a write creates for a limit the item lacks.
+func initial(l limiter.LimitWrite) limiter.BucketState {
+	s := *l.Initial
+	s.LimitName = l.Name
+	s.TokensMilli = l.Initial.TokensMilli - l.ConsumedMilli
+	s.TotalConsumedMilli = l.ConsumedMilli
+	return s
+}
+
+func applyTTL(b *limiter.Bucket, w limiter.BucketWrite) {
+	switch w.TTL {
+	case limiter.TTLSet:
+		b.TTL = ttlSeconds(w.NowMs, w.TTLSeconds)
+	case limiter.TTLRemove:
+		b.TTL = 0
+	}
+}
+
+// ttlSeconds is nowMs in whole seconds (floored) plus seconds.
+func ttlSeconds(nowMs, seconds int64) int64 {
+	s := nowMs / 1000
+	if nowMs%1000 < 0 {
+		s--
+	}
+	return s + seconds
+}
+
+// cloneEntity returns e with its own Metadata map.
+func cloneEntity(e limiter.Entity) limiter.Entity {
+	if e.Metadata != nil {
+		md := make(map[string]string, len(e.Metadata))
+		for k, v := range e.Metadata {
+			md[k] = v
+		}
+		e.Metadata = md
+	}
+	return e
+}

@@ -1,0 +1,199 @@
+package memorystore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/storetest"
+)
+
+// TestConformance runs the backend conformance suite on the memory store.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) limiter.Repository { return memorystore.New() })
+}
+
+// clock is a settable test clock, safe for concurrent use.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)} }
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestBoundedHeap: 200,000 distinct entities each take one request while
+// the clock moves on; buckets that refilled are dropped, so the heap stays
+// bounded instead of growing with every entity ever seen.
+func TestBoundedHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 200,000 buckets")
+	}
+	ctx := context.Background()
+	clk := newClock()
+	m := memorystore.New()
+	rl := limiter.New(m, limiter.WithClock(clk.now))
+	lims := limiter.WithLimits(limiter.PerSecond("rps", 10), limiter.PerSecond("tps", 1000))
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var base, peak uint64
+	const n = 200_000
+	for i := range n {
+		lease, err := rl.Acquire(ctx, fmt.Sprintf("user-%d", i), "gpt", limiter.Consume{"rps": 1, "tps": 100}, lims)
+		if err != nil {
+			t.Fatalf("acquire %d: %v", i, err)
+		}
+		if err := lease.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.advance(time.Millisecond) // 1000 new entities per second; each refills in 100 ms
+		switch {
+		case i == 20_000:
+			base = heap()
+		case i > 20_000 && i%20_000 == 0:
+			peak = max(peak, heap())
+		}
+	}
+	live := m.BucketCount()
+	t.Logf("buckets held %d of %d created; heap at 20k %d KiB, peak after %d KiB", live, n, base/1024, peak/1024)
+	// About 100 buckets are live at any time (100 ms of traffic); the
+	// sampling sweep keeps the rest within a small factor of that.
+	if live > 2_000 {
+		t.Fatalf("%d buckets held, want a bounded number", live)
+	}
+	if peak > base+4<<20 {
+		t.Fatalf("heap grew from %d to %d bytes", base, peak)
+	}
+	if got := m.Sweep(clk.now().UnixMilli()); got > 200 {
+		t.Fatalf("after a full sweep %d buckets, want only the last 100 ms of traffic", got)
+	}
+}
+
+// TestEvictionKeepsSemantics: a dropped bucket is one that had refilled,
+// so the next acquire sees the same balance either way.
+func TestEvictionKeepsSemantics(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	m := memorystore.New()
+	rl := limiter.New(m, limiter.WithClock(clk.now))
+	lims := limiter.WithLimits(limiter.PerMinute("rpm", 2))
+	for range 2 {
+		if _, err := rl.Acquire(ctx, "a", "gpt", limiter.Consume{"rpm": 1}, lims); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rl.Acquire(ctx, "a", "gpt", limiter.Consume{"rpm": 1}, lims); !errors.Is(err, limiter.ErrRateLimited) {
+		t.Fatalf("third acquire: %v", err)
+	}
+	// Half refilled: not idle, kept by a sweep.
+	clk.advance(30 * time.Second)
+	if got := m.Sweep(clk.now().UnixMilli()); got != 1 {
+		t.Fatalf("half-refilled bucket swept: %d", got)
+	}
+	clk.advance(30 * time.Second)
+	if got := m.Sweep(clk.now().UnixMilli()); got != 0 {
+		t.Fatalf("full bucket kept: %d", got)
+	}
+	avail, err := rl.Available(ctx, "a", "gpt", lims)
+	if err != nil || avail["rpm"] != 2 {
+		t.Fatalf("available after eviction %v %v", avail, err)
+	}
+}
+
+// TestTransactionAtomic: a two-item write whose second condition fails
+// changes neither item.
+func TestTransactionAtomic(t *testing.T) {
+	ctx := context.Background()
+	m := memorystore.New()
+	now := newClock().now().UnixMilli()
+	st := limiter.BucketState{LimitName: "rpm", TokensMilli: 5000, LastRefillMs: now, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
+	a := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: limiter.BucketKey{EntityID: "a", Resource: "r"}, NowMs: now, States: []limiter.BucketState{st}}
+	if err := m.WriteBuckets(ctx, []limiter.BucketWrite{a}); err != nil {
+		t.Fatal(err)
+	}
+	adj := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: a.Key, Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
+	missing := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: limiter.BucketKey{EntityID: "b", Resource: "r"}, Limits: adj.Limits}
+	err := m.WriteBuckets(ctx, []limiter.BucketWrite{adj, missing})
+	if !errors.Is(err, limiter.ErrConditionFailed) {
+		t.Fatalf("write to a missing item: %v", err)
+	}
+	b, _ := m.GetBucket(ctx, a.Key)
+	if b.States[0].TokensMilli != 5000 || b.States[0].TotalConsumedMilli != 0 {
+		t.Fatalf("first item changed: %+v", b.States[0])
+	}
+	if err := m.WriteBuckets(ctx, []limiter.BucketWrite{adj, adj}); !errors.Is(err, limiter.ErrValidation) {
+		t.Fatalf("two writes to one item: %v", err)
+	}
+	ctxDone, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := m.WriteBuckets(ctxDone, []limiter.BucketWrite{adj}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// BenchmarkAcquire measures Acquire alone, and Acquire + Commit, on the
+// memory store (speculative path: one locked update per bucket).
+func BenchmarkAcquire(b *testing.B) {
+	ctx := context.Background()
+	for _, commit := range []bool{false, true} {
+		b.Run(map[bool]string{false: "acquire", true: "acquire+commit"}[commit], func(b *testing.B) {
+			rl := limiter.New(memorystore.New())
+			if err := rl.SetLimits(ctx, "bench", "gpt-4", []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
+				b.Fatal(err)
+			}
+			c := limiter.Consume{"rps": 1, "tps": 100}
+			b.ReportAllocs()
+			for b.Loop() {
+				l, err := rl.Acquire(ctx, "bench", "gpt-4", c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if commit {
+					if err := l.Commit(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAcquireAllocs guards the memory store's allocation budget: an Acquire
+// with stored limits costs at most 5 allocations.
+func TestAcquireAllocs(t *testing.T) {
+	ctx := context.Background()
+	rl := limiter.New(memorystore.New())
+	if err := rl.SetLimits(ctx, "bench", "gpt-4", []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
+		t.Fatal(err)
+	}
+	c := limiter.Consume{"rps": 1, "tps": 100}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if _, err := rl.Acquire(ctx, "bench", "gpt-4", c); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 5 {
+		t.Fatalf("%.1f allocations per Acquire, want ≤ 5", allocs)
+	}
+}

@@ -1,0 +1,85 @@
+package limiter_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/memorystore"
+)
+
+type nopMetrics struct{}
+
+func (nopMetrics) AcquireDone(context.Context, limiter.AcquireOutcome, time.Duration) {}
+func (nopMetrics) SpeculativeOutcome(limiter.SpeculativeOutcome)                      {}
+func (nopMetrics) StoreCall(context.Context, limiter.StoreOp, time.Duration, error)   {}
+
+// countingMetrics counts the calls of each hook.
+type countingMetrics struct{ acquires, spec, calls atomic.Int64 }
+
+func (m *countingMetrics) AcquireDone(context.Context, limiter.AcquireOutcome, time.Duration) {
+	m.acquires.Add(1)
+}
+func (m *countingMetrics) SpeculativeOutcome(limiter.SpeculativeOutcome) { m.spec.Add(1) }
+func (m *countingMetrics) StoreCall(context.Context, limiter.StoreOp, time.Duration, error) {
+	m.calls.Add(1)
+}
+
+// TestMetricsKeepRepository: with metrics, Repository returns the
+// repository given to New, optional capabilities are still found, and
+// WithMetrics(nil) turns them off again.
+func TestMetricsKeepRepository(t *testing.T) {
+	ctx := context.Background()
+	repo := memorystore.New()
+	m := &countingMetrics{}
+	rl := limiter.New(repo, limiter.WithMetrics(m))
+	if rl.Repository() != limiter.Repository(repo) {
+		t.Fatalf("Repository() = %T, want the memory store", rl.Repository())
+	}
+	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "e"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := rl.AuditEvents(ctx, "e", 0, ""); err != nil || len(ev) != 1 {
+		t.Fatalf("AuditEvents through a metered limiter: %v %v", ev, err)
+	}
+	if _, err := rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2))); err != nil {
+		t.Fatal(err)
+	}
+	if m.acquires.Load() != 1 || m.spec.Load() == 0 || m.calls.Load() == 0 {
+		t.Fatalf("metrics: %d acquires, %d speculative outcomes, %d store calls", m.acquires.Load(), m.spec.Load(), m.calls.Load())
+	}
+	m = &countingMetrics{}
+	rl = limiter.New(repo, limiter.WithMetrics(m), limiter.WithMetrics(nil))
+	if _, err := rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2))); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.acquires.Load() + m.spec.Load() + m.calls.Load(); n != 0 {
+		t.Errorf("WithMetrics(nil) still reports %d events", n)
+	}
+}
+
+// TestObservabilityAllocs: the hooks themselves allocate nothing — an
+// Acquire with a no-op Metrics and a logger above Debug costs what one
+// without them costs.
+func TestObservabilityAllocs(t *testing.T) {
+	ctx := context.Background()
+	c := limiter.Consume{"rps": 1}
+	lim := limiter.WithLimits(limiter.PerSecond("rps", 1_000_000_000))
+	measure := func(opts ...limiter.Option) float64 {
+		rl := limiter.New(memorystore.New(), opts...)
+		return testing.AllocsPerRun(500, func() {
+			if _, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	quiet := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	plain, observed := measure(), measure(limiter.WithMetrics(nopMetrics{}), limiter.WithLogger(quiet))
+	if observed > plain {
+		t.Errorf("%.1f allocations per Acquire with hooks, %.1f without", observed, plain)
+	}
+}

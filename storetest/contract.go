@@ -1,0 +1,494 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// The contract checks call the repository directly, one method at a time,
+// with the inputs the limiter would pass.
+
+var nowMs = Epoch.UnixMilli()
+
+// state is a bucket state of a limit of capacity tokens refilling capacity
+// per minute, holding tokens.
+func state(name string, capacity, tokens int64) limiter.BucketState {
+	return limiter.BucketState{
+		LimitName: name, TokensMilli: tokens * 1000, LastRefillMs: nowMs,
+		CapacityMilli: capacity * 1000, RefillAmountMilli: capacity * 1000, RefillPeriodMs: 60_000,
+	}
+}
+
+// create writes a new bucket item of states at nowMs.
+func create(t *testing.T, repo limiter.Repository, key limiter.BucketKey, states ...limiter.BucketState) {
+	t.Helper()
+	w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: key, NowMs: nowMs, ShardCount: 1, States: states}
+	if err := repo.WriteBuckets(context.Background(), []limiter.BucketWrite{w}); err != nil {
+		t.Fatalf("create %v: %v", key, err)
+	}
+}
+
+// balances returns the item's limits as "name=tk/tc" in order, or
+// "missing".
+func balances(t *testing.T, repo limiter.Repository, key limiter.BucketKey) string {
+	t.Helper()
+	b, err := repo.GetBucket(context.Background(), key)
+	if err != nil {
+		t.Fatalf("GetBucket %v: %v", key, err)
+	}
+	if b == nil {
+		return "missing"
+	}
+	s := ""
+	for i, st := range b.States {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%s=%d/%d", st.LimitName, st.TokensMilli, st.TotalConsumedMilli)
+	}
+	return s
+}
+
+func wantBalances(t *testing.T, repo limiter.Repository, key limiter.BucketKey, want string) {
+	t.Helper()
+	if got := balances(t, repo, key); got != want {
+		t.Fatalf("bucket %s/%s/%d = %q, want %q", key.EntityID, key.Resource, key.Shard, got, want)
+	}
+}
+
+func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+	ctx := context.Background()
+	t.Run("Entities", func(t *testing.T) {
+		repo := newRepo(t)
+		created := Epoch.Truncate(time.Second)
+		p := limiter.Entity{ID: "proj", Name: "Project", Metadata: map[string]string{"tier": "gold"}, CreatedAt: created}
+		c := limiter.Entity{ID: "key", Name: "key", ParentID: "proj", Cascade: true, Metadata: map[string]string{}, CreatedAt: created}
+		for _, e := range []limiter.Entity{p, c} {
+			if err := repo.CreateEntity(ctx, e); err != nil {
+				t.Fatalf("CreateEntity %s: %v", e.ID, err)
+			}
+		}
+		if err := repo.CreateEntity(ctx, p); !errors.Is(err, limiter.ErrEntityExists) {
+			t.Fatalf("CreateEntity of an existing id: %v, want ErrEntityExists", err)
+		}
+		got, err := repo.GetEntity(ctx, "key")
+		if err != nil || got.ID != "key" || got.ParentID != "proj" || !got.Cascade || !got.CreatedAt.Equal(created) {
+			t.Fatalf("GetEntity = %+v, %v", got, err)
+		}
+		if got, _ := repo.GetEntity(ctx, "proj"); got.Name != "Project" || got.Metadata["tier"] != "gold" {
+			t.Fatalf("GetEntity(proj) = %+v", got)
+		}
+		if _, err := repo.GetEntity(ctx, "nobody"); !errors.Is(err, limiter.ErrEntityNotFound) {
+			t.Fatalf("GetEntity of a missing id: %v, want ErrEntityNotFound", err)
+		}
+		kids, err := repo.Children(ctx, "proj")
+		if err != nil || len(kids) != 1 || kids[0].ID != "key" {
+			t.Fatalf("Children = %+v, %v", kids, err)
+		}
+		if kids, err := repo.Children(ctx, "key"); err != nil || len(kids) != 0 {
+			t.Fatalf("Children of a leaf = %+v, %v", kids, err)
+		}
+		// DeleteEntity takes the entity's configs and buckets with it.
+		if err := repo.PutConfig(ctx, limiter.EntityConfig("key", "gpt"), limiter.Config{Limits: []limiter.Limit{cRPM}}); err != nil {
+			t.Fatal(err)
+		}
+		k := limiter.BucketKey{EntityID: "key", Resource: "gpt"}
+		create(t, repo, k, state("rpm", 10, 9))
+		n, err := repo.DeleteEntity(ctx, "key")
+		if err != nil || n < 3 {
+			t.Fatalf("DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
+		}
+		if _, err := repo.GetEntity(ctx, "key"); !errors.Is(err, limiter.ErrEntityNotFound) {
+			t.Fatalf("deleted entity: %v", err)
+		}
+		if _, ok, err := repo.GetConfig(ctx, limiter.EntityConfig("key", "gpt")); ok || err != nil {
+			t.Fatalf("config of a deleted entity: ok=%v err=%v", ok, err)
+		}
+		wantBalances(t, repo, k, "missing")
+		if n, err := repo.DeleteEntity(ctx, "key"); n != 0 || err != nil {
+			t.Fatalf("DeleteEntity of a missing entity = %d, %v", n, err)
+		}
+	})
+
+	t.Run("Configs", func(t *testing.T) {
+		repo := newRepo(t)
+		ek, dk, rk, sk := limiter.EntityConfig("e", "gpt"), limiter.EntityConfig("e", limiter.DefaultResource),
+			limiter.ResourceConfig("gpt"), limiter.SystemConfig()
+		got, err := repo.LoadConfigs(ctx, []limiter.ConfigKey{ek, dk, rk, sk})
+		if err != nil || len(got) != 0 {
+			t.Fatalf("LoadConfigs on an empty repository = %v, %v", got, err)
+		}
+		two := []limiter.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
+		puts := map[limiter.ConfigKey]limiter.Config{
+			ek: {Limits: two},
+			rk: {Limits: []limiter.Limit{cTPM}},
+			sk: {Limits: []limiter.Limit{cRPM}, OnUnavailable: limiter.OnUnavailableAllow},
+		}
+		for k, c := range puts {
+			if err := repo.PutConfig(ctx, k, c); err != nil {
+				t.Fatalf("PutConfig %+v: %v", k, err)
+			}
+		}
+		got, err = repo.LoadConfigs(ctx, []limiter.ConfigKey{ek, dk, rk, sk})
+		if err != nil || len(got) != 3 {
+			t.Fatalf("LoadConfigs = %v, %v; want the 3 stored", got, err)
+		}
+		for k, c := range puts {
+			if !slices.Equal(got[k].Limits, c.Limits) || got[k].OnUnavailable != c.OnUnavailable {
+				t.Fatalf("LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
+			}
+		}
+		if _, ok := got[dk]; ok {
+			t.Fatalf("LoadConfigs returned a config never stored: %+v", got[dk])
+		}
+		c, ok, err := repo.GetConfig(ctx, ek)
+		if err != nil || !ok || !slices.Equal(c.Limits, two) {
+			t.Fatalf("GetConfig = %+v, %v, %v", c, ok, err)
+		}
+		if _, ok, err := repo.GetConfig(ctx, dk); ok || err != nil {
+			t.Fatalf("GetConfig of a missing config: ok=%v err=%v", ok, err)
+		}
+		// Put replaces.
+		if err := repo.PutConfig(ctx, ek, limiter.Config{Limits: []limiter.Limit{cTPM}}); err != nil {
+			t.Fatal(err)
+		}
+		if c, _, _ := repo.GetConfig(ctx, ek); !slices.Equal(c.Limits, []limiter.Limit{cTPM}) {
+			t.Fatalf("after replacing: %+v", c)
+		}
+		for _, k := range []limiter.ConfigKey{ek, rk, sk} {
+			existed, err := repo.DeleteConfig(ctx, k)
+			if err != nil || !existed {
+				t.Fatalf("DeleteConfig %+v = %v, %v", k, existed, err)
+			}
+			if _, ok, _ := repo.GetConfig(ctx, k); ok {
+				t.Fatalf("config %+v still there", k)
+			}
+		}
+		if existed, err := repo.DeleteConfig(ctx, dk); err != nil {
+			t.Fatalf("DeleteConfig of a missing config: %v, %v", existed, err)
+		}
+	})
+
+	t.Run("BucketWrites", func(t *testing.T) {
+		repo := newRepo(t)
+		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		if b, err := repo.GetBucket(ctx, k); b != nil || err != nil {
+			t.Fatalf("GetBucket of a missing item = %+v, %v", b, err)
+		}
+		create(t, repo, k, state("tpm", 1000, 600), state("rpm", 10, 9))
+		b, err := repo.GetBucket(ctx, k)
+		if err != nil || b == nil || b.ShardCount != 1 || b.RefillMs != nowMs || b.TTL != 0 {
+			t.Fatalf("GetBucket = %+v, %v", b, err)
+		}
+		if b.States[0].LimitName != "rpm" || b.States[1].LimitName != "tpm" || b.States[0].LastRefillMs != nowMs || b.States[0].EntityID != "e" {
+			t.Fatalf("states not sorted by name with the item's key and refill time: %+v", b.States)
+		}
+		wantBalances(t, repo, k, "rpm=9000/0 tpm=600000/0")
+		again := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []limiter.BucketState{state("rpm", 10, 10)}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{again}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("create of an existing item: %v, want ErrConditionFailed", err)
+		}
+
+		// Normal: under the refill lock; refill and consume per limit.
+		normal := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs + 1,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 3000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("normal write with a stale refill time: %v, want ErrConditionFailed", err)
+		}
+		normal.ExpectedRefillMs = nowMs
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); err != nil {
+			t.Fatalf("normal write: %v", err)
+		}
+		wantBalances(t, repo, k, "rpm=7000/3000 tpm=600000/0")
+		if b, _ := repo.GetBucket(ctx, k); b.RefillMs != nowMs+6000 {
+			t.Fatalf("refill time %d, want %d", b.RefillMs, nowMs+6000)
+		}
+		// The balance guard: 7000 held, 8000 more than refilled is refused.
+		guard := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 9000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{guard}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("normal write beyond the balance: %v, want ErrConditionFailed", err)
+		}
+		// A limit new to the item starts from Initial.
+		full := state("rpd", 100, 100)
+		addLimit := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
+			Limits: []limiter.LimitWrite{{Name: "rpd", ConsumedMilli: 1000, Initial: &full}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{addLimit}); err != nil {
+			t.Fatalf("normal write adding a limit: %v", err)
+		}
+		wantBalances(t, repo, k, "rpd=99000/1000 rpm=7000/3000 tpm=600000/0")
+
+		// Retry: no refill, guarded by the balance.
+		retry := limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: nowMs + 8000,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 7001}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{retry}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("retry write beyond the balance: %v, want ErrConditionFailed", err)
+		}
+		retry.Limits[0].ConsumedMilli = 7000
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{retry}); err != nil {
+			t.Fatalf("retry write: %v", err)
+		}
+		// Adjust: no condition, balances may go negative; refunds count
+		// negatively in the total.
+		adjust := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: k,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}, {Name: "tpm", ConsumedMilli: -1000}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{adjust}); err != nil {
+			t.Fatalf("adjust write: %v", err)
+		}
+		wantBalances(t, repo, k, "rpd=99000/1000 rpm=-2000/12000 tpm=601000/-1000")
+		if b, _ := repo.GetBucket(ctx, k); b.RefillMs != nowMs+7000 {
+			t.Fatalf("retry or adjust moved the refill time to %d", b.RefillMs)
+		}
+		missing := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}, Limits: adjust.Limits[:1]}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{missing}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("adjust of a missing item: %v, want ErrConditionFailed", err)
+		}
+		if got := balances(t, repo, missing.Key); got != "missing" {
+			t.Fatalf("adjust created an item: %s", got)
+		}
+	})
+
+	t.Run("AtomicWrites", func(t *testing.T) {
+		repo := newRepo(t)
+		a := limiter.BucketKey{EntityID: "child", Resource: "gpt"}
+		p := limiter.BucketKey{EntityID: "parent", Resource: "gpt"}
+		// Items that are not full: a backend may drop full ones.
+		create(t, repo, a, state("rpm", 10, 9))
+		create(t, repo, p, state("rpm", 10, 1))
+		take := func(k limiter.BucketKey, rf int64) limiter.BucketWrite {
+			return limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 1000, ExpectedRefillMs: rf,
+				Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}}}
+		}
+		err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take(a, nowMs), take(p, nowMs)})
+		if !errors.Is(err, limiter.ErrConditionFailed) && !errors.Is(err, limiter.ErrTransactionConflict) {
+			t.Fatalf("two-item write whose second condition fails: %v, want ErrConditionFailed", err)
+		}
+		wantBalances(t, repo, a, "rpm=9000/0")
+		wantBalances(t, repo, p, "rpm=1000/0")
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take(a, nowMs), take(p, nowMs+1)}); err == nil {
+			t.Fatal("two-item write with a stale refill time applied")
+		}
+		wantBalances(t, repo, a, "rpm=9000/0")
+		one := take(p, nowMs)
+		one.Limits[0].ConsumedMilli = 1000
+		two := take(a, nowMs)
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{two, one}); err != nil {
+			t.Fatalf("two-item write: %v", err)
+		}
+		wantBalances(t, repo, a, "rpm=7000/2000")
+		wantBalances(t, repo, p, "rpm=0/1000")
+		metas, buckets, err := repo.LoadBuckets(ctx, []string{"child", "nobody"}, []limiter.BucketKey{a, p, {EntityID: "x", Resource: "gpt"}})
+		if err != nil || len(metas) != 0 || len(buckets) != 2 || buckets[a] == nil || buckets[p].States[0].TokensMilli != 0 {
+			t.Fatalf("LoadBuckets = %v, %v, %v", metas, buckets, err)
+		}
+	})
+
+	t.Run("SyncAndTTL", func(t *testing.T) {
+		repo := newRepo(t)
+		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
+			States: []limiter.BucketState{state("rpm", 10, 4), state("tpm", 1000, 1000)}, TTL: limiter.TTLSet, TTLSeconds: 420,
+			Cascade: true, ParentID: "p"}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := repo.GetBucket(ctx, k)
+		if want := nowMs/1000 + 420; b.TTL != want || !b.Cascade || b.ParentID != "p" {
+			t.Fatalf("created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
+		}
+		if !b.Expired(nowMs+421_000) || b.Expired(nowMs+419_000) {
+			t.Fatal("Expired disagrees with the TTL")
+		}
+		rpm, rpd := state("rpm", 20, 20), state("rpd", 100, 100)
+		sync := limiter.BucketWrite{Kind: limiter.WriteSync, Key: k, NowMs: nowMs + 1000, TTL: limiter.TTLRemove,
+			Limits: []limiter.LimitWrite{{Name: "rpm", Initial: &rpm}, {Name: "rpd", Initial: &rpd}}, Remove: []string{"tpm"}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{sync}); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		b, _ = repo.GetBucket(ctx, k)
+		if b.TTL != 0 || len(b.States) != 2 {
+			t.Fatalf("after sync: ttl %d, states %+v", b.TTL, b.States)
+		}
+		gotRPD, _ := b.State("rpd")
+		gotRPM, _ := b.State("rpm")
+		if gotRPD.TokensMilli != 100_000 || gotRPD.CapacityMilli != 100_000 || gotRPD.TotalConsumedMilli != 0 {
+			t.Fatalf("a limit new to the item must start full: %+v", gotRPD)
+		}
+		if gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 20_000 || gotRPM.RefillAmountMilli != 20_000 {
+			t.Fatalf("sync keeps the balance and sets the parameters: %+v", gotRPM)
+		}
+		sync.Key = limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{sync}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("sync of a missing item: %v, want ErrConditionFailed", err)
+		}
+		if got := balances(t, repo, sync.Key); got != "missing" {
+			t.Fatalf("sync created an item: %s", got)
+		}
+		// A normal write sets the TTL again, and may refresh the entity.
+		normal := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 2000, ExpectedRefillMs: nowMs,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}, TTL: limiter.TTLSet, TTLSeconds: 60,
+			RefreshEntity: true}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); err != nil {
+			t.Fatal(err)
+		}
+		b, _ = repo.GetBucket(ctx, k)
+		if b.TTL != (nowMs+2000)/1000+60 || b.Cascade || b.ParentID != "" {
+			t.Fatalf("after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
+		}
+	})
+
+	t.Run("SpeculativeConsume", func(t *testing.T) {
+		repo := newRepo(t)
+		spec, ok := repo.(limiter.SpeculativeStore)
+		if !ok {
+			t.Skip("not a limiter.SpeculativeStore")
+		}
+		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		res, err := spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1}, nowMs)
+		if err != nil || res.Applied || res.Reason != limiter.RefusedBucketMissing || res.Bucket != nil {
+			t.Fatalf("missing item: %+v, %v", res, err)
+		}
+		create(t, repo, k, state("rpm", 10, 2), state("tpm", 1000, 500))
+		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "tpm": 400}, nowMs)
+		if err != nil || !res.Applied || res.Bucket == nil {
+			t.Fatalf("fitting write: %+v, %v", res, err)
+		}
+		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000 {
+			t.Fatalf("applied write returns the new item: %+v", s)
+		}
+		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "tpm": 101}, nowMs)
+		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitExhausted || res.Bucket == nil {
+			t.Fatalf("short write: %+v, %v", res, err)
+		}
+		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 {
+			t.Fatalf("a refusal returns the item as it was: %+v", s)
+		}
+		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "rpd": 1}, nowMs)
+		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitMissing {
+			t.Fatalf("write naming a limit the item lacks: %+v, %v", res, err)
+		}
+		// Zero and negative amounts never gate; a negative one gives back.
+		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 0, "tpm": -50}, nowMs)
+		if err != nil || !res.Applied {
+			t.Fatalf("non-positive write: %+v, %v", res, err)
+		}
+		wantBalances(t, repo, k, "rpm=1000/1000 tpm=150000/350000")
+		exp := limiter.BucketKey{EntityID: "x", Resource: "gpt"}
+		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: exp, NowMs: nowMs, ShardCount: 1,
+			States: []limiter.BucketState{state("rpm", 10, 10)}, TTL: limiter.TTLSet, TTLSeconds: 10}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+			t.Fatal(err)
+		}
+		res, err = spec.SpeculativeConsume(ctx, exp, limiter.Consume{"rpm": 1}, nowMs+11_000)
+		if err != nil || res.Applied || res.Reason != limiter.RefusedExpired {
+			t.Fatalf("expired item: %+v, %v", res, err)
+		}
+	})
+
+	t.Run("AuditLog", func(t *testing.T) {
+		repo := newRepo(t)
+		log, ok := repo.(limiter.AuditLog)
+		if !ok {
+			t.Skip("not a limiter.AuditLog")
+		}
+		var ids []string
+		for i := range 5 {
+			at := Epoch.Add(time.Duration(i) * time.Second).Truncate(time.Second)
+			id := ulid.MustNew(ulid.Timestamp(at), ulid.DefaultEntropy()).String()
+			ids = append(ids, id)
+			ev := limiter.AuditEvent{EventID: id, Timestamp: at, Action: limiter.AuditLimitsSet, EntityID: "e",
+				Principal: "admin", Resource: "gpt", Details: map[string]any{"n": int64(i)}}
+			if err := log.AppendAudit(ctx, ev, at.Add(time.Hour)); err != nil {
+				t.Fatalf("AppendAudit: %v", err)
+			}
+		}
+		evs, err := log.AuditEvents(ctx, "e", 2, "")
+		if err != nil || len(evs) != 2 || evs[0].EventID != ids[4] || evs[1].EventID != ids[3] {
+			t.Fatalf("AuditEvents newest first = %+v, %v", evs, err)
+		}
+		if evs[0].Principal != "admin" || evs[0].Resource != "gpt" || !evs[0].Timestamp.Equal(Epoch.Add(4*time.Second).Truncate(time.Second)) {
+			t.Fatalf("event as read: %+v", evs[0])
+		}
+		evs, err = log.AuditEvents(ctx, "e", 10, ids[3])
+		if err != nil || len(evs) != 3 || evs[0].EventID != ids[2] {
+			t.Fatalf("AuditEvents after %s = %+v, %v", ids[3], evs, err)
+		}
+		if evs, err := log.AuditEvents(ctx, "other", 10, ""); err != nil || len(evs) != 0 {
+			t.Fatalf("AuditEvents of another entity = %+v, %v", evs, err)
+		}
+	})
+
+	t.Run("ConfigLister", func(t *testing.T) {
+		repo := newRepo(t)
+		l, ok := repo.(limiter.ConfigLister)
+		if !ok {
+			t.Skip("not a limiter.ConfigLister")
+		}
+		for _, k := range []limiter.ConfigKey{
+			limiter.EntityConfig("b", "gpt"), limiter.EntityConfig("a", "gpt"), limiter.EntityConfig("c", "gpt"),
+			limiter.EntityConfig("a", "claude"), limiter.ResourceConfig("gpt"), limiter.ResourceConfig("llama"),
+		} {
+			if err := repo.PutConfig(ctx, k, limiter.Config{Limits: []limiter.Limit{cRPM}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := l.ListResourcesWithDefaults(ctx)
+		if err != nil || !slices.Equal(res, []string{"gpt", "llama"}) {
+			t.Fatalf("ListResourcesWithDefaults = %v, %v", res, err)
+		}
+		res, err = l.ListResourcesWithEntityConfigs(ctx)
+		if err != nil || !slices.Equal(res, []string{"claude", "gpt"}) {
+			t.Fatalf("ListResourcesWithEntityConfigs = %v, %v", res, err)
+		}
+		var all []string
+		cursor := ""
+		for range 10 {
+			ids, next, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, cursor)
+			if err != nil {
+				t.Fatalf("ListEntitiesWithCustomLimits: %v", err)
+			}
+			if len(ids) > 2 {
+				t.Fatalf("page of %d, want at most 2", len(ids))
+			}
+			all = append(all, ids...)
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		slices.Sort(all)
+		if !slices.Equal(all, []string{"a", "b", "c"}) {
+			t.Fatalf("entities with limits for gpt: %v", all)
+		}
+		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, limiter.ErrValidation) {
+			t.Fatalf("a foreign cursor: %v, want a ValidationError", err)
+		}
+	})
+
+	t.Run("Context", func(t *testing.T) {
+		repo := newRepo(t)
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []limiter.BucketState{state("rpm", 10, 10)}}
+		if err := repo.WriteBuckets(done, []limiter.BucketWrite{w}); err == nil {
+			t.Fatal("WriteBuckets with a cancelled context succeeded")
+		}
+		if got := balances(t, repo, k); got != "missing" {
+			t.Fatalf("a cancelled write applied: %s", got)
+		}
+		if _, err := repo.GetEntity(done, "e"); err == nil || errors.Is(err, limiter.ErrEntityNotFound) {
+			t.Fatalf("GetEntity with a cancelled context: %v", err)
+		}
+		if _, err := repo.LoadConfigs(done, []limiter.ConfigKey{limiter.SystemConfig()}); err == nil {
+			t.Fatal("LoadConfigs with a cancelled context succeeded")
+		}
+	})
+}

@@ -1,0 +1,373 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// The behavioural scenarios: the limiter's rules on top of the repository.
+
+var (
+	cRPM = limiter.PerMinute("rpm", 10)
+	cTPM = limiter.PerMinute("tpm", 1000)
+)
+
+var scenarios = []scenario{
+	{"LeaseLifecycle", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		lims := limiter.WithLimits(cRPM, cTPM)
+		lease, err := rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 400}, lims)
+		if err != nil {
+			t.Fatalf("acquire: %v", err)
+		}
+		b.note("after acquire: %s", b.bucket("k1", "gpt"))
+		if err := lease.Adjust(limiter.Consume{"tpm": 250}); err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := b.bucket("k1", "gpt")
+		b.note("after commit: %s", got)
+		if want := "rpm=9000/1000 tpm=350000/650000"; got != want {
+			t.Fatalf("after commit %s, want %s", got, want)
+		}
+		// A refused request writes nothing and says when to retry.
+		_, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
+		b.noteErr("over", err)
+		var rle *limiter.RateLimitExceededError
+		if !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond {
+			t.Fatalf("over: %v (%v), want retry after 9s", err, rle.RetryAfter)
+		}
+		if got := b.bucket("k1", "gpt"); got != "rpm=9000/1000 tpm=350000/650000" {
+			t.Fatalf("refusal wrote: %s", got)
+		}
+		// Refill, then a rollback gives everything back.
+		b.clock.Advance(9001 * time.Millisecond)
+		lease, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
+		b.noteErr("after refill", err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.note("leased: %s consumed=%v", b.bucket("k1", "gpt"), lease.Consumed())
+		if err := lease.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.note("rolled back: %s", b.bucket("k1", "gpt"))
+		b.noteErr("commit after rollback", lease.Commit(ctx))
+		// limiter.Consume within a lease is checked locally; Adjust may go into debt.
+		lease, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1}, lims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.noteErr("lease consume over", lease.Consume(limiter.Consume{"tpm": 5000}))
+		b.noteErr("lease adjust debt", lease.Adjust(limiter.Consume{"tpm": 1500}))
+		b.noteErr("commit debt", lease.Commit(ctx))
+		b.note("debt: %s", b.bucket("k1", "gpt"))
+		avail, err := rl.Available(ctx, "k1", "gpt", lims)
+		b.note("available %v %v", avail, err)
+		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", limiter.Consume{"tpm": 100}, lims)
+		b.note("wait %v %v", wait, err)
+		if avail["tpm"] >= 0 || wait <= 0 {
+			t.Fatalf("debt not visible: available %v, wait %v", avail, wait)
+		}
+	}},
+	{"Do", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		lims := limiter.WithLimits(cTPM)
+		boom := errors.New("llm failed")
+		err := rl.Do(ctx, "k", "gpt", limiter.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error { return boom }, lims)
+		b.noteErr("do error", err)
+		if !errors.Is(err, boom) {
+			t.Fatalf("Do: %v", err)
+		}
+		b.note("after failed do: %s", b.bucket("k", "gpt"))
+		err = rl.Do(ctx, "k", "gpt", limiter.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error {
+			return l.Adjust(limiter.Consume{"tpm": -100})
+		}, lims)
+		b.noteErr("do ok", err)
+		got := b.bucket("k", "gpt")
+		b.note("after do: %s", got)
+		if got != "tpm=800000/200000" {
+			t.Fatalf("after Do: %s", got)
+		}
+	}},
+	{"Cascade", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.SetLimits(ctx, "proj", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range []string{"key", "key2", "key"} {
+			lease, err := rl.Acquire(ctx, id, "gpt", limiter.Consume{"tpm": 400})
+			b.noteErr(fmt.Sprintf("acquire %d %s", i, id), err)
+			if err == nil {
+				b.noteErr("commit", lease.Commit(ctx))
+			}
+			b.note("key=%s key2=%s proj=%s", b.bucket("key", "gpt"), b.bucket("key2", "gpt"), b.bucket("proj", "gpt"))
+		}
+		// The third acquire fits the child (200 left) but not the parent
+		// (200 left of 1000 after 800): refused, and nothing written.
+		if got := b.bucket("proj", "gpt"); got != "tpm=200000/800000" {
+			t.Fatalf("parent %s", got)
+		}
+		if got := b.bucket("key", "gpt"); got != "tpm=200000/400000" {
+			t.Fatalf("child %s", got)
+		}
+		kids, err := rl.Children(ctx, "proj")
+		var ids []string
+		for _, k := range kids {
+			ids = append(ids, k.ID)
+		}
+		slices.Sort(ids)
+		b.note("children %v %v", ids, err)
+	}},
+	{"ConfigHierarchy", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		resolve := func(what string) {
+			l, src, err := rl.ResolveLimits(ctx, "e", "gpt")
+			b.note("%s: %v %s %v", what, l, src, err)
+		}
+		_, err := rl.Acquire(ctx, "e", "gpt", limiter.Consume{"rpm": 1})
+		b.noteErr("no limits", err)
+		if !errors.Is(err, limiter.ErrValidation) {
+			t.Fatalf("no limits: %v", err)
+		}
+		steps := []struct {
+			name string
+			set  func() error
+			want limiter.ConfigSource
+		}{
+			{"system", func() error {
+				return rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 1)}, limiter.OnUnavailableAllow)
+			}, limiter.SourceSystem},
+			{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 2)}) }, limiter.SourceResource},
+			{"entity default", func() error {
+				return rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 3)})
+			}, limiter.SourceEntityDefault},
+			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []limiter.Limit{limiter.PerMinute("rpm", 4)}) }, limiter.SourceEntity},
+		}
+		for _, s := range steps {
+			if err := s.set(); err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			rl.InvalidateConfigCache()
+			_, src, _ := rl.ResolveLimits(ctx, "e", "gpt")
+			if src != s.want {
+				t.Fatalf("%s: source %s, want %s", s.name, src, s.want)
+			}
+			resolve(s.name)
+		}
+		// limiter.Entity limits: capacity 4, the bucket never expires.
+		for i := range 5 {
+			lease, err := rl.Acquire(ctx, "e", "gpt", limiter.Consume{"rpm": 1})
+			b.noteErr(fmt.Sprintf("acquire %d", i), err)
+			if err == nil {
+				lease.Commit(ctx)
+			}
+		}
+		sb, _ := b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "e", Resource: "gpt"})
+		b.note("bucket %s ttl=%v", b.bucket("e", "gpt"), sb.TTL)
+		if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+		resolve("after delete")
+		sb, _ = b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "e", Resource: "gpt"})
+		b.note("reconciled %s ttl>0=%v", b.bucket("e", "gpt"), sb.TTL > 0)
+		sys, ou, err := rl.GetSystemDefaults(ctx)
+		b.note("system %v %s %v", sys, ou, err)
+		res, err := rl.ListResourcesWithDefaults(ctx)
+		b.note("resources %v %v", res, err)
+		ecr, err := rl.ListResourcesWithEntityConfigs(ctx)
+		b.note("entity config resources %v %v", ecr, err)
+		if err := rl.DeleteSystemDefaults(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.DeleteResourceDefaults(ctx, "gpt"); err != nil {
+			t.Fatal(err)
+		}
+		rl.InvalidateConfigCache()
+		resolve("defaults deleted")
+	}},
+	{"EntitiesAndAudit", func(t *testing.T, b *backend) {
+		ctx := limiter.ContextWithPrincipal(context.Background(), "admin-1")
+		rl := b.rl()
+		e, err := rl.CreateEntity(ctx, limiter.Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
+		b.note("create %s %s %v %v", e.ID, e.Name, e.Metadata, err)
+		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "acme"})
+		b.noteErr("create again", err)
+		var exists *limiter.EntityExistsError
+		if !errors.As(err, &exists) {
+			t.Fatalf("second create: %v", err)
+		}
+		_, err = rl.GetEntity(ctx, "nobody")
+		b.noteErr("get missing", err)
+		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "bad id!"})
+		b.noteErr("create invalid", err)
+		_, err = rl.Acquire(ctx, "acme", "gpt", limiter.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
+		b.noteErr("reserved name", err)
+		for _, r := range []string{"a", "b", "c"} {
+			if err := rl.SetLimits(ctx, "acme", r, []limiter.Limit{cRPM}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rl.SetLimits(ctx, "zeta", "a", []limiter.Limit{cRPM}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := rl.Acquire(ctx, "acme", "a", limiter.Consume{"rpm": 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		var pages [][]string
+		cursor := ""
+		for {
+			ids, next, err := rl.ListEntitiesWithCustomLimits(ctx, "a", 1, cursor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ids) > 0 {
+				pages = append(pages, ids)
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		b.note("custom limit pages %v", pages)
+		if err := rl.DeleteEntity(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+		_, err = rl.GetEntity(ctx, "acme")
+		b.noteErr("get deleted", err)
+		b.note("bucket after delete %s", b.bucket("acme", "a"))
+		events, err := rl.AuditEvents(ctx, "acme", 0, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var actions []string
+		for _, ev := range events {
+			actions = append(actions, ev.Action+":"+ev.Resource+":"+ev.Principal+fmt.Sprint(ev.Details["records_deleted"]))
+		}
+		b.note("audit %v", actions)
+		if len(events) != 5 || events[0].Action != limiter.AuditEntityDeleted || events[4].Action != limiter.AuditEntityCreated {
+			t.Fatalf("audit events: %v", actions)
+		}
+		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
+		if err != nil || len(page2) != 2 || page2[0].EventID != events[2].EventID {
+			t.Fatalf("audit page: %v %v", page2, err)
+		}
+		_, err = rl.AuditEvents(ctx, "acme", 2, "not-a-ulid")
+		b.noteErr("bad cursor", err)
+	}},
+	// ConcurrentAdmission: 32 goroutines race for a bucket of 20
+	// with the clock frozen. On one bucket exactly 20 are admitted; with a
+	// cascade the child and parent writes of the speculative path are two
+	// conditional writes, so a race at the boundary may refuse a request that
+	// would have fit (both sides give back), never admit one too many — at
+	// most 20 are admitted and both counters equal what was admitted.
+	{"ConcurrentAdmission", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "c", ParentID: "p", Cascade: true}); err != nil {
+			t.Fatal(err)
+		}
+		lims := limiter.WithLimits(limiter.PerMinute("rpm", 20))
+		race := func(entity string) (admitted, refused int) {
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					lease, err := rl.Acquire(ctx, entity, "gpt", limiter.Consume{"rpm": 1}, lims)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err == nil:
+						admitted++
+						if err := lease.Commit(ctx); err != nil {
+							t.Error(err)
+						}
+					case errors.Is(err, limiter.ErrRateLimited):
+						refused++
+					default:
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+			return admitted, refused
+		}
+		admitted, refused := race("solo")
+		b.note("solo admitted=%d refused=%d bucket=%s", admitted, refused, b.bucket("solo", "gpt"))
+		if admitted != 20 || refused != 12 || b.bucket("solo", "gpt") != "rpm=0/20000" {
+			t.Fatalf("solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
+		}
+		admitted, refused = race("c")
+		want := fmt.Sprintf("rpm=%d/%d", (20-admitted)*1000, admitted*1000)
+		c, p := b.bucket("c", "gpt"), b.bucket("p", "gpt")
+		t.Logf("cascade: admitted %d, refused %d, child %s, parent %s", admitted, refused, c, p)
+		if admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want {
+			t.Fatalf("cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		}
+		b.note("cascade conserved")
+	}},
+	// BucketTTL: a bucket of default (resource) config gets a
+	// TTL of 7× its time to fill; past it the speculative write refuses it and
+	// the read-then-write path refreshes it, keeping its counters.
+	{"BucketTTL", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		rl := b.rl()
+		if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		sb, _ := b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+		ttl := sb.TTL - b.clock.Now().Unix()
+		b.note("ttl in %ds: %s", ttl, b.bucket("k", "gpt"))
+		if ttl != 7*60 {
+			t.Fatalf("ttl in %d s, want 420", ttl)
+		}
+		b.clock.Advance(421 * time.Second)
+		lease, err = rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 2})
+		b.noteErr("after expiry", err)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lease.Commit(ctx)
+		sb, _ = b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+		got := b.bucket("k", "gpt")
+		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.Now().Unix(), got)
+		if got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420 {
+			t.Fatalf("after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
+		}
+	}},
+}

@@ -1,0 +1,203 @@
+// Package storetest is the conformance suite of the backend contract of
+// package limiter, in the manner of testing/slogtest: a backend's own test
+// calls [Run] with a function that returns a fresh repository, and the
+// suite checks the contract directly and runs the limiter's behaviour
+// (leases, cascade, the config hierarchy, entities and audit, TTLs,
+// concurrent admission) on top of it.
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) limiter.Repository {
+//			return mystore.New(...) // empty, one per call
+//		})
+//	}
+//
+// Every scenario checks its own expectations and also records a
+// transcript of what it observed (balances, errors, statuses, config
+// sources, audit actions); the transcript must equal the one the shipped
+// backends produce (testdata/*.golden), so a backend fails as soon as it
+// differs from them in any observed detail.
+//
+// Scenarios run on the read-then-write path and, when the repository
+// implements [limiter.SpeculativeStore], on the speculative path. The
+// suite drives time with [limiter.WithClock]; a repository must not need a
+// clock of its own for anything the contract covers.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+)
+
+//go:embed testdata/*.golden
+var goldens embed.FS
+
+// updateEnv, set to 1, makes Run rewrite the golden transcripts from the
+// backend under test instead of comparing with them (for the maintainers
+// of this package, after an intended change of behaviour).
+const updateEnv = "STORETEST_UPDATE"
+
+// Epoch is the suite clock's start: 2026-01-02T03:04:05.678Z.
+var Epoch = time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
+
+// scenario is one behavioural test.
+type scenario struct {
+	name string
+	run  func(t *testing.T, b *backend)
+}
+
+// Run runs the conformance suite. newRepo returns a new, empty repository
+// each time it is called (one per scenario and path); it may register
+// cleanups with t.
+func Run(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+	t.Helper()
+	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			for _, spec := range []bool{false, true} {
+				path := map[bool]string{false: "slow", true: "speculative"}[spec]
+				t.Run(path, func(t *testing.T) {
+					repo := newRepo(t)
+					if _, ok := repo.(limiter.SpeculativeStore); spec && !ok {
+						t.Skip("the repository is no limiter.SpeculativeStore: the speculative path is the slow one")
+					}
+					b := &backend{repo: repo, clock: &Clock{t: Epoch}, spec: spec, t: t}
+					sc.run(t, b)
+					if !t.Failed() {
+						b.compare(sc.name + "_" + path)
+					}
+				})
+			}
+		})
+	}
+}
+
+// Clock is a settable clock for [limiter.WithClock], safe for concurrent
+// use.
+type Clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+// NewClock returns a clock set to [Epoch].
+func NewClock() *Clock { return &Clock{t: Epoch} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// backend is one repository under test with its clock and transcript.
+type backend struct {
+	repo  limiter.Repository
+	clock *Clock
+	spec  bool
+	log   []string
+	t     *testing.T
+}
+
+// rl returns a limiter on the backend, on the path under test.
+func (b *backend) rl(opts ...limiter.Option) *limiter.RateLimiter {
+	return limiter.New(b.repo, append([]limiter.Option{limiter.WithSpeculativeWrites(b.spec), limiter.WithClock(b.clock.Now)}, opts...)...)
+}
+
+// note records an observation in the transcript.
+func (b *backend) note(format string, args ...any) {
+	b.log = append(b.log, fmt.Sprintf(format, args...))
+}
+
+// noteErr records an error in a backend-neutral form.
+func (b *backend) noteErr(what string, err error) {
+	var rle *limiter.RateLimitExceededError
+	var ve *limiter.ValidationError
+	switch {
+	case err == nil:
+		b.note("%s: ok", what)
+	case errors.As(err, &rle):
+		var parts []string
+		for _, s := range rle.Statuses {
+			parts = append(parts, fmt.Sprintf("%s/%s/%s avail=%d req=%d exc=%v retry=%v",
+				s.EntityID, s.Resource, s.LimitName, s.Available, s.Requested, s.Exceeded, s.RetryAfter))
+		}
+		b.note("%s: rate limited retry=%v [%s]", what, rle.RetryAfter, strings.Join(parts, "; "))
+	case errors.As(err, &ve):
+		b.note("%s: validation %s", what, ve.Error())
+	default:
+		b.note("%s: error %T %v", what, err, err)
+	}
+}
+
+// bucket returns the limits of a shard-0 bucket as "name=tk/tc", or
+// "missing".
+func (b *backend) bucket(entity, resource string) string {
+	b.t.Helper()
+	sb, err := b.repo.GetBucket(context.Background(), limiter.BucketKey{EntityID: entity, Resource: resource})
+	if err != nil {
+		b.t.Fatalf("GetBucket: %v", err)
+	}
+	if sb == nil {
+		return "missing"
+	}
+	var parts []string
+	for _, s := range sb.States {
+		parts = append(parts, fmt.Sprintf("%s=%d/%d", s.LimitName, s.TokensMilli, s.TotalConsumedMilli))
+	}
+	return strings.Join(parts, " ")
+}
+
+// compare checks the transcript against the golden one of name (or
+// rewrites it when STORETEST_UPDATE=1).
+func (b *backend) compare(name string) {
+	t := b.t
+	t.Helper()
+	got := strings.Join(b.log, "\n") + "\n"
+	file := "testdata/" + name + ".golden"
+	if os.Getenv(updateEnv) == "1" {
+		_, src, _, _ := runtime.Caller(0)
+		path := filepath.Join(filepath.Dir(src), file)
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatalf("update golden: %v", err)
+		}
+		return
+	}
+	want, err := goldens.ReadFile(file)
+	if err != nil {
+		t.Fatalf("no golden transcript %s (run with %s=1 to create it): %v", file, updateEnv, err)
+	}
+	if bytes.Equal(want, []byte(got)) {
+		return
+	}
+	wl, gl := strings.Split(string(want), "\n"), strings.Split(got, "\n")
+	for i := range max(len(wl), len(gl)) {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			t.Fatalf("transcript differs from the shipped backends' at observation %d:\n  got:  %s\n  want: %s", i, g, w)
+		}
+	}
+}

@@ -1,0 +1,50 @@
+package limiter
+
+// The hidden write-capacity limit of the DynamoDB backend.
+//
+// DynamoDB serves at most about 1000 write units per second on one
+// partition, so one hot (entity, resource) bucket item cannot take more
+// writes than that. Every bucket item of the DynamoDB backend therefore
+// carries a hidden limit named wcu (capacity 1000 tokens, refilling 1000
+// per second), in the Python library's layout: a speculative write takes
+// one token of it along with the request's amounts. When it is spent and
+// refilling would not bring a token back, the item really takes more than
+// 1000 writes per second, and the limiter doubles the (entity, resource)'s
+// shard count so that its load spreads over more items (see
+// [ShardStore]). The limit is the backend's business: it never appears in
+// a [Bucket]'s States, in statuses, errors, availability or usage
+// snapshots, and other backends have none.
+
+// wcuRefill returns the write that credits base's wcu limit with its refill
+// up to nowMs, as a normal write of the item does for every limit; ok is
+// false when there is nothing to credit (no wcu limit, or nothing refilled).
+func wcuRefill(base *Bucket, nowMs int64) (w LimitWrite, ok bool) {
+	if base == nil || base.wcu == nil {
+		return LimitWrite{}, false
+	}
+	s := base.wcu
+	tk, _ := refillBucket(s.TokensMilli, base.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	if tk <= s.TokensMilli {
+		return LimitWrite{}, false
+	}
+	return LimitWrite{Name: wcuLimitName, RefillMilli: tk - s.TokensMilli}, true
+}
+
+// wcuRefills reports whether b's wcu limit, refilled to nowMs, holds a
+// write token: if so the item is not really above its write ceiling and the
+// read-then-write path (which persists the refill) will do. An item
+// without a wcu limit always refills.
+func wcuRefills(b *Bucket, nowMs int64) bool {
+	if b == nil || b.wcu == nil {
+		return true
+	}
+	s := b.wcu
+	tk, _ := refillBucket(s.TokensMilli, b.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	return tk >= wcuWriteCostMilli
+}
+
+// wcuSpent reports whether b's wcu limit lacks a write token as stored (no
+// refill): a speculative write of the item would be refused for it.
+func wcuSpent(b *Bucket) bool {
+	return b != nil && b.wcu != nil && b.wcu.TokensMilli < wcuWriteCostMilli
+}
