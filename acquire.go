@@ -24,22 +24,35 @@ type entityGroup struct {
 	meta     *Entity // nil when the entity has no META record
 }
 
-// slowAcquire is the read-then-write path (reference §6.4): resolve limits,
-// read META and buckets in one BatchGetItem, refill and consume locally, and
-// write the result under the rf optimistic lock.
-func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
-	childLimits, childSource, err := rl.limitsFor(ctx, entityID, resource, o)
-	if err != nil {
-		return nil, err
+// maxRereads bounds how often the read-then-write path reads again after
+// losing the refill lock while it was changing a limit's parameters.
+const maxRereads = 3
+
+// errReread asks slowAcquire to read the buckets again.
+var errReread = errors.New("limiter: bucket changed during a limit change")
+
+// slowAcquire is the read-then-write path: read the entity records and the
+// buckets in one round trip, refill and consume locally (applying any limit
+// change), and write the result under the refill-timestamp lock.
+func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		lease, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		if !errors.Is(err, errReread) {
+			return lease, err
+		}
+		if attempt+1 >= maxRereads {
+			return nil, fmt.Errorf("acquire %s/%s: %w", entityID, resource, err)
+		}
 	}
-	if len(childLimits) == 0 {
-		return &Lease{rl: rl}, nil // an empty override checks nothing
-	}
+}
+
+// slowAttempt is one read and write of slowAcquire.
+func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	groups, err := rl.readGroups(ctx, entityID, resource)
 	if err != nil {
 		return nil, err
 	}
-	groups[0].limits, groups[0].source = childLimits, childSource
+	groups[0].limits, groups[0].source = child.limits, child.source
 	if len(groups) > 1 {
 		parent := &groups[1]
 		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
@@ -67,20 +80,24 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 }
 
 // consumeGroup refills and consumes locally, for every limit of g, the
-// amount of consume (only positive amounts gate admission, fix B9; zero
-// refills, negative gives back). Limits missing from g's bucket start full.
+// amount of consume (only positive amounts gate admission; zero refills).
+// Limits missing from g's bucket start full; a limit stored with other
+// parameters takes the resolved ones first (applyLimit).
 func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (entries []*leaseEntry, statuses []LimitStatus, exceeded bool) {
 	for _, l := range g.limits {
 		s, found := g.bucket.State(l.Name)
 		if !found {
 			s = bucketStateFromLimit(g.entityID, resource, l, now)
 		}
+		stored := s // the deltas of the write are relative to it
+		s, changed := applyLimit(s, l, now)
 		e := &leaseEntry{
 			key:                 BucketKey{EntityID: g.entityID, Resource: resource},
 			limit:               l,
-			originalTokensMilli: s.TokensMilli,
-			originalRfMs:        s.LastRefillMs,
+			originalTokensMilli: stored.TokensMilli,
+			originalRfMs:        stored.LastRefillMs,
 			missingLimit:        !found && g.bucket != nil,
+			paramsChanged:       changed,
 		}
 		amount := consume[l.Name]
 		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
@@ -118,7 +135,7 @@ func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, last
 func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
 	cache := rl.ents
 	info, _ := cache.get(entityID)
-	guess := info.cascadeParent()
+	guess := info.cascadeParent(entityID)
 
 	ids := []string{entityID}
 	keys := []BucketKey{{EntityID: entityID, Resource: resource}}
@@ -135,7 +152,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	if m, ok := metas[entityID]; ok {
 		child.meta = &m
 		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
-		if m.Cascade {
+		if m.Cascade && m.ParentID != entityID {
 			parentID = m.ParentID
 		}
 	} else {
@@ -197,6 +214,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		return nil // an empty limit list checks and writes nothing
 	}
 	now := rl.nowMs()
+	changed := false // a limit's parameters change with this write
 	writes := make([]BucketWrite, 0, len(groups))
 	for _, g := range groups {
 		entries := lease.entriesOf(BucketKey{EntityID: g.entityID, Resource: lease.entries[0].key.Resource})
@@ -225,6 +243,11 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 				} else {
 					lw.RefillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.ConsumedMilli
 				}
+				if e.paramsChanged {
+					p := e.state
+					lw.Params = &p
+					changed = true
+				}
 				w.Limits = append(w.Limits, lw)
 			}
 			w.base = g.bucket // the DynamoDB backend refills its wcu limit from it
@@ -233,6 +256,11 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	}
 	err := rl.writeWithConflictRetry(ctx, writes)
 	if errors.Is(err, ErrConditionFailed) {
+		if changed {
+			// The retry path consumes without refilling and would not
+			// apply the new parameters: read again instead.
+			return errReread
+		}
 		err = rl.retryInitial(ctx, lease, groups)
 	}
 	if err != nil {
@@ -312,30 +340,3 @@ func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
 	return out
 }
 
-// addMilli returns counter + tokens×1000, saturating instead of wrapping.
-func addMilli(counter, tokens int64) int64 {
-	d := satMul(tokens, 1000)
-	s := counter + d
-	if (d > 0 && s < counter) || (d < 0 && s > counter) {
-		if d > 0 {
-			return 1<<63 - 1
-		}
-		return -1 << 63
-	}
-	return s
-}
-
-// satMul returns a×b saturated to the int64 range.
-func satMul(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	p := a * b
-	if p/b != a || (a == -1 && b == -1<<63) || (b == -1 && a == -1<<63) {
-		if (a < 0) != (b < 0) {
-			return -1 << 63
-		}
-		return 1<<63 - 1
-	}
-	return p
-}

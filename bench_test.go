@@ -13,7 +13,7 @@ func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
 	c := Consume{"rpm": 1, "tpm": 500}
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSpeculativeUpdate("zae-limiter", "ns000000001", key, c, 1_700_000_000_000)
+		buildSpeculativeUpdate("zae-limiter", "ns000000001", SpeculativeRequest{Key: key, Consume: c, NowMs: 1_700_000_000_000})
 	}
 }
 

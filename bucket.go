@@ -150,6 +150,40 @@ func forceConsume(s BucketState, amount, nowMs int64) (newTokensMilli, newLastRe
 	return cur.subSat(int128Milli(amount)).int64Sat(), last
 }
 
+// sameParams reports whether s is stored with l's capacity, refill amount
+// and refill period.
+func sameParams(s BucketState, l Limit) bool {
+	return s.CapacityMilli == satMul(l.Capacity, 1000) && s.RefillAmountMilli == satMul(l.RefillAmount, 1000) &&
+		s.RefillPeriodMs == l.RefillPeriod.Milliseconds()
+}
+
+// applyLimit returns s as limit l governs it from nowMs on. When s is
+// stored with l's parameters it is returned unchanged. Otherwise the limit
+// changed: s is first refilled to nowMs under its stored parameters (the
+// tokens earned before the change are kept), then takes l's parameters, and
+// a balance above l's capacity is cut down to it. A raised limit thus keeps
+// the balance and refills at the new rate; a lowered one holds at most the
+// new capacity at once. changed reports whether the parameters differed.
+func applyLimit(s BucketState, l Limit, nowMs int64) (out BucketState, changed bool) {
+	if sameParams(s, l) {
+		return s, false
+	}
+	s.TokensMilli, s.LastRefillMs = refillBucket(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = satMul(l.Capacity, 1000), satMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
+	s.TokensMilli = min(s.TokensMilli, s.CapacityMilli)
+	return s, true
+}
+
+// refund returns a balance of tokensMilli after giving back refundMilli (≥
+// 0), never above capacityMilli (a balance already above it is left as it
+// is): a refund cannot create tokens the bucket could not hold.
+func refund(tokensMilli, refundMilli, capacityMilli int64) int64 {
+	if tokensMilli >= capacityMilli {
+		return tokensMilli
+	}
+	return min(addInt64Sat(tokensMilli, refundMilli), capacityMilli)
+}
+
 // calculateAvailable returns the whole tokens of s refilled to nowMs
 // (floored; negative when the bucket is in debt). It is the original's
 // calculate_available (reference §3.4).
@@ -300,6 +334,44 @@ func addInt64Sat(a, b int64) int64 {
 		return math.MaxInt64
 	}
 	return s
+}
+
+// addMilli returns counter + tokens×1000, saturating instead of wrapping.
+func addMilli(counter, tokens int64) int64 {
+	d := satMul(tokens, 1000)
+	s := counter + d
+	if (d > 0 && s < counter) || (d < 0 && s > counter) {
+		if d > 0 {
+			return 1<<63 - 1
+		}
+		return -1 << 63
+	}
+	return s
+}
+
+// satMul returns a×b saturated to the int64 range.
+func satMul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	p := a * b
+	if p/b != a || (a == -1 && b == -1<<63) || (b == -1 && a == -1<<63) {
+		if (a < 0) != (b < 0) {
+			return -1 << 63
+		}
+		return 1<<63 - 1
+	}
+	return p
+}
+
+// floorDiv returns a/b rounded toward negative infinity (Python's //).
+// b must not be zero.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
 }
 
 // int128 is a signed 128-bit integer in two's complement: hi holds the upper

@@ -85,6 +85,9 @@ func sourceOf(keys []ConfigKey, i int) ConfigSource {
 // nil when no level has any. The system level's on_unavailable is returned
 // too. Cached slots cost nothing; all missing slots are fetched in one load.
 func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, OnUnavailable, error) {
+	if limits, source, ou, ok := c.resolveCached(entityID, resource); ok {
+		return limits, source, ou, nil
+	}
 	keys := resolutionKeys(entityID, resource)
 	values, err := c.get(ctx, keys)
 	if err != nil {
@@ -97,6 +100,41 @@ func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([
 		}
 	}
 	return nil, "", ou, nil
+}
+
+// resolveCached is resolve when every slot it needs is cached and fresh:
+// no allocation, one lock. ok is false when a load is needed.
+func (c *configCache) resolveCached(entityID, resource string) ([]Limit, ConfigSource, OnUnavailable, bool) {
+	if c.ttl <= 0 {
+		return nil, "", "", false
+	}
+	var keys [4]ConfigKey
+	n := 0
+	keys[n], n = EntityConfig(entityID, resource), n+1
+	if resource != DefaultResource {
+		keys[n], n = EntityConfig(entityID, DefaultResource), n+1
+	}
+	keys[n], keys[n+1], n = ResourceConfig(resource), SystemConfig(), n+2
+	now := c.now()
+	var values [4]Config
+	c.mu.Lock()
+	for i, k := range keys[:n] {
+		e, ok := c.entries[k]
+		if !ok || now.After(e.expiresAt) {
+			c.mu.Unlock()
+			return nil, "", "", false
+		}
+		values[i] = e.value
+	}
+	c.mu.Unlock()
+	c.hits.Add(int64(n))
+	ou := values[n-1].OnUnavailable
+	for i, v := range values[:n] {
+		if len(v.Limits) > 0 {
+			return v.Limits, sourceOf(keys[:n], i), ou, true
+		}
+	}
+	return nil, "", ou, true
 }
 
 // system returns the system slot.

@@ -15,9 +15,11 @@ type entityInfo struct {
 	shards   map[string]int // resource → shard count (absent means 1)
 }
 
-// cascadeParent returns the parent to cascade to, or "".
-func (e entityInfo) cascadeParent() string {
-	if e.cascade {
+// cascadeParent returns the parent entity id cascades to, or "". An entity
+// recorded as its own parent (which another client may have written)
+// cascades to nobody: it is charged once.
+func (e entityInfo) cascadeParent(id string) string {
+	if e.cascade && e.parentID != id {
 		return e.parentID
 	}
 	return ""

@@ -2,63 +2,67 @@ package limiter
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"sync"
 )
 
 // Group commit: one write for many requests on one hot bucket item.
 //
-// A speculative acquire costs one conditional UpdateItem, and a commit or
+// A speculative acquire costs one conditional write, and a commit or
 // rollback one unconditional one. When many goroutines of one process work
-// on the same bucket item, those writes queue up behind each other in
-// DynamoDB anyway (one item, one partition, serialised conditional writes).
+// on the same bucket item, those writes queue up behind each other in the
+// store anyway (one item, one partition, serialised conditional writes).
 // Group commit, the technique of database logs and of gubernator's request
 // batching, sends them as one write instead:
 //
 //   - The first request for an item with no write in flight goes out alone,
-//     at once, on the caller's context: exactly today's call. Sequential use
-//     therefore makes exactly the calls it made before.
+//     at once: exactly the call made without group commit. Sequential use
+//     therefore makes exactly the calls it makes without it.
 //   - Requests for the item that arrive while a write is in flight queue.
-//     When the write returns, the queued requests go out as ONE write
-//     carrying their sum: a [SpeculativeStore.SpeculativeConsume] of the summed
-//     consumption and the summed adjustments when the batch holds an
-//     acquire, else one [WriteAdjust] of the summed deltas. One of the
-//     waiting callers issues it (no goroutine is started); the others wait.
-//   - A combined speculative write takes one wcu token for the whole batch:
-//     it is one write.
+//     When the write returns, the queued requests go out together: the
+//     acquires as ONE [SpeculativeStore.SpeculativeConsume] of their summed
+//     consumption, then the adjustments (commits, rollbacks, give-backs) as
+//     ONE [WriteAdjust] of their summed deltas. A goroutine of the limiter
+//     writes them; the callers wait.
+//   - A combined speculative write takes one write-capacity token of the
+//     DynamoDB backend for the whole batch: it is one write.
 //
 // # Why it never over-admits
 //
 // The combined write is conditioned, per limit, on the stored balance
-// covering the batch's net sum (tk ≥ Σ consumed − Σ given back), in one
-// atomic step, and it takes exactly that sum: the bucket moves as it would
-// under the members' writes applied back to back (refunds first), so every
-// token admitted was in the bucket and total consumed (tc) grows by exactly
-// the members' amounts. The contention test (stress_test.go) runs with group
-// commit on.
+// covering the batch's sum, in one atomic step, and it takes exactly that
+// sum: the bucket moves as it would under the members' writes applied back
+// to back, so every token admitted was in the bucket and total consumed
+// (tc) grows by exactly the members' amounts. The adjustments are written
+// after it and unconditionally, so an adjustment never makes the acquires'
+// conditional write fail. The contention test (stress_test.go) runs with
+// group commit on.
 //
 // # Why it never refuses a request that fits alone
 //
 // When the combined write is refused, nothing was written, and the refusal
-// carries the item as it was (ALL_OLD). The batch's adjustments are then
-// written on their own (one WriteAdjust), and each acquire is decided on its
-// own against that item (with the adjustments applied to it): one that
-// would not fit alone is refused exactly as a solo write on that item would
-// have been (the same [SpeculativeResult], hence the same
-// *[RateLimitExceededError], statuses and Retry-After, or the same
-// fallback); one that would fit alone retries with its own solo write. A
-// batch of one acquire and no adjustment gets the store's own result.
+// carries the item as it was. Each acquire is then decided on its own
+// against that item: one that would not fit alone is refused exactly as a
+// solo write on that item would have been (the same [SpeculativeResult],
+// hence the same *[RateLimitExceededError], statuses and Retry-After, or the
+// same fallback); the ones that fit go out again together, and after a few
+// rounds the undecided ones retry with solo writes. A batch of one acquire
+// gets the store's own result.
 //
-// # Cancellation
+// # Cancellation and deadlines
 //
-// The shared write runs on a context detached from the issuing caller's
-// cancellation, with a timeout (refundTimeout), so one member cannot cancel
-// the others' write. A caller whose context ends while its request is
-// queued returns ctx.Err() and its request is dropped (nothing applied). An
-// acquire whose context ends while its request is in flight returns
-// ctx.Err() at once; if the write then applies, its part is given back by
-// an adjustment queued for the item (never lost, never counted twice). An
-// adjustment in flight is always waited for, so that Commit and Rollback
-// report exactly what was written.
+// The shared write runs in a goroutine of the limiter on a context detached
+// from every caller's cancellation, with a timeout (refundTimeout), so one
+// member cannot cancel the others' write, and no caller waits past its own
+// context: a caller whose context ends while its request is queued returns
+// ctx.Err() and its request is dropped (nothing applied); an acquire whose
+// context ends while its request is in flight returns ctx.Err() at once,
+// and if the write then applies, its part is given back by an adjustment
+// queued for the item (never lost, never counted twice). An adjustment in
+// flight is always waited for, so that Commit and Rollback report exactly
+// what was written.
 //
 // Group commit is per [RateLimiter]: limiters in one process do not batch
 // with each other, and processes never do.
@@ -68,7 +72,7 @@ type gcKind int
 
 const (
 	gcConsume gcKind = iota // a speculative consume (an acquire)
-	gcAdjust                // an unconditional adjustment (commit, rollback, compensation)
+	gcAdjust                // an unconditional adjustment (commit, rollback, give-back)
 )
 
 // gcState is where a queued request is; guarded by groupCommit.mu.
@@ -77,29 +81,28 @@ type gcState int
 const (
 	gcQueued   gcState = iota // waiting for the next batch
 	gcInFlight                // part of a batch being written
-	gcLead                    // chosen to issue its batch's write
 	gcDone                    // result set
 	gcSolo                    // combined write refused; retry alone
 )
 
 // gcOp is one request in a group-commit queue.
 type gcOp struct {
-	kind  gcKind
-	key   BucketKey
-	delta Consume // consumed (gcConsume) or adjustment delta (gcAdjust), tokens
-	nowMs int64
+	kind   gcKind
+	key    BucketKey
+	delta  Consume // consumed (gcConsume) or adjustment delta (gcAdjust), tokens
+	limits []Limit // gcConsume: the limits the write is conditioned on
+	caps   map[string]int64
+	nowMs  int64
 
-	wake chan struct{} // nil for an abandoned acquire's give-back (nobody waits)
+	wake chan struct{} // nil for a give-back nobody waits for
 
 	// Guarded by groupCommit.mu.
 	state     gcState
-	abandoned bool    // the caller's context ended while in flight
-	batch     []*gcOp // gcLead: the batch to write
+	abandoned bool // an acquire whose caller's context ended while in flight
 
 	// Set by the batch's writer before wake is signalled.
-	res  SpeculativeResult
-	err  error
-	solo bool // the combined write was refused and this acquire fits alone
+	res SpeculativeResult
+	err error
 }
 
 // gcSlot is the queue of one bucket item.
@@ -111,58 +114,75 @@ type gcSlot struct {
 // groupCommit batches the writes of one RateLimiter per bucket item.
 type groupCommit struct {
 	store *storeOps
+	bg    *background
 
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
 	slots map[BucketKey]*gcSlot
 }
 
-func newGroupCommit(store *storeOps) *groupCommit {
-	g := &groupCommit{store: store, slots: make(map[BucketKey]*gcSlot)}
+func newGroupCommit(store *storeOps, bg *background) *groupCommit {
+	g := &groupCommit{store: store, bg: bg, slots: make(map[BucketKey]*gcSlot)}
 	g.pool.New = func() any { return new(gcSlot) }
 	return g
 }
 
 // consume is [SpeculativeStore.SpeculativeConsume] through the batcher.
-func (g *groupCommit) consume(ctx context.Context, key BucketKey, c Consume, nowMs int64) (SpeculativeResult, error) {
-	return g.submit(ctx, gcConsume, key, c, nowMs)
+func (g *groupCommit) consume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+	return g.submit(ctx, gcOp{kind: gcConsume, key: req.Key, delta: req.Consume, limits: req.Limits, nowMs: req.NowMs})
 }
 
 // adjust writes w (a single-item WriteAdjust) through the batcher. Deltas
 // that are not whole tokens bypass it.
 func (g *groupCommit) adjust(ctx context.Context, w BucketWrite) error {
-	delta := make(Consume, len(w.Limits))
+	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs}
 	for _, lw := range w.Limits {
-		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 {
-			return g.store.writeBuckets(ctx, []BucketWrite{w})
+		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 || lw.Params != nil {
+			_, err := detached(g.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
+				return struct{}{}, g.store.writeBuckets(ctx, []BucketWrite{w})
+			}, nil)
+			return err
 		}
-		delta[lw.Name] += lw.ConsumedMilli / 1000
+		op.delta[lw.Name] += lw.ConsumedMilli / 1000
+		if lw.CapacityMilli != 0 {
+			if op.caps == nil {
+				op.caps = make(map[string]int64, len(w.Limits))
+			}
+			op.caps[lw.Name] = lw.CapacityMilli
+		}
 	}
-	_, err := g.submit(ctx, gcAdjust, w.Key, delta, w.NowMs)
+	_, err := g.submit(ctx, op)
 	return err
 }
 
 // submit runs one request: alone and at once when no write for its item is
-// in flight (no allocation but the store's: the uncontended path costs
-// what it costs without group commit), else queued into the next batch.
-// When the caller's context ends before the result is known it returns
-// ctx.Err() (see the cancellation rules above).
-func (g *groupCommit) submit(ctx context.Context, kind gcKind, key BucketKey, delta Consume, nowMs int64) (SpeculativeResult, error) {
+// in flight (no allocation but the store's when the caller's context can
+// never end: the uncontended path costs what it costs without group
+// commit), else queued into the next batch. When the caller's context ends
+// before the result is known it returns ctx.Err() (see the cancellation
+// rules above).
+func (g *groupCommit) submit(ctx context.Context, req gcOp) (SpeculativeResult, error) {
 	g.mu.Lock()
-	s := g.slots[key]
+	s := g.slots[req.key]
 	if s == nil {
 		s = g.pool.Get().(*gcSlot)
-		g.slots[key] = s
+		g.slots[req.key] = s
 	}
 	if !s.busy {
 		s.busy = true
 		g.mu.Unlock()
-		op := gcOp{kind: kind, key: key, delta: delta, nowMs: nowMs}
-		g.runSolo(ctx, &op)
-		g.handOff(ctx, key, s)
-		return op.res, op.err
+		if ctx.Done() == nil || req.kind == gcAdjust {
+			// The caller waits for the write anyway: write it inline (an
+			// adjustment's context is detached from its request's).
+			return g.inline(s, &req, ctx)
+		}
+		op := new(gcOp)
+		*op = req
+		return g.solo(ctx, s, op)
 	}
-	op := &gcOp{kind: kind, key: key, delta: delta, nowMs: nowMs, wake: make(chan struct{}, 1)}
+	op := new(gcOp)
+	*op = req
+	op.wake = make(chan struct{}, 1)
 	s.queue = append(s.queue, op)
 	g.mu.Unlock()
 
@@ -174,47 +194,144 @@ func (g *groupCommit) submit(ctx context.Context, kind gcKind, key BucketKey, de
 		case op.state == gcQueued:
 			s.queue = removeOp(s.queue, op)
 			g.mu.Unlock()
-			return SpeculativeResult{Key: key}, ctx.Err()
+			return SpeculativeResult{Key: op.key}, ctx.Err()
 		case op.state == gcInFlight && op.kind == gcConsume:
 			op.abandoned = true
 			g.mu.Unlock()
-			return SpeculativeResult{Key: key}, ctx.Err()
+			return SpeculativeResult{Key: op.key}, ctx.Err()
 		}
-		// Leading a batch, done, or an adjustment in flight: wait.
+		// Done, or an adjustment in flight: wait (at most refundTimeout).
 		g.mu.Unlock()
 		<-op.wake
 	}
 	g.mu.Lock()
-	state, batch := op.state, op.batch
+	state := op.state
 	g.mu.Unlock()
-	switch state {
-	case gcLead:
-		g.runBatch(ctx, key, batch)
-		g.handOff(ctx, key, s)
-		if op.solo {
-			g.runSolo(ctx, op)
-		}
-	case gcSolo:
-		g.runSolo(ctx, op)
+	if state == gcSolo {
+		return g.alone(ctx, op)
 	}
 	return op.res, op.err
 }
 
-// runSolo writes op alone, on ctx: the call the limiter makes without group
-// commit.
-func (g *groupCommit) runSolo(ctx context.Context, op *gcOp) {
-	if op.kind == gcConsume {
-		op.res, op.err = g.store.speculativeConsume(ctx, op.key, op.delta, op.nowMs)
-		return
-	}
-	op.err = g.store.writeBuckets(ctx, []BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta)})
+// inline writes op, the only request for its item, on the caller's
+// goroutine, then hands the item over to the requests queued meanwhile.
+// Nothing retains op: it stays on the caller's stack.
+func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (SpeculativeResult, error) {
+	g.write(ctx, op)
+	g.handOff(op.key, s, false)
+	return op.res, op.err
 }
 
-// handOff is called by the goroutine whose write for key just returned: it
-// hands the queued requests, as one batch, to one of their callers, or
-// marks the item idle when nothing is queued. A batch in which nobody waits
-// (only give-backs of abandoned acquires) is written by the caller itself.
-func (g *groupCommit) handOff(ctx context.Context, key BucketKey, s *gcSlot) {
+// solo writes op, the only request for its item, in a goroutine of the
+// limiter, then hands the item over to the requests queued meanwhile; the
+// caller returns when its context ends, and an acquire that then applies
+// is given back.
+func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (SpeculativeResult, error) {
+	if err := ctx.Err(); err != nil {
+		g.handOff(op.key, s, false)
+		return SpeculativeResult{Key: op.key}, err
+	}
+	done := make(chan struct{})
+	g.bg.Go(func() {
+		wctx, cancel := detachedContext(ctx)
+		g.write(wctx, op)
+		cancel()
+		g.mu.Lock()
+		if op.abandoned {
+			g.giveBackLocked(s, op)
+		} else {
+			close(done)
+		}
+		g.mu.Unlock()
+		g.handOff(op.key, s, true)
+	})
+	select {
+	case <-done:
+		return op.res, op.err
+	case <-ctx.Done():
+		g.mu.Lock()
+		select {
+		case <-done:
+			g.mu.Unlock()
+			return op.res, op.err
+		default:
+		}
+		if op.kind == gcConsume {
+			op.abandoned = true
+			g.mu.Unlock()
+			return SpeculativeResult{Key: op.key}, ctx.Err()
+		}
+		g.mu.Unlock()
+		<-done // an adjustment: wait (at most refundTimeout)
+		return op.res, op.err
+	}
+}
+
+// alone writes an acquire that the combined write could not decide with a
+// solo write of its own, outside the queue.
+func (g *groupCommit) alone(ctx context.Context, op *gcOp) (SpeculativeResult, error) {
+	req := SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs}
+	return detached(g.bg, ctx, false, func(ctx context.Context) (SpeculativeResult, error) {
+		return g.store.speculativeConsume(ctx, req)
+	}, func(res SpeculativeResult, err error) {
+		if err == nil && res.Applied {
+			g.bg.Go(func() { g.giveBack(op) })
+		}
+	})
+}
+
+// write makes op's own store call.
+func (g *groupCommit) write(ctx context.Context, op *gcOp) {
+	if op.kind == gcConsume {
+		op.res, op.err = g.store.speculativeConsume(ctx, SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs})
+		return
+	}
+	op.err = g.store.writeBuckets(ctx, []BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps)})
+}
+
+// giveBackLocked queues the give-back of op, an acquire whose caller went
+// away, when its write applied. The item's slot must be busy (its write
+// just ended); g.mu must be held.
+func (g *groupCommit) giveBackLocked(s *gcSlot, op *gcOp) {
+	if op.kind != gcConsume || op.err != nil || !op.res.Applied {
+		return
+	}
+	s.queue = append(s.queue, giveBackOp(op))
+}
+
+// giveBack submits the give-back of op, an applied acquire whose caller
+// went away, and waits for it. It runs in a goroutine of the limiter.
+func (g *groupCommit) giveBack(op *gcOp) {
+	g.submit(context.Background(), *giveBackOp(op))
+}
+
+// giveBackOp is the adjustment that returns what op, an applied acquire,
+// took.
+func giveBackOp(op *gcOp) *gcOp {
+	give := make(Consume, len(op.delta))
+	for name, v := range op.delta {
+		give[name] = -v
+	}
+	return &gcOp{kind: gcAdjust, key: op.key, delta: give, caps: capacities(op.limits), nowMs: op.nowMs}
+}
+
+// capacities returns the capacity of each limit, in millitokens.
+func capacities(limits []Limit) map[string]int64 {
+	if len(limits) == 0 {
+		return nil
+	}
+	caps := make(map[string]int64, len(limits))
+	for _, l := range limits {
+		caps[l.Name] = satMul(l.Capacity, 1000)
+	}
+	return caps
+}
+
+// handOff is called when the write in flight for key ended: it writes the
+// requests queued meanwhile, batch after batch, or marks the item idle.
+// inBackground says whether the caller is a goroutine of the limiter; a
+// caller's own goroutine starts one instead of writing others' batches.
+func (g *groupCommit) handOff(key BucketKey, s *gcSlot, inBackground bool) {
 	for {
 		g.mu.Lock()
 		if len(s.queue) == 0 {
@@ -224,32 +341,36 @@ func (g *groupCommit) handOff(ctx context.Context, key BucketKey, s *gcSlot) {
 			g.mu.Unlock()
 			return
 		}
-		batch, rest := takeBatch(s.queue)
-		s.queue = rest
-		var leader *gcOp
-		for _, op := range batch {
-			op.state = gcInFlight
-			if leader == nil && op.wake != nil {
-				leader = op
-			}
-		}
-		if leader != nil {
-			leader.state, leader.batch = gcLead, batch
+		if !inBackground {
 			g.mu.Unlock()
-			leader.wake <- struct{}{}
+			g.bg.Go(func() { g.handOff(key, s, true) })
 			return
 		}
+		batch, rest := takeBatch(s.queue)
+		s.queue = rest
+		for _, op := range batch {
+			op.state = gcInFlight
+		}
 		g.mu.Unlock()
-		g.runBatch(ctx, key, batch)
+		g.runBatch(s, key, batch)
 	}
 }
 
 // takeBatch splits queue into the next batch and the rest: requests are
 // taken in order while no limit's running sum would leave ±maxAmount (so
-// that sums never saturate). The first request is always taken.
+// that sums never saturate) and every acquire has the first acquire's
+// limits. The first request is always taken.
 func takeBatch(queue []*gcOp) (batch, rest []*gcOp) {
 	sum := Consume{}
+	var limits []Limit
+	seenConsume := false
 	for i, op := range queue {
+		if op.kind == gcConsume {
+			if seenConsume && !slices.Equal(op.limits, limits) {
+				return queue[:i:i], append([]*gcOp(nil), queue[i:]...)
+			}
+			seenConsume, limits = true, op.limits
+		}
 		for name, v := range op.delta {
 			if t := sum[name] + v; i > 0 && (t > maxAmount || t < -maxAmount) {
 				return queue[:i:i], append([]*gcOp(nil), queue[i:]...)
@@ -275,90 +396,85 @@ func removeOp(queue []*gcOp, op *gcOp) []*gcOp {
 // the acquires still undecided then retry alone.
 const gcMaxRounds = 4
 
-// runBatch writes batch (requests for key) as one write and delivers every
-// member's result. It runs on a context detached from ctx's cancellation.
-//
-// When the combined write is refused, the acquires are decided in queue
-// order against the item the store returned (with the batch's adjustments
-// applied): the ones that would not fit alone are refused as a solo write
-// on that item would be; the longest run of the others whose sum fits goes
-// out as the next combined write (with the adjustments), and what is left
-// is decided on the item that write returns (ALL_NEW). Every decision is
-// thus made on a state the store reported, as a solo write at that point
-// would be. After gcMaxRounds writes the undecided acquires retry alone.
-func (g *groupCommit) runBatch(ctx context.Context, key BucketKey, batch []*gcOp) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+// runBatch writes batch (requests for key) and delivers every member's
+// result: the acquires first, then the adjustments. It runs in a goroutine
+// of the limiter, on a context detached from every caller's.
+func (g *groupCommit) runBatch(s *gcSlot, key BucketKey, batch []*gcOp) {
+	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
 	defer cancel()
-	defer g.deliver(key, batch)
+	defer g.deliver(s, batch)
 
 	var pending, adjusts []*gcOp
-	adjustSum := Consume{}
 	var nowMs int64
 	for _, op := range batch {
 		if op.kind == gcConsume {
 			pending = append(pending, op)
 		} else {
 			adjusts = append(adjusts, op)
-			addConsume(adjustSum, op.delta)
 		}
 		nowMs = max(nowMs, op.nowMs)
 	}
-	setAdjustErr := func(err error) {
+	if len(pending) > 0 {
+		g.decide(ctx, key, pending, nowMs)
+	}
+	if len(adjusts) > 0 {
+		err := g.writeAdjusts(ctx, key, nowMs, adjusts)
 		for _, op := range adjusts {
 			op.err = err
 		}
-		adjusts = nil
 	}
-	if len(pending) == 0 {
-		setAdjustErr(g.writeAdjust(ctx, key, nowMs, adjustSum))
-		return
-	}
+}
 
+// decide writes the acquires pending (all with the same limits) as one
+// combined write. When it is refused, the acquires are decided in queue
+// order against the item the store returned: the ones that would not fit
+// alone are refused as a solo write on that item would be; the longest run
+// of the others whose sum fits goes out as the next combined write, and
+// what is left is decided on the item that write returns. Every decision
+// is thus made on a state the store reported, as a solo write at that
+// point would be. After gcMaxRounds writes the undecided acquires retry
+// alone.
+func (g *groupCommit) decide(ctx context.Context, key BucketKey, pending []*gcOp, nowMs int64) {
+	limits := pending[0].limits
 	written := pending
 	total := Consume{}
-	addConsume(total, adjustSum)
 	for _, op := range written {
 		addConsume(total, op.delta)
 	}
-	res, err := g.store.speculativeConsume(ctx, key, total, nowMs)
+	res, err := g.store.speculativeConsume(ctx, SpeculativeRequest{Key: key, Consume: total, Limits: limits, NowMs: nowMs})
 	for round := 1; ; round++ {
 		if err != nil {
 			for _, op := range pending {
 				op.res, op.err = SpeculativeResult{Key: key}, err
 			}
-			setAdjustErr(err)
 			return
 		}
 		if res.Applied {
 			for _, op := range written {
 				op.res = res
 			}
-			setAdjustErr(nil)
 			pending = pending[len(written):]
 			if len(pending) == 0 {
 				return
 			}
-		} else if round == 1 && len(pending) == 1 && len(adjusts) == 0 {
+		} else if round == 1 && len(pending) == 1 {
 			pending[0].res = res // the store's own answer to this request alone
 			return
 		}
 		// Decide the pending acquires on the state the store returned.
 		b := res.Bucket
-		if len(adjusts) > 0 {
-			b = withAdjustments(b, adjustSum)
-		}
 		var fit, later []*gcOp
 		sum := Consume{}
 		trial := Consume{}
 		for _, op := range pending {
-			if reason := specRefusal(b, op.delta, op.nowMs); reason != RefusedNone {
+			if reason := specRefusal(b, op.delta, limits, op.nowMs); reason != RefusedNone {
 				op.res = refusedResult(key, b, reason, op.nowMs)
 				continue
 			}
 			clear(trial)
 			addConsume(trial, sum)
 			addConsume(trial, op.delta)
-			if len(later) == 0 && specRefusal(b, trial, nowMs) == RefusedNone {
+			if len(later) == 0 && specRefusal(b, trial, limits, nowMs) == RefusedNone {
 				addConsume(sum, op.delta)
 				fit = append(fit, op)
 			} else {
@@ -366,30 +482,33 @@ func (g *groupCommit) runBatch(ctx context.Context, key BucketKey, batch []*gcOp
 			}
 		}
 		if len(fit) == 0 || round >= gcMaxRounds {
+			g.mu.Lock()
 			for _, op := range append(fit, later...) {
-				op.solo = true
+				op.state = gcSolo
 			}
-			if len(adjusts) > 0 {
-				setAdjustErr(g.writeAdjust(ctx, key, nowMs, adjustSum))
-			}
+			g.mu.Unlock()
 			return
 		}
 		pending, written = append(fit, later...), fit
-		clear(total)
-		addConsume(total, adjustSum)
-		addConsume(total, sum)
-		if len(adjusts) == 0 {
-			clear(total)
-			addConsume(total, sum)
-		}
-		res, err = g.store.speculativeConsume(ctx, key, total, nowMs)
+		res, err = g.store.speculativeConsume(ctx, SpeculativeRequest{Key: key, Consume: sum, Limits: limits, NowMs: nowMs})
 	}
 }
 
-// writeAdjust writes the summed adjustment delta of a batch (nothing when
-// every delta cancels out).
-func (g *groupCommit) writeAdjust(ctx context.Context, key BucketKey, nowMs int64, delta Consume) error {
-	w := adjustDeltaWrite(key, nowMs, delta)
+// writeAdjusts writes the summed deltas of a batch's adjustments as one
+// WriteAdjust (nothing when every delta cancels out).
+func (g *groupCommit) writeAdjusts(ctx context.Context, key BucketKey, nowMs int64, adjusts []*gcOp) error {
+	sum := Consume{}
+	var caps map[string]int64
+	for _, op := range adjusts {
+		addConsume(sum, op.delta)
+		for name, c := range op.caps {
+			if caps == nil {
+				caps = make(map[string]int64)
+			}
+			caps[name] = c
+		}
+	}
+	w := adjustDeltaWrite(key, nowMs, sum, caps)
 	if len(w.Limits) == 0 {
 		return nil
 	}
@@ -397,43 +516,33 @@ func (g *groupCommit) writeAdjust(ctx context.Context, key BucketKey, nowMs int6
 }
 
 // deliver wakes every waiting member of a written batch, and queues the
-// give-back of an applied acquire whose caller went away.
-func (g *groupCommit) deliver(key BucketKey, batch []*gcOp) {
+// give-back of an applied acquire whose caller went away. s is busy: its
+// caller is the goroutine writing the item.
+func (g *groupCommit) deliver(s *gcSlot, batch []*gcOp) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, op := range batch {
 		if op.abandoned {
-			if op.res.Applied && op.err == nil {
-				give := make(Consume, len(op.delta))
-				for name, v := range op.delta {
-					give[name] = -v
-				}
-				s := g.slots[key] // busy: the caller of deliver still holds it
-				s.queue = append(s.queue, &gcOp{kind: gcAdjust, key: key, delta: give, nowMs: op.nowMs})
-			}
+			g.giveBackLocked(s, op)
 			continue
 		}
 		if op.wake == nil {
 			continue
 		}
-		if op.state == gcLead {
-			continue // its caller is the one writing: it reads the result itself
-		}
-		op.state = gcDone
-		if op.solo {
-			op.state = gcSolo
+		if op.state != gcSolo {
+			op.state = gcDone
 		}
 		op.wake <- struct{}{}
 	}
 }
 
 // adjustDeltaWrite is the WriteAdjust of delta (tokens) on key, limits in
-// sorted order, zero deltas left out.
-func adjustDeltaWrite(key BucketKey, nowMs int64, delta Consume) BucketWrite {
+// sorted order, zero deltas left out, with the capacity hints caps.
+func adjustDeltaWrite(key BucketKey, nowMs int64, delta Consume, caps map[string]int64) BucketWrite {
 	w := BucketWrite{Kind: WriteAdjust, Key: key, NowMs: nowMs}
 	for _, name := range delta.names() {
 		if d := delta[name]; d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: satMul(d, 1000)})
+			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: satMul(d, 1000), CapacityMilli: caps[name]})
 		}
 	}
 	return w
@@ -446,35 +555,27 @@ func addConsume(sum, c Consume) {
 	}
 }
 
-// withAdjustments returns a copy of b with delta (tokens) taken from the
-// balances of the limits it holds, as a WriteAdjust would.
-func withAdjustments(b *Bucket, delta Consume) *Bucket {
-	if b == nil {
-		return nil
-	}
-	out := *b
-	out.States = append([]BucketState(nil), b.States...)
-	for i := range out.States {
-		if d := delta[out.States[i].LimitName]; d != 0 {
-			s := &out.States[i]
-			s.TokensMilli = addMilli(s.TokensMilli, -d)
-			s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, d)
-		}
-	}
-	return &out
-}
-
 // specRefusal returns why a speculative write of consume alone would be
 // refused by b at nowMs, or RefusedNone when it would apply: the condition
 // of [SpeculativeStore.SpeculativeConsume] (the item exists and is not
-// expired, every named limit exists, positive amounts fit in the balance
-// without refill), plus the DynamoDB backend's write-capacity token.
-func specRefusal(b *Bucket, consume Consume, nowMs int64) RefusalReason {
+// expired, limits holds the stored parameters, every named limit exists,
+// positive amounts fit in the balance without refill), plus the DynamoDB
+// backend's write-capacity token.
+func specRefusal(b *Bucket, consume Consume, limits []Limit, nowMs int64) RefusalReason {
 	if b == nil {
 		return RefusedBucketMissing
 	}
 	if b.Expired(nowMs) {
 		return RefusedExpired
+	}
+	for _, l := range limits {
+		s, ok := b.State(l.Name)
+		if !ok {
+			return RefusedLimitMissing
+		}
+		if !sameParams(s, l) {
+			return RefusedLimitsChanged
+		}
 	}
 	app := false
 	for name, amount := range consume {
@@ -510,19 +611,52 @@ func refusedResult(key BucketKey, b *Bucket, reason RefusalReason, nowMs int64) 
 
 // WithGroupCommit turns group commit on or off (see groupcommit.go): while
 // a write for a bucket item is in flight, this limiter's later acquires,
-// commits and rollbacks for the same item queue and go out as one write
-// carrying their sum. It never admits more than the requests one at a time
-// would, and never refuses a request that would fit alone. It is on by
-// default; sequential use makes exactly the calls it makes without it.
+// commits and rollbacks for the same item queue and go out together. It
+// never admits more than the requests one at a time would, and never
+// refuses a request that would fit alone. It is on by default; sequential
+// use makes exactly the calls it makes without it.
 func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }
 
 // specConsume is the speculative write of the fast path, through group
-// commit when it is on.
-func (rl *RateLimiter) specConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
-	if rl.gc == nil {
-		return rl.store.speculativeConsume(ctx, key, consume, nowMs)
+// commit when it is on. The caller gets its answer, or its context's error
+// as soon as the context ends; a write that applies after its caller gave
+// up is given back.
+func (rl *RateLimiter) specConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+	if rl.gc != nil {
+		return rl.gc.consume(ctx, req)
 	}
-	return rl.gc.consume(ctx, key, consume, nowMs)
+	return detached(&rl.bg, ctx, false, func(ctx context.Context) (SpeculativeResult, error) {
+		return rl.store.speculativeConsume(ctx, req)
+	}, func(res SpeculativeResult, err error) {
+		if err == nil && res.Applied {
+			rl.giveBack(req.Key, req.Consume, req.Limits)
+		}
+	})
+}
+
+// giveBack returns consume, taken from key by a write whose caller went
+// away, in the background.
+func (rl *RateLimiter) giveBack(key BucketKey, consume Consume, limits []Limit) {
+	w := adjustDeltaWrite(key, 0, negate(consume), capacities(limits))
+	if len(w.Limits) == 0 {
+		return
+	}
+	rl.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+		defer cancel()
+		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))
+		}
+	})
+}
+
+// negate returns c with every amount negated.
+func negate(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		out[k] = -v
+	}
+	return out
 }
 
 // writeAdjust writes one single-item WriteAdjust (commit, rollback,

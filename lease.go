@@ -4,13 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"slices"
+	"strings"
 )
-
-// refundTimeout bounds the writes of Commit and Rollback, which run on a
-// context detached from the caller's cancellation so that accounting is not
-// lost when a request is cancelled after its LLM call.
-const refundTimeout = 10 * time.Second
 
 // Lease is the consumption taken by one Acquire. It is already durable in
 // DynamoDB; Adjust, Consume and Release change it locally, Commit writes the
@@ -39,8 +35,11 @@ type leaseEntry struct {
 
 	originalTokensMilli int64
 	originalRfMs        int64
-	// missingLimit is set when the item existed without this limit (B1).
+	// missingLimit is set when the item existed without this limit.
 	missingLimit bool
+	// paramsChanged is set when the item stored the limit with other
+	// parameters (a limit change the initial write stores).
+	paramsChanged bool
 }
 
 // entriesOf returns the entries of one bucket item, in order.
@@ -105,7 +104,7 @@ func (ls *Lease) Consume(c Consume) error {
 	if err := ls.check(); err != nil || ls.noop {
 		return err
 	}
-	if err := validateAmounts(c); err != nil {
+	if err := ls.validate(c, false); err != nil {
 		return err
 	}
 	now := ls.rl.nowMs()
@@ -128,25 +127,54 @@ func (ls *Lease) Consume(c Consume) error {
 // Adjust changes the lease's consumption by c (positive takes more,
 // negative gives back) without any check: the bucket may go into debt, which
 // later acquires wait out. Use it to reconcile an estimate with the real
-// token count. It never returns a rate-limit error.
+// token count. A refund never lifts a bucket above its capacity. It never
+// returns a rate-limit error; a name the lease holds no limit for is a
+// *[ValidationError].
 func (ls *Lease) Adjust(c Consume) error {
 	if err := ls.check(); err != nil || ls.noop {
 		return err
 	}
-	if err := validateAmounts(c); err != nil {
+	if err := ls.validate(c, true); err != nil {
 		return err
 	}
 	ls.apply(c, ls.rl.nowMs())
 	return nil
 }
 
-// Release gives back c: Adjust with every amount negated.
+// Release gives back c (non-negative amounts): Adjust with every amount
+// negated.
 func (ls *Lease) Release(c Consume) error {
-	neg := make(Consume, len(c))
-	for k, v := range c {
-		neg[k] = -v
+	if err := ls.check(); err != nil || ls.noop {
+		return err
 	}
-	return ls.Adjust(neg)
+	if err := ls.validate(c, false); err != nil {
+		return err
+	}
+	return ls.Adjust(negate(c))
+}
+
+// validate checks c against the lease: amounts in range (negative ones
+// only when refunds are allowed) and names of limits the lease holds.
+func (ls *Lease) validate(c Consume, refunds bool) error {
+	if err := validateAmounts(c, refunds); err != nil {
+		return err
+	}
+	if len(ls.entries) == 0 {
+		return nil // an empty override checks nothing
+	}
+	for name := range c {
+		if !slices.ContainsFunc(ls.entries, func(e *leaseEntry) bool { return e.limit.Name == name }) {
+			names := make([]string, 0, len(ls.entries))
+			for _, e := range ls.entries {
+				if !slices.Contains(names, e.limit.Name) {
+					names = append(names, e.limit.Name)
+				}
+			}
+			return newValidationError(ErrValidation, "consume", name,
+				fmt.Sprintf("the lease holds no limit named %q (limits: %s)", name, strings.Join(names, ", ")))
+		}
+	}
+	return nil
 }
 
 func (ls *Lease) apply(c Consume, now int64) {
@@ -155,7 +183,12 @@ func (ls *Lease) apply(c Consume, now int64) {
 		if amount == 0 {
 			continue
 		}
+		before := e.state.TokensMilli
 		e.state.TokensMilli, e.state.LastRefillMs = forceConsume(e.state, amount, now)
+		if amount < 0 && e.state.TokensMilli > e.state.CapacityMilli {
+			// A refund does not lift the local view above capacity.
+			e.state.TokensMilli = max(before, e.state.CapacityMilli)
+		}
 		e.state.TotalConsumedMilli = addMilli(e.state.TotalConsumedMilli, amount)
 		e.consumed += amount
 	}
@@ -169,11 +202,14 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	if err := ls.check(); err != nil {
 		return err
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if ls.noop {
 		ls.done = true
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	ctx, cancel := detachedContext(ctx)
 	defer cancel()
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
@@ -204,11 +240,14 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	if err := ls.check(); err != nil {
 		return err
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if ls.noop {
 		ls.done = true
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	ctx, cancel := detachedContext(ctx)
 	defer cancel()
 	var errs []error
 	for _, key := range ls.keys() {
@@ -232,12 +271,13 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// adjustWrite builds the unconditional ADD of delta(e) tokens for entries.
+// adjustWrite builds the unconditional ADD of delta(e) tokens for entries,
+// with each limit's capacity as the hint for refunds.
 func adjustWrite(key BucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) BucketWrite {
 	w := BucketWrite{Kind: WriteAdjust, Key: key}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: satMul(d, 1000)})
+			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: satMul(d, 1000), CapacityMilli: satMul(e.limit.Capacity, 1000)})
 		}
 	}
 	return w
@@ -246,12 +286,16 @@ func adjustWrite(key BucketKey, entries []*leaseEntry, delta func(*leaseEntry) i
 // maxAmount keeps amounts × 1000 within int64.
 const maxAmount = (1<<63 - 1) / 1000
 
-// validateAmounts rejects the reserved wcu name and amounts whose millitoken
-// value would overflow.
-func validateAmounts(c Consume) error {
+// validateAmounts rejects the reserved wcu name, negative amounts (unless
+// refunds are allowed) and amounts whose millitoken value would overflow.
+func validateAmounts(c Consume, refunds bool) error {
 	for name, v := range c {
 		if name == wcuLimitName {
 			return newValidationError(ErrInvalidName, "consume", name, "'wcu' is a reserved limit name")
+		}
+		if v < 0 && !refunds {
+			return newValidationError(ErrValidation, "consume", name,
+				fmt.Sprintf("amount %d is negative (give tokens back with Lease.Adjust or Lease.Release)", v))
 		}
 		if v > maxAmount || v < -maxAmount {
 			return newValidationError(ErrValidation, "consume", name, "amount out of range")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -16,8 +17,9 @@ import (
 // concurrent use. The zero value is not usable; call [New].
 type RateLimiter struct {
 	repo  Repository
-	store storeOps // the repository's bucket operations, metered (observe.go)
-	audit AuditLog // nil: changes are not audited
+	store storeOps   // the repository's bucket operations, metered (observe.go)
+	audit AuditLog   // nil: changes are not audited
+	bg    background // writes that outlive their caller's wait (background.go)
 
 	speculative bool
 	stats       specStats
@@ -237,7 +239,7 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err := ValidateResource(resource); err != nil {
 		return nil, err
 	}
-	if err := validateAmounts(consume); err != nil {
+	if err := validateAmounts(consume, false); err != nil {
 		return nil, err
 	}
 	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
@@ -310,18 +312,109 @@ func noLimitsError(entityID, resource string) error {
 }
 
 // acquire obtains a lease: the speculative path when enabled, else (or when
-// it cannot decide) the read-then-write path.
+// it cannot decide) the read-then-write path. The limits are resolved first
+// (the override, or the stored config through the cache), so that every
+// path checks the request against them and notices a limit change.
 func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
 		return nil, err
 	}
+	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(limits) == 0 {
+		return &Lease{rl: rl}, nil // an empty override checks nothing
+	}
+	child := resolved{limits: limits, source: source}
+	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
+		return nil, err
+	}
 	if rl.speculative {
-		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, o)
+		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
 			return lease, err
 		}
 	}
-	return rl.slowAcquire(ctx, entityID, resource, consume, o)
+	return rl.slowAcquire(ctx, entityID, resource, consume, child, o)
+}
+
+// resolved is the limits that apply to one entity and where they come from.
+type resolved struct {
+	limits []Limit
+	source ConfigSource
+}
+
+// has reports whether a limit named name applies.
+func (r resolved) has(name string) bool {
+	for _, l := range r.limits {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkNames refuses a request that names a limit no applicable limit has
+// (a typo such as "rmp" must not turn limiting off): every name must be a
+// limit of the entity or, with cascade, of its parent. The parent's limits
+// are resolved only when the entity's lack a name.
+func (rl *RateLimiter) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
+	var parent *resolved
+	for name := range consume {
+		if child.has(name) {
+			continue
+		}
+		if parent == nil && !o.override {
+			parentID, err := rl.cascadeParent(ctx, entityID)
+			if err != nil {
+				return err
+			}
+			p := resolved{}
+			if parentID != "" {
+				if p.limits, p.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil && !errors.Is(err, ErrValidation) {
+					return err
+				}
+			}
+			parent = &p
+		}
+		if parent != nil && parent.has(name) {
+			continue
+		}
+		names := make([]string, 0, len(child.limits))
+		for _, l := range child.limits {
+			names = append(names, l.Name)
+		}
+		if parent != nil {
+			for _, l := range parent.limits {
+				if !child.has(l.Name) {
+					names = append(names, l.Name)
+				}
+			}
+		}
+		return newValidationError(ErrValidation, "consume", name,
+			fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
+	}
+	return nil
+}
+
+// cascadeParent returns the parent entityID cascades to ("" for none),
+// from the entity cache or, when it does not know, the entity's record.
+func (rl *RateLimiter) cascadeParent(ctx context.Context, entityID string) (string, error) {
+	if info, ok := rl.ents.get(entityID); ok && info.known {
+		return info.cascadeParent(entityID), nil
+	}
+	e, err := rl.repo.GetEntity(ctx, entityID)
+	if errors.Is(err, ErrEntityNotFound) {
+		rl.ents.setEntity(entityID, false, false, "")
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	rl.ents.setEntity(entityID, true, e.Cascade, e.ParentID)
+	info, _ := rl.ents.get(entityID)
+	return info.cascadeParent(entityID), nil
 }
 
 // Available returns, per limit, the whole tokens available now for
@@ -344,6 +437,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
 		if s, ok := b.State(l.Name); ok {
+			s, _ = applyLimit(s, l, now)
 			out[l.Name] = calculateAvailable(s, now)
 		} else {
 			out[l.Name] = l.Capacity
@@ -379,6 +473,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 		if !ok {
 			continue
 		}
+		s, _ = applyLimit(s, l, now)
 		wait = max(wait, calculateTimeUntilAvailable(s, n, now))
 	}
 	return wait, nil

@@ -424,12 +424,3 @@ func validateLimitName(value, field string) error { return limitNameRule.check(f
 // matching [ErrInvalidName].
 func ValidateResource(value string) error { return resourceRule.check("resource", value) }
 
-// floorDiv returns a/b rounded toward negative infinity (Python's //).
-// b must not be zero.
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if (a%b != 0) && ((a < 0) != (b < 0)) {
-		q--
-	}
-	return q
-}

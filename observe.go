@@ -203,6 +203,16 @@ func (rl *RateLimiter) specFallback(key BucketKey, o SpeculativeOutcome) {
 		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
 }
 
+// logGiveBackFailed logs a give-back that failed: tokens taken by a write
+// whose caller went away stay taken (under-admission, never more).
+func (rl *RateLimiter) logGiveBackFailed(ctx context.Context, key BucketKey, err error) {
+	if !rl.obs.logging(ctx, slog.LevelWarn) {
+		return
+	}
+	rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: give-back failed",
+		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource), slog.Any("error", err))
+}
+
 // logConflict logs a transaction-conflict retry.
 func (rl *RateLimiter) logConflict(ctx context.Context, writes []BucketWrite, attempt int, backoff time.Duration) {
 	if !rl.obs.logging(ctx, slog.LevelInfo) {
@@ -276,9 +286,9 @@ func (s *storeOps) writeBuckets(ctx context.Context, writes []BucketWrite) error
 	return err
 }
 
-func (s *storeOps) speculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
+func (s *storeOps) speculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
 	start := s.begin()
-	res, err := s.spec.SpeculativeConsume(ctx, key, consume, nowMs)
+	res, err := s.spec.SpeculativeConsume(ctx, req)
 	s.done(ctx, StoreSpeculativeConsume, start, err)
 	return res, err
 }

@@ -85,7 +85,7 @@ func (rl *RateLimiter) OverLimitCacheHits() int64 {
 // options.
 func (rl *RateLimiter) initHotKeys() {
 	if !rl.noGroupCommit {
-		rl.gc = newGroupCommit(&rl.store)
+		rl.gc = newGroupCommit(&rl.store, &rl.bg)
 	}
 	if rl.overLimitMaxWait > 0 {
 		rl.olc = &overLimitCache{maxWait: rl.overLimitMaxWait, entries: make(map[BucketKey]overLimitEntry)}
@@ -101,7 +101,7 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 		return nil
 	}
 	info, _ := rl.ents.get(entityID)
-	parentID := info.cascadeParent()
+	parentID := info.cascadeParent(entityID)
 	now := rl.nowMs()
 	child, cok := c.get(BucketKey{EntityID: entityID, Resource: resource}, now)
 	var parent *Bucket

@@ -129,12 +129,16 @@ func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*Buc
 }
 
 // WriteBuckets implements [Repository]: one write uses the single-item API
-// (1 WCU instead of 2), several one TransactWriteItems.
+// (1 WCU instead of 2), several one TransactWriteItems. An adjustment alone
+// caps refunds at the capacity (repository_adjust.go); the limiter never
+// sends one within several writes, where refunds are not capped.
 func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []BucketWrite) error {
-	switch len(writes) {
-	case 0:
+	switch {
+	case len(writes) == 0:
 		return nil
-	case 1:
+	case len(writes) == 1 && writes[0].Kind == WriteAdjust:
+		return r.writeAdjust(ctx, writes[0])
+	case len(writes) == 1:
 		return r.writeOne(ctx, r.bucketWriteItem(writes[0]))
 	}
 	items := make([]types.TransactWriteItem, len(writes))
@@ -205,14 +209,14 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 		_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
 			ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
-		})
+		}, writeOptions)
 	case it.Update != nil:
 		u := it.Update
 		_, err = r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
 			ConditionExpression:      u.ConditionExpression,
 			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		})
+		}, writeOptions)
 	case it.Delete != nil:
 		d := it.Delete
 		_, err = r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{

@@ -9,15 +9,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// buildSpeculativeUpdate is the original's speculative UpdateItem (§5.7):
+// buildSpeculativeUpdate is the Python library's speculative UpdateItem:
 // take every named amount and one wcu token, conditioned on the item
 // existing and not being expired, each positively consumed limit having
-// enough tokens (only positive amounts gate admission, fix B9; the others
-// must exist), and wcu having a token. Names are sorted.
-func buildSpeculativeUpdate(table, ns string, key BucketKey, consume Consume, nowMs int64) *dynamodb.UpdateItemInput {
+// enough tokens (only positive amounts gate admission; the others must
+// exist), and wcu having a token. Unlike the original it is also
+// conditioned on every limit of req.Limits being stored with the
+// parameters the limiter resolved, so that a limit change is noticed on
+// the fast path. Names are sorted.
+func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.UpdateItemInput {
+	key, consume, nowMs := req.Key, req.Consume, req.NowMs
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var add []string
+	for _, l := range req.Limits {
+		conds = append(conds,
+			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(satMul(l.Capacity, 1000)),
+			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(satMul(l.RefillAmount, 1000)),
+			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
+	}
 	for _, name := range consume.names() {
 		amount := satMul(consume[name], 1000)
 		tk := b.name(bucketAttr(name, fieldTokens))
@@ -52,9 +62,9 @@ func buildSpeculativeUpdate(table, ns string, key BucketKey, consume Consume, no
 // UpdateItem on key, which also takes one token of the item's hidden wcu
 // limit. A refused write returns the old item (ALL_OLD) and the reason;
 // only other errors are returned as errors.
-func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error) {
-	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, key, consume, nowMs))
-	res := SpeculativeResult{Key: key}
+func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, req), writeOptions)
+	res := SpeculativeResult{Key: req.Key}
 	if err == nil {
 		b, err := bucketFromDynamoDB(out.Attributes)
 		if err != nil {
@@ -75,15 +85,15 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, key BucketK
 	if err != nil {
 		return res, err
 	}
-	return refusedResult(key, b, classifySpecFailure(b, consume, nowMs), nowMs), nil
+	return refusedResult(req.Key, b, classifySpecFailure(b, req), req.NowMs), nil
 }
 
 // classifySpecFailure explains a refused speculative write from the old item:
 // [specRefusal], except that a DynamoDB item without a wcu limit refuses the
 // write (the update expression needs it) and that a refusal nothing else
 // explains (a concurrent change) counts as an exhausted limit.
-func classifySpecFailure(b *Bucket, consume Consume, nowMs int64) RefusalReason {
-	reason := specRefusal(b, consume, nowMs)
+func classifySpecFailure(b *Bucket, req SpeculativeRequest) RefusalReason {
+	reason := specRefusal(b, req.Consume, req.Limits, req.NowMs)
 	if b.wcu == nil {
 		switch reason {
 		case RefusedLimitExhausted:

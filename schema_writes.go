@@ -166,6 +166,12 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w Buck
 		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 {
 			conds = append(conds, tk+" >= "+b.n(floor))
 		}
+		if p := l.Params; p != nil { // a limit change
+			set = append(set,
+				b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(p.CapacityMilli),
+				b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(p.RefillAmountMilli),
+				b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(p.RefillPeriodMs))
+		}
 	}
 	return b.update(table, key, updateExpr(set, add, remove), conds)
 }

@@ -95,7 +95,7 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // TestSpeculativeUpdateShape checks the speculative UpdateItem against the
 // reference (§5.7) with our B9 rule: only positive amounts are guarded.
 func TestSpeculativeUpdateShape(t *testing.T) {
-	in := buildSpeculativeUpdate("tbl", "ns", BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume{"tpm": 100, "rpm": 1, "x": 0}, 1_700_000_000_999)
+	in := buildSpeculativeUpdate("tbl", "ns", SpeculativeRequest{Key: BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"; got != want {
 		t.Errorf("update\n got %s\nwant %s", got, want)

@@ -45,13 +45,17 @@ const (
 	// parent-only path could not settle; the child was compensated and
 	// the acquire fell back to the full slow path.
 	SpecFallbackParent
+	// SpecFallbackLimitsChanged: fell back because the item stores a
+	// limit with other parameters than the ones resolved (a limit
+	// change, which the slow path writes).
+	SpecFallbackLimitsChanged
 	numSpecOutcomes
 )
 
 var specOutcomeNames = [numSpecOutcomes]string{
 	"success", "fast_rejection", "shard_retry_success", "parent_only_path",
 	"bucket_missing", "bucket_expired", "limit_missing", "refill_would_help",
-	"wcu_exhausted", "shard_doubled", "parent_fallback",
+	"wcu_exhausted", "shard_doubled", "parent_fallback", "limits_changed",
 }
 
 // String returns the outcome's name, e.g. "bucket_missing".
@@ -127,40 +131,69 @@ func (rl *RateLimiter) learn(res SpeculativeResult) {
 	}
 }
 
-// speculativeAcquire is the fast path (reference §6.3): one conditional
-// UpdateItem per bucket, no read. It returns (nil, nil) when the slow path
-// must decide.
-func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+// specAcquire is one acquire on the fast path: what every write of it
+// needs.
+type specAcquire struct {
+	resource string
+	consume  Consume
+	now      int64
+	child    resolved
+	parent   resolved // resolved once the parent is known
+	o        acquireOptions
+}
+
+// request returns the speculative write of the acquire on key, conditioned
+// on limits.
+func (a *specAcquire) request(key BucketKey, limits []Limit) SpeculativeRequest {
+	return SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.now}
+}
+
+// speculativeAcquire is the fast path: one conditional write per bucket,
+// no read, conditioned on the limits resolved for each side. It returns
+// (nil, nil) when the slow path must decide.
+func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
-	now := rl.nowMs()
+	a := &specAcquire{resource: resource, consume: consume, now: rl.nowMs(), child: child, o: o}
+	return rl.speculativeFrom(ctx, entityID, a)
+}
+
+// speculativeFrom is speculativeAcquire on a, which stays on the caller's
+// stack: nothing here retains it.
+func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *specAcquire) (*Lease, error) {
+	resource, consume, child, o := a.resource, a.consume, a.child, a.o
 	info, _ := rl.ents.get(entityID)
-	parentID := info.cascadeParent()
+	parentID := info.cascadeParent(entityID)
 
 	key := rl.pickShard(entityID, resource)
-	var child, parent SpeculativeResult
+	var childRes, parentRes SpeculativeResult
 	parallel := parentID != ""
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
 		var err error
-		if child, parent, err = rl.consumeBoth(ctx, key, rl.pickShard(parentID, resource), consume, now); err != nil {
+		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
 			return nil, err
 		}
-		rl.learn(parent)
+		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
+			return nil, err
+		}
+		rl.learn(parentRes)
 	} else {
 		var err error
-		if child, err = rl.specConsume(ctx, key, consume, now); err != nil {
+		if childRes, err = rl.specConsume(ctx, a.request(key, child.limits)); err != nil {
 			return nil, err
 		}
 	}
-	rl.learn(child)
+	rl.learn(childRes)
 
 	retried := false
-	if !child.Applied {
-		if err := rl.compensateIf(ctx, parent, consume); err != nil {
-			return nil, err
+	if !childRes.Applied {
+		if parentRes.Applied {
+			if err := rl.undo(ctx, parentRes.Key, consume, a.parent.limits); err != nil {
+				return nil, err
+			}
 		}
 		var err error
-		if retried, err = rl.childRefused(ctx, &child, consume, now); err != nil || !retried {
+		if retried, err = rl.childRefused(ctx, a, &childRes); err != nil || !retried {
 			return nil, err
 		}
 		parallel = false // the parent's write, if any, was undone
@@ -171,38 +204,49 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resourc
 		}
 	}
 
-	entries := specEntries(child, consume)
+	entries := specEntries(childRes, consume, child.limits)
 	if !parallel {
-		if !info.known && child.Bucket.Cascade {
-			parentID = child.Bucket.ParentID
+		if !info.known && childRes.Bucket.Cascade && childRes.Bucket.ParentID != entityID {
+			parentID = childRes.Bucket.ParentID
 		}
 		if parentID == "" {
 			countSuccess()
 			return &Lease{rl: rl, entries: entries}, nil
 		}
 		var err error
-		if parent, err = rl.specConsume(ctx, rl.pickShard(parentID, resource), consume, now); err != nil {
-			return nil, errors.Join(err, rl.compensate(ctx, child.Key, consume))
+		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
+			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
 		}
-		rl.learn(parent)
+		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
+			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
+		}
+		rl.learn(parentRes)
 	}
-	if parent.Applied {
+	if parentRes.Applied {
 		countSuccess()
-		return &Lease{rl: rl, entries: append(entries, specEntries(parent, consume)...)}, nil
+		return &Lease{rl: rl, entries: append(entries, specEntries(parentRes, consume, a.parent.limits)...)}, nil
 	}
-	return rl.parentRefused(ctx, child, entries, parent, consume, o, now)
+	return rl.parentRefused(ctx, a, childRes, entries, parentRes)
 }
 
 // consumeBoth writes the child's and the parent's speculative consumption
 // concurrently. On an error it gives back whichever write applied.
-func (rl *RateLimiter) consumeBoth(ctx context.Context, key, pkey BucketKey, consume Consume, now int64) (child, parent SpeculativeResult, err error) {
+func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pkey BucketKey) (child, parent SpeculativeResult, err error) {
 	var wg sync.WaitGroup
 	var perr error
-	wg.Go(func() { parent, perr = rl.specConsume(ctx, pkey, consume, now) })
-	child, err = rl.specConsume(ctx, key, consume, now)
+	preq := a.request(pkey, a.parent.limits)
+	wg.Go(func() { parent, perr = rl.specConsume(ctx, preq) })
+	child, err = rl.specConsume(ctx, a.request(key, a.child.limits))
 	wg.Wait()
 	if err != nil || perr != nil {
-		return child, parent, errors.Join(err, perr, rl.compensateIf(ctx, child, consume), rl.compensateIf(ctx, parent, consume))
+		var undo []error
+		if child.Applied {
+			undo = append(undo, rl.undo(ctx, child.Key, a.consume, a.child.limits))
+		}
+		if parent.Applied {
+			undo = append(undo, rl.undo(ctx, parent.Key, a.consume, a.parent.limits))
+		}
+		return child, parent, errors.Join(append([]error{err, perr}, undo...)...)
 	}
 	return child, parent, nil
 }
@@ -211,7 +255,7 @@ func (rl *RateLimiter) consumeBoth(ctx context.Context, key, pkey BucketKey, con
 // retry on another shard succeeded (child then holds that result); it
 // returns a *RateLimitExceededError for a fast rejection, and (false, nil)
 // for a fallback to the slow path.
-func (rl *RateLimiter) childRefused(ctx context.Context, child *SpeculativeResult, consume Consume, now int64) (bool, error) {
+func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *SpeculativeResult) (bool, error) {
 	b := child.Bucket
 	if child.Reason == RefusedWriteCapacity || child.Reason == RefusedBothExhausted {
 		if !child.CapacityRefills && rl.store.shards != nil {
@@ -242,7 +286,7 @@ func (rl *RateLimiter) childRefused(ctx context.Context, child *SpeculativeResul
 			untried = append(untried[:i], untried[i+1:]...)
 			key := child.Key
 			key.Shard = shard
-			res, err := rl.specConsume(ctx, key, consume, now)
+			res, err := rl.specConsume(ctx, a.request(key, a.child.limits))
 			if err != nil {
 				return false, err
 			}
@@ -254,12 +298,13 @@ func (rl *RateLimiter) childRefused(ctx context.Context, child *SpeculativeResul
 			}
 		}
 	}
-	return false, rl.checkRefused(*child, consume, now)
+	return false, rl.checkRefused(*child, a.consume, a.now)
 }
 
 // checkRefused decides a refused write from the old item without another
-// read: fall back (nil) when the item or a limit is missing or refill would
-// help, or reject (*RateLimitExceededError, nothing written).
+// read: fall back (nil) when the item or a limit is missing, the limits
+// changed or refill would help, or reject (*RateLimitExceededError,
+// nothing written).
 func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now int64) error {
 	switch {
 	case res.Bucket == nil:
@@ -270,6 +315,9 @@ func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now 
 		return nil
 	case res.Reason == RefusedLimitMissing:
 		rl.specFallback(res.Key, SpecFallbackLimitMissing)
+		return nil
+	case res.Reason == RefusedLimitsChanged:
+		rl.specFallback(res.Key, SpecFallbackLimitsChanged)
 		return nil
 	}
 	ok, statuses := wouldRefillSatisfy(res.Bucket.States, positive(consume), now)
@@ -283,24 +331,22 @@ func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now 
 	return err
 }
 
-// parentRefused handles a refused parent write after the child's succeeded
-// (variants P and S of reference §6.3): give the child back and fall back,
-// reject, or settle the parent on the parent-only slow path.
-func (rl *RateLimiter) parentRefused(ctx context.Context, child SpeculativeResult, childEntries []*leaseEntry, parent SpeculativeResult,
-	consume Consume, o acquireOptions, now int64) (*Lease, error) {
-	undoChild := func() error { return rl.compensate(ctx, child.Key, consume) }
-	if parent.Bucket == nil || parent.Reason == RefusedExpired || parent.Reason == RefusedLimitMissing {
+// parentRefused handles a refused parent write after the child's succeeded:
+// give the child back and fall back, reject, or settle the parent on the
+// parent-only slow path.
+func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child SpeculativeResult, childEntries []*leaseEntry, parent SpeculativeResult) (*Lease, error) {
+	undoChild := func() error { return rl.undo(ctx, child.Key, a.consume, a.child.limits) }
+	if parent.Bucket == nil || parent.Reason == RefusedExpired || parent.Reason == RefusedLimitMissing || parent.Reason == RefusedLimitsChanged {
 		rl.specFallback(parent.Key, SpecFallbackParent)
 		return nil, undoChild()
 	}
-	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(consume), now)
+	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(a.consume), a.now)
 	if !ok {
 		if err := undoChild(); err != nil {
 			return nil, err
 		}
 		rl.stats.count(SpecFastRejection)
-		// The child passed: report it as it was before its write (fix B2:
-		// the hidden wcu limit is never reported).
+		// The child passed: report it as it was before its write.
 		var statuses []LimitStatus
 		for _, e := range childEntries {
 			statuses = append(statuses, LimitStatus{
@@ -309,10 +355,10 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, child SpeculativeResul
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))
-		rl.overLimitRemember(parent.Bucket, now, newRateLimitExceededError(parentStatuses))
+		rl.overLimitRemember(parent.Bucket, a.now, newRateLimitExceededError(parentStatuses))
 		return nil, err
 	}
-	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, child.Key.Resource, consume, o)
+	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, a)
 	if err != nil || lease == nil {
 		rl.specFallback(parent.Key, SpecFallbackParent)
 		return nil, errors.Join(err, undoChild())
@@ -322,31 +368,27 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, child SpeculativeResul
 	return lease, nil
 }
 
-// parentOnlyAcquire is the parent-only slow path (§6.6): read the parent's
-// shard-0 bucket, refill and consume locally with the caller's limits or the
-// parent's stored ones (fix B3), and write. It returns (nil, nil) when the
-// full slow path must decide.
-func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
-	limits, source, err := rl.limitsFor(ctx, parentID, resource, o)
-	if err != nil {
-		return nil, err
-	}
-	key := BucketKey{EntityID: parentID, Resource: resource}
+// parentOnlyAcquire is the parent-only slow path: read the parent's
+// shard-0 bucket, refill and consume locally with the parent's resolved
+// limits (the caller's override reaches this path too), and write. It
+// returns (nil, nil) when the full slow path must decide.
+func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a *specAcquire) (*Lease, error) {
+	key := BucketKey{EntityID: parentID, Resource: a.resource}
 	_, buckets, err := rl.store.loadBuckets(ctx, nil, []BucketKey{key})
 	if err != nil {
 		return nil, err
 	}
-	g := entityGroup{entityID: parentID, limits: limits, source: source, bucket: buckets[key]}
+	g := entityGroup{entityID: parentID, limits: a.parent.limits, source: a.parent.source, bucket: buckets[key]}
 	if g.bucket == nil {
 		return nil, nil
 	}
 	now := rl.nowMs()
-	entries, _, exceeded := consumeGroup(g, resource, consume, now)
+	entries, _, exceeded := consumeGroup(g, a.resource, a.consume, now)
 	if exceeded {
 		return nil, nil
 	}
 	for _, e := range entries {
-		if e.missingLimit {
+		if e.missingLimit || e.paramsChanged {
 			return nil, nil
 		}
 	}
@@ -362,18 +404,22 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID, resource
 }
 
 // specEntries turns a successful speculative result into lease entries, one
-// per limit of the bucket, as the slow path does: a limit the
-// request did not name can still be adjusted within the lease.
-func specEntries(res SpeculativeResult, consume Consume) []*leaseEntry {
+// per resolved limit, as the slow path does: a limit the request did not
+// name can still be adjusted within the lease. The write was conditioned on
+// the item storing these limits.
+func specEntries(res SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
 	// One backing array for the entries: two allocations whatever the
 	// number of limits.
-	n := len(res.Bucket.States)
-	backing := make([]leaseEntry, 0, n)
-	out := make([]*leaseEntry, 0, n)
-	for _, s := range res.Bucket.States {
-		amount := consume[s.LimitName]
+	backing := make([]leaseEntry, 0, len(limits))
+	out := make([]*leaseEntry, 0, len(limits))
+	for _, l := range limits {
+		s, ok := res.Bucket.State(l.Name)
+		if !ok {
+			continue
+		}
+		amount := consume[l.Name]
 		backing = append(backing, leaseEntry{
-			key: res.Key, limit: limitFromBucketState(s), state: s,
+			key: res.Key, limit: l, state: s,
 			consumed: amount, initialConsumed: amount,
 			originalTokensMilli: s.TokensMilli, originalRfMs: s.LastRefillMs,
 		})
@@ -382,33 +428,26 @@ func specEntries(res SpeculativeResult, consume Consume) []*leaseEntry {
 	return out
 }
 
-// compensate gives back consume on key (the shard the speculative write hit,
-// fix B5), on a context detached from ctx's cancellation. The wcu token is
-// not given back.
-func (rl *RateLimiter) compensate(ctx context.Context, key BucketKey, consume Consume) error {
-	w := BucketWrite{Kind: WriteAdjust, Key: key}
-	for _, name := range consume.names() {
-		if a := consume[name]; a != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: -satMul(a, 1000)})
-		}
-	}
+// undo gives back consume on key (the shard the speculative write hit) as
+// a refund capped at limits' capacities. It waits for the write or for
+// ctx, whichever ends first; the write goes on when ctx ends first. The
+// DynamoDB backend's write-capacity token is not given back.
+func (rl *RateLimiter) undo(ctx context.Context, key BucketKey, consume Consume, limits []Limit) error {
+	w := adjustDeltaWrite(key, rl.nowMs(), negate(consume), capacities(limits))
 	if len(w.Limits) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
-	defer cancel()
-	if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
-		return fmt.Errorf("compensate %s/%s: %w", key.EntityID, key.Resource, err)
+	_, err := detached(&rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, rl.writeAdjust(ctx, w)
+	}, func(_ struct{}, err error) {
+		if err != nil && !errors.Is(err, ErrConditionFailed) {
+			rl.logGiveBackFailed(context.Background(), key, err)
+		}
+	})
+	if err != nil && !errors.Is(err, ErrConditionFailed) && ctx.Err() == nil {
+		return fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err)
 	}
 	return nil
-}
-
-// compensateIf compensates res when it was a successful write.
-func (rl *RateLimiter) compensateIf(ctx context.Context, res SpeculativeResult, consume Consume) error {
-	if !res.Applied {
-		return nil
-	}
-	return rl.compensate(ctx, res.Key, consume)
 }
 
 // positive returns the entries of c with a positive amount: the ones that

@@ -134,23 +134,6 @@ func (b *Bucket) Expired(nowMs int64) bool {
 	return b != nil && b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000)
 }
 
-// Full reports whether every limit of b, refilled to nowMs, is at its
-// capacity. Such an item acts exactly like a missing one (a missing bucket
-// starts full), but for its total-consumed counters: a backend without
-// TTL-based expiry may drop it to bound its memory.
-func (b *Bucket) Full(nowMs int64) bool {
-	for _, s := range b.States {
-		if s.RefillPeriodMs <= 0 || s.RefillAmountMilli <= 0 {
-			return false
-		}
-		tk, _ := refillBucket(s.TokensMilli, b.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-		if tk < s.CapacityMilli {
-			return false
-		}
-	}
-	return true
-}
-
 // WriteKind selects the shape of a [BucketWrite].
 type WriteKind int
 
@@ -194,6 +177,16 @@ type LimitWrite struct {
 	// instead of changing a missing balance. For WriteSync it carries the
 	// limit's new parameters.
 	Initial *BucketState
+	// Params, for WriteNormal, carries the limit's new capacity, refill
+	// amount and refill period after a limit change; RefillMilli already
+	// accounts for the new capacity (it may be negative: a balance above
+	// a lowered capacity is cut down to it).
+	Params *BucketState
+	// CapacityMilli, for WriteAdjust, is the capacity the limiter expects
+	// the limit to hold (0 when unknown): a hint for backends that cannot
+	// cap a refund in place without knowing it. The stored capacity
+	// decides.
+	CapacityMilli int64
 }
 
 // BucketWrite is one write to one bucket item. Its meaning by Kind:
@@ -205,14 +198,18 @@ type LimitWrite struct {
 //     Sets RefillMs = NowMs; per limit adds RefillMilli − ConsumedMilli to
 //     the balance and ConsumedMilli to the total consumed, and requires the
 //     balance to be at least ConsumedMilli − RefillMilli when that is
-//     positive. A limit with Initial set must be absent and is created from
-//     it. With RefreshEntity, Cascade and ParentID replace the item's.
+//     positive. A limit with Params set takes those parameters. A limit
+//     with Initial set must be absent and is created from it. With
+//     RefreshEntity, Cascade and ParentID replace the item's.
 //   - WriteRetry: requires the item; per limit requires the balance to be
 //     at least ConsumedMilli and takes it, without refilling (a limit with
 //     Initial set that the item lacks is created from it).
 //   - WriteAdjust: requires the item; per limit takes ConsumedMilli with no
-//     other condition (balances may go negative; a limit the item lacks is
-//     skipped).
+//     other condition: balances may go negative, but a refund (a negative
+//     ConsumedMilli) never lifts a balance above the limit's capacity (the
+//     balance becomes min(balance − ConsumedMilli, capacity), while the
+//     total consumed still changes by ConsumedMilli). A limit the item
+//     lacks is skipped.
 //   - WriteSync: requires the item; per limit of Limits sets capacity,
 //     refill amount and refill period from Initial (a limit the item lacks
 //     starts with Initial's balance), and removes every limit named in
@@ -262,6 +259,7 @@ const (
 	RefusedLimitExhausted RefusalReason = "app_limit_exhausted" // a requested limit is short
 	RefusedLimitMissing   RefusalReason = "limit_missing"       // a requested limit is not in the item
 	RefusedExpired        RefusalReason = "bucket_expired"      // the item's TTL has passed
+	RefusedLimitsChanged  RefusalReason = "limits_changed"      // a limit's stored parameters differ from the request's
 	// RefusedWriteCapacity: the backend's own write capacity for the item
 	// is spent (DynamoDB's per-partition write ceiling).
 	RefusedWriteCapacity RefusalReason = "wcu_exhausted"
@@ -288,18 +286,34 @@ type SpeculativeResult struct {
 	CapacityRefills bool
 }
 
+// SpeculativeRequest is one speculative write: take Consume from the item
+// Key without reading it first.
+type SpeculativeRequest struct {
+	Key BucketKey
+	// Consume is taken (tokens). Every named limit must be in the item,
+	// and every positive amount must fit in its stored balance, without
+	// refill; zero and negative amounts do not gate.
+	Consume Consume
+	// Limits are the parameters the limiter resolved for the item. Each
+	// must be stored with exactly this capacity, refill amount and refill
+	// period, else the write is refused with [RefusedLimitsChanged] (or
+	// [RefusedLimitMissing] for a limit the item lacks): the limiter then
+	// takes the read-then-write path, which stores the new parameters.
+	Limits []Limit
+	// NowMs is the limiter's time: the item must not be expired at it.
+	NowMs int64
+}
+
 // SpeculativeStore is an optional capability: a backend that can take
 // tokens from a bucket item without a prior read. Without it the limiter
 // always reads the item, refills and consumes locally, and writes under the
 // refill-timestamp lock (two round trips).
 type SpeculativeStore interface {
-	// SpeculativeConsume takes consume (tokens) from key in one atomic
-	// conditional step, without refilling: the item must exist and not be
-	// expired at nowMs, every named limit must exist, and every positive
-	// amount must fit in its stored balance. A refusal is reported in the
-	// result (Applied false, the item as it was, the reason), never as an
-	// error.
-	SpeculativeConsume(ctx context.Context, key BucketKey, consume Consume, nowMs int64) (SpeculativeResult, error)
+	// SpeculativeConsume takes req.Consume from req.Key in one atomic
+	// conditional step, without refilling, under the conditions of
+	// [SpeculativeRequest]. A refusal is reported in the result (Applied
+	// false, the item as it was, the reason), never as an error.
+	SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error)
 }
 
 // ShardStore is an optional capability of a backend with a per-item write

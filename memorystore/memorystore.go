@@ -10,16 +10,15 @@
 //
 //   - There is no per-item write ceiling, so no write sharding: buckets
 //     always have one shard.
-//   - Memory stays bounded: a bucket whose every limit has refilled to its
-//     capacity acts like a missing one (a missing bucket starts full) and
-//     is dropped, with its total-consumed counters; expired buckets (TTL)
-//     are dropped too — until then they are refused by the speculative
-//     path and refreshed by the read-then-write path, as on DynamoDB before
-//     its TTL deletion runs. Each bucket creation samples a few buckets and
-//     drops the ones that qualify, as Redis expires keys, so the number of
-//     buckets stays within a small factor of the live ones. Audit events
-//     are kept until they expire and at most [Options.MaxAuditEvents] per
-//     entity.
+//   - Buckets expire as on DynamoDB: the limiter gives buckets of default
+//     (resource or system) config a TTL, and an expired bucket is refused
+//     by the speculative path and refreshed by the read-then-write path
+//     until it is dropped. Each bucket creation samples a few buckets and
+//     drops the expired ones, as Redis expires keys, so the number of
+//     buckets stays within a small factor of the live ones; [Store.Sweep]
+//     drops them all. Buckets of entity-level config never expire, as on
+//     DynamoDB. Audit events are kept until they expire and at most
+//     [Options.MaxAuditEvents] per entity.
 //   - There are no usage snapshots (no stream, no aggregator) and no
 //     resource-capacity reports: [limiter.RateLimiter.UsageSnapshots] and
 //     [limiter.RateLimiter.ResourceCapacity] return errors matching
@@ -100,30 +99,26 @@ func (m *Store) BucketCount() int {
 	return len(m.buckets)
 }
 
-// Sweep drops every bucket item that has expired or refilled to capacity
-// at nowMs (epoch milliseconds) and returns how many are left. Writes do
-// this for a few sampled items; Sweep does it for all.
+// Sweep drops every bucket item that has expired at nowMs (epoch
+// milliseconds) and returns how many are left. Writes do this for a few
+// sampled items; Sweep does it for all.
 func (m *Store) Sweep(nowMs int64) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for k, b := range m.buckets {
-		if idle(b, nowMs) {
+		if b.Expired(nowMs) {
 			delete(m.buckets, k)
 		}
 	}
 	return len(m.buckets)
 }
 
-// idle reports whether b may be dropped at nowMs: expired, or full on every
-// limit.
-func idle(b *limiter.Bucket, nowMs int64) bool { return b.Expired(nowMs) || b.Full(nowMs) }
-
-// sweepLocked samples a few buckets and drops the idle ones, except the
+// sweepLocked samples a few buckets and drops the expired ones, except the
 // ones just written. m.mu must be held.
 func (m *Store) sweepLocked(nowMs int64, written []limiter.BucketWrite) {
 	n := 0
 	for k, b := range m.buckets {
-		if idle(b, nowMs) && !slices.ContainsFunc(written, func(w limiter.BucketWrite) bool { return w.Key == k }) {
+		if b.Expired(nowMs) && !slices.ContainsFunc(written, func(w limiter.BucketWrite) bool { return w.Key == k }) {
 			delete(m.buckets, k)
 		}
 		if n++; n >= sweepSamplesPerCreate {
@@ -219,7 +214,8 @@ func (m *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.
 }
 
 // SpeculativeConsume implements [limiter.SpeculativeStore].
-func (m *Store) SpeculativeConsume(ctx context.Context, key limiter.BucketKey, consume limiter.Consume, nowMs int64) (limiter.SpeculativeResult, error) {
+func (m *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
+	key, consume, nowMs := req.Key, req.Consume, req.NowMs
 	res := limiter.SpeculativeResult{Key: key}
 	if err := ctx.Err(); err != nil {
 		return res, err
@@ -234,6 +230,18 @@ func (m *Store) SpeculativeConsume(ctx context.Context, key limiter.BucketKey, c
 	if b.Expired(nowMs) {
 		res.Bucket, res.Reason = clone(b), limiter.RefusedExpired
 		return res, nil
+	}
+	for _, l := range req.Limits {
+		i := index(b, l.Name)
+		if i < 0 {
+			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitMissing
+			return res, nil
+		}
+		if s := b.States[i]; s.CapacityMilli != milli(l.Capacity) || s.RefillAmountMilli != milli(l.RefillAmount) ||
+			s.RefillPeriodMs != l.RefillPeriod.Milliseconds() {
+			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitsChanged
+			return res, nil
+		}
 	}
 	short := false
 	for name, amount := range consume {
@@ -345,6 +353,9 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 			}
 			s.TokensMilli += l.RefillMilli - l.ConsumedMilli
 			s.TotalConsumedMilli += l.ConsumedMilli
+			if p := l.Params; p != nil {
+				s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs
+			}
 		}
 		setRefill(b, w.NowMs)
 		applyTTL(b, w)
@@ -389,10 +400,19 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 	default: // WriteAdjust
 		for _, l := range w.Limits {
 			// A limit removed from the item meanwhile has nothing to adjust.
-			if i := index(b, l.Name); i >= 0 {
-				b.States[i].TokensMilli -= l.ConsumedMilli
-				b.States[i].TotalConsumedMilli += l.ConsumedMilli
+			i := index(b, l.Name)
+			if i < 0 {
+				continue
 			}
+			s := &b.States[i]
+			switch {
+			case l.ConsumedMilli >= 0:
+				s.TokensMilli -= l.ConsumedMilli
+			case s.TokensMilli < s.CapacityMilli:
+				// A refund never lifts the balance above the capacity.
+				s.TokensMilli = min(s.TokensMilli-l.ConsumedMilli, s.CapacityMilli)
+			}
+			s.TotalConsumedMilli += l.ConsumedMilli
 		}
 	}
 	return b, nil

@@ -352,31 +352,31 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Skip("not a limiter.SpeculativeStore")
 		}
 		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
-		res, err := spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1}, nowMs)
+		res, err := spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs})
 		if err != nil || res.Applied || res.Reason != limiter.RefusedBucketMissing || res.Bucket != nil {
 			t.Fatalf("missing item: %+v, %v", res, err)
 		}
 		create(t, repo, k, state("rpm", 10, 2), state("tpm", 1000, 500))
-		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "tpm": 400}, nowMs)
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "tpm": 400}, NowMs: nowMs})
 		if err != nil || !res.Applied || res.Bucket == nil {
 			t.Fatalf("fitting write: %+v, %v", res, err)
 		}
 		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000 {
 			t.Fatalf("applied write returns the new item: %+v", s)
 		}
-		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "tpm": 101}, nowMs)
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "tpm": 101}, NowMs: nowMs})
 		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitExhausted || res.Bucket == nil {
 			t.Fatalf("short write: %+v, %v", res, err)
 		}
 		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 {
 			t.Fatalf("a refusal returns the item as it was: %+v", s)
 		}
-		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 1, "rpd": 1}, nowMs)
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "rpd": 1}, NowMs: nowMs})
 		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitMissing {
 			t.Fatalf("write naming a limit the item lacks: %+v, %v", res, err)
 		}
 		// Zero and negative amounts never gate; a negative one gives back.
-		res, err = spec.SpeculativeConsume(ctx, k, limiter.Consume{"rpm": 0, "tpm": -50}, nowMs)
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 0, "tpm": -50}, NowMs: nowMs})
 		if err != nil || !res.Applied {
 			t.Fatalf("non-positive write: %+v, %v", res, err)
 		}
@@ -387,7 +387,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
 			t.Fatal(err)
 		}
-		res, err = spec.SpeculativeConsume(ctx, exp, limiter.Consume{"rpm": 1}, nowMs+11_000)
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: exp, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs+11_000})
 		if err != nil || res.Applied || res.Reason != limiter.RefusedExpired {
 			t.Fatalf("expired item: %+v, %v", res, err)
 		}
