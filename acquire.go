@@ -71,12 +71,39 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 		exceeded = exceeded || ex
 	}
 	if exceeded {
+		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
+			return nil, err
+		}
 		return nil, newRateLimitExceededError(statuses)
 	}
 	if err := rl.commitInitial(ctx, lease, groups); err != nil {
 		return nil, err
 	}
 	return lease, nil
+}
+
+// storeLimitChange writes the new parameters of a limit change found by a
+// refused request (consuming nothing), so that the new rate counts from
+// now and a lowered capacity holds at once.
+func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	changed := false
+	for _, e := range lease.entries {
+		e.consumed = 0
+		if e.paramsChanged {
+			changed = true
+		}
+		// The balance as refilled, capped, before this request: the
+		// refusal took nothing.
+		e.state.TokensMilli = e.refilledMilli
+	}
+	if !changed {
+		return nil
+	}
+	err := rl.commitInitial(ctx, lease, groups)
+	if errors.Is(err, errReread) || errors.Is(err, ErrRateLimited) {
+		return nil // someone else wrote first; the next acquire sees it
+	}
+	return err
 }
 
 // consumeGroup refills and consumes locally, for every limit of g, the
@@ -101,9 +128,12 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		}
 		amount := consume[l.Name]
 		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
-		if tk, rf, ok := admit(&st, s, amount, now); ok {
+		tk, rf, ok := admit(&st, s, amount, now)
+		e.refilledMilli = tk
+		if ok {
 			s.TokensMilli, s.LastRefillMs = tk, rf
 			e.consumed = amount
+			e.refilledMilli = addMilli(tk, amount)
 		}
 		s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
 		e.state = s
@@ -189,8 +219,15 @@ func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 	for _, l := range limits {
 		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
 	}
-	return int64(worst * float64(multiplier))
+	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
+		return int64(ttl)
+	}
+	return maxBucketTTLSeconds
 }
+
+// maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
+// huge limit saturates instead of overflowing into a TTL in the past.
+const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 
 // ttlFor decides the TTL handling of a group's bucket (§4.5): buckets of
 // entity-level config never expire; others expire after the time-to-fill

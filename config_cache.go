@@ -2,13 +2,12 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
 // cacheKeyString is a ConfigKey as one string (for singleflight).
@@ -40,21 +39,29 @@ type cacheEntry struct {
 // goroutine, expiry is checked on read, concurrent identical misses are
 // collapsed into one load. It is safe for concurrent use.
 type configCache struct {
-	ttl   time.Duration
-	now   func() time.Time
-	load  configLoader
-	group singleflight.Group
+	ttl  time.Duration
+	now  func() time.Time
+	load configLoader
 
 	hits, misses atomic.Int64
 
 	mu         sync.Mutex // guards the fields below
+	flights    map[string]*configFlight
 	entries    map[ConfigKey]cacheEntry
 	generation uint64        // bumped by every eviction; stale loads are not stored
 	remembered OnUnavailable // last non-empty system on_unavailable
 }
 
+// configFlight is one load in progress, shared by the callers that need
+// the same slots.
+type configFlight struct {
+	done chan struct{} // closed when the load ended
+	got  map[ConfigKey]Config
+	err  error
+}
+
 func newConfigCache(ttl time.Duration, now func() time.Time, load configLoader) *configCache {
-	return &configCache{ttl: ttl, now: now, load: load, entries: make(map[ConfigKey]cacheEntry)}
+	return &configCache{ttl: ttl, now: now, load: load, entries: make(map[ConfigKey]cacheEntry), flights: make(map[string]*configFlight)}
 }
 
 // resolutionKeys returns the slots consulted for (entityID, resource), in
@@ -195,34 +202,53 @@ func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, erro
 		names[j] = cacheKeyString(keys[i])
 	}
 	sort.Strings(names)
-	res, err, _ := c.group.Do(strings.Join(names, "\x01"), func() (any, error) {
-		c.mu.Lock()
-		gen := c.generation
-		c.mu.Unlock()
-		got, err := c.load(ctx, fetch)
-		if err != nil {
-			return nil, err
-		}
-		if c.ttl > 0 {
-			expires := c.now().Add(c.ttl)
-			c.mu.Lock()
-			if c.generation == gen {
-				for _, k := range fetch {
-					c.entries[k] = cacheEntry{value: got[k], expiresAt: expires}
-				}
-			}
-			c.mu.Unlock()
-		}
-		return got, nil
-	})
+	got, err := c.share(ctx, strings.Join(names, "\x01"), fetch)
 	if err != nil {
 		return nil, err
 	}
-	got := res.(map[ConfigKey]Config)
 	for _, i := range missing {
 		out[i] = got[keys[i]]
 	}
 	return out, nil
+}
+
+// share loads fetch, or waits for the load of the same slots another caller
+// started. The loading caller reads with its own context; a waiter stops
+// waiting when its context ends, and loads itself when the load it waited
+// for failed because its caller's context ended.
+func (c *configCache) share(ctx context.Context, id string, fetch []ConfigKey) (map[ConfigKey]Config, error) {
+	for {
+		c.mu.Lock()
+		if f, ok := c.flights[id]; ok {
+			c.mu.Unlock()
+			select {
+			case <-f.done:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			if f.err != nil && (errors.Is(f.err, context.Canceled) || errors.Is(f.err, context.DeadlineExceeded)) && ctx.Err() == nil {
+				continue // its caller gave up, not this one: load again
+			}
+			return f.got, f.err
+		}
+		f := &configFlight{done: make(chan struct{})}
+		c.flights[id] = f
+		gen := c.generation
+		c.mu.Unlock()
+
+		f.got, f.err = c.load(ctx, fetch)
+		c.mu.Lock()
+		delete(c.flights, id)
+		if f.err == nil && c.ttl > 0 && c.generation == gen {
+			expires := c.now().Add(c.ttl)
+			for _, k := range fetch {
+				c.entries[k] = cacheEntry{value: f.got[k], expiresAt: expires}
+			}
+		}
+		c.mu.Unlock()
+		close(f.done)
+		return f.got, f.err
+	}
 }
 
 // evict drops one slot (called after every write or delete of that config).

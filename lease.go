@@ -40,6 +40,9 @@ type leaseEntry struct {
 	// paramsChanged is set when the item stored the limit with other
 	// parameters (a limit change the initial write stores).
 	paramsChanged bool
+	// refilledMilli is the balance refilled to the acquire's time, before
+	// its consumption.
+	refilledMilli int64
 }
 
 // entriesOf returns the entries of one bucket item, in order.

@@ -164,26 +164,29 @@ func (r *DynamoDBRepository) bucketWriteItem(w BucketWrite) types.TransactWriteI
 	return buildBucketWrite(r.opts.Table, r.nsID, w)
 }
 
-// syncUpdate is the UpdateItem of a WriteSync: set each limit's capacity,
-// refill amount and period (initialising a missing balance as full), apply
-// the TTL mode and remove the attributes of the removed limits, on an
-// existing item.
+// syncUpdate is the UpdateItem of a WriteSync: add each limit the item
+// lacks (every attribute if_not_exists, so that a limit it holds is left as
+// it is), apply the TTL mode and remove the attributes of the removed
+// limits, on an existing item.
 func (r *DynamoDBRepository) syncUpdate(w BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, remove []string
 	for _, l := range w.Limits {
 		s := l.Initial
 		cp := b.n(s.CapacityMilli)
-		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		set = append(set,
-			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+cp,
-			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(s.RefillAmountMilli),
-			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(s.RefillPeriodMs))
 		start := cp // a new limit usually starts full
 		if s.TokensMilli != s.CapacityMilli {
 			start = b.n(s.TokensMilli)
 		}
-		set = append(set, tk+" = if_not_exists("+tk+", "+start+")")
+		for _, f := range []struct{ attr, v string }{
+			{bucketAttr(l.Name, fieldCapacity), cp},
+			{bucketAttr(l.Name, fieldRefillAmount), b.n(s.RefillAmountMilli)},
+			{bucketAttr(l.Name, fieldRefillPeriod), b.n(s.RefillPeriodMs)},
+			{bucketAttr(l.Name, fieldTokens), start},
+		} {
+			a := b.name(f.attr)
+			set = append(set, a+" = if_not_exists("+a+", "+f.v+")")
+		}
 	}
 	switch w.TTL {
 	case TTLSet:

@@ -174,8 +174,7 @@ type LimitWrite struct {
 	// Initial, when set, is the full state of a limit the item does not
 	// hold yet: the write creates it from Initial (balance
 	// Initial.TokensMilli − ConsumedMilli, total consumed ConsumedMilli)
-	// instead of changing a missing balance. For WriteSync it carries the
-	// limit's new parameters.
+	// instead of changing a missing balance.
 	Initial *BucketState
 	// Params, for WriteNormal, carries the limit's new capacity, refill
 	// amount and refill period after a limit change; RefillMilli already
@@ -210,10 +209,10 @@ type LimitWrite struct {
 //     balance becomes min(balance − ConsumedMilli, capacity), while the
 //     total consumed still changes by ConsumedMilli). A limit the item
 //     lacks is skipped.
-//   - WriteSync: requires the item; per limit of Limits sets capacity,
-//     refill amount and refill period from Initial (a limit the item lacks
-//     starts with Initial's balance), and removes every limit named in
-//     Remove.
+//   - WriteSync: requires the item; adds each limit of Limits the item
+//     lacks, from Initial (a limit it holds keeps its state and parameters:
+//     the limiter applies a limit change on the next acquire, capping the
+//     balance), and removes every limit named in Remove.
 //
 // The TTL mode applies to WriteCreate, WriteNormal and WriteSync. A failed
 // condition writes nothing and returns an error matching

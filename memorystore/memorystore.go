@@ -381,13 +381,10 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 		}
 	case limiter.WriteSync:
 		for _, l := range w.Limits {
-			p := l.Initial
-			if i := index(b, l.Name); i >= 0 {
-				s := &b.States[i]
-				s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs
-				continue
+			if index(b, l.Name) >= 0 {
+				continue // kept: the limiter applies new parameters on the next acquire
 			}
-			s := *p
+			s := *l.Initial
 			s.LimitName, s.TotalConsumedMilli = l.Name, 0
 			addState(b, s)
 		}

@@ -322,8 +322,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if gotRPD.TokensMilli != 100_000 || gotRPD.CapacityMilli != 100_000 || gotRPD.TotalConsumedMilli != 0 {
 			t.Fatalf("a limit new to the item must start full: %+v", gotRPD)
 		}
-		if gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 20_000 || gotRPM.RefillAmountMilli != 20_000 {
-			t.Fatalf("sync keeps the balance and sets the parameters: %+v", gotRPM)
+		if gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 10_000 || gotRPM.RefillAmountMilli != 10_000 {
+			t.Fatalf("sync keeps a limit the item holds as it is: %+v", gotRPM)
 		}
 		sync.Key = limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}
 		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{sync}); !errors.Is(err, limiter.ErrConditionFailed) {

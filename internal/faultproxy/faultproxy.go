@@ -1,0 +1,256 @@
+// Package faultproxy is an HTTP proxy that sits between a DynamoDB client
+// and DynamoDB Local and injects faults into chosen requests: it can hang a
+// request, answer it late after DynamoDB applied it, answer 500 after
+// DynamoDB applied it, or throttle it without forwarding it. Tests point a
+// real SDK client at [Proxy.URL] and so exercise the real network and retry
+// behaviour of the SDK against the real emulator.
+//
+// Rules are matched in the order they were added against the DynamoDB
+// operation of each request (its X-Amz-Target, e.g. "UpdateItem"); a rule
+// applies to its next Times requests (0: all of them) and is then spent.
+package faultproxy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Kind is what a rule does to a request.
+type Kind int
+
+const (
+	// Hang holds the request without forwarding it until the proxy is
+	// released ([Proxy.Release]) or closed, or the client goes away; then
+	// it is forwarded (after a release) or dropped.
+	Hang Kind = iota
+	// DelayAfter forwards the request, then holds DynamoDB's answer for
+	// Delay before returning it: the write has applied, the client does not
+	// know yet.
+	DelayAfter
+	// Error500After forwards the request and answers 500 InternalServerError
+	// whatever DynamoDB said: the write has applied, the client is told it
+	// failed.
+	Error500After
+	// Throttle answers 400 ThrottlingException without forwarding: nothing
+	// applied.
+	Throttle
+)
+
+// Rule is one fault.
+type Rule struct {
+	// Op is the DynamoDB operation to match, e.g. "UpdateItem"; "" matches
+	// every operation.
+	Op    string
+	Kind  Kind
+	Delay time.Duration // DelayAfter
+	// Times is how many matching requests the rule applies to; 0 means
+	// every one.
+	Times int
+}
+
+// Proxy is a running fault-injecting proxy. It is safe for concurrent use.
+type Proxy struct {
+	// URL is the proxy's endpoint, to be used as the client's BaseEndpoint.
+	URL string
+
+	srv     *http.Server
+	ln      net.Listener
+	forward *httputil.ReverseProxy
+
+	mu       sync.Mutex // guards the fields below
+	rules    []*Rule
+	released chan struct{} // closed by Release; replaced by Hold
+	counts   map[string]int
+	faults   map[string]int
+}
+
+// Start runs a proxy to target (DynamoDB Local's endpoint) on a loopback
+// port; it is closed when the test ends.
+func Start(t testing.TB, target string) *Proxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatalf("faultproxy: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("faultproxy: %v", err)
+	}
+	p := &Proxy{
+		URL:      "http://" + ln.Addr().String(),
+		ln:       ln,
+		forward:  httputil.NewSingleHostReverseProxy(u),
+		released: make(chan struct{}),
+		counts:   map[string]int{},
+		faults:   map[string]int{},
+	}
+	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
+	go p.srv.Serve(ln)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// Add adds a rule after the existing ones.
+func (p *Proxy) Add(r Rule) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = append(p.rules, &r)
+}
+
+// Clear removes every rule (hung requests stay hung until Release).
+func (p *Proxy) Clear() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rules = nil
+}
+
+// Release lets every hung request through, and the ones that will hang
+// until the next Hold.
+func (p *Proxy) Release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.released:
+	default:
+		close(p.released)
+	}
+}
+
+// Hold makes Hang rules hold requests again after a Release.
+func (p *Proxy) Hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.released:
+		p.released = make(chan struct{})
+	default:
+	}
+}
+
+// Count returns how many requests of op (all when "") the proxy received.
+func (p *Proxy) Count(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if op == "" {
+		n := 0
+		for _, c := range p.counts {
+			n += c
+		}
+		return n
+	}
+	return p.counts[op]
+}
+
+// Faults returns how many requests of op (all when "") got a fault.
+func (p *Proxy) Faults(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if op == "" {
+		n := 0
+		for _, c := range p.faults {
+			n += c
+		}
+		return n
+	}
+	return p.faults[op]
+}
+
+// Close stops the proxy; hung requests are dropped.
+func (p *Proxy) Close() {
+	p.Release()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	p.srv.Shutdown(ctx)
+}
+
+// match returns the rule for op, spending one of its uses, or nil.
+func (p *Proxy) match(op string) (*Rule, chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.counts[op]++
+	for i, r := range p.rules {
+		if r.Op != "" && r.Op != op {
+			continue
+		}
+		if r.Times > 0 {
+			r.Times--
+			if r.Times == 0 {
+				p.rules = append(p.rules[:i:i], p.rules[i+1:]...)
+			}
+		}
+		p.faults[op]++
+		rule := *r
+		return &rule, p.released
+	}
+	return nil, p.released
+}
+
+func operation(r *http.Request) string {
+	target := r.Header.Get("X-Amz-Target")
+	if i := strings.LastIndexByte(target, '.'); i >= 0 {
+		return target[i+1:]
+	}
+	return target
+}
+
+func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
+	rule, released := p.match(operation(r))
+	if rule == nil {
+		p.forward.ServeHTTP(w, r)
+		return
+	}
+	switch rule.Kind {
+	case Hang:
+		select {
+		case <-released:
+			p.forward.ServeHTTP(w, r)
+		case <-r.Context().Done():
+		}
+	case Throttle:
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amzn-ErrorType", "ThrottlingException")
+		w.WriteHeader(http.StatusBadRequest)
+		fmt.Fprint(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`)
+	case DelayAfter, Error500After:
+		rec := &recorder{header: http.Header{}, status: http.StatusOK}
+		p.forward.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+		if rule.Kind == Error500After {
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.Header().Set("X-Amzn-ErrorType", "InternalServerError")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error (injected after the request applied)"}`)
+			return
+		}
+		select {
+		case <-time.After(rule.Delay):
+		case <-r.Context().Done():
+			return
+		}
+		for k, v := range rec.header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.status)
+		io.Copy(w, &rec.body)
+	}
+}
+
+// recorder holds a forwarded answer.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header         { return r.header }
+func (r *recorder) Write(b []byte) (int, error) { return r.body.Write(b) }
+func (r *recorder) WriteHeader(status int)      { r.status = status }
