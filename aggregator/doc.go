@@ -5,8 +5,9 @@
 // processor from the DynamoDB Streams API, so that the aggregator runs
 // against DynamoDB Local on a laptop (cmd/aggregator-local) and in tests.
 //
-// Item layouts, key formats and bucket math come from the limiter package
-// (aggregator_support.go there); this package reads only its exported API.
+// Item layouts, key formats and the requests on them come from
+// internal/ddbschema, which the limiter package's DynamoDB backend uses
+// too; the refill arithmetic is the limiter's ([limiter.BucketState.RefilledAt]).
 //
 // # What a batch does, in order
 //
