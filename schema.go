@@ -28,8 +28,8 @@ const SchemaVersion = currentSchemaVersion
 // infra both follow it (a test compares them). TTL on the "ttl" attribute is
 // enabled separately (UpdateTimeToLive).
 //
-// One table holds every namespace. Each key of a namespace's items starts
-// with the namespace's opaque id and a '/':
+// One table holds every namespace. The partition key of each of a
+// namespace's items starts with the namespace's opaque id and a '/':
 //
 //   - entity metadata: PK "{ns}/ENTITY#{entity}", SK "#META";
 //   - an entity's stored limits: PK "{ns}/ENTITY#{entity}", SK

@@ -15,7 +15,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
-// Archive object settings (reference §7.9).
+// Archive object settings, as the original writes them.
 const (
 	archiveContentType     = "application/x-ndjson"
 	archiveContentEncoding = "gzip"

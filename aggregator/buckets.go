@@ -72,10 +72,10 @@ func isConditionFailed(err error) bool {
 }
 
 // refillCredits returns, per limit of b, the tokens (millitokens) that
-// accrued between rf and nowMs (reference §7.6: limits with a
-// non-positive refill amount or period are skipped; a limit other than wcu
-// refills at 1/shard count of its capacity and rate, because each shard owns
-// that share, while wcu is per item, each shard being its own partition).
+// accrued between rf and nowMs. Limits with a non-positive refill amount or
+// period are skipped; a limit other than wcu refills at 1/shard count of
+// its capacity and rate, because each shard owns that share, while wcu is
+// per item, each shard being its own partition.
 // Limits that accrued nothing are left out.
 func refillCredits(b *bucketAgg, nowMs int64) map[string]int64 {
 	n := int64(max(b.item.ShardCount, 1))
@@ -109,8 +109,8 @@ func refilled(tokensMilli, refillMs, nowMs, capacityMilli, refillAmountMilli, re
 	return s.RefilledAt(time.UnixMilli(nowMs)).TokensMilli
 }
 
-// refillDue reports whether a proactive refill of b is due (reference §7.6
-// and Appendix C6): the batch consumed from b's item and some limit's
+// refillDue reports whether a proactive refill of b is due, as in the
+// original: the batch consumed from b's item and some limit's
 // refilled balance does not cover the batch's consumption of it. Only a
 // bucket that the batch consumed from is refilled: the processor's own
 // refill writes come back through the stream, and a bucket in debt would
@@ -172,8 +172,7 @@ func wcuLevel(b *bucketAgg, nowMs int64) (level, capacity int64, ok bool) {
 	return level, l.CapacityMilli, true
 }
 
-// shouldShard reports whether b's shard 0 needs another shard (reference
-// §7.7 with fix B10): the batch wrote to it speculatively, its shard count
+// shouldShard reports whether b's shard 0 needs another shard: the batch wrote to it speculatively, its shard count
 // did not change within the batch (the doubling's effect is judged by the
 // next batch), and its wcu level, refilled to nowMs, is below
 // [ShardThreshold] of capacity — a partition taking more than its 1000
@@ -211,7 +210,7 @@ func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, credits ma
 	return true, nil
 }
 
-// propagate handles a raised shard count on shard 0 (reference §7.8): the
+// propagate handles a raised shard count on shard 0: the
 // existing shards 1…old−1 get the new count, the new shards old…new−1 are
 // created as full items. Writes that find their work done are ignored, so
 // a redelivered record is harmless. It returns the number of items created.

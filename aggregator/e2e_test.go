@@ -213,7 +213,7 @@ func TestE2ERefillKeepsFastPath(t *testing.T) {
 	}
 }
 
-// TestE2EWindowFromEventTime is fix B12: the window is the stream record's
+// TestE2EWindowFromEventTime: the window is the stream record's
 // event time, not the bucket's rf nor the processor's clock (both 3 hours
 // ahead here). Only hourly windows, so that the midnight hour does not
 // share its item with the day.
@@ -310,7 +310,8 @@ func TestE2EHotBucketShardsOnce(t *testing.T) {
 }
 
 // TestE2EQuietBucketNeverShards: 1500 writes at 500/s, more than the
-// original needed to shard (about 800 lifetime writes, B10), leave one
+// original needed to shard (about 800 lifetime writes, since its wcu
+// never refilled), leave one
 // shard.
 func TestE2EQuietBucketNeverShards(t *testing.T) {
 	if testing.Short() {
