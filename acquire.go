@@ -376,4 +376,3 @@ func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
 	}
 	return out
 }
-

@@ -385,21 +385,55 @@ func (rl *RateLimiter) configChanged(key ConfigKey) {
 	rl.overLimitReset()
 }
 
-// syncBucket writes limits' parameters, the TTL mode and the removal of
-// stale limits to the shard-0 bucket of (entityID, resource); a missing
-// bucket is left missing.
+// syncBucket applies a limit change to the shard-0 bucket of (entityID,
+// resource) at once: each limit of limits is refilled to now under its
+// stored parameters and takes the new ones (a balance above a lowered
+// capacity is cut down to it), a limit the bucket lacks starts full, and
+// the TTL mode is applied — one read and one write under the refill lock,
+// read again when the lock is lost. Stale limits are then removed. A
+// missing bucket is left missing: the next acquire creates it.
 func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
 	if len(limits) == 0 {
 		return nil
 	}
-	now := rl.nowMs()
-	w := BucketWrite{Kind: WriteSync, Key: BucketKey{EntityID: entityID, Resource: resource}, NowMs: now,
-		TTL: ttl, TTLSeconds: ttlSeconds, Remove: stale}
-	for _, l := range limits {
-		full := bucketStateFromLimit(entityID, resource, l, now)
-		w.Limits = append(w.Limits, LimitWrite{Name: l.Name, Initial: &full})
+	key := BucketKey{EntityID: entityID, Resource: resource}
+	for attempt := 0; ; attempt++ {
+		b, err := rl.store.getBucket(ctx, key)
+		if err != nil || b == nil {
+			return err
+		}
+		now := rl.nowMs()
+		w := BucketWrite{Kind: WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, base: b}
+		for _, l := range limits {
+			s, ok := b.State(l.Name)
+			if !ok {
+				full := bucketStateFromLimit(entityID, resource, l, now)
+				w.Limits = append(w.Limits, LimitWrite{Name: l.Name, Initial: &full})
+				continue
+			}
+			next, changed := applyLimit(s, l, now)
+			if !changed {
+				next.TokensMilli, _ = refillBucket(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+			}
+			lw := LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
+			if changed {
+				lw.Params = &next
+			}
+			w.Limits = append(w.Limits, lw)
+		}
+		err = rl.store.writeBuckets(ctx, []BucketWrite{w})
+		if errors.Is(err, ErrConditionFailed) && attempt+1 < maxRereads {
+			continue // the bucket changed (or went) meanwhile: read it again
+		}
+		if errors.Is(err, ErrConditionFailed) {
+			return fmt.Errorf("sync bucket %s/%s: %w", entityID, resource, err)
+		}
+		if err != nil || len(stale) == 0 {
+			return err
+		}
+		break
 	}
-	err := rl.store.writeBuckets(ctx, []BucketWrite{w})
+	err := rl.store.writeBuckets(ctx, []BucketWrite{{Kind: WriteSync, Key: key, NowMs: rl.nowMs(), Remove: stale}})
 	if errors.Is(err, ErrConditionFailed) {
 		return nil
 	}

@@ -423,4 +423,3 @@ func validateLimitName(value, field string) error { return limitNameRule.check(f
 // ValidateResource checks a resource name. The error is a *[ValidationError]
 // matching [ErrInvalidName].
 func ValidateResource(value string) error { return resourceRule.check("resource", value) }
-

@@ -8,11 +8,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // TestTableDefinitionOnDynamoDBLocal creates the table from tableDefinition,
 // writes and reads back a composite bucket item, and checks that each GSI
-// answers its access pattern (seed 002): children via GSI1, resource buckets
+// answers its access pattern: children via GSI1, resource buckets
 // via GSI2, buckets of an entity via GSI3, namespace items via GSI4.
 func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	env := newTestEnv(t) // CreateTable from tableDefinition, TTL enabled
@@ -108,13 +110,13 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 		got  []string
 		want []string
 	}{
-		{"GSI1 children of proj", query(indexGSI1, attrGSI1PK, gsi1PKParent(ns, "proj"), "", ""),
+		{"GSI1 children of proj", query(indexGSI1, ddbschema.AttrGSI1PK, gsi1PKParent(ns, "proj"), "", ""),
 			[]string{ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META"}},
 		{"GSI2 buckets of a resource", query(indexGSI2, attrGSI2PK, gsi2PKResource(ns, "openai/gpt-4"), attrGSI2SK, "BUCKET#"),
 			[]string{ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE", ns + "/BUCKET#key-2#openai/gpt-4#0|#STATE"}},
-		{"GSI3 buckets of an entity", query(indexGSI3, attrGSI3PK, gsi3PKEntity(ns, "key-1"), attrGSI3SK, "BUCKET#"),
+		{"GSI3 buckets of an entity", query(indexGSI3, ddbschema.AttrGSI3PK, ddbschema.GSI3PKEntity(ns, "key-1"), attrGSI3SK, "BUCKET#"),
 			[]string{ns + "/BUCKET#key-1#claude#1|#STATE", ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE"}},
-		{"GSI4 items of a namespace", query(indexGSI4, attrGSI4PK, ns, "", ""),
+		{"GSI4 items of a namespace", query(indexGSI4, ddbschema.AttrGSI4PK, ns, "", ""),
 			[]string{
 				ns + "/BUCKET#key-1#claude#1|#STATE", ns + "/BUCKET#key-1#openai/gpt-4#0|#STATE", ns + "/BUCKET#key-2#openai/gpt-4#0|#STATE",
 				ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META", ns + "/ENTITY#proj|#META",

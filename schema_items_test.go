@@ -11,84 +11,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-func c1States() []BucketState {
-	return []BucketState{{
-		EntityID: "C", Resource: "api", LimitName: "rpm",
-		TokensMilli: 9000, LastRefillMs: c1T, CapacityMilli: 10000, RefillAmountMilli: 10000,
-		RefillPeriodMs: 60000, TotalConsumedMilli: 1000,
-	}}
-}
-
-func TestBucketItemAppendixC1(t *testing.T) {
-	t.Parallel()
-	child := bucketItem(c1NS, bucketItemSpec{
-		EntityID: "C", Resource: "api", Shard: 0, ShardCount: 1, RefillMs: c1T,
-		Cascade: true, ParentID: "P", TTL: ttlEpochSeconds(c1T, 420), States: c1States(),
-	})
-	schemaCheckItem(t, "child bucket", child, map[string]string{
-		"PK":          `S:"1oUM39eGSNc/BUCKET#C#api#0"`,
-		"SK":          `S:"#STATE"`,
-		"entity_id":   `S:"C"`,
-		"resource":    `S:"api"`,
-		"rf":          `N:1767225600123`,
-		"shard_count": `N:1`,
-		"cascade":     `BOOL:true`,
-		"parent_id":   `S:"P"`,
-		"ttl":         `N:1767226020`,
-		"GSI2PK":      `S:"1oUM39eGSNc/RESOURCE#api"`,
-		"GSI2SK":      `S:"BUCKET#C#0"`,
-		"GSI3PK":      `S:"1oUM39eGSNc/ENTITY#C"`,
-		"GSI3SK":      `S:"BUCKET#api#0"`,
-		"GSI4PK":      `S:"1oUM39eGSNc"`,
-		"GSI4SK":      `S:"BUCKET#C#api#0"`,
-		"b_wcu_tk":    `N:1000000`,
-		"b_wcu_cp":    `N:1000000`,
-		"b_wcu_ra":    `N:1000000`,
-		"b_wcu_rp":    `N:1000`,
-		"b_wcu_tc":    `N:0`,
-		"b_rpm_tk":    `N:9000`,
-		"b_rpm_cp":    `N:10000`,
-		"b_rpm_ra":    `N:10000`,
-		"b_rpm_rp":    `N:60000`,
-		"b_rpm_tc":    `N:1000`,
-	})
-
-	// The parent item: same shape, cascade false, no parent_id.
-	parentStates := c1States()
-	parentStates[0].EntityID = "P"
-	parent := bucketItem(c1NS, bucketItemSpec{
-		EntityID: "P", Resource: "api", RefillMs: c1T, TTL: ttlEpochSeconds(c1T, 420), States: parentStates,
-	})
-	schemaCheckItem(t, "parent bucket", parent, map[string]string{
-		"PK":          `S:"1oUM39eGSNc/BUCKET#P#api#0"`,
-		"SK":          `S:"#STATE"`,
-		"entity_id":   `S:"P"`,
-		"resource":    `S:"api"`,
-		"rf":          `N:1767225600123`,
-		"shard_count": `N:1`,
-		"cascade":     `BOOL:false`,
-		"ttl":         `N:1767226020`,
-		"GSI2PK":      `S:"1oUM39eGSNc/RESOURCE#api"`,
-		"GSI2SK":      `S:"BUCKET#P#0"`,
-		"GSI3PK":      `S:"1oUM39eGSNc/ENTITY#P"`,
-		"GSI3SK":      `S:"BUCKET#api#0"`,
-		"GSI4PK":      `S:"1oUM39eGSNc"`,
-		"GSI4SK":      `S:"BUCKET#P#api#0"`,
-		"b_wcu_tk":    `N:1000000`,
-		"b_wcu_cp":    `N:1000000`,
-		"b_wcu_ra":    `N:1000000`,
-		"b_wcu_rp":    `N:1000`,
-		"b_wcu_tc":    `N:0`,
-		"b_rpm_tk":    `N:9000`,
-		"b_rpm_cp":    `N:10000`,
-		"b_rpm_ra":    `N:10000`,
-		"b_rpm_rp":    `N:60000`,
-		"b_rpm_tc":    `N:1000`,
-	})
-}
+// The item layouts are tested in internal/ddbschema; these tests check the
+// conversions to and from this package's types.
 
 func TestBucketItemRoundTrip(t *testing.T) {
 	t.Parallel()
+	wcuFull := BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000}
 	for _, tc := range []struct {
 		name string
 		spec bucketItemSpec
@@ -97,9 +25,11 @@ func TestBucketItemRoundTrip(t *testing.T) {
 		wantWCU BucketState
 	}{
 		{
-			name:    "appendix C1 child",
-			spec:    bucketItemSpec{EntityID: "C", Resource: "api", ShardCount: 1, RefillMs: c1T, Cascade: true, ParentID: "P", TTL: 1767226020, States: c1States()},
-			wantWCU: wcuInitialState(),
+			name: "cascade child, wcu injected",
+			spec: bucketItemSpec{EntityID: "C", Resource: "api", ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []BucketState{
+				{EntityID: "C", Resource: "api", LimitName: "rpm", TokensMilli: 9000, LastRefillMs: 1767225600123, CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000, TotalConsumedMilli: 1000},
+			}},
+			wantWCU: wcuFull,
 		},
 		{
 			name: "shard, slash resource, no ttl, no parent, wcu given, negative tokens",
@@ -118,6 +48,9 @@ func TestBucketItemRoundTrip(t *testing.T) {
 			t.Parallel()
 			const ns = "vG58F-ORDeU"
 			item := bucketItem(ns, tc.spec)
+			if pk := schemaAVText(item[attrPK]); pk != `S:"`+pkBucket(ns, tc.spec.EntityID, tc.spec.Resource, tc.spec.Shard)+`"` {
+				t.Errorf("PK = %s", pk)
+			}
 			got, err := bucketFromItem(item)
 			if err != nil {
 				t.Fatalf("bucketFromItem: %v", err)
@@ -137,95 +70,27 @@ func TestBucketItemRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(want, got, cmp.AllowUnexported(bucketItemData{})); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
-			for _, s := range withoutWCU(got.States) {
-				if s.LimitName == wcuLimitName {
-					t.Errorf("withoutWCU kept wcu")
-				}
-			}
-			if n := len(withoutWCU(got.States)); n != len(got.States)-1 {
-				t.Errorf("withoutWCU dropped %d states, want 1", len(got.States)-n)
-			}
 		})
 	}
-}
 
-func TestBucketFromItemLenient(t *testing.T) {
-	t.Parallel()
-	// A stub created by an ADD on a missing item: keys and tk/tc only.
-	stub := map[string]types.AttributeValue{
-		"PK":       schemaS("ns/BUCKET#e-1#openai/gpt-4#2"),
-		"SK":       schemaS("#STATE"),
-		"b_rpm_tk": schemaN(-3000),
-		"b_rpm_tc": schemaN(3000),
-		"b_rpm_cp": schemaS("not a number type"), // wrong type reads as absent
-		"b__tk":    schemaN(1),                   // empty limit name is ignored
-		"b_tpm_cp": schemaN(5),                   // no tk: invisible
-		"parent_id": &types.AttributeValueMemberNULL{
-			Value: true,
-		},
-	}
-	got, err := bucketFromItem(stub)
-	if err != nil {
-		t.Fatalf("bucketFromItem(stub): %v", err)
-	}
-	want := bucketItemData{Namespace: "ns", bucketItemSpec: bucketItemSpec{
-		EntityID: "e-1", Resource: "openai/gpt-4", Shard: 2, ShardCount: 1,
-		States: []BucketState{{EntityID: "e-1", Resource: "openai/gpt-4", LimitName: "rpm", ShardID: 2, TokensMilli: -3000, TotalConsumedMilli: 3000}},
-	}}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(bucketItemData{})); diff != "" {
-		t.Errorf("stub (-want +got):\n%s", diff)
-	}
-
-	for _, tc := range []struct {
-		name string
-		item map[string]types.AttributeValue
-	}{
-		{"no PK", map[string]types.AttributeValue{"SK": schemaS("#STATE")}},
-		{"not a bucket PK", map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")}},
-		{"bad rf", map[string]types.AttributeValue{"PK": schemaS("ns/BUCKET#e#r#0"), "rf": &types.AttributeValueMemberN{Value: "1.5"}}},
-		{"bad tk", map[string]types.AttributeValue{"PK": schemaS("ns/BUCKET#e#r#0"), "b_rpm_tk": &types.AttributeValueMemberN{Value: "1e3"}}},
-		{"huge shard_count", map[string]types.AttributeValue{"PK": schemaS("ns/BUCKET#e#r#0"), "shard_count": schemaN(math.MaxInt64)}},
-	} {
-		if _, err := bucketFromItem(tc.item); err == nil {
-			t.Errorf("bucketFromItem(%s) succeeded, want error", tc.name)
-		}
+	// Read errors pass through.
+	if _, err := bucketFromItem(map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")}); err == nil {
+		t.Error("bucketFromItem(entity PK) succeeded")
 	}
 }
 
-func TestEntityItem(t *testing.T) {
+func TestEntityItemRoundTrip(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 1, 2, 3, 4, 5, 999_000_000, time.FixedZone("X", 3600))
-	child := Entity{ID: "C", ParentID: "P", Cascade: true, Metadata: map[string]string{"tier": "gold"}, CreatedAt: created}
-	schemaCheckItem(t, "child entity", entityItem("ns1", child), map[string]string{
-		"PK":         `S:"ns1/ENTITY#C"`,
-		"SK":         `S:"#META"`,
-		"entity_id":  `S:"C"`,
-		"name":       `S:"C"`,
-		"parent_id":  `S:"P"`,
-		"cascade":    `BOOL:true`,
-		"metadata":   `M:{tier=S:"gold"}`,
-		"created_at": `S:"2026-01-02T02:04:05Z"`,
-		"GSI1PK":     `S:"ns1/PARENT#P"`,
-		"GSI1SK":     `S:"CHILD#C"`,
-		"GSI4PK":     `S:"ns1"`,
-		"GSI4SK":     `S:"ns1/ENTITY#C"`,
-	})
-	root := Entity{ID: "P", Name: "Parent Org", CreatedAt: created}
-	schemaCheckItem(t, "root entity", entityItem("ns1", root), map[string]string{
-		"PK":         `S:"ns1/ENTITY#P"`,
-		"SK":         `S:"#META"`,
-		"entity_id":  `S:"P"`,
-		"name":       `S:"Parent Org"`,
-		"parent_id":  `NULL:true`,
-		"cascade":    `BOOL:false`,
-		"metadata":   `M:{}`,
-		"created_at": `S:"2026-01-02T02:04:05Z"`,
-		"GSI4PK":     `S:"ns1"`,
-		"GSI4SK":     `S:"ns1/ENTITY#P"`,
-	})
-
-	for _, e := range []Entity{child, root} {
-		got := entityFromItem(entityItem("ns1", e))
+	for _, e := range []Entity{
+		{ID: "C", ParentID: "P", Cascade: true, Metadata: map[string]string{"tier": "gold"}, CreatedAt: created},
+		{ID: "P", Name: "Parent Org", CreatedAt: created},
+	} {
+		item := entityItem("ns1", e)
+		if pk, gsi1 := schemaAVText(item[attrPK]), item["GSI1PK"]; pk != `S:"ns1/ENTITY#`+e.ID+`"` || (gsi1 != nil) != (e.ParentID != "") {
+			t.Errorf("%s: PK %s, GSI1PK %v", e.ID, pk, gsi1)
+		}
+		got := entityFromItem(item)
 		want := e
 		if want.Name == "" {
 			want.Name = want.ID
@@ -240,71 +105,20 @@ func TestEntityItem(t *testing.T) {
 	}
 }
 
-func TestEntityFromItemForeignValues(t *testing.T) {
-	t.Parallel()
-	item := map[string]types.AttributeValue{
-		"entity_id":  schemaS("e"),
-		"created_at": schemaS("garbage"),
-		"metadata": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{
-			"s": schemaS("x"), "n": &types.AttributeValueMemberN{Value: "12.5"}, "b": schemaBool(true),
-			"null": schemaNull(), "list": &types.AttributeValueMemberL{},
-		}},
-	}
-	got := entityFromItem(item)
-	want := Entity{ID: "e", Metadata: map[string]string{"s": "x", "n": "12.5", "b": "true"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("entityFromItem (-want +got):\n%s", diff)
-	}
-}
-
 func TestConfigItems(t *testing.T) {
 	t.Parallel()
 	limits := []Limit{PerMinute("tpm", 10000), PerSecond("rps", 10).WithBurst(20), PerDay("req_per_day", 5)}
-	schemaCheckItem(t, "entity config", entityConfigItem("ns", "e-1", "openai/gpt-4", limits), map[string]string{
-		"PK":               `S:"ns/ENTITY#e-1"`,
-		"SK":               `S:"#CONFIG#openai/gpt-4"`,
-		"entity_id":        `S:"e-1"`,
-		"resource":         `S:"openai/gpt-4"`,
-		"config_version":   `N:1`,
-		"GSI3PK":           `S:"ns/ENTITY_CONFIG#openai/gpt-4"`,
-		"GSI3SK":           `S:"e-1"`,
-		"GSI4PK":           `S:"ns"`,
-		"GSI4SK":           `S:"ns/ENTITY#e-1"`,
-		"l_tpm_cp":         `N:10000`,
-		"l_tpm_ra":         `N:10000`,
-		"l_tpm_rp":         `N:60`,
-		"l_rps_cp":         `N:20`,
-		"l_rps_ra":         `N:10`,
-		"l_rps_rp":         `N:1`,
-		"l_req_per_day_cp": `N:5`,
-		"l_req_per_day_ra": `N:5`,
-		"l_req_per_day_rp": `N:86400`,
-	})
-	schemaCheckItem(t, "resource config", resourceConfigItem("ns", "gpt-4", limits[:1]), map[string]string{
+	schemaCheckItem(t, "resource config", resourceConfigItem("ns", "gpt-4", limits[1:2]), map[string]string{
 		"PK":             `S:"ns/RESOURCE#gpt-4"`,
 		"SK":             `S:"#CONFIG"`,
 		"resource":       `S:"gpt-4"`,
 		"config_version": `N:1`,
 		"GSI4PK":         `S:"ns"`,
 		"GSI4SK":         `S:"ns/RESOURCE#gpt-4"`,
-		"l_tpm_cp":       `N:10000`,
-		"l_tpm_ra":       `N:10000`,
-		"l_tpm_rp":       `N:60`,
+		"l_rps_cp":       `N:20`,
+		"l_rps_ra":       `N:10`,
+		"l_rps_rp":       `N:1`,
 	})
-	schemaCheckItem(t, "system config", systemConfigItem("ns", limits[:1], OnUnavailableAllow), map[string]string{
-		"PK":             `S:"ns/SYSTEM#"`,
-		"SK":             `S:"#CONFIG"`,
-		"config_version": `N:1`,
-		"on_unavailable": `S:"allow"`,
-		"GSI4PK":         `S:"ns"`,
-		"GSI4SK":         `S:"ns/SYSTEM#"`,
-		"l_tpm_cp":       `N:10000`,
-		"l_tpm_ra":       `N:10000`,
-		"l_tpm_rp":       `N:60`,
-	})
-	if _, ok := systemConfigItem("ns", nil, "")[attrOnUnavailable]; ok {
-		t.Error("systemConfigItem without on_unavailable wrote the attribute")
-	}
 
 	sorted := []Limit{limits[2], limits[1], limits[0]} // req_per_day, rps, tpm
 	for name, item := range map[string]map[string]types.AttributeValue{
@@ -326,8 +140,8 @@ func TestConfigItems(t *testing.T) {
 	if got := onUnavailableFromItem(systemConfigItem("ns", nil, "")); got != "" {
 		t.Errorf("onUnavailableFromItem(unset) = %q, want empty", got)
 	}
-	if got, err := limitsFromItem(systemConfigItem("ns", nil, "")); err != nil || len(got) != 0 {
-		t.Errorf("limitsFromItem(no limits) = %v, %v; want empty, nil", got, err)
+	if got, err := limitsFromItem(systemConfigItem("ns", nil, "")); err != nil || got == nil || len(got) != 0 {
+		t.Errorf("limitsFromItem(no limits) = %#v, %v; want empty, nil", got, err)
 	}
 
 	// Incomplete or invalid stored limits fail like the original's Limit().
@@ -336,49 +150,28 @@ func TestConfigItems(t *testing.T) {
 		t.Errorf("limitsFromItem(missing rp) error = %v, want ErrValidation", err)
 	}
 	badNumber := map[string]types.AttributeValue{"l_rpm_cp": &types.AttributeValueMemberN{Value: "ten"}}
-	if _, err := limitsFromItem(badNumber); err == nil {
-		t.Error("limitsFromItem(bad number) succeeded, want error")
+	if _, err := limitsFromItem(badNumber); err == nil || errors.Is(err, ErrValidation) {
+		t.Errorf("limitsFromItem(bad number) = %v, want a non-validation error", err)
 	}
 	hugePeriod := map[string]types.AttributeValue{"l_rpm_cp": schemaN(1), "l_rpm_ra": schemaN(1), "l_rpm_rp": schemaN(math.MaxInt64)}
-	if _, err := limitsFromItem(hugePeriod); err == nil {
-		t.Error("limitsFromItem(huge period) succeeded, want error")
+	if _, err := limitsFromItem(hugePeriod); err == nil || err.Error() != "config limit rpm: refill period 9223372036854775807 s out of range" {
+		t.Errorf("limitsFromItem(huge period) = %v", err)
+	}
+	// Limits are checked in name order: the first broken one is reported.
+	two := map[string]types.AttributeValue{
+		"l_a_cp": schemaN(0), "l_a_ra": schemaN(1), "l_a_rp": schemaN(1),
+		"l_b_cp": &types.AttributeValueMemberN{Value: "x"},
+	}
+	if _, err := limitsFromItem(two); !errors.Is(err, ErrValidation) {
+		t.Errorf("limitsFromItem(a invalid, b malformed) = %v, want a's ErrValidation", err)
 	}
 
-	sys := map[string]types.AttributeValue{"audit_retention_days": schemaN(30)}
-	if days, ok, err := auditRetentionDaysFromItem(sys); days != 30 || !ok || err != nil {
-		t.Errorf("auditRetentionDaysFromItem = %d, %v, %v; want 30, true, nil", days, ok, err)
-	}
-}
-
-func TestRegistries(t *testing.T) {
-	t.Parallel()
-	res := map[string]types.AttributeValue{
-		"PK":        schemaS("ns/SYSTEM#"),
-		"SK":        schemaS(skResources),
-		"resources": &types.AttributeValueMemberSS{Value: []string{"gpt-4", "claude", "openai/gpt-4o"}},
-	}
-	if diff := cmp.Diff([]string{"claude", "gpt-4", "openai/gpt-4o"}, resourceRegistryFromItem(res)); diff != "" {
+	res := map[string]types.AttributeValue{"resources": &types.AttributeValueMemberSS{Value: []string{"gpt-4", "claude"}}}
+	if diff := cmp.Diff([]string{"claude", "gpt-4"}, resourceRegistryFromItem(res)); diff != "" {
 		t.Errorf("resourceRegistryFromItem (-want +got):\n%s", diff)
 	}
-	if got := resourceRegistryFromItem(nil); len(got) != 0 {
-		t.Errorf("resourceRegistryFromItem(nil) = %v", got)
-	}
-	ec := map[string]types.AttributeValue{
-		"PK":        schemaS("ns/SYSTEM#"),
-		"SK":        schemaS(skEntityConfigResources),
-		"GSI4PK":    schemaS("ns"),
-		"GSI4SK":    schemaS("ns/SYSTEM#"),
-		"gpt-4":     schemaN(2),
-		"_default_": schemaN(1),
-		"claude":    schemaN(0),
-		"old":       schemaN(-1),
-		"openai/o1": schemaN(5),
-	}
-	got, err := entityConfigRegistryFromItem(ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"_default_", "gpt-4", "openai/o1"}, got); diff != "" {
-		t.Errorf("entityConfigRegistryFromItem (-want +got):\n%s", diff)
+	ec := map[string]types.AttributeValue{"PK": schemaS("ns/SYSTEM#"), "SK": schemaS(skEntityConfigResources), "gpt-4": schemaN(2), "old": schemaN(0)}
+	if got, err := entityConfigRegistryFromItem(ec); err != nil || !cmp.Equal(got, []string{"gpt-4"}) {
+		t.Errorf("entityConfigRegistryFromItem = %v, %v", got, err)
 	}
 }

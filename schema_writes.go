@@ -1,82 +1,44 @@
 package limiter
 
-import (
-	"strconv"
-	"strings"
+// The requests of bucket writes ([BucketWrite]) on the DynamoDB layout of
+// internal/ddbschema.
 
+import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // exprBuilder accumulates an expression's attribute names and values with
 // index-based placeholders (#a0, :v0), so that limit names containing '-' or
-// '.' are safe (fix B6).
+// '.' are safe (see ddbschema.Expr).
 type exprBuilder struct {
-	names   map[string]string // placeholder → attribute name
-	byName  map[string]string // attribute name → placeholder
-	values  map[string]types.AttributeValue
-	nValues int
+	e *ddbschema.Expr
 }
 
-func newExprBuilder() *exprBuilder {
-	return &exprBuilder{names: map[string]string{}, byName: map[string]string{}, values: map[string]types.AttributeValue{}}
-}
+func newExprBuilder() *exprBuilder { return &exprBuilder{e: ddbschema.NewExpr()} }
 
 // name returns the placeholder of attribute name n.
-func (b *exprBuilder) name(n string) string {
-	if p, ok := b.byName[n]; ok {
-		return p
-	}
-	p := "#a" + strconv.Itoa(len(b.names))
-	b.names[p] = n
-	b.byName[n] = p
-	return p
-}
+func (b *exprBuilder) name(n string) string { return b.e.Name(n) }
 
 // value returns a new placeholder for v.
-func (b *exprBuilder) value(v types.AttributeValue) string {
-	p := ":v" + strconv.Itoa(b.nValues)
-	b.nValues++
-	b.values[p] = v
-	return p
-}
+func (b *exprBuilder) value(v types.AttributeValue) string { return b.e.Value(v) }
 
-func (b *exprBuilder) n(v int64) string { return b.value(schemaN(v)) }
+// n returns a new placeholder for the number v.
+func (b *exprBuilder) n(v int64) string { return b.e.N(v) }
+
+// update returns the transactional Update of key in table with update
+// expression expr and the conditions conds joined by AND.
+func (b *exprBuilder) update(table string, key map[string]types.AttributeValue, expr string, conds []string) *types.Update {
+	return b.e.Update(table, key, expr, conds)
+}
 
 // updateExpr joins SET, ADD and REMOVE clauses.
-func updateExpr(set, add, remove []string) string {
-	var parts []string
-	if len(set) > 0 {
-		parts = append(parts, "SET "+strings.Join(set, ", "))
-	}
-	if len(add) > 0 {
-		parts = append(parts, "ADD "+strings.Join(add, ", "))
-	}
-	if len(remove) > 0 {
-		parts = append(parts, "REMOVE "+strings.Join(remove, ", "))
-	}
-	return strings.Join(parts, " ")
-}
-
-func (b *exprBuilder) update(table string, key map[string]types.AttributeValue, expr string, conds []string) *types.Update {
-	u := &types.Update{
-		TableName:                 aws.String(table),
-		Key:                       key,
-		UpdateExpression:          aws.String(expr),
-		ExpressionAttributeNames:  b.names,
-		ExpressionAttributeValues: b.values,
-	}
-	if len(conds) > 0 {
-		u.ConditionExpression = aws.String(strings.Join(conds, " AND "))
-	}
-	if len(b.values) == 0 {
-		u.ExpressionAttributeValues = nil
-	}
-	return u
-}
+func updateExpr(set, add, remove []string) string { return ddbschema.UpdateExpr(set, add, remove) }
 
 // initLimitClauses returns the SET clauses that initialise a limit missing
-// from an existing item (fix B1): tk from tk (an expression), cp/ra/rp kept
+// from an existing item: tk from tk (an expression), cp/ra/rp kept
 // when already stored (e.g. synced by SetLimits) or set from initial.
 func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *BucketState) []string {
 	set := []string{b.name(bucketAttr(name, fieldTokens)) + " = " + tkExpr}
@@ -118,7 +80,7 @@ func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
 			TableName:                aws.String(table),
 			Item:                     bucketItem(ns, spec),
 			ConditionExpression:      aws.String("attribute_not_exists(" + b.name(attrPK) + ")"),
-			ExpressionAttributeNames: b.names,
+			ExpressionAttributeNames: b.e.Names(),
 		}}
 	case WriteNormal:
 		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
@@ -178,7 +140,7 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w Buck
 
 // buildRetryUpdate is the original's build_composite_retry: consume without
 // refill, guarded by tk >= consumed; a limit missing from the item is
-// initialised as full first (fix B1).
+// initialised as full first.
 func buildRetryUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, add []string

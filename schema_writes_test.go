@@ -15,7 +15,7 @@ var placeholder = regexp.MustCompile(`[#:][av][0-9]+`)
 
 // render substitutes an expression's placeholders with attribute names and
 // number/string values, so that index-based expressions can be compared with
-// the reference's.
+// the Python library's, which names attributes directly.
 func render(expr string, names map[string]string, values map[string]types.AttributeValue) string {
 	return placeholder.ReplaceAllStringFunc(expr, func(p string) string {
 		if n, ok := names[p]; ok {
@@ -36,9 +36,11 @@ func render(expr string, names map[string]string, values map[string]types.Attrib
 	})
 }
 
-// TestNormalWriteC3 reproduces reference Appendix C3: the slow-path normal
-// write of {rps:1, tpm:100} 203 ms after the last write.
-func TestNormalWriteC3(t *testing.T) {
+// TestNormalWriteShape checks the slow-path normal write of {rps:1,
+// tpm:100} 203 ms after the last write against the Python library's: the
+// refill and consumption as ADDs under the rf lock, a floor guard on tpm,
+// whose consumption exceeds its refill, and none on rps.
+func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.limiter()
@@ -81,7 +83,7 @@ func TestNormalWriteC3(t *testing.T) {
 	}
 	for p := range in.ExpressionAttributeNames {
 		if !strings.HasPrefix(p, "#a") {
-			t.Errorf("placeholder %q is not index-based (B6)", p)
+			t.Errorf("placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
 		}
 	}
 	b := env.bucket("e", "api")
@@ -93,7 +95,9 @@ func TestNormalWriteC3(t *testing.T) {
 func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).Value }
 
 // TestSpeculativeUpdateShape checks the speculative UpdateItem against the
-// reference (§5.7) with our B9 rule: only positive amounts are guarded.
+// Python library's, except that only positive amounts are guarded (a zero
+// or negative amount must not refuse the write for a balance it does not
+// take from).
 func TestSpeculativeUpdateShape(t *testing.T) {
 	in := buildSpeculativeUpdate("tbl", "ns", SpeculativeRequest{Key: BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)

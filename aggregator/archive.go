@@ -12,10 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
-// Archive object settings (reference §7.9).
+// Archive object settings, as the original writes them.
 const (
 	archiveContentType     = "application/x-ndjson"
 	archiveContentEncoding = "gzip"
@@ -43,7 +43,7 @@ func optional(s string) *string {
 	return &s
 }
 
-func archivedEvent(e limiter.AuditEvent) ArchivedEvent {
+func archivedEvent(e ddbschema.AuditEvent) ArchivedEvent {
 	a := ArchivedEvent{
 		EventID:   e.EventID,
 		EntityID:  e.EntityID,
@@ -63,8 +63,8 @@ func archivedEvent(e limiter.AuditEvent) ArchivedEvent {
 
 // auditEvents returns the batch's expired audit events and the index of the
 // first record holding one.
-func auditEvents(recs []record) ([]limiter.AuditEvent, int) {
-	var evs []limiter.AuditEvent
+func auditEvents(recs []record) ([]ddbschema.AuditEvent, int) {
+	var evs []ddbschema.AuditEvent
 	first := -1
 	for _, r := range recs {
 		if r.kind == kindAudit {
@@ -93,7 +93,7 @@ func ArchiveKey(requestID string, earliest, now time.Time) string {
 
 // encodeArchive returns the gzip-compressed JSON Lines of evs: one compact
 // object per line, each line ending in '\n'.
-func encodeArchive(evs []limiter.AuditEvent) ([]byte, error) {
+func encodeArchive(evs []ddbschema.AuditEvent) ([]byte, error) {
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	enc := json.NewEncoder(zw) // Encode appends '\n'
@@ -110,7 +110,7 @@ func encodeArchive(evs []limiter.AuditEvent) ([]byte, error) {
 }
 
 // archive writes evs as one object to the archive bucket.
-func (p *Processor) archive(ctx context.Context, evs []limiter.AuditEvent, requestID string, now time.Time) error {
+func (p *Processor) archive(ctx context.Context, evs []ddbschema.AuditEvent, requestID string, now time.Time) error {
 	var earliest time.Time
 	for _, e := range evs {
 		if !e.Timestamp.IsZero() && (earliest.IsZero() || e.Timestamp.Before(earliest)) {

@@ -176,7 +176,8 @@ func auditRemove(pk, eventID, action, timestamp string, seq int) events.DynamoDB
 }
 
 // TestArchiveSelection: only REMOVE events of namespaced audit keys with an
-// action are archived (B7: the bare AUDIT# prefix is not ours), in one
+// action are archived (a bare AUDIT# key is not an audit event of this
+// schema), in one
 // object named after the earliest timestamp; a record with no timestamp
 // alone takes the processor's date.
 func TestArchiveSelection(t *testing.T) {
@@ -246,7 +247,8 @@ func TestArchiveFailure(t *testing.T) {
 
 // TestE2EArchiveDeletedAuditEvents: audit events the limiter wrote, removed
 // from the table (as TTL does), reach S3 through the stream and the runner,
-// one line per event, namespaced keys and all (B7).
+// one line per event, namespaced keys and all (the original's stream
+// filter missed namespaced keys).
 func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 	client := newS3(t, "archive")
 	e := newEnv(t, func(o *Options) { o.S3, o.ArchiveBucket = client, "archive" })

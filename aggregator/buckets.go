@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // maxShardCount bounds shard propagation: a shard count above it is not
@@ -26,7 +27,7 @@ type bucketKey struct {
 // bucketAgg is one bucket item as the batch left it.
 type bucketAgg struct {
 	// item is the last record's new image.
-	item limiter.BucketItem
+	item ddbschema.Bucket
 	// deltas sums the records' tc deltas per limit (millitokens), wcu
 	// included.
 	deltas map[string]int64
@@ -45,7 +46,7 @@ func aggregateBuckets(recs []record) []*bucketAgg {
 		if r.kind != kindBucket {
 			continue
 		}
-		k := bucketKey{ns: r.newItem.NamespaceID, entity: r.newItem.EntityID, resource: r.newItem.Resource, shard: r.newItem.Shard}
+		k := bucketKey{ns: r.newItem.Namespace, entity: r.newItem.EntityID, resource: r.newItem.Resource, shard: r.newItem.Shard}
 		b, ok := byKey[k]
 		if !ok {
 			b = &bucketAgg{deltas: map[string]int64{}}
@@ -71,32 +72,45 @@ func isConditionFailed(err error) bool {
 }
 
 // refillCredits returns, per limit of b, the tokens (millitokens) that
-// accrued between rf and nowMs (reference §7.6: limits with a
-// non-positive refill amount or period are skipped; a limit other than wcu
-// refills at 1/shard count of its capacity and rate, because each shard owns
-// that share, while wcu is per item, each shard being its own partition).
+// accrued between rf and nowMs. Limits with a non-positive refill amount or
+// period are skipped; a limit other than wcu refills at 1/shard count of
+// its capacity and rate, because each shard owns that share, while wcu is
+// per item, each shard being its own partition.
 // Limits that accrued nothing are left out.
 func refillCredits(b *bucketAgg, nowMs int64) map[string]int64 {
 	n := int64(max(b.item.ShardCount, 1))
 	credits := map[string]int64{}
-	for _, s := range b.item.States {
-		if s.RefillPeriodMs <= 0 || s.RefillAmountMilli <= 0 {
+	for _, l := range b.item.Limits {
+		if l.RefillPeriodMs <= 0 || l.RefillAmountMilli <= 0 {
 			continue
 		}
-		capMilli, rate := s.CapacityMilli, s.RefillAmountMilli
-		if s.LimitName != limiter.WCULimitName {
+		capMilli, rate := l.CapacityMilli, l.RefillAmountMilli
+		if l.Name != ddbschema.WCULimitName {
 			capMilli, rate = floorDiv(capMilli, n), floorDiv(rate, n)
 		}
-		tk, _ := limiter.RefillBucket(s.TokensMilli, b.item.RefillMs, nowMs, capMilli, rate, s.RefillPeriodMs)
-		if d := tk - s.TokensMilli; d > 0 {
-			credits[s.LimitName] = d
+		tk := refilled(l.TokensMilli, b.item.RefillMs, nowMs, capMilli, rate, l.RefillPeriodMs)
+		if d := tk - l.TokensMilli; d > 0 {
+			credits[l.Name] = d
 		}
 	}
 	return credits
 }
 
-// refillDue reports whether a proactive refill of b is due (reference §7.6
-// and Appendix C6): the batch consumed from b's item and some limit's
+// refilled returns the balance, in millitokens, of a limit that held
+// tokensMilli at refillMs, refilled to nowMs with the limiter's arithmetic.
+func refilled(tokensMilli, refillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	s := limiter.BucketState{
+		TokensMilli:       tokensMilli,
+		LastRefillMs:      refillMs,
+		CapacityMilli:     capacityMilli,
+		RefillAmountMilli: refillAmountMilli,
+		RefillPeriodMs:    refillPeriodMs,
+	}
+	return s.RefilledAt(time.UnixMilli(nowMs)).TokensMilli
+}
+
+// refillDue reports whether a proactive refill of b is due, as in the
+// original: the batch consumed from b's item and some limit's
 // refilled balance does not cover the batch's consumption of it. Only a
 // bucket that the batch consumed from is refilled: the processor's own
 // refill writes come back through the stream, and a bucket in debt would
@@ -106,8 +120,8 @@ func refillDue(b *bucketAgg, credits map[string]int64) bool {
 		return false
 	}
 	for name, c := range credits {
-		s, _ := b.item.State(name)
-		if s.TokensMilli+c < max(0, b.deltas[name]) {
+		l, _ := b.item.Limit(name)
+		if l.TokensMilli+c < max(0, b.deltas[name]) {
 			return true
 		}
 	}
@@ -133,7 +147,7 @@ func (p *Processor) refill(ctx context.Context, b *bucketAgg, credits map[string
 	if !refillDue(b, credits) {
 		return false, nil
 	}
-	in := limiter.RefillUpdate(p.table, b.item, credits, now.UnixMilli())
+	in := ddbschema.RefillUpdate(p.table, b.item, credits, now.UnixMilli())
 	if in == nil {
 		return false, nil
 	}
@@ -150,23 +164,22 @@ func (p *Processor) refill(ctx context.Context, b *bucketAgg, credits map[string
 // wcuLevel returns the wcu balance of b's item refilled to nowMs, and its
 // capacity, in millitokens; ok is false when the item has no usable wcu.
 func wcuLevel(b *bucketAgg, nowMs int64) (level, capacity int64, ok bool) {
-	s, found := b.item.State(limiter.WCULimitName)
-	if !found || s.CapacityMilli <= 0 {
+	l, found := b.item.Limit(ddbschema.WCULimitName)
+	if !found || l.CapacityMilli <= 0 {
 		return 0, 0, false
 	}
-	level, _ = limiter.RefillBucket(s.TokensMilli, b.item.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-	return level, s.CapacityMilli, true
+	level = refilled(l.TokensMilli, b.item.RefillMs, nowMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+	return level, l.CapacityMilli, true
 }
 
-// shouldShard reports whether b's shard 0 needs another shard (reference
-// §7.7 with fix B10): the batch wrote to it speculatively, its shard count
+// shouldShard reports whether b's shard 0 needs another shard: the batch wrote to it speculatively, its shard count
 // did not change within the batch (the doubling's effect is judged by the
 // next batch), and its wcu level, refilled to nowMs, is below
 // [ShardThreshold] of capacity — a partition taking more than its 1000
 // writes per second. A bucket that has seen many writes at a lower rate
 // refills and is never sharded.
 func shouldShard(b *bucketAgg, nowMs int64) bool {
-	if b.item.Shard != 0 || b.shardCountChanged || b.deltas[limiter.WCULimitName] <= 0 {
+	if b.item.Shard != 0 || b.shardCountChanged || b.deltas[ddbschema.WCULimitName] <= 0 {
 		return false
 	}
 	level, capacity, ok := wcuLevel(b, nowMs)
@@ -175,11 +188,11 @@ func shouldShard(b *bucketAgg, nowMs int64) bool {
 
 // proactiveShard doubles b's shard count when shouldShard says so; the
 // same write refills b with credits and restarts its wcu (see
-// limiter.ShardDoublingUpdate). It reports whether the doubling applied; a
+// ddbschema.ShardDoublingUpdate). It reports whether the doubling applied; a
 // concurrent change of the shard count or of rf is not an error (the next
 // batch judges again).
 func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, credits map[string]int64, now time.Time) (bool, error) {
-	_, err := p.client.UpdateItem(ctx, limiter.ShardDoublingUpdate(p.table, b.item, credits, now.UnixMilli()))
+	_, err := p.client.UpdateItem(ctx, ddbschema.ShardDoublingUpdate(p.table, b.item, credits, now.UnixMilli()))
 	switch {
 	case isConditionFailed(err):
 		return false, nil
@@ -197,7 +210,7 @@ func (p *Processor) proactiveShard(ctx context.Context, b *bucketAgg, credits ma
 	return true, nil
 }
 
-// propagate handles a raised shard count on shard 0 (reference §7.8): the
+// propagate handles a raised shard count on shard 0: the
 // existing shards 1…old−1 get the new count, the new shards old…new−1 are
 // created as full items. Writes that find their work done are ignored, so
 // a redelivered record is harmless. It returns the number of items created.
@@ -213,13 +226,13 @@ func (p *Processor) propagate(ctx context.Context, r record) (int, error) {
 		return 0, fmt.Errorf("propagate shards of %s/%s: shard count %d above %d", r.newItem.EntityID, r.newItem.Resource, to, maxShardCount)
 	}
 	for k := 1; k < from; k++ {
-		if _, err := p.client.UpdateItem(ctx, limiter.ShardCountPropagation(p.table, r.newItem, k)); err != nil && !isConditionFailed(err) {
+		if _, err := p.client.UpdateItem(ctx, ddbschema.ShardCountPropagation(p.table, r.newItem, k)); err != nil && !isConditionFailed(err) {
 			return 0, fmt.Errorf("propagate shard count to %s/%s shard %d: %w", r.newItem.EntityID, r.newItem.Resource, k, err)
 		}
 	}
 	created := 0
 	for k := from; k < to; k++ {
-		_, err := p.client.PutItem(ctx, limiter.NewShardItem(p.table, r.newItem, k))
+		_, err := p.client.PutItem(ctx, ddbschema.NewShardItem(p.table, r.newItem, k))
 		switch {
 		case isConditionFailed(err):
 		case err != nil:

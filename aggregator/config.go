@@ -8,7 +8,7 @@ import (
 )
 
 // Environment variables of the aggregator Lambda, named as in the
-// original's CloudFormation template (reference §7.1).
+// original's CloudFormation template.
 const (
 	EnvTableName       = "TABLE_NAME"
 	EnvSnapshotWindows = "SNAPSHOT_WINDOWS"

@@ -1,12 +1,14 @@
 // Package aggregator is the DynamoDB stream processor of a rate-limiter
-// table: a port of the original's aggregator Lambda (reference §7). A
+// table: a port of the Python zae-limiter's aggregator Lambda ("the
+// original" below). A
 // [Processor] applies a batch of stream records — [Processor.Handle] is the
 // Lambda handler, cmd/aggregator its thin main — and a [Runner] feeds a
 // processor from the DynamoDB Streams API, so that the aggregator runs
 // against DynamoDB Local on a laptop (cmd/aggregator-local) and in tests.
 //
-// Item layouts, key formats and bucket math come from the limiter package
-// (aggregator_support.go there); this package reads only its exported API.
+// Item layouts, key formats and the requests on them come from
+// internal/ddbschema, which the limiter package's DynamoDB backend uses
+// too; the refill arithmetic is the limiter's ([limiter.BucketState.RefilledAt]).
 //
 // # What a batch does, in order
 //
@@ -18,23 +20,25 @@
 //     aws-lambda-go accessors panic on a mismatch).
 //  2. Shard propagation: a MODIFY that raises shard 0's shard count sets
 //     the new count on the existing shards and creates the new shard items
-//     whole (reference §7.8). Every write is conditional, so redoing it is
+//     whole. Every write is conditional, so redoing it is
 //     harmless.
 //  3. Audit archival: the batch's expired audit events go to one
-//     gzip-compressed JSON Lines object in S3 (reference §7.9), when an
+//     gzip-compressed JSON Lines object in S3, when an
 //     archive bucket and an S3 client are configured.
 //  4. Usage snapshots: the consumption of each limit but wcu is the change
 //     of its net counter tc (new − old; refunds count negative), floored to
 //     whole tokens per record, added with ADD to the flat snapshot item of
 //     every configured window (hourly and daily by default) that contains
-//     the record's event time, ApproximateCreationDateTime (fix B12); the
+//     the record's event time, ApproximateCreationDateTime (not the
+//     processor's clock, so a redelivered or late batch counts in the
+//     window the consumption happened in); the
 //     processor's clock stands in for a record without one. The writes of
 //     a batch are grouped per snapshot item and applied atomically in
 //     chunks of whole records: one UpdateItem when the batch touches one
 //     item, one TransactWriteItems per 100 items otherwise.
 //  5. Proactive refill: per bucket item the batch consumed from, the last
-//     image and the summed tc deltas decide, as reference §7.6 and
-//     Appendix C6, whether a refill is due (a limit's refilled balance
+//     image and the summed tc deltas decide, as in the original, whether
+//     a refill is due (a limit's refilled balance
 //     would not cover the batch's consumption); limits other than wcu
 //     refill at 1/shard count of their capacity and rate. The write is
 //     `SET rf = now ADD b_L_tk …` on condition `rf = <rf of the last
@@ -43,8 +47,9 @@
 //     = 2n` on condition `shard_count = n`) when the batch wrote to it
 //     speculatively and its wcu level, refilled to now, is below 20 % of
 //     capacity: a partition taking more than its 1000 writes per second.
-//     Because wcu refills (fix B10), a bucket that has seen many writes at
-//     a lower rate is never sharded. The doubling write also refills the
+//     Because wcu refills (in the original it only drains, so about 800
+//     lifetime writes at any rate sharded a bucket), a bucket that has
+//     seen many writes at a lower rate is never sharded. The doubling write also refills the
 //     item (rf lock, every limit credited) and sets its wcu back to
 //     capacity, so the measure restarts at the halved load: the batches
 //     that follow double again only if shard 0 still takes more than 1000
@@ -73,13 +78,13 @@
 //     Lambda timeout) is redelivered whole and counted again.
 //   - No early return when a batch has no consumption: propagation runs for
 //     every batch, so a batch holding only a shard count bump still
-//     propagates it (the original skips it, §7.3 step 2). Refill and
+//     propagates it (the original returns early and skips it). Refill and
 //     sharding consider only the bucket items the batch consumed from, so
 //     the processor's own refill writes, which come back through the
 //     stream, do not trigger more refills.
 //   - The consumption carried by an INSERT (the bucket's creation) is
 //     counted, and so is a limit initialised on an existing item (missing
-//     from the old image): the original drops both (B12).
+//     from the old image): the original drops both, under-counting usage.
 //   - Snapshot writes are grouped: one write per snapshot item per batch,
 //     adding every limit's tokens and one total_events per limit delta —
 //     the same item effects as the original's one UpdateItem per delta and
@@ -90,13 +95,15 @@
 //     the same item, whose counters hold the sum of both and whose window
 //     attribute names the first writer. Readers get what the original's
 //     would. Placeholders are
-//     index-based (#a0, :v0), so limit names with '-' or '.' work (B6).
+//     index-based (#a0, :v0), so limit names with '-' or '.' work (the
+//     original puts names into the expression and fails on them).
 //     Counters named like a snapshot attribute (ttl, window, …) are left
 //     out instead of failing the write.
 //   - A refill that is due credits every limit whose balance accrued since
 //     rf, not only those that fell short: rf moves to now for all of them,
-//     and an uncredited limit would lose its accrual (part of B11; the
-//     sub-millitoken remainder is still lost).
+//     and an uncredited limit would lose its accrual (the original credits
+//     only the short limits and so loses the others'; the sub-millitoken
+//     remainder is still lost).
 //   - wcu is per item: each shard is its own partition, so wcu refills and
 //     is judged at its full capacity on every shard (the original divides
 //     it by the shard count when refilling).
@@ -106,7 +113,7 @@
 //   - Legacy pre-0.9.0 bucket items (SK #BUCKET#{res}) are ignored: they
 //     are orphaned, and the deployed stream filter (SK = #STATE) never
 //     delivered them.
-//   - Archival recognises the namespaced audit keys {ns}/AUDIT#… (B7: the
+//   - Archival recognises the namespaced audit keys {ns}/AUDIT#… (the
 //     original's stream filter looked for the bare prefix AUDIT# and so
 //     never matched); deploy the event source mapping without that filter.
 //     Like the original it archives every REMOVE of an audit record,

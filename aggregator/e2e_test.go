@@ -8,6 +8,7 @@ import (
 	"time"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 func mustAcquire(t *testing.T, rl *limiter.RateLimiter, entity, resource string, c limiter.Consume, opts ...limiter.AcquireOption) *limiter.Lease {
@@ -31,11 +32,11 @@ func mustCommit(t *testing.T, l *limiter.Lease) {
 // window boundary.
 func windowSpan(t *testing.T, window string, from, to time.Time) []time.Time {
 	t.Helper()
-	a, err := limiter.UsageWindowStart(window, from)
+	a, err := ddbschema.WindowStart(window, from)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := limiter.UsageWindowStart(window, to)
+	b, _ := ddbschema.WindowStart(window, to)
 	if a.Equal(b) {
 		return []time.Time{a}
 	}
@@ -212,7 +213,7 @@ func TestE2ERefillKeepsFastPath(t *testing.T) {
 	}
 }
 
-// TestE2EWindowFromEventTime is fix B12: the window is the stream record's
+// TestE2EWindowFromEventTime: the window is the stream record's
 // event time, not the bucket's rf nor the processor's clock (both 3 hours
 // ahead here). Only hourly windows, so that the midnight hour does not
 // share its item with the day.
@@ -293,23 +294,24 @@ func TestE2EHotBucketShardsOnce(t *testing.T) {
 		t.Fatalf("shard 0 = %+v, shard 1 = %+v", s0, s1)
 	}
 	// Shard 1 is a whole item: every limit with shard 0's configuration.
-	if len(s1.States) != len(s0.States) || s1.EntityID != "hot" || s1.Resource != "api" {
+	if len(s1.Limits) != len(s0.Limits) || s1.EntityID != "hot" || s1.Resource != "api" {
 		t.Fatalf("shard 1 = %+v", s1)
 	}
-	for _, s := range s0.States {
-		got, ok := s1.State(s.LimitName)
+	for _, s := range s0.Limits {
+		got, ok := s1.Limit(s.Name)
 		if !ok || got.CapacityMilli != s.CapacityMilli || got.RefillAmountMilli != s.RefillAmountMilli || got.RefillPeriodMs != s.RefillPeriodMs {
-			t.Errorf("shard 1 %s = %+v, shard 0 %+v", s.LimitName, got, s)
+			t.Errorf("shard 1 %s = %+v, shard 0 %+v", s.Name, got, s)
 		}
 	}
 	// The load reached shard 1 after the doubling.
-	if rps, _ := s1.State("rps"); rps.TotalConsumedMilli == 0 {
+	if rps, _ := s1.Limit("rps"); rps.TotalConsumedMilli == 0 {
 		t.Errorf("shard 1 never written: %+v", rps)
 	}
 }
 
 // TestE2EQuietBucketNeverShards: 1500 writes at 500/s, more than the
-// original needed to shard (about 800 lifetime writes, B10), leave one
+// original needed to shard (about 800 lifetime writes, since its wcu
+// never refilled), leave one
 // shard.
 func TestE2EQuietBucketNeverShards(t *testing.T) {
 	if testing.Short() {

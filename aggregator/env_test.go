@@ -14,6 +14,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // fakeClock is a settable clock shared by a limiter and a processor.
@@ -132,15 +133,15 @@ func (e *env) item(pk, sk string) map[string]types.AttributeValue {
 }
 
 // bucket reads a bucket item (nil when missing).
-func (e *env) bucket(entity, resource string, shard int) *limiter.BucketItem {
+func (e *env) bucket(entity, resource string, shard int) *ddbschema.Bucket {
 	e.t.Helper()
 	item := e.item(e.repo.NamespaceID()+"/BUCKET#"+entity+"#"+resource+"#"+strconv.Itoa(shard), "#STATE")
 	if item == nil {
 		return nil
 	}
-	b, err := limiter.ParseBucketItem(item)
+	b, err := parseBucket(item)
 	if err != nil {
-		e.t.Fatalf("ParseBucketItem: %v", err)
+		e.t.Fatalf("parseBucket: %v", err)
 	}
 	return &b
 }
@@ -152,7 +153,7 @@ func (e *env) tokens(entity, resource string, shard int, limit string) int64 {
 	if b == nil {
 		e.t.Fatalf("bucket %s/%s shard %d missing", entity, resource, shard)
 	}
-	s, ok := b.State(limit)
+	s, ok := b.Limit(limit)
 	if !ok {
 		e.t.Fatalf("bucket %s/%s shard %d has no limit %s", entity, resource, shard, limit)
 	}

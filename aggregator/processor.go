@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // Defaults of [Options].
@@ -95,7 +96,7 @@ func NewProcessor(client DynamoDBClient, table string, optFns ...func(*Options))
 	}
 	o.Windows = slices.Clone(o.Windows)
 	for _, w := range o.Windows {
-		if _, err := limiter.UsageWindowStart(w, time.Time{}); err != nil {
+		if _, err := ddbschema.WindowStart(w, time.Time{}); err != nil {
 			return nil, fmt.Errorf("aggregator: %w", err)
 		}
 	}

@@ -138,7 +138,7 @@ func (f *fixture) checkSnapshot(entity, resource, windowStart, window string, co
 		f.t.Errorf("snapshot %s total_events = %d, want %d", windowStart, got, events)
 	}
 	if _, ok := item["wcu"]; ok {
-		f.t.Errorf("snapshot %s counts wcu (B2)", windowStart)
+		f.t.Errorf("snapshot %s counts the hidden wcu limit", windowStart)
 	}
 	for attr, want := range map[string]string{
 		"entity_id": entity, "resource": resource, "window": window, "window_start": windowStart,
@@ -167,8 +167,9 @@ func TestProcessorFixtures(t *testing.T) {
 		check func(f *fixture, res Result)
 		calls string // the processor's DynamoDB calls
 	}{{
-		// The creation's consumption counts (B12): 3 rpm, 500 tpm, two
-		// limit deltas; wcu never. No refill: the balances cover it.
+		// The creation's consumption counts (the original drops it):
+		// 3 rpm, 500 tpm, two limit deltas; wcu never. No refill: the
+		// balances cover it.
 		file:  "insert_bucket.json",
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
@@ -201,8 +202,9 @@ func TestProcessorFixtures(t *testing.T) {
 			}
 		},
 	}, {
-		// Appendix C6: 30 s at 100,000,000 per 60 s refills 50,000,000,
-		// which does not cover the batch's 60,000,000: written, rf moved.
+		// The original's refill example: 30 s at 100,000,000 per 60 s
+		// refills 50,000,000, which does not cover the batch's
+		// 60,000,000: written, rf moved.
 		// The record's event time, 00:00:30, puts the hourly and the daily
 		// window in one snapshot item (the original's sort key): one
 		// UpdateItem adds both, and the item says hourly.

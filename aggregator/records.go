@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // Stream event names.
@@ -19,11 +19,11 @@ const (
 	eventRemove = "REMOVE"
 )
 
-// Key attribute names of the table (schema 0.10.0). Everything else about
-// the layout is read through the limiter package.
+// Key attribute names of the table. Everything else about the layout is
+// read through package ddbschema.
 const (
-	keyPK = "PK"
-	keySK = "SK"
+	keyPK = ddbschema.AttrPK
+	keySK = ddbschema.AttrSK
 )
 
 // ErrMalformedRecord is matched (errors.Is) by the error of a stream record
@@ -59,11 +59,11 @@ type record struct {
 	at    time.Time // the record's event time (fallback: the processor's clock)
 
 	// kindBucket: the new image, and the old one for MODIFY.
-	newItem limiter.BucketItem
-	oldItem *limiter.BucketItem
+	newItem ddbschema.Bucket
+	oldItem *ddbschema.Bucket
 
 	// kindAudit: the expired event.
-	audit limiter.AuditEvent
+	audit ddbschema.AuditEvent
 }
 
 // decodeRecord turns one stream record into a [record]. It is the one place
@@ -91,9 +91,9 @@ func decodeRecord(i int, rec events.DynamoDBEventRecord, now time.Time) (record,
 		return r, nil // pre-namespace items are not ours (the original skips them too)
 	}
 	switch {
-	case limiter.IsBucketKey(pk, sk):
+	case ddbschema.IsBucketKey(pk, sk):
 		return decodeBucket(r, rec)
-	case limiter.IsAuditKey(pk) && rec.EventName == eventRemove:
+	case ddbschema.IsAuditKey(pk) && rec.EventName == eventRemove:
 		return decodeAudit(r, rec)
 	}
 	return r, nil
@@ -124,12 +124,21 @@ func decodeBucket(r record, rec events.DynamoDBEventRecord) (record, error) {
 	return r, nil
 }
 
-func parseBucketImage(img map[string]events.DynamoDBAttributeValue) (limiter.BucketItem, error) {
+func parseBucketImage(img map[string]events.DynamoDBAttributeValue) (ddbschema.Bucket, error) {
 	item, err := convertImage(img)
 	if err != nil {
-		return limiter.BucketItem{}, err
+		return ddbschema.Bucket{}, err
 	}
-	return limiter.ParseBucketItem(item)
+	return parseBucket(item)
+}
+
+// parseBucket reads a bucket item strictly: a PK that is not a bucket PK, a
+// layout attribute of the wrong type and a malformed number are errors.
+func parseBucket(item map[string]types.AttributeValue) (ddbschema.Bucket, error) {
+	if err := ddbschema.CheckBucketTypes(item); err != nil {
+		return ddbschema.Bucket{}, err
+	}
+	return ddbschema.BucketFromItem(item)
 }
 
 func decodeAudit(r record, rec events.DynamoDBEventRecord) (record, error) {
@@ -140,7 +149,7 @@ func decodeAudit(r record, rec events.DynamoDBEventRecord) (record, error) {
 	if err != nil {
 		return r, malformed("event %q: OldImage: %v", rec.EventID, err)
 	}
-	ev, ok, err := limiter.ParseAuditItem(item)
+	ev, ok, err := ddbschema.AuditEventFromItem(item)
 	if err != nil {
 		return r, malformed("event %q: %v", rec.EventID, err)
 	}

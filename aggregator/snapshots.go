@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // limitDeltas returns a bucket record's consumption per limit in
@@ -21,15 +21,15 @@ import (
 // first consumption). Zero deltas are left out; wcu is included.
 func limitDeltas(r record) map[string]int64 {
 	out := map[string]int64{}
-	for _, s := range r.newItem.States {
-		d := s.TotalConsumedMilli
+	for _, l := range r.newItem.Limits {
+		d := l.TotalConsumedMilli
 		if r.oldItem != nil {
-			if old, ok := r.oldItem.State(s.LimitName); ok {
+			if old, ok := r.oldItem.Limit(l.Name); ok {
 				d -= old.TotalConsumedMilli
 			}
 		}
 		if d != 0 {
-			out[s.LimitName] = d
+			out[l.Name] = d
 		}
 	}
 	return out
@@ -78,7 +78,7 @@ func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
 			continue
 		}
 		deltas := limitDeltas(r)
-		delete(deltas, limiter.WCULimitName)
+		delete(deltas, ddbschema.WCULimitName)
 		if len(deltas) == 0 {
 			continue
 		}
@@ -86,11 +86,11 @@ func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
 		windows := make([]string, 0, len(p.opts.Windows))
 		fresh := 0
 		for _, w := range p.opts.Windows {
-			start, err := limiter.UsageWindowStart(w, r.at)
+			start, err := ddbschema.WindowStart(w, r.at)
 			if err != nil {
 				continue // windows are validated by NewProcessor
 			}
-			k := snapshotKey{ns: r.newItem.NamespaceID, entity: r.newItem.EntityID, resource: r.newItem.Resource, start: start}
+			k := snapshotKey{ns: r.newItem.Namespace, entity: r.newItem.EntityID, resource: r.newItem.Resource, start: start}
 			if _, ok := groups[k]; !ok && !slices.Contains(keys, k) {
 				fresh++
 			}
@@ -129,7 +129,7 @@ func (p *Processor) writeChunk(ctx context.Context, c snapshotChunk, now time.Ti
 	items := make([]types.TransactWriteItem, 0, len(c.groups))
 	var single *dynamodb.UpdateItemInput
 	for _, g := range c.groups {
-		in, err := limiter.UsageSnapshotUpdate(p.table, g.key.ns, limiter.UsageSnapshot{
+		in, err := ddbschema.UsageSnapshotUpdate(p.table, g.key.ns, ddbschema.UsageSnapshot{
 			EntityID:    g.key.entity,
 			Resource:    g.key.resource,
 			WindowType:  g.window,

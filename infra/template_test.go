@@ -18,6 +18,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // cfnValue converts a YAML node of a CloudFormation template into plain Go
@@ -329,10 +330,10 @@ func TestStreamFilterB7(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := record(tc.event, tc.image, tc.pk, tc.sk)
 			got := slices.ContainsFunc(patterns, func(p map[string]any) bool { return matchPattern(p, rec) })
-			// The aggregator's own view of the record, from the limiter's
-			// key predicates.
-			acts := (tc.event != "REMOVE" && limiter.IsBucketKey(tc.pk, tc.sk)) ||
-				(tc.event == "REMOVE" && limiter.IsAuditKey(tc.pk) && strings.HasPrefix(tc.sk, "#AUDIT#"))
+			// The aggregator's own view of the record, from the layout's key
+			// predicates.
+			acts := (tc.event != "REMOVE" && ddbschema.IsBucketKey(tc.pk, tc.sk)) ||
+				(tc.event == "REMOVE" && ddbschema.IsAuditKey(tc.pk) && strings.HasPrefix(tc.sk, "#AUDIT#"))
 			if acts != tc.aggregatorWantIt {
 				t.Fatalf("test case: aggregator acts = %v, case says %v", acts, tc.aggregatorWantIt)
 			}

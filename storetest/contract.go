@@ -387,7 +387,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
 			t.Fatal(err)
 		}
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: exp, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs+11_000})
+		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: exp, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs + 11_000})
 		if err != nil || res.Applied || res.Reason != limiter.RefusedExpired {
 			t.Fatalf("expired item: %+v, %v", res, err)
 		}

@@ -1,0 +1,76 @@
+package limiter_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	limiter "github.com/zaelimiter/limiter"
+)
+
+// A bucket of 100 requests per minute, empty at noon, holds 25 requests 15
+// seconds later and is full again after a minute.
+func ExampleBucketState_RefilledAt() {
+	noon := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	s := limiter.BucketState{
+		LimitName:         "rpm",
+		TokensMilli:       0,
+		LastRefillMs:      noon.UnixMilli(),
+		CapacityMilli:     100_000,
+		RefillAmountMilli: 100_000,
+		RefillPeriodMs:    60_000,
+	}
+	fmt.Println(s.RefilledAt(noon.Add(15 * time.Second)).Tokens())
+	fmt.Println(s.RefilledAt(noon.Add(2 * time.Minute)).Tokens())
+	fmt.Println(s.Tokens()) // s itself is unchanged
+	// Output:
+	// 25
+	// 100
+	// 0
+}
+
+func TestBucketStateRefilledAt(t *testing.T) {
+	t.Parallel()
+	t0 := time.UnixMilli(1_700_000_000_000)
+	// 7 tokens per 3 s: 1 ms refills 7/3 millitokens, 2 whole ones.
+	s := limiter.BucketState{LimitName: "x", TokensMilli: -500, LastRefillMs: t0.UnixMilli(),
+		CapacityMilli: 10_000, RefillAmountMilli: 7000, RefillPeriodMs: 3000, TotalConsumedMilli: 42}
+	for _, tc := range []struct {
+		name     string
+		now      time.Time
+		tokens   int64
+		lastFill int64
+	}{
+		{"1 ms: 2 millitokens, made in under 1 ms, so rf stays", t0.Add(time.Millisecond), -498, t0.UnixMilli()},
+		{"3 ms: 7 millitokens, exactly", t0.Add(3 * time.Millisecond), -493, t0.UnixMilli() + 3},
+		{"one period", t0.Add(3 * time.Second), 6500, t0.UnixMilli() + 3000},
+		{"capped at capacity", t0.Add(time.Hour), 10_000, t0.Add(time.Hour).UnixMilli()},
+		{"now before the last refill", t0.Add(-time.Second), -500, t0.UnixMilli()},
+		{"now equal to the last refill", t0, -500, t0.UnixMilli()},
+	} {
+		got := s.RefilledAt(tc.now)
+		if got.TokensMilli != tc.tokens || got.LastRefillMs != tc.lastFill {
+			t.Errorf("%s: RefilledAt = %d mt at %d, want %d at %d", tc.name, got.TokensMilli, got.LastRefillMs, tc.tokens, tc.lastFill)
+		}
+		if got.LimitName != s.LimitName || got.CapacityMilli != s.CapacityMilli || got.TotalConsumedMilli != s.TotalConsumedMilli {
+			t.Errorf("%s: RefilledAt changed other fields: %+v", tc.name, got)
+		}
+	}
+	// The balance grows with time and stops at capacity.
+	prev := s.TokensMilli
+	for ms := int64(0); ms <= 6000; ms += 7 {
+		got := s.RefilledAt(t0.Add(time.Duration(ms) * time.Millisecond)).TokensMilli
+		if got < prev || got > s.CapacityMilli {
+			t.Fatalf("after %d ms: %d mt (before: %d mt, capacity %d mt)", ms, got, prev, s.CapacityMilli)
+		}
+		prev = got
+	}
+	if prev != s.CapacityMilli {
+		t.Errorf("after 6 s: %d mt, want capacity %d mt", prev, s.CapacityMilli)
+	}
+	zero := s
+	zero.RefillPeriodMs = 0
+	if got := zero.RefilledAt(t0.Add(time.Hour)); got != zero {
+		t.Errorf("zero period: RefilledAt = %+v, want unchanged", got)
+	}
+}

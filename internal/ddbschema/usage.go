@@ -1,0 +1,164 @@
+package ddbschema
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// UsageSnapshot is a usage snapshot item: PK {ns}/ENTITY#{id}, SK
+// #USAGE#{res}#{window key}. The aggregator writes them with
+// [UsageSnapshotUpdate]; [UsageSnapshotItem] gives the item such an update
+// creates.
+type UsageSnapshot struct {
+	EntityID    string
+	Resource    string
+	WindowType  string // WindowHourly, WindowDaily or WindowMonthly
+	WindowStart time.Time
+	WindowEnd   time.Time // derived on read (see [WindowEnd]), never written
+	// Counters maps limit names to consumed tokens in the window.
+	Counters map[string]int64
+	// TotalEvents counts the limit deltas recorded in the window.
+	TotalEvents int64
+}
+
+// ErrInvalidSnapshot is matched (errors.Is) by the error of a usage
+// snapshot update without entity or resource, or with nothing to add.
+var ErrInvalidSnapshot = errors.New("invalid usage snapshot")
+
+// usageSnapshotExcluded lists the attributes of a snapshot item that are not
+// counters even when they are numbers.
+var usageSnapshotExcluded = map[string]bool{
+	AttrPK: true, AttrSK: true, AttrEntityID: true, AttrResource: true,
+	AttrWindow: true, AttrWindowStart: true, AttrTotalEvents: true,
+	AttrGSI2PK: true, AttrGSI2SK: true, AttrTTL: true,
+}
+
+// UsageSnapshotItem returns the snapshot item for s with the given ttl
+// (epoch seconds). The window key is FormatISOSeconds(s.WindowStart).
+// Counters named like a layout attribute (ttl, window, …) are skipped, as
+// they would collide.
+func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
+	key := FormatISOSeconds(s.WindowStart)
+	item := map[string]types.AttributeValue{
+		AttrPK:          S(PKEntity(ns, s.EntityID)),
+		AttrSK:          S(SKUsage(s.Resource, key)),
+		AttrEntityID:    S(s.EntityID),
+		AttrResource:    S(s.Resource),
+		AttrWindow:      S(s.WindowType),
+		AttrWindowStart: S(key),
+		AttrGSI2PK:      S(GSI2PKResource(ns, s.Resource)),
+		AttrGSI2SK:      S(GSI2SKUsage(key, s.EntityID)),
+		AttrGSI4PK:      S(ns),
+		AttrGSI4SK:      S(PKEntity(ns, s.EntityID)),
+		AttrTTL:         N(ttl),
+		AttrTotalEvents: N(s.TotalEvents),
+	}
+	for name, n := range s.Counters {
+		if _, taken := item[name]; !taken && !usageSnapshotExcluded[name] {
+			item[name] = N(n)
+		}
+	}
+	return item
+}
+
+// UsageSnapshotFromItem reads a snapshot item. ok is false for items the
+// Python library skips (no entity_id, resource or window_start) and for
+// items whose window_start is not a timestamp. WindowEnd follows
+// [WindowEnd]; Counters holds every number attribute except the layout's
+// own (PK, SK, entity_id, resource, window, window_start, total_events,
+// GSI2PK, GSI2SK, ttl). A counter that is not an integer is an error.
+func UsageSnapshotFromItem(item map[string]types.AttributeValue) (s UsageSnapshot, ok bool, err error) {
+	s.EntityID, _ = GetS(item, AttrEntityID)
+	s.Resource, _ = GetS(item, AttrResource)
+	start, _ := GetS(item, AttrWindowStart)
+	if s.EntityID == "" || s.Resource == "" || start == "" {
+		return UsageSnapshot{}, false, nil
+	}
+	if s.WindowStart, err = ParseISOSeconds(start); err != nil {
+		return UsageSnapshot{}, false, nil
+	}
+	s.WindowType, _ = GetS(item, AttrWindow)
+	s.WindowEnd = WindowEnd(s.WindowType, s.WindowStart)
+	if s.TotalEvents, err = GetNOr(item, AttrTotalEvents, 0); err != nil {
+		return UsageSnapshot{}, false, fmt.Errorf("usage snapshot %s/%s %s: %w", s.EntityID, s.Resource, start, err)
+	}
+	s.Counters = map[string]int64{}
+	for name := range item {
+		if usageSnapshotExcluded[name] {
+			continue
+		}
+		n, isN, err := GetN(item, name)
+		if err != nil {
+			return UsageSnapshot{}, false, fmt.Errorf("usage snapshot %s/%s %s: %w", s.EntityID, s.Resource, start, err)
+		}
+		if isN {
+			s.Counters[name] = n
+		}
+	}
+	return s, true, nil
+}
+
+// usageCounterCollides reports whether a limit name cannot be a snapshot
+// counter because the snapshot layout uses that attribute.
+func usageCounterCollides(name string) bool {
+	return usageSnapshotExcluded[name] || name == AttrGSI4PK || name == AttrGSI4SK
+}
+
+// UsageSnapshotUpdate returns the UpdateItem that adds delta to the usage
+// snapshot of delta's entity, resource and window, creating it when
+// missing: delta.WindowType selects the window and delta.WindowStart may be
+// any instant inside it; delta.Counters (tokens per limit) and
+// delta.TotalEvents are added with ADD; the item's keys and attributes are
+// set, the ttl only on creation (from expires, epoch seconds). WindowEnd is
+// ignored. The hidden wcu limit and limits named like a layout attribute
+// (ttl, window, resource, …, which would collide) are left out. An unknown
+// window is an error; an empty entity or resource, or nothing to add, is an
+// error matching [ErrInvalidSnapshot].
+func UsageSnapshotUpdate(table, ns string, delta UsageSnapshot, expires time.Time) (*dynamodb.UpdateItemInput, error) {
+	key, err := WindowKey(delta.WindowType, delta.WindowStart)
+	if err != nil {
+		return nil, err
+	}
+	if delta.EntityID == "" || delta.Resource == "" {
+		return nil, fmt.Errorf("%w %s/%s: entity and resource are required", ErrInvalidSnapshot, delta.EntityID, delta.Resource)
+	}
+	names := make([]string, 0, len(delta.Counters))
+	for _, name := range slices.Sorted(maps.Keys(delta.Counters)) {
+		if name != WCULimitName && !usageCounterCollides(name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 && delta.TotalEvents == 0 {
+		return nil, fmt.Errorf("%w %s/%s: nothing to add", ErrInvalidSnapshot, delta.EntityID, delta.Resource)
+	}
+	entity, res := delta.EntityID, delta.Resource
+	b := NewExpr()
+	keep := func(attr string, v types.AttributeValue) string {
+		a := b.Name(attr)
+		return a + " = if_not_exists(" + a + ", " + b.Value(v) + ")"
+	}
+	set := []string{
+		b.Name(AttrEntityID) + " = " + b.Value(S(entity)),
+		keep(AttrResource, S(res)),
+		keep(AttrWindow, S(delta.WindowType)),
+		keep(AttrWindowStart, S(key)),
+		b.Name(AttrGSI2PK) + " = " + b.Value(S(GSI2PKResource(ns, res))),
+		b.Name(AttrGSI2SK) + " = " + b.Value(S(GSI2SKUsage(key, entity))),
+		keep(AttrGSI4PK, S(ns)),
+		keep(AttrGSI4SK, S(PKEntity(ns, entity))),
+		keep(AttrTTL, N(expires.Unix())),
+	}
+	add := make([]string, 0, len(names)+1)
+	for _, name := range names {
+		add = append(add, b.Name(name)+" "+b.N(delta.Counters[name]))
+	}
+	add = append(add, b.Name(AttrTotalEvents)+" "+b.N(delta.TotalEvents))
+	u := b.Update(table, PrimaryKey(PKEntity(ns, entity), SKUsage(res, key)), UpdateExpr(set, add, nil), nil)
+	return UpdateInput(u), nil
+}
