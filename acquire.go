@@ -291,7 +291,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		}
 		writes = append(writes, w)
 	}
-	err := rl.writeWithConflictRetry(ctx, writes)
+	err := rl.writeWithConflictRetry(ctx, writes, lease)
 	if errors.Is(err, ErrConditionFailed) {
 		if changed {
 			// The retry path consumes without refilling and would not
@@ -332,7 +332,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 			writes = append(writes, w)
 		}
 	}
-	err := rl.writeWithConflictRetry(ctx, writes)
+	err := rl.writeWithConflictRetry(ctx, writes, lease)
 	if errors.Is(err, ErrConditionFailed) {
 		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
 	}
@@ -340,13 +340,21 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 }
 
 // writeWithConflictRetry writes, retrying a TransactionConflict up to
-// maxConflictRetries times with 25/50/100 ms backoff.
-func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []BucketWrite) error {
+// maxConflictRetries times with 25/50/100 ms backoff. Each write waits for
+// the store or for ctx; when ctx ends first, the write goes on and, if it
+// applies, what it took for lease is given back.
+func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []BucketWrite, lease *Lease) error {
 	if len(writes) == 0 {
 		return nil
 	}
 	for attempt := 0; ; attempt++ {
-		err := rl.store.writeBuckets(ctx, writes)
+		_, err := detached(&rl.bg, ctx, false, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, rl.store.writeBuckets(ctx, writes)
+		}, func(_ struct{}, err error) {
+			if err == nil {
+				rl.giveBackLease(writes, lease)
+			}
+		})
 		if !errors.Is(err, ErrTransactionConflict) || attempt >= maxConflictRetries {
 			return err
 		}
@@ -354,6 +362,22 @@ func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []Buck
 		if err := rl.sleep(ctx, conflictBackoff(attempt)); err != nil {
 			return err
 		}
+	}
+}
+
+// giveBackLease gives back what writes (an acquire's initial write, applied
+// after its caller gave up) took for lease: each entry's consumption on its
+// bucket.
+func (rl *RateLimiter) giveBackLease(writes []BucketWrite, lease *Lease) {
+	for _, w := range writes {
+		entries := lease.entriesOf(w.Key)
+		give := make(Consume, len(entries))
+		limits := make([]Limit, 0, len(entries))
+		for _, e := range entries {
+			give[e.limit.Name] += e.consumed
+			limits = append(limits, e.limit)
+		}
+		rl.giveBack(w.Key, give, limits)
 	}
 }
 

@@ -118,7 +118,13 @@ func httpStatus(h http.Header, err error) int {
 		return http.StatusTooManyRequests
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrInvalidIdentifier):
+	case errors.Is(err, ErrValidation):
+		// The request's key or amounts are invalid (a negative estimate,
+		// say); missing limits are the server's configuration problem.
+		var ve *ValidationError
+		if errors.As(err, &ve) && ve.Field == "limits" {
+			return http.StatusInternalServerError
+		}
 		return http.StatusBadRequest
 	default:
 		return http.StatusInternalServerError

@@ -144,6 +144,9 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	if w := serve(h, "bad#key", 10); w.Code != http.StatusBadRequest {
 		t.Errorf("invalid entity ID: %d, want 400", w.Code)
 	}
+	if w := serve(h, "key-1", -500); w.Code != http.StatusBadRequest {
+		t.Errorf("negative estimate: %d, want 400", w.Code)
+	}
 	if got := env.calls(); got != "" {
 		t.Errorf("DynamoDB calls for rejected requests: %s", got)
 	}

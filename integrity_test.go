@@ -1,0 +1,348 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/faultproxy"
+)
+
+// The tests of this file put a fault-injecting proxy (internal/faultproxy)
+// between the limiter and DynamoDB Local: requests hang, are answered late
+// after they applied, are answered 500 after they applied, or are
+// throttled.
+
+// deadlineSlack is how late after its context's deadline an Acquire may
+// return while DynamoDB hangs: the time the goroutines handing over the
+// answer need to be scheduled, a few milliseconds even under -race. On a
+// machine loaded by other work any one wake-up can be later, so the tests
+// require the best of three attempts to be within deadlineSlack, and every
+// one within blockedBound: an Acquire that waited for the hung store would
+// take until the store answered (seconds).
+const (
+	deadlineSlack = 50 * time.Millisecond
+	blockedBound  = time.Second
+)
+
+// proxied returns a repository of env whose requests go through a fault
+// proxy to DynamoDB Local (env.client and env's recorder still reach it
+// directly, for checks).
+func proxied(t *testing.T, env *testEnv) (*DynamoDBRepository, *faultproxy.Proxy) {
+	t.Helper()
+	p := faultproxy.Start(t, ddblocal.Endpoint(t))
+	r := *env.repo
+	r.client = ddblocal.NewClient(p.URL, env.rec.Option(), func(o *dynamodb.Options) {
+		// Make the SDK's own timeouts irrelevant: the caller's context
+		// decides.
+		o.RetryMaxAttempts = 3
+	})
+	return &r, p
+}
+
+// acquireWithin runs an acquire on a context with deadline d, commits it
+// when it succeeds, and returns its error and how late after the deadline
+// it returned (negative: before).
+func acquireWithin(t *testing.T, rl *RateLimiter, d time.Duration, entity string, consume Consume, opts ...AcquireOption) (time.Duration, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	lease, err := rl.Acquire(ctx, entity, "api", consume, opts...)
+	late := time.Since(start) - d
+	t.Logf("acquire %s with a %v deadline returned after %v: %v", entity, d, time.Since(start).Round(time.Millisecond), err)
+	if err == nil {
+		lease.Commit(context.Background())
+	}
+	return late, err
+}
+
+// checkLateness checks the lateness of attempts that should each return at
+// their deadline: all within blockedBound, the best within deadlineSlack.
+func checkLateness(t *testing.T, lates []time.Duration) {
+	t.Helper()
+	best := lates[0]
+	for _, l := range lates {
+		best = min(best, l)
+		if l > blockedBound {
+			t.Errorf("an acquire returned %v after its deadline: it waited for the store", l.Round(time.Millisecond))
+		}
+	}
+	if best > deadlineSlack {
+		t.Errorf("the best of %d acquires returned %v after its deadline, want at most %v", len(lates), best.Round(time.Millisecond), deadlineSlack)
+	}
+}
+
+// mustAcquireWithin is acquireWithin on a long deadline, failing t on an
+// error.
+func mustAcquireWithin(t *testing.T, rl *RateLimiter, entity string, consume Consume, opts ...AcquireOption) {
+	t.Helper()
+	if _, err := acquireWithin(t, rl, 5*time.Second, entity, consume, opts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// attemptsTimingOut makes three acquires with a 300 ms deadline that must
+// each fail with DeadlineExceeded, and checks their lateness.
+func attemptsTimingOut(t *testing.T, rl *RateLimiter, entity string, consume Consume, opts ...AcquireOption) {
+	t.Helper()
+	var lates []time.Duration
+	for range 3 {
+		late, err := acquireWithin(t, rl, 300*time.Millisecond, entity, consume, opts...)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("acquire: %v, want DeadlineExceeded", err)
+		}
+		lates = append(lates, late)
+	}
+	checkLateness(t, lates)
+}
+
+// TestDeadlineKeptWhileDynamoDBHangs: an Acquire returns within its
+// context's deadline (plus deadlineSlack) on every path while DynamoDB
+// hangs, and once DynamoDB answers again, nothing stays charged for the
+// acquires that gave up.
+func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
+	lim := WithLimits(PerMinute("rpm", 100))
+	for _, tc := range []struct {
+		name  string
+		op    string // the operation that hangs
+		opts  []Option
+		setup func(t *testing.T, env *testEnv, rl *RateLimiter)
+		run   func(t *testing.T, rl *RateLimiter, p *faultproxy.Proxy)
+	}{
+		{name: "speculative write", op: "UpdateItem", opts: []Option{WithGroupCommit(false)}},
+		{name: "group commit, solo write", op: "UpdateItem"},
+		{name: "group commit, queued behind a hung write", op: "UpdateItem", run: func(t *testing.T, rl *RateLimiter, p *faultproxy.Proxy) {
+			// A first acquire with a long deadline holds the item's
+			// write; the second queues behind it.
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				if _, err := acquireWithin(t, rl, 3*time.Second, "e", Consume{"rpm": 1}, lim); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("acquire holding the item's write: %v, want DeadlineExceeded", err)
+				}
+			})
+			waitFor(t, func() bool { return p.Faults("UpdateItem") >= 1 })
+			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
+			wg.Wait()
+		}},
+		{name: "read-then-write path, hung read", op: "BatchGetItem", opts: []Option{WithSpeculativeWrites(false)}},
+		{name: "read-then-write path, hung write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
+		{name: "cascade, parallel writes", op: "UpdateItem", setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
+			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
+				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
+			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
+				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			repo, p := proxied(t, env)
+			rl := New(repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
+			if tc.setup != nil {
+				tc.setup(t, env, rl)
+			}
+			// The buckets exist: the paths below write, not create.
+			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+			before := env.bucket("e", "api")
+			p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.Hang})
+			if tc.run != nil {
+				tc.run(t, rl, p)
+			} else {
+				attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
+			}
+			if p.Faults(tc.op) == 0 {
+				t.Fatalf("no %s hung: the test did not test", tc.op)
+			}
+			// DynamoDB answers again: the writes still pending apply, and
+			// what they took is given back.
+			p.Clear()
+			p.Release()
+			rl.Close()
+			after := env.bucket("e", "api")
+			for _, attr := range []string{"b_rpm_tc"} {
+				if env.n(after, attr) != env.n(before, attr) {
+					t.Errorf("%s: %d before, %d after acquires that gave up; want nothing charged", attr, env.n(before, attr), env.n(after, attr))
+				}
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds (at most 5 s).
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGiveUpAfterApplyChargesNothing: DynamoDB applies a write but answers
+// after the caller's deadline. The acquire fails with the context's error,
+// and the tokens the write took are given back: the consumption counters
+// end equal to what the committed leases consumed.
+func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+	for _, tc := range []struct {
+		name    string
+		op      string
+		opts    []Option
+		cascade bool
+	}{
+		{name: "speculative write", op: "UpdateItem", opts: []Option{WithGroupCommit(false)}},
+		{name: "group commit", op: "UpdateItem"},
+		{name: "cascade, parallel writes", op: "UpdateItem", cascade: true},
+		{name: "read-then-write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
+		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, cascade: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			repo, p := proxied(t, env)
+			rl := New(repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
+			entities := []string{"e"}
+			if tc.cascade {
+				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
+					if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+						t.Fatal(err)
+					}
+				}
+				entities = append(entities, "p")
+			}
+			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "tpm": 100}, lim)
+			p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
+			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, lim)
+			if p.Faults(tc.op) == 0 {
+				t.Fatalf("no %s was answered late: the test did not test", tc.op)
+			}
+			rl.Close()
+			p.Clear()
+			for _, e := range entities {
+				b := env.bucket(e, "api")
+				if rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc"); rpm != 1000 || tpm != 100_000 {
+					t.Errorf("%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
+				}
+				if rpm, tpm := env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk"); rpm != 99_000 || tpm != 9_900_000 {
+					t.Errorf("%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
+				}
+			}
+		})
+	}
+}
+
+// TestServerErrorAfterApplyNotRetried: a write that DynamoDB applied but
+// answered with a 500 is not sent again (it would charge twice): the
+// acquire fails as unavailable and the tokens stay taken once — bounded
+// under-admission, never a double charge.
+func TestServerErrorAfterApplyNotRetried(t *testing.T) {
+	env := newTestEnv(t)
+	repo, p := proxied(t, env)
+	rl := New(repo, WithClock(env.clock.now), WithGroupCommit(false))
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
+	before := p.Count("UpdateItem")
+	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire answered 500: %v, want ErrUnavailable", err)
+	}
+	if n := p.Count("UpdateItem") - before; n != 1 {
+		t.Errorf("%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
+	}
+	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
+		t.Errorf("tc = %d, want 6000: the applied write counted once", tc)
+	}
+}
+
+// TestThrottlingRetried: a throttled write (never applied) is retried by
+// the SDK and charged once.
+func TestThrottlingRetried(t *testing.T) {
+	env := newTestEnv(t)
+	repo, p := proxied(t, env)
+	rl := New(repo, WithClock(env.clock.now), WithGroupCommit(false))
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
+	before := p.Count("UpdateItem")
+	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
+	if err != nil {
+		t.Fatalf("acquire throttled once: %v", err)
+	}
+	lease.Commit(env.ctx)
+	if n := p.Count("UpdateItem") - before; n != 2 {
+		t.Errorf("%d UpdateItem requests, want 2 (the throttled one, then its retry)", n)
+	}
+	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
+		t.Errorf("tc = %d, want 6000", tc)
+	}
+}
+
+// TestGroupCommitAdjustNeverFailsAcquires: a commit that puts the bucket
+// into debt, batched with an acquire that fits, does not make the acquire's
+// conditional write fail: the acquires are written first, the adjustments
+// after them.
+func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
+	env := newTestEnv(t)
+	repo, p := proxied(t, env)
+	rl := New(repo, WithClock(env.clock.now))
+	lim := WithLimits(PerMinute("tpm", 1000))
+	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 100}, lim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Adjust(Consume{"tpm": 5000}) // the call used far more than estimated
+	// Hold the item's next write so that the commit and the acquire queue
+	// behind it and go out as one batch.
+	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Hang, Times: 1})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := acquireWithin(t, rl, 5*time.Second, "e", Consume{"tpm": 1}, lim); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, func() bool { return p.Faults("UpdateItem") == 1 })
+	var commitErr, acquireErr error
+	wg.Go(func() { commitErr = lease.Commit(env.ctx) })
+	wg.Go(func() {
+		var l *Lease
+		if l, acquireErr = rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 100}, lim); acquireErr == nil {
+			l.Commit(env.ctx)
+		}
+	})
+	waitFor(t, func() bool {
+		rl.gc.mu.Lock()
+		defer rl.gc.mu.Unlock()
+		s := rl.gc.slots[BucketKey{EntityID: "e", Resource: "api"}]
+		return s != nil && len(s.queue) == 2
+	})
+	env.rec.Reset()
+	p.Release()
+	wg.Wait()
+	if commitErr != nil || acquireErr != nil {
+		t.Fatalf("commit: %v; acquire batched with it: %v", commitErr, acquireErr)
+	}
+	for _, c := range env.rec.Calls() {
+		if c.Failed() {
+			t.Errorf("a refused write in the batch: %s", env.calls())
+			break
+		}
+	}
+	if tc := env.n(env.bucket("e", "api"), "b_tpm_tc"); tc != (100+5000+1+100)*1000 {
+		t.Errorf("tc = %d, want %d", tc, (100+5000+1+100)*1000)
+	}
+}
