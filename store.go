@@ -151,6 +151,9 @@ const (
 	// WriteSync updates the limit parameters of an existing item after a
 	// limit change.
 	WriteSync
+	// WriteReset fills every limit of an existing item to its capacity
+	// ([RateLimiter.Reset]).
+	WriteReset
 )
 
 // TTLMode says what a write does to the item's TTL.
@@ -213,6 +216,12 @@ type LimitWrite struct {
 //     lacks, from Initial (a limit it holds keeps its state and parameters:
 //     the limiter applies a limit change on the next acquire, capping the
 //     balance), and removes every limit named in Remove.
+//   - WriteReset: requires the item; sets the balance of every limit to
+//     its stored capacity and RefillMs = NowMs (so that a read-then-write
+//     computed before the reset fails its lock and reads again). Limits
+//     names the limits the limiter read from the item, for a backend that
+//     must name them; a backend may reset every limit the item holds. The
+//     totals consumed and the TTL are kept.
 //
 // The TTL mode applies to WriteCreate, WriteNormal and WriteSync. A failed
 // condition writes nothing and returns an error matching
@@ -313,6 +322,24 @@ type SpeculativeStore interface {
 	// [SpeculativeRequest]. A refusal is reported in the result (Applied
 	// false, the item as it was, the reason), never as an error.
 	SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error)
+}
+
+// BatchStore is an optional capability: speculative consumption from
+// several bucket items in one atomic step. [RateLimiter.AcquireAll] tries
+// it first; without it, or when it refuses a request that a refill would
+// satisfy, AcquireAll reads every item and writes them all with one
+// [Repository.WriteBuckets] call, which is atomic on every backend (one
+// read and one write instead of one round trip).
+type BatchStore interface {
+	// SpeculativeConsumeAll applies every request of reqs (their keys are
+	// distinct) or none, each under the conditions of
+	// [SpeculativeStore.SpeculativeConsume], and returns one result per
+	// request, in order. When all apply, each result is Applied and holds
+	// its item after the write. When one is refused nothing is written:
+	// every result holds its item as it was, the refused ones with their
+	// reason and the others with [RefusedNone]. A refusal is never an
+	// error.
+	SpeculativeConsumeAll(ctx context.Context, reqs []SpeculativeRequest) ([]SpeculativeResult, error)
 }
 
 // ShardStore is an optional capability of a backend with a per-item write

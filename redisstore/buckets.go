@@ -1,0 +1,453 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// decodeBucket converts a bucket hash (HGETALL as a map) to a Bucket; nil
+// for an empty hash (a missing key).
+func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
+	if len(h) == 0 {
+		return nil
+	}
+	b := &limiter.Bucket{
+		Key:        key,
+		ShardCount: max(int(atoi(h["sc"])), 1),
+		RefillMs:   atoi(h["rf"]),
+		Cascade:    h["cas"] == "1",
+		ParentID:   h["par"],
+		TTL:        atoi(h["ttl"]),
+	}
+	for f, v := range h {
+		name, ok := strings.CutPrefix(f, "cp:")
+		if !ok {
+			continue
+		}
+		b.States = append(b.States, limiter.BucketState{
+			EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
+			TokensMilli:        atoi(h["tk:"+name]),
+			LastRefillMs:       b.RefillMs,
+			CapacityMilli:      atoi(v),
+			RefillAmountMilli:  atoi(h["ra:"+name]),
+			RefillPeriodMs:     atoi(h["rp:"+name]),
+			TotalConsumedMilli: atoi(h["tc:"+name]),
+		})
+	}
+	sort.Slice(b.States, func(i, j int) bool { return b.States[i].LimitName < b.States[j].LimitName })
+	return b
+}
+
+// LoadBuckets implements [limiter.Repository]: one pipeline of HGETALLs
+// (one round trip on a standalone server; one per server on a Cluster).
+func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limiter.BucketKey) (map[string]limiter.Entity, map[limiter.BucketKey]*limiter.Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	pipe := s.client.Pipeline()
+	ents := make([]*redis.MapStringStringCmd, len(entityIDs))
+	for i, id := range entityIDs {
+		ents[i] = pipe.HGetAll(ctx, s.keys.entity(id))
+	}
+	bks := make([]*redis.MapStringStringCmd, len(keys))
+	for i, k := range keys {
+		bks[i] = pipe.HGetAll(ctx, s.keys.bucket(k))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, nil, wrap("read buckets", err)
+	}
+	metas := make(map[string]limiter.Entity, len(entityIDs))
+	for i, id := range entityIDs {
+		if h := ents[i].Val(); len(h) > 0 {
+			metas[id] = decodeEntity(h)
+		}
+	}
+	buckets := make(map[limiter.BucketKey]*limiter.Bucket, len(keys))
+	for i, k := range keys {
+		if b := decodeBucket(k, bks[i].Val()); b != nil {
+			buckets[k] = b
+		}
+	}
+	return metas, buckets, nil
+}
+
+// GetBucket implements [limiter.Repository]: one HGETALL.
+func (s *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.Bucket, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	h, err := s.client.HGetAll(ctx, s.keys.bucket(key)).Result()
+	if err != nil {
+		return nil, wrap("read bucket", err)
+	}
+	return decodeBucket(key, h), nil
+}
+
+// encodeWrite appends the script arguments of w (see lua/write.lua).
+func encodeWrite(args []any, w limiter.BucketWrite) []any {
+	kind := map[limiter.WriteKind]string{
+		limiter.WriteCreate: "c", limiter.WriteNormal: "n", limiter.WriteRetry: "r",
+		limiter.WriteAdjust: "a", limiter.WriteSync: "s", limiter.WriteReset: "x",
+	}[w.Kind]
+	ttl, abs, rel := "u", "0", "0"
+	switch w.TTL {
+	case limiter.TTLSet:
+		secs := max(w.TTLSeconds, 1)
+		ttl, abs, rel = "s", itoa(floorDiv(w.NowMs, 1000)+w.TTLSeconds), itoa(secs*1000)
+	case limiter.TTLRemove:
+		ttl = "r"
+	}
+	args = append(args, kind, itoa(w.NowMs), ttl, abs, rel)
+	init := func(args []any, s *limiter.BucketState) []any {
+		if s == nil {
+			return append(args, "0")
+		}
+		return append(args, "1", itoa(s.TokensMilli), itoa(s.CapacityMilli), itoa(s.RefillAmountMilli), itoa(s.RefillPeriodMs))
+	}
+	switch w.Kind {
+	case limiter.WriteCreate:
+		args = append(args, strconv.Itoa(max(w.ShardCount, 1)), boolArg(w.Cascade), w.ParentID, strconv.Itoa(len(w.States)))
+		for _, st := range w.States {
+			args = append(args, st.LimitName, itoa(st.TokensMilli), itoa(st.TotalConsumedMilli),
+				itoa(st.CapacityMilli), itoa(st.RefillAmountMilli), itoa(st.RefillPeriodMs))
+		}
+	case limiter.WriteNormal:
+		args = append(args, itoa(w.ExpectedRefillMs), boolArg(w.RefreshEntity), boolArg(w.Cascade), w.ParentID, strconv.Itoa(len(w.Limits)))
+		for _, l := range w.Limits {
+			args = append(args, l.Name, itoa(l.ConsumedMilli), itoa(l.RefillMilli))
+			args = init(args, l.Initial)
+			if p := l.Params; p != nil {
+				args = append(args, "1", itoa(p.CapacityMilli), itoa(p.RefillAmountMilli), itoa(p.RefillPeriodMs))
+			} else {
+				args = append(args, "0")
+			}
+		}
+	case limiter.WriteRetry:
+		args = append(args, strconv.Itoa(len(w.Limits)))
+		for _, l := range w.Limits {
+			args = append(args, l.Name, itoa(l.ConsumedMilli))
+			args = init(args, l.Initial)
+		}
+	case limiter.WriteAdjust:
+		args = append(args, strconv.Itoa(len(w.Limits)))
+		for _, l := range w.Limits {
+			args = append(args, l.Name, itoa(l.ConsumedMilli))
+		}
+	case limiter.WriteSync:
+		args = append(args, strconv.Itoa(len(w.Limits)))
+		for _, l := range w.Limits {
+			i := l.Initial
+			args = append(args, l.Name, itoa(i.TokensMilli), itoa(i.CapacityMilli), itoa(i.RefillAmountMilli), itoa(i.RefillPeriodMs))
+		}
+		args = append(args, strconv.Itoa(len(w.Remove)))
+		for _, name := range w.Remove {
+			args = append(args, name)
+		}
+	}
+	return args
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// floorDiv is a/b rounded toward negative infinity; b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
+
+// WriteBuckets implements [limiter.Repository]: one script checks every
+// write's condition and then applies them all, atomically. On a Cluster
+// the items of one resource share a slot, so a cascade (child and parent)
+// is one script; writes spanning resources (only [limiter.RateLimiter.AcquireAll]
+// sends them) run one script per resource, and when a later one's
+// condition fails the earlier ones are given back (see the package doc).
+func (s *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if len(writes) == 0 {
+		return nil
+	}
+	for i, w := range writes {
+		for j := range i {
+			if writes[j].Key == w.Key {
+				return &limiter.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
+			}
+		}
+	}
+	groups := s.slotGroups(len(writes), func(i int) string { return writes[i].Key.Resource })
+	for gi, g := range groups {
+		part := make([]limiter.BucketWrite, len(g))
+		for i, wi := range g {
+			part[i] = writes[wi]
+		}
+		err := s.writeSlot(ctx, part)
+		if err == nil {
+			s.noteResources(ctx, part)
+			continue
+		}
+		if gi > 0 {
+			// Give back what the earlier groups took.
+			for _, done := range groups[:gi] {
+				for _, wi := range done {
+					s.compensate(ctx, writes[wi])
+				}
+			}
+		}
+		return err
+	}
+	return nil
+}
+
+// slotGroups splits n items into groups that can share one script: one
+// group on a standalone server, one per resource (hash tag) otherwise, in
+// order of first appearance.
+func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
+	if !s.sharded {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return [][]int{all}
+	}
+	var groups [][]int
+	index := map[string]int{}
+	for i := range n {
+		r := resource(i)
+		g, ok := index[r]
+		if !ok {
+			g = len(groups)
+			index[r] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// writeSlot runs the write script on writes whose items share a slot.
+func (s *Store) writeSlot(ctx context.Context, writes []limiter.BucketWrite) error {
+	keys := make([]string, len(writes))
+	args := make([]any, 0, 16*len(writes))
+	for i, w := range writes {
+		keys[i] = s.keys.bucket(w.Key)
+		args = encodeWrite(args, w)
+	}
+	v, err := s.run(ctx, scriptWrite, keys, args...)
+	if err != nil {
+		return err
+	}
+	res, _ := v.([]any)
+	if len(res) > 0 && res[0] == int64(1) {
+		return nil
+	}
+	failed := writes[0].Key
+	if len(res) > 1 {
+		if i, ok := res[1].(int64); ok && i >= 1 && int(i) <= len(writes) {
+			failed = writes[i-1].Key
+		}
+	}
+	return fmt.Errorf("write bucket %s/%s/%d: %w", failed.EntityID, failed.Resource, failed.Shard, limiter.ErrConditionFailed)
+}
+
+// compensate gives back what an applied write consumed: the give-back of a
+// multi-slot write whose later part failed.
+func (s *Store) compensate(ctx context.Context, w limiter.BucketWrite) {
+	back := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: w.Key, NowMs: w.NowMs}
+	switch w.Kind {
+	case limiter.WriteCreate:
+		for _, st := range w.States {
+			if st.TotalConsumedMilli != 0 {
+				back.Limits = append(back.Limits, limiter.LimitWrite{Name: st.LimitName, ConsumedMilli: -st.TotalConsumedMilli})
+			}
+		}
+	case limiter.WriteNormal, limiter.WriteRetry, limiter.WriteAdjust:
+		for _, l := range w.Limits {
+			if l.ConsumedMilli != 0 {
+				back.Limits = append(back.Limits, limiter.LimitWrite{Name: l.Name, ConsumedMilli: -l.ConsumedMilli})
+			}
+		}
+	}
+	if len(back.Limits) > 0 {
+		_ = s.writeSlot(context.WithoutCancel(ctx), []limiter.BucketWrite{back})
+	}
+}
+
+// noteResources records the resources of created items in the index that
+// DeleteEntity reads, once per resource and store.
+func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite) {
+	for _, w := range writes {
+		if w.Kind != limiter.WriteCreate {
+			continue
+		}
+		if _, ok := s.knownResources.Load(w.Key.Resource); ok {
+			continue
+		}
+		if s.client.SAdd(ctx, s.keys.bucketResources(), w.Key.Resource).Err() == nil {
+			s.knownResources.Store(w.Key.Resource, true)
+		}
+	}
+}
+
+// encodeConsume appends the script arguments of req (see lua/consume.lua).
+func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
+	args = append(args, itoa(req.NowMs), strconv.Itoa(len(req.Limits)))
+	for _, l := range req.Limits {
+		args = append(args, l.Name, itoa(satMilli(l.Capacity)), itoa(satMilli(l.RefillAmount)), itoa(l.RefillPeriod.Milliseconds()))
+	}
+	names := make([]string, 0, len(req.Consume))
+	for n := range req.Consume {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	args = append(args, strconv.Itoa(len(names)))
+	for _, n := range names {
+		args = append(args, n, itoa(satMilli(req.Consume[n])))
+	}
+	return args
+}
+
+// satMilli converts tokens to millitokens, saturating.
+func satMilli(tokens int64) int64 {
+	const maxTokens = (1<<63 - 1) / 1000
+	switch {
+	case tokens > maxTokens:
+		return 1<<63 - 1
+	case tokens < -maxTokens:
+		return -1 << 63
+	}
+	return tokens * 1000
+}
+
+// SpeculativeConsume implements [limiter.SpeculativeStore]: one script.
+func (s *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
+	res, err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req})
+	if err != nil {
+		return limiter.SpeculativeResult{Key: req.Key}, err
+	}
+	return res[0], nil
+}
+
+// SpeculativeConsumeAll implements [limiter.BatchStore]: one script on a
+// standalone server. On a Cluster, requests on several resources run one
+// script per resource, in order, and the applied ones are given back when
+// a later one is refused.
+func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range reqs {
+		for j := range i {
+			if reqs[j].Key == r.Key {
+				return nil, &limiter.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
+			}
+		}
+	}
+	out := make([]limiter.SpeculativeResult, len(reqs))
+	groups := s.slotGroups(len(reqs), func(i int) string { return reqs[i].Key.Resource })
+	for gi, g := range groups {
+		part := make([]limiter.SpeculativeRequest, len(g))
+		for i, ri := range g {
+			part[i] = reqs[ri]
+		}
+		res, err := s.consumeSlot(ctx, part)
+		if err == nil && res[0].Applied {
+			for i, ri := range g {
+				out[ri] = res[i]
+			}
+			continue
+		}
+		// Refused (or failed): give back the earlier groups, and report
+		// their items as they are after the give-back.
+		for _, done := range groups[:gi] {
+			for _, ri := range done {
+				r := out[ri]
+				s.compensate(ctx, limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: r.Key, NowMs: reqs[ri].NowMs, Limits: consumeLimits(reqs[ri].Consume)})
+				b, _ := s.GetBucket(context.WithoutCancel(ctx), r.Key)
+				out[ri] = limiter.SpeculativeResult{Key: r.Key, Bucket: b}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i, ri := range g {
+			out[ri] = res[i]
+		}
+		// The groups after this one were never tried: read their items.
+		for _, later := range groups[gi+1:] {
+			for _, ri := range later {
+				b, err := s.GetBucket(ctx, reqs[ri].Key)
+				if err != nil {
+					return nil, err
+				}
+				out[ri] = limiter.SpeculativeResult{Key: reqs[ri].Key, Bucket: b}
+			}
+		}
+		return out, nil
+	}
+	return out, nil
+}
+
+// consumeLimits turns an amount per limit (tokens) into the limit writes of
+// an adjustment that takes them.
+func consumeLimits(c limiter.Consume) []limiter.LimitWrite {
+	out := make([]limiter.LimitWrite, 0, len(c))
+	for name, v := range c {
+		out = append(out, limiter.LimitWrite{Name: name, ConsumedMilli: satMilli(v)})
+	}
+	return out
+}
+
+// consumeSlot runs the consume script on requests whose items share a slot.
+func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+	keys := make([]string, len(reqs))
+	args := make([]any, 0, 12*len(reqs))
+	for i, r := range reqs {
+		keys[i] = s.keys.bucket(r.Key)
+		args = encodeConsume(args, r)
+	}
+	v, err := s.run(ctx, scriptConsume, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	res, _ := v.([]any)
+	if len(res) < 1+len(reqs) {
+		return nil, fmt.Errorf("%w: redis consume: unexpected reply %v", limiter.ErrUnavailable, v)
+	}
+	applied := res[0] == int64(1)
+	out := make([]limiter.SpeculativeResult, len(reqs))
+	pos := 1 + len(reqs)
+	for i, r := range reqs {
+		reason, _ := res[1+i].(string)
+		n, _ := res[pos].(int64)
+		pos++
+		if pos+int(n) > len(res) {
+			return nil, errors.New("redisstore: short reply of the consume script")
+		}
+		h := make(map[string]string, n/2)
+		for j := 0; j+1 < int(n); j += 2 {
+			k, _ := res[pos+j].(string)
+			val, _ := res[pos+j+1].(string)
+			h[k] = val
+		}
+		pos += int(n)
+		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeBucket(r.Key, h), Reason: limiter.RefusalReason(reason)}
+	}
+	return out, nil
+}

@@ -1,0 +1,2 @@
+// Package redisstore is a [limiter.Repository] on Redis.
+package redisstore

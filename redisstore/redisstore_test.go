@@ -1,0 +1,45 @@
+package redisstore_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
+
+// newStore returns a store on the package's standalone server, in a
+// namespace of its own.
+func newStore(t testing.TB) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newClusterStore returns a store on the package's three-master cluster.
+func newClusterStore(t testing.TB) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(redisserver.ClusterClient(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestConformance runs the backend conformance suite on a standalone
+// redis-server.
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) limiter.Repository { return newStore(t) })
+}
+
+// TestConformanceCluster runs the suite on a three-master Redis Cluster.
+func TestConformanceCluster(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) limiter.Repository { return newClusterStore(t) })
+}

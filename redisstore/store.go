@@ -1,0 +1,240 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// Defaults of [Options].
+const (
+	DefaultPrefix    = "zael:"
+	DefaultNamespace = "default"
+)
+
+// Options configures [New]. New fills every field with its default before
+// calling the option functions.
+type Options struct {
+	// Prefix starts every key the store writes. Default "zael:".
+	Prefix string
+	// Namespace scopes the store's data, like a DynamoDB namespace: stores
+	// on one server with different namespaces share nothing. Default
+	// "default".
+	Namespace string
+	// Now is the clock of [Store.Allow]. Nil means time.Now. The
+	// repository methods never read a clock: they use the times the
+	// limiter passes.
+	Now func() time.Time
+}
+
+// Store is a [limiter.Repository] on Redis. It is safe for concurrent use.
+// The zero value is not usable; call [New].
+type Store struct {
+	client  redis.UniversalClient
+	sharded bool // the client spreads keys over several servers (Cluster, Ring)
+	opts    Options
+	keys    keyspace
+
+	// knownResources caches the resources already recorded in the bucket
+	// resource index (DeleteEntity reads it).
+	knownResources sync.Map
+
+	reloads atomic.Int64 // scripts sent again after NOSCRIPT
+}
+
+var (
+	_ limiter.Repository       = (*Store)(nil)
+	_ limiter.SpeculativeStore = (*Store)(nil)
+	_ limiter.BatchStore       = (*Store)(nil)
+	_ limiter.AuditLog         = (*Store)(nil)
+	_ limiter.ConfigLister     = (*Store)(nil)
+)
+
+// New returns a store on client: a *redis.Client (a standalone server, or
+// Sentinel through redis.NewFailoverClient) or a *redis.ClusterClient. It
+// does not contact the server.
+func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error) {
+	o := Options{Prefix: DefaultPrefix, Namespace: DefaultNamespace}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	for field, v := range map[string]string{"namespace": o.Namespace, "prefix": o.Prefix} {
+		if strings.ContainsAny(v, "{}") || (field == "namespace" && v == "") {
+			return nil, &limiter.ValidationError{Field: field, Value: v, Reason: "must be non-empty (namespace) and hold no braces"}
+		}
+	}
+	_, standalone := client.(*redis.Client)
+	return &Store{
+		client:  client,
+		sharded: !standalone,
+		opts:    o,
+		keys:    keyspace{prefix: o.Prefix, ns: o.Namespace},
+	}, nil
+}
+
+// Name implements [limiter.Repository]: "redis".
+func (s *Store) Name() string { return "redis" }
+
+// Namespace returns the store's namespace.
+func (s *Store) Namespace() string { return s.opts.Namespace }
+
+// Client returns the client the store uses.
+func (s *Store) Client() redis.UniversalClient { return s.client }
+
+// ScriptReloads returns how many times a script was sent again because the
+// server answered NOSCRIPT (it restarted, failed over or flushed its
+// scripts) since the store was created.
+func (s *Store) ScriptReloads() int64 { return s.reloads.Load() }
+
+// Ping reports whether the server answers.
+func (s *Store) Ping(ctx context.Context) error {
+	return wrap("ping", s.client.Ping(ctx).Err())
+}
+
+// keyspace builds the store's keys. Administrative records (entities,
+// configs, their indexes, audit events) share the hash tag {ns}: one slot
+// on a Cluster, so that their scripts are atomic. The bucket items of a
+// resource share the hash tag {ns:resource}: a cascade (child and parent on
+// one resource) is one script in one slot, and the resources of a service
+// spread over the cluster.
+type keyspace struct{ prefix, ns string }
+
+func (k keyspace) admin(parts ...string) string {
+	return k.prefix + "{" + k.ns + "}:" + strings.Join(parts, ":")
+}
+
+// bucketTag is the hash tag of the bucket items of resource.
+func (k keyspace) bucketTag(resource string) string { return k.ns + ":" + resource }
+
+func (k keyspace) bucket(key limiter.BucketKey) string {
+	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+}
+
+func (k keyspace) entity(id string) string     { return k.admin("e", id) }
+func (k keyspace) children(id string) string   { return k.admin("kids", id) }
+func (k keyspace) entityConfigs(id string) string { return k.admin("econf", id) }
+func (k keyspace) bucketResources() string     { return k.admin("bres") }
+func (k keyspace) defaults() string            { return k.admin("defaults") }
+func (k keyspace) configResources() string     { return k.admin("ecfgres") }
+func (k keyspace) configEntities(resource string) string {
+	return k.admin("ecfg", resource)
+}
+func (k keyspace) audit(entityID string) string { return k.admin("audit", entityID) }
+
+// config returns the key of a stored config. Resources hold no ':', so the
+// entity id (which may) comes last.
+func (k keyspace) config(c limiter.ConfigKey) string {
+	switch c.Level {
+	case limiter.LevelEntity:
+		return k.admin("c", "e", c.Resource, c.EntityID)
+	case limiter.LevelResource:
+		return k.admin("c", "r", c.Resource)
+	}
+	return k.admin("c", "s")
+}
+
+//go:embed lua/*.lua
+var luaFS embed.FS
+
+// script is one Lua script: the shared library and its body, run with
+// EVALSHA and sent again with EVAL when the server has forgotten it.
+type script struct {
+	name string
+	src  string
+	sha  string
+}
+
+func newScript(name string, parts ...string) *script {
+	var b strings.Builder
+	for _, p := range parts {
+		src, err := luaFS.ReadFile("lua/" + p + ".lua")
+		if err != nil {
+			panic(err) // embedded at build time
+		}
+		b.Write(src)
+		b.WriteByte('\n')
+	}
+	src := b.String()
+	sum := sha1.Sum([]byte(src))
+	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
+}
+
+// The scripts. Every one includes the integer library.
+var (
+	scriptWrite        = newScript("write", "int", "buckets", "write")
+	scriptConsume      = newScript("consume", "int", "buckets", "consume")
+	scriptDeleteBucket = newScript("delete_buckets", "int", "delete_buckets")
+	scriptCreateEntity = newScript("create_entity", "int", "create_entity")
+	scriptDeleteAdmin  = newScript("delete_entity", "int", "delete_entity")
+	scriptPutConfig    = newScript("put_config", "int", "put_config")
+	scriptDelConfig    = newScript("delete_config", "int", "delete_config")
+	scriptAudit        = newScript("audit", "int", "audit")
+	scriptTokenBucket  = newScript("token_bucket", "int", "bucket", "token_bucket")
+	scriptGCRA         = newScript("gcra", "int", "gcra")
+)
+
+// run executes sc on keys (all in one slot) with EVALSHA; when the server
+// answers NOSCRIPT (it restarted or flushed its scripts) it sends the
+// script with EVAL, which also caches it again.
+func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v, err := s.client.EvalSha(ctx, sc.sha, keys, args...).Result()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		s.reloads.Add(1)
+		v, err = s.client.Eval(ctx, sc.src, keys, args...).Result()
+	}
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, wrap(sc.name, err)
+}
+
+// wrap gives an error of the server or the connection its context: the
+// caller's context errors as they are (wrapped), everything else as
+// [limiter.ErrUnavailable], which the limiter answers with its
+// on-unavailable mode.
+func wrap(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("redis %s: %w", op, err)
+	}
+	return fmt.Errorf("%w: redis %s: %w", limiter.ErrUnavailable, op, err)
+}
+
+// itoa formats an int64 for a script argument.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// atoi parses a number the store wrote, saturating at the int64 limits
+// (exact arithmetic in the scripts may leave a value beyond them).
+func atoi(s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			if strings.HasPrefix(s, "-") {
+				return -1 << 63
+			}
+			return 1<<63 - 1
+		}
+	}
+	return v
+}
