@@ -18,11 +18,15 @@ func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
 // the parent it cascades to.
 type entityGroup struct {
 	entityID string
+	resource string
 	limits   []Limit
 	source   ConfigSource
 	bucket   *Bucket // nil when the item does not exist
 	meta     *Entity // nil when the entity has no META record
 }
+
+// key returns the group's shard-0 bucket item.
+func (g entityGroup) key() BucketKey { return BucketKey{EntityID: g.entityID, Resource: g.resource} }
 
 // maxRereads bounds how often the read-then-write path reads again after
 // losing the refill lock while it was changing a limit's parameters.
@@ -177,7 +181,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	if err != nil {
 		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
 	}
-	child := entityGroup{entityID: entityID, bucket: buckets[keys[0]]}
+	child := entityGroup{entityID: entityID, resource: resource, bucket: buckets[keys[0]]}
 	parentID := ""
 	if m, ok := metas[entityID]; ok {
 		child.meta = &m
@@ -200,7 +204,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 		}
 		metas, buckets = pm, pb
 	}
-	parent := entityGroup{entityID: parentID, bucket: buckets[pkey]}
+	parent := entityGroup{entityID: parentID, resource: resource, bucket: buckets[pkey]}
 	if m, ok := metas[parentID]; ok {
 		parent.meta = &m
 		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
@@ -254,7 +258,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	changed := false // a limit's parameters change with this write
 	writes := make([]BucketWrite, 0, len(groups))
 	for _, g := range groups {
-		entries := lease.entriesOf(BucketKey{EntityID: g.entityID, Resource: lease.entries[0].key.Resource})
+		entries := lease.entriesOf(g.key())
 		if len(entries) == 0 {
 			continue
 		}
@@ -317,7 +321,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 	for _, g := range groups {
 		w := BucketWrite{Kind: WriteRetry, NowMs: now}
 		for _, e := range lease.entries {
-			if e.key.EntityID != g.entityID || e.consumed <= 0 {
+			if e.key != g.key() || e.consumed <= 0 {
 				continue
 			}
 			w.Key = e.key

@@ -156,6 +156,8 @@ func (r *DynamoDBRepository) bucketWriteItem(w BucketWrite) types.TransactWriteI
 	switch w.Kind {
 	case WriteSync:
 		return types.TransactWriteItem{Update: r.syncUpdate(w)}
+	case WriteReset:
+		return types.TransactWriteItem{Update: r.resetUpdate(w)}
 	case WriteNormal:
 		if lw, ok := wcuRefill(w.base, w.NowMs); ok {
 			w.Limits = append(w.Limits[:len(w.Limits):len(w.Limits)], lw)
@@ -230,4 +232,20 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 		_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{it}})
 	}
 	return classifyWriteErr("write bucket", err)
+}
+
+// resetUpdate is the UpdateItem of a WriteReset: SET b_L_tk = b_L_cp for
+// every limit named (attribute to attribute, so no read of the balances
+// is needed) and rf = now, on an existing item holding each of them. The
+// hidden wcu limit is left as it is.
+func (r *DynamoDBRepository) resetUpdate(w BucketWrite) *types.Update {
+	b := newExprBuilder()
+	set := []string{b.name(attrRefill) + " = " + b.n(w.NowMs)}
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	for _, l := range w.Limits {
+		cp := b.name(bucketAttr(l.Name, fieldCapacity))
+		set = append(set, b.name(bucketAttr(l.Name, fieldTokens))+" = "+cp)
+		conds = append(conds, "attribute_exists("+cp+")")
+	}
+	return b.update(r.opts.Table, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), updateExpr(set, nil, nil), conds)
 }

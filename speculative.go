@@ -378,7 +378,7 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 	if err != nil {
 		return nil, err
 	}
-	g := entityGroup{entityID: parentID, limits: a.parent.limits, source: a.parent.source, bucket: buckets[key]}
+	g := entityGroup{entityID: parentID, resource: a.resource, limits: a.parent.limits, source: a.parent.source, bucket: buckets[key]}
 	if g.bucket == nil {
 		return nil, nil
 	}

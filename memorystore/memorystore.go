@@ -70,6 +70,7 @@ type auditRecord struct {
 var (
 	_ limiter.Repository       = (*Store)(nil)
 	_ limiter.SpeculativeStore = (*Store)(nil)
+	_ limiter.BatchStore       = (*Store)(nil)
 	_ limiter.AuditLog         = (*Store)(nil)
 	_ limiter.ConfigLister     = (*Store)(nil)
 )
@@ -215,50 +216,96 @@ func (m *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.
 
 // SpeculativeConsume implements [limiter.SpeculativeStore].
 func (m *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
-	key, consume, nowMs := req.Key, req.Consume, req.NowMs
-	res := limiter.SpeculativeResult{Key: key}
+	res := limiter.SpeculativeResult{Key: req.Key}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b := m.buckets[key]
-	if b == nil {
-		res.Reason = limiter.RefusedBucketMissing
+	if res.Reason = m.refusalLocked(req); res.Reason != limiter.RefusedNone {
+		if b := m.buckets[req.Key]; b != nil {
+			res.Bucket = clone(b)
+		}
 		return res, nil
 	}
-	if b.Expired(nowMs) {
-		res.Bucket, res.Reason = clone(b), limiter.RefusedExpired
-		return res, nil
+	res.Applied, res.Bucket = true, m.consumeLocked(req)
+	return res, nil
+}
+
+// SpeculativeConsumeAll implements [limiter.BatchStore]: under the store's
+// lock, every request is checked before any is applied.
+func (m *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	for i, r := range reqs {
+		for j := range i {
+			if reqs[j].Key == r.Key {
+				return nil, &limiter.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
+			}
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]limiter.SpeculativeResult, len(reqs))
+	refused := false
+	for i, r := range reqs {
+		out[i] = limiter.SpeculativeResult{Key: r.Key, Reason: m.refusalLocked(r)}
+		refused = refused || out[i].Reason != limiter.RefusedNone
+	}
+	for i, r := range reqs {
+		if refused {
+			if b := m.buckets[r.Key]; b != nil {
+				out[i].Bucket = clone(b)
+			}
+			continue
+		}
+		out[i].Applied, out[i].Bucket = true, m.consumeLocked(r)
+	}
+	return out, nil
+}
+
+// refusalLocked returns why req cannot be applied, or RefusedNone. m.mu
+// must be held.
+func (m *Store) refusalLocked(req limiter.SpeculativeRequest) limiter.RefusalReason {
+	b := m.buckets[req.Key]
+	if b == nil {
+		return limiter.RefusedBucketMissing
+	}
+	if b.Expired(req.NowMs) {
+		return limiter.RefusedExpired
 	}
 	for _, l := range req.Limits {
 		i := index(b, l.Name)
 		if i < 0 {
-			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitMissing
-			return res, nil
+			return limiter.RefusedLimitMissing
 		}
 		if s := b.States[i]; s.CapacityMilli != milli(l.Capacity) || s.RefillAmountMilli != milli(l.RefillAmount) ||
 			s.RefillPeriodMs != l.RefillPeriod.Milliseconds() {
-			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitsChanged
-			return res, nil
+			return limiter.RefusedLimitsChanged
 		}
 	}
 	short := false
-	for name, amount := range consume {
+	for name, amount := range req.Consume {
 		i := index(b, name)
 		if i < 0 {
-			res.Bucket, res.Reason = clone(b), limiter.RefusedLimitMissing
-			return res, nil
+			return limiter.RefusedLimitMissing
 		}
 		if amount > 0 && b.States[i].TokensMilli < milli(amount) {
 			short = true
 		}
 	}
 	if short {
-		res.Bucket, res.Reason = clone(b), limiter.RefusedLimitExhausted
-		return res, nil
+		return limiter.RefusedLimitExhausted
 	}
-	for name, amount := range consume {
+	return limiter.RefusedNone
+}
+
+// consumeLocked takes req.Consume from its item (refusalLocked found
+// nothing against it) and returns a copy of the item. m.mu must be held.
+func (m *Store) consumeLocked(req limiter.SpeculativeRequest) *limiter.Bucket {
+	b := m.buckets[req.Key]
+	for name, amount := range req.Consume {
 		if amount == 0 {
 			continue
 		}
@@ -266,8 +313,7 @@ func (m *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeR
 		s.TokensMilli -= milli(amount)
 		s.TotalConsumedMilli += milli(amount)
 	}
-	res.Applied, res.Bucket = true, clone(b)
-	return res, nil
+	return clone(b)
 }
 
 // WriteBuckets implements [limiter.Repository]: every write is checked and
@@ -394,6 +440,11 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 				b.States = slices.Delete(b.States, i, i+1)
 			}
 		}
+	case limiter.WriteReset:
+		for i := range b.States {
+			b.States[i].TokensMilli = b.States[i].CapacityMilli
+		}
+		setRefill(b, w.NowMs)
 	default: // WriteAdjust
 		for _, l := range w.Limits {
 			// A limit removed from the item meanwhile has nothing to adjust.

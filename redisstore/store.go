@@ -125,12 +125,12 @@ func (k keyspace) bucket(key limiter.BucketKey) string {
 	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
-func (k keyspace) entity(id string) string     { return k.admin("e", id) }
-func (k keyspace) children(id string) string   { return k.admin("kids", id) }
+func (k keyspace) entity(id string) string        { return k.admin("e", id) }
+func (k keyspace) children(id string) string      { return k.admin("kids", id) }
 func (k keyspace) entityConfigs(id string) string { return k.admin("econf", id) }
-func (k keyspace) bucketResources() string     { return k.admin("bres") }
-func (k keyspace) defaults() string            { return k.admin("defaults") }
-func (k keyspace) configResources() string     { return k.admin("ecfgres") }
+func (k keyspace) bucketResources() string        { return k.admin("bres") }
+func (k keyspace) defaults() string               { return k.admin("defaults") }
+func (k keyspace) configResources() string        { return k.admin("ecfgres") }
 func (k keyspace) configEntities(resource string) string {
 	return k.admin("ecfg", resource)
 }

@@ -491,4 +491,6 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatal("LoadConfigs with a cancelled context succeeded")
 		}
 	})
+
+	runContractBatch(t, newRepo)
 }

@@ -1,0 +1,327 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
+// from the (EntityID, Resource) bucket, and from the parent's when the
+// entity cascades.
+type AcquireRequest struct {
+	EntityID string
+	Resource string
+	Consume  Consume
+	// Limits, when not nil, are used for this request instead of the
+	// stored config, as [WithLimits] does for one Acquire (an empty,
+	// non-nil list checks nothing). Nil means the stored limits, or the
+	// [WithLimits] option of the call.
+	Limits []Limit
+}
+
+// MaxAcquireAllItems bounds the bucket items one AcquireAll may charge
+// (each request's bucket, and its parent's with cascade): DynamoDB writes
+// at most 100 items in one transaction.
+const MaxAcquireAllItems = 100
+
+// batchItem is one bucket item charged by AcquireAll: its group (limits,
+// and the bucket and entity record once read) and what the requests
+// charging it take from it together.
+type batchItem struct {
+	group   entityGroup
+	consume Consume
+}
+
+// AcquireAll takes every request's amounts, or none: either every request
+// is admitted and the returned [Lease] holds all of them (Commit, Adjust
+// and Rollback work on it as on the lease of one Acquire), or the error is
+// a *[RateLimitExceededError] and nothing was taken from any bucket — a
+// refusal of one request costs the others nothing. The statuses are per
+// request, in order: the limits of its bucket (then its parent's), with
+// Available the whole tokens there before the batch, refilled to now.
+// Requests that charge one bucket item (the same key twice, or children
+// of one parent) are checked against it together, with their amounts
+// summed; they must resolve the same limits for it.
+//
+// On a repository that is a [BatchStore] (the Redis and memory backends)
+// and with speculative writes on, it costs one round trip when every
+// bucket covers its amounts without a refill. Otherwise it reads every
+// bucket at once and writes them all in one atomic [Repository.WriteBuckets]
+// (one BatchGetItem and one TransactWriteItems on DynamoDB). The
+// over-limit cache and group commit are not used. Errors follow
+// [RateLimiter.Acquire]: with the allow on-unavailable mode an
+// unavailable backend gives a no-op lease.
+func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, opts ...AcquireOption) (*Lease, [][]LimitStatus, error) {
+	if ctx == nil {
+		return nil, nil, errNilContext
+	}
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(reqs) == 0 {
+		return &Lease{rl: rl}, nil, nil
+	}
+	for _, r := range reqs {
+		if err := ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
+			return nil, nil, err
+		}
+		if err := ValidateResource(r.Resource); err != nil {
+			return nil, nil, err
+		}
+		if err := validateAmounts(r.Consume, false); err != nil {
+			return nil, nil, err
+		}
+		if r.Limits != nil {
+			if err := validateLimits(r.Limits); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	lease, statuses, err := rl.acquireAll(ctx, reqs, o)
+	if err == nil || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+		return lease, statuses, err
+	}
+	mode := o.onUnavailable
+	if mode == "" {
+		mode = rl.configs.resolveOnUnavailable(ctx)
+	}
+	rl.logUnavailable(ctx, reqs[0].EntityID, reqs[0].Resource, mode, err)
+	if mode == OnUnavailableAllow {
+		return &Lease{rl: rl, noop: true}, nil, nil
+	}
+	return nil, nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: reqs[0].EntityID, Resource: reqs[0].Resource}
+}
+
+// acquireAll plans the batch, tries the store's atomic speculative batch,
+// and falls back to reading and writing every item.
+func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o acquireOptions) (*Lease, [][]LimitStatus, error) {
+	items, charged, err := rl.planBatch(ctx, reqs, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(items) == 0 {
+		return &Lease{rl: rl}, make([][]LimitStatus, len(reqs)), nil
+	}
+	per := func(statuses [][]LimitStatus) [][]LimitStatus {
+		out := make([][]LimitStatus, len(reqs))
+		for i, idx := range charged {
+			for _, it := range idx {
+				out[i] = append(out[i], statuses[it]...)
+			}
+		}
+		return out
+	}
+	if bs, ok := rl.repo.(BatchStore); ok && rl.speculative {
+		lease, statuses, decided, err := rl.speculativeAll(ctx, bs, items)
+		if decided || err != nil {
+			return lease, per(statuses), err
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		lease, statuses, err := rl.slowAll(ctx, items)
+		if !errors.Is(err, errReread) {
+			return lease, per(statuses), err
+		}
+		if attempt+1 >= maxRereads {
+			return nil, nil, fmt.Errorf("acquire all: %w", err)
+		}
+	}
+}
+
+// planBatch resolves each request's limits (and its parent's) and merges
+// the requests into bucket items. charged lists, per request, the items it
+// charges.
+func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o acquireOptions) ([]*batchItem, [][]int, error) {
+	var items []*batchItem
+	index := map[BucketKey]int{}
+	charged := make([][]int, len(reqs))
+	add := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
+		key := BucketKey{EntityID: entityID, Resource: resource}
+		if n, ok := index[key]; ok {
+			it := items[n]
+			if !slices.Equal(it.group.limits, limits) {
+				return newValidationError(ErrValidation, "requests", entityID+"/"+resource,
+					"two requests charge this bucket with different limits")
+			}
+			for name, v := range consume {
+				it.consume[name] = addTokensSat(it.consume[name], v)
+			}
+			if !slices.Contains(charged[i], n) {
+				charged[i] = append(charged[i], n)
+			}
+			return nil
+		}
+		if len(items) >= MaxAcquireAllItems {
+			return newValidationError(ErrValidation, "requests", fmt.Sprint(len(reqs)),
+				fmt.Sprintf("more than %d bucket items in one batch", MaxAcquireAllItems))
+		}
+		index[key] = len(items)
+		charged[i] = append(charged[i], len(items))
+		items = append(items, &batchItem{
+			group:   entityGroup{entityID: entityID, resource: resource, limits: limits, source: source},
+			consume: maps(consume),
+		})
+		return nil
+	}
+	for i, r := range reqs {
+		ro := o
+		if r.Limits != nil {
+			ro.limits, ro.override = r.Limits, true
+		}
+		limits, source, err := rl.limitsFor(ctx, r.EntityID, r.Resource, ro)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(limits) == 0 {
+			continue // an empty override checks nothing
+		}
+		if err := rl.checkNames(ctx, r.EntityID, r.Resource, r.Consume, resolved{limits: limits, source: source}, ro); err != nil {
+			return nil, nil, err
+		}
+		if err := add(i, r.EntityID, r.Resource, limits, source, r.Consume); err != nil {
+			return nil, nil, err
+		}
+		parentID, err := rl.cascadeParent(ctx, r.EntityID)
+		if err != nil {
+			return nil, nil, err
+		}
+		if parentID == "" {
+			continue
+		}
+		plimits, psource, err := rl.limitsFor(ctx, parentID, r.Resource, ro)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := add(i, parentID, r.Resource, plimits, psource, r.Consume); err != nil {
+			return nil, nil, err
+		}
+	}
+	return items, charged, nil
+}
+
+// maps returns a copy of c.
+func maps(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		out[k] = v
+	}
+	return out
+}
+
+// addTokensSat returns a+b saturated at the range of amounts.
+func addTokensSat(a, b int64) int64 { return min(max(addInt64Sat(a, b), -maxAmount), maxAmount) }
+
+// speculativeAll is the batch's fast path: one atomic conditional write of
+// every item. decided is false when the read-then-write path must decide
+// (an item is missing, expired or holds other limits, or a refill would
+// cover what is short).
+func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
+	now := rl.nowMs()
+	reqs := make([]SpeculativeRequest, len(items))
+	for i, it := range items {
+		reqs[i] = SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+	}
+	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]SpeculativeResult, error) {
+		return bs.SpeculativeConsumeAll(ctx, reqs)
+	}, func(results []SpeculativeResult, err error) {
+		if err == nil && len(results) > 0 && results[0].Applied {
+			for i, it := range items {
+				rl.giveBack(reqs[i].Key, it.consume, it.group.limits)
+			}
+		}
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	statuses := make([][]LimitStatus, len(items))
+	if len(results) > 0 && results[0].Applied {
+		lease := &Lease{rl: rl}
+		for i, it := range items {
+			entries := specEntries(results[i], it.consume, it.group.limits)
+			lease.entries = append(lease.entries, entries...)
+			for _, e := range entries {
+				before := e.state
+				before.TokensMilli = addMilli(before.TokensMilli, e.consumed)
+				statuses[i] = append(statuses[i], LimitStatus{
+					EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
+					Available: calculateAvailable(before, now), Requested: e.consumed,
+				})
+			}
+		}
+		return lease, statuses, true, nil
+	}
+	// Refused: decide from the items as they were, refilled to now, the
+	// way the read-then-write path would.
+	var all []LimitStatus
+	exceeded := false
+	for i, it := range items {
+		switch results[i].Reason {
+		case RefusedBucketMissing, RefusedExpired, RefusedLimitMissing, RefusedLimitsChanged:
+			return nil, nil, false, nil
+		}
+		g := it.group
+		g.bucket = results[i].Bucket
+		_, st, ex := consumeGroup(g, g.resource, it.consume, now)
+		statuses[i] = st
+		all = append(all, st...)
+		exceeded = exceeded || ex
+	}
+	if !exceeded {
+		return nil, nil, false, nil
+	}
+	return nil, statuses, true, newRateLimitExceededError(all)
+}
+
+// slowAll reads every item and its entity record in one round trip,
+// refills and consumes locally, and writes every item in one atomic write
+// under the refill-timestamp locks.
+func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease, [][]LimitStatus, error) {
+	var ids []string
+	keys := make([]BucketKey, len(items))
+	for i, it := range items {
+		keys[i] = it.group.key()
+		if !slices.Contains(ids, it.group.entityID) {
+			ids = append(ids, it.group.entityID)
+		}
+	}
+	metas, buckets, err := rl.store.loadBuckets(ctx, ids, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("acquire all: read buckets: %w", err)
+	}
+	now := rl.nowMs()
+	lease := &Lease{rl: rl}
+	groups := make([]entityGroup, len(items))
+	statuses := make([][]LimitStatus, len(items))
+	var all []LimitStatus
+	exceeded := false
+	for i, it := range items {
+		g := it.group
+		g.bucket = buckets[keys[i]]
+		if m, ok := metas[g.entityID]; ok {
+			g.meta = &m
+		}
+		groups[i] = g
+		entries, st, ex := consumeGroup(g, g.resource, it.consume, now)
+		lease.entries = append(lease.entries, entries...)
+		statuses[i] = st
+		all = append(all, st...)
+		exceeded = exceeded || ex
+	}
+	if exceeded {
+		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
+			return nil, nil, err
+		}
+		return nil, statuses, newRateLimitExceededError(all)
+	}
+	if err := rl.commitInitial(ctx, lease, groups); err != nil {
+		var rle *RateLimitExceededError
+		if errors.As(err, &rle) {
+			return nil, statuses, err
+		}
+		return nil, nil, err
+	}
+	return lease, statuses, nil
+}

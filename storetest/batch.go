@@ -1,0 +1,258 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// Reset and the all-or-nothing batch: the contract of WriteReset and of
+// the optional BatchStore, and the limiter's Reset and AcquireAll on top.
+
+func init() {
+	scenarios = append(scenarios,
+		scenario{"Reset", resetScenario},
+		scenario{"AcquireAll", acquireAllScenario},
+	)
+}
+
+// runContractBatch checks WriteReset and, when the repository implements
+// it, limiter.BatchStore.
+func runContractBatch(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+	ctx := context.Background()
+	t.Run("Reset", func(t *testing.T) {
+		repo := newRepo(t)
+		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		debt := state("tpm", 1000, 0)
+		debt.TokensMilli = -500_000
+		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
+			States: []limiter.BucketState{state("rpm", 10, 2), debt}, TTL: limiter.TTLSet, TTLSeconds: 600}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+			t.Fatal(err)
+		}
+		take := limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: nowMs,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take}); err != nil {
+			t.Fatal(err)
+		}
+		reset := limiter.BucketWrite{Kind: limiter.WriteReset, Key: k, NowMs: nowMs + 5000,
+			Limits: []limiter.LimitWrite{{Name: "rpm"}, {Name: "tpm"}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{reset}); err != nil {
+			t.Fatalf("reset: %v", err)
+		}
+		// Balances at capacity; totals kept.
+		wantBalances(t, repo, k, "rpm=10000/1000 tpm=1000000/0")
+		b, _ := repo.GetBucket(ctx, k)
+		if b.RefillMs != nowMs+5000 || b.TTL != nowMs/1000+600 {
+			t.Fatalf("after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
+		}
+		// A read-then-write computed before the reset loses its lock.
+		stale := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs,
+			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{stale}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("normal write with the refill time before the reset: %v, want ErrConditionFailed", err)
+		}
+		reset.Key = limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}
+		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{reset}); !errors.Is(err, limiter.ErrConditionFailed) {
+			t.Fatalf("reset of a missing item: %v, want ErrConditionFailed", err)
+		}
+		if got := balances(t, repo, reset.Key); got != "missing" {
+			t.Fatalf("reset created an item: %s", got)
+		}
+	})
+
+	t.Run("BatchStore", func(t *testing.T) {
+		repo := newRepo(t)
+		bs, ok := repo.(limiter.BatchStore)
+		if !ok {
+			t.Skip("not a limiter.BatchStore")
+		}
+		a := limiter.BucketKey{EntityID: "a", Resource: "gpt"}
+		p := limiter.BucketKey{EntityID: "p", Resource: "claude"}
+		create(t, repo, a, state("rpm", 10, 5))
+		create(t, repo, p, state("rpm", 10, 1), state("tpm", 1000, 900))
+		rpm := limiter.PerMinute("rpm", 10)
+		req := func(k limiter.BucketKey, c limiter.Consume, limits ...limiter.Limit) limiter.SpeculativeRequest {
+			return limiter.SpeculativeRequest{Key: k, Consume: c, Limits: limits, NowMs: nowMs}
+		}
+		// One request short: nothing applies, each item comes back as it was.
+		res, err := bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
+			req(a, limiter.Consume{"rpm": 2}, rpm), req(p, limiter.Consume{"rpm": 2, "tpm": 100}, rpm)})
+		if err != nil || len(res) != 2 {
+			t.Fatalf("refused batch: %+v, %v", res, err)
+		}
+		if res[0].Applied || res[1].Applied || res[0].Reason != limiter.RefusedNone || res[1].Reason != limiter.RefusedLimitExhausted {
+			t.Fatalf("refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted",
+				res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		}
+		if s, _ := res[0].Bucket.State("rpm"); s.TokensMilli != 5000 {
+			t.Fatalf("refused batch returns the items as they were: %+v", s)
+		}
+		wantBalances(t, repo, a, "rpm=5000/0")
+		wantBalances(t, repo, p, "rpm=1000/0 tpm=900000/0")
+		// A missing item refuses the whole batch too.
+		res, err = bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
+			req(a, limiter.Consume{"rpm": 1}, rpm), req(limiter.BucketKey{EntityID: "x", Resource: "gpt"}, limiter.Consume{"rpm": 1})})
+		if err != nil || res[0].Applied || res[1].Reason != limiter.RefusedBucketMissing || res[1].Bucket != nil {
+			t.Fatalf("batch with a missing item: %+v, %v", res, err)
+		}
+		wantBalances(t, repo, a, "rpm=5000/0")
+		// Everything fits: all apply, each result holds its item after.
+		res, err = bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
+			req(a, limiter.Consume{"rpm": 2}, rpm), req(p, limiter.Consume{"rpm": 1, "tpm": 100}, rpm)})
+		if err != nil || !res[0].Applied || !res[1].Applied {
+			t.Fatalf("fitting batch: %+v, %v", res, err)
+		}
+		if s, _ := res[1].Bucket.State("tpm"); s.TokensMilli != 800_000 || s.TotalConsumedMilli != 100_000 {
+			t.Fatalf("applied batch returns the items after: %+v", s)
+		}
+		wantBalances(t, repo, a, "rpm=3000/2000")
+		wantBalances(t, repo, p, "rpm=0/1000 tpm=800000/100000")
+	})
+}
+
+// resetScenario: a drained bucket refuses; Reset fills it (every limit)
+// for the next acquire, also past a refusal the limiter keeps in its
+// over-limit cache, and is audited.
+func resetScenario(t *testing.T, b *backend) {
+	ctx := limiter.ContextWithPrincipal(context.Background(), "ops")
+	rl := b.rl()
+	lims := limiter.WithLimits(cRPM, cTPM)
+	b.noteErr("reset of a missing bucket", rl.Reset(ctx, "k", "gpt"))
+	n := drain(t, rl, "k", "gpt", "rpm", 20, lims)
+	b.note("drained %d: %s", n, b.bucket("k", "gpt"))
+	if n != 10 {
+		t.Fatalf("drained %d, want 10", n)
+	}
+	lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"tpm": 900}, lims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Adjust(limiter.Consume{"tpm": 300}); err != nil { // into debt
+		t.Fatal(err)
+	}
+	if err := lease.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1}, lims)
+	b.noteErr("drained", err)
+	b.clock.Advance(time.Second)
+	if err := rl.Reset(ctx, "k", "gpt"); err != nil {
+		t.Fatalf("reset: %v", err)
+	}
+	got := b.bucket("k", "gpt")
+	b.note("after reset: %s", got)
+	if got != "rpm=10000/10000 tpm=1000000/1200000" {
+		t.Fatalf("after reset %s", got)
+	}
+	avail, err := rl.Available(ctx, "k", "gpt", lims)
+	b.note("available %v %v", avail, err)
+	n = drain(t, rl, "k", "gpt", "rpm", 20, lims)
+	b.note("admitted after reset %d", n)
+	if n != 10 {
+		t.Fatalf("admitted %d after the reset, want 10", n)
+	}
+	b.noteErr("reset invalid", rl.Reset(ctx, "bad id!", "gpt"))
+	if !b.has(capAuditLog) {
+		return
+	}
+	events, err := rl.AuditEvents(ctx, "k", 0, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, ev := range events {
+		actions = append(actions, fmt.Sprintf("%s:%s:%s:%v", ev.Action, ev.Resource, ev.Principal, ev.Details["buckets_reset"]))
+	}
+	b.noteCap(capAuditLog, "audit %v", actions)
+	if len(events) != 2 || events[0].Action != limiter.AuditBucketReset {
+		t.Fatalf("audit events %v, want two bucket_reset", actions)
+	}
+}
+
+// statusLine renders per-request statuses for the transcript.
+func statusLine(statuses [][]limiter.LimitStatus) string {
+	var reqs []string
+	for _, st := range statuses {
+		var parts []string
+		for _, s := range st {
+			parts = append(parts, fmt.Sprintf("%s/%s/%s avail=%d req=%d exc=%v", s.EntityID, s.Resource, s.LimitName, s.Available, s.Requested, s.Exceeded))
+		}
+		reqs = append(reqs, "["+strings.Join(parts, "; ")+"]")
+	}
+	return strings.Join(reqs, " ")
+}
+
+// acquireAllScenario: several requests, with a cascade and a per-request
+// override, admitted together; a batch with one request over its limit
+// takes nothing from the others; rollback gives all back.
+func acquireAllScenario(t *testing.T, b *backend) {
+	ctx := context.Background()
+	rl := b.rl()
+	for _, e := range []limiter.Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}, {ID: "key2", ParentID: "proj", Cascade: true}} {
+		if _, err := rl.CreateEntity(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.SetLimits(ctx, "proj", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
+		t.Fatal(err)
+	}
+	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: limiter.Consume{"rpm": 1}, Limits: []limiter.Limit{limiter.PerMinute("rpm", 2)}}
+	buckets := func() string {
+		return fmt.Sprintf("key1=%s key2=%s proj=%s solo=%s", b.bucket("key1", "gpt"), b.bucket("key2", "gpt"), b.bucket("proj", "gpt"), b.bucket("solo", "claude"))
+	}
+	for round := range 2 { // the first creates the buckets, the second finds them
+		lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{
+			{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 300}},
+			{EntityID: "key2", Resource: "gpt", Consume: limiter.Consume{"tpm": 200}},
+			solo,
+		})
+		b.noteErr(fmt.Sprintf("batch %d", round), err)
+		if err != nil {
+			t.Fatalf("batch %d: %v", round, err)
+		}
+		b.note("statuses %s", statusLine(statuses))
+		if err := lease.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.note("%s", buckets())
+	}
+	if got, want := buckets(), "key1=tpm=400000/600000 key2=tpm=600000/400000 proj=tpm=500000/1000000 solo=rpm=0/2000"; got != want {
+		t.Fatalf("after two batches: %s, want %s", got, want)
+	}
+	// solo is empty: the batch is refused and key1 and the parent keep
+	// everything.
+	_, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 100}}, solo})
+	b.noteErr("refused batch", err)
+	b.note("statuses %s", statusLine(statuses))
+	var rle *limiter.RateLimitExceededError
+	if !errors.As(err, &rle) || len(statuses) != 2 || !statuses[1][0].Exceeded || statuses[0][0].Exceeded {
+		t.Fatalf("refused batch: %v, statuses %s", err, statusLine(statuses))
+	}
+	b.note("%s", buckets())
+	// After a refill the same batch is admitted; a rollback gives every
+	// bucket back what it took.
+	b.clock.Advance(30 * time.Second)
+	lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 100}}, solo})
+	b.noteErr("after refill", err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.note("statuses %s consumed %v", statusLine(statuses), lease.Consumed())
+	if err := lease.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.note("rolled back %s", buckets())
+	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"rmp": 1}}})
+	b.noteErr("typo", err)
+	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{solo, {EntityID: "solo", Resource: "claude", Consume: limiter.Consume{"rpm": 1}, Limits: []limiter.Limit{limiter.PerMinute("rpm", 3)}}})
+	b.noteErr("conflicting limits", err)
+}
