@@ -1,0 +1,111 @@
+package limiter
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestAcquireAllDynamoDBCalls: on DynamoDB a batch costs one BatchGetItem
+// (entity records and buckets) and one TransactWriteItems of every item,
+// whatever the path; a refused batch writes nothing; Commit writes one
+// adjustment per item it changes.
+func TestAcquireAllDynamoDBCalls(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		for _, e := range []Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}} {
+			if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tpm := WithLimits(PerMinute("tpm", 1000))
+		reqs := []AcquireRequest{
+			{EntityID: "key1", Resource: "gpt", Consume: Consume{"tpm": 400}},
+			{EntityID: "solo", Resource: "claude", Consume: Consume{"tpm": 100}},
+		}
+		check := env.callChecker(t)
+		var lease *Lease
+		// key1, its parent and solo: 3 entity records and 3 buckets read,
+		// 3 items written; first, solo's record is read once to learn
+		// whether it cascades (key1's is known from its creation).
+		check("first batch", "GetItem, BatchGetItem[6], TransactWriteItems[3]", func() {
+			var err error
+			if lease, _, err = rl.AcquireAll(env.ctx, reqs, tpm); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// The adjustment reaches every item holding tpm.
+		check("commit", "UpdateItem, UpdateItem, UpdateItem", func() {
+			if err := lease.Adjust(Consume{"tpm": -50}); err != nil {
+				t.Fatal(err)
+			}
+			if err := lease.Commit(env.ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
+		check("second batch", "BatchGetItem[6], TransactWriteItems[3]", func() {
+			l, _, err := rl.AcquireAll(env.ctx, reqs, tpm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Commit(env.ctx)
+		})
+		// key1 has 250 left (1000 less 400, 50 back, 400 again): 500
+		// more is refused, and solo keeps its tokens.
+		before := env.tokens("solo", "claude", "tpm")
+		check("refused batch", "BatchGetItem[6]", func() {
+			_, statuses, err := rl.AcquireAll(env.ctx, []AcquireRequest{
+				{EntityID: "solo", Resource: "claude", Consume: Consume{"tpm": 1}},
+				{EntityID: "key1", Resource: "gpt", Consume: Consume{"tpm": 500}},
+			}, tpm)
+			if !errors.Is(err, ErrRateLimited) || len(statuses) != 2 || !statuses[1][0].Exceeded {
+				t.Fatalf("refused batch: %v %+v", err, statuses)
+			}
+		})
+		if got := env.tokens("solo", "claude", "tpm"); got != before {
+			t.Fatalf("a refused batch took from solo: %d, was %d", got, before)
+		}
+	})
+}
+
+// TestResetDynamoDB: Reset reads shard 0, then the other shards, and
+// fills every shard in one transaction, leaving the hidden write-capacity
+// limit as it is.
+func TestResetDynamoDB(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	lims := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
+	lease, err := rl.Acquire(env.ctx, "k", "gpt", Consume{"rpm": 4, "tpm": 900}, lims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease.Commit(env.ctx)
+	wcuBefore := env.tokens("k", "gpt", wcuLimitName)
+	check := env.callChecker(t)
+	check("one shard", "GetItem, UpdateItem, PutItem", func() { // PutItem: the audit event
+		if err := rl.Reset(env.ctx, "k", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if rpm, tpm, wcu := env.tokens("k", "gpt", "rpm"), env.tokens("k", "gpt", "tpm"), env.tokens("k", "gpt", wcuLimitName); rpm != 10_000 || tpm != 1_000_000 || wcu != wcuBefore {
+		t.Fatalf("after reset rpm %d tpm %d wcu %d; want 10000, 1000000, wcu kept (%d)", rpm, tpm, wcu, wcuBefore)
+	}
+	// Two shards: shard 1 exists too.
+	if _, err := env.repo.BumpShardCount(env.ctx, "k", "gpt", 1); err != nil {
+		t.Fatal(err)
+	}
+	s1 := BucketKey{EntityID: "k", Resource: "gpt", Shard: 1}
+	st := bucketStateFromLimit("k", "gpt", PerMinute("rpm", 5), env.clock.now().UnixMilli())
+	st.TokensMilli = 0
+	if err := env.repo.WriteBuckets(env.ctx, []BucketWrite{{Kind: WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []BucketState{st}}}); err != nil {
+		t.Fatal(err)
+	}
+	check("two shards", "GetItem, BatchGetItem[1], TransactWriteItems[2], PutItem", func() {
+		if err := rl.Reset(env.ctx, "k", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b, err := env.repo.GetBucket(env.ctx, s1)
+	if err != nil || b == nil || b.States[0].TokensMilli != 5000 {
+		t.Fatalf("shard 1 after reset: %+v, %v", b, err)
+	}
+}
