@@ -51,13 +51,21 @@ func LeaseFromContext(ctx context.Context) *Lease {
 // wants its consumption back (say, the upstream call failed) calls Rollback
 // on the lease itself; the middleware's Commit then does nothing.
 //
-// Requests that are not served get:
+// Every served response carries the rate-limit headers of the lease's
+// limits ([Lease.Statuses]): X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds until full) of the limit with the smallest
+// share left, and the IETF RateLimit-Policy and RateLimit fields listing
+// every limit (quota q, window w in seconds to fill; remaining r, reset t
+// in seconds). Requests that are not served get:
 //
 //   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
 //     seconds plus one, [RateLimitExceededError.RetryAfterHeader]),
 //     X-RateLimit-Limit (the capacity of the limit that refused — the
-//     violation with the longest wait) and X-RateLimit-Remaining (its
-//     available tokens, at least 0);
+//     violation with the longest wait), X-RateLimit-Remaining (its
+//     available tokens, at least 0), X-RateLimit-Reset (the seconds of
+//     Retry-After) and the RateLimit-Policy and RateLimit fields of every
+//     limit checked (t the seconds until a refused limit covers the
+//     request, 0 for the others);
 //   - 400 Bad Request when key fails, or when the entity ID it returns is
 //     not a valid identifier ([ErrInvalidIdentifier]);
 //   - 503 Service Unavailable when DynamoDB fails and the on-unavailable
@@ -91,6 +99,7 @@ func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOption
 				o.ErrorHandler(w, r, httpStatus(w.Header(), err), err)
 				return
 			}
+			setLeaseHeaders(w.Header(), lease)
 			served := false
 			defer func() {
 				if !served { // next panicked: give everything back
@@ -115,6 +124,7 @@ func httpStatus(h http.Header, err error) int {
 		h.Set("Retry-After", rle.RetryAfterHeader())
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
+		setRefusalHeaders(h, rle)
 		return http.StatusTooManyRequests
 	case errors.Is(err, ErrUnavailable):
 		return http.StatusServiceUnavailable

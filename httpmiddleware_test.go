@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // llmKey charges a request to the API key in X-API-Key on resource
@@ -260,4 +261,70 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 	if got := env.tokens("key-1", "chat", "tpm"); got != 900_000 {
 		t.Fatalf("tpm tokens = %d, want 900000 (acquire kept, adjustment lost)", got)
 	}
+}
+
+// TestHTTPMiddlewareRateLimitHeaders: a served response carries the
+// headers of its lease (the limit with the smallest share left in
+// X-RateLimit-*, every limit in the IETF fields, the parent's qualified by
+// its entity); a 429 carries them from the refusal.
+func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		for _, e := range []Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
+			if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := rl.SetResourceDefaults(env.ctx, "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 1000)}); err != nil {
+			t.Fatal(err)
+		}
+		if err := rl.SetLimits(env.ctx, "org", "chat", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 3000).WithBurst(6000)}); err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		h := HTTPMiddleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		w := serve(h, "key-1", 400)
+		if w.Code != http.StatusOK {
+			t.Fatalf("served: %d", w.Code)
+		}
+		// key-1 has 600 of 1000 tpm left, the tightest share; it refills
+		// the 400 in 24 s.
+		want := map[string]string{
+			"X-RateLimit-Limit":     "1000",
+			"X-RateLimit-Remaining": "600",
+			"X-RateLimit-Reset":     "24",
+			"RateLimit-Policy":      `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=1000;w=60, "org:tpm";q=6000;w=120`,
+			"RateLimit":             `"key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=999;t=1, "org:tpm";r=5600;t=8`,
+		}
+		for k, v := range want {
+			if got := w.Header().Get(k); got != v {
+				t.Errorf("served %s = %q, want %q", k, got, v)
+			}
+		}
+		env.clock.advance(6 * time.Second) // 100 tpm back: 700 left
+		w = serve(h, "key-1", 800)
+		if w.Code != http.StatusTooManyRequests {
+			t.Fatalf("over the limit: %d", w.Code)
+		}
+		// 100 tokens short at 1000/min: 6.001 s.
+		want = map[string]string{
+			"Retry-After":           "7",
+			"X-RateLimit-Limit":     "1000",
+			"X-RateLimit-Remaining": "700",
+			"X-RateLimit-Reset":     "7",
+		}
+		for k, v := range want {
+			if got := w.Header().Get(k); got != v {
+				t.Errorf("429 %s = %q, want %q", k, got, v)
+			}
+		}
+		// The refusal lists key-1's limits (and the parent's, when the
+		// path checked it: then the names are qualified).
+		if got := w.Header().Get("RateLimit"); !strings.Contains(got, `tpm";r=700;t=7`) || !strings.HasPrefix(got, `"`) {
+			t.Errorf("429 RateLimit = %q, want key-1's tpm with r=700;t=7", got)
+		}
+		if got := w.Header().Get("RateLimit-Policy"); !strings.Contains(got, `tpm";q=1000;w=60`) {
+			t.Errorf("429 RateLimit-Policy = %q, want key-1's tpm with q=1000;w=60", got)
+		}
+	})
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"math"
 	"strings"
+	"time"
 )
 
 // Lease is the consumption taken by one Acquire. It is already durable in
@@ -86,6 +88,66 @@ func (ls *Lease) Consumed() map[string]int64 {
 		out[e.limit.Name] += e.consumed
 	}
 	return out
+}
+
+// LeaseStatus is one limit of a bucket a lease holds, as the lease sees
+// it: what rate-limit response headers report.
+type LeaseStatus struct {
+	EntityID string
+	Resource string
+	Limit    Limit
+	// Remaining is the whole tokens left in the bucket (floored; negative
+	// when in debt), after the lease's consumption.
+	Remaining int64
+	// Reset is how long until the bucket is full again at its refill
+	// rate; zero when it is full.
+	Reset time.Duration
+}
+
+// Statuses returns, for every limit of every bucket the lease holds (the
+// entity's, then its parent's with cascade), the tokens remaining and the
+// time until the bucket is full, refilled to now. They come from the
+// lease's own view: the bucket as its acquire left it plus the lease's
+// own Consume and Adjust calls; what other clients took since is not
+// seen. A no-op lease has none.
+func (ls *Lease) Statuses() []LeaseStatus {
+	if len(ls.entries) == 0 {
+		return nil
+	}
+	now := ls.rl.nowMs()
+	out := make([]LeaseStatus, len(ls.entries))
+	for i, e := range ls.entries {
+		out[i] = LeaseStatus{
+			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: e.limit,
+			Remaining: calculateAvailable(e.state, now),
+			Reset:     timeToFill(e.state, now),
+		}
+	}
+	return out
+}
+
+// timeToFill returns how long until s, refilled at its rate, is full:
+// the whole milliseconds that earn capacity − balance (refilled to now),
+// rounded up; zero when it is full (or does not refill).
+func timeToFill(s BucketState, now int64) time.Duration {
+	cur, _ := refillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	deficit := int128From(s.CapacityMilli).subSat(cur)
+	if deficit.sign() <= 0 || s.RefillAmountMilli <= 0 || s.RefillPeriodMs <= 0 {
+		return 0
+	}
+	hi, lo := deficit.mag()
+	if hi != 0 || lo >= 1<<63 {
+		return math.MaxInt64
+	}
+	x, ok := mulInt128(deficit, s.RefillPeriodMs)
+	if !ok {
+		return math.MaxInt64
+	}
+	q, r := divModFloor(x, s.RefillAmountMilli)
+	if r != 0 {
+		q = q.addSat(int128From(1))
+	}
+	return durationFromMillis(q)
 }
 
 // Noop reports whether the lease was issued without DynamoDB because the
