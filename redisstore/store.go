@@ -37,6 +37,9 @@ type Options struct {
 	// repository methods never read a clock: they use the times the
 	// limiter passes.
 	Now func() time.Time
+	// Algorithm is the algorithm of [Store.Allow]: [TokenBucket] (the
+	// default) or [GCRA].
+	Algorithm Algorithm
 }
 
 // Store is a [limiter.Repository] on Redis. It is safe for concurrent use.
@@ -136,6 +139,12 @@ func (k keyspace) configEntities(resource string) string {
 }
 func (k keyspace) audit(entityID string) string { return k.admin("audit", entityID) }
 
+// throttle is the key of Store.Allow's state of key under algorithm kind;
+// each key has a hash tag of its own, so keys spread over a Cluster.
+func (k keyspace) throttle(key, kind string) string {
+	return k.prefix + "{" + k.ns + ":k:" + key + "}:" + kind
+}
+
 // config returns the key of a stored config. Resources hold no ':', so the
 // entity id (which may) comes last.
 func (k keyspace) config(c limiter.ConfigKey) string {
@@ -206,6 +215,9 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any)
 	return v, wrap(sc.name, err)
 }
 
+// errUnexpected reports a reply of a script the store does not understand.
+var errUnexpected = errors.New("unexpected script reply")
+
 // wrap gives an error of the server or the connection its context: the
 // caller's context errors as they are (wrapped), everything else as
 // [limiter.ErrUnavailable], which the limiter answers with its
@@ -237,4 +249,25 @@ func atoi(s string) int64 {
 		}
 	}
 	return v
+}
+
+// durationFromMillis converts a whole number of milliseconds (a decimal
+// string of any size, or "never") to a Duration, saturating at the
+// Duration limits as the limiter's bucket math does.
+func durationFromMillis(ms string) time.Duration {
+	const (
+		maxMs = (1<<63 - 1) / int64(time.Millisecond)
+		minMs = -1 << 63 / int64(time.Millisecond)
+	)
+	if ms == "never" || ms == "" {
+		return 1<<63 - 1
+	}
+	v := atoi(ms)
+	switch {
+	case v > maxMs:
+		return 1<<63 - 1
+	case v < minMs:
+		return -1 << 63
+	}
+	return time.Duration(v) * time.Millisecond
 }

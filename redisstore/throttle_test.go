@@ -1,0 +1,145 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/storetest"
+)
+
+// throttleStore returns a store whose Allow uses alg and clock.
+func throttleStore(t *testing.T, alg redisstore.Algorithm, clock *storetest.Clock) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) {
+		o.Prefix, o.Algorithm, o.Now = redisserver.Prefix(t), alg, clock.Now
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestAllowRetryAfter: for both algorithms, a refused request is allowed
+// exactly when its Retry-After has passed, not a millisecond earlier; and
+// the remaining count goes down with each admitted request.
+func TestAllowRetryAfter(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			clock := storetest.NewClock()
+			s := throttleStore(t, alg, clock)
+			l := limiter.PerMinute("rpm", 7) // one token per 8571.43 ms
+			var last redisstore.AllowResult
+			admitted := 0
+			for range 20 {
+				r, err := s.Allow(ctx, "user-1", l, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Allowed {
+					last = r
+					break
+				}
+				if r.Remaining < 0 || (admitted > 0 && r.Remaining > last.Remaining) {
+					t.Fatalf("remaining %d after %d admitted (before %d)", r.Remaining, admitted+1, last.Remaining)
+				}
+				last = r
+				admitted++
+			}
+			if last.Allowed || last.RetryAfter <= 0 || last.Remaining != 0 {
+				t.Fatalf("after %d admitted: %+v, want a refusal with a wait and nothing remaining", admitted, last)
+			}
+			clock.Advance(last.RetryAfter - time.Millisecond)
+			if r, _ := s.Allow(ctx, "user-1", l, 1); r.Allowed {
+				t.Fatalf("allowed 1 ms before Retry-After (%v)", last.RetryAfter)
+			}
+			clock.Advance(time.Millisecond)
+			if r, err := s.Allow(ctx, "user-1", l, 1); err != nil || !r.Allowed {
+				t.Fatalf("not allowed at Retry-After (%v): %+v, %v", last.RetryAfter, r, err)
+			}
+			if err := s.ResetKey(ctx, "user-1"); err != nil {
+				t.Fatal(err)
+			}
+			if r, _ := s.Allow(ctx, "user-1", l, 7); !r.Allowed {
+				t.Fatalf("a reset key is not full: %+v", r)
+			}
+			if _, err := s.Allow(ctx, "bad{key}", l, 1); err == nil {
+				t.Fatal("a key with braces was accepted")
+			}
+		})
+	}
+}
+
+// TestAlgorithmsSameTrace drives the token bucket and GCRA with one trace
+// of requests on a limit of 5 per second (capacity 5, one token every
+// 200 ms) and compares their admissions. They differ in exactly one way:
+// GCRA's tolerance (capacity × interval) lets a full (idle) key take one
+// request more in a burst — the 6th of the first burst and the 6th of the
+// burst after a pause. At a sustained rate after the burst (a request
+// every 100 ms, twice the limit) both admit every other request, at the
+// same times.
+func TestAlgorithmsSameTrace(t *testing.T) {
+	ctx := context.Background()
+	l := limiter.PerSecond("rps", 5)
+	type step struct {
+		at   time.Duration // since the start
+		name string
+	}
+	var trace []step
+	for i := range 8 {
+		trace = append(trace, step{0, fmt.Sprintf("burst1-%d", i+1)})
+	}
+	for i := range 20 { // then 10 per second for 2 s
+		trace = append(trace, step{time.Duration(i+1) * 100 * time.Millisecond, fmt.Sprintf("steady-%d", i+1)})
+	}
+	for i := range 8 { // after an idle second (both are full again)
+		trace = append(trace, step{5 * time.Second, fmt.Sprintf("burst2-%d", i+1)})
+	}
+	admissions := map[redisstore.Algorithm][]bool{}
+	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
+		clock := storetest.NewClock()
+		s := throttleStore(t, alg, clock)
+		start := clock.Now()
+		for _, st := range trace {
+			clock.Advance(start.Add(st.at).Sub(clock.Now()))
+			r, err := s.Allow(ctx, "k", l, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admissions[alg] = append(admissions[alg], r.Allowed)
+		}
+	}
+	count := func(alg redisstore.Algorithm, prefix string) int {
+		n := 0
+		for i, st := range trace {
+			if strings.HasPrefix(st.name, prefix) && admissions[alg][i] {
+				n++
+			}
+		}
+		return n
+	}
+	var differ []string
+	for i, st := range trace {
+		if admissions[redisstore.TokenBucket][i] != admissions[redisstore.GCRA][i] {
+			differ = append(differ, fmt.Sprintf("%s(tb=%v,gcra=%v)", st.name, admissions[redisstore.TokenBucket][i], admissions[redisstore.GCRA][i]))
+		}
+	}
+	t.Logf("token bucket: burst1 %d, steady %d, burst2 %d; gcra: burst1 %d, steady %d, burst2 %d; differ at %v",
+		count(redisstore.TokenBucket, "burst1"), count(redisstore.TokenBucket, "steady"), count(redisstore.TokenBucket, "burst2"),
+		count(redisstore.GCRA, "burst1"), count(redisstore.GCRA, "steady"), count(redisstore.GCRA, "burst2"), differ)
+	want := []string{"burst1-6(tb=false,gcra=true)", "burst2-6(tb=false,gcra=true)"}
+	if !slices.Equal(differ, want) {
+		t.Fatalf("admissions differ at %v, want exactly %v", differ, want)
+	}
+	if count(redisstore.TokenBucket, "burst1") != 5 || count(redisstore.TokenBucket, "steady") != 10 || count(redisstore.GCRA, "steady") != 10 {
+		t.Fatalf("burst %d, steady %d and %d; want 5, and 10 at the rate for both",
+			count(redisstore.TokenBucket, "burst1"), count(redisstore.TokenBucket, "steady"), count(redisstore.GCRA, "steady"))
+	}
+}
