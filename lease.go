@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
