@@ -14,7 +14,9 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/redisstore"
 )
 
 // serveRequests is a program written against the README: stored limits, an
@@ -85,9 +87,9 @@ func Example_memoryStore() {
 	// project has rpm=98 tpm=400 left
 }
 
-// TestPortableProgram runs serveRequests unchanged on DynamoDB Local and on
-// the memory store, with the same frozen clock, and compares what it
-// printed.
+// TestPortableProgram runs serveRequests unchanged on DynamoDB Local, on
+// the memory store and on redis-server, with the same frozen clock, and
+// compares what it printed: only the constructor differs.
 func TestPortableProgram(t *testing.T) {
 	ctx := context.Background()
 	start := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
@@ -103,10 +105,15 @@ func TestPortableProgram(t *testing.T) {
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
+	rds, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	got := map[string][]string{}
 	for name, repo := range map[string]limiter.Repository{
 		"dynamodb": ddb,
 		"memory":   memorystore.New(),
+		"redis":    rds,
 	} {
 		lines, err := serveRequests(ctx, repo, limiter.WithClock(now))
 		if err != nil {
@@ -114,8 +121,8 @@ func TestPortableProgram(t *testing.T) {
 		}
 		got[name] = lines
 	}
-	if !slices.Equal(got["dynamodb"], got["memory"]) || len(got["memory"]) != 5 {
-		t.Fatalf("outputs differ:\n dynamodb %q\n memory   %q", got["dynamodb"], got["memory"])
+	if !slices.Equal(got["dynamodb"], got["memory"]) || !slices.Equal(got["redis"], got["memory"]) || len(got["memory"]) != 5 {
+		t.Fatalf("outputs differ:\n dynamodb %q\n memory   %q\n redis    %q", got["dynamodb"], got["memory"], got["redis"])
 	}
-	t.Logf("both printed %q", got["memory"])
+	t.Logf("all three printed %q", got["memory"])
 }

@@ -15,10 +15,15 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/redisserver"
 )
 
-// TestMain starts one DynamoDB Local for the package (see internal/ddblocal).
-func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
+// TestMain starts one DynamoDB Local for the package (see internal/ddblocal)
+// and, for the tests that ask for it, one redis-server
+// (internal/redisserver).
+func TestMain(m *testing.M) {
+	os.Exit(redisserver.Main(redisserver.RunnerFunc(func() int { return ddblocal.Main(m) })))
+}
 
 // testEnv is a repository on a fresh table, with a call recorder and a
 // controllable clock.
