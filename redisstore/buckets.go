@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -427,26 +426,21 @@ func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeReque
 		return nil, err
 	}
 	res, _ := v.([]any)
-	if len(res) < 1+len(reqs) {
-		return nil, fmt.Errorf("%w: redis consume: unexpected reply %v", limiter.ErrUnavailable, v)
-	}
 	applied := res[0] == int64(1)
 	out := make([]limiter.SpeculativeResult, len(reqs))
-	pos := 1 + len(reqs)
+	if len(res) != 1+2*len(reqs) {
+		return nil, wrap("consume", errUnexpected)
+	}
 	for i, r := range reqs {
 		reason, _ := res[1+i].(string)
-		n, _ := res[pos].(int64)
-		pos++
-		if pos+int(n) > len(res) {
-			return nil, errors.New("redisstore: short reply of the consume script")
+		item, _ := res[1+len(reqs)+i].(string)
+		h := map[string]string{}
+		for item != "" {
+			var k, v string
+			k, item, _ = strings.Cut(item, "\n")
+			v, item, _ = strings.Cut(item, "\n")
+			h[k] = v
 		}
-		h := make(map[string]string, n/2)
-		for j := 0; j+1 < int(n); j += 2 {
-			k, _ := res[pos+j].(string)
-			val, _ := res[pos+j+1].(string)
-			h[k] = val
-		}
-		pos += int(n)
 		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeBucket(r.Key, h), Reason: limiter.RefusalReason(reason)}
 	}
 	return out, nil

@@ -2,7 +2,8 @@
 -- milliseconds, floor division, results saturated to int64), on the exact
 -- integers of int.lua. Every function takes and returns decimal strings.
 
-local B0, B1, B1000 = parse('0'), parse('1'), parse('1000')
+local parse, tostr, bcmp, badd, bsub, bneg, bmul, bdivmod, bsign, sat64 = bigs()
+local B1, B1000 = parse('1'), parse('1000')
 
 -- refill_exact returns the balance (a big, exact) and the last-refill time
 -- (a string, saturated) of a bucket advanced to now: the tokens earned are

@@ -54,6 +54,10 @@ local function expired(key, now)
   local ttl = redis.call('HGET', key, 'ttl')
   if not ttl or ttl == '0' then return false end
   -- ttl <= floor(now / 1000)
-  local q = bdivmod(parse(now), parse('1000'))
-  return bcmp(parse(ttl), q) <= 0
+  if small(ttl) and small(now) then
+    return tonumber(ttl) <= math.floor(tonumber(now) / 1000)
+  end
+  local z = big()
+  local q = z.bdivmod(z.parse(now), z.parse('1000'))
+  return z.bcmp(z.parse(ttl), q) <= 0
 end

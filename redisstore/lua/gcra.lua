@@ -8,6 +8,7 @@
 -- tolerance; denied when now < limit, retry = limit - now; else the new
 -- TAT is max(tat, now) + n * interval. Returns {allowed, whole tokens
 -- remaining, retry-after in ms ("0" when allowed)}.
+local parse, tostr, bcmp, badd, bsub, bneg, bmul, bdivmod, bsign, sat64 = bigs()
 local amt = parse(ARGV[3])
 local now = bmul(parse(ARGV[1]), amt)
 local interval = parse(ARGV[4])
