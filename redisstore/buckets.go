@@ -12,37 +12,42 @@ import (
 	"github.com/zaelimiter/limiter"
 )
 
-// decodeBucket converts a bucket hash (HGETALL as a map) to a Bucket; nil
-// for an empty hash (a missing key).
+// decodeBucket converts a bucket hash (HGETALL as a map, see
+// lua/buckets.lua) to a Bucket; nil for an empty hash (a missing key).
 func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
 	if len(h) == 0 {
 		return nil
 	}
-	b := &limiter.Bucket{
-		Key:        key,
-		ShardCount: max(int(atoi(h["sc"])), 1),
-		RefillMs:   atoi(h["rf"]),
-		Cascade:    h["cas"] == "1",
-		ParentID:   h["par"],
-		TTL:        atoi(h["ttl"]),
+	b := &limiter.Bucket{Key: key, ShardCount: 1}
+	if hdr, ok := h["h"]; ok {
+		f := splitN(hdr, 5)
+		b.RefillMs, b.ShardCount, b.Cascade, b.TTL, b.ParentID = atoi(f[0]), max(int(atoi(f[1])), 1), f[2] == "1", atoi(f[3]), f[4]
 	}
-	for f, v := range h {
-		name, ok := strings.CutPrefix(f, "cp:")
+	b.States = make([]limiter.BucketState, 0, len(h)-1)
+	for k, v := range h {
+		name, ok := strings.CutPrefix(k, "l:")
 		if !ok {
 			continue
 		}
+		f := splitN(v, 5)
 		b.States = append(b.States, limiter.BucketState{
 			EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
-			TokensMilli:        atoi(h["tk:"+name]),
-			LastRefillMs:       b.RefillMs,
-			CapacityMilli:      atoi(v),
-			RefillAmountMilli:  atoi(h["ra:"+name]),
-			RefillPeriodMs:     atoi(h["rp:"+name]),
-			TotalConsumedMilli: atoi(h["tc:"+name]),
+			TokensMilli: atoi(f[0]), TotalConsumedMilli: atoi(f[1]), LastRefillMs: b.RefillMs,
+			CapacityMilli: atoi(f[2]), RefillAmountMilli: atoi(f[3]), RefillPeriodMs: atoi(f[4]),
 		})
 	}
 	sort.Slice(b.States, func(i, j int) bool { return b.States[i].LimitName < b.States[j].LimitName })
 	return b
+}
+
+// splitN splits a '|'-separated record into exactly n fields (missing ones
+// empty; the last keeps any further separators).
+func splitN(s string, n int) []string {
+	out := strings.SplitN(s, "|", n)
+	for len(out) < n {
+		out = append(out, "")
+	}
+	return out
 }
 
 // LoadBuckets implements [limiter.Repository]: one pipeline of HGETALLs
@@ -308,7 +313,7 @@ func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite)
 func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
 	args = append(args, itoa(req.NowMs), strconv.Itoa(len(req.Limits)))
 	for _, l := range req.Limits {
-		args = append(args, l.Name, itoa(satMilli(l.Capacity)), itoa(satMilli(l.RefillAmount)), itoa(l.RefillPeriod.Milliseconds()))
+		args = append(args, l.Name, itoa(satMilli(l.Capacity))+"|"+itoa(satMilli(l.RefillAmount))+"|"+itoa(l.RefillPeriod.Milliseconds()))
 	}
 	names := make([]string, 0, len(req.Consume))
 	for n := range req.Consume {

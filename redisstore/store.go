@@ -185,8 +185,8 @@ func newScript(name string, parts ...string) *script {
 
 // The scripts. Every one includes the integer library.
 var (
-	scriptWrite        = newScript("write", "int", "buckets", "write")
-	scriptConsume      = newScript("consume", "int", "buckets", "consume")
+	scriptWrite        = newScript("write", "int", "expired", "buckets", "write")
+	scriptConsume      = newScript("consume", "int", "expired", "consume")
 	scriptDeleteBucket = newScript("delete_buckets", "int", "delete_buckets")
 	scriptCreateEntity = newScript("create_entity", "int", "create_entity")
 	scriptDeleteAdmin  = newScript("delete_entity", "int", "delete_entity")

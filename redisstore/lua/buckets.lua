@@ -1,63 +1,80 @@
--- Bucket items. One hash per (entity, resource, shard):
---   rf   refill timestamp (epoch ms), the optimistic lock of normal writes
---   sc   shard count         cas  cascade ("1" or "0")   par  parent id
---   ttl  expiry time (epoch s, the limiter's clock; "0": none)
---   tk:L cp:L ra:L rp:L tc:L  balance, capacity, refill amount (millitokens),
---                             refill period (ms), total consumed, of limit L
--- The key's own Redis expiry (PEXPIRE) is set to the same lifetime
+-- Bucket items. One hash per (entity, resource, shard), with one field
+-- for the item and one per limit, each a '|'-separated record (ids and
+-- names hold no '|'):
+--   h     rf|sc|cas|ttl|par   refill timestamp (epoch ms, the optimistic
+--         lock of normal writes), shard count, cascade ("1"/"0"), expiry
+--         time (epoch s on the limiter's clock; "0": none), parent id
+--   l:L   tk|tc|cp|ra|rp      balance, total consumed, capacity, refill
+--         amount (millitokens) and refill period (ms) of limit L
+-- The key's own Redis expiry (PEXPIRE) is set to the same lifetime,
 -- relative to the write, so an idle bucket disappears from Redis.
 
-local FIELDS = {'tk', 'cp', 'ra', 'rp', 'tc'}
-
-local function field(f, name) return f .. ':' .. name end
-
-local function has_limit(key, name)
-  return redis.call('HEXISTS', key, field('cp', name)) == 1
+local function parse_header(v)
+  local rf, sc, cas, ttl, par = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
+  return {rf = rf, sc = sc, cas = cas, ttl = ttl, par = par}
 end
 
-local function get(key, f, name)
-  return redis.call('HGET', key, field(f, name))
+local function header_string(h)
+  return h.rf .. '|' .. h.sc .. '|' .. h.cas .. '|' .. h.ttl .. '|' .. h.par
 end
 
-local function set_limit(key, name, tk, tc, cp, ra, rp)
-  redis.call('HSET', key, field('tk', name), tk, field('tc', name), tc,
-    field('cp', name), cp, field('ra', name), ra, field('rp', name), rp)
+local function parse_limit(v)
+  local tk, tc, cp, ra, rp = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  return {tk = tk, tc = tc, cp = cp, ra = ra, rp = rp}
 end
 
-local function del_limit(key, name)
-  for _, f in ipairs(FIELDS) do redis.call('HDEL', key, field(f, name)) end
+local function limit_string(l)
+  return l.tk .. '|' .. l.tc .. '|' .. l.cp .. '|' .. l.ra .. '|' .. l.rp
 end
 
--- limit names held by the item
-local function limit_names(key)
-  local out = {}
-  for _, k in ipairs(redis.call('HKEYS', key)) do
-    if string.sub(k, 1, 3) == 'cp:' then out[#out + 1] = string.sub(k, 4) end
+-- load reads an item: nil when it is missing, else {h = header, l = {name
+-- = limit}, set = {}, del = {}}; set and del collect what save writes.
+local function load(key)
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local it = {key = key, l = {}, set = {}, del = {}}
+  for i = 1, #flat, 2 do
+    local f = flat[i]
+    if f == 'h' then
+      it.h = parse_header(flat[i + 1])
+    elseif string.sub(f, 1, 2) == 'l:' then
+      it.l[string.sub(f, 3)] = parse_limit(flat[i + 1])
+    end
   end
-  return out
+  if not it.h then it.h = {rf = '0', sc = '1', cas = '0', ttl = '0', par = ''} end
+  return it
 end
 
--- apply_ttl applies a write's TTL mode: 's' sets the expiry time (epoch s)
--- and the key's lifetime (ms), 'r' removes both, anything else keeps them.
-local function apply_ttl(key, mode, abs, rel)
+-- touch marks limit name (or the header, name nil) as changed.
+local function touch(it, name)
+  it.set[name or true] = true
+end
+
+-- save writes the changed fields of it and deletes its removed limits.
+local function save(it)
+  local args = {}
+  for name in pairs(it.set) do
+    if name == true then
+      args[#args + 1] = 'h'; args[#args + 1] = header_string(it.h)
+    elseif it.l[name] then
+      args[#args + 1] = 'l:' .. name; args[#args + 1] = limit_string(it.l[name])
+    end
+  end
+  if #args > 0 then redis.call('HSET', it.key, unpack(args)) end
+  for name in pairs(it.del) do redis.call('HDEL', it.key, 'l:' .. name) end
+end
+
+-- apply_ttl applies a write's TTL mode to item it: 's' sets the expiry
+-- time (epoch s) and the key's lifetime (ms), 'r' removes both, anything
+-- else keeps them.
+local function apply_ttl(it, mode, abs, rel)
   if mode == 's' then
-    redis.call('HSET', key, 'ttl', abs)
-    redis.call('PEXPIRE', key, rel)
+    it.h.ttl = abs
+    touch(it)
+    it.pexpire = rel
   elseif mode == 'r' then
-    redis.call('HSET', key, 'ttl', '0')
-    redis.call('PERSIST', key)
+    it.h.ttl = '0'
+    touch(it)
+    it.persist = true
   end
-end
-
--- expired reports whether the item's TTL has passed at now (epoch ms).
-local function expired(key, now)
-  local ttl = redis.call('HGET', key, 'ttl')
-  if not ttl or ttl == '0' then return false end
-  -- ttl <= floor(now / 1000)
-  if small(ttl) and small(now) then
-    return tonumber(ttl) <= math.floor(tonumber(now) / 1000)
-  end
-  local z = big()
-  local q = z.bdivmod(z.parse(now), z.parse('1000'))
-  return z.bcmp(z.parse(ttl), q) <= 0
 end

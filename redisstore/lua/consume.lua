@@ -6,12 +6,15 @@
 -- (HSET). Returns {applied, the reason of each request, then each item
 -- as its fields and values joined by newlines ("" when missing)}: as
 -- written when applied, as they were when not.
+--
+-- ARGV per request: now, the number of resolved limits, each as name and
+-- "cp|ra|rp", the number of amounts, each as name and millitokens.
 
 local reqs = {}
 for r = 1, #KEYS do
   local q = {key = KEYS[r], now = nxt(), limits = {}, consume = {}}
   for _ = 1, nxtn() do
-    q.limits[#q.limits + 1] = {name = nxt(), cp = nxt(), ra = nxt(), rp = nxt()}
+    q.limits[#q.limits + 1] = {name = nxt(), params = nxt()}
   end
   for _ = 1, nxtn() do
     q.consume[#q.consume + 1] = {name = nxt(), amount = nxt()}
@@ -24,51 +27,27 @@ for r = 1, #KEYS do
   reqs[r] = q
 end
 
-local function val(q, f)
-  local i = q.at[f]
-  return i and q.flat[i]
-end
-
 local function refusal(q)
-  if #q.flat == 0 then return 'bucket_missing' end
-  local ttl = val(q, 'ttl')
-  if ttl and ttl ~= '0' then
-    local gone
-    if small(ttl) and small(q.now) then
-      gone = tonumber(ttl) <= math.floor(tonumber(q.now) / 1000)
-    else
-      local z = big()
-      gone = z.bcmp(z.parse(ttl), (z.bdivmod(z.parse(q.now), z.parse('1000')))) <= 0
-    end
-    if gone then return 'bucket_expired' end
-  end
+  local flat, at = q.flat, q.at
+  if #flat == 0 then return 'bucket_missing' end
+  local h = at['h']
+  if h and expired(string.match(flat[h], '^[^|]*|[^|]*|[^|]*|([^|]*)|'), q.now) then return 'bucket_expired' end
   for _, l in ipairs(q.limits) do
-    local cp = val(q, 'cp:' .. l.name)
-    if not cp then return 'limit_missing' end
-    if cp ~= l.cp or val(q, 'ra:' .. l.name) ~= l.ra or val(q, 'rp:' .. l.name) ~= l.rp then return 'limits_changed' end
+    local i = at['l:' .. l.name]
+    if not i then return 'limit_missing' end
+    if string.match(flat[i], '^[^|]*|[^|]*|(.*)$') ~= l.params then return 'limits_changed' end
   end
   local short = false
   for _, c in ipairs(q.consume) do
-    local tk = val(q, 'tk:' .. c.name)
-    if not tk or not val(q, 'cp:' .. c.name) then return 'limit_missing' end
-    if c.amount ~= '0' and string.sub(c.amount, 1, 1) ~= '-' and icmp(tk, c.amount) < 0 then short = true end
+    local i = at['l:' .. c.name]
+    if not i then return 'limit_missing' end
+    if c.amount ~= '0' and string.sub(c.amount, 1, 1) ~= '-' then
+      local tk = string.match(flat[i], '^([^|]*)|')
+      if icmp(tk, c.amount) < 0 then short = true end
+    end
   end
   if short then return 'app_limit_exhausted' end
   return ''
-end
-
--- put sets field f of q's item to v, in flat and in the write.
-local function put(q, set, f, v)
-  local i = q.at[f]
-  if i then
-    q.flat[i] = v
-  else
-    q.flat[#q.flat + 1] = f
-    q.flat[#q.flat + 1] = v
-    q.at[f] = #q.flat
-  end
-  set[#set + 1] = f
-  set[#set + 1] = v
 end
 
 local out = {0}
@@ -84,8 +63,13 @@ if not refused then
     local set = {}
     for _, c in ipairs(q.consume) do
       if c.amount ~= '0' then
-        put(q, set, 'tk:' .. c.name, isub(val(q, 'tk:' .. c.name), c.amount))
-        put(q, set, 'tc:' .. c.name, iadd(val(q, 'tc:' .. c.name) or '0', c.amount))
+        local f = 'l:' .. c.name
+        local i = q.at[f]
+        local tk, tc, params = string.match(q.flat[i], '^([^|]*)|([^|]*)|(.*)$')
+        local v = isub(tk, c.amount) .. '|' .. iadd(tc, c.amount) .. '|' .. params
+        q.flat[i] = v
+        set[#set + 1] = f
+        set[#set + 1] = v
       end
     end
     if #set > 0 then redis.call('HSET', q.key, unpack(set)) end

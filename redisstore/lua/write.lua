@@ -38,31 +38,32 @@ for w = 1, #KEYS do
   elseif k ~= 'x' then
     return redis.error_reply('unknown write kind ' .. tostring(k))
   end
+  x.item = load(x.key)
   writes[w] = x
 end
 
 -- check returns whether x's condition holds.
 local function check(x)
-  local key = x.key
-  local exists = redis.call('EXISTS', key) == 1
-  if x.kind == 'c' then return not exists end
-  if not exists then return false end
+  local it = x.item
+  if x.kind == 'c' then return it == nil end
+  if not it then return false end
   if x.kind == 'n' then
-    if redis.call('HGET', key, 'rf') ~= x.rf then return false end
+    if it.h.rf ~= x.rf then return false end
     for _, l in ipairs(x.limits) do
-      local present = has_limit(key, l.name)
+      local s = it.l[l.name]
       if l.init then
-        if present then return false end
+        if s then return false end
       else
-        if not present then return false end
+        if not s then return false end
         local floor = isub(l.consumed, l.refill)
-        if icmp(floor, '0') > 0 and icmp(get(key, 'tk', l.name), floor) < 0 then return false end
+        if icmp(floor, '0') > 0 and icmp(s.tk, floor) < 0 then return false end
       end
     end
   elseif x.kind == 'r' then
     for _, l in ipairs(x.limits) do
-      if has_limit(key, l.name) then
-        if icmp(get(key, 'tk', l.name), l.consumed) < 0 then return false end
+      local s = it.l[l.name]
+      if s then
+        if icmp(s.tk, l.consumed) < 0 then return false end
       elseif not l.init then
         return false
       end
@@ -75,72 +76,89 @@ for w, x in ipairs(writes) do
   if not check(x) then return {0, w} end
 end
 
--- create_from_init adds limit l, absent from the item, from its initial
+-- from_init is limit l, absent from the item, created from its initial
 -- state less what the write consumes.
-local function create_from_init(key, l, consumed)
-  set_limit(key, l.name, isub(l.init.tk, consumed), consumed, l.init.cp, l.init.ra, l.init.rp)
+local function from_init(l, consumed)
+  return {tk = isub(l.init.tk, consumed), tc = consumed, cp = l.init.cp, ra = l.init.ra, rp = l.init.rp}
 end
 
 for _, x in ipairs(writes) do
-  local key, k = x.key, x.kind
+  local it, k = x.item, x.kind
   if k == 'c' then
-    redis.call('HSET', key, 'rf', x.now, 'sc', x.sc, 'cas', x.cas, 'par', x.par, 'ttl', '0')
+    it = {key = x.key, h = {rf = x.now, sc = x.sc, cas = x.cas, ttl = '0', par = x.par}, l = {}, set = {}, del = {}}
+    touch(it)
     for _, l in ipairs(x.limits) do
-      if not has_limit(key, l.name) then set_limit(key, l.name, l.tk, l.tc, l.cp, l.ra, l.rp) end
+      if not it.l[l.name] then
+        it.l[l.name] = {tk = l.tk, tc = l.tc, cp = l.cp, ra = l.ra, rp = l.rp}
+        touch(it, l.name)
+      end
     end
-    if x.ttl == 's' then apply_ttl(key, 's', x.ttlabs, x.ttlrel) end
+    if x.ttl == 's' then apply_ttl(it, 's', x.ttlabs, x.ttlrel) end
   elseif k == 'n' then
     for _, l in ipairs(x.limits) do
       if l.init then
-        create_from_init(key, l, l.consumed)
+        it.l[l.name] = from_init(l, l.consumed)
       else
-        local tk = iadd(get(key, 'tk', l.name), isub(l.refill, l.consumed))
-        local tc = iadd(get(key, 'tc', l.name) or '0', l.consumed)
-        redis.call('HSET', key, field('tk', l.name), tk, field('tc', l.name), tc)
-        if l.params then
-          redis.call('HSET', key, field('cp', l.name), l.params.cp, field('ra', l.name), l.params.ra,
-            field('rp', l.name), l.params.rp)
-        end
+        local s = it.l[l.name]
+        s.tk = iadd(s.tk, isub(l.refill, l.consumed))
+        s.tc = iadd(s.tc, l.consumed)
+        if l.params then s.cp, s.ra, s.rp = l.params.cp, l.params.ra, l.params.rp end
       end
+      touch(it, l.name)
     end
-    redis.call('HSET', key, 'rf', x.now)
-    apply_ttl(key, x.ttl, x.ttlabs, x.ttlrel)
-    if x.refresh == '1' then redis.call('HSET', key, 'cas', x.cas, 'par', x.par) end
+    it.h.rf = x.now
+    touch(it)
+    apply_ttl(it, x.ttl, x.ttlabs, x.ttlrel)
+    if x.refresh == '1' then it.h.cas, it.h.par = x.cas, x.par end
   elseif k == 'r' then
     for _, l in ipairs(x.limits) do
-      if has_limit(key, l.name) then
-        redis.call('HSET', key, field('tk', l.name), isub(get(key, 'tk', l.name), l.consumed),
-          field('tc', l.name), iadd(get(key, 'tc', l.name) or '0', l.consumed))
+      local s = it.l[l.name]
+      if s then
+        s.tk, s.tc = isub(s.tk, l.consumed), iadd(s.tc, l.consumed)
       else
-        create_from_init(key, l, l.consumed)
+        it.l[l.name] = from_init(l, l.consumed)
       end
+      touch(it, l.name)
     end
   elseif k == 'a' then
     for _, l in ipairs(x.limits) do
       -- a limit removed from the item meanwhile has nothing to adjust
-      if has_limit(key, l.name) then
-        local tk, cp = get(key, 'tk', l.name), get(key, 'cp', l.name)
+      local s = it.l[l.name]
+      if s then
         if icmp(l.consumed, '0') >= 0 then
-          tk = isub(tk, l.consumed)
-        elseif icmp(tk, cp) < 0 then
+          s.tk = isub(s.tk, l.consumed)
+        elseif icmp(s.tk, s.cp) < 0 then
           -- a refund never lifts the balance above the capacity
-          tk = imin(isub(tk, l.consumed), cp)
+          s.tk = imin(isub(s.tk, l.consumed), s.cp)
         end
-        redis.call('HSET', key, field('tk', l.name), tk,
-          field('tc', l.name), iadd(get(key, 'tc', l.name) or '0', l.consumed))
+        s.tc = iadd(s.tc, l.consumed)
+        touch(it, l.name)
       end
     end
   elseif k == 's' then
     for _, l in ipairs(x.limits) do
-      if not has_limit(key, l.name) then set_limit(key, l.name, l.init.tk, '0', l.init.cp, l.init.ra, l.init.rp) end
+      if not it.l[l.name] then
+        it.l[l.name] = {tk = l.init.tk, tc = '0', cp = l.init.cp, ra = l.init.ra, rp = l.init.rp}
+        touch(it, l.name)
+      end
     end
-    apply_ttl(key, x.ttl, x.ttlabs, x.ttlrel)
-    for _, name in ipairs(x.remove) do del_limit(key, name) end
+    apply_ttl(it, x.ttl, x.ttlabs, x.ttlrel)
+    for _, name in ipairs(x.remove) do
+      if it.l[name] then
+        it.l[name] = nil
+        it.del[name] = true
+      end
+    end
   else -- 'x': reset every limit to its capacity
-    for _, name in ipairs(limit_names(key)) do
-      redis.call('HSET', key, field('tk', name), get(key, 'cp', name))
+    for name, s in pairs(it.l) do
+      s.tk = s.cp
+      touch(it, name)
     end
-    redis.call('HSET', key, 'rf', x.now)
+    it.h.rf = x.now
+    touch(it)
   end
+  save(it)
+  if it.pexpire then redis.call('PEXPIRE', x.key, it.pexpire) end
+  if it.persist then redis.call('PERSIST', x.key) end
 end
 return {1}
