@@ -35,6 +35,13 @@ ifeq ($(CI),true)
 export ZAEL_REQUIRE_DYNAMODB := 1
 endif
 
+# Likewise a skipped Redis-backed test (internal/redisserver): redis-server and
+# redis-cli come from the Debian packages redis-server and redis-tools, which
+# .ci/run installs when they are missing.
+ifeq ($(CI),true)
+export ZAEL_REQUIRE_REDIS := 1
+endif
+
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)

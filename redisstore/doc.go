@@ -1,2 +1,106 @@
-// Package redisstore is a [limiter.Repository] on Redis.
+// Package redisstore is a [limiter.Repository] on Redis (go-redis v9): for
+// services that run Redis rather than DynamoDB. A program written for the
+// DynamoDB repository runs unchanged on it; only the constructor differs:
+//
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	repo, err := redisstore.New(client)
+//	rl := limiter.New(repo)
+//
+// It is built on the exported backend contract of package limiter only and
+// passes the conformance suite (package storetest) on a standalone
+// redis-server and on a Redis Cluster. Besides [limiter.Repository] it
+// implements [limiter.SpeculativeStore], [limiter.BatchStore] (so that
+// [limiter.RateLimiter.AcquireAll] costs one round trip),
+// [limiter.AuditLog] and [limiter.ConfigLister]. Group commit and the
+// over-limit cache are the limiter's and work unchanged.
+//
+// # One script per bucket operation
+//
+// Every bucket operation is one Lua script, so one round trip, atomic on
+// the server: the speculative consume of an acquire (conditioned on the
+// resolved limit parameters, no refill: the limiter refills), the
+// read-then-write path's write (conditions of every item checked before
+// any is written, so a cascade's child and parent apply together or not at
+// all), commits and rollbacks (a refund never lifts a balance above its
+// capacity), limit changes, and resets. Scripts run with EVALSHA; when the
+// server answers NOSCRIPT (it restarted, failed over, or its scripts were
+// flushed) the script is sent again with EVAL, which caches it again
+// ([Store.ScriptReloads] counts these).
+//
+// Redis runs Lua 5.1, whose numbers are doubles, exact only up to 2^53.
+// The scripts therefore keep every balance, counter and time as a decimal
+// string and compute with exact integers: doubles for values of at most
+// 15 digits, arbitrary-precision integers beyond. The limiter's bucket
+// math (refill with drift compensation, consume, retry-after, 128-bit
+// intermediates, results saturated to int64) is also implemented in Lua,
+// for [Store.Allow]; the golden vectors of the limiter's bucket math pass
+// through it unchanged.
+//
+// # Layout
+//
+// All (entity, resource) limits live in one hash (the composite bucket):
+// field "h" holds "rf|sc|cas|ttl|par" (refill timestamp, shard count,
+// cascade, expiry time, parent id) and field "l:NAME" holds
+// "tk|tc|cp|ra|rp" (balance, total consumed, capacity, refill amount,
+// refill period) in millitokens and milliseconds. Entities, stored limits,
+// their listings and the audit log (a sorted set per entity, in ULID order)
+// are hashes, strings and sets under the namespace's keys. Keys start with
+// [Options.Prefix], and stores with different [Options.Namespace] share
+// nothing.
+//
+// # Redis Cluster: which keys share a slot
+//
+// Multi-key scripts need all their keys in one slot. The bucket items of a
+// resource share the hash tag {namespace:resource}, so a cascade (child and
+// parent on one resource) is one atomic script, and different resources
+// spread over the masters. The administrative keys share the tag
+// {namespace}: one slot, whose scripts are atomic. The trade-off: all
+// buckets of one resource are served by one master, so a single very busy
+// resource does not scale out (group commit takes most of a hot key's
+// load, see the README); in exchange no cascade needs compensation. The
+// only writes that span slots are AcquireAll batches over several
+// resources: they run one script per resource, in order, and when a later
+// one is refused the earlier ones are given back (capped refunds), as the
+// DynamoDB backend gives back a cascade's child when its parent refuses.
+// In that window a concurrent request on an earlier resource may be
+// refused that would have fit; nothing is ever admitted twice. On a
+// standalone server (or behind Sentinel) every batch is one script.
+//
+// # Expiry
+//
+// The limiter gives buckets of default (resource or system) limits a TTL.
+// The store keeps it in the item (on the limiter's clock, which decides
+// expiry) and also sets the key's Redis lifetime to the same duration
+// relative to the write (PEXPIRE, not EXPIREAT: the limiter's clock need
+// not be the server's), so an idle bucket disappears from Redis.
+//
+// # Unavailability
+//
+// Errors of the server or the connection (connection refused, timeouts,
+// a restart, LOADING) are returned wrapped in [limiter.ErrUnavailable], and
+// the limiter answers them with its on-unavailable mode: block fails the
+// acquire with a *[limiter.UnavailableError], allow returns a no-op lease
+// (the fail-closed and fail-open of other throttles). The caller's context
+// errors are returned as they are. Scripts are not idempotent: go-redis
+// resends a command whose connection broke before the reply (its
+// MaxRetries), which may count a request twice; set MaxRetries to -1 where
+// that matters more than riding out a dropped connection. A script that
+// times out on the client may still run on the server.
+//
+// # Differences from the DynamoDB backend
+//
+//   - No write sharding ([limiter.ShardStore]): Redis has no per-key write
+//     ceiling like DynamoDB's partitions, so there is no hidden write
+//     capacity limit either.
+//   - No usage snapshots or capacity reports (no stream, no aggregator):
+//     those calls return errors matching [limiter.ErrUnsupported].
+//   - DeleteEntity deletes the entity's record and configs in one script
+//     and its buckets resource by resource (DynamoDB's is not atomic
+//     either).
+//
+// # A throttle for single-limit keys
+//
+// [Store.Allow] is a plain throttle (no leases, entities or stored limits)
+// on keys of their own, with the token bucket or GCRA ([Options.Algorithm];
+// GCRA keeps one integer per key).
 package redisstore
