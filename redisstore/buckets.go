@@ -32,8 +32,8 @@ func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
 		f := splitN(v, 5)
 		b.States = append(b.States, limiter.BucketState{
 			EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
-			TokensMilli: atoi(f[0]), TotalConsumedMilli: atoi(f[1]), LastRefillMs: b.RefillMs,
-			CapacityMilli: atoi(f[2]), RefillAmountMilli: atoi(f[3]), RefillPeriodMs: atoi(f[4]),
+			CapacityMilli: atoi(f[0]), RefillAmountMilli: atoi(f[1]), RefillPeriodMs: atoi(f[2]),
+			TokensMilli: atoi(f[3]), TotalConsumedMilli: atoi(f[4]), LastRefillMs: b.RefillMs,
 		})
 	}
 	sort.Slice(b.States, func(i, j int) bool { return b.States[i].LimitName < b.States[j].LimitName })

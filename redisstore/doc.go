@@ -41,8 +41,8 @@
 // All (entity, resource) limits live in one hash (the composite bucket):
 // field "h" holds "rf|sc|cas|ttl|par" (refill timestamp, shard count,
 // cascade, expiry time, parent id) and field "l:NAME" holds
-// "tk|tc|cp|ra|rp" (balance, total consumed, capacity, refill amount,
-// refill period) in millitokens and milliseconds. Entities, stored limits,
+// "cp|ra|rp|tk|tc" (capacity, refill amount, refill period, balance, total
+// consumed) in millitokens and milliseconds. Entities, stored limits,
 // their listings and the audit log (a sorted set per entity, in ULID order)
 // are hashes, strings and sets under the namespace's keys. Keys start with
 // [Options.Prefix], and stores with different [Options.Namespace] share

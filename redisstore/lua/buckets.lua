@@ -4,8 +4,9 @@
 --   h     rf|sc|cas|ttl|par   refill timestamp (epoch ms, the optimistic
 --         lock of normal writes), shard count, cascade ("1"/"0"), expiry
 --         time (epoch s on the limiter's clock; "0": none), parent id
---   l:L   tk|tc|cp|ra|rp      balance, total consumed, capacity, refill
---         amount (millitokens) and refill period (ms) of limit L
+--   l:L   cp|ra|rp|tk|tc      capacity, refill amount (millitokens), refill
+--         period (ms), balance and total consumed of limit L (parameters
+--         first: the speculative consume compares them as a prefix)
 -- The key's own Redis expiry (PEXPIRE) is set to the same lifetime,
 -- relative to the write, so an idle bucket disappears from Redis.
 
@@ -19,12 +20,12 @@ local function header_string(h)
 end
 
 local function parse_limit(v)
-  local tk, tc, cp, ra, rp = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  local cp, ra, rp, tk, tc = string.match(v, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
   return {tk = tk, tc = tc, cp = cp, ra = ra, rp = rp}
 end
 
 local function limit_string(l)
-  return l.tk .. '|' .. l.tc .. '|' .. l.cp .. '|' .. l.ra .. '|' .. l.rp
+  return l.cp .. '|' .. l.ra .. '|' .. l.rp .. '|' .. l.tk .. '|' .. l.tc
 end
 
 -- load reads an item: nil when it is missing, else {h = header, l = {name

@@ -8,7 +8,8 @@
 -- written when applied, as they were when not.
 --
 -- ARGV per request: now, the number of resolved limits, each as name and
--- "cp|ra|rp", the number of amounts, each as name and millitokens.
+-- "cp|ra|rp" (compared with the prefix of the limit's field), the number
+-- of amounts, each as name and millitokens.
 
 local reqs = {}
 for r = 1, #KEYS do
@@ -27,6 +28,21 @@ for r = 1, #KEYS do
   reqs[r] = q
 end
 
+-- state returns the balance and total consumed of the limit whose field
+-- value is v and whose parameters ("cp|ra|rp") take n characters.
+local function state(v, n)
+  local rest = string.sub(v, n + 2)
+  local bar = string.find(rest, '|', 1, true)
+  return string.sub(rest, 1, bar - 1), string.sub(rest, bar + 1)
+end
+
+-- params_len returns the length of the parameters of field value v.
+local function params_len(v)
+  local a = string.find(v, '|', 1, true)
+  local b = string.find(v, '|', a + 1, true)
+  return string.find(v, '|', b + 1, true) - 1
+end
+
 local function refusal(q)
   local flat, at = q.flat, q.at
   if #flat == 0 then return 'bucket_missing' end
@@ -35,14 +51,16 @@ local function refusal(q)
   for _, l in ipairs(q.limits) do
     local i = at['l:' .. l.name]
     if not i then return 'limit_missing' end
-    if string.match(flat[i], '^[^|]*|[^|]*|(.*)$') ~= l.params then return 'limits_changed' end
+    local v, n = flat[i], #l.params
+    if string.sub(v, 1, n) ~= l.params or string.byte(v, n + 1) ~= 124 then return 'limits_changed' end
   end
   local short = false
   for _, c in ipairs(q.consume) do
     local i = at['l:' .. c.name]
     if not i then return 'limit_missing' end
-    if c.amount ~= '0' and string.sub(c.amount, 1, 1) ~= '-' then
-      local tk = string.match(flat[i], '^([^|]*)|')
+    if c.amount ~= '0' and string.byte(c.amount, 1) ~= 45 then -- positive
+      local v = flat[i]
+      local tk = state(v, params_len(v))
       if icmp(tk, c.amount) < 0 then short = true end
     end
   end
@@ -65,8 +83,10 @@ if not refused then
       if c.amount ~= '0' then
         local f = 'l:' .. c.name
         local i = q.at[f]
-        local tk, tc, params = string.match(q.flat[i], '^([^|]*)|([^|]*)|(.*)$')
-        local v = isub(tk, c.amount) .. '|' .. iadd(tc, c.amount) .. '|' .. params
+        local v = q.flat[i]
+        local n = params_len(v)
+        local tk, tc = state(v, n)
+        v = string.sub(v, 1, n + 1) .. isub(tk, c.amount) .. '|' .. iadd(tc, c.amount)
         q.flat[i] = v
         set[#set + 1] = f
         set[#set + 1] = v
