@@ -419,7 +419,8 @@ func (rl *RateLimiter) cascadeParent(ctx context.Context, entityID string) (stri
 
 // Available returns, per limit, the whole tokens available now for
 // (entityID, resource) — negative when in debt, the capacity when the bucket
-// does not exist yet. It only reads.
+// does not exist yet. It only reads: it is the "peek" of other throttles
+// (and [RateLimiter.Reset] their "reset").
 func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {

@@ -18,7 +18,8 @@ import (
 
 // Repository is the storage behind a [RateLimiter]: entities, stored limit
 // configs and bucket items, in one namespace. [*DynamoDBRepository]
-// implements it, and package memorystore keeps everything in memory; a
+// implements it, package memorystore keeps everything in memory and
+// package redisstore keeps it in Redis; a
 // backend of your own implements these methods (and any of the optional
 // interfaces of store.go) and checks itself with package storetest.
 //

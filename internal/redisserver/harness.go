@@ -14,8 +14,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// EnvRequire, when true (e.g. 1), turns "no redis-server" from a skip into
-// a test failure. CI=true does the same.
+// EnvRequire names the environment variable that, when true (e.g. 1),
+// turns "no redis-server" from a skip into a test failure. CI=true does the
+// same.
 const EnvRequire = "ZAEL_REQUIRE_REDIS"
 
 // SkipMessage starts the message of every test that the harness skips (or,
