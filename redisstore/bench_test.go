@@ -27,7 +27,8 @@ import (
 //
 //	make bench BENCHFLAGS='-bench=Redis -benchtime=3s' (or go test -run='^$' -bench=Redis ./redisstore/)
 //
-// Each reports ops/s and the median latency (p50-µs) of one acquire.
+// Each runs both contenders in alternating rounds and reports their ops/s,
+// their median latency (p50-µs) and the ratio of their ops/s.
 
 // benchClient returns a client of the package's server with a pool large
 // enough for 32 goroutines.
@@ -39,21 +40,27 @@ func benchClient(b *testing.B) *redis.Client {
 	return c
 }
 
-// runConcurrent runs op b.N times over c goroutines (worker w calls it
-// with its own index) and reports ops/s and the median latency.
-func runConcurrent(b *testing.B, c int, op func(worker int) error) {
-	b.Helper()
+// side is one contender of a comparison: op runs one request for
+// worker w.
+type side struct {
+	name    string
+	op      func(w int) error
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+// round runs n requests over c goroutines.
+func (s *side) round(c, n int) error {
 	lat := make([][]time.Duration, c)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Value
-	b.ResetTimer()
 	start := time.Now()
 	for w := range c {
 		wg.Go(func() {
-			for next.Add(1) <= int64(b.N) {
+			for next.Add(1) <= int64(n) {
 				t0 := time.Now()
-				if err := op(w); err != nil {
+				if err := s.op(w); err != nil {
 					failed.Store(err)
 					return
 				}
@@ -62,15 +69,41 @@ func runConcurrent(b *testing.B, c int, op func(worker int) error) {
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
+	s.elapsed += time.Since(start)
+	s.lat = append(s.lat, slices.Concat(lat...)...)
 	if err, _ := failed.Load().(error); err != nil {
-		b.Fatal(err)
+		return fmt.Errorf("%s: %w", s.name, err)
 	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	return nil
+}
+
+// versus runs b.N requests split between the sides in alternating rounds
+// of c goroutines (so that both see the same machine, however its load
+// drifts), and reports each side's ops/s and median latency, and the
+// ratio of the first side's ops/s to the second's.
+func versus(b *testing.B, c int, sides ...*side) {
+	b.Helper()
+	const rounds = 10
+	per := max(b.N/(rounds*len(sides)), c)
+	b.ResetTimer()
+	for range rounds {
+		for _, s := range sides {
+			if err := s.round(c, per); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.StopTimer()
+	ops := make([]float64, len(sides))
+	for i, s := range sides {
+		slices.Sort(s.lat)
+		ops[i] = float64(len(s.lat)) / s.elapsed.Seconds()
+		b.ReportMetric(ops[i], s.name+"-ops/s")
+		b.ReportMetric(float64(s.lat[len(s.lat)/2].Microseconds()), s.name+"-p50-µs")
+	}
+	if len(sides) == 2 {
+		b.ReportMetric(ops[0]/ops[1], "ratio")
+	}
 }
 
 // zaelLimiter returns a RateLimiter on a fresh namespace of the server.
@@ -90,100 +123,83 @@ const bigRate = 1_000_000
 // (requests take 500 tokens).
 const bigTokens = 1000 * bigRate
 
-// BenchmarkRedisOneLimit: one limit per key, one key per goroutine.
-func BenchmarkRedisOneLimit(b *testing.B) {
+// zaelSide acquires consume under lims for key prefix+worker (one key per
+// goroutine) and commits.
+func zaelSide(rl *limiter.RateLimiter, name, prefix string, consume limiter.Consume, lims limiter.AcquireOption) *side {
 	ctx := context.Background()
-	for _, c := range []int{1, 32} {
-		b.Run("zael/c="+strconv.Itoa(c), func(b *testing.B) {
-			rl := zaelLimiter(b, benchClient(b))
-			lims := limiter.WithLimits(limiter.PerSecond("rps", bigRate))
-			runConcurrent(b, c, func(w int) error {
-				lease, err := rl.Acquire(ctx, "user-"+strconv.Itoa(w), "api", limiter.Consume{"rps": 1}, lims)
-				if err != nil {
-					return err
-				}
-				return lease.Commit(ctx)
-			})
-		})
-		b.Run("redis_rate/c="+strconv.Itoa(c), func(b *testing.B) {
-			rr := redis_rate.NewLimiter(benchClient(b))
-			prefix := redisserver.Prefix(b)
-			lim := redis_rate.PerSecond(bigRate)
-			runConcurrent(b, c, func(w int) error {
-				res, err := rr.Allow(ctx, prefix+"user-"+strconv.Itoa(w), lim)
-				if err == nil && res.Allowed == 0 {
-					err = fmt.Errorf("refused: %+v", res)
-				}
+	return &side{name: name, op: func(w int) error {
+		lease, err := rl.Acquire(ctx, prefix+strconv.Itoa(w), "api", consume, lims)
+		if err != nil {
+			return err
+		}
+		return lease.Commit(ctx)
+	}}
+}
+
+// rateSide runs redis_rate's AllowN for each limit (cost n) on key
+// prefix+worker (one key per goroutine).
+func rateSide(rr *redis_rate.Limiter, prefix string, limits []redis_rate.Limit, costs []int) *side {
+	ctx := context.Background()
+	return &side{name: "redis_rate", op: func(w int) error {
+		key := prefix + strconv.Itoa(w)
+		for i, l := range limits {
+			res, err := rr.AllowN(ctx, key+":"+strconv.Itoa(i), l, costs[i])
+			if err != nil {
 				return err
-			})
+			}
+			if res.Allowed == 0 {
+				return fmt.Errorf("refused: %+v", res)
+			}
+		}
+		return nil
+	}}
+}
+
+// BenchmarkRedisOneLimit: one limit per key, one key per goroutine: this
+// store under a RateLimiter (one script per acquire) against redis_rate
+// (one script per Allow).
+func BenchmarkRedisOneLimit(b *testing.B) {
+	for _, c := range []int{1, 32} {
+		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {
+			client := benchClient(b)
+			prefix := redisserver.Prefix(b)
+			versus(b, c,
+				zaelSide(zaelLimiter(b, client), "zael", "user-", limiter.Consume{"rps": 1}, limiter.WithLimits(limiter.PerSecond("rps", bigRate))),
+				rateSide(redis_rate.NewLimiter(client), prefix+"user-", []redis_rate.Limit{redis_rate.PerSecond(bigRate)}, []int{1}))
 		})
 	}
 }
 
-// BenchmarkRedisTwoLimits: requests per minute and tokens per minute. This
+// BenchmarkRedisTwoLimits: requests per second and tokens per second. This
 // store checks and takes both in one script on one hash; redis_rate needs
 // one call per limit (two keys).
 func BenchmarkRedisTwoLimits(b *testing.B) {
-	ctx := context.Background()
 	for _, c := range []int{1, 32} {
-		b.Run("zael/c="+strconv.Itoa(c), func(b *testing.B) {
-			rl := zaelLimiter(b, benchClient(b))
-			lims := limiter.WithLimits(limiter.PerSecond("rpm", bigRate), limiter.PerSecond("tpm", bigTokens))
-			runConcurrent(b, c, func(w int) error {
-				lease, err := rl.Acquire(ctx, "user-"+strconv.Itoa(w), "api", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
-				if err != nil {
-					return err
-				}
-				return lease.Commit(ctx)
-			})
-		})
-		b.Run("redis_rate/c="+strconv.Itoa(c), func(b *testing.B) {
-			rr := redis_rate.NewLimiter(benchClient(b))
+		b.Run("c="+strconv.Itoa(c), func(b *testing.B) {
+			client := benchClient(b)
 			prefix := redisserver.Prefix(b)
-			rpm, tpm := redis_rate.PerSecond(bigRate), redis_rate.PerSecond(bigTokens)
-			runConcurrent(b, c, func(w int) error {
-				key := prefix + "user-" + strconv.Itoa(w)
-				if res, err := rr.AllowN(ctx, key+":rpm", rpm, 1); err != nil || res.Allowed == 0 {
-					return fmt.Errorf("rpm: %+v, %v", res, err)
-				}
-				if res, err := rr.AllowN(ctx, key+":tpm", tpm, 500); err != nil || res.Allowed == 0 {
-					return fmt.Errorf("tpm: %+v, %v", res, err)
-				}
-				return nil
-			})
+			versus(b, c,
+				zaelSide(zaelLimiter(b, client), "zael", "user-", limiter.Consume{"rpm": 1, "tpm": 500},
+					limiter.WithLimits(limiter.PerSecond("rpm", bigRate), limiter.PerSecond("tpm", bigTokens))),
+				rateSide(redis_rate.NewLimiter(client), prefix+"user-",
+					[]redis_rate.Limit{redis_rate.PerSecond(bigRate), redis_rate.PerSecond(bigTokens)}, []int{1, 500}))
 		})
 	}
 }
 
-// BenchmarkRedisHotKey: 32 goroutines on one key, with and without group
-// commit (which sends the acquires queued behind a write as one script).
+// BenchmarkRedisHotKey: 32 goroutines on one key (rpm and tpm), with and
+// without group commit (which sends the acquires queued behind a write as
+// one script); ratio is with / without.
 func BenchmarkRedisHotKey(b *testing.B) {
-	ctx := context.Background()
-	for _, gc := range []bool{true, false} {
-		b.Run(fmt.Sprintf("group_commit=%v", gc), func(b *testing.B) {
-			rl := zaelLimiter(b, benchClient(b), limiter.WithGroupCommit(gc))
-			lims := limiter.WithLimits(limiter.PerSecond("rpm", bigRate), limiter.PerSecond("tpm", bigTokens))
-			runConcurrent(b, 32, func(int) error {
-				lease, err := rl.Acquire(ctx, "hot", "api", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
-				if err != nil {
-					return err
-				}
-				return lease.Commit(ctx)
-			})
-		})
+	client := benchClient(b)
+	lims := limiter.WithLimits(limiter.PerSecond("rpm", bigRate), limiter.PerSecond("tpm", bigTokens))
+	hot := func(rl *limiter.RateLimiter, name string) *side {
+		s := zaelSide(rl, name, "hot", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
+		op := s.op
+		s.op = func(int) error { return op(0) } // every goroutine on key "hot0"
+		return s
 	}
-	b.Run("redis_rate", func(b *testing.B) {
-		rr := redis_rate.NewLimiter(benchClient(b))
-		key := redisserver.Prefix(b) + "hot"
-		rpm, tpm := redis_rate.PerSecond(bigRate), redis_rate.PerSecond(bigTokens)
-		runConcurrent(b, 32, func(int) error {
-			if res, err := rr.AllowN(ctx, key+":rpm", rpm, 1); err != nil || res.Allowed == 0 {
-				return fmt.Errorf("rpm: %+v, %v", res, err)
-			}
-			if res, err := rr.AllowN(ctx, key+":tpm", tpm, 500); err != nil || res.Allowed == 0 {
-				return fmt.Errorf("tpm: %+v, %v", res, err)
-			}
-			return nil
-		})
-	})
+	versus(b, 32,
+		hot(zaelLimiter(b, client, limiter.WithGroupCommit(true)), "group_commit"),
+		hot(zaelLimiter(b, client, limiter.WithGroupCommit(false)), "no_group_commit"))
 }
