@@ -128,7 +128,12 @@ func dockerProvider(ctx context.Context, timeout time.Duration) (*testcontainers
 	if _, err := testcontainers.NewDockerClientWithOpts(ctx); err != nil {
 		return nil, err
 	}
-	p, err := testcontainers.NewDockerProvider(testcontainers.WithLogger(tclog.NewNoopLogger()))
+	p, err := testcontainers.NewDockerProvider(
+		testcontainers.WithLogger(tclog.NewNoopLogger()),
+		// As Run's own provider has it. Without it, DaemonHost would create
+		// a network of its own ("reaper_default") to find a gateway in.
+		testcontainers.WithDefaultBridgeNetwork(testcontainers.Bridge),
+	)
 	if err != nil {
 		return nil, err
 	}
