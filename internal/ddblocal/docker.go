@@ -152,7 +152,8 @@ func startContainer(ctx context.Context, cfg containerConfig) (*Server, error) {
 	begin := time.Now()
 	p, err := dockerProvider(ctx, dockerCheckTimeout)
 	if err != nil {
-		return nil, &containerError{reason: ReasonNoDocker, err: err}
+		return nil, &containerError{reason: ReasonNoDocker,
+			err: fmt.Errorf("none answers at DOCKER_HOST or the default or rootless sockets: %w", err)}
 	}
 	defer p.Close()
 	if err := ensureImage(ctx, p.Client(), cfg.image, cfg.stallTimeout, "run `"+ImageCommand+"`"); err != nil {
