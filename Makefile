@@ -21,7 +21,7 @@ DYNAMODB_LOCAL_IMAGE := amazon/dynamodb-local:3.3.0
 DOCKER_IMAGE_CONTEXT ?= $(CURDIR)/.cache/dynamodb-local-image
 
 # `make test-docker`: the packages whose tests it runs against DynamoDB Local in a container.
-DOCKER_TEST_PKGS ?= ./internal/ddblocal ./aggregator
+DOCKER_TEST_PKGS ?= ./internal/ddblocal ./examples/quickstart
 
 # `make bench` flags, e.g. BENCHFLAGS='-bench=HotKeys -benchtime=3s' (README, hot keys benchmark).
 BENCHFLAGS ?= -bench=.
