@@ -184,7 +184,7 @@ func ExampleLimit_WithBurst() {
 	// Output:
 	// rpm: capacity 300, +100 every 1m0s
 	// valid: true
-	// true Invalid capacity: capacity must be positive
+	// true limiter: invalid capacity: capacity must be positive
 }
 
 // The middleware charges each request to the API key in a header: one

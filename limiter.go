@@ -306,8 +306,8 @@ func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string,
 
 func noLimitsError(entityID, resource string) error {
 	e := newValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
-		fmt.Sprintf("No limits configured for entity '%s' and resource '%s'. Configure limits at entity "+
-			"(resource-specific or _default_), resource, or system level, or provide limits parameter.", entityID, resource))
+		fmt.Sprintf("no limits configured for entity %q and resource %q: store them for the entity (on the resource "+
+			"or on _default_), the resource or the system, or pass WithLimits", entityID, resource))
 	return e
 }
 

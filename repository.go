@@ -175,17 +175,17 @@ func ValidateStackName(name string) error {
 	reason := ""
 	switch {
 	case name == "":
-		reason = "Name cannot be empty"
+		reason = "cannot be empty"
 	case strings.Contains(name, "_"):
-		reason = "Contains underscore. Use hyphens instead (e.g., 'rate-limits' not 'rate_limits')"
+		reason = "contains an underscore; use hyphens instead ('rate-limits', not 'rate_limits')"
 	case strings.Contains(name, "."):
-		reason = "Contains period. Only alphanumeric characters and hyphens are allowed."
+		reason = "contains a period; only letters, digits and hyphens are allowed"
 	case strings.Contains(name, " "):
-		reason = "Contains spaces. Use hyphens instead (e.g., 'my-app' not 'my app')"
+		reason = "contains spaces; use hyphens instead ('my-app', not 'my app')"
 	case !stackNamePattern.MatchString(name):
-		reason = "Must start with a letter and contain only alphanumeric characters and hyphens."
+		reason = "must start with a letter and contain only letters, digits and hyphens"
 	case len(name) > 55:
-		reason = "Too long. Name exceeds 55 character limit (IAM role constraints)."
+		reason = "too long: longer than 55 characters (the limit of IAM role names)"
 	default:
 		return nil
 	}
@@ -331,7 +331,7 @@ func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
 		return &IncompatibleSchemaError{
 			ClientVersion: ClientVersion,
 			SchemaVersion: rec.SchemaVersion,
-			Message:       fmt.Sprintf("This client supports schema %s.x.", major(currentSchemaVersion)),
+			Message:       fmt.Sprintf("this client supports schema %s.x", major(currentSchemaVersion)),
 		}
 	}
 	return nil

@@ -233,7 +233,7 @@ func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string)
 		}
 		if attempt == maxConflictRetries {
 			return "", &NamespaceStateError{Namespace: name, State: "unknown",
-				Message: fmt.Sprintf("Namespace '%s' could not be registered", name)}
+				Message: fmt.Sprintf("namespace %q could not be registered", name)}
 		}
 		if err := sleepContext(ctx, conflictBackoff(attempt)); err != nil {
 			return "", err
@@ -413,11 +413,9 @@ func cancellationCodes(err error) []string {
 //     reserved "_";
 //   - *[NamespaceNotFoundError] (with ID set) when the id has no registry
 //     record; the original raises EntityNotFoundError here;
-//   - *[NamespaceStateError] with State "purging" ("Cannot recover namespace
-//     '{n}' — purge is in progress and is terminal"), "active" ("Namespace
-//     '{n}' is already active (not deleted)") or "re-registered" ("Cannot
-//     recover namespace '{n}' — the name has been re-registered by another
-//     caller").
+//   - *[NamespaceStateError] with State "purging" (its purge is in progress,
+//     and purging is terminal), "active" (it is not deleted) or
+//     "re-registered" (the name was registered again by another caller).
 func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (string, error) {
 	if err := validateNamespaceID(id); err != nil {
 		return "", err
@@ -438,10 +436,10 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 		switch rev.Status {
 		case namespacePurging:
 			return "", &NamespaceStateError{Namespace: name, State: namespacePurging,
-				Message: fmt.Sprintf("Cannot recover namespace '%s' \u2014 purge is in progress and is terminal", name)}
+				Message: fmt.Sprintf("cannot recover namespace %q: its purge is in progress, and purging is terminal", name)}
 		case namespaceActive:
 			return "", &NamespaceStateError{Namespace: name, State: namespaceActive,
-				Message: fmt.Sprintf("Namespace '%s' is already active (not deleted)", name)}
+				Message: fmt.Sprintf("namespace %q is already active (not deleted)", name)}
 		}
 		fwd := namespaceRecord{ID: id, Name: name, Status: namespaceActive, CreatedAt: rev.CreatedAt}
 		if fwd.CreatedAt.IsZero() {
@@ -469,7 +467,7 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 		}
 		if codes := cancellationCodes(err); len(codes) > 0 && codes[0] == "ConditionalCheckFailed" {
 			return "", &NamespaceStateError{Namespace: name, State: "re-registered",
-				Message: fmt.Sprintf("Cannot recover namespace '%s' \u2014 the name has been re-registered by another caller", name)}
+				Message: fmt.Sprintf("cannot recover namespace %q: the name was registered again by another caller", name)}
 		}
 		if err := r.registryRetry(ctx, op, err, attempt); err != nil {
 			return "", err
@@ -528,7 +526,7 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 		}
 		if rev.Status == namespaceActive {
 			return &NamespaceStateError{Namespace: rev.Name, State: namespaceActive,
-				Message: fmt.Sprintf("Cannot purge active namespace '%s'. Delete it first with DeleteNamespace.", rev.Name)}
+				Message: fmt.Sprintf("cannot purge active namespace %q: delete it first (DeleteNamespace)", rev.Name)}
 		}
 		if rev.Status == namespacePurging {
 			break

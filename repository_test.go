@@ -124,8 +124,8 @@ func TestStoredLimitsResolution(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Field != "limits" {
 		t.Fatalf("no config: err = %v, want ValidationError on limits", err)
 	}
-	wantMsg := "Invalid limits: No limits configured for entity 'e' and resource 'gpt'. Configure limits at entity " +
-		"(resource-specific or _default_), resource, or system level, or provide limits parameter."
+	wantMsg := `limiter: invalid limits: no limits configured for entity "e" and resource "gpt": store them for the ` +
+		`entity (on the resource or on _default_), the resource or the system, or pass WithLimits`
 	if err.Error() != wantMsg {
 		t.Errorf("message %q", err.Error())
 	}
