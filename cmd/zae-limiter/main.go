@@ -1,6 +1,7 @@
 // Command zae-limiter manages zae-limiter deployments and the data in their
 // table: the CloudFormation stack (deploy, status, delete, cfn-template),
-// version checks, entities, stored limits at the entity, resource and system
+// version checks, a local development stack on DynamoDB Local (local), a
+// load test (load), entities, stored limits at the entity, resource and system
 // level, declarative limits manifests, audit events, usage snapshots and
 // namespaces. Its commands and flags follow the Python zae-limiter CLI.
 //
@@ -24,10 +25,11 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -123,6 +125,13 @@ func commands() map[string]group {
 		"usage": {summary: "Read usage snapshots written by the aggregator", subs: map[string]subcommand{
 			"list":    {"List usage snapshots", cmdUsageList},
 			"summary": {"Summarise usage snapshots", cmdUsageSummary},
+		}},
+		"local": {summary: "Run DynamoDB Local with the table and the aggregator for development", subs: map[string]subcommand{
+			"up":         {"Start DynamoDB Local, create the table, start the aggregator; print the environment", cmdLocalUp},
+			"down":       {"Stop what local up started", cmdLocalDown},
+			"status":     {"Show what local up runs", cmdLocalStatus},
+			"env":        {"Print the environment variables for the local table", cmdLocalEnv},
+			"aggregator": {"Run the aggregator on the local table's stream in the foreground", cmdLocalAggregator},
 		}},
 		"namespace": {summary: "Manage the table's namespaces", subs: map[string]subcommand{
 			"register": {"Register namespaces", cmdNamespaceRegister},
