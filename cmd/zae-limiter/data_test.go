@@ -227,7 +227,23 @@ func TestUsageCommands(t *testing.T) {
 		sum.MinWindowStart != "2026-01-02T01:00:00Z" || sum.MaxWindowStart != "2026-01-02T03:00:00Z" {
 		t.Errorf("usage summary -o json = %+v", sum)
 	}
-	contains(t, e.ok("usage", "summary", "-r", "gpt"), "Snapshots: 5", "rpm", "20")
+	// Without --window: the finest window present, never a sum over
+	// windows (the daily snapshot holds the same traffic again).
+	contains(t, e.ok("usage", "summary", "-r", "gpt"), "Window:    hourly (the finest present", "Snapshots: 4", "rpm    13 ")
+	e.json(&sum, "usage", "summary", "-e", "e1")
+	if sum.Window != "hourly" || sum.SnapshotCount != 3 || sum.Total["rpm"] != 6 {
+		t.Errorf("usage summary without --window -o json = %+v, want hourly: 3 snapshots, rpm 6", sum)
+	}
+	e.putSnapshot("e3", "gpt", "daily", "2026-01-03T00:00:00Z", map[string]int64{"rpm": 4})
+	e.putSnapshot("e3", "gpt", "monthly", "2026-01-01T00:00:00Z", map[string]int64{"rpm": 9})
+	e.json(&sum, "usage", "summary", "-e", "e3")
+	if sum.Window != "daily" || sum.SnapshotCount != 1 || sum.Total["rpm"] != 4 {
+		t.Errorf("usage summary -e e3 (daily and monthly) -o json = %+v, want daily: 1 snapshot, rpm 4", sum)
+	}
+	e.json(&sum, "usage", "summary", "-e", "e3", "-w", "monthly")
+	if sum.Window != "monthly" || sum.Total["rpm"] != 9 {
+		t.Errorf("usage summary -e e3 -w monthly -o json = %+v", sum)
+	}
 	contains(t, e.ok("usage", "list", "-e", "nobody"), "No usage snapshots found")
 	contains(t, e.fail("usage", "list", "-e", "e1", "--start", "yesterday"), `invalid --start "yesterday"`)
 	contains(t, e.fail("usage", "summary", "-e", "e1", "-w", "weekly"), `invalid --window "weekly"`)

@@ -179,6 +179,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func (c *cli) dispatch(args []string) error {
 	cmds := commands()
+	args, err := hoistCommonFlags(args, cmds)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		return errors.New("missing command (run `zae-limiter --help` for the list)")
 	}
@@ -212,6 +216,65 @@ func (c *cli) dispatch(args []string) error {
 	}
 	c.readOnly = readOnlyCommands[name+" "+args[1]]
 	return sub.run(c, args[2:])
+}
+
+// commonValueFlags are the common flags, by name without dashes, all of
+// which take a value.
+var commonValueFlags = map[string]bool{
+	"n": true, "name": true, "region": true, "endpoint-url": true,
+	"N": true, "namespace": true, "o": true, "output": true,
+}
+
+// hoistCommonFlags moves common flags given before the command words
+// (`zae-limiter -n x entity list`, `zae-limiter entity -n x list`) to just
+// after them, where the command's flag set parses them.
+func hoistCommonFlags(args []string, cmds map[string]group) ([]string, error) {
+	var words, hoisted []string
+	i := 0
+	take := func() error { // the common flag at args[i], with its value
+		a := args[i]
+		if strings.Contains(a, "=") {
+			hoisted = append(hoisted, a)
+			i++
+			return nil
+		}
+		if i+1 >= len(args) {
+			return fmt.Errorf("flag needs an argument: %s", a)
+		}
+		hoisted = append(hoisted, a, args[i+1])
+		i += 2
+		return nil
+	}
+	for want := 1; len(words) < want && i < len(args); {
+		a := args[i]
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && a != "-" && a != "--" && commonValueFlags[name] {
+			if err := take(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") {
+			break // help, --version or an error the dispatcher reports
+		}
+		words = append(words, a)
+		i++
+		if g, ok := cmds[a]; ok && len(words) == 1 {
+			if _, leaf := g.subs[""]; !leaf {
+				want = 2
+			}
+		}
+	}
+	if len(words) == 0 && i == len(args) {
+		return nil, nil // only flags: a missing command
+	}
+	if len(words) == 0 { // help or --version: keep them first
+		return append(args[i:len(args):len(args)], hoisted...), nil
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, words...)
+	out = append(out, hoisted...)
+	return append(out, args[i:]...), nil
 }
 
 func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
