@@ -595,9 +595,13 @@ func cmdLocalAggregator(c *cli, args []string) error {
 	if c.common.region != "" {
 		awsCfg.Region = c.common.region
 	}
+	c.common.endpoint = endpoint // for the missing-table hint
+	client := limiter.NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Region = awsCfg.Region })
+	if _, err := client.DescribeTable(c.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.common.name)}); err != nil {
+		return c.tableErr(err)
+	}
 	logger := slog.New(slog.NewTextHandler(c.stderr, nil))
-	proc, err := aggregator.NewProcessor(limiter.NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Region = awsCfg.Region }),
-		c.common.name, cfg.Options(), func(o *aggregator.Options) {
+	proc, err := aggregator.NewProcessor(client, c.common.name, cfg.Options(), func(o *aggregator.Options) {
 			o.Logger = logger
 			o.ArchiveBucket = "" // no S3 here
 		})
@@ -614,7 +618,7 @@ func cmdLocalAggregator(c *cli, args []string) error {
 	if once {
 		res, err := runner.Poll(c.ctx)
 		if err != nil {
-			return c.tableErr(err)
+			return err
 		}
 		c.printf("%d records, %d snapshot writes, %d refills, %d shard doublings, %d shard items, %d dropped\n",
 			res.Processed, res.SnapshotsUpdated, res.RefillsWritten, res.ShardsDoubled, res.ShardItemsCreated, len(res.Failures))
@@ -622,7 +626,7 @@ func cmdLocalAggregator(c *cli, args []string) error {
 	}
 	// Fail at once on a table without a stream, rather than log it forever.
 	if _, err := runner.Poll(c.ctx); err != nil {
-		return c.tableErr(err)
+		return err
 	}
 	logger.Info("aggregator polling", "endpoint", endpoint, "table", c.common.name, "interval", interval.String())
 	if err := runner.Run(c.ctx); err != nil && !errors.Is(err, context.Canceled) {
