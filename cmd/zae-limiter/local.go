@@ -602,9 +602,9 @@ func cmdLocalAggregator(c *cli, args []string) error {
 	}
 	logger := slog.New(slog.NewTextHandler(c.stderr, nil))
 	proc, err := aggregator.NewProcessor(client, c.common.name, cfg.Options(), func(o *aggregator.Options) {
-			o.Logger = logger
-			o.ArchiveBucket = "" // no S3 here
-		})
+		o.Logger = logger
+		o.ArchiveBucket = "" // no S3 here
+	})
 	if err != nil {
 		return err
 	}

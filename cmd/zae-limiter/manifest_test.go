@@ -239,7 +239,7 @@ func putProvisionerItems(t *testing.T, e *env) {
 			"PK": s(ns + "/SYSTEM#"), "SK": s("#PROVISIONER"), "GSI4PK": s(ns),
 			"managed_system": &types.AttributeValueMemberBOOL{Value: true}, "managed_resources": list("claude", "gpt-4"),
 			"managed_entities": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"key-9": list("gpt-4"), "key-1": list("gpt-4")}},
-			"last_applied": s("2026-01-02T03:04:05+00:00"), "applied_hash": s("sha256:00"),
+			"last_applied":     s("2026-01-02T03:04:05+00:00"), "applied_hash": s("sha256:00"),
 		},
 	} {
 		if _, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
