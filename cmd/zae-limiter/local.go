@@ -145,6 +145,11 @@ func localEnv(st localState) [][2]string {
 // formatEnv formats variables for a shell: eval (bash/zsh `export`), direnv
 // or powershell.
 func formatEnv(vars [][2]string, format string) (string, error) {
+	switch format {
+	case "eval", "direnv", "powershell":
+	default:
+		return "", fmt.Errorf("invalid --format %q: use eval, direnv or powershell", format)
+	}
 	var b strings.Builder
 	for _, kv := range vars {
 		switch format {
@@ -152,10 +157,8 @@ func formatEnv(vars [][2]string, format string) (string, error) {
 			fmt.Fprintf(&b, "export %s=%s\n", kv[0], shellQuote(kv[1]))
 		case "direnv":
 			fmt.Fprintf(&b, "%s=%s\n", kv[0], shellQuote(kv[1]))
-		case "powershell":
-			fmt.Fprintf(&b, "$env:%s = \"%s\"\n", kv[0], strings.ReplaceAll(kv[1], `"`, "`\""))
 		default:
-			return "", fmt.Errorf("invalid --format %q: use eval, direnv or powershell", format)
+			fmt.Fprintf(&b, "$env:%s = \"%s\"\n", kv[0], strings.ReplaceAll(kv[1], `"`, "`\""))
 		}
 	}
 	return b.String(), nil
