@@ -245,6 +245,9 @@ func TestUsageCommands(t *testing.T) {
 		t.Errorf("usage summary -e e3 -w monthly -o json = %+v", sum)
 	}
 	contains(t, e.ok("usage", "list", "-e", "nobody"), "No usage snapshots found")
+	contains(t, e.ok("usage", "list", "-e", "e1", "-w", "hourly", "--plot"), "Usage Plot: gpt (hourly)", "Entity: e1", "RPM", "TPM",
+		"3,000 ┤  ╭", "3.0 ┤  ╭", "1.2 ┤ │", "Time range: 2026-01-02T01:00:00Z to 2026-01-02T03:00:00Z", "Data points: 3")
+	contains(t, e.fail("usage", "list", "-e", "e1", "-p", "-o", "json"), "--plot draws charts")
 	contains(t, e.fail("usage", "list", "-e", "e1", "--start", "yesterday"), `invalid --start "yesterday"`)
 	contains(t, e.fail("usage", "summary", "-e", "e1", "-w", "weekly"), `invalid --window "weekly"`)
 }

@@ -85,10 +85,15 @@ func cmdUsageList(c *cli, args []string) error {
 	f := c.newFlags("usage list", "List the usage snapshots the aggregator wrote, newest first.", 0, 0, true)
 	var u usageFlags
 	var limit int
+	var plot bool
 	u.register(f)
 	f.integer(&limit, "limit", "l", limiter.DefaultUsageSnapshotsLimit, "most snapshots to list")
+	f.boolean(&plot, "plot", "p", false, "draw each counter over time as a terminal chart instead of the table")
 	if _, err := f.parse(args); err != nil {
 		return err
+	}
+	if plot && c.jsonOutput() {
+		return errors.New("usage list: --plot draws charts; it cannot be combined with -o json")
 	}
 	q, err := u.query()
 	if err != nil {
@@ -133,6 +138,13 @@ func cmdUsageList(c *cli, args []string) error {
 	}
 	if len(snaps) == 0 {
 		c.printf("No usage snapshots found\n")
+		return nil
+	}
+	if plot {
+		c.printf("%s", plotUsage(snaps))
+		if more {
+			c.printf("\nMore snapshots may exist. Raise --limit or narrow --start/--end.\n")
+		}
 		return nil
 	}
 	rows := make([][]string, len(snaps))
