@@ -50,6 +50,8 @@ type cmdFlags struct {
 	short   map[string]string // long name → short alias
 	order   []string          // long names in registration order
 	c       *cli
+	// post runs after a successful parse, e.g. to convert flag values.
+	post []func()
 }
 
 // newFlags returns the flag set of the command use, with the common flags
@@ -245,6 +247,9 @@ func (f *cmdFlags) parse(args []string) ([]string, error) {
 	if c.output != outputTable && c.output != outputJSON {
 		return nil, fmt.Errorf("invalid --output %q: use table or json", c.output)
 	}
+	for _, fn := range f.post {
+		fn()
+	}
 	return pos, nil
 }
 
@@ -345,26 +350,26 @@ func isLoopback(endpoint string) bool {
 // endpoint it is limiter.NewDynamoDBLocalClient (no AWS configuration
 // needed; quiet on DynamoDB Local's bad checksums); else a client from the
 // SDK's configuration with --region and --endpoint-url.
-func (c *cli) dynamoDBClient() (*dynamodb.Client, aws.Config, error) {
+func (c *cli) dynamoDBClient(optFns ...func(*dynamodb.Options)) (*dynamodb.Client, aws.Config, error) {
 	if ep := c.dynamoDBEndpoint(); isLoopback(ep) {
 		cfg := limiter.DynamoDBLocalConfig(ep)
 		if c.common.region != "" {
 			cfg.Region = c.common.region
 		}
-		return limiter.NewDynamoDBLocalClient(ep, func(o *dynamodb.Options) { o.Region = cfg.Region }), cfg, nil
+		return limiter.NewDynamoDBLocalClient(ep, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.Region = cfg.Region }}, optFns...)...), cfg, nil
 	}
 	cfg, err := c.awsConfig()
 	if err != nil {
 		return nil, aws.Config{}, err
 	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+	client := dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
 		if c.common.endpoint != "" {
 			// A DynamoDB-compatible server elsewhere may send error
 			// responses whose CRC32 does not match, as DynamoDB Local
 			// does; the SDK would log a warning for each.
 			o.DisableValidateResponseChecksum = true
 		}
-	})
+	}}, optFns...)...)
 	return client, cfg, nil
 }
 

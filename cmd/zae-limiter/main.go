@@ -126,6 +126,7 @@ func commands() map[string]group {
 			"list":    {"List usage snapshots", cmdUsageList},
 			"summary": {"Summarise usage snapshots", cmdUsageSummary},
 		}},
+		"load": {summary: "Load-test the table and report latency, capacity units and cost", subs: leaf(cmdLoad)},
 		"local": {summary: "Run DynamoDB Local with the table and the aggregator for development", subs: map[string]subcommand{
 			"up":         {"Start DynamoDB Local, create the table, start the aggregator; print the environment", cmdLocalUp},
 			"down":       {"Stop what local up started", cmdLocalDown},
