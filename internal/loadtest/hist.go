@@ -21,7 +21,7 @@ import (
 // A Histogram is not safe for concurrent use. The zero value is not usable;
 // call [NewHistogram].
 type Histogram struct {
-	sub    uint   // log2 of the buckets per power of two
+	sub    uint // log2 of the buckets per power of two
 	counts []uint64
 	total  uint64
 	min    int64 // exact, microseconds; valid when total > 0

@@ -77,7 +77,9 @@ type Scenario struct {
 type Duration time.Duration
 
 // MarshalJSON writes d as a string such as "30s".
-func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + time.Duration(d).String() + `"`), nil }
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + time.Duration(d).String() + `"`), nil
+}
 
 // UnmarshalJSON reads a string such as "30s".
 func (d *Duration) UnmarshalJSON(b []byte) error {
@@ -183,7 +185,9 @@ func setDefault[T comparable](p *T, def T) {
 func (s *Scenario) EntityID(i int) string { return fmt.Sprintf("%s-key-%05d", s.Prefix, i) }
 
 // ParentID returns the id of the parent of entity i (cascade only).
-func (s *Scenario) ParentID(i int) string { return fmt.Sprintf("%s-project-%03d", s.Prefix, i%s.Parents) }
+func (s *Scenario) ParentID(i int) string {
+	return fmt.Sprintf("%s-project-%03d", s.Prefix, i%s.Parents)
+}
 
 // pick returns the index of the entity of the next acquire.
 func (s *Scenario) pick(r *rand.Rand) int {
