@@ -117,11 +117,12 @@ func parseExports(t *testing.T, out string) []string {
 // directory and the environment it printed. Cleanup runs `local down`
 // and, should that fail, kills what the pid files name.
 type localInstance struct {
-	t    *testing.T
-	bin  string
-	port int
-	dir  string
-	env  []string
+	t     *testing.T
+	bin   string
+	port  int
+	dir   string
+	env   []string // printed by the last up
+	extra []string // more environment of every command
 }
 
 func newLocalInstance(t *testing.T, bin string) *localInstance {
@@ -161,7 +162,7 @@ func mustLocalDir(t *testing.T) string {
 func (li *localInstance) run(args ...string) (int, string, string) {
 	li.t.Helper()
 	args = append(args, "--port", strconv.Itoa(li.port), "--dir", li.dir)
-	return localRun(li.t, li.bin, append([]string{"ZAEL_DYNAMODB_LOCAL_DIR=" + mustLocalDir(li.t)}, li.env...), args...)
+	return localRun(li.t, li.bin, append(append([]string{"ZAEL_DYNAMODB_LOCAL_DIR=" + mustLocalDir(li.t)}, li.extra...), li.env...), args...)
 }
 
 // up runs `local up` and keeps the environment it printed.
@@ -178,7 +179,7 @@ func (li *localInstance) up(args ...string) string {
 // cli runs any command of the built CLI in the instance's environment.
 func (li *localInstance) cli(args ...string) string {
 	li.t.Helper()
-	code, out, errs := localRun(li.t, li.bin, li.env, args...)
+	code, out, errs := localRun(li.t, li.bin, append(append([]string{}, li.extra...), li.env...), args...)
 	if code != 0 {
 		li.t.Fatalf("zae-limiter %s: exit %d, stderr %q", strings.Join(args, " "), code, errs)
 	}
