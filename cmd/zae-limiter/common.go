@@ -409,7 +409,8 @@ func (c *cli) tableErr(err error) error {
 		if u, err := url.Parse(ep); err == nil && u.Port() != "" && u.Port() != strconv.Itoa(defaultLocalPort) {
 			hint += " --port " + u.Port()
 		}
-		return fmt.Errorf("table %q not found at %s (create it with: %s)", name, ep, hint)
+		// A local endpoint may also be LocalStack or moto, where deploy works.
+		return fmt.Errorf("table %q not found at %s (create it with: %s; on LocalStack: zae-limiter deploy --name %s)", name, ep, hint, name)
 	}
 	return fmt.Errorf("table %q not found (deploy it with: zae-limiter deploy --name %s)", name, name)
 }
@@ -477,15 +478,19 @@ const principalTimeout = 3 * time.Second
 
 // principal returns who the audit events of this command name: $ZAEL_PRINCIPAL
 // when set (an ARN or an identifier), else the caller's ARN from STS
-// GetCallerIdentity, as the original CLI records. When STS does not answer
-// (or the endpoint is local: DynamoDB Local has no STS) it returns "" and
-// the events name no one.
+// GetCallerIdentity, as the original CLI records (asked at the same
+// endpoint as DynamoDB when --endpoint-url or $AWS_ENDPOINT_URL names one:
+// LocalStack and moto answer). When STS does not answer (DynamoDB Local has
+// no STS), or only DynamoDB's endpoint is local, it returns "" and the
+// events name no one.
 func (c *cli) principal(cfg aws.Config) string {
 	if p := os.Getenv(envPrincipal); p != "" {
 		return p
 	}
-	if c.localEndpoint() {
-		return "" // DynamoDB Local has no STS, and AWS must not be asked
+	if c.localEndpoint() && c.common.endpoint == "" && os.Getenv("AWS_ENDPOINT_URL") == "" && os.Getenv("AWS_ENDPOINT_URL_STS") == "" {
+		// Only DynamoDB's endpoint is local (as after `local up`): STS would
+		// be AWS's, which must not be asked with local credentials.
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, principalTimeout)
 	defer cancel()

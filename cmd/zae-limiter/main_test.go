@@ -205,14 +205,14 @@ func TestMissingTable(t *testing.T) {
 	code, out, errs := runCLI(args...)
 	msg := checkFailure(t, args, code, out, errs, exitError)
 	u, _ := url.Parse(ep)
-	if want := `table "` + name + `" not found at ` + ep + ` (create it with: zae-limiter local up --name ` + name + ` --port ` + u.Port() + `)`; msg != want {
+	if want := `table "` + name + `" not found at ` + ep + ` (create it with: zae-limiter local up --name ` + name + ` --port ` + u.Port() + `; on LocalStack: zae-limiter deploy --name ` + name + `)`; msg != want {
 		t.Errorf("message %q, want %q", msg, want)
 	}
 
 	notFound := &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 	for _, tc := range []struct{ endpoint, want string }{
-		{"http://localhost:8000", `table "t1" not found at http://localhost:8000 (create it with: zae-limiter local up --name t1)`},
-		{"http://[::1]:9000", `table "t1" not found at http://[::1]:9000 (create it with: zae-limiter local up --name t1 --port 9000)`},
+		{"http://localhost:8000", `table "t1" not found at http://localhost:8000 (create it with: zae-limiter local up --name t1; on LocalStack: zae-limiter deploy --name t1)`},
+		{"http://[::1]:9000", `table "t1" not found at http://[::1]:9000 (create it with: zae-limiter local up --name t1 --port 9000; on LocalStack: zae-limiter deploy --name t1)`},
 		{"https://dynamodb.eu-west-1.amazonaws.com", `table "t1" not found (deploy it with: zae-limiter deploy --name t1)`},
 		{"", `table "t1" not found (deploy it with: zae-limiter deploy --name t1)`},
 	} {

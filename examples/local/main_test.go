@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -32,7 +33,8 @@ func TestRun(t *testing.T) {
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	rl := limiter.New(repo)
+	frozen := time.Now() // no refill while the test runs, however slow
+	rl := limiter.New(repo, limiter.WithClock(func() time.Time { return frozen }))
 	var out strings.Builder
 	if err := run(ctx, &out, rl, "k", 3); err != nil {
 		t.Fatal(err)
@@ -44,8 +46,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 300 + 400 + 500 tokens used (refill adds a little while it runs).
-	if avail["tpm"] < 20_000-1200 || avail["tpm"] > 20_000-1100 {
-		t.Errorf("tpm available %d, want about %d", avail["tpm"], 20_000-1200)
+	if avail["tpm"] != 20_000-300-400-500 || avail["rpm"] != 100-3 {
+		t.Errorf("available %v, want rpm 97, tpm 18800", avail)
 	}
 }
