@@ -71,7 +71,7 @@ func (e *env) checkLoadSummary(sum loadSummaryJSON, prefix string) {
 func TestLoad(t *testing.T) {
 	e := newEnv(t)
 	dir := t.TempDir()
-		// Two entities at 1 rpm: any third acquire is denied, however slow
+	// Two entities at 1 rpm: any third acquire is denied, however slow
 	// the machine.
 	scenario := writeFile(t, "scenario.yaml", `
 entities: 2
