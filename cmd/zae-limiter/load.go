@@ -127,7 +127,7 @@ func cmdLoad(c *cli, args []string) error {
 	f.boolean(&lf.setupOnly, "setup-only", "", false, "create the entities and store the limits, then stop")
 	f.str(&lf.startAt, "start-at", "", "", "start the workers at this time (RFC 3339), so that runs on several hosts start together")
 	f.boolean(&lf.createTable, "create-table", "", false, "create the table when it does not exist (development)")
-	f.duration(&lf.progress, "progress", "", 0, "progress interval (default 1s on a terminal, else 5s; negative: none)")
+	f.duration(&lf.progress, "progress", "", 0, "progress interval (default 1s on a terminal, else 5s; negative, e.g. -1s: none)")
 	f.float(&lf.prices.WriteUnit, "price-write", "", loadtest.DefaultPrices.WriteUnit, "on-demand price in USD per million write request units")
 	f.float(&lf.prices.ReadUnit, "price-read", "", loadtest.DefaultPrices.ReadUnit, "on-demand price in USD per million read request units")
 	f.str(&lf.worker, "worker", "", "", "internal: run as a worker process of --procs with this scenario file")

@@ -293,10 +293,10 @@ func (p *progress) tick(elapsed time.Duration, since *loadtest.Result) {
 	p.denied += since.Denied
 	p.failed += since.Failed
 	window := (elapsed - p.last).Seconds()
-	p.last = elapsed
-	if p.off {
-		return
+	if p.off || window < p.interval.Seconds()/2 {
+		return // the last moments of the run: too short for a rate
 	}
+	p.last = elapsed
 	rate := 0.0
 	if window > 0 {
 		rate = float64(since.Acquires()) / window
