@@ -146,5 +146,5 @@ lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstr
 	@echo "lambda: $(BIN_DIR)/aggregator.zip"
 
 .PHONY: aggregator-local
-aggregator-local: ## run the aggregator against DynamoDB Local's stream ($$ZAEL_DYNAMODB_ENDPOINT; AGGREGATOR_ARGS='-table NAME -once')
+aggregator-local: ## run the aggregator on a DynamoDB Local table's stream (endpoint and table from `zae-limiter local env`; AGGREGATOR_ARGS='-once')
 	$(GO) run ./aggregator/cmd/aggregator-local $(AGGREGATOR_ARGS)

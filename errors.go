@@ -214,7 +214,9 @@ func newValidationError(kind error, field, value, reason string) *ValidationErro
 }
 
 // Error returns "limiter: invalid {field}: {reason}".
-func (e *ValidationError) Error() string { return fmt.Sprintf("limiter: invalid %s: %s", e.Field, e.Reason) }
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("limiter: invalid %s: %s", e.Field, e.Reason)
+}
 
 // Is reports whether target is [ErrValidation] or the error's specific kind.
 func (e *ValidationError) Is(target error) bool {

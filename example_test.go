@@ -214,3 +214,24 @@ func ExampleHTTPMiddleware() {
 	})
 	http.Handle("/v1/chat", mw(chat)) // 429 + Retry-After when a limit refuses
 }
+
+func ExampleNewDynamoDBLocalClient() {
+	// DynamoDB Local, e.g. started by `zae-limiter local up`; "" would read
+	// the endpoint from $AWS_ENDPOINT_URL_DYNAMODB.
+	client := limiter.NewDynamoDBLocalClient("http://localhost:8000")
+	repo, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
+		o.CreateTable = true // a no-op when the table exists
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl := limiter.New(repo)
+	lease, err := rl.Acquire(ctx, "api-key-1", "gpt-4", limiter.Consume{"rpm": 1},
+		limiter.WithLimits(limiter.PerMinute("rpm", 100)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lease.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+}
