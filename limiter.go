@@ -36,6 +36,12 @@ type RateLimiter struct {
 	configs        *configCache
 	ents           *entityCache
 
+	// Bounds of the per-key caches (caches.go).
+	cacheSizes   [numCaches]int
+	cacheSizeSet [numCaches]bool
+	entityTTL    time.Duration
+	cacheEvent   cacheEventFunc // nil: cache events are not reported
+
 	// Hot keys (groupcommit.go, overlimit.go).
 	noGroupCommit    bool
 	overLimitMaxWait time.Duration
@@ -56,10 +62,6 @@ const (
 	// ([WithAuditRetention]).
 	DefaultAuditRetention = 90 * 24 * time.Hour
 )
-
-// defaultEntityCacheSize bounds the entity cache (cascade and shard
-// hints, one entry per entity).
-const defaultEntityCacheSize = 10_000
 
 // Option configures a [RateLimiter].
 type Option func(*RateLimiter)
@@ -119,6 +121,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		intN:          rand.IntN,
 		ttlMultiplier: DefaultBucketTTLMultiplier,
 		configTTL:     DefaultConfigCacheTTL,
+		entityTTL:     DefaultEntityCacheTTL,
 	}
 	for _, o := range opts {
 		o(rl)
@@ -134,8 +137,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	if rl.obs.metrics != nil {
 		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
 	}
-	rl.configs = newConfigCache(rl.configTTL, rl.now, rl.store.loadConfigs)
-	rl.ents = newEntityCache(defaultEntityCacheSize)
+	rl.initCaches()
 	rl.initHotKeys()
 	return rl
 }
