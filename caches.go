@@ -132,9 +132,9 @@ type cacheEventFunc func(cache CacheName, event CacheEvent, n int64)
 // to twice the entities acquired within [WithConfigCacheTTL] (plus the
 // entities with limits of their own for each resource, and one slot per
 // resource), the entity cache to the entities acquired within
-// [WithEntityCacheTTL]. An entry costs roughly 300 bytes (an over-limit
-// entry, which holds a bucket, about 1 KiB); see the README section
-// "Memory".
+// [WithEntityCacheTTL]. A config or entity entry costs about 200 bytes
+// plus its entity id, an over-limit entry (which holds a bucket) about
+// 500; see the README section "Memory".
 func WithCacheSize(cache CacheName, maxEntries int) Option {
 	return func(rl *RateLimiter) {
 		if cache >= 0 && cache < numCaches {
