@@ -85,7 +85,8 @@ func WithClock(now func() time.Time) Option {
 // before they are read again ([DefaultConfigCacheTTL] by default). A
 // change made through this limiter takes effect at once; a change made by
 // another process is seen within this time. Zero or less disables the
-// cache: every acquire reads the configs.
+// cache: every acquire reads the configs. The cache holds at most
+// [DefaultConfigCacheSize] slots ([WithCacheSize]).
 func WithConfigCacheTTL(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.configTTL = max(d, 0) }
 }

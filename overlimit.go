@@ -76,7 +76,8 @@ type overLimitEntry struct {
 // this limiter on the bucket clears it. It may refuse for up to maxWait
 // what another process's refunds would have allowed (bounded
 // under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
-// default.
+// default. It holds at most [DefaultOverLimitCacheSize] buckets
+// ([WithCacheSize]).
 func WithOverLimitCache(maxWait time.Duration) Option {
 	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
 }
