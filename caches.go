@@ -126,7 +126,8 @@ type cacheEventFunc func(cache CacheName, event CacheEvent, n int64)
 // is full, an expired entry makes room first, else the least recently used
 // one. Zero or less keeps nothing: every lookup misses (the config cache
 // then reads the configs on every acquire, the entity cache forgets every
-// hint, the over-limit cache refuses nothing locally).
+// hint, the over-limit cache refuses nothing locally). An unknown cache
+// name is ignored.
 //
 // Size a cache to the keys active within its age limit: the config cache
 // to twice the entities acquired within [WithConfigCacheTTL] (plus the

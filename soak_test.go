@@ -122,7 +122,7 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 	points := []checkpoint{{keys: 0, heap: base, goroutines: runtime.NumGoroutine()}}
 	for _, to := range size.checkpoints {
 		soakKeys(t, rl, "soak-", points[len(points)-1].keys, to, size.workers, tick)
-		p := checkpoint{keys: to, heap: heapLive(), goroutines: runtime.NumGoroutine()}
+		p := checkpoint{keys: to, heap: heapLive(), goroutines: settledGoroutines(points[0].goroutines)}
 		points = append(points, p)
 		extra := ""
 		if held != nil {
@@ -156,12 +156,28 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 	if st := rl.CacheStats(CacheEntities); st.Evictions == 0 {
 		t.Errorf("entity cache: no eviction; the soak should fill it: %+v", st)
 	}
-	rl.gc.mu.Lock()
-	slots := len(rl.gc.slots)
-	rl.gc.mu.Unlock()
-	if slots != 0 {
-		t.Errorf("%d group-commit slots left after the writes returned, want 0", slots)
+	slots := 0
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		rl.gc.mu.Lock()
+		slots = len(rl.gc.slots)
+		rl.gc.mu.Unlock()
+		if slots == 0 || time.Now().After(deadline) {
+			break
+		}
 	}
+	if slots != 0 {
+		t.Errorf("%d group-commit slots left 5s after the writes returned, want 0", slots)
+	}
+}
+
+// settledGoroutines returns the goroutine count once it is at most want,
+// or after 5 s: goroutines that finish a write may still be exiting.
+func settledGoroutines(want int) int {
+	n := runtime.NumGoroutine()
+	for deadline := time.Now().Add(5 * time.Second); n > want && time.Now().Before(deadline); n = runtime.NumGoroutine() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return n
 }
 
 // smallCaches are the ceilings of the default-size soak tests.
