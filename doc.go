@@ -32,6 +32,15 @@
 // over-limit cache ([WithOverLimitCache], opt-in) refuses requests for a
 // bucket just found exhausted without a DynamoDB call, for a bounded time.
 //
+// # Memory
+//
+// Everything a RateLimiter keeps per key (stored limits, entity hints,
+// exhausted buckets) is bounded in size and in age, so that a long-running
+// service that sees a steady stream of new keys keeps a flat heap:
+// [WithCacheSize], [WithEntityCacheTTL], [RateLimiter.CacheStats] and
+// [CacheMetrics]. An evicted key costs a read when it comes back, never a
+// wrong decision.
+//
 // # Units
 //
 // Limits are configured in whole tokens and whole-second periods. Buckets are

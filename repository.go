@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/lru"
 )
 
 // Repository is the storage behind a [RateLimiter]: entities, stored limit
@@ -130,10 +132,30 @@ type DynamoDBOptions struct {
 	// exist: a development convenience; production tables come from the
 	// shipped template.
 	CreateTable bool
-	// Now is the clock of the namespace registry and version records. Nil
-	// means time.Now.
+	// Now is the clock of the namespace registry and version records, and
+	// of the namespace cache. Nil means time.Now.
 	Now func() time.Time
+	// NamespaceCacheSize bounds the namespace name → id cache that the
+	// repository shares with the ones [DynamoDBRepository.Namespace]
+	// returns: the least recently used name goes first. Zero means
+	// [DefaultNamespaceCacheSize].
+	NamespaceCacheSize int
+	// NamespaceCacheTTL is how long a namespace's id is trusted after it
+	// was read: past it, [DynamoDBRepository.Namespace] reads the registry
+	// again, and so sees a namespace another process deleted. Zero means
+	// [DefaultNamespaceCacheTTL].
+	NamespaceCacheTTL time.Duration
 }
+
+// Defaults of the namespace cache ([DynamoDBOptions]).
+const (
+	// DefaultNamespaceCacheSize is the default ceiling of the namespace
+	// cache, in names.
+	DefaultNamespaceCacheSize = 1000
+	// DefaultNamespaceCacheTTL is the default age limit of the namespace
+	// cache.
+	DefaultNamespaceCacheTTL = 10 * time.Minute
+)
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
 // to one namespace, in the item layout of the Python library (schema
@@ -162,8 +184,20 @@ type DynamoDBRepository struct {
 // sharedState is shared between a repository and its namespace-scoped
 // siblings.
 type sharedState struct {
-	mu    sync.Mutex        // guards nsIDs
-	nsIDs map[string]string // namespace name → id
+	now   func() time.Time
+	mu    sync.Mutex                 // guards nsIDs
+	nsIDs *lru.Cache[string, string] // namespace name → id
+}
+
+func newSharedState(o DynamoDBOptions) *sharedState {
+	size, ttl := o.NamespaceCacheSize, o.NamespaceCacheTTL
+	if size <= 0 {
+		size = DefaultNamespaceCacheSize
+	}
+	if ttl <= 0 {
+		ttl = DefaultNamespaceCacheTTL
+	}
+	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl)}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
@@ -215,7 +249,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	r := &DynamoDBRepository{
 		client: client,
 		opts:   o,
-		shared: &sharedState{nsIDs: map[string]string{}},
+		shared: newSharedState(o),
 	}
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {

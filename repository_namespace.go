@@ -141,15 +141,16 @@ func (r *DynamoDBRepository) queryRegistry(ctx context.Context, prefix string) (
 // cacheNamespace remembers name → id in the name cache shared with scoped
 // repositories.
 func (r *DynamoDBRepository) cacheNamespace(name, id string) {
+	now := r.shared.now()
 	r.shared.mu.Lock()
-	r.shared.nsIDs[name] = id
+	r.shared.nsIDs.Add(name, id, now)
 	r.shared.mu.Unlock()
 }
 
 // forgetNamespace drops name from the shared name cache.
 func (r *DynamoDBRepository) forgetNamespace(name string) {
 	r.shared.mu.Lock()
-	delete(r.shared.nsIDs, name)
+	r.shared.nsIDs.Remove(name)
 	r.shared.mu.Unlock()
 }
 
@@ -158,11 +159,7 @@ func (r *DynamoDBRepository) forgetNamespace(name string) {
 func (r *DynamoDBRepository) forgetNamespaceID(id string) {
 	r.shared.mu.Lock()
 	defer r.shared.mu.Unlock()
-	for name, cached := range r.shared.nsIDs {
-		if cached == id {
-			delete(r.shared.nsIDs, name)
-		}
-	}
+	r.shared.nsIDs.RemoveFunc(func(_, cached string) bool { return cached == id })
 }
 
 // ensureNamespace resolves name, registering it when it is new.
@@ -176,10 +173,12 @@ func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (
 
 // resolveNamespace returns the id of an active namespace: from the shared
 // name cache (entries live until DeleteNamespace in this process drops
-// them), else from its forward record (an eventually consistent read).
+// them, or for at most the cache's age limit), else from its forward record
+// (an eventually consistent read).
 func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
+	now := r.shared.now()
 	r.shared.mu.Lock()
-	id, ok := r.shared.nsIDs[name]
+	id, ok := r.shared.nsIDs.Get(name, now)
 	r.shared.mu.Unlock()
 	if ok {
 		return id, true, nil

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -84,7 +85,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	}
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
-	other.shared = &sharedState{nsIDs: map[string]string{}}
+	other.shared = newSharedState(repo.opts)
 	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
 		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
 	}
@@ -143,7 +144,7 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		repo := *env.repo
-		repo.shared = &sharedState{nsIDs: map[string]string{}}
+		repo.shared = newSharedState(repo.opts)
 		wg.Go(func() { ids[i], errs[i] = repo.RegisterNamespace(env.ctx, "contended") })
 	}
 	wg.Wait()
@@ -558,5 +559,41 @@ func TestNamespaceStatusConstants(t *testing.T) {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestNamespaceCacheBounded: the namespace cache holds at most
+// NamespaceCacheSize names, and trusts an id for NamespaceCacheTTL: past
+// it, a namespace another process deleted is seen as gone.
+func TestNamespaceCacheBounded(t *testing.T) {
+	env := newTestEnv(t, func(o *DynamoDBOptions) { o.NamespaceCacheSize, o.NamespaceCacheTTL = 2, time.Minute })
+	ctx := env.ctx
+	for _, name := range []string{"tenant-a", "tenant-b", "tenant-c"} {
+		if _, err := env.repo.RegisterNamespace(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.repo.shared.mu.Lock()
+	held := env.repo.shared.nsIDs.Len()
+	env.repo.shared.mu.Unlock()
+	if held != 2 {
+		t.Fatalf("namespace cache holds %d names, want 2 (its ceiling)", held)
+	}
+	other := *env.repo // another process: a cold cache
+	other.shared = newSharedState(env.repo.opts)
+	if err := other.DeleteNamespace(ctx, "tenant-c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.repo.Namespace(ctx, "tenant-c"); err != nil {
+		t.Fatalf("Namespace within the age limit: %v, want the cached id", err)
+	}
+	env.clock.advance(time.Minute + time.Millisecond)
+	var nf *NamespaceNotFoundError
+	if _, err := env.repo.Namespace(ctx, "tenant-c"); !errors.As(err, &nf) {
+		t.Fatalf("Namespace past the age limit: %v, want *NamespaceNotFoundError", err)
+	}
+	// An evicted name is read again.
+	if ns, err := env.repo.Namespace(ctx, "default"); err != nil || ns.NamespaceID() != env.repo.NamespaceID() {
+		t.Fatalf("Namespace(default) = %v, %v", ns, err)
 	}
 }
