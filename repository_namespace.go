@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The namespace registry (reference §5.12) lives in the reserved namespace:
+// The namespace registry lives in the reserved namespace:
 // PK `_/SYSTEM#`, a forward record `#NAMESPACE#{name}` → id for every active
 // namespace and a reverse record `#NSID#{id}` → name, with the status, for
 // every namespace that has not been purged.

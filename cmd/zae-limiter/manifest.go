@@ -2,7 +2,7 @@ package main
 
 // Declarative limits: `limits plan|apply|diff -f limits.yaml`.
 //
-// The manifest format is the original provisioner's (reference §7.10). The
+// The manifest format is the original provisioner's. The
 // original sends it to a provisioner Lambda that diffs it against a
 // "#PROVISIONER" state record (the set of targets the previous apply
 // managed) and writes raw config items. This port diffs the manifest
