@@ -27,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	limiter "github.com/zaelimiter/limiter"
 )
