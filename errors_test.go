@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -132,5 +133,24 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 	}
 	if errors.Is(newValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier) {
 		t.Error("name error matches ErrInvalidIdentifier")
+	}
+}
+
+// TestNeverFitsMessage: a request that can never fit says so instead of
+// giving a retry time that waiting cannot honour.
+func TestNeverFitsMessage(t *testing.T) {
+	l := PerMinute("tpm", 1000)
+	too := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
+		Available: 1000, Requested: 5000, Exceeded: true, RetryAfter: 4 * time.Minute}})
+	if !too.NeverFits() {
+		t.Error("5000 of a 1000 bucket: NeverFits() = false")
+	}
+	if got, want := too.Error(), "limiter: rate limit exceeded for k/gpt (tpm); the request can never fit: 5000 tpm requested, capacity 1000"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	fits := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
+		Available: 100, Requested: 500, Exceeded: true, RetryAfter: 24 * time.Second}})
+	if fits.NeverFits() || !strings.Contains(fits.Error(), "retry after 24.0s") {
+		t.Errorf("a request that fits later: NeverFits %v, %q", fits.NeverFits(), fits.Error())
 	}
 }

@@ -412,3 +412,42 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 		t.Fatalf("allow: %v %v", l, err)
 	}
 }
+
+// TestDeleteProvisionerConfigKeepsRegistryCount: the Python library's
+// provisioner writes entity configs without registry keys and without
+// counting them; deleting one must not count down the configs the library
+// wrote for the same resource, which would drop the resource from
+// ListResourcesWithEntityConfigs while it still has some.
+func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	if err := rl.SetLimits(ctx, "lib-key", "gpt-4", []Limit{PerMinute("rpm", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	// The provisioner's shape: the config item alone, no GSI3 keys, no
+	// registry count.
+	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", []Limit{PerMinute("rpm", 5)})
+	for _, attr := range []string{"GSI3PK", "GSI3SK", "GSI4PK", "GSI4SK"} {
+		delete(item, attr)
+	}
+	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.DeleteLimits(ctx, "prov-key", "gpt-4"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4"); got != nil {
+		t.Errorf("provisioner config still stored: %v", got)
+	}
+	res, err := rl.ListResourcesWithEntityConfigs(ctx)
+	if err != nil || len(res) != 1 || res[0] != "gpt-4" {
+		t.Errorf("ListResourcesWithEntityConfigs = %v, %v; want [gpt-4] (lib-key's config is still there)", res, err)
+	}
+	if err := rl.DeleteLimits(ctx, "lib-key", "gpt-4"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := rl.ListResourcesWithEntityConfigs(ctx); len(res) != 0 {
+		t.Errorf("ListResourcesWithEntityConfigs = %v after deleting the last config, want none", res)
+	}
+}

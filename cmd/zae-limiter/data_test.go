@@ -29,6 +29,11 @@ func TestEntityCommands(t *testing.T) {
 	}
 	msg := e.fail("entity", "create", "key-1")
 	contains(t, msg, "key-1")
+	// A parent that does not exist is refused, and nothing is stored.
+	contains(t, e.fail("entity", "create", "orphan", "--parent", "nosuch", "--cascade"), "parent entity 'nosuch' not found")
+	if _, err := e.repo.GetEntity(e.ctx, "orphan"); !errors.Is(err, limiter.ErrEntityNotFound) {
+		t.Errorf("orphan stored: %v", err)
+	}
 
 	contains(t, e.ok("entity", "show", "key-1"), "Entity:", "key-1", "Parent:", "org-1", "Cascade:", "true")
 	var shown entityJSON
