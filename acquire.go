@@ -148,7 +148,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 	return entries, statuses, exceeded
 }
 
-// admit applies the one admission rule of every path (fix B9): a positive
+// admit applies the one admission rule of every path: a positive
 // amount must fit in the refilled balance; zero or negative amounts never
 // gate (zero only refills, negative gives back). It fills st's Available,
 // Exceeded and RetryAfter and returns the balance after taking amount.
@@ -213,7 +213,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 }
 
 // bucketTTLSeconds is the time to fill the slowest limit from empty, times
-// multiplier, computed in float64 and truncated as the original does (§4.5).
+// multiplier, computed in float64 and truncated as the original does.
 // It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
 func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 	if multiplier <= 0 || len(limits) == 0 {
@@ -233,7 +233,7 @@ func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 // huge limit saturates instead of overflowing into a TTL in the past.
 const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 
-// ttlFor decides the TTL handling of a group's bucket (§4.5): buckets of
+// ttlFor decides the TTL handling of a group's bucket: buckets of
 // entity-level config never expire; others expire after the time-to-fill
 // times the repository's multiplier.
 func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
@@ -247,8 +247,8 @@ func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
 	return TTLSet, secs
 }
 
-// commitInitial makes the lease's consumption durable (write-on-enter,
-// reference §6.5): a create or a normal write per group, atomically when
+// commitInitial makes the lease's consumption durable (write-on-enter:
+// before the call the lease guards): a create or a normal write per group, atomically when
 // there are two; the retry path when the optimistic lock was lost.
 func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	if len(lease.entries) == 0 {
@@ -313,7 +313,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	return nil
 }
 
-// retryInitial is the retry path after a lost optimistic lock (§6.5 step 6):
+// retryInitial is the retry path after a lost optimistic lock:
 // consume without refilling, guarded by tk >= consumed.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
@@ -385,8 +385,8 @@ func (rl *RateLimiter) giveBackLease(writes []BucketWrite, lease *Lease) {
 	}
 }
 
-// retryFailureStatuses reports a failed retry write (§6.5
-// _build_retry_failure_statuses): every consuming entry is exceeded.
+// retryFailureStatuses reports a failed retry write as the original does:
+// every consuming entry is exceeded.
 func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
 	out := make([]LimitStatus, 0, len(entries))
 	for _, e := range entries {

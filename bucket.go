@@ -1,7 +1,7 @@
 package limiter
 
 // This file is the token-bucket math, a function-by-function port of the
-// original's bucket.py (reference §3). It is pure: values in, values out, the
+// original's bucket.py. It is pure: values in, values out, the
 // current time as a parameter, integer millitokens and epoch milliseconds.
 //
 // # Exactness
@@ -31,8 +31,8 @@ package limiter
 //
 // # Division by zero
 //
-// The original raises ZeroDivisionError on corrupt buckets (reference §10
-// B1). These functions never panic; instead:
+// The original raises ZeroDivisionError on corrupt buckets (a stored refill
+// period or amount of zero). These functions never panic; instead:
 //
 //   - a refill period of zero (with positive elapsed time) refills nothing:
 //     the balance and last-refill time are returned unchanged;
@@ -48,7 +48,7 @@ import (
 
 // refillBucket returns the balance and last-refill time of a bucket holding
 // tokensMilli millitokens, last refilled at lastRefillMs, advanced to nowMs.
-// It is the original's refill_bucket (reference §3.1):
+// It is the original's refill_bucket:
 //
 //	elapsed = now − last_refill; if elapsed <= 0: unchanged
 //	add = elapsed × refill_amount // refill_period; if add == 0: unchanged
@@ -118,8 +118,8 @@ type consumeResult struct {
 }
 
 // tryConsume refills s to nowMs and takes requested whole tokens if the
-// refilled balance covers them. It is the original's try_consume (reference
-// §3.2): on failure the balance is the refilled balance and RetryAfter is
+// refilled balance covers them. It is the original's try_consume: on
+// failure the balance is the refilled balance and RetryAfter is
 // calculateRetryAfter(requested×1000 − balance, …). A zero request fails when
 // the refilled balance is negative; a negative request always succeeds and
 // adds tokens without a cap. s is not modified.
@@ -144,7 +144,7 @@ func tryConsume(s BucketState, requested, nowMs int64) consumeResult {
 // forceConsume refills s to nowMs and then takes amount whole tokens without
 // any check: the balance may go negative (debt), and a negative amount returns
 // tokens beyond the capacity until the next refill caps the balance. It is the
-// original's force_consume (reference §3.6). s is not modified.
+// original's force_consume. s is not modified.
 func forceConsume(s BucketState, amount, nowMs int64) (newTokensMilli, newLastRefillMs int64) {
 	cur, last := refillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return cur.subSat(int128Milli(amount)).int64Sat(), last
@@ -186,7 +186,7 @@ func refund(tokensMilli, refundMilli, capacityMilli int64) int64 {
 
 // calculateAvailable returns the whole tokens of s refilled to nowMs
 // (floored; negative when the bucket is in debt). It is the original's
-// calculate_available (reference §3.4).
+// calculate_available.
 func calculateAvailable(s BucketState, nowMs int64) int64 {
 	cur, _ := refillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return floorDivMilli(cur)
@@ -195,7 +195,7 @@ func calculateAvailable(s BucketState, nowMs int64) int64 {
 // calculateTimeUntilAvailable returns how long until s holds needed whole
 // tokens: zero if the balance refilled to nowMs already covers them, else the
 // retry-after of the deficit. It is the original's
-// calculate_time_until_available (reference §3.5).
+// calculate_time_until_available.
 func calculateTimeUntilAvailable(s BucketState, needed, nowMs int64) time.Duration {
 	cur, _ := refillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	need := int128Milli(needed)
@@ -207,7 +207,7 @@ func calculateTimeUntilAvailable(s BucketState, needed, nowMs int64) time.Durati
 
 // calculateRetryAfter returns how long a bucket refilling refillAmountMilli
 // millitokens every refillPeriodMs milliseconds needs to regain deficitMilli
-// millitokens. It is the original's calculate_retry_after (reference §3.3):
+// millitokens. It is the original's calculate_retry_after:
 // zero if deficitMilli <= 0, else t+1 milliseconds with
 // t = deficit × refill_period // refill_amount (the original returns the
 // float seconds (t+1)/1000; the extra millisecond guarantees the deficit is
@@ -253,7 +253,7 @@ func retryAfterExact(deficit int128, refillAmountMilli, refillPeriodMs int64) ti
 
 // buildLimitStatus returns the status of requesting requested tokens of limit
 // from the bucket state s at nowMs, as the original's build_limit_status
-// (reference §3.7). s is not modified.
+// s is not modified.
 func buildLimitStatus(entityID, resource string, limit Limit, s BucketState, requested, nowMs int64) LimitStatus {
 	res := tryConsume(s, requested, nowMs)
 	return LimitStatus{
@@ -271,11 +271,12 @@ func buildLimitStatus(entityID, resource string, limit Limit, s BucketState, req
 // wouldRefillSatisfy reports whether refilling buckets to nowMs would let
 // consume succeed on every limit it asks for, and returns the status of each
 // such limit in the order of buckets. It is the original's
-// would_refill_satisfy (reference §3.8): states whose amount in consume is
+// would_refill_satisfy: states whose amount in consume is
 // zero or absent are skipped (negative amounts are checked), and the limit of
 // each status is derived from the state with limitFromBucketState. Unlike the
 // original, the hidden wcu limit is always skipped, so it never reaches a
-// status (DESIGN.md, bug B2). With no status to check it reports true.
+// status (the original builds one for it and fails). With no status to
+// check it reports true.
 func wouldRefillSatisfy(buckets []BucketState, consume Consume, nowMs int64) (bool, []LimitStatus) {
 	ok := true
 	var statuses []LimitStatus

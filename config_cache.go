@@ -8,9 +8,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/lru"
 )
 
-// cacheKeyString is a ConfigKey as one string (for singleflight).
+// cacheKeyString is a ConfigKey as one string (to share loads).
 func cacheKeyString(k ConfigKey) string {
 	return string(rune('0'+k.Level)) + "\x00" + k.EntityID + "\x00" + k.Resource
 }
@@ -20,34 +22,41 @@ func cacheKeyString(k ConfigKey) string {
 // this level" (negative caching).
 type configLoader func(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
 
-// CacheStats reports the config cache's effectiveness.
+// CacheStats reports the effectiveness and size of one of the limiter's
+// per-key caches (see [CacheName]).
 type CacheStats struct {
-	// Hits and Misses count slot lookups since creation.
+	// Hits and Misses count lookups since creation.
 	Hits, Misses int64
-	// Size is the number of cached slots (including negative entries).
+	// Evictions counts live entries dropped to make room for new ones
+	// since creation: a steady rate means the cache is smaller than the
+	// working set (expired entries are not counted).
+	Evictions int64
+	// Size is the number of entries held (negative config entries and
+	// expired entries not yet dropped included).
 	Size int
-	// TTL is the configured time-to-live; zero means caching is disabled.
+	// MaxEntries is the cache's ceiling ([WithCacheSize]).
+	MaxEntries int
+	// TTL is the longest an entry is kept; zero means the config cache is
+	// disabled, or an entity cache without age limit.
 	TTL time.Duration
-}
-
-type cacheEntry struct {
-	value     Config
-	expiresAt time.Time
 }
 
 // configCache is a lazy TTL cache over a configLoader: no background
 // goroutine, expiry is checked on read, concurrent identical misses are
-// collapsed into one load. It is safe for concurrent use.
+// collapsed into one load. It holds at most maxEntries slots (negative
+// ones included); the least recently used goes first, expired ones before
+// it. It is safe for concurrent use.
 type configCache struct {
-	ttl  time.Duration
-	now  func() time.Time
-	load configLoader
+	ttl   time.Duration
+	now   func() time.Time
+	load  configLoader
+	event cacheEventFunc // nil: events are not reported
 
 	hits, misses atomic.Int64
 
 	mu         sync.Mutex // guards the fields below
 	flights    map[string]*configFlight
-	entries    map[ConfigKey]cacheEntry
+	entries    *lru.Cache[ConfigKey, Config]
 	generation uint64        // bumped by every eviction; stale loads are not stored
 	remembered OnUnavailable // last non-empty system on_unavailable
 }
@@ -60,8 +69,9 @@ type configFlight struct {
 	err  error
 }
 
-func newConfigCache(ttl time.Duration, now func() time.Time, load configLoader) *configCache {
-	return &configCache{ttl: ttl, now: now, load: load, entries: make(map[ConfigKey]cacheEntry), flights: make(map[string]*configFlight)}
+func newConfigCache(ttl time.Duration, maxEntries int, now func() time.Time, load configLoader) *configCache {
+	return &configCache{ttl: ttl, now: now, load: load, entries: lru.New[ConfigKey, Config](maxEntries, ttl),
+		flights: make(map[string]*configFlight)}
 }
 
 // resolutionKeys returns the slots consulted for (entityID, resource), in
@@ -126,15 +136,15 @@ func (c *configCache) resolveCached(entityID, resource string) ([]Limit, ConfigS
 	var values [4]Config
 	c.mu.Lock()
 	for i, k := range keys[:n] {
-		e, ok := c.entries[k]
-		if !ok || now.After(e.expiresAt) {
+		v, ok := c.entries.Get(k, now)
+		if !ok {
 			c.mu.Unlock()
 			return nil, "", "", false
 		}
-		values[i] = e.value
+		values[i] = v
 	}
 	c.mu.Unlock()
-	c.hits.Add(int64(n))
+	c.count(int64(n), 0)
 	ou := values[n-1].OnUnavailable
 	for i, v := range values[:n] {
 		if len(v.Limits) > 0 {
@@ -176,20 +186,19 @@ func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, erro
 		now := c.now()
 		c.mu.Lock()
 		for i, k := range keys {
-			if e, ok := c.entries[k]; ok && !now.After(e.expiresAt) {
-				out[i] = e.value
+			if v, ok := c.entries.Get(k, now); ok {
+				out[i] = v
 				continue
 			}
 			missing = append(missing, i)
 		}
 		c.mu.Unlock()
-		c.hits.Add(int64(len(keys) - len(missing)))
-		c.misses.Add(int64(len(missing)))
+		c.count(int64(len(keys)-len(missing)), int64(len(missing)))
 	} else {
 		for i := range keys {
 			missing = append(missing, i)
 		}
-		c.misses.Add(int64(len(keys)))
+		c.count(0, int64(len(keys)))
 	}
 	if len(missing) == 0 {
 		return out, nil
@@ -237,16 +246,20 @@ func (c *configCache) share(ctx context.Context, id string, fetch []ConfigKey) (
 		c.mu.Unlock()
 
 		f.got, f.err = c.load(ctx, fetch)
+		evicted := 0
 		c.mu.Lock()
 		delete(c.flights, id)
 		if f.err == nil && c.ttl > 0 && c.generation == gen {
-			expires := c.now().Add(c.ttl)
+			now := c.now()
 			for _, k := range fetch {
-				c.entries[k] = cacheEntry{value: f.got[k], expiresAt: expires}
+				evicted += c.entries.Add(k, f.got[k], now)
 			}
 		}
 		c.mu.Unlock()
 		close(f.done)
+		if evicted > 0 && c.event != nil {
+			c.event(CacheConfigs, CacheEviction, int64(evicted))
+		}
 		return f.got, f.err
 	}
 }
@@ -255,7 +268,7 @@ func (c *configCache) share(ctx context.Context, id string, fetch []ConfigKey) (
 func (c *configCache) evict(k ConfigKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, k)
+	c.entries.Remove(k)
 	c.generation++
 }
 
@@ -264,11 +277,7 @@ func (c *configCache) evict(k ConfigKey) {
 func (c *configCache) evictEntity(entityID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for k := range c.entries {
-		if k.Level == LevelEntity && k.EntityID == entityID {
-			delete(c.entries, k)
-		}
-	}
+	c.entries.RemoveFunc(func(k ConfigKey, _ Config) bool { return k.Level == LevelEntity && k.EntityID == entityID })
 	c.generation++
 }
 
@@ -276,14 +285,28 @@ func (c *configCache) evictEntity(entityID string) {
 func (c *configCache) invalidate() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	clear(c.entries)
+	c.entries.Clear()
 	c.generation++
 	c.remembered = ""
 }
 
+// count records hits and misses, and reports them.
+func (c *configCache) count(hits, misses int64) {
+	c.hits.Add(hits)
+	c.misses.Add(misses)
+	if c.event != nil {
+		if hits > 0 {
+			c.event(CacheConfigs, CacheHit, hits)
+		}
+		if misses > 0 {
+			c.event(CacheConfigs, CacheMiss, misses)
+		}
+	}
+}
+
 func (c *configCache) stats() CacheStats {
 	c.mu.Lock()
-	size := len(c.entries)
+	size, evictions, maxEntries := c.entries.Len(), c.entries.Evictions(), c.entries.MaxEntries()
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Size: size, TTL: c.ttl}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: evictions, Size: size, MaxEntries: maxEntries, TTL: c.ttl}
 }

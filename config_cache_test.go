@@ -72,7 +72,7 @@ func resourceKey(r string) ConfigKey  { return ResourceConfig(r) }
 func newTestCache(ttl time.Duration) (*configCache, *fakeConfigStore, *fakeClock) {
 	store := &fakeConfigStore{data: map[ConfigKey]Config{}}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	return newConfigCache(ttl, clock.now, store.load), store, clock
+	return newConfigCache(ttl, DefaultConfigCacheSize, clock.now, store.load), store, clock
 }
 
 func TestConfigCachePrecedence(t *testing.T) {
@@ -245,7 +245,7 @@ func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 			<-release
 			return store.load(ctx, keys)
 		}
-		c := newConfigCache(time.Minute, time.Now, slow)
+		c := newConfigCache(time.Minute, DefaultConfigCacheSize, time.Now, slow)
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {

@@ -1,6 +1,12 @@
 package limiter
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/zaelimiter/limiter/internal/lru"
+)
 
 // entityInfo is what the limiter remembers about an entity: its cascade
 // settings (immutable once created) and the shard count of each resource.
@@ -28,85 +34,128 @@ func (e entityInfo) cascadeParent(id string) string {
 // entityCache remembers, per entity, what the speculative path needs
 // without a read: whether and where the entity cascades, and the shard
 // count of each of its buckets. Every entry is a hint: a missing or evicted
-// one costs a read, never a wrong decision. It has no TTL; it is safe for
-// concurrent use. Each RateLimiter owns one.
+// one costs a read, never a wrong decision. It holds at most maxEntries
+// entities, the least recently used going first, each for at most ttl
+// after its cascade settings were read (a shard count learned later does
+// not extend that). It is safe for concurrent use. Each RateLimiter owns
+// one.
 type entityCache struct {
-	mu         sync.Mutex // guards entries
-	entries    map[string]entityInfo
-	maxEntries int
+	now   func() time.Time
+	event cacheEventFunc // nil: events are not reported
+
+	hits, misses atomic.Int64
+
+	mu      sync.Mutex // guards entries
+	entries *lru.Cache[string, *entityInfo]
 }
 
-// newEntityCache returns an empty cache holding at most maxEntries entities
-// (an arbitrary one is dropped to make room); maxEntries ≤ 0 means no
-// bound.
-func newEntityCache(maxEntries int) *entityCache {
-	return &entityCache{entries: make(map[string]entityInfo), maxEntries: maxEntries}
+// newEntityCache returns an empty cache holding at most maxEntries
+// entities (none when maxEntries ≤ 0), each for at most ttl (no age limit
+// when ttl ≤ 0), on the clock now.
+func newEntityCache(maxEntries int, ttl time.Duration, now func() time.Time) *entityCache {
+	return &entityCache{now: now, entries: lru.New[string, *entityInfo](maxEntries, ttl)}
 }
 
-// put stores e under id, making room first when the cache is full. c.mu
-// must be held.
-func (c *entityCache) put(id string, e entityInfo) {
-	if c.maxEntries > 0 && len(c.entries) >= c.maxEntries {
-		if _, ok := c.entries[id]; !ok {
-			for k := range c.entries {
-				delete(c.entries, k)
-				break
-			}
-		}
+// evicted reports n evictions (called without c.mu held).
+func (c *entityCache) evicted(n int) {
+	if n > 0 && c.event != nil {
+		c.event(CacheEntities, CacheEviction, int64(n))
 	}
-	c.entries[id] = e
 }
 
+// get returns what is known about id (a lookup counted in the stats).
 func (c *entityCache) get(id string) (entityInfo, bool) {
+	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[id]
+	p, ok := c.entries.Get(id, now)
+	var e entityInfo
+	if ok {
+		e = *p
+	}
+	c.mu.Unlock()
+	if ok {
+		c.hits.Add(1)
+	} else {
+		c.misses.Add(1)
+	}
+	if c.event != nil {
+		ev := CacheMiss
+		if ok {
+			ev = CacheHit
+		}
+		c.event(CacheEntities, ev, 1)
+	}
 	return e, ok
 }
 
 // setEntity records an entity's cascade settings as read from its META
-// record (exists false: there is none), keeping its shard counts.
+// record (exists false: there is none), keeping its shard counts. The
+// entry's age starts again.
 func (c *entityCache) setEntity(id string, exists, cascade bool, parentID string) {
+	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[id]
+	e, ok := c.entries.Get(id, now)
+	if !ok {
+		e = &entityInfo{}
+	}
 	e.known, e.meta, e.exists, e.cascade, e.parentID = true, true, exists, cascade, parentID
-	c.put(id, e)
+	n := c.entries.Add(id, e, now)
+	c.mu.Unlock()
+	c.evicted(n)
 }
 
 // learnFromBucket records cascade settings denormalised in a bucket item,
 // unless the META record's are already known (they win: the copy on a bucket may be stale).
 func (c *entityCache) learnFromBucket(id string, cascade bool, parentID string) {
+	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[id]
-	if e.meta {
+	e, ok := c.entries.Get(id, now)
+	switch {
+	case ok && e.meta:
+		c.mu.Unlock()
 		return
+	case !ok:
+		e = &entityInfo{}
 	}
 	e.known, e.cascade, e.parentID = true, cascade, parentID
-	c.put(id, e)
+	n := c.entries.Add(id, e, now)
+	c.mu.Unlock()
+	c.evicted(n)
 }
 
 // setShards records the shard count of (id, resource); it never lowers it.
 func (c *entityCache) setShards(id, resource string, count int) {
+	now := c.now()
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.entries[id]
+	e, ok := c.entries.Get(id, now)
+	if ok && e.shards[resource] >= count {
+		c.mu.Unlock()
+		return
+	}
+	if !ok {
+		e = &entityInfo{}
+	}
 	if e.shards == nil {
 		e.shards = make(map[string]int)
 	}
-	if count > e.shards[resource] {
-		e.shards[resource] = count
+	e.shards[resource] = count
+	n := 0
+	if !ok {
+		n = c.entries.Add(id, e, now) // else updated in place: the entry keeps its age
 	}
-	c.put(id, e)
+	c.mu.Unlock()
+	c.evicted(n)
 }
 
 // shardCount returns the known shard count of (id, resource), at least 1.
 func (c *entityCache) shardCount(id, resource string) int {
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n := c.entries[id].shards[resource]; n > 1 {
-		return n
+	if e, ok := c.entries.Get(id, now); ok {
+		if n := e.shards[resource]; n > 1 {
+			return n
+		}
 	}
 	return 1
 }
@@ -115,5 +164,12 @@ func (c *entityCache) shardCount(id, resource string) int {
 func (c *entityCache) forget(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.entries, id)
+	c.entries.Remove(id)
+}
+
+func (c *entityCache) stats() CacheStats {
+	c.mu.Lock()
+	size, evictions, maxEntries, ttl := c.entries.Len(), c.entries.Evictions(), c.entries.MaxEntries(), c.entries.TTL()
+	c.mu.Unlock()
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: evictions, Size: size, MaxEntries: maxEntries, TTL: ttl}
 }

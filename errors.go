@@ -99,15 +99,39 @@ func (e *RateLimitExceededError) Passed() []LimitStatus {
 	return out
 }
 
-// Error returns "Rate limit exceeded for {entity}/{resource}: [{names}].
-// Retry after {seconds:.1f}s", as the original library does.
+// Error returns "limiter: rate limit exceeded for {entity}/{resource}
+// ({names}); retry after {seconds}s", or, when the request can never fit,
+// says so instead of giving a retry time.
 func (e *RateLimitExceededError) Error() string {
 	names := make([]string, len(e.Violations))
 	for i, v := range e.Violations {
 		names[i] = v.LimitName
 	}
-	return fmt.Sprintf("Rate limit exceeded for %s/%s: [%s]. Retry after %.1fs",
-		e.Primary.EntityID, e.Primary.Resource, strings.Join(names, ", "), e.RetryAfter.Seconds())
+	msg := fmt.Sprintf("limiter: rate limit exceeded for %s/%s (%s)", e.Primary.EntityID, e.Primary.Resource, strings.Join(names, ", "))
+	for _, v := range e.Violations {
+		if v.Requested > v.Limit.Capacity {
+			return fmt.Sprintf("%s; the request can never fit: %d %s requested, capacity %d", msg, v.Requested, v.LimitName, v.Limit.Capacity)
+		}
+		if v.Limit.RefillAmount <= 0 {
+			return fmt.Sprintf("%s; the request can never fit: %s does not refill", msg, v.LimitName)
+		}
+	}
+	return fmt.Sprintf("%s; retry after %.1fs", msg, e.RetryAfter.Seconds())
+}
+
+// NeverFits reports whether waiting cannot help: a violated limit's
+// capacity is smaller than the amount requested, or it does not refill.
+// RetryAfter is then meaningless, and [RateLimiter.Wait] fails at once.
+func (e *RateLimitExceededError) NeverFits() bool {
+	if e.RetryAfter == math.MaxInt64 {
+		return true
+	}
+	for _, v := range e.Violations {
+		if v.Requested > v.Limit.Capacity || v.Limit.RefillAmount <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Is reports whether target is [ErrRateLimited].
@@ -189,8 +213,10 @@ func newValidationError(kind error, field, value, reason string) *ValidationErro
 	return &ValidationError{Field: field, Value: value, Reason: reason, kind: kind}
 }
 
-// Error returns "Invalid {field}: {reason}".
-func (e *ValidationError) Error() string { return fmt.Sprintf("Invalid %s: %s", e.Field, e.Reason) }
+// Error returns "limiter: invalid {field}: {reason}".
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("limiter: invalid %s: %s", e.Field, e.Reason)
+}
 
 // Is reports whether target is [ErrValidation] or the error's specific kind.
 func (e *ValidationError) Is(target error) bool {
@@ -200,8 +226,8 @@ func (e *ValidationError) Is(target error) bool {
 // EntityNotFoundError reports a missing entity. It matches [ErrEntityNotFound].
 type EntityNotFoundError struct{ EntityID string }
 
-// Error returns "Entity not found: {id}".
-func (e *EntityNotFoundError) Error() string { return "Entity not found: " + e.EntityID }
+// Error returns "limiter: entity not found: {id}".
+func (e *EntityNotFoundError) Error() string { return "limiter: entity not found: " + e.EntityID }
 
 // Is reports whether target is [ErrEntityNotFound].
 func (e *EntityNotFoundError) Is(target error) bool { return target == ErrEntityNotFound }
@@ -210,8 +236,8 @@ func (e *EntityNotFoundError) Is(target error) bool { return target == ErrEntity
 // stored. It matches [ErrEntityExists].
 type EntityExistsError struct{ EntityID string }
 
-// Error returns "Entity already exists: {id}".
-func (e *EntityExistsError) Error() string { return "Entity already exists: " + e.EntityID }
+// Error returns "limiter: entity already exists: {id}".
+func (e *EntityExistsError) Error() string { return "limiter: entity already exists: " + e.EntityID }
 
 // Is reports whether target is [ErrEntityExists].
 func (e *EntityExistsError) Is(target error) bool { return target == ErrEntityExists }
@@ -227,13 +253,13 @@ type NamespaceNotFoundError struct {
 	ID string
 }
 
-// Error returns "Namespace '{name}' not found. Register it first or check
-// for typos.", or "Namespace id '{id}' not found." for a lookup by id.
+// Error returns "limiter: namespace "{name}" not found (register it
+// first)", or "limiter: namespace id "{id}" not found" for a lookup by id.
 func (e *NamespaceNotFoundError) Error() string {
 	if e.Namespace == "" && e.ID != "" {
-		return fmt.Sprintf("Namespace id '%s' not found.", e.ID)
+		return fmt.Sprintf("limiter: namespace id %q not found", e.ID)
 	}
-	return fmt.Sprintf("Namespace '%s' not found. Register it first or check for typos.", e.Namespace)
+	return fmt.Sprintf("limiter: namespace %q not found (register it first)", e.Namespace)
 }
 
 // Is reports whether target is [ErrNamespaceNotFound].
@@ -248,8 +274,8 @@ type NamespaceStateError struct {
 	Message   string
 }
 
-// Error returns the message.
-func (e *NamespaceStateError) Error() string { return e.Message }
+// Error returns "limiter: {message}".
+func (e *NamespaceStateError) Error() string { return "limiter: " + e.Message }
 
 // Is reports whether target is [ErrNamespaceState].
 func (e *NamespaceStateError) Is(target error) bool { return target == ErrNamespaceState }
@@ -264,13 +290,14 @@ type VersionMismatchError struct {
 	CanAutoUpdate bool
 }
 
-// Error returns "Version mismatch: client=…, schema=…, lambda=…. {message}".
+// Error returns "limiter: version mismatch: client …, schema …, lambda …:
+// {message}".
 func (e *VersionMismatchError) Error() string {
 	lambda := e.LambdaVersion
 	if lambda == "" {
 		lambda = "unknown"
 	}
-	return fmt.Sprintf("Version mismatch: client=%s, schema=%s, lambda=%s. %s",
+	return fmt.Sprintf("limiter: version mismatch: client %s, schema %s, lambda %s: %s",
 		e.ClientVersion, e.SchemaVersion, lambda, e.Message)
 }
 
@@ -286,13 +313,13 @@ type IncompatibleSchemaError struct {
 	MigrationGuideURL string
 }
 
-// Error returns "Incompatible schema: client … is not compatible with schema
-// …. {message}" and the migration guide, if any.
+// Error returns "limiter: incompatible schema: client … does not support
+// schema …: {message}" and the migration guide, if any.
 func (e *IncompatibleSchemaError) Error() string {
-	msg := fmt.Sprintf("Incompatible schema: client %s is not compatible with schema %s. %s",
+	msg := fmt.Sprintf("limiter: incompatible schema: client %s does not support schema %s: %s",
 		e.ClientVersion, e.SchemaVersion, e.Message)
 	if e.MigrationGuideURL != "" {
-		msg += " See: " + e.MigrationGuideURL
+		msg += " (see " + e.MigrationGuideURL + ")"
 	}
 	return msg
 }

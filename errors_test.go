@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ func TestRateLimitExceededError(t *testing.T) {
 	if !errors.As(fmt.Errorf("acquire: %w", err), &rle) {
 		t.Fatal("errors.As through wrapping failed")
 	}
-	if got, want := rle.Error(), "Rate limit exceeded for C/api: [rpm, tpm]. Retry after 66.0s"; got != want {
+	if got, want := rle.Error(), "limiter: rate limit exceeded for C/api (rpm, tpm); retry after 66.0s"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
 	if got := rle.RetryAfterHeader(); got != "67" {
@@ -104,17 +105,17 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 		sentinel error
 		msg      string
 	}{
-		{&EntityNotFoundError{EntityID: "x"}, ErrEntityNotFound, "Entity not found: x"},
-		{&EntityExistsError{EntityID: "x"}, ErrEntityExists, "Entity already exists: x"},
+		{&EntityNotFoundError{EntityID: "x"}, ErrEntityNotFound, "limiter: entity not found: x"},
+		{&EntityExistsError{EntityID: "x"}, ErrEntityExists, "limiter: entity already exists: x"},
 		{&NamespaceNotFoundError{Namespace: "t1"}, ErrNamespaceNotFound,
-			"Namespace 't1' not found. Register it first or check for typos."},
-		{&NamespaceStateError{Namespace: "t1", State: "active", Message: "Namespace 't1' is already active (not deleted)"},
-			ErrNamespaceState, "Namespace 't1' is already active (not deleted)"},
+			`limiter: namespace "t1" not found (register it first)`},
+		{&NamespaceStateError{Namespace: "t1", State: "active", Message: `namespace "t1" is already active (not deleted)`},
+			ErrNamespaceState, `limiter: namespace "t1" is already active (not deleted)`},
 		{&VersionMismatchError{ClientVersion: "1.0.0", SchemaVersion: "0.10.0", Message: "Update."}, ErrVersion,
-			"Version mismatch: client=1.0.0, schema=0.10.0, lambda=unknown. Update."},
+			"limiter: version mismatch: client 1.0.0, schema 0.10.0, lambda unknown: Update."},
 		{&IncompatibleSchemaError{ClientVersion: "1.0.0", SchemaVersion: "0.10.0", Message: "Migrate.", MigrationGuideURL: "u"},
-			ErrIncompatibleSchema, "Incompatible schema: client 1.0.0 is not compatible with schema 0.10.0. Migrate. See: u"},
-		{newValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "Invalid resource: bad"},
+			ErrIncompatibleSchema, "limiter: incompatible schema: client 1.0.0 does not support schema 0.10.0: Migrate. (see u)"},
+		{newValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "limiter: invalid resource: bad"},
 	} {
 		wrapped := fmt.Errorf("op: %w", tc.err)
 		if !errors.Is(wrapped, tc.sentinel) {
@@ -132,5 +133,24 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 	}
 	if errors.Is(newValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier) {
 		t.Error("name error matches ErrInvalidIdentifier")
+	}
+}
+
+// TestNeverFitsMessage: a request that can never fit says so instead of
+// giving a retry time that waiting cannot honour.
+func TestNeverFitsMessage(t *testing.T) {
+	l := PerMinute("tpm", 1000)
+	too := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
+		Available: 1000, Requested: 5000, Exceeded: true, RetryAfter: 4 * time.Minute}})
+	if !too.NeverFits() {
+		t.Error("5000 of a 1000 bucket: NeverFits() = false")
+	}
+	if got, want := too.Error(), "limiter: rate limit exceeded for k/gpt (tpm); the request can never fit: 5000 tpm requested, capacity 1000"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	fits := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
+		Available: 100, Requested: 500, Exceeded: true, RetryAfter: 24 * time.Second}})
+	if fits.NeverFits() || !strings.Contains(fits.Error(), "retry after 24.0s") {
+		t.Errorf("a request that fits later: NeverFits %v, %q", fits.NeverFits(), fits.Error())
 	}
 }

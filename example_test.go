@@ -13,20 +13,41 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/memorystore"
 )
 
-// The examples that need DynamoDB compile but do not run (they have no
-// Output comment); examples/quickstart runs the same calls against DynamoDB
-// Local.
+// The examples run on the memory backend (memorystore) with a frozen clock,
+// so that their output is stable; a program switches to DynamoDB by
+// changing only the repository (see ExampleOpenDynamoDB, and
+// examples/quickstart, which runs against DynamoDB Local).
 
-var (
-	ctx = context.Background()
-	rl  *limiter.RateLimiter // as built by ExampleNew
-)
+var ctx = context.Background()
 
 // callLLM stands for a call to a language model; it returns the tokens the
 // call really used.
-func callLLM(context.Context, string) (tokens int64, err error) { return 0, nil }
+func callLLM(context.Context, string) (tokens int64, err error) { return 320, nil }
+
+// frozen is a clock that does not move: no tokens refill in the examples.
+func frozen() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) }
+
+// newLimiter returns a limiter on a new memory store with stored limits:
+// every key under "acme" gets 100 rpm and 1,000 tpm on gpt-4o, and key-1
+// cascades to acme.
+func newLimiter() *limiter.RateLimiter {
+	rl := limiter.New(memorystore.New(), limiter.WithClock(frozen))
+	if err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{
+		limiter.PerMinute(limiter.LimitRPM, 100),
+		limiter.PerMinute(limiter.LimitTPM, 1_000),
+	}); err != nil {
+		log.Fatal(err)
+	}
+	for _, e := range []limiter.Entity{{ID: "acme"}, {ID: "key-1", ParentID: "acme", Cascade: true}} {
+		if _, err := rl.CreateEntity(ctx, e); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return rl
+}
 
 func ExampleOpenDynamoDB() {
 	cfg, err := config.LoadDefaultConfig(ctx) // region and credentials as usual
@@ -45,41 +66,33 @@ func ExampleOpenDynamoDB() {
 }
 
 func ExampleNew() {
-	cfg, err := config.LoadDefaultConfig(ctx)
-	if err != nil {
-		log.Fatal(err)
-	}
-	repo, err := limiter.OpenDynamoDB(ctx, dynamodb.NewFromConfig(cfg))
-	if err != nil {
-		log.Fatal(err)
-	}
-	// One RateLimiter per process; it is safe for concurrent use.
-	rl := limiter.New(repo,
-		limiter.WithSpeculativeWrites(true),     // on by default
-		limiter.WithConfigCacheTTL(time.Minute)) // stored limits are re-read after this
+	// One RateLimiter per process; it is safe for concurrent use. Any
+	// repository: limiter.OpenDynamoDB in production.
+	rl := limiter.New(memorystore.New(),
+		limiter.WithConfigCacheTTL(time.Minute), // stored limits are re-read after this
+		limiter.WithClock(frozen))
 
-	// Stored limits: every API key under "acme" gets these on gpt-4o.
-	err = rl.SetLimits(ctx, "acme", limiter.DefaultResource, []limiter.Limit{
+	// Stored limits: every API key gets these on gpt-4o unless it has its own.
+	err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 1_000),
 		limiter.PerMinute(limiter.LimitTPM, 200_000),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "acme", Cascade: true})
-	if err != nil && !errors.Is(err, limiter.ErrEntityExists) {
-		log.Fatal(err)
-	}
+	limits, source, err := rl.ResolveLimits(ctx, "key-1", "gpt-4o")
+	fmt.Println(len(limits), "limits from the", source, "level", err)
+	// Output:
+	// 2 limits from the resource level <nil>
 }
 
 // Estimate, call, reconcile: Acquire takes the estimate before the call,
 // Adjust records the real token count, Commit writes the difference. The
 // deferred Rollback gives everything back when the call fails before Commit.
 func ExampleRateLimiter_Acquire() {
+	rl := newLimiter()
 	const estimate = 500
-	lease, err := rl.Acquire(ctx, "key-1", "gpt-4o",
-		limiter.Consume{"rpm": 1, "tpm": estimate},
-		limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000)))
+	lease, err := rl.Acquire(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": estimate})
 	var rle *limiter.RateLimitExceededError
 	if errors.As(err, &rle) {
 		fmt.Println("denied; retry in", rle.RetryAfter)
@@ -101,35 +114,49 @@ func ExampleRateLimiter_Acquire() {
 	if err := lease.Commit(ctx); err != nil {
 		log.Fatal(err)
 	}
+	left, _ := rl.Available(ctx, "acme", "gpt-4o") // the parent was charged too
+	fmt.Println("used", actual, "tokens; acme has", left["tpm"], "tpm left")
+	// Output:
+	// used 320 tokens; acme has 680 tpm left
 }
 
 // Do runs the function inside a lease: it commits when the function returns
 // nil and rolls back when it returns an error or panics. Without
 // WithLimits, the limits come from the stored config.
 func ExampleRateLimiter_Do() {
-	err := rl.Do(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 500},
-		func(ctx context.Context, lease *limiter.Lease) error {
-			actual, err := callLLM(ctx, "Hello!")
-			if err != nil {
-				return err // rolled back
-			}
-			return lease.Adjust(limiter.Consume{"tpm": actual - 500})
-		})
-	switch {
-	case errors.Is(err, limiter.ErrRateLimited):
-		fmt.Println("rate limited:", err)
-	case errors.Is(err, limiter.ErrUnavailable):
-		fmt.Println("DynamoDB unavailable (on_unavailable = block):", err)
-	case err != nil:
-		log.Fatal(err)
+	rl := newLimiter()
+	for range 3 {
+		err := rl.Do(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 400},
+			func(ctx context.Context, lease *limiter.Lease) error {
+				actual, err := callLLM(ctx, "Hello!")
+				if err != nil {
+					return err // rolled back
+				}
+				return lease.Adjust(limiter.Consume{"tpm": actual - 400})
+			})
+		switch {
+		case errors.Is(err, limiter.ErrRateLimited):
+			fmt.Println("rate limited:", err)
+		case errors.Is(err, limiter.ErrUnavailable):
+			fmt.Println("store unavailable (on_unavailable = block):", err)
+		case err != nil:
+			log.Fatal(err)
+		default:
+			fmt.Println("done")
+		}
 	}
+	// Output:
+	// done
+	// done
+	// rate limited: limiter: rate limit exceeded for key-1/gpt-4o (tpm); retry after 2.4s
 }
 
 // A denial is a *RateLimitExceededError that matches ErrRateLimited, also
 // when wrapped. It says which limit refused, how many tokens it had, and how
 // long to wait.
 func ExampleRateLimitExceededError() {
-	_, err := rl.Acquire(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 500})
+	rl := newLimiter()
+	_, err := rl.Acquire(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1500})
 	err = fmt.Errorf("chat completion: %w", err)
 
 	var rle *limiter.RateLimitExceededError
@@ -141,7 +168,14 @@ func ExampleRateLimitExceededError() {
 		for _, v := range rle.Violations { // every limit that refused, child before parent
 			fmt.Println("exceeded:", v.EntityID, v.LimitName)
 		}
+		fmt.Println("never fits:", rle.NeverFits())
 	}
+	// Output:
+	// key-1/gpt-4o tpm: 1000 of 1000 available, need 1500
+	// Retry-After: 31 exact: 30.001s
+	// exceeded: key-1 tpm
+	// exceeded: acme tpm
+	// never fits: true
 }
 
 // RetryAfterHeader rounds up to whole seconds and is never "0"; here on a
@@ -184,7 +218,7 @@ func ExampleLimit_WithBurst() {
 	// Output:
 	// rpm: capacity 300, +100 every 1m0s
 	// valid: true
-	// true Invalid capacity: capacity must be positive
+	// true limiter: invalid capacity: capacity must be positive
 }
 
 // The middleware charges each request to the API key in a header: one
@@ -208,9 +242,30 @@ func ExampleHTTPMiddleware() {
 		lease.Adjust(limiter.Consume{"tpm": actual - 500})
 		w.Header().Set("X-Tokens-Used", strconv.FormatInt(actual, 10))
 	})
-	mw := limiter.HTTPMiddleware(rl, key, func(o *limiter.HTTPOptions) {
+	mw := limiter.HTTPMiddleware(newLimiter(), key, func(o *limiter.HTTPOptions) {
 		o.AcquireOptions = []limiter.AcquireOption{limiter.WithOnUnavailable(limiter.OnUnavailableAllow)}
 		o.OnCommitError = func(r *http.Request, err error) { log.Printf("%s: commit: %v", r.URL.Path, err) }
 	})
 	http.Handle("/v1/chat", mw(chat)) // 429 + Retry-After when a limit refuses
+}
+
+func ExampleNewDynamoDBLocalClient() {
+	// DynamoDB Local, e.g. started by `zae-limiter local up`; "" would read
+	// the endpoint from $AWS_ENDPOINT_URL_DYNAMODB.
+	client := limiter.NewDynamoDBLocalClient("http://localhost:8000")
+	repo, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
+		o.CreateTable = true // a no-op when the table exists
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl := limiter.New(repo)
+	lease, err := rl.Acquire(ctx, "api-key-1", "gpt-4", limiter.Consume{"rpm": 1},
+		limiter.WithLimits(limiter.PerMinute("rpm", 100)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lease.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
 }

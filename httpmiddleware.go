@@ -24,7 +24,10 @@ type HTTPOptions struct {
 	// status is 400 (key error), 429 (rate limited; the Retry-After and
 	// X-RateLimit-* headers are already set), 503 (DynamoDB unavailable in
 	// block mode) or 500 (anything else, e.g. no limits configured). Nil
-	// means [http.Error] with the status text.
+	// means [http.Error] with the status text; for a 400 the text is
+	// followed by the error, the key function's reason ("Bad Request:
+	// missing X-API-Key"), since the client caused it. Other errors stay out
+	// of the body.
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, status int, err error)
 	// OnCommitError is called when the Commit after the handler fails. The
 	// response is already written and the acquired amounts stay consumed;
@@ -67,7 +70,8 @@ func LeaseFromContext(ctx context.Context) *Lease {
 //     limit checked (t the seconds until a refused limit covers the
 //     request, 0 for the others);
 //   - 400 Bad Request when key fails, or when the entity ID it returns is
-//     not a valid identifier ([ErrInvalidIdentifier]);
+//     not a valid identifier ([ErrInvalidIdentifier]); the body carries the
+//     reason;
 //   - 503 Service Unavailable when DynamoDB fails and the on-unavailable
 //     mode is block ([ErrUnavailable]); in allow mode the request is served
 //     with a no-op lease;
@@ -82,9 +86,7 @@ func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOption
 	}
 	o.AcquireOptions = slices.Clone(o.AcquireOptions)
 	if o.ErrorHandler == nil {
-		o.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, status int, _ error) {
-			http.Error(w, http.StatusText(status), status)
-		}
+		o.ErrorHandler = defaultHTTPError
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -113,6 +115,15 @@ func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOption
 			}
 		})
 	}
+}
+
+// defaultHTTPError is the ErrorHandler of [HTTPOptions] when none is set.
+func defaultHTTPError(w http.ResponseWriter, _ *http.Request, status int, err error) {
+	text := http.StatusText(status)
+	if status == http.StatusBadRequest && err != nil {
+		text += ": " + err.Error()
+	}
+	http.Error(w, text, status)
 }
 
 // httpStatus maps an Acquire error to a status code, setting the rate-limit

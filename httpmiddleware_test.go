@@ -139,11 +139,14 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	h := HTTPMiddleware(env.limiter(), llmKey)(usesTokens(t, 1, &calls))
 
 	env.rec.Reset()
-	if w := serve(h, "", 10); w.Code != http.StatusBadRequest {
-		t.Errorf("no API key: %d, want 400", w.Code)
+	// The 400 body carries the reason: the key function's error, or the
+	// invalid identifier.
+	if w := serve(h, "", 10); w.Code != http.StatusBadRequest || w.Body.String() != "Bad Request: missing X-API-Key\n" {
+		t.Errorf("no API key: %d %q, want 400 \"Bad Request: missing X-API-Key\"", w.Code, w.Body.String())
 	}
-	if w := serve(h, "bad#key", 10); w.Code != http.StatusBadRequest {
-		t.Errorf("invalid entity ID: %d, want 400", w.Code)
+	if w := serve(h, "bad#key", 10); w.Code != http.StatusBadRequest || !strings.HasPrefix(w.Body.String(), "Bad Request: ") ||
+		!strings.Contains(w.Body.String(), "entity_id") {
+		t.Errorf("invalid entity ID: %d %q, want 400 naming entity_id", w.Code, w.Body.String())
 	}
 	if w := serve(h, "key-1", -500); w.Code != http.StatusBadRequest {
 		t.Errorf("negative estimate: %d, want 400", w.Code)
@@ -151,8 +154,8 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	if got := env.calls(); got != "" {
 		t.Errorf("DynamoDB calls for rejected requests: %s", got)
 	}
-	if w := serve(h, "key-1", 10); w.Code != http.StatusInternalServerError {
-		t.Errorf("no limits configured: %d, want 500", w.Code)
+	if w := serve(h, "key-1", 10); w.Code != http.StatusInternalServerError || w.Body.String() != "Internal Server Error\n" {
+		t.Errorf("no limits configured: %d %q, want 500 with only the status text", w.Code, w.Body.String())
 	}
 
 	dead := New(newDeadRepo(t, env), WithClock(env.clock.now))

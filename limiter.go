@@ -38,6 +38,12 @@ type RateLimiter struct {
 	configs        *configCache
 	ents           *entityCache
 
+	// Bounds of the per-key caches (caches.go).
+	cacheSizes   [numCaches]int
+	cacheSizeSet [numCaches]bool
+	entityTTL    time.Duration
+	cacheEvent   cacheEventFunc // nil: cache events are not reported
+
 	// Hot keys (groupcommit.go, overlimit.go).
 	noGroupCommit    bool
 	overLimitMaxWait time.Duration
@@ -58,10 +64,6 @@ const (
 	// ([WithAuditRetention]).
 	DefaultAuditRetention = 90 * 24 * time.Hour
 )
-
-// defaultEntityCacheSize bounds the entity cache (cascade and shard
-// hints, one entry per entity).
-const defaultEntityCacheSize = 10_000
 
 // Option configures a [RateLimiter].
 type Option func(*RateLimiter)
@@ -85,7 +87,8 @@ func WithClock(now func() time.Time) Option {
 // before they are read again ([DefaultConfigCacheTTL] by default). A
 // change made through this limiter takes effect at once; a change made by
 // another process is seen within this time. Zero or less disables the
-// cache: every acquire reads the configs.
+// cache: every acquire reads the configs. The cache holds at most
+// [DefaultConfigCacheSize] slots ([WithCacheSize]).
 func WithConfigCacheTTL(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.configTTL = max(d, 0) }
 }
@@ -121,6 +124,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		intN:          rand.IntN,
 		ttlMultiplier: DefaultBucketTTLMultiplier,
 		configTTL:     DefaultConfigCacheTTL,
+		entityTTL:     DefaultEntityCacheTTL,
 	}
 	for _, o := range opts {
 		o(rl)
@@ -136,8 +140,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	if rl.obs.metrics != nil {
 		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
 	}
-	rl.configs = newConfigCache(rl.configTTL, rl.now, rl.store.loadConfigs)
-	rl.ents = newEntityCache(defaultEntityCacheSize)
+	rl.initCaches()
 	rl.initHotKeys()
 	return rl
 }
@@ -306,8 +309,8 @@ func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string,
 
 func noLimitsError(entityID, resource string) error {
 	e := newValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
-		fmt.Sprintf("No limits configured for entity '%s' and resource '%s'. Configure limits at entity "+
-			"(resource-specific or _default_), resource, or system level, or provide limits parameter.", entityID, resource))
+		fmt.Sprintf("no limits configured for entity %q and resource %q: store them for the entity (on the resource "+
+			"or on _default_), the resource or the system, or pass WithLimits", entityID, resource))
 	return e
 }
 

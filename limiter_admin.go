@@ -495,7 +495,8 @@ func (rl *RateLimiter) ResolveLimits(ctx context.Context, entityID, resource str
 	return limits, source, err
 }
 
-// ConfigCacheStats returns the config cache's statistics.
+// ConfigCacheStats returns the config cache's statistics, as
+// [RateLimiter.CacheStats] with [CacheConfigs] does.
 func (rl *RateLimiter) ConfigCacheStats() CacheStats { return rl.configs.stats() }
 
 // InvalidateConfigCache drops every cached config (and the remembered

@@ -279,7 +279,7 @@ func TestAdjustIntoDebtRetryAfterC4(t *testing.T) {
 		if e.RetryAfter != 66001*time.Millisecond || e.RetryAfterHeader() != "67" {
 			t.Errorf("C4: RetryAfter %v header %s, want 66.001s and 67", e.RetryAfter, e.RetryAfterHeader())
 		}
-		if got, want := e.Error(), "Rate limit exceeded for e/api: [rpm]. Retry after 66.0s"; got != want {
+		if got, want := e.Error(), "limiter: rate limit exceeded for e/api (rpm); retry after 66.0s"; got != want {
 			t.Errorf("C4 message %q, want %q", got, want)
 		}
 	})

@@ -328,7 +328,7 @@ type ResourceCapacity struct {
 }
 
 // Validation patterns (anchored with \z: a trailing newline is rejected,
-// unlike the original's Python `$`, see DESIGN.md B16).
+// unlike the original's Python `$`, which accepts one).
 var (
 	identifierPattern = regexp.MustCompile(`\A[a-zA-Z0-9][a-zA-Z0-9_.\-:@]*\z`)
 	namePattern       = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-]*\z`)
@@ -340,7 +340,7 @@ const (
 	maxNameLength       = 64
 )
 
-// nameRule is one family of identifier validation (reference §2.3): checks
+// nameRule is one family of identifier validation, as the original's: checks
 // run in order and stop at the first failure.
 type nameRule struct {
 	kind          error // ErrInvalidIdentifier or ErrInvalidName

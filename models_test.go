@@ -123,7 +123,7 @@ func TestValidateIdentifier(t *testing.T) {
 		if ve.Reason != tc.reason || ve.Field != "entity_id" {
 			t.Errorf("ValidateIdentifier(%q) reason %q field %q, want %q", tc.value, ve.Reason, ve.Field, tc.reason)
 		}
-		if got := ve.Error(); got != "Invalid entity_id: "+tc.reason {
+		if got := ve.Error(); got != "limiter: invalid entity_id: "+tc.reason {
 			t.Errorf("Error() = %q", got)
 		}
 	}

@@ -127,7 +127,7 @@ type Metrics interface {
 //     block: an *UnavailableError) and the cause.
 //   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
 //
-// Errors the limiter returns are not logged otherwise (STYLE R18): rate
+// Errors the limiter returns are not logged otherwise (the caller decides): rate
 // limiting is not logged.
 func WithLogger(logger *slog.Logger) Option {
 	return func(rl *RateLimiter) { rl.obs.log = logger }

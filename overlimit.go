@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/lru"
 )
 
 // The over-limit cache (opt-in, [WithOverLimitCache]): local refusals for a
@@ -39,20 +41,27 @@ import (
 // never admits anything: it can only refuse.
 //
 // Only unsharded buckets are cached (a sharded bucket's shards differ).
-// Entries expire lazily; the cache holds at most overLimitMaxEntries of
-// them, so memory stays bounded whatever the number of keys.
-
-// overLimitMaxEntries bounds the cache; beyond it, refusals are not cached.
-const overLimitMaxEntries = 10_000
+// Entries expire lazily; the cache holds at most [DefaultOverLimitCacheSize]
+// of them ([WithCacheSize]), the least recently used going first, so memory
+// stays bounded whatever the number of keys.
 
 // overLimitCache holds, per unsharded bucket item (shard 0), the item seen
 // at a fast rejection and when to forget it.
 type overLimitCache struct {
 	maxWait time.Duration
-	hits    atomic.Int64 // acquires refused locally
+	event   cacheEventFunc // nil: events are not reported
+	hits    atomic.Int64   // acquires refused locally
+	// found and missed count lookups (CacheStats).
+	found, missed atomic.Int64
 
 	mu      sync.Mutex // guards entries
-	entries map[BucketKey]overLimitEntry
+	entries *lru.Cache[BucketKey, overLimitEntry]
+}
+
+// newOverLimitCache returns an empty cache of at most maxEntries buckets,
+// each kept at most maxWait.
+func newOverLimitCache(maxWait time.Duration, maxEntries int, event cacheEventFunc) *overLimitCache {
+	return &overLimitCache{maxWait: maxWait, event: event, entries: lru.New[BucketKey, overLimitEntry](maxEntries, maxWait)}
 }
 
 type overLimitEntry struct {
@@ -67,7 +76,8 @@ type overLimitEntry struct {
 // this limiter on the bucket clears it. It may refuse for up to maxWait
 // what another process's refunds would have allowed (bounded
 // under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
-// default.
+// default. It holds at most [DefaultOverLimitCacheSize] buckets
+// ([WithCacheSize]).
 func WithOverLimitCache(maxWait time.Duration) Option {
 	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
 }
@@ -88,7 +98,7 @@ func (rl *RateLimiter) initHotKeys() {
 		rl.gc = newGroupCommit(&rl.store, &rl.bg)
 	}
 	if rl.overLimitMaxWait > 0 {
-		rl.olc = &overLimitCache{maxWait: rl.overLimitMaxWait, entries: make(map[BucketKey]overLimitEntry)}
+		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)
 	}
 }
 
@@ -133,16 +143,30 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 // get returns the live entry of key, dropping it when expired.
 func (c *overLimitCache) get(key BucketKey, now int64) (*Bucket, bool) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.entries[key]
-	if !ok {
-		return nil, false
+	e, ok := c.entries.Get(key, time.UnixMilli(now))
+	if ok && now >= e.expiresMs {
+		c.entries.Remove(key)
+		ok = false
 	}
-	if now >= e.expiresMs {
-		delete(c.entries, key)
-		return nil, false
+	c.mu.Unlock()
+	ev := CacheMiss
+	if ok {
+		ev = CacheHit
+		c.found.Add(1)
+	} else {
+		c.missed.Add(1)
 	}
-	return e.bucket, true
+	if c.event != nil {
+		c.event(CacheOverLimit, ev, 1)
+	}
+	return e.bucket, ok
+}
+
+func (c *overLimitCache) stats() CacheStats {
+	c.mu.Lock()
+	size, evictions, maxEntries := c.entries.Len(), c.entries.Evictions(), c.entries.MaxEntries()
+	c.mu.Unlock()
+	return CacheStats{Hits: c.found.Load(), Misses: c.missed.Load(), Evictions: evictions, Size: size, MaxEntries: maxEntries, TTL: c.maxWait}
 }
 
 // overLimitRemember caches b, whose stored state refused an acquire at now
@@ -155,18 +179,11 @@ func (rl *RateLimiter) overLimitRemember(b *Bucket, now int64, err *RateLimitExc
 	wait := min(err.RetryAfter, c.maxWait)
 	key := BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.entries) >= overLimitMaxEntries {
-		for k, e := range c.entries {
-			if now >= e.expiresMs {
-				delete(c.entries, k)
-			}
-		}
-		if len(c.entries) >= overLimitMaxEntries {
-			return
-		}
+	evicted := c.entries.Add(key, overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}, time.UnixMilli(now))
+	c.mu.Unlock()
+	if evicted > 0 && c.event != nil {
+		c.event(CacheOverLimit, CacheEviction, int64(evicted))
 	}
-	c.entries[key] = overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}
 }
 
 // overLimitSeen clears the entry of the bucket w adjusts: a commit or
@@ -177,7 +194,7 @@ func (rl *RateLimiter) overLimitSeen(w BucketWrite) {
 		return
 	}
 	c.mu.Lock()
-	delete(c.entries, BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
+	c.entries.Remove(BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
 	c.mu.Unlock()
 }
 
@@ -189,6 +206,6 @@ func (rl *RateLimiter) overLimitReset() {
 		return
 	}
 	c.mu.Lock()
-	clear(c.entries)
+	c.entries.Clear()
 	c.mu.Unlock()
 }

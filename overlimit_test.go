@@ -183,13 +183,13 @@ func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
 		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim); err == nil {
 			t.Fatalf("%s: admitted from an empty bucket", name)
 		}
-		if n := len(rl.olc.entries); n != 1 {
+		if n := rl.olc.entries.Len(); n != 1 {
 			t.Fatalf("%s: %d cache entries before, want 1", name, n)
 		}
 		if err := op(); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if n := len(rl.olc.entries); n != 0 {
+		if n := rl.olc.entries.Len(); n != 0 {
 			t.Errorf("%s: %d cache entries after, want 0", name, n)
 		}
 		env.clock.advance(time.Minute) // refill for the next round

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/lru"
 )
 
 // Repository is the storage behind a [RateLimiter]: entities, stored limit
@@ -131,10 +133,30 @@ type DynamoDBOptions struct {
 	// exist: a development convenience; production tables come from the
 	// shipped template.
 	CreateTable bool
-	// Now is the clock of the namespace registry and version records. Nil
-	// means time.Now.
+	// Now is the clock of the namespace registry and version records, and
+	// of the namespace cache. Nil means time.Now.
 	Now func() time.Time
+	// NamespaceCacheSize bounds the namespace name → id cache that the
+	// repository shares with the ones [DynamoDBRepository.Namespace]
+	// returns: the least recently used name goes first. Zero means
+	// [DefaultNamespaceCacheSize].
+	NamespaceCacheSize int
+	// NamespaceCacheTTL is how long a namespace's id is trusted after it
+	// was read: past it, [DynamoDBRepository.Namespace] reads the registry
+	// again, and so sees a namespace another process deleted. Zero means
+	// [DefaultNamespaceCacheTTL].
+	NamespaceCacheTTL time.Duration
 }
+
+// Defaults of the namespace cache ([DynamoDBOptions]).
+const (
+	// DefaultNamespaceCacheSize is the default ceiling of the namespace
+	// cache, in names.
+	DefaultNamespaceCacheSize = 1000
+	// DefaultNamespaceCacheTTL is the default age limit of the namespace
+	// cache.
+	DefaultNamespaceCacheTTL = 10 * time.Minute
+)
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
 // to one namespace, in the item layout of the Python library (schema
@@ -163,8 +185,20 @@ type DynamoDBRepository struct {
 // sharedState is shared between a repository and its namespace-scoped
 // siblings.
 type sharedState struct {
-	mu    sync.Mutex        // guards nsIDs
-	nsIDs map[string]string // namespace name → id
+	now   func() time.Time
+	mu    sync.Mutex                 // guards nsIDs
+	nsIDs *lru.Cache[string, string] // namespace name → id
+}
+
+func newSharedState(o DynamoDBOptions) *sharedState {
+	size, ttl := o.NamespaceCacheSize, o.NamespaceCacheTTL
+	if size <= 0 {
+		size = DefaultNamespaceCacheSize
+	}
+	if ttl <= 0 {
+		ttl = DefaultNamespaceCacheTTL
+	}
+	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl)}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
@@ -176,17 +210,17 @@ func ValidateStackName(name string) error {
 	reason := ""
 	switch {
 	case name == "":
-		reason = "Name cannot be empty"
+		reason = "cannot be empty"
 	case strings.Contains(name, "_"):
-		reason = "Contains underscore. Use hyphens instead (e.g., 'rate-limits' not 'rate_limits')"
+		reason = "contains an underscore; use hyphens instead ('rate-limits', not 'rate_limits')"
 	case strings.Contains(name, "."):
-		reason = "Contains period. Only alphanumeric characters and hyphens are allowed."
+		reason = "contains a period; only letters, digits and hyphens are allowed"
 	case strings.Contains(name, " "):
-		reason = "Contains spaces. Use hyphens instead (e.g., 'my-app' not 'my app')"
+		reason = "contains spaces; use hyphens instead ('my-app', not 'my app')"
 	case !stackNamePattern.MatchString(name):
-		reason = "Must start with a letter and contain only alphanumeric characters and hyphens."
+		reason = "must start with a letter and contain only letters, digits and hyphens"
 	case len(name) > 55:
-		reason = "Too long. Name exceeds 55 character limit (IAM role constraints)."
+		reason = "too long: longer than 55 characters (the limit of IAM role names)"
 	default:
 		return nil
 	}
@@ -216,7 +250,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	r := &DynamoDBRepository{
 		client: client,
 		opts:   o,
-		shared: &sharedState{nsIDs: map[string]string{}},
+		shared: newSharedState(o),
 	}
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
@@ -332,7 +366,7 @@ func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
 		return &IncompatibleSchemaError{
 			ClientVersion: ClientVersion,
 			SchemaVersion: rec.SchemaVersion,
-			Message:       fmt.Sprintf("This client supports schema %s.x.", major(currentSchemaVersion)),
+			Message:       fmt.Sprintf("this client supports schema %s.x", major(currentSchemaVersion)),
 		}
 	}
 	return nil

@@ -18,8 +18,8 @@ const maxBatchGetKeys = 100
 const unprocessedBackoff = 20 * time.Millisecond
 
 // batchGet reads keys (de-duplicated, in chunks of 100), re-requesting
-// UnprocessedKeys until none are left (fix B17). consistent selects strongly
-// consistent reads.
+// UnprocessedKeys until none are left (the original drops them). consistent
+// selects strongly consistent reads.
 func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) ([]map[string]types.AttributeValue, error) {
 	seen := make(map[[2]string]bool, len(keys))
 	var unique []map[string]types.AttributeValue

@@ -135,23 +135,28 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Con
 
 // DeleteConfig implements [Repository]. An entity config is deleted
 // together with a decrement of its resource's registry counter (one
-// TransactWriteItems, conditioned on the config existing; a counter that
-// reaches zero is then removed). A resource config is deleted and its
+// TransactWriteItems, conditioned on the config existing with its registry
+// keys; a counter that reaches zero is then removed). A config without
+// them — written by the Python library's provisioner, which counts
+// nothing — is deleted alone, with one more call. A resource config is deleted and its
 // resource removed from the resource registry. Only for an entity config
 // does it know whether one existed.
 func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (bool, error) {
 	switch key.Level {
 	case LevelEntity:
+		// Only configs written with their registry count (the ones with
+		// GSI3 keys) are counted down; the Python library's provisioner
+		// writes configs without either.
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Delete: &types.Delete{
 				TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
-				ConditionExpression: aws.String("attribute_exists(PK)"),
+				ConditionExpression: aws.String("attribute_exists(PK) AND attribute_exists(GSI3PK)"),
 			}},
 			{Update: r.registryCountUpdate(key.Resource, -1)},
 		}})
 		var tce *types.TransactionCanceledException
 		if errors.As(err, &tce) && len(tce.CancellationReasons) > 0 && aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed" {
-			return false, nil
+			return r.deleteUncounted(ctx, key)
 		}
 		if err != nil {
 			return false, wrapErr("delete limits "+key.EntityID+"/"+key.Resource, err)
@@ -168,6 +173,23 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (b
 		}
 		return true, nil
 	}
+}
+
+// deleteUncounted deletes an entity config that has no registry count (or
+// none at all): it reports whether one existed.
+func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key ConfigKey) (bool, error) {
+	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
+		ConditionExpression: aws.String("attribute_exists(PK)"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrapErr("delete limits "+key.EntityID+"/"+key.Resource, err)
+	}
+	return true, nil
 }
 
 // registryCountUpdate adds delta to the entity-config registry's counter of

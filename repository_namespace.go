@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The namespace registry (reference §5.12) lives in the reserved namespace:
+// The namespace registry lives in the reserved namespace:
 // PK `_/SYSTEM#`, a forward record `#NAMESPACE#{name}` → id for every active
 // namespace and a reverse record `#NSID#{id}` → name, with the status, for
 // every namespace that has not been purged.
@@ -141,15 +141,16 @@ func (r *DynamoDBRepository) queryRegistry(ctx context.Context, prefix string) (
 // cacheNamespace remembers name → id in the name cache shared with scoped
 // repositories.
 func (r *DynamoDBRepository) cacheNamespace(name, id string) {
+	now := r.shared.now()
 	r.shared.mu.Lock()
-	r.shared.nsIDs[name] = id
+	r.shared.nsIDs.Add(name, id, now)
 	r.shared.mu.Unlock()
 }
 
 // forgetNamespace drops name from the shared name cache.
 func (r *DynamoDBRepository) forgetNamespace(name string) {
 	r.shared.mu.Lock()
-	delete(r.shared.nsIDs, name)
+	r.shared.nsIDs.Remove(name)
 	r.shared.mu.Unlock()
 }
 
@@ -158,11 +159,7 @@ func (r *DynamoDBRepository) forgetNamespace(name string) {
 func (r *DynamoDBRepository) forgetNamespaceID(id string) {
 	r.shared.mu.Lock()
 	defer r.shared.mu.Unlock()
-	for name, cached := range r.shared.nsIDs {
-		if cached == id {
-			delete(r.shared.nsIDs, name)
-		}
-	}
+	r.shared.nsIDs.RemoveFunc(func(_, cached string) bool { return cached == id })
 }
 
 // ensureNamespace resolves name, registering it when it is new.
@@ -176,10 +173,12 @@ func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (
 
 // resolveNamespace returns the id of an active namespace: from the shared
 // name cache (entries live until DeleteNamespace in this process drops
-// them), else from its forward record (an eventually consistent read).
+// them, or for at most the cache's age limit), else from its forward record
+// (an eventually consistent read).
 func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
+	now := r.shared.now()
 	r.shared.mu.Lock()
-	id, ok := r.shared.nsIDs[name]
+	id, ok := r.shared.nsIDs.Get(name, now)
 	r.shared.mu.Unlock()
 	if ok {
 		return id, true, nil
@@ -233,7 +232,7 @@ func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string)
 		}
 		if attempt == maxConflictRetries {
 			return "", &NamespaceStateError{Namespace: name, State: "unknown",
-				Message: fmt.Sprintf("Namespace '%s' could not be registered", name)}
+				Message: fmt.Sprintf("namespace %q could not be registered", name)}
 		}
 		if err := sleepContext(ctx, conflictBackoff(attempt)); err != nil {
 			return "", err
@@ -413,11 +412,9 @@ func cancellationCodes(err error) []string {
 //     reserved "_";
 //   - *[NamespaceNotFoundError] (with ID set) when the id has no registry
 //     record; the original raises EntityNotFoundError here;
-//   - *[NamespaceStateError] with State "purging" ("Cannot recover namespace
-//     '{n}' — purge is in progress and is terminal"), "active" ("Namespace
-//     '{n}' is already active (not deleted)") or "re-registered" ("Cannot
-//     recover namespace '{n}' — the name has been re-registered by another
-//     caller").
+//   - *[NamespaceStateError] with State "purging" (its purge is in progress,
+//     and purging is terminal), "active" (it is not deleted) or
+//     "re-registered" (the name was registered again by another caller).
 func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (string, error) {
 	if err := validateNamespaceID(id); err != nil {
 		return "", err
@@ -438,10 +435,10 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 		switch rev.Status {
 		case namespacePurging:
 			return "", &NamespaceStateError{Namespace: name, State: namespacePurging,
-				Message: fmt.Sprintf("Cannot recover namespace '%s' \u2014 purge is in progress and is terminal", name)}
+				Message: fmt.Sprintf("cannot recover namespace %q: its purge is in progress, and purging is terminal", name)}
 		case namespaceActive:
 			return "", &NamespaceStateError{Namespace: name, State: namespaceActive,
-				Message: fmt.Sprintf("Namespace '%s' is already active (not deleted)", name)}
+				Message: fmt.Sprintf("namespace %q is already active (not deleted)", name)}
 		}
 		fwd := namespaceRecord{ID: id, Name: name, Status: namespaceActive, CreatedAt: rev.CreatedAt}
 		if fwd.CreatedAt.IsZero() {
@@ -469,7 +466,7 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 		}
 		if codes := cancellationCodes(err); len(codes) > 0 && codes[0] == "ConditionalCheckFailed" {
 			return "", &NamespaceStateError{Namespace: name, State: "re-registered",
-				Message: fmt.Sprintf("Cannot recover namespace '%s' \u2014 the name has been re-registered by another caller", name)}
+				Message: fmt.Sprintf("cannot recover namespace %q: the name was registered again by another caller", name)}
 		}
 		if err := r.registryRetry(ctx, op, err, attempt); err != nil {
 			return "", err
@@ -528,7 +525,7 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 		}
 		if rev.Status == namespaceActive {
 			return &NamespaceStateError{Namespace: rev.Name, State: namespaceActive,
-				Message: fmt.Sprintf("Cannot purge active namespace '%s'. Delete it first with DeleteNamespace.", rev.Name)}
+				Message: fmt.Sprintf("cannot purge active namespace %q: delete it first (DeleteNamespace)", rev.Name)}
 		}
 		if rev.Status == namespacePurging {
 			break

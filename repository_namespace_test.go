@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -23,7 +24,7 @@ func nsStateError(t *testing.T, err error, state, msg string) {
 	if !errors.As(err, &se) || !errors.Is(err, ErrNamespaceState) {
 		t.Fatalf("err = %v, want *NamespaceStateError", err)
 	}
-	if se.State != state || se.Error() != msg {
+	if se.State != state || se.Message != msg {
 		t.Errorf("NamespaceStateError{State: %q, %q}, want {%q, %q}", se.State, se.Error(), state, msg)
 	}
 }
@@ -84,7 +85,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	}
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
-	other.shared = &sharedState{nsIDs: map[string]string{}}
+	other.shared = newSharedState(repo.opts)
 	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
 		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
 	}
@@ -143,7 +144,7 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		repo := *env.repo
-		repo.shared = &sharedState{nsIDs: map[string]string{}}
+		repo.shared = newSharedState(repo.opts)
 		wg.Go(func() { ids[i], errs[i] = repo.RegisterNamespace(env.ctx, "contended") })
 	}
 	wg.Wait()
@@ -268,9 +269,9 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 		t.Errorf("entity after recovery: %v", err)
 	}
 	_, err = repo.RecoverNamespace(ctx, id)
-	nsStateError(t, err, "active", "Namespace 'tenant-a' is already active (not deleted)")
+	nsStateError(t, err, "active", `namespace "tenant-a" is already active (not deleted)`)
 	err = repo.PurgeNamespace(ctx, id)
-	nsStateError(t, err, "active", "Cannot purge active namespace 'tenant-a'. Delete it first with DeleteNamespace.")
+	nsStateError(t, err, "active", `cannot purge active namespace "tenant-a": delete it first (DeleteNamespace)`)
 	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
 		t.Errorf("orphans after recovery = %+v", orphans)
 	}
@@ -285,7 +286,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	}
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "re-registered",
-		"Cannot recover namespace 'tenant-a' \u2014 the name has been re-registered by another caller")
+		`cannot recover namespace "tenant-a": the name was registered again by another caller`)
 	if s, _ := schemaGetS(env.registry(skNSID(id)), attrStatus); s != NamespaceStatusDeleted {
 		t.Errorf("reverse status after refused recovery = %q, want deleted", s)
 	}
@@ -297,7 +298,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	_, err = repo.RecoverNamespace(ctx, "AAAAAAAAAAA")
 	var nf *NamespaceNotFoundError
 	if !errors.As(err, &nf) || nf.ID != "AAAAAAAAAAA" || !errors.Is(err, ErrNamespaceNotFound) ||
-		err.Error() != "Namespace id 'AAAAAAAAAAA' not found." {
+		err.Error() != `limiter: namespace id "AAAAAAAAAAA" not found` {
 		t.Errorf("RecoverNamespace(unknown) = %v, want *NamespaceNotFoundError with ID", err)
 	}
 	if err := repo.PurgeNamespace(ctx, "AAAAAAAAAAA"); err != nil {
@@ -360,7 +361,7 @@ func TestNamespacePurgingIsTerminal(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = repo.RecoverNamespace(ctx, id)
-	nsStateError(t, err, "purging", "Cannot recover namespace 'doomed' \u2014 purge is in progress and is terminal")
+	nsStateError(t, err, "purging", `cannot recover namespace "doomed": its purge is in progress, and purging is terminal`)
 	orphans, err := repo.ListOrphanNamespaces(ctx)
 	if err != nil || len(orphans) != 1 || orphans[0].Status != NamespaceStatusPurging || orphans[0].ID != id {
 		t.Fatalf("ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
@@ -523,7 +524,7 @@ func TestNamespaceValidation(t *testing.T) {
 		t.Errorf("RegisterNamespaces registered %q before validating every name: %v", "fine", err)
 	}
 	var ve *ValidationError
-	if err := repo.DeleteNamespace(ctx, "_"); !errors.As(err, &ve) || err.Error() != "Invalid namespace: reserved for system use" {
+	if err := repo.DeleteNamespace(ctx, "_"); !errors.As(err, &ve) || err.Error() != "limiter: invalid namespace: reserved for system use" {
 		t.Errorf("DeleteNamespace(_) = %v", err)
 	}
 
@@ -552,11 +553,47 @@ func TestNamespaceStatusConstants(t *testing.T) {
 		err  *NamespaceNotFoundError
 		want string
 	}{
-		{&NamespaceNotFoundError{Namespace: "t1"}, "Namespace 't1' not found. Register it first or check for typos."},
-		{&NamespaceNotFoundError{ID: "abc"}, "Namespace id 'abc' not found."},
+		{&NamespaceNotFoundError{Namespace: "t1"}, `limiter: namespace "t1" not found (register it first)`},
+		{&NamespaceNotFoundError{ID: "abc"}, `limiter: namespace id "abc" not found`},
 	} {
 		if got := tc.err.Error(); got != tc.want {
 			t.Errorf("Error() = %q, want %q", got, tc.want)
 		}
+	}
+}
+
+// TestNamespaceCacheBounded: the namespace cache holds at most
+// NamespaceCacheSize names, and trusts an id for NamespaceCacheTTL: past
+// it, a namespace another process deleted is seen as gone.
+func TestNamespaceCacheBounded(t *testing.T) {
+	env := newTestEnv(t, func(o *DynamoDBOptions) { o.NamespaceCacheSize, o.NamespaceCacheTTL = 2, time.Minute })
+	ctx := env.ctx
+	for _, name := range []string{"tenant-a", "tenant-b", "tenant-c"} {
+		if _, err := env.repo.RegisterNamespace(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.repo.shared.mu.Lock()
+	held := env.repo.shared.nsIDs.Len()
+	env.repo.shared.mu.Unlock()
+	if held != 2 {
+		t.Fatalf("namespace cache holds %d names, want 2 (its ceiling)", held)
+	}
+	other := *env.repo // another process: a cold cache
+	other.shared = newSharedState(env.repo.opts)
+	if err := other.DeleteNamespace(ctx, "tenant-c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.repo.Namespace(ctx, "tenant-c"); err != nil {
+		t.Fatalf("Namespace within the age limit: %v, want the cached id", err)
+	}
+	env.clock.advance(time.Minute + time.Millisecond)
+	var nf *NamespaceNotFoundError
+	if _, err := env.repo.Namespace(ctx, "tenant-c"); !errors.As(err, &nf) {
+		t.Fatalf("Namespace past the age limit: %v, want *NamespaceNotFoundError", err)
+	}
+	// An evicted name is read again.
+	if ns, err := env.repo.Namespace(ctx, "default"); err != nil || ns.NamespaceID() != env.repo.NamespaceID() {
+		t.Fatalf("Namespace(default) = %v, %v", ns, err)
 	}
 }

@@ -414,7 +414,7 @@ func TestUsageSnapshots(t *testing.T) {
 		t.Errorf("invalid queries caused %d calls", n)
 	}
 	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{})
-	if err == nil || err.Error() != "Invalid query: Either entity_id or resource must be provided" {
+	if err == nil || err.Error() != "limiter: invalid query: either entity_id or resource must be given" {
 		t.Errorf("empty query: %v", err)
 	}
 	// Start equal to End (at second precision) is a valid one-instant range.
@@ -609,7 +609,7 @@ func TestResourceCapacity(t *testing.T) {
 		}
 	}
 	_, err = rl.ResourceCapacity(ctx, "gpt", "wcu", false)
-	if err == nil || err.Error() != "Invalid limit_name: 'wcu' is a reserved limit name" {
+	if err == nil || err.Error() != "limiter: invalid limit_name: 'wcu' is a reserved limit name" {
 		t.Errorf("wcu: %v", err)
 	}
 	if n := env.rec.Count(""); n != 0 {

@@ -124,8 +124,8 @@ func TestStoredLimitsResolution(t *testing.T) {
 	if !errors.As(err, &ve) || ve.Field != "limits" {
 		t.Fatalf("no config: err = %v, want ValidationError on limits", err)
 	}
-	wantMsg := "Invalid limits: No limits configured for entity 'e' and resource 'gpt'. Configure limits at entity " +
-		"(resource-specific or _default_), resource, or system level, or provide limits parameter."
+	wantMsg := `limiter: invalid limits: no limits configured for entity "e" and resource "gpt": store them for the ` +
+		`entity (on the resource or on _default_), the resource or the system, or pass WithLimits`
 	if err.Error() != wantMsg {
 		t.Errorf("message %q", err.Error())
 	}
@@ -410,5 +410,44 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 	}
 	if l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
 		t.Fatalf("allow: %v %v", l, err)
+	}
+}
+
+// TestDeleteProvisionerConfigKeepsRegistryCount: the Python library's
+// provisioner writes entity configs without registry keys and without
+// counting them; deleting one must not count down the configs the library
+// wrote for the same resource, which would drop the resource from
+// ListResourcesWithEntityConfigs while it still has some.
+func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	ctx := env.ctx
+	if err := rl.SetLimits(ctx, "lib-key", "gpt-4", []Limit{PerMinute("rpm", 10)}); err != nil {
+		t.Fatal(err)
+	}
+	// The provisioner's shape: the config item alone, no GSI3 keys, no
+	// registry count.
+	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", []Limit{PerMinute("rpm", 5)})
+	for _, attr := range []string{"GSI3PK", "GSI3SK", "GSI4PK", "GSI4SK"} {
+		delete(item, attr)
+	}
+	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rl.DeleteLimits(ctx, "prov-key", "gpt-4"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4"); got != nil {
+		t.Errorf("provisioner config still stored: %v", got)
+	}
+	res, err := rl.ListResourcesWithEntityConfigs(ctx)
+	if err != nil || len(res) != 1 || res[0] != "gpt-4" {
+		t.Errorf("ListResourcesWithEntityConfigs = %v, %v; want [gpt-4] (lib-key's config is still there)", res, err)
+	}
+	if err := rl.DeleteLimits(ctx, "lib-key", "gpt-4"); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := rl.ListResourcesWithEntityConfigs(ctx); len(res) != 0 {
+		t.Errorf("ListResourcesWithEntityConfigs = %v after deleting the last config, want none", res)
 	}
 }

@@ -66,7 +66,7 @@ type usageQueryPlan struct {
 // validate checks every field of q but the cursor.
 func (q UsageQuery) validate() error {
 	if q.EntityID == "" && q.Resource == "" {
-		return newValidationError(ErrValidation, "query", "", "Either entity_id or resource must be provided")
+		return newValidationError(ErrValidation, "query", "", "either entity_id or resource must be given")
 	}
 	if q.EntityID != "" {
 		if err := ValidateIdentifier(q.EntityID, "entity_id"); err != nil {

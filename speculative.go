@@ -451,7 +451,7 @@ func (rl *RateLimiter) undo(ctx context.Context, key BucketKey, consume Consume,
 }
 
 // positive returns the entries of c with a positive amount: the ones that
-// gate admission (fix B9).
+// gate admission, on every path.
 func positive(c Consume) Consume {
 	out := make(Consume, len(c))
 	for k, v := range c {

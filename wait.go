@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"time"
 )
 
@@ -58,7 +57,7 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 		}
 		lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
 		var rle *RateLimitExceededError
-		if err == nil || !errors.As(err, &rle) || neverFits(rle) {
+		if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
 			return lease, err
 		}
 		d := rl.waitDuration(rle.RetryAfter)
@@ -94,18 +93,4 @@ func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
 		d += time.Duration(rl.intN(us+1)) * time.Microsecond
 	}
 	return d
-}
-
-// neverFits reports whether waiting cannot help: a violated limit cannot
-// hold the amount requested (capacity too small) or never refills.
-func neverFits(e *RateLimitExceededError) bool {
-	if e.RetryAfter == math.MaxInt64 {
-		return true
-	}
-	for _, v := range e.Violations {
-		if v.Requested > v.Limit.Capacity || v.Limit.RefillAmount <= 0 {
-			return true
-		}
-	}
-	return false
 }

@@ -21,6 +21,12 @@
 //     SpeculativeConsume, BumpShardCount, SyncBucket) and result (ok,
 //     condition_failed, transaction_conflict, error). Its count is the
 //     number of store calls — on DynamoDB, of requests.
+//   - zaelimiter.cache.lookups (counter), attributes cache (config, entity,
+//     over_limit: the [limiter.CacheName]) and result (hit, miss): the
+//     lookups of the limiter's per-key caches.
+//   - zaelimiter.cache.evictions (counter), attribute cache: live entries
+//     dropped to make room ([limiter.CacheEviction]); a steady rate means
+//     the cache is smaller than the working set ([limiter.WithCacheSize]).
 //
 // The attribute sets are built once, in New: recording allocates nothing
 // beyond what the SDK does.
@@ -43,12 +49,15 @@ const (
 	AcquireDuration     = "zaelimiter.acquire.duration"
 	SpeculativeOutcomes = "zaelimiter.speculative.outcomes"
 	StoreDuration       = "zaelimiter.store.duration"
+	CacheLookups        = "zaelimiter.cache.lookups"
+	CacheEvictions      = "zaelimiter.cache.evictions"
 )
 
 const (
 	attrOutcome = "outcome"
 	attrOp      = "op"
 	attrResult  = "result"
+	attrCache   = "cache"
 
 	// Outcomes and operations known when this package was written get
 	// prebuilt attribute sets; newer ones are recorded too, with sets
@@ -56,6 +65,7 @@ const (
 	numKnownAcquire     = int(limiter.AcquireCanceled) + 1
 	numKnownSpeculative = int(limiter.SpecFallbackParent) + 1
 	numKnownStoreOps    = int(limiter.StoreLoadConfigs) + 1
+	numKnownCaches      = int(limiter.CacheOverLimit) + 1
 
 	resultOK            = 0
 	resultConditionFail = 1
@@ -70,19 +80,27 @@ var resultNames = [numResults]string{"ok", "condition_failed", "transaction_conf
 // semantic conventions' for request durations).
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Metrics implements [limiter.Metrics] with OpenTelemetry instruments. It is
-// safe for concurrent use. Create it with [New].
+// Metrics implements [limiter.Metrics] and [limiter.CacheMetrics] with
+// OpenTelemetry instruments. It is safe for concurrent use. Create it with
+// [New].
 type Metrics struct {
-	acquire metric.Float64Histogram
-	spec    metric.Int64Counter
-	store   metric.Float64Histogram
+	acquire   metric.Float64Histogram
+	spec      metric.Int64Counter
+	store     metric.Float64Histogram
+	lookups   metric.Int64Counter
+	evictions metric.Int64Counter
 
-	acquireOpts [numKnownAcquire][]metric.RecordOption
-	specOpts    [numKnownSpeculative][]metric.AddOption
-	storeOpts   [numKnownStoreOps][numResults][]metric.RecordOption
+	acquireOpts  [numKnownAcquire][]metric.RecordOption
+	specOpts     [numKnownSpeculative][]metric.AddOption
+	storeOpts    [numKnownStoreOps][numResults][]metric.RecordOption
+	lookupOpts   [numKnownCaches][2][]metric.AddOption // [cache][hit, miss]
+	evictionOpts [numKnownCaches][]metric.AddOption
 }
 
-var _ limiter.Metrics = (*Metrics)(nil)
+var (
+	_ limiter.Metrics      = (*Metrics)(nil)
+	_ limiter.CacheMetrics = (*Metrics)(nil)
+)
 
 // New creates the instruments on mp's meter [MeterName].
 func New(mp metric.MeterProvider) (*Metrics, error) {
@@ -102,6 +120,19 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithDescription("Duration of bucket-store calls (DynamoDB requests), by operation and result."),
 		metric.WithExplicitBucketBoundaries(latencyBuckets...)); err != nil {
 		return nil, err
+	}
+	if m.lookups, err = meter.Int64Counter(CacheLookups, metric.WithUnit("{lookup}"),
+		metric.WithDescription("Lookups of the rate limiter's per-key caches, by cache and result.")); err != nil {
+		return nil, err
+	}
+	if m.evictions, err = meter.Int64Counter(CacheEvictions, metric.WithUnit("{entry}"),
+		metric.WithDescription("Live entries of the rate limiter's per-key caches dropped to make room, by cache.")); err != nil {
+		return nil, err
+	}
+	for c := range m.lookupOpts {
+		m.lookupOpts[c][0] = []metric.AddOption{lookupAttrs(limiter.CacheName(c), limiter.CacheHit)}
+		m.lookupOpts[c][1] = []metric.AddOption{lookupAttrs(limiter.CacheName(c), limiter.CacheMiss)}
+		m.evictionOpts[c] = []metric.AddOption{cacheAttrs(limiter.CacheName(c))}
 	}
 	for i := range m.acquireOpts {
 		m.acquireOpts[i] = []metric.RecordOption{acquireAttrs(limiter.AcquireOutcome(i))}
@@ -127,6 +158,14 @@ func specAttrs(o limiter.SpeculativeOutcome) metric.MeasurementOption {
 
 func storeAttrs(op limiter.StoreOp, result int) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOp, op.String()), attribute.String(attrResult, resultNames[result])))
+}
+
+func lookupAttrs(c limiter.CacheName, e limiter.CacheEvent) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrCache, c.String()), attribute.String(attrResult, e.String())))
+}
+
+func cacheAttrs(c limiter.CacheName) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrCache, c.String())))
 }
 
 // AcquireDone records the acquire's latency under its outcome.
@@ -165,4 +204,29 @@ func (m *Metrics) StoreCall(ctx context.Context, op limiter.StoreOp, latency tim
 		return
 	}
 	m.store.Record(ctx, latency.Seconds(), storeAttrs(op, r))
+}
+
+// CacheEvent counts cache lookups (hits and misses) and evictions. Events
+// this package does not know are ignored.
+func (m *Metrics) CacheEvent(cache limiter.CacheName, event limiter.CacheEvent, n int64) {
+	ctx := context.Background()
+	known := int(cache) >= 0 && int(cache) < numKnownCaches
+	switch event {
+	case limiter.CacheHit, limiter.CacheMiss:
+		r := 0
+		if event == limiter.CacheMiss {
+			r = 1
+		}
+		if known {
+			m.lookups.Add(ctx, n, m.lookupOpts[cache][r]...)
+			return
+		}
+		m.lookups.Add(ctx, n, lookupAttrs(cache, event))
+	case limiter.CacheEviction:
+		if known {
+			m.evictions.Add(ctx, n, m.evictionOpts[cache]...)
+			return
+		}
+		m.evictions.Add(ctx, n, cacheAttrs(cache))
+	}
 }

@@ -98,6 +98,11 @@ func TestMetrics(t *testing.T) {
 		"zaelimiter.acquire.duration{outcome=admitted} 2",
 		"zaelimiter.acquire.duration{outcome=invalid} 1",
 		"zaelimiter.acquire.duration{outcome=rate_limited} 1",
+		// The entity cache: the first acquire misses on the fast path and
+		// on the slow path (which reads the entity and fills the cache);
+		// the next two hit.
+		"zaelimiter.cache.lookups{cache=entity,result=hit} 2",
+		"zaelimiter.cache.lookups{cache=entity,result=miss} 2",
 		"zaelimiter.speculative.outcomes{outcome=bucket_missing} 1",
 		"zaelimiter.speculative.outcomes{outcome=fast_rejection} 1",
 		"zaelimiter.speculative.outcomes{outcome=success} 1",
@@ -107,6 +112,78 @@ func TestMetrics(t *testing.T) {
 	}
 	if got := points(t, reader); !slices.Equal(got, want) {
 		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestCacheMetrics drives a limiter with tiny caches through hits, misses
+// and evictions of every cache, and checks that the counters recorded
+// through OpenTelemetry are the ones the limiter counts itself
+// (RateLimiter.CacheStats).
+func TestCacheMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m),
+		limiter.WithOverLimitCache(time.Minute),
+		limiter.WithCacheSize(limiter.CacheConfigs, 3), limiter.WithCacheSize(limiter.CacheEntities, 1),
+		limiter.WithCacheSize(limiter.CacheOverLimit, 1))
+	if err := rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{limiter.PerMinute("rpm", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	// Per entity: one admission, then refusals (the first by the store,
+	// which fills the over-limit cache, the next by the cache). Entity b
+	// evicts a from the entity and over-limit caches; the config cache,
+	// of 3 slots, evicts on every load of 4.
+	for _, id := range []string{"a", "b", "a", "b"} {
+		for range 3 {
+			lease, err := rl.Acquire(ctx, id, "gpt-4", limiter.Consume{"rpm": 1})
+			if err == nil {
+				err = lease.Commit(ctx)
+			}
+			if err != nil && !errors.Is(err, limiter.ErrRateLimited) {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	got := map[string]int64{}
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if mt.Name != otelmetrics.CacheLookups && mt.Name != otelmetrics.CacheEvictions {
+				continue
+			}
+			for _, p := range mt.Data.(metricdata.Sum[int64]).DataPoints {
+				cache, _ := p.Attributes.Value("cache")
+				result, _ := p.Attributes.Value("result")
+				got[mt.Name+"/"+cache.AsString()+"/"+result.AsString()] = p.Value
+			}
+		}
+	}
+	for _, c := range []limiter.CacheName{limiter.CacheConfigs, limiter.CacheEntities, limiter.CacheOverLimit} {
+		st := rl.CacheStats(c)
+		if st.Hits == 0 || st.Misses == 0 || st.Evictions == 0 {
+			t.Errorf("%s: stats %+v; want hits, misses and evictions", c, st)
+		}
+		for name, want := range map[string]int64{
+			otelmetrics.CacheLookups + "/" + c.String() + "/hit":  st.Hits,
+			otelmetrics.CacheLookups + "/" + c.String() + "/miss": st.Misses,
+			otelmetrics.CacheEvictions + "/" + c.String() + "/":   st.Evictions,
+		} {
+			if got[name] != want {
+				t.Errorf("%s = %d, want %d (CacheStats)", name, got[name], want)
+			}
+		}
+	}
+	if n := rl.OverLimitCacheHits(); n == 0 {
+		t.Error("the over-limit cache refused nothing")
 	}
 }
 
@@ -125,8 +202,13 @@ func TestStoreResults(t *testing.T) {
 	m.StoreCall(ctx, limiter.StoreOp(99), time.Millisecond, nil)
 	m.AcquireDone(ctx, limiter.AcquireOutcome(99), time.Millisecond)
 	m.SpeculativeOutcome(limiter.SpeculativeOutcome(99))
+	m.CacheEvent(limiter.CacheName(99), limiter.CacheMiss, 2)
+	m.CacheEvent(limiter.CacheName(99), limiter.CacheEviction, 1)
+	m.CacheEvent(limiter.CacheEntities, limiter.CacheEvent(99), 1)
 	want := []string{
 		"zaelimiter.acquire.duration{outcome=AcquireOutcome(99)} 1",
+		"zaelimiter.cache.evictions{cache=CacheName(99)} 1",
+		"zaelimiter.cache.lookups{cache=CacheName(99),result=miss} 2",
 		"zaelimiter.speculative.outcomes{outcome=SpeculativeOutcome(99)} 1",
 		"zaelimiter.store.duration{op=GetBucket,result=error} 1",
 		"zaelimiter.store.duration{op=StoreOp(99),result=ok} 1",
@@ -150,6 +232,8 @@ func TestRecordAllocs(t *testing.T) {
 		m.AcquireDone(ctx, limiter.AcquireAdmitted, time.Millisecond)
 		m.SpeculativeOutcome(limiter.SpecSuccess)
 		m.StoreCall(ctx, limiter.StoreSpeculativeConsume, time.Millisecond, nil)
+		m.CacheEvent(limiter.CacheConfigs, limiter.CacheHit, 3)
+		m.CacheEvent(limiter.CacheEntities, limiter.CacheEviction, 1)
 	})
 	if allocs > 0 {
 		t.Errorf("%.1f allocations per acquire's measurements, want 0", allocs)

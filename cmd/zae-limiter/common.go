@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -48,6 +50,8 @@ type cmdFlags struct {
 	short   map[string]string // long name → short alias
 	order   []string          // long names in registration order
 	c       *cli
+	// post runs after a successful parse, e.g. to convert flag values.
+	post []func()
 }
 
 // newFlags returns the flag set of the command use, with the common flags
@@ -99,6 +103,24 @@ func (f *cmdFlags) integer(p *int, long, short string, def int, usage string) {
 	f.fs.IntVar(p, long, def, usage)
 	if short != "" {
 		f.fs.IntVar(p, short, def, usage)
+	}
+	f.register(long, short)
+}
+
+// duration defines a time.Duration flag.
+func (f *cmdFlags) duration(p *time.Duration, long, short string, def time.Duration, usage string) {
+	f.fs.DurationVar(p, long, def, usage)
+	if short != "" {
+		f.fs.DurationVar(p, short, def, usage)
+	}
+	f.register(long, short)
+}
+
+// float defines a float64 flag.
+func (f *cmdFlags) float(p *float64, long, short string, def float64, usage string) {
+	f.fs.Float64Var(p, long, def, usage)
+	if short != "" {
+		f.fs.Float64Var(p, short, def, usage)
 	}
 	f.register(long, short)
 }
@@ -225,6 +247,9 @@ func (f *cmdFlags) parse(args []string) ([]string, error) {
 	if c.output != outputTable && c.output != outputJSON {
 		return nil, fmt.Errorf("invalid --output %q: use table or json", c.output)
 	}
+	for _, fn := range f.post {
+		fn()
+	}
 	return pos, nil
 }
 
@@ -284,6 +309,70 @@ func (c *cli) awsConfig() (aws.Config, error) {
 	return cfg, nil
 }
 
+// dynamoDBEndpoint returns the DynamoDB endpoint the command talks to:
+// --endpoint-url, else $AWS_ENDPOINT_URL_DYNAMODB, else $AWS_ENDPOINT_URL
+// (the SDK reads the same variables); "" means AWS.
+func (c *cli) dynamoDBEndpoint() string {
+	for _, ep := range []string{c.common.endpoint, os.Getenv("AWS_ENDPOINT_URL_DYNAMODB"), os.Getenv("AWS_ENDPOINT_URL")} {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			return ep
+		}
+	}
+	return ""
+}
+
+// localEndpoint reports whether the command talks to a DynamoDB on this
+// machine (a loopback address), i.e. DynamoDB Local.
+func (c *cli) localEndpoint() bool { return isLoopback(c.dynamoDBEndpoint()) }
+
+// isLoopback reports whether endpoint is a URL (or host:port) on a loopback
+// address: localhost, 127.0.0.0/8 or ::1.
+func isLoopback(endpoint string) bool {
+	if endpoint == "" {
+		return false
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// dynamoDBClient returns the DynamoDB client of the command. For a local
+// endpoint it is limiter.NewDynamoDBLocalClient (no AWS configuration
+// needed; quiet on DynamoDB Local's bad checksums); else a client from the
+// SDK's configuration with --region and --endpoint-url.
+func (c *cli) dynamoDBClient(optFns ...func(*dynamodb.Options)) (*dynamodb.Client, aws.Config, error) {
+	if ep := c.dynamoDBEndpoint(); isLoopback(ep) {
+		cfg := limiter.DynamoDBLocalConfig(ep)
+		if c.common.region != "" {
+			cfg.Region = c.common.region
+		}
+		return limiter.NewDynamoDBLocalClient(ep, append([]func(*dynamodb.Options){func(o *dynamodb.Options) { o.Region = cfg.Region }}, optFns...)...), cfg, nil
+	}
+	cfg, err := c.awsConfig()
+	if err != nil {
+		return nil, aws.Config{}, err
+	}
+	client := dynamodb.NewFromConfig(cfg, append([]func(*dynamodb.Options){func(o *dynamodb.Options) {
+		if c.common.endpoint != "" {
+			// A DynamoDB-compatible server elsewhere may send error
+			// responses whose CRC32 does not match, as DynamoDB Local
+			// does; the SDK would log a warning for each.
+			o.DisableValidateResponseChecksum = true
+		}
+	}}, optFns...)...)
+	return client, cfg, nil
+}
+
 // table is what a command works with: the limiter for every entity, limit,
 // audit and usage command (so that the library's validation, audit and
 // bucket rules apply), and the repository for the namespace registry and
@@ -304,17 +393,10 @@ func newTable(repo *limiter.DynamoDBRepository, opts ...limiter.Option) *table {
 // openRepo opens the table, bound to --namespace (registered when new, as
 // the library does). It never creates the table.
 func (c *cli) openRepo() (*table, error) {
-	cfg, err := c.awsConfig()
+	client, cfg, err := c.dynamoDBClient()
 	if err != nil {
 		return nil, err
 	}
-	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
-		if c.common.endpoint != "" {
-			// DynamoDB Local sends error responses whose CRC32 does not
-			// match; the SDK would log a warning for each.
-			o.DisableValidateResponseChecksum = true
-		}
-	})
 	principal := ""
 	if !c.readOnly {
 		principal = c.principal(cfg)
@@ -329,13 +411,23 @@ func (c *cli) openRepo() (*table, error) {
 	return newTable(repo, limiter.WithPrincipal(principal)), nil
 }
 
-// tableErr turns a missing table into a message naming the deploy command.
+// tableErr turns a missing table into a message naming the command that
+// creates it: `local up` for DynamoDB Local, else `deploy`.
 func (c *cli) tableErr(err error) error {
 	var nf *types.ResourceNotFoundException
-	if errors.As(err, &nf) {
-		return fmt.Errorf("table %q not found (deploy it with: zae-limiter deploy --name %s)", c.common.name, c.common.name)
+	if !errors.As(err, &nf) {
+		return err
 	}
-	return err
+	name := c.common.name
+	if ep := c.dynamoDBEndpoint(); isLoopback(ep) {
+		hint := "zae-limiter local up --name " + name
+		if u, err := url.Parse(ep); err == nil && u.Port() != "" && u.Port() != strconv.Itoa(defaultLocalPort) {
+			hint += " --port " + u.Port()
+		}
+		// A local endpoint may also be LocalStack or moto, where deploy works.
+		return fmt.Errorf("table %q not found at %s (create it with: %s; on LocalStack: zae-limiter deploy --name %s)", name, ep, hint, name)
+	}
+	return fmt.Errorf("table %q not found (deploy it with: zae-limiter deploy --name %s)", name, name)
 }
 
 // parseConfirmed registers --yes/-y on a destructive command, parses args
@@ -401,11 +493,19 @@ const principalTimeout = 3 * time.Second
 
 // principal returns who the audit events of this command name: $ZAEL_PRINCIPAL
 // when set (an ARN or an identifier), else the caller's ARN from STS
-// GetCallerIdentity, as the original CLI records. When STS does not answer
-// (DynamoDB Local has no STS) it returns "" and the events name no one.
+// GetCallerIdentity, as the original CLI records (asked at the same
+// endpoint as DynamoDB when --endpoint-url or $AWS_ENDPOINT_URL names one:
+// LocalStack and moto answer). When STS does not answer (DynamoDB Local has
+// no STS), or only DynamoDB's endpoint is local, it returns "" and the
+// events name no one.
 func (c *cli) principal(cfg aws.Config) string {
 	if p := os.Getenv(envPrincipal); p != "" {
 		return p
+	}
+	if c.localEndpoint() && c.common.endpoint == "" && os.Getenv("AWS_ENDPOINT_URL") == "" && os.Getenv("AWS_ENDPOINT_URL_STS") == "" {
+		// Only DynamoDB's endpoint is local (as after `local up`): STS would
+		// be AWS's, which must not be asked with local credentials.
+		return ""
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, principalTimeout)
 	defer cancel()

@@ -29,6 +29,11 @@ func TestEntityCommands(t *testing.T) {
 	}
 	msg := e.fail("entity", "create", "key-1")
 	contains(t, msg, "key-1")
+	// A parent that does not exist is refused, and nothing is stored.
+	contains(t, e.fail("entity", "create", "orphan", "--parent", "nosuch", "--cascade"), "parent entity 'nosuch' not found")
+	if _, err := e.repo.GetEntity(e.ctx, "orphan"); !errors.Is(err, limiter.ErrEntityNotFound) {
+		t.Errorf("orphan stored: %v", err)
+	}
 
 	contains(t, e.ok("entity", "show", "key-1"), "Entity:", "key-1", "Parent:", "org-1", "Cascade:", "true")
 	var shown entityJSON
@@ -87,10 +92,10 @@ func TestEntityCommands(t *testing.T) {
 	if _, err := e.repo.GetEntity(e.ctx, "key-1"); !errors.Is(err, limiter.ErrEntityNotFound) {
 		t.Errorf("GetEntity after delete: %v, want ErrEntityNotFound", err)
 	}
-	if msg := e.fail("entity", "show", "key-1"); msg != "Entity not found: key-1" {
+	if msg := e.fail("entity", "show", "key-1"); msg != "limiter: entity not found: key-1" {
 		t.Errorf("entity show (deleted) = %q", msg)
 	}
-	contains(t, e.fail("entity", "create", "bad id"), "Invalid entity_id")
+	contains(t, e.fail("entity", "create", "bad id"), "limiter: invalid entity_id")
 }
 
 func TestResourceAndSystemDefaults(t *testing.T) {
@@ -227,8 +232,27 @@ func TestUsageCommands(t *testing.T) {
 		sum.MinWindowStart != "2026-01-02T01:00:00Z" || sum.MaxWindowStart != "2026-01-02T03:00:00Z" {
 		t.Errorf("usage summary -o json = %+v", sum)
 	}
-	contains(t, e.ok("usage", "summary", "-r", "gpt"), "Snapshots: 5", "rpm", "20")
+	// Without --window: the finest window present, never a sum over
+	// windows (the daily snapshot holds the same traffic again).
+	contains(t, e.ok("usage", "summary", "-r", "gpt"), "Window:    hourly (the finest present", "Snapshots: 4", "rpm    13 ")
+	e.json(&sum, "usage", "summary", "-e", "e1")
+	if sum.Window != "hourly" || sum.SnapshotCount != 3 || sum.Total["rpm"] != 6 {
+		t.Errorf("usage summary without --window -o json = %+v, want hourly: 3 snapshots, rpm 6", sum)
+	}
+	e.putSnapshot("e3", "gpt", "daily", "2026-01-03T00:00:00Z", map[string]int64{"rpm": 4})
+	e.putSnapshot("e3", "gpt", "monthly", "2026-01-01T00:00:00Z", map[string]int64{"rpm": 9})
+	e.json(&sum, "usage", "summary", "-e", "e3")
+	if sum.Window != "daily" || sum.SnapshotCount != 1 || sum.Total["rpm"] != 4 {
+		t.Errorf("usage summary -e e3 (daily and monthly) -o json = %+v, want daily: 1 snapshot, rpm 4", sum)
+	}
+	e.json(&sum, "usage", "summary", "-e", "e3", "-w", "monthly")
+	if sum.Window != "monthly" || sum.Total["rpm"] != 9 {
+		t.Errorf("usage summary -e e3 -w monthly -o json = %+v", sum)
+	}
 	contains(t, e.ok("usage", "list", "-e", "nobody"), "No usage snapshots found")
+	contains(t, e.ok("usage", "list", "-e", "e1", "-w", "hourly", "--plot"), "Usage Plot: gpt (hourly)", "Entity: e1", "RPM", "TPM",
+		"3,000 ┤  ╭", "3.0 ┤  ╭", "1.2 ┤ │", "Time range: 2026-01-02T01:00:00Z to 2026-01-02T03:00:00Z", "Data points: 3")
+	contains(t, e.fail("usage", "list", "-e", "e1", "-p", "-o", "json"), "--plot draws charts")
 	contains(t, e.fail("usage", "list", "-e", "e1", "--start", "yesterday"), `invalid --start "yesterday"`)
 	contains(t, e.fail("usage", "summary", "-e", "e1", "-w", "weekly"), `invalid --window "weekly"`)
 }

@@ -1,6 +1,7 @@
 // Command zae-limiter manages zae-limiter deployments and the data in their
 // table: the CloudFormation stack (deploy, status, delete, cfn-template),
-// version checks, entities, stored limits at the entity, resource and system
+// version checks, a local development stack on DynamoDB Local (local), a
+// load test (load), entities, stored limits at the entity, resource and system
 // level, declarative limits manifests, audit events, usage snapshots and
 // namespaces. Its commands and flags follow the Python zae-limiter CLI.
 //
@@ -24,10 +25,11 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
@@ -124,6 +126,14 @@ func commands() map[string]group {
 			"list":    {"List usage snapshots", cmdUsageList},
 			"summary": {"Summarise usage snapshots", cmdUsageSummary},
 		}},
+		"load": {summary: "Load-test the table and report latency, capacity units and cost", subs: leaf(cmdLoad)},
+		"local": {summary: "Run DynamoDB Local with the table and the aggregator for development", subs: map[string]subcommand{
+			"up":         {"Start DynamoDB Local, create the table, start the aggregator; print the environment", cmdLocalUp},
+			"down":       {"Stop what local up started", cmdLocalDown},
+			"status":     {"Show what local up runs", cmdLocalStatus},
+			"env":        {"Print the environment variables for the local table", cmdLocalEnv},
+			"aggregator": {"Run the aggregator on the local table's stream in the foreground", cmdLocalAggregator},
+		}},
 		"namespace": {summary: "Manage the table's namespaces", subs: map[string]subcommand{
 			"register": {"Register namespaces", cmdNamespaceRegister},
 			"list":     {"List active namespaces", cmdNamespaceList},
@@ -170,6 +180,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func (c *cli) dispatch(args []string) error {
 	cmds := commands()
+	args, err := hoistCommonFlags(args, cmds)
+	if err != nil {
+		return err
+	}
 	if len(args) == 0 {
 		return errors.New("missing command (run `zae-limiter --help` for the list)")
 	}
@@ -203,6 +217,65 @@ func (c *cli) dispatch(args []string) error {
 	}
 	c.readOnly = readOnlyCommands[name+" "+args[1]]
 	return sub.run(c, args[2:])
+}
+
+// commonValueFlags are the common flags, by name without dashes, all of
+// which take a value.
+var commonValueFlags = map[string]bool{
+	"n": true, "name": true, "region": true, "endpoint-url": true,
+	"N": true, "namespace": true, "o": true, "output": true,
+}
+
+// hoistCommonFlags moves common flags given before the command words
+// (`zae-limiter -n x entity list`, `zae-limiter entity -n x list`) to just
+// after them, where the command's flag set parses them.
+func hoistCommonFlags(args []string, cmds map[string]group) ([]string, error) {
+	var words, hoisted []string
+	i := 0
+	take := func() error { // the common flag at args[i], with its value
+		a := args[i]
+		if strings.Contains(a, "=") {
+			hoisted = append(hoisted, a)
+			i++
+			return nil
+		}
+		if i+1 >= len(args) {
+			return fmt.Errorf("flag needs an argument: %s", a)
+		}
+		hoisted = append(hoisted, a, args[i+1])
+		i += 2
+		return nil
+	}
+	for want := 1; len(words) < want && i < len(args); {
+		a := args[i]
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && a != "-" && a != "--" && commonValueFlags[name] {
+			if err := take(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if strings.HasPrefix(a, "-") {
+			break // help, --version or an error the dispatcher reports
+		}
+		words = append(words, a)
+		i++
+		if g, ok := cmds[a]; ok && len(words) == 1 {
+			if _, leaf := g.subs[""]; !leaf {
+				want = 2
+			}
+		}
+	}
+	if len(words) == 0 && i == len(args) {
+		return nil, nil // only flags: a missing command
+	}
+	if len(words) == 0 { // help or --version: keep them first
+		return append(args[i:len(args):len(args)], hoisted...), nil
+	}
+	out := make([]string, 0, len(args))
+	out = append(out, words...)
+	out = append(out, hoisted...)
+	return append(out, args[i:]...), nil
 }
 
 func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -150,7 +153,7 @@ func TestUsageErrors(t *testing.T) {
 		{"extra argument", []string{"entity", "show", "a", "b"}, `entity show: unexpected argument "b"`},
 		{"bad limit syntax", []string{"entity", "set-limits", "e1", "-l", "rpm=100"}, `invalid limit "rpm=100"`},
 		{"bad limit period", []string{"resource", "set-defaults", "gpt", "-l", "rpm:100/week"}, `period "/week"`},
-		{"bad stack name", []string{"resource", "list", "-n", "my_table"}, `invalid --name "my_table": Contains underscore`},
+		{"bad stack name", []string{"resource", "list", "-n", "my_table"}, `invalid --name "my_table": contains an underscore`},
 		{"bad output", []string{"resource", "list", "-o", "yaml"}, `invalid --output "yaml"`},
 		{"no limits", []string{"resource", "set-defaults", "gpt"}, "at least one --limit"},
 		{"bad on-unavailable", []string{"system", "set-defaults", "--on-unavailable", "maybe"}, `invalid --on-unavailable "maybe"`},
@@ -191,6 +194,8 @@ func TestHelp(t *testing.T) {
 	contains(t, out, "--enable-aggregator / --no-aggregator", "-t, --tag", "--lambda-zip", `(default "bin/aggregator.zip")`)
 }
 
+// TestMissingTable: on a local endpoint the hint is `local up` (with the
+// port when it is not 8000); elsewhere `deploy`.
 func TestMissingTable(t *testing.T) {
 	t.Parallel()
 	ep := ddblocal.Endpoint(t)
@@ -198,8 +203,58 @@ func TestMissingTable(t *testing.T) {
 	args := []string{"entity", "show", "e1", "--endpoint-url", ep, "-n", name}
 	code, out, errs := runCLI(args...)
 	msg := checkFailure(t, args, code, out, errs, exitError)
-	if want := `table "` + name + `" not found (deploy it with: zae-limiter deploy --name ` + name + `)`; msg != want {
+	u, _ := url.Parse(ep)
+	if want := `table "` + name + `" not found at ` + ep + ` (create it with: zae-limiter local up --name ` + name + ` --port ` + u.Port() + `; on LocalStack: zae-limiter deploy --name ` + name + `)`; msg != want {
 		t.Errorf("message %q, want %q", msg, want)
+	}
+
+	notFound := &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
+	for _, tc := range []struct{ endpoint, want string }{
+		{"http://localhost:8000", `table "t1" not found at http://localhost:8000 (create it with: zae-limiter local up --name t1; on LocalStack: zae-limiter deploy --name t1)`},
+		{"http://[::1]:9000", `table "t1" not found at http://[::1]:9000 (create it with: zae-limiter local up --name t1 --port 9000; on LocalStack: zae-limiter deploy --name t1)`},
+		{"https://dynamodb.eu-west-1.amazonaws.com", `table "t1" not found (deploy it with: zae-limiter deploy --name t1)`},
+		{"", `table "t1" not found (deploy it with: zae-limiter deploy --name t1)`},
+	} {
+		c := &cli{common: commonFlags{name: "t1", endpoint: tc.endpoint}}
+		if got := c.tableErr(fmt.Errorf("open: %w", notFound)).Error(); got != tc.want {
+			t.Errorf("endpoint %q: %q, want %q", tc.endpoint, got, tc.want)
+		}
+	}
+}
+
+// TestCommonFlagsAnywhere: the common flags may come before the command
+// words, between them, or after.
+func TestCommonFlagsAnywhere(t *testing.T) {
+	e := newEnv(t)
+	e.ok("resource", "set-defaults", "gpt-4", "-l", "rpm:100")
+	for _, args := range [][]string{
+		{"-n", e.table, "--endpoint-url", e.endpoint, "resource", "list"},
+		{"--name=" + e.table, "resource", "--endpoint-url=" + e.endpoint, "list"},
+		{"resource", "-n", e.table, "list", "--endpoint-url", e.endpoint},
+		{"-o", "json", "-n", e.table, "resource", "list", "--endpoint-url", e.endpoint},
+	} {
+		code, out, errs := runCLI(args...)
+		if code != 0 || errs != "" || !strings.Contains(out, "gpt-4") {
+			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
+		}
+	}
+	if _, out, _ := runCLI("-o", "json", "-n", e.table, "resource", "list", "--endpoint-url", e.endpoint); !strings.HasPrefix(out, "{") {
+		t.Errorf("-o json before the command: %q", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n"}, "flag needs an argument: -n"},
+		{[]string{"-n", "x"}, "missing command"},
+		{[]string{"-n", "x", "nosuch"}, `unknown command "nosuch"`},
+		{[]string{"--bogus", "entity", "list"}, `unknown command "--bogus"`},
+	} {
+		code, out, errs := runCLI(tc.args...)
+		contains(t, checkFailure(t, tc.args, code, out, errs, exitError), tc.want)
+	}
+	if code, out, _ := runCLI("-n", "x", "--help"); code != 0 || !strings.HasPrefix(out, "Usage: zae-limiter") {
+		t.Errorf("-n x --help: exit %d, %q", code, out)
 	}
 }
 
@@ -247,7 +302,7 @@ func TestBinary(t *testing.T) {
 	args := []string{"entity", "show", "nobody", "-n", e.table, "--endpoint-url", e.endpoint}
 	code, out, errs = runBin(args...)
 	msg := checkFailure(t, args, code, out, errs, exitError)
-	contains(t, msg, "Entity not found: nobody")
+	contains(t, msg, "limiter: entity not found: nobody")
 }
 
 // TestReadOnlyCommandsExist: every entry of readOnlyCommands names a

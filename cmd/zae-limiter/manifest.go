@@ -2,7 +2,7 @@ package main
 
 // Declarative limits: `limits plan|apply|diff -f limits.yaml`.
 //
-// The manifest format is the original provisioner's (reference §7.10). The
+// The manifest format is the original provisioner's. The
 // original sends it to a provisioner Lambda that diffs it against a
 // "#PROVISIONER" state record (the set of targets the previous apply
 // managed) and writes raw config items. This port diffs the manifest
@@ -14,7 +14,8 @@ package main
 // same manifest twice changes nothing the second time. Targets the manifest
 // does not mention are never touched, unless --prune is given: then every
 // stored config of the namespace that the manifest does not declare is
-// deleted.
+// deleted, including those the original's provisioner wrote (found through
+// its state record, see manifest_provisioner.go).
 
 import (
 	"bytes"
@@ -26,7 +27,7 @@ import (
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	limiter "github.com/zaelimiter/limiter"
 )
@@ -314,12 +315,16 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 			changes = append(changes, ch)
 		}
 	}
+	var prov provisionerState
 	if prune {
+		if prov, err = c.readProvisionerState(repo); err != nil {
+			return nil, err
+		}
 		stored, err := repo.ListResourcesWithDefaults(ctx)
 		if err != nil {
 			return nil, err
 		}
-		for _, res := range stored {
+		for _, res := range union(stored, prov.resources) {
 			if _, ok := m.resources[res]; ok {
 				continue
 			}
@@ -350,7 +355,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 		}
 	}
 	if prune {
-		stale, err := staleEntityConfigs(c, repo, m)
+		stale, err := staleEntityConfigs(c, repo, m, prov.entities)
 		if err != nil {
 			return nil, err
 		}
@@ -368,14 +373,25 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 	return changes, nil
 }
 
-// staleEntityConfigs lists the stored entity configs the manifest does not
-// declare, sorted.
-func staleEntityConfigs(c *cli, repo *table, m *manifest) ([]entityTarget, error) {
+// staleEntityConfigs lists the entity configs that are stored (found
+// through the registry, or among extra) and that the manifest does not
+// declare, sorted and without duplicates.
+func staleEntityConfigs(c *cli, repo *table, m *manifest, extra []entityTarget) ([]entityTarget, error) {
 	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
 	if err != nil {
 		return nil, err
 	}
+	seen := map[entityTarget]bool{}
 	var stale []entityTarget
+	add := func(t entityTarget) {
+		if _, ok := m.entities[t]; !ok && !seen[t] {
+			seen[t] = true
+			stale = append(stale, t)
+		}
+	}
+	for _, t := range extra {
+		add(t)
+	}
 	for _, res := range resources {
 		cursor := ""
 		for {
@@ -384,10 +400,7 @@ func staleEntityConfigs(c *cli, repo *table, m *manifest) ([]entityTarget, error
 				return nil, err
 			}
 			for _, id := range ids {
-				t := entityTarget{id, res}
-				if _, ok := m.entities[t]; !ok {
-					stale = append(stale, t)
-				}
+				add(entityTarget{id, res})
 			}
 			if next == "" {
 				break
@@ -576,6 +589,15 @@ func cmdLimitsApply(c *cli, args []string) error {
 	}
 	c.printf("\nApplied: %d created, %d updated, %d deleted.\n", r.Created, r.Updated, r.Deleted)
 	return nil
+}
+
+// union returns the strings of a and b, sorted, without duplicates.
+func union(a, b []string) []string {
+	set := map[string]bool{}
+	for _, s := range append(append([]string(nil), a...), b...) {
+		set[s] = true
+	}
+	return sortedKeys(set)
 }
 
 func nonNil(ch []change) []change {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
 )
@@ -203,4 +208,88 @@ func TestBadManifests(t *testing.T) {
 		})
 	}
 	contains(t, e.fail("limits", "plan", "-f", filepath.Join(t.TempDir(), "missing.yaml")), "read manifest:", "no such file")
+}
+
+// putProvisionerItems writes config items and the state record the way the
+// original's provisioner Lambda does: PK, SK, GSI4PK (no GSI4SK), the l_*
+// attributes and on_unavailable / resource / entity_id — no GSI3 keys, no
+// config_version, no registry entries.
+func putProvisionerItems(t *testing.T, e *env) {
+	t.Helper()
+	ns := e.repo.repo.NamespaceID()
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v int64) types.AttributeValue { return &types.AttributeValueMemberN{Value: fmt.Sprint(v)} }
+	limit := func(item map[string]types.AttributeValue, name string, capacity, refill, period int64) map[string]types.AttributeValue {
+		item["l_"+name+"_cp"], item["l_"+name+"_ra"], item["l_"+name+"_rp"] = n(capacity), n(refill), n(period)
+		return item
+	}
+	list := func(vs ...string) types.AttributeValue {
+		l := &types.AttributeValueMemberL{}
+		for _, v := range vs {
+			l.Value = append(l.Value, s(v))
+		}
+		return l
+	}
+	for _, item := range []map[string]types.AttributeValue{
+		limit(map[string]types.AttributeValue{"PK": s(ns + "/SYSTEM#"), "SK": s("#CONFIG"), "GSI4PK": s(ns), "on_unavailable": s("allow")}, "rpm", 1000, 1000, 60),
+		limit(map[string]types.AttributeValue{"PK": s(ns + "/RESOURCE#claude"), "SK": s("#CONFIG"), "GSI4PK": s(ns), "resource": s("claude")}, "rpm", 300, 300, 60),
+		limit(map[string]types.AttributeValue{"PK": s(ns + "/RESOURCE#gpt-4"), "SK": s("#CONFIG"), "GSI4PK": s(ns), "resource": s("gpt-4")}, "rpm", 500, 500, 60),
+		limit(map[string]types.AttributeValue{"PK": s(ns + "/ENTITY#key-9"), "SK": s("#CONFIG#gpt-4"), "GSI4PK": s(ns), "entity_id": s("key-9"), "resource": s("gpt-4")}, "tpm", 9000, 9000, 60),
+		limit(map[string]types.AttributeValue{"PK": s(ns + "/ENTITY#key-1"), "SK": s("#CONFIG#gpt-4"), "GSI4PK": s(ns), "entity_id": s("key-1"), "resource": s("gpt-4")}, "rpm", 50, 25, 30),
+		{
+			"PK": s(ns + "/SYSTEM#"), "SK": s("#PROVISIONER"), "GSI4PK": s(ns),
+			"managed_system": &types.AttributeValueMemberBOOL{Value: true}, "managed_resources": list("claude", "gpt-4"),
+			"managed_entities": &types.AttributeValueMemberM{Value: map[string]types.AttributeValue{"key-9": list("gpt-4"), "key-1": list("gpt-4")}},
+			"last_applied":     s("2026-01-02T03:04:05+00:00"), "applied_hash": s("sha256:00"),
+		},
+	} {
+		if _, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLimitsPruneProvisionerItems: on a namespace the original's
+// provisioner managed, whose config items the list indexes do not show,
+// --prune still finds and deletes the stored limits the manifest omits.
+func TestLimitsPruneProvisionerItems(t *testing.T) {
+	e := newEnv(t)
+	putProvisionerItems(t, e)
+	// The list indexes miss the provisioner's items.
+	if out := e.ok("resource", "list"); strings.Contains(out, "claude") {
+		t.Fatalf("resource list shows the provisioner's claude: %q (the test needs an unindexed item)", out)
+	}
+	if out := e.ok("entity", "list", "--with-custom-limits", "gpt-4"); strings.Contains(out, "key-9") {
+		t.Fatalf("entity list shows the provisioner's key-9: %q", out)
+	}
+	m := writeFile(t, "m.yaml", `
+resources:
+  gpt-4:
+    limits:
+      rpm: {capacity: 500}
+entities:
+  key-1:
+    resources:
+      gpt-4:
+        limits:
+          rpm: {capacity: 50, refill_amount: 25, refill_period: 30}
+`)
+	contains(t, e.ok("limits", "plan", "-f", m), "No changes.") // without --prune: nothing to do
+	out := e.ok("limits", "plan", "-f", m, "--prune")
+	contains(t, out, "- delete system: (system defaults)", "- delete resource: claude", "- delete entity: key-9/gpt-4",
+		"Plan: 0 to create, 0 to update, 3 to delete.")
+	contains(t, e.ok("limits", "apply", "-f", m, "--prune"), "Applied: 0 created, 0 updated, 3 deleted.")
+	if got, err := e.repo.GetResourceDefaults(e.ctx, "claude"); err != nil || len(got) != 0 {
+		t.Errorf("claude after prune = %+v, %v", got, err)
+	}
+	if got, err := e.repo.GetLimits(e.ctx, "key-9", "gpt-4"); err != nil || len(got) != 0 {
+		t.Errorf("key-9/gpt-4 after prune = %+v, %v", got, err)
+	}
+	if got, ou, err := e.repo.GetSystemDefaults(e.ctx); err != nil || len(got) != 0 || ou != "" {
+		t.Errorf("system after prune = %+v %q, %v", got, ou, err)
+	}
+	if got, _ := e.repo.GetLimits(e.ctx, "key-1", "gpt-4"); len(got) != 1 {
+		t.Errorf("key-1/gpt-4 (declared) after prune = %+v", got)
+	}
+	contains(t, e.ok("limits", "plan", "-f", m, "--prune"), "No changes.")
 }

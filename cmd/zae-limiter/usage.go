@@ -85,10 +85,15 @@ func cmdUsageList(c *cli, args []string) error {
 	f := c.newFlags("usage list", "List the usage snapshots the aggregator wrote, newest first.", 0, 0, true)
 	var u usageFlags
 	var limit int
+	var plot bool
 	u.register(f)
 	f.integer(&limit, "limit", "l", limiter.DefaultUsageSnapshotsLimit, "most snapshots to list")
+	f.boolean(&plot, "plot", "p", false, "draw each counter over time as a terminal chart instead of the table")
 	if _, err := f.parse(args); err != nil {
 		return err
+	}
+	if plot && c.jsonOutput() {
+		return errors.New("usage list: --plot draws charts; it cannot be combined with -o json")
 	}
 	q, err := u.query()
 	if err != nil {
@@ -135,6 +140,13 @@ func cmdUsageList(c *cli, args []string) error {
 		c.printf("No usage snapshots found\n")
 		return nil
 	}
+	if plot {
+		c.printf("%s", plotUsage(snaps))
+		if more {
+			c.printf("\nMore snapshots may exist. Raise --limit or narrow --start/--end.\n")
+		}
+		return nil
+	}
 	rows := make([][]string, len(snaps))
 	for i, s := range snaps {
 		rows[i] = []string{formatTime(s.WindowStart), s.WindowType, s.EntityID, s.Resource, formatCounters(s.Counters), fmt.Sprint(s.TotalEvents)}
@@ -163,8 +175,24 @@ func formatCounters(m map[string]int64) string {
 	return dash(strings.Join(parts, " "))
 }
 
+// finestWindow returns the finest window type (hourly, daily, monthly) of
+// which q selects at least one snapshot; "" when it selects none.
+func finestWindow(c *cli, repo *table, q limiter.UsageQuery) (string, error) {
+	for _, w := range []string{limiter.WindowHourly, limiter.WindowDaily, limiter.WindowMonthly} {
+		q.WindowType, q.Limit = w, 1
+		page, _, err := repo.UsageSnapshots(c.ctx, q)
+		if err != nil {
+			return "", err
+		}
+		if len(page) > 0 {
+			return w, nil
+		}
+	}
+	return "", nil
+}
+
 func cmdUsageSummary(c *cli, args []string) error {
-	f := c.newFlags("usage summary", "Summarise usage snapshots: totals and averages per limit.", 0, 0, true)
+	f := c.newFlags("usage summary", "Summarise the usage snapshots of one window type: totals and averages per limit. Without --window, the finest window present (hourly, else daily, else monthly): adding several window types would count the same traffic once per window.", 0, 0, true)
 	var u usageFlags
 	u.register(f)
 	if _, err := f.parse(args); err != nil {
@@ -178,12 +206,22 @@ func cmdUsageSummary(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// One window at a time: the hourly and daily snapshots of the same
+	// traffic would otherwise be added up. Without --window, the finest
+	// window present.
+	chosen := false
+	if q.WindowType == "" {
+		if q.WindowType, err = finestWindow(c, repo, q); err != nil {
+			return err
+		}
+		chosen = q.WindowType != ""
+	}
 	s, err := repo.UsageSummary(c.ctx, q)
 	if err != nil {
 		return err
 	}
 	if c.jsonOutput() {
-		out := usageSummaryJSON{EntityID: u.entityID, Resource: u.resource, Window: u.window, SnapshotCount: s.SnapshotCount,
+		out := usageSummaryJSON{EntityID: u.entityID, Resource: u.resource, Window: q.WindowType, SnapshotCount: s.SnapshotCount,
 			Total: s.Total, Average: s.Average, MinWindowStart: formatTime(s.MinWindowStart), MaxWindowStart: formatTime(s.MaxWindowStart)}
 		if out.Total == nil {
 			out.Total = map[string]int64{}
@@ -197,7 +235,11 @@ func cmdUsageSummary(c *cli, args []string) error {
 		c.printf("No usage snapshots found\n")
 		return nil
 	}
-	c.printf("Snapshots: %d\nWindows:   %s .. %s\n\n", s.SnapshotCount, formatTime(s.MinWindowStart), formatTime(s.MaxWindowStart))
+	window := q.WindowType
+	if chosen {
+		window += " (the finest present; --window chooses another)"
+	}
+	c.printf("Window:    %s\nSnapshots: %d\nWindows:   %s .. %s\n\n", window, s.SnapshotCount, formatTime(s.MinWindowStart), formatTime(s.MaxWindowStart))
 	names := make([]string, 0, len(s.Total))
 	for k := range s.Total {
 		names = append(names, k)

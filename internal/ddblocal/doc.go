@@ -7,16 +7,39 @@
 //
 //  1. $ZAEL_DYNAMODB_ENDPOINT, when set: it is used as is and nothing is
 //     started.
-//  2. A DynamoDB Local container through testcontainers-go, when a Docker
-//     daemon answers a health check (bounded by a short timeout, so a machine
-//     without Docker falls through at once).
+//  2. A DynamoDB Local container ([ContainerImage]) through
+//     testcontainers-go, when a Docker daemon answers a health check within
+//     half a second. The image is pulled when the daemon lacks it, or built
+//     offline by `make docker-image`. The container runs on the daemon's
+//     default bridge; when testcontainers names a loopback address for the
+//     Docker host, its port is published on 127.0.0.1 only. [Server.Close]
+//     terminates it.
 //  3. The DynamoDB Local jar, started with java from the cache directory that
 //     `make dynamodb-local` fills: $ZAEL_DYNAMODB_LOCAL_DIR, or
 //     .cache/dynamodb-local under the repository root (the nearest directory
 //     up from the working directory that holds go.mod). It runs in memory on a
 //     free loopback port and is killed by [Server.Close].
 //
-// When none works, [Start] returns an error that matches [ErrUnavailable].
+// $ZAEL_DYNAMODB_SOURCE=testcontainers or =java keeps to one of the last
+// two, with no fallback. When none works, [Start] returns an error that
+// matches [ErrUnavailable].
+//
+// # When the container cannot start
+//
+// When Docker answers but no container can be had, [Start] falls back to the
+// jar within seconds, and [Server.Fallback] says why in one line, starting
+// with one of the Reason constants: [ReasonNoImage] or [ReasonPullRefused]
+// (the image is not on the Docker host and cannot be pulled: run `make
+// docker-image`; a pull that progresses may take as long as it needs, one
+// that stalls is given up after 10 s), [ReasonHostUnreachable] (the
+// container runs but its port does not answer at the address testcontainers
+// gives for the Docker host: set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 when
+// the daemon runs on this machine), [ReasonContainerFailed] (it exited, with
+// its exit code and last line of output), or [ReasonNoDocker]. Ryuk,
+// testcontainers' reaper, is an image of its own: where it cannot be
+// pulled, set TESTCONTAINERS_RYUK_DISABLED=true (the harness terminates its
+// containers itself). The harness sets neither variable; `make test-docker`
+// does, unless they are set.
 //
 // # Tests
 //
@@ -27,9 +50,10 @@
 // and calls [Client] in each test that needs a client, with [TableName] for a
 // table of its own. The first [Client] call in a test binary starts one
 // DynamoDB Local for the whole package; [Main] stops it when the tests are
-// done. When no DynamoDB Local can be had, [Client] skips the test with a
-// message naming the command to run (`make dynamodb-local`), except when
-// CI=true or ZAEL_REQUIRE_DYNAMODB=1, where it fails the test instead.
+// done. With -v the package logs where the endpoint came from (and, after a
+// fallback, why). When no DynamoDB Local can be had, [Client] skips the test
+// with a message naming the command to run (`make dynamodb-local`), except
+// when CI=true or ZAEL_REQUIRE_DYNAMODB=1, where it fails the test instead.
 //
 // A [Recorder] attached to a client records every call (operation, batch
 // size, error code, consumed capacity) for cost assertions; [WithFault]

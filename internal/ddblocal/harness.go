@@ -96,6 +96,9 @@ func Endpoint(t testing.TB) string {
 		pkgServer.srv, pkgServer.err = Start(ctx)
 		if pkgServer.err == nil && testing.Verbose() {
 			srv := pkgServer.srv
+			if why := srv.Fallback(); why != "" {
+				fmt.Fprintf(os.Stderr, "ddblocal: %s; using the jar\n", why)
+			}
 			fmt.Fprintf(os.Stderr, "ddblocal: DynamoDB Local (%s) at %s, started in %v\n",
 				srv.Source(), srv.Endpoint(), srv.StartDuration().Round(time.Millisecond))
 		}

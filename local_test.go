@@ -1,0 +1,133 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/logging"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+// captureLogger collects what the SDK logs.
+type captureLogger struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *captureLogger) Logf(c logging.Classification, format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(c)+": "+fmt.Sprintf(format, v...))
+}
+
+func (l *captureLogger) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// localWorkload opens a table through client and runs what makes DynamoDB
+// Local send error responses: speculative writes on missing buckets
+// (refused conditional writes), denials and a rollback.
+func localWorkload(t *testing.T, client *dynamodb.Client) {
+	t.Helper()
+	ctx := context.Background()
+	table := ddblocal.TableName(t)
+	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+		o.Table = table
+		o.Namespace = "default"
+		o.CreateTable = true
+	})
+	if err != nil {
+		t.Fatalf("OpenDynamoDB: %v", err)
+	}
+	t.Cleanup(func() {
+		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
+	})
+	rl := New(repo)
+	lim := WithLimits(PerMinute("rpm", 2), PerMinute("tpm", 1000))
+	denied := 0
+	for i := range 6 {
+		lease, err := rl.Acquire(ctx, fmt.Sprintf("key-%d", i%2), "gpt-4", Consume{"rpm": 1, "tpm": 100}, lim)
+		if errors.Is(err, ErrRateLimited) {
+			denied++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Acquire %d: %v", i, err)
+		}
+		if i == 2 {
+			if err := lease.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		lease.Adjust(Consume{"tpm": 50})
+		if err := lease.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if denied == 0 {
+		t.Fatal("the workload was never denied: it does not exercise error responses")
+	}
+}
+
+// TestDynamoDBLocalClientQuiet: a program using NewDynamoDBLocalClient
+// against DynamoDB Local gets no SDK warnings, while the same client with
+// response checksum validation on (what dynamodb.NewFromConfig gives a
+// program) logs the checksum warnings the helper exists to avoid.
+func TestDynamoDBLocalClientQuiet(t *testing.T) {
+	endpoint := ddblocal.Endpoint(t)
+	t.Run("helper", func(t *testing.T) {
+		var log captureLogger
+		localWorkload(t, NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Logger = &log }))
+		if got := log.text(); got != "" {
+			t.Errorf("NewDynamoDBLocalClient logged:\n%s", got)
+		}
+	})
+	t.Run("checksum validation on", func(t *testing.T) {
+		var log captureLogger
+		localWorkload(t, NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) {
+			o.Logger = &log
+			o.DisableValidateResponseChecksum = false
+		}))
+		if got := log.text(); !strings.Contains(got, "checksum") {
+			t.Errorf("with checksum validation the SDK logged %q, want checksum warnings (the quiet test above proves nothing otherwise)", got)
+		}
+	})
+}
+
+func TestDynamoDBLocalConfig(t *testing.T) {
+	for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		t.Setenv(k, "")
+	}
+	ctx := context.Background()
+	check := func(name, endpoint, wantEndpoint, wantRegion, wantKey string) {
+		t.Helper()
+		cfg := DynamoDBLocalConfig(endpoint)
+		creds, err := cfg.Credentials.Retrieve(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := aws.ToString(cfg.BaseEndpoint); got != wantEndpoint || cfg.Region != wantRegion || creds.AccessKeyID != wantKey {
+			t.Errorf("%s: endpoint %q region %q key %q, want %q %q %q", name, got, cfg.Region, creds.AccessKeyID, wantEndpoint, wantRegion, wantKey)
+		}
+	}
+	check("defaults", "", DefaultDynamoDBLocalEndpoint, DynamoDBLocalRegion, DynamoDBLocalAccessKey)
+	check("explicit endpoint", "http://127.0.0.1:9000/", "http://127.0.0.1:9000", DynamoDBLocalRegion, DynamoDBLocalAccessKey)
+	t.Setenv("AWS_ENDPOINT_URL", "http://a:1")
+	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "only-key") // no secret: ignored
+	check("global endpoint", "", "http://a:1", "eu-west-1", DynamoDBLocalAccessKey)
+	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://b:2")
+	t.Setenv("AWS_REGION", "ap-south-1")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
+	check("service endpoint", "", "http://b:2", "ap-south-1", "only-key")
+}
