@@ -37,7 +37,7 @@
 // memorystore package for unit tests and single-process services (the same
 // semantics in the process's memory); redisstore for teams that run Redis;
 // or a backend of your own. The contract is [Repository] plus optional
-// capabilities ([SpeculativeStore], [ShardStore], [AuditLog],
+// capabilities ([SpeculativeStore], [BatchStore], [ShardStore], [AuditLog],
 // [ConfigLister], [UsageStore], [CapacityReader], [NamespaceRegistry]),
 // each saying what the limiter does without it. The rules — validation, the
 // precedence of stored limits and their cache, bucket math, TTLs, audit
