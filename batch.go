@@ -106,6 +106,9 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		return &Lease{rl: rl}, make([][]LimitStatus, len(reqs)), nil
 	}
 	per := func(statuses [][]LimitStatus) [][]LimitStatus {
+		if statuses == nil {
+			return nil
+		}
 		out := make([][]LimitStatus, len(reqs))
 		for i, idx := range charged {
 			for _, it := range idx {

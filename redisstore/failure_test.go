@@ -93,6 +93,13 @@ func TestRestartMidRun(t *testing.T) {
 	if err != nil || !lease.Noop() {
 		t.Fatalf("allow while down: %v (noop %v), want a no-op lease", err, lease != nil && lease.Noop())
 	}
+	batch := []limiter.AcquireRequest{{EntityID: "k", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}, {EntityID: "j", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}}
+	if _, _, err := rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableBlock)); !errors.As(err, &ue) {
+		t.Fatalf("AcquireAll, block, while down: %v, want an UnavailableError", err)
+	}
+	if lease, _, err := rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableAllow)); err != nil || !lease.Noop() {
+		t.Fatalf("AcquireAll, allow, while down: %v, want a no-op lease", err)
+	}
 	t.Logf("down: refused and allowed in %v", time.Since(start))
 	if err := srv.Restart(ctx); err != nil {
 		t.Fatal(err)
