@@ -82,6 +82,10 @@ func TestRestartMidRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	batch := []limiter.AcquireRequest{{EntityID: "k", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}, {EntityID: "j", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}}
+	if _, _, err := rl.AcquireAll(ctx, batch, tenRPM); err != nil { // the entities are known from now on
+		t.Fatal(err)
+	}
 	srv.Kill()
 	start := time.Now()
 	_, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
@@ -93,7 +97,6 @@ func TestRestartMidRun(t *testing.T) {
 	if err != nil || !lease.Noop() {
 		t.Fatalf("allow while down: %v (noop %v), want a no-op lease", err, lease != nil && lease.Noop())
 	}
-	batch := []limiter.AcquireRequest{{EntityID: "k", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}, {EntityID: "j", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}}
 	if _, _, err := rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableBlock)); !errors.As(err, &ue) {
 		t.Fatalf("AcquireAll, block, while down: %v, want an UnavailableError", err)
 	}
