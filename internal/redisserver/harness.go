@@ -243,7 +243,8 @@ func required() bool {
 // that starts with SkipMessage.
 func unavailable(t testing.TB, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("%s (install: %s): %v", SkipMessage, InstallHint, err)
+	cause := strings.TrimPrefix(err.Error(), ErrUnavailable.Error()+": ")
+	msg := fmt.Sprintf("%s: %s", SkipMessage, cause)
 	if required() {
 		t.Fatalf("%s\n(a failure, not a skip: CI=true or %s=1)", msg, EnvRequire)
 		return
