@@ -274,13 +274,20 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		ls.done = true
 		return nil
 	}
-	ctx, cancel := detachedContext(ctx)
-	defer cancel()
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
 		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
 		if len(w.Limits) == 0 {
 			continue
+		}
+		if cancel == nil {
+			ctx, cancel = detachedContext(ctx)
 		}
 		// A condition failure means the bucket item no longer exists
 		// (expired): there is nothing left to adjust.
@@ -312,14 +319,21 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 		ls.done = true
 		return nil
 	}
-	ctx, cancel := detachedContext(ctx)
-	defer cancel()
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	var errs []error
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
 		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return -e.initialConsumed })
 		if len(w.Limits) == 0 {
 			continue
+		}
+		if cancel == nil {
+			ctx, cancel = detachedContext(ctx)
 		}
 		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
 			errs = append(errs, fmt.Errorf("rollback %s/%s: %w", key.EntityID, key.Resource, err))

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,36 +19,85 @@ func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
 	if len(h) == 0 {
 		return nil
 	}
-	b := &limiter.Bucket{Key: key, ShardCount: 1}
+	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, len(h)-1)}
 	if hdr, ok := h["h"]; ok {
-		f := splitN(hdr, 5)
-		b.RefillMs, b.ShardCount, b.Cascade, b.TTL, b.ParentID = atoi(f[0]), max(int(atoi(f[1])), 1), f[2] == "1", atoi(f[3]), f[4]
+		decodeHeader(b, hdr)
 	}
-	b.States = make([]limiter.BucketState, 0, len(h)-1)
 	for k, v := range h {
-		name, ok := strings.CutPrefix(k, "l:")
-		if !ok {
-			continue
-		}
-		f := splitN(v, 5)
-		b.States = append(b.States, limiter.BucketState{
-			EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
-			CapacityMilli: atoi(f[0]), RefillAmountMilli: atoi(f[1]), RefillPeriodMs: atoi(f[2]),
-			TokensMilli: atoi(f[3]), TotalConsumedMilli: atoi(f[4]), LastRefillMs: b.RefillMs,
-		})
+		decodeField(b, k, v)
 	}
-	sort.Slice(b.States, func(i, j int) bool { return b.States[i].LimitName < b.States[j].LimitName })
+	finishBucket(b)
 	return b
 }
 
-// splitN splits a '|'-separated record into exactly n fields (missing ones
-// empty; the last keeps any further separators).
-func splitN(s string, n int) []string {
-	out := strings.SplitN(s, "|", n)
-	for len(out) < n {
-		out = append(out, "")
+// decodeJoined decodes an item the consume script returns: its fields and
+// values joined by newlines ("" when the item is missing).
+func decodeJoined(key limiter.BucketKey, item string) *limiter.Bucket {
+	if item == "" {
+		return nil
 	}
-	return out
+	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, strings.Count(item, "\n")/2)}
+	for item != "" {
+		var k, v string
+		k, item, _ = strings.Cut(item, "\n")
+		v, item, _ = strings.Cut(item, "\n")
+		if k == "h" {
+			decodeHeader(b, v)
+		} else {
+			decodeField(b, k, v)
+		}
+	}
+	finishBucket(b)
+	return b
+}
+
+// decodeHeader sets b's item attributes from its header field.
+func decodeHeader(b *limiter.Bucket, hdr string) {
+	var f [5]string
+	splitInto(f[:], hdr)
+	b.RefillMs, b.ShardCount, b.Cascade, b.TTL, b.ParentID = atoi(f[0]), max(int(atoi(f[1])), 1), f[2] == "1", atoi(f[3]), f[4]
+}
+
+// decodeField adds the limit of field k (value v) to b; other fields are
+// ignored.
+func decodeField(b *limiter.Bucket, k, v string) {
+	name, ok := strings.CutPrefix(k, "l:")
+	if !ok {
+		return
+	}
+	var f [5]string
+	splitInto(f[:], v)
+	key := b.Key
+	b.States = append(b.States, limiter.BucketState{
+		EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
+		CapacityMilli: atoi(f[0]), RefillAmountMilli: atoi(f[1]), RefillPeriodMs: atoi(f[2]),
+		TokensMilli: atoi(f[3]), TotalConsumedMilli: atoi(f[4]),
+	})
+}
+
+// finishBucket gives every limit the item's refill time and orders the
+// limits by name.
+func finishBucket(b *limiter.Bucket) {
+	for i := range b.States {
+		b.States[i].LastRefillMs = b.RefillMs
+	}
+	slices.SortFunc(b.States, func(x, y limiter.BucketState) int { return strings.Compare(x.LimitName, y.LimitName) })
+}
+
+// splitInto splits a '|'-separated record into len(f) fields (missing ones
+// empty; the last keeps any further separators).
+func splitInto(f []string, s string) {
+	for i := range f {
+		if i == len(f)-1 {
+			f[i] = s
+			return
+		}
+		var ok bool
+		f[i], s, ok = strings.Cut(s, "|")
+		if !ok {
+			return
+		}
+	}
 }
 
 // LoadBuckets implements [limiter.Repository]: one pipeline of HGETALLs
@@ -439,14 +489,7 @@ func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeReque
 	for i, r := range reqs {
 		reason, _ := res[1+i].(string)
 		item, _ := res[1+len(reqs)+i].(string)
-		h := map[string]string{}
-		for item != "" {
-			var k, v string
-			k, item, _ = strings.Cut(item, "\n")
-			v, item, _ = strings.Cut(item, "\n")
-			h[k] = v
-		}
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeBucket(r.Key, h), Reason: limiter.RefusalReason(reason)}
+		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
 	}
 	return out, nil
 }

@@ -10,92 +10,97 @@
 -- ARGV per request: now, the number of resolved limits, each as name and
 -- "cp|ra|rp" (compared with the prefix of the limit's field), the number
 -- of amounts, each as name and millitokens.
+--
+-- The common request (small numbers, no refusal) allocates little: the
+-- arguments are read in place, by index, twice (check, then write).
 
-local reqs = {}
-for r = 1, #KEYS do
-  local q = {key = KEYS[r], now = nxt(), limits = {}, consume = {}}
-  for _ = 1, nxtn() do
-    q.limits[#q.limits + 1] = {name = nxt(), params = nxt()}
+local find, sub, byte = string.find, string.sub, string.byte
+
+-- field returns the index in flat (an HGETALL reply) of field f's value.
+local function field(flat, f)
+  for i = 1, #flat, 2 do
+    if flat[i] == f then return i + 1 end
   end
-  for _ = 1, nxtn() do
-    q.consume[#q.consume + 1] = {name = nxt(), amount = nxt()}
-  end
-  -- flat: the HGETALL reply; at[field]: the index of its value in flat
-  local flat = redis.call('HGETALL', q.key)
-  local at = {}
-  for i = 1, #flat, 2 do at[flat[i]] = i + 1 end
-  q.flat, q.at = flat, at
-  reqs[r] = q
 end
 
--- state returns the balance and total consumed of the limit whose field
--- value is v and whose parameters ("cp|ra|rp") take n characters.
-local function state(v, n)
-  local rest = string.sub(v, n + 2)
-  local bar = string.find(rest, '|', 1, true)
-  return string.sub(rest, 1, bar - 1), string.sub(rest, bar + 1)
+-- split returns the parameters ("cp|ra|rp"), balance and total consumed
+-- of a limit's field value.
+local function split(v)
+  local a = find(v, '|', 1, true)
+  local b = find(v, '|', a + 1, true)
+  local c = find(v, '|', b + 1, true)
+  local d = find(v, '|', c + 1, true)
+  return sub(v, 1, c - 1), sub(v, c + 1, d - 1), sub(v, d + 1)
 end
 
--- params_len returns the length of the parameters of field value v.
-local function params_len(v)
-  local a = string.find(v, '|', 1, true)
-  local b = string.find(v, '|', a + 1, true)
-  return string.find(v, '|', b + 1, true) - 1
-end
-
-local function refusal(q)
-  local flat, at = q.flat, q.at
-  if #flat == 0 then return 'bucket_missing' end
-  local h = at['h']
-  if h and expired(string.match(flat[h], '^[^|]*|[^|]*|[^|]*|([^|]*)|'), q.now) then return 'bucket_expired' end
-  for _, l in ipairs(q.limits) do
-    local i = at['l:' .. l.name]
-    if not i then return 'limit_missing' end
-    local v, n = flat[i], #l.params
-    if string.sub(v, 1, n) ~= l.params or string.byte(v, n + 1) ~= 124 then return 'limits_changed' end
-  end
-  local short = false
-  for _, c in ipairs(q.consume) do
-    local i = at['l:' .. c.name]
-    if not i then return 'limit_missing' end
-    if c.amount ~= '0' and string.byte(c.amount, 1) ~= 45 then -- positive
-      local v = flat[i]
-      local tk = state(v, params_len(v))
-      if icmp(tk, c.amount) < 0 then short = true end
-    end
-  end
-  if short then return 'app_limit_exhausted' end
-  return ''
-end
-
+local flats, starts = {}, {}
 local out = {0}
 local refused = false
-for r, q in ipairs(reqs) do
-  local why = refusal(q)
+local argi = 0
+for r = 1, #KEYS do
+  local flat = redis.call('HGETALL', KEYS[r])
+  flats[r], starts[r] = flat, argi
+  local now = ARGV[argi + 1]
+  local nl = tonumber(ARGV[argi + 2])
+  local li = argi + 2
+  local ci = li + 2 * nl + 1
+  local nc = tonumber(ARGV[ci])
+  argi = ci + 2 * nc
+  local why = ''
+  if #flat == 0 then
+    why = 'bucket_missing'
+  else
+    local h = field(flat, 'h')
+    if h and expired(string.match(flat[h], '^[^|]*|[^|]*|[^|]*|([^|]*)|'), now) then why = 'bucket_expired' end
+    if why == '' then
+      for k = li + 1, li + 2 * nl, 2 do
+        local i = field(flat, 'l:' .. ARGV[k])
+        if not i then why = 'limit_missing'; break end
+        local p = ARGV[k + 1]
+        local v, n = flat[i], #p
+        if sub(v, 1, n) ~= p or byte(v, n + 1) ~= 124 then why = 'limits_changed'; break end
+      end
+    end
+    if why == '' then
+      local short = false
+      for k = ci + 1, ci + 2 * nc, 2 do
+        local i = field(flat, 'l:' .. ARGV[k])
+        if not i then why = 'limit_missing'; break end
+        local amt = ARGV[k + 1]
+        if amt ~= '0' and byte(amt, 1) ~= 45 then -- positive
+          local _, tk = split(flat[i])
+          if icmp(tk, amt) < 0 then short = true end
+        end
+      end
+      if why == '' and short then why = 'app_limit_exhausted' end
+    end
+  end
   out[r + 1] = why
   if why ~= '' then refused = true end
 end
+
 if not refused then
   out[1] = 1
-  for _, q in ipairs(reqs) do
+  for r = 1, #KEYS do
+    local flat, a = flats[r], starts[r]
+    local ci = a + 3 + 2 * tonumber(ARGV[a + 2])
     local set = {}
-    for _, c in ipairs(q.consume) do
-      if c.amount ~= '0' then
-        local f = 'l:' .. c.name
-        local i = q.at[f]
-        local v = q.flat[i]
-        local n = params_len(v)
-        local tk, tc = state(v, n)
-        v = string.sub(v, 1, n + 1) .. isub(tk, c.amount) .. '|' .. iadd(tc, c.amount)
-        q.flat[i] = v
+    for k = ci + 1, ci + 2 * tonumber(ARGV[ci]), 2 do
+      local amt = ARGV[k + 1]
+      if amt ~= '0' then
+        local f = 'l:' .. ARGV[k]
+        local i = field(flat, f)
+        local p, tk, tc = split(flat[i])
+        local v = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+        flat[i] = v
         set[#set + 1] = f
         set[#set + 1] = v
       end
     end
-    if #set > 0 then redis.call('HSET', q.key, unpack(set)) end
+    if #set > 0 then redis.call('HSET', KEYS[r], unpack(set)) end
   end
 end
-for _, q in ipairs(reqs) do
-  out[#out + 1] = table.concat(q.flat, '\n')
+for r = 1, #KEYS do
+  out[#out + 1] = table.concat(flats[r], '\n')
 end
 return out
