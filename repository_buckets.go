@@ -86,29 +86,11 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 	return metas, buckets, nil
 }
 
-// bucketFromDynamoDB converts a bucket item. The hidden wcu limit goes to
-// the unexported wcu field, not to States.
+// bucketFromDynamoDB converts a bucket item (see bucketFromItem).
 func bucketFromDynamoDB(item map[string]types.AttributeValue) (*Bucket, error) {
-	d, err := bucketFromItem(item)
+	_, b, err := bucketFromItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("read bucket item: %w", err)
-	}
-	b := &Bucket{
-		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
-		ShardCount: max(d.ShardCount, 1),
-		RefillMs:   d.RefillMs,
-		Cascade:    d.Cascade,
-		ParentID:   d.ParentID,
-		TTL:        d.TTL,
-		States:     make([]BucketState, 0, len(d.States)),
-	}
-	for _, s := range d.States {
-		s.EntityID, s.Resource, s.ShardID = d.EntityID, d.Resource, d.Shard
-		if s.LimitName == wcuLimitName {
-			b.wcu = &s
-			continue
-		}
-		b.States = append(b.States, s)
 	}
 	return b, nil
 }

@@ -498,7 +498,7 @@ func capacityFixture(env *testEnv) {
 			RefillAmountMilli: capacity * 1000, RefillPeriodMs: 60_000}
 	}
 	bucket := func(ns, entity, resource string, shard, shards int, rf int64, states ...BucketState) map[string]types.AttributeValue {
-		return bucketItem(ns, bucketItemSpec{EntityID: entity, Resource: resource, Shard: shard, ShardCount: shards, RefillMs: rf, States: states})
+		return bucketItem(ns, &Bucket{Key: BucketKey{EntityID: entity, Resource: resource, Shard: shard}, ShardCount: shards, RefillMs: rf, States: states})
 	}
 	ns := env.repo.NamespaceID()
 	env.put(

@@ -46,14 +46,14 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 1000},
 		{LimitName: "tpm-x", TokensMilli: -1500, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 60_000},
 	}
-	spec := bucketItemSpec{EntityID: "key-1", Resource: "openai/gpt-4", RefillMs: 1_700_000_000_123, Cascade: true, ParentID: "proj", TTL: 1_700_000_420, States: states}
-	put(bucketItem(ns, spec))
+	spec := Bucket{Key: BucketKey{EntityID: "key-1", Resource: "openai/gpt-4"}, RefillMs: 1_700_000_000_123, Cascade: true, ParentID: "proj", TTL: 1_700_000_420, States: states}
+	put(bucketItem(ns, &spec))
 	spec2 := spec
-	spec2.Resource, spec2.Shard, spec2.ShardCount = "claude", 1, 2
-	put(bucketItem(ns, spec2))
+	spec2.Key.Resource, spec2.Key.Shard, spec2.ShardCount = "claude", 1, 2
+	put(bucketItem(ns, &spec2))
 	other := spec
-	other.EntityID, other.Cascade, other.ParentID = "key-2", false, ""
-	put(bucketItem(ns, other))
+	other.Key.EntityID, other.Cascade, other.ParentID = "key-2", false, ""
+	put(bucketItem(ns, &other))
 	put(entityItem(ns, Entity{ID: "proj", Name: "proj"}))
 	put(entityItem(ns, Entity{ID: "key-1", Name: "k1", ParentID: "proj", Cascade: true}))
 	put(entityItem(ns, Entity{ID: "key-2", Name: "k2", ParentID: "proj"}))
@@ -65,11 +65,11 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := bucketFromItem(out.Item)
+	gotNS, got, err := bucketFromItem(out.Item)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.EntityID != "key-1" || got.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL {
+	if gotNS != ns || got.Key.EntityID != "key-1" || got.Key.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL {
 		t.Fatalf("read back %+v", got)
 	}
 	var names []string
@@ -79,7 +79,10 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 			t.Errorf("tpm-x state %+v", s)
 		}
 	}
-	if !cmp.Equal(names, []string{"rpm", "tpm-x", "wcu"}) {
+	if got.wcu == nil || got.wcu.TokensMilli != got.wcu.CapacityMilli {
+		t.Errorf("wcu state %+v, want a full bucket", got.wcu)
+	}
+	if !cmp.Equal(names, []string{"rpm", "tpm-x"}) {
 		t.Errorf("limits %v", names)
 	}
 

@@ -16,54 +16,24 @@ import (
 // ---------------------------------------------------------------------------
 // Bucket items: PK {ns}/BUCKET#{id}#{res}#{shard}, SK #STATE.
 
-// bucketItemSpec describes a bucket item to create.
-type bucketItemSpec struct {
-	EntityID string
-	Resource string
-	Shard    int
-	// ShardCount is the entity/resource's shard count; zero means 1.
-	ShardCount int
-	// RefillMs is rf: the writer's clock in epoch milliseconds (not the
-	// states' LastRefillMs).
-	RefillMs int64
-	// Cascade and ParentID are denormalised from the entity; ParentID ""
-	// means no parent_id attribute.
-	Cascade  bool
-	ParentID string
-	// TTL is the ttl attribute in epoch seconds (see [ttlEpochSeconds]);
-	// zero means no ttl attribute.
-	TTL int64
-	// States are written as b_{L}_tk/cp/ra/rp/tc. Only the limit name and
-	// the millitoken/millisecond fields are used.
-	States []BucketState
-}
-
-// bucketItemData is a bucket item read back by [bucketFromItem].
-type bucketItemData struct {
-	Namespace string
-	bucketItemSpec
-}
-
-// bucketItem returns the full bucket item for a create (a PutItem guarded by
-// attribute_not_exists(PK)). The hidden wcu limit is written as a full
-// bucket unless States carries a wcu state, which is then written as given.
-func bucketItem(ns string, b bucketItemSpec) map[string]types.AttributeValue {
-	limits := make([]ddbschema.BucketLimit, len(b.States))
-	for i, s := range b.States {
-		limits[i] = ddbschema.BucketLimit{
-			Name:               s.LimitName,
-			TokensMilli:        s.TokensMilli,
-			CapacityMilli:      s.CapacityMilli,
-			RefillAmountMilli:  s.RefillAmountMilli,
-			RefillPeriodMs:     s.RefillPeriodMs,
-			TotalConsumedMilli: s.TotalConsumedMilli,
-		}
+// bucketItem returns the full item of bucket b in namespace ns, for a
+// create (a PutItem guarded by attribute_not_exists(PK)). The hidden wcu
+// limit is written from b's wcu state, or from a state of States named
+// wcu, else as a full bucket. ShardCount zero is written as 1; TTL zero
+// writes no ttl attribute and ParentID "" no parent_id attribute.
+func bucketItem(ns string, b *Bucket) map[string]types.AttributeValue {
+	limits := make([]ddbschema.BucketLimit, 0, len(b.States)+1)
+	for _, s := range b.States {
+		limits = append(limits, bucketLimit(s))
+	}
+	if b.wcu != nil {
+		limits = append(limits, bucketLimit(*b.wcu))
 	}
 	return ddbschema.BucketItem(ddbschema.Bucket{
 		Namespace:  ns,
-		EntityID:   b.EntityID,
-		Resource:   b.Resource,
-		Shard:      b.Shard,
+		EntityID:   b.Key.EntityID,
+		Resource:   b.Key.Resource,
+		Shard:      b.Key.Shard,
 		ShardCount: b.ShardCount,
 		RefillMs:   b.RefillMs,
 		Cascade:    b.Cascade,
@@ -73,40 +43,55 @@ func bucketItem(ns string, b bucketItemSpec) map[string]types.AttributeValue {
 	})
 }
 
-// bucketFromItem reads a bucket item (see ddbschema.BucketFromItem). States
-// holds one entry per limit, sorted by name and including wcu, each with
-// the item's entity, resource and shard and LastRefillMs = rf.
-func bucketFromItem(item map[string]types.AttributeValue) (bucketItemData, error) {
-	b, err := ddbschema.BucketFromItem(item)
-	if err != nil {
-		return bucketItemData{}, err
+func bucketLimit(s BucketState) ddbschema.BucketLimit {
+	return ddbschema.BucketLimit{
+		Name:               s.LimitName,
+		TokensMilli:        s.TokensMilli,
+		CapacityMilli:      s.CapacityMilli,
+		RefillAmountMilli:  s.RefillAmountMilli,
+		RefillPeriodMs:     s.RefillPeriodMs,
+		TotalConsumedMilli: s.TotalConsumedMilli,
 	}
-	d := bucketItemData{Namespace: b.Namespace, bucketItemSpec: bucketItemSpec{
-		EntityID:   b.EntityID,
-		Resource:   b.Resource,
-		Shard:      b.Shard,
-		ShardCount: b.ShardCount,
-		RefillMs:   b.RefillMs,
-		Cascade:    b.Cascade,
-		ParentID:   b.ParentID,
-		TTL:        b.TTL,
-		States:     make([]BucketState, len(b.Limits)),
-	}}
-	for i, l := range b.Limits {
-		d.States[i] = BucketState{
-			EntityID:           b.EntityID,
-			Resource:           b.Resource,
+}
+
+// bucketFromItem reads a bucket item: its namespace and the bucket, whose
+// States hold one state per limit, sorted by name, each with the item's
+// entity, resource and shard and LastRefillMs = rf. The hidden wcu limit
+// goes to the unexported wcu field, not to States.
+func bucketFromItem(item map[string]types.AttributeValue) (string, *Bucket, error) {
+	d, err := ddbschema.BucketFromItem(item)
+	if err != nil {
+		return "", nil, err
+	}
+	b := &Bucket{
+		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
+		ShardCount: max(d.ShardCount, 1),
+		RefillMs:   d.RefillMs,
+		Cascade:    d.Cascade,
+		ParentID:   d.ParentID,
+		TTL:        d.TTL,
+		States:     make([]BucketState, 0, len(d.Limits)),
+	}
+	for _, l := range d.Limits {
+		s := BucketState{
+			EntityID:           d.EntityID,
+			Resource:           d.Resource,
 			LimitName:          l.Name,
-			ShardID:            b.Shard,
+			ShardID:            d.Shard,
 			TokensMilli:        l.TokensMilli,
-			LastRefillMs:       b.RefillMs,
+			LastRefillMs:       d.RefillMs,
 			CapacityMilli:      l.CapacityMilli,
 			RefillAmountMilli:  l.RefillAmountMilli,
 			RefillPeriodMs:     l.RefillPeriodMs,
 			TotalConsumedMilli: l.TotalConsumedMilli,
 		}
+		if s.LimitName == wcuLimitName {
+			b.wcu = &s
+			continue
+		}
+		b.States = append(b.States, s)
 	}
-	return d, nil
+	return d.Namespace, b, nil
 }
 
 // ---------------------------------------------------------------------------

@@ -17,64 +17,68 @@ import (
 func TestBucketItemRoundTrip(t *testing.T) {
 	t.Parallel()
 	wcuFull := BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000}
+	wcuUsed := BucketState{LimitName: wcuLimitName, TokensMilli: 998000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, TotalConsumedMilli: 2000}
 	for _, tc := range []struct {
 		name string
-		spec bucketItemSpec
+		b    Bucket
 		// wantWCU is the wcu state expected back (LastRefillMs and
 		// identity fields are filled in by the test).
 		wantWCU BucketState
 	}{
 		{
 			name: "cascade child, wcu injected",
-			spec: bucketItemSpec{EntityID: "C", Resource: "api", ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []BucketState{
+			b: Bucket{Key: BucketKey{EntityID: "C", Resource: "api"}, ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []BucketState{
 				{EntityID: "C", Resource: "api", LimitName: "rpm", TokensMilli: 9000, LastRefillMs: 1767225600123, CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000, TotalConsumedMilli: 1000},
 			}},
 			wantWCU: wcuFull,
 		},
 		{
 			name: "shard, slash resource, no ttl, no parent, wcu given, negative tokens",
-			spec: bucketItemSpec{
-				EntityID: "user.name@example.com", Resource: "openai/gpt-4", Shard: 3, ShardCount: 4, RefillMs: 1700000000000,
+			b: Bucket{
+				Key: BucketKey{EntityID: "user.name@example.com", Resource: "openai/gpt-4", Shard: 3}, ShardCount: 4, RefillMs: 1700000000000,
 				States: []BucketState{
 					{LimitName: "tpm", TokensMilli: -5000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 15_000},
 					{LimitName: "my_limit", TokensMilli: 1, CapacityMilli: 2, RefillAmountMilli: 3, RefillPeriodMs: 4000},
-					{LimitName: wcuLimitName, TokensMilli: 998000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, TotalConsumedMilli: 2000},
 				},
+				wcu: &wcuUsed,
 			},
-			wantWCU: BucketState{LimitName: wcuLimitName, TokensMilli: 998000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, TotalConsumedMilli: 2000},
+			wantWCU: wcuUsed,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			const ns = "vG58F-ORDeU"
-			item := bucketItem(ns, tc.spec)
-			if pk := schemaAVText(item[attrPK]); pk != `S:"`+pkBucket(ns, tc.spec.EntityID, tc.spec.Resource, tc.spec.Shard)+`"` {
+			item := bucketItem(ns, &tc.b)
+			if pk := schemaAVText(item[attrPK]); pk != `S:"`+pkBucket(ns, tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard)+`"` {
 				t.Errorf("PK = %s", pk)
 			}
-			got, err := bucketFromItem(item)
+			gotNS, got, err := bucketFromItem(item)
 			if err != nil {
 				t.Fatalf("bucketFromItem: %v", err)
 			}
+			if gotNS != ns {
+				t.Errorf("namespace %q, want %q", gotNS, ns)
+			}
 			fill := func(s BucketState) BucketState {
-				s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = tc.spec.EntityID, tc.spec.Resource, tc.spec.Shard, tc.spec.RefillMs
+				s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard, tc.b.RefillMs
 				return s
 			}
-			want := bucketItemData{Namespace: ns, bucketItemSpec: tc.spec}
-			want.States = []BucketState{fill(tc.wantWCU)}
-			for _, s := range tc.spec.States {
-				if s.LimitName != wcuLimitName {
-					want.States = append(want.States, fill(s))
-				}
+			want := tc.b
+			wcu := fill(tc.wantWCU)
+			want.wcu = &wcu
+			want.States = nil
+			for _, s := range tc.b.States {
+				want.States = append(want.States, fill(s))
 			}
 			sort.Slice(want.States, func(i, j int) bool { return want.States[i].LimitName < want.States[j].LimitName })
-			if diff := cmp.Diff(want, got, cmp.AllowUnexported(bucketItemData{})); diff != "" {
+			if diff := cmp.Diff(&want, got, cmp.AllowUnexported(Bucket{})); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
 		})
 	}
 
 	// Read errors pass through.
-	if _, err := bucketFromItem(map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")}); err == nil {
+	if _, _, err := bucketFromItem(map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")}); err == nil {
 		t.Error("bucketFromItem(entity PK) succeeded")
 	}
 }

@@ -62,10 +62,8 @@ func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
 	key := bucketPrimaryKey(ns, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
 	switch w.Kind {
 	case WriteCreate:
-		spec := bucketItemSpec{
-			EntityID:   w.Key.EntityID,
-			Resource:   w.Key.Resource,
-			Shard:      w.Key.Shard,
+		spec := &Bucket{
+			Key:        w.Key,
 			ShardCount: w.ShardCount,
 			RefillMs:   w.NowMs,
 			Cascade:    w.Cascade,

@@ -48,7 +48,7 @@ func TestNormalWriteShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	R := epoch.UnixMilli()
-	item := bucketItem(env.repo.NamespaceID(), bucketItemSpec{EntityID: "e", Resource: "api", RefillMs: R, States: []BucketState{
+	item := bucketItem(env.repo.NamespaceID(), &Bucket{Key: BucketKey{EntityID: "e", Resource: "api"}, RefillMs: R, States: []BucketState{
 		{LimitName: "rps", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 1000},
 		{LimitName: "tpm", TokensMilli: 9_900_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
 	}})

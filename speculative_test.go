@@ -258,7 +258,7 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	ns := env.repo.NamespaceID()
 	// Two shard items: shard 0 drained, shard 1 full.
 	for shard, tk := range []int64{0, 100_000} {
-		item := bucketItem(ns, bucketItemSpec{EntityID: "e", Resource: "api", Shard: shard, ShardCount: 2, RefillMs: epoch.UnixMilli(),
+		item := bucketItem(ns, &Bucket{Key: BucketKey{EntityID: "e", Resource: "api", Shard: shard}, ShardCount: 2, RefillMs: epoch.UnixMilli(),
 			States: []BucketState{{LimitName: "rpm", TokensMilli: tk, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
 		if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
 			t.Fatal(err)
@@ -376,7 +376,7 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	// P's bucket as the original writes it when it is created as the parent
 	// side of C's cascade: cascade=false, no parent_id.
-	item := bucketItem(env.repo.NamespaceID(), bucketItemSpec{EntityID: "P", Resource: "api", RefillMs: epoch.UnixMilli(),
+	item := bucketItem(env.repo.NamespaceID(), &Bucket{Key: BucketKey{EntityID: "P", Resource: "api"}, RefillMs: epoch.UnixMilli(),
 		States: []BucketState{{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
 	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
 		t.Fatal(err)
