@@ -17,7 +17,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
-// Soak tests (issue 19): a long-running service sees a steady stream of new
+// Soak tests: a long-running service sees a steady stream of new
 // keys; its heap must stay flat however many it has seen. Each acquire is
 // on a new entity id, under resource-default limits (so that the config
 // cache holds two negative entries for every entity), with the over-limit
@@ -222,8 +222,8 @@ func TestSoakMemory(t *testing.T) {
 }
 
 // TestSoakDynamoDB runs distinct keys through one limiter on DynamoDB Local,
-// with 32 goroutines on the wall clock. Full size, the measure of issue 19:
-// 32 goroutines, one RateLimiter with the default ceilings, resource-default
+// with 32 goroutines on the wall clock. At full size it is the measure the
+// caches' bounds were made for: 32 goroutines, one RateLimiter with the default ceilings, resource-default
 // limits, the over-limit cache on, each acquire on a new entity id; from
 // 8,000 to 20,000 keys the live heap grows by less than 2 MiB (before the
 // caches were bounded it grew by about 600 bytes per key: +7 MiB).
