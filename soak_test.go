@@ -183,7 +183,7 @@ func settledGoroutines(want int) int {
 // smallCaches are the ceilings of the default-size soak tests.
 var smallCaches = []Option{WithCacheSize(CacheConfigs, 1000), WithCacheSize(CacheEntities, 500), WithCacheSize(CacheOverLimit, 500)}
 
-// soakMemoryBound is the documented bound (README, "Memory") of the heap
+// soakMemoryBound is the documented bound (docs/performance.md) of the heap
 // the limiter's per-key state takes with the default ceilings on the memory
 // backend (the caches full, plus the backend's ~9,000 unexpired buckets),
 // with margin: 9.5–11 MiB was measured.
