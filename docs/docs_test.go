@@ -57,7 +57,8 @@
 // Makefile target; every test, benchmark, fuzz or example function named in
 // a code span exists (TestConformance/X: X is a scenario of storetest);
 // every exported identifier written as pkg.Name, Type.Member or rl.Method in
-// a code span exists; and every relative link resolves, anchors included.
+// a code span exists; every relative link resolves, anchors included; and
+// the README's package map has a line for every package of the module.
 package docs
 
 import (
@@ -584,4 +585,33 @@ func needTool(t *testing.T, name string) string {
 		t.Skipf("%s is not on PATH", name)
 	}
 	return p
+}
+
+// TestPackageMap: the README's package map has a line for every package of
+// the module.
+func TestPackageMap(t *testing.T) {
+	cmd := exec.Command(needTool(t, "go"), "list", "./...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	readme := readRoot(t, "README.md")
+	i := strings.Index(readme, "\n## Packages\n")
+	if i < 0 {
+		t.Fatal("README.md has no ## Packages section")
+	}
+	packageMap := readme[i:]
+	if j := strings.Index(packageMap[1:], "\n## "); j >= 0 {
+		packageMap = packageMap[:j+1]
+	}
+	for _, p := range strings.Fields(string(out)) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, modulePath), "/")
+		if rel == "" {
+			rel = "limiter"
+		}
+		if !strings.Contains(packageMap, "| [`"+rel+"`]") {
+			t.Errorf("README.md's package map has no line for %s", rel)
+		}
+	}
 }
