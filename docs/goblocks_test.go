@@ -406,6 +406,6 @@ func TestIdentifiersExist(t *testing.T) {
 		}
 	}
 	if checked < 50 {
-		t.Errorf("only %d identifiers checked, want the docs' API references", checked)
+		t.Errorf("only %d identifiers checked, want the docs' API names", checked)
 	}
 }
