@@ -107,7 +107,8 @@ func pyTryConsume(s BucketState, requested, now int64) consumeResult {
 }
 
 // bucketSeeds are (tokens, lastRefill, now, capacity, amount, period) tuples
-// covering the reference's test numbers and the int64 edges.
+// covering the numbers of the original's bucket tests and worked examples,
+// and the int64 edges.
 var bucketSeeds = [][6]int64{
 	{50_000_000, 1000, 1000, 100_000_000, 100_000_000, 60_000},
 	{0, 0, 30_000, 100_000_000, 100_000_000, 60_000},

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Bucket settings used by the original's tests/unit/test_bucket.py
-// (reference §8.2) and the worked vectors of Appendix C.
+// Bucket settings used by the original's tests/unit/test_bucket.py and by
+// worked examples traced on the original (the aggregator's refill, a
+// slow-path write, a debt's retry-after).
 const (
 	// A 100,000 tokens/minute limit in millitokens.
 	cap100k    = 100_000_000
@@ -44,18 +45,21 @@ func TestRefillBucket(t *testing.T) {
 		capacity, amount, period int64
 		wantTokens, wantLast     int64
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"no time elapsed", 50_000_000, 1000, 1000, cap100k, cap100k, perMinMs, 50_000_000, 1000},
 		{"partial refill", 0, 0, 30_000, cap100k, cap100k, perMinMs, 50_000_000, 30_000},
 		{"capped", 0, 0, 120_000, cap100k, cap100k, perMinMs, cap100k, 120_000},
 		{"debt refill", -50_000_000, 0, 30_000, cap100k, cap100k, perMinMs, 0, 30_000},
-		// Appendix C6 (aggregator refill, shard_count 1 and 2).
-		{"C6 one shard", 0, 1_700_000_000_000, 1_700_000_030_000, 100_000_000, 100_000_000, perMinMs, 50_000_000, 1_700_000_030_000},
-		{"C6 two shards", 0, 1_700_000_000_000, 1_700_000_030_000, 50_000_000, 50_000_000, perMinMs, 25_000_000, 1_700_000_030_000},
-		// Appendix C3: 203 ms of 10,000 tokens/min earns 33,833 millitokens
-		// in 202.998 ms, so the clock advances by 202 ms only.
-		{"C3 tpm drift compensation", 9_900_000, 5000, 5203, 10_000_000, 10_000_000, perMinMs, 9_933_833, 5202},
-		{"C3 rps capped keeps full earning time", 9000, 5000, 5203, 10_000, 10_000, 1000, 10_000, 5203},
+		// The aggregator's refill of an empty bucket 30 s after its last
+		// refill, 100,000 tokens/min, on one shard and on two (each shard
+		// owns half the capacity and rate).
+		{"aggregator refill one shard", 0, 1_700_000_000_000, 1_700_000_030_000, 100_000_000, 100_000_000, perMinMs, 50_000_000, 1_700_000_030_000},
+		{"aggregator refill two shards", 0, 1_700_000_000_000, 1_700_000_030_000, 50_000_000, 50_000_000, perMinMs, 25_000_000, 1_700_000_030_000},
+		// A slow-path write traced on the original: 203 ms of 10,000
+		// tokens/min earns 33,833 millitokens in 202.998 ms, so the clock
+		// advances by 202 ms only; rps at 10/s is capped and keeps its time.
+		{"tpm drift compensation", 9_900_000, 5000, 5203, 10_000_000, 10_000_000, perMinMs, 9_933_833, 5202},
+		{"rps capped keeps full earning time", 9000, 5000, 5203, 10_000, 10_000, 1000, 10_000, 5203},
 		// 1 token/min earns one millitoken every 60 ms.
 		{"sub-millitoken elapsed is kept", 0, 1000, 1059, 1000, 1000, perMinMs, 0, 1000},
 		{"remainder is kept for next time", 0, 1000, 1061, 1000, 1000, perMinMs, 1, 1060},
@@ -63,7 +67,8 @@ func TestRefillBucket(t *testing.T) {
 		{"negative elapsed across int64 range", 7, maxI, minI, cap100k, cap100k, perMinMs, 7, maxI},
 		{"above capacity without refill stays", 2000, 1000, 1059, 1000, 1000, perMinMs, 2000, 1000},
 		{"above capacity with refill snaps to capacity", 2000, 1000, 1060, 1000, 1000, perMinMs, 1000, 1060},
-		// Corrupt buckets (reference §10 B1): the original divides by zero.
+		// Corrupt buckets: the original divides by zero on a bucket with a
+		// zero refill period (an item whose limit had only a balance written).
 		{"zero period does not panic", 5, 0, 1000, 1000, 1000, 0, 5, 0},
 		{"zero amount refills nothing", 5, 0, 1000, 1000, 0, 1000, 5, 0},
 		{"all zero", 0, 0, 1000, 0, 0, 0, 0, 0},
@@ -74,7 +79,8 @@ func TestRefillBucket(t *testing.T) {
 		// 158,400,000,166,666 millitokens with 40,000 left over, so the clock
 		// stops 1 ms short of now.
 		{"overflowing product keeps the remainder", 0, 0, elevenDays + 1, cap10M, cap10M, perMinMs, cap10M, elevenDays},
-		// Reference §3.1: 3.2e10 ms × 1e13 = 3.2e23 (beyond 2^64 too).
+		// Python's integers do not overflow: 3.2e10 ms × 1e13 = 3.2e23 is
+		// beyond 2^64 too, and the refill must still be exact.
 		{"a year idle at 10^13 per minute", 0, 0, 32_000_000_000, 10_000_000_000_000, 10_000_000_000_000, perMinMs, 10_000_000_000_000, 31_999_999_999},
 		{"full int64 range elapsed", 0, minI, maxI, maxI, maxI, 1, maxI, maxI},
 		// Negative settings only occur on corrupt items; Python's floor
@@ -130,16 +136,19 @@ func TestTryConsume(t *testing.T) {
 		now       int64
 		want      consumeResult
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"consume success", full, 50_000, 0, consumeResult{Success: true, NewTokensMilli: 50_000_000, Available: 100_000}},
 		{"consume exact", full, 100_000, 0, consumeResult{Success: true, NewTokensMilli: 0, Available: 100_000}},
 		// deficit 50,000,000 × 60000 // 10^8 = 30000 ms.
 		{"insufficient", full, 150_000, 0, consumeResult{NewTokensMilli: cap100k, Available: 100_000, RetryAfter: ms(30_001)}},
 		{"consume after refill", state(0, 0, cap100k, cap100k, perMinMs), 30_000, 30_000,
 			consumeResult{Success: true, NewTokensMilli: 20_000_000, NewLastRefillMs: 30_000, Available: 50_000}},
-		// Appendix C4: rpm 10/min at −11 tokens, limit not consumed.
-		{"C4 debt blocks a zero request", rpm10(-11_000), 0, 0, consumeResult{NewTokensMilli: -11_000, Available: -11, RetryAfter: ms(66_001)}},
-		{"C4 override mismatch", rpm10(9_000), 50, 0, consumeResult{NewTokensMilli: 9_000, Available: 9, RetryAfter: ms(246_001)}},
+		// The worked example of a debt: rpm 10/min at −11 tokens, limit
+		// not consumed, waits 11,000×60,000//10,000 = 66,000 ms (+1 ms).
+		// Then a bucket created at 10/min holding 9 tokens asked for 50 by
+		// an override with other settings: the stored settings count.
+		{"debt blocks a zero request", rpm10(-11_000), 0, 0, consumeResult{NewTokensMilli: -11_000, Available: -11, RetryAfter: ms(66_001)}},
+		{"override with other settings uses the stored ones", rpm10(9_000), 50, 0, consumeResult{NewTokensMilli: 9_000, Available: 9, RetryAfter: ms(246_001)}},
 		// Floor division: −1500 millitokens is −2 tokens; 1500×60000//10000 = 9000.
 		{"available floors negative balance", rpm10(-1500), 0, 0, consumeResult{NewTokensMilli: -1500, Available: -2, RetryAfter: ms(9_001)}},
 		{"available floors positive balance", rpm10(1500), 1, 0, consumeResult{Success: true, NewTokensMilli: 500, Available: 1}},
@@ -147,8 +156,9 @@ func TestTryConsume(t *testing.T) {
 		{"negative request adds tokens without cap", full, -5, 0, consumeResult{Success: true, NewTokensMilli: cap100k + 5000, Available: 100_000}},
 		{"eleven idle days then consume", state(0, 0, cap10M, cap10M, perMinMs), 5000, elevenDays,
 			consumeResult{Success: true, NewTokensMilli: cap10M - 5_000_000, NewLastRefillMs: elevenDays, Available: 10_000_000}},
-		// Corrupt bucket with only tk (reference §10 B1): no panic; a bucket
-		// that never refills never satisfies a deficit.
+		// Corrupt bucket with only a balance and no refill settings (the
+		// original divides by zero on it): no panic; a bucket that never
+		// refills never satisfies a deficit.
 		{"corrupt bucket denies forever", state(0, 0, 0, 0, 0), 1, 1000, consumeResult{RetryAfter: math.MaxInt64}},
 		{"corrupt bucket admits zero request", state(0, 0, 0, 0, 0), 0, 1000, consumeResult{Success: true}},
 		// requested×1000 overflows int64; the deficit is still exact.
@@ -182,14 +192,15 @@ func TestCalculateRetryAfter(t *testing.T) {
 		deficit, amount, period int64
 		want                    time.Duration
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"no deficit", 0, cap100k, perMinMs, 0},
 		{"negative deficit", -5000, cap100k, perMinMs, 0},
 		{"10k tokens at 100k/min", 10_000_000, cap100k, perMinMs, ms(6_001)},
 		{"100k tokens at 100k/min", 100_000_000, cap100k, perMinMs, ms(60_001)},
-		// Appendix C4.
-		{"C4 deficit 11000", 11_000, 10_000, perMinMs, ms(66_001)},
-		{"C4 deficit 41000", 41_000, 10_000, perMinMs, ms(246_001)},
+		// The worked example of a debt: rpm 10/min at −11 tokens, and 9
+		// tokens asked for 50.
+		{"debt of 11 tokens at 10/min", 11_000, 10_000, perMinMs, ms(66_001)},
+		{"deficit of 41 tokens at 10/min", 41_000, 10_000, perMinMs, ms(246_001)},
 		{"one millitoken at 1 token/s", 1, 1000, 1000, ms(2)},
 		{"floors the wait", 1, 3, 1000, ms(334)},
 		{"deficit×period overflows int64", 1 << 40, 1 << 40, 1 << 40, ms(1<<40 + 1)},
@@ -221,7 +232,7 @@ func TestCalculateAvailable(t *testing.T) {
 		now   int64
 		want  int64
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"refilled from empty", state(0, 0, cap100k, cap100k, perMinMs), 30_000, 50_000},
 		{"refilled from debt", state(-100_000_000, 0, cap100k, cap100k, perMinMs), 30_000, -50_000},
 		{"floors negative balance", state(-1500, 0, cap100k, cap100k, perMinMs), 0, -2},
@@ -283,7 +294,7 @@ func TestForceConsume(t *testing.T) {
 		wantTokens int64
 		wantLast   int64
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"within balance", full, 50_000, 0, 50_000_000, 0},
 		{"into debt", full, 150_000, 0, -50_000_000, 0},
 		{"negative amount returns tokens without cap", full, -50_000, 0, 150_000_000, 0},
@@ -314,7 +325,7 @@ func TestBuildLimitStatus(t *testing.T) {
 	}{
 		{"passes", state(10_000, 0, 10_000, 10_000, perMinMs), 3,
 			LimitStatus{EntityID: "child", Resource: "api", LimitName: "rpm", Limit: l, Available: 10, Requested: 3}},
-		{"C4 exceeded", state(-11_000, 0, 10_000, 10_000, perMinMs), 0,
+		{"debt of 11 tokens exceeded", state(-11_000, 0, 10_000, 10_000, perMinMs), 0,
 			LimitStatus{EntityID: "child", Resource: "api", LimitName: "rpm", Limit: l, Available: -11, Exceeded: true, RetryAfter: ms(66_001)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,7 +366,7 @@ func TestWouldRefillSatisfy(t *testing.T) {
 		wantOK  bool
 		want    []LimitStatus
 	}{
-		// Reference §8.2.
+		// The original's test_bucket.py.
 		{"refill covers request", []BucketState{bucket("rpm", 100)}, Consume{"rpm": 10}, 30_000,
 			true, []LimitStatus{status("rpm", 100, 50, 10, 0)}},
 		// 1666 millitokens after 1 s; (100,000 − 1666)×60000//100,000 = 59000.
@@ -374,8 +385,9 @@ func TestWouldRefillSatisfy(t *testing.T) {
 			true, []LimitStatus{status("rpm", 100, 0, -1, 0)}},
 		{"no buckets", nil, Consume{"rpm": 1}, 0, true, nil},
 		{"nil consume", []BucketState{bucket("rpm", 100)}, nil, 0, true, nil},
-		// Bug B2 of the original: wcu would reach Limit validation and the
-		// statuses. It is skipped even when the caller names it.
+		// The original let the hidden wcu limit reach Limit validation and
+		// the statuses (a cascade whose parent was exhausted then failed
+		// with "reserved limit name" instead of a rate limit error). It is skipped even when the caller names it.
 		{"wcu is always skipped", []BucketState{wcu, bucket("rpm", 100)}, Consume{"rpm": 10, wcuLimitName: 1}, 30_000,
 			true, []LimitStatus{status("rpm", 100, 50, 10, 0)}},
 		{"only wcu", []BucketState{wcu}, Consume{wcuLimitName: 5}, 30_000, true, nil},

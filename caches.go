@@ -135,7 +135,7 @@ type cacheEventFunc func(cache CacheName, event CacheEvent, n int64)
 // resource), the entity cache to the entities acquired within
 // [WithEntityCacheTTL]. A config or entity entry costs about 200 bytes
 // plus its entity id, an over-limit entry (which holds a bucket) about
-// 500; see the README section "Memory".
+// 500; see docs/performance.md, "Memory sizing".
 func WithCacheSize(cache CacheName, maxEntries int) Option {
 	return func(rl *RateLimiter) {
 		if cache >= 0 && cache < numCaches {

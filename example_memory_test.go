@@ -19,7 +19,7 @@ import (
 	"github.com/zaelimiter/limiter/redisstore"
 )
 
-// serveRequests is a program written against the README: stored limits, an
+// serveRequests is a program written against the documented API: stored limits, an
 // entity that cascades to its project, Acquire → Adjust → Commit, Do, and a
 // refusal. It takes any Repository, so it runs unchanged on DynamoDB and on
 // the memory store (TestPortableProgram runs it on both).

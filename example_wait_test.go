@@ -19,7 +19,7 @@ import (
 	"github.com/zaelimiter/limiter/memorystore"
 )
 
-// embedAll is a batch job written against the README: it sends every
+// embedAll is a batch job written against the documented API: it sends every
 // document through the LLM, waiting for the rate limiter instead of
 // failing. It runs unchanged on any Repository (TestPortableWait runs it on
 // DynamoDB Local and on the memory store).

@@ -36,9 +36,12 @@ func rateLimited(t *testing.T, err error) *RateLimitExceededError {
 	return rle
 }
 
-// TestAcquireCreatesBucketC1 checks the first cascade acquire against
-// reference Appendix C1, attribute for attribute.
-func TestAcquireCreatesBucketC1(t *testing.T) {
+// TestAcquireCreatesCascadeBuckets checks the items the first cascade acquire
+// writes, attribute for attribute, against those the original writes for the
+// same call (child C of parent P, rpm 10/min, consume 1, TTL multiplier 7 so
+// ttl = now + 10/10×60×7 s): the same keys, GSI keys, hidden wcu limit and
+// counters, the child with cascade and parent_id, the parent without.
+func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
@@ -82,9 +85,10 @@ func TestAcquireCreatesBucketC1(t *testing.T) {
 	})
 }
 
-// TestExhaustWaitAcquire is the §10.2 regression: after draining a bucket,
-// an immediate acquire fails with a positive retry-after and one after the
-// refill succeeds.
+// TestExhaustWaitAcquire guards against a regression the original once had
+// (an existing bucket read back as new, so every acquire failed with a
+// retry-after of 0 for good): after draining a bucket, an immediate acquire
+// fails with a positive retry-after and one after the refill succeeds.
 func TestExhaustWaitAcquire(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -120,9 +124,10 @@ func TestAcquireWithoutEntityRecord(t *testing.T) {
 	})
 }
 
-// TestLimitAddedToExistingBucket is the B1 fix: a limit the item does not
-// have yet is initialised by the write that first needs it, with or without
-// SetLimits.
+// TestLimitAddedToExistingBucket: a limit the item does not have yet is
+// initialised by the write that first needs it, with or without SetLimits.
+// The original never initialised it, so every acquire consuming it failed
+// with a retry-after of 0 for good.
 func TestLimitAddedToExistingBucket(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -155,7 +160,9 @@ func TestLimitAddedToExistingBucket(t *testing.T) {
 	})
 }
 
-// TestLimitNamesWithDashAndDot is the B6 fix (index-based placeholders).
+// TestLimitNamesWithDashAndDot: limit names with "-" or "." are valid, and
+// the expressions name them by index placeholders (the original put the raw
+// name in a placeholder, which DynamoDB rejects as a syntax error).
 func TestLimitNamesWithDashAndDot(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -252,8 +259,11 @@ func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
 	})
 }
 
-// TestAdjustIntoDebtRetryAfterC4 reproduces reference Appendix C4.
-func TestAdjustIntoDebtRetryAfterC4(t *testing.T) {
+// TestAdjustIntoDebtRetryAfter reproduces the original's worked example of a
+// debt: rpm 10/min adjusted to −11 tokens; a status of that limit when it is
+// not consumed waits 11,000×60,000//10,000 ms + 1 ms = 66.001 s, its
+// Retry-After header says 67 and its message "retry after 66.0s".
+func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10))
@@ -271,22 +281,24 @@ func TestAdjustIntoDebtRetryAfterC4(t *testing.T) {
 			// deficit 12 tokens (need 1, have -11) at 10/min → 72 s + 1 ms
 			t.Errorf("RetryAfter = %v, want 72.001s", rle.RetryAfter)
 		}
-		// C4 proper: a status of the indebted limit when it is not consumed.
+		// The worked example: a status of the indebted limit when it is not
+		// consumed.
 		s := buildLimitStatus("e", "api", PerMinute("rpm", 10), BucketState{
 			LimitName: "rpm", TokensMilli: -11_000, LastRefillMs: 0, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000,
 		}, 0, 0)
 		e := newRateLimitExceededError([]LimitStatus{s})
 		if e.RetryAfter != 66001*time.Millisecond || e.RetryAfterHeader() != "67" {
-			t.Errorf("C4: RetryAfter %v header %s, want 66.001s and 67", e.RetryAfter, e.RetryAfterHeader())
+			t.Errorf("debt of 11 tokens: RetryAfter %v header %s, want 66.001s and 67", e.RetryAfter, e.RetryAfterHeader())
 		}
 		if got, want := e.Error(), "limiter: rate limit exceeded for e/api (rpm); retry after 66.0s"; got != want {
-			t.Errorf("C4 message %q, want %q", got, want)
+			t.Errorf("debt of 11 tokens: message %q, want %q", got, want)
 		}
 	})
 }
 
-// TestDebtDoesNotGateOtherLimits is the B9 rule: only limits with a positive
-// amount gate admission.
+// TestDebtDoesNotGateOtherLimits: only limits with a positive amount gate
+// admission, on every path (the original's speculative path admitted a
+// request on a limit in debt that its slow path rejected).
 func TestDebtDoesNotGateOtherLimits(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -471,8 +483,9 @@ func TestRefundSurvivesCancellation(t *testing.T) {
 	})
 }
 
-// TestEnterWriteFailureFollowsOnUnavailable is the B18 fix: a failing
-// enter-time write is an infrastructure error like any other.
+// TestEnterWriteFailureFollowsOnUnavailable: a failing enter-time write is
+// an infrastructure error like any other, and follows the on-unavailable
+// policy (the original returned the raw error under both policies).
 func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		throttled := errors.New("ThrottlingException: rate exceeded")

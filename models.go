@@ -346,7 +346,7 @@ type nameRule struct {
 	kind          error // ErrInvalidIdentifier or ErrInvalidName
 	maxLen        int
 	reserved      string         // a value refused as reserved ("" for none)
-	pattern       *regexp.Regexp // the rule as written in the reference
+	pattern       *regexp.Regexp // the rule as the original's regular expression
 	chars         charClass      // the same rule, matched without the regexp engine
 	patternReason string
 }

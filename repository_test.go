@@ -148,7 +148,8 @@ func TestStoredLimitsResolution(t *testing.T) {
 		if err := s.do(); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		// Every config write evicts its cache slot (fix B13): visible at once.
+		// Every config write evicts its cache slot: visible at once (the
+		// original kept serving the cached limits for up to its TTL, 60 s).
 		limits, source, err := rl.ResolveLimits(ctx, "e", "gpt")
 		if err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source {
 			t.Errorf("after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)

@@ -200,7 +200,7 @@ func resourceRegistryFromItem(item map[string]types.AttributeValue) []string {
 
 // entityConfigRegistryFromItem returns, sorted, the resources of the
 // entity-config registry ({ns}/SYSTEM#, #ENTITY_CONFIG_RESOURCES) whose
-// reference count is positive.
+// count of entity configs is positive.
 func entityConfigRegistryFromItem(item map[string]types.AttributeValue) ([]string, error) {
 	return ddbschema.EntityConfigRegistryFromItem(item)
 }

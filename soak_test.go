@@ -17,7 +17,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
-// Soak tests (issue 19): a long-running service sees a steady stream of new
+// Soak tests: a long-running service sees a steady stream of new
 // keys; its heap must stay flat however many it has seen. Each acquire is
 // on a new entity id, under resource-default limits (so that the config
 // cache holds two negative entries for every entity), with the over-limit
@@ -183,7 +183,7 @@ func settledGoroutines(want int) int {
 // smallCaches are the ceilings of the default-size soak tests.
 var smallCaches = []Option{WithCacheSize(CacheConfigs, 1000), WithCacheSize(CacheEntities, 500), WithCacheSize(CacheOverLimit, 500)}
 
-// soakMemoryBound is the documented bound (README, "Memory") of the heap
+// soakMemoryBound is the documented bound (docs/performance.md) of the heap
 // the limiter's per-key state takes with the default ceilings on the memory
 // backend (the caches full, plus the backend's ~9,000 unexpired buckets),
 // with margin: 9.5–11 MiB was measured.
@@ -222,8 +222,8 @@ func TestSoakMemory(t *testing.T) {
 }
 
 // TestSoakDynamoDB runs distinct keys through one limiter on DynamoDB Local,
-// with 32 goroutines on the wall clock. Full size, the measure of issue 19:
-// 32 goroutines, one RateLimiter with the default ceilings, resource-default
+// with 32 goroutines on the wall clock. At full size it is the measure the
+// caches' bounds were made for: 32 goroutines, one RateLimiter with the default ceilings, resource-default
 // limits, the over-limit cache on, each acquire on a new entity id; from
 // 8,000 to 20,000 keys the live heap grows by less than 2 MiB (before the
 // caches were bounded it grew by about 600 bytes per key: +7 MiB).

@@ -18,8 +18,9 @@ func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
 	return New(env.repo, append([]Option{WithClock(env.clock.now)}, opts...)...)
 }
 
-// TestSpeculativeCostTable proves the rows of seed 003's cost table on this
-// implementation, as recorded DynamoDB calls.
+// TestSpeculativeCostTable proves the rows of the original's cost table
+// (DynamoDB calls per acquire on the speculative path: single entity and
+// cascade, hit and fallback) on this implementation, as recorded calls.
 func TestSpeculativeCostTable(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -197,9 +198,11 @@ func TestTransactionConflictRetried(t *testing.T) {
 	}
 }
 
-// TestB10QuietBucketNeverShards: ~1040 sequential acquires at 500/s keep one
-// shard (the original reached 32).
-func TestB10QuietBucketNeverShards(t *testing.T) {
+// TestQuietBucketNeverShards: ~1040 sequential acquires at 500/s keep one
+// shard. The original never refilled the hidden wcu limit, so after about
+// 1000 lifetime writes a quiet bucket doubled its shards again and again
+// (it reached 32).
+func TestQuietBucketNeverShards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1040 acquires")
 	}
@@ -250,8 +253,10 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 	}
 }
 
-// TestShardRetryLeaseUsesItsShard is the B4/B5 fix: a lease served by a
-// retry on shard 1 adjusts and rolls back on shard 1.
+// TestShardRetryLeaseUsesItsShard: a lease served by a retry on shard 1 can
+// be adjusted, and adjusts and rolls back on shard 1. The original marked
+// such a lease committed (Adjust failed, an error in the body did not roll
+// back) and sent every adjustment and rollback to shard 0.
 func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -273,13 +278,13 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 		t.Fatalf("shard 1 tokens = %d, want 90000", got)
 	}
 	if err := l.Adjust(Consume{"rpm": 5}); err != nil {
-		t.Fatalf("Adjust on a shard-retry lease = %v (B4)", err)
+		t.Fatalf("Adjust on a shard-retry lease = %v, want it adjustable", err)
 	}
 	if err := l.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if got := shard1(); got != 100_000 {
-		t.Fatalf("shard 1 tokens after rollback = %d, want 100000 (B5)", got)
+		t.Fatalf("shard 1 tokens after rollback = %d, want 100000 (rolled back on its own shard)", got)
 	}
 	if got := env.tokens("e", "api", "rpm"); got != 0 {
 		t.Fatalf("shard 0 tokens = %d, want 0 (untouched)", got)
@@ -289,8 +294,9 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	}
 }
 
-// TestCascadeParentExhaustedSpeculative is the B2 fix: a fast rejection by
-// the parent is a RateLimitExceededError (no wcu), the child compensated.
+// TestCascadeParentExhaustedSpeculative: a fast rejection by the parent is a
+// RateLimitExceededError with no hidden wcu status, the child compensated.
+// The original built a status of wcu and failed with "reserved limit name".
 func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -304,7 +310,7 @@ func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	rle := rateLimited(t, err)
 	for _, s := range rle.Statuses {
 		if s.LimitName == "wcu" {
-			t.Fatal("wcu in statuses (B2)")
+			t.Fatal("the hidden wcu limit is in the statuses")
 		}
 	}
 	if rle.Primary.EntityID != "P" || len(rle.Statuses) != 2 {
@@ -315,8 +321,9 @@ func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	}
 }
 
-// TestParentOnlyPathKeepsOverride is the B3 fix: the parent-only slow path
-// uses the caller's limits, so a parent without stored config works.
+// TestParentOnlyPathKeepsOverride: the parent-only slow path uses the
+// caller's limits, so a parent without stored config works (the original
+// dropped them there and failed with "no limits configured").
 func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -364,9 +371,10 @@ func TestThreeLevelHierarchy(t *testing.T) {
 	}
 }
 
-// TestStaleDenormalisedCascadeRefreshed is the B8 fix: a bucket first
-// created as the parent side of a cascade (cascade=false) gets the entity's
-// own cascade settings on its next slow-path write.
+// TestStaleDenormalisedCascadeRefreshed: a bucket first created as the
+// parent side of a cascade (cascade=false) gets the entity's own cascade
+// settings on its next slow-path write. The original kept the stale copy, so
+// its speculative path never cascaded for that entity.
 func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx

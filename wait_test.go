@@ -28,8 +28,8 @@ var tenPerSecond = PerSecond("rps", 10)
 // TestWaitReturnsWhenTokensRefill: on a drained bucket Wait sleeps until the
 // computed refill time and succeeds on its next attempt (never early), which
 // starts within 50 ms of the computed time (the largest jitter, 10 ms here,
-// included). Store latency is logged, not asserted (DESIGN.md: no test
-// fails because a machine is slow): the refusal's round trip delays the
+// included). Store latency is logged, not asserted (no test may
+// fail because a machine is slow): the refusal's round trip delays the
 // start of the sleep, and the successful attempt takes one round trip or
 // three (the speculative write is refused, then read and write).
 func TestWaitReturnsWhenTokensRefill(t *testing.T) {

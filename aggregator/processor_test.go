@@ -155,7 +155,7 @@ func (f *fixture) checkSnapshot(entity, resource, windowStart, window string, co
 var (
 	fixtureEventTime = time.Unix(1772600767, 0).UTC()
 	fixtureNow       = fixtureEventTime.Add(time.Minute)
-	c6Now            = time.UnixMilli(1767225600000 + 30_000).UTC() // rf + 30 s
+	refillNow        = time.UnixMilli(1767225600000 + 30_000).UTC() // rf + 30 s
 )
 
 func TestProcessorFixtures(t *testing.T) {
@@ -208,8 +208,8 @@ func TestProcessorFixtures(t *testing.T) {
 		// The record's event time, 00:00:30, puts the hourly and the daily
 		// window in one snapshot item (the original's sort key): one
 		// UpdateItem adds both, and the item says hourly.
-		file:  "c6_refill.json",
-		now:   c6Now,
+		file:  "refill_written.json",
+		now:   refillNow,
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {
@@ -218,8 +218,8 @@ func TestProcessorFixtures(t *testing.T) {
 			if got := f.n(item, "b_tpm_tk"); got != 50_000_000 {
 				t.Errorf("tk = %d, want 50000000", got)
 			}
-			if got := f.n(item, "rf"); got != c6Now.UnixMilli() {
-				t.Errorf("rf = %d, want %d", got, c6Now.UnixMilli())
+			if got := f.n(item, "rf"); got != refillNow.UnixMilli() {
+				t.Errorf("rf = %d, want %d", got, refillNow.UnixMilli())
 			}
 			if got := f.n(item, "b_tpm_tc"); got != 60_000_000 {
 				t.Errorf("tc = %d, want untouched 60000000", got)
@@ -229,9 +229,10 @@ func TestProcessorFixtures(t *testing.T) {
 			}
 		},
 	}, {
-		// C6 with 40,000,000 consumed: the refilled 50,000,000 covers it.
-		file:  "c6_covered.json",
-		now:   c6Now,
+		// The same refill with 40,000,000 consumed: the refilled 50,000,000
+		// covers it, so nothing is written.
+		file:  "refill_covered.json",
+		now:   refillNow,
 		setup: putLastImages,
 		calls: "UpdateItem",
 		check: func(f *fixture, res Result) {
@@ -244,9 +245,10 @@ func TestProcessorFixtures(t *testing.T) {
 			}
 		},
 	}, {
-		// C6 on two shards: each owns half the capacity and rate.
-		file:  "c6_two_shards.json",
-		now:   c6Now,
+		// The same refill on two shards: each owns half the capacity and
+		// rate, so shard 0 gets 25,000,000.
+		file:  "refill_two_shards.json",
+		now:   refillNow,
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {

@@ -17,8 +17,8 @@
 //     speculative-path outcomes of [limiter.RateLimiter.SpeculativeStats]
 //     (success, fast_rejection, bucket_missing, refill_would_help, ...).
 //   - zaelimiter.store.duration (histogram, s), attributes op (the
-//     [limiter.BucketStore] method: LoadBuckets, GetBucket, WriteBuckets,
-//     SpeculativeConsume, BumpShardCount, SyncBucket) and result (ok,
+//     [limiter.Repository] method: LoadBuckets, GetBucket, WriteBuckets,
+//     SpeculativeConsume, BumpShardCount, LoadConfigs) and result (ok,
 //     condition_failed, transaction_conflict, error). Its count is the
 //     number of store calls — on DynamoDB, of requests.
 //   - zaelimiter.cache.lookups (counter), attributes cache (config, entity,

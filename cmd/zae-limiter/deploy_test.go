@@ -50,7 +50,8 @@ func TestDeployStatusDelete(t *testing.T) {
 	cfg := motoserver.Config(t)
 	ep := *cfg.BaseEndpoint
 	name := fmt.Sprintf("zl-cli-%x", []byte(rand.Text()[:6])) // lower case: bucket names derive from it
-	common := []string{"-n", name, "--endpoint-url", ep, "--region", motoserver.Region}
+	// The long flag names, as docs/deploy.md writes them.
+	common := []string{"--name", name, "--endpoint-url", ep, "--region", motoserver.Region}
 	cli := func(args ...string) (int, string, string) { return runCLI(append(args, common...)...) }
 	fail := func(args ...string) string {
 		t.Helper()

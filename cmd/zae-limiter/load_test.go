@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -152,5 +153,72 @@ func TestLoadProcs(t *testing.T) {
 	parents := e.bucketConsumption("procs-project-")
 	if parents["rpm"] != sum.Consumed["rpm"]*1000 || parents["tpm"] != sum.Consumed["tpm"]*1000 {
 		t.Errorf("parent counters %v, want the admitted %v ×1000", parents, sum.Consumed)
+	}
+}
+
+// TestLoadSeveralHosts runs the several-hosts recipe of docs/cli.md on one
+// machine, from the scenario file the docs show (scaled down by flags): the
+// table is set up once with --setup-only, two runs with --no-setup start
+// together at --start-at and write their results, and --merge adds them up
+// into one report. The table's consumption counters equal what the two
+// runs' admitted leases consumed.
+func TestLoadSeveralHosts(t *testing.T) {
+	e := newEnv(t)
+	dir := t.TempDir()
+	small := []string{"-f", "testdata/scenario.yaml", "--entities", "4", "--hot-keys", "1", "--parents", "2",
+		"-c", "2", "-d", "1s", "--rate", "40", "--prefix", "hosts", "--endpoint-url", e.endpoint, "-n", e.table}
+	load := func(args ...string) (string, string) {
+		t.Helper()
+		code, out, errs := runCLI(append(append([]string{"load"}, args...), small...)...)
+		if code != 0 {
+			t.Fatalf("load %s: exit %d, stderr %s", strings.Join(args, " "), code, errs)
+		}
+		return out, errs
+	}
+
+	out, _ := load("--setup-only")
+	contains(t, out, "Setup done: resource defaults for gpt-4o, 2 parents with their limits, 4 cascading entities")
+	if got := e.bucketConsumption("hosts-"); len(got) != 0 {
+		t.Fatalf("--setup-only consumed %v", got)
+	}
+
+	startAt := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Second).Add(time.Second)
+	var sums [2]loadSummaryJSON
+	for i, host := range []string{"host-a", "host-b"} {
+		out, errs := load("--no-setup", "--start-at", startAt.Format(time.RFC3339), "--result", filepath.Join(dir, host+".json"), "-o", "json")
+		if strings.Contains(errs, "setup:") {
+			t.Errorf("%s: --no-setup ran the setup: %s", host, errs)
+		}
+		if err := json.Unmarshal([]byte(out), &sums[i]); err != nil {
+			t.Fatalf("%s: load -o json: %v in %q", host, err, out)
+		}
+		if sums[i].Failed != 0 || sums[i].Admitted == 0 {
+			t.Fatalf("%s: %+v, want admitted acquires and no failures", host, sums[i])
+		}
+	}
+	if time.Now().Before(startAt) {
+		t.Errorf("the runs ended before --start-at %s", startAt)
+	}
+
+	report := filepath.Join(dir, "all.html")
+	code, out, errs := runCLI("load", "--merge", filepath.Join(dir, "host-a.json"), filepath.Join(dir, "host-b.json"), "--report", report, "-o", "json")
+	if code != 0 {
+		t.Fatalf("load --merge: exit %d: %s", code, errs)
+	}
+	var merged loadSummaryJSON
+	if err := json.Unmarshal([]byte(out), &merged); err != nil {
+		t.Fatalf("load --merge -o json: %v in %q", err, out)
+	}
+	if merged.Admitted != sums[0].Admitted+sums[1].Admitted || merged.Acquires != sums[0].Acquires+sums[1].Acquires {
+		t.Errorf("merged %d admitted of %d, want the sum of %+v and %+v", merged.Admitted, merged.Acquires, sums[0], sums[1])
+	}
+	if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
+		t.Errorf("report %s: %v", report, err)
+	}
+	table := e.bucketConsumption("hosts-key-")
+	for _, name := range []string{"rpm", "tpm"} {
+		if want := (sums[0].Consumed[name] + sums[1].Consumed[name]) * 1000; table[name] != want {
+			t.Errorf("%s: bucket counters %d millitokens, the two runs' admitted leases %d", name, table[name], want)
+		}
 	}
 }

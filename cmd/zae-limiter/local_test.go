@@ -229,9 +229,21 @@ func TestLocalUpDown(t *testing.T) {
 		t.Errorf("second up replaced the processes: %+v", st2)
 	}
 
-	code, out, errs := li.run("local", "down")
-	if code != 0 || !strings.Contains(out, "Stopped 2 process(es)") {
-		t.Fatalf("local down: exit %d, %q, %q", code, out, errs)
+	// local env prints the variables again, here for direnv.
+	code, out, errs := li.run("local", "env", "--format", "direnv")
+	if code != 0 {
+		t.Fatalf("local env --format direnv: exit %d: %s", code, errs)
+	}
+	contains(t, out, "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:"+strconv.Itoa(li.port)+"\n", "ZAEL_STACK=dev-table\n")
+
+	// local aggregator --once polls the stream once in the foreground: it
+	// sees the bucket-less table's records (none) and drops nothing.
+	contains(t, li.cli("local", "aggregator", "--once"), " records, ", " snapshot writes, ", " 0 dropped")
+
+	// down --purge stops both processes and deletes the data directory.
+	code, out, errs = li.run("local", "down", "--purge")
+	if code != 0 || !strings.Contains(out, "Stopped 2 process(es)") || !strings.Contains(errs, "deleted ") {
+		t.Fatalf("local down --purge: exit %d, %q, %q", code, out, errs)
 	}
 	for _, pid := range []int{javaPID, aggPID} {
 		if processAlive(pid) {

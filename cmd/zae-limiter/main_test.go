@@ -270,14 +270,22 @@ func TestUnreachableEndpoint(t *testing.T) {
 // codes and streams.
 func TestBinary(t *testing.T) {
 	e := newEnv(t)
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go tool on PATH")
+	// Built as docs/cli.md says, with `make cli` (into a temporary BIN_DIR);
+	// without make, with go build.
+	binDir := t.TempDir()
+	bin := filepath.Join(binDir, "zae-limiter")
+	var build *exec.Cmd
+	if makeTool, err := exec.LookPath("make"); err == nil {
+		build = exec.Command(makeTool, "cli", "BIN_DIR="+binDir)
+		build.Dir = filepath.Join("..", "..")
+		build.Env = append(os.Environ(), "MAKEFLAGS=")
+	} else if goTool, err := exec.LookPath("go"); err == nil {
+		build = exec.Command(goTool, "build", "-o", bin, ".")
+	} else {
+		t.Skip("neither make nor go on PATH")
 	}
-	bin := filepath.Join(t.TempDir(), "zae-limiter")
-	build := exec.Command(goTool, "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("%s: %v\n%s", strings.Join(build.Args, " "), err, out)
 	}
 	runBin := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
@@ -291,6 +299,13 @@ func TestBinary(t *testing.T) {
 			t.Fatalf("run %s: %v", bin, err)
 		}
 		return code, out.String(), errb.String()
+	}
+
+	for _, args := range [][]string{{"--help"}, {"entity", "create", "--help"}} {
+		code, out, errs := runBin(args...)
+		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: zae-limiter") {
+			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
+		}
 	}
 
 	code, out, errs := runBin("resource", "set-defaults", "gpt-4", "-l", "rpm:100", "-n", e.table, "--endpoint-url", e.endpoint)

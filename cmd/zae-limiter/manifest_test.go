@@ -15,27 +15,10 @@ import (
 	limiter "github.com/zaelimiter/limiter"
 )
 
-const manifestV1 = `
-namespace: tenant-a
-system:
-  on_unavailable: allow
-  limits:
-    rpm: {capacity: 1000}
-resources:
-  gpt-4:
-    limits:
-      rpm: {capacity: 500}
-      tpm: {capacity: 100000, refill_amount: 50000}
-entities:
-  key-1:
-    resources:
-      gpt-4:
-        limits:
-          rpm: {capacity: 50, refill_amount: 25, refill_period: 30}
-      _default_:
-        limits:
-          rpd: {capacity: 5000, refill_period: 86400}
-`
+// manifestV1 is the manifest of docs/cli.md (its docs test checks that the
+// two agree): a system default, a resource default and two entity configs in
+// namespace tenant-a.
+const manifestV1 = "testdata/limits.yaml"
 
 // manifestV2 changes gpt-4's rpm and drops key-1's _default_ limits.
 const manifestV2 = `
@@ -82,7 +65,7 @@ func auditCount(t *testing.T, repo *table) int {
 
 func TestLimitsManifest(t *testing.T) {
 	e := newEnv(t)
-	v1 := writeFile(t, "v1.yaml", manifestV1)
+	v1 := manifestV1
 	v2 := writeFile(t, "v2.yaml", manifestV2)
 
 	// An unmanaged resource default in the namespace.

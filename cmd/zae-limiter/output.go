@@ -11,7 +11,7 @@ import (
 )
 
 // The JSON shapes below are the CLI's stable output format (-o json); their
-// field names are documented in the README and do not change.
+// field names are documented in docs/cli.md and do not change.
 
 // limitJSON is one limit.
 type limitJSON struct {

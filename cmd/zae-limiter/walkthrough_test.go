@@ -11,9 +11,9 @@ import (
 	"time"
 )
 
-// TestWalkthrough is the README's local walkthrough as a newcomer runs it
-// from a fresh clone, and CI with it: `make demo`; then `zae-limiter local
-// up`; then, in the environment it printed, a user program
+// TestWalkthrough is the local walkthrough of the README and docs/cli.md as
+// a newcomer runs it from a fresh clone, and CI with it: `make demo`; then
+// `zae-limiter local up`; then, in the environment it printed, a user program
 // (examples/local), the CLI, the aggregator runner (`make aggregator-local`,
 // and the aggregator `local up` runs in the background) and `usage list`,
 // all on the same local table. Cleanup runs `local down`.

@@ -1,4 +1,4 @@
-// Command local is the program of the README's local walkthrough. After
+// Command local is the program of the local walkthrough (docs/cli.md). After
 //
 //	eval "$(zae-limiter local up)"
 //

@@ -123,7 +123,7 @@ func ResourceRegistryFromItem(item map[string]types.AttributeValue) []string {
 
 // EntityConfigRegistryFromItem returns, sorted, the resources of the
 // entity-config registry ({ns}/SYSTEM#, #ENTITY_CONFIG_RESOURCES) whose
-// reference count (a number attribute named after the resource) is
+// count of entity configs (a number attribute named after the resource) is
 // positive.
 func EntityConfigRegistryFromItem(item map[string]types.AttributeValue) ([]string, error) {
 	out := []string{}
