@@ -495,3 +495,18 @@ func BenchmarkTryConsume(b *testing.B) {
 		})
 	}
 }
+
+func TestMilliTokensSaturates(t *testing.T) {
+	t.Parallel()
+	const maxTokens = (1<<63 - 1) / 1000
+	for _, tc := range []struct{ in, want int64 }{
+		{0, 0}, {1, 1000}, {-3, -3000},
+		{maxTokens, maxTokens * 1000}, {maxTokens + 1, 1<<63 - 1},
+		{-maxTokens, -maxTokens * 1000}, {-maxTokens - 1, -1 << 63},
+		{1<<63 - 1, 1<<63 - 1}, {-1 << 63, -1 << 63},
+	} {
+		if got := MilliTokens(tc.in); got != tc.want {
+			t.Errorf("MilliTokens(%d) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

@@ -294,6 +294,13 @@ type SpeculativeResult struct {
 	CapacityRefills bool
 }
 
+// MilliTokens converts a number of tokens (a [Consume] amount, a limit's
+// capacity or refill amount) to millitokens, the unit of [BucketState] and
+// [LimitWrite], saturating at the int64 limits exactly as the limiter does:
+// a backend that compares stored parameters with a [SpeculativeRequest]'s
+// limits converts them with it.
+func MilliTokens(tokens int64) int64 { return satMul(tokens, 1000) }
+
 // SpeculativeRequest is one speculative write: take Consume from the item
 // Key without reading it first.
 type SpeculativeRequest struct {

@@ -167,18 +167,6 @@ func addState(b *limiter.Bucket, s limiter.BucketState) {
 	b.States = slices.Insert(b.States, i, s)
 }
 
-// milli converts tokens to millitokens, saturating.
-func milli(tokens int64) int64 {
-	const maxTokens = (1<<63 - 1) / 1000
-	switch {
-	case tokens > maxTokens:
-		return 1<<63 - 1
-	case tokens < -maxTokens:
-		return -1 << 63
-	}
-	return tokens * 1000
-}
-
 // LoadBuckets implements [limiter.Repository].
 func (m *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limiter.BucketKey) (map[string]limiter.Entity, map[limiter.BucketKey]*limiter.Bucket, error) {
 	if err := ctx.Err(); err != nil {
@@ -280,7 +268,7 @@ func (m *Store) refusalLocked(req limiter.SpeculativeRequest) limiter.RefusalRea
 		if i < 0 {
 			return limiter.RefusedLimitMissing
 		}
-		if s := b.States[i]; s.CapacityMilli != milli(l.Capacity) || s.RefillAmountMilli != milli(l.RefillAmount) ||
+		if s := b.States[i]; s.CapacityMilli != limiter.MilliTokens(l.Capacity) || s.RefillAmountMilli != limiter.MilliTokens(l.RefillAmount) ||
 			s.RefillPeriodMs != l.RefillPeriod.Milliseconds() {
 			return limiter.RefusedLimitsChanged
 		}
@@ -291,7 +279,7 @@ func (m *Store) refusalLocked(req limiter.SpeculativeRequest) limiter.RefusalRea
 		if i < 0 {
 			return limiter.RefusedLimitMissing
 		}
-		if amount > 0 && b.States[i].TokensMilli < milli(amount) {
+		if amount > 0 && b.States[i].TokensMilli < limiter.MilliTokens(amount) {
 			short = true
 		}
 	}
@@ -310,8 +298,8 @@ func (m *Store) consumeLocked(req limiter.SpeculativeRequest) *limiter.Bucket {
 			continue
 		}
 		s := &b.States[index(b, name)]
-		s.TokensMilli -= milli(amount)
-		s.TotalConsumedMilli += milli(amount)
+		s.TokensMilli -= limiter.MilliTokens(amount)
+		s.TotalConsumedMilli += limiter.MilliTokens(amount)
 	}
 	return clone(b)
 }
