@@ -18,7 +18,7 @@ import (
 	"github.com/zaelimiter/limiter/redisstore"
 )
 
-// The benchmarks of the README's "Redis backend" section: this store
+// The benchmarks of docs/performance.md ("Redis against redis_rate"): this store
 // under a RateLimiter against github.com/go-redis/redis_rate (GCRA, one
 // script per key) on the same redis-server in the same run, with one
 // client (pool of 64 connections) shared by both. The limits are high

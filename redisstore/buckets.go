@@ -363,7 +363,7 @@ func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite)
 func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
 	args = append(args, itoa(req.NowMs), strconv.Itoa(len(req.Limits)))
 	for _, l := range req.Limits {
-		args = append(args, l.Name, itoa(satMilli(l.Capacity))+"|"+itoa(satMilli(l.RefillAmount))+"|"+itoa(l.RefillPeriod.Milliseconds()))
+		args = append(args, l.Name, itoa(limiter.MilliTokens(l.Capacity))+"|"+itoa(limiter.MilliTokens(l.RefillAmount))+"|"+itoa(l.RefillPeriod.Milliseconds()))
 	}
 	names := make([]string, 0, len(req.Consume))
 	for n := range req.Consume {
@@ -372,30 +372,16 @@ func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
 	sort.Strings(names)
 	args = append(args, strconv.Itoa(len(names)))
 	for _, n := range names {
-		args = append(args, n, itoa(satMilli(req.Consume[n])))
+		args = append(args, n, itoa(limiter.MilliTokens(req.Consume[n])))
 	}
 	return args
 }
 
-// satMilli converts tokens to millitokens, saturating.
-func satMilli(tokens int64) int64 {
-	const maxTokens = (1<<63 - 1) / 1000
-	switch {
-	case tokens > maxTokens:
-		return 1<<63 - 1
-	case tokens < -maxTokens:
-		return -1 << 63
-	}
-	return tokens * 1000
-}
-
-// SpeculativeConsume implements [limiter.SpeculativeStore]: one script.
+// SpeculativeConsume implements [limiter.SpeculativeStore]: one script,
+// shared with the requests queued meanwhile under concurrency (see
+// batcher.go).
 func (s *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
-	res, err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req})
-	if err != nil {
-		return limiter.SpeculativeResult{Key: req.Key}, err
-	}
-	return res[0], nil
+	return s.consume(ctx, req)
 }
 
 // SpeculativeConsumeAll implements [limiter.BatchStore]: one script on a
@@ -463,9 +449,37 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 func consumeLimits(c limiter.Consume) []limiter.LimitWrite {
 	out := make([]limiter.LimitWrite, 0, len(c))
 	for name, v := range c {
-		out = append(out, limiter.LimitWrite{Name: name, ConsumedMilli: satMilli(v)})
+		out = append(out, limiter.LimitWrite{Name: name, ConsumedMilli: limiter.MilliTokens(v)})
 	}
 	return out
+}
+
+// consumeEach runs the consume script that decides each request on its
+// own (see batcher.go) on requests whose items share a slot.
+func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+	s.batches.Add(1)
+	s.batchedConsume.Add(int64(len(reqs)))
+	keys := make([]string, len(reqs))
+	args := make([]any, 0, 12*len(reqs))
+	for i, r := range reqs {
+		keys[i] = s.keys.bucket(r.Key)
+		args = encodeConsume(args, r)
+	}
+	v, err := s.run(ctx, scriptConsumeEach, keys, args...)
+	if err != nil {
+		return nil, err
+	}
+	res, _ := v.([]any)
+	if len(res) != 3*len(reqs) {
+		return nil, wrap("consume", errUnexpected)
+	}
+	out := make([]limiter.SpeculativeResult, len(reqs))
+	for i, r := range reqs {
+		reason, _ := res[3*i+1].(string)
+		item, _ := res[3*i+2].(string)
+		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: res[3*i] == int64(1), Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
+	}
+	return out, nil
 }
 
 // consumeSlot runs the consume script on requests whose items share a slot.

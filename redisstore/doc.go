@@ -27,6 +27,21 @@
 // flushed) the script is sent again with EVAL, which caches it again
 // ([Store.ScriptReloads] counts these).
 //
+// # Batching under concurrency
+//
+// Under concurrency an acquire's cost on Redis is the round trip more than
+// the script. The store keeps at most two speculative consume scripts in
+// flight per slot (all keys on a standalone server, one resource's buckets
+// on a Cluster); the requests that arrive meanwhile queue, and when a
+// script returns, the queue goes as one script (up to 64 requests), in
+// which each request is decided on its own, one after the other, exactly
+// as if it had been sent alone (a later request on the same bucket sees an
+// earlier one's write). Uncontended, a request goes at once. A queued
+// request whose context ends before it is sent returns at once and takes
+// nothing; once sent, it waits for its result. No goroutine is started:
+// the first queued caller sends the batch. This does across keys what the
+// limiter's group commit does for one key.
+//
 // Redis runs Lua 5.1, whose numbers are doubles, exact only up to 2^53.
 // The scripts therefore keep every balance, counter and time as a decimal
 // string and compute with exact integers: doubles for values of at most
@@ -57,7 +72,7 @@
 // {namespace}: one slot, whose scripts are atomic. The trade-off: all
 // buckets of one resource are served by one master, so a single very busy
 // resource does not scale out (group commit takes most of a hot key's
-// load, see the README); in exchange no cascade needs compensation. The
+// load, see docs/usage.md); in exchange no cascade needs compensation. The
 // only writes that span slots are AcquireAll batches over several
 // resources: they run one script per resource, in order, and when a later
 // one is refused the earlier ones are given back (capped refunds), as the

@@ -4,3 +4,9 @@ import "github.com/zaelimiter/limiter"
 
 // BucketKeyName returns the Redis key of a bucket item.
 func (s *Store) BucketKeyName(k limiter.BucketKey) string { return s.keys.bucket(k) }
+
+// BatchStats returns the number of consume scripts sent for queued
+// requests and the number of requests in them.
+func (s *Store) BatchStats() (scripts, requests int64) {
+	return s.batches.Load(), s.batchedConsume.Load()
+}

@@ -55,6 +55,10 @@ type Store struct {
 	knownResources sync.Map
 
 	reloads atomic.Int64 // scripts sent again after NOSCRIPT
+
+	batcher        consumeBatcher
+	batches        atomic.Int64 // consume scripts sent for queued requests
+	batchedConsume atomic.Int64 // the requests in them
 }
 
 var (
@@ -186,7 +190,8 @@ func newScript(name string, parts ...string) *script {
 // The scripts. Every one includes the integer library.
 var (
 	scriptWrite        = newScript("write", "int", "expired", "buckets", "write")
-	scriptConsume      = newScript("consume", "int", "expired", "consume")
+	scriptConsume      = newScript("consume", "int", "expired", "consume_lib", "consume")
+	scriptConsumeEach  = newScript("consume_each", "int", "expired", "consume_lib", "consume_each")
 	scriptDeleteBucket = newScript("delete_buckets", "int", "delete_buckets")
 	scriptCreateEntity = newScript("create_entity", "int", "create_entity")
 	scriptDeleteAdmin  = newScript("delete_entity", "int", "delete_entity")

@@ -72,7 +72,7 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 			itoa(now), itoa(limit.Capacity), itoa(limit.RefillAmount), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
 	} else {
 		v, err = s.run(ctx, scriptTokenBucket, []string{s.keys.throttle(key, "tb")},
-			itoa(now), itoa(satMilli(limit.Capacity)), itoa(satMilli(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
+			itoa(now), itoa(limiter.MilliTokens(limit.Capacity)), itoa(limiter.MilliTokens(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
 	}
 	if err != nil {
 		return AllowResult{}, err

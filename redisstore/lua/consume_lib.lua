@@ -1,0 +1,90 @@
+-- Speculative consumption: a request takes its amounts (millitokens) from
+-- its item without refilling when the item exists, has not expired, stores
+-- every resolved limit with exactly the resolved parameters, holds every
+-- limit named, and covers every positive amount.
+--
+-- ARGV per request: now, the number of resolved limits, each as name and
+-- "cp|ra|rp" (compared with the prefix of the limit's field), the number
+-- of amounts, each as name and millitokens. The arguments are read in
+-- place, by index: the common request allocates little.
+
+local find, sub, byte = string.find, string.sub, string.byte
+
+-- field returns the index in flat (an HGETALL reply) of field f's value.
+local function field(flat, f)
+  for i = 1, #flat, 2 do
+    if flat[i] == f then return i + 1 end
+  end
+end
+
+-- split returns the parameters ("cp|ra|rp"), balance and total consumed
+-- of a limit's field value.
+local function split(v)
+  local a = find(v, '|', 1, true)
+  local b = find(v, '|', a + 1, true)
+  local c = find(v, '|', b + 1, true)
+  local d = find(v, '|', c + 1, true)
+  return sub(v, 1, c - 1), sub(v, c + 1, d - 1), sub(v, d + 1)
+end
+
+-- read_request reads the request whose arguments follow ARGV index a:
+-- it returns its now, the index of its limits' count (li) and that count
+-- (nl), the index of its amounts' count (ci) and that count (nc), and the
+-- index its arguments end at.
+local function read_request(a)
+  local nl = tonumber(ARGV[a + 2])
+  local ci = a + 3 + 2 * nl
+  local nc = tonumber(ARGV[ci])
+  return ARGV[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
+end
+
+-- check returns why the request read by read_request cannot take its
+-- amounts from item flat (an HGETALL reply); when it can: '', the fields
+-- to write (field, value, ...) and the index in flat of each written value.
+local function check(flat, now, li, nl, ci, nc)
+  local n = #flat
+  if n == 0 then return 'bucket_missing' end
+  for i = 1, n, 2 do
+    if flat[i] == 'h' then
+      -- h is rf|sc|cas|ttl|par: the expiry time is its fourth field
+      local v = flat[i + 1]
+      local a = find(v, '|', 1, true)
+      local b = find(v, '|', a + 1, true)
+      local c = find(v, '|', b + 1, true)
+      local ttl = sub(v, c + 1, find(v, '|', c + 1, true) - 1)
+      if ttl ~= '0' and ttl ~= '' and expired(ttl, now) then return 'bucket_expired' end
+      break
+    end
+  end
+  for k = li + 1, li + 2 * nl, 2 do
+    local i = field(flat, 'l:' .. ARGV[k])
+    if not i then return 'limit_missing' end
+    local p = ARGV[k + 1]
+    local v, m = flat[i], #p
+    if sub(v, 1, m) ~= p or byte(v, m + 1) ~= 124 then return 'limits_changed' end
+  end
+  local short = false
+  local set, at = {}, {}
+  for k = ci + 1, ci + 2 * nc, 2 do
+    local f = 'l:' .. ARGV[k]
+    local i = field(flat, f)
+    if not i then return 'limit_missing' end
+    local amt = ARGV[k + 1]
+    if amt ~= '0' then
+      local p, tk, tc = split(flat[i])
+      if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end -- a positive amount not covered
+      set[#set + 1] = f
+      set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      at[#at + 1] = i
+    end
+  end
+  if short then return 'app_limit_exhausted' end
+  return '', set, at
+end
+
+-- take writes the fields check returned to key (one HSET) and into flat.
+local function take(key, flat, set, at)
+  if #set == 0 then return end
+  for j = 1, #at do flat[at[j]] = set[2 * j] end
+  redis.call('HSET', key, unpack(set))
+end
