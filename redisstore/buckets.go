@@ -454,17 +454,24 @@ func consumeLimits(c limiter.Consume) []limiter.LimitWrite {
 	return out
 }
 
-// consumeEach runs the consume script that decides each request on its
-// own (see batcher.go) on requests whose items share a slot.
-func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
-	s.batches.Add(1)
-	s.batchedConsume.Add(int64(len(reqs)))
+// consumeArgs returns the keys and arguments of a consume script on reqs
+// (see lua/consume_lib.lua).
+func (s *Store) consumeArgs(reqs []limiter.SpeculativeRequest) ([]string, []any) {
 	keys := make([]string, len(reqs))
 	args := make([]any, 0, 12*len(reqs))
 	for i, r := range reqs {
 		keys[i] = s.keys.bucket(r.Key)
 		args = encodeConsume(args, r)
 	}
+	return keys, args
+}
+
+// consumeEach runs the consume script that decides each request on its
+// own (see batcher.go) on requests whose items share a slot.
+func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+	s.batches.Add(1)
+	s.batchedConsume.Add(int64(len(reqs)))
+	keys, args := s.consumeArgs(reqs)
 	v, err := s.run(ctx, scriptConsumeEach, keys, args...)
 	if err != nil {
 		return nil, err
@@ -484,22 +491,17 @@ func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeReque
 
 // consumeSlot runs the consume script on requests whose items share a slot.
 func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
-	keys := make([]string, len(reqs))
-	args := make([]any, 0, 12*len(reqs))
-	for i, r := range reqs {
-		keys[i] = s.keys.bucket(r.Key)
-		args = encodeConsume(args, r)
-	}
+	keys, args := s.consumeArgs(reqs)
 	v, err := s.run(ctx, scriptConsume, keys, args...)
 	if err != nil {
 		return nil, err
 	}
 	res, _ := v.([]any)
-	applied := res[0] == int64(1)
-	out := make([]limiter.SpeculativeResult, len(reqs))
 	if len(res) != 1+2*len(reqs) {
 		return nil, wrap("consume", errUnexpected)
 	}
+	applied := res[0] == int64(1)
+	out := make([]limiter.SpeculativeResult, len(reqs))
 	for i, r := range reqs {
 		reason, _ := res[1+i].(string)
 		item, _ := res[1+len(reqs)+i].(string)
