@@ -3,6 +3,8 @@ package ddbschema
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
@@ -161,27 +163,98 @@ func BucketFromItem(item map[string]types.AttributeValue) (Bucket, error) {
 	}
 	b.ShardCount = int(shardCount)
 
-	names := DiscoverLimitNames(item, BucketAttrPrefix, FieldTokens)
-	b.Limits = make([]BucketLimit, 0, len(names))
-	for _, name := range names {
-		l := BucketLimit{Name: name}
-		for _, f := range []struct {
-			field string
-			dst   *int64
-		}{
-			{FieldTokens, &l.TokensMilli},
-			{FieldCapacity, &l.CapacityMilli},
-			{FieldRefillAmount, &l.RefillAmountMilli},
-			{FieldRefillPeriod, &l.RefillPeriodMs},
-			{FieldTotalConsumed, &l.TotalConsumedMilli},
-		} {
-			if *f.dst, err = GetNOr(item, BucketAttr(name, f.field), 0); err != nil {
-				return Bucket{}, fmt.Errorf("bucket %s: %w", pk, err)
-			}
-		}
-		b.Limits = append(b.Limits, l)
+	if b.Limits, err = bucketLimits(item); err != nil {
+		return Bucket{}, fmt.Errorf("bucket %s: %w", pk, err)
 	}
 	return b, nil
+}
+
+// bucketLimits reads the limits of a bucket item in one pass over its
+// attributes, without building attribute names (this is on the path of
+// every acquire): a limit for every b_{L}_tk (whatever its type, as
+// [DiscoverLimitNames] finds them), sorted by name, its fields read as
+// [GetNOr] reads them.
+func bucketLimits(item map[string]types.AttributeValue) ([]BucketLimit, error) {
+	type found struct {
+		name   string
+		hasTk  bool
+		fields [5]*types.AttributeValueMemberN // tk, cp, ra, rp, tc
+		attrs  [5]string
+	}
+	var stack [8]found
+	limits := stack[:0]
+	for attr, v := range item {
+		rest, ok := strings.CutPrefix(attr, BucketAttrPrefix)
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, '_')
+		if i <= 0 {
+			continue
+		}
+		f := bucketField(rest[i+1:])
+		if f < 0 {
+			continue
+		}
+		name := rest[:i]
+		j := 0
+		for j < len(limits) && limits[j].name != name {
+			j++
+		}
+		if j == len(limits) {
+			limits = append(limits, found{name: name})
+		}
+		if f == 0 {
+			limits[j].hasTk = true
+		}
+		limits[j].fields[f], _ = v.(*types.AttributeValueMemberN)
+		limits[j].attrs[f] = attr
+	}
+	n := 0
+	for _, l := range limits {
+		if l.hasTk {
+			n++
+		}
+	}
+	out := make([]BucketLimit, 0, n)
+	for _, l := range limits {
+		if !l.hasTk {
+			continue
+		}
+		bl := BucketLimit{Name: l.name}
+		dst := [5]*int64{&bl.TokensMilli, &bl.CapacityMilli, &bl.RefillAmountMilli, &bl.RefillPeriodMs, &bl.TotalConsumedMilli}
+		for k, v := range l.fields {
+			if v == nil {
+				continue
+			}
+			x, err := strconv.ParseInt(v.Value, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("attribute %s: invalid integer %q", l.attrs[k], v.Value)
+			}
+			*dst[k] = x
+		}
+		out = append(out, bl)
+	}
+	slices.SortFunc(out, func(a, b BucketLimit) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// bucketField returns the index of a bucket limit field in the order tk,
+// cp, ra, rp, tc, or -1.
+func bucketField(field string) int {
+	switch field {
+	case FieldTokens:
+		return 0
+	case FieldCapacity:
+		return 1
+	case FieldRefillAmount:
+		return 2
+	case FieldRefillPeriod:
+		return 3
+	case FieldTotalConsumed:
+		return 4
+	}
+	return -1
 }
 
 // CheckBucketTypes checks the types of a bucket item's layout attributes,

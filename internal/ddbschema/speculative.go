@@ -1,0 +1,268 @@
+package ddbschema
+
+import (
+	"encoding/binary"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// The speculative write of an acquire: one conditional UpdateItem that takes
+// every named amount and one token of the hidden wcu limit, conditioned on
+// the item existing and not being expired, on every limit being stored with
+// the parameters the limiter resolved, on each positive amount fitting in
+// its balance (the other named limits must exist) and on wcu holding a
+// token.
+//
+// It is sent on every acquire, so it is built from a template: the
+// expressions and attribute names depend only on the limits (names and
+// parameters) and on the names and signs of the amounts, which few
+// distinct requests vary. A template holds the two expressions, the names
+// and the values that never change (parameters, the wcu cost); a request
+// adds its amounts, the current second and its key. Templates are shared
+// read-only by concurrent requests, and so are the attribute value objects
+// they hold: nothing the SDK does to a request writes to them.
+
+// WCUWriteCostMilli is what one speculative write takes from the hidden
+// wcu limit: one token.
+const WCUWriteCostMilli = 1000
+
+// SpecLimit is a limit a speculative write is conditioned on: its name and
+// its parameters as stored (millitokens, milliseconds).
+type SpecLimit struct {
+	Name              string
+	CapacityMilli     int64
+	RefillAmountMilli int64
+	RefillPeriodMs    int64
+}
+
+// SpecAmount is an amount a speculative write takes from a limit, in
+// millitokens (zero: the limit must exist; negative: given back, not
+// checked).
+type SpecAmount struct {
+	Name  string
+	Milli int64
+}
+
+// maxSpecTemplates bounds the templates a [SpeculativeUpdates] keeps;
+// requests of other shapes are built without being kept.
+const maxSpecTemplates = 256
+
+// SpeculativeUpdates builds the speculative UpdateItem of one table from
+// cached templates. It is safe for concurrent use; the zero value is not
+// usable, call [NewSpeculativeUpdates].
+type SpeculativeUpdates struct {
+	table *string
+	// templates maps a shape (see shapeKey) to its template; replaced,
+	// never changed, under mu.
+	templates atomic.Pointer[map[string]*specTemplate]
+	mu        sync.Mutex
+}
+
+// NewSpeculativeUpdates returns the builder of table's speculative writes.
+func NewSpeculativeUpdates(table string) *SpeculativeUpdates {
+	u := &SpeculativeUpdates{table: &table}
+	m := map[string]*specTemplate{}
+	u.templates.Store(&m)
+	return u
+}
+
+// specTemplate is everything of a speculative write but its key, amounts
+// and current second.
+type specTemplate struct {
+	cond, update *string
+	names        map[string]string
+	consts       []specConst  // parameters and the wcu cost
+	amounts      []amountSlot // one per amount, in the shape's order
+	now          string       // the placeholder of the current second
+	nValues      int
+	lastNow      atomic.Pointer[numberValue]
+}
+
+type specConst struct {
+	name  string
+	value types.AttributeValue
+}
+
+// amountSlot is where an amount goes: take is the placeholder of the
+// amount (the condition and the total consumed), give of its negation
+// (the balance); both empty for a zero amount.
+type amountSlot struct {
+	take, give string
+	last       atomic.Pointer[amountValues] // the values of the last amount seen
+}
+
+type numberValue struct {
+	n int64
+	v types.AttributeValue
+}
+
+type amountValues struct {
+	milli      int64
+	take, give types.AttributeValue
+}
+
+// Input returns the speculative UpdateItem of the item key, conditioned on
+// limits and taking amounts (sorted by name, no name twice), at nowSec
+// (epoch seconds, for the TTL condition). The caller owns the slices; key
+// goes into the input as is.
+func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowSec int64) *dynamodb.UpdateItemInput {
+	var buf [256]byte
+	shape := shapeKey(buf[:0], limits, amounts)
+	t := (*u.templates.Load())[string(shape)]
+	if t == nil {
+		t = u.template(string(shape), limits, amounts)
+	}
+	values := make(map[string]types.AttributeValue, t.nValues)
+	for _, c := range t.consts {
+		values[c.name] = c.value
+	}
+	for i := range t.amounts {
+		slot := &t.amounts[i]
+		if slot.take == "" {
+			continue
+		}
+		av := slot.last.Load()
+		if av == nil || av.milli != amounts[i].Milli {
+			m := amounts[i].Milli
+			av = &amountValues{milli: m, take: N(m), give: N(-m)}
+			slot.last.Store(av)
+		}
+		values[slot.take], values[slot.give] = av.take, av.give
+	}
+	nv := t.lastNow.Load()
+	if nv == nil || nv.n != nowSec {
+		nv = &numberValue{n: nowSec, v: N(nowSec)}
+		t.lastNow.Store(nv)
+	}
+	values[t.now] = nv.v
+	return &dynamodb.UpdateItemInput{
+		TableName:                           u.table,
+		Key:                                 key,
+		UpdateExpression:                    t.update,
+		ConditionExpression:                 t.cond,
+		ExpressionAttributeNames:            t.names,
+		ExpressionAttributeValues:           values,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
+// shapeKey appends to dst what a template depends on: the limits with
+// their parameters, and the names and signs of the amounts.
+func shapeKey(dst []byte, limits []SpecLimit, amounts []SpecAmount) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(limits)))
+	for _, l := range limits {
+		dst = binary.AppendUvarint(dst, uint64(len(l.Name)))
+		dst = append(dst, l.Name...)
+		dst = binary.AppendVarint(dst, l.CapacityMilli)
+		dst = binary.AppendVarint(dst, l.RefillAmountMilli)
+		dst = binary.AppendVarint(dst, l.RefillPeriodMs)
+	}
+	for _, a := range amounts {
+		dst = binary.AppendUvarint(dst, uint64(len(a.Name)))
+		dst = append(dst, a.Name...)
+		switch {
+		case a.Milli > 0:
+			dst = append(dst, '+')
+		case a.Milli < 0:
+			dst = append(dst, '-')
+		default:
+			dst = append(dst, '0')
+		}
+	}
+	return dst
+}
+
+// template builds the template of a shape and keeps it unless the cache is
+// full.
+func (u *SpeculativeUpdates) template(shape string, limits []SpecLimit, amounts []SpecAmount) *specTemplate {
+	t := buildSpecTemplate(limits, amounts)
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	old := *u.templates.Load()
+	if kept, ok := old[shape]; ok {
+		return kept
+	}
+	if len(old) >= maxSpecTemplates {
+		return t
+	}
+	m := make(map[string]*specTemplate, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[shape] = t
+	u.templates.Store(&m)
+	return t
+}
+
+// buildSpecTemplate writes the expressions of a shape.
+func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
+	t := &specTemplate{names: map[string]string{}, amounts: make([]amountSlot, len(amounts))}
+	byName := map[string]string{}
+	name := func(attr string) string {
+		if p, ok := byName[attr]; ok {
+			return p
+		}
+		p := "#a" + strconv.Itoa(len(byName))
+		byName[attr], t.names[p] = p, attr
+		return p
+	}
+	value := func() string {
+		p := ":v" + strconv.Itoa(t.nValues)
+		t.nValues++
+		return p
+	}
+	constant := func(n int64) string {
+		p := value()
+		t.consts = append(t.consts, specConst{p, N(n)})
+		return p
+	}
+	conds := []string{"attribute_exists(" + name(AttrPK) + ")"}
+	for _, l := range limits {
+		conds = append(conds,
+			name(BucketAttr(l.Name, FieldCapacity))+" = "+constant(l.CapacityMilli),
+			name(BucketAttr(l.Name, FieldRefillAmount))+" = "+constant(l.RefillAmountMilli),
+			name(BucketAttr(l.Name, FieldRefillPeriod))+" = "+constant(l.RefillPeriodMs))
+	}
+	var add []string
+	for i, a := range amounts {
+		tk := name(BucketAttr(a.Name, FieldTokens))
+		if a.Milli == 0 {
+			conds = append(conds, "attribute_exists("+tk+")")
+			continue
+		}
+		slot := &t.amounts[i]
+		slot.take, slot.give = value(), value()
+		if a.Milli > 0 {
+			conds = append(conds, tk+" >= "+slot.take)
+		} else {
+			conds = append(conds, "attribute_exists("+tk+")")
+		}
+		add = append(add, tk+" "+slot.give, name(BucketAttr(a.Name, FieldTotalConsumed))+" "+slot.take)
+	}
+	wtk := name(BucketAttr(WCULimitName, FieldTokens))
+	cost := constant(WCUWriteCostMilli)
+	conds = append(conds, wtk+" >= "+cost)
+	add = append(add, wtk+" "+constant(-WCUWriteCostMilli), name(BucketAttr(WCULimitName, FieldTotalConsumed))+" "+cost)
+	ttl := name(AttrTTL)
+	t.now = value()
+	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+t.now+")")
+	cond, update := strings.Join(conds, " AND "), UpdateExpr(nil, add, nil)
+	t.cond, t.update = &cond, &update
+	return t
+}
+
+// skStateValue is the sort key of every bucket item, shared by their keys.
+var skStateValue = S(SKState)
+
+// BucketKeyValue returns the key of a bucket item (as [BucketPrimaryKey]),
+// sharing its sort key value with every other bucket key: a request must
+// not write to it.
+func BucketKeyValue(ns, entityID, resource string, shard int) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{AttrPK: S(PKBucket(ns, entityID, resource, shard)), AttrSK: skStateValue}
+}

@@ -1,0 +1,99 @@
+package ddbschema
+
+import (
+	"regexp"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var specPlaceholder = regexp.MustCompile(`[#:][av][0-9]+`)
+
+// renderSpec writes an expression of in with its names and values in place.
+func renderSpec(expr *string, in *dynamodb.UpdateItemInput) string {
+	return specPlaceholder.ReplaceAllStringFunc(aws.ToString(expr), func(p string) string {
+		if n, ok := in.ExpressionAttributeNames[p]; ok {
+			return n
+		}
+		if v, ok := in.ExpressionAttributeValues[p].(*types.AttributeValueMemberN); ok {
+			return v.Value
+		}
+		return "?" + p
+	})
+}
+
+// TestSpeculativeInput: the speculative write of two limits and three
+// amounts (positive, zero, negative), rendered.
+func TestSpeculativeInput(t *testing.T) {
+	u := NewSpeculativeUpdates("tbl")
+	limits := []SpecLimit{{"rpm", 10_000, 10_000, 60_000}, {"tpm", 5_000_000, 5_000_000, 60_000}}
+	amounts := []SpecAmount{{"back", -3000}, {"rpm", 1000}, {"tpm", 100_000}, {"x", 0}}
+	in := u.Input(BucketKeyValue("ns", "e", "r", 2), limits, amounts, 1_700_000_000)
+	assert.Equal(t, "ADD b_back_tk 3000, b_back_tc -3000, b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000",
+		renderSpec(in.UpdateExpression, in))
+	assert.Equal(t, "attribute_exists(PK) AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"+
+		" AND b_tpm_cp = 5000000 AND b_tpm_ra = 5000000 AND b_tpm_rp = 60000"+
+		" AND attribute_exists(b_back_tk) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk)"+
+		" AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)", renderSpec(in.ConditionExpression, in))
+	assert.Equal(t, "tbl", aws.ToString(in.TableName))
+	assert.Equal(t, types.ReturnValueAllNew, in.ReturnValues)
+	assert.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, in.ReturnValuesOnConditionCheckFailure)
+	assert.Equal(t, BucketPrimaryKey("ns", "e", "r", 2), in.Key)
+
+	// The same shape with other amounts and another second: the template
+	// is reused, the values are the request's.
+	in2 := u.Input(BucketKeyValue("ns", "f", "r", 0), limits, []SpecAmount{{"back", -1}, {"rpm", 2000}, {"tpm", 7}, {"x", 0}}, 1_700_000_001)
+	assert.Same(t, in.ConditionExpression, in2.ConditionExpression)
+	assert.Equal(t, "ADD b_back_tk 1, b_back_tc -1, b_rpm_tk -2000, b_rpm_tc 2000, b_tpm_tk -7, b_tpm_tc 7, b_wcu_tk -1000, b_wcu_tc 1000",
+		renderSpec(in2.UpdateExpression, in2))
+	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND")
+	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "ttl > 1700000001)")
+	// The first request's values did not change.
+	assert.Contains(t, renderSpec(in.ConditionExpression, in), "b_tpm_tk >= 100000 AND")
+
+	// Other parameters are another shape.
+	in3 := u.Input(BucketKeyValue("ns", "e", "r", 0), []SpecLimit{{"rpm", 20_000, 10_000, 60_000}}, amounts[1:2], 1)
+	assert.Contains(t, renderSpec(in3.ConditionExpression, in3), "b_rpm_cp = 20000 AND")
+	assert.Len(t, *u.templates.Load(), 2)
+}
+
+// TestSpeculativeInputConcurrent builds inputs of one shape with different
+// amounts from many goroutines (run with -race): each gets its own.
+func TestSpeculativeInputConcurrent(t *testing.T) {
+	u := NewSpeculativeUpdates("tbl")
+	limits := []SpecLimit{{"tpm", 1 << 40, 1 << 40, 60_000}}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				m := int64(1 + g*1000 + i)
+				in := u.Input(BucketKeyValue("ns", "e", "r", 0), limits, []SpecAmount{{"tpm", m}}, int64(i))
+				if got := renderSpec(in.UpdateExpression, in); !assert.Contains(t, got, "b_tpm_tc "+itoa(m)+",") {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func itoa(n int64) string { return N(n).(*types.AttributeValueMemberN).Value }
+
+// TestSpeculativeInputAllocs: a request of a known shape whose amounts and
+// second repeat costs the input, its value map and its key.
+func TestSpeculativeInputAllocs(t *testing.T) {
+	u := NewSpeculativeUpdates("tbl")
+	limits := []SpecLimit{{"rpm", 10_000, 10_000, 60_000}, {"tpm", 5_000_000, 5_000_000, 60_000}}
+	amounts := []SpecAmount{{"rpm", 1000}, {"tpm", 100_000}}
+	u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5)
+	allocs := testing.AllocsPerRun(100, func() {
+		u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5)
+	})
+	require.LessOrEqual(t, allocs, 10.0)
+	t.Logf("%.0f allocations", allocs)
+}
