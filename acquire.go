@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // maxConflictRetries bounds the retries of a write refused with a
@@ -137,9 +139,9 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		if ok {
 			s.TokensMilli, s.LastRefillMs = tk, rf
 			e.consumed = amount
-			e.refilledMilli = addMilli(tk, amount)
+			e.refilledMilli = bucketmath.AddMilli(tk, amount)
 		}
-		s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
+		s.TotalConsumedMilli = bucketmath.AddMilli(s.TotalConsumedMilli, e.consumed)
 		e.state = s
 		exceeded = exceeded || st.Exceeded
 		statuses = append(statuses, st)
@@ -396,10 +398,10 @@ func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
 			Resource:   e.key.Resource,
 			LimitName:  e.limit.Name,
 			Limit:      e.limit,
-			Available:  floorDiv(e.state.TokensMilli, 1000),
+			Available:  bucketmath.FloorDiv(e.state.TokensMilli, 1000),
 			Requested:  e.consumed,
 			Exceeded:   e.consumed > 0,
-			RetryAfter: calculateRetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
+			RetryAfter: bucketmath.RetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
 		})
 	}
 	return out

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
@@ -215,7 +217,7 @@ func maps(c Consume) Consume {
 }
 
 // addTokensSat returns a+b saturated at the range of amounts.
-func addTokensSat(a, b int64) int64 { return min(max(addInt64Sat(a, b), -maxAmount), maxAmount) }
+func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -maxAmount), maxAmount) }
 
 // speculativeAll is the batch's fast path: one atomic conditional write of
 // every item. decided is false when the read-then-write path must decide
@@ -247,7 +249,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items 
 			lease.entries = append(lease.entries, entries...)
 			for _, e := range entries {
 				before := e.state
-				before.TokensMilli = addMilli(before.TokensMilli, e.consumed)
+				before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
 				statuses[i] = append(statuses[i], LimitStatus{
 					EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
 					Available: calculateAvailable(before, now), Requested: e.consumed,

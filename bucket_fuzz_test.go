@@ -5,6 +5,8 @@ import (
 	"math/big"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // This file checks bucket.go against a model of the original's bucket.py
@@ -153,10 +155,10 @@ func FuzzRefillBucket(f *testing.F) {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
 	f.Fuzz(func(t *testing.T, tokens, lastRefill, now, capacity, amount, period int64) {
-		gotTokens, gotLast := refillBucket(tokens, lastRefill, now, capacity, amount, period)
+		gotTokens, gotLast := bucketmath.Refill(tokens, lastRefill, now, capacity, amount, period)
 		wantTokens, wantLast := pyRefillBucket(pyInt(tokens), pyInt(lastRefill), pyInt(now), pyInt(capacity), pyInt(amount), pyInt(period))
 		if gotTokens != toInt64(wantTokens) || gotLast != toInt64(wantLast) {
-			t.Errorf("refillBucket(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)",
+			t.Errorf("bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)",
 				tokens, lastRefill, now, capacity, amount, period,
 				gotTokens, gotLast, toInt64(wantTokens), toInt64(wantLast), wantTokens, wantLast)
 		}
@@ -261,9 +263,9 @@ func FuzzCalculateRetryAfter(f *testing.F) {
 		f.Add(s[0], s[1], s[2])
 	}
 	f.Fuzz(func(t *testing.T, deficit, amount, period int64) {
-		got := calculateRetryAfter(deficit, amount, period)
+		got := bucketmath.RetryAfter(deficit, amount, period)
 		if want := pyRetryAfter(pyInt(deficit), pyInt(amount), pyInt(period)); got != want {
-			t.Errorf("calculateRetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
+			t.Errorf("bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
 				deficit, amount, period, got, int64(got), want, int64(want))
 		}
 	})

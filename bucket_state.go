@@ -1,6 +1,10 @@
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+)
 
 // RefilledAt returns s refilled to now: the balance it holds at now if
 // nothing is consumed in between, computed as the limiter does before each
@@ -14,7 +18,7 @@ import "time"
 // A [BucketState] read from the table is the state as of its last write;
 // RefilledAt(time.Now()) gives the balance available now.
 func (s BucketState) RefilledAt(now time.Time) BucketState {
-	s.TokensMilli, s.LastRefillMs = refillBucket(s.TokensMilli, s.LastRefillMs, now.UnixMilli(),
+	s.TokensMilli, s.LastRefillMs = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now.UnixMilli(),
 		s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return s
 }

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Bucket settings used by the original's tests/unit/test_bucket.py and by
@@ -95,9 +97,9 @@ func TestRefillBucket(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			gotTokens, gotLast := refillBucket(tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period)
+			gotTokens, gotLast := bucketmath.Refill(tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period)
 			if gotTokens != tc.wantTokens || gotLast != tc.wantLast {
-				t.Errorf("refillBucket(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d)",
+				t.Errorf("bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d)",
 					tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period,
 					gotTokens, gotLast, tc.wantTokens, tc.wantLast)
 			}
@@ -117,9 +119,9 @@ func TestRefillBucketElevenDaysNoWrap(t *testing.T) {
 		t.Fatalf("precondition: %d×%d = %d does not overflow int64", elapsed, int64(cap10M), p)
 	}
 	for _, tokens := range []int64{0, 1, cap10M / 2, -cap10M, -5 * cap10M} {
-		got, gotLast := refillBucket(tokens, now-elapsed, now, cap10M, cap10M, perMinMs)
+		got, gotLast := bucketmath.Refill(tokens, now-elapsed, now, cap10M, cap10M, perMinMs)
 		if got != cap10M || gotLast != now {
-			t.Errorf("refillBucket(%d, now-11d, now, 10M tokens/min) = (%d, %d), want (%d, %d)",
+			t.Errorf("bucketmath.Refill(%d, now-11d, now, 10M tokens/min) = (%d, %d), want (%d, %d)",
 				tokens, got, gotLast, int64(cap10M), int64(now))
 		}
 	}
@@ -216,8 +218,8 @@ func TestCalculateRetryAfter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := calculateRetryAfter(tc.deficit, tc.amount, tc.period); got != tc.want {
-				t.Errorf("calculateRetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
+			if got := bucketmath.RetryAfter(tc.deficit, tc.amount, tc.period); got != tc.want {
+				t.Errorf("bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
 					tc.deficit, tc.amount, tc.period, got, int64(got), tc.want, int64(tc.want))
 			}
 		})
@@ -405,68 +407,6 @@ func TestWouldRefillSatisfy(t *testing.T) {
 				if got[i] != tc.want[i] {
 					t.Errorf("wouldRefillSatisfy(%v) status %d = %+v, want %+v", tc.consume, i, got[i], tc.want[i])
 				}
-			}
-		})
-	}
-}
-
-func TestDivModFloor(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name  string
-		a     int128
-		d     int64
-		wantQ int128
-		wantR int64
-	}{
-		{"positive", int128From(7), 2, int128From(3), 1},
-		{"negative dividend", int128From(-7), 2, int128From(-4), 1},
-		{"negative divisor", int128From(7), -2, int128From(-4), -1},
-		{"both negative", int128From(-7), -2, int128From(3), -1},
-		{"exact negative", int128From(-1500), 1000, int128From(-2), 500},
-		{"zero", int128{}, -3, int128{}, 0},
-		{"max by one", maxInt128, 1, maxInt128, 0},
-		{"min by one", minInt128, 1, minInt128, 0},
-		// −2^127 // 2^63 = −2^64.
-		{"min by MinInt64", minInt128, math.MinInt64, int128{hi: 1}, 0},
-		// (2^127 − 1) // −2 = −2^126 (floor of −2^126 + 0.5 ... − 1).
-		{"max by minus two", maxInt128, -2, int128{hi: 0xC000000000000000}, -1},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			q, r := divModFloor(tc.a, tc.d)
-			if q != tc.wantQ || r != tc.wantR {
-				t.Errorf("divModFloor(%+v, %d) = (%+v, %d), want (%+v, %d)", tc.a, tc.d, q, r, tc.wantQ, tc.wantR)
-			}
-		})
-	}
-}
-
-func TestMulInt128(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		a      int128
-		b      int64
-		want   int128
-		wantOK bool
-	}{
-		{"small", int128From(-3), 4, int128From(-12), true},
-		{"int64 squared", int128From(math.MinInt64), math.MinInt64, int128{hi: 1 << 62}, true},
-		{"min by one", minInt128, 1, minInt128, true},
-		{"min by minus one overflows", minInt128, -1, int128{}, false},
-		{"max by minus one", maxInt128, -1, minInt128.add(int128From(1)), true},
-		{"max by two overflows", maxInt128, 2, int128{}, false},
-		// 2^126 × −2 = −2^127 exactly fits.
-		{"exactly min", int128{hi: 1 << 62}, -2, minInt128, true},
-		{"exactly 2^127 overflows", int128{hi: 1 << 62}, 2, int128{}, false},
-		{"zero", minInt128, 0, int128{}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			got, ok := mulInt128(tc.a, tc.b)
-			if got != tc.want || ok != tc.wantOK {
-				t.Errorf("mulInt128(%+v, %d) = (%+v, %t), want (%+v, %t)", tc.a, tc.b, got, ok, tc.want, tc.wantOK)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Group commit: one write for many requests on one hot bucket item.
@@ -322,7 +324,7 @@ func capacities(limits []Limit) map[string]int64 {
 	}
 	caps := make(map[string]int64, len(limits))
 	for _, l := range limits {
-		caps[l.Name] = satMul(l.Capacity, 1000)
+		caps[l.Name] = bucketmath.SatMul(l.Capacity, 1000)
 	}
 	return caps
 }
@@ -542,7 +544,7 @@ func adjustDeltaWrite(key BucketKey, nowMs int64, delta Consume, caps map[string
 	w := BucketWrite{Kind: WriteAdjust, Key: key, NowMs: nowMs}
 	for _, name := range delta.names() {
 		if d := delta[name]; d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: satMul(d, 1000), CapacityMilli: caps[name]})
+			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: caps[name]})
 		}
 	}
 	return w
@@ -583,7 +585,7 @@ func specRefusal(b *Bucket, consume Consume, limits []Limit, nowMs int64) Refusa
 		if !ok {
 			return RefusedLimitMissing
 		}
-		if amount > 0 && s.TokensMilli < satMul(amount, 1000) {
+		if amount > 0 && s.TokensMilli < bucketmath.SatMul(amount, 1000) {
 			app = true
 		}
 	}

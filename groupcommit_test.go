@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // gate blocks the DynamoDB calls of one operation while closed: a test
@@ -185,14 +187,14 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	}
 	if errs[1] != nil {
 		// Refused on the item after the first 3 was taken: 2 left.
-		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != calculateRetryAfter(1000, 100_000, 60_000) {
-			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(1000, 100_000, 60_000))
+		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != bucketmath.RetryAfter(1000, 100_000, 60_000) {
+			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(1000, 100_000, 60_000))
 		}
 	}
 	if errs[3] != nil {
 		// Refused on the item the combined write saw: 5 left.
-		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != calculateRetryAfter(5000, 100_000, 60_000) {
-			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(5000, 100_000, 60_000))
+		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != bucketmath.RetryAfter(5000, 100_000, 60_000) {
+			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(5000, 100_000, 60_000))
 		}
 	}
 	// first alone, the refused batch, 3 alone, 1 alone.

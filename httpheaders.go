@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Rate-limit response headers: the X-RateLimit-* fields most APIs send, and
@@ -30,12 +32,12 @@ func windowSeconds(l Limit) int64 {
 	if l.RefillAmount <= 0 {
 		return 0
 	}
-	num, ok := mulInt128(int128From(l.Capacity), l.RefillPeriod.Milliseconds())
+	num, ok := bucketmath.MulInt128(bucketmath.Int128From(l.Capacity), l.RefillPeriod.Milliseconds())
 	if !ok {
 		return 1<<63 - 1
 	}
-	q, r := divModFloor(num, satMul(l.RefillAmount, 1000))
-	w := q.int64Sat()
+	q, r := bucketmath.DivModFloor(num, bucketmath.SatMul(l.RefillAmount, 1000))
+	w := q.Int64Sat()
 	if r != 0 && w < 1<<63-1 {
 		w++
 	}
@@ -112,9 +114,9 @@ func setLeaseHeaders(h http.Header, lease *Lease) {
 
 // mulCmp compares a×b with c×d exactly.
 func mulCmp(a, b, c, d int64) int {
-	x, _ := mulInt128(int128From(a), b)
-	y, _ := mulInt128(int128From(c), d)
-	return x.cmp(y)
+	x, _ := bucketmath.MulInt128(bucketmath.Int128From(a), b)
+	y, _ := bucketmath.MulInt128(bucketmath.Int128From(c), d)
+	return x.Cmp(y)
 }
 
 // setRefusalHeaders adds X-RateLimit-Reset and the IETF fields of a 429

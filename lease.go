@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Lease is the consumption taken by one Acquire. It is already durable in
@@ -130,24 +132,24 @@ func (ls *Lease) Statuses() []LeaseStatus {
 // the whole milliseconds that earn capacity − balance (refilled to now),
 // rounded up; zero when it is full (or does not refill).
 func timeToFill(s BucketState, now int64) time.Duration {
-	cur, _ := refillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-	deficit := int128From(s.CapacityMilli).subSat(cur)
-	if deficit.sign() <= 0 || s.RefillAmountMilli <= 0 || s.RefillPeriodMs <= 0 {
+	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	deficit := bucketmath.Int128From(s.CapacityMilli).SubSat(cur)
+	if deficit.Sign() <= 0 || s.RefillAmountMilli <= 0 || s.RefillPeriodMs <= 0 {
 		return 0
 	}
-	hi, lo := deficit.mag()
+	hi, lo := deficit.Mag()
 	if hi != 0 || lo >= 1<<63 {
 		return math.MaxInt64
 	}
-	x, ok := mulInt128(deficit, s.RefillPeriodMs)
+	x, ok := bucketmath.MulInt128(deficit, s.RefillPeriodMs)
 	if !ok {
 		return math.MaxInt64
 	}
-	q, r := divModFloor(x, s.RefillAmountMilli)
+	q, r := bucketmath.DivModFloor(x, s.RefillAmountMilli)
 	if r != 0 {
-		q = q.addSat(int128From(1))
+		q = q.AddSat(bucketmath.Int128From(1))
 	}
-	return durationFromMillis(q)
+	return bucketmath.DurationFromMillis(q)
 }
 
 // Noop reports whether the lease was issued without DynamoDB because the
@@ -254,7 +256,7 @@ func (ls *Lease) apply(c Consume, now int64) {
 			// A refund does not lift the local view above capacity.
 			e.state.TokensMilli = max(before, e.state.CapacityMilli)
 		}
-		e.state.TotalConsumedMilli = addMilli(e.state.TotalConsumedMilli, amount)
+		e.state.TotalConsumedMilli = bucketmath.AddMilli(e.state.TotalConsumedMilli, amount)
 		e.consumed += amount
 	}
 }
@@ -356,7 +358,7 @@ func adjustWrite(key BucketKey, entries []*leaseEntry, delta func(*leaseEntry) i
 	w := BucketWrite{Kind: WriteAdjust, Key: key}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: satMul(d, 1000), CapacityMilli: satMul(e.limit.Capacity, 1000)})
+			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
 	return w

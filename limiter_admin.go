@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // The administrative half of RateLimiter: entities and stored limits. Each
@@ -413,7 +415,7 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 			}
 			next, changed := applyLimit(s, l, now)
 			if !changed {
-				next.TokensMilli, _ = refillBucket(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+				next.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 			}
 			lw := LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
 			if changed {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Reserved names and well-known limit names.
@@ -132,9 +134,9 @@ func validateLimits(limits []Limit) error {
 func limitFromBucketState(s BucketState) Limit {
 	return Limit{
 		Name:         s.LimitName,
-		Capacity:     floorDiv(s.CapacityMilli, 1000),
-		RefillAmount: floorDiv(s.RefillAmountMilli, 1000),
-		RefillPeriod: time.Duration(floorDiv(s.RefillPeriodMs, 1000)) * time.Second,
+		Capacity:     bucketmath.FloorDiv(s.CapacityMilli, 1000),
+		RefillAmount: bucketmath.FloorDiv(s.RefillAmountMilli, 1000),
+		RefillPeriod: time.Duration(bucketmath.FloorDiv(s.RefillPeriodMs, 1000)) * time.Second,
 	}
 }
 
@@ -248,10 +250,10 @@ type BucketState struct {
 }
 
 // Tokens returns the balance in whole tokens (floored).
-func (s BucketState) Tokens() int64 { return floorDiv(s.TokensMilli, 1000) }
+func (s BucketState) Tokens() int64 { return bucketmath.FloorDiv(s.TokensMilli, 1000) }
 
 // Capacity returns the capacity in whole tokens (floored).
-func (s BucketState) Capacity() int64 { return floorDiv(s.CapacityMilli, 1000) }
+func (s BucketState) Capacity() int64 { return bucketmath.FloorDiv(s.CapacityMilli, 1000) }
 
 // bucketStateFromLimit returns a full bucket for l, refilled at nowMs.
 func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) BucketState {

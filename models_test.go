@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 func TestLimitConstructors(t *testing.T) {
@@ -178,8 +180,8 @@ func TestFloorDiv(t *testing.T) {
 		{-1500, 1000, -2}, {1500, 1000, 1}, {-1000, 1000, -1}, {0, 1000, 0}, {-1, 1000, -1},
 		{1500, -1000, -2}, {-1500, -1000, 1}, {999, 1000, 0},
 	} {
-		if got := floorDiv(tc.a, tc.b); got != tc.want {
-			t.Errorf("floorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
+		if got := bucketmath.FloorDiv(tc.a, tc.b); got != tc.want {
+			t.Errorf("bucketmath.FloorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Adjustments (commits, rollbacks, give-backs) on DynamoDB.
@@ -74,7 +75,7 @@ func (r *DynamoDBRepository) optimisticAdjust(w BucketWrite) *dynamodb.UpdateIte
 			conds = append(conds, "attribute_exists("+cp+")")
 		case l.CapacityMilli > 0:
 			// A refund of R fits when tk ≤ capacity − R.
-			conds = append(conds, cp+" = "+b.n(l.CapacityMilli), tk+" <= "+b.n(addInt64Sat(l.CapacityMilli, l.ConsumedMilli)))
+			conds = append(conds, cp+" = "+b.n(l.CapacityMilli), tk+" <= "+b.n(bucketmath.AddSat(l.CapacityMilli, l.ConsumedMilli)))
 		default:
 			conds = append(conds, "attribute_not_exists("+cp+")") // unknown capacity: always take the exact path
 		}
@@ -96,7 +97,7 @@ func (r *DynamoDBRepository) exactAdjust(w BucketWrite, old *Bucket) *dynamodb.U
 			continue // removed from the item: nothing to adjust
 		}
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		next := addInt64Sat(s.TokensMilli, -l.ConsumedMilli)
+		next := bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
 		if l.ConsumedMilli < 0 {
 			next = refund(s.TokensMilli, -l.ConsumedMilli, s.CapacityMilli)
 		}

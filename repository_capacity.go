@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // entityShards accumulates the shards of one entity's bucket.
@@ -63,7 +64,7 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 		if b.Key.Shard < e.lowShard {
 			e.capacity, e.lowShard = s.Capacity(), b.Key.Shard
 		}
-		e.available = addInt64Sat(e.available, avail)
+		e.available = bucketmath.AddSat(e.available, avail)
 	}
 	if parentsOnly && len(byEntity) > 0 {
 		if err := r.keepParents(ctx, byEntity); err != nil {
@@ -83,8 +84,8 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 			EntityID: id, Capacity: e.capacity, Available: available,
 			UtilizationPct: utilizationPct(e.capacity, available),
 		})
-		out.TotalCapacity = addInt64Sat(out.TotalCapacity, e.capacity)
-		out.TotalAvailable = addInt64Sat(out.TotalAvailable, available)
+		out.TotalCapacity = bucketmath.AddSat(out.TotalCapacity, e.capacity)
+		out.TotalAvailable = bucketmath.AddSat(out.TotalAvailable, available)
 	}
 	out.UtilizationPct = utilizationPct(out.TotalCapacity, out.TotalAvailable)
 	return out, nil

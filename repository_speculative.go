@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // buildSpeculativeUpdate is the Python library's speculative UpdateItem:
@@ -24,12 +25,12 @@ func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.
 	var add []string
 	for _, l := range req.Limits {
 		conds = append(conds,
-			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(satMul(l.Capacity, 1000)),
-			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(satMul(l.RefillAmount, 1000)),
+			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(bucketmath.SatMul(l.Capacity, 1000)),
+			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(bucketmath.SatMul(l.RefillAmount, 1000)),
 			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
 	}
 	for _, name := range consume.names() {
-		amount := satMul(consume[name], 1000)
+		amount := bucketmath.SatMul(consume[name], 1000)
 		tk := b.name(bucketAttr(name, fieldTokens))
 		if amount > 0 {
 			conds = append(conds, tk+" >= "+b.n(amount))
@@ -44,7 +45,7 @@ func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.
 	conds = append(conds, wtk+" >= "+b.n(wcuWriteCostMilli))
 	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
 	ttl := b.name(attrTTL)
-	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(floorDiv(nowMs, 1000))+")")
+	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(nowMs, 1000))+")")
 	u := b.update(table, bucketPrimaryKey(ns, key.EntityID, key.Resource, key.Shard), updateExpr(nil, add, nil), conds)
 	return &dynamodb.UpdateItemInput{
 		TableName:                           u.TableName,

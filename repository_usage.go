@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Usage query limits.
@@ -267,7 +268,7 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 			}
 			sum.SnapshotCount++
 			for name, n := range s.Counters {
-				sum.Total[name] = addInt64Sat(sum.Total[name], n)
+				sum.Total[name] = bucketmath.AddSat(sum.Total[name], n)
 				counts[name]++
 			}
 		}

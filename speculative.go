@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // SpeculativeOutcome classifies what happened to an acquire on the
@@ -351,7 +353,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		for _, e := range childEntries {
 			statuses = append(statuses, LimitStatus{
 				EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
-				Available: floorDiv(addMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
+				Available: bucketmath.FloorDiv(bucketmath.AddMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))

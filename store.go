@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // This file and the [Repository] interface (repository.go) are the backend
@@ -131,7 +133,7 @@ func (b *Bucket) State(name string) (BucketState, bool) {
 
 // Expired reports whether the item's TTL has passed at nowMs.
 func (b *Bucket) Expired(nowMs int64) bool {
-	return b != nil && b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000)
+	return b != nil && b.TTL != 0 && b.TTL <= bucketmath.FloorDiv(nowMs, 1000)
 }
 
 // WriteKind selects the shape of a [BucketWrite].
@@ -299,7 +301,7 @@ type SpeculativeResult struct {
 // [LimitWrite], saturating at the int64 limits exactly as the limiter does:
 // a backend that compares stored parameters with a [SpeculativeRequest]'s
 // limits converts them with it.
-func MilliTokens(tokens int64) int64 { return satMul(tokens, 1000) }
+func MilliTokens(tokens int64) int64 { return bucketmath.SatMul(tokens, 1000) }
 
 // SpeculativeRequest is one speculative write: take Consume from the item
 // Key without reading it first.

@@ -1,5 +1,7 @@
 package limiter
 
+import "github.com/zaelimiter/limiter/internal/bucketmath"
+
 // The hidden write-capacity limit of the DynamoDB backend.
 //
 // DynamoDB serves at most about 1000 write units per second on one
@@ -23,7 +25,7 @@ func wcuRefill(base *Bucket, nowMs int64) (w LimitWrite, ok bool) {
 		return LimitWrite{}, false
 	}
 	s := base.wcu
-	tk, _ := refillBucket(s.TokensMilli, base.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	tk, _ := bucketmath.Refill(s.TokensMilli, base.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	if tk <= s.TokensMilli {
 		return LimitWrite{}, false
 	}
@@ -39,7 +41,7 @@ func wcuRefills(b *Bucket, nowMs int64) bool {
 		return true
 	}
 	s := b.wcu
-	tk, _ := refillBucket(s.TokensMilli, b.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	tk, _ := bucketmath.Refill(s.TokensMilli, b.RefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return tk >= wcuWriteCostMilli
 }
 
