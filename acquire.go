@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // maxConflictRetries bounds the retries of a write refused with a
@@ -23,12 +24,14 @@ type entityGroup struct {
 	resource string
 	limits   []Limit
 	source   ConfigSource
-	bucket   *Bucket // nil when the item does not exist
-	meta     *Entity // nil when the entity has no META record
+	bucket   *store.Bucket // nil when the item does not exist
+	meta     *Entity       // nil when the entity has no META record
 }
 
 // key returns the group's shard-0 bucket item.
-func (g entityGroup) key() BucketKey { return BucketKey{EntityID: g.entityID, Resource: g.resource} }
+func (g entityGroup) key() store.BucketKey {
+	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
+}
 
 // maxRereads bounds how often the read-then-write path reads again after
 // losing the refill lock while it was changing a limit's parameters.
@@ -125,7 +128,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		stored := s // the deltas of the write are relative to it
 		s, changed := applyLimit(s, l, now)
 		e := &leaseEntry{
-			key:                 BucketKey{EntityID: g.entityID, Resource: resource},
+			key:                 store.BucketKey{EntityID: g.entityID, Resource: resource},
 			limit:               l,
 			originalTokensMilli: stored.TokensMilli,
 			originalRfMs:        stored.LastRefillMs,
@@ -154,7 +157,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 // amount must fit in the refilled balance; zero or negative amounts never
 // gate (zero only refills, negative gives back). It fills st's Available,
 // Exceeded and RetryAfter and returns the balance after taking amount.
-func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, lastRefillMs int64, ok bool) {
+func admit(st *LimitStatus, s store.BucketState, amount, now int64) (tokensMilli, lastRefillMs int64, ok bool) {
 	if amount > 0 {
 		r := tryConsume(s, amount, now)
 		st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
@@ -174,10 +177,10 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	guess := info.cascadeParent(entityID)
 
 	ids := []string{entityID}
-	keys := []BucketKey{{EntityID: entityID, Resource: resource}}
+	keys := []store.BucketKey{{EntityID: entityID, Resource: resource}}
 	if guess != "" {
 		ids = append(ids, guess)
-		keys = append(keys, BucketKey{EntityID: guess, Resource: resource})
+		keys = append(keys, store.BucketKey{EntityID: guess, Resource: resource})
 	}
 	metas, buckets, err := rl.store.loadBuckets(ctx, ids, keys)
 	if err != nil {
@@ -198,9 +201,9 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	if parentID == "" {
 		return groups, nil
 	}
-	pkey := BucketKey{EntityID: parentID, Resource: resource}
+	pkey := store.BucketKey{EntityID: parentID, Resource: resource}
 	if parentID != guess {
-		pm, pb, err := rl.store.loadBuckets(ctx, []string{parentID}, []BucketKey{pkey})
+		pm, pb, err := rl.store.loadBuckets(ctx, []string{parentID}, []store.BucketKey{pkey})
 		if err != nil {
 			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
 		}
@@ -238,15 +241,15 @@ const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 // ttlFor decides the TTL handling of a group's bucket: buckets of
 // entity-level config never expire; others expire after the time-to-fill
 // times the repository's multiplier.
-func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
+func (rl *RateLimiter) ttlFor(g entityGroup) (store.TTLMode, int64) {
 	if g.source == SourceEntity {
-		return TTLRemove, 0
+		return store.TTLRemove, 0
 	}
 	secs := bucketTTLSeconds(g.limits, rl.ttlMultiplier)
 	if secs <= 0 {
-		return TTLUnchanged, 0
+		return store.TTLUnchanged, 0
 	}
-	return TTLSet, secs
+	return store.TTLSet, secs
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter:
@@ -258,28 +261,28 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	}
 	now := rl.nowMs()
 	changed := false // a limit's parameters change with this write
-	writes := make([]BucketWrite, 0, len(groups))
+	writes := make([]store.BucketWrite, 0, len(groups))
 	for _, g := range groups {
 		entries := lease.entriesOf(g.key())
 		if len(entries) == 0 {
 			continue
 		}
-		w := BucketWrite{Key: entries[0].key, NowMs: now}
+		w := store.BucketWrite{Key: entries[0].key, NowMs: now}
 		w.TTL, w.TTLSeconds = rl.ttlFor(g)
 		if g.meta != nil {
 			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 		}
 		if g.bucket == nil {
-			w.Kind = WriteCreate
+			w.Kind = store.WriteCreate
 			w.ShardCount = 1
 			for _, e := range entries {
 				w.States = append(w.States, e.state)
 			}
 		} else {
-			w.Kind = WriteNormal
+			w.Kind = store.WriteNormal
 			w.ExpectedRefillMs = g.bucket.RefillMs
 			for _, e := range entries {
-				lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
+				lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 				if e.missingLimit {
 					full := bucketStateFromLimit(g.entityID, w.Key.Resource, e.limit, now)
 					lw.Initial = &full
@@ -293,12 +296,12 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 				}
 				w.Limits = append(w.Limits, lw)
 			}
-			w.base = g.bucket // the DynamoDB backend refills its wcu limit from it
+			w.Base = g.bucket // the DynamoDB backend refills its wcu limit from it
 		}
 		writes = append(writes, w)
 	}
 	err := rl.writeWithConflictRetry(ctx, writes, lease)
-	if errors.Is(err, ErrConditionFailed) {
+	if errors.Is(err, store.ErrConditionFailed) {
 		if changed {
 			// The retry path consumes without refilling and would not
 			// apply the new parameters: read again instead.
@@ -319,15 +322,15 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 // consume without refilling, guarded by tk >= consumed.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
-	var writes []BucketWrite
+	var writes []store.BucketWrite
 	for _, g := range groups {
-		w := BucketWrite{Kind: WriteRetry, NowMs: now}
+		w := store.BucketWrite{Kind: store.WriteRetry, NowMs: now}
 		for _, e := range lease.entries {
 			if e.key != g.key() || e.consumed <= 0 {
 				continue
 			}
 			w.Key = e.key
-			lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
+			lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 			if e.missingLimit {
 				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
 				lw.Initial = &full
@@ -339,7 +342,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 		}
 	}
 	err := rl.writeWithConflictRetry(ctx, writes, lease)
-	if errors.Is(err, ErrConditionFailed) {
+	if errors.Is(err, store.ErrConditionFailed) {
 		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
 	}
 	return err
@@ -349,7 +352,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 // maxConflictRetries times with 25/50/100 ms backoff. Each write waits for
 // the store or for ctx; when ctx ends first, the write goes on and, if it
 // applies, what it took for lease is given back.
-func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []BucketWrite, lease *Lease) error {
+func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []store.BucketWrite, lease *Lease) error {
 	if len(writes) == 0 {
 		return nil
 	}
@@ -361,7 +364,7 @@ func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []Buck
 				rl.giveBackLease(writes, lease)
 			}
 		})
-		if !errors.Is(err, ErrTransactionConflict) || attempt >= maxConflictRetries {
+		if !errors.Is(err, store.ErrTransactionConflict) || attempt >= maxConflictRetries {
 			return err
 		}
 		rl.logConflict(ctx, writes, attempt, conflictBackoff(attempt))
@@ -374,7 +377,7 @@ func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []Buck
 // giveBackLease gives back what writes (an acquire's initial write, applied
 // after its caller gave up) took for lease: each entry's consumption on its
 // bucket.
-func (rl *RateLimiter) giveBackLease(writes []BucketWrite, lease *Lease) {
+func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 	for _, w := range writes {
 		entries := lease.entriesOf(w.Key)
 		give := make(Consume, len(entries))

@@ -6,46 +6,23 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Audit events: every entity and limit change made through a [RateLimiter]
-// is recorded, when the repository is an [AuditLog], with who made it (the
+// is recorded, when the repository is an [store.AuditLog], with who made it (the
 // principal), when, and what changed, in the Python library's format.
 
-// Audit actions.
-const (
-	AuditEntityCreated = "entity_created"
-	AuditEntityDeleted = "entity_deleted"
-	AuditLimitsSet     = "limits_set"
-	AuditLimitsDeleted = "limits_deleted"
-)
-
-// DefaultAuditEventsLimit is the number of events AuditEvents returns when
-// its limit is zero or negative.
-const DefaultAuditEventsLimit = 100
-
-// AuditEntitySystem is the pseudo entity id under which changes of the
-// system defaults are audited; pass it to AuditEvents to read them.
-const AuditEntitySystem = "$SYSTEM"
-
-// auditResourcePrefix starts the pseudo entity ids of resource defaults.
-const auditResourcePrefix = "$RESOURCE:"
-
-// AuditEntityResource returns the pseudo entity id, "$RESOURCE:{resource}",
-// under which changes of resource's default limits are audited; pass it to
-// AuditEvents to read them.
-func AuditEntityResource(resource string) string { return auditResourcePrefix + resource }
-
-// validateAuditEntityID accepts an entity id, [AuditEntitySystem] or
+// validateAuditEntityID accepts an entity id, [store.AuditEntitySystem] or
 // "$RESOURCE:{resource}" with a valid resource.
 func validateAuditEntityID(id string) error {
 	switch {
-	case id == AuditEntitySystem:
+	case id == store.AuditEntitySystem:
 		return nil
-	case strings.HasPrefix(id, auditResourcePrefix):
-		return ValidateResource(strings.TrimPrefix(id, auditResourcePrefix))
+	case strings.HasPrefix(id, store.AuditEntityResource("")):
+		return store.ValidateResource(strings.TrimPrefix(id, store.AuditEntityResource("")))
 	}
-	return ValidateIdentifier(id, "entity_id")
+	return store.ValidateIdentifier(id, "entity_id")
 }
 
 type principalKey struct{}
@@ -75,7 +52,7 @@ func (rl *RateLimiter) principalFor(ctx context.Context) (string, error) {
 	if p == "" || strings.HasPrefix(p, "arn:") {
 		return p, nil
 	}
-	if err := ValidateIdentifier(p, "principal"); err != nil {
+	if err := store.ValidateIdentifier(p, "principal"); err != nil {
 		return "", err
 	}
 	return p, nil

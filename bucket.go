@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // consumeResult is the outcome of tryConsume, the original's ConsumeResult.
@@ -33,7 +34,7 @@ type consumeResult struct {
 // bucketmath.RetryAfter(requested×1000 − balance, …). A zero request fails when
 // the refilled balance is negative; a negative request always succeeds and
 // adds tokens without a cap. s is not modified.
-func tryConsume(s BucketState, requested, nowMs int64) consumeResult {
+func tryConsume(s store.BucketState, requested, nowMs int64) consumeResult {
 	cur, last := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	req := bucketmath.Milli(requested)
 	res := consumeResult{
@@ -55,14 +56,14 @@ func tryConsume(s BucketState, requested, nowMs int64) consumeResult {
 // any check: the balance may go negative (debt), and a negative amount returns
 // tokens beyond the capacity until the next refill caps the balance. It is the
 // original's force_consume. s is not modified.
-func forceConsume(s BucketState, amount, nowMs int64) (newTokensMilli, newLastRefillMs int64) {
+func forceConsume(s store.BucketState, amount, nowMs int64) (newTokensMilli, newLastRefillMs int64) {
 	cur, last := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return cur.SubSat(bucketmath.Milli(amount)).Int64Sat(), last
 }
 
 // sameParams reports whether s is stored with l's capacity, refill amount
 // and refill period.
-func sameParams(s BucketState, l Limit) bool {
+func sameParams(s store.BucketState, l Limit) bool {
 	return s.CapacityMilli == bucketmath.SatMul(l.Capacity, 1000) && s.RefillAmountMilli == bucketmath.SatMul(l.RefillAmount, 1000) &&
 		s.RefillPeriodMs == l.RefillPeriod.Milliseconds()
 }
@@ -74,7 +75,7 @@ func sameParams(s BucketState, l Limit) bool {
 // a balance above l's capacity is cut down to it. A raised limit thus keeps
 // the balance and refills at the new rate; a lowered one holds at most the
 // new capacity at once. changed reports whether the parameters differed.
-func applyLimit(s BucketState, l Limit, nowMs int64) (out BucketState, changed bool) {
+func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketState, changed bool) {
 	if sameParams(s, l) {
 		return s, false
 	}
@@ -97,7 +98,7 @@ func refund(tokensMilli, refundMilli, capacityMilli int64) int64 {
 // calculateAvailable returns the whole tokens of s refilled to nowMs
 // (floored; negative when the bucket is in debt). It is the original's
 // calculate_available.
-func calculateAvailable(s BucketState, nowMs int64) int64 {
+func calculateAvailable(s store.BucketState, nowMs int64) int64 {
 	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return bucketmath.FloorDivMilli(cur)
 }
@@ -106,7 +107,7 @@ func calculateAvailable(s BucketState, nowMs int64) int64 {
 // tokens: zero if the balance refilled to nowMs already covers them, else the
 // retry-after of the deficit. It is the original's
 // calculate_time_until_available.
-func calculateTimeUntilAvailable(s BucketState, needed, nowMs int64) time.Duration {
+func calculateTimeUntilAvailable(s store.BucketState, needed, nowMs int64) time.Duration {
 	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	need := bucketmath.Milli(needed)
 	if cur.Cmp(need) >= 0 {
@@ -118,7 +119,7 @@ func calculateTimeUntilAvailable(s BucketState, needed, nowMs int64) time.Durati
 // buildLimitStatus returns the status of requesting requested tokens of limit
 // from the bucket state s at nowMs, as the original's build_limit_status
 // s is not modified.
-func buildLimitStatus(entityID, resource string, limit Limit, s BucketState, requested, nowMs int64) LimitStatus {
+func buildLimitStatus(entityID, resource string, limit Limit, s store.BucketState, requested, nowMs int64) LimitStatus {
 	res := tryConsume(s, requested, nowMs)
 	return LimitStatus{
 		EntityID:   entityID,
@@ -141,7 +142,7 @@ func buildLimitStatus(entityID, resource string, limit Limit, s BucketState, req
 // original, the hidden wcu limit is always skipped, so it never reaches a
 // status (the original builds one for it and fails). With no status to
 // check it reports true.
-func wouldRefillSatisfy(buckets []BucketState, consume Consume, nowMs int64) (bool, []LimitStatus) {
+func wouldRefillSatisfy(buckets []store.BucketState, consume Consume, nowMs int64) (bool, []LimitStatus) {
 	ok := true
 	var statuses []LimitStatus
 	for _, s := range buckets {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file checks bucket.go against a model of the original's bucket.py
@@ -71,7 +72,7 @@ func pyRefillBucket(tokens, lastRefill, now, capacity, amount, period *big.Int) 
 }
 
 // pyRefillState is pyRefillBucket applied to a bucket state.
-func pyRefillState(s BucketState, now int64) (newTokens, newLastRefill *big.Int) {
+func pyRefillState(s store.BucketState, now int64) (newTokens, newLastRefill *big.Int) {
 	return pyRefillBucket(pyInt(s.TokensMilli), pyInt(s.LastRefillMs), pyInt(now),
 		pyInt(s.CapacityMilli), pyInt(s.RefillAmountMilli), pyInt(s.RefillPeriodMs))
 }
@@ -91,7 +92,7 @@ func pyRetryAfter(deficit, amount, period *big.Int) time.Duration {
 }
 
 // pyTryConsume is try_consume of bucket.py.
-func pyTryConsume(s BucketState, requested, now int64) consumeResult {
+func pyTryConsume(s store.BucketState, requested, now int64) consumeResult {
 	cur, last := pyRefillState(s, now)
 	req := pyMul(pyInt(requested), pyInt(1000))
 	res := consumeResult{
@@ -139,8 +140,8 @@ var bucketSeeds = [][6]int64{
 
 // stateOf returns the bucket state of a seed tuple (seed[2], now, is not
 // part of the state).
-func stateOf(seed [6]int64) BucketState {
-	return BucketState{
+func stateOf(seed [6]int64) store.BucketState {
+	return store.BucketState{
 		LimitName: "tpm", TokensMilli: seed[0], LastRefillMs: seed[1],
 		CapacityMilli: seed[3], RefillAmountMilli: seed[4], RefillPeriodMs: seed[5],
 	}

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
-// Bucket settings used by the original's tests/unit/test_bucket.py and by
+// store.Bucket settings used by the original's tests/unit/test_bucket.py and by
 // worked examples traced on the original (the aggregator's refill, a
 // slow-path write, a debt's retry-after).
 const (
@@ -22,8 +23,8 @@ const (
 
 // state returns a bucket state with the given balance, last refill time and
 // refill settings (all in millitokens and milliseconds).
-func state(tokens, lastRefill, capacity, amount, period int64) BucketState {
-	return BucketState{
+func state(tokens, lastRefill, capacity, amount, period int64) store.BucketState {
+	return store.BucketState{
 		EntityID:          "e1",
 		Resource:          "gpt-4",
 		LimitName:         "tpm",
@@ -130,10 +131,10 @@ func TestRefillBucketElevenDaysNoWrap(t *testing.T) {
 func TestTryConsume(t *testing.T) {
 	t.Parallel()
 	full := state(cap100k, 0, cap100k, cap100k, perMinMs)
-	rpm10 := func(tokens int64) BucketState { return state(tokens, 0, 10_000, 10_000, perMinMs) }
+	rpm10 := func(tokens int64) store.BucketState { return state(tokens, 0, 10_000, 10_000, perMinMs) }
 	for _, tc := range []struct {
 		name      string
-		state     BucketState
+		state     store.BucketState
 		requested int64
 		now       int64
 		want      consumeResult
@@ -230,7 +231,7 @@ func TestCalculateAvailable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name  string
-		state BucketState
+		state store.BucketState
 		now   int64
 		want  int64
 	}{
@@ -258,10 +259,10 @@ func TestCalculateAvailable(t *testing.T) {
 
 func TestCalculateTimeUntilAvailable(t *testing.T) {
 	t.Parallel()
-	rpm100 := func(tokens int64) BucketState { return state(tokens, 0, 100_000, 100_000, perMinMs) }
+	rpm100 := func(tokens int64) store.BucketState { return state(tokens, 0, 100_000, 100_000, perMinMs) }
 	for _, tc := range []struct {
 		name   string
-		state  BucketState
+		state  store.BucketState
 		needed int64
 		now    int64
 		want   time.Duration
@@ -290,7 +291,7 @@ func TestForceConsume(t *testing.T) {
 	full := state(cap100k, 0, cap100k, cap100k, perMinMs)
 	for _, tc := range []struct {
 		name       string
-		state      BucketState
+		state      store.BucketState
 		amount     int64
 		now        int64
 		wantTokens int64
@@ -321,7 +322,7 @@ func TestBuildLimitStatus(t *testing.T) {
 	l := PerMinute("rpm", 10)
 	for _, tc := range []struct {
 		name      string
-		state     BucketState
+		state     store.BucketState
 		requested int64
 		want      LimitStatus
 	}{
@@ -343,8 +344,8 @@ func TestWouldRefillSatisfy(t *testing.T) {
 	t.Parallel()
 	// bucket returns an empty state of amount tokens per minute, last
 	// refilled at 0.
-	bucket := func(name string, amount int64) BucketState {
-		return BucketState{
+	bucket := func(name string, amount int64) store.BucketState {
+		return store.BucketState{
 			EntityID: "e1", Resource: "api", LimitName: name,
 			CapacityMilli: amount * 1000, RefillAmountMilli: amount * 1000, RefillPeriodMs: perMinMs,
 		}
@@ -356,43 +357,43 @@ func TestWouldRefillSatisfy(t *testing.T) {
 		}
 	}
 	// The hidden wcu limit: 1000 writes per second, exhausted.
-	wcu := BucketState{
+	wcu := store.BucketState{
 		EntityID: "e1", Resource: "api", LimitName: wcuLimitName,
 		CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, LastRefillMs: 30_000,
 	}
 	for _, tc := range []struct {
 		name    string
-		buckets []BucketState
+		buckets []store.BucketState
 		consume Consume
 		now     int64
 		wantOK  bool
 		want    []LimitStatus
 	}{
 		// The original's test_bucket.py.
-		{"refill covers request", []BucketState{bucket("rpm", 100)}, Consume{"rpm": 10}, 30_000,
+		{"refill covers request", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": 10}, 30_000,
 			true, []LimitStatus{status("rpm", 100, 50, 10, 0)}},
 		// 1666 millitokens after 1 s; (100,000 − 1666)×60000//100,000 = 59000.
-		{"refill too slow", []BucketState{bucket("rpm", 100)}, Consume{"rpm": 100}, 1000,
+		{"refill too slow", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": 100}, 1000,
 			false, []LimitStatus{status("rpm", 100, 1, 100, ms(59_001))}},
-		{"multi-limit all pass", []BucketState{bucket("rpm", 100), bucket("tpm", 10_000)}, Consume{"rpm": 1, "tpm": 500}, 30_000,
+		{"multi-limit all pass", []store.BucketState{bucket("rpm", 100), bucket("tpm", 10_000)}, Consume{"rpm": 1, "tpm": 500}, 30_000,
 			true, []LimitStatus{status("rpm", 100, 50, 1, 0), status("tpm", 10_000, 5000, 500, 0)}},
 		// (6,000,000 − 5,000,000)×60000//10,000,000 = 6000.
-		{"multi-limit one fails", []BucketState{bucket("rpm", 100), bucket("tpm", 10_000)}, Consume{"rpm": 1, "tpm": 6000}, 30_000,
+		{"multi-limit one fails", []store.BucketState{bucket("rpm", 100), bucket("tpm", 10_000)}, Consume{"rpm": 1, "tpm": 6000}, 30_000,
 			false, []LimitStatus{status("rpm", 100, 50, 1, 0), status("tpm", 10_000, 5000, 6000, ms(6_001))}},
-		{"order of buckets is kept", []BucketState{bucket("tpm", 10_000), bucket("rpm", 100)}, Consume{"rpm": 1, "tpm": 1}, 30_000,
+		{"order of buckets is kept", []store.BucketState{bucket("tpm", 10_000), bucket("rpm", 100)}, Consume{"rpm": 1, "tpm": 1}, 30_000,
 			true, []LimitStatus{status("tpm", 10_000, 5000, 1, 0), status("rpm", 100, 50, 1, 0)}},
-		{"limits absent from consume are ignored", []BucketState{bucket("rpm", 100)}, Consume{"tpm": 5}, 0, true, nil},
-		{"zero amounts are ignored", []BucketState{bucket("rpm", 100)}, Consume{"rpm": 0}, 0, true, nil},
-		{"negative amounts are checked", []BucketState{bucket("rpm", 100)}, Consume{"rpm": -1}, 0,
+		{"limits absent from consume are ignored", []store.BucketState{bucket("rpm", 100)}, Consume{"tpm": 5}, 0, true, nil},
+		{"zero amounts are ignored", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": 0}, 0, true, nil},
+		{"negative amounts are checked", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": -1}, 0,
 			true, []LimitStatus{status("rpm", 100, 0, -1, 0)}},
 		{"no buckets", nil, Consume{"rpm": 1}, 0, true, nil},
-		{"nil consume", []BucketState{bucket("rpm", 100)}, nil, 0, true, nil},
+		{"nil consume", []store.BucketState{bucket("rpm", 100)}, nil, 0, true, nil},
 		// The original let the hidden wcu limit reach Limit validation and
 		// the statuses (a cascade whose parent was exhausted then failed
 		// with "reserved limit name" instead of a rate limit error). It is skipped even when the caller names it.
-		{"wcu is always skipped", []BucketState{wcu, bucket("rpm", 100)}, Consume{"rpm": 10, wcuLimitName: 1}, 30_000,
+		{"wcu is always skipped", []store.BucketState{wcu, bucket("rpm", 100)}, Consume{"rpm": 10, wcuLimitName: 1}, 30_000,
 			true, []LimitStatus{status("rpm", 100, 50, 10, 0)}},
-		{"only wcu", []BucketState{wcu}, Consume{wcuLimitName: 5}, 30_000, true, nil},
+		{"only wcu", []store.BucketState{wcu}, Consume{wcuLimitName: 5}, 30_000, true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -417,7 +418,7 @@ func TestWouldRefillSatisfy(t *testing.T) {
 func BenchmarkTryConsume(b *testing.B) {
 	for _, bc := range []struct {
 		name      string
-		state     BucketState
+		state     store.BucketState
 		requested int64
 		now       int64
 	}{
@@ -445,7 +446,7 @@ func TestMilliTokensSaturates(t *testing.T) {
 		{-maxTokens, -maxTokens * 1000}, {-maxTokens - 1, -1 << 63},
 		{1<<63 - 1, 1<<63 - 1}, {-1 << 63, -1 << 63},
 	} {
-		if got := MilliTokens(tc.in); got != tc.want {
+		if got := store.MilliTokens(tc.in); got != tc.want {
 			t.Errorf("MilliTokens(%d) = %d, want %d", tc.in, got, tc.want)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The bucket math's golden vectors: inputs and outputs of every function
@@ -56,7 +57,7 @@ func vectorOf(fn string, in []int64) bucketVector {
 		v.Out = strs(int64(bucketmath.RetryAfter(in[0], in[1], in[2])))
 		return v
 	}
-	s := BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
+	s := store.BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
 	now := in[2]
 	switch fn {
 	case "refill":

@@ -37,8 +37,8 @@
 // memorystore package for unit tests and single-process services (the same
 // semantics in the process's memory); redisstore for teams that run Redis;
 // or a backend of your own. The contract is [Repository] plus optional
-// capabilities ([SpeculativeStore], [BatchStore], [ShardStore], [AuditLog],
-// [ConfigLister], [UsageStore], [CapacityReader], [NamespaceRegistry]),
+// capabilities ([store.SpeculativeStore], [store.BatchStore], [store.ShardStore], [store.AuditLog],
+// [store.ConfigLister], [store.UsageStore], [store.CapacityReader], [store.NamespaceRegistry]),
 // each saying what the limiter does without it. The rules — validation, the
 // precedence of stored limits and their cache, bucket math, TTLs, audit
 // events — are the limiter's: a backend only stores. The storetest package
@@ -74,5 +74,5 @@
 //
 // Limits are configured in whole tokens and whole-second periods. Buckets are
 // stored in millitokens (tokens × 1000) and epoch milliseconds; the
-// [BucketState] type exposes them as stored.
+// [store.BucketState] type exposes them as stored.
 package limiter

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // gate blocks the DynamoDB calls of one operation while closed: a test
@@ -64,7 +65,7 @@ func (g *gate) before(op string, _ any) error {
 
 // waitQueued waits until n requests are queued behind the write in flight
 // for key (no sleeping: it yields until they are, or fails after 10 s).
-func waitQueued(t *testing.T, rl *RateLimiter, key BucketKey, n int) {
+func waitQueued(t *testing.T, rl *RateLimiter, key store.BucketKey, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -157,7 +158,7 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 94}, lim)) // 6 left
-	key := BucketKey{EntityID: "k", Resource: "api"}
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
 	env.rec.Reset()
 
 	g.hold()
@@ -216,7 +217,7 @@ func TestGroupCommitCancelledMembers(t *testing.T) {
 	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
-	key := BucketKey{EntityID: "k", Resource: "api"}
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
 
 	acquire := func(ctx context.Context, n int64) <-chan error {
 		ch := make(chan error, 1)

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // RateLimiter rate-limits calls per (entity, resource) against a
@@ -17,9 +19,9 @@ import (
 // concurrent use. The zero value is not usable; call [New].
 type RateLimiter struct {
 	repo  Repository
-	store storeOps   // the repository's bucket operations, metered (observe.go)
-	audit AuditLog   // nil: changes are not audited
-	bg    background // writes that outlive their caller's wait (background.go)
+	store storeOps       // the repository's bucket operations, metered (observe.go)
+	audit store.AuditLog // nil: changes are not audited
+	bg    background     // writes that outlive their caller's wait (background.go)
 
 	speculative bool
 	stats       specStats
@@ -70,7 +72,7 @@ type Option func(*RateLimiter)
 
 // WithSpeculativeWrites turns the speculative fast path (one conditional
 // write, no read) on or off. It is on by default; it needs a repository
-// that implements [SpeculativeStore].
+// that implements [store.SpeculativeStore].
 func WithSpeculativeWrites(on bool) Option { return func(rl *RateLimiter) { rl.speculative = on } }
 
 // WithClock sets the clock of the bucket math, TTLs, the config cache and
@@ -132,7 +134,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	if rl.auditRetention <= 0 {
 		rl.auditRetention = DefaultAuditRetention
 	}
-	rl.audit, _ = repo.(AuditLog)
+	rl.audit, _ = repo.(store.AuditLog)
 	rl.store = newStoreOps(repo, rl.obs.metrics)
 	if rl.store.spec == nil {
 		rl.speculative = false
@@ -196,7 +198,7 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	}
 	o := *op
 	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
-		return o, newValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
+		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
 	}
 	if o.override {
 		if err := validateLimits(o.limits); err != nil {
@@ -236,10 +238,10 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return nil, err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return nil, err
 	}
 	if err := validateAmounts(consume, false); err != nil {
@@ -308,7 +310,7 @@ func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string,
 }
 
 func noLimitsError(entityID, resource string) error {
-	e := newValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
+	e := store.NewValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
 		fmt.Sprintf("no limits configured for entity %q and resource %q: store them for the entity (on the resource "+
 			"or on _default_), the resource or the system, or pass WithLimits", entityID, resource))
 	return e
@@ -395,7 +397,7 @@ func (rl *RateLimiter) checkNames(ctx context.Context, entityID, resource string
 				}
 			}
 		}
-		return newValidationError(ErrValidation, "consume", name,
+		return store.NewValidationError(ErrValidation, "consume", name,
 			fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
 	}
 	return nil
@@ -433,7 +435,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
-	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
@@ -462,7 +464,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
-	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
 	}

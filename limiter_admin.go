@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The administrative half of RateLimiter: entities and stored limits. Each
@@ -31,11 +32,11 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 	if err != nil {
 		return Entity{}, err
 	}
-	if err := ValidateIdentifier(e.ID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(e.ID, "entity_id"); err != nil {
 		return Entity{}, err
 	}
 	if e.ParentID != "" {
-		if err := ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
+		if err := store.ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
 			return Entity{}, err
 		}
 		if err := rl.checkParent(ctx, e.ID, e.ParentID); err != nil {
@@ -63,7 +64,7 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 		parent = e.ParentID
 	}
 	details := map[string]any{"name": e.Name, "parent_id": parent, "cascade": e.Cascade, "metadata": metadata}
-	if err := rl.record(ctx, principal, AuditEntityCreated, e.ID, "", details); err != nil {
+	if err := rl.record(ctx, principal, store.AuditEntityCreated, e.ID, "", details); err != nil {
 		return e, err
 	}
 	return cloneEntity(e), nil
@@ -73,14 +74,14 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 // whose ancestors lead back to id.
 func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) error {
 	if parentID == id {
-		return newValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
+		return store.NewValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
 	}
 	seen := map[string]bool{id: true}
 	for next, depth := parentID, 0; next != "" && depth < maxParentDepth; depth++ {
 		p, err := rl.repo.GetEntity(ctx, next)
 		if errors.Is(err, ErrEntityNotFound) {
 			if next == parentID {
-				return newValidationError(ErrEntityNotFound, "parent_id", parentID,
+				return store.NewValidationError(ErrEntityNotFound, "parent_id", parentID,
 					fmt.Sprintf("parent entity '%s' not found; create it first", parentID))
 			}
 			return nil // an ancestor is gone: the chain ends there
@@ -93,7 +94,7 @@ func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) err
 		}
 		seen[next] = true
 		if seen[p.ParentID] {
-			return newValidationError(ErrValidation, "parent_id", parentID,
+			return store.NewValidationError(ErrValidation, "parent_id", parentID,
 				fmt.Sprintf("parent chain of '%s' leads back to '%s' (a cycle)", parentID, p.ParentID))
 		}
 		next = p.ParentID
@@ -106,7 +107,7 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 	if err := checkContext(ctx); err != nil {
 		return Entity{}, err
 	}
-	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 		return Entity{}, err
 	}
 	e, err := rl.repo.GetEntity(ctx, id)
@@ -128,7 +129,7 @@ func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 		return err
 	}
 	n, err := rl.repo.DeleteEntity(ctx, id)
@@ -140,7 +141,7 @@ func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	return rl.record(ctx, principal, AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(n)})
+	return rl.record(ctx, principal, store.AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(n)})
 }
 
 // Children returns the entities whose parent is parentID.
@@ -148,7 +149,7 @@ func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity,
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdentifier(parentID, "parent_id"); err != nil {
+	if err := store.ValidateIdentifier(parentID, "parent_id"); err != nil {
 		return nil, err
 	}
 	return rl.repo.Children(ctx, parentID)
@@ -160,7 +161,7 @@ func checkConfigResource(resource string) error {
 	if resource == DefaultResource {
 		return nil
 	}
-	return ValidateResource(resource)
+	return store.ValidateResource(resource)
 }
 
 // SetLimits stores limits for entityID on resource ([DefaultResource] for
@@ -173,7 +174,7 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
 	if err := checkConfigResource(resource); err != nil {
@@ -182,15 +183,15 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	key := EntityConfig(entityID, resource)
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+	key := store.EntityConfig(entityID, resource)
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	if err := rl.syncBucket(ctx, entityID, resource, limits, TTLRemove, 0, nil); err != nil {
+	if err := rl.syncBucket(ctx, entityID, resource, limits, store.TTLRemove, 0, nil); err != nil {
 		return err
 	}
-	return rl.record(ctx, principal, AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
+	return rl.record(ctx, principal, store.AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
 }
 
 // GetLimits returns the limits stored for entityID on resource (nil when
@@ -199,13 +200,13 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return nil, err
 	}
 	if err := checkConfigResource(resource); err != nil {
 		return nil, err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, EntityConfig(entityID, resource))
+	c, _, err := rl.repo.GetConfig(ctx, store.EntityConfig(entityID, resource))
 	return c.Limits, err
 }
 
@@ -220,13 +221,13 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
 	if err := checkConfigResource(resource); err != nil {
 		return err
 	}
-	key := EntityConfig(entityID, resource)
+	key := store.EntityConfig(entityID, resource)
 	old, _, err := rl.repo.GetConfig(ctx, key)
 	if err != nil {
 		return err
@@ -237,7 +238,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	}
 	rl.configChanged(key)
 	if existed {
-		if err := rl.record(ctx, principal, AuditLimitsDeleted, entityID, resource, nil); err != nil {
+		if err := rl.record(ctx, principal, store.AuditLimitsDeleted, entityID, resource, nil); err != nil {
 			return err
 		}
 	}
@@ -270,18 +271,18 @@ func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string,
 	if err != nil {
 		return err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	key := ResourceConfig(resource)
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+	key := store.ResourceConfig(resource)
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	return rl.record(ctx, principal, AuditLimitsSet, AuditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
+	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
 }
 
 // GetResourceDefaults returns the default limits of resource (nil when
@@ -290,10 +291,10 @@ func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string)
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return nil, err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, ResourceConfig(resource))
+	c, _, err := rl.repo.GetConfig(ctx, store.ResourceConfig(resource))
 	return c.Limits, err
 }
 
@@ -304,15 +305,15 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 	if err != nil {
 		return err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
-	key := ResourceConfig(resource)
+	key := store.ResourceConfig(resource)
 	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntityResource(resource), resource, nil)
+	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
 }
 
 // SetSystemDefaults stores the namespace-wide default limits and
@@ -327,10 +328,10 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 		return err
 	}
 	if onUnavailable != "" && !onUnavailable.Valid() {
-		return newValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
+		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
-	key := SystemConfig()
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
+	key := store.SystemConfig()
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
@@ -338,7 +339,7 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if onUnavailable != "" {
 		ou = string(onUnavailable)
 	}
-	return rl.record(ctx, principal, AuditLimitsSet, AuditEntitySystem, "",
+	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntitySystem, "",
 		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
 }
 
@@ -348,7 +349,7 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, SystemConfig())
+	c, _, err := rl.repo.GetConfig(ctx, store.SystemConfig())
 	return c.Limits, c.OnUnavailable, err
 }
 
@@ -359,7 +360,7 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := SystemConfig()
+	key := store.SystemConfig()
 	old, _, err := rl.repo.GetConfig(ctx, key)
 	if err != nil {
 		return err
@@ -376,13 +377,13 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if old.OnUnavailable != "" {
 		ou = string(old.OnUnavailable)
 	}
-	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
+	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
 }
 
 // configChanged makes a config change through this limiter effective for
 // its next acquire: the cached slot goes, and so does every over-limit
 // entry (its limits may be stale).
-func (rl *RateLimiter) configChanged(key ConfigKey) {
+func (rl *RateLimiter) configChanged(key store.ConfigKey) {
 	rl.configs.evict(key)
 	rl.overLimitReset()
 }
@@ -394,40 +395,40 @@ func (rl *RateLimiter) configChanged(key ConfigKey) {
 // the TTL mode is applied — one read and one write under the refill lock,
 // read again when the lock is lost. Stale limits are then removed. A
 // missing bucket is left missing: the next acquire creates it.
-func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
+func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
 	if len(limits) == 0 {
 		return nil
 	}
-	key := BucketKey{EntityID: entityID, Resource: resource}
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	for attempt := 0; ; attempt++ {
 		b, err := rl.store.getBucket(ctx, key)
 		if err != nil || b == nil {
 			return err
 		}
 		now := rl.nowMs()
-		w := BucketWrite{Kind: WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, base: b}
+		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {
 				full := bucketStateFromLimit(entityID, resource, l, now)
-				w.Limits = append(w.Limits, LimitWrite{Name: l.Name, Initial: &full})
+				w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
 				continue
 			}
 			next, changed := applyLimit(s, l, now)
 			if !changed {
 				next.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 			}
-			lw := LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
+			lw := store.LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
 			if changed {
 				lw.Params = &next
 			}
 			w.Limits = append(w.Limits, lw)
 		}
-		err = rl.store.writeBuckets(ctx, []BucketWrite{w})
-		if errors.Is(err, ErrConditionFailed) && attempt+1 < maxRereads {
+		err = rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+		if errors.Is(err, store.ErrConditionFailed) && attempt+1 < maxRereads {
 			continue // the bucket changed (or went) meanwhile: read it again
 		}
-		if errors.Is(err, ErrConditionFailed) {
+		if errors.Is(err, store.ErrConditionFailed) {
 			return fmt.Errorf("sync bucket %s/%s: %w", entityID, resource, err)
 		}
 		if err != nil || len(stale) == 0 {
@@ -435,15 +436,15 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 		}
 		break
 	}
-	err := rl.store.writeBuckets(ctx, []BucketWrite{{Kind: WriteSync, Key: key, NowMs: rl.nowMs(), Remove: stale}})
-	if errors.Is(err, ErrConditionFailed) {
+	err := rl.store.writeBuckets(ctx, []store.BucketWrite{{Kind: store.WriteSync, Key: key, NowMs: rl.nowMs(), Remove: stale}})
+	if errors.Is(err, store.ErrConditionFailed) {
 		return nil
 	}
 	return err
 }
 
 // ListResourcesWithDefaults returns, sorted, the resources with default
-// limits. It needs a [ConfigLister] repository.
+// limits. It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with defaults")
 	if err != nil {
@@ -453,7 +454,7 @@ func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string,
 }
 
 // ListResourcesWithEntityConfigs returns, sorted, the resources some entity
-// has stored limits for. It needs a [ConfigLister] repository.
+// has stored limits for. It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with entity configs")
 	if err != nil {
@@ -464,7 +465,7 @@ func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]st
 
 // ListEntitiesWithCustomLimits returns a page of the entities with stored
 // limits for resource ([DefaultResource] included) and the next page's
-// cursor ("" at the end). It needs a [ConfigLister] repository.
+// cursor ("" at the end). It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	l, err := rl.lister(ctx, "list entities with custom limits")
 	if err != nil {
@@ -476,11 +477,11 @@ func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resourc
 	return l.ListEntitiesWithCustomLimits(ctx, resource, pageSize, cursor)
 }
 
-func (rl *RateLimiter) lister(ctx context.Context, op string) (ConfigLister, error) {
+func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigLister, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	l, ok := rl.repo.(ConfigLister)
+	l, ok := rl.repo.(store.ConfigLister)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", op, ErrUnsupported)
 	}

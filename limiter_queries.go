@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The read-only queries below need optional capabilities of the repository.
@@ -13,13 +14,13 @@ import (
 // implement it. [*DynamoDBRepository] implements them all.
 
 // AuditEvents returns up to limit audit events of entityID, newest first
-// ([DefaultAuditEventsLimit] when limit ≤ 0). With startEventID (the EventID
+// ([store.DefaultAuditEventsLimit] when limit ≤ 0). With startEventID (the EventID
 // of the last event of a previous call) it returns the events older than
 // that one, so a caller pages back through history by passing the last id
 // it got; fewer than limit events means there are no more. Use
-// [AuditEntitySystem] or [AuditEntityResource] as entityID for the events of
+// [store.AuditEntitySystem] or [store.AuditEntityResource] as entityID for the events of
 // system and resource defaults. Invalid ids are *[ValidationError]s; nothing
-// is read then. It needs an [AuditLog] repository.
+// is read then. It needs an [store.AuditLog] repository.
 func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
@@ -29,7 +30,7 @@ func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit i
 	}
 	if startEventID != "" {
 		if _, err := ulid.ParseStrict(startEventID); err != nil {
-			return nil, newValidationError(ErrValidation, "start_event_id", startEventID,
+			return nil, store.NewValidationError(ErrValidation, "start_event_id", startEventID,
 				"must be an audit event id (a 26-character ULID)")
 		}
 	}
@@ -37,22 +38,22 @@ func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit i
 		return nil, fmt.Errorf("audit events: %w", ErrUnsupported)
 	}
 	if limit <= 0 {
-		limit = DefaultAuditEventsLimit
+		limit = store.DefaultAuditEventsLimit
 	}
 	return rl.audit.AuditEvents(ctx, entityID, limit, startEventID)
 }
 
 // UsageSnapshots returns one page of the usage snapshots q selects, newest
 // first, and the cursor of the next page ("" after the last). An invalid
-// query is a *[ValidationError]. It needs a [UsageStore] repository.
+// query is a *[ValidationError]. It needs a [store.UsageStore] repository.
 func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return nil, "", err
 	}
-	u, ok := rl.repo.(UsageStore)
+	u, ok := rl.repo.(store.UsageStore)
 	if !ok {
 		return nil, "", fmt.Errorf("usage snapshots: %w", ErrUnsupported)
 	}
@@ -60,16 +61,16 @@ func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]Usag
 }
 
 // UsageSummary aggregates the usage snapshots q selects (at most
-// [MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
-// needs a [UsageStore] repository.
+// [store.MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
+// needs a [store.UsageStore] repository.
 func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
 	if err := checkContext(ctx); err != nil {
 		return UsageSummary{}, err
 	}
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return UsageSummary{}, err
 	}
-	u, ok := rl.repo.(UsageStore)
+	u, ok := rl.repo.(store.UsageStore)
 	if !ok {
 		return UsageSummary{}, fmt.Errorf("usage summary: %w", ErrUnsupported)
 	}
@@ -81,18 +82,18 @@ func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSum
 // refilled to the limiter's clock. resource and limitName must be valid
 // (the DynamoDB backend's hidden limit cannot be asked for); else a
 // *[ValidationError] is returned before anything is read. It needs a
-// [CapacityReader] repository.
+// [store.CapacityReader] repository.
 func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
 	if err := checkContext(ctx); err != nil {
 		return ResourceCapacity{}, err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return ResourceCapacity{}, err
 	}
-	if err := validateLimitName(limitName, "limit_name"); err != nil {
+	if err := store.ValidateLimitName(limitName, "limit_name"); err != nil {
 		return ResourceCapacity{}, err
 	}
-	c, ok := rl.repo.(CapacityReader)
+	c, ok := rl.repo.(store.CapacityReader)
 	if !ok {
 		return ResourceCapacity{}, fmt.Errorf("resource capacity: %w", ErrUnsupported)
 	}

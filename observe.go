@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file holds the observability options: structured logging of the
@@ -48,44 +50,6 @@ func (o AcquireOutcome) String() string {
 	return acquireOutcomeNames[o]
 }
 
-// StoreOp names a [Repository] operation, for [Metrics.StoreCall].
-type StoreOp int
-
-// Repository operations reported to [Metrics.StoreCall]. On
-// [DynamoDBRepository] each is one DynamoDB request, except where noted.
-const (
-	// StoreLoadBuckets: [Repository.LoadBuckets], one BatchGetItem (more
-	// when DynamoDB returns UnprocessedKeys).
-	StoreLoadBuckets StoreOp = iota
-	// StoreGetBucket: [Repository.GetBucket], one GetItem.
-	StoreGetBucket
-	// StoreWriteBuckets: [Repository.WriteBuckets], one PutItem or
-	// UpdateItem for one item, one TransactWriteItems for several.
-	StoreWriteBuckets
-	// StoreSpeculativeConsume: [SpeculativeStore.SpeculativeConsume], one
-	// conditional UpdateItem.
-	StoreSpeculativeConsume
-	// StoreBumpShardCount: [ShardStore.BumpShardCount], one conditional
-	// UpdateItem.
-	StoreBumpShardCount
-	// StoreLoadConfigs: [Repository.LoadConfigs] on a config cache miss,
-	// one BatchGetItem.
-	StoreLoadConfigs
-	numStoreOps
-)
-
-var storeOpNames = [numStoreOps]string{
-	"LoadBuckets", "GetBucket", "WriteBuckets", "SpeculativeConsume", "BumpShardCount", "LoadConfigs",
-}
-
-// String returns the repository method's name, e.g. "SpeculativeConsume".
-func (op StoreOp) String() string {
-	if op < 0 || op >= numStoreOps {
-		return fmt.Sprintf("StoreOp(%d)", int(op))
-	}
-	return storeOpNames[op]
-}
-
 // Metrics receives measurements from a [RateLimiter] configured with
 // [WithMetrics]. Its methods are called synchronously on the request path,
 // from many goroutines at once: they must be safe for concurrent use, fast,
@@ -100,16 +64,16 @@ type Metrics interface {
 	// returns, with how it ended and how long it took, validation
 	// included. ctx is the caller's.
 	AcquireDone(ctx context.Context, outcome AcquireOutcome, latency time.Duration)
-	// SpeculativeOutcome is called once for each outcome counted by
+	// store.SpeculativeOutcome is called once for each outcome counted by
 	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
 	// that tries the speculative path.
-	SpeculativeOutcome(outcome SpeculativeOutcome)
+	SpeculativeOutcome(outcome store.SpeculativeOutcome)
 	// StoreCall is called after every bucket operation and config load
 	// the limiter and its leases make on the repository, with its latency
-	// and error. An error matching [ErrConditionFailed] is a normal
-	// outcome (a refused conditional write); [ErrTransactionConflict] is
+	// and error. An error matching [store.ErrConditionFailed] is a normal
+	// outcome (a refused conditional write); [store.ErrTransactionConflict] is
 	// retried. Administrative calls are not reported.
-	StoreCall(ctx context.Context, op StoreOp, latency time.Duration, err error)
+	StoreCall(ctx context.Context, op store.StoreOp, latency time.Duration, err error)
 }
 
 // WithLogger makes the limiter log its decisions to logger (nil, the
@@ -188,10 +152,10 @@ func (rl *RateLimiter) logUnavailable(ctx context.Context, entityID, resource st
 
 // specFallback counts a speculative outcome that hands over to the slow
 // path (or doubles the shard count) and logs it with the bucket's key.
-func (rl *RateLimiter) specFallback(key BucketKey, o SpeculativeOutcome) {
+func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutcome) {
 	rl.stats.count(o)
 	level, msg := slog.LevelDebug, "limiter: speculative fallback"
-	if o == SpecFallbackShardDoubled {
+	if o == store.SpecFallbackShardDoubled {
 		level, msg = slog.LevelInfo, "limiter: shard count doubled"
 	}
 	ctx := context.Background()
@@ -205,7 +169,7 @@ func (rl *RateLimiter) specFallback(key BucketKey, o SpeculativeOutcome) {
 
 // logGiveBackFailed logs a give-back that failed: tokens taken by a write
 // whose caller went away stay taken (under-admission, never more).
-func (rl *RateLimiter) logGiveBackFailed(ctx context.Context, key BucketKey, err error) {
+func (rl *RateLimiter) logGiveBackFailed(ctx context.Context, key store.BucketKey, err error) {
 	if !rl.obs.logging(ctx, slog.LevelWarn) {
 		return
 	}
@@ -214,7 +178,7 @@ func (rl *RateLimiter) logGiveBackFailed(ctx context.Context, key BucketKey, err
 }
 
 // logConflict logs a transaction-conflict retry.
-func (rl *RateLimiter) logConflict(ctx context.Context, writes []BucketWrite, attempt int, backoff time.Duration) {
+func (rl *RateLimiter) logConflict(ctx context.Context, writes []store.BucketWrite, attempt int, backoff time.Duration) {
 	if !rl.obs.logging(ctx, slog.LevelInfo) {
 		return
 	}
@@ -231,19 +195,19 @@ func (rl *RateLimiter) logConflict(ctx context.Context, writes []BucketWrite, at
 // each timed and reported to Metrics.StoreCall when metrics are on.
 type storeOps struct {
 	repo   Repository
-	spec   SpeculativeStore // nil: the repository has no speculative path
-	shards ShardStore       // nil: the repository does not shard
-	m      Metrics          // nil: nothing is reported
+	spec   store.SpeculativeStore // nil: the repository has no speculative path
+	shards store.ShardStore       // nil: the repository does not shard
+	m      Metrics                // nil: nothing is reported
 }
 
 func newStoreOps(repo Repository, m Metrics) storeOps {
 	s := storeOps{repo: repo, m: m}
-	s.spec, _ = repo.(SpeculativeStore)
-	s.shards, _ = repo.(ShardStore)
+	s.spec, _ = repo.(store.SpeculativeStore)
+	s.shards, _ = repo.(store.ShardStore)
 	return s
 }
 
-func (s *storeOps) done(ctx context.Context, op StoreOp, start time.Time, err error) {
+func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {
 	if s.m != nil {
 		s.m.StoreCall(ctx, op, time.Since(start), err)
 	}
@@ -258,44 +222,44 @@ func (s *storeOps) begin() time.Time {
 	return time.Now()
 }
 
-func (s *storeOps) loadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+func (s *storeOps) loadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	start := s.begin()
 	out, err := s.repo.LoadConfigs(ctx, keys)
-	s.done(ctx, StoreLoadConfigs, start, err)
+	s.done(ctx, store.StoreLoadConfigs, start, err)
 	return out, err
 }
 
-func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error) {
+func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
 	start := s.begin()
 	metas, buckets, err := s.repo.LoadBuckets(ctx, entityIDs, keys)
-	s.done(ctx, StoreLoadBuckets, start, err)
+	s.done(ctx, store.StoreLoadBuckets, start, err)
 	return metas, buckets, err
 }
 
-func (s *storeOps) getBucket(ctx context.Context, key BucketKey) (*Bucket, error) {
+func (s *storeOps) getBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	start := s.begin()
 	b, err := s.repo.GetBucket(ctx, key)
-	s.done(ctx, StoreGetBucket, start, err)
+	s.done(ctx, store.StoreGetBucket, start, err)
 	return b, err
 }
 
-func (s *storeOps) writeBuckets(ctx context.Context, writes []BucketWrite) error {
+func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	start := s.begin()
 	err := s.repo.WriteBuckets(ctx, writes)
-	s.done(ctx, StoreWriteBuckets, start, err)
+	s.done(ctx, store.StoreWriteBuckets, start, err)
 	return err
 }
 
-func (s *storeOps) speculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+func (s *storeOps) speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	start := s.begin()
 	res, err := s.spec.SpeculativeConsume(ctx, req)
-	s.done(ctx, StoreSpeculativeConsume, start, err)
+	s.done(ctx, store.StoreSpeculativeConsume, start, err)
 	return res, err
 }
 
 func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
 	start := s.begin()
 	n, err := s.shards.BumpShardCount(ctx, entityID, resource, current)
-	s.done(ctx, StoreBumpShardCount, start, err)
+	s.done(ctx, store.StoreBumpShardCount, start, err)
 	return n, err
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The over-limit cache (opt-in, [WithOverLimitCache]): local refusals for a
@@ -55,17 +56,17 @@ type overLimitCache struct {
 	found, missed atomic.Int64
 
 	mu      sync.Mutex // guards entries
-	entries *lru.Cache[BucketKey, overLimitEntry]
+	entries *lru.Cache[store.BucketKey, overLimitEntry]
 }
 
 // newOverLimitCache returns an empty cache of at most maxEntries buckets,
 // each kept at most maxWait.
 func newOverLimitCache(maxWait time.Duration, maxEntries int, event cacheEventFunc) *overLimitCache {
-	return &overLimitCache{maxWait: maxWait, event: event, entries: lru.New[BucketKey, overLimitEntry](maxEntries, maxWait)}
+	return &overLimitCache{maxWait: maxWait, event: event, entries: lru.New[store.BucketKey, overLimitEntry](maxEntries, maxWait)}
 }
 
 type overLimitEntry struct {
-	bucket    *Bucket
+	bucket    *store.Bucket
 	expiresMs int64
 }
 
@@ -113,11 +114,11 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 	info, _ := rl.ents.get(entityID)
 	parentID := info.cascadeParent(entityID)
 	now := rl.nowMs()
-	child, cok := c.get(BucketKey{EntityID: entityID, Resource: resource}, now)
-	var parent *Bucket
+	child, cok := c.get(store.BucketKey{EntityID: entityID, Resource: resource}, now)
+	var parent *store.Bucket
 	pok := false
 	if parentID != "" {
-		parent, pok = c.get(BucketKey{EntityID: parentID, Resource: resource}, now)
+		parent, pok = c.get(store.BucketKey{EntityID: parentID, Resource: resource}, now)
 	}
 	if !cok && !pok {
 		return nil
@@ -125,7 +126,7 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 	pos := positive(consume)
 	refused := false
 	var statuses []LimitStatus
-	for _, b := range []*Bucket{child, parent} {
+	for _, b := range []*store.Bucket{child, parent} {
 		if b == nil {
 			continue
 		}
@@ -141,7 +142,7 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 }
 
 // get returns the live entry of key, dropping it when expired.
-func (c *overLimitCache) get(key BucketKey, now int64) (*Bucket, bool) {
+func (c *overLimitCache) get(key store.BucketKey, now int64) (*store.Bucket, bool) {
 	c.mu.Lock()
 	e, ok := c.entries.Get(key, time.UnixMilli(now))
 	if ok && now >= e.expiresMs {
@@ -171,13 +172,13 @@ func (c *overLimitCache) stats() CacheStats {
 
 // overLimitRemember caches b, whose stored state refused an acquire at now
 // with err (a fast rejection), until min(err.RetryAfter, maxWait).
-func (rl *RateLimiter) overLimitRemember(b *Bucket, now int64, err *RateLimitExceededError) {
+func (rl *RateLimiter) overLimitRemember(b *store.Bucket, now int64, err *RateLimitExceededError) {
 	c := rl.olc
 	if c == nil || b == nil || b.ShardCount > 1 || b.Key.Shard != 0 || err.RetryAfter <= 0 {
 		return
 	}
 	wait := min(err.RetryAfter, c.maxWait)
-	key := BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
+	key := store.BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
 	c.mu.Lock()
 	evicted := c.entries.Add(key, overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}, time.UnixMilli(now))
 	c.mu.Unlock()
@@ -188,13 +189,13 @@ func (rl *RateLimiter) overLimitRemember(b *Bucket, now int64, err *RateLimitExc
 
 // overLimitSeen clears the entry of the bucket w adjusts: a commit or
 // rollback by this process may have given tokens back.
-func (rl *RateLimiter) overLimitSeen(w BucketWrite) {
+func (rl *RateLimiter) overLimitSeen(w store.BucketWrite) {
 	c := rl.olc
 	if c == nil {
 		return
 	}
 	c.mu.Lock()
-	c.entries.Remove(BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
+	c.entries.Remove(store.BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
 	c.mu.Unlock()
 }
 

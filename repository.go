@@ -16,68 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
-
-// Repository is the storage behind a [RateLimiter]: entities, stored limit
-// configs and bucket items, in one namespace. [*DynamoDBRepository]
-// implements it, package memorystore keeps everything in memory and
-// package redisstore keeps it in Redis; a
-// backend of your own implements these methods (and any of the optional
-// interfaces of store.go) and checks itself with package storetest.
-//
-// Every method must be safe for concurrent use and honour ctx. Every write
-// must be atomic: it applies whole or not at all. Inputs arrive validated;
-// a backend need not check them again. Errors other than the documented
-// ones are infrastructure failures: the limiter applies its on-unavailable
-// mode to them (an error whose chain holds [ErrUnavailable] is reported as
-// such; any other is wrapped).
-type Repository interface {
-	// Name names the backing store (the table, "memory", ...) for error
-	// messages.
-	Name() string
-
-	// CreateEntity stores e (its Name, Metadata and CreatedAt already
-	// set) unless an entity with its ID exists, in which case it fails
-	// with an error matching [ErrEntityExists].
-	CreateEntity(ctx context.Context, e Entity) error
-	// GetEntity returns the entity, or an error matching
-	// [ErrEntityNotFound].
-	GetEntity(ctx context.Context, id string) (Entity, error)
-	// DeleteEntity deletes the entity, its stored limit configs and every
-	// bucket item of it (all resources and shards), and returns how many
-	// records it deleted; deleting a missing entity deletes nothing and
-	// returns 0. Audit events and children are kept.
-	DeleteEntity(ctx context.Context, id string) (int, error)
-	// Children returns the entities whose parent is parentID.
-	Children(ctx context.Context, parentID string) ([]Entity, error)
-
-	// LoadConfigs reads the configs keys name, in one round trip where the
-	// backend can; keys without a stored config are absent from the map.
-	// It is the config cache's loader.
-	LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
-	// GetConfig reads one config; ok is false when none is stored.
-	GetConfig(ctx context.Context, key ConfigKey) (c Config, ok bool, err error)
-	// PutConfig stores c under key, replacing what was stored.
-	PutConfig(ctx context.Context, key ConfigKey, c Config) error
-	// DeleteConfig deletes the config under key. It reports false when it
-	// knows that none was stored (a backend that cannot tell reports
-	// true).
-	DeleteConfig(ctx context.Context, key ConfigKey) (bool, error)
-
-	// LoadBuckets reads the entities entityIDs and the bucket items keys,
-	// as one snapshot where the backend can. Missing ones are absent from
-	// the maps. Expired items are returned until the backend deletes them.
-	LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error)
-	// GetBucket reads one bucket item; nil, and no error, when it is
-	// missing.
-	GetBucket(ctx context.Context, key BucketKey) (*Bucket, error)
-	// WriteBuckets applies writes atomically, all or none (see
-	// [BucketWrite] for each kind). At most one write names each item. A
-	// failed condition fails with an error matching [ErrConditionFailed];
-	// a multi-item write that collides with another may fail with
-	// [ErrTransactionConflict].
-	WriteBuckets(ctx context.Context, writes []BucketWrite) error
-}
 
 // Defaults of [DynamoDBOptions].
 const (
@@ -107,15 +47,15 @@ type DynamoDBClient interface {
 }
 
 var (
-	_ DynamoDBClient    = (*dynamodb.Client)(nil)
-	_ Repository        = (*DynamoDBRepository)(nil)
-	_ SpeculativeStore  = (*DynamoDBRepository)(nil)
-	_ ShardStore        = (*DynamoDBRepository)(nil)
-	_ AuditLog          = (*DynamoDBRepository)(nil)
-	_ ConfigLister      = (*DynamoDBRepository)(nil)
-	_ UsageStore        = (*DynamoDBRepository)(nil)
-	_ CapacityReader    = (*DynamoDBRepository)(nil)
-	_ NamespaceRegistry = (*DynamoDBRepository)(nil)
+	_ DynamoDBClient          = (*dynamodb.Client)(nil)
+	_ Repository              = (*DynamoDBRepository)(nil)
+	_ store.SpeculativeStore  = (*DynamoDBRepository)(nil)
+	_ store.ShardStore        = (*DynamoDBRepository)(nil)
+	_ store.AuditLog          = (*DynamoDBRepository)(nil)
+	_ store.ConfigLister      = (*DynamoDBRepository)(nil)
+	_ store.UsageStore        = (*DynamoDBRepository)(nil)
+	_ store.CapacityReader    = (*DynamoDBRepository)(nil)
+	_ store.NamespaceRegistry = (*DynamoDBRepository)(nil)
 )
 
 // DynamoDBOptions configures [OpenDynamoDB]. OpenDynamoDB fills every field
@@ -166,11 +106,11 @@ const (
 // sharing the client.
 //
 // Besides [Repository] it implements every optional capability:
-// [SpeculativeStore], [ShardStore] (every bucket item carries a hidden
+// [store.SpeculativeStore], [store.ShardStore] (every bucket item carries a hidden
 // write-capacity limit, its share of DynamoDB's 1000 writes per second per
 // partition, and a bucket that exceeds it is spread over more items),
-// [AuditLog], [ConfigLister], [UsageStore], [CapacityReader] and
-// [NamespaceRegistry].
+// [store.AuditLog], [store.ConfigLister], [store.UsageStore], [store.CapacityReader] and
+// [store.NamespaceRegistry].
 type DynamoDBRepository struct {
 	client DynamoDBClient
 	opts   DynamoDBOptions
@@ -224,7 +164,7 @@ func ValidateStackName(name string) error {
 	default:
 		return nil
 	}
-	return newValidationError(ErrValidation, "name", name, reason)
+	return store.NewValidationError(ErrValidation, "name", name, reason)
 }
 
 // OpenDynamoDB opens the rate-limiter table through client: it creates the
@@ -245,7 +185,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 		return nil, err
 	}
 	if o.Namespace == "" || o.Namespace == reservedNamespace {
-		return nil, newValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
+		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
 	}
 	r := &DynamoDBRepository{
 		client: client,
@@ -393,7 +333,7 @@ func wrapErr(op string, err error) error {
 }
 
 // classifyWriteErr maps DynamoDB's refusals of a conditional write to
-// ErrConditionFailed / ErrTransactionConflict (nothing was written); other
+// store.ErrConditionFailed / store.ErrTransactionConflict (nothing was written); other
 // errors are returned with context.
 func classifyWriteErr(op string, err error) error {
 	if err == nil {
@@ -401,7 +341,7 @@ func classifyWriteErr(op string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return ErrConditionFailed
+		return store.ErrConditionFailed
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -409,18 +349,18 @@ func classifyWriteErr(op string, err error) error {
 		for _, reason := range tce.CancellationReasons {
 			switch aws.ToString(reason.Code) {
 			case "ConditionalCheckFailed":
-				return ErrConditionFailed
+				return store.ErrConditionFailed
 			case "TransactionConflict":
 				conflict = true
 			}
 		}
 		if conflict {
-			return ErrTransactionConflict
+			return store.ErrTransactionConflict
 		}
 	}
 	var tcf *types.TransactionConflictException
 	if errors.As(err, &tcf) {
-		return ErrTransactionConflict
+		return store.ErrTransactionConflict
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Adjustments (commits, rollbacks, give-backs) on DynamoDB.
@@ -30,10 +31,10 @@ const maxAdjustRounds = 5
 
 // errAdjustContended reports an adjustment that lost the race for its
 // balances maxAdjustRounds times; nothing of it was written.
-var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times: %w", maxAdjustRounds, ErrTransactionConflict)
+var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times: %w", maxAdjustRounds, store.ErrTransactionConflict)
 
-// writeAdjust applies one WriteAdjust.
-func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w BucketWrite) error {
+// writeAdjust applies one store.WriteAdjust.
+func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
 	in := r.optimisticAdjust(w)
 	_, err := r.client.UpdateItem(ctx, in, writeOptions)
 	for round := 0; ; round++ {
@@ -42,7 +43,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w BucketWrite) err
 			return wrapErr("adjust bucket", err)
 		}
 		if len(ccf.Item) == 0 {
-			return ErrConditionFailed // the item is gone: nothing to adjust
+			return store.ErrConditionFailed // the item is gone: nothing to adjust
 		}
 		if round >= maxAdjustRounds {
 			return errAdjustContended
@@ -62,7 +63,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w BucketWrite) err
 // optimisticAdjust is the first write of an adjustment: ADD every delta,
 // conditioned on the item and each limit existing and, for a refund with a
 // known capacity, on the refund fitting under it.
-func (r *DynamoDBRepository) optimisticAdjust(w BucketWrite) *dynamodb.UpdateItemInput {
+func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var add []string
@@ -87,7 +88,7 @@ func (r *DynamoDBRepository) optimisticAdjust(w BucketWrite) *dynamodb.UpdateIte
 // it is: SET each balance to its exact new value (a refund capped at the
 // capacity), ADD the totals, conditioned on the balances still being the
 // ones read. It returns nil when old holds none of the limits.
-func (r *DynamoDBRepository) exactAdjust(w BucketWrite, old *Bucket) *dynamodb.UpdateItemInput {
+func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var set, add []string
@@ -111,7 +112,7 @@ func (r *DynamoDBRepository) exactAdjust(w BucketWrite, old *Bucket) *dynamodb.U
 	return r.adjustInput(b, w.Key, updateExpr(set, add, nil), conds)
 }
 
-func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key BucketKey, expr string, conds []string) *dynamodb.UpdateItemInput {
+func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string) *dynamodb.UpdateItemInput {
 	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds)
 	return &dynamodb.UpdateItemInput{
 		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,

@@ -12,7 +12,7 @@ import (
 // maxQueryPageLimit caps the Limit of a single Query request.
 const maxQueryPageLimit = 1 << 30
 
-// AppendAudit implements [AuditLog]: one PutItem of the event under the
+// AppendAudit implements [store.AuditLog]: one PutItem of the event under the
 // entity's audit partition, with a TTL of expires.
 func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, expires time.Time) error {
 	item, err := auditItem(r.nsID, ev, expires.Unix())
@@ -23,7 +23,7 @@ func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, exp
 	return wrapErr("write audit event", err)
 }
 
-// AuditEvents implements [AuditLog]: a Query of the entity's audit
+// AuditEvents implements [store.AuditLog]: a Query of the entity's audit
 // partition, newest first, from after startEventID. Unlike the original,
 // which returns one DynamoDB page that may fall short of limit, it reads
 // pages until it has limit events or there are no more.

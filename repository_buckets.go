@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // maxBatchGetKeys is DynamoDB's BatchGetItem limit.
@@ -55,7 +56,7 @@ func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]typ
 
 // LoadBuckets implements [Repository]: one BatchGetItem (eventually
 // consistent) for the entities' META records and the bucket items.
-func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error) {
+func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(entityIDs)+len(keys))
 	for _, id := range entityIDs {
 		req = append(req, primaryKey(pkEntity(r.nsID, id), skMeta))
@@ -68,7 +69,7 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 		return nil, nil, wrapErr("read buckets", err)
 	}
 	metas := make(map[string]Entity)
-	buckets := make(map[BucketKey]*Bucket)
+	buckets := make(map[store.BucketKey]*store.Bucket)
 	for _, item := range items {
 		sk, _ := schemaGetS(item, attrSK)
 		switch sk {
@@ -87,7 +88,7 @@ func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string
 }
 
 // bucketFromDynamoDB converts a bucket item (see bucketFromItem).
-func bucketFromDynamoDB(item map[string]types.AttributeValue) (*Bucket, error) {
+func bucketFromDynamoDB(item map[string]types.AttributeValue) (*store.Bucket, error) {
 	_, b, err := bucketFromItem(item)
 	if err != nil {
 		return nil, fmt.Errorf("read bucket item: %w", err)
@@ -96,7 +97,7 @@ func bucketFromDynamoDB(item map[string]types.AttributeValue) (*Bucket, error) {
 }
 
 // GetBucket implements [Repository]: one GetItem (eventually consistent).
-func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*Bucket, error) {
+func (r *DynamoDBRepository) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
@@ -114,11 +115,11 @@ func (r *DynamoDBRepository) GetBucket(ctx context.Context, key BucketKey) (*Buc
 // (1 WCU instead of 2), several one TransactWriteItems. An adjustment alone
 // caps refunds at the capacity (repository_adjust.go); the limiter never
 // sends one within several writes, where refunds are not capped.
-func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []BucketWrite) error {
+func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	switch {
 	case len(writes) == 0:
 		return nil
-	case len(writes) == 1 && writes[0].Kind == WriteAdjust:
+	case len(writes) == 1 && writes[0].Kind == store.WriteAdjust:
 		return r.writeAdjust(ctx, writes[0])
 	case len(writes) == 1:
 		return r.writeOne(ctx, r.bucketWriteItem(writes[0]))
@@ -134,25 +135,25 @@ func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []BucketWr
 // bucketWriteItem builds the request of one bucket write. A normal write
 // also refills the hidden wcu limit from the item it was computed from, so
 // that wcu measures the write rate rather than lifetime writes.
-func (r *DynamoDBRepository) bucketWriteItem(w BucketWrite) types.TransactWriteItem {
+func (r *DynamoDBRepository) bucketWriteItem(w store.BucketWrite) types.TransactWriteItem {
 	switch w.Kind {
-	case WriteSync:
+	case store.WriteSync:
 		return types.TransactWriteItem{Update: r.syncUpdate(w)}
-	case WriteReset:
+	case store.WriteReset:
 		return types.TransactWriteItem{Update: r.resetUpdate(w)}
-	case WriteNormal:
-		if lw, ok := wcuRefill(w.base, w.NowMs); ok {
+	case store.WriteNormal:
+		if lw, ok := wcuRefill(w.Base, w.NowMs); ok {
 			w.Limits = append(w.Limits[:len(w.Limits):len(w.Limits)], lw)
 		}
 	}
 	return buildBucketWrite(r.opts.Table, r.nsID, w)
 }
 
-// syncUpdate is the UpdateItem of a WriteSync: add each limit the item
+// syncUpdate is the UpdateItem of a store.WriteSync: add each limit the item
 // lacks (every attribute if_not_exists, so that a limit it holds is left as
 // it is), apply the TTL mode and remove the attributes of the removed
 // limits, on an existing item.
-func (r *DynamoDBRepository) syncUpdate(w BucketWrite) *types.Update {
+func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, remove []string
 	for _, l := range w.Limits {
@@ -173,9 +174,9 @@ func (r *DynamoDBRepository) syncUpdate(w BucketWrite) *types.Update {
 		}
 	}
 	switch w.TTL {
-	case TTLSet:
+	case store.TTLSet:
 		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
-	case TTLRemove:
+	case store.TTLRemove:
 		remove = append(remove, b.name(attrTTL))
 	}
 	for _, name := range w.Remove {
@@ -216,11 +217,11 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 	return classifyWriteErr("write bucket", err)
 }
 
-// resetUpdate is the UpdateItem of a WriteReset: SET b_L_tk = b_L_cp for
+// resetUpdate is the UpdateItem of a store.WriteReset: SET b_L_tk = b_L_cp for
 // every limit named (attribute to attribute, so no read of the balances
 // is needed) and rf = now, on an existing item holding each of them. The
 // hidden wcu limit is left as it is.
-func (r *DynamoDBRepository) resetUpdate(w BucketWrite) *types.Update {
+func (r *DynamoDBRepository) resetUpdate(w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	set := []string{b.name(attrRefill) + " = " + b.n(w.NowMs)}
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // entityShards accumulates the shards of one entity's bucket.
@@ -19,7 +20,7 @@ type entityShards struct {
 	available int64 // whole tokens, summed over shards
 }
 
-// ResourceCapacity implements [CapacityReader]. The buckets are found with
+// ResourceCapacity implements [store.CapacityReader]. The buckets are found with
 // a GSI2 query (every page; the index projects whole items). The shards of
 // an entity count once: its capacity is the shard-0 capacity (each shard
 // stores the full one) and its available tokens are the sum of every
@@ -76,11 +77,11 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	out := ResourceCapacity{Resource: resource, LimitName: limitName, Entities: make([]EntityCapacity, 0, len(ids))}
+	out := ResourceCapacity{Resource: resource, LimitName: limitName, Entities: make([]store.EntityCapacity, 0, len(ids))}
 	for _, id := range ids {
 		e := byEntity[id]
 		available := min(e.available, e.capacity)
-		out.Entities = append(out.Entities, EntityCapacity{
+		out.Entities = append(out.Entities, store.EntityCapacity{
 			EntityID: id, Capacity: e.capacity, Available: available,
 			UtilizationPct: utilizationPct(e.capacity, available),
 		})

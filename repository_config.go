@@ -11,14 +11,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // configItemKey returns the primary key of a stored config.
-func (r *DynamoDBRepository) configItemKey(k ConfigKey) map[string]types.AttributeValue {
+func (r *DynamoDBRepository) configItemKey(k store.ConfigKey) map[string]types.AttributeValue {
 	switch k.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		return primaryKey(pkEntity(r.nsID, k.EntityID), skConfig(k.Resource))
-	case LevelResource:
+	case store.LevelResource:
 		return primaryKey(pkResource(r.nsID, k.Resource), skConfig(""))
 	default:
 		return primaryKey(pkSystem(r.nsID), skConfig(""))
@@ -26,11 +27,11 @@ func (r *DynamoDBRepository) configItemKey(k ConfigKey) map[string]types.Attribu
 }
 
 // configItem returns the item that stores c under k.
-func (r *DynamoDBRepository) configItem(k ConfigKey, c Config) map[string]types.AttributeValue {
+func (r *DynamoDBRepository) configItem(k store.ConfigKey, c store.Config) map[string]types.AttributeValue {
 	switch k.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		return entityConfigItem(r.nsID, k.EntityID, k.Resource, c.Limits)
-	case LevelResource:
+	case store.LevelResource:
 		return resourceConfigItem(r.nsID, k.Resource, c.Limits)
 	default:
 		return systemConfigItem(r.nsID, c.Limits, c.OnUnavailable)
@@ -40,15 +41,15 @@ func (r *DynamoDBRepository) configItem(k ConfigKey, c Config) map[string]types.
 // configFromItem decodes a stored config (the on-unavailable mode only at
 // the system level). A corrupt config is an infrastructure problem for the
 // caller (the on-unavailable mode applies), not invalid input.
-func configFromItem(k ConfigKey, item map[string]types.AttributeValue) (Config, error) {
+func configFromItem(k store.ConfigKey, item map[string]types.AttributeValue) (store.Config, error) {
 	limits, err := limitsFromItem(item)
 	if err != nil {
 		pk, _ := schemaGetS(item, attrPK)
 		sk, _ := schemaGetS(item, attrSK)
-		return Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
+		return store.Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
 	}
-	c := Config{Limits: limits}
-	if k.Level == LevelSystem {
+	c := store.Config{Limits: limits}
+	if k.Level == store.LevelSystem {
 		c.OnUnavailable = onUnavailableFromItem(item)
 	}
 	return c, nil
@@ -56,9 +57,9 @@ func configFromItem(k ConfigKey, item map[string]types.AttributeValue) (Config, 
 
 // LoadConfigs implements [Repository]: one BatchGetItem (eventually
 // consistent) for all keys.
-func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	req := make([]map[string]types.AttributeValue, len(keys))
-	byID := make(map[[2]string]ConfigKey, len(keys))
+	byID := make(map[[2]string]store.ConfigKey, len(keys))
 	for i, k := range keys {
 		req[i] = r.configItemKey(k)
 		byID[[2]string{req[i][attrPK].(*types.AttributeValueMemberS).Value, req[i][attrSK].(*types.AttributeValueMemberS).Value}] = k
@@ -67,7 +68,7 @@ func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) 
 	if err != nil {
 		return nil, wrapErr("read configs", err)
 	}
-	out := make(map[ConfigKey]Config, len(items))
+	out := make(map[store.ConfigKey]store.Config, len(items))
 	for _, item := range items {
 		pk, _ := schemaGetS(item, attrPK)
 		sk, _ := schemaGetS(item, attrSK)
@@ -85,10 +86,10 @@ func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) 
 }
 
 // GetConfig implements [Repository]: one GetItem (eventually consistent).
-func (r *DynamoDBRepository) GetConfig(ctx context.Context, key ConfigKey) (Config, bool, error) {
+func (r *DynamoDBRepository) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	item, err := r.getConfigItem(ctx, r.configItemKey(key))
 	if err != nil || len(item) == 0 {
-		return Config{}, false, err
+		return store.Config{}, false, err
 	}
 	c, err := configFromItem(key, item)
 	return c, err == nil, err
@@ -108,10 +109,10 @@ func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]t
 // config is put alone). A resource config is put and its resource added to
 // the resource registry (PutItem, UpdateItem). A system config is one
 // PutItem.
-func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Config) error {
+func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	item := r.configItem(key, c)
 	switch key.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
 			{Update: r.registryCountUpdate(key.Resource, 1)},
@@ -122,7 +123,7 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Con
 			_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
 		}
 		return wrapErr("set limits "+key.EntityID+"/"+key.Resource, err)
-	case LevelResource:
+	case store.LevelResource:
 		if _, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item}); err != nil {
 			return wrapErr("set resource defaults "+key.Resource, err)
 		}
@@ -141,9 +142,9 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Con
 // nothing — is deleted alone, with one more call. A resource config is deleted and its
 // resource removed from the resource registry. Only for an entity config
 // does it know whether one existed.
-func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (bool, error) {
+func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	switch key.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		// Only configs written with their registry count (the ones with
 		// GSI3 keys) are counted down; the Python library's provisioner
 		// writes configs without either.
@@ -162,7 +163,7 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (b
 			return false, wrapErr("delete limits "+key.EntityID+"/"+key.Resource, err)
 		}
 		return true, r.removeZeroRegistryCount(ctx, key.Resource)
-	case LevelResource:
+	case store.LevelResource:
 		if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(r.opts.Table), Key: r.configItemKey(key)}); err != nil {
 			return false, wrapErr("delete resource defaults "+key.Resource, err)
 		}
@@ -177,7 +178,7 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (b
 
 // deleteUncounted deletes an entity config that has no registry count (or
 // none at all): it reports whether one existed.
-func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key ConfigKey) (bool, error) {
+func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key store.ConfigKey) (bool, error) {
 	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
@@ -256,7 +257,7 @@ func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, res
 	return wrapErr("update resource registry", err)
 }
 
-// ListResourcesWithDefaults implements [ConfigLister].
+// ListResourcesWithDefaults implements [store.ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skResources))
 	if err != nil {
@@ -265,7 +266,7 @@ func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]s
 	return resourceRegistryFromItem(item), nil
 }
 
-// ListResourcesWithEntityConfigs implements [ConfigLister].
+// ListResourcesWithEntityConfigs implements [store.ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skEntityConfigResources))
 	if err != nil {
@@ -274,7 +275,7 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 	return entityConfigRegistryFromItem(item)
 }
 
-// ListEntitiesWithCustomLimits implements [ConfigLister]: one Query of
+// ListEntitiesWithCustomLimits implements [store.ConfigLister]: one Query of
 // GSI3. pageSize ≤ 0 lets DynamoDB decide the page size; the cursor is the
 // original's (base64 of the JSON wire form of the last evaluated key).
 func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
@@ -324,7 +325,7 @@ func encodeCursor(key map[string]types.AttributeValue) string {
 }
 
 func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
-	bad := newValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by ListEntitiesWithCustomLimits")
+	bad := store.NewValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by ListEntitiesWithCustomLimits")
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cursor))
 	if err != nil {
 		return nil, bad

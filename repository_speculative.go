@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // buildSpeculativeUpdate is the Python library's speculative UpdateItem:
@@ -18,7 +19,7 @@ import (
 // conditioned on every limit of req.Limits being stored with the
 // parameters the limiter resolved, so that a limit change is noticed on
 // the fast path. Names are sorted.
-func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.UpdateItemInput {
+func buildSpeculativeUpdate(table, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
 	key, consume, nowMs := req.Key, req.Consume, req.NowMs
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
@@ -29,7 +30,7 @@ func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.
 			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(bucketmath.SatMul(l.RefillAmount, 1000)),
 			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
 	}
-	for _, name := range consume.names() {
+	for _, name := range consumeNames(consume) {
 		amount := bucketmath.SatMul(consume[name], 1000)
 		tk := b.name(bucketAttr(name, fieldTokens))
 		if amount > 0 {
@@ -59,13 +60,13 @@ func buildSpeculativeUpdate(table, ns string, req SpeculativeRequest) *dynamodb.
 	}
 }
 
-// SpeculativeConsume implements [SpeculativeStore]: one conditional
+// SpeculativeConsume implements [store.SpeculativeStore]: one conditional
 // UpdateItem on key, which also takes one token of the item's hidden wcu
 // limit. A refused write returns the old item (ALL_OLD) and the reason;
 // only other errors are returned as errors.
-func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, req), writeOptions)
-	res := SpeculativeResult{Key: req.Key}
+	res := store.SpeculativeResult{Key: req.Key}
 	if err == nil {
 		b, err := bucketFromDynamoDB(out.Attributes)
 		if err != nil {
@@ -79,7 +80,7 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req Specula
 		return res, wrapErr("speculative write", err)
 	}
 	if len(ccf.Item) == 0 {
-		res.Reason = RefusedBucketMissing
+		res.Reason = store.RefusedBucketMissing
 		return res, nil
 	}
 	b, err := bucketFromDynamoDB(ccf.Item)
@@ -93,23 +94,23 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req Specula
 // [specRefusal], except that a DynamoDB item without a wcu limit refuses the
 // write (the update expression needs it) and that a refusal nothing else
 // explains (a concurrent change) counts as an exhausted limit.
-func classifySpecFailure(b *Bucket, req SpeculativeRequest) RefusalReason {
+func classifySpecFailure(b *store.Bucket, req store.SpeculativeRequest) store.RefusalReason {
 	reason := specRefusal(b, req.Consume, req.Limits, req.NowMs)
-	if b.wcu == nil {
+	if wcuOf(b) == nil {
 		switch reason {
-		case RefusedLimitExhausted:
-			return RefusedBothExhausted
-		case RefusedNone:
-			return RefusedWriteCapacity
+		case store.RefusedLimitExhausted:
+			return store.RefusedBothExhausted
+		case store.RefusedNone:
+			return store.RefusedWriteCapacity
 		}
 	}
-	if reason == RefusedNone {
-		return RefusedLimitExhausted
+	if reason == store.RefusedNone {
+		return store.RefusedLimitExhausted
 	}
 	return reason
 }
 
-// BumpShardCount implements [ShardStore]: a conditional UpdateItem of the
+// BumpShardCount implements [store.ShardStore]: a conditional UpdateItem of the
 // shard count on shard 0. It returns the count now in force (current when
 // someone else changed it first).
 func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {

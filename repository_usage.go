@@ -3,51 +3,16 @@ package limiter
 import (
 	"context"
 	"strings"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
-// Usage query limits.
-const (
-	// DefaultUsageSnapshotsLimit is the page size of UsageSnapshots when
-	// UsageQuery.Limit is zero or negative.
-	DefaultUsageSnapshotsLimit = 100
-	// MaxUsageSummarySnapshots caps the snapshots UsageSummary aggregates
-	// (the original's safety limit): a summary with this SnapshotCount may
-	// leave older snapshots out.
-	MaxUsageSummarySnapshots = 10_000
-	// usageSummaryPage is the page size UsageSummary reads with.
-	usageSummaryPage = 1000
-)
-
-// UsageQuery selects usage snapshots. EntityID, Resource or both must be
-// set. It is a plain value.
-type UsageQuery struct {
-	// EntityID selects the snapshots of one entity (every resource, or only
-	// Resource when it is set too).
-	EntityID string
-	// Resource selects the snapshots of one resource; without EntityID,
-	// those of every entity (read through GSI2).
-	Resource string
-	// WindowType keeps only snapshots of this window: [WindowHourly],
-	// [WindowDaily] or [WindowMonthly]. "" keeps all.
-	WindowType string
-	// Start keeps only snapshots whose window starts at or after Start;
-	// End, only those whose window starts at or before End. Both are
-	// compared in UTC at second precision; zero means unbounded.
-	Start, End time.Time
-	// Limit is the most snapshots one UsageSnapshots call returns
-	// ([DefaultUsageSnapshotsLimit] when ≤ 0). UsageSummary ignores it.
-	Limit int
-	// Cursor continues a previous UsageSnapshots call made with the same
-	// query: pass the cursor it returned. "" starts with the newest
-	// snapshot. UsageSummary ignores it.
-	Cursor string
-}
+// usageSummaryPage is the page size UsageSummary reads with.
+const usageSummaryPage = 1000
 
 // usageQueryPlan is a validated UsageQuery turned into a DynamoDB query.
 type usageQueryPlan struct {
@@ -64,44 +29,18 @@ type usageQueryPlan struct {
 	limit      int
 }
 
-// validate checks every field of q but the cursor.
-func (q UsageQuery) validate() error {
-	if q.EntityID == "" && q.Resource == "" {
-		return newValidationError(ErrValidation, "query", "", "either entity_id or resource must be given")
-	}
-	if q.EntityID != "" {
-		if err := ValidateIdentifier(q.EntityID, "entity_id"); err != nil {
-			return err
-		}
-	}
-	if q.Resource != "" {
-		if err := ValidateResource(q.Resource); err != nil {
-			return err
-		}
-	}
-	switch q.WindowType {
-	case "", WindowHourly, WindowDaily, WindowMonthly:
-	default:
-		return newValidationError(ErrValidation, "window_type", q.WindowType, "must be 'hourly', 'daily' or 'monthly'")
-	}
-	if !q.Start.IsZero() && !q.End.IsZero() && formatISOSeconds(q.End) < formatISOSeconds(q.Start) {
-		return newValidationError(ErrValidation, "end", formatISOSeconds(q.End), "must not be before start "+formatISOSeconds(q.Start))
-	}
-	return nil
-}
-
 // usagePlan validates q and builds its query: on the table for an entity,
 // on GSI2 for a resource alone, newest first. Where the window key directly
 // follows the sort-key prefix (entity and resource, or resource alone), a
 // time range becomes a key condition, so only snapshots inside it are read;
 // the same bounds are also applied to the results.
 func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return nil, err
 	}
 	p := &usageQueryPlan{windowType: q.WindowType, limit: q.Limit}
 	if p.limit <= 0 {
-		p.limit = DefaultUsageSnapshotsLimit
+		p.limit = store.DefaultUsageSnapshotsLimit
 	}
 	if !q.Start.IsZero() {
 		p.startKey = formatISOSeconds(q.Start)
@@ -161,7 +100,7 @@ func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
 // partition and a sort key inside the query's range. Anything else is a
 // *[ValidationError] (DynamoDB would reject it with an untyped error).
 func (p *usageQueryPlan) decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
-	bad := newValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by UsageSnapshots for this query")
+	bad := store.NewValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by UsageSnapshots for this query")
 	key, err := decodeCursor(cursor)
 	if err != nil || len(key) != len(p.keyAttrs) {
 		return nil, bad
@@ -244,7 +183,7 @@ func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) (
 
 // UsageSummary aggregates the snapshots q selects (q.Limit and q.Cursor are
 // ignored), reading pages of 1000 until none are left or
-// [MaxUsageSummarySnapshots] snapshots are collected: Total sums each
+// [store.MaxUsageSummarySnapshots] snapshots are collected: Total sums each
 // counter, Average divides it by the number of snapshots that have that
 // counter, MinWindowStart and MaxWindowStart bound the windows seen, and
 // SnapshotCount counts the snapshots. With no snapshots the maps are empty
@@ -254,7 +193,7 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 	sum := UsageSummary{Total: map[string]int64{}, Average: map[string]float64{}}
 	counts := map[string]int{}
 	for {
-		q.Limit = min(usageSummaryPage, MaxUsageSummarySnapshots-sum.SnapshotCount)
+		q.Limit = min(usageSummaryPage, store.MaxUsageSummarySnapshots-sum.SnapshotCount)
 		page, next, err := r.UsageSnapshots(ctx, q)
 		if err != nil {
 			return UsageSummary{}, err
@@ -272,7 +211,7 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 				counts[name]++
 			}
 		}
-		if next == "" || sum.SnapshotCount >= MaxUsageSummarySnapshots {
+		if next == "" || sum.SnapshotCount >= store.MaxUsageSummarySnapshots {
 			break
 		}
 		q.Cursor = next

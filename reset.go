@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-)
 
-// AuditBucketReset is the audit action of [RateLimiter.Reset].
-const AuditBucketReset = "bucket_reset"
+	"github.com/zaelimiter/limiter/store"
+)
 
 // maxResetRounds bounds the rounds of Reset whose bucket items change
 // (appear, vanish or lose a limit) between its read and its write.
@@ -28,39 +27,39 @@ func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) err
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
 	n := 0
 	for round := 0; ; round++ {
 		n, err = rl.resetOnce(ctx, entityID, resource)
-		if !errors.Is(err, ErrConditionFailed) || round+1 >= maxResetRounds {
+		if !errors.Is(err, store.ErrConditionFailed) || round+1 >= maxResetRounds {
 			break
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("reset %s/%s: %w", entityID, resource, err)
 	}
-	rl.overLimitSeen(BucketWrite{Key: BucketKey{EntityID: entityID, Resource: resource}})
-	return rl.record(ctx, principal, AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
+	rl.overLimitSeen(store.BucketWrite{Key: store.BucketKey{EntityID: entityID, Resource: resource}})
+	return rl.record(ctx, principal, store.AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
 }
 
-// resetOnce reads the bucket's shards and writes a WriteReset to each that
+// resetOnce reads the bucket's shards and writes a store.WriteReset to each that
 // exists; it returns how many it wrote.
 func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string) (int, error) {
-	key := BucketKey{EntityID: entityID, Resource: resource}
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	first, err := rl.store.getBucket(ctx, key)
 	if err != nil || first == nil {
 		return 0, err
 	}
-	buckets := []*Bucket{first}
+	buckets := []*store.Bucket{first}
 	if first.ShardCount > 1 {
-		keys := make([]BucketKey, 0, first.ShardCount-1)
+		keys := make([]store.BucketKey, 0, first.ShardCount-1)
 		for shard := 1; shard < first.ShardCount; shard++ {
-			keys = append(keys, BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
+			keys = append(keys, store.BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
 		}
 		_, more, err := rl.store.loadBuckets(ctx, nil, keys)
 		if err != nil {
@@ -73,11 +72,11 @@ func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string)
 		}
 	}
 	now := rl.nowMs()
-	writes := make([]BucketWrite, len(buckets))
+	writes := make([]store.BucketWrite, len(buckets))
 	for i, b := range buckets {
-		w := BucketWrite{Kind: WriteReset, Key: b.Key, NowMs: now}
+		w := store.BucketWrite{Kind: store.WriteReset, Key: b.Key, NowMs: now}
 		for _, s := range b.States {
-			w.Limits = append(w.Limits, LimitWrite{Name: s.LimitName})
+			w.Limits = append(w.Limits, store.LimitWrite{Name: s.LimitName})
 		}
 		writes[i] = w
 	}

@@ -1,6 +1,6 @@
 package limiter
 
-// Bucket, entity and config items in this package's types: thin
+// store.Bucket, entity and config items in this package's types: thin
 // conversions over internal/ddbschema, which owns the layout.
 
 import (
@@ -11,23 +11,24 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // ---------------------------------------------------------------------------
-// Bucket items: PK {ns}/BUCKET#{id}#{res}#{shard}, SK #STATE.
+// store.Bucket items: PK {ns}/BUCKET#{id}#{res}#{shard}, SK #STATE.
 
 // bucketItem returns the full item of bucket b in namespace ns, for a
 // create (a PutItem guarded by attribute_not_exists(PK)). The hidden wcu
 // limit is written from b's wcu state, or from a state of States named
 // wcu, else as a full bucket. ShardCount zero is written as 1; TTL zero
 // writes no ttl attribute and ParentID "" no parent_id attribute.
-func bucketItem(ns string, b *Bucket) map[string]types.AttributeValue {
+func bucketItem(ns string, b *store.Bucket) map[string]types.AttributeValue {
 	limits := make([]ddbschema.BucketLimit, 0, len(b.States)+1)
 	for _, s := range b.States {
 		limits = append(limits, bucketLimit(s))
 	}
-	if b.wcu != nil {
-		limits = append(limits, bucketLimit(*b.wcu))
+	if wcuOf(b) != nil {
+		limits = append(limits, bucketLimit(*wcuOf(b)))
 	}
 	return ddbschema.BucketItem(ddbschema.Bucket{
 		Namespace:  ns,
@@ -43,7 +44,7 @@ func bucketItem(ns string, b *Bucket) map[string]types.AttributeValue {
 	})
 }
 
-func bucketLimit(s BucketState) ddbschema.BucketLimit {
+func bucketLimit(s store.BucketState) ddbschema.BucketLimit {
 	return ddbschema.BucketLimit{
 		Name:               s.LimitName,
 		TokensMilli:        s.TokensMilli,
@@ -58,22 +59,22 @@ func bucketLimit(s BucketState) ddbschema.BucketLimit {
 // States hold one state per limit, sorted by name, each with the item's
 // entity, resource and shard and LastRefillMs = rf. The hidden wcu limit
 // goes to the unexported wcu field, not to States.
-func bucketFromItem(item map[string]types.AttributeValue) (string, *Bucket, error) {
+func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket, error) {
 	d, err := ddbschema.BucketFromItem(item)
 	if err != nil {
 		return "", nil, err
 	}
-	b := &Bucket{
-		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
+	b := &store.Bucket{
+		Key:        store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
 		ShardCount: max(d.ShardCount, 1),
 		RefillMs:   d.RefillMs,
 		Cascade:    d.Cascade,
 		ParentID:   d.ParentID,
 		TTL:        d.TTL,
-		States:     make([]BucketState, 0, len(d.Limits)),
+		States:     make([]store.BucketState, 0, len(d.Limits)),
 	}
 	for _, l := range d.Limits {
-		s := BucketState{
+		s := store.BucketState{
 			EntityID:           d.EntityID,
 			Resource:           d.Resource,
 			LimitName:          l.Name,
@@ -86,7 +87,7 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *Bucket, erro
 			TotalConsumedMilli: l.TotalConsumedMilli,
 		}
 		if s.LimitName == wcuLimitName {
-			b.wcu = &s
+			b.Private = &s
 			continue
 		}
 		b.States = append(b.States, s)
@@ -125,7 +126,7 @@ func entityFromItem(item map[string]types.AttributeValue) Entity {
 }
 
 // ---------------------------------------------------------------------------
-// Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
+// store.Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
 // l_{L}_rp (SECONDS).
 
 // configLimits converts limits to their stored form.

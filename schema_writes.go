@@ -1,6 +1,6 @@
 package limiter
 
-// The requests of bucket writes ([BucketWrite]) on the DynamoDB layout of
+// The requests of bucket writes ([store.BucketWrite]) on the DynamoDB layout of
 // internal/ddbschema.
 
 import (
@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // exprBuilder accumulates an expression's attribute names and values with
@@ -40,7 +41,7 @@ func updateExpr(set, add, remove []string) string { return ddbschema.UpdateExpr(
 // initLimitClauses returns the SET clauses that initialise a limit missing
 // from an existing item: tk from tk (an expression), cp/ra/rp kept
 // when already stored (e.g. synced by SetLimits) or set from initial.
-func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *BucketState) []string {
+func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *store.BucketState) []string {
 	set := []string{b.name(bucketAttr(name, fieldTokens)) + " = " + tkExpr}
 	for _, f := range []struct {
 		field string
@@ -58,11 +59,11 @@ func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *BucketState
 
 // buildBucketWrite returns w as a transactional write item (exactly one of
 // Put or Update set), for table and namespace ns.
-func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
+func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWriteItem {
 	key := bucketPrimaryKey(ns, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
 	switch w.Kind {
-	case WriteCreate:
-		spec := &Bucket{
+	case store.WriteCreate:
+		spec := &store.Bucket{
 			Key:        w.Key,
 			ShardCount: w.ShardCount,
 			RefillMs:   w.NowMs,
@@ -70,7 +71,7 @@ func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
 			ParentID:   w.ParentID,
 			States:     w.States,
 		}
-		if w.TTL == TTLSet {
+		if w.TTL == store.TTLSet {
 			spec.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
 		}
 		b := newExprBuilder()
@@ -80,9 +81,9 @@ func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
 			ConditionExpression:      aws.String("attribute_not_exists(" + b.name(attrPK) + ")"),
 			ExpressionAttributeNames: b.e.Names(),
 		}}
-	case WriteNormal:
+	case store.WriteNormal:
 		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
-	case WriteRetry:
+	case store.WriteRetry:
 		return types.TransactWriteItem{Update: buildRetryUpdate(table, key, w)}
 	default:
 		return types.TransactWriteItem{Update: buildAdjustUpdate(table, key, w)}
@@ -93,16 +94,16 @@ func buildBucketWrite(table, ns string, w BucketWrite) types.TransactWriteItem {
 // consume under the rf optimistic lock, with a floor guard per limit whose
 // consumption exceeds its refill (concurrent speculative writes drain tk
 // without moving rf).
-func buildNormalUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
+func buildNormalUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	rf := b.name(attrRefill)
 	set := []string{rf + " = " + b.n(w.NowMs)}
 	var add, remove []string
 	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs)}
 	switch w.TTL {
-	case TTLSet:
+	case store.TTLSet:
 		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
-	case TTLRemove:
+	case store.TTLRemove:
 		remove = append(remove, b.name(attrTTL))
 	}
 	if w.RefreshEntity {
@@ -139,7 +140,7 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w Buck
 // buildRetryUpdate is the original's build_composite_retry: consume without
 // refill, guarded by tk >= consumed; a limit missing from the item is
 // initialised as full first.
-func buildRetryUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
+func buildRetryUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, add []string
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
@@ -163,7 +164,7 @@ func buildRetryUpdate(table string, key map[string]types.AttributeValue, w Bucke
 // ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
 // to exist, so that a refund to an expired bucket does not leave a stub item
 // without capacity attributes.
-func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w BucketWrite) *types.Update {
+func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var add []string
 	for _, l := range w.Limits {

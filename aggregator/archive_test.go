@@ -26,6 +26,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // newS3 serves an in-memory S3 (gofakes3) on loopback and returns a real
@@ -239,7 +240,7 @@ func TestArchiveFailure(t *testing.T) {
 	if res.EventsArchived != 0 || res.ObjectsCreated != 0 {
 		t.Fatalf("result = %+v", res)
 	}
-	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 	if f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z") != nil {
 		t.Fatal("a record after the failed archive was counted")
 	}
@@ -284,7 +285,7 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 			t.Errorf("key %q: want the runner's request id local-{first event id}", o.key)
 		}
 		for _, l := range o.lines {
-			if l["action"] != limiter.AuditEntityCreated {
+			if l["action"] != store.AuditEntityCreated {
 				t.Errorf("line = %v", l)
 			}
 			got = append(got, l["event_id"].(string))

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -52,7 +52,7 @@ func TestConfigOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(p.opts.Windows, []string{limiter.WindowMonthly}) || p.opts.SnapshotTTL != 7*24*time.Hour || p.opts.ArchiveBucket != "b" {
+	if !slices.Equal(p.opts.Windows, []string{store.WindowMonthly}) || p.opts.SnapshotTTL != 7*24*time.Hour || p.opts.ArchiveBucket != "b" {
 		t.Fatalf("options = %+v", p.opts)
 	}
 	c.ArchiveEnabled = false

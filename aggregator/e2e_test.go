@@ -9,6 +9,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func mustAcquire(t *testing.T, rl *limiter.RateLimiter, entity, resource string, c limiter.Consume, opts ...limiter.AcquireOption) *limiter.Lease {
@@ -111,7 +112,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 		t.Fatalf("no snapshot written: %+v", res)
 	}
 
-	for _, window := range []string{limiter.WindowHourly, limiter.WindowDaily} {
+	for _, window := range []string{store.WindowHourly, store.WindowDaily} {
 		span := windowSpan(t, window, begin, end)
 		for id, counters := range want {
 			snaps, _, err := spec.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: id, Resource: "gpt", Start: span[0], End: span[len(span)-1]})
@@ -127,7 +128,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 				if !containsTime(span, s.WindowStart) {
 					continue
 				}
-				if s.WindowStart.Hour() == 0 && (window == limiter.WindowHourly || s.WindowType != window) {
+				if s.WindowStart.Hour() == 0 && (window == store.WindowHourly || s.WindowType != window) {
 					shared++
 				}
 				for k, v := range s.Counters {
@@ -149,7 +150,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	}
 
 	// The summary of the hourly snapshots is the same total.
-	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: limiter.WindowHourly})
+	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: store.WindowHourly})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,18 +219,18 @@ func TestE2ERefillKeepsFastPath(t *testing.T) {
 // ahead here). Only hourly windows, so that the midnight hour does not
 // share its item with the day.
 func TestE2EWindowFromEventTime(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Windows = []string{limiter.WindowHourly} })
+	e := newEnv(t, func(o *Options) { o.Windows = []string{store.WindowHourly} })
 	e.clock.advance(3 * time.Hour)
 	rl := e.limiter(false)
 	begin := time.Now()
 	mustCommit(t, mustAcquire(t, rl, "w", "api", limiter.Consume{"rpm": 3}, limiter.WithLimits(limiter.PerMinute("rpm", 100))))
 	end := time.Now()
 	e.drain()
-	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: limiter.WindowHourly})
+	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: store.WindowHourly})
 	if err != nil {
 		t.Fatal(err)
 	}
-	span := windowSpan(t, limiter.WindowHourly, begin, end)
+	span := windowSpan(t, store.WindowHourly, begin, end)
 	if len(snaps) != 1 || !containsTime(span, snaps[0].WindowStart) || snaps[0].Counters["rpm"] != 3 {
 		t.Fatalf("hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
 	}
@@ -286,7 +287,7 @@ func TestE2EHotBucketShardsOnce(t *testing.T) {
 	if doubledAt < 1500 || doubledAt > 2000 {
 		t.Fatalf("doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
 	}
-	if st := rl.SpeculativeStats(); st.Counts[limiter.SpecFallbackShardDoubled] != 0 {
+	if st := rl.SpeculativeStats(); st.Counts[store.SpecFallbackShardDoubled] != 0 {
 		t.Errorf("the client doubled too: %+v", st)
 	}
 	s0, s1 := e.bucket("hot", "api", 0), e.bucket("hot", "api", 1)
@@ -326,7 +327,7 @@ func TestE2EQuietBucketNeverShards(t *testing.T) {
 	if b := e.bucket("quiet", "api", 0); b.ShardCount != 1 || e.bucket("quiet", "api", 1) != nil {
 		t.Fatalf("shard 0 = %+v", b)
 	}
-	if st := rl.SpeculativeStats(); st.Counts[limiter.SpecSuccess] < 1400 {
-		t.Errorf("only %d of 1500 acquires on the fast path: %+v", st.Counts[limiter.SpecSuccess], st)
+	if st := rl.SpeculativeStats(); st.Counts[store.SpecSuccess] < 1400 {
+		t.Errorf("only %d of 1500 acquires on the fast path: %+v", st.Counts[store.SpecSuccess], st)
 	}
 }

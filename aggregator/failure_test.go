@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // insertRecord is the INSERT of a bucket item of entity that consumed
@@ -93,8 +93,8 @@ func TestProcessorSnapshotFailureCutsBatch(t *testing.T) {
 	}
 	for i := range 120 {
 		entity := fmt.Sprintf("e%03d", i)
-		f.checkSnapshot(entity, "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 1}, 1)
-		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", limiter.WindowDaily, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 1}, 1)
 	}
 }
 
@@ -125,7 +125,7 @@ func TestProcessorSnapshotConflictRetried(t *testing.T) {
 	if got := calls(f.rec); got != "TransactWriteItems!, TransactWriteItems!, TransactWriteItems" {
 		t.Fatalf("calls = %s", got)
 	}
-	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2}, 1)
+	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2}, 1)
 }
 
 // TestProcessorCostOneWritePerBatch: 100 records of one bucket item cost one
@@ -145,5 +145,5 @@ func TestProcessorCostOneWritePerBatch(t *testing.T) {
 	if got := calls(f.rec); got != "TransactWriteItems" {
 		t.Fatalf("calls = %s", got)
 	}
-	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 100}, 100)
+	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 100}, 100)
 }

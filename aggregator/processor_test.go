@@ -17,6 +17,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // fixtureNS is the namespace id of the items in testdata.
@@ -174,8 +175,8 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
 			if res.SnapshotsUpdated != 2 || res.RefillsWritten != 0 {
 				t.Errorf("result = %+v", res)
 			}
@@ -187,8 +188,8 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 		},
 	}, {
 		// TTL deletions of an audit event (archival off) and of a bucket:
@@ -213,7 +214,7 @@ func TestProcessorFixtures(t *testing.T) {
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", limiter.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
+			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
 			if got := f.n(item, "b_tpm_tk"); got != 50_000_000 {
 				t.Errorf("tk = %d, want 50000000", got)
@@ -406,7 +407,7 @@ func TestProcessorMalformed(t *testing.T) {
 			}
 			// Only the first record counted: +2 rpm, -100 tpm.
 			const hour = "2026-03-04T05:00:00Z"
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 
 			// The stream redelivers from the poison record: still refused,
 			// nothing counted.
@@ -417,13 +418,13 @@ func TestProcessorMalformed(t *testing.T) {
 			if res.Failures[0].EventID != ev.Records[1].EventID {
 				t.Fatalf("first failure = %+v", res.Failures[0])
 			}
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 			// Past the poison record (the on-failure destination took it),
 			// the last record counts once: +4 rpm.
 			if res := f.proc.Process(f.ctx, ev.Records[2:], "last"); len(res.Failures) != 0 {
 				t.Fatalf("failures = %v", res.Failures)
 			}
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
 		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // snapshotFault fails the snapshot writes while *left > 0 (each failure
@@ -48,7 +49,7 @@ func TestE2ERunnerRetriesFailedRecords(t *testing.T) {
 			var left atomic.Int32
 			left.Store(tc.failures)
 			proc, err := NewProcessor(ddblocal.Client(t, e.procRec.Option(), snapshotFault(&left, outage)), e.repo.Table(),
-				func(o *Options) { o.Now = e.clock.now; o.Windows = []string{limiter.WindowHourly} })
+				func(o *Options) { o.Now = e.clock.now; o.Windows = []string{store.WindowHourly} })
 			if err != nil {
 				t.Fatal(err)
 			}

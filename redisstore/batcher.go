@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Batching of speculative consumes.
@@ -48,19 +48,19 @@ type consumeGroup struct {
 
 // pendingConsume is a request queued behind the scripts in flight.
 type pendingConsume struct {
-	req limiter.SpeculativeRequest
+	req store.SpeculativeRequest
 	// done is closed when the request is decided, or when it becomes the
 	// leader of batch.
 	done  chan struct{}
 	taken bool              // out of the queue (in a batch); guarded by mu
 	batch []*pendingConsume // set for a leader: the requests it sends
-	res   limiter.SpeculativeResult
+	res   store.SpeculativeResult
 	err   error
 }
 
 // group returns the slot group of key's requests: every request on a
 // standalone server, one per resource on a Cluster.
-func (s *Store) consumeGroupOf(key limiter.BucketKey) string {
+func (s *Store) consumeGroupOf(key store.BucketKey) string {
 	if !s.sharded {
 		return ""
 	}
@@ -68,7 +68,7 @@ func (s *Store) consumeGroupOf(key limiter.BucketKey) string {
 }
 
 // consume runs req through the batcher.
-func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
+func (s *Store) consume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	b := &s.batcher
 	name := s.consumeGroupOf(req.Key)
 	b.mu.Lock()
@@ -83,10 +83,10 @@ func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (li
 	if g.inFlight < maxInFlight {
 		g.inFlight++
 		b.mu.Unlock()
-		res, err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req})
+		res, err := s.consumeSlot(ctx, []store.SpeculativeRequest{req})
 		s.consumeDone(name, g)
 		if err != nil {
-			return limiter.SpeculativeResult{Key: req.Key}, err
+			return store.SpeculativeResult{Key: req.Key}, err
 		}
 		return res[0], nil
 	}
@@ -107,7 +107,7 @@ func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (li
 				}
 			}
 			b.mu.Unlock()
-			return limiter.SpeculativeResult{Key: req.Key}, wrap("consume", ctx.Err())
+			return store.SpeculativeResult{Key: req.Key}, wrap("consume", ctx.Err())
 		}
 		b.mu.Unlock()
 		// In a batch already: its outcome is the caller's to know (an
@@ -153,14 +153,14 @@ func (s *Store) consumeDone(name string, g *consumeGroup) {
 // abandon (go-redis's timeouts still bound it).
 func (s *Store) lead(ctx context.Context, name string, g *consumeGroup, leader *pendingConsume) {
 	batch := leader.batch
-	reqs := make([]limiter.SpeculativeRequest, len(batch))
+	reqs := make([]store.SpeculativeRequest, len(batch))
 	for i, p := range batch {
 		reqs[i] = p.req
 	}
 	res, err := s.consumeEach(context.WithoutCancel(ctx), reqs)
 	for i, p := range batch {
 		if err != nil {
-			p.res, p.err = limiter.SpeculativeResult{Key: p.req.Key}, err
+			p.res, p.err = store.SpeculativeResult{Key: p.req.Key}, err
 		} else {
 			p.res = res[i]
 		}

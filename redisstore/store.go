@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Defaults of [Options].
@@ -62,11 +63,11 @@ type Store struct {
 }
 
 var (
-	_ limiter.Repository       = (*Store)(nil)
-	_ limiter.SpeculativeStore = (*Store)(nil)
-	_ limiter.BatchStore       = (*Store)(nil)
-	_ limiter.AuditLog         = (*Store)(nil)
-	_ limiter.ConfigLister     = (*Store)(nil)
+	_ limiter.Repository     = (*Store)(nil)
+	_ store.SpeculativeStore = (*Store)(nil)
+	_ store.BatchStore       = (*Store)(nil)
+	_ store.AuditLog         = (*Store)(nil)
+	_ store.ConfigLister     = (*Store)(nil)
 )
 
 // New returns a store on client: a *redis.Client (a standalone server, or
@@ -128,7 +129,7 @@ func (k keyspace) admin(parts ...string) string {
 // bucketTag is the hash tag of the bucket items of resource.
 func (k keyspace) bucketTag(resource string) string { return k.ns + ":" + resource }
 
-func (k keyspace) bucket(key limiter.BucketKey) string {
+func (k keyspace) bucket(key store.BucketKey) string {
 	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
@@ -151,11 +152,11 @@ func (k keyspace) throttle(key, kind string) string {
 
 // config returns the key of a stored config. Resources hold no ':', so the
 // entity id (which may) comes last.
-func (k keyspace) config(c limiter.ConfigKey) string {
+func (k keyspace) config(c store.ConfigKey) string {
 	switch c.Level {
-	case limiter.LevelEntity:
+	case store.LevelEntity:
 		return k.admin("c", "e", c.Resource, c.EntityID)
-	case limiter.LevelResource:
+	case store.LevelResource:
 		return k.admin("c", "r", c.Resource)
 	}
 	return k.admin("c", "s")

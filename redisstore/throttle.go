@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Algorithm selects how [Store.Allow] keeps the state of a key.
@@ -72,7 +73,7 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 			itoa(now), itoa(limit.Capacity), itoa(limit.RefillAmount), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
 	} else {
 		v, err = s.run(ctx, scriptTokenBucket, []string{s.keys.throttle(key, "tb")},
-			itoa(now), itoa(limiter.MilliTokens(limit.Capacity)), itoa(limiter.MilliTokens(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
+			itoa(now), itoa(store.MilliTokens(limit.Capacity)), itoa(store.MilliTokens(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
 	}
 	if err != nil {
 		return AllowResult{}, err
