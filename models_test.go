@@ -16,12 +16,12 @@ func TestLimitConstructors(t *testing.T) {
 		got  Limit
 		want Limit
 	}{
-		{"PerSecond", PerSecond("rps", 10), Limit{"rps", 10, 10, time.Second}},
-		{"PerMinute", PerMinute("rpm", 100), Limit{"rpm", 100, 100, time.Minute}},
-		{"PerHour", PerHour("rph", 1000), Limit{"rph", 1000, 1000, time.Hour}},
-		{"PerDay", PerDay("rpd", 5), Limit{"rpd", 5, 5, 24 * time.Hour}},
-		{"WithBurst", PerMinute("tpm", 10_000).WithBurst(15_000), Limit{"tpm", 15_000, 10_000, time.Minute}},
-		{"burst below rate", PerMinute("tpm", 10).WithBurst(5), Limit{"tpm", 5, 10, time.Minute}},
+		{"PerSecond", PerSecond("rps", 10), lim("rps", 10, 10, time.Second)},
+		{"PerMinute", PerMinute("rpm", 100), lim("rpm", 100, 100, time.Minute)},
+		{"PerHour", PerHour("rph", 1000), lim("rph", 1000, 1000, time.Hour)},
+		{"PerDay", PerDay("rpd", 5), lim("rpd", 5, 5, 24*time.Hour)},
+		{"WithBurst", PerMinute("tpm", 10_000).WithBurst(15_000), lim("tpm", 15_000, 10_000, time.Minute)},
+		{"burst below rate", PerMinute("tpm", 10).WithBurst(5), lim("tpm", 5, 10, time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got != tc.want {
@@ -48,23 +48,23 @@ func TestLimitValidate(t *testing.T) {
 		field      string
 		wantReason string
 	}{
-		{"empty name", Limit{"", 1, 1, time.Second}, ErrInvalidName, "name", "cannot be empty"},
-		{"long name", Limit{strings.Repeat("a", 65), 1, 1, time.Second}, ErrInvalidName, "name", "exceeds maximum length of 64"},
-		{"hash", Limit{"a#b", 1, 1, time.Second}, ErrInvalidName, "name", "cannot contain '#' (reserved delimiter)"},
-		{"wcu reserved", Limit{"wcu", 1, 1, time.Second}, ErrInvalidName, "name", "'wcu' is a reserved limit name"},
-		{"starts with digit", Limit{"1rpm", 1, 1, time.Second}, ErrInvalidName, "name",
+		{"empty name", lim("", 1, 1, time.Second), ErrInvalidName, "name", "cannot be empty"},
+		{"long name", lim(strings.Repeat("a", 65), 1, 1, time.Second), ErrInvalidName, "name", "exceeds maximum length of 64"},
+		{"hash", lim("a#b", 1, 1, time.Second), ErrInvalidName, "name", "cannot contain '#' (reserved delimiter)"},
+		{"wcu reserved", lim("wcu", 1, 1, time.Second), ErrInvalidName, "name", "'wcu' is a reserved limit name"},
+		{"starts with digit", lim("1rpm", 1, 1, time.Second), ErrInvalidName, "name",
 			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
-		{"slash", Limit{"a/b", 1, 1, time.Second}, ErrInvalidName, "name",
+		{"slash", lim("a/b", 1, 1, time.Second), ErrInvalidName, "name",
 			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
-		{"trailing newline", Limit{"rpm\n", 1, 1, time.Second}, ErrInvalidName, "name",
+		{"trailing newline", lim("rpm\n", 1, 1, time.Second), ErrInvalidName, "name",
 			"must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"},
-		{"zero capacity", Limit{"rpm", 0, 1, time.Second}, ErrValidation, "capacity", "capacity must be positive"},
-		{"negative capacity", Limit{"rpm", -1, 1, time.Second}, ErrValidation, "capacity", "capacity must be positive"},
-		{"zero refill", Limit{"rpm", 1, 0, time.Second}, ErrValidation, "refill_amount", "refill_amount must be positive"},
-		{"zero period", Limit{"rpm", 1, 1, 0}, ErrValidation, "refill_period", "refill_period_seconds must be positive"},
-		{"fractional period", Limit{"rpm", 1, 1, 1500 * time.Millisecond}, ErrValidation, "refill_period",
+		{"zero capacity", lim("rpm", 0, 1, time.Second), ErrValidation, "capacity", "capacity must be positive"},
+		{"negative capacity", lim("rpm", -1, 1, time.Second), ErrValidation, "capacity", "capacity must be positive"},
+		{"zero refill", lim("rpm", 1, 0, time.Second), ErrValidation, "refill_amount", "refill_amount must be positive"},
+		{"zero period", lim("rpm", 1, 1, 0), ErrValidation, "refill_period", "refill_period_seconds must be positive"},
+		{"fractional period", lim("rpm", 1, 1, 1500*time.Millisecond), ErrValidation, "refill_period",
 			"refill period must be a whole number of seconds"},
-		{"capacity overflows millitokens", Limit{"rpm", 1 << 62, 1, time.Second}, ErrValidation, "capacity",
+		{"capacity overflows millitokens", lim("rpm", 1<<62, 1, time.Second), ErrValidation, "capacity",
 			"capacity and refill_amount must fit in int64 millitokens"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -213,4 +213,9 @@ func TestConsumeNamesSorted(t *testing.T) {
 	if strings.Join(got, ",") != "a,rpm,tpm" {
 		t.Errorf("names() = %v", got)
 	}
+}
+
+// lim is a Limit written positionally, as the tables above read best.
+func lim(name string, capacity, refillAmount int64, refillPeriod time.Duration) Limit {
+	return Limit{Name: name, Capacity: capacity, RefillAmount: refillAmount, RefillPeriod: refillPeriod}
 }

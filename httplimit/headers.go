@@ -1,4 +1,4 @@
-package limiter
+package httplimit
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
@@ -28,7 +29,7 @@ func ceilSeconds(d time.Duration) int64 {
 // windowSeconds is the time a limit takes to fill from empty, in whole
 // seconds rounded up: capacity × period / refill amount. It is the window
 // of the limit's IETF policy.
-func windowSeconds(l Limit) int64 {
+func windowSeconds(l limiter.Limit) int64 {
 	if l.RefillAmount <= 0 {
 		return 0
 	}
@@ -68,7 +69,7 @@ func sfString(s string) string {
 
 // setIETF sets RateLimit-Policy and RateLimit for limits with their
 // remaining tokens and reset seconds.
-func setIETF(h http.Header, entities []string, limits []Limit, remaining, reset []int64) {
+func setIETF(h http.Header, entities []string, limits []limiter.Limit, remaining, reset []int64) {
 	names := make([]string, len(limits))
 	for i, l := range limits {
 		names[i] = l.Name
@@ -88,13 +89,13 @@ func setIETF(h http.Header, entities []string, limits []Limit, remaining, reset 
 // setLeaseHeaders sets the headers of a served request from its lease:
 // X-RateLimit-* of the limit with the smallest share of its capacity left,
 // and the IETF fields of every limit.
-func setLeaseHeaders(h http.Header, lease *Lease) {
+func setLeaseHeaders(h http.Header, lease *limiter.Lease) {
 	st := lease.Statuses()
 	if len(st) == 0 {
 		return
 	}
 	entities := make([]string, len(st))
-	limits := make([]Limit, len(st))
+	limits := make([]limiter.Limit, len(st))
 	remaining := make([]int64, len(st))
 	reset := make([]int64, len(st))
 	tight := 0
@@ -106,7 +107,7 @@ func setLeaseHeaders(h http.Header, lease *Lease) {
 		}
 	}
 	t := st[tight]
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit.Capacity, 10))
+	h.Set("X-RateLimit-limiter.Limit", strconv.FormatInt(t.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
 	setIETF(h, entities, limits, remaining, reset)
@@ -121,14 +122,14 @@ func mulCmp(a, b, c, d int64) int {
 
 // setRefusalHeaders adds X-RateLimit-Reset and the IETF fields of a 429
 // to the headers httpStatus sets.
-func setRefusalHeaders(h http.Header, rle *RateLimitExceededError) {
+func setRefusalHeaders(h http.Header, rle *limiter.RateLimitExceededError) {
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
 	n := len(rle.Statuses)
 	if n == 0 {
 		return
 	}
 	entities := make([]string, n)
-	limits := make([]Limit, n)
+	limits := make([]limiter.Limit, n)
 	remaining := make([]int64, n)
 	reset := make([]int64, n)
 	for i, s := range rle.Statuses {
