@@ -17,6 +17,51 @@ import (
 // the per-key state of this process (config cache, entity cache, group
 // commit, over-limit cache); the repository only stores. It is safe for
 // concurrent use. The zero value is not usable; call [New].
+//
+// # Guarantees
+//
+// The limit an operator sets is the limit enforced. No request is admitted
+// beyond a limit's capacity plus its refill, under any concurrency, on any
+// backend. A limit change takes effect on the next acquire (in another
+// process, within its config cache TTL). Invalid input — a negative amount,
+// a limit name no limit has, an entity that would be its own ancestor — is
+// a *[ValidationError] before anything is written. An Acquire returns
+// within its context's deadline even when the store hangs, and what a write
+// took after its caller gave up is given back: the consumption counters
+// equal what the committed leases consumed.
+//
+// # Options
+//
+// The limiter and each call take With… options ([Option], [AcquireOption]):
+// there are many, they compose per call, and most users set none.
+// Constructors of backends and helpers take a function over an options
+// struct (func(*DynamoDBOptions), func(*httplimit.Options)), the AWS SDK's
+// style: a backend's options are configuration, set once.
+//
+// # Hot keys
+//
+// Group commit ([WithGroupCommit], on by default) merges concurrent writes
+// to one bucket item from this process into one conditional write; the
+// over-limit cache ([WithOverLimitCache], opt-in) refuses requests for a
+// bucket just found exhausted without a store call, for a bounded time.
+// [WithLogger] logs the limiter's decisions with log/slog and [WithMetrics]
+// reports acquire outcomes, latencies and store calls (package otelmetrics
+// reports them to OpenTelemetry).
+//
+// # Memory
+//
+// Everything a RateLimiter keeps per key (stored limits, entity hints,
+// exhausted buckets) is bounded in size and in age, so that a long-running
+// service that sees a steady stream of new keys keeps a flat heap:
+// [WithCacheSize], [WithEntityCacheTTL], [RateLimiter.CacheStats] and
+// [CacheMetrics]. An evicted key costs a read when it comes back, never a
+// wrong decision.
+//
+// # Units
+//
+// Limits are configured in whole tokens and whole-second periods. Buckets
+// are stored in millitokens (tokens × 1000) and epoch milliseconds, as
+// package store's BucketState exposes them.
 type RateLimiter struct {
 	repo  Repository
 	store storeOps       // the repository's bucket operations, metered (observe.go)
