@@ -1,3 +1,6 @@
+// Layer 4, mechanics: AcquireAll, several (entity, resource) pairs in one
+// atomic step.
+
 package limiter
 
 import (

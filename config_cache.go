@@ -1,3 +1,6 @@
+// Layer 3, rules: the resolution of stored limits (entity, entity default,
+// resource, system) and their cache.
+
 package limiter
 
 import (
@@ -22,25 +25,6 @@ func cacheKeyString(k store.ConfigKey) string {
 // the result have no stored config; a slot without limits is "no config at
 // this level" (negative caching).
 type configLoader func(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error)
-
-// CacheStats reports the effectiveness and size of one of the limiter's
-// per-key caches (see [CacheName]).
-type CacheStats struct {
-	// Hits and Misses count lookups since creation.
-	Hits, Misses int64
-	// Evictions counts live entries dropped to make room for new ones
-	// since creation: a steady rate means the cache is smaller than the
-	// working set (expired entries are not counted).
-	Evictions int64
-	// Size is the number of entries held (negative config entries and
-	// expired entries not yet dropped included).
-	Size int
-	// MaxEntries is the cache's ceiling ([WithCacheSize]).
-	MaxEntries int
-	// TTL is the longest an entry is kept; zero means the config cache is
-	// disabled, or an entity cache without age limit.
-	TTL time.Duration
-}
 
 // configCache is a lazy TTL cache over a configLoader: no background
 // goroutine, expiry is checked on read, concurrent identical misses are

@@ -1,3 +1,5 @@
+// Layer 1, math and models: the errors the limiter returns.
+
 package limiter
 
 import (

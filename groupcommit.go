@@ -1,9 +1,10 @@
+// Layer 4, mechanics: group commit, which merges concurrent writes to one
+// bucket item into one conditional write.
+
 package limiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -610,65 +611,4 @@ func refusedResult(key store.BucketKey, b *store.Bucket, reason store.RefusalRea
 		res.CapacityRefills = wcuRefills(b, nowMs)
 	}
 	return res
-}
-
-// WithGroupCommit turns group commit on or off (see groupcommit.go): while
-// a write for a bucket item is in flight, this limiter's later acquires,
-// commits and rollbacks for the same item queue and go out together. It
-// never admits more than the requests one at a time would, and never
-// refuses a request that would fit alone. It is on by default; sequential
-// use makes exactly the calls it makes without it.
-func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }
-
-// specConsume is the speculative write of the fast path, through group
-// commit when it is on. The caller gets its answer, or its context's error
-// as soon as the context ends; a write that applies after its caller gave
-// up is given back.
-func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	if rl.gc != nil {
-		return rl.gc.consume(ctx, req)
-	}
-	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
-		return rl.store.speculativeConsume(ctx, req)
-	}, func(res store.SpeculativeResult, err error) {
-		if err == nil && res.Applied {
-			rl.giveBack(req.Key, req.Consume, req.Limits)
-		}
-	})
-}
-
-// giveBack returns consume, taken from key by a write whose caller went
-// away, in the background.
-func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []Limit) {
-	w := adjustDeltaWrite(key, 0, negate(consume), capacities(limits))
-	if len(w.Limits) == 0 {
-		return
-	}
-	rl.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
-		defer cancel()
-		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))
-		}
-	})
-}
-
-// negate returns c with every amount negated.
-func negate(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		out[k] = -v
-	}
-	return out
-}
-
-// writeAdjust writes one single-item store.WriteAdjust (commit, rollback,
-// compensation), through group commit when it is on. It clears the
-// over-limit cache entry of the item.
-func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) error {
-	rl.overLimitSeen(w)
-	if rl.gc == nil {
-		return rl.store.writeBuckets(ctx, []store.BucketWrite{w})
-	}
-	return rl.gc.adjust(ctx, w)
 }

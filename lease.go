@@ -1,3 +1,6 @@
+// Layer 3, rules: the lease: what an acquire took, and its Adjust, Consume,
+// Release, Commit and Rollback.
+
 package limiter
 
 import (
@@ -21,10 +24,17 @@ import (
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
-	rl      *RateLimiter
+	rl      leaseWriter
 	noop    bool // fail-open lease: tracks nothing, writes nothing
 	done    bool
 	entries []*leaseEntry
+}
+
+// leaseWriter is what a lease needs of its limiter: the clock, and the
+// write of its adjustments (through group commit).
+type leaseWriter interface {
+	nowMs() int64
+	writeAdjust(ctx context.Context, w store.BucketWrite) error
 }
 
 // leaseEntry is one limit of one bucket item held by a lease.
@@ -384,4 +394,24 @@ func validateAmounts(c Consume, refunds bool) error {
 		}
 	}
 	return nil
+}
+
+// acquireOutcome classifies the result of Acquire.
+func acquireOutcome(ctx context.Context, lease *Lease, err error) AcquireOutcome {
+	switch {
+	case err == nil && lease.Noop():
+		return AcquireFailOpen
+	case err == nil:
+		return AcquireAdmitted
+	case errors.Is(err, ErrRateLimited):
+		return AcquireRateLimited
+	case errors.Is(err, ErrValidation):
+		return AcquireInvalid
+	case errors.Is(err, ErrUnavailable):
+		return AcquireUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil:
+		return AcquireCanceled
+	default:
+		return AcquireUnavailable
+	}
 }

@@ -1,3 +1,6 @@
+// Layer 1, math and models: the models a caller handles (restated from
+// package store), the limits' constructors and statuses.
+
 package limiter
 
 import (
@@ -61,7 +64,7 @@ func validateLimits(limits []Limit) error {
 			return err
 		}
 		if seen[l.Name] {
-			return store.NewValidationError(ErrValidation, "limits", l.Name, "duplicate limit name")
+			return store.NewValidationError(store.ErrValidation, "limits", l.Name, "duplicate limit name")
 		}
 		seen[l.Name] = true
 	}
@@ -196,4 +199,25 @@ func consumeNames(c Consume) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// negate returns c with every amount negated.
+func negate(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		out[k] = -v
+	}
+	return out
+}
+
+// positive returns the entries of c with a positive amount: the ones that
+// gate admission, on every path.
+func positive(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	return out
 }

@@ -1,3 +1,6 @@
+// Layer 5, the DynamoDB repository: DynamoDBRepository, its options and
+// client, version checks and error mapping.
+
 package limiter
 
 import (
@@ -5,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -12,8 +16,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
@@ -167,72 +173,11 @@ func ValidateStackName(name string) error {
 	return store.NewValidationError(ErrValidation, "name", name, reason)
 }
 
-// OpenDynamoDB opens the rate-limiter table through client: it creates the
-// table when asked, registers the namespace when it is new, and writes or
-// checks the table's version record.
-func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
-	o := DynamoDBOptions{
-		Table:     envOr(EnvStack, DefaultTable),
-		Namespace: envOr(EnvNamespace, DefaultNamespace),
-	}
-	for _, fn := range optFns {
-		fn(&o)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if err := ValidateStackName(o.Table); err != nil {
-		return nil, err
-	}
-	if o.Namespace == "" || o.Namespace == reservedNamespace {
-		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
-	}
-	r := &DynamoDBRepository{
-		client: client,
-		opts:   o,
-		shared: newSharedState(o),
-	}
-	if o.CreateTable {
-		if err := r.createTable(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.checkVersion(ctx); err != nil {
-		return nil, err
-	}
-	id, err := r.ensureNamespace(ctx, o.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	r.bind(id, o.Namespace)
-	return r, nil
-}
-
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
 	}
 	return def
-}
-
-// bind scopes r to a namespace.
-func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
-
-// Namespace returns a repository for another registered namespace, sharing
-// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
-// registered.
-func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
-	id, ok, err := r.resolveNamespace(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, &NamespaceNotFoundError{Namespace: name}
-	}
-	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
-	scoped.opts.Namespace = name
-	scoped.bind(id, name)
-	return scoped, nil
 }
 
 // Table returns the table name.
@@ -363,4 +308,87 @@ func classifyWriteErr(op string, err error) error {
 		return store.ErrTransactionConflict
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// VersionRecord reads the table's version record. ok is false when the table
+// has none (a table that no client has opened yet).
+func (r *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
+	v, ok, err := r.readVersion(ctx, true)
+	return VersionRecord(v), ok, err
+}
+
+// readVersion reads the version record, strongly consistent or not.
+func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(r.opts.Table),
+		Key:            primaryKey(pkSystem(reservedNamespace), skVersion),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return versionRecord{}, false, wrapErr("read version record", err)
+	}
+	if len(out.Item) == 0 {
+		return versionRecord{}, false, nil
+	}
+	return versionFromItem(out.Item), true, nil
+}
+
+// SetVersionRecord writes the table's version record (UpdatedAt defaults to
+// now). Deploy tools call it after creating or upgrading a stack.
+func (r *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = r.opts.Now()
+	}
+	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(r.opts.Table),
+		Item:      versionItem(versionRecord(rec)),
+	})
+	return wrapErr("write version record", err)
+}
+
+// Retries of bucket writes that are not idempotent.
+//
+// A speculative write, an adjustment or a normal write adds to a balance.
+// When DynamoDB applied such a write but the answer was lost (a 5xx after
+// the write, a reset connection, a timeout), the SDK's standard retryer
+// sends it again and the tokens are taken twice: over-charging that no
+// later step can detect. The single-item bucket writes therefore retry only
+// errors that prove nothing was applied: throttling (the request was
+// refused before it ran) and a connection that was never made. Any other
+// failure is returned: the acquire then follows its on-unavailable mode,
+// and if the write had in fact applied, those tokens stay taken — bounded
+// under-admission instead of a double charge. Transactions are retried as
+// usual: TransactWriteItems carries an idempotency token.
+
+// writeOptions makes a single-item bucket write retry only what provably did
+// not apply.
+func writeOptions(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = unappliedOnly{o.Retryer}
+	}
+}
+
+// unappliedOnly is a retryer that retries only the errors its inner retryer
+// retries and that prove the request was not applied.
+type unappliedOnly struct{ aws.Retryer }
+
+// IsErrorRetryable implements aws.Retryer.
+func (r unappliedOnly) IsErrorRetryable(err error) bool {
+	return r.Retryer.IsErrorRetryable(err) && notApplied(err)
+}
+
+// notApplied reports whether err proves that the request did not run:
+// DynamoDB throttled it, or no connection was made.
+func notApplied(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		_, throttled := retry.DefaultThrottleErrorCodes[api.ErrorCode()]
+		return throttled
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }

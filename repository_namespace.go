@@ -1,3 +1,5 @@
+// Layer 5, the DynamoDB repository: OpenDynamoDB and the namespace registry.
+
 package limiter
 
 import (
@@ -6,6 +8,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -539,4 +542,65 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 	}
 	r.forgetNamespaceID(id)
 	return nil
+}
+
+// OpenDynamoDB opens the rate-limiter table through client: it creates the
+// table when asked, registers the namespace when it is new, and writes or
+// checks the table's version record.
+func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
+	o := DynamoDBOptions{
+		Table:     envOr(EnvStack, DefaultTable),
+		Namespace: envOr(EnvNamespace, DefaultNamespace),
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if err := ValidateStackName(o.Table); err != nil {
+		return nil, err
+	}
+	if o.Namespace == "" || o.Namespace == reservedNamespace {
+		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
+	}
+	r := &DynamoDBRepository{
+		client: client,
+		opts:   o,
+		shared: newSharedState(o),
+	}
+	if o.CreateTable {
+		if err := r.createTable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.checkVersion(ctx); err != nil {
+		return nil, err
+	}
+	id, err := r.ensureNamespace(ctx, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	r.bind(id, o.Namespace)
+	return r, nil
+}
+
+// bind scopes r to a namespace.
+func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
+
+// Namespace returns a repository for another registered namespace, sharing
+// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
+// registered.
+func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
+	id, ok, err := r.resolveNamespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &NamespaceNotFoundError{Namespace: name}
+	}
+	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
+	scoped.opts.Namespace = name
+	scoped.bind(id, name)
+	return scoped, nil
 }

@@ -1,29 +1,18 @@
+// Layer 4, mechanics: the speculative path: one conditional write and no
+// read, falling back to the read-then-write path.
+
 package limiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
-
-type specStats struct {
-	attempts atomic.Int64
-	counts   [len(store.SpeculativeStats{}.Counts)]atomic.Int64
-	// hook, when set (WithMetrics), hears every counted outcome.
-	hook func(store.SpeculativeOutcome)
-}
-
-func (s *specStats) count(o store.SpeculativeOutcome) {
-	s.counts[o].Add(1)
-	if s.hook != nil {
-		s.hook(o)
-	}
-}
 
 // store.SpeculativeStats returns the speculative-path counters.
 func (rl *RateLimiter) SpeculativeStats() store.SpeculativeStats {
@@ -377,14 +366,19 @@ func (rl *RateLimiter) undo(ctx context.Context, key store.BucketKey, consume Co
 	return nil
 }
 
-// positive returns the entries of c with a positive amount: the ones that
-// gate admission, on every path.
-func positive(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		if v > 0 {
-			out[k] = v
-		}
+// specFallback counts a speculative outcome that hands over to the slow
+// path (or doubles the shard count) and logs it with the bucket's key.
+func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutcome) {
+	rl.stats.count(o)
+	level, msg := slog.LevelDebug, "limiter: speculative fallback"
+	if o == store.SpecFallbackShardDoubled {
+		level, msg = slog.LevelInfo, "limiter: shard count doubled"
 	}
-	return out
+	ctx := context.Background()
+	if !rl.obs.logging(ctx, level) {
+		return
+	}
+	rl.obs.log.LogAttrs(ctx, level, msg,
+		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource),
+		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
 }

@@ -1,3 +1,6 @@
+// Layer 4, mechanics: the administrative methods: entities, stored limits,
+// reset, audit, usage and capacity.
+
 package limiter
 
 import (
@@ -7,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/oklog/ulid/v2"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -530,4 +534,171 @@ func checkContext(ctx context.Context) error {
 		return errNilContext
 	}
 	return ctx.Err()
+}
+
+// The read-only queries below need optional capabilities of the repository.
+// Each validates its input, finds its interface with a type assertion and
+// returns an error matching [ErrUnsupported] when the repository does not
+// implement it. [*DynamoDBRepository] implements them all.
+
+// AuditEvents returns up to limit audit events of entityID, newest first
+// ([store.DefaultAuditEventsLimit] when limit ≤ 0). With startEventID (the EventID
+// of the last event of a previous call) it returns the events older than
+// that one, so a caller pages back through history by passing the last id
+// it got; fewer than limit events means there are no more. Use
+// [store.AuditEntitySystem] or [store.AuditEntityResource] as entityID for the events of
+// system and resource defaults. Invalid ids are *[ValidationError]s; nothing
+// is read then. It needs an [store.AuditLog] repository.
+func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := validateAuditEntityID(entityID); err != nil {
+		return nil, err
+	}
+	if startEventID != "" {
+		if _, err := ulid.ParseStrict(startEventID); err != nil {
+			return nil, store.NewValidationError(ErrValidation, "start_event_id", startEventID,
+				"must be an audit event id (a 26-character ULID)")
+		}
+	}
+	if rl.audit == nil {
+		return nil, fmt.Errorf("audit events: %w", ErrUnsupported)
+	}
+	if limit <= 0 {
+		limit = store.DefaultAuditEventsLimit
+	}
+	return rl.audit.AuditEvents(ctx, entityID, limit, startEventID)
+}
+
+// UsageSnapshots returns one page of the usage snapshots q selects, newest
+// first, and the cursor of the next page ("" after the last). An invalid
+// query is a *[ValidationError]. It needs a [store.UsageStore] repository.
+func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, "", err
+	}
+	u, ok := rl.repo.(store.UsageStore)
+	if !ok {
+		return nil, "", fmt.Errorf("usage snapshots: %w", ErrUnsupported)
+	}
+	return u.UsageSnapshots(ctx, q)
+}
+
+// UsageSummary aggregates the usage snapshots q selects (at most
+// [store.MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
+// needs a [store.UsageStore] repository.
+func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+	if err := checkContext(ctx); err != nil {
+		return UsageSummary{}, err
+	}
+	if err := q.Validate(); err != nil {
+		return UsageSummary{}, err
+	}
+	u, ok := rl.repo.(store.UsageStore)
+	if !ok {
+		return UsageSummary{}, fmt.Errorf("usage summary: %w", ErrUnsupported)
+	}
+	return u.UsageSummary(ctx, q)
+}
+
+// ResourceCapacity aggregates limit limitName of resource over every entity
+// with a bucket for it (only root entities when parentsOnly), with balances
+// refilled to the limiter's clock. resource and limitName must be valid
+// (the DynamoDB backend's hidden limit cannot be asked for); else a
+// *[ValidationError] is returned before anything is read. It needs a
+// [store.CapacityReader] repository.
+func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
+	if err := checkContext(ctx); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := store.ValidateResource(resource); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := store.ValidateLimitName(limitName, "limit_name"); err != nil {
+		return ResourceCapacity{}, err
+	}
+	c, ok := rl.repo.(store.CapacityReader)
+	if !ok {
+		return ResourceCapacity{}, fmt.Errorf("resource capacity: %w", ErrUnsupported)
+	}
+	return c.ResourceCapacity(ctx, resource, limitName, parentsOnly, rl.now())
+}
+
+// maxResetRounds bounds the rounds of Reset whose bucket items change
+// (appear, vanish or lose a limit) between its read and its write.
+const maxResetRounds = 3
+
+// Reset fills the bucket of (entityID, resource) — every limit, on every
+// shard — so that the next acquire starts from full capacity, as if the
+// bucket had been idle for its whole refill time. The bucket keeps its
+// parameters, totals and TTL; the parent's bucket is not touched. A bucket
+// that does not exist is full already and is left missing. It reads the
+// bucket and writes every shard in one atomic write, and records a
+// bucket_reset audit event with the number of bucket items reset.
+//
+// Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
+// is their "peek".
+func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) error {
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return err
+	}
+	if err := store.ValidateResource(resource); err != nil {
+		return err
+	}
+	n := 0
+	for round := 0; ; round++ {
+		n, err = rl.resetOnce(ctx, entityID, resource)
+		if !errors.Is(err, store.ErrConditionFailed) || round+1 >= maxResetRounds {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("reset %s/%s: %w", entityID, resource, err)
+	}
+	rl.overLimitSeen(store.BucketWrite{Key: store.BucketKey{EntityID: entityID, Resource: resource}})
+	return rl.record(ctx, principal, store.AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
+}
+
+// resetOnce reads the bucket's shards and writes a store.WriteReset to each that
+// exists; it returns how many it wrote.
+func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string) (int, error) {
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	first, err := rl.store.getBucket(ctx, key)
+	if err != nil || first == nil {
+		return 0, err
+	}
+	buckets := []*store.Bucket{first}
+	if first.ShardCount > 1 {
+		keys := make([]store.BucketKey, 0, first.ShardCount-1)
+		for shard := 1; shard < first.ShardCount; shard++ {
+			keys = append(keys, store.BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
+		}
+		_, more, err := rl.store.loadBuckets(ctx, nil, keys)
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range keys {
+			if b := more[k]; b != nil {
+				buckets = append(buckets, b)
+			}
+		}
+	}
+	now := rl.nowMs()
+	writes := make([]store.BucketWrite, len(buckets))
+	for i, b := range buckets {
+		w := store.BucketWrite{Kind: store.WriteReset, Key: b.Key, NowMs: now}
+		for _, s := range b.States {
+			w.Limits = append(w.Limits, store.LimitWrite{Name: s.LimitName})
+		}
+		writes[i] = w
+	}
+	return len(writes), rl.store.writeBuckets(ctx, writes)
 }
