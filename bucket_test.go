@@ -9,7 +9,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// store.Bucket settings used by the original's tests/unit/test_bucket.py and by
+// Bucket settings used by the original's tests/unit/test_bucket.py and by
 // worked examples traced on the original (the aggregator's refill, a
 // slow-path write, a debt's retry-after).
 const (

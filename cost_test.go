@@ -31,7 +31,7 @@ func returnCapacity() func(*dynamodb.Options) {
 }
 
 // TestCapacityUnits asserts the capacity units DynamoDB Local reports per
-// operation (ReturnConsumedCapacity TOTAL: table plus GSIs). store.Bucket items
+// operation (ReturnConsumedCapacity TOTAL: table plus GSIs). Bucket items
 // are projected into GSI2 (ALL), so every bucket update costs 1 WCU on the
 // table and 1 on GSI2; a create also writes GSI3 and GSI4 (KEYS_ONLY).
 // DynamoDB Local does not apply real DynamoDB's 2× factor to transactions.

@@ -91,7 +91,7 @@ type Metrics interface {
 	// returns, with how it ended and how long it took, validation
 	// included. ctx is the caller's.
 	AcquireDone(ctx context.Context, outcome AcquireOutcome, latency time.Duration)
-	// store.SpeculativeOutcome is called once for each outcome counted by
+	// SpeculativeOutcome is called once for each outcome counted by
 	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
 	// that tries the speculative path.
 	SpeculativeOutcome(outcome store.SpeculativeOutcome)

@@ -87,7 +87,7 @@ func limitFromBucketState(s store.BucketState) Limit {
 // of an acquire.
 type ConfigSource string
 
-// store.Config sources, in precedence order, plus the caller's override.
+// Config sources, in precedence order, plus the caller's override.
 const (
 	SourceEntity        ConfigSource = "entity"
 	SourceEntityDefault ConfigSource = "entity_default"

@@ -157,7 +157,7 @@ func TestAuditEventsQuery(t *testing.T) {
 		t.Errorf("Query calls = %d, want 2 (a short first page is topped up)", n)
 	}
 
-	// store.Config-level events under their pseudo entity ids.
+	// Config-level events under their pseudo entity ids.
 	sys, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 0, "")
 	if err != nil || len(sys) != 2 || sys[0].Action != store.AuditLimitsDeleted || sys[1].Action != store.AuditLimitsSet || sys[1].EntityID != "$SYSTEM" {
 		t.Errorf("AuditEvents($SYSTEM) = %+v, %v", sys, err)

@@ -3,7 +3,7 @@
 
 package limiter
 
-// store.Bucket, entity and config items in this package's types: thin
+// Bucket, entity and config items in this package's types: thin
 // conversions over internal/ddbschema, which owns the layout.
 
 import (
@@ -19,7 +19,7 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// store.Bucket items: PK {ns}/BUCKET#{id}#{res}#{shard}, SK #STATE.
+// Bucket items: PK {ns}/BUCKET#{id}#{res}#{shard}, SK #STATE.
 
 // bucketItem returns the full item of bucket b in namespace ns, for a
 // create (a PutItem guarded by attribute_not_exists(PK)). The hidden wcu
@@ -130,7 +130,7 @@ func entityFromItem(item map[string]types.AttributeValue) Entity {
 }
 
 // ---------------------------------------------------------------------------
-// store.Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
+// Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
 // l_{L}_rp (SECONDS).
 
 // configLimits converts limits to their stored form.

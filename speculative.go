@@ -14,7 +14,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// store.SpeculativeStats returns the speculative-path counters.
+// SpeculativeStats returns the speculative-path counters.
 func (rl *RateLimiter) SpeculativeStats() store.SpeculativeStats {
 	var out store.SpeculativeStats
 	out.Attempts = rl.stats.attempts.Load()

@@ -107,7 +107,7 @@ func setLeaseHeaders(h http.Header, lease *limiter.Lease) {
 		}
 	}
 	t := st[tight]
-	h.Set("X-RateLimit-limiter.Limit", strconv.FormatInt(t.Limit.Capacity, 10))
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
 	setIETF(h, entities, limits, remaining, reset)

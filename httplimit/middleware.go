@@ -57,7 +57,7 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // on the lease itself; the middleware's Commit then does nothing.
 //
 // Every served response carries the rate-limit headers of the lease's
-// limits ([limiter.Lease.Statuses]): X-RateLimit-limiter.Limit, X-RateLimit-Remaining and
+// limits ([limiter.Lease.Statuses]): X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (seconds until full) of the limit with the smallest
 // share left, and the IETF RateLimit-Policy and RateLimit fields listing
 // every limit (quota q, window w in seconds to fill; remaining r, reset t
@@ -65,7 +65,7 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 //
 //   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
 //     seconds plus one, [limiter.RateLimitExceededError.RetryAfterHeader]),
-//     X-RateLimit-limiter.Limit (the capacity of the limit that refused — the
+//     X-RateLimit-Limit (the capacity of the limit that refused — the
 //     violation with the longest wait), X-RateLimit-Remaining (its
 //     available tokens, at least 0), X-RateLimit-Reset (the seconds of
 //     Retry-After) and the RateLimit-Policy and RateLimit fields of every
@@ -135,7 +135,7 @@ func httpStatus(h http.Header, err error) int {
 	switch {
 	case errors.As(err, &rle):
 		h.Set("Retry-After", rle.RetryAfterHeader())
-		h.Set("X-RateLimit-limiter.Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
 		setRefusalHeaders(h, rle)
 		return http.StatusTooManyRequests

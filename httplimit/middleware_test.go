@@ -85,7 +85,7 @@ func TestHTTPMiddlewareAdmitsAndDenies(t *testing.T) {
 		}
 		// 600 tokens short at 1000/min: 36 s (+1 ms) → "37".
 		for header, want := range map[string]string{
-			"Retry-After": "37", "X-RateLimit-limiter.Limit": "1000", "X-RateLimit-Remaining": "0",
+			"Retry-After": "37", "X-RateLimit-Limit": "1000", "X-RateLimit-Remaining": "0",
 		} {
 			if got := w.Header().Get(header); got != want {
 				t.Errorf("%s = %q, want %q", header, got, want)
@@ -127,8 +127,8 @@ func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
 	if got := w.Header().Get("Retry-After"); got != "37" {
 		t.Errorf("Retry-After = %q, want 37", got)
 	}
-	if l, r := w.Header().Get("X-RateLimit-limiter.Limit"), w.Header().Get("X-RateLimit-Remaining"); l != "500" || r != "100" {
-		t.Errorf("X-RateLimit-limiter.Limit %q, X-RateLimit-Remaining %q; want the project's 500 and 100", l, r)
+	if l, r := w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining"); l != "500" || r != "100" {
+		t.Errorf("X-RateLimit-Limit %q, X-RateLimit-Remaining %q; want the project's 500 and 100", l, r)
 	}
 }
 
@@ -175,7 +175,7 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 		t.Errorf("DynamoDB down, block: %d, want 503", w.Code)
 	}
 	if gotStatus != http.StatusServiceUnavailable || !errors.Is(gotErr, limiter.ErrUnavailable) {
-		t.Errorf("ErrorHandler got %d %v, want 503 and an limiter.ErrUnavailable", gotStatus, gotErr)
+		t.Errorf("ErrorHandler got %d %v, want 503 and an ErrUnavailable", gotStatus, gotErr)
 	}
 	allow := Middleware(dead, llmKey, func(o *Options) {
 		o.AcquireOptions = []limiter.AcquireOption{lim, limiter.WithOnUnavailable(limiter.OnUnavailableAllow)}
@@ -295,11 +295,11 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 		// key-1 has 600 of 1000 tpm left, the tightest share; it refills
 		// the 400 in 24 s.
 		want := map[string]string{
-			"X-RateLimit-limiter.Limit": "1000",
-			"X-RateLimit-Remaining":     "600",
-			"X-RateLimit-Reset":         "24",
-			"RateLimit-Policy":          `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=1000;w=60, "org:tpm";q=6000;w=120`,
-			"RateLimit":                 `"key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=999;t=1, "org:tpm";r=5600;t=8`,
+			"X-RateLimit-Limit":     "1000",
+			"X-RateLimit-Remaining": "600",
+			"X-RateLimit-Reset":     "24",
+			"RateLimit-Policy":      `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=1000;w=60, "org:tpm";q=6000;w=120`,
+			"RateLimit":             `"key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=999;t=1, "org:tpm";r=5600;t=8`,
 		}
 		for k, v := range want {
 			if got := w.Header().Get(k); got != v {
@@ -313,10 +313,10 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 		}
 		// 100 tokens short at 1000/min: 6.001 s.
 		want = map[string]string{
-			"Retry-After":               "7",
-			"X-RateLimit-limiter.Limit": "1000",
-			"X-RateLimit-Remaining":     "700",
-			"X-RateLimit-Reset":         "7",
+			"Retry-After":           "7",
+			"X-RateLimit-Limit":     "1000",
+			"X-RateLimit-Remaining": "700",
+			"X-RateLimit-Reset":     "7",
 		}
 		for k, v := range want {
 			if got := w.Header().Get(k); got != v {

@@ -64,7 +64,7 @@ var scenarios = []scenario{
 		}
 		b.note("rolled back: %s", b.bucket("k1", "gpt"))
 		b.noteErr("commit after rollback", lease.Commit(ctx))
-		// store.Consume within a lease is checked locally; Adjust may go into debt.
+		// Consume within a lease is checked locally; Adjust may go into debt.
 		lease, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1}, lims)
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +181,7 @@ var scenarios = []scenario{
 			}
 			resolve(s.name)
 		}
-		// store.Entity limits: capacity 4, the bucket never expires.
+		// Entity limits: capacity 4, the bucket never expires.
 		for i := range 5 {
 			lease, err := rl.Acquire(ctx, "e", "gpt", store.Consume{"rpm": 1})
 			b.noteErr(fmt.Sprintf("acquire %d", i), err)

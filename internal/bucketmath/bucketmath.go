@@ -225,7 +225,7 @@ func FloorDiv(a, b int64) int64 {
 
 // Int128 is a signed 128-bit integer in two's complement: hi holds the upper
 // 64 bits (with the sign bit) and lo the lower 64 bits. The zero value is 0.
-// add and sub wrap around like Go's integer arithmetic; callers use them only
+// Add and sub wrap around like Go's integer arithmetic; callers use them only
 // where the result is known to fit, and addSat or subSat elsewhere.
 type Int128 struct {
 	hi, lo uint64
@@ -241,10 +241,10 @@ func Int128From(v int64) Int128 {
 	return Int128{hi: uint64(v >> 63), lo: uint64(v)}
 }
 
-// isNeg reports whether a < 0.
+// IsNeg reports whether a < 0.
 func (a Int128) IsNeg() bool { return int64(a.hi) < 0 }
 
-// sign returns −1, 0 or +1 as a is negative, zero or positive.
+// Sign returns −1, 0 or +1 as a is negative, zero or positive.
 func (a Int128) Sign() int {
 	switch {
 	case a.IsNeg():
@@ -255,7 +255,7 @@ func (a Int128) Sign() int {
 	return 1
 }
 
-// cmp returns −1, 0 or +1 as a is less than, equal to or greater than b.
+// Cmp returns −1, 0 or +1 as a is less than, equal to or greater than b.
 func (a Int128) Cmp(b Int128) int {
 	switch {
 	case a.hi != b.hi:
@@ -272,24 +272,24 @@ func (a Int128) Cmp(b Int128) int {
 	return 0
 }
 
-// add returns a+b, wrapping on overflow.
+// Add returns a+b, wrapping on overflow.
 func (a Int128) Add(b Int128) Int128 {
 	lo, carry := bits.Add64(a.lo, b.lo, 0)
 	hi, _ := bits.Add64(a.hi, b.hi, carry)
 	return Int128{hi: hi, lo: lo}
 }
 
-// sub returns a−b, wrapping on overflow.
+// Sub returns a−b, wrapping on overflow.
 func (a Int128) Sub(b Int128) Int128 {
 	lo, borrow := bits.Sub64(a.lo, b.lo, 0)
 	hi, _ := bits.Sub64(a.hi, b.hi, borrow)
 	return Int128{hi: hi, lo: lo}
 }
 
-// neg returns −a, wrapping for the minimum value (−2^127 stays −2^127).
+// Neg returns −a, wrapping for the minimum value (−2^127 stays −2^127).
 func (a Int128) Neg() Int128 { return Int128{}.Sub(a) }
 
-// addSat returns a+b saturated at the Int128 limits.
+// AddSat returns a+b saturated at the Int128 limits.
 func (a Int128) AddSat(b Int128) Int128 {
 	s := a.Add(b)
 	if a.IsNeg() == b.IsNeg() && s.IsNeg() != a.IsNeg() {
@@ -301,7 +301,7 @@ func (a Int128) AddSat(b Int128) Int128 {
 	return s
 }
 
-// subSat returns a−b saturated at the Int128 limits.
+// SubSat returns a−b saturated at the Int128 limits.
 func (a Int128) SubSat(b Int128) Int128 {
 	d := a.Sub(b)
 	if a.IsNeg() != b.IsNeg() && d.IsNeg() != a.IsNeg() {
@@ -313,7 +313,7 @@ func (a Int128) SubSat(b Int128) Int128 {
 	return d
 }
 
-// mag returns |a| as an unsigned 128-bit number (hi, lo); |−2^127| = 2^127
+// Mag returns |a| as an unsigned 128-bit number (hi, lo); |−2^127| = 2^127
 // is representable.
 func (a Int128) Mag() (hi, lo uint64) {
 	if a.IsNeg() {
@@ -322,7 +322,7 @@ func (a Int128) Mag() (hi, lo uint64) {
 	return a.hi, a.lo
 }
 
-// int64Sat returns a as an int64, saturated at math.MinInt64 and
+// Int64Sat returns a as an int64, saturated at math.MinInt64 and
 // math.MaxInt64.
 func (a Int128) Int64Sat() int64 {
 	switch {
