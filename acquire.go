@@ -25,12 +25,14 @@ import (
 // returns a no-op lease. Context cancellation is returned as is.
 func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
 	m := rl.obs.metrics
-	if m == nil {
-		return rl.acquireChecked(ctx, entityID, resource, consume, opts)
+	var start time.Time
+	if m != nil {
+		start = time.Now()
 	}
-	start := time.Now()
 	lease, err := rl.acquireChecked(ctx, entityID, resource, consume, opts)
-	m.AcquireDone(ctx, acquireOutcome(ctx, lease, err), time.Since(start))
+	if m != nil {
+		m.AcquireDone(ctx, acquireOutcome(ctx, lease, err), time.Since(start))
+	}
 	return lease, err
 }
 

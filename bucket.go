@@ -239,3 +239,24 @@ func admit(st *LimitStatus, s store.BucketState, amount, now int64) (tokensMilli
 	tokensMilli, lastRefillMs = forceConsume(s, amount, now)
 	return tokensMilli, lastRefillMs, true
 }
+
+// negate returns c with every amount negated.
+func negate(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		out[k] = -v
+	}
+	return out
+}
+
+// positive returns the entries of c with a positive amount: the ones that
+// gate admission, on every path.
+func positive(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}

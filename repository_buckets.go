@@ -118,7 +118,7 @@ func (r *DynamoDBRepository) GetBucket(ctx context.Context, key store.BucketKey)
 
 // WriteBuckets implements [Repository]: one write uses the single-item API
 // (1 WCU instead of 2), several one TransactWriteItems. An adjustment alone
-// caps refunds at the capacity (repository_adjust.go); the limiter never
+// caps refunds at the capacity (writeAdjust, below); the limiter never
 // sends one within several writes, where refunds are not capped.
 func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	switch {

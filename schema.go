@@ -6,8 +6,8 @@ package limiter
 // The table layout's public facts: the schema version, the table
 // definition and the version record. The layout itself (attribute names,
 // key formats, item codecs and expressions) lives in internal/ddbschema;
-// schema_keys.go, schema_items.go, schema_records.go and schema_writes.go
-// adapt it to this package's types.
+// this file (keys and attribute names) and schema_items.go (items and
+// update expressions) adapt it to this package's types.
 
 import (
 	"io"

@@ -8,8 +8,9 @@ import (
 // Errors a backend returns, and that the limiter passes on to its caller
 // (package limiter restates each under the same name).
 var (
-	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
-	// be reached or answered with an error.
+	// ErrUnavailable is matched by *[limiter.UnavailableError]: the store
+	// could not be reached or answered with an error. A backend may wrap it
+	// in an error it returns to say so.
 	ErrUnavailable = errors.New("limiter: backend unavailable")
 	// ErrValidation is matched by every *[ValidationError].
 	ErrValidation = errors.New("limiter: invalid input")
@@ -23,7 +24,7 @@ var (
 	ErrEntityNotFound = errors.New("limiter: entity not found")
 	// ErrEntityExists is matched by *[EntityExistsError].
 	ErrEntityExists = errors.New("limiter: entity already exists")
-	// ErrUnsupported is returned by [RateLimiter] methods whose repository
+	// ErrUnsupported is returned by [limiter.RateLimiter] methods whose repository
 	// lacks the optional ability they need (see [AuditLog], [UsageStore],
 	// [CapacityReader]).
 	ErrUnsupported = errors.New("limiter: not supported by this repository")

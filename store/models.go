@@ -19,8 +19,8 @@ const reservedLimitName = "wcu"
 // Limit is one token-bucket rule: a bucket of Capacity tokens that regains
 // RefillAmount tokens every RefillPeriod. Limit is a small immutable value.
 //
-// Construct limits with [PerSecond], [PerMinute], [PerHour], [PerDay] (and
-// [Limit.WithBurst]) or [NewLimit]; a Limit is validated wherever it is used
+// Construct limits with [limiter.PerSecond], [limiter.PerMinute], [limiter.PerHour], [limiter.PerDay] (and
+// [Limit.WithBurst]) or [limiter.NewLimit]; a Limit is validated wherever it is used
 // (Acquire, SetLimits, ...) and [Limit.Validate] reports why one is invalid.
 type Limit struct {
 	// Name identifies the limit within a bucket, e.g. "rpm" or "tpm".
@@ -81,7 +81,7 @@ type Consume map[string]int64
 type OnUnavailable string
 
 const (
-	// OnUnavailableBlock makes Acquire fail with an *[UnavailableError] (the default).
+	// OnUnavailableBlock makes Acquire fail with an *[limiter.UnavailableError] (the default).
 	OnUnavailableBlock OnUnavailable = "block"
 	// OnUnavailableAllow makes Acquire return a no-op lease (fail open).
 	OnUnavailableAllow OnUnavailable = "allow"
@@ -238,7 +238,7 @@ const auditResourcePrefix = "$RESOURCE:"
 // AuditEvents to read them.
 func AuditEntityResource(resource string) string { return auditResourcePrefix + resource }
 
-// AuditBucketReset is the audit action of [RateLimiter.Reset].
+// AuditBucketReset is the audit action of [limiter.RateLimiter.Reset].
 const AuditBucketReset = "bucket_reset"
 
 // Usage query limits.
@@ -309,11 +309,11 @@ const (
 	// NamespaceStatusActive is a registered namespace in use.
 	NamespaceStatusActive = "active"
 	// NamespaceStatusDeleted is a namespace removed by
-	// [DynamoDBRepository.DeleteNamespace]; its data is kept and it can be
+	// [limiter.DynamoDBRepository.DeleteNamespace]; its data is kept and it can be
 	// recovered or purged.
 	NamespaceStatusDeleted = "deleted"
 	// NamespaceStatusPurging is a deleted namespace whose data
-	// [DynamoDBRepository.PurgeNamespace] is deleting. Purging is terminal:
+	// [limiter.DynamoDBRepository.PurgeNamespace] is deleting. Purging is terminal:
 	// the namespace cannot be recovered, and an interrupted purge is resumed
 	// by calling PurgeNamespace again.
 	NamespaceStatusPurging = "purging"

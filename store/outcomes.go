@@ -6,7 +6,7 @@ import "fmt"
 // speculative fast path.
 type SpeculativeOutcome int
 
-// Outcomes counted by [RateLimiter.SpeculativeStats].
+// Outcomes counted by [limiter.RateLimiter.SpeculativeStats].
 const (
 	// SpecSuccess: served by one conditional write per bucket, no read.
 	SpecSuccess SpeculativeOutcome = iota
@@ -82,7 +82,7 @@ func (s SpeculativeStats) Fallbacks() int64 {
 type StoreOp int
 
 // Repository operations reported to [Metrics.StoreCall]. On
-// [DynamoDBRepository] each is one DynamoDB request, except where noted.
+// [limiter.DynamoDBRepository] each is one DynamoDB request, except where noted.
 const (
 	// StoreLoadBuckets: [Repository.LoadBuckets], one BatchGetItem (more
 	// when DynamoDB returns UnprocessedKeys).

@@ -139,7 +139,7 @@ const (
 	// limit change.
 	WriteSync
 	// WriteReset fills every limit of an existing item to its capacity
-	// ([RateLimiter.Reset]).
+	// ([limiter.RateLimiter.Reset]).
 	WriteReset
 )
 
@@ -320,7 +320,7 @@ type SpeculativeStore interface {
 }
 
 // BatchStore is an optional capability: speculative consumption from
-// several bucket items in one atomic step. [RateLimiter.AcquireAll] tries
+// several bucket items in one atomic step. [limiter.RateLimiter.AcquireAll] tries
 // it first; without it, or when it refuses a request that a refill would
 // satisfy, AcquireAll reads every item and writes them all with one
 // [Repository.WriteBuckets] call, which is atomic on every backend (one
@@ -348,7 +348,7 @@ type ShardStore interface {
 
 // AuditLog is an optional capability: a durable log of entity and limit
 // changes. Without it the limiter records nothing and
-// [RateLimiter.AuditEvents] fails with an error matching [ErrUnsupported].
+// [limiter.RateLimiter.AuditEvents] fails with an error matching [ErrUnsupported].
 type AuditLog interface {
 	// AppendAudit stores ev (its EventID, a ULID, already set) until
 	// expires.
@@ -360,7 +360,7 @@ type AuditLog interface {
 }
 
 // ConfigLister is an optional capability: listings of the stored configs.
-// Without it the listing methods of [RateLimiter] fail with an error
+// Without it the listing methods of [limiter.RateLimiter] fail with an error
 // matching [ErrUnsupported].
 type ConfigLister interface {
 	// ListResourcesWithDefaults returns, sorted, the resources with
@@ -378,7 +378,7 @@ type ConfigLister interface {
 
 // UsageStore is an optional capability: reading the usage snapshots the
 // aggregator writes from the table's stream. Without it
-// [RateLimiter.UsageSnapshots] and [RateLimiter.UsageSummary] fail with an
+// [limiter.RateLimiter.UsageSnapshots] and [limiter.RateLimiter.UsageSummary] fail with an
 // error matching [ErrUnsupported].
 type UsageStore interface {
 	// UsageSnapshots returns one page of the snapshots q selects, newest
@@ -391,7 +391,7 @@ type UsageStore interface {
 
 // CapacityReader is an optional capability: how much of one limit of a
 // resource is in use across entities. Without it
-// [RateLimiter.ResourceCapacity] fails with an error matching
+// [limiter.RateLimiter.ResourceCapacity] fails with an error matching
 // [ErrUnsupported].
 type CapacityReader interface {
 	// ResourceCapacity aggregates limit limitName of resource over every
@@ -402,7 +402,7 @@ type CapacityReader interface {
 
 // NamespaceRegistry is an optional capability: managing the namespaces of a
 // table (register, list, soft-delete, recover, purge). The limiter itself
-// does not use it; [*DynamoDBRepository] implements it for operators and
+// does not use it; [*limiter.DynamoDBRepository] implements it for operators and
 // the CLI.
 //
 // Deleting a namespace does not affect repositories already bound to it
@@ -431,12 +431,12 @@ type NamespaceRegistry interface {
 	PurgeNamespace(ctx context.Context, id string) error
 }
 
-// Repository is the storage behind a [RateLimiter]: entities, stored limit
-// configs and bucket items, in one namespace. [*DynamoDBRepository]
-// implements it, package memorystore keeps everything in memory and
-// package redisstore keeps it in Redis; a
-// backend of your own implements these methods (and any of the optional
-// interfaces of store.go) and checks itself with package storetest.
+// Repository is the storage behind a [limiter.RateLimiter]: entities, stored
+// limit configs and bucket items, in one namespace.
+// [*limiter.DynamoDBRepository] implements it, package memorystore keeps
+// everything in memory and package redisstore keeps it in Redis; a backend
+// of your own implements these methods (and any of the optional interfaces
+// of this package) and checks itself with package storetest.
 //
 // Every method must be safe for concurrent use and honour ctx. Every write
 // must be atomic: it applies whole or not at all. Inputs arrive validated;
