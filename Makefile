@@ -157,6 +157,10 @@ cli: ## build the zae-limiter command-line tool into bin/zae-limiter
 	@mkdir -p '$(BIN_DIR)'
 	$(GO) build -o '$(BIN_DIR)/zae-limiter' ./cmd/zae-limiter
 
+.PHONY: cli-docs
+cli-docs: ## regenerate the command reference in docs/cli.md from the CLI's command tree (TestCLIReference fails when it is stale)
+	$(GO) generate ./cmd/zae-limiter
+
 .PHONY: lambda
 lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip
 	@mkdir -p '$(BIN_DIR)'
