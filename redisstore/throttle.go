@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/zaelimiter/limiter"
 )
 
@@ -65,34 +67,57 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 		return AllowResult{}, &limiter.ValidationError{Field: "n", Value: itoa(n), Reason: "must be between 0 and MaxInt64/1000"}
 	}
 	now := s.opts.Now().UnixMilli()
-	var v any
+	var res []int64
 	var err error
 	if s.opts.Algorithm == GCRA {
-		v, err = s.run(ctx, scriptGCRA, []string{s.keys.throttle(key, "gcra")},
-			itoa(now), itoa(limit.Capacity), itoa(limit.RefillAmount), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
+		res, err = s.runInts(ctx, scriptGCRA, s.keys.throttle(key, "g"),
+			now, limit.Capacity, limit.RefillAmount, limit.RefillPeriod.Milliseconds(), n)
 	} else {
-		v, err = s.run(ctx, scriptTokenBucket, []string{s.keys.throttle(key, "tb")},
-			itoa(now), itoa(limiter.MilliTokens(limit.Capacity)), itoa(limiter.MilliTokens(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
+		res, err = s.runInts(ctx, scriptTokenBucket, s.keys.throttle(key, "t"),
+			now, limiter.MilliTokens(limit.Capacity), limiter.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n)
 	}
 	if err != nil {
 		return AllowResult{}, err
 	}
-	res, _ := v.([]any)
 	if len(res) != 3 {
 		return AllowResult{}, wrap("allow", errUnexpected)
 	}
-	allowed, _ := res[0].(int64)
-	remaining, _ := res[1].(string)
-	retry, _ := res[2].(string)
-	return AllowResult{Allowed: allowed == 1, Remaining: atoi(remaining), RetryAfter: durationFromMillis(retry)}, nil
+	return AllowResult{Allowed: res[0] == 1, Remaining: res[1], RetryAfter: durationFromMs(res[2])}, nil
+}
+
+// runInts runs sc on key with five integer arguments and returns its reply,
+// an array of integers: one command, its arguments in one slice, its
+// reply read without boxing.
+func (s *Store) runInts(ctx context.Context, sc *script, key string, a, b, c, d, e int64) ([]int64, error) {
+	full := []any{nil, nil, 1, key, a, b, c, d, e}
+	var cmd *redis.IntSliceCmd
+	err := s.exec(ctx, sc, full, func(args []any) redis.Cmder {
+		cmd = redis.NewIntSliceCmd(ctx, args...)
+		return cmd
+	})
+	if err != nil {
+		return nil, wrap(sc.name, err)
+	}
+	return cmd.Val(), nil
+}
+
+// durationFromMs converts a whole number of milliseconds to a Duration,
+// saturating as the limiter's bucket math does; a negative number means
+// never.
+func durationFromMs(ms int64) time.Duration {
+	const maxMs = (1<<63 - 1) / int64(time.Millisecond)
+	if ms < 0 || ms > maxMs {
+		return 1<<63 - 1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // ResetKey forgets key's state under the store's algorithm: the next Allow
 // finds it full.
 func (s *Store) ResetKey(ctx context.Context, key string) error {
-	kind := "tb"
+	kind := "t"
 	if s.opts.Algorithm == GCRA {
-		kind = "gcra"
+		kind = "g"
 	}
 	if err := ctx.Err(); err != nil {
 		return err

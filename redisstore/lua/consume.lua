@@ -8,9 +8,9 @@
 local flats, sets, ats, out, refused, argi = {}, {}, {}, {0}, false, 0
 for r = 1, #KEYS do
   local now, li, nl, ci, nc
-  now, li, nl, ci, nc, argi = read_request(argi)
+  now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local why, set, at = check(flat, now, li, nl, ci, nc)
+  local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
   flats[r], sets[r], ats[r] = flat, set, at
   out[r + 1] = why
   if why ~= '' then refused = true end

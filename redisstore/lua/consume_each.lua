@@ -9,9 +9,9 @@
 local out, argi = {}, 0
 for r = 1, #KEYS do
   local now, li, nl, ci, nc
-  now, li, nl, ci, nc, argi = read_request(argi)
+  now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local why, set, at = check(flat, now, li, nl, ci, nc)
+  local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
   if why == '' then take(KEYS[r], flat, set, at) end
   out[#out + 1] = why == '' and 1 or 0
   out[#out + 1] = why

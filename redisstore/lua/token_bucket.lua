@@ -1,20 +1,56 @@
--- Store.Allow with the token bucket. KEYS[1]: the key's hash (tk: balance,
--- rf: refill time). ARGV: now (epoch ms), capacity, refill amount (both
--- millitokens), refill period (ms), tokens requested. A missing key is a
--- full bucket. Returns {allowed, whole tokens remaining, retry-after in ms
--- ("0" when allowed, "never" when the bucket cannot refill)}.
-local now, cap, amt, per, n = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-local v = redis.call('HMGET', KEYS[1], 'tk', 'rf')
-local tk, rf = v[1], v[2]
-if not tk or not rf then tk, rf = cap, now end
-local ok, ntk, nrf, avail, retry = try_consume(tk, rf, now, cap, amt, per, n)
-if not ok then
-  return {0, avail, retry or 'never'}
+-- Store.Allow with the token bucket. KEYS[1]: the key, a string "tk rf"
+-- (balance in millitokens, refill time in epoch ms). ARGV: now (epoch ms),
+-- capacity, refill amount (both millitokens), refill period (ms), tokens
+-- requested. A missing key is a full bucket. Returns {allowed, whole
+-- tokens remaining, retry-after in ms (0 when allowed, -1 for never)}.
+-- On numbers when they stay exact (the common case), else on exact
+-- integers.
+local now, cap, amt, per, n = num(ARGV[1]), num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
+local v = redis.call('GET', KEYS[1])
+local tk, rf
+if v then
+  local sp = string.find(v, ' ', 1, true)
+  tk, rf = num(string.sub(v, 1, sp - 1)), num(string.sub(v, sp + 1))
+else
+  tk, rf = cap, now
 end
-redis.call('HSET', KEYS[1], 'tk', ntk, 'rf', nrf)
--- The key may go once the bucket is full again: a missing key is full.
-local full = retry_after_exact(bsub(parse(cap), parse(ntk)), amt, per) or '0'
-local life = badd(parse(full), parse('1000'))
-if bcmp(life, parse('3153600000000')) > 0 then life = parse('3153600000000') end
-redis.call('PEXPIRE', KEYS[1], tostr(life))
-return {1, sat64((bdivmod(parse(ntk), B1000))), '0'}
+local ok, ntk, nrf, avail, retry
+if now and cap and amt and per and n and tk and rf then
+  ok, ntk, nrf, avail, retry = try_consume_n(tk, rf, now, cap, amt, per, n)
+end
+if ok == nil then
+  -- the exact path: everything as decimal strings
+  local s_tk, s_rf = ARGV[2], ARGV[1]
+  if v then
+    local sp = string.find(v, ' ', 1, true)
+    s_tk, s_rf = string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+  end
+  local z = bucket_big()
+  local s_ntk, s_nrf, s_avail, s_retry
+  ok, s_ntk, s_nrf, s_avail, s_retry = z.try_consume(s_tk, s_rf, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+  if not ok then
+    if not s_retry then return {0, s_avail, -1} end
+    return {0, s_avail, imin(s_retry, MAX64)}
+  end
+  -- The key may go once the bucket is full again; any later time will do.
+  local full = z.retry_after(isub(ARGV[2], s_ntk), ARGV[3], ARGV[4])
+  local life = 3153600000000
+  if full and icmp(full, '3153599999000') < 0 then life = tonumber(full) + 1000 end
+  redis.call('SET', KEYS[1], s_ntk .. ' ' .. s_nrf, 'PX', fmt(life))
+  return {1, z.available(s_ntk, s_nrf, s_nrf, ARGV[2], ARGV[3], ARGV[4]), 0}
+end
+if not ok then
+  if retry == math.huge then retry = -1 end
+  return {0, avail, retry}
+end
+-- The key may go once the bucket is full again (a missing key is full):
+-- its lifetime is an upper bound of that time, computed in floating
+-- point with a margin far above its rounding error.
+local life = 3153600000000
+if amt > 0 then
+  local d = (cap - ntk) / amt * per * 1.000001 + 1001
+  if d < life then life = d end
+end
+if life < 1000 then life = 1000 end
+redis.call('SET', KEYS[1], fmt(ntk) .. ' ' .. fmt(nrf), 'PX', fmt(math.ceil(life)))
+return {1, whole(ntk), 0}
