@@ -192,7 +192,7 @@ func TestAllowPathsAgree(t *testing.T) {
 					require.Equal(t, sb, sa, "%s %v step %d: state", entry, l, step)
 					ta, _ := c.PTTL(ctx, keyA).Result()
 					tb, _ := c.PTTL(ctx, keyB).Result()
-					assert.GreaterOrEqual(t, ta+200*time.Millisecond, tb,  "%s %v step %d: lifetime", entry, l, step)
+					assert.GreaterOrEqual(t, ta+200*time.Millisecond, tb, "%s %v step %d: lifetime", entry, l, step)
 					total++
 					if num64(sa) {
 						fastReplies++
