@@ -83,7 +83,8 @@ func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (li
 	if g.inFlight < maxInFlight {
 		g.inFlight++
 		b.mu.Unlock()
-		res, err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req})
+		var res [1]limiter.SpeculativeResult
+		err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req}, res[:])
 		s.consumeDone(name, g)
 		if err != nil {
 			return limiter.SpeculativeResult{Key: req.Key}, err

@@ -148,6 +148,26 @@ const (
 	modeScripts                // EVALSHA; EVAL after NOSCRIPT
 )
 
+// reply selects how exec reads a reply.
+type reply int
+
+const (
+	replyAny    reply = iota // *redis.Cmd: any reply
+	replyInts                // *redis.IntSliceCmd: an array of integers
+	replyString              // *redis.StringCmd: one string
+)
+
+// newCmd returns the command of args whose reply is read as kind says.
+func newCmd(ctx context.Context, kind reply, args []any) redis.Cmder {
+	switch kind {
+	case replyInts:
+		return redis.NewIntSliceCmd(ctx, args...)
+	case replyString:
+		return redis.NewStringCmd(ctx, args...)
+	}
+	return redis.NewCmd(ctx, args...)
+}
+
 // run executes sc on keys (all in one slot) and returns its reply (nil for
 // a nil reply).
 func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) (any, error) {
@@ -157,56 +177,56 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any)
 		full[3+i] = k
 	}
 	copy(full[3+len(keys):], args)
-	cmd := redis.NewCmd(ctx)
-	err := s.exec(ctx, sc, full, func(a []any) redis.Cmder {
-		cmd = redis.NewCmd(ctx, a...)
-		return cmd
-	})
+	cmd, err := s.exec(ctx, sc, full, replyAny)
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, wrap(sc.name, err)
 	}
-	return cmd.Val(), nil
+	return cmd.(*redis.Cmd).Val(), nil
 }
 
 // exec runs sc with the command arguments full, whose first two elements
-// it sets (command and function or script), in a command built by mk. In
-// function mode a server that lacks the library gets it (once, for every
-// caller waiting on it) and the call is repeated; a server without
-// functions turns the store to scripts for good. In script mode NOSCRIPT
-// sends the script itself. The error is the server's or the
-// connection's, unwrapped.
-func (s *Store) exec(ctx context.Context, sc *script, full []any, mk func([]any) redis.Cmder) error {
+// it sets (command and function or script), and returns the command, its
+// reply read as kind says. In function mode a server that lacks the
+// library gets it (once, for every caller waiting on it) and the call is
+// repeated; a server without functions turns the store to scripts for
+// good. In script mode NOSCRIPT sends the script itself. The error is the
+// server's or the connection's, unwrapped.
+func (s *Store) exec(ctx context.Context, sc *script, full []any, kind reply) (redis.Cmder, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	if s.mode.Load() == modeFunctions {
 		full[0], full[1] = "fcall", sc.fn
-		err := s.client.Process(ctx, mk(full))
+		cmd := newCmd(ctx, kind, full)
+		err := s.client.Process(ctx, cmd)
 		switch {
 		case err == nil || !redis.HasErrorPrefix(err, "Function not found") && !noFunctions(err):
-			return err
+			return cmd, err
 		case !noFunctions(err): // the library is missing: load it, call again
 			lerr := s.loadLibrary(ctx)
 			if lerr == nil {
-				return s.client.Process(ctx, mk(full))
+				cmd = newCmd(ctx, kind, full)
+				return cmd, s.client.Process(ctx, cmd)
 			}
 			if !noFunctions(lerr) {
-				return lerr
+				return nil, lerr
 			}
 		}
 		s.mode.Store(modeScripts)
 	}
 	full[0], full[1] = "evalsha", sc.sha
-	err := s.client.Process(ctx, mk(full))
+	cmd := newCmd(ctx, kind, full)
+	err := s.client.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		s.reloads.Add(1)
 		full[0], full[1] = "eval", sc.src
-		err = s.client.Process(ctx, mk(full))
+		cmd = newCmd(ctx, kind, full)
+		err = s.client.Process(ctx, cmd)
 	}
-	return err
+	return cmd, err
 }
 
 // noFunctions reports whether err says that the server does not offer

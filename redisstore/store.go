@@ -57,6 +57,11 @@ type Store struct {
 	// resource index (DeleteEntity reads it).
 	knownResources sync.Map
 
+	// limitArgs keeps the consume script's arguments of each limit
+	// (limiter.Limit → limitArgs), up to maxLimitArgs of them.
+	limitArgs  sync.Map
+	limitArgsN atomic.Int32
+
 	reloads atomic.Int64 // library loads and scripts sent again after NOSCRIPT
 	mode    atomic.Int32 // modeFunctions or modeScripts
 	loads   singleflight.Group

@@ -85,20 +85,25 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 	return AllowResult{Allowed: res[0] == 1, Remaining: res[1], RetryAfter: durationFromMs(res[2])}, nil
 }
 
-// runInts runs sc on key with five integer arguments and returns its reply,
-// an array of integers: one command, its arguments in one slice, its
-// reply read without boxing.
+// runInts runs sc on key with five integer arguments and returns its
+// reply, an array of integers. The arguments are held in one allocation
+// and passed by pointer, so that none is boxed on its own, and the reply
+// is read without boxing.
 func (s *Store) runInts(ctx context.Context, sc *script, key string, a, b, c, d, e int64) ([]int64, error) {
-	full := []any{nil, nil, 1, key, a, b, c, d, e}
-	var cmd *redis.IntSliceCmd
-	err := s.exec(ctx, sc, full, func(args []any) redis.Cmder {
-		cmd = redis.NewIntSliceCmd(ctx, args...)
-		return cmd
-	})
+	x := &intArgs{key: key, v: [5]int64{a, b, c, d, e}}
+	x.full = [9]any{nil, nil, 1, &x.key, &x.v[0], &x.v[1], &x.v[2], &x.v[3], &x.v[4]}
+	cmd, err := s.exec(ctx, sc, x.full[:], replyInts)
 	if err != nil {
 		return nil, wrap(sc.name, err)
 	}
-	return cmd.Val(), nil
+	return cmd.(*redis.IntSliceCmd).Val(), nil
+}
+
+// intArgs are the arguments of runInts.
+type intArgs struct {
+	key  string
+	v    [5]int64
+	full [9]any
 }
 
 // durationFromMs converts a whole number of milliseconds to a Duration,

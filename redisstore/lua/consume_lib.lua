@@ -39,9 +39,11 @@ local function read_request(argv, a)
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
 end
 
--- check returns why the request read by read_request (from argv) cannot take its
--- amounts from item flat (an HGETALL reply); when it can: '', the fields
--- to write (field, value, ...) and the index in flat of each written value.
+-- check returns why the request read by read_request (from argv) cannot
+-- take its amounts from item flat (an HGETALL reply); when it can: '', the
+-- fields to write (field, value, ...) and the index in flat of each
+-- written value. The balance and total move on numbers while they stay
+-- exact, else on the exact integers of int.lua.
 local function check(argv, flat, now, li, nl, ci, nc)
   local n = #flat
   if n == 0 then return 'bucket_missing' end
@@ -73,9 +75,20 @@ local function check(argv, flat, now, li, nl, ci, nc)
     local amt = argv[k + 1]
     if amt ~= '0' then
       local p, tk, tc = split(flat[i])
-      if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end -- a positive amount not covered
+      local a, t, c = num(amt), num(tk), num(tc)
+      local nt, nc
+      if a and t and c then
+        nt, nc = t - a, c + a
+        if nt <= -B53 or nt >= B53 or nc <= -B53 or nc >= B53 then nt = nil end
+      end
       set[#set + 1] = f
-      set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      if nt then
+        if a > 0 and t < a then short = true end -- a positive amount not covered
+        set[#set + 1] = p .. '|' .. fmt(nt) .. '|' .. fmt(nc)
+      else
+        if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
+        set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      end
       at[#at + 1] = i
     end
   end
@@ -88,4 +101,15 @@ local function take(key, flat, set, at)
   if #set == 0 then return end
   for j = 1, #at do flat[at[j]] = set[2 * j] end
   redis.call('HSET', key, unpack(set))
+end
+
+-- reply appends to out (lines, joined by newlines) the reply of one
+-- request: "1" when it was applied, else "0"; the reason it could not take
+-- its amounts ('' when it could); the number of lines of its item (0 when
+-- missing); then the item's fields and values, one a line.
+local function reply(out, applied, why, flat)
+  out[#out + 1] = applied and '1' or '0'
+  out[#out + 1] = why
+  out[#out + 1] = #flat
+  for i = 1, #flat do out[#out + 1] = flat[i] end
 end
