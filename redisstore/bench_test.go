@@ -222,3 +222,20 @@ func BenchmarkLeaseOneLimit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAllow is one Store.Allow on one key, for profiles of the
+// client's work.
+func BenchmarkAllow(b *testing.B) {
+	s, err := redisstore.New(benchClient(b), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(b) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	l := limiter.PerMinute("rpm", 1<<30)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Allow(ctx, "k", l, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,3 +13,6 @@ func (s *Store) BatchStats() (scripts, requests int64) {
 
 // LibraryName returns the name of the store's function library.
 func LibraryName() string { return library.name }
+
+// AllowBatches returns the number of Allow calls sent for queued requests.
+func (s *Store) AllowBatches() int64 { return s.allowBatches.Load() }

@@ -123,8 +123,8 @@ var scripts = newScripts([][]string{
 	{"put_config", "int"},
 	{"delete_config", "int"},
 	{"audit", "int"},
-	{"token_bucket", "int", "bucket"},
-	{"gcra", "int", "bucket"},
+	{"token_bucket", "int", "bucket", "allow_tb"},
+	{"gcra", "int", "bucket", "allow_gcra"},
 })
 
 // The entry points.

@@ -164,8 +164,9 @@ func TestAllowPathsAgree(t *testing.T) {
 	fastReplies, total := 0, 0
 	for _, entry := range []string{"token_bucket", "gcra"} {
 		body := entryDef(entry) + "return entry_" + entry + "(KEYS, ARGV)\n"
-		auto := luaSource("int", "bucket") + body
-		big := luaSource("int", "bucket") + bigOnly + body
+		lib := map[string]string{"token_bucket": "allow_tb", "gcra": "allow_gcra"}[entry]
+		auto := luaSource("int", "bucket", lib) + body
+		big := luaSource("int", "bucket") + bigOnly + luaSource(lib) + body
 		for li, l := range limits {
 			for seq := range 6 {
 				keyA := fmt.Sprintf("%s%s:%d:%d:a", prefix, entry, li, seq)

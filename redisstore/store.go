@@ -66,9 +66,11 @@ type Store struct {
 	mode    atomic.Int32 // modeFunctions or modeScripts
 	loads   singleflight.Group
 
-	batcher        consumeBatcher
+	consumes       batcher[limiter.SpeculativeRequest, limiter.SpeculativeResult]
+	allows         batcher[allowReq, AllowResult]
 	batches        atomic.Int64 // consume scripts sent for queued requests
 	batchedConsume atomic.Int64 // the requests in them
+	allowBatches   atomic.Int64 // Allow calls sent for queued requests
 }
 
 var (
@@ -105,6 +107,8 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	if o.DisableFunctions {
 		s.mode.Store(modeScripts)
 	}
+	s.consumes = batcher[limiter.SpeculativeRequest, limiter.SpeculativeResult]{op: "consume", one: s.consumeOne, many: s.consumeEach}
+	s.allows = batcher[allowReq, AllowResult]{op: "allow", one: s.allowOne, many: s.allowMany}
 	return s, nil
 }
 

@@ -67,43 +67,82 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 		return AllowResult{}, &limiter.ValidationError{Field: "n", Value: itoa(n), Reason: "must be between 0 and MaxInt64/1000"}
 	}
 	now := s.opts.Now().UnixMilli()
-	var res []int64
-	var err error
+	req := allowReq{key: s.keys.throttle(key, "t"),
+		v: [5]int64{now, limiter.MilliTokens(limit.Capacity), limiter.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n}}
 	if s.opts.Algorithm == GCRA {
-		res, err = s.runInts(ctx, scriptGCRA, s.keys.throttle(key, "g"),
-			now, limit.Capacity, limit.RefillAmount, limit.RefillPeriod.Milliseconds(), n)
-	} else {
-		res, err = s.runInts(ctx, scriptTokenBucket, s.keys.throttle(key, "t"),
-			now, limiter.MilliTokens(limit.Capacity), limiter.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n)
+		req = allowReq{key: s.keys.throttle(key, "g"), v: [5]int64{now, limit.Capacity, limit.RefillAmount, limit.RefillPeriod.Milliseconds(), n}}
 	}
+	if s.sharded {
+		// Every key has a slot of its own: nothing to batch.
+		return s.allowOne(ctx, req)
+	}
+	return s.allows.do(ctx, "", req)
+}
+
+// allowReq is one request of Store.Allow: the key and the script's five
+// arguments.
+type allowReq struct {
+	key string
+	v   [5]int64
+}
+
+// allowScript is the script of the store's algorithm.
+func (s *Store) allowScript() *script {
+	if s.opts.Algorithm == GCRA {
+		return scriptGCRA
+	}
+	return scriptTokenBucket
+}
+
+// allowOne sends one request of Store.Allow. Its arguments are held in one
+// allocation and passed by pointer, so that none is boxed on its own, and
+// the reply is read without boxing.
+func (s *Store) allowOne(ctx context.Context, req allowReq) (AllowResult, error) {
+	x := &struct {
+		allowReq
+		full [9]any
+	}{allowReq: req}
+	x.full = [9]any{nil, nil, 1, &x.key, &x.v[0], &x.v[1], &x.v[2], &x.v[3], &x.v[4]}
+	res, err := s.allowRun(ctx, x.full[:], 1)
 	if err != nil {
 		return AllowResult{}, err
 	}
-	if len(res) != 3 {
-		return AllowResult{}, wrap("allow", errUnexpected)
-	}
-	return AllowResult{Allowed: res[0] == 1, Remaining: res[1], RetryAfter: durationFromMs(res[2])}, nil
+	return res[0], nil
 }
 
-// runInts runs sc on key with five integer arguments and returns its
-// reply, an array of integers. The arguments are held in one allocation
-// and passed by pointer, so that none is boxed on its own, and the reply
-// is read without boxing.
-func (s *Store) runInts(ctx context.Context, sc *script, key string, a, b, c, d, e int64) ([]int64, error) {
-	x := &intArgs{key: key, v: [5]int64{a, b, c, d, e}}
-	x.full = [9]any{nil, nil, 1, &x.key, &x.v[0], &x.v[1], &x.v[2], &x.v[3], &x.v[4]}
-	cmd, err := s.exec(ctx, sc, x.full[:], replyInts)
+// allowMany sends requests of Store.Allow as one call, which decides each
+// on its own, one after the other.
+func (s *Store) allowMany(ctx context.Context, reqs []allowReq) ([]AllowResult, error) {
+	s.allowBatches.Add(1)
+	full := make([]any, 3+6*len(reqs))
+	full[2] = len(reqs)
+	args := full[3+len(reqs):]
+	for i := range reqs {
+		full[3+i] = &reqs[i].key
+		for j := range reqs[i].v {
+			args[5*i+j] = &reqs[i].v[j]
+		}
+	}
+	return s.allowRun(ctx, full, len(reqs))
+}
+
+// allowRun runs the store's Allow script with the command arguments full
+// on n keys.
+func (s *Store) allowRun(ctx context.Context, full []any, n int) ([]AllowResult, error) {
+	sc := s.allowScript()
+	cmd, err := s.exec(ctx, sc, full, replyInts)
 	if err != nil {
 		return nil, wrap(sc.name, err)
 	}
-	return cmd.(*redis.IntSliceCmd).Val(), nil
-}
-
-// intArgs are the arguments of runInts.
-type intArgs struct {
-	key  string
-	v    [5]int64
-	full [9]any
+	v := cmd.(*redis.IntSliceCmd).Val()
+	if len(v) != 3*n {
+		return nil, wrap("allow", errUnexpected)
+	}
+	out := make([]AllowResult, n)
+	for i := range out {
+		out[i] = AllowResult{Allowed: v[3*i] == 1, Remaining: v[3*i+1], RetryAfter: durationFromMs(v[3*i+2])}
+	}
+	return out, nil
 }
 
 // durationFromMs converts a whole number of milliseconds to a Duration,

@@ -1,100 +1,10 @@
--- Store.Allow with GCRA. KEYS[1]: the key, a string "ms sub": the
--- theoretical arrival time (TAT) as epoch ms plus sub ticks (0 <= sub <
--- amount). Time is counted in ticks of 1/amount ms, so that the emission
--- interval (period / amount ms per token) is a whole number of ticks:
--- interval = period. ARGV: now (epoch ms), capacity and refill amount
--- (tokens), refill period (ms), tokens requested. The tolerance is
--- capacity * interval. As in the throttle GCRA scripts: limit = max(tat,
--- now) + (n - 1) * interval - tolerance; denied when now < limit, retry =
--- limit - now; else the new TAT is max(tat, now) + n * interval. Returns
--- {allowed, whole tokens remaining, retry-after in ms (0 when allowed)}.
---
--- On numbers, the computation is relative to now: d = max(tat - now, 0)
--- ticks, which an admitted request leaves at most tolerance + interval,
--- so every value stays below (capacity + n + 1) * period. When that is
--- not below 2^53, or the stored TAT is beyond the exact range, it runs on
--- exact integers instead.
-local v = redis.call('GET', KEYS[1])
-local t_ms, t_sub
-if v then
-  local sp = string.find(v, ' ', 1, true)
-  t_ms, t_sub = string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
+-- Store.Allow with GCRA (see allow_gcra.lua) on each of KEYS, one after
+-- the other, with five ARGV each: now, capacity, refill amount, refill
+-- period, tokens requested. Returns three integers per key.
+local out = {}
+for r = 1, #KEYS do
+  local a = 5 * (r - 1)
+  local x = allow_gcra(KEYS[r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+  out[#out + 1], out[#out + 2], out[#out + 3] = x[1], x[2], x[3]
 end
-
--- gcra_n returns the reply and the new state on numbers; nil when it
--- gives up.
-local function gcra_n()
-  local now, cap, amt, per, n = num(ARGV[1]), num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
-  if not (now and cap and amt and per and n) or amt <= 0 or per <= 0 or cap < 0 or n < 0 then return nil end
-  local tol, np = cap * per, n * per
-  if tol >= B53 or np >= B53 then return nil end
-  local d = 0
-  if v then
-    local ms, sub = num(t_ms), num(t_sub)
-    if not ms or not sub then return nil end
-    local dm = ms - now
-    if dm >= B53 then return nil end
-    if dm >= 0 then
-      d = dm * amt + sub
-      if d >= B53 then return nil end
-    end
-  end
-  -- remaining: whole tokens a request could take now with d' = tat - now
-  local function remaining(dt)
-    local a = tol - dt
-    if a < 0 then return 0 end
-    return (fdiv(a, per)) + 1
-  end
-  local x = d + np
-  if x >= B53 then return nil end
-  local lim = x - per - tol
-  if lim > 0 then
-    local q, r = fdiv(lim, amt)
-    if r > 0 then q = q + 1 end
-    return {0, remaining(d), q}
-  end
-  local q, r = fdiv(x, amt)
-  local new_ms = now + q
-  if new_ms >= B53 then return nil end
-  -- The key may go once its TAT has passed: then it says nothing.
-  local life = q + 1000
-  if life > 3153600000000 then life = 3153600000000 end
-  return {1, remaining(x), 0}, fmt(new_ms) .. ' ' .. fmt(r), life
-end
-
--- gcra_big is gcra_n on exact integers, in absolute ticks.
-local function gcra_big()
-  local parse, tostr, bcmp, badd, bsub, _, bmul, bdivmod, bsign, sat64 = bigs()
-  local amt = parse(ARGV[3])
-  local now = bmul(parse(ARGV[1]), amt)
-  local interval = parse(ARGV[4])
-  local tolerance = bmul(parse(ARGV[2]), interval)
-  local n = parse(ARGV[5])
-  local tat = now
-  if v then tat = badd(bmul(parse(t_ms), amt), parse(t_sub)) end
-  if bcmp(tat, now) < 0 then tat = now end
-  local one = parse('1')
-  local function remaining(t)
-    local r = badd((bdivmod(bsub(badd(now, tolerance), t), interval)), one)
-    if bsign(r) < 0 then return '0' end
-    return sat64(r)
-  end
-  local limit = bsub(badd(tat, bmul(bsub(n, one), interval)), tolerance)
-  if bcmp(now, limit) < 0 then
-    -- retry = limit - now ticks, in whole ms rounded up
-    local q, r = bdivmod(bsub(limit, now), amt)
-    if bsign(r) ~= 0 then q = badd(q, one) end
-    return {0, remaining(tat), sat64(q)}
-  end
-  local new = badd(tat, bmul(n, interval))
-  local ms, sub = bdivmod(new, amt)
-  local q = bdivmod(bsub(new, now), amt)
-  local life = badd(q, parse('1000'))
-  if bcmp(life, parse('3153600000000')) > 0 then life = parse('3153600000000') end
-  return {1, remaining(new), 0}, tostr(ms) .. ' ' .. tostr(sub), tostr(life)
-end
-
-local reply, state, life = gcra_n()
-if not reply then reply, state, life = gcra_big() end
-if state then redis.call('SET', KEYS[1], state, 'PX', life) end
-return reply
+return out

@@ -1,56 +1,10 @@
--- Store.Allow with the token bucket. KEYS[1]: the key, a string "tk rf"
--- (balance in millitokens, refill time in epoch ms). ARGV: now (epoch ms),
--- capacity, refill amount (both millitokens), refill period (ms), tokens
--- requested. A missing key is a full bucket. Returns {allowed, whole
--- tokens remaining, retry-after in ms (0 when allowed, -1 for never)}.
--- On numbers when they stay exact (the common case), else on exact
--- integers.
-local now, cap, amt, per, n = num(ARGV[1]), num(ARGV[2]), num(ARGV[3]), num(ARGV[4]), num(ARGV[5])
-local v = redis.call('GET', KEYS[1])
-local tk, rf
-if v then
-  local sp = string.find(v, ' ', 1, true)
-  tk, rf = num(string.sub(v, 1, sp - 1)), num(string.sub(v, sp + 1))
-else
-  tk, rf = cap, now
+-- Store.Allow with the token bucket (see allow_tb.lua) on each of KEYS,
+-- one after the other, with five ARGV each: now, capacity, refill amount,
+-- refill period, tokens requested. Returns three integers per key.
+local out = {}
+for r = 1, #KEYS do
+  local a = 5 * (r - 1)
+  local x = allow_token_bucket(KEYS[r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
+  out[#out + 1], out[#out + 2], out[#out + 3] = x[1], x[2], x[3]
 end
-local ok, ntk, nrf, avail, retry
-if now and cap and amt and per and n and tk and rf then
-  ok, ntk, nrf, avail, retry = try_consume_n(tk, rf, now, cap, amt, per, n)
-end
-if ok == nil then
-  -- the exact path: everything as decimal strings
-  local s_tk, s_rf = ARGV[2], ARGV[1]
-  if v then
-    local sp = string.find(v, ' ', 1, true)
-    s_tk, s_rf = string.sub(v, 1, sp - 1), string.sub(v, sp + 1)
-  end
-  local z = bucket_big()
-  local s_ntk, s_nrf, s_avail, s_retry
-  ok, s_ntk, s_nrf, s_avail, s_retry = z.try_consume(s_tk, s_rf, ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
-  if not ok then
-    if not s_retry then return {0, s_avail, -1} end
-    return {0, s_avail, imin(s_retry, MAX64)}
-  end
-  -- The key may go once the bucket is full again; any later time will do.
-  local full = z.retry_after(isub(ARGV[2], s_ntk), ARGV[3], ARGV[4])
-  local life = 3153600000000
-  if full and icmp(full, '3153599999000') < 0 then life = tonumber(full) + 1000 end
-  redis.call('SET', KEYS[1], s_ntk .. ' ' .. s_nrf, 'PX', fmt(life))
-  return {1, z.available(s_ntk, s_nrf, s_nrf, ARGV[2], ARGV[3], ARGV[4]), 0}
-end
-if not ok then
-  if retry == math.huge then retry = -1 end
-  return {0, avail, retry}
-end
--- The key may go once the bucket is full again (a missing key is full):
--- its lifetime is an upper bound of that time, computed in floating
--- point with a margin far above its rounding error.
-local life = 3153600000000
-if amt > 0 then
-  local d = (cap - ntk) / amt * per * 1.000001 + 1001
-  if d < life then life = d end
-end
-if life < 1000 then life = 1000 end
-redis.call('SET', KEYS[1], fmt(ntk) .. ' ' .. fmt(nrf), 'PX', fmt(math.ceil(life)))
-return {1, whole(ntk), 0}
+return out
