@@ -36,7 +36,7 @@ const (
 
 // batcher queues requests of type Q whose results are of type R.
 type batcher[Q, R any] struct {
-	op   string                                          // names the call in errors
+	op   string                                           // names the call in errors
 	one  func(ctx context.Context, req Q) (R, error)      // sends one request
 	many func(ctx context.Context, reqs []Q) ([]R, error) // sends a batch, each decided alone
 
