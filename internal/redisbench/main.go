@@ -122,6 +122,13 @@ func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
 	if cp.c > 1 {
 		n *= 10
 	}
+	// Warm up both sides (connections, the function library, first
+	// buckets), unmeasured.
+	for _, s := range []*side{cp.a, cp.b} {
+		if err := s.warmUp(ctx, cp.c); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
 	var ratios []float64
 	for r := range *rounds {
 		order := []*side{cp.a, cp.b}
@@ -153,6 +160,20 @@ func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
 		fmt.Printf("%-44s   admitted: %s %.0f%%, %s %.0f%%\n", "", cp.a.name, 100*float64(a)/float64(a+r),
 			cp.b.name, 100*float64(cp.b.allowedN.Load())/float64(cp.b.allowedN.Load()+cp.b.refusedN.Load()))
 	}
+	return nil
+}
+
+// warmUp runs a few requests on every worker's key.
+func (s *side) warmUp(ctx context.Context, c int) error {
+	for w := range c {
+		for range 20 {
+			if err := s.op(ctx, w); err != nil {
+				return err
+			}
+		}
+	}
+	s.allowedN.Store(0)
+	s.refusedN.Store(0)
 	return nil
 }
 
