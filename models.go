@@ -200,5 +200,3 @@ func consumeNames(c Consume) []string {
 	sort.Strings(names)
 	return names
 }
-
-
