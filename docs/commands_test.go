@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // commandLine is one command line of a shell block, continuations joined
@@ -122,28 +125,32 @@ type cliTree struct {
 	leaves map[string]bool
 }
 
-// parseCLITree reads the command tree from cmd/zae-limiter/main.go.
+// parseCLITree reads the command tree from the command reference of
+// docs/cli.md (generated from the tree; TestCLIReference in
+// cmd/zae-limiter checks it is current): a command with subcommands is a
+// group, any other a leaf.
 func parseCLITree(t *testing.T) cliTree {
 	t.Helper()
 	tree := cliTree{groups: map[string]map[string]bool{}, leaves: map[string]bool{}}
-	groupRe := regexp.MustCompile(`^\t\t"([a-z-]+)":\s+\{summary: .*subs: map\[string\]subcommand\{`)
-	leafRe := regexp.MustCompile(`^\t\t"([a-z-]+)":\s+\{summary: .*subs: leaf\(`)
-	subRe := regexp.MustCompile(`^\t\t\t"([a-z-]+)":\s+\{`)
-	var group string
-	for _, l := range strings.Split(readRoot(t, "cmd/zae-limiter/main.go"), "\n") {
-		if m := groupRe.FindStringSubmatch(l); m != nil {
-			group = m[1]
-			tree.groups[group] = map[string]bool{}
-		} else if m := leafRe.FindStringSubmatch(l); m != nil {
-			tree.leaves[m[1]] = true
-			group = ""
-		} else if m := subRe.FindStringSubmatch(l); m != nil && group != "" {
-			tree.groups[group][m[1]] = true
+	headingRe := regexp.MustCompile(`(?m)^### zae-limiter ([a-z-]+)(?: ([a-z-]+))?$`)
+	var paths [][]string
+	for _, m := range headingRe.FindAllStringSubmatch(readRoot(t, "docs/cli.md"), -1) {
+		paths = append(paths, m[1:])
+		if m[2] != "" {
+			if tree.groups[m[1]] == nil {
+				tree.groups[m[1]] = map[string]bool{}
+			}
+			tree.groups[m[1]][m[2]] = true
 		}
 	}
-	if len(tree.groups["entity"]) < 5 || !tree.leaves["deploy"] || !tree.groups["local"]["up"] {
-		t.Fatalf("command tree of cmd/zae-limiter/main.go: %+v: parse failed", tree)
+	for _, p := range paths {
+		if p[1] == "" && tree.groups[p[0]] == nil {
+			tree.leaves[p[0]] = true
+		}
 	}
+	require.GreaterOrEqual(t, len(tree.groups["entity"]), 5, "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
+	require.True(t, tree.leaves["deploy"], "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
+	require.True(t, tree.groups["local"]["up"], "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
 	return tree
 }
 
@@ -167,15 +174,12 @@ func TestTestedBlocks(t *testing.T) {
 			name = strings.TrimSpace(name)
 			if strings.ContainsAny(name, "/.") || name == "Makefile" {
 				data, err := os.ReadFile(filepath.Join(root, name))
-				if err != nil {
-					t.Errorf("%s: tested by %s: %v", b, name, err)
-				}
+				require.NoError(t, err, "%s: tested by %s", b, name)
 				src.Write(data)
 				continue
 			}
 			files, ok := idx[name]
-			if !ok {
-				t.Errorf("%s: tested by %s: no such test, benchmark or example", b, name)
+			if !assert.True(t, ok, "%s: tested by %s: no such test, benchmark or example", b, name) {
 				continue
 			}
 			for _, f := range files {
@@ -196,9 +200,7 @@ func TestTestedBlocks(t *testing.T) {
 			}
 		}
 	}
-	if n < 15 {
-		t.Errorf("%d blocks tested by a named test, want the docs' command blocks", n)
-	}
+	assert.GreaterOrEqual(t, n, 15, "%d blocks tested by a named test, want the docs' command blocks", n)
 }
 
 // commandCheck checks the commands of one block against the sources of
@@ -213,7 +215,7 @@ type commandCheck struct {
 
 func (c *commandCheck) errorf(format string, args ...any) {
 	c.t.Helper()
-	c.t.Errorf("%s: "+format, append([]any{c.b}, args...)...)
+	assert.Fail(c.t, "command block", append([]any{"%s: " + format, c.b}, args...)...)
 }
 
 // mentionsLiteral reports whether the sources contain the Go string literal s.

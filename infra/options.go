@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // ErrInvalidOptions is matched (errors.Is) by every error of
@@ -136,7 +137,7 @@ func (o StackOptions) Validate() error {
 }
 
 func validateWindows(s string) error {
-	known := []string{limiter.WindowHourly, limiter.WindowDaily, limiter.WindowMonthly}
+	known := []string{store.WindowHourly, store.WindowDaily, store.WindowMonthly}
 	n := 0
 	for w := range strings.SplitSeq(s, ",") {
 		w = strings.TrimSpace(w)
@@ -260,6 +261,7 @@ func (o StackOptions) Parameters(stackName string) (map[string]string, error) {
 	}
 	for param, component := range map[string]string{
 		"AcquireOnlyPolicyName": "acq", "FullAccessPolicyName": "full", "ReadOnlyPolicyName": "read",
+		"NamespaceAcquirePolicyName": "ns-acq", "NamespaceFullAccessPolicyName": "ns-full", "NamespaceReadOnlyPolicyName": "ns-read",
 	} {
 		name, err := formatName("PolicyNameFormat", o.PolicyNameFormat, stackName, component, 128)
 		if err != nil {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -21,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Output formats of --output.
@@ -38,253 +37,6 @@ type commonFlags struct {
 	output    string
 	// explicit records the long names of the flags given on the command line.
 	explicit map[string]bool
-}
-
-// cmdFlags is one command's flag set with its help text.
-type cmdFlags struct {
-	fs      *flag.FlagSet
-	use     string // e.g. "entity create ENTITY_ID"
-	summary string
-	minArgs int
-	maxArgs int               // -1: unbounded
-	short   map[string]string // long name → short alias
-	order   []string          // long names in registration order
-	c       *cli
-	// post runs after a successful parse, e.g. to convert flag values.
-	post []func()
-}
-
-// newFlags returns the flag set of the command use, with the common flags
-// registered. Commands that print something other than a table or JSON pass
-// withOutput false and may define --output themselves.
-func (c *cli) newFlags(use, summary string, minArgs, maxArgs int, withOutput bool) *cmdFlags {
-	f := &cmdFlags{
-		fs: flag.NewFlagSet(use, flag.ContinueOnError), use: use, summary: summary,
-		minArgs: minArgs, maxArgs: maxArgs, short: map[string]string{}, c: c,
-	}
-	f.fs.SetOutput(io.Discard)
-	f.fs.Usage = func() {}
-	f.str(&c.common.name, "name", "n", envOr(limiter.EnvStack, limiter.DefaultTable), "stack and table name ($ZAEL_STACK)")
-	f.str(&c.common.region, "region", "", "", "AWS region (default: the SDK's configuration)")
-	f.str(&c.common.endpoint, "endpoint-url", "", "", "AWS endpoint URL, e.g. http://localhost:8000 for DynamoDB Local")
-	f.str(&c.common.namespace, "namespace", "N", envOr(limiter.EnvNamespace, limiter.DefaultNamespace), "namespace within the table ($ZAEL_NAMESPACE)")
-	c.common.output = outputTable
-	if withOutput {
-		f.str(&c.common.output, "output", "o", outputTable, "output format: table or json")
-	}
-	return f
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
-}
-
-func (f *cmdFlags) register(long, short string) {
-	f.order = append(f.order, long)
-	if short != "" {
-		f.short[long] = short
-	}
-}
-
-// str defines a string flag with an optional one-letter alias.
-func (f *cmdFlags) str(p *string, long, short, def, usage string) {
-	f.fs.StringVar(p, long, def, usage)
-	if short != "" {
-		f.fs.StringVar(p, short, def, usage)
-	}
-	f.register(long, short)
-}
-
-// integer defines an int flag.
-func (f *cmdFlags) integer(p *int, long, short string, def int, usage string) {
-	f.fs.IntVar(p, long, def, usage)
-	if short != "" {
-		f.fs.IntVar(p, short, def, usage)
-	}
-	f.register(long, short)
-}
-
-// duration defines a time.Duration flag.
-func (f *cmdFlags) duration(p *time.Duration, long, short string, def time.Duration, usage string) {
-	f.fs.DurationVar(p, long, def, usage)
-	if short != "" {
-		f.fs.DurationVar(p, short, def, usage)
-	}
-	f.register(long, short)
-}
-
-// float defines a float64 flag.
-func (f *cmdFlags) float(p *float64, long, short string, def float64, usage string) {
-	f.fs.Float64Var(p, long, def, usage)
-	if short != "" {
-		f.fs.Float64Var(p, short, def, usage)
-	}
-	f.register(long, short)
-}
-
-// boolean defines a bool flag.
-func (f *cmdFlags) boolean(p *bool, long, short string, def bool, usage string) {
-	f.fs.BoolVar(p, long, def, usage)
-	if short != "" {
-		f.fs.BoolVar(p, short, def, usage)
-	}
-	f.register(long, short)
-}
-
-// pair defines a --on/--off pair of bool flags writing *p, like click's
-// "--enable-x/--no-x" options.
-func (f *cmdFlags) pair(p *bool, on, off string, def bool, usage string) {
-	*p = def
-	f.fs.Var(boolSetter{p: p, value: true}, on, usage)
-	f.fs.Var(boolSetter{p: p, value: false}, off, usage)
-	d := off
-	if def {
-		d = on
-	}
-	f.order = append(f.order, on+"|"+off+"|"+d)
-}
-
-// list defines a repeatable string flag.
-func (f *cmdFlags) list(p *[]string, long, short, usage string) {
-	f.fs.Var((*stringList)(p), long, usage)
-	if short != "" {
-		f.fs.Var((*stringList)(p), short, usage)
-	}
-	f.register(long, short)
-}
-
-// boolSetter is a bool flag that stores a fixed value when given.
-type boolSetter struct {
-	p     *bool
-	value bool
-}
-
-func (b boolSetter) String() string   { return "" }
-func (b boolSetter) IsBoolFlag() bool { return true }
-func (b boolSetter) Set(s string) error {
-	v, err := strconv.ParseBool(s)
-	if err != nil {
-		return err
-	}
-	if v {
-		*b.p = b.value
-	} else {
-		*b.p = !b.value
-	}
-	return nil
-}
-
-// stringList collects the values of a repeated flag.
-type stringList []string
-
-func (l *stringList) String() string { return strings.Join(*l, ",") }
-func (l *stringList) Set(s string) error {
-	*l = append(*l, s)
-	return nil
-}
-
-// parse parses args, allowing flags before, between and after the positional
-// arguments, and checks the common flags. It prints the help and returns
-// errHelp for -h/--help.
-func (f *cmdFlags) parse(args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := f.fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				f.printUsage()
-				return nil, errHelp
-			}
-			msg := err.Error()
-			if rest, ok := strings.CutPrefix(msg, "flag provided but not defined: "); ok {
-				msg = "unknown flag " + rest
-				for _, a := range args {
-					if a == "-"+rest || strings.HasPrefix(a, "-"+rest+"=") {
-						msg = "unknown flag " + strings.SplitN(a, "=", 2)[0]
-						break
-					}
-				}
-			}
-			return nil, fmt.Errorf("%s: %s", f.command(), msg)
-		}
-		rest := f.fs.Args()
-		if len(rest) == 0 {
-			break
-		}
-		if rest[0] == "--" {
-			pos = append(pos, rest[1:]...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
-	if len(pos) < f.minArgs {
-		return nil, fmt.Errorf("%s: missing argument (usage: zae-limiter %s)", f.command(), f.use)
-	}
-	if f.maxArgs >= 0 && len(pos) > f.maxArgs {
-		return nil, fmt.Errorf("%s: unexpected argument %q", f.command(), pos[f.maxArgs])
-	}
-	c := &f.c.common
-	c.explicit = map[string]bool{}
-	f.fs.Visit(func(fl *flag.Flag) {
-		name := fl.Name
-		for long, short := range f.short {
-			if short == name {
-				name = long
-			}
-		}
-		c.explicit[name] = true
-	})
-	if err := limiter.ValidateStackName(c.name); err != nil {
-		var ve *limiter.ValidationError
-		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("invalid --name %q: %s", c.name, ve.Reason)
-		}
-		return nil, err
-	}
-	if c.output != outputTable && c.output != outputJSON {
-		return nil, fmt.Errorf("invalid --output %q: use table or json", c.output)
-	}
-	for _, fn := range f.post {
-		fn()
-	}
-	return pos, nil
-}
-
-// command returns the command words of f.use ("entity create").
-func (f *cmdFlags) command() string {
-	var words []string
-	for _, w := range strings.Fields(f.use) {
-		if strings.ToUpper(w) == w {
-			break
-		}
-		words = append(words, w)
-	}
-	return strings.Join(words, " ")
-}
-
-func (f *cmdFlags) printUsage() {
-	w := f.c.stdout
-	fmt.Fprintf(w, "Usage: zae-limiter %s [FLAGS]\n\n%s\n\nFlags:\n", f.use, f.summary)
-	for _, long := range f.order {
-		if parts := strings.Split(long, "|"); len(parts) == 3 {
-			fl := f.fs.Lookup(parts[0])
-			fmt.Fprintf(w, "      --%s / --%s\n        \t%s (default --%s)\n", parts[0], parts[1], fl.Usage, parts[2])
-			continue
-		}
-		fl := f.fs.Lookup(long)
-		names := "    --" + long
-		if s := f.short[long]; s != "" {
-			names = "-" + s + ", --" + long
-		}
-		def := ""
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" {
-			def = fmt.Sprintf(" (default %q)", fl.DefValue)
-		}
-		fmt.Fprintf(w, "  %s\n        \t%s%s\n", names, fl.Usage, def)
-	}
 }
 
 // awsConfig loads the SDK configuration with --region and --endpoint-url.
@@ -379,7 +131,7 @@ func (c *cli) dynamoDBClient(optFns ...func(*dynamodb.Options)) (*dynamodb.Clien
 // the version record.
 type table struct {
 	*limiter.RateLimiter
-	limiter.NamespaceRegistry
+	store.NamespaceRegistry
 	repo *limiter.DynamoDBRepository
 }
 
@@ -428,31 +180,6 @@ func (c *cli) tableErr(err error) error {
 		return fmt.Errorf("table %q not found at %s (create it with: %s; on LocalStack: zae-limiter deploy --name %s)", name, ep, hint, name)
 	}
 	return fmt.Errorf("table %q not found (deploy it with: zae-limiter deploy --name %s)", name, name)
-}
-
-// parseConfirmed registers --yes/-y on a destructive command, parses args
-// and refuses the command without --yes; what names the action from the
-// positional arguments, e.g. "delete entity key-1".
-func (f *cmdFlags) parseConfirmed(args []string, what func(pos []string) string) ([]string, error) {
-	var yes bool
-	f.boolean(&yes, "yes", "y", false, "confirm this destructive command")
-	pos, err := f.parse(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := requireYes(yes, what(pos)); err != nil {
-		return nil, err
-	}
-	return pos, nil
-}
-
-// requireYes refuses a destructive command without --yes: there is no
-// interactive confirmation (CI has no stdin).
-func requireYes(yes bool, what string) error {
-	if !yes {
-		return fmt.Errorf("refusing to %s without --yes", what)
-	}
-	return nil
 }
 
 // errorMessage returns err as one short line: AWS errors are reduced to
