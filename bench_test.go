@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -12,9 +13,10 @@ import (
 func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
 	key := store.BucketKey{EntityID: "api-key-1", Resource: "gpt-4"}
 	c := Consume{"rpm": 1, "tpm": 500}
+	spec := ddbschema.NewSpeculativeUpdates("zae-limiter")
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSpeculativeUpdate("zae-limiter", "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, NowMs: 1_700_000_000_000})
+		buildSpeculativeUpdate(spec, "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, NowMs: 1_700_000_000_000})
 	}
 }
 

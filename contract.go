@@ -31,12 +31,46 @@ type storeOps struct {
 	spec   store.SpeculativeStore // nil: the repository has no speculative path
 	shards store.ShardStore       // nil: the repository does not shard
 	m      Metrics                // nil: nothing is reported
+	// folder is the repository's speculative write with a pending
+	// adjustment folded in (the DynamoDB repository's); nil: none.
+	folder adjustFolder
+	// pending holds the background commits waiting for a write of their
+	// item (WithBackgroundCommit); nil when they are off or there is no
+	// folder.
+	pending commitQueue
+}
+
+// adjustFolder writes a speculative consume and a pending adjustment of
+// the same item in one write.
+type adjustFolder interface {
+	speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error)
+}
+
+// foldOutcome says what became of an adjustment folded into a speculative
+// write.
+type foldOutcome int
+
+const (
+	foldApplied    foldOutcome = iota // applied with the write
+	foldNotApplied                    // nothing of it was applied
+	foldUnknown                       // the write failed without an answer: it may have applied
+)
+
+// commitQueue is where adjustments wait to be folded into the next
+// speculative write of their item: take removes the one of key, requeue
+// puts back one whose write did not apply it, lost reports one whose write
+// failed without an answer.
+type commitQueue interface {
+	take(key store.BucketKey) (store.BucketWrite, bool)
+	requeue(w store.BucketWrite)
+	lost(w store.BucketWrite, err error)
 }
 
 func newStoreOps(repo Repository, m Metrics) storeOps {
 	s := storeOps{repo: repo, m: m}
 	s.spec, _ = repo.(store.SpeculativeStore)
 	s.shards, _ = repo.(store.ShardStore)
+	s.folder, _ = repo.(adjustFolder)
 	return s
 }
 
@@ -84,6 +118,20 @@ func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite)
 }
 
 func (s *storeOps) speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	if s.pending != nil {
+		if adj, ok := s.pending.take(req.Key); ok {
+			start := s.begin()
+			res, outcome, err := s.folder.speculativeConsumeAdjust(ctx, req, adj)
+			s.done(ctx, store.StoreSpeculativeConsume, start, err)
+			switch outcome {
+			case foldNotApplied:
+				s.pending.requeue(adj)
+			case foldUnknown:
+				s.pending.lost(adj, err)
+			}
+			return res, err
+		}
+	}
 	start := s.begin()
 	res, err := s.spec.SpeculativeConsume(ctx, req)
 	s.done(ctx, store.StoreSpeculativeConsume, start, err)

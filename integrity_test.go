@@ -149,35 +149,37 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t)
-			repo, p := proxied(t, env)
-			rl := New(repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
-			if tc.setup != nil {
-				tc.setup(t, env, rl)
-			}
-			// The buckets exist: the paths below write, not create.
-			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
-			before := env.bucket("e", "api")
-			p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.Hang})
-			if tc.run != nil {
-				tc.run(t, rl, p)
-			} else {
-				attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
-			}
-			if p.Faults(tc.op) == 0 {
-				t.Fatalf("no %s hung: the test did not test", tc.op)
-			}
-			// DynamoDB answers again: the writes still pending apply, and
-			// what they took is given back.
-			p.Clear()
-			p.Release()
-			rl.Close()
-			after := env.bucket("e", "api")
-			for _, attr := range []string{"b_rpm_tc"} {
-				if env.n(after, attr) != env.n(before, attr) {
-					t.Errorf("%s: %d before, %d after acquires that gave up; want nothing charged", attr, env.n(before, attr), env.n(after, attr))
+			commitModes(t, func(t *testing.T, mode []Option) {
+				env := newTestEnv(t)
+				repo, p := proxied(t, env)
+				rl := New(repo, append(append([]Option{WithClock(env.clock.now)}, tc.opts...), mode...)...)
+				if tc.setup != nil {
+					tc.setup(t, env, rl)
 				}
-			}
+				// The buckets exist: the paths below write, not create.
+				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+				before := env.bucket("e", "api")
+				p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.Hang})
+				if tc.run != nil {
+					tc.run(t, rl, p)
+				} else {
+					attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
+				}
+				if p.Faults(tc.op) == 0 {
+					t.Fatalf("no %s hung: the test did not test", tc.op)
+				}
+				// DynamoDB answers again: the writes still pending apply, and
+				// what they took is given back.
+				p.Clear()
+				p.Release()
+				rl.Close()
+				after := env.bucket("e", "api")
+				for _, attr := range []string{"b_rpm_tc"} {
+					if env.n(after, attr) != env.n(before, attr) {
+						t.Errorf("%s: %d before, %d after acquires that gave up; want nothing charged", attr, env.n(before, attr), env.n(after, attr))
+					}
+				}
+			})
 		})
 	}
 }
@@ -213,35 +215,37 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, cascade: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			env := newTestEnv(t)
-			repo, p := proxied(t, env)
-			rl := New(repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
-			entities := []string{"e"}
-			if tc.cascade {
-				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-					if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-						t.Fatal(err)
+			commitModes(t, func(t *testing.T, mode []Option) {
+				env := newTestEnv(t)
+				repo, p := proxied(t, env)
+				rl := New(repo, append(append([]Option{WithClock(env.clock.now)}, tc.opts...), mode...)...)
+				entities := []string{"e"}
+				if tc.cascade {
+					for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
+						if _, err := rl.CreateEntity(env.ctx, e); err != nil {
+							t.Fatal(err)
+						}
+					}
+					entities = append(entities, "p")
+				}
+				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "tpm": 100}, lim)
+				p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
+				attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, lim)
+				if p.Faults(tc.op) == 0 {
+					t.Fatalf("no %s was answered late: the test did not test", tc.op)
+				}
+				rl.Close()
+				p.Clear()
+				for _, e := range entities {
+					b := env.bucket(e, "api")
+					if rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc"); rpm != 1000 || tpm != 100_000 {
+						t.Errorf("%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
+					}
+					if rpm, tpm := env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk"); rpm != 99_000 || tpm != 9_900_000 {
+						t.Errorf("%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
 					}
 				}
-				entities = append(entities, "p")
-			}
-			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "tpm": 100}, lim)
-			p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
-			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, lim)
-			if p.Faults(tc.op) == 0 {
-				t.Fatalf("no %s was answered late: the test did not test", tc.op)
-			}
-			rl.Close()
-			p.Clear()
-			for _, e := range entities {
-				b := env.bucket(e, "api")
-				if rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc"); rpm != 1000 || tpm != 100_000 {
-					t.Errorf("%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
-				}
-				if rpm, tpm := env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk"); rpm != 99_000 || tpm != 9_900_000 {
-					t.Errorf("%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
-				}
-			}
+			})
 		})
 	}
 }
@@ -251,46 +255,50 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 // acquire fails as unavailable and the tokens stay taken once — bounded
 // under-admission, never a double charge.
 func TestServerErrorAfterApplyNotRetried(t *testing.T) {
-	env := newTestEnv(t)
-	repo, p := proxied(t, env)
-	rl := New(repo, WithClock(env.clock.now), WithGroupCommit(false))
-	lim := WithLimits(PerMinute("rpm", 100))
-	mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
-	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
-	before := p.Count("UpdateItem")
-	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire answered 500: %v, want ErrUnavailable", err)
-	}
-	if n := p.Count("UpdateItem") - before; n != 1 {
-		t.Errorf("%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
-	}
-	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
-		t.Errorf("tc = %d, want 6000: the applied write counted once", tc)
-	}
+	commitModes(t, func(t *testing.T, mode []Option) {
+		env := newTestEnv(t)
+		repo, p := proxied(t, env)
+		rl := New(repo, append([]Option{WithClock(env.clock.now), WithGroupCommit(false)}, mode...)...)
+		lim := WithLimits(PerMinute("rpm", 100))
+		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
+		before := p.Count("UpdateItem")
+		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
+		if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("acquire answered 500: %v, want ErrUnavailable", err)
+		}
+		if n := p.Count("UpdateItem") - before; n != 1 {
+			t.Errorf("%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
+		}
+		if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
+			t.Errorf("tc = %d, want 6000: the applied write counted once", tc)
+		}
+	})
 }
 
 // TestThrottlingRetried: a throttled write (never applied) is retried by
 // the SDK and charged once.
 func TestThrottlingRetried(t *testing.T) {
-	env := newTestEnv(t)
-	repo, p := proxied(t, env)
-	rl := New(repo, WithClock(env.clock.now), WithGroupCommit(false))
-	lim := WithLimits(PerMinute("rpm", 100))
-	mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
-	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
-	before := p.Count("UpdateItem")
-	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-	if err != nil {
-		t.Fatalf("acquire throttled once: %v", err)
-	}
-	lease.Commit(env.ctx)
-	if n := p.Count("UpdateItem") - before; n != 2 {
-		t.Errorf("%d UpdateItem requests, want 2 (the throttled one, then its retry)", n)
-	}
-	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
-		t.Errorf("tc = %d, want 6000", tc)
-	}
+	commitModes(t, func(t *testing.T, mode []Option) {
+		env := newTestEnv(t)
+		repo, p := proxied(t, env)
+		rl := New(repo, append([]Option{WithClock(env.clock.now), WithGroupCommit(false)}, mode...)...)
+		lim := WithLimits(PerMinute("rpm", 100))
+		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
+		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
+		before := p.Count("UpdateItem")
+		lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
+		if err != nil {
+			t.Fatalf("acquire throttled once: %v", err)
+		}
+		lease.Commit(env.ctx)
+		if n := p.Count("UpdateItem") - before; n != 2 {
+			t.Errorf("%d UpdateItem requests, want 2 (the throttled one, then its retry)", n)
+		}
+		if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
+			t.Errorf("tc = %d, want 6000", tc)
+		}
+	})
 }
 
 // TestGroupCommitAdjustNeverFailsAcquires: a commit that puts the bucket

@@ -35,6 +35,9 @@ type Lease struct {
 type leaseWriter interface {
 	nowMs() int64
 	writeAdjust(ctx context.Context, w store.BucketWrite) error
+	// commitLater queues a committed lease's adjustments (whole tokens)
+	// to be written in the background, and reports whether it did.
+	commitLater(writes []store.BucketWrite) bool
 }
 
 // leaseEntry is one limit of one bucket item held by a lease.
@@ -283,7 +286,14 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	if ls.noop {
+	if ls.noop || !ls.changed() {
+		ls.done = true
+		return nil
+	}
+	if writes, ok := ls.laterWrites(); ok && ls.rl.commitLater(writes) {
+		for _, e := range ls.entries {
+			e.initialConsumed = e.consumed
+		}
 		ls.done = true
 		return nil
 	}
@@ -313,6 +323,35 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	}
 	ls.done = true
 	return nil
+}
+
+// changed reports whether the lease holds a change since Acquire that
+// Commit must write.
+func (ls *Lease) changed() bool {
+	for _, e := range ls.entries {
+		if e.consumed != e.initialConsumed {
+			return true
+		}
+	}
+	return false
+}
+
+// laterWrites returns the adjustments Commit writes, for a background
+// commit; ok is false when one is not in whole tokens (a saturated
+// amount), which only a synchronous Commit writes.
+func (ls *Lease) laterWrites() (writes []store.BucketWrite, ok bool) {
+	for _, key := range ls.keys() {
+		w := adjustWrite(key, ls.entriesOf(key), func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
+		for _, lw := range w.Limits {
+			if lw.ConsumedMilli%1000 != 0 {
+				return nil, false
+			}
+		}
+		if len(w.Limits) > 0 {
+			writes = append(writes, w)
+		}
+	}
+	return writes, true
 }
 
 // Rollback gives back everything the lease has made durable (one

@@ -78,7 +78,9 @@ type RateLimiter struct {
 	// Hot keys (groupcommit.go, overlimit.go).
 	noGroupCommit    bool
 	overLimitMaxWait time.Duration
-	gc               *groupCommit    // nil when group commit is off
+	gc               *groupCommit // nil when group commit is off
+	backgroundCommit bool
+	commits          *commits        // nil when background commit is off
 	olc              *overLimitCache // nil when the over-limit cache is off
 }
 
@@ -205,6 +207,8 @@ func (rl *RateLimiter) Repository() Repository { return rl.repo }
 //   - Warn "limiter: backend unavailable": DynamoDB failed during an
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
 //     block: an *UnavailableError) and the cause.
+//   - Warn "limiter: background commit failed": an adjustment queued by
+//     Commit ([WithBackgroundCommit]) failed or may not have applied.
 //   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
 //
 // Errors the limiter returns are not logged otherwise (the caller decides): rate
@@ -221,11 +225,16 @@ func WithMetrics(m Metrics) Option {
 }
 
 // Close waits until every write the limiter still runs for callers that
-// gave up has ended (each within 10 s) and its tokens were given back.
+// gave up has ended (each within 10 s) and its tokens were given back, and
+// writes the adjustments queued by background commits
+// ([WithBackgroundCommit]) and waits for them.
 // Call it when the limiter is no longer used: after it returns, no
 // goroutine of the limiter runs. Acquires after Close start new writes
 // that Close did not wait for.
 func (rl *RateLimiter) Close() error {
+	if rl.commits != nil {
+		rl.commits.flushAll()
+	}
 	rl.bg.wg.Wait()
 	return nil
 }
@@ -326,6 +335,12 @@ func (rl *RateLimiter) OverLimitCacheHits() int64 {
 func (rl *RateLimiter) initHotKeys() {
 	if !rl.noGroupCommit {
 		rl.gc = newGroupCommit(&rl.store, &rl.bg)
+	}
+	if rl.backgroundCommit {
+		rl.commits = newCommits(rl)
+		if rl.store.folder != nil {
+			rl.store.pending = rl.commits
+		}
 	}
 	if rl.overLimitMaxWait > 0 {
 		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -134,6 +135,8 @@ type sharedState struct {
 	now   func() time.Time
 	mu    sync.Mutex                 // guards nsIDs
 	nsIDs *lru.Cache[string, string] // namespace name → id
+	// spec builds the table's speculative writes from cached templates.
+	spec *ddbschema.SpeculativeUpdates
 }
 
 func newSharedState(o DynamoDBOptions) *sharedState {
@@ -144,7 +147,7 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	if ttl <= 0 {
 		ttl = DefaultNamespaceCacheTTL
 	}
-	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl)}
+	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table)}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)

@@ -7,12 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -356,46 +359,29 @@ func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, ex
 // exist), and wcu having a token. Unlike the original it is also
 // conditioned on every limit of req.Limits being stored with the
 // parameters the limiter resolved, so that a limit change is noticed on
-// the fast path. Names are sorted.
-func buildSpeculativeUpdate(table, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
-	key, consume, nowMs := req.Key, req.Consume, req.NowMs
-	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
-	var add []string
+// the fast path. Names are sorted. It is sent on every acquire, so it is
+// built from a template of its shape (ddbschema.SpeculativeUpdates), and
+// the slices handed to it stay on the stack for up to eight limits and
+// amounts.
+func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
+	var lbuf [8]ddbschema.SpecLimit
+	limits := lbuf[:0]
 	for _, l := range req.Limits {
-		conds = append(conds,
-			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(bucketmath.SatMul(l.Capacity, 1000)),
-			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(bucketmath.SatMul(l.RefillAmount, 1000)),
-			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
+		limits = append(limits, ddbschema.SpecLimit{
+			Name:              l.Name,
+			CapacityMilli:     bucketmath.SatMul(l.Capacity, 1000),
+			RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000),
+			RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
+		})
 	}
-	for _, name := range consumeNames(consume) {
-		amount := bucketmath.SatMul(consume[name], 1000)
-		tk := b.name(bucketAttr(name, fieldTokens))
-		if amount > 0 {
-			conds = append(conds, tk+" >= "+b.n(amount))
-		} else {
-			conds = append(conds, "attribute_exists("+tk+")")
-		}
-		if amount != 0 {
-			add = append(add, tk+" "+b.n(-amount), b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(amount))
-		}
+	var abuf [8]ddbschema.SpecAmount
+	amounts := abuf[:0]
+	for name, n := range req.Consume {
+		amounts = append(amounts, ddbschema.SpecAmount{Name: name, Milli: bucketmath.SatMul(n, 1000)})
 	}
-	wtk := b.name(bucketAttr(wcuLimitName, fieldTokens))
-	conds = append(conds, wtk+" >= "+b.n(wcuWriteCostMilli))
-	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
-	ttl := b.name(attrTTL)
-	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(nowMs, 1000))+")")
-	u := b.update(table, bucketPrimaryKey(ns, key.EntityID, key.Resource, key.Shard), updateExpr(nil, add, nil), conds)
-	return &dynamodb.UpdateItemInput{
-		TableName:                           u.TableName,
-		Key:                                 u.Key,
-		UpdateExpression:                    u.UpdateExpression,
-		ConditionExpression:                 u.ConditionExpression,
-		ExpressionAttributeNames:            u.ExpressionAttributeNames,
-		ExpressionAttributeValues:           u.ExpressionAttributeValues,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	slices.SortFunc(amounts, func(a, b ddbschema.SpecAmount) int { return strings.Compare(a.Name, b.Name) })
+	key := ddbschema.BucketKeyValue(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	return spec.Input(key, limits, amounts, bucketmath.FloorDiv(req.NowMs, 1000))
 }
 
 // SpeculativeConsume implements [store.SpeculativeStore]: one conditional
@@ -403,7 +389,7 @@ func buildSpeculativeUpdate(table, ns string, req store.SpeculativeRequest) *dyn
 // limit. A refused write returns the old item (ALL_OLD) and the reason;
 // only other errors are returned as errors.
 func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.opts.Table, r.nsID, req), writeOptions)
+	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.shared.spec, r.nsID, req), writeOptions)
 	res := store.SpeculativeResult{Key: req.Key}
 	if err == nil {
 		b, err := bucketFromDynamoDB(out.Attributes)
@@ -469,4 +455,119 @@ func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resou
 		return current, wrapErr("double shard count", err)
 	}
 	return next, nil
+}
+
+// speculativeConsumeAdjust is SpeculativeConsume with adj, a pending
+// adjustment of the same item (a committed lease's, whole tokens), folded
+// into the same UpdateItem: one write for both. The acquire's condition
+// holds for the balance after the adjustment (as if it had been written
+// first), a refund is conditioned on fitting under the capacity as an
+// adjustment alone is, and both ADDs go into one per limit. When the write
+// is refused but the acquire alone would not have been (the adjustment's
+// own condition refused it), the acquire is written alone. The adjustment
+// is then not applied, and the caller writes it on its own.
+func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj)
+	if in == nil {
+		res, err := r.SpeculativeConsume(ctx, req)
+		return res, foldNotApplied, err
+	}
+	out, err := r.client.UpdateItem(ctx, in, writeOptions)
+	res := store.SpeculativeResult{Key: req.Key}
+	if err == nil {
+		b, err := bucketFromDynamoDB(out.Attributes)
+		if err != nil {
+			return res, foldApplied, err
+		}
+		res.Applied, res.Bucket = true, b
+		return res, foldApplied, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return res, foldUnknown, wrapErr("speculative write", err)
+	}
+	if len(ccf.Item) == 0 {
+		res.Reason = store.RefusedBucketMissing
+		return res, foldNotApplied, nil
+	}
+	b, err := bucketFromDynamoDB(ccf.Item)
+	if err != nil {
+		return res, foldNotApplied, err
+	}
+	if specRefusal(b, req.Consume, req.Limits, req.NowMs) == store.RefusedNone {
+		res, err := r.SpeculativeConsume(ctx, req)
+		return res, foldNotApplied, err
+	}
+	return refusedResult(req.Key, b, classifySpecFailure(b, req), req.NowMs), foldNotApplied, nil
+}
+
+// buildSpeculativeFold is buildSpeculativeUpdate with the adjustment adj
+// of the same item folded in (see SpeculativeConsumeAdjust); nil when adj
+// holds a refund of unknown capacity, which only the exact adjustment
+// path can cap.
+func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj store.BucketWrite) *dynamodb.UpdateItemInput {
+	type delta struct{ milli, capMilli int64 }
+	deltas := make(map[string]delta, len(adj.Limits))
+	names := consumeNames(req.Consume)
+	for _, lw := range adj.Limits {
+		if lw.ConsumedMilli < 0 && lw.CapacityMilli <= 0 {
+			return nil
+		}
+		if _, ok := req.Consume[lw.Name]; !ok {
+			names = append(names, lw.Name)
+		}
+		d := deltas[lw.Name]
+		deltas[lw.Name] = delta{bucketmath.AddSat(d.milli, lw.ConsumedMilli), max(d.capMilli, lw.CapacityMilli)}
+	}
+	slices.Sort(names)
+	b := newExprBuilder()
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	var add []string
+	for _, l := range req.Limits {
+		conds = append(conds,
+			b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(bucketmath.SatMul(l.Capacity, 1000)),
+			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(bucketmath.SatMul(l.RefillAmount, 1000)),
+			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
+	}
+	for _, name := range names {
+		amount, acquired := req.Consume[name]
+		a := bucketmath.SatMul(amount, 1000)
+		d := deltas[name]
+		tk := b.name(bucketAttr(name, fieldTokens))
+		switch {
+		case acquired && a > 0:
+			// The balance after the adjustment must hold the amount.
+			conds = append(conds, tk+" >= "+b.n(bucketmath.AddSat(a, d.milli)))
+		case acquired:
+			conds = append(conds, "attribute_exists("+tk+")")
+		}
+		switch {
+		case d.milli > 0:
+			conds = append(conds, "attribute_exists("+b.name(bucketAttr(name, fieldCapacity))+")")
+		case d.milli < 0:
+			// The refund fits under the capacity once the acquire took
+			// its amount: tk − a + refund ≤ capacity.
+			conds = append(conds, b.name(bucketAttr(name, fieldCapacity))+" = "+b.n(d.capMilli),
+				tk+" <= "+b.n(bucketmath.AddSat(bucketmath.AddSat(d.capMilli, d.milli), a)))
+		}
+		if total := bucketmath.AddSat(a, d.milli); total != 0 {
+			add = append(add, tk+" "+b.n(-total), b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(total))
+		}
+	}
+	wtk := b.name(bucketAttr(wcuLimitName, fieldTokens))
+	conds = append(conds, wtk+" >= "+b.n(wcuWriteCostMilli))
+	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
+	ttl := b.name(attrTTL)
+	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(req.NowMs, 1000))+")")
+	u := b.update(table, bucketPrimaryKey(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, nil), conds)
+	return &dynamodb.UpdateItemInput{
+		TableName:                           u.TableName,
+		Key:                                 u.Key,
+		UpdateExpression:                    u.UpdateExpression,
+		ConditionExpression:                 u.ConditionExpression,
+		ExpressionAttributeNames:            u.ExpressionAttributeNames,
+		ExpressionAttributeValues:           u.ExpressionAttributeValues,
+		ReturnValues:                        types.ReturnValueAllNew,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
 }

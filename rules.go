@@ -185,8 +185,11 @@ type acquireOptions struct {
 // WithLimits makes the call use limits instead of the stored config (no
 // config read at all). An empty list checks nothing.
 func WithLimits(limits ...Limit) AcquireOption {
+	// Copied once: every call of the option shares the copy, which
+	// nothing writes to.
+	own := append([]Limit(nil), limits...)
 	return func(o *acquireOptions) {
-		o.limits = append([]Limit(nil), limits...)
+		o.limits = own
 		o.override = true
 	}
 }

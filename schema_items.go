@@ -68,15 +68,26 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 	if err != nil {
 		return "", nil, err
 	}
-	b := &store.Bucket{
+	// The bucket and its states in one allocation (every acquire reads
+	// one), the wcu state after the others in the same array.
+	var b *store.Bucket
+	var states []store.BucketState
+	if len(d.Limits) <= len(bucketBlock{}.states) {
+		blk := &bucketBlock{}
+		b, states = &blk.b, blk.states[:0:len(d.Limits)]
+	} else {
+		b, states = &store.Bucket{}, make([]store.BucketState, 0, len(d.Limits))
+	}
+	*b = store.Bucket{
 		Key:        store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
 		ShardCount: max(d.ShardCount, 1),
 		RefillMs:   d.RefillMs,
 		Cascade:    d.Cascade,
 		ParentID:   d.ParentID,
 		TTL:        d.TTL,
-		States:     make([]store.BucketState, 0, len(d.Limits)),
 	}
+	var wcu store.BucketState
+	hasWCU := false
 	for _, l := range d.Limits {
 		s := store.BucketState{
 			EntityID:           d.EntityID,
@@ -91,12 +102,25 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 			TotalConsumedMilli: l.TotalConsumedMilli,
 		}
 		if s.LimitName == wcuLimitName {
-			b.Private = &s
+			wcu, hasWCU = s, true
 			continue
 		}
-		b.States = append(b.States, s)
+		states = append(states, s)
+	}
+	// States ends where the wcu state starts: appending to it copies.
+	b.States = states[:len(states):len(states)]
+	if hasWCU {
+		states = append(states, wcu)
+		b.Private = &states[len(states)-1]
 	}
 	return d.Namespace, b, nil
+}
+
+// bucketBlock is a bucket and room for its states: two limits and wcu,
+// and one more.
+type bucketBlock struct {
+	b      store.Bucket
+	states [4]store.BucketState
 }
 
 // ---------------------------------------------------------------------------

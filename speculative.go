@@ -120,14 +120,15 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		}
 	}
 
-	entries := specEntries(childRes, consume, child.limits)
+	lease := newSpecLease(rl, childRes, consume, child.limits)
+	entries := lease.entries
 	if !parallel {
 		if !info.known && childRes.Bucket.Cascade && childRes.Bucket.ParentID != entityID {
 			parentID = childRes.Bucket.ParentID
 		}
 		if parentID == "" {
 			countSuccess()
-			return &Lease{rl: rl, entries: entries}, nil
+			return lease, nil
 		}
 		var err error
 		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
@@ -140,7 +141,8 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	}
 	if parentRes.Applied {
 		countSuccess()
-		return &Lease{rl: rl, entries: append(entries, specEntries(parentRes, consume, a.parent.limits)...)}, nil
+		lease.entries = appendSpecEntries(entries, make([]leaseEntry, 0, len(a.parent.limits)), parentRes, consume, a.parent.limits)
+		return lease, nil
 	}
 	return rl.parentRefused(ctx, a, childRes, entries, parentRes)
 }
@@ -326,8 +328,32 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 func specEntries(res store.SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
 	// One backing array for the entries: two allocations whatever the
 	// number of limits.
-	backing := make([]leaseEntry, 0, len(limits))
-	out := make([]*leaseEntry, 0, len(limits))
+	return appendSpecEntries(make([]*leaseEntry, 0, len(limits)), make([]leaseEntry, 0, len(limits)), res, consume, limits)
+}
+
+// specLeaseBlock is a lease and its entries in one allocation, for an
+// acquire of up to four limits (room for a parent's two after the
+// child's two).
+type specLeaseBlock struct {
+	lease   Lease
+	ptrs    [4]*leaseEntry
+	backing [4]leaseEntry
+}
+
+// newSpecLease returns a lease holding specEntries(res, consume, limits):
+// one allocation for up to four limits.
+func newSpecLease(rl *RateLimiter, res store.SpeculativeResult, consume Consume, limits []Limit) *Lease {
+	if len(limits) > len(specLeaseBlock{}.backing) {
+		return &Lease{rl: rl, entries: specEntries(res, consume, limits)}
+	}
+	b := &specLeaseBlock{}
+	b.lease = Lease{rl: rl, entries: appendSpecEntries(b.ptrs[:0], b.backing[:0], res, consume, limits)}
+	return &b.lease
+}
+
+// appendSpecEntries appends to out the entries of specEntries, stored in
+// backing, which must have room for them.
+func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
 	for _, l := range limits {
 		s, ok := res.Bucket.State(l.Name)
 		if !ok {

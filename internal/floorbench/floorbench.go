@@ -12,6 +12,9 @@
 //   - replay: the captured UpdateItem, nothing else;
 //   - acquire+commit: Acquire + Commit with nothing to adjust (one write);
 //   - acquire+adjust+commit: Acquire, Adjust, Commit (two writes);
+//   - acquire+adjust+commit/bg: the same with WithBackgroundCommit, whose
+//     Commit queues the adjustment: it goes out with the next acquire's
+//     write of the item (one write for both);
 //   - replay-pair: the two UpdateItems of a cascade acquire (child and
 //     parent), captured likewise and sent in parallel;
 //   - cascade: Acquire + Commit of an entity that cascades to its parent.
@@ -250,6 +253,7 @@ func (b *bench) refillWCU(ctx context.Context, inputs ...*dynamodb.UpdateItemInp
 // contenders returns the contenders of the run, the floors first.
 func (b *bench) contenders() []contender {
 	rl := limiter.New(b.repo)
+	bg := limiter.New(b.repo, limiter.WithBackgroundCommit(true))
 	acquireCommit := func(rl *limiter.RateLimiter, kind string, adj bool) op {
 		return func(ctx context.Context, w int) error {
 			l, err := rl.Acquire(ctx, entity(kind, w), resource, consume, limits)
@@ -273,6 +277,7 @@ func (b *bench) contenders() []contender {
 		}},
 		{name: "acquire+commit", floor: "replay", run: acquireCommit(rl, "commit", false)},
 		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(rl, "adjust", true)},
+		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(bg, "adjust-bg", true), after: bg.Close},
 		{name: "replay-pair", floor: "replay-pair", run: func(ctx context.Context, w int) error {
 			var wg sync.WaitGroup
 			var perr error

@@ -29,7 +29,7 @@ func TestRunSmall(t *testing.T) {
 	res, err := run(context.Background(), cfg, func(string) {})
 	require.NoError(t, err)
 
-	want := []string{"replay", "acquire+commit", "acquire+adjust+commit", "replay-pair", "cascade"}
+	want := []string{"replay", "acquire+commit", "acquire+adjust+commit", "acquire+adjust+commit/bg", "replay-pair", "cascade"}
 	assert.Equal(t, want, res.names)
 	assert.Equal(t, []int{1, 3}, res.concurrencies())
 	for _, conc := range []int{1, 3} {
