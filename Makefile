@@ -26,6 +26,9 @@ DOCKER_TEST_PKGS ?= ./internal/ddblocal ./examples/quickstart
 # `make bench` flags, e.g. BENCHFLAGS='-bench=HotKeys -benchtime=3s' (README, hot keys benchmark).
 BENCHFLAGS ?= -bench=.
 
+# `make bench-floor` flags, e.g. FLOORFLAGS='-rounds 9 -only acquire+commit' (internal/floorbench).
+FLOORFLAGS ?=
+
 # Fuzzing: time per target, and the file whose Fuzz targets `make fuzz` runs.
 FUZZTIME ?= 10s
 FUZZ_FILE ?= bucket_fuzz_test.go
@@ -155,10 +158,18 @@ cover: dynamodb-local ## tests with coverage; writes cover.out and prints per-fu
 bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default -bench=.)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' $(BENCHFLAGS) -benchmem ./...
 
+.PHONY: bench-floor
+bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)
+
 .PHONY: cli
 cli: ## build the zae-limiter command-line tool into bin/zae-limiter
 	@mkdir -p '$(BIN_DIR)'
 	$(GO) build -o '$(BIN_DIR)/zae-limiter' ./cmd/zae-limiter
+
+.PHONY: cli-docs
+cli-docs: ## regenerate the command reference in docs/cli.md from the CLI's command tree (TestCLIReference fails when it is stale)
+	$(GO) generate ./cmd/zae-limiter
 
 .PHONY: lambda
 lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip

@@ -122,27 +122,31 @@ type cliTree struct {
 	leaves map[string]bool
 }
 
-// parseCLITree reads the command tree from cmd/zae-limiter/main.go.
+// parseCLITree reads the command tree from the command reference of
+// docs/cli.md (generated from the tree; TestCLIReference in
+// cmd/zae-limiter checks it is current): a command with subcommands is a
+// group, any other a leaf.
 func parseCLITree(t *testing.T) cliTree {
 	t.Helper()
 	tree := cliTree{groups: map[string]map[string]bool{}, leaves: map[string]bool{}}
-	groupRe := regexp.MustCompile(`^\t\t"([a-z-]+)":\s+\{summary: .*subs: map\[string\]subcommand\{`)
-	leafRe := regexp.MustCompile(`^\t\t"([a-z-]+)":\s+\{summary: .*subs: leaf\(`)
-	subRe := regexp.MustCompile(`^\t\t\t"([a-z-]+)":\s+\{`)
-	var group string
-	for _, l := range strings.Split(readRoot(t, "cmd/zae-limiter/main.go"), "\n") {
-		if m := groupRe.FindStringSubmatch(l); m != nil {
-			group = m[1]
-			tree.groups[group] = map[string]bool{}
-		} else if m := leafRe.FindStringSubmatch(l); m != nil {
-			tree.leaves[m[1]] = true
-			group = ""
-		} else if m := subRe.FindStringSubmatch(l); m != nil && group != "" {
-			tree.groups[group][m[1]] = true
+	headingRe := regexp.MustCompile(`(?m)^### zae-limiter ([a-z-]+)(?: ([a-z-]+))?$`)
+	var paths [][]string
+	for _, m := range headingRe.FindAllStringSubmatch(readRoot(t, "docs/cli.md"), -1) {
+		paths = append(paths, m[1:])
+		if m[2] != "" {
+			if tree.groups[m[1]] == nil {
+				tree.groups[m[1]] = map[string]bool{}
+			}
+			tree.groups[m[1]][m[2]] = true
+		}
+	}
+	for _, p := range paths {
+		if p[1] == "" && tree.groups[p[0]] == nil {
+			tree.leaves[p[0]] = true
 		}
 	}
 	if len(tree.groups["entity"]) < 5 || !tree.leaves["deploy"] || !tree.groups["local"]["up"] {
-		t.Fatalf("command tree of cmd/zae-limiter/main.go: %+v: parse failed", tree)
+		t.Fatalf("command tree of docs/cli.md's command reference: %+v: parse failed", tree)
 	}
 	return tree
 }

@@ -18,60 +18,60 @@ type auditEventJSON struct {
 	Details   map[string]any `json:"details"`
 }
 
-func cmdAuditList(c *cli, args []string) error {
+func cmdAuditList(c *cli) *command {
 	f := c.newFlags("audit list", "List the audit events of an entity, newest first. Use --entity-id '$SYSTEM' for system defaults and '$RESOURCE:NAME' for a resource's defaults.", 0, 0, true)
 	var entityID, start string
 	var limit int
 	f.str(&entityID, "entity-id", "e", "", "entity whose events to list (required)")
 	f.integer(&limit, "limit", "l", limiter.DefaultAuditEventsLimit, "most events to list")
 	f.str(&start, "start-event-id", "", "", "list events older than this event id (the cursor printed by a previous call)")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if entityID == "" {
-		return errors.New("audit list: --entity-id is required")
-	}
-	if limit <= 0 {
-		return fmt.Errorf("invalid --limit %d: must be positive", limit)
-	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	events, err := repo.AuditEvents(c.ctx, entityID, limit, start)
-	if err != nil {
-		return err
-	}
-	next := ""
-	if len(events) == limit {
-		next = events[len(events)-1].EventID
-	}
-	if c.jsonOutput() {
-		out := make([]auditEventJSON, len(events))
-		for i, e := range events {
-			d := e.Details
-			if d == nil {
-				d = map[string]any{}
-			}
-			out[i] = auditEventJSON{EventID: e.EventID, Timestamp: formatTime(e.Timestamp), Action: e.Action,
-				EntityID: e.EntityID, Principal: e.Principal, Resource: e.Resource, Details: d}
+	f.run = func([]string) error {
+		if entityID == "" {
+			return errors.New("audit list: --entity-id is required")
 		}
-		return c.writeJSON(map[string]any{"entity_id": entityID, "events": out, "next_start_event_id": next})
-	}
-	if len(events) == 0 {
-		c.printf("No audit events found for entity: %s\n", entityID)
+		if limit <= 0 {
+			return fmt.Errorf("invalid --limit %d: must be positive", limit)
+		}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		events, err := repo.AuditEvents(c.ctx, entityID, limit, start)
+		if err != nil {
+			return err
+		}
+		next := ""
+		if len(events) == limit {
+			next = events[len(events)-1].EventID
+		}
+		if c.jsonOutput() {
+			out := make([]auditEventJSON, len(events))
+			for i, e := range events {
+				d := e.Details
+				if d == nil {
+					d = map[string]any{}
+				}
+				out[i] = auditEventJSON{EventID: e.EventID, Timestamp: formatTime(e.Timestamp), Action: e.Action,
+					EntityID: e.EntityID, Principal: e.Principal, Resource: e.Resource, Details: d}
+			}
+			return c.writeJSON(map[string]any{"entity_id": entityID, "events": out, "next_start_event_id": next})
+		}
+		if len(events) == 0 {
+			c.printf("No audit events found for entity: %s\n", entityID)
+			return nil
+		}
+		rows := make([][]string, len(events))
+		for i, e := range events {
+			rows[i] = []string{formatTime(e.Timestamp), e.Action, dash(e.Principal), dash(e.Resource), e.EventID}
+		}
+		if err := c.table([]string{"TIMESTAMP", "ACTION", "PRINCIPAL", "RESOURCE", "EVENT ID"}, rows); err != nil {
+			return err
+		}
+		c.printf("\nTotal: %d events\n", len(events))
+		if next != "" {
+			c.printf("More events may exist. Use --start-event-id %s\n", next)
+		}
 		return nil
 	}
-	rows := make([][]string, len(events))
-	for i, e := range events {
-		rows[i] = []string{formatTime(e.Timestamp), e.Action, dash(e.Principal), dash(e.Resource), e.EventID}
-	}
-	if err := c.table([]string{"TIMESTAMP", "ACTION", "PRINCIPAL", "RESOURCE", "EVENT ID"}, rows); err != nil {
-		return err
-	}
-	c.printf("\nTotal: %d events\n", len(events))
-	if next != "" {
-		c.printf("More events may exist. Use --start-event-id %s\n", next)
-	}
-	return nil
+	return f
 }

@@ -127,7 +127,7 @@ func thousands(n int64) string {
 }
 
 // limitFlag registers the repeatable --limit/-l flag.
-func (f *cmdFlags) limitFlag(p *[]string) {
+func (f *command) limitFlag(p *[]string) {
 	f.list(p, "limit", "l", "limit as "+limitSyntax+" (repeatable)")
 }
 
@@ -166,142 +166,141 @@ func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) e
 	return nil
 }
 
-func cmdResourceSetDefaults(c *cli, args []string) error {
+func cmdResourceSetDefaults(c *cli) *command {
 	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own).", 1, 1, true)
 	var specs []string
 	f.limitFlag(&specs)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	f.run = func(pos []string) error {
+		limits, err := parseLimits(specs)
+		if err != nil {
+			return err
+		}
+		if len(limits) == 0 {
+			return errors.New("resource set-defaults: at least one --limit is required")
+		}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		if err := repo.SetResourceDefaults(c.ctx, pos[0], limits); err != nil {
+			return err
+		}
+		return c.printLimitsSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
+			limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits)
 	}
-	limits, err := parseLimits(specs)
-	if err != nil {
-		return err
-	}
-	if len(limits) == 0 {
-		return errors.New("resource set-defaults: at least one --limit is required")
-	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	if err := repo.SetResourceDefaults(c.ctx, pos[0], limits); err != nil {
-		return err
-	}
-	return c.printLimitsSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
-		limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits)
+	return f
 }
 
-func cmdResourceGetDefaults(c *cli, args []string) error {
+func cmdResourceGetDefaults(c *cli) *command {
 	f := c.newFlags("resource get-defaults RESOURCE", "Show the default limits of RESOURCE.", 1, 1, true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	f.run = func(pos []string) error {
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		limits, err := repo.GetResourceDefaults(c.ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return c.printLimits(limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits,
+			fmt.Sprintf("No defaults configured for resource '%s'", pos[0]))
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	limits, err := repo.GetResourceDefaults(c.ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return c.printLimits(limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits,
-		fmt.Sprintf("No defaults configured for resource '%s'", pos[0]))
+	return f
 }
 
-func cmdResourceDeleteDefaults(c *cli, args []string) error {
+func cmdResourceDeleteDefaults(c *cli) *command {
 	f := c.newFlags("resource delete-defaults RESOURCE", "Delete the default limits of RESOURCE.", 1, 1, true)
-	pos, err := f.parseConfirmed(args, func(pos []string) string { return "delete the defaults of resource " + pos[0] })
-	if err != nil {
-		return err
+	f.confirm(func(pos []string) string { return "delete the defaults of resource " + pos[0] })
+	f.run = func(pos []string) error {
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		if err := repo.DeleteResourceDefaults(c.ctx, pos[0]); err != nil {
+			return err
+		}
+		return c.done(fmt.Sprintf("Deleted defaults for resource '%s'", pos[0]), map[string]any{"deleted": true, "resource": pos[0]})
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	if err := repo.DeleteResourceDefaults(c.ctx, pos[0]); err != nil {
-		return err
-	}
-	return c.done(fmt.Sprintf("Deleted defaults for resource '%s'", pos[0]), map[string]any{"deleted": true, "resource": pos[0]})
+	return f
 }
 
-func cmdResourceList(c *cli, args []string) error {
+func cmdResourceList(c *cli) *command {
 	f := c.newFlags("resource list", "List the resources with default limits.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		res, err := repo.ListResourcesWithDefaults(c.ctx)
+		if err != nil {
+			return err
+		}
+		return c.stringList(res, "resources", "No resources with defaults configured")
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	res, err := repo.ListResourcesWithDefaults(c.ctx)
-	if err != nil {
-		return err
-	}
-	return c.stringList(res, "resources", "No resources with defaults configured")
+	return f
 }
 
-func cmdSystemSetDefaults(c *cli, args []string) error {
+func cmdSystemSetDefaults(c *cli) *command {
 	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode.", 0, 0, true)
 	var specs []string
 	var onUnavailable string
 	f.limitFlag(&specs)
 	f.str(&onUnavailable, "on-unavailable", "", "", "what acquires do when DynamoDB is unavailable: allow or block")
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		limits, err := parseLimits(specs)
+		if err != nil {
+			return err
+		}
+		if len(limits) == 0 && onUnavailable == "" {
+			return errors.New("system set-defaults: give at least one --limit or --on-unavailable")
+		}
+		ou := limiter.OnUnavailable(onUnavailable)
+		if ou != "" && !ou.Valid() {
+			return fmt.Errorf("invalid --on-unavailable %q: use allow or block", onUnavailable)
+		}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		if err := repo.SetSystemDefaults(c.ctx, limits, ou); err != nil {
+			return err
+		}
+		return c.printLimitsSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
+			limitsJSON{OnUnavailable: onUnavailable, Limits: limitsToJSON(limits)}, limits)
 	}
-	limits, err := parseLimits(specs)
-	if err != nil {
-		return err
-	}
-	if len(limits) == 0 && onUnavailable == "" {
-		return errors.New("system set-defaults: give at least one --limit or --on-unavailable")
-	}
-	ou := limiter.OnUnavailable(onUnavailable)
-	if ou != "" && !ou.Valid() {
-		return fmt.Errorf("invalid --on-unavailable %q: use allow or block", onUnavailable)
-	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	if err := repo.SetSystemDefaults(c.ctx, limits, ou); err != nil {
-		return err
-	}
-	return c.printLimitsSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
-		limitsJSON{OnUnavailable: onUnavailable, Limits: limitsToJSON(limits)}, limits)
+	return f
 }
 
-func cmdSystemGetDefaults(c *cli, args []string) error {
+func cmdSystemGetDefaults(c *cli) *command {
 	f := c.newFlags("system get-defaults", "Show the namespace-wide default limits and on-unavailable mode.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		limits, ou, err := repo.GetSystemDefaults(c.ctx)
+		if err != nil {
+			return err
+		}
+		return c.printLimits(limitsJSON{OnUnavailable: string(ou), Limits: limitsToJSON(limits)}, limits, "No system defaults configured")
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	limits, ou, err := repo.GetSystemDefaults(c.ctx)
-	if err != nil {
-		return err
-	}
-	return c.printLimits(limitsJSON{OnUnavailable: string(ou), Limits: limitsToJSON(limits)}, limits, "No system defaults configured")
+	return f
 }
 
-func cmdSystemDeleteDefaults(c *cli, args []string) error {
+func cmdSystemDeleteDefaults(c *cli) *command {
 	f := c.newFlags("system delete-defaults", "Delete the namespace-wide default limits and on-unavailable mode.", 0, 0, true)
-	if _, err := f.parseConfirmed(args, func([]string) string { return "delete the system defaults" }); err != nil {
-		return err
+	f.confirm(func([]string) string { return "delete the system defaults" })
+	f.run = func([]string) error {
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		if err := repo.DeleteSystemDefaults(c.ctx); err != nil {
+			return err
+		}
+		return c.done("Deleted system defaults", map[string]any{"deleted": true})
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	if err := repo.DeleteSystemDefaults(c.ctx); err != nil {
-		return err
-	}
-	return c.done("Deleted system defaults", map[string]any{"deleted": true})
+	return f
 }
 
 // done reports a completed change: msg as text, v as JSON.

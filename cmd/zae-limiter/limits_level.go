@@ -3,7 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/spf13/pflag"
 )
 
 // `limits set|get|delete` address the three levels of stored limits with
@@ -11,116 +14,122 @@ import (
 // the same code as `entity set-limits`, `resource set-defaults` and
 // `system set-defaults` (and their get/delete forms).
 
-// limitsLevel is the level a `limits set|get|delete` command addresses.
-type limitsLevel struct {
-	entity, resource       string
-	hasEntity, hasResource bool
-	system                 bool
-	rest                   []string // the other arguments, forwarded
-	help                   bool
-}
+// levelValue is the value of --entity or --resource: a string that
+// refuses a value that looks like a flag, so that `--entity --resource r`
+// is a missing argument rather than the entity "--resource".
+type levelValue struct{ p *string }
 
-// parseLimitsLevel takes --entity/-e, --resource/-r and --system (in any of
-// the forms the flag package accepts: -x v, --x v, --x=v) out of args.
-func parseLimitsLevel(args []string) (limitsLevel, error) {
-	var lv limitsLevel
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			lv.rest = append(lv.rest, args[i:]...)
-			break
-		}
-		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") {
-			lv.rest = append(lv.rest, a)
-			continue
-		}
-		take := func() (string, error) {
-			if hasValue {
-				return value, nil
-			}
-			if i+1 >= len(args) || strings.HasPrefix(args[i+1], "-") {
-				return "", fmt.Errorf("flag needs an argument: %s", a)
-			}
-			i++
-			return args[i], nil
-		}
-		var err error
-		switch name {
-		case "entity", "e":
-			lv.entity, err = take()
-			lv.hasEntity = true
-		case "resource", "r":
-			lv.resource, err = take()
-			lv.hasResource = true
-		case "system":
-			lv.system = !hasValue || value == "true"
-		case "h", "help":
-			lv.help = true
-		default:
-			lv.rest = append(lv.rest, a)
-		}
-		if err != nil {
-			return lv, err
-		}
+func (v levelValue) String() string { return *v.p }
+func (v levelValue) Type() string   { return "string" }
+func (v levelValue) Set(s string) error {
+	if strings.HasPrefix(s, "-") {
+		return errFlagNeedsValue
 	}
-	return lv, nil
+	*v.p = s
+	return nil
 }
 
-// limitsLevelUsage is the help of `limits set|get|delete`.
-const limitsLevelUsage = `Usage: zae-limiter limits %[1]s (--entity ID [--resource R] | --resource R | --system) [FLAGS]
-
-%[2]s stored limits at one level of the hierarchy:
+// limitsLevelUsage describes `limits set|get|delete`.
+const limitsLevelUsage = `%[1]s stored limits at one level of the hierarchy:
   --entity ID [--resource R]  limits of an entity on a resource (default _default_: every resource without its own)
   --resource R                default limits of a resource
   --system                    namespace-wide defaults (set also takes --on-unavailable allow|block)
+The other flags are those of: zae-limiter %[2]s --help`
 
-The other flags are those of: zae-limiter %[3]s --help
-`
-
-// limitsLevelCommand routes `limits verb` to the command of the level.
-func limitsLevelCommand(c *cli, args []string, verb, title string, entityCmd, resourceCmd, systemCmd handler, names [3]string) error {
-	lv, err := parseLimitsLevel(args)
-	if err != nil {
-		return fmt.Errorf("limits %s: %w", verb, err)
+// limitsLevelCommand returns `limits verb`, which runs the command of the
+// level its flags address: targets are the entity, resource and system
+// commands. It takes their flags as well and hands those given to the one
+// it runs.
+func limitsLevelCommand(c *cli, verb, title string, targets [3]func(*cli) *command) *command {
+	var built [3]*command
+	var names [3]string
+	for i, build := range targets {
+		built[i] = build(c)
+		names[i] = built[i].command()
 	}
-	if lv.help {
-		fmt.Fprintf(c.stdout, limitsLevelUsage, verb, title, strings.Join(names[:], ", "))
-		return errHelp
+	f := c.newFlags("limits "+verb+" (--entity ID [--resource R] | --resource R | --system)",
+		fmt.Sprintf(limitsLevelUsage, title, strings.Join(names[:], ", ")), 0, 0, true)
+	var entity, resource string
+	var system bool
+	f.flags().VarP(levelValue{&entity}, "entity", "e", "the entity whose limits (with --resource: on that resource)")
+	f.flags().VarP(levelValue{&resource}, "resource", "r", "the resource: with --entity, the entity's limits on it; alone, its defaults")
+	f.order = append(f.order, "entity", "resource")
+	f.boolean(&system, "system", "", false, "the namespace-wide defaults")
+	for _, t := range built {
+		t.flags().VisitAll(func(fl *pflag.Flag) {
+			if f.flags().Lookup(fl.Name) == nil {
+				f.flags().AddFlag(fl)
+				f.order = append(f.order, fl.Name)
+			}
+		})
 	}
-	levels := 0
-	for _, b := range []bool{lv.hasEntity, lv.system, lv.hasResource && !lv.hasEntity} {
-		if b {
-			levels++
+	f.run = func([]string) error {
+		flags := f.flags()
+		hasEntity, hasResource := flags.Changed("entity"), flags.Changed("resource")
+		levels := 0
+		for _, b := range []bool{hasEntity, system, hasResource && !hasEntity} {
+			if b {
+				levels++
+			}
 		}
-	}
-	switch {
-	case levels != 1:
-		return errors.New("limits " + verb + ": give exactly one of --entity ID (with an optional --resource), --resource R or --system")
-	case lv.hasEntity:
-		fwd := append(lv.rest, lv.entity)
-		if lv.hasResource {
-			fwd = append(fwd, "--resource", lv.resource)
+		var t *command
+		var pos []string
+		switch {
+		case levels != 1:
+			return errors.New("limits " + verb + ": give exactly one of --entity ID (with an optional --resource), --resource R or --system")
+		case hasEntity:
+			t, pos = built[0], []string{entity}
+		case system:
+			t = built[2]
+		default:
+			t, pos = built[1], []string{resource}
 		}
-		return entityCmd(c, fwd)
-	case lv.system:
-		return systemCmd(c, lv.rest)
-	default:
-		return resourceCmd(c, append(lv.rest, lv.resource))
+		if err := handFlags(flags, t, hasEntity); err != nil {
+			return err
+		}
+		if err := t.checkArgs(pos); err != nil {
+			return err
+		}
+		return t.execute(flags, pos)
 	}
+	return f
 }
 
-func cmdLimitsSet(c *cli, args []string) error {
-	return limitsLevelCommand(c, args, "set", "Store", cmdEntitySetLimits, cmdResourceSetDefaults, cmdSystemSetDefaults,
-		[3]string{"entity set-limits", "resource set-defaults", "system set-defaults"})
+// handFlags sets on t the flags given in flags, other than the level's
+// (--resource goes along with --entity) and the common ones (which set
+// the same variables for every command).
+func handFlags(flags *pflag.FlagSet, t *command, withResource bool) error {
+	var err error
+	flags.Visit(func(fl *pflag.Flag) {
+		if err != nil || fl.Name == "entity" || fl.Name == "system" || (fl.Name == "resource" && !withResource) || slices.Contains(commonFlagNames, fl.Name) {
+			return
+		}
+		tf := t.flags().Lookup(fl.Name)
+		switch {
+		case tf == nil:
+			err = fmt.Errorf("%s: unknown flag --%s", t.command(), fl.Name)
+			return
+		case tf == fl:
+			return
+		}
+		if sv, ok := fl.Value.(pflag.SliceValue); ok {
+			err = tf.Value.(pflag.SliceValue).Replace(sv.GetSlice())
+		} else {
+			err = tf.Value.Set(fl.Value.String())
+		}
+		tf.Changed = true
+	})
+	return err
 }
 
-func cmdLimitsGet(c *cli, args []string) error {
-	return limitsLevelCommand(c, args, "get", "Show", cmdEntityGetLimits, cmdResourceGetDefaults, cmdSystemGetDefaults,
-		[3]string{"entity get-limits", "resource get-defaults", "system get-defaults"})
+func cmdLimitsSet(c *cli) *command {
+	return limitsLevelCommand(c, "set", "Store", [3]func(*cli) *command{cmdEntitySetLimits, cmdResourceSetDefaults, cmdSystemSetDefaults})
 }
 
-func cmdLimitsDelete(c *cli, args []string) error {
-	return limitsLevelCommand(c, args, "delete", "Delete (needs --yes)", cmdEntityDeleteLimits, cmdResourceDeleteDefaults, cmdSystemDeleteDefaults,
-		[3]string{"entity delete-limits", "resource delete-defaults", "system delete-defaults"})
+func cmdLimitsGet(c *cli) *command {
+	return limitsLevelCommand(c, "get", "Show", [3]func(*cli) *command{cmdEntityGetLimits, cmdResourceGetDefaults, cmdSystemGetDefaults})
+}
+
+func cmdLimitsDelete(c *cli) *command {
+	return limitsLevelCommand(c, "delete", "Delete (needs --yes)", [3]func(*cli) *command{cmdEntityDeleteLimits, cmdResourceDeleteDefaults, cmdSystemDeleteDefaults})
 }

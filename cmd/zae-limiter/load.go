@@ -42,7 +42,7 @@ type loadFlags struct {
 }
 
 // registerScenario registers the scenario flags on f, writing into s.
-func registerScenario(f *cmdFlags, s *loadtest.Scenario, lf *loadFlags) {
+func registerScenario(f *command, s *loadtest.Scenario, lf *loadFlags) {
 	f.str(&s.Resource, "resource", "r", loadtest.DefaultResource, "resource every acquire is for")
 	f.integer(&s.Entities, "entities", "e", loadtest.DefaultEntities, "API keys (entities) the traffic is spread over")
 	f.integer(&s.HotKeys, "hot-keys", "", 0, "number of hot entities")
@@ -113,7 +113,7 @@ func parseActual(s string) ([2]int64, error) {
 	return [2]int64{a, b}, nil
 }
 
-func cmdLoad(c *cli, args []string) error {
+func cmdLoad(c *cli) *command {
 	f := c.newFlags("load", "Load-test the table: workers acquire, adjust and commit in a loop over a scenario (flags, or a YAML file with -f), with live progress; then report latency, outcomes, DynamoDB calls, capacity units and the on-demand cost per million acquires. --merge FILE... merges the --result files of several runs.", 0, -1, true)
 	var s loadtest.Scenario
 	var lf loadFlags
@@ -131,82 +131,82 @@ func cmdLoad(c *cli, args []string) error {
 	f.float(&lf.prices.WriteUnit, "price-write", "", loadtest.DefaultPrices.WriteUnit, "on-demand price in USD per million write request units")
 	f.float(&lf.prices.ReadUnit, "price-read", "", loadtest.DefaultPrices.ReadUnit, "on-demand price in USD per million read request units")
 	f.str(&lf.worker, "worker", "", "", "internal: run as a worker process of --procs with this scenario file")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if lf.merge {
-		return c.loadMerge(pos, &lf)
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("load: unexpected argument %q (result files go with --merge)", pos[0])
-	}
-	if lf.worker != "" {
-		return c.loadWorker(lf.worker)
-	}
-	if lf.actual != "" {
-		if s.TokensActual, err = parseActual(lf.actual); err != nil {
-			return err
+	f.run = func(pos []string) error {
+		if lf.merge {
+			return c.loadMerge(pos, &lf)
 		}
-	}
-	s.NoSpeculative = !lf.speculative
-	if lf.scenarioFile != "" {
-		base, err := loadtest.LoadScenario(lf.scenarioFile)
+		if len(pos) > 0 {
+			return fmt.Errorf("load: unexpected argument %q (result files go with --merge)", pos[0])
+		}
+		if lf.worker != "" {
+			return c.loadWorker(lf.worker)
+		}
+		var err error
+		if lf.actual != "" {
+			if s.TokensActual, err = parseActual(lf.actual); err != nil {
+				return err
+			}
+		}
+		s.NoSpeculative = !lf.speculative
+		if lf.scenarioFile != "" {
+			base, err := loadtest.LoadScenario(lf.scenarioFile)
+			if err != nil {
+				return err
+			}
+			overlay(&base, s, c.common.explicit)
+			s = base
+		}
+		if err := s.Resolve(); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+		if lf.procs < 1 || lf.procs > s.Concurrency {
+			return fmt.Errorf("load: --procs must be between 1 and --concurrency (%d)", s.Concurrency)
+		}
+		var start time.Time
+		if lf.startAt != "" {
+			if start, err = time.Parse(time.RFC3339, lf.startAt); err != nil {
+				return fmt.Errorf("invalid --start-at %q: use RFC 3339", lf.startAt)
+			}
+		}
+		res := loadtest.NewResult()
+		res.Scenario = s
+		res.Endpoint = c.endpointName()
+		rec := loadtest.NewRecorder(res)
+		meter := loadtest.NewCallMeter(rec)
+		rl, err := c.openLoadLimiter(s, meter, lf.createTable)
 		if err != nil {
 			return err
 		}
-		overlay(&base, s, c.common.explicit)
-		s = base
-	}
-	if err := s.Resolve(); err != nil {
-		return fmt.Errorf("load: %w", err)
-	}
-	if lf.procs < 1 || lf.procs > s.Concurrency {
-		return fmt.Errorf("load: --procs must be between 1 and --concurrency (%d)", s.Concurrency)
-	}
-	var start time.Time
-	if lf.startAt != "" {
-		if start, err = time.Parse(time.RFC3339, lf.startAt); err != nil {
-			return fmt.Errorf("invalid --start-at %q: use RFC 3339", lf.startAt)
+		if !lf.noSetup {
+			fmt.Fprintf(c.stderr, "setup: %s\n", setupWhat(s))
+			if err := loadtest.Setup(c.ctx, rl, s); err != nil {
+				return err
+			}
 		}
-	}
-	res := loadtest.NewResult()
-	res.Scenario = s
-	res.Endpoint = c.endpointName()
-	rec := loadtest.NewRecorder(res)
-	meter := loadtest.NewCallMeter(rec)
-	rl, err := c.openLoadLimiter(s, meter, lf.createTable)
-	if err != nil {
-		return err
-	}
-	if !lf.noSetup {
-		fmt.Fprintf(c.stderr, "setup: %s\n", setupWhat(s))
-		if err := loadtest.Setup(c.ctx, rl, s); err != nil {
-			return err
+		if lf.setupOnly {
+			c.printf("Setup done: %s\n", setupWhat(s))
+			return nil
 		}
-	}
-	if lf.setupOnly {
-		c.printf("Setup done: %s\n", setupWhat(s))
-		return nil
-	}
-	fmt.Fprintf(c.stderr, "load: %s\n", s.Describe())
-	prog := newProgress(c, lf.progress, time.Duration(s.Duration))
-	if lf.procs > 1 {
-		if res, err = c.runProcs(s, lf.procs, start, prog); err != nil {
-			return err
+		fmt.Fprintf(c.stderr, "load: %s\n", s.Describe())
+		prog := newProgress(c, lf.progress, time.Duration(s.Duration))
+		if lf.procs > 1 {
+			if res, err = c.runProcs(s, lf.procs, start, prog); err != nil {
+				return err
+			}
+			res.Endpoint = c.endpointName()
+		} else {
+			err = loadtest.Run(c.ctx, rl, meter, rec, s, loadtest.RunOptions{StartAt: start, Tick: prog.tick, TickInterval: prog.interval})
+			prog.done()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
 		}
-		res.Endpoint = c.endpointName()
-	} else {
-		err = loadtest.Run(c.ctx, rl, meter, rec, s, loadtest.RunOptions{StartAt: start, Tick: prog.tick, TickInterval: prog.interval})
-		prog.done()
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err
+		if c.ctx.Err() != nil {
+			fmt.Fprintln(c.stderr, "load: interrupted; reporting what was measured")
 		}
+		return c.loadReport(res, &lf)
 	}
-	if c.ctx.Err() != nil {
-		fmt.Fprintln(c.stderr, "load: interrupted; reporting what was measured")
-	}
-	return c.loadReport(res, &lf)
+	return f
 }
 
 // setupWhat says what Setup does for s.

@@ -43,7 +43,7 @@ type localFlags struct {
 	dir  string
 }
 
-func (l *localFlags) register(f *cmdFlags) {
+func (l *localFlags) register(f *command) {
 	f.integer(&l.port, "port", "p", defaultLocalPort, "DynamoDB Local's port on 127.0.0.1")
 	f.str(&l.dir, "dir", "", "", "state directory: pid files, logs and data under DIR/PORT (default $ZAEL_LOCAL_DIR, else zae-limiter/local in the user's cache directory)")
 }
@@ -184,7 +184,7 @@ func portArg(port int) string {
 	return " --port " + strconv.Itoa(port)
 }
 
-func cmdLocalUp(c *cli, args []string) error {
+func cmdLocalUp(c *cli) *command {
 	f := c.newFlags("local up", "Start DynamoDB Local (fetched on first use) with -sharedDb in the background, create the table with its stream, start the aggregator on it, and print the environment variables that point programs and the CLI at it. Running it again reuses what runs.", 0, 0, false)
 	var lf localFlags
 	var inMemory, withAggregator bool
@@ -195,46 +195,46 @@ func cmdLocalUp(c *cli, args []string) error {
 	f.pair(&withAggregator, "aggregator", "no-aggregator", true, "run the aggregator on the table's stream (usage snapshots, refills)")
 	f.duration(&interval, "interval", "", aggregator.DefaultPollInterval, "the aggregator's pause between stream polls")
 	f.str(&format, "format", "f", "eval", "output format of the variables: eval, direnv or powershell")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if _, err := formatEnv(nil, format); err != nil {
-		return err
-	}
-	p, err := lf.paths()
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(p.base, 0o755); err != nil {
-		return err
-	}
-	prev, _, err := readState(p.state)
-	if err != nil {
-		return err
-	}
-	st := localState{Endpoint: lf.endpoint(), Port: lf.port, Region: firstNonEmpty(c.common.region, limiter.DynamoDBLocalRegion),
-		Namespace: c.common.namespace, Table: c.common.name, Started: true, InMemory: inMemory, Tables: prev.Tables}
-	if err := c.startDynamoDBLocal(p, &lf, &st, prev); err != nil {
-		return err
-	}
-	if err := c.createLocalTable(st); err != nil {
-		return err
-	}
-	if !containsArg(st.Tables, st.Table) {
-		st.Tables = append(st.Tables, st.Table)
-	}
-	if err := writeState(p.state, st); err != nil {
-		return err
-	}
-	if withAggregator {
-		if err := c.startLocalAggregator(p, st, interval); err != nil {
+	f.run = func([]string) error {
+		if _, err := formatEnv(nil, format); err != nil {
 			return err
 		}
+		p, err := lf.paths()
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(p.base, 0o755); err != nil {
+			return err
+		}
+		prev, _, err := readState(p.state)
+		if err != nil {
+			return err
+		}
+		st := localState{Endpoint: lf.endpoint(), Port: lf.port, Region: firstNonEmpty(c.common.region, limiter.DynamoDBLocalRegion),
+			Namespace: c.common.namespace, Table: c.common.name, Started: true, InMemory: inMemory, Tables: prev.Tables}
+		if err := c.startDynamoDBLocal(p, &lf, &st, prev); err != nil {
+			return err
+		}
+		if err := c.createLocalTable(st); err != nil {
+			return err
+		}
+		if !containsArg(st.Tables, st.Table) {
+			st.Tables = append(st.Tables, st.Table)
+		}
+		if err := writeState(p.state, st); err != nil {
+			return err
+		}
+		if withAggregator {
+			if err := c.startLocalAggregator(p, st, interval); err != nil {
+				return err
+			}
+		}
+		out, _ := formatEnv(localEnv(st), format)
+		c.printf("%s", out)
+		fmt.Fprintf(c.stderr, "\n"+localEnvHint, portArg(lf.port))
+		return nil
 	}
-	out, _ := formatEnv(localEnv(st), format)
-	c.printf("%s", out)
-	fmt.Fprintf(c.stderr, "\n"+localEnvHint, portArg(lf.port))
-	return nil
+	return f
 }
 
 // startDynamoDBLocal makes sure DynamoDB Local answers at the instance's
@@ -365,64 +365,64 @@ func (c *cli) startLocalAggregator(p localPaths, st localState, interval time.Du
 	return nil
 }
 
-func cmdLocalDown(c *cli, args []string) error {
+func cmdLocalDown(c *cli) *command {
 	f := c.newFlags("local down", "Stop the aggregators and the DynamoDB Local that `local up` started on this port; processes it did not start are left alone.", 0, 0, false)
 	var lf localFlags
 	var purge bool
 	lf.register(f)
 	f.boolean(&purge, "purge", "", false, "also delete the data directory (the tables)")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	p, err := lf.paths()
-	if err != nil {
-		return err
-	}
-	st, ok, err := readState(p.state)
-	if err != nil {
-		return err
-	}
-	endpoint := lf.endpoint()
-	var errs []error
-	stopped := 0
-	aggs, _ := filepath.Glob(filepath.Join(p.base, "aggregator-*.pid"))
-	for _, pidFile := range aggs {
-		table := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pidFile), "aggregator-"), ".pid")
-		spec := p.aggregatorSpec(table, endpoint)
+	f.run = func([]string) error {
+		p, err := lf.paths()
+		if err != nil {
+			return err
+		}
+		st, ok, err := readState(p.state)
+		if err != nil {
+			return err
+		}
+		endpoint := lf.endpoint()
+		var errs []error
+		stopped := 0
+		aggs, _ := filepath.Glob(filepath.Join(p.base, "aggregator-*.pid"))
+		for _, pidFile := range aggs {
+			table := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pidFile), "aggregator-"), ".pid")
+			spec := p.aggregatorSpec(table, endpoint)
+			if done, err := spec.stop(c.ctx); err != nil {
+				errs = append(errs, err)
+			} else if done {
+				stopped++
+				fmt.Fprintf(c.stderr, "stopped the aggregator of %s\n", table)
+			}
+		}
+		spec := p.dynamoDBSpec(lf.port)
 		if done, err := spec.stop(c.ctx); err != nil {
 			errs = append(errs, err)
 		} else if done {
 			stopped++
-			fmt.Fprintf(c.stderr, "stopped the aggregator of %s\n", table)
+			fmt.Fprintf(c.stderr, "stopped DynamoDB Local at %s\n", endpoint)
+		} else if ok && !st.Started {
+			fmt.Fprintf(c.stderr, "DynamoDB Local at %s was not started by `local up`: left running\n", endpoint)
 		}
-	}
-	spec := p.dynamoDBSpec(lf.port)
-	if done, err := spec.stop(c.ctx); err != nil {
-		errs = append(errs, err)
-	} else if done {
-		stopped++
-		fmt.Fprintf(c.stderr, "stopped DynamoDB Local at %s\n", endpoint)
-	} else if ok && !st.Started {
-		fmt.Fprintf(c.stderr, "DynamoDB Local at %s was not started by `local up`: left running\n", endpoint)
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if err := os.Remove(p.state); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if purge {
-		if err := os.RemoveAll(p.data); err != nil {
+		if len(errs) > 0 {
+			return errors.Join(errs...)
+		}
+		if err := os.Remove(p.state); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}
-		fmt.Fprintf(c.stderr, "deleted %s\n", p.data)
-	}
-	if stopped == 0 {
-		c.printf("Nothing to stop on port %d\n", lf.port)
+		if purge {
+			if err := os.RemoveAll(p.data); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.stderr, "deleted %s\n", p.data)
+		}
+		if stopped == 0 {
+			c.printf("Nothing to stop on port %d\n", lf.port)
+			return nil
+		}
+		c.printf("Stopped %d process(es) on port %d\n", stopped, lf.port)
 		return nil
 	}
-	c.printf("Stopped %d process(es) on port %d\n", stopped, lf.port)
-	return nil
+	return f
 }
 
 // localStatusJSON is the output of `local status -o json`.
@@ -448,194 +448,194 @@ type tableStatusJSON struct {
 	Stream bool   `json:"stream"`
 }
 
-func cmdLocalStatus(c *cli, args []string) error {
+func cmdLocalStatus(c *cli) *command {
 	f := c.newFlags("local status", "Show what `local up` runs on this port: processes, endpoint and tables.", 0, 0, true)
 	var lf localFlags
 	lf.register(f)
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	p, err := lf.paths()
-	if err != nil {
-		return err
-	}
-	st, ok, err := readState(p.state)
-	if err != nil {
-		return err
-	}
-	out := localStatusJSON{Endpoint: lf.endpoint(), Aggregators: []procStatusJSON{}, Tables: []tableStatusJSON{}}
-	if ok {
-		out.State = &st
-	}
-	procStatus := func(spec procSpec) procStatusJSON {
-		pid, err := spec.running()
-		ps := procStatusJSON{Name: spec.name, PID: pid, Running: pid != 0 && err == nil}
+	f.run = func([]string) error {
+		p, err := lf.paths()
 		if err != nil {
-			ps.Problem = err.Error()
+			return err
 		}
-		return ps
-	}
-	ds := procStatus(p.dynamoDBSpec(lf.port))
-	out.DynamoDBLocal = &ds
-	aggs, _ := filepath.Glob(filepath.Join(p.base, "aggregator-*.pid"))
-	for _, pidFile := range aggs {
-		table := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pidFile), "aggregator-"), ".pid")
-		out.Aggregators = append(out.Aggregators, procStatus(p.aggregatorSpec(table, out.Endpoint)))
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
-	defer cancel()
-	client := limiter.NewDynamoDBLocalClient(out.Endpoint)
-	if tables, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); err == nil {
-		out.Answers = true
-		for _, name := range tables.TableNames {
-			ts := tableStatusJSON{Name: name}
-			if d, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err == nil && d.Table != nil {
-				ts.Status = string(d.Table.TableStatus)
-				ts.Stream = d.Table.StreamSpecification != nil && aws.ToBool(d.Table.StreamSpecification.StreamEnabled)
+		st, ok, err := readState(p.state)
+		if err != nil {
+			return err
+		}
+		out := localStatusJSON{Endpoint: lf.endpoint(), Aggregators: []procStatusJSON{}, Tables: []tableStatusJSON{}}
+		if ok {
+			out.State = &st
+		}
+		procStatus := func(spec procSpec) procStatusJSON {
+			pid, err := spec.running()
+			ps := procStatusJSON{Name: spec.name, PID: pid, Running: pid != 0 && err == nil}
+			if err != nil {
+				ps.Problem = err.Error()
 			}
-			out.Tables = append(out.Tables, ts)
+			return ps
 		}
-	}
-	if c.jsonOutput() {
-		return c.writeJSON(out)
-	}
-	state := func(ps procStatusJSON) string {
-		switch {
-		case ps.Problem != "":
-			return "unknown: " + ps.Problem
-		case ps.Running:
-			return fmt.Sprintf("running (pid %d)", ps.PID)
+		ds := procStatus(p.dynamoDBSpec(lf.port))
+		out.DynamoDBLocal = &ds
+		aggs, _ := filepath.Glob(filepath.Join(p.base, "aggregator-*.pid"))
+		for _, pidFile := range aggs {
+			table := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(pidFile), "aggregator-"), ".pid")
+			out.Aggregators = append(out.Aggregators, procStatus(p.aggregatorSpec(table, out.Endpoint)))
 		}
-		return "not running"
-	}
-	answers := "no answer"
-	if out.Answers {
-		answers = "answers"
-	}
-	rows := [][]string{{"Endpoint:", out.Endpoint + " (" + answers + ")"}, {"DynamoDB Local:", state(ds)}}
-	if ok && !st.Started {
-		rows[1][1] += ", not started by local up"
-	}
-	for _, a := range out.Aggregators {
-		rows = append(rows, []string{"Aggregator:", strings.TrimPrefix(a.Name, "aggregator ") + ": " + state(a)})
-	}
-	if ok {
-		data := "in memory"
-		if !st.InMemory {
-			data = dash(st.DataDir)
+		ctx, cancel := context.WithTimeout(c.ctx, 5*time.Second)
+		defer cancel()
+		client := limiter.NewDynamoDBLocalClient(out.Endpoint)
+		if tables, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); err == nil {
+			out.Answers = true
+			for _, name := range tables.TableNames {
+				ts := tableStatusJSON{Name: name}
+				if d, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); err == nil && d.Table != nil {
+					ts.Status = string(d.Table.TableStatus)
+					ts.Stream = d.Table.StreamSpecification != nil && aws.ToBool(d.Table.StreamSpecification.StreamEnabled)
+				}
+				out.Tables = append(out.Tables, ts)
+			}
 		}
-		rows = append(rows, []string{"Data:", data}, []string{"State:", p.base})
-	}
-	for _, t := range out.Tables {
-		stream := "no stream"
-		if t.Stream {
-			stream = "stream on"
+		if c.jsonOutput() {
+			return c.writeJSON(out)
 		}
-		rows = append(rows, []string{"Table:", t.Name + " (" + t.Status + ", " + stream + ")"})
+		state := func(ps procStatusJSON) string {
+			switch {
+			case ps.Problem != "":
+				return "unknown: " + ps.Problem
+			case ps.Running:
+				return fmt.Sprintf("running (pid %d)", ps.PID)
+			}
+			return "not running"
+		}
+		answers := "no answer"
+		if out.Answers {
+			answers = "answers"
+		}
+		rows := [][]string{{"Endpoint:", out.Endpoint + " (" + answers + ")"}, {"DynamoDB Local:", state(ds)}}
+		if ok && !st.Started {
+			rows[1][1] += ", not started by local up"
+		}
+		for _, a := range out.Aggregators {
+			rows = append(rows, []string{"Aggregator:", strings.TrimPrefix(a.Name, "aggregator ") + ": " + state(a)})
+		}
+		if ok {
+			data := "in memory"
+			if !st.InMemory {
+				data = dash(st.DataDir)
+			}
+			rows = append(rows, []string{"Data:", data}, []string{"State:", p.base})
+		}
+		for _, t := range out.Tables {
+			stream := "no stream"
+			if t.Stream {
+				stream = "stream on"
+			}
+			rows = append(rows, []string{"Table:", t.Name + " (" + t.Status + ", " + stream + ")"})
+		}
+		if err := c.kv(rows); err != nil {
+			return err
+		}
+		if ds.Running || out.Answers {
+			fmt.Fprintf(c.stdout, "\n"+localEnvHint, portArg(lf.port))
+		}
+		return nil
 	}
-	if err := c.kv(rows); err != nil {
-		return err
-	}
-	if ds.Running || out.Answers {
-		fmt.Fprintf(c.stdout, "\n"+localEnvHint, portArg(lf.port))
-	}
-	return nil
+	return f
 }
 
-func cmdLocalEnv(c *cli, args []string) error {
+func cmdLocalEnv(c *cli) *command {
 	f := c.newFlags("local env", "Print the environment variables that point programs, the CLI and the aggregator runner at the DynamoDB Local of `local up` (the table of its last run unless --name is given).", 0, 0, false)
 	var lf localFlags
 	var format string
 	lf.register(f)
 	f.str(&format, "format", "f", "eval", "output format: eval, direnv or powershell")
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		p, err := lf.paths()
+		if err != nil {
+			return err
+		}
+		st, ok, err := readState(p.state)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			st = localState{Endpoint: lf.endpoint(), Region: limiter.DynamoDBLocalRegion, Table: c.common.name, Namespace: c.common.namespace}
+		}
+		if c.common.explicit["name"] {
+			st.Table = c.common.name
+		}
+		if c.common.explicit["namespace"] {
+			st.Namespace = c.common.namespace
+		}
+		if c.common.explicit["region"] {
+			st.Region = c.common.region
+		}
+		out, err := formatEnv(localEnv(st), format)
+		if err != nil {
+			return err
+		}
+		c.printf("%s", out)
+		return nil
 	}
-	p, err := lf.paths()
-	if err != nil {
-		return err
-	}
-	st, ok, err := readState(p.state)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		st = localState{Endpoint: lf.endpoint(), Region: limiter.DynamoDBLocalRegion, Table: c.common.name, Namespace: c.common.namespace}
-	}
-	if c.common.explicit["name"] {
-		st.Table = c.common.name
-	}
-	if c.common.explicit["namespace"] {
-		st.Namespace = c.common.namespace
-	}
-	if c.common.explicit["region"] {
-		st.Region = c.common.region
-	}
-	out, err := formatEnv(localEnv(st), format)
-	if err != nil {
-		return err
-	}
-	c.printf("%s", out)
-	return nil
+	return f
 }
 
-func cmdLocalAggregator(c *cli, args []string) error {
+func cmdLocalAggregator(c *cli) *command {
 	f := c.newFlags("local aggregator", "Run the aggregator on the table's stream in the foreground (what `local up` starts in the background): usage snapshots, refills, shard doubling. Reads SNAPSHOT_WINDOWS and SNAPSHOT_TTL_DAYS like the Lambda.", 0, 0, false)
 	var once, latest bool
 	var interval time.Duration
 	f.boolean(&once, "once", "", false, "poll the stream once, print a summary and exit")
 	f.boolean(&latest, "latest", "", false, "start at the end of the stream instead of its beginning")
 	f.duration(&interval, "interval", "", aggregator.DefaultPollInterval, "pause between polls")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	endpoint := firstNonEmpty(c.dynamoDBEndpoint(), "http://127.0.0.1:"+strconv.Itoa(defaultLocalPort))
-	cfg, err := aggregator.LoadConfig(os.Getenv)
-	if err != nil {
-		return err
-	}
-	awsCfg := limiter.DynamoDBLocalConfig(endpoint)
-	if c.common.region != "" {
-		awsCfg.Region = c.common.region
-	}
-	c.common.endpoint = endpoint // for the missing-table hint
-	client := limiter.NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Region = awsCfg.Region })
-	if _, err := client.DescribeTable(c.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.common.name)}); err != nil {
-		return c.tableErr(err)
-	}
-	logger := slog.New(slog.NewTextHandler(c.stderr, nil))
-	proc, err := aggregator.NewProcessor(client, c.common.name, cfg.Options(), func(o *aggregator.Options) {
-		o.Logger = logger
-		o.ArchiveBucket = "" // no S3 here
-	})
-	if err != nil {
-		return err
-	}
-	runner := aggregator.NewRunner(dynamodbstreams.NewFromConfig(awsCfg), c.common.name, proc, func(o *aggregator.RunnerOptions) {
-		o.PollInterval = interval
-		o.Logger = logger
-		if latest {
-			o.StartingPosition = "LATEST"
-		}
-	})
-	if once {
-		res, err := runner.Poll(c.ctx)
+	f.run = func([]string) error {
+		endpoint := firstNonEmpty(c.dynamoDBEndpoint(), "http://127.0.0.1:"+strconv.Itoa(defaultLocalPort))
+		cfg, err := aggregator.LoadConfig(os.Getenv)
 		if err != nil {
 			return err
 		}
-		c.printf("%d records, %d snapshot writes, %d refills, %d shard doublings, %d shard items, %d dropped\n",
-			res.Processed, res.SnapshotsUpdated, res.RefillsWritten, res.ShardsDoubled, res.ShardItemsCreated, len(res.Failures))
+		awsCfg := limiter.DynamoDBLocalConfig(endpoint)
+		if c.common.region != "" {
+			awsCfg.Region = c.common.region
+		}
+		c.common.endpoint = endpoint // for the missing-table hint
+		client := limiter.NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Region = awsCfg.Region })
+		if _, err := client.DescribeTable(c.ctx, &dynamodb.DescribeTableInput{TableName: aws.String(c.common.name)}); err != nil {
+			return c.tableErr(err)
+		}
+		logger := slog.New(slog.NewTextHandler(c.stderr, nil))
+		proc, err := aggregator.NewProcessor(client, c.common.name, cfg.Options(), func(o *aggregator.Options) {
+			o.Logger = logger
+			o.ArchiveBucket = "" // no S3 here
+		})
+		if err != nil {
+			return err
+		}
+		runner := aggregator.NewRunner(dynamodbstreams.NewFromConfig(awsCfg), c.common.name, proc, func(o *aggregator.RunnerOptions) {
+			o.PollInterval = interval
+			o.Logger = logger
+			if latest {
+				o.StartingPosition = "LATEST"
+			}
+		})
+		if once {
+			res, err := runner.Poll(c.ctx)
+			if err != nil {
+				return err
+			}
+			c.printf("%d records, %d snapshot writes, %d refills, %d shard doublings, %d shard items, %d dropped\n",
+				res.Processed, res.SnapshotsUpdated, res.RefillsWritten, res.ShardsDoubled, res.ShardItemsCreated, len(res.Failures))
+			return nil
+		}
+		// Fail at once on a table without a stream, rather than log it forever.
+		if _, err := runner.Poll(c.ctx); err != nil {
+			return err
+		}
+		logger.Info("aggregator polling", "endpoint", endpoint, "table", c.common.name, "interval", interval.String())
+		if err := runner.Run(c.ctx); err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
 		return nil
 	}
-	// Fail at once on a table without a stream, rather than log it forever.
-	if _, err := runner.Poll(c.ctx); err != nil {
-		return err
-	}
-	logger.Info("aggregator polling", "endpoint", endpoint, "table", c.common.name, "interval", interval.String())
-	if err := runner.Run(c.ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return f
 }
 
 func firstNonEmpty(ss ...string) string {

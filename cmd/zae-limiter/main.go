@@ -6,7 +6,9 @@
 // namespaces. Its commands and flags follow the Python zae-limiter CLI.
 //
 // Run `zae-limiter --help` for the command list and `zae-limiter CMD --help`
-// for the flags of one command. Every command accepts the common flags
+// for the flags of one command; `zae-limiter completion bash|zsh|fish|powershell`
+// prints a shell completion script. The command tree is built with cobra;
+// docs/cli.md's command reference is generated from it (go generate). Every command accepts the common flags
 // --name/-n (stack and table name; default $ZAEL_STACK, else "zae-limiter"),
 // --region, --endpoint-url, --namespace/-N (default $ZAEL_NAMESPACE, else
 // "default") and --output/-o (table or json).
@@ -16,6 +18,8 @@
 // "zae-limiter: MESSAGE" on stderr.
 package main
 
+//go:generate go run -tags gendocs . gen-cli-docs ../../docs/cli.md
+
 import (
 	"context"
 	"errors"
@@ -23,9 +27,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/spf13/cobra"
+
+	limiter "github.com/zaelimiter/limiter"
 )
 
 func main() {
@@ -42,10 +49,7 @@ const (
 	exitError        = 2
 )
 
-// errHelp is returned by a command that printed its help.
-var errHelp = errors.New("help requested")
-
-// exitError carries a non-default exit code together with its message.
+// exitCodeError carries a non-default exit code together with its message.
 type exitCodeError struct {
 	code int
 	msg  string
@@ -63,86 +67,81 @@ type cli struct {
 	// readOnly is set for commands that change nothing audited: they skip
 	// resolving the audit principal (an STS call).
 	readOnly bool
+	// leaves maps each leaf of the command tree to its flags and handler,
+	// for the help printer.
+	leaves map[*cobra.Command]*command
 }
 
-// handler runs one command with its arguments (after the command words).
-type handler func(c *cli, args []string) error
-
-// group is a command with subcommands.
-type group struct {
-	summary string
-	subs    map[string]subcommand
-}
-
-// subcommand is a leaf command.
+// subcommand is a leaf command with the one-line summary its group lists.
 type subcommand struct {
 	summary string
-	run     handler
+	build   func(c *cli) *command
 }
 
-// commands is the command tree. Leaf top-level commands have no subs.
-func commands() map[string]group {
-	return map[string]group{
-		"deploy":       {summary: "Create or update the CloudFormation stack", subs: leaf(cmdDeploy)},
-		"delete":       {summary: "Delete the CloudFormation stack (needs --yes)", subs: leaf(cmdDelete)},
-		"status":       {summary: "Show the CloudFormation stack's status and outputs", subs: leaf(cmdStatus)},
-		"cfn-template": {summary: "Print the CloudFormation template", subs: leaf(cmdCfnTemplate)},
-		"version":      {summary: "Show client, schema and table version information", subs: leaf(cmdVersion)},
-		"check":        {summary: "Check that this client is compatible with the table", subs: leaf(cmdCheck)},
-		"entity": {summary: "Manage entities and their stored limits", subs: map[string]subcommand{
-			"create":         {"Create an entity", cmdEntityCreate},
-			"show":           {"Show an entity", cmdEntityShow},
-			"delete":         {"Delete an entity with its limits and buckets (needs --yes)", cmdEntityDelete},
-			"children":       {"List the children of an entity", cmdEntityChildren},
-			"set-limits":     {"Store limits for an entity on a resource", cmdEntitySetLimits},
-			"get-limits":     {"Show the limits stored for an entity on a resource", cmdEntityGetLimits},
-			"delete-limits":  {"Delete the limits stored for an entity on a resource (needs --yes)", cmdEntityDeleteLimits},
-			"list":           {"List the entities with stored limits for a resource", cmdEntityList},
-			"list-resources": {"List the resources some entity has stored limits for", cmdEntityListResources},
-		}},
-		"resource": {summary: "Manage resource-level default limits", subs: map[string]subcommand{
-			"set-defaults":    {"Store the default limits of a resource", cmdResourceSetDefaults},
-			"get-defaults":    {"Show the default limits of a resource", cmdResourceGetDefaults},
-			"delete-defaults": {"Delete the default limits of a resource (needs --yes)", cmdResourceDeleteDefaults},
-			"list":            {"List the resources with default limits", cmdResourceList},
-		}},
-		"system": {summary: "Manage system-level default limits", subs: map[string]subcommand{
-			"set-defaults":    {"Store the system default limits and on-unavailable mode", cmdSystemSetDefaults},
-			"get-defaults":    {"Show the system default limits", cmdSystemGetDefaults},
-			"delete-defaults": {"Delete the system default limits (needs --yes)", cmdSystemDeleteDefaults},
-		}},
-		"limits": {summary: "Stored limits at any level, and declarative limits from a YAML manifest", subs: map[string]subcommand{
-			"plan":   {"Show the changes apply would make", cmdLimitsPlan},
-			"apply":  {"Apply the manifest's limits", cmdLimitsApply},
-			"diff":   {"Show drift between the manifest and the table", cmdLimitsDiff},
-			"set":    {"Store limits: --entity ID [--resource R], --resource R or --system", cmdLimitsSet},
-			"get":    {"Show stored limits at one level (as set)", cmdLimitsGet},
-			"delete": {"Delete stored limits at one level (as set; needs --yes)", cmdLimitsDelete},
-		}},
-		"audit": {summary: "Read audit events", subs: map[string]subcommand{
-			"list": {"List audit events of an entity, newest first", cmdAuditList},
-		}},
-		"usage": {summary: "Read usage snapshots written by the aggregator", subs: map[string]subcommand{
-			"list":    {"List usage snapshots", cmdUsageList},
-			"summary": {"Summarise usage snapshots", cmdUsageSummary},
-		}},
-		"load": {summary: "Load-test the table and report latency, capacity units and cost", subs: leaf(cmdLoad)},
-		"local": {summary: "Run DynamoDB Local with the table and the aggregator for development", subs: map[string]subcommand{
-			"up":         {"Start DynamoDB Local, create the table, start the aggregator; print the environment", cmdLocalUp},
-			"down":       {"Stop what local up started", cmdLocalDown},
-			"status":     {"Show what local up runs", cmdLocalStatus},
-			"env":        {"Print the environment variables for the local table", cmdLocalEnv},
-			"aggregator": {"Run the aggregator on the local table's stream in the foreground", cmdLocalAggregator},
-		}},
-		"namespace": {summary: "Manage the table's namespaces", subs: map[string]subcommand{
-			"register": {"Register namespaces", cmdNamespaceRegister},
-			"list":     {"List active namespaces", cmdNamespaceList},
-			"show":     {"Show one namespace", cmdNamespaceShow},
-			"delete":   {"Soft-delete a namespace (needs --yes)", cmdNamespaceDelete},
-			"recover":  {"Recover a deleted namespace by id", cmdNamespaceRecover},
-			"orphans":  {"List deleted namespaces whose data remains", cmdNamespaceOrphans},
-			"purge":    {"Delete a deleted namespace's data for good (needs --yes)", cmdNamespacePurge},
-		}},
+// commands returns the command tree below the root: top-level leaf
+// commands and groups of subcommands.
+func (c *cli) commands() []*cobra.Command {
+	return []*cobra.Command{
+		c.leaf("Create or update the CloudFormation stack", cmdDeploy),
+		c.leaf("Delete the CloudFormation stack (needs --yes)", cmdDelete),
+		c.leaf("Show the CloudFormation stack's status and outputs", cmdStatus),
+		c.leaf("Print the CloudFormation template", cmdCfnTemplate),
+		c.leaf("Show client, schema and table version information", cmdVersion),
+		c.leaf("Check that this client is compatible with the table", cmdCheck),
+		c.group("entity", "Manage entities and their stored limits",
+			subcommand{"Create an entity", cmdEntityCreate},
+			subcommand{"Show an entity", cmdEntityShow},
+			subcommand{"Delete an entity with its limits and buckets (needs --yes)", cmdEntityDelete},
+			subcommand{"List the children of an entity", cmdEntityChildren},
+			subcommand{"Store limits for an entity on a resource", cmdEntitySetLimits},
+			subcommand{"Show the limits stored for an entity on a resource", cmdEntityGetLimits},
+			subcommand{"Delete the limits stored for an entity on a resource (needs --yes)", cmdEntityDeleteLimits},
+			subcommand{"List the entities with stored limits for a resource", cmdEntityList},
+			subcommand{"List the resources some entity has stored limits for", cmdEntityListResources},
+		),
+		c.group("resource", "Manage resource-level default limits",
+			subcommand{"Store the default limits of a resource", cmdResourceSetDefaults},
+			subcommand{"Show the default limits of a resource", cmdResourceGetDefaults},
+			subcommand{"Delete the default limits of a resource (needs --yes)", cmdResourceDeleteDefaults},
+			subcommand{"List the resources with default limits", cmdResourceList},
+		),
+		c.group("system", "Manage system-level default limits",
+			subcommand{"Store the system default limits and on-unavailable mode", cmdSystemSetDefaults},
+			subcommand{"Show the system default limits", cmdSystemGetDefaults},
+			subcommand{"Delete the system default limits (needs --yes)", cmdSystemDeleteDefaults},
+		),
+		c.group("limits", "Stored limits at any level, and declarative limits from a YAML manifest",
+			subcommand{"Show the changes apply would make", cmdLimitsPlan},
+			subcommand{"Apply the manifest's limits", cmdLimitsApply},
+			subcommand{"Show drift between the manifest and the table", cmdLimitsDiff},
+			subcommand{"Store limits: --entity ID [--resource R], --resource R or --system", cmdLimitsSet},
+			subcommand{"Show stored limits at one level (as set)", cmdLimitsGet},
+			subcommand{"Delete stored limits at one level (as set; needs --yes)", cmdLimitsDelete},
+		),
+		c.group("audit", "Read audit events",
+			subcommand{"List audit events of an entity, newest first", cmdAuditList},
+		),
+		c.group("usage", "Read usage snapshots written by the aggregator",
+			subcommand{"List usage snapshots", cmdUsageList},
+			subcommand{"Summarise usage snapshots", cmdUsageSummary},
+		),
+		c.leaf("Load-test the table and report latency, capacity units and cost", cmdLoad),
+		c.group("local", "Run DynamoDB Local with the table and the aggregator for development",
+			subcommand{"Start DynamoDB Local, create the table, start the aggregator; print the environment", cmdLocalUp},
+			subcommand{"Stop what local up started", cmdLocalDown},
+			subcommand{"Show what local up runs", cmdLocalStatus},
+			subcommand{"Print the environment variables for the local table", cmdLocalEnv},
+			subcommand{"Run the aggregator on the local table's stream in the foreground", cmdLocalAggregator},
+		),
+		c.group("namespace", "Manage the table's namespaces",
+			subcommand{"Register namespaces", cmdNamespaceRegister},
+			subcommand{"List active namespaces", cmdNamespaceList},
+			subcommand{"Show one namespace", cmdNamespaceShow},
+			subcommand{"Soft-delete a namespace (needs --yes)", cmdNamespaceDelete},
+			subcommand{"Recover a deleted namespace by id", cmdNamespaceRecover},
+			subcommand{"List deleted namespaces whose data remains", cmdNamespaceOrphans},
+			subcommand{"Delete a deleted namespace's data for good (needs --yes)", cmdNamespacePurge},
+		),
 	}
 }
 
@@ -157,17 +156,117 @@ var readOnlyCommands = map[string]bool{
 	"namespace list": true, "namespace show": true, "namespace orphans": true,
 }
 
-// leaf marks a top-level command without subcommands.
-func leaf(h handler) map[string]subcommand { return map[string]subcommand{"": {run: h}} }
+// leaf returns a top-level command without subcommands.
+func (c *cli) leaf(summary string, build func(*cli) *command) *cobra.Command {
+	f := build(c)
+	f.cmd.Short = summary
+	return f.cmd
+}
+
+// group returns a command whose subcommands are subs. Run alone or with
+// an unknown subcommand it fails, suggesting the nearest names.
+func (c *cli) group(name, summary string, subs ...subcommand) *cobra.Command {
+	g := &cobra.Command{
+		Use:   name + " SUBCOMMAND",
+		Short: summary,
+		Long:  summary + ".",
+		Args:  cobra.ArbitraryArgs,
+		// cobra's default: suggest names within 2 edits, or with the word as prefix.
+		SuggestionsMinimumDistance: 2,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && args[0] == "help" {
+				return c.help(cmd)
+			}
+			names := subcommandNames(cmd)
+			if len(args) == 0 {
+				return fmt.Errorf("%s: missing subcommand (one of: %s)", name, strings.Join(names, ", "))
+			}
+			return fmt.Errorf("%s: unknown subcommand %q (%sone of: %s)", name, args[0], didYouMean(cmd, args[0]), strings.Join(names, ", "))
+		},
+	}
+	for _, s := range subs {
+		f := s.build(c)
+		f.cmd.Short = s.summary
+		g.AddCommand(f.cmd)
+	}
+	return g
+}
+
+// subcommandNames returns the names of cmd's subcommands, sorted.
+func subcommandNames(cmd *cobra.Command) []string {
+	var names []string
+	for _, s := range cmd.Commands() {
+		if s.IsAvailableCommand() {
+			names = append(names, s.Name())
+		}
+	}
+	return names
+}
+
+// didYouMean returns "did you mean "x"? " for the subcommands of cmd
+// nearest to the mistyped word (cobra's suggestions: a Levenshtein
+// distance of at most 2, or a prefix), or "".
+func didYouMean(cmd *cobra.Command, word string) string {
+	s := cmd.SuggestionsFor(word)
+	if len(s) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("did you mean %q? ", strings.Join(s, `" or "`))
+}
+
+// rootCommand returns the command tree of c.
+func (c *cli) rootCommand() *cobra.Command {
+	c.leaves = map[*cobra.Command]*command{}
+	root := &cobra.Command{
+		Use:   "zae-limiter",
+		Short: "Manage zae-limiter stacks and the rate-limiter data in their DynamoDB table",
+		Long:  "Manage zae-limiter stacks and the rate-limiter data in their DynamoDB table.",
+		// The root runs only to report a missing or unknown command.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q (%srun `zae-limiter --help` for the list)", args[0], didYouMean(cmd, args[0]))
+			}
+			return errors.New("missing command (run `zae-limiter --help` for the list)")
+		},
+		SuggestionsMinimumDistance: 2,
+		Version:                    clientVersion(),
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+	}
+	root.SetVersionTemplate("zae-limiter (go) {{.Version}}\n")
+	// Declared here so that cobra adds no -v shorthand.
+	root.Flags().Bool("version", false, "print the client version")
+	pf := root.PersistentFlags()
+	pf.StringVarP(&c.common.name, "name", "n", envOr(limiter.EnvStack, limiter.DefaultTable), "stack and table name ($ZAEL_STACK)")
+	pf.StringVar(&c.common.region, "region", "", "AWS region (default: the SDK's configuration)")
+	pf.StringVar(&c.common.endpoint, "endpoint-url", "", "AWS endpoint URL, e.g. http://localhost:8000 for DynamoDB Local")
+	pf.StringVarP(&c.common.namespace, "namespace", "N", envOr(limiter.EnvNamespace, limiter.DefaultNamespace), "namespace within the table ($ZAEL_NAMESPACE)")
+	root.AddCommand(c.commands()...)
+	for _, hidden := range hiddenCommands {
+		h := hidden(c)
+		h.Hidden = true
+		root.AddCommand(h)
+	}
+	root.SetFlagErrorFunc(parseFlagError)
+	root.SetHelpFunc(func(cmd *cobra.Command, _ []string) { _ = c.help(cmd) })
+	// The completion command takes its output stream when it is added.
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	root.InitDefaultHelpCmd()
+	root.InitDefaultCompletionCmd()
+	return root
+}
 
 // run executes the command line args (without the program name) and returns
 // the exit code. It writes results to stdout and a one-line error to
 // stderr.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
-	err := c.dispatch(args)
-	switch {
-	case err == nil, errors.Is(err, errHelp):
+	root := c.rootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "zae-limiter: %s\n", errorMessage(err))
@@ -177,147 +276,3 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	return exitError
 }
-
-func (c *cli) dispatch(args []string) error {
-	cmds := commands()
-	args, err := hoistCommonFlags(args, cmds)
-	if err != nil {
-		return err
-	}
-	if len(args) == 0 {
-		return errors.New("missing command (run `zae-limiter --help` for the list)")
-	}
-	name := args[0]
-	if isHelp(name) {
-		c.printTopUsage(cmds)
-		return errHelp
-	}
-	if name == "--version" {
-		fmt.Fprintf(c.stdout, "zae-limiter (go) %s\n", clientVersion())
-		return nil
-	}
-	g, ok := cmds[name]
-	if !ok {
-		return fmt.Errorf("unknown command %q (run `zae-limiter --help` for the list)", name)
-	}
-	if sub, ok := g.subs[""]; ok {
-		c.readOnly = readOnlyCommands[name]
-		return sub.run(c, args[1:])
-	}
-	if len(args) < 2 {
-		return fmt.Errorf("%s: missing subcommand (one of: %s)", name, strings.Join(sortedKeys(g.subs), ", "))
-	}
-	if isHelp(args[1]) {
-		c.printGroupUsage(name, g)
-		return errHelp
-	}
-	sub, ok := g.subs[args[1]]
-	if !ok {
-		return fmt.Errorf("%s: unknown subcommand %q (one of: %s)", name, args[1], strings.Join(sortedKeys(g.subs), ", "))
-	}
-	c.readOnly = readOnlyCommands[name+" "+args[1]]
-	return sub.run(c, args[2:])
-}
-
-// commonValueFlags are the common flags, by name without dashes, all of
-// which take a value.
-var commonValueFlags = map[string]bool{
-	"n": true, "name": true, "region": true, "endpoint-url": true,
-	"N": true, "namespace": true, "o": true, "output": true,
-}
-
-// hoistCommonFlags moves common flags given before the command words
-// (`zae-limiter -n x entity list`, `zae-limiter entity -n x list`) to just
-// after them, where the command's flag set parses them.
-func hoistCommonFlags(args []string, cmds map[string]group) ([]string, error) {
-	var words, hoisted []string
-	i := 0
-	take := func() error { // the common flag at args[i], with its value
-		a := args[i]
-		if strings.Contains(a, "=") {
-			hoisted = append(hoisted, a)
-			i++
-			return nil
-		}
-		if i+1 >= len(args) {
-			return fmt.Errorf("flag needs an argument: %s", a)
-		}
-		hoisted = append(hoisted, a, args[i+1])
-		i += 2
-		return nil
-	}
-	for want := 1; len(words) < want && i < len(args); {
-		a := args[i]
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if strings.HasPrefix(a, "-") && a != "-" && a != "--" && commonValueFlags[name] {
-			if err := take(); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		if strings.HasPrefix(a, "-") {
-			break // help, --version or an error the dispatcher reports
-		}
-		words = append(words, a)
-		i++
-		if g, ok := cmds[a]; ok && len(words) == 1 {
-			if _, leaf := g.subs[""]; !leaf {
-				want = 2
-			}
-		}
-	}
-	if len(words) == 0 && i == len(args) {
-		return nil, nil // only flags: a missing command
-	}
-	if len(words) == 0 { // help or --version: keep them first
-		return append(args[i:len(args):len(args)], hoisted...), nil
-	}
-	out := make([]string, 0, len(args))
-	out = append(out, words...)
-	out = append(out, hoisted...)
-	return append(out, args[i:]...), nil
-}
-
-func isHelp(s string) bool { return s == "-h" || s == "--help" || s == "-help" || s == "help" }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
-func (c *cli) printTopUsage(cmds map[string]group) {
-	w := c.stdout
-	fmt.Fprintln(w, "Usage: zae-limiter COMMAND [SUBCOMMAND] [ARGS] [FLAGS]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Manage zae-limiter stacks and the rate-limiter data in their DynamoDB table.")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
-	for _, name := range sortedKeys(cmds) {
-		fmt.Fprintf(w, "  %-14s %s\n", name, cmds[name].summary)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Common flags (every command):")
-	fmt.Fprint(w, commonFlagsHelp)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run `zae-limiter COMMAND --help` for a command's flags.")
-}
-
-func (c *cli) printGroupUsage(name string, g group) {
-	w := c.stdout
-	fmt.Fprintf(w, "Usage: zae-limiter %s SUBCOMMAND [ARGS] [FLAGS]\n\n%s.\n\nSubcommands:\n", name, g.summary)
-	for _, sub := range sortedKeys(g.subs) {
-		fmt.Fprintf(w, "  %-16s %s\n", sub, g.subs[sub].summary)
-	}
-	fmt.Fprintf(w, "\nRun `zae-limiter %s SUBCOMMAND --help` for its flags.\n", name)
-}
-
-const commonFlagsHelp = `  -n, --name NAME          stack and table name (default $ZAEL_STACK, else "zae-limiter")
-      --region REGION      AWS region (default: the SDK's configuration)
-      --endpoint-url URL   AWS endpoint, e.g. http://localhost:8000 for DynamoDB Local
-  -N, --namespace NAME     namespace within the table (default $ZAEL_NAMESPACE, else "default")
-  -o, --output FORMAT      table or json (default table)
-`

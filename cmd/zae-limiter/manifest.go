@@ -431,40 +431,41 @@ func applyChange(c *cli, repo *table, rl *limiter.RateLimiter, ch change) error 
 	}
 }
 
-// manifestCommand is what plan, apply and diff share: flags, loading the
-// manifest, opening the namespace and planning.
-func manifestCommand(c *cli, args []string, use, summary string) (*table, *manifest, []change, error) {
+// manifestCommand is the command use that plan, apply and diff share:
+// flags, loading the manifest, opening the namespace and planning; run
+// does the rest.
+func manifestCommand(c *cli, use, summary string, run func(repo *table, m *manifest, changes []change) error) *command {
 	f := c.newFlags(use, summary, 0, 0, true)
 	var path string
 	var prune bool
 	f.str(&path, "file", "f", "", "YAML limits manifest (required; - reads stdin)")
 	f.boolean(&prune, "prune", "", false, "also delete stored limits the manifest does not declare")
-	if _, err := f.parse(args); err != nil {
-		return nil, nil, nil, err
-	}
-	if path == "" {
-		return nil, nil, nil, fmt.Errorf("%s: --file is required", use)
-	}
-	m, err := loadManifest(path, os.Stdin)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if m.namespace != "" {
-		if c.common.explicit["namespace"] && c.common.namespace != m.namespace {
-			return nil, nil, nil, fmt.Errorf("the manifest's namespace %q differs from --namespace %q", m.namespace, c.common.namespace)
+	f.run = func([]string) error {
+		if path == "" {
+			return fmt.Errorf("%s: --file is required", use)
 		}
-		c.common.namespace = m.namespace
+		m, err := loadManifest(path, os.Stdin)
+		if err != nil {
+			return err
+		}
+		if m.namespace != "" {
+			if c.common.explicit["namespace"] && c.common.namespace != m.namespace {
+				return fmt.Errorf("the manifest's namespace %q differs from --namespace %q", m.namespace, c.common.namespace)
+			}
+			c.common.namespace = m.namespace
+		}
+		m.namespace = c.common.namespace
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		changes, err := plan(c, repo, m, prune)
+		if err != nil {
+			return err
+		}
+		return run(repo, m, changes)
 	}
-	m.namespace = c.common.namespace
-	repo, err := c.openRepo()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	changes, err := plan(c, repo, m, prune)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return repo, m, changes, nil
+	return f
 }
 
 func changeSymbol(action string) string {
@@ -515,80 +516,74 @@ func countChanges(r *planResult) {
 	}
 }
 
-func cmdLimitsPlan(c *cli, args []string) error {
-	_, m, changes, err := manifestCommand(c, args, "limits plan", "Show the changes `limits apply` would make (like terraform plan).")
-	if err != nil {
-		return err
-	}
-	r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
-	countChanges(&r)
-	if c.jsonOutput() {
-		return c.writeJSON(r)
-	}
-	if len(changes) == 0 {
-		c.printf("No changes. Infrastructure is up-to-date.\n")
-		return nil
-	}
-	c.printf("Plan: %d change(s) in namespace %s\n\n", len(changes), m.namespace)
-	for _, ch := range changes {
-		c.printf("%s\n", changeLine(ch))
-	}
-	c.printf("\nPlan: %d to create, %d to update, %d to delete.\n", r.Created, r.Updated, r.Deleted)
-	return nil
-}
-
-func cmdLimitsDiff(c *cli, args []string) error {
-	_, m, changes, err := manifestCommand(c, args, "limits diff", "Show the drift between the manifest and the stored limits.")
-	if err != nil {
-		return err
-	}
-	r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
-	countChanges(&r)
-	if c.jsonOutput() {
-		return c.writeJSON(r)
-	}
-	if len(changes) == 0 {
-		c.printf("No drift detected. Live state matches YAML.\n")
-		return nil
-	}
-	c.printf("Drift detected: %d difference(s)\n\n", len(changes))
-	for _, ch := range changes {
-		target := ch.targetName()
-		c.printf("  %s %s: %s\n", changeSymbol(ch.Action), ch.Level, target)
-	}
-	return nil
-}
-
-func cmdLimitsApply(c *cli, args []string) error {
-	repo, m, changes, err := manifestCommand(c, args, "limits apply", "Apply the manifest: store the limits it declares that differ from the stored ones (like terraform apply).")
-	if err != nil {
-		return err
-	}
-	rl := repo.RateLimiter
-	r := planResult{Namespace: m.namespace, Changes: []change{}, Applied: true}
-	for _, ch := range changes {
-		if err := applyChange(c, repo, rl, ch); err != nil {
-			if !c.jsonOutput() && len(r.Changes) > 0 {
-				c.printf("Applied %d of %d change(s) before the error.\n", len(r.Changes), len(changes))
-			}
-			target := ch.targetName()
-			return fmt.Errorf("%s %s %s: %w", ch.Action, ch.Level, target, err)
+func cmdLimitsPlan(c *cli) *command {
+	return manifestCommand(c, "limits plan", "Show the changes `limits apply` would make (like terraform plan).", func(_ *table, m *manifest, changes []change) error {
+		r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
+		countChanges(&r)
+		if c.jsonOutput() {
+			return c.writeJSON(r)
 		}
-		r.Changes = append(r.Changes, ch)
-		if !c.jsonOutput() {
+		if len(changes) == 0 {
+			c.printf("No changes. Infrastructure is up-to-date.\n")
+			return nil
+		}
+		c.printf("Plan: %d change(s) in namespace %s\n\n", len(changes), m.namespace)
+		for _, ch := range changes {
 			c.printf("%s\n", changeLine(ch))
 		}
-	}
-	countChanges(&r)
-	if c.jsonOutput() {
-		return c.writeJSON(r)
-	}
-	if len(changes) == 0 {
-		c.printf("No changes. Infrastructure is up-to-date.\n")
+		c.printf("\nPlan: %d to create, %d to update, %d to delete.\n", r.Created, r.Updated, r.Deleted)
 		return nil
-	}
-	c.printf("\nApplied: %d created, %d updated, %d deleted.\n", r.Created, r.Updated, r.Deleted)
-	return nil
+	})
+}
+
+func cmdLimitsDiff(c *cli) *command {
+	return manifestCommand(c, "limits diff", "Show the drift between the manifest and the stored limits.", func(_ *table, m *manifest, changes []change) error {
+		r := planResult{Namespace: m.namespace, Changes: nonNil(changes)}
+		countChanges(&r)
+		if c.jsonOutput() {
+			return c.writeJSON(r)
+		}
+		if len(changes) == 0 {
+			c.printf("No drift detected. Live state matches YAML.\n")
+			return nil
+		}
+		c.printf("Drift detected: %d difference(s)\n\n", len(changes))
+		for _, ch := range changes {
+			target := ch.targetName()
+			c.printf("  %s %s: %s\n", changeSymbol(ch.Action), ch.Level, target)
+		}
+		return nil
+	})
+}
+
+func cmdLimitsApply(c *cli) *command {
+	return manifestCommand(c, "limits apply", "Apply the manifest: store the limits it declares that differ from the stored ones (like terraform apply).", func(repo *table, m *manifest, changes []change) error {
+		rl := repo.RateLimiter
+		r := planResult{Namespace: m.namespace, Changes: []change{}, Applied: true}
+		for _, ch := range changes {
+			if err := applyChange(c, repo, rl, ch); err != nil {
+				if !c.jsonOutput() && len(r.Changes) > 0 {
+					c.printf("Applied %d of %d change(s) before the error.\n", len(r.Changes), len(changes))
+				}
+				target := ch.targetName()
+				return fmt.Errorf("%s %s %s: %w", ch.Action, ch.Level, target, err)
+			}
+			r.Changes = append(r.Changes, ch)
+			if !c.jsonOutput() {
+				c.printf("%s\n", changeLine(ch))
+			}
+		}
+		countChanges(&r)
+		if c.jsonOutput() {
+			return c.writeJSON(r)
+		}
+		if len(changes) == 0 {
+			c.printf("No changes. Infrastructure is up-to-date.\n")
+			return nil
+		}
+		c.printf("\nApplied: %d created, %d updated, %d deleted.\n", r.Created, r.Updated, r.Deleted)
+		return nil
+	})
 }
 
 // union returns the strings of a and b, sorted, without duplicates.

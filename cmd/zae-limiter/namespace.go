@@ -27,48 +27,47 @@ func (c *cli) openRegistry() (*table, error) {
 	return c.openRepo()
 }
 
-func cmdNamespaceRegister(c *cli, args []string) error {
+func cmdNamespaceRegister(c *cli) *command {
 	f := c.newFlags("namespace register NAME...", "Register namespaces (an already registered name keeps its id).", 1, -1, true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	ids, err := repo.RegisterNamespaces(c.ctx, pos...)
-	if err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		out := make([]namespaceJSON, len(pos))
-		for i, n := range pos {
-			out[i] = namespaceJSON{Name: n, NamespaceID: ids[n]}
+	f.run = func(pos []string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
 		}
-		return c.writeJSON(map[string]any{"namespaces": out})
+		ids, err := repo.RegisterNamespaces(c.ctx, pos...)
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			out := make([]namespaceJSON, len(pos))
+			for i, n := range pos {
+				out[i] = namespaceJSON{Name: n, NamespaceID: ids[n]}
+			}
+			return c.writeJSON(map[string]any{"namespaces": out})
+		}
+		c.printf("Registered %d namespace(s):\n", len(pos))
+		for _, n := range pos {
+			c.printf("  %s: %s\n", n, ids[n])
+		}
+		return nil
 	}
-	c.printf("Registered %d namespace(s):\n", len(pos))
-	for _, n := range pos {
-		c.printf("  %s: %s\n", n, ids[n])
-	}
-	return nil
+	return f
 }
 
-func cmdNamespaceList(c *cli, args []string) error {
+func cmdNamespaceList(c *cli) *command {
 	f := c.newFlags("namespace list", "List the active namespaces.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		list, err := repo.ListNamespaces(c.ctx)
+		if err != nil {
+			return err
+		}
+		return c.namespaces(list, false, "No namespaces registered.")
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	list, err := repo.ListNamespaces(c.ctx)
-	if err != nil {
-		return err
-	}
-	return c.namespaces(list, false, "No namespaces registered.")
+	return f
 }
 
 // namespaces prints namespace records.
@@ -103,90 +102,88 @@ func (c *cli) namespaces(list []limiter.NamespaceInfo, deleted bool, none string
 	return nil
 }
 
-func cmdNamespaceShow(c *cli, args []string) error {
+func cmdNamespaceShow(c *cli) *command {
 	f := c.newFlags("namespace show NAME", "Show one namespace.", 1, 1, true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	f.run = func(pos []string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		n, err := repo.GetNamespace(c.ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			return c.writeJSON(namespaceToJSON(n))
+		}
+		return c.kv([][]string{
+			{"Namespace:", n.Name}, {"ID:", n.ID}, {"Status:", n.Status}, {"Created:", dash(formatTime(n.CreatedAt))},
+		})
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	n, err := repo.GetNamespace(c.ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		return c.writeJSON(namespaceToJSON(n))
-	}
-	return c.kv([][]string{
-		{"Namespace:", n.Name}, {"ID:", n.ID}, {"Status:", n.Status}, {"Created:", dash(formatTime(n.CreatedAt))},
-	})
+	return f
 }
 
-func cmdNamespaceDelete(c *cli, args []string) error {
+func cmdNamespaceDelete(c *cli) *command {
 	f := c.newFlags("namespace delete NAME", "Soft-delete a namespace: its name stops resolving, its data stays until purged.", 1, 1, true)
-	pos, err := f.parseConfirmed(args, func(pos []string) string { return "delete namespace " + pos[0] })
-	if err != nil {
-		return err
+	f.confirm(func(pos []string) string { return "delete namespace " + pos[0] })
+	f.run = func(pos []string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		if err := repo.DeleteNamespace(c.ctx, pos[0]); err != nil {
+			return err
+		}
+		return c.done(fmt.Sprintf("Deleted namespace '%s' (recover it with `zae-limiter namespace recover ID`, see `namespace orphans`)", pos[0]),
+			map[string]any{"deleted": true, "name": pos[0]})
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	if err := repo.DeleteNamespace(c.ctx, pos[0]); err != nil {
-		return err
-	}
-	return c.done(fmt.Sprintf("Deleted namespace '%s' (recover it with `zae-limiter namespace recover ID`, see `namespace orphans`)", pos[0]),
-		map[string]any{"deleted": true, "name": pos[0]})
+	return f
 }
 
-func cmdNamespaceRecover(c *cli, args []string) error {
+func cmdNamespaceRecover(c *cli) *command {
 	f := c.newFlags("namespace recover NAMESPACE_ID", "Recover a deleted namespace by its id.", 1, 1, true)
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	f.run = func(pos []string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		name, err := repo.RecoverNamespace(c.ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		return c.done(fmt.Sprintf("Recovered namespace '%s' (%s)", name, pos[0]), namespaceJSON{Name: name, NamespaceID: pos[0]})
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	name, err := repo.RecoverNamespace(c.ctx, pos[0])
-	if err != nil {
-		return err
-	}
-	return c.done(fmt.Sprintf("Recovered namespace '%s' (%s)", name, pos[0]), namespaceJSON{Name: name, NamespaceID: pos[0]})
+	return f
 }
 
-func cmdNamespaceOrphans(c *cli, args []string) error {
+func cmdNamespaceOrphans(c *cli) *command {
 	f := c.newFlags("namespace orphans", "List the deleted namespaces whose data remains (recover or purge them).", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		list, err := repo.ListOrphanNamespaces(c.ctx)
+		if err != nil {
+			return err
+		}
+		return c.namespaces(list, true, "No orphan namespaces.")
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	list, err := repo.ListOrphanNamespaces(c.ctx)
-	if err != nil {
-		return err
-	}
-	return c.namespaces(list, true, "No orphan namespaces.")
+	return f
 }
 
-func cmdNamespacePurge(c *cli, args []string) error {
+func cmdNamespacePurge(c *cli) *command {
 	f := c.newFlags("namespace purge NAMESPACE_ID", "Delete every item of a deleted namespace, for good.", 1, 1, true)
-	pos, err := f.parseConfirmed(args, func(pos []string) string { return "purge namespace " + pos[0] })
-	if err != nil {
-		return err
+	f.confirm(func(pos []string) string { return "purge namespace " + pos[0] })
+	f.run = func(pos []string) error {
+		repo, err := c.openRegistry()
+		if err != nil {
+			return err
+		}
+		if err := repo.PurgeNamespace(c.ctx, pos[0]); err != nil {
+			return err
+		}
+		return c.done(fmt.Sprintf("Purged namespace %s", pos[0]), map[string]any{"purged": true, "namespace_id": pos[0]})
 	}
-	repo, err := c.openRegistry()
-	if err != nil {
-		return err
-	}
-	if err := repo.PurgeNamespace(c.ctx, pos[0]); err != nil {
-		return err
-	}
-	return c.done(fmt.Sprintf("Purged namespace %s", pos[0]), map[string]any{"purged": true, "namespace_id": pos[0]})
+	return f
 }

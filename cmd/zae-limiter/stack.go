@@ -59,7 +59,7 @@ func infraErr(err error) error {
 }
 
 // stackOptionFlags maps the original's deploy flags onto infra.StackOptions.
-func stackOptionFlags(f *cmdFlags, o *infra.StackOptions, tags *[]string) {
+func stackOptionFlags(f *command, o *infra.StackOptions, tags *[]string) {
 	// The defaults are the original's (and the ones documented on
 	// infra.StackOptions).
 	f.str(&o.SnapshotWindows, "snapshot-windows", "", "hourly,daily", "comma-separated usage snapshot windows")
@@ -86,7 +86,7 @@ func stackOptionFlags(f *cmdFlags, o *infra.StackOptions, tags *[]string) {
 	f.list(tags, "tag", "t", "stack tag KEY=VALUE (repeatable)")
 }
 
-func cmdDeploy(c *cli, args []string) error {
+func cmdDeploy(c *cli) *command {
 	f := c.newFlags("deploy", "Create or update the CloudFormation stack: the DynamoDB table, the aggregator Lambda, alarms and IAM resources. Then write the table's version record.", 0, 0, true)
 	var opts infra.StackOptions
 	var tags []string
@@ -95,80 +95,80 @@ func cmdDeploy(c *cli, args []string) error {
 	stackOptionFlags(f, &opts, &tags)
 	f.pair(&wait, "wait", "no-wait", true, "wait until the stack is complete")
 	f.str(&lambdaZip, "lambda-zip", "", defaultLambdaZip, "aggregator Lambda code (built by `make lambda`)")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if !wait {
-		return errors.New("--no-wait is not supported: deploy waits for the stack and then writes the version record")
-	}
-	if !slicesContains(logRetentionDays, opts.LogRetentionDays) {
-		return fmt.Errorf("invalid --log-retention-days %d: use one of %s", opts.LogRetentionDays, joinInts(logRetentionDays))
-	}
-	if !opts.CreateIAM && opts.CreateIAMRoles {
-		return errors.New("--create-iam-roles cannot be used with --no-iam")
-	}
-	var notes []string
-	if !opts.CreateIAM && opts.EnableAggregator && opts.AggregatorRoleARN == "" {
-		notes = append(notes, "Note: --no-iam disables the aggregator (no IAM role); pass --aggregator-role-arn to use an existing role.")
-		opts.EnableAggregator = false
-	}
-	var err error
-	if opts.Tags, err = parseKeyValues(tags, "--tag"); err != nil {
-		return err
-	}
-	var code []byte
-	if opts.EnableAggregator {
-		code, err = os.ReadFile(lambdaZip)
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("aggregator code %s not found: run `make lambda` first (or pass --lambda-zip PATH, or --no-aggregator)", lambdaZip)
+	f.run = func([]string) error {
+		if !wait {
+			return errors.New("--no-wait is not supported: deploy waits for the stack and then writes the version record")
 		}
-		if err != nil {
-			return fmt.Errorf("read --lambda-zip: %w", err)
+		if !slicesContains(logRetentionDays, opts.LogRetentionDays) {
+			return fmt.Errorf("invalid --log-retention-days %d: use one of %s", opts.LogRetentionDays, joinInts(logRetentionDays))
 		}
-	}
-	if err := opts.Validate(); err != nil {
-		return flagError(err)
-	}
-	cfg, err := c.awsConfig()
-	if err != nil {
-		return err
-	}
-	progress := c.stdout
-	if c.jsonOutput() {
-		progress = c.stderr // keep stdout valid JSON
-	}
-	for _, n := range notes {
-		fmt.Fprintln(progress, n)
-	}
-	fmt.Fprintf(progress, "Deploying stack: %s (region %s)\n", c.common.name, cfg.Region)
-	d := infra.NewDeployer(cfg, func(o *infra.DeployerOptions) {
-		o.Progress = func(e infra.Event) {
-			line := fmt.Sprintf("  %s  %-40s %-32s %s", e.Time.UTC().Format(time.TimeOnly), e.LogicalID, e.ResourceType, e.Status)
-			if e.Reason != "" {
-				line += "  " + e.Reason
+		if !opts.CreateIAM && opts.CreateIAMRoles {
+			return errors.New("--create-iam-roles cannot be used with --no-iam")
+		}
+		var notes []string
+		if !opts.CreateIAM && opts.EnableAggregator && opts.AggregatorRoleARN == "" {
+			notes = append(notes, "Note: --no-iam disables the aggregator (no IAM role); pass --aggregator-role-arn to use an existing role.")
+			opts.EnableAggregator = false
+		}
+		var err error
+		if opts.Tags, err = parseKeyValues(tags, "--tag"); err != nil {
+			return err
+		}
+		var code []byte
+		if opts.EnableAggregator {
+			code, err = os.ReadFile(lambdaZip)
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("aggregator code %s not found: run `make lambda` first (or pass --lambda-zip PATH, or --no-aggregator)", lambdaZip)
 			}
-			fmt.Fprintln(progress, line)
+			if err != nil {
+				return fmt.Errorf("read --lambda-zip: %w", err)
+			}
 		}
-	})
-	stack, err := d.Deploy(c.ctx, c.common.name, opts, code)
-	if err != nil {
-		return infraErr(fmt.Errorf("deploy stack %s: %w", c.common.name, err))
+		if err := opts.Validate(); err != nil {
+			return flagError(err)
+		}
+		cfg, err := c.awsConfig()
+		if err != nil {
+			return err
+		}
+		progress := c.stdout
+		if c.jsonOutput() {
+			progress = c.stderr // keep stdout valid JSON
+		}
+		for _, n := range notes {
+			fmt.Fprintln(progress, n)
+		}
+		fmt.Fprintf(progress, "Deploying stack: %s (region %s)\n", c.common.name, cfg.Region)
+		d := infra.NewDeployer(cfg, func(o *infra.DeployerOptions) {
+			o.Progress = func(e infra.Event) {
+				line := fmt.Sprintf("  %s  %-40s %-32s %s", e.Time.UTC().Format(time.TimeOnly), e.LogicalID, e.ResourceType, e.Status)
+				if e.Reason != "" {
+					line += "  " + e.Reason
+				}
+				fmt.Fprintln(progress, line)
+			}
+		})
+		stack, err := d.Deploy(c.ctx, c.common.name, opts, code)
+		if err != nil {
+			return infraErr(fmt.Errorf("deploy stack %s: %w", c.common.name, err))
+		}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		rec := limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "0.0.0", UpdatedBy: "cli:" + clientVersion()}
+		if err := repo.repo.SetVersionRecord(c.ctx, rec); err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			return c.writeJSON(stackToJSON(stack))
+		}
+		c.printf("Stack %s: %s\n", stack.Name, stack.Status)
+		c.printStackOutputs(stack)
+		c.printf("Version record written (schema %s)\n", limiter.SchemaVersion)
+		return nil
 	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	rec := limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "0.0.0", UpdatedBy: "cli:" + clientVersion()}
-	if err := repo.repo.SetVersionRecord(c.ctx, rec); err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		return c.writeJSON(stackToJSON(stack))
-	}
-	c.printf("Stack %s: %s\n", stack.Name, stack.Status)
-	c.printStackOutputs(stack)
-	c.printf("Version record written (schema %s)\n", limiter.SchemaVersion)
-	return nil
+	return f
 }
 
 func slicesContains(s []int, v int) bool {
@@ -224,84 +224,85 @@ func (c *cli) printStackOutputs(s infra.Stack) {
 	}
 }
 
-func cmdStatus(c *cli, args []string) error {
+func cmdStatus(c *cli) *command {
 	f := c.newFlags("status", "Show the CloudFormation stack's status, parameters and outputs.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
+	f.run = func([]string) error {
+		cfg, err := c.awsConfig()
+		if err != nil {
+			return err
+		}
+		s, err := infra.NewDeployer(cfg).Status(c.ctx, c.common.name)
+		if errors.Is(err, infra.ErrStackNotFound) {
+			return fmt.Errorf("stack %q not found (deploy it with: zae-limiter deploy --name %s)", c.common.name, c.common.name)
+		}
+		if err != nil {
+			return infraErr(err)
+		}
+		if c.jsonOutput() {
+			return c.writeJSON(stackToJSON(s))
+		}
+		rows := [][]string{{"Stack:", s.Name}, {"Status:", s.Status}}
+		if s.StatusReason != "" {
+			rows = append(rows, []string{"Reason:", s.StatusReason})
+		}
+		rows = append(rows, []string{"Created:", dash(formatTime(s.CreatedAt))}, []string{"Updated:", dash(formatTime(s.UpdatedAt))})
+		for _, k := range sortedKeys(s.Parameters) {
+			rows = append(rows, []string{"Parameter " + k + ":", s.Parameters[k]})
+		}
+		for _, k := range sortedKeys(s.Outputs) {
+			rows = append(rows, []string{"Output " + k + ":", s.Outputs[k]})
+		}
+		return c.kv(rows)
 	}
-	cfg, err := c.awsConfig()
-	if err != nil {
-		return err
-	}
-	s, err := infra.NewDeployer(cfg).Status(c.ctx, c.common.name)
-	if errors.Is(err, infra.ErrStackNotFound) {
-		return fmt.Errorf("stack %q not found (deploy it with: zae-limiter deploy --name %s)", c.common.name, c.common.name)
-	}
-	if err != nil {
-		return infraErr(err)
-	}
-	if c.jsonOutput() {
-		return c.writeJSON(stackToJSON(s))
-	}
-	rows := [][]string{{"Stack:", s.Name}, {"Status:", s.Status}}
-	if s.StatusReason != "" {
-		rows = append(rows, []string{"Reason:", s.StatusReason})
-	}
-	rows = append(rows, []string{"Created:", dash(formatTime(s.CreatedAt))}, []string{"Updated:", dash(formatTime(s.UpdatedAt))})
-	for _, k := range sortedKeys(s.Parameters) {
-		rows = append(rows, []string{"Parameter " + k + ":", s.Parameters[k]})
-	}
-	for _, k := range sortedKeys(s.Outputs) {
-		rows = append(rows, []string{"Output " + k + ":", s.Outputs[k]})
-	}
-	return c.kv(rows)
+	return f
 }
 
-func cmdDelete(c *cli, args []string) error {
+func cmdDelete(c *cli) *command {
 	f := c.newFlags("delete", "Delete the CloudFormation stack with the table and all its data. This cannot be undone.", 0, 0, true)
 	var wait bool
 	f.pair(&wait, "wait", "no-wait", true, "wait until the stack is gone")
-	if _, err := f.parseConfirmed(args, func([]string) string { return "delete stack " + c.common.name }); err != nil {
-		return err
+	f.confirm(func([]string) string { return "delete stack " + c.common.name })
+	f.run = func([]string) error {
+		cfg, err := c.awsConfig()
+		if err != nil {
+			return err
+		}
+		err = infra.NewDeployer(cfg).Delete(c.ctx, c.common.name, wait)
+		if errors.Is(err, infra.ErrStackNotFound) {
+			return fmt.Errorf("stack %q not found", c.common.name)
+		}
+		if err != nil {
+			return infraErr(fmt.Errorf("delete stack %s: %w", c.common.name, err))
+		}
+		msg := fmt.Sprintf("Stack '%s' deleted", c.common.name)
+		if !wait {
+			msg = fmt.Sprintf("Deletion of stack '%s' started; check it with `zae-limiter status`", c.common.name)
+		}
+		return c.done(msg, map[string]any{"deleted": wait, "name": c.common.name})
 	}
-	cfg, err := c.awsConfig()
-	if err != nil {
-		return err
-	}
-	err = infra.NewDeployer(cfg).Delete(c.ctx, c.common.name, wait)
-	if errors.Is(err, infra.ErrStackNotFound) {
-		return fmt.Errorf("stack %q not found", c.common.name)
-	}
-	if err != nil {
-		return infraErr(fmt.Errorf("delete stack %s: %w", c.common.name, err))
-	}
-	msg := fmt.Sprintf("Stack '%s' deleted", c.common.name)
-	if !wait {
-		msg = fmt.Sprintf("Deletion of stack '%s' started; check it with `zae-limiter status`", c.common.name)
-	}
-	return c.done(msg, map[string]any{"deleted": wait, "name": c.common.name})
+	return f
 }
 
-func cmdCfnTemplate(c *cli, args []string) error {
+func cmdCfnTemplate(c *cli) *command {
 	f := c.newFlags("cfn-template", "Print the CloudFormation template (YAML) that deploy uses.", 0, 0, false)
 	var path string
 	f.str(&path, "output", "o", "", "write the template to this file instead of stdout")
-	if _, err := f.parse(args); err != nil {
+	f.run = func([]string) error {
+		t := infra.Template()
+		if len(t) == 0 {
+			return infraErr(errors.ErrUnsupported)
+		}
+		if path != "" {
+			if err := os.WriteFile(path, t, 0o644); err != nil {
+				return fmt.Errorf("write template: %w", err)
+			}
+			fmt.Fprintf(c.stderr, "Template written to %s\n", path)
+			return nil
+		}
+		_, err := c.stdout.Write(t)
 		return err
 	}
-	t := infra.Template()
-	if len(t) == 0 {
-		return infraErr(errors.ErrUnsupported)
-	}
-	if path != "" {
-		if err := os.WriteFile(path, t, 0o644); err != nil {
-			return fmt.Errorf("write template: %w", err)
-		}
-		fmt.Fprintf(c.stderr, "Template written to %s\n", path)
-		return nil
-	}
-	_, err := c.stdout.Write(t)
-	return err
+	return f
 }
 
 // versionReport is the result of comparing this client with the table's
@@ -395,72 +396,72 @@ func incompatible(r versionReport) error {
 	return &exitCodeError{code: exitIncompatible, msg: "incompatible: " + r.Message}
 }
 
-func cmdVersion(c *cli, args []string) error {
+func cmdVersion(c *cli) *command {
 	f := c.newFlags("version", "Show the client version, the schema version and the table's version record; exit 1 when they are incompatible.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	r, err := c.versionCheck()
-	if err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		if err := c.writeJSON(r); err != nil {
+	f.run = func([]string) error {
+		r, err := c.versionCheck()
+		if err != nil {
 			return err
 		}
-	} else {
-		rows := [][]string{{"Client Version:", r.ClientVersion}, {"Schema Version:", r.SchemaVersion}}
-		if !r.Initialized {
-			rows = append(rows, []string{"Infrastructure:", "not initialized"})
+		if c.jsonOutput() {
+			if err := c.writeJSON(r); err != nil {
+				return err
+			}
 		} else {
-			rows = append(rows, []string{"Infra Schema:", dash(r.InfraSchema)}, []string{"Lambda Version:", dash(r.LambdaVersion)},
-				[]string{"Min Client Version:", dash(r.ClientMinVersion)}, []string{"Updated By:", dash(r.UpdatedBy)},
-				[]string{"Updated At:", dash(r.UpdatedAt)})
+			rows := [][]string{{"Client Version:", r.ClientVersion}, {"Schema Version:", r.SchemaVersion}}
+			if !r.Initialized {
+				rows = append(rows, []string{"Infrastructure:", "not initialized"})
+			} else {
+				rows = append(rows, []string{"Infra Schema:", dash(r.InfraSchema)}, []string{"Lambda Version:", dash(r.LambdaVersion)},
+					[]string{"Min Client Version:", dash(r.ClientMinVersion)}, []string{"Updated By:", dash(r.UpdatedBy)},
+					[]string{"Updated At:", dash(r.UpdatedAt)})
+			}
+			status := "COMPATIBLE"
+			if !r.Compatible {
+				status = "INCOMPATIBLE"
+			}
+			rows = append(rows, []string{"Status:", status})
+			c.printf("zae-limiter Infrastructure Version (stack %s)\n\n", c.common.name)
+			if err := c.kv(rows); err != nil {
+				return err
+			}
 		}
-		status := "COMPATIBLE"
 		if !r.Compatible {
-			status = "INCOMPATIBLE"
+			return incompatible(r)
 		}
-		rows = append(rows, []string{"Status:", status})
-		c.printf("zae-limiter Infrastructure Version (stack %s)\n\n", c.common.name)
-		if err := c.kv(rows); err != nil {
-			return err
-		}
+		return nil
 	}
-	if !r.Compatible {
-		return incompatible(r)
-	}
-	return nil
+	return f
 }
 
-func cmdCheck(c *cli, args []string) error {
+func cmdCheck(c *cli) *command {
 	f := c.newFlags("check", "Check that this client can use the table (read-only apart from the version record a new table gets); exit 1 when incompatible.", 0, 0, true)
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	r, err := c.versionCheck()
-	if err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		if err := c.writeJSON(r); err != nil {
+	f.run = func([]string) error {
+		r, err := c.versionCheck()
+		if err != nil {
 			return err
 		}
-	} else {
-		result := "COMPATIBLE"
+		if c.jsonOutput() {
+			if err := c.writeJSON(r); err != nil {
+				return err
+			}
+		} else {
+			result := "COMPATIBLE"
+			if !r.Compatible {
+				result = "INCOMPATIBLE"
+			}
+			c.printf("Compatibility Check (stack %s)\n\n", c.common.name)
+			if err := c.kv([][]string{
+				{"Client:", r.ClientVersion}, {"Schema:", dash(r.InfraSchema)}, {"Lambda:", dash(r.LambdaVersion)},
+			}); err != nil {
+				return err
+			}
+			c.printf("\nResult: %s\n%s\n", result, r.Message)
+		}
 		if !r.Compatible {
-			result = "INCOMPATIBLE"
+			return incompatible(r)
 		}
-		c.printf("Compatibility Check (stack %s)\n\n", c.common.name)
-		if err := c.kv([][]string{
-			{"Client:", r.ClientVersion}, {"Schema:", dash(r.InfraSchema)}, {"Lambda:", dash(r.LambdaVersion)},
-		}); err != nil {
-			return err
-		}
-		c.printf("\nResult: %s\n%s\n", result, r.Message)
+		return nil
 	}
-	if !r.Compatible {
-		return incompatible(r)
-	}
-	return nil
+	return f
 }

@@ -38,7 +38,7 @@ type usageFlags struct {
 	entityID, resource, window, start, end string
 }
 
-func (u *usageFlags) register(f *cmdFlags) {
+func (u *usageFlags) register(f *command) {
 	f.str(&u.entityID, "entity-id", "e", "", "entity whose snapshots to read (required unless --resource is given)")
 	f.str(&u.resource, "resource", "r", "", "resource whose snapshots to read (required unless --entity-id is given)")
 	f.str(&u.window, "window", "w", "", "window type: hourly, daily or monthly")
@@ -81,7 +81,7 @@ func parseTimeFlag(name, s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("invalid %s %q: use RFC 3339 (2026-01-02T15:04:05Z) or a date (2026-01-02)", name, s)
 }
 
-func cmdUsageList(c *cli, args []string) error {
+func cmdUsageList(c *cli) *command {
 	f := c.newFlags("usage list", "List the usage snapshots the aggregator wrote, newest first.", 0, 0, true)
 	var u usageFlags
 	var limit int
@@ -89,76 +89,76 @@ func cmdUsageList(c *cli, args []string) error {
 	u.register(f)
 	f.integer(&limit, "limit", "l", limiter.DefaultUsageSnapshotsLimit, "most snapshots to list")
 	f.boolean(&plot, "plot", "p", false, "draw each counter over time as a terminal chart instead of the table")
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	if plot && c.jsonOutput() {
-		return errors.New("usage list: --plot draws charts; it cannot be combined with -o json")
-	}
-	q, err := u.query()
-	if err != nil {
-		return err
-	}
-	if limit <= 0 {
-		return fmt.Errorf("invalid --limit %d: must be positive", limit)
-	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	var snaps []limiter.UsageSnapshot
-	more := false
-	for {
-		q.Limit = limit - len(snaps)
-		page, next, err := repo.UsageSnapshots(c.ctx, q)
+	f.run = func([]string) error {
+		if plot && c.jsonOutput() {
+			return errors.New("usage list: --plot draws charts; it cannot be combined with -o json")
+		}
+		q, err := u.query()
 		if err != nil {
 			return err
 		}
-		snaps = append(snaps, page...)
-		if next == "" {
-			break
+		if limit <= 0 {
+			return fmt.Errorf("invalid --limit %d: must be positive", limit)
 		}
-		if len(snaps) >= limit {
-			more = true
-			break
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
 		}
-		q.Cursor = next
-	}
-	if c.jsonOutput() {
-		out := make([]usageSnapshotJSON, len(snaps))
-		for i, s := range snaps {
-			counters := s.Counters
-			if counters == nil {
-				counters = map[string]int64{}
+		var snaps []limiter.UsageSnapshot
+		more := false
+		for {
+			q.Limit = limit - len(snaps)
+			page, next, err := repo.UsageSnapshots(c.ctx, q)
+			if err != nil {
+				return err
 			}
-			out[i] = usageSnapshotJSON{EntityID: s.EntityID, Resource: s.Resource, Window: s.WindowType,
-				WindowStart: formatTime(s.WindowStart), WindowEnd: formatTime(s.WindowEnd), Counters: counters, TotalEvents: s.TotalEvents}
+			snaps = append(snaps, page...)
+			if next == "" {
+				break
+			}
+			if len(snaps) >= limit {
+				more = true
+				break
+			}
+			q.Cursor = next
 		}
-		return c.writeJSON(map[string]any{"snapshots": out, "more": more})
-	}
-	if len(snaps) == 0 {
-		c.printf("No usage snapshots found\n")
-		return nil
-	}
-	if plot {
-		c.printf("%s", plotUsage(snaps))
+		if c.jsonOutput() {
+			out := make([]usageSnapshotJSON, len(snaps))
+			for i, s := range snaps {
+				counters := s.Counters
+				if counters == nil {
+					counters = map[string]int64{}
+				}
+				out[i] = usageSnapshotJSON{EntityID: s.EntityID, Resource: s.Resource, Window: s.WindowType,
+					WindowStart: formatTime(s.WindowStart), WindowEnd: formatTime(s.WindowEnd), Counters: counters, TotalEvents: s.TotalEvents}
+			}
+			return c.writeJSON(map[string]any{"snapshots": out, "more": more})
+		}
+		if len(snaps) == 0 {
+			c.printf("No usage snapshots found\n")
+			return nil
+		}
+		if plot {
+			c.printf("%s", plotUsage(snaps))
+			if more {
+				c.printf("\nMore snapshots may exist. Raise --limit or narrow --start/--end.\n")
+			}
+			return nil
+		}
+		rows := make([][]string, len(snaps))
+		for i, s := range snaps {
+			rows[i] = []string{formatTime(s.WindowStart), s.WindowType, s.EntityID, s.Resource, formatCounters(s.Counters), fmt.Sprint(s.TotalEvents)}
+		}
+		if err := c.table([]string{"WINDOW START", "WINDOW", "ENTITY", "RESOURCE", "COUNTERS", "EVENTS"}, rows); err != nil {
+			return err
+		}
+		c.printf("\nTotal: %d snapshots\n", len(snaps))
 		if more {
-			c.printf("\nMore snapshots may exist. Raise --limit or narrow --start/--end.\n")
+			c.printf("More snapshots may exist. Raise --limit or narrow --start/--end.\n")
 		}
 		return nil
 	}
-	rows := make([][]string, len(snaps))
-	for i, s := range snaps {
-		rows[i] = []string{formatTime(s.WindowStart), s.WindowType, s.EntityID, s.Resource, formatCounters(s.Counters), fmt.Sprint(s.TotalEvents)}
-	}
-	if err := c.table([]string{"WINDOW START", "WINDOW", "ENTITY", "RESOURCE", "COUNTERS", "EVENTS"}, rows); err != nil {
-		return err
-	}
-	c.printf("\nTotal: %d snapshots\n", len(snaps))
-	if more {
-		c.printf("More snapshots may exist. Raise --limit or narrow --start/--end.\n")
-	}
-	return nil
+	return f
 }
 
 // formatCounters formats counters as "rpm=5 tpm=500", sorted by name.
@@ -191,63 +191,63 @@ func finestWindow(c *cli, repo *table, q limiter.UsageQuery) (string, error) {
 	return "", nil
 }
 
-func cmdUsageSummary(c *cli, args []string) error {
+func cmdUsageSummary(c *cli) *command {
 	f := c.newFlags("usage summary", "Summarise the usage snapshots of one window type: totals and averages per limit. Without --window, the finest window present (hourly, else daily, else monthly): adding several window types would count the same traffic once per window.", 0, 0, true)
 	var u usageFlags
 	u.register(f)
-	if _, err := f.parse(args); err != nil {
-		return err
-	}
-	q, err := u.query()
-	if err != nil {
-		return err
-	}
-	repo, err := c.openRepo()
-	if err != nil {
-		return err
-	}
-	// One window at a time: the hourly and daily snapshots of the same
-	// traffic would otherwise be added up. Without --window, the finest
-	// window present.
-	chosen := false
-	if q.WindowType == "" {
-		if q.WindowType, err = finestWindow(c, repo, q); err != nil {
+	f.run = func([]string) error {
+		q, err := u.query()
+		if err != nil {
 			return err
 		}
-		chosen = q.WindowType != ""
-	}
-	s, err := repo.UsageSummary(c.ctx, q)
-	if err != nil {
-		return err
-	}
-	if c.jsonOutput() {
-		out := usageSummaryJSON{EntityID: u.entityID, Resource: u.resource, Window: q.WindowType, SnapshotCount: s.SnapshotCount,
-			Total: s.Total, Average: s.Average, MinWindowStart: formatTime(s.MinWindowStart), MaxWindowStart: formatTime(s.MaxWindowStart)}
-		if out.Total == nil {
-			out.Total = map[string]int64{}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
 		}
-		if out.Average == nil {
-			out.Average = map[string]float64{}
+		// One window at a time: the hourly and daily snapshots of the same
+		// traffic would otherwise be added up. Without --window, the finest
+		// window present.
+		chosen := false
+		if q.WindowType == "" {
+			if q.WindowType, err = finestWindow(c, repo, q); err != nil {
+				return err
+			}
+			chosen = q.WindowType != ""
 		}
-		return c.writeJSON(out)
+		s, err := repo.UsageSummary(c.ctx, q)
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			out := usageSummaryJSON{EntityID: u.entityID, Resource: u.resource, Window: q.WindowType, SnapshotCount: s.SnapshotCount,
+				Total: s.Total, Average: s.Average, MinWindowStart: formatTime(s.MinWindowStart), MaxWindowStart: formatTime(s.MaxWindowStart)}
+			if out.Total == nil {
+				out.Total = map[string]int64{}
+			}
+			if out.Average == nil {
+				out.Average = map[string]float64{}
+			}
+			return c.writeJSON(out)
+		}
+		if s.SnapshotCount == 0 {
+			c.printf("No usage snapshots found\n")
+			return nil
+		}
+		window := q.WindowType
+		if chosen {
+			window += " (the finest present; --window chooses another)"
+		}
+		c.printf("Window:    %s\nSnapshots: %d\nWindows:   %s .. %s\n\n", window, s.SnapshotCount, formatTime(s.MinWindowStart), formatTime(s.MaxWindowStart))
+		names := make([]string, 0, len(s.Total))
+		for k := range s.Total {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		rows := make([][]string, len(names))
+		for i, k := range names {
+			rows[i] = []string{k, thousands(s.Total[k]), fmt.Sprintf("%.2f", s.Average[k])}
+		}
+		return c.table([]string{"LIMIT", "TOTAL", "AVERAGE"}, rows)
 	}
-	if s.SnapshotCount == 0 {
-		c.printf("No usage snapshots found\n")
-		return nil
-	}
-	window := q.WindowType
-	if chosen {
-		window += " (the finest present; --window chooses another)"
-	}
-	c.printf("Window:    %s\nSnapshots: %d\nWindows:   %s .. %s\n\n", window, s.SnapshotCount, formatTime(s.MinWindowStart), formatTime(s.MaxWindowStart))
-	names := make([]string, 0, len(s.Total))
-	for k := range s.Total {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	rows := make([][]string, len(names))
-	for i, k := range names {
-		rows[i] = []string{k, thousands(s.Total[k]), fmt.Sprintf("%.2f", s.Average[k])}
-	}
-	return c.table([]string{"LIMIT", "TOTAL", "AVERAGE"}, rows)
+	return f
 }

@@ -42,20 +42,43 @@ func AuditItem(ns string, e AuditEvent, ttl int64, convert DetailConverter) (map
 	if err != nil {
 		return nil, fmt.Errorf("audit event %s details: %w", e.EventID, err)
 	}
-	return map[string]types.AttributeValue{
-		AttrPK:        S(PKAudit(ns, e.EntityID)),
-		AttrSK:        S(SKAudit(e.EventID)),
-		AttrEntityID:  S(e.EntityID),
-		AttrEventID:   S(e.EventID),
-		AttrTimestamp: S(FormatISOSeconds(e.Timestamp)),
-		AttrAction:    S(e.Action),
-		AttrPrincipal: SOrNull(e.Principal),
-		AttrResource:  SOrNull(e.Resource),
-		AttrDetails:   details,
-		AttrTTL:       N(ttl),
-		AttrGSI4PK:    S(ns),
-		AttrGSI4SK:    S(PKAudit(ns, e.EntityID)),
-	}, nil
+	item := marshalItem(&auditRecord{
+		tableKey: tableKey{PK: PKAudit(ns, e.EntityID), SK: SKAudit(e.EventID)},
+		auditAttrs: auditAttrs{
+			EntityID:  sAttr(e.EntityID),
+			EventID:   sAttr(e.EventID),
+			Timestamp: timeAttr(e.Timestamp),
+			Action:    sAttr(e.Action),
+			Principal: sAttr(e.Principal),
+			Resource:  sAttr(e.Resource),
+		},
+		TTL:     ttl,
+		gsi4Key: gsi4Key{GSI4PK: ns, GSI4SK: PKAudit(ns, e.EntityID)},
+	})
+	item[AttrDetails] = details
+	return item, nil
+}
+
+// auditAttrs are the attributes of an audit event item that are read, but
+// for its details. The details keep a codec of their own: they follow the
+// Python library's serialisation (floats written with ".0", structs
+// through a DetailConverter, unsupported values dropped, integral numbers
+// read back as int64), which attributevalue's rules do not.
+type auditAttrs struct {
+	EntityID  sAttr    `dynamodbav:"entity_id"`
+	EventID   sAttr    `dynamodbav:"event_id"`
+	Timestamp timeAttr `dynamodbav:"timestamp"`
+	Action    sAttr    `dynamodbav:"action"`
+	Principal sAttr    `dynamodbav:"principal,nullempty"`
+	Resource  sAttr    `dynamodbav:"resource,nullempty"`
+}
+
+// auditRecord is the layout of an audit event item without its details.
+type auditRecord struct {
+	tableKey
+	auditAttrs
+	TTL int64 `dynamodbav:"ttl"`
+	gsi4Key
 }
 
 // AuditEventFromItem reads an audit event item. ok is false for items
@@ -64,15 +87,20 @@ func AuditItem(ns string, e AuditEvent, ttl int64, convert DetailConverter) (map
 // not fit), string sets and binary values as nil; a malformed number is an
 // error. An unparsable timestamp reads as the zero time.
 func AuditEventFromItem(item map[string]types.AttributeValue) (e AuditEvent, ok bool, err error) {
-	if e.Action, ok = GetS(item, AttrAction); !ok {
+	if _, ok = GetS(item, AttrAction); !ok {
 		return AuditEvent{}, false, nil
 	}
-	e.EventID, _ = GetS(item, AttrEventID)
-	e.EntityID, _ = GetS(item, AttrEntityID)
-	e.Principal, _ = GetS(item, AttrPrincipal)
-	e.Resource, _ = GetS(item, AttrResource)
-	e.Timestamp = GetTime(item, AttrTimestamp)
-	e.Details = map[string]any{}
+	var a auditAttrs
+	unmarshalItem(item, &a)
+	e = AuditEvent{
+		EventID:   string(a.EventID),
+		Timestamp: time.Time(a.Timestamp),
+		Action:    string(a.Action),
+		EntityID:  string(a.EntityID),
+		Principal: string(a.Principal),
+		Resource:  string(a.Resource),
+		Details:   map[string]any{},
+	}
 	if m, isM := item[AttrDetails].(*types.AttributeValueMemberM); isM {
 		for k, v := range m.Value {
 			if e.Details[k], err = detailFromAV(v); err != nil {

@@ -16,64 +16,88 @@ type ConfigLimit struct {
 	RefillPeriodSeconds int64
 }
 
-// putConfigLimits adds the l_* attributes of limits to item.
-func putConfigLimits(item map[string]types.AttributeValue, limits []ConfigLimit) {
+// putConfigLimits adds the l_* attributes of limits to item. They are
+// named after the limits, so they are written by hand; the rest of a config
+// item has a fixed shape.
+func putConfigLimits(item map[string]types.AttributeValue, limits []ConfigLimit) map[string]types.AttributeValue {
 	for _, l := range limits {
 		item[LimitAttr(l.Name, FieldCapacity)] = N(l.Capacity)
 		item[LimitAttr(l.Name, FieldRefillAmount)] = N(l.RefillAmount)
 		item[LimitAttr(l.Name, FieldRefillPeriod)] = N(l.RefillPeriodSeconds)
 	}
+	return item
+}
+
+// configVersion is the config_version attribute of every config item.
+type configVersion struct {
+	ConfigVersion int64 `dynamodbav:"config_version"`
+}
+
+// entityConfigRecord is the layout of an entity config item without its
+// limits.
+type entityConfigRecord struct {
+	tableKey
+	EntityID string `dynamodbav:"entity_id"`
+	Resource string `dynamodbav:"resource"`
+	configVersion
+	GSI3PK string `dynamodbav:"GSI3PK"`
+	GSI3SK string `dynamodbav:"GSI3SK"`
+	gsi4Key
+}
+
+// resourceConfigRecord is the layout of a resource config item without its
+// limits.
+type resourceConfigRecord struct {
+	tableKey
+	Resource string `dynamodbav:"resource"`
+	configVersion
+	gsi4Key
+}
+
+// systemConfigRecord is the layout of the system config item without its
+// limits.
+type systemConfigRecord struct {
+	tableKey
+	configVersion
+	OnUnavailable string `dynamodbav:"on_unavailable,omitempty"`
+	gsi4Key
 }
 
 // EntityConfigItem returns the config item of an entity for resource (which
 // may be the default resource `_default_`): PK {ns}/ENTITY#{id}, SK
 // #CONFIG#{res}.
 func EntityConfigItem(ns, entityID, resource string, limits []ConfigLimit) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		AttrPK:            S(PKEntity(ns, entityID)),
-		AttrSK:            S(SKConfig(resource)),
-		AttrEntityID:      S(entityID),
-		AttrResource:      S(resource),
-		AttrConfigVersion: N(ConfigVersion),
-		AttrGSI3PK:        S(GSI3PKEntityConfig(ns, resource)),
-		AttrGSI3SK:        S(GSI3SKEntity(entityID)),
-		AttrGSI4PK:        S(ns),
-		AttrGSI4SK:        S(PKEntity(ns, entityID)),
-	}
-	putConfigLimits(item, limits)
-	return item
+	return putConfigLimits(marshalItem(&entityConfigRecord{
+		tableKey:      tableKey{PK: PKEntity(ns, entityID), SK: SKConfig(resource)},
+		EntityID:      entityID,
+		Resource:      resource,
+		configVersion: configVersion{ConfigVersion},
+		GSI3PK:        GSI3PKEntityConfig(ns, resource),
+		GSI3SK:        GSI3SKEntity(entityID),
+		gsi4Key:       gsi4Key{GSI4PK: ns, GSI4SK: PKEntity(ns, entityID)},
+	}), limits)
 }
 
 // ResourceConfigItem returns the default config of a resource: PK
 // {ns}/RESOURCE#{res}, SK #CONFIG.
 func ResourceConfigItem(ns, resource string, limits []ConfigLimit) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		AttrPK:            S(PKResource(ns, resource)),
-		AttrSK:            S(SKConfigPrefix),
-		AttrResource:      S(resource),
-		AttrConfigVersion: N(ConfigVersion),
-		AttrGSI4PK:        S(ns),
-		AttrGSI4SK:        S(PKResource(ns, resource)),
-	}
-	putConfigLimits(item, limits)
-	return item
+	return putConfigLimits(marshalItem(&resourceConfigRecord{
+		tableKey:      tableKey{PK: PKResource(ns, resource), SK: SKConfigPrefix},
+		Resource:      resource,
+		configVersion: configVersion{ConfigVersion},
+		gsi4Key:       gsi4Key{GSI4PK: ns, GSI4SK: PKResource(ns, resource)},
+	}), limits)
 }
 
 // SystemConfigItem returns the system config: PK {ns}/SYSTEM#, SK #CONFIG,
 // with on_unavailable only when onUnavailable is not "".
 func SystemConfigItem(ns string, limits []ConfigLimit, onUnavailable string) map[string]types.AttributeValue {
-	item := map[string]types.AttributeValue{
-		AttrPK:            S(PKSystem(ns)),
-		AttrSK:            S(SKConfigPrefix),
-		AttrConfigVersion: N(ConfigVersion),
-		AttrGSI4PK:        S(ns),
-		AttrGSI4SK:        S(PKSystem(ns)),
-	}
-	if onUnavailable != "" {
-		item[AttrOnUnavailable] = S(onUnavailable)
-	}
-	putConfigLimits(item, limits)
-	return item
+	return putConfigLimits(marshalItem(&systemConfigRecord{
+		tableKey:      tableKey{PK: PKSystem(ns), SK: SKConfigPrefix},
+		configVersion: configVersion{ConfigVersion},
+		OnUnavailable: onUnavailable,
+		gsi4Key:       gsi4Key{GSI4PK: ns, GSI4SK: PKSystem(ns)},
+	}), limits)
 }
 
 // ConfigLimitNames returns, sorted, the names of the limits of any config

@@ -14,6 +14,10 @@
 // Numbers are written as decimal int64 strings without exponent. Readers
 // are lenient where the Python library is (missing attributes take their
 // defaults, wrongly typed ones read as absent) and strict about malformed
-// numbers. Expressions use index-based placeholders (#a0, :v0), so limit
-// names containing '-' or '.' are safe.
+// numbers. Items of fixed shape are described by structs with dynamodbav
+// tags and converted with the SDK's attributevalue package; attributes
+// named after limits, bucket items and the entity reader (both on the
+// acquire path) and audit details are converted by hand. Expressions use
+// index-based placeholders (#a0, :v0), so limit names containing '-' or
+// '.' are safe.
 package ddbschema

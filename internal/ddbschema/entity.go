@@ -18,35 +18,46 @@ type Entity struct {
 	CreatedAt time.Time
 }
 
+// entityRecord is the layout of an entity metadata item.
+type entityRecord struct {
+	tableKey
+	EntityID  string            `dynamodbav:"entity_id"`
+	Name      string            `dynamodbav:"name"`
+	ParentID  string            `dynamodbav:"parent_id,nullempty"`
+	Cascade   bool              `dynamodbav:"cascade"`
+	Metadata  map[string]string `dynamodbav:"metadata"`
+	CreatedAt timeAttr          `dynamodbav:"created_at"`
+	// GSI1 lists a child under its parent; root entities have no GSI1 keys.
+	GSI1PK string `dynamodbav:"GSI1PK,omitempty"`
+	GSI1SK string `dynamodbav:"GSI1SK,omitempty"`
+	gsi4Key
+}
+
 // EntityItem returns the entity metadata item. Name "" is written as the
 // id; ParentID "" as NULL (and then no GSI1 keys); Metadata as a map of
 // strings; CreatedAt at second precision in UTC.
 func EntityItem(ns string, e Entity) map[string]types.AttributeValue {
-	name := e.Name
-	if name == "" {
-		name = e.ID
+	rec := entityRecord{
+		tableKey:  tableKey{PK: PKEntity(ns, e.ID), SK: SKMeta},
+		EntityID:  e.ID,
+		Name:      e.Name,
+		ParentID:  e.ParentID,
+		Cascade:   e.Cascade,
+		Metadata:  e.Metadata,
+		CreatedAt: timeAttr(e.CreatedAt),
+		gsi4Key:   gsi4Key{GSI4PK: ns, GSI4SK: PKEntity(ns, e.ID)},
 	}
-	meta := make(map[string]types.AttributeValue, len(e.Metadata))
-	for k, v := range e.Metadata {
-		meta[k] = S(v)
+	if rec.Name == "" {
+		rec.Name = e.ID
 	}
-	item := map[string]types.AttributeValue{
-		AttrPK:        S(PKEntity(ns, e.ID)),
-		AttrSK:        S(SKMeta),
-		AttrEntityID:  S(e.ID),
-		AttrName:      S(name),
-		AttrParentID:  SOrNull(e.ParentID),
-		AttrCascade:   Bool(e.Cascade),
-		AttrMetadata:  &types.AttributeValueMemberM{Value: meta},
-		AttrCreatedAt: S(FormatISOSeconds(e.CreatedAt)),
-		AttrGSI4PK:    S(ns),
-		AttrGSI4SK:    S(PKEntity(ns, e.ID)),
+	if rec.Metadata == nil {
+		rec.Metadata = map[string]string{} // an empty M, never NULL
 	}
 	if e.ParentID != "" {
-		item[AttrGSI1PK] = S(GSI1PKParent(ns, e.ParentID))
-		item[AttrGSI1SK] = S(GSI1SKChild(e.ID))
+		rec.GSI1PK = GSI1PKParent(ns, e.ParentID)
+		rec.GSI1SK = GSI1SKChild(e.ID)
 	}
-	return item
+	return marshalItem(&rec)
 }
 
 // EntityFromItem reads an entity metadata item. Absent or NULL attributes
@@ -54,6 +65,13 @@ func EntityItem(ns string, e Entity) map[string]types.AttributeValue {
 // absent). Metadata values that are not strings are converted: numbers to
 // their decimal text, booleans to "true"/"false"; other types are skipped.
 // An unparsable created_at reads as the zero time.
+//
+// It is written by hand, not decoded with attributevalue like the other
+// items of fixed shape: every acquire that reads its buckets reads the
+// META records of the entity and of its parent in the same BatchGetItem,
+// and attributevalue.UnmarshalMap took four to five times as long here
+// (about 4 µs against 0.8 µs, and 6 allocations against 2; see
+// BenchmarkItemEntity).
 func EntityFromItem(item map[string]types.AttributeValue) Entity {
 	var e Entity
 	e.ID, _ = GetS(item, AttrEntityID)

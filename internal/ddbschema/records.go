@@ -26,33 +26,53 @@ type Version struct {
 	TemplateVersion string
 }
 
+// versionAttrs are the attributes of the version record that are read.
+type versionAttrs struct {
+	SchemaVersion    sAttr    `dynamodbav:"schema_version"`
+	ClientMinVersion sAttr    `dynamodbav:"client_min_version"`
+	UpdatedAt        timeAttr `dynamodbav:"updated_at"`
+	LambdaVersion    sAttr    `dynamodbav:"lambda_version,nullempty"`
+	UpdatedBy        sAttr    `dynamodbav:"updated_by,nullempty"`
+	// TemplateVersion is written by the Python library's deployments only.
+	TemplateVersion sAttr `dynamodbav:"template_version,omitempty"`
+}
+
+// versionRecord is the layout of the version record.
+type versionRecord struct {
+	tableKey
+	versionAttrs
+	gsi4Key
+}
+
 // VersionItem returns the version record item. Empty LambdaVersion and
 // UpdatedBy are written as NULL; a Go client leaves LambdaVersion empty,
 // since it deploys no Python Lambda.
 func VersionItem(v Version) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		AttrPK:               S(PKSystem(ReservedNamespace)),
-		AttrSK:               S(SKVersion),
-		AttrSchemaVersion:    S(v.SchemaVersion),
-		AttrClientMinVersion: S(v.ClientMinVersion),
-		AttrUpdatedAt:        S(FormatISOSeconds(v.UpdatedAt)),
-		AttrLambdaVersion:    SOrNull(v.LambdaVersion),
-		AttrUpdatedBy:        SOrNull(v.UpdatedBy),
-		AttrGSI4PK:           S(ReservedNamespace),
-		AttrGSI4SK:           S(PKSystem(ReservedNamespace)),
-	}
+	return marshalItem(&versionRecord{
+		tableKey: tableKey{PK: PKSystem(ReservedNamespace), SK: SKVersion},
+		versionAttrs: versionAttrs{
+			SchemaVersion:    sAttr(v.SchemaVersion),
+			ClientMinVersion: sAttr(v.ClientMinVersion),
+			UpdatedAt:        timeAttr(v.UpdatedAt),
+			LambdaVersion:    sAttr(v.LambdaVersion),
+			UpdatedBy:        sAttr(v.UpdatedBy),
+		},
+		gsi4Key: gsi4Key{GSI4PK: ReservedNamespace, GSI4SK: PKSystem(ReservedNamespace)},
+	})
 }
 
 // VersionFromItem reads the version record; absent attributes read as "".
 func VersionFromItem(item map[string]types.AttributeValue) Version {
-	var v Version
-	v.SchemaVersion, _ = GetS(item, AttrSchemaVersion)
-	v.ClientMinVersion, _ = GetS(item, AttrClientMinVersion)
-	v.LambdaVersion, _ = GetS(item, AttrLambdaVersion)
-	v.UpdatedBy, _ = GetS(item, AttrUpdatedBy)
-	v.TemplateVersion, _ = GetS(item, AttrTemplateVersion)
-	v.UpdatedAt = GetTime(item, AttrUpdatedAt)
-	return v
+	var a versionAttrs
+	unmarshalItem(item, &a)
+	return Version{
+		SchemaVersion:    string(a.SchemaVersion),
+		ClientMinVersion: string(a.ClientMinVersion),
+		LambdaVersion:    string(a.LambdaVersion),
+		UpdatedBy:        string(a.UpdatedBy),
+		UpdatedAt:        time.Time(a.UpdatedAt),
+		TemplateVersion:  string(a.TemplateVersion),
+	}
 }
 
 // ---------------------------------------------------------------------------
@@ -77,46 +97,62 @@ type Namespace struct {
 	DeletedAt time.Time
 }
 
-// namespaceItem returns a registry record with sort key sk.
-func namespaceItem(sk string, r Namespace) map[string]types.AttributeValue {
-	return map[string]types.AttributeValue{
-		AttrPK:            S(PKSystem(ReservedNamespace)),
-		AttrSK:            S(sk),
-		AttrNamespaceID:   S(r.ID),
-		AttrNamespaceName: S(r.Name),
-		AttrStatus:        S(r.Status),
-		AttrCreatedAt:     S(FormatISOSeconds(r.CreatedAt)),
-		AttrGSI4PK:        S(ReservedNamespace),
-		AttrGSI4SK:        S(PKSystem(ReservedNamespace)),
-	}
+// namespaceAttrs are the attributes of a registry record that are read.
+type namespaceAttrs struct {
+	ID        sAttr     `dynamodbav:"namespace_id"`
+	Name      sAttr     `dynamodbav:"namespace_name"`
+	Status    sAttr     `dynamodbav:"status"`
+	CreatedAt timeAttr  `dynamodbav:"created_at"`
+	DeletedAt *timeAttr `dynamodbav:"deleted_at,omitempty"`
+}
+
+// namespaceRecord is the layout of a forward or reverse registry record.
+type namespaceRecord struct {
+	tableKey
+	namespaceAttrs
+	gsi4Key
+}
+
+// namespaceItem returns a registry record with sort key sk, with
+// deleted_at when deletedAt is set.
+func namespaceItem(sk string, r Namespace, deletedAt time.Time) map[string]types.AttributeValue {
+	return marshalItem(&namespaceRecord{
+		tableKey: tableKey{PK: PKSystem(ReservedNamespace), SK: sk},
+		namespaceAttrs: namespaceAttrs{
+			ID:        sAttr(r.ID),
+			Name:      sAttr(r.Name),
+			Status:    sAttr(r.Status),
+			CreatedAt: timeAttr(r.CreatedAt),
+			DeletedAt: optTime(deletedAt),
+		},
+		gsi4Key: gsi4Key{GSI4PK: ReservedNamespace, GSI4SK: PKSystem(ReservedNamespace)},
+	})
 }
 
 // NamespaceForwardItem returns the name → id record `#NAMESPACE#{name}`.
 // DeletedAt is never written on forward records.
 func NamespaceForwardItem(r Namespace) map[string]types.AttributeValue {
-	return namespaceItem(SKNamespace(r.Name), r)
+	return namespaceItem(SKNamespace(r.Name), r, time.Time{})
 }
 
 // NamespaceReverseItem returns the id → name record `#NSID#{id}`, with
 // deleted_at when DeletedAt is set.
 func NamespaceReverseItem(r Namespace) map[string]types.AttributeValue {
-	item := namespaceItem(SKNSID(r.ID), r)
-	if !r.DeletedAt.IsZero() {
-		item[AttrDeletedAt] = S(FormatISOSeconds(r.DeletedAt))
-	}
-	return item
+	return namespaceItem(SKNSID(r.ID), r, r.DeletedAt)
 }
 
 // NamespaceFromItem reads a forward or reverse registry record. Absent
 // attributes read as zero values.
 func NamespaceFromItem(item map[string]types.AttributeValue) Namespace {
-	var r Namespace
-	r.ID, _ = GetS(item, AttrNamespaceID)
-	r.Name, _ = GetS(item, AttrNamespaceName)
-	r.Status, _ = GetS(item, AttrStatus)
-	r.CreatedAt = GetTime(item, AttrCreatedAt)
-	r.DeletedAt = GetTime(item, AttrDeletedAt)
-	return r
+	var a namespaceAttrs
+	unmarshalItem(item, &a)
+	return Namespace{
+		Name:      string(a.Name),
+		ID:        string(a.ID),
+		Status:    string(a.Status),
+		CreatedAt: time.Time(a.CreatedAt),
+		DeletedAt: timeOf(a.DeletedAt),
+	}
 }
 
 // namespaceIDAttempts bounds the rejection loop of NewNamespaceID, so a

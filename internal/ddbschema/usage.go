@@ -39,26 +39,48 @@ var usageSnapshotExcluded = map[string]bool{
 	AttrGSI2PK: true, AttrGSI2SK: true, AttrTTL: true,
 }
 
+// usageAttrs are the attributes of a usage snapshot item that are read,
+// but for its numbers.
+type usageAttrs struct {
+	EntityID    sAttr `dynamodbav:"entity_id"`
+	Resource    sAttr `dynamodbav:"resource"`
+	Window      sAttr `dynamodbav:"window"`
+	WindowStart sAttr `dynamodbav:"window_start"`
+}
+
+// usageRecord is the layout of a usage snapshot item without its counters.
+type usageRecord struct {
+	tableKey
+	usageAttrs
+	GSI2PK      string `dynamodbav:"GSI2PK"`
+	GSI2SK      string `dynamodbav:"GSI2SK"`
+	TTL         int64  `dynamodbav:"ttl"`
+	TotalEvents int64  `dynamodbav:"total_events"`
+	gsi4Key
+}
+
 // UsageSnapshotItem returns the snapshot item for s with the given ttl
 // (epoch seconds). The window key is FormatISOSeconds(s.WindowStart).
 // Counters named like a layout attribute (ttl, window, …) are skipped, as
 // they would collide.
 func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
 	key := FormatISOSeconds(s.WindowStart)
-	item := map[string]types.AttributeValue{
-		AttrPK:          S(PKEntity(ns, s.EntityID)),
-		AttrSK:          S(SKUsage(s.Resource, key)),
-		AttrEntityID:    S(s.EntityID),
-		AttrResource:    S(s.Resource),
-		AttrWindow:      S(s.WindowType),
-		AttrWindowStart: S(key),
-		AttrGSI2PK:      S(GSI2PKResource(ns, s.Resource)),
-		AttrGSI2SK:      S(GSI2SKUsage(key, s.EntityID)),
-		AttrGSI4PK:      S(ns),
-		AttrGSI4SK:      S(PKEntity(ns, s.EntityID)),
-		AttrTTL:         N(ttl),
-		AttrTotalEvents: N(s.TotalEvents),
-	}
+	item := marshalItem(&usageRecord{
+		tableKey: tableKey{PK: PKEntity(ns, s.EntityID), SK: SKUsage(s.Resource, key)},
+		usageAttrs: usageAttrs{
+			EntityID:    sAttr(s.EntityID),
+			Resource:    sAttr(s.Resource),
+			Window:      sAttr(s.WindowType),
+			WindowStart: sAttr(key),
+		},
+		GSI2PK:      GSI2PKResource(ns, s.Resource),
+		GSI2SK:      GSI2SKUsage(key, s.EntityID),
+		TTL:         ttl,
+		TotalEvents: s.TotalEvents,
+		gsi4Key:     gsi4Key{GSI4PK: ns, GSI4SK: PKEntity(ns, s.EntityID)},
+	})
+	// The counters are attributes named after the limits, so they are
+	// added by hand.
 	for name, n := range s.Counters {
 		if _, taken := item[name]; !taken && !usageSnapshotExcluded[name] {
 			item[name] = N(n)
@@ -74,17 +96,20 @@ func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.A
 // own (PK, SK, entity_id, resource, window, window_start, total_events,
 // GSI2PK, GSI2SK, ttl). A counter that is not an integer is an error.
 func UsageSnapshotFromItem(item map[string]types.AttributeValue) (s UsageSnapshot, ok bool, err error) {
-	s.EntityID, _ = GetS(item, AttrEntityID)
-	s.Resource, _ = GetS(item, AttrResource)
-	start, _ := GetS(item, AttrWindowStart)
+	var a usageAttrs
+	unmarshalItem(item, &a)
+	s.EntityID, s.Resource, s.WindowType = string(a.EntityID), string(a.Resource), string(a.Window)
+	start := string(a.WindowStart)
 	if s.EntityID == "" || s.Resource == "" || start == "" {
 		return UsageSnapshot{}, false, nil
 	}
 	if s.WindowStart, err = ParseISOSeconds(start); err != nil {
 		return UsageSnapshot{}, false, nil
 	}
-	s.WindowType, _ = GetS(item, AttrWindow)
 	s.WindowEnd = WindowEnd(s.WindowType, s.WindowStart)
+	// The numbers are read by hand: the counters are attributes named after
+	// the limits, and total_events is read with them so that a malformed
+	// number is reported with its attribute's name.
 	if s.TotalEvents, err = GetNOr(item, AttrTotalEvents, 0); err != nil {
 		return UsageSnapshot{}, false, fmt.Errorf("usage snapshot %s/%s %s: %w", s.EntityID, s.Resource, start, err)
 	}
