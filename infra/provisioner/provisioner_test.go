@@ -19,6 +19,7 @@ import (
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
@@ -127,7 +128,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 10)}, got)
 	// Audited as the stack.
-	events, err := rl.AuditEvents(ctx, limiter.AuditEntitySystem, 10, "")
+	events, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 10, "")
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	assert.Contains(t, events[0].Principal, "arn:aws:cloudformation:")
