@@ -131,7 +131,7 @@ func waitStack(ctx context.Context, t *testing.T, cf *cloudformation.Client, id 
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("stack %s still in progress: %v", id, ctx.Err())
+			require.FailNow(t, "stack still in progress", "%s: %v", id, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
