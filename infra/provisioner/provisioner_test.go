@@ -74,7 +74,7 @@ func event(t *testing.T, name, table, responseURL string) cfn.Event {
 }
 
 func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a safety net: DynamoDB Local is slow on a loaded machine
 	t.Cleanup(cancel)
 	return ctx
 }
