@@ -84,6 +84,9 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 	if err == nil || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
 		return lease, statuses, err
 	}
+	if isAccessDenied(err) {
+		return nil, nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: reqs[0].EntityID, Resource: reqs[0].Resource}
+	}
 	mode := o.onUnavailable
 	if mode == "" {
 		mode = rl.configs.resolveOnUnavailable(ctx)

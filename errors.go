@@ -46,6 +46,9 @@ var (
 	// lacks the optional ability they need (see [AuditLog], [UsageStore],
 	// [CapacityReader]).
 	ErrUnsupported = errors.New("limiter: not supported by this repository")
+	// ErrAccessDenied is matched by *[AccessDeniedError]: the backend
+	// refused the call for want of permission.
+	ErrAccessDenied = errors.New("limiter: access denied")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error
@@ -191,6 +194,44 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Cause }
+
+// AccessDeniedError is returned by Acquire, AcquireAll and Wait when the
+// backend refused the call for want of permission (DynamoDB's
+// AccessDeniedException: the caller's IAM policy does not grant the action
+// on the item, e.g. a principal confined to one namespace tried another's).
+// It is not an outage: the on-unavailable mode does not apply, so even
+// under "allow" nothing is admitted. It matches [ErrAccessDenied] and
+// unwraps to the cause.
+type AccessDeniedError struct {
+	Cause    error
+	Table    string
+	EntityID string
+	Resource string
+}
+
+// Error returns the cause's message followed by the context.
+func (e *AccessDeniedError) Error() string {
+	u := UnavailableError{Cause: e.Cause, Table: e.Table, EntityID: e.EntityID, Resource: e.Resource}
+	return "access denied: " + u.Error()
+}
+
+// Is reports whether target is [ErrAccessDenied].
+func (e *AccessDeniedError) Is(target error) bool { return target == ErrAccessDenied }
+
+// Unwrap returns the cause.
+func (e *AccessDeniedError) Unwrap() error { return e.Cause }
+
+// isAccessDenied reports whether err is a refusal for want of permission:
+// it matches [ErrAccessDenied], or carries the error code
+// AccessDeniedException (an AWS SDK API error, matched by its ErrorCode
+// method so that the core needs no SDK import).
+func isAccessDenied(err error) bool {
+	if errors.Is(err, ErrAccessDenied) {
+		return true
+	}
+	var coded interface{ ErrorCode() string }
+	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
+}
 
 // ValidationError reports an invalid input. It matches [ErrValidation] and,
 // depending on what was checked, [ErrInvalidIdentifier] or [ErrInvalidName].

@@ -215,7 +215,9 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 // *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
 // written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
-// returns a no-op lease. Context cancellation is returned as is.
+// returns a no-op lease; a refusal for want of permission is an
+// *[AccessDeniedError] in either mode. Context cancellation is returned as
+// is.
 func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
 	m := rl.obs.metrics
 	if m == nil {
@@ -251,6 +253,9 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	}
 	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
 		return nil, err
+	}
+	if isAccessDenied(err) {
+		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 	}
 	mode := o.onUnavailable
 	if mode == "" {

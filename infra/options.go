@@ -260,6 +260,7 @@ func (o StackOptions) Parameters(stackName string) (map[string]string, error) {
 	}
 	for param, component := range map[string]string{
 		"AcquireOnlyPolicyName": "acq", "FullAccessPolicyName": "full", "ReadOnlyPolicyName": "read",
+		"NamespaceAcquirePolicyName": "ns-acq", "NamespaceFullAccessPolicyName": "ns-full", "NamespaceReadOnlyPolicyName": "ns-read",
 	} {
 		name, err := formatName("PolicyNameFormat", o.PolicyNameFormat, stackName, component, 128)
 		if err != nil {

@@ -108,19 +108,22 @@ func TestParameters(t *testing.T) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{
-		"LambdaDurationThreshold": "90000", // 75 % of 120 s, in ms
-		"AggregatorRoleName":      "PB-my-stack-aggr",
-		"AppRoleName":             "PB-my-stack-app",
-		"AdminRoleName":           "PB-my-stack-admin",
-		"ReadOnlyRoleName":        "PB-my-stack-read",
-		"AcquireOnlyPolicyName":   "my-stack-acq-pol",
-		"FullAccessPolicyName":    "my-stack-full-pol",
-		"ReadOnlyPolicyName":      "my-stack-read-pol",
-		"RoleNameFormat":          "PB-{}",
-		"PITRRecoveryPeriodDays":  "7",
-		"SchemaVersion":           limiter.SchemaVersion,
-		"EnableIAMRoles":          "false",
-		"EnableIAM":               "true",
+		"LambdaDurationThreshold":       "90000", // 75 % of 120 s, in ms
+		"AggregatorRoleName":            "PB-my-stack-aggr",
+		"AppRoleName":                   "PB-my-stack-app",
+		"AdminRoleName":                 "PB-my-stack-admin",
+		"ReadOnlyRoleName":              "PB-my-stack-read",
+		"AcquireOnlyPolicyName":         "my-stack-acq-pol",
+		"FullAccessPolicyName":          "my-stack-full-pol",
+		"ReadOnlyPolicyName":            "my-stack-read-pol",
+		"NamespaceAcquirePolicyName":    "my-stack-ns-acq-pol",
+		"NamespaceFullAccessPolicyName": "my-stack-ns-full-pol",
+		"NamespaceReadOnlyPolicyName":   "my-stack-ns-read-pol",
+		"RoleNameFormat":                "PB-{}",
+		"PITRRecoveryPeriodDays":        "7",
+		"SchemaVersion":                 limiter.SchemaVersion,
+		"EnableIAMRoles":                "false",
+		"EnableIAM":                     "true",
 	} {
 		if p[k] != want {
 			t.Errorf("%s = %q, want %q", k, p[k], want)

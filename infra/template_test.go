@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	ddbtypes "github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
 	limiter "github.com/zaelimiter/limiter"
@@ -387,5 +389,68 @@ func TestTemplateCfnLint(t *testing.T) {
 	out, err := exec.CommandContext(ctx, bin, "--ignore-checks", "W1030", "--", "cfn_template.yaml").CombinedOutput()
 	if err != nil {
 		t.Errorf("cfn-lint cfn_template.yaml: %v\n%s", err, out)
+	}
+}
+
+// TestTemplateNamespacePolicies checks the three namespace-scoped policies:
+// named by their parameter (default {stack}-ns-*), condition
+// ForAllValues:StringLike on dynamodb:LeadingKeys with the principal's
+// zael_namespace_id tag (and "_/*" for the shared items), and an exported
+// output with each ARN. internal/iamproxy evaluates the same documents
+// against DynamoDB Local.
+func TestTemplateNamespacePolicies(t *testing.T) {
+	tpl := parseTemplate(t)
+	const own, shared = "${aws:PrincipalTag/zael_namespace_id}/*", "_/*"
+	type stmt struct {
+		Actions []string
+		Keys    []any
+	}
+	for _, c := range []struct {
+		logical, param, suffix string
+		want                   []stmt
+	}{
+		{"NamespaceAcquirePolicy", "NamespaceAcquirePolicyName", "ns-acq", []stmt{
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"}, []any{own}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
+		}},
+		{"NamespaceFullAccessPolicy", "NamespaceFullAccessPolicyName", "ns-full", []stmt{
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{own, shared}},
+		}},
+		{"NamespaceReadOnlyPolicy", "NamespaceReadOnlyPolicyName", "ns-read", []stmt{
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{own, shared}},
+		}},
+	} {
+		t.Run(c.logical, func(t *testing.T) {
+			res := path[map[string]any](t, tpl, "Resources", c.logical)
+			assert.Equal(t, "AWS::IAM::ManagedPolicy", res["Type"])
+			assert.Equal(t, "WantIAM", res["Condition"])
+			name := path[map[string]any](t, res, "Properties", "ManagedPolicyName")
+			assert.Equal(t, []any{"Has" + c.param, map[string]any{"Ref": c.param}, map[string]any{"Fn::Sub": "${AWS::StackName}-" + c.suffix}}, name["Fn::If"])
+			path[map[string]any](t, tpl, "Parameters", c.param)
+
+			stmts := path[[]any](t, res, "Properties", "PolicyDocument", "Statement")
+			require.Len(t, stmts, len(c.want))
+			for i, raw := range stmts {
+				s := raw.(map[string]any)
+				assert.Equal(t, "Allow", s["Effect"])
+				var actions []string
+				for _, a := range s["Action"].([]any) {
+					actions = append(actions, a.(string))
+				}
+				assert.Equal(t, c.want[i].Actions, actions, "statement %d", i)
+				assert.Equal(t, []any{
+					map[string]any{"Fn::GetAtt": []any{"RateLimitsTable", "Arn"}},
+					map[string]any{"Fn::Sub": "${RateLimitsTable.Arn}/index/*"},
+				}, s["Resource"])
+				cond := path[map[string]any](t, s, "Condition")
+				require.Len(t, cond, 1, "statement %d: one condition operator", i)
+				assert.Equal(t, c.want[i].Keys, path[[]any](t, cond, "ForAllValues:StringLike", "dynamodb:LeadingKeys"), "statement %d", i)
+			}
+
+			out := path[map[string]any](t, tpl, "Outputs", c.logical+"Arn")
+			assert.Equal(t, map[string]any{"Ref": c.logical}, out["Value"])
+			assert.Equal(t, "WantIAM", out["Condition"])
+			assert.Equal(t, map[string]any{"Fn::Sub": "${AWS::StackName}-" + c.logical + "Arn"}, path[map[string]any](t, out, "Export", "Name"))
+		})
 	}
 }
