@@ -10,17 +10,12 @@ import (
 	"time"
 )
 
-// ownHistogram is the histogram the package kept before it used
-// HdrHistogram, kept as the baseline of BenchmarkHistogram. It counts durations, in microseconds, in fixed log-linear buckets
-// (the layout of HdrownHistogram): values below 2^sub have a bucket each, and
-// every further power-of-two range [2^e, 2^(e+1)) is split into 2^sub equal
-// buckets, so a bucket is never wider than 1/2^sub of its values. Because the
-// buckets are fixed, two histograms with the same precision merge exactly by
-// adding their counts: the merge of the histograms of several processes is
-// the histogram of all their values.
-//
-// A ownHistogram is not safe for concurrent use. The zero value is not usable;
-// call [newOwnHistogram].
+// ownHistogram is the histogram the package kept by hand before it used
+// hdrhistogram-go, kept as the baseline of BenchmarkHistogram. It counts
+// durations, in microseconds, in HdrHistogram's layout: values below 2^sub
+// have a bucket each, and every further power-of-two range is split into
+// 2^sub equal buckets; histograms of the same precision merge by adding
+// their counts. It is not safe for concurrent use; call [newOwnHistogram].
 type ownHistogram struct {
 	sub    uint // log2 of the buckets per power of two
 	counts []uint64
@@ -124,7 +119,7 @@ func (h *ownHistogram) Buckets() []Bucket {
 	return out
 }
 
-// ownHistogramJSON is the wire form of a ownHistogram: the non-empty buckets by
+// ownHistogramJSON is the wire form of an ownHistogram: the non-empty buckets by
 // index, so that a process can send its histogram to another exactly.
 type ownHistogramJSON struct {
 	Sub    uint              `json:"sub"`
