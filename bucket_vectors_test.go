@@ -130,6 +130,22 @@ func bucketVectors(t *testing.T) []bucketVector {
 	} {
 		out = append(out, vectorOf("retry_after", in))
 	}
+	// Around 2^53, where a Lua implementation on doubles must switch to
+	// exact integers: values, products (elapsed × amount split into whole
+	// periods and a remainder, deficit × period) and amounts × 1000 just
+	// below and at 2^53.
+	const p53 = int64(1) << 53
+	for _, in := range [][]int64{
+		{p53 - 1, 0, 1, p53 - 1, 1000, 1000, 1}, {p53, 0, 1, p53, 1000, 1000, 1},
+		{0, 0, 1 << 20, p53 - 1, 1<<33 - 1, 1, 0}, {0, 0, 1 << 20, p53 - 1, 1 << 33, 1, 0},
+		{0, 0, 1<<26 - 1, p53 - 1, 1<<26 - 1, 1 << 26, 0}, {0, 0, 1<<27 - 1, p53 - 1, 1<<27 - 1, 1 << 27, 0},
+		{0, 5, 5, 1000, 1, 1<<43 - 1, 1 << 40}, {0, 5, 5, 1000, 1, 1 << 43, 1 << 40},
+		{0, 5, 5, 1000, 1000, 60_000, p53/1000 - 1}, {0, 5, 5, 1000, 1000, 60_000, p53/1000 + 1},
+		{-p53 + 1, 0, 1, 1000, 1000, 60_000, 1}, {1000, -p53 + 1, -p53 + 2, 1000, 3, 7, 1},
+	} {
+		out = append(out, vectorOf("refill", in[:6]), vectorOf("available", in[:6]), vectorOf("try_consume", in),
+			vectorOf("force_consume", in), vectorOf("time_until_available", in), vectorOf("retry_after", []int64{in[0], in[4], in[5]}))
+	}
 	// A fixed sample: realistic limits, and values near the int64 edges.
 	rng := rand.New(rand.NewPCG(16, 2026))
 	pick := func() int64 {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -30,17 +29,18 @@ func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
 	return b
 }
 
-// decodeJoined decodes an item the consume script returns: its fields and
-// values joined by newlines ("" when the item is missing).
-func decodeJoined(key limiter.BucketKey, item string) *limiter.Bucket {
-	if item == "" {
-		return nil
+// decodeLines decodes an item a consume script returns, its n fields and
+// values one a line at the start of s (nil when n is 0), and returns what
+// follows them.
+func decodeLines(key limiter.BucketKey, s string, n int) (*limiter.Bucket, string) {
+	if n == 0 {
+		return nil, s
 	}
-	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, strings.Count(item, "\n")/2)}
-	for item != "" {
+	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, n/2)}
+	for range n / 2 {
 		var k, v string
-		k, item, _ = strings.Cut(item, "\n")
-		v, item, _ = strings.Cut(item, "\n")
+		k, s, _ = strings.Cut(s, "\n")
+		v, s, _ = strings.Cut(s, "\n")
 		if k == "h" {
 			decodeHeader(b, v)
 		} else {
@@ -48,7 +48,7 @@ func decodeJoined(key limiter.BucketKey, item string) *limiter.Bucket {
 		}
 	}
 	finishBucket(b)
-	return b
+	return b, s
 }
 
 // decodeHeader sets b's item attributes from its header field.
@@ -359,22 +359,64 @@ func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite)
 	}
 }
 
-// encodeConsume appends the script arguments of req (see lua/consume.lua).
-func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
-	args = append(args, itoa(req.NowMs), strconv.Itoa(len(req.Limits)))
-	for _, l := range req.Limits {
-		args = append(args, l.Name, itoa(limiter.MilliTokens(l.Capacity))+"|"+itoa(limiter.MilliTokens(l.RefillAmount))+"|"+itoa(l.RefillPeriod.Milliseconds()))
+// limitArgs are the consume script's arguments of a limit, its name and
+// "cp|ra|rp", boxed once.
+type limitArgs struct{ name, params any }
+
+// maxLimitArgs bounds the limits whose arguments a store keeps.
+const maxLimitArgs = 1024
+
+// limitArgsOf returns the arguments of l, kept for the next request.
+func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
+	if v, ok := s.limitArgs.Load(l); ok {
+		return v.(limitArgs)
 	}
-	names := make([]string, 0, len(req.Consume))
-	for n := range req.Consume {
-		names = append(names, n)
+	la := limitArgs{name: l.Name, params: itoa(limiter.MilliTokens(l.Capacity)) + "|" + itoa(limiter.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
+	if s.limitArgsN.Add(1) <= maxLimitArgs {
+		s.limitArgs.Store(l, la)
 	}
-	sort.Strings(names)
-	args = append(args, strconv.Itoa(len(names)))
-	for _, n := range names {
-		args = append(args, n, itoa(limiter.MilliTokens(req.Consume[n])))
+	return la
+}
+
+// consumeArgs returns the command arguments of a consume script on reqs
+// (see lua/consume_lib.lua), its first two left for exec. The numbers are
+// held in one slice and passed by pointer, and the limits' arguments are
+// kept boxed (limitArgsOf), so that a request costs few allocations.
+func (s *Store) consumeArgs(reqs []limiter.SpeculativeRequest) []any {
+	argc, nums := 3+len(reqs), 0
+	for _, r := range reqs {
+		argc += 3 + 2*len(r.Limits) + 2*len(r.Consume)
+		nums += 1 + len(r.Consume)
 	}
-	return args
+	full := make([]any, 3+len(reqs), argc)
+	ints := make([]int64, 0, nums)
+	keys := make([]string, len(reqs))
+	full[2] = len(reqs)
+	for i, r := range reqs {
+		keys[i] = s.keys.bucket(r.Key)
+		full[3+i] = &keys[i]
+	}
+	for _, r := range reqs {
+		ints = append(ints, r.NowMs)
+		full = append(full, &ints[len(ints)-1], len(r.Limits))
+		for _, l := range r.Limits {
+			la := s.limitArgsOf(l)
+			full = append(full, la.name, la.params)
+		}
+		full = append(full, len(r.Consume))
+		for name, v := range r.Consume {
+			var boxed any = name
+			for _, l := range r.Limits {
+				if l.Name == name {
+					boxed = s.limitArgsOf(l).name
+					break
+				}
+			}
+			ints = append(ints, limiter.MilliTokens(v))
+			full = append(full, boxed, &ints[len(ints)-1])
+		}
+	}
+	return full
 }
 
 // SpeculativeConsume implements [limiter.SpeculativeStore]: one script,
@@ -406,7 +448,8 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 		for i, ri := range g {
 			part[i] = reqs[ri]
 		}
-		res, err := s.consumeSlot(ctx, part)
+		res := make([]limiter.SpeculativeResult, len(part))
+		err := s.consumeSlot(ctx, part, res)
 		if err == nil && res[0].Applied {
 			for i, ri := range g {
 				out[ri] = res[i]
@@ -454,58 +497,45 @@ func consumeLimits(c limiter.Consume) []limiter.LimitWrite {
 	return out
 }
 
-// consumeArgs returns the keys and arguments of a consume script on reqs
-// (see lua/consume_lib.lua).
-func (s *Store) consumeArgs(reqs []limiter.SpeculativeRequest) ([]string, []any) {
-	keys := make([]string, len(reqs))
-	args := make([]any, 0, 12*len(reqs))
-	for i, r := range reqs {
-		keys[i] = s.keys.bucket(r.Key)
-		args = encodeConsume(args, r)
-	}
-	return keys, args
-}
-
 // consumeEach runs the consume script that decides each request on its
 // own (see batcher.go) on requests whose items share a slot.
 func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
 	s.batches.Add(1)
 	s.batchedConsume.Add(int64(len(reqs)))
-	keys, args := s.consumeArgs(reqs)
-	v, err := s.run(ctx, scriptConsumeEach, keys, args...)
-	if err != nil {
-		return nil, err
-	}
-	res, _ := v.([]any)
-	if len(res) != 3*len(reqs) {
-		return nil, wrap("consume", errUnexpected)
-	}
 	out := make([]limiter.SpeculativeResult, len(reqs))
-	for i, r := range reqs {
-		reason, _ := res[3*i+1].(string)
-		item, _ := res[3*i+2].(string)
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: res[3*i] == int64(1), Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
+	if err := s.consumeRun(ctx, scriptConsumeEach, reqs, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// consumeSlot runs the consume script on requests whose items share a slot.
-func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
-	keys, args := s.consumeArgs(reqs)
-	v, err := s.run(ctx, scriptConsume, keys, args...)
+// consumeSlot runs the consume script (all requests or none) on requests
+// whose items share a slot, and writes their results into out.
+func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeRequest, out []limiter.SpeculativeResult) error {
+	return s.consumeRun(ctx, scriptConsume, reqs, out)
+}
+
+// consumeRun runs consume script sc on reqs and writes their results into
+// out. The reply is one string (see lua/consume_lib.lua, reply): per
+// request, whether it was applied, the reason it was not, and its item.
+func (s *Store) consumeRun(ctx context.Context, sc *script, reqs []limiter.SpeculativeRequest, out []limiter.SpeculativeResult) error {
+	cmd, err := s.exec(ctx, sc, s.consumeArgs(reqs), replyString)
 	if err != nil {
-		return nil, err
+		return wrap(sc.name, err)
 	}
-	res, _ := v.([]any)
-	if len(res) != 1+2*len(reqs) {
-		return nil, wrap("consume", errUnexpected)
-	}
-	applied := res[0] == int64(1)
-	out := make([]limiter.SpeculativeResult, len(reqs))
+	rest := cmd.(*redis.StringCmd).Val()
 	for i, r := range reqs {
-		reason, _ := res[1+i].(string)
-		item, _ := res[1+len(reqs)+i].(string)
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
+		var applied, reason, lines string
+		applied, rest, _ = strings.Cut(rest, "\n")
+		reason, rest, _ = strings.Cut(rest, "\n")
+		lines, rest, _ = strings.Cut(rest, "\n")
+		n, err := strconv.Atoi(lines)
+		if err != nil || n < 0 || (applied != "1" && applied != "0") {
+			return wrap(sc.name, errUnexpected)
+		}
+		var b *limiter.Bucket
+		b, rest = decodeLines(r.Key, rest, n)
+		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied == "1", Bucket: b, Reason: limiter.RefusalReason(reason)}
 	}
-	return out, nil
+	return nil
 }

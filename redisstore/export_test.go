@@ -10,3 +10,9 @@ func (s *Store) BucketKeyName(k limiter.BucketKey) string { return s.keys.bucket
 func (s *Store) BatchStats() (scripts, requests int64) {
 	return s.batches.Load(), s.batchedConsume.Load()
 }
+
+// LibraryName returns the name of the store's function library.
+func LibraryName() string { return library.name }
+
+// AllowBatches returns the number of Allow calls sent for queued requests.
+func (s *Store) AllowBatches() int64 { return s.allowBatches.Load() }
