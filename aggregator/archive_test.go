@@ -26,6 +26,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // newS3 serves an in-memory S3 (gofakes3) on loopback and returns a real
@@ -206,7 +207,7 @@ func TestArchiveFailure(t *testing.T) {
 	require.ErrorIs(t, res.Failures[1].Err, ErrNotApplied, "failures = %+v", res.Failures)
 	require.EqualValues(t, 0, res.EventsArchived, "result = %+v", res)
 	require.EqualValues(t, 0, res.ObjectsCreated, "result = %+v", res)
-	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 	require.Nil(t, f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z"), "a record after the failed archive was counted")
 }
 
@@ -243,7 +244,7 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 	for _, o := range objs {
 		assert.Contains(t, o.key, "/audit-local-", "key %q: want the runner's request id local-{first event id}", o.key)
 		for _, l := range o.lines {
-			assert.Equal(t, limiter.AuditEntityCreated, l["action"], "line = %v", l)
+			assert.Equal(t, store.AuditEntityCreated, l["action"], "line = %v", l)
 			got = append(got, l["event_id"].(string))
 		}
 	}

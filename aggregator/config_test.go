@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -51,7 +51,7 @@ func TestConfigOptions(t *testing.T) {
 	c := Config{Table: "t", Windows: []string{"monthly"}, SnapshotTTLDays: 7, ArchiveEnabled: true, ArchiveBucket: "b"}
 	p, err := NewProcessor(unused, c.Table, c.Options())
 	require.NoError(t, err)
-	require.Equal(t, []string{limiter.WindowMonthly}, p.opts.Windows, "options = %+v", p.opts)
+	require.Equal(t, []string{store.WindowMonthly}, p.opts.Windows, "options = %+v", p.opts)
 	require.Equal(t, 7*24*time.Hour, p.opts.SnapshotTTL, "options = %+v", p.opts)
 	require.Equal(t, "b", p.opts.ArchiveBucket, "options = %+v", p.opts)
 	c.ArchiveEnabled = false

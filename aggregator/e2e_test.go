@@ -12,6 +12,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func mustAcquire(t *testing.T, rl *limiter.RateLimiter, entity, resource string, c limiter.Consume, opts ...limiter.AcquireOption) *limiter.Lease {
@@ -98,7 +99,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	res := e.drain()
 	require.NotZero(t, res.SnapshotsUpdated, "no snapshot written: %+v", res)
 
-	for _, window := range []string{limiter.WindowHourly, limiter.WindowDaily} {
+	for _, window := range []string{store.WindowHourly, store.WindowDaily} {
 		span := windowSpan(t, window, begin, end)
 		for id, counters := range want {
 			snaps, _, err := spec.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: id, Resource: "gpt", Start: span[0], End: span[len(span)-1]})
@@ -112,7 +113,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 				if !containsTime(span, s.WindowStart) {
 					continue
 				}
-				if s.WindowStart.Hour() == 0 && (window == limiter.WindowHourly || s.WindowType != window) {
+				if s.WindowStart.Hour() == 0 && (window == store.WindowHourly || s.WindowType != window) {
 					shared++
 				}
 				for k, v := range s.Counters {
@@ -133,7 +134,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	}
 
 	// The summary of the hourly snapshots is the same total.
-	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: limiter.WindowHourly})
+	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: store.WindowHourly})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, sum.Total["rpm"], int64(2), "summary = %+v", sum)
 	assert.GreaterOrEqual(t, sum.Total["tpm"], int64(50), "summary = %+v", sum)
@@ -188,16 +189,16 @@ func TestE2ERefillKeepsFastPath(t *testing.T) {
 // ahead here). Only hourly windows, so that the midnight hour does not
 // share its item with the day.
 func TestE2EWindowFromEventTime(t *testing.T) {
-	e := newEnv(t, func(o *Options) { o.Windows = []string{limiter.WindowHourly} })
+	e := newEnv(t, func(o *Options) { o.Windows = []string{store.WindowHourly} })
 	e.clock.advance(3 * time.Hour)
 	rl := e.limiter(false)
 	begin := time.Now()
 	mustCommit(t, mustAcquire(t, rl, "w", "api", limiter.Consume{"rpm": 3}, limiter.WithLimits(limiter.PerMinute("rpm", 100))))
 	end := time.Now()
 	e.drain()
-	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: limiter.WindowHourly})
+	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: store.WindowHourly})
 	require.NoError(t, err)
-	span := windowSpan(t, limiter.WindowHourly, begin, end)
+	span := windowSpan(t, store.WindowHourly, begin, end)
 	require.Len(t, snaps, 1, "hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
 	require.True(t, containsTime(span, snaps[0].WindowStart), "hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
 	require.EqualValues(t, 3, snaps[0].Counters["rpm"], "hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
@@ -252,7 +253,7 @@ func TestE2EHotBucketShardsOnce(t *testing.T) {
 	require.EqualValues(t, 1, res.ShardItemsCreated, "after %d acquires: %d doublings, %d shard items created; want 1 and 1", n, res.ShardsDoubled, res.ShardItemsCreated)
 	require.GreaterOrEqual(t, doubledAt, 1500, "doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
 	require.LessOrEqual(t, doubledAt, 2000, "doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
-	assert.EqualValues(t, 0, rl.SpeculativeStats().Counts[limiter.SpecFallbackShardDoubled], "the client doubled too")
+	assert.EqualValues(t, 0, rl.SpeculativeStats().Counts[store.SpecFallbackShardDoubled], "the client doubled too")
 	s0, s1 := e.bucket("hot", "api", 0), e.bucket("hot", "api", 1)
 	require.EqualValues(t, 2, s0.ShardCount, "shard 0 = %+v, shard 1 = %+v", s0, s1)
 	require.NotNil(t, s1, "shard 0 = %+v, shard 1 = %+v", s0, s1)
@@ -289,5 +290,5 @@ func TestE2EQuietBucketNeverShards(t *testing.T) {
 	require.EqualValues(t, 0, res.ShardItemsCreated, "%d doublings, %d shard items created", res.ShardsDoubled, res.ShardItemsCreated)
 	require.EqualValues(t, 1, e.bucket("quiet", "api", 0).ShardCount, "shard 0")
 	require.Nil(t, e.bucket("quiet", "api", 1), "shard 0")
-	assert.GreaterOrEqual(t, rl.SpeculativeStats().Counts[limiter.SpecSuccess], int64(1400), "speculative successes")
+	assert.GreaterOrEqual(t, rl.SpeculativeStats().Counts[store.SpecSuccess], int64(1400), "speculative successes")
 }

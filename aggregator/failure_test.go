@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/require"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // insertRecord is the INSERT of a bucket item of entity that consumed
@@ -88,8 +88,8 @@ func TestProcessorSnapshotFailureCutsBatch(t *testing.T) {
 	require.EqualValues(t, 140, res.SnapshotsUpdated, "redelivery: %+v", res)
 	for i := range 120 {
 		entity := fmt.Sprintf("e%03d", i)
-		f.checkSnapshot(entity, "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 1}, 1)
-		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", limiter.WindowDaily, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 1}, 1)
 	}
 }
 
@@ -115,7 +115,7 @@ func TestProcessorSnapshotConflictRetried(t *testing.T) {
 	require.Empty(t, res.Failures, "result = %+v", res)
 	require.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
 	require.Equal(t, "TransactWriteItems!, TransactWriteItems!, TransactWriteItems", calls(f.rec), "calls")
-	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2}, 1)
+	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2}, 1)
 }
 
 // TestProcessorCostOneWritePerBatch: 100 records of one bucket item cost one
@@ -132,5 +132,5 @@ func TestProcessorCostOneWritePerBatch(t *testing.T) {
 	require.Empty(t, res.Failures, "result = %+v", res)
 	require.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
 	require.Equal(t, "TransactWriteItems", calls(f.rec), "calls")
-	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 100}, 100)
+	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 100}, 100)
 }

@@ -18,6 +18,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // fixtureNS is the namespace id of the items in testdata.
@@ -147,8 +148,8 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
 			assert.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
 			assert.EqualValues(t, 0, res.RefillsWritten, "result = %+v", res)
 		},
@@ -159,8 +160,8 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 		},
 	}, {
 		// TTL deletions of an audit event (archival off) and of a bucket:
@@ -185,7 +186,7 @@ func TestProcessorFixtures(t *testing.T) {
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", limiter.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
+			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
 			assert.EqualValues(t, 50_000_000, f.n(item, "b_tpm_tk"), "tk")
 			assert.Equal(t, refillNow.UnixMilli(), f.n(item, "rf"), "rf")
@@ -346,7 +347,7 @@ func TestProcessorMalformed(t *testing.T) {
 			require.Equal(t, want[1], got[1], "BatchItemFailures = %v, want %v", got, want)
 			// Only the first record counted: +2 rpm, -100 tpm.
 			const hour = "2026-03-04T05:00:00Z"
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 
 			// The stream redelivers from the poison record: still refused,
 			// nothing counted.
@@ -355,11 +356,11 @@ func TestProcessorMalformed(t *testing.T) {
 			require.ErrorIs(t, res.Failures[0].Err, ErrMalformedRecord, "failures = %v", res.Failures)
 			require.ErrorIs(t, res.Failures[1].Err, ErrNotApplied, "failures = %v", res.Failures)
 			require.Equal(t, ev.Records[1].EventID, res.Failures[0].EventID, "first failure = %+v", res.Failures[0])
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 			// Past the poison record (the on-failure destination took it),
 			// the last record counts once: +4 rpm.
 			require.Empty(t, f.proc.Process(f.ctx, ev.Records[2:], "last").Failures, "failures")
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
 		})
 	}
 }

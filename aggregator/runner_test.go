@@ -13,6 +13,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // snapshotFault fails the snapshot writes while *left > 0 (each failure
@@ -49,7 +50,7 @@ func TestE2ERunnerRetriesFailedRecords(t *testing.T) {
 			var left atomic.Int32
 			left.Store(tc.failures)
 			proc, err := NewProcessor(ddblocal.Client(t, e.procRec.Option(), snapshotFault(&left, outage)), e.repo.Table(),
-				func(o *Options) { o.Now = e.clock.now; o.Windows = []string{limiter.WindowHourly} })
+				func(o *Options) { o.Now = e.clock.now; o.Windows = []string{store.WindowHourly} })
 			require.NoError(t, err)
 			runner := NewRunner(ddblocal.StreamsClient(t), e.repo.Table(), proc, func(o *RunnerOptions) { o.MaxRetries = 2 })
 			rl := e.limiter(true)

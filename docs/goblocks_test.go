@@ -35,6 +35,8 @@ var knownImports = map[string]string{
 	"redisstore":  modulePath + "/redisstore",
 	"redis":       "github.com/redis/go-redis/v9",
 	"storetest":   modulePath + "/storetest",
+	"store":       modulePath + "/store",
+	"httplimit":   modulePath + "/httplimit",
 	"aggregator":  modulePath + "/aggregator",
 	"infra":       modulePath + "/infra",
 	"otelmetrics": modulePath + "/otelmetrics",
@@ -356,7 +358,7 @@ func TestIdentifiersExist(t *testing.T) {
 	}
 	rateLimiter := pkgs["limiter"].Scope().Lookup("RateLimiter").Type()
 	lease := pkgs["limiter"].Scope().Lookup("Lease").Type()
-	qualRe := regexp.MustCompile(`\b(limiter|memorystore|storetest|aggregator|infra|otelmetrics|rl|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualRe := regexp.MustCompile(`\b(limiter|store|httplimit|memorystore|storetest|aggregator|infra|otelmetrics|rl|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	typeRe := regexp.MustCompile(`(?:^|[^\w.])([A-Z]\w*)\.([A-Z]\w*)\b`)
 	checked := 0
 	for _, f := range markdownFiles(t) {

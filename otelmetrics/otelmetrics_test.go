@@ -20,6 +20,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/otelmetrics"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // points summarises the collected data points as sorted lines
@@ -174,12 +175,12 @@ func TestStoreResults(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
-	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, fmt.Errorf("write: %w", limiter.ErrConditionFailed))
-	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, limiter.ErrTransactionConflict)
-	m.StoreCall(ctx, limiter.StoreGetBucket, time.Millisecond, errors.New("boom"))
-	m.StoreCall(ctx, limiter.StoreOp(99), time.Millisecond, nil)
+	m.StoreCall(ctx, store.StoreWriteBuckets, time.Millisecond, fmt.Errorf("write: %w", store.ErrConditionFailed))
+	m.StoreCall(ctx, store.StoreWriteBuckets, time.Millisecond, store.ErrTransactionConflict)
+	m.StoreCall(ctx, store.StoreGetBucket, time.Millisecond, errors.New("boom"))
+	m.StoreCall(ctx, store.StoreOp(99), time.Millisecond, nil)
 	m.AcquireDone(ctx, limiter.AcquireOutcome(99), time.Millisecond)
-	m.SpeculativeOutcome(limiter.SpeculativeOutcome(99))
+	m.SpeculativeOutcome(store.SpeculativeOutcome(99))
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheMiss, 2)
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheEviction, 1)
 	m.CacheEvent(limiter.CacheEntities, limiter.CacheEvent(99), 1)
@@ -204,8 +205,8 @@ func TestRecordAllocs(t *testing.T) {
 	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(1000, func() {
 		m.AcquireDone(ctx, limiter.AcquireAdmitted, time.Millisecond)
-		m.SpeculativeOutcome(limiter.SpecSuccess)
-		m.StoreCall(ctx, limiter.StoreSpeculativeConsume, time.Millisecond, nil)
+		m.SpeculativeOutcome(store.SpecSuccess)
+		m.StoreCall(ctx, store.StoreSpeculativeConsume, time.Millisecond, nil)
 		m.CacheEvent(limiter.CacheConfigs, limiter.CacheHit, 3)
 		m.CacheEvent(limiter.CacheEntities, limiter.CacheEviction, 1)
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // privateStore returns a store on a server of the test's own, with the
@@ -106,7 +107,7 @@ func TestLuaCodeRecovery(t *testing.T) {
 				require.NoError(t, err, "Allow after the flush")
 				assert.True(t, r.Allowed)
 			}
-			b, err := s.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+			b, err := s.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 			require.NoError(t, err)
 			require.NotNil(t, b)
 			assert.Equal(t, int64(2000), b.States[0].TotalConsumedMilli)
@@ -255,7 +256,7 @@ func TestClusterSlots(t *testing.T) {
 		lease.Commit(ctx)
 		var keySlots []int64
 		for _, id := range []string{"key", "proj"} {
-			k := s.BucketKeyName(limiter.BucketKey{EntityID: id, Resource: resource})
+			k := s.BucketKeyName(store.BucketKey{EntityID: id, Resource: resource})
 			if n, err := cc.Exists(ctx, k).Result(); err != nil || n != 1 {
 				t.Fatalf("bucket %s: exists %d, %v", k, n, err)
 			}
@@ -275,14 +276,14 @@ func TestClusterSlots(t *testing.T) {
 	}
 	// A two-resource write: the second condition fails, the first part is
 	// given back.
-	a := limiter.BucketKey{EntityID: "key", Resource: "model-a"}
-	bk := limiter.BucketKey{EntityID: "key", Resource: "model-b"}
-	take := func(k limiter.BucketKey, expected int64) limiter.BucketWrite {
-		return limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
+	a := store.BucketKey{EntityID: "key", Resource: "model-a"}
+	bk := store.BucketKey{EntityID: "key", Resource: "model-b"}
+	take := func(k store.BucketKey, expected int64) store.BucketWrite {
+		return store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
 	}
-	err := s.WriteBuckets(ctx, []limiter.BucketWrite{take(a, 2000), take(bk, 50_000)})
-	if !errors.Is(err, limiter.ErrConditionFailed) {
+	err := s.WriteBuckets(ctx, []store.BucketWrite{take(a, 2000), take(bk, 50_000)})
+	if !errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("cross-slot write with a failing part: %v, want ErrConditionFailed", err)
 	}
 	got, _ := s.GetBucket(ctx, a)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestEntityCommands(t *testing.T) {
@@ -155,8 +156,8 @@ func TestAuditList(t *testing.T) {
 	}
 	e.json(&all, "audit", "list", "--entity-id", "key-1")
 	require.Len(t, all.Events, 2, "audit list -o json")
-	assert.Equal(t, limiter.AuditLimitsSet, all.Events[0].Action, "audit list -o json: newest first")
-	assert.Equal(t, limiter.AuditEntityCreated, all.Events[1].Action, "audit list -o json")
+	assert.Equal(t, store.AuditLimitsSet, all.Events[0].Action, "audit list -o json: newest first")
+	assert.Equal(t, store.AuditEntityCreated, all.Events[1].Action, "audit list -o json")
 	assert.NotNil(t, all.Events[0].Details["limits"], "audit list -o json: details")
 	assert.Empty(t, all.Next, "audit list -o json: no next page")
 
