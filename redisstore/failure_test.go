@@ -263,18 +263,26 @@ func TestClusterSlots(t *testing.T) {
 }
 
 // TestClusterLibrary: on a Cluster the function library is loaded on every
-// master, so requests on resources in any slot find it; after FUNCTION
-// FLUSH on every master it is loaded again, once per master.
+// master, so requests on resources and Allow keys in any slot find it;
+// after FUNCTION FLUSH on every master it is loaded again, once, on every
+// master.
 func TestClusterLibrary(t *testing.T) {
 	ctx := context.Background()
 	s := newClusterStore(t)
 	cc := s.Client().(*redis.ClusterClient)
 	rl := limiter.New(s)
+	gcra, err := redisstore.New(cc, func(o *redisstore.Options) { o.Prefix, o.Algorithm = redisserver.Prefix(t), redisstore.GCRA })
+	require.NoError(t, err)
 	check := func(what string) {
 		for i := range 12 {
 			lease, err := rl.Acquire(ctx, "key", "model-"+strconv.Itoa(i), limiter.Consume{"rpm": 1}, tenRPM)
 			require.NoError(t, err, what)
 			require.NoError(t, lease.Commit(ctx))
+			for _, st := range []*redisstore.Store{s, gcra} {
+				r, err := st.Allow(ctx, "user-"+strconv.Itoa(i), limiter.PerMinute("rpm", 10), 1)
+				require.NoError(t, err, what)
+				assert.True(t, r.Allowed, what)
+			}
 		}
 		var mu sync.Mutex
 		libs := map[string][]string{} // by master
@@ -297,7 +305,8 @@ func TestClusterLibrary(t *testing.T) {
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return m.FunctionFlush(ctx).Err()
 	}))
-	before := s.ScriptReloads()
+	loads := func() int64 { return s.ScriptReloads() + gcra.ScriptReloads() }
+	before := loads()
 	check("after FUNCTION FLUSH")
-	assert.Equal(t, before+1, s.ScriptReloads(), "one load, on every master")
+	assert.Equal(t, before+1, loads(), "one load, on every master")
 }
