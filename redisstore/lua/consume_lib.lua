@@ -76,15 +76,15 @@ local function check(argv, flat, now, li, nl, ci, nc)
     if amt ~= '0' then
       local p, tk, tc = split(flat[i])
       local a, t, c = num(amt), num(tk), num(tc)
-      local nt, nc
+      local nt, ntc
       if a and t and c then
-        nt, nc = t - a, c + a
-        if nt <= -B53 or nt >= B53 or nc <= -B53 or nc >= B53 then nt = nil end
+        nt, ntc = t - a, c + a
+        if nt <= -B53 or nt >= B53 or ntc <= -B53 or ntc >= B53 then nt = nil end
       end
       set[#set + 1] = f
       if nt then
         if a > 0 and t < a then short = true end -- a positive amount not covered
-        set[#set + 1] = p .. '|' .. fmt(nt) .. '|' .. fmt(nc)
+        set[#set + 1] = p .. "|" .. fmt(nt) .. "|" .. fmt(ntc)
       else
         if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
         set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
