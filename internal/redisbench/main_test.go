@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -27,4 +28,19 @@ func TestRunSmall(t *testing.T) {
 		line := regexp.MustCompile(`(?m)^(Allow|lease|hot key).*? [0-9.]+× \[[0-9.]+–[0-9.]+\] +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ *$`)
 		assert.Len(t, line.FindAllString(out.String(), -1), 8+1+1+1, "%s: a line per case", scripts)
 	}
+}
+
+// TestMakeBenchRedis: `make bench-redis` runs this program with
+// REDISBENCHFLAGS.
+func TestMakeBenchRedis(t *testing.T) {
+	makeTool, err := exec.LookPath("make")
+	if err != nil {
+		t.Skip("no make")
+	}
+	cmd := exec.Command(makeTool, "-n", "--no-print-directory", "bench-redis", "REDISBENCHFLAGS=-rounds 1")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "go run ./internal/redisbench -rounds 1\n")
 }
