@@ -7,7 +7,8 @@
 // of the per-round ratio of their ops/s. For each contender it also prints
 // the server time per call (usec_per_call of INFO commandstats, over its
 // own rounds: FCALL for the store's functions, EVALSHA for scripts), the
-// calls per operation, and the client's allocations and CPU time per
+// calls per operation and the server time per operation (a batched call
+// serves several), and the client's allocations and CPU time per
 // operation (of the whole process during its rounds: the benchmark, the
 // limiter and go-redis).
 //
@@ -94,7 +95,7 @@ func run(w io.Writer, args []string) error {
 	info, _ := client.Info(ctx, "server").Result()
 	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store; B: redis_rate), median [min–max] of the rounds\n\n",
 		field(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
-	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "allocs/op", "client µs/op")
+	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %15s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "server µs/op", "allocs/op", "client µs/op")
 	for _, c := range cases(client, cfg.scripts) {
 		if !filter.MatchString(c.name) {
 			continue
@@ -160,10 +161,11 @@ func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client
 		}
 		return fmt.Sprintf("%.1f", s.usec/float64(s.calls))
 	}
-	fmt.Fprintf(w, "%-44s %9.0f %9.0f %8.2f× [%.2f–%.2f] %8s / %-6s %5.2f / %-5.2f %5.1f / %-5.1f %6.1f / %-6.1f\n",
+	fmt.Fprintf(w, "%-44s %9.0f %9.0f %8.2f× [%.2f–%.2f] %8s / %-6s %5.2f / %-5.2f %6.1f / %-6.1f %5.1f / %-5.1f %6.1f / %-6.1f\n",
 		cp.name, median(cp.a.opsPerSec), median(cp.b.opsPerSec), median(ratios), ratios[0], ratios[len(ratios)-1],
 		server(cp.a), server(cp.b),
 		float64(cp.a.calls)/float64(cp.a.ops), float64(cp.b.calls)/float64(cp.b.ops),
+		cp.a.usec/float64(cp.a.ops), cp.b.usec/float64(cp.b.ops),
 		float64(cp.a.mallocs)/float64(cp.a.ops), float64(cp.b.mallocs)/float64(cp.b.ops),
 		float64(cp.a.cpu.Microseconds())/float64(cp.a.ops), float64(cp.b.cpu.Microseconds())/float64(cp.b.ops))
 	if a, r := cp.a.allowedN.Load(), cp.a.refusedN.Load(); a+r > 0 && r > 0 {
