@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The bucket math's golden vectors: inputs and outputs of every function
@@ -51,14 +54,14 @@ func b01(b bool) int64 {
 func vectorOf(fn string, in []int64) bucketVector {
 	v := bucketVector{Fn: fn, In: strs(in...)}
 	if fn == "retry_after" {
-		v.Out = strs(int64(calculateRetryAfter(in[0], in[1], in[2])))
+		v.Out = strs(int64(bucketmath.RetryAfter(in[0], in[1], in[2])))
 		return v
 	}
-	s := BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
+	s := store.BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
 	now := in[2]
 	switch fn {
 	case "refill":
-		tk, last := refillBucket(in[0], in[1], now, in[3], in[4], in[5])
+		tk, last := bucketmath.Refill(in[0], in[1], now, in[3], in[4], in[5])
 		v.Out = strs(tk, last)
 	case "try_consume":
 		r := tryConsume(s, in[6], now)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Batching under concurrency.
@@ -163,7 +163,7 @@ func (b *batcher[Q, R]) lead(ctx context.Context, name string, g *batchGroup[Q, 
 
 // consumeGroupOf returns the slot group of key's requests: every request
 // on a standalone server, one per resource on a Cluster.
-func (s *Store) consumeGroupOf(key limiter.BucketKey) string {
+func (s *Store) consumeGroupOf(key store.BucketKey) string {
 	if !s.sharded {
 		return ""
 	}
@@ -171,17 +171,17 @@ func (s *Store) consumeGroupOf(key limiter.BucketKey) string {
 }
 
 // consume runs req through the batcher of speculative consumes.
-func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
+func (s *Store) consume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	res, err := s.consumes.do(ctx, s.consumeGroupOf(req.Key), req)
 	if err != nil {
-		return limiter.SpeculativeResult{Key: req.Key}, err
+		return store.SpeculativeResult{Key: req.Key}, err
 	}
 	return res, nil
 }
 
 // consumeOne sends one speculative consume.
-func (s *Store) consumeOne(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
-	var res [1]limiter.SpeculativeResult
-	err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req}, res[:])
+func (s *Store) consumeOne(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	var res [1]store.SpeculativeResult
+	err := s.consumeSlot(ctx, []store.SpeculativeRequest{req}, res[:])
 	return res[0], err
 }

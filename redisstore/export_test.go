@@ -1,9 +1,9 @@
 package redisstore
 
-import "github.com/zaelimiter/limiter"
+import "github.com/zaelimiter/limiter/store"
 
 // BucketKeyName returns the Redis key of a bucket item.
-func (s *Store) BucketKeyName(k limiter.BucketKey) string { return s.keys.bucket(k) }
+func (s *Store) BucketKeyName(k store.BucketKey) string { return s.keys.bucket(k) }
 
 // BatchStats returns the number of consume scripts sent for queued
 // requests and the number of requests in them.

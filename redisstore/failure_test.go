@@ -14,6 +14,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // privateStore returns a store on a server of the test's own, with the
@@ -105,7 +106,7 @@ func TestLuaCodeRecovery(t *testing.T) {
 				require.NoError(t, err, "Allow after the flush")
 				assert.True(t, r.Allowed)
 			}
-			b, err := s.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+			b, err := s.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 			require.NoError(t, err)
 			require.NotNil(t, b)
 			assert.Equal(t, int64(2000), b.States[0].TotalConsumedMilli)
@@ -233,7 +234,7 @@ func TestClusterSlots(t *testing.T) {
 		lease.Commit(ctx)
 		var keySlots []int64
 		for _, id := range []string{"key", "proj"} {
-			k := s.BucketKeyName(limiter.BucketKey{EntityID: id, Resource: resource})
+			k := s.BucketKeyName(store.BucketKey{EntityID: id, Resource: resource})
 			n, err := cc.Exists(ctx, k).Result()
 			require.NoError(t, err)
 			require.Equal(t, int64(1), n, "bucket %s exists", k)
@@ -247,14 +248,14 @@ func TestClusterSlots(t *testing.T) {
 	assert.GreaterOrEqual(t, len(slots), 6, "slots of 12 resources")
 	// A two-resource write: the second condition fails, the first part is
 	// given back.
-	a := limiter.BucketKey{EntityID: "key", Resource: "model-a"}
-	bk := limiter.BucketKey{EntityID: "key", Resource: "model-b"}
-	take := func(k limiter.BucketKey, expected int64) limiter.BucketWrite {
-		return limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
+	a := store.BucketKey{EntityID: "key", Resource: "model-a"}
+	bk := store.BucketKey{EntityID: "key", Resource: "model-b"}
+	take := func(k store.BucketKey, expected int64) store.BucketWrite {
+		return store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
 	}
-	err := s.WriteBuckets(ctx, []limiter.BucketWrite{take(a, 2000), take(bk, 50_000)})
-	require.ErrorIs(t, err, limiter.ErrConditionFailed, "cross-slot write with a failing part")
+	err := s.WriteBuckets(ctx, []store.BucketWrite{take(a, 2000), take(bk, 50_000)})
+	require.ErrorIs(t, err, store.ErrConditionFailed, "cross-slot write with a failing part")
 	got, err := s.GetBucket(ctx, a)
 	require.NoError(t, err)
 	st, _ := got.State("rpm")

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Defaults of [Options].
@@ -66,7 +67,7 @@ type Store struct {
 	mode    atomic.Int32 // modeFunctions or modeScripts
 	loads   singleflight.Group
 
-	consumes       batcher[limiter.SpeculativeRequest, limiter.SpeculativeResult]
+	consumes       batcher[store.SpeculativeRequest, store.SpeculativeResult]
 	allows         batcher[allowReq, AllowResult]
 	batches        atomic.Int64 // consume scripts sent for queued requests
 	batchedConsume atomic.Int64 // the requests in them
@@ -74,11 +75,11 @@ type Store struct {
 }
 
 var (
-	_ limiter.Repository       = (*Store)(nil)
-	_ limiter.SpeculativeStore = (*Store)(nil)
-	_ limiter.BatchStore       = (*Store)(nil)
-	_ limiter.AuditLog         = (*Store)(nil)
-	_ limiter.ConfigLister     = (*Store)(nil)
+	_ limiter.Repository     = (*Store)(nil)
+	_ store.SpeculativeStore = (*Store)(nil)
+	_ store.BatchStore       = (*Store)(nil)
+	_ store.AuditLog         = (*Store)(nil)
+	_ store.ConfigLister     = (*Store)(nil)
 )
 
 // New returns a store on client: a *redis.Client (a standalone server, or
@@ -107,7 +108,7 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	if o.DisableFunctions {
 		s.mode.Store(modeScripts)
 	}
-	s.consumes = batcher[limiter.SpeculativeRequest, limiter.SpeculativeResult]{op: "consume", one: s.consumeOne, many: s.consumeEach}
+	s.consumes = batcher[store.SpeculativeRequest, store.SpeculativeResult]{op: "consume", one: s.consumeOne, many: s.consumeEach}
 	s.allows = batcher[allowReq, AllowResult]{op: "allow", one: s.allowOne, many: s.allowMany}
 	return s, nil
 }
@@ -148,7 +149,7 @@ func (k keyspace) admin(parts ...string) string {
 // bucketTag is the hash tag of the bucket items of resource.
 func (k keyspace) bucketTag(resource string) string { return k.ns + ":" + resource }
 
-func (k keyspace) bucket(key limiter.BucketKey) string {
+func (k keyspace) bucket(key store.BucketKey) string {
 	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
@@ -171,11 +172,11 @@ func (k keyspace) throttle(key, kind string) string {
 
 // config returns the key of a stored config. Resources hold no ':', so the
 // entity id (which may) comes last.
-func (k keyspace) config(c limiter.ConfigKey) string {
+func (k keyspace) config(c store.ConfigKey) string {
 	switch c.Level {
-	case limiter.LevelEntity:
+	case store.LevelEntity:
 		return k.admin("c", "e", c.Resource, c.EntityID)
-	case limiter.LevelResource:
+	case store.LevelResource:
 		return k.admin("c", "r", c.Resource)
 	}
 	return k.admin("c", "s")

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Algorithm selects how [Store.Allow] keeps the state of a key.
@@ -68,7 +69,7 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 	}
 	now := s.opts.Now().UnixMilli()
 	req := allowReq{key: s.keys.throttle(key, "t"),
-		v: [5]int64{now, limiter.MilliTokens(limit.Capacity), limiter.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n}}
+		v: [5]int64{now, store.MilliTokens(limit.Capacity), store.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n}}
 	if s.opts.Algorithm == GCRA {
 		req = allowReq{key: s.keys.throttle(key, "g"), v: [5]int64{now, limit.Capacity, limit.RefillAmount, limit.RefillPeriod.Milliseconds(), n}}
 	}
