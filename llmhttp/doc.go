@@ -1,0 +1,22 @@
+// Package llmhttp rate-limits LLM API calls at the HTTP layer: [Transport]
+// is an [net/http.RoundTripper] for the OpenAI and Anthropic SDKs (through
+// their WithHTTPClient options) or any [net/http.Client]. A request whose
+// context carries [WithCall] is charged to an (entity, resource) of a
+// [github.com/zaelimiter/limiter.RateLimiter]: the estimate is acquired
+// before the request is sent (a denial returns the limiter's
+// *RateLimitExceededError and sends nothing), the real usage is read from
+// the response — the JSON body's usage object, or the usage events of a
+// server-sent event stream — while the caller reads the body, and the lease
+// is adjusted to it and committed when the body is read to the end or
+// closed.
+//
+// # Usage
+//
+//	rl := limiter.New(repo)
+//	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil)}
+//	ctx = llmhttp.WithCall(ctx, "api-key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1500})
+//	// make the SDK call with ctx, the SDK built with option.WithHTTPClient(client)
+//
+// [ParseQuota] reads the rate-limit headers of OpenAI, Anthropic and Azure
+// OpenAI. The package llmtest holds a fake provider to test against.
+package llmhttp

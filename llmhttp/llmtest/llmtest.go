@@ -1,0 +1,385 @@
+// Package llmtest is a fake LLM provider for tests: an HTTP server that
+// speaks enough of OpenAI's chat completions API (POST /v1/chat/completions)
+// and Anthropic's messages API (POST /v1/messages) for their SDKs, and
+// enforces its own rate limits the way the providers do.
+//
+// Each API key (x-api-key, or the bearer token of Authorization) has
+// a request bucket and a token bucket, refilled continuously at
+// [Config.RPM] and [Config.TPM] per minute. A request is answered 429,
+// with retry-after (and retry-after-ms for OpenAI), when either bucket
+// cannot pay for it; otherwise it costs one request and its input plus
+// output tokens. Every response carries the provider's rate-limit headers
+// in its real format: x-ratelimit-{limit,remaining,reset}-{requests,tokens}
+// with Go-style reset durations for OpenAI,
+// anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset} with RFC
+// 3339 reset times for Anthropic. Bodies carry the usage object; with
+// "stream": true the answer is a server-sent event stream (OpenAI's final
+// usage chunk when stream_options.include_usage is set; Anthropic's
+// message_start and message_delta).
+//
+// [Config.HiddenShare] simulates another application on the same key, which
+// the client under test does not see: it takes that share of each bucket's
+// refill before the client can.
+//
+// Token counts are deterministic: a text counts one token per four bytes
+// (rounded up), each message four more; the answer has [Config.OutputTokens]
+// tokens, fewer when the request's max_tokens (or max_completion_tokens)
+// says so.
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config sets the fake provider's limits and answers. Zero fields take the
+// defaults given.
+type Config struct {
+	// RPM and TPM are each key's requests and tokens per minute (and
+	// bucket capacities). Zero means 10,000 and 1,000,000.
+	RPM, TPM int64
+	// HiddenShare is the fraction, in [0, 1), of each bucket's refill that
+	// an unseen consumer takes.
+	HiddenShare float64
+	// OutputTokens is the length of each answer. Zero means 64.
+	OutputTokens int64
+	// Latency is how long the server thinks before answering.
+	Latency time.Duration
+	// StreamChunks is the number of content events of a stream. Zero
+	// means 4.
+	StreamChunks int
+	// Now is the server's clock. Nil means time.Now.
+	Now func() time.Time
+}
+
+// KeyStats counts what the server did for one key.
+type KeyStats struct {
+	// Requests is every request; Admitted those answered 200 and
+	// RateLimited those answered 429.
+	Requests, Admitted, RateLimited int64
+	// Tokens is the input plus output tokens of the admitted requests.
+	Tokens int64
+	// HiddenTokens and HiddenRequests are what the hidden consumer took.
+	HiddenTokens, HiddenRequests float64
+}
+
+// Server is the fake provider. It is safe for concurrent use; call Close
+// when done.
+type Server struct {
+	// URL is the server's base URL (without /v1), for the SDKs' base URL
+	// options.
+	URL string
+
+	cfg Config
+	srv *httptest.Server
+
+	mu   sync.Mutex // guards keys and seq
+	keys map[string]*keyState
+	seq  int64
+}
+
+type keyState struct {
+	reqs, toks bucket
+	stats      KeyStats
+}
+
+// bucket is a continuously refilled token bucket in float tokens.
+type bucket struct {
+	capacity, perMs float64
+	level           float64
+	last            time.Time
+}
+
+// advance refills b to now, then lets the hidden consumer take its share
+// of the refill; it returns what the hidden consumer took.
+func (b *bucket) advance(now time.Time, share float64) float64 {
+	dt := float64(now.Sub(b.last).Microseconds()) / 1000
+	if dt <= 0 {
+		return 0
+	}
+	b.last = now
+	earned := dt * b.perMs
+	b.level = math.Min(b.capacity, b.level+earned)
+	hidden := math.Min(share*earned, math.Max(b.level, 0))
+	b.level -= hidden
+	return hidden
+}
+
+// wait returns how long until b holds n.
+func (b *bucket) wait(n float64, share float64) time.Duration {
+	if b.level >= n {
+		return 0
+	}
+	rate := b.perMs * (1 - share)
+	ms := (n - b.level) / rate
+	return time.Duration(math.Ceil(ms * float64(time.Millisecond)))
+}
+
+// toFull returns how long until b is full at its visible rate.
+func (b *bucket) toFull(share float64) time.Duration { return b.wait(b.capacity, share) }
+
+// NewServer starts a fake provider.
+func NewServer(cfg Config) *Server {
+	if cfg.RPM <= 0 {
+		cfg.RPM = 10_000
+	}
+	if cfg.TPM <= 0 {
+		cfg.TPM = 1_000_000
+	}
+	if cfg.OutputTokens <= 0 {
+		cfg.OutputTokens = 64
+	}
+	if cfg.StreamChunks <= 0 {
+		cfg.StreamChunks = 4
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.HiddenShare = math.Min(math.Max(cfg.HiddenShare, 0), 0.99)
+	s := &Server{cfg: cfg, keys: make(map[string]*keyState)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, openAI) })
+	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, anthropic) })
+	s.srv = httptest.NewServer(mux)
+	s.URL = s.srv.URL
+	return s
+}
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// Stats returns the counters of key.
+func (s *Server) Stats(key string) KeyStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.keys[key]; ok {
+		return k.stats
+	}
+	return KeyStats{}
+}
+
+type provider int
+
+const (
+	openAI provider = iota
+	anthropic
+)
+
+// request is what the server reads of either API's request body.
+type request struct {
+	Model               string          `json:"model"`
+	Messages            []message       `json:"messages"`
+	System              json.RawMessage `json:"system"`
+	MaxTokens           int64           `json:"max_tokens"`
+	MaxCompletionTokens int64           `json:"max_completion_tokens"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+type message struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// textTokens counts a content value: a string, or an array of parts with
+// "text" fields.
+func textTokens(raw json.RawMessage) int64 {
+	if len(raw) == 0 {
+		return 0
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return (int64(len(s)) + 3) / 4
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) == nil {
+		var n int64
+		for _, p := range parts {
+			n += (int64(len(p.Text)) + 3) / 4
+		}
+		return n
+	}
+	return (int64(len(raw)) + 3) / 4
+}
+
+// InputTokens returns the input tokens the server counts for a request
+// body of either API, as its usage reports them.
+func InputTokens(body []byte) (int64, error) {
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		return 0, fmt.Errorf("llmtest: request body: %w", err)
+	}
+	return req.inputTokens(), nil
+}
+
+func (r *request) inputTokens() int64 {
+	n := textTokens(r.System)
+	if len(r.System) > 0 {
+		n += 4
+	}
+	for _, m := range r.Messages {
+		n += 4 + textTokens(m.Content)
+	}
+	return n
+}
+
+func (s *Server) outputTokens(r *request) int64 {
+	n := s.cfg.OutputTokens
+	if r.MaxTokens > 0 {
+		n = min(n, r.MaxTokens)
+	}
+	if r.MaxCompletionTokens > 0 {
+		n = min(n, r.MaxCompletionTokens)
+	}
+	return n
+}
+
+// apiKey returns the request's key: x-api-key (Anthropic) or the bearer
+// token of Authorization (OpenAI, and Anthropic's newer SDKs).
+func apiKey(r *http.Request) string {
+	if k := r.Header.Get("X-Api-Key"); k != "" {
+		return k
+	}
+	return strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+}
+
+// quota is the state of a key's buckets after a request, for the headers.
+type quota struct {
+	rpm, tpm             int64
+	reqsLeft, toksLeft   int64
+	reqsReset, toksReset time.Duration
+	retryAfter           time.Duration // 429 only
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	var req request
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, p, http.StatusBadRequest, "invalid_request_error", "invalid JSON body")
+		return
+	}
+	key := apiKey(r)
+	if key == "" {
+		writeError(w, p, http.StatusUnauthorized, "authentication_error", "missing API key")
+		return
+	}
+	if s.cfg.Latency > 0 {
+		t := time.NewTimer(s.cfg.Latency)
+		select {
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+	in, out := req.inputTokens(), s.outputTokens(&req)
+	now := s.cfg.Now()
+	q, ok, id := s.admit(key, in+out, now)
+	setQuotaHeaders(w.Header(), p, q, now)
+	if !ok {
+		retry := strconv.FormatInt(int64(math.Ceil(q.retryAfter.Seconds())), 10)
+		w.Header().Set("Retry-After", retry)
+		if p == openAI {
+			w.Header().Set("Retry-After-Ms", strconv.FormatInt(q.retryAfter.Milliseconds()+1, 10))
+			writeError(w, p, http.StatusTooManyRequests, "rate_limit_exceeded",
+				fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Please try again in %v.", req.Model, q.tpm, q.retryAfter.Round(time.Millisecond)))
+		} else {
+			writeError(w, p, http.StatusTooManyRequests, "rate_limit_error",
+				"This request would exceed the rate limit for your organization of "+strconv.FormatInt(q.tpm, 10)+" tokens per minute.")
+		}
+		return
+	}
+	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks}
+	switch {
+	case p == openAI && req.Stream:
+		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
+	case p == openAI:
+		a.openAIJSON(w)
+	case req.Stream:
+		a.anthropicStream(w)
+	default:
+		a.anthropicJSON(w)
+	}
+}
+
+// admit charges key one request and tokens, if both buckets can pay.
+func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[key]
+	if k == nil {
+		k = &keyState{
+			reqs: bucket{capacity: float64(s.cfg.RPM), perMs: float64(s.cfg.RPM) / 60_000, level: float64(s.cfg.RPM), last: now},
+			toks: bucket{capacity: float64(s.cfg.TPM), perMs: float64(s.cfg.TPM) / 60_000, level: float64(s.cfg.TPM), last: now},
+		}
+		s.keys[key] = k
+	}
+	share := s.cfg.HiddenShare
+	k.stats.HiddenRequests += k.reqs.advance(now, share)
+	k.stats.HiddenTokens += k.toks.advance(now, share)
+	k.stats.Requests++
+	q := quota{rpm: s.cfg.RPM, tpm: s.cfg.TPM}
+	ok := k.reqs.level >= 1 && k.toks.level >= float64(tokens)
+	if ok {
+		k.reqs.level--
+		k.toks.level -= float64(tokens)
+		k.stats.Admitted++
+		k.stats.Tokens += tokens
+	} else {
+		k.stats.RateLimited++
+		q.retryAfter = max(k.reqs.wait(1, share), k.toks.wait(float64(tokens), share))
+	}
+	q.reqsLeft = int64(math.Max(math.Floor(k.reqs.level), 0))
+	q.toksLeft = int64(math.Max(math.Floor(k.toks.level), 0))
+	q.reqsReset, q.toksReset = k.reqs.toFull(share), k.toks.toFull(share)
+	s.seq++
+	return q, ok, s.seq
+}
+
+// setQuotaHeaders writes the provider's rate-limit headers.
+func setQuotaHeaders(h http.Header, p provider, q quota, now time.Time) {
+	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
+	if p == openAI {
+		h.Set("X-Ratelimit-Limit-Requests", itoa(q.rpm))
+		h.Set("X-Ratelimit-Limit-Tokens", itoa(q.tpm))
+		h.Set("X-Ratelimit-Remaining-Requests", itoa(q.reqsLeft))
+		h.Set("X-Ratelimit-Remaining-Tokens", itoa(q.toksLeft))
+		h.Set("X-Ratelimit-Reset-Requests", q.reqsReset.Round(time.Millisecond).String())
+		h.Set("X-Ratelimit-Reset-Tokens", q.toksReset.Round(time.Millisecond).String())
+		return
+	}
+	at := func(d time.Duration) string { return now.Add(d).UTC().Format(time.RFC3339) }
+	h.Set("Anthropic-Ratelimit-Requests-Limit", itoa(q.rpm))
+	h.Set("Anthropic-Ratelimit-Requests-Remaining", itoa(q.reqsLeft))
+	h.Set("Anthropic-Ratelimit-Requests-Reset", at(q.reqsReset))
+	h.Set("Anthropic-Ratelimit-Tokens-Limit", itoa(q.tpm))
+	h.Set("Anthropic-Ratelimit-Tokens-Remaining", itoa(q.toksLeft))
+	h.Set("Anthropic-Ratelimit-Tokens-Reset", at(q.toksReset))
+}
+
+func writeError(w http.ResponseWriter, p provider, status int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	var v any
+	if p == openAI {
+		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": typ}}
+	} else {
+		v = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
+	}
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,188 @@
+package llmtest_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+)
+
+// clock is a manual clock for the server.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newClock() *clock { return &clock{t: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)} }
+
+const (
+	openAIBody    = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Say hello to the rate limiter."}]}`
+	anthropicBody = `{"model":"claude-sonnet-4-5","max_tokens":40,"system":"Be brief.","messages":[{"role":"user","content":[{"type":"text","text":"Say hello to the rate limiter."}]}]}`
+)
+
+func call(t *testing.T, srv *llmtest.Server, anthropic bool, body string) *http.Response {
+	t.Helper()
+	path, key := "/v1/chat/completions", "Authorization"
+	val := "Bearer sk-test"
+	if anthropic {
+		path, key, val = "/v1/messages", "X-Api-Key", "sk-test"
+	}
+	req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set(key, val)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+func TestOpenAIAnswer(t *testing.T) {
+	c := newClock()
+	srv := llmtest.NewServer(llmtest.Config{RPM: 60, TPM: 1000, Now: c.now})
+	defer srv.Close()
+	in, err := llmtest.InputTokens([]byte(openAIBody))
+	require.NoError(t, err)
+	assert.Equal(t, int64(4+3+4+8), in) // "Be brief." 9 bytes, 30 bytes of user text
+	resp := call(t, srv, false, openAIBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var raw struct {
+		Usage map[string]any `json:"usage"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	require.NoError(t, json.Unmarshal(b, &raw))
+	assert.Equal(t, float64(in), raw.Usage["prompt_tokens"])
+	assert.Equal(t, float64(64), raw.Usage["completion_tokens"])
+	assert.Equal(t, float64(in+64), raw.Usage["total_tokens"])
+	h := resp.Header
+	assert.Equal(t, "60", h.Get("x-ratelimit-limit-requests"))
+	assert.Equal(t, "1000", h.Get("x-ratelimit-limit-tokens"))
+	assert.Equal(t, "59", h.Get("x-ratelimit-remaining-requests"))
+	assert.Equal(t, strconv.FormatInt(1000-in-64, 10), h.Get("x-ratelimit-remaining-tokens"))
+	assert.Equal(t, "1s", h.Get("x-ratelimit-reset-requests"))
+	assert.Equal(t, (time.Duration(in+64) * 60 * time.Millisecond).String(), h.Get("x-ratelimit-reset-tokens"))
+}
+
+// TestRateLimited: the token bucket refuses with 429 and retry-after when
+// it cannot pay, and admits again once the wait has passed.
+func TestRateLimited(t *testing.T) {
+	for _, anthropic := range []bool{false, true} {
+		c := newClock()
+		srv := llmtest.NewServer(llmtest.Config{TPM: 250, OutputTokens: 50, Now: c.now})
+		body := openAIBody
+		if anthropic {
+			body = anthropicBody
+		}
+		in, _ := llmtest.InputTokens([]byte(body))
+		cost := in + 40
+		if !anthropic {
+			cost = in + 50
+		}
+		n := 0
+		for ; n < 10; n++ {
+			if call(t, srv, anthropic, body).StatusCode != http.StatusOK {
+				break
+			}
+		}
+		assert.Equal(t, int(250/cost), n)
+		resp := call(t, srv, anthropic, body)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		retry, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		require.NoError(t, err)
+		assert.Positive(t, retry)
+		if !anthropic {
+			ms, err := strconv.Atoi(resp.Header.Get("Retry-After-Ms"))
+			require.NoError(t, err)
+			assert.LessOrEqual(t, ms, retry*1000)
+			c.add(time.Duration(ms) * time.Millisecond)
+		} else {
+			assert.NotEmpty(t, resp.Header.Get("anthropic-ratelimit-tokens-reset"))
+			c.add(time.Duration(retry) * time.Second)
+		}
+		assert.Equal(t, http.StatusOK, call(t, srv, anthropic, body).StatusCode)
+		st := srv.Stats("sk-test")
+		assert.Equal(t, int64(n+1), st.Admitted)
+		assert.Equal(t, int64(2), st.RateLimited)
+		srv.Close()
+	}
+}
+
+// TestHiddenShare: over a minute the visible client gets the part of the
+// refill the hidden consumer leaves.
+func TestHiddenShare(t *testing.T) {
+	c := newClock()
+	srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, HiddenShare: 0.3, OutputTokens: 400, Now: c.now})
+	defer srv.Close()
+	in, _ := llmtest.InputTokens([]byte(openAIBody))
+	cost := in + 400
+	// Drain the bucket, then run a minute in 100 ms steps, calling as long as admitted.
+	for call(t, srv, false, openAIBody).StatusCode == http.StatusOK {
+	}
+	start := srv.Stats("sk-test")
+	for i := 0; i < 60; i++ {
+		c.add(time.Second)
+		for call(t, srv, false, openAIBody).StatusCode == http.StatusOK {
+		}
+	}
+	st := srv.Stats("sk-test")
+	got := st.Tokens - start.Tokens
+	assert.InDelta(t, 42_000, got, float64(cost)+1)
+	assert.InDelta(t, 18_000, st.HiddenTokens-start.HiddenTokens, 100)
+}
+
+// TestStreams: both providers' streams carry their usage events.
+func TestStreams(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.Config{OutputTokens: 12})
+	defer srv.Close()
+	in, _ := llmtest.InputTokens([]byte(openAIBody))
+	resp := call(t, srv, false, strings.Replace(openAIBody, `{"model"`, `{"stream":true,"stream_options":{"include_usage":true},"model"`, 1))
+	assert.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
+	lines := dataLines(t, resp.Body)
+	require.GreaterOrEqual(t, len(lines), 3)
+	assert.Equal(t, "[DONE]", lines[len(lines)-1])
+	assert.JSONEq(t, `{"prompt_tokens":`+strconv.FormatInt(in, 10)+`,"completion_tokens":12,"total_tokens":`+strconv.FormatInt(in+12, 10)+
+		`,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		field(t, lines[len(lines)-2], "usage"))
+
+	resp = call(t, srv, true, strings.Replace(anthropicBody, `{"model"`, `{"stream":true,"model"`, 1))
+	lines = dataLines(t, resp.Body)
+	require.GreaterOrEqual(t, len(lines), 3)
+	assert.Contains(t, lines[0], `"type":"message_start"`)
+	assert.JSONEq(t, `{"output_tokens":12}`, field(t, lines[len(lines)-2], "usage"))
+}
+
+func dataLines(t *testing.T, r io.Reader) []string {
+	t.Helper()
+	var out []string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if s, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			out = append(out, s)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+func field(t *testing.T, line, name string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(line), &m))
+	return string(m[name])
+}

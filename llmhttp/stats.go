@@ -1,0 +1,42 @@
+package llmhttp
+
+import "sync/atomic"
+
+// Stats counts what a [Transport] did since it was created.
+type Stats struct {
+	// Requests is the requests made with [WithCall]; PassedThrough those
+	// without, sent untouched.
+	Requests, PassedThrough int64
+	// Denied is the requests the limiter refused (nothing was sent).
+	Denied int64
+	// Committed and RolledBack count the leases by how they ended;
+	// EndErrors the adjusts, commits and rollbacks that failed (logged).
+	Committed, RolledBack, EndErrors int64
+	// UsageSeen is the responses whose usage was read (Tokens sums their
+	// total tokens); UsageMissing those committed at their estimate
+	// because the body, read to the end, reported none.
+	UsageSeen, UsageMissing, Tokens int64
+	// ProviderRateLimited is the responses with status 429.
+	ProviderRateLimited int64
+	// HeadersMalformed is the provider rate-limit headers that were
+	// present but could not be parsed, and were ignored.
+	HeadersMalformed int64
+}
+
+type counters struct {
+	requests, passedThrough, denied   atomic.Int64
+	committed, rolledBack, endErrors  atomic.Int64
+	usageSeen, usageMissing, tokens   atomic.Int64
+	providerLimited, headersMalformed atomic.Int64
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	c := &t.st
+	return Stats{
+		Requests: c.requests.Load(), PassedThrough: c.passedThrough.Load(), Denied: c.denied.Load(),
+		Committed: c.committed.Load(), RolledBack: c.rolledBack.Load(), EndErrors: c.endErrors.Load(),
+		UsageSeen: c.usageSeen.Load(), UsageMissing: c.usageMissing.Load(), Tokens: c.tokens.Load(),
+		ProviderRateLimited: c.providerLimited.Load(), HeadersMalformed: c.headersMalformed.Load(),
+	}
+}
