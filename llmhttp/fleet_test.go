@@ -216,7 +216,7 @@ type fleetSize struct {
 	max429, minAdmitted float64
 }
 
-func fleetSizeFromEnv(t *testing.T) fleetSize {
+func fleetSizeFromEnv(t testing.TB) fleetSize {
 	t.Helper()
 	s := fleetSize{warmup: 2 * time.Second, window: 6 * time.Second, startEmpty: true, tpm: 60_000,
 		max429: 0.05, minAdmitted: 0.7}
@@ -232,7 +232,7 @@ func fleetSizeFromEnv(t *testing.T) fleetSize {
 }
 
 // runFleet runs one configuration and returns its measurements.
-func runFleet(t *testing.T, name string, size fleetSize, anthropic, stream, feedback bool) fleetRun {
+func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feedback bool) fleetRun {
 	t.Helper()
 	ctx := context.Background()
 	endpoint := ddblocal.Endpoint(t)
@@ -345,6 +345,24 @@ func TestFleetFeedback(t *testing.T) {
 	}
 }
 
+// BenchmarkFleetFeedback reports the fleet's provider 429s and admitted
+// share, OpenAI JSON calls, with feedback and without, side by side (one
+// fleet run per iteration; run it with -benchtime=1x).
+func BenchmarkFleetFeedback(b *testing.B) {
+	size := fleetSizeFromEnv(b)
+	for _, feedback := range []bool{true, false} {
+		name := "feedback=" + strconv.FormatBool(feedback)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r := runFleet(b, name, size, false, false, feedback)
+				b.ReportMetric(100*r.rate429, "%429")
+				b.ReportMetric(100*r.admittedFraction, "%admitted")
+				b.ReportMetric(float64(r.requests), "provider-requests")
+			}
+		})
+	}
+}
+
 // fleetHelper is a helper process as the parent sees it.
 type fleetHelper struct {
 	cmd    *exec.Cmd
@@ -356,7 +374,7 @@ type fleetHelper struct {
 	lines  []string      // read only after done
 }
 
-func startFleetHelper(t *testing.T, env string, timeout time.Duration) *fleetHelper {
+func startFleetHelper(t testing.TB, env string, timeout time.Duration) *fleetHelper {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetHelperProcess$", "-test.count=1",
