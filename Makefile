@@ -169,6 +169,13 @@ bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default 
 bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)
 
+# `make bench-redis` flags, e.g. REDISBENCHFLAGS='-rounds 9 -run lease' (internal/redisbench).
+REDISBENCHFLAGS ?=
+
+.PHONY: bench-redis
+bench-redis: ## the Redis store against go-redis/redis_rate on one redis-server, alternating rounds (REDISBENCHFLAGS)
+	$(GO) run ./internal/redisbench $(REDISBENCHFLAGS)
+
 .PHONY: cli
 cli: ## build the zae-limiter command-line tool into bin/zae-limiter
 	@mkdir -p '$(BIN_DIR)'

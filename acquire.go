@@ -1,406 +1,284 @@
+// Layer 4, mechanics: Acquire, Do, Wait, Available and TimeUntilAvailable,
+// which choose a path for each call.
+
 package limiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
-// maxConflictRetries bounds the retries of a write refused with a
-// TransactionConflict (25, 50, 100 ms backoff), as the original does.
-const maxConflictRetries = 3
-
-// conflictBackoff is the wait before conflict retry n (0-based).
-func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
-
-// entityGroup is one (entity, resource) side of an acquire: the child, or
-// the parent it cascades to.
-type entityGroup struct {
-	entityID string
-	resource string
-	limits   []Limit
-	source   ConfigSource
-	bucket   *Bucket // nil when the item does not exist
-	meta     *Entity // nil when the entity has no META record
-}
-
-// key returns the group's shard-0 bucket item.
-func (g entityGroup) key() BucketKey { return BucketKey{EntityID: g.entityID, Resource: g.resource} }
-
-// maxRereads bounds how often the read-then-write path reads again after
-// losing the refill lock while it was changing a limit's parameters.
-const maxRereads = 3
-
-// errReread asks slowAcquire to read the buckets again.
-var errReread = errors.New("limiter: bucket changed during a limit change")
-
-// slowAcquire is the read-then-write path: read the entity records and the
-// buckets in one round trip, refill and consume locally (applying any limit
-// change), and write the result under the refill-timestamp lock.
-func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
-	for attempt := 0; ; attempt++ {
-		lease, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
-		if !errors.Is(err, errReread) {
-			return lease, err
-		}
-		if attempt+1 >= maxRereads {
-			return nil, fmt.Errorf("acquire %s/%s: %w", entityID, resource, err)
-		}
+// Acquire takes consume from the (entityID, resource) bucket — and from the
+// parent's when the entity cascades — and returns a [Lease] whose consumption
+// is already durable in DynamoDB. Finish the lease with [Lease.Commit] (after
+// [Lease.Adjust] to the real amounts) or [Lease.Rollback].
+//
+// When a limit cannot satisfy the request the error is a
+// *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
+// written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
+// on-unavailable mode decides: block returns an *[UnavailableError], allow
+// returns a no-op lease; a refusal for want of permission is an
+// *[AccessDeniedError] in either mode. Context cancellation is returned as
+// is.
+func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	m := rl.obs.metrics
+	var start time.Time
+	if m != nil {
+		start = time.Now()
 	}
+	lease, err := rl.acquireChecked(ctx, entityID, resource, consume, opts)
+	if m != nil {
+		m.AcquireDone(ctx, acquireOutcome(ctx, lease, err), time.Since(start))
+	}
+	return lease, err
 }
 
-// slowAttempt is one read and write of slowAcquire.
-func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
-	groups, err := rl.readGroups(ctx, entityID, resource)
+// acquireChecked is Acquire without metrics.
+func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	o, err := resolveAcquireOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	groups[0].limits, groups[0].source = child.limits, child.source
-	if len(groups) > 1 {
-		parent := &groups[1]
-		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
-			return nil, err
-		}
-	}
-
-	now := rl.nowMs()
-	lease := &Lease{rl: rl}
-	var statuses []LimitStatus
-	exceeded := false
-	for _, g := range groups {
-		entries, st, ex := consumeGroup(g, resource, consume, now)
-		lease.entries = append(lease.entries, entries...)
-		statuses = append(statuses, st...)
-		exceeded = exceeded || ex
-	}
-	if exceeded {
-		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
-			return nil, err
-		}
-		return nil, newRateLimitExceededError(statuses)
-	}
-	if err := rl.commitInitial(ctx, lease, groups); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return nil, err
 	}
-	return lease, nil
+	if err := store.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	if err := validateAmounts(consume, false); err != nil {
+		return nil, err
+	}
+	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
+	if err == nil {
+		return lease, nil
+	}
+	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+		return nil, err
+	}
+	if isAccessDenied(err) {
+		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	}
+	mode := o.onUnavailable
+	if mode == "" {
+		mode = rl.configs.resolveOnUnavailable(ctx)
+	}
+	rl.logUnavailable(ctx, entityID, resource, mode, err)
+	if mode == OnUnavailableAllow {
+		return &Lease{rl: rl, noop: true}, nil
+	}
+	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 }
 
-// storeLimitChange writes the new parameters of a limit change found by a
-// refused request (consuming nothing), so that the new rate counts from
-// now and a lowered capacity holds at once.
-func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, groups []entityGroup) error {
-	changed := false
-	for _, e := range lease.entries {
-		e.consumed = 0
-		if e.paramsChanged {
-			changed = true
-		}
-		// The balance as refilled, capped, before this request: the
-		// refusal took nothing.
-		e.state.TokensMilli = e.refilledMilli
-	}
-	if !changed {
-		return nil
-	}
-	err := rl.commitInitial(ctx, lease, groups)
-	if errors.Is(err, errReread) || errors.Is(err, ErrRateLimited) {
-		return nil // someone else wrote first; the next acquire sees it
-	}
-	return err
-}
-
-// consumeGroup refills and consumes locally, for every limit of g, the
-// amount of consume (only positive amounts gate admission; zero refills).
-// Limits missing from g's bucket start full; a limit stored with other
-// parameters takes the resolved ones first (applyLimit).
-func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (entries []*leaseEntry, statuses []LimitStatus, exceeded bool) {
-	for _, l := range g.limits {
-		s, found := g.bucket.State(l.Name)
-		if !found {
-			s = bucketStateFromLimit(g.entityID, resource, l, now)
-		}
-		stored := s // the deltas of the write are relative to it
-		s, changed := applyLimit(s, l, now)
-		e := &leaseEntry{
-			key:                 BucketKey{EntityID: g.entityID, Resource: resource},
-			limit:               l,
-			originalTokensMilli: stored.TokensMilli,
-			originalRfMs:        stored.LastRefillMs,
-			missingLimit:        !found && g.bucket != nil,
-			paramsChanged:       changed,
-		}
-		amount := consume[l.Name]
-		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
-		tk, rf, ok := admit(&st, s, amount, now)
-		e.refilledMilli = tk
-		if ok {
-			s.TokensMilli, s.LastRefillMs = tk, rf
-			e.consumed = amount
-			e.refilledMilli = addMilli(tk, amount)
-		}
-		s.TotalConsumedMilli = addMilli(s.TotalConsumedMilli, e.consumed)
-		e.state = s
-		exceeded = exceeded || st.Exceeded
-		statuses = append(statuses, st)
-		entries = append(entries, e)
-	}
-	return entries, statuses, exceeded
-}
-
-// admit applies the one admission rule of every path: a positive
-// amount must fit in the refilled balance; zero or negative amounts never
-// gate (zero only refills, negative gives back). It fills st's Available,
-// Exceeded and RetryAfter and returns the balance after taking amount.
-func admit(st *LimitStatus, s BucketState, amount, now int64) (tokensMilli, lastRefillMs int64, ok bool) {
-	if amount > 0 {
-		r := tryConsume(s, amount, now)
-		st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
-		return r.NewTokensMilli, r.NewLastRefillMs, r.Success
-	}
-	st.Available = calculateAvailable(s, now)
-	tokensMilli, lastRefillMs = forceConsume(s, amount, now)
-	return tokensMilli, lastRefillMs, true
-}
-
-// readGroups reads the META record and shard-0 bucket of the entity and, when
-// it cascades, of its parent. With the parent known from the entity cache
-// this is one BatchGetItem; otherwise a second one follows for the parent.
-func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
-	cache := rl.ents
-	info, _ := cache.get(entityID)
-	guess := info.cascadeParent(entityID)
-
-	ids := []string{entityID}
-	keys := []BucketKey{{EntityID: entityID, Resource: resource}}
-	if guess != "" {
-		ids = append(ids, guess)
-		keys = append(keys, BucketKey{EntityID: guess, Resource: resource})
-	}
-	metas, buckets, err := rl.store.loadBuckets(ctx, ids, keys)
-	if err != nil {
-		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
-	}
-	child := entityGroup{entityID: entityID, resource: resource, bucket: buckets[keys[0]]}
-	parentID := ""
-	if m, ok := metas[entityID]; ok {
-		child.meta = &m
-		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
-		if m.Cascade && m.ParentID != entityID {
-			parentID = m.ParentID
-		}
-	} else {
-		cache.setEntity(entityID, false, false, "")
-	}
-	groups := []entityGroup{child}
-	if parentID == "" {
-		return groups, nil
-	}
-	pkey := BucketKey{EntityID: parentID, Resource: resource}
-	if parentID != guess {
-		pm, pb, err := rl.store.loadBuckets(ctx, []string{parentID}, []BucketKey{pkey})
-		if err != nil {
-			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
-		}
-		metas, buckets = pm, pb
-	}
-	parent := entityGroup{entityID: parentID, resource: resource, bucket: buckets[pkey]}
-	if m, ok := metas[parentID]; ok {
-		parent.meta = &m
-		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
-	}
-	return append(groups, parent), nil
-}
-
-// bucketTTLSeconds is the time to fill the slowest limit from empty, times
-// multiplier, computed in float64 and truncated as the original does.
-// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
-func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
-	if multiplier <= 0 || len(limits) == 0 {
-		return 0
-	}
-	worst := 0.0
-	for _, l := range limits {
-		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
-	}
-	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
-		return int64(ttl)
-	}
-	return maxBucketTTLSeconds
-}
-
-// maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
-// huge limit saturates instead of overflowing into a TTL in the past.
-const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
-
-// ttlFor decides the TTL handling of a group's bucket: buckets of
-// entity-level config never expire; others expire after the time-to-fill
-// times the repository's multiplier.
-func (rl *RateLimiter) ttlFor(g entityGroup) (TTLMode, int64) {
-	if g.source == SourceEntity {
-		return TTLRemove, 0
-	}
-	secs := bucketTTLSeconds(g.limits, rl.ttlMultiplier)
-	if secs <= 0 {
-		return TTLUnchanged, 0
-	}
-	return TTLSet, secs
-}
-
-// commitInitial makes the lease's consumption durable (write-on-enter:
-// before the call the lease guards): a create or a normal write per group, atomically when
-// there are two; the retry path when the optimistic lock was lost.
-func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
-	if len(lease.entries) == 0 {
-		return nil // an empty limit list checks and writes nothing
-	}
-	now := rl.nowMs()
-	changed := false // a limit's parameters change with this write
-	writes := make([]BucketWrite, 0, len(groups))
-	for _, g := range groups {
-		entries := lease.entriesOf(g.key())
-		if len(entries) == 0 {
-			continue
-		}
-		w := BucketWrite{Key: entries[0].key, NowMs: now}
-		w.TTL, w.TTLSeconds = rl.ttlFor(g)
-		if g.meta != nil {
-			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
-		}
-		if g.bucket == nil {
-			w.Kind = WriteCreate
-			w.ShardCount = 1
-			for _, e := range entries {
-				w.States = append(w.States, e.state)
-			}
-		} else {
-			w.Kind = WriteNormal
-			w.ExpectedRefillMs = g.bucket.RefillMs
-			for _, e := range entries {
-				lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
-				if e.missingLimit {
-					full := bucketStateFromLimit(g.entityID, w.Key.Resource, e.limit, now)
-					lw.Initial = &full
-				} else {
-					lw.RefillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.ConsumedMilli
-				}
-				if e.paramsChanged {
-					p := e.state
-					lw.Params = &p
-					changed = true
-				}
-				w.Limits = append(w.Limits, lw)
-			}
-			w.base = g.bucket // the DynamoDB backend refills its wcu limit from it
-		}
-		writes = append(writes, w)
-	}
-	err := rl.writeWithConflictRetry(ctx, writes, lease)
-	if errors.Is(err, ErrConditionFailed) {
-		if changed {
-			// The retry path consumes without refilling and would not
-			// apply the new parameters: read again instead.
-			return errReread
-		}
-		err = rl.retryInitial(ctx, lease, groups)
-	}
+// Do acquires, runs fn with the lease, and commits when fn returns nil. When
+// fn returns an error or panics, the acquire is rolled back (and the panic
+// re-raised). The error is fn's, or the acquire's or commit's.
+func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
+	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
+	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
 	if err != nil {
 		return err
 	}
-	for _, e := range lease.entries {
-		e.initialConsumed = e.consumed
+	committed := false
+	defer func() {
+		if committed {
+			return
+		}
+		if rbErr := lease.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, ErrLeaseDone) && err != nil {
+			err = errors.Join(err, rbErr)
+		}
+	}()
+	if err := fn(ctx, lease); err != nil {
+		return err
 	}
+	if err := lease.Commit(ctx); err != nil {
+		return err
+	}
+	committed = true
 	return nil
 }
 
-// retryInitial is the retry path after a lost optimistic lock:
-// consume without refilling, guarded by tk >= consumed.
-func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+// acquire obtains a lease: the speculative path when enabled, else (or when
+// it cannot decide) the read-then-write path. The limits are resolved first
+// (the override, or the stored config through the cache), so that every
+// path checks the request against them and notices a limit change.
+func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
+		return nil, err
+	}
+	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(limits) == 0 {
+		return &Lease{rl: rl}, nil // an empty override checks nothing
+	}
+	child := resolved{limits: limits, source: source}
+	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
+		return nil, err
+	}
+	if rl.speculative {
+		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
+		if err != nil || lease != nil {
+			return lease, err
+		}
+	}
+	return rl.slowAcquire(ctx, entityID, resource, consume, child, o)
+}
+
+// Available returns, per limit, the whole tokens available now for
+// (entityID, resource) — negative when in debt, the capacity when the bucket
+// does not exist yet. It only reads: it is the "peek" of other throttles
+// (and [RateLimiter.Reset] their "reset").
+func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
+	if err != nil {
+		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
+	}
 	now := rl.nowMs()
-	var writes []BucketWrite
-	for _, g := range groups {
-		w := BucketWrite{Kind: WriteRetry, NowMs: now}
-		for _, e := range lease.entries {
-			if e.key != g.key() || e.consumed <= 0 {
-				continue
-			}
-			w.Key = e.key
-			lw := LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
-			if e.missingLimit {
-				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
-				lw.Initial = &full
-			}
-			w.Limits = append(w.Limits, lw)
-		}
-		if len(w.Limits) > 0 {
-			writes = append(writes, w)
+	out := make(map[string]int64, len(limits))
+	for _, l := range limits {
+		if s, ok := b.State(l.Name); ok {
+			s, _ = applyLimit(s, l, now)
+			out[l.Name] = calculateAvailable(s, now)
+		} else {
+			out[l.Name] = l.Capacity
 		}
 	}
-	err := rl.writeWithConflictRetry(ctx, writes, lease)
-	if errors.Is(err, ErrConditionFailed) {
-		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
-	}
-	return err
+	return out, nil
 }
 
-// writeWithConflictRetry writes, retrying a TransactionConflict up to
-// maxConflictRetries times with 25/50/100 ms backoff. Each write waits for
-// the store or for ctx; when ctx ends first, the write goes on and, if it
-// applies, what it took for lease is given back.
-func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []BucketWrite, lease *Lease) error {
-	if len(writes) == 0 {
-		return nil
+// TimeUntilAvailable returns how long until needed could be acquired for
+// (entityID, resource): the longest wait over the limits with a positive
+// amount. Missing buckets are full. It only reads.
+func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return 0, err
 	}
-	for attempt := 0; ; attempt++ {
-		_, err := detached(&rl.bg, ctx, false, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, rl.store.writeBuckets(ctx, writes)
-		}, func(_ struct{}, err error) {
-			if err == nil {
-				rl.giveBackLease(writes, lease)
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return 0, err
+	}
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
+	if err != nil {
+		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
+	}
+	now := rl.nowMs()
+	var wait time.Duration
+	for _, l := range limits {
+		n := needed[l.Name]
+		if n <= 0 {
+			continue
+		}
+		s, ok := b.State(l.Name)
+		if !ok {
+			continue
+		}
+		s, _ = applyLimit(s, l, now)
+		wait = max(wait, calculateTimeUntilAvailable(s, n, now))
+	}
+	return wait, nil
+}
+
+// Wait jitter (see [RateLimiter.Wait]): each sleep is the retry-after plus a
+// random extra of up to a tenth of it, at most maxWaitJitter. A refused
+// acquire with no retry-after (a lost race) sleeps minWaitSleep.
+const (
+	maxWaitJitter = 10 * time.Millisecond
+	minWaitSleep  = time.Millisecond
+)
+
+// Wait is Acquire that blocks until the request fits instead of failing
+// with a rate-limit error: the idiom of golang.org/x/time/rate's Wait, for
+// batch jobs that would rather wait than drop work. Each time a limit
+// refuses, Wait sleeps for the refusal's RetryAfter — the time the bucket
+// math computed until the missing tokens have refilled — plus a small jitter,
+// then tries again, and returns the lease as soon as an Acquire succeeds.
+// Finish the lease as after Acquire (Commit or Rollback).
+//
+// Wait returns without waiting:
+//
+//   - ctx's error, unwrapped (errors.Is(err, context.Canceled) or
+//     context.DeadlineExceeded), when ctx is done before or during a sleep;
+//   - an error matching both [ErrRateLimited] (errors.As finds the
+//     *[RateLimitExceededError]) and [context.DeadlineExceeded] when ctx's
+//     deadline comes before the computed retry time: waiting could not
+//     succeed, so Wait fails at once instead of sleeping until the deadline;
+//   - the *[RateLimitExceededError] itself when the request can never fit:
+//     a violated limit's capacity is smaller than the amount requested, or
+//     the limit does not refill;
+//   - every other error of Acquire (validation, unavailable in block mode)
+//     as Acquire returns it. In allow mode an unavailable backend gives a
+//     no-op lease, as with Acquire.
+//
+// Fairness and jitter: Wait is not a queue. Waiters on one bucket retry
+// independently when their computed time comes, and whichever Acquire
+// reaches the store first wins the refilled tokens; the others are refused
+// again with a fresh retry-after and sleep again. No waiter is served before
+// the tokens exist, so Wait never over-admits, but a waiter can be overtaken
+// by later ones. Each sleep is lengthened by a random jitter of up to 10% of
+// the retry-after, at most 10 ms, so that waiters refused together do not
+// all hit the store in the same millisecond. With N waiters on a drained
+// bucket each refill costs up to N acquire attempts (each a store round
+// trip); to wait on one hot key from many goroutines, put an in-process
+// limiter or semaphore in front of Wait.
+func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
+		var rle *RateLimitExceededError
+		if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
+			return lease, err
+		}
+		d := rl.waitDuration(rle.RetryAfter)
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left < rle.RetryAfter {
+				return nil, fmt.Errorf("wait %s/%s: retry after %v is past the context deadline: %w: %w",
+					entityID, resource, rle.RetryAfter, context.DeadlineExceeded, err)
 			}
-		})
-		if !errors.Is(err, ErrTransactionConflict) || attempt >= maxConflictRetries {
-			return err
+			if d > left {
+				d = rle.RetryAfter // no jitter past the deadline
+			}
 		}
-		rl.logConflict(ctx, writes, attempt, conflictBackoff(attempt))
-		if err := rl.sleep(ctx, conflictBackoff(attempt)); err != nil {
-			return err
+		if rl.obs.logging(ctx, slog.LevelDebug) {
+			rl.obs.log.LogAttrs(ctx, slog.LevelDebug, "limiter: wait",
+				slog.String("entity_id", entityID), slog.String("resource", resource),
+				slog.String("limit", rle.Primary.LimitName), slog.Duration("retry_after", rle.RetryAfter),
+				slog.Duration("sleep", d))
+		}
+		if err := rl.sleep(ctx, d); err != nil {
+			return nil, err
 		}
 	}
 }
 
-// giveBackLease gives back what writes (an acquire's initial write, applied
-// after its caller gave up) took for lease: each entry's consumption on its
-// bucket.
-func (rl *RateLimiter) giveBackLease(writes []BucketWrite, lease *Lease) {
-	for _, w := range writes {
-		entries := lease.entriesOf(w.Key)
-		give := make(Consume, len(entries))
-		limits := make([]Limit, 0, len(entries))
-		for _, e := range entries {
-			give[e.limit.Name] += e.consumed
-			limits = append(limits, e.limit)
-		}
-		rl.giveBack(w.Key, give, limits)
+// waitDuration is the sleep before the next attempt of Wait: retryAfter
+// (at least minWaitSleep) plus a random jitter of up to
+// min(retryAfter/10, maxWaitJitter).
+func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
+	d := max(retryAfter, minWaitSleep)
+	j := min(d/10, maxWaitJitter)
+	if us := int(j / time.Microsecond); us > 0 {
+		d += time.Duration(rl.intN(us+1)) * time.Microsecond
 	}
-}
-
-// retryFailureStatuses reports a failed retry write as the original does:
-// every consuming entry is exceeded.
-func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
-	out := make([]LimitStatus, 0, len(entries))
-	for _, e := range entries {
-		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
-		out = append(out, LimitStatus{
-			EntityID:   e.key.EntityID,
-			Resource:   e.key.Resource,
-			LimitName:  e.limit.Name,
-			Limit:      e.limit,
-			Available:  floorDiv(e.state.TokensMilli, 1000),
-			Requested:  e.consumed,
-			Exceeded:   e.consumed > 0,
-			RetryAfter: calculateRetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
-		})
-	}
-	return out
+	return d
 }

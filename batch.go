@@ -1,3 +1,6 @@
+// Layer 4, mechanics: AcquireAll, several (entity, resource) pairs in one
+// atomic step.
+
 package limiter
 
 import (
@@ -5,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
@@ -45,7 +51,7 @@ type batchItem struct {
 // of one parent) are checked against it together, with their amounts
 // summed; they must resolve the same limits for it.
 //
-// On a repository that is a [BatchStore] (the Redis and memory backends)
+// On a repository that is a [store.BatchStore] (the Redis and memory backends)
 // and with speculative writes on, it costs one round trip when every
 // bucket covers its amounts without a refill. Otherwise it reads every
 // bucket at once and writes them all in one atomic [Repository.WriteBuckets]
@@ -65,10 +71,10 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 		return &Lease{rl: rl}, nil, nil
 	}
 	for _, r := range reqs {
-		if err := ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
+		if err := store.ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
 			return nil, nil, err
 		}
-		if err := ValidateResource(r.Resource); err != nil {
+		if err := store.ValidateResource(r.Resource); err != nil {
 			return nil, nil, err
 		}
 		if err := validateAmounts(r.Consume, false); err != nil {
@@ -120,7 +126,7 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		}
 		return out
 	}
-	if bs, ok := rl.repo.(BatchStore); ok && rl.speculative {
+	if bs, ok := rl.repo.(store.BatchStore); ok && rl.speculative {
 		lease, statuses, decided, err := rl.speculativeAll(ctx, bs, items)
 		if decided || err != nil {
 			return lease, per(statuses), err
@@ -142,14 +148,14 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 // charges.
 func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o acquireOptions) ([]*batchItem, [][]int, error) {
 	var items []*batchItem
-	index := map[BucketKey]int{}
+	index := map[store.BucketKey]int{}
 	charged := make([][]int, len(reqs))
 	add := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
-		key := BucketKey{EntityID: entityID, Resource: resource}
+		key := store.BucketKey{EntityID: entityID, Resource: resource}
 		if n, ok := index[key]; ok {
 			it := items[n]
 			if !slices.Equal(it.group.limits, limits) {
-				return newValidationError(ErrValidation, "requests", entityID+"/"+resource,
+				return store.NewValidationError(ErrValidation, "requests", entityID+"/"+resource,
 					"two requests charge this bucket with different limits")
 			}
 			for name, v := range consume {
@@ -161,7 +167,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 			return nil
 		}
 		if len(items) >= MaxAcquireAllItems {
-			return newValidationError(ErrValidation, "requests", fmt.Sprint(len(reqs)),
+			return store.NewValidationError(ErrValidation, "requests", fmt.Sprint(len(reqs)),
 				fmt.Sprintf("more than %d bucket items in one batch", MaxAcquireAllItems))
 		}
 		index[key] = len(items)
@@ -218,21 +224,21 @@ func maps(c Consume) Consume {
 }
 
 // addTokensSat returns a+b saturated at the range of amounts.
-func addTokensSat(a, b int64) int64 { return min(max(addInt64Sat(a, b), -maxAmount), maxAmount) }
+func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -maxAmount), maxAmount) }
 
 // speculativeAll is the batch's fast path: one atomic conditional write of
 // every item. decided is false when the read-then-write path must decide
 // (an item is missing, expired or holds other limits, or a refill would
 // cover what is short).
-func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
+func (rl *RateLimiter) speculativeAll(ctx context.Context, bs store.BatchStore, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
 	now := rl.nowMs()
-	reqs := make([]SpeculativeRequest, len(items))
+	reqs := make([]store.SpeculativeRequest, len(items))
 	for i, it := range items {
-		reqs[i] = SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
 	}
-	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]SpeculativeResult, error) {
+	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]store.SpeculativeResult, error) {
 		return bs.SpeculativeConsumeAll(ctx, reqs)
-	}, func(results []SpeculativeResult, err error) {
+	}, func(results []store.SpeculativeResult, err error) {
 		if err == nil && len(results) > 0 && results[0].Applied {
 			for i, it := range items {
 				rl.giveBack(reqs[i].Key, it.consume, it.group.limits)
@@ -250,7 +256,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items 
 			lease.entries = append(lease.entries, entries...)
 			for _, e := range entries {
 				before := e.state
-				before.TokensMilli = addMilli(before.TokensMilli, e.consumed)
+				before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
 				statuses[i] = append(statuses[i], LimitStatus{
 					EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
 					Available: calculateAvailable(before, now), Requested: e.consumed,
@@ -265,7 +271,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items 
 	exceeded := false
 	for i, it := range items {
 		switch results[i].Reason {
-		case RefusedBucketMissing, RefusedExpired, RefusedLimitMissing, RefusedLimitsChanged:
+		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged:
 			return nil, nil, false, nil
 		}
 		g := it.group
@@ -286,7 +292,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs BatchStore, items 
 // under the refill-timestamp locks.
 func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease, [][]LimitStatus, error) {
 	var ids []string
-	keys := make([]BucketKey, len(items))
+	keys := make([]store.BucketKey, len(items))
 	for i, it := range items {
 		keys[i] = it.group.key()
 		if !slices.Contains(ids, it.group.entityID) {

@@ -3,6 +3,8 @@ package limiter
 import (
 	"errors"
 	"testing"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestAcquireAllDynamoDBCalls: on DynamoDB a batch costs one BatchGetItem
@@ -93,10 +95,10 @@ func TestResetDynamoDB(t *testing.T) {
 	if _, err := env.repo.BumpShardCount(env.ctx, "k", "gpt", 1); err != nil {
 		t.Fatal(err)
 	}
-	s1 := BucketKey{EntityID: "k", Resource: "gpt", Shard: 1}
+	s1 := store.BucketKey{EntityID: "k", Resource: "gpt", Shard: 1}
 	st := bucketStateFromLimit("k", "gpt", PerMinute("rpm", 5), env.clock.now().UnixMilli())
 	st.TokensMilli = 0
-	if err := env.repo.WriteBuckets(env.ctx, []BucketWrite{{Kind: WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []BucketState{st}}}); err != nil {
+	if err := env.repo.WriteBuckets(env.ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []store.BucketState{st}}}); err != nil {
 		t.Fatal(err)
 	}
 	check("two shards", "GetItem, BatchGetItem[1], TransactWriteItems[2], PutItem", func() {

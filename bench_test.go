@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // BenchmarkBuildSpeculativeUpdate measures building the hot path's request.
 func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
-	key := BucketKey{EntityID: "api-key-1", Resource: "gpt-4"}
+	key := store.BucketKey{EntityID: "api-key-1", Resource: "gpt-4"}
 	c := Consume{"rpm": 1, "tpm": 500}
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSpeculativeUpdate("zae-limiter", "ns000000001", SpeculativeRequest{Key: key, Consume: c, NowMs: 1_700_000_000_000})
+		buildSpeculativeUpdate("zae-limiter", "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, NowMs: 1_700_000_000_000})
 	}
 }
 

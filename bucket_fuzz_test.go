@@ -5,6 +5,9 @@ import (
 	"math/big"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file checks bucket.go against a model of the original's bucket.py
@@ -69,7 +72,7 @@ func pyRefillBucket(tokens, lastRefill, now, capacity, amount, period *big.Int) 
 }
 
 // pyRefillState is pyRefillBucket applied to a bucket state.
-func pyRefillState(s BucketState, now int64) (newTokens, newLastRefill *big.Int) {
+func pyRefillState(s store.BucketState, now int64) (newTokens, newLastRefill *big.Int) {
 	return pyRefillBucket(pyInt(s.TokensMilli), pyInt(s.LastRefillMs), pyInt(now),
 		pyInt(s.CapacityMilli), pyInt(s.RefillAmountMilli), pyInt(s.RefillPeriodMs))
 }
@@ -89,7 +92,7 @@ func pyRetryAfter(deficit, amount, period *big.Int) time.Duration {
 }
 
 // pyTryConsume is try_consume of bucket.py.
-func pyTryConsume(s BucketState, requested, now int64) consumeResult {
+func pyTryConsume(s store.BucketState, requested, now int64) consumeResult {
 	cur, last := pyRefillState(s, now)
 	req := pyMul(pyInt(requested), pyInt(1000))
 	res := consumeResult{
@@ -137,8 +140,8 @@ var bucketSeeds = [][6]int64{
 
 // stateOf returns the bucket state of a seed tuple (seed[2], now, is not
 // part of the state).
-func stateOf(seed [6]int64) BucketState {
-	return BucketState{
+func stateOf(seed [6]int64) store.BucketState {
+	return store.BucketState{
 		LimitName: "tpm", TokensMilli: seed[0], LastRefillMs: seed[1],
 		CapacityMilli: seed[3], RefillAmountMilli: seed[4], RefillPeriodMs: seed[5],
 	}
@@ -153,10 +156,10 @@ func FuzzRefillBucket(f *testing.F) {
 		f.Add(s[0], s[1], s[2], s[3], s[4], s[5])
 	}
 	f.Fuzz(func(t *testing.T, tokens, lastRefill, now, capacity, amount, period int64) {
-		gotTokens, gotLast := refillBucket(tokens, lastRefill, now, capacity, amount, period)
+		gotTokens, gotLast := bucketmath.Refill(tokens, lastRefill, now, capacity, amount, period)
 		wantTokens, wantLast := pyRefillBucket(pyInt(tokens), pyInt(lastRefill), pyInt(now), pyInt(capacity), pyInt(amount), pyInt(period))
 		if gotTokens != toInt64(wantTokens) || gotLast != toInt64(wantLast) {
-			t.Errorf("refillBucket(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)",
+			t.Errorf("bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)",
 				tokens, lastRefill, now, capacity, amount, period,
 				gotTokens, gotLast, toInt64(wantTokens), toInt64(wantLast), wantTokens, wantLast)
 		}
@@ -261,9 +264,9 @@ func FuzzCalculateRetryAfter(f *testing.F) {
 		f.Add(s[0], s[1], s[2])
 	}
 	f.Fuzz(func(t *testing.T, deficit, amount, period int64) {
-		got := calculateRetryAfter(deficit, amount, period)
+		got := bucketmath.RetryAfter(deficit, amount, period)
 		if want := pyRetryAfter(pyInt(deficit), pyInt(amount), pyInt(period)); got != want {
-			t.Errorf("calculateRetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
+			t.Errorf("bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
 				deficit, amount, period, got, int64(got), want, int64(want))
 		}
 	})

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // A bucket of 100 requests per minute, empty at noon, holds 25 requests 15
 // seconds later and is full again after a minute.
 func ExampleBucketState_RefilledAt() {
 	noon := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
-	s := limiter.BucketState{
+	s := store.BucketState{
 		LimitName:         "rpm",
 		TokensMilli:       0,
 		LastRefillMs:      noon.UnixMilli(),
@@ -33,7 +33,7 @@ func TestBucketStateRefilledAt(t *testing.T) {
 	t.Parallel()
 	t0 := time.UnixMilli(1_700_000_000_000)
 	// 7 tokens per 3 s: 1 ms refills 7/3 millitokens, 2 whole ones.
-	s := limiter.BucketState{LimitName: "x", TokensMilli: -500, LastRefillMs: t0.UnixMilli(),
+	s := store.BucketState{LimitName: "x", TokensMilli: -500, LastRefillMs: t0.UnixMilli(),
 		CapacityMilli: 10_000, RefillAmountMilli: 7000, RefillPeriodMs: 3000, TotalConsumedMilli: 42}
 	for _, tc := range []struct {
 		name     string

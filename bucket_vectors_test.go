@@ -11,6 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The bucket math's golden vectors: inputs and outputs of every function
@@ -51,14 +54,14 @@ func b01(b bool) int64 {
 func vectorOf(fn string, in []int64) bucketVector {
 	v := bucketVector{Fn: fn, In: strs(in...)}
 	if fn == "retry_after" {
-		v.Out = strs(int64(calculateRetryAfter(in[0], in[1], in[2])))
+		v.Out = strs(int64(bucketmath.RetryAfter(in[0], in[1], in[2])))
 		return v
 	}
-	s := BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
+	s := store.BucketState{TokensMilli: in[0], LastRefillMs: in[1], CapacityMilli: in[3], RefillAmountMilli: in[4], RefillPeriodMs: in[5]}
 	now := in[2]
 	switch fn {
 	case "refill":
-		tk, last := refillBucket(in[0], in[1], now, in[3], in[4], in[5])
+		tk, last := bucketmath.Refill(in[0], in[1], now, in[3], in[4], in[5])
 		v.Out = strs(tk, last)
 	case "try_consume":
 		r := tryConsume(s, in[6], now)
@@ -129,6 +132,22 @@ func bucketVectors(t *testing.T) []bucketVector {
 		{1, 0, 60_000}, {1000, 1000, 0}, {1000, -1000, 1000}, {math.MaxInt64, -1, math.MaxInt64},
 	} {
 		out = append(out, vectorOf("retry_after", in))
+	}
+	// Around 2^53, where a Lua implementation on doubles must switch to
+	// exact integers: values, products (elapsed × amount split into whole
+	// periods and a remainder, deficit × period) and amounts × 1000 just
+	// below and at 2^53.
+	const p53 = int64(1) << 53
+	for _, in := range [][]int64{
+		{p53 - 1, 0, 1, p53 - 1, 1000, 1000, 1}, {p53, 0, 1, p53, 1000, 1000, 1},
+		{0, 0, 1 << 20, p53 - 1, 1<<33 - 1, 1, 0}, {0, 0, 1 << 20, p53 - 1, 1 << 33, 1, 0},
+		{0, 0, 1<<26 - 1, p53 - 1, 1<<26 - 1, 1 << 26, 0}, {0, 0, 1<<27 - 1, p53 - 1, 1<<27 - 1, 1 << 27, 0},
+		{0, 5, 5, 1000, 1, 1<<43 - 1, 1 << 40}, {0, 5, 5, 1000, 1, 1 << 43, 1 << 40},
+		{0, 5, 5, 1000, 1000, 60_000, p53/1000 - 1}, {0, 5, 5, 1000, 1000, 60_000, p53/1000 + 1},
+		{-p53 + 1, 0, 1, 1000, 1000, 60_000, 1}, {1000, -p53 + 1, -p53 + 2, 1000, 3, 7, 1},
+	} {
+		out = append(out, vectorOf("refill", in[:6]), vectorOf("available", in[:6]), vectorOf("try_consume", in),
+			vectorOf("force_consume", in), vectorOf("time_until_available", in), vectorOf("retry_after", []int64{in[0], in[4], in[5]}))
 	}
 	// A fixed sample: realistic limits, and values near the int64 edges.
 	rng := rand.New(rand.NewPCG(16, 2026))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestConfigCacheCeiling: the config cache holds at most its ceiling of
@@ -11,12 +13,12 @@ import (
 // again when its entity comes back, with its current value.
 func TestConfigCacheCeiling(t *testing.T) {
 	ctx := context.Background()
-	store := &fakeConfigStore{data: map[ConfigKey]Config{}}
+	fcs := &fakeConfigStore{data: map[store.ConfigKey]store.Config{}}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	c := newConfigCache(time.Minute, 4, clock.now, store.load)
+	c := newConfigCache(time.Minute, 4, clock.now, fcs.load)
 	own := []Limit{PerMinute("rpm", 7)}
-	store.set(entityKey("e1", "gpt"), Config{Limits: own})
-	store.set(resourceKey("gpt"), Config{Limits: []Limit{PerMinute("rpm", 100)}})
+	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
+	fcs.set(resourceKey("gpt"), store.Config{Limits: []Limit{PerMinute("rpm", 100)}})
 
 	// e1 takes the 4 slots; e2 hits the resource and system slots and
 	// loads its two, evicting e1's (least recently used).
@@ -29,13 +31,13 @@ func TestConfigCacheCeiling(t *testing.T) {
 	if st.Size != 4 || st.MaxEntries != 4 || st.Evictions != 2 {
 		t.Fatalf("stats %+v, want size 4 of 4 and 2 evictions", st)
 	}
-	if got := len(store.loads[1]); got != 2 {
+	if got := len(fcs.loads[1]); got != 2 {
 		t.Errorf("e2 loaded %d slots, want 2", got)
 	}
 	// e1 comes back: its slots are read again, and a change made meanwhile
 	// (by another process: no eviction here) is seen.
 	own = []Limit{PerMinute("rpm", 9)}
-	store.set(entityKey("e1", "gpt"), Config{Limits: own})
+	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
 	limits, source, _, err := c.resolve(ctx, "e1", "gpt")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +45,7 @@ func TestConfigCacheCeiling(t *testing.T) {
 	if source != SourceEntity || len(limits) != 1 || limits[0] != own[0] {
 		t.Errorf("e1 resolved to %v from %s, want %v from the entity", limits, source, own)
 	}
-	if n, got := store.loadCount(), len(store.loads[2]); n != 3 || got != 2 {
+	if n, got := fcs.loadCount(), len(fcs.loads[2]); n != 3 || got != 2 {
 		t.Errorf("%d loads, the last of %d slots; want 3, and e1's 2 slots", n, got)
 	}
 	// The hot resource and system slots were never evicted.

@@ -1,3 +1,6 @@
+// Layer 3, rules: the resolution of stored limits (entity, entity default,
+// resource, system) and their cache.
+
 package limiter
 
 import (
@@ -10,36 +13,18 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
 
-// cacheKeyString is a ConfigKey as one string (to share loads).
-func cacheKeyString(k ConfigKey) string {
+// cacheKeyString is a store.ConfigKey as one string (to share loads).
+func cacheKeyString(k store.ConfigKey) string {
 	return string(rune('0'+k.Level)) + "\x00" + k.EntityID + "\x00" + k.Resource
 }
 
 // configLoader fetches the given slots in one round trip. Keys absent from
 // the result have no stored config; a slot without limits is "no config at
 // this level" (negative caching).
-type configLoader func(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
-
-// CacheStats reports the effectiveness and size of one of the limiter's
-// per-key caches (see [CacheName]).
-type CacheStats struct {
-	// Hits and Misses count lookups since creation.
-	Hits, Misses int64
-	// Evictions counts live entries dropped to make room for new ones
-	// since creation: a steady rate means the cache is smaller than the
-	// working set (expired entries are not counted).
-	Evictions int64
-	// Size is the number of entries held (negative config entries and
-	// expired entries not yet dropped included).
-	Size int
-	// MaxEntries is the cache's ceiling ([WithCacheSize]).
-	MaxEntries int
-	// TTL is the longest an entry is kept; zero means the config cache is
-	// disabled, or an entity cache without age limit.
-	TTL time.Duration
-}
+type configLoader func(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error)
 
 // configCache is a lazy TTL cache over a configLoader: no background
 // goroutine, expiry is checked on read, concurrent identical misses are
@@ -56,7 +41,7 @@ type configCache struct {
 
 	mu         sync.Mutex // guards the fields below
 	flights    map[string]*configFlight
-	entries    *lru.Cache[ConfigKey, Config]
+	entries    *lru.Cache[store.ConfigKey, store.Config]
 	generation uint64        // bumped by every eviction; stale loads are not stored
 	remembered OnUnavailable // last non-empty system on_unavailable
 }
@@ -65,30 +50,30 @@ type configCache struct {
 // the same slots.
 type configFlight struct {
 	done chan struct{} // closed when the load ended
-	got  map[ConfigKey]Config
+	got  map[store.ConfigKey]store.Config
 	err  error
 }
 
 func newConfigCache(ttl time.Duration, maxEntries int, now func() time.Time, load configLoader) *configCache {
-	return &configCache{ttl: ttl, now: now, load: load, entries: lru.New[ConfigKey, Config](maxEntries, ttl),
+	return &configCache{ttl: ttl, now: now, load: load, entries: lru.New[store.ConfigKey, store.Config](maxEntries, ttl),
 		flights: make(map[string]*configFlight)}
 }
 
 // resolutionKeys returns the slots consulted for (entityID, resource), in
 // precedence order.
-func resolutionKeys(entityID, resource string) []ConfigKey {
-	keys := []ConfigKey{EntityConfig(entityID, resource)}
+func resolutionKeys(entityID, resource string) []store.ConfigKey {
+	keys := []store.ConfigKey{store.EntityConfig(entityID, resource)}
 	if resource != DefaultResource {
-		keys = append(keys, EntityConfig(entityID, DefaultResource))
+		keys = append(keys, store.EntityConfig(entityID, DefaultResource))
 	}
-	return append(keys, ResourceConfig(resource), SystemConfig())
+	return append(keys, store.ResourceConfig(resource), store.SystemConfig())
 }
 
-func sourceOf(keys []ConfigKey, i int) ConfigSource {
+func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 	switch k := keys[i]; {
-	case k.Level == LevelSystem:
+	case k.Level == store.LevelSystem:
 		return SourceSystem
-	case k.Level == LevelResource:
+	case k.Level == store.LevelResource:
 		return SourceResource
 	case i > 0:
 		return SourceEntityDefault
@@ -125,15 +110,15 @@ func (c *configCache) resolveCached(entityID, resource string) ([]Limit, ConfigS
 	if c.ttl <= 0 {
 		return nil, "", "", false
 	}
-	var keys [4]ConfigKey
+	var keys [4]store.ConfigKey
 	n := 0
-	keys[n], n = EntityConfig(entityID, resource), n+1
+	keys[n], n = store.EntityConfig(entityID, resource), n+1
 	if resource != DefaultResource {
-		keys[n], n = EntityConfig(entityID, DefaultResource), n+1
+		keys[n], n = store.EntityConfig(entityID, DefaultResource), n+1
 	}
-	keys[n], keys[n+1], n = ResourceConfig(resource), SystemConfig(), n+2
+	keys[n], keys[n+1], n = store.ResourceConfig(resource), store.SystemConfig(), n+2
 	now := c.now()
-	var values [4]Config
+	var values [4]store.Config
 	c.mu.Lock()
 	for i, k := range keys[:n] {
 		v, ok := c.entries.Get(k, now)
@@ -155,10 +140,10 @@ func (c *configCache) resolveCached(entityID, resource string) ([]Limit, ConfigS
 }
 
 // system returns the system slot.
-func (c *configCache) system(ctx context.Context) (Config, error) {
-	values, err := c.get(ctx, []ConfigKey{SystemConfig()})
+func (c *configCache) system(ctx context.Context) (store.Config, error) {
+	values, err := c.get(ctx, []store.ConfigKey{store.SystemConfig()})
 	if err != nil {
-		return Config{}, err
+		return store.Config{}, err
 	}
 	return values[0], nil
 }
@@ -179,8 +164,8 @@ func (c *configCache) resolveOnUnavailable(ctx context.Context) OnUnavailable {
 }
 
 // get returns the values of keys, in order, from the cache or one load.
-func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, error) {
-	out := make([]Config, len(keys))
+func (c *configCache) get(ctx context.Context, keys []store.ConfigKey) ([]store.Config, error) {
+	out := make([]store.Config, len(keys))
 	var missing []int
 	if c.ttl > 0 {
 		now := c.now()
@@ -204,7 +189,7 @@ func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, erro
 		return out, nil
 	}
 
-	fetch := make([]ConfigKey, len(missing))
+	fetch := make([]store.ConfigKey, len(missing))
 	names := make([]string, len(missing))
 	for j, i := range missing {
 		fetch[j] = keys[i]
@@ -225,7 +210,7 @@ func (c *configCache) get(ctx context.Context, keys []ConfigKey) ([]Config, erro
 // started. The loading caller reads with its own context; a waiter stops
 // waiting when its context ends, and loads itself when the load it waited
 // for failed because its caller's context ended.
-func (c *configCache) share(ctx context.Context, id string, fetch []ConfigKey) (map[ConfigKey]Config, error) {
+func (c *configCache) share(ctx context.Context, id string, fetch []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	for {
 		c.mu.Lock()
 		if f, ok := c.flights[id]; ok {
@@ -265,7 +250,7 @@ func (c *configCache) share(ctx context.Context, id string, fetch []ConfigKey) (
 }
 
 // evict drops one slot (called after every write or delete of that config).
-func (c *configCache) evict(k ConfigKey) {
+func (c *configCache) evict(k store.ConfigKey) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.entries.Remove(k)
@@ -277,7 +262,9 @@ func (c *configCache) evict(k ConfigKey) {
 func (c *configCache) evictEntity(entityID string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.entries.RemoveFunc(func(k ConfigKey, _ Config) bool { return k.Level == LevelEntity && k.EntityID == entityID })
+	c.entries.RemoveFunc(func(k store.ConfigKey, _ store.Config) bool {
+		return k.Level == store.LevelEntity && k.EntityID == entityID
+	})
 	c.generation++
 }
 

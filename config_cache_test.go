@@ -7,24 +7,26 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // fakeConfigStore is an in-memory configLoader that counts loads.
 type fakeConfigStore struct {
 	mu     sync.Mutex
-	data   map[ConfigKey]Config
-	loads  [][]ConfigKey
+	data   map[store.ConfigKey]store.Config
+	loads  [][]store.ConfigKey
 	failed error
 }
 
-func (s *fakeConfigStore) load(_ context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+func (s *fakeConfigStore) load(_ context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.loads = append(s.loads, append([]ConfigKey(nil), keys...))
+	s.loads = append(s.loads, append([]store.ConfigKey(nil), keys...))
 	if s.failed != nil {
 		return nil, s.failed
 	}
-	out := make(map[ConfigKey]Config)
+	out := make(map[store.ConfigKey]store.Config)
 	for _, k := range keys {
 		if v, ok := s.data[k]; ok {
 			out[k] = v
@@ -33,7 +35,7 @@ func (s *fakeConfigStore) load(_ context.Context, keys []ConfigKey) (map[ConfigK
 	return out, nil
 }
 
-func (s *fakeConfigStore) set(k ConfigKey, v Config) {
+func (s *fakeConfigStore) set(k store.ConfigKey, v store.Config) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data[k] = v
@@ -63,16 +65,16 @@ func (c *fakeClock) advance(d time.Duration) {
 }
 
 var (
-	sysKey = SystemConfig()
+	sysKey = store.SystemConfig()
 )
 
-func entityKey(e, r string) ConfigKey { return EntityConfig(e, r) }
-func resourceKey(r string) ConfigKey  { return ResourceConfig(r) }
+func entityKey(e, r string) store.ConfigKey { return store.EntityConfig(e, r) }
+func resourceKey(r string) store.ConfigKey  { return store.ResourceConfig(r) }
 
 func newTestCache(ttl time.Duration) (*configCache, *fakeConfigStore, *fakeClock) {
-	store := &fakeConfigStore{data: map[ConfigKey]Config{}}
+	fcs := &fakeConfigStore{data: map[store.ConfigKey]store.Config{}}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	return newConfigCache(ttl, DefaultConfigCacheSize, clock.now, store.load), store, clock
+	return newConfigCache(ttl, DefaultConfigCacheSize, clock.now, fcs.load), fcs, clock
 }
 
 func TestConfigCachePrecedence(t *testing.T) {
@@ -83,24 +85,24 @@ func TestConfigCachePrecedence(t *testing.T) {
 	ent := []Limit{PerMinute("rpm", 4)}
 	for _, tc := range []struct {
 		name       string
-		data       map[ConfigKey]Config
+		data       map[store.ConfigKey]store.Config
 		resource   string
 		wantLimits []Limit
 		wantSource ConfigSource
 	}{
 		{"nothing", nil, "gpt", nil, ""},
-		{"system", map[ConfigKey]Config{sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
-		{"resource beats system", map[ConfigKey]Config{sysKey: {Limits: sys}, resourceKey("gpt"): {Limits: res}}, "gpt", res, SourceResource},
-		{"entity default beats resource", map[ConfigKey]Config{resourceKey("gpt"): {Limits: res}, entityKey("e", DefaultResource): {Limits: def}}, "gpt", def, SourceEntityDefault},
-		{"entity beats all", map[ConfigKey]Config{sysKey: {Limits: sys}, entityKey("e", DefaultResource): {Limits: def}, entityKey("e", "gpt"): {Limits: ent}}, "gpt", ent, SourceEntity},
-		{"empty entity falls through", map[ConfigKey]Config{entityKey("e", "gpt"): {}, sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
-		{"other resource ignored", map[ConfigKey]Config{entityKey("e", "other"): {Limits: ent}, resourceKey("other"): {Limits: res}}, "gpt", nil, ""},
-		{"_default_ resource", map[ConfigKey]Config{entityKey("e", DefaultResource): {Limits: def}}, DefaultResource, def, SourceEntity},
+		{"system", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
+		{"resource beats system", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}, resourceKey("gpt"): {Limits: res}}, "gpt", res, SourceResource},
+		{"entity default beats resource", map[store.ConfigKey]store.Config{resourceKey("gpt"): {Limits: res}, entityKey("e", DefaultResource): {Limits: def}}, "gpt", def, SourceEntityDefault},
+		{"entity beats all", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}, entityKey("e", DefaultResource): {Limits: def}, entityKey("e", "gpt"): {Limits: ent}}, "gpt", ent, SourceEntity},
+		{"empty entity falls through", map[store.ConfigKey]store.Config{entityKey("e", "gpt"): {}, sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
+		{"other resource ignored", map[store.ConfigKey]store.Config{entityKey("e", "other"): {Limits: ent}, resourceKey("other"): {Limits: res}}, "gpt", nil, ""},
+		{"_default_ resource", map[store.ConfigKey]store.Config{entityKey("e", DefaultResource): {Limits: def}}, DefaultResource, def, SourceEntity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, store, _ := newTestCache(time.Minute)
+			c, fcs, _ := newTestCache(time.Minute)
 			for k, v := range tc.data {
-				store.set(k, v)
+				fcs.set(k, v)
 			}
 			limits, source, _, err := c.resolve(ctx, "e", tc.resource)
 			if err != nil {
@@ -109,14 +111,14 @@ func TestConfigCachePrecedence(t *testing.T) {
 			if len(limits) != len(tc.wantLimits) || (len(limits) > 0 && limits[0] != tc.wantLimits[0]) || source != tc.wantSource {
 				t.Errorf("resolve = %v %q, want %v %q", limits, source, tc.wantLimits, tc.wantSource)
 			}
-			if store.loadCount() != 1 {
-				t.Errorf("loads = %d, want 1 (one batched load)", store.loadCount())
+			if fcs.loadCount() != 1 {
+				t.Errorf("loads = %d, want 1 (one batched load)", fcs.loadCount())
 			}
 			wantKeys := 4
 			if tc.resource == DefaultResource {
 				wantKeys = 3
 			}
-			if got := len(store.loads[0]); got != wantKeys {
+			if got := len(fcs.loads[0]); got != wantKeys {
 				t.Errorf("first load fetched %d keys, want %d", got, wantKeys)
 			}
 		})
@@ -125,8 +127,8 @@ func TestConfigCachePrecedence(t *testing.T) {
 
 func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	ctx := context.Background()
-	c, store, clock := newTestCache(time.Minute)
-	store.set(sysKey, Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
+	c, fcs, clock := newTestCache(time.Minute)
+	fcs.set(sysKey, store.Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
 
 	if _, _, ou, err := c.resolve(ctx, "e", "gpt"); err != nil || ou != OnUnavailableAllow {
 		t.Fatalf("resolve: ou %q err %v", ou, err)
@@ -134,7 +136,7 @@ func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
 		t.Fatal(err)
 	}
-	if n := store.loadCount(); n != 1 {
+	if n := fcs.loadCount(); n != 1 {
 		t.Fatalf("loads after cached resolve = %d, want 1", n)
 	}
 	if st := c.stats(); st.Hits != 4 || st.Misses != 4 || st.Size != 4 || st.TTL != time.Minute {
@@ -144,30 +146,30 @@ func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	if _, _, _, err := c.resolve(ctx, "f", "gpt"); err != nil {
 		t.Fatal(err)
 	}
-	if got := len(store.loads[1]); got != 2 {
+	if got := len(fcs.loads[1]); got != 2 {
 		t.Errorf("partial miss fetched %d keys, want 2", got)
 	}
 	// Expiry: exactly at TTL still cached, just after is a miss.
 	clock.advance(time.Minute)
 	c.resolve(ctx, "e", "gpt")
-	if n := store.loadCount(); n != 2 {
+	if n := fcs.loadCount(); n != 2 {
 		t.Fatalf("loads at expiry boundary = %d, want 2", n)
 	}
 	clock.advance(time.Nanosecond)
 	c.resolve(ctx, "e", "gpt")
-	if n := store.loadCount(); n != 3 {
+	if n := fcs.loadCount(); n != 3 {
 		t.Fatalf("loads after expiry = %d, want 3", n)
 	}
 }
 
 func TestConfigCacheDisabled(t *testing.T) {
-	c, store, _ := newTestCache(0)
+	c, fcs, _ := newTestCache(0)
 	for range 3 {
 		if _, _, _, err := c.resolve(context.Background(), "e", "gpt"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := store.loadCount(); n != 3 {
+	if n := fcs.loadCount(); n != 3 {
 		t.Fatalf("loads = %d, want 3 with TTL 0", n)
 	}
 	if st := c.stats(); st.Size != 0 || st.Hits != 0 {
@@ -177,9 +179,9 @@ func TestConfigCacheDisabled(t *testing.T) {
 
 func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	ctx := context.Background()
-	c, store, _ := newTestCache(time.Minute)
+	c, fcs, _ := newTestCache(time.Minute)
 	c.resolve(ctx, "e", "gpt")
-	store.set(entityKey("e", "gpt"), Config{Limits: []Limit{PerMinute("tpm", 5)}})
+	fcs.set(entityKey("e", "gpt"), store.Config{Limits: []Limit{PerMinute("tpm", 5)}})
 	if limits, _, _, _ := c.resolve(ctx, "e", "gpt"); limits != nil {
 		t.Fatalf("negative entry not cached: got %v", limits)
 	}
@@ -188,7 +190,7 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	if len(limits) != 1 || source != SourceEntity {
 		t.Fatalf("after evict: %v %q", limits, source)
 	}
-	if got := len(store.loads[len(store.loads)-1]); got != 1 {
+	if got := len(fcs.loads[len(fcs.loads)-1]); got != 1 {
 		t.Errorf("evict refetched %d keys, want 1", got)
 	}
 	c.invalidate()
@@ -199,17 +201,17 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 
 func TestConfigCacheResolveOnUnavailable(t *testing.T) {
 	ctx := context.Background()
-	c, store, clock := newTestCache(time.Minute)
+	c, fcs, clock := newTestCache(time.Minute)
 	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
 		t.Fatalf("default = %q, want block", got)
 	}
-	store.set(sysKey, Config{OnUnavailable: OnUnavailableAllow})
+	fcs.set(sysKey, store.Config{OnUnavailable: OnUnavailableAllow})
 	c.evict(sysKey)
 	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
 		t.Fatalf("stored = %q, want allow", got)
 	}
 	// A failing read falls back to the remembered value, never an error.
-	store.failed = errors.New("boom")
+	fcs.failed = errors.New("boom")
 	clock.advance(2 * time.Minute)
 	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
 		t.Fatalf("on error = %q, want remembered allow", got)
@@ -222,12 +224,12 @@ func TestConfigCacheResolveOnUnavailable(t *testing.T) {
 
 func TestConfigCacheLoadErrorNotCached(t *testing.T) {
 	ctx := context.Background()
-	c, store, _ := newTestCache(time.Minute)
-	store.failed = errors.New("throttled")
-	if _, _, _, err := c.resolve(ctx, "e", "gpt"); !errors.Is(err, store.failed) {
+	c, fcs, _ := newTestCache(time.Minute)
+	fcs.failed = errors.New("throttled")
+	if _, _, _, err := c.resolve(ctx, "e", "gpt"); !errors.Is(err, fcs.failed) {
 		t.Fatalf("err = %v", err)
 	}
-	store.failed = nil
+	fcs.failed = nil
 	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
 		t.Fatal(err)
 	}
@@ -239,11 +241,11 @@ func TestConfigCacheLoadErrorNotCached(t *testing.T) {
 func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		store := &fakeConfigStore{data: map[ConfigKey]Config{}}
+		fcs := &fakeConfigStore{data: map[store.ConfigKey]store.Config{}}
 		release := make(chan struct{})
-		slow := func(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+		slow := func(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 			<-release
-			return store.load(ctx, keys)
+			return fcs.load(ctx, keys)
 		}
 		c := newConfigCache(time.Minute, DefaultConfigCacheSize, time.Now, slow)
 		var wg sync.WaitGroup
@@ -257,7 +259,7 @@ func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 		synctest.Wait() // every goroutine is now blocked: one in the loader, seven waiting on its flight
 		close(release)
 		wg.Wait()
-		if n := store.loadCount(); n != 1 {
+		if n := fcs.loadCount(); n != 1 {
 			t.Fatalf("loads = %d, want 1", n)
 		}
 	})

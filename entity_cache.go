@@ -1,3 +1,6 @@
+// Layer 3, rules: what the limiter knows of entities (cascade, parent, shard
+// count), for the cascade and the fast path.
+
 package limiter
 
 import (

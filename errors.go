@@ -1,3 +1,5 @@
+// Layer 1, math and models: the errors the limiter returns.
+
 package limiter
 
 import (
@@ -7,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Sentinel errors. Every error the package returns matches one of these with
@@ -19,19 +23,19 @@ var (
 	ErrLeaseDone = errors.New("limiter: lease already committed or rolled back")
 	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
 	// be reached or answered with an error.
-	ErrUnavailable = errors.New("limiter: backend unavailable")
+	ErrUnavailable = store.ErrUnavailable
 	// ErrValidation is matched by every *[ValidationError].
-	ErrValidation = errors.New("limiter: invalid input")
+	ErrValidation = store.ErrValidation
 	// ErrInvalidIdentifier is matched by a *[ValidationError] about an entity
 	// ID, parent ID or principal. It also matches [ErrValidation].
-	ErrInvalidIdentifier = errors.New("limiter: invalid identifier")
+	ErrInvalidIdentifier = store.ErrInvalidIdentifier
 	// ErrInvalidName is matched by a *[ValidationError] about a limit name or
 	// resource. It also matches [ErrValidation].
-	ErrInvalidName = errors.New("limiter: invalid name")
+	ErrInvalidName = store.ErrInvalidName
 	// ErrEntityNotFound is matched by *[EntityNotFoundError].
-	ErrEntityNotFound = errors.New("limiter: entity not found")
+	ErrEntityNotFound = store.ErrEntityNotFound
 	// ErrEntityExists is matched by *[EntityExistsError].
-	ErrEntityExists = errors.New("limiter: entity already exists")
+	ErrEntityExists = store.ErrEntityExists
 	// ErrNamespaceNotFound is matched by *[NamespaceNotFoundError].
 	ErrNamespaceNotFound = errors.New("limiter: namespace not found")
 	// ErrNamespaceState is matched by *[NamespaceStateError].
@@ -43,9 +47,9 @@ var (
 	// matches [ErrVersion].
 	ErrIncompatibleSchema = errors.New("limiter: incompatible schema")
 	// ErrUnsupported is returned by [RateLimiter] methods whose repository
-	// lacks the optional ability they need (see [AuditLog], [UsageStore],
-	// [CapacityReader]).
-	ErrUnsupported = errors.New("limiter: not supported by this repository")
+	// lacks the optional ability they need (see [store.AuditLog], [store.UsageStore],
+	// [store.CapacityReader]).
+	ErrUnsupported = store.ErrUnsupported
 	// ErrAccessDenied is matched by *[AccessDeniedError]: the backend
 	// refused the call for want of permission.
 	ErrAccessDenied = errors.New("limiter: access denied")
@@ -53,7 +57,7 @@ var (
 
 // errNilContext is returned for a nil context.Context: a caller error
 // reported as invalid input rather than a panic.
-var errNilContext = newValidationError(ErrValidation, "ctx", "nil", "context must not be nil")
+var errNilContext = store.NewValidationError(ErrValidation, "ctx", "nil", "context must not be nil")
 
 // RateLimitExceededError is returned by Acquire and Lease.Consume when at
 // least one limit cannot satisfy the request. It matches [ErrRateLimited].
@@ -232,56 +236,6 @@ func isAccessDenied(err error) bool {
 	var coded interface{ ErrorCode() string }
 	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
 }
-
-// ValidationError reports an invalid input. It matches [ErrValidation] and,
-// depending on what was checked, [ErrInvalidIdentifier] or [ErrInvalidName].
-type ValidationError struct {
-	// Field names the input, e.g. "entity_id", "resource", "name", "limits".
-	Field string
-	// Value is the offending value, cut to 50 characters plus "..." when
-	// longer.
-	Value string
-	// Reason says what is wrong.
-	Reason string
-
-	kind error // ErrValidation, ErrInvalidIdentifier or ErrInvalidName
-}
-
-func newValidationError(kind error, field, value, reason string) *ValidationError {
-	if r := []rune(value); len(r) > 50 {
-		value = string(r[:50]) + "..."
-	}
-	return &ValidationError{Field: field, Value: value, Reason: reason, kind: kind}
-}
-
-// Error returns "limiter: invalid {field}: {reason}".
-func (e *ValidationError) Error() string {
-	return fmt.Sprintf("limiter: invalid %s: %s", e.Field, e.Reason)
-}
-
-// Is reports whether target is [ErrValidation] or the error's specific kind.
-func (e *ValidationError) Is(target error) bool {
-	return target == ErrValidation || (e.kind != nil && target == e.kind)
-}
-
-// EntityNotFoundError reports a missing entity. It matches [ErrEntityNotFound].
-type EntityNotFoundError struct{ EntityID string }
-
-// Error returns "limiter: entity not found: {id}".
-func (e *EntityNotFoundError) Error() string { return "limiter: entity not found: " + e.EntityID }
-
-// Is reports whether target is [ErrEntityNotFound].
-func (e *EntityNotFoundError) Is(target error) bool { return target == ErrEntityNotFound }
-
-// EntityExistsError reports that CreateEntity found the entity already
-// stored. It matches [ErrEntityExists].
-type EntityExistsError struct{ EntityID string }
-
-// Error returns "limiter: entity already exists: {id}".
-func (e *EntityExistsError) Error() string { return "limiter: entity already exists: " + e.EntityID }
-
-// Is reports whether target is [ErrEntityExists].
-func (e *EntityExistsError) Is(target error) bool { return target == ErrEntityExists }
 
 // NamespaceNotFoundError reports an unregistered (or deleted) namespace,
 // looked up by name, or a namespace id without a registry record. It matches

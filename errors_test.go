@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestRateLimitExceededError(t *testing.T) {
@@ -115,7 +117,7 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 			"limiter: version mismatch: client 1.0.0, schema 0.10.0, lambda unknown: Update."},
 		{&IncompatibleSchemaError{ClientVersion: "1.0.0", SchemaVersion: "0.10.0", Message: "Migrate.", MigrationGuideURL: "u"},
 			ErrIncompatibleSchema, "limiter: incompatible schema: client 1.0.0 does not support schema 0.10.0: Migrate. (see u)"},
-		{newValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "limiter: invalid resource: bad"},
+		{store.NewValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "limiter: invalid resource: bad"},
 	} {
 		wrapped := fmt.Errorf("op: %w", tc.err)
 		if !errors.Is(wrapped, tc.sentinel) {
@@ -131,7 +133,7 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 	if !errors.Is(&IncompatibleSchemaError{}, ErrVersion) {
 		t.Error("IncompatibleSchemaError does not match ErrVersion")
 	}
-	if errors.Is(newValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier) {
+	if errors.Is(store.NewValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier) {
 		t.Error("name error matches ErrInvalidIdentifier")
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -219,34 +217,6 @@ func ExampleLimit_WithBurst() {
 	// rpm: capacity 300, +100 every 1m0s
 	// valid: true
 	// true limiter: invalid capacity: capacity must be positive
-}
-
-// The middleware charges each request to the API key in a header: one
-// request plus the tpm estimate before the handler, the real count after.
-func ExampleHTTPMiddleware() {
-	key := func(r *http.Request) (string, string, limiter.Consume, error) {
-		apiKey := r.Header.Get("X-API-Key")
-		if apiKey == "" {
-			return "", "", nil, errors.New("missing X-API-Key") // 400
-		}
-		return apiKey, "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 500}, nil
-	}
-	chat := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		actual, err := callLLM(r.Context(), "Hello!")
-		lease := limiter.LeaseFromContext(r.Context())
-		if err != nil {
-			lease.Rollback(r.Context()) // the middleware's Commit is then a no-op
-			http.Error(w, "upstream failed", http.StatusBadGateway)
-			return
-		}
-		lease.Adjust(limiter.Consume{"tpm": actual - 500})
-		w.Header().Set("X-Tokens-Used", strconv.FormatInt(actual, 10))
-	})
-	mw := limiter.HTTPMiddleware(newLimiter(), key, func(o *limiter.HTTPOptions) {
-		o.AcquireOptions = []limiter.AcquireOption{limiter.WithOnUnavailable(limiter.OnUnavailableAllow)}
-		o.OnCommitError = func(r *http.Request, err error) { log.Printf("%s: commit: %v", r.URL.Path, err) }
-	})
-	http.Handle("/v1/chat", mw(chat)) // 429 + Retry-After when a limit refuses
 }
 
 func ExampleNewDynamoDBLocalClient() {

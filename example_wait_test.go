@@ -17,6 +17,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // embedAll is a batch job written against the documented API: it sends every
@@ -103,8 +104,8 @@ func (c countAdmitted) AcquireDone(_ context.Context, o limiter.AcquireOutcome, 
 		c.n.Add(1)
 	}
 }
-func (countAdmitted) SpeculativeOutcome(limiter.SpeculativeOutcome)                    {}
-func (countAdmitted) StoreCall(context.Context, limiter.StoreOp, time.Duration, error) {}
+func (countAdmitted) SpeculativeOutcome(store.SpeculativeOutcome)                    {}
+func (countAdmitted) StoreCall(context.Context, store.StoreOp, time.Duration, error) {}
 
 // Log the limiter's decisions — speculative fallbacks, shard doubling,
 // transaction-conflict retries, fail-open and fail-closed decisions, Wait's

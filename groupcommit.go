@@ -1,11 +1,15 @@
+// Layer 4, mechanics: group commit, which merges concurrent writes to one
+// bucket item into one conditional write.
+
 package limiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Group commit: one write for many requests on one hot bucket item.
@@ -22,9 +26,9 @@ import (
 //     therefore makes exactly the calls it makes without it.
 //   - Requests for the item that arrive while a write is in flight queue.
 //     When the write returns, the queued requests go out together: the
-//     acquires as ONE [SpeculativeStore.SpeculativeConsume] of their summed
+//     acquires as ONE [store.SpeculativeStore.SpeculativeConsume] of their summed
 //     consumption, then the adjustments (commits, rollbacks, give-backs) as
-//     ONE [WriteAdjust] of their summed deltas. A goroutine of the limiter
+//     ONE [store.WriteAdjust] of their summed deltas. A goroutine of the limiter
 //     writes them; the callers wait.
 //   - A combined speculative write takes one write-capacity token of the
 //     DynamoDB backend for the whole batch: it is one write.
@@ -45,7 +49,7 @@ import (
 // When the combined write is refused, nothing was written, and the refusal
 // carries the item as it was. Each acquire is then decided on its own
 // against that item: one that would not fit alone is refused exactly as a
-// solo write on that item would have been (the same [SpeculativeResult],
+// solo write on that item would have been (the same [store.SpeculativeResult],
 // hence the same *[RateLimitExceededError], statuses and Retry-After, or the
 // same fallback); the ones that fit go out again together, and after a few
 // rounds the undecided ones retry with solo writes. A batch of one acquire
@@ -88,7 +92,7 @@ const (
 // gcOp is one request in a group-commit queue.
 type gcOp struct {
 	kind   gcKind
-	key    BucketKey
+	key    store.BucketKey
 	delta  Consume // consumed (gcConsume) or adjustment delta (gcAdjust), tokens
 	limits []Limit // gcConsume: the limits the write is conditioned on
 	caps   map[string]int64
@@ -101,7 +105,7 @@ type gcOp struct {
 	abandoned bool // an acquire whose caller's context ended while in flight
 
 	// Set by the batch's writer before wake is signalled.
-	res SpeculativeResult
+	res store.SpeculativeResult
 	err error
 }
 
@@ -118,28 +122,28 @@ type groupCommit struct {
 
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
-	slots map[BucketKey]*gcSlot
+	slots map[store.BucketKey]*gcSlot
 }
 
-func newGroupCommit(store *storeOps, bg *background) *groupCommit {
-	g := &groupCommit{store: store, bg: bg, slots: make(map[BucketKey]*gcSlot)}
+func newGroupCommit(ops *storeOps, bg *background) *groupCommit {
+	g := &groupCommit{store: ops, bg: bg, slots: make(map[store.BucketKey]*gcSlot)}
 	g.pool.New = func() any { return new(gcSlot) }
 	return g
 }
 
-// consume is [SpeculativeStore.SpeculativeConsume] through the batcher.
-func (g *groupCommit) consume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
+// consume is [store.SpeculativeStore.SpeculativeConsume] through the batcher.
+func (g *groupCommit) consume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	return g.submit(ctx, gcOp{kind: gcConsume, key: req.Key, delta: req.Consume, limits: req.Limits, nowMs: req.NowMs})
 }
 
-// adjust writes w (a single-item WriteAdjust) through the batcher. Deltas
+// adjust writes w (a single-item store.WriteAdjust) through the batcher. Deltas
 // that are not whole tokens bypass it.
-func (g *groupCommit) adjust(ctx context.Context, w BucketWrite) error {
+func (g *groupCommit) adjust(ctx context.Context, w store.BucketWrite) error {
 	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs}
 	for _, lw := range w.Limits {
 		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 || lw.Params != nil {
 			_, err := detached(g.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
-				return struct{}{}, g.store.writeBuckets(ctx, []BucketWrite{w})
+				return struct{}{}, g.store.writeBuckets(ctx, []store.BucketWrite{w})
 			}, nil)
 			return err
 		}
@@ -161,7 +165,7 @@ func (g *groupCommit) adjust(ctx context.Context, w BucketWrite) error {
 // commit), else queued into the next batch. When the caller's context ends
 // before the result is known it returns ctx.Err() (see the cancellation
 // rules above).
-func (g *groupCommit) submit(ctx context.Context, req gcOp) (SpeculativeResult, error) {
+func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeResult, error) {
 	g.mu.Lock()
 	s := g.slots[req.key]
 	if s == nil {
@@ -194,11 +198,11 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (SpeculativeResult, 
 		case op.state == gcQueued:
 			s.queue = removeOp(s.queue, op)
 			g.mu.Unlock()
-			return SpeculativeResult{Key: op.key}, ctx.Err()
+			return store.SpeculativeResult{Key: op.key}, ctx.Err()
 		case op.state == gcInFlight && op.kind == gcConsume:
 			op.abandoned = true
 			g.mu.Unlock()
-			return SpeculativeResult{Key: op.key}, ctx.Err()
+			return store.SpeculativeResult{Key: op.key}, ctx.Err()
 		}
 		// Done, or an adjustment in flight: wait (at most refundTimeout).
 		g.mu.Unlock()
@@ -216,7 +220,7 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (SpeculativeResult, 
 // inline writes op, the only request for its item, on the caller's
 // goroutine, then hands the item over to the requests queued meanwhile.
 // Nothing retains op: it stays on the caller's stack.
-func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (SpeculativeResult, error) {
+func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (store.SpeculativeResult, error) {
 	g.write(ctx, op)
 	g.handOff(op.key, s, false)
 	return op.res, op.err
@@ -226,10 +230,10 @@ func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (Speculat
 // limiter, then hands the item over to the requests queued meanwhile; the
 // caller returns when its context ends, and an acquire that then applies
 // is given back.
-func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (SpeculativeResult, error) {
+func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.SpeculativeResult, error) {
 	if err := ctx.Err(); err != nil {
 		g.handOff(op.key, s, false)
-		return SpeculativeResult{Key: op.key}, err
+		return store.SpeculativeResult{Key: op.key}, err
 	}
 	done := make(chan struct{})
 	g.bg.Go(func() {
@@ -259,7 +263,7 @@ func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (Speculativ
 		if op.kind == gcConsume {
 			op.abandoned = true
 			g.mu.Unlock()
-			return SpeculativeResult{Key: op.key}, ctx.Err()
+			return store.SpeculativeResult{Key: op.key}, ctx.Err()
 		}
 		g.mu.Unlock()
 		<-done // an adjustment: wait (at most refundTimeout)
@@ -269,11 +273,11 @@ func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (Speculativ
 
 // alone writes an acquire that the combined write could not decide with a
 // solo write of its own, outside the queue.
-func (g *groupCommit) alone(ctx context.Context, op *gcOp) (SpeculativeResult, error) {
-	req := SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs}
-	return detached(g.bg, ctx, false, func(ctx context.Context) (SpeculativeResult, error) {
+func (g *groupCommit) alone(ctx context.Context, op *gcOp) (store.SpeculativeResult, error) {
+	req := store.SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs}
+	return detached(g.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
 		return g.store.speculativeConsume(ctx, req)
-	}, func(res SpeculativeResult, err error) {
+	}, func(res store.SpeculativeResult, err error) {
 		if err == nil && res.Applied {
 			g.bg.Go(func() { g.giveBack(op) })
 		}
@@ -283,10 +287,10 @@ func (g *groupCommit) alone(ctx context.Context, op *gcOp) (SpeculativeResult, e
 // write makes op's own store call.
 func (g *groupCommit) write(ctx context.Context, op *gcOp) {
 	if op.kind == gcConsume {
-		op.res, op.err = g.store.speculativeConsume(ctx, SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs})
+		op.res, op.err = g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs})
 		return
 	}
-	op.err = g.store.writeBuckets(ctx, []BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps)})
+	op.err = g.store.writeBuckets(ctx, []store.BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps)})
 }
 
 // giveBackLocked queues the give-back of op, an acquire whose caller went
@@ -322,7 +326,7 @@ func capacities(limits []Limit) map[string]int64 {
 	}
 	caps := make(map[string]int64, len(limits))
 	for _, l := range limits {
-		caps[l.Name] = satMul(l.Capacity, 1000)
+		caps[l.Name] = bucketmath.SatMul(l.Capacity, 1000)
 	}
 	return caps
 }
@@ -331,7 +335,7 @@ func capacities(limits []Limit) map[string]int64 {
 // requests queued meanwhile, batch after batch, or marks the item idle.
 // inBackground says whether the caller is a goroutine of the limiter; a
 // caller's own goroutine starts one instead of writing others' batches.
-func (g *groupCommit) handOff(key BucketKey, s *gcSlot, inBackground bool) {
+func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool) {
 	for {
 		g.mu.Lock()
 		if len(s.queue) == 0 {
@@ -399,7 +403,7 @@ const gcMaxRounds = 4
 // runBatch writes batch (requests for key) and delivers every member's
 // result: the acquires first, then the adjustments. It runs in a goroutine
 // of the limiter, on a context detached from every caller's.
-func (g *groupCommit) runBatch(s *gcSlot, key BucketKey, batch []*gcOp) {
+func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
 	defer cancel()
 	defer g.deliver(s, batch)
@@ -434,18 +438,18 @@ func (g *groupCommit) runBatch(s *gcSlot, key BucketKey, batch []*gcOp) {
 // is thus made on a state the store reported, as a solo write at that
 // point would be. After gcMaxRounds writes the undecided acquires retry
 // alone.
-func (g *groupCommit) decide(ctx context.Context, key BucketKey, pending []*gcOp, nowMs int64) {
+func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending []*gcOp, nowMs int64) {
 	limits := pending[0].limits
 	written := pending
 	total := Consume{}
 	for _, op := range written {
 		addConsume(total, op.delta)
 	}
-	res, err := g.store.speculativeConsume(ctx, SpeculativeRequest{Key: key, Consume: total, Limits: limits, NowMs: nowMs})
+	res, err := g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: key, Consume: total, Limits: limits, NowMs: nowMs})
 	for round := 1; ; round++ {
 		if err != nil {
 			for _, op := range pending {
-				op.res, op.err = SpeculativeResult{Key: key}, err
+				op.res, op.err = store.SpeculativeResult{Key: key}, err
 			}
 			return
 		}
@@ -467,14 +471,14 @@ func (g *groupCommit) decide(ctx context.Context, key BucketKey, pending []*gcOp
 		sum := Consume{}
 		trial := Consume{}
 		for _, op := range pending {
-			if reason := specRefusal(b, op.delta, limits, op.nowMs); reason != RefusedNone {
+			if reason := specRefusal(b, op.delta, limits, op.nowMs); reason != store.RefusedNone {
 				op.res = refusedResult(key, b, reason, op.nowMs)
 				continue
 			}
 			clear(trial)
 			addConsume(trial, sum)
 			addConsume(trial, op.delta)
-			if len(later) == 0 && specRefusal(b, trial, limits, nowMs) == RefusedNone {
+			if len(later) == 0 && specRefusal(b, trial, limits, nowMs) == store.RefusedNone {
 				addConsume(sum, op.delta)
 				fit = append(fit, op)
 			} else {
@@ -490,13 +494,13 @@ func (g *groupCommit) decide(ctx context.Context, key BucketKey, pending []*gcOp
 			return
 		}
 		pending, written = append(fit, later...), fit
-		res, err = g.store.speculativeConsume(ctx, SpeculativeRequest{Key: key, Consume: sum, Limits: limits, NowMs: nowMs})
+		res, err = g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: key, Consume: sum, Limits: limits, NowMs: nowMs})
 	}
 }
 
 // writeAdjusts writes the summed deltas of a batch's adjustments as one
-// WriteAdjust (nothing when every delta cancels out).
-func (g *groupCommit) writeAdjusts(ctx context.Context, key BucketKey, nowMs int64, adjusts []*gcOp) error {
+// store.WriteAdjust (nothing when every delta cancels out).
+func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, nowMs int64, adjusts []*gcOp) error {
 	sum := Consume{}
 	var caps map[string]int64
 	for _, op := range adjusts {
@@ -512,7 +516,7 @@ func (g *groupCommit) writeAdjusts(ctx context.Context, key BucketKey, nowMs int
 	if len(w.Limits) == 0 {
 		return nil
 	}
-	return g.store.writeBuckets(ctx, []BucketWrite{w})
+	return g.store.writeBuckets(ctx, []store.BucketWrite{w})
 }
 
 // deliver wakes every waiting member of a written batch, and queues the
@@ -536,13 +540,13 @@ func (g *groupCommit) deliver(s *gcSlot, batch []*gcOp) {
 	}
 }
 
-// adjustDeltaWrite is the WriteAdjust of delta (tokens) on key, limits in
+// adjustDeltaWrite is the store.WriteAdjust of delta (tokens) on key, limits in
 // sorted order, zero deltas left out, with the capacity hints caps.
-func adjustDeltaWrite(key BucketKey, nowMs int64, delta Consume, caps map[string]int64) BucketWrite {
-	w := BucketWrite{Kind: WriteAdjust, Key: key, NowMs: nowMs}
-	for _, name := range delta.names() {
+func adjustDeltaWrite(key store.BucketKey, nowMs int64, delta Consume, caps map[string]int64) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+	for _, name := range consumeNames(delta) {
 		if d := delta[name]; d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: name, ConsumedMilli: satMul(d, 1000), CapacityMilli: caps[name]})
+			w.Limits = append(w.Limits, store.LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: caps[name]})
 		}
 	}
 	return w
@@ -556,116 +560,55 @@ func addConsume(sum, c Consume) {
 }
 
 // specRefusal returns why a speculative write of consume alone would be
-// refused by b at nowMs, or RefusedNone when it would apply: the condition
-// of [SpeculativeStore.SpeculativeConsume] (the item exists and is not
+// refused by b at nowMs, or store.RefusedNone when it would apply: the condition
+// of [store.SpeculativeStore.SpeculativeConsume] (the item exists and is not
 // expired, limits holds the stored parameters, every named limit exists,
 // positive amounts fit in the balance without refill), plus the DynamoDB
 // backend's write-capacity token.
-func specRefusal(b *Bucket, consume Consume, limits []Limit, nowMs int64) RefusalReason {
+func specRefusal(b *store.Bucket, consume Consume, limits []Limit, nowMs int64) store.RefusalReason {
 	if b == nil {
-		return RefusedBucketMissing
+		return store.RefusedBucketMissing
 	}
 	if b.Expired(nowMs) {
-		return RefusedExpired
+		return store.RefusedExpired
 	}
 	for _, l := range limits {
 		s, ok := b.State(l.Name)
 		if !ok {
-			return RefusedLimitMissing
+			return store.RefusedLimitMissing
 		}
 		if !sameParams(s, l) {
-			return RefusedLimitsChanged
+			return store.RefusedLimitsChanged
 		}
 	}
 	app := false
 	for name, amount := range consume {
 		s, ok := b.State(name)
 		if !ok {
-			return RefusedLimitMissing
+			return store.RefusedLimitMissing
 		}
-		if amount > 0 && s.TokensMilli < satMul(amount, 1000) {
+		if amount > 0 && s.TokensMilli < bucketmath.SatMul(amount, 1000) {
 			app = true
 		}
 	}
 	wcu := wcuSpent(b)
 	switch {
 	case app && wcu:
-		return RefusedBothExhausted
+		return store.RefusedBothExhausted
 	case wcu:
-		return RefusedWriteCapacity
+		return store.RefusedWriteCapacity
 	case app:
-		return RefusedLimitExhausted
+		return store.RefusedLimitExhausted
 	}
-	return RefusedNone
+	return store.RefusedNone
 }
 
 // refusedResult is the result of a speculative write refused by b for
 // reason at nowMs.
-func refusedResult(key BucketKey, b *Bucket, reason RefusalReason, nowMs int64) SpeculativeResult {
-	res := SpeculativeResult{Key: key, Bucket: b, Reason: reason}
-	if reason == RefusedWriteCapacity || reason == RefusedBothExhausted {
+func refusedResult(key store.BucketKey, b *store.Bucket, reason store.RefusalReason, nowMs int64) store.SpeculativeResult {
+	res := store.SpeculativeResult{Key: key, Bucket: b, Reason: reason}
+	if reason == store.RefusedWriteCapacity || reason == store.RefusedBothExhausted {
 		res.CapacityRefills = wcuRefills(b, nowMs)
 	}
 	return res
-}
-
-// WithGroupCommit turns group commit on or off (see groupcommit.go): while
-// a write for a bucket item is in flight, this limiter's later acquires,
-// commits and rollbacks for the same item queue and go out together. It
-// never admits more than the requests one at a time would, and never
-// refuses a request that would fit alone. It is on by default; sequential
-// use makes exactly the calls it makes without it.
-func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }
-
-// specConsume is the speculative write of the fast path, through group
-// commit when it is on. The caller gets its answer, or its context's error
-// as soon as the context ends; a write that applies after its caller gave
-// up is given back.
-func (rl *RateLimiter) specConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error) {
-	if rl.gc != nil {
-		return rl.gc.consume(ctx, req)
-	}
-	return detached(&rl.bg, ctx, false, func(ctx context.Context) (SpeculativeResult, error) {
-		return rl.store.speculativeConsume(ctx, req)
-	}, func(res SpeculativeResult, err error) {
-		if err == nil && res.Applied {
-			rl.giveBack(req.Key, req.Consume, req.Limits)
-		}
-	})
-}
-
-// giveBack returns consume, taken from key by a write whose caller went
-// away, in the background.
-func (rl *RateLimiter) giveBack(key BucketKey, consume Consume, limits []Limit) {
-	w := adjustDeltaWrite(key, 0, negate(consume), capacities(limits))
-	if len(w.Limits) == 0 {
-		return
-	}
-	rl.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
-		defer cancel()
-		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
-			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))
-		}
-	})
-}
-
-// negate returns c with every amount negated.
-func negate(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		out[k] = -v
-	}
-	return out
-}
-
-// writeAdjust writes one single-item WriteAdjust (commit, rollback,
-// compensation), through group commit when it is on. It clears the
-// over-limit cache entry of the item.
-func (rl *RateLimiter) writeAdjust(ctx context.Context, w BucketWrite) error {
-	rl.overLimitSeen(w)
-	if rl.gc == nil {
-		return rl.store.writeBuckets(ctx, []BucketWrite{w})
-	}
-	return rl.gc.adjust(ctx, w)
 }

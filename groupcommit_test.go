@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // gate blocks the DynamoDB calls of one operation while closed: a test
@@ -62,7 +65,7 @@ func (g *gate) before(op string, _ any) error {
 
 // waitQueued waits until n requests are queued behind the write in flight
 // for key (no sleeping: it yields until they are, or fails after 10 s).
-func waitQueued(t *testing.T, rl *RateLimiter, key BucketKey, n int) {
+func waitQueued(t *testing.T, rl *RateLimiter, key store.BucketKey, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -155,7 +158,7 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 94}, lim)) // 6 left
-	key := BucketKey{EntityID: "k", Resource: "api"}
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
 	env.rec.Reset()
 
 	g.hold()
@@ -185,14 +188,14 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	}
 	if errs[1] != nil {
 		// Refused on the item after the first 3 was taken: 2 left.
-		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != calculateRetryAfter(1000, 100_000, 60_000) {
-			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(1000, 100_000, 60_000))
+		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != bucketmath.RetryAfter(1000, 100_000, 60_000) {
+			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(1000, 100_000, 60_000))
 		}
 	}
 	if errs[3] != nil {
 		// Refused on the item the combined write saw: 5 left.
-		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != calculateRetryAfter(5000, 100_000, 60_000) {
-			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, calculateRetryAfter(5000, 100_000, 60_000))
+		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != bucketmath.RetryAfter(5000, 100_000, 60_000) {
+			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(5000, 100_000, 60_000))
 		}
 	}
 	// first alone, the refused batch, 3 alone, 1 alone.
@@ -214,7 +217,7 @@ func TestGroupCommitCancelledMembers(t *testing.T) {
 	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
-	key := BucketKey{EntityID: "k", Resource: "api"}
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
 
 	acquire := func(ctx context.Context, n int64) <-chan error {
 		ch := make(chan error, 1)

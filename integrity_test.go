@@ -11,6 +11,7 @@ import (
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The tests of this file put a fault-injecting proxy (internal/faultproxy)
@@ -327,7 +328,7 @@ func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	waitFor(t, func() bool {
 		rl.gc.mu.Lock()
 		defer rl.gc.mu.Unlock()
-		s := rl.gc.slots[BucketKey{EntityID: "e", Resource: "api"}]
+		s := rl.gc.slots[store.BucketKey{EntityID: "e", Resource: "api"}]
 		return s != nil && len(s.queue) == 2
 	})
 	env.rec.Reset()

@@ -1,3 +1,6 @@
+// Layer 3, rules: the lease: what an acquire took, and its Adjust, Consume,
+// Release, Commit and Rollback.
+
 package limiter
 
 import (
@@ -8,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Lease is the consumption taken by one Acquire. It is already durable in
@@ -18,18 +24,25 @@ import (
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
-	rl      *RateLimiter
+	rl      leaseWriter
 	noop    bool // fail-open lease: tracks nothing, writes nothing
 	done    bool
 	entries []*leaseEntry
 }
 
+// leaseWriter is what a lease needs of its limiter: the clock, and the
+// write of its adjustments (through group commit).
+type leaseWriter interface {
+	nowMs() int64
+	writeAdjust(ctx context.Context, w store.BucketWrite) error
+}
+
 // leaseEntry is one limit of one bucket item held by a lease.
 type leaseEntry struct {
-	key   BucketKey
+	key   store.BucketKey
 	limit Limit
 	// state is the local view of the bucket after this lease's changes.
-	state BucketState
+	state store.BucketState
 	// consumed is this lease's running total (tokens); initialConsumed is
 	// the part that is durable in DynamoDB.
 	consumed        int64
@@ -48,7 +61,7 @@ type leaseEntry struct {
 }
 
 // entriesOf returns the entries of one bucket item, in order.
-func (ls *Lease) entriesOf(key BucketKey) []*leaseEntry {
+func (ls *Lease) entriesOf(key store.BucketKey) []*leaseEntry {
 	var out []*leaseEntry
 	for _, e := range ls.entries {
 		if e.key == key {
@@ -59,8 +72,8 @@ func (ls *Lease) entriesOf(key BucketKey) []*leaseEntry {
 }
 
 // keys returns the distinct bucket items of the lease in first-seen order.
-func (ls *Lease) keys() []BucketKey {
-	var out []BucketKey
+func (ls *Lease) keys() []store.BucketKey {
+	var out []store.BucketKey
 	for _, e := range ls.entries {
 		if len(out) == 0 || !containsKey(out, e.key) {
 			out = append(out, e.key)
@@ -69,7 +82,7 @@ func (ls *Lease) keys() []BucketKey {
 	return out
 }
 
-func containsKey(keys []BucketKey, k BucketKey) bool {
+func containsKey(keys []store.BucketKey, k store.BucketKey) bool {
 	for _, x := range keys {
 		if x == k {
 			return true
@@ -129,25 +142,25 @@ func (ls *Lease) Statuses() []LeaseStatus {
 // timeToFill returns how long until s, refilled at its rate, is full:
 // the whole milliseconds that earn capacity − balance (refilled to now),
 // rounded up; zero when it is full (or does not refill).
-func timeToFill(s BucketState, now int64) time.Duration {
-	cur, _ := refillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-	deficit := int128From(s.CapacityMilli).subSat(cur)
-	if deficit.sign() <= 0 || s.RefillAmountMilli <= 0 || s.RefillPeriodMs <= 0 {
+func timeToFill(s store.BucketState, now int64) time.Duration {
+	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	deficit := bucketmath.Int128From(s.CapacityMilli).SubSat(cur)
+	if deficit.Sign() <= 0 || s.RefillAmountMilli <= 0 || s.RefillPeriodMs <= 0 {
 		return 0
 	}
-	hi, lo := deficit.mag()
+	hi, lo := deficit.Mag()
 	if hi != 0 || lo >= 1<<63 {
 		return math.MaxInt64
 	}
-	x, ok := mulInt128(deficit, s.RefillPeriodMs)
+	x, ok := bucketmath.MulInt128(deficit, s.RefillPeriodMs)
 	if !ok {
 		return math.MaxInt64
 	}
-	q, r := divModFloor(x, s.RefillAmountMilli)
+	q, r := bucketmath.DivModFloor(x, s.RefillAmountMilli)
 	if r != 0 {
-		q = q.addSat(int128From(1))
+		q = q.AddSat(bucketmath.Int128From(1))
 	}
-	return durationFromMillis(q)
+	return bucketmath.DurationFromMillis(q)
 }
 
 // Noop reports whether the lease was issued without DynamoDB because the
@@ -235,7 +248,7 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 					names = append(names, e.limit.Name)
 				}
 			}
-			return newValidationError(ErrValidation, "consume", name,
+			return store.NewValidationError(ErrValidation, "consume", name,
 				fmt.Sprintf("the lease holds no limit named %q (limits: %s)", name, strings.Join(names, ", ")))
 		}
 	}
@@ -254,7 +267,7 @@ func (ls *Lease) apply(c Consume, now int64) {
 			// A refund does not lift the local view above capacity.
 			e.state.TokensMilli = max(before, e.state.CapacityMilli)
 		}
-		e.state.TotalConsumedMilli = addMilli(e.state.TotalConsumedMilli, amount)
+		e.state.TotalConsumedMilli = bucketmath.AddMilli(e.state.TotalConsumedMilli, amount)
 		e.consumed += amount
 	}
 }
@@ -291,7 +304,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		}
 		// A condition failure means the bucket item no longer exists
 		// (expired): there is nothing left to adjust.
-		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			return fmt.Errorf("commit %s/%s: %w", key.EntityID, key.Resource, err)
 		}
 		for _, e := range entries {
@@ -335,7 +348,7 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 		if cancel == nil {
 			ctx, cancel = detachedContext(ctx)
 		}
-		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, ErrConditionFailed) {
+		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			errs = append(errs, fmt.Errorf("rollback %s/%s: %w", key.EntityID, key.Resource, err))
 			continue
 		}
@@ -352,11 +365,11 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 
 // adjustWrite builds the unconditional ADD of delta(e) tokens for entries,
 // with each limit's capacity as the hint for refunds.
-func adjustWrite(key BucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) BucketWrite {
-	w := BucketWrite{Kind: WriteAdjust, Key: key}
+func adjustWrite(key store.BucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.Limits = append(w.Limits, LimitWrite{Name: e.limit.Name, ConsumedMilli: satMul(d, 1000), CapacityMilli: satMul(e.limit.Capacity, 1000)})
+			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
 	return w
@@ -370,15 +383,35 @@ const maxAmount = (1<<63 - 1) / 1000
 func validateAmounts(c Consume, refunds bool) error {
 	for name, v := range c {
 		if name == wcuLimitName {
-			return newValidationError(ErrInvalidName, "consume", name, "'wcu' is a reserved limit name")
+			return store.NewValidationError(ErrInvalidName, "consume", name, "'wcu' is a reserved limit name")
 		}
 		if v < 0 && !refunds {
-			return newValidationError(ErrValidation, "consume", name,
+			return store.NewValidationError(ErrValidation, "consume", name,
 				fmt.Sprintf("amount %d is negative (give tokens back with Lease.Adjust or Lease.Release)", v))
 		}
 		if v > maxAmount || v < -maxAmount {
-			return newValidationError(ErrValidation, "consume", name, "amount out of range")
+			return store.NewValidationError(ErrValidation, "consume", name, "amount out of range")
 		}
 	}
 	return nil
+}
+
+// acquireOutcome classifies the result of Acquire.
+func acquireOutcome(ctx context.Context, lease *Lease, err error) AcquireOutcome {
+	switch {
+	case err == nil && lease.Noop():
+		return AcquireFailOpen
+	case err == nil:
+		return AcquireAdmitted
+	case errors.Is(err, ErrRateLimited):
+		return AcquireRateLimited
+	case errors.Is(err, ErrValidation):
+		return AcquireInvalid
+	case errors.Is(err, ErrUnavailable):
+		return AcquireUnavailable
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded), ctx.Err() != nil:
+		return AcquireCanceled
+	default:
+		return AcquireUnavailable
+	}
 }

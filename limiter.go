@@ -1,12 +1,15 @@
+// Layer 4, mechanics: the RateLimiter, its options and New, which put the
+// rules and the mechanics together.
+
 package limiter
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // RateLimiter rate-limits calls per (entity, resource) against a
@@ -15,30 +18,58 @@ import (
 // the per-key state of this process (config cache, entity cache, group
 // commit, over-limit cache); the repository only stores. It is safe for
 // concurrent use. The zero value is not usable; call [New].
+//
+// # Guarantees
+//
+// The limit an operator sets is the limit enforced. No request is admitted
+// beyond a limit's capacity plus its refill, under any concurrency, on any
+// backend. A limit change takes effect on the next acquire (in another
+// process, within its config cache TTL). Invalid input — a negative amount,
+// a limit name no limit has, an entity that would be its own ancestor — is
+// a *[ValidationError] before anything is written. An Acquire returns
+// within its context's deadline even when the store hangs, and what a write
+// took after its caller gave up is given back: the consumption counters
+// equal what the committed leases consumed.
+//
+// # Options
+//
+// The limiter and each call take With… options ([Option], [AcquireOption]):
+// there are many, they compose per call, and most users set none.
+// Constructors of backends and helpers take a function over an options
+// struct (func(*DynamoDBOptions), func(*httplimit.Options)), the AWS SDK's
+// style: a backend's options are configuration, set once.
+//
+// # Hot keys
+//
+// Group commit ([WithGroupCommit], on by default) merges concurrent writes
+// to one bucket item from this process into one conditional write; the
+// over-limit cache ([WithOverLimitCache], opt-in) refuses requests for a
+// bucket just found exhausted without a store call, for a bounded time.
+// [WithLogger] logs the limiter's decisions with log/slog and [WithMetrics]
+// reports acquire outcomes, latencies and store calls (package otelmetrics
+// reports them to OpenTelemetry).
+//
+// # Memory
+//
+// Everything a RateLimiter keeps per key (stored limits, entity hints,
+// exhausted buckets) is bounded in size and in age, so that a long-running
+// service that sees a steady stream of new keys keeps a flat heap:
+// [WithCacheSize], [WithEntityCacheTTL], [RateLimiter.CacheStats] and
+// [CacheMetrics]. An evicted key costs a read when it comes back, never a
+// wrong decision.
+//
+// # Units
+//
+// Limits are configured in whole tokens and whole-second periods. Buckets
+// are stored in millitokens (tokens × 1000) and epoch milliseconds, as
+// package store's BucketState exposes them.
 type RateLimiter struct {
-	repo  Repository
-	store storeOps   // the repository's bucket operations, metered (observe.go)
-	audit AuditLog   // nil: changes are not audited
-	bg    background // writes that outlive their caller's wait (background.go)
+	rules // the repository, the clock, the caches and settings of the rules (rules.go)
 
 	speculative bool
 	stats       specStats
-	obs         observer // WithLogger, WithMetrics (observe.go)
-	now         func() time.Time
-	// sleep waits d or until ctx is done (the transaction-conflict backoff).
-	sleep func(ctx context.Context, d time.Duration) error
-	// intN returns a random int in [0, n) (shard choice); a test seam.
-	intN func(n int) int
 
-	// Rules (limiter_admin.go, audit.go, config_cache.go, entity_cache.go).
-	principal      string
-	auditRetention time.Duration
-	ttlMultiplier  int64
-	configTTL      time.Duration
-	configs        *configCache
-	ents           *entityCache
-
-	// Bounds of the per-key caches (caches.go).
+	// Bounds of the per-key caches.
 	cacheSizes   [numCaches]int
 	cacheSizeSet [numCaches]bool
 	entityTTL    time.Duration
@@ -70,7 +101,7 @@ type Option func(*RateLimiter)
 
 // WithSpeculativeWrites turns the speculative fast path (one conditional
 // write, no read) on or off. It is on by default; it needs a repository
-// that implements [SpeculativeStore].
+// that implements [store.SpeculativeStore].
 func WithSpeculativeWrites(on bool) Option { return func(rl *RateLimiter) { rl.speculative = on } }
 
 // WithClock sets the clock of the bucket math, TTLs, the config cache and
@@ -117,14 +148,16 @@ func WithAuditRetention(d time.Duration) Option {
 // New returns a RateLimiter backed by repo.
 func New(repo Repository, opts ...Option) *RateLimiter {
 	rl := &RateLimiter{
-		repo:          repo,
-		speculative:   true,
-		now:           time.Now,
-		sleep:         sleepContext,
-		intN:          rand.IntN,
-		ttlMultiplier: DefaultBucketTTLMultiplier,
-		configTTL:     DefaultConfigCacheTTL,
-		entityTTL:     DefaultEntityCacheTTL,
+		rules: rules{
+			repo:          repo,
+			now:           time.Now,
+			sleep:         sleepContext,
+			intN:          rand.IntN,
+			ttlMultiplier: DefaultBucketTTLMultiplier,
+			configTTL:     DefaultConfigCacheTTL,
+		},
+		speculative: true,
+		entityTTL:   DefaultEntityCacheTTL,
 	}
 	for _, o := range opts {
 		o(rl)
@@ -132,7 +165,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	if rl.auditRetention <= 0 {
 		rl.auditRetention = DefaultAuditRetention
 	}
-	rl.audit, _ = repo.(AuditLog)
+	rl.audit, _ = repo.(store.AuditLog)
 	rl.store = newStoreOps(repo, rl.obs.metrics)
 	if rl.store.spec == nil {
 		rl.speculative = false
@@ -159,331 +192,229 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 // Repository returns the repository the limiter uses.
 func (rl *RateLimiter) Repository() Repository { return rl.repo }
 
-func (rl *RateLimiter) nowMs() int64 { return rl.now().UnixMilli() }
-
-// AcquireOption configures one Acquire, Do, Available or TimeUntilAvailable
-// call.
-type AcquireOption func(*acquireOptions)
-
-type acquireOptions struct {
-	limits        []Limit
-	override      bool
-	onUnavailable OnUnavailable
-}
-
-// WithLimits makes the call use limits instead of the stored config (no
-// config read at all). An empty list checks nothing.
-func WithLimits(limits ...Limit) AcquireOption {
-	return func(o *acquireOptions) {
-		o.limits = append([]Limit(nil), limits...)
-		o.override = true
-	}
-}
-
-// WithOnUnavailable sets what the call does when DynamoDB fails, overriding
-// the stored system default (itself defaulting to block).
-func WithOnUnavailable(mode OnUnavailable) AcquireOption {
-	return func(o *acquireOptions) { o.onUnavailable = mode }
-}
-
-func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
-	if len(opts) == 0 {
-		return acquireOptions{}, nil // no heap allocation on the hot path
-	}
-	op := new(acquireOptions)
-	for _, fn := range opts {
-		fn(op)
-	}
-	o := *op
-	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
-		return o, newValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
-	}
-	if o.override {
-		if err := validateLimits(o.limits); err != nil {
-			return o, err
-		}
-	}
-	return o, nil
-}
-
-// Acquire takes consume from the (entityID, resource) bucket — and from the
-// parent's when the entity cascades — and returns a [Lease] whose consumption
-// is already durable in DynamoDB. Finish the lease with [Lease.Commit] (after
-// [Lease.Adjust] to the real amounts) or [Lease.Rollback].
+// WithLogger makes the limiter log its decisions to logger (nil, the
+// default, logs nothing and costs nothing):
 //
-// When a limit cannot satisfy the request the error is a
-// *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
-// written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
-// on-unavailable mode decides: block returns an *[UnavailableError], allow
-// returns a no-op lease; a refusal for want of permission is an
-// *[AccessDeniedError] in either mode. Context cancellation is returned as
-// is.
-func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
-	m := rl.obs.metrics
-	if m == nil {
-		return rl.acquireChecked(ctx, entityID, resource, consume, opts)
-	}
-	start := time.Now()
-	lease, err := rl.acquireChecked(ctx, entityID, resource, consume, opts)
-	m.AcquireDone(ctx, acquireOutcome(ctx, lease, err), time.Since(start))
-	return lease, err
+//   - Debug "limiter: speculative fallback": the speculative path handed
+//     over to the read-then-write path, with the outcome (e.g.
+//     bucket_missing, refill_would_help).
+//   - Info "limiter: shard count doubled": a bucket took more than about
+//     1000 writes/s and its shard count was doubled.
+//   - Info "limiter: transaction conflict, retrying": a multi-item write
+//     collided and is retried after the logged backoff.
+//   - Warn "limiter: backend unavailable": DynamoDB failed during an
+//     acquire, with the on-unavailable decision (allow: a no-op lease;
+//     block: an *UnavailableError) and the cause.
+//   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
+//
+// Errors the limiter returns are not logged otherwise (the caller decides): rate
+// limiting is not logged.
+func WithLogger(logger *slog.Logger) Option {
+	return func(rl *RateLimiter) { rl.obs.log = logger }
 }
 
-// acquireChecked is Acquire without metrics.
-func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
-	if ctx == nil {
-		return nil, errNilContext
-	}
-	o, err := resolveAcquireOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
-		return nil, err
-	}
-	if err := ValidateResource(resource); err != nil {
-		return nil, err
-	}
-	if err := validateAmounts(consume, false); err != nil {
-		return nil, err
-	}
-	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
-	if err == nil {
-		return lease, nil
-	}
-	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
-		return nil, err
-	}
-	if isAccessDenied(err) {
-		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
-	}
-	mode := o.onUnavailable
-	if mode == "" {
-		mode = rl.configs.resolveOnUnavailable(ctx)
-	}
-	rl.logUnavailable(ctx, entityID, resource, mode, err)
-	if mode == OnUnavailableAllow {
-		return &Lease{rl: rl, noop: true}, nil
-	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+// WithMetrics makes the limiter report acquire outcomes and latencies,
+// speculative outcomes and repository calls to m (see [Metrics]). Nil, the
+// default, reports nothing and costs nothing.
+func WithMetrics(m Metrics) Option {
+	return func(rl *RateLimiter) { rl.obs.metrics = m }
 }
 
-// Do acquires, runs fn with the lease, and commits when fn returns nil. When
-// fn returns an error or panics, the acquire is rolled back (and the panic
-// re-raised). The error is fn's, or the acquire's or commit's.
-func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
-	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
-	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
-	if err != nil {
-		return err
-	}
-	committed := false
-	defer func() {
-		if committed {
-			return
-		}
-		if rbErr := lease.Rollback(ctx); rbErr != nil && !errors.Is(rbErr, ErrLeaseDone) && err != nil {
-			err = errors.Join(err, rbErr)
-		}
-	}()
-	if err := fn(ctx, lease); err != nil {
-		return err
-	}
-	if err := lease.Commit(ctx); err != nil {
-		return err
-	}
-	committed = true
+// Close waits until every write the limiter still runs for callers that
+// gave up has ended (each within 10 s) and its tokens were given back.
+// Call it when the limiter is no longer used: after it returns, no
+// goroutine of the limiter runs. Acquires after Close start new writes
+// that Close did not wait for.
+func (rl *RateLimiter) Close() error {
+	rl.bg.wg.Wait()
 	return nil
 }
 
-// limitsFor resolves the limits of one entity: the override, or the stored
-// config. It fails with a *ValidationError when nothing is configured.
-func (rl *RateLimiter) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]Limit, ConfigSource, error) {
-	if o.override {
-		return o.limits, SourceOverride, nil
+// WithCacheSize sets the ceiling of one per-key cache, in entries (see
+// [CacheName]; the defaults are [DefaultConfigCacheSize],
+// [DefaultEntityCacheSize] and [DefaultOverLimitCacheSize]). When the cache
+// is full, an expired entry makes room first, else the least recently used
+// one. Zero or less keeps nothing: every lookup misses (the config cache
+// then reads the configs on every acquire, the entity cache forgets every
+// hint, the over-limit cache refuses nothing locally). An unknown cache
+// name is ignored.
+//
+// Size a cache to the keys active within its age limit: the config cache
+// to twice the entities acquired within [WithConfigCacheTTL] (plus the
+// entities with limits of their own for each resource, and one slot per
+// resource), the entity cache to the entities acquired within
+// [WithEntityCacheTTL]. A config or entity entry costs about 200 bytes
+// plus its entity id, an over-limit entry (which holds a bucket) about
+// 500; see docs/performance.md, "Memory sizing".
+func WithCacheSize(cache CacheName, maxEntries int) Option {
+	return func(rl *RateLimiter) {
+		if cache >= 0 && cache < numCaches {
+			rl.cacheSizes[cache] = max(maxEntries, 0)
+			rl.cacheSizeSet[cache] = true
+		}
 	}
-	limits, source, err := rl.ResolveLimits(ctx, entityID, resource)
-	if err != nil {
-		return nil, "", err
-	}
-	if len(limits) == 0 {
-		return nil, "", noLimitsError(entityID, resource)
-	}
-	return limits, source, nil
 }
 
-func noLimitsError(entityID, resource string) error {
-	e := newValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
-		fmt.Sprintf("no limits configured for entity %q and resource %q: store them for the entity (on the resource "+
-			"or on _default_), the resource or the system, or pass WithLimits", entityID, resource))
-	return e
+// WithEntityCacheTTL sets how long the entity cache trusts an entity's
+// cascade settings after reading them ([DefaultEntityCacheTTL] by default).
+// They do not change while the entity exists; the age limit bounds how long
+// this process may keep using the settings of an entity that another
+// process deleted and created again differently. Zero or less means no age
+// limit (only the ceiling bounds the cache).
+func WithEntityCacheTTL(d time.Duration) Option {
+	return func(rl *RateLimiter) { rl.entityTTL = max(d, 0) }
 }
 
-// acquire obtains a lease: the speculative path when enabled, else (or when
-// it cannot decide) the read-then-write path. The limits are resolved first
-// (the override, or the stored config through the cache), so that every
-// path checks the request against them and notices a limit change.
-func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
-	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
-		return nil, err
-	}
-	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
-	if err != nil {
-		return nil, err
-	}
-	if len(limits) == 0 {
-		return &Lease{rl: rl}, nil // an empty override checks nothing
-	}
-	child := resolved{limits: limits, source: source}
-	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
-		return nil, err
-	}
-	if rl.speculative {
-		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
-		if err != nil || lease != nil {
-			return lease, err
+// initCaches creates the per-key caches from the options.
+func (rl *RateLimiter) initCaches() {
+	defaults := [numCaches]int{DefaultConfigCacheSize, DefaultEntityCacheSize, DefaultOverLimitCacheSize}
+	for i := range rl.cacheSizes {
+		if !rl.cacheSizeSet[i] {
+			rl.cacheSizes[i] = defaults[i]
 		}
 	}
-	return rl.slowAcquire(ctx, entityID, resource, consume, child, o)
+	if cm, ok := rl.obs.metrics.(CacheMetrics); ok {
+		rl.cacheEvent = cm.CacheEvent
+	}
+	rl.configs = newConfigCache(rl.configTTL, rl.cacheSizes[CacheConfigs], rl.now, rl.store.loadConfigs)
+	rl.configs.event = rl.cacheEvent
+	rl.ents = newEntityCache(rl.cacheSizes[CacheEntities], rl.entityTTL, rl.now)
+	rl.ents.event = rl.cacheEvent
 }
 
-// resolved is the limits that apply to one entity and where they come from.
-type resolved struct {
-	limits []Limit
-	source ConfigSource
+// CacheStats returns the statistics of one per-key cache since the limiter
+// was created. For [CacheOverLimit] when the over-limit cache is off, it is
+// all zero.
+func (rl *RateLimiter) CacheStats(cache CacheName) CacheStats {
+	switch cache {
+	case CacheConfigs:
+		return rl.configs.stats()
+	case CacheEntities:
+		return rl.ents.stats()
+	case CacheOverLimit:
+		if rl.olc != nil {
+			return rl.olc.stats()
+		}
+	}
+	return CacheStats{}
 }
 
-// has reports whether a limit named name applies.
-func (r resolved) has(name string) bool {
-	for _, l := range r.limits {
-		if l.Name == name {
-			return true
-		}
-	}
-	return false
+// WithOverLimitCache turns the over-limit cache on (see overlimit.go): after
+// a fast rejection with Retry-After R, acquires on that bucket that the
+// stored state, refilled to now, still cannot satisfy are refused locally,
+// without a DynamoDB call, until min(R, maxWait). A commit or rollback by
+// this limiter on the bucket clears it. It may refuse for up to maxWait
+// what another process's refunds would have allowed (bounded
+// under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
+// default. It holds at most [DefaultOverLimitCacheSize] buckets
+// ([WithCacheSize]).
+func WithOverLimitCache(maxWait time.Duration) Option {
+	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
 }
 
-// checkNames refuses a request that names a limit no applicable limit has
-// (a typo such as "rmp" must not turn limiting off): every name must be a
-// limit of the entity or, with cascade, of its parent. The parent's limits
-// are resolved only when the entity's lack a name.
-func (rl *RateLimiter) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
-	var parent *resolved
-	for name := range consume {
-		if child.has(name) {
-			continue
-		}
-		if parent == nil && !o.override {
-			parentID, err := rl.cascadeParent(ctx, entityID)
-			if err != nil {
-				return err
-			}
-			p := resolved{}
-			if parentID != "" {
-				if p.limits, p.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil && !errors.Is(err, ErrValidation) {
-					return err
-				}
-			}
-			parent = &p
-		}
-		if parent != nil && parent.has(name) {
-			continue
-		}
-		names := make([]string, 0, len(child.limits))
-		for _, l := range child.limits {
-			names = append(names, l.Name)
-		}
-		if parent != nil {
-			for _, l := range parent.limits {
-				if !child.has(l.Name) {
-					names = append(names, l.Name)
-				}
-			}
-		}
-		return newValidationError(ErrValidation, "consume", name,
-			fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
+// OverLimitCacheHits returns how many acquires the over-limit cache refused
+// without a DynamoDB call.
+func (rl *RateLimiter) OverLimitCacheHits() int64 {
+	if rl.olc == nil {
+		return 0
 	}
-	return nil
+	return rl.olc.hits.Load()
 }
 
-// cascadeParent returns the parent entityID cascades to ("" for none),
-// from the entity cache or, when it does not know, the entity's record.
-func (rl *RateLimiter) cascadeParent(ctx context.Context, entityID string) (string, error) {
-	if info, ok := rl.ents.get(entityID); ok && info.known {
-		return info.cascadeParent(entityID), nil
+// initHotKeys sets up group commit and the over-limit cache from the
+// options.
+func (rl *RateLimiter) initHotKeys() {
+	if !rl.noGroupCommit {
+		rl.gc = newGroupCommit(&rl.store, &rl.bg)
 	}
-	e, err := rl.repo.GetEntity(ctx, entityID)
-	if errors.Is(err, ErrEntityNotFound) {
-		rl.ents.setEntity(entityID, false, false, "")
-		return "", nil
+	if rl.overLimitMaxWait > 0 {
+		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)
 	}
-	if err != nil {
-		return "", err
+}
+
+// overLimitRefuse refuses an acquire locally when a cached exhausted bucket
+// of the entity, or of the parent it cascades to, refilled to now, cannot
+// satisfy consume. It returns nil when the store must decide.
+func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consume) error {
+	c := rl.olc
+	if c == nil {
+		return nil
 	}
-	rl.ents.setEntity(entityID, true, e.Cascade, e.ParentID)
 	info, _ := rl.ents.get(entityID)
-	return info.cascadeParent(entityID), nil
-}
-
-// Available returns, per limit, the whole tokens available now for
-// (entityID, resource) — negative when in debt, the capacity when the bucket
-// does not exist yet. It only reads: it is the "peek" of other throttles
-// (and [RateLimiter.Reset] their "reset").
-func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
-	o, err := resolveAcquireOptions(opts)
-	if err != nil {
-		return nil, err
-	}
-	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
-	if err != nil {
-		return nil, err
-	}
-	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
-	if err != nil {
-		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
-	}
+	parentID := info.cascadeParent(entityID)
 	now := rl.nowMs()
-	out := make(map[string]int64, len(limits))
-	for _, l := range limits {
-		if s, ok := b.State(l.Name); ok {
-			s, _ = applyLimit(s, l, now)
-			out[l.Name] = calculateAvailable(s, now)
-		} else {
-			out[l.Name] = l.Capacity
-		}
+	child, cok := c.get(store.BucketKey{EntityID: entityID, Resource: resource}, now)
+	var parent *store.Bucket
+	pok := false
+	if parentID != "" {
+		parent, pok = c.get(store.BucketKey{EntityID: parentID, Resource: resource}, now)
 	}
-	return out, nil
-}
-
-// TimeUntilAvailable returns how long until needed could be acquired for
-// (entityID, resource): the longest wait over the limits with a positive
-// amount. Missing buckets are full. It only reads.
-func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
-	o, err := resolveAcquireOptions(opts)
-	if err != nil {
-		return 0, err
+	if !cok && !pok {
+		return nil
 	}
-	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
-	if err != nil {
-		return 0, err
-	}
-	b, err := rl.store.getBucket(ctx, BucketKey{EntityID: entityID, Resource: resource})
-	if err != nil {
-		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
-	}
-	now := rl.nowMs()
-	var wait time.Duration
-	for _, l := range limits {
-		n := needed[l.Name]
-		if n <= 0 {
+	pos := positive(consume)
+	refused := false
+	var statuses []LimitStatus
+	for _, b := range []*store.Bucket{child, parent} {
+		if b == nil {
 			continue
 		}
-		s, ok := b.State(l.Name)
-		if !ok {
-			continue
-		}
-		s, _ = applyLimit(s, l, now)
-		wait = max(wait, calculateTimeUntilAvailable(s, n, now))
+		ok, st := wouldRefillSatisfy(b.States, pos, now)
+		refused = refused || !ok
+		statuses = append(statuses, st...)
 	}
-	return wait, nil
+	if !refused {
+		return nil
+	}
+	c.hits.Add(1)
+	return newRateLimitExceededError(statuses)
 }
+
+// overLimitRemember caches b, whose stored state refused an acquire at now
+// with err (a fast rejection), until min(err.RetryAfter, maxWait).
+func (rl *RateLimiter) overLimitRemember(b *store.Bucket, now int64, err *RateLimitExceededError) {
+	c := rl.olc
+	if c == nil || b == nil || b.ShardCount > 1 || b.Key.Shard != 0 || err.RetryAfter <= 0 {
+		return
+	}
+	wait := min(err.RetryAfter, c.maxWait)
+	key := store.BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
+	c.mu.Lock()
+	evicted := c.entries.Add(key, overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}, time.UnixMilli(now))
+	c.mu.Unlock()
+	if evicted > 0 && c.event != nil {
+		c.event(CacheOverLimit, CacheEviction, int64(evicted))
+	}
+}
+
+// overLimitSeen clears the entry of the bucket w adjusts: a commit or
+// rollback by this process may have given tokens back.
+func (rl *RateLimiter) overLimitSeen(w store.BucketWrite) {
+	c := rl.olc
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.entries.Remove(store.BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
+	c.mu.Unlock()
+}
+
+// overLimitReset forgets every entry: stored limits changed through this
+// limiter, so a kept item's limits may be stale.
+func (rl *RateLimiter) overLimitReset() {
+	c := rl.olc
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.entries.Clear()
+	c.mu.Unlock()
+}
+
+// WithGroupCommit turns group commit on or off (see groupcommit.go): while
+// a write for a bucket item is in flight, this limiter's later acquires,
+// commits and rollbacks for the same item queue and go out together. It
+// never admits more than the requests one at a time would, and never
+// refuses a request that would fit alone. It is on by default; sequential
+// use makes exactly the calls it makes without it.
+func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func mustAcquire(t *testing.T, rl *RateLimiter, entity, resource string, c Consume, opts ...AcquireOption) *Lease {
@@ -283,7 +284,7 @@ func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 		}
 		// The worked example: a status of the indebted limit when it is not
 		// consumed.
-		s := buildLimitStatus("e", "api", PerMinute("rpm", 10), BucketState{
+		s := buildLimitStatus("e", "api", PerMinute("rpm", 10), store.BucketState{
 			LimitName: "rpm", TokensMilli: -11_000, LastRefillMs: 0, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000,
 		}, 0, 0)
 		e := newRateLimitExceededError([]LimitStatus{s})

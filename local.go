@@ -1,3 +1,5 @@
+// Layer 5, the DynamoDB repository: clients for DynamoDB Local.
+
 package limiter
 
 import (

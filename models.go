@@ -1,20 +1,21 @@
+// Layer 1, math and models: the models a caller handles (restated from
+// package store), the limits' constructors and statuses.
+
 package limiter
 
 import (
-	"fmt"
-	"math"
-	"regexp"
 	"sort"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Reserved names and well-known limit names.
 const (
 	// DefaultResource is the resource name under which an entity's
 	// resource-independent limits are stored (SetLimits with this resource).
-	DefaultResource = "_default_"
+	DefaultResource = store.DefaultResource
 
 	// wcuLimitName is the hidden infrastructure limit injected into every bucket
 	// item. It never appears in statuses, errors or any other output.
@@ -28,24 +29,6 @@ const (
 	LimitTPH = "tph" // tokens per hour
 	LimitTPD = "tpd" // tokens per day
 )
-
-// Limit is one token-bucket rule: a bucket of Capacity tokens that regains
-// RefillAmount tokens every RefillPeriod. Limit is a small immutable value.
-//
-// Construct limits with [PerSecond], [PerMinute], [PerHour], [PerDay] (and
-// [Limit.WithBurst]) or [NewLimit]; a Limit is validated wherever it is used
-// (Acquire, SetLimits, ...) and [Limit.Validate] reports why one is invalid.
-type Limit struct {
-	// Name identifies the limit within a bucket, e.g. "rpm" or "tpm".
-	Name string
-	// Capacity is the bucket ceiling in whole tokens (the burst size).
-	Capacity int64
-	// RefillAmount is the number of tokens regained every RefillPeriod.
-	RefillAmount int64
-	// RefillPeriod is the refill interval. It must be a positive whole
-	// number of seconds.
-	RefillPeriod time.Duration
-}
 
 // PerSecond returns a limit of rate tokens per second with capacity rate.
 func PerSecond(name string, rate int64) Limit { return perPeriod(name, rate, time.Second) }
@@ -63,13 +46,6 @@ func perPeriod(name string, rate int64, period time.Duration) Limit {
 	return Limit{Name: name, Capacity: rate, RefillAmount: rate, RefillPeriod: period}
 }
 
-// WithBurst returns a copy of l whose capacity is burst. Burst may be smaller
-// than the refill amount.
-func (l Limit) WithBurst(burst int64) Limit {
-	l.Capacity = burst
-	return l
-}
-
 // NewLimit returns a validated limit with the given capacity, refill amount
 // and refill period. The error is a *[ValidationError].
 func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Duration) (Limit, error) {
@@ -80,37 +56,6 @@ func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Durat
 	return l, nil
 }
 
-// RefillPeriodSeconds returns the refill period in whole seconds, the unit in
-// which stored limit configs keep it.
-func (l Limit) RefillPeriodSeconds() int64 { return int64(l.RefillPeriod / time.Second) }
-
-// RefillRate returns the refill rate in tokens per second (for display).
-func (l Limit) RefillRate() float64 {
-	return float64(l.RefillAmount) / l.RefillPeriod.Seconds()
-}
-
-// Validate reports whether l is usable: a valid name, positive capacity and
-// refill amount, and a positive whole-second refill period. The error is a
-// *[ValidationError] matching [ErrInvalidName] or [ErrValidation].
-func (l Limit) Validate() error {
-	if err := validateLimitName(l.Name, "name"); err != nil {
-		return err
-	}
-	switch {
-	case l.Capacity <= 0:
-		return newValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity must be positive")
-	case l.RefillAmount <= 0:
-		return newValidationError(ErrValidation, "refill_amount", fmt.Sprint(l.RefillAmount), "refill_amount must be positive")
-	case l.RefillPeriod <= 0:
-		return newValidationError(ErrValidation, "refill_period", l.RefillPeriod.String(), "refill_period_seconds must be positive")
-	case l.RefillPeriod%time.Second != 0:
-		return newValidationError(ErrValidation, "refill_period", l.RefillPeriod.String(), "refill period must be a whole number of seconds")
-	case l.Capacity > math.MaxInt64/1000 || l.RefillAmount > math.MaxInt64/1000:
-		return newValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity and refill_amount must fit in int64 millitokens")
-	}
-	return nil
-}
-
 // validateLimits validates every limit and rejects duplicate names.
 func validateLimits(limits []Limit) error {
 	seen := make(map[string]bool, len(limits))
@@ -119,7 +64,7 @@ func validateLimits(limits []Limit) error {
 			return err
 		}
 		if seen[l.Name] {
-			return newValidationError(ErrValidation, "limits", l.Name, "duplicate limit name")
+			return store.NewValidationError(store.ErrValidation, "limits", l.Name, "duplicate limit name")
 		}
 		seen[l.Name] = true
 	}
@@ -129,42 +74,14 @@ func validateLimits(limits []Limit) error {
 // limitFromBucketState derives the configured limit of a stored bucket
 // (capacity, refill amount and period floored to tokens and seconds). It does
 // not validate: callers skip the hidden wcu limit.
-func limitFromBucketState(s BucketState) Limit {
+func limitFromBucketState(s store.BucketState) Limit {
 	return Limit{
 		Name:         s.LimitName,
-		Capacity:     floorDiv(s.CapacityMilli, 1000),
-		RefillAmount: floorDiv(s.RefillAmountMilli, 1000),
-		RefillPeriod: time.Duration(floorDiv(s.RefillPeriodMs, 1000)) * time.Second,
+		Capacity:     bucketmath.FloorDiv(s.CapacityMilli, 1000),
+		RefillAmount: bucketmath.FloorDiv(s.RefillAmountMilli, 1000),
+		RefillPeriod: time.Duration(bucketmath.FloorDiv(s.RefillPeriodMs, 1000)) * time.Second,
 	}
 }
-
-// Consume maps limit names to token amounts, e.g. Consume{"rpm": 1, "tpm": 500}.
-// Wherever order matters (expressions, status lists) names are taken in
-// sorted order.
-type Consume map[string]int64
-
-// names returns the limit names of c in sorted order.
-func (c Consume) names() []string {
-	names := make([]string, 0, len(c))
-	for n := range c {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
-
-// OnUnavailable says what Acquire does when DynamoDB cannot be reached.
-type OnUnavailable string
-
-const (
-	// OnUnavailableBlock makes Acquire fail with an *[UnavailableError] (the default).
-	OnUnavailableBlock OnUnavailable = "block"
-	// OnUnavailableAllow makes Acquire return a no-op lease (fail open).
-	OnUnavailableAllow OnUnavailable = "allow"
-)
-
-// Valid reports whether o is one of the defined values.
-func (o OnUnavailable) Valid() bool { return o == OnUnavailableAllow || o == OnUnavailableBlock }
 
 // ConfigSource tells which level of the config hierarchy supplied the limits
 // of an acquire.
@@ -178,27 +95,6 @@ const (
 	SourceSystem        ConfigSource = "system"
 	SourceOverride      ConfigSource = "override"
 )
-
-// Entity is a rate-limited principal (an API key, a project, a tenant). An
-// entity may have a parent; with Cascade set, every acquire on the entity also
-// consumes the same amounts from its parent.
-type Entity struct {
-	// ID is the entity identifier (validated as an identifier).
-	ID string
-	// Name is a display name; it defaults to ID.
-	Name string
-	// ParentID is the parent entity's ID, or "" for a root entity.
-	ParentID string
-	// Cascade makes acquires also consume from the parent.
-	Cascade bool
-	// Metadata holds free-form string attributes.
-	Metadata map[string]string
-	// CreatedAt is the creation time, at second precision (zero if unknown).
-	CreatedAt time.Time
-}
-
-// IsParent reports whether e has no parent.
-func (e Entity) IsParent() bool { return e.ParentID == "" }
 
 // LimitStatus is the outcome of checking one limit of one bucket.
 type LimitStatus struct {
@@ -227,35 +123,9 @@ func (s LimitStatus) Deficit() int64 {
 	return 0
 }
 
-// BucketState is the stored state of one limit in a bucket item. Token
-// quantities are millitokens (tokens × 1000) and times are epoch milliseconds,
-// exactly as stored in DynamoDB.
-type BucketState struct {
-	EntityID  string
-	Resource  string
-	LimitName string
-	// ShardID is the shard of the bucket item the state was read from.
-	ShardID int
-
-	TokensMilli       int64
-	LastRefillMs      int64
-	CapacityMilli     int64
-	RefillAmountMilli int64
-	RefillPeriodMs    int64
-	// TotalConsumedMilli is the net consumption counter (b_{L}_tc); zero when
-	// the item has none.
-	TotalConsumedMilli int64
-}
-
-// Tokens returns the balance in whole tokens (floored).
-func (s BucketState) Tokens() int64 { return floorDiv(s.TokensMilli, 1000) }
-
-// Capacity returns the capacity in whole tokens (floored).
-func (s BucketState) Capacity() int64 { return floorDiv(s.CapacityMilli, 1000) }
-
 // bucketStateFromLimit returns a full bucket for l, refilled at nowMs.
-func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) BucketState {
-	return BucketState{
+func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store.BucketState {
+	return store.BucketState{
 		EntityID:          entityID,
 		Resource:          resource,
 		LimitName:         l.Name,
@@ -267,159 +137,66 @@ func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) Bucke
 	}
 }
 
-// Window types of usage snapshots.
+// The models a caller handles, defined by the backend contract (package
+// store) and restated here under the names callers use.
+type (
+	// Limit is one token-bucket rule: a bucket of Capacity tokens that
+	// regains RefillAmount tokens every RefillPeriod. Construct one with
+	// [PerMinute] and friends or [NewLimit].
+	Limit = store.Limit
+	// Consume maps limit names to token amounts, e.g.
+	// Consume{"rpm": 1, "tpm": 500}.
+	Consume = store.Consume
+	// OnUnavailable says what Acquire does when the store cannot be
+	// reached: [OnUnavailableBlock] or [OnUnavailableAllow].
+	OnUnavailable = store.OnUnavailable
+	// Entity is a rate-limited identity (a user, an API key, a project):
+	// its ID, optional parent and whether it charges its parent.
+	Entity = store.Entity
+	// AuditEvent is one recorded change of an entity or of stored limits
+	// ([RateLimiter.AuditEvents]).
+	AuditEvent = store.AuditEvent
+	// UsageQuery selects usage snapshots ([RateLimiter.UsageSnapshots]).
+	UsageQuery = store.UsageQuery
+	// UsageSnapshot is the consumption of one entity on one resource in
+	// one hourly, daily or monthly window.
+	UsageSnapshot = store.UsageSnapshot
+	// UsageSummary sums the snapshots a [UsageQuery] selects.
+	UsageSummary = store.UsageSummary
+	// ResourceCapacity is how much of one limit of a resource is in use
+	// across entities ([RateLimiter.ResourceCapacity]).
+	ResourceCapacity = store.ResourceCapacity
+	// ValidationError reports an invalid input. It matches [ErrValidation]
+	// and, depending on what was checked, [ErrInvalidIdentifier] or
+	// [ErrInvalidName].
+	ValidationError = store.ValidationError
+	// EntityNotFoundError reports a missing entity. It matches
+	// [ErrEntityNotFound].
+	EntityNotFoundError = store.EntityNotFoundError
+	// EntityExistsError reports that CreateEntity found the entity already
+	// stored. It matches [ErrEntityExists].
+	EntityExistsError = store.EntityExistsError
+	// Repository is the storage behind a [RateLimiter]: [OpenDynamoDB],
+	// package memorystore, package redisstore, or a backend of your own,
+	// which implements the contract of package store.
+	Repository = store.Repository
+)
+
+// What Acquire does when the store cannot be reached.
 const (
-	WindowHourly  = "hourly"
-	WindowDaily   = "daily"
-	WindowMonthly = "monthly"
+	// OnUnavailableBlock makes Acquire fail with an *[UnavailableError] (the default).
+	OnUnavailableBlock = store.OnUnavailableBlock
+	// OnUnavailableAllow makes Acquire return a no-op lease (fail open).
+	OnUnavailableAllow = store.OnUnavailableAllow
 )
 
-// UsageSnapshot is the consumption of one entity and resource in one time
-// window, as written by the aggregator.
-type UsageSnapshot struct {
-	EntityID    string
-	Resource    string
-	WindowType  string // WindowHourly, WindowDaily or WindowMonthly
-	WindowStart time.Time
-	WindowEnd   time.Time
-	// Counters maps limit names to consumed tokens in the window.
-	Counters map[string]int64
-	// TotalEvents counts the limit deltas recorded in the window.
-	TotalEvents int64
-}
-
-// UsageSummary aggregates usage snapshots.
-type UsageSummary struct {
-	SnapshotCount  int
-	Total          map[string]int64
-	Average        map[string]float64
-	MinWindowStart time.Time // zero when there are no snapshots
-	MaxWindowStart time.Time // zero when there are no snapshots
-}
-
-// AuditEvent is one security audit record of an entity or config change.
-type AuditEvent struct {
-	// EventID is a ULID; lexicographic order is time order.
-	EventID   string
-	Timestamp time.Time
-	Action    string
-	EntityID  string
-	Principal string // "" when unknown
-	Resource  string // "" when not resource-specific
-	Details   map[string]any
-}
-
-// EntityCapacity is one entity's share of a resource's capacity.
-type EntityCapacity struct {
-	EntityID       string
-	Capacity       int64
-	Available      int64
-	UtilizationPct float64
-}
-
-// ResourceCapacity aggregates one limit of a resource over all entities.
-type ResourceCapacity struct {
-	Resource       string
-	LimitName      string
-	TotalCapacity  int64
-	TotalAvailable int64
-	UtilizationPct float64
-	Entities       []EntityCapacity
-}
-
-// Validation patterns (anchored with \z: a trailing newline is rejected,
-// unlike the original's Python `$`, which accepts one).
-var (
-	identifierPattern = regexp.MustCompile(`\A[a-zA-Z0-9][a-zA-Z0-9_.\-:@]*\z`)
-	namePattern       = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-]*\z`)
-	resourcePattern   = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-/]*\z`)
-)
-
-const (
-	maxIdentifierLength = 256
-	maxNameLength       = 64
-)
-
-// nameRule is one family of identifier validation, as the original's: checks
-// run in order and stop at the first failure.
-type nameRule struct {
-	kind          error // ErrInvalidIdentifier or ErrInvalidName
-	maxLen        int
-	reserved      string         // a value refused as reserved ("" for none)
-	pattern       *regexp.Regexp // the rule as the original's regular expression
-	chars         charClass      // the same rule, matched without the regexp engine
-	patternReason string
-}
-
-// charClass is a pattern of the form \A[first][rest]*\z over ASCII: letters,
-// plus digits first when firstDigit, plus digits and extra after.
-type charClass struct {
-	firstDigit bool
-	extra      string
-}
-
-// match reports whether s matches the class (s is not empty). It agrees with
-// the rule's regexp (TestCharClassMatchesPattern) at a fraction of the cost:
-// validation runs on every Acquire.
-func (c charClass) match(s string) bool {
-	for i := 0; i < len(s); i++ {
-		b := s[i]
-		letter := b|0x20 >= 'a' && b|0x20 <= 'z'
-		digit := b >= '0' && b <= '9'
-		switch {
-		case letter:
-		case i == 0:
-			if !(digit && c.firstDigit) {
-				return false
-			}
-		case !digit && strings.IndexByte(c.extra, b) < 0:
-			return false
-		}
+// consumeNames returns the limit names of c in sorted order: the order in
+// which expressions and status lists take them.
+func consumeNames(c Consume) []string {
+	names := make([]string, 0, len(c))
+	for n := range c {
+		names = append(names, n)
 	}
-	return true
+	sort.Strings(names)
+	return names
 }
-
-var (
-	identifierRule = nameRule{kind: ErrInvalidIdentifier, maxLen: maxIdentifierLength, pattern: identifierPattern,
-		chars:         charClass{firstDigit: true, extra: "_.-:@"},
-		patternReason: "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"}
-	limitNameRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, reserved: wcuLimitName, pattern: namePattern,
-		chars:         charClass{extra: "_.-"},
-		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"}
-	resourceRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, pattern: resourcePattern,
-		chars:         charClass{extra: "_.-/"},
-		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, dot, or slash characters"}
-)
-
-func (r nameRule) check(field, value string) error {
-	reason := ""
-	switch {
-	case value == "":
-		reason = "cannot be empty"
-	case utf8.RuneCountInString(value) > r.maxLen:
-		reason = fmt.Sprintf("exceeds maximum length of %d", r.maxLen)
-	case strings.Contains(value, "#"):
-		reason = "cannot contain '#' (reserved delimiter)"
-	case r.reserved != "" && value == r.reserved:
-		reason = fmt.Sprintf("'%s' is a reserved limit name", r.reserved)
-	case !r.chars.match(value):
-		reason = r.patternReason
-	default:
-		return nil
-	}
-	return newValidationError(r.kind, field, value, reason)
-}
-
-// ValidateIdentifier checks an entity ID, parent ID or principal. The error
-// is a *[ValidationError] matching [ErrInvalidIdentifier].
-func ValidateIdentifier(value, field string) error { return identifierRule.check(field, value) }
-
-// ValidateLimitName checks a limit name. The error is a *[ValidationError]
-// matching [ErrInvalidName].
-func ValidateLimitName(value string) error { return validateLimitName(value, "name") }
-
-func validateLimitName(value, field string) error { return limitNameRule.check(field, value) }
-
-// ValidateResource checks a resource name. The error is a *[ValidationError]
-// matching [ErrInvalidName].
-func ValidateResource(value string) error { return resourceRule.check("resource", value) }

@@ -10,13 +10,14 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 type nopMetrics struct{}
 
 func (nopMetrics) AcquireDone(context.Context, limiter.AcquireOutcome, time.Duration) {}
-func (nopMetrics) SpeculativeOutcome(limiter.SpeculativeOutcome)                      {}
-func (nopMetrics) StoreCall(context.Context, limiter.StoreOp, time.Duration, error)   {}
+func (nopMetrics) SpeculativeOutcome(store.SpeculativeOutcome)                        {}
+func (nopMetrics) StoreCall(context.Context, store.StoreOp, time.Duration, error)     {}
 
 // countingMetrics counts the calls of each hook.
 type countingMetrics struct{ acquires, spec, calls atomic.Int64 }
@@ -24,8 +25,8 @@ type countingMetrics struct{ acquires, spec, calls atomic.Int64 }
 func (m *countingMetrics) AcquireDone(context.Context, limiter.AcquireOutcome, time.Duration) {
 	m.acquires.Add(1)
 }
-func (m *countingMetrics) SpeculativeOutcome(limiter.SpeculativeOutcome) { m.spec.Add(1) }
-func (m *countingMetrics) StoreCall(context.Context, limiter.StoreOp, time.Duration, error) {
+func (m *countingMetrics) SpeculativeOutcome(store.SpeculativeOutcome) { m.spec.Add(1) }
+func (m *countingMetrics) StoreCall(context.Context, store.StoreOp, time.Duration, error) {
 	m.calls.Add(1)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // recMetrics records what a RateLimiter reports.
@@ -32,13 +33,13 @@ func (m *recMetrics) AcquireDone(_ context.Context, o AcquireOutcome, d time.Dur
 	m.acquires = append(m.acquires, o.String())
 }
 
-func (m *recMetrics) SpeculativeOutcome(o SpeculativeOutcome) {
+func (m *recMetrics) SpeculativeOutcome(o store.SpeculativeOutcome) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.spec = append(m.spec, o.String())
 }
 
-func (m *recMetrics) StoreCall(_ context.Context, op StoreOp, d time.Duration, err error) {
+func (m *recMetrics) StoreCall(_ context.Context, op store.StoreOp, d time.Duration, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := op.String()
@@ -168,7 +169,7 @@ func TestLoggerDecisions(t *testing.T) {
 
 	rl := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
 	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
-	rl.specFallback(BucketKey{EntityID: "e", Resource: "api", Shard: 1}, SpecFallbackShardDoubled)
+	rl.specFallback(store.BucketKey{EntityID: "e", Resource: "api", Shard: 1}, store.SpecFallbackShardDoubled)
 	want := []string{
 		`level=DEBUG msg="limiter: speculative fallback" entity_id=e resource=api shard=0 outcome=bucket_missing`,
 		`level=INFO msg="limiter: shard count doubled" entity_id=e resource=api shard=1 outcome=shard_doubled`,

@@ -1,3 +1,6 @@
+// Layer 4, mechanics: the over-limit cache, which refuses requests for a
+// bucket just found exhausted without a store call.
+
 package limiter
 
 import (
@@ -6,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The over-limit cache (opt-in, [WithOverLimitCache]): local refusals for a
@@ -55,93 +59,22 @@ type overLimitCache struct {
 	found, missed atomic.Int64
 
 	mu      sync.Mutex // guards entries
-	entries *lru.Cache[BucketKey, overLimitEntry]
+	entries *lru.Cache[store.BucketKey, overLimitEntry]
 }
 
 // newOverLimitCache returns an empty cache of at most maxEntries buckets,
 // each kept at most maxWait.
 func newOverLimitCache(maxWait time.Duration, maxEntries int, event cacheEventFunc) *overLimitCache {
-	return &overLimitCache{maxWait: maxWait, event: event, entries: lru.New[BucketKey, overLimitEntry](maxEntries, maxWait)}
+	return &overLimitCache{maxWait: maxWait, event: event, entries: lru.New[store.BucketKey, overLimitEntry](maxEntries, maxWait)}
 }
 
 type overLimitEntry struct {
-	bucket    *Bucket
+	bucket    *store.Bucket
 	expiresMs int64
 }
 
-// WithOverLimitCache turns the over-limit cache on (see overlimit.go): after
-// a fast rejection with Retry-After R, acquires on that bucket that the
-// stored state, refilled to now, still cannot satisfy are refused locally,
-// without a DynamoDB call, until min(R, maxWait). A commit or rollback by
-// this limiter on the bucket clears it. It may refuse for up to maxWait
-// what another process's refunds would have allowed (bounded
-// under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
-// default. It holds at most [DefaultOverLimitCacheSize] buckets
-// ([WithCacheSize]).
-func WithOverLimitCache(maxWait time.Duration) Option {
-	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
-}
-
-// OverLimitCacheHits returns how many acquires the over-limit cache refused
-// without a DynamoDB call.
-func (rl *RateLimiter) OverLimitCacheHits() int64 {
-	if rl.olc == nil {
-		return 0
-	}
-	return rl.olc.hits.Load()
-}
-
-// initHotKeys sets up group commit and the over-limit cache from the
-// options.
-func (rl *RateLimiter) initHotKeys() {
-	if !rl.noGroupCommit {
-		rl.gc = newGroupCommit(&rl.store, &rl.bg)
-	}
-	if rl.overLimitMaxWait > 0 {
-		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)
-	}
-}
-
-// overLimitRefuse refuses an acquire locally when a cached exhausted bucket
-// of the entity, or of the parent it cascades to, refilled to now, cannot
-// satisfy consume. It returns nil when the store must decide.
-func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consume) error {
-	c := rl.olc
-	if c == nil {
-		return nil
-	}
-	info, _ := rl.ents.get(entityID)
-	parentID := info.cascadeParent(entityID)
-	now := rl.nowMs()
-	child, cok := c.get(BucketKey{EntityID: entityID, Resource: resource}, now)
-	var parent *Bucket
-	pok := false
-	if parentID != "" {
-		parent, pok = c.get(BucketKey{EntityID: parentID, Resource: resource}, now)
-	}
-	if !cok && !pok {
-		return nil
-	}
-	pos := positive(consume)
-	refused := false
-	var statuses []LimitStatus
-	for _, b := range []*Bucket{child, parent} {
-		if b == nil {
-			continue
-		}
-		ok, st := wouldRefillSatisfy(b.States, pos, now)
-		refused = refused || !ok
-		statuses = append(statuses, st...)
-	}
-	if !refused {
-		return nil
-	}
-	c.hits.Add(1)
-	return newRateLimitExceededError(statuses)
-}
-
 // get returns the live entry of key, dropping it when expired.
-func (c *overLimitCache) get(key BucketKey, now int64) (*Bucket, bool) {
+func (c *overLimitCache) get(key store.BucketKey, now int64) (*store.Bucket, bool) {
 	c.mu.Lock()
 	e, ok := c.entries.Get(key, time.UnixMilli(now))
 	if ok && now >= e.expiresMs {
@@ -167,45 +100,4 @@ func (c *overLimitCache) stats() CacheStats {
 	size, evictions, maxEntries := c.entries.Len(), c.entries.Evictions(), c.entries.MaxEntries()
 	c.mu.Unlock()
 	return CacheStats{Hits: c.found.Load(), Misses: c.missed.Load(), Evictions: evictions, Size: size, MaxEntries: maxEntries, TTL: c.maxWait}
-}
-
-// overLimitRemember caches b, whose stored state refused an acquire at now
-// with err (a fast rejection), until min(err.RetryAfter, maxWait).
-func (rl *RateLimiter) overLimitRemember(b *Bucket, now int64, err *RateLimitExceededError) {
-	c := rl.olc
-	if c == nil || b == nil || b.ShardCount > 1 || b.Key.Shard != 0 || err.RetryAfter <= 0 {
-		return
-	}
-	wait := min(err.RetryAfter, c.maxWait)
-	key := BucketKey{EntityID: b.Key.EntityID, Resource: b.Key.Resource}
-	c.mu.Lock()
-	evicted := c.entries.Add(key, overLimitEntry{bucket: b, expiresMs: now + wait.Milliseconds()}, time.UnixMilli(now))
-	c.mu.Unlock()
-	if evicted > 0 && c.event != nil {
-		c.event(CacheOverLimit, CacheEviction, int64(evicted))
-	}
-}
-
-// overLimitSeen clears the entry of the bucket w adjusts: a commit or
-// rollback by this process may have given tokens back.
-func (rl *RateLimiter) overLimitSeen(w BucketWrite) {
-	c := rl.olc
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	c.entries.Remove(BucketKey{EntityID: w.Key.EntityID, Resource: w.Key.Resource})
-	c.mu.Unlock()
-}
-
-// overLimitReset forgets every entry: stored limits changed through this
-// limiter, so a kept item's limits may be stale.
-func (rl *RateLimiter) overLimitReset() {
-	c := rl.olc
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	c.entries.Clear()
-	c.mu.Unlock()
 }

@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // TestOverLimitCacheDenialStorm: 32 goroutines keep retrying an exhausted
@@ -125,8 +127,8 @@ func TestOverLimitCacheParent(t *testing.T) {
 	for _, child := range []string{"C1", "C2"} {
 		_, err := rl.Acquire(env.ctx, child, "api", Consume{"rpm": 1}, lim)
 		rle := rateLimited(t, err)
-		if rle.Primary.EntityID != "P" || rle.RetryAfter != calculateRetryAfter(1000, 10_000, 60_000) {
-			t.Errorf("%s: primary %+v, retry after %v; want P and %v", child, rle.Primary, rle.RetryAfter, calculateRetryAfter(1000, 10_000, 60_000))
+		if rle.Primary.EntityID != "P" || rle.RetryAfter != bucketmath.RetryAfter(1000, 10_000, 60_000) {
+			t.Errorf("%s: primary %+v, retry after %v; want P and %v", child, rle.Primary, rle.RetryAfter, bucketmath.RetryAfter(1000, 10_000, 60_000))
 		}
 	}
 	if got := env.calls(); got != "" {

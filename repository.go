@@ -1,3 +1,6 @@
+// Layer 5, the DynamoDB repository: DynamoDBRepository, its options and
+// client, version checks and error mapping.
+
 package limiter
 
 import (
@@ -5,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -12,72 +16,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
-
-// Repository is the storage behind a [RateLimiter]: entities, stored limit
-// configs and bucket items, in one namespace. [*DynamoDBRepository]
-// implements it, package memorystore keeps everything in memory and
-// package redisstore keeps it in Redis; a
-// backend of your own implements these methods (and any of the optional
-// interfaces of store.go) and checks itself with package storetest.
-//
-// Every method must be safe for concurrent use and honour ctx. Every write
-// must be atomic: it applies whole or not at all. Inputs arrive validated;
-// a backend need not check them again. Errors other than the documented
-// ones are infrastructure failures: the limiter applies its on-unavailable
-// mode to them (an error whose chain holds [ErrUnavailable] is reported as
-// such; any other is wrapped).
-type Repository interface {
-	// Name names the backing store (the table, "memory", ...) for error
-	// messages.
-	Name() string
-
-	// CreateEntity stores e (its Name, Metadata and CreatedAt already
-	// set) unless an entity with its ID exists, in which case it fails
-	// with an error matching [ErrEntityExists].
-	CreateEntity(ctx context.Context, e Entity) error
-	// GetEntity returns the entity, or an error matching
-	// [ErrEntityNotFound].
-	GetEntity(ctx context.Context, id string) (Entity, error)
-	// DeleteEntity deletes the entity, its stored limit configs and every
-	// bucket item of it (all resources and shards), and returns how many
-	// records it deleted; deleting a missing entity deletes nothing and
-	// returns 0. Audit events and children are kept.
-	DeleteEntity(ctx context.Context, id string) (int, error)
-	// Children returns the entities whose parent is parentID.
-	Children(ctx context.Context, parentID string) ([]Entity, error)
-
-	// LoadConfigs reads the configs keys name, in one round trip where the
-	// backend can; keys without a stored config are absent from the map.
-	// It is the config cache's loader.
-	LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
-	// GetConfig reads one config; ok is false when none is stored.
-	GetConfig(ctx context.Context, key ConfigKey) (c Config, ok bool, err error)
-	// PutConfig stores c under key, replacing what was stored.
-	PutConfig(ctx context.Context, key ConfigKey, c Config) error
-	// DeleteConfig deletes the config under key. It reports false when it
-	// knows that none was stored (a backend that cannot tell reports
-	// true).
-	DeleteConfig(ctx context.Context, key ConfigKey) (bool, error)
-
-	// LoadBuckets reads the entities entityIDs and the bucket items keys,
-	// as one snapshot where the backend can. Missing ones are absent from
-	// the maps. Expired items are returned until the backend deletes them.
-	LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error)
-	// GetBucket reads one bucket item; nil, and no error, when it is
-	// missing.
-	GetBucket(ctx context.Context, key BucketKey) (*Bucket, error)
-	// WriteBuckets applies writes atomically, all or none (see
-	// [BucketWrite] for each kind). At most one write names each item. A
-	// failed condition fails with an error matching [ErrConditionFailed];
-	// a multi-item write that collides with another may fail with
-	// [ErrTransactionConflict].
-	WriteBuckets(ctx context.Context, writes []BucketWrite) error
-}
 
 // Defaults of [DynamoDBOptions].
 const (
@@ -107,15 +53,15 @@ type DynamoDBClient interface {
 }
 
 var (
-	_ DynamoDBClient    = (*dynamodb.Client)(nil)
-	_ Repository        = (*DynamoDBRepository)(nil)
-	_ SpeculativeStore  = (*DynamoDBRepository)(nil)
-	_ ShardStore        = (*DynamoDBRepository)(nil)
-	_ AuditLog          = (*DynamoDBRepository)(nil)
-	_ ConfigLister      = (*DynamoDBRepository)(nil)
-	_ UsageStore        = (*DynamoDBRepository)(nil)
-	_ CapacityReader    = (*DynamoDBRepository)(nil)
-	_ NamespaceRegistry = (*DynamoDBRepository)(nil)
+	_ DynamoDBClient          = (*dynamodb.Client)(nil)
+	_ Repository              = (*DynamoDBRepository)(nil)
+	_ store.SpeculativeStore  = (*DynamoDBRepository)(nil)
+	_ store.ShardStore        = (*DynamoDBRepository)(nil)
+	_ store.AuditLog          = (*DynamoDBRepository)(nil)
+	_ store.ConfigLister      = (*DynamoDBRepository)(nil)
+	_ store.UsageStore        = (*DynamoDBRepository)(nil)
+	_ store.CapacityReader    = (*DynamoDBRepository)(nil)
+	_ store.NamespaceRegistry = (*DynamoDBRepository)(nil)
 )
 
 // DynamoDBOptions configures [OpenDynamoDB]. OpenDynamoDB fills every field
@@ -166,11 +112,11 @@ const (
 // sharing the client.
 //
 // Besides [Repository] it implements every optional capability:
-// [SpeculativeStore], [ShardStore] (every bucket item carries a hidden
+// [store.SpeculativeStore], [store.ShardStore] (every bucket item carries a hidden
 // write-capacity limit, its share of DynamoDB's 1000 writes per second per
 // partition, and a bucket that exceeds it is spread over more items),
-// [AuditLog], [ConfigLister], [UsageStore], [CapacityReader] and
-// [NamespaceRegistry].
+// [store.AuditLog], [store.ConfigLister], [store.UsageStore], [store.CapacityReader] and
+// [store.NamespaceRegistry].
 type DynamoDBRepository struct {
 	client DynamoDBClient
 	opts   DynamoDBOptions
@@ -224,48 +170,7 @@ func ValidateStackName(name string) error {
 	default:
 		return nil
 	}
-	return newValidationError(ErrValidation, "name", name, reason)
-}
-
-// OpenDynamoDB opens the rate-limiter table through client: it creates the
-// table when asked, registers the namespace when it is new, and writes or
-// checks the table's version record.
-func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
-	o := DynamoDBOptions{
-		Table:     envOr(EnvStack, DefaultTable),
-		Namespace: envOr(EnvNamespace, DefaultNamespace),
-	}
-	for _, fn := range optFns {
-		fn(&o)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if err := ValidateStackName(o.Table); err != nil {
-		return nil, err
-	}
-	if o.Namespace == "" || o.Namespace == reservedNamespace {
-		return nil, newValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
-	}
-	r := &DynamoDBRepository{
-		client: client,
-		opts:   o,
-		shared: newSharedState(o),
-	}
-	if o.CreateTable {
-		if err := r.createTable(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.checkVersion(ctx); err != nil {
-		return nil, err
-	}
-	id, err := r.ensureNamespace(ctx, o.Namespace)
-	if err != nil {
-		return nil, err
-	}
-	r.bind(id, o.Namespace)
-	return r, nil
+	return store.NewValidationError(ErrValidation, "name", name, reason)
 }
 
 func envOr(name, def string) string {
@@ -273,26 +178,6 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
-}
-
-// bind scopes r to a namespace.
-func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
-
-// Namespace returns a repository for another registered namespace, sharing
-// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
-// registered.
-func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
-	id, ok, err := r.resolveNamespace(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		return nil, &NamespaceNotFoundError{Namespace: name}
-	}
-	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
-	scoped.opts.Namespace = name
-	scoped.bind(id, name)
-	return scoped, nil
 }
 
 // Table returns the table name.
@@ -393,7 +278,7 @@ func wrapErr(op string, err error) error {
 }
 
 // classifyWriteErr maps DynamoDB's refusals of a conditional write to
-// ErrConditionFailed / ErrTransactionConflict (nothing was written); other
+// store.ErrConditionFailed / store.ErrTransactionConflict (nothing was written); other
 // errors are returned with context.
 func classifyWriteErr(op string, err error) error {
 	if err == nil {
@@ -401,7 +286,7 @@ func classifyWriteErr(op string, err error) error {
 	}
 	var ccf *types.ConditionalCheckFailedException
 	if errors.As(err, &ccf) {
-		return ErrConditionFailed
+		return store.ErrConditionFailed
 	}
 	var tce *types.TransactionCanceledException
 	if errors.As(err, &tce) {
@@ -409,18 +294,101 @@ func classifyWriteErr(op string, err error) error {
 		for _, reason := range tce.CancellationReasons {
 			switch aws.ToString(reason.Code) {
 			case "ConditionalCheckFailed":
-				return ErrConditionFailed
+				return store.ErrConditionFailed
 			case "TransactionConflict":
 				conflict = true
 			}
 		}
 		if conflict {
-			return ErrTransactionConflict
+			return store.ErrTransactionConflict
 		}
 	}
 	var tcf *types.TransactionConflictException
 	if errors.As(err, &tcf) {
-		return ErrTransactionConflict
+		return store.ErrTransactionConflict
 	}
 	return fmt.Errorf("%s: %w", op, err)
+}
+
+// VersionRecord reads the table's version record. ok is false when the table
+// has none (a table that no client has opened yet).
+func (r *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
+	v, ok, err := r.readVersion(ctx, true)
+	return VersionRecord(v), ok, err
+}
+
+// readVersion reads the version record, strongly consistent or not.
+func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(r.opts.Table),
+		Key:            primaryKey(pkSystem(reservedNamespace), skVersion),
+		ConsistentRead: aws.Bool(consistent),
+	})
+	if err != nil {
+		return versionRecord{}, false, wrapErr("read version record", err)
+	}
+	if len(out.Item) == 0 {
+		return versionRecord{}, false, nil
+	}
+	return versionFromItem(out.Item), true, nil
+}
+
+// SetVersionRecord writes the table's version record (UpdatedAt defaults to
+// now). Deploy tools call it after creating or upgrading a stack.
+func (r *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
+	if rec.UpdatedAt.IsZero() {
+		rec.UpdatedAt = r.opts.Now()
+	}
+	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String(r.opts.Table),
+		Item:      versionItem(versionRecord(rec)),
+	})
+	return wrapErr("write version record", err)
+}
+
+// Retries of bucket writes that are not idempotent.
+//
+// A speculative write, an adjustment or a normal write adds to a balance.
+// When DynamoDB applied such a write but the answer was lost (a 5xx after
+// the write, a reset connection, a timeout), the SDK's standard retryer
+// sends it again and the tokens are taken twice: over-charging that no
+// later step can detect. The single-item bucket writes therefore retry only
+// errors that prove nothing was applied: throttling (the request was
+// refused before it ran) and a connection that was never made. Any other
+// failure is returned: the acquire then follows its on-unavailable mode,
+// and if the write had in fact applied, those tokens stay taken — bounded
+// under-admission instead of a double charge. Transactions are retried as
+// usual: TransactWriteItems carries an idempotency token.
+
+// writeOptions makes a single-item bucket write retry only what provably did
+// not apply.
+func writeOptions(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = unappliedOnly{o.Retryer}
+	}
+}
+
+// unappliedOnly is a retryer that retries only the errors its inner retryer
+// retries and that prove the request was not applied.
+type unappliedOnly struct{ aws.Retryer }
+
+// IsErrorRetryable implements aws.Retryer.
+func (r unappliedOnly) IsErrorRetryable(err error) bool {
+	return r.Retryer.IsErrorRetryable(err) && notApplied(err)
+}
+
+// notApplied reports whether err proves that the request did not run:
+// DynamoDB throttled it, or no connection was made.
+func notApplied(err error) bool {
+	var api smithy.APIError
+	if errors.As(err, &api) {
+		_, throttled := retry.DefaultThrottleErrorCodes[api.ErrorCode()]
+		return throttled
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
 }

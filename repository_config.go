@@ -1,3 +1,6 @@
+// Layer 5, the DynamoDB repository: entities and stored limit configs, with
+// their registries.
+
 package limiter
 
 import (
@@ -11,14 +14,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // configItemKey returns the primary key of a stored config.
-func (r *DynamoDBRepository) configItemKey(k ConfigKey) map[string]types.AttributeValue {
+func (r *DynamoDBRepository) configItemKey(k store.ConfigKey) map[string]types.AttributeValue {
 	switch k.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		return primaryKey(pkEntity(r.nsID, k.EntityID), skConfig(k.Resource))
-	case LevelResource:
+	case store.LevelResource:
 		return primaryKey(pkResource(r.nsID, k.Resource), skConfig(""))
 	default:
 		return primaryKey(pkSystem(r.nsID), skConfig(""))
@@ -26,11 +30,11 @@ func (r *DynamoDBRepository) configItemKey(k ConfigKey) map[string]types.Attribu
 }
 
 // configItem returns the item that stores c under k.
-func (r *DynamoDBRepository) configItem(k ConfigKey, c Config) map[string]types.AttributeValue {
+func (r *DynamoDBRepository) configItem(k store.ConfigKey, c store.Config) map[string]types.AttributeValue {
 	switch k.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		return entityConfigItem(r.nsID, k.EntityID, k.Resource, c.Limits)
-	case LevelResource:
+	case store.LevelResource:
 		return resourceConfigItem(r.nsID, k.Resource, c.Limits)
 	default:
 		return systemConfigItem(r.nsID, c.Limits, c.OnUnavailable)
@@ -40,15 +44,15 @@ func (r *DynamoDBRepository) configItem(k ConfigKey, c Config) map[string]types.
 // configFromItem decodes a stored config (the on-unavailable mode only at
 // the system level). A corrupt config is an infrastructure problem for the
 // caller (the on-unavailable mode applies), not invalid input.
-func configFromItem(k ConfigKey, item map[string]types.AttributeValue) (Config, error) {
+func configFromItem(k store.ConfigKey, item map[string]types.AttributeValue) (store.Config, error) {
 	limits, err := limitsFromItem(item)
 	if err != nil {
 		pk, _ := schemaGetS(item, attrPK)
 		sk, _ := schemaGetS(item, attrSK)
-		return Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
+		return store.Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
 	}
-	c := Config{Limits: limits}
-	if k.Level == LevelSystem {
+	c := store.Config{Limits: limits}
+	if k.Level == store.LevelSystem {
 		c.OnUnavailable = onUnavailableFromItem(item)
 	}
 	return c, nil
@@ -56,9 +60,9 @@ func configFromItem(k ConfigKey, item map[string]types.AttributeValue) (Config, 
 
 // LoadConfigs implements [Repository]: one BatchGetItem (eventually
 // consistent) for all keys.
-func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error) {
+func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	req := make([]map[string]types.AttributeValue, len(keys))
-	byID := make(map[[2]string]ConfigKey, len(keys))
+	byID := make(map[[2]string]store.ConfigKey, len(keys))
 	for i, k := range keys {
 		req[i] = r.configItemKey(k)
 		byID[[2]string{req[i][attrPK].(*types.AttributeValueMemberS).Value, req[i][attrSK].(*types.AttributeValueMemberS).Value}] = k
@@ -67,7 +71,7 @@ func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) 
 	if err != nil {
 		return nil, wrapErr("read configs", err)
 	}
-	out := make(map[ConfigKey]Config, len(items))
+	out := make(map[store.ConfigKey]store.Config, len(items))
 	for _, item := range items {
 		pk, _ := schemaGetS(item, attrPK)
 		sk, _ := schemaGetS(item, attrSK)
@@ -85,10 +89,10 @@ func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []ConfigKey) 
 }
 
 // GetConfig implements [Repository]: one GetItem (eventually consistent).
-func (r *DynamoDBRepository) GetConfig(ctx context.Context, key ConfigKey) (Config, bool, error) {
+func (r *DynamoDBRepository) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	item, err := r.getConfigItem(ctx, r.configItemKey(key))
 	if err != nil || len(item) == 0 {
-		return Config{}, false, err
+		return store.Config{}, false, err
 	}
 	c, err := configFromItem(key, item)
 	return c, err == nil, err
@@ -108,10 +112,10 @@ func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]t
 // config is put alone). A resource config is put and its resource added to
 // the resource registry (PutItem, UpdateItem). A system config is one
 // PutItem.
-func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Config) error {
+func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	item := r.configItem(key, c)
 	switch key.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{TableName: aws.String(r.opts.Table), Item: item, ConditionExpression: aws.String("attribute_not_exists(PK)")}},
 			{Update: r.registryCountUpdate(key.Resource, 1)},
@@ -122,7 +126,7 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Con
 			_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
 		}
 		return wrapErr("set limits "+key.EntityID+"/"+key.Resource, err)
-	case LevelResource:
+	case store.LevelResource:
 		if _, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item}); err != nil {
 			return wrapErr("set resource defaults "+key.Resource, err)
 		}
@@ -141,9 +145,9 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key ConfigKey, c Con
 // nothing — is deleted alone, with one more call. A resource config is deleted and its
 // resource removed from the resource registry. Only for an entity config
 // does it know whether one existed.
-func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (bool, error) {
+func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	switch key.Level {
-	case LevelEntity:
+	case store.LevelEntity:
 		// Only configs written with their registry count (the ones with
 		// GSI3 keys) are counted down; the Python library's provisioner
 		// writes configs without either.
@@ -162,7 +166,7 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (b
 			return false, wrapErr("delete limits "+key.EntityID+"/"+key.Resource, err)
 		}
 		return true, r.removeZeroRegistryCount(ctx, key.Resource)
-	case LevelResource:
+	case store.LevelResource:
 		if _, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(r.opts.Table), Key: r.configItemKey(key)}); err != nil {
 			return false, wrapErr("delete resource defaults "+key.Resource, err)
 		}
@@ -177,7 +181,7 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key ConfigKey) (b
 
 // deleteUncounted deletes an entity config that has no registry count (or
 // none at all): it reports whether one existed.
-func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key ConfigKey) (bool, error) {
+func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key store.ConfigKey) (bool, error) {
 	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
@@ -256,7 +260,7 @@ func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, res
 	return wrapErr("update resource registry", err)
 }
 
-// ListResourcesWithDefaults implements [ConfigLister].
+// ListResourcesWithDefaults implements [store.ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skResources))
 	if err != nil {
@@ -265,7 +269,7 @@ func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]s
 	return resourceRegistryFromItem(item), nil
 }
 
-// ListResourcesWithEntityConfigs implements [ConfigLister].
+// ListResourcesWithEntityConfigs implements [store.ConfigLister].
 func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skEntityConfigResources))
 	if err != nil {
@@ -274,7 +278,7 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 	return entityConfigRegistryFromItem(item)
 }
 
-// ListEntitiesWithCustomLimits implements [ConfigLister]: one Query of
+// ListEntitiesWithCustomLimits implements [store.ConfigLister]: one Query of
 // GSI3. pageSize ≤ 0 lets DynamoDB decide the page size; the cursor is the
 // original's (base64 of the JSON wire form of the last evaluated key).
 func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
@@ -324,7 +328,7 @@ func encodeCursor(key map[string]types.AttributeValue) string {
 }
 
 func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
-	bad := newValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by ListEntitiesWithCustomLimits")
+	bad := store.NewValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by ListEntitiesWithCustomLimits")
 	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(cursor))
 	if err != nil {
 		return nil, bad
@@ -342,4 +346,140 @@ func decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
 		key[k] = schemaS(s)
 	}
 	return key, nil
+}
+
+// maxBatchWriteItems is DynamoDB's BatchWriteItem limit.
+const maxBatchWriteItems = 25
+
+// CreateEntity implements [Repository]: one PutItem of the META record,
+// conditioned on its absence.
+func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) error {
+	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(r.opts.Table),
+		Item:                entityItem(r.nsID, e),
+		ConditionExpression: aws.String("attribute_not_exists(PK)"),
+	})
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return &EntityExistsError{EntityID: e.ID}
+	}
+	return wrapErr("create entity "+e.ID, err)
+}
+
+// GetEntity implements [Repository]: one GetItem of the META record.
+func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(r.opts.Table),
+		Key:       primaryKey(pkEntity(r.nsID, id), skMeta),
+	})
+	if err != nil {
+		return Entity{}, wrapErr("get entity "+id, err)
+	}
+	if len(out.Item) == 0 {
+		return Entity{}, &EntityNotFoundError{EntityID: id}
+	}
+	return entityFromItem(out.Item), nil
+}
+
+// Children implements [Repository]: a Query of GSI1 (every page).
+func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]Entity, error) {
+	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(r.opts.Table),
+		IndexName:                 aws.String(indexGSI1),
+		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(gsi1PKParent(r.nsID, parentID))},
+	})
+	if err != nil {
+		return nil, wrapErr("children of "+parentID, err)
+	}
+	out := make([]Entity, 0, len(items))
+	for _, item := range items {
+		out = append(out, entityFromItem(item))
+	}
+	return out, nil
+}
+
+// DeleteEntity implements [Repository]: a Query of the entity's partition
+// (META, configs, usage snapshots) and one of GSI3 (its buckets), deletes
+// in batches of 25, and a decrement of the entity-config registry for each
+// config deleted.
+func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
+	pk := pkEntity(r.nsID, id)
+	own, err := r.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(r.opts.Table),
+		KeyConditionExpression:    aws.String("PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pk)},
+		ProjectionExpression:      aws.String("PK, SK"),
+	})
+	if err != nil {
+		return 0, wrapErr("delete entity "+id, err)
+	}
+	buckets, err := r.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:                 aws.String(r.opts.Table),
+		IndexName:                 aws.String(indexGSI3),
+		KeyConditionExpression:    aws.String("GSI3PK = :pk"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pk)},
+	})
+	if err != nil {
+		return 0, wrapErr("delete entity "+id, err)
+	}
+	keys := make([]map[string]types.AttributeValue, 0, len(own)+len(buckets))
+	var configResources []string
+	for _, item := range append(own, buckets...) {
+		keys = append(keys, map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]})
+		if sk, _ := schemaGetS(item, attrSK); strings.HasPrefix(sk, skConfigPrefix+"#") {
+			configResources = append(configResources, strings.TrimPrefix(sk, skConfigPrefix+"#"))
+		}
+	}
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	if err := r.batchDelete(ctx, keys); err != nil {
+		return 0, wrapErr("delete entity "+id, err)
+	}
+	for _, res := range configResources {
+		if err := r.decrementEntityConfigCount(ctx, res); err != nil {
+			return len(keys), err
+		}
+	}
+	return len(keys), nil
+}
+
+// queryAll runs a query through every page.
+func (r *DynamoDBRepository) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+	var items []map[string]types.AttributeValue
+	p := dynamodb.NewQueryPaginator(r.client, in)
+	for p.HasMorePages() {
+		out, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, out.Items...)
+	}
+	return items, nil
+}
+
+// batchDelete deletes keys with BatchWriteItem in chunks of 25, re-sending
+// UnprocessedItems until none are left.
+func (r *DynamoDBRepository) batchDelete(ctx context.Context, keys []map[string]types.AttributeValue) error {
+	for start := 0; start < len(keys); start += maxBatchWriteItems {
+		reqs := make([]types.WriteRequest, 0, maxBatchWriteItems)
+		for _, k := range keys[start:min(start+maxBatchWriteItems, len(keys))] {
+			reqs = append(reqs, types.WriteRequest{DeleteRequest: &types.DeleteRequest{Key: k}})
+		}
+		pending := map[string][]types.WriteRequest{r.opts.Table: reqs}
+		for round := 0; len(pending) > 0; round++ {
+			if round > 0 {
+				if err := sleepContext(ctx, unprocessedBackoff<<min(round-1, 6)); err != nil {
+					return err
+				}
+			}
+			out, err := r.client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: pending})
+			if err != nil {
+				return fmt.Errorf("batch delete: %w", err)
+			}
+			pending = out.UnprocessedItems
+		}
+	}
+	return nil
 }

@@ -1,3 +1,5 @@
+// Layer 5, the DynamoDB repository: OpenDynamoDB and the namespace registry.
+
 package limiter
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -19,43 +22,9 @@ import (
 // namespace and a reverse record `#NSID#{id}` → name, with the status, for
 // every namespace that has not been purged.
 
-// Namespace statuses, as reported in [NamespaceInfo.Status].
-const (
-	// NamespaceStatusActive is a registered namespace in use.
-	NamespaceStatusActive = "active"
-	// NamespaceStatusDeleted is a namespace removed by
-	// [DynamoDBRepository.DeleteNamespace]; its data is kept and it can be
-	// recovered or purged.
-	NamespaceStatusDeleted = "deleted"
-	// NamespaceStatusPurging is a deleted namespace whose data
-	// [DynamoDBRepository.PurgeNamespace] is deleting. Purging is terminal:
-	// the namespace cannot be recovered, and an interrupted purge is resumed
-	// by calling PurgeNamespace again.
-	NamespaceStatusPurging = "purging"
-)
-
 // registerNamespacesConcurrency bounds the registrations RegisterNamespaces
 // runs at once.
 const registerNamespacesConcurrency = 8
-
-// NamespaceInfo describes one namespace of the registry. It is a plain
-// value.
-type NamespaceInfo struct {
-	// Name is the namespace name given to RegisterNamespace.
-	Name string
-	// ID is the opaque namespace id (11 URL-safe base64 characters, never
-	// starting with '-') that prefixes every key of the namespace's data.
-	ID string
-	// Status is [NamespaceStatusActive], [NamespaceStatusDeleted] or
-	// [NamespaceStatusPurging]; "unknown" when the record has none.
-	Status string
-	// CreatedAt is when the namespace was registered (UTC, second
-	// precision; zero when the record has no parsable created_at).
-	CreatedAt time.Time
-	// DeletedAt is when the namespace was deleted (UTC, second precision);
-	// zero for active namespaces.
-	DeletedAt time.Time
-}
 
 // namespaceIDPattern matches the ids newNamespaceID produces (and the
 // original's secrets.token_urlsafe), with some room in length.
@@ -67,9 +36,9 @@ var namespaceIDPattern = regexp.MustCompile(`\A[A-Za-z0-9_-]{1,64}\z`)
 func validateNamespaceName(name string) error {
 	switch name {
 	case "":
-		return newValidationError(ErrValidation, "namespace", name, "cannot be empty")
+		return store.NewValidationError(ErrValidation, "namespace", name, "cannot be empty")
 	case reservedNamespace:
-		return newValidationError(ErrValidation, "namespace", name, "reserved for system use")
+		return store.NewValidationError(ErrValidation, "namespace", name, "reserved for system use")
 	}
 	return nil
 }
@@ -80,11 +49,11 @@ func validateNamespaceName(name string) error {
 func validateNamespaceID(id string) error {
 	switch {
 	case id == "":
-		return newValidationError(ErrValidation, "namespace_id", id, "cannot be empty")
+		return store.NewValidationError(ErrValidation, "namespace_id", id, "cannot be empty")
 	case id == reservedNamespace:
-		return newValidationError(ErrValidation, "namespace_id", id, "reserved for system use")
+		return store.NewValidationError(ErrValidation, "namespace_id", id, "reserved for system use")
 	case !namespaceIDPattern.MatchString(id):
-		return newValidationError(ErrValidation, "namespace_id", id,
+		return store.NewValidationError(ErrValidation, "namespace_id", id,
 			"must be a namespace id (1 to 64 letters, digits, '-' or '_')")
 	}
 	return nil
@@ -97,8 +66,8 @@ func registryKey(sk string) map[string]types.AttributeValue {
 
 // namespaceInfo converts a registry record. name is used when the record
 // lacks namespace_name.
-func namespaceInfo(rec namespaceRecord, name string) NamespaceInfo {
-	info := NamespaceInfo(rec)
+func namespaceInfo(rec namespaceRecord, name string) store.NamespaceInfo {
+	info := store.NamespaceInfo(rec)
 	if info.Name == "" {
 		info.Name = name
 	}
@@ -289,28 +258,28 @@ func (r *DynamoDBRepository) RegisterNamespaces(ctx context.Context, names ...st
 // consistently. It fails with *[NamespaceNotFoundError] when no active
 // namespace has that name (deleted namespaces are found by id with
 // [DynamoDBRepository.ListOrphanNamespaces]).
-func (r *DynamoDBRepository) GetNamespace(ctx context.Context, name string) (NamespaceInfo, error) {
+func (r *DynamoDBRepository) GetNamespace(ctx context.Context, name string) (store.NamespaceInfo, error) {
 	if err := validateNamespaceName(name); err != nil {
-		return NamespaceInfo{}, err
+		return store.NamespaceInfo{}, err
 	}
 	rec, _, found, err := r.readRegistry(ctx, skNamespace(name), true)
 	if err != nil {
-		return NamespaceInfo{}, wrapErr("get namespace "+name, err)
+		return store.NamespaceInfo{}, wrapErr("get namespace "+name, err)
 	}
 	if !found {
-		return NamespaceInfo{}, &NamespaceNotFoundError{Namespace: name}
+		return store.NamespaceInfo{}, &NamespaceNotFoundError{Namespace: name}
 	}
 	return namespaceInfo(rec, name), nil
 }
 
 // ListNamespaces returns every active namespace (all pages of the forward
 // records), sorted by name.
-func (r *DynamoDBRepository) ListNamespaces(ctx context.Context) ([]NamespaceInfo, error) {
+func (r *DynamoDBRepository) ListNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
 	items, err := r.queryRegistry(ctx, skNamespacePrefix)
 	if err != nil {
 		return nil, wrapErr("list namespaces", err)
 	}
-	out := make([]NamespaceInfo, 0, len(items))
+	out := make([]store.NamespaceInfo, 0, len(items))
 	for _, item := range items {
 		sk, _ := schemaGetS(item, attrSK)
 		out = append(out, namespaceInfo(namespaceFromItem(item), strings.TrimPrefix(sk, skNamespacePrefix)))
@@ -382,7 +351,7 @@ func (r *DynamoDBRepository) DeleteNamespace(ctx context.Context, name string) e
 // else is returned with context.
 func (r *DynamoDBRepository) registryRetry(ctx context.Context, op string, err error, attempt int) error {
 	cerr := classifyWriteErr(op, err)
-	if (cerr != ErrConditionFailed && cerr != ErrTransactionConflict) || attempt == maxConflictRetries {
+	if (cerr != store.ErrConditionFailed && cerr != store.ErrTransactionConflict) || attempt == maxConflictRetries {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return sleepContext(ctx, conflictBackoff(attempt))
@@ -430,7 +399,7 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 		}
 		name := rev.Name
 		if name == reservedNamespace {
-			return "", newValidationError(ErrValidation, "namespace", name, "reserved for system use")
+			return "", store.NewValidationError(ErrValidation, "namespace", name, "reserved for system use")
 		}
 		switch rev.Status {
 		case namespacePurging:
@@ -479,12 +448,12 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 // which can be recovered or purged, and — unlike the original, which lists
 // only deleted ones — the purging ones, whose interrupted purge
 // PurgeNamespace resumes. Status tells them apart. They are sorted by id.
-func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]NamespaceInfo, error) {
+func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
 	items, err := r.queryRegistry(ctx, skNSIDPrefix)
 	if err != nil {
 		return nil, wrapErr("list orphan namespaces", err)
 	}
-	out := make([]NamespaceInfo, 0)
+	out := make([]store.NamespaceInfo, 0)
 	for _, item := range items {
 		rec := namespaceFromItem(item)
 		if rec.Status != namespaceDeleted && rec.Status != namespacePurging {
@@ -573,4 +542,65 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 	}
 	r.forgetNamespaceID(id)
 	return nil
+}
+
+// OpenDynamoDB opens the rate-limiter table through client: it creates the
+// table when asked, registers the namespace when it is new, and writes or
+// checks the table's version record.
+func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
+	o := DynamoDBOptions{
+		Table:     envOr(EnvStack, DefaultTable),
+		Namespace: envOr(EnvNamespace, DefaultNamespace),
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if err := ValidateStackName(o.Table); err != nil {
+		return nil, err
+	}
+	if o.Namespace == "" || o.Namespace == reservedNamespace {
+		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
+	}
+	r := &DynamoDBRepository{
+		client: client,
+		opts:   o,
+		shared: newSharedState(o),
+	}
+	if o.CreateTable {
+		if err := r.createTable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.checkVersion(ctx); err != nil {
+		return nil, err
+	}
+	id, err := r.ensureNamespace(ctx, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	r.bind(id, o.Namespace)
+	return r, nil
+}
+
+// bind scopes r to a namespace.
+func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
+
+// Namespace returns a repository for another registered namespace, sharing
+// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
+// registered.
+func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
+	id, ok, err := r.resolveNamespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, &NamespaceNotFoundError{Namespace: name}
+	}
+	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
+	scoped.opts.Namespace = name
+	scoped.bind(id, name)
+	return scoped, nil
 }

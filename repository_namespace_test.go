@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // nsStateError asserts that err is a *NamespaceStateError in state with
@@ -94,7 +95,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := NamespaceInfo{Name: "tenant-a", ID: id, Status: NamespaceStatusActive, CreatedAt: epoch.Truncate(1e9)}
+	want := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusActive, CreatedAt: epoch.Truncate(1e9)}
 	if diff := cmp.Diff(want, info); diff != "" {
 		t.Errorf("GetNamespace (-want +got):\n%s", diff)
 	}
@@ -118,7 +119,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	var names []string
 	for _, ns := range list {
 		names = append(names, ns.Name)
-		if ns.Status != NamespaceStatusActive || ns.ID == "" {
+		if ns.Status != store.NamespaceStatusActive || ns.ID == "" {
 			t.Errorf("listed %+v", ns)
 		}
 	}
@@ -219,7 +220,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 		t.Error("forward record kept")
 	}
 	rev := env.registry(skNSID(id))
-	if s, _ := schemaGetS(rev, attrStatus); s != NamespaceStatusDeleted {
+	if s, _ := schemaGetS(rev, attrStatus); s != store.NamespaceStatusDeleted {
 		t.Errorf("reverse status = %q", s)
 	}
 	if s, _ := schemaGetS(rev, attrDeletedAt); s != "2026-01-02T03:05:35Z" {
@@ -243,9 +244,9 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantOrphan := NamespaceInfo{Name: "tenant-a", ID: id, Status: NamespaceStatusDeleted,
+	wantOrphan := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusDeleted,
 		CreatedAt: epoch.Truncate(1e9), DeletedAt: epoch.Add(90 * 1e9).Truncate(1e9)}
-	if diff := cmp.Diff([]NamespaceInfo{wantOrphan}, orphans); diff != "" {
+	if diff := cmp.Diff([]store.NamespaceInfo{wantOrphan}, orphans); diff != "" {
 		t.Errorf("ListOrphanNamespaces (-want +got):\n%s", diff)
 	}
 
@@ -287,7 +288,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "re-registered",
 		`cannot recover namespace "tenant-a": the name was registered again by another caller`)
-	if s, _ := schemaGetS(env.registry(skNSID(id)), attrStatus); s != NamespaceStatusDeleted {
+	if s, _ := schemaGetS(env.registry(skNSID(id)), attrStatus); s != store.NamespaceStatusDeleted {
 		t.Errorf("reverse status after refused recovery = %q, want deleted", s)
 	}
 	if s, _ := schemaGetS(env.registry(skNamespace("tenant-a")), attrNamespaceID); s != id2 {
@@ -363,7 +364,7 @@ func TestNamespacePurgingIsTerminal(t *testing.T) {
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "purging", `cannot recover namespace "doomed": its purge is in progress, and purging is terminal`)
 	orphans, err := repo.ListOrphanNamespaces(ctx)
-	if err != nil || len(orphans) != 1 || orphans[0].Status != NamespaceStatusPurging || orphans[0].ID != id {
+	if err != nil || len(orphans) != 1 || orphans[0].Status != store.NamespaceStatusPurging || orphans[0].ID != id {
 		t.Fatalf("ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
 	}
 	env.rec.Reset()
@@ -546,7 +547,7 @@ func TestNamespaceValidation(t *testing.T) {
 
 func TestNamespaceStatusConstants(t *testing.T) {
 	t.Parallel()
-	if NamespaceStatusActive != namespaceActive || NamespaceStatusDeleted != namespaceDeleted || NamespaceStatusPurging != namespacePurging {
+	if store.NamespaceStatusActive != namespaceActive || store.NamespaceStatusDeleted != namespaceDeleted || store.NamespaceStatusPurging != namespacePurging {
 		t.Error("exported namespace statuses differ from the schema's")
 	}
 	for _, tc := range []struct {

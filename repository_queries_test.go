@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/oklog/ulid/v2"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // put writes raw items.
@@ -103,8 +104,8 @@ func TestAuditEventsQuery(t *testing.T) {
 		}
 	}
 	want := []ev{
-		{AuditLimitsDeleted, "gpt"}, {AuditLimitsDeleted, "claude"}, {AuditLimitsSet, DefaultResource},
-		{AuditLimitsSet, "claude"}, {AuditLimitsSet, "gpt"}, {AuditEntityCreated, ""},
+		{store.AuditLimitsDeleted, "gpt"}, {store.AuditLimitsDeleted, "claude"}, {store.AuditLimitsSet, DefaultResource},
+		{store.AuditLimitsSet, "claude"}, {store.AuditLimitsSet, "gpt"}, {store.AuditEntityCreated, ""},
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(ev{})); diff != "" {
 		t.Fatalf("AuditEvents(e) (-want +got):\n%s", diff)
@@ -157,21 +158,21 @@ func TestAuditEventsQuery(t *testing.T) {
 	}
 
 	// Config-level events under their pseudo entity ids.
-	sys, err := rl.AuditEvents(ctx, AuditEntitySystem, 0, "")
-	if err != nil || len(sys) != 2 || sys[0].Action != AuditLimitsDeleted || sys[1].Action != AuditLimitsSet || sys[1].EntityID != "$SYSTEM" {
+	sys, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 0, "")
+	if err != nil || len(sys) != 2 || sys[0].Action != store.AuditLimitsDeleted || sys[1].Action != store.AuditLimitsSet || sys[1].EntityID != "$SYSTEM" {
 		t.Errorf("AuditEvents($SYSTEM) = %+v, %v", sys, err)
 	}
 	if sys[1].Details["on_unavailable"] != "allow" {
 		t.Errorf("system details = %v", sys[1].Details)
 	}
-	res, err := rl.AuditEvents(ctx, AuditEntityResource("gpt"), 0, "")
-	if err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != AuditLimitsSet {
+	res, err := rl.AuditEvents(ctx, store.AuditEntityResource("gpt"), 0, "")
+	if err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != store.AuditLimitsSet {
 		t.Errorf("AuditEvents($RESOURCE:gpt) = %+v, %v", res, err)
 	}
 	if none, err := rl.AuditEvents(ctx, "nobody", 0, ""); err != nil || len(none) != 0 {
 		t.Errorf("AuditEvents(nobody) = %v, %v", none, err)
 	}
-	if AuditEntityResource("a/b") != "$RESOURCE:a/b" || AuditEntitySystem != auditEntitySystem {
+	if store.AuditEntityResource("a/b") != "$RESOURCE:a/b" || store.AuditEntitySystem != auditEntitySystem {
 		t.Error("audit pseudo entity ids differ from the schema's")
 	}
 
@@ -222,15 +223,15 @@ func usageFixture(env *testEnv) {
 		}, ttl)
 	}
 	for h := 1; h <= 6; h++ {
-		env.put(snap("e1", "gpt", WindowHourly, fmt.Sprintf("2026-01-02T%02d:00:00Z", h), map[string]int64{"rpm": int64(h), "tpm": int64(100 * h)}))
+		env.put(snap("e1", "gpt", store.WindowHourly, fmt.Sprintf("2026-01-02T%02d:00:00Z", h), map[string]int64{"rpm": int64(h), "tpm": int64(100 * h)}))
 	}
 	env.put(
-		snap("e1", "gpt", WindowDaily, "2025-12-30T00:00:00Z", map[string]int64{"rpm": 50, "tpm": 5000}),
-		snap("e1", "gpt", WindowDaily, "2025-12-31T00:00:00Z", map[string]int64{"rpm": 60}),
-		snap("e1", "gpt", WindowMonthly, "2025-11-01T00:00:00Z", map[string]int64{"rpm": 300, "tpm": 30000}),
-		snap("e1", "claude", WindowHourly, "2026-01-02T03:00:00Z", map[string]int64{"rpm": 7}),
-		snap("e2", "gpt", WindowHourly, "2026-01-02T02:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
-		snap("e2", "gpt", WindowHourly, "2026-01-02T05:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
+		snap("e1", "gpt", store.WindowDaily, "2025-12-30T00:00:00Z", map[string]int64{"rpm": 50, "tpm": 5000}),
+		snap("e1", "gpt", store.WindowDaily, "2025-12-31T00:00:00Z", map[string]int64{"rpm": 60}),
+		snap("e1", "gpt", store.WindowMonthly, "2025-11-01T00:00:00Z", map[string]int64{"rpm": 300, "tpm": 30000}),
+		snap("e1", "claude", store.WindowHourly, "2026-01-02T03:00:00Z", map[string]int64{"rpm": 7}),
+		snap("e2", "gpt", store.WindowHourly, "2026-01-02T02:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
+		snap("e2", "gpt", store.WindowHourly, "2026-01-02T05:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
 		// Malformed: no window_start. It sorts first on both the table and GSI2.
 		map[string]types.AttributeValue{
 			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz")),
@@ -238,7 +239,7 @@ func usageFixture(env *testEnv) {
 			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1")),
 		},
 		// Another namespace's snapshot of the same entity and resource.
-		usageSnapshotItem("othernamesp", UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: WindowHourly,
+		usageSnapshotItem("othernamesp", UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: store.WindowHourly,
 			WindowStart: at("2026-01-02T04:00:00Z"), Counters: map[string]int64{"rpm": 1000}}, ttl),
 	)
 }
@@ -306,7 +307,7 @@ func TestUsageSnapshots(t *testing.T) {
 		{name: "entity", q: UsageQuery{EntityID: "e1"}, want: e1All},
 		{name: "entity and resource", q: UsageQuery{EntityID: "e1", Resource: "claude"}, want: e1All[9:]},
 		{name: "resource via GSI2", q: UsageQuery{Resource: "gpt"}, want: gptAll},
-		{name: "window type", q: UsageQuery{EntityID: "e1", WindowType: WindowHourly},
+		{name: "window type", q: UsageQuery{EntityID: "e1", WindowType: store.WindowHourly},
 			want: append(append([]string{}, e1All[:6]...), e1All[9])},
 		{name: "resource time range is a key condition",
 			q:    UsageQuery{Resource: "gpt", Start: ts("2026-01-02T02:00:00Z"), End: ts("2026-01-02T04:30:00Z")},
@@ -318,11 +319,11 @@ func TestUsageSnapshots(t *testing.T) {
 			q:    UsageQuery{EntityID: "e1", Start: ts("2026-01-02T03:59:59.999Z")},
 			want: e1All[:3]},
 		{name: "end only", q: UsageQuery{Resource: "gpt", End: ts("2025-12-31T00:00:00Z")}, want: gptAll[8:], maxScanned: 3},
-		{name: "window and range", q: UsageQuery{Resource: "gpt", WindowType: WindowDaily, Start: ts("2025-12-31T00:00:00Z")},
+		{name: "window and range", q: UsageQuery{Resource: "gpt", WindowType: store.WindowDaily, Start: ts("2025-12-31T00:00:00Z")},
 			want: gptAll[8:9]},
 		{name: "nothing", q: UsageQuery{EntityID: "e3"}, want: []string{}},
 		{name: "paged entity", q: UsageQuery{EntityID: "e1", Limit: 3}, want: e1All, wantQueries: 4},
-		{name: "paged filtered resource", q: UsageQuery{Resource: "gpt", WindowType: WindowHourly, Limit: 4}, want: gptAll[:8]},
+		{name: "paged filtered resource", q: UsageQuery{Resource: "gpt", WindowType: store.WindowHourly, Limit: 4}, want: gptAll[:8]},
 		{name: "paged range", q: UsageQuery{Resource: "gpt", End: ts("2026-01-02T05:00:00Z"), Limit: 2}, want: gptAll[1:]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -355,11 +356,11 @@ func TestUsageSnapshots(t *testing.T) {
 	for _, s := range gpt {
 		var wantEnd time.Time
 		switch s.WindowType {
-		case WindowHourly:
+		case store.WindowHourly:
 			wantEnd = s.WindowStart.Add(time.Hour - time.Second)
-		case WindowDaily:
+		case store.WindowDaily:
 			wantEnd = s.WindowStart.Add(24*time.Hour - time.Second)
-		case WindowMonthly:
+		case store.WindowMonthly:
 			wantEnd = ts("2025-11-30T23:59:59Z")
 		}
 		if !s.WindowEnd.Equal(wantEnd) {
@@ -391,7 +392,7 @@ func TestUsageSnapshots(t *testing.T) {
 		"another entity":              {EntityID: "e2", Cursor: e1Cursor},
 		"another resource prefix":     {EntityID: "e1", Resource: "claude", Cursor: e1Cursor},
 		"outside the range":           {Resource: "gpt", End: ts("2025-12-01T00:00:00Z"), Cursor: gptCursor},
-		"neither entity nor resource": {WindowType: WindowHourly},
+		"neither entity nor resource": {WindowType: store.WindowHourly},
 		"bad entity":                  {EntityID: "e#1"},
 		"entity with newline":         {EntityID: "e1\n"},
 		"bad resource":                {Resource: "_gpt"},
@@ -440,13 +441,13 @@ func TestUsageSummary(t *testing.T) {
 			Average:        map[string]float64{"rpm": 431.0 / 9, "tpm": 37100.0 / 8},
 			MinWindowStart: ts("2025-11-01T00:00:00Z"), MaxWindowStart: ts("2026-01-02T06:00:00Z"),
 		}},
-		{"resource, hourly", UsageQuery{Resource: "gpt", WindowType: WindowHourly}, UsageSummary{
+		{"resource, hourly", UsageQuery{Resource: "gpt", WindowType: store.WindowHourly}, UsageSummary{
 			SnapshotCount:  8,
 			Total:          map[string]int64{"rpm": 31, "tpm": 3100},
 			Average:        map[string]float64{"rpm": 31.0 / 8, "tpm": 3100.0 / 8},
 			MinWindowStart: ts("2026-01-02T01:00:00Z"), MaxWindowStart: ts("2026-01-02T06:00:00Z"),
 		}},
-		{"nothing", UsageQuery{EntityID: "e1", WindowType: WindowDaily, Start: ts("2026-01-01T00:00:00Z")}, UsageSummary{
+		{"nothing", UsageQuery{EntityID: "e1", WindowType: store.WindowDaily, Start: ts("2026-01-01T00:00:00Z")}, UsageSummary{
 			Total: map[string]int64{}, Average: map[string]float64{},
 		}},
 	} {
@@ -493,12 +494,12 @@ func capacityFixture(env *testEnv) {
 		}
 	}
 	nowMs := epoch.UnixMilli()
-	state := func(name string, capacity, tokensMilli int64) BucketState {
-		return BucketState{LimitName: name, TokensMilli: tokensMilli, CapacityMilli: capacity * 1000,
+	state := func(name string, capacity, tokensMilli int64) store.BucketState {
+		return store.BucketState{LimitName: name, TokensMilli: tokensMilli, CapacityMilli: capacity * 1000,
 			RefillAmountMilli: capacity * 1000, RefillPeriodMs: 60_000}
 	}
-	bucket := func(ns, entity, resource string, shard, shards int, rf int64, states ...BucketState) map[string]types.AttributeValue {
-		return bucketItem(ns, &Bucket{Key: BucketKey{EntityID: entity, Resource: resource, Shard: shard}, ShardCount: shards, RefillMs: rf, States: states})
+	bucket := func(ns, entity, resource string, shard, shards int, rf int64, states ...store.BucketState) map[string]types.AttributeValue {
+		return bucketItem(ns, &store.Bucket{Key: store.BucketKey{EntityID: entity, Resource: resource, Shard: shard}, ShardCount: shards, RefillMs: rf, States: states})
 	}
 	ns := env.repo.NamespaceID()
 	env.put(
@@ -527,7 +528,7 @@ func TestResourceCapacity(t *testing.T) {
 	rpm := ResourceCapacity{
 		Resource: "gpt", LimitName: "rpm", TotalCapacity: 100 + 50 + 20 + 10 + 100, TotalAvailable: 60 + 50 + 20 + 5 + 40,
 		UtilizationPct: float64(280-175) / 280 * 100,
-		Entities: []EntityCapacity{
+		Entities: []store.EntityCapacity{
 			{EntityID: "big", Capacity: 100, Available: 60, UtilizationPct: 40}, // four shards summed
 			{EntityID: "full", Capacity: 50, Available: 50, UtilizationPct: 0},  // 100 summed, capped at 50
 			{EntityID: "ghost", Capacity: 20, Available: 20, UtilizationPct: 0},
@@ -550,7 +551,7 @@ func TestResourceCapacity(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ResourceCapacity{Resource: "gpt", LimitName: "rpm", TotalCapacity: 250, TotalAvailable: 150, UtilizationPct: 40,
-		Entities: []EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
+		Entities: []store.EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("ResourceCapacity(gpt, rpm, parents) (-want +got):\n%s", diff)
 	}
@@ -559,7 +560,7 @@ func TestResourceCapacity(t *testing.T) {
 	}
 
 	got, err = rl.ResourceCapacity(ctx, "gpt", "tpm", false)
-	if err != nil || len(got.Entities) != 2 || got.Entities[0] != (EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
+	if err != nil || len(got.Entities) != 2 || got.Entities[0] != (store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
 		got.Entities[1].EntityID != "tponly" || got.TotalCapacity != 11_000 {
 		t.Errorf("ResourceCapacity(gpt, tpm) = %+v, %v", got, err)
 	}

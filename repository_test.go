@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestEntities(t *testing.T) {
@@ -320,10 +321,10 @@ func TestAuditEvents(t *testing.T) {
 		}
 		evs = append(evs, ev)
 	}
-	if evs[0].Action != AuditEntityCreated || evs[0].Principal != "arn:aws:iam::123456789012:role/app" {
+	if evs[0].Action != store.AuditEntityCreated || evs[0].Principal != "arn:aws:iam::123456789012:role/app" {
 		t.Errorf("first event %+v", evs[0])
 	}
-	if evs[1].Action != AuditLimitsSet || evs[1].Principal != "admin@example.com" || evs[1].Resource != "gpt" {
+	if evs[1].Action != store.AuditLimitsSet || evs[1].Principal != "admin@example.com" || evs[1].Resource != "gpt" {
 		t.Errorf("second event %+v", evs[1])
 	}
 	out, _ = env.client.Query(ctx, &dynamodb.QueryInput{

@@ -1,17 +1,20 @@
+// Layer 5, the DynamoDB repository: the table layout: schema version, table
+// definition, keys and attribute names.
+
 package limiter
 
 // The table layout's public facts: the schema version, the table
 // definition and the version record. The layout itself (attribute names,
 // key formats, item codecs and expressions) lives in internal/ddbschema;
-// schema_keys.go, schema_items.go, schema_records.go and schema_writes.go
-// adapt it to this package's types.
+// this file (keys and attribute names) and schema_items.go (items and
+// update expressions) adapt it to this package's types.
 
 import (
-	"context"
+	"io"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
@@ -64,42 +67,6 @@ type VersionRecord struct {
 	TemplateVersion  string // read when present, never written
 }
 
-// VersionRecord reads the table's version record. ok is false when the table
-// has none (a table that no client has opened yet).
-func (r *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
-	v, ok, err := r.readVersion(ctx, true)
-	return VersionRecord(v), ok, err
-}
-
-// readVersion reads the version record, strongly consistent or not.
-func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
-	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName:      aws.String(r.opts.Table),
-		Key:            primaryKey(pkSystem(reservedNamespace), skVersion),
-		ConsistentRead: aws.Bool(consistent),
-	})
-	if err != nil {
-		return versionRecord{}, false, wrapErr("read version record", err)
-	}
-	if len(out.Item) == 0 {
-		return versionRecord{}, false, nil
-	}
-	return versionFromItem(out.Item), true, nil
-}
-
-// SetVersionRecord writes the table's version record (UpdatedAt defaults to
-// now). Deploy tools call it after creating or upgrading a stack.
-func (r *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
-	if rec.UpdatedAt.IsZero() {
-		rec.UpdatedAt = r.opts.Now()
-	}
-	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName: aws.String(r.opts.Table),
-		Item:      versionItem(versionRecord(rec)),
-	})
-	return wrapErr("write version record", err)
-}
-
 // tableDefinition returns the CreateTable request of the table (see
 // [TableDefinition]).
 func tableDefinition(table string) *dynamodb.CreateTableInput {
@@ -110,4 +77,147 @@ func tableDefinition(table string) *dynamodb.CreateTableInput {
 // the "ttl" attribute, as the CloudFormation template does.
 func ttlSpecification(table string) *dynamodb.UpdateTimeToLiveInput {
 	return ddbschema.TTLSpecification(table)
+}
+
+// Short names for the parts of the table layout (internal/ddbschema) that
+// the DynamoDB repository uses: index and attribute names, key formats and
+// attribute-value helpers. They are aliases, so the layout has one
+// definition.
+
+// currentSchemaVersion is the infrastructure schema version this package
+// reads and writes. Tables created by schema 0.9.0 (no LSIs) are
+// compatible.
+const currentSchemaVersion = ddbschema.SchemaVersion
+
+// Index names.
+const (
+	indexGSI1 = ddbschema.IndexGSI1 // parent → children
+	indexGSI2 = ddbschema.IndexGSI2 // resource → buckets and usage
+	indexGSI3 = ddbschema.IndexGSI3 // entity configs by resource, buckets by entity
+	indexGSI4 = ddbschema.IndexGSI4 // namespace-scoped discovery for purge
+)
+
+// reservedNamespace prefixes the namespace registry and the version record
+// (`_/SYSTEM#`). It cannot be registered as a namespace name.
+const reservedNamespace = ddbschema.ReservedNamespace
+
+// Attribute names.
+const (
+	attrPK          = ddbschema.AttrPK
+	attrSK          = ddbschema.AttrSK
+	attrGSI2PK      = ddbschema.AttrGSI2PK
+	attrGSI2SK      = ddbschema.AttrGSI2SK
+	attrGSI3SK      = ddbschema.AttrGSI3SK
+	attrEntityID    = ddbschema.AttrEntityID
+	attrResource    = ddbschema.AttrResource
+	attrTTL         = ddbschema.AttrTTL
+	attrCreatedAt   = ddbschema.AttrCreatedAt
+	attrShardCount  = ddbschema.AttrShardCount
+	attrRefill      = ddbschema.AttrRefill
+	attrCascade     = ddbschema.AttrCascade
+	attrParentID    = ddbschema.AttrParentID
+	attrEventID     = ddbschema.AttrEventID
+	attrNamespaceID = ddbschema.AttrNamespaceID
+	attrStatus      = ddbschema.AttrStatus
+	attrDeletedAt   = ddbschema.AttrDeletedAt
+)
+
+// Key prefixes, sort keys and sort-key prefixes.
+const (
+	prefixBucket            = ddbschema.PrefixBucket
+	prefixUsage             = ddbschema.PrefixUsage
+	skMeta                  = ddbschema.SKMeta
+	skState                 = ddbschema.SKState
+	skVersion               = ddbschema.SKVersion
+	skConfigPrefix          = ddbschema.SKConfigPrefix
+	skResources             = ddbschema.SKResources
+	skEntityConfigResources = ddbschema.SKEntityConfigResources
+	skUsagePrefix           = ddbschema.SKUsagePrefix
+	skAuditPrefix           = ddbschema.SKAuditPrefix
+	skNamespacePrefix       = ddbschema.SKNamespacePrefix
+	skNSIDPrefix            = ddbschema.SKNSIDPrefix
+)
+
+// Fields of the composite bucket attributes b_{limit}_{field}.
+const (
+	fieldTokens        = ddbschema.FieldTokens        // millitokens
+	fieldCapacity      = ddbschema.FieldCapacity      // millitokens
+	fieldRefillAmount  = ddbschema.FieldRefillAmount  // millitokens
+	fieldRefillPeriod  = ddbschema.FieldRefillPeriod  // milliseconds
+	fieldTotalConsumed = ddbschema.FieldTotalConsumed // millitokens
+)
+
+// Pseudo entity ids of config-level audit events.
+const auditEntitySystem = "$SYSTEM"
+
+// auditEntityResource returns the pseudo entity id `$RESOURCE:{res}` under
+// which resource-default changes are audited.
+func auditEntityResource(resource string) string { return "$RESOURCE:" + resource }
+
+// Key builders.
+
+func pkEntity(ns, entityID string) string { return ddbschema.PKEntity(ns, entityID) }
+func pkSystem(ns string) string           { return ddbschema.PKSystem(ns) }
+func pkResource(ns, resource string) string {
+	return ddbschema.PKResource(ns, resource)
+}
+func pkAudit(ns, entityID string) string { return ddbschema.PKAudit(ns, entityID) }
+func pkBucket(ns, entityID, resource string, shard int) string {
+	return ddbschema.PKBucket(ns, entityID, resource, shard)
+}
+func skConfig(resource string) string              { return ddbschema.SKConfig(resource) }
+func skUsage(resource, windowKey string) string    { return ddbschema.SKUsage(resource, windowKey) }
+func skUsageResourcePrefix(resource string) string { return ddbschema.SKUsageResourcePrefix(resource) }
+func skAudit(eventID string) string                { return ddbschema.SKAudit(eventID) }
+func skNamespace(name string) string               { return ddbschema.SKNamespace(name) }
+func skNSID(namespaceID string) string             { return ddbschema.SKNSID(namespaceID) }
+func gsi1PKParent(ns, parentID string) string      { return ddbschema.GSI1PKParent(ns, parentID) }
+func gsi2PKResource(ns, resource string) string    { return ddbschema.GSI2PKResource(ns, resource) }
+func gsi2SKUsage(windowKey, entityID string) string {
+	return ddbschema.GSI2SKUsage(windowKey, entityID)
+}
+func gsi3PKEntityConfig(ns, resource string) string {
+	return ddbschema.GSI3PKEntityConfig(ns, resource)
+}
+func bucketAttr(limitName, field string) string { return ddbschema.BucketAttr(limitName, field) }
+
+// ttlEpochSeconds returns the TTL attribute value for an item that expires
+// seconds after nowMs: nowMs//1000 + seconds.
+func ttlEpochSeconds(nowMs, seconds int64) int64 { return ddbschema.TTLEpochSeconds(nowMs, seconds) }
+
+// newNamespaceID returns a fresh opaque namespace id (see
+// ddbschema.NewNamespaceID); r nil means crypto/rand.
+func newNamespaceID(r io.Reader) (string, error) {
+	return ddbschema.NewNamespaceID(r)
+}
+
+// formatISOSeconds formats t in UTC as `%Y-%m-%dT%H:%M:%SZ`.
+func formatISOSeconds(t time.Time) string { return ddbschema.FormatISOSeconds(t) }
+
+// Attribute values.
+
+func schemaS(s string) types.AttributeValue { return ddbschema.S(s) }
+func schemaN(n int64) types.AttributeValue  { return ddbschema.N(n) }
+func schemaBool(b bool) types.AttributeValue {
+	return ddbschema.Bool(b)
+}
+func schemaGetS(item map[string]types.AttributeValue, name string) (string, bool) {
+	return ddbschema.GetS(item, name)
+}
+func schemaGetN(item map[string]types.AttributeValue, name string) (int64, bool, error) {
+	return ddbschema.GetN(item, name)
+}
+func schemaGetNOr(item map[string]types.AttributeValue, name string, def int64) (int64, error) {
+	return ddbschema.GetNOr(item, name, def)
+}
+func schemaGetBool(item map[string]types.AttributeValue, name string) (bool, bool) {
+	return ddbschema.GetBool(item, name)
+}
+
+// primaryKey returns the key map {PK: pk, SK: sk}.
+func primaryKey(pk, sk string) map[string]types.AttributeValue { return ddbschema.PrimaryKey(pk, sk) }
+
+// bucketPrimaryKey returns the key of a bucket item.
+func bucketPrimaryKey(ns, entityID, resource string, shard int) map[string]types.AttributeValue {
+	return ddbschema.BucketPrimaryKey(ns, entityID, resource, shard)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestTableDefinitionOnDynamoDBLocal creates the table from tableDefinition,
@@ -42,11 +43,11 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	states := []BucketState{
+	states := []store.BucketState{
 		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 1000},
 		{LimitName: "tpm-x", TokensMilli: -1500, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 60_000},
 	}
-	spec := Bucket{Key: BucketKey{EntityID: "key-1", Resource: "openai/gpt-4"}, RefillMs: 1_700_000_000_123, Cascade: true, ParentID: "proj", TTL: 1_700_000_420, States: states}
+	spec := store.Bucket{Key: store.BucketKey{EntityID: "key-1", Resource: "openai/gpt-4"}, RefillMs: 1_700_000_000_123, Cascade: true, ParentID: "proj", TTL: 1_700_000_420, States: states}
 	put(bucketItem(ns, &spec))
 	spec2 := spec
 	spec2.Key.Resource, spec2.Key.Shard, spec2.ShardCount = "claude", 1, 2
@@ -79,8 +80,8 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 			t.Errorf("tpm-x state %+v", s)
 		}
 	}
-	if got.wcu == nil || got.wcu.TokensMilli != got.wcu.CapacityMilli {
-		t.Errorf("wcu state %+v, want a full bucket", got.wcu)
+	if wcuOf(got) == nil || wcuOf(got).TokensMilli != wcuOf(got).CapacityMilli {
+		t.Errorf("wcu state %+v, want a full bucket", wcuOf(got))
 	}
 	if !cmp.Equal(names, []string{"rpm", "tpm-x"}) {
 		t.Errorf("limits %v", names)

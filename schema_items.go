@@ -1,3 +1,6 @@
+// Layer 5, the DynamoDB repository: items and update expressions in and out
+// of this package's types.
+
 package limiter
 
 // Bucket, entity and config items in this package's types: thin
@@ -8,9 +11,11 @@ import (
 	"math"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // ---------------------------------------------------------------------------
@@ -21,13 +26,13 @@ import (
 // limit is written from b's wcu state, or from a state of States named
 // wcu, else as a full bucket. ShardCount zero is written as 1; TTL zero
 // writes no ttl attribute and ParentID "" no parent_id attribute.
-func bucketItem(ns string, b *Bucket) map[string]types.AttributeValue {
+func bucketItem(ns string, b *store.Bucket) map[string]types.AttributeValue {
 	limits := make([]ddbschema.BucketLimit, 0, len(b.States)+1)
 	for _, s := range b.States {
 		limits = append(limits, bucketLimit(s))
 	}
-	if b.wcu != nil {
-		limits = append(limits, bucketLimit(*b.wcu))
+	if wcuOf(b) != nil {
+		limits = append(limits, bucketLimit(*wcuOf(b)))
 	}
 	return ddbschema.BucketItem(ddbschema.Bucket{
 		Namespace:  ns,
@@ -43,7 +48,7 @@ func bucketItem(ns string, b *Bucket) map[string]types.AttributeValue {
 	})
 }
 
-func bucketLimit(s BucketState) ddbschema.BucketLimit {
+func bucketLimit(s store.BucketState) ddbschema.BucketLimit {
 	return ddbschema.BucketLimit{
 		Name:               s.LimitName,
 		TokensMilli:        s.TokensMilli,
@@ -58,22 +63,22 @@ func bucketLimit(s BucketState) ddbschema.BucketLimit {
 // States hold one state per limit, sorted by name, each with the item's
 // entity, resource and shard and LastRefillMs = rf. The hidden wcu limit
 // goes to the unexported wcu field, not to States.
-func bucketFromItem(item map[string]types.AttributeValue) (string, *Bucket, error) {
+func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket, error) {
 	d, err := ddbschema.BucketFromItem(item)
 	if err != nil {
 		return "", nil, err
 	}
-	b := &Bucket{
-		Key:        BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
+	b := &store.Bucket{
+		Key:        store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
 		ShardCount: max(d.ShardCount, 1),
 		RefillMs:   d.RefillMs,
 		Cascade:    d.Cascade,
 		ParentID:   d.ParentID,
 		TTL:        d.TTL,
-		States:     make([]BucketState, 0, len(d.Limits)),
+		States:     make([]store.BucketState, 0, len(d.Limits)),
 	}
 	for _, l := range d.Limits {
-		s := BucketState{
+		s := store.BucketState{
 			EntityID:           d.EntityID,
 			Resource:           d.Resource,
 			LimitName:          l.Name,
@@ -86,7 +91,7 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *Bucket, erro
 			TotalConsumedMilli: l.TotalConsumedMilli,
 		}
 		if s.LimitName == wcuLimitName {
-			b.wcu = &s
+			b.Private = &s
 			continue
 		}
 		b.States = append(b.States, s)
@@ -203,4 +208,305 @@ func resourceRegistryFromItem(item map[string]types.AttributeValue) []string {
 // count of entity configs is positive.
 func entityConfigRegistryFromItem(item map[string]types.AttributeValue) ([]string, error) {
 	return ddbschema.EntityConfigRegistryFromItem(item)
+}
+
+// The version record, the namespace registry, audit events and usage
+// snapshots in this package's types: thin conversions over
+// internal/ddbschema, which owns the layout.
+
+// ---------------------------------------------------------------------------
+// Version record: PK _/SYSTEM#, SK #VERSION.
+
+// versionRecord is the table-level version record as stored (the same
+// fields as [VersionRecord]).
+type versionRecord = ddbschema.Version
+
+// versionItem returns the version record item. Empty LambdaVersion and
+// UpdatedBy are written as NULL.
+func versionItem(v versionRecord) map[string]types.AttributeValue { return ddbschema.VersionItem(v) }
+
+// versionFromItem reads the version record; absent attributes read as "".
+func versionFromItem(item map[string]types.AttributeValue) versionRecord {
+	return ddbschema.VersionFromItem(item)
+}
+
+// ---------------------------------------------------------------------------
+// Namespace registry: PK _/SYSTEM#, forward SK #NAMESPACE#{name}, reverse
+// SK #NSID#{id}.
+
+// Namespace record statuses. Forward records are only ever active.
+const (
+	namespaceActive  = ddbschema.NamespaceActive
+	namespaceDeleted = ddbschema.NamespaceDeleted
+	namespacePurging = ddbschema.NamespacePurging
+)
+
+// namespaceRecord is a forward or reverse namespace registry record.
+type namespaceRecord = ddbschema.Namespace
+
+// namespaceForwardItem returns the name → id record `#NAMESPACE#{name}`.
+func namespaceForwardItem(r namespaceRecord) map[string]types.AttributeValue {
+	return ddbschema.NamespaceForwardItem(r)
+}
+
+// namespaceReverseItem returns the id → name record `#NSID#{id}`, with
+// deleted_at when DeletedAt is set.
+func namespaceReverseItem(r namespaceRecord) map[string]types.AttributeValue {
+	return ddbschema.NamespaceReverseItem(r)
+}
+
+// namespaceFromItem reads a forward or reverse registry record.
+func namespaceFromItem(item map[string]types.AttributeValue) namespaceRecord {
+	return ddbschema.NamespaceFromItem(item)
+}
+
+// ---------------------------------------------------------------------------
+// Audit events: PK {ns}/AUDIT#{entity}, SK #AUDIT#{event id}.
+
+// auditItem returns the audit event item (see ddbschema.AuditItem). ttl is
+// in epoch seconds (now + retention). A [Limit] in the details is stored as
+// the original's Limit.to_dict map (see [auditLimitDetail]); a non-finite
+// float is an error.
+func auditItem(ns string, e AuditEvent, ttl int64) (map[string]types.AttributeValue, error) {
+	return ddbschema.AuditItem(ns, ddbschema.AuditEvent{
+		EventID:   e.EventID,
+		Timestamp: e.Timestamp,
+		Action:    e.Action,
+		EntityID:  e.EntityID,
+		Principal: e.Principal,
+		Resource:  e.Resource,
+		Details:   e.Details,
+	}, ttl, auditDetailConverter)
+}
+
+// auditDetailConverter stores a [Limit] in audit details as its to_dict
+// map.
+func auditDetailConverter(v any) (any, bool) {
+	if l, ok := v.(Limit); ok {
+		return auditLimitDetail(l), true
+	}
+	return nil, false
+}
+
+// auditEventFromItem reads an audit event item (see
+// ddbschema.AuditEventFromItem). ok is false for items without a string
+// action, which the original skips.
+func auditEventFromItem(item map[string]types.AttributeValue) (AuditEvent, bool, error) {
+	e, ok, err := ddbschema.AuditEventFromItem(item)
+	if err != nil || !ok {
+		return AuditEvent{}, ok, err
+	}
+	return AuditEvent{
+		EventID:   e.EventID,
+		Timestamp: e.Timestamp,
+		Action:    e.Action,
+		EntityID:  e.EntityID,
+		Principal: e.Principal,
+		Resource:  e.Resource,
+		Details:   e.Details,
+	}, true, nil
+}
+
+// ---------------------------------------------------------------------------
+// Usage snapshots: PK {ns}/ENTITY#{id}, SK #USAGE#{res}#{window key}.
+
+// usageSnapshotItem returns the snapshot item for s with the given ttl
+// (epoch seconds), the item the aggregator's update creates (see
+// ddbschema.UsageSnapshotItem).
+func usageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
+	return ddbschema.UsageSnapshotItem(ns, ddbschema.UsageSnapshot{
+		EntityID:    s.EntityID,
+		Resource:    s.Resource,
+		WindowType:  s.WindowType,
+		WindowStart: s.WindowStart,
+		WindowEnd:   s.WindowEnd,
+		Counters:    s.Counters,
+		TotalEvents: s.TotalEvents,
+	}, ttl)
+}
+
+// usageSnapshotFromItem reads a snapshot item (see
+// ddbschema.UsageSnapshotFromItem). ok is false for items the original
+// skips.
+func usageSnapshotFromItem(item map[string]types.AttributeValue) (UsageSnapshot, bool, error) {
+	s, ok, err := ddbschema.UsageSnapshotFromItem(item)
+	if err != nil || !ok {
+		return UsageSnapshot{}, ok, err
+	}
+	return UsageSnapshot{
+		EntityID:    s.EntityID,
+		Resource:    s.Resource,
+		WindowType:  s.WindowType,
+		WindowStart: s.WindowStart,
+		WindowEnd:   s.WindowEnd,
+		Counters:    s.Counters,
+		TotalEvents: s.TotalEvents,
+	}, true, nil
+}
+
+// The requests of bucket writes ([store.BucketWrite]) on the DynamoDB layout of
+// internal/ddbschema.
+
+// exprBuilder accumulates an expression's attribute names and values with
+// index-based placeholders (#a0, :v0), so that limit names containing '-' or
+// '.' are safe (see ddbschema.Expr).
+type exprBuilder struct {
+	e *ddbschema.Expr
+}
+
+func newExprBuilder() *exprBuilder { return &exprBuilder{e: ddbschema.NewExpr()} }
+
+// name returns the placeholder of attribute name n.
+func (b *exprBuilder) name(n string) string { return b.e.Name(n) }
+
+// value returns a new placeholder for v.
+func (b *exprBuilder) value(v types.AttributeValue) string { return b.e.Value(v) }
+
+// n returns a new placeholder for the number v.
+func (b *exprBuilder) n(v int64) string { return b.e.N(v) }
+
+// update returns the transactional Update of key in table with update
+// expression expr and the conditions conds joined by AND.
+func (b *exprBuilder) update(table string, key map[string]types.AttributeValue, expr string, conds []string) *types.Update {
+	return b.e.Update(table, key, expr, conds)
+}
+
+// updateExpr joins SET, ADD and REMOVE clauses.
+func updateExpr(set, add, remove []string) string { return ddbschema.UpdateExpr(set, add, remove) }
+
+// initLimitClauses returns the SET clauses that initialise a limit missing
+// from an existing item: tk from tk (an expression), cp/ra/rp kept
+// when already stored (e.g. synced by SetLimits) or set from initial.
+func (b *exprBuilder) initLimitClauses(name, tkExpr string, initial *store.BucketState) []string {
+	set := []string{b.name(bucketAttr(name, fieldTokens)) + " = " + tkExpr}
+	for _, f := range []struct {
+		field string
+		v     int64
+	}{
+		{fieldCapacity, initial.CapacityMilli},
+		{fieldRefillAmount, initial.RefillAmountMilli},
+		{fieldRefillPeriod, initial.RefillPeriodMs},
+	} {
+		a := b.name(bucketAttr(name, f.field))
+		set = append(set, a+" = if_not_exists("+a+", "+b.n(f.v)+")")
+	}
+	return set
+}
+
+// buildBucketWrite returns w as a transactional write item (exactly one of
+// Put or Update set), for table and namespace ns.
+func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWriteItem {
+	key := bucketPrimaryKey(ns, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
+	switch w.Kind {
+	case store.WriteCreate:
+		spec := &store.Bucket{
+			Key:        w.Key,
+			ShardCount: w.ShardCount,
+			RefillMs:   w.NowMs,
+			Cascade:    w.Cascade,
+			ParentID:   w.ParentID,
+			States:     w.States,
+		}
+		if w.TTL == store.TTLSet {
+			spec.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
+		}
+		b := newExprBuilder()
+		return types.TransactWriteItem{Put: &types.Put{
+			TableName:                aws.String(table),
+			Item:                     bucketItem(ns, spec),
+			ConditionExpression:      aws.String("attribute_not_exists(" + b.name(attrPK) + ")"),
+			ExpressionAttributeNames: b.e.Names(),
+		}}
+	case store.WriteNormal:
+		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
+	case store.WriteRetry:
+		return types.TransactWriteItem{Update: buildRetryUpdate(table, key, w)}
+	default:
+		return types.TransactWriteItem{Update: buildAdjustUpdate(table, key, w)}
+	}
+}
+
+// buildNormalUpdate is the original's build_composite_normal: refill and
+// consume under the rf optimistic lock, with a floor guard per limit whose
+// consumption exceeds its refill (concurrent speculative writes drain tk
+// without moving rf).
+func buildNormalUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
+	b := newExprBuilder()
+	rf := b.name(attrRefill)
+	set := []string{rf + " = " + b.n(w.NowMs)}
+	var add, remove []string
+	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs)}
+	switch w.TTL {
+	case store.TTLSet:
+		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
+	case store.TTLRemove:
+		remove = append(remove, b.name(attrTTL))
+	}
+	if w.RefreshEntity {
+		set = append(set, b.name(attrCascade)+" = "+b.value(schemaBool(w.Cascade)))
+		if w.ParentID != "" {
+			set = append(set, b.name(attrParentID)+" = "+b.value(schemaS(w.ParentID)))
+		} else {
+			remove = append(remove, b.name(attrParentID))
+		}
+	}
+	for _, l := range w.Limits {
+		tk := b.name(bucketAttr(l.Name, fieldTokens))
+		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
+		if l.Initial != nil {
+			set = append(set, b.initLimitClauses(l.Name, b.n(l.Initial.TokensMilli-l.ConsumedMilli), l.Initial)...)
+			add = append(add, tc+" "+b.n(l.ConsumedMilli))
+			conds = append(conds, "attribute_not_exists("+tk+")")
+			continue
+		}
+		add = append(add, tk+" "+b.n(l.RefillMilli-l.ConsumedMilli), tc+" "+b.n(l.ConsumedMilli))
+		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 {
+			conds = append(conds, tk+" >= "+b.n(floor))
+		}
+		if p := l.Params; p != nil { // a limit change
+			set = append(set,
+				b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(p.CapacityMilli),
+				b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(p.RefillAmountMilli),
+				b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(p.RefillPeriodMs))
+		}
+	}
+	return b.update(table, key, updateExpr(set, add, remove), conds)
+}
+
+// buildRetryUpdate is the original's build_composite_retry: consume without
+// refill, guarded by tk >= consumed; a limit missing from the item is
+// initialised as full first.
+func buildRetryUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
+	b := newExprBuilder()
+	var set, add []string
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	for _, l := range w.Limits {
+		tk := b.name(bucketAttr(l.Name, fieldTokens))
+		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
+		c := b.n(l.ConsumedMilli)
+		if l.Initial != nil {
+			set = append(set, b.initLimitClauses(l.Name, "if_not_exists("+tk+", "+b.n(l.Initial.TokensMilli)+") - "+c, l.Initial)...)
+			add = append(add, tc+" "+c)
+			conds = append(conds, "(attribute_not_exists("+tk+") OR "+tk+" >= "+c+")")
+			continue
+		}
+		add = append(add, tk+" "+b.n(-l.ConsumedMilli), tc+" "+c)
+		conds = append(conds, tk+" >= "+c)
+	}
+	return b.update(table, key, updateExpr(set, add, nil), conds)
+}
+
+// buildAdjustUpdate is the original's build_composite_adjust: unconditional
+// ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
+// to exist, so that a refund to an expired bucket does not leave a stub item
+// without capacity attributes.
+func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
+	b := newExprBuilder()
+	var add []string
+	for _, l := range w.Limits {
+		add = append(add,
+			b.name(bucketAttr(l.Name, fieldTokens))+" "+b.n(-l.ConsumedMilli),
+			b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+	}
+	return b.update(table, key, updateExpr(nil, add, nil), []string{"attribute_exists(" + b.name(attrPK) + ")"})
 }

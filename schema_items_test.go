@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The item layouts are tested in internal/ddbschema; these tests check the
@@ -16,31 +17,31 @@ import (
 
 func TestBucketItemRoundTrip(t *testing.T) {
 	t.Parallel()
-	wcuFull := BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000}
-	wcuUsed := BucketState{LimitName: wcuLimitName, TokensMilli: 998000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, TotalConsumedMilli: 2000}
+	wcuFull := store.BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000}
+	wcuUsed := store.BucketState{LimitName: wcuLimitName, TokensMilli: 998000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000, TotalConsumedMilli: 2000}
 	for _, tc := range []struct {
 		name string
-		b    Bucket
+		b    store.Bucket
 		// wantWCU is the wcu state expected back (LastRefillMs and
 		// identity fields are filled in by the test).
-		wantWCU BucketState
+		wantWCU store.BucketState
 	}{
 		{
 			name: "cascade child, wcu injected",
-			b: Bucket{Key: BucketKey{EntityID: "C", Resource: "api"}, ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []BucketState{
+			b: store.Bucket{Key: store.BucketKey{EntityID: "C", Resource: "api"}, ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []store.BucketState{
 				{EntityID: "C", Resource: "api", LimitName: "rpm", TokensMilli: 9000, LastRefillMs: 1767225600123, CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000, TotalConsumedMilli: 1000},
 			}},
 			wantWCU: wcuFull,
 		},
 		{
 			name: "shard, slash resource, no ttl, no parent, wcu given, negative tokens",
-			b: Bucket{
-				Key: BucketKey{EntityID: "user.name@example.com", Resource: "openai/gpt-4", Shard: 3}, ShardCount: 4, RefillMs: 1700000000000,
-				States: []BucketState{
+			b: store.Bucket{
+				Key: store.BucketKey{EntityID: "user.name@example.com", Resource: "openai/gpt-4", Shard: 3}, ShardCount: 4, RefillMs: 1700000000000,
+				States: []store.BucketState{
 					{LimitName: "tpm", TokensMilli: -5000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 15_000},
 					{LimitName: "my_limit", TokensMilli: 1, CapacityMilli: 2, RefillAmountMilli: 3, RefillPeriodMs: 4000},
 				},
-				wcu: &wcuUsed,
+				Private: &wcuUsed,
 			},
 			wantWCU: wcuUsed,
 		},
@@ -59,19 +60,19 @@ func TestBucketItemRoundTrip(t *testing.T) {
 			if gotNS != ns {
 				t.Errorf("namespace %q, want %q", gotNS, ns)
 			}
-			fill := func(s BucketState) BucketState {
+			fill := func(s store.BucketState) store.BucketState {
 				s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard, tc.b.RefillMs
 				return s
 			}
 			want := tc.b
 			wcu := fill(tc.wantWCU)
-			want.wcu = &wcu
+			want.Private = &wcu
 			want.States = nil
 			for _, s := range tc.b.States {
 				want.States = append(want.States, fill(s))
 			}
 			sort.Slice(want.States, func(i, j int) bool { return want.States[i].LimitName < want.States[j].LimitName })
-			if diff := cmp.Diff(&want, got, cmp.AllowUnexported(Bucket{})); diff != "" {
+			if diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{})); diff != "" {
 				t.Errorf("round trip (-want +got):\n%s", diff)
 			}
 		})

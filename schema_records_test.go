@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The record layouts are tested in internal/ddbschema; these tests check the
@@ -62,7 +63,7 @@ func TestAuditItem(t *testing.T) {
 	e := AuditEvent{
 		EventID:   "01M812K98TDJXJ05Q7ZQETE6EN",
 		Timestamp: ts,
-		Action:    AuditLimitsSet,
+		Action:    store.AuditLimitsSet,
 		EntityID:  "C",
 		Principal: "arn:aws:iam::123456789012:user/alice",
 		Resource:  "gpt-4",
@@ -132,7 +133,7 @@ func TestAuditItem(t *testing.T) {
 func TestUsageSnapshotConversion(t *testing.T) {
 	t.Parallel()
 	s := UsageSnapshot{
-		EntityID: "e-1", Resource: "openai/gpt-4", WindowType: WindowMonthly,
+		EntityID: "e-1", Resource: "openai/gpt-4", WindowType: store.WindowMonthly,
 		WindowStart: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC),
 		WindowEnd:   time.Date(2024, 2, 29, 23, 59, 59, 0, time.UTC),
 		Counters:    map[string]int64{"rpm": 12, "tpm": -3},

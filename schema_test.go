@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The -update flag rewrites golden files. It is registered only if no other
@@ -94,9 +95,9 @@ func TestSchemaAliases(t *testing.T) {
 		{"currentSchemaVersion", currentSchemaVersion, ddbschema.SchemaVersion},
 		{"wcuLimitName", wcuLimitName, ddbschema.WCULimitName},
 		{"wcuWriteCostMilli", wcuWriteCostMilli, 1000},
-		{"WindowHourly", WindowHourly, ddbschema.WindowHourly},
-		{"WindowDaily", WindowDaily, ddbschema.WindowDaily},
-		{"WindowMonthly", WindowMonthly, ddbschema.WindowMonthly},
+		{"WindowHourly", store.WindowHourly, ddbschema.WindowHourly},
+		{"WindowDaily", store.WindowDaily, ddbschema.WindowDaily},
+		{"WindowMonthly", store.WindowMonthly, ddbschema.WindowMonthly},
 		{"DefaultNamespace", DefaultNamespace, ddbschema.DefaultNamespace},
 		{"reservedNamespace", reservedNamespace, "_"},
 		{"auditEntitySystem", auditEntitySystem, "$SYSTEM"},

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 var placeholder = regexp.MustCompile(`[#:][av][0-9]+`)
@@ -48,7 +49,7 @@ func TestNormalWriteShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	R := epoch.UnixMilli()
-	item := bucketItem(env.repo.NamespaceID(), &Bucket{Key: BucketKey{EntityID: "e", Resource: "api"}, RefillMs: R, States: []BucketState{
+	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "api"}, RefillMs: R, States: []store.BucketState{
 		{LimitName: "rps", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 1000},
 		{LimitName: "tpm", TokensMilli: 9_900_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
 	}})
@@ -99,7 +100,7 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // or negative amount must not refuse the write for a balance it does not
 // take from).
 func TestSpeculativeUpdateShape(t *testing.T) {
-	in := buildSpeculativeUpdate("tbl", "ns", SpeculativeRequest{Key: BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
+	in := buildSpeculativeUpdate("tbl", "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	if want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"; got != want {
 		t.Errorf("update\n got %s\nwant %s", got, want)
@@ -120,8 +121,8 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 // TestRetryAndAdjustShapes checks the consumption-only retry write and the
 // adjustment write.
 func TestRetryAndAdjustShapes(t *testing.T) {
-	full := BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
-	w := buildBucketWrite("tbl", "ns", BucketWrite{Kind: WriteRetry, Key: BucketKey{EntityID: "e", Resource: "r"}, Limits: []LimitWrite{
+	full := store.BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
+	w := buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteRetry, Key: store.BucketKey{EntityID: "e", Resource: "r"}, Limits: []store.LimitWrite{
 		{Name: "rpm", ConsumedMilli: 2000}, {Name: "new", ConsumedMilli: 1000, Initial: &full},
 	}})
 	u := w.Update
@@ -137,7 +138,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 		t.Errorf("retry condition\n got %s\nwant %s", got, want)
 	}
 
-	w = buildBucketWrite("tbl", "ns", BucketWrite{Kind: WriteAdjust, Key: BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []LimitWrite{
+	w = buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []store.LimitWrite{
 		{Name: "tpm-x", ConsumedMilli: -5000},
 	}})
 	u = w.Update

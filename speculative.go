@@ -1,106 +1,22 @@
+// Layer 4, mechanics: the speculative path: one conditional write and no
+// read, falling back to the read-then-write path.
+
 package limiter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
-	"sync/atomic"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
-
-// SpeculativeOutcome classifies what happened to an acquire on the
-// speculative fast path.
-type SpeculativeOutcome int
-
-// Outcomes counted by [RateLimiter.SpeculativeStats].
-const (
-	// SpecSuccess: served by one conditional write per bucket, no read.
-	SpecSuccess SpeculativeOutcome = iota
-	// SpecFastRejection: refused from the old item without any write
-	// applied, because refill would not help.
-	SpecFastRejection
-	// SpecShardRetrySuccess: served after retrying on another shard.
-	SpecShardRetrySuccess
-	// SpecParentOnlyPath: the child was served speculatively, the parent by
-	// the parent-only slow path.
-	SpecParentOnlyPath
-	// SpecFallbackBucketMissing: fell back because the bucket item does not
-	// exist (yet).
-	SpecFallbackBucketMissing
-	// SpecFallbackExpired: fell back because the bucket's TTL has passed.
-	SpecFallbackExpired
-	// SpecFallbackLimitMissing: fell back because a requested limit is not
-	// in the bucket (config changed).
-	SpecFallbackLimitMissing
-	// SpecFallbackRefillWouldHelp: fell back to refill (tokens short now,
-	// enough after refill).
-	SpecFallbackRefillWouldHelp
-	// SpecFallbackWCUExhausted: fell back because the bucket's write
-	// capacity token was spent but refills in time.
-	SpecFallbackWCUExhausted
-	// SpecFallbackShardDoubled: the partition takes more than 1000
-	// writes/s; its shard count was doubled and the acquire fell back.
-	SpecFallbackShardDoubled
-	// SpecFallbackParent: the parent's write was refused in a way the
-	// parent-only path could not settle; the child was compensated and
-	// the acquire fell back to the full slow path.
-	SpecFallbackParent
-	// SpecFallbackLimitsChanged: fell back because the item stores a
-	// limit with other parameters than the ones resolved (a limit
-	// change, which the slow path writes).
-	SpecFallbackLimitsChanged
-	numSpecOutcomes
-)
-
-var specOutcomeNames = [numSpecOutcomes]string{
-	"success", "fast_rejection", "shard_retry_success", "parent_only_path",
-	"bucket_missing", "bucket_expired", "limit_missing", "refill_would_help",
-	"wcu_exhausted", "shard_doubled", "parent_fallback", "limits_changed",
-}
-
-// String returns the outcome's name, e.g. "bucket_missing".
-func (o SpeculativeOutcome) String() string {
-	if o < 0 || o >= numSpecOutcomes {
-		return fmt.Sprintf("SpeculativeOutcome(%d)", int(o))
-	}
-	return specOutcomeNames[o]
-}
-
-// SpeculativeStats counts speculative-path outcomes since the limiter was
-// created: the fast-path hit rate is Counts[SpecSuccess] / Attempts.
-type SpeculativeStats struct {
-	// Attempts is the number of acquires that tried the fast path.
-	Attempts int64
-	// Counts holds one counter per outcome.
-	Counts [numSpecOutcomes]int64
-}
-
-// Fallbacks returns the number of attempts that went on to the slow path.
-func (s SpeculativeStats) Fallbacks() int64 {
-	var n int64
-	for o := SpecFallbackBucketMissing; o < numSpecOutcomes; o++ {
-		n += s.Counts[o]
-	}
-	return n
-}
-
-type specStats struct {
-	attempts atomic.Int64
-	counts   [numSpecOutcomes]atomic.Int64
-	// hook, when set (WithMetrics), hears every counted outcome.
-	hook func(SpeculativeOutcome)
-}
-
-func (s *specStats) count(o SpeculativeOutcome) {
-	s.counts[o].Add(1)
-	if s.hook != nil {
-		s.hook(o)
-	}
-}
 
 // SpeculativeStats returns the speculative-path counters.
-func (rl *RateLimiter) SpeculativeStats() SpeculativeStats {
-	var out SpeculativeStats
+func (rl *RateLimiter) SpeculativeStats() store.SpeculativeStats {
+	var out store.SpeculativeStats
 	out.Attempts = rl.stats.attempts.Load()
 	for i := range out.Counts {
 		out.Counts[i] = rl.stats.counts[i].Load()
@@ -110,8 +26,8 @@ func (rl *RateLimiter) SpeculativeStats() SpeculativeStats {
 
 // pickShard chooses a random shard of (entityID, resource) from the entity
 // cache's shard count.
-func (rl *RateLimiter) pickShard(entityID, resource string) BucketKey {
-	key := BucketKey{EntityID: entityID, Resource: resource}
+func (rl *RateLimiter) pickShard(entityID, resource string) store.BucketKey {
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	if n := rl.ents.shardCount(entityID, resource); n > 1 {
 		key.Shard = rl.intN(n)
 	}
@@ -120,7 +36,7 @@ func (rl *RateLimiter) pickShard(entityID, resource string) BucketKey {
 
 // learn records what a speculative result tells about the entity: its shard
 // count and, unless known from META, its cascade settings.
-func (rl *RateLimiter) learn(res SpeculativeResult) {
+func (rl *RateLimiter) learn(res store.SpeculativeResult) {
 	if res.Bucket == nil {
 		return
 	}
@@ -144,8 +60,8 @@ type specAcquire struct {
 
 // request returns the speculative write of the acquire on key, conditioned
 // on limits.
-func (a *specAcquire) request(key BucketKey, limits []Limit) SpeculativeRequest {
-	return SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.now}
+func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.SpeculativeRequest {
+	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.now}
 }
 
 // speculativeAcquire is the fast path: one conditional write per bucket,
@@ -165,7 +81,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	parentID := info.cascadeParent(entityID)
 
 	key := rl.pickShard(entityID, resource)
-	var childRes, parentRes SpeculativeResult
+	var childRes, parentRes store.SpeculativeResult
 	parallel := parentID != ""
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
@@ -200,7 +116,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	}
 	countSuccess := func() {
 		if !retried {
-			rl.stats.count(SpecSuccess)
+			rl.stats.count(store.SpecSuccess)
 		}
 	}
 
@@ -231,7 +147,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 
 // consumeBoth writes the child's and the parent's speculative consumption
 // concurrently. On an error it gives back whichever write applied.
-func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pkey BucketKey) (child, parent SpeculativeResult, err error) {
+func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pkey store.BucketKey) (child, parent store.SpeculativeResult, err error) {
 	var wg sync.WaitGroup
 	var perr error
 	preq := a.request(pkey, a.parent.limits)
@@ -255,9 +171,9 @@ func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pke
 // retry on another shard succeeded (child then holds that result); it
 // returns a *RateLimitExceededError for a fast rejection, and (false, nil)
 // for a fallback to the slow path.
-func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *SpeculativeResult) (bool, error) {
+func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *store.SpeculativeResult) (bool, error) {
 	b := child.Bucket
-	if child.Reason == RefusedWriteCapacity || child.Reason == RefusedBothExhausted {
+	if child.Reason == store.RefusedWriteCapacity || child.Reason == store.RefusedBothExhausted {
 		if !child.CapacityRefills && rl.store.shards != nil {
 			// More writes per second than the item takes: spread the load.
 			n, err := rl.store.bumpShardCount(ctx, child.Key.EntityID, child.Key.Resource, b.ShardCount)
@@ -265,15 +181,15 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 				return false, err
 			}
 			rl.ents.setShards(child.Key.EntityID, child.Key.Resource, n)
-			rl.specFallback(child.Key, SpecFallbackShardDoubled)
+			rl.specFallback(child.Key, store.SpecFallbackShardDoubled)
 			return false, nil
 		}
-		if child.Reason == RefusedWriteCapacity {
-			rl.specFallback(child.Key, SpecFallbackWCUExhausted)
+		if child.Reason == store.RefusedWriteCapacity {
+			rl.specFallback(child.Key, store.SpecFallbackWCUExhausted)
 			return false, nil
 		}
 	}
-	if child.Reason == RefusedLimitExhausted && b.ShardCount > 1 {
+	if child.Reason == store.RefusedLimitExhausted && b.ShardCount > 1 {
 		untried := make([]int, 0, b.ShardCount-1)
 		for k := range b.ShardCount {
 			if k != child.Key.Shard {
@@ -292,7 +208,7 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 			}
 			if res.Applied {
 				rl.learn(res)
-				rl.stats.count(SpecShardRetrySuccess)
+				rl.stats.count(store.SpecShardRetrySuccess)
 				*child = res
 				return true, nil
 			}
@@ -305,27 +221,27 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 // read: fall back (nil) when the item or a limit is missing, the limits
 // changed or refill would help, or reject (*RateLimitExceededError,
 // nothing written).
-func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now int64) error {
+func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume, now int64) error {
 	switch {
 	case res.Bucket == nil:
-		rl.specFallback(res.Key, SpecFallbackBucketMissing)
+		rl.specFallback(res.Key, store.SpecFallbackBucketMissing)
 		return nil
-	case res.Reason == RefusedExpired:
-		rl.specFallback(res.Key, SpecFallbackExpired)
+	case res.Reason == store.RefusedExpired:
+		rl.specFallback(res.Key, store.SpecFallbackExpired)
 		return nil
-	case res.Reason == RefusedLimitMissing:
-		rl.specFallback(res.Key, SpecFallbackLimitMissing)
+	case res.Reason == store.RefusedLimitMissing:
+		rl.specFallback(res.Key, store.SpecFallbackLimitMissing)
 		return nil
-	case res.Reason == RefusedLimitsChanged:
-		rl.specFallback(res.Key, SpecFallbackLimitsChanged)
+	case res.Reason == store.RefusedLimitsChanged:
+		rl.specFallback(res.Key, store.SpecFallbackLimitsChanged)
 		return nil
 	}
 	ok, statuses := wouldRefillSatisfy(res.Bucket.States, positive(consume), now)
 	if ok {
-		rl.specFallback(res.Key, SpecFallbackRefillWouldHelp)
+		rl.specFallback(res.Key, store.SpecFallbackRefillWouldHelp)
 		return nil
 	}
-	rl.stats.count(SpecFastRejection)
+	rl.stats.count(store.SpecFastRejection)
 	err := newRateLimitExceededError(statuses)
 	rl.overLimitRemember(res.Bucket, now, err)
 	return err
@@ -334,10 +250,10 @@ func (rl *RateLimiter) checkRefused(res SpeculativeResult, consume Consume, now 
 // parentRefused handles a refused parent write after the child's succeeded:
 // give the child back and fall back, reject, or settle the parent on the
 // parent-only slow path.
-func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child SpeculativeResult, childEntries []*leaseEntry, parent SpeculativeResult) (*Lease, error) {
+func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child store.SpeculativeResult, childEntries []*leaseEntry, parent store.SpeculativeResult) (*Lease, error) {
 	undoChild := func() error { return rl.undo(ctx, child.Key, a.consume, a.child.limits) }
-	if parent.Bucket == nil || parent.Reason == RefusedExpired || parent.Reason == RefusedLimitMissing || parent.Reason == RefusedLimitsChanged {
-		rl.specFallback(parent.Key, SpecFallbackParent)
+	if parent.Bucket == nil || parent.Reason == store.RefusedExpired || parent.Reason == store.RefusedLimitMissing || parent.Reason == store.RefusedLimitsChanged {
+		rl.specFallback(parent.Key, store.SpecFallbackParent)
 		return nil, undoChild()
 	}
 	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(a.consume), a.now)
@@ -345,13 +261,13 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		if err := undoChild(); err != nil {
 			return nil, err
 		}
-		rl.stats.count(SpecFastRejection)
+		rl.stats.count(store.SpecFastRejection)
 		// The child passed: report it as it was before its write.
 		var statuses []LimitStatus
 		for _, e := range childEntries {
 			statuses = append(statuses, LimitStatus{
 				EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
-				Available: floorDiv(addMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
+				Available: bucketmath.FloorDiv(bucketmath.AddMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))
@@ -360,10 +276,10 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 	}
 	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, a)
 	if err != nil || lease == nil {
-		rl.specFallback(parent.Key, SpecFallbackParent)
+		rl.specFallback(parent.Key, store.SpecFallbackParent)
 		return nil, errors.Join(err, undoChild())
 	}
-	rl.stats.count(SpecParentOnlyPath)
+	rl.stats.count(store.SpecParentOnlyPath)
 	lease.entries = append(childEntries, lease.entries...)
 	return lease, nil
 }
@@ -373,8 +289,8 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 // limits (the caller's override reaches this path too), and write. It
 // returns (nil, nil) when the full slow path must decide.
 func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a *specAcquire) (*Lease, error) {
-	key := BucketKey{EntityID: parentID, Resource: a.resource}
-	_, buckets, err := rl.store.loadBuckets(ctx, nil, []BucketKey{key})
+	key := store.BucketKey{EntityID: parentID, Resource: a.resource}
+	_, buckets, err := rl.store.loadBuckets(ctx, nil, []store.BucketKey{key})
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +323,7 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 // per resolved limit, as the slow path does: a limit the request did not
 // name can still be adjusted within the lease. The write was conditioned on
 // the item storing these limits.
-func specEntries(res SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
+func specEntries(res store.SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
 	// One backing array for the entries: two allocations whatever the
 	// number of limits.
 	backing := make([]leaseEntry, 0, len(limits))
@@ -432,7 +348,7 @@ func specEntries(res SpeculativeResult, consume Consume, limits []Limit) []*leas
 // a refund capped at limits' capacities. It waits for the write or for
 // ctx, whichever ends first; the write goes on when ctx ends first. The
 // DynamoDB backend's write-capacity token is not given back.
-func (rl *RateLimiter) undo(ctx context.Context, key BucketKey, consume Consume, limits []Limit) error {
+func (rl *RateLimiter) undo(ctx context.Context, key store.BucketKey, consume Consume, limits []Limit) error {
 	w := adjustDeltaWrite(key, rl.nowMs(), negate(consume), capacities(limits))
 	if len(w.Limits) == 0 {
 		return nil
@@ -440,24 +356,29 @@ func (rl *RateLimiter) undo(ctx context.Context, key BucketKey, consume Consume,
 	_, err := detached(&rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, rl.writeAdjust(ctx, w)
 	}, func(_ struct{}, err error) {
-		if err != nil && !errors.Is(err, ErrConditionFailed) {
+		if err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			rl.logGiveBackFailed(context.Background(), key, err)
 		}
 	})
-	if err != nil && !errors.Is(err, ErrConditionFailed) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) && ctx.Err() == nil {
 		return fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err)
 	}
 	return nil
 }
 
-// positive returns the entries of c with a positive amount: the ones that
-// gate admission, on every path.
-func positive(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		if v > 0 {
-			out[k] = v
-		}
+// specFallback counts a speculative outcome that hands over to the slow
+// path (or doubles the shard count) and logs it with the bucket's key.
+func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutcome) {
+	rl.stats.count(o)
+	level, msg := slog.LevelDebug, "limiter: speculative fallback"
+	if o == store.SpecFallbackShardDoubled {
+		level, msg = slog.LevelInfo, "limiter: shard count doubled"
 	}
-	return out
+	ctx := context.Background()
+	if !rl.obs.logging(ctx, level) {
+		return
+	}
+	rl.obs.log.LogAttrs(ctx, level, msg,
+		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource),
+		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
 }

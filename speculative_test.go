@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
@@ -76,11 +77,11 @@ func TestSpeculativeCostTable(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
 	})
 	st := rl.SpeculativeStats()
-	if st.Counts[SpecFastRejection] != 1 || st.Counts[SpecFallbackRefillWouldHelp] != 1 || st.Counts[SpecFallbackBucketMissing] != 2 {
+	if st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2 {
 		t.Errorf("stats = %+v", st)
 	}
-	if st.Counts[SpecSuccess] != 4 || st.Attempts != 8 {
-		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[SpecSuccess], st.Attempts)
+	if st.Counts[store.SpecSuccess] != 4 || st.Attempts != 8 {
+		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[store.SpecSuccess], st.Attempts)
 	}
 }
 
@@ -217,11 +218,11 @@ func TestQuietBucketNeverShards(t *testing.T) {
 		t.Fatalf("shard_count = %d, want 1", got)
 	}
 	st := rl.SpeculativeStats()
-	if st.Counts[SpecFallbackShardDoubled] != 0 {
+	if st.Counts[store.SpecFallbackShardDoubled] != 0 {
 		t.Fatalf("stats = %+v", st)
 	}
-	if st.Counts[SpecSuccess] < 1000 {
-		t.Fatalf("only %d of 1040 acquires on the fast path", st.Counts[SpecSuccess])
+	if st.Counts[store.SpecSuccess] < 1000 {
+		t.Fatalf("only %d of 1040 acquires on the fast path", st.Counts[store.SpecSuccess])
 	}
 }
 
@@ -248,7 +249,7 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 	if got := env.n(env.bucket("hot", "api"), "shard_count"); got != 2 || n < 1100 || n > 1200 {
 		t.Fatalf("shard_count = %d after %d acquires, want 2 after about 1111", got, n+1)
 	}
-	if st := rl.SpeculativeStats(); st.Counts[SpecFallbackShardDoubled] != 1 {
+	if st := rl.SpeculativeStats(); st.Counts[store.SpecFallbackShardDoubled] != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
@@ -263,8 +264,8 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	ns := env.repo.NamespaceID()
 	// Two shard items: shard 0 drained, shard 1 full.
 	for shard, tk := range []int64{0, 100_000} {
-		item := bucketItem(ns, &Bucket{Key: BucketKey{EntityID: "e", Resource: "api", Shard: shard}, ShardCount: 2, RefillMs: epoch.UnixMilli(),
-			States: []BucketState{{LimitName: "rpm", TokensMilli: tk, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
+		item := bucketItem(ns, &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "api", Shard: shard}, ShardCount: 2, RefillMs: epoch.UnixMilli(),
+			States: []store.BucketState{{LimitName: "rpm", TokensMilli: tk, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
 		if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +290,7 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	if got := env.tokens("e", "api", "rpm"); got != 0 {
 		t.Fatalf("shard 0 tokens = %d, want 0 (untouched)", got)
 	}
-	if st := rl.SpeculativeStats(); st.Counts[SpecShardRetrySuccess] != 1 {
+	if st := rl.SpeculativeStats(); st.Counts[store.SpecShardRetrySuccess] != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
@@ -343,7 +344,7 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	if c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"); c != 54_000 || p != 5_000 {
 		t.Fatalf("tokens C %d P %d, want 54000 and 5000", c, p)
 	}
-	if st := rl.SpeculativeStats(); st.Counts[SpecParentOnlyPath] != 1 {
+	if st := rl.SpeculativeStats(); st.Counts[store.SpecParentOnlyPath] != 1 {
 		t.Fatalf("stats = %+v", st)
 	}
 }
@@ -384,8 +385,8 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	// P's bucket as the original writes it when it is created as the parent
 	// side of C's cascade: cascade=false, no parent_id.
-	item := bucketItem(env.repo.NamespaceID(), &Bucket{Key: BucketKey{EntityID: "P", Resource: "api"}, RefillMs: epoch.UnixMilli(),
-		States: []BucketState{{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
+	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "P", Resource: "api"}, RefillMs: epoch.UnixMilli(),
+		States: []store.BucketState{{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
 	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
 		t.Fatal(err)
 	}

@@ -51,6 +51,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Environment variables of the contention test.
@@ -167,7 +168,7 @@ type stressCounts struct {
 	Errors        int64
 	ErrorMessages []string
 	// Speculative sums the speculative-path outcomes of the process.
-	Speculative SpeculativeStats
+	Speculative store.SpeculativeStats
 }
 
 func newStressCounts() stressCounts {
@@ -223,7 +224,7 @@ func (c stressCounts) String() string {
 	fmt.Fprintf(&b, "; speculative attempts %d", c.Speculative.Attempts)
 	for o, n := range c.Speculative.Counts {
 		if n > 0 {
-			fmt.Fprintf(&b, ", %s %d", SpeculativeOutcome(o), n)
+			fmt.Fprintf(&b, ", %s %d", store.SpeculativeOutcome(o), n)
 		}
 	}
 	return b.String()

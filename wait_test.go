@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Wait sleeps in real time, so these tests run on the real clock: the
@@ -255,7 +257,7 @@ func TestWaitConcurrentNoOverAdmission(t *testing.T) {
 		}
 		total := served[waiters-1].Sub(start)
 		t.Logf("%d waiters served in %v (ideal %v)", waiters, total.Round(time.Millisecond), time.Duration(waiters-10)*100*time.Millisecond)
-		b, err := repo.GetBucket(ctx, BucketKey{EntityID: "job", Resource: "batch"})
+		b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: "job", Resource: "batch"})
 		if err != nil || b == nil {
 			t.Fatalf("GetBucket: %v %v", b, err)
 		}

@@ -6,11 +6,9 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,9 +21,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // newS3 serves an in-memory S3 (gofakes3) on loopback and returns a real
@@ -41,9 +42,8 @@ func newS3(t *testing.T, bucket string) *s3.Client {
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
 	if bucket != "" {
-		if _, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-			t.Fatalf("CreateBucket: %v", err)
-		}
+		_, err := client.CreateBucket(context.Background(), &s3.CreateBucketInput{Bucket: aws.String(bucket)})
+		require.NoError(t, err, "CreateBucket")
 	}
 	return client
 }
@@ -62,38 +62,26 @@ func readArchive(t *testing.T, client *s3.Client, bucket string) []archived {
 	t.Helper()
 	ctx := context.Background()
 	list, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
-	if err != nil {
-		t.Fatalf("ListObjectsV2: %v", err)
-	}
+	require.NoError(t, err, "ListObjectsV2")
 	var out []archived
 	for _, o := range list.Contents {
 		obj, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: o.Key})
-		if err != nil {
-			t.Fatalf("GetObject %s: %v", aws.ToString(o.Key), err)
-		}
+		require.NoError(t, err, "GetObject %s", aws.ToString(o.Key))
 		body, err := io.ReadAll(obj.Body)
 		obj.Body.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
-			t.Fatalf("object %s is not gzip: % x", aws.ToString(o.Key), body[:min(len(body), 8)])
-		}
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, len(body), 2, "object %s is not gzip: % x", aws.ToString(o.Key), body[:min(len(body), 8)])
+		require.EqualValues(t, 0x1f, body[0], "object %s is not gzip: % x", aws.ToString(o.Key), body[:min(len(body), 8)])
+		require.EqualValues(t, 0x8b, body[1], "object %s is not gzip: % x", aws.ToString(o.Key), body[:min(len(body), 8)])
 		zr, err := gzip.NewReader(bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		plain, err := io.ReadAll(zr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		a := archived{key: aws.ToString(o.Key), contentType: aws.ToString(obj.ContentType), contentEncoding: aws.ToString(obj.ContentEncoding), raw: string(plain)}
 		sc := bufio.NewScanner(bytes.NewReader(plain))
 		for sc.Scan() {
 			var m map[string]any
-			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-				t.Fatalf("line %q: %v", sc.Text(), err)
-			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &m), "line")
 			a.lines = append(a.lines, m)
 		}
 		out = append(out, a)
@@ -111,9 +99,7 @@ func archiveFixture(t *testing.T, now time.Time, client *s3.Client, bucket strin
 		o.Now = func() time.Time { return now }
 		o.S3, o.ArchiveBucket = client, bucket
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return f
 }
 
@@ -126,23 +112,16 @@ func TestArchiveTTLRemoval(t *testing.T) {
 	ev := loadEvent(t, "remove_ttl.json")
 	ctx := lambdacontext.NewContext(f.ctx, &lambdacontext.LambdaContext{AwsRequestID: "req-1"})
 	resp, err := f.proc.Handle(ctx, ev)
-	if err != nil || len(resp.BatchItemFailures) != 0 {
-		t.Fatalf("Handle = %+v, %v", resp, err)
-	}
+	require.NoError(t, err, "Handle = %+v", resp)
+	require.Empty(t, resp.BatchItemFailures, "Handle = %+v", resp)
 	objs := readArchive(t, client, "archive")
-	if len(objs) != 1 {
-		t.Fatalf("%d objects, want 1", len(objs))
-	}
+	require.Len(t, objs, 1, "%d objects, want 1", len(objs))
 	o := objs[0]
-	if want := "audit/year=2026/month=01/day=02/audit-req-1-2026-01-02T03-04-05Z.jsonl.gz"; o.key != want {
-		t.Errorf("key = %q, want %q", o.key, want)
-	}
-	if o.contentType != "application/x-ndjson" || o.contentEncoding != "gzip" {
-		t.Errorf("content type %q, encoding %q", o.contentType, o.contentEncoding)
-	}
-	if len(o.lines) != 1 || o.raw[len(o.raw)-1] != '\n' {
-		t.Fatalf("lines = %q", o.raw)
-	}
+	assert.Equal(t, "audit/year=2026/month=01/day=02/audit-req-1-2026-01-02T03-04-05Z.jsonl.gz", o.key, "key")
+	assert.Equal(t, "application/x-ndjson", o.contentType, "content type %q, encoding %q", o.contentType, o.contentEncoding)
+	assert.Equal(t, "gzip", o.contentEncoding, "content type %q, encoding %q", o.contentType, o.contentEncoding)
+	require.Len(t, o.lines, 1, "lines = %q", o.raw)
+	require.EqualValues(t, '\n', o.raw[len(o.raw)-1], "lines = %q", o.raw)
 	want := map[string]any{
 		"event_id": "01M812K98TDJXJ05Q7ZQETE6EN", "entity_id": "C", "action": "entity_created",
 		"timestamp": "2026-01-02T03:04:05Z", "principal": "admin", "resource": nil,
@@ -150,9 +129,7 @@ func TestArchiveTTLRemoval(t *testing.T) {
 	}
 	got, _ := json.Marshal(o.lines[0])
 	exp, _ := json.Marshal(want)
-	if string(got) != string(exp) {
-		t.Errorf("line = %s, want %s", got, exp)
-	}
+	assert.Equal(t, string(exp), string(got), "line = %s, want %s", got, exp)
 }
 
 // auditRemove is the REMOVE of an audit item with PK pk.
@@ -193,34 +170,26 @@ func TestArchiveSelection(t *testing.T) {
 	insert.EventName, insert.Change.NewImage, insert.Change.OldImage = "INSERT", insert.Change.OldImage, nil
 	recs = append(recs, insert) // a new audit event is not archived
 	res := f.proc.Process(f.ctx, recs, "req-2")
-	if len(res.Failures) != 0 || res.EventsArchived != 2 || res.ObjectsCreated != 1 {
-		t.Fatalf("result = %+v", res)
-	}
+	require.Empty(t, res.Failures, "result = %+v", res)
+	require.EqualValues(t, 2, res.EventsArchived, "result = %+v", res)
+	require.EqualValues(t, 1, res.ObjectsCreated, "result = %+v", res)
 	objs := readArchive(t, client, "archive")
-	if len(objs) != 1 || objs[0].key != "audit/year=2026/month=02/day=01/audit-req-2-2026-02-01T00-00-00Z.jsonl.gz" {
-		t.Fatalf("objects = %+v", objs)
-	}
+	require.Len(t, objs, 1, "objects = %+v", objs)
+	require.Equal(t, "audit/year=2026/month=02/day=01/audit-req-2-2026-02-01T00-00-00Z.jsonl.gz", objs[0].key, "objects = %+v", objs)
 	var ids []string
 	for _, l := range objs[0].lines {
 		ids = append(ids, l["event_id"].(string))
 	}
-	if !slices.Equal(ids, []string{"02", "01"}) {
-		t.Fatalf("archived %v, want [02 01] in stream order", ids)
-	}
+	require.Equal(t, []string{"02", "01"}, ids, "archived %v, want [02 01] in stream order", ids)
 
 	// No timestamp: the partition is the processor's date.
 	client2 := newS3(t, "archive")
 	f2 := archiveFixture(t, fixtureNow, client2, "archive")
-	if res := f2.proc.Process(f2.ctx, []events.DynamoDBEventRecord{auditRemove(fixtureNS+"/AUDIT#e", "05", "entity_deleted", "not a time", 1)}, "req-3"); res.EventsArchived != 1 {
-		t.Fatalf("result = %+v", res)
-	}
+	require.EqualValues(t, 1, f2.proc.Process(f2.ctx, []events.DynamoDBEventRecord{auditRemove(fixtureNS+"/AUDIT#e", "05", "entity_deleted", "not a time", 1)}, "req-3").EventsArchived, "result")
 	objs = readArchive(t, client2, "archive")
-	if len(objs) != 1 || objs[0].key != "audit/year=2026/month=03/day=04/audit-req-3-2026-03-04T05-07-07Z.jsonl.gz" {
-		t.Fatalf("objects = %+v", objs)
-	}
-	if objs[0].lines[0]["timestamp"] != nil {
-		t.Errorf("line = %v, want a null timestamp", objs[0].lines[0])
-	}
+	require.Len(t, objs, 1, "objects = %+v", objs)
+	require.Equal(t, "audit/year=2026/month=03/day=04/audit-req-3-2026-03-04T05-07-07Z.jsonl.gz", objs[0].key, "objects = %+v", objs)
+	assert.Nil(t, objs[0].lines[0]["timestamp"], "line = %v, want a null timestamp", objs[0].lines[0])
 }
 
 // TestArchiveFailure: when S3 refuses the object (no such bucket), the
@@ -233,16 +202,13 @@ func TestArchiveFailure(t *testing.T) {
 	audit := auditRemove(fixtureNS+"/AUDIT#e", "01", "entity_created", "2026-02-01T00:00:00Z", 5)
 	later := insertRecord("later", 6, 1)
 	res := f.proc.Process(f.ctx, []events.DynamoDBEventRecord{modify, audit, later}, "req")
-	if len(res.Failures) != 2 || res.Failures[0].EventID != audit.EventID || !errors.Is(res.Failures[1].Err, ErrNotApplied) {
-		t.Fatalf("failures = %+v", res.Failures)
-	}
-	if res.EventsArchived != 0 || res.ObjectsCreated != 0 {
-		t.Fatalf("result = %+v", res)
-	}
-	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
-	if f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z") != nil {
-		t.Fatal("a record after the failed archive was counted")
-	}
+	require.Len(t, res.Failures, 2, "failures = %+v", res.Failures)
+	require.Equal(t, audit.EventID, res.Failures[0].EventID, "failures = %+v", res.Failures)
+	require.ErrorIs(t, res.Failures[1].Err, ErrNotApplied, "failures = %+v", res.Failures)
+	require.EqualValues(t, 0, res.EventsArchived, "result = %+v", res)
+	require.EqualValues(t, 0, res.ObjectsCreated, "result = %+v", res)
+	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+	require.Nil(t, f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z"), "a record after the failed archive was counted")
 }
 
 // TestE2EArchiveDeletedAuditEvents: audit events the limiter wrote, removed
@@ -254,16 +220,14 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.S3, o.ArchiveBucket = client, "archive" })
 	rl := e.limiter(false)
 	for _, id := range []string{"a1", "a2"} {
-		if _, err := rl.CreateEntity(e.ctx, limiter.Entity{ID: id, Name: "key " + id}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(e.ctx, limiter.Entity{ID: id, Name: "key " + id})
+		require.NoError(t, err)
 	}
 	var want []string
 	for _, id := range []string{"a1", "a2"} {
 		evs, err := rl.AuditEvents(e.ctx, id, 0, "")
-		if err != nil || len(evs) != 1 {
-			t.Fatalf("AuditEvents(%s) = %v, %v", id, evs, err)
-		}
+		require.NoError(t, err, "AuditEvents(%s) = %v", id, evs)
+		require.Len(t, evs, 1, "AuditEvents(%s) = %v", id, evs)
 		want = append(want, evs[0].EventID)
 		_, err = e.client.DeleteItem(e.ctx, &dynamodb.DeleteItemInput{
 			TableName: aws.String(e.repo.Table()),
@@ -272,27 +236,19 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 				"SK": &types.AttributeValueMemberS{Value: "#AUDIT#" + evs[0].EventID},
 			},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 	}
 	e.drain()
 	var got []string
 	objs := readArchive(t, client, "archive")
 	for _, o := range objs {
-		if !strings.Contains(o.key, "/audit-local-") {
-			t.Errorf("key %q: want the runner's request id local-{first event id}", o.key)
-		}
+		assert.Contains(t, o.key, "/audit-local-", "key %q: want the runner's request id local-{first event id}", o.key)
 		for _, l := range o.lines {
-			if l["action"] != limiter.AuditEntityCreated {
-				t.Errorf("line = %v", l)
-			}
+			assert.Equal(t, store.AuditEntityCreated, l["action"], "line = %v", l)
 			got = append(got, l["event_id"].(string))
 		}
 	}
 	slices.Sort(got)
 	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("archived %v, want %v", got, want)
-	}
+	require.Equal(t, want, got, "archived %v, want %v", got, want)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
 )
 
 // BenchmarkPlanBatch measures the processor's CPU work for a batch of 100
@@ -23,14 +24,12 @@ func BenchmarkPlanBatch(b *testing.B) {
 		decoded := make([]record, 0, len(recs))
 		for i, rec := range recs {
 			r, err := decodeRecord(i, rec, now)
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			decoded = append(decoded, r)
 		}
-		if c := p.snapshotChunks(decoded); len(c) != 1 || len(c[0].groups) != 20 {
-			b.Fatalf("chunks = %+v", c)
-		}
+		c := p.snapshotChunks(decoded)
+		require.Len(b, c, 1, "chunks = %+v", c)
+		require.Len(b, c[0].groups, 20, "chunks = %+v", c)
 		for _, bk := range aggregateBuckets(decoded) {
 			refillCredits(bk, now.UnixMilli())
 			shouldShard(bk, now.UnixMilli())

@@ -9,8 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // maxShardCount bounds shard propagation: a shard count above it is not
@@ -99,7 +99,7 @@ func refillCredits(b *bucketAgg, nowMs int64) map[string]int64 {
 // refilled returns the balance, in millitokens, of a limit that held
 // tokensMilli at refillMs, refilled to nowMs with the limiter's arithmetic.
 func refilled(tokensMilli, refillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) int64 {
-	s := limiter.BucketState{
+	s := store.BucketState{
 		TokensMilli:       tokensMilli,
 		LastRefillMs:      refillMs,
 		CapacityMilli:     capacityMilli,

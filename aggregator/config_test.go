@@ -2,12 +2,14 @@ package aggregator
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -31,16 +33,15 @@ func TestLoadConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := LoadConfig(func(k string) string { return tt.env[k] })
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
-			}
+			require.Equal(t, tt.wantErr, (err != nil), "err, want error %v", tt.wantErr)
 			if err != nil {
 				return
 			}
-			if got.Table != tt.want.Table || !slices.Equal(got.Windows, tt.want.Windows) || got.SnapshotTTLDays != tt.want.SnapshotTTLDays ||
-				got.ArchiveEnabled != tt.want.ArchiveEnabled || got.ArchiveBucket != tt.want.ArchiveBucket {
-				t.Fatalf("config = %+v, want %+v", got, tt.want)
-			}
+			require.Equal(t, tt.want.Table, got.Table, "config = %+v, want %+v", got, tt.want)
+			require.Equal(t, tt.want.Windows, got.Windows, "config = %+v, want %+v", got, tt.want)
+			require.Equal(t, tt.want.SnapshotTTLDays, got.SnapshotTTLDays, "config = %+v, want %+v", got, tt.want)
+			require.Equal(t, tt.want.ArchiveEnabled, got.ArchiveEnabled, "config = %+v, want %+v", got, tt.want)
+			require.Equal(t, tt.want.ArchiveBucket, got.ArchiveBucket, "config = %+v, want %+v", got, tt.want)
 		})
 	}
 }
@@ -49,31 +50,25 @@ func TestConfigOptions(t *testing.T) {
 	unused := ddblocal.NewClient("http://127.0.0.1:1") // never called
 	c := Config{Table: "t", Windows: []string{"monthly"}, SnapshotTTLDays: 7, ArchiveEnabled: true, ArchiveBucket: "b"}
 	p, err := NewProcessor(unused, c.Table, c.Options())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(p.opts.Windows, []string{limiter.WindowMonthly}) || p.opts.SnapshotTTL != 7*24*time.Hour || p.opts.ArchiveBucket != "b" {
-		t.Fatalf("options = %+v", p.opts)
-	}
+	require.NoError(t, err)
+	require.Equal(t, []string{store.WindowMonthly}, p.opts.Windows, "options = %+v", p.opts)
+	require.Equal(t, 7*24*time.Hour, p.opts.SnapshotTTL, "options = %+v", p.opts)
+	require.Equal(t, "b", p.opts.ArchiveBucket, "options = %+v", p.opts)
 	c.ArchiveEnabled = false
-	if p, _ = NewProcessor(unused, c.Table, c.Options()); p.opts.ArchiveBucket != "" {
-		t.Fatal("archival on while disabled")
-	}
+	p, _ = NewProcessor(unused, c.Table, c.Options())
+	require.Empty(t, p.opts.ArchiveBucket, "archival on while disabled")
 	// An unknown window, a negative TTL or no table is refused.
 	for name, fn := range map[string]func(*Options){
 		"window": func(o *Options) { o.Windows = []string{"weekly"} },
 		"ttl":    func(o *Options) { o.SnapshotTTL = -time.Hour },
 	} {
-		if _, err := NewProcessor(unused, "t", fn); err == nil {
-			t.Errorf("%s: no error", name)
-		}
+		_, err := NewProcessor(unused, "t", fn)
+		assert.Error(t, err, "%s: no error", name)
 	}
-	if _, err := NewProcessor(unused, ""); err == nil {
-		t.Error("empty table: no error")
-	}
-	if _, err := NewProcessor(nil, "t"); err == nil {
-		t.Error("nil client: no error")
-	}
+	_, err = NewProcessor(unused, "")
+	assert.Error(t, err, "empty table: no error")
+	_, err = NewProcessor(nil, "t")
+	assert.Error(t, err, "nil client: no error")
 }
 
 // TestHandleCanceled: a batch whose context is already done reports every
@@ -85,10 +80,8 @@ func TestHandleCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(f.ctx)
 	cancel()
 	resp, err := f.proc.Handle(ctx, ev)
-	if err != nil || len(resp.BatchItemFailures) != 1 || resp.BatchItemFailures[0].ItemIdentifier != ev.Records[0].Change.SequenceNumber {
-		t.Fatalf("Handle = %+v, %v", resp, err)
-	}
-	if f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#2026-03-04T05:00:00Z") != nil {
-		t.Fatal("counted under a canceled context")
-	}
+	require.NoError(t, err, "Handle = %+v", resp)
+	require.Len(t, resp.BatchItemFailures, 1, "Handle = %+v", resp)
+	require.Equal(t, ev.Records[0].Change.SequenceNumber, resp.BatchItemFailures[0].ItemIdentifier, "Handle = %+v", resp)
+	require.Nil(t, f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#2026-03-04T05:00:00Z"), "counted under a canceled context")
 }

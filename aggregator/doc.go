@@ -8,7 +8,7 @@
 //
 // Item layouts, key formats and the requests on them come from
 // internal/ddbschema, which the limiter package's DynamoDB backend uses
-// too; the refill arithmetic is the limiter's ([limiter.BucketState.RefilledAt]).
+// too; the refill arithmetic is the limiter's ([store.BucketState.RefilledAt]).
 //
 // # What a batch does, in order
 //

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -67,18 +69,14 @@ func newEnv(t *testing.T, optFns ...func(*Options)) *env {
 		o.CreateTable = true
 		o.Now = e.clock.now
 	})
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB")
 	t.Cleanup(func() {
 		_, _ = e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	e.repo = repo
 	opts := append([]func(*Options){func(o *Options) { o.Now = e.clock.now }}, optFns...)
 	e.proc, err = NewProcessor(ddblocal.Client(t, e.procRec.Option()), table, opts...)
-	if err != nil {
-		t.Fatalf("NewProcessor: %v", err)
-	}
+	require.NoError(t, err, "NewProcessor")
 	e.runner = NewRunner(ddblocal.StreamsClient(t), table, e.proc)
 	e.rec.Reset()
 	return e
@@ -97,15 +95,9 @@ func (e *env) drain() Result {
 	var total Result
 	for range 10 {
 		res, err := e.runner.Poll(e.ctx)
-		if err != nil {
-			e.t.Fatalf("Poll: %v", err)
-		}
-		for _, f := range res.Failures {
-			e.t.Errorf("record %s dropped: %v", f.EventID, f.Err)
-		}
-		for _, err := range res.Errors {
-			e.t.Errorf("best-effort step failed: %v", err)
-		}
+		require.NoError(e.t, err, "Poll")
+		assert.Empty(e.t, res.Failures, "records dropped")
+		assert.Empty(e.t, res.Errors, "best-effort steps failed")
 		total.Processed += res.Processed
 		total.SnapshotsUpdated += res.SnapshotsUpdated
 		total.RefillsWritten += res.RefillsWritten
@@ -115,7 +107,7 @@ func (e *env) drain() Result {
 			return total
 		}
 	}
-	e.t.Fatal("stream not drained after 10 polls")
+	require.FailNow(e.t, "stream not drained after 10 polls")
 	return total
 }
 
@@ -126,9 +118,7 @@ func (e *env) item(pk, sk string) map[string]types.AttributeValue {
 		TableName: aws.String(e.repo.Table()), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: sk}},
 	})
-	if err != nil {
-		e.t.Fatalf("GetItem %s %s: %v", pk, sk, err)
-	}
+	require.NoError(e.t, err, "GetItem %s %s", pk, sk)
 	return out.Item
 }
 
@@ -140,9 +130,7 @@ func (e *env) bucket(entity, resource string, shard int) *ddbschema.Bucket {
 		return nil
 	}
 	b, err := parseBucket(item)
-	if err != nil {
-		e.t.Fatalf("parseBucket: %v", err)
-	}
+	require.NoError(e.t, err, "parseBucket")
 	return &b
 }
 
@@ -150,13 +138,9 @@ func (e *env) bucket(entity, resource string, shard int) *ddbschema.Bucket {
 func (e *env) tokens(entity, resource string, shard int, limit string) int64 {
 	e.t.Helper()
 	b := e.bucket(entity, resource, shard)
-	if b == nil {
-		e.t.Fatalf("bucket %s/%s shard %d missing", entity, resource, shard)
-	}
+	require.NotNil(e.t, b, "bucket %s/%s shard %d missing", entity, resource, shard)
 	s, ok := b.Limit(limit)
-	if !ok {
-		e.t.Fatalf("bucket %s/%s shard %d has no limit %s", entity, resource, shard, limit)
-	}
+	require.True(e.t, ok, "bucket %s/%s shard %d has no limit %s", entity, resource, shard, limit)
 	return s.TokensMilli
 }
 

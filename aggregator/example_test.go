@@ -15,6 +15,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The examples that need AWS compile but do not run (they have no Output
@@ -54,7 +55,7 @@ func ExampleNewRunner() {
 		log.Fatal(err)
 	}
 	proc, err := aggregator.NewProcessor(dynamodb.NewFromConfig(awsCfg), "zae-limiter", func(o *aggregator.Options) {
-		o.Windows = []string{limiter.WindowHourly, limiter.WindowDaily}
+		o.Windows = []string{store.WindowHourly, store.WindowDaily}
 		o.SnapshotTTL = 30 * 24 * time.Hour
 	})
 	if err != nil {
@@ -71,7 +72,7 @@ func ExampleNewRunner() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	snaps, _, err := limiter.New(repo).UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "api-key-1", WindowType: limiter.WindowHourly})
+	snaps, _, err := limiter.New(repo).UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "api-key-1", WindowType: store.WindowHourly})
 	if err != nil {
 		log.Fatal(err)
 	}

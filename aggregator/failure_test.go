@@ -13,9 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // insertRecord is the INSERT of a bucket item of entity that consumed
@@ -61,40 +62,34 @@ func TestProcessorSnapshotFailureCutsBatch(t *testing.T) {
 	})
 	f := newFixture(t, fixtureNow)
 	proc, err := NewProcessor(ddblocal.Client(t, f.rec.Option(), fault), f.table, func(o *Options) { o.Now = func() time.Time { return fixtureNow } })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var recs []events.DynamoDBEventRecord
 	for i := range 120 {
 		recs = append(recs, insertRecord(fmt.Sprintf("e%03d", i), i+1, 1))
 	}
 	res := proc.Process(f.ctx, recs, "req")
-	if len(res.Failures) != 70 || res.Failures[0].EventID != "ev-e050" || !errors.Is(res.Failures[0].Err, outage) {
-		t.Fatalf("%d failures, first %+v", len(res.Failures), res.Failures[0])
-	}
-	if res.SnapshotsUpdated != 100 {
-		t.Fatalf("snapshots = %d, want 100", res.SnapshotsUpdated)
-	}
-	if got := f.rec.Count("TransactWriteItems"); got != 2 {
-		t.Fatalf("TransactWriteItems = %d, want 2 (the third chunk is not tried)", got)
-	}
+	require.Len(t, res.Failures, 70, "%d failures, first %+v", len(res.Failures), res.Failures[0])
+	require.Equal(t, "ev-e050", res.Failures[0].EventID, "%d failures, first %+v", len(res.Failures), res.Failures[0])
+	require.ErrorIs(t, res.Failures[0].Err, outage, "%d failures, first %+v", len(res.Failures), res.Failures[0])
+	require.EqualValues(t, 100, res.SnapshotsUpdated, "snapshots = %d, want 100", res.SnapshotsUpdated)
+	require.EqualValues(t, 2, f.rec.Count("TransactWriteItems"), "TransactWriteItems")
 	const hour = "2026-03-04T05:00:00Z"
 	snapshot := func(entity string) map[string]types.AttributeValue {
 		return f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#gpt#"+hour)
 	}
-	if snapshot("e049") == nil || snapshot("e050") != nil || snapshot("e119") != nil {
-		t.Fatal("the cut is not at record 50")
-	}
+	require.NotNil(t, snapshot("e049"), "the cut is not at record 50")
+	require.Nil(t, snapshot("e050"), "the cut is not at record 50")
+	require.Nil(t, snapshot("e119"), "the cut is not at record 50")
 
 	// The stream redelivers from record 50.
 	down.Store(false)
-	if res := proc.Process(f.ctx, recs[50:], "req-2"); len(res.Failures) != 0 || res.SnapshotsUpdated != 140 {
-		t.Fatalf("redelivery: %+v", res)
-	}
+	res = proc.Process(f.ctx, recs[50:], "req-2")
+	require.Empty(t, res.Failures, "redelivery: %+v", res)
+	require.EqualValues(t, 140, res.SnapshotsUpdated, "redelivery: %+v", res)
 	for i := range 120 {
 		entity := fmt.Sprintf("e%03d", i)
-		f.checkSnapshot(entity, "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 1}, 1)
-		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", limiter.WindowDaily, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 1}, 1)
+		f.checkSnapshot(entity, "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 1}, 1)
 	}
 }
 
@@ -115,17 +110,12 @@ func TestProcessorSnapshotConflictRetried(t *testing.T) {
 	})
 	f := newFixture(t, fixtureNow)
 	proc, err := NewProcessor(ddblocal.Client(t, f.rec.Option(), fault), f.table, func(o *Options) { o.Now = func() time.Time { return fixtureNow } })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	res := proc.Process(f.ctx, []events.DynamoDBEventRecord{insertRecord("c", 1, 2)}, "req")
-	if len(res.Failures) != 0 || res.SnapshotsUpdated != 2 {
-		t.Fatalf("result = %+v", res)
-	}
-	if got := calls(f.rec); got != "TransactWriteItems!, TransactWriteItems!, TransactWriteItems" {
-		t.Fatalf("calls = %s", got)
-	}
-	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 2}, 1)
+	require.Empty(t, res.Failures, "result = %+v", res)
+	require.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
+	require.Equal(t, "TransactWriteItems!, TransactWriteItems!, TransactWriteItems", calls(f.rec), "calls")
+	f.checkSnapshot("c", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2}, 1)
 }
 
 // TestProcessorCostOneWritePerBatch: 100 records of one bucket item cost one
@@ -139,11 +129,8 @@ func TestProcessorCostOneWritePerBatch(t *testing.T) {
 		recs = append(recs, insertRecord("same", i+1, 1))
 	}
 	res := f.proc.Process(f.ctx, recs, "req")
-	if len(res.Failures) != 0 || res.SnapshotsUpdated != 2 {
-		t.Fatalf("result = %+v", res)
-	}
-	if got := calls(f.rec); got != "TransactWriteItems" {
-		t.Fatalf("calls = %s", got)
-	}
-	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", limiter.WindowHourly, map[string]int64{"rpm": 100}, 100)
+	require.Empty(t, res.Failures, "result = %+v", res)
+	require.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
+	require.Equal(t, "TransactWriteItems", calls(f.rec), "calls")
+	f.checkSnapshot("same", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 100}, 100)
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Defaults of [Options].
@@ -31,7 +31,7 @@ const (
 
 // DefaultWindows are the snapshot windows used when [Options.Windows] is
 // empty.
-var DefaultWindows = []string{limiter.WindowHourly, limiter.WindowDaily}
+var DefaultWindows = []string{store.WindowHourly, store.WindowDaily}
 
 // DynamoDBClient is the subset of *dynamodb.Client the processor uses.
 type DynamoDBClient interface {
@@ -53,7 +53,7 @@ var (
 // Options configures a [Processor]. Zero values mean the documented
 // defaults.
 type Options struct {
-	// Windows are the usage-snapshot windows (limiter.WindowHourly,
+	// Windows are the usage-snapshot windows (store.WindowHourly,
 	// WindowDaily, WindowMonthly). Empty means [DefaultWindows].
 	Windows []string
 	// SnapshotTTL is how long a usage snapshot lives after its creation.

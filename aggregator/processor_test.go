@@ -3,7 +3,6 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,9 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // fixtureNS is the namespace id of the items in testdata.
@@ -38,20 +40,16 @@ func newFixture(t *testing.T, now time.Time) *fixture {
 	f := &fixture{t: t, ctx: context.Background(), rec: &ddblocal.Recorder{}}
 	f.client = ddblocal.Client(t)
 	f.table = ddblocal.TableName(t)
-	if _, err := limiter.OpenDynamoDB(f.ctx, f.client, func(o *limiter.DynamoDBOptions) {
+	_, err := limiter.OpenDynamoDB(f.ctx, f.client, func(o *limiter.DynamoDBOptions) {
 		o.Table = f.table
 		o.CreateTable = true
-	}); err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	})
+	require.NoError(t, err, "OpenDynamoDB")
 	t.Cleanup(func() {
 		_, _ = f.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(f.table)})
 	})
-	var err error
 	f.proc, err = NewProcessor(ddblocal.Client(t, f.rec.Option()), f.table, func(o *Options) { o.Now = func() time.Time { return now } })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return f
 }
 
@@ -59,13 +57,9 @@ func newFixture(t *testing.T, now time.Time) *fixture {
 func loadEvent(t *testing.T, name string) events.DynamoDBEvent {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var ev events.DynamoDBEvent
-	if err := json.Unmarshal(b, &ev); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	require.NoError(t, json.Unmarshal(b, &ev))
 	return ev
 }
 
@@ -73,12 +67,9 @@ func loadEvent(t *testing.T, name string) events.DynamoDBEvent {
 func (f *fixture) put(img map[string]events.DynamoDBAttributeValue) {
 	f.t.Helper()
 	item, err := convertImage(img)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if _, err := f.client.PutItem(f.ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item}); err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
+	_, err = f.client.PutItem(f.ctx, &dynamodb.PutItemInput{TableName: aws.String(f.table), Item: item})
+	require.NoError(f.t, err)
 }
 
 // get reads an item; nil when missing.
@@ -88,9 +79,7 @@ func (f *fixture) get(pk, sk string) map[string]types.AttributeValue {
 		TableName: aws.String(f.table), ConsistentRead: aws.Bool(true),
 		Key: map[string]types.AttributeValue{"PK": &types.AttributeValueMemberS{Value: pk}, "SK": &types.AttributeValueMemberS{Value: sk}},
 	})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	return out.Item
 }
 
@@ -98,22 +87,16 @@ func (f *fixture) get(pk, sk string) map[string]types.AttributeValue {
 func (f *fixture) n(item map[string]types.AttributeValue, attr string) int64 {
 	f.t.Helper()
 	v, ok := item[attr].(*types.AttributeValueMemberN)
-	if !ok {
-		f.t.Fatalf("attribute %s = %#v, want a number", attr, item[attr])
-	}
+	require.True(f.t, ok, "attribute %s = %#v, want a number", attr, item[attr])
 	x, err := strconv.ParseInt(v.Value, 10, 64)
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	require.NoError(f.t, err)
 	return x
 }
 
 func (f *fixture) s(item map[string]types.AttributeValue, attr string) string {
 	f.t.Helper()
 	v, ok := item[attr].(*types.AttributeValueMemberS)
-	if !ok {
-		f.t.Fatalf("attribute %s = %#v, want a string", attr, item[attr])
-	}
+	require.True(f.t, ok, "attribute %s = %#v, want a string", attr, item[attr])
 	return v.Value
 }
 
@@ -126,28 +109,19 @@ func bucketPK(entity, resource string, shard int) string {
 func (f *fixture) checkSnapshot(entity, resource, windowStart, window string, counters map[string]int64, events int64) {
 	f.t.Helper()
 	item := f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#"+resource+"#"+windowStart)
-	if item == nil {
-		f.t.Fatalf("no snapshot %s/%s %s", entity, resource, windowStart)
-	}
+	require.NotNil(f.t, item, "no snapshot %s/%s %s", entity, resource, windowStart)
 	for name, want := range counters {
-		if got := f.n(item, name); got != want {
-			f.t.Errorf("snapshot %s %s = %d, want %d", windowStart, name, got, want)
-		}
+		assert.Equal(f.t, want, f.n(item, name), "snapshot %s %s", windowStart, name)
 	}
-	if got := f.n(item, "total_events"); got != events {
-		f.t.Errorf("snapshot %s total_events = %d, want %d", windowStart, got, events)
-	}
-	if _, ok := item["wcu"]; ok {
-		f.t.Errorf("snapshot %s counts the hidden wcu limit", windowStart)
-	}
+	assert.Equal(f.t, events, f.n(item, "total_events"), "snapshot %s total_events", windowStart)
+	_, ok := item["wcu"]
+	assert.False(f.t, ok, "snapshot %s counts the hidden wcu limit", windowStart)
 	for attr, want := range map[string]string{
 		"entity_id": entity, "resource": resource, "window": window, "window_start": windowStart,
 		"GSI2PK": fixtureNS + "/RESOURCE#" + resource, "GSI2SK": "USAGE#" + windowStart + "#" + entity,
 		"GSI4PK": fixtureNS, "GSI4SK": fixtureNS + "/ENTITY#" + entity,
 	} {
-		if got := f.s(item, attr); got != want {
-			f.t.Errorf("snapshot %s %s = %q, want %q", windowStart, attr, got, want)
-		}
+		assert.Equal(f.t, want, f.s(item, attr), "snapshot %s %s", windowStart, attr)
 	}
 }
 
@@ -174,11 +148,10 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
-			if res.SnapshotsUpdated != 2 || res.RefillsWritten != 0 {
-				t.Errorf("result = %+v", res)
-			}
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+			assert.EqualValues(t, 2, res.SnapshotsUpdated, "result = %+v", res)
+			assert.EqualValues(t, 0, res.RefillsWritten, "result = %+v", res)
 		},
 	}, {
 		// +2 rpm and a refund of 100 tpm (negative), windowed by the event
@@ -187,8 +160,8 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
-			f.checkSnapshot("C", "gpt", day, limiter.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 		},
 	}, {
 		// TTL deletions of an audit event (archival off) and of a bucket:
@@ -197,9 +170,9 @@ func TestProcessorFixtures(t *testing.T) {
 		now:   fixtureNow,
 		calls: "",
 		check: func(f *fixture, res Result) {
-			if res.Processed != 2 || res.SnapshotsUpdated != 0 || res.EventsArchived != 0 {
-				t.Errorf("result = %+v", res)
-			}
+			assert.EqualValues(t, 2, res.Processed, "result = %+v", res)
+			assert.EqualValues(t, 0, res.SnapshotsUpdated, "result = %+v", res)
+			assert.EqualValues(t, 0, res.EventsArchived, "result = %+v", res)
 		},
 	}, {
 		// The original's refill example: 30 s at 100,000,000 per 60 s
@@ -213,20 +186,12 @@ func TestProcessorFixtures(t *testing.T) {
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", limiter.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
+			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
-			if got := f.n(item, "b_tpm_tk"); got != 50_000_000 {
-				t.Errorf("tk = %d, want 50000000", got)
-			}
-			if got := f.n(item, "rf"); got != refillNow.UnixMilli() {
-				t.Errorf("rf = %d, want %d", got, refillNow.UnixMilli())
-			}
-			if got := f.n(item, "b_tpm_tc"); got != 60_000_000 {
-				t.Errorf("tc = %d, want untouched 60000000", got)
-			}
-			if res.RefillsWritten != 1 {
-				t.Errorf("result = %+v", res)
-			}
+			assert.EqualValues(t, 50_000_000, f.n(item, "b_tpm_tk"), "tk")
+			assert.Equal(t, refillNow.UnixMilli(), f.n(item, "rf"), "rf")
+			assert.EqualValues(t, 60_000_000, f.n(item, "b_tpm_tc"), "tc")
+			assert.EqualValues(t, 1, res.RefillsWritten, "result = %+v", res)
 		},
 	}, {
 		// The same refill with 40,000,000 consumed: the refilled 50,000,000
@@ -237,12 +202,10 @@ func TestProcessorFixtures(t *testing.T) {
 		calls: "UpdateItem",
 		check: func(f *fixture, res Result) {
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
-			if tk, rf := f.n(item, "b_tpm_tk"), f.n(item, "rf"); tk != 0 || rf != 1767225600000 {
-				t.Errorf("tk, rf = %d, %d; want the item untouched", tk, rf)
-			}
-			if res.RefillsWritten != 0 {
-				t.Errorf("result = %+v", res)
-			}
+			tk, rf := f.n(item, "b_tpm_tk"), f.n(item, "rf")
+			assert.EqualValues(t, 0, tk, "tk, rf = %d, %d; want the item untouched", tk, rf)
+			assert.EqualValues(t, 1767225600000, rf, "tk, rf = %d, %d; want the item untouched", tk, rf)
+			assert.EqualValues(t, 0, res.RefillsWritten, "result = %+v", res)
 		},
 	}, {
 		// The same refill on two shards: each owns half the capacity and
@@ -252,9 +215,7 @@ func TestProcessorFixtures(t *testing.T) {
 		setup: putLastImages,
 		calls: "UpdateItem, UpdateItem",
 		check: func(f *fixture, res Result) {
-			if got := f.n(f.get(bucketPK("L", "api", 0), "#STATE"), "b_tpm_tk"); got != 25_000_000 {
-				t.Errorf("tk = %d, want 25000000", got)
-			}
+			assert.EqualValues(t, 25_000_000, f.n(f.get(bucketPK("L", "api", 0), "#STATE"), "b_tpm_tk"), "tk")
 		},
 	}, {
 		// A doubling 2 → 4 on shard 0: shard 1 gets the new count, shards 2
@@ -269,26 +230,18 @@ func TestProcessorFixtures(t *testing.T) {
 		},
 		calls: "UpdateItem, PutItem, PutItem",
 		check: func(f *fixture, res Result) {
-			if res.ShardItemsCreated != 2 {
-				t.Errorf("result = %+v", res)
-			}
-			if got := f.n(f.get(bucketPK("H", "api", 1), "#STATE"), "shard_count"); got != 4 {
-				t.Errorf("shard 1 shard_count = %d, want 4", got)
-			}
+			assert.EqualValues(t, 2, res.ShardItemsCreated, "result = %+v", res)
+			assert.EqualValues(t, 4, f.n(f.get(bucketPK("H", "api", 1), "#STATE"), "shard_count"), "shard 1 shard_count")
 			for _, k := range []int{2, 3} {
 				item := f.get(bucketPK("H", "api", k), "#STATE")
-				if item == nil {
-					t.Fatalf("shard %d not created", k)
-				}
+				require.NotNil(t, item, "shard %d not created", k)
 				sk := strconv.Itoa(k)
 				for attr, want := range map[string]int64{
 					"shard_count": 4, "rf": 1772600700000, "ttl": 1780000000,
 					"b_rps_tk": 250_000, "b_rps_cp": 1_000_000, "b_rps_ra": 1_000_000, "b_rps_rp": 1000, "b_rps_tc": 0,
 					"b_wcu_tk": 1_000_000, "b_wcu_cp": 1_000_000, "b_wcu_ra": 1_000_000, "b_wcu_rp": 1000, "b_wcu_tc": 0,
 				} {
-					if got := f.n(item, attr); got != want {
-						t.Errorf("shard %d %s = %d, want %d", k, attr, got, want)
-					}
+					assert.Equal(t, want, f.n(item, attr), "shard %d %s", k, attr)
 				}
 				for attr, want := range map[string]string{
 					"entity_id": "H", "resource": "api", "parent_id": "P",
@@ -296,13 +249,11 @@ func TestProcessorFixtures(t *testing.T) {
 					"GSI3PK": fixtureNS + "/ENTITY#H", "GSI3SK": "BUCKET#api#" + sk,
 					"GSI4PK": fixtureNS, "GSI4SK": "BUCKET#H#api#" + sk,
 				} {
-					if got := f.s(item, attr); got != want {
-						t.Errorf("shard %d %s = %q, want %q", k, attr, got, want)
-					}
+					assert.Equal(t, want, f.s(item, attr), "shard %d %s", k, attr)
 				}
-				if c, ok := item["cascade"].(*types.AttributeValueMemberBOOL); !ok || !c.Value {
-					t.Errorf("shard %d cascade = %#v", k, item["cascade"])
-				}
+				c, ok := item["cascade"].(*types.AttributeValueMemberBOOL)
+				require.True(t, ok, "shard %d cascade = %#v", k, item["cascade"])
+				assert.True(t, c.Value, "shard %d cascade = %#v", k, item["cascade"])
 			}
 		},
 	}, {
@@ -313,9 +264,7 @@ func TestProcessorFixtures(t *testing.T) {
 		setup: putLastImages,
 		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
-			if res.ShardsDoubled != 0 {
-				t.Errorf("result = %+v", res)
-			}
+			assert.EqualValues(t, 0, res.ShardsDoubled, "result = %+v", res)
 		},
 	}, {
 		// The same 850 writes within 30 ms of rf: the partition took more
@@ -331,13 +280,10 @@ func TestProcessorFixtures(t *testing.T) {
 				"shard_count": 2, "b_wcu_tk": 1_000_000, "rf": 1772600700000 + 30,
 				"b_rps_tk": 150_000 + 30_000, // 30 ms at 1,000,000/s
 			} {
-				if got := f.n(item, attr); got != want {
-					t.Errorf("%s = %d, want %d", attr, got, want)
-				}
+				assert.Equal(t, want, f.n(item, attr), attr)
 			}
-			if res.ShardsDoubled != 1 || res.RefillsWritten != 0 {
-				t.Errorf("result = %+v", res)
-			}
+			assert.EqualValues(t, 1, res.ShardsDoubled, "result = %+v", res)
+			assert.EqualValues(t, 0, res.RefillsWritten, "result = %+v", res)
 		},
 	}}
 	for _, tt := range tests {
@@ -349,12 +295,9 @@ func TestProcessorFixtures(t *testing.T) {
 			}
 			f.rec.Reset()
 			res := f.proc.Process(f.ctx, ev.Records, "req-1")
-			if len(res.Failures) != 0 || len(res.Errors) != 0 {
-				t.Fatalf("failures %v, errors %v", res.Failures, res.Errors)
-			}
-			if got := calls(f.rec); got != tt.calls {
-				t.Errorf("calls = %q, want %q", got, tt.calls)
-			}
+			require.Empty(t, res.Failures, "failures %v, errors %v", res.Failures, res.Errors)
+			require.Empty(t, res.Errors, "failures %v, errors %v", res.Failures, res.Errors)
+			assert.Equal(t, tt.calls, calls(f.rec), "calls")
 			tt.check(f, res)
 		})
 	}
@@ -393,37 +336,31 @@ func TestProcessorMalformed(t *testing.T) {
 			f := newFixture(t, fixtureNow)
 			ev := loadEvent(t, file)
 			resp, err := f.proc.Handle(f.ctx, ev)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			var got []string
 			for _, x := range resp.BatchItemFailures {
 				got = append(got, x.ItemIdentifier)
 			}
 			want := []string{ev.Records[1].Change.SequenceNumber, ev.Records[2].Change.SequenceNumber}
-			if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
-				t.Fatalf("BatchItemFailures = %v, want %v", got, want)
-			}
+			require.Len(t, got, 2, "BatchItemFailures = %v, want %v", got, want)
+			require.Equal(t, want[0], got[0], "BatchItemFailures = %v, want %v", got, want)
+			require.Equal(t, want[1], got[1], "BatchItemFailures = %v, want %v", got, want)
 			// Only the first record counted: +2 rpm, -100 tpm.
 			const hour = "2026-03-04T05:00:00Z"
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 
 			// The stream redelivers from the poison record: still refused,
 			// nothing counted.
 			res := f.proc.Process(f.ctx, ev.Records[1:], "again")
-			if len(res.Failures) != 2 || !errors.Is(res.Failures[0].Err, ErrMalformedRecord) || !errors.Is(res.Failures[1].Err, ErrNotApplied) {
-				t.Fatalf("failures = %v", res.Failures)
-			}
-			if res.Failures[0].EventID != ev.Records[1].EventID {
-				t.Fatalf("first failure = %+v", res.Failures[0])
-			}
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			require.Len(t, res.Failures, 2, "failures = %v", res.Failures)
+			require.ErrorIs(t, res.Failures[0].Err, ErrMalformedRecord, "failures = %v", res.Failures)
+			require.ErrorIs(t, res.Failures[1].Err, ErrNotApplied, "failures = %v", res.Failures)
+			require.Equal(t, ev.Records[1].EventID, res.Failures[0].EventID, "first failure = %+v", res.Failures[0])
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 			// Past the poison record (the on-failure destination took it),
 			// the last record counts once: +4 rpm.
-			if res := f.proc.Process(f.ctx, ev.Records[2:], "last"); len(res.Failures) != 0 {
-				t.Fatalf("failures = %v", res.Failures)
-			}
-			f.checkSnapshot("C", "gpt", hour, limiter.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
+			require.Empty(t, f.proc.Process(f.ctx, ev.Records[2:], "last").Failures, "failures")
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 6, "tpm": -100}, 3)
 		})
 	}
 }

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // commandLine is one command line of a shell block, continuations joined
@@ -145,9 +148,9 @@ func parseCLITree(t *testing.T) cliTree {
 			tree.leaves[p[0]] = true
 		}
 	}
-	if len(tree.groups["entity"]) < 5 || !tree.leaves["deploy"] || !tree.groups["local"]["up"] {
-		t.Fatalf("command tree of docs/cli.md's command reference: %+v: parse failed", tree)
-	}
+	require.GreaterOrEqual(t, len(tree.groups["entity"]), 5, "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
+	require.True(t, tree.leaves["deploy"], "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
+	require.True(t, tree.groups["local"]["up"], "command tree of docs/cli.md's command reference: %+v: parse failed", tree)
 	return tree
 }
 
@@ -171,15 +174,12 @@ func TestTestedBlocks(t *testing.T) {
 			name = strings.TrimSpace(name)
 			if strings.ContainsAny(name, "/.") || name == "Makefile" {
 				data, err := os.ReadFile(filepath.Join(root, name))
-				if err != nil {
-					t.Errorf("%s: tested by %s: %v", b, name, err)
-				}
+				require.NoError(t, err, "%s: tested by %s", b, name)
 				src.Write(data)
 				continue
 			}
 			files, ok := idx[name]
-			if !ok {
-				t.Errorf("%s: tested by %s: no such test, benchmark or example", b, name)
+			if !assert.True(t, ok, "%s: tested by %s: no such test, benchmark or example", b, name) {
 				continue
 			}
 			for _, f := range files {
@@ -200,9 +200,7 @@ func TestTestedBlocks(t *testing.T) {
 			}
 		}
 	}
-	if n < 15 {
-		t.Errorf("%d blocks tested by a named test, want the docs' command blocks", n)
-	}
+	assert.GreaterOrEqual(t, n, 15, "%d blocks tested by a named test, want the docs' command blocks", n)
 }
 
 // commandCheck checks the commands of one block against the sources of
@@ -217,7 +215,7 @@ type commandCheck struct {
 
 func (c *commandCheck) errorf(format string, args ...any) {
 	c.t.Helper()
-	c.t.Errorf("%s: "+format, append([]any{c.b}, args...)...)
+	assert.Fail(c.t, "command block", append([]any{"%s: " + format, c.b}, args...)...)
 }
 
 // mentionsLiteral reports whether the sources contain the Go string literal s.

@@ -71,6 +71,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // root is the repository root, relative to this package.
@@ -84,15 +87,11 @@ func markdownFiles(t *testing.T) []string {
 	t.Helper()
 	files := []string{"README.md"}
 	m, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, f := range m {
 		files = append(files, filepath.Join("docs", filepath.Base(f)))
 	}
-	if len(files) < 5 {
-		t.Fatalf("markdown files %v: too few, the layout changed?", files)
-	}
+	require.GreaterOrEqual(t, len(files), 5, "markdown files %v: too few, the layout changed?", files)
 	return files
 }
 
@@ -100,9 +99,7 @@ func markdownFiles(t *testing.T) []string {
 func readRoot(t *testing.T, rel string) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(root, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return string(b)
 }
 
@@ -155,9 +152,7 @@ func parseBlocks(t *testing.T, file, text string) []block {
 			}
 			body = append(body, l)
 		}
-		if j == len(lines) {
-			t.Fatalf("%s:%d: unclosed code block", file, i+1)
-		}
+		require.NotEqual(t, len(lines), j, "%s:%d: unclosed code block", file, i+1)
 		b.text = strings.Join(body, "\n") + "\n"
 		blocks = append(blocks, b)
 		i = j
@@ -255,12 +250,8 @@ func indexFuncs(t *testing.T) funcIndex {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(idx) < 100 {
-		t.Fatalf("only %d test functions found", len(idx))
-	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(idx), 100, "only %d test functions found", len(idx))
 	return idx
 }
 
@@ -300,9 +291,9 @@ func makeTargets(t *testing.T) (targets, vars map[string]bool) {
 	for _, m := range regexp.MustCompile(`(?m)^([A-Z][A-Z0-9_]*)\s*[:?+]?=`).FindAllStringSubmatch(mf, -1) {
 		vars[m[1]] = true
 	}
-	if !targets["test"] || !targets["demo"] || !vars["BENCHFLAGS"] {
-		t.Fatalf("Makefile targets %v, variables %v: parse failed", targets, vars)
-	}
+	require.True(t, targets["test"], "Makefile targets %v, variables %v: parse failed", targets, vars)
+	require.True(t, targets["demo"], "Makefile targets %v, variables %v: parse failed", targets, vars)
+	require.True(t, vars["BENCHFLAGS"], "Makefile targets %v, variables %v: parse failed", targets, vars)
 	return targets, vars
 }
 
@@ -325,9 +316,7 @@ func TestMakeTargetsExist(t *testing.T) {
 			for _, m := range re.FindAllStringSubmatch(c, -1) {
 				for _, target := range strings.Fields(m[1]) {
 					n++
-					if !targets[target] {
-						t.Errorf("%s: `make %s`: no target %q in the Makefile", f, strings.TrimSpace(m[1]), target)
-					}
+					assert.True(t, targets[target], "%s: `make %s`: no target %q in the Makefile", f, strings.TrimSpace(m[1]), target)
 				}
 			}
 		}
@@ -348,21 +337,18 @@ func TestTestNamesExist(t *testing.T) {
 	for _, f := range markdownFiles(t) {
 		for _, span := range codeSpans(readRoot(t, f)) {
 			for _, m := range re.FindAllStringSubmatch(span, -1) {
-				if _, ok := idx[m[1]]; !ok {
-					t.Errorf("%s: `%s`: no function %s in the module", f, span, m[1])
+				if _, ok := idx[m[1]]; !assert.True(t, ok, "%s: `%s`: no function %s in the module", f, span, m[1]) {
 					continue
 				}
-				if m[1] == "TestConformance" && m[2] != "" && !strings.Contains(storetestSrc, `"`+m[2][1:]+`"`) {
-					t.Errorf("%s: `%s`: storetest has no scenario %q", f, span, m[2][1:])
+				if m[1] == "TestConformance" && m[2] != "" {
+					assert.Contains(t, storetestSrc, `"`+m[2][1:]+`"`, "%s: `%s`: storetest has no scenario %q", f, span, m[2][1:])
 				}
 			}
 		}
 	}
 	// The compatibility page lists the tests that show each behaviour: it
 	// must name some.
-	if n := len(re.FindAllString(strings.Join(codeSpans(readRoot(t, "docs/compatibility.md")), " "), -1)); n < 40 {
-		t.Errorf("docs/compatibility.md names %d tests, want its tables of tests", n)
-	}
+	assert.GreaterOrEqual(t, len(re.FindAllString(strings.Join(codeSpans(readRoot(t, "docs/compatibility.md")), " "), -1)), 40, "docs/compatibility.md names")
 }
 
 // TestLinks: every relative link of the docs resolves to a file or
@@ -391,16 +377,13 @@ func TestLinks(t *testing.T) {
 			rel := f
 			if path != "" {
 				rel = filepath.Clean(filepath.Join(filepath.Dir(f), path))
-				if _, err := os.Stat(filepath.Join(root, rel)); err != nil {
-					t.Errorf("%s: link %s: %v", f, target, err)
+				if _, err := os.Stat(filepath.Join(root, rel)); !assert.NoError(t, err, "%s: link %s", f, target) {
 					continue
 				}
 			}
 			if anchor != "" {
-				if !strings.HasSuffix(rel, ".md") {
-					t.Errorf("%s: link %s: an anchor into a file that is not markdown", f, target)
-				} else if !anchorsOf(rel)[anchor] {
-					t.Errorf("%s: link %s: no heading with anchor #%s in %s", f, target, anchor, rel)
+				if assert.True(t, strings.HasSuffix(rel, ".md"), "%s: link %s: an anchor into a file that is not markdown", f, target) {
+					assert.True(t, anchorsOf(rel)[anchor], "%s: link %s: no heading with anchor #%s in %s", f, target, anchor, rel)
 				}
 			}
 		}
@@ -458,19 +441,16 @@ func TestEveryBlockAnnotated(t *testing.T) {
 		a := b.annotation
 		switch {
 		case b.lang == "go":
-			if !strings.HasPrefix(a, "go:") && !startsWithPackage(b.text) {
-				t.Errorf("%s: Go block without <!-- go: program|file|func(...) --> and no package clause", b)
-			}
+			assert.True(t, strings.HasPrefix(a, "go:") || startsWithPackage(b.text),
+				"%s: Go block without <!-- go: program|file|func(...) --> and no package clause", b)
 		case strings.HasPrefix(a, "tested by "), a == "run by the docs test", strings.HasPrefix(a, "file: "), strings.HasPrefix(a, "output of "):
 		case a == "":
-			t.Errorf("%s: ```%s block without an annotation saying how it is tested", b, b.lang)
+			assert.Fail(t, "a block without an annotation saying how it is tested", "%s: ```%s", b, b.lang)
 		default:
-			t.Errorf("%s: unknown annotation <!-- %s -->", b, a)
+			assert.Fail(t, "unknown annotation", "%s: <!-- %s -->", b, a)
 		}
 	}
-	if n < 30 {
-		t.Errorf("%d code blocks in the docs, want the docs' blocks", n)
-	}
+	assert.GreaterOrEqual(t, n, 30, "%d code blocks in the docs, want the docs' blocks", n)
 }
 
 // startsWithPackage reports whether Go source starts with a package clause
@@ -495,16 +475,11 @@ func TestFileBlocks(t *testing.T) {
 			continue
 		}
 		got, err := os.ReadFile(filepath.Join(root, path))
-		if err != nil {
-			t.Errorf("%s: %v", b, err)
+		if !assert.NoError(t, err, "%s", b) {
 			continue
 		}
-		if string(got) != b.text {
-			t.Errorf("%s: the block differs from %s; copy one to the other", b, path)
-		}
-		if !testFilesMention(t, filepath.ToSlash(filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path)))) {
-			t.Errorf("%s: no test names %s", b, path)
-		}
+		assert.Equal(t, b.text, string(got), "%s: the block differs from %s; copy one to the other", b, path)
+		assert.True(t, testFilesMention(t, filepath.ToSlash(filepath.Join(filepath.Base(filepath.Dir(path)), filepath.Base(path)))), "%s: no test names %s", b, path)
 	}
 }
 
@@ -519,8 +494,7 @@ func TestOutputBlocks(t *testing.T) {
 		}
 		name := strings.Fields(rest)[0]
 		files, ok := idx[name]
-		if !ok {
-			t.Errorf("%s: output of %s: no such test", b, name)
+		if !assert.True(t, ok, "%s: output of %s: no such test", b, name) {
 			continue
 		}
 		var src strings.Builder
@@ -534,9 +508,7 @@ func TestOutputBlocks(t *testing.T) {
 				break
 			}
 		}
-		if !found {
-			t.Errorf("%s: output of %s: no line of the block appears in %v", b, name, files)
-		}
+		assert.True(t, found, "%s: output of %s: no line of the block appears in %v", b, name, files)
 	}
 }
 
@@ -550,12 +522,12 @@ func TestRunByDocsTest(t *testing.T) {
 		}
 		for _, line := range commandLines(b.text) {
 			args := shellFields(line.cmd)
-			if len(args) < 2 || args[0] != "go" || args[1] != "test" {
-				t.Errorf("%s: %q: only `go test` commands can be run by the docs test", b, line.cmd)
+			if !assert.True(t, len(args) >= 2 && args[0] == "go" && args[1] == "test",
+				"%s: %q: only `go test` commands can be run by the docs test", b, line.cmd) {
 				continue
 			}
-			if slices.ContainsFunc(args, func(a string) bool { return a == "./docs" || strings.HasSuffix(a, "...") }) {
-				t.Errorf("%s: %q: the docs test cannot run itself", b, line.cmd)
+			if !assert.False(t, slices.ContainsFunc(args, func(a string) bool { return a == "./docs" || strings.HasSuffix(a, "...") }),
+				"%s: %q: the docs test cannot run itself", b, line.cmd) {
 				continue
 			}
 			if slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "-bench") }) {
@@ -564,9 +536,7 @@ func TestRunByDocsTest(t *testing.T) {
 			cmd := exec.Command(goTool, args[1:]...)
 			cmd.Dir = root
 			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Errorf("%s: %s: %v\n%s", b, strings.Join(args, " "), err, out)
-			} else {
+			if assert.NoError(t, err, "%s: %s\n%s", b, strings.Join(args, " "), out) {
 				t.Logf("%s: %s: ok", b, strings.Join(args, " "))
 			}
 		}
@@ -579,9 +549,7 @@ func needTool(t *testing.T, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not on PATH", name)
-		}
+		require.NotEqual(t, "true", os.Getenv("CI"), "%s is not on PATH", name)
 		t.Skipf("%s is not on PATH", name)
 	}
 	return p
@@ -593,14 +561,10 @@ func TestPackageMap(t *testing.T) {
 	cmd := exec.Command(needTool(t, "go"), "list", "./...")
 	cmd.Dir = root
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list ./...: %v", err)
-	}
+	require.NoError(t, err, "go list ./...")
 	readme := readRoot(t, "README.md")
 	i := strings.Index(readme, "\n## Packages\n")
-	if i < 0 {
-		t.Fatal("README.md has no ## Packages section")
-	}
+	require.GreaterOrEqual(t, i, 0, "README.md has no ## Packages section")
 	packageMap := readme[i:]
 	if j := strings.Index(packageMap[1:], "\n## "); j >= 0 {
 		packageMap = packageMap[:j+1]
@@ -610,8 +574,7 @@ func TestPackageMap(t *testing.T) {
 		if rel == "" {
 			rel = "limiter"
 		}
-		if !strings.Contains(packageMap, "| [`"+rel+"`]") && !strings.Contains(packageMap, "| `"+rel+"` |") {
-			t.Errorf("README.md's package map has no line for %s", rel)
-		}
+		assert.True(t, strings.Contains(packageMap, "| [`"+rel+"`]") || strings.Contains(packageMap, "| `"+rel+"` |"),
+			"README.md's package map has no line for %s", rel)
 	}
 }

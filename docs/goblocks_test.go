@@ -20,6 +20,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // knownImports are the packages a fragment may use by name without
@@ -32,6 +35,8 @@ var knownImports = map[string]string{
 	"redisstore":  modulePath + "/redisstore",
 	"redis":       "github.com/redis/go-redis/v9",
 	"storetest":   modulePath + "/storetest",
+	"store":       modulePath + "/store",
+	"httplimit":   modulePath + "/httplimit",
 	"aggregator":  modulePath + "/aggregator",
 	"infra":       modulePath + "/infra",
 	"otelmetrics": modulePath + "/otelmetrics",
@@ -145,9 +150,7 @@ func loadExportData(t *testing.T, paths []string) *exportData {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list -export %v: %v\n%s", paths, err, stderr.String())
-	}
+	require.NoError(t, err, "go list -export %v\n%s", paths, stderr.String())
 	ed := &exportData{files: map[string]string{}}
 	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
@@ -155,14 +158,12 @@ func loadExportData(t *testing.T, paths []string) *exportData {
 			ImportPath, Export string
 			Error              *struct{ Err string }
 		}
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+		err := dec.Decode(&p)
+		if errors.Is(err, io.EOF) {
 			break
-		} else if err != nil {
-			t.Fatal(err)
 		}
-		if p.Error != nil {
-			t.Fatalf("go list: %s: %s", p.ImportPath, p.Error.Err)
-		}
+		require.NoError(t, err)
+		require.Nil(t, p.Error, "go list: %s", p.ImportPath)
 		ed.files[p.ImportPath] = p.Export
 	}
 	return ed
@@ -189,15 +190,12 @@ func goBlocks(t *testing.T) []goBlock {
 			continue
 		}
 		gb, err := makeGoBlock(b)
-		if err != nil {
-			t.Errorf("%s: %v", b, err)
+		if !assert.NoError(t, err, "%s", b) {
 			continue
 		}
 		out = append(out, gb)
 	}
-	if len(out) < 15 {
-		t.Fatalf("%d Go blocks in the docs, want the docs' examples", len(out))
-	}
+	require.GreaterOrEqual(t, len(out), 15, "%d Go blocks in the docs, want the docs' examples", len(out))
 	return out
 }
 
@@ -242,9 +240,7 @@ func sharedExportData(t *testing.T, blocks []goBlock) *exportData {
 		sort.Strings(paths)
 		exportMemo = loadExportData(t, paths)
 	})
-	if exportMemo == nil {
-		t.Fatal("export data not loaded")
-	}
+	require.NotNil(t, exportMemo, "export data not loaded")
 	return exportMemo
 }
 
@@ -261,7 +257,7 @@ func TestGoBlocks(t *testing.T) {
 		for i, src := range gb.files {
 			f, err := parser.ParseFile(fset, fmt.Sprintf("f%d.go", i), src, parser.AllErrors)
 			if err != nil {
-				t.Errorf("%s: %v", gb.block, gb.mapErr(err.Error()))
+				assert.Fail(t, "the block does not parse", "%s: %v", gb.block, gb.mapErr(err.Error()))
 				files = nil
 				break
 			}
@@ -275,7 +271,7 @@ func TestGoBlocks(t *testing.T) {
 			if errors.As(err, &te) && te.Soft && gb.kind != "program" && unusedRe.MatchString(te.Msg) {
 				return // an illustration may declare what it does not use
 			}
-			t.Errorf("%s (%s): %s", gb.block, gb.kind, gb.mapErr(err.Error()))
+			assert.Fail(t, "the block does not type-check", "%s (%s): %s", gb.block, gb.kind, gb.mapErr(err.Error()))
 		}}
 		_, _ = conf.Check("docblock", fset, files, nil)
 	}
@@ -302,33 +298,26 @@ func runPrograms(t *testing.T) {
 			if b.annotation != "output of the program above" {
 				continue
 			}
-			if i == 0 || blocks[i-1].lang != "go" || !startsWithPackage(blocks[i-1].text) {
-				t.Errorf("%s: output of the program above, but the block before is no program", b)
+			if !assert.True(t, i > 0 && blocks[i-1].lang == "go" && startsWithPackage(blocks[i-1].text),
+				"%s: output of the program above, but the block before is no program", b) {
 				continue
 			}
 			runs++
 			dir := t.TempDir()
 			main := filepath.Join(dir, "main.go")
-			if err := os.WriteFile(main, []byte(blocks[i-1].text), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, os.WriteFile(main, []byte(blocks[i-1].text), 0o600))
 			cmd := exec.Command(needTool(t, "go"), "run", main)
 			cmd.Dir = root // the module's go.mod resolves the imports
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
-			if err != nil {
-				t.Errorf("%s: go run: %v\n%s", blocks[i-1], err, stderr.String())
+			if !assert.NoError(t, err, "%s: go run\n%s", blocks[i-1], stderr.String()) {
 				continue
 			}
-			if string(out) != b.text {
-				t.Errorf("%s: the program prints\n%s\nthe docs show\n%s", b, out, b.text)
-			}
+			assert.Equal(t, b.text, string(out), "%s: the program prints\n%s\nthe docs show\n%s", b, out, b.text)
 		}
 	}
-	if runs == 0 {
-		t.Error("no program of the docs is run: the README's quickstart should be")
-	}
+	assert.NotZero(t, runs, "no program of the docs is run: the README's quickstart should be")
 }
 
 // TestIdentifiersExist: every exported identifier a code span of the docs
@@ -345,9 +334,7 @@ func TestIdentifiersExist(t *testing.T) {
 			continue
 		}
 		p, err := imp.Import(path)
-		if err != nil {
-			t.Fatalf("import %s: %v", path, err)
-		}
+		require.NoError(t, err, "import %s", path)
 		pkgs[name] = p
 	}
 	// types names the exported types of the module's packages.
@@ -371,7 +358,7 @@ func TestIdentifiersExist(t *testing.T) {
 	}
 	rateLimiter := pkgs["limiter"].Scope().Lookup("RateLimiter").Type()
 	lease := pkgs["limiter"].Scope().Lookup("Lease").Type()
-	qualRe := regexp.MustCompile(`\b(limiter|memorystore|storetest|aggregator|infra|otelmetrics|rl|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	qualRe := regexp.MustCompile(`\b(limiter|store|httplimit|memorystore|storetest|aggregator|infra|otelmetrics|rl|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	typeRe := regexp.MustCompile(`(?:^|[^\w.])([A-Z]\w*)\.([A-Z]\w*)\b`)
 	checked := 0
 	for _, f := range markdownFiles(t) {
@@ -381,33 +368,24 @@ func TestIdentifiersExist(t *testing.T) {
 				switch m[1] {
 				case "rl", "lease":
 					typ := map[string]types.Type{"rl": rateLimiter, "lease": lease}[m[1]]
-					if !hasMember([]types.Type{typ}, m[2]) {
-						t.Errorf("%s: `%s`: %s has no %s", f, span, typ, m[2])
-					}
+					assert.True(t, hasMember([]types.Type{typ}, m[2]), "%s: `%s`: %s has no %s", f, span, typ, m[2])
 					continue
 				}
 				obj := pkgs[m[1]].Scope().Lookup(m[2])
-				if obj == nil {
-					t.Errorf("%s: `%s`: package %s has no %s", f, span, m[1], m[2])
+				if !assert.NotNil(t, obj, "%s: `%s`: package %s has no %s", f, span, m[1], m[2]) {
 					continue
 				}
-				if m[3] != "" {
-					if tn, ok := obj.(*types.TypeName); ok && !hasMember([]types.Type{tn.Type()}, m[3]) {
-						t.Errorf("%s: `%s`: %s.%s has no %s", f, span, m[1], m[2], m[3])
-					}
+				if tn, ok := obj.(*types.TypeName); ok && m[3] != "" {
+					assert.True(t, hasMember([]types.Type{tn.Type()}, m[3]), "%s: `%s`: %s.%s has no %s", f, span, m[1], m[2], m[3])
 				}
 			}
 			for _, m := range typeRe.FindAllStringSubmatch(span, -1) {
 				if typs, ok := typesByName[m[1]]; ok {
 					checked++
-					if !hasMember(typs, m[2]) {
-						t.Errorf("%s: `%s`: type %s has no %s", f, span, m[1], m[2])
-					}
+					assert.True(t, hasMember(typs, m[2]), "%s: `%s`: type %s has no %s", f, span, m[1], m[2])
 				}
 			}
 		}
 	}
-	if checked < 50 {
-		t.Errorf("only %d identifiers checked, want the docs' API names", checked)
-	}
+	assert.GreaterOrEqual(t, checked, 50, "only %d identifiers checked, want the docs' API names", checked)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // ErrInvalidOptions is matched (errors.Is) by every error of
@@ -136,7 +137,7 @@ func (o StackOptions) Validate() error {
 }
 
 func validateWindows(s string) error {
-	known := []string{limiter.WindowHourly, limiter.WindowDaily, limiter.WindowMonthly}
+	known := []string{store.WindowHourly, store.WindowDaily, store.WindowMonthly}
 	n := 0
 	for w := range strings.SplitSeq(s, ",") {
 		w = strings.TrimSpace(w)

@@ -7,48 +7,48 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file holds the administrative half of the store: entities, stored
 // limit configs, their listings and the audit log.
 
-// CreateEntity implements [limiter.Repository].
-func (m *Store) CreateEntity(ctx context.Context, e limiter.Entity) error {
+// CreateEntity implements [store.Repository].
+func (m *Store) CreateEntity(ctx context.Context, e store.Entity) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if _, ok := m.entities[e.ID]; ok {
-		return &limiter.EntityExistsError{EntityID: e.ID}
+		return &store.EntityExistsError{EntityID: e.ID}
 	}
 	m.entities[e.ID] = cloneEntity(e)
 	return nil
 }
 
-// GetEntity implements [limiter.Repository].
-func (m *Store) GetEntity(ctx context.Context, id string) (limiter.Entity, error) {
+// GetEntity implements [store.Repository].
+func (m *Store) GetEntity(ctx context.Context, id string) (store.Entity, error) {
 	if err := ctx.Err(); err != nil {
-		return limiter.Entity{}, err
+		return store.Entity{}, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	e, ok := m.entities[id]
 	if !ok {
-		return limiter.Entity{}, &limiter.EntityNotFoundError{EntityID: id}
+		return store.Entity{}, &store.EntityNotFoundError{EntityID: id}
 	}
 	return cloneEntity(e), nil
 }
 
-// Children implements [limiter.Repository]; the entities are sorted by id.
-func (m *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity, error) {
+// Children implements [store.Repository]; the entities are sorted by id.
+func (m *Store) Children(ctx context.Context, parentID string) ([]store.Entity, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := []limiter.Entity{}
+	out := []store.Entity{}
 	for _, e := range m.entities {
 		if e.ParentID == parentID {
 			out = append(out, cloneEntity(e))
@@ -58,7 +58,7 @@ func (m *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity
 	return out, nil
 }
 
-// DeleteEntity implements [limiter.Repository].
+// DeleteEntity implements [store.Repository].
 func (m *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -71,7 +71,7 @@ func (m *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 		n++
 	}
 	for k := range m.configs {
-		if k.Level == limiter.LevelEntity && k.EntityID == id {
+		if k.Level == store.LevelEntity && k.EntityID == id {
 			delete(m.configs, k)
 			n++
 		}
@@ -85,14 +85,14 @@ func (m *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 	return n, nil
 }
 
-// LoadConfigs implements [limiter.Repository].
-func (m *Store) LoadConfigs(ctx context.Context, keys []limiter.ConfigKey) (map[limiter.ConfigKey]limiter.Config, error) {
+// LoadConfigs implements [store.Repository].
+func (m *Store) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[limiter.ConfigKey]limiter.Config, len(keys))
+	out := make(map[store.ConfigKey]store.Config, len(keys))
 	for _, k := range keys {
 		if c, ok := m.configs[k]; ok {
 			out[k] = cloneConfig(c)
@@ -101,10 +101,10 @@ func (m *Store) LoadConfigs(ctx context.Context, keys []limiter.ConfigKey) (map[
 	return out, nil
 }
 
-// GetConfig implements [limiter.Repository].
-func (m *Store) GetConfig(ctx context.Context, key limiter.ConfigKey) (limiter.Config, bool, error) {
+// GetConfig implements [store.Repository].
+func (m *Store) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return limiter.Config{}, false, err
+		return store.Config{}, false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -112,8 +112,8 @@ func (m *Store) GetConfig(ctx context.Context, key limiter.ConfigKey) (limiter.C
 	return cloneConfig(c), ok, nil
 }
 
-// PutConfig implements [limiter.Repository].
-func (m *Store) PutConfig(ctx context.Context, key limiter.ConfigKey, c limiter.Config) error {
+// PutConfig implements [store.Repository].
+func (m *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -123,8 +123,8 @@ func (m *Store) PutConfig(ctx context.Context, key limiter.ConfigKey, c limiter.
 	return nil
 }
 
-// DeleteConfig implements [limiter.Repository].
-func (m *Store) DeleteConfig(ctx context.Context, key limiter.ConfigKey) (bool, error) {
+// DeleteConfig implements [store.Repository].
+func (m *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
@@ -135,23 +135,23 @@ func (m *Store) DeleteConfig(ctx context.Context, key limiter.ConfigKey) (bool, 
 	return ok, nil
 }
 
-func cloneConfig(c limiter.Config) limiter.Config {
+func cloneConfig(c store.Config) store.Config {
 	c.Limits = slices.Clone(c.Limits)
 	return c
 }
 
-// ListResourcesWithDefaults implements [limiter.ConfigLister].
+// ListResourcesWithDefaults implements [store.ConfigLister].
 func (m *Store) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
-	return m.listResources(ctx, limiter.LevelResource)
+	return m.listResources(ctx, store.LevelResource)
 }
 
-// ListResourcesWithEntityConfigs implements [limiter.ConfigLister].
+// ListResourcesWithEntityConfigs implements [store.ConfigLister].
 func (m *Store) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
-	return m.listResources(ctx, limiter.LevelEntity)
+	return m.listResources(ctx, store.LevelEntity)
 }
 
 // listResources returns, sorted, the resources of the configs of level.
-func (m *Store) listResources(ctx context.Context, level limiter.ConfigLevel) ([]string, error) {
+func (m *Store) listResources(ctx context.Context, level store.ConfigLevel) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -174,14 +174,14 @@ func (m *Store) listResources(ctx context.Context, level limiter.ConfigLevel) ([
 // cursorPrefix marks the cursors of ListEntitiesWithCustomLimits.
 const cursorPrefix = "mem:"
 
-// ListEntitiesWithCustomLimits implements [limiter.ConfigLister]: the
+// ListEntitiesWithCustomLimits implements [store.ConfigLister]: the
 // entities in id order; pageSize ≤ 0 returns them all.
 func (m *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	after := ""
 	if cursor != "" {
 		id, ok := strings.CutPrefix(cursor, cursorPrefix)
 		if !ok {
-			return nil, "", &limiter.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntitiesWithCustomLimits"}
+			return nil, "", &store.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntitiesWithCustomLimits"}
 		}
 		after = id
 	}
@@ -191,7 +191,7 @@ func (m *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource strin
 	m.mu.Lock()
 	ids := []string{}
 	for k := range m.configs {
-		if k.Level == limiter.LevelEntity && k.Resource == resource && k.EntityID > after {
+		if k.Level == store.LevelEntity && k.Resource == resource && k.EntityID > after {
 			ids = append(ids, k.EntityID)
 		}
 	}
@@ -203,10 +203,10 @@ func (m *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource strin
 	return ids, "", nil
 }
 
-// AppendAudit implements [limiter.AuditLog]. Events of the entity that
+// AppendAudit implements [store.AuditLog]. Events of the entity that
 // expired by ev's time, and the oldest beyond [Options.MaxAuditEvents],
 // are dropped.
-func (m *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires time.Time) error {
+func (m *Store) AppendAudit(ctx context.Context, ev store.AuditEvent, expires time.Time) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -223,15 +223,15 @@ func (m *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires 
 	return nil
 }
 
-// AuditEvents implements [limiter.AuditLog].
-func (m *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]limiter.AuditEvent, error) {
+// AuditEvents implements [store.AuditLog].
+func (m *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]store.AuditEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	events := m.audit[entityID]
-	out := make([]limiter.AuditEvent, 0, min(limit, len(events)))
+	out := make([]store.AuditEvent, 0, min(limit, len(events)))
 	for i := len(events) - 1; i >= 0 && len(out) < limit; i-- {
 		if startEventID != "" && strings.Compare(events[i].ev.EventID, startEventID) >= 0 {
 			continue

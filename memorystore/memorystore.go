@@ -1,4 +1,4 @@
-// Package memorystore is a [limiter.Repository] that keeps everything in
+// Package memorystore is a [store.Repository] that keeps everything in
 // the process's memory: for unit tests of code that uses a
 // [limiter.RateLimiter], and for single-process services where one process
 // owns the limits.
@@ -22,7 +22,7 @@
 //   - There are no usage snapshots (no stream, no aggregator) and no
 //     resource-capacity reports: [limiter.RateLimiter.UsageSnapshots] and
 //     [limiter.RateLimiter.ResourceCapacity] return errors matching
-//     [limiter.ErrUnsupported].
+//     [store.ErrUnsupported].
 package memorystore
 
 import (
@@ -32,7 +32,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // DefaultMaxAuditEvents is the default of [Options.MaxAuditEvents].
@@ -56,23 +56,23 @@ type Store struct {
 	opts Options
 
 	mu       sync.Mutex // guards everything below
-	entities map[string]limiter.Entity
-	configs  map[limiter.ConfigKey]limiter.Config
-	buckets  map[limiter.BucketKey]*limiter.Bucket
+	entities map[string]store.Entity
+	configs  map[store.ConfigKey]store.Config
+	buckets  map[store.BucketKey]*store.Bucket
 	audit    map[string][]auditRecord // per audit entity id, oldest first
 }
 
 type auditRecord struct {
-	ev      limiter.AuditEvent
+	ev      store.AuditEvent
 	expires int64 // epoch ms
 }
 
 var (
-	_ limiter.Repository       = (*Store)(nil)
-	_ limiter.SpeculativeStore = (*Store)(nil)
-	_ limiter.BatchStore       = (*Store)(nil)
-	_ limiter.AuditLog         = (*Store)(nil)
-	_ limiter.ConfigLister     = (*Store)(nil)
+	_ store.Repository       = (*Store)(nil)
+	_ store.SpeculativeStore = (*Store)(nil)
+	_ store.BatchStore       = (*Store)(nil)
+	_ store.AuditLog         = (*Store)(nil)
+	_ store.ConfigLister     = (*Store)(nil)
 )
 
 // New returns an empty in-memory store.
@@ -83,14 +83,14 @@ func New(optFns ...func(*Options)) *Store {
 	}
 	return &Store{
 		opts:     o,
-		entities: make(map[string]limiter.Entity),
-		configs:  make(map[limiter.ConfigKey]limiter.Config),
-		buckets:  make(map[limiter.BucketKey]*limiter.Bucket),
+		entities: make(map[string]store.Entity),
+		configs:  make(map[store.ConfigKey]store.Config),
+		buckets:  make(map[store.BucketKey]*store.Bucket),
 		audit:    make(map[string][]auditRecord),
 	}
 }
 
-// Name implements [limiter.Repository]: "memory".
+// Name implements [store.Repository]: "memory".
 func (m *Store) Name() string { return "memory" }
 
 // BucketCount returns the number of bucket items held.
@@ -116,10 +116,10 @@ func (m *Store) Sweep(nowMs int64) int {
 
 // sweepLocked samples a few buckets and drops the expired ones, except the
 // ones just written. m.mu must be held.
-func (m *Store) sweepLocked(nowMs int64, written []limiter.BucketWrite) {
+func (m *Store) sweepLocked(nowMs int64, written []store.BucketWrite) {
 	n := 0
 	for k, b := range m.buckets {
-		if b.Expired(nowMs) && !slices.ContainsFunc(written, func(w limiter.BucketWrite) bool { return w.Key == k }) {
+		if b.Expired(nowMs) && !slices.ContainsFunc(written, func(w store.BucketWrite) bool { return w.Key == k }) {
 			delete(m.buckets, k)
 		}
 		if n++; n >= sweepSamplesPerCreate {
@@ -131,18 +131,18 @@ func (m *Store) sweepLocked(nowMs int64, written []limiter.BucketWrite) {
 // bucketBox holds a bucket and, inline, the usual few states, so that a
 // copy costs one allocation.
 type bucketBox struct {
-	b   limiter.Bucket
-	arr [4]limiter.BucketState
+	b   store.Bucket
+	arr [4]store.BucketState
 }
 
 // clone returns a deep copy of b for a caller or for staging a write.
-func clone(b *limiter.Bucket) *limiter.Bucket {
+func clone(b *store.Bucket) *store.Bucket {
 	box := &bucketBox{b: *b}
 	box.b.States = append(box.arr[:0], b.States...)
 	return &box.b
 }
 
-func index(b *limiter.Bucket, name string) int {
+func index(b *store.Bucket, name string) int {
 	for i := range b.States {
 		if b.States[i].LimitName == name {
 			return i
@@ -153,7 +153,7 @@ func index(b *limiter.Bucket, name string) int {
 
 // setRefill moves the refill timestamp, keeping every state's LastRefillMs
 // equal to it.
-func setRefill(b *limiter.Bucket, rf int64) {
+func setRefill(b *store.Bucket, rf int64) {
 	b.RefillMs = rf
 	for i := range b.States {
 		b.States[i].LastRefillMs = rf
@@ -161,19 +161,19 @@ func setRefill(b *limiter.Bucket, rf int64) {
 }
 
 // addState inserts s keeping the states sorted by name.
-func addState(b *limiter.Bucket, s limiter.BucketState) {
+func addState(b *store.Bucket, s store.BucketState) {
 	s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = b.Key.EntityID, b.Key.Resource, b.Key.Shard, b.RefillMs
 	i := sort.Search(len(b.States), func(i int) bool { return b.States[i].LimitName >= s.LimitName })
 	b.States = slices.Insert(b.States, i, s)
 }
 
-// LoadBuckets implements [limiter.Repository].
-func (m *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limiter.BucketKey) (map[string]limiter.Entity, map[limiter.BucketKey]*limiter.Bucket, error) {
+// LoadBuckets implements [store.Repository].
+func (m *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]store.Entity, map[store.BucketKey]*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
-	metas := make(map[string]limiter.Entity, len(entityIDs))
-	buckets := make(map[limiter.BucketKey]*limiter.Bucket, len(keys))
+	metas := make(map[string]store.Entity, len(entityIDs))
+	buckets := make(map[store.BucketKey]*store.Bucket, len(keys))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range entityIDs {
@@ -189,8 +189,8 @@ func (m *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limi
 	return metas, buckets, nil
 }
 
-// GetBucket implements [limiter.Repository].
-func (m *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.Bucket, error) {
+// GetBucket implements [store.Repository].
+func (m *Store) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -202,15 +202,15 @@ func (m *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.
 	return nil, nil
 }
 
-// SpeculativeConsume implements [limiter.SpeculativeStore].
-func (m *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
-	res := limiter.SpeculativeResult{Key: req.Key}
+// SpeculativeConsume implements [store.SpeculativeStore].
+func (m *Store) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	res := store.SpeculativeResult{Key: req.Key}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if res.Reason = m.refusalLocked(req); res.Reason != limiter.RefusedNone {
+	if res.Reason = m.refusalLocked(req); res.Reason != store.RefusedNone {
 		if b := m.buckets[req.Key]; b != nil {
 			res.Bucket = clone(b)
 		}
@@ -220,26 +220,26 @@ func (m *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeR
 	return res, nil
 }
 
-// SpeculativeConsumeAll implements [limiter.BatchStore]: under the store's
+// SpeculativeConsumeAll implements [store.BatchStore]: under the store's
 // lock, every request is checked before any is applied.
-func (m *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+func (m *Store) SpeculativeConsumeAll(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	for i, r := range reqs {
 		for j := range i {
 			if reqs[j].Key == r.Key {
-				return nil, &limiter.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
+				return nil, &store.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
 			}
 		}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]limiter.SpeculativeResult, len(reqs))
+	out := make([]store.SpeculativeResult, len(reqs))
 	refused := false
 	for i, r := range reqs {
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Reason: m.refusalLocked(r)}
-		refused = refused || out[i].Reason != limiter.RefusedNone
+		out[i] = store.SpeculativeResult{Key: r.Key, Reason: m.refusalLocked(r)}
+		refused = refused || out[i].Reason != store.RefusedNone
 	}
 	for i, r := range reqs {
 		if refused {
@@ -255,59 +255,59 @@ func (m *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 
 // refusalLocked returns why req cannot be applied, or RefusedNone. m.mu
 // must be held.
-func (m *Store) refusalLocked(req limiter.SpeculativeRequest) limiter.RefusalReason {
+func (m *Store) refusalLocked(req store.SpeculativeRequest) store.RefusalReason {
 	b := m.buckets[req.Key]
 	if b == nil {
-		return limiter.RefusedBucketMissing
+		return store.RefusedBucketMissing
 	}
 	if b.Expired(req.NowMs) {
-		return limiter.RefusedExpired
+		return store.RefusedExpired
 	}
 	for _, l := range req.Limits {
 		i := index(b, l.Name)
 		if i < 0 {
-			return limiter.RefusedLimitMissing
+			return store.RefusedLimitMissing
 		}
-		if s := b.States[i]; s.CapacityMilli != limiter.MilliTokens(l.Capacity) || s.RefillAmountMilli != limiter.MilliTokens(l.RefillAmount) ||
+		if s := b.States[i]; s.CapacityMilli != store.MilliTokens(l.Capacity) || s.RefillAmountMilli != store.MilliTokens(l.RefillAmount) ||
 			s.RefillPeriodMs != l.RefillPeriod.Milliseconds() {
-			return limiter.RefusedLimitsChanged
+			return store.RefusedLimitsChanged
 		}
 	}
 	short := false
 	for name, amount := range req.Consume {
 		i := index(b, name)
 		if i < 0 {
-			return limiter.RefusedLimitMissing
+			return store.RefusedLimitMissing
 		}
-		if amount > 0 && b.States[i].TokensMilli < limiter.MilliTokens(amount) {
+		if amount > 0 && b.States[i].TokensMilli < store.MilliTokens(amount) {
 			short = true
 		}
 	}
 	if short {
-		return limiter.RefusedLimitExhausted
+		return store.RefusedLimitExhausted
 	}
-	return limiter.RefusedNone
+	return store.RefusedNone
 }
 
 // consumeLocked takes req.Consume from its item (refusalLocked found
 // nothing against it) and returns a copy of the item. m.mu must be held.
-func (m *Store) consumeLocked(req limiter.SpeculativeRequest) *limiter.Bucket {
+func (m *Store) consumeLocked(req store.SpeculativeRequest) *store.Bucket {
 	b := m.buckets[req.Key]
 	for name, amount := range req.Consume {
 		if amount == 0 {
 			continue
 		}
 		s := &b.States[index(b, name)]
-		s.TokensMilli -= limiter.MilliTokens(amount)
-		s.TotalConsumedMilli += limiter.MilliTokens(amount)
+		s.TokensMilli -= store.MilliTokens(amount)
+		s.TotalConsumedMilli += store.MilliTokens(amount)
 	}
 	return clone(b)
 }
 
-// WriteBuckets implements [limiter.Repository]: every write is checked and
+// WriteBuckets implements [store.Repository]: every write is checked and
 // applied on copies, and the copies replace the items only when all
 // conditions held.
-func (m *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) error {
+func (m *Store) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -316,12 +316,12 @@ func (m *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	staged := make([]*limiter.Bucket, len(writes))
+	staged := make([]*store.Bucket, len(writes))
 	created := false
 	for i, w := range writes {
 		for j := range i {
 			if writes[j].Key == w.Key {
-				return &limiter.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
+				return &store.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
 			}
 		}
 		b, err := m.applyLocked(w)
@@ -329,7 +329,7 @@ func (m *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) 
 			return err
 		}
 		staged[i] = b
-		created = created || w.Kind == limiter.WriteCreate
+		created = created || w.Kind == store.WriteCreate
 	}
 	for i, w := range writes {
 		m.buckets[w.Key] = staged[i]
@@ -342,15 +342,15 @@ func (m *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) 
 
 // applyLocked returns the item w would leave, or an error matching
 // ErrConditionFailed. It does not change the store. m.mu must be held.
-func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
-	fail := fmt.Errorf("write bucket %s/%s/%d: %w", w.Key.EntityID, w.Key.Resource, w.Key.Shard, limiter.ErrConditionFailed)
+func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
+	fail := fmt.Errorf("write bucket %s/%s/%d: %w", w.Key.EntityID, w.Key.Resource, w.Key.Shard, store.ErrConditionFailed)
 	cur := m.buckets[w.Key]
-	if w.Kind == limiter.WriteCreate {
+	if w.Kind == store.WriteCreate {
 		if cur != nil {
 			return nil, fail
 		}
-		b := &limiter.Bucket{Key: w.Key, ShardCount: max(w.ShardCount, 1), RefillMs: w.NowMs, Cascade: w.Cascade, ParentID: w.ParentID}
-		if w.TTL == limiter.TTLSet {
+		b := &store.Bucket{Key: w.Key, ShardCount: max(w.ShardCount, 1), RefillMs: w.NowMs, Cascade: w.Cascade, ParentID: w.ParentID}
+		if w.TTL == store.TTLSet {
 			b.TTL = ttlSeconds(w.NowMs, w.TTLSeconds)
 		}
 		for _, s := range w.States {
@@ -365,7 +365,7 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 	}
 	b := clone(cur)
 	switch w.Kind {
-	case limiter.WriteNormal:
+	case store.WriteNormal:
 		if b.RefillMs != w.ExpectedRefillMs {
 			return nil, fail
 		}
@@ -396,7 +396,7 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 		if w.RefreshEntity {
 			b.Cascade, b.ParentID = w.Cascade, w.ParentID
 		}
-	case limiter.WriteRetry:
+	case store.WriteRetry:
 		for _, l := range w.Limits {
 			i := index(b, l.Name)
 			if i < 0 {
@@ -413,7 +413,7 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 			s.TokensMilli -= l.ConsumedMilli
 			s.TotalConsumedMilli += l.ConsumedMilli
 		}
-	case limiter.WriteSync:
+	case store.WriteSync:
 		for _, l := range w.Limits {
 			if index(b, l.Name) >= 0 {
 				continue // kept: the limiter applies new parameters on the next acquire
@@ -428,7 +428,7 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 				b.States = slices.Delete(b.States, i, i+1)
 			}
 		}
-	case limiter.WriteReset:
+	case store.WriteReset:
 		for i := range b.States {
 			b.States[i].TokensMilli = b.States[i].CapacityMilli
 		}
@@ -455,7 +455,7 @@ func (m *Store) applyLocked(w limiter.BucketWrite) (*limiter.Bucket, error) {
 }
 
 // initial is the state a write creates for a limit the item lacks.
-func initial(l limiter.LimitWrite) limiter.BucketState {
+func initial(l store.LimitWrite) store.BucketState {
 	s := *l.Initial
 	s.LimitName = l.Name
 	s.TokensMilli = l.Initial.TokensMilli - l.ConsumedMilli
@@ -463,11 +463,11 @@ func initial(l limiter.LimitWrite) limiter.BucketState {
 	return s
 }
 
-func applyTTL(b *limiter.Bucket, w limiter.BucketWrite) {
+func applyTTL(b *store.Bucket, w store.BucketWrite) {
 	switch w.TTL {
-	case limiter.TTLSet:
+	case store.TTLSet:
 		b.TTL = ttlSeconds(w.NowMs, w.TTLSeconds)
-	case limiter.TTLRemove:
+	case store.TTLRemove:
 		b.TTL = 0
 	}
 }
@@ -482,7 +482,7 @@ func ttlSeconds(nowMs, seconds int64) int64 {
 }
 
 // cloneEntity returns e with its own Metadata map.
-func cloneEntity(e limiter.Entity) limiter.Entity {
+func cloneEntity(e store.Entity) store.Entity {
 	if e.Metadata != nil {
 		md := make(map[string]string, len(e.Metadata))
 		for k, v := range e.Metadata {

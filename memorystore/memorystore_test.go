@@ -11,12 +11,13 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/storetest"
 )
 
 // TestConformance runs the backend conformance suite on the memory store.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) limiter.Repository { return memorystore.New() })
+	storetest.Run(t, func(t *testing.T) store.Repository { return memorystore.New() })
 }
 
 // clock is a settable test clock, safe for concurrent use.
@@ -61,7 +62,7 @@ func TestBoundedHeap(t *testing.T) {
 	var base, peak uint64
 	const n = 200_000
 	for i := range n {
-		lease, err := rl.Acquire(ctx, fmt.Sprintf("user-%d", i), "gpt", limiter.Consume{"rps": 1, "tps": 100}, lims)
+		lease, err := rl.Acquire(ctx, fmt.Sprintf("user-%d", i), "gpt", store.Consume{"rps": 1, "tps": 100}, lims)
 		if err != nil {
 			t.Fatalf("acquire %d: %v", i, err)
 		}
@@ -101,11 +102,11 @@ func TestEvictionKeepsSemantics(t *testing.T) {
 	rl := limiter.New(m, limiter.WithClock(clk.now))
 	lims := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for range 2 {
-		if _, err := rl.Acquire(ctx, "a", "gpt", limiter.Consume{"rpm": 1}, lims); err != nil {
+		if _, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := rl.Acquire(ctx, "a", "gpt", limiter.Consume{"rpm": 1}, lims); !errors.Is(err, limiter.ErrRateLimited) {
+	if _, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims); !errors.Is(err, limiter.ErrRateLimited) {
 		t.Fatalf("third acquire: %v", err)
 	}
 	// Refilled, but not expired: kept by a sweep.
@@ -129,27 +130,27 @@ func TestTransactionAtomic(t *testing.T) {
 	ctx := context.Background()
 	m := memorystore.New()
 	now := newClock().now().UnixMilli()
-	st := limiter.BucketState{LimitName: "rpm", TokensMilli: 5000, LastRefillMs: now, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
-	a := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: limiter.BucketKey{EntityID: "a", Resource: "r"}, NowMs: now, States: []limiter.BucketState{st}}
-	if err := m.WriteBuckets(ctx, []limiter.BucketWrite{a}); err != nil {
+	st := store.BucketState{LimitName: "rpm", TokensMilli: 5000, LastRefillMs: now, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
+	a := store.BucketWrite{Kind: store.WriteCreate, Key: store.BucketKey{EntityID: "a", Resource: "r"}, NowMs: now, States: []store.BucketState{st}}
+	if err := m.WriteBuckets(ctx, []store.BucketWrite{a}); err != nil {
 		t.Fatal(err)
 	}
-	adj := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: a.Key, Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
-	missing := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: limiter.BucketKey{EntityID: "b", Resource: "r"}, Limits: adj.Limits}
-	err := m.WriteBuckets(ctx, []limiter.BucketWrite{adj, missing})
-	if !errors.Is(err, limiter.ErrConditionFailed) {
+	adj := store.BucketWrite{Kind: store.WriteAdjust, Key: a.Key, Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
+	missing := store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "b", Resource: "r"}, Limits: adj.Limits}
+	err := m.WriteBuckets(ctx, []store.BucketWrite{adj, missing})
+	if !errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("write to a missing item: %v", err)
 	}
 	b, _ := m.GetBucket(ctx, a.Key)
 	if b.States[0].TokensMilli != 5000 || b.States[0].TotalConsumedMilli != 0 {
 		t.Fatalf("first item changed: %+v", b.States[0])
 	}
-	if err := m.WriteBuckets(ctx, []limiter.BucketWrite{adj, adj}); !errors.Is(err, limiter.ErrValidation) {
+	if err := m.WriteBuckets(ctx, []store.BucketWrite{adj, adj}); !errors.Is(err, store.ErrValidation) {
 		t.Fatalf("two writes to one item: %v", err)
 	}
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := m.WriteBuckets(ctxDone, []limiter.BucketWrite{adj}); !errors.Is(err, context.Canceled) {
+	if err := m.WriteBuckets(ctxDone, []store.BucketWrite{adj}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }
@@ -161,10 +162,10 @@ func BenchmarkAcquire(b *testing.B) {
 	for _, commit := range []bool{false, true} {
 		b.Run(map[bool]string{false: "acquire", true: "acquire+commit"}[commit], func(b *testing.B) {
 			rl := limiter.New(memorystore.New())
-			if err := rl.SetLimits(ctx, "bench", "gpt-4", []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
+			if err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
 				b.Fatal(err)
 			}
-			c := limiter.Consume{"rps": 1, "tps": 100}
+			c := store.Consume{"rps": 1, "tps": 100}
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := rl.Acquire(ctx, "bench", "gpt-4", c)
@@ -186,10 +187,10 @@ func BenchmarkAcquire(b *testing.B) {
 func TestAcquireAllocs(t *testing.T) {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New())
-	if err := rl.SetLimits(ctx, "bench", "gpt-4", []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
+	if err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
 		t.Fatal(err)
 	}
-	c := limiter.Consume{"rps": 1, "tps": 100}
+	c := store.Consume{"rps": 1, "tps": 100}
 	allocs := testing.AllocsPerRun(1000, func() {
 		if _, err := rl.Acquire(ctx, "bench", "gpt-4", c); err != nil {
 			t.Fatal(err)

@@ -41,6 +41,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Meter and instrument names.
@@ -63,8 +64,8 @@ const (
 	// prebuilt attribute sets; newer ones are recorded too, with sets
 	// built on each call.
 	numKnownAcquire     = int(limiter.AcquireCanceled) + 1
-	numKnownSpeculative = int(limiter.SpecFallbackParent) + 1
-	numKnownStoreOps    = int(limiter.StoreLoadConfigs) + 1
+	numKnownSpeculative = int(store.SpecFallbackParent) + 1
+	numKnownStoreOps    = int(store.StoreLoadConfigs) + 1
 	numKnownCaches      = int(limiter.CacheOverLimit) + 1
 
 	resultOK            = 0
@@ -138,11 +139,11 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 		m.acquireOpts[i] = []metric.RecordOption{acquireAttrs(limiter.AcquireOutcome(i))}
 	}
 	for i := range m.specOpts {
-		m.specOpts[i] = []metric.AddOption{specAttrs(limiter.SpeculativeOutcome(i))}
+		m.specOpts[i] = []metric.AddOption{specAttrs(store.SpeculativeOutcome(i))}
 	}
 	for op := range m.storeOpts {
 		for r := range numResults {
-			m.storeOpts[op][r] = []metric.RecordOption{storeAttrs(limiter.StoreOp(op), r)}
+			m.storeOpts[op][r] = []metric.RecordOption{storeAttrs(store.StoreOp(op), r)}
 		}
 	}
 	return m, nil
@@ -152,11 +153,11 @@ func acquireAttrs(o limiter.AcquireOutcome) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOutcome, o.String())))
 }
 
-func specAttrs(o limiter.SpeculativeOutcome) metric.MeasurementOption {
+func specAttrs(o store.SpeculativeOutcome) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOutcome, o.String())))
 }
 
-func storeAttrs(op limiter.StoreOp, result int) metric.MeasurementOption {
+func storeAttrs(op store.StoreOp, result int) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrOp, op.String()), attribute.String(attrResult, resultNames[result])))
 }
 
@@ -178,7 +179,7 @@ func (m *Metrics) AcquireDone(ctx context.Context, outcome limiter.AcquireOutcom
 }
 
 // SpeculativeOutcome counts the outcome.
-func (m *Metrics) SpeculativeOutcome(outcome limiter.SpeculativeOutcome) {
+func (m *Metrics) SpeculativeOutcome(outcome store.SpeculativeOutcome) {
 	ctx := context.Background()
 	if i := int(outcome); i >= 0 && i < numKnownSpeculative {
 		m.spec.Add(ctx, 1, m.specOpts[i]...)
@@ -188,13 +189,13 @@ func (m *Metrics) SpeculativeOutcome(outcome limiter.SpeculativeOutcome) {
 }
 
 // StoreCall records the call's latency under its operation and result.
-func (m *Metrics) StoreCall(ctx context.Context, op limiter.StoreOp, latency time.Duration, err error) {
+func (m *Metrics) StoreCall(ctx context.Context, op store.StoreOp, latency time.Duration, err error) {
 	r := resultOK
 	switch {
 	case err == nil:
-	case errors.Is(err, limiter.ErrConditionFailed):
+	case errors.Is(err, store.ErrConditionFailed):
 		r = resultConditionFail
-	case errors.Is(err, limiter.ErrTransactionConflict):
+	case errors.Is(err, store.ErrTransactionConflict):
 		r = resultConflict
 	default:
 		r = resultError

@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -17,6 +20,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/otelmetrics"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // points summarises the collected data points as sorted lines
@@ -24,9 +28,7 @@ import (
 func points(t *testing.T, reader *sdkmetric.ManualReader) []string {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, reader.Collect(context.Background(), &rm))
 	attrs := func(s attribute.Set) string {
 		var parts []string
 		for _, kv := range s.ToSlice() {
@@ -36,30 +38,24 @@ func points(t *testing.T, reader *sdkmetric.ManualReader) []string {
 	}
 	var out []string
 	for _, sm := range rm.ScopeMetrics {
-		if sm.Scope.Name != otelmetrics.MeterName {
-			t.Errorf("scope %q", sm.Scope.Name)
-		}
+		assert.Equal(t, otelmetrics.MeterName, sm.Scope.Name, "scope %q", sm.Scope.Name)
 		for _, m := range sm.Metrics {
 			switch d := m.Data.(type) {
 			case metricdata.Histogram[float64]:
-				if m.Unit != "s" {
-					t.Errorf("%s: unit %q", m.Name, m.Unit)
-				}
+				assert.Equal(t, "s", m.Unit, "%s: unit %q", m.Name, m.Unit)
 				for _, p := range d.DataPoints {
-					if p.Count > 0 && p.Sum <= 0 {
-						t.Errorf("%s%s: sum %v for %d measurements", m.Name, attrs(p.Attributes), p.Sum, p.Count)
+					if p.Count > 0 {
+						assert.Positive(t, p.Sum, "%s%s: sum for %d measurements", m.Name, attrs(p.Attributes), p.Count)
 					}
 					out = append(out, fmt.Sprintf("%s%s %d", m.Name, attrs(p.Attributes), p.Count))
 				}
 			case metricdata.Sum[int64]:
-				if !d.IsMonotonic {
-					t.Errorf("%s: not monotonic", m.Name)
-				}
+				assert.True(t, d.IsMonotonic, "%s: not monotonic", m.Name)
 				for _, p := range d.DataPoints {
 					out = append(out, fmt.Sprintf("%s%s %d", m.Name, attrs(p.Attributes), p.Value))
 				}
 			default:
-				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
+				assert.Failf(t, "unexpected data", "%s: %T", m.Name, m.Data)
 			}
 		}
 	}
@@ -74,26 +70,23 @@ func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m))
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for i := range 3 {
 		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1}, lim)
-		if i < 2 && err != nil || i == 2 && !errors.Is(err, limiter.ErrRateLimited) {
-			t.Fatalf("acquire %d: %v", i, err)
+		if i < 2 {
+			require.NoError(t, err, "acquire %d", i)
+		} else {
+			require.ErrorIs(t, err, limiter.ErrRateLimited, "acquire %d", i)
 		}
 		if err == nil {
-			if err := lease.Commit(ctx); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, lease.Commit(ctx))
 		}
 	}
-	if _, err := rl.Acquire(ctx, "", "gpt-4", limiter.Consume{"rpm": 1}, lim); !errors.Is(err, limiter.ErrValidation) {
-		t.Fatal(err)
-	}
+	_, err = rl.Acquire(ctx, "", "gpt-4", limiter.Consume{"rpm": 1}, lim)
+	require.ErrorIs(t, err, limiter.ErrValidation)
 	want := []string{
 		"zaelimiter.acquire.duration{outcome=admitted} 2",
 		"zaelimiter.acquire.duration{outcome=invalid} 1",
@@ -110,9 +103,7 @@ func TestMetrics(t *testing.T) {
 		"zaelimiter.store.duration{op=SpeculativeConsume,result=ok} 3",
 		"zaelimiter.store.duration{op=WriteBuckets,result=ok} 1",
 	}
-	if got := points(t, reader); !slices.Equal(got, want) {
-		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, want, points(t, reader), "recorded")
 }
 
 // TestCacheMetrics drives a limiter with tiny caches through hits, misses
@@ -123,17 +114,13 @@ func TestCacheMetrics(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m),
 		limiter.WithOverLimitCache(time.Minute),
 		limiter.WithCacheSize(limiter.CacheConfigs, 3), limiter.WithCacheSize(limiter.CacheEntities, 1),
 		limiter.WithCacheSize(limiter.CacheOverLimit, 1))
-	if err := rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{limiter.PerMinute("rpm", 1)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{limiter.PerMinute("rpm", 1)}))
 	// Per entity: one admission, then refusals (the first by the store,
 	// which fills the over-limit cache, the next by the cache). Entity b
 	// evicts a from the entity and over-limit caches; the config cache,
@@ -144,17 +131,15 @@ func TestCacheMetrics(t *testing.T) {
 			if err == nil {
 				err = lease.Commit(ctx)
 			}
-			if err != nil && !errors.Is(err, limiter.ErrRateLimited) {
-				t.Fatal(err)
+			if !errors.Is(err, limiter.ErrRateLimited) {
+				require.NoError(t, err)
 			}
 		}
 	}
 
 	got := map[string]int64{}
 	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, reader.Collect(ctx, &rm))
 	for _, sm := range rm.ScopeMetrics {
 		for _, mt := range sm.Metrics {
 			if mt.Name != otelmetrics.CacheLookups && mt.Name != otelmetrics.CacheEvictions {
@@ -169,22 +154,18 @@ func TestCacheMetrics(t *testing.T) {
 	}
 	for _, c := range []limiter.CacheName{limiter.CacheConfigs, limiter.CacheEntities, limiter.CacheOverLimit} {
 		st := rl.CacheStats(c)
-		if st.Hits == 0 || st.Misses == 0 || st.Evictions == 0 {
-			t.Errorf("%s: stats %+v; want hits, misses and evictions", c, st)
-		}
+		assert.NotZero(t, st.Hits, "%s: stats %+v; want hits, misses and evictions", c, st)
+		assert.NotZero(t, st.Misses, "%s: stats %+v; want hits, misses and evictions", c, st)
+		assert.NotZero(t, st.Evictions, "%s: stats %+v; want hits, misses and evictions", c, st)
 		for name, want := range map[string]int64{
 			otelmetrics.CacheLookups + "/" + c.String() + "/hit":  st.Hits,
 			otelmetrics.CacheLookups + "/" + c.String() + "/miss": st.Misses,
 			otelmetrics.CacheEvictions + "/" + c.String() + "/":   st.Evictions,
 		} {
-			if got[name] != want {
-				t.Errorf("%s = %d, want %d (CacheStats)", name, got[name], want)
-			}
+			assert.Equal(t, want, got[name], "%s = %d, want %d (CacheStats)", name, got[name], want)
 		}
 	}
-	if n := rl.OverLimitCacheHits(); n == 0 {
-		t.Error("the over-limit cache refused nothing")
-	}
+	assert.NotZero(t, rl.OverLimitCacheHits(), "the over-limit cache refused nothing")
 }
 
 // TestStoreResults: errors are classified by the limiter's sentinels, and
@@ -193,15 +174,13 @@ func TestStoreResults(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, fmt.Errorf("write: %w", limiter.ErrConditionFailed))
-	m.StoreCall(ctx, limiter.StoreWriteBuckets, time.Millisecond, limiter.ErrTransactionConflict)
-	m.StoreCall(ctx, limiter.StoreGetBucket, time.Millisecond, errors.New("boom"))
-	m.StoreCall(ctx, limiter.StoreOp(99), time.Millisecond, nil)
+	require.NoError(t, err)
+	m.StoreCall(ctx, store.StoreWriteBuckets, time.Millisecond, fmt.Errorf("write: %w", store.ErrConditionFailed))
+	m.StoreCall(ctx, store.StoreWriteBuckets, time.Millisecond, store.ErrTransactionConflict)
+	m.StoreCall(ctx, store.StoreGetBucket, time.Millisecond, errors.New("boom"))
+	m.StoreCall(ctx, store.StoreOp(99), time.Millisecond, nil)
 	m.AcquireDone(ctx, limiter.AcquireOutcome(99), time.Millisecond)
-	m.SpeculativeOutcome(limiter.SpeculativeOutcome(99))
+	m.SpeculativeOutcome(store.SpeculativeOutcome(99))
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheMiss, 2)
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheEviction, 1)
 	m.CacheEvent(limiter.CacheEntities, limiter.CacheEvent(99), 1)
@@ -215,9 +194,7 @@ func TestStoreResults(t *testing.T) {
 		"zaelimiter.store.duration{op=WriteBuckets,result=condition_failed} 1",
 		"zaelimiter.store.duration{op=WriteBuckets,result=transaction_conflict} 1",
 	}
-	if got := points(t, reader); !slices.Equal(got, want) {
-		t.Errorf("recorded:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, want, points(t, reader), "recorded")
 }
 
 // TestRecordAllocs: recording allocates nothing in the adapter (the
@@ -225,19 +202,15 @@ func TestStoreResults(t *testing.T) {
 func TestRecordAllocs(t *testing.T) {
 	ctx := context.Background()
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader())))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(1000, func() {
 		m.AcquireDone(ctx, limiter.AcquireAdmitted, time.Millisecond)
-		m.SpeculativeOutcome(limiter.SpecSuccess)
-		m.StoreCall(ctx, limiter.StoreSpeculativeConsume, time.Millisecond, nil)
+		m.SpeculativeOutcome(store.SpecSuccess)
+		m.StoreCall(ctx, store.StoreSpeculativeConsume, time.Millisecond, nil)
 		m.CacheEvent(limiter.CacheConfigs, limiter.CacheHit, 3)
 		m.CacheEvent(limiter.CacheEntities, limiter.CacheEviction, 1)
 	})
-	if allocs > 0 {
-		t.Errorf("%.1f allocations per acquire's measurements, want 0", allocs)
-	}
+	assert.Zero(t, allocs, "%.1f allocations per acquire's measurements, want 0", allocs)
 }
 
 // Report a limiter's acquires, speculative outcomes and DynamoDB calls

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file holds the administrative half of the store: entities, stored
@@ -116,7 +117,7 @@ func (s *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 	keys := []string{s.keys.entity(id), s.keys.entityConfigs(id), s.keys.children(parent.Val()), s.keys.configResources()}
 	args := []any{id}
 	for _, r := range confRes.Val() {
-		keys = append(keys, s.keys.config(limiter.EntityConfig(id, r)), s.keys.configEntities(r))
+		keys = append(keys, s.keys.config(store.EntityConfig(id, r)), s.keys.configEntities(r))
 		args = append(args, r)
 	}
 	v, err := s.run(ctx, scriptDeleteAdmin, keys, args...)
@@ -125,7 +126,7 @@ func (s *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 	}
 	n, _ := v.(int64)
 	for _, r := range bucketRes.Val() {
-		k := s.keys.bucket(limiter.BucketKey{EntityID: id, Resource: r})
+		k := s.keys.bucket(store.BucketKey{EntityID: id, Resource: r})
 		v, err := s.run(ctx, scriptDeleteBucket, []string{k}, strings.TrimSuffix(k, "0"))
 		if err != nil {
 			return int(n), err
@@ -150,7 +151,7 @@ type storedLimit struct {
 	RefillPeriod int64  `json:"refill_period_ns"`
 }
 
-func encodeConfig(c limiter.Config) ([]byte, error) {
+func encodeConfig(c store.Config) ([]byte, error) {
 	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod)}
@@ -158,12 +159,12 @@ func encodeConfig(c limiter.Config) ([]byte, error) {
 	return json.Marshal(sc)
 }
 
-func decodeConfig(raw string) (limiter.Config, error) {
+func decodeConfig(raw string) (store.Config, error) {
 	var sc storedConfig
 	if err := json.Unmarshal([]byte(raw), &sc); err != nil {
-		return limiter.Config{}, fmt.Errorf("%w: redis: malformed config: %w", limiter.ErrUnavailable, err)
+		return store.Config{}, fmt.Errorf("%w: redis: malformed config: %w", limiter.ErrUnavailable, err)
 	}
-	c := limiter.Config{OnUnavailable: limiter.OnUnavailable(sc.OnUnavailable)}
+	c := store.Config{OnUnavailable: limiter.OnUnavailable(sc.OnUnavailable)}
 	for _, l := range sc.Limits {
 		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod)})
 	}
@@ -171,11 +172,11 @@ func decodeConfig(raw string) (limiter.Config, error) {
 }
 
 // LoadConfigs implements [limiter.Repository]: one MGET.
-func (s *Store) LoadConfigs(ctx context.Context, keys []limiter.ConfigKey) (map[limiter.ConfigKey]limiter.Config, error) {
+func (s *Store) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[limiter.ConfigKey]limiter.Config, len(keys))
+	out := make(map[store.ConfigKey]store.Config, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
@@ -202,16 +203,16 @@ func (s *Store) LoadConfigs(ctx context.Context, keys []limiter.ConfigKey) (map[
 }
 
 // GetConfig implements [limiter.Repository].
-func (s *Store) GetConfig(ctx context.Context, key limiter.ConfigKey) (limiter.Config, bool, error) {
+func (s *Store) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	if err := ctx.Err(); err != nil {
-		return limiter.Config{}, false, err
+		return store.Config{}, false, err
 	}
 	raw, err := s.client.Get(ctx, s.keys.config(key)).Result()
 	if errors.Is(err, redis.Nil) {
-		return limiter.Config{}, false, nil
+		return store.Config{}, false, nil
 	}
 	if err != nil {
-		return limiter.Config{}, false, wrap("get config", err)
+		return store.Config{}, false, wrap("get config", err)
 	}
 	c, err := decodeConfig(raw)
 	return c, err == nil, err
@@ -219,14 +220,14 @@ func (s *Store) GetConfig(ctx context.Context, key limiter.ConfigKey) (limiter.C
 
 // configScript returns the keys and arguments (after the config) of the
 // put and delete scripts for key.
-func (s *Store) configScript(key limiter.ConfigKey) ([]string, []any) {
+func (s *Store) configScript(key store.ConfigKey) ([]string, []any) {
 	keys := []string{s.keys.config(key)}
 	level := "s"
 	switch key.Level {
-	case limiter.LevelEntity:
+	case store.LevelEntity:
 		level = "e"
 		keys = append(keys, s.keys.configEntities(key.Resource), s.keys.configResources(), s.keys.entityConfigs(key.EntityID))
-	case limiter.LevelResource:
+	case store.LevelResource:
 		level = "r"
 		keys = append(keys, s.keys.defaults())
 	}
@@ -235,7 +236,7 @@ func (s *Store) configScript(key limiter.ConfigKey) ([]string, []any) {
 
 // PutConfig implements [limiter.Repository]: one script stores the config
 // and its listing entries.
-func (s *Store) PutConfig(ctx context.Context, key limiter.ConfigKey, c limiter.Config) error {
+func (s *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	raw, err := encodeConfig(c)
 	if err != nil {
 		return err
@@ -246,18 +247,18 @@ func (s *Store) PutConfig(ctx context.Context, key limiter.ConfigKey, c limiter.
 }
 
 // DeleteConfig implements [limiter.Repository].
-func (s *Store) DeleteConfig(ctx context.Context, key limiter.ConfigKey) (bool, error) {
+func (s *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	keys, args := s.configScript(key)
 	v, err := s.run(ctx, scriptDelConfig, keys, append([]any{""}, args...)...)
 	return v == int64(1), err
 }
 
-// ListResourcesWithDefaults implements [limiter.ConfigLister].
+// ListResourcesWithDefaults implements [store.ConfigLister].
 func (s *Store) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	return s.sortedMembers(ctx, s.keys.defaults())
 }
 
-// ListResourcesWithEntityConfigs implements [limiter.ConfigLister].
+// ListResourcesWithEntityConfigs implements [store.ConfigLister].
 func (s *Store) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	return s.sortedMembers(ctx, s.keys.configResources())
 }
@@ -277,7 +278,7 @@ func (s *Store) sortedMembers(ctx context.Context, key string) ([]string, error)
 // cursorPrefix marks the cursors of ListEntitiesWithCustomLimits.
 const cursorPrefix = "redis:"
 
-// ListEntitiesWithCustomLimits implements [limiter.ConfigLister]: the
+// ListEntitiesWithCustomLimits implements [store.ConfigLister]: the
 // entities in id order, from a sorted set; pageSize ≤ 0 returns them all.
 func (s *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	min := "-"
@@ -316,7 +317,7 @@ type auditRecord struct {
 	Details   map[string]any `json:"details"`
 }
 
-// AppendAudit implements [limiter.AuditLog]: one script adds the event to
+// AppendAudit implements [store.AuditLog]: one script adds the event to
 // the entity's log, drops the events expired at the event's time and sets
 // the log's lifetime to the retention.
 func (s *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires time.Time) error {
@@ -330,7 +331,7 @@ func (s *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires 
 	return err
 }
 
-// AuditEvents implements [limiter.AuditLog].
+// AuditEvents implements [store.AuditLog].
 func (s *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]limiter.AuditEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

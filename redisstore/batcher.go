@@ -4,93 +4,83 @@ import (
 	"context"
 	"sync"
 
-	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
-// Batching of speculative consumes.
+// Batching under concurrency.
 //
-// The speculative consume is the fast path of every acquire, and under
-// concurrency its cost is the round trip more than the script: the
-// server's time goes to reading and writing the connection. So the store
-// keeps at most maxInFlight consume scripts in flight per slot group (all
-// keys on a standalone server; one resource's buckets, which share a hash
-// tag, on a Cluster). A request that finds them all in flight queues; when
-// one returns, the first queued request becomes the leader of everything
-// queued (up to maxBatch requests) and sends it as one script, in which
-// every request is applied or refused on its own, one after the other,
-// exactly as if it had been sent alone. Uncontended, a request is sent at
-// once, as it would be without batching.
+// Under concurrency a request's cost on Redis is the round trip more than
+// the script: the server's time goes to reading and writing the
+// connection. So the store keeps at most maxInFlight calls of a kind
+// (speculative consumes; Store.Allow) in flight per slot group (all keys
+// on a standalone server; one resource's buckets, which share a hash tag,
+// on a Cluster). A request that finds them all in flight queues; when one
+// returns, the first queued request becomes the leader of everything
+// queued (up to maxBatch requests) and sends it as one call, in which
+// every request is decided on its own, one after the other, exactly as if
+// it had been sent alone. Uncontended, a request is sent at once, as it
+// would be without batching.
 //
 // No goroutine is started: the leader is a caller, and every caller
 // returns once its own request is decided.
 
 const (
-	// maxInFlight is how many consume scripts of one slot group may be in
-	// flight at once: two, so that the server runs one while the other's
-	// reply and the next batch travel.
+	// maxInFlight is how many calls of one slot group may be in flight at
+	// once: two, so that the server runs one while the other's reply and
+	// the next batch travel.
 	maxInFlight = 2
-	// maxBatch bounds the requests of one script, and so how long it
-	// holds the server.
+	// maxBatch bounds the requests of one call, and so how long it holds
+	// the server.
 	maxBatch = 64
 )
 
-// consumeBatcher queues the speculative consumes of a store.
-type consumeBatcher struct {
+// batcher queues requests of type Q whose results are of type R.
+type batcher[Q, R any] struct {
+	op   string                                           // names the call in errors
+	one  func(ctx context.Context, req Q) (R, error)      // sends one request
+	many func(ctx context.Context, reqs []Q) ([]R, error) // sends a batch, each decided alone
+
 	mu     sync.Mutex
-	groups map[string]*consumeGroup // by slot group ("" on a standalone server)
+	groups map[string]*batchGroup[Q, R] // by slot group ("" on a standalone server)
 }
 
-// consumeGroup is the state of one slot group; guarded by the batcher's mu.
-type consumeGroup struct {
+// batchGroup is the state of one slot group; guarded by the batcher's mu.
+type batchGroup[Q, R any] struct {
 	inFlight int
-	queue    []*pendingConsume
+	queue    []*pending[Q, R]
 }
 
-// pendingConsume is a request queued behind the scripts in flight.
-type pendingConsume struct {
-	req limiter.SpeculativeRequest
+// pending is a request queued behind the calls in flight.
+type pending[Q, R any] struct {
+	req Q
 	// done is closed when the request is decided, or when it becomes the
 	// leader of batch.
 	done  chan struct{}
-	taken bool              // out of the queue (in a batch); guarded by mu
-	batch []*pendingConsume // set for a leader: the requests it sends
-	res   limiter.SpeculativeResult
+	taken bool             // out of the queue (in a batch); guarded by mu
+	batch []*pending[Q, R] // set for a leader: the requests it sends
+	res   R
 	err   error
 }
 
-// group returns the slot group of key's requests: every request on a
-// standalone server, one per resource on a Cluster.
-func (s *Store) consumeGroupOf(key limiter.BucketKey) string {
-	if !s.sharded {
-		return ""
-	}
-	return key.Resource
-}
-
-// consume runs req through the batcher.
-func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
-	b := &s.batcher
-	name := s.consumeGroupOf(req.Key)
+// do decides req, of slot group name, at once or in a batch.
+func (b *batcher[Q, R]) do(ctx context.Context, name string, req Q) (R, error) {
 	b.mu.Lock()
 	if b.groups == nil {
-		b.groups = map[string]*consumeGroup{}
+		b.groups = map[string]*batchGroup[Q, R]{}
 	}
 	g := b.groups[name]
 	if g == nil {
-		g = &consumeGroup{}
+		g = &batchGroup[Q, R]{}
 		b.groups[name] = g
 	}
 	if g.inFlight < maxInFlight {
 		g.inFlight++
 		b.mu.Unlock()
-		res, err := s.consumeSlot(ctx, []limiter.SpeculativeRequest{req})
-		s.consumeDone(name, g)
-		if err != nil {
-			return limiter.SpeculativeResult{Key: req.Key}, err
-		}
-		return res[0], nil
+		res, err := b.one(ctx, req)
+		b.done(name, g)
+		return res, err
 	}
-	p := &pendingConsume{req: req, done: make(chan struct{})}
+	p := &pending[Q, R]{req: req, done: make(chan struct{})}
 	g.queue = append(g.queue, p)
 	b.mu.Unlock()
 
@@ -107,7 +97,8 @@ func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (li
 				}
 			}
 			b.mu.Unlock()
-			return limiter.SpeculativeResult{Key: req.Key}, wrap("consume", ctx.Err())
+			var zero R
+			return zero, wrap(b.op, ctx.Err())
 		}
 		b.mu.Unlock()
 		// In a batch already: its outcome is the caller's to know (an
@@ -115,16 +106,15 @@ func (s *Store) consume(ctx context.Context, req limiter.SpeculativeRequest) (li
 		<-p.done
 	}
 	if p.batch != nil {
-		s.lead(ctx, name, g, p)
+		b.lead(ctx, name, g, p)
 	}
 	return p.res, p.err
 }
 
-// consumeDone ends a script of group g: the first queued request becomes
-// the leader of the queue (the script's slot passes to it), or the slot
-// is freed.
-func (s *Store) consumeDone(name string, g *consumeGroup) {
-	b := &s.batcher
+// done ends a call of group g: the first queued request becomes the
+// leader of the queue (the call's slot passes to it), or the slot is
+// freed.
+func (b *batcher[Q, R]) done(name string, g *batchGroup[Q, R]) {
 	b.mu.Lock()
 	if len(g.queue) == 0 {
 		g.inFlight--
@@ -135,7 +125,7 @@ func (s *Store) consumeDone(name string, g *consumeGroup) {
 		return
 	}
 	n := min(len(g.queue), maxBatch)
-	batch := make([]*pendingConsume, n)
+	batch := make([]*pending[Q, R], n)
 	copy(batch, g.queue)
 	g.queue = append(g.queue[:0], g.queue[n:]...)
 	for _, p := range batch {
@@ -147,20 +137,20 @@ func (s *Store) consumeDone(name string, g *consumeGroup) {
 	close(leader.done)
 }
 
-// lead sends leader's batch as one script, hands every request its
-// result and ends the script. The script runs detached from the leader's
+// lead sends leader's batch as one call, hands every request its result
+// and ends the call. The call runs detached from the leader's
 // cancellation: the other requests of the batch are not the leader's to
 // abandon (go-redis's timeouts still bound it).
-func (s *Store) lead(ctx context.Context, name string, g *consumeGroup, leader *pendingConsume) {
+func (b *batcher[Q, R]) lead(ctx context.Context, name string, g *batchGroup[Q, R], leader *pending[Q, R]) {
 	batch := leader.batch
-	reqs := make([]limiter.SpeculativeRequest, len(batch))
+	reqs := make([]Q, len(batch))
 	for i, p := range batch {
 		reqs[i] = p.req
 	}
-	res, err := s.consumeEach(context.WithoutCancel(ctx), reqs)
+	res, err := b.many(context.WithoutCancel(ctx), reqs)
 	for i, p := range batch {
 		if err != nil {
-			p.res, p.err = limiter.SpeculativeResult{Key: p.req.Key}, err
+			p.err = err
 		} else {
 			p.res = res[i]
 		}
@@ -168,5 +158,30 @@ func (s *Store) lead(ctx context.Context, name string, g *consumeGroup, leader *
 			close(p.done)
 		}
 	}
-	s.consumeDone(name, g)
+	b.done(name, g)
+}
+
+// consumeGroupOf returns the slot group of key's requests: every request
+// on a standalone server, one per resource on a Cluster.
+func (s *Store) consumeGroupOf(key store.BucketKey) string {
+	if !s.sharded {
+		return ""
+	}
+	return key.Resource
+}
+
+// consume runs req through the batcher of speculative consumes.
+func (s *Store) consume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	res, err := s.consumes.do(ctx, s.consumeGroupOf(req.Key), req)
+	if err != nil {
+		return store.SpeculativeResult{Key: req.Key}, err
+	}
+	return res, nil
+}
+
+// consumeOne sends one speculative consume.
+func (s *Store) consumeOne(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	var res [1]store.SpeculativeResult
+	err := s.consumeSlot(ctx, []store.SpeculativeRequest{req}, res[:])
+	return res[0], err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The batching of speculative consumes: requests that arrive while the
@@ -29,9 +30,9 @@ func rpmLimit(capacity int64) limiter.Limit { return limiter.PerMinute("rpm", ca
 func createBucket(t *testing.T, s *redisstore.Store, entity, resource string, capacity int64) {
 	t.Helper()
 	l := rpmLimit(capacity)
-	err := s.WriteBuckets(context.Background(), []limiter.BucketWrite{{
-		Kind: limiter.WriteCreate, Key: limiter.BucketKey{EntityID: entity, Resource: resource}, NowMs: batchNow, ShardCount: 1,
-		States: []limiter.BucketState{{LimitName: "rpm", TokensMilli: capacity * 1000, CapacityMilli: capacity * 1000,
+	err := s.WriteBuckets(context.Background(), []store.BucketWrite{{
+		Kind: store.WriteCreate, Key: store.BucketKey{EntityID: entity, Resource: resource}, NowMs: batchNow, ShardCount: 1,
+		States: []store.BucketState{{LimitName: "rpm", TokensMilli: capacity * 1000, CapacityMilli: capacity * 1000,
 			RefillAmountMilli: l.RefillAmount * 1000, RefillPeriodMs: l.RefillPeriod.Milliseconds()}},
 	}})
 	if err != nil {
@@ -41,8 +42,8 @@ func createBucket(t *testing.T, s *redisstore.Store, entity, resource string, ca
 
 // consumeReq asks for amount rpm tokens of (entity, resource) under a limit
 // of the given capacity.
-func consumeReq(entity, resource string, capacity, amount int64) limiter.SpeculativeRequest {
-	return limiter.SpeculativeRequest{Key: limiter.BucketKey{EntityID: entity, Resource: resource},
+func consumeReq(entity, resource string, capacity, amount int64) store.SpeculativeRequest {
+	return store.SpeculativeRequest{Key: store.BucketKey{EntityID: entity, Resource: resource},
 		Consume: limiter.Consume{"rpm": amount}, Limits: []limiter.Limit{rpmLimit(capacity)}, NowMs: batchNow}
 }
 
@@ -56,15 +57,15 @@ func pauseServer(t *testing.T, s *redisstore.Store, d time.Duration) {
 }
 
 type consumeOutcome struct {
-	req limiter.SpeculativeRequest
-	res limiter.SpeculativeResult
+	req store.SpeculativeRequest
+	res store.SpeculativeResult
 	err error
 }
 
 // consumeAll sends reqs from goroutines of their own, the first two (which
 // take the store's in-flight slots while the server is paused) before the
 // others (which queue behind them), and returns every outcome.
-func consumeAll(ctx context.Context, s *redisstore.Store, reqs []limiter.SpeculativeRequest) []consumeOutcome {
+func consumeAll(ctx context.Context, s *redisstore.Store, reqs []store.SpeculativeRequest) []consumeOutcome {
 	out := make([]consumeOutcome, len(reqs))
 	var wg sync.WaitGroup
 	for i, r := range reqs {
@@ -95,7 +96,7 @@ func TestBatchedConsumeDecidesEachAlone(t *testing.T) {
 	}
 	createBucket(t, s, "small", "gpt", 5)
 
-	var reqs []limiter.SpeculativeRequest
+	var reqs []store.SpeculativeRequest
 	reqs = append(reqs, consumeReq("a", "gpt", 1000, 1), consumeReq("b", "gpt", 1000, 1)) // in flight
 	for i := range 30 {
 		reqs = append(reqs, consumeReq([]string{"a", "b", "c"}[i%3], "gpt", 1000, int64(1+i%4)))
@@ -126,20 +127,20 @@ func TestBatchedConsumeDecidesEachAlone(t *testing.T) {
 			t.Fatalf("%v: %v", o.req.Key, o.err)
 		}
 		e := o.req.Key.EntityID
-		var wantReason limiter.RefusalReason
+		var wantReason store.RefusalReason
 		switch {
 		case e == "missing":
-			wantReason = limiter.RefusedBucketMissing
+			wantReason = store.RefusedBucketMissing
 		case e == "c" && o.req.Limits[0].Capacity == 999:
-			wantReason = limiter.RefusedLimitsChanged
+			wantReason = store.RefusedLimitsChanged
 		case e == "c" && o.req.Consume["rpm"] == 5000:
-			wantReason = limiter.RefusedLimitExhausted
+			wantReason = store.RefusedLimitExhausted
 		case e == "small":
 			if o.res.Applied {
 				smallApplied++
 				want[e] += 3
-			} else if o.res.Reason != limiter.RefusedLimitExhausted {
-				t.Errorf("small: refused with %q, want %q", o.res.Reason, limiter.RefusedLimitExhausted)
+			} else if o.res.Reason != store.RefusedLimitExhausted {
+				t.Errorf("small: refused with %q, want %q", o.res.Reason, store.RefusedLimitExhausted)
 			}
 			continue
 		}
@@ -158,7 +159,7 @@ func TestBatchedConsumeDecidesEachAlone(t *testing.T) {
 		t.Errorf("%d of the two requests of 3 on a bucket of 5 applied, want 1", smallApplied)
 	}
 	for e, capacity := range map[string]int64{"a": 1000, "b": 1000, "c": 1000, "small": 5} {
-		b, err := s.GetBucket(ctx, limiter.BucketKey{EntityID: e, Resource: "gpt"})
+		b, err := s.GetBucket(ctx, store.BucketKey{EntityID: e, Resource: "gpt"})
 		if err != nil || b == nil {
 			t.Fatalf("bucket %s: %v, %v", e, b, err)
 		}
@@ -182,7 +183,7 @@ func TestBatchedConsumeCancelledWhileQueued(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	var kept error
-	var keptRes limiter.SpeculativeResult
+	var keptRes store.SpeculativeResult
 	wg.Go(func() { keptRes, kept = s.SpeculativeConsume(context.Background(), consumeReq("a", "gpt", 1000, 10)) })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
@@ -198,7 +199,7 @@ func TestBatchedConsumeCancelledWhileQueued(t *testing.T) {
 	if kept != nil || !keptRes.Applied {
 		t.Fatalf("the request queued with it: %+v, %v", keptRes, kept)
 	}
-	b, err := s.GetBucket(context.Background(), limiter.BucketKey{EntityID: "a", Resource: "gpt"})
+	b, err := s.GetBucket(context.Background(), store.BucketKey{EntityID: "a", Resource: "gpt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestBatchedConsumeServerDown(t *testing.T) {
 	pauseServer(t, s, 2*time.Second)
 	done := make(chan []consumeOutcome)
 	go func() {
-		reqs := make([]limiter.SpeculativeRequest, 10)
+		reqs := make([]store.SpeculativeRequest, 10)
 		for i := range reqs {
 			reqs[i] = consumeReq("a", "gpt", 1000, 1)
 		}
@@ -272,7 +273,7 @@ func TestBatchedConsumeCluster(t *testing.T) {
 	var total int64
 	for _, r := range resources {
 		for e := range 4 {
-			b, err := s.GetBucket(ctx, limiter.BucketKey{EntityID: fmt.Sprint("e", e), Resource: r})
+			b, err := s.GetBucket(ctx, store.BucketKey{EntityID: fmt.Sprint("e", e), Resource: r})
 			if err != nil {
 				t.Fatal(err)
 			}

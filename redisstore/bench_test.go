@@ -203,3 +203,39 @@ func BenchmarkRedisHotKey(b *testing.B) {
 		hot(zaelLimiter(b, client, limiter.WithGroupCommit(true)), "group_commit"),
 		hot(zaelLimiter(b, client, limiter.WithGroupCommit(false)), "no_group_commit"))
 }
+
+// BenchmarkLeaseOneLimit is one acquire and commit of one limit on one key,
+// for profiles of the client's work.
+func BenchmarkLeaseOneLimit(b *testing.B) {
+	client := benchClient(b)
+	rl := zaelLimiter(b, client)
+	ctx := context.Background()
+	lims := limiter.WithLimits(limiter.PerMinute("rpm", 1<<30))
+	b.ReportAllocs()
+	for b.Loop() {
+		lease, err := rl.Acquire(ctx, "k", "api", limiter.Consume{"rpm": 1}, lims)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lease.Commit(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAllow is one Store.Allow on one key, for profiles of the
+// client's work.
+func BenchmarkAllow(b *testing.B) {
+	s, err := redisstore.New(benchClient(b), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(b) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	l := limiter.PerMinute("rpm", 1<<30)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Allow(ctx, "k", l, 1); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

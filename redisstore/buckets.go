@@ -4,22 +4,22 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // decodeBucket converts a bucket hash (HGETALL as a map, see
 // lua/buckets.lua) to a Bucket; nil for an empty hash (a missing key).
-func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
+func decodeBucket(key store.BucketKey, h map[string]string) *store.Bucket {
 	if len(h) == 0 {
 		return nil
 	}
-	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, len(h)-1)}
+	b := &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, len(h)-1)}
 	if hdr, ok := h["h"]; ok {
 		decodeHeader(b, hdr)
 	}
@@ -30,17 +30,18 @@ func decodeBucket(key limiter.BucketKey, h map[string]string) *limiter.Bucket {
 	return b
 }
 
-// decodeJoined decodes an item the consume script returns: its fields and
-// values joined by newlines ("" when the item is missing).
-func decodeJoined(key limiter.BucketKey, item string) *limiter.Bucket {
-	if item == "" {
-		return nil
+// decodeLines decodes an item a consume script returns, its n fields and
+// values one a line at the start of s (nil when n is 0), and returns what
+// follows them.
+func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
+	if n == 0 {
+		return nil, s
 	}
-	b := &limiter.Bucket{Key: key, ShardCount: 1, States: make([]limiter.BucketState, 0, strings.Count(item, "\n")/2)}
-	for item != "" {
+	b := &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, n/2)}
+	for range n / 2 {
 		var k, v string
-		k, item, _ = strings.Cut(item, "\n")
-		v, item, _ = strings.Cut(item, "\n")
+		k, s, _ = strings.Cut(s, "\n")
+		v, s, _ = strings.Cut(s, "\n")
 		if k == "h" {
 			decodeHeader(b, v)
 		} else {
@@ -48,11 +49,11 @@ func decodeJoined(key limiter.BucketKey, item string) *limiter.Bucket {
 		}
 	}
 	finishBucket(b)
-	return b
+	return b, s
 }
 
 // decodeHeader sets b's item attributes from its header field.
-func decodeHeader(b *limiter.Bucket, hdr string) {
+func decodeHeader(b *store.Bucket, hdr string) {
 	var f [5]string
 	splitInto(f[:], hdr)
 	b.RefillMs, b.ShardCount, b.Cascade, b.TTL, b.ParentID = atoi(f[0]), max(int(atoi(f[1])), 1), f[2] == "1", atoi(f[3]), f[4]
@@ -60,7 +61,7 @@ func decodeHeader(b *limiter.Bucket, hdr string) {
 
 // decodeField adds the limit of field k (value v) to b; other fields are
 // ignored.
-func decodeField(b *limiter.Bucket, k, v string) {
+func decodeField(b *store.Bucket, k, v string) {
 	name, ok := strings.CutPrefix(k, "l:")
 	if !ok {
 		return
@@ -68,7 +69,7 @@ func decodeField(b *limiter.Bucket, k, v string) {
 	var f [5]string
 	splitInto(f[:], v)
 	key := b.Key
-	b.States = append(b.States, limiter.BucketState{
+	b.States = append(b.States, store.BucketState{
 		EntityID: key.EntityID, Resource: key.Resource, ShardID: key.Shard, LimitName: name,
 		CapacityMilli: atoi(f[0]), RefillAmountMilli: atoi(f[1]), RefillPeriodMs: atoi(f[2]),
 		TokensMilli: atoi(f[3]), TotalConsumedMilli: atoi(f[4]),
@@ -77,11 +78,11 @@ func decodeField(b *limiter.Bucket, k, v string) {
 
 // finishBucket gives every limit the item's refill time and orders the
 // limits by name.
-func finishBucket(b *limiter.Bucket) {
+func finishBucket(b *store.Bucket) {
 	for i := range b.States {
 		b.States[i].LastRefillMs = b.RefillMs
 	}
-	slices.SortFunc(b.States, func(x, y limiter.BucketState) int { return strings.Compare(x.LimitName, y.LimitName) })
+	slices.SortFunc(b.States, func(x, y store.BucketState) int { return strings.Compare(x.LimitName, y.LimitName) })
 }
 
 // splitInto splits a '|'-separated record into len(f) fields (missing ones
@@ -102,7 +103,7 @@ func splitInto(f []string, s string) {
 
 // LoadBuckets implements [limiter.Repository]: one pipeline of HGETALLs
 // (one round trip on a standalone server; one per server on a Cluster).
-func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limiter.BucketKey) (map[string]limiter.Entity, map[limiter.BucketKey]*limiter.Bucket, error) {
+func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]limiter.Entity, map[store.BucketKey]*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -124,7 +125,7 @@ func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limi
 			metas[id] = decodeEntity(h)
 		}
 	}
-	buckets := make(map[limiter.BucketKey]*limiter.Bucket, len(keys))
+	buckets := make(map[store.BucketKey]*store.Bucket, len(keys))
 	for i, k := range keys {
 		if b := decodeBucket(k, bks[i].Val()); b != nil {
 			buckets[k] = b
@@ -134,7 +135,7 @@ func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []limi
 }
 
 // GetBucket implements [limiter.Repository]: one HGETALL.
-func (s *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.Bucket, error) {
+func (s *Store) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -146,34 +147,34 @@ func (s *Store) GetBucket(ctx context.Context, key limiter.BucketKey) (*limiter.
 }
 
 // encodeWrite appends the script arguments of w (see lua/write.lua).
-func encodeWrite(args []any, w limiter.BucketWrite) []any {
-	kind := map[limiter.WriteKind]string{
-		limiter.WriteCreate: "c", limiter.WriteNormal: "n", limiter.WriteRetry: "r",
-		limiter.WriteAdjust: "a", limiter.WriteSync: "s", limiter.WriteReset: "x",
+func encodeWrite(args []any, w store.BucketWrite) []any {
+	kind := map[store.WriteKind]string{
+		store.WriteCreate: "c", store.WriteNormal: "n", store.WriteRetry: "r",
+		store.WriteAdjust: "a", store.WriteSync: "s", store.WriteReset: "x",
 	}[w.Kind]
 	ttl, abs, rel := "u", "0", "0"
 	switch w.TTL {
-	case limiter.TTLSet:
+	case store.TTLSet:
 		secs := max(w.TTLSeconds, 1)
 		ttl, abs, rel = "s", itoa(floorDiv(w.NowMs, 1000)+w.TTLSeconds), itoa(secs*1000)
-	case limiter.TTLRemove:
+	case store.TTLRemove:
 		ttl = "r"
 	}
 	args = append(args, kind, itoa(w.NowMs), ttl, abs, rel)
-	init := func(args []any, s *limiter.BucketState) []any {
+	init := func(args []any, s *store.BucketState) []any {
 		if s == nil {
 			return append(args, "0")
 		}
 		return append(args, "1", itoa(s.TokensMilli), itoa(s.CapacityMilli), itoa(s.RefillAmountMilli), itoa(s.RefillPeriodMs))
 	}
 	switch w.Kind {
-	case limiter.WriteCreate:
+	case store.WriteCreate:
 		args = append(args, strconv.Itoa(max(w.ShardCount, 1)), boolArg(w.Cascade), w.ParentID, strconv.Itoa(len(w.States)))
 		for _, st := range w.States {
 			args = append(args, st.LimitName, itoa(st.TokensMilli), itoa(st.TotalConsumedMilli),
 				itoa(st.CapacityMilli), itoa(st.RefillAmountMilli), itoa(st.RefillPeriodMs))
 		}
-	case limiter.WriteNormal:
+	case store.WriteNormal:
 		args = append(args, itoa(w.ExpectedRefillMs), boolArg(w.RefreshEntity), boolArg(w.Cascade), w.ParentID, strconv.Itoa(len(w.Limits)))
 		for _, l := range w.Limits {
 			args = append(args, l.Name, itoa(l.ConsumedMilli), itoa(l.RefillMilli))
@@ -184,18 +185,18 @@ func encodeWrite(args []any, w limiter.BucketWrite) []any {
 				args = append(args, "0")
 			}
 		}
-	case limiter.WriteRetry:
+	case store.WriteRetry:
 		args = append(args, strconv.Itoa(len(w.Limits)))
 		for _, l := range w.Limits {
 			args = append(args, l.Name, itoa(l.ConsumedMilli))
 			args = init(args, l.Initial)
 		}
-	case limiter.WriteAdjust:
+	case store.WriteAdjust:
 		args = append(args, strconv.Itoa(len(w.Limits)))
 		for _, l := range w.Limits {
 			args = append(args, l.Name, itoa(l.ConsumedMilli))
 		}
-	case limiter.WriteSync:
+	case store.WriteSync:
 		args = append(args, strconv.Itoa(len(w.Limits)))
 		for _, l := range w.Limits {
 			i := l.Initial
@@ -231,7 +232,7 @@ func floorDiv(a, b int64) int64 {
 // is one script; writes spanning resources (only [limiter.RateLimiter.AcquireAll]
 // sends them) run one script per resource, and when a later one's
 // condition fails the earlier ones are given back (see the package doc).
-func (s *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) error {
+func (s *Store) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -247,7 +248,7 @@ func (s *Store) WriteBuckets(ctx context.Context, writes []limiter.BucketWrite) 
 	}
 	groups := s.slotGroups(len(writes), func(i int) string { return writes[i].Key.Resource })
 	for gi, g := range groups {
-		part := make([]limiter.BucketWrite, len(g))
+		part := make([]store.BucketWrite, len(g))
 		for i, wi := range g {
 			part[i] = writes[wi]
 		}
@@ -296,7 +297,7 @@ func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
 }
 
 // writeSlot runs the write script on writes whose items share a slot.
-func (s *Store) writeSlot(ctx context.Context, writes []limiter.BucketWrite) error {
+func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error {
 	keys := make([]string, len(writes))
 	args := make([]any, 0, 16*len(writes))
 	for i, w := range writes {
@@ -317,37 +318,37 @@ func (s *Store) writeSlot(ctx context.Context, writes []limiter.BucketWrite) err
 			failed = writes[i-1].Key
 		}
 	}
-	return fmt.Errorf("write bucket %s/%s/%d: %w", failed.EntityID, failed.Resource, failed.Shard, limiter.ErrConditionFailed)
+	return fmt.Errorf("write bucket %s/%s/%d: %w", failed.EntityID, failed.Resource, failed.Shard, store.ErrConditionFailed)
 }
 
 // compensate gives back what an applied write consumed: the give-back of a
 // multi-slot write whose later part failed.
-func (s *Store) compensate(ctx context.Context, w limiter.BucketWrite) {
-	back := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: w.Key, NowMs: w.NowMs}
+func (s *Store) compensate(ctx context.Context, w store.BucketWrite) {
+	back := store.BucketWrite{Kind: store.WriteAdjust, Key: w.Key, NowMs: w.NowMs}
 	switch w.Kind {
-	case limiter.WriteCreate:
+	case store.WriteCreate:
 		for _, st := range w.States {
 			if st.TotalConsumedMilli != 0 {
-				back.Limits = append(back.Limits, limiter.LimitWrite{Name: st.LimitName, ConsumedMilli: -st.TotalConsumedMilli})
+				back.Limits = append(back.Limits, store.LimitWrite{Name: st.LimitName, ConsumedMilli: -st.TotalConsumedMilli})
 			}
 		}
-	case limiter.WriteNormal, limiter.WriteRetry, limiter.WriteAdjust:
+	case store.WriteNormal, store.WriteRetry, store.WriteAdjust:
 		for _, l := range w.Limits {
 			if l.ConsumedMilli != 0 {
-				back.Limits = append(back.Limits, limiter.LimitWrite{Name: l.Name, ConsumedMilli: -l.ConsumedMilli})
+				back.Limits = append(back.Limits, store.LimitWrite{Name: l.Name, ConsumedMilli: -l.ConsumedMilli})
 			}
 		}
 	}
 	if len(back.Limits) > 0 {
-		_ = s.writeSlot(context.WithoutCancel(ctx), []limiter.BucketWrite{back})
+		_ = s.writeSlot(context.WithoutCancel(ctx), []store.BucketWrite{back})
 	}
 }
 
 // noteResources records the resources of created items in the index that
 // DeleteEntity reads, once per resource and store.
-func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite) {
+func (s *Store) noteResources(ctx context.Context, writes []store.BucketWrite) {
 	for _, w := range writes {
-		if w.Kind != limiter.WriteCreate {
+		if w.Kind != store.WriteCreate {
 			continue
 		}
 		if _, ok := s.knownResources.Load(w.Key.Resource); ok {
@@ -359,36 +360,78 @@ func (s *Store) noteResources(ctx context.Context, writes []limiter.BucketWrite)
 	}
 }
 
-// encodeConsume appends the script arguments of req (see lua/consume.lua).
-func encodeConsume(args []any, req limiter.SpeculativeRequest) []any {
-	args = append(args, itoa(req.NowMs), strconv.Itoa(len(req.Limits)))
-	for _, l := range req.Limits {
-		args = append(args, l.Name, itoa(limiter.MilliTokens(l.Capacity))+"|"+itoa(limiter.MilliTokens(l.RefillAmount))+"|"+itoa(l.RefillPeriod.Milliseconds()))
+// limitArgs are the consume script's arguments of a limit, its name and
+// "cp|ra|rp", boxed once.
+type limitArgs struct{ name, params any }
+
+// maxLimitArgs bounds the limits whose arguments a store keeps.
+const maxLimitArgs = 1024
+
+// limitArgsOf returns the arguments of l, kept for the next request.
+func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
+	if v, ok := s.limitArgs.Load(l); ok {
+		return v.(limitArgs)
 	}
-	names := make([]string, 0, len(req.Consume))
-	for n := range req.Consume {
-		names = append(names, n)
+	la := limitArgs{name: l.Name, params: itoa(store.MilliTokens(l.Capacity)) + "|" + itoa(store.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
+	if s.limitArgsN.Add(1) <= maxLimitArgs {
+		s.limitArgs.Store(l, la)
 	}
-	sort.Strings(names)
-	args = append(args, strconv.Itoa(len(names)))
-	for _, n := range names {
-		args = append(args, n, itoa(limiter.MilliTokens(req.Consume[n])))
-	}
-	return args
+	return la
 }
 
-// SpeculativeConsume implements [limiter.SpeculativeStore]: one script,
+// consumeArgs returns the command arguments of a consume script on reqs
+// (see lua/consume_lib.lua), its first two left for exec. The numbers are
+// held in one slice and passed by pointer, and the limits' arguments are
+// kept boxed (limitArgsOf), so that a request costs few allocations.
+func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
+	argc, nums := 3+len(reqs), 0
+	for _, r := range reqs {
+		argc += 3 + 2*len(r.Limits) + 2*len(r.Consume)
+		nums += 1 + len(r.Consume)
+	}
+	full := make([]any, 3+len(reqs), argc)
+	ints := make([]int64, 0, nums)
+	keys := make([]string, len(reqs))
+	full[2] = len(reqs)
+	for i, r := range reqs {
+		keys[i] = s.keys.bucket(r.Key)
+		full[3+i] = &keys[i]
+	}
+	for _, r := range reqs {
+		ints = append(ints, r.NowMs)
+		full = append(full, &ints[len(ints)-1], len(r.Limits))
+		for _, l := range r.Limits {
+			la := s.limitArgsOf(l)
+			full = append(full, la.name, la.params)
+		}
+		full = append(full, len(r.Consume))
+		for name, v := range r.Consume {
+			var boxed any = name
+			for _, l := range r.Limits {
+				if l.Name == name {
+					boxed = s.limitArgsOf(l).name
+					break
+				}
+			}
+			ints = append(ints, store.MilliTokens(v))
+			full = append(full, boxed, &ints[len(ints)-1])
+		}
+	}
+	return full
+}
+
+// SpeculativeConsume implements [store.SpeculativeStore]: one script,
 // shared with the requests queued meanwhile under concurrency (see
 // batcher.go).
-func (s *Store) SpeculativeConsume(ctx context.Context, req limiter.SpeculativeRequest) (limiter.SpeculativeResult, error) {
+func (s *Store) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	return s.consume(ctx, req)
 }
 
-// SpeculativeConsumeAll implements [limiter.BatchStore]: one script on a
+// SpeculativeConsumeAll implements [store.BatchStore]: one script on a
 // standalone server. On a Cluster, requests on several resources run one
 // script per resource, in order, and the applied ones are given back when
 // a later one is refused.
-func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -399,14 +442,15 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 			}
 		}
 	}
-	out := make([]limiter.SpeculativeResult, len(reqs))
+	out := make([]store.SpeculativeResult, len(reqs))
 	groups := s.slotGroups(len(reqs), func(i int) string { return reqs[i].Key.Resource })
 	for gi, g := range groups {
-		part := make([]limiter.SpeculativeRequest, len(g))
+		part := make([]store.SpeculativeRequest, len(g))
 		for i, ri := range g {
 			part[i] = reqs[ri]
 		}
-		res, err := s.consumeSlot(ctx, part)
+		res := make([]store.SpeculativeResult, len(part))
+		err := s.consumeSlot(ctx, part, res)
 		if err == nil && res[0].Applied {
 			for i, ri := range g {
 				out[ri] = res[i]
@@ -418,9 +462,9 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 		for _, done := range groups[:gi] {
 			for _, ri := range done {
 				r := out[ri]
-				s.compensate(ctx, limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: r.Key, NowMs: reqs[ri].NowMs, Limits: consumeLimits(reqs[ri].Consume)})
+				s.compensate(ctx, store.BucketWrite{Kind: store.WriteAdjust, Key: r.Key, NowMs: reqs[ri].NowMs, Limits: consumeLimits(reqs[ri].Consume)})
 				b, _ := s.GetBucket(context.WithoutCancel(ctx), r.Key)
-				out[ri] = limiter.SpeculativeResult{Key: r.Key, Bucket: b}
+				out[ri] = store.SpeculativeResult{Key: r.Key, Bucket: b}
 			}
 		}
 		if err != nil {
@@ -436,7 +480,7 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 				if err != nil {
 					return nil, err
 				}
-				out[ri] = limiter.SpeculativeResult{Key: reqs[ri].Key, Bucket: b}
+				out[ri] = store.SpeculativeResult{Key: reqs[ri].Key, Bucket: b}
 			}
 		}
 		return out, nil
@@ -446,66 +490,53 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []limiter.Specul
 
 // consumeLimits turns an amount per limit (tokens) into the limit writes of
 // an adjustment that takes them.
-func consumeLimits(c limiter.Consume) []limiter.LimitWrite {
-	out := make([]limiter.LimitWrite, 0, len(c))
+func consumeLimits(c limiter.Consume) []store.LimitWrite {
+	out := make([]store.LimitWrite, 0, len(c))
 	for name, v := range c {
-		out = append(out, limiter.LimitWrite{Name: name, ConsumedMilli: limiter.MilliTokens(v)})
+		out = append(out, store.LimitWrite{Name: name, ConsumedMilli: store.MilliTokens(v)})
 	}
 	return out
 }
 
-// consumeArgs returns the keys and arguments of a consume script on reqs
-// (see lua/consume_lib.lua).
-func (s *Store) consumeArgs(reqs []limiter.SpeculativeRequest) ([]string, []any) {
-	keys := make([]string, len(reqs))
-	args := make([]any, 0, 12*len(reqs))
-	for i, r := range reqs {
-		keys[i] = s.keys.bucket(r.Key)
-		args = encodeConsume(args, r)
-	}
-	return keys, args
-}
-
 // consumeEach runs the consume script that decides each request on its
 // own (see batcher.go) on requests whose items share a slot.
-func (s *Store) consumeEach(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
+func (s *Store) consumeEach(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
 	s.batches.Add(1)
 	s.batchedConsume.Add(int64(len(reqs)))
-	keys, args := s.consumeArgs(reqs)
-	v, err := s.run(ctx, scriptConsumeEach, keys, args...)
-	if err != nil {
+	out := make([]store.SpeculativeResult, len(reqs))
+	if err := s.consumeRun(ctx, scriptConsumeEach, reqs, out); err != nil {
 		return nil, err
-	}
-	res, _ := v.([]any)
-	if len(res) != 3*len(reqs) {
-		return nil, wrap("consume", errUnexpected)
-	}
-	out := make([]limiter.SpeculativeResult, len(reqs))
-	for i, r := range reqs {
-		reason, _ := res[3*i+1].(string)
-		item, _ := res[3*i+2].(string)
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: res[3*i] == int64(1), Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
 	}
 	return out, nil
 }
 
-// consumeSlot runs the consume script on requests whose items share a slot.
-func (s *Store) consumeSlot(ctx context.Context, reqs []limiter.SpeculativeRequest) ([]limiter.SpeculativeResult, error) {
-	keys, args := s.consumeArgs(reqs)
-	v, err := s.run(ctx, scriptConsume, keys, args...)
+// consumeSlot runs the consume script (all requests or none) on requests
+// whose items share a slot, and writes their results into out.
+func (s *Store) consumeSlot(ctx context.Context, reqs []store.SpeculativeRequest, out []store.SpeculativeResult) error {
+	return s.consumeRun(ctx, scriptConsume, reqs, out)
+}
+
+// consumeRun runs consume script sc on reqs and writes their results into
+// out. The reply is one string (see lua/consume_lib.lua, reply): per
+// request, whether it was applied, the reason it was not, and its item.
+func (s *Store) consumeRun(ctx context.Context, sc *script, reqs []store.SpeculativeRequest, out []store.SpeculativeResult) error {
+	cmd, err := s.exec(ctx, sc, s.consumeArgs(reqs), replyString)
 	if err != nil {
-		return nil, err
+		return wrap(sc.name, err)
 	}
-	res, _ := v.([]any)
-	if len(res) != 1+2*len(reqs) {
-		return nil, wrap("consume", errUnexpected)
-	}
-	applied := res[0] == int64(1)
-	out := make([]limiter.SpeculativeResult, len(reqs))
+	rest := cmd.(*redis.StringCmd).Val()
 	for i, r := range reqs {
-		reason, _ := res[1+i].(string)
-		item, _ := res[1+len(reqs)+i].(string)
-		out[i] = limiter.SpeculativeResult{Key: r.Key, Applied: applied, Bucket: decodeJoined(r.Key, item), Reason: limiter.RefusalReason(reason)}
+		var applied, reason, lines string
+		applied, rest, _ = strings.Cut(rest, "\n")
+		reason, rest, _ = strings.Cut(rest, "\n")
+		lines, rest, _ = strings.Cut(rest, "\n")
+		n, err := strconv.Atoi(lines)
+		if err != nil || n < 0 || (applied != "1" && applied != "0") {
+			return wrap(sc.name, errUnexpected)
+		}
+		var b *store.Bucket
+		b, rest = decodeLines(r.Key, rest, n)
+		out[i] = store.SpeculativeResult{Key: r.Key, Applied: applied == "1", Bucket: b, Reason: store.RefusalReason(reason)}
 	}
-	return out, nil
+	return nil
 }

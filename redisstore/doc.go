@@ -9,9 +9,9 @@
 // It is built on the exported backend contract of package limiter only and
 // passes the conformance suite (package storetest) on a standalone
 // redis-server and on a Redis Cluster. Besides [limiter.Repository] it
-// implements [limiter.SpeculativeStore], [limiter.BatchStore] (so that
+// implements [store.SpeculativeStore], [store.BatchStore] (so that
 // [limiter.RateLimiter.AcquireAll] costs one round trip),
-// [limiter.AuditLog] and [limiter.ConfigLister]. Group commit and the
+// [store.AuditLog] and [store.ConfigLister]. Group commit and the
 // over-limit cache are the limiter's and work unchanged.
 //
 // # One script per bucket operation
@@ -104,7 +104,7 @@
 //
 // # Differences from the DynamoDB backend
 //
-//   - No write sharding ([limiter.ShardStore]): Redis has no per-key write
+//   - No write sharding ([store.ShardStore]): Redis has no per-key write
 //     ceiling like DynamoDB's partitions, so there is no hidden write
 //     capacity limit either.
 //   - No usage snapshots or capacity reports (no stream, no aggregator):

@@ -1,12 +1,18 @@
 package redisstore
 
-import "github.com/zaelimiter/limiter"
+import "github.com/zaelimiter/limiter/store"
 
 // BucketKeyName returns the Redis key of a bucket item.
-func (s *Store) BucketKeyName(k limiter.BucketKey) string { return s.keys.bucket(k) }
+func (s *Store) BucketKeyName(k store.BucketKey) string { return s.keys.bucket(k) }
 
 // BatchStats returns the number of consume scripts sent for queued
 // requests and the number of requests in them.
 func (s *Store) BatchStats() (scripts, requests int64) {
 	return s.batches.Load(), s.batchedConsume.Load()
 }
+
+// LibraryName returns the name of the store's function library.
+func LibraryName() string { return library.name }
+
+// AllowBatches returns the number of Allow calls sent for queued requests.
+func (s *Store) AllowBatches() int64 { return s.allowBatches.Load() }

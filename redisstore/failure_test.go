@@ -3,33 +3,44 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // privateStore returns a store on a server of the test's own, with the
-// client options changed by opt.
-func privateStore(t *testing.T, opt func(*redis.Options)) (*redisstore.Store, *redisserver.Server) {
+// client options changed by opt and the store's by storeOpts.
+func privateStore(t *testing.T, opt func(*redis.Options), storeOpts ...func(*redisstore.Options)) (*redisstore.Store, *redisserver.Server) {
 	t.Helper()
-	srv := redisserver.Private(t)
+	return privateStoreOn(t, redisserver.Private(t), opt, storeOpts...)
+}
+
+// privateStoreOn returns a store on srv.
+func privateStoreOn(t *testing.T, srv *redisserver.Server, opt func(*redis.Options), storeOpts ...func(*redisstore.Options)) (*redisstore.Store, *redisserver.Server) {
+	t.Helper()
 	o := redisserver.ClientOptions(srv.Addr())
 	if opt != nil {
 		opt(o)
 	}
 	c := redis.NewClient(o)
 	t.Cleanup(func() { c.Close() })
-	s, err := redisstore.New(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, err := redisstore.New(c, storeOpts...)
+	require.NoError(t, err)
 	return s, srv
 }
+
+// scriptsOnly makes a store run its Lua code as scripts.
+func scriptsOnly(o *redisstore.Options) { o.DisableFunctions = true }
 
 var tenRPM = limiter.WithLimits(limiter.PerMinute("rpm", 10))
 
@@ -42,40 +53,108 @@ func acquire(ctx context.Context, rl *limiter.RateLimiter, opts ...limiter.Acqui
 	return lease, err
 }
 
-// TestScriptFlushRecovery: when the server forgets its scripts (SCRIPT
-// FLUSH, as after a restart or failover), the store sends them again and
-// the acquire succeeds.
-func TestScriptFlushRecovery(t *testing.T) {
+// libraries returns the names of the function libraries on the server of
+// c.
+func libraries(t *testing.T, c *redis.Client) []string {
+	t.Helper()
+	libs, err := c.FunctionList(context.Background(), redis.FunctionListQuery{}).Result()
+	require.NoError(t, err)
+	var names []string
+	for _, l := range libs {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+// TestLuaCodeRecovery: the store's Lua code survives the server forgetting
+// it. With functions (the default) the library is loaded on the first call
+// and again after FUNCTION FLUSH; with scripts, a script is sent again
+// after SCRIPT FLUSH. Acquires and Allow (both algorithms) succeed after
+// the flush, and the counts show the code was sent again.
+func TestLuaCodeRecovery(t *testing.T) {
 	ctx := context.Background()
-	s, _ := privateStore(t, nil)
-	rl := limiter.New(s)
-	if _, err := acquire(ctx, rl); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name      string
+		opts      []func(*redisstore.Options)
+		functions bool
+		flush     func(c redis.UniversalClient) error
+	}{
+		{"functions", nil, true, func(c redis.UniversalClient) error { return c.FunctionFlush(ctx).Err() }},
+		{"scripts", []func(*redisstore.Options){scriptsOnly}, false, func(c redis.UniversalClient) error { return c.ScriptFlush(ctx).Err() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := privateStore(t, nil, tc.opts...)
+			gcra, err := redisstore.New(s.Client(), append(tc.opts, func(o *redisstore.Options) { o.Algorithm = redisstore.GCRA })...)
+			require.NoError(t, err)
+			rl := limiter.New(s)
+			_, err = acquire(ctx, rl)
+			require.NoError(t, err)
+			assert.Equal(t, tc.functions, s.UsesFunctions())
+			c := s.Client().(*redis.Client)
+			if tc.functions {
+				assert.Equal(t, []string{redisstore.LibraryName()}, libraries(t, c))
+			} else {
+				assert.Empty(t, libraries(t, c))
+			}
+			before := s.ScriptReloads()
+			require.NoError(t, tc.flush(s.Client()))
+			_, err = acquire(ctx, rl)
+			require.NoError(t, err, "acquire after the flush")
+			assert.Greater(t, s.ScriptReloads(), before, "the code was not sent again after the flush")
+			for _, st := range []*redisstore.Store{s, gcra} {
+				require.NoError(t, tc.flush(s.Client()))
+				r, err := st.Allow(ctx, "user", limiter.PerMinute("rpm", 10), 1)
+				require.NoError(t, err, "Allow after the flush")
+				assert.True(t, r.Allowed)
+			}
+			b, err := s.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
+			require.NoError(t, err)
+			require.NotNil(t, b)
+			assert.Equal(t, int64(2000), b.States[0].TotalConsumedMilli)
+		})
 	}
-	before := s.ScriptReloads()
-	if err := s.Client().ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := acquire(ctx, rl); err != nil {
-		t.Fatalf("acquire after SCRIPT FLUSH: %v", err)
-	}
-	if s.ScriptReloads() == before {
-		t.Fatal("no script was sent again after SCRIPT FLUSH")
-	}
-	b, err := s.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
-	if err != nil || b == nil || b.States[0].TotalConsumedMilli != 2000 {
-		t.Fatalf("bucket after two acquires: %+v, %v", b, err)
+}
+
+// TestFunctionsUnavailable: on a server that does not offer functions to
+// the store (FUNCTION or FCALL renamed away, as managed services do), the
+// store turns to scripts by itself and works: acquires, Allow, and
+// recovery after SCRIPT FLUSH.
+func TestFunctionsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	for _, command := range []string{"FUNCTION", "FCALL"} {
+		t.Run(command, func(t *testing.T) {
+			s, _ := privateStoreOn(t, redisserver.Private(t, "--rename-command", command, ""), nil)
+			require.True(t, s.UsesFunctions(), "before the first call")
+			rl := limiter.New(s)
+			_, err := acquire(ctx, rl)
+			require.NoError(t, err)
+			assert.False(t, s.UsesFunctions(), "still on functions")
+			r, err := s.Allow(ctx, "user", limiter.PerMinute("rpm", 10), 1)
+			require.NoError(t, err)
+			assert.True(t, r.Allowed)
+			require.NoError(t, s.Client().ScriptFlush(ctx).Err())
+			before := s.ScriptReloads()
+			_, err = acquire(ctx, rl)
+			require.NoError(t, err)
+			assert.Greater(t, s.ScriptReloads(), before)
+		})
 	}
 }
 
 // TestRestartMidRun: redis-server is killed while a limiter uses it. While
 // it is down every acquire fails fast: with the block mode as an
 // *UnavailableError, with allow as a no-op lease — the fail-closed and
-// fail-open of a throttle. Restarted (empty, without its scripts), it
-// serves again: the scripts are sent again after NOSCRIPT.
+// fail-open of a throttle. Restarted (empty, without its functions or
+// scripts), it serves again: the library is loaded again (or the scripts
+// sent again after NOSCRIPT).
 func TestRestartMidRun(t *testing.T) {
+	t.Run("functions", func(t *testing.T) { restartMidRun(t) })
+	t.Run("scripts", func(t *testing.T) { restartMidRun(t, scriptsOnly) })
+}
+
+func restartMidRun(t *testing.T, storeOpts ...func(*redisstore.Options)) {
 	ctx := context.Background()
-	s, srv := privateStore(t, nil)
+	s, srv := privateStore(t, nil, storeOpts...)
 	rl := limiter.New(s)
 	for range 3 {
 		if _, err := acquire(ctx, rl); err != nil {
@@ -177,7 +256,7 @@ func TestClusterSlots(t *testing.T) {
 		lease.Commit(ctx)
 		var keySlots []int64
 		for _, id := range []string{"key", "proj"} {
-			k := s.BucketKeyName(limiter.BucketKey{EntityID: id, Resource: resource})
+			k := s.BucketKeyName(store.BucketKey{EntityID: id, Resource: resource})
 			if n, err := cc.Exists(ctx, k).Result(); err != nil || n != 1 {
 				t.Fatalf("bucket %s: exists %d, %v", k, n, err)
 			}
@@ -197,18 +276,58 @@ func TestClusterSlots(t *testing.T) {
 	}
 	// A two-resource write: the second condition fails, the first part is
 	// given back.
-	a := limiter.BucketKey{EntityID: "key", Resource: "model-a"}
-	bk := limiter.BucketKey{EntityID: "key", Resource: "model-b"}
-	take := func(k limiter.BucketKey, expected int64) limiter.BucketWrite {
-		return limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
+	a := store.BucketKey{EntityID: "key", Resource: "model-a"}
+	bk := store.BucketKey{EntityID: "key", Resource: "model-b"}
+	take := func(k store.BucketKey, expected int64) store.BucketWrite {
+		return store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: time.Now().UnixMilli(),
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
 	}
-	err := s.WriteBuckets(ctx, []limiter.BucketWrite{take(a, 2000), take(bk, 50_000)})
-	if !errors.Is(err, limiter.ErrConditionFailed) {
+	err := s.WriteBuckets(ctx, []store.BucketWrite{take(a, 2000), take(bk, 50_000)})
+	if !errors.Is(err, store.ErrConditionFailed) {
 		t.Fatalf("cross-slot write with a failing part: %v, want ErrConditionFailed", err)
 	}
 	got, _ := s.GetBucket(ctx, a)
 	if st, _ := got.State("rpm"); st.TokensMilli != 9000 || st.TotalConsumedMilli != 1000 {
 		t.Fatalf("the first part was not given back: %+v", st)
 	}
+}
+
+// TestClusterLibrary: on a Cluster the function library is loaded on every
+// master, so requests on resources in any slot find it; after FUNCTION
+// FLUSH on every master it is loaded again, once per master.
+func TestClusterLibrary(t *testing.T) {
+	ctx := context.Background()
+	s := newClusterStore(t)
+	cc := s.Client().(*redis.ClusterClient)
+	rl := limiter.New(s)
+	check := func(what string) {
+		for i := range 12 {
+			lease, err := rl.Acquire(ctx, "key", "model-"+strconv.Itoa(i), limiter.Consume{"rpm": 1}, tenRPM)
+			require.NoError(t, err, what)
+			require.NoError(t, lease.Commit(ctx))
+		}
+		var mu sync.Mutex
+		libs := map[string][]string{} // by master
+		require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			list, err := m.FunctionList(ctx, redis.FunctionListQuery{}).Result()
+			mu.Lock()
+			defer mu.Unlock()
+			for _, l := range list {
+				libs[m.Options().Addr] = append(libs[m.Options().Addr], l.Name)
+			}
+			return err
+		}))
+		require.Len(t, libs, redisserver.ClusterMasters, "%s: masters with a library", what)
+		for addr, names := range libs {
+			assert.Contains(t, names, redisstore.LibraryName(), "%s: master %s", what, addr)
+		}
+	}
+	check("first calls")
+	assert.True(t, s.UsesFunctions())
+	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		return m.FunctionFlush(ctx).Err()
+	}))
+	before := s.ScriptReloads()
+	check("after FUNCTION FLUSH")
+	assert.Equal(t, before+1, s.ScriptReloads(), "one load, on every master")
 }

@@ -43,3 +43,19 @@ func TestConformance(t *testing.T) {
 func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) limiter.Repository { return newClusterStore(t) })
 }
+
+// TestConformanceScripts runs the suite on a standalone redis-server with
+// the store's Lua code as scripts (EVALSHA), the fallback for servers
+// without functions.
+func TestConformanceScripts(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) limiter.Repository {
+		t.Helper()
+		s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) {
+			o.Prefix, o.DisableFunctions = redisserver.Prefix(t), true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}

@@ -2,9 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"crypto/sha1"
-	"embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,8 +11,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Defaults of [Options].
@@ -40,6 +39,11 @@ type Options struct {
 	// Algorithm is the algorithm of [Store.Allow]: [TokenBucket] (the
 	// default) or [GCRA].
 	Algorithm Algorithm
+	// DisableFunctions runs the store's Lua code as scripts (EVALSHA)
+	// even where the server offers Redis 7 functions. Without it the store
+	// loads its function library once per server and calls it with FCALL,
+	// and turns to scripts by itself on a server without functions.
+	DisableFunctions bool
 }
 
 // Store is a [limiter.Repository] on Redis. It is safe for concurrent use.
@@ -54,19 +58,28 @@ type Store struct {
 	// resource index (DeleteEntity reads it).
 	knownResources sync.Map
 
-	reloads atomic.Int64 // scripts sent again after NOSCRIPT
+	// limitArgs keeps the consume script's arguments of each limit
+	// (limiter.Limit → limitArgs), up to maxLimitArgs of them.
+	limitArgs  sync.Map
+	limitArgsN atomic.Int32
 
-	batcher        consumeBatcher
+	reloads atomic.Int64 // library loads and scripts sent again after NOSCRIPT
+	mode    atomic.Int32 // modeFunctions or modeScripts
+	loads   singleflight.Group
+
+	consumes       batcher[store.SpeculativeRequest, store.SpeculativeResult]
+	allows         batcher[allowReq, AllowResult]
 	batches        atomic.Int64 // consume scripts sent for queued requests
 	batchedConsume atomic.Int64 // the requests in them
+	allowBatches   atomic.Int64 // Allow calls sent for queued requests
 }
 
 var (
-	_ limiter.Repository       = (*Store)(nil)
-	_ limiter.SpeculativeStore = (*Store)(nil)
-	_ limiter.BatchStore       = (*Store)(nil)
-	_ limiter.AuditLog         = (*Store)(nil)
-	_ limiter.ConfigLister     = (*Store)(nil)
+	_ limiter.Repository     = (*Store)(nil)
+	_ store.SpeculativeStore = (*Store)(nil)
+	_ store.BatchStore       = (*Store)(nil)
+	_ store.AuditLog         = (*Store)(nil)
+	_ store.ConfigLister     = (*Store)(nil)
 )
 
 // New returns a store on client: a *redis.Client (a standalone server, or
@@ -86,12 +99,18 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 		}
 	}
 	_, standalone := client.(*redis.Client)
-	return &Store{
+	s := &Store{
 		client:  client,
 		sharded: !standalone,
 		opts:    o,
 		keys:    keyspace{prefix: o.Prefix, ns: o.Namespace},
-	}, nil
+	}
+	if o.DisableFunctions {
+		s.mode.Store(modeScripts)
+	}
+	s.consumes = batcher[store.SpeculativeRequest, store.SpeculativeResult]{op: "consume", one: s.consumeOne, many: s.consumeEach}
+	s.allows = batcher[allowReq, AllowResult]{op: "allow", one: s.allowOne, many: s.allowMany}
+	return s, nil
 }
 
 // Name implements [limiter.Repository]: "redis".
@@ -103,9 +122,11 @@ func (s *Store) Namespace() string { return s.opts.Namespace }
 // Client returns the client the store uses.
 func (s *Store) Client() redis.UniversalClient { return s.client }
 
-// ScriptReloads returns how many times a script was sent again because the
-// server answered NOSCRIPT (it restarted, failed over or flushed its
-// scripts) since the store was created.
+// ScriptReloads returns how many times the store sent its Lua code to the
+// server since it was created: loads of its function library (the first
+// call, and after the server restarted, failed over or flushed its
+// functions) and, in script mode, scripts sent again because the server
+// answered NOSCRIPT.
 func (s *Store) ScriptReloads() int64 { return s.reloads.Load() }
 
 // Ping reports whether the server answers.
@@ -128,7 +149,7 @@ func (k keyspace) admin(parts ...string) string {
 // bucketTag is the hash tag of the bucket items of resource.
 func (k keyspace) bucketTag(resource string) string { return k.ns + ":" + resource }
 
-func (k keyspace) bucket(key limiter.BucketKey) string {
+func (k keyspace) bucket(key store.BucketKey) string {
 	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
@@ -151,73 +172,14 @@ func (k keyspace) throttle(key, kind string) string {
 
 // config returns the key of a stored config. Resources hold no ':', so the
 // entity id (which may) comes last.
-func (k keyspace) config(c limiter.ConfigKey) string {
+func (k keyspace) config(c store.ConfigKey) string {
 	switch c.Level {
-	case limiter.LevelEntity:
+	case store.LevelEntity:
 		return k.admin("c", "e", c.Resource, c.EntityID)
-	case limiter.LevelResource:
+	case store.LevelResource:
 		return k.admin("c", "r", c.Resource)
 	}
 	return k.admin("c", "s")
-}
-
-//go:embed lua/*.lua
-var luaFS embed.FS
-
-// script is one Lua script: the shared library and its body, run with
-// EVALSHA and sent again with EVAL when the server has forgotten it.
-type script struct {
-	name string
-	src  string
-	sha  string
-}
-
-func newScript(name string, parts ...string) *script {
-	var b strings.Builder
-	for _, p := range parts {
-		src, err := luaFS.ReadFile("lua/" + p + ".lua")
-		if err != nil {
-			panic(err) // embedded at build time
-		}
-		b.Write(src)
-		b.WriteByte('\n')
-	}
-	src := b.String()
-	sum := sha1.Sum([]byte(src))
-	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
-}
-
-// The scripts. Every one includes the integer library.
-var (
-	scriptWrite        = newScript("write", "int", "expired", "buckets", "write")
-	scriptConsume      = newScript("consume", "int", "expired", "consume_lib", "consume")
-	scriptConsumeEach  = newScript("consume_each", "int", "expired", "consume_lib", "consume_each")
-	scriptDeleteBucket = newScript("delete_buckets", "int", "delete_buckets")
-	scriptCreateEntity = newScript("create_entity", "int", "create_entity")
-	scriptDeleteAdmin  = newScript("delete_entity", "int", "delete_entity")
-	scriptPutConfig    = newScript("put_config", "int", "put_config")
-	scriptDelConfig    = newScript("delete_config", "int", "delete_config")
-	scriptAudit        = newScript("audit", "int", "audit")
-	scriptTokenBucket  = newScript("token_bucket", "int", "bucket", "token_bucket")
-	scriptGCRA         = newScript("gcra", "int", "gcra")
-)
-
-// run executes sc on keys (all in one slot) with EVALSHA; when the server
-// answers NOSCRIPT (it restarted or flushed its scripts) it sends the
-// script with EVAL, which also caches it again.
-func (s *Store) run(ctx context.Context, sc *script, keys []string, args ...any) (any, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	v, err := s.client.EvalSha(ctx, sc.sha, keys, args...).Result()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		s.reloads.Add(1)
-		v, err = s.client.Eval(ctx, sc.src, keys, args...).Result()
-	}
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	return v, wrap(sc.name, err)
 }
 
 // errUnexpected reports a reply of a script the store does not understand.

@@ -5,7 +5,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Algorithm selects how [Store.Allow] keeps the state of a key.
@@ -65,34 +68,101 @@ func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n in
 		return AllowResult{}, &limiter.ValidationError{Field: "n", Value: itoa(n), Reason: "must be between 0 and MaxInt64/1000"}
 	}
 	now := s.opts.Now().UnixMilli()
-	var v any
-	var err error
+	req := allowReq{key: s.keys.throttle(key, "t"),
+		v: [5]int64{now, store.MilliTokens(limit.Capacity), store.MilliTokens(limit.RefillAmount), limit.RefillPeriod.Milliseconds(), n}}
 	if s.opts.Algorithm == GCRA {
-		v, err = s.run(ctx, scriptGCRA, []string{s.keys.throttle(key, "gcra")},
-			itoa(now), itoa(limit.Capacity), itoa(limit.RefillAmount), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
-	} else {
-		v, err = s.run(ctx, scriptTokenBucket, []string{s.keys.throttle(key, "tb")},
-			itoa(now), itoa(limiter.MilliTokens(limit.Capacity)), itoa(limiter.MilliTokens(limit.RefillAmount)), itoa(limit.RefillPeriod.Milliseconds()), itoa(n))
+		req = allowReq{key: s.keys.throttle(key, "g"), v: [5]int64{now, limit.Capacity, limit.RefillAmount, limit.RefillPeriod.Milliseconds(), n}}
 	}
+	if s.sharded {
+		// Every key has a slot of its own: nothing to batch.
+		return s.allowOne(ctx, req)
+	}
+	return s.allows.do(ctx, "", req)
+}
+
+// allowReq is one request of Store.Allow: the key and the script's five
+// arguments.
+type allowReq struct {
+	key string
+	v   [5]int64
+}
+
+// allowScript is the script of the store's algorithm.
+func (s *Store) allowScript() *script {
+	if s.opts.Algorithm == GCRA {
+		return scriptGCRA
+	}
+	return scriptTokenBucket
+}
+
+// allowOne sends one request of Store.Allow. Its arguments are held in one
+// allocation and passed by pointer, so that none is boxed on its own, and
+// the reply is read without boxing.
+func (s *Store) allowOne(ctx context.Context, req allowReq) (AllowResult, error) {
+	x := &struct {
+		allowReq
+		full [9]any
+	}{allowReq: req}
+	x.full = [9]any{nil, nil, 1, &x.key, &x.v[0], &x.v[1], &x.v[2], &x.v[3], &x.v[4]}
+	res, err := s.allowRun(ctx, x.full[:], 1)
 	if err != nil {
 		return AllowResult{}, err
 	}
-	res, _ := v.([]any)
-	if len(res) != 3 {
-		return AllowResult{}, wrap("allow", errUnexpected)
+	return res[0], nil
+}
+
+// allowMany sends requests of Store.Allow as one call, which decides each
+// on its own, one after the other.
+func (s *Store) allowMany(ctx context.Context, reqs []allowReq) ([]AllowResult, error) {
+	s.allowBatches.Add(1)
+	full := make([]any, 3+6*len(reqs))
+	full[2] = len(reqs)
+	args := full[3+len(reqs):]
+	for i := range reqs {
+		full[3+i] = &reqs[i].key
+		for j := range reqs[i].v {
+			args[5*i+j] = &reqs[i].v[j]
+		}
 	}
-	allowed, _ := res[0].(int64)
-	remaining, _ := res[1].(string)
-	retry, _ := res[2].(string)
-	return AllowResult{Allowed: allowed == 1, Remaining: atoi(remaining), RetryAfter: durationFromMillis(retry)}, nil
+	return s.allowRun(ctx, full, len(reqs))
+}
+
+// allowRun runs the store's Allow script with the command arguments full
+// on n keys.
+func (s *Store) allowRun(ctx context.Context, full []any, n int) ([]AllowResult, error) {
+	sc := s.allowScript()
+	cmd, err := s.exec(ctx, sc, full, replyInts)
+	if err != nil {
+		return nil, wrap(sc.name, err)
+	}
+	v := cmd.(*redis.IntSliceCmd).Val()
+	if len(v) != 3*n {
+		return nil, wrap("allow", errUnexpected)
+	}
+	out := make([]AllowResult, n)
+	for i := range out {
+		out[i] = AllowResult{Allowed: v[3*i] == 1, Remaining: v[3*i+1], RetryAfter: durationFromMs(v[3*i+2])}
+	}
+	return out, nil
+}
+
+// durationFromMs converts a whole number of milliseconds to a Duration,
+// saturating as the limiter's bucket math does; a negative number means
+// never.
+func durationFromMs(ms int64) time.Duration {
+	const maxMs = (1<<63 - 1) / int64(time.Millisecond)
+	if ms < 0 || ms > maxMs {
+		return 1<<63 - 1
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // ResetKey forgets key's state under the store's algorithm: the next Allow
 // finds it full.
 func (s *Store) ResetKey(ctx context.Context, key string) error {
-	kind := "tb"
+	kind := "t"
 	if s.opts.Algorithm == GCRA {
-		kind = "gcra"
+		kind = "g"
 	}
 	if err := ctx.Err(); err != nil {
 		return err

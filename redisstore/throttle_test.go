@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
@@ -141,5 +145,41 @@ func TestAlgorithmsSameTrace(t *testing.T) {
 	if count(redisstore.TokenBucket, "burst1") != 5 || count(redisstore.TokenBucket, "steady") != 10 || count(redisstore.GCRA, "steady") != 10 {
 		t.Fatalf("burst %d, steady %d and %d; want 5, and 10 at the rate for both",
 			count(redisstore.TokenBucket, "burst1"), count(redisstore.TokenBucket, "steady"), count(redisstore.GCRA, "steady"))
+	}
+}
+
+// TestAllowConcurrentExact: 32 goroutines call Allow on one key of
+// capacity 100 with the clock stopped, for both algorithms. Under this
+// contention the store sends queued requests together, and still exactly
+// 100 are admitted (GCRA: 101, its burst is one more).
+func TestAllowConcurrentExact(t *testing.T) {
+	ctx := context.Background()
+	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s := throttleStore(t, alg, storetest.NewClock())
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 32 {
+				wg.Go(func() {
+					for range 10 {
+						r, err := s.Allow(ctx, "k", limiter.PerMinute("rpm", 100), 1)
+						if !assert.NoError(t, err) {
+							return
+						}
+						if r.Allowed {
+							admitted.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			want := int64(100)
+			if alg == redisstore.GCRA {
+				want = 101
+			}
+			assert.Equal(t, want, admitted.Load())
+			t.Logf("%d calls for queued requests", s.AllowBatches())
+			assert.Positive(t, s.AllowBatches(), "nothing was batched")
+		})
 	}
 }

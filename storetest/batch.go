@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Reset and the all-or-nothing batch: the contract of WriteReset and of
@@ -22,27 +23,27 @@ func init() {
 }
 
 // runContractBatch checks WriteReset and, when the repository implements
-// it, limiter.BatchStore.
-func runContractBatch(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+// it, store.BatchStore.
+func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	ctx := context.Background()
 	t.Run("Reset", func(t *testing.T) {
 		repo := newRepo(t)
-		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
 		debt := state("tpm", 1000, 0)
 		debt.TokensMilli = -500_000
-		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
-			States: []limiter.BucketState{state("rpm", 10, 2), debt}, TTL: limiter.TTLSet, TTLSeconds: 600}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
+			States: []store.BucketState{state("rpm", 10, 2), debt}, TTL: store.TTLSet, TTLSeconds: 600}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{w}); err != nil {
 			t.Fatal(err)
 		}
-		take := limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: nowMs,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take}); err != nil {
+		take := store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: nowMs,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{take}); err != nil {
 			t.Fatal(err)
 		}
-		reset := limiter.BucketWrite{Kind: limiter.WriteReset, Key: k, NowMs: nowMs + 5000,
-			Limits: []limiter.LimitWrite{{Name: "rpm"}, {Name: "tpm"}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{reset}); err != nil {
+		reset := store.BucketWrite{Kind: store.WriteReset, Key: k, NowMs: nowMs + 5000,
+			Limits: []store.LimitWrite{{Name: "rpm"}, {Name: "tpm"}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{reset}); err != nil {
 			t.Fatalf("reset: %v", err)
 		}
 		// Balances at capacity; totals kept.
@@ -52,13 +53,13 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) limiter.Repositor
 			t.Fatalf("after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
 		}
 		// A read-then-write computed before the reset loses its lock.
-		stale := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000, RefillMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{stale}); !errors.Is(err, limiter.ErrConditionFailed) {
+		stale := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{stale}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("normal write with the refill time before the reset: %v, want ErrConditionFailed", err)
 		}
-		reset.Key = limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{reset}); !errors.Is(err, limiter.ErrConditionFailed) {
+		reset.Key = store.BucketKey{EntityID: "nobody", Resource: "gpt"}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{reset}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("reset of a missing item: %v, want ErrConditionFailed", err)
 		}
 		if got := balances(t, repo, reset.Key); got != "missing" {
@@ -68,25 +69,25 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) limiter.Repositor
 
 	t.Run("BatchStore", func(t *testing.T) {
 		repo := newRepo(t)
-		bs, ok := repo.(limiter.BatchStore)
+		bs, ok := repo.(store.BatchStore)
 		if !ok {
-			t.Skip("not a limiter.BatchStore")
+			t.Skip("not a store.BatchStore")
 		}
-		a := limiter.BucketKey{EntityID: "a", Resource: "gpt"}
-		p := limiter.BucketKey{EntityID: "p", Resource: "claude"}
+		a := store.BucketKey{EntityID: "a", Resource: "gpt"}
+		p := store.BucketKey{EntityID: "p", Resource: "claude"}
 		create(t, repo, a, state("rpm", 10, 5))
 		create(t, repo, p, state("rpm", 10, 1), state("tpm", 1000, 900))
 		rpm := limiter.PerMinute("rpm", 10)
-		req := func(k limiter.BucketKey, c limiter.Consume, limits ...limiter.Limit) limiter.SpeculativeRequest {
-			return limiter.SpeculativeRequest{Key: k, Consume: c, Limits: limits, NowMs: nowMs}
+		req := func(k store.BucketKey, c store.Consume, limits ...store.Limit) store.SpeculativeRequest {
+			return store.SpeculativeRequest{Key: k, Consume: c, Limits: limits, NowMs: nowMs}
 		}
 		// One request short: nothing applies, each item comes back as it was.
-		res, err := bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
-			req(a, limiter.Consume{"rpm": 2}, rpm), req(p, limiter.Consume{"rpm": 2, "tpm": 100}, rpm)})
+		res, err := bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
+			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 2, "tpm": 100}, rpm)})
 		if err != nil || len(res) != 2 {
 			t.Fatalf("refused batch: %+v, %v", res, err)
 		}
-		if res[0].Applied || res[1].Applied || res[0].Reason != limiter.RefusedNone || res[1].Reason != limiter.RefusedLimitExhausted {
+		if res[0].Applied || res[1].Applied || res[0].Reason != store.RefusedNone || res[1].Reason != store.RefusedLimitExhausted {
 			t.Fatalf("refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted",
 				res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
 		}
@@ -96,15 +97,15 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) limiter.Repositor
 		wantBalances(t, repo, a, "rpm=5000/0")
 		wantBalances(t, repo, p, "rpm=1000/0 tpm=900000/0")
 		// A missing item refuses the whole batch too.
-		res, err = bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
-			req(a, limiter.Consume{"rpm": 1}, rpm), req(limiter.BucketKey{EntityID: "x", Resource: "gpt"}, limiter.Consume{"rpm": 1})})
-		if err != nil || res[0].Applied || res[1].Reason != limiter.RefusedBucketMissing || res[1].Bucket != nil {
+		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
+			req(a, store.Consume{"rpm": 1}, rpm), req(store.BucketKey{EntityID: "x", Resource: "gpt"}, store.Consume{"rpm": 1})})
+		if err != nil || res[0].Applied || res[1].Reason != store.RefusedBucketMissing || res[1].Bucket != nil {
 			t.Fatalf("batch with a missing item: %+v, %v", res, err)
 		}
 		wantBalances(t, repo, a, "rpm=5000/0")
 		// Everything fits: all apply, each result holds its item after.
-		res, err = bs.SpeculativeConsumeAll(ctx, []limiter.SpeculativeRequest{
-			req(a, limiter.Consume{"rpm": 2}, rpm), req(p, limiter.Consume{"rpm": 1, "tpm": 100}, rpm)})
+		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
+			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 1, "tpm": 100}, rpm)})
 		if err != nil || !res[0].Applied || !res[1].Applied {
 			t.Fatalf("fitting batch: %+v, %v", res, err)
 		}
@@ -129,17 +130,17 @@ func resetScenario(t *testing.T, b *backend) {
 	if n != 10 {
 		t.Fatalf("drained %d, want 10", n)
 	}
-	lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"tpm": 900}, lims)
+	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"tpm": 900}, lims)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lease.Adjust(limiter.Consume{"tpm": 300}); err != nil { // into debt
+	if err := lease.Adjust(store.Consume{"tpm": 300}); err != nil { // into debt
 		t.Fatal(err)
 	}
 	if err := lease.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err = rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1}, lims)
+	_, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 1}, lims)
 	b.noteErr("drained", err)
 	b.clock.Advance(time.Second)
 	if err := rl.Reset(ctx, "k", "gpt"); err != nil {
@@ -170,7 +171,7 @@ func resetScenario(t *testing.T, b *backend) {
 		actions = append(actions, fmt.Sprintf("%s:%s:%s:%v", ev.Action, ev.Resource, ev.Principal, ev.Details["buckets_reset"]))
 	}
 	b.noteCap(capAuditLog, "audit %v", actions)
-	if len(events) != 2 || events[0].Action != limiter.AuditBucketReset {
+	if len(events) != 2 || events[0].Action != store.AuditBucketReset {
 		t.Fatalf("audit events %v, want two bucket_reset", actions)
 	}
 }
@@ -194,25 +195,25 @@ func statusLine(statuses [][]limiter.LimitStatus) string {
 func acquireAllScenario(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	for _, e := range []limiter.Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}, {ID: "key2", ParentID: "proj", Cascade: true}} {
+	for _, e := range []store.Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}, {ID: "key2", ParentID: "proj", Cascade: true}} {
 		if _, err := rl.CreateEntity(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rl.SetLimits(ctx, "proj", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
+	if err := rl.SetLimits(ctx, "proj", "gpt", []store.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
 		t.Fatal(err)
 	}
-	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: limiter.Consume{"rpm": 1}, Limits: []limiter.Limit{limiter.PerMinute("rpm", 2)}}
+	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: []store.Limit{limiter.PerMinute("rpm", 2)}}
 	buckets := func() string {
 		return fmt.Sprintf("key1=%s key2=%s proj=%s solo=%s", b.bucket("key1", "gpt"), b.bucket("key2", "gpt"), b.bucket("proj", "gpt"), b.bucket("solo", "claude"))
 	}
 	for round := range 2 { // the first creates the buckets, the second finds them
 		lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{
-			{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 300}},
-			{EntityID: "key2", Resource: "gpt", Consume: limiter.Consume{"tpm": 200}},
+			{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"tpm": 300}},
+			{EntityID: "key2", Resource: "gpt", Consume: store.Consume{"tpm": 200}},
 			solo,
 		})
 		b.noteErr(fmt.Sprintf("batch %d", round), err)
@@ -230,7 +231,7 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	}
 	// solo is empty: the batch is refused and key1 and the parent keep
 	// everything.
-	_, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 100}}, solo})
+	_, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"tpm": 100}}, solo})
 	b.noteErr("refused batch", err)
 	b.note("statuses %s", statusLine(statuses))
 	var rle *limiter.RateLimitExceededError
@@ -241,7 +242,7 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	// After a refill the same batch is admitted; a rollback gives every
 	// bucket back what it took.
 	b.clock.Advance(30 * time.Second)
-	lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"tpm": 100}}, solo})
+	lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"tpm": 100}}, solo})
 	b.noteErr("after refill", err)
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +252,8 @@ func acquireAllScenario(t *testing.T, b *backend) {
 		t.Fatal(err)
 	}
 	b.note("rolled back %s", buckets())
-	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: limiter.Consume{"rmp": 1}}})
+	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"rmp": 1}}})
 	b.noteErr("typo", err)
-	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{solo, {EntityID: "solo", Resource: "claude", Consume: limiter.Consume{"rpm": 1}, Limits: []limiter.Limit{limiter.PerMinute("rpm", 3)}}})
+	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{solo, {EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: []store.Limit{limiter.PerMinute("rpm", 3)}}})
 	b.noteErr("conflicting limits", err)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The contract checks call the repository directly, one method at a time,
@@ -20,25 +21,25 @@ var nowMs = Epoch.UnixMilli()
 
 // state is a bucket state of a limit of capacity tokens refilling capacity
 // per minute, holding tokens.
-func state(name string, capacity, tokens int64) limiter.BucketState {
-	return limiter.BucketState{
+func state(name string, capacity, tokens int64) store.BucketState {
+	return store.BucketState{
 		LimitName: name, TokensMilli: tokens * 1000, LastRefillMs: nowMs,
 		CapacityMilli: capacity * 1000, RefillAmountMilli: capacity * 1000, RefillPeriodMs: 60_000,
 	}
 }
 
 // create writes a new bucket item of states at nowMs.
-func create(t *testing.T, repo limiter.Repository, key limiter.BucketKey, states ...limiter.BucketState) {
+func create(t *testing.T, repo store.Repository, key store.BucketKey, states ...store.BucketState) {
 	t.Helper()
-	w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: key, NowMs: nowMs, ShardCount: 1, States: states}
-	if err := repo.WriteBuckets(context.Background(), []limiter.BucketWrite{w}); err != nil {
+	w := store.BucketWrite{Kind: store.WriteCreate, Key: key, NowMs: nowMs, ShardCount: 1, States: states}
+	if err := repo.WriteBuckets(context.Background(), []store.BucketWrite{w}); err != nil {
 		t.Fatalf("create %v: %v", key, err)
 	}
 }
 
 // balances returns the item's limits as "name=tk/tc" in order, or
 // "missing".
-func balances(t *testing.T, repo limiter.Repository, key limiter.BucketKey) string {
+func balances(t *testing.T, repo store.Repository, key store.BucketKey) string {
 	t.Helper()
 	b, err := repo.GetBucket(context.Background(), key)
 	if err != nil {
@@ -57,26 +58,26 @@ func balances(t *testing.T, repo limiter.Repository, key limiter.BucketKey) stri
 	return s
 }
 
-func wantBalances(t *testing.T, repo limiter.Repository, key limiter.BucketKey, want string) {
+func wantBalances(t *testing.T, repo store.Repository, key store.BucketKey, want string) {
 	t.Helper()
 	if got := balances(t, repo, key); got != want {
 		t.Fatalf("bucket %s/%s/%d = %q, want %q", key.EntityID, key.Resource, key.Shard, got, want)
 	}
 }
 
-func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	ctx := context.Background()
 	t.Run("Entities", func(t *testing.T) {
 		repo := newRepo(t)
 		created := Epoch.Truncate(time.Second)
-		p := limiter.Entity{ID: "proj", Name: "Project", Metadata: map[string]string{"tier": "gold"}, CreatedAt: created}
-		c := limiter.Entity{ID: "key", Name: "key", ParentID: "proj", Cascade: true, Metadata: map[string]string{}, CreatedAt: created}
-		for _, e := range []limiter.Entity{p, c} {
+		p := store.Entity{ID: "proj", Name: "Project", Metadata: map[string]string{"tier": "gold"}, CreatedAt: created}
+		c := store.Entity{ID: "key", Name: "key", ParentID: "proj", Cascade: true, Metadata: map[string]string{}, CreatedAt: created}
+		for _, e := range []store.Entity{p, c} {
 			if err := repo.CreateEntity(ctx, e); err != nil {
 				t.Fatalf("CreateEntity %s: %v", e.ID, err)
 			}
 		}
-		if err := repo.CreateEntity(ctx, p); !errors.Is(err, limiter.ErrEntityExists) {
+		if err := repo.CreateEntity(ctx, p); !errors.Is(err, store.ErrEntityExists) {
 			t.Fatalf("CreateEntity of an existing id: %v, want ErrEntityExists", err)
 		}
 		got, err := repo.GetEntity(ctx, "key")
@@ -86,7 +87,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if got, _ := repo.GetEntity(ctx, "proj"); got.Name != "Project" || got.Metadata["tier"] != "gold" {
 			t.Fatalf("GetEntity(proj) = %+v", got)
 		}
-		if _, err := repo.GetEntity(ctx, "nobody"); !errors.Is(err, limiter.ErrEntityNotFound) {
+		if _, err := repo.GetEntity(ctx, "nobody"); !errors.Is(err, store.ErrEntityNotFound) {
 			t.Fatalf("GetEntity of a missing id: %v, want ErrEntityNotFound", err)
 		}
 		kids, err := repo.Children(ctx, "proj")
@@ -97,19 +98,19 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatalf("Children of a leaf = %+v, %v", kids, err)
 		}
 		// DeleteEntity takes the entity's configs and buckets with it.
-		if err := repo.PutConfig(ctx, limiter.EntityConfig("key", "gpt"), limiter.Config{Limits: []limiter.Limit{cRPM}}); err != nil {
+		if err := repo.PutConfig(ctx, store.EntityConfig("key", "gpt"), store.Config{Limits: []store.Limit{cRPM}}); err != nil {
 			t.Fatal(err)
 		}
-		k := limiter.BucketKey{EntityID: "key", Resource: "gpt"}
+		k := store.BucketKey{EntityID: "key", Resource: "gpt"}
 		create(t, repo, k, state("rpm", 10, 9))
 		n, err := repo.DeleteEntity(ctx, "key")
 		if err != nil || n < 3 {
 			t.Fatalf("DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
 		}
-		if _, err := repo.GetEntity(ctx, "key"); !errors.Is(err, limiter.ErrEntityNotFound) {
+		if _, err := repo.GetEntity(ctx, "key"); !errors.Is(err, store.ErrEntityNotFound) {
 			t.Fatalf("deleted entity: %v", err)
 		}
-		if _, ok, err := repo.GetConfig(ctx, limiter.EntityConfig("key", "gpt")); ok || err != nil {
+		if _, ok, err := repo.GetConfig(ctx, store.EntityConfig("key", "gpt")); ok || err != nil {
 			t.Fatalf("config of a deleted entity: ok=%v err=%v", ok, err)
 		}
 		wantBalances(t, repo, k, "missing")
@@ -120,24 +121,24 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("Configs", func(t *testing.T) {
 		repo := newRepo(t)
-		ek, dk, rk, sk := limiter.EntityConfig("e", "gpt"), limiter.EntityConfig("e", limiter.DefaultResource),
-			limiter.ResourceConfig("gpt"), limiter.SystemConfig()
-		got, err := repo.LoadConfigs(ctx, []limiter.ConfigKey{ek, dk, rk, sk})
+		ek, dk, rk, sk := store.EntityConfig("e", "gpt"), store.EntityConfig("e", store.DefaultResource),
+			store.ResourceConfig("gpt"), store.SystemConfig()
+		got, err := repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
 		if err != nil || len(got) != 0 {
 			t.Fatalf("LoadConfigs on an empty repository = %v, %v", got, err)
 		}
-		two := []limiter.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
-		puts := map[limiter.ConfigKey]limiter.Config{
+		two := []store.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
+		puts := map[store.ConfigKey]store.Config{
 			ek: {Limits: two},
-			rk: {Limits: []limiter.Limit{cTPM}},
-			sk: {Limits: []limiter.Limit{cRPM}, OnUnavailable: limiter.OnUnavailableAllow},
+			rk: {Limits: []store.Limit{cTPM}},
+			sk: {Limits: []store.Limit{cRPM}, OnUnavailable: store.OnUnavailableAllow},
 		}
 		for k, c := range puts {
 			if err := repo.PutConfig(ctx, k, c); err != nil {
 				t.Fatalf("PutConfig %+v: %v", k, err)
 			}
 		}
-		got, err = repo.LoadConfigs(ctx, []limiter.ConfigKey{ek, dk, rk, sk})
+		got, err = repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
 		if err != nil || len(got) != 3 {
 			t.Fatalf("LoadConfigs = %v, %v; want the 3 stored", got, err)
 		}
@@ -157,13 +158,13 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatalf("GetConfig of a missing config: ok=%v err=%v", ok, err)
 		}
 		// Put replaces.
-		if err := repo.PutConfig(ctx, ek, limiter.Config{Limits: []limiter.Limit{cTPM}}); err != nil {
+		if err := repo.PutConfig(ctx, ek, store.Config{Limits: []store.Limit{cTPM}}); err != nil {
 			t.Fatal(err)
 		}
-		if c, _, _ := repo.GetConfig(ctx, ek); !slices.Equal(c.Limits, []limiter.Limit{cTPM}) {
+		if c, _, _ := repo.GetConfig(ctx, ek); !slices.Equal(c.Limits, []store.Limit{cTPM}) {
 			t.Fatalf("after replacing: %+v", c)
 		}
-		for _, k := range []limiter.ConfigKey{ek, rk, sk} {
+		for _, k := range []store.ConfigKey{ek, rk, sk} {
 			existed, err := repo.DeleteConfig(ctx, k)
 			if err != nil || !existed {
 				t.Fatalf("DeleteConfig %+v = %v, %v", k, existed, err)
@@ -179,7 +180,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("BucketWrites", func(t *testing.T) {
 		repo := newRepo(t)
-		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
 		if b, err := repo.GetBucket(ctx, k); b != nil || err != nil {
 			t.Fatalf("GetBucket of a missing item = %+v, %v", b, err)
 		}
@@ -192,19 +193,19 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatalf("states not sorted by name with the item's key and refill time: %+v", b.States)
 		}
 		wantBalances(t, repo, k, "rpm=9000/0 tpm=600000/0")
-		again := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []limiter.BucketState{state("rpm", 10, 10)}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{again}); !errors.Is(err, limiter.ErrConditionFailed) {
+		again := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []store.BucketState{state("rpm", 10, 10)}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{again}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("create of an existing item: %v, want ErrConditionFailed", err)
 		}
 
 		// Normal: under the refill lock; refill and consume per limit.
-		normal := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs + 1,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 3000, RefillMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); !errors.Is(err, limiter.ErrConditionFailed) {
+		normal := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs + 1,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 3000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{normal}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("normal write with a stale refill time: %v, want ErrConditionFailed", err)
 		}
 		normal.ExpectedRefillMs = nowMs
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); err != nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{normal}); err != nil {
 			t.Fatalf("normal write: %v", err)
 		}
 		wantBalances(t, repo, k, "rpm=7000/3000 tpm=600000/0")
@@ -212,43 +213,43 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatalf("refill time %d, want %d", b.RefillMs, nowMs+6000)
 		}
 		// The balance guard: 7000 held, 8000 more than refilled is refused.
-		guard := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 9000, RefillMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{guard}); !errors.Is(err, limiter.ErrConditionFailed) {
+		guard := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 9000, RefillMilli: 1000}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{guard}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("normal write beyond the balance: %v, want ErrConditionFailed", err)
 		}
 		// A limit new to the item starts from Initial.
 		full := state("rpd", 100, 100)
-		addLimit := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
-			Limits: []limiter.LimitWrite{{Name: "rpd", ConsumedMilli: 1000, Initial: &full}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{addLimit}); err != nil {
+		addLimit := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 7000, ExpectedRefillMs: nowMs + 6000,
+			Limits: []store.LimitWrite{{Name: "rpd", ConsumedMilli: 1000, Initial: &full}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{addLimit}); err != nil {
 			t.Fatalf("normal write adding a limit: %v", err)
 		}
 		wantBalances(t, repo, k, "rpd=99000/1000 rpm=7000/3000 tpm=600000/0")
 
 		// Retry: no refill, guarded by the balance.
-		retry := limiter.BucketWrite{Kind: limiter.WriteRetry, Key: k, NowMs: nowMs + 8000,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 7001}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{retry}); !errors.Is(err, limiter.ErrConditionFailed) {
+		retry := store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: nowMs + 8000,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 7001}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{retry}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("retry write beyond the balance: %v, want ErrConditionFailed", err)
 		}
 		retry.Limits[0].ConsumedMilli = 7000
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{retry}); err != nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{retry}); err != nil {
 			t.Fatalf("retry write: %v", err)
 		}
 		// Adjust: no condition, balances may go negative; refunds count
 		// negatively in the total.
-		adjust := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: k,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}, {Name: "tpm", ConsumedMilli: -1000}}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{adjust}); err != nil {
+		adjust := store.BucketWrite{Kind: store.WriteAdjust, Key: k,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}, {Name: "tpm", ConsumedMilli: -1000}}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{adjust}); err != nil {
 			t.Fatalf("adjust write: %v", err)
 		}
 		wantBalances(t, repo, k, "rpd=99000/1000 rpm=-2000/12000 tpm=601000/-1000")
 		if b, _ := repo.GetBucket(ctx, k); b.RefillMs != nowMs+7000 {
 			t.Fatalf("retry or adjust moved the refill time to %d", b.RefillMs)
 		}
-		missing := limiter.BucketWrite{Kind: limiter.WriteAdjust, Key: limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}, Limits: adjust.Limits[:1]}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{missing}); !errors.Is(err, limiter.ErrConditionFailed) {
+		missing := store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "nobody", Resource: "gpt"}, Limits: adjust.Limits[:1]}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{missing}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("adjust of a missing item: %v, want ErrConditionFailed", err)
 		}
 		if got := balances(t, repo, missing.Key); got != "missing" {
@@ -258,34 +259,34 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("AtomicWrites", func(t *testing.T) {
 		repo := newRepo(t)
-		a := limiter.BucketKey{EntityID: "child", Resource: "gpt"}
-		p := limiter.BucketKey{EntityID: "parent", Resource: "gpt"}
+		a := store.BucketKey{EntityID: "child", Resource: "gpt"}
+		p := store.BucketKey{EntityID: "parent", Resource: "gpt"}
 		// Items that are not full: a backend may drop full ones.
 		create(t, repo, a, state("rpm", 10, 9))
 		create(t, repo, p, state("rpm", 10, 1))
-		take := func(k limiter.BucketKey, rf int64) limiter.BucketWrite {
-			return limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 1000, ExpectedRefillMs: rf,
-				Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}}}
+		take := func(k store.BucketKey, rf int64) store.BucketWrite {
+			return store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 1000, ExpectedRefillMs: rf,
+				Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}}}
 		}
-		err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take(a, nowMs), take(p, nowMs)})
-		if !errors.Is(err, limiter.ErrConditionFailed) && !errors.Is(err, limiter.ErrTransactionConflict) {
+		err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs)})
+		if !errors.Is(err, store.ErrConditionFailed) && !errors.Is(err, store.ErrTransactionConflict) {
 			t.Fatalf("two-item write whose second condition fails: %v, want ErrConditionFailed", err)
 		}
 		wantBalances(t, repo, a, "rpm=9000/0")
 		wantBalances(t, repo, p, "rpm=1000/0")
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{take(a, nowMs), take(p, nowMs+1)}); err == nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs+1)}); err == nil {
 			t.Fatal("two-item write with a stale refill time applied")
 		}
 		wantBalances(t, repo, a, "rpm=9000/0")
 		one := take(p, nowMs)
 		one.Limits[0].ConsumedMilli = 1000
 		two := take(a, nowMs)
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{two, one}); err != nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{two, one}); err != nil {
 			t.Fatalf("two-item write: %v", err)
 		}
 		wantBalances(t, repo, a, "rpm=7000/2000")
 		wantBalances(t, repo, p, "rpm=0/1000")
-		metas, buckets, err := repo.LoadBuckets(ctx, []string{"child", "nobody"}, []limiter.BucketKey{a, p, {EntityID: "x", Resource: "gpt"}})
+		metas, buckets, err := repo.LoadBuckets(ctx, []string{"child", "nobody"}, []store.BucketKey{a, p, {EntityID: "x", Resource: "gpt"}})
 		if err != nil || len(metas) != 0 || len(buckets) != 2 || buckets[a] == nil || buckets[p].States[0].TokensMilli != 0 {
 			t.Fatalf("LoadBuckets = %v, %v, %v", metas, buckets, err)
 		}
@@ -293,11 +294,11 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("SyncAndTTL", func(t *testing.T) {
 		repo := newRepo(t)
-		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
-		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
-			States: []limiter.BucketState{state("rpm", 10, 4), state("tpm", 1000, 1000)}, TTL: limiter.TTLSet, TTLSeconds: 420,
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
+		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
+			States: []store.BucketState{state("rpm", 10, 4), state("tpm", 1000, 1000)}, TTL: store.TTLSet, TTLSeconds: 420,
 			Cascade: true, ParentID: "p"}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{w}); err != nil {
 			t.Fatal(err)
 		}
 		b, _ := repo.GetBucket(ctx, k)
@@ -308,9 +309,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 			t.Fatal("Expired disagrees with the TTL")
 		}
 		rpm, rpd := state("rpm", 20, 20), state("rpd", 100, 100)
-		sync := limiter.BucketWrite{Kind: limiter.WriteSync, Key: k, NowMs: nowMs + 1000, TTL: limiter.TTLRemove,
-			Limits: []limiter.LimitWrite{{Name: "rpm", Initial: &rpm}, {Name: "rpd", Initial: &rpd}}, Remove: []string{"tpm"}}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{sync}); err != nil {
+		sync := store.BucketWrite{Kind: store.WriteSync, Key: k, NowMs: nowMs + 1000, TTL: store.TTLRemove,
+			Limits: []store.LimitWrite{{Name: "rpm", Initial: &rpm}, {Name: "rpd", Initial: &rpd}}, Remove: []string{"tpm"}}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{sync}); err != nil {
 			t.Fatalf("sync: %v", err)
 		}
 		b, _ = repo.GetBucket(ctx, k)
@@ -325,18 +326,18 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 10_000 || gotRPM.RefillAmountMilli != 10_000 {
 			t.Fatalf("sync keeps a limit the item holds as it is: %+v", gotRPM)
 		}
-		sync.Key = limiter.BucketKey{EntityID: "nobody", Resource: "gpt"}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{sync}); !errors.Is(err, limiter.ErrConditionFailed) {
+		sync.Key = store.BucketKey{EntityID: "nobody", Resource: "gpt"}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{sync}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("sync of a missing item: %v, want ErrConditionFailed", err)
 		}
 		if got := balances(t, repo, sync.Key); got != "missing" {
 			t.Fatalf("sync created an item: %s", got)
 		}
 		// A normal write sets the TTL again, and may refresh the entity.
-		normal := limiter.BucketWrite{Kind: limiter.WriteNormal, Key: k, NowMs: nowMs + 2000, ExpectedRefillMs: nowMs,
-			Limits: []limiter.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}, TTL: limiter.TTLSet, TTLSeconds: 60,
+		normal := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 2000, ExpectedRefillMs: nowMs,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}, TTL: store.TTLSet, TTLSeconds: 60,
 			RefreshEntity: true}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{normal}); err != nil {
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{normal}); err != nil {
 			t.Fatal(err)
 		}
 		b, _ = repo.GetBucket(ctx, k)
@@ -347,64 +348,64 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("SpeculativeConsume", func(t *testing.T) {
 		repo := newRepo(t)
-		spec, ok := repo.(limiter.SpeculativeStore)
+		spec, ok := repo.(store.SpeculativeStore)
 		if !ok {
-			t.Skip("not a limiter.SpeculativeStore")
+			t.Skip("not a store.SpeculativeStore")
 		}
-		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
-		res, err := spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != limiter.RefusedBucketMissing || res.Bucket != nil {
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
+		res, err := spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1}, NowMs: nowMs})
+		if err != nil || res.Applied || res.Reason != store.RefusedBucketMissing || res.Bucket != nil {
 			t.Fatalf("missing item: %+v, %v", res, err)
 		}
 		create(t, repo, k, state("rpm", 10, 2), state("tpm", 1000, 500))
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "tpm": 400}, NowMs: nowMs})
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 400}, NowMs: nowMs})
 		if err != nil || !res.Applied || res.Bucket == nil {
 			t.Fatalf("fitting write: %+v, %v", res, err)
 		}
 		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000 {
 			t.Fatalf("applied write returns the new item: %+v", s)
 		}
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "tpm": 101}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitExhausted || res.Bucket == nil {
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 101}, NowMs: nowMs})
+		if err != nil || res.Applied || res.Reason != store.RefusedLimitExhausted || res.Bucket == nil {
 			t.Fatalf("short write: %+v, %v", res, err)
 		}
 		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 {
 			t.Fatalf("a refusal returns the item as it was: %+v", s)
 		}
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 1, "rpd": 1}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != limiter.RefusedLimitMissing {
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "rpd": 1}, NowMs: nowMs})
+		if err != nil || res.Applied || res.Reason != store.RefusedLimitMissing {
 			t.Fatalf("write naming a limit the item lacks: %+v, %v", res, err)
 		}
 		// Zero and negative amounts never gate; a negative one gives back.
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: k, Consume: limiter.Consume{"rpm": 0, "tpm": -50}, NowMs: nowMs})
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 0, "tpm": -50}, NowMs: nowMs})
 		if err != nil || !res.Applied {
 			t.Fatalf("non-positive write: %+v, %v", res, err)
 		}
 		wantBalances(t, repo, k, "rpm=1000/1000 tpm=150000/350000")
-		exp := limiter.BucketKey{EntityID: "x", Resource: "gpt"}
-		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: exp, NowMs: nowMs, ShardCount: 1,
-			States: []limiter.BucketState{state("rpm", 10, 10)}, TTL: limiter.TTLSet, TTLSeconds: 10}
-		if err := repo.WriteBuckets(ctx, []limiter.BucketWrite{w}); err != nil {
+		exp := store.BucketKey{EntityID: "x", Resource: "gpt"}
+		w := store.BucketWrite{Kind: store.WriteCreate, Key: exp, NowMs: nowMs, ShardCount: 1,
+			States: []store.BucketState{state("rpm", 10, 10)}, TTL: store.TTLSet, TTLSeconds: 10}
+		if err := repo.WriteBuckets(ctx, []store.BucketWrite{w}); err != nil {
 			t.Fatal(err)
 		}
-		res, err = spec.SpeculativeConsume(ctx, limiter.SpeculativeRequest{Key: exp, Consume: limiter.Consume{"rpm": 1}, NowMs: nowMs + 11_000})
-		if err != nil || res.Applied || res.Reason != limiter.RefusedExpired {
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: exp, Consume: store.Consume{"rpm": 1}, NowMs: nowMs + 11_000})
+		if err != nil || res.Applied || res.Reason != store.RefusedExpired {
 			t.Fatalf("expired item: %+v, %v", res, err)
 		}
 	})
 
 	t.Run("AuditLog", func(t *testing.T) {
 		repo := newRepo(t)
-		log, ok := repo.(limiter.AuditLog)
+		log, ok := repo.(store.AuditLog)
 		if !ok {
-			t.Skip("not a limiter.AuditLog")
+			t.Skip("not a store.AuditLog")
 		}
 		var ids []string
 		for i := range 5 {
 			at := Epoch.Add(time.Duration(i) * time.Second).Truncate(time.Second)
 			id := ulid.MustNew(ulid.Timestamp(at), ulid.DefaultEntropy()).String()
 			ids = append(ids, id)
-			ev := limiter.AuditEvent{EventID: id, Timestamp: at, Action: limiter.AuditLimitsSet, EntityID: "e",
+			ev := store.AuditEvent{EventID: id, Timestamp: at, Action: store.AuditLimitsSet, EntityID: "e",
 				Principal: "admin", Resource: "gpt", Details: map[string]any{"n": int64(i)}}
 			if err := log.AppendAudit(ctx, ev, at.Add(time.Hour)); err != nil {
 				t.Fatalf("AppendAudit: %v", err)
@@ -428,15 +429,15 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 
 	t.Run("ConfigLister", func(t *testing.T) {
 		repo := newRepo(t)
-		l, ok := repo.(limiter.ConfigLister)
+		l, ok := repo.(store.ConfigLister)
 		if !ok {
-			t.Skip("not a limiter.ConfigLister")
+			t.Skip("not a store.ConfigLister")
 		}
-		for _, k := range []limiter.ConfigKey{
-			limiter.EntityConfig("b", "gpt"), limiter.EntityConfig("a", "gpt"), limiter.EntityConfig("c", "gpt"),
-			limiter.EntityConfig("a", "claude"), limiter.ResourceConfig("gpt"), limiter.ResourceConfig("llama"),
+		for _, k := range []store.ConfigKey{
+			store.EntityConfig("b", "gpt"), store.EntityConfig("a", "gpt"), store.EntityConfig("c", "gpt"),
+			store.EntityConfig("a", "claude"), store.ResourceConfig("gpt"), store.ResourceConfig("llama"),
 		} {
-			if err := repo.PutConfig(ctx, k, limiter.Config{Limits: []limiter.Limit{cRPM}}); err != nil {
+			if err := repo.PutConfig(ctx, k, store.Config{Limits: []store.Limit{cRPM}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -467,7 +468,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		if !slices.Equal(all, []string{"a", "b", "c"}) {
 			t.Fatalf("entities with limits for gpt: %v", all)
 		}
-		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, limiter.ErrValidation) {
+		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, store.ErrValidation) {
 			t.Fatalf("a foreign cursor: %v, want a ValidationError", err)
 		}
 	})
@@ -476,18 +477,18 @@ func runContract(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 		repo := newRepo(t)
 		done, cancel := context.WithCancel(ctx)
 		cancel()
-		k := limiter.BucketKey{EntityID: "e", Resource: "gpt"}
-		w := limiter.BucketWrite{Kind: limiter.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []limiter.BucketState{state("rpm", 10, 10)}}
-		if err := repo.WriteBuckets(done, []limiter.BucketWrite{w}); err == nil {
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
+		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []store.BucketState{state("rpm", 10, 10)}}
+		if err := repo.WriteBuckets(done, []store.BucketWrite{w}); err == nil {
 			t.Fatal("WriteBuckets with a cancelled context succeeded")
 		}
 		if got := balances(t, repo, k); got != "missing" {
 			t.Fatalf("a cancelled write applied: %s", got)
 		}
-		if _, err := repo.GetEntity(done, "e"); err == nil || errors.Is(err, limiter.ErrEntityNotFound) {
+		if _, err := repo.GetEntity(done, "e"); err == nil || errors.Is(err, store.ErrEntityNotFound) {
 			t.Fatalf("GetEntity with a cancelled context: %v", err)
 		}
-		if _, err := repo.LoadConfigs(done, []limiter.ConfigKey{limiter.SystemConfig()}); err == nil {
+		if _, err := repo.LoadConfigs(done, []store.ConfigKey{store.SystemConfig()}); err == nil {
 			t.Fatal("LoadConfigs with a cancelled context succeeded")
 		}
 	})

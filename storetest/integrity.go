@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The integrity scenarios: the limit an operator sets is the limit
@@ -33,7 +34,7 @@ func drain(t *testing.T, rl *limiter.RateLimiter, entity, resource, name string,
 	t.Helper()
 	ctx := context.Background()
 	for n := 0; n < max; n++ {
-		lease, err := rl.Acquire(ctx, entity, resource, limiter.Consume{name: 1}, opts...)
+		lease, err := rl.Acquire(ctx, entity, resource, store.Consume{name: 1}, opts...)
 		if errors.Is(err, limiter.ErrRateLimited) {
 			return n
 		}
@@ -54,22 +55,22 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 	rl := b.rl()
 	for _, lv := range []struct {
 		level string
-		set   func(l limiter.Limit) ([]limiter.AcquireOption, error)
+		set   func(l store.Limit) ([]limiter.AcquireOption, error)
 	}{
-		{"override", func(l limiter.Limit) ([]limiter.AcquireOption, error) {
+		{"override", func(l store.Limit) ([]limiter.AcquireOption, error) {
 			return []limiter.AcquireOption{limiter.WithLimits(l)}, nil
 		}},
-		{"entity", func(l limiter.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.SetLimits(ctx, "e-entity", "r-entity", []limiter.Limit{l})
+		{"entity", func(l store.Limit) ([]limiter.AcquireOption, error) {
+			return nil, rl.SetLimits(ctx, "e-entity", "r-entity", []store.Limit{l})
 		}},
-		{"entity-default", func(l limiter.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.SetLimits(ctx, "e-entity-default", limiter.DefaultResource, []limiter.Limit{l})
+		{"entity-default", func(l store.Limit) ([]limiter.AcquireOption, error) {
+			return nil, rl.SetLimits(ctx, "e-entity-default", store.DefaultResource, []store.Limit{l})
 		}},
-		{"resource", func(l limiter.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.SetResourceDefaults(ctx, "r-resource", []limiter.Limit{l})
+		{"resource", func(l store.Limit) ([]limiter.AcquireOption, error) {
+			return nil, rl.SetResourceDefaults(ctx, "r-resource", []store.Limit{l})
 		}},
-		{"system", func(l limiter.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.SetSystemDefaults(ctx, []limiter.Limit{l}, "")
+		{"system", func(l store.Limit) ([]limiter.AcquireOption, error) {
+			return nil, rl.SetSystemDefaults(ctx, []store.Limit{l}, "")
 		}},
 	} {
 		entity, resource := "e-"+lv.level, "r-"+lv.level
@@ -95,18 +96,18 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 func limitChangeSustained(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 100)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 100)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := drain(t, rl, "k", "gpt", "rpm", 20); n != 20 {
 		t.Fatalf("admitted %d of 20 at 100/min", n)
 	}
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
 		t.Fatal(err)
 	}
 	perMinute := make([]int, 5)
 	for step := range 5 * 60 * 2 { // an attempt every 500 ms for 5 minutes
-		lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1})
+		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 1})
 		switch {
 		case err == nil:
 			perMinute[step/120]++
@@ -130,13 +131,13 @@ func limitChangeSustained(t *testing.T, b *backend) {
 func limitRaise(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := drain(t, rl, "k", "gpt", "rpm", 20); n != 10 {
 		t.Fatalf("admitted %d at 10/min, want 10", n)
 	}
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 1000)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	avail, err := rl.Available(ctx, "k", "gpt")
@@ -159,13 +160,13 @@ func limitRaise(t *testing.T, b *backend) {
 func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	ctx := context.Background()
 	admin, other := b.rl(), b.rl(limiter.WithConfigCacheTTL(time.Minute))
-	if err := admin.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerDay("rpd", 1000)}); err != nil {
+	if err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	if n := drain(t, other, "k", "gpt", "rpd", 1); n != 1 {
 		t.Fatal("first acquire refused")
 	}
-	if err := admin.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerDay("rpd", 10)}); err != nil {
+	if err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 10)}); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(30 * time.Second)
@@ -183,11 +184,11 @@ func refundsCapped(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10))
-	lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 5}, lim)
+	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 5}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := lease.Adjust(limiter.Consume{"rpm": -20}); err != nil {
+	if err := lease.Adjust(store.Consume{"rpm": -20}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Commit(ctx); err != nil {
@@ -203,7 +204,7 @@ func refundsCapped(t *testing.T, b *backend) {
 	}
 	// A rollback after the bucket refilled and was written again.
 	b.clock.Advance(time.Minute)
-	first, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 10}, lim)
+	first, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 10}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,12 +228,12 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
 	lim := limiter.WithLimits(limiter.PerMinute("tpm", 1000))
-	lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"tpm": 1000}, lim)
+	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"tpm": 1000}, lim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Advance(2 * time.Minute)
-	if err := lease.Adjust(limiter.Consume{"tpm": 3000}); err != nil {
+	if err := lease.Adjust(store.Consume{"tpm": 3000}); err != nil {
 		t.Fatal(err)
 	}
 	if err := lease.Commit(ctx); err != nil {
@@ -249,29 +250,29 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 func badInput(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}); err != nil {
+	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, err error) {
 		t.Helper()
 		b.noteErr(what, err)
-		if !errors.Is(err, limiter.ErrValidation) {
+		if !errors.Is(err, store.ErrValidation) {
 			t.Errorf("%s: %v, want a ValidationError", what, err)
 		}
 	}
-	_, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1, "tpm": -500})
+	_, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 1, "tpm": -500})
 	check("negative amount", err)
-	_, err = rl.Wait(ctx, "k", "gpt", limiter.Consume{"rpm": -1})
+	_, err = rl.Wait(ctx, "k", "gpt", store.Consume{"rpm": -1})
 	check("negative amount in Wait", err)
-	err = rl.Do(ctx, "k", "gpt", limiter.Consume{"tpm": -1}, func(context.Context, *limiter.Lease) error { return nil })
+	err = rl.Do(ctx, "k", "gpt", store.Consume{"tpm": -1}, func(context.Context, *limiter.Lease) error { return nil })
 	check("negative amount in Do", err)
-	_, err = rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rmp": 1})
+	_, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rmp": 1})
 	check("misspelled limit", err)
 	if err != nil && (!strings.Contains(err.Error(), `"rmp"`) || !strings.Contains(err.Error(), "rpm, tpm")) {
 		t.Errorf("misspelled limit: %q should name rmp and the limits rpm, tpm", err)
 	}
 	var nilCtx context.Context
-	_, err = rl.Acquire(nilCtx, "k", "gpt", limiter.Consume{"rpm": 1})
+	_, err = rl.Acquire(nilCtx, "k", "gpt", store.Consume{"rpm": 1})
 	check("nil context", err)
 	b.note("bucket after bad requests: %s", b.bucket("k", "gpt"))
 	if got := b.bucket("k", "gpt"); got != "missing" {
@@ -279,16 +280,16 @@ func badInput(t *testing.T, b *backend) {
 	}
 
 	// Entities: their own parent, an unknown parent, a cycle.
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "self", ParentID: "self", Cascade: true})
+	_, err = rl.CreateEntity(ctx, store.Entity{ID: "self", ParentID: "self", Cascade: true})
 	check("own parent", err)
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "orphan", ParentID: "nobody"})
+	_, err = rl.CreateEntity(ctx, store.Entity{ID: "orphan", ParentID: "nobody"})
 	check("unknown parent", err)
-	if !errors.Is(err, limiter.ErrEntityNotFound) {
+	if !errors.Is(err, store.ErrEntityNotFound) {
 		t.Errorf("unknown parent: %v, want it to match ErrEntityNotFound too", err)
 	}
 	// Another client wrote a child whose parent does not exist yet, and an
 	// entity that is its own parent.
-	for _, e := range []limiter.Entity{
+	for _, e := range []store.Entity{
 		{ID: "a", Name: "a", ParentID: "b", Cascade: true, Metadata: map[string]string{}, CreatedAt: Epoch.Truncate(time.Second)},
 		{ID: "loop", Name: "loop", ParentID: "loop", Cascade: true, Metadata: map[string]string{}, CreatedAt: Epoch.Truncate(time.Second)},
 	} {
@@ -296,9 +297,9 @@ func badInput(t *testing.T, b *backend) {
 			t.Fatal(err)
 		}
 	}
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "b", ParentID: "a", Cascade: true})
+	_, err = rl.CreateEntity(ctx, store.Entity{ID: "b", ParentID: "a", Cascade: true})
 	check("cycle", err)
-	lease, err := rl.Acquire(ctx, "loop", "gpt", limiter.Consume{"rpm": 1})
+	lease, err := rl.Acquire(ctx, "loop", "gpt", store.Consume{"rpm": 1})
 	b.noteErr("acquire on an entity that is its own parent", err)
 	if err != nil {
 		t.Fatalf("acquire on an entity recorded as its own parent: %v", err)
@@ -310,16 +311,16 @@ func badInput(t *testing.T, b *backend) {
 	}
 
 	// Huge limits saturate: the bucket TTL stays in the future.
-	huge := limiter.Limit{Name: "big", Capacity: math.MaxInt64 / 1000, RefillAmount: 1, RefillPeriod: 24 * time.Hour}
-	if err := rl.SetResourceDefaults(ctx, "huge", []limiter.Limit{huge}); err != nil {
+	huge := store.Limit{Name: "big", Capacity: math.MaxInt64 / 1000, RefillAmount: 1, RefillPeriod: 24 * time.Hour}
+	if err := rl.SetResourceDefaults(ctx, "huge", []store.Limit{huge}); err != nil {
 		t.Fatal(err)
 	}
-	lease, err = rl.Acquire(ctx, "k", "huge", limiter.Consume{"big": 1})
+	lease, err = rl.Acquire(ctx, "k", "huge", store.Consume{"big": 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lease.Commit(ctx)
-	sb, err := b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "huge"})
+	sb, err := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "huge"})
 	if err != nil || sb == nil {
 		t.Fatalf("GetBucket: %v %v", sb, err)
 	}

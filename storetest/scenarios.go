@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The behavioural scenarios: the limiter's rules on top of the repository.
@@ -24,12 +25,12 @@ var scenarios = []scenario{
 		ctx := context.Background()
 		rl := b.rl()
 		lims := limiter.WithLimits(cRPM, cTPM)
-		lease, err := rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 400}, lims)
+		lease, err := rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 400}, lims)
 		if err != nil {
 			t.Fatalf("acquire: %v", err)
 		}
 		b.note("after acquire: %s", b.bucket("k1", "gpt"))
-		if err := lease.Adjust(limiter.Consume{"tpm": 250}); err != nil {
+		if err := lease.Adjust(store.Consume{"tpm": 250}); err != nil {
 			t.Fatal(err)
 		}
 		if err := lease.Commit(ctx); err != nil {
@@ -41,7 +42,7 @@ var scenarios = []scenario{
 			t.Fatalf("after commit %s, want %s", got, want)
 		}
 		// A refused request writes nothing and says when to retry.
-		_, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
+		_, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 500}, lims)
 		b.noteErr("over", err)
 		var rle *limiter.RateLimitExceededError
 		if !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond {
@@ -52,7 +53,7 @@ var scenarios = []scenario{
 		}
 		// Refill, then a rollback gives everything back.
 		b.clock.Advance(9001 * time.Millisecond)
-		lease, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1, "tpm": 500}, lims)
+		lease, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 500}, lims)
 		b.noteErr("after refill", err)
 		if err != nil {
 			t.Fatal(err)
@@ -63,18 +64,18 @@ var scenarios = []scenario{
 		}
 		b.note("rolled back: %s", b.bucket("k1", "gpt"))
 		b.noteErr("commit after rollback", lease.Commit(ctx))
-		// limiter.Consume within a lease is checked locally; Adjust may go into debt.
-		lease, err = rl.Acquire(ctx, "k1", "gpt", limiter.Consume{"rpm": 1}, lims)
+		// Consume within a lease is checked locally; Adjust may go into debt.
+		lease, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1}, lims)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.noteErr("lease consume over", lease.Consume(limiter.Consume{"tpm": 5000}))
-		b.noteErr("lease adjust debt", lease.Adjust(limiter.Consume{"tpm": 1500}))
+		b.noteErr("lease consume over", lease.Consume(store.Consume{"tpm": 5000}))
+		b.noteErr("lease adjust debt", lease.Adjust(store.Consume{"tpm": 1500}))
 		b.noteErr("commit debt", lease.Commit(ctx))
 		b.note("debt: %s", b.bucket("k1", "gpt"))
 		avail, err := rl.Available(ctx, "k1", "gpt", lims)
 		b.note("available %v %v", avail, err)
-		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", limiter.Consume{"tpm": 100}, lims)
+		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", store.Consume{"tpm": 100}, lims)
 		b.note("wait %v %v", wait, err)
 		if avail["tpm"] >= 0 || wait <= 0 {
 			t.Fatalf("debt not visible: available %v, wait %v", avail, wait)
@@ -85,14 +86,14 @@ var scenarios = []scenario{
 		rl := b.rl()
 		lims := limiter.WithLimits(cTPM)
 		boom := errors.New("llm failed")
-		err := rl.Do(ctx, "k", "gpt", limiter.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error { return boom }, lims)
+		err := rl.Do(ctx, "k", "gpt", store.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error { return boom }, lims)
 		b.noteErr("do error", err)
 		if !errors.Is(err, boom) {
 			t.Fatalf("Do: %v", err)
 		}
 		b.note("after failed do: %s", b.bucket("k", "gpt"))
-		err = rl.Do(ctx, "k", "gpt", limiter.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error {
-			return l.Adjust(limiter.Consume{"tpm": -100})
+		err = rl.Do(ctx, "k", "gpt", store.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error {
+			return l.Adjust(store.Consume{"tpm": -100})
 		}, lims)
 		b.noteErr("do ok", err)
 		got := b.bucket("k", "gpt")
@@ -104,23 +105,23 @@ var scenarios = []scenario{
 	{"Cascade", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"}); err != nil {
+		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "proj"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
+		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
+		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.SetLimits(ctx, "proj", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+		if err := rl.SetLimits(ctx, "proj", "gpt", []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
+		if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
 			t.Fatal(err)
 		}
 		for i, id := range []string{"key", "key2", "key"} {
-			lease, err := rl.Acquire(ctx, id, "gpt", limiter.Consume{"tpm": 400})
+			lease, err := rl.Acquire(ctx, id, "gpt", store.Consume{"tpm": 400})
 			b.noteErr(fmt.Sprintf("acquire %d %s", i, id), err)
 			if err == nil {
 				b.noteErr("commit", lease.Commit(ctx))
@@ -150,9 +151,9 @@ var scenarios = []scenario{
 			l, src, err := rl.ResolveLimits(ctx, "e", "gpt")
 			b.note("%s: %v %s %v", what, l, src, err)
 		}
-		_, err := rl.Acquire(ctx, "e", "gpt", limiter.Consume{"rpm": 1})
+		_, err := rl.Acquire(ctx, "e", "gpt", store.Consume{"rpm": 1})
 		b.noteErr("no limits", err)
-		if !errors.Is(err, limiter.ErrValidation) {
+		if !errors.Is(err, store.ErrValidation) {
 			t.Fatalf("no limits: %v", err)
 		}
 		steps := []struct {
@@ -161,13 +162,13 @@ var scenarios = []scenario{
 			want limiter.ConfigSource
 		}{
 			{"system", func() error {
-				return rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 1)}, limiter.OnUnavailableAllow)
+				return rl.SetSystemDefaults(ctx, []store.Limit{limiter.PerMinute("rpm", 1)}, store.OnUnavailableAllow)
 			}, limiter.SourceSystem},
-			{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 2)}) }, limiter.SourceResource},
+			{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 2)}) }, limiter.SourceResource},
 			{"entity default", func() error {
-				return rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 3)})
+				return rl.SetLimits(ctx, "e", store.DefaultResource, []store.Limit{limiter.PerMinute("rpm", 3)})
 			}, limiter.SourceEntityDefault},
-			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []limiter.Limit{limiter.PerMinute("rpm", 4)}) }, limiter.SourceEntity},
+			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []store.Limit{limiter.PerMinute("rpm", 4)}) }, limiter.SourceEntity},
 		}
 		for _, s := range steps {
 			if err := s.set(); err != nil {
@@ -180,21 +181,21 @@ var scenarios = []scenario{
 			}
 			resolve(s.name)
 		}
-		// limiter.Entity limits: capacity 4, the bucket never expires.
+		// Entity limits: capacity 4, the bucket never expires.
 		for i := range 5 {
-			lease, err := rl.Acquire(ctx, "e", "gpt", limiter.Consume{"rpm": 1})
+			lease, err := rl.Acquire(ctx, "e", "gpt", store.Consume{"rpm": 1})
 			b.noteErr(fmt.Sprintf("acquire %d", i), err)
 			if err == nil {
 				lease.Commit(ctx)
 			}
 		}
-		sb, _ := b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "e", Resource: "gpt"})
+		sb, _ := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "gpt"})
 		b.note("bucket %s ttl=%v", b.bucket("e", "gpt"), sb.TTL)
 		if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
 			t.Fatal(err)
 		}
 		resolve("after delete")
-		sb, _ = b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "e", Resource: "gpt"})
+		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "gpt"})
 		b.note("reconciled %s ttl>0=%v", b.bucket("e", "gpt"), sb.TTL > 0)
 		sys, ou, err := rl.GetSystemDefaults(ctx)
 		b.note("system %v %s %v", sys, ou, err)
@@ -216,29 +217,29 @@ var scenarios = []scenario{
 	{"EntitiesAndAudit", func(t *testing.T, b *backend) {
 		ctx := limiter.ContextWithPrincipal(context.Background(), "admin-1")
 		rl := b.rl()
-		e, err := rl.CreateEntity(ctx, limiter.Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
+		e, err := rl.CreateEntity(ctx, store.Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
 		b.note("create %s %s %v %v", e.ID, e.Name, e.Metadata, err)
-		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "acme"})
+		_, err = rl.CreateEntity(ctx, store.Entity{ID: "acme"})
 		b.noteErr("create again", err)
-		var exists *limiter.EntityExistsError
+		var exists *store.EntityExistsError
 		if !errors.As(err, &exists) {
 			t.Fatalf("second create: %v", err)
 		}
 		_, err = rl.GetEntity(ctx, "nobody")
 		b.noteErr("get missing", err)
-		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "bad id!"})
+		_, err = rl.CreateEntity(ctx, store.Entity{ID: "bad id!"})
 		b.noteErr("create invalid", err)
-		_, err = rl.Acquire(ctx, "acme", "gpt", limiter.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
+		_, err = rl.Acquire(ctx, "acme", "gpt", store.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
 		b.noteErr("reserved name", err)
 		for _, r := range []string{"a", "b", "c"} {
-			if err := rl.SetLimits(ctx, "acme", r, []limiter.Limit{cRPM}); err != nil {
+			if err := rl.SetLimits(ctx, "acme", r, []store.Limit{cRPM}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := rl.SetLimits(ctx, "zeta", "a", []limiter.Limit{cRPM}); err != nil {
+		if err := rl.SetLimits(ctx, "zeta", "a", []store.Limit{cRPM}); err != nil {
 			t.Fatal(err)
 		}
-		lease, err := rl.Acquire(ctx, "acme", "a", limiter.Consume{"rpm": 2})
+		lease, err := rl.Acquire(ctx, "acme", "a", store.Consume{"rpm": 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -281,7 +282,7 @@ var scenarios = []scenario{
 			actions = append(actions, ev.Action+":"+ev.Resource+":"+ev.Principal+fmt.Sprint(ev.Details["records_deleted"]))
 		}
 		b.noteCap(capAuditLog, "audit %v", actions)
-		if len(events) != 5 || events[0].Action != limiter.AuditEntityDeleted || events[4].Action != limiter.AuditEntityCreated {
+		if len(events) != 5 || events[0].Action != store.AuditEntityDeleted || events[4].Action != store.AuditEntityCreated {
 			t.Fatalf("audit events: %v", actions)
 		}
 		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
@@ -298,10 +299,10 @@ var scenarios = []scenario{
 	{"ConcurrentAdmission", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "p"}); err != nil {
+		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "p"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "c", ParentID: "p", Cascade: true}); err != nil {
+		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "c", ParentID: "p", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
 		lims := limiter.WithLimits(limiter.PerMinute("rpm", 20))
@@ -310,7 +311,7 @@ var scenarios = []scenario{
 			var wg sync.WaitGroup
 			for range 32 {
 				wg.Go(func() {
-					lease, err := rl.Acquire(ctx, entity, "gpt", limiter.Consume{"rpm": 1}, lims)
+					lease, err := rl.Acquire(ctx, entity, "gpt", store.Consume{"rpm": 1}, lims)
 					mu.Lock()
 					defer mu.Unlock()
 					switch {
@@ -349,28 +350,28 @@ var scenarios = []scenario{
 	{"BucketTTL", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if err := rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+		if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
 			t.Fatal(err)
 		}
-		lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 3})
+		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 3})
 		if err != nil {
 			t.Fatal(err)
 		}
 		lease.Commit(ctx)
-		sb, _ := b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+		sb, _ := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 		ttl := sb.TTL - b.clock.Now().Unix()
 		b.note("ttl in %ds: %s", ttl, b.bucket("k", "gpt"))
 		if ttl != 7*60 {
 			t.Fatalf("ttl in %d s, want 420", ttl)
 		}
 		b.clock.Advance(421 * time.Second)
-		lease, err = rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 2})
+		lease, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 2})
 		b.noteErr("after expiry", err)
 		if err != nil {
 			t.Fatal(err)
 		}
 		lease.Commit(ctx)
-		sb, _ = b.repo.GetBucket(ctx, limiter.BucketKey{EntityID: "k", Resource: "gpt"})
+		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 		got := b.bucket("k", "gpt")
 		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.Now().Unix(), got)
 		if got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420 {

@@ -6,7 +6,7 @@
 // concurrent admission) on top of it.
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) limiter.Repository {
+//		storetest.Run(t, func(t *testing.T) store.Repository {
 //			return mystore.New(...) // empty, one per call
 //		})
 //	}
@@ -18,7 +18,7 @@
 // differs from them in any observed detail.
 //
 // Scenarios run on the read-then-write path and, when the repository
-// implements [limiter.SpeculativeStore], on the speculative path. The
+// implements [store.SpeculativeStore], on the speculative path. The
 // suite drives time with [limiter.WithClock]; a repository must not need a
 // clock of its own for anything the contract covers.
 package storetest
@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 //go:embed testdata/*.golden
@@ -59,7 +60,7 @@ type scenario struct {
 // Run runs the conformance suite. newRepo returns a new, empty repository
 // each time it is called (one per scenario and path); it may register
 // cleanups with t.
-func Run(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
+func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	t.Helper()
 	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
 	for _, sc := range scenarios {
@@ -68,8 +69,8 @@ func Run(t *testing.T, newRepo func(t *testing.T) limiter.Repository) {
 				path := map[bool]string{false: "slow", true: "speculative"}[spec]
 				t.Run(path, func(t *testing.T) {
 					repo := newRepo(t)
-					if _, ok := repo.(limiter.SpeculativeStore); spec && !ok {
-						t.Skip("the repository is no limiter.SpeculativeStore: the speculative path is the slow one")
+					if _, ok := repo.(store.SpeculativeStore); spec && !ok {
+						t.Skip("the repository is no store.SpeculativeStore: the speculative path is the slow one")
 					}
 					b := &backend{repo: repo, clock: &Clock{t: Epoch}, spec: spec, t: t}
 					sc.run(t, b)
@@ -108,7 +109,7 @@ func (c *Clock) Advance(d time.Duration) {
 
 // backend is one repository under test with its clock and transcript.
 type backend struct {
-	repo  limiter.Repository
+	repo  store.Repository
 	clock *Clock
 	spec  bool
 	log   []string
@@ -130,10 +131,10 @@ const (
 func (b *backend) has(capability string) bool {
 	switch capability {
 	case capConfigLister:
-		_, ok := b.repo.(limiter.ConfigLister)
+		_, ok := b.repo.(store.ConfigLister)
 		return ok
 	case capAuditLog:
-		_, ok := b.repo.(limiter.AuditLog)
+		_, ok := b.repo.(store.AuditLog)
 		return ok
 	}
 	return false
@@ -154,7 +155,7 @@ func (b *backend) note(format string, args ...any) {
 // noteErr records an error in a backend-neutral form.
 func (b *backend) noteErr(what string, err error) {
 	var rle *limiter.RateLimitExceededError
-	var ve *limiter.ValidationError
+	var ve *store.ValidationError
 	switch {
 	case err == nil:
 		b.note("%s: ok", what)
@@ -176,7 +177,7 @@ func (b *backend) noteErr(what string, err error) {
 // "missing".
 func (b *backend) bucket(entity, resource string) string {
 	b.t.Helper()
-	sb, err := b.repo.GetBucket(context.Background(), limiter.BucketKey{EntityID: entity, Resource: resource})
+	sb, err := b.repo.GetBucket(context.Background(), store.BucketKey{EntityID: entity, Resource: resource})
 	if err != nil {
 		b.t.Fatalf("GetBucket: %v", err)
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // auditEventJSON is one audit event.
@@ -23,7 +23,7 @@ func cmdAuditList(c *cli) *command {
 	var entityID, start string
 	var limit int
 	f.str(&entityID, "entity-id", "e", "", "entity whose events to list (required)")
-	f.integer(&limit, "limit", "l", limiter.DefaultAuditEventsLimit, "most events to list")
+	f.integer(&limit, "limit", "l", store.DefaultAuditEventsLimit, "most events to list")
 	f.str(&start, "start-event-id", "", "", "list events older than this event id (the cursor printed by a previous call)")
 	f.run = func([]string) error {
 		if entityID == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Output formats of --output.
@@ -130,7 +131,7 @@ func (c *cli) dynamoDBClient(optFns ...func(*dynamodb.Options)) (*dynamodb.Clien
 // the version record.
 type table struct {
 	*limiter.RateLimiter
-	limiter.NamespaceRegistry
+	store.NamespaceRegistry
 	repo *limiter.DynamoDBRepository
 }
 

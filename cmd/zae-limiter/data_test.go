@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func TestEntityCommands(t *testing.T) {
@@ -155,7 +156,7 @@ func TestAuditList(t *testing.T) {
 		Next     string           `json:"next_start_event_id"`
 	}
 	e.json(&all, "audit", "list", "--entity-id", "key-1")
-	if len(all.Events) != 2 || all.Events[0].Action != limiter.AuditLimitsSet || all.Events[1].Action != limiter.AuditEntityCreated ||
+	if len(all.Events) != 2 || all.Events[0].Action != store.AuditLimitsSet || all.Events[1].Action != store.AuditEntityCreated ||
 		all.Events[0].Details["limits"] == nil || all.Next != "" {
 		t.Fatalf("audit list -o json = %+v", all)
 	}

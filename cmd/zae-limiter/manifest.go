@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Manifest YAML.
@@ -122,7 +123,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		m.system = &systemDecl{limits: limits, onUnavailable: ou}
 	}
 	for res, decl := range mf.Resources {
-		if err := limiter.ValidateResource(res); err != nil {
+		if err := store.ValidateResource(res); err != nil {
 			return nil, fmt.Errorf("invalid manifest: resources.%s: %v", res, err)
 		}
 		limits, err := declLimits("resources."+res, decl.Limits)
@@ -135,7 +136,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		m.resources[res] = limits
 	}
 	for id, ent := range mf.Entities {
-		if err := limiter.ValidateIdentifier(id, "entity_id"); err != nil {
+		if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 			return nil, fmt.Errorf("invalid manifest: entities.%s: %v", id, err)
 		}
 		if len(ent.Resources) == 0 {
@@ -143,7 +144,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		}
 		for res, decl := range ent.Resources {
 			if res != limiter.DefaultResource {
-				if err := limiter.ValidateResource(res); err != nil {
+				if err := store.ValidateResource(res); err != nil {
 					return nil, fmt.Errorf("invalid manifest: entities.%s.resources.%s: %v", id, res, err)
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // manifestV1 is the manifest of docs/cli.md (its docs test checks that the
@@ -53,7 +54,7 @@ func writeFile(t *testing.T, name, content string) string {
 func auditCount(t *testing.T, repo *table) int {
 	t.Helper()
 	n := 0
-	for _, id := range []string{limiter.AuditEntitySystem, limiter.AuditEntityResource("gpt-4"), limiter.AuditEntityResource("claude"), "key-1"} {
+	for _, id := range []string{store.AuditEntitySystem, store.AuditEntityResource("gpt-4"), store.AuditEntityResource("claude"), "key-1"} {
 		evs, err := repo.AuditEvents(t.Context(), id, 1000, "")
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // namespaceJSON is one namespace of the registry.
@@ -15,7 +16,7 @@ type namespaceJSON struct {
 	DeletedAt   string `json:"deleted_at,omitempty"`
 }
 
-func namespaceToJSON(n limiter.NamespaceInfo) namespaceJSON {
+func namespaceToJSON(n store.NamespaceInfo) namespaceJSON {
 	return namespaceJSON{Name: n.Name, NamespaceID: n.ID, Status: n.Status, CreatedAt: formatTime(n.CreatedAt), DeletedAt: formatTime(n.DeletedAt)}
 }
 
@@ -71,7 +72,7 @@ func cmdNamespaceList(c *cli) *command {
 }
 
 // namespaces prints namespace records.
-func (c *cli) namespaces(list []limiter.NamespaceInfo, deleted bool, none string) error {
+func (c *cli) namespaces(list []store.NamespaceInfo, deleted bool, none string) error {
 	if c.jsonOutput() {
 		out := make([]namespaceJSON, len(list))
 		for i, n := range list {

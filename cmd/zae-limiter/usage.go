@@ -8,6 +8,7 @@ import (
 	"time"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // usageSnapshotJSON is one usage snapshot.
@@ -53,7 +54,7 @@ func (u *usageFlags) query() (limiter.UsageQuery, error) {
 		return q, errors.New("either --entity-id or --resource is required")
 	}
 	switch u.window {
-	case "", limiter.WindowHourly, limiter.WindowDaily, limiter.WindowMonthly:
+	case "", store.WindowHourly, store.WindowDaily, store.WindowMonthly:
 	default:
 		return q, fmt.Errorf("invalid --window %q: use hourly, daily or monthly", u.window)
 	}
@@ -87,7 +88,7 @@ func cmdUsageList(c *cli) *command {
 	var limit int
 	var plot bool
 	u.register(f)
-	f.integer(&limit, "limit", "l", limiter.DefaultUsageSnapshotsLimit, "most snapshots to list")
+	f.integer(&limit, "limit", "l", store.DefaultUsageSnapshotsLimit, "most snapshots to list")
 	f.boolean(&plot, "plot", "p", false, "draw each counter over time as a terminal chart instead of the table")
 	f.run = func([]string) error {
 		if plot && c.jsonOutput() {
@@ -178,7 +179,7 @@ func formatCounters(m map[string]int64) string {
 // finestWindow returns the finest window type (hourly, daily, monthly) of
 // which q selects at least one snapshot; "" when it selects none.
 func finestWindow(c *cli, repo *table, q limiter.UsageQuery) (string, error) {
-	for _, w := range []string{limiter.WindowHourly, limiter.WindowDaily, limiter.WindowMonthly} {
+	for _, w := range []string{store.WindowHourly, store.WindowDaily, store.WindowMonthly} {
 		q.WindowType, q.Limit = w, 1
 		page, _, err := repo.UsageSnapshots(c.ctx, q)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -27,26 +29,17 @@ func TestRun(t *testing.T) {
 		o.Table = table
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	frozen := time.Now() // no refill while the test runs, however slow
 	rl := limiter.New(repo, limiter.WithClock(func() time.Time { return frozen }))
 	var out strings.Builder
-	if err := run(ctx, &out, rl, "k", 3); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out.String(), "3 of 3 calls admitted") {
-		t.Errorf("output:\n%s", out.String())
-	}
+	require.NoError(t, run(ctx, &out, rl, "k", 3))
+	assert.Contains(t, out.String(), "3 of 3 calls admitted", "output:\n%s", out.String())
 	avail, err := rl.Available(ctx, "k", "gpt-4o", limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 20_000)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if avail["tpm"] != 20_000-300-400-500 || avail["rpm"] != 100-3 {
-		t.Errorf("available %v, want rpm 97, tpm 18800", avail)
-	}
+	require.NoError(t, err)
+	assert.EqualValues(t, 20_000-300-400-500, avail["tpm"], "available %v, want rpm 97, tpm 18800", avail)
+	assert.EqualValues(t, 100-3, avail["rpm"], "available %v, want rpm 97, tpm 18800", avail)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The demo's table, entities and resource.
@@ -151,7 +152,7 @@ func run(ctx context.Context, w io.Writer, client limiter.DynamoDBClient, table 
 	var counts []string
 	for o, n := range st.Counts {
 		if n > 0 {
-			counts = append(counts, fmt.Sprintf("%s %d", limiter.SpeculativeOutcome(o), n))
+			counts = append(counts, fmt.Sprintf("%s %d", store.SpeculativeOutcome(o), n))
 		}
 	}
 	fmt.Fprintf(w, "\n%d admitted, %d denied, %d rolled back\n", t.admitted, t.denied, t.rolledBack)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
@@ -26,12 +28,8 @@ func TestRun(t *testing.T) {
 		var out strings.Builder
 		got, err := run(t.Context(), &out, client, table, clock)
 		report := out.String()
-		if err != nil {
-			t.Fatalf("run %d: %v\noutput:\n%s", i+1, err, report)
-		}
-		if want := (tally{admitted: 6, denied: 5, rolledBack: 1}); got != want {
-			t.Errorf("run %d: tally %+v, want %+v", i+1, got, want)
-		}
+		require.NoError(t, err, "run %d\noutput:\n%s", i+1, report)
+		assert.Equal(t, (tally{admitted: 6, denied: 5, rolledBack: 1}), got, "run")
 		for _, want := range []string{
 			"   1 key-alice    861      2139 / 4139      admitted, adjusted +361, committed\n",
 			"   3 key-alice      -      2139 / 3598      LLM failed -> rolled back\n",
@@ -44,15 +42,9 @@ func TestRun(t *testing.T) {
 			"speculative fast path: 12 attempts, 2 fell back to read+write\n",
 			"  success 5, fast_rejection 5, bucket_missing 2\n",
 		} {
-			if !strings.Contains(report, want) {
-				t.Errorf("run %d: output lacks %q", i+1, want)
-			}
+			assert.Contains(t, report, want, "run %d: output lacks %q", i+1, want)
 		}
-		if n := strings.Count(report, "\n"); n >= 40 {
-			t.Errorf("run %d: %d lines of output, want fewer than 40", i+1, n)
-		}
-		if t.Failed() {
-			t.Fatalf("run %d output:\n%s", i+1, report)
-		}
+		assert.Less(t, strings.Count(report, "\n"), 40, "run")
+		require.False(t, t.Failed(), "run %d output:\n%s", i+1, report)
 	}
 }

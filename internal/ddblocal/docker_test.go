@@ -19,6 +19,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/testcontainers/testcontainers-go"
 )
 
@@ -46,9 +48,7 @@ func needDocker(t *testing.T) *testcontainers.DockerProvider {
 	}
 	p, err := dockerProvider(t.Context(), 5*time.Second)
 	if err != nil {
-		if only == SourceContainer {
-			t.Fatalf("%s=%s, but no Docker daemon answers: %v", EnvSource, only, err)
-		}
+		require.NotEqual(t, SourceContainer, only, "%s=%s, but no Docker daemon answers: %v", EnvSource, only, err)
 		t.Skipf("no Docker daemon answers: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
@@ -68,9 +68,8 @@ func needImage(t *testing.T, p *testcontainers.DockerProvider) {
 	for image, hint := range images {
 		if _, err := p.Client().ImageInspect(t.Context(), image); err != nil {
 			msg := fmt.Sprintf("%s is not on the Docker host (%s): %v", image, hint, err)
-			if only, _ := sourceFromEnv(os.Getenv); only == SourceContainer {
-				t.Fatal(msg)
-			}
+			only, _ := sourceFromEnv(os.Getenv)
+			require.NotEqual(t, SourceContainer, only)
 			t.Skip(msg)
 		}
 	}
@@ -92,18 +91,12 @@ func checkReason(t *testing.T, err error, begin time.Time, reason string) {
 	elapsed := time.Since(begin)
 	t.Logf("after %v: %v", elapsed.Round(time.Millisecond), err)
 	var ce *containerError
-	if !errors.As(err, &ce) {
-		t.Fatalf("err = %v (%T), want a *containerError", err, err)
-	}
-	if ce.reason != reason {
-		t.Errorf("reason = %q, want %q", ce.reason, reason)
-	}
-	if msg := err.Error(); !strings.HasPrefix(msg, reason+": ") || strings.Contains(msg, "\n") {
-		t.Errorf("message %q: want one line starting with %q", msg, reason+": ")
-	}
-	if elapsed > fallbackBound {
-		t.Errorf("gave up after %v, want within %v", elapsed, fallbackBound)
-	}
+	require.ErrorAs(t, err, &ce, "err = (), want a *containerError")
+	assert.Equal(t, reason, ce.reason, "reason = %q, want %q", ce.reason, reason)
+	msg := err.Error()
+	require.True(t, strings.HasPrefix(msg, reason+": "), "message %q: want one line starting with %q", msg, reason+": ")
+	assert.NotContains(t, msg, "\n", "message %q: want one line starting with %q", msg, reason+": ")
+	assert.LessOrEqual(t, elapsed, fallbackBound, "gave up after %v, want within %v", elapsed, fallbackBound)
 }
 
 // helperEnv, when set in a child process of these tests, makes
@@ -160,17 +153,11 @@ func runHelper(t *testing.T, mode string, env ...string) helperResult {
 	cmd.Env = append(os.Environ(), helperEnv+"="+mode, "HOME="+t.TempDir()) // no ~/.testcontainers.properties
 	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "child\n%s", out)
 	m := regexp.MustCompile(`(?m)^helper-result (.*)$`).FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("child printed no result:\n%s", out)
-	}
+	require.NotNil(t, m, "child printed no result:\n%s", out)
 	var res helperResult
-	if err := json.Unmarshal(m[1], &res); err != nil {
-		t.Fatalf("child result %q: %v", m[1], err)
-	}
+	require.NoError(t, json.Unmarshal(m[1], &res), "child result")
 	// Not the ErrUnavailable text: .ci/run takes it for a skipped test.
 	t.Logf("child: source %q, fallback %q, after %v, err %q", res.Source, res.Fallback, res.Elapsed,
 		strings.TrimPrefix(res.Err, ErrUnavailable.Error()+": "))
@@ -182,9 +169,7 @@ func runHelper(t *testing.T, mode string, env ...string) helperResult {
 func silentDaemon(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	done := make(chan struct{})
 	var conns []net.Conn
 	go func() {
@@ -223,12 +208,9 @@ func TestFallbackNoDocker(t *testing.T) {
 				t.Skipf("%s exists", defaultDockerSocket)
 			}
 			res := runHelper(t, "container", "DOCKER_HOST="+host)
-			if res.Reason != ReasonNoDocker || res.Source != "" {
-				t.Errorf("got %+v, want reason %q", res, ReasonNoDocker)
-			}
-			if res.Elapsed > fallbackBound {
-				t.Errorf("gave up after %v, want within %v", res.Elapsed, fallbackBound)
-			}
+			assert.Equal(t, ReasonNoDocker, res.Reason, "got %+v, want reason %q", res, ReasonNoDocker)
+			assert.Empty(t, res.Source, "got %+v, want reason %q", res, ReasonNoDocker)
+			assert.LessOrEqual(t, res.Elapsed, fallbackBound, "gave up after %v, want within %v", res.Elapsed, fallbackBound)
 		})
 	}
 }
@@ -242,12 +224,9 @@ func TestStartFallsBackToJar(t *testing.T) {
 		unavailable(t, errors.New(res.Err), os.Getenv)
 		return
 	}
-	if res.Source != SourceJava {
-		t.Errorf("source %q, want %q", res.Source, SourceJava)
-	}
-	if want := "testcontainers: " + ReasonNoDocker + ": "; !strings.HasPrefix(res.Fallback, want) || strings.Contains(res.Fallback, "\n") {
-		t.Errorf("Fallback() = %q, want one line starting with %q", res.Fallback, want)
-	}
+	assert.Equal(t, SourceJava, res.Source, "source %q, want %q", res.Source, SourceJava)
+	require.True(t, strings.HasPrefix(res.Fallback, "testcontainers: "+ReasonNoDocker+": "), "Fallback()")
+	assert.NotContains(t, res.Fallback, "\n", "Fallback()")
 }
 
 // TestStartOnlyContainer: with ZAEL_DYNAMODB_SOURCE=testcontainers, Start
@@ -255,59 +234,45 @@ func TestStartFallsBackToJar(t *testing.T) {
 func TestStartOnlyContainer(t *testing.T) {
 	t.Parallel()
 	res := runHelper(t, "start", "DOCKER_HOST="+silentDaemon(t), EnvSource+"=testcontainers", EnvEndpoint+"=")
-	if res.Source != "" || !strings.Contains(res.Err, ErrUnavailable.Error()) ||
-		!strings.Contains(res.Err, ReasonNoDocker) || !strings.Contains(res.Err, "no fallback") {
-		t.Errorf("got %+v, want an unavailable error for %q without fallback", res, ReasonNoDocker)
-	}
+	assert.Empty(t, res.Source, "got %+v, want an unavailable error for %q without fallback", res, ReasonNoDocker)
+	assert.Contains(t, res.Err, ErrUnavailable.Error(), "got %+v, want an unavailable error for %q without fallback", res, ReasonNoDocker)
+	assert.Contains(t, res.Err, ReasonNoDocker, "got %+v, want an unavailable error for %q without fallback", res, ReasonNoDocker)
+	assert.Contains(t, res.Err, "no fallback", "got %+v, want an unavailable error for %q without fallback", res, ReasonNoDocker)
 }
 
 func TestSourceFromEnv(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]Source{"": "", " java ": SourceJava, "Testcontainers": SourceContainer} {
 		got, err := sourceFromEnv(func(string) string { return in })
-		if err != nil || got != want {
-			t.Errorf("sourceFromEnv(%q) = %q, %v; want %q", in, got, err, want)
-		}
+		require.NoError(t, err, "sourceFromEnv(%q) = %q; want %q", in, got, want)
+		assert.Equal(t, want, got, "sourceFromEnv(%q) = %q; want %q", in, got, want)
 	}
-	if got, err := sourceFromEnv(func(string) string { return "docker" }); err == nil {
-		t.Errorf("sourceFromEnv(docker) = %q, want an error", got)
-	}
+	got, err := sourceFromEnv(func(string) string { return "docker" })
+	assert.Error(t, err, "sourceFromEnv(docker) = %q, want an error", got)
 }
 
 func TestContainerErrorOneLine(t *testing.T) {
 	t.Parallel()
 	err := &containerError{reason: ReasonPullRefused, err: errors.New("a\n\n  b  \nc"), hint: "run x"}
-	if got, want := err.Error(), "pull refused: a; b; c (run x)"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
+	got, want := err.Error(), "pull refused: a; b; c (run x)"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	err.hint = ""
-	if got, want := err.Error(), "pull refused: a; b; c"; got != want {
-		t.Errorf("Error() without hint = %q, want %q", got, want)
-	}
+	got, want = err.Error(), "pull refused: a; b; c"
+	assert.Equal(t, want, got, "Error() without hint = %q, want %q", got, want)
 }
 
 // TestMakefileImage: `make docker-image` builds the image the harness runs.
 func TestMakefileImage(t *testing.T) {
 	t.Parallel()
 	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	root, err := repoRoot(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	m := regexp.MustCompile(`(?m)^DYNAMODB_LOCAL_IMAGE\s*:?=\s*(\S+)\s*$`).FindSubmatch(mk)
-	if m == nil {
-		t.Fatal("no DYNAMODB_LOCAL_IMAGE in the Makefile")
-	}
-	if string(m[1]) != ContainerImage {
-		t.Errorf("Makefile builds %s, the harness runs %s", m[1], ContainerImage)
-	}
+	require.NotNil(t, m, "no DYNAMODB_LOCAL_IMAGE in the Makefile")
+	assert.Equal(t, ContainerImage, string(m[1]), "Makefile builds %s, the harness runs %s", m[1], ContainerImage)
 }
 
 // TestDockerCheckBounded runs the Docker health check of this process:
@@ -322,9 +287,7 @@ func TestDockerCheckBounded(t *testing.T) {
 	}
 	elapsed := time.Since(begin)
 	t.Logf("dockerProvider: err = %v after %v", err, elapsed)
-	if elapsed > fallbackBound {
-		t.Errorf("health check took %v, want about %v", elapsed, dockerCheckTimeout)
-	}
+	assert.LessOrEqual(t, elapsed, fallbackBound, "health check took %v, want about %v", elapsed, dockerCheckTimeout)
 }
 
 // registry is a Docker registry on loopback that knows no image: every
@@ -370,9 +333,7 @@ func TestFallbackNoImage(t *testing.T) {
 		srv.Close()
 	}
 	checkReason(t, err, begin, ReasonNoImage)
-	if !strings.Contains(err.Error(), ImageCommand) {
-		t.Errorf("message %q does not name %q", err, ImageCommand)
-	}
+	assert.Contains(t, err.Error(), ImageCommand, "message does not name %q", ImageCommand)
 }
 
 // TestFallbackPullRefused: a registry that refuses connections, or one that
@@ -382,9 +343,7 @@ func TestFallbackPullRefused(t *testing.T) {
 	needLocalDaemon(t, p)
 	t.Parallel()
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	closedAddr := closed.Addr().String()
 	closed.Close()
 	for name, reg := range map[string]string{
@@ -423,9 +382,7 @@ func TestFallbackHostUnreachable(t *testing.T) {
 		srv.Close()
 	}
 	checkReason(t, err, begin, ReasonHostUnreachable)
-	if !strings.Contains(err.Error(), "TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1") {
-		t.Errorf("message %q does not name the setting", err)
-	}
+	assert.Contains(t, err.Error(), "TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1", "message does not name the setting")
 	checkNoNewContainers(t, p, before)
 }
 
@@ -444,9 +401,7 @@ func TestFallbackContainerExits(t *testing.T) {
 		srv.Close()
 	}
 	checkReason(t, err, begin, ReasonContainerFailed)
-	if !strings.Contains(err.Error(), "exit code") {
-		t.Errorf("message %q does not give the exit code", err)
-	}
+	assert.Contains(t, err.Error(), "exit code", "message does not give the exit code")
 	checkNoNewContainers(t, p, before)
 }
 
@@ -458,9 +413,7 @@ func TestStartContainer(t *testing.T) {
 	t.Setenv("TESTCONTAINERS_HOST_OVERRIDE", "127.0.0.1")
 	before := containerIDs(t, p)
 	srv, err := startContainer(t.Context(), defaultContainerConfig())
-	if err != nil {
-		t.Fatalf("startContainer: %v", err)
-	}
+	require.NoError(t, err, "startContainer")
 	t.Logf("%s at %s in %v", srv.Source(), srv.Endpoint(), srv.StartDuration())
 	closed := false
 	defer func() {
@@ -468,19 +421,13 @@ func TestStartContainer(t *testing.T) {
 			srv.Close()
 		}
 	}()
-	if srv.Source() != SourceContainer || !strings.HasPrefix(srv.Endpoint(), "http://127.0.0.1:") {
-		t.Errorf("source %s at %s, want testcontainers at http://127.0.0.1:port", srv.Source(), srv.Endpoint())
-	}
-	if _, err := NewClient(srv.Endpoint()).ListTables(t.Context(), &dynamodb.ListTablesInput{}); err != nil {
-		t.Errorf("ListTables: %v", err)
-	}
-	if got := len(containerIDs(t, p)) - len(before); got != 1 {
-		t.Errorf("%d new containers while running, want 1", got)
-	}
+	assert.Equal(t, SourceContainer, srv.Source(), "source %s at %s, want testcontainers at http://127.0.0.1:port", srv.Source(), srv.Endpoint())
+	assert.True(t, strings.HasPrefix(srv.Endpoint(), "http://127.0.0.1:"), "source %s at %s, want testcontainers at http://127.0.0.1:port", srv.Source(), srv.Endpoint())
+	_, err = NewClient(srv.Endpoint()).ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	require.NoError(t, err, "ListTables")
+	assert.EqualValues(t, 1, len(containerIDs(t, p))-len(before))
 	closed = true
-	if err := srv.Close(); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
+	require.NoError(t, srv.Close(), "Close")
 	checkNoNewContainers(t, p, before)
 }
 
@@ -489,9 +436,7 @@ func TestStartContainer(t *testing.T) {
 func containerIDs(t *testing.T, p *testcontainers.DockerProvider) map[string]bool {
 	t.Helper()
 	res, err := p.Client().ContainerList(t.Context(), containerListAll)
-	if err != nil {
-		t.Fatalf("list containers: %v", err)
-	}
+	require.NoError(t, err, "list containers")
 	ids := map[string]bool{}
 	for _, c := range res.Items {
 		if c.Labels[pidLabel] == strconv.Itoa(os.Getpid()) {
@@ -507,8 +452,6 @@ func containerIDs(t *testing.T, p *testcontainers.DockerProvider) map[string]boo
 func checkNoNewContainers(t *testing.T, p *testcontainers.DockerProvider, before map[string]bool) {
 	t.Helper()
 	for id := range containerIDs(t, p) {
-		if !before[id] {
-			t.Errorf("container %.12s left behind", id)
-		}
+		assert.True(t, before[id], "container %.12s left behind", id)
 	}
 }

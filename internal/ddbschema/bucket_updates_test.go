@@ -2,6 +2,8 @@ package ddbschema
 
 import (
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 // aggBucket is shard 0 of a bucket with two shards as the aggregator reads
@@ -42,9 +44,7 @@ func TestBucketUpdatesGolden(t *testing.T) {
 		"new shard 3":              putRequest(NewShardItem("tbl", b, 3)),
 		"new shard of count 0":     putRequest(NewShardItem("tbl", unsharded, 1)),
 	}
-	if got["refill, nothing positive"] != nil {
-		t.Error("RefillUpdate without a positive credit is not nil")
-	}
+	assert.Nil(t, got["refill, nothing positive"], "RefillUpdate without a positive credit is not nil")
 	checkGolden(t, "bucket_updates.golden.json", got)
 
 	for name, want := range map[string]string{
@@ -54,9 +54,7 @@ func TestBucketUpdatesGolden(t *testing.T) {
 		"shard count propagation": "SET shard_count = 2 IF shard_count < 2",
 		"new shard 3":             "PUT IF attribute_not_exists(PK)",
 	} {
-		if got[name].Rendered != want {
-			t.Errorf("%s\n got %s\nwant %s", name, got[name].Rendered, want)
-		}
+		assert.Equal(t, want, got[name].Rendered, "%s\n got %s\nwant %s", name, got[name].Rendered, want)
 	}
 	// The new shard: full wcu, its share of every other capacity, no
 	// consumption, everything else as on shard 0.
@@ -67,11 +65,9 @@ func TestBucketUpdatesGolden(t *testing.T) {
 		"b_wcu_tk": "N:1000000", "b_wcu_tc": "N:0", "b_tpm-x_tk": "N:5000000", "b_tpm-x_cp": "N:10000001", "b_tpm-x_tc": "N:0",
 		"b_rpm_tk": "N:1", "b_rpm_ra": "N:3",
 	} {
-		if ns[attr] != want {
-			t.Errorf("new shard %s = %s, want %s", attr, ns[attr], want)
-		}
+		assert.Equal(t, want, ns[attr], "new shard %s = %s, want %s", attr, ns[attr], want)
 	}
-	if got := got["new shard of count 0"].Item; got["shard_count"] != "N:1" || got["b_tpm-x_tk"] != "N:10000001" {
-		t.Errorf("new shard of a count-0 item: shard_count %s, b_tpm-x_tk %s", got["shard_count"], got["b_tpm-x_tk"])
-	}
+	zero := got["new shard of count 0"].Item
+	assert.Equal(t, "N:1", zero["shard_count"], "new shard of a count-0 item: shard_count")
+	assert.Equal(t, "N:10000001", zero["b_tpm-x_tk"], "new shard of a count-0 item: b_tpm-x_tk")
 }

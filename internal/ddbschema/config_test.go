@@ -4,7 +4,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRegistries(t *testing.T) {
@@ -14,12 +15,8 @@ func TestRegistries(t *testing.T) {
 		"SK":        S(SKResources),
 		"resources": &types.AttributeValueMemberSS{Value: []string{"gpt-4", "claude", "openai/gpt-4o"}},
 	}
-	if diff := cmp.Diff([]string{"claude", "gpt-4", "openai/gpt-4o"}, ResourceRegistryFromItem(res)); diff != "" {
-		t.Errorf("ResourceRegistryFromItem (-want +got):\n%s", diff)
-	}
-	if got := ResourceRegistryFromItem(nil); len(got) != 0 {
-		t.Errorf("ResourceRegistryFromItem(nil) = %v", got)
-	}
+	assert.Equal(t, []string{"claude", "gpt-4", "openai/gpt-4o"}, ResourceRegistryFromItem(res), "ResourceRegistryFromItem")
+	assert.Empty(t, ResourceRegistryFromItem(nil), "ResourceRegistryFromItem(nil)")
 	ec := map[string]types.AttributeValue{
 		"PK":        S("ns/SYSTEM#"),
 		"SK":        S(SKEntityConfigResources),
@@ -32,12 +29,8 @@ func TestRegistries(t *testing.T) {
 		"openai/o1": N(5),
 	}
 	got, err := EntityConfigRegistryFromItem(ec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff([]string{"_default_", "gpt-4", "openai/o1"}, got); diff != "" {
-		t.Errorf("EntityConfigRegistryFromItem (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, []string{"_default_", "gpt-4", "openai/o1"}, got, "EntityConfigRegistryFromItem")
 }
 
 func TestConfigItems(t *testing.T) {
@@ -89,9 +82,8 @@ func TestConfigItems(t *testing.T) {
 		"l_tpm_ra":       `N:10000`,
 		"l_tpm_rp":       `N:60`,
 	})
-	if _, ok := SystemConfigItem("ns", nil, "")[AttrOnUnavailable]; ok {
-		t.Error("SystemConfigItem without on_unavailable wrote the attribute")
-	}
+	_, ok := SystemConfigItem("ns", nil, "")[AttrOnUnavailable]
+	assert.False(t, ok, "SystemConfigItem without on_unavailable wrote the attribute")
 
 	sorted := []ConfigLimit{limits[2], limits[1], limits[0]} // req_per_day, rps, tpm
 	for name, item := range map[string]map[string]types.AttributeValue{
@@ -103,39 +95,30 @@ func TestConfigItems(t *testing.T) {
 		got := make([]ConfigLimit, len(names))
 		for i, n := range names {
 			var err error
-			if got[i], err = ConfigLimitFromItem(item, n); err != nil {
-				t.Fatalf("%s: ConfigLimitFromItem(%s): %v", name, n, err)
-			}
+			got[i], err = ConfigLimitFromItem(item, n)
+			require.NoError(t, err, "%s: ConfigLimitFromItem(%s)", name, n)
 		}
-		if diff := cmp.Diff(sorted, got); diff != "" {
-			t.Errorf("%s limits round trip (-want +got):\n%s", name, diff)
-		}
+		assert.Equal(t, sorted, got, "%s limits round trip", name)
 	}
-	if got := OnUnavailableFromItem(SystemConfigItem("ns", nil, "block")); got != "block" {
-		t.Errorf("OnUnavailableFromItem = %q, want block", got)
-	}
-	if got := OnUnavailableFromItem(SystemConfigItem("ns", nil, "")); got != "" {
-		t.Errorf("OnUnavailableFromItem(unset) = %q, want empty", got)
-	}
-	if got := ConfigLimitNames(SystemConfigItem("ns", nil, "")); len(got) != 0 {
-		t.Errorf("ConfigLimitNames(no limits) = %v, want none", got)
-	}
+	assert.Equal(t, "block", OnUnavailableFromItem(SystemConfigItem("ns", nil, "block")), "OnUnavailableFromItem")
+	assert.Equal(t, "", OnUnavailableFromItem(SystemConfigItem("ns", nil, "")), "OnUnavailableFromItem(unset)")
+	assert.Empty(t, ConfigLimitNames(SystemConfigItem("ns", nil, "")), "ConfigLimitNames(no limits)")
 
 	// Missing fields read as 0, unvalidated; malformed numbers are errors.
 	incomplete := map[string]types.AttributeValue{"l_rpm_cp": N(10), "l_rpm_ra": N(10)}
-	if got, err := ConfigLimitFromItem(incomplete, "rpm"); err != nil || got != (ConfigLimit{Name: "rpm", Capacity: 10, RefillAmount: 10}) {
-		t.Errorf("ConfigLimitFromItem(missing rp) = %+v, %v", got, err)
-	}
+	got, err := ConfigLimitFromItem(incomplete, "rpm")
+	require.NoError(t, err, "ConfigLimitFromItem(missing rp) = %+v", got)
+	assert.Equal(t, (ConfigLimit{Name: "rpm", Capacity: 10, RefillAmount: 10}), got, "ConfigLimitFromItem(missing rp) = %+v", got)
 	badNumber := map[string]types.AttributeValue{"l_rpm_cp": &types.AttributeValueMemberN{Value: "ten"}}
-	if _, err := ConfigLimitFromItem(badNumber, "rpm"); err == nil || err.Error() != `config limit rpm: attribute l_rpm_cp: invalid integer "ten"` {
-		t.Errorf("ConfigLimitFromItem(bad number) = %v", err)
-	}
+	_, err = ConfigLimitFromItem(badNumber, "rpm")
+	assert.EqualError(t, err, `config limit rpm: attribute l_rpm_cp: invalid integer "ten"`, "ConfigLimitFromItem(bad number)")
 
 	sys := map[string]types.AttributeValue{"audit_retention_days": N(30)}
-	if days, ok, err := AuditRetentionDaysFromItem(sys); days != 30 || !ok || err != nil {
-		t.Errorf("AuditRetentionDaysFromItem = %d, %v, %v; want 30, true, nil", days, ok, err)
-	}
-	if _, ok, err := AuditRetentionDaysFromItem(nil); ok || err != nil {
-		t.Errorf("AuditRetentionDaysFromItem(absent) = %v, %v", ok, err)
-	}
+	days, ok, err := AuditRetentionDaysFromItem(sys)
+	assert.EqualValues(t, 30, days, "AuditRetentionDaysFromItem = %d, %v; want 30, true, nil", days, ok)
+	require.True(t, ok, "AuditRetentionDaysFromItem = %d, %v; want 30, true, nil", days, ok)
+	require.NoError(t, err, "AuditRetentionDaysFromItem = %d, %v; want 30, true, nil", days, ok)
+	_, ok, err = AuditRetentionDaysFromItem(nil)
+	require.False(t, ok, "AuditRetentionDaysFromItem(absent) = %v", ok)
+	require.NoError(t, err, "AuditRetentionDaysFromItem(absent) = %v", ok)
 }

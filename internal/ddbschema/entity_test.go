@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
 )
 
 func TestEntityItem(t *testing.T) {
@@ -50,9 +50,7 @@ func TestEntityItem(t *testing.T) {
 			want.Metadata = map[string]string{}
 		}
 		want.CreatedAt = time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("entity round trip (-want +got):\n%s", diff)
-		}
+		assert.Equal(t, want, got, "entity round trip")
 	}
 }
 
@@ -68,7 +66,5 @@ func TestEntityFromItemForeignValues(t *testing.T) {
 	}
 	got := EntityFromItem(item)
 	want := Entity{ID: "e", Metadata: map[string]string{"s": "x", "n": "12.5", "b": "true"}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("EntityFromItem (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, want, got, "EntityFromItem")
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden.json")
@@ -67,9 +68,7 @@ func itemText(item map[string]types.AttributeValue) map[string]string {
 
 func checkItem(t *testing.T, name string, got map[string]types.AttributeValue, want map[string]string) {
 	t.Helper()
-	if diff := cmp.Diff(want, itemText(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
-	}
+	assert.Equal(t, want, itemText(got), "%s mismatch", name)
 }
 
 var placeholder = regexp.MustCompile(`[#:][av][0-9]+`)
@@ -145,24 +144,14 @@ func putRequest(in *dynamodb.PutItemInput) *request {
 func checkGolden(t *testing.T, name string, got any) {
 	t.Helper()
 	b, err := json.MarshalIndent(got, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b = append(b, '\n')
 	path := filepath.Join("testdata", name)
 	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, b, 0o644))
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run %s -update)", err, t.Name())
-	}
-	if diff := cmp.Diff(string(want), string(b)); diff != "" {
-		t.Errorf("%s mismatch (-golden +got):\n%s", path, diff)
-	}
+	require.NoError(t, err, "(run go test -run %s -update)", t.Name())
+	assert.Equal(t, string(want), string(b), "%s mismatch", path)
 }

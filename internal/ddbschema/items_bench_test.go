@@ -3,6 +3,8 @@ package ddbschema
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // The benchmarks below measure one encode and one decode of each item of
@@ -32,9 +34,7 @@ func BenchmarkItemAudit(b *testing.B) {
 	e := AuditEvent{EventID: "01M812K98TDJXJ05Q7ZQETE6EN", Timestamp: benchTime, Action: "entity_created", EntityID: "C",
 		Principal: "alice", Details: map[string]any{"name": "C", "cascade": true}}
 	item, err := AuditItem("ns", e, 1, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

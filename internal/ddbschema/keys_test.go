@@ -1,8 +1,10 @@
 package ddbschema
 
 import (
-	"errors"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestKeyBuilders(t *testing.T) {
@@ -69,9 +71,7 @@ func TestKeyBuilders(t *testing.T) {
 		{"LimitAttr ra", LimitAttr("tpm", FieldRefillAmount), "l_tpm_ra"},
 		{"LimitAttr rp", LimitAttr("my_limit", FieldRefillPeriod), "l_my_limit_rp"},
 	} {
-		if tc.got != tc.want {
-			t.Errorf("%s = %q, want %q", tc.name, tc.got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.got, "%s = %q, want %q", tc.name, tc.got, tc.want)
 	}
 }
 
@@ -91,9 +91,7 @@ func TestSchemaConstants(t *testing.T) {
 		{"TTLEpochSeconds", TTLEpochSeconds(1767225600999, 420), int64(1767226020)},
 		{"TTLEpochSeconds negative ms floors", TTLEpochSeconds(-1, 0), int64(-1)},
 	} {
-		if tc.got != tc.want {
-			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.got, "%s = %v, want %v", tc.name, tc.got, tc.want)
 	}
 }
 
@@ -108,18 +106,15 @@ func TestParseNamespace(t *testing.T) {
 		{"/x", "", "x"},
 	} {
 		ns, rest, err := ParseNamespace(tc.key)
-		if err != nil || ns != tc.wantNS || rest != tc.wantRest {
-			t.Errorf("ParseNamespace(%q) = %q, %q, %v; want %q, %q, nil", tc.key, ns, rest, err, tc.wantNS, tc.wantRest)
-		}
+		require.NoError(t, err, "ParseNamespace(%q) = %q, %q; want %q, %q, nil", tc.key, ns, rest, tc.wantNS, tc.wantRest)
+		assert.Equal(t, tc.wantNS, ns, "ParseNamespace(%q) = %q, %q; want %q, %q, nil", tc.key, ns, rest, tc.wantNS, tc.wantRest)
+		assert.Equal(t, tc.wantRest, rest, "ParseNamespace(%q) = %q, %q; want %q, %q, nil", tc.key, ns, rest, tc.wantNS, tc.wantRest)
 	}
 	_, _, err := ParseNamespace("ENTITY#user-123")
 	var kerr *KeyFormatError
-	if !errors.As(err, &kerr) {
-		t.Fatalf("ParseNamespace(no slash) error = %v, want *KeyFormatError", err)
-	}
-	if got, want := err.Error(), "Key has no namespace separator '/': ENTITY#user-123"; got != want {
-		t.Errorf("error = %q, want %q", got, want)
-	}
+	require.ErrorAs(t, err, &kerr, "ParseNamespace(no slash) error, want *KeyFormatError")
+	got, want := err.Error(), "Key has no namespace separator '/': ENTITY#user-123"
+	assert.Equal(t, want, got, "error = %q, want %q", got, want)
 }
 
 func TestParseBucketPKRoundTrip(t *testing.T) {
@@ -133,12 +128,8 @@ func TestParseBucketPKRoundTrip(t *testing.T) {
 	} {
 		pk := PKBucket(tc.Namespace, tc.EntityID, tc.Resource, tc.Shard)
 		got, err := ParseBucketPK(pk)
-		if err != nil {
-			t.Errorf("ParseBucketPK(%q) error: %v", pk, err)
-			continue
-		}
-		if got != tc {
-			t.Errorf("ParseBucketPK(%q) = %+v, want %+v", pk, got, tc)
+		if assert.NoError(t, err, "ParseBucketPK(%q)", pk) {
+			assert.Equal(t, tc, got, "ParseBucketPK(%q)", pk)
 		}
 	}
 }
@@ -160,25 +151,20 @@ func TestParseBucketPKErrors(t *testing.T) {
 	} {
 		_, err := ParseBucketPK(tc.pk)
 		var kerr *KeyFormatError
-		if !errors.As(err, &kerr) {
-			t.Errorf("ParseBucketPK(%q) error = %v, want *KeyFormatError", tc.pk, err)
-			continue
-		}
-		if err.Error() != tc.wantMsg {
-			t.Errorf("ParseBucketPK(%q) error = %q, want %q", tc.pk, err.Error(), tc.wantMsg)
+		if assert.ErrorAs(t, err, &kerr, "ParseBucketPK(%q)", tc.pk) {
+			assert.EqualError(t, err, tc.wantMsg, "ParseBucketPK(%q)", tc.pk)
 		}
 	}
 }
 
 func TestParseBucketSKLegacy(t *testing.T) {
 	t.Parallel()
-	if got, err := ParseBucketSKLegacy("#BUCKET#openai/gpt-4"); err != nil || got != "openai/gpt-4" {
-		t.Errorf("ParseBucketSKLegacy = %q, %v; want openai/gpt-4, nil", got, err)
-	}
+	got, err := ParseBucketSKLegacy("#BUCKET#openai/gpt-4")
+	require.NoError(t, err, "ParseBucketSKLegacy = %q; want openai/gpt-4, nil", got)
+	assert.Equal(t, "openai/gpt-4", got, "ParseBucketSKLegacy = %q; want openai/gpt-4, nil", got)
 	for _, sk := range []string{"#BUCKET#", "#STATE", ""} {
-		if _, err := ParseBucketSKLegacy(sk); err == nil {
-			t.Errorf("ParseBucketSKLegacy(%q) succeeded, want error", sk)
-		}
+		_, err := ParseBucketSKLegacy(sk)
+		assert.Error(t, err, "ParseBucketSKLegacy(%q) succeeded, want error", sk)
 	}
 }
 
@@ -207,9 +193,9 @@ func TestParseCompositeAttrs(t *testing.T) {
 		{"b_rpm_tk", ParseLimitAttr, "", "", false},
 	} {
 		name, field, ok := tc.parse(tc.attr)
-		if name != tc.wantName || field != tc.wantF || ok != tc.wantOK {
-			t.Errorf("parse(%q) = %q, %q, %v; want %q, %q, %v", tc.attr, name, field, ok, tc.wantName, tc.wantF, tc.wantOK)
-		}
+		assert.Equal(t, tc.wantName, name, "parse(%q) = %q, %q, %v; want %q, %q, %v", tc.attr, name, field, ok, tc.wantName, tc.wantF, tc.wantOK)
+		assert.Equal(t, tc.wantF, field, "parse(%q) = %q, %q, %v; want %q, %q, %v", tc.attr, name, field, ok, tc.wantName, tc.wantF, tc.wantOK)
+		assert.Equal(t, tc.wantOK, ok, "parse(%q) = %q, %q, %v; want %q, %q, %v", tc.attr, name, field, ok, tc.wantName, tc.wantF, tc.wantOK)
 	}
 }
 
@@ -227,11 +213,7 @@ func TestKeyPredicates(t *testing.T) {
 		{"AUDIT#e", "#AUDIT#01", false, false}, // the bare prefix of pre-namespace tables
 		{"ns1/AUDIT#$SYSTEM", "#AUDIT#01", false, true},
 	} {
-		if got := IsBucketKey(tc.pk, tc.sk); got != tc.bucket {
-			t.Errorf("IsBucketKey(%q, %q) = %v", tc.pk, tc.sk, got)
-		}
-		if got := IsAuditKey(tc.pk); got != tc.audit {
-			t.Errorf("IsAuditKey(%q) = %v", tc.pk, got)
-		}
+		assert.Equal(t, tc.bucket, IsBucketKey(tc.pk, tc.sk))
+		assert.Equal(t, tc.audit, IsAuditKey(tc.pk))
 	}
 }

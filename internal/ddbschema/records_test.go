@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestVersionRecord(t *testing.T) {
@@ -25,15 +26,12 @@ func TestVersionRecord(t *testing.T) {
 		"GSI4PK":             `S:"_"`,
 		"GSI4SK":             `S:"_/SYSTEM#"`,
 	})
-	if diff := cmp.Diff(v, VersionFromItem(item)); diff != "" {
-		t.Errorf("version round trip (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, v, VersionFromItem(item), "version round trip")
 	item[AttrTemplateVersion] = S("0.9.0")
 	item[AttrLambdaVersion] = S("0.10.3")
 	got := VersionFromItem(item)
-	if got.TemplateVersion != "0.9.0" || got.LambdaVersion != "0.10.3" {
-		t.Errorf("VersionFromItem = %+v", got)
-	}
+	assert.Equal(t, "0.9.0", got.TemplateVersion, "VersionFromItem = %+v", got)
+	assert.Equal(t, "0.10.3", got.LambdaVersion, "VersionFromItem = %+v", got)
 }
 
 func TestNamespaceRecords(t *testing.T) {
@@ -66,15 +64,10 @@ func TestNamespaceRecords(t *testing.T) {
 		"GSI4PK":         `S:"_"`,
 		"GSI4SK":         `S:"_/SYSTEM#"`,
 	})
-	if _, ok := NamespaceReverseItem(r)[AttrDeletedAt]; ok {
-		t.Error("active reverse record has deleted_at")
-	}
-	if diff := cmp.Diff(r, NamespaceFromItem(fwd)); diff != "" {
-		t.Errorf("forward round trip (-want +got):\n%s", diff)
-	}
-	if diff := cmp.Diff(deleted, NamespaceFromItem(rev)); diff != "" {
-		t.Errorf("reverse round trip (-want +got):\n%s", diff)
-	}
+	_, ok := NamespaceReverseItem(r)[AttrDeletedAt]
+	assert.False(t, ok, "active reverse record has deleted_at")
+	assert.Equal(t, r, NamespaceFromItem(fwd), "forward round trip")
+	assert.Equal(t, deleted, NamespaceFromItem(rev), "reverse round trip")
 }
 
 // repeatReader returns b forever.
@@ -93,32 +86,24 @@ func TestNewNamespaceID(t *testing.T) {
 	seen := map[string]bool{}
 	for range 200 {
 		id, err := NewNamespaceID(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !alphabet.MatchString(id) || id[0] == '-' {
-			t.Fatalf("NewNamespaceID() = %q, want 11 chars of [A-Za-z0-9_-] not starting with '-'", id)
-		}
+		require.NoError(t, err)
+		require.True(t, alphabet.MatchString(id), "NewNamespaceID() = %q, want 11 chars of [A-Za-z0-9_-] not starting with '-'", id)
+		require.NotEqualValues(t, '-', id[0], "NewNamespaceID() = %q, want 11 chars of [A-Za-z0-9_-] not starting with '-'", id)
 		seen[id] = true
 	}
-	if len(seen) < 200 {
-		t.Errorf("NewNamespaceID produced duplicates: %d distinct of 200", len(seen))
-	}
+	assert.GreaterOrEqual(t, len(seen), 200, "NewNamespaceID produced duplicates: %d distinct of 200", len(seen))
 
 	// The first 8 bytes encode to "-AAAAAAAAAA" and must be rejected.
 	src := bytes.NewReader([]byte{0xF8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7})
 	id, err := NewNamespaceID(src)
-	if err != nil || id != "AAECAwQFBgc" {
-		t.Errorf("NewNamespaceID(leading '-' first) = %q, %v; want AAECAwQFBgc", id, err)
-	}
+	require.NoError(t, err, "NewNamespaceID(leading '-' first) = %q; want AAECAwQFBgc", id)
+	assert.Equal(t, "AAECAwQFBgc", id, "NewNamespaceID(leading '-' first) = %q; want AAECAwQFBgc", id)
 	// Ids may start with '_'.
-	if id, err := NewNamespaceID(repeatReader{0xFC}); err != nil || id[0] != '_' {
-		t.Errorf("NewNamespaceID(0xFC...) = %q, %v; want leading '_'", id, err)
-	}
-	if _, err := NewNamespaceID(repeatReader{0xF8}); err == nil {
-		t.Error("NewNamespaceID(always '-') succeeded, want error")
-	}
-	if _, err := NewNamespaceID(bytes.NewReader([]byte{1, 2, 3})); err == nil {
-		t.Error("NewNamespaceID(short reader) succeeded, want error")
-	}
+	id, err = NewNamespaceID(repeatReader{0xFC})
+	require.NoError(t, err, "NewNamespaceID(0xFC...) = %q; want leading '_'", id)
+	assert.EqualValues(t, '_', id[0], "NewNamespaceID(0xFC...) = %q; want leading '_'", id)
+	_, err = NewNamespaceID(repeatReader{0xF8})
+	assert.Error(t, err, "NewNamespaceID(always '-') succeeded, want error")
+	_, err = NewNamespaceID(bytes.NewReader([]byte{1, 2, 3}))
+	assert.Error(t, err, "NewNamespaceID(short reader) succeeded, want error")
 }

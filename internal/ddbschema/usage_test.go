@@ -1,14 +1,13 @@
 package ddbschema
 
 import (
-	"errors"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestUsageSnapshotItems(t *testing.T) {
@@ -30,9 +29,8 @@ func TestUsageSnapshotItems(t *testing.T) {
 		"total_events": N(7),
 	}
 	got, ok, err := UsageSnapshotFromItem(item)
-	if err != nil || !ok {
-		t.Fatalf("UsageSnapshotFromItem = %v, %v", ok, err)
-	}
+	require.NoError(t, err, "UsageSnapshotFromItem = %v", ok)
+	require.True(t, ok, "UsageSnapshotFromItem = %v", ok)
 	want := UsageSnapshot{
 		EntityID: "e-1", Resource: "openai/gpt-4", WindowType: WindowMonthly,
 		WindowStart: time.Date(2024, 2, 1, 0, 0, 0, 0, time.UTC),
@@ -40,9 +38,7 @@ func TestUsageSnapshotItems(t *testing.T) {
 		Counters:    map[string]int64{"rpm": 12, "tpm": -3},
 		TotalEvents: 7,
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("UsageSnapshotFromItem (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, want, got, "UsageSnapshotFromItem")
 	checkItem(t, "usage snapshot", UsageSnapshotItem("ns", want, 1714521600), itemText(item))
 
 	for _, tc := range []struct {
@@ -63,23 +59,20 @@ func TestUsageSnapshotItems(t *testing.T) {
 		if tc.set != nil {
 			it[tc.drop] = tc.set
 		}
-		if _, ok, err := UsageSnapshotFromItem(it); ok || err != nil {
-			t.Errorf("%s: ok=%v err=%v, want skipped", tc.name, ok, err)
-		}
+		_, ok, err := UsageSnapshotFromItem(it)
+		require.False(t, ok, "%s: ok=%v err, want skipped", tc.name, ok)
+		require.NoError(t, err, "%s: ok=%v err, want skipped", tc.name, ok)
 	}
 	item["rpm"] = &types.AttributeValueMemberN{Value: "1.5"}
-	if _, _, err := UsageSnapshotFromItem(item); err == nil {
-		t.Error("UsageSnapshotFromItem(fractional counter) succeeded, want error")
-	}
+	_, _, err = UsageSnapshotFromItem(item)
+	assert.Error(t, err, "UsageSnapshotFromItem(fractional counter) succeeded, want error")
 }
 
 func TestWindowKey(t *testing.T) {
 	t.Parallel()
 	ms := func(s string) time.Time {
 		tm, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return tm
 	}
 	for _, tc := range []struct {
@@ -100,17 +93,14 @@ func TestWindowKey(t *testing.T) {
 			{WindowHourly, tc.hourly}, {WindowDaily, tc.daily}, {WindowMonthly, tc.monthly},
 		} {
 			got, err := WindowKey(w.window, at)
-			if err != nil || got != w.want {
-				t.Errorf("WindowKey(%s, %s) = %q, %v; want %q", w.window, tc.at, got, err, w.want)
-			}
+			require.NoError(t, err, "WindowKey(%s, %s) = %q; want %q", w.window, tc.at, got, w.want)
+			assert.Equal(t, w.want, got, "WindowKey(%s, %s) = %q; want %q", w.window, tc.at, got, w.want)
 		}
 	}
-	if _, err := WindowKey("weekly", time.Unix(0, 0)); err == nil || err.Error() != "unknown window type: weekly" {
-		t.Errorf("WindowKey(weekly) error = %v", err)
-	}
-	if got, _ := WindowKey(WindowHourly, time.UnixMilli(1767225600123)); got != "2026-01-01T00:00:00Z" {
-		t.Errorf("WindowKey from epoch ms = %q", got)
-	}
+	_, err := WindowKey("weekly", time.Unix(0, 0))
+	assert.EqualError(t, err, "unknown window type: weekly", "WindowKey(weekly) error")
+	got, _ := WindowKey(WindowHourly, time.UnixMilli(1767225600123))
+	assert.Equal(t, "2026-01-01T00:00:00Z", got, "WindowKey from epoch ms = %q", got)
 }
 
 func TestWindowEnd(t *testing.T) {
@@ -135,18 +125,16 @@ func TestWindowEnd(t *testing.T) {
 		{WindowMonthly, d(2024, 1, 1, 10, 0, 0), d(2024, 2, 1, 9, 59, 59)},
 		{"weekly", d(2024, 3, 10, 14, 0, 0), d(2024, 3, 10, 14, 0, 0)},
 	} {
-		if got := WindowEnd(tc.window, tc.start); !got.Equal(tc.want) || got.Location() != time.UTC {
-			t.Errorf("WindowEnd(%s, %s) = %s, want %s", tc.window, tc.start, got, tc.want)
-		}
+		got := WindowEnd(tc.window, tc.start)
+		require.True(t, got.Equal(tc.want), "WindowEnd(%s, %s) = %s, want %s", tc.window, tc.start, got, tc.want)
+		assert.Equal(t, time.UTC, got.Location(), "WindowEnd(%s, %s) = %s, want %s", tc.window, tc.start, got, tc.want)
 	}
 }
 
 func TestISOSeconds(t *testing.T) {
 	t.Parallel()
 	local := time.Date(2026, 1, 2, 3, 4, 5, 999_999_999, time.FixedZone("X", -5*3600))
-	if got := FormatISOSeconds(local); got != "2026-01-02T08:04:05Z" {
-		t.Errorf("FormatISOSeconds = %q", got)
-	}
+	assert.Equal(t, "2026-01-02T08:04:05Z", FormatISOSeconds(local), "FormatISOSeconds")
 	for _, tc := range []struct {
 		in   string
 		want time.Time
@@ -156,13 +144,12 @@ func TestISOSeconds(t *testing.T) {
 		{"2026-01-02T08:04:05.25Z", time.Date(2026, 1, 2, 8, 4, 5, 250_000_000, time.UTC)},
 	} {
 		got, err := ParseISOSeconds(tc.in)
-		if err != nil || !got.Equal(tc.want) || got.Location() != time.UTC {
-			t.Errorf("ParseISOSeconds(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
-		}
+		require.NoError(t, err, "ParseISOSeconds(%q) = %v; want %v", tc.in, got, tc.want)
+		require.True(t, got.Equal(tc.want), "ParseISOSeconds(%q) = %v; want %v", tc.in, got, tc.want)
+		assert.Equal(t, time.UTC, got.Location(), "ParseISOSeconds(%q) = %v; want %v", tc.in, got, tc.want)
 	}
-	if _, err := ParseISOSeconds("2026-01-02"); err == nil {
-		t.Error("ParseISOSeconds(date only) succeeded, want error")
-	}
+	_, err := ParseISOSeconds("2026-01-02")
+	assert.Error(t, err, "ParseISOSeconds(date only) succeeded, want error")
 }
 
 func TestPrimaryKeys(t *testing.T) {
@@ -174,9 +161,7 @@ func TestPrimaryKeys(t *testing.T) {
 	names := DiscoverLimitNames(map[string]types.AttributeValue{
 		"b_rpm_tc": N(1), "b_a_b_tc": N(1), "b_x_tk": N(1), "b__tc": N(1),
 	}, BucketAttrPrefix, FieldTotalConsumed)
-	if diff := cmp.Diff([]string{"a_b", "rpm"}, names); diff != "" {
-		t.Errorf("DiscoverLimitNames (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, []string{"a_b", "rpm"}, names, "DiscoverLimitNames")
 }
 
 func TestUsageSnapshotUpdate(t *testing.T) {
@@ -187,23 +172,16 @@ func TestUsageSnapshotUpdate(t *testing.T) {
 		EntityID: "e", Resource: "gpt-4", WindowType: WindowHourly, WindowStart: at,
 		Counters: map[string]int64{"tpm-x": -3, "rpm": 2, WCULimitName: 9, "ttl": 1, "GSI4SK": 4}, TotalEvents: 2,
 	}, exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := updateRequest(in)
 	want := `SET entity_id = "e", resource = if_not_exists(resource, "gpt-4"), window = if_not_exists(window, "hourly"), ` +
 		`window_start = if_not_exists(window_start, "2026-03-04T05:00:00Z"), GSI2PK = "ns1/RESOURCE#gpt-4", ` +
 		`GSI2SK = "USAGE#2026-03-04T05:00:00Z#e", GSI4PK = if_not_exists(GSI4PK, "ns1"), GSI4SK = if_not_exists(GSI4SK, "ns1/ENTITY#e"), ` +
 		`ttl = if_not_exists(ttl, ` + strconv.FormatInt(exp.Unix(), 10) + `) ADD rpm 2, tpm-x -3, total_events 2`
-	if got.Rendered != want {
-		t.Errorf("update\n got %s\nwant %s", got.Rendered, want)
-	}
-	if diff := cmp.Diff(map[string]string{"PK": `S:"ns1/ENTITY#e"`, "SK": `S:"#USAGE#gpt-4#2026-03-04T05:00:00Z"`}, got.Key); diff != "" {
-		t.Errorf("key (-want +got):\n%s", diff)
-	}
-	if strings.Contains(got.Update, "tpm-x") || got.Condition != "" {
-		t.Errorf("update %q condition %q: limit names must go through placeholders, no condition", got.Update, got.Condition)
-	}
+	assert.Equal(t, want, got.Rendered, "update\n got %s\nwant %s", got.Rendered, want)
+	assert.Equal(t, map[string]string{"PK": `S:"ns1/ENTITY#e"`, "SK": `S:"#USAGE#gpt-4#2026-03-04T05:00:00Z"`}, got.Key, "key")
+	assert.NotContains(t, got.Update, "tpm-x", "update %q condition %q: limit names must go through placeholders, no condition", got.Update, got.Condition)
+	assert.Equal(t, "", got.Condition, "update %q condition %q: limit names must go through placeholders, no condition", got.Update, got.Condition)
 
 	for name, s := range map[string]UsageSnapshot{
 		"unknown window": {EntityID: "e", Resource: "r", WindowType: "weekly", WindowStart: at, Counters: map[string]int64{"rpm": 1}},
@@ -212,19 +190,15 @@ func TestUsageSnapshotUpdate(t *testing.T) {
 		"nothing to add": {EntityID: "e", Resource: "r", WindowType: WindowDaily, WindowStart: at, Counters: map[string]int64{WCULimitName: 1, "window": 3}},
 	} {
 		_, err := UsageSnapshotUpdate("t", "ns1", s, exp)
-		switch {
-		case err == nil:
-			t.Errorf("%s: no error", name)
-		case name == "unknown window" && err.Error() != "unknown window type: weekly":
-			t.Errorf("%s: %v", name, err)
-		case name != "unknown window" && !errors.Is(err, ErrInvalidSnapshot):
-			t.Errorf("%s: %v, want ErrInvalidSnapshot", name, err)
+		if name == "unknown window" {
+			assert.EqualError(t, err, "unknown window type: weekly", name)
+		} else {
+			assert.ErrorIs(t, err, ErrInvalidSnapshot, name)
 		}
 	}
 	// Only events: no counter, still a valid update.
-	if _, err := UsageSnapshotUpdate("t", "ns1", UsageSnapshot{EntityID: "e", Resource: "r", WindowType: WindowDaily, WindowStart: at, TotalEvents: 1}, exp); err != nil {
-		t.Errorf("events only: %v", err)
-	}
+	_, err = UsageSnapshotUpdate("t", "ns1", UsageSnapshot{EntityID: "e", Resource: "r", WindowType: WindowDaily, WindowStart: at, TotalEvents: 1}, exp)
+	require.NoError(t, err, "events only")
 }
 
 func TestWindowStart(t *testing.T) {
@@ -234,11 +208,10 @@ func TestWindowStart(t *testing.T) {
 		WindowHourly: "2026-03-04T04:00:00Z", WindowDaily: "2026-03-04T00:00:00Z", WindowMonthly: "2026-03-01T00:00:00Z",
 	} {
 		got, err := WindowStart(w, at)
-		if err != nil || got.Format(time.RFC3339) != want || got.Location() != time.UTC {
-			t.Errorf("WindowStart(%s) = %v, %v; want %s", w, got, err, want)
-		}
+		require.NoError(t, err, "WindowStart(%s) = %v; want %s", w, got, want)
+		assert.Equal(t, want, got.Format(time.RFC3339), "WindowStart(%s) = %v; want %s", w, got, want)
+		assert.Equal(t, time.UTC, got.Location(), "WindowStart(%s) = %v; want %s", w, got, want)
 	}
-	if _, err := WindowStart("weekly", at); err == nil {
-		t.Error("weekly: no error")
-	}
+	_, err := WindowStart("weekly", at)
+	assert.Error(t, err, "weekly: no error")
 }

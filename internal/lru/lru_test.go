@@ -3,9 +3,11 @@ package lru
 import (
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -16,83 +18,68 @@ func keys[K comparable, V any](t *testing.T, c *Cache[K, V]) []K {
 	t.Helper()
 	var use []K
 	for e := c.mru; e != nil; e = e.next {
-		if e.next != nil && e.next.prev != e || e.next == nil && c.lru != e {
-			t.Fatalf("use list broken at %v", e.key)
+		if e.next != nil {
+			require.Same(t, e, e.next.prev, "use list broken at %v", e.key)
+		} else {
+			require.Same(t, e, c.lru, "use list broken at %v", e.key)
 		}
 		use = append(use, e.key)
 	}
 	n := 0
 	for e := c.newest; e != nil; e = e.older {
-		if e.older != nil && e.older.newer != e || e.older == nil && c.oldest != e {
-			t.Fatalf("age list broken at %v", e.key)
+		if e.older != nil {
+			require.Same(t, e, e.older.newer, "age list broken at %v", e.key)
+		} else {
+			require.Same(t, e, c.oldest, "age list broken at %v", e.key)
 		}
-		if c.items[e.key] != e {
-			t.Fatalf("age list holds %v, the map does not", e.key)
-		}
+		require.Same(t, e, c.items[e.key], "age list holds %v, the map does not", e.key)
 		n++
 	}
-	if len(use) != len(c.items) || n != len(c.items) {
-		t.Fatalf("use list %d, age list %d, map %d entries", len(use), n, len(c.items))
-	}
+	require.Len(t, use, len(c.items), "use list %d, age list %d, map %d entries", len(use), n, len(c.items))
+	require.Equal(t, len(c.items), n, "use list %d, age list %d, map %d entries", len(use), n, len(c.items))
 	return use
 }
 
 func TestLeastRecentlyUsedGoesFirst(t *testing.T) {
 	c := New[string, int](3, 0)
 	for i, k := range []string{"a", "b", "c"} {
-		if n := c.Add(k, i, t0); n != 0 {
-			t.Fatalf("Add(%s) evicted %d", k, n)
-		}
+		require.EqualValues(t, 0, c.Add(k, i, t0))
 	}
-	if v, ok := c.Get("a", t0); !ok || v != 0 {
-		t.Fatalf("Get(a) = %d, %v", v, ok)
-	}
-	if n := c.Add("d", 3, t0); n != 1 {
-		t.Fatalf("Add(d) evicted %d, want 1", n)
-	}
-	if got, want := keys(t, c), []string{"d", "a", "c"}; !slices.Equal(got, want) {
-		t.Errorf("keys %v, want %v (b was least recently used)", got, want)
-	}
-	if _, ok := c.Get("b", t0); ok {
-		t.Error("b still held")
-	}
+	v, ok := c.Get("a", t0)
+	require.True(t, ok, "Get(a) = %d, %v", v, ok)
+	require.EqualValues(t, 0, v, "Get(a) = %d, %v", v, ok)
+	require.EqualValues(t, 1, c.Add("d", 3, t0), "Add(d) evicted")
+	got, want := keys(t, c), []string{"d", "a", "c"}
+	assert.Equal(t, want, got, "keys %v, want %v (b was least recently used)", got, want)
+	_, ok = c.Get("b", t0)
+	assert.False(t, ok, "b still held")
 	// Updating a key makes it most recently used and evicts nothing.
-	if n := c.Add("c", 30, t0); n != 0 {
-		t.Fatalf("Add(c) again evicted %d", n)
-	}
-	if got, want := keys(t, c), []string{"c", "d", "a"}; !slices.Equal(got, want) {
-		t.Errorf("keys %v, want %v", got, want)
-	}
-	if v, _ := c.Get("c", t0); v != 30 {
-		t.Errorf("c = %d, want 30", v)
-	}
-	if c.Evictions() != 1 || c.Expirations() != 0 {
-		t.Errorf("evictions %d, expirations %d; want 1, 0", c.Evictions(), c.Expirations())
-	}
+	require.EqualValues(t, 0, c.Add("c", 30, t0), "Add(c) again evicted")
+	got, want = keys(t, c), []string{"c", "d", "a"}
+	assert.Equal(t, want, got, "keys %v, want %v", got, want)
+	v, _ = c.Get("c", t0)
+	assert.EqualValues(t, 30, v, "c = %d, want 30", v)
+	assert.EqualValues(t, 1, c.Evictions(), "evictions %d, expirations %d; want 1, 0", c.Evictions(), c.Expirations())
+	assert.EqualValues(t, 0, c.Expirations(), "evictions %d, expirations %d; want 1, 0", c.Evictions(), c.Expirations())
 }
 
 func TestExpiry(t *testing.T) {
 	c := New[string, int](10, time.Minute)
 	c.Add("a", 1, t0)
 	c.Add("b", 2, t0.Add(30*time.Second))
-	if _, ok := c.Get("a", t0.Add(time.Minute)); !ok {
-		t.Fatal("a expired at its TTL")
-	}
+	_, ok := c.Get("a", t0.Add(time.Minute))
+	require.True(t, ok, "a expired at its TTL")
 	// Reading does not extend the age.
-	if _, ok := c.Get("a", t0.Add(time.Minute+time.Nanosecond)); ok {
-		t.Fatal("a held after its TTL")
-	}
-	if got := keys(t, c); !slices.Equal(got, []string{"b"}) {
-		t.Errorf("keys %v, want [b]: a read expired entry is dropped", got)
-	}
+	_, ok = c.Get("a", t0.Add(time.Minute+time.Nanosecond))
+	require.False(t, ok, "a held after its TTL")
+	assert.Equal(t, []string{"b"}, keys(t, c), "keys")
 	// Storing again starts the age again.
 	c.Add("b", 3, t0.Add(80*time.Second))
-	if v, ok := c.Get("b", t0.Add(139*time.Second)); !ok || v != 3 {
-		t.Errorf("b = %d, %v at 139s; want 3, true", v, ok)
-	}
-	if c.Expirations() != 1 || c.Evictions() != 0 {
-		t.Errorf("evictions %d, expirations %d; want 0, 1", c.Evictions(), c.Expirations())
-	}
+	v, ok := c.Get("b", t0.Add(139*time.Second))
+	assert.True(t, ok, "b = %d, %v at 139s; want 3, true", v, ok)
+	assert.EqualValues(t, 3, v, "b = %d, %v at 139s; want 3, true", v, ok)
+	assert.EqualValues(t, 1, c.Expirations(), "evictions %d, expirations %d; want 0, 1", c.Evictions(), c.Expirations())
+	assert.EqualValues(t, 0, c.Evictions(), "evictions %d, expirations %d; want 0, 1", c.Evictions(), c.Expirations())
 }
 
 // TestExpiredGoFirst: when room is needed, an expired entry goes before the
@@ -106,27 +93,20 @@ func TestExpiredGoFirst(t *testing.T) {
 	c.Get(2, t0.Add(55*time.Second))
 	c.Get(3, t0.Add(55*time.Second))
 	c.Get(1, t0.Add(59*time.Second)) // 1 is most recently used, and oldest
-	if n := c.Add(4, 4, t0.Add(61*time.Second)); n != 0 {
-		t.Errorf("Add(4) evicted %d live entries, want 0 (1 had expired)", n)
-	}
-	if got, want := keys(t, c), []int{4, 3, 2}; !slices.Equal(got, want) {
-		t.Errorf("keys %v, want %v", got, want)
-	}
+	assert.EqualValues(t, 0, c.Add(4, 4, t0.Add(61*time.Second)), "Add(4) evicted")
+	got, want := keys(t, c), []int{4, 3, 2}
+	assert.Equal(t, want, got, "keys %v, want %v", got, want)
 
 	c = New[int, int](100, time.Minute)
 	for i := range 10 {
 		c.Add(i, i, t0)
 	}
 	c.Add(100, 100, t0.Add(time.Hour))
-	if c.Len() != 10-purgePerAdd+1 {
-		t.Errorf("len %d after one Add past expiry, want %d", c.Len(), 10-purgePerAdd+1)
-	}
+	assert.Equal(t, 10-purgePerAdd+1, c.Len(), "len %d after one Add past expiry, want %d", c.Len(), 10-purgePerAdd+1)
 	for i := range 10 {
 		c.Add(200+i, 0, t0.Add(time.Hour))
 	}
-	if c.Len() != 11 {
-		t.Errorf("len %d, want 11: the expired entries are gone", c.Len())
-	}
+	assert.EqualValues(t, 11, c.Len(), "len %d, want 11: the expired entries are gone", c.Len())
 	keys(t, c)
 }
 
@@ -135,28 +115,20 @@ func TestRemoveClearAndDisabled(t *testing.T) {
 	for i, k := range []string{"a1", "b1", "a2", "b2"} {
 		c.Add(k, i, t0)
 	}
-	if !c.Remove("b2") || c.Remove("b2") {
-		t.Error("Remove(b2) twice: want true, then false")
-	}
-	if n := c.RemoveFunc(func(k string, _ int) bool { return k[0] == 'a' }); n != 2 {
-		t.Errorf("RemoveFunc dropped %d, want 2", n)
-	}
-	if got := keys(t, c); !slices.Equal(got, []string{"b1"}) {
-		t.Errorf("keys %v, want [b1]", got)
-	}
+	assert.True(t, c.Remove("b2"), "Remove(b2) twice: want true, then false")
+	assert.False(t, c.Remove("b2"), "Remove(b2) twice: want true, then false")
+	assert.EqualValues(t, 2, c.RemoveFunc(func(k string, _ int) bool { return k[0] == 'a' }), "RemoveFunc dropped")
+	assert.Equal(t, []string{"b1"}, keys(t, c), "keys")
 	c.Clear()
-	if c.Len() != 0 || len(keys(t, c)) != 0 {
-		t.Errorf("len %d after Clear", c.Len())
-	}
+	assert.EqualValues(t, 0, c.Len(), "len %d after Clear", c.Len())
+	assert.Empty(t, keys(t, c), "len %d after Clear", c.Len())
 	c.Add("x", 1, t0)
-	if _, ok := c.Get("x", t0); !ok {
-		t.Error("x not held after Clear and Add")
-	}
+	_, ok := c.Get("x", t0)
+	assert.True(t, ok, "x not held after Clear and Add")
 
 	off := New[string, int](0, time.Minute)
-	if n := off.Add("x", 1, t0); n != 0 || off.Len() != 0 {
-		t.Errorf("a cache of 0 entries holds %d after Add (evicted %d)", off.Len(), n)
-	}
+	assert.EqualValues(t, 0, off.Add("x", 1, t0), "a cache of 0 entries holds")
+	assert.EqualValues(t, 0, off.Len(), "a cache of 0 entries holds")
 }
 
 // TestRandomAgainstModel compares random operations with a simple model.
@@ -185,10 +157,9 @@ func TestRandomAgainstModel(t *testing.T) {
 				delete(model, k)
 				mok = false
 			}
-			if ok != mok || ok && v != m.value {
-				t.Fatalf("step %d: Get(%d) = %d, %v; model %v", step, k, v, ok, m)
-			}
+			require.Equal(t, mok, ok, "step %d: Get(%d) = %d, %v; model %v", step, k, v, ok, m)
 			if ok {
+				require.Equal(t, m.value, v, "step %d: Get(%d); model %v", step, k, m)
 				m.used = tick
 			}
 		case op < 9:
@@ -226,20 +197,16 @@ func TestRandomAgainstModel(t *testing.T) {
 				continue
 			}
 			e, ok := c.items[mk]
-			if !ok || e.value != m.value {
-				t.Fatalf("step %d: key %d: cache %v, model %d", step, mk, e, m.value)
-			}
+			require.True(t, ok, "step %d: key %d: cache %v, model %d", step, mk, e, m.value)
+			require.Equal(t, m.value, e.value, "step %d: key %d: cache %v, model %d", step, mk, e, m.value)
 		}
-		if c.Len() > size {
-			t.Fatalf("step %d: len %d > %d", step, c.Len(), size)
-		}
+		require.LessOrEqual(t, c.Len(), size, "step %d: len %d > %d", step, c.Len(), size)
 		if step%1000 == 0 {
 			keys(t, c)
 		}
 	}
-	if c.Evictions() == 0 || c.Expirations() == 0 {
-		t.Errorf("evictions %d, expirations %d: the run should exercise both", c.Evictions(), c.Expirations())
-	}
+	assert.NotZero(t, c.Evictions(), "evictions %d, expirations %d: the run should exercise both", c.Evictions(), c.Expirations())
+	assert.NotZero(t, c.Expirations(), "evictions %d, expirations %d: the run should exercise both", c.Evictions(), c.Expirations())
 }
 
 func BenchmarkAddGet(b *testing.B) {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -13,10 +15,6 @@ func TestMain(m *testing.M) { os.Exit(Main(m)) }
 // default account.
 func TestServerAnswers(t *testing.T) {
 	out, err := sts.NewFromConfig(Config(t)).GetCallerIdentity(t.Context(), &sts.GetCallerIdentityInput{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := *out.Account; got != "123456789012" {
-		t.Errorf("account %q, want moto's 123456789012", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, "123456789012", *out.Account, "account")
 }

@@ -186,14 +186,14 @@ func ClusterClient(t testing.TB) *redis.ClusterClient {
 	return c
 }
 
-// Private starts a standalone server for t alone (to stop or restart it),
-// closed when the test ends.
-func Private(t testing.TB) *Server {
+// Private starts a standalone server for t alone (to stop or restart it,
+// or configured by extra: see [Start]), closed when the test ends.
+func Private(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	checkMain(t)
 	ctx, cancel := context.WithTimeout(context.Background(), StartTimeout)
 	defer cancel()
-	s, err := Start(ctx)
+	s, err := Start(ctx, extra...)
 	if err != nil {
 		unavailable(t, err)
 		return nil

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) { os.Exit(Main(m)) }
@@ -17,15 +18,11 @@ func TestStandalone(t *testing.T) {
 	ctx := context.Background()
 	c := Client(t)
 	p := Prefix(t)
-	if p == Prefix(t) {
-		t.Fatal("Prefix returned the same prefix twice")
-	}
-	if err := c.Set(ctx, p+"k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := c.Get(ctx, p+"k").Result(); err != nil || v != "v" {
-		t.Fatalf("get = %q, %v", v, err)
-	}
+	require.NotEqual(t, Prefix(t), p, "Prefix returned the same prefix twice")
+	require.NoError(t, c.Set(ctx, p+"k", "v", 0).Err())
+	v, err := c.Get(ctx, p+"k").Result()
+	require.NoError(t, err, "get = %q", v)
+	require.Equal(t, "v", v, "get = %q", v)
 }
 
 // TestRestart: a killed server refuses connections; a restarted one
@@ -36,34 +33,24 @@ func TestRestart(t *testing.T) {
 	c := redis.NewClient(ClientOptions(s.Addr()))
 	defer c.Close()
 	sha, err := c.ScriptLoad(ctx, "return 1").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
 	s.Kill()
-	if err := c.Ping(ctx).Err(); err == nil {
-		t.Fatal("a killed server answered PING")
-	}
-	if err := s.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.Error(t, c.Ping(ctx).Err(), "a killed server answered PING")
+	require.NoError(t, s.Restart(ctx))
 	var pingErr error
 	for range 3 { // the pool may hand out a connection to the old process once
 		if pingErr = c.Ping(ctx).Err(); pingErr == nil {
 			break
 		}
 	}
-	if pingErr != nil {
-		t.Fatalf("ping after restart: %v", pingErr)
-	}
-	if n, err := c.Exists(ctx, "k").Result(); err != nil || n != 0 {
-		t.Fatalf("key after restart: %d, %v", n, err)
-	}
-	if err := c.EvalSha(ctx, sha, nil).Err(); err == nil || !redis.HasErrorPrefix(err, "NOSCRIPT") {
-		t.Fatalf("EVALSHA after restart: %v, want NOSCRIPT", err)
-	}
+	require.NoError(t, pingErr, "ping after restart")
+	n, err := c.Exists(ctx, "k").Result()
+	require.NoError(t, err, "key after restart: %d", n)
+	require.EqualValues(t, 0, n, "key after restart: %d", n)
+	err = c.EvalSha(ctx, sha, nil).Err()
+	require.Error(t, err, "EVALSHA after restart, want NOSCRIPT")
+	require.True(t, redis.HasErrorPrefix(err, "NOSCRIPT"), "EVALSHA after restart, want NOSCRIPT")
 }
 
 // TestCluster: the cluster serves keys of every master's slots.
@@ -75,17 +62,11 @@ func TestCluster(t *testing.T) {
 	masters := map[string]bool{}
 	for i := range 30 {
 		k := p + string(rune('a'+i%26)) + string(rune('0'+i/26))
-		if err := c.Set(ctx, k, i, 0).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, c.Set(ctx, k, i, 0).Err())
 		slot, err := c.ClusterKeySlot(ctx, k).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		shards, err := c.ClusterShards(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, sh := range shards {
 			for _, r := range sh.Slots {
 				if int64(r.Start) <= slot && slot <= int64(r.End) {
@@ -94,7 +75,5 @@ func TestCluster(t *testing.T) {
 			}
 		}
 	}
-	if len(masters) != ClusterMasters {
-		t.Fatalf("30 keys landed on %d masters, want %d", len(masters), ClusterMasters)
-	}
+	require.Len(t, masters, ClusterMasters, "30 keys landed on %d masters, want %d", len(masters), ClusterMasters)
 }

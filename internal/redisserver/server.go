@@ -63,6 +63,7 @@ type Server struct {
 	port    int
 	dir     string // working directory (cluster config), removed by Close
 	cluster bool
+	extra   []string // further configuration directives, as command-line arguments
 
 	mu   sync.Mutex // guards stop
 	stop func()     // kills and reaps the running process; nil when stopped
@@ -75,12 +76,13 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 func (s *Server) Port() int { return s.port }
 
 // Start starts a standalone redis-server on a free loopback port and waits
-// until it answers PING.
-func Start(ctx context.Context) (*Server, error) {
-	return start(ctx, false)
+// until it answers PING. extra are further configuration directives as
+// command-line arguments, e.g. "--rename-command", "FUNCTION", "".
+func Start(ctx context.Context, extra ...string) (*Server, error) {
+	return start(ctx, false, extra...)
 }
 
-func start(ctx context.Context, cluster bool) (*Server, error) {
+func start(ctx context.Context, cluster bool, extra ...string) (*Server, error) {
 	if _, err := exec.LookPath(ServerBinary); err != nil {
 		return nil, fmt.Errorf("%w: %s not found (%s)", ErrUnavailable, ServerBinary, InstallHint)
 	}
@@ -95,7 +97,7 @@ func start(ctx context.Context, cluster bool) (*Server, error) {
 			errs = append(errs, err)
 			continue
 		}
-		s := &Server{port: port, dir: dir, cluster: cluster}
+		s := &Server{port: port, dir: dir, cluster: cluster, extra: extra}
 		if err := s.launch(ctx); err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil {
@@ -121,7 +123,7 @@ func (s *Server) args() []string {
 			"--cluster-config-file", "nodes-"+strconv.Itoa(s.port)+".conf",
 			"--cluster-node-timeout", "2000")
 	}
-	return a
+	return append(a, s.extra...)
 }
 
 // launch runs the process and waits until it answers.

@@ -1,25 +1,21 @@
 -- Speculative consumption from KEYS (one request per item), all or none:
 -- every item is read (HGETALL) and checked before any is written (one
--- HSET each). Returns {applied, the reason of each request ('' when it
--- could take its amounts), then each item as its fields and values joined
--- by newlines ("" when missing)}: as written when applied, as they were
+-- HSET each). Returns the reply of reply (see consume_lib.lua): every
+-- request applied or none, each item as written when applied, as it was
 -- when not.
 
-local flats, sets, ats, out, refused, argi = {}, {}, {}, {0}, false, 0
+local flats, sets, ats, whys, refused, argi = {}, {}, {}, {}, false, 0
 for r = 1, #KEYS do
   local now, li, nl, ci, nc
-  now, li, nl, ci, nc, argi = read_request(argi)
+  now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local why, set, at = check(flat, now, li, nl, ci, nc)
-  flats[r], sets[r], ats[r] = flat, set, at
-  out[r + 1] = why
+  local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+  flats[r], sets[r], ats[r], whys[r] = flat, set, at, why
   if why ~= '' then refused = true end
 end
-if not refused then
-  out[1] = 1
-  for r = 1, #KEYS do take(KEYS[r], flats[r], sets[r], ats[r]) end
-end
+local out = {}
 for r = 1, #KEYS do
-  out[#out + 1] = table.concat(flats[r], '\n')
+  if not refused then take(KEYS[r], flats[r], sets[r], ats[r]) end
+  reply(out, not refused, whys[r], flats[r])
 end
-return out
+return table.concat(out, '\n')

@@ -27,21 +27,24 @@ local function split(v)
   return sub(v, 1, c - 1), sub(v, c + 1, d - 1), sub(v, d + 1)
 end
 
--- read_request reads the request whose arguments follow ARGV index a:
+-- read_request reads the request whose arguments follow index a of argv
+-- (the call's ARGV):
 -- it returns its now, the index of its limits' count (li) and that count
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
 -- index its arguments end at.
-local function read_request(a)
-  local nl = tonumber(ARGV[a + 2])
+local function read_request(argv, a)
+  local nl = tonumber(argv[a + 2])
   local ci = a + 3 + 2 * nl
-  local nc = tonumber(ARGV[ci])
-  return ARGV[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
+  local nc = tonumber(argv[ci])
+  return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
 end
 
--- check returns why the request read by read_request cannot take its
--- amounts from item flat (an HGETALL reply); when it can: '', the fields
--- to write (field, value, ...) and the index in flat of each written value.
-local function check(flat, now, li, nl, ci, nc)
+-- check returns why the request read by read_request (from argv) cannot
+-- take its amounts from item flat (an HGETALL reply); when it can: '', the
+-- fields to write (field, value, ...) and the index in flat of each
+-- written value. The balance and total move on numbers while they stay
+-- exact, else on the exact integers of int.lua.
+local function check(argv, flat, now, li, nl, ci, nc)
   local n = #flat
   if n == 0 then return 'bucket_missing' end
   for i = 1, n, 2 do
@@ -57,24 +60,35 @@ local function check(flat, now, li, nl, ci, nc)
     end
   end
   for k = li + 1, li + 2 * nl, 2 do
-    local i = field(flat, 'l:' .. ARGV[k])
+    local i = field(flat, 'l:' .. argv[k])
     if not i then return 'limit_missing' end
-    local p = ARGV[k + 1]
+    local p = argv[k + 1]
     local v, m = flat[i], #p
     if sub(v, 1, m) ~= p or byte(v, m + 1) ~= 124 then return 'limits_changed' end
   end
   local short = false
   local set, at = {}, {}
   for k = ci + 1, ci + 2 * nc, 2 do
-    local f = 'l:' .. ARGV[k]
+    local f = 'l:' .. argv[k]
     local i = field(flat, f)
     if not i then return 'limit_missing' end
-    local amt = ARGV[k + 1]
+    local amt = argv[k + 1]
     if amt ~= '0' then
       local p, tk, tc = split(flat[i])
-      if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end -- a positive amount not covered
+      local a, t, c = num(amt), num(tk), num(tc)
+      local nt, nc
+      if a and t and c then
+        nt, nc = t - a, c + a
+        if nt <= -B53 or nt >= B53 or nc <= -B53 or nc >= B53 then nt = nil end
+      end
       set[#set + 1] = f
-      set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      if nt then
+        if a > 0 and t < a then short = true end -- a positive amount not covered
+        set[#set + 1] = p .. '|' .. fmt(nt) .. '|' .. fmt(nc)
+      else
+        if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
+        set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      end
       at[#at + 1] = i
     end
   end
@@ -87,4 +101,15 @@ local function take(key, flat, set, at)
   if #set == 0 then return end
   for j = 1, #at do flat[at[j]] = set[2 * j] end
   redis.call('HSET', key, unpack(set))
+end
+
+-- reply appends to out (lines, joined by newlines) the reply of one
+-- request: "1" when it was applied, else "0"; the reason it could not take
+-- its amounts ('' when it could); the number of lines of its item (0 when
+-- missing); then the item's fields and values, one a line.
+local function reply(out, applied, why, flat)
+  out[#out + 1] = applied and '1' or '0'
+  out[#out + 1] = why
+  out[#out + 1] = #flat
+  for i = 1, #flat do out[#out + 1] = flat[i] end
 end

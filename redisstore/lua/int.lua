@@ -9,14 +9,30 @@
 -- a sign flag). Results are canonical decimal strings ("0", "-12"), never
 -- "-0" or leading zeros, so equal values compare equal as strings.
 
--- cursor over ARGV
-local argi = 0
-local function nxt()
-  argi = argi + 1
-  return ARGV[argi]
+-- Numbers on the fast path. A Lua number holds every integer of
+-- magnitude below 2^53 exactly, and +, - and * of exact integers round
+-- monotonically: a result is exact exactly when its magnitude (as
+-- computed) stays below 2^53. So the fast path checks each operand with
+-- num and each sum or product against B53, and gives up (returns nil) the
+-- moment one leaves the range; the caller then redoes the whole
+-- computation with the arbitrary-precision integers. math.fmod is exact
+-- on doubles, which makes floor division exact too.
+local fmod = math.fmod
+local B53 = 9007199254740992
+
+-- num returns decimal string s as a number when it is exact (|s| < 2^53),
+-- else nil.
+local function num(s)
+  local v = tonumber(s)
+  if v and v < B53 and v > -B53 then return v end
+  return nil
 end
-local function nxtn()
-  return tonumber(nxt())
+
+-- fdiv returns floor(a / b) and the remainder a - floor(a / b) * b (in
+-- [0, b)) for exact a >= 0 and b > 0.
+local function fdiv(a, b)
+  local r = fmod(a, b)
+  return (a - r) / b, r
 end
 
 local BASE = 10000000

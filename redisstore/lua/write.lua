@@ -2,6 +2,16 @@
 -- condition is checked before anything is written, so the writes apply
 -- all or none. Returns {1} or {0, index of the failed write}.
 
+-- cursor over ARGV
+local argi = 0
+local function nxt()
+  argi = argi + 1
+  return ARGV[argi]
+end
+local function nxtn()
+  return tonumber(nxt())
+end
+
 local writes = {}
 for w = 1, #KEYS do
   local x = {key = KEYS[w], kind = nxt(), now = nxt(), ttl = nxt(), ttlabs = nxt(), ttlrel = nxt(), limits = {}}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -33,38 +35,28 @@ func TestAggregatorLocalOnce(t *testing.T) {
 		o.Table = table
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		_, _ = client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	rl := limiter.New(repo)
 	lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1, "tpm": 40}, limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, lease.Commit(ctx))
 
 	cmd := exec.Command("go", "run", ".", "-table", table, "-once")
 	cmd.Env = append(os.Environ(), ddblocal.EnvEndpoint+"="+ddblocal.Endpoint(t), "SNAPSHOT_WINDOWS=hourly")
 	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("aggregator-local: %v\n%s", err, out)
-	}
+	require.NoError(t, err, "aggregator-local\n%s", out)
 	m := regexp.MustCompile(`^(\d+) records, (\d+) snapshot writes, \d+ refills, 0 shard doublings, 0 shard items, 0 dropped\n$`).FindStringSubmatch(string(out))
-	if m == nil || m[1] == "0" || m[2] != "1" {
-		t.Fatalf("output = %q, want records read and 1 snapshot write", out)
-	}
+	require.NotNil(t, m, "output = %q, want records read and 1 snapshot write", out)
+	require.NotEqual(t, "0", m[1], "output = %q, want records read and 1 snapshot write", out)
+	require.Equal(t, "1", m[2], "output = %q, want records read and 1 snapshot write", out)
 	snaps, _, err := rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snaps) != 1 || snaps[0].Counters["rpm"] != 1 || snaps[0].Counters["tpm"] != 40 {
-		t.Fatalf("snapshots = %+v", snaps)
-	}
+	require.NoError(t, err)
+	require.Len(t, snaps, 1, "snapshots = %+v", snaps)
+	require.EqualValues(t, 1, snaps[0].Counters["rpm"], "snapshots = %+v", snaps)
+	require.EqualValues(t, 40, snaps[0].Counters["tpm"], "snapshots = %+v", snaps)
 }
 
 // startUnsharedDynamoDBLocal starts a DynamoDB Local of the test's own
@@ -74,9 +66,7 @@ func startUnsharedDynamoDBLocal(t *testing.T) string {
 	t.Helper()
 	ddblocal.Endpoint(t) // skips (or fails in CI) the way every DynamoDB test does without it
 	dir, err := ddblocal.LocalDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	jar, err := ddblocal.FindJar(dir)
 	if err != nil {
 		t.Skipf("no DynamoDB Local jar (the package's endpoint is not a local jar): %v", err)
@@ -86,17 +76,13 @@ func startUnsharedDynamoDBLocal(t *testing.T) string {
 		t.Skip(err)
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 	cmd := exec.Command(java, "-Djava.library.path="+filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
 		"-jar", jar, "-inMemory", "-disableTelemetry", "-port", strconv.Itoa(port))
 	cmd.Dir = filepath.Dir(jar)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
@@ -108,9 +94,7 @@ func startUnsharedDynamoDBLocal(t *testing.T) string {
 			resp.Body.Close()
 			return endpoint
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("DynamoDB Local on port %d did not answer", port)
-		}
+		require.False(t, time.Now().After(deadline), "DynamoDB Local on port %d did not answer", port)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
@@ -132,40 +116,28 @@ func TestAggregatorLocalUsesProgramCredentials(t *testing.T) {
 	ctx := context.Background()
 	// The program: the library's client from the environment.
 	repo, err := limiter.OpenDynamoDB(ctx, limiter.NewDynamoDBLocalClient(""), func(o *limiter.DynamoDBOptions) { o.CreateTable = true })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rl := limiter.New(repo)
 	for range 3 {
 		lease, err := rl.Acquire(ctx, "k", "gpt", limiter.Consume{"rpm": 1, "tpm": 40}, limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lease.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(ctx))
 	}
 	bin := filepath.Join(t.TempDir(), "aggregator-local")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "-once").CombinedOutput() // no flags: everything from the environment
-	if err != nil {
-		t.Fatalf("aggregator-local -once: %v\n%s", err, out)
-	}
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build\n%s", out)
+	out, err = exec.Command(bin, "-once").CombinedOutput() // no flags: everything from the environment
+	require.NoError(t, err, "aggregator-local -once\n%s", out)
 	snaps, _, err := rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(snaps) != 1 || snaps[0].Counters["rpm"] != 3 || snaps[0].Counters["tpm"] != 120 {
-		t.Fatalf("snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)
-	}
+	require.NoError(t, err)
+	require.Len(t, snaps, 1, "snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)
+	require.EqualValues(t, 3, snaps[0].Counters["rpm"], "snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)
+	require.EqualValues(t, 120, snaps[0].Counters["tpm"], "snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)
 
 	cmd := exec.Command(bin, "-once")
 	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID=bob")
 	out, err = cmd.CombinedOutput()
-	if err == nil || !strings.Contains(string(out), `table walk not found at `+endpoint+` for access key "bob" in region eu-west-1`) ||
-		!strings.Contains(string(out), "-sharedDb") {
-		t.Errorf("aggregator-local with other credentials: %v, output %q; want the table-not-found explanation", err, out)
-	}
+	assert.Error(t, err, "aggregator-local with other credentials, output %q; want the table-not-found explanation", out)
+	assert.Contains(t, string(out), `table walk not found at `+endpoint+` for access key "bob" in region eu-west-1`, "aggregator-local with other credentials, output %q; want the table-not-found explanation", out)
+	assert.Contains(t, string(out), "-sharedDb", "aggregator-local with other credentials, output %q; want the table-not-found explanation", out)
 }

@@ -8,6 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestMakeLambda builds the Lambda with `make lambda` and checks the zip:
@@ -18,62 +21,45 @@ func TestMakeLambda(t *testing.T) {
 		t.Skip("cross-compiles the Lambda")
 	}
 	makeBin, err := exec.LookPath("make")
-	if err != nil {
-		t.Fatalf("make is needed to test `make lambda`: %v", err)
-	}
+	require.NoError(t, err, "make is needed to test `make lambda`")
 	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	dir := t.TempDir()
 	cmd := exec.Command(makeBin, "-C", root, "--no-print-directory", "lambda", "BIN_DIR="+dir)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("make lambda: %v\n%s", err, out)
-	}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "make lambda\n%s", out)
 	zr, err := zip.OpenReader(filepath.Join(dir, "aggregator.zip"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer zr.Close()
-	if len(zr.File) != 1 || zr.File[0].Name != "bootstrap" {
-		var names []string
-		for _, f := range zr.File {
-			names = append(names, f.Name)
-		}
-		t.Fatalf("zip entries = %v, want [bootstrap]", names)
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
 	}
+	require.Equal(t, []string{"bootstrap"}, names, "zip entries")
 	entry := zr.File[0]
-	if mode := entry.Mode(); mode.Perm()&0o111 == 0 {
-		t.Errorf("bootstrap mode = %v, want executable", mode)
-	}
+	assert.NotZero(t, entry.Mode().Perm()&0o111, "bootstrap mode")
 	rc, err := entry.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	data, err := io.ReadAll(rc)
 	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	f, err := elf.NewFile(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("bootstrap is not ELF: %v", err)
-	}
+	require.NoError(t, err, "bootstrap is not ELF")
 	defer f.Close()
-	if f.Class != elf.ELFCLASS64 || f.Machine != elf.EM_AARCH64 || f.Type != elf.ET_EXEC {
-		t.Errorf("bootstrap is %v %v %v, want ELFCLASS64 EM_AARCH64 ET_EXEC", f.Class, f.Machine, f.Type)
-	}
+	assert.Equal(t, elf.ELFCLASS64, f.Class, "bootstrap is %v %v %v, want ELFCLASS64 EM_AARCH64 ET_EXEC", f.Class, f.Machine, f.Type)
+	assert.Equal(t, elf.EM_AARCH64, f.Machine, "bootstrap is %v %v %v, want ELFCLASS64 EM_AARCH64 ET_EXEC", f.Class, f.Machine, f.Type)
+	assert.Equal(t, elf.ET_EXEC, f.Type, "bootstrap is %v %v %v, want ELFCLASS64 EM_AARCH64 ET_EXEC", f.Class, f.Machine, f.Type)
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Error("bootstrap is dynamically linked (PT_INTERP)")
-		}
+		assert.NotEqual(t, elf.PT_INTERP, p.Type, "bootstrap is dynamically linked (PT_INTERP)")
 	}
 	// A Go binary built for Linux carries the Go build id note and, unlike
 	// other GOOSes, no OS-specific ABI: check the GOOS through the build
 	// info the Go linker embeds.
-	if sec := f.Section(".go.buildinfo"); sec == nil {
-		t.Error("no .go.buildinfo section: not a Go binary")
-	} else if b, err := sec.Data(); err != nil || !bytes.Contains(b, []byte("GOOS=linux")) || !bytes.Contains(b, []byte("GOARCH=arm64")) || !bytes.Contains(b, []byte("lambda.norpc")) {
-		t.Errorf("build info lacks GOOS=linux, GOARCH=arm64 or the lambda.norpc tag (err %v)", err)
+	sec := f.Section(".go.buildinfo")
+	require.NotNil(t, sec, "no .go.buildinfo section: not a Go binary")
+	info, err := sec.Data()
+	require.NoError(t, err)
+	for _, want := range []string{"GOOS=linux", "GOARCH=arm64", "lambda.norpc"} {
+		assert.Contains(t, string(info), want, "build info")
 	}
 }

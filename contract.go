@@ -1,9 +1,14 @@
+// Layer 2, the contract: how the limiter calls its Repository: each call
+// metered, and a write that outlives its caller given back.
+
 package limiter
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Writes that outlive their caller's wait.
@@ -17,6 +22,80 @@ import (
 // caller's (bounded by refundTimeout); when the caller gives up first, the
 // goroutine waits for the outcome and gives back what was applied.
 // [RateLimiter.Close] waits for these goroutines; none outlives it.
+
+// storeOps are the repository operations of the limiter's algorithms:
+// the required ones and the optional capabilities found on the repository,
+// each timed and reported to Metrics.StoreCall when metrics are on.
+type storeOps struct {
+	repo   Repository
+	spec   store.SpeculativeStore // nil: the repository has no speculative path
+	shards store.ShardStore       // nil: the repository does not shard
+	m      Metrics                // nil: nothing is reported
+}
+
+func newStoreOps(repo Repository, m Metrics) storeOps {
+	s := storeOps{repo: repo, m: m}
+	s.spec, _ = repo.(store.SpeculativeStore)
+	s.shards, _ = repo.(store.ShardStore)
+	return s
+}
+
+func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {
+	if s.m != nil {
+		s.m.StoreCall(ctx, op, time.Since(start), err)
+	}
+}
+
+// begin returns the start time of a metered call (zero when unmetered: no
+// clock read).
+func (s *storeOps) begin() time.Time {
+	if s.m == nil {
+		return time.Time{}
+	}
+	return time.Now()
+}
+
+func (s *storeOps) loadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
+	start := s.begin()
+	out, err := s.repo.LoadConfigs(ctx, keys)
+	s.done(ctx, store.StoreLoadConfigs, start, err)
+	return out, err
+}
+
+func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
+	start := s.begin()
+	metas, buckets, err := s.repo.LoadBuckets(ctx, entityIDs, keys)
+	s.done(ctx, store.StoreLoadBuckets, start, err)
+	return metas, buckets, err
+}
+
+func (s *storeOps) getBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+	start := s.begin()
+	b, err := s.repo.GetBucket(ctx, key)
+	s.done(ctx, store.StoreGetBucket, start, err)
+	return b, err
+}
+
+func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite) error {
+	start := s.begin()
+	err := s.repo.WriteBuckets(ctx, writes)
+	s.done(ctx, store.StoreWriteBuckets, start, err)
+	return err
+}
+
+func (s *storeOps) speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	start := s.begin()
+	res, err := s.spec.SpeculativeConsume(ctx, req)
+	s.done(ctx, store.StoreSpeculativeConsume, start, err)
+	return res, err
+}
+
+func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+	start := s.begin()
+	n, err := s.shards.BumpShardCount(ctx, entityID, resource, current)
+	s.done(ctx, store.StoreBumpShardCount, start, err)
+	return n, err
+}
 
 // refundTimeout bounds the writes that run detached from their caller's
 // context: commits, rollbacks, give-backs, and writes whose caller gave
@@ -105,14 +184,4 @@ func detached[T any](b *background, ctx context.Context, must bool, op func(ctx 
 		abandoned = true
 		return zero, ctx.Err()
 	}
-}
-
-// Close waits until every write the limiter still runs for callers that
-// gave up has ended (each within 10 s) and its tokens were given back.
-// Call it when the limiter is no longer used: after it returns, no
-// goroutine of the limiter runs. Acquires after Close start new writes
-// that Close did not wait for.
-func (rl *RateLimiter) Close() error {
-	rl.bg.wg.Wait()
-	return nil
 }

@@ -1,10 +1,13 @@
-package limiter
+package httplimit
 
 import (
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
 // Rate-limit response headers: the X-RateLimit-* fields most APIs send, and
@@ -26,16 +29,16 @@ func ceilSeconds(d time.Duration) int64 {
 // windowSeconds is the time a limit takes to fill from empty, in whole
 // seconds rounded up: capacity × period / refill amount. It is the window
 // of the limit's IETF policy.
-func windowSeconds(l Limit) int64 {
+func windowSeconds(l limiter.Limit) int64 {
 	if l.RefillAmount <= 0 {
 		return 0
 	}
-	num, ok := mulInt128(int128From(l.Capacity), l.RefillPeriod.Milliseconds())
+	num, ok := bucketmath.MulInt128(bucketmath.Int128From(l.Capacity), l.RefillPeriod.Milliseconds())
 	if !ok {
 		return 1<<63 - 1
 	}
-	q, r := divModFloor(num, satMul(l.RefillAmount, 1000))
-	w := q.int64Sat()
+	q, r := bucketmath.DivModFloor(num, bucketmath.SatMul(l.RefillAmount, 1000))
+	w := q.Int64Sat()
 	if r != 0 && w < 1<<63-1 {
 		w++
 	}
@@ -66,7 +69,7 @@ func sfString(s string) string {
 
 // setIETF sets RateLimit-Policy and RateLimit for limits with their
 // remaining tokens and reset seconds.
-func setIETF(h http.Header, entities []string, limits []Limit, remaining, reset []int64) {
+func setIETF(h http.Header, entities []string, limits []limiter.Limit, remaining, reset []int64) {
 	names := make([]string, len(limits))
 	for i, l := range limits {
 		names[i] = l.Name
@@ -86,13 +89,13 @@ func setIETF(h http.Header, entities []string, limits []Limit, remaining, reset 
 // setLeaseHeaders sets the headers of a served request from its lease:
 // X-RateLimit-* of the limit with the smallest share of its capacity left,
 // and the IETF fields of every limit.
-func setLeaseHeaders(h http.Header, lease *Lease) {
+func setLeaseHeaders(h http.Header, lease *limiter.Lease) {
 	st := lease.Statuses()
 	if len(st) == 0 {
 		return
 	}
 	entities := make([]string, len(st))
-	limits := make([]Limit, len(st))
+	limits := make([]limiter.Limit, len(st))
 	remaining := make([]int64, len(st))
 	reset := make([]int64, len(st))
 	tight := 0
@@ -112,21 +115,21 @@ func setLeaseHeaders(h http.Header, lease *Lease) {
 
 // mulCmp compares a×b with c×d exactly.
 func mulCmp(a, b, c, d int64) int {
-	x, _ := mulInt128(int128From(a), b)
-	y, _ := mulInt128(int128From(c), d)
-	return x.cmp(y)
+	x, _ := bucketmath.MulInt128(bucketmath.Int128From(a), b)
+	y, _ := bucketmath.MulInt128(bucketmath.Int128From(c), d)
+	return x.Cmp(y)
 }
 
 // setRefusalHeaders adds X-RateLimit-Reset and the IETF fields of a 429
 // to the headers httpStatus sets.
-func setRefusalHeaders(h http.Header, rle *RateLimitExceededError) {
+func setRefusalHeaders(h http.Header, rle *limiter.RateLimitExceededError) {
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
 	n := len(rle.Statuses)
 	if n == 0 {
 		return
 	}
 	entities := make([]string, n)
-	limits := make([]Limit, n)
+	limits := make([]limiter.Limit, n)
 	remaining := make([]int64, n)
 	reset := make([]int64, n)
 	for i, s := range rle.Statuses {

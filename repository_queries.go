@@ -1,52 +1,79 @@
+// Layer 5, the DynamoDB repository: the audit log, usage snapshots and
+// resource capacity.
+
 package limiter
 
 import (
 	"context"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
-// Usage query limits.
-const (
-	// DefaultUsageSnapshotsLimit is the page size of UsageSnapshots when
-	// UsageQuery.Limit is zero or negative.
-	DefaultUsageSnapshotsLimit = 100
-	// MaxUsageSummarySnapshots caps the snapshots UsageSummary aggregates
-	// (the original's safety limit): a summary with this SnapshotCount may
-	// leave older snapshots out.
-	MaxUsageSummarySnapshots = 10_000
-	// usageSummaryPage is the page size UsageSummary reads with.
-	usageSummaryPage = 1000
-)
+// maxQueryPageLimit caps the Limit of a single Query request.
+const maxQueryPageLimit = 1 << 30
 
-// UsageQuery selects usage snapshots. EntityID, Resource or both must be
-// set. It is a plain value.
-type UsageQuery struct {
-	// EntityID selects the snapshots of one entity (every resource, or only
-	// Resource when it is set too).
-	EntityID string
-	// Resource selects the snapshots of one resource; without EntityID,
-	// those of every entity (read through GSI2).
-	Resource string
-	// WindowType keeps only snapshots of this window: [WindowHourly],
-	// [WindowDaily] or [WindowMonthly]. "" keeps all.
-	WindowType string
-	// Start keeps only snapshots whose window starts at or after Start;
-	// End, only those whose window starts at or before End. Both are
-	// compared in UTC at second precision; zero means unbounded.
-	Start, End time.Time
-	// Limit is the most snapshots one UsageSnapshots call returns
-	// ([DefaultUsageSnapshotsLimit] when ≤ 0). UsageSummary ignores it.
-	Limit int
-	// Cursor continues a previous UsageSnapshots call made with the same
-	// query: pass the cursor it returned. "" starts with the newest
-	// snapshot. UsageSummary ignores it.
-	Cursor string
+// AppendAudit implements [store.AuditLog]: one PutItem of the event under the
+// entity's audit partition, with a TTL of expires.
+func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, expires time.Time) error {
+	item, err := auditItem(r.nsID, ev, expires.Unix())
+	if err != nil {
+		return err
+	}
+	_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(r.opts.Table), Item: item})
+	return wrapErr("write audit event", err)
 }
+
+// AuditEvents implements [store.AuditLog]: a Query of the entity's audit
+// partition, newest first, from after startEventID. Unlike the original,
+// which returns one DynamoDB page that may fall short of limit, it reads
+// pages until it has limit events or there are no more.
+func (r *DynamoDBRepository) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
+	pk := pkAudit(r.nsID, entityID)
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(r.opts.Table),
+		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk_prefix)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": schemaS(pk), ":sk_prefix": schemaS(skAuditPrefix),
+		},
+		ScanIndexForward: aws.Bool(false),
+	}
+	if startEventID != "" {
+		in.ExclusiveStartKey = primaryKey(pk, skAudit(startEventID))
+	}
+	events := make([]AuditEvent, 0, min(limit, 1000))
+	for {
+		// Asking for no more than still missing keeps the events returned
+		// contiguous: the next page starts right after the last one kept.
+		in.Limit = aws.Int32(int32(min(limit-len(events), maxQueryPageLimit)))
+		out, err := r.client.Query(ctx, in)
+		if err != nil {
+			return nil, wrapErr("audit events of "+entityID, err)
+		}
+		for _, item := range out.Items {
+			ev, ok, err := auditEventFromItem(item)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				events = append(events, ev)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 || len(events) >= limit {
+			return events, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}
+
+// usageSummaryPage is the page size UsageSummary reads with.
+const usageSummaryPage = 1000
 
 // usageQueryPlan is a validated UsageQuery turned into a DynamoDB query.
 type usageQueryPlan struct {
@@ -63,44 +90,18 @@ type usageQueryPlan struct {
 	limit      int
 }
 
-// validate checks every field of q but the cursor.
-func (q UsageQuery) validate() error {
-	if q.EntityID == "" && q.Resource == "" {
-		return newValidationError(ErrValidation, "query", "", "either entity_id or resource must be given")
-	}
-	if q.EntityID != "" {
-		if err := ValidateIdentifier(q.EntityID, "entity_id"); err != nil {
-			return err
-		}
-	}
-	if q.Resource != "" {
-		if err := ValidateResource(q.Resource); err != nil {
-			return err
-		}
-	}
-	switch q.WindowType {
-	case "", WindowHourly, WindowDaily, WindowMonthly:
-	default:
-		return newValidationError(ErrValidation, "window_type", q.WindowType, "must be 'hourly', 'daily' or 'monthly'")
-	}
-	if !q.Start.IsZero() && !q.End.IsZero() && formatISOSeconds(q.End) < formatISOSeconds(q.Start) {
-		return newValidationError(ErrValidation, "end", formatISOSeconds(q.End), "must not be before start "+formatISOSeconds(q.Start))
-	}
-	return nil
-}
-
 // usagePlan validates q and builds its query: on the table for an entity,
 // on GSI2 for a resource alone, newest first. Where the window key directly
 // follows the sort-key prefix (entity and resource, or resource alone), a
 // time range becomes a key condition, so only snapshots inside it are read;
 // the same bounds are also applied to the results.
 func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
-	if err := q.validate(); err != nil {
+	if err := q.Validate(); err != nil {
 		return nil, err
 	}
 	p := &usageQueryPlan{windowType: q.WindowType, limit: q.Limit}
 	if p.limit <= 0 {
-		p.limit = DefaultUsageSnapshotsLimit
+		p.limit = store.DefaultUsageSnapshotsLimit
 	}
 	if !q.Start.IsZero() {
 		p.startKey = formatISOSeconds(q.Start)
@@ -160,7 +161,7 @@ func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
 // partition and a sort key inside the query's range. Anything else is a
 // *[ValidationError] (DynamoDB would reject it with an untyped error).
 func (p *usageQueryPlan) decodeCursor(cursor string) (map[string]types.AttributeValue, error) {
-	bad := newValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by UsageSnapshots for this query")
+	bad := store.NewValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by UsageSnapshots for this query")
 	key, err := decodeCursor(cursor)
 	if err != nil || len(key) != len(p.keyAttrs) {
 		return nil, bad
@@ -243,7 +244,7 @@ func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) (
 
 // UsageSummary aggregates the snapshots q selects (q.Limit and q.Cursor are
 // ignored), reading pages of 1000 until none are left or
-// [MaxUsageSummarySnapshots] snapshots are collected: Total sums each
+// [store.MaxUsageSummarySnapshots] snapshots are collected: Total sums each
 // counter, Average divides it by the number of snapshots that have that
 // counter, MinWindowStart and MaxWindowStart bound the windows seen, and
 // SnapshotCount counts the snapshots. With no snapshots the maps are empty
@@ -253,7 +254,7 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 	sum := UsageSummary{Total: map[string]int64{}, Average: map[string]float64{}}
 	counts := map[string]int{}
 	for {
-		q.Limit = min(usageSummaryPage, MaxUsageSummarySnapshots-sum.SnapshotCount)
+		q.Limit = min(usageSummaryPage, store.MaxUsageSummarySnapshots-sum.SnapshotCount)
 		page, next, err := r.UsageSnapshots(ctx, q)
 		if err != nil {
 			return UsageSummary{}, err
@@ -267,11 +268,11 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 			}
 			sum.SnapshotCount++
 			for name, n := range s.Counters {
-				sum.Total[name] = addInt64Sat(sum.Total[name], n)
+				sum.Total[name] = bucketmath.AddSat(sum.Total[name], n)
 				counts[name]++
 			}
 		}
-		if next == "" || sum.SnapshotCount >= MaxUsageSummarySnapshots {
+		if next == "" || sum.SnapshotCount >= store.MaxUsageSummarySnapshots {
 			break
 		}
 		q.Cursor = next
@@ -280,4 +281,120 @@ func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (Us
 		sum.Average[name] = float64(total) / float64(counts[name])
 	}
 	return sum, nil
+}
+
+// entityShards accumulates the shards of one entity's bucket.
+type entityShards struct {
+	capacity  int64 // whole tokens, from the lowest shard seen
+	lowShard  int
+	available int64 // whole tokens, summed over shards
+}
+
+// ResourceCapacity implements [store.CapacityReader]. The buckets are found with
+// a GSI2 query (every page; the index projects whole items). The shards of
+// an entity count once: its capacity is the shard-0 capacity (each shard
+// stores the full one) and its available tokens are the sum of every
+// shard's balance refilled to now, capped at the capacity. Available is
+// negative for a bucket in debt, which puts utilisation above 100 %.
+// UtilizationPct is (capacity − available) / capacity × 100, and 0 when
+// the capacity is 0. Entities are sorted by id.
+//
+// With parentsOnly, only entities whose META record has no parent are kept
+// (entities without META are dropped, as in the original); their META
+// records are read with one BatchGetItem rather than one GetItem per bucket.
+func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
+	op := "resource capacity " + resource + "/" + limitName
+	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
+		TableName:              aws.String(r.opts.Table),
+		IndexName:              aws.String(indexGSI2),
+		KeyConditionExpression: aws.String("GSI2PK = :pk AND begins_with(GSI2SK, :sk_prefix)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": schemaS(gsi2PKResource(r.nsID, resource)), ":sk_prefix": schemaS(prefixBucket),
+		},
+	})
+	if err != nil {
+		return ResourceCapacity{}, wrapErr(op, err)
+	}
+	nowMs := now.UnixMilli()
+	byEntity := make(map[string]*entityShards)
+	for _, item := range items {
+		b, err := bucketFromDynamoDB(item)
+		if err != nil {
+			return ResourceCapacity{}, wrapErr(op, err)
+		}
+		s, ok := b.State(limitName)
+		if !ok {
+			continue
+		}
+		avail := calculateAvailable(s, nowMs)
+		e, seen := byEntity[b.Key.EntityID]
+		if !seen {
+			byEntity[b.Key.EntityID] = &entityShards{capacity: s.Capacity(), lowShard: b.Key.Shard, available: avail}
+			continue
+		}
+		if b.Key.Shard < e.lowShard {
+			e.capacity, e.lowShard = s.Capacity(), b.Key.Shard
+		}
+		e.available = bucketmath.AddSat(e.available, avail)
+	}
+	if parentsOnly && len(byEntity) > 0 {
+		if err := r.keepParents(ctx, byEntity); err != nil {
+			return ResourceCapacity{}, wrapErr(op, err)
+		}
+	}
+	ids := make([]string, 0, len(byEntity))
+	for id := range byEntity {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := ResourceCapacity{Resource: resource, LimitName: limitName, Entities: make([]store.EntityCapacity, 0, len(ids))}
+	for _, id := range ids {
+		e := byEntity[id]
+		available := min(e.available, e.capacity)
+		out.Entities = append(out.Entities, store.EntityCapacity{
+			EntityID: id, Capacity: e.capacity, Available: available,
+			UtilizationPct: utilizationPct(e.capacity, available),
+		})
+		out.TotalCapacity = bucketmath.AddSat(out.TotalCapacity, e.capacity)
+		out.TotalAvailable = bucketmath.AddSat(out.TotalAvailable, available)
+	}
+	out.UtilizationPct = utilizationPct(out.TotalCapacity, out.TotalAvailable)
+	return out, nil
+}
+
+// keepParents removes from byEntity the entities whose META record has a
+// parent or does not exist, reading every META record in one BatchGetItem
+// (chunks of 100).
+func (r *DynamoDBRepository) keepParents(ctx context.Context, byEntity map[string]*entityShards) error {
+	keys := make([]map[string]types.AttributeValue, 0, len(byEntity))
+	for id := range byEntity {
+		keys = append(keys, primaryKey(pkEntity(r.nsID, id), skMeta))
+	}
+	metas, err := r.batchGet(ctx, keys, false)
+	if err != nil {
+		return err
+	}
+	parents := make(map[string]bool, len(metas))
+	prefix := pkEntity(r.nsID, "")
+	for _, item := range metas {
+		pk, _ := schemaGetS(item, attrPK)
+		if entityFromItem(item).IsParent() {
+			parents[strings.TrimPrefix(pk, prefix)] = true
+		}
+	}
+	for id := range byEntity {
+		if !parents[id] {
+			delete(byEntity, id)
+		}
+	}
+	return nil
+}
+
+// utilizationPct returns (capacity − available) / capacity × 100, or 0 when
+// capacity is not positive.
+func utilizationPct(capacity, available int64) float64 {
+	if capacity <= 0 {
+		return 0
+	}
+	return (float64(capacity) - float64(available)) / float64(capacity) * 100
 }

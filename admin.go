@@ -1,3 +1,6 @@
+// Layer 4, mechanics: the administrative methods: entities, stored limits,
+// reset, audit, usage and capacity.
+
 package limiter
 
 import (
@@ -6,6 +9,10 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The administrative half of RateLimiter: entities and stored limits. Each
@@ -29,11 +36,11 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 	if err != nil {
 		return Entity{}, err
 	}
-	if err := ValidateIdentifier(e.ID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(e.ID, "entity_id"); err != nil {
 		return Entity{}, err
 	}
 	if e.ParentID != "" {
-		if err := ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
+		if err := store.ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
 			return Entity{}, err
 		}
 		if err := rl.checkParent(ctx, e.ID, e.ParentID); err != nil {
@@ -61,7 +68,7 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 		parent = e.ParentID
 	}
 	details := map[string]any{"name": e.Name, "parent_id": parent, "cascade": e.Cascade, "metadata": metadata}
-	if err := rl.record(ctx, principal, AuditEntityCreated, e.ID, "", details); err != nil {
+	if err := rl.record(ctx, principal, store.AuditEntityCreated, e.ID, "", details); err != nil {
 		return e, err
 	}
 	return cloneEntity(e), nil
@@ -71,14 +78,14 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 // whose ancestors lead back to id.
 func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) error {
 	if parentID == id {
-		return newValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
+		return store.NewValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
 	}
 	seen := map[string]bool{id: true}
 	for next, depth := parentID, 0; next != "" && depth < maxParentDepth; depth++ {
 		p, err := rl.repo.GetEntity(ctx, next)
 		if errors.Is(err, ErrEntityNotFound) {
 			if next == parentID {
-				return newValidationError(ErrEntityNotFound, "parent_id", parentID,
+				return store.NewValidationError(ErrEntityNotFound, "parent_id", parentID,
 					fmt.Sprintf("parent entity '%s' not found; create it first", parentID))
 			}
 			return nil // an ancestor is gone: the chain ends there
@@ -91,7 +98,7 @@ func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) err
 		}
 		seen[next] = true
 		if seen[p.ParentID] {
-			return newValidationError(ErrValidation, "parent_id", parentID,
+			return store.NewValidationError(ErrValidation, "parent_id", parentID,
 				fmt.Sprintf("parent chain of '%s' leads back to '%s' (a cycle)", parentID, p.ParentID))
 		}
 		next = p.ParentID
@@ -104,7 +111,7 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 	if err := checkContext(ctx); err != nil {
 		return Entity{}, err
 	}
-	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 		return Entity{}, err
 	}
 	e, err := rl.repo.GetEntity(ctx, id)
@@ -126,7 +133,7 @@ func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(id, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 		return err
 	}
 	n, err := rl.repo.DeleteEntity(ctx, id)
@@ -138,7 +145,7 @@ func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err != nil || n == 0 {
 		return err
 	}
-	return rl.record(ctx, principal, AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(n)})
+	return rl.record(ctx, principal, store.AuditEntityDeleted, id, "", map[string]any{"records_deleted": int64(n)})
 }
 
 // Children returns the entities whose parent is parentID.
@@ -146,7 +153,7 @@ func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity,
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdentifier(parentID, "parent_id"); err != nil {
+	if err := store.ValidateIdentifier(parentID, "parent_id"); err != nil {
 		return nil, err
 	}
 	return rl.repo.Children(ctx, parentID)
@@ -158,7 +165,7 @@ func checkConfigResource(resource string) error {
 	if resource == DefaultResource {
 		return nil
 	}
-	return ValidateResource(resource)
+	return store.ValidateResource(resource)
 }
 
 // SetLimits stores limits for entityID on resource ([DefaultResource] for
@@ -171,7 +178,7 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
 	if err := checkConfigResource(resource); err != nil {
@@ -180,15 +187,15 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	key := EntityConfig(entityID, resource)
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+	key := store.EntityConfig(entityID, resource)
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	if err := rl.syncBucket(ctx, entityID, resource, limits, TTLRemove, 0, nil); err != nil {
+	if err := rl.syncBucket(ctx, entityID, resource, limits, store.TTLRemove, 0, nil); err != nil {
 		return err
 	}
-	return rl.record(ctx, principal, AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
+	return rl.record(ctx, principal, store.AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
 }
 
 // GetLimits returns the limits stored for entityID on resource (nil when
@@ -197,13 +204,13 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return nil, err
 	}
 	if err := checkConfigResource(resource); err != nil {
 		return nil, err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, EntityConfig(entityID, resource))
+	c, _, err := rl.repo.GetConfig(ctx, store.EntityConfig(entityID, resource))
 	return c.Limits, err
 }
 
@@ -218,13 +225,13 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	if err != nil {
 		return err
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
 	if err := checkConfigResource(resource); err != nil {
 		return err
 	}
-	key := EntityConfig(entityID, resource)
+	key := store.EntityConfig(entityID, resource)
 	old, _, err := rl.repo.GetConfig(ctx, key)
 	if err != nil {
 		return err
@@ -235,7 +242,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	}
 	rl.configChanged(key)
 	if existed {
-		if err := rl.record(ctx, principal, AuditLimitsDeleted, entityID, resource, nil); err != nil {
+		if err := rl.record(ctx, principal, store.AuditLimitsDeleted, entityID, resource, nil); err != nil {
 			return err
 		}
 	}
@@ -268,18 +275,18 @@ func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string,
 	if err != nil {
 		return err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
-	key := ResourceConfig(resource)
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits)}); err != nil {
+	key := store.ResourceConfig(resource)
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	return rl.record(ctx, principal, AuditLimitsSet, AuditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
+	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntityResource(resource), resource, map[string]any{"limits": auditLimitDetails(limits)})
 }
 
 // GetResourceDefaults returns the default limits of resource (nil when
@@ -288,10 +295,10 @@ func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string)
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return nil, err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, ResourceConfig(resource))
+	c, _, err := rl.repo.GetConfig(ctx, store.ResourceConfig(resource))
 	return c.Limits, err
 }
 
@@ -302,15 +309,15 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 	if err != nil {
 		return err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
-	key := ResourceConfig(resource)
+	key := store.ResourceConfig(resource)
 	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
 		return err
 	}
 	rl.configChanged(key)
-	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntityResource(resource), resource, nil)
+	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
 }
 
 // SetSystemDefaults stores the namespace-wide default limits and
@@ -325,10 +332,10 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 		return err
 	}
 	if onUnavailable != "" && !onUnavailable.Valid() {
-		return newValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
+		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
-	key := SystemConfig()
-	if err := rl.repo.PutConfig(ctx, key, Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
+	key := store.SystemConfig()
+	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
@@ -336,7 +343,7 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if onUnavailable != "" {
 		ou = string(onUnavailable)
 	}
-	return rl.record(ctx, principal, AuditLimitsSet, AuditEntitySystem, "",
+	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntitySystem, "",
 		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
 }
 
@@ -346,7 +353,7 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
-	c, _, err := rl.repo.GetConfig(ctx, SystemConfig())
+	c, _, err := rl.repo.GetConfig(ctx, store.SystemConfig())
 	return c.Limits, c.OnUnavailable, err
 }
 
@@ -357,7 +364,7 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := SystemConfig()
+	key := store.SystemConfig()
 	old, _, err := rl.repo.GetConfig(ctx, key)
 	if err != nil {
 		return err
@@ -374,13 +381,13 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if old.OnUnavailable != "" {
 		ou = string(old.OnUnavailable)
 	}
-	return rl.record(ctx, principal, AuditLimitsDeleted, AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
+	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
 }
 
 // configChanged makes a config change through this limiter effective for
 // its next acquire: the cached slot goes, and so does every over-limit
 // entry (its limits may be stale).
-func (rl *RateLimiter) configChanged(key ConfigKey) {
+func (rl *RateLimiter) configChanged(key store.ConfigKey) {
 	rl.configs.evict(key)
 	rl.overLimitReset()
 }
@@ -392,40 +399,40 @@ func (rl *RateLimiter) configChanged(key ConfigKey) {
 // the TTL mode is applied — one read and one write under the refill lock,
 // read again when the lock is lost. Stale limits are then removed. A
 // missing bucket is left missing: the next acquire creates it.
-func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl TTLMode, ttlSeconds int64, stale []string) error {
+func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
 	if len(limits) == 0 {
 		return nil
 	}
-	key := BucketKey{EntityID: entityID, Resource: resource}
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	for attempt := 0; ; attempt++ {
 		b, err := rl.store.getBucket(ctx, key)
 		if err != nil || b == nil {
 			return err
 		}
 		now := rl.nowMs()
-		w := BucketWrite{Kind: WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, base: b}
+		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {
 				full := bucketStateFromLimit(entityID, resource, l, now)
-				w.Limits = append(w.Limits, LimitWrite{Name: l.Name, Initial: &full})
+				w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
 				continue
 			}
 			next, changed := applyLimit(s, l, now)
 			if !changed {
-				next.TokensMilli, _ = refillBucket(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+				next.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 			}
-			lw := LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
+			lw := store.LimitWrite{Name: l.Name, RefillMilli: next.TokensMilli - s.TokensMilli}
 			if changed {
 				lw.Params = &next
 			}
 			w.Limits = append(w.Limits, lw)
 		}
-		err = rl.store.writeBuckets(ctx, []BucketWrite{w})
-		if errors.Is(err, ErrConditionFailed) && attempt+1 < maxRereads {
+		err = rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+		if errors.Is(err, store.ErrConditionFailed) && attempt+1 < maxRereads {
 			continue // the bucket changed (or went) meanwhile: read it again
 		}
-		if errors.Is(err, ErrConditionFailed) {
+		if errors.Is(err, store.ErrConditionFailed) {
 			return fmt.Errorf("sync bucket %s/%s: %w", entityID, resource, err)
 		}
 		if err != nil || len(stale) == 0 {
@@ -433,15 +440,15 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 		}
 		break
 	}
-	err := rl.store.writeBuckets(ctx, []BucketWrite{{Kind: WriteSync, Key: key, NowMs: rl.nowMs(), Remove: stale}})
-	if errors.Is(err, ErrConditionFailed) {
+	err := rl.store.writeBuckets(ctx, []store.BucketWrite{{Kind: store.WriteSync, Key: key, NowMs: rl.nowMs(), Remove: stale}})
+	if errors.Is(err, store.ErrConditionFailed) {
 		return nil
 	}
 	return err
 }
 
 // ListResourcesWithDefaults returns, sorted, the resources with default
-// limits. It needs a [ConfigLister] repository.
+// limits. It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with defaults")
 	if err != nil {
@@ -451,7 +458,7 @@ func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string,
 }
 
 // ListResourcesWithEntityConfigs returns, sorted, the resources some entity
-// has stored limits for. It needs a [ConfigLister] repository.
+// has stored limits for. It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with entity configs")
 	if err != nil {
@@ -462,7 +469,7 @@ func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]st
 
 // ListEntitiesWithCustomLimits returns a page of the entities with stored
 // limits for resource ([DefaultResource] included) and the next page's
-// cursor ("" at the end). It needs a [ConfigLister] repository.
+// cursor ("" at the end). It needs a [store.ConfigLister] repository.
 func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	l, err := rl.lister(ctx, "list entities with custom limits")
 	if err != nil {
@@ -474,11 +481,11 @@ func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resourc
 	return l.ListEntitiesWithCustomLimits(ctx, resource, pageSize, cursor)
 }
 
-func (rl *RateLimiter) lister(ctx context.Context, op string) (ConfigLister, error) {
+func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigLister, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
-	l, ok := rl.repo.(ConfigLister)
+	l, ok := rl.repo.(store.ConfigLister)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", op, ErrUnsupported)
 	}
@@ -527,4 +534,171 @@ func checkContext(ctx context.Context) error {
 		return errNilContext
 	}
 	return ctx.Err()
+}
+
+// The read-only queries below need optional capabilities of the repository.
+// Each validates its input, finds its interface with a type assertion and
+// returns an error matching [ErrUnsupported] when the repository does not
+// implement it. [*DynamoDBRepository] implements them all.
+
+// AuditEvents returns up to limit audit events of entityID, newest first
+// ([store.DefaultAuditEventsLimit] when limit ≤ 0). With startEventID (the EventID
+// of the last event of a previous call) it returns the events older than
+// that one, so a caller pages back through history by passing the last id
+// it got; fewer than limit events means there are no more. Use
+// [store.AuditEntitySystem] or [store.AuditEntityResource] as entityID for the events of
+// system and resource defaults. Invalid ids are *[ValidationError]s; nothing
+// is read then. It needs an [store.AuditLog] repository.
+func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	if err := validateAuditEntityID(entityID); err != nil {
+		return nil, err
+	}
+	if startEventID != "" {
+		if _, err := ulid.ParseStrict(startEventID); err != nil {
+			return nil, store.NewValidationError(ErrValidation, "start_event_id", startEventID,
+				"must be an audit event id (a 26-character ULID)")
+		}
+	}
+	if rl.audit == nil {
+		return nil, fmt.Errorf("audit events: %w", ErrUnsupported)
+	}
+	if limit <= 0 {
+		limit = store.DefaultAuditEventsLimit
+	}
+	return rl.audit.AuditEvents(ctx, entityID, limit, startEventID)
+}
+
+// UsageSnapshots returns one page of the usage snapshots q selects, newest
+// first, and the cursor of the next page ("" after the last). An invalid
+// query is a *[ValidationError]. It needs a [store.UsageStore] repository.
+func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, "", err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, "", err
+	}
+	u, ok := rl.repo.(store.UsageStore)
+	if !ok {
+		return nil, "", fmt.Errorf("usage snapshots: %w", ErrUnsupported)
+	}
+	return u.UsageSnapshots(ctx, q)
+}
+
+// UsageSummary aggregates the usage snapshots q selects (at most
+// [store.MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
+// needs a [store.UsageStore] repository.
+func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+	if err := checkContext(ctx); err != nil {
+		return UsageSummary{}, err
+	}
+	if err := q.Validate(); err != nil {
+		return UsageSummary{}, err
+	}
+	u, ok := rl.repo.(store.UsageStore)
+	if !ok {
+		return UsageSummary{}, fmt.Errorf("usage summary: %w", ErrUnsupported)
+	}
+	return u.UsageSummary(ctx, q)
+}
+
+// ResourceCapacity aggregates limit limitName of resource over every entity
+// with a bucket for it (only root entities when parentsOnly), with balances
+// refilled to the limiter's clock. resource and limitName must be valid
+// (the DynamoDB backend's hidden limit cannot be asked for); else a
+// *[ValidationError] is returned before anything is read. It needs a
+// [store.CapacityReader] repository.
+func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
+	if err := checkContext(ctx); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := store.ValidateResource(resource); err != nil {
+		return ResourceCapacity{}, err
+	}
+	if err := store.ValidateLimitName(limitName, "limit_name"); err != nil {
+		return ResourceCapacity{}, err
+	}
+	c, ok := rl.repo.(store.CapacityReader)
+	if !ok {
+		return ResourceCapacity{}, fmt.Errorf("resource capacity: %w", ErrUnsupported)
+	}
+	return c.ResourceCapacity(ctx, resource, limitName, parentsOnly, rl.now())
+}
+
+// maxResetRounds bounds the rounds of Reset whose bucket items change
+// (appear, vanish or lose a limit) between its read and its write.
+const maxResetRounds = 3
+
+// Reset fills the bucket of (entityID, resource) — every limit, on every
+// shard — so that the next acquire starts from full capacity, as if the
+// bucket had been idle for its whole refill time. The bucket keeps its
+// parameters, totals and TTL; the parent's bucket is not touched. A bucket
+// that does not exist is full already and is left missing. It reads the
+// bucket and writes every shard in one atomic write, and records a
+// bucket_reset audit event with the number of bucket items reset.
+//
+// Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
+// is their "peek".
+func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) error {
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return err
+	}
+	if err := store.ValidateResource(resource); err != nil {
+		return err
+	}
+	n := 0
+	for round := 0; ; round++ {
+		n, err = rl.resetOnce(ctx, entityID, resource)
+		if !errors.Is(err, store.ErrConditionFailed) || round+1 >= maxResetRounds {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("reset %s/%s: %w", entityID, resource, err)
+	}
+	rl.overLimitSeen(store.BucketWrite{Key: store.BucketKey{EntityID: entityID, Resource: resource}})
+	return rl.record(ctx, principal, store.AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
+}
+
+// resetOnce reads the bucket's shards and writes a store.WriteReset to each that
+// exists; it returns how many it wrote.
+func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string) (int, error) {
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	first, err := rl.store.getBucket(ctx, key)
+	if err != nil || first == nil {
+		return 0, err
+	}
+	buckets := []*store.Bucket{first}
+	if first.ShardCount > 1 {
+		keys := make([]store.BucketKey, 0, first.ShardCount-1)
+		for shard := 1; shard < first.ShardCount; shard++ {
+			keys = append(keys, store.BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
+		}
+		_, more, err := rl.store.loadBuckets(ctx, nil, keys)
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range keys {
+			if b := more[k]; b != nil {
+				buckets = append(buckets, b)
+			}
+		}
+	}
+	now := rl.nowMs()
+	writes := make([]store.BucketWrite, len(buckets))
+	for i, b := range buckets {
+		w := store.BucketWrite{Kind: store.WriteReset, Key: b.Key, NowMs: now}
+		for _, s := range b.States {
+			w.Limits = append(w.Limits, store.LimitWrite{Name: s.LimitName})
+		}
+		writes[i] = w
+	}
+	return len(writes), rl.store.writeBuckets(ctx, writes)
 }

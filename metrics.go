@@ -1,9 +1,21 @@
+// Layer 1, math and models: what the limiter reports: acquire outcomes, the
+// Metrics hook, the caches' names, events and statistics, and the logger.
+
 package limiter
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
+
+// This file holds the observability options: structured logging of the
+// limiter's decisions ([WithLogger]) and a metrics hook ([WithMetrics]).
+// Both are off by default and then cost one nil check per event.
 
 // This file holds the bounds of the limiter's per-key caches: their
 // ceilings and age limits, their statistics, and their metrics.
@@ -28,6 +40,68 @@ import (
 // read, and each insertion drops a few expired entries. Eviction changes
 // cost, never correctness: every entry is a copy of something stored, and a
 // key that comes back is read again.
+
+// AcquireOutcome classifies how one [RateLimiter.Acquire] ended, for
+// [Metrics.AcquireDone].
+type AcquireOutcome int
+
+// Outcomes of [RateLimiter.Acquire].
+const (
+	// AcquireAdmitted: a lease was returned.
+	AcquireAdmitted AcquireOutcome = iota
+	// AcquireRateLimited: a limit refused (*RateLimitExceededError).
+	AcquireRateLimited
+	// AcquireFailOpen: the backend failed and the on-unavailable mode was
+	// allow, so a no-op lease was returned.
+	AcquireFailOpen
+	// AcquireUnavailable: the backend failed and the on-unavailable mode was
+	// block (*UnavailableError).
+	AcquireUnavailable
+	// AcquireInvalid: the input was invalid or no limits are configured
+	// (*ValidationError).
+	AcquireInvalid
+	// AcquireCanceled: the context was canceled or its deadline passed.
+	AcquireCanceled
+	numAcquireOutcomes
+)
+
+var acquireOutcomeNames = [numAcquireOutcomes]string{
+	"admitted", "rate_limited", "fail_open", "unavailable", "invalid", "canceled",
+}
+
+// String returns the outcome's name, e.g. "rate_limited".
+func (o AcquireOutcome) String() string {
+	if o < 0 || o >= numAcquireOutcomes {
+		return fmt.Sprintf("AcquireOutcome(%d)", int(o))
+	}
+	return acquireOutcomeNames[o]
+}
+
+// Metrics receives measurements from a [RateLimiter] configured with
+// [WithMetrics]. Its methods are called synchronously on the request path,
+// from many goroutines at once: they must be safe for concurrent use, fast,
+// and must not block. The package otelmetrics implements it with
+// OpenTelemetry instruments.
+//
+// Latencies are wall-clock durations measured with [time.Now], whatever
+// clock [WithClock] sets for the bucket math.
+type Metrics interface {
+	// AcquireDone is called once per [RateLimiter.Acquire] (and so once per
+	// attempt of [RateLimiter.Wait], and per [RateLimiter.Do]) when it
+	// returns, with how it ended and how long it took, validation
+	// included. ctx is the caller's.
+	AcquireDone(ctx context.Context, outcome AcquireOutcome, latency time.Duration)
+	// SpeculativeOutcome is called once for each outcome counted by
+	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
+	// that tries the speculative path.
+	SpeculativeOutcome(outcome store.SpeculativeOutcome)
+	// StoreCall is called after every bucket operation and config load
+	// the limiter and its leases make on the repository, with its latency
+	// and error. An error matching [store.ErrConditionFailed] is a normal
+	// outcome (a refused conditional write); [store.ErrTransactionConflict] is
+	// retried. Administrative calls are not reported.
+	StoreCall(ctx context.Context, op store.StoreOp, latency time.Duration, err error)
+}
 
 // Default ceilings and age limits of the per-key caches.
 const (
@@ -120,71 +194,46 @@ type CacheMetrics interface {
 // cacheEventFunc is CacheMetrics.CacheEvent, or nil.
 type cacheEventFunc func(cache CacheName, event CacheEvent, n int64)
 
-// WithCacheSize sets the ceiling of one per-key cache, in entries (see
-// [CacheName]; the defaults are [DefaultConfigCacheSize],
-// [DefaultEntityCacheSize] and [DefaultOverLimitCacheSize]). When the cache
-// is full, an expired entry makes room first, else the least recently used
-// one. Zero or less keeps nothing: every lookup misses (the config cache
-// then reads the configs on every acquire, the entity cache forgets every
-// hint, the over-limit cache refuses nothing locally). An unknown cache
-// name is ignored.
-//
-// Size a cache to the keys active within its age limit: the config cache
-// to twice the entities acquired within [WithConfigCacheTTL] (plus the
-// entities with limits of their own for each resource, and one slot per
-// resource), the entity cache to the entities acquired within
-// [WithEntityCacheTTL]. A config or entity entry costs about 200 bytes
-// plus its entity id, an over-limit entry (which holds a bucket) about
-// 500; see docs/performance.md, "Memory sizing".
-func WithCacheSize(cache CacheName, maxEntries int) Option {
-	return func(rl *RateLimiter) {
-		if cache >= 0 && cache < numCaches {
-			rl.cacheSizes[cache] = max(maxEntries, 0)
-			rl.cacheSizeSet[cache] = true
-		}
-	}
+// CacheStats reports the effectiveness and size of one of the limiter's
+// per-key caches (see [CacheName]).
+type CacheStats struct {
+	// Hits and Misses count lookups since creation.
+	Hits, Misses int64
+	// Evictions counts live entries dropped to make room for new ones
+	// since creation: a steady rate means the cache is smaller than the
+	// working set (expired entries are not counted).
+	Evictions int64
+	// Size is the number of entries held (negative config entries and
+	// expired entries not yet dropped included).
+	Size int
+	// MaxEntries is the cache's ceiling ([WithCacheSize]).
+	MaxEntries int
+	// TTL is the longest an entry is kept; zero means the config cache is
+	// disabled, or an entity cache without age limit.
+	TTL time.Duration
 }
 
-// WithEntityCacheTTL sets how long the entity cache trusts an entity's
-// cascade settings after reading them ([DefaultEntityCacheTTL] by default).
-// They do not change while the entity exists; the age limit bounds how long
-// this process may keep using the settings of an entity that another
-// process deleted and created again differently. Zero or less means no age
-// limit (only the ceiling bounds the cache).
-func WithEntityCacheTTL(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.entityTTL = max(d, 0) }
+// observer holds the optional logger and metrics of a RateLimiter.
+type observer struct {
+	log     *slog.Logger // nil: no logging
+	metrics Metrics      // nil: no metrics
 }
 
-// initCaches creates the per-key caches from the options.
-func (rl *RateLimiter) initCaches() {
-	defaults := [numCaches]int{DefaultConfigCacheSize, DefaultEntityCacheSize, DefaultOverLimitCacheSize}
-	for i := range rl.cacheSizes {
-		if !rl.cacheSizeSet[i] {
-			rl.cacheSizes[i] = defaults[i]
-		}
-	}
-	if cm, ok := rl.obs.metrics.(CacheMetrics); ok {
-		rl.cacheEvent = cm.CacheEvent
-	}
-	rl.configs = newConfigCache(rl.configTTL, rl.cacheSizes[CacheConfigs], rl.now, rl.store.loadConfigs)
-	rl.configs.event = rl.cacheEvent
-	rl.ents = newEntityCache(rl.cacheSizes[CacheEntities], rl.entityTTL, rl.now)
-	rl.ents.event = rl.cacheEvent
+// logging reports whether a record at level would be written.
+func (o *observer) logging(ctx context.Context, level slog.Level) bool {
+	return o.log != nil && o.log.Enabled(ctx, level)
 }
 
-// CacheStats returns the statistics of one per-key cache since the limiter
-// was created. For [CacheOverLimit] when the over-limit cache is off, it is
-// all zero.
-func (rl *RateLimiter) CacheStats(cache CacheName) CacheStats {
-	switch cache {
-	case CacheConfigs:
-		return rl.configs.stats()
-	case CacheEntities:
-		return rl.ents.stats()
-	case CacheOverLimit:
-		if rl.olc != nil {
-			return rl.olc.stats()
-		}
+type specStats struct {
+	attempts atomic.Int64
+	counts   [len(store.SpeculativeStats{}.Counts)]atomic.Int64
+	// hook, when set (WithMetrics), hears every counted outcome.
+	hook func(store.SpeculativeOutcome)
+}
+
+func (s *specStats) count(o store.SpeculativeOutcome) {
+	s.counts[o].Add(1)
+	if s.hook != nil {
+		s.hook(o)
 	}
-	return CacheStats{}
 }

@@ -1,4 +1,4 @@
-package limiter
+package httplimit
 
 import (
 	"context"
@@ -6,20 +6,22 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+
+	"github.com/zaelimiter/limiter"
 )
 
-// HTTPKeyFunc maps a request to what it is charged: the entity (an API key,
+// KeyFunc maps a request to what it is charged: the entity (an API key,
 // a tenant), the resource (a model, a route group) and the amounts to take
-// before the handler runs, e.g. Consume{"rpm": 1, "tpm": estimate}. An error
-// means the request cannot be attributed; [HTTPMiddleware] answers it with
+// before the handler runs, e.g. limiter.Consume{"rpm": 1, "tpm": estimate}. An error
+// means the request cannot be attributed; [Middleware] answers it with
 // 400 Bad Request.
-type HTTPKeyFunc func(r *http.Request) (entityID, resource string, consume Consume, err error)
+type KeyFunc func(r *http.Request) (entityID, resource string, consume limiter.Consume, err error)
 
-// HTTPOptions configures [HTTPMiddleware]. The zero value is ready to use.
-type HTTPOptions struct {
-	// AcquireOptions are passed to every Acquire, e.g. [WithLimits] or
-	// [WithOnUnavailable].
-	AcquireOptions []AcquireOption
+// Options configures [Middleware]. The zero value is ready to use.
+type Options struct {
+	// AcquireOptions are passed to every Acquire, e.g. [limiter.WithLimits] or
+	// [limiter.WithOnUnavailable].
+	AcquireOptions []limiter.AcquireOption
 	// ErrorHandler writes the response of a request that is not served:
 	// status is 400 (key error), 429 (rate limited; the Retry-After and
 	// X-RateLimit-* headers are already set), 503 (DynamoDB unavailable in
@@ -38,15 +40,15 @@ type HTTPOptions struct {
 // leaseContextKey is the context key of the request's lease.
 type leaseContextKey struct{}
 
-// LeaseFromContext returns the lease that [HTTPMiddleware] acquired for the
+// LeaseFromContext returns the lease that [Middleware] acquired for the
 // request whose context is ctx, or nil when there is none. Handlers use it
-// to reconcile an estimate, e.g. lease.Adjust(Consume{"tpm": actual - est}).
-func LeaseFromContext(ctx context.Context) *Lease {
-	l, _ := ctx.Value(leaseContextKey{}).(*Lease)
+// to reconcile an estimate, e.g. lease.Adjust(limiter.Consume{"tpm": actual - est}).
+func LeaseFromContext(ctx context.Context) *limiter.Lease {
+	l, _ := ctx.Value(leaseContextKey{}).(*limiter.Lease)
 	return l
 }
 
-// HTTPMiddleware returns net/http middleware that rate-limits every request
+// Middleware returns net/http middleware that rate-limits every request
 // with rl: key maps the request to (entity, resource, consume), Acquire
 // takes the amounts before next runs, and the lease is committed after next
 // returns — with whatever the handler changed through [LeaseFromContext]. If
@@ -55,14 +57,14 @@ func LeaseFromContext(ctx context.Context) *Lease {
 // on the lease itself; the middleware's Commit then does nothing.
 //
 // Every served response carries the rate-limit headers of the lease's
-// limits ([Lease.Statuses]): X-RateLimit-Limit, X-RateLimit-Remaining and
+// limits ([limiter.Lease.Statuses]): X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (seconds until full) of the limit with the smallest
 // share left, and the IETF RateLimit-Policy and RateLimit fields listing
 // every limit (quota q, window w in seconds to fill; remaining r, reset t
 // in seconds). Requests that are not served get:
 //
 //   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
-//     seconds plus one, [RateLimitExceededError.RetryAfterHeader]),
+//     seconds plus one, [limiter.RateLimitExceededError.RetryAfterHeader]),
 //     X-RateLimit-Limit (the capacity of the limit that refused — the
 //     violation with the longest wait), X-RateLimit-Remaining (its
 //     available tokens, at least 0), X-RateLimit-Reset (the seconds of
@@ -70,23 +72,23 @@ func LeaseFromContext(ctx context.Context) *Lease {
 //     limit checked (t the seconds until a refused limit covers the
 //     request, 0 for the others);
 //   - 400 Bad Request when key fails, or when the entity ID it returns is
-//     not a valid identifier ([ErrInvalidIdentifier]); the body carries the
+//     not a valid identifier ([limiter.ErrInvalidIdentifier]); the body carries the
 //     reason;
 //   - 503 Service Unavailable when DynamoDB fails and the on-unavailable
-//     mode is block ([ErrUnavailable]); in allow mode the request is served
+//     mode is block ([limiter.ErrUnavailable]); in allow mode the request is served
 //     with a no-op lease;
 //   - 500 Internal Server Error for any other error, e.g. when no limits
 //     are configured for the entity and resource.
 //
 // The middleware is safe for concurrent use.
-func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOptions)) func(http.Handler) http.Handler {
-	var o HTTPOptions
+func Middleware(rl *limiter.RateLimiter, key KeyFunc, optFns ...func(*Options)) func(http.Handler) http.Handler {
+	var o Options
 	for _, fn := range optFns {
 		fn(&o)
 	}
 	o.AcquireOptions = slices.Clone(o.AcquireOptions)
 	if o.ErrorHandler == nil {
-		o.ErrorHandler = defaultHTTPError
+		o.ErrorHandler = defaultError
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -110,15 +112,15 @@ func HTTPMiddleware(rl *RateLimiter, key HTTPKeyFunc, optFns ...func(*HTTPOption
 			}()
 			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, leaseContextKey{}, lease)))
 			served = true
-			if err := lease.Commit(ctx); err != nil && !errors.Is(err, ErrLeaseDone) && o.OnCommitError != nil {
+			if err := lease.Commit(ctx); err != nil && !errors.Is(err, limiter.ErrLeaseDone) && o.OnCommitError != nil {
 				o.OnCommitError(r, err)
 			}
 		})
 	}
 }
 
-// defaultHTTPError is the ErrorHandler of [HTTPOptions] when none is set.
-func defaultHTTPError(w http.ResponseWriter, _ *http.Request, status int, err error) {
+// defaultError is the ErrorHandler of [Options] when none is set.
+func defaultError(w http.ResponseWriter, _ *http.Request, status int, err error) {
 	text := http.StatusText(status)
 	if status == http.StatusBadRequest && err != nil {
 		text += ": " + err.Error()
@@ -129,7 +131,7 @@ func defaultHTTPError(w http.ResponseWriter, _ *http.Request, status int, err er
 // httpStatus maps an Acquire error to a status code, setting the rate-limit
 // headers on h for a denial.
 func httpStatus(h http.Header, err error) int {
-	var rle *RateLimitExceededError
+	var rle *limiter.RateLimitExceededError
 	switch {
 	case errors.As(err, &rle):
 		h.Set("Retry-After", rle.RetryAfterHeader())
@@ -137,12 +139,12 @@ func httpStatus(h http.Header, err error) int {
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
 		setRefusalHeaders(h, rle)
 		return http.StatusTooManyRequests
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, limiter.ErrUnavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrValidation):
+	case errors.Is(err, limiter.ErrValidation):
 		// The request's key or amounts are invalid (a negative estimate,
 		// say); missing limits are the server's configuration problem.
-		var ve *ValidationError
+		var ve *limiter.ValidationError
 		if errors.As(err, &ve) && ve.Field == "limits" {
 			return http.StatusInternalServerError
 		}

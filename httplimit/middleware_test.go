@@ -1,4 +1,4 @@
-package limiter
+package httplimit
 
 import (
 	"errors"
@@ -10,11 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zaelimiter/limiter"
 )
 
 // llmKey charges a request to the API key in X-API-Key on resource
 // "chat": one request and the tpm estimate in X-Estimate.
-func llmKey(r *http.Request) (string, string, Consume, error) {
+func llmKey(r *http.Request) (string, string, limiter.Consume, error) {
 	id := r.Header.Get("X-API-Key")
 	if id == "" {
 		return "", "", nil, errors.New("missing X-API-Key")
@@ -23,7 +25,7 @@ func llmKey(r *http.Request) (string, string, Consume, error) {
 	if err != nil {
 		return "", "", nil, fmt.Errorf("X-Estimate: %w", err)
 	}
-	return id, "chat", Consume{"rpm": 1, "tpm": est}, nil
+	return id, "chat", limiter.Consume{"rpm": 1, "tpm": est}, nil
 }
 
 // serve sends one request for apiKey with a tpm estimate through h.
@@ -51,7 +53,7 @@ func usesTokens(t *testing.T, used int64, calls *int) http.Handler {
 		// The estimate from the request, not lease.Consumed(): with cascade
 		// that sums the entity's and the parent's amounts.
 		est, _ := strconv.ParseInt(r.Header.Get("X-Estimate"), 10, 64)
-		if err := lease.Adjust(Consume{"tpm": used - est}); err != nil {
+		if err := lease.Adjust(limiter.Consume{"tpm": used - est}); err != nil {
 			t.Errorf("Adjust: %v", err)
 		}
 		io.WriteString(w, "ok")
@@ -64,9 +66,9 @@ func usesTokens(t *testing.T, used int64, calls *int) http.Handler {
 func TestHTTPMiddlewareAdmitsAndDenies(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
-		lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))
+		lim := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000))
 		calls := 0
-		h := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) { o.AcquireOptions = []AcquireOption{lim} })(usesTokens(t, 700, &calls))
+		h := Middleware(rl, llmKey, func(o *Options) { o.AcquireOptions = []limiter.AcquireOption{lim} })(usesTokens(t, 700, &calls))
 
 		for i := range 2 { // 1000 - 700 = 300, then 300 - 700 = -400 (debt)
 			if w := serve(h, "key-1", 200); w.Code != http.StatusOK || w.Body.String() != "ok" {
@@ -104,16 +106,16 @@ func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	rl.CreateEntity(ctx, Entity{ID: "proj"})
-	rl.CreateEntity(ctx, Entity{ID: "key-1", ParentID: "proj", Cascade: true})
-	if err := rl.SetLimits(ctx, "proj", "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 500)}); err != nil {
+	rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+	rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
+	if err := rl.SetLimits(ctx, "proj", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 500)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rl.SetLimits(ctx, "key-1", "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 2000)}); err != nil {
+	if err := rl.SetLimits(ctx, "key-1", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2000)}); err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	h := HTTPMiddleware(rl, llmKey)(usesTokens(t, 400, &calls))
+	h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
 	if w := serve(h, "key-1", 400); w.Code != http.StatusOK {
 		t.Fatalf("first request: %d", w.Code)
 	}
@@ -136,7 +138,7 @@ func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
 func TestHTTPMiddlewareErrors(t *testing.T) {
 	env := newTestEnv(t)
 	calls := 0
-	h := HTTPMiddleware(env.limiter(), llmKey)(usesTokens(t, 1, &calls))
+	h := Middleware(env.limiter(), llmKey)(usesTokens(t, 1, &calls))
 
 	env.rec.Reset()
 	// The 400 body carries the reason: the key function's error, or the
@@ -158,12 +160,12 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 		t.Errorf("no limits configured: %d %q, want 500 with only the status text", w.Code, w.Body.String())
 	}
 
-	dead := New(newDeadRepo(t, env), WithClock(env.clock.now))
-	lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 100))
+	dead := limiter.New(newDeadRepo(t, env), limiter.WithClock(env.clock.now))
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 100))
 	var gotStatus int
 	var gotErr error
-	block := HTTPMiddleware(dead, llmKey, func(o *HTTPOptions) {
-		o.AcquireOptions = []AcquireOption{lim, WithOnUnavailable(OnUnavailableBlock)}
+	block := Middleware(dead, llmKey, func(o *Options) {
+		o.AcquireOptions = []limiter.AcquireOption{lim, limiter.WithOnUnavailable(limiter.OnUnavailableBlock)}
 		o.ErrorHandler = func(w http.ResponseWriter, r *http.Request, status int, err error) {
 			gotStatus, gotErr = status, err
 			w.WriteHeader(status)
@@ -172,11 +174,11 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	if w := serve(block, "key-1", 10); w.Code != http.StatusServiceUnavailable {
 		t.Errorf("DynamoDB down, block: %d, want 503", w.Code)
 	}
-	if gotStatus != http.StatusServiceUnavailable || !errors.Is(gotErr, ErrUnavailable) {
+	if gotStatus != http.StatusServiceUnavailable || !errors.Is(gotErr, limiter.ErrUnavailable) {
 		t.Errorf("ErrorHandler got %d %v, want 503 and an ErrUnavailable", gotStatus, gotErr)
 	}
-	allow := HTTPMiddleware(dead, llmKey, func(o *HTTPOptions) {
-		o.AcquireOptions = []AcquireOption{lim, WithOnUnavailable(OnUnavailableAllow)}
+	allow := Middleware(dead, llmKey, func(o *Options) {
+		o.AcquireOptions = []limiter.AcquireOption{lim, limiter.WithOnUnavailable(limiter.OnUnavailableAllow)}
 	})(usesTokens(t, 1, &calls))
 	if w := serve(allow, "key-1", 10); w.Code != http.StatusOK {
 		t.Errorf("DynamoDB down, allow: %d, want 200", w.Code)
@@ -192,10 +194,10 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 func TestHTTPMiddlewareRollback(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
-		lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))
+		lim := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000))
 		var commitErr error
-		mw := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) {
-			o.AcquireOptions = []AcquireOption{lim}
+		mw := Middleware(rl, llmKey, func(o *Options) {
+			o.AcquireOptions = []limiter.AcquireOption{lim}
 			o.OnCommitError = func(_ *http.Request, err error) { commitErr = err }
 		})
 		calls := 0
@@ -240,18 +242,18 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 	env := newTestEnv(t)
 	failWrites := false
 	injected := errors.New("injected write failure")
-	rl := New(env.withClient(hook(func(op string, _ any) error {
+	rl := limiter.New(env.withClient(hook(func(op string, _ any) error {
 		if failWrites && op == "UpdateItem" {
 			return injected
 		}
 		return nil
-	})), WithClock(env.clock.now))
+	})), limiter.WithClock(env.clock.now))
 	var commitErr error
-	h := HTTPMiddleware(rl, llmKey, func(o *HTTPOptions) {
-		o.AcquireOptions = []AcquireOption{WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 1000))}
+	h := Middleware(rl, llmKey, func(o *Options) {
+		o.AcquireOptions = []limiter.AcquireOption{limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000))}
 		o.OnCommitError = func(_ *http.Request, err error) { commitErr = err }
 	})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		LeaseFromContext(r.Context()).Adjust(Consume{"tpm": 50})
+		LeaseFromContext(r.Context()).Adjust(limiter.Consume{"tpm": 50})
 		failWrites = true
 		io.WriteString(w, "ok")
 	}))
@@ -273,19 +275,19 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
-		for _, e := range []Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
+		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
 			if _, err := rl.CreateEntity(env.ctx, e); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := rl.SetResourceDefaults(env.ctx, "chat", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 1000)}); err != nil {
+		if err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.SetLimits(env.ctx, "org", "chat", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 3000).WithBurst(6000)}); err != nil {
+		if err := rl.SetLimits(env.ctx, "org", "chat", []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 3000).WithBurst(6000)}); err != nil {
 			t.Fatal(err)
 		}
 		calls := 0
-		h := HTTPMiddleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
 		w := serve(h, "key-1", 400)
 		if w.Code != http.StatusOK {
 			t.Fatalf("served: %d", w.Code)

@@ -1,27 +1,12 @@
-package limiter
+package store
 
 import (
 	"context"
 	"errors"
 	"time"
-)
 
-// This file and the [Repository] interface (repository.go) are the backend
-// contract, in the manner of database/sql/driver: the values a repository
-// stores and returns, the optional capabilities a backend may add, and the
-// errors that carry meaning between a backend and the limiter.
-//
-// The division of labour is strict. The [RateLimiter] owns every rule:
-// input validation, the order of precedence of stored limits and their
-// cache, the entity cache, bucket math, bucket TTLs, audit events and the
-// audit principal. A backend stores and fetches: it validates nothing the
-// limiter already validated, computes no refill, and never decides whether
-// a request is admitted — except in [SpeculativeStore.SpeculativeConsume],
-// whose condition it evaluates atomically.
-//
-// Amounts are millitokens (tokens × 1000) unless a field says tokens; times
-// are epoch milliseconds unless they are [time.Time]. The suite in package
-// storetest checks that a backend honours this contract.
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+)
 
 // Outcomes of a conditional write. A backend returns them (possibly wrapped)
 // when nothing was written for that reason; the limiter then re-reads or
@@ -111,9 +96,11 @@ type Bucket struct {
 	// LastRefillMs = RefillMs and the item's EntityID, Resource and shard.
 	States []BucketState
 
-	// wcu is the DynamoDB backend's hidden write-capacity limit of the
-	// item, nil on other backends (see wcu.go).
-	wcu *BucketState
+	// Private is state of the item that its backend keeps for itself (the
+	// DynamoDB backend's write-capacity limit), nil on backends without
+	// any. The limiter never reads it: it hands it back to the backend in
+	// [BucketWrite.Base].
+	Private any
 }
 
 // State returns the state of limit name.
@@ -131,7 +118,7 @@ func (b *Bucket) State(name string) (BucketState, bool) {
 
 // Expired reports whether the item's TTL has passed at nowMs.
 func (b *Bucket) Expired(nowMs int64) bool {
-	return b != nil && b.TTL != 0 && b.TTL <= floorDiv(nowMs, 1000)
+	return b != nil && b.TTL != 0 && b.TTL <= bucketmath.FloorDiv(nowMs, 1000)
 }
 
 // WriteKind selects the shape of a [BucketWrite].
@@ -152,7 +139,7 @@ const (
 	// limit change.
 	WriteSync
 	// WriteReset fills every limit of an existing item to its capacity
-	// ([RateLimiter.Reset]).
+	// ([limiter.RateLimiter.Reset]).
 	WriteReset
 )
 
@@ -252,9 +239,10 @@ type BucketWrite struct {
 	TTL        TTLMode
 	TTLSeconds int64
 
-	// base is the item a WriteNormal was computed from (the DynamoDB
-	// backend refills its hidden write-capacity limit from it).
-	base *Bucket
+	// Base, for WriteNormal, is the item the write was computed from, as
+	// the backend returned it: a backend refills its [Bucket.Private]
+	// state from it.
+	Base *Bucket
 }
 
 // RefusalReason says why a speculative write was refused.
@@ -299,7 +287,7 @@ type SpeculativeResult struct {
 // [LimitWrite], saturating at the int64 limits exactly as the limiter does:
 // a backend that compares stored parameters with a [SpeculativeRequest]'s
 // limits converts them with it.
-func MilliTokens(tokens int64) int64 { return satMul(tokens, 1000) }
+func MilliTokens(tokens int64) int64 { return bucketmath.SatMul(tokens, 1000) }
 
 // SpeculativeRequest is one speculative write: take Consume from the item
 // Key without reading it first.
@@ -332,7 +320,7 @@ type SpeculativeStore interface {
 }
 
 // BatchStore is an optional capability: speculative consumption from
-// several bucket items in one atomic step. [RateLimiter.AcquireAll] tries
+// several bucket items in one atomic step. [limiter.RateLimiter.AcquireAll] tries
 // it first; without it, or when it refuses a request that a refill would
 // satisfy, AcquireAll reads every item and writes them all with one
 // [Repository.WriteBuckets] call, which is atomic on every backend (one
@@ -360,7 +348,7 @@ type ShardStore interface {
 
 // AuditLog is an optional capability: a durable log of entity and limit
 // changes. Without it the limiter records nothing and
-// [RateLimiter.AuditEvents] fails with an error matching [ErrUnsupported].
+// [limiter.RateLimiter.AuditEvents] fails with an error matching [ErrUnsupported].
 type AuditLog interface {
 	// AppendAudit stores ev (its EventID, a ULID, already set) until
 	// expires.
@@ -372,7 +360,7 @@ type AuditLog interface {
 }
 
 // ConfigLister is an optional capability: listings of the stored configs.
-// Without it the listing methods of [RateLimiter] fail with an error
+// Without it the listing methods of [limiter.RateLimiter] fail with an error
 // matching [ErrUnsupported].
 type ConfigLister interface {
 	// ListResourcesWithDefaults returns, sorted, the resources with
@@ -390,7 +378,7 @@ type ConfigLister interface {
 
 // UsageStore is an optional capability: reading the usage snapshots the
 // aggregator writes from the table's stream. Without it
-// [RateLimiter.UsageSnapshots] and [RateLimiter.UsageSummary] fail with an
+// [limiter.RateLimiter.UsageSnapshots] and [limiter.RateLimiter.UsageSummary] fail with an
 // error matching [ErrUnsupported].
 type UsageStore interface {
 	// UsageSnapshots returns one page of the snapshots q selects, newest
@@ -403,7 +391,7 @@ type UsageStore interface {
 
 // CapacityReader is an optional capability: how much of one limit of a
 // resource is in use across entities. Without it
-// [RateLimiter.ResourceCapacity] fails with an error matching
+// [limiter.RateLimiter.ResourceCapacity] fails with an error matching
 // [ErrUnsupported].
 type CapacityReader interface {
 	// ResourceCapacity aggregates limit limitName of resource over every
@@ -414,7 +402,7 @@ type CapacityReader interface {
 
 // NamespaceRegistry is an optional capability: managing the namespaces of a
 // table (register, list, soft-delete, recover, purge). The limiter itself
-// does not use it; [*DynamoDBRepository] implements it for operators and
+// does not use it; [*limiter.DynamoDBRepository] implements it for operators and
 // the CLI.
 //
 // Deleting a namespace does not affect repositories already bound to it
@@ -441,4 +429,65 @@ type NamespaceRegistry interface {
 	// PurgeNamespace deletes every item of a deleted namespace and its
 	// registry record.
 	PurgeNamespace(ctx context.Context, id string) error
+}
+
+// Repository is the storage behind a [limiter.RateLimiter]: entities, stored
+// limit configs and bucket items, in one namespace.
+// [*limiter.DynamoDBRepository] implements it, package memorystore keeps
+// everything in memory and package redisstore keeps it in Redis; a backend
+// of your own implements these methods (and any of the optional interfaces
+// of this package) and checks itself with package storetest.
+//
+// Every method must be safe for concurrent use and honour ctx. Every write
+// must be atomic: it applies whole or not at all. Inputs arrive validated;
+// a backend need not check them again. Errors other than the documented
+// ones are infrastructure failures: the limiter applies its on-unavailable
+// mode to them (an error whose chain holds [ErrUnavailable] is reported as
+// such; any other is wrapped).
+type Repository interface {
+	// Name names the backing store (the table, "memory", ...) for error
+	// messages.
+	Name() string
+
+	// CreateEntity stores e (its Name, Metadata and CreatedAt already
+	// set) unless an entity with its ID exists, in which case it fails
+	// with an error matching [ErrEntityExists].
+	CreateEntity(ctx context.Context, e Entity) error
+	// GetEntity returns the entity, or an error matching
+	// [ErrEntityNotFound].
+	GetEntity(ctx context.Context, id string) (Entity, error)
+	// DeleteEntity deletes the entity, its stored limit configs and every
+	// bucket item of it (all resources and shards), and returns how many
+	// records it deleted; deleting a missing entity deletes nothing and
+	// returns 0. Audit events and children are kept.
+	DeleteEntity(ctx context.Context, id string) (int, error)
+	// Children returns the entities whose parent is parentID.
+	Children(ctx context.Context, parentID string) ([]Entity, error)
+
+	// LoadConfigs reads the configs keys name, in one round trip where the
+	// backend can; keys without a stored config are absent from the map.
+	// It is the config cache's loader.
+	LoadConfigs(ctx context.Context, keys []ConfigKey) (map[ConfigKey]Config, error)
+	// GetConfig reads one config; ok is false when none is stored.
+	GetConfig(ctx context.Context, key ConfigKey) (c Config, ok bool, err error)
+	// PutConfig stores c under key, replacing what was stored.
+	PutConfig(ctx context.Context, key ConfigKey, c Config) error
+	// DeleteConfig deletes the config under key. It reports false when it
+	// knows that none was stored (a backend that cannot tell reports
+	// true).
+	DeleteConfig(ctx context.Context, key ConfigKey) (bool, error)
+
+	// LoadBuckets reads the entities entityIDs and the bucket items keys,
+	// as one snapshot where the backend can. Missing ones are absent from
+	// the maps. Expired items are returned until the backend deletes them.
+	LoadBuckets(ctx context.Context, entityIDs []string, keys []BucketKey) (map[string]Entity, map[BucketKey]*Bucket, error)
+	// GetBucket reads one bucket item; nil, and no error, when it is
+	// missing.
+	GetBucket(ctx context.Context, key BucketKey) (*Bucket, error)
+	// WriteBuckets applies writes atomically, all or none (see
+	// [BucketWrite] for each kind). At most one write names each item. A
+	// failed condition fails with an error matching [ErrConditionFailed];
+	// a multi-item write that collides with another may fail with
+	// [ErrTransactionConflict].
+	WriteBuckets(ctx context.Context, writes []BucketWrite) error
 }

@@ -1,0 +1,401 @@
+// Command redisbench compares the Redis store with go-redis/redis_rate v10
+// on one redis-server, in the same process and run: `make bench-redis`.
+//
+// Each case runs its two contenders in alternating rounds (five by
+// default; the side that goes first alternates too), so that both see the
+// same machine however its load drifts, and prints the median and range
+// of the per-round ratio of their ops/s. For each contender it also prints
+// the server time per call (usec_per_call of INFO commandstats, over its
+// own rounds: FCALL for the store's functions, EVALSHA for scripts), the
+// calls per operation, and the client's allocations and CPU time per
+// operation (of the whole process during its rounds: the benchmark, the
+// limiter and go-redis).
+//
+// Store.Allow and redis_rate.Allow run with limits users set (100 per
+// minute, 2,000,000 tokens per minute taken 500 at a time, 1,000,000 per
+// day) and with 2^30 per minute, where every request is admitted; leases
+// (Acquire + Commit through a RateLimiter) with 2^30. Every goroutine has
+// a key of its own, except in the hot-key case.
+//
+// It starts a redis-server of its own (redis-server must be on $PATH), or
+// uses the one at -addr.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/redisstore"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "redisbench:", err)
+		os.Exit(1)
+	}
+}
+
+var (
+	addr    = flag.String("addr", "", "redis-server to use (default: start one)")
+	rounds  = flag.Int("rounds", 5, "alternating rounds per case")
+	ops     = flag.Int("ops", 4000, "operations per contender and round at c=1 (10× at c=32)")
+	only    = flag.String("run", "", "run only the cases whose name matches this regular expression")
+	scripts = flag.Bool("scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
+)
+
+func run() error {
+	flag.Parse()
+	ctx := context.Background()
+	a := *addr
+	if a == "" {
+		srv, err := redisserver.Start(ctx)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		a = srv.Addr()
+	}
+	o := redisserver.ClientOptions(a)
+	o.PoolSize = 64
+	client := redis.NewClient(o)
+	defer client.Close()
+	filter, err := regexp.Compile(*only)
+	if err != nil {
+		return err
+	}
+	info, _ := client.Info(ctx, "server").Result()
+	version := field(info, "redis_version")
+	fmt.Printf("redis-server %s, GOMAXPROCS %d, %d rounds; ratio = this store's ops/s ÷ the other's, median [min–max] of the rounds\n\n",
+		version, runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("%-44s %9s %9s %22s %17s %13s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "allocs/op", "client µs/op")
+	for _, c := range cases(client) {
+		if !filter.MatchString(c.name) {
+			continue
+		}
+		if err := c.run(ctx, client); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// side is one contender: op runs one request for worker w.
+type side struct {
+	name string
+	op   func(ctx context.Context, w int) error
+	// measured over its rounds
+	opsPerSec          []float64
+	ops                int64
+	calls              int64   // script or function calls on the server
+	usec               float64 // server time of those calls
+	mallocs            uint64
+	cpu                time.Duration
+	allowedN, refusedN atomic.Int64
+}
+
+// comparison is a case: A against B at concurrency c.
+type comparison struct {
+	name string
+	c    int
+	a, b *side
+}
+
+func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
+	n := *ops
+	if cp.c > 1 {
+		n *= 10
+	}
+	// Warm up both sides (connections, the function library, first
+	// buckets), unmeasured.
+	for _, s := range []*side{cp.a, cp.b} {
+		if err := s.warmUp(ctx, cp.c); err != nil {
+			return fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	var ratios []float64
+	for r := range *rounds {
+		order := []*side{cp.a, cp.b}
+		if r%2 == 1 {
+			order = []*side{cp.b, cp.a}
+		}
+		for _, s := range order {
+			if err := s.round(ctx, client, cp.c, n); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		ra, rb := cp.a.opsPerSec[r], cp.b.opsPerSec[r]
+		ratios = append(ratios, ra/rb)
+	}
+	slices.Sort(ratios)
+	server := func(s *side) string {
+		if s.calls == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", s.usec/float64(s.calls))
+	}
+	fmt.Printf("%-44s %9.0f %9.0f %8.2f× [%.2f–%.2f] %8s / %-6s %5.2f / %-5.2f %5.1f / %-5.1f %6.1f / %-6.1f\n",
+		cp.name, median(cp.a.opsPerSec), median(cp.b.opsPerSec), median(ratios), ratios[0], ratios[len(ratios)-1],
+		server(cp.a), server(cp.b),
+		float64(cp.a.calls)/float64(cp.a.ops), float64(cp.b.calls)/float64(cp.b.ops),
+		float64(cp.a.mallocs)/float64(cp.a.ops), float64(cp.b.mallocs)/float64(cp.b.ops),
+		float64(cp.a.cpu.Microseconds())/float64(cp.a.ops), float64(cp.b.cpu.Microseconds())/float64(cp.b.ops))
+	if a, r := cp.a.allowedN.Load(), cp.a.refusedN.Load(); a+r > 0 && r > 0 {
+		fmt.Printf("%-44s   admitted: %s %.0f%%, %s %.0f%%\n", "", cp.a.name, 100*float64(a)/float64(a+r),
+			cp.b.name, 100*float64(cp.b.allowedN.Load())/float64(cp.b.allowedN.Load()+cp.b.refusedN.Load()))
+	}
+	return nil
+}
+
+// warmUp runs a few requests on every worker's key.
+func (s *side) warmUp(ctx context.Context, c int) error {
+	for w := range c {
+		for range 20 {
+			if err := s.op(ctx, w); err != nil {
+				return err
+			}
+		}
+	}
+	s.allowedN.Store(0)
+	s.refusedN.Store(0)
+	return nil
+}
+
+// round runs n requests over c goroutines and adds the measurements.
+func (s *side) round(ctx context.Context, client *redis.Client, c, n int) error {
+	if err := client.ConfigResetStat(ctx).Err(); err != nil {
+		return err
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	mallocs := ms.Mallocs
+	cpu := cpuTime()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for w := range c {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) {
+				if err := s.op(ctx, w); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	s.cpu += cpuTime() - cpu
+	runtime.ReadMemStats(&ms)
+	s.mallocs += ms.Mallocs - mallocs
+	if err, _ := failed.Load().(error); err != nil {
+		return err
+	}
+	s.opsPerSec = append(s.opsPerSec, float64(n)/elapsed.Seconds())
+	s.ops += int64(n)
+	stats, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return err
+	}
+	for _, cmd := range []string{"fcall", "evalsha", "eval"} {
+		calls, usec := commandStat(stats, cmd)
+		s.calls += calls
+		s.usec += usec
+	}
+	return nil
+}
+
+// commandStat returns the calls and total microseconds of cmd in an INFO
+// commandstats reply.
+func commandStat(info, cmd string) (int64, float64) {
+	v := field(info, "cmdstat_"+cmd)
+	var calls int64
+	var usec float64
+	for _, kv := range strings.Split(v, ",") {
+		k, val, _ := strings.Cut(kv, "=")
+		switch k {
+		case "calls":
+			calls, _ = strconv.ParseInt(val, 10, 64)
+		case "usec":
+			usec, _ = strconv.ParseFloat(val, 64)
+		}
+	}
+	return calls, usec
+}
+
+// field returns the value of key in an INFO reply.
+func field(info, key string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return math.NaN()
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// runID keeps the keys of one run apart from an earlier run's on -addr.
+var runID = strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+
+// newStore returns a store of its own namespace.
+func newStore(client *redis.Client, alg redisstore.Algorithm, name string) *redisstore.Store {
+	s, err := redisstore.New(client, func(o *redisstore.Options) {
+		o.Prefix = "bench-" + runID + ":"
+		o.Namespace = name
+		o.Algorithm = alg
+		o.DisableFunctions = *scripts
+	})
+	if err != nil {
+		panic(err) // the options are constant
+	}
+	return s
+}
+
+// throttle is a limit of Store.Allow and its redis_rate equivalent, and
+// the amount each request takes.
+type throttle struct {
+	name string
+	lim  limiter.Limit
+	rr   redis_rate.Limit
+	n    int
+}
+
+func throttles() []throttle {
+	per := func(name string, n int64, period time.Duration, take int) throttle {
+		return throttle{name, limiter.Limit{Name: "l", Capacity: n, RefillAmount: n, RefillPeriod: period},
+			redis_rate.Limit{Rate: int(n), Burst: int(n), Period: period}, take}
+	}
+	return []throttle{
+		per("100/min", 100, time.Minute, 1),
+		per("2,000,000 tokens/min, 500 a request", 2_000_000, time.Minute, 500),
+		per("1,000,000/day", 1_000_000, 24*time.Hour, 1),
+		per("2^30/min", 1<<30, time.Minute, 1),
+	}
+}
+
+// allowSide is Store.Allow on key "u<worker>".
+func allowSide(s *redisstore.Store, t throttle) *side {
+	sd := &side{name: "store"}
+	sd.op = func(ctx context.Context, w int) error {
+		r, err := s.Allow(ctx, "u"+strconv.Itoa(w), t.lim, int64(t.n))
+		if r.Allowed {
+			sd.allowedN.Add(1)
+		} else {
+			sd.refusedN.Add(1)
+		}
+		return err
+	}
+	return sd
+}
+
+// rateSide is redis_rate's AllowN for each limit on key prefix+worker(+limit).
+func rateSide(rr *redis_rate.Limiter, prefix string, limits []redis_rate.Limit, costs []int, mustAllow bool) *side {
+	sd := &side{name: "redis_rate"}
+	sd.op = func(ctx context.Context, w int) error {
+		key := prefix + strconv.Itoa(w)
+		for i, l := range limits {
+			k := key
+			if len(limits) > 1 {
+				k += ":" + strconv.Itoa(i)
+			}
+			res, err := rr.AllowN(ctx, k, l, costs[i])
+			if err != nil {
+				return err
+			}
+			if res.Allowed == 0 {
+				if mustAllow {
+					return fmt.Errorf("refused: %+v", res)
+				}
+				sd.refusedN.Add(1)
+				return nil
+			}
+		}
+		sd.allowedN.Add(1)
+		return nil
+	}
+	return sd
+}
+
+// leaseSide acquires consume under lims for key "user-<worker>" (or
+// "hot" for every worker) and commits.
+func leaseSide(rl *limiter.RateLimiter, name string, consume limiter.Consume, lims limiter.AcquireOption, hot bool) *side {
+	return &side{name: name, op: func(ctx context.Context, w int) error {
+		key := "user-" + strconv.Itoa(w)
+		if hot {
+			key = "hot"
+		}
+		lease, err := rl.Acquire(ctx, key, "api", consume, lims)
+		if err != nil {
+			return err
+		}
+		return lease.Commit(ctx)
+	}}
+}
+
+func cases(client *redis.Client) []*comparison {
+	var out []*comparison
+	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
+		for _, t := range throttles() {
+			for _, c := range []int{1, 32} {
+				name := fmt.Sprintf("Allow %s, %s, c=%d", alg, t.name, c)
+				prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+				out = append(out, &comparison{name: name, c: c,
+					a: allowSide(newStore(client, alg, "allow"+strconv.Itoa(len(out))), t),
+					b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{t.rr}, []int{t.n}, false)})
+			}
+		}
+	}
+	const big = 1 << 30
+	one := limiter.WithLimits(limiter.PerMinute("rpm", big))
+	two := limiter.WithLimits(limiter.PerMinute("rpm", big), limiter.PerMinute("tpm", big))
+	for _, c := range []int{1, 32} {
+		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+		out = append(out, &comparison{name: fmt.Sprintf("lease, one limit 2^30/min, c=%d", c), c: c,
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)))), "store", limiter.Consume{"rpm": 1}, one, false),
+			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
+	}
+	for _, c := range []int{1, 32} {
+		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+		out = append(out, &comparison{name: fmt.Sprintf("lease, rpm+tpm 2^30/min, c=%d", c), c: c,
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "two"+strconv.Itoa(len(out)))), "store", limiter.Consume{"rpm": 1, "tpm": 500}, two, false),
+			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big), redis_rate.PerMinute(big)}, []int{1, 500}, true)})
+	}
+	out = append(out, &comparison{name: "hot key × 32, group commit on (A) / off (B)", c: 32,
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on"), limiter.WithGroupCommit(true)), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
+		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off"), limiter.WithGroupCommit(false)), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
+	return out
+}

@@ -1,0 +1,319 @@
+// Layer 3, rules: the state the rules share (repository, clock, caches,
+// settings), the acquire options, validation of names, the cascade, and
+// audit.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+	"github.com/zaelimiter/limiter/store"
+)
+
+// rules is the state of the limiter's rules: the repository and its
+// metered calls, the clock, the stored-limit and entity caches, and the
+// settings of audit and bucket TTLs. [RateLimiter] embeds it; the
+// mechanics above (speculative writes, group commit, the over-limit cache)
+// build on it.
+type rules struct {
+	repo  Repository
+	store storeOps       // the repository's bucket operations, metered
+	audit store.AuditLog // nil: changes are not audited
+	bg    background     // writes that outlive their caller's wait
+	obs   observer       // WithLogger, WithMetrics
+	now   func() time.Time
+	// sleep waits d or until ctx is done (the transaction-conflict backoff).
+	sleep func(ctx context.Context, d time.Duration) error
+	// intN returns a random int in [0, n) (shard choice); a test seam.
+	intN func(n int) int
+
+	principal      string
+	auditRetention time.Duration
+	ttlMultiplier  int64
+	configTTL      time.Duration
+	configs        *configCache
+	ents           *entityCache
+}
+
+// Audit events: every entity and limit change made through a [RateLimiter]
+// is recorded, when the repository is an [store.AuditLog], with who made it (the
+// principal), when, and what changed, in the Python library's format.
+
+// logUnavailable logs an on-unavailable decision.
+func (rl *rules) logUnavailable(ctx context.Context, entityID, resource string, mode OnUnavailable, cause error) {
+	if !rl.obs.logging(ctx, slog.LevelWarn) {
+		return
+	}
+	decision := "block"
+	if mode == OnUnavailableAllow {
+		decision = "allow"
+	}
+	rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: backend unavailable",
+		slog.String("entity_id", entityID), slog.String("resource", resource),
+		slog.String("on_unavailable", decision), slog.String("store", rl.repo.Name()),
+		slog.Any("error", cause))
+}
+
+// logGiveBackFailed logs a give-back that failed: tokens taken by a write
+// whose caller went away stay taken (under-admission, never more).
+func (rl *rules) logGiveBackFailed(ctx context.Context, key store.BucketKey, err error) {
+	if !rl.obs.logging(ctx, slog.LevelWarn) {
+		return
+	}
+	rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: give-back failed",
+		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource), slog.Any("error", err))
+}
+
+// logConflict logs a transaction-conflict retry.
+func (rl *rules) logConflict(ctx context.Context, writes []store.BucketWrite, attempt int, backoff time.Duration) {
+	if !rl.obs.logging(ctx, slog.LevelInfo) {
+		return
+	}
+	keys := make([]string, len(writes))
+	for i, w := range writes {
+		keys[i] = fmt.Sprintf("%s/%s#%d", w.Key.EntityID, w.Key.Resource, w.Key.Shard)
+	}
+	rl.obs.log.LogAttrs(ctx, slog.LevelInfo, "limiter: transaction conflict, retrying",
+		slog.Any("buckets", keys), slog.Int("retry", attempt+1), slog.Duration("backoff", backoff))
+}
+
+// validateAuditEntityID accepts an entity id, [store.AuditEntitySystem] or
+// "$RESOURCE:{resource}" with a valid resource.
+func validateAuditEntityID(id string) error {
+	switch {
+	case id == store.AuditEntitySystem:
+		return nil
+	case strings.HasPrefix(id, store.AuditEntityResource("")):
+		return store.ValidateResource(strings.TrimPrefix(id, store.AuditEntityResource("")))
+	}
+	return store.ValidateIdentifier(id, "entity_id")
+}
+
+type principalKey struct{}
+
+// ContextWithPrincipal returns a context whose entity and limit changes are
+// audited as made by principal (an ARN, or an identifier). It overrides
+// [WithPrincipal].
+func ContextWithPrincipal(ctx context.Context, principal string) context.Context {
+	return context.WithValue(ctx, principalKey{}, principal)
+}
+
+// principalFor returns the audit principal of a change made with ctx: the
+// context's, else the limiter's. ARNs are taken as they are; anything else
+// must be a valid identifier. It is called before the change's first write,
+// so that an invalid principal writes nothing. A done ctx returns its error.
+func (rl *rules) principalFor(ctx context.Context) (string, error) {
+	if ctx == nil {
+		return "", errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	p, _ := ctx.Value(principalKey{}).(string)
+	if p == "" {
+		p = rl.principal
+	}
+	if p == "" || strings.HasPrefix(p, "arn:") {
+		return p, nil
+	}
+	if err := store.ValidateIdentifier(p, "principal"); err != nil {
+		return "", err
+	}
+	return p, nil
+}
+
+// record appends one audit event: a ULID id and the limiter's time, kept
+// for the audit retention. Without an audit log it records nothing.
+func (rl *rules) record(ctx context.Context, principal, action, entityID, resource string, details map[string]any) error {
+	if rl.audit == nil {
+		return nil
+	}
+	now := rl.now()
+	id, err := ulid.New(ulid.Timestamp(now), ulid.DefaultEntropy())
+	if err != nil {
+		return err
+	}
+	if details == nil {
+		details = map[string]any{}
+	}
+	ev := AuditEvent{
+		EventID: id.String(), Timestamp: now.UTC().Truncate(time.Second), Action: action, EntityID: entityID,
+		Principal: principal, Resource: resource, Details: details,
+	}
+	return rl.audit.AppendAudit(ctx, ev, now.Add(rl.auditRetention))
+}
+
+// auditLimitDetails is the "limits" detail of a limits_set event: one map
+// per limit with the original's keys (tokens and seconds).
+func auditLimitDetails(limits []Limit) []any {
+	out := make([]any, len(limits))
+	for i, l := range limits {
+		out[i] = auditLimitDetail(l)
+	}
+	return out
+}
+
+// auditLimitDetail is one limit as the original records it in audit
+// details (Limit.to_dict).
+func auditLimitDetail(l Limit) map[string]any {
+	return map[string]any{
+		"name":                  l.Name,
+		"capacity":              l.Capacity,
+		"refill_amount":         l.RefillAmount,
+		"refill_period_seconds": l.RefillPeriodSeconds(),
+	}
+}
+
+func (rl *rules) nowMs() int64 { return rl.now().UnixMilli() }
+
+// AcquireOption configures one Acquire, Do, Available or TimeUntilAvailable
+// call.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	limits        []Limit
+	override      bool
+	onUnavailable OnUnavailable
+}
+
+// WithLimits makes the call use limits instead of the stored config (no
+// config read at all). An empty list checks nothing.
+func WithLimits(limits ...Limit) AcquireOption {
+	return func(o *acquireOptions) {
+		o.limits = append([]Limit(nil), limits...)
+		o.override = true
+	}
+}
+
+// WithOnUnavailable sets what the call does when DynamoDB fails, overriding
+// the stored system default (itself defaulting to block).
+func WithOnUnavailable(mode OnUnavailable) AcquireOption {
+	return func(o *acquireOptions) { o.onUnavailable = mode }
+}
+
+func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
+	if len(opts) == 0 {
+		return acquireOptions{}, nil // no heap allocation on the hot path
+	}
+	op := new(acquireOptions)
+	for _, fn := range opts {
+		fn(op)
+	}
+	o := *op
+	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
+		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
+	}
+	if o.override {
+		if err := validateLimits(o.limits); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// limitsFor resolves the limits of one entity: the override, or the stored
+// config. It fails with a *ValidationError when nothing is configured.
+func (rl *rules) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]Limit, ConfigSource, error) {
+	if o.override {
+		return o.limits, SourceOverride, nil
+	}
+	limits, source, _, err := rl.configs.resolve(ctx, entityID, resource)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(limits) == 0 {
+		return nil, "", noLimitsError(entityID, resource)
+	}
+	return limits, source, nil
+}
+
+func noLimitsError(entityID, resource string) error {
+	e := store.NewValidationError(ErrValidation, "limits", fmt.Sprintf("entity=%s, resource=%s", entityID, resource),
+		fmt.Sprintf("no limits configured for entity %q and resource %q: store them for the entity (on the resource "+
+			"or on _default_), the resource or the system, or pass WithLimits", entityID, resource))
+	return e
+}
+
+// checkNames refuses a request that names a limit no applicable limit has
+// (a typo such as "rmp" must not turn limiting off): every name must be a
+// limit of the entity or, with cascade, of its parent. The parent's limits
+// are resolved only when the entity's lack a name.
+func (rl *rules) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
+	var parent *resolved
+	for name := range consume {
+		if child.has(name) {
+			continue
+		}
+		if parent == nil && !o.override {
+			parentID, err := rl.cascadeParent(ctx, entityID)
+			if err != nil {
+				return err
+			}
+			p := resolved{}
+			if parentID != "" {
+				if p.limits, p.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil && !errors.Is(err, ErrValidation) {
+					return err
+				}
+			}
+			parent = &p
+		}
+		if parent != nil && parent.has(name) {
+			continue
+		}
+		names := make([]string, 0, len(child.limits))
+		for _, l := range child.limits {
+			names = append(names, l.Name)
+		}
+		if parent != nil {
+			for _, l := range parent.limits {
+				if !child.has(l.Name) {
+					names = append(names, l.Name)
+				}
+			}
+		}
+		return store.NewValidationError(ErrValidation, "consume", name,
+			fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
+	}
+	return nil
+}
+
+// cascadeParent returns the parent entityID cascades to ("" for none),
+// from the entity cache or, when it does not know, the entity's record.
+func (rl *rules) cascadeParent(ctx context.Context, entityID string) (string, error) {
+	if info, ok := rl.ents.get(entityID); ok && info.known {
+		return info.cascadeParent(entityID), nil
+	}
+	e, err := rl.repo.GetEntity(ctx, entityID)
+	if errors.Is(err, ErrEntityNotFound) {
+		rl.ents.setEntity(entityID, false, false, "")
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	rl.ents.setEntity(entityID, true, e.Cascade, e.ParentID)
+	info, _ := rl.ents.get(entityID)
+	return info.cascadeParent(entityID), nil
+}
+
+// resolved is the limits that apply to one entity and where they come from.
+type resolved struct {
+	limits []Limit
+	source ConfigSource
+}
+
+// has reports whether a limit named name applies.
+func (r resolved) has(name string) bool {
+	for _, l := range r.limits {
+		if l.Name == name {
+			return true
+		}
+	}
+	return false
+}

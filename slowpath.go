@@ -1,0 +1,443 @@
+// Layer 4, mechanics: the read-then-write path of an acquire, and the writes
+// of leases through group commit.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
+)
+
+// maxConflictRetries bounds the retries of a write refused with a
+// TransactionConflict (25, 50, 100 ms backoff), as the original does.
+const maxConflictRetries = 3
+
+// conflictBackoff is the wait before conflict retry n (0-based).
+func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
+
+// entityGroup is one (entity, resource) side of an acquire: the child, or
+// the parent it cascades to.
+type entityGroup struct {
+	entityID string
+	resource string
+	limits   []Limit
+	source   ConfigSource
+	bucket   *store.Bucket // nil when the item does not exist
+	meta     *Entity       // nil when the entity has no META record
+}
+
+// key returns the group's shard-0 bucket item.
+func (g entityGroup) key() store.BucketKey {
+	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
+}
+
+// maxRereads bounds how often the read-then-write path reads again after
+// losing the refill lock while it was changing a limit's parameters.
+const maxRereads = 3
+
+// errReread asks slowAcquire to read the buckets again.
+var errReread = errors.New("limiter: bucket changed during a limit change")
+
+// slowAcquire is the read-then-write path: read the entity records and the
+// buckets in one round trip, refill and consume locally (applying any limit
+// change), and write the result under the refill-timestamp lock.
+func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+	for attempt := 0; ; attempt++ {
+		lease, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		if !errors.Is(err, errReread) {
+			return lease, err
+		}
+		if attempt+1 >= maxRereads {
+			return nil, fmt.Errorf("acquire %s/%s: %w", entityID, resource, err)
+		}
+	}
+}
+
+// slowAttempt is one read and write of slowAcquire.
+func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+	groups, err := rl.readGroups(ctx, entityID, resource)
+	if err != nil {
+		return nil, err
+	}
+	groups[0].limits, groups[0].source = child.limits, child.source
+	if len(groups) > 1 {
+		parent := &groups[1]
+		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
+			return nil, err
+		}
+	}
+
+	now := rl.nowMs()
+	lease := &Lease{rl: rl}
+	var statuses []LimitStatus
+	exceeded := false
+	for _, g := range groups {
+		entries, st, ex := consumeGroup(g, resource, consume, now)
+		lease.entries = append(lease.entries, entries...)
+		statuses = append(statuses, st...)
+		exceeded = exceeded || ex
+	}
+	if exceeded {
+		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
+			return nil, err
+		}
+		return nil, newRateLimitExceededError(statuses)
+	}
+	if err := rl.commitInitial(ctx, lease, groups); err != nil {
+		return nil, err
+	}
+	return lease, nil
+}
+
+// storeLimitChange writes the new parameters of a limit change found by a
+// refused request (consuming nothing), so that the new rate counts from
+// now and a lowered capacity holds at once.
+func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	changed := false
+	for _, e := range lease.entries {
+		e.consumed = 0
+		if e.paramsChanged {
+			changed = true
+		}
+		// The balance as refilled, capped, before this request: the
+		// refusal took nothing.
+		e.state.TokensMilli = e.refilledMilli
+	}
+	if !changed {
+		return nil
+	}
+	err := rl.commitInitial(ctx, lease, groups)
+	if errors.Is(err, errReread) || errors.Is(err, ErrRateLimited) {
+		return nil // someone else wrote first; the next acquire sees it
+	}
+	return err
+}
+
+// consumeGroup refills and consumes locally, for every limit of g, the
+// amount of consume (only positive amounts gate admission; zero refills).
+// Limits missing from g's bucket start full; a limit stored with other
+// parameters takes the resolved ones first (applyLimit).
+func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (entries []*leaseEntry, statuses []LimitStatus, exceeded bool) {
+	for _, l := range g.limits {
+		s, found := g.bucket.State(l.Name)
+		if !found {
+			s = bucketStateFromLimit(g.entityID, resource, l, now)
+		}
+		stored := s // the deltas of the write are relative to it
+		s, changed := applyLimit(s, l, now)
+		e := &leaseEntry{
+			key:                 store.BucketKey{EntityID: g.entityID, Resource: resource},
+			limit:               l,
+			originalTokensMilli: stored.TokensMilli,
+			originalRfMs:        stored.LastRefillMs,
+			missingLimit:        !found && g.bucket != nil,
+			paramsChanged:       changed,
+		}
+		amount := consume[l.Name]
+		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
+		tk, rf, ok := admit(&st, s, amount, now)
+		e.refilledMilli = tk
+		if ok {
+			s.TokensMilli, s.LastRefillMs = tk, rf
+			e.consumed = amount
+			e.refilledMilli = bucketmath.AddMilli(tk, amount)
+		}
+		s.TotalConsumedMilli = bucketmath.AddMilli(s.TotalConsumedMilli, e.consumed)
+		e.state = s
+		exceeded = exceeded || st.Exceeded
+		statuses = append(statuses, st)
+		entries = append(entries, e)
+	}
+	return entries, statuses, exceeded
+}
+
+// readGroups reads the META record and shard-0 bucket of the entity and, when
+// it cascades, of its parent. With the parent known from the entity cache
+// this is one BatchGetItem; otherwise a second one follows for the parent.
+func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string) ([]entityGroup, error) {
+	cache := rl.ents
+	info, _ := cache.get(entityID)
+	guess := info.cascadeParent(entityID)
+
+	ids := []string{entityID}
+	keys := []store.BucketKey{{EntityID: entityID, Resource: resource}}
+	if guess != "" {
+		ids = append(ids, guess)
+		keys = append(keys, store.BucketKey{EntityID: guess, Resource: resource})
+	}
+	metas, buckets, err := rl.store.loadBuckets(ctx, ids, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read buckets of %s/%s: %w", entityID, resource, err)
+	}
+	child := entityGroup{entityID: entityID, resource: resource, bucket: buckets[keys[0]]}
+	parentID := ""
+	if m, ok := metas[entityID]; ok {
+		child.meta = &m
+		cache.setEntity(entityID, true, m.Cascade, m.ParentID)
+		if m.Cascade && m.ParentID != entityID {
+			parentID = m.ParentID
+		}
+	} else {
+		cache.setEntity(entityID, false, false, "")
+	}
+	groups := []entityGroup{child}
+	if parentID == "" {
+		return groups, nil
+	}
+	pkey := store.BucketKey{EntityID: parentID, Resource: resource}
+	if parentID != guess {
+		pm, pb, err := rl.store.loadBuckets(ctx, []string{parentID}, []store.BucketKey{pkey})
+		if err != nil {
+			return nil, fmt.Errorf("read buckets of %s/%s: %w", parentID, resource, err)
+		}
+		metas, buckets = pm, pb
+	}
+	parent := entityGroup{entityID: parentID, resource: resource, bucket: buckets[pkey]}
+	if m, ok := metas[parentID]; ok {
+		parent.meta = &m
+		cache.setEntity(parentID, true, m.Cascade, m.ParentID)
+	}
+	return append(groups, parent), nil
+}
+
+// bucketTTLSeconds is the time to fill the slowest limit from empty, times
+// multiplier, computed in float64 and truncated as the original does.
+// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
+func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
+	if multiplier <= 0 || len(limits) == 0 {
+		return 0
+	}
+	worst := 0.0
+	for _, l := range limits {
+		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
+	}
+	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
+		return int64(ttl)
+	}
+	return maxBucketTTLSeconds
+}
+
+// maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
+// huge limit saturates instead of overflowing into a TTL in the past.
+const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
+
+// ttlFor decides the TTL handling of a group's bucket: buckets of
+// entity-level config never expire; others expire after the time-to-fill
+// times the repository's multiplier.
+func (rl *RateLimiter) ttlFor(g entityGroup) (store.TTLMode, int64) {
+	if g.source == SourceEntity {
+		return store.TTLRemove, 0
+	}
+	secs := bucketTTLSeconds(g.limits, rl.ttlMultiplier)
+	if secs <= 0 {
+		return store.TTLUnchanged, 0
+	}
+	return store.TTLSet, secs
+}
+
+// commitInitial makes the lease's consumption durable (write-on-enter:
+// before the call the lease guards): a create or a normal write per group, atomically when
+// there are two; the retry path when the optimistic lock was lost.
+func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	if len(lease.entries) == 0 {
+		return nil // an empty limit list checks and writes nothing
+	}
+	now := rl.nowMs()
+	changed := false // a limit's parameters change with this write
+	writes := make([]store.BucketWrite, 0, len(groups))
+	for _, g := range groups {
+		entries := lease.entriesOf(g.key())
+		if len(entries) == 0 {
+			continue
+		}
+		w := store.BucketWrite{Key: entries[0].key, NowMs: now}
+		w.TTL, w.TTLSeconds = rl.ttlFor(g)
+		if g.meta != nil {
+			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
+		}
+		if g.bucket == nil {
+			w.Kind = store.WriteCreate
+			w.ShardCount = 1
+			for _, e := range entries {
+				w.States = append(w.States, e.state)
+			}
+		} else {
+			w.Kind = store.WriteNormal
+			w.ExpectedRefillMs = g.bucket.RefillMs
+			for _, e := range entries {
+				lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
+				if e.missingLimit {
+					full := bucketStateFromLimit(g.entityID, w.Key.Resource, e.limit, now)
+					lw.Initial = &full
+				} else {
+					lw.RefillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.ConsumedMilli
+				}
+				if e.paramsChanged {
+					p := e.state
+					lw.Params = &p
+					changed = true
+				}
+				w.Limits = append(w.Limits, lw)
+			}
+			w.Base = g.bucket // the DynamoDB backend refills its wcu limit from it
+		}
+		writes = append(writes, w)
+	}
+	err := rl.writeWithConflictRetry(ctx, writes, lease)
+	if errors.Is(err, store.ErrConditionFailed) {
+		if changed {
+			// The retry path consumes without refilling and would not
+			// apply the new parameters: read again instead.
+			return errReread
+		}
+		err = rl.retryInitial(ctx, lease, groups)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range lease.entries {
+		e.initialConsumed = e.consumed
+	}
+	return nil
+}
+
+// retryInitial is the retry path after a lost optimistic lock:
+// consume without refilling, guarded by tk >= consumed.
+func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+	now := rl.nowMs()
+	var writes []store.BucketWrite
+	for _, g := range groups {
+		w := store.BucketWrite{Kind: store.WriteRetry, NowMs: now}
+		for _, e := range lease.entries {
+			if e.key != g.key() || e.consumed <= 0 {
+				continue
+			}
+			w.Key = e.key
+			lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
+			if e.missingLimit {
+				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
+				lw.Initial = &full
+			}
+			w.Limits = append(w.Limits, lw)
+		}
+		if len(w.Limits) > 0 {
+			writes = append(writes, w)
+		}
+	}
+	err := rl.writeWithConflictRetry(ctx, writes, lease)
+	if errors.Is(err, store.ErrConditionFailed) {
+		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
+	}
+	return err
+}
+
+// writeWithConflictRetry writes, retrying a TransactionConflict up to
+// maxConflictRetries times with 25/50/100 ms backoff. Each write waits for
+// the store or for ctx; when ctx ends first, the write goes on and, if it
+// applies, what it took for lease is given back.
+func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []store.BucketWrite, lease *Lease) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	for attempt := 0; ; attempt++ {
+		_, err := detached(&rl.bg, ctx, false, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, rl.store.writeBuckets(ctx, writes)
+		}, func(_ struct{}, err error) {
+			if err == nil {
+				rl.giveBackLease(writes, lease)
+			}
+		})
+		if !errors.Is(err, store.ErrTransactionConflict) || attempt >= maxConflictRetries {
+			return err
+		}
+		rl.logConflict(ctx, writes, attempt, conflictBackoff(attempt))
+		if err := rl.sleep(ctx, conflictBackoff(attempt)); err != nil {
+			return err
+		}
+	}
+}
+
+// giveBackLease gives back what writes (an acquire's initial write, applied
+// after its caller gave up) took for lease: each entry's consumption on its
+// bucket.
+func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
+	for _, w := range writes {
+		entries := lease.entriesOf(w.Key)
+		give := make(Consume, len(entries))
+		limits := make([]Limit, 0, len(entries))
+		for _, e := range entries {
+			give[e.limit.Name] += e.consumed
+			limits = append(limits, e.limit)
+		}
+		rl.giveBack(w.Key, give, limits)
+	}
+}
+
+// retryFailureStatuses reports a failed retry write as the original does:
+// every consuming entry is exceeded.
+func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
+	out := make([]LimitStatus, 0, len(entries))
+	for _, e := range entries {
+		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
+		out = append(out, LimitStatus{
+			EntityID:   e.key.EntityID,
+			Resource:   e.key.Resource,
+			LimitName:  e.limit.Name,
+			Limit:      e.limit,
+			Available:  bucketmath.FloorDiv(e.state.TokensMilli, 1000),
+			Requested:  e.consumed,
+			Exceeded:   e.consumed > 0,
+			RetryAfter: bucketmath.RetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
+		})
+	}
+	return out
+}
+
+// specConsume is the speculative write of the fast path, through group
+// commit when it is on. The caller gets its answer, or its context's error
+// as soon as the context ends; a write that applies after its caller gave
+// up is given back.
+func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	if rl.gc != nil {
+		return rl.gc.consume(ctx, req)
+	}
+	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
+		return rl.store.speculativeConsume(ctx, req)
+	}, func(res store.SpeculativeResult, err error) {
+		if err == nil && res.Applied {
+			rl.giveBack(req.Key, req.Consume, req.Limits)
+		}
+	})
+}
+
+// giveBack returns consume, taken from key by a write whose caller went
+// away, in the background.
+func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []Limit) {
+	w := adjustDeltaWrite(key, 0, negate(consume), capacities(limits))
+	if len(w.Limits) == 0 {
+		return
+	}
+	rl.bg.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+		defer cancel()
+		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))
+		}
+	})
+}
+
+// writeAdjust writes one single-item store.WriteAdjust (commit, rollback,
+// compensation), through group commit when it is on. It clears the
+// over-limit cache entry of the item.
+func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) error {
+	rl.overLimitSeen(w)
+	if rl.gc == nil {
+		return rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+	}
+	return rl.gc.adjust(ctx, w)
+}

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// Validation patterns (anchored with \z: a trailing newline is rejected,
+// unlike the original's Python `$`, which accepts one).
+var (
+	identifierPattern = regexp.MustCompile(`\A[a-zA-Z0-9][a-zA-Z0-9_.\-:@]*\z`)
+	namePattern       = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-]*\z`)
+	resourcePattern   = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-/]*\z`)
+)
+
+const (
+	maxIdentifierLength = 256
+	maxNameLength       = 64
+)
+
+// nameRule is one family of identifier validation, as the original's: checks
+// run in order and stop at the first failure.
+type nameRule struct {
+	kind          error // ErrInvalidIdentifier or ErrInvalidName
+	maxLen        int
+	reserved      string         // a value refused as reserved ("" for none)
+	pattern       *regexp.Regexp // the rule as the original's regular expression
+	chars         charClass      // the same rule, matched without the regexp engine
+	patternReason string
+}
+
+// charClass is a pattern of the form \A[first][rest]*\z over ASCII: letters,
+// plus digits first when firstDigit, plus digits and extra after.
+type charClass struct {
+	firstDigit bool
+	extra      string
+}
+
+// match reports whether s matches the class (s is not empty). It agrees with
+// the rule's regexp (TestCharClassMatchesPattern) at a fraction of the cost:
+// validation runs on every Acquire.
+func (c charClass) match(s string) bool {
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		letter := b|0x20 >= 'a' && b|0x20 <= 'z'
+		digit := b >= '0' && b <= '9'
+		switch {
+		case letter:
+		case i == 0:
+			if !(digit && c.firstDigit) {
+				return false
+			}
+		case !digit && strings.IndexByte(c.extra, b) < 0:
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	identifierRule = nameRule{kind: ErrInvalidIdentifier, maxLen: maxIdentifierLength, pattern: identifierPattern,
+		chars:         charClass{firstDigit: true, extra: "_.-:@"},
+		patternReason: "must start with alphanumeric and contain only alphanumeric, underscore, hyphen, dot, colon, or @ characters"}
+	limitNameRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, reserved: reservedLimitName, pattern: namePattern,
+		chars:         charClass{extra: "_.-"},
+		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, or dot characters"}
+	resourceRule = nameRule{kind: ErrInvalidName, maxLen: maxNameLength, pattern: resourcePattern,
+		chars:         charClass{extra: "_.-/"},
+		patternReason: "must start with a letter and contain only alphanumeric, underscore, hyphen, dot, or slash characters"}
+)
+
+func (r nameRule) check(field, value string) error {
+	reason := ""
+	switch {
+	case value == "":
+		reason = "cannot be empty"
+	case utf8.RuneCountInString(value) > r.maxLen:
+		reason = fmt.Sprintf("exceeds maximum length of %d", r.maxLen)
+	case strings.Contains(value, "#"):
+		reason = "cannot contain '#' (reserved delimiter)"
+	case r.reserved != "" && value == r.reserved:
+		reason = fmt.Sprintf("'%s' is a reserved limit name", r.reserved)
+	case !r.chars.match(value):
+		reason = r.patternReason
+	default:
+		return nil
+	}
+	return NewValidationError(r.kind, field, value, reason)
+}
+
+// ValidateIdentifier checks an entity ID, parent ID or principal. The error
+// is a *[ValidationError] matching [ErrInvalidIdentifier].
+func ValidateIdentifier(value, field string) error { return identifierRule.check(field, value) }
+
+// ValidateLimitName checks a limit name, the input field. The error is a
+// *[ValidationError] matching [ErrInvalidName].
+func ValidateLimitName(value, field string) error { return limitNameRule.check(field, value) }
+
+// ValidateResource checks a resource name. The error is a *[ValidationError]
+// matching [ErrInvalidName].
+func ValidateResource(value string) error { return resourceRule.check("resource", value) }

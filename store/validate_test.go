@@ -1,0 +1,43 @@
+package store
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCharClassMatchesPattern checks the hand-written matchers against the
+// original's regular expressions (the "$" of which no longer lets a trailing
+// newline through) on every short string over an alphabet of the
+// interesting bytes, and on random longer ones.
+func TestCharClassMatchesPattern(t *testing.T) {
+	alphabet := []byte("aZ09_.-:@/#é \n\x00[`{")
+	rules := []nameRule{identifierRule, limitNameRule, resourceRule}
+	check := func(s string) {
+		for _, r := range rules {
+			if got, want := r.chars.match(s), r.pattern.MatchString(s); got != want {
+				t.Fatalf("%q: match %v, regexp %v (%v)", s, got, want, r.pattern)
+			}
+		}
+	}
+	var gen func(prefix string, n int)
+	gen = func(prefix string, n int) {
+		if prefix != "" {
+			check(prefix)
+		}
+		if n == 0 {
+			return
+		}
+		for _, b := range alphabet {
+			gen(prefix+string(b), n-1)
+		}
+	}
+	gen("", 3)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20_000 {
+		b := make([]byte, 1+rng.IntN(12))
+		for i := range b {
+			b[i] = byte(rng.IntN(256))
+		}
+		check(string(b))
+	}
+}
