@@ -1,3 +1,6 @@
+// Layer 4, mechanics: LowerTokens, which lowers a bucket's balances to what
+// an outside authority (an LLM provider's rate-limit headers) says is left.
+
 package limiter
 
 import (
@@ -5,6 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // LowerTokens lowers the balances of (entityID, resource)'s bucket item to
@@ -29,16 +35,16 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 	if ctx == nil {
 		return false, errNilContext
 	}
-	if err := ValidateIdentifier(entityID, "entity_id"); err != nil {
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return false, err
 	}
-	if err := ValidateResource(resource); err != nil {
+	if err := store.ValidateResource(resource); err != nil {
 		return false, err
 	}
 	if err := validateAmounts(limits, true); err != nil {
 		return false, err
 	}
-	key := BucketKey{EntityID: entityID, Resource: resource}
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	for attempt := 0; ; attempt++ {
 		b, err := rl.store.getBucket(ctx, key)
 		if err != nil {
@@ -53,8 +59,8 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 			return false, nil
 		}
 		if lw.normal != nil {
-			err := rl.store.writeBuckets(ctx, []BucketWrite{*lw.normal})
-			if (errors.Is(err, ErrConditionFailed) || errors.Is(err, ErrTransactionConflict)) && attempt < maxConflictRetries {
+			err := rl.store.writeBuckets(ctx, []store.BucketWrite{*lw.normal})
+			if (errors.Is(err, store.ErrConditionFailed) || errors.Is(err, store.ErrTransactionConflict)) && attempt+1 < maxRereads {
 				continue
 			}
 			if err != nil {
@@ -62,7 +68,7 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 			}
 		}
 		if lw.debt != nil {
-			if err := rl.store.writeBuckets(ctx, []BucketWrite{*lw.debt}); err != nil && !errors.Is(err, ErrConditionFailed) {
+			if err := rl.store.writeBuckets(ctx, []store.BucketWrite{*lw.debt}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 				return false, fmt.Errorf("lower tokens %s/%s: debt: %w", entityID, resource, err)
 			}
 			if lw.retryAfter > 0 {
@@ -78,31 +84,30 @@ type lowered struct {
 	// normal refills every limit to now and sets each lowered one to its
 	// amount (or to zero when the amount is a debt); nil when no balance is
 	// above that.
-	normal *BucketWrite
+	normal *store.BucketWrite
 	// debt takes the debts below zero; nil when there are none.
-	debt *BucketWrite
+	debt *store.BucketWrite
 	// after is the item as the writes leave it, and retryAfter how long
 	// until its longest debt is paid off.
-	after      *Bucket
+	after      *store.Bucket
 	retryAfter time.Duration
 }
 
 // lowerWrites computes the writes that lower b's balances to limits at now.
-func lowerWrites(b *Bucket, limits Consume, now int64) lowered {
+func lowerWrites(b *store.Bucket, limits Consume, now int64) lowered {
 	var out lowered
-	normal := BucketWrite{Kind: WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, base: b}
-	debt := BucketWrite{Kind: WriteAdjust, Key: b.Key, NowMs: now}
+	normal := store.BucketWrite{Kind: store.WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, Base: b}
+	debt := store.BucketWrite{Kind: store.WriteAdjust, Key: b.Key, NowMs: now}
 	after := *b
-	after.States = make([]BucketState, len(b.States))
+	after.States = make([]store.BucketState, len(b.States))
 	after.RefillMs = now
 	changed := false
 	for i, s := range b.States {
-		refilled, _ := refillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-		cur := refilled.int64Sat()
-		w := LimitWrite{Name: s.LimitName, RefillMilli: cur - s.TokensMilli}
+		cur, _ := bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		w := store.LimitWrite{Name: s.LimitName, RefillMilli: cur - s.TokensMilli}
 		next := cur
 		if amount, ok := limits[s.LimitName]; ok {
-			target := satMul(amount, 1000)
+			target := bucketmath.SatMul(amount, 1000)
 			if cur > target {
 				if floor := max(target, 0); cur > floor {
 					w.RefillMilli = floor - s.TokensMilli
@@ -110,9 +115,9 @@ func lowerWrites(b *Bucket, limits Consume, now int64) lowered {
 					changed = true
 				}
 				if target < next {
-					debt.Limits = append(debt.Limits, LimitWrite{Name: s.LimitName, ConsumedMilli: next - target, CapacityMilli: s.CapacityMilli})
+					debt.Limits = append(debt.Limits, store.LimitWrite{Name: s.LimitName, ConsumedMilli: next - target, CapacityMilli: s.CapacityMilli})
 					next = target
-					wait := calculateRetryAfter(-target, s.RefillAmountMilli, s.RefillPeriodMs)
+					wait := bucketmath.RetryAfter(-target, s.RefillAmountMilli, s.RefillPeriodMs)
 					out.retryAfter = max(out.retryAfter, wait)
 				}
 			}
