@@ -84,6 +84,9 @@ type feedbackState struct {
 	// of the provider's rate that is really left for this client (see
 	// adaptPace).
 	pace float64
+	// slowedAt is when the pace was last slowed: a burst of corrections
+	// or 429s (one wave of concurrent requests) slows it once.
+	slowedAt time.Time
 
 	lowering atomic.Bool // a correction is in flight
 }
@@ -175,13 +178,22 @@ const (
 	paceSlower = 0.97 // factor on a correction
 	paceOn429  = 0.9  // factor on a provider 429
 	paceFaster = 1.01 // factor when the provider has more left
+	// paceSlowEvery is the least time between two slowdowns.
+	paceSlowEvery = time.Second
 )
 
-// adaptPace multiplies st's pace by f, within [minPace, 1].
-func adaptPace(st *feedbackState, f float64) {
+// adaptPace multiplies st's pace by f, within [minPace, 1]; a slowdown
+// (f < 1) within paceSlowEvery of the last one is skipped.
+func adaptPace(st *feedbackState, f float64, now time.Time) {
 	st.mu.Lock()
+	defer st.mu.Unlock()
+	if f < 1 {
+		if now.Sub(st.slowedAt) < paceSlowEvery {
+			return
+		}
+		st.slowedAt = now
+	}
 	st.pace = min(max(st.pace*f, minPace), 1)
-	st.mu.Unlock()
 }
 
 // lowerLimit returns l scaled down so that it refills perMinute tokens a
@@ -341,10 +353,10 @@ func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackSt
 				}
 				target[f.name] = f.ql.Remaining
 				if f.name == t.cfg.quota.Tokens {
-					adaptPace(st, paceSlower)
+					adaptPace(st, paceSlower, t.cfg.now())
 				}
 			case -gap > margin && f.name == t.cfg.quota.Tokens:
-				adaptPace(st, paceFaster)
+				adaptPace(st, paceFaster, t.cfg.now())
 			}
 		}
 	}
@@ -357,7 +369,7 @@ func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackSt
 // provider's retry time: the token limit, or the request limit when the
 // provider says its requests ran out while tokens are left.
 func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackState) {
-	adaptPace(st, paceOn429)
+	adaptPace(st, paceOn429, t.cfg.now())
 	retry := q.RetryAfter
 	if retry <= 0 {
 		return
