@@ -72,7 +72,7 @@ type KeyStats struct {
 	Tokens int64
 	// HiddenTokens and HiddenRequests are what the hidden consumer took.
 	HiddenTokens, HiddenRequests float64
-	// TokensLeft is the token bucket's balance after the last request.
+	// TokensLeft is the token bucket's balance.
 	TokensLeft float64
 }
 
@@ -162,14 +162,20 @@ func NewServer(cfg Config) *Server {
 // Close shuts the server down.
 func (s *Server) Close() { s.srv.Close() }
 
-// Stats returns the counters of key.
+// Stats returns the counters of key, its buckets refilled to now (the
+// hidden consumer taking its share).
 func (s *Server) Stats(key string) KeyStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k, ok := s.keys[key]; ok {
-		return k.stats
+	k, ok := s.keys[key]
+	if !ok {
+		return KeyStats{}
 	}
-	return KeyStats{}
+	now := s.cfg.Now()
+	k.stats.HiddenRequests += k.reqs.advance(now, s.cfg.HiddenShare)
+	k.stats.HiddenTokens += k.toks.advance(now, s.cfg.HiddenShare)
+	k.stats.TokensLeft = k.toks.level
+	return k.stats
 }
 
 type provider int
