@@ -1,15 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
@@ -22,26 +23,27 @@ func TestEntityCommands(t *testing.T) {
 
 	var created entityJSON
 	e.json(&created, "entity", "create", "key-1", "--parent", "org-1", "--cascade")
-	if created.ID != "key-1" || created.ParentID != "org-1" || !created.Cascade || created.CreatedAt == "" {
-		t.Errorf("entity create -o json = %+v", created)
-	}
-	if got, err := e.repo.GetEntity(e.ctx, "key-1"); err != nil || got.ParentID != "org-1" || !got.Cascade {
-		t.Errorf("GetEntity(key-1) = %+v, %v", got, err)
-	}
+	assert.Equal(t, "key-1", created.ID, "entity create -o json")
+	assert.Equal(t, "org-1", created.ParentID, "entity create -o json")
+	assert.True(t, created.Cascade, "entity create -o json")
+	assert.NotEmpty(t, created.CreatedAt, "entity create -o json")
+	ent, err := e.repo.GetEntity(e.ctx, "key-1")
+	require.NoError(t, err)
+	assert.Equal(t, "org-1", ent.ParentID, "GetEntity(key-1)")
+	assert.True(t, ent.Cascade, "GetEntity(key-1)")
 	msg := e.fail("entity", "create", "key-1")
 	contains(t, msg, "key-1")
 	// A parent that does not exist is refused, and nothing is stored.
 	contains(t, e.fail("entity", "create", "orphan", "--parent", "nosuch", "--cascade"), "parent entity 'nosuch' not found")
-	if _, err := e.repo.GetEntity(e.ctx, "orphan"); !errors.Is(err, limiter.ErrEntityNotFound) {
-		t.Errorf("orphan stored: %v", err)
-	}
+	_, err = e.repo.GetEntity(e.ctx, "orphan")
+	assert.ErrorIs(t, err, limiter.ErrEntityNotFound, "orphan stored")
 
 	contains(t, e.ok("entity", "show", "key-1"), "Entity:", "key-1", "Parent:", "org-1", "Cascade:", "true")
 	var shown entityJSON
 	e.json(&shown, "entity", "show", "org-1")
-	if shown.Name != "Org One" || shown.Metadata["tier"] != "gold" || shown.ParentID != "" {
-		t.Errorf("entity show org-1 -o json = %+v", shown)
-	}
+	assert.Equal(t, "Org One", shown.Name, "entity show org-1 -o json")
+	assert.Equal(t, map[string]string{"tier": "gold"}, shown.Metadata, "entity show org-1 -o json")
+	assert.Empty(t, shown.ParentID, "entity show org-1 -o json")
 
 	contains(t, e.ok("entity", "children", "org-1"), "ID", "CASCADE", "key-1")
 	var kids struct {
@@ -49,53 +51,50 @@ func TestEntityCommands(t *testing.T) {
 		Children []entityJSON `json:"children"`
 	}
 	e.json(&kids, "entity", "children", "org-1")
-	if kids.ParentID != "org-1" || len(kids.Children) != 1 || kids.Children[0].ID != "key-1" {
-		t.Errorf("entity children -o json = %+v", kids)
+	assert.Equal(t, "org-1", kids.ParentID, "entity children -o json")
+	if assert.Len(t, kids.Children, 1, "entity children -o json") {
+		assert.Equal(t, "key-1", kids.Children[0].ID, "entity children -o json")
 	}
 
 	out = e.ok("entity", "set-limits", "key-1", "-r", "gpt-4", "-l", "rpm:100", "--limit", "tpm:10000/min:20000")
 	contains(t, out, "Set 2 limit(s) for entity 'key-1' on resource 'gpt-4':", "rpm: 100/min", "tpm: 10,000/min (burst: 20,000)")
 	stored, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
-	if err != nil || !sameLimits(stored, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10000).WithBurst(20000)}) {
-		t.Errorf("GetLimits(key-1, gpt-4) = %+v, %v", stored, err)
-	}
+	require.NoError(t, err)
+	assert.True(t, sameLimits(stored, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10000).WithBurst(20000)}),
+		"GetLimits(key-1, gpt-4) = %+v", stored)
 	e.ok("entity", "set-limits", "org-1", "-l", "rpd:5000/day") // default resource
-	if got, _ := e.repo.GetLimits(e.ctx, "org-1", limiter.DefaultResource); len(got) != 1 || got[0].RefillPeriod != 24*time.Hour {
-		t.Errorf("GetLimits(org-1, _default_) = %+v", got)
+	stored, err = e.repo.GetLimits(e.ctx, "org-1", limiter.DefaultResource)
+	require.NoError(t, err)
+	if assert.Len(t, stored, 1, "GetLimits(org-1, _default_)") {
+		assert.Equal(t, 24*time.Hour, stored[0].RefillPeriod, "GetLimits(org-1, _default_)")
 	}
 
 	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "LIMIT", "CAPACITY", "rpm", "100", "tpm", "20000", "60s")
 	var got limitsJSON
 	e.json(&got, "entity", "get-limits", "key-1", "--resource", "gpt-4")
-	if got.EntityID != "key-1" || got.Resource != "gpt-4" || len(got.Limits) != 2 ||
-		got.Limits[1] != (limitJSON{Name: "tpm", Capacity: 20000, RefillAmount: 10000, RefillPeriodSeconds: 60}) {
-		t.Errorf("entity get-limits -o json = %+v", got)
+	assert.Equal(t, "key-1", got.EntityID, "entity get-limits -o json")
+	assert.Equal(t, "gpt-4", got.Resource, "entity get-limits -o json")
+	if assert.Len(t, got.Limits, 2, "entity get-limits -o json") {
+		assert.Equal(t, limitJSON{Name: "tpm", Capacity: 20000, RefillAmount: 10000, RefillPeriodSeconds: 60}, got.Limits[1], "entity get-limits -o json")
 	}
 
-	if out := e.ok("entity", "list", "--with-custom-limits", "gpt-4"); out != "key-1\n" {
-		t.Errorf("entity list = %q", out)
-	}
+	assert.Equal(t, "key-1\n", e.ok("entity", "list", "--with-custom-limits", "gpt-4"), "entity list")
 	var listed struct{ Entities []string }
 	e.json(&listed, "entity", "list", "--with-custom-limits", "claude")
-	if listed.Entities == nil || len(listed.Entities) != 0 {
-		t.Errorf("entity list (none) -o json = %+v", listed)
-	}
+	assert.Equal(t, []string{}, listed.Entities, "entity list (none) -o json: an empty list, not null")
 	contains(t, e.ok("entity", "list-resources"), "gpt-4", "_default_")
 
 	contains(t, e.fail("entity", "delete-limits", "key-1", "-r", "gpt-4"), "without --yes")
 	contains(t, e.ok("entity", "delete-limits", "key-1", "-r", "gpt-4", "--yes"), "Deleted limits for entity 'key-1' on resource 'gpt-4'")
-	if got, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4"); err != nil || len(got) != 0 {
-		t.Errorf("GetLimits after delete-limits = %+v, %v", got, err)
-	}
+	stored, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	require.NoError(t, err)
+	assert.Empty(t, stored, "GetLimits after delete-limits")
 	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "No limits configured for entity 'key-1' on resource 'gpt-4'")
 
 	contains(t, e.ok("entity", "delete", "key-1", "-y"), "Deleted entity 'key-1'")
-	if _, err := e.repo.GetEntity(e.ctx, "key-1"); !errors.Is(err, limiter.ErrEntityNotFound) {
-		t.Errorf("GetEntity after delete: %v, want ErrEntityNotFound", err)
-	}
-	if msg := e.fail("entity", "show", "key-1"); msg != "limiter: entity not found: key-1" {
-		t.Errorf("entity show (deleted) = %q", msg)
-	}
+	_, err = e.repo.GetEntity(e.ctx, "key-1")
+	assert.ErrorIs(t, err, limiter.ErrEntityNotFound, "GetEntity after delete")
+	assert.Equal(t, "limiter: entity not found: key-1", e.fail("entity", "show", "key-1"), "entity show (deleted)")
 	contains(t, e.fail("entity", "create", "bad id"), "limiter: invalid entity_id")
 }
 
@@ -105,39 +104,39 @@ func TestResourceAndSystemDefaults(t *testing.T) {
 	contains(t, out, "Set 2 default(s) for resource 'gpt-4':", "rpm: 1,000/min", "tph: 50,000/hour")
 	var res limitsJSON
 	e.json(&res, "resource", "get-defaults", "gpt-4")
-	if res.Resource != "gpt-4" || len(res.Limits) != 2 || res.Limits[1].RefillPeriodSeconds != 3600 {
-		t.Errorf("resource get-defaults -o json = %+v", res)
+	assert.Equal(t, "gpt-4", res.Resource, "resource get-defaults -o json")
+	if assert.Len(t, res.Limits, 2, "resource get-defaults -o json") {
+		assert.Equal(t, int64(3600), res.Limits[1].RefillPeriodSeconds, "resource get-defaults -o json")
 	}
-	if got, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4"); err != nil || len(got) != 2 {
-		t.Errorf("GetResourceDefaults = %+v, %v", got, err)
-	}
-	if out := e.ok("resource", "list"); out != "gpt-4\n" {
-		t.Errorf("resource list = %q", out)
-	}
+	defaults, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	assert.Len(t, defaults, 2, "GetResourceDefaults")
+	assert.Equal(t, "gpt-4\n", e.ok("resource", "list"), "resource list")
 	e.fail("resource", "delete-defaults", "gpt-4")
 	e.ok("resource", "delete-defaults", "gpt-4", "--yes")
 	contains(t, e.ok("resource", "get-defaults", "gpt-4"), "No defaults configured for resource 'gpt-4'")
 	var list struct{ Resources []string }
 	e.json(&list, "resource", "list")
-	if list.Resources == nil || len(list.Resources) != 0 {
-		t.Errorf("resource list -o json = %+v", list)
-	}
+	assert.Equal(t, []string{}, list.Resources, "resource list -o json: an empty list, not null")
 
 	contains(t, e.ok("system", "set-defaults", "-l", "rpm:10", "--on-unavailable", "allow"),
 		"Set 1 system-wide default(s):", "rpm: 10/min", "on_unavailable: allow")
 	var sys limitsJSON
 	e.json(&sys, "system", "get-defaults")
-	if sys.OnUnavailable != "allow" || len(sys.Limits) != 1 || sys.Limits[0].Capacity != 10 {
-		t.Errorf("system get-defaults -o json = %+v", sys)
+	assert.Equal(t, "allow", sys.OnUnavailable, "system get-defaults -o json")
+	if assert.Len(t, sys.Limits, 1, "system get-defaults -o json") {
+		assert.Equal(t, int64(10), sys.Limits[0].Capacity, "system get-defaults -o json")
 	}
-	if limits, ou, err := e.repo.GetSystemDefaults(e.ctx); err != nil || ou != limiter.OnUnavailableAllow || len(limits) != 1 {
-		t.Errorf("GetSystemDefaults = %+v, %q, %v", limits, ou, err)
-	}
+	limits, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, limiter.OnUnavailableAllow, ou, "GetSystemDefaults")
+	assert.Len(t, limits, 1, "GetSystemDefaults")
 	contains(t, e.ok("system", "get-defaults"), "rpm", "on_unavailable: allow")
 	e.ok("system", "set-defaults", "--on-unavailable", "block")
-	if limits, ou, _ := e.repo.GetSystemDefaults(e.ctx); ou != limiter.OnUnavailableBlock || len(limits) != 0 {
-		t.Errorf("GetSystemDefaults after on-unavailable only = %+v, %q", limits, ou)
-	}
+	limits, ou, err = e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, limiter.OnUnavailableBlock, ou, "GetSystemDefaults after on-unavailable only")
+	assert.Empty(t, limits, "GetSystemDefaults after on-unavailable only")
 	e.fail("system", "delete-defaults")
 	e.ok("system", "delete-defaults", "--yes")
 	contains(t, e.ok("system", "get-defaults"), "No system defaults configured")
@@ -156,17 +155,18 @@ func TestAuditList(t *testing.T) {
 		Next     string           `json:"next_start_event_id"`
 	}
 	e.json(&all, "audit", "list", "--entity-id", "key-1")
-	if len(all.Events) != 2 || all.Events[0].Action != store.AuditLimitsSet || all.Events[1].Action != store.AuditEntityCreated ||
-		all.Events[0].Details["limits"] == nil || all.Next != "" {
-		t.Fatalf("audit list -o json = %+v", all)
-	}
+	require.Len(t, all.Events, 2, "audit list -o json")
+	assert.Equal(t, store.AuditLimitsSet, all.Events[0].Action, "audit list -o json: newest first")
+	assert.Equal(t, store.AuditEntityCreated, all.Events[1].Action, "audit list -o json")
+	assert.NotNil(t, all.Events[0].Details["limits"], "audit list -o json: details")
+	assert.Empty(t, all.Next, "audit list -o json: no next page")
 
 	out = e.ok("audit", "list", "-e", "key-1", "-l", "1")
 	contains(t, out, "Total: 1 events", "More events may exist. Use --start-event-id "+all.Events[0].EventID)
 	var older struct{ Events []auditEventJSON }
 	e.json(&older, "audit", "list", "-e", "key-1", "--start-event-id", all.Events[0].EventID)
-	if len(older.Events) != 1 || older.Events[0].EventID != all.Events[1].EventID {
-		t.Errorf("audit list --start-event-id = %+v", older)
+	if assert.Len(t, older.Events, 1, "audit list --start-event-id") {
+		assert.Equal(t, all.Events[1].EventID, older.Events[0].EventID, "audit list --start-event-id")
 	}
 
 	e.ok("resource", "set-defaults", "gpt-4", "-l", "rpm:5")
@@ -190,9 +190,8 @@ func (e *env) putSnapshot(entity, resource, window, start string, counters map[s
 	for k, v := range counters {
 		item[k] = n(v)
 	}
-	if _, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
-		e.t.Fatal(err)
-	}
+	_, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item})
+	require.NoError(e.t, err)
 }
 
 func TestUsageCommands(t *testing.T) {
@@ -210,46 +209,44 @@ func TestUsageCommands(t *testing.T) {
 		More      bool                `json:"more"`
 	}
 	e.json(&list, "usage", "list", "-e", "e1", "-r", "gpt", "-w", "hourly", "--start", "2026-01-02T02:00:00Z")
-	if len(list.Snapshots) != 2 || list.More || list.Snapshots[0].WindowStart != "2026-01-02T03:00:00Z" ||
-		list.Snapshots[0].WindowEnd != "2026-01-02T03:59:59Z" || list.Snapshots[0].Counters["tpm"] != 3000 {
-		t.Errorf("usage list -o json = %+v", list)
+	assert.False(t, list.More, "usage list -o json")
+	if assert.Len(t, list.Snapshots, 2, "usage list -o json") {
+		assert.Equal(t, "2026-01-02T03:00:00Z", list.Snapshots[0].WindowStart, "usage list -o json: newest first")
+		assert.Equal(t, "2026-01-02T03:59:59Z", list.Snapshots[0].WindowEnd, "usage list -o json")
+		assert.Equal(t, int64(3000), list.Snapshots[0].Counters["tpm"], "usage list -o json")
 	}
 	e.json(&list, "usage", "list", "-e", "e1", "-l", "2")
-	if len(list.Snapshots) != 2 || !list.More {
-		t.Errorf("usage list -l 2 -o json = %+v", list)
-	}
+	assert.Len(t, list.Snapshots, 2, "usage list -l 2 -o json")
+	assert.True(t, list.More, "usage list -l 2 -o json")
 	e.json(&list, "usage", "list", "-r", "gpt", "-w", "hourly", "--end", "2026-01-02")
-	if len(list.Snapshots) != 0 {
-		t.Errorf("usage list --end before all = %+v", list)
-	}
+	assert.Empty(t, list.Snapshots, "usage list --end before all")
 	e.json(&list, "usage", "list", "-r", "gpt", "-w", "hourly")
-	if len(list.Snapshots) != 4 {
-		t.Errorf("usage list -r gpt (GSI2) = %d snapshots, want 4", len(list.Snapshots))
-	}
+	assert.Len(t, list.Snapshots, 4, "usage list -r gpt (GSI2)")
 
 	var sum usageSummaryJSON
 	e.json(&sum, "usage", "summary", "-e", "e1", "-w", "hourly")
-	if sum.SnapshotCount != 3 || sum.Total["rpm"] != 6 || sum.Total["tpm"] != 6000 || sum.Average["rpm"] != 2 ||
-		sum.MinWindowStart != "2026-01-02T01:00:00Z" || sum.MaxWindowStart != "2026-01-02T03:00:00Z" {
-		t.Errorf("usage summary -o json = %+v", sum)
-	}
+	assert.Equal(t, 3, sum.SnapshotCount, "usage summary -o json")
+	assert.EqualValues(t, 6, sum.Total["rpm"], "usage summary -o json")
+	assert.EqualValues(t, 6000, sum.Total["tpm"], "usage summary -o json")
+	assert.EqualValues(t, 2, sum.Average["rpm"], "usage summary -o json")
+	assert.Equal(t, "2026-01-02T01:00:00Z", sum.MinWindowStart, "usage summary -o json")
+	assert.Equal(t, "2026-01-02T03:00:00Z", sum.MaxWindowStart, "usage summary -o json")
 	// Without --window: the finest window present, never a sum over
 	// windows (the daily snapshot holds the same traffic again).
 	contains(t, e.ok("usage", "summary", "-r", "gpt"), "Window:    hourly (the finest present", "Snapshots: 4", "rpm    13 ")
 	e.json(&sum, "usage", "summary", "-e", "e1")
-	if sum.Window != "hourly" || sum.SnapshotCount != 3 || sum.Total["rpm"] != 6 {
-		t.Errorf("usage summary without --window -o json = %+v, want hourly: 3 snapshots, rpm 6", sum)
-	}
+	assert.Equal(t, "hourly", sum.Window, "usage summary without --window")
+	assert.Equal(t, 3, sum.SnapshotCount, "usage summary without --window")
+	assert.EqualValues(t, 6, sum.Total["rpm"], "usage summary without --window")
 	e.putSnapshot("e3", "gpt", "daily", "2026-01-03T00:00:00Z", map[string]int64{"rpm": 4})
 	e.putSnapshot("e3", "gpt", "monthly", "2026-01-01T00:00:00Z", map[string]int64{"rpm": 9})
 	e.json(&sum, "usage", "summary", "-e", "e3")
-	if sum.Window != "daily" || sum.SnapshotCount != 1 || sum.Total["rpm"] != 4 {
-		t.Errorf("usage summary -e e3 (daily and monthly) -o json = %+v, want daily: 1 snapshot, rpm 4", sum)
-	}
+	assert.Equal(t, "daily", sum.Window, "usage summary -e e3 (daily and monthly)")
+	assert.Equal(t, 1, sum.SnapshotCount, "usage summary -e e3 (daily and monthly)")
+	assert.EqualValues(t, 4, sum.Total["rpm"], "usage summary -e e3 (daily and monthly)")
 	e.json(&sum, "usage", "summary", "-e", "e3", "-w", "monthly")
-	if sum.Window != "monthly" || sum.Total["rpm"] != 9 {
-		t.Errorf("usage summary -e e3 -w monthly -o json = %+v", sum)
-	}
+	assert.Equal(t, "monthly", sum.Window, "usage summary -e e3 -w monthly")
+	assert.EqualValues(t, 9, sum.Total["rpm"], "usage summary -e e3 -w monthly")
 	contains(t, e.ok("usage", "list", "-e", "nobody"), "No usage snapshots found")
 	contains(t, e.ok("usage", "list", "-e", "e1", "-w", "hourly", "--plot"), "Usage Plot: gpt (hourly)", "Entity: e1", "RPM", "TPM",
 		"3,000 ┤  ╭", "3.0 ┤  ╭", "1.2 ┤ │", "Time range: 2026-01-02T01:00:00Z to 2026-01-02T03:00:00Z", "Data points: 3")
@@ -264,17 +261,17 @@ func TestNamespaceCommands(t *testing.T) {
 	contains(t, out, "Registered 2 namespace(s):", "ns-a: ", "ns-b: ")
 	var reg struct{ Namespaces []namespaceJSON }
 	e.json(&reg, "namespace", "register", "ns-a")
-	if len(reg.Namespaces) != 1 || reg.Namespaces[0].NamespaceID == "" {
-		t.Fatalf("namespace register -o json = %+v", reg)
-	}
+	require.Len(t, reg.Namespaces, 1, "namespace register -o json")
+	require.NotEmpty(t, reg.Namespaces[0].NamespaceID, "namespace register -o json")
 	id := reg.Namespaces[0].NamespaceID
 
 	contains(t, e.ok("namespace", "list"), "NAME", "default", "ns-a", "ns-b", id, "Total: 3 namespace(s)")
 	var shown namespaceJSON
 	e.json(&shown, "namespace", "show", "ns-a")
-	if shown.Name != "ns-a" || shown.NamespaceID != id || shown.Status != "active" || shown.CreatedAt == "" {
-		t.Errorf("namespace show -o json = %+v", shown)
-	}
+	assert.Equal(t, "ns-a", shown.Name, "namespace show -o json")
+	assert.Equal(t, id, shown.NamespaceID, "namespace show -o json")
+	assert.Equal(t, "active", shown.Status, "namespace show -o json")
+	assert.NotEmpty(t, shown.CreatedAt, "namespace show -o json")
 
 	// Data is scoped by --namespace.
 	e.ok("entity", "create", "e1", "-N", "ns-b")
@@ -285,14 +282,12 @@ func TestNamespaceCommands(t *testing.T) {
 	e.ok("namespace", "delete", "ns-a", "--yes")
 	var list struct{ Namespaces []namespaceJSON }
 	e.json(&list, "namespace", "list")
-	if len(list.Namespaces) != 2 {
-		t.Errorf("namespace list after delete = %+v", list)
-	}
+	assert.Len(t, list.Namespaces, 2, "namespace list after delete")
 	var orphans struct{ Namespaces []namespaceJSON }
 	e.json(&orphans, "namespace", "orphans")
-	if len(orphans.Namespaces) != 1 || orphans.Namespaces[0].NamespaceID != id || orphans.Namespaces[0].DeletedAt == "" {
-		t.Fatalf("namespace orphans = %+v", orphans)
-	}
+	require.Len(t, orphans.Namespaces, 1, "namespace orphans")
+	assert.Equal(t, id, orphans.Namespaces[0].NamespaceID, "namespace orphans")
+	assert.NotEmpty(t, orphans.Namespaces[0].DeletedAt, "namespace orphans")
 	contains(t, e.ok("namespace", "recover", id), "Recovered namespace 'ns-a'")
 	contains(t, e.ok("namespace", "list"), "ns-a")
 	contains(t, e.fail("namespace", "purge", id, "--yes"), "active")
@@ -301,12 +296,9 @@ func TestNamespaceCommands(t *testing.T) {
 	e.fail("namespace", "purge", id)
 	contains(t, e.ok("namespace", "purge", id, "--yes"), "Purged namespace "+id)
 	contains(t, e.ok("namespace", "orphans"), "No orphan namespaces.")
-	if _, err := e.repo.GetNamespace(e.ctx, "ns-a"); err == nil {
-		t.Error("GetNamespace(ns-a) after purge: no error")
-	}
-	if !strings.Contains(e.ok("namespace", "list"), "ns-b") {
-		t.Error("ns-b lost")
-	}
+	_, err := e.repo.GetNamespace(e.ctx, "ns-a")
+	assert.Error(t, err, "GetNamespace(ns-a) after purge")
+	assert.Contains(t, e.ok("namespace", "list"), "ns-b", "ns-b lost")
 }
 
 func TestVersionAndCheck(t *testing.T) {
@@ -315,15 +307,14 @@ func TestVersionAndCheck(t *testing.T) {
 	contains(t, out, "Client Version:", "go-"+limiter.ClientVersion, "Schema Version:", limiter.SchemaVersion, "Status:", "COMPATIBLE")
 	var rep versionReport
 	e.json(&rep, "check")
-	if !rep.Compatible || !rep.Initialized || rep.InfraSchema != limiter.SchemaVersion || rep.ClientVersion != "go-"+limiter.ClientVersion {
-		t.Errorf("check -o json = %+v", rep)
-	}
+	assert.True(t, rep.Compatible, "check -o json")
+	assert.True(t, rep.Initialized, "check -o json")
+	assert.Equal(t, limiter.SchemaVersion, rep.InfraSchema, "check -o json")
+	assert.Equal(t, "go-"+limiter.ClientVersion, rep.ClientVersion, "check -o json")
 	contains(t, e.ok("check"), "Result: COMPATIBLE")
 
 	// A table that needs a newer client.
-	if err := e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "99.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: limiter.SchemaVersion, ClientMinVersion: "99.0.0"}))
 	for _, cmd := range []string{"version", "check"} {
 		code, out, errs := e.cli(cmd)
 		msg := checkFailure(t, []string{cmd}, code, out, errs, exitIncompatible)
@@ -332,9 +323,7 @@ func TestVersionAndCheck(t *testing.T) {
 	}
 
 	// A table of another major schema version.
-	if err := e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, e.repo.repo.SetVersionRecord(e.ctx, limiter.VersionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"}))
 	code, out, errs := e.cli("check", "-o", "json")
 	msg := checkFailure(t, []string{"check"}, code, out, errs, exitIncompatible)
 	contains(t, msg, "schema migration required")

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/lambda"
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/motoserver"
 )
@@ -27,17 +29,11 @@ func writeTestZip(t *testing.T) string {
 	var buf bytes.Buffer
 	w := zip.NewWriter(&buf)
 	f, err := w.CreateHeader(&zip.FileHeader{Name: "bootstrap", Method: zip.Deflate})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	fmt.Fprintf(f, "#!/bin/sh\necho %s\n", rand.Text())
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, w.Close())
 	path := filepath.Join(t.TempDir(), "aggregator.zip")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(path, buf.Bytes(), 0o644))
 	return path
 }
 
@@ -63,9 +59,7 @@ func TestDeployStatusDelete(t *testing.T) {
 	// moto resolves the exports of conditional outputs whatever the
 	// condition, so its deployments create the optional roles (see infra).
 	code, out, errs := cli("deploy", "--lambda-zip", writeTestZip(t), "--create-iam-roles")
-	if code != 0 {
-		t.Fatalf("deploy: exit %d, stderr %q, stdout %q", code, errs, out)
-	}
+	require.Equal(t, exitOK, code, "deploy: stderr %q, stdout %q", errs, out)
 	t.Cleanup(func() { runCLI(append([]string{"delete", "--yes"}, common...)...) })
 	t.Logf("deploy output:\n%s", out)
 	contains(t, out, "Deploying stack: "+name, "Stack "+name+": CREATE_COMPLETE", "Outputs:", "Version record written")
@@ -73,93 +67,76 @@ func TestDeployStatusDelete(t *testing.T) {
 	// The table is schema.go's.
 	ddb := dynamodb.NewFromConfig(cfg)
 	desc, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	if err != nil {
-		t.Fatalf("DescribeTable: %v", err)
-	}
+	require.NoError(t, err, "DescribeTable")
 	want := limiter.TableDefinition(name)
-	if got := desc.Table; len(got.GlobalSecondaryIndexes) != len(want.GlobalSecondaryIndexes) ||
-		len(got.LocalSecondaryIndexes) != len(want.LocalSecondaryIndexes) ||
-		len(got.AttributeDefinitions) != len(want.AttributeDefinitions) ||
-		got.StreamSpecification == nil || got.StreamSpecification.StreamViewType != want.StreamSpecification.StreamViewType {
-		t.Errorf("deployed table: %d GSIs, %d LSIs, %d attributes, stream %+v; want %d, %d, %d, %s",
-			len(got.GlobalSecondaryIndexes), len(got.LocalSecondaryIndexes), len(got.AttributeDefinitions), got.StreamSpecification,
-			len(want.GlobalSecondaryIndexes), len(want.LocalSecondaryIndexes), len(want.AttributeDefinitions), want.StreamSpecification.StreamViewType)
+	got := desc.Table
+	assert.Len(t, got.GlobalSecondaryIndexes, len(want.GlobalSecondaryIndexes), "deployed table: GSIs")
+	assert.Len(t, got.LocalSecondaryIndexes, len(want.LocalSecondaryIndexes), "deployed table: LSIs")
+	assert.Len(t, got.AttributeDefinitions, len(want.AttributeDefinitions), "deployed table: attributes")
+	if assert.NotNil(t, got.StreamSpecification, "deployed table: stream") {
+		assert.Equal(t, want.StreamSpecification.StreamViewType, got.StreamSpecification.StreamViewType, "deployed table: stream")
 	}
 	// The aggregator and its trigger.
 	lam := lambda.NewFromConfig(cfg)
 	fn, err := lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name + "-aggregator")})
-	if err != nil {
-		t.Fatalf("GetFunction: %v", err)
-	}
-	if fn.Configuration.Runtime != lambdatypes.RuntimeProvidedal2023 || aws.ToString(fn.Configuration.Handler) != "bootstrap" {
-		t.Errorf("aggregator runtime %s, handler %s; want provided.al2023, bootstrap", fn.Configuration.Runtime, aws.ToString(fn.Configuration.Handler))
-	}
+	require.NoError(t, err, "GetFunction")
+	assert.Equal(t, lambdatypes.RuntimeProvidedal2023, fn.Configuration.Runtime, "aggregator runtime")
+	assert.Equal(t, "bootstrap", aws.ToString(fn.Configuration.Handler), "aggregator handler")
 	esms, err := lam.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{EventSourceArn: desc.Table.LatestStreamArn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(esms.EventSourceMappings); n != 1 {
-		t.Errorf("%d event source mappings on the table's stream, want 1", n)
-	}
+	require.NoError(t, err)
+	assert.Len(t, esms.EventSourceMappings, 1, "event source mappings on the table's stream")
 	// The version record, and the deployed table serves the data commands.
 	var ver versionReport
-	if code, out, errs := cli("version", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &ver) != nil {
-		t.Fatalf("version: exit %d, %q, %q", code, out, errs)
-	}
-	if !ver.Initialized || ver.InfraSchema != limiter.SchemaVersion || ver.UpdatedBy != "cli:"+clientVersion() || !ver.Compatible {
-		t.Errorf("version record after deploy = %+v", ver)
-	}
-	if code, _, errs := cli("entity", "create", "key-1"); code != 0 {
-		t.Fatalf("entity create on the deployed table: exit %d, %q", code, errs)
-	}
-	if code, out, _ := cli("entity", "show", "key-1"); code != 0 || !bytes.Contains([]byte(out), []byte("key-1")) {
-		t.Errorf("entity show on the deployed table: exit %d, %q", code, out)
-	}
+	code, out, errs = cli("version", "-o", "json")
+	require.Equal(t, exitOK, code, "version: stderr %q", errs)
+	require.NoError(t, json.Unmarshal([]byte(out), &ver), "version: %q", out)
+	assert.True(t, ver.Initialized, "version record after deploy")
+	assert.Equal(t, limiter.SchemaVersion, ver.InfraSchema, "version record after deploy")
+	assert.Equal(t, "cli:"+clientVersion(), ver.UpdatedBy, "version record after deploy")
+	assert.True(t, ver.Compatible, "version record after deploy")
+	code, _, errs = cli("entity", "create", "key-1")
+	require.Equal(t, exitOK, code, "entity create on the deployed table: stderr %q", errs)
+	code, out, _ = cli("entity", "show", "key-1")
+	assert.Equal(t, exitOK, code, "entity show on the deployed table")
+	assert.Contains(t, out, "key-1", "entity show on the deployed table")
 	// Audit events name the caller (STS GetCallerIdentity, moto's default
 	// user), or $ZAEL_PRINCIPAL.
 	t.Setenv(envPrincipal, "ops-team")
-	if code, _, errs := cli("limits", "set", "-e", "key-1", "-l", "rpm:5"); code != 0 {
-		t.Fatalf("limits set: exit %d, %q", code, errs)
-	}
+	code, _, errs = cli("limits", "set", "-e", "key-1", "-l", "rpm:5")
+	require.Equal(t, exitOK, code, "limits set: stderr %q", errs)
 	var audit struct {
 		Events []auditEventJSON `json:"events"`
 	}
-	if code, out, errs := cli("audit", "list", "-e", "key-1", "-o", "json"); code != 0 || json.Unmarshal([]byte(out), &audit) != nil {
-		t.Fatalf("audit list: exit %d, %q, %q", code, out, errs)
-	}
-	if len(audit.Events) != 2 || audit.Events[0].Principal != "ops-team" ||
-		audit.Events[1].Principal != "arn:aws:sts::123456789012:user/moto" {
-		t.Errorf("audit principals: %+v; want ops-team (ZAEL_PRINCIPAL) and moto's caller ARN", audit.Events)
-	}
+	code, out, errs = cli("audit", "list", "-e", "key-1", "-o", "json")
+	require.Equal(t, exitOK, code, "audit list: stderr %q", errs)
+	require.NoError(t, json.Unmarshal([]byte(out), &audit), "audit list: %q", out)
+	require.Len(t, audit.Events, 2, "audit events")
+	assert.Equal(t, "ops-team", audit.Events[0].Principal, "audit principal ($ZAEL_PRINCIPAL)")
+	assert.Equal(t, "arn:aws:sts::123456789012:user/moto", audit.Events[1].Principal, "audit principal (moto's caller ARN)")
 
 	// status
 	var st stackJSON
 	code, out, errs = cli("status", "-o", "json")
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
-		t.Fatalf("status: exit %d, %q, %q", code, out, errs)
-	}
-	if st.Name != name || st.Status != "CREATE_COMPLETE" || st.Outputs["StreamArn"] != aws.ToString(desc.Table.LatestStreamArn) {
-		t.Errorf("status -o json = %+v", st)
-	}
+	require.Equal(t, exitOK, code, "status: stderr %q", errs)
+	require.NoError(t, json.Unmarshal([]byte(out), &st), "status: %q", out)
+	assert.Equal(t, name, st.Name, "status -o json")
+	assert.Equal(t, "CREATE_COMPLETE", st.Status, "status -o json")
+	assert.Equal(t, aws.ToString(desc.Table.LatestStreamArn), st.Outputs["StreamArn"], "status -o json")
 	// A second deploy updates in place.
-	if code, out, errs := cli("deploy", "--lambda-zip", writeTestZip(t), "--create-iam-roles"); code != 0 {
-		t.Fatalf("second deploy: exit %d, %q, %q", code, out, errs)
-	}
+	code, out, errs = cli("deploy", "--lambda-zip", writeTestZip(t), "--create-iam-roles")
+	require.Equal(t, exitOK, code, "second deploy: stderr %q, stdout %q", errs, out)
 
 	// delete
 	contains(t, fail("delete"), "without --yes")
-	if code, out, errs := cli("delete", "--yes"); code != 0 {
-		t.Fatalf("delete: exit %d, %q, %q", code, out, errs)
-	}
+	code, out, errs = cli("delete", "--yes")
+	require.Equal(t, exitOK, code, "delete: stderr %q, stdout %q", errs, out)
 	contains(t, fail("status"), fmt.Sprintf("stack %q not found", name))
 	var rnf *ddbtypes.ResourceNotFoundException
-	if _, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); !errors.As(err, &rnf) {
-		t.Errorf("DescribeTable after delete = %v, want ResourceNotFoundException", err)
-	}
+	_, err = ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	assert.ErrorAs(t, err, &rnf, "DescribeTable after delete")
 	var fnf *lambdatypes.ResourceNotFoundException
-	if _, err := lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name + "-aggregator")}); !errors.As(err, &fnf) {
-		t.Errorf("GetFunction after delete = %v, want ResourceNotFoundException", err)
-	}
+	_, err = lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name + "-aggregator")})
+	assert.ErrorAs(t, err, &fnf, "GetFunction after delete")
 	// A data command on the deleted table says how to deploy it (moto is
 	// on a loopback address, so local up is named first).
 	contains(t, fail("entity", "show", "key-1"), fmt.Sprintf("table %q not found at ", name), fmt.Sprintf("on LocalStack: zae-limiter deploy --name %s)", name))

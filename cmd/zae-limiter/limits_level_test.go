@@ -3,6 +3,9 @@ package main
 import (
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	limiter "github.com/zaelimiter/limiter"
 )
 
@@ -16,24 +19,29 @@ func TestLimitsLevelCommands(t *testing.T) {
 	contains(t, e.ok("limits", "set", "-r", "gpt-4", "-l", "rpm:1000"), "Set 1 default(s) for resource 'gpt-4'")
 	contains(t, e.ok("limits", "set", "--system", "-l", "rpm:10", "--on-unavailable", "allow"), "on_unavailable: allow")
 
-	if got, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4"); err != nil || len(got) != 2 {
-		t.Errorf("entity limits on gpt-4 = %+v, %v", got, err)
+	got, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	require.NoError(t, err)
+	assert.Len(t, got, 2, "entity limits on gpt-4")
+	got, err = e.repo.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	require.NoError(t, err)
+	if assert.Len(t, got, 1, "entity default limits") {
+		assert.Equal(t, int64(7), got[0].Capacity, "entity default limits")
 	}
-	if got, err := e.repo.GetLimits(e.ctx, "key-1", limiter.DefaultResource); err != nil || len(got) != 1 || got[0].Capacity != 7 {
-		t.Errorf("entity default limits = %+v, %v", got, err)
+	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	if assert.Len(t, got, 1, "resource defaults") {
+		assert.Equal(t, int64(1000), got[0].Capacity, "resource defaults")
 	}
-	if got, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4"); err != nil || len(got) != 1 || got[0].Capacity != 1000 {
-		t.Errorf("resource defaults = %+v, %v", got, err)
-	}
-	if got, ou, err := e.repo.GetSystemDefaults(e.ctx); err != nil || len(got) != 1 || ou != limiter.OnUnavailableAllow {
-		t.Errorf("system defaults = %+v, %q, %v", got, ou, err)
-	}
+	got, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "system defaults")
+	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults")
 
 	var ent limitsJSON
 	e.json(&ent, "limits", "get", "-e", "key-1", "-r", "gpt-4")
-	if ent.EntityID != "key-1" || ent.Resource != "gpt-4" || len(ent.Limits) != 2 {
-		t.Errorf("limits get --entity -o json = %+v", ent)
-	}
+	assert.Equal(t, "key-1", ent.EntityID, "limits get --entity -o json")
+	assert.Equal(t, "gpt-4", ent.Resource, "limits get --entity -o json")
+	assert.Len(t, ent.Limits, 2, "limits get --entity -o json")
 	contains(t, e.ok("limits", "get", "--resource", "gpt-4"), "rpm: 1,000/min")
 	contains(t, e.ok("limits", "get", "--system"), "on_unavailable: allow")
 
@@ -41,15 +49,15 @@ func TestLimitsLevelCommands(t *testing.T) {
 	e.ok("limits", "delete", "--entity", "key-1", "--resource", "gpt-4", "--yes")
 	e.ok("limits", "delete", "--resource", "gpt-4", "--yes")
 	e.ok("limits", "delete", "--system", "--yes")
-	if got, _ := e.repo.GetLimits(e.ctx, "key-1", "gpt-4"); len(got) != 0 {
-		t.Errorf("entity limits after delete = %+v", got)
-	}
-	if got, _ := e.repo.GetResourceDefaults(e.ctx, "gpt-4"); len(got) != 0 {
-		t.Errorf("resource defaults after delete = %+v", got)
-	}
-	if got, _, _ := e.repo.GetSystemDefaults(e.ctx); len(got) != 0 {
-		t.Errorf("system defaults after delete = %+v", got)
-	}
+	got, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	require.NoError(t, err)
+	assert.Empty(t, got, "entity limits after delete")
+	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	assert.Empty(t, got, "resource defaults after delete")
+	got, _, err = e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, got, "system defaults after delete")
 
 	for _, c := range []struct {
 		args []string

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	limiter "github.com/zaelimiter/limiter"
 )
 
@@ -45,19 +48,20 @@ func TestParseLimit(t *testing.T) {
 		{in: "wcu:100", wantErr: "reserved limit name"},
 	} {
 		got, err := parseLimit(tc.in)
-		switch {
-		case tc.wantErr == "" && err != nil:
-			t.Errorf("parseLimit(%q): %v", tc.in, err)
-		case tc.wantErr == "" && got != tc.want:
-			t.Errorf("parseLimit(%q) = %+v, want %+v", tc.in, got, tc.want)
-		case tc.wantErr != "" && err == nil:
-			t.Errorf("parseLimit(%q) = %+v, want error %q", tc.in, got, tc.wantErr)
-		case tc.wantErr != "" && (!strings.Contains(err.Error(), tc.wantErr) || !strings.HasPrefix(err.Error(), `invalid limit "`+tc.in+`": `)):
-			t.Errorf("parseLimit(%q) error %q, want `invalid limit %q: ...%s...`", tc.in, err, tc.in, tc.wantErr)
+		if tc.wantErr == "" {
+			if assert.NoError(t, err, "parseLimit(%q)", tc.in) {
+				assert.Equal(t, tc.want, got, "parseLimit(%q)", tc.in)
+			}
+			continue
+		}
+		if assert.Error(t, err, "parseLimit(%q) = %+v", tc.in, got) {
+			assert.Contains(t, err.Error(), tc.wantErr, "parseLimit(%q)", tc.in)
+			assert.True(t, strings.HasPrefix(err.Error(), `invalid limit "`+tc.in+`": `), "parseLimit(%q) error %q", tc.in, err)
 		}
 	}
-	if _, err := parseLimits([]string{"rpm:1", "bad"}); err == nil || errors.Unwrap(err) != nil {
-		t.Errorf("parseLimits with a bad value: %v, want one unwrapped error", err)
+	_, err := parseLimits([]string{"rpm:1", "bad"})
+	if assert.Error(t, err, "parseLimits with a bad value") {
+		assert.NoError(t, errors.Unwrap(err), "parseLimits with a bad value: want one unwrapped error")
 	}
 }
 
@@ -72,11 +76,7 @@ func TestFormatLimit(t *testing.T) {
 		"d:7/2day":            "d: 7/2day",
 	} {
 		l, err := parseLimit(in)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := formatLimit(l); got != want {
-			t.Errorf("formatLimit(parseLimit(%q)) = %q, want %q", in, got, want)
-		}
+		require.NoError(t, err)
+		assert.Equal(t, want, formatLimit(l), "formatLimit(parseLimit(%q))", in)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // bucketConsumption sums the consumption counters (b_L_tc, millitokens) of
@@ -23,9 +25,7 @@ func (e *env) bucketConsumption(prefix string) map[string]int64 {
 	p := dynamodb.NewScanPaginator(e.client, &dynamodb.ScanInput{TableName: aws.String(e.table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(context.Background())
-		if err != nil {
-			e.t.Fatal(err)
-		}
+		require.NoError(e.t, err)
 		for _, item := range page.Items {
 			id, ok := item["entity_id"].(*types.AttributeValueMemberS)
 			if _, bucket := item["rf"]; !ok || !bucket || !strings.HasPrefix(id.Value, prefix) {
@@ -33,7 +33,8 @@ func (e *env) bucketConsumption(prefix string) map[string]int64 {
 			}
 			for attr, v := range item {
 				if name, ok := strings.CutPrefix(attr, "b_"); ok && strings.HasSuffix(name, "_tc") {
-					n, _ := strconv.ParseInt(v.(*types.AttributeValueMemberN).Value, 10, 64)
+					n, err := strconv.ParseInt(v.(*types.AttributeValueMemberN).Value, 10, 64)
+					require.NoError(e.t, err)
 					sums[strings.TrimSuffix(name, "_tc")] += n
 				}
 			}
@@ -44,25 +45,23 @@ func (e *env) bucketConsumption(prefix string) map[string]int64 {
 
 // checkLoadSummary checks a `load -o json` summary against the table.
 func (e *env) checkLoadSummary(sum loadSummaryJSON, prefix string) {
-	e.t.Helper()
-	if sum.Failed != 0 || sum.Admitted == 0 || sum.Denied == 0 || sum.Acquires != sum.Admitted+sum.Denied {
-		e.t.Fatalf("summary = %+v: want admitted and denied acquires, no failures", sum)
-	}
-	if sum.Consumed["rpm"] != int64(sum.Admitted) {
-		e.t.Errorf("consumed rpm %d, admitted %d", sum.Consumed["rpm"], sum.Admitted)
-	}
+	t := e.t
+	t.Helper()
+	require.Zero(t, sum.Failed, "summary %+v: failures", sum)
+	require.NotZero(t, sum.Admitted, "summary %+v: want admitted acquires", sum)
+	require.NotZero(t, sum.Denied, "summary %+v: want denied acquires", sum)
+	require.Equal(t, sum.Admitted+sum.Denied, sum.Acquires, "summary %+v", sum)
+	assert.Equal(t, int64(sum.Admitted), sum.Consumed["rpm"], "consumed rpm against admitted")
 	table := e.bucketConsumption(prefix)
 	for _, name := range []string{"rpm", "tpm"} {
-		if table[name] != sum.Consumed[name]*1000 {
-			e.t.Errorf("%s: bucket counters %d millitokens, the load's admitted leases %d tokens", name, table[name], sum.Consumed[name])
-		}
+		assert.Equal(t, sum.Consumed[name]*1000, table[name], "%s: bucket counters (millitokens) against the load's admitted leases", name)
 	}
-	if !sum.CapacityReported || sum.WCUPerAcquire <= 0 || sum.CallsPerAcquire <= 0 || sum.CostPerMillion <= 0 {
-		e.t.Errorf("capacity and cost: %+v", sum)
-	}
-	if sum.AcquireLatencyMS["p50"] <= 0 || sum.AcquireLatencyMS["p99"] < sum.AcquireLatencyMS["p50"] {
-		e.t.Errorf("latency %v", sum.AcquireLatencyMS)
-	}
+	assert.True(t, sum.CapacityReported, "capacity reported")
+	assert.Positive(t, sum.WCUPerAcquire, "WCU per acquire")
+	assert.Positive(t, sum.CallsPerAcquire, "calls per acquire")
+	assert.Positive(t, sum.CostPerMillion, "cost per million")
+	assert.Positive(t, sum.AcquireLatencyMS["p50"], "latency p50")
+	assert.GreaterOrEqual(t, sum.AcquireLatencyMS["p99"], sum.AcquireLatencyMS["p50"], "latency p99 against p50")
 }
 
 // TestLoad runs `load` in-process for two seconds from a YAML scenario with
@@ -88,30 +87,24 @@ prefix: cli
 	report, result := filepath.Join(dir, "r.html"), filepath.Join(dir, "r.json")
 	code, out, errs := runCLI("load", "-f", scenario, "--rpm", "1", "-d", "2s", "--progress", "500ms",
 		"--report", report, "--result", result, "-o", "json", "--endpoint-url", e.endpoint, "-n", e.table)
-	if code != 0 {
-		t.Fatalf("load: exit %d, stderr %s", code, errs)
-	}
+	require.Equal(t, exitOK, code, "load: stderr %s", errs)
 	var sum loadSummaryJSON
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatalf("load -o json: %v in %q", err, out)
-	}
-	if sum.Scenario.RPM != 1 || sum.Scenario.Entities != 2 || sum.Scenario.TokensActual != [2]int64{100, 700} || sum.DurationSeconds > 10 {
-		t.Errorf("scenario from file and flags = %+v (%.1fs)", sum.Scenario, sum.DurationSeconds)
-	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sum), "load -o json: %q", out)
+	assert.Equal(t, int64(1), sum.Scenario.RPM, "scenario from file and flags")
+	assert.Equal(t, 2, sum.Scenario.Entities, "scenario from file and flags")
+	assert.Equal(t, [2]int64{100, 700}, sum.Scenario.TokensActual, "scenario from file and flags")
+	assert.LessOrEqual(t, sum.DurationSeconds, 10.0, "duration from the flag")
 	e.checkLoadSummary(sum, "cli-key-")
 	contains(t, errs, "setup: nothing to prepare", "load: 2 entities (1 hot: 50% of traffic)", "acquires/s  p50 ", "report: "+report)
-	if strings.Contains(errs, "\r") {
-		t.Errorf("progress rewrote its line on a non-terminal: %q", errs)
-	}
+	assert.NotContains(t, errs, "\r", "progress rewrote its line on a non-terminal")
 	for _, p := range []string{report, result} {
-		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
-			t.Errorf("%s: %v", p, err)
+		fi, err := os.Stat(p)
+		if assert.NoError(t, err) {
+			assert.NotZero(t, fi.Size(), p)
 		}
 	}
 	code, out, errs = runCLI("load", "--merge", result, result)
-	if code != 0 {
-		t.Fatalf("load --merge: exit %d: %s", code, errs)
-	}
+	require.Equal(t, exitOK, code, "load --merge: stderr %s", errs)
 	contains(t, out, "acquires  ", "admitted", "per million acquires", strconv.FormatUint(2*sum.Admitted, 10))
 
 	for _, tc := range []struct {
@@ -138,21 +131,16 @@ func TestLoadProcs(t *testing.T) {
 	// workers' first acquires) denied, however slow the machine.
 	code, out, errs := localRun(t, bin, nil, "load", "--procs", "2", "-c", "4", "-d", "2s", "--entities", "6", "--cascade", "--parents", "2",
 		"--rpm", "10", "--parent-rpm", "1", "--actual", "200-600", "--prefix", "procs", "-o", "json", "--endpoint-url", e.endpoint, "-n", e.table)
-	if code != 0 {
-		t.Fatalf("load --procs 2: exit %d, stderr %s", code, errs)
-	}
+	require.Equal(t, exitOK, code, "load --procs 2: stderr %s", errs)
 	var sum loadSummaryJSON
-	if err := json.Unmarshal([]byte(out), &sum); err != nil {
-		t.Fatalf("load -o json: %v in %q", err, out)
-	}
-	if sum.Procs != 2 || sum.Scenario.Concurrency != 4 {
-		t.Errorf("procs %d, concurrency %d; want 2 and 4", sum.Procs, sum.Scenario.Concurrency)
-	}
+	require.NoError(t, json.Unmarshal([]byte(out), &sum), "load -o json: %q", out)
+	assert.Equal(t, 2, sum.Procs, "procs")
+	assert.Equal(t, 4, sum.Scenario.Concurrency, "concurrency")
 	contains(t, errs, "setup: resource defaults for gpt-4o, 2 parents with their limits, 6 cascading entities")
 	e.checkLoadSummary(sum, "procs-key-")
 	parents := e.bucketConsumption("procs-project-")
-	if parents["rpm"] != sum.Consumed["rpm"]*1000 || parents["tpm"] != sum.Consumed["tpm"]*1000 {
-		t.Errorf("parent counters %v, want the admitted %v ×1000", parents, sum.Consumed)
+	for _, name := range []string{"rpm", "tpm"} {
+		assert.Equal(t, sum.Consumed[name]*1000, parents[name], "%s: parent counters (millitokens) against the admitted leases", name)
 	}
 }
 
@@ -170,55 +158,38 @@ func TestLoadSeveralHosts(t *testing.T) {
 	load := func(args ...string) (string, string) {
 		t.Helper()
 		code, out, errs := runCLI(append(append([]string{"load"}, args...), small...)...)
-		if code != 0 {
-			t.Fatalf("load %s: exit %d, stderr %s", strings.Join(args, " "), code, errs)
-		}
+		require.Equal(t, exitOK, code, "load %s: stderr %s", strings.Join(args, " "), errs)
 		return out, errs
 	}
 
 	out, _ := load("--setup-only")
 	contains(t, out, "Setup done: resource defaults for gpt-4o, 2 parents with their limits, 4 cascading entities")
-	if got := e.bucketConsumption("hosts-"); len(got) != 0 {
-		t.Fatalf("--setup-only consumed %v", got)
-	}
+	require.Empty(t, e.bucketConsumption("hosts-"), "--setup-only consumed")
 
 	startAt := time.Now().Add(1500 * time.Millisecond).UTC().Truncate(time.Second).Add(time.Second)
 	var sums [2]loadSummaryJSON
 	for i, host := range []string{"host-a", "host-b"} {
 		out, errs := load("--no-setup", "--start-at", startAt.Format(time.RFC3339), "--result", filepath.Join(dir, host+".json"), "-o", "json")
-		if strings.Contains(errs, "setup:") {
-			t.Errorf("%s: --no-setup ran the setup: %s", host, errs)
-		}
-		if err := json.Unmarshal([]byte(out), &sums[i]); err != nil {
-			t.Fatalf("%s: load -o json: %v in %q", host, err, out)
-		}
-		if sums[i].Failed != 0 || sums[i].Admitted == 0 {
-			t.Fatalf("%s: %+v, want admitted acquires and no failures", host, sums[i])
-		}
+		assert.NotContains(t, errs, "setup:", "%s: --no-setup ran the setup", host)
+		require.NoError(t, json.Unmarshal([]byte(out), &sums[i]), "%s: load -o json: %q", host, out)
+		require.Zero(t, sums[i].Failed, "%s: %+v: failures", host, sums[i])
+		require.NotZero(t, sums[i].Admitted, "%s: %+v: want admitted acquires", host, sums[i])
 	}
-	if time.Now().Before(startAt) {
-		t.Errorf("the runs ended before --start-at %s", startAt)
-	}
+	assert.False(t, time.Now().Before(startAt), "the runs ended before --start-at %s", startAt)
 
 	report := filepath.Join(dir, "all.html")
 	code, out, errs := runCLI("load", "--merge", filepath.Join(dir, "host-a.json"), filepath.Join(dir, "host-b.json"), "--report", report, "-o", "json")
-	if code != 0 {
-		t.Fatalf("load --merge: exit %d: %s", code, errs)
-	}
+	require.Equal(t, exitOK, code, "load --merge: stderr %s", errs)
 	var merged loadSummaryJSON
-	if err := json.Unmarshal([]byte(out), &merged); err != nil {
-		t.Fatalf("load --merge -o json: %v in %q", err, out)
-	}
-	if merged.Admitted != sums[0].Admitted+sums[1].Admitted || merged.Acquires != sums[0].Acquires+sums[1].Acquires {
-		t.Errorf("merged %d admitted of %d, want the sum of %+v and %+v", merged.Admitted, merged.Acquires, sums[0], sums[1])
-	}
-	if fi, err := os.Stat(report); err != nil || fi.Size() == 0 {
-		t.Errorf("report %s: %v", report, err)
+	require.NoError(t, json.Unmarshal([]byte(out), &merged), "load --merge -o json: %q", out)
+	assert.Equal(t, sums[0].Admitted+sums[1].Admitted, merged.Admitted, "merged admitted")
+	assert.Equal(t, sums[0].Acquires+sums[1].Acquires, merged.Acquires, "merged acquires")
+	fi, err := os.Stat(report)
+	if assert.NoError(t, err) {
+		assert.NotZero(t, fi.Size(), "report %s", report)
 	}
 	table := e.bucketConsumption("hosts-key-")
 	for _, name := range []string{"rpm", "tpm"} {
-		if want := (sums[0].Consumed[name] + sums[1].Consumed[name]) * 1000; table[name] != want {
-			t.Errorf("%s: bucket counters %d millitokens, the two runs' admitted leases %d", name, table[name], want)
-		}
+		assert.Equal(t, (sums[0].Consumed[name]+sums[1].Consumed[name])*1000, table[name], "%s: bucket counters (millitokens) against the two runs' admitted leases", name)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -11,36 +12,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
 func TestFormatEnv(t *testing.T) {
 	st := localState{Endpoint: "http://127.0.0.1:8000", Region: "us-east-1", Table: "zae-limiter", Namespace: "team a's"}
 	out, err := formatEnv(localEnv(st), "eval")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, want := range []string{
 		"export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n",
 		"export AWS_ENDPOINT_URL_DYNAMODB_STREAMS=http://127.0.0.1:8000\n",
 		"export AWS_ACCESS_KEY_ID=test\n", "export AWS_REGION=us-east-1\n", "export ZAEL_STACK=zae-limiter\n",
 		`export ZAEL_NAMESPACE='team a'\''s'` + "\n",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("eval output lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "eval output")
 	}
-	out, _ = formatEnv(localEnv(st), "direnv")
-	if !strings.HasPrefix(out, "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n") {
-		t.Errorf("direnv output:\n%s", out)
-	}
-	out, _ = formatEnv(localEnv(st), "powershell")
-	if !strings.HasPrefix(out, `$env:AWS_ENDPOINT_URL_DYNAMODB = "http://127.0.0.1:8000"`+"\n") {
-		t.Errorf("powershell output:\n%s", out)
-	}
-	if _, err := formatEnv(nil, "fish"); err == nil {
-		t.Error("format fish accepted")
-	}
+	out, err = formatEnv(localEnv(st), "direnv")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(out, "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:8000\n"), "direnv output:\n%s", out)
+	out, err = formatEnv(localEnv(st), "powershell")
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(out, `$env:AWS_ENDPOINT_URL_DYNAMODB = "http://127.0.0.1:8000"`+"\n"), "powershell output:\n%s", out)
+	_, err = formatEnv(nil, "fish")
+	assert.Error(t, err, "format fish accepted")
 }
 
 func TestIsLoopback(t *testing.T) {
@@ -49,9 +46,7 @@ func TestIsLoopback(t *testing.T) {
 		"localhost:8000": true, "http://dynamodb.localhost:8000": true,
 		"https://dynamodb.us-east-1.amazonaws.com": false, "http://10.0.0.5:8000": false, "": false, "http://localhost.example.com": false,
 	} {
-		if got := isLoopback(ep); got != want {
-			t.Errorf("isLoopback(%q) = %v, want %v", ep, got, want)
-		}
+		assert.Equal(t, want, isLoopback(ep), "isLoopback(%q)", ep)
 	}
 }
 
@@ -63,9 +58,8 @@ func buildCLI(t *testing.T) string {
 		t.Skip("no go tool on PATH")
 	}
 	bin := filepath.Join(t.TempDir(), "zae-limiter")
-	if out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	out, err := exec.Command(goTool, "build", "-o", bin, ".").CombinedOutput()
+	require.NoError(t, err, "go build\n%s", out)
 	return bin
 }
 
@@ -73,9 +67,7 @@ func buildCLI(t *testing.T) string {
 func freeLocalPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
@@ -90,10 +82,11 @@ func localRun(t *testing.T, bin string, env []string, args ...string) (int, stri
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %s: %v", bin, err)
+	} else {
+		require.NoError(t, err, "run %s", bin)
 	}
 	return code, out.String(), errb.String()
 }
@@ -104,9 +97,7 @@ func parseExports(t *testing.T, out string) []string {
 	var env []string
 	for line := range strings.SplitSeq(strings.TrimSpace(out), "\n") {
 		kv, ok := strings.CutPrefix(line, "export ")
-		if !ok {
-			t.Fatalf("not an export line: %q in\n%s", line, out)
-		}
+		require.True(t, ok, "not an export line: %q in\n%s", line, out)
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, k+"="+strings.Trim(v, "'"))
 	}
@@ -134,10 +125,9 @@ func newLocalInstance(t *testing.T, bin string) *localInstance {
 	li := &localInstance{t: t, bin: bin, port: freeLocalPort(t), dir: t.TempDir()}
 	t.Cleanup(func() {
 		code, _, errs := li.run("local", "down")
-		if code == 0 {
+		if assert.Equal(t, exitOK, code, "local down: stderr %s", errs) {
 			return
 		}
-		t.Errorf("local down: exit %d: %s", code, errs)
 		pids, _ := filepath.Glob(filepath.Join(li.dir, strconv.Itoa(li.port), "*.pid"))
 		for _, p := range pids {
 			if pid, err := readPID(p); err == nil && pid > 0 {
@@ -151,9 +141,7 @@ func newLocalInstance(t *testing.T, bin string) *localInstance {
 func mustLocalDir(t *testing.T) string {
 	t.Helper()
 	d, err := ddblocal.LocalDir()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return d
 }
 
@@ -169,9 +157,7 @@ func (li *localInstance) run(args ...string) (int, string, string) {
 func (li *localInstance) up(args ...string) string {
 	li.t.Helper()
 	code, out, errs := li.run(append([]string{"local", "up"}, args...)...)
-	if code != 0 {
-		li.t.Fatalf("local up %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errs)
-	}
+	require.Equal(li.t, exitOK, code, "local up %s\nstderr: %s", strings.Join(args, " "), errs)
 	li.env = parseExports(li.t, out)
 	return errs
 }
@@ -180,22 +166,16 @@ func (li *localInstance) up(args ...string) string {
 func (li *localInstance) cli(args ...string) string {
 	li.t.Helper()
 	code, out, errs := localRun(li.t, li.bin, append(append([]string{}, li.extra...), li.env...), args...)
-	if code != 0 {
-		li.t.Fatalf("zae-limiter %s: exit %d, stderr %q", strings.Join(args, " "), code, errs)
-	}
+	require.Equal(li.t, exitOK, code, "zae-limiter %s: stderr %q", strings.Join(args, " "), errs)
 	return out
 }
 
 func (li *localInstance) status() localStatusJSON {
 	li.t.Helper()
 	code, out, errs := li.run("local", "status", "-o", "json")
-	if code != 0 {
-		li.t.Fatalf("local status: exit %d: %s", code, errs)
-	}
+	require.Equal(li.t, exitOK, code, "local status: stderr %s", errs)
 	var st localStatusJSON
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		li.t.Fatalf("local status -o json: %v in %q", err, out)
-	}
+	require.NoError(li.t, json.Unmarshal([]byte(out), &st), "local status -o json: %q", out)
 	return st
 }
 
@@ -211,11 +191,15 @@ func TestLocalUpDown(t *testing.T) {
 	contains(t, strings.Join(li.env, "\n"), "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:"+strconv.Itoa(li.port), "ZAEL_STACK=dev-table")
 
 	st := li.status()
-	if !st.Answers || st.DynamoDBLocal == nil || !st.DynamoDBLocal.Running || len(st.Aggregators) != 1 || !st.Aggregators[0].Running {
-		t.Fatalf("status after up = %+v", st)
-	}
-	if len(st.Tables) != 1 || st.Tables[0].Name != "dev-table" || !st.Tables[0].Stream || st.Tables[0].Status != "ACTIVE" {
-		t.Errorf("tables = %+v, want dev-table, active, with its stream", st.Tables)
+	require.True(t, st.Answers, "status after up: %+v", st)
+	require.NotNil(t, st.DynamoDBLocal, "status after up: %+v", st)
+	require.True(t, st.DynamoDBLocal.Running, "status after up: %+v", st)
+	require.Len(t, st.Aggregators, 1, "status after up")
+	require.True(t, st.Aggregators[0].Running, "status after up: %+v", st)
+	if assert.Len(t, st.Tables, 1, "tables") {
+		assert.Equal(t, "dev-table", st.Tables[0].Name, "tables")
+		assert.True(t, st.Tables[0].Stream, "tables: with its stream")
+		assert.Equal(t, "ACTIVE", st.Tables[0].Status, "tables")
 	}
 	javaPID, aggPID := st.DynamoDBLocal.PID, st.Aggregators[0].PID
 
@@ -225,15 +209,15 @@ func TestLocalUpDown(t *testing.T) {
 
 	// A second up reuses both processes.
 	contains(t, li.up("-n", "dev-table"), "already running", "already polling")
-	if st2 := li.status(); st2.DynamoDBLocal.PID != javaPID || st2.Aggregators[0].PID != aggPID {
-		t.Errorf("second up replaced the processes: %+v", st2)
+	st2 := li.status()
+	assert.Equal(t, javaPID, st2.DynamoDBLocal.PID, "second up replaced DynamoDB Local")
+	if assert.Len(t, st2.Aggregators, 1) {
+		assert.Equal(t, aggPID, st2.Aggregators[0].PID, "second up replaced the aggregator")
 	}
 
 	// local env prints the variables again, here for direnv.
 	code, out, errs := li.run("local", "env", "--format", "direnv")
-	if code != 0 {
-		t.Fatalf("local env --format direnv: exit %d: %s", code, errs)
-	}
+	require.Equal(t, exitOK, code, "local env --format direnv: stderr %s", errs)
 	contains(t, out, "AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:"+strconv.Itoa(li.port)+"\n", "ZAEL_STACK=dev-table\n")
 
 	// local aggregator --once polls the stream once in the foreground: it
@@ -242,20 +226,17 @@ func TestLocalUpDown(t *testing.T) {
 
 	// down --purge stops both processes and deletes the data directory.
 	code, out, errs = li.run("local", "down", "--purge")
-	if code != 0 || !strings.Contains(out, "Stopped 2 process(es)") || !strings.Contains(errs, "deleted ") {
-		t.Fatalf("local down --purge: exit %d, %q, %q", code, out, errs)
-	}
+	require.Equal(t, exitOK, code, "local down --purge: stderr %q", errs)
+	assert.Contains(t, out, "Stopped 2 process(es)", "local down --purge")
+	assert.Contains(t, errs, "deleted ", "local down --purge")
 	for _, pid := range []int{javaPID, aggPID} {
-		if processAlive(pid) {
-			t.Errorf("pid %d still alive after down", pid)
-		}
+		assert.False(t, processAlive(pid), "pid %d still alive after down", pid)
 	}
-	if st := li.status(); st.Answers || st.DynamoDBLocal.Running {
-		t.Errorf("status after down = %+v", st)
-	}
-	if _, out, _ := li.run("local", "down"); !strings.Contains(out, "Nothing to stop") {
-		t.Errorf("second down: %q", out)
-	}
+	st = li.status()
+	assert.False(t, st.Answers, "status after down: %+v", st)
+	assert.False(t, st.DynamoDBLocal.Running, "status after down: %+v", st)
+	_, out, _ = li.run("local", "down")
+	assert.Contains(t, out, "Nothing to stop", "second down")
 }
 
 // TestLocalDownLeavesOthersAlone: a pid file that names a process up did
@@ -270,24 +251,16 @@ func TestLocalDownLeavesOthersAlone(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() })
 	base := filepath.Join(li.dir, strconv.Itoa(li.port))
-	if err := os.MkdirAll(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.MkdirAll(base, 0o755))
 	pidFile := filepath.Join(base, "dynamodb-local.pid")
-	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o644))
 	code, _, errs := li.run("local", "down")
-	if code != exitError || !strings.Contains(errs, "not started by zae-limiter local up") {
-		t.Errorf("down with a foreign pid: exit %d, %q", code, errs)
-	}
-	if !processAlive(sleeper.Process.Pid) {
-		t.Fatal("down killed a process it did not start")
-	}
+	assert.Equal(t, exitError, code, "down with a foreign pid")
+	assert.Contains(t, errs, "not started by zae-limiter local up", "down with a foreign pid")
+	require.True(t, processAlive(sleeper.Process.Pid), "down killed a process it did not start")
 	code, _, errs = li.run("local", "up", "--no-aggregator")
-	if code != exitError || !strings.Contains(errs, "not started by zae-limiter local up") {
-		t.Errorf("up with a foreign pid: exit %d, %q", code, errs)
-	}
+	assert.Equal(t, exitError, code, "up with a foreign pid")
+	assert.Contains(t, errs, "not started by zae-limiter local up", "up with a foreign pid")
 	os.Remove(pidFile)
 
 	// DynamoDB Local answering on the port already: up uses it, down leaves it.
@@ -298,10 +271,7 @@ func TestLocalDownLeavesOthersAlone(t *testing.T) {
 	msgs := li.up("--no-aggregator")
 	contains(t, msgs, "something already answers at", "not started here")
 	code, _, errs = li.run("local", "down")
-	if code != 0 || !strings.Contains(errs, "was not started by `local up`: left running") {
-		t.Errorf("down of a used instance: exit %d, %q", code, errs)
-	}
-	if !processAlive(otherPID) {
-		t.Error("down stopped a DynamoDB Local that its up did not start")
-	}
+	assert.Equal(t, exitOK, code, "down of a used instance: stderr %q", errs)
+	assert.Contains(t, errs, "was not started by `local up`: left running", "down of a used instance")
+	assert.True(t, processAlive(otherPID), "down stopped a DynamoDB Local that its up did not start")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -64,9 +67,7 @@ func newEnv(t *testing.T) *env {
 		o.Namespace = limiter.DefaultNamespace
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB")
 	t.Cleanup(func() {
 		e.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(e.table)})
 	})
@@ -90,9 +91,8 @@ func runCLI(args ...string) (int, string, string) {
 func (e *env) ok(args ...string) string {
 	e.t.Helper()
 	code, out, errs := e.cli(args...)
-	if code != 0 || errs != "" {
-		e.t.Fatalf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
-	}
+	require.Equal(e.t, exitOK, code, "zae-limiter %s: stderr %q, stdout %q", strings.Join(args, " "), errs, out)
+	require.Empty(e.t, errs, "zae-limiter %s: stderr", strings.Join(args, " "))
 	return out
 }
 
@@ -100,9 +100,7 @@ func (e *env) ok(args ...string) string {
 func (e *env) json(v any, args ...string) {
 	e.t.Helper()
 	out := e.ok(append(args, "-o", "json")...)
-	if err := json.Unmarshal([]byte(out), v); err != nil {
-		e.t.Fatalf("zae-limiter %s -o json: %v in %q", strings.Join(args, " "), err, out)
-	}
+	require.NoError(e.t, json.Unmarshal([]byte(out), v), "zae-limiter %s -o json: %q", strings.Join(args, " "), out)
 }
 
 // fail runs the CLI, checks the error contract (exit 2, nothing on stdout,
@@ -115,24 +113,19 @@ func (e *env) fail(args ...string) string {
 
 func checkFailure(t *testing.T, args []string, code int, out, errs string, want int) string {
 	t.Helper()
-	if code != want {
-		t.Errorf("zae-limiter %s: exit %d, want %d (stderr %q)", strings.Join(args, " "), code, want, errs)
+	line := "zae-limiter " + strings.Join(args, " ")
+	assert.Equal(t, want, code, "%s: exit status (stderr %q)", line, errs)
+	if want == exitError {
+		assert.Empty(t, out, "%s: stdout", line)
 	}
-	if want == exitError && out != "" {
-		t.Errorf("zae-limiter %s: stdout %q, want nothing", strings.Join(args, " "), out)
-	}
-	if !strings.HasPrefix(errs, "zae-limiter: ") || !strings.HasSuffix(errs, "\n") || strings.Count(errs, "\n") != 1 {
-		t.Errorf("zae-limiter %s: stderr %q, want one line \"zae-limiter: ...\"", strings.Join(args, " "), errs)
-	}
+	assert.Regexp(t, `^zae-limiter: [^\n]*\n$`, errs, "%s: stderr, want one line", line)
 	return strings.TrimSuffix(strings.TrimPrefix(errs, "zae-limiter: "), "\n")
 }
 
 func contains(t *testing.T, got string, wants ...string) {
 	t.Helper()
 	for _, w := range wants {
-		if !strings.Contains(got, w) {
-			t.Errorf("output lacks %q:\n%s", w, got)
-		}
+		assert.Contains(t, got, w, "output")
 	}
 }
 
@@ -172,10 +165,7 @@ func TestUsageErrors(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errs := runCLI(tc.args...)
-			msg := checkFailure(t, tc.args, code, out, errs, exitError)
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("message %q, want it to contain %q", msg, tc.want)
-			}
+			assert.Contains(t, checkFailure(t, tc.args, code, out, errs, exitError), tc.want)
 		})
 	}
 }
@@ -186,9 +176,9 @@ func TestHelp(t *testing.T) {
 		{"--help"}, {"-h"}, {"entity", "--help"}, {"entity", "create", "-h"}, {"limits", "apply", "--help"}, {"deploy", "-h"},
 	} {
 		code, out, errs := runCLI(args...)
-		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: zae-limiter") {
-			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
-		}
+		assert.Equal(t, exitOK, code, "%v", args)
+		assert.Empty(t, errs, "%v", args)
+		assert.True(t, strings.HasPrefix(out, "Usage: zae-limiter"), "%v: %q", args, out)
 	}
 	_, out, _ := runCLI("deploy", "-h")
 	contains(t, out, "--enable-aggregator / --no-aggregator", "-t, --tag", "--lambda-zip", `(default "bin/aggregator.zip")`)
@@ -203,10 +193,9 @@ func TestMissingTable(t *testing.T) {
 	args := []string{"entity", "show", "e1", "--endpoint-url", ep, "-n", name}
 	code, out, errs := runCLI(args...)
 	msg := checkFailure(t, args, code, out, errs, exitError)
-	u, _ := url.Parse(ep)
-	if want := `table "` + name + `" not found at ` + ep + ` (create it with: zae-limiter local up --name ` + name + ` --port ` + u.Port() + `; on LocalStack: zae-limiter deploy --name ` + name + `)`; msg != want {
-		t.Errorf("message %q, want %q", msg, want)
-	}
+	u, err := url.Parse(ep)
+	require.NoError(t, err)
+	assert.Equal(t, `table "`+name+`" not found at `+ep+` (create it with: zae-limiter local up --name `+name+` --port `+u.Port()+`; on LocalStack: zae-limiter deploy --name `+name+`)`, msg)
 
 	notFound := &types.ResourceNotFoundException{Message: aws.String("Requested resource not found")}
 	for _, tc := range []struct{ endpoint, want string }{
@@ -216,9 +205,7 @@ func TestMissingTable(t *testing.T) {
 		{"", `table "t1" not found (deploy it with: zae-limiter deploy --name t1)`},
 	} {
 		c := &cli{common: commonFlags{name: "t1", endpoint: tc.endpoint}}
-		if got := c.tableErr(fmt.Errorf("open: %w", notFound)).Error(); got != tc.want {
-			t.Errorf("endpoint %q: %q, want %q", tc.endpoint, got, tc.want)
-		}
+		assert.EqualError(t, c.tableErr(fmt.Errorf("open: %w", notFound)), tc.want, "endpoint %q", tc.endpoint)
 	}
 }
 
@@ -234,13 +221,12 @@ func TestCommonFlagsAnywhere(t *testing.T) {
 		{"-o", "json", "-n", e.table, "resource", "list", "--endpoint-url", e.endpoint},
 	} {
 		code, out, errs := runCLI(args...)
-		if code != 0 || errs != "" || !strings.Contains(out, "gpt-4") {
-			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
-		}
+		assert.Equal(t, exitOK, code, "%v: stderr %q", args, errs)
+		assert.Empty(t, errs, "%v", args)
+		assert.Contains(t, out, "gpt-4", "%v", args)
 	}
-	if _, out, _ := runCLI("-o", "json", "-n", e.table, "resource", "list", "--endpoint-url", e.endpoint); !strings.HasPrefix(out, "{") {
-		t.Errorf("-o json before the command: %q", out)
-	}
+	_, out, _ := runCLI("-o", "json", "-n", e.table, "resource", "list", "--endpoint-url", e.endpoint)
+	assert.True(t, strings.HasPrefix(out, "{"), "-o json before the command: %q", out)
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -253,9 +239,9 @@ func TestCommonFlagsAnywhere(t *testing.T) {
 		code, out, errs := runCLI(tc.args...)
 		contains(t, checkFailure(t, tc.args, code, out, errs, exitError), tc.want)
 	}
-	if code, out, _ := runCLI("-n", "x", "--help"); code != 0 || !strings.HasPrefix(out, "Usage: zae-limiter") {
-		t.Errorf("-n x --help: exit %d, %q", code, out)
-	}
+	code, out, _ := runCLI("-n", "x", "--help")
+	assert.Equal(t, exitOK, code, "-n x --help")
+	assert.True(t, strings.HasPrefix(out, "Usage: zae-limiter"), "-n x --help: %q", out)
 }
 
 func TestUnreachableEndpoint(t *testing.T) {
@@ -284,40 +270,39 @@ func TestBinary(t *testing.T) {
 	} else {
 		t.Skip("neither make nor go on PATH")
 	}
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", strings.Join(build.Args, " "), err, out)
-	}
+	buildOut, err := build.CombinedOutput()
+	require.NoError(t, err, "%s\n%s", strings.Join(build.Args, " "), buildOut)
 	runBin := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		cmd := exec.Command(bin, args...)
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()
 		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatalf("run %s: %v", bin, err)
+		} else {
+			require.NoError(t, err, "run %s", bin)
 		}
 		return code, out.String(), errb.String()
 	}
 
 	for _, args := range [][]string{{"--help"}, {"entity", "create", "--help"}} {
 		code, out, errs := runBin(args...)
-		if code != 0 || errs != "" || !strings.HasPrefix(out, "Usage: zae-limiter") {
-			t.Errorf("zae-limiter %s: exit %d, stderr %q, stdout %q", strings.Join(args, " "), code, errs, out)
-		}
+		assert.Equal(t, exitOK, code, "%v", args)
+		assert.Empty(t, errs, "%v", args)
+		assert.True(t, strings.HasPrefix(out, "Usage: zae-limiter"), "%v: %q", args, out)
 	}
 
 	// Shell completion, as docs/cli.md says.
 	code, out, errs := runBin("completion", "bash")
-	if code != 0 || errs != "" || !strings.Contains(out, "__start_zae-limiter") {
-		t.Errorf("zae-limiter completion bash: exit %d, stderr %q, %d bytes of script", code, errs, len(out))
-	}
+	assert.Equal(t, exitOK, code, "completion bash: stderr %q", errs)
+	assert.Empty(t, errs, "completion bash")
+	assert.Contains(t, out, "__start_zae-limiter", "completion bash")
 
 	code, out, errs = runBin("resource", "set-defaults", "gpt-4", "-l", "rpm:100", "-n", e.table, "--endpoint-url", e.endpoint)
-	if code != 0 || errs != "" {
-		t.Fatalf("resource set-defaults: exit %d, stderr %q", code, errs)
-	}
+	require.Equal(t, exitOK, code, "resource set-defaults: stderr %q", errs)
+	require.Empty(t, errs, "resource set-defaults")
 	contains(t, out, "Set 1 default(s) for resource 'gpt-4':", "rpm: 100/min")
 
 	args := []string{"entity", "show", "nobody", "-n", e.table, "--endpoint-url", e.endpoint}
@@ -334,8 +319,10 @@ func TestReadOnlyCommandsExist(t *testing.T) {
 	root := c.rootCommand()
 	for name := range readOnlyCommands {
 		cmd, rest, err := root.Find(strings.Fields(name))
-		if err != nil || len(rest) != 0 || commandPath(cmd) != name || c.leaves[cmd] == nil {
-			t.Errorf("readOnlyCommands[%q]: no such command", name)
+		if assert.NoError(t, err, name) {
+			assert.Empty(t, rest, "readOnlyCommands[%q]: no such command", name)
+			assert.Equal(t, name, commandPath(cmd), "readOnlyCommands[%q]: no such command", name)
+			assert.NotNil(t, c.leaves[cmd], "readOnlyCommands[%q]: not a leaf", name)
 		}
 	}
 }

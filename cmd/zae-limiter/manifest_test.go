@@ -4,13 +4,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
@@ -44,9 +46,7 @@ entities:
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
 	return p
 }
 
@@ -56,9 +56,7 @@ func auditCount(t *testing.T, repo *table) int {
 	n := 0
 	for _, id := range []string{store.AuditEntitySystem, store.AuditEntityResource("gpt-4"), store.AuditEntityResource("claude"), "key-1"} {
 		evs, err := repo.AuditEvents(t.Context(), id, 1000, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		n += len(evs)
 	}
 	return n
@@ -72,9 +70,7 @@ func TestLimitsManifest(t *testing.T) {
 	// An unmanaged resource default in the namespace.
 	e.ok("resource", "set-defaults", "claude", "-l", "rpm:7", "-N", "tenant-a")
 	nsRepo, err := e.repo.repo.Namespace(e.ctx, "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ns := newTable(nsRepo)
 
 	out := e.ok("limits", "plan", "-f", v1)
@@ -86,45 +82,48 @@ func TestLimitsManifest(t *testing.T) {
 		"Plan: 4 to create, 0 to update, 0 to delete.")
 	var p planResult
 	e.json(&p, "limits", "plan", "--file", v1)
-	if p.Namespace != "tenant-a" || p.Created != 4 || p.Applied || len(p.Changes) != 4 || p.Changes[0].Level != levelSystem ||
-		p.Changes[1].Target != "gpt-4" || p.Changes[1].Limits[1] != (limitJSON{Name: "tpm", Capacity: 100000, RefillAmount: 50000, RefillPeriodSeconds: 60}) {
-		t.Errorf("limits plan -o json = %+v", p)
+	assert.Equal(t, "tenant-a", p.Namespace, "limits plan -o json")
+	assert.Equal(t, 4, p.Created, "limits plan -o json")
+	assert.False(t, p.Applied, "limits plan -o json")
+	if assert.Len(t, p.Changes, 4, "limits plan -o json") {
+		assert.Equal(t, levelSystem, p.Changes[0].Level, "limits plan -o json")
+		assert.Equal(t, "gpt-4", p.Changes[1].Target, "limits plan -o json")
+		if assert.Len(t, p.Changes[1].Limits, 2, "limits plan -o json") {
+			assert.Equal(t, limitJSON{Name: "tpm", Capacity: 100000, RefillAmount: 50000, RefillPeriodSeconds: 60}, p.Changes[1].Limits[1], "limits plan -o json")
+		}
 	}
-	if got, _ := ns.GetResourceDefaults(e.ctx, "gpt-4"); len(got) != 0 {
-		t.Fatalf("plan wrote: %+v", got)
-	}
+	got, err := ns.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	require.Empty(t, got, "plan wrote")
 
 	out = e.ok("limits", "apply", "-f", v1)
 	contains(t, out, "+ create resource: gpt-4", "Applied: 4 created, 0 updated, 0 deleted.")
-	if limits, ou, err := ns.GetSystemDefaults(e.ctx); err != nil || ou != limiter.OnUnavailableAllow || !sameLimits(limits, []limiter.Limit{limiter.PerMinute("rpm", 1000)}) {
-		t.Errorf("system defaults after apply = %+v %q %v", limits, ou, err)
-	}
-	if got, _ := ns.GetLimits(e.ctx, "key-1", "gpt-4"); !sameLimits(got, []limiter.Limit{{Name: "rpm", Capacity: 50, RefillAmount: 25, RefillPeriod: 30 * time.Second}}) {
-		t.Errorf("key-1/gpt-4 after apply = %+v", got)
-	}
-	if got, _ := ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource); !sameLimits(got, []limiter.Limit{limiter.PerDay("rpd", 5000)}) {
-		t.Errorf("key-1/_default_ after apply = %+v", got)
-	}
+	limits, ou, err := ns.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults after apply")
+	assert.True(t, sameLimits(limits, []limiter.Limit{limiter.PerMinute("rpm", 1000)}), "system defaults after apply = %+v", limits)
+	got, err = ns.GetLimits(e.ctx, "key-1", "gpt-4")
+	require.NoError(t, err)
+	assert.True(t, sameLimits(got, []limiter.Limit{{Name: "rpm", Capacity: 50, RefillAmount: 25, RefillPeriod: 30 * time.Second}}), "key-1/gpt-4 after apply = %+v", got)
+	got, err = ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	require.NoError(t, err)
+	assert.True(t, sameLimits(got, []limiter.Limit{limiter.PerDay("rpd", 5000)}), "key-1/_default_ after apply = %+v", got)
 	// Written through the library: audited, and listed by the registries
 	// (the original's raw PutItems were neither).
-	if ids, _, _ := ns.ListEntitiesWithCustomLimits(e.ctx, "gpt-4", 0, ""); len(ids) != 1 || ids[0] != "key-1" {
-		t.Errorf("ListEntitiesWithCustomLimits(gpt-4) = %v", ids)
-	}
+	ids, _, err := ns.ListEntitiesWithCustomLimits(e.ctx, "gpt-4", 0, "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"key-1"}, ids, "ListEntitiesWithCustomLimits(gpt-4)")
 	audits := auditCount(t, ns)
-	if audits != 5 { // claude + system + gpt-4 + two entity configs
-		t.Errorf("audit events after apply = %d, want 5", audits)
-	}
+	assert.Equal(t, 5, audits, "audit events after apply: claude, system, gpt-4 and two entity configs")
 
 	// Applying the same manifest again changes nothing.
 	contains(t, e.ok("limits", "apply", "-f", v1), "No changes. Infrastructure is up-to-date.")
 	var again planResult
 	e.json(&again, "limits", "apply", "-f", v1)
-	if !again.Applied || len(again.Changes) != 0 || again.Created+again.Updated+again.Deleted != 0 {
-		t.Errorf("second apply -o json = %+v", again)
-	}
-	if n := auditCount(t, ns); n != audits {
-		t.Errorf("audit events after a no-op apply = %d, want %d", n, audits)
-	}
+	assert.True(t, again.Applied, "second apply -o json")
+	assert.Empty(t, again.Changes, "second apply -o json")
+	assert.Zero(t, again.Created+again.Updated+again.Deleted, "second apply -o json: %+v", again)
+	assert.Equal(t, audits, auditCount(t, ns), "audit events after a no-op apply")
 	contains(t, e.ok("limits", "diff", "-f", v1), "No drift detected.")
 
 	// Without --prune, targets missing from the manifest are left alone.
@@ -132,37 +131,37 @@ func TestLimitsManifest(t *testing.T) {
 	contains(t, out, "Plan: 1 change(s)", "~ update resource: gpt-4  [rpm: 600/min, tpm: 50,000/min (burst: 100,000)]")
 	var up planResult
 	e.json(&up, "limits", "plan", "-f", v2)
-	if len(up.Changes) != 1 || up.Changes[0].Previous[0].Capacity != 500 || up.Changes[0].Limits[0].Capacity != 600 {
-		t.Errorf("update plan -o json = %+v", up)
+	if assert.Len(t, up.Changes, 1, "update plan -o json") && assert.NotEmpty(t, up.Changes[0].Previous) && assert.NotEmpty(t, up.Changes[0].Limits) {
+		assert.Equal(t, int64(500), up.Changes[0].Previous[0].Capacity, "update plan -o json: previous")
+		assert.Equal(t, int64(600), up.Changes[0].Limits[0].Capacity, "update plan -o json: new")
 	}
 	out = e.ok("limits", "plan", "-f", v2, "--prune")
 	contains(t, out, "Plan: 3 change(s)", "~ update resource: gpt-4", "- delete resource: claude", "- delete entity: key-1/_default_",
 		"Plan: 0 to create, 1 to update, 2 to delete.")
 	contains(t, e.ok("limits", "diff", "-f", v2, "--prune"), "Drift detected: 3 difference(s)", "- resource: claude")
 	contains(t, e.ok("limits", "apply", "-f", v2, "--prune"), "Applied: 0 created, 1 updated, 2 deleted.")
-	if got, _ := ns.GetResourceDefaults(e.ctx, "claude"); len(got) != 0 {
-		t.Errorf("claude after prune = %+v", got)
-	}
-	if got, _ := ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource); len(got) != 0 {
-		t.Errorf("key-1/_default_ after prune = %+v", got)
-	}
-	if got, _ := ns.GetResourceDefaults(e.ctx, "gpt-4"); len(got) != 2 {
-		t.Errorf("gpt-4 after prune = %+v", got)
-	}
+	got, err = ns.GetResourceDefaults(e.ctx, "claude")
+	require.NoError(t, err)
+	assert.Empty(t, got, "claude after prune")
+	got, err = ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	require.NoError(t, err)
+	assert.Empty(t, got, "key-1/_default_ after prune")
+	got, err = ns.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	assert.Len(t, got, 2, "gpt-4 after prune")
 	contains(t, e.ok("limits", "plan", "-f", v2, "--prune"), "No changes.")
 	// The default namespace was not touched.
-	if got, _ := e.repo.GetResourceDefaults(e.ctx, "gpt-4"); len(got) != 0 {
-		t.Errorf("default namespace gpt-4 = %+v", got)
-	}
+	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	require.NoError(t, err)
+	assert.Empty(t, got, "default namespace gpt-4")
 	// The manifest's namespace must agree with an explicit --namespace.
 	contains(t, e.fail("limits", "plan", "-f", v1, "-N", "other"), `the manifest's namespace "tenant-a" differs from --namespace "other"`)
 	// A manifest without a namespace uses --namespace.
 	nsless := writeFile(t, "nsless.yaml", "resources:\n  gpt-4:\n    limits:\n      rpm: {capacity: 9}\n")
 	var other planResult
 	e.json(&other, "limits", "plan", "-f", nsless, "-N", "tenant-b")
-	if other.Namespace != "tenant-b" || other.Created != 1 {
-		t.Errorf("plan with -N = %+v", other)
-	}
+	assert.Equal(t, "tenant-b", other.Namespace, "plan with -N")
+	assert.Equal(t, 1, other.Created, "plan with -N")
 }
 
 func TestBadManifests(t *testing.T) {
@@ -185,10 +184,7 @@ func TestBadManifests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeFile(t, "m.yaml", tc.yaml)
 			code, out, errs := e.cli("limits", "apply", "-f", p)
-			msg := checkFailure(t, []string{"limits", "apply", tc.name}, code, out, errs, exitError)
-			if !strings.Contains(msg, tc.want) {
-				t.Errorf("message %q, want it to contain %q", msg, tc.want)
-			}
+			assert.Contains(t, checkFailure(t, []string{"limits", "apply", tc.name}, code, out, errs, exitError), tc.want)
 		})
 	}
 	contains(t, e.fail("limits", "plan", "-f", filepath.Join(t.TempDir(), "missing.yaml")), "read manifest:", "no such file")
@@ -227,9 +223,8 @@ func putProvisionerItems(t *testing.T, e *env) {
 			"last_applied":     s("2026-01-02T03:04:05+00:00"), "applied_hash": s("sha256:00"),
 		},
 	} {
-		if _, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := e.client.PutItem(e.ctx, &dynamodb.PutItemInput{TableName: aws.String(e.table), Item: item})
+		require.NoError(t, err)
 	}
 }
 
@@ -240,12 +235,8 @@ func TestLimitsPruneProvisionerItems(t *testing.T) {
 	e := newEnv(t)
 	putProvisionerItems(t, e)
 	// The list indexes miss the provisioner's items.
-	if out := e.ok("resource", "list"); strings.Contains(out, "claude") {
-		t.Fatalf("resource list shows the provisioner's claude: %q (the test needs an unindexed item)", out)
-	}
-	if out := e.ok("entity", "list", "--with-custom-limits", "gpt-4"); strings.Contains(out, "key-9") {
-		t.Fatalf("entity list shows the provisioner's key-9: %q", out)
-	}
+	require.NotContains(t, e.ok("resource", "list"), "claude", "resource list shows the provisioner's claude (the test needs an unindexed item)")
+	require.NotContains(t, e.ok("entity", "list", "--with-custom-limits", "gpt-4"), "key-9", "entity list shows the provisioner's key-9")
 	m := writeFile(t, "m.yaml", `
 resources:
   gpt-4:
@@ -263,17 +254,18 @@ entities:
 	contains(t, out, "- delete system: (system defaults)", "- delete resource: claude", "- delete entity: key-9/gpt-4",
 		"Plan: 0 to create, 0 to update, 3 to delete.")
 	contains(t, e.ok("limits", "apply", "-f", m, "--prune"), "Applied: 0 created, 0 updated, 3 deleted.")
-	if got, err := e.repo.GetResourceDefaults(e.ctx, "claude"); err != nil || len(got) != 0 {
-		t.Errorf("claude after prune = %+v, %v", got, err)
-	}
-	if got, err := e.repo.GetLimits(e.ctx, "key-9", "gpt-4"); err != nil || len(got) != 0 {
-		t.Errorf("key-9/gpt-4 after prune = %+v, %v", got, err)
-	}
-	if got, ou, err := e.repo.GetSystemDefaults(e.ctx); err != nil || len(got) != 0 || ou != "" {
-		t.Errorf("system after prune = %+v %q, %v", got, ou, err)
-	}
-	if got, _ := e.repo.GetLimits(e.ctx, "key-1", "gpt-4"); len(got) != 1 {
-		t.Errorf("key-1/gpt-4 (declared) after prune = %+v", got)
-	}
+	got, err := e.repo.GetResourceDefaults(e.ctx, "claude")
+	require.NoError(t, err)
+	assert.Empty(t, got, "claude after prune")
+	got, err = e.repo.GetLimits(e.ctx, "key-9", "gpt-4")
+	require.NoError(t, err)
+	assert.Empty(t, got, "key-9/gpt-4 after prune")
+	got, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	assert.Empty(t, got, "system after prune")
+	assert.Empty(t, ou, "system after prune: on_unavailable")
+	got, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	require.NoError(t, err)
+	assert.Len(t, got, 1, "key-1/gpt-4 (declared) after prune")
 	contains(t, e.ok("limits", "plan", "-f", m, "--prune"), "No changes.")
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 )
@@ -18,25 +20,18 @@ func TestASCIIChart(t *testing.T) {
 		"1 ┤ │  ╰╮",
 		"0 ┼─╯   ╰",
 	}, "\n")
-	if got != want {
-		t.Errorf("asciiChart =\n%s\nwant\n%s", got, want)
-	}
+	assert.Equal(t, want, got, "asciiChart")
 	// A flat series is one line at its value; labels are right-aligned.
-	if got := asciiChart([]float64{1500, 1500}, 10); len(got) != 1 || got[0] != "1,500 ┼──" {
-		t.Errorf("flat chart = %q", got)
-	}
-	if got := asciiChart([]float64{1000, 5}, 2); got[0] != "1,000 ┼─╮" || got[2] != "    5 ┤ ╰" {
-		t.Errorf("labels = %q", got)
-	}
+	assert.Equal(t, []string{"1,500 ┼──"}, asciiChart([]float64{1500, 1500}, 10), "flat chart")
+	labels := asciiChart([]float64{1000, 5}, 2)
+	require.Len(t, labels, 3)
+	assert.Equal(t, "1,000 ┼─╮", labels[0], "labels")
+	assert.Equal(t, "    5 ┤ ╰", labels[2], "labels")
 }
 
 func TestDownsample(t *testing.T) {
-	if got := downsample([]float64{1, 3, 5, 7, 9, 11}, 3); fmt.Sprint(got) != "[2 6 10]" {
-		t.Errorf("downsample = %v", got)
-	}
-	if got := downsample([]float64{1, 2}, 60); len(got) != 2 {
-		t.Errorf("short series downsampled: %v", got)
-	}
+	assert.Equal(t, []float64{2, 6, 10}, downsample([]float64{1, 3, 5, 7, 9, 11}, 3))
+	assert.Equal(t, []float64{1, 2}, downsample([]float64{1, 2}, 60), "short series downsampled")
 }
 
 func TestPlotUsage(t *testing.T) {
@@ -53,14 +48,11 @@ func TestPlotUsage(t *testing.T) {
 		"RPD", "RPM", "TPM", "6,950 ┤", // the last 2 of 71 hours averaged "Time range: 2026-01-02T00:00:00Z to 2026-01-04T22:00:00Z\nData points: 71\n",
 		"Usage Plot: gpt (daily)",
 	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("plot lacks %q:\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "plot")
 	}
 	// RPD and RPM side by side on one header line, TPM alone below.
-	if !strings.Contains(out, "RPD") || strings.Count(out, "RPM") != 2 || !strings.Contains(out, "    RPM") {
-		t.Errorf("layout:\n%s", out)
-	}
+	assert.Equal(t, 2, strings.Count(out, "RPM"), "layout:\n%s", out)
+	assert.Contains(t, out, "    RPM", "layout")
 }
 
 func TestFormatNumber(t *testing.T) {
@@ -69,8 +61,6 @@ func TestFormatNumber(t *testing.T) {
 		d    int
 		want string
 	}{{1234567, 0, "1,234,567"}, {1.25, 1, "1.2"}, {-2500.5, 1, "-2,500.5"}, {-0.01, 1, "0.0"}, {0.125, 3, "0.125"}} {
-		if got := formatNumber(tc.v, tc.d); got != tc.want {
-			t.Errorf("formatNumber(%v, %d) = %q, want %q", tc.v, tc.d, got, tc.want)
-		}
+		assert.Equal(t, tc.want, formatNumber(tc.v, tc.d), "formatNumber(%v, %d)", tc.v, tc.d)
 	}
 }

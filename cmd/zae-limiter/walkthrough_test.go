@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestWalkthrough is the local walkthrough of the README and docs/cli.md as
@@ -32,9 +35,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Skip("no make on PATH")
 	}
 	root, err := filepath.Abs(filepath.Join("..", ".."))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	li := newLocalInstance(t, buildCLI(t))
 	li.extra = []string{"SNAPSHOT_WINDOWS=hourly"}
 	localDir := "ZAEL_DYNAMODB_LOCAL_DIR=" + mustLocalDir(t)
@@ -47,9 +48,7 @@ func TestWalkthrough(t *testing.T) {
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), append([]string{localDir, "SNAPSHOT_WINDOWS=hourly", "MAKEFLAGS="}, li.env...)...)
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out.String())
-		}
+		require.NoError(t, cmd.Run(), "%s %s\n%s", name, strings.Join(args, " "), out.String())
 		return out.String()
 	}
 
@@ -73,12 +72,11 @@ func TestWalkthrough(t *testing.T) {
 	var list struct {
 		Snapshots []usageSnapshotJSON `json:"snapshots"`
 	}
-	if err := json.Unmarshal([]byte(li.cli("usage", "list", "-e", "api-key-1", "-o", "json")), &list); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Snapshots) != 1 || list.Snapshots[0].Window != "hourly" || list.Snapshots[0].Counters["rpm"] != 4 || list.Snapshots[0].Counters["tpm"] != 1800 {
-		t.Fatalf("usage list after the aggregator = %+v, want one hourly snapshot with rpm 4, tpm 1800", list.Snapshots)
-	}
+	require.NoError(t, json.Unmarshal([]byte(li.cli("usage", "list", "-e", "api-key-1", "-o", "json")), &list))
+	require.Len(t, list.Snapshots, 1, "usage list after the aggregator")
+	assert.Equal(t, "hourly", list.Snapshots[0].Window)
+	assert.Equal(t, int64(4), list.Snapshots[0].Counters["rpm"])
+	assert.Equal(t, int64(1800), list.Snapshots[0].Counters["tpm"])
 	contains(t, li.cli("usage", "summary", "-e", "api-key-1"), "Window:    hourly", "rpm    4 ")
 
 	// 7. local up for a second table, with its background aggregator: the
@@ -87,18 +85,12 @@ func TestWalkthrough(t *testing.T) {
 	contains(t, runIn("go", "run", "./examples/local", "-calls", "3"), "table walk2", "3 of 3 calls admitted")
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if err := json.Unmarshal([]byte(li.cli("usage", "list", "-e", "api-key-1", "-o", "json")), &list); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(li.cli("usage", "list", "-e", "api-key-1", "-o", "json")), &list))
 		if len(list.Snapshots) == 1 && list.Snapshots[0].Counters["rpm"] == 3 {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no snapshot with rpm 3 from the background aggregator after 60 s: %+v", list.Snapshots)
-		}
+		require.False(t, time.Now().After(deadline), "no snapshot with rpm 3 from the background aggregator after 60 s: %+v", list.Snapshots)
 		time.Sleep(250 * time.Millisecond)
 	}
-	if got := list.Snapshots[0].Counters["tpm"]; got != 300+400+500 {
-		t.Errorf("background aggregator: tpm %d, want 1200", got)
-	}
+	assert.Equal(t, int64(300+400+500), list.Snapshots[0].Counters["tpm"], "background aggregator")
 }

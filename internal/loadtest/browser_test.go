@@ -2,7 +2,6 @@ package loadtest
 
 import (
 	"context"
-
 	"image/color"
 	"image/png"
 	"math/rand/v2"
@@ -13,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // chromiumFlags are the flags of every headless run: no sandbox (CI runs as
@@ -32,9 +34,8 @@ func findChromium(t *testing.T) string {
 		}
 	}
 	msg := "no chromium on PATH (apt-get install chromium; .ci/run installs it in CI)"
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatal(msg)
-	}
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	require.False(t, ci, msg)
 	t.Skip(msg)
 	return ""
 }
@@ -80,12 +81,8 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	report := filepath.Join(dir, "report.html")
 	f, err := os.Create(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteHTML(f, syntheticResult(), true, DefaultPrices); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.NoError(t, WriteHTML(f, syntheticResult(), true, DefaultPrices))
 	f.Close()
 	browse := func(args ...string) []byte {
 		t.Helper()
@@ -96,36 +93,24 @@ func TestHTMLReportInBrowser(t *testing.T) {
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
+		require.NoError(t, err, "chromium %s\n%s", strings.Join(args, " "), stderr.String())
 		return out
 	}
 
 	dom := string(browse("--dump-dom"))
 	for _, want := range []string{`<svg id="throughput"`, `<svg id="latency-over-time"`, `<svg id="histogram"`, `id="cost"`} {
-		if !strings.Contains(dom, want) {
-			t.Errorf("rendered DOM lacks %s", want)
-		}
+		assert.Contains(t, dom, want, "rendered DOM")
 	}
-	if n := strings.Count(dom, "<polyline"); n != 6 {
-		t.Errorf("rendered DOM has %d polylines, want 6", n)
-	}
-	if n := strings.Count(dom, `<rect class="bar"`); n < 10 {
-		t.Errorf("rendered DOM has %d histogram bars", n)
-	}
+	assert.Equal(t, 6, strings.Count(dom, "<polyline"), "polylines of the rendered DOM")
+	assert.GreaterOrEqual(t, strings.Count(dom, `<rect class="bar"`), 10, "histogram bars of the rendered DOM")
 
 	shot := filepath.Join(dir, "shot.png")
 	browse("--window-size=1000,1400", "--hide-scrollbars", "--screenshot="+shot)
 	pf, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer pf.Close()
 	img, err := png.Decode(pf)
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
+	require.NoError(t, err, "screenshot")
 	b := img.Bounds()
 	var nonWhite, green, blue int
 	for y := b.Min.Y; y < b.Max.Y; y++ {
@@ -144,12 +129,9 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	}
 	total := b.Dx() * b.Dy()
 	t.Logf("screenshot %dx%d: %d non-white, %d admitted-green, %d bar-blue pixels", b.Dx(), b.Dy(), nonWhite, green, blue)
-	if nonWhite < total/50 {
-		t.Errorf("screenshot nearly blank: %d of %d pixels not white", nonWhite, total)
-	}
-	if green < 200 || blue < 2000 {
-		t.Errorf("charts not drawn: %d pixels of the admitted line, %d of the histogram bars", green, blue)
-	}
+	assert.GreaterOrEqual(t, nonWhite, total/50, "screenshot nearly blank: pixels not white")
+	assert.GreaterOrEqual(t, green, 200, "charts not drawn: pixels of the admitted line")
+	assert.GreaterOrEqual(t, blue, 2000, "charts not drawn: pixels of the histogram bars")
 	if t.Failed() {
 		if dst := os.Getenv("LOADTEST_KEEP_SCREENSHOT"); dst != "" {
 			data, _ := os.ReadFile(shot)

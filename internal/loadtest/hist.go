@@ -2,73 +2,56 @@ package loadtest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"math"
-	"math/bits"
-	"sort"
-	"strconv"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Histogram counts durations, in microseconds, in fixed log-linear buckets
-// (the layout of HdrHistogram): values below 2^sub have a bucket each, and
-// every further power-of-two range [2^e, 2^(e+1)) is split into 2^sub equal
-// buckets, so a bucket is never wider than 1/2^sub of its values. Because the
-// buckets are fixed, two histograms with the same precision merge exactly by
-// adding their counts: the merge of the histograms of several processes is
-// the histogram of all their values.
+// Histogram counts durations, in microseconds, in an HdrHistogram: fixed
+// log-linear buckets (values below 2^k have a bucket each, and every
+// further power-of-two range is split into 2^k equal buckets), so a bucket
+// is never wider than 1/2^k of its values. Because the buckets are fixed,
+// two histograms with the same precision merge exactly by adding their
+// counts: the merge of the histograms of several processes is the
+// histogram of all their values. Besides the buckets it keeps the exact
+// minimum, maximum and sum, which HdrHistogram only approximates.
 //
 // A Histogram is not safe for concurrent use. The zero value is not usable;
 // call [NewHistogram].
 type Histogram struct {
-	sub    uint // log2 of the buckets per power of two
-	counts []uint64
-	total  uint64
-	min    int64 // exact, microseconds; valid when total > 0
-	max    int64
-	sum    float64 // microseconds, for the mean
+	h     *hdrhistogram.Histogram
+	total uint64
+	min   int64 // exact, microseconds; valid when total > 0
+	max   int64
+	sum   float64 // microseconds, for the mean
 }
 
-// Histogram precisions: the sub-bucket bits of [NewHistogram].
+// Histogram precisions: HdrHistogram's significant decimal digits, for
+// [NewHistogram].
 const (
-	// FinePrecision keeps values within 1/128 (0.8 %): the run's totals.
-	FinePrecision = 7
-	// CoarsePrecision keeps values within 1/16 (6 %): one histogram per
-	// second of the run, for the charts.
-	CoarsePrecision = 4
+	// FinePrecision keeps values within 1/128 (0.8 %; 2 digits): the run's
+	// totals.
+	FinePrecision = 2
+	// CoarsePrecision keeps values within 1/16 (6 %; 1 digit): one
+	// histogram per second of the run, for the charts.
+	CoarsePrecision = 1
 	// maxMicros caps recorded values (about 19 hours).
 	maxMicros = 1<<36 - 1
 )
 
-// NewHistogram returns an empty histogram with 2^sub buckets per power of
-// two.
-func NewHistogram(sub uint) *Histogram {
-	return &Histogram{sub: sub, counts: make([]uint64, (36-sub+2)<<sub)}
-}
-
-// index returns the bucket of v (microseconds, 0 ≤ v ≤ maxMicros).
-func (h *Histogram) index(v int64) int {
-	if v < 1<<h.sub {
-		return int(v)
-	}
-	e := uint(bits.Len64(uint64(v))) - 1
-	return int((e-h.sub+1)<<h.sub) + int(uint64(v)>>(e-h.sub)) - 1<<h.sub
-}
-
-// bounds returns the smallest value of bucket i and its width.
-func (h *Histogram) bounds(i int) (low, width int64) {
-	if i < 1<<h.sub {
-		return int64(i), 1
-	}
-	g := uint(i) >> h.sub
-	sub := int64(i) & (1<<h.sub - 1)
-	return (1<<h.sub + sub) << (g - 1), 1 << (g - 1)
+// NewHistogram returns an empty histogram keeping digits significant
+// decimal digits ([FinePrecision] or [CoarsePrecision]).
+func NewHistogram(digits int) *Histogram {
+	return &Histogram{h: hdrhistogram.New(1, maxMicros, digits)}
 }
 
 // Record counts one duration (negative ones as zero).
 func (h *Histogram) Record(d time.Duration) {
 	v := min(max(d.Microseconds(), 0), maxMicros)
-	h.counts[h.index(v)]++
+	// v is within the histogram's range: RecordValue cannot fail.
+	_ = h.h.RecordValue(v)
 	if h.total == 0 || v < h.min {
 		h.min = v
 	}
@@ -82,7 +65,7 @@ func (h *Histogram) Record(d time.Duration) {
 // Count returns the number of recorded values.
 func (h *Histogram) Count() uint64 { return h.total }
 
-// Min and Max return the exact extremes; zero when empty.
+// Min returns the smallest recorded value; zero when empty.
 func (h *Histogram) Min() time.Duration { return time.Duration(h.min) * time.Microsecond }
 
 // Max returns the largest recorded value; zero when empty.
@@ -96,25 +79,15 @@ func (h *Histogram) Mean() time.Duration {
 	return time.Duration(h.sum/float64(h.total)) * time.Microsecond
 }
 
-// Quantile returns the value at quantile q (0..1): the midpoint of the
-// bucket holding the ⌈q·n⌉-th smallest value, clamped to the exact minimum
-// and maximum. Zero when empty.
+// Quantile returns the value at quantile q (0..1): the highest value of
+// the bucket holding it (HdrHistogram's ValueAtQuantile), clamped to the
+// exact minimum and maximum. Zero when empty.
 func (h *Histogram) Quantile(q float64) time.Duration {
 	if h.total == 0 {
 		return 0
 	}
-	rank := uint64(math.Ceil(q * float64(h.total)))
-	rank = min(max(rank, 1), h.total)
-	var seen uint64
-	for i, c := range h.counts {
-		seen += c
-		if seen >= rank {
-			low, width := h.bounds(i)
-			v := low + (width-1)/2
-			return time.Duration(min(max(v, h.min), h.max)) * time.Microsecond
-		}
-	}
-	return h.Max()
+	v := h.h.ValueAtQuantile(q * 100)
+	return time.Duration(min(max(v, h.min), h.max)) * time.Microsecond
 }
 
 // Merge adds o's counts to h. Both must have the same precision.
@@ -122,11 +95,11 @@ func (h *Histogram) Merge(o *Histogram) error {
 	if o == nil || o.total == 0 {
 		return nil
 	}
-	if o.sub != h.sub {
-		return fmt.Errorf("merge histograms of precision %d and %d", h.sub, o.sub)
+	if o.h.SignificantFigures() != h.h.SignificantFigures() {
+		return fmt.Errorf("merge histograms of precision %d and %d", h.h.SignificantFigures(), o.h.SignificantFigures())
 	}
-	for i, c := range o.counts {
-		h.counts[i] += c
+	if dropped := h.h.Merge(o.h); dropped != 0 {
+		return fmt.Errorf("merge histograms: %d values out of range", dropped)
 	}
 	if h.total == 0 || o.min < h.min {
 		h.min = o.min
@@ -148,34 +121,32 @@ type Bucket struct {
 // Buckets returns the non-empty buckets in increasing order.
 func (h *Histogram) Buckets() []Bucket {
 	var out []Bucket
-	for i, c := range h.counts {
-		if c > 0 {
-			low, width := h.bounds(i)
-			out = append(out, Bucket{low, width, c})
+	for _, b := range h.h.Distribution() {
+		if b.Count > 0 {
+			out = append(out, Bucket{Low: b.From, Width: b.To - b.From + 1, Count: uint64(b.Count)})
 		}
 	}
 	return out
 }
 
-// histogramJSON is the wire form of a Histogram: the non-empty buckets by
-// index, so that a process can send its histogram to another exactly.
+// histogramJSON is the wire form of a Histogram, so that a process can send
+// its histogram to another exactly: the buckets in HdrHistogram's
+// compressed encoding (base64; other HdrHistogram tools read it too) and
+// the exact extremes and sum.
 type histogramJSON struct {
-	Sub    uint              `json:"sub"`
-	Counts map[string]uint64 `json:"counts"`
-	Min    int64             `json:"min_us"`
-	Max    int64             `json:"max_us"`
-	Sum    float64           `json:"sum_us"`
+	HDR string  `json:"hdr"` // hdrhistogram's Encode is base64 text
+	Min int64   `json:"min_us"`
+	Max int64   `json:"max_us"`
+	Sum float64 `json:"sum_us"`
 }
 
-// MarshalJSON encodes the histogram sparsely.
+// MarshalJSON encodes the histogram.
 func (h *Histogram) MarshalJSON() ([]byte, error) {
-	j := histogramJSON{Sub: h.sub, Counts: map[string]uint64{}, Min: h.min, Max: h.max, Sum: h.sum}
-	for i, c := range h.counts {
-		if c > 0 {
-			j.Counts[strconv.Itoa(i)] = c
-		}
+	enc, err := h.h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, fmt.Errorf("encode histogram: %w", err)
 	}
-	return json.Marshal(j)
+	return json.Marshal(histogramJSON{HDR: string(enc), Min: h.min, Max: h.max, Sum: h.sum})
 }
 
 // UnmarshalJSON decodes what MarshalJSON wrote.
@@ -184,23 +155,16 @@ func (h *Histogram) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	if j.Sub < 1 || j.Sub > 12 {
-		return fmt.Errorf("histogram precision %d out of range", j.Sub)
+	if j.HDR == "" {
+		return errors.New("histogram without its hdr encoding")
 	}
-	*h = *NewHistogram(j.Sub)
-	keys := make([]string, 0, len(j.Counts))
-	for k := range j.Counts {
-		keys = append(keys, k)
+	hh, err := hdrhistogram.Decode([]byte(j.HDR))
+	if err != nil {
+		return fmt.Errorf("decode histogram: %w", err)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		i, err := strconv.Atoi(k)
-		if err != nil || i < 0 || i >= len(h.counts) {
-			return fmt.Errorf("histogram bucket %q out of range", k)
-		}
-		h.counts[i] += j.Counts[k]
-		h.total += j.Counts[k]
+	if d := hh.SignificantFigures(); d != FinePrecision && d != CoarsePrecision || hh.HighestTrackableValue() < maxMicros {
+		return fmt.Errorf("histogram of precision %d up to %d, want %d or %d up to %d", d, hh.HighestTrackableValue(), FinePrecision, CoarsePrecision, maxMicros)
 	}
-	h.min, h.max, h.sum = j.Min, j.Max, j.Sum
+	*h = Histogram{h: hh, total: uint64(hh.TotalCount()), min: j.Min, max: j.Max, sum: j.Sum}
 	return nil
 }

@@ -6,38 +6,45 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// TestHistogramBuckets: every value falls in a bucket whose bounds hold it,
-// buckets never overlap, and a bucket is at most 1/2^sub of its values wide.
+// precisionBits is the log2 of the buckets per power of two of each
+// precision: a bucket is never wider than 1/2^bits of its values.
+var precisionBits = map[int]int64{FinePrecision: 7, CoarsePrecision: 4}
+
+// TestHistogramBuckets: a value falls in the one bucket of a histogram
+// holding it alone, buckets come in order without overlapping, and a bucket
+// is at most 1/2^bits of its values wide.
 func TestHistogramBuckets(t *testing.T) {
-	for _, sub := range []uint{CoarsePrecision, FinePrecision} {
-		h := NewHistogram(sub)
-		prevHigh := int64(0)
-		for i := range h.counts {
-			low, width := h.bounds(i)
-			if low != prevHigh {
-				t.Fatalf("sub %d: bucket %d starts at %d, the previous ended at %d", sub, i, low, prevHigh)
-			}
-			if low >= 1<<sub && float64(width) > float64(low)/float64(int64(1)<<sub) {
-				t.Fatalf("sub %d: bucket %d [%d,+%d) wider than 1/%d", sub, i, low, width, 1<<sub)
-			}
-			prevHigh = low + width
-		}
-		if prevHigh <= maxMicros {
-			t.Fatalf("sub %d: buckets end at %d, below maxMicros", sub, prevHigh)
-		}
+	for digits, bits := range precisionBits {
 		r := rand.New(rand.NewPCG(1, 2))
-		for range 100_000 {
+		all := NewHistogram(digits)
+		for range 1_000 {
 			v := r.Int64N(maxMicros + 1)
 			if r.IntN(2) == 0 {
 				v = r.Int64N(100_000)
 			}
-			low, width := h.bounds(h.index(v))
-			if v < low || v >= low+width {
-				t.Fatalf("sub %d: %d in bucket [%d,+%d)", sub, v, low, width)
-			}
+			all.Record(time.Duration(v) * time.Microsecond)
+			one := NewHistogram(digits)
+			one.Record(time.Duration(v) * time.Microsecond)
+			bs := one.Buckets()
+			require.Len(t, bs, 1, "digits %d, value %d", digits, v)
+			assert.True(t, bs[0].Low <= v && v < bs[0].Low+bs[0].Width, "digits %d: %d in bucket %+v", digits, v, bs[0])
 		}
+		var n uint64
+		prevHigh := int64(0)
+		for _, b := range all.Buckets() {
+			assert.GreaterOrEqual(t, b.Low, prevHigh, "digits %d: bucket %+v overlaps the previous", digits, b)
+			if b.Low >= 1<<bits {
+				assert.LessOrEqual(t, b.Width, b.Low>>bits, "digits %d: bucket %+v wider than 1/%d", digits, b, 1<<bits)
+			}
+			prevHigh = b.Low + b.Width
+			n += b.Count
+		}
+		assert.Equal(t, all.Count(), n, "digits %d: the buckets' counts", digits)
 	}
 }
 
@@ -56,16 +63,12 @@ func TestHistogramQuantiles(t *testing.T) {
 	for _, q := range []float64{0.5, 0.9, 0.99, 0.999} {
 		exact := float64(vals[int(q*float64(len(vals)))-1])
 		got := float64(h.Quantile(q).Microseconds())
-		if d := got - exact; d > exact/64+1 || -d > exact/64+1 {
-			t.Errorf("q%.3f = %.0fµs, exact %.0fµs", q, got, exact)
-		}
+		assert.InDelta(t, exact, got, exact/64+1, "q%.3f", q)
 	}
-	if h.Min() != time.Duration(vals[0])*time.Microsecond || h.Max() != time.Duration(vals[len(vals)-1])*time.Microsecond {
-		t.Errorf("min/max %v/%v, want %dµs/%dµs", h.Min(), h.Max(), vals[0], vals[len(vals)-1])
-	}
-	if NewHistogram(FinePrecision).Quantile(0.5) != 0 {
-		t.Error("empty histogram quantile not 0")
-	}
+	assert.Equal(t, time.Duration(vals[0])*time.Microsecond, h.Min())
+	assert.Equal(t, time.Duration(vals[len(vals)-1])*time.Microsecond, h.Max())
+	assert.Equal(t, h.Max(), h.Quantile(1))
+	assert.Zero(t, NewHistogram(FinePrecision).Quantile(0.5), "empty histogram quantile")
 }
 
 // TestHistogramMergeExact: the merge of the histograms of parts equals the
@@ -82,31 +85,30 @@ func TestHistogramMergeExact(t *testing.T) {
 	merged := NewHistogram(FinePrecision)
 	for _, p := range parts {
 		b, err := json.Marshal(p)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var back Histogram
-		if err := json.Unmarshal(b, &back); err != nil {
-			t.Fatal(err)
-		}
-		if err := merged.Merge(&back); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(b, &back))
+		require.NoError(t, merged.Merge(&back))
 	}
-	for i := range whole.counts {
-		if whole.counts[i] != merged.counts[i] {
-			t.Fatalf("bucket %d: whole %d, merged %d", i, whole.counts[i], merged.counts[i])
-		}
-	}
-	if whole.Count() != merged.Count() || whole.Min() != merged.Min() || whole.Max() != merged.Max() || whole.Quantile(0.99) != merged.Quantile(0.99) {
-		t.Errorf("merged %d %v %v, whole %d %v %v", merged.Count(), merged.Min(), merged.Max(), whole.Count(), whole.Min(), whole.Max())
-	}
-	if err := merged.Merge(NewHistogram(CoarsePrecision)); err != nil {
-		t.Errorf("merging an empty histogram of another precision: %v", err)
-	}
+	assert.Equal(t, whole.Buckets(), merged.Buckets())
+	assert.Equal(t, whole.Count(), merged.Count())
+	assert.Equal(t, whole.Min(), merged.Min())
+	assert.Equal(t, whole.Max(), merged.Max())
+	assert.Equal(t, whole.Mean(), merged.Mean())
+	assert.Equal(t, whole.Quantile(0.99), merged.Quantile(0.99))
+
+	assert.NoError(t, merged.Merge(NewHistogram(CoarsePrecision)), "merging an empty histogram of another precision")
 	other := NewHistogram(CoarsePrecision)
 	other.Record(time.Millisecond)
-	if err := merged.Merge(other); err == nil {
-		t.Error("merged histograms of different precision")
-	}
+	assert.Error(t, merged.Merge(other), "merged histograms of different precision")
+}
+
+// TestHistogramJSONRejects: what is not a histogram of this package's
+// geometry does not decode.
+func TestHistogramJSONRejects(t *testing.T) {
+	var h Histogram
+	assert.Error(t, json.Unmarshal([]byte(`{"min_us":1}`), &h))
+	assert.Error(t, json.Unmarshal([]byte(`{"hdr":"bm90IGEgaGlzdG9ncmFt"}`), &h))
+	// The sparse form of the package's former histogram.
+	assert.Error(t, json.Unmarshal([]byte(`{"sub":7,"counts":{"3":1},"min_us":3,"max_us":3,"sum_us":3}`), &h))
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestResultMergeExact: recording into two results and merging them (after
@@ -38,16 +39,10 @@ func TestResultMergeExact(t *testing.T) {
 	merged := NewResult()
 	for _, part := range []*Result{a, b} {
 		data, err := json.Marshal(part)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		back := NewResult()
-		if err := json.Unmarshal(data, back); err != nil {
-			t.Fatal(err)
-		}
-		if err := merged.Merge(back); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, json.Unmarshal(data, back))
+		require.NoError(t, merged.Merge(back))
 	}
 	summary := func(r *Result) map[string]any {
 		secs := map[int64][3]uint64{}
@@ -61,35 +56,27 @@ func TestResultMergeExact(t *testing.T) {
 			"start": r.Start, "end": r.End, "procs": r.Procs,
 		}
 	}
-	if diff := cmp.Diff(summary(whole), summary(merged)); diff != "" {
-		t.Errorf("merged differs from whole (-whole +merged):\n%s", diff)
-	}
+	assert.Equal(t, summary(whole), summary(merged), "merged differs from whole")
 }
 
 func TestScenarioResolve(t *testing.T) {
 	s := Scenario{Cascade: true, Entities: 25, Parents: 5, RPM: 10, TPM: 1000}
-	if err := s.Resolve(); err != nil {
-		t.Fatal(err)
-	}
-	if !s.StoredLimits || s.ParentRPM != 50 || s.ParentTPM != 5000 || s.TokensActual != [2]int64{500, 500} {
-		t.Errorf("resolved cascade scenario = %+v", s)
-	}
-	if s.ParentID(7) != "load-project-002" || s.EntityID(7) != "load-key-00007" {
-		t.Errorf("ids %s, %s", s.ParentID(7), s.EntityID(7))
-	}
+	require.NoError(t, s.Resolve())
+	assert.True(t, s.StoredLimits, "cascade implies stored limits")
+	assert.Equal(t, int64(50), s.ParentRPM)
+	assert.Equal(t, int64(5000), s.ParentTPM)
+	assert.Equal(t, [2]int64{500, 500}, s.TokensActual)
+	assert.Equal(t, "load-project-002", s.ParentID(7))
+	assert.Equal(t, "load-key-00007", s.EntityID(7))
 	for _, bad := range []Scenario{
 		{HotKeys: 200}, {HotShare: 0.5}, {HotKeys: 1, HotShare: 1.5}, {Cascade: true, Parents: 500},
 		{TokensActual: [2]int64{9, 1}}, {Rate: -1}, {Concurrency: -1},
 	} {
-		if err := bad.Resolve(); err == nil {
-			t.Errorf("Resolve(%+v) accepted", bad)
-		}
+		assert.Error(t, bad.Resolve(), "Resolve(%+v) accepted", bad)
 	}
 	// Hot keys get their share of the picks.
 	h := Scenario{Entities: 100, HotKeys: 2, HotShare: 0.8}
-	if err := h.Resolve(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, h.Resolve())
 	r := rand.New(rand.NewPCG(1, 2))
 	hot := 0
 	for range 10_000 {
@@ -97,7 +84,5 @@ func TestScenarioResolve(t *testing.T) {
 			hot++
 		}
 	}
-	if hot < 7700 || hot > 8300 {
-		t.Errorf("%d of 10000 picks hot, want about 8000", hot)
-	}
+	assert.InDelta(t, 8000, hot, 300, "picks of the hot keys out of 10000")
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -36,9 +38,7 @@ func openTable(t *testing.T, s Scenario) (*limiter.RateLimiter, *Recorder, *Call
 		o.Namespace = "default"
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -54,9 +54,7 @@ func tableConsumption(t *testing.T, client *dynamodb.Client, table, prefix strin
 	p := dynamodb.NewScanPaginator(client, &dynamodb.ScanInput{TableName: aws.String(table), ConsistentRead: aws.Bool(true)})
 	for p.HasMorePages() {
 		page, err := p.NextPage(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		for _, item := range page.Items {
 			id, ok := item["entity_id"].(*types.AttributeValueMemberS)
 			if _, bucket := item["rf"]; !ok || !bucket || !strings.HasPrefix(id.Value, prefix) {
@@ -68,9 +66,7 @@ func tableConsumption(t *testing.T, client *dynamodb.Client, table, prefix strin
 					continue
 				}
 				n, err := strconv.ParseInt(v.(*types.AttributeValueMemberN).Value, 10, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				sums[strings.TrimSuffix(name, "_tc")] += n
 			}
 		}
@@ -98,75 +94,47 @@ func TestRunMatchesTable(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.s
 			s.Prefix = "lt" + strconv.Itoa(int(time.Now().UnixNano()%1e6))
-			if err := s.Resolve(); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, s.Resolve())
 			rl, rec, meter, client, table := openTable(t, s)
 			ctx := context.Background()
-			if err := Setup(ctx, rl, s); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, Setup(ctx, rl, s))
 			ticks := 0
 			err := Run(ctx, rl, meter, rec, s, RunOptions{TickInterval: 500 * time.Millisecond, Tick: func(time.Duration, *Result) { ticks++ }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			r := rec.Result()
-			if r.Failed != 0 {
-				t.Fatalf("%d failed acquires: %v", r.Failed, r.Errors)
-			}
-			if r.Admitted == 0 || r.Denied == 0 {
-				t.Fatalf("admitted %d, denied %d: the scenario must both admit and deny", r.Admitted, r.Denied)
-			}
-			if ticks < 3 {
-				t.Errorf("%d progress ticks in a 2 s run at 500 ms", ticks)
-			}
-			if r.Consumed["rpm"] != int64(r.Admitted) {
-				t.Errorf("consumed rpm %d, admitted %d", r.Consumed["rpm"], r.Admitted)
-			}
-			if got := r.Acquire.Count(); got != r.Admitted+r.Denied {
-				t.Errorf("acquire histogram holds %d, want %d", got, r.Admitted+r.Denied)
-			}
+			require.Zero(t, r.Failed, "failed acquires: %v", r.Errors)
+			require.True(t, r.Admitted > 0 && r.Denied > 0, "admitted %d, denied %d: the scenario must both admit and deny", r.Admitted, r.Denied)
+			assert.GreaterOrEqual(t, ticks, 3, "progress ticks in a 2 s run at 500 ms")
+			assert.Equal(t, int64(r.Admitted), r.Consumed["rpm"], "consumed rpm against admitted")
+			assert.Equal(t, r.Admitted+r.Denied, r.Acquire.Count(), "acquires in the histogram")
 			var inSeries uint64
 			for _, sec := range r.Series {
 				inSeries += sec.Admitted + sec.Denied + sec.Failed
 			}
-			if inSeries != r.Acquires() {
-				t.Errorf("series holds %d acquires, want %d", inSeries, r.Acquires())
-			}
+			assert.Equal(t, r.Acquires(), inSeries, "acquires in the series")
 			if s.Rate > 0 {
-				if max := s.Rate*time.Duration(s.Duration).Seconds() + 1; float64(r.Acquires()) > max {
-					t.Errorf("%d acquires at rate %.0f for %v: more than %.0f", r.Acquires(), s.Rate, time.Duration(s.Duration), max)
-				}
+				limit := s.Rate*time.Duration(s.Duration).Seconds() + 1
+				assert.LessOrEqual(t, float64(r.Acquires()), limit, "acquires at rate %.0f for %v", s.Rate, time.Duration(s.Duration))
 			}
 
 			entities := tableConsumption(t, client, table, s.Prefix+"-key-")
 			for _, name := range []string{"rpm", "tpm"} {
-				if want := r.Consumed[name] * 1000; entities[name] != want {
-					t.Errorf("entity buckets: %s consumption counters sum to %d millitokens, the admitted leases consumed %d", name, entities[name], want)
-				}
+				assert.Equal(t, r.Consumed[name]*1000, entities[name], "entity buckets: %s consumption counters (millitokens) against what the admitted leases consumed", name)
 			}
 			if s.Cascade {
 				parents := tableConsumption(t, client, table, s.Prefix+"-project-")
 				for _, name := range []string{"rpm", "tpm"} {
-					if want := r.Consumed[name] * 1000; parents[name] != want {
-						t.Errorf("parent buckets: %s counters sum to %d, want %d", name, parents[name], want)
-					}
+					assert.Equal(t, r.Consumed[name]*1000, parents[name], "parent buckets: %s consumption counters", name)
 				}
 			}
 			c := r.Capacity(true)
-			if c.Calls == 0 || !c.Known() || c.WCU <= 0 || r.Ops["UpdateItem"] == nil {
-				t.Errorf("calls %+v, capacity %+v", r.Ops, c)
-			}
+			assert.True(t, c.Calls > 0 && c.Known() && c.WCU > 0, "capacity %+v", c)
+			assert.Contains(t, r.Ops, "UpdateItem")
 
 			var text bytes.Buffer
-			if err := WriteText(&text, r, true, DefaultPrices); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, WriteText(&text, r, true, DefaultPrices))
 			for _, want := range []string{"acquire latency  p50", "admitted", "UpdateItem", "per million acquires"} {
-				if !strings.Contains(text.String(), want) {
-					t.Errorf("text report lacks %q:\n%s", want, text.String())
-				}
+				assert.Contains(t, text.String(), want, "text report")
 			}
 			checkHTML(t, r)
 		})
@@ -178,9 +146,7 @@ func TestRunMatchesTable(t *testing.T) {
 func checkHTML(t *testing.T, r *Result) {
 	t.Helper()
 	var buf bytes.Buffer
-	if err := WriteHTML(&buf, r, true, DefaultPrices); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, WriteHTML(&buf, r, true, DefaultPrices))
 	dec := xml.NewDecoder(bytes.NewReader(buf.Bytes()))
 	dec.Strict = true
 	count := map[string]int{}
@@ -192,9 +158,7 @@ func checkHTML(t *testing.T, r *Result) {
 		if err == io.EOF {
 			break
 		}
-		if err != nil {
-			t.Fatalf("the report is not well-formed: %v", err)
-		}
+		require.NoError(t, err, "the report is not well-formed")
 		switch el := tok.(type) {
 		case xml.StartElement:
 			count[el.Name.Local]++
@@ -203,9 +167,7 @@ func checkHTML(t *testing.T, r *Result) {
 					ids[a.Value] = true
 					inResult = a.Value == "result"
 				}
-				if a.Name.Local == "href" || a.Name.Local == "src" {
-					t.Errorf("the report links %s=%q: it must be self-contained", a.Name.Local, a.Value)
-				}
+				assert.NotContains(t, []string{"href", "src"}, a.Name.Local, "the report links %q: it must be self-contained", a.Value)
 			}
 		case xml.CharData:
 			if inResult {
@@ -216,18 +178,13 @@ func checkHTML(t *testing.T, r *Result) {
 		}
 	}
 	for _, id := range []string{"throughput", "latency-over-time", "histogram", "outcomes", "latency", "calls", "cost", "result"} {
-		if !ids[id] {
-			t.Errorf("report has no element #%s", id)
-		}
+		assert.True(t, ids[id], "report has no element #%s", id)
 	}
-	if count["svg"] != 3 || count["polyline"] != 6 || count["rect"] < 10 {
-		t.Errorf("svg %d, polyline %d, rect %d: want 3 charts, 6 lines and histogram bars", count["svg"], count["polyline"], count["rect"])
-	}
+	assert.Equal(t, 3, count["svg"], "charts")
+	assert.Equal(t, 6, count["polyline"], "lines")
+	assert.GreaterOrEqual(t, count["rect"], 10, "histogram bars")
 	var back Result
-	if err := json.Unmarshal([]byte(embedded), &back); err != nil {
-		t.Fatalf("embedded result: %v", err)
-	}
-	if back.Admitted != r.Admitted || back.Acquire.Count() != r.Acquire.Count() {
-		t.Errorf("embedded result: admitted %d, %d latencies; want %d, %d", back.Admitted, back.Acquire.Count(), r.Admitted, r.Acquire.Count())
-	}
+	require.NoError(t, json.Unmarshal([]byte(embedded), &back), "embedded result")
+	assert.Equal(t, r.Admitted, back.Admitted, "embedded result")
+	assert.Equal(t, r.Acquire.Count(), back.Acquire.Count(), "embedded result")
 }
