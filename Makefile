@@ -186,7 +186,7 @@ cli-docs: ## regenerate the command reference in docs/cli.md from the CLI's comm
 	$(GO) generate ./cmd/zae-limiter
 
 .PHONY: lambda
-lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstrap and bin/aggregator.zip
+lambda: ## build the aggregator and provisioner Lambdas (provided.al2023, arm64) into bin/aggregator.zip and bin/provisioner.zip
 	@mkdir -p '$(BIN_DIR)'
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o '$(BIN_DIR)/bootstrap' ./aggregator/cmd/aggregator
 	@rm -f '$(BIN_DIR)/aggregator.zip'
@@ -196,6 +196,15 @@ lambda: ## build the aggregator Lambda (provided.al2023, arm64) into bin/bootstr
 		python3 -m zipfile -c '$(BIN_DIR)/aggregator.zip' '$(BIN_DIR)/bootstrap'; \
 	fi
 	@echo "lambda: $(BIN_DIR)/aggregator.zip"
+	@mkdir -p '$(BIN_DIR)/provisioner'
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o '$(BIN_DIR)/provisioner/bootstrap' ./infra/provisioner/cmd/provisioner
+	@rm -f '$(BIN_DIR)/provisioner.zip'
+	@if command -v zip >/dev/null; then \
+		(cd '$(BIN_DIR)/provisioner' && zip -q -X ../provisioner.zip bootstrap); \
+	else \
+		(cd '$(BIN_DIR)/provisioner' && python3 -m zipfile -c ../provisioner.zip bootstrap); \
+	fi
+	@echo "lambda: $(BIN_DIR)/provisioner.zip"
 
 .PHONY: aggregator-local
 aggregator-local: ## run the aggregator on a DynamoDB Local table's stream (endpoint and table from `zae-limiter local env`; AGGREGATOR_ARGS='-once')

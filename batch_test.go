@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -15,9 +16,8 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		for _, e := range []Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}} {
-			if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-				t.Fatal(err)
-			}
+			_, err := rl.CreateEntity(env.ctx, e)
+			require.NoError(t, err)
 		}
 		tpm := WithLimits(PerMinute("tpm", 1000))
 		reqs := []AcquireRequest{
@@ -37,18 +37,14 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 		})
 		// The adjustment reaches every item holding tpm.
 		check("commit", "UpdateItem, UpdateItem, UpdateItem", func() {
-			if err := lease.Adjust(Consume{"tpm": -50}); err != nil {
-				t.Fatal(err)
-			}
-			if err := lease.Commit(env.ctx); err != nil {
-				t.Fatal(err)
-			}
+			err := lease.Adjust(Consume{"tpm": -50})
+			require.NoError(t, err)
+			err = lease.Commit(env.ctx)
+			require.NoError(t, err)
 		})
 		check("second batch", "BatchGetItem[6], TransactWriteItems[3]", func() {
 			l, _, err := rl.AcquireAll(env.ctx, reqs, tpm)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			l.Commit(env.ctx)
 		})
 		// key1 has 250 left (1000 less 400, 50 back, 400 again): 500
@@ -59,13 +55,10 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 				{EntityID: "solo", Resource: "claude", Consume: Consume{"tpm": 1}},
 				{EntityID: "key1", Resource: "gpt", Consume: Consume{"tpm": 500}},
 			}, tpm)
-			if !errors.Is(err, ErrRateLimited) || len(statuses) != 2 || !statuses[1][0].Exceeded {
-				t.Fatalf("refused batch: %v %+v", err, statuses)
-			}
+			require.False(t, !errors.Is(err, ErrRateLimited) || len(statuses) != 2 || !statuses[1][0].Exceeded, "refused batch: %v %+v", err, statuses)
 		})
-		if got := env.tokens("solo", "claude", "tpm"); got != before {
-			t.Fatalf("a refused batch took from solo: %d, was %d", got, before)
-		}
+		got := env.tokens("solo", "claude", "tpm")
+		require.Equal(t, before, got, "a refused batch took from solo: %d, was %d", got, before)
 	})
 }
 
@@ -77,20 +70,16 @@ func TestResetDynamoDB(t *testing.T) {
 	rl := env.limiter()
 	lims := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
 	lease, err := rl.Acquire(env.ctx, "k", "gpt", Consume{"rpm": 4, "tpm": 900}, lims)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lease.Commit(env.ctx)
 	wcuBefore := env.tokens("k", "gpt", wcuLimitName)
 	check := env.callChecker(t)
 	check("one shard", "GetItem, UpdateItem, PutItem", func() { // PutItem: the audit event
-		if err := rl.Reset(env.ctx, "k", "gpt"); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.Reset(env.ctx, "k", "gpt")
+		require.NoError(t, err)
 	})
-	if rpm, tpm, wcu := env.tokens("k", "gpt", "rpm"), env.tokens("k", "gpt", "tpm"), env.tokens("k", "gpt", wcuLimitName); rpm != 10_000 || tpm != 1_000_000 || wcu != wcuBefore {
-		t.Fatalf("after reset rpm %d tpm %d wcu %d; want 10000, 1000000, wcu kept (%d)", rpm, tpm, wcu, wcuBefore)
-	}
+	rpm, tpm, wcu := env.tokens("k", "gpt", "rpm"), env.tokens("k", "gpt", "tpm"), env.tokens("k", "gpt", wcuLimitName)
+	require.False(t, rpm != 10_000 || tpm != 1_000_000 || wcu != wcuBefore, "after reset rpm %d tpm %d wcu %d; want 10000, 1000000, wcu kept (%d)", rpm, tpm, wcu, wcuBefore)
 	// Two shards: shard 1 exists too.
 	if _, err := env.repo.BumpShardCount(env.ctx, "k", "gpt", 1); err != nil {
 		t.Fatal(err)
@@ -102,12 +91,9 @@ func TestResetDynamoDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("two shards", "GetItem, BatchGetItem[1], TransactWriteItems[2], PutItem", func() {
-		if err := rl.Reset(env.ctx, "k", "gpt"); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.Reset(env.ctx, "k", "gpt")
+		require.NoError(t, err)
 	})
 	b, err := env.repo.GetBucket(env.ctx, s1)
-	if err != nil || b == nil || b.States[0].TokensMilli != 5000 {
-		t.Fatalf("shard 1 after reset: %+v, %v", b, err)
-	}
+	require.False(t, err != nil || b == nil || b.States[0].TokensMilli != 5000, "shard 1 after reset: %+v, %v", b, err)
 }

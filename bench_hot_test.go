@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
@@ -61,9 +62,7 @@ func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []Option) {
 		o.Table = ddblocal.TableName(b)
 		o.CreateTable = true
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	rl := New(repo, opts...)
 	lim := WithLimits(PerSecond("rps", 1_000_000_000), PerSecond("tps", 1_000_000_000))
 	consume := Consume{"rps": 1, "tps": 100}
@@ -73,9 +72,7 @@ func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []Option) {
 	}
 	for k := range keys { // create the buckets (and drain the storm's)
 		l, err := rl.Acquire(ctx, fmt.Sprintf("bench-%d", k), "gpt-4", consume, lim)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if err := l.Commit(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -123,16 +120,12 @@ func benchHotWarmUp(b *testing.B) {
 		o.Table = ddblocal.TableName(b)
 		o.CreateTable = true
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	rl := New(repo, WithGroupCommit(false))
 	lim := WithLimits(PerSecond("rps", 1_000_000_000))
 	for i := range 500 {
 		l, err := rl.Acquire(ctx, fmt.Sprintf("warm-%d", i%8), "gpt-4", Consume{"rps": 1}, lim)
-		if err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
 		if err := l.Commit(ctx); err != nil {
 			b.Fatal(err)
 		}

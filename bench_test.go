@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -29,17 +30,13 @@ func BenchmarkAcquireCommit(b *testing.B) {
 				o.Table = ddblocal.TableName(b)
 				o.CreateTable = true
 			})
-			if err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, err)
 			rl := New(repo, WithSpeculativeWrites(spec))
 			lim := WithLimits(PerSecond("rps", 1_000_000_000), PerSecond("tps", 1_000_000_000))
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := rl.Acquire(ctx, "bench", "gpt-4", Consume{"rps": 1, "tps": 100}, lim)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if err := l.Commit(ctx); err != nil {
 					b.Fatal(err)
 				}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -158,11 +159,7 @@ func FuzzRefillBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tokens, lastRefill, now, capacity, amount, period int64) {
 		gotTokens, gotLast := bucketmath.Refill(tokens, lastRefill, now, capacity, amount, period)
 		wantTokens, wantLast := pyRefillBucket(pyInt(tokens), pyInt(lastRefill), pyInt(now), pyInt(capacity), pyInt(amount), pyInt(period))
-		if gotTokens != toInt64(wantTokens) || gotLast != toInt64(wantLast) {
-			t.Errorf("bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)",
-				tokens, lastRefill, now, capacity, amount, period,
-				gotTokens, gotLast, toInt64(wantTokens), toInt64(wantLast), wantTokens, wantLast)
-		}
+		assert.False(t, gotTokens != toInt64(wantTokens) || gotLast != toInt64(wantLast), "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)", tokens, lastRefill, now, capacity, amount, period, gotTokens, gotLast, toInt64(wantTokens), toInt64(wantLast), wantTokens, wantLast)
 	})
 }
 
@@ -176,9 +173,8 @@ func FuzzTryConsume(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tokens, lastRefill, now, capacity, amount, period, requested int64) {
 		s := stateOf([6]int64{tokens, lastRefill, now, capacity, amount, period})
 		got := tryConsume(s, requested, now)
-		if want := pyTryConsume(s, requested, now); got != want {
-			t.Errorf("tryConsume(%+v, %d, %d) = %+v, want %+v", s, requested, now, got, want)
-		}
+		want := pyTryConsume(s, requested, now)
+		assert.False(t, got != want, "tryConsume(%+v, %d, %d) = %+v, want %+v", s, requested, now, got, want)
 	})
 }
 
@@ -194,10 +190,7 @@ func FuzzForceConsume(f *testing.F) {
 		gotTokens, gotLast := forceConsume(s, consumed, now)
 		cur, last := pyRefillState(s, now)
 		wantTokens := new(big.Int).Sub(cur, pyMul(pyInt(consumed), pyInt(1000)))
-		if gotTokens != toInt64(wantTokens) || gotLast != toInt64(last) {
-			t.Errorf("forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)",
-				s, consumed, now, gotTokens, gotLast, toInt64(wantTokens), toInt64(last))
-		}
+		assert.False(t, gotTokens != toInt64(wantTokens) || gotLast != toInt64(last), "forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)", s, consumed, now, gotTokens, gotLast, toInt64(wantTokens), toInt64(last))
 	})
 }
 
@@ -210,9 +203,8 @@ func FuzzCalculateAvailable(f *testing.F) {
 		s := stateOf([6]int64{tokens, lastRefill, now, capacity, amount, period})
 		got := calculateAvailable(s, now)
 		cur, _ := pyRefillState(s, now)
-		if want := toInt64(pyFloorDiv(cur, pyInt(1000))); got != want {
-			t.Errorf("calculateAvailable(%+v, %d) = %d, want %d", s, now, got, want)
-		}
+		want := toInt64(pyFloorDiv(cur, pyInt(1000)))
+		assert.Equal(t, want, got, "calculateAvailable(%+v, %d) = %d, want %d", s, now, got, want)
 	})
 }
 
@@ -233,10 +225,7 @@ func FuzzCalculateTimeUntilAvailable(f *testing.F) {
 		if cur.Cmp(need) < 0 {
 			want = pyRetryAfter(new(big.Int).Sub(need, cur), pyInt(amount), pyInt(period))
 		}
-		if got != want {
-			t.Errorf("calculateTimeUntilAvailable(%+v, %d, %d) = %v (%d), want %v (%d)",
-				s, needed, now, got, int64(got), want, int64(want))
-		}
+		assert.Equal(t, want, got, "calculateTimeUntilAvailable(%+v, %d, %d) = %v (%d), want %v (%d)", s, needed, now, got, int64(got), want, int64(want))
 	})
 }
 
@@ -265,9 +254,7 @@ func FuzzCalculateRetryAfter(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, deficit, amount, period int64) {
 		got := bucketmath.RetryAfter(deficit, amount, period)
-		if want := pyRetryAfter(pyInt(deficit), pyInt(amount), pyInt(period)); got != want {
-			t.Errorf("bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
-				deficit, amount, period, got, int64(got), want, int64(want))
-		}
+		want := pyRetryAfter(pyInt(deficit), pyInt(amount), pyInt(period))
+		assert.Equal(t, want, got, "bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)", deficit, amount, period, got, int64(got), want, int64(want))
 	})
 }

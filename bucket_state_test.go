@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -49,28 +51,19 @@ func TestBucketStateRefilledAt(t *testing.T) {
 		{"now equal to the last refill", t0, -500, t0.UnixMilli()},
 	} {
 		got := s.RefilledAt(tc.now)
-		if got.TokensMilli != tc.tokens || got.LastRefillMs != tc.lastFill {
-			t.Errorf("%s: RefilledAt = %d mt at %d, want %d at %d", tc.name, got.TokensMilli, got.LastRefillMs, tc.tokens, tc.lastFill)
-		}
-		if got.LimitName != s.LimitName || got.CapacityMilli != s.CapacityMilli || got.TotalConsumedMilli != s.TotalConsumedMilli {
-			t.Errorf("%s: RefilledAt changed other fields: %+v", tc.name, got)
-		}
+		assert.False(t, got.TokensMilli != tc.tokens || got.LastRefillMs != tc.lastFill, "%s: RefilledAt = %d mt at %d, want %d at %d", tc.name, got.TokensMilli, got.LastRefillMs, tc.tokens, tc.lastFill)
+		assert.False(t, got.LimitName != s.LimitName || got.CapacityMilli != s.CapacityMilli || got.TotalConsumedMilli != s.TotalConsumedMilli, "%s: RefilledAt changed other fields: %+v", tc.name, got)
 	}
 	// The balance grows with time and stops at capacity.
 	prev := s.TokensMilli
 	for ms := int64(0); ms <= 6000; ms += 7 {
 		got := s.RefilledAt(t0.Add(time.Duration(ms) * time.Millisecond)).TokensMilli
-		if got < prev || got > s.CapacityMilli {
-			t.Fatalf("after %d ms: %d mt (before: %d mt, capacity %d mt)", ms, got, prev, s.CapacityMilli)
-		}
+		require.False(t, got < prev || got > s.CapacityMilli, "after %d ms: %d mt (before: %d mt, capacity %d mt)", ms, got, prev, s.CapacityMilli)
 		prev = got
 	}
-	if prev != s.CapacityMilli {
-		t.Errorf("after 6 s: %d mt, want capacity %d mt", prev, s.CapacityMilli)
-	}
+	assert.Equal(t, s.CapacityMilli, prev, "after 6 s: %d mt, want capacity %d mt", prev, s.CapacityMilli)
 	zero := s
 	zero.RefillPeriodMs = 0
-	if got := zero.RefilledAt(t0.Add(time.Hour)); got != zero {
-		t.Errorf("zero period: RefilledAt = %+v, want unchanged", got)
-	}
+	got := zero.RefilledAt(t0.Add(time.Hour))
+	assert.False(t, got != zero, "zero period: RefilledAt = %+v, want unchanged", got)
 }

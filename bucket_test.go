@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -99,11 +101,7 @@ func TestRefillBucket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			gotTokens, gotLast := bucketmath.Refill(tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period)
-			if gotTokens != tc.wantTokens || gotLast != tc.wantLast {
-				t.Errorf("bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d)",
-					tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period,
-					gotTokens, gotLast, tc.wantTokens, tc.wantLast)
-			}
+			assert.False(t, gotTokens != tc.wantTokens || gotLast != tc.wantLast, "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d)", tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period, gotTokens, gotLast, tc.wantTokens, tc.wantLast)
 		})
 	}
 }
@@ -116,15 +114,11 @@ func TestRefillBucketElevenDaysNoWrap(t *testing.T) {
 	const now = 1_767_225_600_000 // 2026-01-01T00:00:00Z
 	elapsed := int64(elevenDays)
 	// The naive product really does overflow.
-	if p := elapsed * cap10M; p/cap10M == elapsed {
-		t.Fatalf("precondition: %d×%d = %d does not overflow int64", elapsed, int64(cap10M), p)
-	}
+	p := elapsed * cap10M
+	require.False(t, p/cap10M == elapsed, "precondition: %d×%d = %d does not overflow int64", elapsed, int64(cap10M), p)
 	for _, tokens := range []int64{0, 1, cap10M / 2, -cap10M, -5 * cap10M} {
 		got, gotLast := bucketmath.Refill(tokens, now-elapsed, now, cap10M, cap10M, perMinMs)
-		if got != cap10M || gotLast != now {
-			t.Errorf("bucketmath.Refill(%d, now-11d, now, 10M tokens/min) = (%d, %d), want (%d, %d)",
-				tokens, got, gotLast, int64(cap10M), int64(now))
-		}
+		assert.False(t, got != cap10M || gotLast != now, "bucketmath.Refill(%d, now-11d, now, 10M tokens/min) = (%d, %d), want (%d, %d)", tokens, got, gotLast, int64(cap10M), int64(now))
 	}
 }
 
@@ -175,12 +169,8 @@ func TestTryConsume(t *testing.T) {
 			t.Parallel()
 			before := tc.state
 			got := tryConsume(tc.state, tc.requested, tc.now)
-			if got != tc.want {
-				t.Errorf("tryConsume(%+v, %d, %d) = %+v, want %+v", tc.state, tc.requested, tc.now, got, tc.want)
-			}
-			if tc.state != before {
-				t.Errorf("tryConsume modified its state: got %+v, want %+v", tc.state, before)
-			}
+			assert.False(t, got != tc.want, "tryConsume(%+v, %d, %d) = %+v, want %+v", tc.state, tc.requested, tc.now, got, tc.want)
+			assert.False(t, tc.state != before, "tryConsume modified its state: got %+v, want %+v", tc.state, before)
 		})
 	}
 }
@@ -219,10 +209,8 @@ func TestCalculateRetryAfter(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := bucketmath.RetryAfter(tc.deficit, tc.amount, tc.period); got != tc.want {
-				t.Errorf("bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)",
-					tc.deficit, tc.amount, tc.period, got, int64(got), tc.want, int64(tc.want))
-			}
+			got := bucketmath.RetryAfter(tc.deficit, tc.amount, tc.period)
+			assert.Equal(t, tc.want, got, "bucketmath.RetryAfter(%d, %d, %d) = %v (%d), want %v (%d)", tc.deficit, tc.amount, tc.period, got, int64(got), tc.want, int64(tc.want))
 		})
 	}
 }
@@ -250,9 +238,8 @@ func TestCalculateAvailable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := calculateAvailable(tc.state, tc.now); got != tc.want {
-				t.Errorf("calculateAvailable(%+v, %d) = %d, want %d", tc.state, tc.now, got, tc.want)
-			}
+			got := calculateAvailable(tc.state, tc.now)
+			assert.Equal(t, tc.want, got, "calculateAvailable(%+v, %d) = %d, want %d", tc.state, tc.now, got, tc.want)
 		})
 	}
 }
@@ -279,9 +266,8 @@ func TestCalculateTimeUntilAvailable(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := calculateTimeUntilAvailable(tc.state, tc.needed, tc.now); got != tc.want {
-				t.Errorf("calculateTimeUntilAvailable(%+v, %d, %d) = %v, want %v", tc.state, tc.needed, tc.now, got, tc.want)
-			}
+			got := calculateTimeUntilAvailable(tc.state, tc.needed, tc.now)
+			assert.Equal(t, tc.want, got, "calculateTimeUntilAvailable(%+v, %d, %d) = %v, want %v", tc.state, tc.needed, tc.now, got, tc.want)
 		})
 	}
 }
@@ -309,10 +295,7 @@ func TestForceConsume(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			gotTokens, gotLast := forceConsume(tc.state, tc.amount, tc.now)
-			if gotTokens != tc.wantTokens || gotLast != tc.wantLast {
-				t.Errorf("forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)",
-					tc.state, tc.amount, tc.now, gotTokens, gotLast, tc.wantTokens, tc.wantLast)
-			}
+			assert.False(t, gotTokens != tc.wantTokens || gotLast != tc.wantLast, "forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)", tc.state, tc.amount, tc.now, gotTokens, gotLast, tc.wantTokens, tc.wantLast)
 		})
 	}
 }
@@ -333,9 +316,8 @@ func TestBuildLimitStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if got := buildLimitStatus("child", "api", l, tc.state, tc.requested, 0); got != tc.want {
-				t.Errorf("buildLimitStatus(%+v, %d) = %+v, want %+v", tc.state, tc.requested, got, tc.want)
-			}
+			got := buildLimitStatus("child", "api", l, tc.state, tc.requested, 0)
+			assert.False(t, got != tc.want, "buildLimitStatus(%+v, %d) = %+v, want %+v", tc.state, tc.requested, got, tc.want)
 		})
 	}
 }
@@ -398,12 +380,8 @@ func TestWouldRefillSatisfy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			gotOK, got := wouldRefillSatisfy(tc.buckets, tc.consume, tc.now)
-			if gotOK != tc.wantOK {
-				t.Errorf("wouldRefillSatisfy(%v) ok = %t, want %t", tc.consume, gotOK, tc.wantOK)
-			}
-			if len(got) != len(tc.want) {
-				t.Fatalf("wouldRefillSatisfy(%v) returned %d statuses %+v, want %d %+v", tc.consume, len(got), got, len(tc.want), tc.want)
-			}
+			assert.Equal(t, tc.wantOK, gotOK, "wouldRefillSatisfy(%v) ok = %t, want %t", tc.consume, gotOK, tc.wantOK)
+			require.Len(t, got, len(tc.want), "wouldRefillSatisfy(%v) returned %d statuses %+v, want %d %+v", tc.consume, len(got), got, len(tc.want), tc.want)
 			for i := range got {
 				if got[i] != tc.want[i] {
 					t.Errorf("wouldRefillSatisfy(%v) status %d = %+v, want %+v", tc.consume, i, got[i], tc.want[i])
@@ -446,8 +424,7 @@ func TestMilliTokensSaturates(t *testing.T) {
 		{-maxTokens, -maxTokens * 1000}, {-maxTokens - 1, -1 << 63},
 		{1<<63 - 1, 1<<63 - 1}, {-1 << 63, -1 << 63},
 	} {
-		if got := store.MilliTokens(tc.in); got != tc.want {
-			t.Errorf("MilliTokens(%d) = %d, want %d", tc.in, got, tc.want)
-		}
+		got := store.MilliTokens(tc.in)
+		assert.Equal(t, tc.want, got, "MilliTokens(%d) = %d, want %d", tc.in, got, tc.want)
 	}
 }

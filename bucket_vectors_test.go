@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -85,17 +86,13 @@ func corpusInputs(t *testing.T, name string) [][]int64 {
 	var out [][]int64
 	for _, f := range files {
 		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var in []int64
 		sc := bufio.NewScanner(fh)
 		for sc.Scan() {
 			if x, ok := strings.CutPrefix(sc.Text(), "int64("); ok {
 				n, err := strconv.ParseInt(strings.TrimSuffix(x, ")"), 10, 64)
-				if err != nil {
-					t.Fatalf("%s: %v", f, err)
-				}
+				require.NoError(t, err, "%s: %v", f, err)
 				in = append(in, n)
 			}
 		}
@@ -188,9 +185,7 @@ func TestBucketVectorsGolden(t *testing.T) {
 	vs := bucketVectors(t)
 	for i, v := range vs {
 		line, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		got = append(got, line...)
 		if i < len(vs)-1 {
 			got = append(got, ',')
@@ -199,16 +194,11 @@ func TestBucketVectorsGolden(t *testing.T) {
 	}
 	got = append(got, "]\n"...)
 	if schemaUpdateGolden() {
-		if err := os.WriteFile(vectorsFile, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		err := os.WriteFile(vectorsFile, got, 0o644)
+		require.NoError(t, err)
 		return
 	}
 	want, err := os.ReadFile(vectorsFile)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Fatalf("%s differs from the bucket math (run with -update after an intended change)", vectorsFile)
-	}
+	require.NoError(t, err, "%v (run with -update to create it)", err)
+	require.Equal(t, string(want), string(got), "%s differs from the bucket math (run with -update after an intended change)", vectorsFile)
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -23,28 +25,20 @@ func TestConfigCacheCeiling(t *testing.T) {
 	// e1 takes the 4 slots; e2 hits the resource and system slots and
 	// loads its two, evicting e1's (least recently used).
 	for _, e := range []string{"e1", "e2"} {
-		if _, _, _, err := c.resolve(ctx, e, "gpt"); err != nil {
-			t.Fatal(err)
-		}
+		_, _, _, err := c.resolve(ctx, e, "gpt")
+		require.NoError(t, err)
 	}
 	st := c.stats()
-	if st.Size != 4 || st.MaxEntries != 4 || st.Evictions != 2 {
-		t.Fatalf("stats %+v, want size 4 of 4 and 2 evictions", st)
-	}
-	if got := len(fcs.loads[1]); got != 2 {
-		t.Errorf("e2 loaded %d slots, want 2", got)
-	}
+	require.False(t, st.Size != 4 || st.MaxEntries != 4 || st.Evictions != 2, "stats %+v, want size 4 of 4 and 2 evictions", st)
+	got := len(fcs.loads[1])
+	assert.EqualValues(t, 2, got, "e2 loaded %d slots, want 2", got)
 	// e1 comes back: its slots are read again, and a change made meanwhile
 	// (by another process: no eviction here) is seen.
 	own = []Limit{PerMinute("rpm", 9)}
 	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
 	limits, source, _, err := c.resolve(ctx, "e1", "gpt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if source != SourceEntity || len(limits) != 1 || limits[0] != own[0] {
-		t.Errorf("e1 resolved to %v from %s, want %v from the entity", limits, source, own)
-	}
+	require.NoError(t, err)
+	assert.False(t, source != SourceEntity || len(limits) != 1 || limits[0] != own[0], "e1 resolved to %v from %s, want %v from the entity", limits, source, own)
 	if n, got := fcs.loadCount(), len(fcs.loads[2]); n != 3 || got != 2 {
 		t.Errorf("%d loads, the last of %d slots; want 3, and e1's 2 slots", n, got)
 	}
@@ -70,24 +64,20 @@ func TestEntityCacheAge(t *testing.T) {
 		t.Fatalf("at 60s: %+v, %v, shards %d; want cascade to p, 4 shards", e, ok, c.shardCount("c", "gpt"))
 	}
 	clock.advance(time.Nanosecond)
-	if e, ok := c.get("c"); ok {
-		t.Fatalf("past the age limit: %+v still known", e)
-	}
-	if n := c.shardCount("c", "gpt"); n != 1 {
-		t.Errorf("shard count %d after expiry, want 1 (unknown)", n)
-	}
+	e, ok := c.get("c")
+	require.False(t, ok, "past the age limit: %+v still known", e)
+	n := c.shardCount("c", "gpt")
+	assert.EqualValues(t, 1, n, "shard count %d after expiry, want 1 (unknown)", n)
 
 	// Settings learned from a bucket item are refreshed by every item.
 	c.learnFromBucket("d", true, "p")
 	clock.advance(50 * time.Second)
 	c.learnFromBucket("d", true, "p")
 	clock.advance(50 * time.Second)
-	if _, ok := c.get("d"); !ok {
-		t.Error("d forgotten 50s after its settings were last read")
-	}
-	if st := c.stats(); st.Hits != 2 || st.Misses != 1 || st.TTL != time.Minute || st.MaxEntries != 10 {
-		t.Errorf("stats %+v", st)
-	}
+	_, ok = c.get("d")
+	assert.True(t, ok, "d forgotten 50s after its settings were last read")
+	st := c.stats()
+	assert.False(t, st.Hits != 2 || st.Misses != 1 || st.TTL != time.Minute || st.MaxEntries != 10, "stats %+v", st)
 }
 
 // TestEvictedEntityCascadesAgain: with an entity cache of one entity, an
@@ -99,26 +89,21 @@ func TestEvictedEntityCascadesAgain(t *testing.T) {
 		ctx := env.ctx
 		rl := env.limiter(WithCacheSize(CacheEntities, 1))
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-			if _, err := rl.CreateEntity(ctx, e); err != nil {
-				t.Fatal(err)
-			}
+			_, err := rl.CreateEntity(ctx, e)
+			require.NoError(t, err)
 		}
-		if err := rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 100)}); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 100)})
+		require.NoError(t, err)
 		for i, id := range []string{"C", "X", "C", "Y", "C"} {
 			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}))
-			if st := rl.CacheStats(CacheEntities); st.Size > 1 {
-				t.Fatalf("after acquire %d: %d entities cached, ceiling 1", i, st.Size)
-			}
+			st := rl.CacheStats(CacheEntities)
+			require.False(t, st.Size > 1, "after acquire %d: %d entities cached, ceiling 1", i, st.Size)
 		}
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rpm", fieldTotalConsumed)) }
-		if c, p := tc("C"), tc("P"); c != 3000 || p != 3000 {
-			t.Errorf("total consumed C %d, P %d; want 3000 each (3 acquires on C, each charged to P)", c, p)
-		}
-		if st := rl.CacheStats(CacheEntities); st.Evictions < 4 {
-			t.Errorf("entity cache %+v, want at least 4 evictions", st)
-		}
+		c, p := tc("C"), tc("P")
+		assert.False(t, c != 3000 || p != 3000, "total consumed C %d, P %d; want 3000 each (3 acquires on C, each charged to P)", c, p)
+		st := rl.CacheStats(CacheEntities)
+		assert.False(t, st.Evictions < 4, "entity cache %+v, want at least 4 evictions", st)
 	})
 }
 
@@ -129,9 +114,8 @@ func TestEvictedEntityExpires(t *testing.T) {
 		ctx := env.ctx
 		rl := env.limiter(WithEntityCacheTTL(time.Minute))
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-			if _, err := rl.CreateEntity(ctx, e); err != nil {
-				t.Fatal(err)
-			}
+			_, err := rl.CreateEntity(ctx, e)
+			require.NoError(t, err)
 		}
 		lim := WithLimits(PerHour("rph", 100))
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rph": 1}, lim))
@@ -139,13 +123,10 @@ func TestEvictedEntityExpires(t *testing.T) {
 		env.clock.advance(2 * time.Minute)
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rph": 1}, lim))
 		after := rl.CacheStats(CacheEntities)
-		if after.Misses == before.Misses {
-			t.Errorf("no entity cache miss after the age limit: before %+v, after %+v", before, after)
-		}
+		assert.False(t, after.Misses == before.Misses, "no entity cache miss after the age limit: before %+v, after %+v", before, after)
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rph", fieldTotalConsumed)) }
-		if c, p := tc("C"), tc("P"); c != 2000 || p != 2000 {
-			t.Errorf("total consumed C %d, P %d; want 2000 each (both charged twice)", c, p)
-		}
+		c, p := tc("C"), tc("P")
+		assert.False(t, c != 2000 || p != 2000, "total consumed C %d, P %d; want 2000 each (both charged twice)", c, p)
 	})
 }
 
@@ -161,9 +142,8 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 		_, err := rl.Acquire(env.ctx, id, "api", Consume{"rpm": 1}, lim)
 		rateLimited(t, err)
 	}
-	if st := rl.CacheStats(CacheOverLimit); st.Size != 1 || st.Evictions != 1 {
-		t.Fatalf("over-limit cache %+v, want 1 entry and 1 eviction", st)
-	}
+	st := rl.CacheStats(CacheOverLimit)
+	require.False(t, st.Size != 1 || st.Evictions != 1, "over-limit cache %+v, want 1 entry and 1 eviction", st)
 	check := env.callChecker(t)
 	check("b, cached", "", func() {
 		_, err := rl.Acquire(env.ctx, "b", "api", Consume{"rpm": 1}, lim)
@@ -191,16 +171,14 @@ func TestCacheSizeZero(t *testing.T) {
 	_, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": 1})
 	rateLimited(t, err)
 	for _, c := range []CacheName{CacheConfigs, CacheEntities} {
-		if st := rl.CacheStats(c); st.Size != 0 || st.Hits != 0 || st.Misses == 0 || st.MaxEntries != 0 {
-			t.Errorf("%s cache %+v, want empty, all misses", c, st)
-		}
+		st := rl.CacheStats(c)
+		assert.False(t, st.Size != 0 || st.Hits != 0 || st.Misses == 0 || st.MaxEntries != 0, "%s cache %+v, want empty, all misses", c, st)
 	}
 	if st := rl.ConfigCacheStats(); st != rl.CacheStats(CacheConfigs) {
 		t.Errorf("ConfigCacheStats %+v, CacheStats(CacheConfigs) %+v", st, rl.CacheStats(CacheConfigs))
 	}
-	if st := rl.CacheStats(CacheOverLimit); st != (CacheStats{}) {
-		t.Errorf("over-limit cache off: stats %+v, want zero", st)
-	}
+	st := rl.CacheStats(CacheOverLimit)
+	assert.False(t, st != (CacheStats{}), "over-limit cache off: stats %+v, want zero", st)
 }
 
 func TestCacheNames(t *testing.T) {
@@ -216,8 +194,6 @@ func TestCacheNames(t *testing.T) {
 		{CacheEviction.String(), "eviction"},
 		{CacheEvent(-1).String(), "CacheEvent(-1)"},
 	} {
-		if tc.got != tc.want {
-			t.Errorf("got %q, want %q", tc.got, tc.want)
-		}
+		assert.Equal(t, tc.want, tc.got, "got %q, want %q", tc.got, tc.want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -105,12 +107,8 @@ func TestConfigCachePrecedence(t *testing.T) {
 				fcs.set(k, v)
 			}
 			limits, source, _, err := c.resolve(ctx, "e", tc.resource)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(limits) != len(tc.wantLimits) || (len(limits) > 0 && limits[0] != tc.wantLimits[0]) || source != tc.wantSource {
-				t.Errorf("resolve = %v %q, want %v %q", limits, source, tc.wantLimits, tc.wantSource)
-			}
+			require.NoError(t, err)
+			assert.False(t, len(limits) != len(tc.wantLimits) || (len(limits) > 0 && limits[0] != tc.wantLimits[0]) || source != tc.wantSource, "resolve = %v %q, want %v %q", limits, source, tc.wantLimits, tc.wantSource)
 			if fcs.loadCount() != 1 {
 				t.Errorf("loads = %d, want 1 (one batched load)", fcs.loadCount())
 			}
@@ -118,9 +116,8 @@ func TestConfigCachePrecedence(t *testing.T) {
 			if tc.resource == DefaultResource {
 				wantKeys = 3
 			}
-			if got := len(fcs.loads[0]); got != wantKeys {
-				t.Errorf("first load fetched %d keys, want %d", got, wantKeys)
-			}
+			got := len(fcs.loads[0])
+			assert.Equal(t, wantKeys, got, "first load fetched %d keys, want %d", got, wantKeys)
 		})
 	}
 }
@@ -130,51 +127,40 @@ func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	c, fcs, clock := newTestCache(time.Minute)
 	fcs.set(sysKey, store.Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
 
-	if _, _, ou, err := c.resolve(ctx, "e", "gpt"); err != nil || ou != OnUnavailableAllow {
-		t.Fatalf("resolve: ou %q err %v", ou, err)
-	}
-	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
-		t.Fatal(err)
-	}
-	if n := fcs.loadCount(); n != 1 {
-		t.Fatalf("loads after cached resolve = %d, want 1", n)
-	}
-	if st := c.stats(); st.Hits != 4 || st.Misses != 4 || st.Size != 4 || st.TTL != time.Minute {
-		t.Fatalf("stats = %+v", st)
-	}
+	_, _, ou, err := c.resolve(ctx, "e", "gpt")
+	require.False(t, err != nil || ou != OnUnavailableAllow, "resolve: ou %q err %v", ou, err)
+	_, _, _, err = c.resolve(ctx, "e", "gpt")
+	require.NoError(t, err)
+	n := fcs.loadCount()
+	require.EqualValues(t, 1, n, "loads after cached resolve = %d, want 1", n)
+	st := c.stats()
+	require.False(t, st.Hits != 4 || st.Misses != 4 || st.Size != 4 || st.TTL != time.Minute, "stats = %+v", st)
 	// Partial: another entity only misses its two entity slots.
-	if _, _, _, err := c.resolve(ctx, "f", "gpt"); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(fcs.loads[1]); got != 2 {
-		t.Errorf("partial miss fetched %d keys, want 2", got)
-	}
+	_, _, _, err = c.resolve(ctx, "f", "gpt")
+	require.NoError(t, err)
+	got := len(fcs.loads[1])
+	assert.EqualValues(t, 2, got, "partial miss fetched %d keys, want 2", got)
 	// Expiry: exactly at TTL still cached, just after is a miss.
 	clock.advance(time.Minute)
 	c.resolve(ctx, "e", "gpt")
-	if n := fcs.loadCount(); n != 2 {
-		t.Fatalf("loads at expiry boundary = %d, want 2", n)
-	}
+	n = fcs.loadCount()
+	require.EqualValues(t, 2, n, "loads at expiry boundary = %d, want 2", n)
 	clock.advance(time.Nanosecond)
 	c.resolve(ctx, "e", "gpt")
-	if n := fcs.loadCount(); n != 3 {
-		t.Fatalf("loads after expiry = %d, want 3", n)
-	}
+	n = fcs.loadCount()
+	require.EqualValues(t, 3, n, "loads after expiry = %d, want 3", n)
 }
 
 func TestConfigCacheDisabled(t *testing.T) {
 	c, fcs, _ := newTestCache(0)
 	for range 3 {
-		if _, _, _, err := c.resolve(context.Background(), "e", "gpt"); err != nil {
-			t.Fatal(err)
-		}
+		_, _, _, err := c.resolve(context.Background(), "e", "gpt")
+		require.NoError(t, err)
 	}
-	if n := fcs.loadCount(); n != 3 {
-		t.Fatalf("loads = %d, want 3 with TTL 0", n)
-	}
-	if st := c.stats(); st.Size != 0 || st.Hits != 0 {
-		t.Fatalf("stats = %+v", st)
-	}
+	n := fcs.loadCount()
+	require.EqualValues(t, 3, n, "loads = %d, want 3 with TTL 0", n)
+	st := c.stats()
+	require.False(t, st.Size != 0 || st.Hits != 0, "stats = %+v", st)
 }
 
 func TestConfigCacheEvictAndInvalidate(t *testing.T) {
@@ -187,55 +173,44 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	}
 	c.evict(entityKey("e", "gpt"))
 	limits, source, _, _ := c.resolve(ctx, "e", "gpt")
-	if len(limits) != 1 || source != SourceEntity {
-		t.Fatalf("after evict: %v %q", limits, source)
-	}
-	if got := len(fcs.loads[len(fcs.loads)-1]); got != 1 {
-		t.Errorf("evict refetched %d keys, want 1", got)
-	}
+	require.False(t, len(limits) != 1 || source != SourceEntity, "after evict: %v %q", limits, source)
+	got := len(fcs.loads[len(fcs.loads)-1])
+	assert.EqualValues(t, 1, got, "evict refetched %d keys, want 1", got)
 	c.invalidate()
-	if st := c.stats(); st.Size != 0 {
-		t.Fatalf("size after invalidate = %d", st.Size)
-	}
+	st := c.stats()
+	require.EqualValues(t, 0, st.Size, "size after invalidate = %d", st.Size)
 }
 
 func TestConfigCacheResolveOnUnavailable(t *testing.T) {
 	ctx := context.Background()
 	c, fcs, clock := newTestCache(time.Minute)
-	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
-		t.Fatalf("default = %q, want block", got)
-	}
+	got := c.resolveOnUnavailable(ctx)
+	require.EqualValues(t, OnUnavailableBlock, got, "default = %q, want block", got)
 	fcs.set(sysKey, store.Config{OnUnavailable: OnUnavailableAllow})
 	c.evict(sysKey)
-	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
-		t.Fatalf("stored = %q, want allow", got)
-	}
+	got = c.resolveOnUnavailable(ctx)
+	require.EqualValues(t, OnUnavailableAllow, got, "stored = %q, want allow", got)
 	// A failing read falls back to the remembered value, never an error.
 	fcs.failed = errors.New("boom")
 	clock.advance(2 * time.Minute)
-	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
-		t.Fatalf("on error = %q, want remembered allow", got)
-	}
+	got = c.resolveOnUnavailable(ctx)
+	require.EqualValues(t, OnUnavailableAllow, got, "on error = %q, want remembered allow", got)
 	c.invalidate()
-	if got := c.resolveOnUnavailable(ctx); got != OnUnavailableBlock {
-		t.Fatalf("after invalidate = %q, want block", got)
-	}
+	got = c.resolveOnUnavailable(ctx)
+	require.EqualValues(t, OnUnavailableBlock, got, "after invalidate = %q, want block", got)
 }
 
 func TestConfigCacheLoadErrorNotCached(t *testing.T) {
 	ctx := context.Background()
 	c, fcs, _ := newTestCache(time.Minute)
 	fcs.failed = errors.New("throttled")
-	if _, _, _, err := c.resolve(ctx, "e", "gpt"); !errors.Is(err, fcs.failed) {
-		t.Fatalf("err = %v", err)
-	}
+	_, _, _, err := c.resolve(ctx, "e", "gpt")
+	require.ErrorIs(t, err, fcs.failed, "err = %v", err)
 	fcs.failed = nil
-	if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
-		t.Fatal(err)
-	}
-	if st := c.stats(); st.Size != 4 {
-		t.Fatalf("size = %d, want 4", st.Size)
-	}
+	_, _, _, err = c.resolve(ctx, "e", "gpt")
+	require.NoError(t, err)
+	st := c.stats()
+	require.EqualValues(t, 4, st.Size, "size = %d, want 4", st.Size)
 }
 
 func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
@@ -251,16 +226,14 @@ func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {
-				if _, _, _, err := c.resolve(ctx, "e", "gpt"); err != nil {
-					t.Error(err)
-				}
+				_, _, _, err := c.resolve(ctx, "e", "gpt")
+				assert.NoError(t, err)
 			})
 		}
 		synctest.Wait() // every goroutine is now blocked: one in the loader, seven waiting on its flight
 		close(release)
 		wg.Wait()
-		if n := fcs.loadCount(); n != 1 {
-			t.Fatalf("loads = %d, want 1", n)
-		}
+		n := fcs.loadCount()
+		require.EqualValues(t, 1, n, "loads = %d, want 1", n)
 	})
 }

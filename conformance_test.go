@@ -6,6 +6,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -24,9 +25,7 @@ func TestConformance(t *testing.T) {
 			o.Namespace = "default"
 			o.CreateTable = true
 		})
-		if err != nil {
-			t.Fatalf("OpenDynamoDB: %v", err)
-		}
+		require.NoError(t, err, "OpenDynamoDB: %v", err)
 		t.Cleanup(func() {
 			client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 		})

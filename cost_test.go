@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // returnCapacity asks DynamoDB for the consumed capacity of every read and
@@ -93,16 +95,14 @@ func TestCapacityUnits(t *testing.T) {
 			mustCommit(t, mustAcquire(t, slow, "C", "api", Consume{"rpm": 1}, lim))
 		}},
 		{"available", "GetItem:0.5", func() {
-			if _, err := spec.Available(ctx, "solo", "api", lim); err != nil {
-				t.Fatal(err)
-			}
+			_, err := spec.Available(ctx, "solo", "api", lim)
+			require.NoError(t, err)
 		}},
 		{"fast rejection", "UpdateItem!", func() {
 			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 90}, lim))
 			env.rec.Reset()
-			if _, err := spec.Acquire(ctx, "solo", "api", Consume{"rpm": 50}, lim); err == nil {
-				t.Fatal("not rejected")
-			}
+			_, err := spec.Acquire(ctx, "solo", "api", Consume{"rpm": 50}, lim)
+			require.Error(t, err, "not rejected")
 		}},
 		{"speculative fallback, refill helps", "UpdateItem! BatchGetItem:0.5 UpdateItem:2", func() {
 			env.clock.advance(30 * time.Second)
@@ -111,8 +111,7 @@ func TestCapacityUnits(t *testing.T) {
 	} {
 		env.rec.Reset()
 		row.fn()
-		if got := summary(); got != row.want {
-			t.Errorf("%s: %q, want %q", row.name, got, row.want)
-		}
+		got := summary()
+		assert.Equal(t, row.want, got, "%s: %q, want %q", row.name, got, row.want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -25,36 +27,25 @@ func TestRateLimitExceededError(t *testing.T) {
 	}
 	err := error(newRateLimitExceededError(statuses))
 
-	if !errors.Is(err, ErrRateLimited) {
-		t.Fatal("errors.Is(err, ErrRateLimited) = false")
-	}
-	if errors.Is(err, ErrUnavailable) {
-		t.Fatal("rate limit error matches ErrUnavailable")
-	}
+	require.ErrorIs(t, err, ErrRateLimited, "errors.Is(err, ErrRateLimited) = false")
+	require.False(t, errors.Is(err, ErrUnavailable), "rate limit error matches ErrUnavailable")
 	var rle *RateLimitExceededError
-	if !errors.As(fmt.Errorf("acquire: %w", err), &rle) {
-		t.Fatal("errors.As through wrapping failed")
-	}
-	if got, want := rle.Error(), "limiter: rate limit exceeded for C/api (rpm, tpm); retry after 66.0s"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	if got := rle.RetryAfterHeader(); got != "67" {
-		t.Errorf("RetryAfterHeader() = %q, want 67", got)
-	}
+	require.True(t, errors.As(fmt.Errorf("acquire: %w", err), &rle), "errors.As through wrapping failed")
+	got, want := rle.Error(), "limiter: rate limit exceeded for C/api (rpm, tpm); retry after 66.0s"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
+	got = rle.RetryAfterHeader()
+	assert.EqualValues(t, "67", got, "RetryAfterHeader() = %q, want 67", got)
 	if len(rle.Statuses) != 3 {
 		t.Errorf("Statuses has %d entries, want 3 (wcu dropped)", len(rle.Statuses))
 	}
 	for _, s := range append(rle.Statuses, rle.Violations...) {
-		if s.LimitName == "wcu" {
-			t.Errorf("wcu leaked into %+v", s)
-		}
+		assert.False(t, s.LimitName == "wcu", "wcu leaked into %+v", s)
 	}
 	if len(rle.Violations) != 2 || rle.Primary.LimitName != "rpm" || rle.RetryAfter != 66001*time.Millisecond {
 		t.Errorf("Violations %v Primary %v RetryAfter %v", rle.Violations, rle.Primary, rle.RetryAfter)
 	}
-	if p := rle.Passed(); len(p) != 1 || p[0].LimitName != "tpm" || p[0].EntityID != "C" {
-		t.Errorf("Passed() = %v", p)
-	}
+	p := rle.Passed()
+	assert.False(t, len(p) != 1 || p[0].LimitName != "tpm" || p[0].EntityID != "C", "Passed() = %v", p)
 }
 
 func TestRateLimitExceededPrimaryTie(t *testing.T) {
@@ -75,30 +66,22 @@ func TestRetryAfterHeader(t *testing.T) {
 		{0, "1"}, {66001 * time.Millisecond, "67"}, {2 * time.Second, "3"}, {999 * time.Millisecond, "1"},
 		{time.Duration(math.MaxInt64), "9223372037"},
 	} {
-		if got := retryAfterHeader(tc.d); got != tc.want {
-			t.Errorf("retryAfterHeader(%v) = %q, want %q", tc.d, got, tc.want)
-		}
+		got := retryAfterHeader(tc.d)
+		assert.Equal(t, tc.want, got, "retryAfterHeader(%v) = %q, want %q", tc.d, got, tc.want)
 	}
 }
 
 func TestUnavailableError(t *testing.T) {
 	cause := errors.New("connection refused")
 	err := error(&UnavailableError{Cause: cause, Table: "zae-limiter", EntityID: "k1", Resource: "gpt-4"})
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, cause) {
-		t.Fatal("errors.Is failed for category or cause")
-	}
-	if errors.Is(err, ErrRateLimited) {
-		t.Fatal("unavailable matches ErrRateLimited")
-	}
-	if got, want := err.Error(), "connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	if got, want := (&UnavailableError{Cause: cause, EntityID: "k1"}).Error(), "connection refused [entity=k1]"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
-	if got, want := (&UnavailableError{Cause: cause}).Error(), "connection refused"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
+	require.False(t, !errors.Is(err, ErrUnavailable) || !errors.Is(err, cause), "errors.Is failed for category or cause")
+	require.False(t, errors.Is(err, ErrRateLimited), "unavailable matches ErrRateLimited")
+	got, want := err.Error(), "connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
+	got, want = (&UnavailableError{Cause: cause, EntityID: "k1"}).Error(), "connection refused [entity=k1]"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
+	got, want = (&UnavailableError{Cause: cause}).Error(), "connection refused"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 }
 
 func TestTypedErrorsMatchCategories(t *testing.T) {
@@ -120,22 +103,14 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 		{store.NewValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "limiter: invalid resource: bad"},
 	} {
 		wrapped := fmt.Errorf("op: %w", tc.err)
-		if !errors.Is(wrapped, tc.sentinel) {
-			t.Errorf("errors.Is(%T, %v) = false", tc.err, tc.sentinel)
-		}
+		assert.ErrorIs(t, wrapped, tc.sentinel, "errors.Is(%T, %v) = false", tc.err, tc.sentinel)
 		if tc.err.Error() != tc.msg {
 			t.Errorf("%T.Error() = %q, want %q", tc.err, tc.err.Error(), tc.msg)
 		}
-		if errors.Is(wrapped, ErrRateLimited) || errors.Is(wrapped, ErrUnavailable) {
-			t.Errorf("%T matches an unrelated category", tc.err)
-		}
+		assert.False(t, errors.Is(wrapped, ErrRateLimited) || errors.Is(wrapped, ErrUnavailable), "%T matches an unrelated category", tc.err)
 	}
-	if !errors.Is(&IncompatibleSchemaError{}, ErrVersion) {
-		t.Error("IncompatibleSchemaError does not match ErrVersion")
-	}
-	if errors.Is(store.NewValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier) {
-		t.Error("name error matches ErrInvalidIdentifier")
-	}
+	assert.ErrorIs(t, &IncompatibleSchemaError{}, ErrVersion, "IncompatibleSchemaError does not match ErrVersion")
+	assert.False(t, errors.Is(store.NewValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier), "name error matches ErrInvalidIdentifier")
 }
 
 // TestNeverFitsMessage: a request that can never fit says so instead of
@@ -144,12 +119,9 @@ func TestNeverFitsMessage(t *testing.T) {
 	l := PerMinute("tpm", 1000)
 	too := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
 		Available: 1000, Requested: 5000, Exceeded: true, RetryAfter: 4 * time.Minute}})
-	if !too.NeverFits() {
-		t.Error("5000 of a 1000 bucket: NeverFits() = false")
-	}
-	if got, want := too.Error(), "limiter: rate limit exceeded for k/gpt (tpm); the request can never fit: 5000 tpm requested, capacity 1000"; got != want {
-		t.Errorf("Error() = %q, want %q", got, want)
-	}
+	assert.True(t, too.NeverFits(), "5000 of a 1000 bucket: NeverFits() = false")
+	got, want := too.Error(), "limiter: rate limit exceeded for k/gpt (tpm); the request can never fit: 5000 tpm requested, capacity 1000"
+	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	fits := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
 		Available: 100, Requested: 500, Exceeded: true, RetryAfter: 24 * time.Second}})
 	if fits.NeverFits() || !strings.Contains(fits.Error(), "retry after 24.0s") {

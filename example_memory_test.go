@@ -11,6 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -99,16 +100,12 @@ func TestPortableProgram(t *testing.T) {
 	ddb, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
 		o.Table, o.CreateTable = table, true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	rds, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got := map[string][]string{}
 	for name, repo := range map[string]limiter.Repository{
 		"dynamodb": ddb,
@@ -116,13 +113,9 @@ func TestPortableProgram(t *testing.T) {
 		"redis":    rds,
 	} {
 		lines, err := serveRequests(ctx, repo, limiter.WithClock(now))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
+		require.NoError(t, err, "%s: %v", name, err)
 		got[name] = lines
 	}
-	if !slices.Equal(got["dynamodb"], got["memory"]) || !slices.Equal(got["redis"], got["memory"]) || len(got["memory"]) != 5 {
-		t.Fatalf("outputs differ:\n dynamodb %q\n memory   %q\n redis    %q", got["dynamodb"], got["memory"], got["redis"])
-	}
+	require.False(t, !slices.Equal(got["dynamodb"], got["memory"]) || !slices.Equal(got["redis"], got["memory"]) || len(got["memory"]) != 5, "outputs differ:\n dynamodb %q\n memory   %q\n redis    %q", got["dynamodb"], got["memory"], got["redis"])
 	t.Logf("all three printed %q", got["memory"])
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -70,9 +72,7 @@ func TestPortableWait(t *testing.T) {
 	client := ddblocal.Client(t)
 	table := ddblocal.TableName(t)
 	ddb, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) { o.Table, o.CreateTable = table, true })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -85,13 +85,9 @@ func TestPortableWait(t *testing.T) {
 		start := time.Now()
 		n, err := embedAll(ctx, rl, make([]string, 8))
 		elapsed := time.Since(start)
-		if n != 8 || err != nil || admitted.Load() != 8 {
-			t.Fatalf("%s: embedded %d, admitted %d: %v", name, n, admitted.Load(), err)
-		}
+		require.False(t, n != 8 || err != nil || admitted.Load() != 8, "%s: embedded %d, admitted %d: %v", name, n, admitted.Load(), err)
 		// 3 tokens beyond the burst of 5, at 5 per second.
-		if elapsed < 590*time.Millisecond {
-			t.Errorf("%s: 8 documents at 5/s in %v, want ≥ 600ms", name, elapsed)
-		}
+		assert.False(t, elapsed < 590*time.Millisecond, "%s: 8 documents at 5/s in %v, want ≥ 600ms", name, elapsed)
 		t.Logf("%s: 8 documents in %v", name, elapsed.Round(time.Millisecond))
 	}
 }

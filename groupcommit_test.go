@@ -2,13 +2,14 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -78,9 +79,7 @@ func waitQueued(t *testing.T, rl *RateLimiter, key store.BucketKey, n int) {
 		if got == n {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queued for %v: %d, want %d", key, got, n)
-		}
+		require.False(t, time.Now().After(deadline), "queued for %v: %d, want %d", key, got, n)
 		runtime.Gosched()
 	}
 }
@@ -112,9 +111,8 @@ func TestGroupCommitHotKey(t *testing.T) {
 				rpm.Add(1)
 				tpm.Add(100 * k)
 				if i%2 == 0 {
-					if err := l.Adjust(Consume{"tpm": k}); err != nil {
-						t.Error(err)
-					}
+					err := l.Adjust(Consume{"tpm": k})
+					assert.NoError(t, err)
 					tpm.Add(k)
 					writes.Add(1)
 				}
@@ -133,15 +131,11 @@ func TestGroupCommitHotKey(t *testing.T) {
 		t.Errorf("%d calls other than UpdateItem: %s", n-calls, env.calls())
 	}
 	// Without group commit: one call per acquire and per adjusting commit.
-	if int64(calls) > (acquires+writes.Load())/2 {
-		t.Errorf("%d UpdateItem calls for %d acquires and %d adjusting commits: want at most half (batched)", calls, acquires, writes.Load())
-	}
+	assert.False(t, int64(calls) > (acquires+writes.Load())/2, "%d UpdateItem calls for %d acquires and %d adjusting commits: want at most half (batched)", calls, acquires, writes.Load())
 	b := env.bucket("hot", "gpt")
 	for name, want := range map[string]int64{"rpm": rpm.Load() + 1, "tpm": tpm.Load() + 1} {
 		tc, tk, cp := env.n(b, bucketAttr(name, fieldTotalConsumed)), env.n(b, bucketAttr(name, fieldTokens)), env.n(b, bucketAttr(name, fieldCapacity))
-		if tc != want*1000 || tk+tc != cp {
-			t.Errorf("%s: tc %d tk %d cp %d, want tc = %d and tk + tc = cp", name, tc, tk, cp, want*1000)
-		}
+		assert.False(t, tc != want*1000 || tk+tc != cp, "%s: tc %d tk %d cp %d, want tc = %d and tk + tc = cp", name, tc, tk, cp, want*1000)
 	}
 }
 
@@ -176,9 +170,8 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 		waitQueued(t, rl, key, i+1)
 	}
 	g.release()
-	if err := <-first; err != nil {
-		t.Fatalf("first acquire: %v", err)
-	}
+	err := <-first
+	require.NoError(t, err, "first acquire: %v", err)
 	wg.Wait()
 
 	for i, want := range []bool{true, false, true, false} {
@@ -199,12 +192,10 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 		}
 	}
 	// first alone, the refused batch, 3 alone, 1 alone.
-	if got, want := env.calls(), "UpdateItem, UpdateItem!, UpdateItem, UpdateItem"; got != want {
-		t.Errorf("calls = %q, want %q", got, want)
-	}
-	if tc, tk := env.n(env.bucket("k", "api"), "b_rpm_tc"), env.tokens("k", "api", "rpm"); tc != 99_000 || tk != 1_000 {
-		t.Errorf("rpm tc %d tk %d, want 99000 and 1000", tc, tk)
-	}
+	got, want := env.calls(), "UpdateItem, UpdateItem!, UpdateItem, UpdateItem"
+	assert.Equal(t, want, got, "calls = %q, want %q", got, want)
+	tc, tk := env.n(env.bucket("k", "api"), "b_rpm_tc"), env.tokens("k", "api", "rpm")
+	assert.False(t, tc != 99_000 || tk != 1_000, "rpm tc %d tk %d, want 99000 and 1000", tc, tk)
 }
 
 // TestGroupCommitCancelledMembers: a member whose context ends while queued
@@ -240,30 +231,25 @@ func TestGroupCommitCancelledMembers(t *testing.T) {
 	waitQueued(t, rl, key, 3)
 
 	cancelQueued() // q leaves the queue: nothing of it is written
-	if err := <-q; !errors.Is(err, context.Canceled) {
-		t.Errorf("queued member: err %v, want context.Canceled", err)
-	}
+	err := <-q
+	assert.ErrorIs(t, err, context.Canceled, "queued member: err %v, want context.Canceled", err)
 	waitQueued(t, rl, key, 2)
 	g.step()
-	if err := <-a; err != nil {
-		t.Fatal(err)
-	}
+	err = <-a
+	require.NoError(t, err)
 	<-g.entered // the batch {b, c} is in flight
 	cancelFlight()
-	if err := <-c; !errors.Is(err, context.Canceled) {
-		t.Errorf("in-flight member: err %v, want context.Canceled", err)
-	}
+	err = <-c
+	assert.ErrorIs(t, err, context.Canceled, "in-flight member: err %v, want context.Canceled", err)
 	g.release()
-	if err := <-b; err != nil {
-		t.Fatal(err)
-	}
+	err = <-b
+	require.NoError(t, err)
 	// The give-back of c's 8 tokens is queued for the item; a last
 	// acquire goes after it (or with it).
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 16}, lim))
 	waitQueued(t, rl, key, 0)
-	if tc := env.n(env.bucket("k", "api"), "b_rpm_tc"); tc != (10+1+4+16)*1000 {
-		t.Errorf("rpm tc = %d, want %d (c given back, q never written)", tc, (10+1+4+16)*1000)
-	}
+	tc := env.n(env.bucket("k", "api"), "b_rpm_tc")
+	assert.EqualValues(t, (10+1+4+16)*1000, tc, "rpm tc = %d, want %d (c given back, q never written)", tc, (10+1+4+16)*1000)
 }
 
 // TestHotKeyOptionsSequentialCalls: used one call at a time, a limiter
@@ -282,9 +268,8 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 			env := newTestEnv(t)
 			rl := New(env.repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
 			for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-					t.Fatal(err)
-				}
+				_, err := rl.CreateEntity(env.ctx, e)
+				require.NoError(t, err)
 			}
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 			check := env.callChecker(t)

@@ -2,12 +2,13 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/faultproxy"
@@ -70,22 +71,17 @@ func checkLateness(t *testing.T, lates []time.Duration) {
 	best := lates[0]
 	for _, l := range lates {
 		best = min(best, l)
-		if l > blockedBound {
-			t.Errorf("an acquire returned %v after its deadline: it waited for the store", l.Round(time.Millisecond))
-		}
+		assert.False(t, l > blockedBound, "an acquire returned %v after its deadline: it waited for the store", l.Round(time.Millisecond))
 	}
-	if best > deadlineSlack {
-		t.Errorf("the best of %d acquires returned %v after its deadline, want at most %v", len(lates), best.Round(time.Millisecond), deadlineSlack)
-	}
+	assert.False(t, best > deadlineSlack, "the best of %d acquires returned %v after its deadline, want at most %v", len(lates), best.Round(time.Millisecond), deadlineSlack)
 }
 
 // mustAcquireWithin is acquireWithin on a long deadline, failing t on an
 // error.
 func mustAcquireWithin(t *testing.T, rl *RateLimiter, entity string, consume Consume, opts ...AcquireOption) {
 	t.Helper()
-	if _, err := acquireWithin(t, rl, 5*time.Second, entity, consume, opts...); err != nil {
-		t.Fatal(err)
-	}
+	_, err := acquireWithin(t, rl, 5*time.Second, entity, consume, opts...)
+	require.NoError(t, err)
 }
 
 // attemptsTimingOut makes three acquires with a 300 ms deadline that must
@@ -95,9 +91,7 @@ func attemptsTimingOut(t *testing.T, rl *RateLimiter, entity string, consume Con
 	var lates []time.Duration
 	for range 3 {
 		late, err := acquireWithin(t, rl, 300*time.Millisecond, entity, consume, opts...)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("acquire: %v, want DeadlineExceeded", err)
-		}
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "acquire: %v, want DeadlineExceeded", err)
 		lates = append(lates, late)
 	}
 	checkLateness(t, lates)
@@ -123,9 +117,8 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 			// write; the second queues behind it.
 			var wg sync.WaitGroup
 			wg.Go(func() {
-				if _, err := acquireWithin(t, rl, 3*time.Second, "e", Consume{"rpm": 1}, lim); !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("acquire holding the item's write: %v, want DeadlineExceeded", err)
-				}
+				_, err := acquireWithin(t, rl, 3*time.Second, "e", Consume{"rpm": 1}, lim)
+				assert.ErrorIs(t, err, context.DeadlineExceeded, "acquire holding the item's write: %v, want DeadlineExceeded", err)
 			})
 			waitFor(t, func() bool { return p.Faults("UpdateItem") >= 1 })
 			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
@@ -135,16 +128,14 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 		{name: "read-then-write path, hung write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
 		{name: "cascade, parallel writes", op: "UpdateItem", setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-					t.Fatal(err)
-				}
+				_, err := rl.CreateEntity(env.ctx, e)
+				require.NoError(t, err)
 			}
 		}},
 		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-				if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-					t.Fatal(err)
-				}
+				_, err := rl.CreateEntity(env.ctx, e)
+				require.NoError(t, err)
 			}
 		}},
 	} {
@@ -164,9 +155,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 			} else {
 				attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
 			}
-			if p.Faults(tc.op) == 0 {
-				t.Fatalf("no %s hung: the test did not test", tc.op)
-			}
+			require.False(t, p.Faults(tc.op) == 0, "no %s hung: the test did not test", tc.op)
 			// DynamoDB answers again: the writes still pending apply, and
 			// what they took is given back.
 			p.Clear()
@@ -187,9 +176,7 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5 s")
-		}
+		require.False(t, time.Now().After(deadline), "condition not met in 5 s")
 		time.Sleep(time.Millisecond)
 	}
 }
@@ -219,28 +206,23 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 			entities := []string{"e"}
 			if tc.cascade {
 				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-					if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-						t.Fatal(err)
-					}
+					_, err := rl.CreateEntity(env.ctx, e)
+					require.NoError(t, err)
 				}
 				entities = append(entities, "p")
 			}
 			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "tpm": 100}, lim)
 			p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
 			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, lim)
-			if p.Faults(tc.op) == 0 {
-				t.Fatalf("no %s was answered late: the test did not test", tc.op)
-			}
+			require.False(t, p.Faults(tc.op) == 0, "no %s was answered late: the test did not test", tc.op)
 			rl.Close()
 			p.Clear()
 			for _, e := range entities {
 				b := env.bucket(e, "api")
-				if rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc"); rpm != 1000 || tpm != 100_000 {
-					t.Errorf("%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
-				}
-				if rpm, tpm := env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk"); rpm != 99_000 || tpm != 9_900_000 {
-					t.Errorf("%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
-				}
+				rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc")
+				assert.False(t, rpm != 1000 || tpm != 100_000, "%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
+				rpm, tpm = env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk")
+				assert.False(t, rpm != 99_000 || tpm != 9_900_000, "%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
 			}
 		})
 	}
@@ -259,15 +241,11 @@ func TestServerErrorAfterApplyNotRetried(t *testing.T) {
 	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
 	before := p.Count("UpdateItem")
 	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-	if !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("acquire answered 500: %v, want ErrUnavailable", err)
-	}
-	if n := p.Count("UpdateItem") - before; n != 1 {
-		t.Errorf("%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
-	}
-	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
-		t.Errorf("tc = %d, want 6000: the applied write counted once", tc)
-	}
+	require.ErrorIs(t, err, ErrUnavailable, "acquire answered 500: %v, want ErrUnavailable", err)
+	n := p.Count("UpdateItem") - before
+	assert.EqualValues(t, 1, n, "%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
+	tc := env.n(env.bucket("e", "api"), "b_rpm_tc")
+	assert.EqualValues(t, 6000, tc, "tc = %d, want 6000: the applied write counted once", tc)
 }
 
 // TestThrottlingRetried: a throttled write (never applied) is retried by
@@ -281,16 +259,12 @@ func TestThrottlingRetried(t *testing.T) {
 	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
 	before := p.Count("UpdateItem")
 	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-	if err != nil {
-		t.Fatalf("acquire throttled once: %v", err)
-	}
+	require.NoError(t, err, "acquire throttled once: %v", err)
 	lease.Commit(env.ctx)
-	if n := p.Count("UpdateItem") - before; n != 2 {
-		t.Errorf("%d UpdateItem requests, want 2 (the throttled one, then its retry)", n)
-	}
-	if tc := env.n(env.bucket("e", "api"), "b_rpm_tc"); tc != 6000 {
-		t.Errorf("tc = %d, want 6000", tc)
-	}
+	n := p.Count("UpdateItem") - before
+	assert.EqualValues(t, 2, n, "%d UpdateItem requests, want 2 (the throttled one, then its retry)", n)
+	tc := env.n(env.bucket("e", "api"), "b_rpm_tc")
+	assert.EqualValues(t, 6000, tc, "tc = %d, want 6000", tc)
 }
 
 // TestGroupCommitAdjustNeverFailsAcquires: a commit that puts the bucket
@@ -303,18 +277,15 @@ func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	rl := New(repo, WithClock(env.clock.now))
 	lim := WithLimits(PerMinute("tpm", 1000))
 	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 100}, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lease.Adjust(Consume{"tpm": 5000}) // the call used far more than estimated
 	// Hold the item's next write so that the commit and the acquire queue
 	// behind it and go out as one batch.
 	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Hang, Times: 1})
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if _, err := acquireWithin(t, rl, 5*time.Second, "e", Consume{"tpm": 1}, lim); err != nil {
-			t.Error(err)
-		}
+		_, err := acquireWithin(t, rl, 5*time.Second, "e", Consume{"tpm": 1}, lim)
+		assert.NoError(t, err)
 	})
 	waitFor(t, func() bool { return p.Faults("UpdateItem") == 1 })
 	var commitErr, acquireErr error
@@ -334,16 +305,13 @@ func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	env.rec.Reset()
 	p.Release()
 	wg.Wait()
-	if commitErr != nil || acquireErr != nil {
-		t.Fatalf("commit: %v; acquire batched with it: %v", commitErr, acquireErr)
-	}
+	require.False(t, commitErr != nil || acquireErr != nil, "commit: %v; acquire batched with it: %v", commitErr, acquireErr)
 	for _, c := range env.rec.Calls() {
 		if c.Failed() {
 			t.Errorf("a refused write in the batch: %s", env.calls())
 			break
 		}
 	}
-	if tc := env.n(env.bucket("e", "api"), "b_tpm_tc"); tc != (100+5000+1+100)*1000 {
-		t.Errorf("tc = %d, want %d", tc, (100+5000+1+100)*1000)
-	}
+	tc := env.n(env.bucket("e", "api"), "b_tpm_tc")
+	assert.EqualValues(t, (100+5000+1+100)*1000, tc, "tc = %d, want %d", tc, (100+5000+1+100)*1000)
 }

@@ -9,31 +9,28 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
 func mustAcquire(t *testing.T, rl *RateLimiter, entity, resource string, c Consume, opts ...AcquireOption) *Lease {
 	t.Helper()
 	l, err := rl.Acquire(context.Background(), entity, resource, c, opts...)
-	if err != nil {
-		t.Fatalf("Acquire(%s, %s, %v): %v", entity, resource, c, err)
-	}
+	require.NoError(t, err, "Acquire(%s, %s, %v): %v", entity, resource, c, err)
 	return l
 }
 
 func mustCommit(t *testing.T, l *Lease) {
 	t.Helper()
-	if err := l.Commit(context.Background()); err != nil {
-		t.Fatalf("Commit: %v", err)
-	}
+	err := l.Commit(context.Background())
+	require.NoError(t, err, "Commit: %v", err)
 }
 
 func rateLimited(t *testing.T, err error) *RateLimitExceededError {
 	t.Helper()
 	var rle *RateLimitExceededError
-	if !errors.As(err, &rle) || !errors.Is(err, ErrRateLimited) {
-		t.Fatalf("err = %v, want *RateLimitExceededError", err)
-	}
+	require.False(t, !errors.As(err, &rle) || !errors.Is(err, ErrRateLimited), "err = %v, want *RateLimitExceededError", err)
 	return rle
 }
 
@@ -46,12 +43,10 @@ func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
-		if _, err := rl.CreateEntity(ctx, Entity{ID: "P"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, Entity{ID: "P"})
+		require.NoError(t, err)
+		_, err = rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+		require.NoError(t, err)
 		l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
 		mustCommit(t, l)
 
@@ -77,12 +72,10 @@ func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 			return m
 		}
 		opt := cmp.Exporter(func(reflect.Type) bool { return true })
-		if diff := cmp.Diff(want("C", true, "P"), env.bucket("C", "api"), opt); diff != "" {
-			t.Errorf("child item (-want +got):\n%s", diff)
-		}
-		if diff := cmp.Diff(want("P", false, ""), env.bucket("P", "api"), opt); diff != "" {
-			t.Errorf("parent item (-want +got):\n%s", diff)
-		}
+		diff := cmp.Diff(want("C", true, "P"), env.bucket("C", "api"), opt)
+		assert.EqualValues(t, "", diff, "child item (-want +got):\n%s", diff)
+		diff = cmp.Diff(want("P", false, ""), env.bucket("P", "api"), opt)
+		assert.EqualValues(t, "", diff, "parent item (-want +got):\n%s", diff)
 	})
 }
 
@@ -102,9 +95,8 @@ func TestExhaustWaitAcquire(t *testing.T) {
 		}
 		env.clock.advance(1100 * time.Millisecond)
 		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 50}, lim)
-		if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 50}) {
-			t.Fatalf("Consumed() = %v, want rpm 50", got)
-		}
+		got := l.Consumed()
+		require.True(t, cmp.Equal(got, map[string]int64{"rpm": 50}), "Consumed() = %v, want rpm 50", got)
 		mustCommit(t, l)
 		if got := env.tokens("e", "api", "rpm"); got != 50_000 {
 			t.Fatalf("tokens = %d, want 50000 (100 refilled, 50 taken)", got)
@@ -118,9 +110,8 @@ func TestAcquireWithoutEntityRecord(t *testing.T) {
 		lim := WithLimits(PerMinute("rpm", 10))
 		for i := range 3 {
 			mustCommit(t, mustAcquire(t, rl, "ghost", "api", Consume{"rpm": 1}, lim))
-			if got := env.tokens("ghost", "api", "rpm"); got != int64(9000-1000*i) {
-				t.Fatalf("after %d acquires tokens = %d", i+1, got)
-			}
+			got := env.tokens("ghost", "api", "rpm")
+			require.Equal(t, int64(9000-1000*i), got, "after %d acquires tokens = %d", i+1, got)
 		}
 	})
 }
@@ -138,26 +129,22 @@ func TestLimitAddedToExistingBucket(t *testing.T) {
 		two := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, two))
 		b := env.bucket("e", "api")
-		if got := env.n(b, "b_tpm_tk"); got != 900_000 {
-			t.Errorf("b_tpm_tk = %d, want 900000", got)
-		}
+		got := env.n(b, "b_tpm_tk")
+		assert.EqualValues(t, 900_000, got, "b_tpm_tk = %d, want 900000", got)
 		if got, got2 := env.n(b, "b_tpm_cp"), env.n(b, "b_tpm_tc"); got != 1_000_000 || got2 != 100_000 {
 			t.Errorf("b_tpm_cp = %d, b_tpm_tc = %d", got, got2)
 		}
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 100}, two))
-		if got := env.tokens("e", "api", "tpm"); got != 800_000 {
-			t.Errorf("tokens after second tpm acquire = %d, want 800000", got)
-		}
+		got = env.tokens("e", "api", "tpm")
+		assert.EqualValues(t, 800_000, got, "tokens after second tpm acquire = %d, want 800000", got)
 
 		// Stored path: SetLimits adds tph to an existing bucket.
 		ctx := env.ctx
-		if err := rl.SetLimits(ctx, "e", "api", []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)}); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.SetLimits(ctx, "e", "api", []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)})
+		require.NoError(t, err)
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tph": 10}))
-		if got := env.tokens("e", "api", "tph"); got != 4_990_000 {
-			t.Errorf("tph tokens = %d, want 4990000", got)
-		}
+		got = env.tokens("e", "api", "tph")
+		assert.EqualValues(t, 4_990_000, got, "tph tokens = %d, want 4990000", got)
 	})
 }
 
@@ -170,17 +157,14 @@ func TestLimitNamesWithDashAndDot(t *testing.T) {
 		lim := WithLimits(PerMinute("tpm-x", 100), PerMinute("a.b", 100))
 		for range 2 {
 			l := mustAcquire(t, rl, "e", "api", Consume{"tpm-x": 10, "a.b": 1}, lim)
-			if err := l.Adjust(Consume{"tpm-x": 5}); err != nil {
-				t.Fatal(err)
-			}
+			err := l.Adjust(Consume{"tpm-x": 5})
+			require.NoError(t, err)
 			mustCommit(t, l)
 		}
-		if got := env.tokens("e", "api", "tpm-x"); got != 70_000 {
-			t.Errorf("tpm-x tokens = %d, want 70000", got)
-		}
-		if got := env.tokens("e", "api", "a.b"); got != 98_000 {
-			t.Errorf("a.b tokens = %d, want 98000", got)
-		}
+		got := env.tokens("e", "api", "tpm-x")
+		assert.EqualValues(t, 70_000, got, "tpm-x tokens = %d, want 70000", got)
+		got = env.tokens("e", "api", "a.b")
+		assert.EqualValues(t, 98_000, got, "a.b tokens = %d, want 98000", got)
 	})
 }
 
@@ -202,9 +186,8 @@ func TestCascadeParentDenies(t *testing.T) {
 		if len(rle.Statuses) != 2 || rle.Statuses[0].EntityID != "C" || rle.Statuses[1].EntityID != "P" {
 			t.Fatalf("statuses = %+v, want child then parent", rle.Statuses)
 		}
-		if item := env.bucket("C", "api"); len(item) != 0 {
-			t.Fatalf("child bucket written although the parent denied: %v", item)
-		}
+		item := env.bucket("C", "api")
+		require.Len(t, item, 0, "child bucket written although the parent denied: %v", item)
 	})
 }
 
@@ -216,47 +199,37 @@ func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
 
 		boom := errors.New("llm call failed")
 		err := rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
-			if got := env.tokens("e", "api", "tpm"); got != 700_000 {
-				t.Errorf("inside Do: tpm tokens = %d, want 700000 (write-on-enter)", got)
-			}
+			got := env.tokens("e", "api", "tpm")
+			assert.EqualValues(t, 700_000, got, "inside Do: tpm tokens = %d, want 700000 (write-on-enter)", got)
 			l.Adjust(Consume{"tpm": 300})
 			return boom
 		}, lim)
-		if !errors.Is(err, boom) {
-			t.Fatalf("Do = %v, want %v", err, boom)
-		}
-		if got := env.tokens("e", "api", "tpm"); got != 900_000 {
-			t.Fatalf("after rollback tpm tokens = %d, want 900000", got)
-		}
+		require.ErrorIs(t, err, boom, "Do = %v, want %v", err, boom)
+		got := env.tokens("e", "api", "tpm")
+		require.EqualValues(t, 900_000, got, "after rollback tpm tokens = %d, want 900000", got)
 
 		func() {
 			defer func() {
-				if r := recover(); r != "kaboom" {
-					t.Errorf("recovered %v, want the re-raised panic", r)
-				}
+				r := recover()
+				assert.False(t, r != "kaboom", "recovered %v, want the re-raised panic", r)
 			}()
 			rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 200}, func(ctx context.Context, l *Lease) error {
 				panic("kaboom")
 			}, lim)
 		}()
-		if got := env.tokens("e", "api", "tpm"); got != 900_000 {
-			t.Fatalf("after panic tpm tokens = %d, want 900000", got)
-		}
+		got = env.tokens("e", "api", "tpm")
+		require.EqualValues(t, 900_000, got, "after panic tpm tokens = %d, want 900000", got)
 		b := env.bucket("e", "api")
-		if got := env.n(b, "b_tpm_tc"); got != 100_000 {
-			t.Fatalf("b_tpm_tc = %d, want 100000 (rolled back consumption is not counted)", got)
-		}
+		got = env.n(b, "b_tpm_tc")
+		require.EqualValues(t, 100_000, got, "b_tpm_tc = %d, want 100000 (rolled back consumption is not counted)", got)
 
 		// Success commits the adjustment.
 		err = rl.Do(env.ctx, "e", "api", Consume{"rpm": 1, "tpm": 100}, func(ctx context.Context, l *Lease) error {
 			return l.Adjust(Consume{"tpm": 150})
 		}, lim)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := env.tokens("e", "api", "tpm"); got != 650_000 {
-			t.Fatalf("after commit tpm tokens = %d, want 650000", got)
-		}
+		require.NoError(t, err)
+		got = env.tokens("e", "api", "tpm")
+		require.EqualValues(t, 650_000, got, "after commit tpm tokens = %d, want 650000", got)
 	})
 }
 
@@ -273,9 +246,8 @@ func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 			t.Fatal(err)
 		}
 		mustCommit(t, l)
-		if got := env.tokens("e", "api", "rpm"); got != -11_000 {
-			t.Fatalf("tokens = %d, want -11000", got)
-		}
+		got := env.tokens("e", "api", "rpm")
+		require.EqualValues(t, -11_000, got, "tokens = %d, want -11000", got)
 		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
 		rle := rateLimited(t, err)
 		if rle.RetryAfter != 72001*time.Millisecond {
@@ -308,9 +280,8 @@ func TestDebtDoesNotGateOtherLimits(t *testing.T) {
 		l.Adjust(Consume{"rpm": 20})
 		mustCommit(t, l)
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tpm": 5}, lim))
-		if got := env.tokens("e", "api", "tpm"); got != 994_000 {
-			t.Fatalf("tpm tokens = %d, want 994000", got)
-		}
+		got := env.tokens("e", "api", "tpm")
+		require.EqualValues(t, 994_000, got, "tpm tokens = %d, want 994000", got)
 	})
 }
 
@@ -319,26 +290,20 @@ func TestLeaseLifecycle(t *testing.T) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
 		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim)
-		if err := l.Consume(Consume{"tpm": 2000}); !errors.Is(err, ErrRateLimited) {
-			t.Fatalf("Consume over capacity = %v", err)
-		}
-		if err := l.Consume(Consume{"tpm": 100}); err != nil {
-			t.Fatal(err)
-		}
-		if err := l.Release(Consume{"tpm": 50}); err != nil {
-			t.Fatal(err)
-		}
-		if got := l.Consumed(); !cmp.Equal(got, map[string]int64{"rpm": 1, "tpm": 150}) {
-			t.Fatalf("Consumed = %v", got)
-		}
+		err := l.Consume(Consume{"tpm": 2000})
+		require.ErrorIs(t, err, ErrRateLimited, "Consume over capacity = %v", err)
+		err = l.Consume(Consume{"tpm": 100})
+		require.NoError(t, err)
+		err = l.Release(Consume{"tpm": 50})
+		require.NoError(t, err)
+		got := l.Consumed()
+		require.True(t, cmp.Equal(got, map[string]int64{"rpm": 1, "tpm": 150}), "Consumed = %v", got)
 		mustCommit(t, l)
 		for name, err := range map[string]error{
 			"Commit": l.Commit(env.ctx), "Rollback": l.Rollback(env.ctx),
 			"Adjust": l.Adjust(Consume{"tpm": 1}), "Consume": l.Consume(Consume{"tpm": 1}),
 		} {
-			if !errors.Is(err, ErrLeaseDone) {
-				t.Errorf("%s after Commit = %v, want ErrLeaseDone", name, err)
-			}
+			assert.ErrorIs(t, err, ErrLeaseDone, "%s after Commit = %v, want ErrLeaseDone", name, err)
 		}
 		b := env.bucket("e", "api")
 		if got, tc := env.n(b, "b_tpm_tk"), env.n(b, "b_tpm_tc"); got != 850_000 || tc != 150_000 {
@@ -381,24 +346,20 @@ func TestCallCounts(t *testing.T) {
 	})
 	check("cascade rollback", "UpdateItem, UpdateItem", func() { l.Rollback(ctx) })
 	check("available", "GetItem", func() {
-		if _, err := rl.Available(ctx, "solo", "api", lim); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.Available(ctx, "solo", "api", lim)
+		require.NoError(t, err)
 	})
 
 	// Stored limits: a miss costs one BatchGetItem, a hit nothing.
-	if err := rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)})
+	require.NoError(t, err)
 	check("resolution miss", "BatchGetItem[4]", func() {
-		if _, _, err := rl.ResolveLimits(ctx, "solo", "api"); err != nil {
-			t.Fatal(err)
-		}
+		_, _, err := rl.ResolveLimits(ctx, "solo", "api")
+		require.NoError(t, err)
 	})
 	check("resolution hit", "", func() {
-		if _, _, err := rl.ResolveLimits(ctx, "solo", "api"); err != nil {
-			t.Fatal(err)
-		}
+		_, _, err := rl.ResolveLimits(ctx, "solo", "api")
+		require.NoError(t, err)
 	})
 	check("acquire with stored limits (cached)", "BatchGetItem[2], UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}))
@@ -415,16 +376,10 @@ func TestOnUnavailable(t *testing.T) {
 
 	_, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	var ue *UnavailableError
-	if !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("block: err = %v, want *UnavailableError", err)
-	}
-	if ue.EntityID != "e" || ue.Resource != "api" || ue.Cause == nil {
-		t.Fatalf("UnavailableError = %+v", ue)
-	}
+	require.False(t, !errors.As(err, &ue) || !errors.Is(err, ErrUnavailable), "block: err = %v, want *UnavailableError", err)
+	require.False(t, ue.EntityID != "e" || ue.Resource != "api" || ue.Cause == nil, "UnavailableError = %+v", ue)
 	l, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
-	if err != nil || !l.Noop() {
-		t.Fatalf("allow: lease %v err %v, want a no-op lease", l, err)
-	}
+	require.False(t, err != nil || !l.Noop(), "allow: lease %v err %v, want a no-op lease", l, err)
 	if err := l.Adjust(Consume{"rpm": 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -449,12 +404,10 @@ func TestAdjustLimitNotNamedAtAcquire(t *testing.T) {
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)) // creates the bucket
 		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)
-		if err := l.Adjust(Consume{"tpm": 300}); err != nil {
-			t.Fatal(err)
-		}
-		if got := l.Consumed(); got["tpm"] != 300 || got["rpm"] != 1 {
-			t.Fatalf("Consumed = %v", got)
-		}
+		err := l.Adjust(Consume{"tpm": 300})
+		require.NoError(t, err)
+		got := l.Consumed()
+		require.False(t, got["tpm"] != 300 || got["rpm"] != 1, "Consumed = %v", got)
 		mustCommit(t, l)
 		if got := env.tokens("e", "api", "tpm"); got != 700_000 {
 			t.Fatalf("tpm tokens = %d, want 700000", got)
@@ -471,16 +424,13 @@ func TestRefundSurvivesCancellation(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
 		ctx, cancel := context.WithCancel(context.Background())
 		l, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 3}, lim)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		cancel()
 		if err := l.Rollback(ctx); err != nil {
 			t.Fatalf("Rollback after cancel = %v", err)
 		}
-		if got := env.tokens("e", "api", "rpm"); got != 9_000 {
-			t.Fatalf("tokens = %d, want 9000 (refunded)", got)
-		}
+		got := env.tokens("e", "api", "rpm")
+		require.EqualValues(t, 9_000, got, "tokens = %d, want 9000 (refunded)", got)
 	})
 }
 
@@ -500,16 +450,11 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 		rl := New(env.withClient(failWrites), WithClock(env.clock.now), WithSpeculativeWrites(env.spec))
 		lim := WithLimits(PerMinute("rpm", 10))
 		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
-		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, throttled) {
-			t.Fatalf("block: %v, want ErrUnavailable wrapping the cause", err)
-		}
+		require.False(t, !errors.Is(err, ErrUnavailable) || !errors.Is(err, throttled), "block: %v, want ErrUnavailable wrapping the cause", err)
 		l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
-		if err != nil || !l.Noop() {
-			t.Fatalf("allow: %v %v, want a no-op lease", l, err)
-		}
-		if item := env.bucket("e", "api"); len(item) != 0 {
-			t.Fatalf("bucket written: %v", item)
-		}
+		require.False(t, err != nil || !l.Noop(), "allow: %v %v, want a no-op lease", l, err)
+		item := env.bucket("e", "api")
+		require.Len(t, item, 0, "bucket written: %v", item)
 	})
 }
 
@@ -528,9 +473,7 @@ func TestOnUnavailableFromSystemConfig(t *testing.T) {
 	})
 	rl := New(env.withClient(failWrites), WithClock(env.clock.now))
 	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
-	if err != nil || !l.Noop() {
-		t.Fatalf("stored allow: %v %v", l, err)
-	}
+	require.False(t, err != nil || !l.Noop(), "stored allow: %v %v", l, err)
 }
 
 func TestAvailableAndTimeUntilAvailable(t *testing.T) {
@@ -538,21 +481,15 @@ func TestAvailableAndTimeUntilAvailable(t *testing.T) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 600))
 		got, err := rl.Available(env.ctx, "e", "api", lim)
-		if err != nil || got["rpm"] != 10 || got["tpm"] != 600 {
-			t.Fatalf("Available before any acquire = %v, %v", got, err)
-		}
+		require.False(t, err != nil || got["rpm"] != 10 || got["tpm"] != 600, "Available before any acquire = %v, %v", got, err)
 		l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 100}, lim)
 		l.Adjust(Consume{"tpm": 560}) // 600 - 660 = -60
 		mustCommit(t, l)
 		got, _ = rl.Available(env.ctx, "e", "api", lim)
-		if got["rpm"] != 9 || got["tpm"] != -60 {
-			t.Fatalf("Available = %v, want rpm 9 tpm -60", got)
-		}
+		require.False(t, got["rpm"] != 9 || got["tpm"] != -60, "Available = %v, want rpm 9 tpm -60", got)
 		wait, err := rl.TimeUntilAvailable(env.ctx, "e", "api", Consume{"tpm": 40, "rpm": 1}, lim)
 		// need 100 tpm at 10/s → 10 s + 1 ms
-		if err != nil || wait != 10*time.Second+time.Millisecond {
-			t.Fatalf("TimeUntilAvailable = %v, %v, want 10.001s", wait, err)
-		}
+		require.False(t, err != nil || wait != 10*time.Second+time.Millisecond, "TimeUntilAvailable = %v, %v, want 10.001s", wait, err)
 		env.clock.advance(10 * time.Second)
 		if wait, _ := rl.TimeUntilAvailable(env.ctx, "e", "api", Consume{"tpm": 40}, lim); wait != 0 {
 			t.Fatalf("after waiting: %v, want 0", wait)
@@ -563,12 +500,10 @@ func TestAvailableAndTimeUntilAvailable(t *testing.T) {
 func TestBucketTTLDisabled(t *testing.T) {
 	env := newTestEnv(t)
 	mustCommit(t, mustAcquire(t, env.limiter(WithBucketTTL(0)), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
-	if _, ok := env.bucket("e", "api")["ttl"]; ok {
-		t.Fatal("ttl written with multiplier 0")
-	}
-	if got := bucketTTLSeconds([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}, 7); got != 100*3600/50*7 {
-		t.Fatalf("bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)
-	}
+	_, ok := env.bucket("e", "api")["ttl"]
+	require.False(t, ok, "ttl written with multiplier 0")
+	got := bucketTTLSeconds([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}, 7)
+	require.EqualValues(t, 100*3600/50*7, got, "bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)
 }
 
 // TestEmptyLimitOverride: WithLimits() with no limits checks nothing and, on
@@ -579,7 +514,6 @@ func TestEmptyLimitOverride(t *testing.T) {
 	env.rec.Reset()
 	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1_000_000}, WithLimits())
 	mustCommit(t, l)
-	if got := env.calls(); got != "" {
-		t.Fatalf("calls = %q", got)
-	}
+	got := env.calls()
+	require.EqualValues(t, "", got, "calls = %q", got)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
@@ -45,9 +47,7 @@ func localWorkload(t *testing.T, client *dynamodb.Client) {
 		o.Namespace = "default"
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB: %v", err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -60,13 +60,10 @@ func localWorkload(t *testing.T, client *dynamodb.Client) {
 			denied++
 			continue
 		}
-		if err != nil {
-			t.Fatalf("Acquire %d: %v", i, err)
-		}
+		require.NoError(t, err, "Acquire %d: %v", i, err)
 		if i == 2 {
-			if err := lease.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
+			err := lease.Rollback(ctx)
+			require.NoError(t, err)
 			continue
 		}
 		lease.Adjust(Consume{"tpm": 50})
@@ -74,9 +71,7 @@ func localWorkload(t *testing.T, client *dynamodb.Client) {
 			t.Fatal(err)
 		}
 	}
-	if denied == 0 {
-		t.Fatal("the workload was never denied: it does not exercise error responses")
-	}
+	require.False(t, denied == 0, "the workload was never denied: it does not exercise error responses")
 }
 
 // TestDynamoDBLocalClientQuiet: a program using NewDynamoDBLocalClient
@@ -88,9 +83,8 @@ func TestDynamoDBLocalClientQuiet(t *testing.T) {
 	t.Run("helper", func(t *testing.T) {
 		var log captureLogger
 		localWorkload(t, NewDynamoDBLocalClient(endpoint, func(o *dynamodb.Options) { o.Logger = &log }))
-		if got := log.text(); got != "" {
-			t.Errorf("NewDynamoDBLocalClient logged:\n%s", got)
-		}
+		got := log.text()
+		assert.EqualValues(t, "", got, "NewDynamoDBLocalClient logged:\n%s", got)
 	})
 	t.Run("checksum validation on", func(t *testing.T) {
 		var log captureLogger
@@ -98,9 +92,8 @@ func TestDynamoDBLocalClientQuiet(t *testing.T) {
 			o.Logger = &log
 			o.DisableValidateResponseChecksum = false
 		}))
-		if got := log.text(); !strings.Contains(got, "checksum") {
-			t.Errorf("with checksum validation the SDK logged %q, want checksum warnings (the quiet test above proves nothing otherwise)", got)
-		}
+		got := log.text()
+		assert.True(t, strings.Contains(got, "checksum"), "with checksum validation the SDK logged %q, want checksum warnings (the quiet test above proves nothing otherwise)", got)
 	})
 }
 
@@ -113,12 +106,9 @@ func TestDynamoDBLocalConfig(t *testing.T) {
 		t.Helper()
 		cfg := DynamoDBLocalConfig(endpoint)
 		creds, err := cfg.Credentials.Retrieve(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := aws.ToString(cfg.BaseEndpoint); got != wantEndpoint || cfg.Region != wantRegion || creds.AccessKeyID != wantKey {
-			t.Errorf("%s: endpoint %q region %q key %q, want %q %q %q", name, got, cfg.Region, creds.AccessKeyID, wantEndpoint, wantRegion, wantKey)
-		}
+		require.NoError(t, err)
+		got := aws.ToString(cfg.BaseEndpoint)
+		assert.False(t, got != wantEndpoint || cfg.Region != wantRegion || creds.AccessKeyID != wantKey, "%s: endpoint %q region %q key %q, want %q %q %q", name, got, cfg.Region, creds.AccessKeyID, wantEndpoint, wantRegion, wantKey)
 	}
 	check("defaults", "", DefaultDynamoDBLocalEndpoint, DynamoDBLocalRegion, DynamoDBLocalAccessKey)
 	check("explicit endpoint", "http://127.0.0.1:9000/", "http://127.0.0.1:9000", DynamoDBLocalRegion, DynamoDBLocalAccessKey)

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/redisserver"
@@ -65,9 +67,7 @@ func newTestEnv(t *testing.T, optFns ...func(*DynamoDBOptions)) *testEnv {
 		o.CreateTable = true
 		o.Now = env.clock.now
 	}}, optFns...)...)
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB: %v", err)
 	t.Cleanup(func() {
 		env.client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -131,9 +131,8 @@ func (env *testEnv) callChecker(t *testing.T) func(name, want string, fn func())
 		t.Helper()
 		env.rec.Reset()
 		fn()
-		if got := env.calls(); got != want {
-			t.Errorf("%s: calls = %q, want %q", name, got, want)
-		}
+		got := env.calls()
+		assert.Equal(t, want, got, "%s: calls = %q, want %q", name, got, want)
 	}
 }
 

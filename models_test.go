@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -24,17 +26,13 @@ func TestLimitConstructors(t *testing.T) {
 		{"burst below rate", PerMinute("tpm", 10).WithBurst(5), lim("tpm", 5, 10, time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.got != tc.want {
-				t.Errorf("got %+v, want %+v", tc.got, tc.want)
-			}
-			if err := tc.got.Validate(); err != nil {
-				t.Errorf("Validate() = %v, want nil", err)
-			}
+			assert.False(t, tc.got != tc.want, "got %+v, want %+v", tc.got, tc.want)
+			err := tc.got.Validate()
+			assert.NoError(t, err, "Validate() = %v, want nil", err)
 		})
 	}
-	if got := PerMinute("rpm", 60).RefillPeriodSeconds(); got != 60 {
-		t.Errorf("RefillPeriodSeconds() = %d, want 60", got)
-	}
+	got := PerMinute("rpm", 60).RefillPeriodSeconds()
+	assert.EqualValues(t, 60, got, "RefillPeriodSeconds() = %d, want 60", got)
 	if got := PerMinute("rpm", 120).RefillRate(); got != 2 {
 		t.Errorf("RefillRate() = %v, want 2", got)
 	}
@@ -70,12 +68,8 @@ func TestLimitValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.limit.Validate()
 			var ve *ValidationError
-			if !errors.As(err, &ve) {
-				t.Fatalf("Validate() = %v, want *ValidationError", err)
-			}
-			if !errors.Is(err, tc.kind) || !errors.Is(err, ErrValidation) {
-				t.Errorf("errors.Is(%v, %v) = false", err, tc.kind)
-			}
+			require.True(t, errors.As(err, &ve), "Validate() = %v, want *ValidationError", err)
+			assert.False(t, !errors.Is(err, tc.kind) || !errors.Is(err, ErrValidation), "errors.Is(%v, %v) = false", err, tc.kind)
 			if ve.Field != tc.field || ve.Reason != tc.wantReason {
 				t.Errorf("got field %q reason %q, want %q %q", ve.Field, ve.Reason, tc.field, tc.wantReason)
 			}
@@ -85,17 +79,14 @@ func TestLimitValidate(t *testing.T) {
 		})
 	}
 	for _, name := range []string{"rpm", "tpm-x", "a.b", "a_b", "A1", strings.Repeat("a", 64)} {
-		if err := store.ValidateLimitName(name, "name"); err != nil {
-			t.Errorf("ValidateLimitName(%q) = %v, want nil", name, err)
-		}
+		err := store.ValidateLimitName(name, "name")
+		assert.NoError(t, err, "ValidateLimitName(%q) = %v, want nil", name, err)
 	}
 }
 
 func TestValidateLimitsDuplicate(t *testing.T) {
 	err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("rpm", 2)})
-	if !errors.Is(err, ErrValidation) {
-		t.Fatalf("validateLimits(duplicate) = %v, want ErrValidation", err)
-	}
+	require.ErrorIs(t, err, ErrValidation, "validateLimits(duplicate) = %v, want ErrValidation", err)
 	if err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)}); err != nil {
 		t.Fatalf("validateLimits(valid) = %v", err)
 	}
@@ -125,9 +116,8 @@ func TestValidateIdentifier(t *testing.T) {
 		if ve.Reason != tc.reason || ve.Field != "entity_id" {
 			t.Errorf("ValidateIdentifier(%q) reason %q field %q, want %q", tc.value, ve.Reason, ve.Field, tc.reason)
 		}
-		if got := ve.Error(); got != "limiter: invalid entity_id: "+tc.reason {
-			t.Errorf("Error() = %q", got)
-		}
+		got := ve.Error()
+		assert.Equal(t, "limiter: invalid entity_id: "+tc.reason, got, "Error() = %q", got)
 	}
 	if err := store.ValidateIdentifier(long, "entity_id"); err != nil {
 		var ve *ValidationError
@@ -138,9 +128,8 @@ func TestValidateIdentifier(t *testing.T) {
 	}
 	for _, ok := range []string{"user-1", "550e8400-e29b-41d4-a716-446655440000", "sk-proj-abc_DEF.1", "john@example.com",
 		"arn:aws:iam::123456789012:user/x"[:30], "a", strings.Repeat("b", 256)} {
-		if err := store.ValidateIdentifier(ok, "entity_id"); err != nil {
-			t.Errorf("ValidateIdentifier(%q) = %v, want nil", ok, err)
-		}
+		err := store.ValidateIdentifier(ok, "entity_id")
+		assert.NoError(t, err, "ValidateIdentifier(%q) = %v, want nil", ok, err)
 	}
 }
 
@@ -169,9 +158,8 @@ func TestValidateResource(t *testing.T) {
 		}
 	}
 	for _, ok := range []string{"gpt-4", "openai/gpt-4o", "claude-3.5_sonnet", "a"} {
-		if err := store.ValidateResource(ok); err != nil {
-			t.Errorf("ValidateResource(%q) = %v, want nil", ok, err)
-		}
+		err := store.ValidateResource(ok)
+		assert.NoError(t, err, "ValidateResource(%q) = %v, want nil", ok, err)
 	}
 }
 
@@ -180,9 +168,8 @@ func TestFloorDiv(t *testing.T) {
 		{-1500, 1000, -2}, {1500, 1000, 1}, {-1000, 1000, -1}, {0, 1000, 0}, {-1, 1000, -1},
 		{1500, -1000, -2}, {-1500, -1000, 1}, {999, 1000, 0},
 	} {
-		if got := bucketmath.FloorDiv(tc.a, tc.b); got != tc.want {
-			t.Errorf("bucketmath.FloorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
-		}
+		got := bucketmath.FloorDiv(tc.a, tc.b)
+		assert.Equal(t, tc.want, got, "bucketmath.FloorDiv(%d, %d) = %d, want %d", tc.a, tc.b, got, tc.want)
 	}
 }
 
@@ -190,29 +177,22 @@ func TestBucketStateHelpers(t *testing.T) {
 	s := bucketStateFromLimit("e", "r", PerMinute("rpm", 10), 1234)
 	want := store.BucketState{EntityID: "e", Resource: "r", LimitName: "rpm", TokensMilli: 10000, LastRefillMs: 1234,
 		CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000}
-	if s != want {
-		t.Fatalf("bucketStateFromLimit = %+v, want %+v", s, want)
-	}
+	require.False(t, s != want, "bucketStateFromLimit = %+v, want %+v", s, want)
 	s.TokensMilli = -1500
-	if got := s.Tokens(); got != -2 {
-		t.Errorf("Tokens() = %d, want -2", got)
-	}
+	got := s.Tokens()
+	assert.EqualValues(t, -2, got, "Tokens() = %d, want -2", got)
 	if got := limitFromBucketState(s); got != PerMinute("rpm", 10) {
 		t.Errorf("limitFromBucketState = %+v", got)
 	}
-	if got := (LimitStatus{Requested: 5, Available: 2}).Deficit(); got != 3 {
-		t.Errorf("Deficit() = %d, want 3", got)
-	}
-	if got := (LimitStatus{Requested: 1, Available: 2}).Deficit(); got != 0 {
-		t.Errorf("Deficit() = %d, want 0", got)
-	}
+	got = (LimitStatus{Requested: 5, Available: 2}).Deficit()
+	assert.EqualValues(t, 3, got, "Deficit() = %d, want 3", got)
+	got = (LimitStatus{Requested: 1, Available: 2}).Deficit()
+	assert.EqualValues(t, 0, got, "Deficit() = %d, want 0", got)
 }
 
 func TestConsumeNamesSorted(t *testing.T) {
 	got := consumeNames(Consume{"tpm": 1, "rpm": 2, "a": 0})
-	if strings.Join(got, ",") != "a,rpm,tpm" {
-		t.Errorf("names() = %v", got)
-	}
+	assert.EqualValues(t, "a,rpm,tpm", strings.Join(got, ","), "names() = %v", got)
 }
 
 // lim is a Limit written positionally, as the tables above read best.

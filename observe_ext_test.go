@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
@@ -41,26 +43,22 @@ func TestMetricsKeepRepository(t *testing.T) {
 	if rl.Repository() != limiter.Repository(repo) {
 		t.Fatalf("Repository() = %T, want the memory store", rl.Repository())
 	}
-	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "e"}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "e"})
+	require.NoError(t, err)
 	if ev, err := rl.AuditEvents(ctx, "e", 0, ""); err != nil || len(ev) != 1 {
 		t.Fatalf("AuditEvents through a metered limiter: %v %v", ev, err)
 	}
-	if _, err := rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2))); err != nil {
-		t.Fatal(err)
-	}
+	_, err = rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2)))
+	require.NoError(t, err)
 	if m.acquires.Load() != 1 || m.spec.Load() == 0 || m.calls.Load() == 0 {
 		t.Fatalf("metrics: %d acquires, %d speculative outcomes, %d store calls", m.acquires.Load(), m.spec.Load(), m.calls.Load())
 	}
 	m = &countingMetrics{}
 	rl = limiter.New(repo, limiter.WithMetrics(m), limiter.WithMetrics(nil))
-	if _, err := rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2))); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.acquires.Load() + m.spec.Load() + m.calls.Load(); n != 0 {
-		t.Errorf("WithMetrics(nil) still reports %d events", n)
-	}
+	_, err = rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2)))
+	require.NoError(t, err)
+	n := m.acquires.Load() + m.spec.Load() + m.calls.Load()
+	assert.EqualValues(t, 0, n, "WithMetrics(nil) still reports %d events", n)
 }
 
 // TestObservabilityAllocs: the hooks themselves allocate nothing — an
@@ -73,14 +71,11 @@ func TestObservabilityAllocs(t *testing.T) {
 	measure := func(opts ...limiter.Option) float64 {
 		rl := limiter.New(memorystore.New(), opts...)
 		return testing.AllocsPerRun(500, func() {
-			if _, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim); err != nil {
-				t.Fatal(err)
-			}
+			_, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim)
+			require.NoError(t, err)
 		})
 	}
 	quiet := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	plain, observed := measure(), measure(limiter.WithMetrics(nopMetrics{}), limiter.WithLogger(quiet))
-	if observed > plain {
-		t.Errorf("%.1f allocations per Acquire with hooks, %.1f without", observed, plain)
-	}
+	assert.False(t, observed > plain, "%.1f allocations per Acquire with hooks, %.1f without", observed, plain)
 }

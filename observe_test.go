@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -121,29 +123,23 @@ func TestMetricsOutcomes(t *testing.T) {
 	}
 	for _, s := range steps {
 		env.rec.Reset()
-		if err := s.run(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
+		err := s.run()
+		require.NoError(t, err, "%s: %v", s.name, err)
 		acquires, spec, calls := m.take()
-		if acquires != s.acquires || spec != s.spec || calls != s.calls {
-			t.Errorf("%s: acquires %q spec %q calls %q; want %q %q %q", s.name, acquires, spec, calls, s.acquires, s.spec, s.calls)
-		}
-		if got := env.calls(); got != s.requests {
-			t.Errorf("%s: DynamoDB requests %q, want %q", s.name, got, s.requests)
-		}
+		assert.False(t, acquires != s.acquires || spec != s.spec || calls != s.calls, "%s: acquires %q spec %q calls %q; want %q %q %q", s.name, acquires, spec, calls, s.acquires, s.spec, s.calls)
+		got := env.calls()
+		assert.Equal(t, s.requests, got, "%s: DynamoDB requests %q, want %q", s.name, got, s.requests)
 	}
 
 	// An unavailable backend: block, then allow (fail-open).
 	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithMetrics(m), WithSpeculativeWrites(false))
-	if _, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrUnavailable) {
-		t.Fatal(err)
-	}
+	_, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
+	require.ErrorIs(t, err, ErrUnavailable, err)
 	if l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
 		t.Fatal(l, err)
 	}
-	if acquires, spec, calls := m.take(); acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadConfigs! LoadBuckets!" {
-		t.Errorf("unavailable: acquires %q spec %q calls %q", acquires, spec, calls)
-	}
+	acquires, spec, calls := m.take()
+	assert.False(t, acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadConfigs! LoadBuckets!", "unavailable: acquires %q spec %q calls %q", acquires, spec, calls)
 }
 
 // TestLoggerDecisions: speculative fallbacks, shard doubling, conflict
@@ -182,12 +178,10 @@ func TestLoggerDecisions(t *testing.T) {
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	got := take()
-	if len(got) != 2 ||
+	assert.False(t, len(got) != 2 ||
 		!strings.HasPrefix(got[0], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=block store=`) ||
 		!strings.HasPrefix(got[1], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=allow store=`) ||
-		!strings.Contains(got[1], "error=") {
-		t.Errorf("unavailable logs:\n%s", strings.Join(got, "\n"))
-	}
+		!strings.Contains(got[1], "error="), "unavailable logs:\n%s", strings.Join(got, "\n"))
 
 	// A TransactionConflict on a cascade's two-item write (as in
 	// TestTransactionConflictRetried).
@@ -218,9 +212,8 @@ func TestLoggerDecisions(t *testing.T) {
 	perSecond := WithLimits(PerSecond("rps", 1))
 	mustCommit(t, mustAcquire(t, waiter, "w", "api", Consume{"rps": 1}, perSecond))
 	take()
-	if _, err := waiter.Wait(ctx, "w", "api", Consume{"rps": 1}, perSecond); err != nil {
-		t.Fatal(err)
-	}
+	_, err := waiter.Wait(ctx, "w", "api", Consume{"rps": 1}, perSecond)
+	require.NoError(t, err)
 	want = []string{
 		`level=DEBUG msg="limiter: wait" entity_id=w resource=api limit=rps retry_after=1.001s sleep=1.001s`,
 		`level=DEBUG msg="limiter: speculative fallback" entity_id=w resource=api shard=0 outcome=refill_would_help`,

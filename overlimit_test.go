@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/bucketmath"
 )
 
@@ -56,9 +58,7 @@ func TestOverLimitCacheDenialStorm(t *testing.T) {
 	wg.Wait()
 	calls := len(env.rec.Calls())
 	t.Logf("%d refused, %d DynamoDB calls (%s), %d local refusals", refused, calls, env.calls(), rl.OverLimitCacheHits())
-	if float64(calls) > 0.05*float64(refused) {
-		t.Errorf("%d calls for %d refused acquires: want ≤ 0.05 per refusal", calls, refused)
-	}
+	assert.False(t, float64(calls) > 0.05*float64(refused), "%d calls for %d refused acquires: want ≤ 0.05 per refusal", calls, refused)
 
 	// Later, while the entry lives (it lives until the first refusal's
 	// Retry-After, 601 ms): refused locally, Retry-After as DynamoDB's now.
@@ -89,21 +89,17 @@ func TestOverLimitCacheClearedByRollback(t *testing.T) {
 	held := mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}, lim)
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 95}, lim))
 	for range 2 {
-		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 5}, lim); err == nil {
-			t.Fatal("admitted from an empty bucket")
-		}
+		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 5}, lim)
+		require.Error(t, err, "admitted from an empty bucket")
 	}
-	if hits := rl.OverLimitCacheHits(); hits != 1 {
-		t.Fatalf("local refusals %d, want 1", hits)
-	}
-	if err := held.Rollback(env.ctx); err != nil {
-		t.Fatal(err)
-	}
+	hits := rl.OverLimitCacheHits()
+	require.EqualValues(t, 1, hits, "local refusals %d, want 1", hits)
+	err := held.Rollback(env.ctx)
+	require.NoError(t, err)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}, lim))
-	if got := env.calls(); got != "UpdateItem" {
-		t.Errorf("after the rollback: calls %q, want one UpdateItem", got)
-	}
+	got := env.calls()
+	assert.EqualValues(t, "UpdateItem", got, "after the rollback: calls %q, want one UpdateItem", got)
 }
 
 // TestOverLimitCacheParent: children refused because their parent is
@@ -113,16 +109,14 @@ func TestOverLimitCacheParent(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
 	for _, e := range []Entity{{ID: "P"}, {ID: "C1", ParentID: "P", Cascade: true}, {ID: "C2", ParentID: "P", Cascade: true}} {
-		if _, err := rl.CreateEntity(env.ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(env.ctx, e)
+		require.NoError(t, err)
 	}
 	lim := WithLimits(PerMinute("rpm", 10))
 	mustCommit(t, mustAcquire(t, rl, "C1", "api", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "C2", "api", Consume{"rpm": 9}, lim)) // P is empty now
-	if _, err := rl.Acquire(env.ctx, "C1", "api", Consume{"rpm": 1}, lim); err == nil {
-		t.Fatal("admitted with the parent empty")
-	}
+	_, err := rl.Acquire(env.ctx, "C1", "api", Consume{"rpm": 1}, lim)
+	require.Error(t, err, "admitted with the parent empty")
 	env.rec.Reset()
 	for _, child := range []string{"C1", "C2"} {
 		_, err := rl.Acquire(env.ctx, child, "api", Consume{"rpm": 1}, lim)
@@ -131,9 +125,8 @@ func TestOverLimitCacheParent(t *testing.T) {
 			t.Errorf("%s: primary %+v, retry after %v; want P and %v", child, rle.Primary, rle.RetryAfter, bucketmath.RetryAfter(1000, 10_000, 60_000))
 		}
 	}
-	if got := env.calls(); got != "" {
-		t.Errorf("calls %q, want none", got)
-	}
+	got := env.calls()
+	assert.EqualValues(t, "", got, "calls %q, want none", got)
 }
 
 // TestOverLimitCacheClearedBySetLimits: raising the stored limits through
@@ -142,22 +135,18 @@ func TestOverLimitCacheParent(t *testing.T) {
 func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
-	if err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerMinute("rpm", 10)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerMinute("rpm", 10)})
+	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}))
 	for range 2 {
-		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}); err == nil {
-			t.Fatal("admitted from an empty bucket")
-		}
+		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1})
+		require.Error(t, err, "admitted from an empty bucket")
 	}
-	if hits := rl.OverLimitCacheHits(); hits != 1 {
-		t.Fatalf("local refusals %d, want 1", hits)
-	}
+	hits := rl.OverLimitCacheHits()
+	require.EqualValues(t, 1, hits, "local refusals %d, want 1", hits)
 	// 100 ms refill 10 rpm at the new rate (100/s), 0.016 at the old one.
-	if err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerSecond("rpm", 100)}); err != nil {
-		t.Fatal(err)
-	}
+	err = rl.SetLimits(env.ctx, "k", "api", []Limit{PerSecond("rpm", 100)})
+	require.NoError(t, err)
 	env.clock.advance(100 * time.Millisecond)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}))
@@ -182,18 +171,14 @@ func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
 	}
 	for name, op := range ops {
 		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
-		if _, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim); err == nil {
-			t.Fatalf("%s: admitted from an empty bucket", name)
-		}
-		if n := rl.olc.entries.Len(); n != 1 {
-			t.Fatalf("%s: %d cache entries before, want 1", name, n)
-		}
-		if err := op(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if n := rl.olc.entries.Len(); n != 0 {
-			t.Errorf("%s: %d cache entries after, want 0", name, n)
-		}
+		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+		require.Error(t, err, "%s: admitted from an empty bucket", name)
+		n := rl.olc.entries.Len()
+		require.EqualValues(t, 1, n, "%s: %d cache entries before, want 1", name, n)
+		err = op()
+		require.NoError(t, err, "%s: %v", name, err)
+		n = rl.olc.entries.Len()
+		assert.EqualValues(t, 0, n, "%s: %d cache entries after, want 0", name, n)
 		env.clock.advance(time.Minute) // refill for the next round
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -22,9 +24,7 @@ import (
 func nsStateError(t *testing.T, err error, state, msg string) {
 	t.Helper()
 	var se *NamespaceStateError
-	if !errors.As(err, &se) || !errors.Is(err, ErrNamespaceState) {
-		t.Fatalf("err = %v, want *NamespaceStateError", err)
-	}
+	require.False(t, !errors.As(err, &se) || !errors.Is(err, ErrNamespaceState), "err = %v, want *NamespaceStateError", err)
 	if se.State != state || se.Message != msg {
 		t.Errorf("NamespaceStateError{State: %q, %q}, want {%q, %q}", se.State, se.Error(), state, msg)
 	}
@@ -74,16 +74,10 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	repo, ctx := env.repo, env.ctx
 
 	id, err := repo.RegisterNamespace(ctx, "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !namespaceIDPattern.MatchString(id) || len(id) != 11 || id[0] == '-' {
-		t.Errorf("id = %q, want 11 URL-safe characters not starting with '-'", id)
-	}
+	require.NoError(t, err)
+	assert.False(t, !namespaceIDPattern.MatchString(id) || len(id) != 11 || id[0] == '-', "id = %q, want 11 URL-safe characters not starting with '-'", id)
 	again, err := repo.RegisterNamespace(ctx, "tenant-a")
-	if err != nil || again != id {
-		t.Fatalf("second RegisterNamespace = %q, %v; want %q (idempotent)", again, err, id)
-	}
+	require.False(t, err != nil || again != id, "second RegisterNamespace = %q, %v; want %q (idempotent)", again, err, id)
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
 	other.shared = newSharedState(repo.opts)
@@ -92,46 +86,29 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	}
 
 	info, err := repo.GetNamespace(ctx, "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusActive, CreatedAt: epoch.Truncate(1e9)}
-	if diff := cmp.Diff(want, info); diff != "" {
-		t.Errorf("GetNamespace (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff(want, info)
+	assert.EqualValues(t, "", diff, "GetNamespace (-want +got):\n%s", diff)
 	_, err = repo.GetNamespace(ctx, "missing")
 	var nf *NamespaceNotFoundError
-	if !errors.As(err, &nf) || nf.Namespace != "missing" || !errors.Is(err, ErrNamespaceNotFound) {
-		t.Fatalf("GetNamespace(missing) = %v, want *NamespaceNotFoundError", err)
-	}
+	require.False(t, !errors.As(err, &nf) || nf.Namespace != "missing" || !errors.Is(err, ErrNamespaceNotFound), "GetNamespace(missing) = %v, want *NamespaceNotFoundError", err)
 
 	ids, err := repo.RegisterNamespaces(ctx, "b", "c", "b", "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ids) != 3 || ids["tenant-a"] != id || ids["b"] == ids["c"] || ids["b"] == "" {
-		t.Errorf("RegisterNamespaces = %v", ids)
-	}
+	require.NoError(t, err)
+	assert.False(t, len(ids) != 3 || ids["tenant-a"] != id || ids["b"] == ids["c"] || ids["b"] == "", "RegisterNamespaces = %v", ids)
 	list, err := repo.ListNamespaces(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var names []string
 	for _, ns := range list {
 		names = append(names, ns.Name)
-		if ns.Status != store.NamespaceStatusActive || ns.ID == "" {
-			t.Errorf("listed %+v", ns)
-		}
+		assert.False(t, ns.Status != store.NamespaceStatusActive || ns.ID == "", "listed %+v", ns)
 	}
-	if !cmp.Equal(names, []string{"b", "c", "default", "tenant-a"}) {
-		t.Errorf("ListNamespaces names = %v", names)
-	}
+	assert.True(t, cmp.Equal(names, []string{"b", "c", "default", "tenant-a"}), "ListNamespaces names = %v", names)
 	// Every registered namespace resolves, through the shared cache or the table.
 	for name, id := range ids {
 		scoped, err := repo.Namespace(ctx, name)
-		if err != nil || scoped.NamespaceID() != id {
-			t.Errorf("Namespace(%s) = %v, %v; want id %s", name, scoped, err, id)
-		}
+		assert.False(t, err != nil || scoped.NamespaceID() != id, "Namespace(%s) = %v, %v; want id %s", name, scoped, err, id)
 	}
 }
 
@@ -167,28 +144,20 @@ func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
 	repo := *env.repo
 	repo.nsIDSource = bytes.NewReader([]byte{0xF8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7})
 	id, err := repo.RegisterNamespace(env.ctx, "dashless")
-	if err != nil || id != "AAECAwQFBgc" {
-		t.Fatalf("RegisterNamespace = %q, %v; want AAECAwQFBgc (the second draw)", id, err)
-	}
-	if item := env.registry(skNSID("-AAAAAAAAAA")); len(item) != 0 {
-		t.Errorf("a dash-prefixed id was written: %v", item)
-	}
-	if s, _ := schemaGetS(env.registry(skNamespace("dashless")), attrNamespaceID); s != id {
-		t.Errorf("forward record id = %q", s)
-	}
+	require.False(t, err != nil || id != "AAECAwQFBgc", "RegisterNamespace = %q, %v; want AAECAwQFBgc (the second draw)", id, err)
+	item := env.registry(skNSID("-AAAAAAAAAA"))
+	assert.Len(t, item, 0, "a dash-prefixed id was written: %v", item)
+	s, _ := schemaGetS(env.registry(skNamespace("dashless")), attrNamespaceID)
+	assert.Equal(t, id, s, "forward record id = %q", s)
 	// And over many random registrations none starts with '-'.
 	names := make([]string, 64)
 	for i := range names {
 		names[i] = fmt.Sprintf("ns-%03d", i)
 	}
 	ids, err := env.repo.RegisterNamespaces(env.ctx, names...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for name, id := range ids {
-		if strings.HasPrefix(id, "-") || !namespaceIDPattern.MatchString(id) {
-			t.Errorf("%s: id %q", name, id)
-		}
+		assert.False(t, strings.HasPrefix(id, "-") || !namespaceIDPattern.MatchString(id), "%s: id %q", name, id)
 	}
 }
 
@@ -196,14 +165,10 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	env := newTestEnv(t)
 	repo, ctx := env.repo, env.ctx
 	id, err := repo.RegisterNamespace(ctx, "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	env.fillNamespace("tenant-a", "user-1")
 	items := env.gsi4Count(id)
-	if items < 5 {
-		t.Fatalf("tenant-a has %d items in GSI4, want ≥ 5 (META, config, registry, bucket, audit)", items)
-	}
+	require.False(t, items < 5, "tenant-a has %d items in GSI4, want ≥ 5 (META, config, registry, bucket, audit)", items)
 
 	// Delete: soft, idempotent, the name stops resolving at once.
 	env.clock.advance(90 * 1e9)
@@ -216,56 +181,38 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	if _, err := repo.Namespace(ctx, "tenant-a"); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Errorf("Namespace after delete = %v (name cache not dropped?)", err)
 	}
-	if len(env.registry(skNamespace("tenant-a"))) != 0 {
-		t.Error("forward record kept")
-	}
+	assert.Len(t, env.registry(skNamespace("tenant-a")), 0, "forward record kept")
 	rev := env.registry(skNSID(id))
-	if s, _ := schemaGetS(rev, attrStatus); s != store.NamespaceStatusDeleted {
-		t.Errorf("reverse status = %q", s)
-	}
-	if s, _ := schemaGetS(rev, attrDeletedAt); s != "2026-01-02T03:05:35Z" {
-		t.Errorf("deleted_at = %q, want the clock's time", s)
-	}
-	if s, _ := schemaGetS(rev, attrCreatedAt); s != "2026-01-02T03:04:05Z" {
-		t.Errorf("created_at = %q, want kept", s)
-	}
-	if got := env.gsi4Count(id); got != items {
-		t.Errorf("data items after soft delete = %d, want %d kept", got, items)
-	}
+	s, _ := schemaGetS(rev, attrStatus)
+	assert.EqualValues(t, store.NamespaceStatusDeleted, s, "reverse status = %q", s)
+	s, _ = schemaGetS(rev, attrDeletedAt)
+	assert.EqualValues(t, "2026-01-02T03:05:35Z", s, "deleted_at = %q, want the clock's time", s)
+	s, _ = schemaGetS(rev, attrCreatedAt)
+	assert.EqualValues(t, "2026-01-02T03:04:05Z", s, "created_at = %q, want kept", s)
+	got := env.gsi4Count(id)
+	assert.Equal(t, items, got, "data items after soft delete = %d, want %d kept", got, items)
 	for _, name := range []string{"tenant-a", "never-registered"} {
-		if err := repo.DeleteNamespace(ctx, name); err != nil {
-			t.Errorf("DeleteNamespace(%s) = %v, want nil", name, err)
-		}
+		err := repo.DeleteNamespace(ctx, name)
+		assert.NoError(t, err, "DeleteNamespace(%s) = %v, want nil", name, err)
 	}
-	if list, _ := repo.ListNamespaces(ctx); len(list) != 1 || list[0].Name != "default" {
-		t.Errorf("ListNamespaces after delete = %+v", list)
-	}
+	list, _ := repo.ListNamespaces(ctx)
+	assert.False(t, len(list) != 1 || list[0].Name != "default", "ListNamespaces after delete = %+v", list)
 	orphans, err := repo.ListOrphanNamespaces(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	wantOrphan := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusDeleted,
 		CreatedAt: epoch.Truncate(1e9), DeletedAt: epoch.Add(90 * 1e9).Truncate(1e9)}
-	if diff := cmp.Diff([]store.NamespaceInfo{wantOrphan}, orphans); diff != "" {
-		t.Errorf("ListOrphanNamespaces (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff([]store.NamespaceInfo{wantOrphan}, orphans)
+	assert.EqualValues(t, "", diff, "ListOrphanNamespaces (-want +got):\n%s", diff)
 
 	// Recover: active again, with its data.
 	name, err := repo.RecoverNamespace(ctx, id)
-	if err != nil || name != "tenant-a" {
-		t.Fatalf("RecoverNamespace = %q, %v", name, err)
-	}
-	if _, ok := env.registry(skNSID(id))[attrDeletedAt]; ok {
-		t.Error("deleted_at kept after recovery")
-	}
+	require.False(t, err != nil || name != "tenant-a", "RecoverNamespace = %q, %v", name, err)
+	_, ok := env.registry(skNSID(id))[attrDeletedAt]
+	assert.False(t, ok, "deleted_at kept after recovery")
 	info, err := repo.GetNamespace(ctx, "tenant-a")
-	if err != nil || info.ID != id || !info.CreatedAt.Equal(epoch.Truncate(1e9)) {
-		t.Errorf("GetNamespace after recovery = %+v, %v", info, err)
-	}
+	assert.False(t, err != nil || info.ID != id || !info.CreatedAt.Equal(epoch.Truncate(1e9)), "GetNamespace after recovery = %+v, %v", info, err)
 	scoped, err := repo.Namespace(ctx, "tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if _, err := scoped.GetEntity(ctx, "user-1"); err != nil {
 		t.Errorf("entity after recovery: %v", err)
 	}
@@ -282,26 +229,20 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	id2, err := repo.RegisterNamespace(ctx, "tenant-a")
-	if err != nil || id2 == id {
-		t.Fatalf("re-register = %q, %v; want a new id", id2, err)
-	}
+	require.False(t, err != nil || id2 == id, "re-register = %q, %v; want a new id", id2, err)
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "re-registered",
 		`cannot recover namespace "tenant-a": the name was registered again by another caller`)
-	if s, _ := schemaGetS(env.registry(skNSID(id)), attrStatus); s != store.NamespaceStatusDeleted {
-		t.Errorf("reverse status after refused recovery = %q, want deleted", s)
-	}
-	if s, _ := schemaGetS(env.registry(skNamespace("tenant-a")), attrNamespaceID); s != id2 {
-		t.Errorf("forward record id = %q, want the new %q", s, id2)
-	}
+	s, _ = schemaGetS(env.registry(skNSID(id)), attrStatus)
+	assert.EqualValues(t, store.NamespaceStatusDeleted, s, "reverse status after refused recovery = %q, want deleted", s)
+	s, _ = schemaGetS(env.registry(skNamespace("tenant-a")), attrNamespaceID)
+	assert.Equal(t, id2, s, "forward record id = %q, want the new %q", s, id2)
 
 	// Missing id: a typed not-found error.
 	_, err = repo.RecoverNamespace(ctx, "AAAAAAAAAAA")
 	var nf *NamespaceNotFoundError
-	if !errors.As(err, &nf) || nf.ID != "AAAAAAAAAAA" || !errors.Is(err, ErrNamespaceNotFound) ||
-		err.Error() != `limiter: namespace id "AAAAAAAAAAA" not found` {
-		t.Errorf("RecoverNamespace(unknown) = %v, want *NamespaceNotFoundError with ID", err)
-	}
+	assert.False(t, !errors.As(err, &nf) || nf.ID != "AAAAAAAAAAA" || !errors.Is(err, ErrNamespaceNotFound) ||
+		err.Error() != `limiter: namespace id "AAAAAAAAAAA" not found`, "RecoverNamespace(unknown) = %v, want *NamespaceNotFoundError with ID", err)
 	if err := repo.PurgeNamespace(ctx, "AAAAAAAAAAA"); err != nil {
 		t.Errorf("PurgeNamespace(unknown) = %v, want nil", err)
 	}
@@ -313,27 +254,18 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	if err := repo.PurgeNamespace(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if got := env.gsi4Count(id); got != 0 {
-		t.Errorf("%d items left after purge", got)
-	}
-	if len(env.item(pkEntity(id, "user-1"), skMeta)) != 0 {
-		t.Error("META of the purged namespace left")
-	}
-	if len(env.registry(skNSID(id))) != 0 {
-		t.Error("reverse record left after purge")
-	}
-	if got := env.gsi4Count(repo.NamespaceID()); got != defaultItems {
-		t.Errorf("default namespace items %d, want %d", got, defaultItems)
-	}
-	if got := env.gsi4Count(id2); got != otherItems {
-		t.Errorf("re-registered tenant-a items %d, want %d", got, otherItems)
-	}
+	got = env.gsi4Count(id)
+	assert.EqualValues(t, 0, got, "%d items left after purge", got)
+	assert.Len(t, env.item(pkEntity(id, "user-1"), skMeta), 0, "META of the purged namespace left")
+	assert.Len(t, env.registry(skNSID(id)), 0, "reverse record left after purge")
+	got = env.gsi4Count(repo.NamespaceID())
+	assert.Equal(t, defaultItems, got, "default namespace items %d, want %d", got, defaultItems)
+	got = env.gsi4Count(id2)
+	assert.Equal(t, otherItems, got, "re-registered tenant-a items %d, want %d", got, otherItems)
 	if _, err := other.GetEntity(ctx, "user-2"); err != nil {
 		t.Errorf("entity of the live namespace: %v", err)
 	}
-	if len(env.item("_/SYSTEM#", "#VERSION")) == 0 {
-		t.Error("version record purged")
-	}
+	assert.False(t, len(env.item("_/SYSTEM#", "#VERSION")) == 0, "version record purged")
 	if _, err := repo.RecoverNamespace(ctx, id); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Errorf("RecoverNamespace after purge = %v", err)
 	}
@@ -345,9 +277,7 @@ func TestNamespacePurgingIsTerminal(t *testing.T) {
 	env := newTestEnv(t)
 	repo, ctx := env.repo, env.ctx
 	id, err := repo.RegisterNamespace(ctx, "doomed")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	env.fillNamespace("doomed", "u")
 	if err := repo.DeleteNamespace(ctx, "doomed"); err != nil {
 		t.Fatal(err)
@@ -364,19 +294,15 @@ func TestNamespacePurgingIsTerminal(t *testing.T) {
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "purging", `cannot recover namespace "doomed": its purge is in progress, and purging is terminal`)
 	orphans, err := repo.ListOrphanNamespaces(ctx)
-	if err != nil || len(orphans) != 1 || orphans[0].Status != store.NamespaceStatusPurging || orphans[0].ID != id {
-		t.Fatalf("ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
-	}
+	require.False(t, err != nil || len(orphans) != 1 || orphans[0].Status != store.NamespaceStatusPurging || orphans[0].ID != id, "ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
 	env.rec.Reset()
 	if err := repo.PurgeNamespace(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if n := env.rec.Count("UpdateItem"); n != 0 {
-		t.Errorf("resumed purge re-marked the namespace (%d UpdateItem)", n)
-	}
-	if got := env.gsi4Count(id); got != 0 {
-		t.Errorf("%d items left", got)
-	}
+	n := env.rec.Count("UpdateItem")
+	assert.EqualValues(t, 0, n, "resumed purge re-marked the namespace (%d UpdateItem)", n)
+	got := env.gsi4Count(id)
+	assert.EqualValues(t, 0, got, "%d items left", got)
 	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
 		t.Errorf("orphans after purge = %+v", orphans)
 	}
@@ -429,13 +355,9 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	id, err := env.repo.RegisterNamespace(ctx, "big")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	big, err := env.repo.Namespace(ctx, "big")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	rl := New(big, WithClock(env.clock.now))
 	for i := range 20 {
 		e := fmt.Sprintf("user-%02d", i)
@@ -447,9 +369,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	env.fillNamespace("default", "keeper")
 	keep := env.gsi4Count(env.repo.NamespaceID())
 	total := env.gsi4Count(id)
-	if total < 60 {
-		t.Fatalf("big has %d items, want ≥ 60", total)
-	}
+	require.False(t, total < 60, "big has %d items, want ≥ 60", total)
 	if err := env.repo.DeleteNamespace(ctx, "big"); err != nil {
 		t.Fatal(err)
 	}
@@ -465,12 +385,10 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	if err := purger.PurgeNamespace(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if got := env.gsi4Count(id); got != 0 {
-		t.Errorf("%d items left after purge", got)
-	}
-	if got := env.gsi4Count(env.repo.NamespaceID()); got != keep {
-		t.Errorf("default namespace has %d items, want %d", got, keep)
-	}
+	got := env.gsi4Count(id)
+	assert.EqualValues(t, 0, got, "%d items left after purge", got)
+	got = env.gsi4Count(env.repo.NamespaceID())
+	assert.Equal(t, keep, got, "default namespace has %d items, want %d", got, keep)
 	pages, batches, deleted := 0, 0, 0
 	for _, c := range env.rec.Calls() {
 		switch c.Op {
@@ -484,12 +402,9 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 			}
 		}
 	}
-	if want := (total + 6) / 7; pages < want {
-		t.Errorf("GSI4 pages = %d, want ≥ %d", pages, want)
-	}
-	if deleted != total || batches <= (total+6)/7 {
-		t.Errorf("BatchWriteItem deleted %d items in %d calls, want %d items with re-sent halves", deleted, batches, total)
-	}
+	want := (total + 6) / 7
+	assert.False(t, pages < want, "GSI4 pages = %d, want ≥ %d", pages, want)
+	assert.False(t, deleted != total || batches <= (total+6)/7, "BatchWriteItem deleted %d items in %d calls, want %d items with re-sent halves", deleted, batches, total)
 }
 
 func TestNamespaceValidation(t *testing.T) {
@@ -514,42 +429,32 @@ func TestNamespaceValidation(t *testing.T) {
 		"purge overlong id":    repo.PurgeNamespace(ctx, strings.Repeat("a", 65)),
 	} {
 		var ve *ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, ErrValidation) {
-			t.Errorf("%s: err = %v, want *ValidationError", name, err)
-		}
+		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, ErrValidation), "%s: err = %v, want *ValidationError", name, err)
 	}
 	if n := env.rec.Count(""); n != 0 {
 		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
 	}
-	if _, err := repo.GetNamespace(ctx, "fine"); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Errorf("RegisterNamespaces registered %q before validating every name: %v", "fine", err)
-	}
+	_, err := repo.GetNamespace(ctx, "fine")
+	assert.ErrorIs(t, err, ErrNamespaceNotFound, "RegisterNamespaces registered %q before validating every name: %v", "fine", err)
 	var ve *ValidationError
-	if err := repo.DeleteNamespace(ctx, "_"); !errors.As(err, &ve) || err.Error() != "limiter: invalid namespace: reserved for system use" {
-		t.Errorf("DeleteNamespace(_) = %v", err)
-	}
+	err = repo.DeleteNamespace(ctx, "_")
+	assert.False(t, !errors.As(err, &ve) || err.Error() != "limiter: invalid namespace: reserved for system use", "DeleteNamespace(_) = %v", err)
 
 	// A reverse record carrying the reserved name (written by hand) cannot
 	// be recovered.
 	rec := namespaceRecord{ID: "HANDMADE123", Name: "_", Status: namespaceDeleted, CreatedAt: epoch}
-	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{
+	_, err = env.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName: aws.String(repo.Table()), Item: namespaceReverseItem(rec),
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.RecoverNamespace(ctx, "HANDMADE123"); !errors.As(err, &ve) || ve.Field != "namespace" {
-		t.Errorf("RecoverNamespace(reserved name) = %v, want *ValidationError", err)
-	}
-	if len(env.registry(skNamespace("_"))) != 0 {
-		t.Error("forward record for '_' written")
-	}
+	})
+	require.NoError(t, err)
+	_, err = repo.RecoverNamespace(ctx, "HANDMADE123")
+	assert.False(t, !errors.As(err, &ve) || ve.Field != "namespace", "RecoverNamespace(reserved name) = %v, want *ValidationError", err)
+	assert.Len(t, env.registry(skNamespace("_")), 0, "forward record for '_' written")
 }
 
 func TestNamespaceStatusConstants(t *testing.T) {
 	t.Parallel()
-	if store.NamespaceStatusActive != namespaceActive || store.NamespaceStatusDeleted != namespaceDeleted || store.NamespaceStatusPurging != namespacePurging {
-		t.Error("exported namespace statuses differ from the schema's")
-	}
+	assert.False(t, store.NamespaceStatusActive != namespaceActive || store.NamespaceStatusDeleted != namespaceDeleted || store.NamespaceStatusPurging != namespacePurging, "exported namespace statuses differ from the schema's")
 	for _, tc := range []struct {
 		err  *NamespaceNotFoundError
 		want string
@@ -557,9 +462,8 @@ func TestNamespaceStatusConstants(t *testing.T) {
 		{&NamespaceNotFoundError{Namespace: "t1"}, `limiter: namespace "t1" not found (register it first)`},
 		{&NamespaceNotFoundError{ID: "abc"}, `limiter: namespace id "abc" not found`},
 	} {
-		if got := tc.err.Error(); got != tc.want {
-			t.Errorf("Error() = %q, want %q", got, tc.want)
-		}
+		got := tc.err.Error()
+		assert.Equal(t, tc.want, got, "Error() = %q, want %q", got, tc.want)
 	}
 }
 
@@ -570,29 +474,23 @@ func TestNamespaceCacheBounded(t *testing.T) {
 	env := newTestEnv(t, func(o *DynamoDBOptions) { o.NamespaceCacheSize, o.NamespaceCacheTTL = 2, time.Minute })
 	ctx := env.ctx
 	for _, name := range []string{"tenant-a", "tenant-b", "tenant-c"} {
-		if _, err := env.repo.RegisterNamespace(ctx, name); err != nil {
-			t.Fatal(err)
-		}
+		_, err := env.repo.RegisterNamespace(ctx, name)
+		require.NoError(t, err)
 	}
 	env.repo.shared.mu.Lock()
 	held := env.repo.shared.nsIDs.Len()
 	env.repo.shared.mu.Unlock()
-	if held != 2 {
-		t.Fatalf("namespace cache holds %d names, want 2 (its ceiling)", held)
-	}
+	require.EqualValues(t, 2, held, "namespace cache holds %d names, want 2 (its ceiling)", held)
 	other := *env.repo // another process: a cold cache
 	other.shared = newSharedState(env.repo.opts)
-	if err := other.DeleteNamespace(ctx, "tenant-c"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.repo.Namespace(ctx, "tenant-c"); err != nil {
-		t.Fatalf("Namespace within the age limit: %v, want the cached id", err)
-	}
+	err := other.DeleteNamespace(ctx, "tenant-c")
+	require.NoError(t, err)
+	_, err = env.repo.Namespace(ctx, "tenant-c")
+	require.NoError(t, err, "Namespace within the age limit: %v, want the cached id", err)
 	env.clock.advance(time.Minute + time.Millisecond)
 	var nf *NamespaceNotFoundError
-	if _, err := env.repo.Namespace(ctx, "tenant-c"); !errors.As(err, &nf) {
-		t.Fatalf("Namespace past the age limit: %v, want *NamespaceNotFoundError", err)
-	}
+	_, err = env.repo.Namespace(ctx, "tenant-c")
+	require.True(t, errors.As(err, &nf), "Namespace past the age limit: %v, want *NamespaceNotFoundError", err)
 	// An evicted name is read again.
 	if ns, err := env.repo.Namespace(ctx, "default"); err != nil || ns.NamespaceID() != env.repo.NamespaceID() {
 		t.Fatalf("Namespace(default) = %v, %v", ns, err)

@@ -14,6 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/oklog/ulid/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -55,13 +57,9 @@ func TestQueriesUnsupportedByRepository(t *testing.T) {
 	_, err3 := rl.UsageSummary(ctx, UsageQuery{EntityID: "e"})
 	_, err4 := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
 	for i, err := range []error{err1, err2, err3, err4} {
-		if !errors.Is(err, ErrUnsupported) {
-			t.Errorf("query %d: err = %v, want ErrUnsupported", i+1, err)
-		}
+		assert.ErrorIs(t, err, ErrUnsupported, "query %d: err = %v, want ErrUnsupported", i+1, err)
 	}
-	if ErrUnsupported.Error() != "limiter: not supported by this repository" {
-		t.Errorf("ErrUnsupported = %q", ErrUnsupported)
-	}
+	assert.EqualValues(t, "limiter: not supported by this repository", ErrUnsupported.Error(), "ErrUnsupported = %q", ErrUnsupported)
 }
 
 func TestAuditEventsQuery(t *testing.T) {
@@ -70,9 +68,7 @@ func TestAuditEventsQuery(t *testing.T) {
 	ctx := env.ctx
 	step := func(err error) {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		env.clock.advance(time.Millisecond)
 	}
 	_, err := rl.CreateEntity(ctx, Entity{ID: "e", Name: "E"})
@@ -89,16 +85,12 @@ func TestAuditEventsQuery(t *testing.T) {
 	step(err)
 
 	all, err := rl.AuditEvents(ctx, "e", 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	type ev struct{ action, resource string }
 	var got []ev
 	for i, e := range all {
 		got = append(got, ev{e.Action, e.Resource})
-		if e.EntityID != "e" || len(e.EventID) != 26 {
-			t.Errorf("event %d: %+v", i, e)
-		}
+		assert.False(t, e.EntityID != "e" || len(e.EventID) != 26, "event %d: %+v", i, e)
 		if i > 0 && e.EventID >= all[i-1].EventID {
 			t.Errorf("events not newest first: %s after %s", e.EventID, all[i-1].EventID)
 		}
@@ -107,14 +99,11 @@ func TestAuditEventsQuery(t *testing.T) {
 		{store.AuditLimitsDeleted, "gpt"}, {store.AuditLimitsDeleted, "claude"}, {store.AuditLimitsSet, DefaultResource},
 		{store.AuditLimitsSet, "claude"}, {store.AuditLimitsSet, "gpt"}, {store.AuditEntityCreated, ""},
 	}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(ev{})); diff != "" {
-		t.Fatalf("AuditEvents(e) (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff(want, got, cmp.AllowUnexported(ev{}))
+	require.EqualValues(t, "", diff, "AuditEvents(e) (-want +got):\n%s", diff)
 	created := all[5]
-	if created.Principal != "arn:aws:iam::123456789012:role/app" || !created.Timestamp.Equal(epoch.Truncate(time.Second)) ||
-		created.Details["name"] != "E" || created.Details["cascade"] != false || created.Details["parent_id"] != nil {
-		t.Errorf("entity_created event = %+v", created)
-	}
+	assert.False(t, created.Principal != "arn:aws:iam::123456789012:role/app" || !created.Timestamp.Equal(epoch.Truncate(time.Second)) ||
+		created.Details["name"] != "E" || created.Details["cascade"] != false || created.Details["parent_id"] != nil, "entity_created event = %+v", created)
 	if all[3].Principal != "admin@example.com" {
 		t.Errorf("principal of the claude limits = %q", all[3].Principal)
 	}
@@ -124,21 +113,16 @@ func TestAuditEventsQuery(t *testing.T) {
 	start := ""
 	for pages := 0; ; pages++ {
 		page, err := rl.AuditEvents(ctx, "e", 3, start)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(page) > 3 || pages > 5 {
-			t.Fatalf("page %d has %d events", pages, len(page))
-		}
+		require.NoError(t, err)
+		require.False(t, len(page) > 3 || pages > 5, "page %d has %d events", pages, len(page))
 		paged = append(paged, page...)
 		if len(page) < 3 {
 			break
 		}
 		start = page[len(page)-1].EventID
 	}
-	if diff := cmp.Diff(all, paged); diff != "" {
-		t.Errorf("paged events differ (-all +paged):\n%s", diff)
-	}
+	diff = cmp.Diff(all, paged)
+	assert.EqualValues(t, "", diff, "paged events differ (-all +paged):\n%s", diff)
 	if older, err := rl.AuditEvents(ctx, "e", 0, all[4].EventID); err != nil || len(older) != 1 || older[0].EventID != all[5].EventID {
 		t.Errorf("events older than the 5th = %+v, %v", older, err)
 	}
@@ -150,31 +134,22 @@ func TestAuditEventsQuery(t *testing.T) {
 	})
 	env.rec.Reset()
 	top, err := rl.AuditEvents(ctx, "e", 2, "")
-	if err != nil || len(top) != 2 || top[0].EventID != all[0].EventID || top[1].EventID != all[1].EventID {
-		t.Errorf("AuditEvents(e, 2) with a junk item first = %+v, %v", top, err)
-	}
-	if n := env.rec.Count("Query"); n != 2 {
-		t.Errorf("Query calls = %d, want 2 (a short first page is topped up)", n)
-	}
+	assert.False(t, err != nil || len(top) != 2 || top[0].EventID != all[0].EventID || top[1].EventID != all[1].EventID, "AuditEvents(e, 2) with a junk item first = %+v, %v", top, err)
+	n := env.rec.Count("Query")
+	assert.EqualValues(t, 2, n, "Query calls = %d, want 2 (a short first page is topped up)", n)
 
 	// Config-level events under their pseudo entity ids.
 	sys, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 0, "")
-	if err != nil || len(sys) != 2 || sys[0].Action != store.AuditLimitsDeleted || sys[1].Action != store.AuditLimitsSet || sys[1].EntityID != "$SYSTEM" {
-		t.Errorf("AuditEvents($SYSTEM) = %+v, %v", sys, err)
-	}
+	assert.False(t, err != nil || len(sys) != 2 || sys[0].Action != store.AuditLimitsDeleted || sys[1].Action != store.AuditLimitsSet || sys[1].EntityID != "$SYSTEM", "AuditEvents($SYSTEM) = %+v, %v", sys, err)
 	if sys[1].Details["on_unavailable"] != "allow" {
 		t.Errorf("system details = %v", sys[1].Details)
 	}
 	res, err := rl.AuditEvents(ctx, store.AuditEntityResource("gpt"), 0, "")
-	if err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != store.AuditLimitsSet {
-		t.Errorf("AuditEvents($RESOURCE:gpt) = %+v, %v", res, err)
-	}
+	assert.False(t, err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != store.AuditLimitsSet, "AuditEvents($RESOURCE:gpt) = %+v, %v", res, err)
 	if none, err := rl.AuditEvents(ctx, "nobody", 0, ""); err != nil || len(none) != 0 {
 		t.Errorf("AuditEvents(nobody) = %v, %v", none, err)
 	}
-	if store.AuditEntityResource("a/b") != "$RESOURCE:a/b" || store.AuditEntitySystem != auditEntitySystem {
-		t.Error("audit pseudo entity ids differ from the schema's")
-	}
+	assert.False(t, store.AuditEntityResource("a/b") != "$RESOURCE:a/b" || store.AuditEntitySystem != auditEntitySystem, "audit pseudo entity ids differ from the schema's")
 
 	// Validation, before any read.
 	env.rec.Reset()
@@ -193,13 +168,10 @@ func TestAuditEventsQuery(t *testing.T) {
 	} {
 		_, err := rl.AuditEvents(ctx, tc.entity, 0, tc.start)
 		var ve *ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, tc.kind) {
-			t.Errorf("AuditEvents(%q, %q) = %v, want *ValidationError matching %v", tc.entity, tc.start, err, tc.kind)
-		}
+		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, tc.kind), "AuditEvents(%q, %q) = %v, want *ValidationError matching %v", tc.entity, tc.start, err, tc.kind)
 	}
-	if n := env.rec.Count(""); n != 0 {
-		t.Errorf("invalid input caused %d calls", n)
-	}
+	n = env.rec.Count("")
+	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)
 }
 
 // usageFixture writes usage snapshots (as the aggregator would) and returns
@@ -260,19 +232,13 @@ func allSnapshots(t *testing.T, rl *RateLimiter, q UsageQuery) ([]UsageSnapshot,
 	var out []UsageSnapshot
 	for calls := 1; ; calls++ {
 		page, next, err := rl.UsageSnapshots(context.Background(), q)
-		if err != nil {
-			t.Fatalf("UsageSnapshots(%+v): %v", q, err)
-		}
-		if q.Limit > 0 && len(page) > q.Limit {
-			t.Fatalf("page of %d snapshots, limit %d", len(page), q.Limit)
-		}
+		require.NoError(t, err, "UsageSnapshots(%+v): %v", q, err)
+		require.False(t, q.Limit > 0 && len(page) > q.Limit, "page of %d snapshots, limit %d", len(page), q.Limit)
 		out = append(out, page...)
 		if next == "" {
 			return out, calls
 		}
-		if calls > 50 {
-			t.Fatal("no end of pages")
-		}
+		require.False(t, calls > 50, "no end of pages")
 		q.Cursor = next
 	}
 }
@@ -329,30 +295,23 @@ func TestUsageSnapshots(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			counter.scanned.Store(0)
 			got, calls := allSnapshots(t, rl, tc.q)
-			if diff := cmp.Diff(tc.want, snapKeys(got)); diff != "" {
-				t.Errorf("snapshots (-want +got):\n%s", diff)
-			}
+			diff := cmp.Diff(tc.want, snapKeys(got))
+			assert.EqualValues(t, "", diff, "snapshots (-want +got):\n%s", diff)
 			if tc.maxScanned > 0 && counter.scanned.Load() > tc.maxScanned {
 				t.Errorf("items evaluated = %d, want ≤ %d", counter.scanned.Load(), tc.maxScanned)
 			}
-			if tc.wantQueries > 0 && calls != tc.wantQueries {
-				t.Errorf("UsageSnapshots calls = %d, want %d (full pages of %d)", calls, tc.wantQueries, tc.q.Limit)
-			}
+			assert.False(t, tc.wantQueries > 0 && calls != tc.wantQueries, "UsageSnapshots calls = %d, want %d (full pages of %d)", calls, tc.wantQueries, tc.q.Limit)
 		})
 	}
 
 	// Every page but possibly the last is full, although the malformed item
 	// and filtered snapshots are skipped.
 	page, next, err := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 3})
-	if err != nil || len(page) != 3 || next == "" {
-		t.Fatalf("first page = %v, %q, %v", snapKeys(page), next, err)
-	}
+	require.False(t, err != nil || len(page) != 3 || next == "", "first page = %v, %q, %v", snapKeys(page), next, err)
 
 	// Snapshot contents: window ends, counters without wcu, total events.
 	gpt, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, s := range gpt {
 		var wantEnd time.Time
 		switch s.WindowType {
@@ -366,20 +325,16 @@ func TestUsageSnapshots(t *testing.T) {
 		if !s.WindowEnd.Equal(wantEnd) {
 			t.Errorf("%s: WindowEnd = %v, want %v", snapKeys([]UsageSnapshot{s})[0], s.WindowEnd, wantEnd)
 		}
-		if _, ok := s.Counters["wcu"]; ok {
-			t.Errorf("%s: wcu counter visible: %v", s.EntityID, s.Counters)
-		}
+		_, ok := s.Counters["wcu"]
+		assert.False(t, ok, "%s: wcu counter visible: %v", s.EntityID, s.Counters)
 	}
-	if e2 := gpt[1]; e2.EntityID != "e2" || !cmp.Equal(e2.Counters, map[string]int64{"rpm": 5, "tpm": 500}) || e2.TotalEvents != 6 {
-		t.Errorf("e2 snapshot = %+v", e2)
-	}
+	e2 := gpt[1]
+	assert.False(t, e2.EntityID != "e2" || !cmp.Equal(e2.Counters, map[string]int64{"rpm": 5, "tpm": 500}) || e2.TotalEvents != 6, "e2 snapshot = %+v", e2)
 
 	// Cursors belong to their query.
 	_, gptCursor, _ := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 2})
 	_, e1Cursor, _ := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 2})
-	if gptCursor == "" || e1Cursor == "" {
-		t.Fatal("no cursors")
-	}
+	require.False(t, gptCursor == "" || e1Cursor == "", "no cursors")
 	if _, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor}); err != nil {
 		t.Errorf("own cursor: %v", err)
 	}
@@ -401,9 +356,7 @@ func TestUsageSnapshots(t *testing.T) {
 	} {
 		_, _, err := rl.UsageSnapshots(ctx, q)
 		var ve *ValidationError
-		if !errors.As(err, &ve) {
-			t.Errorf("%s: err = %v, want *ValidationError", name, err)
-		}
+		assert.True(t, errors.As(err, &ve), "%s: err = %v, want *ValidationError", name, err)
 		if q.Cursor != "" {
 			continue // UsageSummary ignores the cursor
 		}
@@ -411,17 +364,13 @@ func TestUsageSnapshots(t *testing.T) {
 			t.Errorf("%s: UsageSummary err = %v, want ErrValidation", name, err)
 		}
 	}
-	if n := env.rec.Count(""); n != 0 {
-		t.Errorf("invalid queries caused %d calls", n)
-	}
+	n := env.rec.Count("")
+	assert.EqualValues(t, 0, n, "invalid queries caused %d calls", n)
 	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{})
-	if err == nil || err.Error() != "limiter: invalid query: either entity_id or resource must be given" {
-		t.Errorf("empty query: %v", err)
-	}
+	assert.False(t, err == nil || err.Error() != "limiter: invalid query: either entity_id or resource must be given", "empty query: %v", err)
 	// Start equal to End (at second precision) is a valid one-instant range.
-	if got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")}); len(got) != 2 {
-		t.Errorf("instant range = %v", snapKeys(got))
-	}
+	got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")})
+	assert.Len(t, got, 2, "instant range = %v", snapKeys(got))
 }
 
 func TestUsageSummary(t *testing.T) {
@@ -453,12 +402,9 @@ func TestUsageSummary(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := rl.UsageSummary(env.ctx, tc.q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("UsageSummary (-want +got):\n%s", diff)
-			}
+			require.NoError(t, err)
+			diff := cmp.Diff(tc.want, got)
+			assert.EqualValues(t, "", diff, "UsageSummary (-want +got):\n%s", diff)
 		})
 	}
 
@@ -471,15 +417,11 @@ func TestUsageSummary(t *testing.T) {
 	}))
 	env.rec.Reset()
 	got, err := small.UsageSummary(env.ctx, UsageQuery{Resource: "gpt"})
-	if err != nil || got.SnapshotCount != 11 || got.Total["rpm"] != 441 || got.Total["tpm"] != 38100 {
-		t.Errorf("summary over small pages = %+v, %v", got, err)
-	}
-	if n := env.rec.Count("Query"); n < 6 {
-		t.Errorf("Query calls = %d, want ≥ 6 pages", n)
-	}
-	if _, ok := got.Total["wcu"]; ok {
-		t.Error("wcu in the summary")
-	}
+	assert.False(t, err != nil || got.SnapshotCount != 11 || got.Total["rpm"] != 441 || got.Total["tpm"] != 38100, "summary over small pages = %+v, %v", got, err)
+	n := env.rec.Count("Query")
+	assert.False(t, n < 6, "Query calls = %d, want ≥ 6 pages", n)
+	_, ok := got.Total["wcu"]
+	assert.False(t, ok, "wcu in the summary")
 }
 
 // capacityFixture writes bucket items for resource capacity queries. Every
@@ -537,41 +479,29 @@ func TestResourceCapacity(t *testing.T) {
 		},
 	}
 	got, err := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if diff := cmp.Diff(rpm, got); diff != "" {
-		t.Errorf("ResourceCapacity(gpt, rpm) (-want +got):\n%s", diff)
-	}
+	require.NoError(t, err)
+	diff := cmp.Diff(rpm, got)
+	assert.EqualValues(t, "", diff, "ResourceCapacity(gpt, rpm) (-want +got):\n%s", diff)
 
 	// Parents only: ghost has no META, key-1 has a parent. One BatchGetItem.
 	env.rec.Reset()
 	got, err = rl.ResourceCapacity(ctx, "gpt", "rpm", true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := ResourceCapacity{Resource: "gpt", LimitName: "rpm", TotalCapacity: 250, TotalAvailable: 150, UtilizationPct: 40,
 		Entities: []store.EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("ResourceCapacity(gpt, rpm, parents) (-want +got):\n%s", diff)
-	}
+	diff = cmp.Diff(want, got)
+	assert.EqualValues(t, "", diff, "ResourceCapacity(gpt, rpm, parents) (-want +got):\n%s", diff)
 	if env.rec.Count("BatchGetItem") != 1 || env.rec.Count("GetItem") != 0 {
 		t.Errorf("calls = %s, want one BatchGetItem for the META records", env.calls())
 	}
 
 	got, err = rl.ResourceCapacity(ctx, "gpt", "tpm", false)
-	if err != nil || len(got.Entities) != 2 || got.Entities[0] != (store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
-		got.Entities[1].EntityID != "tponly" || got.TotalCapacity != 11_000 {
-		t.Errorf("ResourceCapacity(gpt, tpm) = %+v, %v", got, err)
-	}
+	assert.False(t, err != nil || len(got.Entities) != 2 || got.Entities[0] != (store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
+		got.Entities[1].EntityID != "tponly" || got.TotalCapacity != 11_000, "ResourceCapacity(gpt, tpm) = %+v, %v", got, err)
 	got, err = rl.ResourceCapacity(ctx, "overdrawn", "rpm", false)
-	if err != nil || got.TotalAvailable != -5 || got.UtilizationPct != 150 || got.Entities[0].UtilizationPct != 150 {
-		t.Errorf("bucket in debt = %+v, %v", got, err)
-	}
+	assert.False(t, err != nil || got.TotalAvailable != -5 || got.UtilizationPct != 150 || got.Entities[0].UtilizationPct != 150, "bucket in debt = %+v, %v", got, err)
 	got, err = rl.ResourceCapacity(ctx, "unused", "rpm", true)
-	if err != nil || got.TotalCapacity != 0 || got.UtilizationPct != 0 || len(got.Entities) != 0 || got.Entities == nil {
-		t.Errorf("no buckets = %+v, %v", got, err)
-	}
+	assert.False(t, err != nil || got.TotalCapacity != 0 || got.UtilizationPct != 0 || len(got.Entities) != 0 || got.Entities == nil, "no buckets = %+v, %v", got, err)
 
 	// The GSI2 query reads every page.
 	small := env.withClient(hook(func(op string, params any) error {
@@ -584,9 +514,8 @@ func TestResourceCapacity(t *testing.T) {
 	if got, err := small.ResourceCapacity(ctx, "gpt", "rpm", false, env.clock.now()); err != nil || !cmp.Equal(got, rpm) {
 		t.Errorf("over small pages = %+v, %v", got, err)
 	}
-	if n := env.rec.Count("Query"); n < 5 {
-		t.Errorf("Query calls = %d, want ≥ 5 pages", n)
-	}
+	n := env.rec.Count("Query")
+	assert.False(t, n < 5, "Query calls = %d, want ≥ 5 pages", n)
 
 	// The hidden wcu limit cannot be asked for; every input is validated
 	// before reading.
@@ -605,15 +534,10 @@ func TestResourceCapacity(t *testing.T) {
 	} {
 		_, err := rl.ResourceCapacity(ctx, tc.resource, tc.limit, false)
 		var ve *ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, tc.kind) {
-			t.Errorf("ResourceCapacity(%q, %q) = %v, want *ValidationError", tc.resource, tc.limit, err)
-		}
+		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, tc.kind), "ResourceCapacity(%q, %q) = %v, want *ValidationError", tc.resource, tc.limit, err)
 	}
 	_, err = rl.ResourceCapacity(ctx, "gpt", "wcu", false)
-	if err == nil || err.Error() != "limiter: invalid limit_name: 'wcu' is a reserved limit name" {
-		t.Errorf("wcu: %v", err)
-	}
-	if n := env.rec.Count(""); n != 0 {
-		t.Errorf("invalid input caused %d calls", n)
-	}
+	assert.False(t, err == nil || err.Error() != "limiter: invalid limit_name: 'wcu' is a reserved limit name", "wcu: %v", err)
+	n = env.rec.Count("")
+	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -21,44 +23,31 @@ func TestEntities(t *testing.T) {
 	ctx := env.ctx
 
 	p, err := rl.CreateEntity(ctx, Entity{ID: "proj-1", Metadata: map[string]string{"tier": "gold"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Name != "proj-1" || !p.CreatedAt.Equal(epoch.Truncate(1e9)) {
-		t.Errorf("created %+v", p)
-	}
+	require.NoError(t, err)
+	assert.False(t, p.Name != "proj-1" || !p.CreatedAt.Equal(epoch.Truncate(1e9)), "created %+v", p)
 	if _, err := rl.CreateEntity(ctx, Entity{ID: "proj-1"}); !errors.Is(err, ErrEntityExists) {
 		t.Fatalf("duplicate = %v, want ErrEntityExists", err)
 	}
 	for _, id := range []string{"key-a", "key-b"} {
-		if _, err := rl.CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true})
+		require.NoError(t, err)
 	}
 	got, err := rl.GetEntity(ctx, "key-a")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	want := Entity{ID: "key-a", Name: "Key key-a", ParentID: "proj-1", Cascade: true, Metadata: map[string]string{}, CreatedAt: epoch.Truncate(1e9)}
-	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-		t.Errorf("GetEntity (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff(want, got, cmpopts.EquateEmpty())
+	assert.EqualValues(t, "", diff, "GetEntity (-want +got):\n%s", diff)
 	gp, _ := rl.GetEntity(ctx, "proj-1")
-	if gp.Metadata["tier"] != "gold" || gp.ParentID != "" || gp.Cascade {
-		t.Errorf("parent = %+v", gp)
-	}
+	assert.False(t, gp.Metadata["tier"] != "gold" || gp.ParentID != "" || gp.Cascade, "parent = %+v", gp)
 	if _, err := rl.GetEntity(ctx, "nobody"); !errors.Is(err, ErrEntityNotFound) {
 		t.Fatalf("missing = %v, want ErrEntityNotFound", err)
 	}
 	kids, err := rl.Children(ctx, "proj-1")
-	if err != nil || len(kids) != 2 {
-		t.Fatalf("Children = %v, %v", kids, err)
-	}
+	require.False(t, err != nil || len(kids) != 2, "Children = %v, %v", kids, err)
 
 	for _, bad := range []Entity{{ID: ""}, {ID: "a#b"}, {ID: "ok", ParentID: "bad parent"}, {ID: "x\n"}} {
-		if _, err := rl.CreateEntity(ctx, bad); !errors.Is(err, ErrInvalidIdentifier) {
-			t.Errorf("CreateEntity(%+v) = %v, want ErrInvalidIdentifier", bad, err)
-		}
+		_, err := rl.CreateEntity(ctx, bad)
+		assert.ErrorIs(t, err, ErrInvalidIdentifier, "CreateEntity(%+v) = %v, want ErrInvalidIdentifier", bad, err)
 	}
 
 	// Delete removes META, configs and buckets of every resource.
@@ -76,13 +65,10 @@ func TestEntities(t *testing.T) {
 		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skMeta),
 		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skConfig("gpt-4")),
 	} {
-		if len(item) != 0 {
-			t.Errorf("item left after DeleteEntity: %v", item)
-		}
+		assert.Len(t, item, 0, "item left after DeleteEntity: %v", item)
 	}
-	if res, _ := rl.ListResourcesWithEntityConfigs(ctx); len(res) != 0 {
-		t.Errorf("registry after delete = %v, want empty", res)
-	}
+	res, _ := rl.ListResourcesWithEntityConfigs(ctx)
+	assert.Len(t, res, 0, "registry after delete = %v, want empty", res)
 	if err := rl.DeleteEntity(ctx, "key-a"); err != nil {
 		t.Fatalf("second delete = %v", err)
 	}
@@ -96,20 +82,15 @@ func TestDeleteEntityManyItems(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "big", fmt.Sprintf("res-%d", i), Consume{"rpm": 1}, lim))
 	}
 	env.rec.Reset()
-	if err := rl.DeleteEntity(env.ctx, "big"); err != nil {
-		t.Fatal(err)
-	}
-	if n := env.rec.Count("BatchWriteItem"); n != 2 {
-		t.Errorf("BatchWriteItem calls = %d, want 2 (25 + 5)", n)
-	}
+	err := rl.DeleteEntity(env.ctx, "big")
+	require.NoError(t, err)
+	n := env.rec.Count("BatchWriteItem")
+	assert.EqualValues(t, 2, n, "BatchWriteItem calls = %d, want 2 (25 + 5)", n)
 	for _, c := range env.rec.Calls() {
-		if c.Op == "BatchWriteItem" && c.Items > 25 {
-			t.Errorf("BatchWriteItem with %d items", c.Items)
-		}
+		assert.False(t, c.Op == "BatchWriteItem" && c.Items > 25, "BatchWriteItem with %d items", c.Items)
 	}
-	if item := env.bucket("big", "res-29"); len(item) != 0 {
-		t.Fatal("bucket left")
-	}
+	item := env.bucket("big", "res-29")
+	require.Len(t, item, 0, "bucket left")
 }
 
 func TestStoredLimitsResolution(t *testing.T) {
@@ -122,9 +103,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 	}
 	_, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
 	var ve *ValidationError
-	if !errors.As(err, &ve) || ve.Field != "limits" {
-		t.Fatalf("no config: err = %v, want ValidationError on limits", err)
-	}
+	require.False(t, !errors.As(err, &ve) || ve.Field != "limits", "no config: err = %v, want ValidationError on limits", err)
 	wantMsg := `limiter: invalid limits: no limits configured for entity "e" and resource "gpt": store them for the ` +
 		`entity (on the resource or on _default_), the resource or the system, or pass WithLimits`
 	if err.Error() != wantMsg {
@@ -152,22 +131,18 @@ func TestStoredLimitsResolution(t *testing.T) {
 		// Every config write evicts its cache slot: visible at once (the
 		// original kept serving the cached limits for up to its TTL, 60 s).
 		limits, source, err := rl.ResolveLimits(ctx, "e", "gpt")
-		if err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source {
-			t.Errorf("after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)
-		}
+		assert.False(t, err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source, "after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)
 	}
 	if limits, ou, err := rl.GetSystemDefaults(ctx); err != nil || ou != OnUnavailableAllow || len(limits) != 1 {
 		t.Errorf("GetSystemDefaults = %v %q %v", limits, ou, err)
 	}
-	if got := rl.configs.resolveOnUnavailable(ctx); got != OnUnavailableAllow {
-		t.Errorf("resolveOnUnavailable = %q", got)
-	}
+	got := rl.configs.resolveOnUnavailable(ctx)
+	assert.EqualValues(t, OnUnavailableAllow, got, "resolveOnUnavailable = %q", got)
 	if err := rl.DeleteSystemDefaults(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if limits, _, _ := rl.ResolveLimits(ctx, "e", "gpt"); limits != nil {
-		t.Errorf("after deleting everything: %v", limits)
-	}
+	limits, _, _ := rl.ResolveLimits(ctx, "e", "gpt")
+	assert.Nil(t, limits, "after deleting everything: %v", limits)
 }
 
 func TestStoredLimitsRegistriesAndListing(t *testing.T) {
@@ -175,39 +150,32 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	rl := env.limiter()
 	ctx := env.ctx
 	for _, r := range []string{"gpt-4", "claude", "openai/o1"} {
-		if err := rl.SetResourceDefaults(ctx, r, []Limit{PerMinute("rpm", 10)}); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.SetResourceDefaults(ctx, r, []Limit{PerMinute("rpm", 10)})
+		require.NoError(t, err)
 	}
-	if got, _ := rl.ListResourcesWithDefaults(ctx); !cmp.Equal(got, []string{"claude", "gpt-4", "openai/o1"}) {
-		t.Errorf("ListResourcesWithDefaults = %v", got)
-	}
+	got, _ := rl.ListResourcesWithDefaults(ctx)
+	assert.True(t, cmp.Equal(got, []string{"claude", "gpt-4", "openai/o1"}), "ListResourcesWithDefaults = %v", got)
 	rl.DeleteResourceDefaults(ctx, "claude")
-	if got, _ := rl.ListResourcesWithDefaults(ctx); !cmp.Equal(got, []string{"gpt-4", "openai/o1"}) {
-		t.Errorf("after delete = %v", got)
-	}
+	got, _ = rl.ListResourcesWithDefaults(ctx)
+	assert.True(t, cmp.Equal(got, []string{"gpt-4", "openai/o1"}), "after delete = %v", got)
 	if got, _ := rl.GetResourceDefaults(ctx, "gpt-4"); len(got) != 1 || got[0] != PerMinute("rpm", 10) {
 		t.Errorf("GetResourceDefaults = %v", got)
 	}
 
 	for i := range 5 {
-		if err := rl.SetLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4", []Limit{PerMinute("tpm", 100)}); err != nil {
-			t.Fatal(err)
-		}
+		err := rl.SetLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4", []Limit{PerMinute("tpm", 100)})
+		require.NoError(t, err)
 	}
 	rl.SetLimits(ctx, "ent-0", "gpt-4", []Limit{PerMinute("tpm", 200)}) // replace: counted once
 	rl.SetLimits(ctx, "ent-0", DefaultResource, []Limit{PerMinute("tpm", 200)})
-	if got, _ := rl.ListResourcesWithEntityConfigs(ctx); !cmp.Equal(got, []string{DefaultResource, "gpt-4"}) {
-		t.Errorf("ListResourcesWithEntityConfigs = %v", got)
-	}
+	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	assert.True(t, cmp.Equal(got, []string{DefaultResource, "gpt-4"}), "ListResourcesWithEntityConfigs = %v", got)
 	var ids []string
 	cursor := ""
 	pages := 0
 	for {
 		page, next, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, cursor)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		ids = append(ids, page...)
 		pages++
 		if next == "" {
@@ -216,19 +184,15 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 		cursor = next
 	}
 	sort.Strings(ids)
-	if !cmp.Equal(ids, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}) || pages < 3 {
-		t.Errorf("ListEntitiesWithCustomLimits = %v in %d pages", ids, pages)
-	}
-	if _, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor"); !errors.Is(err, ErrValidation) {
-		t.Errorf("bad cursor = %v", err)
-	}
+	assert.False(t, !cmp.Equal(ids, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}) || pages < 3, "ListEntitiesWithCustomLimits = %v in %d pages", ids, pages)
+	_, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor")
+	assert.ErrorIs(t, err, ErrValidation, "bad cursor = %v", err)
 	for i := range 5 {
 		rl.DeleteLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4")
 	}
 	rl.DeleteLimits(ctx, "ent-0", "gpt-4") // missing: silent
-	if got, _ := rl.ListResourcesWithEntityConfigs(ctx); !cmp.Equal(got, []string{DefaultResource}) {
-		t.Errorf("after deletes = %v", got)
-	}
+	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	assert.True(t, cmp.Equal(got, []string{DefaultResource}), "after deletes = %v", got)
 
 	// Validation happens before any write.
 	env.rec.Reset()
@@ -240,9 +204,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 		"bad mode":      rl.SetSystemDefaults(ctx, nil, "sometimes"),
 		"bad principal": rl.SetLimits(ContextWithPrincipal(ctx, "not valid!"), "e", "gpt", []Limit{PerMinute("rpm", 1)}),
 	} {
-		if !errors.Is(err, ErrValidation) {
-			t.Errorf("%s: err = %v, want ErrValidation", name, err)
-		}
+		assert.ErrorIs(t, err, ErrValidation, "%s: err = %v, want ErrValidation", name, err)
 	}
 	if n := env.rec.Count(""); n != 0 {
 		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
@@ -256,38 +218,27 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	if err := rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 10)}, ""); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 10)}, "")
+	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"rpm": 1}))
 	b := env.bucket("e", "gpt")
-	if got := env.n(b, "ttl"); got != epoch.Unix()+420 {
-		t.Errorf("system-config bucket ttl = %d, want now+420", got)
-	}
-	if err := rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)}); err != nil {
-		t.Fatal(err)
-	}
+	got := env.n(b, "ttl")
+	assert.Equal(t, epoch.Unix()+420, got, "system-config bucket ttl = %d, want now+420", got)
+	err = rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)})
+	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
-	if _, ok := b["ttl"]; ok {
-		t.Error("entity config: ttl not removed")
-	}
-	if env.n(b, "b_rpm_cp") != 20_000 || env.n(b, "b_tpm_cp") != 500_000 || env.n(b, "b_tpm_tk") != 500_000 {
-		t.Errorf("synced params: %v", b)
-	}
+	_, ok := b["ttl"]
+	assert.False(t, ok, "entity config: ttl not removed")
+	assert.False(t, env.n(b, "b_rpm_cp") != 20_000 || env.n(b, "b_tpm_cp") != 500_000 || env.n(b, "b_tpm_tk") != 500_000, "synced params: %v", b)
 	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"tpm": 100}))
-	if got := env.tokens("e", "gpt", "tpm"); got != 400_000 {
-		t.Errorf("tpm after acquire = %d", got)
-	}
-	if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
-		t.Fatal(err)
-	}
+	got = env.tokens("e", "gpt", "tpm")
+	assert.EqualValues(t, 400_000, got, "tpm after acquire = %d", got)
+	err = rl.DeleteLimits(ctx, "e", "gpt")
+	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
-	if env.n(b, "b_rpm_cp") != 10_000 || env.n(b, "ttl") != epoch.Unix()+420 {
-		t.Errorf("reconciled: %v", b)
-	}
-	if _, ok := b["b_tpm_tk"]; ok {
-		t.Error("stale tpm attributes kept")
-	}
+	assert.False(t, env.n(b, "b_rpm_cp") != 10_000 || env.n(b, "ttl") != epoch.Unix()+420, "reconciled: %v", b)
+	_, ok = b["b_tpm_tk"]
+	assert.False(t, ok, "stale tpm attributes kept")
 }
 
 func TestAuditEvents(t *testing.T) {
@@ -310,15 +261,10 @@ func TestAuditEvents(t *testing.T) {
 	var evs []AuditEvent
 	for _, item := range out.Items {
 		ev, ok, err := auditEventFromItem(item)
-		if err != nil || !ok {
-			t.Fatal(err)
-		}
-		if len(ev.EventID) != 26 {
-			t.Errorf("event id %q", ev.EventID)
-		}
-		if got := env.n(item, "ttl"); got != epoch.Unix()+90*86400 {
-			t.Errorf("audit ttl = %d", got)
-		}
+		require.False(t, err != nil || !ok, err)
+		assert.Len(t, ev.EventID, 26, "event id %q", ev.EventID)
+		got := env.n(item, "ttl")
+		assert.Equal(t, epoch.Unix()+90*86400, got, "audit ttl = %d", got)
 		evs = append(evs, ev)
 	}
 	if evs[0].Action != store.AuditEntityCreated || evs[0].Principal != "arn:aws:iam::123456789012:role/app" {
@@ -345,9 +291,7 @@ func TestNamespacesIsolateData(t *testing.T) {
 		o.Namespace = "tenant-b"
 		o.Now = env.clock.now
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if other.NamespaceID() == env.repo.NamespaceID() || len(other.NamespaceID()) != 11 {
 		t.Fatalf("namespace ids %q %q", other.NamespaceID(), env.repo.NamespaceID())
 	}
@@ -359,17 +303,13 @@ func TestNamespacesIsolateData(t *testing.T) {
 		t.Fatalf("namespace a = %v, want rate limited", err)
 	}
 	scoped, err := env.repo.Namespace(ctx, "tenant-b")
-	if err != nil || scoped.NamespaceID() != other.NamespaceID() {
-		t.Fatalf("Namespace(tenant-b) = %v, %v", scoped, err)
-	}
+	require.False(t, err != nil || scoped.NamespaceID() != other.NamespaceID(), "Namespace(tenant-b) = %v, %v", scoped, err)
 	if _, err := env.repo.Namespace(ctx, "nope"); !errors.Is(err, ErrNamespaceNotFound) {
 		t.Fatalf("Namespace(nope) = %v", err)
 	}
 	// Re-opening finds the registered namespace instead of registering it again.
 	again, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table(); o.Namespace = "tenant-b" })
-	if err != nil || again.NamespaceID() != other.NamespaceID() {
-		t.Fatalf("reopen: %v %v", again, err)
-	}
+	require.False(t, err != nil || again.NamespaceID() != other.NamespaceID(), "reopen: %v %v", again, err)
 	if _, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" }); !errors.Is(err, ErrValidation) {
 		t.Fatalf("bad table name = %v", err)
 	}
@@ -378,22 +318,16 @@ func TestNamespacesIsolateData(t *testing.T) {
 func TestOpenWritesVersionRecord(t *testing.T) {
 	env := newTestEnv(t)
 	item := env.item("_/SYSTEM#", "#VERSION")
-	if s, _ := schemaGetS(item, "schema_version"); s != "0.10.0" {
-		t.Errorf("schema_version = %q", s)
-	}
-	if _, isNull := item["lambda_version"].(*types.AttributeValueMemberNULL); !isNull {
-		t.Errorf("lambda_version = %v, want NULL", item["lambda_version"])
-	}
+	s, _ := schemaGetS(item, "schema_version")
+	assert.EqualValues(t, "0.10.0", s, "schema_version = %q", s)
+	_, isNull := item["lambda_version"].(*types.AttributeValueMemberNULL)
+	assert.True(t, isNull, "lambda_version = %v, want NULL", item["lambda_version"])
 	// A table of another major schema is refused.
 	_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()),
 		Item: versionItem(versionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"})})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	_, err = OpenDynamoDB(context.Background(), env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table() })
-	if !errors.Is(err, ErrIncompatibleSchema) {
-		t.Fatalf("open on schema 1.0.0 = %v, want ErrIncompatibleSchema", err)
-	}
+	require.ErrorIs(t, err, ErrIncompatibleSchema, "open on schema 1.0.0 = %v, want ErrIncompatibleSchema", err)
 }
 
 // TestCorruptStoredConfigIsUnavailable: a stored config the library cannot
@@ -407,9 +341,7 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 	}
 	rl := env.limiter()
 	_, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1})
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrValidation) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
-	}
+	require.False(t, !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrValidation), "err = %v, want ErrUnavailable", err)
 	if l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
 		t.Fatalf("allow: %v %v", l, err)
 	}
@@ -439,13 +371,10 @@ func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
 	if err := rl.DeleteLimits(ctx, "prov-key", "gpt-4"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4"); got != nil {
-		t.Errorf("provisioner config still stored: %v", got)
-	}
+	got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4")
+	assert.Nil(t, got, "provisioner config still stored: %v", got)
 	res, err := rl.ListResourcesWithEntityConfigs(ctx)
-	if err != nil || len(res) != 1 || res[0] != "gpt-4" {
-		t.Errorf("ListResourcesWithEntityConfigs = %v, %v; want [gpt-4] (lib-key's config is still there)", res, err)
-	}
+	assert.False(t, err != nil || len(res) != 1 || res[0] != "gpt-4", "ListResourcesWithEntityConfigs = %v, %v; want [gpt-4] (lib-key's config is still there)", res, err)
 	if err := rl.DeleteLimits(ctx, "lib-key", "gpt-4"); err != nil {
 		t.Fatal(err)
 	}

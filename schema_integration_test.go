@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
@@ -22,15 +24,11 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	ctx, client, table := env.ctx, env.client, env.repo.Table()
 
 	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, m := len(desc.Table.GlobalSecondaryIndexes), len(desc.Table.LocalSecondaryIndexes); n != 4 || m != 5 {
-		t.Fatalf("table has %d GSIs and %d LSIs, want 4 and 5", n, m)
-	}
-	if s := desc.Table.StreamSpecification; s == nil || !aws.ToBool(s.StreamEnabled) || s.StreamViewType != types.StreamViewTypeNewAndOldImages {
-		t.Fatalf("stream = %+v, want NEW_AND_OLD_IMAGES", s)
-	}
+	require.NoError(t, err)
+	n, m := len(desc.Table.GlobalSecondaryIndexes), len(desc.Table.LocalSecondaryIndexes)
+	require.False(t, n != 4 || m != 5, "table has %d GSIs and %d LSIs, want 4 and 5", n, m)
+	s := desc.Table.StreamSpecification
+	require.False(t, s == nil || !aws.ToBool(s.StreamEnabled) || s.StreamViewType != types.StreamViewTypeNewAndOldImages, "stream = %+v, want NEW_AND_OLD_IMAGES", s)
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
 	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "ttl" {
 		t.Fatalf("TTL = %+v, %v", ttl.TimeToLiveDescription, err)
@@ -39,9 +37,8 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	ns := "nsTEST00001"
 	put := func(item map[string]types.AttributeValue) {
 		t.Helper()
-		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item})
+		require.NoError(t, err)
 	}
 	states := []store.BucketState{
 		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 1000},
@@ -63,29 +60,17 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	// Read back the composite item: every state round-trips.
 	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table),
 		Key: bucketPrimaryKey(ns, "key-1", "openai/gpt-4", 0), ConsistentRead: aws.Bool(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	gotNS, got, err := bucketFromItem(out.Item)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if gotNS != ns || got.Key.EntityID != "key-1" || got.Key.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL {
-		t.Fatalf("read back %+v", got)
-	}
+	require.NoError(t, err)
+	require.False(t, gotNS != ns || got.Key.EntityID != "key-1" || got.Key.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL, "read back %+v", got)
 	var names []string
 	for _, s := range got.States {
 		names = append(names, s.LimitName)
-		if s.LimitName == "tpm-x" && (s.TokensMilli != -1500 || s.LastRefillMs != spec.RefillMs) {
-			t.Errorf("tpm-x state %+v", s)
-		}
+		assert.False(t, s.LimitName == "tpm-x" && (s.TokensMilli != -1500 || s.LastRefillMs != spec.RefillMs), "tpm-x state %+v", s)
 	}
-	if wcuOf(got) == nil || wcuOf(got).TokensMilli != wcuOf(got).CapacityMilli {
-		t.Errorf("wcu state %+v, want a full bucket", wcuOf(got))
-	}
-	if !cmp.Equal(names, []string{"rpm", "tpm-x"}) {
-		t.Errorf("limits %v", names)
-	}
+	assert.False(t, wcuOf(got) == nil || wcuOf(got).TokensMilli != wcuOf(got).CapacityMilli, "wcu state %+v, want a full bucket", wcuOf(got))
+	assert.True(t, cmp.Equal(names, []string{"rpm", "tpm-x"}), "limits %v", names)
 
 	query := func(index, pkAttr, pk, skAttr, skPrefix string) []string {
 		t.Helper()
@@ -97,9 +82,7 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 		}
 		items, err := env.repo.queryAll(ctx, &dynamodb.QueryInput{TableName: aws.String(table), IndexName: aws.String(index),
 			KeyConditionExpression: aws.String(cond), ExpressionAttributeValues: values})
-		if err != nil {
-			t.Fatalf("query %s: %v", index, err)
-		}
+		require.NoError(t, err, "query %s: %v", index, err)
 		var keys []string
 		for _, item := range items {
 			pk, _ := schemaGetS(item, attrPK)
@@ -126,8 +109,6 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 				ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META", ns + "/ENTITY#proj|#META",
 			}},
 	} {
-		if !cmp.Equal(tc.got, tc.want) {
-			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
-		}
+		assert.True(t, cmp.Equal(tc.got, tc.want), "%s = %v, want %v", tc.name, tc.got, tc.want)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -50,16 +52,11 @@ func TestBucketItemRoundTrip(t *testing.T) {
 			t.Parallel()
 			const ns = "vG58F-ORDeU"
 			item := bucketItem(ns, &tc.b)
-			if pk := schemaAVText(item[attrPK]); pk != `S:"`+pkBucket(ns, tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard)+`"` {
-				t.Errorf("PK = %s", pk)
-			}
+			pk := schemaAVText(item[attrPK])
+			assert.Equal(t, `S:"`+pkBucket(ns, tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard)+`"`, pk, "PK = %s", pk)
 			gotNS, got, err := bucketFromItem(item)
-			if err != nil {
-				t.Fatalf("bucketFromItem: %v", err)
-			}
-			if gotNS != ns {
-				t.Errorf("namespace %q, want %q", gotNS, ns)
-			}
+			require.NoError(t, err, "bucketFromItem: %v", err)
+			assert.EqualValues(t, ns, gotNS, "namespace %q, want %q", gotNS, ns)
 			fill := func(s store.BucketState) store.BucketState {
 				s.EntityID, s.Resource, s.ShardID, s.LastRefillMs = tc.b.Key.EntityID, tc.b.Key.Resource, tc.b.Key.Shard, tc.b.RefillMs
 				return s
@@ -72,16 +69,14 @@ func TestBucketItemRoundTrip(t *testing.T) {
 				want.States = append(want.States, fill(s))
 			}
 			sort.Slice(want.States, func(i, j int) bool { return want.States[i].LimitName < want.States[j].LimitName })
-			if diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{})); diff != "" {
-				t.Errorf("round trip (-want +got):\n%s", diff)
-			}
+			diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{}))
+			assert.EqualValues(t, "", diff, "round trip (-want +got):\n%s", diff)
 		})
 	}
 
 	// Read errors pass through.
-	if _, _, err := bucketFromItem(map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")}); err == nil {
-		t.Error("bucketFromItem(entity PK) succeeded")
-	}
+	_, _, err := bucketFromItem(map[string]types.AttributeValue{"PK": schemaS("ns/ENTITY#e")})
+	assert.Error(t, err, "bucketFromItem(entity PK) succeeded")
 }
 
 func TestEntityItemRoundTrip(t *testing.T) {
@@ -92,9 +87,8 @@ func TestEntityItemRoundTrip(t *testing.T) {
 		{ID: "P", Name: "Parent Org", CreatedAt: created},
 	} {
 		item := entityItem("ns1", e)
-		if pk, gsi1 := schemaAVText(item[attrPK]), item["GSI1PK"]; pk != `S:"ns1/ENTITY#`+e.ID+`"` || (gsi1 != nil) != (e.ParentID != "") {
-			t.Errorf("%s: PK %s, GSI1PK %v", e.ID, pk, gsi1)
-		}
+		pk, gsi1 := schemaAVText(item[attrPK]), item["GSI1PK"]
+		assert.False(t, pk != `S:"ns1/ENTITY#`+e.ID+`"` || (gsi1 != nil) != (e.ParentID != ""), "%s: PK %s, GSI1PK %v", e.ID, pk, gsi1)
 		got := entityFromItem(item)
 		want := e
 		if want.Name == "" {
@@ -104,9 +98,8 @@ func TestEntityItemRoundTrip(t *testing.T) {
 			want.Metadata = map[string]string{}
 		}
 		want.CreatedAt = time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("entity round trip (-want +got):\n%s", diff)
-		}
+		diff := cmp.Diff(want, got)
+		assert.EqualValues(t, "", diff, "entity round trip (-want +got):\n%s", diff)
 	}
 }
 
@@ -132,49 +125,39 @@ func TestConfigItems(t *testing.T) {
 		"system":   systemConfigItem("ns", limits, OnUnavailableBlock),
 	} {
 		got, err := limitsFromItem(item)
-		if err != nil {
-			t.Fatalf("%s: limitsFromItem: %v", name, err)
-		}
-		if diff := cmp.Diff(sorted, got); diff != "" {
-			t.Errorf("%s limits round trip (-want +got):\n%s", name, diff)
-		}
+		require.NoError(t, err, "%s: limitsFromItem: %v", name, err)
+		diff := cmp.Diff(sorted, got)
+		assert.EqualValues(t, "", diff, "%s limits round trip (-want +got):\n%s", name, diff)
 	}
-	if got := onUnavailableFromItem(systemConfigItem("ns", nil, OnUnavailableBlock)); got != OnUnavailableBlock {
-		t.Errorf("onUnavailableFromItem = %q, want block", got)
-	}
-	if got := onUnavailableFromItem(systemConfigItem("ns", nil, "")); got != "" {
-		t.Errorf("onUnavailableFromItem(unset) = %q, want empty", got)
-	}
+	got := onUnavailableFromItem(systemConfigItem("ns", nil, OnUnavailableBlock))
+	assert.EqualValues(t, OnUnavailableBlock, got, "onUnavailableFromItem = %q, want block", got)
+	got = onUnavailableFromItem(systemConfigItem("ns", nil, ""))
+	assert.EqualValues(t, "", got, "onUnavailableFromItem(unset) = %q, want empty", got)
 	if got, err := limitsFromItem(systemConfigItem("ns", nil, "")); err != nil || got == nil || len(got) != 0 {
 		t.Errorf("limitsFromItem(no limits) = %#v, %v; want empty, nil", got, err)
 	}
 
 	// Incomplete or invalid stored limits fail like the original's Limit().
 	incomplete := map[string]types.AttributeValue{"l_rpm_cp": schemaN(10), "l_rpm_ra": schemaN(10)}
-	if _, err := limitsFromItem(incomplete); !errors.Is(err, ErrValidation) {
-		t.Errorf("limitsFromItem(missing rp) error = %v, want ErrValidation", err)
-	}
+	_, err := limitsFromItem(incomplete)
+	assert.ErrorIs(t, err, ErrValidation, "limitsFromItem(missing rp) error = %v, want ErrValidation", err)
 	badNumber := map[string]types.AttributeValue{"l_rpm_cp": &types.AttributeValueMemberN{Value: "ten"}}
-	if _, err := limitsFromItem(badNumber); err == nil || errors.Is(err, ErrValidation) {
-		t.Errorf("limitsFromItem(bad number) = %v, want a non-validation error", err)
-	}
+	_, err = limitsFromItem(badNumber)
+	assert.False(t, err == nil || errors.Is(err, ErrValidation), "limitsFromItem(bad number) = %v, want a non-validation error", err)
 	hugePeriod := map[string]types.AttributeValue{"l_rpm_cp": schemaN(1), "l_rpm_ra": schemaN(1), "l_rpm_rp": schemaN(math.MaxInt64)}
-	if _, err := limitsFromItem(hugePeriod); err == nil || err.Error() != "config limit rpm: refill period 9223372036854775807 s out of range" {
-		t.Errorf("limitsFromItem(huge period) = %v", err)
-	}
+	_, err = limitsFromItem(hugePeriod)
+	assert.False(t, err == nil || err.Error() != "config limit rpm: refill period 9223372036854775807 s out of range", "limitsFromItem(huge period) = %v", err)
 	// Limits are checked in name order: the first broken one is reported.
 	two := map[string]types.AttributeValue{
 		"l_a_cp": schemaN(0), "l_a_ra": schemaN(1), "l_a_rp": schemaN(1),
 		"l_b_cp": &types.AttributeValueMemberN{Value: "x"},
 	}
-	if _, err := limitsFromItem(two); !errors.Is(err, ErrValidation) {
-		t.Errorf("limitsFromItem(a invalid, b malformed) = %v, want a's ErrValidation", err)
-	}
+	_, err = limitsFromItem(two)
+	assert.ErrorIs(t, err, ErrValidation, "limitsFromItem(a invalid, b malformed) = %v, want a's ErrValidation", err)
 
 	res := map[string]types.AttributeValue{"resources": &types.AttributeValueMemberSS{Value: []string{"gpt-4", "claude"}}}
-	if diff := cmp.Diff([]string{"claude", "gpt-4"}, resourceRegistryFromItem(res)); diff != "" {
-		t.Errorf("resourceRegistryFromItem (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff([]string{"claude", "gpt-4"}, resourceRegistryFromItem(res))
+	assert.EqualValues(t, "", diff, "resourceRegistryFromItem (-want +got):\n%s", diff)
 	ec := map[string]types.AttributeValue{"PK": schemaS("ns/SYSTEM#"), "SK": schemaS(skEntityConfigResources), "gpt-4": schemaN(2), "old": schemaN(0)}
 	if got, err := entityConfigRegistryFromItem(ec); err != nil || !cmp.Equal(got, []string{"gpt-4"}) {
 		t.Errorf("entityConfigRegistryFromItem = %v, %v", got, err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -31,9 +33,8 @@ func TestVersionRecordConversion(t *testing.T) {
 	})
 	item["template_version"] = schemaS("0.9.0")
 	rec.TemplateVersion = "0.9.0"
-	if diff := cmp.Diff(rec, VersionRecord(versionFromItem(item))); diff != "" {
-		t.Errorf("version round trip (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff(rec, VersionRecord(versionFromItem(item)))
+	assert.EqualValues(t, "", diff, "version round trip (-want +got):\n%s", diff)
 }
 
 func TestNamespaceRecordConversion(t *testing.T) {
@@ -41,20 +42,16 @@ func TestNamespaceRecordConversion(t *testing.T) {
 	r := namespaceRecord{Name: "tenant-a", ID: "E9P6iV0e9iQ", Status: namespaceDeleted,
 		CreatedAt: time.Date(2026, 3, 1, 8, 0, 0, 0, time.UTC), DeletedAt: time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)}
 	rev := namespaceReverseItem(r)
-	if sk := schemaAVText(rev[attrSK]); sk != `S:"#NSID#E9P6iV0e9iQ"` {
-		t.Errorf("reverse SK = %s", sk)
-	}
-	if diff := cmp.Diff(r, namespaceFromItem(rev)); diff != "" {
-		t.Errorf("reverse round trip (-want +got):\n%s", diff)
-	}
+	sk := schemaAVText(rev[attrSK])
+	assert.EqualValues(t, `S:"#NSID#E9P6iV0e9iQ"`, sk, "reverse SK = %s", sk)
+	diff := cmp.Diff(r, namespaceFromItem(rev))
+	assert.EqualValues(t, "", diff, "reverse round trip (-want +got):\n%s", diff)
 	fwd := namespaceForwardItem(r)
 	r.DeletedAt = time.Time{} // never written on forward records
-	if sk := schemaAVText(fwd[attrSK]); sk != `S:"#NAMESPACE#tenant-a"` {
-		t.Errorf("forward SK = %s", sk)
-	}
-	if diff := cmp.Diff(r, namespaceFromItem(fwd)); diff != "" {
-		t.Errorf("forward round trip (-want +got):\n%s", diff)
-	}
+	sk = schemaAVText(fwd[attrSK])
+	assert.EqualValues(t, `S:"#NAMESPACE#tenant-a"`, sk, "forward SK = %s", sk)
+	diff = cmp.Diff(r, namespaceFromItem(fwd))
+	assert.EqualValues(t, "", diff, "forward round trip (-want +got):\n%s", diff)
 }
 
 func TestAuditItem(t *testing.T) {
@@ -77,9 +74,7 @@ func TestAuditItem(t *testing.T) {
 		},
 	}
 	item, err := auditItem("ns", e, ttlEpochSeconds(ts.UnixMilli(), 90*86400))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	schemaCheckItem(t, "audit", item, map[string]string{
 		"PK":        `S:"ns/AUDIT#C"`,
 		"SK":        `S:"#AUDIT#01M812K98TDJXJ05Q7ZQETE6EN"`,
@@ -99,9 +94,7 @@ func TestAuditItem(t *testing.T) {
 	})
 
 	got, ok, err := auditEventFromItem(item)
-	if err != nil || !ok {
-		t.Fatalf("auditEventFromItem = %v, %v", ok, err)
-	}
+	require.False(t, err != nil || !ok, "auditEventFromItem = %v, %v", ok, err)
 	limit := func(name string, capacity, amount, seconds int64) map[string]any {
 		return map[string]any{"name": name, "capacity": capacity, "refill_amount": amount, "refill_period_seconds": seconds}
 	}
@@ -113,9 +106,8 @@ func TestAuditItem(t *testing.T) {
 		"ptr":    limit("rpd", 7, 7, 86400),
 		"given":  []any{limit("tpm", 9, 9, 60)},
 	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("audit round trip (-want +got):\n%s", diff)
-	}
+	diff := cmp.Diff(want, got)
+	assert.EqualValues(t, "", diff, "audit round trip (-want +got):\n%s", diff)
 
 	if _, err := auditItem("ns", AuditEvent{Details: map[string]any{"x": math.NaN()}}, 0); err == nil {
 		t.Error("auditItem(NaN) succeeded, want error")
@@ -140,16 +132,12 @@ func TestUsageSnapshotConversion(t *testing.T) {
 		TotalEvents: 7,
 	}
 	item := usageSnapshotItem("ns", s, 1714521600)
-	if sk := schemaAVText(item[attrSK]); sk != `S:"#USAGE#openai/gpt-4#2024-02-01T00:00:00Z"` {
-		t.Errorf("SK = %s", sk)
-	}
+	sk := schemaAVText(item[attrSK])
+	assert.EqualValues(t, `S:"#USAGE#openai/gpt-4#2024-02-01T00:00:00Z"`, sk, "SK = %s", sk)
 	got, ok, err := usageSnapshotFromItem(item)
-	if err != nil || !ok {
-		t.Fatalf("usageSnapshotFromItem = %v, %v", ok, err)
-	}
-	if diff := cmp.Diff(s, got); diff != "" {
-		t.Errorf("round trip (-want +got):\n%s", diff)
-	}
+	require.False(t, err != nil || !ok, "usageSnapshotFromItem = %v, %v", ok, err)
+	diff := cmp.Diff(s, got)
+	assert.EqualValues(t, "", diff, "round trip (-want +got):\n%s", diff)
 	delete(item, attrEntityID)
 	if _, ok, err := usageSnapshotFromItem(item); ok || err != nil {
 		t.Errorf("no entity_id: ok=%v err=%v, want skipped", ok, err)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
@@ -78,9 +80,8 @@ func schemaItemText(item map[string]types.AttributeValue) map[string]string {
 
 func schemaCheckItem(t *testing.T, name string, got map[string]types.AttributeValue, want map[string]string) {
 	t.Helper()
-	if diff := cmp.Diff(want, schemaItemText(got)); diff != "" {
-		t.Errorf("%s mismatch (-want +got):\n%s", name, diff)
-	}
+	diff := cmp.Diff(want, schemaItemText(got))
+	assert.EqualValues(t, "", diff, "%s mismatch (-want +got):\n%s", name, diff)
 }
 
 // TestSchemaAliases checks the names this package keeps for the layout
@@ -108,35 +109,26 @@ func TestSchemaAliases(t *testing.T) {
 		{"ttlEpochSeconds", ttlEpochSeconds(1767225600999, 420), int64(1767226020)},
 		{"namespace statuses", namespaceActive + "," + namespaceDeleted + "," + namespacePurging, "active,deleted,purging"},
 	} {
-		if tc.got != tc.want {
-			t.Errorf("%s = %v, want %v", tc.name, tc.got, tc.want)
-		}
+		assert.False(t, tc.got != tc.want, "%s = %v, want %v", tc.name, tc.got, tc.want)
 	}
 }
 
 func TestTableDefinitionGolden(t *testing.T) {
 	t.Parallel()
 	got, err := json.MarshalIndent(tableDefinition("zae-limiter"), "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	got = append(got, '\n')
 	path := filepath.Join("testdata", "table_definition.golden.json")
 	if schemaUpdateGolden() {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		err := os.MkdirAll("testdata", 0o755)
+		require.NoError(t, err)
+		err = os.WriteFile(path, got, 0o644)
+		require.NoError(t, err)
 	}
 	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -run TestTableDefinitionGolden -update)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("tableDefinition mismatch (-golden +got):\n%s", diff)
-	}
+	require.NoError(t, err, "%v (run go test -run TestTableDefinitionGolden -update)", err)
+	diff := cmp.Diff(string(want), string(got))
+	assert.EqualValues(t, "", diff, "tableDefinition mismatch (-golden +got):\n%s", diff)
 }
 
 // TestTableDefinitionShape checks the parts of the table definition that the

@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -45,17 +47,15 @@ func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.limiter()
-	if err := rl.SetLimits(ctx, "e", "api", []Limit{PerSecond("rps", 10), PerMinute("tpm", 10_000)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetLimits(ctx, "e", "api", []Limit{PerSecond("rps", 10), PerMinute("tpm", 10_000)})
+	require.NoError(t, err)
 	R := epoch.UnixMilli()
 	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "api"}, RefillMs: R, States: []store.BucketState{
 		{LimitName: "rps", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 1000},
 		{LimitName: "tpm", TokensMilli: 9_900_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
 	}})
-	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	_, err = env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+	require.NoError(t, err)
 	env.clock.advance(203 * time.Millisecond)
 
 	var captured []*dynamodb.UpdateItemInput
@@ -67,30 +67,21 @@ func TestNormalWriteShape(t *testing.T) {
 	})
 	l := mustAcquire(t, New(env.withClient(capture), WithClock(env.clock.now), WithSpeculativeWrites(false)), "e", "api", Consume{"rps": 1, "tpm": 100})
 	mustCommit(t, l)
-	if len(captured) != 1 {
-		t.Fatalf("%d UpdateItems, want 1", len(captured))
-	}
+	require.Len(t, captured, 1, "%d UpdateItems, want 1", len(captured))
 	in := captured[0]
 	now := R + 203
 	gotUpdate := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	wantUpdate := "SET rf = " + itoa64(now) +
 		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
-	if gotUpdate != wantUpdate {
-		t.Errorf("update\n got %s\nwant %s", gotUpdate, wantUpdate)
-	}
+	assert.Equal(t, wantUpdate, gotUpdate, "update\n got %s\nwant %s", gotUpdate, wantUpdate)
 	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if want := "rf = " + itoa64(R) + " AND b_tpm_tk >= 66167"; gotCond != want {
-		t.Errorf("condition\n got %s\nwant %s", gotCond, want)
-	}
+	want := "rf = " + itoa64(R) + " AND b_tpm_tk >= 66167"
+	assert.Equal(t, want, gotCond, "condition\n got %s\nwant %s", gotCond, want)
 	for p := range in.ExpressionAttributeNames {
-		if !strings.HasPrefix(p, "#a") {
-			t.Errorf("placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
-		}
+		assert.True(t, strings.HasPrefix(p, "#a"), "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
 	}
 	b := env.bucket("e", "api")
-	if env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now {
-		t.Errorf("item after write: %v", b)
-	}
+	assert.False(t, env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now, "item after write: %v", b)
 }
 
 func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).Value }
@@ -102,20 +93,17 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 func TestSpeculativeUpdateShape(t *testing.T) {
 	in := buildSpeculativeUpdate("tbl", "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"; got != want {
-		t.Errorf("update\n got %s\nwant %s", got, want)
-	}
+	want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
+	assert.Equal(t, want, got, "update\n got %s\nwant %s", got, want)
 	got = render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	if want := "attribute_exists(PK) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000" +
-		" AND (attribute_not_exists(ttl) OR ttl > 1700000000)"; got != want {
-		t.Errorf("condition\n got %s\nwant %s", got, want)
-	}
+	want = "attribute_exists(PK) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000" +
+		" AND (attribute_not_exists(ttl) OR ttl > 1700000000)"
+	assert.Equal(t, want, got, "condition\n got %s\nwant %s", got, want)
 	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 		t.Errorf("return values %v %v", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
 	}
-	if pk := in.Key["PK"].(*types.AttributeValueMemberS).Value; pk != "ns/BUCKET#e#r#2" {
-		t.Errorf("key %s", pk)
-	}
+	pk := in.Key["PK"].(*types.AttributeValueMemberS).Value
+	assert.EqualValues(t, "ns/BUCKET#e#r#2", pk, "key %s", pk)
 }
 
 // TestRetryAndAdjustShapes checks the consumption-only retry write and the
@@ -130,9 +118,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	want := "SET b_new_tk = if_not_exists(b_new_tk, 5000) - 1000, b_new_cp = if_not_exists(b_new_cp, 5000), " +
 		"b_new_ra = if_not_exists(b_new_ra, 5000), b_new_rp = if_not_exists(b_new_rp, 60000) " +
 		"ADD b_rpm_tk -2000, b_rpm_tc 2000, b_new_tc 1000"
-	if got != want {
-		t.Errorf("retry update\n got %s\nwant %s", got, want)
-	}
+	assert.Equal(t, want, got, "retry update\n got %s\nwant %s", got, want)
 	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	if want := "attribute_exists(PK) AND b_rpm_tk >= 2000 AND (attribute_not_exists(b_new_tk) OR b_new_tk >= 1000)"; got != want {
 		t.Errorf("retry condition\n got %s\nwant %s", got, want)
@@ -146,7 +132,6 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000"; got != want {
 		t.Errorf("adjust update %s, want %s", got, want)
 	}
-	if pk := u.Key["PK"].(*types.AttributeValueMemberS).Value; pk != "ns/BUCKET#e#r#1" {
-		t.Errorf("adjust key %s", pk)
-	}
+	pk := u.Key["PK"].(*types.AttributeValueMemberS).Value
+	assert.EqualValues(t, "ns/BUCKET#e#r#1", pk, "adjust key %s", pk)
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
@@ -134,14 +136,12 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 
 	full := points[1]
 	for _, p := range points[2:] {
-		if grew := int64(p.heap) - int64(full.heap); grew >= size.maxGrowth {
-			t.Errorf("heap grew by %s from %d to %d keys, want less than %s", mibs(grew), full.keys, p.keys, mibs(size.maxGrowth))
-		}
+		grew := int64(p.heap) - int64(full.heap)
+		assert.False(t, grew >= size.maxGrowth, "heap grew by %s from %d to %d keys, want less than %s", mibs(grew), full.keys, p.keys, mibs(size.maxGrowth))
 	}
 	for _, p := range points[1:] {
-		if grew := int64(p.heap) - int64(base); size.maxTotal > 0 && grew > size.maxTotal {
-			t.Errorf("heap grew by %s over %d keys, want at most %s", mibs(grew), p.keys, mibs(size.maxTotal))
-		}
+		grew := int64(p.heap) - int64(base)
+		assert.False(t, size.maxTotal > 0 && grew > size.maxTotal, "heap grew by %s over %d keys, want at most %s", mibs(grew), p.keys, mibs(size.maxTotal))
 		if p.goroutines > points[0].goroutines {
 			t.Errorf("after %d keys: %d goroutines, %d at the start", p.keys, p.goroutines, points[0].goroutines)
 		}
@@ -149,13 +149,10 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 	for _, c := range []CacheName{CacheConfigs, CacheEntities, CacheOverLimit} {
 		st := rl.CacheStats(c)
 		t.Logf("%s cache: %+v", c, st)
-		if st.Size > st.MaxEntries {
-			t.Errorf("%s cache holds %d entries, ceiling %d", c, st.Size, st.MaxEntries)
-		}
+		assert.False(t, st.Size > st.MaxEntries, "%s cache holds %d entries, ceiling %d", c, st.Size, st.MaxEntries)
 	}
-	if st := rl.CacheStats(CacheEntities); st.Evictions == 0 {
-		t.Errorf("entity cache: no eviction; the soak should fill it: %+v", st)
-	}
+	st := rl.CacheStats(CacheEntities)
+	assert.False(t, st.Evictions == 0, "entity cache: no eviction; the soak should fill it: %+v", st)
 	slots := 0
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		rl.gc.mu.Lock()
@@ -165,9 +162,7 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 			break
 		}
 	}
-	if slots != 0 {
-		t.Errorf("%d group-commit slots left 5s after the writes returned, want 0", slots)
-	}
+	assert.EqualValues(t, 0, slots, "%d group-commit slots left 5s after the writes returned, want 0", slots)
 }
 
 // settledGoroutines returns the goroutine count once it is at most want,
@@ -211,14 +206,12 @@ func TestSoakMemory(t *testing.T) {
 	// passes, as DynamoDB does: with 10 per second and the clock moving
 	// 1 ms per key, about 7,000 buckets are live at any time, whatever the
 	// key count.
-	if err := rl.SetResourceDefaults(ctx, soakResource, []Limit{PerSecond("rpm", 10)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetResourceDefaults(ctx, soakResource, []Limit{PerSecond("rpm", 10)})
+	require.NoError(t, err)
 	buckets := repo.(interface{ BucketCount() int })
 	soak(t, rl, size, func() { clockMs.Add(1) }, func() string { return fmt.Sprintf("%d buckets held", buckets.BucketCount()) })
-	if st := rl.CacheStats(CacheConfigs); st.Evictions == 0 {
-		t.Errorf("config cache: no eviction; the soak should fill it: %+v", st)
-	}
+	st := rl.CacheStats(CacheConfigs)
+	assert.False(t, st.Evictions == 0, "config cache: no eviction; the soak should fill it: %+v", st)
 }
 
 // TestSoakDynamoDB runs distinct keys through one limiter on DynamoDB Local,
@@ -239,9 +232,7 @@ func TestSoakDynamoDB(t *testing.T) {
 	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
 		o.Table, o.Namespace, o.CreateTable = table, "default", true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})

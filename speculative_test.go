@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/store"
@@ -66,10 +68,9 @@ func TestSpeculativeCostTable(t *testing.T) {
 			t.Errorf("statuses = %+v", rle.Statuses)
 		}
 	})
-	if after := env.bucket("solo", "api"); env.n(after, "b_rpm_tk") != env.n(before, "b_rpm_tk") ||
-		env.n(after, "b_wcu_tk") != env.n(before, "b_wcu_tk") {
-		t.Errorf("fast rejection wrote: before %v after %v", before, after)
-	}
+	after := env.bucket("solo", "api")
+	assert.False(t, env.n(after, "b_rpm_tk") != env.n(before, "b_rpm_tk") ||
+		env.n(after, "b_wcu_tk") != env.n(before, "b_wcu_tk"), "fast rejection wrote: before %v after %v", before, after)
 
 	// Refill would help: failed UpdateItem, then the slow path.
 	env.clock.advance(30 * time.Second)
@@ -77,9 +78,7 @@ func TestSpeculativeCostTable(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
 	})
 	st := rl.SpeculativeStats()
-	if st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2 {
-		t.Errorf("stats = %+v", st)
-	}
+	assert.False(t, st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2, "stats = %+v", st)
 	if st.Counts[store.SpecSuccess] != 4 || st.Attempts != 8 {
 		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[store.SpecSuccess], st.Attempts)
 	}
@@ -123,12 +122,10 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 	}
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
-	if got := env.calls(); got != "UpdateItem, UpdateItem" {
-		t.Fatalf("calls = %q", got)
-	}
-	if c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"); c != 98_000 || p != 98_000 {
-		t.Fatalf("tokens C %d P %d, want 98000 each", c, p)
-	}
+	got := env.calls()
+	require.EqualValues(t, "UpdateItem, UpdateItem", got, "calls = %q", got)
+	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
+	require.False(t, c != 98_000 || p != 98_000, "tokens C %d P %d, want 98000 each", c, p)
 }
 
 // TestRetryUnderContentionNoReread: when the optimistic lock is lost between
@@ -157,9 +154,8 @@ func TestRetryUnderContentionNoReread(t *testing.T) {
 	rl = New(env.withClient(moveRf), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
-	if got := env.calls(); got != "BatchGetItem[2], UpdateItem!, UpdateItem" {
-		t.Fatalf("calls = %q, want read, lost lock, retry", got)
-	}
+	got := env.calls()
+	require.EqualValues(t, "BatchGetItem[2], UpdateItem!, UpdateItem", got, "calls = %q, want read, lost lock, retry", got)
 	if got := env.tokens("e", "api", "rpm"); got != 99_000-5_000-10_000 {
 		t.Fatalf("tokens = %d, want 84000 (no refill on retry)", got)
 	}
@@ -186,17 +182,12 @@ func TestTransactionConflictRetried(t *testing.T) {
 	var waits []time.Duration
 	rl.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
-	if len(waits) != 2 || waits[0] != 25*time.Millisecond || waits[1] != 50*time.Millisecond {
-		t.Fatalf("backoff = %v, want [25ms 50ms]", waits)
-	}
+	require.False(t, len(waits) != 2 || waits[0] != 25*time.Millisecond || waits[1] != 50*time.Millisecond, "backoff = %v, want [25ms 50ms]", waits)
 	conflicts = 10
 	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 1}, lim)
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) {
-		t.Fatalf("persistent conflict = %v, want unavailable (not a false rate limit)", err)
-	}
-	if c := env.tokens("C", "api", "rpm"); c != 99_000 {
-		t.Fatalf("tokens = %d, want 99000", c)
-	}
+	require.False(t, !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited), "persistent conflict = %v, want unavailable (not a false rate limit)", err)
+	c := env.tokens("C", "api", "rpm")
+	require.EqualValues(t, 99_000, c, "tokens = %d, want 99000", c)
 }
 
 // TestQuietBucketNeverShards: ~1040 sequential acquires at 500/s keep one
@@ -214,13 +205,10 @@ func TestQuietBucketNeverShards(t *testing.T) {
 		env.clock.advance(2 * time.Millisecond)
 		mustCommit(t, mustAcquire(t, rl, "quiet", "api", Consume{"rps": 1}, lim))
 	}
-	if got := env.n(env.bucket("quiet", "api"), "shard_count"); got != 1 {
-		t.Fatalf("shard_count = %d, want 1", got)
-	}
+	got := env.n(env.bucket("quiet", "api"), "shard_count")
+	require.EqualValues(t, 1, got, "shard_count = %d, want 1", got)
 	st := rl.SpeculativeStats()
-	if st.Counts[store.SpecFallbackShardDoubled] != 0 {
-		t.Fatalf("stats = %+v", st)
-	}
+	require.EqualValues(t, 0, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
 	if st.Counts[store.SpecSuccess] < 1000 {
 		t.Fatalf("only %d of 1040 acquires on the fast path", st.Counts[store.SpecSuccess])
 	}
@@ -246,12 +234,10 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 	}
 	// wcu holds 1000 writes and refills 1000/s: at 10,000/s it runs out after
 	// 1000 + 100 + 10 + 1 writes, when refill no longer covers a write.
-	if got := env.n(env.bucket("hot", "api"), "shard_count"); got != 2 || n < 1100 || n > 1200 {
-		t.Fatalf("shard_count = %d after %d acquires, want 2 after about 1111", got, n+1)
-	}
-	if st := rl.SpeculativeStats(); st.Counts[store.SpecFallbackShardDoubled] != 1 {
-		t.Fatalf("stats = %+v", st)
-	}
+	got := env.n(env.bucket("hot", "api"), "shard_count")
+	require.False(t, got != 2 || n < 1100 || n > 1200, "shard_count = %d after %d acquires, want 2 after about 1111", got, n+1)
+	st := rl.SpeculativeStats()
+	require.EqualValues(t, 1, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
 }
 
 // TestShardRetryLeaseUsesItsShard: a lease served by a retry on shard 1 can
@@ -266,33 +252,26 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	for shard, tk := range []int64{0, 100_000} {
 		item := bucketItem(ns, &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "api", Shard: shard}, ShardCount: 2, RefillMs: epoch.UnixMilli(),
 			States: []store.BucketState{{LimitName: "rpm", TokensMilli: tk, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
-		if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+		require.NoError(t, err)
 	}
 	rl := env.specLimiter()
 	rl.ents.setShards("e", "api", 2)
 	rl.intN = func(int) int { return 0 } // first pick shard 0; the retry's only choice is shard 1
 	l := mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, WithLimits(PerMinute("rpm", 100)))
 	shard1 := func() int64 { return env.n(env.item(pkBucket(ns, "e", "api", 1), skState), "b_rpm_tk") }
-	if got := shard1(); got != 90_000 {
-		t.Fatalf("shard 1 tokens = %d, want 90000", got)
-	}
-	if err := l.Adjust(Consume{"rpm": 5}); err != nil {
-		t.Fatalf("Adjust on a shard-retry lease = %v, want it adjustable", err)
-	}
-	if err := l.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := shard1(); got != 100_000 {
-		t.Fatalf("shard 1 tokens after rollback = %d, want 100000 (rolled back on its own shard)", got)
-	}
-	if got := env.tokens("e", "api", "rpm"); got != 0 {
-		t.Fatalf("shard 0 tokens = %d, want 0 (untouched)", got)
-	}
-	if st := rl.SpeculativeStats(); st.Counts[store.SpecShardRetrySuccess] != 1 {
-		t.Fatalf("stats = %+v", st)
-	}
+	got := shard1()
+	require.EqualValues(t, 90_000, got, "shard 1 tokens = %d, want 90000", got)
+	err := l.Adjust(Consume{"rpm": 5})
+	require.NoError(t, err, "Adjust on a shard-retry lease = %v, want it adjustable", err)
+	err = l.Rollback(ctx)
+	require.NoError(t, err)
+	got = shard1()
+	require.EqualValues(t, 100_000, got, "shard 1 tokens after rollback = %d, want 100000 (rolled back on its own shard)", got)
+	got = env.tokens("e", "api", "rpm")
+	require.EqualValues(t, 0, got, "shard 0 tokens = %d, want 0 (untouched)", got)
+	st := rl.SpeculativeStats()
+	require.EqualValues(t, 1, st.Counts[store.SpecShardRetrySuccess], "stats = %+v", st)
 }
 
 // TestCascadeParentExhaustedSpeculative: a fast rejection by the parent is a
@@ -310,16 +289,13 @@ func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 5}, lim)
 	rle := rateLimited(t, err)
 	for _, s := range rle.Statuses {
-		if s.LimitName == "wcu" {
-			t.Fatal("the hidden wcu limit is in the statuses")
-		}
+		require.False(t, s.LimitName == "wcu", "the hidden wcu limit is in the statuses")
 	}
 	if rle.Primary.EntityID != "P" || len(rle.Statuses) != 2 {
 		t.Fatalf("statuses = %+v", rle.Statuses)
 	}
-	if got := env.tokens("C", "api", "rpm"); got != 9_000 {
-		t.Fatalf("child tokens = %d, want 9000 (compensated)", got)
-	}
+	got := env.tokens("C", "api", "rpm")
+	require.EqualValues(t, 9_000, got, "child tokens = %d, want 9000 (compensated)", got)
 }
 
 // TestParentOnlyPathKeepsOverride: the parent-only slow path uses the
@@ -337,16 +313,13 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	env.clock.advance(10 * time.Second)                                    // parent earns 10
 	env.rec.Reset()
 	l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 5}, lim)
-	if got := env.sortedCalls(); got != "BatchGetItem[1], UpdateItem, UpdateItem, UpdateItem!" {
-		t.Errorf("calls = %q, want child ok, parent refused, parent-only read and write", got)
-	}
+	got := env.sortedCalls()
+	assert.EqualValues(t, "BatchGetItem[1], UpdateItem, UpdateItem, UpdateItem!", got, "calls = %q, want child ok, parent refused, parent-only read and write", got)
 	mustCommit(t, l)
-	if c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"); c != 54_000 || p != 5_000 {
-		t.Fatalf("tokens C %d P %d, want 54000 and 5000", c, p)
-	}
-	if st := rl.SpeculativeStats(); st.Counts[store.SpecParentOnlyPath] != 1 {
-		t.Fatalf("stats = %+v", st)
-	}
+	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
+	require.False(t, c != 54_000 || p != 5_000, "tokens C %d P %d, want 54000 and 5000", c, p)
+	st := rl.SpeculativeStats()
+	require.EqualValues(t, 1, st.Counts[store.SpecParentOnlyPath], "stats = %+v", st)
 }
 
 // TestThreeLevelHierarchy: cascade is one level on every path — acquiring on
@@ -365,9 +338,8 @@ func TestThreeLevelHierarchy(t *testing.T) {
 			for range 3 {
 				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim)) // C and P
 			}
-			if c, p, g := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"), env.tokens("G", "api", "rpm"); c != 97_000 || p != 96_000 || g != 99_000 {
-				t.Fatalf("tokens C %d P %d G %d, want 97000 96000 99000", c, p, g)
-			}
+			c, p, g := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"), env.tokens("G", "api", "rpm")
+			require.False(t, c != 97_000 || p != 96_000 || g != 99_000, "tokens C %d P %d G %d, want 97000 96000 99000", c, p, g)
 		})
 	}
 }
@@ -387,17 +359,14 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 	// side of C's cascade: cascade=false, no parent_id.
 	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "P", Resource: "api"}, RefillMs: epoch.UnixMilli(),
 		States: []store.BucketState{{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000}}})
-	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 100))))
 	b := env.bucket("P", "api")
-	if c, _ := schemaGetBool(b, "cascade"); !c {
-		t.Fatalf("P bucket cascade = false after a slow-path write: %v", b)
-	}
-	if p, _ := schemaGetS(b, "parent_id"); p != "G" {
-		t.Fatalf("P bucket parent_id = %q, want G", p)
-	}
+	c, _ := schemaGetBool(b, "cascade")
+	require.True(t, c, "P bucket cascade = false after a slow-path write: %v", b)
+	p, _ := schemaGetS(b, "parent_id")
+	require.EqualValues(t, "G", p, "P bucket parent_id = %q, want G", p)
 }
 
 // TestFloorGuardStopsOverAdmission forces the interleaving the floor guard
@@ -424,9 +393,8 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	env.rec.Reset()
 	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
 	rateLimited(t, err)
-	if got := env.calls(); got != "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!" {
-		t.Fatalf("calls = %q, want read, the other client's write, refused normal write, refused retry", got)
-	}
+	got := env.calls()
+	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!", got, "calls = %q, want read, the other client's write, refused normal write, refused retry", got)
 	if got := env.tokens("e", "api", "rpm"); got != 0 {
 		t.Fatalf("tokens = %d, want 0: nothing over-admitted", got)
 	}

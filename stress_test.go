@@ -49,6 +49,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/store"
@@ -354,32 +356,22 @@ func TestContentionHelperProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	goroutines, err := strconv.Atoi(os.Getenv(envStressGoroutines))
-	if err != nil || goroutines <= 0 {
-		t.Fatalf("%s=%q: want a positive integer", envStressGoroutines, os.Getenv(envStressGoroutines))
-	}
+	require.False(t, err != nil || goroutines <= 0, "%s=%q: want a positive integer", envStressGoroutines, os.Getenv(envStressGoroutines))
 	client := ddblocal.NewClient(os.Getenv(ddblocal.EnvEndpoint))
 	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
 		o.Table = os.Getenv(envStressTable)
 		o.Namespace = os.Getenv(envStressNamespace)
 	})
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB: %v", err)
 	fmt.Println(stressReady)
 
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
-	if err != nil {
-		t.Fatalf("waiting for %q on stdin: %v", stressGo, err)
-	}
+	require.NoError(t, err, "waiting for %q on stdin: %v", stressGo, err)
 	ms, err := strconv.ParseInt(strings.TrimPrefix(strings.TrimSpace(line), stressGo+" "), 10, 64)
-	if err != nil {
-		t.Fatalf("stdin %q: want %q and a deadline in unix ms", line, stressGo)
-	}
+	require.NoError(t, err, "stdin %q: want %q and a deadline in unix ms", line, stressGo)
 	counts := runStressWorkload(repo, goroutines, time.UnixMilli(ms))
 	out, err := json.Marshal(counts)
-	if err != nil {
-		t.Fatalf("marshal counts: %v", err)
-	}
+	require.NoError(t, err, "marshal counts: %v", err)
 	fmt.Println(stressResult, string(out))
 }
 
@@ -501,9 +493,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 		t.Skip("contention test: skipped with -short")
 	}
 	size, err := stressSizeFromEnv()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	ctx := context.Background()
 	endpoint := ddblocal.Endpoint(t)
 	client := ddblocal.NewClient(endpoint)
@@ -514,9 +504,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 		o.Namespace = namespace
 		o.CreateTable = true
 	})
-	if err != nil {
-		t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(t, err, "OpenDynamoDB: %v", err)
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
@@ -554,9 +542,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	other, err := helper.result()
 	end := time.Now()
 	mon.stop()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Logf("run: %v requested, %v measured, 2 processes × %d goroutines", size.duration, end.Sub(start).Round(time.Millisecond), size.goroutines)
 	t.Logf("this process:   %v", own)
 	t.Logf("helper process: %v", other)
@@ -564,24 +550,15 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	total.add(own)
 	total.add(other)
 
-	if total.Errors > 0 {
-		t.Errorf("%d errors other than rate limiting (this process %d, helper %d); the first ones:\n%s",
-			total.Errors, own.Errors, other.Errors, strings.Join(total.ErrorMessages, "\n"))
-	}
+	assert.False(t, total.Errors > 0, "%d errors other than rate limiting (this process %d, helper %d); the first ones:\n%s", total.Errors, own.Errors, other.Errors, strings.Join(total.ErrorMessages, "\n"))
 	for _, c := range []stressCounts{own, other} {
-		if c.Attempts < int64(c.Goroutines) || c.Goroutines != size.goroutines {
-			t.Errorf("a process made %d attempts with %d goroutines, want ≥ 1 per goroutine and %d goroutines",
-				c.Attempts, c.Goroutines, size.goroutines)
-		}
+		assert.False(t, c.Attempts < int64(c.Goroutines) || c.Goroutines != size.goroutines, "a process made %d attempts with %d goroutines, want ≥ 1 per goroutine and %d goroutines", c.Attempts, c.Goroutines, size.goroutines)
 	}
 	// The buckets start full: that many acquires succeed whatever the
 	// timing. More denials than admissions shows real contention.
-	if minAdmitted := min(stressLimits[0].Capacity, stressLimits[1].Capacity/stressMaxTPM); total.Admitted < minAdmitted {
-		t.Errorf("admitted %d acquires, want ≥ %d (a bucket full at the start)", total.Admitted, minAdmitted)
-	}
-	if total.Denied <= total.Admitted {
-		t.Errorf("denied %d acquires and admitted %d: want more denied (no real contention)", total.Denied, total.Admitted)
-	}
+	minAdmitted := min(stressLimits[0].Capacity, stressLimits[1].Capacity/stressMaxTPM)
+	assert.False(t, total.Admitted < minAdmitted, "admitted %d acquires, want ≥ %d (a bucket full at the start)", total.Admitted, minAdmitted)
+	assert.False(t, total.Denied <= total.Admitted, "denied %d acquires and admitted %d: want more denied (no real contention)", total.Denied, total.Admitted)
 
 	t.Logf("monitor: %d bucket states read during the run, %d violations", mon.samples, mon.violations)
 	if mon.violations > 0 || len(mon.errs) > 0 {
@@ -613,10 +590,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 				"allowed %d = cp %d + earned %d over %d ms; refill credited %d; tk %d; unused %d (%.1f%%)",
 				entity, l.Name, s.tc, netMilli, counts.Admitted*1000, counts.Released*1000, counts.RolledBack*1000,
 				allowed, s.cp, s.earned(spanMs), spanMs, s.credited(), s.tk, allowed-s.tc, 100*float64(allowed-s.tc)/float64(allowed))
-			if s.tc != netMilli {
-				t.Errorf("%s %s: tc = %d millitokens, want 1000 × counted net consumption = %d (difference %d; %d errors)",
-					entity, l.Name, s.tc, netMilli, s.tc-netMilli, total.Errors)
-			}
+			assert.Equal(t, netMilli, s.tc, "%s %s: tc = %d millitokens, want 1000 × counted net consumption = %d (difference %d; %d errors)", entity, l.Name, s.tc, netMilli, s.tc-netMilli, total.Errors)
 			for _, v := range s.violations(spanMs) {
 				t.Errorf("%s %s at the end: %s", entity, l.Name, v)
 			}

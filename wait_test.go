@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -61,9 +63,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			}
 			entity := map[bool]string{true: "spec", false: "slow"}[spec]
 			lease, err := rl.Acquire(context.Background(), entity, "batch", Consume{"rps": 2}, twoPerSecond)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			lease.Commit(context.Background())
 
 			// The refill time is a property of the drained bucket: a
@@ -72,42 +72,32 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			// refillAt ≥ now + RetryAfter - 1ms.
 			_, err = rl.Acquire(context.Background(), entity, "batch", Consume{"rps": 1}, twoPerSecond)
 			var rle *RateLimitExceededError
-			if !errors.As(err, &rle) {
-				t.Fatalf("Acquire on a drained bucket: %v", err)
-			}
+			require.True(t, errors.As(err, &rle), "Acquire on a drained bucket: %v", err)
 			mu.Lock()
 			refillAt := lastNow.Truncate(time.Millisecond).Add(rle.RetryAfter - time.Millisecond)
 			mu.Unlock()
 
 			lease, err = rl.Wait(context.Background(), entity, "batch", Consume{"rps": 1}, twoPerSecond)
 			returned := time.Now()
-			if err != nil {
-				t.Fatalf("Wait: %v", err)
-			}
+			require.NoError(t, err, "Wait: %v", err)
 			if err := lease.Commit(context.Background()); err != nil {
 				t.Fatal(err)
 			}
 			// A second sleep would mean the first attempt was refused: the
 			// computed time was early.
-			if len(sleeps) != 1 {
-				t.Fatalf("Wait slept %d times (%v), want once", len(sleeps), sleeps)
-			}
+			require.Len(t, sleeps, 1, "Wait slept %d times (%v), want once", len(sleeps), sleeps)
 			// Wait's own delay: from the moment it decided to sleep
 			// RetryAfter to the next attempt (jitter and timer included).
 			overhead := woke.Sub(slept) - (sleeps[0] - maxWaitJitter)
 			late := woke.Sub(refillAt)
 			t.Logf("spec=%v: retry after %v, slept %v; next attempt %v after the computed time (%v after the refill, the refusal's round trip included), took %v",
 				spec, rle.RetryAfter, sleeps, overhead.Round(time.Microsecond), late.Round(time.Microsecond), returned.Sub(woke).Round(time.Microsecond))
-			if late < 0 {
-				t.Errorf("Wait tried again %v before the refill time", -late)
-			}
+			assert.False(t, late < 0, "Wait tried again %v before the refill time", -late)
 			// 10 ms of jitter at most; the rest is timer and scheduler
 			// delay, a millisecond on an idle machine but up to ~150 ms on
 			// one loaded many times over. A Wait that slept a second
 			// time would be a whole refill period (500 ms) late.
-			if overhead < maxWaitJitter || overhead > 250*time.Millisecond {
-				t.Errorf("Wait tried again %v after the computed time, want within [10ms, 250ms]", overhead)
-			}
+			assert.False(t, overhead < maxWaitJitter || overhead > 250*time.Millisecond, "Wait tried again %v after the computed time, want within [10ms, 250ms]", overhead)
 		}
 	})
 }
@@ -121,9 +111,7 @@ func TestWaitContext(t *testing.T) {
 		rl := New(repo)
 		perMinute := WithLimits(PerMinute("rpm", 10)) // a drained bucket waits 6 s per token
 		lease, err := rl.Acquire(context.Background(), "e", "batch", Consume{"rpm": 10}, perMinute)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lease.Commit(context.Background())
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -133,21 +121,17 @@ func TestWaitContext(t *testing.T) {
 		if lease != nil || err != context.Canceled { //nolint:errorlint // Wait returns ctx.Err() itself
 			t.Fatalf("Wait canceled: lease %v, err %v; want context.Canceled", lease, err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("canceled Wait returned after %v", d)
-		}
+		d := time.Since(start)
+		assert.False(t, d > 2*time.Second, "canceled Wait returned after %v", d)
 
 		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start = time.Now()
 		_, err = rl.Wait(ctx, "e", "batch", Consume{"rpm": 1}, perMinute)
 		var rle *RateLimitExceededError
-		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &rle) || rle.RetryAfter < 5*time.Second {
-			t.Fatalf("Wait past the deadline: %v; want DeadlineExceeded and a *RateLimitExceededError", err)
-		}
-		if d := time.Since(start); d > 500*time.Millisecond {
-			t.Errorf("Wait past the deadline returned after %v, want at once", d)
-		}
+		require.False(t, !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &rle) || rle.RetryAfter < 5*time.Second, "Wait past the deadline: %v; want DeadlineExceeded and a *RateLimitExceededError", err)
+		d = time.Since(start)
+		assert.False(t, d > 500*time.Millisecond, "Wait past the deadline returned after %v, want at once", d)
 
 		calls := 0
 		rl.sleep = func(context.Context, time.Duration) error { calls++; return nil }
@@ -156,9 +140,7 @@ func TestWaitContext(t *testing.T) {
 		if _, err := rl.Wait(done, "e", "batch", Consume{"rpm": 1}, perMinute); err != context.Canceled { //nolint:errorlint
 			t.Errorf("Wait on a done context: %v", err)
 		}
-		if calls != 0 {
-			t.Errorf("Wait on a done context slept %d times", calls)
-		}
+		assert.EqualValues(t, 0, calls, "Wait on a done context slept %d times", calls)
 	})
 }
 
@@ -174,9 +156,7 @@ func TestWaitNeverFits(t *testing.T) {
 	}
 	_, err := rl.Wait(env.ctx, "e", "batch", Consume{"rps": 11}, WithLimits(tenPerSecond))
 	var rle *RateLimitExceededError
-	if !errors.As(err, &rle) || rle.Primary.LimitName != "rps" {
-		t.Fatalf("Wait beyond capacity: %v", err)
-	}
+	require.False(t, !errors.As(err, &rle) || rle.Primary.LimitName != "rps", "Wait beyond capacity: %v", err)
 	if _, err := rl.Wait(env.ctx, "", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond)); !errors.Is(err, ErrValidation) {
 		t.Errorf("Wait with an invalid entity: %v", err)
 	}
@@ -185,12 +165,8 @@ func TestWaitNeverFits(t *testing.T) {
 		t.Errorf("Wait on a dead backend: %v", err)
 	}
 	lease, err := dead.Wait(env.ctx, "e", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond), WithOnUnavailable(OnUnavailableAllow))
-	if err != nil || !lease.Noop() {
-		t.Errorf("Wait fail-open: %v %v", lease, err)
-	}
-	if !(&RateLimitExceededError{Violations: []LimitStatus{{Requested: 1, Limit: Limit{Capacity: 5}}}}).NeverFits() {
-		t.Error("NeverFits: a limit without refill should never fit")
-	}
+	assert.False(t, err != nil || !lease.Noop(), "Wait fail-open: %v %v", lease, err)
+	assert.True(t, (&RateLimitExceededError{Violations: []LimitStatus{{Requested: 1, Limit: Limit{Capacity: 5}}}}).NeverFits(), "NeverFits: a limit without refill should never fit")
 }
 
 // TestWaitJitter: each sleep is the retry-after plus at most
@@ -203,13 +179,11 @@ func TestWaitJitter(t *testing.T) {
 		{6 * time.Second, 6 * time.Second, 6*time.Second + 10*time.Millisecond},
 	} {
 		rl.intN = func(int) int { return 0 }
-		if d := rl.waitDuration(tc.retry); d != tc.lo {
-			t.Errorf("waitDuration(%v) without jitter = %v, want %v", tc.retry, d, tc.lo)
-		}
+		d := rl.waitDuration(tc.retry)
+		assert.Equal(t, tc.lo, d, "waitDuration(%v) without jitter = %v, want %v", tc.retry, d, tc.lo)
 		rl.intN = func(n int) int { return n - 1 }
-		if d := rl.waitDuration(tc.retry); d != tc.hi {
-			t.Errorf("waitDuration(%v) with the largest jitter = %v, want %v", tc.retry, d, tc.hi)
-		}
+		d = rl.waitDuration(tc.retry)
+		assert.Equal(t, tc.hi, d, "waitDuration(%v) with the largest jitter = %v, want %v", tc.retry, d, tc.hi)
 	}
 }
 
@@ -244,25 +218,18 @@ func TestWaitConcurrentNoOverAdmission(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		if len(served) != waiters {
-			t.Fatalf("%d of %d waiters served", len(served), waiters)
-		}
+		require.Len(t, served, waiters, "%d of %d waiters served", len(served), waiters)
 		slices.SortFunc(served, func(a, b time.Time) int { return a.Compare(b) })
 		for k, at := range served {
 			// Refill earned by time at, rounded up: 10 tokens per second.
 			allowed := tenPerSecond.Capacity + (at.Sub(start).Milliseconds()*10+999)/1000
-			if int64(k+1) > allowed {
-				t.Errorf("%d served by %v after the start, only %d tokens existed", k+1, at.Sub(start), allowed)
-			}
+			assert.False(t, int64(k+1) > allowed, "%d served by %v after the start, only %d tokens existed", k+1, at.Sub(start), allowed)
 		}
 		total := served[waiters-1].Sub(start)
 		t.Logf("%d waiters served in %v (ideal %v)", waiters, total.Round(time.Millisecond), time.Duration(waiters-10)*100*time.Millisecond)
 		b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: "job", Resource: "batch"})
-		if err != nil || b == nil {
-			t.Fatalf("GetBucket: %v %v", b, err)
-		}
-		if s, _ := b.State("rps"); s.TotalConsumedMilli != waiters*1000 {
-			t.Errorf("bucket tc = %d, want %d", s.TotalConsumedMilli, waiters*1000)
-		}
+		require.False(t, err != nil || b == nil, "GetBucket: %v %v", b, err)
+		s, _ := b.State("rps")
+		assert.EqualValues(t, waiters*1000, s.TotalConsumedMilli, "bucket tc = %d, want %d", s.TotalConsumedMilli, waiters*1000)
 	})
 }

@@ -43,8 +43,9 @@ func checkZip(b []byte) error {
 }
 
 // uploadCode puts zipBytes into the artifacts bucket under
-// {stack}/aggregator-{sha256}.zip, unless an object of that name is there.
-func (d *Deployer) uploadCode(ctx context.Context, stackName string, zipBytes []byte) (*codeObject, error) {
+// {stack}/{kind}-{sha256}.zip (kind: aggregator or provisioner), unless an
+// object of that name is there.
+func (d *Deployer) uploadCode(ctx context.Context, stackName, kind string, zipBytes []byte) (*codeObject, error) {
 	if err := checkZip(zipBytes); err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func (d *Deployer) uploadCode(ctx context.Context, stackName string, zipBytes []
 	}
 	c := &codeObject{
 		bucket: bucket,
-		key:    stackName + "/aggregator-" + hex.EncodeToString(sum[:]) + ".zip",
+		key:    stackName + "/" + kind + "-" + hex.EncodeToString(sum[:]) + ".zip",
 		sha256: base64.StdEncoding.EncodeToString(sum[:]),
 	}
 	_, err = d.s3.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(c.bucket), Key: aws.String(c.key)})
@@ -63,7 +64,7 @@ func (d *Deployer) uploadCode(ctx context.Context, stackName string, zipBytes []
 		return c, nil
 	}
 	if !isS3NotFound(err) {
-		return nil, fmt.Errorf("infra: upload aggregator code to s3://%s/%s: %w", c.bucket, c.key, err)
+		return nil, fmt.Errorf("infra: upload %s code to s3://%s/%s: %w", kind, c.bucket, c.key, err)
 	}
 	if _, err := d.s3.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:      aws.String(c.bucket),
@@ -71,7 +72,7 @@ func (d *Deployer) uploadCode(ctx context.Context, stackName string, zipBytes []
 		Body:        bytes.NewReader(zipBytes),
 		ContentType: aws.String("application/zip"),
 	}); err != nil {
-		return nil, fmt.Errorf("infra: upload aggregator code to s3://%s/%s: %w", c.bucket, c.key, err)
+		return nil, fmt.Errorf("infra: upload %s code to s3://%s/%s: %w", kind, c.bucket, c.key, err)
 	}
 	return c, nil
 }
@@ -123,7 +124,7 @@ func (d *Deployer) artifactBucket(ctx context.Context) (string, error) {
 func (d *Deployer) ensureCode(ctx context.Context, function string, code *codeObject) error {
 	out, err := d.lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
 	if err != nil {
-		return fmt.Errorf("infra: aggregator code of %s: %w", function, err)
+		return fmt.Errorf("infra: code of %s: %w", function, err)
 	}
 	if aws.ToString(out.CodeSha256) == code.sha256 {
 		return nil
@@ -134,16 +135,16 @@ func (d *Deployer) ensureCode(ctx context.Context, function string, code *codeOb
 		S3Key:         aws.String(code.key),
 		Architectures: []lambdatypes.Architecture{lambdatypes.ArchitectureArm64},
 	}); err != nil {
-		return fmt.Errorf("infra: update aggregator code of %s: %w", function, err)
+		return fmt.Errorf("infra: update code of %s: %w", function, err)
 	}
 	for {
 		cfg, err := d.lambda.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(function)})
 		if err != nil {
-			return fmt.Errorf("infra: update aggregator code of %s: %w", function, err)
+			return fmt.Errorf("infra: update code of %s: %w", function, err)
 		}
 		switch cfg.LastUpdateStatus {
 		case lambdatypes.LastUpdateStatusFailed:
-			return fmt.Errorf("infra: update aggregator code of %s: %s: %s", function, cfg.LastUpdateStatusReasonCode, aws.ToString(cfg.LastUpdateStatusReason))
+			return fmt.Errorf("infra: update code of %s: %s: %s", function, cfg.LastUpdateStatusReasonCode, aws.ToString(cfg.LastUpdateStatusReason))
 		case lambdatypes.LastUpdateStatusInProgress:
 		default:
 			return nil
@@ -152,16 +153,16 @@ func (d *Deployer) ensureCode(ctx context.Context, function string, code *codeOb
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("infra: update aggregator code of %s: %w", function, ctx.Err())
+			return fmt.Errorf("infra: update code of %s: %w", function, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// removeArtifacts deletes the stack's objects in the artifacts bucket but
-// keep. A missing bucket is not an error.
-func (d *Deployer) removeArtifacts(ctx context.Context, bucket, stackName, keep string) error {
-	err := d.deleteObjects(ctx, bucket, stackName+"/", func(key string) bool { return key != keep })
+// removeArtifacts deletes the stack's objects in the artifacts bucket under
+// prefix ({stack}/{kind}-) but keep. A missing bucket is not an error.
+func (d *Deployer) removeArtifacts(ctx context.Context, bucket, prefix, keep string) error {
+	err := d.deleteObjects(ctx, bucket, prefix, func(key string) bool { return key != keep })
 	if isS3NotFound(err) {
 		return nil
 	}

@@ -30,6 +30,7 @@ type Stack struct {
 	Outputs      map[string]string
 	CreatedAt    time.Time
 	UpdatedAt    time.Time // zero when never updated
+	Tags         map[string]string
 }
 
 // Event is one stack event, reported while a deploy or delete waits.
@@ -77,6 +78,11 @@ type DeployerOptions struct {
 	// zae-limiter-artifacts-{account}-{region}, which Deploy creates when
 	// it does not exist. Objects go under the key prefix "{stack}/".
 	ArtifactBucket string
+	// ProvisionerZip is the provisioner Lambda's code (`make lambda`
+	// builds bin/provisioner.zip), uploaded like the aggregator's when the
+	// stack deploys the provisioner ([StackOptions.DeploysProvisioner]).
+	// Nil keeps an existing stack's provisioner code.
+	ProvisionerZip []byte
 }
 
 // DefaultPollInterval is the default [DeployerOptions.PollInterval].
@@ -113,13 +119,24 @@ func NewDeployer(cfg aws.Config, optFns ...func(*DeployerOptions)) *Deployer {
 	return d
 }
 
-// Managed stack tags; they win over user tags of the same key.
+// Managed stack tags, the original's discovery tags; they win over user
+// tags of the same key.
 const (
 	TagManagedBy     = "ManagedBy"
 	TagName          = "zae-limiter:name"
+	TagType          = "zae-limiter:type"
+	TagVersion       = "zae-limiter:version"
+	TagLambdaVersion = "zae-limiter:lambda-version"
 	TagSchemaVersion = "zae-limiter:schema-version"
 	managedByValue   = "zae-limiter"
+	typeLimiter      = "limiter"
 )
+
+// Version is the version of this module's Lambda code and tools, written to
+// the stack tags zae-limiter:version and zae-limiter:lambda-version ("go-"
+// and the client version, so that it never reads as a version of the
+// original). The CLI and tests may set it.
+var Version = "go-" + limiter.ClientVersion
 
 // Deploy creates the stack, or updates it when it exists, uploads lambdaZip
 // as the aggregator's code (when the aggregator is deployed, see
@@ -148,7 +165,7 @@ func (d *Deployer) Deploy(ctx context.Context, stackName string, opts StackOptio
 	if opts.DeploysAggregator() {
 		switch {
 		case lambdaZip != nil:
-			if code, err = d.uploadCode(ctx, stackName, lambdaZip); err != nil {
+			if code, err = d.uploadCode(ctx, stackName, "aggregator", lambdaZip); err != nil {
 				return Stack{}, err
 			}
 			params[ParamCodeS3Bucket], params[ParamCodeS3Key] = code.bucket, code.key
@@ -159,6 +176,22 @@ func (d *Deployer) Deploy(ctx context.Context, stackName string, opts StackOptio
 		}
 	} else {
 		params[ParamCodeS3Bucket], params[ParamCodeS3Key] = "", ""
+	}
+	var provCode *codeObject
+	if opts.DeploysProvisioner() {
+		switch {
+		case d.opts.ProvisionerZip != nil:
+			if provCode, err = d.uploadCode(ctx, stackName, "provisioner", d.opts.ProvisionerZip); err != nil {
+				return Stack{}, err
+			}
+			params[ParamProvisionerCodeS3Bucket], params[ParamProvisionerCodeS3Key] = provCode.bucket, provCode.key
+		case exists && existing.Parameters[ParamProvisionerCodeS3Key] != "":
+			usePrevious = append(usePrevious, ParamProvisionerCodeS3Bucket, ParamProvisionerCodeS3Key)
+		default:
+			return Stack{}, fmt.Errorf("%w: deploy %s: the provisioner is enabled but no code (DeployerOptions.ProvisionerZip) was given", ErrInvalidOptions, stackName)
+		}
+	} else {
+		params[ParamProvisionerCodeS3Bucket], params[ParamProvisionerCodeS3Key] = "", ""
 	}
 	cfnParams := make([]cfntypes.Parameter, 0, len(params)+len(usePrevious))
 	for _, k := range slices.Sorted(maps.Keys(params)) {
@@ -215,7 +248,13 @@ func (d *Deployer) Deploy(ctx context.Context, stackName string, opts StackOptio
 		// Older zips of this stack are no longer needed for a rollback.
 		// Leftovers are harmless (the next deploy or Delete removes them),
 		// so a failure here does not fail the deploy.
-		_ = d.removeArtifacts(ctx, code.bucket, stackName, code.key)
+		_ = d.removeArtifacts(ctx, code.bucket, stackName+"/aggregator-", code.key)
+	}
+	if provCode != nil {
+		if err := d.ensureCode(ctx, stackName+"-limits-provisioner", provCode); err != nil {
+			return Stack{}, err
+		}
+		_ = d.removeArtifacts(ctx, provCode.bucket, stackName+"/provisioner-", provCode.key)
 	}
 	st, err := d.Status(ctx, stackName)
 	if err != nil {
@@ -266,9 +305,12 @@ func (d *Deployer) Delete(ctx context.Context, stackName string, wait bool) erro
 	if err := d.wait(ctx, stackName, st.ID, "delete", seen); err != nil {
 		return err
 	}
-	if b := st.Parameters[ParamCodeS3Bucket]; b != "" {
-		if err := d.removeArtifacts(ctx, b, stackName, ""); err != nil {
-			return fmt.Errorf("infra: delete stack %s: remove aggregator code: %w", stackName, err)
+	for _, b := range []string{st.Parameters[ParamCodeS3Bucket], st.Parameters[ParamProvisionerCodeS3Bucket]} {
+		if b == "" {
+			continue
+		}
+		if err := d.removeArtifacts(ctx, b, stackName+"/", ""); err != nil {
+			return fmt.Errorf("infra: delete stack %s: remove Lambda code: %w", stackName, err)
 		}
 	}
 	return nil
@@ -302,7 +344,11 @@ func (d *Deployer) describe(ctx context.Context, nameOrID string) (Stack, error)
 	if len(out.Stacks) == 0 {
 		return Stack{}, ErrStackNotFound
 	}
-	s := out.Stacks[0]
+	return stackOf(out.Stacks[0]), nil
+}
+
+// stackOf converts a described stack.
+func stackOf(s cfntypes.Stack) Stack {
 	st := Stack{
 		Name:         aws.ToString(s.StackName),
 		ID:           aws.ToString(s.StackId),
@@ -312,6 +358,10 @@ func (d *Deployer) describe(ctx context.Context, nameOrID string) (Stack, error)
 		Outputs:      make(map[string]string, len(s.Outputs)),
 		CreatedAt:    aws.ToTime(s.CreationTime),
 		UpdatedAt:    aws.ToTime(s.LastUpdatedTime),
+		Tags:         make(map[string]string, len(s.Tags)),
+	}
+	for _, t := range s.Tags {
+		st.Tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	for _, p := range s.Parameters {
 		st.Parameters[aws.ToString(p.ParameterKey)] = aws.ToString(p.ParameterValue)
@@ -319,7 +369,7 @@ func (d *Deployer) describe(ctx context.Context, nameOrID string) (Stack, error)
 	for _, o := range s.Outputs {
 		st.Outputs[aws.ToString(o.OutputKey)] = aws.ToString(o.OutputValue)
 	}
-	return st, nil
+	return st
 }
 
 // wait polls the stack (by ID) until its status is final, reporting new
@@ -485,6 +535,9 @@ func stackTags(stackName string, user map[string]string) []cfntypes.Tag {
 	}
 	all[TagManagedBy] = managedByValue
 	all[TagName] = stackName
+	all[TagType] = typeLimiter
+	all[TagVersion] = Version
+	all[TagLambdaVersion] = Version
 	all[TagSchemaVersion] = limiter.SchemaVersion
 	tags := make([]cfntypes.Tag, 0, len(all))
 	for _, k := range slices.Sorted(maps.Keys(all)) {

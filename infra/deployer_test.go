@@ -20,8 +20,9 @@ import (
 	lambdatypes "github.com/aws/aws-sdk-go-v2/service/lambda/types"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
-	"github.com/google/go-cmp/cmp"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
 )
@@ -84,16 +85,12 @@ func TestDeployCreatesStack(t *testing.T) {
 
 	start := time.Now()
 	st, err := d.Deploy(ctx, name, motoOptions(), zip)
-	if err != nil {
-		t.Fatalf("Deploy: %v", err)
-	}
+	require.NoError(t, err, "Deploy")
 	t.Logf("deployed in %v; events %v", time.Since(start).Round(time.Millisecond), log.statuses())
-	if st.Status != "CREATE_COMPLETE" || st.Name != name || st.ID == "" {
-		t.Fatalf("stack %s %q id %q, want CREATE_COMPLETE", st.Name, st.Status, st.ID)
-	}
-	if got := log.statuses(); !slices.Contains(got, name+" CREATE_COMPLETE") {
-		t.Errorf("Progress got %v, want the stack's CREATE_COMPLETE", got)
-	}
+	require.Equal(t, "CREATE_COMPLETE", st.Status, "st.Status")
+	require.Equal(t, name, st.Name, "st.Name")
+	require.NotEmpty(t, st.ID, "st.ID")
+	assert.Contains(t, log.statuses(), name+" CREATE_COMPLETE", "Progress")
 
 	// Outputs.
 	for _, k := range []string{
@@ -101,30 +98,20 @@ func TestDeployCreatesStack(t *testing.T) {
 		"AggregatorDLQUrl", "AggregatorDLQArn", "AuditArchiveBucketName", "AuditArchiveBucketArn",
 		"AcquireOnlyPolicyArn", "FullAccessPolicyArn", "ReadOnlyPolicyArn", "AppRoleArn", "AdminRoleArn", "ReadOnlyRoleArn",
 	} {
-		if st.Outputs[k] == "" {
-			t.Errorf("output %s missing; outputs %v", k, st.Outputs)
-		}
+		assert.NotEqual(t, "", st.Outputs[k], "output %s missing; outputs %v", k, st.Outputs)
 	}
-	if st.Outputs["TableName"] != name || st.Outputs["AggregatorFunctionName"] != name+"-aggregator" || st.Outputs["SchemaVersion"] != limiter.SchemaVersion {
-		t.Errorf("outputs TableName %q, AggregatorFunctionName %q, SchemaVersion %q", st.Outputs["TableName"], st.Outputs["AggregatorFunctionName"], st.Outputs["SchemaVersion"])
-	}
-	if _, ok := st.Outputs["PermissionBoundaryArn"]; ok {
-		t.Error("PermissionBoundaryArn output without a boundary")
-	}
+	assert.Equal(t, name, st.Outputs["TableName"], "st.Outputs[\"TableName\"]")
+	assert.Equal(t, name+"-aggregator", st.Outputs["AggregatorFunctionName"], "st.Outputs[\"AggregatorFunctionName\"]")
+	assert.Equal(t, limiter.SchemaVersion, st.Outputs["SchemaVersion"], "st.Outputs[\"SchemaVersion\"]")
+	assert.NotContains(t, st.Outputs, "PermissionBoundaryArn", "PermissionBoundaryArn output without a boundary")
 
 	// The table: the schema's definition.
 	ddb := dynamodb.NewFromConfig(cfg)
 	td, err := ddb.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
-	if err != nil {
-		t.Fatalf("DescribeTable: %v", err)
-	}
-	if diff := cmp.Diff(shapeOfSchema(limiter.TableDefinition(name)), shapeOfDescription(td.Table)); diff != "" {
-		t.Errorf("deployed table differs from limiter.TableDefinition (-schema +deployed):\n%s", diff)
-	}
+	require.NoError(t, err, "DescribeTable")
+	assert.Equal(t, shapeOfSchema(limiter.TableDefinition(name)), shapeOfDescription(td.Table), "deployed table differs from limiter.TableDefinition")
 	ttl, err := ddb.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(name)})
-	if err != nil {
-		t.Fatalf("DescribeTimeToLive: %v", err)
-	}
+	require.NoError(t, err, "DescribeTimeToLive")
 	switch d := ttl.TimeToLiveDescription; {
 	case d.TimeToLiveStatus == ddbtypes.TimeToLiveStatusEnabled && aws.ToString(d.AttributeName) == "ttl":
 	case d.TimeToLiveStatus == ddbtypes.TimeToLiveStatusDisabled && d.AttributeName == nil:
@@ -133,18 +120,15 @@ func TestDeployCreatesStack(t *testing.T) {
 		// TestTemplateTableMatchesSchema checks the template sets it.
 		t.Log("moto gap: TimeToLiveSpecification not applied by CloudFormation")
 	default:
-		t.Errorf("TTL %s on %q, want ENABLED on ttl", d.TimeToLiveStatus, aws.ToString(d.AttributeName))
+		assert.Fail(t, "TTL not enabled on ttl", "TTL %s on %q", d.TimeToLiveStatus, aws.ToString(d.AttributeName))
 	}
 
 	// The function.
 	lam := lambda.NewFromConfig(cfg)
 	fn, err := lam.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(name + "-aggregator")})
-	if err != nil {
-		t.Fatalf("GetFunctionConfiguration: %v", err)
-	}
-	if fn.Runtime != lambdatypes.RuntimeProvidedal2023 || aws.ToString(fn.Handler) != "bootstrap" {
-		t.Errorf("function runtime %q handler %q, want provided.al2023 bootstrap", fn.Runtime, aws.ToString(fn.Handler))
-	}
+	require.NoError(t, err, "GetFunctionConfiguration")
+	assert.Equal(t, lambdatypes.RuntimeProvidedal2023, fn.Runtime, "fn.Runtime")
+	assert.Equal(t, "bootstrap", aws.ToString(fn.Handler), "aws.ToString(fn.Handler)")
 	switch arch := fn.Architectures; {
 	case slices.Equal(arch, []lambdatypes.Architecture{lambdatypes.ArchitectureArm64}):
 	case slices.Equal(arch, []lambdatypes.Architecture{lambdatypes.ArchitectureX8664}):
@@ -153,14 +137,12 @@ func TestDeployCreatesStack(t *testing.T) {
 		// template asks for arm64.
 		t.Log("moto gap: Architectures not applied by CloudFormation")
 	default:
-		t.Errorf("function architectures %v, want [arm64]", arch)
+		assert.Fail(t, "function architectures, want [arm64]", "%v", arch)
 	}
-	if aws.ToInt32(fn.MemorySize) != 256 || aws.ToInt32(fn.Timeout) != 60 {
-		t.Errorf("function memory %d timeout %d, want 256, 60", aws.ToInt32(fn.MemorySize), aws.ToInt32(fn.Timeout))
-	}
-	if got := aws.ToString(fn.CodeSha256); got != codeSHA(zip) {
-		t.Errorf("function CodeSha256 %s, want the zip's %s", got, codeSHA(zip))
-	}
+	assert.EqualValues(t, 256, aws.ToInt32(fn.MemorySize), "function memory")
+	assert.EqualValues(t, 60, aws.ToInt32(fn.Timeout), "function timeout")
+	got := aws.ToString(fn.CodeSha256)
+	assert.Equal(t, codeSHA(zip), got, "function CodeSha256 %s, want the zip's %s", got, codeSHA(zip))
 	env := fn.Environment.Variables
 	wantEnv := map[string]string{
 		aggregator.EnvTableName:       name,
@@ -169,49 +151,30 @@ func TestDeployCreatesStack(t *testing.T) {
 		aggregator.EnvEnableArchival:  "true",
 		aggregator.EnvArchiveBucket:   st.Outputs["AuditArchiveBucketName"],
 	}
-	if diff := cmp.Diff(wantEnv, env); diff != "" {
-		t.Errorf("function environment (-want +got):\n%s", diff)
-	}
+	assert.Equal(t, wantEnv, env, "function environment")
 	ac, err := aggregator.LoadConfig(func(k string) string { return env[k] })
-	if err != nil {
-		t.Fatalf("aggregator.LoadConfig(function environment): %v", err)
-	}
-	if ac.Table != name || !ac.ArchiveEnabled || ac.ArchiveBucket == "" || ac.SnapshotTTLDays != 90 || len(ac.Windows) != 2 {
-		t.Errorf("aggregator config from the function's environment: %+v", ac)
-	}
+	require.NoError(t, err, "aggregator.LoadConfig(function environment)")
+	assert.False(t, ac.Table != name || !ac.ArchiveEnabled || ac.ArchiveBucket == "" || ac.SnapshotTTLDays != 90 || len(ac.Windows) != 2, "aggregator config from the function's environment: %+v", ac)
 
 	// The event source mapping: the table's stream to the function.
 	esms, err := lam.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{FunctionName: aws.String(name + "-aggregator")})
-	if err != nil {
-		t.Fatalf("ListEventSourceMappings: %v", err)
-	}
-	if len(esms.EventSourceMappings) != 1 {
-		t.Fatalf("%d event source mappings, want 1", len(esms.EventSourceMappings))
-	}
+	require.NoError(t, err, "ListEventSourceMappings")
+	require.Len(t, esms.EventSourceMappings, 1, "%d event source mappings, want 1", len(esms.EventSourceMappings))
 	m := esms.EventSourceMappings[0]
-	if got := aws.ToString(m.EventSourceArn); got != aws.ToString(td.Table.LatestStreamArn) || got != st.Outputs["StreamArn"] {
-		t.Errorf("mapping source %s, want the table's stream %s", got, aws.ToString(td.Table.LatestStreamArn))
-	}
-	if !slices.Equal(m.FunctionResponseTypes, []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}) {
-		t.Errorf("FunctionResponseTypes %v, want [ReportBatchItemFailures]", m.FunctionResponseTypes)
-	}
-	if aws.ToInt32(m.BatchSize) != 100 || aws.ToInt32(m.MaximumBatchingWindowInSeconds) != 5 || aws.ToInt32(m.MaximumRetryAttempts) != 3 ||
-		aws.ToInt32(m.MaximumRecordAgeInSeconds) != 3600 || !aws.ToBool(m.BisectBatchOnFunctionError) || m.StartingPosition != lambdatypes.EventSourcePositionLatest {
-		t.Errorf("mapping batch %d window %d retries %d age %d bisect %v start %s",
-			aws.ToInt32(m.BatchSize), aws.ToInt32(m.MaximumBatchingWindowInSeconds), aws.ToInt32(m.MaximumRetryAttempts),
-			aws.ToInt32(m.MaximumRecordAgeInSeconds), aws.ToBool(m.BisectBatchOnFunctionError), m.StartingPosition)
-	}
-	if m.DestinationConfig == nil || m.DestinationConfig.OnFailure == nil || aws.ToString(m.DestinationConfig.OnFailure.Destination) != st.Outputs["AggregatorDLQArn"] {
-		t.Errorf("mapping on-failure destination %+v, want the DLQ %s", m.DestinationConfig, st.Outputs["AggregatorDLQArn"])
-	}
-	if m.FilterCriteria == nil || len(m.FilterCriteria.Filters) != 2 || !strings.Contains(aws.ToString(m.FilterCriteria.Filters[1].Pattern), `"#AUDIT#"`) {
-		t.Errorf("mapping filter criteria %+v", m.FilterCriteria)
-	}
+	assert.Equal(t, aws.ToString(td.Table.LatestStreamArn), aws.ToString(m.EventSourceArn), "mapping source: the table's stream")
+	assert.Equal(t, st.Outputs["StreamArn"], aws.ToString(m.EventSourceArn), "mapping source: the StreamArn output")
+	assert.True(t, slices.Equal(m.FunctionResponseTypes, []lambdatypes.FunctionResponseType{lambdatypes.FunctionResponseTypeReportBatchItemFailures}), "FunctionResponseTypes %v, want [ReportBatchItemFailures]", m.FunctionResponseTypes)
+	assert.Equal(t, int32(100), aws.ToInt32(m.BatchSize), "mapping batch size")
+	assert.Equal(t, int32(5), aws.ToInt32(m.MaximumBatchingWindowInSeconds), "mapping batching window")
+	assert.Equal(t, int32(3), aws.ToInt32(m.MaximumRetryAttempts), "mapping retries")
+	assert.Equal(t, int32(3600), aws.ToInt32(m.MaximumRecordAgeInSeconds), "mapping record age")
+	assert.True(t, aws.ToBool(m.BisectBatchOnFunctionError), "mapping bisect on error")
+	assert.Equal(t, lambdatypes.EventSourcePositionLatest, m.StartingPosition, "mapping starting position")
+	assert.False(t, m.DestinationConfig == nil || m.DestinationConfig.OnFailure == nil || aws.ToString(m.DestinationConfig.OnFailure.Destination) != st.Outputs["AggregatorDLQArn"], "mapping on-failure destination %+v, want the DLQ %s", m.DestinationConfig, st.Outputs["AggregatorDLQArn"])
+	assert.False(t, m.FilterCriteria == nil || len(m.FilterCriteria.Filters) != 2 || !strings.Contains(aws.ToString(m.FilterCriteria.Filters[1].Pattern), `"#AUDIT#"`), "mapping filter criteria %+v", m.FilterCriteria)
 
 	// The stack's tags carry the managed ones.
-	if st.Parameters[ParamCodeS3Key] == "" || !strings.HasPrefix(st.Parameters[ParamCodeS3Key], name+"/aggregator-") {
-		t.Errorf("code key parameter %q", st.Parameters[ParamCodeS3Key])
-	}
+	assert.False(t, st.Parameters[ParamCodeS3Key] == "" || !strings.HasPrefix(st.Parameters[ParamCodeS3Key], name+"/aggregator-"), "code key parameter %q", st.Parameters[ParamCodeS3Key])
 }
 
 // TestDeployUpdatesCode deploys twice with different code, then once more
@@ -224,67 +187,43 @@ func TestDeployUpdatesCode(t *testing.T) {
 	name := stackName(t)
 	v1, v2 := testZip(t, "echo v1"), testZip(t, "echo v2")
 	first, err := d.Deploy(ctx, name, motoOptions(), v1)
-	if err != nil {
-		t.Fatalf("first Deploy: %v", err)
-	}
+	require.NoError(t, err, "first Deploy")
 	opts := motoOptions()
 	opts.LambdaMemory = 512
 	second, err := d.Deploy(ctx, name, opts, v2)
-	if err != nil {
-		t.Fatalf("second Deploy: %v", err)
-	}
-	if second.Status != "UPDATE_COMPLETE" || second.ID != first.ID {
-		t.Errorf("after update: status %q id %q, want UPDATE_COMPLETE of %q", second.Status, second.ID, first.ID)
-	}
+	require.NoError(t, err, "second Deploy")
+	assert.Equal(t, "UPDATE_COMPLETE", second.Status, "second.Status")
+	assert.Equal(t, first.ID, second.ID, "second.ID")
 	lam := lambda.NewFromConfig(cfg)
 	fn, err := lam.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: aws.String(name + "-aggregator")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := aws.ToString(fn.CodeSha256); got != codeSHA(v2) {
-		t.Errorf("CodeSha256 after update %s, want v2's %s (v1's is %s)", got, codeSHA(v2), codeSHA(v1))
-	}
-	if aws.ToInt32(fn.MemorySize) != 512 {
-		t.Errorf("memory after update %d, want 512", aws.ToInt32(fn.MemorySize))
-	}
-	if first.Parameters[ParamCodeS3Key] == second.Parameters[ParamCodeS3Key] {
-		t.Errorf("code key unchanged: %s", second.Parameters[ParamCodeS3Key])
-	}
+	require.NoError(t, err)
+	got := aws.ToString(fn.CodeSha256)
+	assert.Equal(t, codeSHA(v2), got, "CodeSha256 after update %s, want v2's %s (v1's is %s)", got, codeSHA(v2), codeSHA(v1))
+	assert.EqualValues(t, 512, aws.ToInt32(fn.MemorySize), "memory after update")
+	assert.NotEqual(t, second.Parameters[ParamCodeS3Key], first.Parameters[ParamCodeS3Key], "code key unchanged: %s", second.Parameters[ParamCodeS3Key])
 	// Only the current zip is left in the artifacts bucket.
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	objs, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(second.Parameters[ParamCodeS3Bucket]), Prefix: aws.String(name + "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var keys []string
 	for _, o := range objs.Contents {
 		keys = append(keys, aws.ToString(o.Key))
 	}
-	if !slices.Equal(keys, []string{second.Parameters[ParamCodeS3Key]}) {
-		t.Errorf("artifacts %v, want only %s", keys, second.Parameters[ParamCodeS3Key])
-	}
+	assert.True(t, slices.Equal(keys, []string{second.Parameters[ParamCodeS3Key]}), "artifacts %v, want only %s", keys, second.Parameters[ParamCodeS3Key])
 
 	// Same options, no code: nothing to update, the code stays.
 	third, err := d.Deploy(ctx, name, opts, nil)
-	if err != nil {
-		t.Fatalf("third Deploy (no changes): %v", err)
-	}
-	if third.Parameters[ParamCodeS3Key] != second.Parameters[ParamCodeS3Key] {
-		t.Errorf("code key after a deploy without code %q, want %q", third.Parameters[ParamCodeS3Key], second.Parameters[ParamCodeS3Key])
-	}
+	require.NoError(t, err, "third Deploy (no changes)")
+	assert.Equal(t, second.Parameters[ParamCodeS3Key], third.Parameters[ParamCodeS3Key], "code key after a deploy without code %q, want %q", third.Parameters[ParamCodeS3Key], second.Parameters[ParamCodeS3Key])
 }
 
 // TestDeployWithoutCodeFails: a new stack with the aggregator needs code.
 func TestDeployWithoutCodeFails(t *testing.T) {
 	d := newTestDeployer(t, nil)
 	_, err := d.Deploy(testContext(t), stackName(t), motoOptions(), nil)
-	if !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("Deploy(no code) = %v, want ErrInvalidOptions", err)
-	}
+	assert.True(t, errors.Is(err, ErrInvalidOptions), "Deploy(no code) = %v, want ErrInvalidOptions", err)
 	_, err = d.Deploy(testContext(t), stackName(t), motoOptions(), []byte("not a zip"))
-	if !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("Deploy(bad zip) = %v, want ErrInvalidOptions", err)
-	}
+	assert.True(t, errors.Is(err, ErrInvalidOptions), "Deploy(bad zip) = %v, want ErrInvalidOptions", err)
 }
 
 // TestDeployCreateRejected: a table of the stack's name already exists.
@@ -296,27 +235,19 @@ func TestDeployCreateRejected(t *testing.T) {
 	d := newTestDeployer(t, nil)
 	name := stackName(t)
 	ddb := dynamodb.NewFromConfig(motoConfig(t))
-	if _, err := ddb.CreateTable(ctx, limiter.TableDefinition(name)); err != nil {
-		t.Fatal(err)
-	}
-	_, err := d.Deploy(ctx, name, motoOptions(), testZip(t, "x"))
-	if err == nil {
-		t.Fatal("Deploy over an existing table succeeded")
-	}
-	if !strings.Contains(err.Error(), "create stack "+name) {
-		t.Errorf("Deploy over an existing table = %v, want it to name the stack", err)
-	}
+	_, err := ddb.CreateTable(ctx, limiter.TableDefinition(name))
+	require.NoError(t, err)
+	_, err = d.Deploy(ctx, name, motoOptions(), testZip(t, "x"))
+	require.Error(t, err, "Deploy over an existing table succeeded")
+	assert.ErrorContains(t, err, "create stack "+name, "Deploy over an existing table: the error names the stack")
 }
 
 func TestStatusMissingStack(t *testing.T) {
 	d := newTestDeployer(t, nil)
 	ctx := testContext(t)
-	if _, err := d.Status(ctx, "zl-missing-stack"); !errors.Is(err, ErrStackNotFound) {
-		t.Errorf("Status(missing) = %v, want ErrStackNotFound", err)
-	}
-	if err := d.Delete(ctx, "zl-missing-stack", true); !errors.Is(err, ErrStackNotFound) {
-		t.Errorf("Delete(missing) = %v, want ErrStackNotFound", err)
-	}
+	_, err := d.Status(ctx, "zl-missing-stack")
+	assert.ErrorIs(t, err, ErrStackNotFound, "Status(missing)")
+	assert.ErrorIs(t, d.Delete(ctx, "zl-missing-stack", true), ErrStackNotFound, "Delete(missing)")
 }
 
 // TestDeleteRemovesEverything deletes a stack whose archive bucket holds an
@@ -328,52 +259,33 @@ func TestDeleteRemovesEverything(t *testing.T) {
 	cfg := motoConfig(t)
 	name := stackName(t)
 	st, err := d.Deploy(ctx, name, motoOptions(), testZip(t, "x"))
-	if err != nil {
-		t.Fatalf("Deploy: %v", err)
-	}
+	require.NoError(t, err, "Deploy")
 	s3c := s3.NewFromConfig(cfg, func(o *s3.Options) { o.UsePathStyle = true })
 	archive := st.Outputs["AuditArchiveBucketName"]
-	if _, err := s3c.PutObject(ctx, &s3.PutObjectInput{
+	_, err = s3c.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: aws.String(archive), Key: aws.String("audit/year=2026/month=01/day=01/a.jsonl.gz"), Body: bytes.NewReader([]byte("x")),
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	require.NoError(t, err)
 
-	if err := d.Delete(ctx, name, true); err != nil {
-		t.Fatalf("Delete: %v", err)
-	}
-	if _, err := d.Status(ctx, name); !errors.Is(err, ErrStackNotFound) {
-		t.Errorf("Status after Delete = %v, want ErrStackNotFound", err)
-	}
-	if got := log.statuses(); !slices.Contains(got, name+" DELETE_COMPLETE") {
-		t.Errorf("Progress got %v, want the stack's DELETE_COMPLETE", got)
-	}
+	require.NoError(t, d.Delete(ctx, name, true), "Delete")
+	_, err = d.Status(ctx, name)
+	assert.ErrorIs(t, err, ErrStackNotFound, "Status after Delete")
+	assert.Contains(t, log.statuses(), name+" DELETE_COMPLETE", "Progress")
 	var rnf *ddbtypes.ResourceNotFoundException
-	if _, err := dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)}); !errors.As(err, &rnf) {
-		t.Errorf("DescribeTable after Delete = %v, want ResourceNotFoundException", err)
-	}
+	_, err = dynamodb.NewFromConfig(cfg).DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(name)})
+	assert.ErrorAs(t, err, &rnf, "DescribeTable after Delete")
 	lam := lambda.NewFromConfig(cfg)
 	var fnf *lambdatypes.ResourceNotFoundException
-	if _, err := lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name + "-aggregator")}); !errors.As(err, &fnf) {
-		t.Errorf("GetFunction after Delete = %v, want ResourceNotFoundException", err)
-	}
+	_, err = lam.GetFunction(ctx, &lambda.GetFunctionInput{FunctionName: aws.String(name + "-aggregator")})
+	assert.ErrorAs(t, err, &fnf, "GetFunction after Delete")
 	esms, err := lam.ListEventSourceMappings(ctx, &lambda.ListEventSourceMappingsInput{EventSourceArn: aws.String(st.Outputs["StreamArn"])})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(esms.EventSourceMappings); n != 0 {
-		t.Errorf("%d event source mappings on the stream after Delete, want 0", n)
-	}
-	if _, err := s3c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(archive)}); !isS3NotFound(err) {
-		t.Errorf("HeadBucket(archive) after Delete = %v, want not found", err)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, esms.EventSourceMappings, "event source mappings on the stream after Delete")
+	_, err = s3c.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: aws.String(archive)})
+	assert.True(t, isS3NotFound(err), "HeadBucket(archive) after Delete = %v, want not found", err)
 	objs, err := s3c.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(st.Parameters[ParamCodeS3Bucket]), Prefix: aws.String(name + "/")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(objs.Contents); n != 0 {
-		t.Errorf("%d aggregator zips left after Delete, want 0", n)
-	}
+	require.NoError(t, err)
+	assert.Empty(t, objs.Contents, "aggregator zips left after Delete")
 }
 
 // TestDeleteRefusesProtectedTable: with deletion protection nothing is
@@ -385,15 +297,11 @@ func TestDeleteRefusesProtectedTable(t *testing.T) {
 	o := motoOptions()
 	o.EnableDeletionProtection = true
 	st, err := d.Deploy(ctx, name, o, testZip(t, "x"))
-	if err != nil {
-		t.Fatalf("Deploy: %v", err)
-	}
-	if err := d.Delete(ctx, name, true); err == nil {
-		t.Fatal("Delete of a protected stack succeeded")
-	}
-	if got, err := d.Status(ctx, name); err != nil || got.Status != st.Status {
-		t.Errorf("after the refused Delete: %+v, %v", got.Status, err)
-	}
+	require.NoError(t, err, "Deploy")
+	require.Error(t, d.Delete(ctx, name, true), "Delete of a protected stack succeeded")
+	got, err := d.Status(ctx, name)
+	require.NoError(t, err, "after the refused Delete")
+	assert.Equal(t, st.Status, got.Status, "after the refused Delete")
 }
 
 func TestStackErrorNamesFirstFailure(t *testing.T) {
@@ -409,21 +317,15 @@ func TestStackErrorNamesFirstFailure(t *testing.T) {
 		ev("s", "AWS::CloudFormation::Stack", "ROLLBACK_COMPLETE", ""),
 	}
 	res, reason := firstFailure(events, "s", "")
-	if res != "AggregatorRole" || reason != "s-aggr already exists" {
-		t.Errorf("firstFailure = %q, %q; want AggregatorRole and its reason", res, reason)
-	}
+	assert.Equal(t, "AggregatorRole", res, "res")
+	assert.Equal(t, "s-aggr already exists", reason, "reason")
 	err := error(&StackError{Stack: "s", Operation: "create", Status: "ROLLBACK_COMPLETE", Resource: res, Reason: reason})
-	if want := "infra: create stack s: ROLLBACK_COMPLETE: AggregatorRole failed: s-aggr already exists"; err.Error() != want {
-		t.Errorf("Error() = %q, want %q", err, want)
-	}
-	if !errors.Is(err, ErrDeployFailed) {
-		t.Error("StackError does not match ErrDeployFailed")
-	}
+	assert.EqualError(t, err, "infra: create stack s: ROLLBACK_COMPLETE: AggregatorRole failed: s-aggr already exists")
+	assert.True(t, errors.Is(err, ErrDeployFailed), "StackError does not match ErrDeployFailed")
 	// Only the stack failed: name it with its reason.
 	res, reason = firstFailure([]cfntypes.StackEvent{ev("s", "AWS::CloudFormation::Stack", "UPDATE_FAILED", "boom")}, "s", "")
-	if res != "s" || reason != "boom" {
-		t.Errorf("firstFailure(stack only) = %q, %q", res, reason)
-	}
+	assert.Equal(t, "s", res, "res")
+	assert.Equal(t, "boom", reason, "reason")
 }
 
 // TestDeployRestoresCode: the function's code was changed outside the
@@ -435,25 +337,18 @@ func TestDeployRestoresCode(t *testing.T) {
 	cfg := motoConfig(t)
 	name := stackName(t)
 	zip := testZip(t, "echo v1")
-	if _, err := d.Deploy(ctx, name, motoOptions(), zip); err != nil {
-		t.Fatalf("Deploy: %v", err)
-	}
+	_, err := d.Deploy(ctx, name, motoOptions(), zip)
+	require.NoError(t, err, "Deploy")
 	lam := lambda.NewFromConfig(cfg)
 	fn := aws.String(name + "-aggregator")
 	other := testZip(t, "echo other")
-	if _, err := lam.UpdateFunctionCode(ctx, &lambda.UpdateFunctionCodeInput{FunctionName: fn, ZipFile: other}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Deploy(ctx, name, motoOptions(), zip); err != nil {
-		t.Fatalf("second Deploy: %v", err)
-	}
+	_, err = lam.UpdateFunctionCode(ctx, &lambda.UpdateFunctionCodeInput{FunctionName: fn, ZipFile: other})
+	require.NoError(t, err)
+	_, err = d.Deploy(ctx, name, motoOptions(), zip)
+	require.NoError(t, err, "second Deploy")
 	got, err := lam.GetFunctionConfiguration(ctx, &lambda.GetFunctionConfigurationInput{FunctionName: fn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if aws.ToString(got.CodeSha256) != codeSHA(zip) {
-		t.Errorf("CodeSha256 %s, want the deployed zip's %s (the outside code's is %s)", aws.ToString(got.CodeSha256), codeSHA(zip), codeSHA(other))
-	}
+	require.NoError(t, err)
+	assert.Equal(t, codeSHA(zip), aws.ToString(got.CodeSha256), "CodeSha256 %s, want the deployed zip's %s (the outside code's is %s)", aws.ToString(got.CodeSha256), codeSHA(zip), codeSHA(other))
 }
 
 func TestAPIErrorRecognition(t *testing.T) {
@@ -468,11 +363,7 @@ func TestAPIErrorRecognition(t *testing.T) {
 		{&smithy.GenericAPIError{Code: "AccessDenied", Message: "does not exist"}, false, false},
 		{nil, false, false},
 	} {
-		if got := isNotFound(tc.err); got != tc.notFound {
-			t.Errorf("isNotFound(%v) = %v", tc.err, got)
-		}
-		if got := isNoUpdates(tc.err); got != tc.noUpdates {
-			t.Errorf("isNoUpdates(%v) = %v", tc.err, got)
-		}
+		assert.Equal(t, tc.notFound, isNotFound(tc.err), "isNotFound(%v)", tc.err)
+		assert.Equal(t, tc.noUpdates, isNoUpdates(tc.err), "isNoUpdates(%v)", tc.err)
 	}
 }

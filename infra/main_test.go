@@ -12,6 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/motoserver"
 )
 
@@ -36,15 +37,10 @@ func testZip(t *testing.T, body string) []byte {
 	h := &zip.FileHeader{Name: "bootstrap", Method: zip.Deflate}
 	h.SetMode(0o755)
 	f, err := w.CreateHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write([]byte("#!/bin/sh\n" + body + "\n")); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = f.Write([]byte("#!/bin/sh\n" + body + "\n"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
 	return buf.Bytes()
 }
 

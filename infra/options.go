@@ -41,7 +41,12 @@ type StackOptions struct {
 	CreateIAM                  bool // default true
 	AggregatorRoleARN          string
 	EnableDeletionProtection   bool
-	Tags                       map[string]string
+	// EnableProvisioner deploys the provisioner Lambda
+	// ({stack}-limits-provisioner, export {stack}-ProvisionerArn) that
+	// serves Custom::ZaeLimiterLimits; needs CreateIAM (its role) and its
+	// code ([DeployerOptions.ProvisionerZip]). Default false.
+	EnableProvisioner bool
+	Tags              map[string]string
 }
 
 // DefaultStackOptions returns the defaults listed on [StackOptions].
@@ -124,6 +129,8 @@ func (o StackOptions) Validate() error {
 		return invalid("PermissionBoundary %q: want an IAM policy ARN or a policy name", o.PermissionBoundary)
 	case o.CreateIAMRoles && !o.CreateIAM:
 		return invalid("CreateIAMRoles needs CreateIAM (roles are IAM resources)")
+	case o.EnableProvisioner && !o.CreateIAM:
+		return invalid("EnableProvisioner needs CreateIAM (the provisioner's role is an IAM resource)")
 	case o.AggregatorRoleARN != "" && !roleARNPattern.MatchString(o.AggregatorRoleARN):
 		return invalid("AggregatorRoleARN %q: want an IAM role ARN (arn:aws:iam::123456789012:role/name)", o.AggregatorRoleARN)
 	}
@@ -205,15 +212,22 @@ func (o StackOptions) DeploysAggregator() bool {
 	return o.EnableAggregator && (o.CreateIAM || o.AggregatorRoleARN != "")
 }
 
+// DeploysProvisioner reports whether the stack gets the provisioner
+// Lambda: EnableProvisioner and CreateIAM (the template's
+// DeployProvisionerLambda condition).
+func (o StackOptions) DeploysProvisioner() bool { return o.EnableProvisioner && o.CreateIAM }
+
 // Template parameter names.
 const (
-	ParamCodeS3Bucket = "AggregatorCodeS3Bucket"
-	ParamCodeS3Key    = "AggregatorCodeS3Key"
+	ParamCodeS3Bucket            = "AggregatorCodeS3Bucket"
+	ParamCodeS3Key               = "AggregatorCodeS3Key"
+	ParamProvisionerCodeS3Bucket = "ProvisionerCodeS3Bucket"
+	ParamProvisionerCodeS3Key    = "ProvisionerCodeS3Key"
 )
 
 // Parameters returns the template parameters for stackName (every
-// parameter of the template but the aggregator's code location, which
-// [Deployer.Deploy] adds). It validates o and the names derived from
+// parameter of the template but the code locations of the aggregator and the
+// provisioner, which [Deployer.Deploy] adds). It validates o and the names derived from
 // RoleNameFormat and PolicyNameFormat.
 func (o StackOptions) Parameters(stackName string) (map[string]string, error) {
 	if err := limiter.ValidateStackName(stackName); err != nil {
@@ -249,9 +263,11 @@ func (o StackOptions) Parameters(stackName string) (map[string]string, error) {
 		"EnableIAM":                         b(o.CreateIAM),
 		"AggregatorRoleArn":                 o.AggregatorRoleARN,
 		"EnableDeletionProtection":          b(o.EnableDeletionProtection),
+		"EnableProvisioner":                 b(o.EnableProvisioner),
 	}
 	for param, component := range map[string]string{
 		"AggregatorRoleName": "aggr", "AppRoleName": "app", "AdminRoleName": "admin", "ReadOnlyRoleName": "read",
+		"ProvisionerRoleName": "prov",
 	} {
 		name, err := formatName("RoleNameFormat", o.RoleNameFormat, stackName, component, 64)
 		if err != nil {

@@ -5,13 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	limiter "github.com/zaelimiter/limiter"
 )
 
 func TestDefaultStackOptionsValid(t *testing.T) {
-	if err := DefaultStackOptions().Validate(); err != nil {
-		t.Fatalf("DefaultStackOptions().Validate() = %v", err)
-	}
+	require.NoError(t, DefaultStackOptions().Validate(), "DefaultStackOptions().Validate() =")
 }
 
 func TestValidateRejects(t *testing.T) {
@@ -53,15 +53,10 @@ func TestValidateRejects(t *testing.T) {
 			o := DefaultStackOptions()
 			tc.mutate(&o)
 			err := o.Validate()
-			if err == nil {
-				t.Fatalf("Validate() = nil, want an error containing %q", tc.wantMsg)
-			}
-			if !errors.Is(err, ErrInvalidOptions) {
-				t.Errorf("Validate() = %v, does not match ErrInvalidOptions", err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, tc.wantMsg) || strings.Contains(msg, "\n") {
-				t.Errorf("Validate() = %q, want one line containing %q", msg, tc.wantMsg)
-			}
+			require.Error(t, err, "Validate() = nil, want an error containing %q", tc.wantMsg)
+			assert.ErrorIs(t, err, ErrInvalidOptions)
+			assert.ErrorContains(t, err, tc.wantMsg)
+			assert.NotContains(t, err.Error(), "\n", "Validate(): one line")
 		})
 	}
 }
@@ -91,9 +86,8 @@ func TestValidateAccepts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultStackOptions()
 			tc.mutate(&o)
-			if err := o.Validate(); err != nil {
-				t.Errorf("Validate() = %v", err)
-			}
+			err := o.Validate()
+			assert.NoError(t, err, "Validate()")
 		})
 	}
 }
@@ -104,9 +98,7 @@ func TestParameters(t *testing.T) {
 	o.RoleNameFormat, o.PolicyNameFormat = "PB-{}", "{}-pol"
 	o.PITRRecoveryDays = 7
 	p, err := o.Parameters("my-stack")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for k, want := range map[string]string{
 		"LambdaDurationThreshold":       "90000", // 75 % of 120 s, in ms
 		"AggregatorRoleName":            "PB-my-stack-aggr",
@@ -125,15 +117,12 @@ func TestParameters(t *testing.T) {
 		"EnableIAMRoles":                "false",
 		"EnableIAM":                     "true",
 	} {
-		if p[k] != want {
-			t.Errorf("%s = %q, want %q", k, p[k], want)
-		}
+		assert.Equal(t, want, p[k], "%s = %q, want %q", k, p[k], want)
 	}
 	if d := DefaultStackOptions(); true {
 		p, _ := d.Parameters("s")
-		if p["PITRRecoveryPeriodDays"] != "" || p["AggregatorRoleName"] != "" {
-			t.Errorf("defaults: PITR %q, role name %q, want both empty (template defaults)", p["PITRRecoveryPeriodDays"], p["AggregatorRoleName"])
-		}
+		assert.Equal(t, "", p["PITRRecoveryPeriodDays"], "p[\"PITRRecoveryPeriodDays\"]")
+		assert.Equal(t, "", p["AggregatorRoleName"], "p[\"AggregatorRoleName\"]")
 	}
 }
 
@@ -150,18 +139,13 @@ func TestParametersRejects(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.opts.Parameters(tc.stack)
-			if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidOptions) {
-				t.Errorf("Parameters(%q) = %v, want %v and ErrInvalidOptions", tc.stack, err, tc.want)
-			}
+			assert.False(t, !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidOptions), "Parameters(%q) = %v, want %v and ErrInvalidOptions", tc.stack, err, tc.want)
 		})
 	}
 }
 
 func TestCheckZip(t *testing.T) {
-	if err := checkZip(testZip(t, "exit 0")); err != nil {
-		t.Errorf("checkZip(zip with bootstrap) = %v", err)
-	}
-	if err := checkZip([]byte("not a zip")); !errors.Is(err, ErrInvalidOptions) {
-		t.Errorf("checkZip(garbage) = %v, want ErrInvalidOptions", err)
-	}
+	err := checkZip(testZip(t, "exit 0"))
+	assert.NoError(t, err, "checkZip(zip with bootstrap)")
+	assert.ErrorIs(t, checkZip([]byte("not a zip")), ErrInvalidOptions, "checkZip(garbage)")
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
@@ -63,9 +64,7 @@ func TestBoundedHeap(t *testing.T) {
 	const n = 200_000
 	for i := range n {
 		lease, err := rl.Acquire(ctx, fmt.Sprintf("user-%d", i), "gpt", store.Consume{"rps": 1, "tps": 100}, lims)
-		if err != nil {
-			t.Fatalf("acquire %d: %v", i, err)
-		}
+		require.NoError(t, err, "acquire %d: %v", i, err)
 		if err := lease.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -81,15 +80,10 @@ func TestBoundedHeap(t *testing.T) {
 	t.Logf("buckets held %d of %d created; heap at 20k %d KiB, peak after %d KiB", live, n, base/1024, peak/1024)
 	// About 7,000 buckets are unexpired at any time (7 s of traffic); the
 	// sampling sweep keeps the expired ones within a small factor of that.
-	if live > 20_000 {
-		t.Fatalf("%d buckets held, want a bounded number", live)
-	}
-	if peak > base+4<<20 {
-		t.Fatalf("heap grew from %d to %d bytes", base, peak)
-	}
-	if got := m.Sweep(clk.now().UnixMilli()); got > 7_001 {
-		t.Fatalf("after a full sweep %d buckets, want only the last 7 s of traffic", got)
-	}
+	require.False(t, live > 20_000, "%d buckets held, want a bounded number", live)
+	require.False(t, peak > base+4<<20, "heap grew from %d to %d bytes", base, peak)
+	got := m.Sweep(clk.now().UnixMilli())
+	require.False(t, got > 7_001, "after a full sweep %d buckets, want only the last 7 s of traffic", got)
 }
 
 // TestEvictionKeepsSemantics: a bucket is dropped only after its TTL (7 ×
@@ -102,26 +96,21 @@ func TestEvictionKeepsSemantics(t *testing.T) {
 	rl := limiter.New(m, limiter.WithClock(clk.now))
 	lims := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for range 2 {
-		if _, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims)
+		require.NoError(t, err)
 	}
 	if _, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims); !errors.Is(err, limiter.ErrRateLimited) {
 		t.Fatalf("third acquire: %v", err)
 	}
 	// Refilled, but not expired: kept by a sweep.
 	clk.advance(time.Minute)
-	if got := m.Sweep(clk.now().UnixMilli()); got != 1 {
-		t.Fatalf("unexpired bucket swept: %d", got)
-	}
+	got := m.Sweep(clk.now().UnixMilli())
+	require.EqualValues(t, 1, got, "unexpired bucket swept: %d", got)
 	clk.advance(6*time.Minute + time.Second)
-	if got := m.Sweep(clk.now().UnixMilli()); got != 0 {
-		t.Fatalf("expired bucket kept: %d", got)
-	}
+	got = m.Sweep(clk.now().UnixMilli())
+	require.EqualValues(t, 0, got, "expired bucket kept: %d", got)
 	avail, err := rl.Available(ctx, "a", "gpt", lims)
-	if err != nil || avail["rpm"] != 2 {
-		t.Fatalf("available after eviction %v %v", avail, err)
-	}
+	require.False(t, err != nil || avail["rpm"] != 2, "available after eviction %v %v", avail, err)
 }
 
 // TestTransactionAtomic: a two-item write whose second condition fails
@@ -138,13 +127,9 @@ func TestTransactionAtomic(t *testing.T) {
 	adj := store.BucketWrite{Kind: store.WriteAdjust, Key: a.Key, Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
 	missing := store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "b", Resource: "r"}, Limits: adj.Limits}
 	err := m.WriteBuckets(ctx, []store.BucketWrite{adj, missing})
-	if !errors.Is(err, store.ErrConditionFailed) {
-		t.Fatalf("write to a missing item: %v", err)
-	}
+	require.ErrorIs(t, err, store.ErrConditionFailed, "write to a missing item: %v", err)
 	b, _ := m.GetBucket(ctx, a.Key)
-	if b.States[0].TokensMilli != 5000 || b.States[0].TotalConsumedMilli != 0 {
-		t.Fatalf("first item changed: %+v", b.States[0])
-	}
+	require.False(t, b.States[0].TokensMilli != 5000 || b.States[0].TotalConsumedMilli != 0, "first item changed: %+v", b.States[0])
 	if err := m.WriteBuckets(ctx, []store.BucketWrite{adj, adj}); !errors.Is(err, store.ErrValidation) {
 		t.Fatalf("two writes to one item: %v", err)
 	}
@@ -162,20 +147,16 @@ func BenchmarkAcquire(b *testing.B) {
 	for _, commit := range []bool{false, true} {
 		b.Run(map[bool]string{false: "acquire", true: "acquire+commit"}[commit], func(b *testing.B) {
 			rl := limiter.New(memorystore.New())
-			if err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
-				b.Fatal(err)
-			}
+			err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
+			require.NoError(b, err)
 			c := store.Consume{"rps": 1, "tps": 100}
 			b.ReportAllocs()
 			for b.Loop() {
 				l, err := rl.Acquire(ctx, "bench", "gpt-4", c)
-				if err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
 				if commit {
-					if err := l.Commit(ctx); err != nil {
-						b.Fatal(err)
-					}
+					err := l.Commit(ctx)
+					require.NoError(b, err)
 				}
 			}
 		})
@@ -187,16 +168,12 @@ func BenchmarkAcquire(b *testing.B) {
 func TestAcquireAllocs(t *testing.T) {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New())
-	if err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetLimits(ctx, "bench", "gpt-4", []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
+	require.NoError(t, err)
 	c := store.Consume{"rps": 1, "tps": 100}
 	allocs := testing.AllocsPerRun(1000, func() {
-		if _, err := rl.Acquire(ctx, "bench", "gpt-4", c); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.Acquire(ctx, "bench", "gpt-4", c)
+		require.NoError(t, err)
 	})
-	if allocs > 5 {
-		t.Fatalf("%.1f allocations per Acquire, want ≤ 5", allocs)
-	}
+	require.False(t, allocs > 5, "%.1f allocations per Acquire, want ≤ 5", allocs)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -33,38 +34,30 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		debt.TokensMilli = -500_000
 		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
 			States: []store.BucketState{state("rpm", 10, 2), debt}, TTL: store.TTLSet, TTLSeconds: 600}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{w}); err != nil {
-			t.Fatal(err)
-		}
+		err := repo.WriteBuckets(ctx, []store.BucketWrite{w})
+		require.NoError(t, err)
 		take := store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: nowMs,
 			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{take}); err != nil {
-			t.Fatal(err)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{take})
+		require.NoError(t, err)
 		reset := store.BucketWrite{Kind: store.WriteReset, Key: k, NowMs: nowMs + 5000,
 			Limits: []store.LimitWrite{{Name: "rpm"}, {Name: "tpm"}}}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{reset}); err != nil {
-			t.Fatalf("reset: %v", err)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{reset})
+		require.NoError(t, err, "reset: %v", err)
 		// Balances at capacity; totals kept.
 		wantBalances(t, repo, k, "rpm=10000/1000 tpm=1000000/0")
 		b, _ := repo.GetBucket(ctx, k)
-		if b.RefillMs != nowMs+5000 || b.TTL != nowMs/1000+600 {
-			t.Fatalf("after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
-		}
+		require.False(t, b.RefillMs != nowMs+5000 || b.TTL != nowMs/1000+600, "after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
 		// A read-then-write computed before the reset loses its lock.
 		stale := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs,
 			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000, RefillMilli: 1000}}}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{stale}); !errors.Is(err, store.ErrConditionFailed) {
-			t.Fatalf("normal write with the refill time before the reset: %v, want ErrConditionFailed", err)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{stale})
+		require.ErrorIs(t, err, store.ErrConditionFailed, "normal write with the refill time before the reset: %v, want ErrConditionFailed", err)
 		reset.Key = store.BucketKey{EntityID: "nobody", Resource: "gpt"}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{reset}); !errors.Is(err, store.ErrConditionFailed) {
-			t.Fatalf("reset of a missing item: %v, want ErrConditionFailed", err)
-		}
-		if got := balances(t, repo, reset.Key); got != "missing" {
-			t.Fatalf("reset created an item: %s", got)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{reset})
+		require.ErrorIs(t, err, store.ErrConditionFailed, "reset of a missing item: %v, want ErrConditionFailed", err)
+		got := balances(t, repo, reset.Key)
+		require.EqualValues(t, "missing", got, "reset created an item: %s", got)
 	})
 
 	t.Run("BatchStore", func(t *testing.T) {
@@ -84,34 +77,23 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		// One request short: nothing applies, each item comes back as it was.
 		res, err := bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 2, "tpm": 100}, rpm)})
-		if err != nil || len(res) != 2 {
-			t.Fatalf("refused batch: %+v, %v", res, err)
-		}
-		if res[0].Applied || res[1].Applied || res[0].Reason != store.RefusedNone || res[1].Reason != store.RefusedLimitExhausted {
-			t.Fatalf("refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted",
-				res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
-		}
-		if s, _ := res[0].Bucket.State("rpm"); s.TokensMilli != 5000 {
-			t.Fatalf("refused batch returns the items as they were: %+v", s)
-		}
+		require.False(t, err != nil || len(res) != 2, "refused batch: %+v, %v", res, err)
+		require.False(t, res[0].Applied || res[1].Applied || res[0].Reason != store.RefusedNone || res[1].Reason != store.RefusedLimitExhausted, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		s, _ := res[0].Bucket.State("rpm")
+		require.EqualValues(t, 5000, s.TokensMilli, "refused batch returns the items as they were: %+v", s)
 		wantBalances(t, repo, a, "rpm=5000/0")
 		wantBalances(t, repo, p, "rpm=1000/0 tpm=900000/0")
 		// A missing item refuses the whole batch too.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 1}, rpm), req(store.BucketKey{EntityID: "x", Resource: "gpt"}, store.Consume{"rpm": 1})})
-		if err != nil || res[0].Applied || res[1].Reason != store.RefusedBucketMissing || res[1].Bucket != nil {
-			t.Fatalf("batch with a missing item: %+v, %v", res, err)
-		}
+		require.False(t, err != nil || res[0].Applied || res[1].Reason != store.RefusedBucketMissing || res[1].Bucket != nil, "batch with a missing item: %+v, %v", res, err)
 		wantBalances(t, repo, a, "rpm=5000/0")
 		// Everything fits: all apply, each result holds its item after.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 1, "tpm": 100}, rpm)})
-		if err != nil || !res[0].Applied || !res[1].Applied {
-			t.Fatalf("fitting batch: %+v, %v", res, err)
-		}
-		if s, _ := res[1].Bucket.State("tpm"); s.TokensMilli != 800_000 || s.TotalConsumedMilli != 100_000 {
-			t.Fatalf("applied batch returns the items after: %+v", s)
-		}
+		require.False(t, err != nil || !res[0].Applied || !res[1].Applied, "fitting batch: %+v, %v", res, err)
+		s, _ = res[1].Bucket.State("tpm")
+		require.False(t, s.TokensMilli != 800_000 || s.TotalConsumedMilli != 100_000, "applied batch returns the items after: %+v", s)
 		wantBalances(t, repo, a, "rpm=3000/2000")
 		wantBalances(t, repo, p, "rpm=0/1000 tpm=800000/100000")
 	})
@@ -127,13 +109,9 @@ func resetScenario(t *testing.T, b *backend) {
 	b.noteErr("reset of a missing bucket", rl.Reset(ctx, "k", "gpt"))
 	n := drain(t, rl, "k", "gpt", "rpm", 20, lims)
 	b.note("drained %d: %s", n, b.bucket("k", "gpt"))
-	if n != 10 {
-		t.Fatalf("drained %d, want 10", n)
-	}
+	require.EqualValues(t, 10, n, "drained %d, want 10", n)
 	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"tpm": 900}, lims)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if err := lease.Adjust(store.Consume{"tpm": 300}); err != nil { // into debt
 		t.Fatal(err)
 	}
@@ -148,32 +126,24 @@ func resetScenario(t *testing.T, b *backend) {
 	}
 	got := b.bucket("k", "gpt")
 	b.note("after reset: %s", got)
-	if got != "rpm=10000/10000 tpm=1000000/1200000" {
-		t.Fatalf("after reset %s", got)
-	}
+	require.EqualValues(t, "rpm=10000/10000 tpm=1000000/1200000", got, "after reset %s", got)
 	avail, err := rl.Available(ctx, "k", "gpt", lims)
 	b.note("available %v %v", avail, err)
 	n = drain(t, rl, "k", "gpt", "rpm", 20, lims)
 	b.note("admitted after reset %d", n)
-	if n != 10 {
-		t.Fatalf("admitted %d after the reset, want 10", n)
-	}
+	require.EqualValues(t, 10, n, "admitted %d after the reset, want 10", n)
 	b.noteErr("reset invalid", rl.Reset(ctx, "bad id!", "gpt"))
 	if !b.has(capAuditLog) {
 		return
 	}
 	events, err := rl.AuditEvents(ctx, "k", 0, "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var actions []string
 	for _, ev := range events {
 		actions = append(actions, fmt.Sprintf("%s:%s:%s:%v", ev.Action, ev.Resource, ev.Principal, ev.Details["buckets_reset"]))
 	}
 	b.noteCap(capAuditLog, "audit %v", actions)
-	if len(events) != 2 || events[0].Action != store.AuditBucketReset {
-		t.Fatalf("audit events %v, want two bucket_reset", actions)
-	}
+	require.False(t, len(events) != 2 || events[0].Action != store.AuditBucketReset, "audit events %v, want two bucket_reset", actions)
 }
 
 // statusLine renders per-request statuses for the transcript.
@@ -196,9 +166,8 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
 	for _, e := range []store.Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}, {ID: "key2", ParentID: "proj", Cascade: true}} {
-		if _, err := rl.CreateEntity(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, e)
+		require.NoError(t, err)
 	}
 	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
 		t.Fatal(err)
@@ -217,36 +186,29 @@ func acquireAllScenario(t *testing.T, b *backend) {
 			solo,
 		})
 		b.noteErr(fmt.Sprintf("batch %d", round), err)
-		if err != nil {
-			t.Fatalf("batch %d: %v", round, err)
-		}
+		require.NoError(t, err, "batch %d: %v", round, err)
 		b.note("statuses %s", statusLine(statuses))
 		if err := lease.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		b.note("%s", buckets())
 	}
-	if got, want := buckets(), "key1=tpm=400000/600000 key2=tpm=600000/400000 proj=tpm=500000/1000000 solo=rpm=0/2000"; got != want {
-		t.Fatalf("after two batches: %s, want %s", got, want)
-	}
+	got, want := buckets(), "key1=tpm=400000/600000 key2=tpm=600000/400000 proj=tpm=500000/1000000 solo=rpm=0/2000"
+	require.Equal(t, want, got, "after two batches: %s, want %s", got, want)
 	// solo is empty: the batch is refused and key1 and the parent keep
 	// everything.
 	_, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"tpm": 100}}, solo})
 	b.noteErr("refused batch", err)
 	b.note("statuses %s", statusLine(statuses))
 	var rle *limiter.RateLimitExceededError
-	if !errors.As(err, &rle) || len(statuses) != 2 || !statuses[1][0].Exceeded || statuses[0][0].Exceeded {
-		t.Fatalf("refused batch: %v, statuses %s", err, statusLine(statuses))
-	}
+	require.False(t, !errors.As(err, &rle) || len(statuses) != 2 || !statuses[1][0].Exceeded || statuses[0][0].Exceeded, "refused batch: %v, statuses %s", err, statusLine(statuses))
 	b.note("%s", buckets())
 	// After a refill the same batch is admitted; a rollback gives every
 	// bucket back what it took.
 	b.clock.Advance(30 * time.Second)
 	lease, statuses, err := rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"tpm": 100}}, solo})
 	b.noteErr("after refill", err)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b.note("statuses %s consumed %v", statusLine(statuses), lease.Consumed())
 	if err := lease.Rollback(ctx); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
@@ -32,9 +33,8 @@ func state(name string, capacity, tokens int64) store.BucketState {
 func create(t *testing.T, repo store.Repository, key store.BucketKey, states ...store.BucketState) {
 	t.Helper()
 	w := store.BucketWrite{Kind: store.WriteCreate, Key: key, NowMs: nowMs, ShardCount: 1, States: states}
-	if err := repo.WriteBuckets(context.Background(), []store.BucketWrite{w}); err != nil {
-		t.Fatalf("create %v: %v", key, err)
-	}
+	err := repo.WriteBuckets(context.Background(), []store.BucketWrite{w})
+	require.NoError(t, err, "create %v: %v", key, err)
 }
 
 // balances returns the item's limits as "name=tk/tc" in order, or
@@ -42,9 +42,7 @@ func create(t *testing.T, repo store.Repository, key store.BucketKey, states ...
 func balances(t *testing.T, repo store.Repository, key store.BucketKey) string {
 	t.Helper()
 	b, err := repo.GetBucket(context.Background(), key)
-	if err != nil {
-		t.Fatalf("GetBucket %v: %v", key, err)
-	}
+	require.NoError(t, err, "GetBucket %v: %v", key, err)
 	if b == nil {
 		return "missing"
 	}
@@ -60,9 +58,8 @@ func balances(t *testing.T, repo store.Repository, key store.BucketKey) string {
 
 func wantBalances(t *testing.T, repo store.Repository, key store.BucketKey, want string) {
 	t.Helper()
-	if got := balances(t, repo, key); got != want {
-		t.Fatalf("bucket %s/%s/%d = %q, want %q", key.EntityID, key.Resource, key.Shard, got, want)
-	}
+	got := balances(t, repo, key)
+	require.Equal(t, want, got, "bucket %s/%s/%d = %q, want %q", key.EntityID, key.Resource, key.Shard, got, want)
 }
 
 func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
@@ -73,17 +70,14 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		p := store.Entity{ID: "proj", Name: "Project", Metadata: map[string]string{"tier": "gold"}, CreatedAt: created}
 		c := store.Entity{ID: "key", Name: "key", ParentID: "proj", Cascade: true, Metadata: map[string]string{}, CreatedAt: created}
 		for _, e := range []store.Entity{p, c} {
-			if err := repo.CreateEntity(ctx, e); err != nil {
-				t.Fatalf("CreateEntity %s: %v", e.ID, err)
-			}
+			err := repo.CreateEntity(ctx, e)
+			require.NoError(t, err, "CreateEntity %s: %v", e.ID, err)
 		}
 		if err := repo.CreateEntity(ctx, p); !errors.Is(err, store.ErrEntityExists) {
 			t.Fatalf("CreateEntity of an existing id: %v, want ErrEntityExists", err)
 		}
 		got, err := repo.GetEntity(ctx, "key")
-		if err != nil || got.ID != "key" || got.ParentID != "proj" || !got.Cascade || !got.CreatedAt.Equal(created) {
-			t.Fatalf("GetEntity = %+v, %v", got, err)
-		}
+		require.False(t, err != nil || got.ID != "key" || got.ParentID != "proj" || !got.Cascade || !got.CreatedAt.Equal(created), "GetEntity = %+v, %v", got, err)
 		if got, _ := repo.GetEntity(ctx, "proj"); got.Name != "Project" || got.Metadata["tier"] != "gold" {
 			t.Fatalf("GetEntity(proj) = %+v", got)
 		}
@@ -91,9 +85,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatalf("GetEntity of a missing id: %v, want ErrEntityNotFound", err)
 		}
 		kids, err := repo.Children(ctx, "proj")
-		if err != nil || len(kids) != 1 || kids[0].ID != "key" {
-			t.Fatalf("Children = %+v, %v", kids, err)
-		}
+		require.False(t, err != nil || len(kids) != 1 || kids[0].ID != "key", "Children = %+v, %v", kids, err)
 		if kids, err := repo.Children(ctx, "key"); err != nil || len(kids) != 0 {
 			t.Fatalf("Children of a leaf = %+v, %v", kids, err)
 		}
@@ -104,9 +96,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		k := store.BucketKey{EntityID: "key", Resource: "gpt"}
 		create(t, repo, k, state("rpm", 10, 9))
 		n, err := repo.DeleteEntity(ctx, "key")
-		if err != nil || n < 3 {
-			t.Fatalf("DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
-		}
+		require.False(t, err != nil || n < 3, "DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
 		if _, err := repo.GetEntity(ctx, "key"); !errors.Is(err, store.ErrEntityNotFound) {
 			t.Fatalf("deleted entity: %v", err)
 		}
@@ -124,9 +114,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		ek, dk, rk, sk := store.EntityConfig("e", "gpt"), store.EntityConfig("e", store.DefaultResource),
 			store.ResourceConfig("gpt"), store.SystemConfig()
 		got, err := repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
-		if err != nil || len(got) != 0 {
-			t.Fatalf("LoadConfigs on an empty repository = %v, %v", got, err)
-		}
+		require.False(t, err != nil || len(got) != 0, "LoadConfigs on an empty repository = %v, %v", got, err)
 		two := []store.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
 		puts := map[store.ConfigKey]store.Config{
 			ek: {Limits: two},
@@ -134,26 +122,19 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			sk: {Limits: []store.Limit{cRPM}, OnUnavailable: store.OnUnavailableAllow},
 		}
 		for k, c := range puts {
-			if err := repo.PutConfig(ctx, k, c); err != nil {
-				t.Fatalf("PutConfig %+v: %v", k, err)
-			}
+			err := repo.PutConfig(ctx, k, c)
+			require.NoError(t, err, "PutConfig %+v: %v", k, err)
 		}
 		got, err = repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
-		if err != nil || len(got) != 3 {
-			t.Fatalf("LoadConfigs = %v, %v; want the 3 stored", got, err)
-		}
+		require.False(t, err != nil || len(got) != 3, "LoadConfigs = %v, %v; want the 3 stored", got, err)
 		for k, c := range puts {
-			if !slices.Equal(got[k].Limits, c.Limits) || got[k].OnUnavailable != c.OnUnavailable {
-				t.Fatalf("LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
-			}
+			require.False(t, !slices.Equal(got[k].Limits, c.Limits) || got[k].OnUnavailable != c.OnUnavailable, "LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
 		}
 		if _, ok := got[dk]; ok {
 			t.Fatalf("LoadConfigs returned a config never stored: %+v", got[dk])
 		}
 		c, ok, err := repo.GetConfig(ctx, ek)
-		if err != nil || !ok || !slices.Equal(c.Limits, two) {
-			t.Fatalf("GetConfig = %+v, %v, %v", c, ok, err)
-		}
+		require.False(t, err != nil || !ok || !slices.Equal(c.Limits, two), "GetConfig = %+v, %v, %v", c, ok, err)
 		if _, ok, err := repo.GetConfig(ctx, dk); ok || err != nil {
 			t.Fatalf("GetConfig of a missing config: ok=%v err=%v", ok, err)
 		}
@@ -166,12 +147,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		for _, k := range []store.ConfigKey{ek, rk, sk} {
 			existed, err := repo.DeleteConfig(ctx, k)
-			if err != nil || !existed {
-				t.Fatalf("DeleteConfig %+v = %v, %v", k, existed, err)
-			}
-			if _, ok, _ := repo.GetConfig(ctx, k); ok {
-				t.Fatalf("config %+v still there", k)
-			}
+			require.False(t, err != nil || !existed, "DeleteConfig %+v = %v, %v", k, existed, err)
+			_, ok, _ := repo.GetConfig(ctx, k)
+			require.False(t, ok, "config %+v still there", k)
 		}
 		if existed, err := repo.DeleteConfig(ctx, dk); err != nil {
 			t.Fatalf("DeleteConfig of a missing config: %v, %v", existed, err)
@@ -186,12 +164,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		create(t, repo, k, state("tpm", 1000, 600), state("rpm", 10, 9))
 		b, err := repo.GetBucket(ctx, k)
-		if err != nil || b == nil || b.ShardCount != 1 || b.RefillMs != nowMs || b.TTL != 0 {
-			t.Fatalf("GetBucket = %+v, %v", b, err)
-		}
-		if b.States[0].LimitName != "rpm" || b.States[1].LimitName != "tpm" || b.States[0].LastRefillMs != nowMs || b.States[0].EntityID != "e" {
-			t.Fatalf("states not sorted by name with the item's key and refill time: %+v", b.States)
-		}
+		require.False(t, err != nil || b == nil || b.ShardCount != 1 || b.RefillMs != nowMs || b.TTL != 0, "GetBucket = %+v, %v", b, err)
+		require.False(t, b.States[0].LimitName != "rpm" || b.States[1].LimitName != "tpm" || b.States[0].LastRefillMs != nowMs || b.States[0].EntityID != "e", "states not sorted by name with the item's key and refill time: %+v", b.States)
 		wantBalances(t, repo, k, "rpm=9000/0 tpm=600000/0")
 		again := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []store.BucketState{state("rpm", 10, 10)}}
 		if err := repo.WriteBuckets(ctx, []store.BucketWrite{again}); !errors.Is(err, store.ErrConditionFailed) {
@@ -252,9 +226,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		if err := repo.WriteBuckets(ctx, []store.BucketWrite{missing}); !errors.Is(err, store.ErrConditionFailed) {
 			t.Fatalf("adjust of a missing item: %v, want ErrConditionFailed", err)
 		}
-		if got := balances(t, repo, missing.Key); got != "missing" {
-			t.Fatalf("adjust created an item: %s", got)
-		}
+		got := balances(t, repo, missing.Key)
+		require.EqualValues(t, "missing", got, "adjust created an item: %s", got)
 	})
 
 	t.Run("AtomicWrites", func(t *testing.T) {
@@ -269,9 +242,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 				Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}}}
 		}
 		err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs)})
-		if !errors.Is(err, store.ErrConditionFailed) && !errors.Is(err, store.ErrTransactionConflict) {
-			t.Fatalf("two-item write whose second condition fails: %v, want ErrConditionFailed", err)
-		}
+		require.False(t, !errors.Is(err, store.ErrConditionFailed) && !errors.Is(err, store.ErrTransactionConflict), "two-item write whose second condition fails: %v, want ErrConditionFailed", err)
 		wantBalances(t, repo, a, "rpm=9000/0")
 		wantBalances(t, repo, p, "rpm=1000/0")
 		if err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs+1)}); err == nil {
@@ -287,9 +258,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		wantBalances(t, repo, a, "rpm=7000/2000")
 		wantBalances(t, repo, p, "rpm=0/1000")
 		metas, buckets, err := repo.LoadBuckets(ctx, []string{"child", "nobody"}, []store.BucketKey{a, p, {EntityID: "x", Resource: "gpt"}})
-		if err != nil || len(metas) != 0 || len(buckets) != 2 || buckets[a] == nil || buckets[p].States[0].TokensMilli != 0 {
-			t.Fatalf("LoadBuckets = %v, %v, %v", metas, buckets, err)
-		}
+		require.False(t, err != nil || len(metas) != 0 || len(buckets) != 2 || buckets[a] == nil || buckets[p].States[0].TokensMilli != 0, "LoadBuckets = %v, %v, %v", metas, buckets, err)
 	})
 
 	t.Run("SyncAndTTL", func(t *testing.T) {
@@ -298,52 +267,36 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1,
 			States: []store.BucketState{state("rpm", 10, 4), state("tpm", 1000, 1000)}, TTL: store.TTLSet, TTLSeconds: 420,
 			Cascade: true, ParentID: "p"}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{w}); err != nil {
-			t.Fatal(err)
-		}
+		err := repo.WriteBuckets(ctx, []store.BucketWrite{w})
+		require.NoError(t, err)
 		b, _ := repo.GetBucket(ctx, k)
-		if want := nowMs/1000 + 420; b.TTL != want || !b.Cascade || b.ParentID != "p" {
-			t.Fatalf("created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
-		}
-		if !b.Expired(nowMs+421_000) || b.Expired(nowMs+419_000) {
-			t.Fatal("Expired disagrees with the TTL")
-		}
+		want := nowMs/1000 + 420
+		require.False(t, b.TTL != want || !b.Cascade || b.ParentID != "p", "created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
+		require.False(t, !b.Expired(nowMs+421_000) || b.Expired(nowMs+419_000), "Expired disagrees with the TTL")
 		rpm, rpd := state("rpm", 20, 20), state("rpd", 100, 100)
 		sync := store.BucketWrite{Kind: store.WriteSync, Key: k, NowMs: nowMs + 1000, TTL: store.TTLRemove,
 			Limits: []store.LimitWrite{{Name: "rpm", Initial: &rpm}, {Name: "rpd", Initial: &rpd}}, Remove: []string{"tpm"}}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{sync}); err != nil {
-			t.Fatalf("sync: %v", err)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{sync})
+		require.NoError(t, err, "sync: %v", err)
 		b, _ = repo.GetBucket(ctx, k)
-		if b.TTL != 0 || len(b.States) != 2 {
-			t.Fatalf("after sync: ttl %d, states %+v", b.TTL, b.States)
-		}
+		require.False(t, b.TTL != 0 || len(b.States) != 2, "after sync: ttl %d, states %+v", b.TTL, b.States)
 		gotRPD, _ := b.State("rpd")
 		gotRPM, _ := b.State("rpm")
-		if gotRPD.TokensMilli != 100_000 || gotRPD.CapacityMilli != 100_000 || gotRPD.TotalConsumedMilli != 0 {
-			t.Fatalf("a limit new to the item must start full: %+v", gotRPD)
-		}
-		if gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 10_000 || gotRPM.RefillAmountMilli != 10_000 {
-			t.Fatalf("sync keeps a limit the item holds as it is: %+v", gotRPM)
-		}
+		require.False(t, gotRPD.TokensMilli != 100_000 || gotRPD.CapacityMilli != 100_000 || gotRPD.TotalConsumedMilli != 0, "a limit new to the item must start full: %+v", gotRPD)
+		require.False(t, gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 10_000 || gotRPM.RefillAmountMilli != 10_000, "sync keeps a limit the item holds as it is: %+v", gotRPM)
 		sync.Key = store.BucketKey{EntityID: "nobody", Resource: "gpt"}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{sync}); !errors.Is(err, store.ErrConditionFailed) {
-			t.Fatalf("sync of a missing item: %v, want ErrConditionFailed", err)
-		}
-		if got := balances(t, repo, sync.Key); got != "missing" {
-			t.Fatalf("sync created an item: %s", got)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{sync})
+		require.ErrorIs(t, err, store.ErrConditionFailed, "sync of a missing item: %v, want ErrConditionFailed", err)
+		got := balances(t, repo, sync.Key)
+		require.EqualValues(t, "missing", got, "sync created an item: %s", got)
 		// A normal write sets the TTL again, and may refresh the entity.
 		normal := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 2000, ExpectedRefillMs: nowMs,
 			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}, TTL: store.TTLSet, TTLSeconds: 60,
 			RefreshEntity: true}
-		if err := repo.WriteBuckets(ctx, []store.BucketWrite{normal}); err != nil {
-			t.Fatal(err)
-		}
+		err = repo.WriteBuckets(ctx, []store.BucketWrite{normal})
+		require.NoError(t, err)
 		b, _ = repo.GetBucket(ctx, k)
-		if b.TTL != (nowMs+2000)/1000+60 || b.Cascade || b.ParentID != "" {
-			t.Fatalf("after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
-		}
+		require.False(t, b.TTL != (nowMs+2000)/1000+60 || b.Cascade || b.ParentID != "", "after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
 	})
 
 	t.Run("SpeculativeConsume", func(t *testing.T) {
@@ -354,33 +307,21 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
 		res, err := spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != store.RefusedBucketMissing || res.Bucket != nil {
-			t.Fatalf("missing item: %+v, %v", res, err)
-		}
+		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedBucketMissing || res.Bucket != nil, "missing item: %+v, %v", res, err)
 		create(t, repo, k, state("rpm", 10, 2), state("tpm", 1000, 500))
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 400}, NowMs: nowMs})
-		if err != nil || !res.Applied || res.Bucket == nil {
-			t.Fatalf("fitting write: %+v, %v", res, err)
-		}
-		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000 {
-			t.Fatalf("applied write returns the new item: %+v", s)
-		}
+		require.False(t, err != nil || !res.Applied || res.Bucket == nil, "fitting write: %+v, %v", res, err)
+		s, _ := res.Bucket.State("tpm")
+		require.False(t, s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000, "applied write returns the new item: %+v", s)
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 101}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != store.RefusedLimitExhausted || res.Bucket == nil {
-			t.Fatalf("short write: %+v, %v", res, err)
-		}
-		if s, _ := res.Bucket.State("tpm"); s.TokensMilli != 100_000 {
-			t.Fatalf("a refusal returns the item as it was: %+v", s)
-		}
+		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedLimitExhausted || res.Bucket == nil, "short write: %+v, %v", res, err)
+		s, _ = res.Bucket.State("tpm")
+		require.EqualValues(t, 100_000, s.TokensMilli, "a refusal returns the item as it was: %+v", s)
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "rpd": 1}, NowMs: nowMs})
-		if err != nil || res.Applied || res.Reason != store.RefusedLimitMissing {
-			t.Fatalf("write naming a limit the item lacks: %+v, %v", res, err)
-		}
+		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedLimitMissing, "write naming a limit the item lacks: %+v, %v", res, err)
 		// Zero and negative amounts never gate; a negative one gives back.
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 0, "tpm": -50}, NowMs: nowMs})
-		if err != nil || !res.Applied {
-			t.Fatalf("non-positive write: %+v, %v", res, err)
-		}
+		require.False(t, err != nil || !res.Applied, "non-positive write: %+v, %v", res, err)
 		wantBalances(t, repo, k, "rpm=1000/1000 tpm=150000/350000")
 		exp := store.BucketKey{EntityID: "x", Resource: "gpt"}
 		w := store.BucketWrite{Kind: store.WriteCreate, Key: exp, NowMs: nowMs, ShardCount: 1,
@@ -389,9 +330,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatal(err)
 		}
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: exp, Consume: store.Consume{"rpm": 1}, NowMs: nowMs + 11_000})
-		if err != nil || res.Applied || res.Reason != store.RefusedExpired {
-			t.Fatalf("expired item: %+v, %v", res, err)
-		}
+		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedExpired, "expired item: %+v, %v", res, err)
 	})
 
 	t.Run("AuditLog", func(t *testing.T) {
@@ -407,21 +346,14 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			ids = append(ids, id)
 			ev := store.AuditEvent{EventID: id, Timestamp: at, Action: store.AuditLimitsSet, EntityID: "e",
 				Principal: "admin", Resource: "gpt", Details: map[string]any{"n": int64(i)}}
-			if err := log.AppendAudit(ctx, ev, at.Add(time.Hour)); err != nil {
-				t.Fatalf("AppendAudit: %v", err)
-			}
+			err := log.AppendAudit(ctx, ev, at.Add(time.Hour))
+			require.NoError(t, err, "AppendAudit: %v", err)
 		}
 		evs, err := log.AuditEvents(ctx, "e", 2, "")
-		if err != nil || len(evs) != 2 || evs[0].EventID != ids[4] || evs[1].EventID != ids[3] {
-			t.Fatalf("AuditEvents newest first = %+v, %v", evs, err)
-		}
-		if evs[0].Principal != "admin" || evs[0].Resource != "gpt" || !evs[0].Timestamp.Equal(Epoch.Add(4*time.Second).Truncate(time.Second)) {
-			t.Fatalf("event as read: %+v", evs[0])
-		}
+		require.False(t, err != nil || len(evs) != 2 || evs[0].EventID != ids[4] || evs[1].EventID != ids[3], "AuditEvents newest first = %+v, %v", evs, err)
+		require.False(t, evs[0].Principal != "admin" || evs[0].Resource != "gpt" || !evs[0].Timestamp.Equal(Epoch.Add(4*time.Second).Truncate(time.Second)), "event as read: %+v", evs[0])
 		evs, err = log.AuditEvents(ctx, "e", 10, ids[3])
-		if err != nil || len(evs) != 3 || evs[0].EventID != ids[2] {
-			t.Fatalf("AuditEvents after %s = %+v, %v", ids[3], evs, err)
-		}
+		require.False(t, err != nil || len(evs) != 3 || evs[0].EventID != ids[2], "AuditEvents after %s = %+v, %v", ids[3], evs, err)
 		if evs, err := log.AuditEvents(ctx, "other", 10, ""); err != nil || len(evs) != 0 {
 			t.Fatalf("AuditEvents of another entity = %+v, %v", evs, err)
 		}
@@ -437,37 +369,26 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			store.EntityConfig("b", "gpt"), store.EntityConfig("a", "gpt"), store.EntityConfig("c", "gpt"),
 			store.EntityConfig("a", "claude"), store.ResourceConfig("gpt"), store.ResourceConfig("llama"),
 		} {
-			if err := repo.PutConfig(ctx, k, store.Config{Limits: []store.Limit{cRPM}}); err != nil {
-				t.Fatal(err)
-			}
+			err := repo.PutConfig(ctx, k, store.Config{Limits: []store.Limit{cRPM}})
+			require.NoError(t, err)
 		}
 		res, err := l.ListResourcesWithDefaults(ctx)
-		if err != nil || !slices.Equal(res, []string{"gpt", "llama"}) {
-			t.Fatalf("ListResourcesWithDefaults = %v, %v", res, err)
-		}
+		require.False(t, err != nil || !slices.Equal(res, []string{"gpt", "llama"}), "ListResourcesWithDefaults = %v, %v", res, err)
 		res, err = l.ListResourcesWithEntityConfigs(ctx)
-		if err != nil || !slices.Equal(res, []string{"claude", "gpt"}) {
-			t.Fatalf("ListResourcesWithEntityConfigs = %v, %v", res, err)
-		}
+		require.False(t, err != nil || !slices.Equal(res, []string{"claude", "gpt"}), "ListResourcesWithEntityConfigs = %v, %v", res, err)
 		var all []string
 		cursor := ""
 		for range 10 {
 			ids, next, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, cursor)
-			if err != nil {
-				t.Fatalf("ListEntitiesWithCustomLimits: %v", err)
-			}
-			if len(ids) > 2 {
-				t.Fatalf("page of %d, want at most 2", len(ids))
-			}
+			require.NoError(t, err, "ListEntitiesWithCustomLimits: %v", err)
+			require.False(t, len(ids) > 2, "page of %d, want at most 2", len(ids))
 			all = append(all, ids...)
 			if cursor = next; cursor == "" {
 				break
 			}
 		}
 		slices.Sort(all)
-		if !slices.Equal(all, []string{"a", "b", "c"}) {
-			t.Fatalf("entities with limits for gpt: %v", all)
-		}
+		require.True(t, slices.Equal(all, []string{"a", "b", "c"}), "entities with limits for gpt: %v", all)
 		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, store.ErrValidation) {
 			t.Fatalf("a foreign cursor: %v, want a ValidationError", err)
 		}
@@ -479,18 +400,14 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		cancel()
 		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
 		w := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []store.BucketState{state("rpm", 10, 10)}}
-		if err := repo.WriteBuckets(done, []store.BucketWrite{w}); err == nil {
-			t.Fatal("WriteBuckets with a cancelled context succeeded")
-		}
-		if got := balances(t, repo, k); got != "missing" {
-			t.Fatalf("a cancelled write applied: %s", got)
-		}
-		if _, err := repo.GetEntity(done, "e"); err == nil || errors.Is(err, store.ErrEntityNotFound) {
-			t.Fatalf("GetEntity with a cancelled context: %v", err)
-		}
-		if _, err := repo.LoadConfigs(done, []store.ConfigKey{store.SystemConfig()}); err == nil {
-			t.Fatal("LoadConfigs with a cancelled context succeeded")
-		}
+		err := repo.WriteBuckets(done, []store.BucketWrite{w})
+		require.Error(t, err, "WriteBuckets with a cancelled context succeeded")
+		got := balances(t, repo, k)
+		require.EqualValues(t, "missing", got, "a cancelled write applied: %s", got)
+		_, err = repo.GetEntity(done, "e")
+		require.False(t, err == nil || errors.Is(err, store.ErrEntityNotFound), "GetEntity with a cancelled context: %v", err)
+		_, err = repo.LoadConfigs(done, []store.ConfigKey{store.SystemConfig()})
+		require.Error(t, err, "LoadConfigs with a cancelled context succeeded")
 	})
 
 	runContractBatch(t, newRepo)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -38,9 +40,7 @@ func drain(t *testing.T, rl *limiter.RateLimiter, entity, resource, name string,
 		if errors.Is(err, limiter.ErrRateLimited) {
 			return n
 		}
-		if err != nil {
-			t.Fatalf("acquire %s/%s: %v", entity, resource, err)
-		}
+		require.NoError(t, err, "acquire %s/%s: %v", entity, resource, err)
 		if err := lease.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -75,18 +75,14 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 	} {
 		entity, resource := "e-"+lv.level, "r-"+lv.level
 		opts, err := lv.set(limiter.PerDay("rpd", 1000))
-		if err != nil {
-			t.Fatalf("%s: %v", lv.level, err)
-		}
+		require.NoError(t, err, "%s: %v", lv.level, err)
 		before := drain(t, rl, entity, resource, "rpd", 5, opts...)
 		if opts, err = lv.set(limiter.PerDay("rpd", 10)); err != nil {
 			t.Fatalf("%s: %v", lv.level, err)
 		}
 		after := drain(t, rl, entity, resource, "rpd", 30, opts...)
 		b.note("%s: %d admitted at 1000/day, then %d at 10/day; bucket %s", lv.level, before, after, b.bucket(entity, resource))
-		if before != 5 || after != 10 {
-			t.Errorf("%s: %d admitted after lowering 1000/day to 10/day (5 taken before), want 10", lv.level, after)
-		}
+		assert.False(t, before != 5 || after != 10, "%s: %d admitted after lowering 1000/day to 10/day (5 taken before), want 10", lv.level, after)
 	}
 }
 
@@ -96,15 +92,12 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 func limitChangeSustained(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 100)}); err != nil {
-		t.Fatal(err)
-	}
-	if n := drain(t, rl, "k", "gpt", "rpm", 20); n != 20 {
-		t.Fatalf("admitted %d of 20 at 100/min", n)
-	}
-	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
-		t.Fatal(err)
-	}
+	err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 100)})
+	require.NoError(t, err)
+	n := drain(t, rl, "k", "gpt", "rpm", 20)
+	require.EqualValues(t, 20, n, "admitted %d of 20 at 100/min", n)
+	err = rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)})
+	require.NoError(t, err)
 	perMinute := make([]int, 5)
 	for step := range 5 * 60 * 2 { // an attempt every 500 ms for 5 minutes
 		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 1})
@@ -122,9 +115,7 @@ func limitChangeSustained(t *testing.T, b *backend) {
 		total += n
 	}
 	b.note("admitted per minute after lowering to 10/min: %v", perMinute)
-	if total > 10+5*10 {
-		t.Errorf("admitted %d in 5 minutes at 10/min (%v), want at most 60", total, perMinute)
-	}
+	assert.False(t, total > 10+5*10, "admitted %d in 5 minutes at 10/min (%v), want at most 60", total, perMinute)
 }
 
 // limitRaise: a raised limit keeps the balance and refills at the new rate.
@@ -150,9 +141,7 @@ func limitRaise(t *testing.T, b *backend) {
 	b.clock.Advance(6 * time.Second) // 100 tokens at 1000/min (1 at 10/min)
 	n := drain(t, rl, "k", "gpt", "rpm", 200)
 	b.note("6 s later: %d admitted; bucket %s", n, b.bucket("k", "gpt"))
-	if avail["rpm"] != 0 || n != 100 {
-		t.Errorf("raise 10/min → 1000/min on a drained bucket: available %v, then %d admitted in 6 s; want 0 then 100", avail, n)
-	}
+	assert.False(t, avail["rpm"] != 0 || n != 100, "raise 10/min → 1000/min on a drained bucket: available %v, then %d admitted in 6 s; want 0 then 100", avail, n)
 }
 
 // limitChangeOtherLimiter: another limiter (another process) sees a change
@@ -160,23 +149,18 @@ func limitRaise(t *testing.T, b *backend) {
 func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	ctx := context.Background()
 	admin, other := b.rl(), b.rl(limiter.WithConfigCacheTTL(time.Minute))
-	if err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 1000)}); err != nil {
-		t.Fatal(err)
-	}
-	if n := drain(t, other, "k", "gpt", "rpd", 1); n != 1 {
-		t.Fatal("first acquire refused")
-	}
-	if err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 10)}); err != nil {
-		t.Fatal(err)
-	}
+	err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 1000)})
+	require.NoError(t, err)
+	n := drain(t, other, "k", "gpt", "rpd", 1)
+	require.EqualValues(t, 1, n, "first acquire refused")
+	err = admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 10)})
+	require.NoError(t, err)
 	b.clock.Advance(30 * time.Second)
 	within := drain(t, other, "k", "gpt", "rpd", 20)
 	b.clock.Advance(31 * time.Second) // past the TTL
 	after := drain(t, other, "k", "gpt", "rpd", 20)
 	b.note("within the cache TTL: %d admitted; after it: %d", within, after)
-	if within != 20 || after != 10 {
-		t.Errorf("other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
-	}
+	assert.False(t, within != 20 || after != 10, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
 }
 
 // refundsCapped: no refund lifts a bucket above its capacity.
@@ -185,9 +169,7 @@ func refundsCapped(t *testing.T, b *backend) {
 	rl := b.rl()
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10))
 	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 5}, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	if err := lease.Adjust(store.Consume{"rpm": -20}); err != nil {
 		t.Fatal(err)
 	}
@@ -196,30 +178,22 @@ func refundsCapped(t *testing.T, b *backend) {
 	}
 	got := b.bucket("k", "gpt")
 	b.note("acquire 5, refund 20, commit: %s", got)
-	if got != "rpm=10000/-15000" {
-		t.Errorf("after an oversized refund: %s, want rpm=10000/-15000 (capacity 10, net -15 consumed)", got)
-	}
-	if n := drain(t, rl, "k", "gpt", "rpm", 20, lim); n != 10 {
-		t.Errorf("%d admitted after the refund, want the capacity, 10", n)
-	}
+	assert.EqualValues(t, "rpm=10000/-15000", got, "after an oversized refund: %s, want rpm=10000/-15000 (capacity 10, net -15 consumed)", got)
+	n := drain(t, rl, "k", "gpt", "rpm", 20, lim)
+	assert.EqualValues(t, 10, n, "%d admitted after the refund, want the capacity, 10", n)
 	// A rollback after the bucket refilled and was written again.
 	b.clock.Advance(time.Minute)
 	first, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 10}, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b.clock.Advance(time.Minute)
-	if n := drain(t, rl, "k", "gpt", "rpm", 1, lim); n != 1 {
-		t.Fatal("refilled bucket refused")
-	}
+	n = drain(t, rl, "k", "gpt", "rpm", 1, lim)
+	require.EqualValues(t, 1, n, "refilled bucket refused")
 	if err := first.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
 	got = b.bucket("k", "gpt")
 	b.note("rollback of 10 into a refilled bucket: %s", got)
-	if !strings.HasPrefix(got, "rpm=10000/") {
-		t.Errorf("after the rollback: %s, want the balance capped at 10000", got)
-	}
+	assert.True(t, strings.HasPrefix(got, "rpm=10000/"), "after the rollback: %s, want the balance capped at 10000", got)
 }
 
 // debtOutlivesRefill: a lease's debt is recorded even when its bucket had
@@ -229,9 +203,7 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 	rl := b.rl()
 	lim := limiter.WithLimits(limiter.PerMinute("tpm", 1000))
 	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"tpm": 1000}, lim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b.clock.Advance(2 * time.Minute)
 	if err := lease.Adjust(store.Consume{"tpm": 3000}); err != nil {
 		t.Fatal(err)
@@ -241,9 +213,7 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 	}
 	avail, err := rl.Available(ctx, "k", "gpt", lim)
 	b.note("estimate 1000, used 4000, committed after a full refill: available %v %v; bucket %s", avail, err, b.bucket("k", "gpt"))
-	if avail["tpm"] != -1000 {
-		t.Errorf("available %v, want tpm=-1000 (debt 4000, refilled 2000 of a 1000 bucket that was empty)", avail)
-	}
+	assert.EqualValues(t, -1000, avail["tpm"], "available %v, want tpm=-1000 (debt 4000, refilled 2000 of a 1000 bucket that was empty)", avail)
 }
 
 // badInput: every invalid request is a typed error, before any write.
@@ -256,9 +226,7 @@ func badInput(t *testing.T, b *backend) {
 	check := func(what string, err error) {
 		t.Helper()
 		b.noteErr(what, err)
-		if !errors.Is(err, store.ErrValidation) {
-			t.Errorf("%s: %v, want a ValidationError", what, err)
-		}
+		assert.ErrorIs(t, err, store.ErrValidation, "%s: %v, want a ValidationError", what, err)
 	}
 	_, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 1, "tpm": -500})
 	check("negative amount", err)
@@ -268,47 +236,38 @@ func badInput(t *testing.T, b *backend) {
 	check("negative amount in Do", err)
 	_, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rmp": 1})
 	check("misspelled limit", err)
-	if err != nil && (!strings.Contains(err.Error(), `"rmp"`) || !strings.Contains(err.Error(), "rpm, tpm")) {
-		t.Errorf("misspelled limit: %q should name rmp and the limits rpm, tpm", err)
-	}
+	assert.False(t, err != nil && (!strings.Contains(err.Error(), `"rmp"`) || !strings.Contains(err.Error(), "rpm, tpm")), "misspelled limit: %q should name rmp and the limits rpm, tpm", err)
 	var nilCtx context.Context
 	_, err = rl.Acquire(nilCtx, "k", "gpt", store.Consume{"rpm": 1})
 	check("nil context", err)
 	b.note("bucket after bad requests: %s", b.bucket("k", "gpt"))
-	if got := b.bucket("k", "gpt"); got != "missing" {
-		t.Errorf("a bad request wrote the bucket: %s", got)
-	}
+	got := b.bucket("k", "gpt")
+	assert.EqualValues(t, "missing", got, "a bad request wrote the bucket: %s", got)
 
 	// Entities: their own parent, an unknown parent, a cycle.
 	_, err = rl.CreateEntity(ctx, store.Entity{ID: "self", ParentID: "self", Cascade: true})
 	check("own parent", err)
 	_, err = rl.CreateEntity(ctx, store.Entity{ID: "orphan", ParentID: "nobody"})
 	check("unknown parent", err)
-	if !errors.Is(err, store.ErrEntityNotFound) {
-		t.Errorf("unknown parent: %v, want it to match ErrEntityNotFound too", err)
-	}
+	assert.ErrorIs(t, err, store.ErrEntityNotFound, "unknown parent: %v, want it to match ErrEntityNotFound too", err)
 	// Another client wrote a child whose parent does not exist yet, and an
 	// entity that is its own parent.
 	for _, e := range []store.Entity{
 		{ID: "a", Name: "a", ParentID: "b", Cascade: true, Metadata: map[string]string{}, CreatedAt: Epoch.Truncate(time.Second)},
 		{ID: "loop", Name: "loop", ParentID: "loop", Cascade: true, Metadata: map[string]string{}, CreatedAt: Epoch.Truncate(time.Second)},
 	} {
-		if err := b.repo.CreateEntity(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		err := b.repo.CreateEntity(ctx, e)
+		require.NoError(t, err)
 	}
 	_, err = rl.CreateEntity(ctx, store.Entity{ID: "b", ParentID: "a", Cascade: true})
 	check("cycle", err)
 	lease, err := rl.Acquire(ctx, "loop", "gpt", store.Consume{"rpm": 1})
 	b.noteErr("acquire on an entity that is its own parent", err)
-	if err != nil {
-		t.Fatalf("acquire on an entity recorded as its own parent: %v", err)
-	}
+	require.NoError(t, err, "acquire on an entity recorded as its own parent: %v", err)
 	lease.Commit(ctx)
 	b.note("its bucket: %s", b.bucket("loop", "gpt"))
-	if got := b.bucket("loop", "gpt"); got != "rpm=9000/1000 tpm=1000000/0" {
-		t.Errorf("own-parent entity charged: %s, want once", got)
-	}
+	got = b.bucket("loop", "gpt")
+	assert.EqualValues(t, "rpm=9000/1000 tpm=1000000/0", got, "own-parent entity charged: %s, want once", got)
 
 	// Huge limits saturate: the bucket TTL stays in the future.
 	huge := store.Limit{Name: "big", Capacity: math.MaxInt64 / 1000, RefillAmount: 1, RefillPeriod: 24 * time.Hour}
@@ -316,17 +275,11 @@ func badInput(t *testing.T, b *backend) {
 		t.Fatal(err)
 	}
 	lease, err = rl.Acquire(ctx, "k", "huge", store.Consume{"big": 1})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	lease.Commit(ctx)
 	sb, err := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "huge"})
-	if err != nil || sb == nil {
-		t.Fatalf("GetBucket: %v %v", sb, err)
-	}
+	require.False(t, err != nil || sb == nil, "GetBucket: %v %v", sb, err)
 	b.note("ttl of a huge limit's bucket is in the future: %v", sb.TTL > b.clock.Now().Unix())
-	if sb.TTL <= b.clock.Now().Unix() {
-		t.Errorf("ttl %d of a huge limit's bucket is not in the future", sb.TTL)
-	}
+	assert.False(t, sb.TTL <= b.clock.Now().Unix(), "ttl %d of a huge limit's bucket is not in the future", sb.TTL)
 	_ = fmt.Sprint
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -26,9 +27,7 @@ var scenarios = []scenario{
 		rl := b.rl()
 		lims := limiter.WithLimits(cRPM, cTPM)
 		lease, err := rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 400}, lims)
-		if err != nil {
-			t.Fatalf("acquire: %v", err)
-		}
+		require.NoError(t, err, "acquire: %v", err)
 		b.note("after acquire: %s", b.bucket("k1", "gpt"))
 		if err := lease.Adjust(store.Consume{"tpm": 250}); err != nil {
 			t.Fatal(err)
@@ -38,16 +37,13 @@ var scenarios = []scenario{
 		}
 		got := b.bucket("k1", "gpt")
 		b.note("after commit: %s", got)
-		if want := "rpm=9000/1000 tpm=350000/650000"; got != want {
-			t.Fatalf("after commit %s, want %s", got, want)
-		}
+		want := "rpm=9000/1000 tpm=350000/650000"
+		require.Equal(t, want, got, "after commit %s, want %s", got, want)
 		// A refused request writes nothing and says when to retry.
 		_, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 500}, lims)
 		b.noteErr("over", err)
 		var rle *limiter.RateLimitExceededError
-		if !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond {
-			t.Fatalf("over: %v (%v), want retry after 9s", err, rle.RetryAfter)
-		}
+		require.False(t, !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond, "over: %v (%v), want retry after 9s", err, rle.RetryAfter)
 		if got := b.bucket("k1", "gpt"); got != "rpm=9000/1000 tpm=350000/650000" {
 			t.Fatalf("refusal wrote: %s", got)
 		}
@@ -55,9 +51,7 @@ var scenarios = []scenario{
 		b.clock.Advance(9001 * time.Millisecond)
 		lease, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 500}, lims)
 		b.noteErr("after refill", err)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b.note("leased: %s consumed=%v", b.bucket("k1", "gpt"), lease.Consumed())
 		if err := lease.Rollback(ctx); err != nil {
 			t.Fatal(err)
@@ -66,9 +60,7 @@ var scenarios = []scenario{
 		b.noteErr("commit after rollback", lease.Commit(ctx))
 		// Consume within a lease is checked locally; Adjust may go into debt.
 		lease, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1}, lims)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		b.noteErr("lease consume over", lease.Consume(store.Consume{"tpm": 5000}))
 		b.noteErr("lease adjust debt", lease.Adjust(store.Consume{"tpm": 1500}))
 		b.noteErr("commit debt", lease.Commit(ctx))
@@ -77,9 +69,7 @@ var scenarios = []scenario{
 		b.note("available %v %v", avail, err)
 		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", store.Consume{"tpm": 100}, lims)
 		b.note("wait %v %v", wait, err)
-		if avail["tpm"] >= 0 || wait <= 0 {
-			t.Fatalf("debt not visible: available %v, wait %v", avail, wait)
-		}
+		require.False(t, avail["tpm"] >= 0 || wait <= 0, "debt not visible: available %v, wait %v", avail, wait)
 	}},
 	{"Do", func(t *testing.T, b *backend) {
 		ctx := context.Background()
@@ -88,9 +78,7 @@ var scenarios = []scenario{
 		boom := errors.New("llm failed")
 		err := rl.Do(ctx, "k", "gpt", store.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error { return boom }, lims)
 		b.noteErr("do error", err)
-		if !errors.Is(err, boom) {
-			t.Fatalf("Do: %v", err)
-		}
+		require.ErrorIs(t, err, boom, "Do: %v", err)
 		b.note("after failed do: %s", b.bucket("k", "gpt"))
 		err = rl.Do(ctx, "k", "gpt", store.Consume{"tpm": 300}, func(ctx context.Context, l *limiter.Lease) error {
 			return l.Adjust(store.Consume{"tpm": -100})
@@ -98,9 +86,7 @@ var scenarios = []scenario{
 		b.noteErr("do ok", err)
 		got := b.bucket("k", "gpt")
 		b.note("after do: %s", got)
-		if got != "tpm=800000/200000" {
-			t.Fatalf("after Do: %s", got)
-		}
+		require.EqualValues(t, "tpm=800000/200000", got, "after Do: %s", got)
 	}},
 	{"Cascade", func(t *testing.T, b *backend) {
 		ctx := context.Background()
@@ -130,12 +116,10 @@ var scenarios = []scenario{
 		}
 		// The third acquire fits the child (200 left) but not the parent
 		// (200 left of 1000 after 800): refused, and nothing written.
-		if got := b.bucket("proj", "gpt"); got != "tpm=200000/800000" {
-			t.Fatalf("parent %s", got)
-		}
-		if got := b.bucket("key", "gpt"); got != "tpm=200000/400000" {
-			t.Fatalf("child %s", got)
-		}
+		got := b.bucket("proj", "gpt")
+		require.EqualValues(t, "tpm=200000/800000", got, "parent %s", got)
+		got = b.bucket("key", "gpt")
+		require.EqualValues(t, "tpm=200000/400000", got, "child %s", got)
 		kids, err := rl.Children(ctx, "proj")
 		var ids []string
 		for _, k := range kids {
@@ -153,9 +137,7 @@ var scenarios = []scenario{
 		}
 		_, err := rl.Acquire(ctx, "e", "gpt", store.Consume{"rpm": 1})
 		b.noteErr("no limits", err)
-		if !errors.Is(err, store.ErrValidation) {
-			t.Fatalf("no limits: %v", err)
-		}
+		require.ErrorIs(t, err, store.ErrValidation, "no limits: %v", err)
 		steps := []struct {
 			name string
 			set  func() error
@@ -171,14 +153,11 @@ var scenarios = []scenario{
 			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []store.Limit{limiter.PerMinute("rpm", 4)}) }, limiter.SourceEntity},
 		}
 		for _, s := range steps {
-			if err := s.set(); err != nil {
-				t.Fatalf("%s: %v", s.name, err)
-			}
+			err := s.set()
+			require.NoError(t, err, "%s: %v", s.name, err)
 			rl.InvalidateConfigCache()
 			_, src, _ := rl.ResolveLimits(ctx, "e", "gpt")
-			if src != s.want {
-				t.Fatalf("%s: source %s, want %s", s.name, src, s.want)
-			}
+			require.Equal(t, s.want, src, "%s: source %s, want %s", s.name, src, s.want)
 			resolve(s.name)
 		}
 		// Entity limits: capacity 4, the bucket never expires.
@@ -222,9 +201,7 @@ var scenarios = []scenario{
 		_, err = rl.CreateEntity(ctx, store.Entity{ID: "acme"})
 		b.noteErr("create again", err)
 		var exists *store.EntityExistsError
-		if !errors.As(err, &exists) {
-			t.Fatalf("second create: %v", err)
-		}
+		require.True(t, errors.As(err, &exists), "second create: %v", err)
 		_, err = rl.GetEntity(ctx, "nobody")
 		b.noteErr("get missing", err)
 		_, err = rl.CreateEntity(ctx, store.Entity{ID: "bad id!"})
@@ -232,26 +209,21 @@ var scenarios = []scenario{
 		_, err = rl.Acquire(ctx, "acme", "gpt", store.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
 		b.noteErr("reserved name", err)
 		for _, r := range []string{"a", "b", "c"} {
-			if err := rl.SetLimits(ctx, "acme", r, []store.Limit{cRPM}); err != nil {
-				t.Fatal(err)
-			}
+			err := rl.SetLimits(ctx, "acme", r, []store.Limit{cRPM})
+			require.NoError(t, err)
 		}
 		if err := rl.SetLimits(ctx, "zeta", "a", []store.Limit{cRPM}); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "acme", "a", store.Consume{"rpm": 2})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lease.Commit(ctx)
 		if b.has(capConfigLister) {
 			var pages [][]string
 			cursor := ""
 			for {
 				ids, next, err := rl.ListEntitiesWithCustomLimits(ctx, "a", 1, cursor)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if len(ids) > 0 {
 					pages = append(pages, ids)
 				}
@@ -274,21 +246,15 @@ var scenarios = []scenario{
 			return
 		}
 		events, err := rl.AuditEvents(ctx, "acme", 0, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var actions []string
 		for _, ev := range events {
 			actions = append(actions, ev.Action+":"+ev.Resource+":"+ev.Principal+fmt.Sprint(ev.Details["records_deleted"]))
 		}
 		b.noteCap(capAuditLog, "audit %v", actions)
-		if len(events) != 5 || events[0].Action != store.AuditEntityDeleted || events[4].Action != store.AuditEntityCreated {
-			t.Fatalf("audit events: %v", actions)
-		}
+		require.False(t, len(events) != 5 || events[0].Action != store.AuditEntityDeleted || events[4].Action != store.AuditEntityCreated, "audit events: %v", actions)
 		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
-		if err != nil || len(page2) != 2 || page2[0].EventID != events[2].EventID {
-			t.Fatalf("audit page: %v %v", page2, err)
-		}
+		require.False(t, err != nil || len(page2) != 2 || page2[0].EventID != events[2].EventID, "audit page: %v %v", page2, err)
 	}},
 	// ConcurrentAdmission: 32 goroutines race for a bucket of 20
 	// with the clock frozen. On one bucket exactly 20 are admitted; with a
@@ -299,12 +265,10 @@ var scenarios = []scenario{
 	{"ConcurrentAdmission", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "p"}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "c", ParentID: "p", Cascade: true}); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, store.Entity{ID: "p"})
+		require.NoError(t, err)
+		_, err = rl.CreateEntity(ctx, store.Entity{ID: "c", ParentID: "p", Cascade: true})
+		require.NoError(t, err)
 		lims := limiter.WithLimits(limiter.PerMinute("rpm", 20))
 		race := func(entity string) (admitted, refused int) {
 			var mu sync.Mutex
@@ -332,16 +296,12 @@ var scenarios = []scenario{
 		}
 		admitted, refused := race("solo")
 		b.note("solo admitted=%d refused=%d bucket=%s", admitted, refused, b.bucket("solo", "gpt"))
-		if admitted != 20 || refused != 12 || b.bucket("solo", "gpt") != "rpm=0/20000" {
-			t.Fatalf("solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
-		}
+		require.False(t, admitted != 20 || refused != 12 || b.bucket("solo", "gpt") != "rpm=0/20000", "solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
 		admitted, refused = race("c")
 		want := fmt.Sprintf("rpm=%d/%d", (20-admitted)*1000, admitted*1000)
 		c, p := b.bucket("c", "gpt"), b.bucket("p", "gpt")
 		t.Logf("cascade: admitted %d, refused %d, child %s, parent %s", admitted, refused, c, p)
-		if admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want {
-			t.Fatalf("cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
-		}
+		require.False(t, admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
 		b.note("cascade conserved")
 	}},
 	// BucketTTL: a bucket of default (resource) config gets a
@@ -354,28 +314,20 @@ var scenarios = []scenario{
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 3})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lease.Commit(ctx)
 		sb, _ := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 		ttl := sb.TTL - b.clock.Now().Unix()
 		b.note("ttl in %ds: %s", ttl, b.bucket("k", "gpt"))
-		if ttl != 7*60 {
-			t.Fatalf("ttl in %d s, want 420", ttl)
-		}
+		require.EqualValues(t, 7*60, ttl, "ttl in %d s, want 420", ttl)
 		b.clock.Advance(421 * time.Second)
 		lease, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 2})
 		b.noteErr("after expiry", err)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lease.Commit(ctx)
 		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 		got := b.bucket("k", "gpt")
 		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.Now().Unix(), got)
-		if got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420 {
-			t.Fatalf("after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
-		}
+		require.False(t, got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420, "after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
 	}},
 }

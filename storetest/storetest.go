@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -201,15 +202,12 @@ func (b *backend) compare(name string) {
 	if os.Getenv(updateEnv) == "1" {
 		_, src, _, _ := runtime.Caller(0)
 		path := filepath.Join(filepath.Dir(src), file)
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatalf("update golden: %v", err)
-		}
+		err := os.WriteFile(path, []byte(got), 0o644)
+		require.NoError(t, err, "update golden: %v", err)
 		return
 	}
 	raw, err := goldens.ReadFile(file)
-	if err != nil {
-		t.Fatalf("no golden transcript %s (run with %s=1 to create it): %v", file, updateEnv, err)
-	}
+	require.NoError(t, err, "no golden transcript %s (run with %s=1 to create it): %v", file, updateEnv, err)
 	// Drop the golden observations of capabilities the backend lacks.
 	var kept []string
 	for _, line := range strings.SplitAfter(string(raw), "\n") {
@@ -231,8 +229,6 @@ func (b *backend) compare(name string) {
 		if i < len(gl) {
 			g = gl[i]
 		}
-		if w != g {
-			t.Fatalf("transcript differs from the shipped backends' at observation %d:\n  got:  %s\n  want: %s", i, g, w)
-		}
+		require.Equal(t, g, w, "transcript differs from the shipped backends' at observation %d:\n  got:  %s\n  want: %s", i, g, w)
 	}
 }

@@ -88,6 +88,9 @@ func (c *cli) commands() []*cobra.Command {
 		c.leaf("Print the CloudFormation template", cmdCfnTemplate),
 		c.leaf("Show client, schema and table version information", cmdVersion),
 		c.leaf("Check that this client is compatible with the table", cmdCheck),
+		c.leaf("List the limiter stacks of the region", cmdList),
+		c.leaf("Upgrade a stack's Lambda code, tags and version record to this client", cmdUpgrade),
+		c.leaf("Build a Lambda's deployment package (zip) for Terraform or CDK", cmdLambdaExport),
 		c.group("entity", "Manage entities and their stored limits",
 			subcommand{"Create an entity", cmdEntityCreate},
 			subcommand{"Show an entity", cmdEntityShow},
@@ -114,6 +117,7 @@ func (c *cli) commands() []*cobra.Command {
 			subcommand{"Show the changes apply would make", cmdLimitsPlan},
 			subcommand{"Apply the manifest's limits", cmdLimitsApply},
 			subcommand{"Show drift between the manifest and the table", cmdLimitsDiff},
+			subcommand{"Print a CloudFormation template declaring the manifest (Custom::ZaeLimiterLimits)", cmdLimitsCfnTemplate},
 			subcommand{"Store limits: --entity ID [--resource R], --resource R or --system", cmdLimitsSet},
 			subcommand{"Show stored limits at one level (as set)", cmdLimitsGet},
 			subcommand{"Delete stored limits at one level (as set; needs --yes)", cmdLimitsDelete},
@@ -148,10 +152,10 @@ func (c *cli) commands() []*cobra.Command {
 // readOnlyCommands change nothing that is audited (opening the table may
 // still register the namespace or write a missing version record).
 var readOnlyCommands = map[string]bool{
-	"status": true, "cfn-template": true, "version": true, "check": true,
+	"status": true, "cfn-template": true, "version": true, "check": true, "list": true, "lambda-export": true,
 	"entity show": true, "entity children": true, "entity get-limits": true, "entity list": true, "entity list-resources": true,
 	"resource get-defaults": true, "resource list": true, "system get-defaults": true,
-	"limits get": true, "limits plan": true, "limits diff": true,
+	"limits get": true, "limits plan": true, "limits diff": true, "limits cfn-template": true,
 	"audit list": true, "usage list": true, "usage summary": true,
 	"namespace list": true, "namespace show": true, "namespace orphans": true,
 }

@@ -234,7 +234,9 @@ func TestCommonFlagsAnywhere(t *testing.T) {
 		{[]string{"-n"}, "flag needs an argument: -n"},
 		{[]string{"-n", "x"}, "missing command"},
 		{[]string{"-n", "x", "nosuch"}, `unknown command "nosuch"`},
-		{[]string{"--bogus", "entity", "list"}, `unknown command "--bogus"`},
+		// Not "entity list": cobra takes "entity" as --bogus's value, and
+		// "list" is a top-level command too.
+		{[]string{"--bogus", "entity", "show"}, `unknown command "--bogus"`},
 	} {
 		code, out, errs := runCLI(tc.args...)
 		contains(t, checkFailure(t, tc.args, code, out, errs, exitError), tc.want)

@@ -16,6 +16,9 @@ import (
 // defaultLambdaZip is where `make lambda` writes the aggregator's code.
 const defaultLambdaZip = "bin/aggregator.zip"
 
+// defaultProvisionerZip is where `make lambda` writes the provisioner's code.
+const defaultProvisionerZip = "bin/provisioner.zip"
+
 // logRetentionDays are CloudWatch's retention periods (the original's
 // --log-retention-days choices).
 var logRetentionDays = infra.LogRetentionPeriods
@@ -30,7 +33,7 @@ var optionFlags = map[string]string{
 	"LambdaDurationThresholdPct": "--lambda-duration-threshold-pct", "PermissionBoundary": "--permission-boundary",
 	"RoleNameFormat": "--role-name-format", "PolicyNameFormat": "--policy-name-format",
 	"AuditArchiveGlacierDays": "--audit-archive-glacier-days", "CreateIAMRoles": "--create-iam-roles",
-	"AggregatorRoleARN": "--aggregator-role-arn", "Tags": "--tag",
+	"AggregatorRoleARN": "--aggregator-role-arn", "Tags": "--tag", "EnableProvisioner": "--enable-provisioner",
 }
 
 // flagError rewrites an infra.StackOptions validation error to name the
@@ -47,7 +50,7 @@ func flagError(err error) error {
 	return errors.New(msg)
 }
 
-func clientVersion() string { return "go-" + limiter.ClientVersion }
+func clientVersion() string { return infra.Version }
 
 // infraErr explains errors.ErrUnsupported from a package infra that is not
 // implemented yet.
@@ -83,6 +86,7 @@ func stackOptionFlags(f *command, o *infra.StackOptions, tags *[]string) {
 	f.pair(&o.CreateIAM, "iam", "no-iam", true, "create IAM resources (policies, roles)")
 	f.str(&o.AggregatorRoleARN, "aggregator-role-arn", "", "", "existing IAM role for the aggregator (enables it with --no-iam)")
 	f.pair(&o.EnableDeletionProtection, "enable-deletion-protection", "no-deletion-protection", false, "enable the table's deletion protection")
+	f.pair(&o.EnableProvisioner, "enable-provisioner", "no-provisioner", false, "deploy the limits provisioner Lambda serving Custom::ZaeLimiterLimits (export {stack}-ProvisionerArn)")
 	f.list(tags, "tag", "t", "stack tag KEY=VALUE (repeatable)")
 }
 
@@ -95,6 +99,8 @@ func cmdDeploy(c *cli) *command {
 	stackOptionFlags(f, &opts, &tags)
 	f.pair(&wait, "wait", "no-wait", true, "wait until the stack is complete")
 	f.str(&lambdaZip, "lambda-zip", "", defaultLambdaZip, "aggregator Lambda code (built by `make lambda`)")
+	var provisionerZip string
+	f.str(&provisionerZip, "provisioner-zip", "", defaultProvisionerZip, "provisioner Lambda code (built by `make lambda`), with --enable-provisioner")
 	f.run = func([]string) error {
 		if !wait {
 			return errors.New("--no-wait is not supported: deploy waits for the stack and then writes the version record")
@@ -124,6 +130,16 @@ func cmdDeploy(c *cli) *command {
 				return fmt.Errorf("read --lambda-zip: %w", err)
 			}
 		}
+		var provCode []byte
+		if opts.EnableProvisioner {
+			provCode, err = os.ReadFile(provisionerZip)
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("provisioner code %s not found: run `make lambda` first (or pass --provisioner-zip PATH)", provisionerZip)
+			}
+			if err != nil {
+				return fmt.Errorf("read --provisioner-zip: %w", err)
+			}
+		}
 		if err := opts.Validate(); err != nil {
 			return flagError(err)
 		}
@@ -140,6 +156,7 @@ func cmdDeploy(c *cli) *command {
 		}
 		fmt.Fprintf(progress, "Deploying stack: %s (region %s)\n", c.common.name, cfg.Region)
 		d := infra.NewDeployer(cfg, func(o *infra.DeployerOptions) {
+			o.ProvisionerZip = provCode
 			o.Progress = func(e infra.Event) {
 				line := fmt.Sprintf("  %s  %-40s %-32s %s", e.Time.UTC().Format(time.TimeOnly), e.LogicalID, e.ResourceType, e.Status)
 				if e.Reason != "" {

@@ -28,6 +28,24 @@ func BenchmarkItemEntity(b *testing.B) {
 			_ = EntityFromItem(item)
 		}
 	})
+	// The same read through attributevalue, which EntityFromItem does not
+	// use because it is on the acquire path: plain field types, so this is
+	// a lower bound of a reader that also reads wrongly typed attributes as
+	// absent.
+	b.Run("decode-attributevalue", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var a struct {
+				EntityID  string            `dynamodbav:"entity_id"`
+				Name      string            `dynamodbav:"name"`
+				ParentID  string            `dynamodbav:"parent_id"`
+				Cascade   bool              `dynamodbav:"cascade"`
+				Metadata  map[string]string `dynamodbav:"metadata"`
+				CreatedAt timeAttr          `dynamodbav:"created_at"`
+			}
+			unmarshalItem(item, &a)
+		}
+	})
 }
 
 func BenchmarkItemAudit(b *testing.B) {

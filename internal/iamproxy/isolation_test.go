@@ -116,7 +116,7 @@ func (tn *tenants) open(t *testing.T, p *iamproxy.Proxy, ns string, opts ...limi
 }
 
 func testContext(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a safety net: DynamoDB Local is slow on a loaded machine
 	t.Cleanup(cancel)
 	return ctx
 }
