@@ -2,13 +2,14 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/redisstore"
@@ -35,9 +36,7 @@ func createBucket(t *testing.T, s *redisstore.Store, entity, resource string, ca
 		States: []store.BucketState{{LimitName: "rpm", TokensMilli: capacity * 1000, CapacityMilli: capacity * 1000,
 			RefillAmountMilli: l.RefillAmount * 1000, RefillPeriodMs: l.RefillPeriod.Milliseconds()}},
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 }
 
 // consumeReq asks for amount rpm tokens of (entity, resource) under a limit
@@ -51,9 +50,7 @@ func consumeReq(entity, resource string, capacity, amount int64) store.Speculati
 // requests sent meanwhile stay in flight.
 func pauseServer(t *testing.T, s *redisstore.Store, d time.Duration) {
 	t.Helper()
-	if err := s.Client().Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, s.Client().Do(context.Background(), "CLIENT", "PAUSE", d.Milliseconds(), "ALL").Err())
 }
 
 type consumeOutcome struct {
@@ -112,20 +109,14 @@ func TestBatchedConsumeDecidesEachAlone(t *testing.T) {
 	before, _ := s.BatchStats()
 	out := consumeAll(ctx, s, reqs)
 	scripts, batched := s.BatchStats()
-	if scripts == before {
-		t.Fatal("no batch was sent: every request went alone")
-	}
+	require.NotEqual(t, before, scripts, "no batch was sent: every request went alone")
 	t.Logf("%d requests: %d batched in %d scripts", len(reqs), batched, scripts-before)
-	if batched < int64(len(reqs))/2 {
-		t.Errorf("only %d of %d requests were batched", batched, len(reqs))
-	}
+	assert.GreaterOrEqual(t, batched, int64(len(reqs))/2, "requests batched")
 
 	want := map[string]int64{} // tokens taken per entity
 	smallApplied := 0
 	for _, o := range out {
-		if o.err != nil {
-			t.Fatalf("%v: %v", o.req.Key, o.err)
-		}
+		require.NoError(t, o.err, "%v", o.req.Key)
 		e := o.req.Key.EntityID
 		var wantReason store.RefusalReason
 		switch {
@@ -139,34 +130,28 @@ func TestBatchedConsumeDecidesEachAlone(t *testing.T) {
 			if o.res.Applied {
 				smallApplied++
 				want[e] += 3
-			} else if o.res.Reason != store.RefusedLimitExhausted {
-				t.Errorf("small: refused with %q, want %q", o.res.Reason, store.RefusedLimitExhausted)
+			} else {
+				assert.Equal(t, store.RefusedLimitExhausted, o.res.Reason, "small: refused")
 			}
 			continue
 		}
 		if wantReason != "" {
-			if o.res.Applied || o.res.Reason != wantReason {
-				t.Errorf("%s %v: applied %v reason %q, want refused with %q", e, o.req.Consume, o.res.Applied, o.res.Reason, wantReason)
-			}
+			assert.False(t, o.res.Applied, "%s %v", e, o.req.Consume)
+			assert.Equal(t, wantReason, o.res.Reason, "%s %v", e, o.req.Consume)
 			continue
 		}
-		if !o.res.Applied || o.res.Reason != "" {
-			t.Errorf("%s %v: applied %v reason %q, want applied", e, o.req.Consume, o.res.Applied, o.res.Reason)
-		}
+		assert.True(t, o.res.Applied, "%s %v", e, o.req.Consume)
+		assert.Empty(t, o.res.Reason, "%s %v", e, o.req.Consume)
 		want[e] += o.req.Consume["rpm"]
 	}
-	if smallApplied != 1 {
-		t.Errorf("%d of the two requests of 3 on a bucket of 5 applied, want 1", smallApplied)
-	}
+	assert.Equal(t, 1, smallApplied, "requests of 3 on a bucket of 5 applied")
 	for e, capacity := range map[string]int64{"a": 1000, "b": 1000, "c": 1000, "small": 5} {
 		b, err := s.GetBucket(ctx, store.BucketKey{EntityID: e, Resource: "gpt"})
-		if err != nil || b == nil {
-			t.Fatalf("bucket %s: %v, %v", e, b, err)
-		}
+		require.NoError(t, err)
+		require.NotNil(t, b, "bucket %s", e)
 		st := b.States[0]
-		if st.TokensMilli != (capacity-want[e])*1000 || st.TotalConsumedMilli != want[e]*1000 {
-			t.Errorf("bucket %s: tokens %d consumed %d (milli), want %d and %d", e, st.TokensMilli, st.TotalConsumedMilli, (capacity-want[e])*1000, want[e]*1000)
-		}
+		assert.Equal(t, (capacity-want[e])*1000, st.TokensMilli, "bucket %s: tokens", e)
+		assert.Equal(t, want[e]*1000, st.TotalConsumedMilli, "bucket %s: consumed", e)
 	}
 }
 
@@ -189,23 +174,14 @@ func TestBatchedConsumeCancelledWhileQueued(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err := s.SpeculativeConsume(ctx, consumeReq("a", "gpt", 1000, 100))
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("queued request past its deadline: %v, want context.DeadlineExceeded", err)
-	}
-	if waited := time.Since(start); waited > 250*time.Millisecond {
-		t.Errorf("the cancelled request returned after %v, while the server was still paused", waited)
-	}
+	require.ErrorIs(t, err, context.DeadlineExceeded, "queued request past its deadline")
+	assert.Less(t, time.Since(start), 250*time.Millisecond, "the cancelled request returned while the server was still paused")
 	wg.Wait()
-	if kept != nil || !keptRes.Applied {
-		t.Fatalf("the request queued with it: %+v, %v", keptRes, kept)
-	}
+	require.NoError(t, kept, "the request queued with it")
+	require.True(t, keptRes.Applied, "the request queued with it")
 	b, err := s.GetBucket(context.Background(), store.BucketKey{EntityID: "a", Resource: "gpt"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := b.States[0].TotalConsumedMilli; got != 12_000 {
-		t.Fatalf("consumed %d millitokens, want 12000 (1+1+10; the cancelled 100 never sent)", got)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, int64(12_000), b.States[0].TotalConsumedMilli, "1+1+10; the cancelled 100 never sent")
 }
 
 // TestBatchedConsumeServerDown: the server dies while requests are in
@@ -227,12 +203,10 @@ func TestBatchedConsumeServerDown(t *testing.T) {
 	select {
 	case out := <-done:
 		for _, o := range out {
-			if !errors.Is(o.err, limiter.ErrUnavailable) {
-				t.Errorf("request with the server down: %+v, %v; want ErrUnavailable", o.res, o.err)
-			}
+			assert.ErrorIs(t, o.err, limiter.ErrUnavailable, "request with the server down: %+v", o.res)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatal("requests still waiting 30 s after the server died")
+		require.Fail(t, "requests still waiting 30 s after the server died")
 	}
 }
 
@@ -266,7 +240,7 @@ func TestBatchedConsumeCluster(t *testing.T) {
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		t.Fatal(err)
+		require.NoError(t, err)
 	}
 	scripts, batched := s.BatchStats()
 	t.Logf("%d requests: %d batched in %d scripts", goroutines*each, batched, scripts)
@@ -274,17 +248,11 @@ func TestBatchedConsumeCluster(t *testing.T) {
 	for _, r := range resources {
 		for e := range 4 {
 			b, err := s.GetBucket(ctx, store.BucketKey{EntityID: fmt.Sprint("e", e), Resource: r})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			st := b.States[0]
-			if st.TokensMilli+st.TotalConsumedMilli != 1_000_000_000 {
-				t.Errorf("%s/%s: tokens %d + consumed %d != capacity", fmt.Sprint("e", e), r, st.TokensMilli, st.TotalConsumedMilli)
-			}
+			assert.Equal(t, int64(1_000_000_000), st.TokensMilli+st.TotalConsumedMilli, "e%d/%s: tokens + consumed", e, r)
 			total += st.TotalConsumedMilli
 		}
 	}
-	if total != goroutines*each*1000 {
-		t.Fatalf("consumed %d millitokens in all, want %d", total, goroutines*each*1000)
-	}
+	assert.Equal(t, int64(goroutines*each*1000), total, "millitokens consumed in all")
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
@@ -88,9 +90,7 @@ func versus(b *testing.B, c int, sides ...*side) {
 	b.ResetTimer()
 	for range rounds {
 		for _, s := range sides {
-			if err := s.round(c, per); err != nil {
-				b.Fatal(err)
-			}
+			require.NoError(b, s.round(c, per))
 		}
 	}
 	b.StopTimer()
@@ -109,9 +109,7 @@ func versus(b *testing.B, c int, sides ...*side) {
 // zaelLimiter returns a RateLimiter on a fresh namespace of the server.
 func zaelLimiter(b *testing.B, c *redis.Client, opts ...limiter.Option) *limiter.RateLimiter {
 	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(b) })
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	return limiter.New(s, opts...)
 }
 
@@ -214,12 +212,8 @@ func BenchmarkLeaseOneLimit(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		lease, err := rl.Acquire(ctx, "k", "api", limiter.Consume{"rpm": 1}, lims)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := lease.Commit(ctx); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, err)
+		require.NoError(b, lease.Commit(ctx))
 	}
 }
 
@@ -227,15 +221,12 @@ func BenchmarkLeaseOneLimit(b *testing.B) {
 // client's work.
 func BenchmarkAllow(b *testing.B) {
 	s, err := redisstore.New(benchClient(b), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(b) })
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	ctx := context.Background()
 	l := limiter.PerMinute("rpm", 1<<30)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Allow(ctx, "k", l, 1); err != nil {
-			b.Fatal(err)
-		}
+		_, err := s.Allow(ctx, "k", l, 1)
+		require.NoError(b, err)
 	}
 }

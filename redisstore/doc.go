@@ -14,18 +14,28 @@
 // [store.AuditLog] and [store.ConfigLister]. Group commit and the
 // over-limit cache are the limiter's and work unchanged.
 //
-// # One script per bucket operation
+// # One Lua call per bucket operation
 //
-// Every bucket operation is one Lua script, so one round trip, atomic on
-// the server: the speculative consume of an acquire (conditioned on the
-// resolved limit parameters, no refill: the limiter refills), the
-// read-then-write path's write (conditions of every item checked before
-// any is written, so a cascade's child and parent apply together or not at
-// all), commits and rollbacks (a refund never lifts a balance above its
-// capacity), limit changes, and resets. Scripts run with EVALSHA; when the
-// server answers NOSCRIPT (it restarted, failed over, or its scripts were
-// flushed) the script is sent again with EVAL, which caches it again
-// ([Store.ScriptReloads] counts these).
+// Every bucket operation is one call of the store's Lua code, so one round
+// trip, atomic on the server: the speculative consume of an acquire
+// (conditioned on the resolved limit parameters, no refill: the limiter
+// refills), the read-then-write path's write (conditions of every item
+// checked before any is written, so a cascade's child and parent apply
+// together or not at all), commits and rollbacks (a refund never lifts a
+// balance above its capacity), limit changes, and resets.
+//
+// The code is one Redis 7 function library, loaded with FUNCTION LOAD and
+// called with FCALL, so that it is defined once per server rather than on
+// every call. Its name holds a hash of its code: stores of different
+// versions on one server call their own functions. The store loads it when
+// a call finds it missing (the first call, or after the server restarted,
+// failed over to an empty replica or flushed its functions), on every
+// master of a Cluster. Where the server offers no functions (Redis 6, or a
+// service that renames or forbids FUNCTION or FCALL), the store turns to
+// scripts for good, one per operation, run with EVALSHA and sent again with
+// EVAL when the server answers NOSCRIPT; [Options.DisableFunctions] starts
+// with scripts. [Store.ScriptReloads] counts the loads and the scripts
+// sent again.
 //
 // # Batching under concurrency
 //
@@ -42,14 +52,15 @@
 // the first queued caller sends the batch. This does across keys what the
 // limiter's group commit does for one key.
 //
-// Redis runs Lua 5.1, whose numbers are doubles, exact only up to 2^53.
-// The scripts therefore keep every balance, counter and time as a decimal
-// string and compute with exact integers: doubles for values of at most
-// 15 digits, arbitrary-precision integers beyond. The limiter's bucket
-// math (refill with drift compensation, consume, retry-after, 128-bit
-// intermediates, results saturated to int64) is also implemented in Lua,
-// for [Store.Allow]; the golden vectors of the limiter's bucket math pass
-// through it unchanged.
+// Redis runs Lua 5.1, whose numbers are doubles, exact only below 2^53.
+// The scripts keep every balance, counter and time as a decimal string.
+// They compute on numbers, checking that every operand, sum and product
+// stays below 2^53, and redo a computation on arbitrary-precision integers
+// only when one would not; the results are the same either way. The
+// limiter's bucket math (refill with drift compensation, consume,
+// retry-after, 128-bit intermediates, results saturated to int64) is also
+// implemented in Lua, for [Store.Allow]; the golden vectors of the
+// limiter's bucket math pass through both paths unchanged.
 //
 // # Layout
 //
@@ -116,6 +127,8 @@
 // # A throttle for single-limit keys
 //
 // [Store.Allow] is a plain throttle (no leases, entities or stored limits)
-// on keys of their own, with the token bucket or GCRA ([Options.Algorithm];
-// GCRA keeps one integer per key).
+// on keys of their own, with the token bucket or GCRA
+// ([Options.Algorithm]). Under concurrency, on a standalone server, the
+// calls queued behind two in flight go to the server together, each
+// decided alone.
 package redisstore

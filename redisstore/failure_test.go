@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -157,35 +156,29 @@ func restartMidRun(t *testing.T, storeOpts ...func(*redisstore.Options)) {
 	s, srv := privateStore(t, nil, storeOpts...)
 	rl := limiter.New(s)
 	for range 3 {
-		if _, err := acquire(ctx, rl); err != nil {
-			t.Fatal(err)
-		}
+		_, err := acquire(ctx, rl)
+		require.NoError(t, err)
 	}
 	batch := []limiter.AcquireRequest{{EntityID: "k", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}, {EntityID: "j", Resource: "gpt", Consume: limiter.Consume{"rpm": 1}}}
-	if _, _, err := rl.AcquireAll(ctx, batch, tenRPM); err != nil { // the entities are known from now on
-		t.Fatal(err)
-	}
+	_, _, err := rl.AcquireAll(ctx, batch, tenRPM) // the entities are known from now on
+	require.NoError(t, err)
 	srv.Kill()
 	start := time.Now()
-	_, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
+	_, err = acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
 	var ue *limiter.UnavailableError
-	if !errors.As(err, &ue) || !errors.Is(err, limiter.ErrUnavailable) || ue.Table != "redis" {
-		t.Fatalf("block while down: %v, want an UnavailableError", err)
-	}
+	require.ErrorAs(t, err, &ue, "block while down")
+	assert.ErrorIs(t, err, limiter.ErrUnavailable)
+	assert.Equal(t, "redis", ue.Table)
 	lease, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
-	if err != nil || !lease.Noop() {
-		t.Fatalf("allow while down: %v (noop %v), want a no-op lease", err, lease != nil && lease.Noop())
-	}
-	if _, _, err := rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableBlock)); !errors.As(err, &ue) {
-		t.Fatalf("AcquireAll, block, while down: %v, want an UnavailableError", err)
-	}
-	if lease, _, err := rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableAllow)); err != nil || !lease.Noop() {
-		t.Fatalf("AcquireAll, allow, while down: %v, want a no-op lease", err)
-	}
+	require.NoError(t, err, "allow while down")
+	assert.True(t, lease.Noop(), "allow while down: a no-op lease")
+	_, _, err = rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
+	assert.ErrorAs(t, err, &ue, "AcquireAll, block, while down")
+	lease, _, err = rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
+	require.NoError(t, err, "AcquireAll, allow, while down")
+	assert.True(t, lease.Noop(), "AcquireAll, allow, while down: a no-op lease")
 	t.Logf("down: refused and allowed in %v", time.Since(start))
-	if err := srv.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, srv.Restart(ctx))
 	before := s.ScriptReloads()
 	var last error
 	admitted := 0
@@ -195,12 +188,8 @@ func restartMidRun(t *testing.T, storeOpts ...func(*redisstore.Options)) {
 			admitted++
 		}
 	}
-	if admitted < 2 {
-		t.Fatalf("after the restart %d of 3 acquires passed; last error %v", admitted, last)
-	}
-	if s.ScriptReloads() == before {
-		t.Fatal("the restarted server ran the scripts without NOSCRIPT recovery")
-	}
+	require.GreaterOrEqual(t, admitted, 2, "acquires passed after the restart; last error %v", last)
+	assert.Greater(t, s.ScriptReloads(), before, "the restarted server ran the Lua code without sending it again")
 }
 
 // TestTimeoutIsUnavailable: a server that stops answering (CLIENT PAUSE)
@@ -210,26 +199,18 @@ func TestTimeoutIsUnavailable(t *testing.T) {
 	ctx := context.Background()
 	s, srv := privateStore(t, func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond })
 	rl := limiter.New(s)
-	if _, err := acquire(ctx, rl); err != nil {
-		t.Fatal(err)
-	}
+	_, err := acquire(ctx, rl)
+	require.NoError(t, err)
 	admin := redis.NewClient(redisserver.ClientOptions(srv.Addr()))
 	defer admin.Close()
-	if err := admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, admin.Do(ctx, "CLIENT", "PAUSE", "1500", "ALL").Err())
 	start := time.Now()
-	_, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
-	if !errors.Is(err, limiter.ErrUnavailable) {
-		t.Fatalf("block while paused: %v, want ErrUnavailable", err)
-	}
-	if took := time.Since(start); took > 1400*time.Millisecond {
-		t.Fatalf("the acquire waited %v: not the 200 ms read timeout", took)
-	}
+	_, err = acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
+	require.ErrorIs(t, err, limiter.ErrUnavailable, "block while paused")
+	require.Less(t, time.Since(start), 1400*time.Millisecond, "the acquire waited longer than the 200 ms read timeout")
 	lease, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
-	if err != nil || !lease.Noop() {
-		t.Fatalf("allow while paused: %v, want a no-op lease", err)
-	}
+	require.NoError(t, err, "allow while paused")
+	assert.True(t, lease.Noop(), "allow while paused: a no-op lease")
 }
 
 // TestClusterSlots: on a Cluster the bucket items of a resource share a
@@ -242,38 +223,29 @@ func TestClusterSlots(t *testing.T) {
 	cc := s.Client().(*redis.ClusterClient)
 	rl := limiter.New(s)
 	for _, e := range []limiter.Entity{{ID: "proj"}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		if _, err := rl.CreateEntity(ctx, e); err != nil {
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, e)
+		require.NoError(t, err)
 	}
 	slots := map[int64]bool{}
 	for i := range 12 {
 		resource := "model-" + string(rune('a'+i))
 		lease, err := rl.Acquire(ctx, "key", resource, limiter.Consume{"rpm": 1}, tenRPM)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		lease.Commit(ctx)
 		var keySlots []int64
 		for _, id := range []string{"key", "proj"} {
 			k := s.BucketKeyName(store.BucketKey{EntityID: id, Resource: resource})
-			if n, err := cc.Exists(ctx, k).Result(); err != nil || n != 1 {
-				t.Fatalf("bucket %s: exists %d, %v", k, n, err)
-			}
+			n, err := cc.Exists(ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n, "bucket %s exists", k)
 			slot, err := cc.ClusterKeySlot(ctx, k).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			keySlots = append(keySlots, slot)
 		}
-		if keySlots[0] != keySlots[1] {
-			t.Fatalf("child and parent buckets of %s in slots %v", resource, keySlots)
-		}
+		require.Equal(t, keySlots[0], keySlots[1], "slots of the child and parent buckets of %s", resource)
 		slots[keySlots[0]] = true
 	}
-	if len(slots) < 6 {
-		t.Fatalf("12 resources used only %d slots", len(slots))
-	}
+	assert.GreaterOrEqual(t, len(slots), 6, "slots of 12 resources")
 	// A two-resource write: the second condition fails, the first part is
 	// given back.
 	a := store.BucketKey{EntityID: "key", Resource: "model-a"}
@@ -283,28 +255,35 @@ func TestClusterSlots(t *testing.T) {
 			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: expected}}}
 	}
 	err := s.WriteBuckets(ctx, []store.BucketWrite{take(a, 2000), take(bk, 50_000)})
-	if !errors.Is(err, store.ErrConditionFailed) {
-		t.Fatalf("cross-slot write with a failing part: %v, want ErrConditionFailed", err)
-	}
-	got, _ := s.GetBucket(ctx, a)
-	if st, _ := got.State("rpm"); st.TokensMilli != 9000 || st.TotalConsumedMilli != 1000 {
-		t.Fatalf("the first part was not given back: %+v", st)
-	}
+	require.ErrorIs(t, err, store.ErrConditionFailed, "cross-slot write with a failing part")
+	got, err := s.GetBucket(ctx, a)
+	require.NoError(t, err)
+	st, _ := got.State("rpm")
+	assert.Equal(t, int64(9000), st.TokensMilli, "the first part given back")
+	assert.Equal(t, int64(1000), st.TotalConsumedMilli, "the first part given back")
 }
 
 // TestClusterLibrary: on a Cluster the function library is loaded on every
-// master, so requests on resources in any slot find it; after FUNCTION
-// FLUSH on every master it is loaded again, once per master.
+// master, so requests on resources and Allow keys in any slot find it;
+// after FUNCTION FLUSH on every master it is loaded again, once, on every
+// master.
 func TestClusterLibrary(t *testing.T) {
 	ctx := context.Background()
 	s := newClusterStore(t)
 	cc := s.Client().(*redis.ClusterClient)
 	rl := limiter.New(s)
+	gcra, err := redisstore.New(cc, func(o *redisstore.Options) { o.Prefix, o.Algorithm = redisserver.Prefix(t), redisstore.GCRA })
+	require.NoError(t, err)
 	check := func(what string) {
 		for i := range 12 {
 			lease, err := rl.Acquire(ctx, "key", "model-"+strconv.Itoa(i), limiter.Consume{"rpm": 1}, tenRPM)
 			require.NoError(t, err, what)
 			require.NoError(t, lease.Commit(ctx))
+			for _, st := range []*redisstore.Store{s, gcra} {
+				r, err := st.Allow(ctx, "user-"+strconv.Itoa(i), limiter.PerMinute("rpm", 10), 1)
+				require.NoError(t, err, what)
+				assert.True(t, r.Allowed, what)
+			}
 		}
 		var mu sync.Mutex
 		libs := map[string][]string{} // by master
@@ -327,7 +306,8 @@ func TestClusterLibrary(t *testing.T) {
 	require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		return m.FunctionFlush(ctx).Err()
 	}))
-	before := s.ScriptReloads()
+	loads := func() int64 { return s.ScriptReloads() + gcra.ScriptReloads() }
+	before := loads()
 	check("after FUNCTION FLUSH")
-	assert.Equal(t, before+1, s.ScriptReloads(), "one load, on every master")
+	assert.Equal(t, before+1, loads(), "one load, on every master")
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
@@ -17,9 +19,7 @@ func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
 func newStore(t testing.TB) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -27,9 +27,7 @@ func newStore(t testing.TB) *redisstore.Store {
 func newClusterStore(t testing.TB) *redisstore.Store {
 	t.Helper()
 	s, err := redisstore.New(redisserver.ClusterClient(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -53,9 +51,7 @@ func TestConformanceScripts(t *testing.T) {
 		s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) {
 			o.Prefix, o.DisableFunctions = redisserver.Prefix(t), true
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		return s
 	})
 }

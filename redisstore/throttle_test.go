@@ -3,7 +3,6 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
@@ -24,9 +24,7 @@ func throttleStore(t *testing.T, alg redisstore.Algorithm, clock *storetest.Cloc
 	s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) {
 		o.Prefix, o.Algorithm, o.Now = redisserver.Prefix(t), alg, clock.Now
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return s
 }
 
@@ -44,39 +42,35 @@ func TestAllowRetryAfter(t *testing.T) {
 			admitted := 0
 			for range 20 {
 				r, err := s.Allow(ctx, "user-1", l, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
+				require.NoError(t, err)
 				if !r.Allowed {
 					last = r
 					break
 				}
-				if r.Remaining < 0 || (admitted > 0 && r.Remaining > last.Remaining) {
-					t.Fatalf("remaining %d after %d admitted (before %d)", r.Remaining, admitted+1, last.Remaining)
+				require.GreaterOrEqual(t, r.Remaining, int64(0), "remaining after %d admitted", admitted+1)
+				if admitted > 0 {
+					require.LessOrEqual(t, r.Remaining, last.Remaining, "remaining after %d admitted", admitted+1)
 				}
 				last = r
 				admitted++
 			}
-			if last.Allowed || last.RetryAfter <= 0 || last.Remaining != 0 {
-				t.Fatalf("after %d admitted: %+v, want a refusal with a wait and nothing remaining", admitted, last)
-			}
+			require.False(t, last.Allowed, "after %d admitted: a refusal", admitted)
+			require.Positive(t, last.RetryAfter, "after %d admitted: a wait", admitted)
+			require.Zero(t, last.Remaining, "after %d admitted: nothing remaining", admitted)
 			clock.Advance(last.RetryAfter - time.Millisecond)
-			if r, _ := s.Allow(ctx, "user-1", l, 1); r.Allowed {
-				t.Fatalf("allowed 1 ms before Retry-After (%v)", last.RetryAfter)
-			}
+			r, err := s.Allow(ctx, "user-1", l, 1)
+			require.NoError(t, err)
+			assert.False(t, r.Allowed, "allowed 1 ms before Retry-After (%v)", last.RetryAfter)
 			clock.Advance(time.Millisecond)
-			if r, err := s.Allow(ctx, "user-1", l, 1); err != nil || !r.Allowed {
-				t.Fatalf("not allowed at Retry-After (%v): %+v, %v", last.RetryAfter, r, err)
-			}
-			if err := s.ResetKey(ctx, "user-1"); err != nil {
-				t.Fatal(err)
-			}
-			if r, _ := s.Allow(ctx, "user-1", l, 7); !r.Allowed {
-				t.Fatalf("a reset key is not full: %+v", r)
-			}
-			if _, err := s.Allow(ctx, "bad{key}", l, 1); err == nil {
-				t.Fatal("a key with braces was accepted")
-			}
+			r, err = s.Allow(ctx, "user-1", l, 1)
+			require.NoError(t, err)
+			assert.True(t, r.Allowed, "not allowed at Retry-After (%v)", last.RetryAfter)
+			require.NoError(t, s.ResetKey(ctx, "user-1"))
+			r, err = s.Allow(ctx, "user-1", l, 7)
+			require.NoError(t, err)
+			assert.True(t, r.Allowed, "a reset key is not full")
+			_, err = s.Allow(ctx, "bad{key}", l, 1)
+			assert.Error(t, err, "a key with braces was accepted")
 		})
 	}
 }
@@ -114,9 +108,7 @@ func TestAlgorithmsSameTrace(t *testing.T) {
 		for _, st := range trace {
 			clock.Advance(start.Add(st.at).Sub(clock.Now()))
 			r, err := s.Allow(ctx, "k", l, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			admissions[alg] = append(admissions[alg], r.Allowed)
 		}
 	}
@@ -139,13 +131,10 @@ func TestAlgorithmsSameTrace(t *testing.T) {
 		count(redisstore.TokenBucket, "burst1"), count(redisstore.TokenBucket, "steady"), count(redisstore.TokenBucket, "burst2"),
 		count(redisstore.GCRA, "burst1"), count(redisstore.GCRA, "steady"), count(redisstore.GCRA, "burst2"), differ)
 	want := []string{"burst1-6(tb=false,gcra=true)", "burst2-6(tb=false,gcra=true)"}
-	if !slices.Equal(differ, want) {
-		t.Fatalf("admissions differ at %v, want exactly %v", differ, want)
-	}
-	if count(redisstore.TokenBucket, "burst1") != 5 || count(redisstore.TokenBucket, "steady") != 10 || count(redisstore.GCRA, "steady") != 10 {
-		t.Fatalf("burst %d, steady %d and %d; want 5, and 10 at the rate for both",
-			count(redisstore.TokenBucket, "burst1"), count(redisstore.TokenBucket, "steady"), count(redisstore.GCRA, "steady"))
-	}
+	assert.Equal(t, want, differ, "where the admissions differ")
+	assert.Equal(t, 5, count(redisstore.TokenBucket, "burst1"), "token bucket burst")
+	assert.Equal(t, 10, count(redisstore.TokenBucket, "steady"), "token bucket at the rate")
+	assert.Equal(t, 10, count(redisstore.GCRA, "steady"), "GCRA at the rate")
 }
 
 // TestAllowConcurrentExact: 32 goroutines call Allow on one key of

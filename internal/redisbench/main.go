@@ -7,7 +7,8 @@
 // of the per-round ratio of their ops/s. For each contender it also prints
 // the server time per call (usec_per_call of INFO commandstats, over its
 // own rounds: FCALL for the store's functions, EVALSHA for scripts), the
-// calls per operation, and the client's allocations and CPU time per
+// calls per operation and the server time per operation (a batched call
+// serves several), and the client's allocations and CPU time per
 // operation (of the whole process during its rounds: the benchmark, the
 // limiter and go-redis).
 //
@@ -25,6 +26,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"regexp"
@@ -46,24 +48,34 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Stdout, os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "redisbench:", err)
 		os.Exit(1)
 	}
 }
 
-var (
-	addr    = flag.String("addr", "", "redis-server to use (default: start one)")
-	rounds  = flag.Int("rounds", 5, "alternating rounds per case")
-	ops     = flag.Int("ops", 4000, "operations per contender and round at c=1 (10× at c=32)")
-	only    = flag.String("run", "", "run only the cases whose name matches this regular expression")
-	scripts = flag.Bool("scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
-)
+// config is the command line.
+type config struct {
+	addr    string
+	rounds  int
+	ops     int
+	only    string
+	scripts bool
+}
 
-func run() error {
-	flag.Parse()
+func run(w io.Writer, args []string) error {
+	var cfg config
+	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
+	fs.StringVar(&cfg.addr, "addr", "", "redis-server to use (default: start one)")
+	fs.IntVar(&cfg.rounds, "rounds", 5, "alternating rounds per case")
+	fs.IntVar(&cfg.ops, "ops", 4000, "operations per contender and round at c=1 (10× at c=32)")
+	fs.StringVar(&cfg.only, "run", "", "run only the cases whose name matches this regular expression")
+	fs.BoolVar(&cfg.scripts, "scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	ctx := context.Background()
-	a := *addr
+	a := cfg.addr
 	if a == "" {
 		srv, err := redisserver.Start(ctx)
 		if err != nil {
@@ -76,20 +88,19 @@ func run() error {
 	o.PoolSize = 64
 	client := redis.NewClient(o)
 	defer client.Close()
-	filter, err := regexp.Compile(*only)
+	filter, err := regexp.Compile(cfg.only)
 	if err != nil {
 		return err
 	}
 	info, _ := client.Info(ctx, "server").Result()
-	version := field(info, "redis_version")
-	fmt.Printf("redis-server %s, GOMAXPROCS %d, %d rounds; ratio = this store's ops/s ÷ the other's, median [min–max] of the rounds\n\n",
-		version, runtime.GOMAXPROCS(0), *rounds)
-	fmt.Printf("%-44s %9s %9s %22s %17s %13s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "allocs/op", "client µs/op")
-	for _, c := range cases(client) {
+	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store; B: redis_rate), median [min–max] of the rounds\n\n",
+		field(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
+	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %15s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "server µs/op", "allocs/op", "client µs/op")
+	for _, c := range cases(client, cfg.scripts) {
 		if !filter.MatchString(c.name) {
 			continue
 		}
-		if err := c.run(ctx, client); err != nil {
+		if err := c.run(ctx, w, client, cfg); err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
 		}
 	}
@@ -117,8 +128,8 @@ type comparison struct {
 	a, b *side
 }
 
-func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
-	n := *ops
+func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client, cfg config) error {
+	n := cfg.ops
 	if cp.c > 1 {
 		n *= 10
 	}
@@ -130,7 +141,7 @@ func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
 		}
 	}
 	var ratios []float64
-	for r := range *rounds {
+	for r := range cfg.rounds {
 		order := []*side{cp.a, cp.b}
 		if r%2 == 1 {
 			order = []*side{cp.b, cp.a}
@@ -150,14 +161,15 @@ func (cp *comparison) run(ctx context.Context, client *redis.Client) error {
 		}
 		return fmt.Sprintf("%.1f", s.usec/float64(s.calls))
 	}
-	fmt.Printf("%-44s %9.0f %9.0f %8.2f× [%.2f–%.2f] %8s / %-6s %5.2f / %-5.2f %5.1f / %-5.1f %6.1f / %-6.1f\n",
+	fmt.Fprintf(w, "%-44s %9.0f %9.0f %8.2f× [%.2f–%.2f] %8s / %-6s %5.2f / %-5.2f %6.1f / %-6.1f %5.1f / %-5.1f %6.1f / %-6.1f\n",
 		cp.name, median(cp.a.opsPerSec), median(cp.b.opsPerSec), median(ratios), ratios[0], ratios[len(ratios)-1],
 		server(cp.a), server(cp.b),
 		float64(cp.a.calls)/float64(cp.a.ops), float64(cp.b.calls)/float64(cp.b.ops),
+		cp.a.usec/float64(cp.a.ops), cp.b.usec/float64(cp.b.ops),
 		float64(cp.a.mallocs)/float64(cp.a.ops), float64(cp.b.mallocs)/float64(cp.b.ops),
 		float64(cp.a.cpu.Microseconds())/float64(cp.a.ops), float64(cp.b.cpu.Microseconds())/float64(cp.b.ops))
 	if a, r := cp.a.allowedN.Load(), cp.a.refusedN.Load(); a+r > 0 && r > 0 {
-		fmt.Printf("%-44s   admitted: %s %.0f%%, %s %.0f%%\n", "", cp.a.name, 100*float64(a)/float64(a+r),
+		fmt.Fprintf(w, "%-44s   admitted: %s %.0f%%, %s %.0f%%\n", "", cp.a.name, 100*float64(a)/float64(a+r),
 			cp.b.name, 100*float64(cp.b.allowedN.Load())/float64(cp.b.allowedN.Load()+cp.b.refusedN.Load()))
 	}
 	return nil
@@ -272,12 +284,12 @@ func median(v []float64) float64 {
 var runID = strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 
 // newStore returns a store of its own namespace.
-func newStore(client *redis.Client, alg redisstore.Algorithm, name string) *redisstore.Store {
+func newStore(client *redis.Client, alg redisstore.Algorithm, name string, scripts bool) *redisstore.Store {
 	s, err := redisstore.New(client, func(o *redisstore.Options) {
 		o.Prefix = "bench-" + runID + ":"
 		o.Namespace = name
 		o.Algorithm = alg
-		o.DisableFunctions = *scripts
+		o.DisableFunctions = scripts
 	})
 	if err != nil {
 		panic(err) // the options are constant
@@ -366,7 +378,7 @@ func leaseSide(rl *limiter.RateLimiter, name string, consume limiter.Consume, li
 	}}
 }
 
-func cases(client *redis.Client) []*comparison {
+func cases(client *redis.Client, scripts bool) []*comparison {
 	var out []*comparison
 	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
 		for _, t := range throttles() {
@@ -374,7 +386,7 @@ func cases(client *redis.Client) []*comparison {
 				name := fmt.Sprintf("Allow %s, %s, c=%d", alg, t.name, c)
 				prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 				out = append(out, &comparison{name: name, c: c,
-					a: allowSide(newStore(client, alg, "allow"+strconv.Itoa(len(out))), t),
+					a: allowSide(newStore(client, alg, "allow"+strconv.Itoa(len(out)), scripts), t),
 					b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{t.rr}, []int{t.n}, false)})
 			}
 		}
@@ -385,17 +397,17 @@ func cases(client *redis.Client) []*comparison {
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, one limit 2^30/min, c=%d", c), c: c,
-			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)))), "store", limiter.Consume{"rpm": 1}, one, false),
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)), scripts)), "store", limiter.Consume{"rpm": 1}, one, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	}
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, rpm+tpm 2^30/min, c=%d", c), c: c,
-			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "two"+strconv.Itoa(len(out)))), "store", limiter.Consume{"rpm": 1, "tpm": 500}, two, false),
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "two"+strconv.Itoa(len(out)), scripts)), "store", limiter.Consume{"rpm": 1, "tpm": 500}, two, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big), redis_rate.PerMinute(big)}, []int{1, 500}, true)})
 	}
 	out = append(out, &comparison{name: "hot key × 32, group commit on (A) / off (B)", c: 32,
-		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on"), limiter.WithGroupCommit(true)), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
-		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off"), limiter.WithGroupCommit(false)), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on", scripts), limiter.WithGroupCommit(true)), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
+		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off", scripts), limiter.WithGroupCommit(false)), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
 	return out
 }

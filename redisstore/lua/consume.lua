@@ -4,6 +4,13 @@
 -- request applied or none, each item as written when applied, as it was
 -- when not.
 
+if #KEYS == 1 then -- the common case, without the tables of many
+  local now, li, nl, ci, nc = read_request(ARGV, 0)
+  local flat = redis.call('HGETALL', KEYS[1])
+  local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+  if why == '' then take(KEYS[1], flat, set, at) end
+  return (why == '' and '1\n' or '0\n') .. why .. '\n' .. #flat .. '\n' .. table.concat(flat, '\n')
+end
 local flats, sets, ats, whys, refused, argi = {}, {}, {}, {}, false, 0
 for r = 1, #KEYS do
   local now, li, nl, ci, nc

@@ -8,7 +8,7 @@
 -- of amounts, each as name and millitokens. The arguments are read in
 -- place, by index: the common request allocates little.
 
-local find, sub, byte = string.find, string.sub, string.byte
+local find, sub, byte, match = string.find, string.sub, string.byte, string.match
 
 -- field returns the index in flat (an HGETALL reply) of field f's value.
 local function field(flat, f)
@@ -20,11 +20,7 @@ end
 -- split returns the parameters ("cp|ra|rp"), balance and total consumed
 -- of a limit's field value.
 local function split(v)
-  local a = find(v, '|', 1, true)
-  local b = find(v, '|', a + 1, true)
-  local c = find(v, '|', b + 1, true)
-  local d = find(v, '|', c + 1, true)
-  return sub(v, 1, c - 1), sub(v, c + 1, d - 1), sub(v, d + 1)
+  return match(v, '^([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$')
 end
 
 -- read_request reads the request whose arguments follow index a of argv
@@ -50,11 +46,7 @@ local function check(argv, flat, now, li, nl, ci, nc)
   for i = 1, n, 2 do
     if flat[i] == 'h' then
       -- h is rf|sc|cas|ttl|par: the expiry time is its fourth field
-      local v = flat[i + 1]
-      local a = find(v, '|', 1, true)
-      local b = find(v, '|', a + 1, true)
-      local c = find(v, '|', b + 1, true)
-      local ttl = sub(v, c + 1, find(v, '|', c + 1, true) - 1)
+      local ttl = match(flat[i + 1], '^[^|]*|[^|]*|[^|]*|([^|]*)')
       if ttl ~= '0' and ttl ~= '' and expired(ttl, now) then return 'bucket_expired' end
       break
     end
@@ -76,15 +68,15 @@ local function check(argv, flat, now, li, nl, ci, nc)
     if amt ~= '0' then
       local p, tk, tc = split(flat[i])
       local a, t, c = num(amt), num(tk), num(tc)
-      local nt, nc
+      local nt, ntc
       if a and t and c then
-        nt, nc = t - a, c + a
-        if nt <= -B53 or nt >= B53 or nc <= -B53 or nc >= B53 then nt = nil end
+        nt, ntc = t - a, c + a
+        if nt <= -B53 or nt >= B53 or ntc <= -B53 or ntc >= B53 then nt = nil end
       end
       set[#set + 1] = f
       if nt then
         if a > 0 and t < a then short = true end -- a positive amount not covered
-        set[#set + 1] = p .. '|' .. fmt(nt) .. '|' .. fmt(nc)
+        set[#set + 1] = p .. "|" .. fmt(nt) .. "|" .. fmt(ntc)
       else
         if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
         set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)

@@ -3,8 +3,7 @@
 -- period, tokens requested. Returns three integers per key.
 local out = {}
 for r = 1, #KEYS do
-  local a = 5 * (r - 1)
-  local x = allow_gcra(KEYS[r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
-  out[#out + 1], out[#out + 2], out[#out + 3] = x[1], x[2], x[3]
+  local a, o = 5 * (r - 1), 3 * (r - 1)
+  out[o + 1], out[o + 2], out[o + 3] = allow_gcra(KEYS[r], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
 end
 return out

@@ -17,7 +17,8 @@
 -- moment one leaves the range; the caller then redoes the whole
 -- computation with the arbitrary-precision integers. math.fmod is exact
 -- on doubles, which makes floor division exact too.
-local fmod = math.fmod
+local fmod, mceil, HUGE = math.fmod, math.ceil, math.huge
+local sfind, ssub, sformat = string.find, string.sub, string.format
 local B53 = 9007199254740992
 
 -- num returns decimal string s as a number when it is exact (|s| < 2^53),
