@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/oklog/ulid/v2"
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // The administrative half of RateLimiter: entities and stored limits. Each

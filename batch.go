@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume

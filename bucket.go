@@ -7,8 +7,8 @@ package limiter
 import (
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // consumeResult is the outcome of tryConsume, the original's ConsumeResult.

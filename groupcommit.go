@@ -8,8 +8,8 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Group commit: one write for many requests on one hot bucket item.

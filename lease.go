@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Lease is the consumption taken by one Acquire. It is already durable in

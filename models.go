@@ -7,8 +7,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Reserved names and well-known limit names.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // TestOverLimitCacheDenialStorm: 32 goroutines keep retrying an exhausted

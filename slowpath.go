@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // maxConflictRetries bounds the retries of a write refused with a

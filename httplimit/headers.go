@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Rate-limit response headers: the X-RateLimit-* fields most APIs send, and

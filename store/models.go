@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // DefaultResource is the resource name under which an entity's

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Outcomes of a conditional write. A backend returns them (possibly wrapped)
