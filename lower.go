@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/bucketmath"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // LowerTokens lowers the balances of (entityID, resource)'s bucket item to
