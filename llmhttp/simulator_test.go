@@ -22,7 +22,9 @@ func TestTransportAgainstSimulator(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.Config{RPM: 1000, TPM: 2000, OutputTokens: 100})
 	defer srv.Close()
 	rl := newLimiter(t, tpmLimit)
-	tr := llmhttp.NewTransport(rl, nil)
+	// Feedback off: this test checks the usage accounting alone (the
+	// provider's figures would lower the bucket).
+	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false))
 	client := &http.Client{Transport: tr}
 	bodies := []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}`},

@@ -21,13 +21,24 @@ type Stats struct {
 	// HeadersMalformed is the provider rate-limit headers that were
 	// present but could not be parsed, and were ignored.
 	HeadersMalformed int64
+	// Corrections is the times the shared bucket was lowered to the
+	// provider's figures, Cooldowns the 429s that put it into a debt
+	// until the provider's retry time, FeedbackErrors the feedback writes
+	// that failed (logged).
+	Corrections, Cooldowns, FeedbackErrors int64
+	// LimitsLearned is the times a provider limit below the configured one
+	// was taken up; LimitsStored those written as stored limits
+	// ([WithLearnLimits]).
+	LimitsLearned, LimitsStored int64
 }
 
 type counters struct {
-	requests, passedThrough, denied   atomic.Int64
-	committed, rolledBack, endErrors  atomic.Int64
-	usageSeen, usageMissing, tokens   atomic.Int64
-	providerLimited, headersMalformed atomic.Int64
+	requests, passedThrough, denied        atomic.Int64
+	committed, rolledBack, endErrors       atomic.Int64
+	usageSeen, usageMissing, tokens        atomic.Int64
+	providerLimited, headersMalformed      atomic.Int64
+	corrections, cooldowns, feedbackErrors atomic.Int64
+	limitsLearned, limitsStored            atomic.Int64
 }
 
 // Stats returns the transport's counters.
@@ -38,5 +49,7 @@ func (t *Transport) Stats() Stats {
 		Committed: c.committed.Load(), RolledBack: c.rolledBack.Load(), EndErrors: c.endErrors.Load(),
 		UsageSeen: c.usageSeen.Load(), UsageMissing: c.usageMissing.Load(), Tokens: c.tokens.Load(),
 		ProviderRateLimited: c.providerLimited.Load(), HeadersMalformed: c.headersMalformed.Load(),
+		Corrections: c.corrections.Load(), Cooldowns: c.cooldowns.Load(), FeedbackErrors: c.feedbackErrors.Load(),
+		LimitsLearned: c.limitsLearned.Load(), LimitsStored: c.limitsStored.Load(),
 	}
 }

@@ -123,6 +123,12 @@ type config struct {
 	acquireOpts []limiter.AcquireOption
 	logger      *slog.Logger
 	now         func() time.Time
+
+	// Provider feedback (feedback.go).
+	noFeedback bool
+	quota      QuotaMapping
+	threshold  float64
+	learn      bool
 }
 
 // WithRequireCall makes the transport refuse, with [ErrNoCall], a request
@@ -155,7 +161,8 @@ func WithEstimator(e Estimator) Option {
 // WithRollback sets the outcomes after which the lease is rolled back;
 // after the others it is committed at its estimate ([DefaultRollback] by
 // default). A response other than 2xx and 5xx (a 4xx: the provider refused
-// the request and charged nothing) is always rolled back.
+// the request and charged nothing) is always rolled back, except a 429 with
+// provider feedback on ([WithFeedback]): its estimate stays taken.
 func WithRollback(r Rollback) Option { return func(c *config) { c.rollback = r } }
 
 // WithAcquireOptions passes opts to every Acquire, e.g.
@@ -184,6 +191,7 @@ type Transport struct {
 	base http.RoundTripper
 	cfg  config
 	st   counters
+	fb   feedbackStates
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -196,6 +204,7 @@ func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Optio
 	}
 	t := &Transport{rl: rl, base: base, cfg: config{
 		mapping: DefaultUsageMapping, estimator: DefaultEstimator, rollback: DefaultRollback,
+		quota: DefaultQuotaMapping, threshold: DefaultFeedbackThreshold,
 	}}
 	for _, o := range opts {
 		o(&t.cfg)
@@ -238,7 +247,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("llmhttp: estimate %s/%s: %w", c.entity, c.resource, err)
 		}
 	}
-	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, estimate, t.cfg.acquireOpts...)
+	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, estimate, t.acquireOptions(ctx, c)...)
 	if err != nil {
 		if errors.Is(err, limiter.ErrRateLimited) {
 			t.st.denied.Add(1)
@@ -252,9 +261,21 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		lc.end(t.cfg.rollback&RollbackOnTransportError != 0, nil)
 		return nil, err
 	}
+	q := ParseQuota(resp.Header, t.cfg.now())
+	if q.Malformed > 0 {
+		t.st.headersMalformed.Add(int64(q.Malformed))
+	}
 	switch {
 	case resp.StatusCode >= 500:
 		lc.end(t.cfg.rollback&RollbackOnServerError != 0, nil)
+		return resp, nil
+	case resp.StatusCode == http.StatusTooManyRequests && !t.cfg.noFeedback:
+		// The provider's budget is spent: the estimate stays taken (given
+		// back, it would let the next caller into the same refusal), and
+		// the cooldown lowers the bucket further.
+		t.st.providerLimited.Add(1)
+		lc.end(false, nil)
+		t.feedback(ctx, req, c, q, resp.StatusCode, nil)
 		return resp, nil
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -263,10 +284,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		lc.end(true, nil)
 		return resp, nil
 	}
-	q := ParseQuota(resp.Header, t.cfg.now())
-	if q.Malformed > 0 {
-		t.st.headersMalformed.Add(int64(q.Malformed))
-	}
+	t.feedback(ctx, req, c, q, resp.StatusCode, lease)
 	if resp.Body == nil || resp.Body == http.NoBody {
 		lc.end(false, nil)
 		return resp, nil

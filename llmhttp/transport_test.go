@@ -187,7 +187,8 @@ func TestTransportDenialSendsNothing(t *testing.T) {
 
 // TestTransportRollback: a 5xx, a transport error and a body closed before
 // its usage give the estimate back; with the rollback options off, the
-// estimate is committed instead. A 429 is always given back.
+// estimate is committed instead. A 429 is given back without feedback, and
+// kept with it (the provider's budget is spent).
 func TestTransportRollback(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -200,7 +201,8 @@ func TestTransportRollback(t *testing.T) {
 	}{
 		{name: "5xx", file: "openai_chat.json", status: 503, wantTPM: tpmLimit},
 		{name: "5xx kept", opts: []llmhttp.Option{llmhttp.WithRollback(0)}, file: "openai_chat.json", status: 503, wantTPM: tpmLimit - 500},
-		{name: "429", opts: []llmhttp.Option{llmhttp.WithRollback(0)}, file: "openai_chat.json", status: 429, wantTPM: tpmLimit},
+		{name: "429 without feedback", opts: []llmhttp.Option{llmhttp.WithRollback(0), llmhttp.WithFeedback(false)}, file: "openai_chat.json", status: 429, wantTPM: tpmLimit},
+		{name: "429 with feedback", file: "openai_chat.json", status: 429, wantTPM: tpmLimit - 500},
 		{name: "transport error", file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit},
 		{name: "transport error kept", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnServerError)}, file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit - 500},
 		{name: "closed early", file: "anthropic_stream.txt", status: 200, early: true, wantTPM: tpmLimit},

@@ -56,6 +56,9 @@ type Config struct {
 	// StreamChunks is the number of content events of a stream. Zero
 	// means 4.
 	StreamChunks int
+	// StartEmpty starts each key's buckets empty rather than full (no
+	// initial burst).
+	StartEmpty bool
 	// Now is the server's clock. Nil means time.Now.
 	Now func() time.Time
 }
@@ -69,6 +72,8 @@ type KeyStats struct {
 	Tokens int64
 	// HiddenTokens and HiddenRequests are what the hidden consumer took.
 	HiddenTokens, HiddenRequests float64
+	// TokensLeft is the token bucket's balance.
+	TokensLeft float64
 }
 
 // Server is the fake provider. It is safe for concurrent use; call Close
@@ -113,18 +118,19 @@ func (b *bucket) advance(now time.Time, share float64) float64 {
 	return hidden
 }
 
-// wait returns how long until b holds n.
-func (b *bucket) wait(n float64, share float64) time.Duration {
+// wait returns how long until b holds n at its nominal rate, as a provider
+// computes its reset and retry-after figures: it cannot know what other
+// traffic on the key will take meanwhile.
+func (b *bucket) wait(n float64) time.Duration {
 	if b.level >= n {
 		return 0
 	}
-	rate := b.perMs * (1 - share)
-	ms := (n - b.level) / rate
+	ms := (n - b.level) / b.perMs
 	return time.Duration(math.Ceil(ms * float64(time.Millisecond)))
 }
 
-// toFull returns how long until b is full at its visible rate.
-func (b *bucket) toFull(share float64) time.Duration { return b.wait(b.capacity, share) }
+// toFull returns how long until b is full at its nominal rate.
+func (b *bucket) toFull() time.Duration { return b.wait(b.capacity) }
 
 // NewServer starts a fake provider.
 func NewServer(cfg Config) *Server {
@@ -156,14 +162,20 @@ func NewServer(cfg Config) *Server {
 // Close shuts the server down.
 func (s *Server) Close() { s.srv.Close() }
 
-// Stats returns the counters of key.
+// Stats returns the counters of key, its buckets refilled to now (the
+// hidden consumer taking its share).
 func (s *Server) Stats(key string) KeyStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if k, ok := s.keys[key]; ok {
-		return k.stats
+	k, ok := s.keys[key]
+	if !ok {
+		return KeyStats{}
 	}
-	return KeyStats{}
+	now := s.cfg.Now()
+	k.stats.HiddenRequests += k.reqs.advance(now, s.cfg.HiddenShare)
+	k.stats.HiddenTokens += k.toks.advance(now, s.cfg.HiddenShare)
+	k.stats.TokensLeft = k.toks.level
+	return k.stats
 }
 
 type provider int
@@ -327,6 +339,9 @@ func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, in
 			reqs: bucket{capacity: float64(s.cfg.RPM), perMs: float64(s.cfg.RPM) / 60_000, level: float64(s.cfg.RPM), last: now},
 			toks: bucket{capacity: float64(s.cfg.TPM), perMs: float64(s.cfg.TPM) / 60_000, level: float64(s.cfg.TPM), last: now},
 		}
+		if s.cfg.StartEmpty {
+			k.reqs.level, k.toks.level = 0, 0
+		}
 		s.keys[key] = k
 	}
 	share := s.cfg.HiddenShare
@@ -342,11 +357,12 @@ func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, in
 		k.stats.Tokens += tokens
 	} else {
 		k.stats.RateLimited++
-		q.retryAfter = max(k.reqs.wait(1, share), k.toks.wait(float64(tokens), share))
+		q.retryAfter = max(k.reqs.wait(1), k.toks.wait(float64(tokens)))
 	}
+	k.stats.TokensLeft = k.toks.level
 	q.reqsLeft = int64(math.Max(math.Floor(k.reqs.level), 0))
 	q.toksLeft = int64(math.Max(math.Floor(k.toks.level), 0))
-	q.reqsReset, q.toksReset = k.reqs.toFull(share), k.toks.toFull(share)
+	q.reqsReset, q.toksReset = k.reqs.toFull(), k.toks.toFull()
 	s.seq++
 	return q, ok, s.seq
 }

@@ -1,0 +1,155 @@
+package llmhttp_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+	"github.com/zaelimiter/limiter/memorystore"
+)
+
+// simCall sends one chat completion (OpenAI) or message (Anthropic) of the
+// fake provider through client, charged to entity/resource, and returns
+// its status (0 with the error for a transport error).
+func simCall(t *testing.T, client *http.Client, srv *llmtest.Server, anthropic bool) (int, error) {
+	t.Helper()
+	path, body := "/v1/chat/completions", `{"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
+	if anthropic {
+		path, body = "/v1/messages", `{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
+	}
+	ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer k1")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func realLimiter(t *testing.T, tpm int64, opts ...limiter.Option) *limiter.RateLimiter {
+	t.Helper()
+	rl := limiter.New(memorystore.New(), opts...)
+	t.Cleanup(func() { _ = rl.Close() })
+	require.NoError(t, rl.SetLimits(context.Background(), entity, resource,
+		[]limiter.Limit{limiter.PerMinute("rpm", 10_000), limiter.PerMinute("tpm", tpm)}))
+	return rl
+}
+
+// TestFeedbackCorrectsAndLearns: the provider's limit (60,000 tpm) is half
+// the configured one and a hidden consumer has used most of it: after one
+// response the shared bucket holds no more than the provider said was
+// left, and the lower limit is enforced.
+func TestFeedbackCorrectsAndLearns(t *testing.T) {
+	for _, anthropic := range []bool{false, true} {
+		srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
+		rl := realLimiter(t, 120_000)
+		tr := llmhttp.NewTransport(rl, nil)
+		client := &http.Client{Transport: tr}
+		status, err := simCall(t, client, srv, anthropic)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		st := tr.Stats()
+		assert.Equal(t, int64(1), st.Corrections, "anthropic=%v", anthropic)
+		assert.Equal(t, int64(1), st.LimitsLearned)
+		left, err := rl.Available(context.Background(), entity, resource)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, left["tpm"], int64(60_000), "lowered to the provider's remaining figure")
+		assert.Greater(t, left["tpm"], int64(59_000))
+
+		// The next acquire enforces the learned limit: a call larger than the
+		// provider's 60,000 is refused, though 120,000 are configured.
+		ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 70_000})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(`{}`))
+		_, err = client.Do(req)
+		var denied *limiter.RateLimitExceededError
+		require.ErrorAs(t, err, &denied)
+		assert.Equal(t, int64(60_000), denied.Primary.Limit.Capacity)
+		srv.Close()
+	}
+}
+
+// TestFeedbackCooldown: after a provider 429, the limiter refuses the next
+// call itself, with about the provider's retry time, and nothing is sent.
+func TestFeedbackCooldown(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.Config{TPM: 600, OutputTokens: 100})
+	defer srv.Close()
+	rl := realLimiter(t, 600) // configured like the provider, but the provider has a hidden consumer...
+	// ...simulated by draining the provider's bucket behind the limiter's back.
+	hidden := &http.Client{}
+	for {
+		status, err := simCall(t, hidden, srv, false)
+		require.NoError(t, err)
+		if status == http.StatusTooManyRequests {
+			break
+		}
+	}
+	tr := llmhttp.NewTransport(rl, nil)
+	client := &http.Client{Transport: tr}
+	status, err := simCall(t, client, srv, false)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, status)
+	assert.Equal(t, int64(1), tr.Stats().Cooldowns)
+	before := srv.Stats("k1").Requests
+
+	_, err = simCall(t, client, srv, false)
+	var denied *limiter.RateLimitExceededError
+	require.ErrorAs(t, err, &denied)
+	assert.Greater(t, denied.RetryAfter, 5*time.Second, "the provider asked for about 12 s")
+	assert.Less(t, denied.RetryAfter, 40*time.Second)
+	assert.Equal(t, before, srv.Stats("k1").Requests, "refused without sending")
+}
+
+// TestFeedbackOff: with feedback off, the bucket keeps the configured
+// budget whatever the provider says.
+func TestFeedbackOff(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
+	defer srv.Close()
+	rl := realLimiter(t, 120_000)
+	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false))
+	status, err := simCall(t, &http.Client{Transport: tr}, srv, false)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	left, err := rl.Available(context.Background(), entity, resource)
+	require.NoError(t, err)
+	assert.Greater(t, left["tpm"], int64(119_000))
+	assert.Zero(t, tr.Stats().Corrections)
+}
+
+// TestLearnLimitsStored: in learn mode the provider's lower limit becomes
+// the stored limit, audited as coming from the provider.
+func TestLearnLimitsStored(t *testing.T) {
+	srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
+	defer srv.Close()
+	rl := realLimiter(t, 120_000)
+	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithLearnLimits(true))
+	status, err := simCall(t, &http.Client{Transport: tr}, srv, true)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	assert.Equal(t, int64(1), tr.Stats().LimitsStored)
+	limits, err := rl.GetLimits(context.Background(), entity, resource)
+	require.NoError(t, err)
+	var tpm limiter.Limit
+	for _, l := range limits {
+		if l.Name == "tpm" {
+			tpm = l
+		}
+	}
+	assert.Equal(t, int64(60_000), tpm.Capacity)
+	events, err := rl.AuditEvents(context.Background(), entity, 10, "")
+	require.NoError(t, err)
+	require.NotEmpty(t, events)
+	assert.Equal(t, "provider:127.0.0.1", events[0].Principal)
+}

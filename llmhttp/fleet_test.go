@@ -1,0 +1,431 @@
+package llmhttp_test
+
+// The fleet test of provider feedback: four OS processes (this test binary,
+// re-executed) × 16 goroutines send LLM calls through a Transport each, one
+// entity, one shared bucket in DynamoDB Local, against one fake provider
+// served by the parent process. The configured tpm is twice the provider's
+// real limit, and a hidden consumer takes 30 % of the provider's quota.
+// After a warm-up, the parent measures from the provider's own counters:
+// the share of requests the provider refused with 429, and the tokens it
+// admitted against what it allowed the fleet (the part of its refill the
+// hidden consumer left, plus what its bucket held when the window opened).
+//
+// Sizes: `make test` runs 2 s of warm-up and 4 s of measurement, the
+// provider's buckets starting empty so that its one-minute burst does not
+// fill the short window; ZAEL_LLM_FLEET=1 (`make llm-fleet`) runs the full
+// size: 10 s of warm-up from full buckets, then 30 s. ZAEL_LLM_FLEET_WINDOW
+// overrides the measured time.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+)
+
+// Environment of the fleet test and of its helper processes.
+const (
+	envFleet       = "ZAEL_LLM_FLEET"        // 1: full size
+	envFleetWindow = "ZAEL_LLM_FLEET_WINDOW" // the measured time, a Go duration
+	envFleetChild  = "ZAEL_LLM_FLEET_CHILD"  // the helper's JSON parameters
+)
+
+const (
+	fleetProcesses  = 4
+	fleetGoroutines = 16
+	fleetEntity     = "org-key"
+	fleetResource   = "gpt-4o"
+	fleetHidden     = 0.3
+	fleetReady      = "zael-fleet: ready"
+	fleetResult     = "zael-fleet: result"
+)
+
+// fleetParams is what the parent tells each helper.
+type fleetParams struct {
+	Endpoint, Table, Namespace string
+	ProviderURL                string
+	Anthropic, Stream          bool
+	Feedback                   bool
+	Goroutines                 int
+}
+
+// fleetCounts is what a helper reports.
+type fleetCounts struct {
+	Sent, Denied, Provider429, Errors int64
+	FirstError                        string
+	Stats                             llmhttp.Stats
+}
+
+// fleetRun is one measured run.
+type fleetRun struct {
+	name                      string
+	requests, limited         int64
+	admitted, allowed         float64
+	denied, corrections       int64
+	cooldowns, learned, sent  int64
+	rate429, admittedFraction float64
+}
+
+func (r fleetRun) String() string {
+	return fmt.Sprintf("%-28s provider requests %6d, 429 %5.2f %%, admitted tokens %5.1f %% of allowed (%0.f of %.0f); "+
+		"limiter denials %d, corrections %d, cooldowns %d",
+		r.name, r.requests, 100*r.rate429, 100*r.admittedFraction, r.admitted, r.allowed, r.denied, r.corrections, r.cooldowns)
+}
+
+// TestFleetHelperProcess is the helper process; it does nothing unless
+// envFleetChild is set.
+func TestFleetHelperProcess(t *testing.T) {
+	js := os.Getenv(envFleetChild)
+	if js == "" {
+		return
+	}
+	var p fleetParams
+	require.NoError(t, json.Unmarshal([]byte(js), &p))
+	ctx := context.Background()
+	repo, err := limiter.OpenDynamoDB(ctx, ddblocal.NewClient(p.Endpoint), func(o *limiter.DynamoDBOptions) {
+		o.Table, o.Namespace = p.Table, p.Namespace
+	})
+	require.NoError(t, err)
+	rl := limiter.New(repo)
+	defer rl.Close()
+	tr := llmhttp.NewTransport(rl, http.DefaultTransport, llmhttp.WithFeedback(p.Feedback))
+	fmt.Println(fleetReady)
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	require.NoError(t, err, "waiting for the deadline on stdin")
+	ms, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	require.NoError(t, err)
+	counts := runFleetWorkload(tr, p, time.UnixMilli(ms))
+	counts.Stats = tr.Stats()
+	out, err := json.Marshal(counts)
+	require.NoError(t, err)
+	fmt.Println(fleetResult, string(out))
+}
+
+// runFleetWorkload runs p.Goroutines callers until the deadline.
+func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
+	client := &http.Client{Transport: tr}
+	var sent, denied, limited, errs atomic.Int64
+	var firstErr atomic.Value
+	path := "/v1/chat/completions"
+	body := `{"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":"Summarise the token bucket algorithm in one paragraph."}]`
+	if p.Anthropic {
+		path = "/v1/messages"
+	}
+	if p.Stream {
+		body += `,"stream":true`
+		if !p.Anthropic {
+			body += `,"stream_options":{"include_usage":true}`
+		}
+	}
+	body += "}"
+	var wg sync.WaitGroup
+	for range p.Goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+				wait, err := fleetCall(ctx, client, p.ProviderURL+path, body)
+				cancel()
+				var rle *limiter.RateLimitExceededError
+				switch {
+				case errors.As(err, &rle):
+					denied.Add(1)
+					wait = rle.RetryAfter
+				case err != nil && ctx.Err() == nil && time.Now().Before(deadline):
+					errs.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					wait = 10 * time.Millisecond
+				case err == nil && wait > 0:
+					sent.Add(1)
+					limited.Add(1)
+				case err == nil:
+					sent.Add(1)
+				}
+				if wait > 0 {
+					time.Sleep(min(wait, time.Until(deadline), time.Second))
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	c := fleetCounts{Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(), Errors: errs.Load()}
+	if s, ok := firstErr.Load().(string); ok {
+		c.FirstError = s
+	}
+	return c
+}
+
+// fleetCall makes one call; for a provider 429 it returns the provider's
+// retry time.
+func fleetCall(ctx context.Context, client *http.Client, url, body string) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, fleetEntity, fleetResource, nil),
+		http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer sk-fleet")
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		ms, _ := strconv.Atoi(resp.Header.Get("Retry-After-Ms"))
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && ms == 0 {
+			ms = s * 1000
+		}
+		return max(time.Duration(ms)*time.Millisecond, time.Millisecond), nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("provider answered %d", resp.StatusCode)
+	}
+	return 0, nil
+}
+
+// fleetSize is the run's timing.
+type fleetSize struct {
+	warmup, window time.Duration
+	startEmpty     bool
+	tpm            int64
+	// bounds: check at most 1 % of provider 429s and at least 85 % of the
+	// allowed tokens admitted with feedback (the full size). The short run,
+	// whose window holds a few dozen requests on a loaded machine, checks
+	// only that feedback leaves fewer 429s than no feedback.
+	bounds bool
+}
+
+func fleetSizeFromEnv(t testing.TB) fleetSize {
+	t.Helper()
+	s := fleetSize{warmup: 2 * time.Second, window: 6 * time.Second, startEmpty: true, tpm: 60_000}
+	if os.Getenv(envFleet) == "1" {
+		s = fleetSize{warmup: 10 * time.Second, window: 30 * time.Second, tpm: 120_000, bounds: true}
+	}
+	if v := os.Getenv(envFleetWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, envFleetWindow)
+		s.window = d
+	}
+	return s
+}
+
+// runFleet runs one configuration and returns its measurements.
+func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feedback bool) fleetRun {
+	t.Helper()
+	ctx := context.Background()
+	endpoint := ddblocal.Endpoint(t)
+	table := ddblocal.TableName(t)
+	repo, err := limiter.OpenDynamoDB(ctx, ddblocal.NewClient(endpoint), func(o *limiter.DynamoDBOptions) {
+		o.Table, o.Namespace, o.CreateTable = table, "default", true
+	})
+	require.NoError(t, err)
+	admin := limiter.New(repo)
+	defer admin.Close()
+	// The provider's real limit is size.tpm; the configured one is twice it.
+	require.NoError(t, admin.SetLimits(ctx, fleetEntity, fleetResource, []limiter.Limit{
+		limiter.PerMinute("rpm", 1_000_000), limiter.PerMinute("tpm", 2*size.tpm),
+	}))
+	provider := llmtest.NewServer(llmtest.Config{
+		RPM: 500_000, TPM: size.tpm, HiddenShare: fleetHidden, OutputTokens: 100, StartEmpty: size.startEmpty,
+		StreamChunks: 4,
+	})
+	defer provider.Close()
+
+	params := fleetParams{Endpoint: endpoint, Table: table, Namespace: "default", ProviderURL: provider.URL,
+		Anthropic: anthropic, Stream: stream, Feedback: feedback, Goroutines: fleetGoroutines}
+	js, err := json.Marshal(params)
+	require.NoError(t, err)
+	helpers := make([]*fleetHelper, fleetProcesses)
+	for i := range helpers {
+		helpers[i] = startFleetHelper(t, envFleetChild+"="+string(js), size.warmup+size.window+5*time.Minute)
+	}
+	for _, h := range helpers {
+		select {
+		case <-h.ready:
+		case <-h.done:
+			_, err := h.result()
+			require.NoError(t, err)
+			t.Fatal("helper exited before it was ready")
+		}
+	}
+	start := time.Now()
+	deadline := start.Add(size.warmup + size.window)
+	for _, h := range helpers {
+		_, err := fmt.Fprintln(h.stdin, deadline.UnixMilli())
+		require.NoError(t, err)
+	}
+	time.Sleep(time.Until(start.Add(size.warmup)))
+	before := provider.Stats("sk-fleet")
+	time.Sleep(time.Until(deadline))
+	after := provider.Stats("sk-fleet")
+
+	run := fleetRun{name: name}
+	for _, h := range helpers {
+		c, err := h.result()
+		require.NoError(t, err)
+		assert.Zero(t, c.Errors, "%s: errors other than denials (first: %s)", name, c.FirstError)
+		run.denied += c.Denied
+		run.sent += c.Sent
+		run.corrections += c.Stats.Corrections
+		run.cooldowns += c.Stats.Cooldowns
+		run.learned += c.Stats.LimitsLearned
+	}
+	run.requests = after.Requests - before.Requests
+	run.limited = after.RateLimited - before.RateLimited
+	run.admitted = float64(after.Tokens - before.Tokens)
+	visible := (1 - fleetHidden) * float64(size.tpm) / 60 * size.window.Seconds()
+	run.allowed = visible + max(before.TokensLeft, 0)
+	if run.requests > 0 {
+		run.rate429 = float64(run.limited) / float64(run.requests)
+	}
+	run.admittedFraction = run.admitted / run.allowed
+	return run
+}
+
+// TestFleetFeedback: with feedback, at most 1 % of the fleet's requests get
+// a provider 429 and the admitted tokens reach 85 % of what the provider
+// allowed, with OpenAI's headers (JSON bodies and streams) and Anthropic's;
+// the same run without feedback is reported beside it.
+func TestFleetFeedback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fleet test: skipped with -short")
+	}
+	size := fleetSizeFromEnv(t)
+	full := os.Getenv(envFleet) == "1"
+	var runs []fleetRun
+	for _, c := range []struct {
+		name                        string
+		anthropic, stream, feedback bool
+		short                       bool // also in the short run of make test
+	}{
+		{"openai json, feedback", false, false, true, true},
+		{"openai json, no feedback", false, false, false, true},
+		{"anthropic json, feedback", true, false, true, false},
+		{"openai stream, feedback", false, true, true, false},
+		{"anthropic stream, feedback", true, true, true, true},
+		{"anthropic stream, no feedback", true, true, false, false},
+	} {
+		if !full && !c.short {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			r := runFleet(t, c.name, size, c.anthropic, c.stream, c.feedback)
+			t.Log(r)
+			runs = append(runs, r)
+			if c.feedback && size.bounds {
+				assert.LessOrEqual(t, r.rate429, 0.01, "%s: provider 429s", c.name)
+				assert.GreaterOrEqual(t, r.admittedFraction, 0.85, "%s: admitted share", c.name)
+			}
+		})
+	}
+	for _, r := range runs {
+		t.Log(r)
+	}
+	if len(runs) >= 2 && runs[0].requests > 0 && runs[1].requests > 0 {
+		assert.Less(t, runs[0].rate429, runs[1].rate429, "OpenAI JSON: feedback leaves fewer provider 429s than no feedback")
+	}
+}
+
+// BenchmarkFleetFeedback reports the fleet's provider 429s and admitted
+// share, OpenAI JSON calls, with feedback and without, side by side (one
+// fleet run per iteration; run it with -benchtime=1x).
+func BenchmarkFleetFeedback(b *testing.B) {
+	size := fleetSizeFromEnv(b)
+	for _, feedback := range []bool{true, false} {
+		name := "feedback=" + strconv.FormatBool(feedback)
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				r := runFleet(b, name, size, false, false, feedback)
+				b.ReportMetric(100*r.rate429, "%429")
+				b.ReportMetric(100*r.admittedFraction, "%admitted")
+				b.ReportMetric(float64(r.requests), "provider-requests")
+			}
+		})
+	}
+}
+
+// fleetHelper is a helper process as the parent sees it.
+type fleetHelper struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+	stdin  io.WriteCloser
+	stderr strings.Builder
+	ready  chan struct{} // closed when the helper printed fleetReady
+	done   chan struct{} // closed when its stdout is drained
+	lines  []string      // read only after done
+}
+
+func startFleetHelper(t testing.TB, env string, timeout time.Duration) *fleetHelper {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFleetHelperProcess$", "-test.count=1",
+		"-test.timeout="+timeout.String())
+	cmd.Env = append(os.Environ(), env)
+	cmd.WaitDelay = 10 * time.Second
+	h := &fleetHelper{cmd: cmd, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	cmd.Stderr = &h.stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	h.stdin, err = cmd.StdinPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	go func() {
+		defer close(h.done)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			h.lines = append(h.lines, sc.Text())
+			if sc.Text() == fleetReady {
+				close(h.ready)
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-h.done
+		_ = cmd.Wait()
+	})
+	return h
+}
+
+// result waits for the helper and decodes its counts.
+func (h *fleetHelper) result() (fleetCounts, error) {
+	h.stdin.Close()
+	<-h.done
+	err := h.cmd.Wait()
+	out := fmt.Sprintf("stdout:\n%s\nstderr:\n%s", strings.Join(h.lines, "\n"), h.stderr.String())
+	if err != nil {
+		return fleetCounts{}, fmt.Errorf("helper: %w\n%s", err, out)
+	}
+	for _, l := range h.lines {
+		if js, ok := strings.CutPrefix(l, fleetResult+" "); ok {
+			var c fleetCounts
+			return c, json.Unmarshal([]byte(js), &c)
+		}
+	}
+	return fleetCounts{}, fmt.Errorf("helper printed no result\n%s", out)
+}
