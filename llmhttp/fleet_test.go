@@ -40,6 +40,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/llmhttp"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Environment of the fleet test and of its helper processes.
@@ -73,6 +74,17 @@ type fleetCounts struct {
 	Sent, Denied, Provider429, Errors int64
 	FirstError                        string
 	Stats                             llmhttp.Stats
+	Spec                              store.SpeculativeStats
+	Series                            []fleetSample
+}
+
+// fleetSample is a helper's counters at one moment, for the timeline.
+type fleetSample struct {
+	Ms                                  int64
+	Sent, Denied, Provider429           int64
+	Corrections, Cooldowns              int64
+	SpecAttempts, SpecSuccess, Fallback int64
+	LimitsChanged, RefillWouldHelp      int64
 }
 
 // fleetRun is one measured run.
@@ -113,15 +125,16 @@ func TestFleetHelperProcess(t *testing.T) {
 	require.NoError(t, err, "waiting for the deadline on stdin")
 	ms, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 	require.NoError(t, err)
-	counts := runFleetWorkload(tr, p, time.UnixMilli(ms))
+	counts := runFleetWorkload(rl, tr, p, time.UnixMilli(ms))
 	counts.Stats = tr.Stats()
+	counts.Spec = rl.SpeculativeStats()
 	out, err := json.Marshal(counts)
 	require.NoError(t, err)
 	fmt.Println(fleetResult, string(out))
 }
 
 // runFleetWorkload runs p.Goroutines callers until the deadline.
-func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
+func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
 	client := &http.Client{Transport: tr}
 	var sent, denied, limited, errs atomic.Int64
 	var firstErr atomic.Value
@@ -137,6 +150,32 @@ func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) 
 		}
 	}
 	body += "}"
+	var series []fleetSample
+	start := time.Now()
+	sample := func() {
+		st, sp := tr.Stats(), rl.SpeculativeStats()
+		series = append(series, fleetSample{Ms: time.Since(start).Milliseconds(),
+			Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(),
+			Corrections: st.Corrections, Cooldowns: st.Cooldowns,
+			SpecAttempts: sp.Attempts, SpecSuccess: sp.Counts[store.SpecSuccess], Fallback: sp.Fallbacks(),
+			LimitsChanged: sp.Counts[store.SpecFallbackLimitsChanged], RefillWouldHelp: sp.Counts[store.SpecFallbackRefillWouldHelp]})
+	}
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				sample()
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for range p.Goroutines {
 		wg.Add(1)
@@ -168,7 +207,9 @@ func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) 
 		}()
 	}
 	wg.Wait()
-	c := fleetCounts{Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(), Errors: errs.Load()}
+	close(stopSampling)
+	<-sampled
+	c := fleetCounts{Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(), Errors: errs.Load(), Series: series}
 	if s, ok := firstErr.Load().(string); ok {
 		c.FirstError = s
 	}
@@ -277,10 +318,23 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 		_, err := fmt.Fprintln(h.stdin, deadline.UnixMilli())
 		require.NoError(t, err)
 	}
+	traced := make(chan struct{})
+	if os.Getenv("ZAEL_LLM_FLEET_TRACE") != "" {
+		go func() {
+			defer close(traced)
+			for time.Until(deadline) > time.Second {
+				time.Sleep(time.Second)
+				t.Logf("provider %5dms %+v", time.Since(start).Milliseconds(), provider.Stats("sk-fleet"))
+			}
+		}()
+	} else {
+		close(traced)
+	}
 	time.Sleep(time.Until(start.Add(size.warmup)))
 	before := provider.Stats("sk-fleet")
 	time.Sleep(time.Until(deadline))
 	after := provider.Stats("sk-fleet")
+	<-traced
 
 	run := fleetRun{name: name}
 	for _, h := range helpers {
@@ -292,6 +346,12 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 		run.corrections += c.Stats.Corrections
 		run.cooldowns += c.Stats.Cooldowns
 		run.learned += c.Stats.LimitsLearned
+		if os.Getenv("ZAEL_LLM_FLEET_TRACE") != "" {
+			t.Logf("helper spec %+v stats %+v", c.Spec, c.Stats)
+			for _, s := range c.Series {
+				t.Logf("  %+v", s)
+			}
+		}
 	}
 	run.requests = after.Requests - before.Requests
 	run.limited = after.RateLimited - before.RateLimited
