@@ -10,6 +10,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file holds the provider feedback: what the provider's rate-limit
@@ -373,7 +374,9 @@ func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackS
 
 // lower asks the limiter to lower the bucket, one request at a time per
 // (entity, resource) in this transport: while one is in flight, others
-// are dropped (the next response brings fresher figures).
+// are dropped (the next response brings fresher figures), and so is one
+// that loses every retry of its conditional write to other writes of the
+// item.
 func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target limiter.Consume) {
 	if !st.lowering.CompareAndSwap(false, true) {
 		return
@@ -383,6 +386,10 @@ func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target
 	defer cancel()
 	lowered, err := t.rl.LowerTokens(ctx, c.entity, c.resource, target)
 	switch {
+	case errors.Is(err, store.ErrConditionFailed) || errors.Is(err, store.ErrTransactionConflict):
+		// Other writes to the item won every retry: dropped like a
+		// correction that finds one in flight.
+		t.st.correctionsDropped.Add(1)
 	case err != nil && !errors.Is(err, limiter.ErrUnsupported):
 		t.st.feedbackErrors.Add(1)
 		t.cfg.logger.Warn("llmhttp: lowering the shared budget failed", "entity", c.entity, "resource", c.resource, "err", err)
