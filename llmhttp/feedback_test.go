@@ -155,3 +155,25 @@ func TestLearnLimitsStored(t *testing.T) {
 	require.NotEmpty(t, events)
 	assert.Equal(t, "provider:127.0.0.1", events[0].Principal)
 }
+
+// TestFeedbackReserve: the reserve sets how far below the provider's
+// remaining figure a correction lowers the bucket; zero lowers it to the
+// figure itself.
+func TestFeedbackReserve(t *testing.T) {
+	for _, c := range []struct {
+		reserve float64
+		below   int64 // tokens below the provider's 60,000 (less one call's)
+	}{{0, 0}, {0.05, 6_000}} {
+		srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
+		rl := realLimiter(t, 120_000)
+		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedbackReserve(c.reserve))
+		status, err := simCall(t, &http.Client{Transport: tr}, srv, false)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		left, err := rl.Available(context.Background(), entity, resource)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, left["tpm"], 60_000-c.below, "reserve %v", c.reserve)
+		assert.Greater(t, left["tpm"], 60_000-c.below-200, "reserve %v: one call's tokens below", c.reserve)
+		srv.Close()
+	}
+}
