@@ -236,25 +236,38 @@ func (c stressCounts) String() string {
 // for at least stressMinAttempts attempts, and returns their merged counts.
 // Even workers use the speculative path, odd ones the read-then-write path.
 func runStressWorkload(repo *DynamoDBRepository, goroutines int, deadline time.Time) stressCounts {
-	spec, slow := New(repo, WithSpeculativeWrites(true)), New(repo, WithSpeculativeWrites(false))
+	// Each path with Commit synchronous and in the background
+	// (WithBackgroundCommit): goroutine i uses limiters[i%4].
+	var limiters []*RateLimiter
+	for _, bg := range []bool{false, true} {
+		limiters = append(limiters,
+			New(repo, WithSpeculativeWrites(true), WithBackgroundCommit(bg)),
+			New(repo, WithSpeculativeWrites(false), WithBackgroundCommit(bg)))
+	}
 	results := make([]stressCounts, goroutines)
 	var wg sync.WaitGroup
 	for i := range goroutines {
-		rl := spec
-		if i%2 == 1 {
-			rl = slow
-		}
+		rl := limiters[i%len(limiters)]
 		wg.Go(func() { results[i] = stressWorker(rl, deadline) })
 	}
 	wg.Wait()
-	// Wait for the give-backs of acquires that gave up in flight.
-	spec.Close()
-	slow.Close()
 	total := newStressCounts()
 	for _, r := range results {
 		total.add(r)
 	}
-	total.Speculative = spec.SpeculativeStats()
+	for _, rl := range limiters {
+		// Wait for the give-backs of acquires that gave up in flight and
+		// for the background commits.
+		rl.Close()
+		if rl.commits != nil && rl.commits.failed.Load() > 0 {
+			total.fail("%d background commits failed", rl.commits.failed.Load())
+		}
+		s := rl.SpeculativeStats()
+		total.Speculative.Attempts += s.Attempts
+		for o, n := range s.Counts {
+			total.Speculative.Counts[o] += n
+		}
+	}
 	return total
 }
 
