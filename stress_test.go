@@ -20,9 +20,11 @@ package limiter
 // exit. Nothing sleeps.
 //
 // Paths: in each process the even goroutines use the speculative path and
-// the odd ones the read-then-write path (two RateLimiters on one
-// repository), so every pair of paths contends within a process and across
-// processes.
+// the odd ones the read-then-write path, each with Commit synchronous for
+// half of them and in the background (WithBackgroundCommit) for the other
+// half (four RateLimiters on one repository), so every pair of paths and
+// commit modes contends within a process and across processes; a
+// background commit that fails is an error of the run.
 //
 // Cancellation: a quarter of the acquires run on a context that ends after
 // a random 0–15 ms, so that many give up while their write is in flight.
