@@ -14,6 +14,10 @@ DYNAMODB_LOCAL_DIR ?= $(or $(ZAEL_DYNAMODB_LOCAL_DIR),$(CURDIR)/.cache/dynamodb-
 # Extra `go test` flags for test and test-docker, e.g. GOTESTFLAGS=-v (.ci/run uses it).
 GOTESTFLAGS ?=
 
+# Per-package time limit of `make test`: the root package's race-enabled run takes a few minutes on
+# a quiet 2-core machine, well past that when the machine is busy; go test's default is 10m.
+TESTTIMEOUT ?= 20m
+
 # `make docker-image`: DynamoDB Local as a Docker image, built offline FROM scratch out of the jar
 # above and this machine's Java runtime (build/dynamodb-local-image/), in DOCKER_IMAGE_CONTEXT.
 # The name is the one internal/ddblocal runs (ContainerImage; a test checks they agree).
@@ -83,7 +87,7 @@ SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -c
 .PHONY: test
 test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the LLM SDK examples, then the soak tests at full size
 	$(GO) vet ./...
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) $(GOTESTFLAGS) ./...
 	$(MAKE) test-llm-examples
 	$(SOAK_TEST)
 

@@ -292,15 +292,7 @@ func namespaceFromItem(item map[string]types.AttributeValue) namespaceRecord {
 // the original's Limit.to_dict map (see [auditLimitDetail]); a non-finite
 // float is an error.
 func auditItem(ns string, e AuditEvent, ttl int64) (map[string]types.AttributeValue, error) {
-	return ddbschema.AuditItem(ns, ddbschema.AuditEvent{
-		EventID:   e.EventID,
-		Timestamp: e.Timestamp,
-		Action:    e.Action,
-		EntityID:  e.EntityID,
-		Principal: e.Principal,
-		Resource:  e.Resource,
-		Details:   e.Details,
-	}, ttl, auditDetailConverter)
+	return ddbschema.AuditItem(ns, ddbschema.AuditEvent(e), ttl, auditDetailConverter)
 }
 
 // auditDetailConverter stores a [Limit] in audit details as its to_dict
@@ -312,6 +304,9 @@ func auditDetailConverter(v any) (any, bool) {
 	return nil, false
 }
 
+// The root's models and ddbschema's item structs have the same fields, so
+// they convert directly.
+
 // auditEventFromItem reads an audit event item (see
 // ddbschema.AuditEventFromItem). ok is false for items without a string
 // action, which the original skips.
@@ -320,15 +315,7 @@ func auditEventFromItem(item map[string]types.AttributeValue) (AuditEvent, bool,
 	if err != nil || !ok {
 		return AuditEvent{}, ok, err
 	}
-	return AuditEvent{
-		EventID:   e.EventID,
-		Timestamp: e.Timestamp,
-		Action:    e.Action,
-		EntityID:  e.EntityID,
-		Principal: e.Principal,
-		Resource:  e.Resource,
-		Details:   e.Details,
-	}, true, nil
+	return AuditEvent(e), true, nil
 }
 
 // ---------------------------------------------------------------------------
@@ -338,15 +325,7 @@ func auditEventFromItem(item map[string]types.AttributeValue) (AuditEvent, bool,
 // (epoch seconds), the item the aggregator's update creates (see
 // ddbschema.UsageSnapshotItem).
 func usageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
-	return ddbschema.UsageSnapshotItem(ns, ddbschema.UsageSnapshot{
-		EntityID:    s.EntityID,
-		Resource:    s.Resource,
-		WindowType:  s.WindowType,
-		WindowStart: s.WindowStart,
-		WindowEnd:   s.WindowEnd,
-		Counters:    s.Counters,
-		TotalEvents: s.TotalEvents,
-	}, ttl)
+	return ddbschema.UsageSnapshotItem(ns, ddbschema.UsageSnapshot(s), ttl)
 }
 
 // usageSnapshotFromItem reads a snapshot item (see
@@ -357,15 +336,7 @@ func usageSnapshotFromItem(item map[string]types.AttributeValue) (UsageSnapshot,
 	if err != nil || !ok {
 		return UsageSnapshot{}, ok, err
 	}
-	return UsageSnapshot{
-		EntityID:    s.EntityID,
-		Resource:    s.Resource,
-		WindowType:  s.WindowType,
-		WindowStart: s.WindowStart,
-		WindowEnd:   s.WindowEnd,
-		Counters:    s.Counters,
-		TotalEvents: s.TotalEvents,
-	}, true, nil
+	return UsageSnapshot(s), true, nil
 }
 
 // The requests of bucket writes ([store.BucketWrite]) on the DynamoDB layout of

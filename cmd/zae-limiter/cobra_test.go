@@ -119,3 +119,20 @@ func TestHelpCommand(t *testing.T) {
 	assert.Contains(t, out, "Usage: zae-limiter entity create ENTITY_ID [FLAGS]")
 	assert.Contains(t, out, "--cascade / --no-cascade")
 }
+
+// TestSingleDashLongFlags: long flags written with one dash, as the standard
+// flag package accepted them, still work; shorthands and values after "--"
+// are left alone.
+func TestSingleDashLongFlags(t *testing.T) {
+	t.Parallel()
+	root := (&cli{stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}).rootCommand()
+	got := singleDashLongFlags(root, []string{"-name", "x", "-namespace=ns", "-n", "y", "-help", "-5", "--region", "r", "--", "-name"})
+	assert.Equal(t, []string{"--name", "x", "--namespace=ns", "-n", "y", "--help", "-5", "--region", "r", "--", "-name"}, got)
+
+	code, out, errs := runCLI("-version")
+	require.Equal(t, exitOK, code, errs)
+	assert.Equal(t, "zae-limiter (go) "+clientVersion()+"\n", out)
+	code, out, _ = runCLI("entity", "create", "-help")
+	require.Equal(t, exitOK, code)
+	assert.Contains(t, out, "Usage: zae-limiter entity create")
+}

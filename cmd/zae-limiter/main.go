@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	limiter "github.com/zaelimiter/limiter"
 )
@@ -268,7 +269,7 @@ func (c *cli) rootCommand() *cobra.Command {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c := &cli{ctx: ctx, stdout: stdout, stderr: stderr}
 	root := c.rootCommand()
-	root.SetArgs(args)
+	root.SetArgs(singleDashLongFlags(root, args))
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return exitOK
@@ -279,4 +280,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ec.code
 	}
 	return exitError
+}
+
+// singleDashLongFlags rewrites "-name" and "-name=value" to "--name" and
+// "--name=value" where name is a long flag of the command tree, so that
+// command lines written for the standard flag package, which the CLI used
+// before it moved to cobra, keep working. Arguments after "--" are left as
+// they are, and so is anything that is not a known long flag (shorthands
+// such as -n stay shorthands).
+func singleDashLongFlags(root *cobra.Command, args []string) []string {
+	long := map[string]bool{"help": true}
+	var walk func(*cobra.Command)
+	walk = func(cmd *cobra.Command) {
+		add := func(f *pflag.Flag) { long[f.Name] = true }
+		cmd.LocalFlags().VisitAll(add)
+		cmd.PersistentFlags().VisitAll(add)
+		for _, sub := range cmd.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	out := make([]string, len(args))
+	copy(out, args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if len(a) < 3 || a[0] != '-' || a[1] == '-' {
+			continue
+		}
+		name, _, _ := strings.Cut(a[1:], "=")
+		if len(name) > 1 && long[name] {
+			out[i] = "-" + a
+		}
+	}
+	return out
 }
