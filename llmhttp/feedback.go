@@ -17,16 +17,23 @@ import (
 // headers and 429s do to the shared budget.
 //
 //   - Correction: when a response says the provider has fewer tokens (or
-//     requests) left than the shared bucket holds, by more than the
-//     threshold, the bucket is lowered to the provider's figure
-//     ([limiter.RateLimiter.LowerTokens]: one read and one conditional write,
-//     seen by every process at once, never raising a balance).
+//     requests) left than the shared bucket holds, the bucket is lowered
+//     to the provider's figure less a reserve, when it holds more than that
+//     by more than the threshold ([limiter.RateLimiter.LowerTokens]: one
+//     read and one conditional write, seen by every process at once, never
+//     raising a balance). The provider's figure already counts the traffic
+//     of others on the same key; the reserve absorbs what the bucket gains
+//     on the provider between two corrections and the requests still on
+//     their way. Nothing of it is kept per process, so that every process
+//     acquires with the same limit parameters and the limiter's
+//     speculative write stays the common path.
 //   - Cooldown: a 429 puts the bucket into a debt that refill pays off at
 //     the provider's retry time, so that every process's next acquire is
 //     refused with that RetryAfter.
 //   - Learned limits: a provider limit below the configured one is
 //     enforced by this transport's acquires for as long as the provider
-//     reports it (with a log line and Stats.LimitsLearned); with
+//     reports it (with a log line and Stats.LimitsLearned); every process
+//     reads the same figure, so they agree on the parameters; with
 //     [WithLearnLimits] it is also written as the entity's stored limit,
 //     audited with the principal "provider:" + the API's host.
 
@@ -304,7 +311,8 @@ func (t *Transport) storeLearned(ctx context.Context, req *http.Request, c call,
 const feedbackTimeout = 5 * time.Second
 
 // correct lowers the shared bucket to the provider's remaining figures
-// when the lease saw it hold more by more than the threshold.
+// less the reserve, when the lease saw it hold more than that by more
+// than the threshold.
 func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackState, lease *limiter.Lease) {
 	figures := []struct {
 		name string
