@@ -85,16 +85,6 @@ func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketStat
 	return s, true
 }
 
-// refund returns a balance of tokensMilli after giving back refundMilli (≥
-// 0), never above capacityMilli (a balance already above it is left as it
-// is): a refund cannot create tokens the bucket could not hold.
-func refund(tokensMilli, refundMilli, capacityMilli int64) int64 {
-	if tokensMilli >= capacityMilli {
-		return tokensMilli
-	}
-	return min(bucketmath.AddSat(tokensMilli, refundMilli), capacityMilli)
-}
-
 // calculateAvailable returns the whole tokens of s refilled to nowMs
 // (floored; negative when the bucket is in debt). It is the original's
 // calculate_available.

@@ -5,7 +5,9 @@ package limiter
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -151,18 +153,98 @@ func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string
 // LLM call.
 const refundTimeout = 10 * time.Second
 
-// background tracks the limiter's goroutines.
+// background runs the limiter's goroutines: writes whose caller may stop
+// waiting, give-backs, background commits.
+//
+// A goroutine that makes a DynamoDB call grows its stack several times
+// over (the SDK's call chain is deep), and a new goroutine starts small,
+// so a goroutine per write spent about a tenth of an acquire's CPU copying
+// stacks. The goroutines are therefore kept: one that ends its work parks
+// for workerIdle and takes the next function handed to Go, the most
+// recently parked first (its stack is the warmest); one that waits longer
+// exits. Close waits for the work (wg), then wakes the parked goroutines so
+// that they exit, and waits for them too.
 type background struct {
-	wg sync.WaitGroup
+	wg sync.WaitGroup // work handed to Go and not ended
+
+	mu      sync.Mutex     // guards idle
+	idle    []*worker      // parked goroutines, the most recently parked last
+	running sync.WaitGroup // goroutines alive
+	alive   atomic.Int32   // goroutines alive, counted
 }
 
-// Go runs f in a tracked goroutine.
+// worker is a parked goroutine of background: Go hands it work on next
+// (buffered: the hand-over never blocks); nil tells it to exit.
+type worker struct {
+	next chan func()
+}
+
+// workerIdle is how long a goroutine of background waits for more work.
+const workerIdle = time.Second
+
+// Go runs f in a goroutine of b.
 func (b *background) Go(f func()) {
 	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
+	b.mu.Lock()
+	if n := len(b.idle); n > 0 {
+		w := b.idle[n-1]
+		b.idle[n-1] = nil
+		b.idle = b.idle[:n-1]
+		b.mu.Unlock()
+		w.next <- f
+		return
+	}
+	b.mu.Unlock()
+	b.running.Add(1)
+	b.alive.Add(1)
+	go b.loop(&worker{next: make(chan func(), 1)}, f)
+}
+
+// loop runs f, then what Go hands w, until w has waited workerIdle or is
+// told to exit.
+func (b *background) loop(w *worker, f func()) {
+	defer b.running.Done()
+	defer b.alive.Add(-1)
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for f != nil {
 		f()
-	}()
+		// Parked before the work is marked done, so that Close, once the
+		// work is done, finds every goroutine parked.
+		b.mu.Lock()
+		b.idle = append(b.idle, w)
+		b.mu.Unlock()
+		b.wg.Done()
+		idle.Reset(workerIdle)
+		select {
+		case f = <-w.next:
+		case <-idle.C:
+			b.mu.Lock()
+			i := slices.Index(b.idle, w)
+			if i >= 0 {
+				b.idle = slices.Delete(b.idle, i, i+1)
+			}
+			b.mu.Unlock()
+			if i >= 0 {
+				return
+			}
+			f = <-w.next // Go took it meanwhile: its work is on the way
+		}
+	}
+}
+
+// wait waits until the work handed to Go has ended and every goroutine of
+// b has exited.
+func (b *background) wait() {
+	b.wg.Wait()
+	b.mu.Lock()
+	idle := b.idle
+	b.idle = nil
+	b.mu.Unlock()
+	for _, w := range idle {
+		w.next <- nil
+	}
+	b.running.Wait()
 }
 
 // detachedContext returns a context with ctx's values, no cancellation and

@@ -239,8 +239,7 @@ func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.Spec
 		return store.SpeculativeResult{Key: op.key}, err
 	}
 	done := make(chan struct{})
-	g.bg.wg.Add(1)
-	go g.soloWrite(ctx, s, op, done) // a go statement, not bg.Go: one allocation less
+	g.bg.Go(func() { g.soloWrite(ctx, s, op, done) })
 
 	select {
 	case <-done:
@@ -268,7 +267,6 @@ func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.Spec
 // from ctx's cancellation, closes done unless the caller gave up (then an
 // applied acquire is given back), and hands the item over.
 func (g *groupCommit) soloWrite(ctx context.Context, s *gcSlot, op *gcOp, done chan struct{}) {
-	defer g.bg.wg.Done()
 	wctx, cancel := detachedContext(ctx)
 	g.write(wctx, op)
 	cancel()

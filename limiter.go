@@ -235,7 +235,7 @@ func (rl *RateLimiter) Close() error {
 	if rl.commits != nil {
 		rl.commits.flushAll()
 	}
-	rl.bg.wg.Wait()
+	rl.bg.wait()
 	return nil
 }
 

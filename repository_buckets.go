@@ -251,16 +251,30 @@ func (r *DynamoDBRepository) resetUpdate(w store.BucketWrite) *types.Update {
 // conditioned on each limit existing and, for a refund, on its balance
 // leaving room for it (tk ≤ capacity − refund, with the capacity the
 // limiter expects). That is the common case and costs one call, as an
-// unconditional ADD does. When the condition fails the item as it was comes
-// back (ALL_OLD), and the exact result is written with SET, conditioned on
-// the balances read (an optimistic lock on the values), until it applies.
+// unconditional ADD does.
+//
+// When the condition fails the item as it was comes back (ALL_OLD), and the
+// adjustment is written again from it. That write is conditioned on ranges,
+// not on the exact balances read, so that the acquires and adjustments of
+// other clients, which move the balances all the time on a busy item, do
+// not refuse it: a charge is an ADD that needs only its limit to exist, and
+// a refund of R on a limit of capacity C falls in one of three cases, each
+// exact over its whole range of balances:
+//
+//   - tk ≤ C − R: ADD R (the refund fits);
+//   - C − R < tk < C: SET tk = C (the refund is capped at the capacity);
+//   - tk ≥ C: the balance stays (a full bucket takes no refund).
+//
+// Each case is conditioned on its range and on the capacity read, so only a
+// balance that crosses from one case to another between the read and the
+// write, or a limit changed meanwhile, makes it fail and be written again.
 
-// maxAdjustRounds bounds the exact writes of an adjustment whose balances
-// keep changing under it.
-const maxAdjustRounds = 5
+// maxAdjustRounds bounds the rewrites of an adjustment whose item keeps
+// changing under it.
+const maxAdjustRounds = 8
 
 // errAdjustContended reports an adjustment that lost the race for its
-// balances maxAdjustRounds times; nothing of it was written.
+// item maxAdjustRounds times; nothing of it was written.
 var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times: %w", maxAdjustRounds, store.ErrTransactionConflict)
 
 // writeAdjust applies one store.WriteAdjust.
@@ -315,9 +329,10 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite) *dynamodb.Upd
 }
 
 // exactAdjust is the write of an adjustment computed from old, the item as
-// it is: SET each balance to its exact new value (a refund capped at the
-// capacity), ADD the totals, conditioned on the balances still being the
-// ones read. It returns nil when old holds none of the limits.
+// it was when the previous write failed: per limit old holds, a charge is
+// ADDed, and a refund takes the case of its balance (see above), with the
+// item's capacity; the totals are ADDed. It returns nil when old holds none
+// of the limits.
 func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
@@ -328,15 +343,28 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 			continue // removed from the item: nothing to adjust
 		}
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		next := bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
-		if l.ConsumedMilli < 0 {
-			next = refund(s.TokensMilli, -l.ConsumedMilli, s.CapacityMilli)
-		}
-		conds = append(conds, tk+" = "+b.n(s.TokensMilli))
-		set = append(set, tk+" = "+b.n(next))
+		cp := b.name(bucketAttr(l.Name, fieldCapacity))
 		add = append(add, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+		if l.ConsumedMilli >= 0 {
+			add = append(add, tk+" "+b.n(-l.ConsumedMilli))
+			conds = append(conds, "attribute_exists("+cp+")")
+			continue
+		}
+		c := s.CapacityMilli
+		fits := bucketmath.AddSat(c, l.ConsumedMilli) // C − R
+		conds = append(conds, cp+" = "+b.n(c))
+		switch {
+		case s.TokensMilli >= c:
+			conds = append(conds, tk+" >= "+b.n(c))
+		case s.TokensMilli > fits:
+			conds = append(conds, tk+" > "+b.n(fits), tk+" < "+b.n(c))
+			set = append(set, tk+" = "+b.n(c))
+		default:
+			conds = append(conds, tk+" <= "+b.n(fits))
+			add = append(add, tk+" "+b.n(-l.ConsumedMilli))
+		}
 	}
-	if len(set) == 0 {
+	if len(add) == 0 {
 		return nil
 	}
 	return r.adjustInput(b, w.Key, updateExpr(set, add, nil), conds)

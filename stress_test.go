@@ -20,9 +20,11 @@ package limiter
 // exit. Nothing sleeps.
 //
 // Paths: in each process the even goroutines use the speculative path and
-// the odd ones the read-then-write path (two RateLimiters on one
-// repository), so every pair of paths contends within a process and across
-// processes.
+// the odd ones the read-then-write path, each with Commit synchronous for
+// half of them and in the background (WithBackgroundCommit) for the other
+// half (four RateLimiters on one repository), so every pair of paths and
+// commit modes contends within a process and across processes; a
+// background commit that fails is an error of the run.
 //
 // Cancellation: a quarter of the acquires run on a context that ends after
 // a random 0–15 ms, so that many give up while their write is in flight.
@@ -236,25 +238,38 @@ func (c stressCounts) String() string {
 // for at least stressMinAttempts attempts, and returns their merged counts.
 // Even workers use the speculative path, odd ones the read-then-write path.
 func runStressWorkload(repo *DynamoDBRepository, goroutines int, deadline time.Time) stressCounts {
-	spec, slow := New(repo, WithSpeculativeWrites(true)), New(repo, WithSpeculativeWrites(false))
+	// Each path with Commit synchronous and in the background
+	// (WithBackgroundCommit): goroutine i uses limiters[i%4].
+	var limiters []*RateLimiter
+	for _, bg := range []bool{false, true} {
+		limiters = append(limiters,
+			New(repo, WithSpeculativeWrites(true), WithBackgroundCommit(bg)),
+			New(repo, WithSpeculativeWrites(false), WithBackgroundCommit(bg)))
+	}
 	results := make([]stressCounts, goroutines)
 	var wg sync.WaitGroup
 	for i := range goroutines {
-		rl := spec
-		if i%2 == 1 {
-			rl = slow
-		}
+		rl := limiters[i%len(limiters)]
 		wg.Go(func() { results[i] = stressWorker(rl, deadline) })
 	}
 	wg.Wait()
-	// Wait for the give-backs of acquires that gave up in flight.
-	spec.Close()
-	slow.Close()
 	total := newStressCounts()
 	for _, r := range results {
 		total.add(r)
 	}
-	total.Speculative = spec.SpeculativeStats()
+	for _, rl := range limiters {
+		// Wait for the give-backs of acquires that gave up in flight and
+		// for the background commits.
+		rl.Close()
+		if rl.commits != nil && rl.commits.failed.Load() > 0 {
+			total.fail("%d background commits failed", rl.commits.failed.Load())
+		}
+		s := rl.SpeculativeStats()
+		total.Speculative.Attempts += s.Attempts
+		for o, n := range s.Counts {
+			total.Speculative.Counts[o] += n
+		}
+	}
 	return total
 }
 
