@@ -10,6 +10,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // This file holds the provider feedback: what the provider's rate-limit
@@ -44,6 +45,10 @@ var DefaultQuotaMapping = QuotaMapping{Requests: limiter.LimitRPM, Tokens: limit
 // bucket ([WithFeedbackThreshold]).
 const DefaultFeedbackThreshold = 0.002
 
+// DefaultFeedbackReserve is the share of the limit's capacity that a
+// correction leaves with the provider ([WithFeedbackReserve]).
+const DefaultFeedbackReserve = 0.01
+
 // maxFeedbackKeys bounds the per-(entity, resource) feedback state a
 // transport keeps; the least recently used goes first.
 const maxFeedbackKeys = 10_000
@@ -63,6 +68,19 @@ func WithFeedbackThreshold(fraction float64) Option {
 	return func(c *config) { c.threshold = max(fraction, 0) }
 }
 
+// WithFeedbackReserve sets how much below the provider's remaining figure
+// a correction lowers the shared bucket, as a fraction of the limit's
+// capacity ([DefaultFeedbackReserve] by default). Between two corrections
+// the bucket refills at the configured (or learned) rate, faster than the
+// provider when other traffic shares the key, and requests admitted by
+// other processes are still on their way to the provider: the reserve
+// absorbs both, so that they do not meet a 429. It is held back once, not
+// per minute; a provider holding less than the reserve puts the bucket
+// into a debt that refill pays off.
+func WithFeedbackReserve(fraction float64) Option {
+	return func(c *config) { c.reserve = min(max(fraction, 0), 1) }
+}
+
 // WithLearnLimits makes a provider limit below the configured one also
 // be written as the entity's stored limit for the resource (an audit event
 // whose principal is "provider:" + the API's host), so that every process
@@ -76,17 +94,10 @@ type feedbackKey struct{ entity, resource string }
 
 // feedbackState is what the transport knows of one (entity, resource).
 type feedbackState struct {
-	mu sync.Mutex // guards learned and pace
+	mu sync.Mutex // guards learned
 	// learned maps a limit name to the provider's lower limit (tokens per
 	// minute), present while the provider reports it.
 	learned map[string]int64
-	// pace scales the refill rate of the token limit, in (0, 1]: the share
-	// of the provider's rate that is really left for this client (see
-	// adaptPace).
-	pace float64
-	// slowedAt is when the pace was last slowed: a burst of corrections
-	// or 429s (one wave of concurrent requests) slows it once.
-	slowedAt time.Time
 
 	lowering atomic.Bool // a correction is in flight
 }
@@ -110,7 +121,7 @@ func (f *feedbackStates) get(k feedbackKey, create bool) *feedbackState {
 	if !create {
 		return nil
 	}
-	s := &feedbackState{pace: 1}
+	s := &feedbackState{}
 	f.cache.Add(k, s, now)
 	return s
 }
@@ -126,7 +137,7 @@ func (t *Transport) acquireOptions(ctx context.Context, c call) []limiter.Acquir
 		return t.cfg.acquireOpts
 	}
 	st.mu.Lock()
-	learned := len(st.learned) > 0 || st.pace < 1
+	learned := len(st.learned) > 0
 	st.mu.Unlock()
 	if !learned {
 		return t.cfg.acquireOpts
@@ -156,44 +167,8 @@ func (t *Transport) effectiveLimits(ctx context.Context, c call, st *feedbackSta
 				out[i], lowered = nl, true
 			}
 		}
-		if l.Name == t.cfg.quota.Tokens && st.pace < 1 {
-			// Quantized, so that processes that adapted alike agree on
-			// the stored parameters.
-			q := max(float64(int(st.pace*paceSteps))/paceSteps, minPace)
-			out[i].RefillAmount = max(int64(float64(out[i].RefillAmount)*q), 1)
-			lowered = true
-		}
 	}
 	return out, lowered
-}
-
-// The pace: how the refill rate of the token limit follows what the
-// provider really leaves (its limit less the traffic of others on the same
-// key, which no header reports). A correction (the bucket held more than
-// the provider) or a 429 slows it; a provider that reports more left than
-// the bucket holds speeds it up again, up to the full rate.
-const (
-	paceSteps  = 50   // the pace applied is a multiple of 1/paceSteps
-	minPace    = 0.1  // the pace never goes below this
-	paceSlower = 0.97 // factor on a correction
-	paceOn429  = 0.9  // factor on a provider 429
-	paceFaster = 1.01 // factor when the provider has more left
-	// paceSlowEvery is the least time between two slowdowns.
-	paceSlowEvery = time.Second
-)
-
-// adaptPace multiplies st's pace by f, within [minPace, 1]; a slowdown
-// (f < 1) within paceSlowEvery of the last one is skipped.
-func adaptPace(st *feedbackState, f float64, now time.Time) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if f < 1 {
-		if now.Sub(st.slowedAt) < paceSlowEvery {
-			return
-		}
-		st.slowedAt = now
-	}
-	st.pace = min(max(st.pace*f, minPace), 1)
 }
 
 // lowerLimit returns l scaled down so that it refills perMinute tokens a
@@ -344,19 +319,13 @@ func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackSt
 			if f.name != s.Limit.Name || f.ql.Has&HasRemaining == 0 {
 				continue
 			}
-			gap := float64(s.Remaining - f.ql.Remaining)
-			margin := t.cfg.threshold * float64(s.Limit.Capacity)
-			switch {
-			case gap > margin && gap > 0:
+			capacity := float64(s.Limit.Capacity)
+			want := f.ql.Remaining - int64(t.cfg.reserve*capacity)
+			if gap := float64(s.Remaining - want); gap > t.cfg.threshold*capacity && gap > 0 {
 				if target == nil {
 					target = limiter.Consume{}
 				}
-				target[f.name] = f.ql.Remaining
-				if f.name == t.cfg.quota.Tokens {
-					adaptPace(st, paceSlower, t.cfg.now())
-				}
-			case -gap > margin && f.name == t.cfg.quota.Tokens:
-				adaptPace(st, paceFaster, t.cfg.now())
+				target[f.name] = want
 			}
 		}
 	}
@@ -369,7 +338,6 @@ func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackSt
 // provider's retry time: the token limit, or the request limit when the
 // provider says its requests ran out while tokens are left.
 func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackState) {
-	adaptPace(st, paceOn429, t.cfg.now())
 	retry := q.RetryAfter
 	if retry <= 0 {
 		return
@@ -406,7 +374,9 @@ func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackS
 
 // lower asks the limiter to lower the bucket, one request at a time per
 // (entity, resource) in this transport: while one is in flight, others
-// are dropped (the next response brings fresher figures).
+// are dropped (the next response brings fresher figures), and so is one
+// that loses every retry of its conditional write to other writes of the
+// item.
 func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target limiter.Consume) {
 	if !st.lowering.CompareAndSwap(false, true) {
 		return
@@ -416,6 +386,10 @@ func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target
 	defer cancel()
 	lowered, err := t.rl.LowerTokens(ctx, c.entity, c.resource, target)
 	switch {
+	case errors.Is(err, store.ErrConditionFailed) || errors.Is(err, store.ErrTransactionConflict):
+		// Other writes to the item won every retry: dropped like a
+		// correction that finds one in flight.
+		t.st.correctionsDropped.Add(1)
 	case err != nil && !errors.Is(err, limiter.ErrUnsupported):
 		t.st.feedbackErrors.Add(1)
 		t.cfg.logger.Warn("llmhttp: lowering the shared budget failed", "entity", c.entity, "resource", c.resource, "err", err)

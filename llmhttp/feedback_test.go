@@ -66,8 +66,10 @@ func TestFeedbackCorrectsAndLearns(t *testing.T) {
 		assert.Equal(t, int64(1), st.LimitsLearned)
 		left, err := rl.Available(context.Background(), entity, resource)
 		require.NoError(t, err)
-		assert.LessOrEqual(t, left["tpm"], int64(60_000), "lowered to the provider's remaining figure")
-		assert.Greater(t, left["tpm"], int64(59_000))
+		// The provider's remaining figure less the reserve, 1 % of the
+		// 120,000 capacity the lease saw.
+		assert.LessOrEqual(t, left["tpm"], int64(60_000-1_200), "lowered below the provider's remaining figure")
+		assert.Greater(t, left["tpm"], int64(60_000-1_200-1_000))
 
 		// The next acquire enforces the learned limit: a call larger than the
 		// provider's 60,000 is refused, though 120,000 are configured.
@@ -152,4 +154,26 @@ func TestLearnLimitsStored(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	assert.Equal(t, "provider:127.0.0.1", events[0].Principal)
+}
+
+// TestFeedbackReserve: the reserve sets how far below the provider's
+// remaining figure a correction lowers the bucket; zero lowers it to the
+// figure itself.
+func TestFeedbackReserve(t *testing.T) {
+	for _, c := range []struct {
+		reserve float64
+		below   int64 // tokens below the provider's 60,000 (less one call's)
+	}{{0, 0}, {0.05, 6_000}} {
+		srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
+		rl := realLimiter(t, 120_000)
+		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedbackReserve(c.reserve))
+		status, err := simCall(t, &http.Client{Transport: tr}, srv, false)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		left, err := rl.Available(context.Background(), entity, resource)
+		require.NoError(t, err)
+		assert.LessOrEqual(t, left["tpm"], 60_000-c.below, "reserve %v", c.reserve)
+		assert.Greater(t, left["tpm"], 60_000-c.below-200, "reserve %v: one call's tokens below", c.reserve)
+		srv.Close()
+	}
 }

@@ -10,11 +10,14 @@ package llmhttp_test
 // admitted against what it allowed the fleet (the part of its refill the
 // hidden consumer left, plus what its bucket held when the window opened).
 //
-// Sizes: `make test` runs 2 s of warm-up and 4 s of measurement, the
+// Sizes: `make test` runs 2 s of warm-up and 6 s of measurement, the
 // provider's buckets starting empty so that its one-minute burst does not
-// fill the short window; ZAEL_LLM_FLEET=1 (`make llm-fleet`) runs the full
-// size: 10 s of warm-up from full buckets, then 30 s. ZAEL_LLM_FLEET_WINDOW
-// overrides the measured time.
+// fill the short window, and checks looser bounds (see fleetSize);
+// ZAEL_LLM_FLEET=1 (`make llm-fleet`) runs the full size: 10 s of warm-up
+// from full buckets, then 30 s, and checks the issue's bounds.
+// ZAEL_LLM_FLEET_WINDOW overrides the measured time; ZAEL_LLM_FLEET_TRACE
+// logs each helper's counters every second, the provider's, and the
+// helpers' warnings.
 
 import (
 	"bufio"
@@ -23,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +44,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/llmhttp"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Environment of the fleet test and of its helper processes.
@@ -47,6 +52,7 @@ const (
 	envFleet       = "ZAEL_LLM_FLEET"        // 1: full size
 	envFleetWindow = "ZAEL_LLM_FLEET_WINDOW" // the measured time, a Go duration
 	envFleetChild  = "ZAEL_LLM_FLEET_CHILD"  // the helper's JSON parameters
+	envFleetTrace  = "ZAEL_LLM_FLEET_TRACE"  // non-empty: log timelines and the helpers' warnings
 )
 
 const (
@@ -73,6 +79,17 @@ type fleetCounts struct {
 	Sent, Denied, Provider429, Errors int64
 	FirstError                        string
 	Stats                             llmhttp.Stats
+	Spec                              store.SpeculativeStats
+	Series                            []fleetSample
+}
+
+// fleetSample is a helper's counters at one moment, for the timeline.
+type fleetSample struct {
+	Ms                                  int64
+	Sent, Denied, Provider429           int64
+	Corrections, Cooldowns              int64
+	SpecAttempts, SpecSuccess, Fallback int64
+	LimitsChanged, RefillWouldHelp      int64
 }
 
 // fleetRun is one measured run.
@@ -83,12 +100,23 @@ type fleetRun struct {
 	denied, corrections       int64
 	cooldowns, learned, sent  int64
 	rate429, admittedFraction float64
+	// specAttempts sums the helpers' acquires on the speculative path,
+	// specDecided those it settled without the read-then-write path (an
+	// admission or a refusal), limitsChanged those that fell back because
+	// the item stored other limit parameters than the acquire's.
+	specAttempts, specDecided, limitsChanged int64
 }
 
 func (r fleetRun) String() string {
+	spec := 0.0
+	if r.specAttempts > 0 {
+		spec = 100 * float64(r.specDecided) / float64(r.specAttempts)
+	}
 	return fmt.Sprintf("%-28s provider requests %6d, 429 %5.2f %%, admitted tokens %5.1f %% of allowed (%0.f of %.0f); "+
-		"limiter denials %d, corrections %d, cooldowns %d",
-		r.name, r.requests, 100*r.rate429, 100*r.admittedFraction, r.admitted, r.allowed, r.denied, r.corrections, r.cooldowns)
+		"limiter denials %d, corrections %d, cooldowns %d; speculative path decided %.0f %% of %d acquires, "+
+		"%d fell back for other limit parameters",
+		r.name, r.requests, 100*r.rate429, 100*r.admittedFraction, r.admitted, r.allowed, r.denied, r.corrections, r.cooldowns,
+		spec, r.specAttempts, r.limitsChanged)
 }
 
 // TestFleetHelperProcess is the helper process; it does nothing unless
@@ -107,21 +135,26 @@ func TestFleetHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	rl := limiter.New(repo)
 	defer rl.Close()
-	tr := llmhttp.NewTransport(rl, http.DefaultTransport, llmhttp.WithFeedback(p.Feedback))
+	opts := []llmhttp.Option{llmhttp.WithFeedback(p.Feedback)}
+	if os.Getenv(envFleetTrace) != "" {
+		opts = append(opts, llmhttp.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	}
+	tr := llmhttp.NewTransport(rl, http.DefaultTransport, opts...)
 	fmt.Println(fleetReady)
 	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 	require.NoError(t, err, "waiting for the deadline on stdin")
 	ms, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
 	require.NoError(t, err)
-	counts := runFleetWorkload(tr, p, time.UnixMilli(ms))
+	counts := runFleetWorkload(rl, tr, p, time.UnixMilli(ms))
 	counts.Stats = tr.Stats()
+	counts.Spec = rl.SpeculativeStats()
 	out, err := json.Marshal(counts)
 	require.NoError(t, err)
 	fmt.Println(fleetResult, string(out))
 }
 
 // runFleetWorkload runs p.Goroutines callers until the deadline.
-func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
+func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
 	client := &http.Client{Transport: tr}
 	var sent, denied, limited, errs atomic.Int64
 	var firstErr atomic.Value
@@ -137,6 +170,32 @@ func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) 
 		}
 	}
 	body += "}"
+	var series []fleetSample
+	start := time.Now()
+	sample := func() {
+		st, sp := tr.Stats(), rl.SpeculativeStats()
+		series = append(series, fleetSample{Ms: time.Since(start).Milliseconds(),
+			Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(),
+			Corrections: st.Corrections, Cooldowns: st.Cooldowns,
+			SpecAttempts: sp.Attempts, SpecSuccess: sp.Counts[store.SpecSuccess], Fallback: sp.Fallbacks(),
+			LimitsChanged: sp.Counts[store.SpecFallbackLimitsChanged], RefillWouldHelp: sp.Counts[store.SpecFallbackRefillWouldHelp]})
+	}
+	stopSampling := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopSampling:
+				sample()
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for range p.Goroutines {
 		wg.Add(1)
@@ -168,7 +227,9 @@ func runFleetWorkload(tr *llmhttp.Transport, p fleetParams, deadline time.Time) 
 		}()
 	}
 	wg.Wait()
-	c := fleetCounts{Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(), Errors: errs.Load()}
+	close(stopSampling)
+	<-sampled
+	c := fleetCounts{Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(), Errors: errs.Load(), Series: series}
 	if s, ok := firstErr.Load().(string); ok {
 		c.FirstError = s
 	}
@@ -206,23 +267,26 @@ func fleetCall(ctx context.Context, client *http.Client, url, body string) (time
 	return 0, nil
 }
 
-// fleetSize is the run's timing.
+// fleetSize is the run's timing and what it checks.
 type fleetSize struct {
 	warmup, window time.Duration
 	startEmpty     bool
 	tpm            int64
-	// bounds: check at most 1 % of provider 429s and at least 85 % of the
-	// allowed tokens admitted with feedback (the full size). The short run,
-	// whose window holds a few dozen requests on a loaded machine, checks
-	// only that feedback leaves fewer 429s than no feedback.
-	bounds bool
+	// max429 and minAdmitted bound, with feedback, the share of provider
+	// 429s and the admitted share of the allowed tokens: the issue's 1 %
+	// and 85 % at full size. The short run's window holds about 70
+	// requests on a loaded machine, with the race detector: it allows
+	// three 429s, and 60 % (the per-process pace this replaced admitted
+	// 9 to 26 % under load).
+	max429, minAdmitted float64
 }
 
 func fleetSizeFromEnv(t testing.TB) fleetSize {
 	t.Helper()
-	s := fleetSize{warmup: 2 * time.Second, window: 6 * time.Second, startEmpty: true, tpm: 60_000}
+	s := fleetSize{warmup: 2 * time.Second, window: 6 * time.Second, startEmpty: true, tpm: 120_000,
+		max429: 0.05, minAdmitted: 0.60}
 	if os.Getenv(envFleet) == "1" {
-		s = fleetSize{warmup: 10 * time.Second, window: 30 * time.Second, tpm: 120_000, bounds: true}
+		s = fleetSize{warmup: 10 * time.Second, window: 30 * time.Second, tpm: 120_000, max429: 0.01, minAdmitted: 0.85}
 	}
 	if v := os.Getenv(envFleetWindow); v != "" {
 		d, err := time.ParseDuration(v)
@@ -277,10 +341,23 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 		_, err := fmt.Fprintln(h.stdin, deadline.UnixMilli())
 		require.NoError(t, err)
 	}
+	traced := make(chan struct{})
+	if os.Getenv(envFleetTrace) != "" {
+		go func() {
+			defer close(traced)
+			for time.Until(deadline) > time.Second {
+				time.Sleep(time.Second)
+				t.Logf("provider %5dms %+v", time.Since(start).Milliseconds(), provider.Stats("sk-fleet"))
+			}
+		}()
+	} else {
+		close(traced)
+	}
 	time.Sleep(time.Until(start.Add(size.warmup)))
 	before := provider.Stats("sk-fleet")
 	time.Sleep(time.Until(deadline))
 	after := provider.Stats("sk-fleet")
+	<-traced
 
 	run := fleetRun{name: name}
 	for _, h := range helpers {
@@ -292,6 +369,15 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 		run.corrections += c.Stats.Corrections
 		run.cooldowns += c.Stats.Cooldowns
 		run.learned += c.Stats.LimitsLearned
+		run.specAttempts += c.Spec.Attempts
+		run.specDecided += c.Spec.Counts[store.SpecSuccess] + c.Spec.Counts[store.SpecFastRejection]
+		run.limitsChanged += c.Spec.Counts[store.SpecFallbackLimitsChanged]
+		if os.Getenv(envFleetTrace) != "" {
+			t.Logf("helper spec %+v stats %+v\nwarnings:\n%s", c.Spec, c.Stats, h.stderr.String())
+			for _, s := range c.Series {
+				t.Logf("  %+v", s)
+			}
+		}
 	}
 	run.requests = after.Requests - before.Requests
 	run.limited = after.RateLimited - before.RateLimited
@@ -324,7 +410,9 @@ func TestFleetFeedback(t *testing.T) {
 		{"openai json, feedback", false, false, true, true},
 		{"openai json, no feedback", false, false, false, true},
 		{"anthropic json, feedback", true, false, true, false},
+		{"anthropic json, no feedback", true, false, false, false},
 		{"openai stream, feedback", false, true, true, false},
+		{"openai stream, no feedback", false, true, false, false},
 		{"anthropic stream, feedback", true, true, true, true},
 		{"anthropic stream, no feedback", true, true, false, false},
 	} {
@@ -335,17 +423,31 @@ func TestFleetFeedback(t *testing.T) {
 			r := runFleet(t, c.name, size, c.anthropic, c.stream, c.feedback)
 			t.Log(r)
 			runs = append(runs, r)
-			if c.feedback && size.bounds {
-				assert.LessOrEqual(t, r.rate429, 0.01, "%s: provider 429s", c.name)
-				assert.GreaterOrEqual(t, r.admittedFraction, 0.85, "%s: admitted share", c.name)
+			if c.feedback {
+				assert.LessOrEqual(t, r.rate429, size.max429, "%s: provider 429s", c.name)
+				assert.GreaterOrEqual(t, r.admittedFraction, size.minAdmitted, "%s: admitted share", c.name)
+				// Every process acquires with the same parameters, so
+				// that the item's stored ones differ from an acquire's
+				// only while the processes learn the provider's limit
+				// (a process whose every acquire is refused learns it
+				// from its first response). With the per-process pace
+				// this replaced, 57 to 73 % of the acquires fell back.
+				assert.LessOrEqual(t, float64(r.limitsChanged), 0.10*float64(r.specAttempts),
+					"%s: acquires that fell back because the item stored other limit parameters", c.name)
 			}
 		})
 	}
 	for _, r := range runs {
 		t.Log(r)
 	}
-	if len(runs) >= 2 && runs[0].requests > 0 && runs[1].requests > 0 {
-		assert.Less(t, runs[0].rate429, runs[1].rate429, "OpenAI JSON: feedback leaves fewer provider 429s than no feedback")
+	byName := make(map[string]fleetRun)
+	for _, r := range runs {
+		byName[r.name] = r
+	}
+	on, okOn := byName["openai json, feedback"]
+	off, okOff := byName["openai json, no feedback"]
+	if okOn && okOff && on.requests > 0 && off.requests > 0 {
+		assert.Less(t, on.rate429, off.rate429, "OpenAI JSON: feedback leaves fewer provider 429s than no feedback")
 	}
 }
 

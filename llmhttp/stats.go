@@ -24,8 +24,10 @@ type Stats struct {
 	// Corrections is the times the shared bucket was lowered to the
 	// provider's figures, Cooldowns the 429s that put it into a debt
 	// until the provider's retry time, FeedbackErrors the feedback writes
-	// that failed (logged).
-	Corrections, Cooldowns, FeedbackErrors int64
+	// that failed (logged). CorrectionsDropped is the corrections and
+	// cooldowns whose write lost every retry to other writes of the bucket
+	// item (the next response brings fresher figures).
+	Corrections, Cooldowns, FeedbackErrors, CorrectionsDropped int64
 	// LimitsLearned is the times a provider limit below the configured one
 	// was taken up; LimitsStored those written as stored limits
 	// ([WithLearnLimits]).
@@ -38,6 +40,7 @@ type counters struct {
 	usageSeen, usageMissing, tokens        atomic.Int64
 	providerLimited, headersMalformed      atomic.Int64
 	corrections, cooldowns, feedbackErrors atomic.Int64
+	correctionsDropped                     atomic.Int64
 	limitsLearned, limitsStored            atomic.Int64
 }
 
@@ -50,6 +53,7 @@ func (t *Transport) Stats() Stats {
 		UsageSeen: c.usageSeen.Load(), UsageMissing: c.usageMissing.Load(), Tokens: c.tokens.Load(),
 		ProviderRateLimited: c.providerLimited.Load(), HeadersMalformed: c.headersMalformed.Load(),
 		Corrections: c.corrections.Load(), Cooldowns: c.cooldowns.Load(), FeedbackErrors: c.feedbackErrors.Load(),
-		LimitsLearned: c.limitsLearned.Load(), LimitsStored: c.limitsStored.Load(),
+		CorrectionsDropped: c.correctionsDropped.Load(),
+		LimitsLearned:      c.limitsLearned.Load(), LimitsStored: c.limitsStored.Load(),
 	}
 }

@@ -128,6 +128,7 @@ type config struct {
 	noFeedback bool
 	quota      QuotaMapping
 	threshold  float64
+	reserve    float64
 	learn      bool
 }
 
@@ -205,6 +206,7 @@ func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Optio
 	t := &Transport{rl: rl, base: base, cfg: config{
 		mapping: DefaultUsageMapping, estimator: DefaultEstimator, rollback: DefaultRollback,
 		quota: DefaultQuotaMapping, threshold: DefaultFeedbackThreshold,
+		reserve: DefaultFeedbackReserve,
 	}}
 	for _, o := range opts {
 		o(&t.cfg)
