@@ -160,26 +160,36 @@ const refundTimeout = 10 * time.Second
 // over (the SDK's call chain is deep), and a new goroutine starts small,
 // so a goroutine per write spent about a tenth of an acquire's CPU copying
 // stacks. The goroutines are therefore kept: one that ends its work parks
-// for workerIdle and takes the next function handed to Go, the most
-// recently parked first (its stack is the warmest); one that waits longer
-// exits. Close waits for the work (wg), then wakes the parked goroutines so
-// that they exit, and waits for them too.
+// and takes the next function handed to Go, the most recently parked first
+// (its stack is the warmest). A sweep every workerIdle, armed while any is
+// parked, tells those that stayed parked for a whole period to exit, so a
+// goroutine idles between one and two periods; parking itself starts no
+// timer. Close waits for the work (wg), then tells the parked goroutines
+// to exit, and waits for them and the sweep.
 type background struct {
 	wg sync.WaitGroup // work handed to Go and not ended
 
-	mu      sync.Mutex     // guards idle
-	idle    []*worker      // parked goroutines, the most recently parked last
-	running sync.WaitGroup // goroutines alive
+	mu     sync.Mutex // guards idle, period and sweep
+	idle   []*worker  // parked goroutines, in the order they parked
+	period uint64     // sweeps so far
+	sweep  *sweep     // the armed sweep; nil when none is
+
+	running sync.WaitGroup // goroutines alive, and the armed sweep
 	alive   atomic.Int32   // goroutines alive, counted
 }
 
-// worker is a parked goroutine of background: Go hands it work on next
-// (buffered: the hand-over never blocks); nil tells it to exit.
+// worker is a goroutine of background. Go hands it work on next (buffered:
+// the hand-over never blocks); nil tells it to exit.
 type worker struct {
 	next chan func()
+	// period is the sweep period in which it last parked.
+	period uint64
 }
 
-// workerIdle is how long a goroutine of background waits for more work.
+// sweep is an armed sweep of background's parked goroutines.
+type sweep struct{ t *time.Timer }
+
+// workerIdle is the period of the sweep of parked goroutines.
 const workerIdle = time.Second
 
 // Go runs f in a goroutine of b.
@@ -200,37 +210,52 @@ func (b *background) Go(f func()) {
 	go b.loop(&worker{next: make(chan func(), 1)}, f)
 }
 
-// loop runs f, then what Go hands w, until w has waited workerIdle or is
-// told to exit.
+// loop runs f, then what Go hands w, until w is told to exit.
 func (b *background) loop(w *worker, f func()) {
 	defer b.running.Done()
 	defer b.alive.Add(-1)
-	idle := time.NewTimer(workerIdle)
-	defer idle.Stop()
 	for f != nil {
 		f()
 		// Parked before the work is marked done, so that Close, once the
 		// work is done, finds every goroutine parked.
 		b.mu.Lock()
+		w.period = b.period
 		b.idle = append(b.idle, w)
+		if b.sweep == nil {
+			sw := new(sweep)
+			b.running.Add(1)
+			sw.t = time.AfterFunc(workerIdle, func() { b.sweepIdle(sw) })
+			b.sweep = sw
+		}
 		b.mu.Unlock()
 		b.wg.Done()
-		idle.Reset(workerIdle)
-		select {
-		case f = <-w.next:
-		case <-idle.C:
-			b.mu.Lock()
-			i := slices.Index(b.idle, w)
-			if i >= 0 {
-				b.idle = slices.Delete(b.idle, i, i+1)
-			}
-			b.mu.Unlock()
-			if i >= 0 {
-				return
-			}
-			f = <-w.next // Go took it meanwhile: its work is on the way
-		}
+		f = <-w.next
 	}
+}
+
+// sweepIdle tells the goroutines parked since before the previous sweep
+// to exit, and arms the next sweep while any stays parked. A sweep that
+// Close disarmed as it fired does nothing.
+func (b *background) sweepIdle(sw *sweep) {
+	defer b.running.Done()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sweep != sw {
+		return
+	}
+	b.period++
+	n := 0
+	for n < len(b.idle) && b.idle[n].period+1 < b.period {
+		b.idle[n].next <- nil
+		n++
+	}
+	b.idle = slices.Delete(b.idle, 0, n)
+	if len(b.idle) == 0 {
+		b.sweep = nil
+		return
+	}
+	b.running.Add(1)
+	sw.t.Reset(workerIdle)
 }
 
 // wait waits until the work handed to Go has ended and every goroutine of
@@ -238,12 +263,15 @@ func (b *background) loop(w *worker, f func()) {
 func (b *background) wait() {
 	b.wg.Wait()
 	b.mu.Lock()
-	idle := b.idle
-	b.idle = nil
-	b.mu.Unlock()
-	for _, w := range idle {
+	for _, w := range b.idle {
 		w.next <- nil
 	}
+	b.idle = nil
+	if b.sweep != nil && b.sweep.t.Stop() {
+		b.running.Done() // the armed sweep will not run
+	}
+	b.sweep = nil
+	b.mu.Unlock()
 	b.running.Wait()
 }
 

@@ -76,6 +76,12 @@ func (c *entityCache) get(id string) (entityInfo, bool) {
 		e = *p
 	}
 	c.mu.Unlock()
+	c.counted(ok)
+	return e, ok
+}
+
+// counted counts a lookup, a hit when ok.
+func (c *entityCache) counted(ok bool) {
 	if ok {
 		c.hits.Add(1)
 	} else {
@@ -88,7 +94,6 @@ func (c *entityCache) get(id string) (entityInfo, bool) {
 		}
 		c.event(CacheEntities, ev, 1)
 	}
-	return e, ok
 }
 
 // setEntity records an entity's cascade settings as read from its META
@@ -145,6 +150,51 @@ func (c *entityCache) setShards(id, resource string, count int) {
 	n := 0
 	if !ok {
 		n = c.entries.Add(id, e, now) // else updated in place: the entry keeps its age
+	}
+	c.mu.Unlock()
+	c.evicted(n)
+}
+
+// lookup is get(id) and shardCount(id, resource) under one lock and one
+// reading of the clock: what the fast path asks of the cache per acquire.
+func (c *entityCache) lookup(id, resource string) (entityInfo, int) {
+	now := c.now()
+	c.mu.Lock()
+	p, ok := c.entries.Get(id, now)
+	var e entityInfo
+	shards := 1
+	if ok {
+		e = *p
+		shards = max(e.shards[resource], 1)
+	}
+	c.mu.Unlock()
+	c.counted(ok)
+	return e, shards
+}
+
+// learn is setShards(id, resource, count) and, when fromBucket,
+// learnFromBucket(id, cascade, parentID), under one lock and one reading of
+// the clock: what the fast path tells the cache after each write.
+func (c *entityCache) learn(id, resource string, count int, fromBucket, cascade bool, parentID string) {
+	now := c.now()
+	c.mu.Lock()
+	e, ok := c.entries.Get(id, now)
+	if !ok {
+		e = &entityInfo{}
+	}
+	if !ok || e.shards[resource] < count {
+		if e.shards == nil {
+			e.shards = make(map[string]int)
+		}
+		e.shards[resource] = count
+	}
+	n := 0
+	switch {
+	case fromBucket && !e.meta:
+		e.known, e.cascade, e.parentID = true, cascade, parentID
+		n = c.entries.Add(id, e, now) // its age starts again, as in learnFromBucket
+	case !ok:
+		n = c.entries.Add(id, e, now)
 	}
 	c.mu.Unlock()
 	c.evicted(n)

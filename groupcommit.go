@@ -5,6 +5,7 @@ package limiter
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -25,7 +26,9 @@ import (
 //     at once: exactly the call made without group commit. Sequential use
 //     therefore makes exactly the calls it makes without it.
 //   - Requests for the item that arrive while a write is in flight queue.
-//     When the write returns, the queued requests go out together: the
+//     When the write returns, the queued requests go out together (after
+//     the writer yields once, so that the callers it just woke can queue
+//     too): the
 //     acquires as ONE [store.SpeculativeStore.SpeculativeConsume] of their summed
 //     consumption, then the adjustments (commits, rollbacks, give-backs) as
 //     ONE [store.WriteAdjust] of their summed deltas. A goroutine of the limiter
@@ -342,8 +345,21 @@ func capacities(limits []Limit) map[string]int64 {
 // inBackground says whether the caller is a goroutine of the limiter; a
 // caller's own goroutine starts one instead of writing others' batches.
 func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool) {
+	yielded := false
 	for {
 		g.mu.Lock()
+		if inBackground && !yielded {
+			// Before each batch, let the goroutines that are runnable
+			// run first: the members just delivered come back at once
+			// (a commit, the next acquire) and join the queue. Without
+			// this the first of them found the item idle and wrote
+			// alone, the others queued behind that write, and every
+			// other write on a hot item carried one request.
+			g.mu.Unlock()
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
 		if len(s.queue) == 0 {
 			delete(g.slots, key)
 			*s = gcSlot{}
@@ -363,6 +379,7 @@ func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool)
 		}
 		g.mu.Unlock()
 		g.runBatch(s, key, batch)
+		yielded = false
 	}
 }
 

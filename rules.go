@@ -180,6 +180,10 @@ type acquireOptions struct {
 	limits        []Limit
 	override      bool
 	onUnavailable OnUnavailable
+	// checked is set when limitsErr holds validateLimits(limits), done
+	// once by WithLimits rather than on every call.
+	checked   bool
+	limitsErr error
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
@@ -188,9 +192,9 @@ func WithLimits(limits ...Limit) AcquireOption {
 	// Copied once: every call of the option shares the copy, which
 	// nothing writes to.
 	own := append([]Limit(nil), limits...)
+	err := validateLimits(own)
 	return func(o *acquireOptions) {
-		o.limits = own
-		o.override = true
+		o.limits, o.override, o.checked, o.limitsErr = own, true, true, err
 	}
 }
 
@@ -213,7 +217,11 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
 	}
 	if o.override {
-		if err := validateLimits(o.limits); err != nil {
+		err := o.limitsErr
+		if !o.checked {
+			err = validateLimits(o.limits)
+		}
+		if err != nil {
 			return o, err
 		}
 	}

@@ -40,11 +40,7 @@ func (rl *RateLimiter) learn(res store.SpeculativeResult) {
 	if res.Bucket == nil {
 		return
 	}
-	cache := rl.ents
-	cache.setShards(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount)
-	if res.Applied {
-		cache.learnFromBucket(res.Key.EntityID, res.Bucket.Cascade, res.Bucket.ParentID)
-	}
+	rl.ents.learn(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount, res.Applied, res.Bucket.Cascade, res.Bucket.ParentID)
 }
 
 // specAcquire is one acquire on the fast path: what every write of it
@@ -77,10 +73,13 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resourc
 // stack: nothing here retains it.
 func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *specAcquire) (*Lease, error) {
 	resource, consume, child, o := a.resource, a.consume, a.child, a.o
-	info, _ := rl.ents.get(entityID)
+	info, shards := rl.ents.lookup(entityID, resource)
 	parentID := info.cascadeParent(entityID)
 
-	key := rl.pickShard(entityID, resource)
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	if shards > 1 {
+		key.Shard = rl.intN(shards)
+	}
 	var childRes, parentRes store.SpeculativeResult
 	parallel := parentID != ""
 	if parallel {
@@ -331,10 +330,24 @@ func specEntries(res store.SpeculativeResult, consume Consume, limits []Limit) [
 	return appendSpecEntries(make([]*leaseEntry, 0, len(limits)), make([]leaseEntry, 0, len(limits)), res, consume, limits)
 }
 
-// specLeaseBlock is a lease and its entries in one allocation, for an
-// acquire of up to four limits (room for a parent's two after the
-// child's two).
-type specLeaseBlock struct {
+// specLease1, specLease2 and specLease4 are a lease and its entries in
+// one allocation, for an acquire of one, two, or up to four limits (a
+// parent's entries, appended later, get a block of their own when there is
+// no room left). Sized to the limits, so that a lease of one limit does not
+// allocate and clear room for four.
+type specLease1 struct {
+	lease   Lease
+	ptrs    [1]*leaseEntry
+	backing [1]leaseEntry
+}
+
+type specLease2 struct {
+	lease   Lease
+	ptrs    [2]*leaseEntry
+	backing [2]leaseEntry
+}
+
+type specLease4 struct {
 	lease   Lease
 	ptrs    [4]*leaseEntry
 	backing [4]leaseEntry
@@ -343,12 +356,21 @@ type specLeaseBlock struct {
 // newSpecLease returns a lease holding specEntries(res, consume, limits):
 // one allocation for up to four limits.
 func newSpecLease(rl *RateLimiter, res store.SpeculativeResult, consume Consume, limits []Limit) *Lease {
-	if len(limits) > len(specLeaseBlock{}.backing) {
-		return &Lease{rl: rl, entries: specEntries(res, consume, limits)}
+	switch n := len(limits); {
+	case n <= 1:
+		b := &specLease1{}
+		b.lease = Lease{rl: rl, entries: appendSpecEntries(b.ptrs[:0], b.backing[:0], res, consume, limits)}
+		return &b.lease
+	case n == 2:
+		b := &specLease2{}
+		b.lease = Lease{rl: rl, entries: appendSpecEntries(b.ptrs[:0], b.backing[:0], res, consume, limits)}
+		return &b.lease
+	case n <= 4:
+		b := &specLease4{}
+		b.lease = Lease{rl: rl, entries: appendSpecEntries(b.ptrs[:0], b.backing[:0], res, consume, limits)}
+		return &b.lease
 	}
-	b := &specLeaseBlock{}
-	b.lease = Lease{rl: rl, entries: appendSpecEntries(b.ptrs[:0], b.backing[:0], res, consume, limits)}
-	return &b.lease
+	return &Lease{rl: rl, entries: specEntries(res, consume, limits)}
 }
 
 // appendSpecEntries appends to out the entries of specEntries, stored in

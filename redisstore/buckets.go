@@ -37,7 +37,18 @@ func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
 	if n == 0 {
 		return nil, s
 	}
-	b := &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, n/2)}
+	var b *store.Bucket
+	if n/2 <= 3 {
+		// The item and its (up to two) limits in one allocation.
+		x := &struct {
+			b  store.Bucket
+			st [2]store.BucketState
+		}{}
+		x.b = store.Bucket{Key: key, ShardCount: 1, States: x.st[:0]}
+		b = &x.b
+	} else {
+		b = &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, n/2)}
+	}
 	for range n / 2 {
 		var k, v string
 		k, s, _ = strings.Cut(s, "\n")
@@ -382,8 +393,15 @@ func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
 // consumeArgs returns the command arguments of a consume script on reqs
 // (see lua/consume_lib.lua), its first two left for exec. The numbers are
 // held in one slice and passed by pointer, and the limits' arguments are
-// kept boxed (limitArgsOf), so that a request costs few allocations.
+// kept boxed (limitArgsOf), so that a request costs few allocations: one
+// for a lone request of up to two limits and two amounts.
 func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
+	if len(reqs) == 1 && len(reqs[0].Limits) <= 2 && len(reqs[0].Consume) <= 2 {
+		x := &oneConsume{}
+		x.key = s.keys.bucket(reqs[0].Key)
+		full := append(x.full[:0], nil, nil, 1, &x.key)
+		return s.appendRequest(full, x.ints[:0], reqs[0])
+	}
 	argc, nums := 3+len(reqs), 0
 	for _, r := range reqs {
 		argc += 3 + 2*len(r.Limits) + 2*len(r.Consume)
@@ -398,24 +416,49 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		full[3+i] = &keys[i]
 	}
 	for _, r := range reqs {
-		ints = append(ints, r.NowMs)
-		full = append(full, &ints[len(ints)-1], len(r.Limits))
-		for _, l := range r.Limits {
-			la := s.limitArgsOf(l)
-			full = append(full, la.name, la.params)
+		full = s.appendRequest(full, ints[len(ints):len(ints):cap(ints)], r)
+		ints = ints[:len(ints)+1+len(r.Consume)]
+	}
+	return full
+}
+
+// oneConsume holds the arguments of a consume script on one request of up
+// to two limits and two amounts.
+type oneConsume struct {
+	key  string
+	ints [3]int64
+	full [4 + 3 + 2*2 + 2*2]any
+}
+
+// appendRequest appends r's arguments to full, its numbers held in ints,
+// which must have room for 1+len(r.Consume) of them (so that the pointers
+// stay valid).
+func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeRequest) []any {
+	ints = append(ints, r.NowMs)
+	full = append(full, &ints[len(ints)-1], len(r.Limits))
+	var known [2]limitArgs // the first limits' arguments, for the amounts
+	for i, l := range r.Limits {
+		la := s.limitArgsOf(l)
+		if i < len(known) {
+			known[i] = la
 		}
-		full = append(full, len(r.Consume))
-		for name, v := range r.Consume {
-			var boxed any = name
-			for _, l := range r.Limits {
-				if l.Name == name {
+		full = append(full, la.name, la.params)
+	}
+	full = append(full, len(r.Consume))
+	for name, v := range r.Consume {
+		var boxed any = name
+		for i, l := range r.Limits {
+			if l.Name == name {
+				if i < len(known) {
+					boxed = known[i].name
+				} else {
 					boxed = s.limitArgsOf(l).name
-					break
 				}
+				break
 			}
-			ints = append(ints, store.MilliTokens(v))
-			full = append(full, boxed, &ints[len(ints)-1])
 		}
+		ints = append(ints, store.MilliTokens(v))
+		full = append(full, boxed, &ints[len(ints)-1])
 	}
 	return full
 }

@@ -104,8 +104,8 @@ func (s *Store) allowOne(ctx context.Context, req allowReq) (AllowResult, error)
 		full [9]any
 	}{allowReq: req}
 	x.full = [9]any{nil, nil, 1, &x.key, &x.v[0], &x.v[1], &x.v[2], &x.v[3], &x.v[4]}
-	res, err := s.allowRun(ctx, x.full[:], 1)
-	if err != nil {
+	var res [1]AllowResult
+	if err := s.allowRun(ctx, x.full[:], res[:]); err != nil {
 		return AllowResult{}, err
 	}
 	return res[0], nil
@@ -124,26 +124,29 @@ func (s *Store) allowMany(ctx context.Context, reqs []allowReq) ([]AllowResult, 
 			args[5*i+j] = &reqs[i].v[j]
 		}
 	}
-	return s.allowRun(ctx, full, len(reqs))
+	out := make([]AllowResult, len(reqs))
+	if err := s.allowRun(ctx, full, out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // allowRun runs the store's Allow script with the command arguments full
-// on n keys.
-func (s *Store) allowRun(ctx context.Context, full []any, n int) ([]AllowResult, error) {
+// on len(out) keys and writes their results into out.
+func (s *Store) allowRun(ctx context.Context, full []any, out []AllowResult) error {
 	sc := s.allowScript()
 	cmd, err := s.exec(ctx, sc, full, replyInts)
 	if err != nil {
-		return nil, wrap(sc.name, err)
+		return wrap(sc.name, err)
 	}
 	v := cmd.(*redis.IntSliceCmd).Val()
-	if len(v) != 3*n {
-		return nil, wrap("allow", errUnexpected)
+	if len(v) != 3*len(out) {
+		return wrap("allow", errUnexpected)
 	}
-	out := make([]AllowResult, n)
 	for i := range out {
 		out[i] = AllowResult{Allowed: v[3*i] == 1, Remaining: v[3*i+1], RetryAfter: durationFromMs(v[3*i+2])}
 	}
-	return out, nil
+	return nil
 }
 
 // durationFromMs converts a whole number of milliseconds to a Duration,
