@@ -31,6 +31,7 @@ import (
 	"os"
 	"regexp"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -61,6 +62,7 @@ type config struct {
 	ops     int
 	only    string
 	scripts bool
+	profile string
 }
 
 func run(w io.Writer, args []string) error {
@@ -71,8 +73,20 @@ func run(w io.Writer, args []string) error {
 	fs.IntVar(&cfg.ops, "ops", 4000, "operations per contender and round at c=1 (10× at c=32)")
 	fs.StringVar(&cfg.only, "run", "", "run only the cases whose name matches this regular expression")
 	fs.BoolVar(&cfg.scripts, "scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
+	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if cfg.profile != "" {
+		f, err := os.Create(cfg.profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx := context.Background()
 	a := cfg.addr
