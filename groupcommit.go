@@ -271,9 +271,18 @@ func (g *groupCommit) soloWrite(ctx context.Context, s *gcSlot, op *gcOp, done c
 	g.write(wctx, op)
 	cancel()
 	g.mu.Lock()
-	if op.abandoned {
+	switch {
+	case op.abandoned:
 		g.giveBackLocked(s, op)
-	} else {
+	case len(s.queue) == 0:
+		// Nothing waits for the item: free it before waking the caller,
+		// whose next request (often for the same item) then writes by
+		// itself instead of queueing behind this goroutine.
+		g.releaseLocked(op.key, s)
+		close(done)
+		g.mu.Unlock()
+		return
+	default:
 		close(done)
 	}
 	g.mu.Unlock()
@@ -361,9 +370,7 @@ func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool)
 			continue
 		}
 		if len(s.queue) == 0 {
-			delete(g.slots, key)
-			*s = gcSlot{}
-			g.pool.Put(s)
+			g.releaseLocked(key, s)
 			g.mu.Unlock()
 			return
 		}
@@ -381,6 +388,13 @@ func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool)
 		g.runBatch(s, key, batch)
 		yielded = false
 	}
+}
+
+// releaseLocked frees s, the idle slot of key. g.mu must be held.
+func (g *groupCommit) releaseLocked(key store.BucketKey, s *gcSlot) {
+	delete(g.slots, key)
+	*s = gcSlot{}
+	g.pool.Put(s)
 }
 
 // takeBatch splits queue into the next batch and the rest: requests are
