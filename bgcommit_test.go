@@ -152,8 +152,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 func TestBackgroundCommitAbandonedAcquire(t *testing.T) {
 	commitModes(t, func(t *testing.T, opts []Option) {
 		env := newTestEnv(t)
-		repo, p := proxied(t, env)
-		rl := New(repo, append([]Option{WithClock(env.clock.now)}, opts...)...)
+		rl, p := proxiedLimiter(t, env, opts...)
 		lim := WithLimits(PerMinute("tpm", 10_000))
 		bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, nil, lim)
 		bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, Consume{"tpm": -100}, lim)

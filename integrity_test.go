@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +46,14 @@ func proxied(t *testing.T, env *testEnv) (*DynamoDBRepository, *faultproxy.Proxy
 		o.RetryMaxAttempts = 3
 	})
 	return &r, p
+}
+
+// proxiedLimiter is a RateLimiter on env's clock whose DynamoDB calls go
+// through a fault proxy (see proxied), with opts.
+func proxiedLimiter(t *testing.T, env *testEnv, opts ...Option) (*RateLimiter, *faultproxy.Proxy) {
+	t.Helper()
+	repo, p := proxied(t, env)
+	return New(repo, append([]Option{WithClock(env.clock.now)}, opts...)...), p
 }
 
 // acquireWithin runs an acquire on a context with deadline d, commits it
@@ -142,8 +151,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			commitModes(t, func(t *testing.T, mode []Option) {
 				env := newTestEnv(t)
-				repo, p := proxied(t, env)
-				rl := New(repo, append(append([]Option{WithClock(env.clock.now)}, tc.opts...), mode...)...)
+				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
 				if tc.setup != nil {
 					tc.setup(t, env, rl)
 				}
@@ -204,8 +212,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			commitModes(t, func(t *testing.T, mode []Option) {
 				env := newTestEnv(t)
-				repo, p := proxied(t, env)
-				rl := New(repo, append(append([]Option{WithClock(env.clock.now)}, tc.opts...), mode...)...)
+				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
 				entities := []string{"e"}
 				if tc.cascade {
 					for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
@@ -239,8 +246,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 func TestServerErrorAfterApplyNotRetried(t *testing.T) {
 	commitModes(t, func(t *testing.T, mode []Option) {
 		env := newTestEnv(t)
-		repo, p := proxied(t, env)
-		rl := New(repo, append([]Option{WithClock(env.clock.now), WithGroupCommit(false)}, mode...)...)
+		rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, mode...)...)
 		lim := WithLimits(PerMinute("rpm", 100))
 		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
@@ -259,8 +265,7 @@ func TestServerErrorAfterApplyNotRetried(t *testing.T) {
 func TestThrottlingRetried(t *testing.T) {
 	commitModes(t, func(t *testing.T, mode []Option) {
 		env := newTestEnv(t)
-		repo, p := proxied(t, env)
-		rl := New(repo, append([]Option{WithClock(env.clock.now), WithGroupCommit(false)}, mode...)...)
+		rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, mode...)...)
 		lim := WithLimits(PerMinute("rpm", 100))
 		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
@@ -281,8 +286,7 @@ func TestThrottlingRetried(t *testing.T) {
 // after them.
 func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	env := newTestEnv(t)
-	repo, p := proxied(t, env)
-	rl := New(repo, WithClock(env.clock.now))
+	rl, p := proxiedLimiter(t, env)
 	lim := WithLimits(PerMinute("tpm", 1000))
 	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 100}, lim)
 	require.NoError(t, err)
