@@ -25,8 +25,21 @@ func latencies(n int) []time.Duration {
 	return out
 }
 
-func hdrOps(vals []time.Duration) histOps {
-	rec, part, full, acc := NewHistogram(FinePrecision), NewHistogram(FinePrecision), NewHistogram(FinePrecision), NewHistogram(FinePrecision)
+// benchHist is what the benchmark uses of a histogram type.
+type benchHist[H any] interface {
+	Record(time.Duration)
+	Merge(H) error
+	Quantile(float64) time.Duration
+}
+
+// opsOf builds the benchmark's operations on histograms made by newHist
+// (the values recorded into a full one and, the first 10,000, a part); a
+// round trip decodes into a zero T.
+func opsOf[T any, H interface {
+	*T
+	benchHist[H]
+}](vals []time.Duration, newHist func() H) histOps {
+	rec, part, full, acc := newHist(), newHist(), newHist(), newHist()
 	for i, v := range vals {
 		full.Record(v)
 		if i < 10_000 {
@@ -43,35 +56,19 @@ func hdrOps(vals []time.Duration) histOps {
 		},
 		roundTrip: func() {
 			b, _ := json.Marshal(part)
-			var back Histogram
-			_ = json.Unmarshal(b, &back)
+			var back T
+			_ = json.Unmarshal(b, H(&back))
 		},
 	}
 }
 
+func hdrOps(vals []time.Duration) histOps {
+	return opsOf(vals, func() *Histogram { return NewHistogram(FinePrecision) })
+}
+
 func ownOps(vals []time.Duration) histOps {
 	const sub = 7 // the former FinePrecision
-	rec, part, full, acc := newOwnHistogram(sub), newOwnHistogram(sub), newOwnHistogram(sub), newOwnHistogram(sub)
-	for i, v := range vals {
-		full.Record(v)
-		if i < 10_000 {
-			part.Record(v)
-		}
-	}
-	return histOps{
-		record: rec.Record,
-		merge:  func() { _ = acc.Merge(part) },
-		quantiles: func() {
-			for _, q := range Quantiles {
-				_ = full.Quantile(q.Q)
-			}
-		},
-		roundTrip: func() {
-			b, _ := json.Marshal(part)
-			var back ownHistogram
-			_ = json.Unmarshal(b, &back)
-		},
-	}
+	return opsOf(vals, func() *ownHistogram { return newOwnHistogram(sub) })
 }
 
 // BenchmarkHistogram compares the HdrHistogram-based Histogram ("hdr")
