@@ -218,26 +218,15 @@ func (d *Deployer) Deploy(ctx context.Context, stackName string, opts StackOptio
 			return Stack{}, err
 		}
 	} else {
-		seen, err := d.eventIDs(ctx, existing.ID)
-		if err != nil {
-			return Stack{}, err
-		}
-		_, err = d.cfn.UpdateStack(ctx, &cloudformation.UpdateStackInput{
+		err := d.updateStack(ctx, stackName, "update", &cloudformation.UpdateStackInput{
 			StackName:    aws.String(existing.ID),
 			TemplateBody: aws.String(string(template)),
 			Parameters:   cfnParams,
 			Capabilities: caps,
 			Tags:         tags,
 		})
-		switch {
-		case isNoUpdates(err):
-			// Nothing changed: a success.
-		case err != nil:
-			return Stack{}, fmt.Errorf("infra: update stack %s: %w", stackName, err)
-		default:
-			if err := d.wait(ctx, stackName, existing.ID, "update", seen); err != nil {
-				return Stack{}, err
-			}
+		if err != nil {
+			return Stack{}, err
 		}
 	}
 
@@ -544,4 +533,23 @@ func stackTags(stackName string, user map[string]string) []cfntypes.Tag {
 		tags = append(tags, cfntypes.Tag{Key: aws.String(k), Value: aws.String(all[k])})
 	}
 	return tags
+}
+
+// updateStack sends in, an update of stackName's stack, and waits for it
+// to end; verb names the operation in errors and events. An update that
+// changes nothing is a success.
+func (d *Deployer) updateStack(ctx context.Context, stackName, verb string, in *cloudformation.UpdateStackInput) error {
+	id := aws.ToString(in.StackName)
+	seen, err := d.eventIDs(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = d.cfn.UpdateStack(ctx, in)
+	switch {
+	case isNoUpdates(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("infra: %s stack %s: %w", verb, stackName, err)
+	}
+	return d.wait(ctx, stackName, id, verb, seen)
 }

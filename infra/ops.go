@@ -107,25 +107,15 @@ func (d *Deployer) Upgrade(ctx context.Context, stackName string, o UpgradeOptio
 		for _, k := range []string{TagManagedBy, TagName, TagType, TagVersion, TagLambdaVersion, TagSchemaVersion} {
 			delete(user, k)
 		}
-		seen, err := d.eventIDs(ctx, existing.ID)
-		if err != nil {
-			return Stack{}, err
-		}
-		_, err = d.cfn.UpdateStack(ctx, &cloudformation.UpdateStackInput{
+		err = d.updateStack(ctx, stackName, "upgrade", &cloudformation.UpdateStackInput{
 			StackName:    aws.String(existing.ID),
 			TemplateBody: aws.String(string(template)),
 			Parameters:   params,
 			Capabilities: []cfntypes.Capability{cfntypes.CapabilityCapabilityNamedIam},
 			Tags:         stackTags(stackName, user),
 		})
-		switch {
-		case isNoUpdates(err):
-		case err != nil:
-			return Stack{}, fmt.Errorf("infra: upgrade stack %s: %w", stackName, err)
-		default:
-			if err := d.wait(ctx, stackName, existing.ID, "upgrade", seen); err != nil {
-				return Stack{}, err
-			}
+		if err != nil {
+			return Stack{}, err
 		}
 	}
 	for _, c := range codes {
