@@ -33,7 +33,9 @@ func TestBackgroundReusesGoroutines(t *testing.T) {
 		}, 5*time.Second, time.Millisecond)
 	}
 	assert.Equal(t, int64(50), ran.Load())
-	assert.Equal(t, 1, int(b.alive.Load()), "one goroutine, parked")
+	b.mu.Lock()
+	assert.Len(t, b.idle, 1, "one goroutine, parked")
+	b.mu.Unlock()
 
 	// 8 at once: each piece blocks until all 8 run, so 8 goroutines.
 	var start sync.WaitGroup
@@ -44,10 +46,7 @@ func TestBackgroundReusesGoroutines(t *testing.T) {
 			start.Wait()
 		})
 	}
-	b.wait()
-	// running.Done runs as a goroutine ends: give the last ones a moment.
-	assert.Eventually(t, func() bool { return int(b.alive.Load()) == 0 }, 5*time.Second, time.Millisecond,
-		"every goroutine exits after wait")
+	b.wait() // returns once every goroutine has exited
 	b.mu.Lock()
 	assert.Empty(t, b.idle)
 	b.mu.Unlock()
@@ -60,7 +59,11 @@ func TestBackgroundIdleExit(t *testing.T) {
 	done := make(chan struct{})
 	b.Go(func() { close(done) })
 	<-done
-	assert.Eventually(t, func() bool { return int(b.alive.Load()) == 0 }, workerIdle+5*time.Second, 10*time.Millisecond)
+	assert.Eventually(t, func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return len(b.idle) == 0 && b.sweep == nil
+	}, workerIdle+5*time.Second, 10*time.Millisecond, "the parked goroutine retired by the sweep")
 	// It can be used again afterwards.
 	var ran atomic.Bool
 	b.Go(func() { ran.Store(true) })

@@ -7,7 +7,6 @@ import (
 	"context"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -175,7 +174,6 @@ type background struct {
 	sweep  *sweep     // the armed sweep; nil when none is
 
 	running sync.WaitGroup // goroutines alive, and the armed sweep
-	alive   atomic.Int32   // goroutines alive, counted
 }
 
 // worker is a goroutine of background. Go hands it work on next (buffered:
@@ -206,14 +204,12 @@ func (b *background) Go(f func()) {
 	}
 	b.mu.Unlock()
 	b.running.Add(1)
-	b.alive.Add(1)
 	go b.loop(&worker{next: make(chan func(), 1)}, f)
 }
 
 // loop runs f, then what Go hands w, until w is told to exit.
 func (b *background) loop(w *worker, f func()) {
 	defer b.running.Done()
-	defer b.alive.Add(-1)
 	for f != nil {
 		f()
 		// Parked before the work is marked done, so that Close, once the
