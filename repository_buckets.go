@@ -207,12 +207,7 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 			ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
 		}, writeOptions)
 	case it.Update != nil:
-		u := it.Update
-		_, err = r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-			TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-			ConditionExpression:      u.ConditionExpression,
-			ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		}, writeOptions)
+		_, err = r.client.UpdateItem(ctx, ddbschema.UpdateInput(it.Update), writeOptions)
 	case it.Delete != nil:
 		d := it.Delete
 		_, err = r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -371,13 +366,9 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 }
 
 func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string) *dynamodb.UpdateItemInput {
-	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds)
-	return &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ConditionExpression:      u.ConditionExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := ddbschema.UpdateInput(b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds))
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return in
 }
 
 // buildSpeculativeUpdate is the Python library's speculative UpdateItem:
@@ -588,14 +579,8 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 	ttl := b.name(attrTTL)
 	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(req.NowMs, 1000))+")")
 	u := b.update(table, bucketPrimaryKey(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, nil), conds)
-	return &dynamodb.UpdateItemInput{
-		TableName:                           u.TableName,
-		Key:                                 u.Key,
-		UpdateExpression:                    u.UpdateExpression,
-		ConditionExpression:                 u.ConditionExpression,
-		ExpressionAttributeNames:            u.ExpressionAttributeNames,
-		ExpressionAttributeValues:           u.ExpressionAttributeValues,
-		ReturnValues:                        types.ReturnValueAllNew,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	in := ddbschema.UpdateInput(u)
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return in
 }

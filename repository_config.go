@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -229,11 +230,7 @@ func (r *DynamoDBRepository) removeZeroRegistryCount(ctx context.Context, resour
 
 // decrementEntityConfigCount takes one from resource's registry counter.
 func (r *DynamoDBRepository) decrementEntityConfigCount(ctx context.Context, resource string) error {
-	u := r.registryCountUpdate(resource, -1)
-	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName: u.TableName, Key: u.Key, UpdateExpression: u.UpdateExpression,
-		ExpressionAttributeNames: u.ExpressionAttributeNames, ExpressionAttributeValues: u.ExpressionAttributeValues,
-	})
+	_, err := r.client.UpdateItem(ctx, ddbschema.UpdateInput(r.registryCountUpdate(resource, -1)))
 	if err != nil {
 		return wrapErr("update entity config registry", err)
 	}
