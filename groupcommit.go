@@ -5,7 +5,6 @@ package limiter
 
 import (
 	"context"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -25,14 +24,26 @@ import (
 //   - The first request for an item with no write in flight goes out alone,
 //     at once: exactly the call made without group commit. Sequential use
 //     therefore makes exactly the calls it makes without it.
-//   - Requests for the item that arrive while a write is in flight queue.
-//     When the write returns, the queued requests go out together (after
-//     the writer yields once, so that the callers it just woke can queue
-//     too): the
-//     acquires as ONE [store.SpeculativeStore.SpeculativeConsume] of their summed
-//     consumption, then the adjustments (commits, rollbacks, give-backs) as
-//     ONE [store.WriteAdjust] of their summed deltas. A goroutine of the limiter
-//     writes them; the callers wait.
+//   - Requests for the item that arrive while a write is in flight queue,
+//     and the queued requests go out together as a batch: the acquires as
+//     ONE [store.SpeculativeStore.SpeculativeConsume] of their summed
+//     consumption, then the adjustments (commits, rollbacks, give-backs)
+//     as ONE [store.WriteAdjust] of their summed deltas. A caller in the
+//     batch whose context can never end writes it (it waits for it
+//     anyway), else a goroutine of the limiter; the callers wait.
+//   - Up to two writes of an item are in flight at once (gcMaxInFlight),
+//     so that one batch fills while the other travels. When a write
+//     returns and no other is in flight, the queue goes out at once. When
+//     the other is still in flight, the queue goes out as soon as it holds
+//     half of the item's requests seen lately (the members just delivered,
+//     those in flight, those queued): the members woken come back (a
+//     commit, the next acquire) and the first half of them go out beside
+//     the other write, without waiting for the rest; the other write's
+//     return sends whatever is queued then. A hot item thus keeps two
+//     batches of about half its callers each in flight, instead of one
+//     batch that goes out only once all its members have come back (its
+//     writer idle meanwhile) or a batch per return that catches only the
+//     requests already queued.
 //   - A combined speculative write takes one write-capacity token of the
 //     DynamoDB backend for the whole batch: it is one write.
 //
@@ -42,10 +53,11 @@ import (
 // covering the batch's sum, in one atomic step, and it takes exactly that
 // sum: the bucket moves as it would under the members' writes applied back
 // to back, so every token admitted was in the bucket and total consumed
-// (tc) grows by exactly the members' amounts. The adjustments are written
-// after it and unconditionally, so an adjustment never makes the acquires'
-// conditional write fail. The contention test (stress_test.go) runs with
-// group commit on.
+// (tc) grows by exactly the members' amounts. Two batches in flight are two
+// such writes, each atomic, as two callers' solo writes would be. A batch's
+// adjustments are written after its acquires and unconditionally, so an
+// adjustment never makes its own batch's conditional write fail. The
+// contention test (stress_test.go) runs with group commit on.
 //
 // # Why it never refuses a request that fits alone
 //
@@ -60,10 +72,11 @@ import (
 //
 // # Cancellation and deadlines
 //
-// The shared write runs in a goroutine of the limiter on a context detached
-// from every caller's cancellation, with a timeout (refundTimeout), so one
-// member cannot cancel the others' write, and no caller waits past its own
-// context: a caller whose context ends while its request is queued returns
+// The shared write runs on a context detached from every caller's
+// cancellation, with a timeout (refundTimeout), in a goroutine of the
+// limiter or on a member's own goroutine only when that member's context
+// can never end, so one member cannot cancel the others' write, and no
+// caller waits past its own context: a caller whose context ends while its request is queued returns
 // ctx.Err() and its request is dropped (nothing applied); an acquire whose
 // context ends while its request is in flight returns ctx.Err() at once,
 // and if the write then applies, its part is given back by an adjustment
@@ -112,10 +125,18 @@ type gcOp struct {
 	err error
 }
 
+// gcMaxInFlight is how many writes of one item may be in flight at once.
+const gcMaxInFlight = 2
+
 // gcSlot is the queue of one bucket item.
 type gcSlot struct {
-	busy  bool // a write for the item is in flight (or about to be)
-	queue []*gcOp
+	inFlight int // writes of the item in flight (or about to be)
+	flying   int // requests in those writes
+	// target, when a write is in flight and another may start: the queue
+	// goes out once it holds this many requests (0: only when a write
+	// returns).
+	target int
+	queue  []*gcOp
 }
 
 // groupCommit batches the writes of one RateLimiter per bucket item.
@@ -124,6 +145,7 @@ type groupCommit struct {
 	bg    *background
 
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
+	ops   sync.Pool  // idle *gcOp values with their wake channel, for queued requests
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
 	slots map[store.BucketKey]*gcSlot
 }
@@ -131,6 +153,7 @@ type groupCommit struct {
 func newGroupCommit(ops *storeOps, bg *background) *groupCommit {
 	g := &groupCommit{store: ops, bg: bg, slots: make(map[store.BucketKey]*gcSlot)}
 	g.pool.New = func() any { return new(gcSlot) }
+	g.ops.New = func() any { return &gcOp{wake: make(chan struct{}, 1)} }
 	return g
 }
 
@@ -175,8 +198,8 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 		s = g.pool.Get().(*gcSlot)
 		g.slots[req.key] = s
 	}
-	if !s.busy {
-		s.busy = true
+	if s.inFlight == 0 {
+		s.inFlight, s.flying = 1, 1
 		g.mu.Unlock()
 		if ctx.Done() == nil || req.kind == gcAdjust {
 			// The caller waits for the write anyway: write it inline (an
@@ -187,11 +210,25 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 		*op = req
 		return g.solo(ctx, s, op)
 	}
-	op := new(gcOp)
+	op := g.ops.Get().(*gcOp)
+	wake := op.wake
 	*op = req
-	op.wake = make(chan struct{}, 1)
+	op.wake = wake
 	s.queue = append(s.queue, op)
+	var batch []*gcOp
+	if s.inFlight < gcMaxInFlight && s.target > 0 && len(s.queue) >= s.target {
+		batch = g.takeLocked(s)
+	}
 	g.mu.Unlock()
+	if batch != nil {
+		if ctx.Done() == nil {
+			// The caller waits for its batch anyway: write it here.
+			g.runBatch(s, req.key, batch)
+			g.goFlight(req.key, s, g.ended(req.key, s, len(batch)))
+		} else {
+			g.goFlight(req.key, s, batch)
+		}
+	}
 
 	select {
 	case <-op.wake:
@@ -217,25 +254,30 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 	if state == gcSolo {
 		return g.alone(ctx, op)
 	}
-	return op.res, op.err
+	// Delivered: nothing else refers to op any more.
+	res, err := op.res, op.err
+	*op = gcOp{wake: op.wake}
+	g.ops.Put(op)
+	return res, err
 }
 
 // inline writes op, the only request for its item, on the caller's
-// goroutine, then hands the item over to the requests queued meanwhile.
+// goroutine, then hands the queue over to a goroutine of the limiter when
+// it should go out (see ended).
 // Nothing retains op: it stays on the caller's stack.
 func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (store.SpeculativeResult, error) {
 	g.write(ctx, op)
-	g.handOff(op.key, s, false)
+	g.goFlight(op.key, s, g.ended(op.key, s, 1))
 	return op.res, op.err
 }
 
 // solo writes op, the only request for its item, in a goroutine of the
-// limiter, then hands the item over to the requests queued meanwhile; the
+// limiter, which then writes the queue when it should go out; the
 // caller returns when its context ends, and an acquire that then applies
 // is given back.
 func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.SpeculativeResult, error) {
 	if err := ctx.Err(); err != nil {
-		g.handOff(op.key, s, false)
+		g.goFlight(op.key, s, g.ended(op.key, s, 1))
 		return store.SpeculativeResult{Key: op.key}, err
 	}
 	done := make(chan struct{})
@@ -274,7 +316,7 @@ func (g *groupCommit) soloWrite(ctx context.Context, s *gcSlot, op *gcOp, done c
 	switch {
 	case op.abandoned:
 		g.giveBackLocked(s, op)
-	case len(s.queue) == 0:
+	case len(s.queue) == 0 && s.inFlight == 1:
 		// Nothing waits for the item: free it before waking the caller,
 		// whose next request (often for the same item) then writes by
 		// itself instead of queueing behind this goroutine.
@@ -286,7 +328,9 @@ func (g *groupCommit) soloWrite(ctx context.Context, s *gcSlot, op *gcOp, done c
 		close(done)
 	}
 	g.mu.Unlock()
-	g.handOff(op.key, s, true)
+	if batch := g.ended(op.key, s, 1); batch != nil {
+		g.flight(op.key, s, batch)
+	}
 }
 
 // alone writes an acquire that the combined write could not decide with a
@@ -312,8 +356,9 @@ func (g *groupCommit) write(ctx context.Context, op *gcOp) {
 }
 
 // giveBackLocked queues the give-back of op, an acquire whose caller went
-// away, when its write applied. The item's slot must be busy (its write
-// just ended); g.mu must be held.
+// away, when its write applied. The item's slot must have that write
+// still counted in flight (it just ended), so that ended sends the queue;
+// g.mu must be held.
 func (g *groupCommit) giveBackLocked(s *gcSlot, op *gcOp) {
 	if op.kind != gcConsume || op.err != nil || !op.res.Applied {
 		return
@@ -349,45 +394,67 @@ func capacities(limits []Limit) map[string]int64 {
 	return caps
 }
 
-// handOff is called when the write in flight for key ended: it writes the
-// requests queued meanwhile, batch after batch, or marks the item idle.
-// inBackground says whether the caller is a goroutine of the limiter; a
-// caller's own goroutine starts one instead of writing others' batches.
-func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, inBackground bool) {
-	yielded := false
-	for {
-		g.mu.Lock()
-		if inBackground && !yielded {
-			// Before each batch, let the goroutines that are runnable
-			// run first: the members just delivered come back at once
-			// (a commit, the next acquire) and join the queue. Without
-			// this the first of them found the item idle and wrote
-			// alone, the others queued behind that write, and every
-			// other write on a hot item carried one request.
-			g.mu.Unlock()
-			yielded = true
-			runtime.Gosched()
-			continue
-		}
-		if len(s.queue) == 0 {
-			g.releaseLocked(key, s)
-			g.mu.Unlock()
-			return
-		}
-		if !inBackground {
-			g.mu.Unlock()
-			g.bg.Go(func() { g.handOff(key, s, true) })
-			return
-		}
-		batch, rest := takeBatch(s.queue)
-		s.queue = rest
-		for _, op := range batch {
-			op.state = gcInFlight
-		}
-		g.mu.Unlock()
-		g.runBatch(s, key, batch)
-		yielded = false
+// goFlight runs flight in a goroutine of the limiter, when batch is not
+// nil.
+func (g *groupCommit) goFlight(key store.BucketKey, s *gcSlot, batch []*gcOp) {
+	if batch != nil {
+		g.bg.Go(func() { g.flight(key, s, batch) })
 	}
+}
+
+// flight writes batch, a batch of key's requests, and delivers the
+// results; then the next batches while ended hands them over. It runs in a
+// goroutine of the limiter.
+func (g *groupCommit) flight(key store.BucketKey, s *gcSlot, batch []*gcOp) {
+	for batch != nil {
+		g.runBatch(s, key, batch)
+		batch = g.ended(key, s, len(batch))
+	}
+}
+
+// ended is called when a write of key carrying n requests has returned
+// (its members delivered). It returns the next batch to write, if the
+// queue should go out now, or nil; or frees the idle item.
+func (g *groupCommit) ended(key store.BucketKey, s *gcSlot, n int) []*gcOp {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s.inFlight--
+	s.flying -= n
+	// The requests of this item seen lately: the members just delivered
+	// (most come back: a commit, the next acquire), those in flight and
+	// those queued. Half of them go out beside the write in flight.
+	target := (n + s.flying + len(s.queue) + 1) / 2
+	if len(s.queue) == 0 {
+		if s.inFlight == 0 {
+			g.releaseLocked(key, s)
+			return nil
+		}
+		s.target = target
+		return nil
+	}
+	if s.inFlight > 0 && len(s.queue) < target {
+		s.target = target
+		return nil
+	}
+	batch := g.takeLocked(s)
+	if s.inFlight < gcMaxInFlight {
+		s.target = target
+	}
+	return batch
+}
+
+// takeLocked takes the next batch off s's queue and counts it in flight.
+// g.mu must be held.
+func (g *groupCommit) takeLocked(s *gcSlot) []*gcOp {
+	batch, rest := takeBatch(s.queue)
+	s.queue = rest
+	for _, op := range batch {
+		op.state = gcInFlight
+	}
+	s.inFlight++
+	s.flying += len(batch)
+	s.target = 0
+	return batch
 }
 
 // releaseLocked frees s, the idle slot of key. g.mu must be held.
@@ -439,7 +506,8 @@ const gcMaxRounds = 4
 
 // runBatch writes batch (requests for key) and delivers every member's
 // result: the acquires first, then the adjustments. It runs in a goroutine
-// of the limiter, on a context detached from every caller's.
+// of the limiter or on a member's goroutine whose context can never end,
+// on a context detached from every caller's.
 func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
 	defer cancel()
@@ -556,12 +624,12 @@ func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, now
 	return g.store.writeBuckets(ctx, []store.BucketWrite{w})
 }
 
-// deliver wakes every waiting member of a written batch, and queues the
-// give-back of an applied acquire whose caller went away. s is busy: its
-// caller is the goroutine writing the item.
+// deliver wakes every waiting member of a written batch (after unlocking,
+// so that they do not wake into a held lock), and queues the give-back of
+// an applied acquire whose caller went away. s has this write in flight.
 func (g *groupCommit) deliver(s *gcSlot, batch []*gcOp) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	n := 0
 	for _, op := range batch {
 		if op.abandoned {
 			g.giveBackLocked(s, op)
@@ -573,6 +641,11 @@ func (g *groupCommit) deliver(s *gcSlot, batch []*gcOp) {
 		if op.state != gcSolo {
 			op.state = gcDone
 		}
+		batch[n] = op
+		n++
+	}
+	g.mu.Unlock()
+	for _, op := range batch[:n] {
 		op.wake <- struct{}{}
 	}
 }
