@@ -448,6 +448,10 @@ func (g *groupCommit) ended(key store.BucketKey, s *gcSlot, n int) []*gcOp {
 func (g *groupCommit) takeLocked(s *gcSlot) []*gcOp {
 	batch, rest := takeBatch(s.queue)
 	s.queue = rest
+	if rest == nil {
+		// The next queue is about as long: grow it once.
+		s.queue = make([]*gcOp, 0, len(batch))
+	}
 	for _, op := range batch {
 		op.state = gcInFlight
 	}
@@ -469,6 +473,30 @@ func (g *groupCommit) releaseLocked(key store.BucketKey, s *gcSlot) {
 // that sums never saturate) and every acquire has the first acquire's
 // limits. The first request is always taken.
 func takeBatch(queue []*gcOp) (batch, rest []*gcOp) {
+	// Usually the amounts are small: while their magnitudes add up to at
+	// most maxAmount, no sum can leave ±maxAmount, and no sum is kept.
+	var bound int64
+	var limits []Limit
+	seenConsume := false
+	for i, op := range queue {
+		if op.kind == gcConsume {
+			if seenConsume && !slices.Equal(op.limits, limits) {
+				return queue[:i:i], append([]*gcOp(nil), queue[i:]...)
+			}
+			seenConsume, limits = true, op.limits
+		}
+		for _, v := range op.delta {
+			bound += max(v, -v) // at most 2·maxAmount: no overflow
+			if bound > maxAmount {
+				return takeBatchSums(queue)
+			}
+		}
+	}
+	return queue, nil
+}
+
+// takeBatchSums is takeBatch keeping each limit's running sum.
+func takeBatchSums(queue []*gcOp) (batch, rest []*gcOp) {
 	sum := Consume{}
 	var limits []Limit
 	seenConsume := false
