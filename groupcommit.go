@@ -136,7 +136,10 @@ type gcSlot struct {
 	// goes out once it holds this many requests (0: only when a write
 	// returns).
 	target int
-	queue  []*gcOp
+	// pop is the most requests of the item seen at once lately (in
+	// flight, queued and just delivered), less one per write since.
+	pop   int
+	queue []*gcOp
 }
 
 // groupCommit batches the writes of one RateLimiter per bucket item.
@@ -423,7 +426,8 @@ func (g *groupCommit) ended(key store.BucketKey, s *gcSlot, n int) []*gcOp {
 	// The requests of this item seen lately: the members just delivered
 	// (most come back: a commit, the next acquire), those in flight and
 	// those queued. Half of them go out beside the write in flight.
-	target := (n + s.flying + len(s.queue) + 1) / 2
+	s.pop = max(s.pop-1, n+s.flying+len(s.queue))
+	target := (s.pop + 1) / 2
 	if len(s.queue) == 0 {
 		if s.inFlight == 0 {
 			g.releaseLocked(key, s)
