@@ -198,6 +198,68 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	assert.False(t, tc != 99_000 || tk != 1_000, "rpm tc %d tk %d, want 99000 and 1000", tc, tk)
 }
 
+// TestGroupCommitSecondWrite: while a batch is in flight for a hot item,
+// the requests queued behind it go out beside it once the queue holds half
+// of the item's recent requests, instead of waiting for its return; the
+// third request queued behind it waits for a return (two writes at most).
+func TestGroupCommitSecondWrite(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGate("UpdateItem")
+	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
+	lim := WithLimits(PerMinute("rpm", 1000))
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}, lim))
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
+	env.rec.Reset()
+	entered := func(what string) {
+		t.Helper()
+		select {
+		case <-g.entered:
+		case <-time.After(10 * time.Second):
+			require.FailNow(t, "no write in flight: "+what)
+		}
+	}
+
+	var wg sync.WaitGroup
+	acquire := func(n int64) {
+		wg.Go(func() {
+			_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": n}, lim)
+			assert.NoError(t, err)
+		})
+	}
+	g.hold()
+	acquire(1) // alone
+	entered("the first acquire")
+	for i := range 4 {
+		acquire(2)
+		waitQueued(t, rl, key, i+1)
+	}
+	g.step() // the first returns; its queue of four goes out
+	entered("the batch of four")
+	// Five requests seen (one delivered, four in flight): the third
+	// queued goes out with the other two beside the batch of four.
+	acquire(4)
+	waitQueued(t, rl, key, 1)
+	acquire(4)
+	waitQueued(t, rl, key, 2)
+	acquire(4)
+	entered("the batch of three, beside the batch of four")
+	waitQueued(t, rl, key, 0)
+	acquire(8) // two writes in flight: it waits
+	waitQueued(t, rl, key, 1)
+	select {
+	case <-g.entered:
+		assert.Fail(t, "a third write went out while two were in flight")
+	default:
+	}
+	g.release()
+	wg.Wait()
+
+	got, want := env.calls(), "UpdateItem, UpdateItem, UpdateItem, UpdateItem"
+	assert.Equal(t, want, got, "the first alone, the batch of four, the batch of three, the last")
+	tc := env.n(env.bucket("k", "api"), "b_rpm_tc")
+	assert.EqualValues(t, (1+1+4*2+3*4+8)*1000, tc, "rpm tc")
+}
+
 // TestGroupCommitCancelledMembers: a member whose context ends while queued
 // returns its error and takes nothing; one whose context ends while its
 // batch is in flight returns its error at once, and the tokens its part
