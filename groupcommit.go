@@ -5,6 +5,7 @@ package limiter
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -125,8 +126,18 @@ type gcOp struct {
 	err error
 }
 
-// gcMaxInFlight is how many writes of one item may be in flight at once.
+// gcMaxInFlight is how many writes of one item may be in flight at once,
+// unless the repository serialises them (serialItemWrites).
 const gcMaxInFlight = 2
+
+// serialItemWrites is implemented by a repository whose writes to one item
+// are a resource of their own: the DynamoDB repository, where each write
+// takes a write-capacity unit of the item's partition and the writes of an
+// item are applied one after the other. Group commit keeps one write of an
+// item in flight there, so that each write carries the largest batch.
+type serialItemWrites interface {
+	serialItemWrites()
+}
 
 // gcSlot is the queue of one bucket item.
 type gcSlot struct {
@@ -147,6 +158,10 @@ type groupCommit struct {
 	store *storeOps
 	bg    *background
 
+	// maxInFlight is gcMaxInFlight, or 1 when the repository serialises
+	// the writes of an item.
+	maxInFlight int
+
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
 	ops   sync.Pool  // idle *gcOp values with their wake channel, for queued requests
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
@@ -154,7 +169,10 @@ type groupCommit struct {
 }
 
 func newGroupCommit(ops *storeOps, bg *background) *groupCommit {
-	g := &groupCommit{store: ops, bg: bg, slots: make(map[store.BucketKey]*gcSlot)}
+	g := &groupCommit{store: ops, bg: bg, maxInFlight: gcMaxInFlight, slots: make(map[store.BucketKey]*gcSlot)}
+	if _, ok := ops.repo.(serialItemWrites); ok {
+		g.maxInFlight = 1
+	}
 	g.pool.New = func() any { return new(gcSlot) }
 	g.ops.New = func() any { return &gcOp{wake: make(chan struct{}, 1)} }
 	return g
@@ -219,7 +237,7 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 	op.wake = wake
 	s.queue = append(s.queue, op)
 	var batch []*gcOp
-	if s.inFlight < gcMaxInFlight && s.target > 0 && len(s.queue) >= s.target {
+	if s.inFlight < g.maxInFlight && s.target > 0 && len(s.queue) >= s.target {
 		batch = g.takeLocked(s)
 	}
 	g.mu.Unlock()
@@ -227,7 +245,7 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 		if ctx.Done() == nil {
 			// The caller waits for its batch anyway: write it here.
 			g.runBatch(s, req.key, batch)
-			g.goFlight(req.key, s, g.ended(req.key, s, len(batch)))
+			g.handOff(req.key, s, len(batch))
 		} else {
 			g.goFlight(req.key, s, batch)
 		}
@@ -270,7 +288,7 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 // Nothing retains op: it stays on the caller's stack.
 func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (store.SpeculativeResult, error) {
 	g.write(ctx, op)
-	g.goFlight(op.key, s, g.ended(op.key, s, 1))
+	g.handOff(op.key, s, 1)
 	return op.res, op.err
 }
 
@@ -280,7 +298,7 @@ func (g *groupCommit) inline(s *gcSlot, op *gcOp, ctx context.Context) (store.Sp
 // is given back.
 func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.SpeculativeResult, error) {
 	if err := ctx.Err(); err != nil {
-		g.goFlight(op.key, s, g.ended(op.key, s, 1))
+		g.handOff(op.key, s, 1)
 		return store.SpeculativeResult{Key: op.key}, err
 	}
 	done := make(chan struct{})
@@ -331,9 +349,7 @@ func (g *groupCommit) soloWrite(ctx context.Context, s *gcSlot, op *gcOp, done c
 		close(done)
 	}
 	g.mu.Unlock()
-	if batch := g.ended(op.key, s, 1); batch != nil {
-		g.flight(op.key, s, batch)
-	}
+	g.flight(op.key, s, nil, 1)
 }
 
 // alone writes an acquire that the combined write could not decide with a
@@ -401,17 +417,54 @@ func capacities(limits []Limit) map[string]int64 {
 // nil.
 func (g *groupCommit) goFlight(key store.BucketKey, s *gcSlot, batch []*gcOp) {
 	if batch != nil {
-		g.bg.Go(func() { g.flight(key, s, batch) })
+		g.bg.Go(func() { g.flight(key, s, batch, 0) })
 	}
 }
 
-// flight writes batch, a batch of key's requests, and delivers the
-// results; then the next batches while ended hands them over. It runs in a
-// goroutine of the limiter.
-func (g *groupCommit) flight(key store.BucketKey, s *gcSlot, batch []*gcOp) {
-	for batch != nil {
+// handOff is called on a caller's goroutine when the write of n requests
+// for key it made has returned: it starts the next batch in a goroutine of
+// the limiter when the queue should go out (see ended). When the item
+// takes one write at a time, a queue is handed over to a goroutine of the
+// limiter as it is, which first lets the members just woken queue too (see
+// flight).
+func (g *groupCommit) handOff(key store.BucketKey, s *gcSlot, n int) {
+	if g.maxInFlight == 1 {
+		g.mu.Lock()
+		queued := len(s.queue) > 0
+		g.mu.Unlock()
+		if queued {
+			g.bg.Go(func() { g.flight(key, s, nil, n) })
+			return
+		}
+	}
+	g.goFlight(key, s, g.ended(key, s, n))
+}
+
+// flight writes batch, a batch of key's requests, if not nil, and
+// delivers the results; then it writes the batches ended hands over after
+// each write (n is the size of the write that ended before, when batch is
+// nil). It runs in a goroutine of the limiter.
+func (g *groupCommit) flight(key store.BucketKey, s *gcSlot, batch []*gcOp, n int) {
+	if batch != nil {
 		g.runBatch(s, key, batch)
-		batch = g.ended(key, s, len(batch))
+		n = len(batch)
+	}
+	for {
+		if g.maxInFlight == 1 {
+			// One write at a time: before the next batch, let the
+			// goroutines that are runnable run first (the write still
+			// counted in flight): the members just delivered come back at
+			// once (a commit, the next acquire) and join the queue.
+			// Without this the queue went out with the requests that had
+			// arrived during the write, the members queued behind it, and
+			// batches alternated between a few requests and most of them.
+			runtime.Gosched()
+		}
+		if batch = g.ended(key, s, n); batch == nil {
+			return
+		}
+		g.runBatch(s, key, batch)
+		n = len(batch)
 	}
 }
 
@@ -441,7 +494,7 @@ func (g *groupCommit) ended(key store.BucketKey, s *gcSlot, n int) []*gcOp {
 		return nil
 	}
 	batch := g.takeLocked(s)
-	if s.inFlight < gcMaxInFlight {
+	if s.inFlight < g.maxInFlight {
 		s.target = target
 	}
 	return batch

@@ -198,66 +198,121 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	assert.False(t, tc != 99_000 || tk != 1_000, "rpm tc %d tk %d, want 99000 and 1000", tc, tk)
 }
 
+// gatedSpec is a repository whose speculative writes pass g and are
+// counted.
+type gatedSpec struct {
+	Repository
+	spec  store.SpeculativeStore
+	g     *gate
+	calls atomic.Int64
+}
+
+func (r *gatedSpec) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	if err := r.g.before("SpeculativeConsume", nil); err != nil {
+		return store.SpeculativeResult{}, err
+	}
+	r.calls.Add(1)
+	return r.spec.SpeculativeConsume(ctx, req)
+}
+
 // TestGroupCommitSecondWrite: while a batch is in flight for a hot item,
 // the requests queued behind it go out beside it once the queue holds half
-// of the item's recent requests, instead of waiting for its return; the
-// third request queued behind it waits for a return (two writes at most).
+// of the item's recent requests, instead of waiting for its return, and no
+// third write goes out while two are in flight. On DynamoDB, whose writes
+// of an item are applied one after the other and each take a write-capacity
+// unit, they wait for the write in flight.
 func TestGroupCommitSecondWrite(t *testing.T) {
-	env := newTestEnv(t)
-	g := newGate("UpdateItem")
-	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
-	lim := WithLimits(PerMinute("rpm", 1000))
-	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}, lim))
-	key := store.BucketKey{EntityID: "k", Resource: "api"}
-	env.rec.Reset()
-	entered := func(what string) {
-		t.Helper()
-		select {
-		case <-g.entered:
-		case <-time.After(10 * time.Second):
-			require.FailNow(t, "no write in flight: "+what)
-		}
-	}
+	for _, tc := range []struct {
+		name   string
+		second bool // a second write goes out beside the first
+		open   func(t *testing.T, g *gate) (Repository, func() int64)
+	}{
+		{"memory", true, func(t *testing.T, g *gate) (Repository, func() int64) {
+			mem := newMemory()
+			r := &gatedSpec{Repository: mem, spec: mem.(store.SpeculativeStore), g: g}
+			return r, r.calls.Load
+		}},
+		{"dynamodb", false, func(t *testing.T, g *gate) (Repository, func() int64) {
+			env := newTestEnv(t)
+			g.op = "UpdateItem"
+			repo := env.withClient(hook(g.before))
+			return repo, func() int64 { return int64(env.rec.Count("UpdateItem")) }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			g := newGate("SpeculativeConsume")
+			repo, calls := tc.open(t, g)
+			rl := New(repo, WithGroupCommit(true))
+			t.Cleanup(func() { _ = rl.Close() })
+			lim := WithLimits(PerMinute("rpm", 1000))
+			mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}, lim))
+			key := store.BucketKey{EntityID: "k", Resource: "api"}
+			entered := func(what string) {
+				t.Helper()
+				select {
+				case <-g.entered:
+				case <-time.After(10 * time.Second):
+					require.FailNow(t, "no write in flight: "+what)
+				}
+			}
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			defer g.release()
+			acquire := func(n int64) {
+				wg.Go(func() {
+					_, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": n}, lim)
+					assert.NoError(t, err)
+				})
+			}
+			before := calls()
+			g.hold()
+			acquire(1) // alone
+			entered("the first acquire")
+			for i := range 4 {
+				acquire(2)
+				waitQueued(t, rl, key, i+1)
+			}
+			g.step() // the first returns; its queue of four goes out
+			entered("the batch of four")
+			// Five requests seen (one delivered, four in flight): the
+			// third queued goes out with the other two beside the batch
+			// of four.
+			for i := range 3 {
+				acquire(4)
+				if i < 2 || !tc.second {
+					waitQueued(t, rl, key, i+1)
+				}
+			}
+			if tc.second {
+				entered("the batch of three, beside the batch of four")
+				waitQueued(t, rl, key, 0)
+				acquire(8) // two writes in flight: it waits
+				waitQueued(t, rl, key, 1)
+			} else {
+				acquire(8)
+				waitQueued(t, rl, key, 4)
+			}
+			select {
+			case <-g.entered:
+				assert.Fail(t, "one write too many in flight")
+			default:
+			}
+			g.release()
+			wg.Wait()
 
-	var wg sync.WaitGroup
-	acquire := func(n int64) {
-		wg.Go(func() {
-			_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": n}, lim)
-			assert.NoError(t, err)
+			want := int64(4) // the first alone, the four, the three, the last
+			if !tc.second {
+				want = 3 // the first alone, the four, the four others
+			}
+			assert.Equal(t, want, calls()-before, "speculative writes")
+			b, err := repo.GetBucket(ctx, key)
+			require.NoError(t, err)
+			st, ok := b.State("rpm")
+			require.True(t, ok)
+			assert.EqualValues(t, (1+1+4*2+3*4+8)*1000, st.TotalConsumedMilli, "rpm tc")
 		})
 	}
-	g.hold()
-	acquire(1) // alone
-	entered("the first acquire")
-	for i := range 4 {
-		acquire(2)
-		waitQueued(t, rl, key, i+1)
-	}
-	g.step() // the first returns; its queue of four goes out
-	entered("the batch of four")
-	// Five requests seen (one delivered, four in flight): the third
-	// queued goes out with the other two beside the batch of four.
-	acquire(4)
-	waitQueued(t, rl, key, 1)
-	acquire(4)
-	waitQueued(t, rl, key, 2)
-	acquire(4)
-	entered("the batch of three, beside the batch of four")
-	waitQueued(t, rl, key, 0)
-	acquire(8) // two writes in flight: it waits
-	waitQueued(t, rl, key, 1)
-	select {
-	case <-g.entered:
-		assert.Fail(t, "a third write went out while two were in flight")
-	default:
-	}
-	g.release()
-	wg.Wait()
-
-	got, want := env.calls(), "UpdateItem, UpdateItem, UpdateItem, UpdateItem"
-	assert.Equal(t, want, got, "the first alone, the batch of four, the batch of three, the last")
-	tc := env.n(env.bucket("k", "api"), "b_rpm_tc")
-	assert.EqualValues(t, (1+1+4*2+3*4+8)*1000, tc, "rpm tc")
 }
 
 // TestGroupCommitCancelledMembers: a member whose context ends while queued

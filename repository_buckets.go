@@ -476,6 +476,12 @@ func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resou
 	return next, nil
 }
 
+// serialItemWrites marks the writes to one item as a resource of their
+// own: each takes a write-capacity unit of the item's partition, and
+// DynamoDB applies them one after the other. Group commit keeps one write
+// of a hot item in flight, so that each carries the largest batch.
+func (r *DynamoDBRepository) serialItemWrites() {}
+
 // speculativeConsumeAdjust is SpeculativeConsume with adj, a pending
 // adjustment of the same item (a committed lease's, whole tokens), folded
 // into the same UpdateItem: one write for both. The acquire's condition
