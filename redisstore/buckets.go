@@ -445,20 +445,34 @@ func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeReque
 		full = append(full, la.name, la.params)
 	}
 	full = append(full, len(r.Consume))
-	for name, v := range r.Consume {
-		var boxed any = name
-		for i, l := range r.Limits {
-			if l.Name == name {
-				if i < len(known) {
-					boxed = known[i].name
-				} else {
-					boxed = s.limitArgsOf(l).name
-				}
-				break
-			}
+	// The amounts of the resolved limits first, by lookup: iterating a map
+	// costs more than the lookups, and the amounts of other limits (rare)
+	// follow.
+	taken := 0
+	for i, l := range r.Limits {
+		v, ok := r.Consume[l.Name]
+		if !ok {
+			continue
+		}
+		taken++
+		boxed := any(nil)
+		if i < len(known) {
+			boxed = known[i].name
+		} else {
+			boxed = s.limitArgsOf(l).name
 		}
 		ints = append(ints, store.MilliTokens(v))
 		full = append(full, boxed, &ints[len(ints)-1])
+	}
+	if taken == len(r.Consume) {
+		return full
+	}
+	for name, v := range r.Consume {
+		if slices.ContainsFunc(r.Limits, func(l limiter.Limit) bool { return l.Name == name }) {
+			continue
+		}
+		ints = append(ints, store.MilliTokens(v))
+		full = append(full, name, &ints[len(ints)-1])
 	}
 	return full
 }

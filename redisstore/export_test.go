@@ -16,3 +16,6 @@ func LibraryName() string { return library.name }
 
 // AllowBatches returns the number of Allow calls sent for queued requests.
 func (s *Store) AllowBatches() int64 { return s.allowBatches.Load() }
+
+// ParseStored is the parser of the numbers the store wrote.
+func ParseStored(s string) int64 { return atoi(s) }

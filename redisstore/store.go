@@ -203,8 +203,33 @@ func wrap(op string, err error) error {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // atoi parses a number the store wrote, saturating at the int64 limits
-// (exact arithmetic in the scripts may leave a value beyond them).
+// (exact arithmetic in the scripts may leave a value beyond them). The
+// common value, at most 18 digits, is parsed in place; anything else goes
+// through strconv.
 func atoi(s string) int64 {
+	if n := len(s); n > 0 && n <= 18 {
+		neg := s[0] == '-'
+		i := 0
+		if neg {
+			i = 1
+		}
+		if i < n {
+			var v int64
+			for ; i < n; i++ {
+				c := s[i] - '0'
+				if c > 9 {
+					break
+				}
+				v = v*10 + int64(c)
+			}
+			if i == n {
+				if neg {
+					return -v
+				}
+				return v
+			}
+		}
+	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
 		var ne *strconv.NumError

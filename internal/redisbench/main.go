@@ -2,9 +2,14 @@
 // on one redis-server, in the same process and run: `make bench-redis`.
 //
 // Each case runs its two contenders in alternating rounds (five by
-// default; the side that goes first alternates too), so that both see the
-// same machine however its load drifts, and prints the median and range
-// of the per-round ratio of their ops/s. For each contender it also prints
+// default), so that both see the same machine however its load drifts,
+// and prints the median and range of the per-round ratio of their ops/s.
+// Within a round the two take turns too, in slices (ten by default; the
+// side that goes first alternates), and each side's ops/s for the round is
+// its operations over its time summed over its slices: on a small virtual
+// machine the speed of a request-reply ping-pong changes from one moment
+// to the next (with where the scheduler puts the client and the server),
+// and fine turns let both sides see the same moments. For each contender it also prints
 // the server time per call (usec_per_call of INFO commandstats, over its
 // own rounds: FCALL for the store's functions, EVALSHA for scripts), the
 // calls per operation and the server time per operation (a batched call
@@ -59,6 +64,7 @@ func main() {
 type config struct {
 	addr    string
 	rounds  int
+	slices  int
 	ops     int
 	only    string
 	scripts bool
@@ -70,7 +76,8 @@ func run(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
 	fs.StringVar(&cfg.addr, "addr", "", "redis-server to use (default: start one)")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "alternating rounds per case")
-	fs.IntVar(&cfg.ops, "ops", 4000, "operations per contender and round at c=1 (10× at c=32)")
+	fs.IntVar(&cfg.slices, "slices", 10, "turns of each contender per round")
+	fs.IntVar(&cfg.ops, "ops", 10000, "operations per contender and round at c=1 (10× at c=32)")
 	fs.StringVar(&cfg.only, "run", "", "run only the cases whose name matches this regular expression")
 	fs.BoolVar(&cfg.scripts, "scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
@@ -155,17 +162,27 @@ func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client
 		}
 	}
 	var ratios []float64
+	per := max(n/max(cfg.slices, 1), 1)
 	for r := range cfg.rounds {
-		order := []*side{cp.a, cp.b}
-		if r%2 == 1 {
-			order = []*side{cp.b, cp.a}
-		}
-		for _, s := range order {
-			if err := s.round(ctx, client, cp.c, n); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
+		var took [2]time.Duration
+		for k := range max(cfg.slices, 1) {
+			order := []int{0, 1}
+			if (r+k)%2 == 1 {
+				order = []int{1, 0}
+			}
+			for _, i := range order {
+				s := []*side{cp.a, cp.b}[i]
+				d, err := s.round(ctx, client, cp.c, per)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.name, err)
+				}
+				took[i] += d
 			}
 		}
-		ra, rb := cp.a.opsPerSec[r], cp.b.opsPerSec[r]
+		ops := float64(per * max(cfg.slices, 1))
+		ra, rb := ops/took[0].Seconds(), ops/took[1].Seconds()
+		cp.a.opsPerSec = append(cp.a.opsPerSec, ra)
+		cp.b.opsPerSec = append(cp.b.opsPerSec, rb)
 		ratios = append(ratios, ra/rb)
 	}
 	slices.Sort(ratios)
@@ -203,10 +220,11 @@ func (s *side) warmUp(ctx context.Context, c int) error {
 	return nil
 }
 
-// round runs n requests over c goroutines and adds the measurements.
-func (s *side) round(ctx context.Context, client *redis.Client, c, n int) error {
+// round runs n requests over c goroutines, adds the measurements and
+// returns the time they took.
+func (s *side) round(ctx context.Context, client *redis.Client, c, n int) (time.Duration, error) {
 	if err := client.ConfigResetStat(ctx).Err(); err != nil {
-		return err
+		return 0, err
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -232,20 +250,19 @@ func (s *side) round(ctx context.Context, client *redis.Client, c, n int) error 
 	runtime.ReadMemStats(&ms)
 	s.mallocs += ms.Mallocs - mallocs
 	if err, _ := failed.Load().(error); err != nil {
-		return err
+		return 0, err
 	}
-	s.opsPerSec = append(s.opsPerSec, float64(n)/elapsed.Seconds())
 	s.ops += int64(n)
 	stats, err := client.Info(ctx, "commandstats").Result()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for _, cmd := range []string{"fcall", "evalsha", "eval"} {
 		calls, usec := commandStat(stats, cmd)
 		s.calls += calls
 		s.usec += usec
 	}
-	return nil
+	return elapsed, nil
 }
 
 // commandStat returns the calls and total microseconds of cmd in an INFO

@@ -8,19 +8,24 @@
 -- of amounts, each as name and millitokens. The arguments are read in
 -- place, by index: the common request allocates little.
 
-local find, sub, byte, match = string.find, string.sub, string.byte, string.match
+local find, sub, byte, match, format = string.find, string.sub, string.byte, string.match, string.format
 
--- field returns the index in flat (an HGETALL reply) of field f's value.
-local function field(flat, f)
+-- COUNT maps the decimal strings of small counts to their numbers, and
+-- DECIMAL the numbers back: a lookup, not a parse (strtod) or a format
+-- (printf) on every call.
+local COUNT, DECIMAL = {}, {}
+for i = 0, 256 do
+  DECIMAL[i] = tostring(i)
+  COUNT[DECIMAL[i]] = i
+end
+
+-- field returns the index in flat (an HGETALL reply) of the value of
+-- limit name's field ("l:" .. name).
+local function field(flat, name)
+  local f = 'l:' .. name
   for i = 1, #flat, 2 do
     if flat[i] == f then return i + 1 end
   end
-end
-
--- split returns the parameters ("cp|ra|rp"), balance and total consumed
--- of a limit's field value.
-local function split(v)
-  return match(v, '^([^|]*|[^|]*|[^|]*)|([^|]*)|(.*)$')
 end
 
 -- read_request reads the request whose arguments follow index a of argv
@@ -29,15 +34,15 @@ end
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
 -- index its arguments end at.
 local function read_request(argv, a)
-  local nl = tonumber(argv[a + 2])
+  local nl = COUNT[argv[a + 2]] or tonumber(argv[a + 2])
   local ci = a + 3 + 2 * nl
-  local nc = tonumber(argv[ci])
+  local nc = COUNT[argv[ci]] or tonumber(argv[ci])
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
 end
 
 -- check returns why the request read by read_request (from argv) cannot
 -- take its amounts from item flat (an HGETALL reply); when it can: '', the
--- fields to write (field, value, ...) and the index in flat of each
+-- fields to write (field, value, ...; nil when none) and the index in flat of each
 -- written value. The balance and total move on numbers while they stay
 -- exact, else on the exact integers of int.lua.
 local function check(argv, flat, now, li, nl, ci, nc)
@@ -51,35 +56,47 @@ local function check(argv, flat, now, li, nl, ci, nc)
       break
     end
   end
+  -- The first limit's name, parameters and index in flat, for its amount.
+  local name1, p1, i1
   for k = li + 1, li + 2 * nl, 2 do
-    local i = field(flat, 'l:' .. argv[k])
+    local i = field(flat, argv[k])
     if not i then return 'limit_missing' end
     local p = argv[k + 1]
-    local v, m = flat[i], #p
-    if sub(v, 1, m) ~= p or byte(v, m + 1) ~= 124 then return 'limits_changed' end
+    local v = flat[i]
+    local m = #p
+    if byte(v, m + 1) ~= 124 or sub(v, 1, m) ~= p then return 'limits_changed' end
+    if not i1 then name1, p1, i1 = argv[k], p, i end
   end
   local short = false
-  local set, at = {}, {}
+  local set, at
   for k = ci + 1, ci + 2 * nc, 2 do
-    local f = 'l:' .. argv[k]
-    local i = field(flat, f)
+    local name = argv[k]
+    local i
+    if name == name1 then i = i1 else i = field(flat, name) end
     if not i then return 'limit_missing' end
     local amt = argv[k + 1]
     if amt ~= '0' then
-      local p, tk, tc = split(flat[i])
+      -- the value is cp|ra|rp|tk|tc: the balance and total follow the
+      -- third separator
+      local v = flat[i]
+      local s3 = find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)
+      local s4 = find(v, '|', s3 + 1, true)
+      local tk, tc = sub(v, s3 + 1, s4 - 1), sub(v, s4 + 1)
       local a, t, c = num(amt), num(tk), num(tc)
       local nt, ntc
       if a and t and c then
         nt, ntc = t - a, c + a
         if nt <= -B53 or nt >= B53 or ntc <= -B53 or ntc >= B53 then nt = nil end
       end
-      set[#set + 1] = f
+      if not set then set, at = {}, {} end
+      set[#set + 1] = flat[i - 1]
+      local params = name == name1 and p1 or sub(v, 1, s3 - 1)
       if nt then
         if a > 0 and t < a then short = true end -- a positive amount not covered
-        set[#set + 1] = p .. "|" .. fmt(nt) .. "|" .. fmt(ntc)
+        set[#set + 1] = format('%s|%d|%d', params, nt, ntc)
       else
         if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
-        set[#set + 1] = p .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+        set[#set + 1] = params .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
       end
       at[#at + 1] = i
     end
@@ -90,7 +107,7 @@ end
 
 -- take writes the fields check returned to key (one HSET) and into flat.
 local function take(key, flat, set, at)
-  if #set == 0 then return end
+  if not set then return end
   for j = 1, #at do flat[at[j]] = set[2 * j] end
   redis.call('HSET', key, unpack(set))
 end
@@ -102,6 +119,6 @@ end
 local function reply(out, applied, why, flat)
   out[#out + 1] = applied and '1' or '0'
   out[#out + 1] = why
-  out[#out + 1] = #flat
+  out[#out + 1] = DECIMAL[#flat] or #flat
   for i = 1, #flat do out[#out + 1] = flat[i] end
 end
