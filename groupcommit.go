@@ -117,7 +117,8 @@ type gcOp struct {
 
 	wake chan struct{} // nil for a give-back nobody waits for
 
-	// Guarded by groupCommit.mu.
+	// Guarded by groupCommit.mu (state is read without it once wake was
+	// received: nothing writes it after).
 	state     gcState
 	abandoned bool // an acquire whose caller's context ended while in flight
 
@@ -251,28 +252,31 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 		}
 	}
 
-	select {
-	case <-op.wake:
-	case <-ctx.Done():
-		g.mu.Lock()
-		switch {
-		case op.state == gcQueued:
-			s.queue = removeOp(s.queue, op)
-			g.mu.Unlock()
-			return store.SpeculativeResult{Key: op.key}, ctx.Err()
-		case op.state == gcInFlight && op.kind == gcConsume:
-			op.abandoned = true
-			g.mu.Unlock()
-			return store.SpeculativeResult{Key: op.key}, ctx.Err()
-		}
-		// Done, or an adjustment in flight: wait (at most refundTimeout).
-		g.mu.Unlock()
+	if ctx.Done() == nil {
 		<-op.wake
+	} else {
+		select {
+		case <-op.wake:
+		case <-ctx.Done():
+			g.mu.Lock()
+			switch {
+			case op.state == gcQueued:
+				s.queue = removeOp(s.queue, op)
+				g.mu.Unlock()
+				return store.SpeculativeResult{Key: op.key}, ctx.Err()
+			case op.state == gcInFlight && op.kind == gcConsume:
+				op.abandoned = true
+				g.mu.Unlock()
+				return store.SpeculativeResult{Key: op.key}, ctx.Err()
+			}
+			// Done, or an adjustment in flight: wait (at most refundTimeout).
+			g.mu.Unlock()
+			<-op.wake
+		}
 	}
-	g.mu.Lock()
-	state := op.state
-	g.mu.Unlock()
-	if state == gcSolo {
+	// Woken: the writer set op's state before waking it, and nothing
+	// writes it after, so it is read without g.mu.
+	if op.state == gcSolo {
 		return g.alone(ctx, op)
 	}
 	// Delivered: nothing else refers to op any more.
@@ -598,15 +602,25 @@ func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 	defer cancel()
 	defer g.deliver(s, batch)
 
-	var pending, adjusts []*gcOp
 	var nowMs int64
+	consumes := 0
 	for _, op := range batch {
 		if op.kind == gcConsume {
-			pending = append(pending, op)
-		} else {
-			adjusts = append(adjusts, op)
+			consumes++
 		}
 		nowMs = max(nowMs, op.nowMs)
+	}
+	pending, adjusts := batch, []*gcOp(nil)
+	if consumes < len(batch) {
+		pending = make([]*gcOp, 0, consumes)
+		adjusts = make([]*gcOp, 0, len(batch)-consumes)
+		for _, op := range batch {
+			if op.kind == gcConsume {
+				pending = append(pending, op)
+			} else {
+				adjusts = append(adjusts, op)
+			}
+		}
 	}
 	if len(pending) > 0 {
 		g.decide(ctx, key, pending, nowMs)
