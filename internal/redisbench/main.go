@@ -51,6 +51,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func main() {
@@ -409,6 +410,30 @@ func leaseSide(rl *limiter.RateLimiter, name string, consume limiter.Consume, li
 	}}
 }
 
+// consumeSide is the store's SpeculativeConsume of one token under lim
+// on key "user-<worker>", what a lease's Acquire sends. A missing item is
+// created by an Acquire through a RateLimiter on the same store (the
+// warm-up does it).
+func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
+	rl := limiter.New(s)
+	consume, limits := limiter.Consume{lim.Name: 1}, []limiter.Limit{lim}
+	return &side{name: "store consume", op: func(ctx context.Context, w int) error {
+		key := store.BucketKey{EntityID: "user-" + strconv.Itoa(w), Resource: "api"}
+		res, err := s.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: key, Consume: consume, Limits: limits, NowMs: time.Now().UnixMilli()})
+		switch {
+		case err != nil || res.Applied:
+			return err
+		case res.Reason == store.RefusedBucketMissing:
+			lease, err := rl.Acquire(ctx, key.EntityID, key.Resource, consume, limiter.WithLimits(lim))
+			if err != nil {
+				return err
+			}
+			return lease.Commit(ctx)
+		}
+		return fmt.Errorf("consume refused: %s", res.Reason)
+	}}
+}
+
 func cases(client *redis.Client, scripts bool) []*comparison {
 	var out []*comparison
 	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
@@ -431,6 +456,12 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)), scripts)), "store", limiter.Consume{"rpm": 1}, one, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	}
+	// The store's speculative consume alone, without a RateLimiter: the
+	// lease's cost at c=1 less the limiter's own work.
+	prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+	out = append(out, &comparison{name: "store consume alone, one limit 2^30/min, c=1", c: 1,
+		a: consumeSide(newStore(client, redisstore.TokenBucket, "consume"+strconv.Itoa(len(out)), scripts), limiter.PerMinute("rpm", big)),
+		b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, rpm+tpm 2^30/min, c=%d", c), c: c,
