@@ -9,7 +9,7 @@ if #KEYS == 1 then -- the common case, without the tables of many
   local flat = redis.call('HGETALL', KEYS[1])
   local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
   if why == '' then take(KEYS[1], flat, set, at) end
-  return (why == '' and '1\n' or '0\n') .. why .. '\n' .. (DECIMAL[#flat] or #flat) .. '\n' .. table.concat(flat, '\n')
+  return (why == '' and '1\n' or '0\n') .. why .. '\n' .. decimal(#flat) .. '\n' .. table.concat(flat, '\n')
 end
 local flats, sets, ats, whys, refused, argi = {}, {}, {}, {}, false, 0
 for r = 1, #KEYS do

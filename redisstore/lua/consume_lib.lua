@@ -10,13 +10,18 @@
 
 local find, sub, byte, match, format = string.find, string.sub, string.byte, string.match, string.format
 
--- COUNT maps the decimal strings of small counts to their numbers, and
--- DECIMAL the numbers back: a lookup, not a parse (strtod) or a format
--- (printf) on every call.
-local COUNT, DECIMAL = {}, {}
-for i = 0, 256 do
-  DECIMAL[i] = tostring(i)
-  COUNT[DECIMAL[i]] = i
+-- count and decimal convert the small counts of the arguments and the
+-- reply by comparing with constants, not by a parse (strtod) or a format
+-- (printf) on every call; as plain functions they cost little to define
+-- when the code runs as a script, defined again on every call.
+local function count(s)
+  if s == '1' then return 1 elseif s == '2' then return 2 elseif s == '0' then return 0 end
+  return tonumber(s)
+end
+
+local function decimal(n)
+  if n == 4 then return '4' elseif n == 6 then return '6' elseif n == 2 then return '2' elseif n == 0 then return '0' end
+  return tostring(n)
 end
 
 -- field returns the index in flat (an HGETALL reply) of the value of
@@ -34,9 +39,9 @@ end
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
 -- index its arguments end at.
 local function read_request(argv, a)
-  local nl = COUNT[argv[a + 2]] or tonumber(argv[a + 2])
+  local nl = count(argv[a + 2])
   local ci = a + 3 + 2 * nl
-  local nc = COUNT[argv[ci]] or tonumber(argv[ci])
+  local nc = count(argv[ci])
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
 end
 
@@ -119,6 +124,6 @@ end
 local function reply(out, applied, why, flat)
   out[#out + 1] = applied and '1' or '0'
   out[#out + 1] = why
-  out[#out + 1] = DECIMAL[#flat] or #flat
+  out[#out + 1] = decimal(#flat)
   for i = 1, #flat do out[#out + 1] = flat[i] end
 end
