@@ -522,8 +522,9 @@ func (g *groupCommit) releaseLocked(key store.BucketKey, s *gcSlot) {
 // limits. The first request is always taken.
 func takeBatch(queue []*gcOp) (batch, rest []*gcOp) {
 	// Usually the amounts are small: while their magnitudes add up to at
-	// most maxAmount, no sum can leave ±maxAmount, and no sum is kept.
+	// most maxAmount no sum can leave ±maxAmount, and no sum is kept.
 	var bound int64
+	var sum Consume // the running sums, once the magnitudes passed maxAmount
 	var limits []Limit
 	seenConsume := false
 	for i, op := range queue {
@@ -533,40 +534,32 @@ func takeBatch(queue []*gcOp) (batch, rest []*gcOp) {
 			}
 			seenConsume, limits = true, op.limits
 		}
-		for _, v := range op.delta {
-			bound += max(v, -v) // at most 2·maxAmount: no overflow
-			if bound > maxAmount {
-				return takeBatchSums(queue)
+		if sum == nil {
+			for _, v := range op.delta {
+				bound += max(v, -v) // at most 2·maxAmount: no overflow
+				if bound > maxAmount {
+					sum = Consume{}
+					for _, prev := range queue[:i] {
+						addConsume(sum, prev.delta)
+					}
+					break
+				}
 			}
-		}
-	}
-	return queue, nil
-}
-
-// takeBatchSums is takeBatch keeping each limit's running sum.
-func takeBatchSums(queue []*gcOp) (batch, rest []*gcOp) {
-	sum := Consume{}
-	var limits []Limit
-	seenConsume := false
-	for i, op := range queue {
-		if op.kind == gcConsume {
-			if seenConsume && !slices.Equal(op.limits, limits) {
-				return queue[:i:i], append([]*gcOp(nil), queue[i:]...)
+			if sum == nil {
+				continue
 			}
-			seenConsume, limits = true, op.limits
 		}
 		for name, v := range op.delta {
 			if t := sum[name] + v; i > 0 && (t > maxAmount || t < -maxAmount) {
 				return queue[:i:i], append([]*gcOp(nil), queue[i:]...)
 			}
 		}
-		for name, v := range op.delta {
-			sum[name] += v
-		}
+		addConsume(sum, op.delta)
 	}
 	return queue, nil
 }
 
+// removeOp returns queue without op.
 func removeOp(queue []*gcOp, op *gcOp) []*gcOp {
 	for i, o := range queue {
 		if o == op {

@@ -420,3 +420,38 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeBatch: a batch stops before the first acquire with other limits
+// and before the first request whose amount would take a limit's running
+// sum past ±maxAmount; amounts that cancel out stay in one batch.
+func TestTakeBatch(t *testing.T) {
+	rpm := []Limit{PerMinute("rpm", 100)}
+	tpm := []Limit{PerMinute("tpm", 100)}
+	acq := func(n int64, limits []Limit) *gcOp {
+		return &gcOp{kind: gcConsume, delta: Consume{"rpm": n}, limits: limits}
+	}
+	adj := func(n int64) *gcOp { return &gcOp{kind: gcAdjust, delta: Consume{"rpm": n}} }
+	half := int64(maxAmount/2 + 1)
+
+	for _, tc := range []struct {
+		name  string
+		queue []*gcOp
+		taken int
+	}{
+		{"small amounts", []*gcOp{acq(1, rpm), adj(-1), acq(2, rpm)}, 3},
+		{"other limits", []*gcOp{acq(1, rpm), adj(1), acq(1, tpm), acq(1, rpm)}, 2},
+		{"sum past maxAmount", []*gcOp{acq(half, rpm), acq(1, rpm), acq(half, rpm), acq(1, rpm)}, 2},
+		{"sum below -maxAmount", []*gcOp{adj(-half), adj(-half), adj(1)}, 1},
+		{"large amounts that cancel", []*gcOp{acq(half, rpm), adj(-half), acq(half, rpm), adj(-half)}, 4},
+		{"one request past maxAmount alone", []*gcOp{adj(maxAmount), adj(maxAmount)}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			batch, rest := takeBatch(tc.queue)
+			assert.Equal(t, tc.queue[:tc.taken], batch)
+			assert.Len(t, rest, len(tc.queue)-tc.taken)
+			if len(rest) > 0 {
+				assert.Same(t, tc.queue[tc.taken], rest[0])
+			}
+		})
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The benchmarks of docs/performance.md ("Redis against redis_rate"): this store
@@ -228,5 +229,77 @@ func BenchmarkAllow(b *testing.B) {
 	for b.Loop() {
 		_, err := s.Allow(ctx, "k", l, 1)
 		require.NoError(b, err)
+	}
+}
+
+// cannedReplies is a go-redis hook that answers every command with a
+// fixed reply instead of sending it: an admitted consume of one limit (the
+// lease's Acquire), three integers (Store.Allow) and redis_rate's array.
+// The client's own work per request is what remains.
+type cannedReplies struct{}
+
+func (cannedReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (cannedReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (cannedReplies) ProcessHook(redis.ProcessHook) redis.ProcessHook {
+	return func(_ context.Context, cmd redis.Cmder) error {
+		switch c := cmd.(type) {
+		case *redis.StringCmd:
+			c.SetVal("1\n\n4\nh\n1795635502781|1|0|1795635922|\nl:rpm\n1073741824000|1073741824000|60000|1073741753000|71000")
+		case *redis.IntSliceCmd:
+			c.SetVal([]int64{1, 100, 0})
+		case *redis.Cmd:
+			c.SetVal([]any{int64(1), int64(100), "-1", "0.1"})
+		}
+		return nil
+	}
+}
+
+// BenchmarkClientCannedReply is the client's work per request, with
+// go-redis answered by cannedReplies: a lease (Acquire + Commit), the
+// store's consume alone, Store.Allow, and redis_rate's AllowN.
+func BenchmarkClientCannedReply(b *testing.B) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	client.AddHook(cannedReplies{})
+	b.Cleanup(func() { client.Close() })
+	s, err := redisstore.New(client)
+	require.NoError(b, err)
+	ctx := context.Background()
+	lim := limiter.PerMinute("rpm", 1<<30)
+	lims, consume := limiter.WithLimits(lim), limiter.Consume{"rpm": 1}
+	rl := limiter.New(s)
+	rr := redis_rate.NewLimiter(client)
+	for _, c := range []struct {
+		name string
+		op   func() error
+	}{
+		{"lease", func() error {
+			lease, err := rl.Acquire(ctx, "k", "api", consume, lims)
+			if err != nil {
+				return err
+			}
+			return lease.Commit(ctx)
+		}},
+		{"consume", func() error {
+			res, err := s.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: store.BucketKey{EntityID: "k", Resource: "api"}, Consume: consume, Limits: []limiter.Limit{lim}, NowMs: 1795635502796})
+			if err == nil && !res.Applied {
+				err = fmt.Errorf("refused: %s", res.Reason)
+			}
+			return err
+		}},
+		{"allow", func() error { _, err := s.Allow(ctx, "k", lim, 1); return err }},
+		{"redis_rate", func() error { _, err := rr.AllowN(ctx, "k", redis_rate.PerMinute(1<<30), 1); return err }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := c.op(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

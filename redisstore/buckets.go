@@ -436,33 +436,21 @@ type oneConsume struct {
 func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeRequest) []any {
 	ints = append(ints, r.NowMs)
 	full = append(full, &ints[len(ints)-1], len(r.Limits))
-	var known [2]limitArgs // the first limits' arguments, for the amounts
-	for i, l := range r.Limits {
+	names := len(full) // full[names+2*i] is limit i's boxed name
+	for _, l := range r.Limits {
 		la := s.limitArgsOf(l)
-		if i < len(known) {
-			known[i] = la
-		}
 		full = append(full, la.name, la.params)
 	}
 	full = append(full, len(r.Consume))
-	// The amounts of the resolved limits first, by lookup: iterating a map
-	// costs more than the lookups, and the amounts of other limits (rare)
-	// follow.
+	// The amounts of the resolved limits first, by lookup (iterating a map
+	// costs more than the lookups), then those of other limits (rare).
 	taken := 0
 	for i, l := range r.Limits {
-		v, ok := r.Consume[l.Name]
-		if !ok {
-			continue
+		if v, ok := r.Consume[l.Name]; ok {
+			taken++
+			ints = append(ints, store.MilliTokens(v))
+			full = append(full, full[names+2*i], &ints[len(ints)-1])
 		}
-		taken++
-		boxed := any(nil)
-		if i < len(known) {
-			boxed = known[i].name
-		} else {
-			boxed = s.limitArgsOf(l).name
-		}
-		ints = append(ints, store.MilliTokens(v))
-		full = append(full, boxed, &ints[len(ints)-1])
 	}
 	if taken == len(r.Consume) {
 		return full

@@ -208,26 +208,20 @@ func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 // through strconv.
 func atoi(s string) int64 {
 	if n := len(s); n > 0 && n <= 18 {
-		neg := s[0] == '-'
-		i := 0
+		i, neg := 0, s[0] == '-'
 		if neg {
 			i = 1
 		}
-		if i < n {
-			var v int64
-			for ; i < n; i++ {
-				c := s[i] - '0'
-				if c > 9 {
-					break
-				}
-				v = v*10 + int64(c)
-			}
-			if i == n {
-				if neg {
-					return -v
-				}
-				return v
-			}
+		var v int64
+		for ; i < n && s[i]-'0' <= 9; i++ {
+			v = v*10 + int64(s[i]-'0')
+		}
+		switch {
+		case i < n || n == 1 && neg: // not all digits, or a lone sign
+		case neg:
+			return -v
+		default:
+			return v
 		}
 	}
 	v, err := strconv.ParseInt(s, 10, 64)

@@ -9,13 +9,13 @@
 // its operations over its time summed over its slices: on a small virtual
 // machine the speed of a request-reply ping-pong changes from one moment
 // to the next (with where the scheduler puts the client and the server),
-// and fine turns let both sides see the same moments. For each contender it also prints
-// the server time per call (usec_per_call of INFO commandstats, over its
-// own rounds: FCALL for the store's functions, EVALSHA for scripts), the
-// calls per operation and the server time per operation (a batched call
-// serves several), and the client's allocations and CPU time per
-// operation (of the whole process during its rounds: the benchmark, the
-// limiter and go-redis).
+// and fine turns let both sides see the same moments. For each contender
+// it also prints the server time per call (usec_per_call of INFO
+// commandstats, over its own rounds: FCALL for the store's functions,
+// EVALSHA for scripts), the calls per operation and the server time per
+// operation (a batched call serves several), and the client's allocations
+// and CPU time per operation (of the whole process during its rounds: the
+// benchmark, the limiter and go-redis).
 //
 // Store.Allow and redis_rate.Allow run with limits users set (100 per
 // minute, 2,000,000 tokens per minute taken 500 at a time, 1,000,000 per
@@ -163,24 +163,22 @@ func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client
 		}
 	}
 	var ratios []float64
-	per := max(n/max(cfg.slices, 1), 1)
+	turns := max(cfg.slices, 1)
+	per := max(n/turns, 1)
+	sides := [2]*side{cp.a, cp.b}
 	for r := range cfg.rounds {
 		var took [2]time.Duration
-		for k := range max(cfg.slices, 1) {
-			order := []int{0, 1}
-			if (r+k)%2 == 1 {
-				order = []int{1, 0}
-			}
-			for _, i := range order {
-				s := []*side{cp.a, cp.b}[i]
-				d, err := s.round(ctx, client, cp.c, per)
+		for k := range turns {
+			for j := range 2 {
+				i := (r + k + j) % 2 // the side that goes first alternates
+				d, err := sides[i].round(ctx, client, cp.c, per)
 				if err != nil {
-					return fmt.Errorf("%s: %w", s.name, err)
+					return fmt.Errorf("%s: %w", sides[i].name, err)
 				}
 				took[i] += d
 			}
 		}
-		ops := float64(per * max(cfg.slices, 1))
+		ops := float64(per * turns)
 		ra, rb := ops/took[0].Seconds(), ops/took[1].Seconds()
 		cp.a.opsPerSec = append(cp.a.opsPerSec, ra)
 		cp.b.opsPerSec = append(cp.b.opsPerSec, rb)
