@@ -155,10 +155,10 @@ func (c *entityCache) setShards(id, resource string, count int) {
 	c.evicted(n)
 }
 
-// lookup is get(id) and shardCount(id, resource) under one lock and one
-// reading of the clock: what the fast path asks of the cache per acquire.
-func (c *entityCache) lookup(id, resource string) (entityInfo, int) {
-	now := c.now()
+// lookup is get(id) and shardCount(id, resource) under one lock, at now
+// (the acquire's one reading of the clock): what the fast path asks of the
+// cache per acquire.
+func (c *entityCache) lookup(id, resource string, now time.Time) (entityInfo, int) {
 	c.mu.Lock()
 	p, ok := c.entries.Get(id, now)
 	var e entityInfo
@@ -173,10 +173,10 @@ func (c *entityCache) lookup(id, resource string) (entityInfo, int) {
 }
 
 // learn is setShards(id, resource, count) and, when fromBucket,
-// learnFromBucket(id, cascade, parentID), under one lock and one reading of
-// the clock: what the fast path tells the cache after each write.
-func (c *entityCache) learn(id, resource string, count int, fromBucket, cascade bool, parentID string) {
-	now := c.now()
+// learnFromBucket(id, cascade, parentID), under one lock, at now (the
+// acquire's reading of the clock): what the fast path tells the cache
+// after each write.
+func (c *entityCache) learn(id, resource string, count int, fromBucket, cascade bool, parentID string, now time.Time) {
 	c.mu.Lock()
 	e, ok := c.entries.Get(id, now)
 	if !ok {

@@ -256,6 +256,17 @@ func noLimitsError(entityID, resource string) error {
 // limit of the entity or, with cascade, of its parent. The parent's limits
 // are resolved only when the entity's lack a name.
 func (rl *rules) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
+	// The common request names only the entity's limits: counted by lookups,
+	// which cost less than ranging over the map.
+	found := 0
+	for _, l := range child.limits {
+		if _, ok := consume[l.Name]; ok {
+			found++
+		}
+	}
+	if found == len(consume) {
+		return nil
+	}
 	var parent *resolved
 	for name := range consume {
 		if child.has(name) {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
@@ -36,11 +37,12 @@ func (rl *RateLimiter) pickShard(entityID, resource string) store.BucketKey {
 
 // learn records what a speculative result tells about the entity: its shard
 // count and, unless known from META, its cascade settings.
-func (rl *RateLimiter) learn(res store.SpeculativeResult) {
+// now is the acquire's reading of the clock.
+func (rl *RateLimiter) learn(res store.SpeculativeResult, now time.Time) {
 	if res.Bucket == nil {
 		return
 	}
-	rl.ents.learn(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount, res.Applied, res.Bucket.Cascade, res.Bucket.ParentID)
+	rl.ents.learn(res.Key.EntityID, res.Key.Resource, res.Bucket.ShardCount, res.Applied, res.Bucket.Cascade, res.Bucket.ParentID, now)
 }
 
 // specAcquire is one acquire on the fast path: what every write of it
@@ -48,7 +50,8 @@ func (rl *RateLimiter) learn(res store.SpeculativeResult) {
 type specAcquire struct {
 	resource string
 	consume  Consume
-	now      int64
+	at       time.Time // the clock, read once per acquire
+	now      int64     // at in epoch ms
 	child    resolved
 	parent   resolved // resolved once the parent is known
 	o        acquireOptions
@@ -65,7 +68,8 @@ func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.Specula
 // (nil, nil) when the slow path must decide.
 func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
-	a := &specAcquire{resource: resource, consume: consume, now: rl.nowMs(), child: child, o: o}
+	at := rl.now()
+	a := &specAcquire{resource: resource, consume: consume, at: at, now: at.UnixMilli(), child: child, o: o}
 	return rl.speculativeFrom(ctx, entityID, a)
 }
 
@@ -73,7 +77,7 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resourc
 // stack: nothing here retains it.
 func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *specAcquire) (*Lease, error) {
 	resource, consume, child, o := a.resource, a.consume, a.child, a.o
-	info, shards := rl.ents.lookup(entityID, resource)
+	info, shards := rl.ents.lookup(entityID, resource, a.at)
 	parentID := info.cascadeParent(entityID)
 
 	key := store.BucketKey{EntityID: entityID, Resource: resource}
@@ -91,14 +95,14 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
 			return nil, err
 		}
-		rl.learn(parentRes)
+		rl.learn(parentRes, a.at)
 	} else {
 		var err error
 		if childRes, err = rl.specConsume(ctx, a.request(key, child.limits)); err != nil {
 			return nil, err
 		}
 	}
-	rl.learn(childRes)
+	rl.learn(childRes, a.at)
 
 	retried := false
 	if !childRes.Applied {
@@ -136,7 +140,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
 			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
 		}
-		rl.learn(parentRes)
+		rl.learn(parentRes, a.at)
 	}
 	if parentRes.Applied {
 		countSuccess()
@@ -208,7 +212,7 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 				return false, err
 			}
 			if res.Applied {
-				rl.learn(res)
+				rl.learn(res, a.at)
 				rl.stats.count(store.SpecShardRetrySuccess)
 				*child = res
 				return true, nil

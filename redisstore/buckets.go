@@ -371,8 +371,8 @@ func (s *Store) noteResources(ctx context.Context, writes []store.BucketWrite) {
 	}
 }
 
-// limitArgs are the consume script's arguments of a limit, its name and
-// "cp|ra|rp", boxed once.
+// limitArgs are the consume script's arguments of a limit, its field
+// ("l:" + name) and "cp|ra|rp", boxed once.
 type limitArgs struct{ name, params any }
 
 // maxLimitArgs bounds the limits whose arguments a store keeps.
@@ -383,7 +383,7 @@ func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
 	if v, ok := s.limitArgs.Load(l); ok {
 		return v.(limitArgs)
 	}
-	la := limitArgs{name: l.Name, params: itoa(store.MilliTokens(l.Capacity)) + "|" + itoa(store.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
+	la := limitArgs{name: "l:" + l.Name, params: itoa(store.MilliTokens(l.Capacity)) + "|" + itoa(store.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
 	if s.limitArgsN.Add(1) <= maxLimitArgs {
 		s.limitArgs.Store(l, la)
 	}
@@ -460,7 +460,7 @@ func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeReque
 			continue
 		}
 		ints = append(ints, store.MilliTokens(v))
-		full = append(full, name, &ints[len(ints)-1])
+		full = append(full, "l:"+name, &ints[len(ints)-1])
 	}
 	return full
 }

@@ -10,8 +10,8 @@ for r = 1, #KEYS do
   local now, li, nl, ci, nc
   now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local why, set, at = check(ARGV, flat, now, li, nl, ci, nc)
-  if why == '' then take(KEYS[r], flat, set, at) end
+  local why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+  if why == '' then take(KEYS[r], flat, wf, wv, wi, set, at) end
   reply(out, why == '', why, flat)
 end
 return table.concat(out, '\n')

@@ -3,12 +3,12 @@
 -- every resolved limit with exactly the resolved parameters, holds every
 -- limit named, and covers every positive amount.
 --
--- ARGV per request: now, the number of resolved limits, each as name and
--- "cp|ra|rp" (compared with the prefix of the limit's field), the number
--- of amounts, each as name and millitokens. The arguments are read in
+-- ARGV per request: now, the number of resolved limits, each as its field
+-- ("l:" .. name) and "cp|ra|rp" (compared with the prefix of the field's
+-- value), the number of amounts, each as field and millitokens. The arguments are read in
 -- place, by index: the common request allocates little.
 
-local find, sub, byte, match, format = string.find, string.sub, string.byte, string.match, string.format
+local find, sub, byte, format = string.find, string.sub, string.byte, string.format
 
 -- count and decimal convert the small counts of the arguments and the
 -- reply by comparing with constants, not by a parse (strtod) or a format
@@ -25,9 +25,8 @@ local function decimal(n)
 end
 
 -- field returns the index in flat (an HGETALL reply) of the value of
--- limit name's field ("l:" .. name).
-local function field(flat, name)
-  local f = 'l:' .. name
+-- field f (a limit's field, "l:" .. its name, as the client sends it).
+local function field(flat, f)
   for i = 1, #flat, 2 do
     if flat[i] == f then return i + 1 end
   end
@@ -46,45 +45,58 @@ local function read_request(argv, a)
 end
 
 -- check returns why the request read by read_request (from argv) cannot
--- take its amounts from item flat (an HGETALL reply); when it can: '', the
--- fields to write (field, value, ...; nil when none) and the index in flat of each
--- written value. The balance and total move on numbers while they stay
--- exact, else on the exact integers of int.lua.
+-- take its amounts from item flat (an HGETALL reply); when it can: '', then
+-- the first field to write, its value and its index in flat (nil when
+-- nothing is written), then the other fields to write (field, value, ...)
+-- and their indexes in flat (nil when none). The balance and total move on
+-- numbers while they stay exact, else on the exact integers of int.lua.
+-- Substrings and patterns are avoided where a plain find will do: every
+-- new string is hashed as Redis's Lua creates it.
 local function check(argv, flat, now, li, nl, ci, nc)
   local n = #flat
   if n == 0 then return 'bucket_missing' end
   for i = 1, n, 2 do
     if flat[i] == 'h' then
-      -- h is rf|sc|cas|ttl|par: the expiry time is its fourth field
-      local ttl = match(flat[i + 1], '^[^|]*|[^|]*|[^|]*|([^|]*)')
-      if ttl ~= '0' and ttl ~= '' and expired(ttl, now) then return 'bucket_expired' end
+      -- h is rf|sc|cas|ttl|par: the expiry time follows the third separator
+      local h = flat[i + 1]
+      local a = find(h, '|', find(h, '|', find(h, '|', 1, true) + 1, true) + 1, true)
+      local b = find(h, '|', a + 1, true)
+      if b ~= a + 1 then
+        local ttl = sub(h, a + 1, (b or 0) - 1)
+        if ttl ~= '0' and expired(ttl, now) then return 'bucket_expired' end
+      end
       break
     end
   end
-  -- The first limit's name, parameters and index in flat, for its amount.
-  local name1, p1, i1
+  -- The first limit's field, parameters, index in flat and the position
+  -- of its balance, for its amount.
+  local f1, p1, i1, s1
   for k = li + 1, li + 2 * nl, 2 do
-    local i = field(flat, argv[k])
+    local f = argv[k]
+    local i = field(flat, f)
     if not i then return 'limit_missing' end
     local p = argv[k + 1]
     local v = flat[i]
     local m = #p
-    if byte(v, m + 1) ~= 124 or sub(v, 1, m) ~= p then return 'limits_changed' end
-    if not i1 then name1, p1, i1 = argv[k], p, i end
+    -- the value is cp|ra|rp|tk|tc and p is cp|ra|rp
+    if byte(v, m + 1) ~= 124 or find(v, p, 1, true) ~= 1 then return 'limits_changed' end
+    if not i1 then f1, p1, i1, s1 = f, p, i, m + 1 end
   end
   local short = false
-  local set, at
+  local wf, wv, wi, set, at
   for k = ci + 1, ci + 2 * nc, 2 do
-    local name = argv[k]
-    local i
-    if name == name1 then i = i1 else i = field(flat, name) end
+    local f = argv[k]
+    local i, s3, params
+    if f == f1 then i, s3, params = i1, s1, p1 else i = field(flat, f) end
     if not i then return 'limit_missing' end
     local amt = argv[k + 1]
     if amt ~= '0' then
-      -- the value is cp|ra|rp|tk|tc: the balance and total follow the
-      -- third separator
+      -- the balance and total follow the third separator
       local v = flat[i]
-      local s3 = find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)
+      if not s3 then
+        s3 = find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)
+        params = sub(v, 1, s3 - 1)
+      end
       local s4 = find(v, '|', s3 + 1, true)
       local tk, tc = sub(v, s3 + 1, s4 - 1), sub(v, s4 + 1)
       local a, t, c = num(amt), num(tk), num(tc)
@@ -93,28 +105,38 @@ local function check(argv, flat, now, li, nl, ci, nc)
         nt, ntc = t - a, c + a
         if nt <= -B53 or nt >= B53 or ntc <= -B53 or ntc >= B53 then nt = nil end
       end
-      if not set then set, at = {}, {} end
-      set[#set + 1] = flat[i - 1]
-      local params = name == name1 and p1 or sub(v, 1, s3 - 1)
+      local nv
       if nt then
         if a > 0 and t < a then short = true end -- a positive amount not covered
-        set[#set + 1] = format('%s|%d|%d', params, nt, ntc)
+        nv = format('%s|%d|%d', params, nt, ntc)
       else
         if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
-        set[#set + 1] = params .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+        nv = params .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
       end
-      at[#at + 1] = i
+      if not wf then
+        wf, wv, wi = f, nv, i
+      else
+        if not set then set, at = {}, {} end
+        set[#set + 1] = f
+        set[#set + 1] = nv
+        at[#at + 1] = i
+      end
     end
   end
   if short then return 'app_limit_exhausted' end
-  return '', set, at
+  return '', wf, wv, wi, set, at
 end
 
 -- take writes the fields check returned to key (one HSET) and into flat.
-local function take(key, flat, set, at)
-  if not set then return end
+local function take(key, flat, wf, wv, wi, set, at)
+  if not wf then return end
+  flat[wi] = wv
+  if not set then
+    redis.call('HSET', key, wf, wv)
+    return
+  end
   for j = 1, #at do flat[at[j]] = set[2 * j] end
-  redis.call('HSET', key, unpack(set))
+  redis.call('HSET', key, wf, wv, unpack(set))
 end
 
 -- reply appends to out (lines, joined by newlines) the reply of one

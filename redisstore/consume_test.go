@@ -1,0 +1,117 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
+)
+
+// TestConsumeAgreesWithMemory runs speculative consumptions on the Redis
+// store and on the memory store and requires the same outcome and the same
+// item from both: the consume function's paths for one limit, two limits
+// and more (each built into the reply differently), amounts on limits the
+// request does not resolve, a zero amount before a positive one, changed
+// parameters, and balances past 2^53 (the exact-integer path), alone and
+// in batches.
+func TestConsumeAgreesWithMemory(t *testing.T) {
+	ctx := context.Background()
+	const now = int64(1_795_000_000_000)
+	huge := int64(math.MaxInt64 / 1000) // whole tokens; its millitokens pass 2^53
+	st := func(name string, capacity, tokens int64) store.BucketState {
+		return store.BucketState{LimitName: name, CapacityMilli: capacity * 1000, RefillAmountMilli: capacity * 1000,
+			RefillPeriodMs: 60_000, TokensMilli: tokens * 1000, LastRefillMs: now}
+	}
+	lim := func(name string, capacity int64) store.Limit {
+		return store.Limit{Name: name, Capacity: capacity, RefillAmount: capacity, RefillPeriod: time.Minute}
+	}
+	items := map[string][]store.BucketState{
+		"one":   {st("rpm", 100, 100)},
+		"two":   {st("rpm", 100, 100), st("tpm", 10_000, 10_000)},
+		"three": {st("rpm", 100, 100), st("tpm", 10_000, 10_000), st("rpd", 1000, 1000)},
+		"huge":  {st("big", huge, huge-5), st("rpm", 100, 100)},
+	}
+	type step struct {
+		key     string
+		consume store.Consume
+		limits  []store.Limit
+	}
+	req := func(s step) store.SpeculativeRequest {
+		return store.SpeculativeRequest{Key: store.BucketKey{EntityID: s.key, Resource: "gpt"}, Consume: s.consume, Limits: s.limits, NowMs: now + 1000}
+	}
+	singles := []step{
+		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}},
+		{"one", store.Consume{"rpm": 100}, []store.Limit{lim("rpm", 100)}}, // short by one
+		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 99)}},    // parameters changed
+		{"one", store.Consume{"rpm": 1, "tpm": 5}, []store.Limit{lim("rpm", 100)}},
+		{"two", store.Consume{"rpm": 1, "tpm": 500}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}},
+		{"two", store.Consume{"rpm": 0, "tpm": 700}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}},
+		{"two", store.Consume{"tpm": 300}, []store.Limit{lim("rpm", 100)}}, // an amount on a limit not resolved
+		{"two", store.Consume{"rpm": 1, "tpm": -200}, nil},
+		{"three", store.Consume{"rpm": 2, "tpm": 10, "rpd": 3}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000), lim("rpd", 1000)}},
+		{"three", store.Consume{"rpd": 1000}, []store.Limit{lim("rpd", 1000)}},
+		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}},
+		{"huge", store.Consume{"big": huge - 6, "rpm": 1}, []store.Limit{lim("big", huge), lim("rpm", 100)}},
+		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}}, // short by one
+		{"huge", store.Consume{"big": -(huge - 6)}, []store.Limit{lim("big", huge)}},
+		{"missing", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}},
+	}
+	batches := [][]step{
+		{{"one", store.Consume{"rpm": 3}, []store.Limit{lim("rpm", 100)}}, {"two", store.Consume{"tpm": 40}, []store.Limit{lim("tpm", 10_000)}}},
+		{{"one", store.Consume{"rpm": 3}, nil}, {"three", store.Consume{"rpd": 1}, []store.Limit{lim("rpd", 999)}}}, // one refused: none applied
+		{{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}}, {"missing", store.Consume{"rpm": 1}, nil}},
+	}
+
+	redis, mem := newStore(t), memorystore.New()
+	for _, repo := range []store.Repository{redis, mem} {
+		for key, states := range items {
+			w := store.BucketWrite{Kind: store.WriteCreate, Key: store.BucketKey{EntityID: key, Resource: "gpt"}, NowMs: now, ShardCount: 1, States: states}
+			require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{w}))
+		}
+	}
+	show := func(r store.SpeculativeResult) string {
+		s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
+		if r.Bucket != nil {
+			for _, b := range r.Bucket.States {
+				s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
+			}
+		}
+		return s
+	}
+	for i, s := range singles {
+		want, err := mem.SpeculativeConsume(ctx, req(s))
+		require.NoError(t, err)
+		got, err := redis.SpeculativeConsume(ctx, req(s))
+		require.NoError(t, err)
+		require.Equal(t, show(want), show(got), "step %d: %+v", i, s)
+	}
+	for i, b := range batches {
+		var reqs []store.SpeculativeRequest
+		for _, s := range b {
+			reqs = append(reqs, req(s))
+		}
+		want, err := mem.SpeculativeConsumeAll(ctx, reqs)
+		require.NoError(t, err)
+		got, err := redis.SpeculativeConsumeAll(ctx, reqs)
+		require.NoError(t, err)
+		require.Len(t, got, len(want))
+		for j := range want {
+			require.Equal(t, show(want[j]), show(got[j]), "batch %d, request %d", i, j)
+		}
+	}
+	// The items as stored agree too.
+	for key := range items {
+		k := store.BucketKey{EntityID: key, Resource: "gpt"}
+		want, err := mem.GetBucket(ctx, k)
+		require.NoError(t, err)
+		got, err := redis.GetBucket(ctx, k)
+		require.NoError(t, err)
+		require.Equal(t, want.States, got.States, "item %s", key)
+	}
+}
