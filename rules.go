@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oklog/ulid/v2"
@@ -204,15 +205,21 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 	return func(o *acquireOptions) { o.onUnavailable = mode }
 }
 
+var optionsPool = sync.Pool{New: func() any { return new(acquireOptions) }}
+
 func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	if len(opts) == 0 {
 		return acquireOptions{}, nil // no heap allocation on the hot path
 	}
-	op := new(acquireOptions)
+	// The options write through a pointer the compiler cannot follow, so
+	// that it would escape: a pooled one saves an allocation per call.
+	op := optionsPool.Get().(*acquireOptions)
 	for _, fn := range opts {
 		fn(op)
 	}
 	o := *op
+	*op = acquireOptions{}
+	optionsPool.Put(op)
 	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
 		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
 	}

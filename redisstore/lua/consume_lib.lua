@@ -63,7 +63,14 @@ local function check(argv, flat, now, li, nl, ci, nc)
       local b = find(h, '|', a + 1, true)
       if b ~= a + 1 then
         local ttl = sub(h, a + 1, (b or 0) - 1)
-        if ttl ~= '0' and expired(ttl, now) then return 'bucket_expired' end
+        if ttl ~= '0' then
+          -- expired at now (ms) from ttl (s) on; on numbers when exact
+          if #ttl <= 12 and #now <= 15 then
+            if tonumber(ttl) * 1000 <= tonumber(now) then return 'bucket_expired' end
+          elseif expired(ttl, now) then
+            return 'bucket_expired'
+          end
+        end
       end
       break
     end
@@ -99,9 +106,9 @@ local function check(argv, flat, now, li, nl, ci, nc)
       end
       local s4 = find(v, '|', s3 + 1, true)
       local tk, tc = sub(v, s3 + 1, s4 - 1), sub(v, s4 + 1)
-      local a, t, c = num(amt), num(tk), num(tc)
+      local a, t, c = tonumber(amt), tonumber(tk), tonumber(tc)
       local nt, ntc
-      if a and t and c then
+      if a and t and c and a < B53 and a > -B53 and t < B53 and t > -B53 and c < B53 and c > -B53 then
         nt, ntc = t - a, c + a
         if nt <= -B53 or nt >= B53 or ntc <= -B53 or ntc >= B53 then nt = nil end
       end
