@@ -38,7 +38,16 @@ func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
 		return nil, s
 	}
 	var b *store.Bucket
-	if n/2 <= 3 {
+	switch {
+	case n <= 4:
+		// The item and its one limit in one allocation.
+		x := &struct {
+			b  store.Bucket
+			st [1]store.BucketState
+		}{}
+		x.b = store.Bucket{Key: key, ShardCount: 1, States: x.st[:0]}
+		b = &x.b
+	case n/2 <= 3:
 		// The item and its (up to two) limits in one allocation.
 		x := &struct {
 			b  store.Bucket
@@ -46,7 +55,7 @@ func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
 		}{}
 		x.b = store.Bucket{Key: key, ShardCount: 1, States: x.st[:0]}
 		b = &x.b
-	} else {
+	default:
 		b = &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, n/2)}
 	}
 	for range n / 2 {
@@ -396,6 +405,12 @@ func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
 // kept boxed (limitArgsOf), so that a request costs few allocations: one
 // for a lone request of up to two limits and two amounts.
 func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
+	if len(reqs) == 1 && len(reqs[0].Limits) <= 1 && len(reqs[0].Consume) <= 1 {
+		x := &oneConsume1{}
+		x.key = s.keys.bucket(reqs[0].Key)
+		full := append(x.full[:0], nil, nil, 1, &x.key)
+		return s.appendRequest(full, x.ints[:0], reqs[0])
+	}
 	if len(reqs) == 1 && len(reqs[0].Limits) <= 2 && len(reqs[0].Consume) <= 2 {
 		x := &oneConsume{}
 		x.key = s.keys.bucket(reqs[0].Key)
@@ -428,6 +443,13 @@ type oneConsume struct {
 	key  string
 	ints [3]int64
 	full [4 + 3 + 2*2 + 2*2]any
+}
+
+// oneConsume1 is oneConsume for one limit and one amount.
+type oneConsume1 struct {
+	key  string
+	ints [2]int64
+	full [4 + 3 + 2 + 2]any
 }
 
 // appendRequest appends r's arguments to full, its numbers held in ints,
