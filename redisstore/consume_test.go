@@ -32,46 +32,56 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		return store.Limit{Name: name, Capacity: capacity, RefillAmount: capacity, RefillPeriod: time.Minute}
 	}
 	items := map[string][]store.BucketState{
-		"one":   {st("rpm", 100, 100)},
-		"two":   {st("rpm", 100, 100), st("tpm", 10_000, 10_000)},
-		"three": {st("rpm", 100, 100), st("tpm", 10_000, 10_000), st("rpd", 1000, 1000)},
-		"huge":  {st("big", huge, huge-5), st("rpm", 100, 100)},
+		"one":      {st("rpm", 100, 100)},
+		"two":      {st("rpm", 100, 100), st("tpm", 10_000, 10_000)},
+		"three":    {st("rpm", 100, 100), st("tpm", 10_000, 10_000), st("rpd", 1000, 1000)},
+		"huge":     {st("big", huge, huge-5), st("rpm", 100, 100)},
+		"expiring": {st("rpm", 100, 100)},
 	}
 	type step struct {
 		key     string
 		consume store.Consume
 		limits  []store.Limit
+		after   int64 // ms after the items' creation; 1000 when 0
 	}
 	req := func(s step) store.SpeculativeRequest {
-		return store.SpeculativeRequest{Key: store.BucketKey{EntityID: s.key, Resource: "gpt"}, Consume: s.consume, Limits: s.limits, NowMs: now + 1000}
+		if s.after == 0 {
+			s.after = 1000
+		}
+		return store.SpeculativeRequest{Key: store.BucketKey{EntityID: s.key, Resource: "gpt"}, Consume: s.consume, Limits: s.limits, NowMs: now + s.after}
 	}
 	singles := []step{
-		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}},
-		{"one", store.Consume{"rpm": 100}, []store.Limit{lim("rpm", 100)}}, // short by one
-		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 99)}},    // parameters changed
-		{"one", store.Consume{"rpm": 1, "tpm": 5}, []store.Limit{lim("rpm", 100)}},
-		{"two", store.Consume{"rpm": 1, "tpm": 500}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}},
-		{"two", store.Consume{"rpm": 0, "tpm": 700}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}},
-		{"two", store.Consume{"tpm": 300}, []store.Limit{lim("rpm", 100)}}, // an amount on a limit not resolved
-		{"two", store.Consume{"rpm": 1, "tpm": -200}, nil},
-		{"three", store.Consume{"rpm": 2, "tpm": 10, "rpd": 3}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000), lim("rpd", 1000)}},
-		{"three", store.Consume{"rpd": 1000}, []store.Limit{lim("rpd", 1000)}},
-		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}},
-		{"huge", store.Consume{"big": huge - 6, "rpm": 1}, []store.Limit{lim("big", huge), lim("rpm", 100)}},
-		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}}, // short by one
-		{"huge", store.Consume{"big": -(huge - 6)}, []store.Limit{lim("big", huge)}},
-		{"missing", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}},
+		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 0},
+		{"one", store.Consume{"rpm": 100}, []store.Limit{lim("rpm", 100)}, 0}, // short by one
+		{"one", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 99)}, 0},    // parameters changed
+		{"one", store.Consume{"rpm": 1, "tpm": 5}, []store.Limit{lim("rpm", 100)}, 0},
+		{"two", store.Consume{"rpm": 1, "tpm": 500}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}, 0},
+		{"two", store.Consume{"rpm": 0, "tpm": 700}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000)}, 0},
+		{"two", store.Consume{"tpm": 300}, []store.Limit{lim("rpm", 100)}, 0}, // an amount on a limit not resolved
+		{"two", store.Consume{"rpm": 1, "tpm": -200}, nil, 0},
+		{"three", store.Consume{"rpm": 2, "tpm": 10, "rpd": 3}, []store.Limit{lim("rpm", 100), lim("tpm", 10_000), lim("rpd", 1000)}, 0},
+		{"three", store.Consume{"rpd": 1000}, []store.Limit{lim("rpd", 1000)}, 0},
+		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}, 0},
+		{"huge", store.Consume{"big": huge - 6, "rpm": 1}, []store.Limit{lim("big", huge), lim("rpm", 100)}, 0},
+		{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}, 0}, // short by one
+		{"huge", store.Consume{"big": -(huge - 6)}, []store.Limit{lim("big", huge)}, 0},
+		{"missing", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 0},
+		{"expiring", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 9_999}, // a millisecond before its expiry
+		{"expiring", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 10_000},
 	}
 	batches := [][]step{
-		{{"one", store.Consume{"rpm": 3}, []store.Limit{lim("rpm", 100)}}, {"two", store.Consume{"tpm": 40}, []store.Limit{lim("tpm", 10_000)}}},
-		{{"one", store.Consume{"rpm": 3}, nil}, {"three", store.Consume{"rpd": 1}, []store.Limit{lim("rpd", 999)}}}, // one refused: none applied
-		{{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}}, {"missing", store.Consume{"rpm": 1}, nil}},
+		{{"one", store.Consume{"rpm": 3}, []store.Limit{lim("rpm", 100)}, 0}, {"two", store.Consume{"tpm": 40}, []store.Limit{lim("tpm", 10_000)}, 0}},
+		{{"one", store.Consume{"rpm": 3}, nil, 0}, {"three", store.Consume{"rpd": 1}, []store.Limit{lim("rpd", 999)}, 0}}, // one refused: none applied
+		{{"huge", store.Consume{"big": 1}, []store.Limit{lim("big", huge)}, 0}, {"missing", store.Consume{"rpm": 1}, nil, 0}},
 	}
 
 	redis, mem := newStore(t), memorystore.New()
 	for _, repo := range []store.Repository{redis, mem} {
 		for key, states := range items {
 			w := store.BucketWrite{Kind: store.WriteCreate, Key: store.BucketKey{EntityID: key, Resource: "gpt"}, NowMs: now, ShardCount: 1, States: states}
+			if key == "expiring" {
+				w.TTL, w.TTLSeconds = store.TTLSet, 10 // expires at now + 10 s
+			}
 			require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{w}))
 		}
 	}
@@ -90,6 +100,13 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		got, err := redis.SpeculativeConsume(ctx, req(s))
 		require.NoError(t, err)
 		require.Equal(t, show(want), show(got), "step %d: %+v", i, s)
+		if s.key == "expiring" {
+			expired := s.after >= 10_000
+			require.Equal(t, !expired, got.Applied, "step %d: %s", i, show(got))
+			if expired {
+				require.Equal(t, store.RefusedExpired, got.Reason, "step %d", i)
+			}
+		}
 	}
 	for i, b := range batches {
 		var reqs []store.SpeculativeRequest

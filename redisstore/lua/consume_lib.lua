@@ -59,9 +59,11 @@ local function check(argv, flat, now, li, nl, ci, nc)
     if flat[i] == 'h' then
       -- h is rf|sc|cas|ttl|par: the expiry time follows the third separator
       local h = flat[i + 1]
-      local a = find(h, '|', find(h, '|', find(h, '|', 1, true) + 1, true) + 1, true)
-      local b = find(h, '|', a + 1, true)
-      if b ~= a + 1 then
+      local a = find(h, '|', 1, true)
+      a = a and find(h, '|', a + 1, true)
+      a = a and find(h, '|', a + 1, true)
+      local b = a and find(h, '|', a + 1, true)
+      if a and b ~= a + 1 then
         local ttl = sub(h, a + 1, (b or 0) - 1)
         if ttl ~= '0' then
           -- expired at now (ms) from ttl (s) on; on numbers when exact
