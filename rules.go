@@ -205,15 +205,20 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 	return func(o *acquireOptions) { o.onUnavailable = mode }
 }
 
-var optionsPool = sync.Pool{New: func() any { return new(acquireOptions) }}
+// optionsPool holds idle *acquireOptions (see resolveAcquireOptions).
+var optionsPool sync.Pool
 
 func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	if len(opts) == 0 {
 		return acquireOptions{}, nil // no heap allocation on the hot path
 	}
-	// The options write through a pointer the compiler cannot follow, so
-	// that it would escape: a pooled one saves an allocation per call.
-	op := optionsPool.Get().(*acquireOptions)
+	// The options are applied through a pointer the compiler cannot
+	// follow, so a fresh value would escape to the heap: a pooled one
+	// saves an allocation per call.
+	op, _ := optionsPool.Get().(*acquireOptions)
+	if op == nil {
+		op = new(acquireOptions)
+	}
 	for _, fn := range opts {
 		fn(op)
 	}
