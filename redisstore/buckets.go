@@ -384,18 +384,48 @@ func (s *Store) noteResources(ctx context.Context, writes []store.BucketWrite) {
 // ("l:" + name) and "cp|ra|rp", boxed once.
 type limitArgs struct{ name, params any }
 
+// recentLimitArgs is a limit and its arguments, in a slot of
+// Store.recentArgs.
+type recentLimitArgs struct {
+	limit limiter.Limit
+	args  limitArgs
+}
+
+// recentSlot returns the slot of Store.recentArgs that l's arguments may
+// stand in: from its name's length and ends and its parameters.
+func recentSlot(l limiter.Limit) int {
+	h := uint(len(l.Name))
+	if n := len(l.Name); n > 0 {
+		h = h*31 + uint(l.Name[0])*7 + uint(l.Name[n-1])
+	}
+	h ^= uint(l.Capacity) ^ uint(l.RefillAmount)<<3 ^ uint(l.RefillPeriod>>30)
+	return int(h % recentArgsSlots)
+}
+
 // maxLimitArgs bounds the limits whose arguments a store keeps.
 const maxLimitArgs = 1024
 
-// limitArgsOf returns the arguments of l, kept for the next request.
+// recentArgsSlots is the size of Store.recentArgs.
+const recentArgsSlots = 16
+
+// limitArgsOf returns the arguments of l, kept for the next request: in
+// its slot of recentArgs (one pointer read and one comparison for a limit
+// used lately), else in limitArgs.
 func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
+	slot := &s.recentArgs[recentSlot(l)]
+	if e := slot.Load(); e != nil && e.limit == l {
+		return e.args
+	}
 	if v, ok := s.limitArgs.Load(l); ok {
-		return v.(limitArgs)
+		la := v.(limitArgs)
+		slot.Store(&recentLimitArgs{limit: l, args: la})
+		return la
 	}
 	la := limitArgs{name: "l:" + l.Name, params: itoa(store.MilliTokens(l.Capacity)) + "|" + itoa(store.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
 	if s.limitArgsN.Add(1) <= maxLimitArgs {
 		s.limitArgs.Store(l, la)
 	}
+	slot.Store(&recentLimitArgs{limit: l, args: la})
 	return la
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -130,5 +131,28 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		got, err := redis.GetBucket(ctx, k)
 		require.NoError(t, err)
 		require.Equal(t, want.States, got.States, "item %s", key)
+	}
+}
+
+// TestLimitArgsKept checks the arguments the store keeps per limit (in a
+// slot of its recent ones, else in its map): limits that differ in one
+// field only, asked for in turn, each get their own.
+func TestLimitArgsKept(t *testing.T) {
+	s := newStore(t)
+	var limits []store.Limit
+	for i := range 40 {
+		name := []string{"rpm", "tpm", "rpd", "r" + strconv.Itoa(i)}[i%4]
+		limits = append(limits,
+			store.Limit{Name: name, Capacity: int64(100 + i), RefillAmount: int64(100 + i), RefillPeriod: time.Minute},
+			store.Limit{Name: name, Capacity: int64(100 + i), RefillAmount: int64(50 + i), RefillPeriod: time.Minute},
+			store.Limit{Name: name, Capacity: int64(100 + i), RefillAmount: int64(100 + i), RefillPeriod: time.Hour})
+	}
+	for round := range 3 {
+		for _, l := range limits {
+			field, params := s.LimitArgs(l)
+			want := fmt.Sprintf("%d|%d|%d", l.Capacity*1000, l.RefillAmount*1000, l.RefillPeriod.Milliseconds())
+			require.Equal(t, "l:"+l.Name, field, "round %d, %+v", round, l)
+			require.Equal(t, want, params, "round %d, %+v", round, l)
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package redisstore
 
-import "github.com/zaelimiter/limiter/store"
+import (
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
+)
 
 // BucketKeyName returns the Redis key of a bucket item.
 func (s *Store) BucketKeyName(k store.BucketKey) string { return s.keys.bucket(k) }
@@ -19,3 +22,10 @@ func (s *Store) AllowBatches() int64 { return s.allowBatches.Load() }
 
 // ParseStored is the parser of the numbers the store wrote.
 func ParseStored(s string) int64 { return atoi(s) }
+
+// LimitArgs returns the consume function's arguments of l: its field name
+// and parameters.
+func (s *Store) LimitArgs(l limiter.Limit) (field, params string) {
+	la := s.limitArgsOf(l)
+	return la.name.(string), la.params.(string)
+}

@@ -62,6 +62,10 @@ type Store struct {
 	// (limiter.Limit → limitArgs), up to maxLimitArgs of them.
 	limitArgs  sync.Map
 	limitArgsN atomic.Int32
+	// recentArgs holds the arguments of the limits used last, one a slot
+	// (recentSlot): a hit reads one pointer and compares one Limit, where
+	// limitArgs hashes the Limit and walks its trie.
+	recentArgs [recentArgsSlots]atomic.Pointer[recentLimitArgs]
 
 	reloads atomic.Int64 // library loads and scripts sent again after NOSCRIPT
 	mode    atomic.Int32 // modeFunctions or modeScripts
@@ -146,11 +150,10 @@ func (k keyspace) admin(parts ...string) string {
 	return k.prefix + "{" + k.ns + "}:" + strings.Join(parts, ":")
 }
 
-// bucketTag is the hash tag of the bucket items of resource.
-func (k keyspace) bucketTag(resource string) string { return k.ns + ":" + resource }
-
+// bucket is the key of a bucket item. Its hash tag, {ns:resource}, puts the
+// items of a resource in one Cluster slot.
 func (k keyspace) bucket(key store.BucketKey) string {
-	return k.prefix + "{" + k.bucketTag(key.Resource) + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
 func (k keyspace) entity(id string) string        { return k.admin("e", id) }
