@@ -199,3 +199,36 @@ func TestConsumeNamesSorted(t *testing.T) {
 func lim(name string, capacity, refillAmount int64, refillPeriod time.Duration) Limit {
 	return Limit{Name: name, Capacity: capacity, RefillAmount: refillAmount, RefillPeriod: refillPeriod}
 }
+
+// TestCheckNames checks that a request naming a limit none of the
+// entity's limits has is refused (a typo must not turn limiting off), with
+// the fast count by lookups and without: names the limits have, a typo
+// among them, a limit listed twice (which validation refuses, but a stored
+// config written elsewhere could hold), and a request naming fewer limits
+// than there are.
+func TestCheckNames(t *testing.T) {
+	rl := New(newMemory())
+	t.Cleanup(func() { _ = rl.Close() })
+	rpm, tpm := PerMinute("rpm", 10), PerMinute("tpm", 1000)
+	o := acquireOptions{override: true}
+	for _, tc := range []struct {
+		limits  []Limit
+		consume Consume
+		ok      bool
+	}{
+		{[]Limit{rpm, tpm}, Consume{"rpm": 1, "tpm": 5}, true},
+		{[]Limit{rpm, tpm}, Consume{"tpm": 5}, true},
+		{[]Limit{rpm}, Consume{"rpm": 1, "rmp": 1}, false},
+		{[]Limit{rpm, tpm}, Consume{"rpm": 1, "rmp": 1}, false},
+		{[]Limit{rpm, rpm}, Consume{"rpm": 1, "rmp": 1}, false},
+		{[]Limit{rpm}, Consume{"rmp": 1}, false},
+		{[]Limit{rpm}, Consume{}, true},
+	} {
+		err := rl.checkNames(t.Context(), "e", "api", tc.consume, resolved{limits: tc.limits}, o)
+		if tc.ok {
+			assert.NoError(t, err, "%v with %v", tc.consume, tc.limits)
+		} else {
+			assert.ErrorIs(t, err, ErrValidation, "%v with %v", tc.consume, tc.limits)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -269,10 +270,11 @@ func noLimitsError(entityID, resource string) error {
 // are resolved only when the entity's lack a name.
 func (rl *rules) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
 	// The common request names only the entity's limits: counted by lookups,
-	// which cost less than ranging over the map.
+	// which cost less than ranging over the map (a name twice among the
+	// limits, which validation refuses, is counted once all the same).
 	found := 0
-	for _, l := range child.limits {
-		if _, ok := consume[l.Name]; ok {
+	for i, l := range child.limits {
+		if _, ok := consume[l.Name]; ok && !slices.ContainsFunc(child.limits[:i], func(m Limit) bool { return m.Name == l.Name }) {
 			found++
 		}
 	}
