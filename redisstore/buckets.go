@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strconv"
 	"strings"
@@ -384,48 +385,32 @@ func (s *Store) noteResources(ctx context.Context, writes []store.BucketWrite) {
 // ("l:" + name) and "cp|ra|rp", boxed once.
 type limitArgs struct{ name, params any }
 
-// recentLimitArgs is a limit and its arguments, in a slot of
-// Store.recentArgs.
-type recentLimitArgs struct {
+// keptLimitArgs is a limit and its arguments, in a slot of
+// Store.limitArgs.
+type keptLimitArgs struct {
 	limit limiter.Limit
 	args  limitArgs
 }
 
-// recentSlot returns the slot of Store.recentArgs that l's arguments may
-// stand in: from its name's length and ends and its parameters.
-func recentSlot(l limiter.Limit) int {
-	h := uint(len(l.Name))
-	if n := len(l.Name); n > 0 {
-		h = h*31 + uint(l.Name[0])*7 + uint(l.Name[n-1])
-	}
-	h ^= uint(l.Capacity) ^ uint(l.RefillAmount)<<3 ^ uint(l.RefillPeriod>>30)
-	return int(h % recentArgsSlots)
-}
+// limitArgsSlots is the size of Store.limitArgs.
+const limitArgsSlots = 1024
 
-// maxLimitArgs bounds the limits whose arguments a store keeps.
-const maxLimitArgs = 1024
+// limitArgsSeed seeds the hash that picks a limit's slot.
+var limitArgsSeed = maphash.MakeSeed()
 
-// recentArgsSlots is the size of Store.recentArgs.
-const recentArgsSlots = 16
-
-// limitArgsOf returns the arguments of l, kept for the next request: in
-// its slot of recentArgs (one pointer read and one comparison for a limit
-// used lately), else in limitArgs.
+// limitArgsOf returns the arguments of l, kept for the next request in
+// l's slot of s.limitArgs (picked by a hash of its name and parameters): a
+// hit reads one pointer and compares one Limit; a miss builds them and
+// takes the slot from whichever limit held it.
 func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
-	slot := &s.recentArgs[recentSlot(l)]
+	h := maphash.String(limitArgsSeed, l.Name) ^ uint64(l.Capacity)*0x9e3779b97f4a7c15 ^
+		uint64(l.RefillAmount)*0xbf58476d1ce4e5b9 ^ uint64(l.RefillPeriod)*0x94d049bb133111eb
+	slot := &s.limitArgs[(h^h>>32)%limitArgsSlots]
 	if e := slot.Load(); e != nil && e.limit == l {
 		return e.args
 	}
-	if v, ok := s.limitArgs.Load(l); ok {
-		la := v.(limitArgs)
-		slot.Store(&recentLimitArgs{limit: l, args: la})
-		return la
-	}
 	la := limitArgs{name: "l:" + l.Name, params: itoa(store.MilliTokens(l.Capacity)) + "|" + itoa(store.MilliTokens(l.RefillAmount)) + "|" + itoa(l.RefillPeriod.Milliseconds())}
-	if s.limitArgsN.Add(1) <= maxLimitArgs {
-		s.limitArgs.Store(l, la)
-	}
-	slot.Store(&recentLimitArgs{limit: l, args: la})
+	slot.Store(&keptLimitArgs{limit: l, args: la})
 	return la
 }
 

@@ -134,13 +134,15 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 	}
 }
 
-// TestLimitArgsKept checks the arguments the store keeps per limit (in a
-// slot of its recent ones, else in its map): limits that differ in one
-// field only, asked for in turn, each get their own.
+// TestLimitArgsKept checks the arguments the store keeps per limit (in the
+// slot a hash of the limit picks, which another limit may take over):
+// limits that differ in one field only, asked for in turn, each get their
+// own, also when there are more of them than slots (3,600 against 1,024),
+// so that limits of one name share slots.
 func TestLimitArgsKept(t *testing.T) {
 	s := newStore(t)
 	var limits []store.Limit
-	for i := range 40 {
+	for i := range 1200 {
 		name := []string{"rpm", "tpm", "rpd", "r" + strconv.Itoa(i)}[i%4]
 		limits = append(limits,
 			store.Limit{Name: name, Capacity: int64(100 + i), RefillAmount: int64(100 + i), RefillPeriod: time.Minute},

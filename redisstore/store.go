@@ -58,14 +58,9 @@ type Store struct {
 	// resource index (DeleteEntity reads it).
 	knownResources sync.Map
 
-	// limitArgs keeps the consume script's arguments of each limit
-	// (limiter.Limit → limitArgs), up to maxLimitArgs of them.
-	limitArgs  sync.Map
-	limitArgsN atomic.Int32
-	// recentArgs holds the arguments of the limits used last, one a slot
-	// (recentSlot): a hit reads one pointer and compares one Limit, where
-	// limitArgs hashes the Limit and walks its trie.
-	recentArgs [recentArgsSlots]atomic.Pointer[recentLimitArgs]
+	// limitArgs keeps the consume function's arguments of the limits used
+	// lately, one a slot (see limitArgsOf).
+	limitArgs [limitArgsSlots]atomic.Pointer[keptLimitArgs]
 
 	reloads atomic.Int64 // library loads and scripts sent again after NOSCRIPT
 	mode    atomic.Int32 // modeFunctions or modeScripts
