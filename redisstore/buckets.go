@@ -40,24 +40,20 @@ func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
 	}
 	var b *store.Bucket
 	switch {
-	case n <= 4:
-		// The item and its one limit in one allocation.
+	case n <= 4: // the item and its one limit in one allocation
 		x := &struct {
 			b  store.Bucket
 			st [1]store.BucketState
 		}{}
-		x.b = store.Bucket{Key: key, ShardCount: 1, States: x.st[:0]}
-		b = &x.b
-	case n/2 <= 3:
-		// The item and its (up to two) limits in one allocation.
+		b = newBucket(&x.b, key, x.st[:0])
+	case n/2 <= 3: // the item and its (up to two) limits in one allocation
 		x := &struct {
 			b  store.Bucket
 			st [2]store.BucketState
 		}{}
-		x.b = store.Bucket{Key: key, ShardCount: 1, States: x.st[:0]}
-		b = &x.b
+		b = newBucket(&x.b, key, x.st[:0])
 	default:
-		b = &store.Bucket{Key: key, ShardCount: 1, States: make([]store.BucketState, 0, n/2)}
+		b = newBucket(new(store.Bucket), key, make([]store.BucketState, 0, n/2))
 	}
 	for range n / 2 {
 		var k, v string
@@ -71,6 +67,13 @@ func decodeLines(key store.BucketKey, s string, n int) (*store.Bucket, string) {
 	}
 	finishBucket(b)
 	return b, s
+}
+
+// newBucket sets *b to an empty item of key whose limits go in states,
+// and returns b.
+func newBucket(b *store.Bucket, key store.BucketKey, states []store.BucketState) *store.Bucket {
+	*b = store.Bucket{Key: key, ShardCount: 1, States: states}
+	return b
 }
 
 // decodeHeader sets b's item attributes from its header field.
@@ -422,15 +425,11 @@ func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
 func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 	if len(reqs) == 1 && len(reqs[0].Limits) <= 1 && len(reqs[0].Consume) <= 1 {
 		x := &oneConsume1{}
-		x.key = s.keys.bucket(reqs[0].Key)
-		full := append(x.full[:0], nil, nil, 1, &x.key)
-		return s.appendRequest(full, x.ints[:0], reqs[0])
+		return s.loneArgs(&x.key, x.full[:0], x.ints[:0], reqs[0])
 	}
 	if len(reqs) == 1 && len(reqs[0].Limits) <= 2 && len(reqs[0].Consume) <= 2 {
 		x := &oneConsume{}
-		x.key = s.keys.bucket(reqs[0].Key)
-		full := append(x.full[:0], nil, nil, 1, &x.key)
-		return s.appendRequest(full, x.ints[:0], reqs[0])
+		return s.loneArgs(&x.key, x.full[:0], x.ints[:0], reqs[0])
 	}
 	argc, nums := 3+len(reqs), 0
 	for _, r := range reqs {
@@ -450,6 +449,14 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		ints = ints[:len(ints)+1+len(r.Consume)]
 	}
 	return full
+}
+
+// loneArgs is consumeArgs of the lone request r in storage sized for it:
+// the key in *key, the arguments in full and the numbers in ints (both
+// empty, with room for them).
+func (s *Store) loneArgs(key *string, full []any, ints []int64, r store.SpeculativeRequest) []any {
+	*key = s.keys.bucket(r.Key)
+	return s.appendRequest(append(full, nil, nil, 1, key), ints, r)
 }
 
 // oneConsume holds the arguments of a consume script on one request of up
