@@ -190,9 +190,13 @@ const soakMemoryBound = 16 * mib
 // 1,000,000 keys with the default ceilings; from 100,000 keys (caches full)
 // on, the live heap grows by less than 3 MiB (a cache's map is copied
 // every 2 × ceiling removals, so its table's size varies by a megabyte),
-// and it stays within soakMemoryBound.
+// and it stays within soakMemoryBound. Short size: from 10,000 keys on it
+// grows by less than 1 MiB. The buckets held are not yet at their steady
+// count at 10,000 keys (about 8,000 then, 8,800–8,950 at 40,000), which
+// with the race detector and other packages' tests running beside this
+// one has come to 0.2–0.6 MiB; a leak of 35 bytes a key would pass 1 MiB.
 func TestSoakMemory(t *testing.T) {
-	size := soakSize{checkpoints: []int{10_000, 20_000, 30_000, 40_000}, workers: 8, opts: smallCaches, maxGrowth: mib / 2}
+	size := soakSize{checkpoints: []int{10_000, 20_000, 30_000, 40_000}, workers: 8, opts: smallCaches, maxGrowth: mib}
 	if os.Getenv(envSoak) != "" {
 		size = soakSize{checkpoints: []int{100_000, 325_000, 550_000, 775_000, 1_000_000}, workers: 8, maxGrowth: 3 * mib, maxTotal: soakMemoryBound}
 	}
