@@ -51,16 +51,18 @@ type specAcquire struct {
 	resource string
 	consume  Consume
 	at       time.Time // the clock, read once per acquire
-	now      int64     // at in epoch ms
 	child    resolved
 	parent   resolved // resolved once the parent is known
 	o        acquireOptions
 }
 
+// nowMs is the acquire's time in epoch ms.
+func (a *specAcquire) nowMs() int64 { return a.at.UnixMilli() }
+
 // request returns the speculative write of the acquire on key, conditioned
 // on limits.
 func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.SpeculativeRequest {
-	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.now}
+	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.nowMs()}
 }
 
 // speculativeAcquire is the fast path: one conditional write per bucket,
@@ -68,8 +70,7 @@ func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.Specula
 // (nil, nil) when the slow path must decide.
 func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
-	at := rl.now()
-	a := &specAcquire{resource: resource, consume: consume, at: at, now: at.UnixMilli(), child: child, o: o}
+	a := &specAcquire{resource: resource, consume: consume, at: rl.now(), child: child, o: o}
 	return rl.speculativeFrom(ctx, entityID, a)
 }
 
@@ -219,7 +220,7 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 			}
 		}
 	}
-	return false, rl.checkRefused(*child, a.consume, a.now)
+	return false, rl.checkRefused(*child, a.consume, a.nowMs())
 }
 
 // checkRefused decides a refused write from the old item without another
@@ -261,7 +262,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		rl.specFallback(parent.Key, store.SpecFallbackParent)
 		return nil, undoChild()
 	}
-	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(a.consume), a.now)
+	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(a.consume), a.nowMs())
 	if !ok {
 		if err := undoChild(); err != nil {
 			return nil, err
@@ -276,7 +277,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))
-		rl.overLimitRemember(parent.Bucket, a.now, newRateLimitExceededError(parentStatuses))
+		rl.overLimitRemember(parent.Bucket, a.nowMs(), newRateLimitExceededError(parentStatuses))
 		return nil, err
 	}
 	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, a)
