@@ -4,12 +4,16 @@
 // Each case runs its two contenders in alternating rounds (five by
 // default), so that both see the same machine however its load drifts,
 // and prints the median and range of the per-round ratio of their ops/s.
-// Within a round the two take turns too, in slices (ten by default; the
-// side that goes first alternates), and each side's ops/s for the round is
-// its operations over its time summed over its slices: on a small virtual
-// machine the speed of a request-reply ping-pong changes from one moment
-// to the next (with where the scheduler puts the client and the server),
-// and fine turns let both sides see the same moments. For each contender
+// Within a round the two take turns too, in slices (by default 100 at c=1,
+// 100 operations each, and 10 at c=32; the side that goes first
+// alternates), and each side's ops/s for the round is its operations over
+// its time summed over its slices: on a small virtual machine the speed of
+// a request-reply ping-pong changes from one moment to the next (with
+// where the scheduler puts the client and the server), and fine turns let
+// both sides see the same moments. The first case, redis_rate against
+// itself, shows what is left of that noise: the ratio of two identical
+// contenders, which a difference between the other cases' contenders must
+// exceed to mean anything. For each contender
 // it also prints the server time per call (usec_per_call of INFO
 // commandstats, over its own rounds: FCALL for the store's functions,
 // EVALSHA for scripts), the calls per operation and the server time per
@@ -77,7 +81,7 @@ func run(w io.Writer, args []string) error {
 	fs := flag.NewFlagSet("redisbench", flag.ContinueOnError)
 	fs.StringVar(&cfg.addr, "addr", "", "redis-server to use (default: start one)")
 	fs.IntVar(&cfg.rounds, "rounds", 5, "alternating rounds per case")
-	fs.IntVar(&cfg.slices, "slices", 10, "turns of each contender per round")
+	fs.IntVar(&cfg.slices, "slices", 0, "turns of each contender per round (0: 100 at c=1, 10 above)")
 	fs.IntVar(&cfg.ops, "ops", 10000, "operations per contender and round at c=1 (10× at c=32)")
 	fs.StringVar(&cfg.only, "run", "", "run only the cases whose name matches this regular expression")
 	fs.BoolVar(&cfg.scripts, "scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
@@ -163,7 +167,17 @@ func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client
 		}
 	}
 	var ratios []float64
-	turns := max(cfg.slices, 1)
+	turns := cfg.slices
+	if turns <= 0 {
+		// At c=1 a turn of 100 operations takes about 10 ms: short enough
+		// for both sides to see the same moments of the machine. At c=32
+		// a turn stays long beside the time its goroutines take to start
+		// and finish.
+		turns = 10
+		if cp.c == 1 {
+			turns = 100
+		}
+	}
 	per := max(n/turns, 1)
 	sides := [2]*side{cp.a, cp.b}
 	for r := range cfg.rounds {
@@ -434,6 +448,10 @@ func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
 
 func cases(client *redis.Client, scripts bool) []*comparison {
 	var out []*comparison
+	// The noise floor: two identical contenders.
+	out = append(out, &comparison{name: "noise floor: redis_rate against itself, c=1", c: 1,
+		a: rateSide(redis_rate.NewLimiter(client), "rr-"+runID+"-floor-a:", []redis_rate.Limit{redis_rate.PerMinute(1 << 30)}, []int{1}, true),
+		b: rateSide(redis_rate.NewLimiter(client), "rr-"+runID+"-floor-b:", []redis_rate.Limit{redis_rate.PerMinute(1 << 30)}, []int{1}, true)})
 	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
 		for _, t := range throttles() {
 			for _, c := range []int{1, 32} {
