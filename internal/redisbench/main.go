@@ -119,7 +119,7 @@ func run(w io.Writer, args []string) error {
 		return err
 	}
 	info, _ := client.Info(ctx, "server").Result()
-	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store; B: redis_rate), median [min–max] of the rounds\n\n",
+	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store, B: redis_rate, unless the case names them), median [min–max] of the rounds\n\n",
 		field(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
 	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %15s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "server µs/op", "allocs/op", "client µs/op")
 	for _, c := range cases(client, cfg.scripts) {
@@ -478,6 +478,11 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 	out = append(out, &comparison{name: "store consume alone, one limit 2^30/min, c=1", c: 1,
 		a: consumeSide(newStore(client, redisstore.TokenBucket, "consume"+strconv.Itoa(len(out)), scripts), limiter.PerMinute("rpm", big)),
 		b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
+	// The lease against the store's consume alone: what the RateLimiter's
+	// own work costs, measured directly.
+	out = append(out, &comparison{name: "lease (A) / store consume alone (B), one limit 2^30/min, c=1", c: 1,
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "limiter"+strconv.Itoa(len(out)), scripts)), "lease", limiter.Consume{"rpm": 1}, one, false),
+		b: consumeSide(newStore(client, redisstore.TokenBucket, "consume"+strconv.Itoa(len(out)), scripts), limiter.PerMinute("rpm", big))})
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, rpm+tpm 2^30/min, c=%d", c), c: c,
