@@ -177,6 +177,7 @@ func (cp *comparison) run(ctx context.Context, w io.Writer, client *redis.Client
 		if cp.c == 1 {
 			turns = 100
 		}
+		turns = min(turns, n) // at least one operation a turn: -ops holds
 	}
 	per := max(n/turns, 1)
 	sides := [2]*side{cp.a, cp.b}
@@ -447,11 +448,13 @@ func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
 }
 
 func cases(client *redis.Client, scripts bool) []*comparison {
+	const big = 1 << 30
 	var out []*comparison
 	// The noise floor: two identical contenders.
-	out = append(out, &comparison{name: "noise floor: redis_rate against itself, c=1", c: 1,
-		a: rateSide(redis_rate.NewLimiter(client), "rr-"+runID+"-floor-a:", []redis_rate.Limit{redis_rate.PerMinute(1 << 30)}, []int{1}, true),
-		b: rateSide(redis_rate.NewLimiter(client), "rr-"+runID+"-floor-b:", []redis_rate.Limit{redis_rate.PerMinute(1 << 30)}, []int{1}, true)})
+	floor := func(side string) *side {
+		return rateSide(redis_rate.NewLimiter(client), "rr-"+runID+"-floor-"+side+":", []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)
+	}
+	out = append(out, &comparison{name: "noise floor: redis_rate against itself, c=1", c: 1, a: floor("a"), b: floor("b")})
 	for _, alg := range []redisstore.Algorithm{redisstore.TokenBucket, redisstore.GCRA} {
 		for _, t := range throttles() {
 			for _, c := range []int{1, 32} {
@@ -463,7 +466,6 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 			}
 		}
 	}
-	const big = 1 << 30
 	one := limiter.WithLimits(limiter.PerMinute("rpm", big))
 	two := limiter.WithLimits(limiter.PerMinute("rpm", big), limiter.PerMinute("tpm", big))
 	for _, c := range []int{1, 32} {
