@@ -64,6 +64,7 @@ type scenario struct {
 func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	t.Helper()
 	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
+	t.Run("Model", func(t *testing.T) { runModel(t, newRepo) })
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, spec := range []bool{false, true} {
