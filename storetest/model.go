@@ -96,8 +96,9 @@ func modelModes() []modelMode {
 	return out
 }
 
-// modelSize returns the seeds and steps of the random sequences.
-func modelSize(t *testing.T) (seeds []uint64, steps int) {
+// modelSize returns the seeds and steps of the random sequences, and
+// whether the size is the long one (any of the variables set).
+func modelSize(t *testing.T) (seeds []uint64, steps int, long bool) {
 	t.Helper()
 	num := func(env string) int {
 		v := os.Getenv(env)
@@ -112,25 +113,25 @@ func modelSize(t *testing.T) (seeds []uint64, steps int) {
 	}
 	steps = modelQuickSteps
 	if n := num(modelStepsEnv); n > 0 {
-		steps = n
+		steps, long = n, true
 	}
 	if n := num(modelSeedEnv); n > 0 {
-		return []uint64{uint64(n)}, steps
+		return []uint64{uint64(n)}, steps, true
 	}
 	count := modelQuickSeeds
 	if n := num(modelSeedsEnv); n > 0 {
-		count = n
+		count, long = n, true
 	}
 	for i := 1; i <= count; i++ {
 		seeds = append(seeds, uint64(i))
 	}
-	return seeds, steps
+	return seeds, steps, long
 }
 
 // runModel runs the focused sequences and the random ones in every mode,
 // each mode on one new repository (every sequence under keys of its own).
 func runModel(t *testing.T, newRepo func(t *testing.T) store.Repository) {
-	seeds, steps := modelSize(t)
+	seeds, steps, long := modelSize(t)
 	for _, mode := range modelModes() {
 		t.Run(mode.String(), func(t *testing.T) {
 			repo := newRepo(t)
@@ -138,7 +139,7 @@ func runModel(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 				t.Skip("the repository is no store.SpeculativeStore: the speculative path is the slow one")
 			}
 			for _, c := range modelCases {
-				if c.applies != nil && !c.applies(mode) {
+				if c.applies != nil && !c.applies(mode) || c.long && !long {
 					continue
 				}
 				t.Run(c.name, func(t *testing.T) {

@@ -129,7 +129,9 @@ func (m *modelRun) checkLimit(key store.BucketKey, name string, b *store.Bucket,
 	slack := m.slackOf(key, name)
 	bound := new(big.Rat).Add(rb.bal, new(big.Rat).SetInt(slack))
 	if bound.Cmp(new(big.Rat).SetInt(minInt64)) < 0 {
-		bound.SetInt(minInt64) // the store saturates where the reference does not
+		// A debt beyond int64: the store saturates, and then refills
+		// from the saturated value; it must stay in debt.
+		bound.SetInt64(-1)
 	}
 	if view.Cmp(bound) > 0 {
 		extra := ""
@@ -181,6 +183,9 @@ func (m *modelRun) checkAvailable(entity string, override []store.Limit) {
 			hyp.change(paramsOf(l), now)
 			hyp.bal.Add(hyp.bal, new(big.Rat).SetInt(m.slackOf(key, l.Name)))
 			bound = floorRat(new(big.Rat).Quo(hyp.bal, big.NewRat(1000, 1)))
+			if hyp.bal.Cmp(new(big.Rat).SetInt(minInt64)) < 0 {
+				bound = big.NewInt(-1) // saturated debt (see checkLimit)
+			}
 		}
 		if big.NewInt(got).Cmp(clampInt64(bound)) > 0 {
 			m.fail("Available(%s) %s = %d, the exact bucket holds %s", entity, l.Name, got, bound)
