@@ -98,6 +98,27 @@ var modelCases = []modelCase{
 			m.commit(ml)
 		}
 	}},
+	// An overrun committed after the bucket refilled: the debt counts
+	// against the refilled balance, so a burst after it gets one less
+	// than the capacity (a write that takes the overrun from the stored
+	// balance and leaves the refill timestamp lets the cap absorb it).
+	{name: "OverrunAfterRefill", run: func(m *modelRun) {
+		k := m.resource + "-k"
+		m.entity(k, "")
+		lim := []store.Limit{limiter.PerMinute("rpm", 10)}
+		ml := m.mustAcquire(k, store.Consume{"rpm": 1}, lim)
+		m.idle(time.Minute)
+		m.adjust(ml, store.Consume{"rpm": 1}, false)
+		m.checkBalances = false
+		m.commit(ml)
+		for range 12 {
+			ml := m.acquire(k, store.Consume{"rpm": 1}, lim)
+			if ml == nil {
+				break
+			}
+			m.commit(ml)
+		}
+	}},
 	// Refund after part of the refill: a lease of 80 of 100 refunds 80
 	// six seconds later (10 refilled meanwhile: the rule gives 70), and
 	// an acquire of 50 follows at once — with background commit the
@@ -128,6 +149,21 @@ var modelCases = []modelCase{
 		m.skipChecks = true
 		m.commit(ml)
 		if ml := m.acquire(k, store.Consume{"rpm": 80}, lim); ml != nil {
+			m.commit(ml)
+		}
+	}},
+	// A limit change refills at the old rate up to the change: a bucket
+	// emptied under 1 token a minute, 59 ms later raised to 1,000 a
+	// second, holds under one millitoken, not the 59 tokens the new rate
+	// would give the time the old one had not yet paid out.
+	{name: "LimitChangeRemainder", run: func(m *modelRun) {
+		k := m.resource + "-k"
+		m.entity(k, "")
+		slow := []store.Limit{modelLimit("tpm", 1000, 1, time.Minute)}
+		fast := []store.Limit{modelLimit("tpm", 1000, 1000, time.Second)}
+		m.mustCommit(m.acquire(k, store.Consume{"tpm": 1000}, slow))
+		m.idle(59 * time.Millisecond)
+		if ml := m.acquire(k, store.Consume{"tpm": 1}, fast); ml != nil {
 			m.commit(ml)
 		}
 	}},

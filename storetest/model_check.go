@@ -147,11 +147,11 @@ func (m *modelRun) checkLimit(key store.BucketKey, name string, b *store.Bucket,
 	}
 	tc := big.NewInt(s.TotalConsumedMilli)
 	if lo := clampInt64(rb.tc); tc.Cmp(lo) < 0 {
-		m.fail("%s/%s %s: total consumed %s, below %s: the refunds exceed the rule",
+		m.fail("%s/%s %s: total consumed %s, below %s: the refunds exceed the rule (or the counter wrapped)",
 			key.EntityID, key.Resource, name, milliString(tc), milliString(lo))
 	}
 	if hi := clampInt64(rb.tcMax); tc.Cmp(hi) > 0 {
-		m.fail("%s/%s %s: total consumed %s, above %s, what was taken without any refund",
+		m.fail("%s/%s %s: total consumed %s, above %s, what was taken without any refund (or the counter wrapped)",
 			key.EntityID, key.Resource, name, milliString(tc), milliString(hi))
 	}
 }
