@@ -83,6 +83,23 @@ var modelCases = []modelCase{
 		m.commit(ml)
 		m.mustCommit(m.acquire(c, store.Consume{"rpm": 1, "tpm": 100}, lim))
 	}},
+	// A refused acquire writes nothing it took: here the parent refuses
+	// a child whose item does not exist yet, while the parent's limits
+	// change (stored at the entity default level, so that the acquire
+	// applies the change). The child's item, if the refusal creates it,
+	// is full and has consumed nothing.
+	{name: "RefusedCascadeWrites", run: func(m *modelRun) {
+		p, c := m.resource+"-p", m.resource+"-c"
+		m.entity(p, "")
+		m.entity(c, p)
+		m.mustCommit(m.acquire(p, store.Consume{"rpm": 10}, []store.Limit{limiter.PerMinute("rpm", 10)}))
+		lim := []store.Limit{limiter.PerMinute("rpm", 20)}
+		m.setLimits(p, store.DefaultResource, lim)
+		m.setLimits(c, store.DefaultResource, lim)
+		if ml := m.acquire(c, store.Consume{"rpm": 5}, nil); ml != nil {
+			m.commit(ml)
+		}
+	}},
 	// A lease takes a whole bucket; a minute later others take the
 	// refilled capacity; the lease's rollback gives nothing back, since
 	// the refill has already paid for what it held.
