@@ -37,16 +37,18 @@ import (
 //   - the stored totals consumed lie between the reference's with the
 //     refunds the rule gives and without any refund;
 //   - a refusal says when to retry (a positive RetryAfter), an admitted
-//     acquire stores the limits it resolved, and Lease.Consumed lies
-//     between zero and what the lease took.
+//     acquire stores the limits it resolved, and Lease.Consumed equals
+//     what the lease took while it refunded nothing, and never exceeds it.
 //
 // The refund rule: a refund (Adjust with a negative amount, Release,
 // Rollback) at time t gives back, per limit of each bucket item the lease
 // holds, at most max(0, held − floor(ra × (t − t0) / rp)) millitokens, where
 // held is what the lease has taken on it so far (the acquire's amount plus
 // later positive adjustments less the refunds already given), t0 the
-// acquire's time and ra, rp the limit's refill amount and period; the
-// balance is also capped at the capacity. A Commit or Rollback applies to
+// acquire's time and ra, rp the refill amount and period of the limit the
+// acquire resolved; the balance is also capped at the capacity. An Adjust
+// or Release counts at the time of the call (the most a limiter that
+// applies the rule at Commit could give back). A Commit or Rollback applies to
 // the reference when it is called, with background commit as without it:
 // until the limiter has written a background commit, a stored balance may
 // exceed the reference's by the positive adjustments committed in the
