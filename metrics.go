@@ -191,6 +191,19 @@ type CacheMetrics interface {
 	CacheEvent(cache CacheName, event CacheEvent, n int64)
 }
 
+// IndexMetrics receives what the DynamoDB repository's index queries drop
+// ([DynamoDBOptions].Metrics): entries whose item lies in another
+// namespace (see [DynamoDBRepository.ForeignIndexItems]). It is called
+// synchronously from many goroutines at once: it must be safe for
+// concurrent use, fast, and must not block. The package otelmetrics
+// implements it.
+type IndexMetrics interface {
+	// ForeignIndexItems reports n entries of index (GSI1 to GSI4) that a
+	// query found in the namespace's partition of the index but whose item
+	// belongs to another namespace; they were dropped.
+	ForeignIndexItems(ctx context.Context, index string, n int64)
+}
+
 // cacheEventFunc is CacheMetrics.CacheEvent, or nil.
 type cacheEventFunc func(cache CacheName, event CacheEvent, n int64)
 

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -93,6 +95,13 @@ type DynamoDBOptions struct {
 	// again, and so sees a namespace another process deleted. Zero means
 	// [DefaultNamespaceCacheTTL].
 	NamespaceCacheTTL time.Duration
+	// Logger receives the repository's one warning, logged once: an index
+	// query found entries of another namespace and dropped them (see
+	// [DynamoDBRepository.ForeignIndexItems]). Nil means [slog.Default].
+	Logger *slog.Logger
+	// Metrics, when set, is told of every such entry dropped (package
+	// otelmetrics implements [IndexMetrics]).
+	Metrics IndexMetrics
 }
 
 // Defaults of the namespace cache ([DynamoDBOptions]).
@@ -137,6 +146,13 @@ type sharedState struct {
 	nsIDs *lru.Cache[string, string] // namespace name → id
 	// spec builds the table's speculative writes from cached templates.
 	spec *ddbschema.SpeculativeUpdates
+	// log and metrics are DynamoDBOptions.Logger and Metrics; foreign
+	// counts the index entries of other namespaces dropped, foreignLogged
+	// whether the first was logged.
+	log           *slog.Logger
+	metrics       IndexMetrics
+	foreign       atomic.Int64
+	foreignLogged atomic.Bool
 }
 
 func newSharedState(o DynamoDBOptions) *sharedState {
@@ -147,7 +163,8 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	if ttl <= 0 {
 		ttl = DefaultNamespaceCacheTTL
 	}
-	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table)}
+	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table),
+		log: o.Logger, metrics: o.Metrics}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)

@@ -475,7 +475,9 @@ func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.
 // in), then queries GSI4 for the namespace's items page by page and deletes
 // each page with BatchWriteItem in chunks of 25, re-sending unprocessed
 // items. Items without GSI4 keys (the provisioner's state record) are not
-// found and survive, as in the original. Purging an unknown id does
+// found and survive, as in the original; GSI4 entries of items outside the
+// namespace (whose partition key does not start with the id and a slash)
+// are never deleted. Purging an unknown id does
 // nothing; an interrupted purge is resumed by calling it again. It fails
 // with *[NamespaceStateError] (State "active") for an active namespace and
 // with *[ValidationError] for a malformed id.
@@ -527,8 +529,9 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 		if err != nil {
 			return wrapErr(op, err)
 		}
-		keys := make([]map[string]types.AttributeValue, 0, len(page.Items))
-		for _, item := range page.Items {
+		items := r.ownIndexItems(ctx, indexGSI4, id, page.Items)
+		keys := make([]map[string]types.AttributeValue, 0, len(items))
+		for _, item := range items {
 			keys = append(keys, map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]})
 		}
 		if err := r.batchDelete(ctx, keys); err != nil {

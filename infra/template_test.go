@@ -350,7 +350,8 @@ func TestTemplateCfnLint(t *testing.T) {
 // TestTemplateNamespacePolicies checks the three namespace-scoped policies:
 // named by their parameter (default {stack}-ns-*), condition
 // ForAllValues:StringLike on dynamodb:LeadingKeys with the principal's
-// zael_namespace_id tag (and "_/*" for the shared items), and an exported
+// zael_namespace_id tag, the shared items ("_/*") read-only in a statement
+// of their own, and an exported
 // output with each ARN. internal/iamproxy evaluates the same documents
 // against DynamoDB Local.
 func TestTemplateNamespacePolicies(t *testing.T) {
@@ -369,10 +370,12 @@ func TestTemplateNamespacePolicies(t *testing.T) {
 			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 		{"NamespaceFullAccessPolicy", "NamespaceFullAccessPolicyName", "ns-full", []stmt{
-			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{own, shared}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{own}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 		{"NamespaceReadOnlyPolicy", "NamespaceReadOnlyPolicyName", "ns-read", []stmt{
-			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{own, shared}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{own}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 	} {
 		t.Run(c.logical, func(t *testing.T) {

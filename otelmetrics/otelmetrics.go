@@ -27,6 +27,12 @@
 //   - zaelimiter.cache.evictions (counter), attribute cache: live entries
 //     dropped to make room ([limiter.CacheEviction]); a steady rate means
 //     the cache is smaller than the working set ([limiter.WithCacheSize]).
+//   - zaelimiter.index.foreign_items (counter), attribute index (GSI1 to
+//     GSI4): entries a DynamoDB index query dropped because their item lies
+//     in another namespace ([limiter.IndexMetrics]; set
+//     [limiter.DynamoDBOptions].Metrics to record them). Anything above
+//     zero means a principal wrote index keys naming a namespace that is
+//     not its own.
 //
 // The attribute sets are built once, in New: recording allocates nothing
 // beyond what the SDK does.
@@ -52,6 +58,7 @@ const (
 	StoreDuration       = "zaelimiter.store.duration"
 	CacheLookups        = "zaelimiter.cache.lookups"
 	CacheEvictions      = "zaelimiter.cache.evictions"
+	ForeignIndexItems   = "zaelimiter.index.foreign_items"
 )
 
 const (
@@ -59,6 +66,7 @@ const (
 	attrOp      = "op"
 	attrResult  = "result"
 	attrCache   = "cache"
+	attrIndex   = "index"
 
 	// Outcomes and operations known when this package was written get
 	// prebuilt attribute sets; newer ones are recorded too, with sets
@@ -81,8 +89,8 @@ var resultNames = [numResults]string{"ok", "condition_failed", "transaction_conf
 // semantic conventions' for request durations).
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Metrics implements [limiter.Metrics] and [limiter.CacheMetrics] with
-// OpenTelemetry instruments. It is safe for concurrent use. Create it with
+// Metrics implements [limiter.Metrics], [limiter.CacheMetrics] and
+// [limiter.IndexMetrics] with OpenTelemetry instruments. It is safe for concurrent use. Create it with
 // [New].
 type Metrics struct {
 	acquire   metric.Float64Histogram
@@ -90,6 +98,7 @@ type Metrics struct {
 	store     metric.Float64Histogram
 	lookups   metric.Int64Counter
 	evictions metric.Int64Counter
+	foreign   metric.Int64Counter
 
 	acquireOpts  [numKnownAcquire][]metric.RecordOption
 	specOpts     [numKnownSpeculative][]metric.AddOption
@@ -101,6 +110,7 @@ type Metrics struct {
 var (
 	_ limiter.Metrics      = (*Metrics)(nil)
 	_ limiter.CacheMetrics = (*Metrics)(nil)
+	_ limiter.IndexMetrics = (*Metrics)(nil)
 )
 
 // New creates the instruments on mp's meter [MeterName].
@@ -128,6 +138,10 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.evictions, err = meter.Int64Counter(CacheEvictions, metric.WithUnit("{entry}"),
 		metric.WithDescription("Live entries of the rate limiter's per-key caches dropped to make room, by cache.")); err != nil {
+		return nil, err
+	}
+	if m.foreign, err = meter.Int64Counter(ForeignIndexItems, metric.WithUnit("{item}"),
+		metric.WithDescription("DynamoDB index entries dropped from a namespace's query because their item lies in another namespace, by index.")); err != nil {
 		return nil, err
 	}
 	for c := range m.lookupOpts {
@@ -230,4 +244,10 @@ func (m *Metrics) CacheEvent(cache limiter.CacheName, event limiter.CacheEvent, 
 		}
 		m.evictions.Add(ctx, n, cacheAttrs(cache))
 	}
+}
+
+// ForeignIndexItems counts index entries of another namespace dropped by a
+// query (a rare event: the attribute set is built on each call).
+func (m *Metrics) ForeignIndexItems(ctx context.Context, index string, n int64) {
+	m.foreign.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrIndex, index))))
 }

@@ -168,8 +168,9 @@ func TestCacheMetrics(t *testing.T) {
 	assert.NotZero(t, rl.OverLimitCacheHits(), "the over-limit cache refused nothing")
 }
 
-// TestStoreResults: errors are classified by the limiter's sentinels, and
-// outcomes the adapter does not know yet are still recorded.
+// TestStoreResults: errors are classified by the limiter's sentinels,
+// outcomes the adapter does not know yet are still recorded, and index
+// entries dropped are counted by index.
 func TestStoreResults(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
@@ -184,10 +185,15 @@ func TestStoreResults(t *testing.T) {
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheMiss, 2)
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheEviction, 1)
 	m.CacheEvent(limiter.CacheEntities, limiter.CacheEvent(99), 1)
+	m.ForeignIndexItems(ctx, "GSI1", 2)
+	m.ForeignIndexItems(ctx, "GSI3", 1)
+	m.ForeignIndexItems(ctx, "GSI1", 1)
 	want := []string{
 		"zaelimiter.acquire.duration{outcome=AcquireOutcome(99)} 1",
 		"zaelimiter.cache.evictions{cache=CacheName(99)} 1",
 		"zaelimiter.cache.lookups{cache=CacheName(99),result=miss} 2",
+		"zaelimiter.index.foreign_items{index=GSI1} 3",
+		"zaelimiter.index.foreign_items{index=GSI3} 1",
 		"zaelimiter.speculative.outcomes{outcome=SpeculativeOutcome(99)} 1",
 		"zaelimiter.store.duration{op=GetBucket,result=error} 1",
 		"zaelimiter.store.duration{op=StoreOp(99),result=ok} 1",
