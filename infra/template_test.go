@@ -19,6 +19,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
@@ -411,4 +412,13 @@ func TestTemplateNamespacePolicies(t *testing.T) {
 			assert.Equal(t, map[string]any{"Fn::Sub": "${AWS::StackName}-" + c.logical + "Arn"}, path[map[string]any](t, out, "Export", "Name"))
 		})
 	}
+}
+
+// TestTemplateProvisionerTimeout: the provisioner Lambda's timeout is
+// provisioner.FunctionTimeout, which `limits cfn-template` sizes manifests
+// by.
+func TestTemplateProvisionerTimeout(t *testing.T) {
+	tpl := parseTemplate(t)
+	timeout := path[int](t, tpl, "Resources", "ProvisionerFunction", "Properties", "Timeout")
+	assert.Equal(t, provisioner.FunctionTimeout.Seconds(), float64(timeout))
 }
