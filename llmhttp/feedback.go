@@ -170,9 +170,9 @@ func (f *feedbackStates) get(k feedbackKey, create bool) *feedbackState {
 }
 
 // acquireOptions returns the options of an acquire for c: the transport's,
-// plus the learned limits as caps; and when each of those lapses. Lapsed
-// learned limits are dropped.
-func (t *Transport) acquireOptions(c call) ([]limiter.AcquireOption, map[string]time.Time) {
+// plus the learned limits as caps; and those learned limits. Lapsed ones
+// are dropped.
+func (t *Transport) acquireOptions(c call) ([]limiter.AcquireOption, map[string]learnedLimit) {
 	if t.cfg.noFeedback {
 		return t.cfg.acquireOpts, nil
 	}
@@ -182,7 +182,7 @@ func (t *Transport) acquireOptions(c call) ([]limiter.AcquireOption, map[string]
 	}
 	now := t.cfg.now()
 	var caps []limiter.Limit
-	var until map[string]time.Time
+	var learned map[string]learnedLimit
 	st.mu.Lock()
 	for name, l := range st.learned {
 		if !now.Before(l.until) {
@@ -192,24 +192,31 @@ func (t *Transport) acquireOptions(c call) ([]limiter.AcquireOption, map[string]
 				"entity", c.entity, "resource", c.resource, "limit", name, "provider_per_minute", l.perMinute)
 			continue
 		}
-		if until == nil {
-			until = make(map[string]time.Time, len(st.learned))
+		if learned == nil {
+			learned = make(map[string]learnedLimit, len(st.learned))
 		}
 		caps = append(caps, limiter.PerMinute(name, l.perMinute))
-		until[name] = l.until
+		learned[name] = l
 	}
 	st.mu.Unlock()
 	if len(caps) == 0 {
 		return t.cfg.acquireOpts, nil
 	}
 	slices.SortFunc(caps, func(a, b limiter.Limit) int { return strings.Compare(a.Name, b.Name) })
-	return append(slices.Clip(t.cfg.acquireOpts), limiter.WithLimitCaps(caps...)), until
+	return append(slices.Clip(t.cfg.acquireOpts), limiter.WithLimitCaps(caps...)), learned
+}
+
+// binds reports whether the learned limit is what set l, the limit in
+// force: its capacity, or its refill amount as the cap computes it.
+func (l learnedLimit) binds(in limiter.Limit) bool {
+	rate := float64(l.perMinute) / float64(time.Minute)
+	return in.Capacity == l.perMinute || in.RefillAmount == max(int64(rate*float64(in.RefillPeriod)), 1)
 }
 
 // boundRetryAfter cuts the RetryAfter of a denial to when the learned
 // limits it ran into lapse: after that the configured limits apply, and a
 // learned limit never keeps an entity out for longer than its TTL.
-func (t *Transport) boundRetryAfter(c call, learned map[string]time.Time, err error) error {
+func (t *Transport) boundRetryAfter(c call, learned map[string]learnedLimit, err error) error {
 	rle, ok := err.(*limiter.RateLimitExceededError)
 	if !ok || len(learned) == 0 {
 		return err
@@ -219,11 +226,11 @@ func (t *Transport) boundRetryAfter(c call, learned map[string]time.Time, err er
 		if s.EntityID != c.entity || s.Resource != c.resource {
 			return s, false
 		}
-		until, ok := learned[s.LimitName]
-		if !ok || until.Sub(now) >= s.RetryAfter {
+		l, ok := learned[s.LimitName]
+		if !ok || !l.binds(s.Limit) || l.until.Sub(now) >= s.RetryAfter {
 			return s, false
 		}
-		s.RetryAfter = max(until.Sub(now), 0)
+		s.RetryAfter = max(l.until.Sub(now), 0)
 		return s, true
 	}
 	out := &limiter.RateLimitExceededError{Statuses: slices.Clone(rle.Statuses), Violations: slices.Clone(rle.Violations)}

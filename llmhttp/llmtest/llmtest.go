@@ -21,6 +21,10 @@
 // the client under test does not see: it takes that share of each bucket's
 // refill before the client can.
 //
+// [Config.EditHeaders] and [Config.EditUsage] make it send unusual but
+// possible answers (a limit header far too low, a retry-after of years, a
+// negative usage count), to test a client's defences.
+//
 // Token counts are deterministic: a text counts one token per four bytes
 // (rounded up), each message four more; the answer has [Config.OutputTokens]
 // tokens, fewer when the request's max_tokens (or max_completion_tokens)
