@@ -117,6 +117,7 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err != nil {
 		return nil, err
 	}
+	limits = o.capped(limits)
 	if len(limits) == 0 {
 		return &Lease{rl: rl}, nil // an empty override checks nothing
 	}
@@ -146,6 +147,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
+	limits = o.capped(limits)
 	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
@@ -175,6 +177,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
+	limits = o.capped(limits)
 	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)

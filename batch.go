@@ -187,6 +187,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if err != nil {
 			return nil, nil, err
 		}
+		limits = ro.capped(limits)
 		if len(limits) == 0 {
 			continue // an empty override checks nothing
 		}

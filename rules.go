@@ -186,6 +186,10 @@ type acquireOptions struct {
 	// once by WithLimits rather than on every call.
 	checked   bool
 	limitsErr error
+	// caps bound the entity's resolved limits (WithLimitCaps); capsErr is
+	// their validation.
+	caps    []Limit
+	capsErr error
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
@@ -228,6 +232,9 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	optionsPool.Put(op)
 	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
 		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
+	}
+	if o.capsErr != nil {
+		return o, o.capsErr
 	}
 	if o.override {
 		err := o.limitsErr
