@@ -86,7 +86,15 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			}
 		}
 	}
+	if err := rl.enter(); err != nil {
+		return nil, nil, err
+	}
+	defer rl.exit()
+	start := rl.nowMs()
 	lease, statuses, err := rl.acquireAll(ctx, reqs, o)
+	if err == nil {
+		lease.stamp(start)
+	}
 	if err == nil || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
 		return lease, statuses, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // commitModes runs fn with Commit synchronous and in the background.
@@ -75,15 +76,17 @@ func TestBackgroundCommitAlone(t *testing.T) {
 }
 
 // TestBackgroundCommitRefundCapped: a refund folded into an acquire that
-// would lift the balance over the capacity refuses the combined write; the
-// acquire is then written alone and the refund on its own, capped.
+// would lift the balance over the capacity before the acquire takes its
+// amount refuses the combined write; the refund is then written alone,
+// capped, and the acquire after it, as a synchronous Commit and the
+// acquire would.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	rl.commits.delay = time.Hour
 	lim := WithLimits(PerMinute("tpm", 100))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 50}, nil, lim)
-	require.NoError(t, rl.Close())
+	flushCommits(rl)
 	// The lease of 20 gives 20 back; meanwhile the stored balance was
 	// refilled to 95 (by another writer).
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 20}, Consume{"tpm": -20}, lim)
@@ -91,14 +94,29 @@ func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env.rec.Reset()
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 10}, nil, lim)
 	require.NoError(t, rl.Close())
-	// The combined write was refused (95 − 10 + 20 > 100), the acquire
-	// went alone (85), the refund alone (refused as an ADD, then written
-	// exactly): capped at 100.
-	assert.Equal(t, "UpdateItem!, UpdateItem, UpdateItem!, UpdateItem", env.calls())
+	// The combined write was refused (95 + 20 > 100), the refund went
+	// alone (refused as an ADD, then written exactly: capped at 100), then
+	// the acquire (90).
+	assert.Equal(t, "UpdateItem!, UpdateItem!, UpdateItem, UpdateItem", env.calls())
 	b := env.bucket("e", "api")
-	assert.Equal(t, int64(100_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity")
+	assert.Equal(t, int64(90_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity, then 10 taken")
 	assert.Equal(t, int64(60_000), env.n(b, "b_tpm_tc"), "50 + 20 − 20 + 10")
 	assert.Zero(t, rl.commits.failed.Load())
+}
+
+// flushCommits writes every adjustment queued by background commits, as
+// Close does, and leaves the limiter open.
+func flushCommits(rl *RateLimiter) {
+	c := rl.commits
+	c.mu.Lock()
+	var keys []store.BucketKey
+	for key := range c.pending {
+		keys = append(keys, key)
+	}
+	c.mu.Unlock()
+	for _, key := range keys {
+		c.flush(key)
+	}
 }
 
 // setTokens sets b_{limit}_tk of e's bucket.
@@ -131,7 +149,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
 	_, err := rl.Acquire(context.Background(), "e", "api", Consume{"tpm": 1}, lim)
 	require.ErrorIs(t, err, ErrUnavailable)
-	require.NoError(t, rl.Close())
+	flushCommits(rl)
 	assert.Equal(t, int64(1), rl.commits.failed.Load())
 	assert.Equal(t, int64(500_000+400_000+1_000), env.n(env.bucket("e", "api"), "b_tpm_tc"), "the folded write applied once")
 
