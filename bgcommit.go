@@ -346,7 +346,7 @@ func (c *commits) fail(key store.BucketKey, err error) {
 }
 
 // commitLater implements leaseWriter: with background commit on, it
-// queues writes (a committed lease's adjustments, whole tokens) and
+// queues writes (a committed lease's adjustments) and
 // reports true; off, or once Close started, it does nothing and reports
 // false.
 func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {

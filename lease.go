@@ -25,24 +25,24 @@ import (
 // # Refunds
 //
 // A lease gives back at most what it holds, less what the limit refilled
-// while it held it. Per limit of each bucket the lease holds, held is what
-// the lease has taken so far (the acquire's amount, plus later positive
-// adjustments, less the refunds already given); a refund at time t gives
-// back at most
+// while it held it. Per limit of each bucket the lease holds, in
+// millitokens, held is what the lease has taken so far (the acquire's
+// amount, plus later positive adjustments, less the refunds already given;
+// never below zero), and a refund at time t gives back at most
 //
-//	max(0, held − refill(t − t0))
+//	refundable(t) = max(0, held − floor(refill amount × (t − t0) / refill period))
 //
-// where t0 is the time of the acquire and refill(d) the tokens the limit
-// earns in d (its refill amount × d / its refill period, in millitokens,
-// rounded down), counted in whole tokens (rounded down). A larger refund is
-// cut to it; [Lease.Consumed] reports what was charged. So a lease held for
-// a whole refill period gives nothing back: the tokens it took were
-// replaced by the refill, which others may have taken already, and giving
-// them back would admit more than the capacity plus the refill in that
-// period. The cap applies when the refund is asked for (Adjust, Release)
-// and again when it is written (Commit, Rollback, and the rollback of
-// [RateLimiter.Do]), against what is durable then; on top of it a refund
-// never lifts a bucket above its capacity.
+// where t0 is the time of the acquire: what the limit refilled since (in
+// millitokens, rounded down; saturating). A larger refund is cut to it, and
+// [Lease.Consumed] reports what stays charged. So a lease held for a whole
+// refill period gives nothing back: the tokens it took were replaced by the
+// refill, which others may have taken already, and giving them back too
+// would admit more than the capacity plus the refill in that period. The
+// cap applies when the refund is asked for (Adjust, Release), against what
+// the lease holds with its local changes, and again when it is written
+// (Commit, Rollback, the rollback of [RateLimiter.Do], a background
+// commit), against what is durable then. On top of it a refund never lifts
+// a bucket above its capacity.
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
@@ -57,8 +57,8 @@ type Lease struct {
 type leaseWriter interface {
 	nowMs() int64
 	writeAdjust(ctx context.Context, w store.BucketWrite) error
-	// commitLater queues a committed lease's adjustments (whole tokens)
-	// to be written in the background, and reports whether it did.
+	// commitLater queues a committed lease's adjustments to be written in
+	// the background, and reports whether it did.
 	commitLater(writes []store.BucketWrite) bool
 	// enter starts a call that writes (ErrClosed after Close); exit ends
 	// it.
@@ -72,10 +72,17 @@ type leaseEntry struct {
 	limit Limit
 	// state is the local view of the bucket after this lease's changes.
 	state store.BucketState
-	// consumed is this lease's running total (tokens, never below zero);
-	// initialConsumed is the part that is durable in DynamoDB.
+	// consumed is what the acquire took (tokens); initialConsumed is the
+	// part of it that is durable in DynamoDB (all of it once the acquire
+	// returned). The lease's methods leave them as they are and count
+	// their own changes in deltaMilli and writtenMilli.
 	consumed        int64
 	initialConsumed int64
+	// deltaMilli is the lease's change since the acquire (Consume, Adjust,
+	// Release; millitokens, saturating, refunds cut), and writtenMilli
+	// the part of it that is durable (Commit, Rollback).
+	deltaMilli   int64
+	writtenMilli int64
 	// acquiredMs is the time of the acquire (epoch ms), from which the
 	// limit's refill shrinks what a refund may give back (refundable).
 	acquiredMs int64
@@ -123,29 +130,42 @@ func containsKey(keys []store.BucketKey, k store.BucketKey) bool {
 	return false
 }
 
-// Consumed returns, per limit name, the tokens this lease has taken so far,
-// summed over the entity and (with cascade) its parent: with cascade an
-// acquire of 500 tpm reports 1000. Refunds count as they were cut (see
-// Refunds above): after Commit or Rollback it is what stays charged. Sums
-// saturate at math.MaxInt64. Adjust with the difference between the real
+// Consumed returns, per limit name, the tokens this lease has taken so far
+// (whole tokens, rounded down), summed over the entity and (with cascade)
+// its parent: with cascade an acquire of 500 tpm reports 1000. Refunds
+// count as they were cut (see Refunds above): after Commit or Rollback it
+// is what stays charged. Sums saturate (a limit's amount at
+// math.MaxInt64 millitokens). Adjust with the difference between the real
 // and the estimated amount, not against Consumed.
 func (ls *Lease) Consumed() map[string]int64 {
 	out := make(map[string]int64)
 	for _, e := range ls.entries {
-		out[e.limit.Name] = bucketmath.AddSat(out[e.limit.Name], e.consumed)
+		out[e.limit.Name] = bucketmath.AddSat(out[e.limit.Name], bucketmath.FloorDiv(e.held(), 1000))
 	}
 	return out
 }
 
-// refundable returns the whole tokens a refund at nowMs may give back of
-// held tokens that e's lease took since its acquire: held less the limit's
-// refill since e.acquiredMs (floor(refill amount × elapsed ms / refill
-// period), in millitokens), rounded down to whole tokens, never below zero.
-func (e *leaseEntry) refundable(held, nowMs int64) int64 {
-	if held <= 0 {
+// held is what the lease holds of e's limit, with its local changes
+// (millitokens, in [0, MaxInt64]).
+func (e *leaseEntry) held() int64 {
+	return max(0, bucketmath.AddSat(bucketmath.SatMul(e.consumed, 1000), e.deltaMilli))
+}
+
+// durable is the part of held that is written (millitokens, in [0,
+// MaxInt64]).
+func (e *leaseEntry) durable() int64 {
+	return max(0, bucketmath.AddSat(bucketmath.SatMul(e.initialConsumed, 1000), e.writtenMilli))
+}
+
+// refundable returns the millitokens a refund at nowMs may give back of
+// heldMilli that e's lease took since its acquire: heldMilli less the
+// limit's refill since e.acquiredMs (floor(refill amount × elapsed ms /
+// refill period), in millitokens), never below zero.
+func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
+	if heldMilli <= 0 {
 		return 0
 	}
-	left := bucketmath.Milli(held)
+	left := bucketmath.Int128From(heldMilli)
 	ra, rp := bucketmath.SatMul(e.limit.RefillAmount, 1000), e.limit.RefillPeriod.Milliseconds()
 	if elapsed := bucketmath.AddSat(nowMs, -e.acquiredMs); elapsed > 0 && ra > 0 && rp > 0 {
 		// ra, elapsed < 2^63: the product fits in an Int128.
@@ -156,7 +176,7 @@ func (e *leaseEntry) refundable(held, nowMs int64) int64 {
 	if left.Sign() <= 0 {
 		return 0
 	}
-	return bucketmath.FloorDivMilli(left)
+	return left.Int64Sat()
 }
 
 // stamp sets the acquire time of every entry of the lease.
@@ -327,44 +347,52 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 func (ls *Lease) apply(c Consume, now int64) {
 	for _, e := range ls.entries {
 		amount := c[e.limit.Name]
-		if amount < 0 {
-			amount = -min(-amount, e.refundable(e.consumed, now))
-		}
 		if amount == 0 {
 			continue
 		}
+		milli := bucketmath.SatMul(amount, 1000)
+		if milli < 0 {
+			milli = -min(-milli, e.refundable(e.held(), now))
+			if milli == 0 {
+				continue
+			}
+		}
 		before := e.state.TokensMilli
-		e.state.TokensMilli, e.state.LastRefillMs = forceConsume(e.state, amount, now)
-		if amount < 0 && e.state.TokensMilli > e.state.CapacityMilli {
+		cur, last := bucketmath.RefillExact(e.state.TokensMilli, e.state.LastRefillMs, now, e.state.CapacityMilli, e.state.RefillAmountMilli, e.state.RefillPeriodMs)
+		e.state.TokensMilli, e.state.LastRefillMs = cur.SubSat(bucketmath.Int128From(milli)).Int64Sat(), last
+		if milli < 0 && e.state.TokensMilli > e.state.CapacityMilli {
 			// A refund does not lift the local view above capacity.
 			e.state.TokensMilli = max(before, e.state.CapacityMilli)
 		}
-		e.state.TotalConsumedMilli = bucketmath.AddMilli(e.state.TotalConsumedMilli, amount)
-		e.consumed = bucketmath.AddSat(e.consumed, amount)
+		e.state.TotalConsumedMilli = bucketmath.AddSat(e.state.TotalConsumedMilli, milli)
+		e.deltaMilli = bucketmath.AddSat(e.deltaMilli, milli)
 	}
 }
 
-// commitDelta is what Commit at now writes for e: the change since the
-// last write, a refund cut to what the durable part may give back.
+// commitDelta is what Commit at now writes for e (millitokens): the change
+// since the last write, a refund cut to what the durable part may give
+// back.
 func (e *leaseEntry) commitDelta(now int64) int64 {
-	d := e.consumed - e.initialConsumed // both within [0, MaxInt64]: no overflow
+	held, durable := e.held(), e.durable()
+	d := held - durable // both in [0, MaxInt64]: no overflow
 	if d < 0 {
-		d = -min(-d, e.refundable(e.initialConsumed, now))
+		d = -min(-d, e.refundable(durable, now))
 	}
 	return d
 }
 
-// rollbackDelta is what Rollback at now writes for e: the durable part,
-// negated, cut to what it may give back.
+// rollbackDelta is what Rollback at now writes for e (millitokens): the
+// durable part, negated, cut to what it may give back.
 func (e *leaseEntry) rollbackDelta(now int64) int64 {
-	return -e.refundable(e.initialConsumed, now)
+	return -e.refundable(e.durable(), now)
 }
 
-// written records that d, a commit's or rollback's delta for e, is
-// durable: the lease now holds (and reports) the durable part.
+// written records that d (millitokens), a commit's or rollback's delta
+// for e, is durable: the lease now holds (and reports) the durable part.
 func (e *leaseEntry) written(d int64) {
-	e.initialConsumed = bucketmath.AddSat(e.initialConsumed, d)
-	e.consumed = e.initialConsumed
+	e.writtenMilli = bucketmath.AddSat(e.writtenMilli, d)
+	// held() == durable() from now on.
+	e.deltaMilli = bucketmath.AddSat(bucketmath.SatMul(e.initialConsumed-e.consumed, 1000), e.writtenMilli)
 }
 
 // Commit writes the lease's changes since Acquire (one unconditional ADD per
@@ -390,7 +418,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		return nil
 	}
 	now := ls.rl.nowMs()
-	if writes, ok := ls.laterWrites(now); ok && ls.rl.commitLater(writes) {
+	if ls.rl.commitLater(ls.laterWrites(now)) {
 		for _, e := range ls.entries {
 			e.written(e.commitDelta(now))
 		}
@@ -408,6 +436,9 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		delta := func(e *leaseEntry) int64 { return e.commitDelta(now) }
 		w := adjustWrite(key, now, entries, delta)
 		if len(w.Limits) == 0 {
+			for _, e := range entries {
+				e.written(0) // a refund cut to nothing
+			}
 			continue
 		}
 		if cancel == nil {
@@ -430,7 +461,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 // Commit must write.
 func (ls *Lease) changed() bool {
 	for _, e := range ls.entries {
-		if e.consumed != e.initialConsumed {
+		if e.held() != e.durable() {
 			return true
 		}
 	}
@@ -438,21 +469,16 @@ func (ls *Lease) changed() bool {
 }
 
 // laterWrites returns the adjustments Commit writes at now, for a
-// background commit; ok is false when one is not in whole tokens (a
-// saturated amount), which only a synchronous Commit writes.
-func (ls *Lease) laterWrites(now int64) (writes []store.BucketWrite, ok bool) {
+// background commit.
+func (ls *Lease) laterWrites(now int64) []store.BucketWrite {
+	var writes []store.BucketWrite
 	for _, key := range ls.keys() {
 		w := adjustWrite(key, now, ls.entriesOf(key), func(e *leaseEntry) int64 { return e.commitDelta(now) })
-		for _, lw := range w.Limits {
-			if lw.ConsumedMilli%1000 != 0 {
-				return nil, false
-			}
-		}
 		if len(w.Limits) > 0 {
 			writes = append(writes, w)
 		}
 	}
-	return writes, true
+	return writes
 }
 
 // Rollback gives back what the lease has made durable (one unconditional
@@ -515,13 +541,13 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// adjustWrite builds the unconditional ADD of delta(e) tokens for entries
-// at nowMs, with each limit's capacity as the hint for refunds.
+// adjustWrite builds the unconditional ADD of delta(e) millitokens for
+// entries at nowMs, with each limit's capacity as the hint for refunds.
 func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta func(*leaseEntry) int64) store.BucketWrite {
 	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
+			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: d, CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
 	return w
