@@ -244,6 +244,14 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs store.BatchStore, 
 	for i, it := range items {
 		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
 	}
+	if rl.store.pending != nil {
+		// Background commits of these items are written first.
+		for _, r := range reqs {
+			if err := rl.store.settle(ctx, r.Key); err != nil {
+				return nil, nil, false, err
+			}
+		}
+	}
 	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]store.SpeculativeResult, error) {
 		return bs.SpeculativeConsumeAll(ctx, reqs)
 	}, func(results []store.SpeculativeResult, err error) {
