@@ -24,7 +24,7 @@ import (
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
 // returns a no-op lease; a refusal for want of permission is an
 // *[AccessDeniedError] in either mode. Context cancellation is returned as
-// is.
+// is. After [RateLimiter.Close] it returns [ErrClosed].
 func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
 	m := rl.obs.metrics
 	var start time.Time
@@ -56,8 +56,14 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err := validateAmounts(consume, false); err != nil {
 		return nil, err
 	}
+	if err := rl.enter(); err != nil {
+		return nil, err
+	}
+	defer rl.exit()
+	start := rl.nowMs()
 	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
 	if err == nil {
+		lease.stamp(start)
 		return lease, nil
 	}
 	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
@@ -79,7 +85,8 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When
 // fn returns an error or panics, the acquire is rolled back (and the panic
-// re-raised). The error is fn's, or the acquire's or commit's.
+// re-raised), giving back what [Lease.Rollback] may. The error is fn's, or
+// the acquire's or commit's.
 func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
 	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
 	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
@@ -143,6 +150,10 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
+	if err := rl.enter(); err != nil {
+		return nil, err
+	}
+	defer rl.exit()
 	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
 	if err != nil {
 		return nil, err
@@ -173,6 +184,10 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
+	if err := rl.enter(); err != nil {
+		return 0, err
+	}
+	defer rl.exit()
 	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
 	if err != nil {
 		return 0, err
@@ -226,9 +241,10 @@ const (
 //   - the *[RateLimitExceededError] itself when the request can never fit:
 //     a violated limit's capacity is smaller than the amount requested, or
 //     the limit does not refill;
-//   - every other error of Acquire (validation, unavailable in block mode)
-//     as Acquire returns it. In allow mode an unavailable backend gives a
-//     no-op lease, as with Acquire.
+//   - every other error of Acquire (validation, unavailable in block mode,
+//     [ErrClosed]) as Acquire returns it. In allow mode an unavailable
+//     backend gives a no-op lease, as with Acquire. [RateLimiter.Close]
+//     wakes a sleeping Wait, which returns [ErrClosed].
 //
 // Fairness and jitter: Wait is not a queue. Waiters on one bucket retry
 // independently when their computed time comes, and whichever Acquire
@@ -268,10 +284,23 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 				slog.String("limit", rle.Primary.LimitName), slog.Duration("retry_after", rle.RetryAfter),
 				slog.Duration("sleep", d))
 		}
-		if err := rl.sleep(ctx, d); err != nil {
+		if err := rl.sleepUnlessClosed(ctx, d); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// sleepUnlessClosed is rl.sleep, cut short by Close with ErrClosed.
+func (rl *RateLimiter) sleepUnlessClosed(ctx context.Context, d time.Duration) error {
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(rl.gate.life, cancel)
+	err := rl.sleep(sctx, d)
+	stop()
+	cancel()
+	if rl.gate.life.Err() != nil && ctx.Err() == nil {
+		return ErrClosed
+	}
+	return err
 }
 
 // waitDuration is the sleep before the next attempt of Wait: retryAfter

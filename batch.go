@@ -86,7 +86,15 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			}
 		}
 	}
+	if err := rl.enter(); err != nil {
+		return nil, nil, err
+	}
+	defer rl.exit()
+	start := rl.nowMs()
 	lease, statuses, err := rl.acquireAll(ctx, reqs, o)
+	if err == nil {
+		lease.stamp(start)
+	}
 	if err == nil || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
 		return lease, statuses, err
 	}
@@ -236,6 +244,14 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, bs store.BatchStore, 
 	reqs := make([]store.SpeculativeRequest, len(items))
 	for i, it := range items {
 		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+	}
+	if rl.store.pending != nil {
+		// Background commits of these items are written first.
+		for _, r := range reqs {
+			if err := rl.store.settle(ctx, r.Key); err != nil {
+				return nil, nil, false, err
+			}
+		}
 	}
 	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]store.SpeculativeResult, error) {
 		return bs.SpeculativeConsumeAll(ctx, reqs)

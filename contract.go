@@ -35,14 +35,17 @@ type storeOps struct {
 	// folder is the repository's speculative write with a pending
 	// adjustment folded in (the DynamoDB repository's); nil: none.
 	folder adjustFolder
-	// pending holds the background commits waiting for a write of their
-	// item (WithBackgroundCommit); nil when they are off or there is no
-	// folder.
+	// pending holds the background commits waiting to be written before
+	// the next read or write of their item (WithBackgroundCommit); nil
+	// when they are off.
 	pending commitQueue
 }
 
-// adjustFolder writes a speculative consume and a pending adjustment of
-// the same item in one write.
+// adjustFolder writes a pending adjustment and a speculative consume of the
+// same item in one write, exactly as the adjustment followed by the
+// consume would: when that write is refused (foldNotApplied), nothing was
+// written and the result says nothing; the caller then writes the
+// adjustment, then the consume.
 type adjustFolder interface {
 	speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error)
 }
@@ -57,14 +60,14 @@ const (
 	foldUnknown                       // the write failed without an answer: it may have applied
 )
 
-// commitQueue is where adjustments wait to be folded into the next
-// speculative write of their item: take removes the one of key, requeue
-// puts back one whose write did not apply it, lost reports one whose write
-// failed without an answer.
+// commitQueue holds the adjustments of background commits until they are
+// written. settle writes those waiting for key before the caller reads or
+// writes it (the caller leaves when ctx ends, the writes go on);
+// speculativeConsume writes req after those waiting for its item (handled
+// is false when none wait, and the caller writes req).
 type commitQueue interface {
-	take(key store.BucketKey) (store.BucketWrite, bool)
-	requeue(w store.BucketWrite)
-	lost(w store.BucketWrite, err error)
+	settle(ctx context.Context, key store.BucketKey) error
+	speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (res store.SpeculativeResult, handled bool, err error)
 }
 
 func newStoreOps(repo Repository, m Metrics) storeOps {
@@ -97,7 +100,22 @@ func (s *storeOps) loadConfigs(ctx context.Context, keys []store.ConfigKey) (map
 	return out, err
 }
 
+// settle writes the background commits waiting for keys first.
+func (s *storeOps) settle(ctx context.Context, keys ...store.BucketKey) error {
+	for _, key := range keys {
+		if err := s.pending.settle(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
+	if s.pending != nil {
+		if err := s.settle(ctx, keys...); err != nil {
+			return nil, nil, err
+		}
+	}
 	start := s.begin()
 	metas, buckets, err := s.repo.LoadBuckets(ctx, entityIDs, keys)
 	s.done(ctx, store.StoreLoadBuckets, start, err)
@@ -105,6 +123,11 @@ func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []s
 }
 
 func (s *storeOps) getBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+	if s.pending != nil {
+		if err := s.settle(ctx, key); err != nil {
+			return nil, err
+		}
+	}
 	start := s.begin()
 	b, err := s.repo.GetBucket(ctx, key)
 	s.done(ctx, store.StoreGetBucket, start, err)
@@ -112,6 +135,18 @@ func (s *storeOps) getBucket(ctx context.Context, key store.BucketKey) (*store.B
 }
 
 func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite) error {
+	if s.pending != nil {
+		for _, w := range writes {
+			if err := s.settle(ctx, w.Key); err != nil {
+				return err
+			}
+		}
+	}
+	return s.writeOnly(ctx, writes)
+}
+
+// writeOnly is writeBuckets without settling background commits first.
+func (s *storeOps) writeOnly(ctx context.Context, writes []store.BucketWrite) error {
 	start := s.begin()
 	err := s.repo.WriteBuckets(ctx, writes)
 	s.done(ctx, store.StoreWriteBuckets, start, err)
@@ -120,23 +155,27 @@ func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite)
 
 func (s *storeOps) speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	if s.pending != nil {
-		if adj, ok := s.pending.take(req.Key); ok {
-			start := s.begin()
-			res, outcome, err := s.folder.speculativeConsumeAdjust(ctx, req, adj)
-			s.done(ctx, store.StoreSpeculativeConsume, start, err)
-			switch outcome {
-			case foldNotApplied:
-				s.pending.requeue(adj)
-			case foldUnknown:
-				s.pending.lost(adj, err)
-			}
+		if res, handled, err := s.pending.speculativeConsume(ctx, req); handled {
 			return res, err
 		}
 	}
+	return s.consumeOnly(ctx, req)
+}
+
+// consumeOnly is speculativeConsume without background commits.
+func (s *storeOps) consumeOnly(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	start := s.begin()
 	res, err := s.spec.SpeculativeConsume(ctx, req)
 	s.done(ctx, store.StoreSpeculativeConsume, start, err)
 	return res, err
+}
+
+// fold is the folder's write of req with adj folded in.
+func (s *storeOps) fold(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+	start := s.begin()
+	res, outcome, err := s.folder.speculativeConsumeAdjust(ctx, req, adj)
+	s.done(ctx, store.StoreSpeculativeConsume, start, err)
+	return res, outcome, err
 }
 
 func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
@@ -163,15 +202,20 @@ const refundTimeout = 10 * time.Second
 // (its stack is the warmest). A sweep every workerIdle, armed while any is
 // parked, tells those that stayed parked for a whole period to exit, so a
 // goroutine idles between one and two periods; parking itself starts no
-// timer. Close waits for the work (wg), then tells the parked goroutines
-// to exit, and waits for them and the sweep.
+// timer. Close waits for the work (work reaching zero), then tells the
+// parked goroutines to exit, and waits for them and the sweep. Work is
+// counted under mu, not with a sync.WaitGroup, so that work handed over
+// while Close waits (a give-back started by a write Close waits for) is
+// waited for too, and work handed over after Close ended runs on the
+// caller's goroutine: no goroutine of the limiter outlives Close.
 type background struct {
-	wg sync.WaitGroup // work handed to Go and not ended
-
-	mu     sync.Mutex // guards idle, period and sweep
-	idle   []*worker  // parked goroutines, in the order they parked
-	period uint64     // sweeps so far
-	sweep  *sweep     // the armed sweep; nil when none is
+	mu     sync.Mutex    // guards work, closed, idle, period and sweep
+	work   int           // work handed to Go (or held with hold) and not ended
+	workCh chan struct{} // closed when work drops to zero while wait waits; nil otherwise
+	closed bool          // wait has ended: Go runs f inline
+	idle   []*worker     // parked goroutines, in the order they parked
+	period uint64        // sweeps so far
+	sweep  *sweep        // the armed sweep; nil when none is
 
 	running sync.WaitGroup // goroutines alive, and the armed sweep
 }
@@ -190,10 +234,16 @@ type sweep struct{ t *time.Timer }
 // workerIdle is the period of the sweep of parked goroutines.
 const workerIdle = time.Second
 
-// Go runs f in a goroutine of b.
+// Go runs f in a goroutine of b (on the caller's goroutine once b's wait
+// has ended).
 func (b *background) Go(f func()) {
-	b.wg.Add(1)
 	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		f()
+		return
+	}
+	b.work++
 	if n := len(b.idle); n > 0 {
 		w := b.idle[n-1]
 		b.idle[n-1] = nil
@@ -207,13 +257,40 @@ func (b *background) Go(f func()) {
 	go b.loop(&worker{next: make(chan func(), 1)}, f)
 }
 
+// hold counts work that runs outside Go (a timer's function) until
+// release; it reports false, counting nothing, once b's wait has ended.
+func (b *background) hold() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.work++
+	return true
+}
+
+// release ends work counted by hold; b.mu must not be held.
+func (b *background) release() {
+	b.mu.Lock()
+	b.releaseLocked()
+	b.mu.Unlock()
+}
+
+func (b *background) releaseLocked() {
+	b.work--
+	if b.work == 0 && b.workCh != nil {
+		close(b.workCh)
+		b.workCh = nil
+	}
+}
+
 // loop runs f, then what Go hands w, until w is told to exit.
 func (b *background) loop(w *worker, f func()) {
 	defer b.running.Done()
 	for f != nil {
 		f()
-		// Parked before the work is marked done, so that Close, once the
-		// work is done, finds every goroutine parked.
+		// Parked as the work is marked done, so that wait, once the work
+		// is done, finds every goroutine parked.
 		b.mu.Lock()
 		w.period = b.period
 		b.idle = append(b.idle, w)
@@ -223,8 +300,8 @@ func (b *background) loop(w *worker, f func()) {
 			sw.t = time.AfterFunc(workerIdle, func() { b.sweepIdle(sw) })
 			b.sweep = sw
 		}
+		b.releaseLocked()
 		b.mu.Unlock()
-		b.wg.Done()
 		f = <-w.next
 	}
 }
@@ -255,10 +332,18 @@ func (b *background) sweepIdle(sw *sweep) {
 }
 
 // wait waits until the work handed to Go has ended and every goroutine of
-// b has exited.
+// b has exited; work handed to Go afterwards runs inline. It is called
+// once, by Close.
 func (b *background) wait() {
-	b.wg.Wait()
 	b.mu.Lock()
+	for b.work > 0 {
+		ch := make(chan struct{})
+		b.workCh = ch
+		b.mu.Unlock()
+		<-ch
+		b.mu.Lock()
+	}
+	b.closed = true
 	for _, w := range b.idle {
 		w.next <- nil
 	}

@@ -21,6 +21,10 @@ var (
 	ErrRateLimited = errors.New("limiter: rate limit exceeded")
 	// ErrLeaseDone is returned by every Lease method after Commit or Rollback.
 	ErrLeaseDone = errors.New("limiter: lease already committed or rolled back")
+	// ErrClosed is returned by every call of a [RateLimiter] that reads or
+	// writes the store (and by Lease.Commit and Lease.Rollback) once
+	// [RateLimiter.Close] started.
+	ErrClosed = errors.New("limiter: closed")
 	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
 	// be reached or answered with an error.
 	ErrUnavailable = store.ErrUnavailable

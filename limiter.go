@@ -7,6 +7,8 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -82,6 +84,57 @@ type RateLimiter struct {
 	backgroundCommit bool
 	commits          *commits        // nil when background commit is off
 	olc              *overLimitCache // nil when the over-limit cache is off
+
+	gate closeGate // the calls in progress, and Close
+}
+
+// closeGate counts the calls of the limiter in progress and refuses new
+// ones once Close started.
+type closeGate struct {
+	// state is the number of calls in progress, plus gateClosed once
+	// Close started.
+	state atomic.Int64
+	// life ends when Close starts: it wakes Wait's sleeps.
+	life     context.Context
+	stopLife context.CancelFunc
+	// drained is closed once Close started and no call is in progress.
+	drained   chan struct{}
+	drainOnce sync.Once
+	closeOnce sync.Once
+	// closed is closed when Close has ended.
+	closed chan struct{}
+}
+
+// gateClosed is added to closeGate.state by Close: far above any number
+// of calls in progress.
+const gateClosed = 1 << 62
+
+// closeWait bounds how long Close waits for the calls in progress: each
+// store call of a call is bounded by its caller's context, its writes by
+// refundTimeout.
+const closeWait = 2 * refundTimeout
+
+func (g *closeGate) init() {
+	g.life, g.stopLife = context.WithCancel(context.Background())
+	g.drained = make(chan struct{})
+	g.closed = make(chan struct{})
+}
+
+// enter starts a call of the limiter: ErrClosed once Close started;
+// otherwise the caller calls exit when the call ends.
+func (rl *RateLimiter) enter() error {
+	if rl.gate.state.Add(1) >= gateClosed {
+		rl.exit()
+		return ErrClosed
+	}
+	return nil
+}
+
+// exit ends a call started by enter.
+func (rl *RateLimiter) exit() {
+	if rl.gate.state.Add(-1) == gateClosed {
+		rl.gate.drainOnce.Do(func() { close(rl.gate.drained) })
+	}
 }
 
 // Defaults of the limiter's options.
@@ -177,6 +230,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	}
 	rl.initCaches()
 	rl.initHotKeys()
+	rl.gate.init()
 	return rl
 }
 
@@ -224,18 +278,44 @@ func WithMetrics(m Metrics) Option {
 	return func(rl *RateLimiter) { rl.obs.metrics = m }
 }
 
-// Close waits until every write the limiter still runs for callers that
-// gave up has ended (each within 10 s) and its tokens were given back, and
-// writes the adjustments queued by background commits
-// ([WithBackgroundCommit]) and waits for them.
-// Call it when the limiter is no longer used: after it returns, no
-// goroutine of the limiter runs. Acquires after Close start new writes
-// that Close did not wait for.
+// Close shuts the limiter down. It is safe to call while other goroutines
+// use the limiter, and more than once (a later call waits for the first
+// and returns nil). From the moment it starts, every new call that reads
+// or writes buckets or stored settings (Acquire, AcquireAll, Wait, Do,
+// Available, TimeUntilAvailable, Lease.Commit, Lease.Rollback,
+// LowerTokens, Reset and the administrative writes) fails with
+// [ErrClosed] and writes nothing, and a Wait sleeping for a refill wakes
+// with it. Close then waits for the calls in progress to end (each store
+// call is bounded by its caller's context, each write by 10 s; Close waits
+// for them at most 20 s), writes the adjustments queued by background
+// commits ([WithBackgroundCommit]), and waits until every write the
+// limiter still runs for callers that gave up has ended (each within
+// 10 s) and its tokens were given back. After it returns, no goroutine of
+// the limiter runs. A lease acquired before Close can no longer be
+// committed or rolled back: its acquire stays charged.
 func (rl *RateLimiter) Close() error {
+	g := &rl.gate
+	first := false
+	g.closeOnce.Do(func() { first = true })
+	if !first {
+		<-g.closed
+		return nil
+	}
+	g.stopLife()
+	if g.state.Add(gateClosed) == gateClosed {
+		g.drainOnce.Do(func() { close(g.drained) })
+	}
+	t := time.NewTimer(closeWait)
+	select {
+	case <-g.drained:
+	case <-t.C:
+	}
+	t.Stop()
 	if rl.commits != nil {
-		rl.commits.flushAll()
+		rl.commits.close()
 	}
 	rl.bg.wait()
+	close(g.closed)
 	return nil
 }
 
@@ -338,9 +418,7 @@ func (rl *RateLimiter) initHotKeys() {
 	}
 	if rl.backgroundCommit {
 		rl.commits = newCommits(rl)
-		if rl.store.folder != nil {
-			rl.store.pending = rl.commits
-		}
+		rl.store.pending = rl.commits
 	}
 	if rl.overLimitMaxWait > 0 {
 		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)

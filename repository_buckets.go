@@ -484,21 +484,19 @@ func (r *DynamoDBRepository) serialItemWrites() {}
 
 // speculativeConsumeAdjust is SpeculativeConsume with adj, a pending
 // adjustment of the same item (a committed lease's, whole tokens), folded
-// into the same UpdateItem: one write for both. The acquire's condition
-// holds for the balance after the adjustment (as if it had been written
-// first), a refund is conditioned on fitting under the capacity as an
-// adjustment alone is, and both ADDs go into one per limit. When the write
-// is refused but the acquire alone would not have been (the adjustment's
-// own condition refused it), the acquire is written alone. The adjustment
-// is then not applied, and the caller writes it on its own.
+// into the same UpdateItem: one write for both, exactly as adj followed by
+// the acquire. The acquire's condition holds for the balance after the
+// adjustment, a refund is conditioned on fitting under the capacity before
+// the acquire takes its amount (as an adjustment alone is), and both ADDs
+// go into one per limit. When the write is refused, nothing was written:
+// the caller writes the adjustment alone, then the acquire.
 func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+	res := store.SpeculativeResult{Key: req.Key}
 	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj)
 	if in == nil {
-		res, err := r.SpeculativeConsume(ctx, req)
-		return res, foldNotApplied, err
+		return res, foldNotApplied, nil
 	}
 	out, err := r.client.UpdateItem(ctx, in, writeOptions)
-	res := store.SpeculativeResult{Key: req.Key}
 	if err == nil {
 		b, err := bucketFromDynamoDB(out.Attributes)
 		if err != nil {
@@ -511,19 +509,7 @@ func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req s
 	if !errors.As(err, &ccf) {
 		return res, foldUnknown, wrapErr("speculative write", err)
 	}
-	if len(ccf.Item) == 0 {
-		res.Reason = store.RefusedBucketMissing
-		return res, foldNotApplied, nil
-	}
-	b, err := bucketFromDynamoDB(ccf.Item)
-	if err != nil {
-		return res, foldNotApplied, err
-	}
-	if specRefusal(b, req.Consume, req.Limits, req.NowMs) == store.RefusedNone {
-		res, err := r.SpeculativeConsume(ctx, req)
-		return res, foldNotApplied, err
-	}
-	return refusedResult(req.Key, b, classifySpecFailure(b, req), req.NowMs), foldNotApplied, nil
+	return res, foldNotApplied, nil
 }
 
 // buildSpeculativeFold is buildSpeculativeUpdate with the adjustment adj
@@ -570,10 +556,11 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 		case d.milli > 0:
 			conds = append(conds, "attribute_exists("+b.name(bucketAttr(name, fieldCapacity))+")")
 		case d.milli < 0:
-			// The refund fits under the capacity once the acquire took
-			// its amount: tk − a + refund ≤ capacity.
+			// The refund fits under the capacity before the acquire takes
+			// its amount, as it would written first: tk + refund ≤
+			// capacity.
 			conds = append(conds, b.name(bucketAttr(name, fieldCapacity))+" = "+b.n(d.capMilli),
-				tk+" <= "+b.n(bucketmath.AddSat(bucketmath.AddSat(d.capMilli, d.milli), a)))
+				tk+" <= "+b.n(bucketmath.AddSat(d.capMilli, d.milli)))
 		}
 		if total := bucketmath.AddSat(a, d.milli); total != 0 {
 			add = append(add, tk+" "+b.n(-total), b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(total))

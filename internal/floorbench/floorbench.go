@@ -253,10 +253,18 @@ func (b *bench) refillWCU(ctx context.Context, inputs ...*dynamodb.UpdateItemInp
 // contenders returns the contenders of the run, the floors first.
 func (b *bench) contenders() []contender {
 	rl := limiter.New(b.repo)
-	bg := limiter.New(b.repo, limiter.WithBackgroundCommit(true))
-	acquireCommit := func(rl *limiter.RateLimiter, kind string, adj bool) op {
+	// The background-commit limiter is closed at the end of each phase,
+	// which writes what it queued; the next phase gets a new one.
+	newBG := func() *limiter.RateLimiter { return limiter.New(b.repo, limiter.WithBackgroundCommit(true)) }
+	bg := newBG()
+	closeBG := func() error {
+		err := bg.Close()
+		bg = newBG()
+		return err
+	}
+	acquireCommit := func(pick func() *limiter.RateLimiter, kind string, adj bool) op {
 		return func(ctx context.Context, w int) error {
-			l, err := rl.Acquire(ctx, entity(kind, w), resource, consume, limits)
+			l, err := pick().Acquire(ctx, entity(kind, w), resource, consume, limits)
 			if err != nil {
 				return err
 			}
@@ -275,9 +283,9 @@ func (b *bench) contenders() []contender {
 		}, before: func(ctx context.Context, workers int) error {
 			return b.refillWCU(ctx, b.replay[:workers]...)
 		}},
-		{name: "acquire+commit", floor: "replay", run: acquireCommit(rl, "commit", false)},
-		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(rl, "adjust", true)},
-		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(bg, "adjust-bg", true), after: bg.Close},
+		{name: "acquire+commit", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "commit", false)},
+		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "adjust", true)},
+		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return bg }, "adjust-bg", true), after: closeBG},
 		{name: "replay-pair", floor: "replay-pair", run: func(ctx context.Context, w int) error {
 			var wg sync.WaitGroup
 			var perr error
@@ -293,7 +301,7 @@ func (b *bench) contenders() []contender {
 			}
 			return nil
 		}},
-		{name: "cascade", floor: "replay-pair", run: acquireCommit(rl, "cascade", false)},
+		{name: "cascade", floor: "replay-pair", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "cascade", false)},
 	}
 	if b.cfg.only == nil {
 		return out
