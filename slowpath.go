@@ -36,39 +36,114 @@ func (g entityGroup) key() store.BucketKey {
 	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
 }
 
-// maxRereads bounds how often the read-then-write path reads again after
-// losing the refill lock while it was changing a limit's parameters.
+// Lost races on the read-then-write path.
+//
+// An attempt reads the items, decides on what it read, and writes under
+// the refill-timestamp lock. When another writer changed an item in
+// between, the lock is lost and the retry write follows (consume without
+// refilling, guarded by the stored balances). When that is refused too —
+// another writer took the balance the read showed, or created or removed an
+// item meanwhile — the attempt lost a race: nothing was written, and what
+// it read is stale, so it says nothing about a shortage. The acquire then
+// waits a jittered backoff and reads and decides again, up to
+// maxRaceAttempts attempts within its context's deadline. Only a decision
+// on what was read refuses for want of tokens, with the Retry-After that
+// read gives. An acquire that loses every attempt (or whose deadline comes
+// first) is refused with the next backoff as its Retry-After: the items are
+// too contended to serve it now.
+
+// maxRaceAttempts bounds the attempts of one read-then-write acquire whose
+// writes keep losing races to other writers.
+const maxRaceAttempts = 8
+
+// The backoff before attempt n+1 after attempt n lost a race: a random
+// duration in [d/2, d], d = raceBackoffBase·2ⁿ, at most raceBackoffMax.
+const (
+	raceBackoffBase = 5 * time.Millisecond
+	raceBackoffMax  = 160 * time.Millisecond
+)
+
+// maxRereads bounds how often an administrative write (a sync of stored
+// limits, a lowered capacity) reads its bucket again after another writer
+// changed it.
 const maxRereads = 3
 
-// errReread asks slowAcquire to read the buckets again.
-var errReread = errors.New("limiter: bucket changed during a limit change")
+// errReread reports that an attempt lost the race for its items (or found
+// a limit changed under it while changing it): read them again.
+var errReread = errors.New("limiter: bucket items changed between the read and the write")
+
+// raceBackoff is the jittered wait after attempt n (0-based) lost a race.
+func (rl *RateLimiter) raceBackoff(n int) time.Duration {
+	d := min(raceBackoffBase<<min(n, 16), raceBackoffMax)
+	half := d / 2
+	return half + time.Duration(rl.intN(int(half/time.Microsecond)+1))*time.Microsecond
+}
+
+// afterLostRace is called when attempt n (0-based) lost a race. It waits
+// the backoff and reports true when another attempt may follow; false
+// with the backoff as wait when the attempts are spent or ctx's deadline
+// comes before the backoff ends; ctx's error when it ended during the wait.
+func (rl *RateLimiter) afterLostRace(ctx context.Context, n int) (again bool, wait time.Duration, err error) {
+	wait = rl.raceBackoff(n)
+	if n+1 >= maxRaceAttempts {
+		return false, wait, nil
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+		return false, wait, nil
+	}
+	if err := rl.sleep(ctx, wait); err != nil {
+		return false, wait, err
+	}
+	return true, wait, nil
+}
+
+// contendedStatuses are the statuses of an acquire that lost every race
+// for its items, from its last attempt's: every limit it asked for is
+// marked exceeded, none with a Retry-After below wait.
+func contendedStatuses(statuses []LimitStatus, wait time.Duration) []LimitStatus {
+	out := make([]LimitStatus, len(statuses))
+	for i, st := range statuses {
+		if st.Requested > 0 {
+			st.Exceeded = true
+			st.RetryAfter = max(st.RetryAfter, wait)
+		}
+		out[i] = st
+	}
+	return out
+}
 
 // slowAcquire is the read-then-write path: read the entity records and the
 // buckets in one round trip, refill and consume locally (applying any limit
-// change), and write the result under the refill-timestamp lock.
+// change), and write the result under the refill-timestamp lock; read and
+// decide again after a lost race.
 func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	for attempt := 0; ; attempt++ {
-		lease, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		lease, statuses, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
 		if !errors.Is(err, errReread) {
 			return lease, err
 		}
-		if attempt+1 >= maxRereads {
-			return nil, fmt.Errorf("acquire %s/%s: %w", entityID, resource, err)
+		again, wait, err := rl.afterLostRace(ctx, attempt)
+		if err != nil {
+			return nil, err
+		}
+		if !again {
+			return nil, newRateLimitExceededError(contendedStatuses(statuses, wait))
 		}
 	}
 }
 
-// slowAttempt is one read and write of slowAcquire.
-func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+// slowAttempt is one read and write of slowAcquire. It returns the
+// statuses it decided on with errReread.
+func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, []LimitStatus, error) {
 	groups, err := rl.readGroups(ctx, entityID, resource)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	groups[0].limits, groups[0].source = child.limits, child.source
 	if len(groups) > 1 {
 		parent := &groups[1]
 		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -84,14 +159,14 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	}
 	if exceeded {
 		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, newRateLimitExceededError(statuses)
+		return nil, nil, newRateLimitExceededError(statuses)
 	}
 	if err := rl.commitInitial(ctx, lease, groups); err != nil {
-		return nil, err
+		return nil, statuses, err
 	}
-	return lease, nil
+	return lease, nil, nil
 }
 
 // storeLimitChange writes the new parameters of a limit change found by a
@@ -112,7 +187,7 @@ func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, group
 		return nil
 	}
 	err := rl.commitInitial(ctx, lease, groups)
-	if errors.Is(err, errReread) || errors.Is(err, ErrRateLimited) {
+	if errors.Is(err, errReread) {
 		return nil // someone else wrote first; the next acquire sees it
 	}
 	return err
@@ -241,8 +316,10 @@ func (rl *RateLimiter) ttlFor(g entityGroup) (store.TTLMode, int64) {
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter:
-// before the call the lease guards): a create or a normal write per group, atomically when
-// there are two; the retry path when the optimistic lock was lost.
+// before the call the lease guards): a create or a normal write per group,
+// atomically when there are two; the retry path when the optimistic lock
+// was lost. It returns errReread when the attempt lost the race (nothing
+// was written).
 func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	if len(lease.entries) == 0 {
 		return nil // an empty limit list checks and writes nothing
@@ -306,8 +383,10 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	return nil
 }
 
-// retryInitial is the retry path after a lost optimistic lock:
-// consume without refilling, guarded by tk >= consumed.
+// retryInitial is the retry path after a lost optimistic lock: consume
+// without refilling, guarded by tk >= consumed (and by the items
+// existing). When that is refused too, the attempt lost the race:
+// errReread.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
 	var writes []store.BucketWrite
@@ -331,7 +410,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 	}
 	err := rl.writeWithConflictRetry(ctx, writes, lease)
 	if errors.Is(err, store.ErrConditionFailed) {
-		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
+		return errReread
 	}
 	return err
 }
@@ -376,26 +455,6 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 		}
 		rl.giveBack(w.Key, give, limits)
 	}
-}
-
-// retryFailureStatuses reports a failed retry write as the original does:
-// every consuming entry is exceeded.
-func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
-	out := make([]LimitStatus, 0, len(entries))
-	for _, e := range entries {
-		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
-		out = append(out, LimitStatus{
-			EntityID:   e.key.EntityID,
-			Resource:   e.key.Resource,
-			LimitName:  e.limit.Name,
-			Limit:      e.limit,
-			Available:  bucketmath.FloorDiv(e.state.TokensMilli, 1000),
-			Requested:  e.consumed,
-			Exceeded:   e.consumed > 0,
-			RetryAfter: bucketmath.RetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
-		})
-	}
-	return out
 }
 
 // specConsume is the speculative write of the fast path, through group

@@ -94,6 +94,10 @@ type contender struct {
 	// after runs at the end of each of its phases, timed (it waits for
 	// what the phase left in the background).
 	after func() error
+	// goroutines, when set, is the contender's own concurrency: it runs
+	// only in the rounds of the second concurrency, with this many
+	// goroutines instead (see hot.go).
+	goroutines int
 }
 
 // sample is one phase of one contender: n operations by some goroutines.
@@ -226,6 +230,9 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 		}
 		b.pair = append(b.pair, [2]*dynamodb.UpdateItemInput{in[0], in[1]})
 	}
+	if err := b.setupHot(ctx, crl); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -295,6 +302,7 @@ func (b *bench) contenders() []contender {
 		}},
 		{name: "cascade", floor: "replay-pair", run: acquireCommit(rl, "cascade", false)},
 	}
+	out = append(out, b.hotContenders()...)
 	if b.cfg.only == nil {
 		return out
 	}
@@ -409,7 +417,11 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 	for _, c := range cs {
 		if cfg.warmup > 0 {
 			progress(fmt.Sprintf("warm-up: %s", c.name))
-			if _, err := b.phase(ctx, c, max(cfg.conc, 1), cfg.warmup); err != nil {
+			workers := max(cfg.conc, 1)
+			if c.goroutines > 0 {
+				workers = c.goroutines
+			}
+			if _, err := b.phase(ctx, c, workers, max(cfg.warmup, workers)); err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
@@ -420,14 +432,21 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 			if conc > 1 {
 				n = cfg.opsConc
 			}
-			if res.samples[conc] == nil {
-				res.samples[conc] = map[string][]sample{}
-			}
 			for i := range cs {
 				c := cs[(i+r)%len(cs)]
-				s, err := b.phase(ctx, c, conc, n)
+				workers := conc
+				if c.goroutines > 0 {
+					if conc == 1 {
+						continue
+					}
+					workers = c.goroutines
+				}
+				s, err := b.phase(ctx, c, workers, n)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, c=%d: %w", r+1, conc, err)
+				}
+				if res.samples[conc] == nil {
+					res.samples[conc] = map[string][]sample{}
 				}
 				res.samples[conc][c.name] = append(res.samples[conc][c.name], s)
 			}

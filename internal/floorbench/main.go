@@ -126,6 +126,9 @@ func report(w io.Writer, r *result) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "contender\tfloor\tp50\tp50 ratio\tops/s\tops/s ratio\tallocs/op\t− floor\tCPU/op\tCPU ratio\t")
 		for _, name := range r.names {
+			if len(r.samples[conc][name]) == 0 {
+				continue // a contender of its own concurrency (hot.go)
+			}
 			p50 := r.stat(conc, name, func(s sample) float64 { return float64(s.p50) })
 			ops := r.stat(conc, name, sample.opsPerSec)
 			allocs := r.stat(conc, name, sample.allocsPerOp)

@@ -1,0 +1,181 @@
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+)
+
+// TestLostCreateRaceReadsAgain: two keys cascade to one parent, and no
+// bucket exists yet. While the first acquire on k1 creates k1 and P in one
+// transaction, an acquire on k2 creates k2 and P first: the create fails
+// (P exists) and so does the retry write (k1 does not). That is a lost
+// race, not a shortage: the acquire reads again and is admitted. It used
+// to be refused with a Retry-After of zero.
+func TestLostCreateRaceReadsAgain(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	admin := env.limiter()
+	_, err := admin.CreateEntity(ctx, Entity{ID: "P"})
+	require.NoError(t, err)
+	for _, k := range []string{"k1", "k2"} {
+		_, err := admin.CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
+		require.NoError(t, err)
+	}
+	lim := WithLimits(PerMinute("rpm", 100))
+	other := New(env.repo, WithClock(env.clock.now), WithSpeculativeWrites(false))
+	raced := false
+	race := hook(func(op string, _ any) error {
+		if op != "TransactWriteItems" || raced {
+			return nil
+		}
+		raced = true
+		l, err := other.Acquire(context.Background(), "k2", "api", Consume{"rpm": 1}, lim)
+		if err != nil {
+			return err
+		}
+		return l.Commit(context.Background())
+	})
+	rl := New(env.withClient(race), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	broken := brokenRefusals.Load()
+
+	mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))
+	require.True(t, raced, "the hook never raced the create")
+	assert.Equal(t, int64(98_000), env.tokens("P", "api", "rpm"), "P: both acquires")
+	assert.Equal(t, int64(99_000), env.tokens("k1", "api", "rpm"))
+	assert.Equal(t, int64(99_000), env.tokens("k2", "api", "rpm"))
+	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
+}
+
+// TestLostRacesExhausted: another writer empties the bucket before each of
+// the acquire's writes and fills it again before each of its reads, so
+// that every attempt reads tokens enough and loses the race for them. The
+// acquire reads again maxRaceAttempts times, with jittered backoffs, then
+// is refused with a positive Retry-After; nothing is consumed.
+func TestLostRacesExhausted(t *testing.T) {
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim))
+
+	other := ddblocal.Client(t)
+	key := bucketPrimaryKey(env.repo.NamespaceID(), "e", "api", 0)
+	set := func(expr string, values map[string]types.AttributeValue) error {
+		_, err := other.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName: aws.String(env.repo.Table()), Key: key, UpdateExpression: aws.String(expr), ExpressionAttributeValues: values,
+		})
+		return err
+	}
+	reads, writes := 0, 0
+	interfere := hook(func(op string, params any) error {
+		switch in := params.(type) {
+		case *dynamodb.BatchGetItemInput:
+			reads++
+			return set("SET b_rpm_tk = :full", map[string]types.AttributeValue{":full": schemaN(100_000)})
+		case *dynamodb.UpdateItemInput:
+			if in.ConditionExpression == nil {
+				return nil
+			}
+			writes++
+			return set("SET b_rpm_tk = :zero, rf = :rf", map[string]types.AttributeValue{
+				":zero": schemaN(0), ":rf": schemaN(int64(writes)),
+			})
+		}
+		return nil
+	})
+	rl := New(env.withClient(interfere), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	var waits []time.Duration
+	rl.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	broken := brokenRefusals.Load()
+
+	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+	rle := rateLimited(t, err)
+	assert.Positive(t, rle.RetryAfter)
+	assert.Equal(t, maxRaceAttempts, reads, "reads")
+	assert.Equal(t, 2*maxRaceAttempts, writes, "writes: a normal write and a retry per attempt")
+	require.Len(t, waits, maxRaceAttempts-1)
+	for n, w := range waits {
+		d := min(raceBackoffBase<<n, raceBackoffMax)
+		assert.True(t, w >= d/2 && w <= d, "backoff %d = %v, want in [%v, %v]", n, w, d/2, d)
+	}
+	assert.GreaterOrEqual(t, rle.RetryAfter, raceBackoffMax/2, "the refusal's Retry-After is the next backoff")
+	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
+	assert.Equal(t, int64(1_000), env.n(env.bucket("e", "api"), bucketAttr("rpm", fieldTotalConsumed)), "tc: nothing consumed by the refused acquire")
+}
+
+// TestLostRaceDeadline: when the context's deadline comes before the next
+// backoff would end, no attempt follows and no sleep is made.
+func TestLostRaceDeadline(t *testing.T) {
+	rl := New(newMemory())
+	rl.intN = func(n int) int { return n - 1 } // the longest backoff: raceBackoffBase
+	slept := false
+	rl.sleep = func(context.Context, time.Duration) error { slept = true; return nil }
+	ctx, cancel := context.WithTimeout(context.Background(), raceBackoffBase/2)
+	defer cancel()
+	again, wait, err := rl.afterLostRace(ctx, 0)
+	require.NoError(t, err)
+	assert.False(t, again)
+	assert.Equal(t, raceBackoffBase, wait)
+	assert.False(t, slept)
+
+	again, wait, err = rl.afterLostRace(context.Background(), 0)
+	require.NoError(t, err)
+	assert.True(t, again)
+	assert.True(t, slept)
+	assert.Equal(t, raceBackoffBase, wait)
+}
+
+// TestRefusalRetryAfterPositive: every refusal carries a positive
+// Retry-After. One built from statuses that do not explain it (an exceeded
+// status with no Retry-After, or none exceeded) gets minRetryAfter and is
+// counted as a broken refusal.
+func TestRefusalRetryAfterPositive(t *testing.T) {
+	lim := PerMinute("rpm", 100)
+	for _, tc := range []struct {
+		name     string
+		statuses []LimitStatus
+		want     time.Duration
+		broken   bool
+	}{
+		{"shortage", []LimitStatus{{LimitName: "rpm", Limit: lim, Requested: 1, Exceeded: true, RetryAfter: 601 * time.Millisecond}}, 601 * time.Millisecond, false},
+		{"exceeded without a wait", []LimitStatus{{LimitName: "rpm", Limit: lim, Requested: 1, Available: 50, Exceeded: true}}, minRetryAfter, true},
+		{"nothing exceeded", []LimitStatus{{LimitName: "rpm", Limit: lim, Requested: 1, Available: 50}}, minRetryAfter, true},
+		{"negative", []LimitStatus{{LimitName: "rpm", Limit: lim, Requested: 1, Exceeded: true, RetryAfter: -time.Second}}, minRetryAfter, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := brokenRefusals.Load()
+			e := newRateLimitExceededError(tc.statuses)
+			assert.Equal(t, tc.want, e.RetryAfter)
+			assert.Equal(t, tc.want, e.Primary.RetryAfter)
+			for _, v := range e.Violations {
+				assert.Positive(t, v.RetryAfter, "violation %s", v.LimitName)
+			}
+			assert.Equal(t, map[bool]int64{false: 0, true: 1}[tc.broken], brokenRefusals.Load()-before, "broken refusals counted")
+		})
+	}
+}
+
+// TestContendedStatuses: a refusal after lost races marks every limit
+// asked for exceeded, with at least the backoff as Retry-After.
+func TestContendedStatuses(t *testing.T) {
+	lim := PerMinute("rpm", 100)
+	in := []LimitStatus{
+		{EntityID: "k", LimitName: "rpm", Limit: lim, Requested: 1, Available: 40},
+		{EntityID: "k", LimitName: "tpm", Limit: lim, Requested: 0, Available: 40},
+		{EntityID: "p", LimitName: "rpm", Limit: lim, Requested: 1, Available: 9, Exceeded: true, RetryAfter: time.Second},
+	}
+	out := contendedStatuses(in, 20*time.Millisecond)
+	assert.Equal(t, []bool{true, false, true}, []bool{out[0].Exceeded, out[1].Exceeded, out[2].Exceeded})
+	assert.Equal(t, []time.Duration{20 * time.Millisecond, 0, time.Second}, []time.Duration{out[0].RetryAfter, out[1].RetryAfter, out[2].RetryAfter})
+	assert.False(t, in[0].Exceeded, "the input is not modified")
+	e := newRateLimitExceededError(out)
+	assert.Equal(t, time.Second, e.RetryAfter, fmt.Sprint(e))
+}
