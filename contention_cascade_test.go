@@ -186,7 +186,10 @@ func checkCascadeContention(t *testing.T, c *cascadeCounts, span time.Duration) 
 // TestCascadeContentionNoFalseDenials is the cascade contention case on
 // DynamoDB Local, the memory store and redis-server, with group commit on
 // (the default) and off, on a quiet machine and with two CPU-bound
-// processes beside the test.
+// processes beside the test (on DynamoDB Local, group commit off runs only
+// beside them). Under load, before lost races were read again, a run on
+// DynamoDB Local refused 2 of 214 acquires with 49 to 149 tokens left and
+// a Retry-After of zero.
 func TestCascadeContentionNoFalseDenials(t *testing.T) {
 	if testing.Short() {
 		t.Skip("contention test: skipped with -short")
@@ -217,6 +220,9 @@ func TestCascadeContentionNoFalseDenials(t *testing.T) {
 	for _, load := range []string{"quiet", "loaded"} {
 		for _, b := range backends {
 			for _, gc := range []bool{true, false} {
+				if b.name == "dynamodb" && load == "quiet" && !gc {
+					continue // a few seconds each on DynamoDB Local: the loaded run covers it
+				}
 				name := fmt.Sprintf("%s/%s/group-commit=%v", load, b.name, gc)
 				t.Run(name, func(t *testing.T) {
 					repo := b.open(t)

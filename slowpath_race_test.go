@@ -56,17 +56,25 @@ func TestLostCreateRaceReadsAgain(t *testing.T) {
 	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
 }
 
-// TestLostRacesExhausted: another writer empties the bucket before each of
-// the acquire's writes and fills it again before each of its reads, so
-// that every attempt reads tokens enough and loses the race for them. The
-// acquire reads again maxRaceAttempts times, with jittered backoffs, then
-// is refused with a positive Retry-After; nothing is consumed.
-func TestLostRacesExhausted(t *testing.T) {
-	env := newTestEnv(t)
-	lim := WithLimits(PerMinute("rpm", 100))
-	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim))
+// raceEnv is a bucket "e" (rpm 100/min, 99 left) and a limiter on the
+// read-then-write path whose first `rounds` attempts lose the race: before
+// each of their writes another writer empties the bucket and moves its
+// refill timestamp, and before the next read it fills the bucket again.
+// The limiter's backoffs are recorded, not slept.
+type raceEnv struct {
+	env   *testEnv
+	rl    *RateLimiter
+	lim   AcquireOption
+	waits []time.Duration
+	reads int
+}
 
-	other := ddblocal.Client(t)
+func newRaceEnv(t *testing.T, rounds int) *raceEnv {
+	env := newTestEnv(t)
+	r := &raceEnv{env: env, lim: WithLimits(PerMinute("rpm", 100))}
+	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, r.lim))
+
+	other := ddblocal.Client(t) // not recorded
 	key := bucketPrimaryKey(env.repo.NamespaceID(), "e", "api", 0)
 	set := func(expr string, values map[string]types.AttributeValue) error {
 		_, err := other.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
@@ -74,41 +82,60 @@ func TestLostRacesExhausted(t *testing.T) {
 		})
 		return err
 	}
-	reads, writes := 0, 0
 	interfere := hook(func(op string, params any) error {
 		switch in := params.(type) {
 		case *dynamodb.BatchGetItemInput:
-			reads++
-			return set("SET b_rpm_tk = :full", map[string]types.AttributeValue{":full": schemaN(100_000)})
-		case *dynamodb.UpdateItemInput:
-			if in.ConditionExpression == nil {
-				return nil
+			r.reads++
+			if r.reads > 1 && r.reads <= rounds+1 {
+				return set("SET b_rpm_tk = :full", map[string]types.AttributeValue{":full": schemaN(100_000)})
 			}
-			writes++
-			return set("SET b_rpm_tk = :zero, rf = :rf", map[string]types.AttributeValue{
-				":zero": schemaN(0), ":rf": schemaN(int64(writes)),
-			})
+		case *dynamodb.UpdateItemInput:
+			if in.ConditionExpression != nil && r.reads <= rounds {
+				return set("SET b_rpm_tk = :zero, rf = :rf", map[string]types.AttributeValue{":zero": schemaN(0), ":rf": schemaN(int64(r.reads))})
+			}
 		}
 		return nil
 	})
-	rl := New(env.withClient(interfere), WithClock(env.clock.now), WithSpeculativeWrites(false))
-	var waits []time.Duration
-	rl.sleep = func(_ context.Context, d time.Duration) error { waits = append(waits, d); return nil }
+	r.rl = New(env.withClient(interfere), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	r.rl.sleep = func(_ context.Context, d time.Duration) error { r.waits = append(r.waits, d); return nil }
+	env.rec.Reset()
+	return r
+}
+
+// TestLostRaceReadsAgain: the first attempt reads 99 tokens, and both its
+// normal write and its retry are refused (another writer took the tokens
+// meanwhile); the acquire waits a backoff, reads again and is admitted.
+func TestLostRaceReadsAgain(t *testing.T) {
+	r := newRaceEnv(t, 1)
+	broken := brokenRefusals.Load()
+	mustCommit(t, mustAcquire(t, r.rl, "e", "api", Consume{"rpm": 1}, r.lim))
+	assert.Equal(t, "BatchGetItem[2], UpdateItem!, UpdateItem!, BatchGetItem[2], UpdateItem", r.env.calls())
+	require.Len(t, r.waits, 1)
+	assert.True(t, r.waits[0] >= raceBackoffBase/2 && r.waits[0] <= raceBackoffBase, "backoff %v, want in [%v, %v]", r.waits[0], raceBackoffBase/2, raceBackoffBase)
+	assert.Equal(t, int64(2_000), r.env.n(r.env.bucket("e", "api"), bucketAttr("rpm", fieldTotalConsumed)))
+	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
+}
+
+// TestLostRacesExhausted: every attempt reads tokens enough and loses the
+// race for them. The acquire reads again maxRaceAttempts times, with
+// jittered backoffs, then is refused with a positive Retry-After; nothing
+// is consumed.
+func TestLostRacesExhausted(t *testing.T) {
+	r := newRaceEnv(t, maxRaceAttempts)
 	broken := brokenRefusals.Load()
 
-	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+	_, err := r.rl.Acquire(r.env.ctx, "e", "api", Consume{"rpm": 1}, r.lim)
 	rle := rateLimited(t, err)
-	assert.Positive(t, rle.RetryAfter)
-	assert.Equal(t, maxRaceAttempts, reads, "reads")
-	assert.Equal(t, 2*maxRaceAttempts, writes, "writes: a normal write and a retry per attempt")
-	require.Len(t, waits, maxRaceAttempts-1)
-	for n, w := range waits {
+	assert.Equal(t, maxRaceAttempts, r.reads, "reads")
+	assert.Equal(t, 3*maxRaceAttempts, len(r.env.rec.Calls()), "calls: a read, a normal write and a retry per attempt: %s", r.env.calls())
+	require.Len(t, r.waits, maxRaceAttempts-1)
+	for n, w := range r.waits {
 		d := min(raceBackoffBase<<n, raceBackoffMax)
 		assert.True(t, w >= d/2 && w <= d, "backoff %d = %v, want in [%v, %v]", n, w, d/2, d)
 	}
 	assert.GreaterOrEqual(t, rle.RetryAfter, raceBackoffMax/2, "the refusal's Retry-After is the next backoff")
 	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
-	assert.Equal(t, int64(1_000), env.n(env.bucket("e", "api"), bucketAttr("rpm", fieldTotalConsumed)), "tc: nothing consumed by the refused acquire")
+	assert.Equal(t, int64(1_000), r.env.n(r.env.bucket("e", "api"), bucketAttr("rpm", fieldTotalConsumed)), "tc: nothing consumed by the refused acquire")
 }
 
 // TestLostRaceDeadline: when the context's deadline comes before the next

@@ -17,10 +17,14 @@
 //     write of the item (one write for both);
 //   - replay-pair: the two UpdateItems of a cascade acquire (child and
 //     parent), captured likewise and sent in parallel;
-//   - cascade: Acquire + Commit of an entity that cascades to its parent.
+//   - cascade: Acquire + Commit of an entity that cascades to its parent;
+//   - cascade-hot, cascade-150 (only when -only names them): two limiters
+//     × 32 goroutines on two keys cascading to one parent, with group
+//     commit against their floors without it (hot.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
-// an entity each: no group commit, N independent items), and the program
+// an entity each: no group commit, N independent items), except the hot
+// cascades, which run with their own 64 goroutines in the rounds of c=N; the program
 // prints per contender the medians over rounds of p50, ops/s, allocations
 // and CPU time (user+system of the whole process) per operation, and the
 // medians and ranges of the per-round ratios against the replay (against
@@ -302,10 +306,10 @@ func (b *bench) contenders() []contender {
 		}},
 		{name: "cascade", floor: "replay-pair", run: acquireCommit(rl, "cascade", false)},
 	}
-	out = append(out, b.hotContenders()...)
 	if b.cfg.only == nil {
-		return out
+		return out // the hot cascades run only when -only names them
 	}
+	out = append(out, b.hotContenders()...)
 	keep := map[string]bool{}
 	for _, c := range out {
 		if b.cfg.only[c.name] {

@@ -18,8 +18,9 @@ import (
 // of 32. "cascade-hot/gc-off" runs it with WithGroupCommit(false) and is
 // the floor of "cascade-hot", the same with group commit on (the
 // default): their ratio of ops/s is what group commit gains or costs on a
-// hot item. Both run only in the rounds of the second concurrency, with
-// their own 64 goroutines, worker w on limiter w%2 and key (w/2)%2.
+// hot item. Both run only when -only names them, and only in the rounds of
+// the second concurrency, with their own 64 goroutines, worker w on
+// limiter w%2 and key (w/2)%2.
 //
 // "cascade-150" (floor "cascade-150/gc-off") is the same with every limit
 // at 150 per hour, on entities created afresh before each phase: the
