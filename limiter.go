@@ -68,6 +68,7 @@ type RateLimiter struct {
 
 	speculative bool
 	stats       specStats
+	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
 
 	// Bounds of the per-key caches.
 	cacheSizes   [numCaches]int

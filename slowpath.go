@@ -36,87 +36,28 @@ func (g entityGroup) key() store.BucketKey {
 	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
 }
 
-// Lost races on the read-then-write path.
-//
-// An attempt reads the items, decides on what it read, and writes under
-// the refill-timestamp lock. When another writer changed an item in
-// between, the lock is lost and the retry write follows (consume without
-// refilling, guarded by the stored balances). When that is refused too —
-// another writer took the balance the read showed, or created or removed an
-// item meanwhile — the attempt lost a race: nothing was written, and what
-// it read is stale, so it says nothing about a shortage. The acquire then
-// waits a jittered backoff and reads and decides again, up to
-// maxRaceAttempts attempts within its context's deadline. Only a decision
-// on what was read refuses for want of tokens, with the Retry-After that
-// read gives. An acquire that loses every attempt (or whose deadline comes
-// first) is refused with the next backoff as its Retry-After: the items are
-// too contended to serve it now.
-
-// maxRaceAttempts bounds the attempts of one read-then-write acquire whose
-// writes keep losing races to other writers.
-const maxRaceAttempts = 8
-
-// The backoff before attempt n+1 after attempt n lost a race: a random
-// duration in [d/2, d], d = raceBackoffBase·2ⁿ, at most raceBackoffMax.
-const (
-	raceBackoffBase = 5 * time.Millisecond
-	raceBackoffMax  = 160 * time.Millisecond
-)
-
 // maxRereads bounds how often an administrative write (a sync of stored
 // limits, a lowered capacity) reads its bucket again after another writer
 // changed it.
 const maxRereads = 3
 
-// errReread reports that an attempt lost the race for its items (or found
-// a limit changed under it while changing it): read them again.
-var errReread = errors.New("limiter: bucket items changed between the read and the write")
-
-// raceBackoff is the jittered wait after attempt n (0-based) lost a race.
-func (rl *RateLimiter) raceBackoff(n int) time.Duration {
-	d := min(raceBackoffBase<<min(n, 16), raceBackoffMax)
-	half := d / 2
-	return half + time.Duration(rl.intN(int(half/time.Microsecond)+1))*time.Microsecond
-}
-
-// afterLostRace is called when attempt n (0-based) lost a race. It waits
-// the backoff and reports true when another attempt may follow; false
-// with the backoff as wait when the attempts are spent or ctx's deadline
-// comes before the backoff ends; ctx's error when it ended during the wait.
-func (rl *RateLimiter) afterLostRace(ctx context.Context, n int) (again bool, wait time.Duration, err error) {
-	wait = rl.raceBackoff(n)
-	if n+1 >= maxRaceAttempts {
-		return false, wait, nil
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-		return false, wait, nil
-	}
-	if err := rl.sleep(ctx, wait); err != nil {
-		return false, wait, err
-	}
-	return true, wait, nil
-}
-
-// contendedStatuses are the statuses of an acquire that lost every race
-// for its items, from its last attempt's: every limit it asked for is
-// marked exceeded, none with a Retry-After below wait.
-func contendedStatuses(statuses []LimitStatus, wait time.Duration) []LimitStatus {
-	out := make([]LimitStatus, len(statuses))
-	for i, st := range statuses {
-		if st.Requested > 0 {
-			st.Exceeded = true
-			st.RetryAfter = max(st.RetryAfter, wait)
-		}
-		out[i] = st
-	}
-	return out
-}
-
 // slowAcquire is the read-then-write path: read the entity records and the
 // buckets in one round trip, refill and consume locally (applying any limit
 // change), and write the result under the refill-timestamp lock; read and
-// decide again after a lost race.
+// decide again after a lost race (slowpath_race.go). After a fallback from
+// the speculative path it first coalesces with the acquires of this
+// limiter on the same item.
 func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+	if rl.speculative {
+		key := store.BucketKey{EntityID: entityID, Resource: resource}
+		lease, decided, leave, err := rl.coalesce(ctx, key, consume, child, o)
+		if decided {
+			return lease, err
+		}
+		if leave {
+			defer rl.slowFlights.leave(key)
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		lease, statuses, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
 		if !errors.Is(err, errReread) {

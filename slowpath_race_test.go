@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestLostCreateRaceReadsAgain: two keys cascade to one parent, and no
@@ -205,4 +208,57 @@ func TestContendedStatuses(t *testing.T) {
 	assert.False(t, in[0].Exceeded, "the input is not modified")
 	e := newRateLimitExceededError(out)
 	assert.Equal(t, time.Second, e.RetryAfter, fmt.Sprint(e))
+}
+
+// TestFallbacksCoalesce: 16 goroutines of one limiter acquire at once on a
+// key that cascades to its parent, before any bucket exists. All fall
+// back from the speculative path; one reads and creates both buckets
+// while the 15 others wait for it, then their speculative writes apply:
+// one transaction instead of one per goroutine, and every acquire
+// admitted.
+func TestFallbacksCoalesce(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	admin := env.limiter()
+	_, err := admin.CreateEntity(ctx, Entity{ID: "P"})
+	require.NoError(t, err)
+	_, err = admin.CreateEntity(ctx, Entity{ID: "k", ParentID: "P", Cascade: true})
+	require.NoError(t, err)
+	lim := WithLimits(PerMinute("rpm", 100))
+	g := newGate("BatchGetItem")
+	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now))
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
+	env.rec.Reset()
+
+	g.hold()
+	const n = 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": 1}, lim)
+			if err == nil {
+				err = l.Commit(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	<-g.entered // the leader's read
+	deadline := time.Now().Add(10 * time.Second)
+	for rl.slowFlights.waiting(key) < n-1 {
+		require.False(t, time.Now().After(deadline), "waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
+		runtime.Gosched()
+	}
+	g.release()
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "acquire %d", i)
+	}
+	assert.Equal(t, 1, env.rec.Count("TransactWriteItems"), "calls: %s", env.calls())
+	assert.Equal(t, 2, env.rec.Count("BatchGetItem"), "the leader's reads (the child, then its parent): %s", env.calls())
+	assert.Equal(t, int64(100_000-n*1_000), env.tokens("P", "api", "rpm"))
+	assert.Equal(t, int64(100_000-n*1_000), env.tokens("k", "api", "rpm"))
+	st := rl.SpeculativeStats()
+	assert.Equal(t, int64(n), st.Counts[store.SpecFallbackBucketMissing], "stats %+v", st)
+	assert.Equal(t, int64(n-1), st.Counts[store.SpecSuccess], "stats %+v", st)
 }
