@@ -149,8 +149,9 @@ func (f *slowFlights) waiting(key store.BucketKey) int {
 // on key after the speculative path fell back. When another acquire of
 // this limiter is on that path for key, it waits for it to end and tries
 // the speculative path again: decided reports whether that decided (lease
-// or err, ctx's error when it ended first). Otherwise the caller leads: it must call leave when its
-// read-then-write acquire ends.
+// or err; ctx's error when ctx ended first). Otherwise the caller leads
+// (leave): it must call slowFlights.leave when its read-then-write acquire
+// ends.
 func (rl *RateLimiter) coalesce(ctx context.Context, key store.BucketKey, consume Consume, child resolved, o acquireOptions) (lease *Lease, decided, leave bool, err error) {
 	wait := rl.slowFlights.join(key)
 	if wait == nil {
