@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,7 +283,8 @@ func TestCPUBurnerProcess(t *testing.T) {
 			x = x*6364136223846793005 + 1442695040888963407
 		}
 	}
-	if strings.Contains(fmt.Sprint(x), "never") {
-		t.Log(x)
-	}
+	cpuBurnerSink = x
 }
+
+// cpuBurnerSink keeps the burner's arithmetic from being optimised away.
+var cpuBurnerSink uint64
