@@ -19,8 +19,12 @@ import (
 // [Lease.Adjust] to the real amounts) or [Lease.Rollback].
 //
 // When a limit cannot satisfy the request the error is a
-// *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
-// written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
+// *[RateLimitExceededError] (matching [ErrRateLimited]), with a positive
+// RetryAfter, and nothing is written. A request whose write loses the race
+// for its bucket items to other writers is not refused for it: it reads
+// and decides again, after a short jittered backoff, within ctx's deadline
+// (up to 8 attempts; one that loses them all is refused with the next
+// backoff as its RetryAfter). Invalid input gives a *[ValidationError]. When DynamoDB fails the
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
 // returns a no-op lease; a refusal for want of permission is an
 // *[AccessDeniedError] in either mode. Context cancellation is returned as
@@ -215,8 +219,8 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 }
 
 // Wait jitter (see [RateLimiter.Wait]): each sleep is the retry-after plus a
-// random extra of up to a tenth of it, at most maxWaitJitter. A refused
-// acquire with no retry-after (a lost race) sleeps minWaitSleep.
+// random extra of up to a tenth of it, at most maxWaitJitter, and at least
+// minWaitSleep.
 const (
 	maxWaitJitter = 10 * time.Millisecond
 	minWaitSleep  = time.Millisecond

@@ -145,8 +145,17 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		if !errors.Is(err, errReread) {
 			return lease, per(statuses), err
 		}
-		if attempt+1 >= maxRereads {
-			return nil, nil, fmt.Errorf("acquire all: %w", err)
+		again, wait, err := rl.afterLostRace(ctx, attempt)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !again {
+			var all []LimitStatus
+			for i, st := range statuses {
+				statuses[i] = contendedStatuses(st, wait)
+				all = append(all, statuses[i]...)
+			}
+			return nil, per(statuses), newRateLimitExceededError(all)
 		}
 	}
 }
@@ -346,9 +355,8 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 		return nil, statuses, newRateLimitExceededError(all)
 	}
 	if err := rl.commitInitial(ctx, lease, groups); err != nil {
-		var rle *RateLimitExceededError
-		if errors.As(err, &rle) {
-			return nil, statuses, err
+		if errors.Is(err, errReread) {
+			return nil, statuses, err // lost a race: acquireAll reads again
 		}
 		return nil, nil, err
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -74,17 +75,35 @@ type RateLimitExceededError struct {
 	// Primary is the violation with the longest RetryAfter (the first one on
 	// ties).
 	Primary LimitStatus
-	// RetryAfter is Primary.RetryAfter: how long to wait before retrying.
+	// RetryAfter is Primary.RetryAfter: how long to wait before retrying,
+	// always positive.
 	RetryAfter time.Duration
 }
 
-// newRateLimitExceededError builds the error from statuses. At least one
-// status must be exceeded; the hidden wcu limit is dropped.
+// minRetryAfter is the least RetryAfter of a refusal: the bucket math
+// gives at least a millisecond for any shortage.
+const minRetryAfter = time.Millisecond
+
+// brokenRefusals counts the refusals built without an exceeded status with
+// a positive RetryAfter: a refusal that no shortage explains (a lost race
+// reported as a denial). It must stay zero; the tests check it.
+var brokenRefusals atomic.Int64
+
+// newRateLimitExceededError builds the error from statuses; the hidden wcu
+// limit is dropped. Every refusal says how long to wait: at least one
+// status must be exceeded, each with a positive RetryAfter. A violation of
+// that invariant (a bug) is counted in brokenRefusals and given
+// minRetryAfter, so that a caller still waits before retrying.
 func newRateLimitExceededError(statuses []LimitStatus) *RateLimitExceededError {
 	e := &RateLimitExceededError{}
+	broken := false
 	for _, s := range statuses {
 		if s.LimitName == wcuLimitName {
 			continue
+		}
+		if s.Exceeded && s.RetryAfter <= 0 {
+			broken = true
+			s.RetryAfter = minRetryAfter
 		}
 		e.Statuses = append(e.Statuses, s)
 		if !s.Exceeded {
@@ -94,6 +113,13 @@ func newRateLimitExceededError(statuses []LimitStatus) *RateLimitExceededError {
 			e.Primary = s
 		}
 		e.Violations = append(e.Violations, s)
+	}
+	if len(e.Violations) == 0 {
+		broken = true
+		e.Primary.RetryAfter = minRetryAfter
+	}
+	if broken {
+		brokenRefusals.Add(1)
 	}
 	e.RetryAfter = e.Primary.RetryAfter
 	return e

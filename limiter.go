@@ -70,6 +70,7 @@ type RateLimiter struct {
 
 	speculative bool
 	stats       specStats
+	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
 
 	// Bounds of the per-key caches.
 	cacheSizes   [numCaches]int
@@ -508,6 +509,8 @@ func (rl *RateLimiter) overLimitReset() {
 // a write for a bucket item is in flight, this limiter's later acquires,
 // commits and rollbacks for the same item queue and go out together. It
 // never admits more than the requests one at a time would, and never
-// refuses a request that would fit alone. It is on by default; sequential
-// use makes exactly the calls it makes without it.
+// refuses a request that would fit alone: when a batch is refused, each
+// member is decided alone on the item the store returned, or written again
+// alone. It is on by default; sequential use makes exactly the calls it
+// makes without it.
 func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }

@@ -316,8 +316,8 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 	}
 	lease := &Lease{rl: rl, entries: entries}
 	err = rl.commitInitial(ctx, lease, []entityGroup{g})
-	if errors.Is(err, ErrRateLimited) {
-		return nil, nil
+	if errors.Is(err, errReread) {
+		return nil, nil // lost a race: the full slow path reads again
 	}
 	if err != nil {
 		return nil, err

@@ -372,8 +372,9 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 // TestFloorGuardStopsOverAdmission forces the interleaving the floor guard
 // exists for: between the slow path's read and its write, a speculative
 // write drains tk without moving rf. The rf lock alone would let the normal
-// write through and over-admit; the floor guard refuses it, and the retry
-// path then reports the shortage.
+// write through and over-admit; the floor guard refuses it, the retry
+// write is refused too, and the acquire reads again and refuses for the
+// shortage it sees then.
 func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	env := newTestEnv(t)
 	lim := WithLimits(PerMinute("rpm", 10))
@@ -392,9 +393,11 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	rl := New(env.withClient(drain), WithClock(env.clock.now), WithSpeculativeWrites(false))
 	env.rec.Reset()
 	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-	rateLimited(t, err)
+	rle := rateLimited(t, err)
+	assert.Equal(t, int64(0), rle.Primary.Available)
+	assert.Positive(t, rle.RetryAfter)
 	got := env.calls()
-	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!", got, "calls = %q, want read, the other client's write, refused normal write, refused retry", got)
+	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!, BatchGetItem[2]", got, "calls = %q, want read, the other client's write, refused normal write, refused retry, read again", got)
 	if got := env.tokens("e", "api", "rpm"); got != 0 {
 		t.Fatalf("tokens = %d, want 0: nothing over-admitted", got)
 	}

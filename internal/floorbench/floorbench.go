@@ -17,10 +17,14 @@
 //     write of the item (one write for both);
 //   - replay-pair: the two UpdateItems of a cascade acquire (child and
 //     parent), captured likewise and sent in parallel;
-//   - cascade: Acquire + Commit of an entity that cascades to its parent.
+//   - cascade: Acquire + Commit of an entity that cascades to its parent;
+//   - cascade-hot, cascade-150 (only when -only names them): two limiters
+//     × 32 goroutines on two keys cascading to one parent, with group
+//     commit against their floors without it (hot.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
-// an entity each: no group commit, N independent items), and the program
+// an entity each: no group commit, N independent items), except the hot
+// cascades, which run with their own 64 goroutines in the rounds of c=N; the program
 // prints per contender the medians over rounds of p50, ops/s, allocations
 // and CPU time (user+system of the whole process) per operation, and the
 // medians and ranges of the per-round ratios against the replay (against
@@ -94,6 +98,10 @@ type contender struct {
 	// after runs at the end of each of its phases, timed (it waits for
 	// what the phase left in the background).
 	after func() error
+	// goroutines, when set, is the contender's own concurrency: it runs
+	// only in the rounds of the second concurrency, with this many
+	// goroutines instead (see hot.go).
+	goroutines int
 }
 
 // sample is one phase of one contender: n operations by some goroutines.
@@ -226,6 +234,9 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 		}
 		b.pair = append(b.pair, [2]*dynamodb.UpdateItemInput{in[0], in[1]})
 	}
+	if err := b.setupHot(ctx, crl); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -304,8 +315,9 @@ func (b *bench) contenders() []contender {
 		{name: "cascade", floor: "replay-pair", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "cascade", false)},
 	}
 	if b.cfg.only == nil {
-		return out
+		return out // the hot cascades run only when -only names them
 	}
+	out = append(out, b.hotContenders()...)
 	keep := map[string]bool{}
 	for _, c := range out {
 		if b.cfg.only[c.name] {
@@ -417,7 +429,11 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 	for _, c := range cs {
 		if cfg.warmup > 0 {
 			progress(fmt.Sprintf("warm-up: %s", c.name))
-			if _, err := b.phase(ctx, c, max(cfg.conc, 1), cfg.warmup); err != nil {
+			workers := max(cfg.conc, 1)
+			if c.goroutines > 0 {
+				workers = c.goroutines
+			}
+			if _, err := b.phase(ctx, c, workers, max(cfg.warmup, workers)); err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
@@ -428,14 +444,21 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 			if conc > 1 {
 				n = cfg.opsConc
 			}
-			if res.samples[conc] == nil {
-				res.samples[conc] = map[string][]sample{}
-			}
 			for i := range cs {
 				c := cs[(i+r)%len(cs)]
-				s, err := b.phase(ctx, c, conc, n)
+				workers := conc
+				if c.goroutines > 0 {
+					if conc == 1 {
+						continue
+					}
+					workers = c.goroutines
+				}
+				s, err := b.phase(ctx, c, workers, n)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, c=%d: %w", r+1, conc, err)
+				}
+				if res.samples[conc] == nil {
+					res.samples[conc] = map[string][]sample{}
 				}
 				res.samples[conc][c.name] = append(res.samples[conc][c.name], s)
 			}
