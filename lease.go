@@ -160,7 +160,8 @@ func (e *leaseEntry) durable() int64 {
 // refundable returns the millitokens a refund at nowMs may give back of
 // heldMilli that e's lease took since its acquire: heldMilli less the
 // limit's refill since e.acquiredMs (floor(refill amount × elapsed ms /
-// refill period), in millitokens), never below zero.
+// refill period), in millitokens), never below zero, rounded down to whole
+// tokens.
 func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
 	if heldMilli <= 0 {
 		return 0
@@ -176,7 +177,9 @@ func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
 	if left.Sign() <= 0 {
 		return 0
 	}
-	return left.Int64Sat()
+	// Whole tokens only: what a lease is charged stays a whole number of
+	// tokens, as Consumed and Statuses report it.
+	return left.Int64Sat() / 1000 * 1000
 }
 
 // stamp sets the acquire time of every entry of the lease.
@@ -198,6 +201,10 @@ type LeaseStatus struct {
 	// Reset is how long until the bucket is full again at its refill
 	// rate; zero when it is full.
 	Reset time.Duration
+	// Held is the whole tokens the lease holds of this limit of this
+	// bucket, with its local changes: after Commit, what it stays charged
+	// there (refunds cut as described under Refunds in [Lease]).
+	Held int64
 }
 
 // Statuses returns, for every limit of every bucket the lease holds (the
@@ -217,6 +224,7 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: e.limit,
 			Remaining: calculateAvailable(e.state, now),
 			Reset:     timeToFill(e.state, now),
+			Held:      bucketmath.FloorDiv(e.held(), 1000),
 		}
 	}
 	return out

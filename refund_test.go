@@ -21,15 +21,15 @@ func TestRefundable(t *testing.T) {
 	}{
 		{100_000, 1_000_000, 100_000},
 		{100_000, 999_000, 100_000},  // a clock that went back: no refill
-		{100_000, 1_000_001, 99_999}, // 1.67 refilled: 1
-		{100_000, 1_000_599, 99_002}, // 998.3 refilled: 998
+		{100_000, 1_000_001, 99_000}, // 1.67 refilled: 1, whole tokens left: 99
+		{100_000, 1_000_599, 99_000}, // 998.3 refilled: 998, whole tokens left: 99
 		{100_000, 1_000_600, 99_000}, // one token refilled
 		{100_000, 1_030_000, 50_000}, // half a minute
 		{100_000, 1_060_000, 0},      // a whole minute
 		{100_000, 1_061_000, 0},      // more: never below zero
 		{100_000, math.MaxInt64, 0},  // saturating elapsed time
 		{0, 1_000_000, 0},            // nothing held
-		{math.MaxInt64, 1_000_600, math.MaxInt64 - 1_000},
+		{math.MaxInt64, 1_000_600, (math.MaxInt64 - 1_000) / 1000 * 1000},
 	} {
 		assert.Equal(t, tc.want, e.refundable(tc.held, tc.now), "held %d at %d", tc.held, tc.now)
 	}
