@@ -56,25 +56,55 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err := validateAmounts(consume, false); err != nil {
 		return nil, err
 	}
-	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
-	if err == nil {
-		return lease, nil
+	var lease *Lease
+	decided := false
+	dctx := ctx
+	if rl.store.brk.rejecting() {
+		err = ErrCircuitOpen
+	} else {
+		var cancel context.CancelFunc
+		if dctx, cancel = rl.store.bound.decisionContext(ctx); cancel != nil {
+			decided = true
+			defer cancel()
+		}
+		if lease, err = rl.acquire(dctx, entityID, resource, consume, o); err == nil {
+			return lease, nil
+		}
 	}
-	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+	if allow, err := rl.decide(ctx, dctx, decided, err, o, entityID, resource); !allow {
 		return nil, err
 	}
+	return &Lease{rl: rl, noop: true}, nil
+}
+
+// decide says how an acquire made with ctx that failed with err ends: err
+// as it is (a rate limit, invalid input, the caller's cancellation), an
+// *AccessDeniedError, or by the on-unavailable mode: allow (true), or an
+// *UnavailableError. dctx is the context the acquire worked on; decided
+// reports that it ends before ctx (storeBound.decisionContext), and when
+// it has, the store did not answer in time: that is decided by the mode
+// too, even if ctx's deadline has just passed meanwhile.
+func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error, o acquireOptions, entityID, resource string) (bool, error) {
+	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) {
+		return false, err
+	}
+	if cerr := ctx.Err(); decided && dctx.Err() != nil && (cerr == nil || errors.Is(cerr, context.DeadlineExceeded)) {
+		err = &deadlineError{cause: err}
+	} else if cerr != nil {
+		return false, err
+	}
 	if isAccessDenied(err) {
-		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+		return false, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 	}
 	mode := o.onUnavailable
 	if mode == "" {
-		mode = rl.configs.resolveOnUnavailable(ctx)
+		mode = rl.configs.resolveOnUnavailable(dctx)
 	}
 	rl.logUnavailable(ctx, entityID, resource, mode, err)
 	if mode == OnUnavailableAllow {
-		return &Lease{rl: rl, noop: true}, nil
+		return true, nil
 	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	return false, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When

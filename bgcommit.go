@@ -155,7 +155,7 @@ func (c *commits) flush(key store.BucketKey) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+	ctx, cancel := detachedContext(context.Background())
 	defer cancel()
 	if err := c.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 		c.fail(key, err)

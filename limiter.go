@@ -82,9 +82,15 @@ type RateLimiter struct {
 	backgroundCommit bool
 	commits          *commits        // nil when background commit is off
 	olc              *overLimitCache // nil when the over-limit cache is off
+
+	// The store's bound and circuit breaker (storebound.go, breaker.go).
+	storeTimeout    time.Duration
+	circuitFailures int
+	circuitCooldown time.Duration
 }
 
-// Defaults of the limiter's options.
+// Defaults of the limiter's options, and the default ceilings and age
+// limits of its per-key caches.
 const (
 	// DefaultConfigCacheTTL is how long resolved stored limits are reused
 	// ([WithConfigCacheTTL]).
@@ -96,6 +102,30 @@ const (
 	// DefaultAuditRetention is how long audit events are kept
 	// ([WithAuditRetention]).
 	DefaultAuditRetention = 90 * 24 * time.Hour
+	// DefaultStoreTimeout bounds each store call of an acquire, a lease or
+	// a give-back ([WithStoreTimeout]).
+	DefaultStoreTimeout = 500 * time.Millisecond
+	// DefaultCircuitFailures is how many consecutive failed store calls
+	// open the circuit breaker ([WithCircuitBreaker]).
+	DefaultCircuitFailures = 5
+	// DefaultCircuitCooldown is how long the circuit breaker stays open
+	// before a probe ([WithCircuitBreaker]).
+	DefaultCircuitCooldown = time.Second
+	// DefaultConfigCacheSize is the default ceiling of the config cache,
+	// in slots. An acquire on an entity without its own limits keeps two
+	// negative slots for it (resource-specific and _default_) and shares
+	// the resource and system slots: the default holds the configs of
+	// about 10,000 entities.
+	DefaultConfigCacheSize = 20_000
+	// DefaultEntityCacheSize is the default ceiling of the entity cache,
+	// in entities.
+	DefaultEntityCacheSize = 10_000
+	// DefaultEntityCacheTTL is how long an entity's cascade settings are
+	// trusted after they were read ([WithEntityCacheTTL]).
+	DefaultEntityCacheTTL = 10 * time.Minute
+	// DefaultOverLimitCacheSize is the default ceiling of the over-limit
+	// cache ([WithOverLimitCache]), in buckets.
+	DefaultOverLimitCacheSize = 10_000
 )
 
 // Option configures a [RateLimiter].
@@ -158,8 +188,11 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 			ttlMultiplier: DefaultBucketTTLMultiplier,
 			configTTL:     DefaultConfigCacheTTL,
 		},
-		speculative: true,
-		entityTTL:   DefaultEntityCacheTTL,
+		speculative:     true,
+		entityTTL:       DefaultEntityCacheTTL,
+		storeTimeout:    DefaultStoreTimeout,
+		circuitFailures: DefaultCircuitFailures,
+		circuitCooldown: DefaultCircuitCooldown,
 	}
 	for _, o := range opts {
 		o(rl)
@@ -168,7 +201,8 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		rl.auditRetention = DefaultAuditRetention
 	}
 	rl.audit, _ = repo.(store.AuditLog)
-	rl.store = newStoreOps(repo, rl.obs.metrics)
+	rl.store.init(repo, rl.obs.metrics, rl.storeTimeout, rl.circuitFailures, rl.circuitCooldown)
+	rl.store.brk.changed = rl.circuitChanged
 	if rl.store.spec == nil {
 		rl.speculative = false
 	}
@@ -204,9 +238,15 @@ func (rl *RateLimiter) Repository() Repository { return rl.repo }
 //     1000 writes/s and its shard count was doubled.
 //   - Info "limiter: transaction conflict, retrying": a multi-item write
 //     collided and is retried after the logged backoff.
-//   - Warn "limiter: backend unavailable": DynamoDB failed during an
+//   - Warn "limiter: backend unavailable": the store failed during an
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
-//     block: an *UnavailableError) and the cause.
+//     block: an *UnavailableError) and the cause; Debug while the circuit
+//     breaker is open (the cause is then [ErrCircuitOpen]).
+//   - Warn "limiter: circuit open": consecutive store calls failed and the
+//     circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
+//     circuit probe failed" when a probe failed and it opened again, Debug
+//     "limiter: circuit half-open" when a probe goes, Info "limiter:
+//     circuit closed" when one succeeded.
 //   - Warn "limiter: background commit failed": an adjustment queued by
 //     Commit ([WithBackgroundCommit]) failed or may not have applied.
 //   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
@@ -225,9 +265,10 @@ func WithMetrics(m Metrics) Option {
 }
 
 // Close waits until every write the limiter still runs for callers that
-// gave up has ended (each within 10 s) and its tokens were given back, and
-// writes the adjustments queued by background commits
-// ([WithBackgroundCommit]) and waits for them.
+// gave up has ended (each store call within the store timeout,
+// [WithStoreTimeout]) and its tokens were given back, and writes the
+// adjustments queued by background commits ([WithBackgroundCommit]) and
+// waits for them.
 // Call it when the limiter is no longer used: after it returns, no
 // goroutine of the limiter runs. Acquires after Close start new writes
 // that Close did not wait for.
@@ -236,7 +277,49 @@ func (rl *RateLimiter) Close() error {
 		rl.commits.flushAll()
 	}
 	rl.bg.wait()
+	rl.store.bound.close()
 	return nil
+}
+
+// WithStoreTimeout bounds every call the limiter makes on its repository
+// for an acquire, a lease, a background commit or a give-back
+// ([DefaultStoreTimeout] by default; up to a tenth more for a given call).
+// On DynamoDB the bound covers the whole call, the SDK's retries and their
+// backoff included. A call that does not end in time fails as unavailable
+// (and counts as a failure of the store for [WithCircuitBreaker]); a write
+// that got no answer may have applied all the same, and what it took then
+// stays taken. A caller never waits past its own context's deadline: when
+// that comes first, the acquire stops waiting a few milliseconds before it
+// and the on-unavailable mode decides. Zero or less: no bound (calls wait
+// as long as their context lets them). On Redis the bound cuts a call only
+// on a client with ContextTimeoutEnabled; otherwise the client's read and
+// write timeouts bound it. Administrative methods (limits, entities,
+// audit, usage) are not bounded: their context decides.
+func WithStoreTimeout(d time.Duration) Option {
+	return func(rl *RateLimiter) { rl.storeTimeout = d }
+}
+
+// WithCircuitBreaker sets the circuit breaker of the limiter's store calls
+// ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default): after
+// failures consecutive calls failed for want of the store (no answer
+// within [WithStoreTimeout], a refused or broken connection, a 5xx), store
+// calls fail at once with [ErrCircuitOpen], and acquires decide at once by
+// their on-unavailable mode (allow: a no-op lease; block: an
+// *[UnavailableError]) without calling the store. After cooldown one call
+// goes to the store as a probe (the others still fail at once): its
+// success closes the breaker, its failure opens it for another cooldown.
+// Refusals of a working store (a limit, a refused conditional write,
+// throttling, a missing entity, access denied) are not failures. The
+// changes are logged ([WithLogger]) and reported to a [CircuitMetrics].
+// failures ≤ 0 turns the breaker off; cooldown ≤ 0 means the default.
+func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
+	return func(rl *RateLimiter) {
+		rl.circuitFailures = failures
+		rl.circuitCooldown = cooldown
+		if cooldown <= 0 {
+			rl.circuitCooldown = DefaultCircuitCooldown
+		}
+	}
 }
 
 // WithCacheSize sets the ceiling of one per-key cache, in entries (see

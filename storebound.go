@@ -1,0 +1,215 @@
+// Layer 2, the contract: the bound of every store call, and the errors of
+// a call that the bound or the circuit breaker ended.
+
+package limiter
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The bound of a store call.
+//
+// Every call the limiter makes on its repository for an acquire, a lease
+// or a write that gives tokens back ends within the store timeout
+// ([WithStoreTimeout]), whatever the caller's context allows, and never
+// later than the caller's deadline when the caller waits for it. The bound
+// is a context deadline, so on DynamoDB it covers the whole call: every
+// attempt of the SDK's retryer and the backoff between them.
+//
+// A context.WithTimeout per call would cost a few allocations and two
+// clock reads on the fast path. Calls instead share the context of an
+// epoch: one context per period of a tenth of the bound (the slack), with
+// a deadline bound+slack after the epoch began. A call started during the
+// epoch thus gets between bound and bound+slack. A timer marks the epoch
+// stale when its period ends; the next call starts a new one. A limiter
+// that makes no calls arms no timer.
+
+// storeBound hands out the deadlines of store calls.
+type storeBound struct {
+	d     time.Duration // the bound; ≤ 0: calls are not bounded
+	slack time.Duration // the period of an epoch: how much longer than d a call may get
+
+	cur atomic.Pointer[boundEpoch] // the current epoch; nil before the first call
+
+	mu   sync.Mutex    // guards live; serialises new epochs
+	live []*boundEpoch // epochs whose context may not have ended
+}
+
+// boundEpoch is the deadline shared by the store calls started during one
+// period.
+type boundEpoch struct {
+	ctx      context.Context // no values; ends at deadline
+	cancel   context.CancelFunc
+	deadline time.Time
+	stale    atomic.Bool // set when the period ended: calls take a new epoch
+	timer    *time.Timer // sets stale
+}
+
+// epoch returns the current epoch, starting one when there is none or it
+// is stale.
+func (b *storeBound) epoch() *boundEpoch {
+	if e := b.cur.Load(); e != nil && !e.stale.Load() {
+		return e
+	}
+	return b.next()
+}
+
+func (b *storeBound) next() *boundEpoch {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.cur.Load(); e != nil && !e.stale.Load() {
+		return e
+	}
+	// Forget the epochs whose deadline passed (their contexts ended and
+	// released their timers).
+	live := b.live[:0]
+	for _, e := range b.live {
+		if e.ctx.Err() == nil {
+			live = append(live, e)
+		} else {
+			e.cancel()
+		}
+	}
+	clear(b.live[len(live):])
+	e := &boundEpoch{deadline: time.Now().Add(b.d + b.slack)}
+	e.ctx, e.cancel = context.WithDeadline(context.Background(), e.deadline)
+	e.timer = time.AfterFunc(b.slack, func() { e.stale.Store(true) })
+	b.live = append(live, e)
+	b.cur.Store(e)
+	return e
+}
+
+// close ends every epoch and stops its timers: calls still running on
+// one end with context.Canceled. A call after close starts a new epoch.
+func (b *storeBound) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range b.live {
+		e.timer.Stop()
+		e.stale.Store(true)
+		e.cancel()
+	}
+	b.live = nil
+	b.cur.Store(nil)
+}
+
+// bind returns the context of one store call made with ctx: ctx's values
+// and cancellation, and a deadline at most the bound away. e is the epoch
+// whose deadline applies (nil when calls are not bounded); cancel, when
+// not nil, must be called once the call ended.
+//
+// A context that can never end (context.Background(), or a context
+// detached from its caller's) costs no allocation when it carries no
+// values, one when it does; a context that can end and whose deadline is
+// later than the bound's, a context.WithDeadline.
+func (b *storeBound) bind(ctx context.Context) (_ context.Context, e *boundEpoch, cancel context.CancelFunc) {
+	if b.d <= 0 {
+		return ctx, nil, nil
+	}
+	e = b.epoch()
+	switch {
+	case ctx == context.Background() || ctx == context.TODO():
+		return e.ctx, e, nil
+	case ctx.Done() == nil:
+		return &boundCtx{values: ctx, bound: e.ctx}, e, nil
+	}
+	if dl, ok := ctx.Deadline(); ok && !dl.After(e.deadline) {
+		return ctx, e, nil
+	}
+	c, cancel := context.WithDeadline(ctx, e.deadline)
+	return c, e, cancel
+}
+
+// expired reports whether the bound of a call on e has passed.
+func (e *boundEpoch) expired() bool { return e != nil && e.ctx.Err() != nil }
+
+// boundCtx is a context that never ends by itself (values) bound by an
+// epoch's deadline.
+type boundCtx struct {
+	values context.Context // never done
+	bound  context.Context // an epoch's
+}
+
+func (c *boundCtx) Deadline() (time.Time, bool) { return c.bound.Deadline() }
+func (c *boundCtx) Done() <-chan struct{}       { return c.bound.Done() }
+func (c *boundCtx) Err() error                  { return c.bound.Err() }
+
+// Value returns the value of key in the caller's context, else in the
+// epoch's: the context package finds the epoch's cancellation there, so
+// that a context derived from this one is cancelled with the epoch, without
+// a goroutine of its own.
+func (c *boundCtx) Value(key any) any {
+	if v := c.values.Value(key); v != nil {
+		return v
+	}
+	return c.bound.Value(key)
+}
+
+// decisionMargin is the most an acquire keeps between its decision and its
+// caller's deadline (a tenth of the time left when that is less): enough to
+// build the answer and return it before the deadline.
+const decisionMargin = 10 * time.Millisecond
+
+// decisionContext returns the context an acquire made with ctx works on.
+// When ctx's deadline comes before a store call's bound could end (with
+// the margin), it is a context that ends decisionMargin earlier, so that
+// the acquire stops waiting for the store in time for the on-unavailable
+// mode to decide before the caller's deadline; cancel must then be called.
+// Otherwise it is ctx, and costs no clock read.
+func (b *storeBound) decisionContext(ctx context.Context) (_ context.Context, cancel context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, nil
+	}
+	if b.d > 0 && dl.Sub(b.epoch().deadline) > b.slack+decisionMargin {
+		return ctx, nil
+	}
+	margin := min(decisionMargin, time.Until(dl)/10)
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
+// storeTimeoutError reports a store call that did not end within the store
+// timeout ([WithStoreTimeout]). It matches [ErrUnavailable] and unwraps to
+// the call's error (which matches context.DeadlineExceeded).
+type storeTimeoutError struct {
+	timeout time.Duration
+	cause   error
+}
+
+func (e *storeTimeoutError) Error() string {
+	return fmt.Sprintf("limiter: the store did not answer within %v (WithStoreTimeout)", e.timeout)
+}
+
+func (e *storeTimeoutError) Is(target error) bool { return target == ErrUnavailable }
+func (e *storeTimeoutError) Unwrap() error        { return e.cause }
+func (e *storeTimeoutError) ownMessage()          {}
+
+// deadlineError reports an acquire that stopped waiting for the store so as
+// to decide before its caller's deadline. It matches [ErrUnavailable] and
+// context.DeadlineExceeded.
+type deadlineError struct{ cause error }
+
+func (e *deadlineError) Error() string {
+	return "limiter: the store did not answer before the caller's deadline"
+}
+
+func (e *deadlineError) Is(target error) bool {
+	return target == ErrUnavailable || target == context.DeadlineExceeded
+}
+func (e *deadlineError) Unwrap() error { return e.cause }
+func (e *deadlineError) ownMessage()   {}
+
+// circuitOpenError is ErrCircuitOpen: a value of a comparable type, so
+// that returning it allocates nothing.
+type circuitOpenError struct{}
+
+func (circuitOpenError) Error() string {
+	return "limiter: circuit breaker open: the store failed repeatedly; calls fail at once until a probe succeeds (WithCircuitBreaker)"
+}
+
+func (circuitOpenError) Is(target error) bool { return target == ErrUnavailable }
+func (circuitOpenError) ownMessage()          {}
