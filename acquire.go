@@ -97,7 +97,11 @@ func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error
 		return false, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
 	}
 	mode := o.onUnavailable
-	if mode == "" {
+	switch {
+	case mode != "":
+	case noAnswer(err):
+		mode = rl.configs.cachedOnUnavailable() // the store would not answer this read either
+	default:
 		mode = rl.configs.resolveOnUnavailable(dctx)
 	}
 	rl.logUnavailable(ctx, entityID, resource, mode, err)
@@ -105,6 +109,14 @@ func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error
 		return true, nil
 	}
 	return false, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+}
+
+// noAnswer reports whether err says the store gave no answer: its calls
+// time out, or the circuit breaker is open.
+func noAnswer(err error) bool {
+	var te *storeTimeoutError
+	var de *deadlineError
+	return errors.Is(err, ErrCircuitOpen) || errors.As(err, &te) || errors.As(err, &de)
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When

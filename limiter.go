@@ -7,6 +7,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -103,8 +104,15 @@ const (
 	// ([WithAuditRetention]).
 	DefaultAuditRetention = 90 * 24 * time.Hour
 	// DefaultStoreTimeout bounds each store call of an acquire, a lease or
-	// a give-back ([WithStoreTimeout]).
+	// a give-back ([WithStoreTimeout]), unless $ZAEL_STORE_TIMEOUT
+	// ([EnvStoreTimeout]) sets another default.
 	DefaultStoreTimeout = 500 * time.Millisecond
+	// EnvStoreTimeout names the environment variable that, when set to a
+	// duration (time.ParseDuration: "2s", "750ms"), replaces
+	// [DefaultStoreTimeout]; [WithStoreTimeout] still wins. It lets a
+	// deployment or a test run on a loaded machine (DynamoDB Local warming
+	// up, say) widen the bound without a code change.
+	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
 	// DefaultCircuitFailures is how many consecutive failed store calls
 	// open the circuit breaker ([WithCircuitBreaker]).
 	DefaultCircuitFailures = 5
@@ -194,6 +202,9 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		circuitFailures: DefaultCircuitFailures,
 		circuitCooldown: DefaultCircuitCooldown,
 	}
+	if d, err := time.ParseDuration(os.Getenv(EnvStoreTimeout)); err == nil {
+		rl.storeTimeout = d
+	}
 	for _, o := range opts {
 		o(rl)
 	}
@@ -265,14 +276,16 @@ func WithMetrics(m Metrics) Option {
 }
 
 // Close waits until every write the limiter still runs for callers that
-// gave up has ended (each store call within the store timeout,
-// [WithStoreTimeout]) and its tokens were given back, and writes the
+// gave up has ended and its tokens were given back, and writes the
 // adjustments queued by background commits ([WithBackgroundCommit]) and
-// waits for them.
+// waits for them: within about the store timeout ([WithStoreTimeout]),
+// every store call started from then on ending within one timeout of the
+// call to Close.
 // Call it when the limiter is no longer used: after it returns, no
 // goroutine of the limiter runs. Acquires after Close start new writes
 // that Close did not wait for.
 func (rl *RateLimiter) Close() error {
+	rl.store.bound.closing()
 	if rl.commits != nil {
 		rl.commits.flushAll()
 	}
@@ -283,7 +296,8 @@ func (rl *RateLimiter) Close() error {
 
 // WithStoreTimeout bounds every call the limiter makes on its repository
 // for an acquire, a lease, a background commit or a give-back
-// ([DefaultStoreTimeout] by default; up to a tenth more for a given call).
+// ([DefaultStoreTimeout] by default, or $ZAEL_STORE_TIMEOUT; up to a
+// tenth more for a given call).
 // On DynamoDB the bound covers the whole call, the SDK's retries and their
 // backoff included. A call that does not end in time fails as unavailable
 // (and counts as a failure of the store for [WithCircuitBreaker]); a write

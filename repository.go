@@ -41,7 +41,7 @@ const (
 	// cache.
 	DefaultNamespaceCacheTTL = 10 * time.Minute
 	// DefaultOpenTimeout bounds the requests of [OpenDynamoDB].
-	DefaultOpenTimeout = time.Second
+	DefaultOpenTimeout = 5 * time.Second
 )
 
 // DynamoDBClient is the subset of *dynamodb.Client the repository uses.
@@ -103,8 +103,9 @@ type DynamoDBOptions struct {
 	// table and register the namespace, together (the wait for a table
 	// that CreateTable creates to become active is not counted): an
 	// endpoint that does not answer fails the open with an
-	// *[UnavailableError] after about this long. Zero means
-	// [DefaultOpenTimeout].
+	// *[UnavailableError] after about this long. (One that refuses the
+	// connection fails it at once: the open does not retry a connection
+	// that could not be made.) Zero means [DefaultOpenTimeout].
 	OpenTimeout time.Duration
 }
 
@@ -245,7 +246,11 @@ func (r *DynamoDBRepository) endpoint(err error) string {
 			return u.Scheme + "://" + u.Host
 		}
 	}
-	if c, ok := r.client.(interface{ Options() dynamodb.Options }); ok {
+	client := r.client
+	if oc, ok := client.(openClient); ok {
+		client = oc.DynamoDBClient
+	}
+	if c, ok := client.(interface{ Options() dynamodb.Options }); ok {
 		o := c.Options()
 		switch {
 		case o.BaseEndpoint != nil:
@@ -469,4 +474,45 @@ func notApplied(err error) bool {
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns)
+}
+
+// openClient is the client of [OpenDynamoDB]'s own requests: a connection
+// that could not be made is not retried, so that an endpoint where nothing
+// listens fails the open at once instead of after the SDK's backoff.
+type openClient struct{ DynamoDBClient }
+
+// noDialRetry is a retryer that does not retry a connection that could not
+// be made (nothing listens, no route, no such host).
+type noDialRetry struct{ aws.Retryer }
+
+// IsErrorRetryable implements aws.Retryer.
+func (r noDialRetry) IsErrorRetryable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) {
+		return false
+	}
+	return r.Retryer.IsErrorRetryable(err)
+}
+
+func openOptions(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = noDialRetry{o.Retryer}
+	}
+}
+
+func (c openClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return c.DynamoDBClient.GetItem(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return c.DynamoDBClient.PutItem(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return c.DynamoDBClient.TransactWriteItems(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return c.DynamoDBClient.CreateTable(ctx, in, append(optFns, openOptions)...)
 }

@@ -568,10 +568,11 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
 	}
 	r := &DynamoDBRepository{
-		client: client,
+		client: openClient{client},
 		opts:   o,
 		shared: newSharedState(o),
 	}
+	defer func() { r.client = client }()
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
 			return nil, r.openErr(ctx, err)

@@ -83,6 +83,23 @@ func (b *storeBound) next() *boundEpoch {
 	return e
 }
 
+// closing starts the last epoch, which never goes stale: every call
+// started from now on, queued ones included, ends within one bound of now,
+// so that the limiter's Close, which waits for them, returns within about
+// the bound. close ends it.
+func (b *storeBound) closing() {
+	if b.d <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := &boundEpoch{deadline: time.Now().Add(b.d)}
+	e.ctx, e.cancel = context.WithDeadline(context.Background(), e.deadline)
+	e.timer = time.NewTimer(time.Hour) // never fires before close stops it
+	b.live = append(b.live, e)
+	b.cur.Store(e)
+}
+
 // close ends every epoch and stops its timers: calls still running on
 // one end with context.Canceled. A call after close starts a new epoch.
 func (b *storeBound) close() {
