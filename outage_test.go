@@ -409,7 +409,7 @@ func TestOutageLogs(t *testing.T) {
 	}
 	assert.Equal(t, []string{
 		"WARN limiter: circuit open",
-		"WARN limiter: backend unavailable", // the acquire whose call failed
+		"WARN limiter: backend unavailable",  // the acquire whose call failed
 		"DEBUG limiter: backend unavailable", // decided by the breaker
 		"DEBUG limiter: backend unavailable",
 		"DEBUG limiter: circuit half-open",
