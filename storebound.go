@@ -169,7 +169,7 @@ func (c *boundCtx) Value(key any) any {
 // decisionMargin is the most an acquire keeps between its decision and its
 // caller's deadline (a tenth of the time left when that is less): enough to
 // build the answer and return it before the deadline.
-const decisionMargin = 10 * time.Millisecond
+const decisionMargin = 20 * time.Millisecond
 
 // decisionContext returns the context an acquire made with ctx works on.
 // When ctx's deadline comes before a store call's bound could end (with
