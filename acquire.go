@@ -63,7 +63,7 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 		err = ErrCircuitOpen
 	} else {
 		var cancel context.CancelFunc
-		if dctx, cancel = rl.store.bound.decisionContext(ctx); cancel != nil {
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
 			decided = true
 			defer cancel()
 		}
@@ -77,11 +77,31 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	return &Lease{rl: rl, noop: true}, nil
 }
 
+// decisionContext returns the context an acquire made with ctx works on:
+// in allow mode, when ctx's deadline comes before a store call's bound
+// could end, one that ends a small margin before the deadline (cancel must
+// then be called), so that the acquire answers with a no-op lease before
+// its caller gives up; otherwise ctx (block mode returns ctx's error at
+// the deadline, as it always did).
+func (rl *RateLimiter) decisionContext(ctx context.Context, o acquireOptions) (context.Context, context.CancelFunc) {
+	if !rl.store.bound.beforeBound(ctx) {
+		return ctx, nil
+	}
+	mode := o.onUnavailable
+	if mode == "" {
+		mode = rl.configs.cachedOnUnavailable()
+	}
+	if mode != OnUnavailableAllow {
+		return ctx, nil
+	}
+	return decisionContext(ctx)
+}
+
 // decide says how an acquire made with ctx that failed with err ends: err
 // as it is (a rate limit, invalid input, the caller's cancellation), an
 // *AccessDeniedError, or by the on-unavailable mode: allow (true), or an
 // *UnavailableError. dctx is the context the acquire worked on; decided
-// reports that it ends before ctx (storeBound.decisionContext), and when
+// reports that it ends before ctx (see decisionContext), and when
 // it has, the store did not answer in time: that is decided by the mode
 // too, even if ctx's deadline has just passed meanwhile.
 func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error, o acquireOptions, entityID, resource string) (bool, error) {

@@ -96,7 +96,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 		err = ErrCircuitOpen
 	} else {
 		var cancel context.CancelFunc
-		if dctx, cancel = rl.store.bound.decisionContext(ctx); cancel != nil {
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
 			decided = true
 			defer cancel()
 		}

@@ -28,9 +28,13 @@ import (
 // process, within its config cache TTL). Invalid input — a negative amount,
 // a limit name no limit has, an entity that would be its own ancestor — is
 // a *[ValidationError] before anything is written. An Acquire returns
-// within its context's deadline even when the store hangs, and what a write
-// took after its caller gave up is given back: the consumption counters
-// equal what the committed leases consumed.
+// within its context's deadline even when the store hangs, and each store
+// call ends within the store timeout ([WithStoreTimeout]); in allow mode
+// the no-op lease comes before the deadline, and once the store failed
+// repeatedly the circuit breaker ([WithCircuitBreaker]) decides at once.
+// What a write took after its caller gave up is given back when its
+// answer comes within the store timeout: the consumption counters equal
+// what the committed leases consumed.
 //
 // # Options
 //
@@ -302,10 +306,11 @@ func (rl *RateLimiter) Close() error {
 // backoff included. A call that does not end in time fails as unavailable
 // (and counts as a failure of the store for [WithCircuitBreaker]); a write
 // that got no answer may have applied all the same, and what it took then
-// stays taken. A caller never waits past its own context's deadline: when
-// that comes first, the acquire stops waiting a few milliseconds before it
-// and the on-unavailable mode decides. Zero or less: no bound (calls wait
-// as long as their context lets them). On Redis the bound cuts a call only
+// stays taken. A caller never waits past its own context's deadline; in
+// allow mode, when that deadline comes first, the acquire stops waiting a
+// few milliseconds before it and answers with a no-op lease (block mode
+// returns the context's error at the deadline). Zero or less: no bound
+// (calls wait as long as their context lets them). On Redis the bound cuts a call only
 // on a client with ContextTimeoutEnabled; otherwise the client's read and
 // write timeouts bound it. Administrative methods (limits, entities,
 // audit, usage) are not bounded: their context decides.

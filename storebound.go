@@ -171,20 +171,21 @@ func (c *boundCtx) Value(key any) any {
 // build the answer and return it before the deadline.
 const decisionMargin = 20 * time.Millisecond
 
-// decisionContext returns the context an acquire made with ctx works on.
-// When ctx's deadline comes before a store call's bound could end (with
-// the margin), it is a context that ends decisionMargin earlier, so that
-// the acquire stops waiting for the store in time for the on-unavailable
-// mode to decide before the caller's deadline; cancel must then be called.
-// Otherwise it is ctx, and costs no clock read.
-func (b *storeBound) decisionContext(ctx context.Context) (_ context.Context, cancel context.CancelFunc) {
+// beforeBound reports whether ctx's deadline comes before a store call
+// started now could end by its bound (with the margin): an acquire in allow
+// mode must then stop waiting for the store before the deadline, not at
+// it. It costs no clock read.
+func (b *storeBound) beforeBound(ctx context.Context) bool {
 	dl, ok := ctx.Deadline()
-	if !ok {
-		return ctx, nil
-	}
-	if b.d > 0 && dl.Sub(b.epoch().deadline) > b.slack+decisionMargin {
-		return ctx, nil
-	}
+	return ok && (b.d <= 0 || dl.Sub(b.epoch().deadline) <= b.slack+decisionMargin)
+}
+
+// decisionContext returns a context that ends decisionMargin before ctx's
+// deadline (a tenth of the time left when that is less), so that an
+// acquire stops waiting for the store in time for the on-unavailable mode
+// to decide before the caller's deadline.
+func decisionContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, _ := ctx.Deadline()
 	margin := min(decisionMargin, time.Until(dl)/10)
 	return context.WithDeadline(ctx, dl.Add(-margin))
 }
