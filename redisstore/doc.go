@@ -2,7 +2,7 @@
 // services that run Redis rather than DynamoDB. A program written for the
 // DynamoDB repository runs unchanged on it; only the constructor differs:
 //
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	repo, err := redisstore.New(client)
 //	rl := limiter.New(repo)
 //
