@@ -135,16 +135,6 @@ func (b *breaker) change(from, to circuitState, failures int, cause error) {
 	}
 }
 
-// outcomeOf classifies the error of a store call that its caller did not
-// give up on and whose bound did not pass: nil and the store's own
-// refusals are answers, anything else a failure of the store.
-func outcomeOf(err error) callOutcome {
-	if err == nil || answered(err) {
-		return callAnswered
-	}
-	return callFailed
-}
-
 // answered reports whether err is an answer of a working store: a refused
 // conditional write or transaction, invalid input, a missing or existing
 // entity, an unsupported call, a refusal for want of permission, or any

@@ -133,14 +133,14 @@ func (s *storeOps) exit(ctx context.Context, g callGuard, err error) error {
 	}
 	o := callAnswered
 	switch {
-	case err == nil:
+	case err == nil || answered(err):
 	case g.e.expired():
 		o = callFailed
 		err = &storeTimeoutError{timeout: s.bound.d, cause: err}
 	case ctx.Err() != nil:
 		o = callGaveUp
 	default:
-		o = outcomeOf(err)
+		o = callFailed
 	}
 	s.brk.settle(g.probe, o, err)
 	return err
