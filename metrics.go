@@ -100,7 +100,8 @@ type Metrics interface {
 	// the limiter and its leases make on the repository, with its latency
 	// and error. An error matching [store.ErrConditionFailed] is a normal
 	// outcome (a refused conditional write); [store.ErrTransactionConflict] is
-	// retried. Administrative calls are not reported.
+	// retried. Administrative calls are not reported, nor the calls the
+	// open circuit breaker refused (they never reached the store).
 	StoreCall(ctx context.Context, op store.StoreOp, latency time.Duration, err error)
 }
 
