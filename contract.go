@@ -381,7 +381,7 @@ func detachedContext(ctx context.Context) (context.Context, context.CancelFunc) 
 	if ctx.Done() == nil {
 		return ctx, func() {}
 	}
-	return context.WithoutCancel(ctx), func() {}
+	return &detachedCtx{parent: ctx}, func() {}
 }
 
 // detached runs op and returns its result, or ctx's error as soon as ctx

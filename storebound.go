@@ -132,7 +132,11 @@ func (b *storeBound) bind(ctx context.Context) (_ context.Context, e *boundEpoch
 	case ctx == context.Background() || ctx == context.TODO():
 		return e.ctx, e, nil
 	case ctx.Done() == nil:
-		return &boundCtx{values: ctx, bound: e.ctx}, e, nil
+		values := ctx
+		if d, ok := ctx.(*detachedCtx); ok {
+			values = d.parent // its Value is the parent's
+		}
+		return &boundCtx{values: values, bound: e.ctx}, e, nil
 	}
 	if dl, ok := ctx.Deadline(); ok && !dl.After(e.deadline) {
 		return ctx, e, nil
@@ -144,10 +148,10 @@ func (b *storeBound) bind(ctx context.Context) (_ context.Context, e *boundEpoch
 // expired reports whether the bound of a call on e has passed.
 func (e *boundEpoch) expired() bool { return e != nil && e.ctx.Err() != nil }
 
-// boundCtx is a context that never ends by itself (values) bound by an
-// epoch's deadline.
+// boundCtx is the values of a caller's context (whose cancellation does
+// not apply) bound by an epoch's deadline.
 type boundCtx struct {
-	values context.Context // never done
+	values context.Context // its cancellation is ignored
 	bound  context.Context // an epoch's
 }
 
@@ -155,16 +159,30 @@ func (c *boundCtx) Deadline() (time.Time, bool) { return c.bound.Deadline() }
 func (c *boundCtx) Done() <-chan struct{}       { return c.bound.Done() }
 func (c *boundCtx) Err() error                  { return c.bound.Err() }
 
-// Value returns the value of key in the caller's context, else in the
-// epoch's: the context package finds the epoch's cancellation there, so
-// that a context derived from this one is cancelled with the epoch, without
-// a goroutine of its own.
+// Value returns the value of key in the epoch's context, else in the
+// caller's. The epoch's holds no values of its own, but the context package
+// finds its cancellation there (and not the caller's): a context derived
+// from this one is cancelled with the epoch, without a goroutine of its
+// own, and context.Cause reports the epoch's cause.
 func (c *boundCtx) Value(key any) any {
-	if v := c.values.Value(key); v != nil {
+	if v := c.bound.Value(key); v != nil {
 		return v
 	}
-	return c.bound.Value(key)
+	return c.values.Value(key)
 }
+
+// detachedCtx has the values of parent and none of its cancellation or
+// deadline: context.WithoutCancel, whose Value allocates on every call from
+// outside the context package (the SDK looks up many keys per request).
+// Store calls made with it are bound by storeOps, which then looks the
+// values up in parent directly. (context.Cause of a detachedCtx reports
+// parent's cause; its Err is always nil.)
+type detachedCtx struct{ parent context.Context }
+
+func (*detachedCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*detachedCtx) Done() <-chan struct{}       { return nil }
+func (*detachedCtx) Err() error                  { return nil }
+func (c *detachedCtx) Value(key any) any         { return c.parent.Value(key) }
 
 // decisionMargin is the most an acquire keeps between its decision and its
 // caller's deadline (a tenth of the time left when that is less): enough to
