@@ -65,26 +65,88 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	}
 	defer rl.exit()
 	start := rl.nowMs()
-	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
-	if err == nil {
-		lease.stamp(start)
-		return lease, nil
+	var lease *Lease
+	decided := false
+	dctx := ctx
+	if rl.store.brk.rejecting() {
+		err = ErrCircuitOpen
+	} else {
+		var cancel context.CancelFunc
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
+			decided = true
+			defer cancel()
+		}
+		if lease, err = rl.acquire(dctx, entityID, resource, consume, o); err == nil {
+			lease.stamp(start)
+			return lease, nil
+		}
 	}
-	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+	if allow, err := rl.decide(ctx, dctx, decided, err, o, entityID, resource); !allow {
 		return nil, err
 	}
-	if isAccessDenied(err) {
-		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	return &Lease{rl: rl, noop: true}, nil
+}
+
+// decisionContext returns the context an acquire made with ctx works on:
+// in allow mode, when ctx's deadline comes before a store call's bound
+// could end, one that ends a small margin before the deadline (cancel must
+// then be called), so that the acquire answers with a no-op lease before
+// its caller gives up; otherwise ctx (block mode returns ctx's error at
+// the deadline, as it always did).
+func (rl *RateLimiter) decisionContext(ctx context.Context, o acquireOptions) (context.Context, context.CancelFunc) {
+	if !rl.store.bound.beforeBound(ctx) {
+		return ctx, nil
 	}
 	mode := o.onUnavailable
 	if mode == "" {
-		mode = rl.configs.resolveOnUnavailable(ctx)
+		mode = rl.configs.cachedOnUnavailable()
+	}
+	if mode != OnUnavailableAllow {
+		return ctx, nil
+	}
+	return decisionContext(ctx)
+}
+
+// decide says how an acquire made with ctx that failed with err ends: err
+// as it is (a rate limit, invalid input, the caller's cancellation), an
+// *AccessDeniedError, or by the on-unavailable mode: allow (true), or an
+// *UnavailableError. dctx is the context the acquire worked on; decided
+// reports that it ends before ctx (see decisionContext), and when
+// it has, the store did not answer in time: that is decided by the mode
+// too, even if ctx's deadline has just passed meanwhile.
+func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error, o acquireOptions, entityID, resource string) (bool, error) {
+	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) {
+		return false, err
+	}
+	if cerr := ctx.Err(); decided && dctx.Err() != nil && (cerr == nil || errors.Is(cerr, context.DeadlineExceeded)) {
+		err = &deadlineError{cause: err}
+	} else if cerr != nil {
+		return false, err
+	}
+	if isAccessDenied(err) {
+		return false, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	}
+	mode := o.onUnavailable
+	switch {
+	case mode != "":
+	case noAnswer(err):
+		mode = rl.configs.cachedOnUnavailable() // the store would not answer this read either
+	default:
+		mode = rl.configs.resolveOnUnavailable(dctx)
 	}
 	rl.logUnavailable(ctx, entityID, resource, mode, err)
 	if mode == OnUnavailableAllow {
-		return &Lease{rl: rl, noop: true}, nil
+		return true, nil
 	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	return false, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+}
+
+// noAnswer reports whether err says the store gave no answer: its calls
+// time out, or the circuit breaker is open.
+func noAnswer(err error) bool {
+	var te *storeTimeoutError
+	var de *deadlineError
+	return errors.Is(err, ErrCircuitOpen) || errors.As(err, &te) || errors.As(err, &de)
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When

@@ -314,9 +314,8 @@ func (c *commits) flushKey(ctx context.Context, key store.BucketKey) error {
 
 // flush writes what waits for key, alone (its delay ended first).
 func (c *commits) flush(key store.BucketKey) {
-	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
-	defer cancel()
-	if err := c.flushKey(ctx, key); err != nil {
+	// Each store call is bounded by the store timeout (storeOps).
+	if err := c.flushKey(context.Background(), key); err != nil {
 		c.fail(key, err)
 	}
 }

@@ -20,17 +20,25 @@ import (
 // its caller gave up, and the tokens it takes must not stay taken for a
 // lease nobody holds. So a write made for a caller whose context can end
 // runs in a goroutine of the limiter, on a context detached from the
-// caller's (bounded by refundTimeout); when the caller gives up first, the
-// goroutine waits for the outcome and gives back what was applied.
-// [RateLimiter.Close] waits for these goroutines; none outlives it.
+// caller's; when the caller gives up first, the goroutine waits for the
+// outcome (within the store timeout, which bounds every store call) and
+// gives back what was applied. A write that got no answer within the store
+// timeout may have applied all the same: what it took stays taken
+// (under-admission, never a double charge). [RateLimiter.Close] waits for
+// these goroutines; none outlives it.
 
 // storeOps are the repository operations of the limiter's algorithms:
 // the required ones and the optional capabilities found on the repository,
-// each timed and reported to Metrics.StoreCall when metrics are on.
+// each bounded (storebound.go), guarded by the circuit breaker (breaker.go),
+// and timed and reported to Metrics.StoreCall when metrics are on. Every
+// call the limiter makes on the repository for an acquire, a lease or a
+// give-back passes here; the administrative methods call the repository
+// with their caller's context as it is.
 type storeOps struct {
 	repo   Repository
 	spec   store.SpeculativeStore // nil: the repository has no speculative path
 	shards store.ShardStore       // nil: the repository does not shard
+	batch  store.BatchStore       // nil: the repository has no atomic batch
 	m      Metrics                // nil: nothing is reported
 	// folder is the repository's speculative write with a pending
 	// adjustment folded in (the DynamoDB repository's); nil: none.
@@ -39,6 +47,9 @@ type storeOps struct {
 	// the next read or write of their item (WithBackgroundCommit); nil
 	// when they are off.
 	pending commitQueue
+
+	bound storeBound // the bound of each call (WithStoreTimeout)
+	brk   breaker    // the circuit breaker (WithCircuitBreaker)
 }
 
 // adjustFolder writes a pending adjustment and a speculative consume of the
@@ -70,12 +81,18 @@ type commitQueue interface {
 	speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (res store.SpeculativeResult, handled bool, err error)
 }
 
-func newStoreOps(repo Repository, m Metrics) storeOps {
-	s := storeOps{repo: repo, m: m}
+// init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
+// breaker that opens after failures consecutive failures (never when ≤ 0)
+// for cooldown.
+func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failures int, cooldown time.Duration) {
+	s.repo, s.m = repo, m
 	s.spec, _ = repo.(store.SpeculativeStore)
 	s.shards, _ = repo.(store.ShardStore)
+	s.batch, _ = repo.(store.BatchStore)
 	s.folder, _ = repo.(adjustFolder)
-	return s
+	s.bound.d, s.bound.slack = timeout, max(timeout/10, time.Millisecond)
+	s.brk.failures = int32(min(max(failures, 0), 1<<30))
+	s.brk.cooldown = cooldown
 }
 
 func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {
@@ -93,9 +110,53 @@ func (s *storeOps) begin() time.Time {
 	return time.Now()
 }
 
+// callGuard is what enter hands to exit about one call.
+type callGuard struct {
+	e      *boundEpoch        // the epoch whose deadline bounds the call; nil: unbounded
+	cancel context.CancelFunc // nil: nothing to release
+	probe  bool               // the breaker's probe
+}
+
+// enter starts a store call made with ctx: it returns the call's bounded
+// context, or [ErrCircuitOpen] at once when the breaker is open.
+func (s *storeOps) enter(ctx context.Context) (context.Context, callGuard, error) {
+	ok, probe := s.brk.admit()
+	if !ok {
+		return nil, callGuard{}, ErrCircuitOpen
+	}
+	c, e, cancel := s.bound.bind(ctx)
+	return c, callGuard{e: e, cancel: cancel, probe: probe}, nil
+}
+
+// exit ends a call entered with ctx that returned err: it tells the
+// breaker, and returns err, or a *storeTimeoutError when the bound passed.
+func (s *storeOps) exit(ctx context.Context, g callGuard, err error) error {
+	if g.cancel != nil {
+		g.cancel()
+	}
+	o := callAnswered
+	switch {
+	case err == nil || answered(err):
+	case g.e.expired():
+		o = callFailed
+		err = &storeTimeoutError{timeout: s.bound.d, cause: err}
+	case ctx.Err() != nil:
+		o = callGaveUp
+	default:
+		o = callFailed
+	}
+	s.brk.settle(g.probe, o, err)
+	return err
+}
+
 func (s *storeOps) loadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start := s.begin()
-	out, err := s.repo.LoadConfigs(ctx, keys)
+	out, err := s.repo.LoadConfigs(c, keys)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreLoadConfigs, start, err)
 	return out, err
 }
@@ -116,8 +177,13 @@ func (s *storeOps) loadBuckets(ctx context.Context, entityIDs []string, keys []s
 			return nil, nil, err
 		}
 	}
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
 	start := s.begin()
-	metas, buckets, err := s.repo.LoadBuckets(ctx, entityIDs, keys)
+	metas, buckets, err := s.repo.LoadBuckets(c, entityIDs, keys)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreLoadBuckets, start, err)
 	return metas, buckets, err
 }
@@ -128,10 +194,26 @@ func (s *storeOps) getBucket(ctx context.Context, key store.BucketKey) (*store.B
 			return nil, err
 		}
 	}
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
 	start := s.begin()
-	b, err := s.repo.GetBucket(ctx, key)
+	b, err := s.repo.GetBucket(c, key)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreGetBucket, start, err)
 	return b, err
+}
+
+// getEntity reads an entity's record (the cascade of an acquire). It is
+// not reported to Metrics.StoreCall.
+func (s *storeOps) getEntity(ctx context.Context, id string) (Entity, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return Entity{}, err
+	}
+	e, err := s.repo.GetEntity(c, id)
+	return e, s.exit(ctx, g, err)
 }
 
 func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite) error {
@@ -147,8 +229,12 @@ func (s *storeOps) writeBuckets(ctx context.Context, writes []store.BucketWrite)
 
 // writeOnly is writeBuckets without settling background commits first.
 func (s *storeOps) writeOnly(ctx context.Context, writes []store.BucketWrite) error {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return err
+	}
 	start := s.begin()
-	err := s.repo.WriteBuckets(ctx, writes)
+	err = s.exit(ctx, g, s.repo.WriteBuckets(c, writes))
 	s.done(ctx, store.StoreWriteBuckets, start, err)
 	return err
 }
@@ -164,32 +250,52 @@ func (s *storeOps) speculativeConsume(ctx context.Context, req store.Speculative
 
 // consumeOnly is speculativeConsume without background commits.
 func (s *storeOps) consumeOnly(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return store.SpeculativeResult{Key: req.Key}, err
+	}
 	start := s.begin()
-	res, err := s.spec.SpeculativeConsume(ctx, req)
+	res, err := s.spec.SpeculativeConsume(c, req)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreSpeculativeConsume, start, err)
 	return res, err
 }
 
 // fold is the folder's write of req with adj folded in.
 func (s *storeOps) fold(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return store.SpeculativeResult{Key: req.Key}, foldNotApplied, err
+	}
 	start := s.begin()
-	res, outcome, err := s.folder.speculativeConsumeAdjust(ctx, req, adj)
+	res, outcome, err := s.folder.speculativeConsumeAdjust(c, req, adj)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreSpeculativeConsume, start, err)
 	return res, outcome, err
 }
 
+// speculativeConsumeAll is the atomic speculative batch of AcquireAll. It
+// is not reported to Metrics.StoreCall.
+func (s *storeOps) speculativeConsumeAll(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.batch.SpeculativeConsumeAll(c, reqs)
+	return res, s.exit(ctx, g, err)
+}
+
 func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+	c, g, err := s.enter(ctx)
+	if err != nil {
+		return current, err
+	}
 	start := s.begin()
-	n, err := s.shards.BumpShardCount(ctx, entityID, resource, current)
+	n, err := s.shards.BumpShardCount(c, entityID, resource, current)
+	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreBumpShardCount, start, err)
 	return n, err
 }
-
-// refundTimeout bounds the writes that run detached from their caller's
-// context: commits, rollbacks, give-backs, and writes whose caller gave
-// up. Accounting must not be lost when a request is cancelled after its
-// LLM call.
-const refundTimeout = 10 * time.Second
 
 // background runs the limiter's goroutines: writes whose caller may stop
 // waiting, give-backs, background commits.
@@ -356,10 +462,15 @@ func (b *background) wait() {
 	b.running.Wait()
 }
 
-// detachedContext returns a context with ctx's values, no cancellation and
-// a refundTimeout deadline.
+// detachedContext returns a context with ctx's values and no
+// cancellation (ctx itself when it can never end). Each store call made
+// with it is bounded by the store timeout (storeOps); the cancel function
+// releases nothing and is there for the callers' defer.
 func detachedContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
+	if ctx.Done() == nil {
+		return ctx, func() {}
+	}
+	return &detachedCtx{parent: ctx}, func() {}
 }
 
 // detached runs op and returns its result, or ctx's error as soon as ctx

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -58,6 +59,13 @@ var (
 	// ErrAccessDenied is matched by *[AccessDeniedError]: the backend
 	// refused the call for want of permission.
 	ErrAccessDenied = errors.New("limiter: access denied")
+	// ErrCircuitOpen is the cause of an *[UnavailableError] (and of a
+	// store call's error) while the circuit breaker is open: the store
+	// failed repeatedly and calls fail at once until a probe succeeds
+	// ([WithCircuitBreaker]). It also matches [ErrUnavailable].
+	ErrCircuitOpen error = circuitOpenError{}
+	// ErrTableNotFound is matched by *[TableNotFoundError].
+	ErrTableNotFound = errors.New("limiter: table not found")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error
@@ -188,9 +196,11 @@ func retryAfterHeader(d time.Duration) string {
 	return strconv.FormatInt(secs, 10)
 }
 
-// UnavailableError reports that the rate limiter could not reach DynamoDB
-// (or DynamoDB failed) while the on-unavailable mode was "block". It matches
-// [ErrUnavailable] and unwraps to the cause.
+// UnavailableError reports that the rate limiter could not reach its store
+// (or the store failed, or did not answer within [WithStoreTimeout], or the
+// circuit breaker was open: Cause is then [ErrCircuitOpen]) while the
+// on-unavailable mode was "block", or that [OpenDynamoDB] could not reach
+// DynamoDB. It matches [ErrUnavailable] and unwraps to the cause.
 type UnavailableError struct {
 	// Cause is the underlying error.
 	Cause error
@@ -200,12 +210,13 @@ type UnavailableError struct {
 	Resource string
 }
 
-// Error returns the cause's message followed by the context, e.g.
-// "... [stack=zae-limiter, entity=key-1, resource=gpt-4]".
+// Error returns the cause as a user reads it followed by the context, e.g.
+// "limiter: DynamoDB UpdateItem: InternalServerError: ... [stack=zae-limiter,
+// entity=key-1, resource=gpt-4]" (see describeCause).
 func (e *UnavailableError) Error() string {
-	msg := "rate limiter unavailable"
+	msg := "limiter: backend unavailable"
 	if e.Cause != nil {
-		msg = e.Cause.Error()
+		msg = describeCause(e.Cause)
 	}
 	var parts []string
 	if e.Table != "" {
@@ -225,6 +236,64 @@ func (e *UnavailableError) Error() string {
 
 // Is reports whether target is [ErrUnavailable].
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// describeCause returns a store's error as its user reads it: the
+// limiter's own account of it when it has one (no answer within the store
+// timeout, before the caller's deadline, the circuit breaker, an endpoint
+// that cannot be reached); an AWS SDK error as "limiter: DynamoDB
+// {operation}: {code}: {message}", or with the transport's error when no
+// answer came ("dial tcp ...: connection refused"), without the steps that
+// wrapped it; a message that starts "limiter: " as it is; anything else
+// after "limiter: backend unavailable: ". The SDK's types are matched by
+// their methods, so that the core needs no SDK import.
+func describeCause(err error) string {
+	var own ownMessage
+	if errors.As(err, &own) {
+		return own.Error()
+	}
+	msg := err.Error()
+	var op interface {
+		Service() string
+		Operation() string
+	}
+	switch {
+	case errors.As(err, &op):
+		return "limiter: " + op.Service() + " " + op.Operation() + ": " + sdkReason(err)
+	case strings.HasPrefix(msg, "limiter: "):
+		return msg
+	}
+	return "limiter: backend unavailable: " + msg
+}
+
+// ownMessage is implemented by the limiter's errors whose message says
+// what happened to a store call better than the errors they wrap.
+type ownMessage interface {
+	error
+	ownMessage()
+}
+
+// sdkReason returns why an AWS SDK call failed: the service's error code
+// and message, else the transport's error, else the innermost error.
+func sdkReason(err error) string {
+	var api interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	var ue *url.Error
+	switch {
+	case errors.As(err, &api):
+		if m := api.ErrorMessage(); m != "" {
+			return api.ErrorCode() + ": " + m
+		}
+		return api.ErrorCode()
+	case errors.As(err, &ue):
+		return ue.Err.Error()
+	}
+	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
+		err = next
+	}
+	return err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Cause }
@@ -266,6 +335,33 @@ func isAccessDenied(err error) bool {
 	var coded interface{ ErrorCode() string }
 	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
 }
+
+// TableNotFoundError is returned by [OpenDynamoDB] and
+// [DynamoDBRepository.Ping] when the table does not exist. It matches
+// [ErrTableNotFound] and unwraps to DynamoDB's ResourceNotFoundException.
+type TableNotFoundError struct {
+	Table string
+	// Endpoint is where the table was looked for ("" when unknown).
+	Endpoint string
+	Cause    error
+}
+
+// Error names the table, where it was looked for, and how to create it.
+func (e *TableNotFoundError) Error() string {
+	at := ""
+	if e.Endpoint != "" {
+		at = " at " + e.Endpoint
+	}
+	return fmt.Sprintf("limiter: table %q not found%s: create it with `zae-limiter deploy --name %s` (AWS), "+
+		"`zae-limiter local up --name %s` (DynamoDB Local), or open it with DynamoDBOptions.CreateTable set",
+		e.Table, at, e.Table, e.Table)
+}
+
+// Is reports whether target is [ErrTableNotFound].
+func (e *TableNotFoundError) Is(target error) bool { return target == ErrTableNotFound }
+
+// Unwrap returns the cause.
+func (e *TableNotFoundError) Unwrap() error { return e.Cause }
 
 // NamespaceNotFoundError reports an unregistered (or deleted) namespace,
 // looked up by name, or a namespace id without a registry record. It matches

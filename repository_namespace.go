@@ -561,6 +561,9 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = DefaultOpenTimeout
+	}
 	if err := ValidateStackName(o.Table); err != nil {
 		return nil, err
 	}
@@ -568,21 +571,24 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
 	}
 	r := &DynamoDBRepository{
-		client: client,
+		client: openClient{client},
 		opts:   o,
 		shared: newSharedState(o),
 	}
+	defer func() { r.client = client }()
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
-			return nil, err
+			return nil, r.openErr(ctx, err)
 		}
 	}
-	if err := r.checkVersion(ctx); err != nil {
-		return nil, err
+	octx, cancel := context.WithTimeout(ctx, o.OpenTimeout)
+	defer cancel()
+	if err := r.checkVersion(octx); err != nil {
+		return nil, r.openErr(ctx, err)
 	}
-	id, err := r.ensureNamespace(ctx, o.Namespace)
+	id, err := r.ensureNamespace(octx, o.Namespace)
 	if err != nil {
-		return nil, err
+		return nil, r.openErr(ctx, err)
 	}
 	r.bind(id, o.Namespace)
 	return r, nil

@@ -423,7 +423,7 @@ func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []L
 		return
 	}
 	rl.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+		ctx, cancel := detachedContext(context.Background())
 		defer cancel()
 		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))

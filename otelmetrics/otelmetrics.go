@@ -33,6 +33,12 @@
 //     [limiter.DynamoDBOptions].Metrics to record them). Anything above
 //     zero means a principal wrote index keys naming a namespace that is
 //     not its own.
+//   - zaelimiter.circuit.changes (counter), attributes store (the
+//     repository's name) and state (open, closed): the openings and
+//     closings of the circuit breaker ([limiter.WithCircuitBreaker]).
+//   - zaelimiter.circuit.open (up-down counter), attribute store: 1 while
+//     the store's breaker is open, 0 otherwise (summed over the limiters
+//     of the process).
 //
 // The attribute sets are built once, in New: recording allocates nothing
 // beyond what the SDK does.
@@ -59,6 +65,8 @@ const (
 	CacheLookups        = "zaelimiter.cache.lookups"
 	CacheEvictions      = "zaelimiter.cache.evictions"
 	ForeignIndexItems   = "zaelimiter.index.foreign_items"
+	CircuitChanges      = "zaelimiter.circuit.changes"
+	CircuitOpen         = "zaelimiter.circuit.open"
 )
 
 const (
@@ -67,6 +75,8 @@ const (
 	attrResult  = "result"
 	attrCache   = "cache"
 	attrIndex   = "index"
+	attrStore   = "store"
+	attrState   = "state"
 
 	// Outcomes and operations known when this package was written get
 	// prebuilt attribute sets; newer ones are recorded too, with sets
@@ -89,9 +99,9 @@ var resultNames = [numResults]string{"ok", "condition_failed", "transaction_conf
 // semantic conventions' for request durations).
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Metrics implements [limiter.Metrics], [limiter.CacheMetrics] and
-// [limiter.IndexMetrics] with OpenTelemetry instruments. It is safe for concurrent use. Create it with
-// [New].
+// Metrics implements [limiter.Metrics], [limiter.CacheMetrics],
+// [limiter.IndexMetrics] and [limiter.CircuitMetrics] with OpenTelemetry
+// instruments. It is safe for concurrent use. Create it with [New].
 type Metrics struct {
 	acquire   metric.Float64Histogram
 	spec      metric.Int64Counter
@@ -99,6 +109,8 @@ type Metrics struct {
 	lookups   metric.Int64Counter
 	evictions metric.Int64Counter
 	foreign   metric.Int64Counter
+	circuit   metric.Int64Counter
+	open      metric.Int64UpDownCounter
 
 	acquireOpts  [numKnownAcquire][]metric.RecordOption
 	specOpts     [numKnownSpeculative][]metric.AddOption
@@ -108,9 +120,10 @@ type Metrics struct {
 }
 
 var (
-	_ limiter.Metrics      = (*Metrics)(nil)
-	_ limiter.CacheMetrics = (*Metrics)(nil)
-	_ limiter.IndexMetrics = (*Metrics)(nil)
+	_ limiter.IndexMetrics   = (*Metrics)(nil)
+	_ limiter.Metrics        = (*Metrics)(nil)
+	_ limiter.CacheMetrics   = (*Metrics)(nil)
+	_ limiter.CircuitMetrics = (*Metrics)(nil)
 )
 
 // New creates the instruments on mp's meter [MeterName].
@@ -142,6 +155,14 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.foreign, err = meter.Int64Counter(ForeignIndexItems, metric.WithUnit("{item}"),
 		metric.WithDescription("DynamoDB index entries dropped from a namespace's query because their item lies in another namespace, by index.")); err != nil {
+		return nil, err
+	}
+	if m.circuit, err = meter.Int64Counter(CircuitChanges, metric.WithUnit("{change}"),
+		metric.WithDescription("Openings and closings of the rate limiter's circuit breaker, by store and state.")); err != nil {
+		return nil, err
+	}
+	if m.open, err = meter.Int64UpDownCounter(CircuitOpen, metric.WithUnit("{breaker}"),
+		metric.WithDescription("Circuit breakers of the rate limiter open now, by store.")); err != nil {
 		return nil, err
 	}
 	for c := range m.lookupOpts {
@@ -219,6 +240,19 @@ func (m *Metrics) StoreCall(ctx context.Context, op store.StoreOp, latency time.
 		return
 	}
 	m.store.Record(ctx, latency.Seconds(), storeAttrs(op, r))
+}
+
+// CircuitChange counts an opening or closing of a circuit breaker and
+// moves the count of open ones. It is rare: the attribute sets are built
+// on each call.
+func (m *Metrics) CircuitChange(store string, open bool) {
+	ctx := context.Background()
+	state, delta := "closed", int64(-1)
+	if open {
+		state, delta = "open", 1
+	}
+	m.circuit.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrStore, store), attribute.String(attrState, state))))
+	m.open.Add(ctx, delta, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrStore, store))))
 }
 
 // CacheEvent counts cache lookups (hits and misses) and evictions. Events

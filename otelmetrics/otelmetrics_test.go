@@ -253,3 +253,42 @@ func ExampleNew() {
 	// zaelimiter.acquire.duration outcome=admitted count=2
 	// zaelimiter.acquire.duration outcome=rate_limited count=1
 }
+
+// TestCircuitMetrics: the openings and closings of a breaker are counted
+// by store and state, and the open breakers are an up-down count.
+func TestCircuitMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	require.NoError(t, err)
+	var cm limiter.CircuitMetrics = m
+	cm.CircuitChange("zae-limiter", true)
+	cm.CircuitChange("redis", true)
+	cm.CircuitChange("zae-limiter", false)
+	cm.CircuitChange("zae-limiter", true)
+
+	got := map[string]int64{}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			sum, ok := mt.Data.(metricdata.Sum[int64])
+			if !ok || (mt.Name != otelmetrics.CircuitChanges && mt.Name != otelmetrics.CircuitOpen) {
+				continue
+			}
+			assert.Equal(t, mt.Name == otelmetrics.CircuitChanges, sum.IsMonotonic, "%s: monotonic", mt.Name)
+			for _, p := range sum.DataPoints {
+				store, _ := p.Attributes.Value("store")
+				state, _ := p.Attributes.Value("state")
+				got[mt.Name+"/"+store.AsString()+"/"+state.AsString()] = p.Value
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{
+		otelmetrics.CircuitChanges + "/zae-limiter/open":   2,
+		otelmetrics.CircuitChanges + "/zae-limiter/closed": 1,
+		otelmetrics.CircuitChanges + "/redis/open":         1,
+		otelmetrics.CircuitOpen + "/zae-limiter/":          1,
+		otelmetrics.CircuitOpen + "/redis/":                1,
+	}, got)
+}

@@ -79,6 +79,12 @@ type config struct {
 // call estimated at 500 tokens that used 400.
 const resource = "gpt-4"
 
+// storeTimeout is the store timeout of the benchmark's limiters
+// (limiter.WithStoreTimeout): long enough that DynamoDB Local on a loaded
+// machine never fails an operation, which would end the run. What the
+// bound costs an operation does not depend on its length.
+var storeTimeout = limiter.WithStoreTimeout(time.Minute)
+
 var (
 	consume = limiter.Consume{"rpm": 1, "tpm": 500}
 	adjust  = limiter.Consume{"tpm": -100}
@@ -195,7 +201,7 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	crl := limiter.New(crepo)
+	crl := limiter.New(crepo, storeTimeout)
 	defer crl.Close()
 	workers := max(cfg.conc, 1)
 	acquire := func(id string) error {
@@ -263,10 +269,12 @@ func (b *bench) refillWCU(ctx context.Context, inputs ...*dynamodb.UpdateItemInp
 
 // contenders returns the contenders of the run, the floors first.
 func (b *bench) contenders() []contender {
-	rl := limiter.New(b.repo)
+	rl := limiter.New(b.repo, storeTimeout)
 	// The background-commit limiter is closed at the end of each phase,
 	// which writes what it queued; the next phase gets a new one.
-	newBG := func() *limiter.RateLimiter { return limiter.New(b.repo, limiter.WithBackgroundCommit(true)) }
+	newBG := func() *limiter.RateLimiter {
+		return limiter.New(b.repo, storeTimeout, limiter.WithBackgroundCommit(true))
+	}
 	bg := newBG()
 	closeBG := func() error {
 		err := bg.Close()
