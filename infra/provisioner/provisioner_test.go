@@ -97,6 +97,19 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
+// openAdmin returns a DynamoDB Local client, a new table created through
+// the library, and a repository on namespace ns of it.
+func openAdmin(t *testing.T, ns string) (*dynamodb.Client, string, *limiter.DynamoDBRepository) {
+	t.Helper()
+	client := ddblocal.Client(t)
+	table := ddblocal.TableName(t)
+	admin, err := limiter.OpenDynamoDB(testContext(t), client, func(o *limiter.DynamoDBOptions) {
+		o.Table, o.Namespace, o.CreateTable = table, ns, true
+	})
+	require.NoError(t, err)
+	return client, table, admin
+}
+
 // send runs the event through the Lambda's wrapped handler and returns
 // the answer CloudFormation received.
 func send(t *testing.T, h *provisioner.Handler, r *responses, ev cfn.Event) cfn.Response {
@@ -108,12 +121,7 @@ func send(t *testing.T, h *provisioner.Handler, r *responses, ev cfn.Event) cfn.
 
 func TestCreateUpdateDelete(t *testing.T) {
 	ctx := testContext(t)
-	client := ddblocal.Client(t)
-	table := ddblocal.TableName(t)
-	admin, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
-		o.Table, o.Namespace, o.CreateTable = table, "tenant-a", true
-	})
-	require.NoError(t, err)
+	client, table, admin := openAdmin(t, "tenant-a")
 	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
 	// A limit the resource never declared: never touched.
 	require.NoError(t, rl.SetResourceDefaults(ctx, "other", []limiter.Limit{limiter.PerMinute("rpm", 7)}))
@@ -294,12 +302,7 @@ func storedItems(t *testing.T, client *dynamodb.Client, table, except string) []
 // properties changes nothing, and its rollback neither.
 func TestBadNameStoresNothing(t *testing.T) {
 	ctx := testContext(t)
-	client := ddblocal.Client(t)
-	table := ddblocal.TableName(t)
-	admin, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
-		o.Table, o.Namespace, o.CreateTable = table, "admin", true
-	})
-	require.NoError(t, err)
+	client, table, admin := openAdmin(t, "admin")
 	h := &provisioner.Handler{Client: client}
 	r := newResponses(t)
 
@@ -313,7 +316,7 @@ func TestBadNameStoresNothing(t *testing.T) {
 	}
 	assert.NotContains(t, resp.Reason, "key-1")
 	assert.Empty(t, storedItems(t, client, table, admin.NamespaceID()), "a refused manifest stored something")
-	_, err = admin.GetNamespace(ctx, "tenant-a")
+	_, err := admin.GetNamespace(ctx, "tenant-a")
 	assert.ErrorIs(t, err, limiter.ErrNamespaceNotFound, "the namespace was registered")
 
 	// Other problems are found too, all at once.
@@ -405,12 +408,7 @@ func assertSameConfigs(t *testing.T, want, got []string) {
 // stored and succeeds, reading past what never was.
 func TestDeadlineStopsWriting(t *testing.T) {
 	ctx := testContext(t)
-	client := ddblocal.Client(t)
-	table := ddblocal.TableName(t)
-	admin, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
-		o.Table, o.Namespace, o.CreateTable = table, "tenant-a", true
-	})
-	require.NoError(t, err)
+	_, table, admin := openAdmin(t, "tenant-a")
 	fp := faultproxy.Start(t, ddblocal.Endpoint(t))
 	fp.Add(faultproxy.Rule{Op: "TransactWriteItems", Kind: faultproxy.Hang})
 	const margin = 3 * time.Second
@@ -428,7 +426,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	deadline := time.Now().Add(margin + 2*time.Second)
 	dctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	_, err = cfn.LambdaWrap(h.Handle)(dctx, ev)
+	_, err := cfn.LambdaWrap(h.Handle)(dctx, ev)
 	require.NoError(t, err, "the answer could not be sent")
 	resp := r.last(t)
 	assert.True(t, r.lastAt().Before(deadline), "answered at %v, after the deadline %v", r.lastAt(), deadline)
