@@ -241,6 +241,9 @@ func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume
 	case res.Reason == store.RefusedLimitsChanged:
 		rl.specFallback(res.Key, store.SpecFallbackLimitsChanged)
 		return nil
+	case res.Reason == store.RefusedRefillDue:
+		rl.specFallback(res.Key, store.SpecFallbackRefillDue)
+		return nil
 	}
 	ok, statuses := wouldRefillSatisfy(res.Bucket.States, positive(consume), now)
 	if ok {
