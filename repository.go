@@ -93,6 +93,15 @@ type DynamoDBOptions struct {
 	// again, and so sees a namespace another process deleted. Zero means
 	// [DefaultNamespaceCacheTTL].
 	NamespaceCacheTTL time.Duration
+	// BucketCacheSize bounds the bucket items the repository keeps as its
+	// last write of each returned them (shared with the repositories
+	// [DynamoDBRepository.Namespace] returns), the least recently used
+	// going first. A speculative write whose bucket may have refilled to
+	// its capacity writes the refilled state computed from the kept item,
+	// conditioned on the item being unchanged: one write instead of a
+	// refused one and the refilled one. Zero means
+	// [DefaultBucketCacheSize]; a negative size keeps none.
+	BucketCacheSize int
 }
 
 // Defaults of the namespace cache ([DynamoDBOptions]).
@@ -103,6 +112,9 @@ const (
 	// DefaultNamespaceCacheTTL is the default age limit of the namespace
 	// cache.
 	DefaultNamespaceCacheTTL = 10 * time.Minute
+	// DefaultBucketCacheSize is the default ceiling of the bucket cache
+	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1 KiB each).
+	DefaultBucketCacheSize = 4096
 )
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
@@ -135,8 +147,13 @@ type sharedState struct {
 	now   func() time.Time
 	mu    sync.Mutex                 // guards nsIDs
 	nsIDs *lru.Cache[string, string] // namespace name → id
-	// spec builds the table's speculative writes from cached templates.
-	spec *ddbschema.SpeculativeUpdates
+	// spec and exact build the table's speculative and exact writes from
+	// cached templates.
+	spec  *ddbschema.SpeculativeUpdates
+	exact *ddbschema.ExactUpdates
+	// buckets keeps the bucket items as the last write of each returned
+	// them.
+	buckets *bucketCache
 }
 
 func newSharedState(o DynamoDBOptions) *sharedState {
@@ -147,7 +164,15 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	if ttl <= 0 {
 		ttl = DefaultNamespaceCacheTTL
 	}
-	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table)}
+	buckets := o.BucketCacheSize
+	if buckets == 0 {
+		buckets = DefaultBucketCacheSize
+	}
+	return &sharedState{
+		now: o.Now, nsIDs: lru.New[string, string](size, ttl),
+		spec: ddbschema.NewSpeculativeUpdates(o.Table), exact: ddbschema.NewExactUpdates(o.Table),
+		buckets: newBucketCache(buckets),
+	}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)

@@ -1,0 +1,655 @@
+// Layer 5, the DynamoDB repository: the speculative write, exact on every
+// bucket: it takes from the stored balances while that is exact, and
+// otherwise writes the refilled state in one conditional write.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// The speculative write takes from the stored balances and leaves rf alone,
+// which is exact only while no limit it takes from can have refilled to its
+// capacity (store.RefillDue); a condition expression cannot compute a
+// refill, so each limit keeps a lower bound of the time it is full (fa),
+// which the write is conditioned on, with a copy of its balance (ts) and
+// its parameters (fp) that tell a write of another library apart (see
+// ddbschema.BucketLimit).
+//
+// When the bucket may be full (the common case of a key used now and
+// then), the refilled state is written in one conditional write computed
+// from the item as this repository last saw it: the exact write
+// (ddbschema.ExactUpdates), conditioned on the item being unchanged (rf
+// and each balance written). The repository keeps every item its writes
+// return (bucketCache), so in steady state the write it sends is the one
+// that applies:
+//
+//   - the kept item says the bucket may be full, or its exact state is
+//     stale: the exact write from it;
+//   - else (or none is kept): the speculative write; when it is refused,
+//     the item it returns (ALL_OLD) decides: a request that does not fit,
+//     or that the item no longer holds the limits of, is refused as
+//     before, and one that fits is written exactly from it.
+//
+// An exact write refused because the item changed meanwhile returns the
+// item too, and is computed again from it, at most maxExactWrites times;
+// then the request is refused with store.RefusedRefillDue and the limiter
+// takes the read-then-write path. The retry of a read-then-write whose
+// lock was lost (store.WriteRetry) is an exact write too.
+
+// maxExactWrites bounds the writes of one request whose item keeps
+// changing under it. Each refusal of an exact write means another write
+// of the item applied, so writers racing for one item all get through
+// within about as many rounds as there are of them (group commit sends
+// one write of an item per limiter at a time).
+const maxExactWrites = 8
+
+// bucketCache holds the bucket items as the last write of this process
+// returned them, per namespace and key: a hint for the exact write, never
+// trusted for a decision that refuses or admits (the write's condition
+// checks it).
+type bucketCache struct {
+	mu sync.Mutex
+	c  *lru.Cache[bucketCacheKey, *store.Bucket]
+}
+
+type bucketCacheKey struct {
+	ns  string
+	key store.BucketKey
+}
+
+// newBucketCache returns a cache of at most size items (none when size ≤
+// 0).
+func newBucketCache(size int) *bucketCache {
+	return &bucketCache{c: lru.New[bucketCacheKey, *store.Bucket](max(size, 0), 0)}
+}
+
+func (c *bucketCache) get(ns string, key store.BucketKey) *store.Bucket {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, _ := c.c.Get(bucketCacheKey{ns, key}, time.Time{})
+	return b
+}
+
+// put keeps b (read-only from now on) as the item of key.
+func (c *bucketCache) put(ns string, key store.BucketKey, b *store.Bucket) {
+	if b == nil {
+		c.forget(ns, key)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.c.Add(bucketCacheKey{ns, key}, b, time.Time{})
+}
+
+func (c *bucketCache) forget(ns string, key store.BucketKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.c.Remove(bucketCacheKey{ns, key})
+}
+
+// keepItem parses item, the item of key as a write returned it, and keeps
+// it (nothing when it cannot be parsed).
+func (r *DynamoDBRepository) keepItem(key store.BucketKey, item map[string]types.AttributeValue) (*store.Bucket, error) {
+	b, err := bucketFromDynamoDB(item)
+	if err != nil {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, err
+	}
+	r.shared.buckets.put(r.nsID, key, b)
+	return b, nil
+}
+
+// keepHint keeps item, the item of key as a write returned it, when it
+// parses (the kept items are hints: one that does not parse is dropped).
+func (r *DynamoDBRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
+	if b, err := bucketFromDynamoDB(item); err == nil {
+		r.shared.buckets.put(r.nsID, key, b)
+	} else {
+		r.shared.buckets.forget(r.nsID, key)
+	}
+}
+
+// specInputs converts req's limits and amounts to the speculative
+// template's, sorted by name, in the caller's storage.
+func specInputs(req store.SpeculativeRequest, lbuf []ddbschema.SpecLimit, abuf []ddbschema.SpecAmount) ([]ddbschema.SpecLimit, []ddbschema.SpecAmount) {
+	limits := lbuf[:0]
+	for _, l := range req.Limits {
+		limits = append(limits, ddbschema.SpecLimit{
+			Name:              l.Name,
+			CapacityMilli:     bucketmath.SatMul(l.Capacity, 1000),
+			RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000),
+			RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
+		})
+	}
+	amounts := abuf[:0]
+	for name, n := range req.Consume {
+		amounts = append(amounts, ddbschema.SpecAmount{Name: name, Milli: bucketmath.SatMul(n, 1000)})
+	}
+	slices.SortFunc(amounts, func(a, b ddbschema.SpecAmount) int { return strings.Compare(a.Name, b.Name) })
+	return limits, amounts
+}
+
+// buildSpeculativeUpdate is the speculative UpdateItem of req in namespace
+// ns: take every named amount and one wcu token, conditioned on the item
+// existing and not being expired, on every limit of req.Limits being
+// stored with the parameters the limiter resolved, on each positive
+// amount fitting in its balance and its limit not being full by now (its
+// exact state, see ddbschema.BucketLimit), and on wcu having a token. It
+// is sent on every acquire, so it is built from a template of its shape
+// (ddbschema.SpeculativeUpdates), and the slices handed to it stay on the
+// stack for up to eight limits and amounts. ddbschema.Exact must hold for
+// req.
+func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
+	var lbuf [8]ddbschema.SpecLimit
+	var abuf [8]ddbschema.SpecAmount
+	limits, amounts := specInputs(req, lbuf[:], abuf[:])
+	key := ddbschema.BucketKeyValue(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	return spec.Input(key, limits, amounts, req.NowMs)
+}
+
+// SpeculativeConsume implements [store.SpeculativeStore]: one conditional
+// UpdateItem on key, which also takes one token of the item's hidden wcu
+// limit, exact as the contract requires (see above): in steady state one
+// write, the speculative one or the exact one. A refused write returns the
+// old item (ALL_OLD) and the reason; only other errors are returned as
+// errors.
+func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	return r.consumeFrom(ctx, req, r.shared.buckets.get(r.nsID, req.Key), false)
+}
+
+// consumeFrom writes req, deciding on base, the item as last seen (nil:
+// none; fresh: as a refused write returned it just now, else as kept):
+// the exact write when a limit it takes from may be full or its exact
+// state is stale, else the speculative write. Each write refused because
+// the item changed returns the item, and the next is decided on it; the
+// item as refused decides a refusal. After maxExactWrites writes refused
+// so, the request is refused with store.RefusedRefillDue.
+func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
+	var lbuf [8]ddbschema.SpecLimit
+	var abuf [8]ddbschema.SpecAmount
+	limits, amounts := specInputs(req, lbuf[:], abuf[:])
+	signed := ddbschema.Exact(limits, amounts)
+	key := ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	var p exactPlan
+	for round := 0; ; round++ {
+		exact := false
+		if base != nil {
+			reason, direct := p.spec(base, req)
+			switch {
+			case reason != store.RefusedNone && fresh:
+				return refusedResult(req.Key, base, reason, req.NowMs), nil
+			case reason != store.RefusedNone:
+				base = nil // a kept item that refuses is no answer (it may be stale): ask the item
+			case round > maxExactWrites:
+				// The item keeps changing: the read-then-write path decides.
+				return store.SpeculativeResult{Key: req.Key, Bucket: base, Reason: store.RefusedRefillDue}, nil
+			default:
+				exact = direct || !signed
+			}
+		}
+		if !exact && !signed {
+			// Without the parameters of a limit it takes from, the
+			// speculative write cannot tell whether taking is exact: read
+			// the item, and write the exact state from it.
+			if round > 0 {
+				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedRefillDue}, nil
+			}
+			got, err := r.readBucket(ctx, req.Key)
+			if err != nil || got == nil {
+				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, err
+			}
+			base, fresh = got, true
+			continue
+		}
+		var out *dynamodb.UpdateItemOutput
+		var err error
+		if exact {
+			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &p.w), writeOptions)
+		} else {
+			out, err = r.client.UpdateItem(ctx, r.shared.spec.Input(key, limits, amounts, req.NowMs), writeOptions)
+		}
+		if err == nil {
+			b, err := r.keepItem(req.Key, out.Attributes)
+			if err != nil {
+				return store.SpeculativeResult{Key: req.Key}, err
+			}
+			return store.SpeculativeResult{Key: req.Key, Applied: true, Bucket: b}, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return store.SpeculativeResult{Key: req.Key}, wrapErr("speculative write", err)
+		}
+		if len(ccf.Item) == 0 {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, nil
+		}
+		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
+			return store.SpeculativeResult{Key: req.Key}, err
+		}
+		fresh = true
+	}
+}
+
+// readBucket reads the item of key consistently and keeps it; nil when it
+// is missing.
+func (r *DynamoDBRepository) readBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(r.opts.Table),
+		Key:            bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, wrapErr("read bucket", err)
+	}
+	if len(out.Item) == 0 {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, nil
+	}
+	return r.keepItem(key, out.Item)
+}
+
+// exactPlan is an exact write being computed, with room for its limits.
+type exactPlan struct {
+	w      ddbschema.ExactWrite
+	limits [8]ddbschema.ExactLimit
+	params [8]ddbschema.SpecLimit
+	wcu    ddbschema.ExactWCU
+}
+
+// exactLimit returns the exact write of s, a state of an item refilled to
+// rfMs (or not, when rfMs is the item's rf), whose balance goes from old
+// to now newMilli, with takenMilli added to its total.
+func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64) ddbschema.ExactLimit {
+	return ddbschema.ExactLimit{
+		Name: s.LimitName, OldMilli: oldMilli, NewMilli: newMilli, TakenMilli: takenMilli,
+		CapacityMilli: s.CapacityMilli, RefillAmountMilli: s.RefillAmountMilli, RefillPeriodMs: s.RefillPeriodMs,
+		FullAtMs: bucketmath.FullAtMs(newMilli, rfMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+	}
+}
+
+// spec decides req on base as the speculative write would if base were
+// the item, and fills p with the exact write of it: the reason it is
+// refused (store.RefusedNone when it fits), and whether the speculative
+// write would be refused on base for want of an exact state (a limit it
+// takes from may be full, or its fa is stale, missing or reached).
+//
+// When a limit it takes from may be full by NowMs, every limit of the item
+// is refilled to NowMs (rf moves to NowMs), the request decided on the
+// refilled balances, and every limit written; otherwise only the limits
+// it takes from are written, their balances less the amounts. The hidden
+// wcu limit gives one token (refilled too when rf moves). The write is
+// also conditioned on the other limits of req.Limits keeping their
+// parameters and on the item not having expired.
+func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reason store.RefusalReason, direct bool) {
+	now := req.NowMs
+	if base.Expired(now) {
+		return store.RefusedExpired, false
+	}
+	for _, l := range req.Limits {
+		s, ok := base.State(l.Name)
+		if !ok {
+			return store.RefusedLimitMissing, false
+		}
+		if !sameParams(s, l) {
+			return store.RefusedLimitsChanged, false
+		}
+	}
+	for name := range req.Consume {
+		if _, ok := base.State(name); !ok {
+			return store.RefusedLimitMissing, false
+		}
+	}
+	x := extrasOf(base)
+	refill := store.RefillDue(base, req.Consume, now) && now > base.RefillMs
+	rf := base.RefillMs
+	if refill {
+		rf = now
+	}
+	short := false
+	p.w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: p.limits[:0], Params: p.params[:0], NowMs: now, TTLCheck: true}
+	for i, s := range base.States {
+		amount, named := req.Consume[s.LimitName]
+		taken := bucketmath.SatMul(amount, 1000)
+		balance := s.TokensMilli
+		if refill {
+			balance, _ = bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if amount > 0 {
+			short = short || balance < taken
+			if !refill && (x == nil || i >= len(x.exact) || !x.exact[i].valid || x.exact[i].fullAtMs <= now) {
+				direct = true
+			}
+		}
+		if refill || (named && amount != 0) {
+			p.w.Limits = append(p.w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), taken, rf))
+		}
+	}
+	for _, l := range req.Limits {
+		if !slices.ContainsFunc(p.w.Limits, func(e ddbschema.ExactLimit) bool { return e.Name == l.Name }) {
+			p.w.Params = append(p.w.Params, ddbschema.SpecLimit{
+				Name: l.Name, CapacityMilli: bucketmath.SatMul(l.Capacity, 1000),
+				RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000), RefillPeriodMs: l.RefillPeriod.Milliseconds(),
+			})
+		}
+	}
+	slices.SortFunc(p.w.Params, func(a, b ddbschema.SpecLimit) int { return strings.Compare(a.Name, b.Name) })
+	wcu := wcuOf(base)
+	wcuShort := wcu == nil // an item without wcu refuses the write, as the speculative one does
+	if wcu != nil {
+		refilled := wcu.TokensMilli
+		if refill {
+			refilled, _ = bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
+		}
+		wcuShort = refilled < wcuWriteCostMilli
+		credit := refilled - wcu.TokensMilli
+		p.wcu = ddbschema.ExactWCU{DeltaMilli: credit - wcuWriteCostMilli, TakenMilli: wcuWriteCostMilli, NeedMilli: wcuWriteCostMilli - credit, HasNeed: true}
+		p.w.WCU = &p.wcu
+	}
+	switch {
+	case short && wcuShort:
+		return store.RefusedBothExhausted, direct
+	case wcuShort:
+		return store.RefusedWriteCapacity, direct
+	case short:
+		return store.RefusedLimitExhausted, direct
+	}
+	return store.RefusedNone, direct || refill
+}
+
+// retry fills p with the exact write of w, a store.WriteRetry, on base: it
+// takes each amount from its limit (creating a limit base lacks from its
+// Initial), from the stored balances, or from balances refilled to
+// w.NowMs when a limit it takes from may be full by then (store.RefillDue),
+// every limit of the item then written and rf moved. ok is false when the
+// write does not fit base: a balance short of its amount, or a limit base
+// lacks without an Initial. direct is false when the take from the stored
+// balances may be written instead (retrySubtract): no limit is created or
+// refilled, and each limit taken from has a valid exact state whose fa
+// lies after now.
+func (p *exactPlan) retry(base *store.Bucket, w store.BucketWrite) (ok, direct bool) {
+	now := w.NowMs
+	refill := false
+	x := extrasOf(base)
+	for _, lw := range w.Limits {
+		i := slices.IndexFunc(base.States, func(s store.BucketState) bool { return s.LimitName == lw.Name })
+		if i < 0 {
+			direct = true // created
+			continue
+		}
+		s := base.States[i]
+		if lw.ConsumedMilli < 0 {
+			direct = true // a give-back: only the exact write keeps fa
+		}
+		if lw.ConsumedMilli <= 0 {
+			continue
+		}
+		if now >= bucketmath.FullAtMs(s.TokensMilli, base.RefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs) {
+			refill = true
+		}
+		if x == nil || i >= len(x.exact) || !x.exact[i].valid || x.exact[i].fullAtMs <= now {
+			direct = true
+		}
+	}
+	refill = refill && now > base.RefillMs
+	rf := base.RefillMs
+	if refill {
+		rf = now
+	}
+	p.w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: p.limits[:0]}
+	taken := func(name string) (int64, bool) {
+		for _, lw := range w.Limits {
+			if lw.Name == name {
+				return lw.ConsumedMilli, true
+			}
+		}
+		return 0, false
+	}
+	for _, s := range base.States {
+		c, named := taken(s.LimitName)
+		balance := s.TokensMilli
+		if refill {
+			balance, _ = bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if named && c > 0 && balance < c {
+			return false, false
+		}
+		if refill || (named && c != 0) {
+			p.w.Limits = append(p.w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -c), c, rf))
+		}
+	}
+	for _, lw := range w.Limits {
+		if _, found := base.State(lw.Name); found {
+			continue
+		}
+		if lw.Initial == nil {
+			return false, false
+		}
+		i := lw.Initial
+		p.w.Limits = append(p.w.Limits, ddbschema.ExactLimit{
+			Name: lw.Name, Create: true, NewMilli: bucketmath.AddSat(i.TokensMilli, -lw.ConsumedMilli), TakenMilli: lw.ConsumedMilli,
+			CapacityMilli: i.CapacityMilli, RefillAmountMilli: i.RefillAmountMilli, RefillPeriodMs: i.RefillPeriodMs,
+		})
+	}
+	slices.SortFunc(p.w.Limits, func(a, b ddbschema.ExactLimit) int { return strings.Compare(a.Name, b.Name) })
+	if wcu := wcuOf(base); wcu != nil && refill {
+		refilled, _ := bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
+		p.wcu = ddbschema.ExactWCU{DeltaMilli: refilled - wcu.TokensMilli}
+		p.w.WCU = &p.wcu
+	}
+	return true, direct || refill
+}
+
+// holdsAll reports whether b holds every limit w writes.
+func holdsAll(b *store.Bucket, w store.BucketWrite) bool {
+	for _, lw := range w.Limits {
+		if _, ok := b.State(lw.Name); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// retrySubtract is the take of w, a store.WriteRetry, from the stored
+// balances, for when exactPlan.retry allows it on base: per limit ADD
+// −amount to tk and ts and the amount to tc, and move fa by what the take
+// delays it, conditioned on the balance covering the amount and on the
+// limit's exact state (fa after now, ts = tk, fp and the parameters as in
+// base), so that concurrent takes, which move tk and ts alike, do not
+// refuse it.
+func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite) *types.Update {
+	b := newExprBuilder()
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	var add []string
+	for _, lw := range w.Limits {
+		s, _ := base.State(lw.Name)
+		tk, ts := b.name(bucketAttr(lw.Name, fieldTokens)), b.name(bucketAttr(lw.Name, fieldShadow))
+		v := b.n(-lw.ConsumedMilli)
+		add = append(add, tk+" "+v, ts+" "+v, b.name(bucketAttr(lw.Name, fieldTotalConsumed))+" "+b.n(lw.ConsumedMilli))
+		if lw.ConsumedMilli <= 0 {
+			conds = append(conds, "attribute_exists("+tk+")")
+			continue
+		}
+		fa := b.name(bucketAttr(lw.Name, fieldFullAt))
+		sig, _ := ddbschema.ParamsSig(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		conds = append(conds, tk+" >= "+b.n(lw.ConsumedMilli), fa+" > "+b.n(w.NowMs), tk+" = "+ts,
+			b.name(bucketAttr(lw.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}),
+			b.name(bucketAttr(lw.Name, fieldCapacity))+" = "+b.n(s.CapacityMilli),
+			b.name(bucketAttr(lw.Name, fieldRefillAmount))+" = "+b.n(s.RefillAmountMilli),
+			b.name(bucketAttr(lw.Name, fieldRefillPeriod))+" = "+b.n(s.RefillPeriodMs))
+		add = append(add, fa+" "+b.n(bucketmath.TakeDelayMs(lw.ConsumedMilli, s.RefillAmountMilli, s.RefillPeriodMs)))
+	}
+	u := b.update(r.opts.Table, key, updateExpr(nil, add, nil), conds)
+	u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return u
+}
+
+// writeRetries applies writes, among them store.WriteRetry ones, each of
+// those as an exact write from its item: the one kept (bucketCache), else
+// one read consistently. A write refused because its item changed is
+// computed again from the item it returns, at most maxExactWrites times;
+// then the writes fail as contended (store.ErrTransactionConflict, which
+// the limiter retries). A retry that does not fit its item as read or
+// returned fails with store.ErrConditionFailed.
+func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.BucketWrite) error {
+	bases := make([]*store.Bucket, len(writes))
+	fresh := make([]bool, len(writes))
+	for round := 0; round < maxExactWrites; round++ {
+		if err := r.retryBases(ctx, writes, bases, fresh, round > 0); err != nil {
+			return err
+		}
+		items := make([]types.TransactWriteItem, len(writes))
+		reread := false
+		for i, w := range writes {
+			if w.Kind != store.WriteRetry {
+				items[i] = r.bucketWriteItem(w)
+				continue
+			}
+			var p exactPlan
+			ok, direct := p.retry(bases[i], w)
+			key := bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
+			switch {
+			case !ok && fresh[i]:
+				return store.ErrConditionFailed
+			case !ok && holdsAll(bases[i], w):
+				// A kept item that refuses is no answer: the take from the
+				// stored balances, whose condition checks them, asks the
+				// item (and returns it when refused).
+				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w)}
+				continue
+			case !ok:
+				bases[i], reread = nil, true // read it
+				continue
+			}
+			if direct {
+				items[i] = types.TransactWriteItem{Update: r.shared.exact.Update(key, &p.w)}
+			} else {
+				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w)}
+			}
+		}
+		if reread {
+			continue
+		}
+		if len(writes) == 1 {
+			in := ddbschema.UpdateInput(items[0].Update)
+			in.ReturnValues = types.ReturnValueAllNew
+			in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+			out, err := r.client.UpdateItem(ctx, in, writeOptions)
+			if err == nil {
+				_, err = r.keepItem(writes[0].Key, out.Attributes)
+				return err
+			}
+			var ccf *types.ConditionalCheckFailedException
+			if !errors.As(err, &ccf) {
+				return wrapErr("write bucket", err)
+			}
+			if len(ccf.Item) == 0 {
+				r.shared.buckets.forget(r.nsID, writes[0].Key)
+				return store.ErrConditionFailed
+			}
+			if bases[0], err = r.keepItem(writes[0].Key, ccf.Item); err != nil {
+				return err
+			}
+			fresh[0] = true
+			continue
+		}
+		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		if err == nil {
+			r.forgetWritten(writes)
+			return nil
+		}
+		var tce *types.TransactionCanceledException
+		if !errors.As(err, &tce) {
+			return classifyWriteErr("write buckets", err)
+		}
+		for i, reason := range tce.CancellationReasons {
+			if i >= len(writes) || aws.ToString(reason.Code) != "ConditionalCheckFailed" {
+				continue
+			}
+			if writes[i].Kind != store.WriteRetry || len(reason.Item) == 0 {
+				return store.ErrConditionFailed
+			}
+			b, perr := r.keepItem(writes[i].Key, reason.Item)
+			if perr != nil {
+				return perr
+			}
+			bases[i], fresh[i] = b, true
+		}
+		if err := classifyWriteErr("write buckets", err); !errors.Is(err, store.ErrConditionFailed) {
+			return err // a conflict, or another failure
+		}
+	}
+	return errExactContended
+}
+
+// errExactContended reports writes that lost the race for their items
+// maxExactWrites times; nothing of them was written.
+var errExactContended = fmt.Errorf("bucket items changed under their exact writes %d times: %w", maxExactWrites, store.ErrTransactionConflict)
+
+// retryBases fills the missing bases of the retries among writes: the
+// kept items (unless read, as after a kept one refused), else the items
+// read consistently (fresh). A retry's item that does not exist fails the
+// writes with store.ErrConditionFailed.
+func (r *DynamoDBRepository) retryBases(ctx context.Context, writes []store.BucketWrite, bases []*store.Bucket, fresh []bool, read bool) error {
+	var missing []map[string]types.AttributeValue
+	for i, w := range writes {
+		if w.Kind != store.WriteRetry || bases[i] != nil {
+			continue
+		}
+		if !read {
+			bases[i] = r.shared.buckets.get(r.nsID, w.Key)
+		}
+		if bases[i] == nil {
+			missing = append(missing, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	items, err := r.batchGet(ctx, missing, true)
+	if err != nil {
+		return wrapErr("read buckets", err)
+	}
+	for _, item := range items {
+		b, err := bucketFromDynamoDB(item)
+		if err != nil {
+			return err
+		}
+		r.shared.buckets.put(r.nsID, b.Key, b)
+		for i, w := range writes {
+			if w.Kind == store.WriteRetry && bases[i] == nil && w.Key == b.Key {
+				bases[i], fresh[i] = b, true
+			}
+		}
+	}
+	for i, w := range writes {
+		if w.Kind == store.WriteRetry && bases[i] == nil {
+			return store.ErrConditionFailed // the item is gone
+		}
+	}
+	return nil
+}
+
+// forgetWritten drops the kept items of writes that a transaction changed
+// (it returns no item).
+func (r *DynamoDBRepository) forgetWritten(writes []store.BucketWrite) {
+	for _, w := range writes {
+		r.shared.buckets.forget(r.nsID, w.Key)
+	}
+}
