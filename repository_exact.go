@@ -186,11 +186,15 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 	limits, amounts := specInputs(req, lbuf[:], abuf[:])
 	signed := ddbschema.Exact(limits, amounts)
 	key := ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
-	var p exactPlan
+	var ebuf [8]ddbschema.ExactLimit
+	var pbuf [8]ddbschema.SpecLimit
+	var w ddbschema.ExactWrite
 	for round := 0; ; round++ {
 		exact := false
 		if base != nil {
-			reason, direct := p.spec(base, req)
+			var reason store.RefusalReason
+			var direct bool
+			w, reason, direct = planSpec(base, req, ebuf[:0], pbuf[:0])
 			switch {
 			case reason != store.RefusedNone && fresh:
 				return refusedResult(req.Key, base, reason, req.NowMs), nil
@@ -220,7 +224,7 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 		var out *dynamodb.UpdateItemOutput
 		var err error
 		if exact {
-			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &p.w), writeOptions)
+			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
 		} else {
 			out, err = r.client.UpdateItem(ctx, r.shared.spec.Input(key, limits, amounts, req.NowMs), writeOptions)
 		}
@@ -265,14 +269,6 @@ func (r *DynamoDBRepository) readBucket(ctx context.Context, key store.BucketKey
 	return r.keepItem(key, out.Item)
 }
 
-// exactPlan is an exact write being computed, with room for its limits.
-type exactPlan struct {
-	w      ddbschema.ExactWrite
-	limits [8]ddbschema.ExactLimit
-	params [8]ddbschema.SpecLimit
-	wcu    ddbschema.ExactWCU
-}
-
 // exactLimit returns the exact write of s, a state of an item refilled to
 // rfMs (or not, when rfMs is the item's rf), whose balance goes from old
 // to now newMilli, with takenMilli added to its total.
@@ -284,8 +280,9 @@ func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64)
 	}
 }
 
-// spec decides req on base as the speculative write would if base were
-// the item, and fills p with the exact write of it: the reason it is
+// planSpec decides req on base as the speculative write would if base
+// were the item, and returns the exact write of it (its limits and
+// parameter conditions in the room of lim and par), the reason it is
 // refused (store.RefusedNone when it fits), and whether the speculative
 // write would be refused on base for want of an exact state (a limit it
 // takes from may be full, or its fa is stale, missing or reached).
@@ -297,23 +294,23 @@ func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64)
 // wcu limit gives one token (refilled too when rf moves). The write is
 // also conditioned on the other limits of req.Limits keeping their
 // parameters and on the item not having expired.
-func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reason store.RefusalReason, direct bool) {
+func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
 	now := req.NowMs
 	if base.Expired(now) {
-		return store.RefusedExpired, false
+		return w, store.RefusedExpired, false
 	}
 	for _, l := range req.Limits {
 		s, ok := base.State(l.Name)
 		if !ok {
-			return store.RefusedLimitMissing, false
+			return w, store.RefusedLimitMissing, false
 		}
 		if !sameParams(s, l) {
-			return store.RefusedLimitsChanged, false
+			return w, store.RefusedLimitsChanged, false
 		}
 	}
 	for name := range req.Consume {
 		if _, ok := base.State(name); !ok {
-			return store.RefusedLimitMissing, false
+			return w, store.RefusedLimitMissing, false
 		}
 	}
 	x := extrasOf(base)
@@ -323,7 +320,7 @@ func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reas
 		rf = now
 	}
 	short := false
-	p.w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: p.limits[:0], Params: p.params[:0], NowMs: now, TTLCheck: true}
+	w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: lim, Params: par, NowMs: now, TTLCheck: true}
 	for i, s := range base.States {
 		amount, named := req.Consume[s.LimitName]
 		taken := bucketmath.SatMul(amount, 1000)
@@ -338,18 +335,18 @@ func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reas
 			}
 		}
 		if refill || (named && amount != 0) {
-			p.w.Limits = append(p.w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), taken, rf))
+			w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), taken, rf))
 		}
 	}
 	for _, l := range req.Limits {
-		if !slices.ContainsFunc(p.w.Limits, func(e ddbschema.ExactLimit) bool { return e.Name == l.Name }) {
-			p.w.Params = append(p.w.Params, ddbschema.SpecLimit{
+		if !slices.ContainsFunc(w.Limits, func(e ddbschema.ExactLimit) bool { return e.Name == l.Name }) {
+			w.Params = append(w.Params, ddbschema.SpecLimit{
 				Name: l.Name, CapacityMilli: bucketmath.SatMul(l.Capacity, 1000),
 				RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000), RefillPeriodMs: l.RefillPeriod.Milliseconds(),
 			})
 		}
 	}
-	slices.SortFunc(p.w.Params, func(a, b ddbschema.SpecLimit) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(w.Params, func(a, b ddbschema.SpecLimit) int { return strings.Compare(a.Name, b.Name) })
 	wcu := wcuOf(base)
 	wcuShort := wcu == nil // an item without wcu refuses the write, as the speculative one does
 	if wcu != nil {
@@ -359,21 +356,21 @@ func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reas
 		}
 		wcuShort = refilled < wcuWriteCostMilli
 		credit := refilled - wcu.TokensMilli
-		p.wcu = ddbschema.ExactWCU{DeltaMilli: credit - wcuWriteCostMilli, TakenMilli: wcuWriteCostMilli, NeedMilli: wcuWriteCostMilli - credit, HasNeed: true}
-		p.w.WCU = &p.wcu
+		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - wcuWriteCostMilli, TakenMilli: wcuWriteCostMilli, NeedMilli: wcuWriteCostMilli - credit, HasNeed: true}
+		w.HasWCU = true
 	}
 	switch {
 	case short && wcuShort:
-		return store.RefusedBothExhausted, direct
+		return w, store.RefusedBothExhausted, direct
 	case wcuShort:
-		return store.RefusedWriteCapacity, direct
+		return w, store.RefusedWriteCapacity, direct
 	case short:
-		return store.RefusedLimitExhausted, direct
+		return w, store.RefusedLimitExhausted, direct
 	}
-	return store.RefusedNone, direct || refill
+	return w, store.RefusedNone, direct || refill
 }
 
-// retry fills p with the exact write of w, a store.WriteRetry, on base: it
+// planRetry returns the exact write of wr, a store.WriteRetry, on base: it
 // takes each amount from its limit (creating a limit base lacks from its
 // Initial), from the stored balances, or from balances refilled to
 // w.NowMs when a limit it takes from may be full by then (store.RefillDue),
@@ -383,11 +380,11 @@ func (p *exactPlan) spec(base *store.Bucket, req store.SpeculativeRequest) (reas
 // balances may be written instead (retrySubtract): no limit is created or
 // refilled, and each limit taken from has a valid exact state whose fa
 // lies after now.
-func (p *exactPlan) retry(base *store.Bucket, w store.BucketWrite) (ok, direct bool) {
-	now := w.NowMs
+func planRetry(base *store.Bucket, wr store.BucketWrite) (w ddbschema.ExactWrite, ok, direct bool) {
+	now := wr.NowMs
 	refill := false
 	x := extrasOf(base)
-	for _, lw := range w.Limits {
+	for _, lw := range wr.Limits {
 		i := slices.IndexFunc(base.States, func(s store.BucketState) bool { return s.LimitName == lw.Name })
 		if i < 0 {
 			direct = true // created
@@ -412,9 +409,9 @@ func (p *exactPlan) retry(base *store.Bucket, w store.BucketWrite) (ok, direct b
 	if refill {
 		rf = now
 	}
-	p.w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: p.limits[:0]}
+	w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf}
 	taken := func(name string) (int64, bool) {
-		for _, lw := range w.Limits {
+		for _, lw := range wr.Limits {
 			if lw.Name == name {
 				return lw.ConsumedMilli, true
 			}
@@ -428,32 +425,31 @@ func (p *exactPlan) retry(base *store.Bucket, w store.BucketWrite) (ok, direct b
 			balance, _ = bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 		}
 		if named && c > 0 && balance < c {
-			return false, false
+			return w, false, false
 		}
 		if refill || (named && c != 0) {
-			p.w.Limits = append(p.w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -c), c, rf))
+			w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -c), c, rf))
 		}
 	}
-	for _, lw := range w.Limits {
+	for _, lw := range wr.Limits {
 		if _, found := base.State(lw.Name); found {
 			continue
 		}
 		if lw.Initial == nil {
-			return false, false
+			return w, false, false
 		}
 		i := lw.Initial
-		p.w.Limits = append(p.w.Limits, ddbschema.ExactLimit{
+		w.Limits = append(w.Limits, ddbschema.ExactLimit{
 			Name: lw.Name, Create: true, NewMilli: bucketmath.AddSat(i.TokensMilli, -lw.ConsumedMilli), TakenMilli: lw.ConsumedMilli,
 			CapacityMilli: i.CapacityMilli, RefillAmountMilli: i.RefillAmountMilli, RefillPeriodMs: i.RefillPeriodMs,
 		})
 	}
-	slices.SortFunc(p.w.Limits, func(a, b ddbschema.ExactLimit) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(w.Limits, func(a, b ddbschema.ExactLimit) int { return strings.Compare(a.Name, b.Name) })
 	if wcu := wcuOf(base); wcu != nil && refill {
 		refilled, _ := bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
-		p.wcu = ddbschema.ExactWCU{DeltaMilli: refilled - wcu.TokensMilli}
-		p.w.WCU = &p.wcu
+		w.WCU, w.HasWCU = ddbschema.ExactWCU{DeltaMilli: refilled - wcu.TokensMilli}, true
 	}
-	return true, direct || refill
+	return w, true, direct || refill
 }
 
 // holdsAll reports whether b holds every limit w writes.
@@ -521,8 +517,7 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 				items[i] = r.bucketWriteItem(w)
 				continue
 			}
-			var p exactPlan
-			ok, direct := p.retry(bases[i], w)
+			plan, ok, direct := planRetry(bases[i], w)
 			key := bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard)
 			switch {
 			case !ok && fresh[i]:
@@ -538,7 +533,7 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 				continue
 			}
 			if direct {
-				items[i] = types.TransactWriteItem{Update: r.shared.exact.Update(key, &p.w)}
+				items[i] = types.TransactWriteItem{Update: r.shared.exact.Update(key, &plan)}
 			} else {
 				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w)}
 			}

@@ -132,11 +132,10 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	retry := store.BucketWrite{Kind: store.WriteRetry, Key: base.Key, NowMs: rf + 1000, Limits: []store.LimitWrite{
 		{Name: "rpm", ConsumedMilli: 2000}, {Name: "new", ConsumedMilli: 1000, Initial: &full},
 	}}
-	var p exactPlan
-	ok, direct := p.retry(base, retry)
+	w, ok, direct := planRetry(base, retry)
 	require.True(t, ok)
 	require.True(t, direct, "a limit created: the exact write")
-	u := ddbschema.NewExactUpdates("tbl").Update(bucketPrimaryKey("ns", "e", "r", 0), &p.w)
+	u := ddbschema.NewExactUpdates("tbl").Update(bucketPrimaryKey("ns", "e", "r", 0), &w)
 	got := render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	want := "SET b_new_tk = 4000, b_new_ts = 4000, b_new_cp = if_not_exists(b_new_cp, 5000), b_new_ra = if_not_exists(b_new_ra, 5000), " +
 		"b_new_rp = if_not_exists(b_new_rp, 60000), b_rpm_tk = 7000, b_rpm_ts = 7000, b_rpm_fa = " + itoa64(rf+18_000) +
@@ -148,7 +147,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 
 	// Without a limit to create, and rpm not full by then: the take.
 	retry.Limits = retry.Limits[:1]
-	ok, direct = p.retry(base, retry)
+	_, ok, direct = planRetry(base, retry)
 	require.True(t, ok)
 	require.False(t, direct)
 	r := &DynamoDBRepository{opts: DynamoDBOptions{Table: "tbl"}, nsID: "ns"}
@@ -162,16 +161,16 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 
 	// 7 s on, rpm is full: the exact write refills the item.
 	retry.NowMs = rf + 7000
-	ok, direct = p.retry(base, retry)
+	w, ok, direct = planRetry(base, retry)
 	require.True(t, ok)
 	require.True(t, direct)
-	require.Equal(t, int64(rf+7000), p.w.NewRefillMs)
-	require.Equal(t, int64(8000), p.w.Limits[0].NewMilli)
+	require.Equal(t, int64(rf+7000), w.NewRefillMs)
+	require.Equal(t, int64(8000), w.Limits[0].NewMilli)
 
-	w := buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []store.LimitWrite{
+	aw := buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []store.LimitWrite{
 		{Name: "tpm-x", ConsumedMilli: -5000},
 	}})
-	u = w.Update
+	u = aw.Update
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000, b_tpm-x_ts 5000 REMOVE b_tpm-x_fa"; got != want {
 		t.Errorf("adjust update %s, want %s", got, want)

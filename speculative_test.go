@@ -57,6 +57,15 @@ func TestSpeculativeCostTable(t *testing.T) {
 	check("cascade, warm cache", "UpdateItem, UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
 	})
+	// A minute later every bucket is full again: its refilled state,
+	// computed from the item the last write returned, in one write each.
+	env.clock.advance(time.Minute)
+	check("speculative success, bucket full (the refilled state)", "UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
+	check("cascade, buckets full", "UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
 
 	// Fast rejection: a drained bucket whose refill would not help.
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 96}, lim))
@@ -79,8 +88,8 @@ func TestSpeculativeCostTable(t *testing.T) {
 	})
 	st := rl.SpeculativeStats()
 	assert.False(t, st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2, "stats = %+v", st)
-	if st.Counts[store.SpecSuccess] != 4 || st.Attempts != 8 {
-		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[store.SpecSuccess], st.Attempts)
+	if st.Counts[store.SpecSuccess] != 6 || st.Attempts != 10 {
+		t.Errorf("successes %d attempts %d, want 6 of 10", st.Counts[store.SpecSuccess], st.Attempts)
 	}
 }
 

@@ -64,8 +64,9 @@ type ExactWrite struct {
 	// write is conditioned on (as the speculative write is), sorted by
 	// name.
 	Params []SpecLimit
-	// WCU, when set, is written to the wcu limit.
-	WCU *ExactWCU
+	// WCU, when HasWCU, is written to the wcu limit.
+	WCU    ExactWCU
+	HasWCU bool
 	// NowMs, when TTLCheck, conditions the write on the item not having
 	// expired (its ttl after NowMs's second).
 	NowMs    int64
@@ -171,7 +172,7 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 	if w.TTLCheck {
 		flags |= 2
 	}
-	if w.WCU != nil {
+	if w.HasWCU {
 		flags |= 4
 		if w.WCU.HasNeed {
 			flags |= 8
@@ -234,7 +235,7 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 			dst = append(dst, l.TakenMilli)
 		}
 	}
-	if c := w.WCU; c != nil {
+	if c := &w.WCU; w.HasWCU {
 		dst = append(dst, c.DeltaMilli)
 		if c.HasNeed {
 			dst = append(dst, c.NeedMilli)
@@ -347,7 +348,7 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	for _, p := range w.Params {
 		conds = append(conds, params(p.Name, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)...)
 	}
-	if c := w.WCU; c != nil {
+	if c := &w.WCU; w.HasWCU {
 		wtk := name(BucketAttr(WCULimitName, FieldTokens))
 		add = append(add, wtk+" "+slot())
 		if c.HasNeed {
