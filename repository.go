@@ -113,7 +113,8 @@ const (
 	// cache.
 	DefaultNamespaceCacheTTL = 10 * time.Minute
 	// DefaultBucketCacheSize is the default ceiling of the bucket cache
-	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1 KiB each).
+	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1.4 KiB each
+	// with two limits).
 	DefaultBucketCacheSize = 4096
 )
 

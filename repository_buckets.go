@@ -562,7 +562,7 @@ func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req s
 	}
 	// The acquire alone, decided on the item as it was: refused for its
 	// own reason, or written exactly from it.
-	res, err = r.consumeFrom(ctx, req, b, true)
+	res, err = r.consumeFrom(ctx, req, nil, b, true)
 	return res, foldNotApplied, err
 }
 

@@ -62,10 +62,11 @@ const maxExactWrites = 8
 // bucketCache holds the bucket items as the last write of this process
 // returned them, per namespace and key: a hint for the exact write, never
 // trusted for a decision that refuses or admits (the write's condition
-// checks it).
+// checks it). With each it keeps the item's key as requests carry it,
+// shared read-only by them, as the speculative templates' values are.
 type bucketCache struct {
 	mu sync.Mutex
-	c  *lru.Cache[bucketCacheKey, *store.Bucket]
+	c  *lru.Cache[bucketCacheKey, *cachedBucket]
 }
 
 type bucketCacheKey struct {
@@ -73,17 +74,33 @@ type bucketCacheKey struct {
 	key store.BucketKey
 }
 
+// cachedBucket is one kept item; b changes under bucketCache.mu.
+type cachedBucket struct {
+	b   *store.Bucket
+	key map[string]types.AttributeValue
+}
+
 // newBucketCache returns a cache of at most size items (none when size ≤
 // 0).
 func newBucketCache(size int) *bucketCache {
-	return &bucketCache{c: lru.New[bucketCacheKey, *store.Bucket](max(size, 0), 0)}
+	return &bucketCache{c: lru.New[bucketCacheKey, *cachedBucket](max(size, 0), 0)}
 }
 
 func (c *bucketCache) get(ns string, key store.BucketKey) *store.Bucket {
+	b, _ := c.getWithKey(ns, key)
+	return b
+}
+
+// getWithKey returns the item kept for key, and the key value of its
+// requests; nil and nil when none is kept.
+func (c *bucketCache) getWithKey(ns string, key store.BucketKey) (*store.Bucket, map[string]types.AttributeValue) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, _ := c.c.Get(bucketCacheKey{ns, key}, time.Time{})
-	return b
+	e, ok := c.c.Get(bucketCacheKey{ns, key}, time.Time{})
+	if !ok {
+		return nil, nil
+	}
+	return e.b, e.key
 }
 
 // put keeps b (read-only from now on) as the item of key.
@@ -92,9 +109,16 @@ func (c *bucketCache) put(ns string, key store.BucketKey, b *store.Bucket) {
 		c.forget(ns, key)
 		return
 	}
+	k := bucketCacheKey{ns, key}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.c.Add(bucketCacheKey{ns, key}, b, time.Time{})
+	if e, ok := c.c.Get(k, time.Time{}); ok {
+		e.b = b
+		return
+	}
+	if c.c.MaxEntries() > 0 {
+		c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
+	}
 }
 
 func (c *bucketCache) forget(ns string, key store.BucketKey) {
@@ -170,22 +194,26 @@ func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req s
 // old item (ALL_OLD) and the reason; only other errors are returned as
 // errors.
 func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	return r.consumeFrom(ctx, req, r.shared.buckets.get(r.nsID, req.Key), false)
+	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
+	return r.consumeFrom(ctx, req, key, base, false)
 }
 
-// consumeFrom writes req, deciding on base, the item as last seen (nil:
-// none; fresh: as a refused write returned it just now, else as kept):
+// consumeFrom writes req to the item of key (its key value, nil to build
+// it), deciding on base, the item as last seen (nil: none; fresh: as a
+// refused write returned it just now, else as kept):
 // the exact write when a limit it takes from may be full or its exact
 // state is stale, else the speculative write. Each write refused because
 // the item changed returns the item, and the next is decided on it; the
 // item as refused decides a refusal. After maxExactWrites writes refused
 // so, the request is refused with store.RefusedRefillDue.
-func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
+func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, key map[string]types.AttributeValue, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
 	var lbuf [8]ddbschema.SpecLimit
 	var abuf [8]ddbschema.SpecAmount
 	limits, amounts := specInputs(req, lbuf[:], abuf[:])
 	signed := ddbschema.Exact(limits, amounts)
-	key := ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	if key == nil {
+		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	}
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
 	var w ddbschema.ExactWrite

@@ -99,7 +99,9 @@ const (
 	// UpdateItem for one item, one TransactWriteItems for several.
 	StoreWriteBuckets
 	// StoreSpeculativeConsume: [SpeculativeStore.SpeculativeConsume], one
-	// conditional UpdateItem.
+	// conditional UpdateItem in steady state (two when the bucket may have
+	// refilled to its capacity and the repository keeps no item of it,
+	// more while concurrent writes change the item).
 	StoreSpeculativeConsume
 	// StoreBumpShardCount: [ShardStore.BumpShardCount], one conditional
 	// UpdateItem.

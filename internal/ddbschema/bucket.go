@@ -60,8 +60,9 @@ func (l BucketLimit) ExactValid() bool {
 	if !l.HasFullAt || !l.HasShadow || l.ShadowMilli != l.TokensMilli {
 		return false
 	}
-	sig, ok := ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
-	return ok && sig == l.ParamsSig
+	var buf [40]byte
+	sig, ok := appendParamsSig(buf[:0], l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+	return ok && string(sig) == l.ParamsSig
 }
 
 // Widths of the fields of [ParamsSig]: cp before them, 24 digits for ra
@@ -81,15 +82,29 @@ const (
 // 10^14 millitokens or more, rp of 10^10 ms or more): such a limit keeps no
 // fa, and the speculative write that takes from it always refills.
 func ParamsSig(capacityMilli, refillAmountMilli, refillPeriodMs int64) (string, bool) {
-	if capacityMilli <= 0 || capacityMilli >= sigCapacityLimit || refillAmountMilli <= 0 || refillAmountMilli >= sigRefillAmountLimit ||
-		refillPeriodMs <= 0 || refillPeriodMs >= sigRefillPeriodLimit {
+	var buf [40]byte
+	b, ok := appendParamsSig(buf[:0], capacityMilli, refillAmountMilli, refillPeriodMs)
+	if !ok {
 		return "", false
 	}
-	var buf [40]byte
-	b := strconv.AppendInt(buf[:0], capacityMilli, 10)
-	b = appendPadded(b, refillAmountMilli, sigRefillAmountDigits)
-	b = appendPadded(b, refillPeriodMs, sigRefillPeriodDigits)
 	return string(b), true
+}
+
+// Signed reports whether [ParamsSig] holds a limit's parameters, without
+// building the signature.
+func Signed(capacityMilli, refillAmountMilli, refillPeriodMs int64) bool {
+	return capacityMilli > 0 && capacityMilli < sigCapacityLimit && refillAmountMilli > 0 && refillAmountMilli < sigRefillAmountLimit &&
+		refillPeriodMs > 0 && refillPeriodMs < sigRefillPeriodLimit
+}
+
+// appendParamsSig appends [ParamsSig] of the parameters to dst.
+func appendParamsSig(dst []byte, capacityMilli, refillAmountMilli, refillPeriodMs int64) ([]byte, bool) {
+	if !Signed(capacityMilli, refillAmountMilli, refillPeriodMs) {
+		return dst, false
+	}
+	dst = strconv.AppendInt(dst, capacityMilli, 10)
+	dst = appendPadded(dst, refillAmountMilli, sigRefillAmountDigits)
+	return appendPadded(dst, refillPeriodMs, sigRefillPeriodDigits), true
 }
 
 // appendPadded appends n (≥ 0) in decimal, zero-padded to width digits.

@@ -228,7 +228,7 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 			dst = append(dst, l.OldMilli)
 		}
 		dst = append(dst, l.NewMilli)
-		if _, ok := ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs); ok && !l.Create {
+		if !l.Create && Signed(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs) {
 			dst = append(dst, l.FullAtMs)
 		}
 		if l.TakenMilli != 0 {

@@ -135,7 +135,7 @@ func Exact(limits []SpecLimit, amounts []SpecAmount) bool {
 		ok := false
 		for _, l := range limits {
 			if l.Name == a.Name {
-				_, ok = ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+				ok = Signed(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
 				break
 			}
 		}
