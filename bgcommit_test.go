@@ -76,7 +76,8 @@ func TestBackgroundCommitAlone(t *testing.T) {
 
 // TestBackgroundCommitRefundCapped: a refund folded into an acquire that
 // would lift the balance over the capacity refuses the combined write; the
-// acquire is then written alone and the refund on its own, capped.
+// item it returns then decides both exactly, the refund first (as the
+// synchronous commit writes it), capped, then the acquire, in one write.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
@@ -91,12 +92,12 @@ func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env.rec.Reset()
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 10}, nil, lim)
 	require.NoError(t, rl.Close())
-	// The combined write was refused (95 − 10 + 20 > 100), the acquire
-	// went alone (85), the refund alone (refused as an ADD, then written
-	// exactly): capped at 100.
-	assert.Equal(t, "UpdateItem!, UpdateItem, UpdateItem!, UpdateItem", env.calls())
+	// The combined write was refused (95 − 10 + 20 > 100); from the item
+	// it returned, the exact write of both: the refund capped at 100, then
+	// the acquire, 90.
+	assert.Equal(t, "UpdateItem!, UpdateItem", env.calls())
 	b := env.bucket("e", "api")
-	assert.Equal(t, int64(100_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity")
+	assert.Equal(t, int64(90_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity, then the acquire")
 	assert.Equal(t, int64(60_000), env.n(b, "b_tpm_tc"), "50 + 20 − 20 + 10")
 	assert.Zero(t, rl.commits.failed.Load())
 }

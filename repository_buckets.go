@@ -526,44 +526,18 @@ func (r *DynamoDBRepository) serialItemWrites() {}
 // first), including that its limits are not full by now once refunded
 // (their exact state, see SpeculativeConsume), a refund is conditioned on
 // fitting under the capacity as an adjustment alone is, and both ADDs go
-// into one per limit. When the write is refused, the acquire alone is
-// decided on the item returned and, when it fits, written exactly from
-// it. The adjustment is then not applied, and the caller writes it on its
-// own.
+// into one per limit. When a limit may be full, the write is the exact
+// one of both (see foldFrom). When the acquire does not fit once adjusted,
+// it is decided alone on the item and, when it fits, written exactly; the
+// adjustment is then not applied, and the caller writes it on its own.
 func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
 	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj)
 	if in == nil {
 		res, err := r.SpeculativeConsume(ctx, req)
 		return res, foldNotApplied, err
 	}
-	out, err := r.client.UpdateItem(ctx, in, writeOptions)
-	res := store.SpeculativeResult{Key: req.Key}
-	if err == nil {
-		b, err := r.keepItem(req.Key, out.Attributes)
-		if err != nil {
-			return res, foldApplied, err
-		}
-		res.Applied, res.Bucket = true, b
-		return res, foldApplied, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		r.shared.buckets.forget(r.nsID, req.Key)
-		return res, foldUnknown, wrapErr("speculative write", err)
-	}
-	if len(ccf.Item) == 0 {
-		r.shared.buckets.forget(r.nsID, req.Key)
-		res.Reason = store.RefusedBucketMissing
-		return res, foldNotApplied, nil
-	}
-	b, err := r.keepItem(req.Key, ccf.Item)
-	if err != nil {
-		return res, foldNotApplied, err
-	}
-	// The acquire alone, decided on the item as it was: refused for its
-	// own reason, or written exactly from it.
-	res, err = r.consumeFrom(ctx, req, nil, b, true)
-	return res, foldNotApplied, err
+	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
+	return r.foldFrom(ctx, req, adj, in, key, base)
 }
 
 // buildSpeculativeFold is buildSpeculativeUpdate with the adjustment adj

@@ -279,6 +279,142 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 	}
 }
 
+// foldFrom writes req with adj folded in (see speculativeConsumeAdjust) to
+// the item of key (its key value, nil to build it), in the write in, the
+// take of both, or, when base (the item as last seen; nil: none) says a
+// limit may be full or its exact state is stale, in the exact write of
+// both computed from base (planFold). Each write refused because the item
+// changed returns it, and the next is decided on it. When the acquire does
+// not fit once adjusted, or after maxExactWrites refusals, the acquire
+// alone is written (consumeFrom) and the adjustment is not applied.
+func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
+	key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, foldOutcome, error) {
+	if key == nil {
+		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	}
+	var ebuf [8]ddbschema.ExactLimit
+	var pbuf [8]ddbschema.SpecLimit
+	fresh := false
+	for round := 0; ; round++ {
+		exact := false
+		var w ddbschema.ExactWrite
+		if base != nil {
+			var reason store.RefusalReason
+			var direct bool
+			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
+			switch {
+			case (reason != store.RefusedNone && fresh) || round > maxExactWrites:
+				// The acquire alone, decided on the item as it was:
+				// refused for its own reason, or written exactly.
+				res, err := r.consumeFrom(ctx, req, key, base, fresh)
+				return res, foldNotApplied, err
+			case reason != store.RefusedNone:
+				base = nil // a kept item that refuses is no answer: ask the item
+			default:
+				exact = direct
+			}
+		}
+		var out *dynamodb.UpdateItemOutput
+		var err error
+		if exact {
+			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
+		} else {
+			out, err = r.client.UpdateItem(ctx, in, writeOptions)
+		}
+		res := store.SpeculativeResult{Key: req.Key}
+		if err == nil {
+			if res.Bucket, err = r.keepItem(req.Key, out.Attributes); err != nil {
+				return res, foldApplied, err
+			}
+			res.Applied = true
+			return res, foldApplied, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return res, foldUnknown, wrapErr("speculative write", err)
+		}
+		if len(ccf.Item) == 0 {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			res.Reason = store.RefusedBucketMissing
+			return res, foldNotApplied, nil
+		}
+		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
+			return res, foldNotApplied, err
+		}
+		fresh = true
+	}
+}
+
+// planFold is planSpec of req on base with adj applied first, as a
+// store.WriteAdjust would apply it (a charge taken, a refund capped at the
+// capacity, a limit base lacks skipped): the exact write of both, each
+// balance conditioned on base's and its total moved by the amount taken
+// and the adjustment. direct reports whether the take of both (the write
+// buildSpeculativeFold builds) would be refused on base for want of an
+// exact state: a limit the acquire takes from may be full once adjusted,
+// or its fa, moved by what a refund of it advances, is stale or reached.
+func planFold(base *store.Bucket, req store.SpeculativeRequest, adj store.BucketWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	delta := func(name string) (d int64, ok bool) {
+		for _, lw := range adj.Limits {
+			if lw.Name == name {
+				d, ok = bucketmath.AddSat(d, lw.ConsumedMilli), true
+			}
+		}
+		return d, ok
+	}
+	adjusted := *base
+	adjusted.States = slices.Clone(base.States)
+	for i := range adjusted.States {
+		s := &adjusted.States[i]
+		switch d, _ := delta(s.LimitName); {
+		case d > 0:
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -d)
+		case d < 0 && s.TokensMilli < s.CapacityMilli:
+			s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, -d), s.CapacityMilli)
+		}
+	}
+	if w, reason, _ = planSpec(&adjusted, req, lim, par); reason != store.RefusedNone {
+		return w, reason, false
+	}
+	x := extrasOf(base)
+	direct = w.NewRefillMs != w.OldRefillMs
+	for i, s := range base.States {
+		if req.Consume[s.LimitName] <= 0 {
+			continue
+		}
+		advance := int64(0)
+		if d, _ := delta(s.LimitName); d < 0 {
+			advance = bucketmath.GiveDelayMs(-d, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if x == nil || i >= len(x.exact) || !x.exact[i].valid || bucketmath.AddSat(x.exact[i].fullAtMs, -advance) <= req.NowMs {
+			direct = true
+		}
+	}
+	// The write's conditions are on the balances as stored; its totals
+	// take the adjustment too.
+	for j := range w.Limits {
+		l := &w.Limits[j]
+		s, _ := base.State(l.Name)
+		d, _ := delta(l.Name)
+		l.OldMilli, l.TakenMilli = s.TokensMilli, bucketmath.AddSat(l.TakenMilli, d)
+	}
+	added := false
+	for i, s := range base.States {
+		d, ok := delta(s.LimitName)
+		if !ok || d == 0 || slices.ContainsFunc(w.Limits, func(l ddbschema.ExactLimit) bool { return l.Name == s.LimitName }) {
+			continue
+		}
+		w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, adjusted.States[i].TokensMilli, d, w.NewRefillMs))
+		w.Params = slices.DeleteFunc(w.Params, func(p ddbschema.SpecLimit) bool { return p.Name == s.LimitName })
+		added = true
+	}
+	if added {
+		slices.SortFunc(w.Limits, func(a, b ddbschema.ExactLimit) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return w, store.RefusedNone, direct
+}
+
 // readBucket reads the item of key consistently and keeps it; nil when it
 // is missing.
 func (r *DynamoDBRepository) readBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
