@@ -267,3 +267,54 @@ func TestForeignWritesNeverOverAdmit(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanFold: the exact write of an acquire with a pending adjustment
+// folded in applies the adjustment first, as a store.WriteAdjust would (a
+// refund capped at the capacity), then the acquire (refilling first when a
+// limit may be full), each balance conditioned on the item's and each
+// total moved by both.
+func TestPlanFold(t *testing.T) {
+	const rf = 1_700_000_000_000
+	base := &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "r"}, RefillMs: rf, States: []store.BucketState{
+		{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000},
+		{LimitName: "tpm", TokensMilli: 9_000_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
+	}, Private: &itemExtras{wcu: &store.BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000},
+		exact: []exactState{{valid: true, fullAtMs: rf + 600}, {valid: true, fullAtMs: rf + 6000}}}}
+	limits := []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}
+	req := store.SpeculativeRequest{Key: base.Key, Consume: Consume{"rpm": 1}, Limits: limits, NowMs: rf + 100}
+	refund := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: -2_000_000, CapacityMilli: 10_000_000}}}
+
+	// 100 ms on nothing is full: the take of both would do.
+	w, reason, direct := planFold(base, req, refund, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.False(t, direct)
+	require.Equal(t, []string{"rpm", "tpm"}, []string{w.Limits[0].Name, w.Limits[1].Name})
+	assert.Equal(t, []int64{99_000, 98_000, 1000}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli})
+	assert.Equal(t, []int64{9_000_000, 10_000_000, -2_000_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli}, "the refund capped")
+	assert.Equal(t, int64(rf), w.NewRefillMs)
+
+	// A refund that brings rpm's full time before now: the exact write.
+	rpmRefund := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: -1000, CapacityMilli: 100_000}}}
+	w, reason, direct = planFold(base, req, rpmRefund, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.True(t, direct)
+	assert.Equal(t, []int64{99_000, 99_000, 0}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli}, "refunded to 100, refilled (full), 1 taken")
+	assert.Equal(t, int64(rf+100), w.NewRefillMs)
+
+	// A minute on both are full: refilled, then the charge and the take.
+	req.NowMs = rf + 60_000
+	charge := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: 500_000}}}
+	w, reason, direct = planFold(base, req, charge, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.True(t, direct)
+	assert.Equal(t, int64(rf+60_000), w.NewRefillMs)
+	assert.Equal(t, []int64{99_000, 99_000, 1000}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli})
+	assert.Equal(t, []int64{9_000_000, 10_000_000, 500_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli},
+		"charged 500 then refilled to the capacity: the charge made before the refill is covered by it")
+
+	// An acquire that does not fit once charged is refused.
+	req.NowMs = rf + 100
+	req.Consume = Consume{"tpm": 9_000}
+	_, reason, _ = planFold(base, req, charge, nil, nil)
+	assert.Equal(t, store.RefusedLimitExhausted, reason)
+}
