@@ -19,12 +19,16 @@ import (
 // [Lease.Adjust] to the real amounts) or [Lease.Rollback].
 //
 // When a limit cannot satisfy the request the error is a
-// *[RateLimitExceededError] (matching [ErrRateLimited]) and nothing is
-// written. Invalid input gives a *[ValidationError]. When DynamoDB fails the
+// *[RateLimitExceededError] (matching [ErrRateLimited]), with a positive
+// RetryAfter, and nothing is written. A request whose write loses the race
+// for its bucket items to other writers is not refused for it: it reads
+// and decides again, after a short jittered backoff, within ctx's deadline
+// (up to 8 attempts; one that loses them all is refused with the next
+// backoff as its RetryAfter). Invalid input gives a *[ValidationError]. When DynamoDB fails the
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
 // returns a no-op lease; a refusal for want of permission is an
 // *[AccessDeniedError] in either mode. Context cancellation is returned as
-// is.
+// is. After [RateLimiter.Close] it returns [ErrClosed].
 func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
 	m := rl.obs.metrics
 	var start time.Time
@@ -56,30 +60,99 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err := validateAmounts(consume, false); err != nil {
 		return nil, err
 	}
-	lease, err := rl.acquire(ctx, entityID, resource, consume, o)
-	if err == nil {
-		return lease, nil
-	}
-	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
+	if err := rl.enter(); err != nil {
 		return nil, err
 	}
-	if isAccessDenied(err) {
-		return nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	defer rl.exit()
+	start := rl.nowMs()
+	var lease *Lease
+	decided := false
+	dctx := ctx
+	if rl.store.brk.rejecting() {
+		err = ErrCircuitOpen
+	} else {
+		var cancel context.CancelFunc
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
+			decided = true
+			defer cancel()
+		}
+		if lease, err = rl.acquire(dctx, entityID, resource, consume, o); err == nil {
+			lease.stamp(start)
+			return lease, nil
+		}
+	}
+	if allow, err := rl.decide(ctx, dctx, decided, err, o, entityID, resource); !allow {
+		return nil, err
+	}
+	return &Lease{rl: rl, noop: true}, nil
+}
+
+// decisionContext returns the context an acquire made with ctx works on:
+// in allow mode, when ctx's deadline comes before a store call's bound
+// could end, one that ends a small margin before the deadline (cancel must
+// then be called), so that the acquire answers with a no-op lease before
+// its caller gives up; otherwise ctx (block mode returns ctx's error at
+// the deadline, as it always did).
+func (rl *RateLimiter) decisionContext(ctx context.Context, o acquireOptions) (context.Context, context.CancelFunc) {
+	if !rl.store.bound.beforeBound(ctx) {
+		return ctx, nil
 	}
 	mode := o.onUnavailable
 	if mode == "" {
-		mode = rl.configs.resolveOnUnavailable(ctx)
+		mode = rl.configs.cachedOnUnavailable()
+	}
+	if mode != OnUnavailableAllow {
+		return ctx, nil
+	}
+	return decisionContext(ctx)
+}
+
+// decide says how an acquire made with ctx that failed with err ends: err
+// as it is (a rate limit, invalid input, the caller's cancellation), an
+// *AccessDeniedError, or by the on-unavailable mode: allow (true), or an
+// *UnavailableError. dctx is the context the acquire worked on; decided
+// reports that it ends before ctx (see decisionContext), and when
+// it has, the store did not answer in time: that is decided by the mode
+// too, even if ctx's deadline has just passed meanwhile.
+func (rl *RateLimiter) decide(ctx, dctx context.Context, decided bool, err error, o acquireOptions, entityID, resource string) (bool, error) {
+	if errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) {
+		return false, err
+	}
+	if cerr := ctx.Err(); decided && dctx.Err() != nil && (cerr == nil || errors.Is(cerr, context.DeadlineExceeded)) {
+		err = &deadlineError{cause: err}
+	} else if cerr != nil {
+		return false, err
+	}
+	if isAccessDenied(err) {
+		return false, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	}
+	mode := o.onUnavailable
+	switch {
+	case mode != "":
+	case noAnswer(err):
+		mode = rl.configs.cachedOnUnavailable() // the store would not answer this read either
+	default:
+		mode = rl.configs.resolveOnUnavailable(dctx)
 	}
 	rl.logUnavailable(ctx, entityID, resource, mode, err)
 	if mode == OnUnavailableAllow {
-		return &Lease{rl: rl, noop: true}, nil
+		return true, nil
 	}
-	return nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+	return false, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: entityID, Resource: resource}
+}
+
+// noAnswer reports whether err says the store gave no answer: its calls
+// time out, or the circuit breaker is open.
+func noAnswer(err error) bool {
+	var te *storeTimeoutError
+	var de *deadlineError
+	return errors.Is(err, ErrCircuitOpen) || errors.As(err, &te) || errors.As(err, &de)
 }
 
 // Do acquires, runs fn with the lease, and commits when fn returns nil. When
 // fn returns an error or panics, the acquire is rolled back (and the panic
-// re-raised). The error is fn's, or the acquire's or commit's.
+// re-raised), giving back what [Lease.Rollback] may. The error is fn's, or
+// the acquire's or commit's.
 func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
 	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
 	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
@@ -117,6 +190,7 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err != nil {
 		return nil, err
 	}
+	limits = o.capped(limits)
 	if len(limits) == 0 {
 		return &Lease{rl: rl}, nil // an empty override checks nothing
 	}
@@ -142,10 +216,15 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	if err != nil {
 		return nil, err
 	}
+	if err := rl.enter(); err != nil {
+		return nil, err
+	}
+	defer rl.exit()
 	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
 	if err != nil {
 		return nil, err
 	}
+	limits = o.capped(limits)
 	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
@@ -171,10 +250,15 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	if err != nil {
 		return 0, err
 	}
+	if err := rl.enter(); err != nil {
+		return 0, err
+	}
+	defer rl.exit()
 	limits, _, err := rl.limitsFor(ctx, entityID, resource, o)
 	if err != nil {
 		return 0, err
 	}
+	limits = o.capped(limits)
 	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
@@ -197,8 +281,8 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 }
 
 // Wait jitter (see [RateLimiter.Wait]): each sleep is the retry-after plus a
-// random extra of up to a tenth of it, at most maxWaitJitter. A refused
-// acquire with no retry-after (a lost race) sleeps minWaitSleep.
+// random extra of up to a tenth of it, at most maxWaitJitter, and at least
+// minWaitSleep.
 const (
 	maxWaitJitter = 10 * time.Millisecond
 	minWaitSleep  = time.Millisecond
@@ -223,9 +307,10 @@ const (
 //   - the *[RateLimitExceededError] itself when the request can never fit:
 //     a violated limit's capacity is smaller than the amount requested, or
 //     the limit does not refill;
-//   - every other error of Acquire (validation, unavailable in block mode)
-//     as Acquire returns it. In allow mode an unavailable backend gives a
-//     no-op lease, as with Acquire.
+//   - every other error of Acquire (validation, unavailable in block mode,
+//     [ErrClosed]) as Acquire returns it. In allow mode an unavailable
+//     backend gives a no-op lease, as with Acquire. [RateLimiter.Close]
+//     wakes a sleeping Wait, which returns [ErrClosed].
 //
 // Fairness and jitter: Wait is not a queue. Waiters on one bucket retry
 // independently when their computed time comes, and whichever Acquire
@@ -265,10 +350,23 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 				slog.String("limit", rle.Primary.LimitName), slog.Duration("retry_after", rle.RetryAfter),
 				slog.Duration("sleep", d))
 		}
-		if err := rl.sleep(ctx, d); err != nil {
+		if err := rl.sleepUnlessClosed(ctx, d); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// sleepUnlessClosed is rl.sleep, cut short by Close with ErrClosed.
+func (rl *RateLimiter) sleepUnlessClosed(ctx context.Context, d time.Duration) error {
+	sctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(rl.gate.life, cancel)
+	err := rl.sleep(sctx, d)
+	stop()
+	cancel()
+	if rl.gate.life.Err() != nil && ctx.Err() == nil {
+		return ErrClosed
+	}
+	return err
 }
 
 // waitDuration is the sleep before the next attempt of Wait: retryAfter

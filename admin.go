@@ -32,6 +32,10 @@ const maxParentDepth = 64
 // when the parent does not exist. An existing ID fails with
 // *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
+	if err := rl.enter(); err != nil {
+		return Entity{}, err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return Entity{}, err
@@ -129,6 +133,10 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 // entity_deleted audit event with the number of records deleted. Deleting
 // a missing entity does nothing.
 func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -174,6 +182,10 @@ func checkConfigResource(resource string) error {
 // longer expires (entity-level config). It records a limits_set audit
 // event.
 func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -221,6 +233,10 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 // any more the bucket is left as it is. It records a limits_deleted audit
 // event when a config was deleted.
 func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -271,6 +287,10 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 // entity without limits of its own for it. It records a limits_set audit
 // event.
 func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -305,6 +325,10 @@ func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string)
 // DeleteResourceDefaults deletes the default limits of resource. It records
 // a limits_deleted audit event.
 func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource string) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -324,6 +348,10 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 // on-unavailable mode ("" leaves it unset), replacing what was stored. It
 // records a limits_set audit event.
 func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -360,6 +388,10 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 // DeleteSystemDefaults deletes the namespace-wide defaults. It records a
 // limits_deleted audit event naming the limits and mode deleted.
 func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err
@@ -643,6 +675,10 @@ const maxResetRounds = 3
 // Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
 // is their "peek".
 func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
 	principal, err := rl.principalFor(ctx)
 	if err != nil {
 		return err

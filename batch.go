@@ -86,22 +86,36 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			}
 		}
 	}
-	lease, statuses, err := rl.acquireAll(ctx, reqs, o)
-	if err == nil || errors.Is(err, ErrRateLimited) || errors.Is(err, ErrValidation) || ctx.Err() != nil {
-		return lease, statuses, err
+	if err := rl.enter(); err != nil {
+		return nil, nil, err
 	}
-	if isAccessDenied(err) {
-		return nil, nil, &AccessDeniedError{Cause: err, Table: rl.repo.Name(), EntityID: reqs[0].EntityID, Resource: reqs[0].Resource}
+	defer rl.exit()
+	start := rl.nowMs()
+	var (
+		lease    *Lease
+		statuses [][]LimitStatus
+		decided  bool
+		dctx     = ctx
+	)
+	if rl.store.brk.rejecting() {
+		err = ErrCircuitOpen
+	} else {
+		var cancel context.CancelFunc
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
+			decided = true
+			defer cancel()
+		}
+		if lease, statuses, err = rl.acquireAll(dctx, reqs, o); err == nil || errors.Is(err, ErrRateLimited) {
+			if err == nil {
+				lease.stamp(start)
+			}
+			return lease, statuses, err
+		}
 	}
-	mode := o.onUnavailable
-	if mode == "" {
-		mode = rl.configs.resolveOnUnavailable(ctx)
+	if allow, err := rl.decide(ctx, dctx, decided, err, o, reqs[0].EntityID, reqs[0].Resource); !allow {
+		return nil, nil, err
 	}
-	rl.logUnavailable(ctx, reqs[0].EntityID, reqs[0].Resource, mode, err)
-	if mode == OnUnavailableAllow {
-		return &Lease{rl: rl, noop: true}, nil, nil
-	}
-	return nil, nil, &UnavailableError{Cause: err, Table: rl.repo.Name(), EntityID: reqs[0].EntityID, Resource: reqs[0].Resource}
+	return &Lease{rl: rl, noop: true}, nil, nil
 }
 
 // acquireAll plans the batch, tries the store's atomic speculative batch,
@@ -126,8 +140,8 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		}
 		return out
 	}
-	if bs, ok := rl.repo.(store.BatchStore); ok && rl.speculative {
-		lease, statuses, decided, err := rl.speculativeAll(ctx, bs, items)
+	if rl.store.batch != nil && rl.speculative {
+		lease, statuses, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
 			return lease, per(statuses), err
 		}
@@ -137,8 +151,17 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		if !errors.Is(err, errReread) {
 			return lease, per(statuses), err
 		}
-		if attempt+1 >= maxRereads {
-			return nil, nil, fmt.Errorf("acquire all: %w", err)
+		again, wait, err := rl.afterLostRace(ctx, attempt)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !again {
+			var all []LimitStatus
+			for i, st := range statuses {
+				statuses[i] = contendedStatuses(st, wait)
+				all = append(all, statuses[i]...)
+			}
+			return nil, per(statuses), newRateLimitExceededError(all)
 		}
 	}
 }
@@ -187,6 +210,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if err != nil {
 			return nil, nil, err
 		}
+		limits = ro.capped(limits)
 		if len(limits) == 0 {
 			continue // an empty override checks nothing
 		}
@@ -230,14 +254,22 @@ func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -m
 // every item. decided is false when the read-then-write path must decide
 // (an item is missing, expired or holds other limits, or a refill would
 // cover what is short).
-func (rl *RateLimiter) speculativeAll(ctx context.Context, bs store.BatchStore, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
+func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
 	now := rl.nowMs()
 	reqs := make([]store.SpeculativeRequest, len(items))
 	for i, it := range items {
 		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
 	}
+	if rl.store.pending != nil {
+		// Background commits of these items are written first.
+		for _, r := range reqs {
+			if err := rl.store.settle(ctx, r.Key); err != nil {
+				return nil, nil, false, err
+			}
+		}
+	}
 	results, err := detached(&rl.bg, ctx, false, func(ctx context.Context) ([]store.SpeculativeResult, error) {
-		return bs.SpeculativeConsumeAll(ctx, reqs)
+		return rl.store.speculativeConsumeAll(ctx, reqs)
 	}, func(results []store.SpeculativeResult, err error) {
 		if err == nil && len(results) > 0 && results[0].Applied {
 			for i, it := range items {
@@ -329,9 +361,8 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 		return nil, statuses, newRateLimitExceededError(all)
 	}
 	if err := rl.commitInitial(ctx, lease, groups); err != nil {
-		var rle *RateLimitExceededError
-		if errors.As(err, &rle) {
-			return nil, statuses, err
+		if errors.Is(err, errReread) {
+			return nil, statuses, err // lost a race: acquireAll reads again
 		}
 		return nil, nil, err
 	}

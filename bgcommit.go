@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Background commit (WithBackgroundCommit).
@@ -20,44 +23,62 @@ import (
 // A lease's Commit writes the difference between what the lease consumed
 // and what its acquire took: for an LLM call estimated at 500 tokens that
 // used 400, a second UpdateItem after the acquire's. With background
-// commit on, Commit queues that adjustment and returns at once. The
-// adjustment then waits up to backgroundCommitDelay for the next
-// speculative write of the same bucket item (from this limiter), and goes
-// out folded into it: one UpdateItem that takes the new request and
-// applies the adjustment, its condition holding for the balance after the
-// adjustment, a refund still conditioned on fitting under the capacity.
-// When no such write comes in time, a goroutine of the limiter writes it
-// alone, exactly as a synchronous Commit would.
+// commit on, Commit computes that adjustment as a synchronous Commit
+// would (a refund cut by the lease's rule at Commit's time), queues it
+// and returns at once. The adjustment then waits up to
+// backgroundCommitDelay for the next write of the same bucket item by
+// this limiter, and is applied before that write decides anything:
 //
-// The guarantees are a synchronous Commit's: an adjustment is applied at
-// most once (a write refused as a whole applied nothing and the
-// adjustment waits again; a write that failed without an answer is not
-// sent again, as no write of the limiter is), refunds are capped at the
-// capacity, Close waits for every queued adjustment, and a failure is
-// logged (Warn "limiter: background commit failed") and reported to
-// Metrics.StoreCall with the failed call. What it trades: Commit cannot
-// return the write's error, the bucket shows the adjustment up to
-// backgroundCommitDelay later (to other processes, and to this limiter's
-// read-then-write path), and a process that exits without Close loses the
-// adjustments still queued.
+//   - a speculative acquire on DynamoDB takes it into its own UpdateItem
+//     (a fold) when it is the only adjustment waiting: the write applies
+//     the adjustment and takes the request, conditioned on the balance
+//     after the adjustment covering the request and, for a refund, on the
+//     refund fitting under the capacity before the request takes its
+//     amount. That is exactly the adjustment followed by the acquire.
+//     When that condition fails, nothing was written, and the adjustment
+//     is written alone, then the acquire alone;
+//   - every other read or write of the item by this limiter (an acquire
+//     on another backend or on the read-then-write path, Available, a
+//     commit, a rollback, an administrative write) writes the waiting
+//     adjustments alone, in order, first.
 //
-// Only the DynamoDB repository folds; on other repositories the queued
-// adjustment is written alone when its delay ends.
+// So this limiter answers as with synchronous commits: the same
+// admissions, the same balances. Adjustments of one item are summed while
+// the sum is exact (charges with charges, refunds with refunds, a refund
+// after a charge; not a charge after a refund, whose capped refund must
+// come first), saturating; an item's adjustments are written by one
+// goroutine at a time, in order. When no write of the item comes in time,
+// a goroutine of the limiter writes them alone.
+//
+// The other guarantees are a synchronous Commit's: an adjustment is
+// applied at most once (a write that failed without an answer is not sent
+// again, as no write of the limiter is), refunds are capped, Close waits
+// for every queued adjustment, and a failure is logged (Warn "limiter:
+// background commit failed") and reported to Metrics.StoreCall with the
+// failed call. What it trades: Commit cannot return the write's error,
+// other processes see the adjustment up to backgroundCommitDelay later,
+// and a process that exits without Close loses the adjustments still
+// queued.
 
 // backgroundCommitDelay is how long a queued adjustment waits for the next
-// speculative write of its item before it is written alone.
+// read or write of its item by the limiter before it is written alone.
 const backgroundCommitDelay = 5 * time.Millisecond
 
 // WithBackgroundCommit turns background commit on or off (off by
 // default): Commit queues a lease's adjustment and returns at once; the
-// adjustment is written within a few milliseconds, folded into the next
-// acquire of the same bucket item when there is one (one write for both
-// on DynamoDB), with a synchronous Commit's guarantees except that its
-// error is logged and counted instead of returned. Close waits for the
-// queued adjustments.
+// adjustment is written within a few milliseconds, and always before this
+// limiter's next read or write of the same bucket item decides anything
+// (folded into the next acquire's write when that is exact: one write for
+// both on DynamoDB). The limiter thus admits and leaves balances exactly
+// as with synchronous commits, with a synchronous Commit's guarantees
+// except that its error is logged and counted instead of returned. Close
+// writes the queued adjustments and waits for them.
 func WithBackgroundCommit(on bool) Option { return func(rl *RateLimiter) { rl.backgroundCommit = on } }
 
-// commits holds the adjustments queued by Commit, per bucket item.
+// commits holds the adjustments queued by Commit, per bucket item, in
+// order, until they are written: alone when their delay ends, or before
+// anything of this limiter reads or writes their item (folded into the
+// acquire's speculative write when the repository can).
 type commits struct {
 	rl *RateLimiter
 	// delay is how long an adjustment waits for a write of its item
@@ -65,100 +86,252 @@ type commits struct {
 	delay   time.Duration
 	mu      sync.Mutex
 	pending map[store.BucketKey]*pendingCommit
+	// closed is set by Close: Commit writes synchronously from then on.
+	closed bool
 	// failed counts the adjustments that failed or may not have applied.
 	failed atomic.Int64
 }
 
-// pendingCommit is the sum of the adjustments queued for one item.
+// pendingCommit is what waits for one item. It is in commits.pending while
+// segs is not empty or a goroutine writes taken ones (busy).
 type pendingCommit struct {
-	delta Consume          // tokens
-	caps  map[string]int64 // capacity hints, millitokens
-	nowMs int64
-	timer *time.Timer // ends the delay: flush
+	// segs are the queued adjustments in order, each the sum of
+	// consecutive commits whose sum is exact (see mergeable).
+	segs  []store.BucketWrite
+	timer *time.Timer // ends the delay (flush); nil when none runs
+	// busy is closed when the goroutine writing taken segments is done;
+	// nil when none is.
+	busy chan struct{}
 }
 
 func newCommits(rl *RateLimiter) *commits {
 	return &commits{rl: rl, delay: backgroundCommitDelay, pending: make(map[store.BucketKey]*pendingCommit)}
 }
 
-// queue adds w, a lease's WriteAdjust of whole tokens, to what waits for
-// its item, and starts the item's delay when nothing waited.
-func (c *commits) queue(w store.BucketWrite) {
+// queue adds writes, a lease's WriteAdjusts (one per item), to what waits
+// for their items, and starts each item's delay when none runs. It reports
+// false, queueing nothing, once Close started.
+func (c *commits) queue(writes []store.BucketWrite) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	for _, w := range writes {
+		c.queueLocked(w)
+	}
+	return true
+}
+
+// queueLocked is queue of one write; c.mu must be held.
+func (c *commits) queueLocked(w store.BucketWrite) {
 	p := c.pending[w.Key]
 	if p == nil {
-		p = &pendingCommit{delta: make(Consume, len(w.Limits)), caps: make(map[string]int64, len(w.Limits))}
+		p = &pendingCommit{}
 		c.pending[w.Key] = p
+	}
+	if n := len(p.segs); n > 0 && mergeable(p.segs[n-1], w) {
+		p.segs[n-1] = mergeAdjust(p.segs[n-1], w)
+	} else {
+		p.segs = append(p.segs, cloneAdjust(w))
+	}
+	if p.timer == nil && c.rl.bg.hold() {
 		key := w.Key
-		c.rl.bg.wg.Add(1)
 		p.timer = time.AfterFunc(c.delay, func() {
-			defer c.rl.bg.wg.Done()
+			defer c.rl.bg.release()
 			c.flush(key)
 		})
 	}
-	for _, lw := range w.Limits {
-		p.delta[lw.Name] += lw.ConsumedMilli / 1000
-		if lw.CapacityMilli != 0 {
-			p.caps[lw.Name] = lw.CapacityMilli
+}
+
+// mergeable reports whether b, queued after a, can be summed into a with
+// the same result as a then b. Charges add up, refunds add up (each capped
+// at the capacity, as their sum is), and a refund after a charge nets out
+// (the balance is at most the capacity); but a charge after a refund does
+// not: the refund's cap applies before the charge. Refunds with different
+// capacity hints (a limit change between them) stay apart.
+func mergeable(a, b store.BucketWrite) bool {
+	for _, lb := range b.Limits {
+		for _, la := range a.Limits {
+			if la.Name != lb.Name {
+				continue
+			}
+			if la.ConsumedMilli < 0 && lb.ConsumedMilli > 0 {
+				return false
+			}
+			if la.CapacityMilli != 0 && lb.CapacityMilli != 0 && la.CapacityMilli != lb.CapacityMilli {
+				return false
+			}
 		}
 	}
-	p.nowMs = max(p.nowMs, w.NowMs)
+	return true
 }
 
-// flushAll writes every queued adjustment now, each alone, and waits for
-// them (Close).
-func (c *commits) flushAll() {
-	c.mu.Lock()
-	var keys []store.BucketKey
-	for key, p := range c.pending {
-		if p.timer.Stop() {
-			keys = append(keys, key) // its delay will not end: flush it here
+// mergeAdjust returns a with b added, per limit, saturating; limits in
+// sorted order.
+func mergeAdjust(a, b store.BucketWrite) store.BucketWrite {
+	for _, lb := range b.Limits {
+		i := slices.IndexFunc(a.Limits, func(l store.LimitWrite) bool { return l.Name == lb.Name })
+		if i < 0 {
+			a.Limits = append(a.Limits, lb)
+			continue
+		}
+		la := &a.Limits[i]
+		la.ConsumedMilli = bucketmath.AddSat(la.ConsumedMilli, lb.ConsumedMilli)
+		if la.CapacityMilli == 0 {
+			la.CapacityMilli = lb.CapacityMilli
 		}
 	}
-	c.mu.Unlock()
-	for _, key := range keys {
-		c.flush(key)
-		c.rl.bg.wg.Done()
-	}
+	slices.SortFunc(a.Limits, func(x, y store.LimitWrite) int { return strings.Compare(x.Name, y.Name) })
+	a.NowMs = max(a.NowMs, b.NowMs)
+	return a
 }
 
-// take implements commitQueue: the adjustment waiting for key, removed.
-func (c *commits) take(key store.BucketKey) (store.BucketWrite, bool) {
+// cloneAdjust returns w with a limits slice of its own.
+func cloneAdjust(w store.BucketWrite) store.BucketWrite {
+	w.Limits = slices.Clone(w.Limits)
+	slices.SortFunc(w.Limits, func(x, y store.LimitWrite) int { return strings.Compare(x.Name, y.Name) })
+	return w
+}
+
+// claim takes the adjustments waiting for key, once no other goroutine
+// writes earlier ones of key (or ctx ends), and marks key busy until
+// release is called. It returns nil segs (and a nil release) when none
+// wait.
+func (c *commits) claim(ctx context.Context, key store.BucketKey) (segs []store.BucketWrite, release func(), err error) {
 	c.mu.Lock()
-	p := c.pending[key]
-	delete(c.pending, key)
-	c.mu.Unlock()
-	if p == nil {
-		return store.BucketWrite{}, false
+	for {
+		p := c.pending[key]
+		if p == nil {
+			c.mu.Unlock()
+			return nil, nil, nil
+		}
+		if p.busy == nil {
+			segs, p.segs = p.segs, nil
+			if p.timer != nil {
+				if p.timer.Stop() {
+					c.rl.bg.release() // its delay will not end
+				}
+				p.timer = nil
+			}
+			busy := make(chan struct{})
+			p.busy = busy
+			c.mu.Unlock()
+			return segs, func() {
+				c.mu.Lock()
+				close(busy)
+				p.busy = nil
+				if len(p.segs) == 0 {
+					delete(c.pending, key)
+				}
+				c.mu.Unlock()
+			}, nil
+		}
+		busy := p.busy
+		c.mu.Unlock()
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		}
+		c.mu.Lock()
 	}
-	if p.timer.Stop() {
-		c.rl.bg.wg.Done() // its delay will not end
-	}
-	w := adjustDeltaWrite(key, p.nowMs, p.delta, p.caps)
-	return w, len(w.Limits) > 0
 }
 
-// requeue implements commitQueue: w waits again (its write was refused as
-// a whole).
-func (c *commits) requeue(w store.BucketWrite) { c.queue(w) }
+// waiting reports whether adjustments wait for key, or are being written.
+func (c *commits) waiting(key store.BucketKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending[key] != nil
+}
 
-// lost implements commitQueue: the write w was folded into failed without
-// an answer; w may have applied and is not sent again.
-func (c *commits) lost(w store.BucketWrite, err error) {
-	c.fail(w.Key, fmt.Errorf("the write it was folded into failed, it may not have applied: %w", err))
+// settle implements commitQueue: it writes the adjustments waiting for
+// key, in order, before the caller reads or writes the item. The caller
+// leaves when ctx ends; the writes go on in the background.
+func (c *commits) settle(ctx context.Context, key store.BucketKey) error {
+	if !c.waiting(key) {
+		return nil
+	}
+	_, err := detached(&c.rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, c.flushKey(ctx, key)
+	}, nil)
+	return err
+}
+
+// speculativeConsume implements commitQueue: when adjustments wait for
+// req's item, it writes req after them, as a synchronous Commit followed
+// by the acquire would: folded into one write when the repository folds
+// and a single adjustment waits, and that write applies; else the
+// adjustments alone, in order, then req alone. handled is false when none
+// wait (the caller writes req).
+func (c *commits) speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (res store.SpeculativeResult, handled bool, err error) {
+	segs, release, err := c.claim(ctx, req.Key)
+	if err != nil {
+		return store.SpeculativeResult{Key: req.Key}, true, err
+	}
+	if segs == nil {
+		return res, false, nil
+	}
+	defer release()
+	ops := &c.rl.store
+	if len(segs) == 1 && ops.folder != nil {
+		res, outcome, err := ops.fold(ctx, req, segs[0])
+		switch outcome {
+		case foldApplied:
+			return res, true, err
+		case foldUnknown:
+			c.fail(req.Key, fmt.Errorf("the write it was folded into failed, it may not have applied: %w", err))
+			return res, true, err
+		}
+	}
+	c.write(ctx, segs)
+	res, err = ops.consumeOnly(ctx, req)
+	return res, true, err
+}
+
+// write writes segs, adjustments of one item, alone and in order. A
+// failure is counted and logged; an item that no longer exists has
+// nothing to adjust.
+func (c *commits) write(ctx context.Context, segs []store.BucketWrite) {
+	for _, w := range segs {
+		if err := c.rl.store.writeOnly(ctx, []store.BucketWrite{w}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			c.fail(w.Key, err)
+		}
+	}
+}
+
+// flushKey writes what waits for key, alone; it fails only when ctx ends
+// while another goroutine writes earlier adjustments of key.
+func (c *commits) flushKey(ctx context.Context, key store.BucketKey) error {
+	segs, release, err := c.claim(ctx, key)
+	if segs == nil {
+		return err
+	}
+	defer release()
+	c.write(ctx, segs)
+	return nil
 }
 
 // flush writes what waits for key, alone (its delay ended first).
 func (c *commits) flush(key store.BucketKey) {
-	w, ok := c.take(key)
-	if !ok {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
-	defer cancel()
-	if err := c.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+	// Each store call is bounded by the store timeout (storeOps).
+	if err := c.flushKey(context.Background(), key); err != nil {
 		c.fail(key, err)
+	}
+}
+
+// close makes later commits synchronous, writes every queued adjustment
+// now, each item's in order, and waits for them (Close).
+func (c *commits) close() {
+	c.mu.Lock()
+	c.closed = true
+	keys := make([]store.BucketKey, 0, len(c.pending))
+	for key := range c.pending {
+		keys = append(keys, key)
+	}
+	c.mu.Unlock()
+	for _, key := range keys {
+		c.flush(key)
 	}
 }
 
@@ -174,15 +347,18 @@ func (c *commits) fail(key store.BucketKey, err error) {
 }
 
 // commitLater implements leaseWriter: with background commit on, it
-// queues writes (a committed lease's adjustments, whole tokens) and
-// reports true; off, it does nothing and reports false.
+// queues writes (a committed lease's adjustments) and
+// reports true; off, or once Close started, it does nothing and reports
+// false.
 func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {
 	if rl.commits == nil {
 		return false
 	}
+	if !rl.commits.queue(writes) {
+		return false // Close started: Commit writes them itself
+	}
 	for _, w := range writes {
 		rl.overLimitSeen(w)
-		rl.commits.queue(w)
 	}
 	return true
 }

@@ -3,6 +3,7 @@ package limiter
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // commitModes runs fn with Commit synchronous and in the background.
@@ -75,15 +77,17 @@ func TestBackgroundCommitAlone(t *testing.T) {
 }
 
 // TestBackgroundCommitRefundCapped: a refund folded into an acquire that
-// would lift the balance over the capacity refuses the combined write; the
-// acquire is then written alone and the refund on its own, capped.
+// would lift the balance over the capacity before the acquire takes its
+// amount refuses the combined write; the item it returns then decides both
+// exactly, the refund first (as the synchronous commit writes it), capped,
+// then the acquire, in one write.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	rl.commits.delay = time.Hour
 	lim := WithLimits(PerMinute("tpm", 100))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 50}, nil, lim)
-	require.NoError(t, rl.Close())
+	flushCommits(rl)
 	// The lease of 20 gives 20 back; meanwhile the stored balance was
 	// refilled to 95 (by another writer).
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 20}, Consume{"tpm": -20}, lim)
@@ -91,14 +95,29 @@ func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env.rec.Reset()
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 10}, nil, lim)
 	require.NoError(t, rl.Close())
-	// The combined write was refused (95 − 10 + 20 > 100), the acquire
-	// went alone (85), the refund alone (refused as an ADD, then written
-	// exactly): capped at 100.
-	assert.Equal(t, "UpdateItem!, UpdateItem, UpdateItem!, UpdateItem", env.calls())
+	// The combined write was refused (95 + 20 > 100); from the item
+	// it returned, the exact write of both: the refund capped at 100, then
+	// the acquire, 90.
+	assert.Equal(t, "UpdateItem!, UpdateItem", env.calls())
 	b := env.bucket("e", "api")
-	assert.Equal(t, int64(100_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity")
+	assert.Equal(t, int64(90_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity, then the acquire")
 	assert.Equal(t, int64(60_000), env.n(b, "b_tpm_tc"), "50 + 20 − 20 + 10")
 	assert.Zero(t, rl.commits.failed.Load())
+}
+
+// flushCommits writes every adjustment queued by background commits, as
+// Close does, and leaves the limiter open.
+func flushCommits(rl *RateLimiter) {
+	c := rl.commits
+	c.mu.Lock()
+	var keys []store.BucketKey
+	for key := range c.pending {
+		keys = append(keys, key)
+	}
+	c.mu.Unlock()
+	for _, key := range keys {
+		c.flush(key)
+	}
 }
 
 // setTokens sets b_{limit}_tk of e's bucket.
@@ -131,7 +150,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 	p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
 	_, err := rl.Acquire(context.Background(), "e", "api", Consume{"tpm": 1}, lim)
 	require.ErrorIs(t, err, ErrUnavailable)
-	require.NoError(t, rl.Close())
+	flushCommits(rl)
 	assert.Equal(t, int64(1), rl.commits.failed.Load())
 	assert.Equal(t, int64(500_000+400_000+1_000), env.n(env.bucket("e", "api"), "b_tpm_tc"), "the folded write applied once")
 
@@ -175,4 +194,140 @@ func TestBackgroundCommitReadThenWrite(t *testing.T) {
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, Consume{"tpm": -100}, lim)
 	require.NoError(t, rl.Close())
 	assert.Equal(t, int64(900_000), env.n(env.bucket("e", "api"), "b_tpm_tc"))
+}
+
+// bgRepos runs fn on DynamoDB Local and on memorystore.
+func bgRepos(t *testing.T, fn func(t *testing.T, repo Repository, clock func() time.Time)) {
+	t.Run("dynamodb", func(t *testing.T) {
+		env := newTestEnv(t)
+		fn(t, env.repo, env.clock.now)
+	})
+	t.Run("memory", func(t *testing.T) {
+		clock := &fakeClock{t: epoch}
+		fn(t, newMemory(), clock.now)
+	})
+}
+
+// bgLimiter returns a limiter on repo; with background commit its queued
+// adjustments wait for the next write of their item (no delay ends).
+func bgLimiter(repo Repository, clock func() time.Time, opts []Option) *RateLimiter {
+	rl := New(repo, append([]Option{WithClock(clock)}, opts...)...)
+	if rl.commits != nil {
+		rl.commits.delay = time.Hour
+	}
+	return rl
+}
+
+// TestBackgroundCommitAnswersAsSync: a commit queued in the background is
+// applied before the next acquire of its item decides, with a synchronous
+// Commit's caps: the same admissions and balances as synchronous commits,
+// on the fast path and the read-then-write path.
+func TestBackgroundCommitAnswersAsSync(t *testing.T) {
+	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
+		for _, spec := range []bool{true, false} {
+			t.Run(map[bool]string{true: "speculative", false: "read-then-write"}[spec], func(t *testing.T) {
+				commitModes(t, func(t *testing.T, opts []Option) {
+					ctx := context.Background()
+					rl := bgLimiter(repo, clock, append(opts, WithSpeculativeWrites(spec)))
+					admin := New(repo, WithClock(clock))
+					lim := WithLimits(PerMinute("tpm", 100))
+					e := fmt.Sprintf("refund-%v-%v", spec, rl.commits != nil)
+
+					// A refund that meets a full bucket: capped before the
+					// acquire takes its amount (the fold once gave 100 − 50
+					// + 80 = 130, refused it, wrote the acquire alone and
+					// then the refund: 100 left; exact is 50).
+					lease, err := rl.Acquire(ctx, e, "api", Consume{"tpm": 80}, lim)
+					require.NoError(t, err)
+					require.NoError(t, admin.Reset(ctx, e, "api"))
+					require.NoError(t, lease.Adjust(Consume{"tpm": -80}))
+					require.NoError(t, lease.Commit(ctx))
+					mustCommit(t, mustAcquire(t, rl, e, "api", Consume{"tpm": 50}, lim))
+					avail, err := rl.Available(ctx, e, "api", lim)
+					require.NoError(t, err)
+					assert.Equal(t, int64(50), avail["tpm"])
+
+					// An overrun of 90 before an acquire of 80 (the fold was
+					// refused, the acquire written alone and admitted, the
+					// bucket ended at −80; exact is a refusal).
+					e = fmt.Sprintf("overrun-%v-%v", spec, rl.commits != nil)
+					lease, err = rl.Acquire(ctx, e, "api", Consume{"tpm": 10}, lim)
+					require.NoError(t, err)
+					require.NoError(t, lease.Adjust(Consume{"tpm": 90}))
+					require.NoError(t, lease.Commit(ctx))
+					_, err = rl.Acquire(ctx, e, "api", Consume{"tpm": 80}, lim)
+					var rle *RateLimitExceededError
+					require.ErrorAs(t, err, &rle)
+					assert.Equal(t, int64(0), rle.Primary.Available)
+					require.NoError(t, rl.Close())
+					b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: e, Resource: "api"})
+					require.NoError(t, err)
+					s, _ := b.State("tpm")
+					assert.Equal(t, int64(0), s.TokensMilli)
+					assert.Equal(t, int64(100_000), s.TotalConsumedMilli)
+					if rl.commits != nil {
+						assert.Zero(t, rl.commits.failed.Load())
+					}
+				})
+			})
+		}
+	})
+}
+
+// TestBackgroundCommitKeepsOrder: a charge queued after a refund of the
+// same item is not summed with it (the refund's cap comes first): the
+// bucket ends as with the two commits written one after the other.
+func TestBackgroundCommitKeepsOrder(t *testing.T) {
+	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
+		commitModes(t, func(t *testing.T, opts []Option) {
+			ctx := context.Background()
+			rl := bgLimiter(repo, clock, opts)
+			lim := WithLimits(PerMinute("tpm", 100))
+			e := fmt.Sprintf("e-%v", rl.commits != nil)
+			a, err := rl.Acquire(ctx, e, "api", Consume{"tpm": 80}, lim)
+			require.NoError(t, err)
+			b, err := rl.Acquire(ctx, e, "api", Consume{"tpm": 10}, lim)
+			require.NoError(t, err)
+			require.NoError(t, New(repo, WithClock(clock)).Reset(ctx, e, "api"))
+			require.NoError(t, a.Adjust(Consume{"tpm": -80}))
+			require.NoError(t, a.Commit(ctx)) // 100 + 80, capped: 100
+			require.NoError(t, b.Adjust(Consume{"tpm": 90}))
+			require.NoError(t, b.Commit(ctx)) // 10
+			_, err = rl.Acquire(ctx, e, "api", Consume{"tpm": 15}, lim)
+			require.ErrorIs(t, err, ErrRateLimited, "summed, the two commits would have left 90")
+			avail, err := rl.Available(ctx, e, "api", lim)
+			require.NoError(t, err)
+			assert.Equal(t, int64(10), avail["tpm"])
+			require.NoError(t, rl.Close())
+		})
+	})
+}
+
+// TestBackgroundCommitSumsSaturate: the adjustments queued for one item
+// add up saturating: 1,100 commits of the largest amount leave the bucket
+// deep in debt (their sum once wrapped around and left it full on
+// DynamoDB).
+func TestBackgroundCommitSumsSaturate(t *testing.T) {
+	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
+		ctx := context.Background()
+		rl := bgLimiter(repo, clock, []Option{WithBackgroundCommit(true), WithGroupCommit(false)})
+		lim := WithLimits(PerMinute("tpm", 2_000))
+		leases := make([]*Lease, 1_100)
+		for i := range leases {
+			// Acquires of zero: the total consumed stays within int64.
+			l, err := rl.Acquire(ctx, "e", "api", Consume{"tpm": 0}, lim)
+			require.NoError(t, err)
+			leases[i] = l
+		}
+		for _, l := range leases {
+			require.NoError(t, l.Adjust(Consume{"tpm": maxAmount}))
+			require.NoError(t, l.Commit(ctx))
+		}
+		require.NoError(t, rl.Close())
+		b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "api"})
+		require.NoError(t, err)
+		s, _ := b.State("tpm")
+		assert.Less(t, s.TokensMilli, int64(-1<<62), "the bucket is deep in debt")
+		assert.Zero(t, rl.commits.failed.Load())
+	})
 }

@@ -163,6 +163,23 @@ func (c *configCache) resolveOnUnavailable(ctx context.Context) OnUnavailable {
 	return OnUnavailableBlock
 }
 
+// cachedOnUnavailable is resolveOnUnavailable without a store read: the
+// cached system on_unavailable, else the last one seen, else block. An
+// acquire whose store did not answer decides with it rather than wait for
+// the store again.
+func (c *configCache) cachedOnUnavailable() OnUnavailable {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.entries.Get(store.SystemConfig(), now); ok && v.OnUnavailable.Valid() {
+		c.remembered = v.OnUnavailable
+	}
+	if c.remembered != "" {
+		return c.remembered
+	}
+	return OnUnavailableBlock
+}
+
 // get returns the values of keys, in order, from the cache or one load.
 func (c *configCache) get(ctx context.Context, keys []store.ConfigKey) ([]store.Config, error) {
 	out := make([]store.Config, len(keys))

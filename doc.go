@@ -10,8 +10,7 @@
 // ([WithLimits]) or are stored per entity, resource or namespace; an entity
 // created with Cascade also charges its parent.
 //
-// [New] takes a [Repository]: [OpenDynamoDB], package memorystore, package
-// redisstore, or a backend of your own written against package store (the
-// backend contract). Package httplimit applies the limiter to net/http
-// handlers. [RateLimiter] documents the guarantees, hot keys and memory.
+// [New] takes a [Repository]: [OpenDynamoDB], memorystore, redisstore, or
+// your own against package store (the backend contract); httplimit serves
+// net/http. [RateLimiter] documents the guarantees, hot keys and memory.
 package limiter

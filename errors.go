@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -21,6 +23,10 @@ var (
 	ErrRateLimited = errors.New("limiter: rate limit exceeded")
 	// ErrLeaseDone is returned by every Lease method after Commit or Rollback.
 	ErrLeaseDone = errors.New("limiter: lease already committed or rolled back")
+	// ErrClosed is returned by every call of a [RateLimiter] that reads or
+	// writes the store (and by Lease.Commit and Lease.Rollback) once
+	// [RateLimiter.Close] started.
+	ErrClosed = errors.New("limiter: closed")
 	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
 	// be reached or answered with an error.
 	ErrUnavailable = store.ErrUnavailable
@@ -53,6 +59,13 @@ var (
 	// ErrAccessDenied is matched by *[AccessDeniedError]: the backend
 	// refused the call for want of permission.
 	ErrAccessDenied = errors.New("limiter: access denied")
+	// ErrCircuitOpen is the cause of an *[UnavailableError] (and of a
+	// store call's error) while the circuit breaker is open: the store
+	// failed repeatedly and calls fail at once until a probe succeeds
+	// ([WithCircuitBreaker]). It also matches [ErrUnavailable].
+	ErrCircuitOpen error = circuitOpenError{}
+	// ErrTableNotFound is matched by *[TableNotFoundError].
+	ErrTableNotFound = errors.New("limiter: table not found")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error
@@ -70,17 +83,35 @@ type RateLimitExceededError struct {
 	// Primary is the violation with the longest RetryAfter (the first one on
 	// ties).
 	Primary LimitStatus
-	// RetryAfter is Primary.RetryAfter: how long to wait before retrying.
+	// RetryAfter is Primary.RetryAfter: how long to wait before retrying,
+	// always positive.
 	RetryAfter time.Duration
 }
 
-// newRateLimitExceededError builds the error from statuses. At least one
-// status must be exceeded; the hidden wcu limit is dropped.
+// minRetryAfter is the least RetryAfter of a refusal: the bucket math
+// gives at least a millisecond for any shortage.
+const minRetryAfter = time.Millisecond
+
+// brokenRefusals counts the refusals built without an exceeded status with
+// a positive RetryAfter: a refusal that no shortage explains (a lost race
+// reported as a denial). It must stay zero; the tests check it.
+var brokenRefusals atomic.Int64
+
+// newRateLimitExceededError builds the error from statuses; the hidden wcu
+// limit is dropped. Every refusal says how long to wait: at least one
+// status must be exceeded, each with a positive RetryAfter. A violation of
+// that invariant (a bug) is counted in brokenRefusals and given
+// minRetryAfter, so that a caller still waits before retrying.
 func newRateLimitExceededError(statuses []LimitStatus) *RateLimitExceededError {
 	e := &RateLimitExceededError{}
+	broken := false
 	for _, s := range statuses {
 		if s.LimitName == wcuLimitName {
 			continue
+		}
+		if s.Exceeded && s.RetryAfter <= 0 {
+			broken = true
+			s.RetryAfter = minRetryAfter
 		}
 		e.Statuses = append(e.Statuses, s)
 		if !s.Exceeded {
@@ -90,6 +121,13 @@ func newRateLimitExceededError(statuses []LimitStatus) *RateLimitExceededError {
 			e.Primary = s
 		}
 		e.Violations = append(e.Violations, s)
+	}
+	if len(e.Violations) == 0 {
+		broken = true
+		e.Primary.RetryAfter = minRetryAfter
+	}
+	if broken {
+		brokenRefusals.Add(1)
 	}
 	e.RetryAfter = e.Primary.RetryAfter
 	return e
@@ -158,9 +196,11 @@ func retryAfterHeader(d time.Duration) string {
 	return strconv.FormatInt(secs, 10)
 }
 
-// UnavailableError reports that the rate limiter could not reach DynamoDB
-// (or DynamoDB failed) while the on-unavailable mode was "block". It matches
-// [ErrUnavailable] and unwraps to the cause.
+// UnavailableError reports that the rate limiter could not reach its store
+// (or the store failed, or did not answer within [WithStoreTimeout], or the
+// circuit breaker was open: Cause is then [ErrCircuitOpen]) while the
+// on-unavailable mode was "block", or that [OpenDynamoDB] could not reach
+// DynamoDB. It matches [ErrUnavailable] and unwraps to the cause.
 type UnavailableError struct {
 	// Cause is the underlying error.
 	Cause error
@@ -170,12 +210,13 @@ type UnavailableError struct {
 	Resource string
 }
 
-// Error returns the cause's message followed by the context, e.g.
-// "... [stack=zae-limiter, entity=key-1, resource=gpt-4]".
+// Error returns the cause as a user reads it followed by the context, e.g.
+// "limiter: DynamoDB UpdateItem: InternalServerError: ... [stack=zae-limiter,
+// entity=key-1, resource=gpt-4]" (see describeCause).
 func (e *UnavailableError) Error() string {
-	msg := "rate limiter unavailable"
+	msg := "limiter: backend unavailable"
 	if e.Cause != nil {
-		msg = e.Cause.Error()
+		msg = describeCause(e.Cause)
 	}
 	var parts []string
 	if e.Table != "" {
@@ -195,6 +236,64 @@ func (e *UnavailableError) Error() string {
 
 // Is reports whether target is [ErrUnavailable].
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+
+// describeCause returns a store's error as its user reads it: the
+// limiter's own account of it when it has one (no answer within the store
+// timeout, before the caller's deadline, the circuit breaker, an endpoint
+// that cannot be reached); an AWS SDK error as "limiter: DynamoDB
+// {operation}: {code}: {message}", or with the transport's error when no
+// answer came ("dial tcp ...: connection refused"), without the steps that
+// wrapped it; a message that starts "limiter: " as it is; anything else
+// after "limiter: backend unavailable: ". The SDK's types are matched by
+// their methods, so that the core needs no SDK import.
+func describeCause(err error) string {
+	var own ownMessage
+	if errors.As(err, &own) {
+		return own.Error()
+	}
+	msg := err.Error()
+	var op interface {
+		Service() string
+		Operation() string
+	}
+	switch {
+	case errors.As(err, &op):
+		return "limiter: " + op.Service() + " " + op.Operation() + ": " + sdkReason(err)
+	case strings.HasPrefix(msg, "limiter: "):
+		return msg
+	}
+	return "limiter: backend unavailable: " + msg
+}
+
+// ownMessage is implemented by the limiter's errors whose message says
+// what happened to a store call better than the errors they wrap.
+type ownMessage interface {
+	error
+	ownMessage()
+}
+
+// sdkReason returns why an AWS SDK call failed: the service's error code
+// and message, else the transport's error, else the innermost error.
+func sdkReason(err error) string {
+	var api interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	var ue *url.Error
+	switch {
+	case errors.As(err, &api):
+		if m := api.ErrorMessage(); m != "" {
+			return api.ErrorCode() + ": " + m
+		}
+		return api.ErrorCode()
+	case errors.As(err, &ue):
+		return ue.Err.Error()
+	}
+	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
+		err = next
+	}
+	return err.Error()
+}
 
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Cause }
@@ -236,6 +335,33 @@ func isAccessDenied(err error) bool {
 	var coded interface{ ErrorCode() string }
 	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
 }
+
+// TableNotFoundError is returned by [OpenDynamoDB] and
+// [DynamoDBRepository.Ping] when the table does not exist. It matches
+// [ErrTableNotFound] and unwraps to DynamoDB's ResourceNotFoundException.
+type TableNotFoundError struct {
+	Table string
+	// Endpoint is where the table was looked for ("" when unknown).
+	Endpoint string
+	Cause    error
+}
+
+// Error names the table, where it was looked for, and how to create it.
+func (e *TableNotFoundError) Error() string {
+	at := ""
+	if e.Endpoint != "" {
+		at = " at " + e.Endpoint
+	}
+	return fmt.Sprintf("limiter: table %q not found%s: create it with `zae-limiter deploy --name %s` (AWS), "+
+		"`zae-limiter local up --name %s` (DynamoDB Local), or open it with DynamoDBOptions.CreateTable set",
+		e.Table, at, e.Table, e.Table)
+}
+
+// Is reports whether target is [ErrTableNotFound].
+func (e *TableNotFoundError) Is(target error) bool { return target == ErrTableNotFound }
+
+// Unwrap returns the cause.
+func (e *TableNotFoundError) Unwrap() error { return e.Cause }
 
 // NamespaceNotFoundError reports an unregistered (or deleted) namespace,
 // looked up by name, or a namespace id without a registry record. It matches

@@ -1,13 +1,16 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
@@ -76,12 +79,49 @@ func TestUnavailableError(t *testing.T) {
 	err := error(&UnavailableError{Cause: cause, Table: "zae-limiter", EntityID: "k1", Resource: "gpt-4"})
 	require.False(t, !errors.Is(err, ErrUnavailable) || !errors.Is(err, cause), "errors.Is failed for category or cause")
 	require.False(t, errors.Is(err, ErrRateLimited), "unavailable matches ErrRateLimited")
-	got, want := err.Error(), "connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"
+	got, want := err.Error(), "limiter: backend unavailable: connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
-	got, want = (&UnavailableError{Cause: cause, EntityID: "k1"}).Error(), "connection refused [entity=k1]"
+	got, want = (&UnavailableError{Cause: cause, EntityID: "k1"}).Error(), "limiter: backend unavailable: connection refused [entity=k1]"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
-	got, want = (&UnavailableError{Cause: cause}).Error(), "connection refused"
+	got, want = (&UnavailableError{Cause: cause}).Error(), "limiter: backend unavailable: connection refused"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
+}
+
+// TestUnavailableErrorNamesNoInternalStep: an SDK error, whatever the
+// repository wrapped it in, reads "limiter: DynamoDB {operation}: " and
+// the service's error or the transport's, and the limiter's own causes
+// (the store timeout, the caller's deadline, the circuit breaker) speak
+// for themselves while matching what they wrap.
+func TestUnavailableErrorNamesNoInternalStep(t *testing.T) {
+	refused := &url.Error{Op: "Post", URL: "http://127.0.0.1:1/", Err: errors.New("dial tcp 127.0.0.1:1: connect: connection refused")}
+	api := &smithy.GenericAPIError{Code: "InternalServerError", Message: "Internal server error"}
+	sdk := func(err error) error {
+		return wrapErr("speculative write", &smithy.OperationError{ServiceID: "DynamoDB", OperationName: "UpdateItem", Err: err})
+	}
+	for _, tc := range []struct {
+		cause error
+		want  string
+	}{
+		{sdk(fmt.Errorf("exceeded maximum number of attempts, 3, https response error StatusCode: 0, request send failed, %w", refused)),
+			"limiter: DynamoDB UpdateItem: dial tcp 127.0.0.1:1: connect: connection refused [stack=t]"},
+		{sdk(fmt.Errorf("https response error StatusCode: 500, %w", api)),
+			"limiter: DynamoDB UpdateItem: InternalServerError: Internal server error [stack=t]"},
+		{&storeTimeoutError{timeout: 500 * time.Millisecond, cause: sdk(context.DeadlineExceeded)},
+			"limiter: the store did not answer within 500ms (WithStoreTimeout) [stack=t]"},
+		{&deadlineError{cause: context.DeadlineExceeded}, "limiter: the store did not answer before the caller's deadline [stack=t]"},
+		{ErrCircuitOpen, ErrCircuitOpen.Error() + " [stack=t]"},
+	} {
+		err := &UnavailableError{Cause: tc.cause, Table: "t"}
+		assert.Equal(t, tc.want, err.Error())
+		assert.NotContains(t, err.Error(), "speculative write")
+		assert.ErrorIs(t, err, tc.cause)
+	}
+	for _, own := range []error{&storeTimeoutError{}, &deadlineError{}, ErrCircuitOpen} {
+		assert.ErrorIs(t, own, ErrUnavailable, "%T", own)
+	}
+	assert.ErrorIs(t, &storeTimeoutError{cause: sdk(context.DeadlineExceeded)}, context.DeadlineExceeded)
+	assert.ErrorIs(t, &deadlineError{}, context.DeadlineExceeded)
+	assert.ErrorIs(t, fmt.Errorf("op: %w", ErrCircuitOpen), ErrCircuitOpen)
 }
 
 func TestTypedErrorsMatchCategories(t *testing.T) {
@@ -101,6 +141,9 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 		{&IncompatibleSchemaError{ClientVersion: "1.0.0", SchemaVersion: "0.10.0", Message: "Migrate.", MigrationGuideURL: "u"},
 			ErrIncompatibleSchema, "limiter: incompatible schema: client 1.0.0 does not support schema 0.10.0: Migrate. (see u)"},
 		{store.NewValidationError(ErrInvalidName, "resource", "x", "bad"), ErrInvalidName, "limiter: invalid resource: bad"},
+		{&TableNotFoundError{Table: "rl", Endpoint: "http://localhost:8000"}, ErrTableNotFound,
+			"limiter: table \"rl\" not found at http://localhost:8000: create it with `zae-limiter deploy --name rl` (AWS), " +
+				"`zae-limiter local up --name rl` (DynamoDB Local), or open it with DynamoDBOptions.CreateTable set"},
 	} {
 		wrapped := fmt.Errorf("op: %w", tc.err)
 		assert.ErrorIs(t, wrapped, tc.sentinel, "errors.Is(%T, %v) = false", tc.err, tc.sentinel)

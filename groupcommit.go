@@ -73,8 +73,8 @@ import (
 // # Cancellation and deadlines
 //
 // The shared write runs on a context detached from every caller's
-// cancellation, with a timeout (refundTimeout), in a goroutine of the
-// limiter or on a member's own goroutine only when that member's context
+// cancellation (each store call bounded by the store timeout), in a
+// goroutine of the limiter or on a member's own goroutine only when that member's context
 // can never end, so one member cannot cancel the others' write, and no
 // caller waits past its own context: a caller whose context ends while its request is queued returns
 // ctx.Err() and its request is dropped (nothing applied); an acquire whose
@@ -268,7 +268,7 @@ func (g *groupCommit) submit(ctx context.Context, req gcOp) (store.SpeculativeRe
 				g.mu.Unlock()
 				return store.SpeculativeResult{Key: op.key}, ctx.Err()
 			}
-			// Done, or an adjustment in flight: wait (at most refundTimeout).
+			// Done, or an adjustment in flight: wait (its calls are bounded).
 			g.mu.Unlock()
 			<-op.wake
 		}
@@ -324,7 +324,7 @@ func (g *groupCommit) solo(ctx context.Context, s *gcSlot, op *gcOp) (store.Spec
 			return store.SpeculativeResult{Key: op.key}, ctx.Err()
 		}
 		g.mu.Unlock()
-		<-done // an adjustment: wait (at most refundTimeout)
+		<-done // an adjustment: wait (its calls are bounded)
 		return op.res, op.err
 	}
 }
@@ -578,7 +578,7 @@ const gcMaxRounds = 4
 // of the limiter or on a member's goroutine whose context can never end,
 // on a context detached from every caller's.
 func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
-	ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+	ctx, cancel := detachedContext(context.Background())
 	defer cancel()
 	defer g.deliver(s, batch)
 

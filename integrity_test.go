@@ -49,12 +49,20 @@ func proxied(t *testing.T, env *testEnv) (*DynamoDBRepository, *faultproxy.Proxy
 }
 
 // proxiedLimiter is a RateLimiter on env's clock whose DynamoDB calls go
-// through a fault proxy (see proxied), with opts.
+// through a fault proxy (see proxied), with opts. Its store timeout is
+// proxiedTimeout unless opts set another.
 func proxiedLimiter(t *testing.T, env *testEnv, opts ...Option) (*RateLimiter, *faultproxy.Proxy) {
 	t.Helper()
 	repo, p := proxied(t, env)
-	return New(repo, append([]Option{WithClock(env.clock.now)}, opts...)...), p
+	return New(repo, append([]Option{WithClock(env.clock.now), WithStoreTimeout(proxiedTimeout)}, opts...)...), p
 }
+
+// proxiedTimeout is the store timeout of proxiedLimiter: longer than the
+// deadlines the tests give their acquires (300 ms) and the answers they
+// delay (1.5 s), so that the writes of acquires that gave up get their
+// answer and give back what they took, and long enough for DynamoDB Local
+// on a loaded machine.
+const proxiedTimeout = 3 * time.Second
 
 // acquireWithin runs an acquire on a context with deadline d, commits it
 // when it succeeds, and returns its error and how late after the deadline

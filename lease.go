@@ -18,9 +18,31 @@ import (
 
 // Lease is the consumption taken by one Acquire. It is already durable in
 // DynamoDB; Adjust, Consume and Release change it locally, Commit writes the
-// difference, Rollback gives everything back. After Commit or Rollback every
+// difference, Rollback gives back what it may. After Commit or Rollback every
 // method returns [ErrLeaseDone], so `defer lease.Rollback(ctx)` right after
 // Acquire is safe (like sql.Tx).
+//
+// # Refunds
+//
+// A lease gives back at most what it holds, less what the limit refilled
+// while it held it. Per limit of each bucket the lease holds, in
+// millitokens, held is what the lease has taken so far (the acquire's
+// amount, plus later positive adjustments, less the refunds already given;
+// never below zero), and a refund at time t gives back at most
+//
+//	refundable(t) = max(0, held − floor(refill amount × (t − t0) / refill period))
+//
+// where t0 is the time of the acquire: what the limit refilled since (in
+// millitokens, rounded down; saturating). A larger refund is cut to it, and
+// [Lease.Consumed] reports what stays charged. So a lease held for a whole
+// refill period gives nothing back: the tokens it took were replaced by the
+// refill, which others may have taken already, and giving them back too
+// would admit more than the capacity plus the refill in that period. The
+// cap applies when the refund is asked for (Adjust, Release), against what
+// the lease holds with its local changes, and again when it is written
+// (Commit, Rollback, the rollback of [RateLimiter.Do], a background
+// commit), against what is durable then. On top of it a refund never lifts
+// a bucket above its capacity.
 //
 // A Lease is not safe for concurrent use.
 type Lease struct {
@@ -35,9 +57,13 @@ type Lease struct {
 type leaseWriter interface {
 	nowMs() int64
 	writeAdjust(ctx context.Context, w store.BucketWrite) error
-	// commitLater queues a committed lease's adjustments (whole tokens)
-	// to be written in the background, and reports whether it did.
+	// commitLater queues a committed lease's adjustments to be written in
+	// the background, and reports whether it did.
 	commitLater(writes []store.BucketWrite) bool
+	// enter starts a call that writes (ErrClosed after Close); exit ends
+	// it.
+	enter() error
+	exit()
 }
 
 // leaseEntry is one limit of one bucket item held by a lease.
@@ -46,10 +72,20 @@ type leaseEntry struct {
 	limit Limit
 	// state is the local view of the bucket after this lease's changes.
 	state store.BucketState
-	// consumed is this lease's running total (tokens); initialConsumed is
-	// the part that is durable in DynamoDB.
+	// consumed is what the acquire took (tokens); initialConsumed is the
+	// part of it that is durable in DynamoDB (all of it once the acquire
+	// returned). The lease's methods leave them as they are and count
+	// their own changes in deltaMilli and writtenMilli.
 	consumed        int64
 	initialConsumed int64
+	// deltaMilli is the lease's change since the acquire (Consume, Adjust,
+	// Release; millitokens, saturating, refunds cut), and writtenMilli
+	// the part of it that is durable (Commit, Rollback).
+	deltaMilli   int64
+	writtenMilli int64
+	// acquiredMs is the time of the acquire (epoch ms), from which the
+	// limit's refill shrinks what a refund may give back (refundable).
+	acquiredMs int64
 
 	originalTokensMilli int64
 	originalRfMs        int64
@@ -94,16 +130,63 @@ func containsKey(keys []store.BucketKey, k store.BucketKey) bool {
 	return false
 }
 
-// Consumed returns, per limit name, the tokens this lease has taken so far,
-// summed over the entity and (with cascade) its parent: with cascade an
-// acquire of 500 tpm reports 1000. Adjust with the difference between the
-// real and the estimated amount, not against Consumed.
+// Consumed returns, per limit name, the tokens this lease has taken so far
+// (whole tokens, rounded down), summed over the entity and (with cascade)
+// its parent: with cascade an acquire of 500 tpm reports 1000. Refunds
+// count as they were cut (see Refunds above): after Commit or Rollback it
+// is what stays charged. Sums saturate (a limit's amount at
+// math.MaxInt64 millitokens). Adjust with the difference between the real
+// and the estimated amount, not against Consumed.
 func (ls *Lease) Consumed() map[string]int64 {
 	out := make(map[string]int64)
 	for _, e := range ls.entries {
-		out[e.limit.Name] += e.consumed
+		out[e.limit.Name] = bucketmath.AddSat(out[e.limit.Name], bucketmath.FloorDiv(e.held(), 1000))
 	}
 	return out
+}
+
+// held is what the lease holds of e's limit, with its local changes
+// (millitokens, in [0, MaxInt64]).
+func (e *leaseEntry) held() int64 {
+	return max(0, bucketmath.AddSat(bucketmath.SatMul(e.consumed, 1000), e.deltaMilli))
+}
+
+// durable is the part of held that is written (millitokens, in [0,
+// MaxInt64]).
+func (e *leaseEntry) durable() int64 {
+	return max(0, bucketmath.AddSat(bucketmath.SatMul(e.initialConsumed, 1000), e.writtenMilli))
+}
+
+// refundable returns the millitokens a refund at nowMs may give back of
+// heldMilli that e's lease took since its acquire: heldMilli less the
+// limit's refill since e.acquiredMs (floor(refill amount × elapsed ms /
+// refill period), in millitokens), never below zero, rounded down to whole
+// tokens.
+func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
+	if heldMilli <= 0 {
+		return 0
+	}
+	left := bucketmath.Int128From(heldMilli)
+	ra, rp := bucketmath.SatMul(e.limit.RefillAmount, 1000), e.limit.RefillPeriod.Milliseconds()
+	if elapsed := bucketmath.AddSat(nowMs, -e.acquiredMs); elapsed > 0 && ra > 0 && rp > 0 {
+		// ra, elapsed < 2^63: the product fits in an Int128.
+		x, _ := bucketmath.MulInt128(bucketmath.Int128From(ra), elapsed)
+		refill, _ := bucketmath.DivModFloor(x, rp)
+		left = left.SubSat(refill)
+	}
+	if left.Sign() <= 0 {
+		return 0
+	}
+	// Whole tokens only: what a lease is charged stays a whole number of
+	// tokens, as Consumed and Statuses report it.
+	return left.Int64Sat() / 1000 * 1000
+}
+
+// stamp sets the acquire time of every entry of the lease.
+func (ls *Lease) stamp(acquiredMs int64) {
+	for _, e := range ls.entries {
+		e.acquiredMs = acquiredMs
+	}
 }
 
 // LeaseStatus is one limit of a bucket a lease holds, as the lease sees
@@ -118,6 +201,10 @@ type LeaseStatus struct {
 	// Reset is how long until the bucket is full again at its refill
 	// rate; zero when it is full.
 	Reset time.Duration
+	// Held is the whole tokens the lease holds of this limit of this
+	// bucket, with its local changes: after Commit, what it stays charged
+	// there (refunds cut as described under Refunds in [Lease]).
+	Held int64
 }
 
 // Statuses returns, for every limit of every bucket the lease holds (the
@@ -137,6 +224,7 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: e.limit,
 			Remaining: calculateAvailable(e.state, now),
 			Reset:     timeToFill(e.state, now),
+			Held:      bucketmath.FloorDiv(e.held(), 1000),
 		}
 	}
 	return out
@@ -208,7 +296,10 @@ func (ls *Lease) Consume(c Consume) error {
 // Adjust changes the lease's consumption by c (positive takes more,
 // negative gives back) without any check: the bucket may go into debt, which
 // later acquires wait out. Use it to reconcile an estimate with the real
-// token count. A refund never lifts a bucket above its capacity. It never
+// token count. A refund gives back at most what the lease holds less the
+// limit's refill since the acquire (see Refunds in [Lease]); a larger one
+// is cut, now and again when Commit writes it, and [Lease.Consumed] shows
+// the cut. A refund never lifts a bucket above its capacity. It never
 // returns a rate-limit error; a name the lease holds no limit for is a
 // *[ValidationError].
 func (ls *Lease) Adjust(c Consume) error {
@@ -223,7 +314,7 @@ func (ls *Lease) Adjust(c Consume) error {
 }
 
 // Release gives back c (non-negative amounts): Adjust with every amount
-// negated.
+// negated, cut as Adjust cuts refunds (see Refunds in [Lease]).
 func (ls *Lease) Release(c Consume) error {
 	if err := ls.check(); err != nil || ls.noop {
 		return err
@@ -258,27 +349,67 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 	return nil
 }
 
+// apply changes the lease's consumption by c at now: a positive amount is
+// added (saturating), a negative one is cut to what the entry may give back
+// (refundable).
 func (ls *Lease) apply(c Consume, now int64) {
 	for _, e := range ls.entries {
 		amount := c[e.limit.Name]
 		if amount == 0 {
 			continue
 		}
+		milli := bucketmath.SatMul(amount, 1000)
+		if milli < 0 {
+			milli = -min(-milli, e.refundable(e.held(), now))
+			if milli == 0 {
+				continue
+			}
+		}
 		before := e.state.TokensMilli
-		e.state.TokensMilli, e.state.LastRefillMs = forceConsume(e.state, amount, now)
-		if amount < 0 && e.state.TokensMilli > e.state.CapacityMilli {
+		cur, last := bucketmath.RefillExact(e.state.TokensMilli, e.state.LastRefillMs, now, e.state.CapacityMilli, e.state.RefillAmountMilli, e.state.RefillPeriodMs)
+		e.state.TokensMilli, e.state.LastRefillMs = cur.SubSat(bucketmath.Int128From(milli)).Int64Sat(), last
+		if milli < 0 && e.state.TokensMilli > e.state.CapacityMilli {
 			// A refund does not lift the local view above capacity.
 			e.state.TokensMilli = max(before, e.state.CapacityMilli)
 		}
-		e.state.TotalConsumedMilli = bucketmath.AddMilli(e.state.TotalConsumedMilli, amount)
-		e.consumed += amount
+		e.state.TotalConsumedMilli = bucketmath.AddSat(e.state.TotalConsumedMilli, milli)
+		e.deltaMilli = bucketmath.AddSat(e.deltaMilli, milli)
 	}
 }
 
+// commitDelta is what Commit at now writes for e (millitokens): the change
+// since the last write, a refund cut to what the durable part may give
+// back.
+func (e *leaseEntry) commitDelta(now int64) int64 {
+	held, durable := e.held(), e.durable()
+	d := held - durable // both in [0, MaxInt64]: no overflow
+	if d < 0 {
+		d = -min(-d, e.refundable(durable, now))
+	}
+	return d
+}
+
+// rollbackDelta is what Rollback at now writes for e (millitokens): the
+// durable part, negated, cut to what it may give back.
+func (e *leaseEntry) rollbackDelta(now int64) int64 {
+	return -e.refundable(e.durable(), now)
+}
+
+// written records that d (millitokens), a commit's or rollback's delta
+// for e, is durable: the lease now holds (and reports) the durable part.
+func (e *leaseEntry) written(d int64) {
+	e.writtenMilli = bucketmath.AddSat(e.writtenMilli, d)
+	// held() == durable() from now on.
+	e.deltaMilli = bucketmath.AddSat(bucketmath.SatMul(e.initialConsumed-e.consumed, 1000), e.writtenMilli)
+}
+
 // Commit writes the lease's changes since Acquire (one unconditional ADD per
-// bucket item touched) and ends the lease. When a write fails, Commit returns
-// the error and the lease stays open: what was written is remembered, so
-// Commit can be retried or Rollback gives back exactly what is durable.
+// bucket item touched) and ends the lease. A net refund is cut to what the
+// lease may give back now (see Refunds in [Lease]). When a write fails,
+// Commit returns the error and the lease stays open: what was written is
+// remembered, so Commit can be retried or Rollback gives back what is
+// durable. After [RateLimiter.Close] it returns [ErrClosed] and writes
+// nothing.
 func (ls *Lease) Commit(ctx context.Context) error {
 	if err := ls.check(); err != nil {
 		return err
@@ -286,13 +417,18 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
+	if err := ls.rl.enter(); err != nil {
+		return err
+	}
+	defer ls.rl.exit()
 	if ls.noop || !ls.changed() {
 		ls.done = true
 		return nil
 	}
-	if writes, ok := ls.laterWrites(); ok && ls.rl.commitLater(writes) {
+	now := ls.rl.nowMs()
+	if ls.rl.commitLater(ls.laterWrites(now)) {
 		for _, e := range ls.entries {
-			e.initialConsumed = e.consumed
+			e.written(e.commitDelta(now))
 		}
 		ls.done = true
 		return nil
@@ -305,8 +441,12 @@ func (ls *Lease) Commit(ctx context.Context) error {
 	}()
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
-		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
+		delta := func(e *leaseEntry) int64 { return e.commitDelta(now) }
+		w := adjustWrite(key, now, entries, delta)
 		if len(w.Limits) == 0 {
+			for _, e := range entries {
+				e.written(0) // a refund cut to nothing
+			}
 			continue
 		}
 		if cancel == nil {
@@ -318,7 +458,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 			return fmt.Errorf("commit %s/%s: %w", key.EntityID, key.Resource, err)
 		}
 		for _, e := range entries {
-			e.initialConsumed = e.consumed
+			e.written(delta(e))
 		}
 	}
 	ls.done = true
@@ -329,37 +469,35 @@ func (ls *Lease) Commit(ctx context.Context) error {
 // Commit must write.
 func (ls *Lease) changed() bool {
 	for _, e := range ls.entries {
-		if e.consumed != e.initialConsumed {
+		if e.held() != e.durable() {
 			return true
 		}
 	}
 	return false
 }
 
-// laterWrites returns the adjustments Commit writes, for a background
-// commit; ok is false when one is not in whole tokens (a saturated
-// amount), which only a synchronous Commit writes.
-func (ls *Lease) laterWrites() (writes []store.BucketWrite, ok bool) {
+// laterWrites returns the adjustments Commit writes at now, for a
+// background commit.
+func (ls *Lease) laterWrites(now int64) []store.BucketWrite {
+	var writes []store.BucketWrite
 	for _, key := range ls.keys() {
-		w := adjustWrite(key, ls.entriesOf(key), func(e *leaseEntry) int64 { return e.consumed - e.initialConsumed })
-		for _, lw := range w.Limits {
-			if lw.ConsumedMilli%1000 != 0 {
-				return nil, false
-			}
-		}
+		w := adjustWrite(key, now, ls.entriesOf(key), func(e *leaseEntry) int64 { return e.commitDelta(now) })
 		if len(w.Limits) > 0 {
 			writes = append(writes, w)
 		}
 	}
-	return writes, true
+	return writes
 }
 
-// Rollback gives back everything the lease has made durable (one
-// unconditional ADD per bucket item) and ends the lease; local adjustments
-// are dropped. It runs on a context detached from ctx's cancellation. After
-// Commit it returns [ErrLeaseDone] and changes nothing. When a write fails
-// the others are still attempted, the error is returned and the lease stays
-// open so that Rollback can be retried without refunding twice.
+// Rollback gives back what the lease has made durable (one unconditional
+// ADD per bucket item), less the limit's refill since the acquire (see
+// Refunds in [Lease]: a lease rolled back a whole refill period after its
+// acquire gives nothing back), and ends the lease; local adjustments are
+// dropped. It runs on a context detached from ctx's cancellation. After
+// Commit it returns [ErrLeaseDone] and changes nothing; after
+// [RateLimiter.Close], [ErrClosed]. When a write fails the others are still
+// attempted, the error is returned and the lease stays open so that
+// Rollback can be retried without refunding twice.
 func (ls *Lease) Rollback(ctx context.Context) error {
 	if err := ls.check(); err != nil {
 		return err
@@ -367,6 +505,10 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
+	if err := ls.rl.enter(); err != nil {
+		return err
+	}
+	defer ls.rl.exit()
 	if ls.noop {
 		ls.done = true
 		return nil
@@ -378,10 +520,15 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 		}
 	}()
 	var errs []error
+	now := ls.rl.nowMs()
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
-		w := adjustWrite(key, entries, func(e *leaseEntry) int64 { return -e.initialConsumed })
+		delta := func(e *leaseEntry) int64 { return e.rollbackDelta(now) }
+		w := adjustWrite(key, now, entries, delta)
 		if len(w.Limits) == 0 {
+			for _, e := range entries {
+				e.written(0) // local adjustments are dropped
+			}
 			continue
 		}
 		if cancel == nil {
@@ -392,7 +539,7 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 			continue
 		}
 		for _, e := range entries {
-			e.initialConsumed = 0
+			e.written(delta(e))
 		}
 	}
 	if len(errs) > 0 {
@@ -402,13 +549,13 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 	return nil
 }
 
-// adjustWrite builds the unconditional ADD of delta(e) tokens for entries,
-// with each limit's capacity as the hint for refunds.
-func adjustWrite(key store.BucketKey, entries []*leaseEntry, delta func(*leaseEntry) int64) store.BucketWrite {
-	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key}
+// adjustWrite builds the unconditional ADD of delta(e) millitokens for
+// entries at nowMs, with each limit's capacity as the hint for refunds.
+func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta func(*leaseEntry) int64) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
-			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
+			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: d, CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
 	return w

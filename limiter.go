@@ -7,6 +7,9 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -27,9 +30,13 @@ import (
 // process, within its config cache TTL). Invalid input — a negative amount,
 // a limit name no limit has, an entity that would be its own ancestor — is
 // a *[ValidationError] before anything is written. An Acquire returns
-// within its context's deadline even when the store hangs, and what a write
-// took after its caller gave up is given back: the consumption counters
-// equal what the committed leases consumed.
+// within its context's deadline even when the store hangs, and each store
+// call ends within the store timeout ([WithStoreTimeout]); in allow mode
+// the no-op lease comes before the deadline, and once the store failed
+// repeatedly the circuit breaker ([WithCircuitBreaker]) decides at once.
+// What a write took after its caller gave up is given back when its
+// answer comes within the store timeout: the consumption counters equal
+// what the committed leases consumed.
 //
 // # Options
 //
@@ -68,6 +75,7 @@ type RateLimiter struct {
 
 	speculative bool
 	stats       specStats
+	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
 
 	// Bounds of the per-key caches.
 	cacheSizes   [numCaches]int
@@ -82,9 +90,76 @@ type RateLimiter struct {
 	backgroundCommit bool
 	commits          *commits        // nil when background commit is off
 	olc              *overLimitCache // nil when the over-limit cache is off
+
+	// The store's bound and circuit breaker (storebound.go, breaker.go).
+	storeTimeout    time.Duration
+	circuitFailures int
+	circuitCooldown time.Duration
+
+	gate closeGate // the calls in progress, and Close
 }
 
-// Defaults of the limiter's options.
+// closeGate counts the calls of the limiter in progress and refuses new
+// ones once Close started.
+type closeGate struct {
+	// state is the number of calls in progress, plus gateClosed once
+	// Close started.
+	state atomic.Int64
+	// life ends when Close starts: it wakes Wait's sleeps.
+	life     context.Context
+	stopLife context.CancelFunc
+	// drained is closed once Close started and no call is in progress.
+	drained   chan struct{}
+	drainOnce sync.Once
+	closeOnce sync.Once
+	// closed is closed when Close has ended.
+	closed chan struct{}
+}
+
+// gateClosed is added to closeGate.state by Close: far above any number
+// of calls in progress.
+const gateClosed = 1 << 62
+
+// closeWait returns how long Close waits for the calls in progress: every
+// store call they make ends within the store timeout of Close's start (the
+// last epoch, storeBound.closing), and they get as long again for what
+// they do between calls. Without a store timeout, closeWaitUnbounded.
+func (rl *RateLimiter) closeWait() time.Duration {
+	if d := rl.store.bound.d; d > 0 {
+		return 2 * d
+	}
+	return closeWaitUnbounded
+}
+
+// closeWaitUnbounded is closeWait when store calls are not bounded
+// (WithStoreTimeout of zero or less).
+const closeWaitUnbounded = 20 * time.Second
+
+func (g *closeGate) init() {
+	g.life, g.stopLife = context.WithCancel(context.Background())
+	g.drained = make(chan struct{})
+	g.closed = make(chan struct{})
+}
+
+// enter starts a call of the limiter: ErrClosed once Close started;
+// otherwise the caller calls exit when the call ends.
+func (rl *RateLimiter) enter() error {
+	if rl.gate.state.Add(1) >= gateClosed {
+		rl.exit()
+		return ErrClosed
+	}
+	return nil
+}
+
+// exit ends a call started by enter.
+func (rl *RateLimiter) exit() {
+	if rl.gate.state.Add(-1) == gateClosed {
+		rl.gate.drainOnce.Do(func() { close(rl.gate.drained) })
+	}
+}
+
+// Defaults of the limiter's options, and the default ceilings and age
+// limits of its per-key caches.
 const (
 	// DefaultConfigCacheTTL is how long resolved stored limits are reused
 	// ([WithConfigCacheTTL]).
@@ -96,6 +171,37 @@ const (
 	// DefaultAuditRetention is how long audit events are kept
 	// ([WithAuditRetention]).
 	DefaultAuditRetention = 90 * 24 * time.Hour
+	// DefaultStoreTimeout bounds each store call of an acquire, a lease or
+	// a give-back ([WithStoreTimeout]), unless $ZAEL_STORE_TIMEOUT
+	// ([EnvStoreTimeout]) sets another default.
+	DefaultStoreTimeout = 500 * time.Millisecond
+	// EnvStoreTimeout names the environment variable that, when set to a
+	// duration (time.ParseDuration: "2s", "750ms"), replaces
+	// [DefaultStoreTimeout]; [WithStoreTimeout] still wins. It lets a
+	// deployment or a test run on a loaded machine (DynamoDB Local warming
+	// up, say) widen the bound without a code change.
+	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
+	// DefaultCircuitFailures is how many consecutive failed store calls
+	// open the circuit breaker ([WithCircuitBreaker]).
+	DefaultCircuitFailures = 5
+	// DefaultCircuitCooldown is how long the circuit breaker stays open
+	// before a probe ([WithCircuitBreaker]).
+	DefaultCircuitCooldown = time.Second
+	// DefaultConfigCacheSize is the default ceiling of the config cache,
+	// in slots. An acquire on an entity without its own limits keeps two
+	// negative slots for it (resource-specific and _default_) and shares
+	// the resource and system slots: the default holds the configs of
+	// about 10,000 entities.
+	DefaultConfigCacheSize = 20_000
+	// DefaultEntityCacheSize is the default ceiling of the entity cache,
+	// in entities.
+	DefaultEntityCacheSize = 10_000
+	// DefaultEntityCacheTTL is how long an entity's cascade settings are
+	// trusted after they were read ([WithEntityCacheTTL]).
+	DefaultEntityCacheTTL = 10 * time.Minute
+	// DefaultOverLimitCacheSize is the default ceiling of the over-limit
+	// cache ([WithOverLimitCache]), in buckets.
+	DefaultOverLimitCacheSize = 10_000
 )
 
 // Option configures a [RateLimiter].
@@ -158,8 +264,14 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 			ttlMultiplier: DefaultBucketTTLMultiplier,
 			configTTL:     DefaultConfigCacheTTL,
 		},
-		speculative: true,
-		entityTTL:   DefaultEntityCacheTTL,
+		speculative:     true,
+		entityTTL:       DefaultEntityCacheTTL,
+		storeTimeout:    DefaultStoreTimeout,
+		circuitFailures: DefaultCircuitFailures,
+		circuitCooldown: DefaultCircuitCooldown,
+	}
+	if d, err := time.ParseDuration(os.Getenv(EnvStoreTimeout)); err == nil {
+		rl.storeTimeout = d
 	}
 	for _, o := range opts {
 		o(rl)
@@ -168,7 +280,8 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		rl.auditRetention = DefaultAuditRetention
 	}
 	rl.audit, _ = repo.(store.AuditLog)
-	rl.store = newStoreOps(repo, rl.obs.metrics)
+	rl.store.init(repo, rl.obs.metrics, rl.storeTimeout, rl.circuitFailures, rl.circuitCooldown)
+	rl.store.brk.changed = rl.circuitChanged
 	if rl.store.spec == nil {
 		rl.speculative = false
 	}
@@ -177,6 +290,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	}
 	rl.initCaches()
 	rl.initHotKeys()
+	rl.gate.init()
 	return rl
 }
 
@@ -204,9 +318,15 @@ func (rl *RateLimiter) Repository() Repository { return rl.repo }
 //     1000 writes/s and its shard count was doubled.
 //   - Info "limiter: transaction conflict, retrying": a multi-item write
 //     collided and is retried after the logged backoff.
-//   - Warn "limiter: backend unavailable": DynamoDB failed during an
+//   - Warn "limiter: backend unavailable": the store failed during an
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
-//     block: an *UnavailableError) and the cause.
+//     block: an *UnavailableError) and the cause; Debug while the circuit
+//     breaker is open (the cause is then [ErrCircuitOpen]).
+//   - Warn "limiter: circuit open": consecutive store calls failed and the
+//     circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
+//     circuit probe failed" when a probe failed and it opened again, Debug
+//     "limiter: circuit half-open" when a probe goes, Info "limiter:
+//     circuit closed" when one succeeded.
 //   - Warn "limiter: background commit failed": an adjustment queued by
 //     Commit ([WithBackgroundCommit]) failed or may not have applied.
 //   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
@@ -224,19 +344,91 @@ func WithMetrics(m Metrics) Option {
 	return func(rl *RateLimiter) { rl.obs.metrics = m }
 }
 
-// Close waits until every write the limiter still runs for callers that
-// gave up has ended (each within 10 s) and its tokens were given back, and
-// writes the adjustments queued by background commits
-// ([WithBackgroundCommit]) and waits for them.
-// Call it when the limiter is no longer used: after it returns, no
-// goroutine of the limiter runs. Acquires after Close start new writes
-// that Close did not wait for.
+// Close shuts the limiter down. It is safe to call while other goroutines
+// use the limiter, and more than once (a later call waits for the first
+// and returns nil). From the moment it starts, every new call that reads
+// or writes buckets or stored settings (Acquire, AcquireAll, Wait, Do,
+// Available, TimeUntilAvailable, Lease.Commit, Lease.Rollback,
+// LowerTokens, Reset and the administrative writes) fails with
+// [ErrClosed] and writes nothing, and a Wait sleeping for a refill wakes
+// with it; every store call started from then on ends within one store
+// timeout ([WithStoreTimeout]) of the call to Close. Close then waits for
+// the calls in progress to end (at most twice the store timeout), writes
+// the adjustments queued by background commits ([WithBackgroundCommit]),
+// and waits until every write the limiter still runs for callers that gave
+// up has ended and its tokens were given back: with a store that does not
+// answer, it returns within about the store timeout. After it returns, no
+// goroutine of the limiter runs. A lease acquired before Close can no
+// longer be committed or rolled back: its acquire stays charged.
 func (rl *RateLimiter) Close() error {
+	g := &rl.gate
+	first := false
+	g.closeOnce.Do(func() { first = true })
+	if !first {
+		<-g.closed
+		return nil
+	}
+	g.stopLife()
+	rl.store.bound.closing()
+	if g.state.Add(gateClosed) == gateClosed {
+		g.drainOnce.Do(func() { close(g.drained) })
+	}
+	t := time.NewTimer(rl.closeWait())
+	select {
+	case <-g.drained:
+	case <-t.C:
+	}
+	t.Stop()
 	if rl.commits != nil {
-		rl.commits.flushAll()
+		rl.commits.close()
 	}
 	rl.bg.wait()
+	rl.store.bound.close()
+	close(g.closed)
 	return nil
+}
+
+// WithStoreTimeout bounds every call the limiter makes on its repository
+// for an acquire, a lease, a background commit or a give-back
+// ([DefaultStoreTimeout] by default, or $ZAEL_STORE_TIMEOUT; up to a
+// tenth more for a given call).
+// On DynamoDB the bound covers the whole call, the SDK's retries and their
+// backoff included. A call that does not end in time fails as unavailable
+// (and counts as a failure of the store for [WithCircuitBreaker]); a write
+// that got no answer may have applied all the same, and what it took then
+// stays taken. A caller never waits past its own context's deadline; in
+// allow mode, when that deadline comes first, the acquire stops waiting a
+// few milliseconds before it and answers with a no-op lease (block mode
+// returns the context's error at the deadline). Zero or less: no bound
+// (calls wait as long as their context lets them). On Redis the bound cuts a call only
+// on a client with ContextTimeoutEnabled; otherwise the client's read and
+// write timeouts bound it. Administrative methods (limits, entities,
+// audit, usage) are not bounded: their context decides.
+func WithStoreTimeout(d time.Duration) Option {
+	return func(rl *RateLimiter) { rl.storeTimeout = d }
+}
+
+// WithCircuitBreaker sets the circuit breaker of the limiter's store calls
+// ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default): after
+// failures consecutive calls failed for want of the store (no answer
+// within [WithStoreTimeout], a refused or broken connection, a 5xx), store
+// calls fail at once with [ErrCircuitOpen], and acquires decide at once by
+// their on-unavailable mode (allow: a no-op lease; block: an
+// *[UnavailableError]) without calling the store. After cooldown one call
+// goes to the store as a probe (the others still fail at once): its
+// success closes the breaker, its failure opens it for another cooldown.
+// Refusals of a working store (a limit, a refused conditional write,
+// throttling, a missing entity, access denied) are not failures. The
+// changes are logged ([WithLogger]) and reported to a [CircuitMetrics].
+// failures ≤ 0 turns the breaker off; cooldown ≤ 0 means the default.
+func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
+	return func(rl *RateLimiter) {
+		rl.circuitFailures = failures
+		rl.circuitCooldown = cooldown
+		if cooldown <= 0 {
+			rl.circuitCooldown = DefaultCircuitCooldown
+		}
+	}
 }
 
 // WithCacheSize sets the ceiling of one per-key cache, in entries (see
@@ -338,9 +530,7 @@ func (rl *RateLimiter) initHotKeys() {
 	}
 	if rl.backgroundCommit {
 		rl.commits = newCommits(rl)
-		if rl.store.folder != nil {
-			rl.store.pending = rl.commits
-		}
+		rl.store.pending = rl.commits
 	}
 	if rl.overLimitMaxWait > 0 {
 		rl.olc = newOverLimitCache(rl.overLimitMaxWait, rl.cacheSizes[CacheOverLimit], rl.cacheEvent)
@@ -430,6 +620,8 @@ func (rl *RateLimiter) overLimitReset() {
 // a write for a bucket item is in flight, this limiter's later acquires,
 // commits and rollbacks for the same item queue and go out together. It
 // never admits more than the requests one at a time would, and never
-// refuses a request that would fit alone. It is on by default; sequential
-// use makes exactly the calls it makes without it.
+// refuses a request that would fit alone: when a batch is refused, each
+// member is decided alone on the item the store returned, or written again
+// alone. It is on by default; sequential use makes exactly the calls it
+// makes without it.
 func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }

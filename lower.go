@@ -32,6 +32,10 @@ import (
 // over-limit cache on ([WithOverLimitCache]), a debt is also remembered
 // there until it is paid off (at most the cache's maxWait).
 func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource string, limits Consume) (bool, error) {
+	if err := rl.enter(); err != nil {
+		return false, err
+	}
+	defer rl.exit()
 	if ctx == nil {
 		return false, errNilContext
 	}

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sort"
 	"strconv"
@@ -22,9 +23,21 @@ import (
 
 // TestMain starts one DynamoDB Local for the package (see internal/ddblocal)
 // and, for the tests that ask for it, one redis-server
-// (internal/redisserver).
+// (internal/redisserver). The run fails when any test made the limiter
+// build a refusal that no shortage explains.
 func TestMain(m *testing.M) {
-	os.Exit(redisserver.Main(redisserver.RunnerFunc(func() int { return ddblocal.Main(m) })))
+	os.Exit(redisserver.Main(redisserver.RunnerFunc(func() int { return checkRefusals(ddblocal.Main(m)) })))
+}
+
+// checkRefusals returns code, or 1 when a refusal was built without an
+// exceeded limit with a positive Retry-After (brokenRefusals), whichever
+// test caused it.
+func checkRefusals(code int) int {
+	if n := brokenRefusals.Load(); n > 0 {
+		fmt.Fprintf(os.Stderr, "FAIL: %d refusals built without a shortage (no exceeded limit, or a Retry-After ≤ 0)\n", n)
+		return max(code, 1)
+	}
+	return code
 }
 
 // testEnv is a repository on a fresh table, with a call recorder and a

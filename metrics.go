@@ -18,7 +18,8 @@ import (
 // Both are off by default and then cost one nil check per event.
 
 // This file holds the bounds of the limiter's per-key caches: their
-// ceilings and age limits, their statistics, and their metrics.
+// statistics and their metrics (their default ceilings and age limits are
+// with the limiter's other defaults, in limiter.go).
 //
 // Every structure a RateLimiter keeps per entity or per bucket is bounded
 // in size and age, so that a service that sees a steady stream of new keys
@@ -99,28 +100,10 @@ type Metrics interface {
 	// the limiter and its leases make on the repository, with its latency
 	// and error. An error matching [store.ErrConditionFailed] is a normal
 	// outcome (a refused conditional write); [store.ErrTransactionConflict] is
-	// retried. Administrative calls are not reported.
+	// retried. Administrative calls are not reported, nor the calls the
+	// open circuit breaker refused (they never reached the store).
 	StoreCall(ctx context.Context, op store.StoreOp, latency time.Duration, err error)
 }
-
-// Default ceilings and age limits of the per-key caches.
-const (
-	// DefaultConfigCacheSize is the default ceiling of the config cache,
-	// in slots. An acquire on an entity without its own limits keeps two
-	// negative slots for it (resource-specific and _default_) and shares
-	// the resource and system slots: the default holds the configs of
-	// about 10,000 entities.
-	DefaultConfigCacheSize = 20_000
-	// DefaultEntityCacheSize is the default ceiling of the entity cache,
-	// in entities.
-	DefaultEntityCacheSize = 10_000
-	// DefaultEntityCacheTTL is how long an entity's cascade settings are
-	// trusted after they were read ([WithEntityCacheTTL]).
-	DefaultEntityCacheTTL = 10 * time.Minute
-	// DefaultOverLimitCacheSize is the default ceiling of the over-limit
-	// cache ([WithOverLimitCache]), in buckets.
-	DefaultOverLimitCacheSize = 10_000
-)
 
 // CacheName names one of the per-key caches of a [RateLimiter], for
 // [WithCacheSize], [RateLimiter.CacheStats] and [CacheMetrics].
@@ -189,6 +172,33 @@ func (e CacheEvent) String() string {
 type CacheMetrics interface {
 	// CacheEvent reports n events of one kind in one cache.
 	CacheEvent(cache CacheName, event CacheEvent, n int64)
+}
+
+// IndexMetrics receives what the DynamoDB repository's index queries drop
+// ([DynamoDBOptions].Metrics): entries whose item lies in another
+// namespace (see [DynamoDBRepository.ForeignIndexItems]). It is called
+// synchronously from many goroutines at once: it must be safe for
+// concurrent use, fast, and must not block. The package otelmetrics
+// implements it.
+type IndexMetrics interface {
+	// ForeignIndexItems reports n entries of index (GSI1 to GSI4) that a
+	// query found in the namespace's partition of the index but whose item
+	// belongs to another namespace; they were dropped.
+	ForeignIndexItems(ctx context.Context, index string, n int64)
+}
+
+// CircuitMetrics is an optional extension of [Metrics]: when the value
+// given to [WithMetrics] implements it too, the limiter reports the
+// openings and closings of its circuit breaker ([WithCircuitBreaker]).
+// Like Metrics, it is called synchronously, from any goroutine, never with
+// a lock held: it must be safe for concurrent use, fast, and must not
+// block.
+type CircuitMetrics interface {
+	// CircuitChange reports that the breaker of the store named store
+	// ([Repository] Name: the DynamoDB table, "redis", ...) opened (open:
+	// store calls fail at once; a probe that fails keeps it open and is not
+	// reported) or closed again (a probe succeeded).
+	CircuitChange(store string, open bool)
 }
 
 // cacheEventFunc is CacheMetrics.CacheEvent, or nil.

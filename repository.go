@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -26,16 +29,25 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// Defaults of [DynamoDBOptions].
+// Defaults of [DynamoDBOptions], and the environment variables that
+// override the table's and the namespace's.
 const (
 	DefaultTable     = "zae-limiter"
 	DefaultNamespace = "default"
-)
-
-// Environment variables read for defaults.
-const (
-	EnvStack     = "ZAEL_STACK"
-	EnvNamespace = "ZAEL_NAMESPACE"
+	EnvStack         = "ZAEL_STACK"
+	EnvNamespace     = "ZAEL_NAMESPACE"
+	// DefaultNamespaceCacheSize is the default ceiling of the namespace
+	// cache, in names.
+	DefaultNamespaceCacheSize = 1000
+	// DefaultNamespaceCacheTTL is the default age limit of the namespace
+	// cache.
+	DefaultNamespaceCacheTTL = 10 * time.Minute
+	// DefaultOpenTimeout bounds the requests of [OpenDynamoDB].
+	DefaultOpenTimeout = 5 * time.Second
+	// DefaultBucketCacheSize is the default ceiling of the bucket cache
+	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1.4 KiB each
+	// with two limits).
+	DefaultBucketCacheSize = 4096
 )
 
 // DynamoDBClient is the subset of *dynamodb.Client the repository uses.
@@ -93,17 +105,31 @@ type DynamoDBOptions struct {
 	// again, and so sees a namespace another process deleted. Zero means
 	// [DefaultNamespaceCacheTTL].
 	NamespaceCacheTTL time.Duration
+	// Logger receives the repository's one warning, logged once: an index
+	// query found entries of another namespace and dropped them (see
+	// [DynamoDBRepository.ForeignIndexItems]). Nil means [slog.Default].
+	Logger *slog.Logger
+	// Metrics, when set, is told of every such entry dropped (package
+	// otelmetrics implements [IndexMetrics]).
+	Metrics IndexMetrics
+	// OpenTimeout bounds the requests [OpenDynamoDB] makes to check the
+	// table and register the namespace, together (the wait for a table
+	// that CreateTable creates to become active is not counted): an
+	// endpoint that does not answer fails the open with an
+	// *[UnavailableError] after about this long. (One that refuses the
+	// connection fails it at once: the open does not retry a connection
+	// that could not be made.) Zero means [DefaultOpenTimeout].
+	OpenTimeout time.Duration
+	// BucketCacheSize bounds the bucket items the repository keeps as its
+	// last write of each returned them (shared with the repositories
+	// [DynamoDBRepository.Namespace] returns), the least recently used
+	// going first. A speculative write whose bucket may have refilled to
+	// its capacity writes the refilled state computed from the kept item,
+	// conditioned on the item being unchanged: one write instead of a
+	// refused one and the refilled one. Zero means
+	// [DefaultBucketCacheSize]; a negative size keeps none.
+	BucketCacheSize int
 }
-
-// Defaults of the namespace cache ([DynamoDBOptions]).
-const (
-	// DefaultNamespaceCacheSize is the default ceiling of the namespace
-	// cache, in names.
-	DefaultNamespaceCacheSize = 1000
-	// DefaultNamespaceCacheTTL is the default age limit of the namespace
-	// cache.
-	DefaultNamespaceCacheTTL = 10 * time.Minute
-)
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
 // to one namespace, in the item layout of the Python library (schema
@@ -135,8 +161,20 @@ type sharedState struct {
 	now   func() time.Time
 	mu    sync.Mutex                 // guards nsIDs
 	nsIDs *lru.Cache[string, string] // namespace name → id
-	// spec builds the table's speculative writes from cached templates.
-	spec *ddbschema.SpeculativeUpdates
+	// spec and exact build the table's speculative and exact writes from
+	// cached templates.
+	spec  *ddbschema.SpeculativeUpdates
+	exact *ddbschema.ExactUpdates
+	// buckets keeps the bucket items as the last write of each returned
+	// them.
+	buckets *bucketCache
+	// log and metrics are DynamoDBOptions.Logger and Metrics; foreign
+	// counts the index entries of other namespaces dropped, foreignLogged
+	// whether the first was logged.
+	log           *slog.Logger
+	metrics       IndexMetrics
+	foreign       atomic.Int64
+	foreignLogged atomic.Bool
 }
 
 func newSharedState(o DynamoDBOptions) *sharedState {
@@ -147,7 +185,16 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	if ttl <= 0 {
 		ttl = DefaultNamespaceCacheTTL
 	}
-	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table)}
+	buckets := o.BucketCacheSize
+	if buckets == 0 {
+		buckets = DefaultBucketCacheSize
+	}
+	return &sharedState{
+		now: o.Now, nsIDs: lru.New[string, string](size, ttl),
+		spec: ddbschema.NewSpeculativeUpdates(o.Table), exact: ddbschema.NewExactUpdates(o.Table),
+		buckets: newBucketCache(buckets),
+		log:     o.Logger, metrics: o.Metrics,
+	}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
@@ -196,14 +243,90 @@ func (r *DynamoDBRepository) NamespaceName() string { return r.nsName }
 // so that callers can treat the repository as a resource.
 func (r *DynamoDBRepository) Close() error { return nil }
 
-// Ping reports whether the table answers (a GetItem of the version record).
+// Ping reports whether the table answers (a GetItem of the version
+// record): nil, a *[TableNotFoundError], or an *[UnavailableError] naming
+// the endpoint that does not answer.
 func (r *DynamoDBRepository) Ping(ctx context.Context) error {
 	_, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       primaryKey(pkSystem(reservedNamespace), skVersion),
 	})
-	return wrapErr("ping", err)
+	if err != nil {
+		return r.openErr(ctx, err)
+	}
+	return nil
 }
+
+// openErr gives an error of OpenDynamoDB (or Ping) its type: a missing
+// table is a *TableNotFoundError, a refusal for want of permission an
+// *AccessDeniedError, and a request that got no answer (no connection, no
+// answer within OpenTimeout, a 5xx) an *UnavailableError naming the
+// endpoint. Other errors, and the caller's cancellation (ctx), are
+// returned as they are.
+func (r *DynamoDBRepository) openErr(ctx context.Context, err error) error {
+	var nf *types.ResourceNotFoundException
+	var op *smithy.OperationError
+	switch {
+	case errors.As(err, &nf):
+		return &TableNotFoundError{Table: r.opts.Table, Endpoint: r.endpoint(err), Cause: err}
+	case ctx.Err() != nil || !errors.As(err, &op):
+		return err
+	case isAccessDenied(err):
+		return &AccessDeniedError{Cause: err, Table: r.opts.Table}
+	case errors.Is(err, context.DeadlineExceeded) || !answered(err):
+		return &UnavailableError{Cause: &endpointError{endpoint: r.endpoint(err), timeout: r.opts.OpenTimeout, cause: err}, Table: r.opts.Table}
+	}
+	return err
+}
+
+// endpoint returns the endpoint a request that failed with err went to:
+// the URL of its transport error, else the client's base endpoint or
+// regional one, else "".
+func (r *DynamoDBRepository) endpoint(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
+			return u.Scheme + "://" + u.Host
+		}
+	}
+	client := r.client
+	if oc, ok := client.(openClient); ok {
+		client = oc.DynamoDBClient
+	}
+	if c, ok := client.(interface{ Options() dynamodb.Options }); ok {
+		o := c.Options()
+		switch {
+		case o.BaseEndpoint != nil:
+			return *o.BaseEndpoint
+		case o.Region != "":
+			return "https://dynamodb." + o.Region + ".amazonaws.com"
+		}
+	}
+	return ""
+}
+
+// endpointError reports a DynamoDB endpoint that [OpenDynamoDB] could not
+// reach, and what to check.
+type endpointError struct {
+	endpoint string
+	timeout  time.Duration
+	cause    error
+}
+
+func (e *endpointError) Error() string {
+	at, why := "", sdkReason(e.cause)
+	if e.endpoint != "" {
+		at = " at " + e.endpoint
+	}
+	if errors.Is(e.cause, context.DeadlineExceeded) {
+		why = fmt.Sprintf("no answer within %v (DynamoDBOptions.OpenTimeout)", e.timeout)
+	}
+	return fmt.Sprintf("limiter: cannot reach DynamoDB%s: %s; check that the endpoint is right and answers "+
+		"(for DynamoDB Local: zae-limiter local up), and the network, region and credentials", at, why)
+}
+
+func (e *endpointError) Unwrap() error { return e.cause }
+func (e *endpointError) ownMessage()   {}
 
 // Name returns the table name (the [Repository] method).
 func (r *DynamoDBRepository) Name() string { return r.opts.Table }
@@ -394,4 +517,45 @@ func notApplied(err error) bool {
 	}
 	var dns *net.DNSError
 	return errors.As(err, &dns)
+}
+
+// openClient is the client of [OpenDynamoDB]'s own requests: a connection
+// that could not be made is not retried, so that an endpoint where nothing
+// listens fails the open at once instead of after the SDK's backoff.
+type openClient struct{ DynamoDBClient }
+
+// noDialRetry is a retryer that does not retry a connection that could not
+// be made (nothing listens, no route, no such host).
+type noDialRetry struct{ aws.Retryer }
+
+// IsErrorRetryable implements aws.Retryer.
+func (r noDialRetry) IsErrorRetryable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &op) && op.Op == "dial" || errors.As(err, &dns) {
+		return false
+	}
+	return r.Retryer.IsErrorRetryable(err)
+}
+
+func openOptions(o *dynamodb.Options) {
+	if o.Retryer != nil {
+		o.Retryer = noDialRetry{o.Retryer}
+	}
+}
+
+func (c openClient) GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	return c.DynamoDBClient.GetItem(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) PutItem(ctx context.Context, in *dynamodb.PutItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.PutItemOutput, error) {
+	return c.DynamoDBClient.PutItem(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) TransactWriteItems(ctx context.Context, in *dynamodb.TransactWriteItemsInput, optFns ...func(*dynamodb.Options)) (*dynamodb.TransactWriteItemsOutput, error) {
+	return c.DynamoDBClient.TransactWriteItems(ctx, in, append(optFns, openOptions)...)
+}
+
+func (c openClient) CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
+	return c.DynamoDBClient.CreateTable(ctx, in, append(optFns, openOptions)...)
 }

@@ -276,8 +276,9 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 }
 
 // ListEntitiesWithCustomLimits implements [store.ConfigLister]: one Query of
-// GSI3. pageSize ≤ 0 lets DynamoDB decide the page size; the cursor is the
-// original's (base64 of the JSON wire form of the last evaluated key).
+// GSI3, keeping the entities of the namespace. pageSize ≤ 0 lets DynamoDB
+// decide the page size; the cursor is the original's (base64 of the JSON
+// wire form of the last evaluated key).
 func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -299,8 +300,9 @@ func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, r
 	if err != nil {
 		return nil, "", wrapErr("list entities with custom limits", err)
 	}
-	ids := make([]string, 0, len(out.Items))
-	for _, item := range out.Items {
+	items := r.ownIndexItems(ctx, indexGSI3, r.nsID, out.Items)
+	ids := make([]string, 0, len(items))
+	for _, item := range items {
 		if id, ok := schemaGetS(item, attrGSI3SK); ok {
 			ids = append(ids, id)
 		}
@@ -378,9 +380,10 @@ func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, 
 	return entityFromItem(out.Item), nil
 }
 
-// Children implements [Repository]: a Query of GSI1 (every page).
+// Children implements [Repository]: a Query of GSI1 (every page), keeping
+// the entities of the namespace.
 func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]Entity, error) {
-	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
+	items, err := r.queryIndexAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
 		IndexName:                 aws.String(indexGSI1),
 		KeyConditionExpression:    aws.String("GSI1PK = :pk"),
@@ -397,9 +400,9 @@ func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]E
 }
 
 // DeleteEntity implements [Repository]: a Query of the entity's partition
-// (META, configs, usage snapshots) and one of GSI3 (its buckets), deletes
-// in batches of 25, and a decrement of the entity-config registry for each
-// config deleted.
+// (META, configs, usage snapshots) and one of GSI3 (its buckets, those of
+// the namespace only), deletes in batches of 25, and a decrement of the
+// entity-config registry for each config deleted.
 func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
 	pk := pkEntity(r.nsID, id)
 	own, err := r.queryAll(ctx, &dynamodb.QueryInput{
@@ -411,7 +414,7 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, 
 	if err != nil {
 		return 0, wrapErr("delete entity "+id, err)
 	}
-	buckets, err := r.queryAll(ctx, &dynamodb.QueryInput{
+	buckets, err := r.queryIndexAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
 		IndexName:                 aws.String(indexGSI3),
 		KeyConditionExpression:    aws.String("GSI3PK = :pk"),

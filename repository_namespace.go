@@ -475,7 +475,9 @@ func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.
 // in), then queries GSI4 for the namespace's items page by page and deletes
 // each page with BatchWriteItem in chunks of 25, re-sending unprocessed
 // items. Items without GSI4 keys (the provisioner's state record) are not
-// found and survive, as in the original. Purging an unknown id does
+// found and survive, as in the original; GSI4 entries of items outside the
+// namespace (whose partition key does not start with the id and a slash)
+// are never deleted. Purging an unknown id does
 // nothing; an interrupted purge is resumed by calling it again. It fails
 // with *[NamespaceStateError] (State "active") for an active namespace and
 // with *[ValidationError] for a malformed id.
@@ -527,8 +529,9 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 		if err != nil {
 			return wrapErr(op, err)
 		}
-		keys := make([]map[string]types.AttributeValue, 0, len(page.Items))
-		for _, item := range page.Items {
+		items := r.ownIndexItems(ctx, indexGSI4, id, page.Items)
+		keys := make([]map[string]types.AttributeValue, 0, len(items))
+		for _, item := range items {
 			keys = append(keys, map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]})
 		}
 		if err := r.batchDelete(ctx, keys); err != nil {
@@ -558,6 +561,9 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.OpenTimeout <= 0 {
+		o.OpenTimeout = DefaultOpenTimeout
+	}
 	if err := ValidateStackName(o.Table); err != nil {
 		return nil, err
 	}
@@ -565,21 +571,24 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
 	}
 	r := &DynamoDBRepository{
-		client: client,
+		client: openClient{client},
 		opts:   o,
 		shared: newSharedState(o),
 	}
+	defer func() { r.client = client }()
 	if o.CreateTable {
 		if err := r.createTable(ctx); err != nil {
-			return nil, err
+			return nil, r.openErr(ctx, err)
 		}
 	}
-	if err := r.checkVersion(ctx); err != nil {
-		return nil, err
+	octx, cancel := context.WithTimeout(ctx, o.OpenTimeout)
+	defer cancel()
+	if err := r.checkVersion(octx); err != nil {
+		return nil, r.openErr(ctx, err)
 	}
-	id, err := r.ensureNamespace(ctx, o.Namespace)
+	id, err := r.ensureNamespace(octx, o.Namespace)
 	if err != nil {
-		return nil, err
+		return nil, r.openErr(ctx, err)
 	}
 	r.bind(id, o.Namespace)
 	return r, nil

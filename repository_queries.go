@@ -94,7 +94,8 @@ type usageQueryPlan struct {
 // on GSI2 for a resource alone, newest first. Where the window key directly
 // follows the sort-key prefix (entity and resource, or resource alone), a
 // time range becomes a key condition, so only snapshots inside it are read;
-// the same bounds are also applied to the results.
+// the same bounds are also applied to the results. GSI2 entries of items
+// outside the namespace are dropped.
 func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
@@ -221,7 +222,11 @@ func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) (
 		if err != nil {
 			return nil, "", wrapErr("usage snapshots", err)
 		}
-		for _, item := range out.Items {
+		items := out.Items
+		if p.in.IndexName != nil {
+			items = r.ownIndexItems(ctx, *p.in.IndexName, r.nsID, items)
+		}
+		for _, item := range items {
 			s, ok, err := usageSnapshotFromItem(item)
 			if err != nil {
 				return nil, "", err
@@ -291,7 +296,8 @@ type entityShards struct {
 }
 
 // ResourceCapacity implements [store.CapacityReader]. The buckets are found with
-// a GSI2 query (every page; the index projects whole items). The shards of
+// a GSI2 query (every page; the index projects whole items), those of the
+// namespace only. The shards of
 // an entity count once: its capacity is the shard-0 capacity (each shard
 // stores the full one) and its available tokens are the sum of every
 // shard's balance refilled to now, capped at the capacity. Available is
@@ -304,7 +310,7 @@ type entityShards struct {
 // records are read with one BatchGetItem rather than one GetItem per bucket.
 func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
 	op := "resource capacity " + resource + "/" + limitName
-	items, err := r.queryAll(ctx, &dynamodb.QueryInput{
+	items, err := r.queryIndexAll(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
 		IndexName:              aws.String(indexGSI2),
 		KeyConditionExpression: aws.String("GSI2PK = :pk AND begins_with(GSI2SK, :sk_prefix)"),

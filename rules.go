@@ -47,19 +47,54 @@ type rules struct {
 // is recorded, when the repository is an [store.AuditLog], with who made it (the
 // principal), when, and what changed, in the Python library's format.
 
-// logUnavailable logs an on-unavailable decision.
+// logUnavailable logs an on-unavailable decision: at Warn, or at Debug
+// when the circuit breaker decided (its opening was logged at Warn).
 func (rl *rules) logUnavailable(ctx context.Context, entityID, resource string, mode OnUnavailable, cause error) {
-	if !rl.obs.logging(ctx, slog.LevelWarn) {
+	level := slog.LevelWarn
+	if errors.Is(cause, ErrCircuitOpen) {
+		level = slog.LevelDebug
+	}
+	if !rl.obs.logging(ctx, level) {
 		return
 	}
 	decision := "block"
 	if mode == OnUnavailableAllow {
 		decision = "allow"
 	}
-	rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: backend unavailable",
+	rl.obs.log.LogAttrs(ctx, level, "limiter: backend unavailable",
 		slog.String("entity_id", entityID), slog.String("resource", resource),
 		slog.String("on_unavailable", decision), slog.String("store", rl.repo.Name()),
 		slog.Any("error", cause))
+}
+
+// circuitChanged logs a change of the circuit breaker's state and reports
+// its openings and closings to a CircuitMetrics.
+func (rl *rules) circuitChanged(from, to circuitState, failures int, cause error) {
+	name := rl.repo.Name()
+	if cm, ok := rl.obs.metrics.(CircuitMetrics); ok {
+		switch {
+		case from == circuitClosed && to == circuitOpen:
+			cm.CircuitChange(name, true)
+		case to == circuitClosed:
+			cm.CircuitChange(name, false)
+		}
+	}
+	ctx := context.Background()
+	level, msg := slog.LevelInfo, "limiter: circuit closed"
+	attrs := []slog.Attr{slog.String("store", name)}
+	switch {
+	case from == circuitClosed:
+		level, msg = slog.LevelWarn, "limiter: circuit open"
+		attrs = append(attrs, slog.Int("failures", failures), slog.Duration("cooldown", rl.store.brk.cooldown), slog.Any("error", cause))
+	case to == circuitOpen:
+		msg = "limiter: circuit probe failed"
+		attrs = append(attrs, slog.Duration("cooldown", rl.store.brk.cooldown), slog.Any("error", cause))
+	case to == circuitHalfOpen:
+		level, msg = slog.LevelDebug, "limiter: circuit half-open"
+	}
+	if rl.obs.logging(ctx, level) {
+		rl.obs.log.LogAttrs(ctx, level, msg, attrs...)
+	}
 }
 
 // logGiveBackFailed logs a give-back that failed: tokens taken by a write
@@ -186,6 +221,10 @@ type acquireOptions struct {
 	// once by WithLimits rather than on every call.
 	checked   bool
 	limitsErr error
+	// caps bound the entity's resolved limits (WithLimitCaps); capsErr is
+	// their validation.
+	caps    []Limit
+	capsErr error
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
@@ -228,6 +267,9 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	optionsPool.Put(op)
 	if o.onUnavailable != "" && !o.onUnavailable.Valid() {
 		return o, store.NewValidationError(ErrValidation, "on_unavailable", string(o.onUnavailable), "must be 'allow' or 'block'")
+	}
+	if o.capsErr != nil {
+		return o, o.capsErr
 	}
 	if o.override {
 		err := o.limitsErr
@@ -325,7 +367,7 @@ func (rl *rules) cascadeParent(ctx context.Context, entityID string) (string, er
 	if info, ok := rl.ents.get(entityID); ok && info.known {
 		return info.cascadeParent(entityID), nil
 	}
-	e, err := rl.repo.GetEntity(ctx, entityID)
+	e, err := rl.store.getEntity(ctx, entityID)
 	if errors.Is(err, ErrEntityNotFound) {
 		rl.ents.setEntity(entityID, false, false, "")
 		return "", nil

@@ -36,39 +36,55 @@ func (g entityGroup) key() store.BucketKey {
 	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
 }
 
-// maxRereads bounds how often the read-then-write path reads again after
-// losing the refill lock while it was changing a limit's parameters.
+// maxRereads bounds how often an administrative write (a sync of stored
+// limits, a lowered capacity) reads its bucket again after another writer
+// changed it.
 const maxRereads = 3
-
-// errReread asks slowAcquire to read the buckets again.
-var errReread = errors.New("limiter: bucket changed during a limit change")
 
 // slowAcquire is the read-then-write path: read the entity records and the
 // buckets in one round trip, refill and consume locally (applying any limit
-// change), and write the result under the refill-timestamp lock.
+// change), and write the result under the refill-timestamp lock; read and
+// decide again after a lost race (slowpath_race.go). After a fallback from
+// the speculative path it first coalesces with the acquires of this
+// limiter on the same item.
 func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+	if rl.speculative {
+		key := store.BucketKey{EntityID: entityID, Resource: resource}
+		lease, decided, leave, err := rl.coalesce(ctx, key, consume, child, o)
+		if decided {
+			return lease, err
+		}
+		if leave {
+			defer rl.slowFlights.leave(key)
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		lease, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		lease, statuses, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
 		if !errors.Is(err, errReread) {
 			return lease, err
 		}
-		if attempt+1 >= maxRereads {
-			return nil, fmt.Errorf("acquire %s/%s: %w", entityID, resource, err)
+		again, wait, err := rl.afterLostRace(ctx, attempt)
+		if err != nil {
+			return nil, err
+		}
+		if !again {
+			return nil, newRateLimitExceededError(contendedStatuses(statuses, wait))
 		}
 	}
 }
 
-// slowAttempt is one read and write of slowAcquire.
-func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+// slowAttempt is one read and write of slowAcquire. It returns the
+// statuses it decided on with errReread.
+func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, []LimitStatus, error) {
 	groups, err := rl.readGroups(ctx, entityID, resource)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	groups[0].limits, groups[0].source = child.limits, child.source
 	if len(groups) > 1 {
 		parent := &groups[1]
 		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -84,14 +100,14 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	}
 	if exceeded {
 		if err := rl.storeLimitChange(ctx, lease, groups); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, newRateLimitExceededError(statuses)
+		return nil, nil, newRateLimitExceededError(statuses)
 	}
 	if err := rl.commitInitial(ctx, lease, groups); err != nil {
-		return nil, err
+		return nil, statuses, err
 	}
-	return lease, nil
+	return lease, nil, nil
 }
 
 // storeLimitChange writes the new parameters of a limit change found by a
@@ -112,7 +128,7 @@ func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, group
 		return nil
 	}
 	err := rl.commitInitial(ctx, lease, groups)
-	if errors.Is(err, errReread) || errors.Is(err, ErrRateLimited) {
+	if errors.Is(err, errReread) {
 		return nil // someone else wrote first; the next acquire sees it
 	}
 	return err
@@ -241,8 +257,10 @@ func (rl *RateLimiter) ttlFor(g entityGroup) (store.TTLMode, int64) {
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter:
-// before the call the lease guards): a create or a normal write per group, atomically when
-// there are two; the retry path when the optimistic lock was lost.
+// before the call the lease guards): a create or a normal write per group,
+// atomically when there are two; the retry path when the optimistic lock
+// was lost. It returns errReread when the attempt lost the race (nothing
+// was written).
 func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	if len(lease.entries) == 0 {
 		return nil // an empty limit list checks and writes nothing
@@ -306,8 +324,10 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	return nil
 }
 
-// retryInitial is the retry path after a lost optimistic lock:
-// consume without refilling, guarded by tk >= consumed.
+// retryInitial is the retry path after a lost optimistic lock: consume
+// without refilling, guarded by tk >= consumed (and by the items
+// existing). When that is refused too, the attempt lost the race:
+// errReread.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
 	var writes []store.BucketWrite
@@ -331,7 +351,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 	}
 	err := rl.writeWithConflictRetry(ctx, writes, lease)
 	if errors.Is(err, store.ErrConditionFailed) {
-		return newRateLimitExceededError(retryFailureStatuses(lease.entries))
+		return errReread
 	}
 	return err
 }
@@ -378,26 +398,6 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 	}
 }
 
-// retryFailureStatuses reports a failed retry write as the original does:
-// every consuming entry is exceeded.
-func retryFailureStatuses(entries []*leaseEntry) []LimitStatus {
-	out := make([]LimitStatus, 0, len(entries))
-	for _, e := range entries {
-		deficit := max(0, e.consumed*1000-e.state.TokensMilli)
-		out = append(out, LimitStatus{
-			EntityID:   e.key.EntityID,
-			Resource:   e.key.Resource,
-			LimitName:  e.limit.Name,
-			Limit:      e.limit,
-			Available:  bucketmath.FloorDiv(e.state.TokensMilli, 1000),
-			Requested:  e.consumed,
-			Exceeded:   e.consumed > 0,
-			RetryAfter: bucketmath.RetryAfter(deficit, e.limit.RefillAmount*1000, e.limit.RefillPeriod.Milliseconds()),
-		})
-	}
-	return out
-}
-
 // specConsume is the speculative write of the fast path, through group
 // commit when it is on. The caller gets its answer, or its context's error
 // as soon as the context ends; a write that applies after its caller gave
@@ -423,7 +423,7 @@ func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []L
 		return
 	}
 	rl.bg.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), refundTimeout)
+		ctx, cancel := detachedContext(context.Background())
 		defer cancel()
 		if err := rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			rl.logGiveBackFailed(ctx, key, fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err))

@@ -140,19 +140,36 @@ func stressSizeFromEnv() (stressSize, error) {
 	return s, nil
 }
 
-// stressLimitCounts is what one process did to one limit, in tokens. Each
-// amount was applied to both C and P (cascade).
+// stressLimitCounts is what one process did to one limit, in millitokens.
+// Each amount was applied to both C and P (cascade).
 type stressLimitCounts struct {
 	// Admitted sums the enter-time amounts of successful acquires.
 	Admitted int64
-	// Released sums what was given back with Release before a Commit.
+	// Released sums what was given back with Release before a Commit:
+	// what the lease gave back, after the refund rule's cut.
 	Released int64
-	// RolledBack sums the enter-time amounts of rolled-back leases.
+	// RolledBack sums what rolled-back leases gave back, after the cut.
 	RolledBack int64
 }
 
 // net is the consumption the limit must hold when all is written.
 func (c stressLimitCounts) net() int64 { return c.Admitted - c.Released - c.RolledBack }
+
+// stressGivenBack returns, per limit of consume, the millitokens lease
+// gave back on its first bucket (the child's; the parent's gets the same
+// cut): what its acquire took less what it holds now.
+func stressGivenBack(lease *Lease, consume Consume) Consume {
+	out := make(Consume, len(consume))
+	for name, n := range consume {
+		for _, e := range lease.entries {
+			if e.limit.Name == name {
+				out[name] = n*1000 - e.held()
+				break
+			}
+		}
+	}
+	return out
+}
 
 // stressCounts is one process's (or one goroutine's) account of a run. It is
 // what the helper process reports as JSON.
@@ -223,7 +240,7 @@ func (c stressCounts) String() string {
 		c.Commits, c.Released, c.RolledBack)
 	for _, l := range stressLimits {
 		s := c.Limits[l.Name]
-		fmt.Fprintf(&b, "; %s: admitted %d, released %d, rolled back %d, net %d", l.Name, s.Admitted, s.Released, s.RolledBack, s.net())
+		fmt.Fprintf(&b, "; %s (millitokens): admitted %d, released %d, rolled back %d, net %d", l.Name, s.Admitted, s.Released, s.RolledBack, s.net())
 	}
 	fmt.Fprintf(&b, "; speculative attempts %d", c.Speculative.Attempts)
 	for o, n := range c.Speculative.Counts {
@@ -314,7 +331,7 @@ func (c *stressCounts) attempt(rl *RateLimiter) {
 		return
 	}
 	c.Admitted++
-	c.count(consume, func(l *stressLimitCounts, n int64) { l.Admitted += n })
+	c.count(consume, func(l *stressLimitCounts, n int64) { l.Admitted += n * 1000 })
 	// The lease must hold the request on C and on P.
 	if got := lease.Consumed(); lease.Noop() || got["rpm"] != 2 || got["tpm"] != 2*k {
 		c.fail("acquire %v: lease consumed %v (noop %v), want twice the request (child and parent)", consume, got, lease.Noop())
@@ -339,7 +356,7 @@ func (c *stressCounts) attempt(rl *RateLimiter) {
 			return
 		}
 		c.RolledBack++
-		c.count(consume, func(l *stressLimitCounts, n int64) { l.RolledBack += n })
+		c.count(stressGivenBack(lease, consume), func(l *stressLimitCounts, n int64) { l.RolledBack += n })
 		return
 	}
 	if err := lease.Commit(ctx); err != nil {
@@ -351,7 +368,7 @@ func (c *stressCounts) attempt(rl *RateLimiter) {
 		return
 	}
 	c.Released++
-	c.count(release, func(l *stressLimitCounts, n int64) { l.Released += n })
+	c.count(stressGivenBack(lease, consume), func(l *stressLimitCounts, n int64) { l.Released += n })
 }
 
 // count applies f to the counts of every limit of amounts.
@@ -498,7 +515,8 @@ func (h *stressHelper) result() (stressCounts, error) {
 // it reads during the run (a debt that later refills away is invisible at
 // the end), and they are checked again at the end, where also
 //
-//   - tc == 1000 × (admitted − released − rolled back), summed over both
+//   - tc == admitted − released − rolled back (millitokens, what the
+//     leases gave back after the refund rule's cut), summed over both
 //     processes' counts: every write was applied exactly once, so the bound
 //     on tc bounds what the callers were given;
 //
@@ -608,13 +626,13 @@ func TestContentionNoOverAdmission(t *testing.T) {
 				continue
 			}
 			counts := total.Limits[l.Name]
-			netMilli := counts.net() * 1000
+			netMilli := counts.net()
 			allowed := s.cp + s.earned(spanMs)
 			t.Logf("%s %s: tc %d = counted net %d (admitted %d − released %d − rolled back %d); "+
 				"allowed %d = cp %d + earned %d over %d ms; refill credited %d; tk %d; unused %d (%.1f%%)",
-				entity, l.Name, s.tc, netMilli, counts.Admitted*1000, counts.Released*1000, counts.RolledBack*1000,
+				entity, l.Name, s.tc, netMilli, counts.Admitted, counts.Released, counts.RolledBack,
 				allowed, s.cp, s.earned(spanMs), spanMs, s.credited(), s.tk, allowed-s.tc, 100*float64(allowed-s.tc)/float64(allowed))
-			assert.Equal(t, netMilli, s.tc, "%s %s: tc = %d millitokens, want 1000 × counted net consumption = %d (difference %d; %d errors)", entity, l.Name, s.tc, netMilli, s.tc-netMilli, total.Errors)
+			assert.Equal(t, netMilli, s.tc, "%s %s: tc = %d millitokens, want the counted net consumption = %d (difference %d; %d errors)", entity, l.Name, s.tc, netMilli, s.tc-netMilli, total.Errors)
 			for _, v := range s.violations(spanMs) {
 				t.Errorf("%s %s at the end: %s", entity, l.Name, v)
 			}

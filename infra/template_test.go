@@ -19,6 +19,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
@@ -350,7 +351,8 @@ func TestTemplateCfnLint(t *testing.T) {
 // TestTemplateNamespacePolicies checks the three namespace-scoped policies:
 // named by their parameter (default {stack}-ns-*), condition
 // ForAllValues:StringLike on dynamodb:LeadingKeys with the principal's
-// zael_namespace_id tag (and "_/*" for the shared items), and an exported
+// zael_namespace_id tag, the shared items ("_/*") read-only in a statement
+// of their own, and an exported
 // output with each ARN. internal/iamproxy evaluates the same documents
 // against DynamoDB Local.
 func TestTemplateNamespacePolicies(t *testing.T) {
@@ -369,10 +371,12 @@ func TestTemplateNamespacePolicies(t *testing.T) {
 			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 		{"NamespaceFullAccessPolicy", "NamespaceFullAccessPolicyName", "ns-full", []stmt{
-			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{own, shared}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}, []any{own}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 		{"NamespaceReadOnlyPolicy", "NamespaceReadOnlyPolicyName", "ns-read", []stmt{
-			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{own, shared}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{own}},
+			{[]string{"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"}, []any{shared}},
 		}},
 	} {
 		t.Run(c.logical, func(t *testing.T) {
@@ -408,4 +412,13 @@ func TestTemplateNamespacePolicies(t *testing.T) {
 			assert.Equal(t, map[string]any{"Fn::Sub": "${AWS::StackName}-" + c.logical + "Arn"}, path[map[string]any](t, out, "Export", "Name"))
 		})
 	}
+}
+
+// TestTemplateProvisionerTimeout: the provisioner Lambda's timeout is
+// provisioner.FunctionTimeout, which `limits cfn-template` sizes manifests
+// by.
+func TestTemplateProvisionerTimeout(t *testing.T) {
+	tpl := parseTemplate(t)
+	timeout := path[int](t, tpl, "Resources", "ProvisionerFunction", "Properties", "Timeout")
+	assert.Equal(t, provisioner.FunctionTimeout.Seconds(), float64(timeout))
 }

@@ -31,9 +31,9 @@ func (b *usageBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case errors.Is(err, io.EOF):
-		b.finish(true, false)
+		b.finish(true)
 	case err != nil:
-		b.finish(false, true)
+		b.finish(false)
 	}
 	return n, err
 }
@@ -41,30 +41,30 @@ func (b *usageBody) Read(p []byte) (int, error) {
 // Close closes the provider's body and ends the lease if a Read has not.
 func (b *usageBody) Close() error {
 	err := b.rc.Close()
-	b.finish(false, false)
+	b.finish(false)
 	return err
 }
 
-// finish ends the lease: adjusted to the usage when one was seen;
-// otherwise committed at the estimate when the body was read to its end,
-// or rolled back (as the rollback options say) when it failed or was
-// closed early.
-func (b *usageBody) finish(eof, failed bool) {
+// finish ends the lease: at the estimate when a usage was malformed;
+// adjusted to the usage when the one reporting the whole response was
+// seen; otherwise at the larger of the estimate and what was seen (the
+// provider bills an answer it has begun), or rolled back when the body
+// ended early and [RollbackOnEarlyClose] says so.
+func (b *usageBody) finish(eof bool) {
 	if b.lc.ended.Load() {
 		return
 	}
 	b.mu.Lock()
-	u, ok := b.parser.usage()
+	p := b.parser.parsed()
 	b.mu.Unlock()
-	rb := b.lc.t.cfg.rollback
 	switch {
-	case ok:
-		b.lc.end(false, &u)
+	case p.malformed:
+		b.lc.end(endMalformed, p)
+	case p.final:
+		b.lc.end(endUsage, p)
 	case eof:
-		b.lc.end(false, nil)
-	case failed:
-		b.lc.end(rb&RollbackOnTransportError != 0, nil)
+		b.lc.end(endMissing, p)
 	default:
-		b.lc.end(rb&RollbackOnEarlyClose != 0, nil)
+		b.lc.end(endEarly, p)
 	}
 }

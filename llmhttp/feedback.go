@@ -3,7 +3,10 @@ package llmhttp
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +17,8 @@ import (
 )
 
 // This file holds the provider feedback: what the provider's rate-limit
-// headers and 429s do to the shared budget.
+// headers and 429s do to the shared budget. Feedback only ever lowers
+// what the limiter admits, and only for a bounded time.
 //
 //   - Correction: when a response says the provider has fewer tokens (or
 //     requests) left than the shared bucket holds, the bucket is lowered
@@ -24,18 +28,18 @@ import (
 //     raising a balance). The provider's figure already counts the traffic
 //     of others on the same key; the reserve absorbs what the bucket gains
 //     on the provider between two corrections and the requests still on
-//     their way. Nothing of it is kept per process, so that every process
-//     acquires with the same limit parameters and the limiter's
-//     speculative write stays the common path.
+//     their way.
 //   - Cooldown: a 429 puts the bucket into a debt that refill pays off at
-//     the provider's retry time, so that every process's next acquire is
-//     refused with that RetryAfter.
-//   - Learned limits: a provider limit below the configured one is
-//     enforced by this transport's acquires for as long as the provider
-//     reports it (with a log line and Stats.LimitsLearned); every process
-//     reads the same figure, so they agree on the parameters; with
-//     [WithLearnLimits] it is also written as the entity's stored limit,
-//     audited with the principal "provider:" + the API's host.
+//     the provider's retry time, cut to a few periods of the limit
+//     ([WithMaxCooldown]), so that every process's next acquire is refused
+//     with that RetryAfter.
+//   - Learned limits: the provider's limit figures are kept by this
+//     transport, apart from the operator's configuration, and applied to
+//     its acquires as caps ([limiter.WithLimitCaps]): the limit in force
+//     is the lower of the configured one (per-call or stored) and the
+//     learned one. A learned limit lapses unless a header confirms it
+//     within [WithLearnedLimitTTL]. Every process reads the same figure
+//     from the provider, so all of them acquire with the same parameters.
 
 // QuotaMapping names the limits that the provider's request and token
 // figures correct. Empty names are not corrected.
@@ -88,23 +92,55 @@ func WithFeedbackReserve(fraction float64) Option {
 	return func(c *config) { c.reserve = min(max(fraction, 0), 1) }
 }
 
-// WithLearnLimits makes a provider limit below the configured one also
-// be written as the entity's stored limit for the resource (an audit event
-// whose principal is "provider:" + the API's host), so that every process
-// enforces it from its next config read. Off by default: the lower limit is
-// then enforced by this transport only, for as long as the provider reports
-// it. Either way a limit is only ever lowered.
-func WithLearnLimits(on bool) Option { return func(c *config) { c.learn = on } }
+// DefaultLearnedLimitTTL is how long a learned limit is kept without a
+// header confirming it ([WithLearnedLimitTTL]).
+const DefaultLearnedLimitTTL = time.Minute
+
+// DefaultCooldownPeriods is the bound of a 429's cooldown, in periods of
+// the limit it lowers ([WithMaxCooldown]).
+const DefaultCooldownPeriods = 3
+
+// WithLearnedLimitTTL sets how long a limit learned from the provider's
+// headers is applied without a header confirming it
+// ([DefaultLearnedLimitTTL] by default; zero or less means the default).
+// Every response that reports the limit confirms it. A learned limit that
+// refuses every call (a header reporting a limit far below the real one)
+// thus lapses after d: a denial caused by it never reports a RetryAfter
+// beyond its lapse, and after it the configured limit applies again to
+// what the bucket holds.
+func WithLearnedLimitTTL(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultLearnedLimitTTL
+		}
+		c.learnedTTL = d
+	}
+}
+
+// WithMaxCooldown bounds the debt a provider 429 puts the bucket into to
+// d of refill, whatever the provider's retry-after says. Zero or less, the
+// default, bounds it to [DefaultCooldownPeriods] periods of the limit it
+// lowers (3 minutes for a per-minute limit). A clamped retry time is
+// counted in [Stats].CooldownsClamped.
+func WithMaxCooldown(d time.Duration) Option {
+	return func(c *config) { c.maxCooldown = max(d, 0) }
+}
 
 // feedbackKey identifies the feedback state of one (entity, resource).
 type feedbackKey struct{ entity, resource string }
 
+// learnedLimit is a provider's limit figure and when it lapses.
+type learnedLimit struct {
+	perMinute int64
+	until     time.Time
+}
+
 // feedbackState is what the transport knows of one (entity, resource).
 type feedbackState struct {
 	mu sync.Mutex // guards learned
-	// learned maps a limit name to the provider's lower limit (tokens per
-	// minute), present while the provider reports it.
-	learned map[string]int64
+	// learned maps a limit name to the provider's limit (per minute)
+	// while a header confirmed it within the TTL.
+	learned map[string]learnedLimit
 
 	lowering atomic.Bool // a correction is in flight
 }
@@ -134,145 +170,169 @@ func (f *feedbackStates) get(k feedbackKey, create bool) *feedbackState {
 }
 
 // acquireOptions returns the options of an acquire for c: the transport's,
-// plus the learned lower limits.
-func (t *Transport) acquireOptions(ctx context.Context, c call) []limiter.AcquireOption {
+// plus the learned limits as caps; and those learned limits. Lapsed ones
+// are dropped.
+func (t *Transport) acquireOptions(c call) ([]limiter.AcquireOption, map[string]learnedLimit) {
 	if t.cfg.noFeedback {
-		return t.cfg.acquireOpts
+		return t.cfg.acquireOpts, nil
 	}
 	st := t.fb.get(feedbackKey{c.entity, c.resource}, false)
 	if st == nil {
-		return t.cfg.acquireOpts
+		return t.cfg.acquireOpts, nil
 	}
+	now := t.cfg.now()
+	var caps []limiter.Limit
+	var learned map[string]learnedLimit
 	st.mu.Lock()
-	learned := len(st.learned) > 0
+	for name, l := range st.learned {
+		if !now.Before(l.until) {
+			delete(st.learned, name)
+			t.st.limitsExpired.Add(1)
+			t.cfg.logger.Info("llmhttp: no header confirmed the provider's limit; dropped",
+				"entity", c.entity, "resource", c.resource, "limit", name, "provider_per_minute", l.perMinute)
+			continue
+		}
+		if learned == nil {
+			learned = make(map[string]learnedLimit, len(st.learned))
+		}
+		caps = append(caps, limiter.PerMinute(name, l.perMinute))
+		learned[name] = l
+	}
 	st.mu.Unlock()
-	if !learned {
-		return t.cfg.acquireOpts
+	if len(caps) == 0 {
+		return t.cfg.acquireOpts, nil
 	}
-	limits, ok := t.effectiveLimits(ctx, c, st)
-	if !ok {
-		return t.cfg.acquireOpts
-	}
-	return append(append([]limiter.AcquireOption(nil), t.cfg.acquireOpts...), limiter.WithLimits(limits...))
+	slices.SortFunc(caps, func(a, b limiter.Limit) int { return strings.Compare(a.Name, b.Name) })
+	return append(slices.Clip(t.cfg.acquireOpts), limiter.WithLimitCaps(caps...)), learned
 }
 
-// effectiveLimits returns the configured limits of c with the learned
-// ones lowered, and whether any is lowered.
-func (t *Transport) effectiveLimits(ctx context.Context, c call, st *feedbackState) ([]limiter.Limit, bool) {
-	configured, _, err := t.rl.ResolveLimits(ctx, c.entity, c.resource)
-	if err != nil || len(configured) == 0 {
-		return nil, false
+// binds reports whether the learned limit is what set l, the limit in
+// force: its capacity, or its refill amount as the cap computes it.
+func (l learnedLimit) binds(in limiter.Limit) bool {
+	rate := float64(l.perMinute) / float64(time.Minute)
+	return in.Capacity == l.perMinute || in.RefillAmount == max(int64(rate*float64(in.RefillPeriod)), 1)
+}
+
+// boundRetryAfter cuts the RetryAfter of a denial to when the learned
+// limits it ran into lapse: after that the configured limits apply, and a
+// learned limit never keeps an entity out for longer than its TTL.
+func (t *Transport) boundRetryAfter(c call, learned map[string]learnedLimit, err error) error {
+	rle, ok := err.(*limiter.RateLimitExceededError)
+	if !ok || len(learned) == 0 {
+		return err
 	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := make([]limiter.Limit, len(configured))
-	lowered := false
-	for i, l := range configured {
-		out[i] = l
-		if perMinute, ok := st.learned[l.Name]; ok {
-			if nl, ok := lowerLimit(l, perMinute); ok {
-				out[i], lowered = nl, true
-			}
+	now := t.cfg.now()
+	clamp := func(s limiter.LimitStatus) (limiter.LimitStatus, bool) {
+		if s.EntityID != c.entity || s.Resource != c.resource {
+			return s, false
+		}
+		l, ok := learned[s.LimitName]
+		if !ok || !l.binds(s.Limit) || l.until.Sub(now) >= s.RetryAfter {
+			return s, false
+		}
+		s.RetryAfter = max(l.until.Sub(now), 0)
+		return s, true
+	}
+	out := &limiter.RateLimitExceededError{Statuses: slices.Clone(rle.Statuses), Violations: slices.Clone(rle.Violations)}
+	clamped := false
+	for i, s := range out.Statuses {
+		out.Statuses[i], _ = clamp(s)
+	}
+	for i, s := range out.Violations {
+		var ok bool
+		out.Violations[i], ok = clamp(s)
+		clamped = clamped || ok
+		if i == 0 || out.Violations[i].RetryAfter > out.Primary.RetryAfter {
+			out.Primary = out.Violations[i]
 		}
 	}
-	return out, lowered
+	if !clamped {
+		return err
+	}
+	out.RetryAfter = out.Primary.RetryAfter
+	return out
 }
 
-// lowerLimit returns l scaled down so that it refills perMinute tokens a
-// minute (its capacity scaled alike), when that is lower than l.
-func lowerLimit(l limiter.Limit, perMinute int64) (limiter.Limit, bool) {
-	if l.RefillPeriod <= 0 || l.RefillAmount <= 0 || perMinute <= 0 {
-		return l, false
+// ownStatuses returns the statuses of the lease's limits on c's own bucket
+// (not a cascade parent's), when the response's headers give feedback
+// anything to do.
+func (t *Transport) ownStatuses(c call, lease *limiter.Lease, q Quota) []limiter.LeaseStatus {
+	if t.cfg.noFeedback || !q.Known() {
+		return nil
 	}
-	// The provider's limits are per minute; l refills RefillAmount every
-	// RefillPeriod.
-	configuredPerMinute := float64(l.RefillAmount) * float64(time.Minute) / float64(l.RefillPeriod)
-	if float64(perMinute) >= configuredPerMinute {
-		return l, false
+	var out []limiter.LeaseStatus
+	for _, s := range lease.Statuses() {
+		if s.EntityID == c.entity && s.Resource == c.resource {
+			out = append(out, s)
+		}
 	}
-	f := float64(perMinute) / configuredPerMinute
-	out := l
-	out.RefillAmount = max(int64(float64(l.RefillAmount)*f), 1)
-	out.Capacity = max(int64(float64(l.Capacity)*f), 1)
-	return out, true
+	return out
+}
+
+// statusOf returns the status of the limit named name.
+func statusOf(statuses []limiter.LeaseStatus, name string) (limiter.LeaseStatus, bool) {
+	for _, s := range statuses {
+		if s.Limit.Name == name {
+			return s, true
+		}
+	}
+	return limiter.LeaseStatus{}, false
 }
 
 // feedback applies what a response's headers say: learned limits, then a
-// correction (2xx) or a cooldown (429). lease is the request's lease, nil
-// for a 429 (already rolled back).
-func (t *Transport) feedback(ctx context.Context, req *http.Request, c call, q Quota, status int, lease *limiter.Lease) {
-	if t.cfg.noFeedback || (!q.Known()) {
+// correction (2xx) or a cooldown (429). statuses are the request's lease's
+// limits on its own bucket, as the limits in force.
+func (t *Transport) feedback(ctx context.Context, c call, q Quota, status int, statuses []limiter.LeaseStatus) {
+	if t.cfg.noFeedback || !q.Known() {
 		return
 	}
 	st := t.fb.get(feedbackKey{c.entity, c.resource}, true)
-	t.learnLimits(ctx, req, c, q, st)
+	t.learnLimits(c, q, st, statuses)
 	if status == http.StatusTooManyRequests {
-		t.cooldown(ctx, c, q, st)
+		t.cooldown(ctx, c, q, st, statuses)
 		return
 	}
-	if lease == nil {
-		return
-	}
-	t.correct(ctx, c, q, st, lease)
+	t.correct(ctx, c, q, st, statuses)
 }
 
-// learnLimits records the provider's limits that are below the configured
-// ones, and forgets those it no longer reports lower.
-func (t *Transport) learnLimits(ctx context.Context, req *http.Request, c call, q Quota, st *feedbackState) {
+// maxLearned bounds a learned figure: a limit above it is no limit a
+// provider enforces, and its millitokens would not fit in int64.
+const maxLearned = math.MaxInt64 / 1000
+
+// learnLimits keeps the provider's limit figures, each until it lapses
+// unconfirmed; a figure of zero, or one too large to be a limit, drops
+// what was learned.
+func (t *Transport) learnLimits(c call, q Quota, st *feedbackState, statuses []limiter.LeaseStatus) {
 	figures := []struct {
 		name string
 		ql   QuotaLimit
 	}{{t.cfg.quota.Tokens, q.Tokens}, {t.cfg.quota.Requests, q.Requests}}
-	var changed []string
+	until := t.cfg.now().Add(t.cfg.learnedTTL)
 	st.mu.Lock()
+	defer st.mu.Unlock()
 	for _, f := range figures {
 		if f.name == "" || f.ql.Has&HasLimit == 0 {
 			continue
 		}
-		old, had := st.learned[f.name]
-		if had && old == f.ql.Limit {
+		perMinute := f.ql.Limit
+		if perMinute <= 0 || perMinute >= maxLearned || limiter.PerMinute(f.name, perMinute).Validate() != nil {
+			delete(st.learned, f.name)
 			continue
 		}
+		old, had := st.learned[f.name]
 		if st.learned == nil {
-			st.learned = make(map[string]int64)
+			st.learned = make(map[string]learnedLimit)
 		}
-		st.learned[f.name] = f.ql.Limit
-		changed = append(changed, f.name)
-	}
-	st.mu.Unlock()
-	if len(changed) == 0 {
-		return
-	}
-	// Keep only the figures below the configured limits.
-	configured, _, err := t.rl.ResolveLimits(ctx, c.entity, c.resource)
-	if err != nil {
-		return
-	}
-	var lowered []limiter.Limit
-	st.mu.Lock()
-	for _, name := range changed {
-		perMinute := st.learned[name]
-		below := false
-		for _, l := range configured {
-			if l.Name == name {
-				if nl, ok := lowerLimit(l, perMinute); ok {
-					below = true
-					lowered = append(lowered, nl)
-					t.cfg.logger.Info("llmhttp: the provider's limit is below the configured one; enforcing it",
-						"entity", c.entity, "resource", c.resource, "limit", name,
-						"configured_per_minute", perMinuteOf(l), "provider_per_minute", perMinute)
-				}
-			}
+		st.learned[f.name] = learnedLimit{perMinute: perMinute, until: until}
+		if had && old.perMinute == perMinute {
+			continue
 		}
-		if !below {
-			delete(st.learned, name)
-		} else {
+		if s, ok := statusOf(statuses, f.name); ok && perMinute < perMinuteOf(s.Limit) {
 			t.st.limitsLearned.Add(1)
+			t.cfg.logger.Info("llmhttp: the provider's limit is below the one in force; enforcing it",
+				"entity", c.entity, "resource", c.resource, "limit", f.name,
+				"in_force_per_minute", perMinuteOf(s.Limit), "provider_per_minute", perMinute)
 		}
-	}
-	st.mu.Unlock()
-	if t.cfg.learn && len(lowered) > 0 {
-		t.storeLearned(ctx, req, c, configured, lowered)
 	}
 }
 
@@ -283,29 +343,6 @@ func perMinuteOf(l limiter.Limit) int64 {
 	return int64(float64(l.RefillAmount) * float64(time.Minute) / float64(l.RefillPeriod))
 }
 
-// storeLearned writes the configured limits with the lowered ones replaced
-// as the entity's stored limits for the resource.
-func (t *Transport) storeLearned(ctx context.Context, req *http.Request, c call, configured, lowered []limiter.Limit) {
-	out := make([]limiter.Limit, len(configured))
-	copy(out, configured)
-	for i, l := range out {
-		for _, nl := range lowered {
-			if nl.Name == l.Name {
-				out[i] = nl
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feedbackTimeout)
-	defer cancel()
-	ctx = limiter.ContextWithPrincipal(ctx, "provider:"+req.URL.Hostname())
-	if err := t.rl.SetLimits(ctx, c.entity, c.resource, out); err != nil {
-		t.st.feedbackErrors.Add(1)
-		t.cfg.logger.Warn("llmhttp: storing the provider's limit failed", "entity", c.entity, "resource", c.resource, "err", err)
-		return
-	}
-	t.st.limitsStored.Add(1)
-}
-
 // feedbackTimeout bounds a feedback write, which runs detached from the
 // request's cancellation.
 const feedbackTimeout = 5 * time.Second
@@ -313,39 +350,41 @@ const feedbackTimeout = 5 * time.Second
 // correct lowers the shared bucket to the provider's remaining figures
 // less the reserve, when the lease saw it hold more than that by more
 // than the threshold.
-func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackState, lease *limiter.Lease) {
+func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackState, statuses []limiter.LeaseStatus) {
 	figures := []struct {
 		name string
 		ql   QuotaLimit
 	}{{t.cfg.quota.Tokens, q.Tokens}, {t.cfg.quota.Requests, q.Requests}}
 	var target limiter.Consume
-	for _, s := range lease.Statuses() {
-		if s.EntityID != c.entity || s.Resource != c.resource {
+	var removed int64
+	for _, f := range figures {
+		s, ok := statusOf(statuses, f.name)
+		if f.name == "" || !ok || f.ql.Has&HasRemaining == 0 {
 			continue
 		}
-		for _, f := range figures {
-			if f.name != s.Limit.Name || f.ql.Has&HasRemaining == 0 {
-				continue
+		capacity := float64(s.Limit.Capacity)
+		want := f.ql.Remaining - int64(t.cfg.reserve*capacity)
+		if gap := float64(s.Remaining - want); gap > t.cfg.threshold*capacity && gap > 0 {
+			if target == nil {
+				target = limiter.Consume{}
 			}
-			capacity := float64(s.Limit.Capacity)
-			want := f.ql.Remaining - int64(t.cfg.reserve*capacity)
-			if gap := float64(s.Remaining - want); gap > t.cfg.threshold*capacity && gap > 0 {
-				if target == nil {
-					target = limiter.Consume{}
-				}
-				target[f.name] = want
+			target[f.name] = want
+			if f.name == t.cfg.quota.Tokens {
+				removed = s.Remaining - want
 			}
 		}
 	}
 	if target != nil {
-		t.lower(ctx, c, st, target)
+		t.lower(ctx, c, st, target, false, removed)
 	}
 }
 
 // cooldown puts the bucket into a debt that refill pays off at the
-// provider's retry time: the token limit, or the request limit when the
-// provider says its requests ran out while tokens are left.
-func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackState) {
+// provider's retry time, at most the bound of WithMaxCooldown: the token
+// limit, or the request limit when the provider says its requests ran out
+// while tokens are left. It works from the limits in force, per-call or
+// stored.
+func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackState, statuses []limiter.LeaseStatus) {
 	retry := q.RetryAfter
 	if retry <= 0 {
 		return
@@ -355,37 +394,43 @@ func (t *Transport) cooldown(ctx context.Context, c call, q Quota, st *feedbackS
 		(q.Tokens.Has&HasRemaining == 0 || q.Tokens.Remaining > 0) || name == "" {
 		name = t.cfg.quota.Requests
 	}
-	if name == "" {
+	s, ok := statusOf(statuses, name)
+	if name == "" || !ok || s.Limit.RefillPeriod <= 0 {
 		return
 	}
-	limits, ok := t.effectiveLimits(ctx, c, st)
-	if !ok {
-		configured, _, err := t.rl.ResolveLimits(ctx, c.entity, c.resource)
-		if err != nil {
-			return
+	l := s.Limit
+	bound := t.cfg.maxCooldown
+	if bound <= 0 {
+		bound = time.Duration(math.MaxInt64)
+		if l.RefillPeriod < bound/DefaultCooldownPeriods {
+			bound = DefaultCooldownPeriods * l.RefillPeriod
 		}
-		limits = configured
 	}
-	for _, l := range limits {
-		if l.Name != name || l.RefillPeriod <= 0 {
-			continue
-		}
-		debt := int64(float64(l.RefillAmount) * float64(retry) / float64(l.RefillPeriod))
-		if debt <= 0 {
-			return
-		}
-		t.st.cooldowns.Add(1)
-		t.lower(ctx, c, st, limiter.Consume{name: -debt})
+	if retry > bound {
+		t.st.cooldownsClamped.Add(1)
+		t.warnOnce(&t.warn.cooldownClamped, "llmhttp: a provider's retry-after was longer than the cooldown's bound; cut to it",
+			"entity", c.entity, "resource", c.resource, "limit", name, "retry_after", retry, "bound", bound)
+		retry = bound
+	}
+	debt := float64(l.RefillAmount) * float64(retry) / float64(l.RefillPeriod)
+	if debt < 1 {
 		return
 	}
+	d := int64(min(debt, float64(maxLearned)))
+	var removed int64
+	if name == t.cfg.quota.Tokens {
+		removed = max(s.Remaining, 0) + d
+	}
+	t.lower(ctx, c, st, limiter.Consume{name: -d}, true, removed)
 }
 
 // lower asks the limiter to lower the bucket, one request at a time per
 // (entity, resource) in this transport: while one is in flight, others
 // are dropped (the next response brings fresher figures), and so is one
 // that loses every retry of its conditional write to other writes of the
-// item.
-func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target limiter.Consume) {
+// item. removed is the tokens it takes from the token limit, as the
+// request's lease saw the bucket.
+func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target limiter.Consume, cooldown bool, removed int64) {
 	if !st.lowering.CompareAndSwap(false, true) {
 		return
 	}
@@ -402,6 +447,15 @@ func (t *Transport) lower(ctx context.Context, c call, st *feedbackState, target
 		t.st.feedbackErrors.Add(1)
 		t.cfg.logger.Warn("llmhttp: lowering the shared budget failed", "entity", c.entity, "resource", c.resource, "err", err)
 	case lowered:
-		t.st.corrections.Add(1)
+		if cooldown {
+			t.st.cooldowns.Add(1)
+		} else {
+			t.st.corrections.Add(1)
+		}
+		if removed > 0 {
+			t.st.tokensRemoved.Add(removed)
+			t.warnOnce(&t.warn.tokensRemoved, "llmhttp: provider feedback removed tokens from the shared budget",
+				"entity", c.entity, "resource", c.resource, "tokens", removed, "cooldown", cooldown)
+		}
 	}
 }

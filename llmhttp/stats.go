@@ -13,9 +13,19 @@ type Stats struct {
 	// EndErrors the adjusts, commits and rollbacks that failed (logged).
 	Committed, RolledBack, EndErrors int64
 	// UsageSeen is the responses whose usage was read (Tokens sums their
-	// total tokens); UsageMissing those committed at their estimate
-	// because the body, read to the end, reported none.
+	// total tokens); UsageMissing those whose body, read to the end,
+	// reported none: they were committed at the estimate, or at what was
+	// seen when that is larger.
 	UsageSeen, UsageMissing, Tokens int64
+	// UsageMalformed is the responses whose usage could not be decoded,
+	// held a count outside [0, 10^9], or mapped to a negative amount: they
+	// were committed at the estimate.
+	UsageMalformed int64
+	// EndedWithoutUsage is the response bodies closed, or failed, before
+	// their usage arrived: committed at the estimate, or at the prompt plus
+	// the output seen so far when that is larger (rolled back instead with
+	// [RollbackOnEarlyClose]).
+	EndedWithoutUsage int64
 	// ProviderRateLimited is the responses with status 429.
 	ProviderRateLimited int64
 	// HeadersMalformed is the provider rate-limit headers that were
@@ -28,20 +38,29 @@ type Stats struct {
 	// cooldowns whose write lost every retry to other writes of the bucket
 	// item (the next response brings fresher figures).
 	Corrections, Cooldowns, FeedbackErrors, CorrectionsDropped int64
-	// LimitsLearned is the times a provider limit below the configured one
-	// was taken up; LimitsStored those written as stored limits
-	// ([WithLearnLimits]).
-	LimitsLearned, LimitsStored int64
+	// TokensRemoved is what corrections and cooldowns took out of the
+	// shared bucket's token limit ([QuotaMapping].Tokens), as the
+	// request's lease saw the bucket.
+	TokensRemoved int64
+	// CooldownsClamped is the 429s whose retry time was longer than the
+	// bound of [WithMaxCooldown], and was cut to it.
+	CooldownsClamped int64
+	// LimitsLearned is the times a provider limit below the limit in force
+	// was taken up; LimitsExpired the learned limits dropped because no
+	// header confirmed them within [WithLearnedLimitTTL].
+	LimitsLearned, LimitsExpired int64
 }
 
 type counters struct {
 	requests, passedThrough, denied        atomic.Int64
 	committed, rolledBack, endErrors       atomic.Int64
 	usageSeen, usageMissing, tokens        atomic.Int64
+	usageMalformed, endedWithoutUsage      atomic.Int64
 	providerLimited, headersMalformed      atomic.Int64
 	corrections, cooldowns, feedbackErrors atomic.Int64
-	correctionsDropped                     atomic.Int64
-	limitsLearned, limitsStored            atomic.Int64
+	correctionsDropped, tokensRemoved      atomic.Int64
+	cooldownsClamped                       atomic.Int64
+	limitsLearned, limitsExpired           atomic.Int64
 }
 
 // Stats returns the transport's counters.
@@ -51,9 +70,23 @@ func (t *Transport) Stats() Stats {
 		Requests: c.requests.Load(), PassedThrough: c.passedThrough.Load(), Denied: c.denied.Load(),
 		Committed: c.committed.Load(), RolledBack: c.rolledBack.Load(), EndErrors: c.endErrors.Load(),
 		UsageSeen: c.usageSeen.Load(), UsageMissing: c.usageMissing.Load(), Tokens: c.tokens.Load(),
+		UsageMalformed: c.usageMalformed.Load(), EndedWithoutUsage: c.endedWithoutUsage.Load(),
 		ProviderRateLimited: c.providerLimited.Load(), HeadersMalformed: c.headersMalformed.Load(),
 		Corrections: c.corrections.Load(), Cooldowns: c.cooldowns.Load(), FeedbackErrors: c.feedbackErrors.Load(),
-		CorrectionsDropped: c.correctionsDropped.Load(),
-		LimitsLearned:      c.limitsLearned.Load(), LimitsStored: c.limitsStored.Load(),
+		CorrectionsDropped: c.correctionsDropped.Load(), TokensRemoved: c.tokensRemoved.Load(),
+		CooldownsClamped: c.cooldownsClamped.Load(),
+		LimitsLearned:    c.limitsLearned.Load(), LimitsExpired: c.limitsExpired.Load(),
+	}
+}
+
+// warnings are the accounting events logged once per transport.
+type warnings struct {
+	tokensRemoved, cooldownClamped, usageMalformed, endedWithoutUsage atomic.Bool
+}
+
+// warnOnce logs msg at Warn the first time flag is set.
+func (t *Transport) warnOnce(flag *atomic.Bool, msg string, args ...any) {
+	if !flag.Swap(true) {
+		t.cfg.logger.Warn(msg+" (logged once per transport; Stats counts every time)", args...)
 	}
 }

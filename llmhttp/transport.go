@@ -99,17 +99,20 @@ type Rollback uint8
 
 // Outcomes for [WithRollback].
 const (
-	// RollbackOnTransportError: the base transport failed, or reading the
-	// body failed before the usage was seen.
+	// RollbackOnTransportError: the base transport failed (no answer).
 	RollbackOnTransportError Rollback = 1 << iota
 	// RollbackOnServerError: the provider answered 5xx.
 	RollbackOnServerError
-	// RollbackOnEarlyClose: the caller closed the body before it was read
-	// to the end and before any usage was seen.
+	// RollbackOnEarlyClose: the body was closed, or reading it failed,
+	// before the usage that reports the whole response was seen. Off by
+	// default: the provider bills an answer it has begun, so the lease is
+	// committed at the larger of the estimate and the prompt plus the
+	// output seen so far.
 	RollbackOnEarlyClose
 
-	// DefaultRollback is every outcome above.
-	DefaultRollback = RollbackOnTransportError | RollbackOnServerError | RollbackOnEarlyClose
+	// DefaultRollback rolls back the answers the provider does not bill:
+	// transport errors and 5xx.
+	DefaultRollback = RollbackOnTransportError | RollbackOnServerError
 )
 
 // Option configures a [Transport].
@@ -125,11 +128,12 @@ type config struct {
 	now         func() time.Time
 
 	// Provider feedback (feedback.go).
-	noFeedback bool
-	quota      QuotaMapping
-	threshold  float64
-	reserve    float64
-	learn      bool
+	noFeedback  bool
+	quota       QuotaMapping
+	threshold   float64
+	reserve     float64
+	learnedTTL  time.Duration
+	maxCooldown time.Duration
 }
 
 // WithRequireCall makes the transport refuse, with [ErrNoCall], a request
@@ -160,10 +164,11 @@ func WithEstimator(e Estimator) Option {
 }
 
 // WithRollback sets the outcomes after which the lease is rolled back;
-// after the others it is committed at its estimate ([DefaultRollback] by
-// default). A response other than 2xx and 5xx (a 4xx: the provider refused
-// the request and charged nothing) is always rolled back, except a 429 with
-// provider feedback on ([WithFeedback]): its estimate stays taken.
+// after the others it is committed at its estimate, or at what the body
+// showed when that is larger ([DefaultRollback] by default). A response
+// other than 2xx and 5xx (a 4xx: the provider refused the request and
+// charged nothing) is always rolled back, except a 429 with provider
+// feedback on ([WithFeedback]): its estimate stays taken.
 func WithRollback(r Rollback) Option { return func(c *config) { c.rollback = r } }
 
 // WithAcquireOptions passes opts to every Acquire, e.g.
@@ -173,11 +178,14 @@ func WithAcquireOptions(opts ...limiter.AcquireOption) Option {
 }
 
 // WithLogger makes the transport log what it cannot do silently: failed
-// commits and rollbacks (Warn). Nil, the default, logs nothing.
+// commits and rollbacks (Warn), and the first time of each of the
+// accounting events that [Stats] counts (tokens removed by provider
+// feedback, a clamped cooldown, a malformed usage, a body ended without
+// its usage; Warn, once per transport). Nil, the default, logs nothing.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
-// WithClock sets the clock against which Anthropic's reset times are
-// read. Nil means time.Now, the default.
+// WithClock sets the clock against which Anthropic's reset times are read
+// and learned limits expire. Nil means time.Now, the default.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // Transport is an [http.RoundTripper] that rate-limits LLM API calls with a
@@ -192,6 +200,7 @@ type Transport struct {
 	base http.RoundTripper
 	cfg  config
 	st   counters
+	warn warnings
 	fb   feedbackStates
 }
 
@@ -206,7 +215,7 @@ func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Optio
 	t := &Transport{rl: rl, base: base, cfg: config{
 		mapping: DefaultUsageMapping, estimator: DefaultEstimator, rollback: DefaultRollback,
 		quota: DefaultQuotaMapping, threshold: DefaultFeedbackThreshold,
-		reserve: DefaultFeedbackReserve,
+		reserve: DefaultFeedbackReserve, learnedTTL: DefaultLearnedLimitTTL,
 	}}
 	for _, o := range opts {
 		o(&t.cfg)
@@ -249,10 +258,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("llmhttp: estimate %s/%s: %w", c.entity, c.resource, err)
 		}
 	}
-	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, estimate, t.acquireOptions(ctx, c)...)
+	opts, learned := t.acquireOptions(c)
+	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, estimate, opts...)
 	if err != nil {
 		if errors.Is(err, limiter.ErrRateLimited) {
 			t.st.denied.Add(1)
+			err = t.boundRetryAfter(c, learned, err)
 		}
 		closeBody(req)
 		return nil, err
@@ -260,7 +271,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
-		lc.end(t.cfg.rollback&RollbackOnTransportError != 0, nil)
+		lc.endUnbilled(t.cfg.rollback&RollbackOnTransportError != 0)
 		return nil, err
 	}
 	q := ParseQuota(resp.Header, t.cfg.now())
@@ -269,26 +280,27 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	switch {
 	case resp.StatusCode >= 500:
-		lc.end(t.cfg.rollback&RollbackOnServerError != 0, nil)
+		lc.endUnbilled(t.cfg.rollback&RollbackOnServerError != 0)
 		return resp, nil
 	case resp.StatusCode == http.StatusTooManyRequests && !t.cfg.noFeedback:
 		// The provider's budget is spent: the estimate stays taken (given
 		// back, it would let the next caller into the same refusal), and
 		// the cooldown lowers the bucket further.
 		t.st.providerLimited.Add(1)
-		lc.end(false, nil)
-		t.feedback(ctx, req, c, q, resp.StatusCode, nil)
+		statuses := t.ownStatuses(c, lease, q)
+		lc.endUnbilled(false)
+		t.feedback(ctx, c, q, resp.StatusCode, statuses)
 		return resp, nil
 	case resp.StatusCode < 200 || resp.StatusCode >= 300:
 		if resp.StatusCode == http.StatusTooManyRequests {
 			t.st.providerLimited.Add(1)
 		}
-		lc.end(true, nil)
+		lc.endUnbilled(true)
 		return resp, nil
 	}
-	t.feedback(ctx, req, c, q, resp.StatusCode, lease)
+	t.feedback(ctx, c, q, resp.StatusCode, t.ownStatuses(c, lease, q))
 	if resp.Body == nil || resp.Body == http.NoBody {
-		lc.end(false, nil)
+		lc.end(endMissing, parsed{})
 		return resp, nil
 	}
 	resp.Body = newUsageBody(resp.Body, newParser(resp.Header.Get("Content-Type")), lc)
@@ -341,47 +353,149 @@ type leaseCall struct {
 	ended    atomic.Bool
 }
 
-// end commits the lease, adjusted to usage when it is known, or rolls it
-// back. It runs once.
-func (lc *leaseCall) end(rollback bool, usage *Usage) {
+// endKind is how a lease ends.
+type endKind int
+
+const (
+	// endUsage: the usage reporting the whole response was read; the
+	// lease is adjusted to it.
+	endUsage endKind = iota
+	// endMalformed: a usage was malformed; the estimate is committed.
+	endMalformed
+	// endMissing: the body ended without its usage; the larger of the
+	// estimate and what was seen is committed.
+	endMissing
+	// endEarly: the body was closed or failed before its usage; like
+	// endMissing, or rolled back with RollbackOnEarlyClose.
+	endEarly
+)
+
+// endUnbilled ends a lease whose answer had no body to read: rolled back,
+// or committed at the estimate.
+func (lc *leaseCall) endUnbilled(rollback bool) {
+	if lc.ended.Swap(true) {
+		return
+	}
+	if rollback {
+		lc.rollback()
+		return
+	}
+	lc.commit()
+}
+
+// end ends the lease of an answer whose body was read (p is what its
+// parser saw). It runs once.
+func (lc *leaseCall) end(kind endKind, p parsed) {
 	if lc.ended.Swap(true) {
 		return
 	}
 	t := lc.t
-	if rollback {
-		if err := lc.lease.Rollback(lc.ctx); err != nil {
-			t.st.endErrors.Add(1)
-			t.cfg.logger.Warn("llmhttp: rollback failed", "entity", lc.call.entity, "resource", lc.call.resource, "err", err)
+	switch kind {
+	case endUsage:
+		amounts := t.cfg.mapping(p.usage)
+		if negativeAmount(amounts) {
+			lc.malformed("the usage mapping returned a negative amount")
+			break
+		}
+		t.st.usageSeen.Add(1)
+		t.st.tokens.Add(p.usage.TotalTokens)
+		lc.adjustTo(amounts, false)
+	case endMalformed:
+		lc.malformed("the response's usage is malformed")
+	case endEarly:
+		if t.cfg.rollback&RollbackOnEarlyClose != 0 {
+			lc.rollback()
 			return
 		}
-		t.st.rolledBack.Add(1)
+		t.st.endedWithoutUsage.Add(1)
+		t.warnOnce(&t.warn.endedWithoutUsage, "llmhttp: a response body ended before its usage; charged the estimate or what was seen, if larger",
+			"entity", lc.call.entity, "resource", lc.call.resource)
+		lc.adjustTo(seenAmounts(t.cfg.mapping, p), true)
+	case endMissing:
+		t.st.usageMissing.Add(1)
+		lc.adjustTo(seenAmounts(t.cfg.mapping, p), true)
+	}
+	lc.commit()
+}
+
+// malformed counts a malformed usage, whose lease keeps its estimate.
+func (lc *leaseCall) malformed(why string) {
+	t := lc.t
+	t.st.usageMalformed.Add(1)
+	t.warnOnce(&t.warn.usageMalformed, "llmhttp: "+why+"; charged the estimate",
+		"entity", lc.call.entity, "resource", lc.call.resource)
+}
+
+// seenAmounts maps what a body showed before its usage: the usage events
+// so far (Anthropic's message_start has the prompt) with the output text
+// seen so far when that is more; nil when nothing was seen.
+func seenAmounts(mapping UsageMapping, p parsed) limiter.Consume {
+	if !p.seen && p.outputSeen == 0 {
+		return nil
+	}
+	u := p.usage
+	if p.outputSeen > u.OutputTokens {
+		u.TotalTokens += p.outputSeen - u.OutputTokens
+		u.OutputTokens = p.outputSeen
+	}
+	amounts := mapping(u)
+	if negativeAmount(amounts) {
+		return nil
+	}
+	return amounts
+}
+
+func negativeAmount(c limiter.Consume) bool {
+	for _, v := range c {
+		if v < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// adjustTo adjusts the lease so that it holds amounts instead of the
+// estimate, for every limit it holds; raiseOnly keeps the estimate where
+// amounts are lower.
+func (lc *leaseCall) adjustTo(amounts limiter.Consume, raiseOnly bool) {
+	if len(amounts) == 0 {
 		return
 	}
-	if usage != nil {
-		t.st.usageSeen.Add(1)
-		t.st.tokens.Add(usage.TotalTokens)
-		held := lc.lease.Consumed()
-		delta := limiter.Consume{}
-		for name, v := range t.cfg.mapping(*usage) {
-			if _, ok := held[name]; ok {
-				if d := v - lc.estimate[name]; d != 0 {
-					delta[name] = d
-				}
-			}
+	held := lc.lease.Consumed()
+	delta := limiter.Consume{}
+	for name, v := range amounts {
+		if _, ok := held[name]; !ok {
+			continue
 		}
-		if len(delta) > 0 {
-			if err := lc.lease.Adjust(delta); err != nil {
-				t.st.endErrors.Add(1)
-				t.cfg.logger.Warn("llmhttp: adjust failed", "entity", lc.call.entity, "resource", lc.call.resource, "err", err)
-			}
+		if d := v - lc.estimate[name]; d > 0 || (d < 0 && !raiseOnly) {
+			delta[name] = d
 		}
-	} else {
-		t.st.usageMissing.Add(1)
 	}
+	if len(delta) == 0 {
+		return
+	}
+	if err := lc.lease.Adjust(delta); err != nil {
+		lc.t.st.endErrors.Add(1)
+		lc.t.cfg.logger.Warn("llmhttp: adjust failed", "entity", lc.call.entity, "resource", lc.call.resource, "err", err)
+	}
+}
+
+func (lc *leaseCall) commit() {
+	t := lc.t
 	if err := lc.lease.Commit(lc.ctx); err != nil {
 		t.st.endErrors.Add(1)
 		t.cfg.logger.Warn("llmhttp: commit failed", "entity", lc.call.entity, "resource", lc.call.resource, "err", err)
 		return
 	}
 	t.st.committed.Add(1)
+}
+
+func (lc *leaseCall) rollback() {
+	t := lc.t
+	if err := lc.lease.Rollback(lc.ctx); err != nil {
+		t.st.endErrors.Add(1)
+		t.cfg.logger.Warn("llmhttp: rollback failed", "entity", lc.call.entity, "resource", lc.call.resource, "err", err)
+		return
+	}
+	t.st.rolledBack.Add(1)
 }

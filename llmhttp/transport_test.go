@@ -185,10 +185,11 @@ func TestTransportDenialSendsNothing(t *testing.T) {
 	assert.Equal(t, int64(1), tr.Stats().Denied)
 }
 
-// TestTransportRollback: a 5xx, a transport error and a body closed before
-// its usage give the estimate back; with the rollback options off, the
-// estimate is committed instead. A 429 is given back without feedback, and
-// kept with it (the provider's budget is spent).
+// TestTransportRollback: a 5xx and a transport error give the estimate
+// back; with the rollback options off, the estimate is committed instead.
+// A body closed before its usage keeps the estimate (the provider bills
+// it), unless RollbackOnEarlyClose says otherwise. A 429 is given back
+// without feedback, and kept with it (the provider's budget is spent).
 func TestTransportRollback(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -205,8 +206,8 @@ func TestTransportRollback(t *testing.T) {
 		{name: "429 with feedback", file: "openai_chat.json", status: 429, wantTPM: tpmLimit - 500},
 		{name: "transport error", file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit},
 		{name: "transport error kept", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnServerError)}, file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit - 500},
-		{name: "closed early", file: "anthropic_stream.txt", status: 200, early: true, wantTPM: tpmLimit},
-		{name: "closed early kept", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnServerError)}, file: "openai_chat_stream.txt", status: 200, early: true, wantTPM: tpmLimit - 500},
+		{name: "closed early", file: "anthropic_stream.txt", status: 200, early: true, wantTPM: tpmLimit - 500},
+		{name: "closed early rolled back", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnEarlyClose)}, file: "openai_chat_stream.txt", status: 200, early: true, wantTPM: tpmLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := newLimiter(t, tpmLimit)

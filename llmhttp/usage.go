@@ -20,9 +20,15 @@ type Usage struct {
 	// already part of InputTokens.
 	CacheCreationTokens int64
 	CacheReadTokens     int64
-	// TotalTokens is OpenAI's total_tokens when the body has it; otherwise
-	// (Anthropic) InputTokens + CacheCreationTokens + CacheReadTokens +
-	// OutputTokens: every token the request made the model process.
+	// TotalTokens is every token the request made the model process: for
+	// OpenAI, InputTokens + OutputTokens, or total_tokens when the body
+	// has a larger one; for Anthropic, InputTokens + CacheCreationTokens +
+	// CacheReadTokens + OutputTokens.
+	//
+	// Every count of a usage is within [0, 10^9]; a usage object with a
+	// count outside that range, or one that cannot be decoded, is
+	// malformed: the transport then commits the estimate and counts it in
+	// Stats.UsageMalformed.
 	TotalTokens int64
 }
 
@@ -45,12 +51,57 @@ type rawUsage struct {
 	} `json:"input_tokens_details"`
 }
 
+// maxUsageTokens bounds each count of a usage object: no model call
+// processes a billion tokens, so a larger count (or a negative one) is a
+// malformed usage, and sums of four counts stay far from overflow.
+const maxUsageTokens = 1_000_000_000
+
 // usageAcc accumulates rawUsage objects: a later field replaces an earlier
 // one, an absent field keeps it.
 type usageAcc struct {
 	seen                                   bool
 	input, output, total, cacheNew, cached *int64
 	openAI                                 bool // prompt_tokens style: cached tokens are part of input
+	// final is set by a usage that reports the whole response (a JSON
+	// body's, OpenAI's final chunk, Anthropic's message_delta), as opposed
+	// to Anthropic's message_start, sent before the output.
+	final bool
+	// malformed is set by a usage object that could not be decoded or
+	// held a count outside [0, maxUsageTokens]; it is not merged.
+	malformed bool
+}
+
+// valid reports whether every count r has is within [0, maxUsageTokens].
+func (r *rawUsage) valid() bool {
+	ok := func(p *int64) bool { return p == nil || (*p >= 0 && *p <= maxUsageTokens) }
+	for _, p := range []*int64{r.PromptTokens, r.CompletionTokens, r.TotalTokens, r.InputTokens, r.OutputTokens,
+		r.CacheCreationInputTokens, r.CacheReadInputTokens} {
+		if !ok(p) {
+			return false
+		}
+	}
+	if r.PromptTokensDetails != nil && !ok(r.PromptTokensDetails.CachedTokens) {
+		return false
+	}
+	return r.InputTokensDetails == nil || ok(r.InputTokensDetails.CachedTokens)
+}
+
+// mergeRaw decodes a usage member (nil or JSON null: nothing) and merges
+// it; final says whether it reports the whole response.
+func (a *usageAcc) mergeRaw(raw []byte, final bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return
+	}
+	var r rawUsage
+	if json.Unmarshal(raw, &r) != nil || !r.valid() {
+		a.malformed = true
+		return
+	}
+	a.merge(&r)
+	if final {
+		a.final = true
+	}
 }
 
 func (a *usageAcc) merge(r *rawUsage) {
@@ -91,7 +142,8 @@ func deref(p *int64) int64 {
 	return *p
 }
 
-// usage returns the accumulated counts and whether any was seen.
+// usage returns the accumulated counts and whether any was seen. Each
+// count is within [0, maxUsageTokens], so the sums cannot overflow.
 func (a *usageAcc) usage() (Usage, bool) {
 	if !a.seen {
 		return Usage{}, false
@@ -100,21 +152,34 @@ func (a *usageAcc) usage() (Usage, bool) {
 		InputTokens: deref(a.input), OutputTokens: deref(a.output),
 		CacheCreationTokens: deref(a.cacheNew), CacheReadTokens: deref(a.cached),
 	}
-	switch {
-	case a.total != nil:
-		u.TotalTokens = *a.total
-	case a.openAI:
-		u.TotalTokens = u.InputTokens + u.OutputTokens
-	default:
-		u.TotalTokens = u.InputTokens + u.CacheCreationTokens + u.CacheReadTokens + u.OutputTokens
+	sum := u.InputTokens + u.CacheCreationTokens + u.CacheReadTokens + u.OutputTokens
+	if a.openAI {
+		sum = u.InputTokens + u.OutputTokens
 	}
+	u.TotalTokens = max(deref(a.total), sum)
 	return u, true
+}
+
+// parsed is what a parser read of a body so far.
+type parsed struct {
+	usage Usage
+	// seen: a usage was read; final: one that reports the whole response;
+	// malformed: a usage object was unreadable or out of bounds.
+	seen, final, malformed bool
+	// outputSeen is the output text of a stream's content events so far,
+	// in tokens of four bytes (rounded up); zero for a JSON body.
+	outputSeen int64
+}
+
+func (a *usageAcc) parsed() parsed {
+	u, seen := a.usage()
+	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed}
 }
 
 // usageParser is fed a response body chunk by chunk as the caller reads it.
 type usageParser interface {
 	write(p []byte)
-	usage() (Usage, bool)
+	parsed() parsed
 }
 
 // maxCapture bounds what a parser keeps in memory: the usage object of a
@@ -134,9 +199,11 @@ type jsonUsageParser struct {
 	lastKey   string // the last complete string at depth 1
 	// state of the member after a key at depth 1.
 	afterColon bool // ':' seen after lastKey
+	awaitUsage bool // ':' seen after the key "usage", its value not yet begun
 	capturing  bool // inside the value of "usage"
 	capDepth   int
 	captured   []byte
+	capTooBig  bool
 	acc        usageAcc
 	done       bool
 }
@@ -150,6 +217,8 @@ func (j *jsonUsageParser) write(p []byte) {
 		if j.capturing {
 			if len(j.captured) < maxCapture {
 				j.captured = append(j.captured, c)
+			} else {
+				j.capTooBig = true
 			}
 		}
 		if j.inString {
@@ -179,6 +248,14 @@ func (j *jsonUsageParser) write(p []byte) {
 			}
 			continue
 		}
+		if j.awaitUsage && c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			// The value of the top-level "usage": an object, or null;
+			// anything else is malformed.
+			j.awaitUsage = false
+			if c != '{' && c != 'n' {
+				j.acc.malformed = true
+			}
+		}
 		switch c {
 		case '"':
 			j.inString = true
@@ -189,6 +266,7 @@ func (j *jsonUsageParser) write(p []byte) {
 		case ':':
 			if j.depth == 1 && !j.capturing {
 				j.afterColon = true
+				j.awaitUsage = j.lastKey == "usage"
 			}
 		case '{', '[':
 			if j.depth == 1 && j.afterColon && j.lastKey == "usage" && c == '{' && !j.capturing {
@@ -201,11 +279,12 @@ func (j *jsonUsageParser) write(p []byte) {
 			j.depth--
 			if j.capturing && j.depth < j.capDepth {
 				j.capturing = false
-				var r rawUsage
-				if len(j.captured) < maxCapture && json.Unmarshal(j.captured, &r) == nil {
-					j.acc.merge(&r)
+				if j.capTooBig {
+					j.acc.malformed = true
+				} else {
+					j.acc.mergeRaw(j.captured, true)
 				}
-				j.captured = nil
+				j.captured, j.capTooBig = nil, false
 			}
 			if j.depth <= 0 {
 				j.done = true // the end of the top-level value
@@ -220,33 +299,37 @@ func (j *jsonUsageParser) write(p []byte) {
 	}
 }
 
-func (j *jsonUsageParser) usage() (Usage, bool) { return j.acc.usage() }
+func (j *jsonUsageParser) parsed() parsed { return j.acc.parsed() }
 
-// sseEvent is what an event of either provider's stream may carry: a
+// sseEvent is what an event of either provider's stream may carry, each
+// member kept raw so that an event of another shape is not an error: a
 // top-level usage (OpenAI's final chunk, Anthropic's message_delta), the
-// message's usage (Anthropic's message_start) or the response's (OpenAI's
-// Responses API, response.completed).
+// message's usage (Anthropic's message_start, sent before the output), the
+// response's (OpenAI's Responses API, response.completed), and the output
+// text: OpenAI's choices[].delta.content, Anthropic's delta.text, the
+// Responses API's delta string.
 type sseEvent struct {
-	Usage   *rawUsage `json:"usage"`
-	Message *struct {
-		Usage *rawUsage `json:"usage"`
-	} `json:"message"`
-	Response *struct {
-		Usage *rawUsage `json:"usage"`
-	} `json:"response"`
+	Usage    json.RawMessage `json:"usage"`
+	Message  json.RawMessage `json:"message"`
+	Response json.RawMessage `json:"response"`
+	Choices  json.RawMessage `json:"choices"`
+	Delta    json.RawMessage `json:"delta"`
 }
 
 // sseUsageParser reads a text/event-stream line by line and decodes the
-// data lines that mention usage.
+// data lines that mention usage or carry output.
 type sseUsageParser struct {
 	line    []byte
 	tooLong bool
 	acc     usageAcc
+	// outputBytes is the output text of the content events so far.
+	outputBytes int64
 }
 
 var (
 	dataPrefix = []byte("data:")
 	usageKey   = []byte(`"usage"`)
+	deltaKey   = []byte(`"delta"`)
 )
 
 func (s *sseUsageParser) write(p []byte) {
@@ -277,20 +360,72 @@ func (s *sseUsageParser) endLine() {
 	line := bytes.TrimSuffix(s.line, []byte("\r"))
 	tooLong := s.tooLong
 	s.line, s.tooLong = s.line[:0], false
-	if tooLong || !bytes.HasPrefix(line, dataPrefix) || !bytes.Contains(line, usageKey) {
+	if tooLong || !bytes.HasPrefix(line, dataPrefix) {
+		return
+	}
+	hasUsage := bytes.Contains(line, usageKey)
+	if !hasUsage && !bytes.Contains(line, deltaKey) {
 		return
 	}
 	var ev sseEvent
 	if json.Unmarshal(bytes.TrimSpace(line[len(dataPrefix):]), &ev) != nil {
+		if hasUsage {
+			s.acc.malformed = true
+		}
 		return
 	}
-	s.acc.merge(ev.Usage)
-	if ev.Message != nil {
-		s.acc.merge(ev.Message.Usage)
+	s.acc.mergeRaw(ev.Usage, true)
+	var inner struct {
+		Usage json.RawMessage `json:"usage"`
 	}
-	if ev.Response != nil {
-		s.acc.merge(ev.Response.Usage)
+	if isObject(ev.Message) && json.Unmarshal(ev.Message, &inner) == nil {
+		s.acc.mergeRaw(inner.Usage, false)
 	}
+	inner.Usage = nil
+	if isObject(ev.Response) && json.Unmarshal(ev.Response, &inner) == nil {
+		s.acc.mergeRaw(inner.Usage, true)
+	}
+	s.outputBytes += outputText(ev)
 }
 
-func (s *sseUsageParser) usage() (Usage, bool) { return s.acc.usage() }
+// isObject reports whether raw is a JSON object.
+func isObject(raw json.RawMessage) bool { return len(raw) > 0 && raw[0] == '{' }
+
+// outputText returns the bytes of output text an event carries. Members of
+// another shape count nothing.
+func outputText(ev sseEvent) int64 {
+	var n int64
+	if len(ev.Choices) > 0 && ev.Choices[0] == '[' {
+		var choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		}
+		if json.Unmarshal(ev.Choices, &choices) == nil {
+			for _, c := range choices {
+				n += int64(len(c.Delta.Content))
+			}
+		}
+	}
+	switch {
+	case len(ev.Delta) > 0 && ev.Delta[0] == '"':
+		var text string
+		if json.Unmarshal(ev.Delta, &text) == nil {
+			n += int64(len(text))
+		}
+	case isObject(ev.Delta):
+		var d struct {
+			Text string `json:"text"`
+		}
+		if json.Unmarshal(ev.Delta, &d) == nil {
+			n += int64(len(d.Text))
+		}
+	}
+	return n
+}
+
+func (s *sseUsageParser) parsed() parsed {
+	p := s.acc.parsed()
+	p.outputSeen = (s.outputBytes + 3) / 4
+	return p
+}

@@ -48,9 +48,10 @@ func TestUsageFromRecordedResponses(t *testing.T) {
 				p.write(b[:n])
 				b = b[n:]
 			}
-			got, ok := p.usage()
-			assert.Equal(t, fx.ok, ok, "%s in pieces of %d", fx.file, size)
-			assert.Equal(t, fx.want, got, "%s in pieces of %d", fx.file, size)
+			got := p.parsed()
+			assert.Equal(t, fx.ok, got.final, "%s in pieces of %d", fx.file, size)
+			assert.False(t, got.malformed, "%s in pieces of %d", fx.file, size)
+			assert.Equal(t, fx.want, got.usage, "%s in pieces of %d", fx.file, size)
 		}
 	}
 }
@@ -60,21 +61,86 @@ func TestUsageFromRecordedResponses(t *testing.T) {
 func TestUsageJSONIgnoresNestedUsage(t *testing.T) {
 	p := &jsonUsageParser{}
 	p.write([]byte(`{"note":"\"usage\": {\"prompt_tokens\": 9}","meta":{"usage":{"prompt_tokens":5}},"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`))
-	got, ok := p.usage()
-	require.True(t, ok)
-	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, got)
+	got := p.parsed()
+	require.True(t, got.final)
+	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, got.usage)
 
 	p = &jsonUsageParser{}
 	p.write([]byte(`{"error":{"message":"usage limit","type":"invalid_request_error"}}`))
-	_, ok = p.usage()
-	assert.False(t, ok)
+	got = p.parsed()
+	assert.False(t, got.seen)
+	assert.False(t, got.malformed)
 }
 
 // TestUsageStreamCRLF: event streams with CRLF line ends parse the same.
 func TestUsageStreamCRLF(t *testing.T) {
 	p := &sseUsageParser{}
 	p.write([]byte("event: message_delta\r\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":8}}\r\n\r\n"))
-	got, ok := p.usage()
-	require.True(t, ok)
-	assert.Equal(t, Usage{OutputTokens: 8, TotalTokens: 8}, got)
+	got := p.parsed()
+	require.True(t, got.final)
+	assert.Equal(t, Usage{OutputTokens: 8, TotalTokens: 8}, got.usage)
+}
+
+// TestUsageMalformed: a usage with a negative count, a count above 10^9,
+// a count that is no integer or a usage that is no object is malformed,
+// in a JSON body and in a stream; counts at the bounds are not, and their
+// sums do not overflow.
+func TestUsageMalformed(t *testing.T) {
+	for _, u := range []string{
+		`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":-1000000}`,
+		`{"input_tokens":1000000001,"output_tokens":1}`,
+		`{"input_tokens":4611686018427387904,"cache_read_input_tokens":4611686018427387904,"output_tokens":1}`,
+		`{"input_tokens":1e20}`,
+		`{"input_tokens":12.5}`,
+		`{"input_tokens":"12"}`,
+		`{"prompt_tokens_details":{"cached_tokens":-1}}`,
+		`[1,2]`,
+	} {
+		p := &jsonUsageParser{}
+		p.write([]byte(`{"id":"x","usage":` + u + `}`))
+		assert.True(t, p.parsed().malformed, "JSON body, usage %s", u)
+
+		s := &sseUsageParser{}
+		s.write([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":" + u + "}\n\n"))
+		assert.True(t, s.parsed().malformed, "stream, usage %s", u)
+	}
+	p := &jsonUsageParser{}
+	p.write([]byte(`{"usage":{"input_tokens":1000000000,"cache_creation_input_tokens":1000000000,"cache_read_input_tokens":1000000000,"output_tokens":1000000000}}`))
+	got := p.parsed()
+	assert.False(t, got.malformed)
+	assert.Equal(t, int64(4_000_000_000), got.usage.TotalTokens)
+
+	// A total below the sum of its parts charges the sum.
+	p = &jsonUsageParser{}
+	p.write([]byte(`{"usage":{"prompt_tokens":100,"completion_tokens":50,"total_tokens":1}}`))
+	assert.Equal(t, int64(150), p.parsed().usage.TotalTokens)
+
+	// A broken line that mentions usage is malformed; one that does not is
+	// skipped.
+	s := &sseUsageParser{}
+	s.write([]byte("data: {\"delta\":{\"text\":\"ab\"}\n\n"))
+	assert.False(t, s.parsed().malformed)
+	s.write([]byte("data: {\"usage\":{\"output_tokens\":3}\n\n"))
+	assert.True(t, s.parsed().malformed)
+}
+
+// TestUsageStreamPartial: Anthropic's message_start is not the final
+// usage; the output text of the content events counts as output seen, for
+// either provider's stream.
+func TestUsageStreamPartial(t *testing.T) {
+	s := &sseUsageParser{}
+	s.write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":900,\"output_tokens\":1}}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"abcdefghi\"}}\n\n"))
+	got := s.parsed()
+	assert.True(t, got.seen)
+	assert.False(t, got.final)
+	assert.Equal(t, int64(900), got.usage.InputTokens)
+	assert.Equal(t, int64(3), got.outputSeen, "9 bytes of text")
+
+	s = &sseUsageParser{}
+	s.write([]byte(`data: {"choices":[{"index":0,"delta":{"content":"abcd"}}],"usage":null}` + "\n\n" +
+		`data: {"type":"response.output_text.delta","delta":"efgh"}` + "\n\n"))
+	got = s.parsed()
+	assert.False(t, got.seen)
+	assert.Equal(t, int64(2), got.outputSeen)
 }

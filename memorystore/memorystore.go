@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // DefaultMaxAuditEvents is the default of [Options.MaxAuditEvents].
@@ -273,13 +274,22 @@ func (m *Store) refusalLocked(req store.SpeculativeRequest) store.RefusalReason 
 			return store.RefusedLimitsChanged
 		}
 	}
+	refill := store.RefillDue(b, req.Consume, req.NowMs)
 	short := false
 	for name, amount := range req.Consume {
 		i := index(b, name)
 		if i < 0 {
 			return store.RefusedLimitMissing
 		}
-		if amount > 0 && b.States[i].TokensMilli < store.MilliTokens(amount) {
+		if amount <= 0 {
+			continue
+		}
+		s := b.States[i]
+		tk := s.TokensMilli
+		if refill && req.NowMs > b.RefillMs {
+			tk, _ = bucketmath.Refill(tk, b.RefillMs, req.NowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if tk < store.MilliTokens(amount) {
 			short = true
 		}
 	}
@@ -290,9 +300,14 @@ func (m *Store) refusalLocked(req store.SpeculativeRequest) store.RefusalReason 
 }
 
 // consumeLocked takes req.Consume from its item (refusalLocked found
-// nothing against it) and returns a copy of the item. m.mu must be held.
+// nothing against it) and returns a copy of the item. It takes from the
+// stored balances while that is exact, else it refills the item to
+// req.NowMs first (see store.RefillDue). m.mu must be held.
 func (m *Store) consumeLocked(req store.SpeculativeRequest) *store.Bucket {
 	b := m.buckets[req.Key]
+	if store.RefillDue(b, req.Consume, req.NowMs) {
+		b.RefillTo(req.NowMs)
+	}
 	for name, amount := range req.Consume {
 		if amount == 0 {
 			continue
@@ -397,6 +412,17 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			b.Cascade, b.ParentID = w.Cascade, w.ParentID
 		}
 	case store.WriteRetry:
+		// Taking from the stored balances is exact unless a limit taken
+		// from may be full by now: then the item is refilled first.
+		for _, l := range w.Limits {
+			if i := index(b, l.Name); i >= 0 && l.ConsumedMilli > 0 {
+				s := b.States[i]
+				if w.NowMs >= bucketmath.FullAtMs(s.TokensMilli, b.RefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs) {
+					b.RefillTo(w.NowMs)
+					break
+				}
+			}
+		}
 		for _, l := range w.Limits {
 			i := index(b, l.Name)
 			if i < 0 {

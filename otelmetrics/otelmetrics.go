@@ -27,6 +27,18 @@
 //   - zaelimiter.cache.evictions (counter), attribute cache: live entries
 //     dropped to make room ([limiter.CacheEviction]); a steady rate means
 //     the cache is smaller than the working set ([limiter.WithCacheSize]).
+//   - zaelimiter.index.foreign_items (counter), attribute index (GSI1 to
+//     GSI4): entries a DynamoDB index query dropped because their item lies
+//     in another namespace ([limiter.IndexMetrics]; set
+//     [limiter.DynamoDBOptions].Metrics to record them). Anything above
+//     zero means a principal wrote index keys naming a namespace that is
+//     not its own.
+//   - zaelimiter.circuit.changes (counter), attributes store (the
+//     repository's name) and state (open, closed): the openings and
+//     closings of the circuit breaker ([limiter.WithCircuitBreaker]).
+//   - zaelimiter.circuit.open (up-down counter), attribute store: 1 while
+//     the store's breaker is open, 0 otherwise (summed over the limiters
+//     of the process).
 //
 // The attribute sets are built once, in New: recording allocates nothing
 // beyond what the SDK does.
@@ -52,6 +64,9 @@ const (
 	StoreDuration       = "zaelimiter.store.duration"
 	CacheLookups        = "zaelimiter.cache.lookups"
 	CacheEvictions      = "zaelimiter.cache.evictions"
+	ForeignIndexItems   = "zaelimiter.index.foreign_items"
+	CircuitChanges      = "zaelimiter.circuit.changes"
+	CircuitOpen         = "zaelimiter.circuit.open"
 )
 
 const (
@@ -59,6 +74,9 @@ const (
 	attrOp      = "op"
 	attrResult  = "result"
 	attrCache   = "cache"
+	attrIndex   = "index"
+	attrStore   = "store"
+	attrState   = "state"
 
 	// Outcomes and operations known when this package was written get
 	// prebuilt attribute sets; newer ones are recorded too, with sets
@@ -81,15 +99,18 @@ var resultNames = [numResults]string{"ok", "condition_failed", "transaction_conf
 // semantic conventions' for request durations).
 var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.0075, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 
-// Metrics implements [limiter.Metrics] and [limiter.CacheMetrics] with
-// OpenTelemetry instruments. It is safe for concurrent use. Create it with
-// [New].
+// Metrics implements [limiter.Metrics], [limiter.CacheMetrics],
+// [limiter.IndexMetrics] and [limiter.CircuitMetrics] with OpenTelemetry
+// instruments. It is safe for concurrent use. Create it with [New].
 type Metrics struct {
 	acquire   metric.Float64Histogram
 	spec      metric.Int64Counter
 	store     metric.Float64Histogram
 	lookups   metric.Int64Counter
 	evictions metric.Int64Counter
+	foreign   metric.Int64Counter
+	circuit   metric.Int64Counter
+	open      metric.Int64UpDownCounter
 
 	acquireOpts  [numKnownAcquire][]metric.RecordOption
 	specOpts     [numKnownSpeculative][]metric.AddOption
@@ -99,8 +120,10 @@ type Metrics struct {
 }
 
 var (
-	_ limiter.Metrics      = (*Metrics)(nil)
-	_ limiter.CacheMetrics = (*Metrics)(nil)
+	_ limiter.IndexMetrics   = (*Metrics)(nil)
+	_ limiter.Metrics        = (*Metrics)(nil)
+	_ limiter.CacheMetrics   = (*Metrics)(nil)
+	_ limiter.CircuitMetrics = (*Metrics)(nil)
 )
 
 // New creates the instruments on mp's meter [MeterName].
@@ -128,6 +151,18 @@ func New(mp metric.MeterProvider) (*Metrics, error) {
 	}
 	if m.evictions, err = meter.Int64Counter(CacheEvictions, metric.WithUnit("{entry}"),
 		metric.WithDescription("Live entries of the rate limiter's per-key caches dropped to make room, by cache.")); err != nil {
+		return nil, err
+	}
+	if m.foreign, err = meter.Int64Counter(ForeignIndexItems, metric.WithUnit("{item}"),
+		metric.WithDescription("DynamoDB index entries dropped from a namespace's query because their item lies in another namespace, by index.")); err != nil {
+		return nil, err
+	}
+	if m.circuit, err = meter.Int64Counter(CircuitChanges, metric.WithUnit("{change}"),
+		metric.WithDescription("Openings and closings of the rate limiter's circuit breaker, by store and state.")); err != nil {
+		return nil, err
+	}
+	if m.open, err = meter.Int64UpDownCounter(CircuitOpen, metric.WithUnit("{breaker}"),
+		metric.WithDescription("Circuit breakers of the rate limiter open now, by store.")); err != nil {
 		return nil, err
 	}
 	for c := range m.lookupOpts {
@@ -207,6 +242,19 @@ func (m *Metrics) StoreCall(ctx context.Context, op store.StoreOp, latency time.
 	m.store.Record(ctx, latency.Seconds(), storeAttrs(op, r))
 }
 
+// CircuitChange counts an opening or closing of a circuit breaker and
+// moves the count of open ones. It is rare: the attribute sets are built
+// on each call.
+func (m *Metrics) CircuitChange(store string, open bool) {
+	ctx := context.Background()
+	state, delta := "closed", int64(-1)
+	if open {
+		state, delta = "open", 1
+	}
+	m.circuit.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrStore, store), attribute.String(attrState, state))))
+	m.open.Add(ctx, delta, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrStore, store))))
+}
+
 // CacheEvent counts cache lookups (hits and misses) and evictions. Events
 // this package does not know are ignored.
 func (m *Metrics) CacheEvent(cache limiter.CacheName, event limiter.CacheEvent, n int64) {
@@ -230,4 +278,10 @@ func (m *Metrics) CacheEvent(cache limiter.CacheName, event limiter.CacheEvent, 
 		}
 		m.evictions.Add(ctx, n, cacheAttrs(cache))
 	}
+}
+
+// ForeignIndexItems counts index entries of another namespace dropped by a
+// query (a rare event: the attribute set is built on each call).
+func (m *Metrics) ForeignIndexItems(ctx context.Context, index string, n int64) {
+	m.foreign.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String(attrIndex, index))))
 }

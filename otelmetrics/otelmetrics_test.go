@@ -168,8 +168,9 @@ func TestCacheMetrics(t *testing.T) {
 	assert.NotZero(t, rl.OverLimitCacheHits(), "the over-limit cache refused nothing")
 }
 
-// TestStoreResults: errors are classified by the limiter's sentinels, and
-// outcomes the adapter does not know yet are still recorded.
+// TestStoreResults: errors are classified by the limiter's sentinels,
+// outcomes the adapter does not know yet are still recorded, and index
+// entries dropped are counted by index.
 func TestStoreResults(t *testing.T) {
 	ctx := context.Background()
 	reader := sdkmetric.NewManualReader()
@@ -184,10 +185,15 @@ func TestStoreResults(t *testing.T) {
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheMiss, 2)
 	m.CacheEvent(limiter.CacheName(99), limiter.CacheEviction, 1)
 	m.CacheEvent(limiter.CacheEntities, limiter.CacheEvent(99), 1)
+	m.ForeignIndexItems(ctx, "GSI1", 2)
+	m.ForeignIndexItems(ctx, "GSI3", 1)
+	m.ForeignIndexItems(ctx, "GSI1", 1)
 	want := []string{
 		"zaelimiter.acquire.duration{outcome=AcquireOutcome(99)} 1",
 		"zaelimiter.cache.evictions{cache=CacheName(99)} 1",
 		"zaelimiter.cache.lookups{cache=CacheName(99),result=miss} 2",
+		"zaelimiter.index.foreign_items{index=GSI1} 3",
+		"zaelimiter.index.foreign_items{index=GSI3} 1",
 		"zaelimiter.speculative.outcomes{outcome=SpeculativeOutcome(99)} 1",
 		"zaelimiter.store.duration{op=GetBucket,result=error} 1",
 		"zaelimiter.store.duration{op=StoreOp(99),result=ok} 1",
@@ -246,4 +252,43 @@ func ExampleNew() {
 	// Unordered output:
 	// zaelimiter.acquire.duration outcome=admitted count=2
 	// zaelimiter.acquire.duration outcome=rate_limited count=1
+}
+
+// TestCircuitMetrics: the openings and closings of a breaker are counted
+// by store and state, and the open breakers are an up-down count.
+func TestCircuitMetrics(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	require.NoError(t, err)
+	var cm limiter.CircuitMetrics = m
+	cm.CircuitChange("zae-limiter", true)
+	cm.CircuitChange("redis", true)
+	cm.CircuitChange("zae-limiter", false)
+	cm.CircuitChange("zae-limiter", true)
+
+	got := map[string]int64{}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			sum, ok := mt.Data.(metricdata.Sum[int64])
+			if !ok || (mt.Name != otelmetrics.CircuitChanges && mt.Name != otelmetrics.CircuitOpen) {
+				continue
+			}
+			assert.Equal(t, mt.Name == otelmetrics.CircuitChanges, sum.IsMonotonic, "%s: monotonic", mt.Name)
+			for _, p := range sum.DataPoints {
+				store, _ := p.Attributes.Value("store")
+				state, _ := p.Attributes.Value("state")
+				got[mt.Name+"/"+store.AsString()+"/"+state.AsString()] = p.Value
+			}
+		}
+	}
+	assert.Equal(t, map[string]int64{
+		otelmetrics.CircuitChanges + "/zae-limiter/open":   2,
+		otelmetrics.CircuitChanges + "/zae-limiter/closed": 1,
+		otelmetrics.CircuitChanges + "/redis/open":         1,
+		otelmetrics.CircuitOpen + "/zae-limiter/":          1,
+		otelmetrics.CircuitOpen + "/redis/":                1,
+	}, got)
 }

@@ -2,7 +2,7 @@
 // services that run Redis rather than DynamoDB. A program written for the
 // DynamoDB repository runs unchanged on it; only the constructor differs:
 //
-//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+//	client := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
 //	repo, err := redisstore.New(client)
 //	rl := limiter.New(repo)
 //
@@ -107,8 +107,16 @@
 // the limiter answers them with its on-unavailable mode: block fails the
 // acquire with a *[limiter.UnavailableError], allow returns a no-op lease
 // (the fail-closed and fail-open of other throttles). The caller's context
-// errors are returned as they are. Scripts are not idempotent: go-redis
-// resends a command whose connection broke before the reply (its
+// errors are returned as they are.
+//
+// The limiter bounds each call ([limiter.WithStoreTimeout]) with a
+// context deadline, which go-redis honours only on a client with
+// ContextTimeoutEnabled set: set it. Otherwise the client's ReadTimeout
+// and WriteTimeout (3 s by default) bound a call to a server that stopped
+// answering; a caller with a deadline still gets its answer before it,
+// and the call goes on in the background until the client gives up.
+//
+// Scripts are not idempotent: go-redis resends a command whose connection broke before the reply (its
 // MaxRetries), which may count a request twice; set MaxRetries to -1 where
 // that matters more than riding out a dropped connection. A script that
 // times out on the client may still run on the server.

@@ -186,13 +186,13 @@ var errUnexpected = errors.New("unexpected script reply")
 // wrap gives an error of the server or the connection its context: the
 // caller's context errors as they are (wrapped), everything else as
 // [limiter.ErrUnavailable], which the limiter answers with its
-// on-unavailable mode.
+// on-unavailable mode. Every message starts "limiter: ".
 func wrap(op string, err error) error {
 	switch {
 	case err == nil:
 		return nil
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("redis %s: %w", op, err)
+		return fmt.Errorf("limiter: redis %s: %w", op, err)
 	}
 	return fmt.Errorf("%w: redis %s: %w", limiter.ErrUnavailable, op, err)
 }

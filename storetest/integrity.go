@@ -24,7 +24,6 @@ func init() {
 		scenario{"LimitChangeSustained", limitChangeSustained},
 		scenario{"LimitRaise", limitRaise},
 		scenario{"LimitChangeOtherLimiter", limitChangeOtherLimiter},
-		scenario{"RefundsCapped", refundsCapped},
 		scenario{"DebtOutlivesRefill", debtOutlivesRefill},
 		scenario{"BadInput", badInput},
 	)
@@ -161,39 +160,6 @@ func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	after := drain(t, other, "k", "gpt", "rpd", 20)
 	b.note("within the cache TTL: %d admitted; after it: %d", within, after)
 	assert.False(t, within != 20 || after != 10, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
-}
-
-// refundsCapped: no refund lifts a bucket above its capacity.
-func refundsCapped(t *testing.T, b *backend) {
-	ctx := context.Background()
-	rl := b.rl()
-	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10))
-	lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 5}, lim)
-	require.NoError(t, err)
-	if err := lease.Adjust(store.Consume{"rpm": -20}); err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got := b.bucket("k", "gpt")
-	b.note("acquire 5, refund 20, commit: %s", got)
-	assert.EqualValues(t, "rpm=10000/-15000", got, "after an oversized refund: %s, want rpm=10000/-15000 (capacity 10, net -15 consumed)", got)
-	n := drain(t, rl, "k", "gpt", "rpm", 20, lim)
-	assert.EqualValues(t, 10, n, "%d admitted after the refund, want the capacity, 10", n)
-	// A rollback after the bucket refilled and was written again.
-	b.clock.Advance(time.Minute)
-	first, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 10}, lim)
-	require.NoError(t, err)
-	b.clock.Advance(time.Minute)
-	n = drain(t, rl, "k", "gpt", "rpm", 1, lim)
-	require.EqualValues(t, 1, n, "refilled bucket refused")
-	if err := first.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	got = b.bucket("k", "gpt")
-	b.note("rollback of 10 into a refilled bucket: %s", got)
-	assert.True(t, strings.HasPrefix(got, "rpm=10000/"), "after the rollback: %s, want the balance capped at 10000", got)
 }
 
 // debtOutlivesRefill: a lease's debt is recorded even when its bucket had

@@ -149,16 +149,16 @@ func (c *cli) openRepo() (*table, error) {
 	if err != nil {
 		return nil, err
 	}
-	principal := ""
-	if !c.readOnly {
-		principal = c.principal(cfg)
-	}
 	repo, err := limiter.OpenDynamoDB(c.ctx, client, func(o *limiter.DynamoDBOptions) {
 		o.Table = c.common.name
 		o.Namespace = c.common.namespace
 	})
 	if err != nil {
 		return nil, c.tableErr(err)
+	}
+	principal := "" // asked once the table answered: an endpoint that does not fails at once
+	if !c.readOnly {
+		principal = c.principal(cfg)
 	}
 	return newTable(repo, limiter.WithPrincipal(principal)), nil
 }
@@ -182,14 +182,19 @@ func (c *cli) tableErr(err error) error {
 	return fmt.Errorf("table %q not found (deploy it with: zae-limiter deploy --name %s)", name, name)
 }
 
-// errorMessage returns err as one short line: AWS errors are reduced to
-// "context: Code: message" (or the innermost cause of a transport error).
+// errorMessage returns err as one short line: the library's account of an
+// unreachable or failing store as it is (it names the endpoint and what to
+// check), other AWS errors reduced to "context: Code: message" (or the
+// innermost cause of a transport error).
 func errorMessage(err error) string {
 	var ec *exitCodeError
 	if errors.As(err, &ec) {
 		return oneLine(ec.msg)
 	}
 	s := err.Error()
+	if errors.Is(err, limiter.ErrUnavailable) && strings.HasPrefix(s, "limiter: ") {
+		return oneLine(s)
+	}
 	prefix := ""
 	if i := strings.Index(s, "operation error "); i >= 0 {
 		prefix = s[:i]

@@ -301,6 +301,7 @@ type loadSummaryJSON struct {
 	AcquiresPerSec   float64            `json:"acquires_per_second"`
 	AcquireLatencyMS map[string]float64 `json:"acquire_latency_ms"`
 	Consumed         map[string]int64   `json:"consumed"`
+	ParentConsumed   map[string]int64   `json:"parent_consumed,omitempty"`
 	Calls            map[string]uint64  `json:"calls"`
 	CallsPerAcquire  float64            `json:"calls_per_acquire"`
 	CapacityReported bool               `json:"capacity_reported"`
@@ -323,7 +324,7 @@ func loadSummary(r *loadtest.Result, local bool, p loadtest.Prices) loadSummaryJ
 	}
 	out := loadSummaryJSON{Scenario: r.Scenario, Endpoint: r.Endpoint, Procs: r.Procs, DurationSeconds: r.Duration().Seconds(),
 		Acquires: n, Admitted: r.Admitted, Denied: r.Denied, Failed: r.Failed,
-		AcquireLatencyMS: map[string]float64{}, Consumed: r.Consumed, Calls: map[string]uint64{},
+		AcquireLatencyMS: map[string]float64{}, Consumed: r.Consumed, ParentConsumed: r.ParentConsumed, Calls: map[string]uint64{},
 		CallsPerAcquire: per(float64(c.Calls)), CapacityReported: c.Known(),
 		RCUPerAcquire: per(c.RCU), WCUPerAcquire: per(c.WCU), EstRCUPerAcquire: per(c.EstRCU), EstWCUPerAcquire: per(c.EstWCU),
 		CostPerMillion: c.CostPerMillion(p, n), Errors: r.Errors}

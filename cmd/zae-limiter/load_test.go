@@ -140,7 +140,7 @@ func TestLoadProcs(t *testing.T) {
 	e.checkLoadSummary(sum, "procs-key-")
 	parents := e.bucketConsumption("procs-project-")
 	for _, name := range []string{"rpm", "tpm"} {
-		assert.Equal(t, sum.Consumed[name]*1000, parents[name], "%s: parent counters (millitokens) against the admitted leases", name)
+		assert.Equal(t, sum.ParentConsumed[name]*1000, parents[name], "%s: parent counters (millitokens) against the admitted leases", name)
 	}
 }
 

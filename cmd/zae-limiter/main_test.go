@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -248,10 +249,17 @@ func TestCommonFlagsAnywhere(t *testing.T) {
 
 func TestUnreachableEndpoint(t *testing.T) {
 	t.Parallel()
-	args := []string{"resource", "list", "--endpoint-url", "http://127.0.0.1:1"}
-	code, out, errs := runCLI(args...)
-	msg := checkFailure(t, args, code, out, errs, exitError)
-	contains(t, msg, "DynamoDB GetItem", "connection refused")
+	for _, args := range [][]string{
+		{"resource", "list", "--endpoint-url", "http://127.0.0.1:1"},
+		{"entity", "create", "e1", "--endpoint-url", "http://127.0.0.1:1"}, // a change: asks for the principal too
+	} {
+		start := time.Now()
+		code, out, errs := runCLI(args...)
+		d := time.Since(start)
+		msg := checkFailure(t, args, code, out, errs, exitError)
+		contains(t, msg, "limiter: cannot reach DynamoDB at http://127.0.0.1:1", "connection refused", "zae-limiter local up")
+		assert.Less(t, d, 2*time.Second, "%v: a closed port took %v", args, d)
+	}
 }
 
 // TestBinary builds the command and runs it as a process: the real exit

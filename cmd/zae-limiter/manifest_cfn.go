@@ -7,6 +7,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -56,6 +57,20 @@ func manifestProperties(table string, m *manifest) provisioner.Properties {
 	return p
 }
 
+// warnTooLarge warns when a manifest of n changes does not fit in one run
+// of the provisioner at the per-change cost measured against DynamoDB
+// Local (provisioner.ChangeCost, a Delete's, the dearer kind).
+func warnTooLarge(w io.Writer, n int) {
+	if n <= provisioner.MaxChanges {
+		return
+	}
+	fmt.Fprintf(w, "warning: the manifest declares %d changes; at about %s each (measured against DynamoDB Local), "+
+		"one run of the provisioner (timeout %s, writing stops %s before it) does about %d, "+
+		"and a run that stops answers FAILED: split the manifest into several, each with its own stack "+
+		"(docs/deploy.md, \"Large manifests\")\n",
+		n, provisioner.ChangeCost, provisioner.FunctionTimeout, provisioner.DefaultMargin, provisioner.MaxChanges)
+}
+
 func cmdLimitsCfnTemplate(c *cli) *command {
 	f := c.newFlags("limits cfn-template", "Print a CloudFormation template declaring the manifest's limits as a Custom::ZaeLimiterLimits resource, served by the provisioner of the stack --name (deploy it with --enable-provisioner).", 0, 0, false)
 	var path, out, logical string
@@ -73,10 +88,12 @@ func cmdLimitsCfnTemplate(c *cli) *command {
 		if m.namespace == "" {
 			m.namespace = c.common.namespace
 		}
-		body, err := provisioner.StackTemplate(c.common.name, logical, manifestProperties(c.common.name, m))
+		props := manifestProperties(c.common.name, m)
+		body, err := provisioner.StackTemplate(c.common.name, logical, props)
 		if err != nil {
 			return err
 		}
+		warnTooLarge(c.stderr, props.Changes())
 		if out != "" {
 			if err := os.WriteFile(out, body, 0o644); err != nil {
 				return fmt.Errorf("write template: %w", err)

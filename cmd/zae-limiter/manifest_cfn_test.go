@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +58,29 @@ func TestLimitsCfnTemplate(t *testing.T) {
 	code, _, errs = runCLI("limits", "cfn-template", "--name", "my-app")
 	assert.Equal(t, exitError, code)
 	assert.Contains(t, errs, "--file is required")
+}
+
+// TestLimitsCfnTemplateTooLarge: a manifest with more changes than one run
+// of the provisioner writes is printed with a warning on stderr naming the
+// per-change cost and the function's timeout; one that fits has none.
+func TestLimitsCfnTemplateTooLarge(t *testing.T) {
+	write := func(entities int) string {
+		var b strings.Builder
+		b.WriteString("namespace: tenant-a\nentities:\n")
+		for i := range entities {
+			fmt.Fprintf(&b, "  key-%d: {resources: {gpt-4: {limits: {rpm: {capacity: 10}}}}}\n", i)
+		}
+		path := filepath.Join(t.TempDir(), "limits.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(b.String()), 0o600))
+		return path
+	}
+	code, out, errs := runCLI("limits", "cfn-template", "-f", write(provisioner.MaxChanges+1), "--name", "my-app")
+	require.Equal(t, 0, code, errs)
+	assert.Contains(t, out, "key-0:")
+	assert.Contains(t, errs, fmt.Sprintf("warning: the manifest declares %d changes; at about %s each", provisioner.MaxChanges+1, provisioner.ChangeCost))
+	assert.Contains(t, errs, fmt.Sprintf("one run of the provisioner (timeout %s, writing stops %s before it) does about %d", provisioner.FunctionTimeout, provisioner.DefaultMargin, provisioner.MaxChanges))
+
+	code, _, errs = runCLI("limits", "cfn-template", "-f", write(provisioner.MaxChanges), "--name", "my-app")
+	require.Equal(t, 0, code, errs)
+	assert.Empty(t, errs)
 }

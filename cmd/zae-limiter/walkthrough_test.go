@@ -76,7 +76,12 @@ func TestWalkthrough(t *testing.T) {
 	require.Len(t, list.Snapshots, 1, "usage list after the aggregator")
 	assert.Equal(t, "hourly", list.Snapshots[0].Window)
 	assert.Equal(t, int64(4), list.Snapshots[0].Counters["rpm"])
-	assert.Equal(t, int64(1800), list.Snapshots[0].Counters["tpm"])
+	// The program's calls used 300+400+500+600 tokens against estimates of
+	// 500: a lease's refund is cut by what tpm refilled while it was held
+	// (a few tokens a millisecond), so the counter lies between what was
+	// used and what was estimated.
+	assert.GreaterOrEqual(t, list.Snapshots[0].Counters["tpm"], int64(1800))
+	assert.LessOrEqual(t, list.Snapshots[0].Counters["tpm"], int64(4*500+100))
 	contains(t, li.cli("usage", "summary", "-e", "api-key-1"), "Window:    hourly", "rpm    4 ")
 
 	// 7. local up for a second table, with its background aggregator: the
@@ -92,5 +97,6 @@ func TestWalkthrough(t *testing.T) {
 		require.False(t, time.Now().After(deadline), "no snapshot with rpm 3 from the background aggregator after 60 s: %+v", list.Snapshots)
 		time.Sleep(250 * time.Millisecond)
 	}
-	assert.Equal(t, int64(300+400+500), list.Snapshots[0].Counters["tpm"], "background aggregator")
+	assert.GreaterOrEqual(t, list.Snapshots[0].Counters["tpm"], int64(300+400+500), "background aggregator")
+	assert.LessOrEqual(t, list.Snapshots[0].Counters["tpm"], int64(3*500), "background aggregator")
 }

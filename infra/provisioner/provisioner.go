@@ -20,8 +20,26 @@
 //     the new ones no longer do. A changed TableName or Namespace is a new
 //     physical resource: CloudFormation then deletes the old one with its
 //     old properties.
-//   - Delete deletes what the properties declare; a missing table or
-//     namespace, or a resource whose creation failed, deletes nothing.
+//   - Delete deletes what the properties declare and is stored; a missing
+//     table, a resource whose creation failed before storing anything, and
+//     names the library refuses (nothing can be stored under them) delete
+//     nothing.
+//
+// Create and Update validate the whole of the properties — the table,
+// namespace, resource, entity and limit names with the library's own
+// rules, the numbers, the on-unavailable mode — before the first write;
+// an invalid resource writes nothing and the reason lists every problem.
+// A create that fails before its first write answers a physical ID of its
+// own (the request's), so that CloudFormation's rollback deletes nothing;
+// once writing has begun it answers the resource's ID, so that the
+// rollback deletes what was stored.
+//
+// The function has a deadline (its timeout, [FunctionTimeout] in the
+// stack's template). [Handler.Margin] before it, the handler stops writing,
+// cancelling the write in flight, and answers FAILED with how far it got,
+// so that CloudFormation hears the reason instead of waiting for its own
+// timeout. A manifest of more than about [MaxChanges] changes does not fit
+// in one run: split it over several resources or stacks.
 //
 // Limits the properties never declared are not touched. The physical
 // resource ID is "{table}/{namespace}/limits".
@@ -29,12 +47,10 @@ package provisioner
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -47,162 +63,38 @@ import (
 // ResourceType is the custom resource type the provisioner serves.
 const ResourceType = "Custom::ZaeLimiterLimits"
 
-// Limit is one limit declaration.
-type Limit struct {
-	Capacity     Number `json:"Capacity"`
-	RefillAmount Number `json:"RefillAmount,omitempty"`
-	RefillPeriod Number `json:"RefillPeriod,omitempty"`
-}
+// FunctionTimeout is the provisioner Lambda's timeout in the stack's
+// template (infra's TestTemplateProvisionerTimeout keeps them equal).
+const FunctionTimeout = 300 * time.Second
 
-// Number is an integer given as a JSON number or a decimal string (as
-// CloudFormation sends it). Zero means not given.
-type Number int64
+// DefaultMargin is how long before the function's deadline the handler
+// stops writing when [Handler.Margin] is zero: time enough to cancel the
+// write in flight and answer CloudFormation.
+const DefaultMargin = 10 * time.Second
 
-// UnmarshalJSON accepts 5 and "5".
-func (n *Number) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	if s == "" || s == "null" {
-		*n = 0
-		return nil
-	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%s is not an integer", b)
-	}
-	*n = Number(v)
-	return nil
-}
+// ChangeCost is the time one change (the system defaults, a resource's
+// defaults or an entity's limits on a resource, stored or deleted) is
+// reckoned to take. BenchmarkChange in this package measures it against
+// DynamoDB Local (go test -run XXX -bench Change -benchtime 500x
+// ./infra/provisioner): a store is 3 DynamoDB requests (the config
+// transaction, the read of the bucket to sync, the audit event), a delete
+// 6 (the read that skips what is not stored, the old config, the config
+// transaction, the registry clean-up, the audit event, the limits that
+// apply now), and both took 28–46 ms per change on a two-core machine
+// under load, after the emulator's warm-up.
+// The figure is the dearer kind rounded up, so that the rollback of a
+// manifest that fits one run fits one run too; DynamoDB itself answers a
+// request in single-digit milliseconds.
+const ChangeCost = 50 * time.Millisecond
 
-// Limits maps limit names to declarations.
-type Limits map[string]Limit
+// MaxChanges is how many changes fit in one run of the function at
+// [ChangeCost] each, [DefaultMargin] before its deadline. `zae-limiter
+// limits cfn-template` warns about a manifest with more.
+const MaxChanges = int((FunctionTimeout - DefaultMargin) / ChangeCost)
 
-// System is the namespace's defaults.
-type System struct {
-	OnUnavailable string `json:"OnUnavailable,omitempty"`
-	Limits        Limits `json:"Limits,omitempty"`
-}
-
-// Resource is one resource's defaults, or an entity's limits on one
-// resource.
-type Resource struct {
-	Limits Limits `json:"Limits"`
-}
-
-// Entity is one entity's limits per resource ("_default_" for every
-// resource without its own).
-type Entity struct {
-	Resources map[string]Resource `json:"Resources"`
-}
-
-// Properties are the custom resource's properties.
-type Properties struct {
-	ServiceToken string              `json:"ServiceToken,omitempty"`
-	TableName    string              `json:"TableName"`
-	Namespace    string              `json:"Namespace,omitempty"`
-	System       *System             `json:"System,omitempty"`
-	Resources    map[string]Resource `json:"Resources,omitempty"`
-	Entities     map[string]Entity   `json:"Entities,omitempty"`
-}
-
-// ParseProperties decodes a resource's properties (as the event carries
-// them) and fills the defaults: TableName defaultTable when empty,
-// Namespace "default".
-func ParseProperties(raw map[string]any, defaultTable string) (Properties, error) {
-	var p Properties
-	if raw == nil {
-		return p, errors.New("no properties")
-	}
-	b, err := json.Marshal(raw)
-	if err != nil {
-		return p, err
-	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return p, fmt.Errorf("invalid properties: %w", err)
-	}
-	if p.TableName == "" {
-		p.TableName = defaultTable
-	}
-	if p.TableName == "" {
-		return p, errors.New("invalid properties: TableName is required")
-	}
-	if p.Namespace == "" {
-		p.Namespace = limiter.DefaultNamespace
-	}
-	return p, nil
-}
-
-// desired is what a set of properties declares, validated.
-type desired struct {
-	system        bool
-	systemLimits  []limiter.Limit
-	onUnavailable limiter.OnUnavailable
-	resources     map[string][]limiter.Limit
-	entities      map[[2]string][]limiter.Limit // {entity, resource}
-}
-
-func toLimits(path string, ls Limits) ([]limiter.Limit, error) {
-	out := make([]limiter.Limit, 0, len(ls))
-	for _, name := range slices.Sorted(maps.Keys(ls)) {
-		d := ls[name]
-		if d.Capacity <= 0 {
-			return nil, fmt.Errorf("%s.%s: Capacity must be a positive integer", path, name)
-		}
-		refill, period := int64(d.Capacity), int64(60)
-		if d.RefillAmount != 0 {
-			refill = int64(d.RefillAmount)
-		}
-		if d.RefillPeriod != 0 {
-			period = int64(d.RefillPeriod)
-		}
-		if period <= 0 || period > int64(1<<62)/int64(time.Second) {
-			return nil, fmt.Errorf("%s.%s: RefillPeriod must be a positive number of seconds", path, name)
-		}
-		l, err := limiter.NewLimit(name, int64(d.Capacity), refill, time.Duration(period)*time.Second)
-		if err != nil {
-			return nil, fmt.Errorf("%s.%s: %w", path, name, err)
-		}
-		out = append(out, l)
-	}
-	return out, nil
-}
-
-func (p Properties) desired() (desired, error) {
-	d := desired{resources: map[string][]limiter.Limit{}, entities: map[[2]string][]limiter.Limit{}}
-	if s := p.System; s != nil {
-		d.system = true
-		var err error
-		if d.systemLimits, err = toLimits("System.Limits", s.Limits); err != nil {
-			return d, err
-		}
-		d.onUnavailable = limiter.OnUnavailable(strings.ToLower(s.OnUnavailable))
-		if d.onUnavailable != "" && !d.onUnavailable.Valid() {
-			return d, fmt.Errorf("property System.OnUnavailable %q: use allow or block", s.OnUnavailable)
-		}
-	}
-	for name, r := range p.Resources {
-		ls, err := toLimits("Resources."+name+".Limits", r.Limits)
-		if err != nil {
-			return d, err
-		}
-		if len(ls) == 0 {
-			return d, fmt.Errorf("property Resources.%s declares no limits", name)
-		}
-		d.resources[name] = ls
-	}
-	for id, e := range p.Entities {
-		for res, r := range e.Resources {
-			ls, err := toLimits("Entities."+id+".Resources."+res+".Limits", r.Limits)
-			if err != nil {
-				return d, err
-			}
-			if len(ls) == 0 {
-				return d, fmt.Errorf("property Entities.%s.Resources.%s declares no limits", id, res)
-			}
-			d.entities[[2]string{id, res}] = ls
-		}
-	}
-	return d, nil
-}
+// ErrDeadline is matched (errors.Is) by the error of a run that stopped
+// writing [Handler.Margin] before the function's deadline.
+var ErrDeadline = errors.New("stopped writing before the function's deadline")
 
 // Handler serves the custom resource's events.
 type Handler struct {
@@ -211,6 +103,10 @@ type Handler struct {
 	// DefaultTable is the table of properties without TableName (the
 	// Lambda's TABLE_NAME).
 	DefaultTable string
+	// Margin is how long before the deadline of Handle's context (the
+	// function's) it stops writing and answers FAILED. Zero means
+	// [DefaultMargin].
+	Margin time.Duration
 }
 
 // PhysicalID returns the physical resource ID of the resource managing
@@ -227,49 +123,104 @@ func (h *Handler) Handle(ctx context.Context, ev cfn.Event) (string, map[string]
 	}
 	props, err := ParseProperties(ev.ResourceProperties, h.DefaultTable)
 	if err != nil {
+		if ev.RequestType == cfn.RequestDelete {
+			// Properties that do not parse never stored anything.
+			return ev.PhysicalResourceID, nil, nil
+		}
 		return ev.PhysicalResourceID, nil, err
 	}
 	id := PhysicalID(props.TableName, props.Namespace)
-	want, err := props.desired()
+	// What to store, and what to delete: on Update, what the old
+	// properties declared; on Delete, what these do.
+	var want, drop desired
 	if ev.RequestType == cfn.RequestDelete {
-		if ev.PhysicalResourceID != id || err != nil {
-			// Created under another ID (a failed create) or never valid:
-			// nothing of it was stored.
+		if ev.PhysicalResourceID != id {
+			// Created under an ID of its own: a create that failed
+			// before its first write.
 			return ev.PhysicalResourceID, nil, nil
 		}
-		want = desired{}
-	} else if err != nil {
-		return ev.PhysicalResourceID, nil, err
-	}
-
-	// What to delete: on Update, what the old properties declared (when
-	// they name the same table and namespace); on Delete, what these do.
-	var drop desired
-	switch ev.RequestType {
-	case cfn.RequestDelete:
-		drop, _ = props.desired()
-	case cfn.RequestUpdate:
-		if old, err := ParseProperties(ev.OldResourceProperties, h.DefaultTable); err == nil &&
-			PhysicalID(old.TableName, old.Namespace) == id {
-			drop, _ = old.desired()
+		drop = props.declared()
+	} else {
+		if want, err = props.desired(); err != nil {
+			// Nothing was written. A failed create answers an ID of its
+			// own (the request's, from cfn.LambdaWrap), so its rollback
+			// deletes nothing.
+			return ev.PhysicalResourceID, nil, err
+		}
+		if ev.RequestType == cfn.RequestUpdate {
+			drop = h.oldDeclared(ev, id)
 		}
 	}
+	total := want.changes()
+	for k := range drop.entities {
+		if _, keep := want.entities[k]; !keep {
+			total++
+		}
+	}
+	for res := range drop.resources {
+		if _, keep := want.resources[res]; !keep {
+			total++
+		}
+	}
+	if drop.system && !want.system {
+		total++
+	}
 
-	rl, nsID, err := h.open(ctx, props, ev)
+	margin := h.Margin
+	if margin <= 0 {
+		margin = DefaultMargin
+	}
+	wctx := ctx
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithDeadline(ctx, deadline.Add(-margin))
+		defer cancel()
+	}
+	stopped := func(p progress) error {
+		return fmt.Errorf("%w (%s before it) after %d of %d changes (%d stored, %d deleted); the rest was not written: "+
+			"split the limits over several resources or stacks, each small enough for one run", ErrDeadline, margin, p.done, total, p.stored, p.deleted)
+	}
+	if wctx.Err() != nil {
+		return ev.PhysicalResourceID, nil, stopped(progress{})
+	}
+
+	rl, nsID, err := h.open(wctx, props, ev)
 	if err != nil {
 		if ev.RequestType == cfn.RequestDelete && gone(err) {
 			return id, map[string]any{"Table": props.TableName, "Namespace": props.Namespace, "Deleted": 0}, nil
 		}
-		// Nothing was stored: a failed create keeps a physical ID of its
-		// own, so its rollback deletes nothing.
+		if wctx.Err() != nil {
+			err = stopped(progress{})
+		}
+		// No limit was written: a failed create keeps a physical ID of
+		// its own, so its rollback deletes nothing.
 		return ev.PhysicalResourceID, nil, err
 	}
 	defer rl.Close()
 	// From here on a failure may leave part of the limits stored; the ID
 	// is the resource's, so that CloudFormation's rollback deletes them.
-	stored, deleted, err := apply(ctx, rl, want, drop)
-	data := map[string]any{"Table": props.TableName, "Namespace": props.Namespace, "NamespaceId": nsID, "Stored": stored, "Deleted": deleted}
+	p, err := apply(wctx, rl, want, drop)
+	if err != nil && wctx.Err() != nil {
+		err = stopped(p)
+	}
+	data := map[string]any{"Table": props.TableName, "Namespace": props.Namespace, "NamespaceId": nsID, "Stored": p.stored, "Deleted": p.deleted}
 	return id, data, err
+}
+
+// oldDeclared returns what the old properties of an Update declared, for
+// deleting what the new ones no longer declare. It is nothing when they
+// named another table or namespace (CloudFormation deletes that resource
+// with its old properties) or did not validate (such properties never
+// stored anything: an update to them failed before its first write).
+func (h *Handler) oldDeclared(ev cfn.Event, id string) desired {
+	old, err := ParseProperties(ev.OldResourceProperties, h.DefaultTable)
+	if err != nil || PhysicalID(old.TableName, old.Namespace) != id {
+		return desired{}
+	}
+	if _, err := old.desired(); err != nil {
+		return desired{}
+	}
+	return old.declared()
 }
 
 // open opens the namespace, registering it when new.
@@ -293,51 +244,94 @@ func gone(err error) bool {
 	return errors.As(err, &rnf) || errors.Is(err, limiter.ErrNamespaceNotFound)
 }
 
-// apply stores want and deletes what drop declares and want does not.
-func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (stored, deleted int, err error) {
-	if want.system {
-		if err := rl.SetSystemDefaults(ctx, want.systemLimits, want.onUnavailable); err != nil {
-			return stored, deleted, fmt.Errorf("store system defaults: %w", err)
+// progress counts the changes of one run: done (stored, deleted, or found
+// absent and skipped), stored and deleted.
+type progress struct{ done, stored, deleted int }
+
+// apply stores want and deletes what drop declares, want does not and is
+// stored. It stops at the first error, or when ctx is done.
+func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p progress, err error) {
+	step := func(what string, f func() (bool, error)) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		stored++
+		changed, err := f()
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		p.done++
+		if changed {
+			p.deleted++
+		}
+		return nil
+	}
+	put := func(what string, f func() error) error {
+		err := step(what, func() (bool, error) { return false, f() })
+		if err == nil {
+			p.stored++
+		}
+		return err
+	}
+	if want.system {
+		if err := put("store system defaults", func() error {
+			return rl.SetSystemDefaults(ctx, want.systemLimits, want.onUnavailable)
+		}); err != nil {
+			return p, err
+		}
 	}
 	for _, res := range slices.Sorted(maps.Keys(want.resources)) {
-		if err := rl.SetResourceDefaults(ctx, res, want.resources[res]); err != nil {
-			return stored, deleted, fmt.Errorf("store defaults of resource %s: %w", res, err)
+		if err := put("store defaults of resource "+res, func() error {
+			return rl.SetResourceDefaults(ctx, res, want.resources[res])
+		}); err != nil {
+			return p, err
 		}
-		stored++
 	}
 	for _, k := range sortedPairs(want.entities) {
-		if err := rl.SetLimits(ctx, k[0], k[1], want.entities[k]); err != nil {
-			return stored, deleted, fmt.Errorf("store limits of entity %s on %s: %w", k[0], k[1], err)
+		if err := put("store limits of entity "+k[0]+" on "+k[1], func() error {
+			return rl.SetLimits(ctx, k[0], k[1], want.entities[k])
+		}); err != nil {
+			return p, err
 		}
-		stored++
 	}
+	// Deletions read first and skip what is not stored: the rollback of a
+	// run stopped at its deadline deletes only what it wrote, in time.
 	for _, k := range sortedPairs(drop.entities) {
 		if _, keep := want.entities[k]; keep {
 			continue
 		}
-		if err := rl.DeleteLimits(ctx, k[0], k[1]); err != nil {
-			return stored, deleted, fmt.Errorf("delete limits of entity %s on %s: %w", k[0], k[1], err)
+		if err := step("delete limits of entity "+k[0]+" on "+k[1], func() (bool, error) {
+			if got, err := rl.GetLimits(ctx, k[0], k[1]); err != nil || len(got) == 0 {
+				return false, err
+			}
+			return true, rl.DeleteLimits(ctx, k[0], k[1])
+		}); err != nil {
+			return p, err
 		}
-		deleted++
 	}
 	for _, res := range slices.Sorted(maps.Keys(drop.resources)) {
 		if _, keep := want.resources[res]; keep {
 			continue
 		}
-		if err := rl.DeleteResourceDefaults(ctx, res); err != nil {
-			return stored, deleted, fmt.Errorf("delete defaults of resource %s: %w", res, err)
+		if err := step("delete defaults of resource "+res, func() (bool, error) {
+			if got, err := rl.GetResourceDefaults(ctx, res); err != nil || len(got) == 0 {
+				return false, err
+			}
+			return true, rl.DeleteResourceDefaults(ctx, res)
+		}); err != nil {
+			return p, err
 		}
-		deleted++
 	}
 	if drop.system && !want.system {
-		if err := rl.DeleteSystemDefaults(ctx); err != nil {
-			return stored, deleted, fmt.Errorf("delete system defaults: %w", err)
+		if err := step("delete system defaults", func() (bool, error) {
+			if got, ou, err := rl.GetSystemDefaults(ctx); err != nil || (len(got) == 0 && ou == "") {
+				return false, err
+			}
+			return true, rl.DeleteSystemDefaults(ctx)
+		}); err != nil {
+			return p, err
 		}
-		deleted++
 	}
-	return stored, deleted, nil
+	return p, nil
 }
 
 func sortedPairs(m map[[2]string][]limiter.Limit) [][2]string {

@@ -67,6 +67,7 @@ var pkgServer struct {
 // the tests. With -v it reports where the endpoint came from.
 func Main(m *testing.M) int {
 	pkgServer.inMain.Store(true)
+	widenStoreTimeout()
 	code := m.Run()
 	// Orders this goroutine after the start (if any) and forbids a later one.
 	pkgServer.once.Do(func() {})
@@ -249,4 +250,18 @@ func sanitize(s string) string {
 		hyphen = true
 	}
 	return b.String()
+}
+
+// WideStoreTimeout is the store timeout of the limiters of a test binary
+// whose TestMain calls Main, unless $ZAEL_STORE_TIMEOUT is set: long
+// enough that a store on a loaded machine never times out. The tests of
+// the bound itself set theirs with limiter.WithStoreTimeout.
+const WideStoreTimeout = "30s"
+
+// widenStoreTimeout sets $ZAEL_STORE_TIMEOUT (limiter.EnvStoreTimeout) to
+// WideStoreTimeout when it is unset.
+func widenStoreTimeout() {
+	if os.Getenv("ZAEL_STORE_TIMEOUT") == "" {
+		os.Setenv("ZAEL_STORE_TIMEOUT", WideStoreTimeout)
+	}
 }

@@ -44,6 +44,17 @@ const (
 	// Throttle answers 400 ThrottlingException without forwarding: nothing
 	// applied.
 	Throttle
+	// Blackhole holds the request without an answer until the client goes
+	// away or the proxy is closed, and never forwards it (not even after a
+	// Release): a network that swallows packets.
+	Blackhole
+	// DelayBefore holds the request for Delay, then forwards it (unless the
+	// client went away meanwhile): a slow store, nothing applied until it
+	// answers.
+	DelayBefore
+	// Drop closes the request's connection without an answer and without
+	// forwarding it: nothing applied, the client sees a broken connection.
+	Drop
 )
 
 // Rule is one fault.
@@ -52,10 +63,16 @@ type Rule struct {
 	// every operation.
 	Op    string
 	Kind  Kind
-	Delay time.Duration // DelayAfter
+	Delay time.Duration // DelayAfter, DelayBefore
 	// Times is how many matching requests the rule applies to; 0 means
 	// every one.
 	Times int
+	// Every, when above 1, applies the rule to every Every-th matching
+	// request only (the others go on to the next rules): with Every 3 the
+	// 3rd, 6th, ... Times counts the requests it applied to.
+	Every int
+
+	seen int // matching requests, for Every
 }
 
 // Proxy is a running fault-injecting proxy. It is safe for concurrent use.
@@ -72,6 +89,11 @@ type Proxy struct {
 	released chan struct{} // closed by Release; replaced by Hold
 	counts   map[string]int
 	faults   map[string]int
+	held     int  // requests held now (Hang, Blackhole, DelayBefore)
+	down     bool // Down: connections are refused
+	conns    map[net.Conn]struct{}
+	closing  chan struct{} // closed by Close: held requests are dropped
+	addr     string
 }
 
 // Start runs a proxy to target (DynamoDB Local's endpoint) on a loopback
@@ -88,16 +110,90 @@ func Start(t testing.TB, target string) *Proxy {
 	}
 	p := &Proxy{
 		URL:      "http://" + ln.Addr().String(),
+		addr:     ln.Addr().String(),
 		ln:       ln,
 		forward:  httputil.NewSingleHostReverseProxy(u),
 		released: make(chan struct{}),
 		counts:   map[string]int{},
 		faults:   map[string]int{},
+		conns:    map[net.Conn]struct{}{},
+		closing:  make(chan struct{}),
 	}
-	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second}
+	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: 10 * time.Second, ConnState: p.track}
 	go p.srv.Serve(ln)
 	t.Cleanup(p.Close)
 	return p
+}
+
+// track keeps the open connections, for Down.
+func (p *Proxy) track(c net.Conn, state http.ConnState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		p.conns[c] = struct{}{}
+	case http.StateClosed, http.StateHijacked:
+		delete(p.conns, c)
+	}
+}
+
+// Down makes the proxy refuse connections, as a port where nothing
+// listens does: it stops listening and closes every open connection
+// (requests in progress on them get no answer). Up listens again.
+func (p *Proxy) Down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		return
+	}
+	p.down = true
+	p.ln.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Up listens again, on the same port, after Down.
+func (p *Proxy) Up() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.down {
+		return nil
+	}
+	var ln net.Listener
+	var err error
+	for range 50 { // the port may take a moment to be free again
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		return fmt.Errorf("faultproxy: listen again on %s: %w", p.addr, err)
+	}
+	p.ln, p.down = ln, false
+	go p.srv.Serve(ln)
+	return nil
+}
+
+// Held returns how many requests the proxy holds now (Hang, Blackhole,
+// DelayBefore).
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held
+}
+
+// hold counts a held request until the returned function is called.
+func (p *Proxy) hold() func() {
+	p.mu.Lock()
+	p.held++
+	p.mu.Unlock()
+	return func() {
+		p.mu.Lock()
+		p.held--
+		p.mu.Unlock()
+	}
 }
 
 // Add adds a rule after the existing ones.
@@ -167,6 +263,13 @@ func (p *Proxy) Faults(op string) int {
 
 // Close stops the proxy; hung requests are dropped.
 func (p *Proxy) Close() {
+	p.mu.Lock()
+	select {
+	case <-p.closing:
+	default:
+		close(p.closing)
+	}
+	p.mu.Unlock()
 	p.Release()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -181,6 +284,11 @@ func (p *Proxy) match(op string) (*Rule, chan struct{}) {
 	for i, r := range p.rules {
 		if r.Op != "" && r.Op != op {
 			continue
+		}
+		if r.Every > 1 {
+			if r.seen++; r.seen%r.Every != 0 {
+				continue
+			}
 		}
 		if r.Times > 0 {
 			r.Times--
@@ -209,13 +317,52 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		p.forward.ServeHTTP(w, r)
 		return
 	}
+	if rule.Kind == Hang || rule.Kind == Blackhole || rule.Kind == DelayBefore {
+		// Read the request first: the server notices a client that goes
+		// away (and ends r's context) only once the body was read.
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	switch rule.Kind {
 	case Hang:
+		defer p.hold()()
 		select {
 		case <-released:
-			p.forward.ServeHTTP(w, r)
+			if r.Context().Err() == nil { // a client that went away sent nothing
+				p.forward.ServeHTTP(w, r)
+			}
 		case <-r.Context().Done():
 		}
+	case Blackhole:
+		defer p.hold()()
+		select {
+		case <-r.Context().Done():
+		case <-p.closing:
+		}
+	case DelayBefore:
+		release := p.hold()
+		select {
+		case <-time.After(rule.Delay):
+			release()
+			if r.Context().Err() == nil {
+				p.forward.ServeHTTP(w, r)
+			}
+		case <-r.Context().Done():
+			release()
+		case <-p.closing:
+			release()
+		}
+	case Drop:
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+				return
+			}
+		}
+		panic(http.ErrAbortHandler) // closes the connection without an answer
 	case Throttle:
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		w.Header().Set("X-Amzn-ErrorType", "ThrottlingException")

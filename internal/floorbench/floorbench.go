@@ -4,10 +4,17 @@
 // A speculative Acquire sends one conditional UpdateItem. Its floor is that
 // same UpdateItem sent by the raw SDK on the same table: the program
 // captures the exact input the limiter sends (an SDK middleware on a
-// capturing client) and replays it through a plain dynamodb.Client. It
-// then runs, in alternating rounds in one process (so that DynamoDB
-// Local's JIT warm-up and the machine's other load favour no one), the
-// replay and the limiter's operations:
+// capturing client) and replays it through a plain dynamodb.Client. The
+// input captured is the take from the stored balances (captured with the
+// clock stopped at the bucket's creation, when it is not full), which a
+// replay can send again and again; the benchmark's buckets (a billion
+// tokens a minute) are full again a millisecond after each acquire, so in
+// the rounds the limiter sends the other form of its one write, the
+// refilled state conditioned on the item it last saw: the same item, one
+// conditional UpdateItem returning the item, its values set rather than
+// added. It then runs, in alternating rounds in one process (so that
+// DynamoDB Local's JIT warm-up and the machine's other load favour no
+// one), the replay and the limiter's operations:
 //
 //   - replay: the captured UpdateItem, nothing else;
 //   - acquire+commit: Acquire + Commit with nothing to adjust (one write);
@@ -17,10 +24,14 @@
 //     write of the item (one write for both);
 //   - replay-pair: the two UpdateItems of a cascade acquire (child and
 //     parent), captured likewise and sent in parallel;
-//   - cascade: Acquire + Commit of an entity that cascades to its parent.
+//   - cascade: Acquire + Commit of an entity that cascades to its parent;
+//   - cascade-hot, cascade-150 (only when -only names them): two limiters
+//     × 32 goroutines on two keys cascading to one parent, with group
+//     commit against their floors without it (hot.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
-// an entity each: no group commit, N independent items), and the program
+// an entity each: no group commit, N independent items), except the hot
+// cascades, which run with their own 64 goroutines in the rounds of c=N; the program
 // prints per contender the medians over rounds of p50, ops/s, allocations
 // and CPU time (user+system of the whole process) per operation, and the
 // medians and ranges of the per-round ratios against the replay (against
@@ -75,6 +86,12 @@ type config struct {
 // call estimated at 500 tokens that used 400.
 const resource = "gpt-4"
 
+// storeTimeout is the store timeout of the benchmark's limiters
+// (limiter.WithStoreTimeout): long enough that DynamoDB Local on a loaded
+// machine never fails an operation, which would end the run. What the
+// bound costs an operation does not depend on its length.
+var storeTimeout = limiter.WithStoreTimeout(time.Minute)
+
 var (
 	consume = limiter.Consume{"rpm": 1, "tpm": 500}
 	adjust  = limiter.Consume{"tpm": -100}
@@ -94,6 +111,10 @@ type contender struct {
 	// after runs at the end of each of its phases, timed (it waits for
 	// what the phase left in the background).
 	after func() error
+	// goroutines, when set, is the contender's own concurrency: it runs
+	// only in the rounds of the second concurrency, with this many
+	// goroutines instead (see hot.go).
+	goroutines int
 }
 
 // sample is one phase of one contender: n operations by some goroutines.
@@ -187,7 +208,12 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	crl := limiter.New(crepo)
+	// The clock of the captures stands still: the second acquire of each
+	// item finds it as the first left it, not full, and takes from its
+	// balance, a write that can be replayed (a refilled state is
+	// conditioned on the item it was computed from).
+	frozen := time.Now()
+	crl := limiter.New(crepo, storeTimeout, limiter.WithClock(func() time.Time { return frozen }))
 	defer crl.Close()
 	workers := max(cfg.conc, 1)
 	acquire := func(id string) error {
@@ -226,6 +252,9 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 		}
 		b.pair = append(b.pair, [2]*dynamodb.UpdateItemInput{in[0], in[1]})
 	}
+	if err := b.setupHot(ctx, crl); err != nil {
+		return nil, err
+	}
 	return b, nil
 }
 
@@ -252,11 +281,21 @@ func (b *bench) refillWCU(ctx context.Context, inputs ...*dynamodb.UpdateItemInp
 
 // contenders returns the contenders of the run, the floors first.
 func (b *bench) contenders() []contender {
-	rl := limiter.New(b.repo)
-	bg := limiter.New(b.repo, limiter.WithBackgroundCommit(true))
-	acquireCommit := func(rl *limiter.RateLimiter, kind string, adj bool) op {
+	rl := limiter.New(b.repo, storeTimeout)
+	// The background-commit limiter is closed at the end of each phase,
+	// which writes what it queued; the next phase gets a new one.
+	newBG := func() *limiter.RateLimiter {
+		return limiter.New(b.repo, storeTimeout, limiter.WithBackgroundCommit(true))
+	}
+	bg := newBG()
+	closeBG := func() error {
+		err := bg.Close()
+		bg = newBG()
+		return err
+	}
+	acquireCommit := func(pick func() *limiter.RateLimiter, kind string, adj bool) op {
 		return func(ctx context.Context, w int) error {
-			l, err := rl.Acquire(ctx, entity(kind, w), resource, consume, limits)
+			l, err := pick().Acquire(ctx, entity(kind, w), resource, consume, limits)
 			if err != nil {
 				return err
 			}
@@ -275,9 +314,9 @@ func (b *bench) contenders() []contender {
 		}, before: func(ctx context.Context, workers int) error {
 			return b.refillWCU(ctx, b.replay[:workers]...)
 		}},
-		{name: "acquire+commit", floor: "replay", run: acquireCommit(rl, "commit", false)},
-		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(rl, "adjust", true)},
-		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(bg, "adjust-bg", true), after: bg.Close},
+		{name: "acquire+commit", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "commit", false)},
+		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "adjust", true)},
+		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return bg }, "adjust-bg", true), after: closeBG},
 		{name: "replay-pair", floor: "replay-pair", run: func(ctx context.Context, w int) error {
 			var wg sync.WaitGroup
 			var perr error
@@ -293,11 +332,12 @@ func (b *bench) contenders() []contender {
 			}
 			return nil
 		}},
-		{name: "cascade", floor: "replay-pair", run: acquireCommit(rl, "cascade", false)},
+		{name: "cascade", floor: "replay-pair", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "cascade", false)},
 	}
 	if b.cfg.only == nil {
-		return out
+		return out // the hot cascades run only when -only names them
 	}
+	out = append(out, b.hotContenders()...)
 	keep := map[string]bool{}
 	for _, c := range out {
 		if b.cfg.only[c.name] {
@@ -409,7 +449,11 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 	for _, c := range cs {
 		if cfg.warmup > 0 {
 			progress(fmt.Sprintf("warm-up: %s", c.name))
-			if _, err := b.phase(ctx, c, max(cfg.conc, 1), cfg.warmup); err != nil {
+			workers := max(cfg.conc, 1)
+			if c.goroutines > 0 {
+				workers = c.goroutines
+			}
+			if _, err := b.phase(ctx, c, workers, max(cfg.warmup, workers)); err != nil {
 				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
@@ -420,14 +464,21 @@ func run(ctx context.Context, cfg config, progress func(string)) (*result, error
 			if conc > 1 {
 				n = cfg.opsConc
 			}
-			if res.samples[conc] == nil {
-				res.samples[conc] = map[string][]sample{}
-			}
 			for i := range cs {
 				c := cs[(i+r)%len(cs)]
-				s, err := b.phase(ctx, c, conc, n)
+				workers := conc
+				if c.goroutines > 0 {
+					if conc == 1 {
+						continue
+					}
+					workers = c.goroutines
+				}
+				s, err := b.phase(ctx, c, workers, n)
 				if err != nil {
 					return nil, fmt.Errorf("round %d, c=%d: %w", r+1, conc, err)
+				}
+				if res.samples[conc] == nil {
+					res.samples[conc] = map[string][]sample{}
 				}
 				res.samples[conc][c.name] = append(res.samples[conc][c.name], s)
 			}

@@ -43,6 +43,7 @@ func TestRunSmall(t *testing.T) {
 			}
 		}
 	}
+
 	require.NotNil(t, res.captured.ConditionExpression)
 	assert.Contains(t, *res.captured.ConditionExpression, "attribute_exists(")
 	assert.NotEmpty(t, res.captured.UpdateExpression)
@@ -58,6 +59,38 @@ func TestRunSmall(t *testing.T) {
 	}
 	// A floor against itself is 1.
 	assert.Equal(t, 1.0, res.stat(1, "replay", sample.opsPerSec).ratio)
+}
+
+// TestRunHotSmall runs the hot cascades at a tiny size: named by -only,
+// they run only in the rounds of the second concurrency, an operation per
+// goroutine of their own, and their table is that concurrency's alone.
+func TestRunHotSmall(t *testing.T) {
+	cfg := config{
+		endpoint: ddblocal.Endpoint(t),
+		table:    ddblocal.TableName(t),
+		rounds:   2, ops: 6, conc: 3, opsConc: 9, warmup: 3, deadline: true,
+		only: map[string]bool{"cascade-hot": true, "cascade-150": true},
+	}
+	res, err := run(context.Background(), cfg, func(string) {})
+	require.NoError(t, err)
+	hot := []string{"cascade-hot/gc-off", "cascade-hot", "cascade-150/gc-off", "cascade-150"}
+	assert.Equal(t, hot, res.names)
+	assert.Equal(t, []int{3}, res.concurrencies())
+	for _, name := range hot {
+		samples := res.samples[3][name]
+		require.Len(t, samples, 2, name)
+		for _, s := range samples {
+			assert.Equal(t, hotGoroutines, s.n, name)
+		}
+	}
+	var out bytes.Buffer
+	report(&out, res)
+	assert.NotContains(t, out.String(), "c=1:")
+	_, table, ok := strings.Cut(out.String(), "c=3:")
+	require.True(t, ok, "no c=3 table in\n%s", out.String())
+	for _, name := range hot {
+		assert.Contains(t, table, name)
+	}
 }
 
 // TestMakeBenchFloor: `make bench-floor` runs this program with FLOORFLAGS.
@@ -82,6 +115,31 @@ func TestOnlyKeepsFloors(t *testing.T) {
 		names = append(names, c.name)
 	}
 	assert.Equal(t, []string{"replay-pair", "cascade"}, names)
+	b.cfg.only = nil
+	names = nil
+	for _, c := range b.contenders() {
+		names = append(names, c.name)
+	}
+	assert.NotContains(t, names, "cascade-hot", "the hot cascades run only when named")
+	b.cfg.only = map[string]bool{"cascade-hot": true}
+	names = nil
+	for _, c := range b.contenders() {
+		names = append(names, c.name)
+	}
+	assert.Equal(t, []string{"cascade-hot/gc-off", "cascade-hot"}, names)
+}
+
+// TestDrainAdmitsCapacity: a cascade-150 phase of 256 acquires by 64
+// goroutines on fresh buckets passes its own check: exactly 150 admitted,
+// every refusal for a shortage.
+func TestDrainAdmitsCapacity(t *testing.T) {
+	cfg := config{endpoint: ddblocal.Endpoint(t), table: ddblocal.TableName(t), conc: 2, opsConc: 2}
+	b, err := setup(context.Background(), cfg)
+	require.NoError(t, err)
+	c := b.drainContender("cascade-150", "cascade-150/gc-off", true)
+	s, err := b.phase(context.Background(), c, hotGoroutines, 4*hotGoroutines)
+	require.NoError(t, err)
+	assert.Equal(t, 4*hotGoroutines, s.n)
 }
 
 func TestMedian(t *testing.T) {

@@ -296,6 +296,20 @@ func (t *Template) Policy(logicalID string) (Policy, error) {
 	return pol, nil
 }
 
+// ManagedPolicies returns the logical IDs of the template's
+// AWS::IAM::ManagedPolicy resources, sorted.
+func (t *Template) ManagedPolicies() []string {
+	res, _ := lookup(t.root, "Resources").(map[string]any)
+	var out []string
+	for id, r := range res {
+		if m, ok := r.(map[string]any); ok && m["Type"] == "AWS::IAM::ManagedPolicy" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // IndexHashKeys returns the partition key attribute of the table (under
 // "") and of each of its indexes, from the template's table resource.
 func (t *Template) IndexHashKeys(tableLogicalID string) (map[string]string, error) {

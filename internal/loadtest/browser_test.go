@@ -59,11 +59,11 @@ func syntheticResult() *Result {
 			lat := base + time.Duration(rnd.ExpFloat64()*float64(time.Millisecond))
 			switch {
 			case sec >= 20 && sec < 23 && rnd.IntN(4) == 0:
-				rec.Record(end, Failed, lat, 0, nil, context.DeadlineExceeded)
+				rec.Record(end, Failed, lat, 0, nil, nil, context.DeadlineExceeded)
 			case rnd.IntN(10) == 0:
-				rec.Record(end, Denied, lat, 0, nil, nil)
+				rec.Record(end, Denied, lat, 0, nil, nil, nil)
 			default:
-				rec.Record(end, Admitted, lat, 2*lat, map[string]int64{"rpm": 1, "tpm": 500}, nil)
+				rec.Record(end, Admitted, lat, 2*lat, map[string]int64{"rpm": 1, "tpm": 500}, nil, nil)
 			}
 		}
 	}

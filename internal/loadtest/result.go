@@ -81,9 +81,14 @@ type Result struct {
 	// time from Acquire to the end of Commit (admitted only).
 	Acquire *Histogram `json:"acquire"`
 	Lease   *Histogram `json:"lease"`
-	// Consumed sums what the admitted leases consumed, per limit: what the
-	// buckets' consumption counters must show.
+	// Consumed sums what the admitted leases were charged on their
+	// entity's bucket, per limit (refunds cut by the lease's refund rule):
+	// what the buckets' consumption counters must show.
 	Consumed map[string]int64 `json:"consumed"`
+	// ParentConsumed is the same for the parents' buckets of a cascade
+	// (empty without one): a parent's limits may differ from its
+	// children's, and so may the refunds their leases were cut to.
+	ParentConsumed map[string]int64 `json:"parent_consumed,omitempty"`
 	// Series maps the Unix second of completion to that second's counts.
 	Series map[int64]*Second `json:"series"`
 	// Ops maps a DynamoDB operation name to its calls during the run.
@@ -99,7 +104,7 @@ const maxErrorKinds = 20
 func NewResult() *Result {
 	return &Result{
 		Acquire: NewHistogram(FinePrecision), Lease: NewHistogram(FinePrecision),
-		Consumed: map[string]int64{}, Series: map[int64]*Second{}, Ops: map[string]*OpStats{}, Errors: map[string]uint64{},
+		Consumed: map[string]int64{}, ParentConsumed: map[string]int64{}, Series: map[int64]*Second{}, Ops: map[string]*OpStats{}, Errors: map[string]uint64{},
 	}
 }
 
@@ -130,6 +135,12 @@ func (r *Result) Merge(o *Result) error {
 	}
 	for k, v := range o.Consumed {
 		r.Consumed[k] += v
+	}
+	for k, v := range o.ParentConsumed {
+		if r.ParentConsumed == nil {
+			r.ParentConsumed = map[string]int64{}
+		}
+		r.ParentConsumed[k] += v
 	}
 	for sec, s := range o.Series {
 		mine, ok := r.Series[sec]
@@ -182,8 +193,9 @@ func NewRecorder(res *Result) *Recorder { return &Recorder{res: res, tick: NewRe
 
 // Record adds one acquire that ended at end: its outcome, the acquire
 // latency, the whole lease's latency (admitted only), what it consumed
-// (admitted only) and its error (failed only).
-func (rec *Recorder) Record(end time.Time, o Outcome, acquire, lease time.Duration, consumed map[string]int64, err error) {
+// (admitted only: on the entity's bucket, and on its parent's with a
+// cascade) and its error (failed only).
+func (rec *Recorder) Record(end time.Time, o Outcome, acquire, lease time.Duration, consumed, parentConsumed map[string]int64, err error) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for _, r := range []*Result{rec.res, rec.tick} {
@@ -199,6 +211,12 @@ func (rec *Recorder) Record(end time.Time, o Outcome, acquire, lease time.Durati
 			r.Lease.Record(lease)
 			for k, v := range consumed {
 				r.Consumed[k] += v
+			}
+			for k, v := range parentConsumed {
+				if r.ParentConsumed == nil {
+					r.ParentConsumed = map[string]int64{}
+				}
+				r.ParentConsumed[k] += v
 			}
 		case Denied:
 			r.Denied++

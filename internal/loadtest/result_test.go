@@ -29,7 +29,7 @@ func TestResultMergeExact(t *testing.T) {
 		}
 		err := errors.New([]string{"boom", "bang"}[r.IntN(2)])
 		for _, rec := range []*Recorder{recs[0], recs[1+i%2]} {
-			rec.Record(end, o, lat, 2*lat, consumed, err)
+			rec.Record(end, o, lat, 2*lat, consumed, nil, err)
 			rec.recordCall("UpdateItem", OpStats{Calls: 1, Reported: 1, WCU: 2})
 		}
 	}

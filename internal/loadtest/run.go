@@ -198,25 +198,45 @@ func (w *worker) once(ctx context.Context) {
 	}
 	switch {
 	case errors.Is(err, limiter.ErrRateLimited):
-		w.rec.Record(t1, Denied, t1.Sub(t0), 0, nil, nil)
+		w.rec.Record(t1, Denied, t1.Sub(t0), 0, nil, nil, nil)
 		return
 	case err != nil:
-		w.rec.Record(t1, Failed, t1.Sub(t0), 0, nil, err)
+		w.rec.Record(t1, Failed, t1.Sub(t0), 0, nil, nil, err)
 		return
 	}
 	if d := actual - s.TokensEstimate; d != 0 {
 		if err := lease.Adjust(limiter.Consume{"tpm": d}); err != nil {
 			_ = lease.Rollback(ctx)
-			w.rec.Record(time.Now(), Failed, t1.Sub(t0), 0, nil, err)
+			w.rec.Record(time.Now(), Failed, t1.Sub(t0), 0, nil, nil, err)
 			return
 		}
 	}
 	if err := lease.Commit(ctx); err != nil {
 		if ctx.Err() == nil {
-			w.rec.Record(time.Now(), Failed, t1.Sub(t0), 0, nil, fmt.Errorf("commit: %w", err))
+			w.rec.Record(time.Now(), Failed, t1.Sub(t0), 0, nil, nil, fmt.Errorf("commit: %w", err))
 		}
 		return
 	}
 	t2 := time.Now()
-	w.rec.Record(t2, Admitted, t1.Sub(t0), t2.Sub(t0), map[string]int64{"rpm": 1, "tpm": actual}, nil)
+	own, parent := charged(lease, entity)
+	w.rec.Record(t2, Admitted, t1.Sub(t0), t2.Sub(t0), own, parent, nil)
+}
+
+// charged returns, per limit, the whole tokens a committed lease stays
+// charged on entity's bucket and on its parent's: what it took, less the
+// refunds the lease's refund rule let through (a refund is cut by what the
+// limit refilled while the lease was held).
+func charged(lease *limiter.Lease, entity string) (own, parent map[string]int64) {
+	own = map[string]int64{}
+	for _, s := range lease.Statuses() {
+		if s.EntityID == entity {
+			own[s.Limit.Name] += s.Held
+			continue
+		}
+		if parent == nil {
+			parent = map[string]int64{}
+		}
+		parent[s.Limit.Name] += s.Held
+	}
+	return own, parent
 }

@@ -124,7 +124,7 @@ func TestRunMatchesTable(t *testing.T) {
 			if s.Cascade {
 				parents := tableConsumption(t, client, table, s.Prefix+"-project-")
 				for _, name := range []string{"rpm", "tpm"} {
-					assert.Equal(t, r.Consumed[name]*1000, parents[name], "parent buckets: %s consumption counters", name)
+					assert.Equal(t, r.ParentConsumed[name]*1000, parents[name], "parent buckets: %s consumption counters", name)
 				}
 			}
 			c := r.Capacity(true)

@@ -57,6 +57,7 @@ var pkg struct {
 //	func TestMain(m *testing.M) { os.Exit(redisserver.Main(m)) }
 func Main(m Runner) int {
 	pkg.inMain.Store(true)
+	widenStoreTimeout()
 	code := m.Run()
 	pkg.mu.Lock()
 	defer pkg.mu.Unlock()
@@ -250,4 +251,18 @@ func unavailable(t testing.TB, err error) {
 		return
 	}
 	t.Skip(msg)
+}
+
+// WideStoreTimeout is the store timeout of the limiters of a test binary
+// whose TestMain calls Main, unless $ZAEL_STORE_TIMEOUT is set: long
+// enough that a store on a loaded machine never times out. The tests of
+// the bound itself set theirs with limiter.WithStoreTimeout.
+const WideStoreTimeout = "30s"
+
+// widenStoreTimeout sets $ZAEL_STORE_TIMEOUT (limiter.EnvStoreTimeout) to
+// WideStoreTimeout when it is unset.
+func widenStoreTimeout() {
+	if os.Getenv("ZAEL_STORE_TIMEOUT") == "" {
+		os.Setenv("ZAEL_STORE_TIMEOUT", WideStoreTimeout)
+	}
 }

@@ -65,8 +65,9 @@ type Server struct {
 	cluster bool
 	extra   []string // further configuration directives, as command-line arguments
 
-	mu   sync.Mutex // guards stop
-	stop func()     // kills and reaps the running process; nil when stopped
+	mu   sync.Mutex  // guards stop and proc
+	stop func()      // kills and reaps the running process; nil when stopped
+	proc *os.Process // the running process; nil when stopped
 }
 
 // Addr returns the server's address, 127.0.0.1:port.
@@ -159,7 +160,7 @@ func (s *Server) launch(ctx context.Context) error {
 		return fmt.Errorf("redis-server on port %d: %w: %s", s.port, err, strings.TrimSpace(out.String()))
 	}
 	s.mu.Lock()
-	s.stop = stop
+	s.stop, s.proc = stop, cmd.Process
 	s.mu.Unlock()
 	return nil
 }
@@ -169,7 +170,7 @@ func (s *Server) launch(ctx context.Context) error {
 func (s *Server) Kill() {
 	s.mu.Lock()
 	stop := s.stop
-	s.stop = nil
+	s.stop, s.proc = nil, nil
 	s.mu.Unlock()
 	if stop != nil {
 		stop()

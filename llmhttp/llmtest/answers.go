@@ -13,6 +13,15 @@ type answer struct {
 	model       string
 	in, out     int64
 	chunks      int
+	edit        func(map[string]any) // Config.EditUsage
+}
+
+// usage returns u, edited by Config.EditUsage.
+func (a answer) usage(u map[string]any) map[string]any {
+	if a.edit != nil {
+		a.edit(u)
+	}
+	return u
 }
 
 // text returns out tokens of text: four bytes each.
@@ -39,11 +48,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func (a answer) openAIUsage() map[string]any {
-	return map[string]any{
+	return a.usage(map[string]any{
 		"prompt_tokens": a.in, "completion_tokens": a.out, "total_tokens": a.in + a.out,
 		"prompt_tokens_details":     map[string]any{"cached_tokens": 0, "audio_tokens": 0},
 		"completion_tokens_details": map[string]any{"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-	}
+	})
 }
 
 func (a answer) openAIJSON(w http.ResponseWriter) {
@@ -119,10 +128,10 @@ func (a answer) openAIStream(w http.ResponseWriter, includeUsage bool) {
 }
 
 func (a answer) anthropicUsage(out int64) map[string]any {
-	return map[string]any{
+	return a.usage(map[string]any{
 		"input_tokens": a.in, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
 		"output_tokens": out, "service_tier": "standard",
-	}
+	})
 }
 
 func (a answer) anthropicJSON(w http.ResponseWriter) {
@@ -147,6 +156,6 @@ func (a answer) anthropicStream(w http.ResponseWriter) {
 	}
 	s.send("content_block_stop", map[string]any{"type": "content_block_stop", "index": 0})
 	s.send("message_delta", map[string]any{"type": "message_delta",
-		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": map[string]any{"output_tokens": a.out}})
+		"delta": map[string]any{"stop_reason": "end_turn", "stop_sequence": nil}, "usage": a.usage(map[string]any{"output_tokens": a.out})})
 	s.send("message_stop", map[string]any{"type": "message_stop"})
 }

@@ -21,6 +21,10 @@
 // the client under test does not see: it takes that share of each bucket's
 // refill before the client can.
 //
+// [Config.EditHeaders] and [Config.EditUsage] make it send unusual but
+// possible answers (a limit header far too low, a retry-after of years, a
+// negative usage count), to test a client's defences.
+//
 // Token counts are deterministic: a text counts one token per four bytes
 // (rounded up), each message four more; the answer has [Config.OutputTokens]
 // tokens, fewer when the request's max_tokens (or max_completion_tokens)
@@ -61,6 +65,16 @@ type Config struct {
 	StartEmpty bool
 	// Now is the server's clock. Nil means time.Now.
 	Now func() time.Time
+	// EditHeaders, when set, edits the headers of every answer (status
+	// is its status code) before they are sent, to test a client against
+	// unusual rate-limit headers (a limit far too low, a retry-after of
+	// years).
+	EditHeaders func(status int, h http.Header)
+	// EditUsage, when set, edits every usage object the server writes (a
+	// JSON body's, each usage event of a stream) before it is sent, to
+	// test a client against unusual counts (negative, or too large to
+	// sum). The server's own counters are not changed.
+	EditUsage func(usage map[string]any)
 }
 
 // KeyStats counts what the server did for one key.
@@ -308,6 +322,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		w.Header().Set("Retry-After", retry)
 		if p == openAI {
 			w.Header().Set("Retry-After-Ms", strconv.FormatInt(q.retryAfter.Milliseconds()+1, 10))
+		}
+		if s.cfg.EditHeaders != nil {
+			s.cfg.EditHeaders(http.StatusTooManyRequests, w.Header())
+		}
+		if p == openAI {
 			writeError(w, p, http.StatusTooManyRequests, "rate_limit_exceeded",
 				fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Please try again in %v.", req.Model, q.tpm, q.retryAfter.Round(time.Millisecond)))
 		} else {
@@ -316,7 +335,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		}
 		return
 	}
-	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks}
+	if s.cfg.EditHeaders != nil {
+		s.cfg.EditHeaders(http.StatusOK, w.Header())
+	}
+	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks, edit: s.cfg.EditUsage}
 	switch {
 	case p == openAI && req.Stream:
 		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)

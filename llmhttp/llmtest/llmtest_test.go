@@ -186,3 +186,42 @@ func field(t *testing.T, line, name string) string {
 	require.NoError(t, json.Unmarshal([]byte(line), &m))
 	return string(m[name])
 }
+
+// TestEdits: EditHeaders changes the headers of 200s and 429s, EditUsage
+// every usage object written, and the server's own counts stay exact.
+func TestEdits(t *testing.T) {
+	c := newClock()
+	srv := llmtest.NewServer(llmtest.Config{TPM: 100, OutputTokens: 12, Now: c.now,
+		EditHeaders: func(status int, h http.Header) {
+			h.Set("X-Ratelimit-Limit-Tokens", "1")
+			if status == http.StatusTooManyRequests {
+				h.Set("Retry-After", "86400")
+			}
+		},
+		EditUsage: func(u map[string]any) { u["total_tokens"] = -5 },
+	})
+	defer srv.Close()
+	in, _ := llmtest.InputTokens([]byte(openAIBody))
+	resp := call(t, srv, false, openAIBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("X-Ratelimit-Limit-Tokens"))
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	var raw struct {
+		Usage map[string]any `json:"usage"`
+	}
+	require.NoError(t, json.Unmarshal(b, &raw))
+	assert.Equal(t, float64(-5), raw.Usage["total_tokens"])
+	assert.Equal(t, in+12, srv.Stats("sk-test").Tokens)
+
+	resp = call(t, srv, true, strings.Replace(anthropicBody, `{"model"`, `{"stream":true,"model"`, 1))
+	lines := dataLines(t, resp.Body)
+	assert.JSONEq(t, `{"output_tokens":12,"total_tokens":-5}`, field(t, lines[len(lines)-2], "usage"))
+
+	for call(t, srv, false, openAIBody).StatusCode == http.StatusOK {
+	}
+	resp = call(t, srv, false, openAIBody)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+	assert.Equal(t, "86400", resp.Header.Get("Retry-After"))
+	assert.Equal(t, "1", resp.Header.Get("X-Ratelimit-Limit-Tokens"))
+}

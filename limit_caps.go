@@ -1,0 +1,71 @@
+// Layer 3, rules: limit caps, upper bounds that an acquire applies to the
+// limits it resolves (the override or the stored config), never raising
+// them.
+
+package limiter
+
+import "slices"
+
+// WithLimitCaps bounds the limits of the call's entity (per name) by caps,
+// after they are resolved from [WithLimits] or the stored config: each
+// limit named in caps takes the lower capacity of the two and the lower
+// refill rate of the two (its own refill amount scaled down, its refill
+// period kept). A cap never raises a limit and never adds one: a cap whose
+// name the entity has no limit for is ignored, and the parent's limits
+// (with cascade) are left alone. It is meant for limits learned from an
+// outside authority (an LLM provider's rate-limit headers), which may only
+// lower what the configuration admits. The last WithLimitCaps of a call
+// wins.
+func WithLimitCaps(caps ...Limit) AcquireOption {
+	own := append([]Limit(nil), caps...)
+	err := validateLimits(own)
+	return func(o *acquireOptions) { o.caps, o.capsErr = own, err }
+}
+
+// capped returns limits with o's caps applied: limits itself when no cap
+// lowers any of them, else a new slice.
+func (o *acquireOptions) capped(limits []Limit) []Limit {
+	if len(o.caps) == 0 {
+		return limits
+	}
+	var out []Limit
+	for i, l := range limits {
+		for _, c := range o.caps {
+			if c.Name != l.Name {
+				continue
+			}
+			if nl, lower := capLimit(l, c); lower {
+				if out == nil {
+					out = slices.Clone(limits)
+				}
+				out[i] = nl
+			}
+		}
+	}
+	if out == nil {
+		return limits
+	}
+	return out
+}
+
+// capLimit returns l bounded by c (same name): the lower capacity, and the
+// lower refill rate with l's period, and whether that lowers l.
+func capLimit(l, c Limit) (Limit, bool) {
+	out := l
+	lower := false
+	if c.Capacity < l.Capacity {
+		out.Capacity, lower = c.Capacity, true
+	}
+	// Refill rates compared as amount per period, in floating point:
+	// amounts below 2^53 are exact, and the comparison need not be exact
+	// beyond that.
+	lRate := float64(l.RefillAmount) / float64(l.RefillPeriod)
+	cRate := float64(c.RefillAmount) / float64(c.RefillPeriod)
+	if cRate < lRate {
+		amount := max(int64(cRate*float64(l.RefillPeriod)), 1)
+		if amount < l.RefillAmount {
+			out.RefillAmount, lower = amount, true
+		}
+	}
+	return out, lower
+}
