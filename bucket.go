@@ -79,7 +79,11 @@ func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketStat
 	if sameParams(s, l) {
 		return s, false
 	}
-	s.TokensMilli, s.LastRefillMs = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	// The refill up to the change is paid out at the old rate, its
+	// sub-millitoken remainder dropped: the time before nowMs never earns
+	// at the new rate.
+	s.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	s.LastRefillMs = max(s.LastRefillMs, nowMs)
 	s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = bucketmath.SatMul(l.Capacity, 1000), bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
 	s.TokensMilli = min(s.TokensMilli, s.CapacityMilli)
 	return s, true

@@ -118,7 +118,8 @@ type DynamoDBOptions struct {
 	// endpoint that does not answer fails the open with an
 	// *[UnavailableError] after about this long. (One that refuses the
 	// connection fails it at once: the open does not retry a connection
-	// that could not be made.) Zero means [DefaultOpenTimeout].
+	// that could not be made.) Zero means [DefaultOpenTimeout], or
+	// $ZAEL_STORE_TIMEOUT ([EnvStoreTimeout]) when that is longer.
 	OpenTimeout time.Duration
 	// BucketCacheSize bounds the bucket items the repository keeps as its
 	// last write of each returned them (shared with the repositories

@@ -420,7 +420,20 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.B
 		xa, xr, xc := adjustExact(b, l.Name, v, l.ConsumedMilli, s)
 		add, remove, conds = append(add, xa...), append(remove, xr...), append(conds, xc...)
 		switch {
-		case l.ConsumedMilli >= 0:
+		case l.ConsumedMilli > 0:
+			// A charge is taken from the stored balance only while the
+			// limit cannot have refilled to its capacity by now (its exact
+			// state, as the speculative take is conditioned); otherwise
+			// the exact write refills the item first.
+			conds = append(conds, "attribute_exists("+cp+")",
+				b.name(bucketAttr(l.Name, fieldFullAt))+" > "+b.n(w.NowMs),
+				tk+" = "+b.name(bucketAttr(l.Name, fieldShadow)))
+			if s != nil {
+				if sig, ok := ddbschema.ParamsSig(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); ok {
+					conds = append(conds, b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
+				}
+			}
+		case l.ConsumedMilli == 0:
 			conds = append(conds, "attribute_exists("+cp+")")
 		case l.CapacityMilli > 0:
 			// A refund of R fits when tk ≤ capacity − R.
@@ -438,6 +451,16 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.B
 // item's capacity; the totals are ADDed. It returns nil when old holds none
 // of the limits.
 func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket) *dynamodb.UpdateItemInput {
+	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
+		// A charge on a limit that may be full by now: the item refilled
+		// to now first, then adjusted, conditioned on it being unchanged.
+		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
+		ew.TTLCheck = false
+		in := r.shared.exact.Input(ddbschema.BucketKeyValue(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), &ew)
+		in.ReturnValues = types.ReturnValueAllNew
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		return in
+	}
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var set, add, remove []string
@@ -454,6 +477,11 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 			xa, _, _ := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
 			add = append(append(add, tk+" "+v), xa...)
 			conds = append(conds, "attribute_exists("+cp+")")
+			if l.ConsumedMilli > 0 {
+				// Not full by now on old (above), so not on a balance no
+				// higher with the same rf.
+				conds = append(conds, tk+" <= "+b.n(s.TokensMilli), b.name(attrRefill)+" = "+b.n(old.RefillMs))
+			}
 			continue
 		}
 		c := s.CapacityMilli
@@ -613,6 +641,11 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 		switch {
 		case d.milli > 0:
 			conds = append(conds, "attribute_exists("+b.name(bucketAttr(name, fieldCapacity))+")")
+			if !acquired || a <= 0 {
+				// A charge is taken from the stored balance only while the
+				// limit cannot be full by now (see optimisticAdjust).
+				conds = append(conds, fa()+" > "+b.n(req.NowMs), tk+" = "+b.name(bucketAttr(name, fieldShadow)))
+			}
 		case d.milli < 0:
 			// The refund fits under the capacity before the acquire takes
 			// its amount, as it would written first: tk + refund ≤

@@ -343,81 +343,48 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 	}
 }
 
-// planFold is planSpec of req on base with adj applied first, as a
-// store.WriteAdjust would apply it (a charge taken, a refund capped at the
-// capacity, a limit base lacks skipped): the exact write of both, each
-// balance conditioned on base's and its total moved by the amount taken
-// and the adjustment. direct reports whether the take of both (the write
-// buildSpeculativeFold builds) would be refused on base for want of an
-// exact state: a limit the acquire takes from may be full once adjusted,
-// or its fa, moved by what a refund of it advances, is stale or reached,
-// or a refund does not fit under the capacity whole.
+// planFold is planWrite of req on base with adj applied first, as a
+// store.WriteAdjust would apply it: the exact write of both. direct
+// reports whether the take of both (the write buildSpeculativeFold builds)
+// would be refused on base for want of an exact state: a limit the
+// acquire takes from, or one adj charges, may be full by now (once a
+// refund of it advances that time), or its exact state is stale; or a
+// refund does not fit under the capacity whole.
 func planFold(base *store.Bucket, req store.SpeculativeRequest, adj store.BucketWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
-	delta := func(name string) (d int64, ok bool) {
-		for _, lw := range adj.Limits {
-			if lw.Name == name {
-				d, ok = bucketmath.AddSat(d, lw.ConsumedMilli), true
-			}
-		}
-		return d, ok
-	}
-	adjusted := *base
-	adjusted.States = slices.Clone(base.States)
-	for i := range adjusted.States {
-		s := &adjusted.States[i]
-		switch d, _ := delta(s.LimitName); {
-		case d > 0:
-			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -d)
-		case d < 0 && s.TokensMilli < s.CapacityMilli:
-			s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, -d), s.CapacityMilli)
-		}
-	}
-	if w, reason, _ = planSpec(&adjusted, req, lim, par); reason != store.RefusedNone {
+	if w, reason, direct = planWrite(base, req, adj.Limits, lim, par); reason != store.RefusedNone {
 		return w, reason, false
 	}
 	x := extrasOf(base)
-	direct = w.NewRefillMs != w.OldRefillMs
-	for _, s := range base.States {
+	for i, s := range base.States {
+		d, _ := limitDelta(adj.Limits, s.LimitName)
 		// A refund the capacity cuts is refused by the take of both,
 		// whose refund is conditioned on fitting whole.
-		if d, _ := delta(s.LimitName); d < 0 && bucketmath.AddSat(s.TokensMilli, -d) > s.CapacityMilli {
+		if d < 0 && bucketmath.AddSat(s.TokensMilli, -d) > s.CapacityMilli {
 			direct = true
 		}
-	}
-	for i, s := range base.States {
-		if req.Consume[s.LimitName] <= 0 {
+		if req.Consume[s.LimitName] <= 0 && d <= 0 {
 			continue
 		}
 		advance := int64(0)
-		if d, _ := delta(s.LimitName); d < 0 {
+		if d < 0 {
 			advance = bucketmath.GiveDelayMs(-d, s.RefillAmountMilli, s.RefillPeriodMs)
 		}
 		if x == nil || i >= len(x.exact) || !x.exact[i].valid || bucketmath.AddSat(x.exact[i].fullAtMs, -advance) <= req.NowMs {
 			direct = true
 		}
 	}
-	// The write's conditions are on the balances as stored; its totals
-	// take the adjustment too.
-	for j := range w.Limits {
-		l := &w.Limits[j]
-		s, _ := base.State(l.Name)
-		d, _ := delta(l.Name)
-		l.OldMilli, l.TakenMilli = s.TokensMilli, bucketmath.AddSat(l.TakenMilli, d)
-	}
-	added := false
-	for i, s := range base.States {
-		d, ok := delta(s.LimitName)
-		if !ok || d == 0 || slices.ContainsFunc(w.Limits, func(l ddbschema.ExactLimit) bool { return l.Name == s.LimitName }) {
-			continue
-		}
-		w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, adjusted.States[i].TokensMilli, d, w.NewRefillMs))
-		w.Params = slices.DeleteFunc(w.Params, func(p ddbschema.SpecLimit) bool { return p.Name == s.LimitName })
-		added = true
-	}
-	if added {
-		slices.SortFunc(w.Limits, func(a, b ddbschema.ExactLimit) int { return strings.Compare(a.Name, b.Name) })
-	}
 	return w, store.RefusedNone, direct
+}
+
+// limitDelta is the sum of the deltas adj holds for the limit name, and
+// whether it holds any.
+func limitDelta(adj []store.LimitWrite, name string) (d int64, ok bool) {
+	for _, lw := range adj {
+		if lw.Name == name {
+			d, ok = bucketmath.AddSat(d, lw.ConsumedMilli), true
+		}
+	}
+	return d, ok
 }
 
 // readBucket reads the item of key consistently and keeps it; nil when it
@@ -464,6 +431,18 @@ func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64)
 // also conditioned on the other limits of req.Limits keeping their
 // parameters and on the item not having expired.
 func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	return planWrite(base, req, nil, lim, par)
+}
+
+// planWrite is planSpec with the adjustment adj (limit deltas, a
+// store.WriteAdjust's) applied before the request, as a store.WriteAdjust
+// at req.NowMs would apply it: after the refill (a charge on a limit that
+// may be full by now refills the item first, see store.ChargeRefillDue),
+// a charge taken, a refund capped at the capacity, a limit base lacks
+// skipped. Each total moves by the amount taken and the adjustment. A
+// request without amounts (an adjustment alone) takes nothing from the
+// wcu limit.
+func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.LimitWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
 	now := req.NowMs
 	if base.Expired(now) {
 		return w, store.RefusedExpired, false
@@ -483,7 +462,7 @@ func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.
 		}
 	}
 	x := extrasOf(base)
-	refill := store.RefillDue(base, req.Consume, now) && now > base.RefillMs
+	refill := (store.RefillDue(base, req.Consume, now) || store.ChargeRefillDue(base, adj, now)) && now > base.RefillMs
 	rf := base.RefillMs
 	if refill {
 		rf = now
@@ -497,14 +476,21 @@ func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.
 		if refill {
 			balance, _ = bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 		}
+		d, adjusted := limitDelta(adj, s.LimitName)
+		switch {
+		case d > 0:
+			balance = bucketmath.AddSat(balance, -d)
+		case d < 0 && balance < s.CapacityMilli:
+			balance = min(bucketmath.AddSat(balance, -d), s.CapacityMilli)
+		}
 		if amount > 0 {
 			short = short || balance < taken
 			if !refill && (x == nil || i >= len(x.exact) || !x.exact[i].valid || x.exact[i].fullAtMs <= now) {
 				direct = true
 			}
 		}
-		if refill || (named && amount != 0) {
-			w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), taken, rf))
+		if refill || (named && amount != 0) || (adjusted && d != 0) {
+			w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), bucketmath.AddSat(taken, d), rf))
 		}
 	}
 	for _, l := range req.Limits {
@@ -517,16 +503,20 @@ func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.
 	}
 	slices.SortFunc(w.Params, func(a, b ddbschema.SpecLimit) int { return strings.Compare(a.Name, b.Name) })
 	wcu := wcuOf(base)
-	wcuShort := wcu == nil // an item without wcu refuses the write, as the speculative one does
+	cost := int64(wcuWriteCostMilli)
+	if len(req.Consume) == 0 {
+		cost = 0 // an adjustment alone
+	}
+	wcuShort := wcu == nil && cost > 0 // an item without wcu refuses the write, as the speculative one does
 	if wcu != nil {
 		refilled := wcu.TokensMilli
 		if refill {
 			refilled, _ = bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
 		}
-		wcuShort = refilled < wcuWriteCostMilli
+		wcuShort = refilled < cost
 		credit := refilled - wcu.TokensMilli
-		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - wcuWriteCostMilli, TakenMilli: wcuWriteCostMilli, NeedMilli: wcuWriteCostMilli - credit, HasNeed: true}
-		w.HasWCU = true
+		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - cost, TakenMilli: cost, NeedMilli: cost - credit, HasNeed: cost > 0}
+		w.HasWCU = w.WCU.DeltaMilli != 0 || cost > 0
 	}
 	switch {
 	case short && wcuShort:

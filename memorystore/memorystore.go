@@ -313,8 +313,8 @@ func (m *Store) consumeLocked(req store.SpeculativeRequest) *store.Bucket {
 			continue
 		}
 		s := &b.States[index(b, name)]
-		s.TokensMilli -= store.MilliTokens(amount)
-		s.TotalConsumedMilli += store.MilliTokens(amount)
+		s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -store.MilliTokens(amount))
+		s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, store.MilliTokens(amount))
 	}
 	return clone(b)
 }
@@ -400,8 +400,8 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 && s.TokensMilli < floor {
 				return nil, fail
 			}
-			s.TokensMilli += l.RefillMilli - l.ConsumedMilli
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 			if p := l.Params; p != nil {
 				s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs
 			}
@@ -414,14 +414,8 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 	case store.WriteRetry:
 		// Taking from the stored balances is exact unless a limit taken
 		// from may be full by now: then the item is refilled first.
-		for _, l := range w.Limits {
-			if i := index(b, l.Name); i >= 0 && l.ConsumedMilli > 0 {
-				s := b.States[i]
-				if w.NowMs >= bucketmath.FullAtMs(s.TokensMilli, b.RefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs) {
-					b.RefillTo(w.NowMs)
-					break
-				}
-			}
+		if store.ChargeRefillDue(b, w.Limits, w.NowMs) {
+			b.RefillTo(w.NowMs)
 		}
 		for _, l := range w.Limits {
 			i := index(b, l.Name)
@@ -436,8 +430,8 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			if s.TokensMilli < l.ConsumedMilli {
 				return nil, fail
 			}
-			s.TokensMilli -= l.ConsumedMilli
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 		}
 	case store.WriteSync:
 		for _, l := range w.Limits {
@@ -460,6 +454,9 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 		}
 		setRefill(b, w.NowMs)
 	default: // WriteAdjust
+		if store.ChargeRefillDue(b, w.Limits, w.NowMs) {
+			b.RefillTo(w.NowMs)
+		}
 		for _, l := range w.Limits {
 			// A limit removed from the item meanwhile has nothing to adjust.
 			i := index(b, l.Name)
@@ -469,12 +466,12 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			s := &b.States[i]
 			switch {
 			case l.ConsumedMilli >= 0:
-				s.TokensMilli -= l.ConsumedMilli
+				s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
 			case s.TokensMilli < s.CapacityMilli:
 				// A refund never lifts the balance above the capacity.
-				s.TokensMilli = min(s.TokensMilli-l.ConsumedMilli, s.CapacityMilli)
+				s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli), s.CapacityMilli)
 			}
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 		}
 	}
 	return b, nil

@@ -20,6 +20,27 @@ func RefillDue(b *Bucket, consume Consume, nowMs int64) bool {
 	return false
 }
 
+// ChargeRefillDue reports whether an adjustment of b at nowMs must refill
+// b first: a charge (a positive ConsumedMilli) on a limit that may have
+// refilled to its capacity by nowMs. Taken from the stored balance, the
+// charge would be absorbed by the cap of the refill applied later; taken
+// after the refill, it is owed as an exact bucket owes it. (A refund gives
+// the same balance either way: both are capped at the capacity.)
+func ChargeRefillDue(b *Bucket, limits []LimitWrite, nowMs int64) bool {
+	if b == nil {
+		return false
+	}
+	for _, l := range limits {
+		if l.ConsumedMilli <= 0 {
+			continue
+		}
+		if s, ok := b.State(l.Name); ok && nowMs >= bucketmath.FullAtMs(s.TokensMilli, b.RefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs) {
+			return true
+		}
+	}
+	return false
+}
+
 // RefillTo refills every limit of b to nowMs in place, each balance capped
 // at its capacity ([bucketmath.Refill]), and moves the refill timestamp to
 // nowMs (never back: a nowMs before it leaves it, and the balances, as

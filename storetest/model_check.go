@@ -128,9 +128,10 @@ func (m *modelRun) checkLimit(key store.BucketKey, name string, b *store.Bucket,
 	view := new(big.Rat).SetInt(implView(s, now))
 	slack := m.slackOf(key, name)
 	bound := new(big.Rat).Add(rb.bal, new(big.Rat).SetInt(slack))
-	if bound.Cmp(new(big.Rat).SetInt(minInt64)) < 0 {
-		// A debt beyond int64: the store saturates, and then refills
-		// from the saturated value; it must stay in debt.
+	if bound.Cmp(new(big.Rat).SetInt(new(big.Int).Quo(minInt64, big.NewInt(2)))) < 0 {
+		// A debt near or beyond int64: the store saturates where the
+		// reference may not (each sum of an operation saturates), and
+		// refills from the saturated value; it must stay in debt.
 		bound.SetInt64(-1)
 	}
 	if view.Cmp(bound) > 0 {
@@ -203,8 +204,8 @@ func (it *refItem) bucket(name string) *refBucket {
 }
 
 // checkConsumed compares Lease.Consumed with what the lease took: equal
-// to the sum of its amounts while no refund was asked (int64 saturates:
-// the sum is clamped), never above it.
+// to the sum of its amounts while no refund was asked (in millitokens,
+// an int64, so the sum is clamped there), never above it.
 func (m *modelRun) checkConsumed(ml *modelLease) {
 	m.t.Helper()
 	got := ml.lease.Consumed()
@@ -214,11 +215,13 @@ func (m *modelRun) checkConsumed(ml *modelLease) {
 		if taken[e.name] == nil {
 			taken[e.name] = new(big.Int)
 		}
-		taken[e.name].Add(taken[e.name], new(big.Int).Quo(e.taken, big.NewInt(1000)))
+		taken[e.name].Add(taken[e.name], e.taken)
 		refunds[e.name] = refunds[e.name] || e.refundAsked
 	}
 	for name, sum := range taken {
-		hi := clampInt64(sum)
+		// The lease holds millitokens in an int64: the sum saturates
+		// there, and Consumed reports it in whole tokens.
+		hi := new(big.Int).Quo(clampInt64(sum), big.NewInt(1000))
 		g := big.NewInt(got[name])
 		switch {
 		case !refunds[name] && g.Cmp(hi) != 0:

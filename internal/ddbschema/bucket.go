@@ -328,8 +328,10 @@ func bucketLimits(item map[string]types.AttributeValue) ([]BucketLimit, error) {
 			if v == nil {
 				continue
 			}
-			x, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
+			// A value beyond int64 (a total or a debt that ADDs carried
+			// past it) saturates: the item stays readable.
+			x, ok := parseIntSat(v.Value)
+			if !ok {
 				return nil, fmt.Errorf("attribute %s: invalid integer %q", l.attrs[k], v.Value)
 			}
 			*dst[k] = x

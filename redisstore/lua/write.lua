@@ -63,11 +63,13 @@ end
 -- A retry takes from the stored balances without refilling, as a
 -- speculative consume does, under the same rule: when a limit it takes a
 -- positive amount from may be full by now, every limit of the item is
--- refilled to now first and rf set to now (store.RefillDue). Nothing is
--- saved unless every write's condition holds.
+-- refilled to now first and rf set to now (store.RefillDue). An
+-- adjustment's charge follows the same rule (store.ChargeRefillDue), so
+-- that the cap of a later refill never absorbs it. Nothing is saved
+-- unless every write's condition holds.
 for _, x in ipairs(writes) do
   local it = x.item
-  if x.kind == 'r' and it and icmp(x.now, it.h.rf) > 0 then
+  if (x.kind == 'r' or x.kind == 'a') and it and icmp(x.now, it.h.rf) > 0 then
     local due = false
     for _, l in ipairs(x.limits) do
       local s = it.l[l.name]
