@@ -250,7 +250,7 @@ func (m *modelRun) fail(format string, args ...any) {
 		fmt.Fprintf(&sb, "\n  replay: go test -count=1 -run '%s' <the backend's package>\n", run)
 	}
 	sb.WriteString("  last operations:\n")
-	tail := m.log[max(0, len(m.log)-30):]
+	tail := m.log[max(0, len(m.log)-60):]
 	for _, l := range tail {
 		sb.WriteString("    " + l + "\n")
 	}

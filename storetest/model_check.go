@@ -66,7 +66,8 @@ func (m *modelRun) checkStore() {
 		case b == nil && it == nil:
 			continue
 		case b == nil:
-			// A missing item is full when it is created again.
+			// A missing item (expired) is full when it is created again,
+			// with totals from zero.
 			for _, name := range it.names() {
 				rb := it.limits[name]
 				rb.refill(now)
@@ -74,6 +75,11 @@ func (m *modelRun) checkStore() {
 					m.fail("%s/%s vanished from the store (it would be created full: %s) while the exact bucket of %s holds %s",
 						key.EntityID, key.Resource, milliString(big.NewInt(rb.p.capMilli)), name, ratString(rb.bal))
 				}
+			}
+			for _, name := range it.names() {
+				rb := it.limits[name]
+				rb.tc.SetInt64(0)
+				rb.tcMax.SetInt64(0)
 			}
 			continue
 		case it == nil:
