@@ -129,6 +129,19 @@ demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a b
 stress: dynamodb-local ## contention test at full size (2 processes × 32 goroutines, 20 s, no -race)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' STRESS=1 $(GO) test -count=1 -v -run='^TestContentionNoOverAdmission$$' $(GOTESTFLAGS) .
 
+# The model test at long size (storetest/model.go, the Model part of every backend's
+# TestConformance…): MODEL_SEEDS random sequences of MODEL_STEPS operations in each of the 8
+# modes, plus the focused sequences of the long size, on MODEL_PKGS (memorystore and Redis by
+# default; add . for DynamoDB Local, about 20 ms an operation). `make test` runs one sequence of
+# 150 operations per mode. A failure prints the ZAEL_MODEL_SEED and ZAEL_MODEL_STEPS that replay it.
+MODEL_SEEDS ?= 20
+MODEL_STEPS ?= 1000
+MODEL_PKGS ?= ./memorystore ./redisstore
+.PHONY: model
+model: dynamodb-local ## the model test at long size (MODEL_SEEDS sequences of MODEL_STEPS operations per mode, on MODEL_PKGS)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_MODEL_SEEDS=$(MODEL_SEEDS) ZAEL_MODEL_STEPS=$(MODEL_STEPS) \
+		$(GO) test -count=1 -timeout=$(TESTTIMEOUT) -run='^TestConformance[A-Za-z]*$$/^Model$$' $(GOTESTFLAGS) $(MODEL_PKGS)
+
 # The provider-feedback fleet test at full size (llmhttp/fleet_test.go): 4 processes × 16 goroutines
 # through llmhttp against its fake provider, one shared bucket in DynamoDB Local, 10 s of warm-up and
 # 30 s measured per configuration, without -race; `make test` runs it with -race for 2 s + 6 s.

@@ -78,9 +78,9 @@ func TestBackgroundCommitAlone(t *testing.T) {
 
 // TestBackgroundCommitRefundCapped: a refund folded into an acquire that
 // would lift the balance over the capacity before the acquire takes its
-// amount refuses the combined write; the refund is then written alone,
-// capped, and the acquire after it, as a synchronous Commit and the
-// acquire would.
+// amount refuses the combined write; the item it returns then decides both
+// exactly, the refund first (as the synchronous commit writes it), capped,
+// then the acquire, in one write.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
@@ -95,12 +95,12 @@ func TestBackgroundCommitRefundCapped(t *testing.T) {
 	env.rec.Reset()
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 10}, nil, lim)
 	require.NoError(t, rl.Close())
-	// The combined write was refused (95 + 20 > 100), the refund went
-	// alone (refused as an ADD, then written exactly: capped at 100), then
-	// the acquire (90).
-	assert.Equal(t, "UpdateItem!, UpdateItem!, UpdateItem, UpdateItem", env.calls())
+	// The combined write was refused (95 + 20 > 100); from the item
+	// it returned, the exact write of both: the refund capped at 100, then
+	// the acquire, 90.
+	assert.Equal(t, "UpdateItem!, UpdateItem", env.calls())
 	b := env.bucket("e", "api")
-	assert.Equal(t, int64(90_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity, then 10 taken")
+	assert.Equal(t, int64(90_000), env.n(b, "b_tpm_tk"), "refund capped at the capacity, then the acquire")
 	assert.Equal(t, int64(60_000), env.n(b, "b_tpm_tc"), "50 + 20 − 20 + 10")
 	assert.Zero(t, rl.commits.failed.Load())
 }

@@ -79,7 +79,11 @@ func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketStat
 	if sameParams(s, l) {
 		return s, false
 	}
-	s.TokensMilli, s.LastRefillMs = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	// The refill up to the change is paid out at the old rate, its
+	// sub-millitoken remainder dropped: the time before nowMs never earns
+	// at the new rate.
+	s.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	s.LastRefillMs = max(s.LastRefillMs, nowMs)
 	s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = bucketmath.SatMul(l.Capacity, 1000), bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
 	s.TokensMilli = min(s.TokensMilli, s.CapacityMilli)
 	return s, true
@@ -201,14 +205,40 @@ func wcuSpent(b *store.Bucket) bool {
 	return b != nil && wcuOf(b) != nil && wcuOf(b).TokensMilli < wcuWriteCostMilli
 }
 
-// wcuOf returns the write-capacity state the repository read with b, nil
-// when b holds none (an item of another backend, or a missing one).
-func wcuOf(b *store.Bucket) *store.BucketState {
+// itemExtras is what the DynamoDB backend reads of a bucket item besides
+// its [store.Bucket] ([store.Bucket.Private]): the hidden wcu limit, and
+// per state the exact state of the speculative write.
+type itemExtras struct {
+	wcu *store.BucketState // nil when the item has none
+	// exact holds one entry per state of the bucket, in order.
+	exact []exactState
+}
+
+// exactState is what the speculative write of a limit conditions itself on
+// (see ddbschema.BucketLimit): whether its stored fa can be trusted (fa and
+// ts present, ts = tk, fp the signature of its parameters), and fa.
+type exactState struct {
+	valid    bool
+	fullAtMs int64
+}
+
+// extrasOf returns what the repository read with b besides it, nil when b
+// holds none (an item of another backend, or a missing one).
+func extrasOf(b *store.Bucket) *itemExtras {
 	if b == nil {
 		return nil
 	}
-	s, _ := b.Private.(*store.BucketState)
-	return s
+	x, _ := b.Private.(*itemExtras)
+	return x
+}
+
+// wcuOf returns the write-capacity state the repository read with b, nil
+// when b holds none (an item of another backend, or a missing one).
+func wcuOf(b *store.Bucket) *store.BucketState {
+	if x := extrasOf(b); x != nil {
+		return x.wcu
+	}
+	return nil
 }
 
 // wcuWriteCostMilli is what one speculative write consumes from the hidden

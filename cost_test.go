@@ -108,6 +108,12 @@ func TestCapacityUnits(t *testing.T) {
 			env.clock.advance(30 * time.Second)
 			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 40}, lim))
 		}},
+		// Full again: the refilled state in one write (its item as the
+		// last write returned it is kept), the same capacity units.
+		{"speculative, bucket full", "UpdateItem:2", func() {
+			env.clock.advance(time.Minute)
+			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 1}, lim))
+		}},
 	} {
 		env.rec.Reset()
 		row.fn()

@@ -38,7 +38,10 @@ func rateLimited(t *testing.T, err error) *RateLimitExceededError {
 // writes, attribute for attribute, against those the original writes for the
 // same call (child C of parent P, rpm 10/min, consume 1, TTL multiplier 7 so
 // ttl = now + 10/10×60×7 s): the same keys, GSI keys, hidden wcu limit and
-// counters, the child with cascade and parent_id, the parent without.
+// counters, the child with cascade and parent_id, the parent without; and
+// besides, per limit, the exact state of the speculative write, which the
+// original neither writes nor reads: ts = tk, fa = when it is full again
+// (1 token at 10/min: 6 s), fp its parameters.
 func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -65,6 +68,8 @@ func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 				"b_wcu_rp": schemaN(1000), "b_wcu_tc": schemaN(0),
 				"b_rpm_tk": schemaN(9000), "b_rpm_cp": schemaN(10000), "b_rpm_ra": schemaN(10000),
 				"b_rpm_rp": schemaN(60000), "b_rpm_tc": schemaN(1000),
+				"b_rpm_ts": schemaN(9000), "b_rpm_fa": schemaN(T + 6000),
+				"b_rpm_fp": &types.AttributeValueMemberN{Value: "10000000000000100000000060000"},
 			}
 			if parent != "" {
 				m["parent_id"] = schemaS(parent)

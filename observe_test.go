@@ -205,12 +205,14 @@ func TestLoggerDecisions(t *testing.T) {
 		t.Errorf("conflict logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it).
+	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it);
+	// a capacity of 2 at 1 per second, so that the bucket is not full
+	// after the sleep and the speculative write falls back.
 	waiter := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
 	waiter.intN = func(int) int { return 0 }
 	waiter.sleep = func(_ context.Context, d time.Duration) error { env.clock.advance(d); return nil }
-	perSecond := WithLimits(PerSecond("rps", 1))
-	mustCommit(t, mustAcquire(t, waiter, "w", "api", Consume{"rps": 1}, perSecond))
+	perSecond := WithLimits(Limit{Name: "rps", Capacity: 2, RefillAmount: 1, RefillPeriod: time.Second})
+	mustCommit(t, mustAcquire(t, waiter, "w", "api", Consume{"rps": 2}, perSecond))
 	take()
 	_, err := waiter.Wait(ctx, "w", "api", Consume{"rps": 1}, perSecond)
 	require.NoError(t, err)

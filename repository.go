@@ -44,6 +44,10 @@ const (
 	DefaultNamespaceCacheTTL = 10 * time.Minute
 	// DefaultOpenTimeout bounds the requests of [OpenDynamoDB].
 	DefaultOpenTimeout = 5 * time.Second
+	// DefaultBucketCacheSize is the default ceiling of the bucket cache
+	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1.4 KiB each
+	// with two limits).
+	DefaultBucketCacheSize = 4096
 )
 
 // DynamoDBClient is the subset of *dynamodb.Client the repository uses.
@@ -114,8 +118,18 @@ type DynamoDBOptions struct {
 	// endpoint that does not answer fails the open with an
 	// *[UnavailableError] after about this long. (One that refuses the
 	// connection fails it at once: the open does not retry a connection
-	// that could not be made.) Zero means [DefaultOpenTimeout].
+	// that could not be made.) Zero means [DefaultOpenTimeout], or
+	// $ZAEL_STORE_TIMEOUT ([EnvStoreTimeout]) when that is longer.
 	OpenTimeout time.Duration
+	// BucketCacheSize bounds the bucket items the repository keeps as its
+	// last write of each returned them (shared with the repositories
+	// [DynamoDBRepository.Namespace] returns), the least recently used
+	// going first. A speculative write whose bucket may have refilled to
+	// its capacity writes the refilled state computed from the kept item,
+	// conditioned on the item being unchanged: one write instead of a
+	// refused one and the refilled one. Zero means
+	// [DefaultBucketCacheSize]; a negative size keeps none.
+	BucketCacheSize int
 }
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
@@ -148,8 +162,13 @@ type sharedState struct {
 	now   func() time.Time
 	mu    sync.Mutex                 // guards nsIDs
 	nsIDs *lru.Cache[string, string] // namespace name → id
-	// spec builds the table's speculative writes from cached templates.
-	spec *ddbschema.SpeculativeUpdates
+	// spec and exact build the table's speculative and exact writes from
+	// cached templates.
+	spec  *ddbschema.SpeculativeUpdates
+	exact *ddbschema.ExactUpdates
+	// buckets keeps the bucket items as the last write of each returned
+	// them.
+	buckets *bucketCache
 	// log and metrics are DynamoDBOptions.Logger and Metrics; foreign
 	// counts the index entries of other namespaces dropped, foreignLogged
 	// whether the first was logged.
@@ -167,8 +186,16 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	if ttl <= 0 {
 		ttl = DefaultNamespaceCacheTTL
 	}
-	return &sharedState{now: o.Now, nsIDs: lru.New[string, string](size, ttl), spec: ddbschema.NewSpeculativeUpdates(o.Table),
-		log: o.Logger, metrics: o.Metrics}
+	buckets := o.BucketCacheSize
+	if buckets == 0 {
+		buckets = DefaultBucketCacheSize
+	}
+	return &sharedState{
+		now: o.Now, nsIDs: lru.New[string, string](size, ttl),
+		spec: ddbschema.NewSpeculativeUpdates(o.Table), exact: ddbschema.NewExactUpdates(o.Table),
+		buckets: newBucketCache(buckets),
+		log:     o.Logger, metrics: o.Metrics,
+	}
 }
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)

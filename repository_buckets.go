@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -122,22 +121,83 @@ func (r *DynamoDBRepository) GetBucket(ctx context.Context, key store.BucketKey)
 // WriteBuckets implements [Repository]: one write uses the single-item API
 // (1 WCU instead of 2), several one TransactWriteItems. An adjustment alone
 // caps refunds at the capacity (writeAdjust, below); the limiter never
-// sends one within several writes, where refunds are not capped.
+// sends one within several writes, where refunds are not capped. A retry
+// is an exact write from its item (writeRetries). The items the writes
+// return are kept for the exact writes of the speculative path.
 func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	switch {
 	case len(writes) == 0:
 		return nil
 	case len(writes) == 1 && writes[0].Kind == store.WriteAdjust:
 		return r.writeAdjust(ctx, writes[0])
-	case len(writes) == 1:
-		return r.writeOne(ctx, r.bucketWriteItem(writes[0]))
+	}
+	for _, w := range writes {
+		if w.Kind == store.WriteRetry {
+			return r.writeRetries(ctx, writes)
+		}
+	}
+	if len(writes) == 1 {
+		return r.writeBucket(ctx, writes[0])
 	}
 	items := make([]types.TransactWriteItem, len(writes))
 	for i, w := range writes {
 		items[i] = r.bucketWriteItem(w)
+		if u := items[i].Update; u != nil {
+			u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		}
 	}
 	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	var tce *types.TransactionCanceledException
+	switch {
+	case err == nil:
+		for i, w := range writes {
+			if items[i].Put != nil {
+				r.keepHint(w.Key, items[i].Put.Item)
+				continue
+			}
+			r.shared.buckets.forget(r.nsID, w.Key)
+		}
+	case errors.As(err, &tce):
+		for i, reason := range tce.CancellationReasons {
+			if i < len(writes) && len(reason.Item) > 0 {
+				r.keepHint(writes[i].Key, reason.Item)
+			}
+		}
+	}
 	return classifyWriteErr("write buckets", err)
+}
+
+// writeBucket applies one bucket write with the single-item API and keeps
+// the item it leaves, or the one that refused it (a normal write returns
+// either; a create's is the one it puts; other writes drop the kept
+// item).
+func (r *DynamoDBRepository) writeBucket(ctx context.Context, w store.BucketWrite) error {
+	it := r.bucketWriteItem(w)
+	switch {
+	case it.Put != nil:
+		err := r.writeOne(ctx, it)
+		if err == nil {
+			r.keepHint(w.Key, it.Put.Item)
+		}
+		return err
+	case w.Kind != store.WriteNormal:
+		r.shared.buckets.forget(r.nsID, w.Key)
+		return r.writeOne(ctx, it)
+	}
+	in := ddbschema.UpdateInput(it.Update)
+	in.ReturnValues = types.ReturnValueAllNew
+	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	out, err := r.client.UpdateItem(ctx, in, writeOptions)
+	var ccf *types.ConditionalCheckFailedException
+	switch {
+	case err == nil:
+		r.keepHint(w.Key, out.Attributes)
+	case errors.As(err, &ccf) && len(ccf.Item) > 0:
+		r.keepHint(w.Key, ccf.Item)
+	default:
+		r.shared.buckets.forget(r.nsID, w.Key)
+	}
+	return classifyWriteErr("write bucket", err)
 }
 
 // bucketWriteItem builds the request of one bucket write. A normal write
@@ -180,6 +240,9 @@ func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
 			a := b.name(f.attr)
 			set = append(set, a+" = if_not_exists("+a+", "+f.v+")")
 		}
+		// Whether the limit is new or kept, its exact state is not known
+		// here: the next speculative write of it writes it exactly.
+		remove = append(remove, b.name(bucketAttr(l.Name, fieldFullAt)))
 	}
 	switch w.TTL {
 	case store.TTLSet:
@@ -188,8 +251,11 @@ func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
 		remove = append(remove, b.name(attrTTL))
 	}
 	for _, name := range w.Remove {
-		for _, f := range []string{fieldTokens, fieldCapacity, fieldRefillAmount, fieldRefillPeriod, fieldTotalConsumed} {
-			remove = append(remove, b.name(bucketAttr(name, f)))
+		for _, f := range []string{fieldTokens, fieldCapacity, fieldRefillAmount, fieldRefillPeriod, fieldTotalConsumed, fieldFullAt, fieldShadow, fieldParams} {
+			a := b.name(bucketAttr(name, f))
+			if !slices.Contains(remove, a) {
+				remove = append(remove, a)
+			}
 		}
 	}
 	return b.update(r.opts.Table, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), updateExpr(set, nil, remove),
@@ -222,18 +288,22 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 
 // resetUpdate is the UpdateItem of a store.WriteReset: SET b_L_tk = b_L_cp for
 // every limit named (attribute to attribute, so no read of the balances
-// is needed) and rf = now, on an existing item holding each of them. The
-// hidden wcu limit is left as it is.
+// is needed; its copy ts alike, and its fa removed) and rf = now, on an
+// existing item holding each of them. The hidden wcu limit is left as it
+// is.
 func (r *DynamoDBRepository) resetUpdate(w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	set := []string{b.name(attrRefill) + " = " + b.n(w.NowMs)}
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	var remove []string
 	for _, l := range w.Limits {
 		cp := b.name(bucketAttr(l.Name, fieldCapacity))
-		set = append(set, b.name(bucketAttr(l.Name, fieldTokens))+" = "+cp)
+		set = append(set, b.name(bucketAttr(l.Name, fieldTokens))+" = "+cp, b.name(bucketAttr(l.Name, fieldShadow))+" = "+cp)
+		// Full: the speculative write refuses it until an exact write.
+		remove = append(remove, b.name(bucketAttr(l.Name, fieldFullAt)))
 		conds = append(conds, "attribute_exists("+cp+")")
 	}
-	return b.update(r.opts.Table, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), updateExpr(set, nil, nil), conds)
+	return b.update(r.opts.Table, bucketPrimaryKey(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), updateExpr(set, nil, remove), conds)
 }
 
 // Adjustments (commits, rollbacks, give-backs) on DynamoDB.
@@ -274,20 +344,26 @@ var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times
 
 // writeAdjust applies one store.WriteAdjust.
 func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
-	in := r.optimisticAdjust(w)
-	_, err := r.client.UpdateItem(ctx, in, writeOptions)
+	in := r.optimisticAdjust(w, r.shared.buckets.get(r.nsID, w.Key))
+	out, err := r.client.UpdateItem(ctx, in, writeOptions)
 	for round := 0; ; round++ {
+		if err == nil {
+			r.keepHint(w.Key, out.Attributes)
+			return nil
+		}
 		var ccf *types.ConditionalCheckFailedException
 		if !errors.As(err, &ccf) {
+			r.shared.buckets.forget(r.nsID, w.Key)
 			return wrapErr("adjust bucket", err)
 		}
 		if len(ccf.Item) == 0 {
+			r.shared.buckets.forget(r.nsID, w.Key)
 			return store.ErrConditionFailed // the item is gone: nothing to adjust
 		}
 		if round >= maxAdjustRounds {
 			return errAdjustContended
 		}
-		old, err2 := bucketFromDynamoDB(ccf.Item)
+		old, err2 := r.keepItem(w.Key, ccf.Item)
 		if err2 != nil {
 			return err2
 		}
@@ -295,23 +371,69 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
-		_, err = r.client.UpdateItem(ctx, exact, writeOptions)
+		out, err = r.client.UpdateItem(ctx, exact, writeOptions)
 	}
+}
+
+// adjustExact returns the clauses that keep a limit's exact state (see
+// ddbschema.BucketLimit) through an adjustment of consumed millitokens
+// (tk moves by −consumed): its copy ts moves alike (by the placeholder
+// v of −consumed); a charge leaves fa, which stays a lower bound of the
+// time the limit is full; a refund moves fa earlier by what it may
+// advance that time, computed from the refill amount and period of s
+// (conditioned on: conds), or removes fa when s is nil.
+func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.BucketState) (add, remove, conds []string) {
+	add = []string{b.name(bucketAttr(name, fieldShadow)) + " " + v}
+	if consumed >= 0 {
+		return add, nil, nil
+	}
+	fa := b.name(bucketAttr(name, fieldFullAt))
+	if s == nil {
+		return add, []string{fa}, nil
+	}
+	add = append(add, fa+" "+b.n(-bucketmath.GiveDelayMs(-consumed, s.RefillAmountMilli, s.RefillPeriodMs)))
+	conds = []string{
+		b.name(bucketAttr(name, fieldRefillAmount)) + " = " + b.n(s.RefillAmountMilli),
+		b.name(bucketAttr(name, fieldRefillPeriod)) + " = " + b.n(s.RefillPeriodMs),
+	}
+	return add, nil, conds
 }
 
 // optimisticAdjust is the first write of an adjustment: ADD every delta,
 // conditioned on the item and each limit existing and, for a refund with a
-// known capacity, on the refund fitting under it.
-func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite) *dynamodb.UpdateItemInput {
+// known capacity, on the refund fitting under it. kept, the item as last
+// seen (nil when none is kept), supplies the refill parameters that move a
+// refunded limit's fa (see adjustExact).
+func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
-	var add []string
+	var add, remove []string
 	for _, l := range w.Limits {
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
 		cp := b.name(bucketAttr(l.Name, fieldCapacity))
-		add = append(add, tk+" "+b.n(-l.ConsumedMilli), b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+		v := b.n(-l.ConsumedMilli)
+		add = append(add, tk+" "+v, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+		var s *store.BucketState
+		if st, ok := kept.State(l.Name); ok && st.CapacityMilli == l.CapacityMilli {
+			s = &st
+		}
+		xa, xr, xc := adjustExact(b, l.Name, v, l.ConsumedMilli, s)
+		add, remove, conds = append(add, xa...), append(remove, xr...), append(conds, xc...)
 		switch {
-		case l.ConsumedMilli >= 0:
+		case l.ConsumedMilli > 0:
+			// A charge is taken from the stored balance only while the
+			// limit cannot have refilled to its capacity by now (its exact
+			// state, as the speculative take is conditioned); otherwise
+			// the exact write refills the item first.
+			conds = append(conds, "attribute_exists("+cp+")",
+				b.name(bucketAttr(l.Name, fieldFullAt))+" > "+b.n(w.NowMs),
+				tk+" = "+b.name(bucketAttr(l.Name, fieldShadow)))
+			if s != nil {
+				if sig, ok := ddbschema.ParamsSig(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); ok {
+					conds = append(conds, b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
+				}
+			}
+		case l.ConsumedMilli == 0:
 			conds = append(conds, "attribute_exists("+cp+")")
 		case l.CapacityMilli > 0:
 			// A refund of R fits when tk ≤ capacity − R.
@@ -320,7 +442,7 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite) *dynamodb.Upd
 			conds = append(conds, "attribute_not_exists("+cp+")") // unknown capacity: always take the exact path
 		}
 	}
-	return r.adjustInput(b, w.Key, updateExpr(nil, add, nil), conds)
+	return r.adjustInput(b, w.Key, updateExpr(nil, add, remove), conds)
 }
 
 // exactAdjust is the write of an adjustment computed from old, the item as
@@ -329,9 +451,19 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite) *dynamodb.Upd
 // item's capacity; the totals are ADDed. It returns nil when old holds none
 // of the limits.
 func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket) *dynamodb.UpdateItemInput {
+	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
+		// A charge on a limit that may be full by now: the item refilled
+		// to now first, then adjusted, conditioned on it being unchanged.
+		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
+		ew.TTLCheck = false
+		in := r.shared.exact.Input(ddbschema.BucketKeyValue(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), &ew)
+		in.ReturnValues = types.ReturnValueAllNew
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		return in
+	}
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
-	var set, add []string
+	var set, add, remove []string
 	for _, l := range w.Limits {
 		s, ok := old.State(l.Name)
 		if !ok {
@@ -341,8 +473,15 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 		cp := b.name(bucketAttr(l.Name, fieldCapacity))
 		add = append(add, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
 		if l.ConsumedMilli >= 0 {
-			add = append(add, tk+" "+b.n(-l.ConsumedMilli))
+			v := b.n(-l.ConsumedMilli)
+			xa, _, _ := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
+			add = append(append(add, tk+" "+v), xa...)
 			conds = append(conds, "attribute_exists("+cp+")")
+			if l.ConsumedMilli > 0 {
+				// Not full by now on old (above), so not on a balance no
+				// higher with the same rf.
+				conds = append(conds, tk+" <= "+b.n(s.TokensMilli), b.name(attrRefill)+" = "+b.n(old.RefillMs))
+			}
 			continue
 		}
 		c := s.CapacityMilli
@@ -352,105 +491,31 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 		case s.TokensMilli >= c:
 			conds = append(conds, tk+" >= "+b.n(c))
 		case s.TokensMilli > fits:
+			// Capped at the capacity: the limit is full, its fa goes (the
+			// speculative write refuses it until an exact write).
 			conds = append(conds, tk+" > "+b.n(fits), tk+" < "+b.n(c))
-			set = append(set, tk+" = "+b.n(c))
+			v := b.n(c)
+			set = append(set, tk+" = "+v, b.name(bucketAttr(l.Name, fieldShadow))+" = "+v)
+			remove = append(remove, b.name(bucketAttr(l.Name, fieldFullAt)))
 		default:
 			conds = append(conds, tk+" <= "+b.n(fits))
-			add = append(add, tk+" "+b.n(-l.ConsumedMilli))
+			v := b.n(-l.ConsumedMilli)
+			xa, _, xc := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
+			add = append(append(add, tk+" "+v), xa...)
+			conds = append(conds, xc...)
 		}
 	}
 	if len(add) == 0 {
 		return nil
 	}
-	return r.adjustInput(b, w.Key, updateExpr(set, add, nil), conds)
+	return r.adjustInput(b, w.Key, updateExpr(set, add, remove), conds)
 }
 
 func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string) *dynamodb.UpdateItemInput {
 	in := ddbschema.UpdateInput(b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds))
+	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	return in
-}
-
-// buildSpeculativeUpdate is the Python library's speculative UpdateItem:
-// take every named amount and one wcu token, conditioned on the item
-// existing and not being expired, each positively consumed limit having
-// enough tokens (only positive amounts gate admission; the others must
-// exist), and wcu having a token. Unlike the original it is also
-// conditioned on every limit of req.Limits being stored with the
-// parameters the limiter resolved, so that a limit change is noticed on
-// the fast path. Names are sorted. It is sent on every acquire, so it is
-// built from a template of its shape (ddbschema.SpeculativeUpdates), and
-// the slices handed to it stay on the stack for up to eight limits and
-// amounts.
-func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
-	var lbuf [8]ddbschema.SpecLimit
-	limits := lbuf[:0]
-	for _, l := range req.Limits {
-		limits = append(limits, ddbschema.SpecLimit{
-			Name:              l.Name,
-			CapacityMilli:     bucketmath.SatMul(l.Capacity, 1000),
-			RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000),
-			RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
-		})
-	}
-	var abuf [8]ddbschema.SpecAmount
-	amounts := abuf[:0]
-	for name, n := range req.Consume {
-		amounts = append(amounts, ddbschema.SpecAmount{Name: name, Milli: bucketmath.SatMul(n, 1000)})
-	}
-	slices.SortFunc(amounts, func(a, b ddbschema.SpecAmount) int { return strings.Compare(a.Name, b.Name) })
-	key := ddbschema.BucketKeyValue(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
-	return spec.Input(key, limits, amounts, bucketmath.FloorDiv(req.NowMs, 1000))
-}
-
-// SpeculativeConsume implements [store.SpeculativeStore]: one conditional
-// UpdateItem on key, which also takes one token of the item's hidden wcu
-// limit. A refused write returns the old item (ALL_OLD) and the reason;
-// only other errors are returned as errors.
-func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	out, err := r.client.UpdateItem(ctx, buildSpeculativeUpdate(r.shared.spec, r.nsID, req), writeOptions)
-	res := store.SpeculativeResult{Key: req.Key}
-	if err == nil {
-		b, err := bucketFromDynamoDB(out.Attributes)
-		if err != nil {
-			return res, err
-		}
-		res.Applied, res.Bucket = true, b
-		return res, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return res, wrapErr("speculative write", err)
-	}
-	if len(ccf.Item) == 0 {
-		res.Reason = store.RefusedBucketMissing
-		return res, nil
-	}
-	b, err := bucketFromDynamoDB(ccf.Item)
-	if err != nil {
-		return res, err
-	}
-	return refusedResult(req.Key, b, classifySpecFailure(b, req), req.NowMs), nil
-}
-
-// classifySpecFailure explains a refused speculative write from the old item:
-// [specRefusal], except that a DynamoDB item without a wcu limit refuses the
-// write (the update expression needs it) and that a refusal nothing else
-// explains (a concurrent change) counts as an exhausted limit.
-func classifySpecFailure(b *store.Bucket, req store.SpeculativeRequest) store.RefusalReason {
-	reason := specRefusal(b, req.Consume, req.Limits, req.NowMs)
-	if wcuOf(b) == nil {
-		switch reason {
-		case store.RefusedLimitExhausted:
-			return store.RefusedBothExhausted
-		case store.RefusedNone:
-			return store.RefusedWriteCapacity
-		}
-	}
-	if reason == store.RefusedNone {
-		return store.RefusedLimitExhausted
-	}
-	return reason
 }
 
 // BumpShardCount implements [store.ShardStore]: a conditional UpdateItem of the
@@ -486,30 +551,21 @@ func (r *DynamoDBRepository) serialItemWrites() {}
 // adjustment of the same item (a committed lease's, whole tokens), folded
 // into the same UpdateItem: one write for both, exactly as adj followed by
 // the acquire. The acquire's condition holds for the balance after the
-// adjustment, a refund is conditioned on fitting under the capacity before
-// the acquire takes its amount (as an adjustment alone is), and both ADDs
-// go into one per limit. When the write is refused, nothing was written:
-// the caller writes the adjustment alone, then the acquire.
+// adjustment, including that its limits are not full by now once refunded
+// (their exact state, see SpeculativeConsume); a refund is conditioned on
+// fitting under the capacity before the acquire takes its amount (as an
+// adjustment alone is), and both ADDs go into one per limit. When a limit
+// may be full, the write is the exact one of both (see foldFrom). When the
+// acquire does not fit once adjusted, nothing was written: the caller
+// writes the adjustment alone, then the acquire.
 func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
 	res := store.SpeculativeResult{Key: req.Key}
 	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj)
 	if in == nil {
 		return res, foldNotApplied, nil
 	}
-	out, err := r.client.UpdateItem(ctx, in, writeOptions)
-	if err == nil {
-		b, err := bucketFromDynamoDB(out.Attributes)
-		if err != nil {
-			return res, foldApplied, err
-		}
-		res.Applied, res.Bucket = true, b
-		return res, foldApplied, nil
-	}
-	var ccf *types.ConditionalCheckFailedException
-	if !errors.As(err, &ccf) {
-		return res, foldUnknown, wrapErr("speculative write", err)
-	}
-	return res, foldNotApplied, nil
+	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
+	return r.foldFrom(ctx, req, adj, in, key, base)
 }
 
 // buildSpeculativeFold is buildSpeculativeUpdate with the adjustment adj
@@ -540,21 +596,56 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 			b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(bucketmath.SatMul(l.RefillAmount, 1000)),
 			b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(l.RefillPeriod.Milliseconds()))
 	}
+	var remove []string
 	for _, name := range names {
 		amount, acquired := req.Consume[name]
 		a := bucketmath.SatMul(amount, 1000)
 		d := deltas[name]
 		tk := b.name(bucketAttr(name, fieldTokens))
+		fa := func() string { return b.name(bucketAttr(name, fieldFullAt)) }
+		var ra, rp int64
+		sig, known := "", false
+		if i := slices.IndexFunc(req.Limits, func(l Limit) bool { return l.Name == name }); i >= 0 {
+			l := req.Limits[i]
+			ra, rp = bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
+			sig, known = ddbschema.ParamsSig(bucketmath.SatMul(l.Capacity, 1000), ra, rp)
+		}
+		// The refund, written first, may bring the time the limit is full
+		// that much closer.
+		advance := int64(0)
+		if d.milli < 0 {
+			advance = bucketmath.GiveDelayMs(-d.milli, ra, rp)
+		}
 		switch {
 		case acquired && a > 0:
-			// The balance after the adjustment must hold the amount.
-			conds = append(conds, tk+" >= "+b.n(bucketmath.AddSat(a, d.milli)))
+			if !known {
+				return nil // no exact state to condition the take on
+			}
+			// The balance after the adjustment must hold the amount, and
+			// the limit must not be full by now once refunded.
+			conds = append(conds, tk+" >= "+b.n(bucketmath.AddSat(a, d.milli)),
+				fa()+" > "+b.n(bucketmath.AddSat(req.NowMs, advance)),
+				tk+" = "+b.name(bucketAttr(name, fieldShadow)),
+				b.name(bucketAttr(name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
+			add = append(add, fa()+" "+b.n(bucketmath.AddSat(bucketmath.TakeDelayMs(a, ra, rp), -advance)))
 		case acquired:
 			conds = append(conds, "attribute_exists("+tk+")")
 		}
 		switch {
+		case a > 0:
+		case a < 0 || (d.milli < 0 && !known):
+			remove = append(remove, fa()) // a give-back of unknown effect
+		case d.milli < 0:
+			add = append(add, fa()+" "+b.n(-advance))
+		}
+		switch {
 		case d.milli > 0:
 			conds = append(conds, "attribute_exists("+b.name(bucketAttr(name, fieldCapacity))+")")
+			if !acquired || a <= 0 {
+				// A charge is taken from the stored balance only while the
+				// limit cannot be full by now (see optimisticAdjust).
+				conds = append(conds, fa()+" > "+b.n(req.NowMs), tk+" = "+b.name(bucketAttr(name, fieldShadow)))
+			}
 		case d.milli < 0:
 			// The refund fits under the capacity before the acquire takes
 			// its amount, as it would written first: tk + refund ≤
@@ -563,7 +654,8 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 				tk+" <= "+b.n(bucketmath.AddSat(d.capMilli, d.milli)))
 		}
 		if total := bucketmath.AddSat(a, d.milli); total != 0 {
-			add = append(add, tk+" "+b.n(-total), b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(total))
+			v := b.n(-total)
+			add = append(add, tk+" "+v, b.name(bucketAttr(name, fieldShadow))+" "+v, b.name(bucketAttr(name, fieldTotalConsumed))+" "+b.n(total))
 		}
 	}
 	wtk := b.name(bucketAttr(wcuLimitName, fieldTokens))
@@ -571,7 +663,7 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 	add = append(add, wtk+" "+b.n(-wcuWriteCostMilli), b.name(bucketAttr(wcuLimitName, fieldTotalConsumed))+" "+b.n(wcuWriteCostMilli))
 	ttl := b.name(attrTTL)
 	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(req.NowMs, 1000))+")")
-	u := b.update(table, bucketPrimaryKey(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, nil), conds)
+	u := b.update(table, bucketPrimaryKey(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, remove), conds)
 	in := ddbschema.UpdateInput(u)
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -563,6 +564,11 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	}
 	if o.OpenTimeout <= 0 {
 		o.OpenTimeout = DefaultOpenTimeout
+		// A store timeout widened by the environment widens the open's
+		// default alike (a loaded machine, DynamoDB Local warming up).
+		if d, err := time.ParseDuration(os.Getenv(EnvStoreTimeout)); err == nil && d > o.OpenTimeout {
+			o.OpenTimeout = d
+		}
 	}
 	if err := ValidateStackName(o.Table); err != nil {
 		return nil, err

@@ -145,6 +145,9 @@ const (
 	fieldRefillAmount  = ddbschema.FieldRefillAmount  // millitokens
 	fieldRefillPeriod  = ddbschema.FieldRefillPeriod  // milliseconds
 	fieldTotalConsumed = ddbschema.FieldTotalConsumed // millitokens
+	fieldFullAt        = ddbschema.FieldFullAt        // ms: when the limit may be full, at the earliest
+	fieldShadow        = ddbschema.FieldShadow        // millitokens: a copy of tk
+	fieldParams        = ddbschema.FieldParams        // the parameters fa holds for
 )
 
 // Pseudo entity ids of config-level audit events.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // ---------------------------------------------------------------------------
@@ -68,15 +69,19 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 	if err != nil {
 		return "", nil, err
 	}
-	// The bucket and its states in one allocation (every acquire reads
-	// one), the wcu state after the others in the same array.
+	// The bucket, its states and what only this backend reads of them in
+	// one allocation (every acquire reads one), the wcu state after the
+	// others in the same array.
 	var b *store.Bucket
 	var states []store.BucketState
+	var x *itemExtras
 	if len(d.Limits) <= len(bucketBlock{}.states) {
 		blk := &bucketBlock{}
-		b, states = &blk.b, blk.states[:0:len(d.Limits)]
+		b, states, x = &blk.b, blk.states[:0:len(d.Limits)], &blk.extras
+		x.exact = blk.exact[:0:len(d.Limits)]
 	} else {
-		b, states = &store.Bucket{}, make([]store.BucketState, 0, len(d.Limits))
+		b, states, x = &store.Bucket{}, make([]store.BucketState, 0, len(d.Limits)), &itemExtras{}
+		x.exact = make([]exactState, 0, len(d.Limits))
 	}
 	*b = store.Bucket{
 		Key:        store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
@@ -85,6 +90,7 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 		Cascade:    d.Cascade,
 		ParentID:   d.ParentID,
 		TTL:        d.TTL,
+		Private:    x,
 	}
 	var wcu store.BucketState
 	hasWCU := false
@@ -106,21 +112,24 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 			continue
 		}
 		states = append(states, s)
+		x.exact = append(x.exact, exactState{valid: l.ExactValid(), fullAtMs: l.FullAtMs})
 	}
 	// States ends where the wcu state starts: appending to it copies.
 	b.States = states[:len(states):len(states)]
 	if hasWCU {
 		states = append(states, wcu)
-		b.Private = &states[len(states)-1]
+		x.wcu = &states[len(states)-1]
 	}
 	return d.Namespace, b, nil
 }
 
-// bucketBlock is a bucket and room for its states: two limits and wcu,
-// and one more.
+// bucketBlock is a bucket and room for its states (two limits and wcu, and
+// one more) and for what only this backend reads of them.
 type bucketBlock struct {
 	b      store.Bucket
 	states [4]store.BucketState
+	extras itemExtras
+	exact  [4]exactState
 }
 
 // ---------------------------------------------------------------------------
@@ -415,7 +424,10 @@ func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWrite
 	case store.WriteNormal:
 		return types.TransactWriteItem{Update: buildNormalUpdate(table, key, w)}
 	case store.WriteRetry:
-		return types.TransactWriteItem{Update: buildRetryUpdate(table, key, w)}
+		// A retry is an exact write from the item as last seen, which
+		// only DynamoDBRepository.writeRetries has: nothing is built
+		// here (a request with neither Put nor Update fails).
+		return types.TransactWriteItem{}
 	default:
 		return types.TransactWriteItem{Update: buildAdjustUpdate(table, key, w)}
 	}
@@ -425,6 +437,14 @@ func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWrite
 // consume under the rf optimistic lock, with a floor guard per limit whose
 // consumption exceeds its refill (concurrent speculative writes drain tk
 // without moving rf).
+//
+// It also writes each limit's exact state (see ddbschema.BucketLimit) for
+// the balance it computed from w.Base: ts is set to that balance, and fa
+// and fp to the time it is full; so that they hold, the write is also
+// conditioned on each such limit's balance being the one read (a
+// concurrent take makes it fail, and the limiter's retry takes from the
+// balance as it is now). A limit created here, or one w.Base lacks, gets
+// no fa.
 func buildNormalUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	rf := b.name(attrRefill)
@@ -449,59 +469,63 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
 		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
 		if l.Initial != nil {
-			set = append(set, b.initLimitClauses(l.Name, b.n(l.Initial.TokensMilli-l.ConsumedMilli), l.Initial)...)
+			ts, fa := b.name(bucketAttr(l.Name, fieldShadow)), b.name(bucketAttr(l.Name, fieldFullAt))
+			v := b.n(l.Initial.TokensMilli - l.ConsumedMilli)
+			set = append(set, b.initLimitClauses(l.Name, v, l.Initial)...)
+			set = append(set, ts+" = "+v)
+			remove = append(remove, fa) // its parameters may be kept: no fa
 			add = append(add, tc+" "+b.n(l.ConsumedMilli))
 			conds = append(conds, "attribute_not_exists("+tk+")")
 			continue
 		}
 		add = append(add, tk+" "+b.n(l.RefillMilli-l.ConsumedMilli), tc+" "+b.n(l.ConsumedMilli))
-		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 {
+		p, based := w.Base.State(l.Name)
+		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 && !based {
 			conds = append(conds, tk+" >= "+b.n(floor))
 		}
-		if p := l.Params; p != nil { // a limit change
+		if l.Name == wcuLimitName {
+			continue // the hidden limit keeps no exact state
+		}
+		if l.Params != nil { // a limit change
+			p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs = l.Params.CapacityMilli, l.Params.RefillAmountMilli, l.Params.RefillPeriodMs
 			set = append(set,
 				b.name(bucketAttr(l.Name, fieldCapacity))+" = "+b.n(p.CapacityMilli),
 				b.name(bucketAttr(l.Name, fieldRefillAmount))+" = "+b.n(p.RefillAmountMilli),
 				b.name(bucketAttr(l.Name, fieldRefillPeriod))+" = "+b.n(p.RefillPeriodMs))
 		}
-	}
-	return b.update(table, key, updateExpr(set, add, remove), conds)
-}
-
-// buildRetryUpdate is the original's build_composite_retry: consume without
-// refill, guarded by tk >= consumed; a limit missing from the item is
-// initialised as full first.
-func buildRetryUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
-	b := newExprBuilder()
-	var set, add []string
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
-	for _, l := range w.Limits {
-		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
-		c := b.n(l.ConsumedMilli)
-		if l.Initial != nil {
-			set = append(set, b.initLimitClauses(l.Name, "if_not_exists("+tk+", "+b.n(l.Initial.TokensMilli)+") - "+c, l.Initial)...)
-			add = append(add, tc+" "+c)
-			conds = append(conds, "(attribute_not_exists("+tk+") OR "+tk+" >= "+c+")")
+		fa := b.name(bucketAttr(l.Name, fieldFullAt))
+		if !based {
+			remove = append(remove, fa)
 			continue
 		}
-		add = append(add, tk+" "+b.n(-l.ConsumedMilli), tc+" "+c)
-		conds = append(conds, tk+" >= "+c)
+		balance := bucketmath.AddSat(p.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
+		set = append(set, b.name(bucketAttr(l.Name, fieldShadow))+" = "+b.n(balance))
+		conds = append(conds, tk+" = "+b.n(p.TokensMilli)) // also the floor guard: the balance read covers the write
+		if sig, ok := ddbschema.ParamsSig(p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs); ok {
+			set = append(set, fa+" = "+b.n(bucketmath.FullAtMs(balance, w.NowMs, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)),
+				b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
+		} else {
+			remove = append(remove, fa)
+		}
 	}
-	return b.update(table, key, updateExpr(set, add, nil), conds)
+	return b.update(table, key, updateExpr(set, add, remove), conds)
 }
 
 // buildAdjustUpdate is the original's build_composite_adjust: unconditional
 // ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
 // to exist, so that a refund to an expired bucket does not leave a stub item
-// without capacity attributes.
+// without capacity attributes. Each limit's copy ts moves with tk, and a
+// refund removes its fa (see adjustExact).
 func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
-	var add []string
+	var add, remove []string
 	for _, l := range w.Limits {
-		add = append(add,
-			b.name(bucketAttr(l.Name, fieldTokens))+" "+b.n(-l.ConsumedMilli),
-			b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+		v := b.n(-l.ConsumedMilli)
+		xa, xr, _ := adjustExact(b, l.Name, v, l.ConsumedMilli, nil)
+		add = append(append(add,
+			b.name(bucketAttr(l.Name, fieldTokens))+" "+v,
+			b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli)), xa...)
+		remove = append(remove, xr...)
 	}
-	return b.update(table, key, updateExpr(nil, add, nil), []string{"attribute_exists(" + b.name(attrPK) + ")"})
+	return b.update(table, key, updateExpr(nil, add, remove), []string{"attribute_exists(" + b.name(attrPK) + ")"})
 }

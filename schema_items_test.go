@@ -27,13 +27,17 @@ func TestBucketItemRoundTrip(t *testing.T) {
 		// wantWCU is the wcu state expected back (LastRefillMs and
 		// identity fields are filled in by the test).
 		wantWCU store.BucketState
+		// wantExact is the exact state of each limit in name order: the
+		// item's fa, the time it is full (written by bucketItem).
+		wantExact []exactState
 	}{
 		{
 			name: "cascade child, wcu injected",
 			b: store.Bucket{Key: store.BucketKey{EntityID: "C", Resource: "api"}, ShardCount: 1, RefillMs: 1767225600123, Cascade: true, ParentID: "P", TTL: 1767226020, States: []store.BucketState{
 				{EntityID: "C", Resource: "api", LimitName: "rpm", TokensMilli: 9000, LastRefillMs: 1767225600123, CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000, TotalConsumedMilli: 1000},
 			}},
-			wantWCU: wcuFull,
+			wantWCU:   wcuFull,
+			wantExact: []exactState{{valid: true, fullAtMs: 1767225600123 + 6000}}, // 1 token at 10/min
 		},
 		{
 			name: "shard, slash resource, no ttl, no parent, wcu given, negative tokens",
@@ -43,9 +47,13 @@ func TestBucketItemRoundTrip(t *testing.T) {
 					{LimitName: "tpm", TokensMilli: -5000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 15_000},
 					{LimitName: "my_limit", TokensMilli: 1, CapacityMilli: 2, RefillAmountMilli: 3, RefillPeriodMs: 4000},
 				},
-				Private: &wcuUsed,
+				Private: &itemExtras{wcu: &wcuUsed},
 			},
 			wantWCU: wcuUsed,
+			wantExact: []exactState{
+				{valid: true, fullAtMs: 1700000000000 + 1334},  // my_limit: 1 of 2 at 3 per 4 s
+				{valid: true, fullAtMs: 1700000000000 + 60030}, // tpm: 10,005 tokens at 10,000/min
+			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,13 +71,13 @@ func TestBucketItemRoundTrip(t *testing.T) {
 			}
 			want := tc.b
 			wcu := fill(tc.wantWCU)
-			want.Private = &wcu
+			want.Private = &itemExtras{wcu: &wcu, exact: tc.wantExact}
 			want.States = nil
 			for _, s := range tc.b.States {
 				want.States = append(want.States, fill(s))
 			}
 			sort.Slice(want.States, func(i, j int) bool { return want.States[i].LimitName < want.States[j].LimitName })
-			diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{}))
+			diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{}, itemExtras{}, exactState{}))
 			assert.EqualValues(t, "", diff, "round trip (-want +got):\n%s", diff)
 		})
 	}

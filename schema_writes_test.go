@@ -42,8 +42,12 @@ func render(expr string, names map[string]string, values map[string]types.Attrib
 
 // TestNormalWriteShape checks the slow-path normal write of {rps:1,
 // tpm:100} 203 ms after the last write against the Python library's: the
-// refill and consumption as ADDs under the rf lock, a floor guard on tpm,
-// whose consumption exceeds its refill, and none on rps.
+// refill and consumption as ADDs under the rf lock. Where the Python
+// library guards tpm, whose consumption exceeds its refill, with tk ≥ the
+// excess, this write is conditioned on each balance being the one read
+// (which covers the guard), and sets each limit's exact state: ts to the
+// balance written, fa to when it is full (rps: 1 token at 10/s, 100 ms;
+// tpm: 166,167 millitokens at 10,000/min, 998 ms), fp to its parameters.
 func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -73,10 +77,12 @@ func TestNormalWriteShape(t *testing.T) {
 	now := R + 203
 	gotUpdate := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	wantUpdate := "SET rf = " + itoa64(now) +
+		", b_rps_ts = 9000, b_rps_fa = " + itoa64(now+100) + ", b_rps_fp = 10000000000000100000000001000" +
+		", b_tpm_ts = 9833833, b_tpm_fa = " + itoa64(now+998) + ", b_tpm_fp = 10000000000000100000000000060000" +
 		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
 	assert.Equal(t, wantUpdate, gotUpdate, "update\n got %s\nwant %s", gotUpdate, wantUpdate)
 	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "rf = " + itoa64(R) + " AND b_tpm_tk >= 66167"
+	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000"
 	assert.Equal(t, want, gotCond, "condition\n got %s\nwant %s", gotCond, want)
 	for p := range in.ExpressionAttributeNames {
 		assert.True(t, strings.HasPrefix(p, "#a"), "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
@@ -90,15 +96,22 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // TestSpeculativeUpdateShape checks the speculative UpdateItem against the
 // Python library's, except that only positive amounts are guarded (a zero
 // or negative amount must not refuse the write for a balance it does not
-// take from).
+// take from), that the resolved limits' parameters are conditioned on, and
+// that a positive amount is also conditioned on its limit not being full
+// by now (its exact state: fa after now, ts = tk, fp its parameters) and
+// moves ts with tk and fa by the time the take delays it (rpm: 1 token at
+// 100/min, 600 ms; tpm: 100 tokens at 10,000/min, 600 ms).
 func TestSpeculativeUpdateShape(t *testing.T) {
-	in := buildSpeculativeUpdate(ddbschema.NewSpeculativeUpdates("tbl"), "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2}, Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, NowMs: 1_700_000_000_999})
+	in := buildSpeculativeUpdate(ddbschema.NewSpeculativeUpdates("tbl"), "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2},
+		Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, Limits: []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}, NowMs: 1_700_000_000_999})
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "ADD b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
+	want := "ADD b_rpm_fa 600, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000, b_tpm_fa 600, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
 	assert.Equal(t, want, got, "update\n got %s\nwant %s", got, want)
 	got = render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want = "attribute_exists(PK) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000" +
-		" AND (attribute_not_exists(ttl) OR ttl > 1700000000)"
+	want = "attribute_exists(PK) AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000 AND b_tpm_cp = 10000000 AND b_tpm_ra = 10000000 AND b_tpm_rp = 60000" +
+		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 100000000000001000000000060000" +
+		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 10000000000000100000000000060000" +
+		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)"
 	assert.Equal(t, want, got, "condition\n got %s\nwant %s", got, want)
 	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 		t.Errorf("return values %v %v", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
@@ -107,30 +120,59 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 	assert.EqualValues(t, "ns/BUCKET#e#r#2", pk, "key %s", pk)
 }
 
-// TestRetryAndAdjustShapes checks the consumption-only retry write and the
-// adjustment write.
+// TestRetryAndAdjustShapes checks the retry writes (an exact write from the
+// item, or the take from the stored balances when no limit may be full)
+// and the adjustment write.
 func TestRetryAndAdjustShapes(t *testing.T) {
+	const rf = 1_700_000_000_000
+	base := &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "r"}, RefillMs: rf, States: []store.BucketState{
+		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000},
+	}, Private: &itemExtras{exact: []exactState{{valid: true, fullAtMs: rf + 6000}}}}
 	full := store.BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
-	w := buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteRetry, Key: store.BucketKey{EntityID: "e", Resource: "r"}, Limits: []store.LimitWrite{
+	retry := store.BucketWrite{Kind: store.WriteRetry, Key: base.Key, NowMs: rf + 1000, Limits: []store.LimitWrite{
 		{Name: "rpm", ConsumedMilli: 2000}, {Name: "new", ConsumedMilli: 1000, Initial: &full},
-	}})
-	u := w.Update
+	}}
+	w, ok, direct := planRetry(base, retry)
+	require.True(t, ok)
+	require.True(t, direct, "a limit created: the exact write")
+	u := ddbschema.NewExactUpdates("tbl").Update(bucketPrimaryKey("ns", "e", "r", 0), &w)
 	got := render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	want := "SET b_new_tk = if_not_exists(b_new_tk, 5000) - 1000, b_new_cp = if_not_exists(b_new_cp, 5000), " +
-		"b_new_ra = if_not_exists(b_new_ra, 5000), b_new_rp = if_not_exists(b_new_rp, 60000) " +
-		"ADD b_rpm_tk -2000, b_rpm_tc 2000, b_new_tc 1000"
-	assert.Equal(t, want, got, "retry update\n got %s\nwant %s", got, want)
+	want := "SET b_new_tk = 4000, b_new_ts = 4000, b_new_cp = if_not_exists(b_new_cp, 5000), b_new_ra = if_not_exists(b_new_ra, 5000), " +
+		"b_new_rp = if_not_exists(b_new_rp, 60000), b_rpm_tk = 7000, b_rpm_ts = 7000, b_rpm_fa = " + itoa64(rf+18_000) +
+		", b_rpm_fp = 10000000000000100000000060000 ADD b_new_tc 1000, b_rpm_tc 2000 REMOVE b_new_fa"
+	assert.Equal(t, want, got, "exact retry update")
 	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	if want := "attribute_exists(PK) AND b_rpm_tk >= 2000 AND (attribute_not_exists(b_new_tk) OR b_new_tk >= 1000)"; got != want {
-		t.Errorf("retry condition\n got %s\nwant %s", got, want)
-	}
+	want = "rf = " + itoa64(rf) + " AND attribute_not_exists(b_new_tk) AND b_rpm_tk = 9000 AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"
+	assert.Equal(t, want, got, "exact retry condition")
 
-	w = buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []store.LimitWrite{
+	// Without a limit to create, and rpm not full by then: the take.
+	retry.Limits = retry.Limits[:1]
+	_, ok, direct = planRetry(base, retry)
+	require.True(t, ok)
+	require.False(t, direct)
+	r := &DynamoDBRepository{opts: DynamoDBOptions{Table: "tbl"}, nsID: "ns"}
+	u = r.retrySubtract(bucketPrimaryKey("ns", "e", "r", 0), base, retry)
+	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	assert.Equal(t, "ADD b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000, b_rpm_fa 12000", got, "retry take update")
+	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
+	want = "attribute_exists(PK) AND b_rpm_tk >= 2000 AND b_rpm_fa > " + itoa64(rf+1000) + " AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000" +
+		" AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"
+	assert.Equal(t, want, got, "retry take condition")
+
+	// 7 s on, rpm is full: the exact write refills the item.
+	retry.NowMs = rf + 7000
+	w, ok, direct = planRetry(base, retry)
+	require.True(t, ok)
+	require.True(t, direct)
+	require.Equal(t, int64(rf+7000), w.NewRefillMs)
+	require.Equal(t, int64(8000), w.Limits[0].NewMilli)
+
+	aw := buildBucketWrite("tbl", "ns", store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 1}, Limits: []store.LimitWrite{
 		{Name: "tpm-x", ConsumedMilli: -5000},
 	}})
-	u = w.Update
+	u = aw.Update
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000"; got != want {
+	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000, b_tpm-x_ts 5000 REMOVE b_tpm-x_fa"; got != want {
 		t.Errorf("adjust update %s, want %s", got, want)
 	}
 	pk := u.Key["PK"].(*types.AttributeValueMemberS).Value

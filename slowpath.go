@@ -116,6 +116,8 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 func (rl *RateLimiter) storeLimitChange(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	changed := false
 	for _, e := range lease.entries {
+		// Nothing was taken: neither the balance nor the total moves.
+		e.state.TotalConsumedMilli = bucketmath.AddMilli(e.state.TotalConsumedMilli, -e.consumed)
 		e.consumed = 0
 		if e.paramsChanged {
 			changed = true

@@ -65,11 +65,12 @@ func TestLostCreateRaceReadsAgain(t *testing.T) {
 // refill timestamp, and before the next read it fills the bucket again.
 // The limiter's backoffs are recorded, not slept.
 type raceEnv struct {
-	env   *testEnv
-	rl    *RateLimiter
-	lim   AcquireOption
-	waits []time.Duration
-	reads int
+	env    *testEnv
+	rl     *RateLimiter
+	lim    AcquireOption
+	waits  []time.Duration
+	reads  int
+	writes int
 }
 
 func newRaceEnv(t *testing.T, rounds int) *raceEnv {
@@ -94,7 +95,11 @@ func newRaceEnv(t *testing.T, rounds int) *raceEnv {
 			}
 		case *dynamodb.UpdateItemInput:
 			if in.ConditionExpression != nil && r.reads <= rounds {
-				return set("SET b_rpm_tk = :zero, rf = :rf", map[string]types.AttributeValue{":zero": schemaN(0), ":rf": schemaN(int64(r.reads))})
+				// Empty, refilled just now (each time a moment earlier, so
+				// that no write's condition on the item holds twice).
+				r.writes++
+				rf := env.clock.now().UnixMilli() - int64(r.writes)
+				return set("SET b_rpm_tk = :zero, rf = :rf", map[string]types.AttributeValue{":zero": schemaN(0), ":rf": schemaN(rf)})
 			}
 		}
 		return nil

@@ -63,6 +63,9 @@ type soakSize struct {
 	workers int
 	// opts sets the ceilings (none: the defaults).
 	opts []Option
+	// bucketCache is the DynamoDB repository's ceiling
+	// (DynamoDBOptions.BucketCacheSize; 0: the default).
+	bucketCache int
 	// maxGrowth bounds the heap's growth from the first checkpoint on.
 	maxGrowth int64
 	// maxTotal bounds the heap's growth over the start (0: not checked).
@@ -225,7 +228,7 @@ func TestSoakMemory(t *testing.T) {
 // 8,000 to 20,000 keys the live heap grows by less than 2 MiB (before the
 // caches were bounded it grew by about 600 bytes per key: +7 MiB).
 func TestSoakDynamoDB(t *testing.T) {
-	size := soakSize{checkpoints: []int{1_000, 2_500, 4_000}, workers: 32, opts: smallCaches, maxGrowth: mib}
+	size := soakSize{checkpoints: []int{1_000, 2_500, 4_000}, workers: 32, opts: smallCaches, bucketCache: 500, maxGrowth: mib}
 	if os.Getenv(envSoak) != "" {
 		size = soakSize{checkpoints: []int{8_000, 10_000, 15_000, 20_000}, workers: 32, maxGrowth: 2 * mib}
 	}
@@ -235,6 +238,7 @@ func TestSoakDynamoDB(t *testing.T) {
 	table := ddblocal.TableName(t)
 	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
 		o.Table, o.Namespace, o.CreateTable = table, "default", true
+		o.BucketCacheSize = size.bucketCache
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -229,6 +229,9 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 // nothing written).
 func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume, now int64) error {
 	switch {
+	case res.Reason == store.RefusedRefillDue:
+		rl.specFallback(res.Key, store.SpecFallbackRefillDue)
+		return nil
 	case res.Bucket == nil:
 		rl.specFallback(res.Key, store.SpecFallbackBucketMissing)
 		return nil
@@ -258,7 +261,8 @@ func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume
 // parent-only slow path.
 func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child store.SpeculativeResult, childEntries []*leaseEntry, parent store.SpeculativeResult) (*Lease, error) {
 	undoChild := func() error { return rl.undo(ctx, child.Key, a.consume, a.child.limits) }
-	if parent.Bucket == nil || parent.Reason == store.RefusedExpired || parent.Reason == store.RefusedLimitMissing || parent.Reason == store.RefusedLimitsChanged {
+	if parent.Bucket == nil || parent.Reason == store.RefusedExpired || parent.Reason == store.RefusedLimitMissing || parent.Reason == store.RefusedLimitsChanged ||
+		parent.Reason == store.RefusedRefillDue {
 		rl.specFallback(parent.Key, store.SpecFallbackParent)
 		return nil, undoChild()
 	}

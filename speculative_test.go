@@ -57,6 +57,15 @@ func TestSpeculativeCostTable(t *testing.T) {
 	check("cascade, warm cache", "UpdateItem, UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
 	})
+	// A minute later every bucket is full again: its refilled state,
+	// computed from the item the last write returned, in one write each.
+	env.clock.advance(time.Minute)
+	check("speculative success, bucket full (the refilled state)", "UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
+	check("cascade, buckets full", "UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	})
 
 	// Fast rejection: a drained bucket whose refill would not help.
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 96}, lim))
@@ -79,8 +88,8 @@ func TestSpeculativeCostTable(t *testing.T) {
 	})
 	st := rl.SpeculativeStats()
 	assert.False(t, st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2, "stats = %+v", st)
-	if st.Counts[store.SpecSuccess] != 4 || st.Attempts != 8 {
-		t.Errorf("successes %d attempts %d, want 4 of 8", st.Counts[store.SpecSuccess], st.Attempts)
+	if st.Counts[store.SpecSuccess] != 6 || st.Attempts != 10 {
+		t.Errorf("successes %d attempts %d, want 6 of 10", st.Counts[store.SpecSuccess], st.Attempts)
 	}
 }
 
@@ -129,35 +138,50 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 }
 
 // TestRetryUnderContentionNoReread: when the optimistic lock is lost between
-// read and write, one consumption-only UpdateItem follows, no second read.
+// read and write, one UpdateItem follows, computed from the item the refused
+// write returned, and no second read. Another writer (of another library:
+// it moves neither ts nor fa) moved rf and took 5: from rf just now the
+// retry takes from the balance without refilling; from an rf long ago the
+// bucket is full again by now, and the retry refills it first (the
+// original took from the stored balance there, and the capped refill
+// would have given the 10 back).
 func TestRetryUnderContentionNoReread(t *testing.T) {
-	env := newTestEnv(t)
-	lim := WithLimits(PerMinute("rpm", 100))
-	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim))
-	env.clock.advance(time.Second)
+	for _, tc := range []struct {
+		name    string
+		movedRf func(env *testEnv) int64
+		want    int64
+	}{
+		{"rf moved to now", func(env *testEnv) int64 { return env.clock.now().UnixMilli() }, 99_000 - 5_000 - 10_000},
+		{"rf moved back", func(*testEnv) int64 { return 1 }, 100_000 - 10_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			lim := WithLimits(PerMinute("rpm", 100))
+			mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim))
+			env.clock.advance(time.Second)
 
-	interfered := false
-	other := ddblocal.Client(t)
-	var rl *RateLimiter
-	moveRf := hook(func(op string, params any) error {
-		if in, ok := params.(*dynamodb.UpdateItemInput); ok && !interfered && in.ConditionExpression != nil {
-			interfered = true
-			// Another writer (not recorded) moves rf first.
-			_, err := other.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-				TableName: in.TableName, Key: in.Key, UpdateExpression: aws.String("SET rf = :x ADD b_rpm_tk :d"),
-				ExpressionAttributeValues: map[string]types.AttributeValue{":x": schemaN(1), ":d": schemaN(-5000)},
+			interfered := false
+			other := ddblocal.Client(t)
+			var rl *RateLimiter
+			moveRf := hook(func(op string, params any) error {
+				if in, ok := params.(*dynamodb.UpdateItemInput); ok && !interfered && in.ConditionExpression != nil {
+					interfered = true
+					// Another writer (not recorded) moves rf first.
+					_, err := other.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+						TableName: in.TableName, Key: in.Key, UpdateExpression: aws.String("SET rf = :x ADD b_rpm_tk :d"),
+						ExpressionAttributeValues: map[string]types.AttributeValue{":x": schemaN(tc.movedRf(env)), ":d": schemaN(-5000)},
+					})
+					return err
+				}
+				return nil
 			})
-			return err
-		}
-		return nil
-	})
-	rl = New(env.withClient(moveRf), WithClock(env.clock.now), WithSpeculativeWrites(false))
-	env.rec.Reset()
-	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
-	got := env.calls()
-	require.EqualValues(t, "BatchGetItem[2], UpdateItem!, UpdateItem", got, "calls = %q, want read, lost lock, retry", got)
-	if got := env.tokens("e", "api", "rpm"); got != 99_000-5_000-10_000 {
-		t.Fatalf("tokens = %d, want 84000 (no refill on retry)", got)
+			rl = New(env.withClient(moveRf), WithClock(env.clock.now), WithSpeculativeWrites(false))
+			env.rec.Reset()
+			mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
+			got := env.calls()
+			require.EqualValues(t, "BatchGetItem[2], UpdateItem!, UpdateItem", got, "calls = %q, want read, lost lock, retry", got)
+			require.Equal(t, tc.want, env.tokens("e", "api", "rpm"))
+		})
 	}
 }
 
@@ -316,8 +340,10 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	got := env.sortedCalls()
 	assert.EqualValues(t, "BatchGetItem[1], UpdateItem, UpdateItem, UpdateItem!", got, "calls = %q, want child ok, parent refused, parent-only read and write", got)
 	mustCommit(t, l)
+	// C had refilled to its capacity (59 + 10 s of 1/s): its write
+	// refilled it first, 60 − 5.
 	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
-	require.False(t, c != 54_000 || p != 5_000, "tokens C %d P %d, want 54000 and 5000", c, p)
+	require.False(t, c != 55_000 || p != 5_000, "tokens C %d P %d, want 55000 and 5000", c, p)
 	st := rl.SpeculativeStats()
 	require.EqualValues(t, 1, st.Counts[store.SpecParentOnlyPath], "stats = %+v", st)
 }

@@ -33,6 +33,7 @@ import (
 	"sync"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // DefaultMaxAuditEvents is the default of [Options.MaxAuditEvents].
@@ -273,13 +274,22 @@ func (m *Store) refusalLocked(req store.SpeculativeRequest) store.RefusalReason 
 			return store.RefusedLimitsChanged
 		}
 	}
+	refill := store.RefillDue(b, req.Consume, req.NowMs)
 	short := false
 	for name, amount := range req.Consume {
 		i := index(b, name)
 		if i < 0 {
 			return store.RefusedLimitMissing
 		}
-		if amount > 0 && b.States[i].TokensMilli < store.MilliTokens(amount) {
+		if amount <= 0 {
+			continue
+		}
+		s := b.States[i]
+		tk := s.TokensMilli
+		if refill && req.NowMs > b.RefillMs {
+			tk, _ = bucketmath.Refill(tk, b.RefillMs, req.NowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if tk < store.MilliTokens(amount) {
 			short = true
 		}
 	}
@@ -290,16 +300,21 @@ func (m *Store) refusalLocked(req store.SpeculativeRequest) store.RefusalReason 
 }
 
 // consumeLocked takes req.Consume from its item (refusalLocked found
-// nothing against it) and returns a copy of the item. m.mu must be held.
+// nothing against it) and returns a copy of the item. It takes from the
+// stored balances while that is exact, else it refills the item to
+// req.NowMs first (see store.RefillDue). m.mu must be held.
 func (m *Store) consumeLocked(req store.SpeculativeRequest) *store.Bucket {
 	b := m.buckets[req.Key]
+	if store.RefillDue(b, req.Consume, req.NowMs) {
+		b.RefillTo(req.NowMs)
+	}
 	for name, amount := range req.Consume {
 		if amount == 0 {
 			continue
 		}
 		s := &b.States[index(b, name)]
-		s.TokensMilli -= store.MilliTokens(amount)
-		s.TotalConsumedMilli += store.MilliTokens(amount)
+		s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -store.MilliTokens(amount))
+		s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, store.MilliTokens(amount))
 	}
 	return clone(b)
 }
@@ -385,8 +400,8 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 && s.TokensMilli < floor {
 				return nil, fail
 			}
-			s.TokensMilli += l.RefillMilli - l.ConsumedMilli
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 			if p := l.Params; p != nil {
 				s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs
 			}
@@ -397,6 +412,11 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			b.Cascade, b.ParentID = w.Cascade, w.ParentID
 		}
 	case store.WriteRetry:
+		// Taking from the stored balances is exact unless a limit taken
+		// from may be full by now: then the item is refilled first.
+		if store.ChargeRefillDue(b, w.Limits, w.NowMs) {
+			b.RefillTo(w.NowMs)
+		}
 		for _, l := range w.Limits {
 			i := index(b, l.Name)
 			if i < 0 {
@@ -410,8 +430,8 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			if s.TokensMilli < l.ConsumedMilli {
 				return nil, fail
 			}
-			s.TokensMilli -= l.ConsumedMilli
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 		}
 	case store.WriteSync:
 		for _, l := range w.Limits {
@@ -434,6 +454,9 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 		}
 		setRefill(b, w.NowMs)
 	default: // WriteAdjust
+		if store.ChargeRefillDue(b, w.Limits, w.NowMs) {
+			b.RefillTo(w.NowMs)
+		}
 		for _, l := range w.Limits {
 			// A limit removed from the item meanwhile has nothing to adjust.
 			i := index(b, l.Name)
@@ -443,12 +466,12 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			s := &b.States[i]
 			switch {
 			case l.ConsumedMilli >= 0:
-				s.TokensMilli -= l.ConsumedMilli
+				s.TokensMilli = bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli)
 			case s.TokensMilli < s.CapacityMilli:
 				// A refund never lifts the balance above the capacity.
-				s.TokensMilli = min(s.TokensMilli-l.ConsumedMilli, s.CapacityMilli)
+				s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, -l.ConsumedMilli), s.CapacityMilli)
 			}
-			s.TotalConsumedMilli += l.ConsumedMilli
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 		}
 	}
 	return b, nil

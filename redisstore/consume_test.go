@@ -69,6 +69,13 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		{"missing", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 0},
 		{"expiring", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 9_999}, // a millisecond before its expiry
 		{"expiring", store.Consume{"rpm": 1}, []store.Limit{lim("rpm", 100)}, 10_000},
+		// After an idle minute every item is full again: a take refills
+		// the whole item first (rf moves), a zero amount does not.
+		{"two", store.Consume{"rpm": 0}, []store.Limit{lim("rpm", 100)}, 61_000},
+		{"two", store.Consume{"tpm": 1}, []store.Limit{lim("tpm", 10_000)}, 61_000},
+		{"two", store.Consume{"tpm": 1}, []store.Limit{lim("tpm", 10_000)}, 61_001}, // not full: no refill
+		{"huge", store.Consume{"big": 2}, []store.Limit{lim("big", huge)}, 61_000},
+		{"three", store.Consume{"rpd": 2000}, []store.Limit{lim("rpd", 1000)}, 61_000}, // short after the refill: nothing written
 	}
 	batches := [][]step{
 		{{"one", store.Consume{"rpm": 3}, []store.Limit{lim("rpm", 100)}, 0}, {"two", store.Consume{"tpm": 40}, []store.Limit{lim("tpm", 10_000)}, 0}},
@@ -89,6 +96,7 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 	show := func(r store.SpeculativeResult) string {
 		s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
 		if r.Bucket != nil {
+			s += fmt.Sprintf(" rf=%d", r.Bucket.RefillMs)
 			for _, b := range r.Bucket.States {
 				s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
 			}
@@ -132,6 +140,15 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want.States, got.States, "item %s", key)
 	}
+	// The idle take refilled its item: rf is its time, and the balances
+	// hold the capacity less what was taken since (1 + 1 + the batch's 40
+	// tpm).
+	two, err := redis.GetBucket(ctx, store.BucketKey{EntityID: "two", Resource: "gpt"})
+	require.NoError(t, err)
+	require.Equal(t, now+61_000, two.RefillMs)
+	rpm, _ := two.State("rpm")
+	tpm, _ := two.State("tpm")
+	require.Equal(t, []int64{100_000, 9_958_000}, []int64{rpm.TokensMilli, tpm.TokensMilli})
 }
 
 // TestLimitArgsKept checks the arguments the store keeps per limit (in the

@@ -114,9 +114,9 @@ func luaSource(parts ...string) string {
 }
 
 var scripts = newScripts([][]string{
-	{"write", "int", "expired", "buckets"},
-	{"consume", "int", "expired", "consume_lib"},
-	{"consume_each", "int", "expired", "consume_lib"},
+	{"write", "int", "expired", "bucket", "buckets"},
+	{"consume", "int", "expired", "bucket", "consume_lib"},
+	{"consume_each", "int", "expired", "bucket", "consume_lib"},
 	{"delete_buckets", "int"},
 	{"create_entity", "int"},
 	{"delete_entity", "int"},

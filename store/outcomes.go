@@ -43,6 +43,11 @@ const (
 	// limit with other parameters than the ones resolved (a limit
 	// change, which the slow path writes).
 	SpecFallbackLimitsChanged
+	// SpecFallbackRefillDue: fell back because the backend could not take
+	// the request exactly in one step: a limit may have refilled to its
+	// capacity ([RefillDue]) and the backend could not write the refilled
+	// state (see [RefusedRefillDue]).
+	SpecFallbackRefillDue
 	numSpecOutcomes
 )
 
@@ -50,6 +55,7 @@ var specOutcomeNames = [numSpecOutcomes]string{
 	"success", "fast_rejection", "shard_retry_success", "parent_only_path",
 	"bucket_missing", "bucket_expired", "limit_missing", "refill_would_help",
 	"wcu_exhausted", "shard_doubled", "parent_fallback", "limits_changed",
+	"refill_due",
 }
 
 // String returns the outcome's name, e.g. "bucket_missing".
@@ -93,7 +99,9 @@ const (
 	// UpdateItem for one item, one TransactWriteItems for several.
 	StoreWriteBuckets
 	// StoreSpeculativeConsume: [SpeculativeStore.SpeculativeConsume], one
-	// conditional UpdateItem.
+	// conditional UpdateItem in steady state (two when the bucket may have
+	// refilled to its capacity and the repository keeps no item of it,
+	// more while concurrent writes change the item).
 	StoreSpeculativeConsume
 	// StoreBumpShardCount: [ShardStore.BumpShardCount], one conditional
 	// UpdateItem.

@@ -79,6 +79,15 @@ type BucketKey struct {
 // Bucket is one bucket item: every limit of one (entity, resource) shard,
 // sharing one refill timestamp. A backend returns a fresh value on every
 // read; the limiter does not modify it.
+//
+// A limit's balance at a time t is its stored balance refilled from the
+// shared refill timestamp to t, capped at its capacity ([bucketmath.Refill]).
+// The cap is applied when the refill is: a write that takes tokens from the
+// stored balance and leaves the refill timestamp where it is is therefore
+// exact only while the limit cannot have reached its capacity by the write's
+// time (t < [bucketmath.FullAtMs]); once it may have, the tokens taken would
+// be credited back by the capped refill, and the write must refill first
+// (see [RefillDue] and [SpeculativeRequest]).
 type Bucket struct {
 	Key BucketKey
 	// ShardCount is the (entity, resource)'s shard count, at least 1.
@@ -191,8 +200,12 @@ type LimitWrite struct {
 //     with Initial set must be absent and is created from it. With
 //     RefreshEntity, Cascade and ParentID replace the item's.
 //   - WriteRetry: requires the item; per limit requires the balance to be
-//     at least ConsumedMilli and takes it, without refilling (a limit with
-//     Initial set that the item lacks is created from it).
+//     at least ConsumedMilli and takes it (a limit with Initial set that the
+//     item lacks is created from it). It takes from the stored balances
+//     without refilling, as a speculative write does, under the same rule:
+//     when [RefillDue] holds for its amounts at NowMs, every limit of the
+//     item is refilled to NowMs first (RefillMs = NowMs) and the balances
+//     required are the refilled ones.
 //   - WriteAdjust: requires the item; per limit takes ConsumedMilli with no
 //     other condition: balances may go negative, but a refund (a negative
 //     ConsumedMilli) never lifts a balance above the limit's capacity (the
@@ -262,6 +275,12 @@ const (
 	// RefusedBothExhausted: a requested limit is short and the write
 	// capacity is spent.
 	RefusedBothExhausted RefusalReason = "both_exhausted"
+	// RefusedRefillDue: a limit the request takes from may have refilled
+	// to its capacity by NowMs (see [RefillDue]), so taking from the stored
+	// balance would not be exact, and the backend could not refill in the
+	// same step (it lacks what it needs to tell, or lost the item to
+	// concurrent writes). The limiter takes the read-then-write path.
+	RefusedRefillDue RefusalReason = "refill_due"
 )
 
 // SpeculativeResult is the outcome of one speculative write.
@@ -291,11 +310,25 @@ func MilliTokens(tokens int64) int64 { return bucketmath.SatMul(tokens, 1000) }
 
 // SpeculativeRequest is one speculative write: take Consume from the item
 // Key without reading it first.
+//
+// The write must leave the item as a read, refill and write at NowMs
+// would leave it (the balances refilled, capped and taken from), so that
+// no token is admitted twice. Taking from the stored balances and leaving
+// the refill timestamp alone is that, as long as no limit taken from can
+// have reached its capacity by NowMs. When one may have ([RefillDue]),
+// the backend either refills every limit of the item to NowMs (setting the
+// refill timestamp to NowMs) and takes from the refilled balances in the
+// same atomic step, or refuses with [RefusedRefillDue]. A backend whose
+// step is atomic per item refills; the DynamoDB one, whose conditional
+// write cannot compute a refill, keeps per limit the time from which it may
+// be full and writes the refilled state in a second conditional write
+// computed from the item the refused one returned.
 type SpeculativeRequest struct {
 	Key BucketKey
 	// Consume is taken (tokens). Every named limit must be in the item,
-	// and every positive amount must fit in its stored balance, without
-	// refill; zero and negative amounts do not gate.
+	// and every positive amount must fit in its stored balance (the
+	// refilled one when the write refills, see above); zero and negative
+	// amounts do not gate.
 	Consume Consume
 	// Limits are the parameters the limiter resolved for the item. Each
 	// must be stored with exactly this capacity, refill amount and refill
@@ -313,9 +346,11 @@ type SpeculativeRequest struct {
 // refill-timestamp lock (two round trips).
 type SpeculativeStore interface {
 	// SpeculativeConsume takes req.Consume from req.Key in one atomic
-	// conditional step, without refilling, under the conditions of
-	// [SpeculativeRequest]. A refusal is reported in the result (Applied
-	// false, the item as it was, the reason), never as an error.
+	// conditional step, under the conditions of [SpeculativeRequest]:
+	// without refilling while that is exact, else refilling first (or
+	// refusing with [RefusedRefillDue]). A refusal is reported in the
+	// result (Applied false, the item as it was, the reason), never as an
+	// error.
 	SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error)
 }
 

@@ -333,6 +333,63 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedExpired, "expired item: %+v, %v", res, err)
 	})
 
+	// A write that takes without refilling is exact only while no limit it
+	// takes from can have refilled to its capacity (store.RefillDue); once
+	// one may have, the item is refilled to the write's time first.
+	t.Run("TakeRefillsWhenFull", func(t *testing.T) {
+		repo := newRepo(t)
+		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
+		create(t, repo, k, state("rpm", 10, 9), state("tpm", 1000, 1000))
+		refill := func(want int64) {
+			t.Helper()
+			b, err := repo.GetBucket(ctx, k)
+			require.NoError(t, err)
+			require.Equal(t, want, b.RefillMs, "refill time")
+		}
+		// 6 s later rpm has refilled its 10th token: a retry of 1 takes it
+		// from the refilled balance, and every limit is refilled.
+		retry := store.BucketWrite{Kind: store.WriteRetry, Key: k, NowMs: nowMs + 6000,
+			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
+		require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{retry}))
+		wantBalances(t, repo, k, "rpm=9000/1000 tpm=1000000/0")
+		refill(nowMs + 6000)
+		// 1 ms later none is full: the retry takes from the stored balance.
+		retry.NowMs++
+		require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{retry}))
+		wantBalances(t, repo, k, "rpm=8000/2000 tpm=1000000/0")
+		refill(nowMs + 6000)
+		spec, ok := repo.(store.SpeculativeStore)
+		if !ok {
+			return
+		}
+		at := nowMs + 6001 + 60_000
+		lims := []store.Limit{{Name: "rpm", Capacity: 10, RefillAmount: 10, RefillPeriod: time.Minute}}
+		// Idle for a minute: rpm is full again; 11 do not fit even so, and
+		// the refusal writes nothing.
+		res, err := spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 11}, Limits: lims, NowMs: at})
+		require.NoError(t, err)
+		require.Equal(t, store.RefusedLimitExhausted, res.Reason)
+		wantBalances(t, repo, k, "rpm=8000/2000 tpm=1000000/0")
+		refill(nowMs + 6000)
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 10}, Limits: lims, NowMs: at})
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%+v", res)
+		require.Equal(t, at, res.Bucket.RefillMs)
+		wantBalances(t, repo, k, "rpm=0/12000 tpm=1000000/0")
+		// tpm is full (its balance is its capacity): a take of it refills
+		// first, which at the same instant changes nothing.
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"tpm": 1}, NowMs: at})
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%+v", res)
+		wantBalances(t, repo, k, "rpm=0/12000 tpm=999000/1000")
+		refill(at)
+		// A zero amount does not take, so it does not refill.
+		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 0}, NowMs: at + 60_000})
+		require.NoError(t, err)
+		require.True(t, res.Applied, "%+v", res)
+		refill(at)
+	})
+
 	t.Run("AuditLog", func(t *testing.T) {
 		repo := newRepo(t)
 		log, ok := repo.(store.AuditLog)

@@ -162,8 +162,9 @@ func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	assert.False(t, within != 20 || after != 10, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
 }
 
-// debtOutlivesRefill: a lease's debt is recorded even when its bucket had
-// refilled to full before the lease was committed.
+// debtOutlivesRefill: a lease's debt is recorded in full even when its
+// bucket had refilled to its capacity before the lease was committed: the
+// overrun is owed from the refilled balance, not absorbed by the cap.
 func debtOutlivesRefill(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
@@ -179,7 +180,7 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 	}
 	avail, err := rl.Available(ctx, "k", "gpt", lim)
 	b.note("estimate 1000, used 4000, committed after a full refill: available %v %v; bucket %s", avail, err, b.bucket("k", "gpt"))
-	assert.EqualValues(t, -1000, avail["tpm"], "available %v, want tpm=-1000 (debt 4000, refilled 2000 of a 1000 bucket that was empty)", avail)
+	assert.EqualValues(t, -2000, avail["tpm"], "available %v, want tpm=-2000 (1000 taken, refilled to the capacity of 1000 over two minutes, then 3000 more owed)", avail)
 }
 
 // badInput: every invalid request is a typed error, before any write.

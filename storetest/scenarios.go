@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
@@ -303,6 +304,87 @@ var scenarios = []scenario{
 		t.Logf("cascade: admitted %d, refused %d, child %s, parent %s", admitted, refused, c, p)
 		require.False(t, admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
 		b.note("cascade conserved")
+	}},
+	// IdleBurstExact: a bucket that refilled to its capacity while idle
+	// holds its capacity and no more. A 100/min bucket, one token taken, 60
+	// s idle: a burst at one instant admits exactly 100 (a write that took
+	// from the stored 99 and left the refill time alone would have them
+	// credited back by the capped refill: 199); and right after taking 99
+	// from the full bucket 1 is available. With group commit on and off,
+	// and for a cascading child and its parent.
+	{"IdleBurstExact", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		lims := limiter.WithLimits(limiter.PerMinute("rpm", 100))
+		for _, gc := range []bool{false, true} {
+			rl := b.rl(limiter.WithGroupCommit(gc))
+			id := fmt.Sprintf("idle-gc-%v", gc)
+			lease, err := rl.Acquire(ctx, id, "gpt", store.Consume{"rpm": 1}, lims)
+			require.NoError(t, err)
+			require.NoError(t, lease.Commit(ctx))
+			b.clock.Advance(time.Minute)
+			var mu sync.Mutex
+			var wg sync.WaitGroup
+			admitted := 0
+			for range 16 {
+				wg.Go(func() {
+					for range 10 {
+						lease, err := rl.Acquire(ctx, id, "gpt", store.Consume{"rpm": 1}, lims)
+						if errors.Is(err, limiter.ErrRateLimited) {
+							continue
+						}
+						if !assert.NoError(t, err) {
+							return
+						}
+						assert.NoError(t, lease.Commit(ctx))
+						mu.Lock()
+						admitted++
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			b.note("group commit %v: burst after idle admitted %d: %s", gc, admitted, b.bucket(id, "gpt"))
+			require.Equal(t, 100, admitted, "group commit %v", gc)
+			require.Equal(t, "rpm=0/101000", b.bucket(id, "gpt"))
+
+			b.clock.Advance(time.Minute)
+			lease, err = rl.Acquire(ctx, id, "gpt", store.Consume{"rpm": 99}, lims)
+			require.NoError(t, err)
+			require.NoError(t, lease.Commit(ctx))
+			avail, err := rl.Available(ctx, id, "gpt", lims)
+			require.NoError(t, err)
+			b.note("group commit %v: 99 taken from full: available %v: %s", gc, avail, b.bucket(id, "gpt"))
+			require.Equal(t, map[string]int64{"rpm": 1}, avail, "group commit %v", gc)
+			_, err = rl.Acquire(ctx, id, "gpt", store.Consume{"rpm": 2}, lims)
+			b.noteErr("two more", err)
+			require.ErrorIs(t, err, limiter.ErrRateLimited)
+		}
+
+		// A cascade: child and parent both refilled while idle.
+		rl := b.rl()
+		_, err := rl.CreateEntity(ctx, store.Entity{ID: "idle-p"})
+		require.NoError(t, err)
+		_, err = rl.CreateEntity(ctx, store.Entity{ID: "idle-c", ParentID: "idle-p", Cascade: true})
+		require.NoError(t, err)
+		lease, err := rl.Acquire(ctx, "idle-c", "gpt", store.Consume{"rpm": 1}, lims)
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(ctx))
+		b.clock.Advance(time.Minute)
+		admitted := 0
+		for range 150 {
+			lease, err := rl.Acquire(ctx, "idle-c", "gpt", store.Consume{"rpm": 1}, lims)
+			if errors.Is(err, limiter.ErrRateLimited) {
+				continue
+			}
+			require.NoError(t, err)
+			require.NoError(t, lease.Commit(ctx))
+			admitted++
+		}
+		c, p := b.bucket("idle-c", "gpt"), b.bucket("idle-p", "gpt")
+		b.note("cascade: burst after idle admitted %d: child %s parent %s", admitted, c, p)
+		require.Equal(t, 100, admitted)
+		require.Equal(t, "rpm=0/101000", c)
+		require.Equal(t, "rpm=0/101000", p)
 	}},
 	// BucketTTL: a bucket of default (resource) config gets a
 	// TTL of 7× its time to fill; past it the speculative write refuses it and

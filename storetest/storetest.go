@@ -21,6 +21,12 @@
 // implements [store.SpeculativeStore], on the speculative path. The
 // suite drives time with [limiter.WithClock]; a repository must not need a
 // clock of its own for anything the contract covers.
+//
+// Last, Run's "Model" part replays sequences of operations against an
+// exact reference token bucket, in every combination of speculative
+// writes, background commit and group commit; its size is set by
+// environment variables (ZAEL_MODEL_SEEDS, ZAEL_MODEL_STEPS,
+// ZAEL_MODEL_SEED: see model.go).
 package storetest
 
 import (
@@ -59,8 +65,8 @@ type scenario struct {
 }
 
 // Run runs the conformance suite. newRepo returns a new, empty repository
-// each time it is called (one per scenario and path); it may register
-// cleanups with t.
+// each time it is called (one per scenario and path, and one per mode of
+// the model test); it may register cleanups with t.
 func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	t.Helper()
 	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
@@ -82,6 +88,7 @@ func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			}
 		})
 	}
+	t.Run("Model", func(t *testing.T) { runModel(t, newRepo) })
 }
 
 // Clock is a settable clock for [limiter.WithClock], safe for concurrent

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // The hidden write-capacity limit of every bucket item: the item's share of
@@ -22,7 +24,20 @@ const (
 )
 
 // BucketLimit is the stored state of one limit of a bucket item: the
-// attributes b_{Name}_tk, _cp, _ra, _rp and _tc.
+// attributes b_{Name}_tk, _cp, _ra, _rp and _tc, and the state of the exact
+// speculative write, _fa, _ts and _fp.
+//
+// The speculative write takes from tk without refilling, which is exact only
+// while the limit cannot have refilled to its capacity (before
+// bucketmath.FullAtMs of its state). fa is a lower bound of that time, ts a
+// copy of tk and fp the parameters fa was computed for: every write of this
+// library that changes tk changes ts alike, and either sets fa exactly
+// (create, a write computed from the item as read) or moves it so that it
+// stays a lower bound (a take by ⌊amount × rp / ra⌋, a give-back by
+// −⌈amount × rp / ra⌉), or removes it. The speculative write is conditioned
+// on fa > now, tk = ts and fp matching its parameters, so that a write of
+// another library (which moves tk or the parameters without ts or fp), a
+// missing attribute or a stale one only refuses it.
 type BucketLimit struct {
 	Name               string
 	TokensMilli        int64 // tk: the balance
@@ -30,6 +45,76 @@ type BucketLimit struct {
 	RefillAmountMilli  int64 // ra
 	RefillPeriodMs     int64 // rp
 	TotalConsumedMilli int64 // tc: the net consumption counter
+
+	FullAtMs    int64  // fa, saturated to int64; valid when HasFullAt
+	ShadowMilli int64  // ts, saturated to int64; valid when HasShadow
+	ParamsSig   string // fp as stored (a decimal number), "" when absent
+	HasFullAt   bool
+	HasShadow   bool
+}
+
+// ExactValid reports whether the stored fa of l can be trusted as a lower
+// bound of the time l is full: fa and ts are present, ts equals tk, and fp
+// is the signature of l's stored parameters.
+func (l BucketLimit) ExactValid() bool {
+	if !l.HasFullAt || !l.HasShadow || l.ShadowMilli != l.TokensMilli {
+		return false
+	}
+	var buf [40]byte
+	sig, ok := appendParamsSig(buf[:0], l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+	return ok && string(sig) == l.ParamsSig
+}
+
+// Widths of the fields of [ParamsSig]: cp before them, 24 digits for ra
+// and rp, within the 38 significant digits of a DynamoDB number.
+const (
+	sigRefillAmountDigits = 14
+	sigRefillPeriodDigits = 10
+	sigCapacityLimit      = 100_000_000_000_000 // 10^14: cp's 14 digits
+	sigRefillAmountLimit  = 100_000_000_000_000 // 10^14
+	sigRefillPeriodLimit  = 10_000_000_000      // 10^10 ms, about 115 days
+)
+
+// ParamsSig returns the fp value of a limit's parameters (millitokens,
+// ms): the decimal digits of cp, then ra and rp zero-padded to 14 and 10
+// digits, a number of at most 38 digits that identifies them exactly. ok
+// is false for parameters it cannot hold (a non-positive one, cp or ra of
+// 10^14 millitokens or more, rp of 10^10 ms or more): such a limit keeps no
+// fa, and the speculative write that takes from it always refills.
+func ParamsSig(capacityMilli, refillAmountMilli, refillPeriodMs int64) (string, bool) {
+	var buf [40]byte
+	b, ok := appendParamsSig(buf[:0], capacityMilli, refillAmountMilli, refillPeriodMs)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}
+
+// Signed reports whether [ParamsSig] holds a limit's parameters, without
+// building the signature.
+func Signed(capacityMilli, refillAmountMilli, refillPeriodMs int64) bool {
+	return capacityMilli > 0 && capacityMilli < sigCapacityLimit && refillAmountMilli > 0 && refillAmountMilli < sigRefillAmountLimit &&
+		refillPeriodMs > 0 && refillPeriodMs < sigRefillPeriodLimit
+}
+
+// appendParamsSig appends [ParamsSig] of the parameters to dst.
+func appendParamsSig(dst []byte, capacityMilli, refillAmountMilli, refillPeriodMs int64) ([]byte, bool) {
+	if !Signed(capacityMilli, refillAmountMilli, refillPeriodMs) {
+		return dst, false
+	}
+	dst = strconv.AppendInt(dst, capacityMilli, 10)
+	dst = appendPadded(dst, refillAmountMilli, sigRefillAmountDigits)
+	return appendPadded(dst, refillPeriodMs, sigRefillPeriodDigits), true
+}
+
+// appendPadded appends n (≥ 0) in decimal, zero-padded to width digits.
+func appendPadded(b []byte, n int64, width int) []byte {
+	var d [20]byte
+	digits := strconv.AppendInt(d[:0], n, 10)
+	for range width - len(digits) {
+		b = append(b, '0')
+	}
+	return append(b, digits...)
 }
 
 // WCUInitial returns the wcu limit of a newly created bucket item: full,
@@ -84,7 +169,9 @@ func (b Bucket) Limit(name string) (BucketLimit, bool) {
 // BucketItem returns the full item of b, as a create writes it (a PutItem
 // guarded by attribute_not_exists(PK)). The hidden wcu limit is written
 // from [WCUInitial] unless b.Limits carries a wcu limit, which is then
-// written as given.
+// written as given. Every other limit gets its exact state: ts = tk, and fa
+// (the time it is full, from b.RefillMs) with fp when [ParamsSig] can hold
+// its parameters; the fields of that state in b.Limits are not read.
 //
 // Bucket items are written and read by hand, not with attributevalue like
 // the other items of fixed shape: most of their attributes are named after
@@ -123,6 +210,14 @@ func BucketItem(b Bucket) map[string]types.AttributeValue {
 		item[BucketAttr(l.Name, FieldRefillAmount)] = N(l.RefillAmountMilli)
 		item[BucketAttr(l.Name, FieldRefillPeriod)] = N(l.RefillPeriodMs)
 		item[BucketAttr(l.Name, FieldTotalConsumed)] = N(l.TotalConsumedMilli)
+		if l.Name == WCULimitName {
+			return
+		}
+		item[BucketAttr(l.Name, FieldShadow)] = N(l.TokensMilli)
+		if sig, ok := ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs); ok {
+			item[BucketAttr(l.Name, FieldFullAt)] = N(bucketmath.FullAtMs(l.TokensMilli, b.RefillMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs))
+			item[BucketAttr(l.Name, FieldParams)] = &types.AttributeValueMemberN{Value: sig}
+		}
 	}
 	put(WCUInitial())
 	for _, l := range b.Limits {
@@ -184,8 +279,8 @@ func bucketLimits(item map[string]types.AttributeValue) ([]BucketLimit, error) {
 	type found struct {
 		name   string
 		hasTk  bool
-		fields [5]*types.AttributeValueMemberN // tk, cp, ra, rp, tc
-		attrs  [5]string
+		fields [8]*types.AttributeValueMemberN // tk, cp, ra, rp, tc, fa, ts, fp
+		attrs  [8]string
 	}
 	var stack [8]found
 	limits := stack[:0]
@@ -229,15 +324,29 @@ func bucketLimits(item map[string]types.AttributeValue) ([]BucketLimit, error) {
 		}
 		bl := BucketLimit{Name: l.name}
 		dst := [5]*int64{&bl.TokensMilli, &bl.CapacityMilli, &bl.RefillAmountMilli, &bl.RefillPeriodMs, &bl.TotalConsumedMilli}
-		for k, v := range l.fields {
+		for k, v := range l.fields[:5] {
 			if v == nil {
 				continue
 			}
-			x, err := strconv.ParseInt(v.Value, 10, 64)
-			if err != nil {
+			// A value beyond int64 (a total or a debt that ADDs carried
+			// past it) saturates: the item stays readable.
+			x, ok := parseIntSat(v.Value)
+			if !ok {
 				return nil, fmt.Errorf("attribute %s: invalid integer %q", l.attrs[k], v.Value)
 			}
 			*dst[k] = x
+		}
+		// The exact state is a hint: a value that is not an integer reads
+		// as absent (the speculative write then refuses), one beyond int64
+		// saturates.
+		if v := l.fields[5]; v != nil {
+			bl.FullAtMs, bl.HasFullAt = parseIntSat(v.Value)
+		}
+		if v := l.fields[6]; v != nil {
+			bl.ShadowMilli, bl.HasShadow = parseIntSat(v.Value)
+		}
+		if v := l.fields[7]; v != nil {
+			bl.ParamsSig = v.Value
 		}
 		out = append(out, bl)
 	}
@@ -246,7 +355,7 @@ func bucketLimits(item map[string]types.AttributeValue) ([]BucketLimit, error) {
 }
 
 // bucketField returns the index of a bucket limit field in the order tk,
-// cp, ra, rp, tc, or -1.
+// cp, ra, rp, tc, fa, ts, fp, or -1.
 func bucketField(field string) int {
 	switch field {
 	case FieldTokens:
@@ -259,8 +368,27 @@ func bucketField(field string) int {
 		return 3
 	case FieldTotalConsumed:
 		return 4
+	case FieldFullAt:
+		return 5
+	case FieldShadow:
+		return 6
+	case FieldParams:
+		return 7
 	}
 	return -1
+}
+
+// parseIntSat parses a decimal integer, saturating one beyond int64; ok is
+// false when s is not an integer.
+func parseIntSat(s string) (int64, bool) {
+	x, err := strconv.ParseInt(s, 10, 64)
+	if err == nil {
+		return x, true
+	}
+	if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
+		return x, true // ParseInt returns the saturated value with ErrRange
+	}
+	return 0, false
 }
 
 // CheckBucketTypes checks the types of a bucket item's layout attributes,

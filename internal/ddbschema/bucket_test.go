@@ -11,8 +11,8 @@ import (
 )
 
 // The child bucket the first cascade acquire of a child "C" of parent "P"
-// creates: one rpm limit with 1 of 10 tokens consumed, and the hidden wcu
-// limit full.
+// creates: one rpm limit with 1 of 10 tokens consumed, with its exact state
+// (ts, fa, fp), and the hidden wcu limit full.
 const (
 	childNS = "1oUM39eGSNc"
 	childT  = int64(1767225600123) // write time, ms
@@ -54,6 +54,9 @@ func TestBucketItemCascadeChild(t *testing.T) {
 		"b_rpm_ra":    `N:10000`,
 		"b_rpm_rp":    `N:60000`,
 		"b_rpm_tc":    `N:1000`,
+		"b_rpm_ts":    `N:9000`,
+		"b_rpm_fa":    `N:1767225606123`, // 1 token at 10/min: 6 s
+		"b_rpm_fp":    `N:10000000000000100000000060000`,
 	})
 
 	// The parent item: same shape, cascade false, no parent_id, and a
@@ -86,7 +89,17 @@ func TestBucketItemCascadeChild(t *testing.T) {
 		"b_rpm_ra":    `N:10000`,
 		"b_rpm_rp":    `N:60000`,
 		"b_rpm_tc":    `N:1000`,
+		"b_rpm_ts":    `N:9000`,
+		"b_rpm_fa":    `N:1767225606123`, // 1 token at 10/min: 6 s
+		"b_rpm_fp":    `N:10000000000000100000000060000`,
 	})
+}
+
+// exact returns l with the exact state BucketItem writes: ts = tk, fa and
+// fp as given.
+func exact(l BucketLimit, fullAtMs int64, sig string) BucketLimit {
+	l.ShadowMilli, l.HasShadow, l.FullAtMs, l.HasFullAt, l.ParamsSig = l.TokensMilli, true, fullAtMs, true, sig
+	return l
 }
 
 func TestBucketRoundTrip(t *testing.T) {
@@ -101,7 +114,10 @@ func TestBucketRoundTrip(t *testing.T) {
 		{
 			name: "cascade child",
 			b:    Bucket{Namespace: "vG58F-ORDeU", EntityID: "C", Resource: "api", ShardCount: 1, RefillMs: childT, Cascade: true, ParentID: "P", TTL: 1767226020, Limits: childLimits()},
-			want: append(childLimits(), WCUInitial()),
+			want: []BucketLimit{
+				exact(childLimits()[0], childT+6000, "10000000000000100000000060000"),
+				WCUInitial(),
+			},
 		},
 		{
 			name: "shard, slash resource, no ttl, no parent, wcu given, negative tokens",
@@ -114,8 +130,9 @@ func TestBucketRoundTrip(t *testing.T) {
 				},
 			},
 			want: []BucketLimit{
-				{Name: "my_limit", TokensMilli: 1, CapacityMilli: 2, RefillAmountMilli: 3, RefillPeriodMs: 4000},
-				{Name: "tpm", TokensMilli: -5000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 15_000},
+				exact(BucketLimit{Name: "my_limit", TokensMilli: 1, CapacityMilli: 2, RefillAmountMilli: 3, RefillPeriodMs: 4000}, 1700000001334, "2000000000000030000004000"),
+				exact(BucketLimit{Name: "tpm", TokensMilli: -5000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000, TotalConsumedMilli: 15_000},
+					1700000060030, "10000000000000100000000000060000"),
 				givenWCU,
 			},
 		},
@@ -129,6 +146,9 @@ func TestBucketRoundTrip(t *testing.T) {
 			want := tc.b
 			want.Limits = tc.want
 			assert.Equal(t, want, got, "round trip")
+			for _, l := range got.Limits {
+				assert.Equal(t, l.Name != WCULimitName, l.ExactValid(), "%s: ExactValid", l.Name)
+			}
 			l, ok := got.Limit(WCULimitName)
 			require.True(t, ok, "Limit(wcu) = %+v, %v", l, ok)
 			assert.Equal(t, want.Limits[len(want.Limits)-1], l, "Limit(wcu) = %+v, %v", l, ok)

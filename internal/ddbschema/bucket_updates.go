@@ -16,13 +16,23 @@ import (
 // left out) and SET rf = nowMs, on condition that rf still equals
 // b.RefillMs, so that a normal write (which moves rf) made since b was read
 // wins. tc is untouched. It returns nil when no credit is positive.
+//
+// A limit's ts (its copy of tk, see [BucketLimit]) gets the same credit
+// when b holds one. Its fa stays a lower bound of the time it is full as
+// long as the credit is at most the refill accrued since b.RefillMs, which
+// the rf condition makes the refill of the state the credit was computed
+// from.
 func RefillUpdate(table string, b Bucket, credits map[string]int64, nowMs int64) *dynamodb.UpdateItemInput {
 	eb := NewExpr()
 	rf := eb.Name(AttrRefill)
 	var add []string
 	for _, name := range slices.Sorted(maps.Keys(credits)) {
 		if c := credits[name]; c > 0 {
-			add = append(add, eb.Name(BucketAttr(name, FieldTokens))+" "+eb.N(c))
+			v := eb.N(c)
+			add = append(add, eb.Name(BucketAttr(name, FieldTokens))+" "+v)
+			if l, ok := b.Limit(name); ok && l.HasShadow {
+				add = append(add, eb.Name(BucketAttr(name, FieldShadow))+" "+v)
+			}
 		}
 	}
 	if len(add) == 0 {
@@ -58,7 +68,11 @@ func ShardDoublingUpdate(table string, b Bucket, credits map[string]int64, nowMs
 	var add []string
 	for _, name := range slices.Sorted(maps.Keys(credits)) {
 		if c := credits[name]; c > 0 && name != WCULimitName {
-			add = append(add, eb.Name(BucketAttr(name, FieldTokens))+" "+eb.N(c))
+			v := eb.N(c)
+			add = append(add, eb.Name(BucketAttr(name, FieldTokens))+" "+v)
+			if l, ok := b.Limit(name); ok && l.HasShadow {
+				add = append(add, eb.Name(BucketAttr(name, FieldShadow))+" "+v) // as RefillUpdate
+			}
 		}
 	}
 	cond := []string{sc + " = " + eb.N(int64(b.ShardCount)), rf + " = " + eb.N(b.RefillMs)}

@@ -48,8 +48,8 @@ func TestBucketUpdatesGolden(t *testing.T) {
 	checkGolden(t, "bucket_updates.golden.json", got)
 
 	for name, want := range map[string]string{
-		"refill":                  "SET rf = 1700000001000 ADD b_tpm-x_tk 5, b_wcu_tk 7 IF rf = 1700000000123",
-		"shard doubling":          "SET shard_count = 4, rf = 1700000001000, b_wcu_tk = 1000000 ADD b_tpm-x_tk 5 IF shard_count = 2 AND rf = 1700000000123",
+		"refill":                  "SET rf = 1700000001000 ADD b_tpm-x_tk 5, b_tpm-x_ts 5, b_wcu_tk 7 IF rf = 1700000000123",
+		"shard doubling":          "SET shard_count = 4, rf = 1700000001000, b_wcu_tk = 1000000 ADD b_tpm-x_tk 5, b_tpm-x_ts 5 IF shard_count = 2 AND rf = 1700000000123",
 		"shard doubling, no wcu":  "SET shard_count = 4, rf = 1700000001000 IF shard_count = 2 AND rf = 1700000000123",
 		"shard count propagation": "SET shard_count = 2 IF shard_count < 2",
 		"new shard 3":             "PUT IF attribute_not_exists(PK)",
@@ -64,6 +64,11 @@ func TestBucketUpdatesGolden(t *testing.T) {
 		"ttl": "N:99", "cascade": "BOOL:true", "parent_id": `S:"p"`,
 		"b_wcu_tk": "N:1000000", "b_wcu_tc": "N:0", "b_tpm-x_tk": "N:5000000", "b_tpm-x_cp": "N:10000001", "b_tpm-x_tc": "N:0",
 		"b_rpm_tk": "N:1", "b_rpm_ra": "N:3",
+		// The exact state of the speculative write, from the new shard's
+		// balances: tpm-x, 5,000,000 of 10,000,001 at 10,000,000 a minute
+		// (30,000.006 ms: 30,001); rpm, 1 of 2 at 3 per 4 s (1,333.3 ms).
+		"b_tpm-x_ts": "N:5000000", "b_tpm-x_fa": "N:1700000030124", "b_tpm-x_fp": "N:10000001000000100000000000060000",
+		"b_rpm_ts": "N:1", "b_rpm_fa": "N:1700000001457",
 	} {
 		assert.Equal(t, want, ns[attr], "new shard %s = %s, want %s", attr, ns[attr], want)
 	}

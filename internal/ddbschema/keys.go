@@ -146,6 +146,13 @@ const (
 	FieldRefillAmount  = "ra" // bucket: millitokens; config: tokens
 	FieldRefillPeriod  = "rp" // bucket: milliseconds; config: SECONDS
 	FieldTotalConsumed = "tc" // bucket: net consumption counter, millitokens
+
+	// The state of the exact speculative write (see [BucketLimit]), which
+	// the Python library neither writes nor reads: it finds a bucket's
+	// limits by their _tk attributes (its aggregator by _tc and _cp).
+	FieldFullAt = "fa" // bucket: lower bound of the first ms the limit is full
+	FieldShadow = "ts" // bucket: a copy of tk, moved with it by every write of this library
+	FieldParams = "fp" // bucket: the parameters fa holds for ([ParamsSig])
 )
 
 // ConfigVersion is the constant written to config_version (the Python

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // The speculative write of an acquire: one conditional UpdateItem that takes
@@ -17,6 +19,14 @@ import (
 // the parameters the limiter resolved, on each positive amount fitting in
 // its balance (the other named limits must exist) and on wcu holding a
 // token.
+//
+// It takes from the stored balances without refilling, which is exact only
+// while the limits taken from cannot have refilled to their capacity (see
+// [BucketLimit]): each positive amount is also conditioned on the limit's
+// fa lying after now, on ts = tk and on fp holding the limit's parameters,
+// and moves ts with tk and fa by ⌊amount × rp / ra⌋. A negative amount
+// moves ts and removes fa. A refused write returns the item (ALL_OLD), from
+// which the repository writes the refilled state exactly ([ExactUpdates]).
 //
 // It is sent on every acquire, so it is built from a template: the
 // expressions and attribute names depend only on the limits (names and
@@ -42,7 +52,8 @@ type SpecLimit struct {
 
 // SpecAmount is an amount a speculative write takes from a limit, in
 // millitokens (zero: the limit must exist; negative: given back, not
-// checked).
+// checked). A positive amount's limit must be among the write's limits,
+// with parameters [ParamsSig] can hold (see [SpeculativeUpdates.Input]).
 type SpecAmount struct {
 	Name  string
 	Milli int64
@@ -79,8 +90,10 @@ type specTemplate struct {
 	consts       []specConst  // parameters and the wcu cost
 	amounts      []amountSlot // one per amount, in the shape's order
 	now          string       // the placeholder of the current second
+	nowMs        string       // of the current millisecond ("" when unused)
 	nValues      int
 	lastNow      atomic.Pointer[numberValue]
+	lastNowMs    atomic.Pointer[numberValue]
 }
 
 type specConst struct {
@@ -90,10 +103,13 @@ type specConst struct {
 
 // amountSlot is where an amount goes: take is the placeholder of the
 // amount (the condition and the total consumed), give of its negation
-// (the balance); both empty for a zero amount.
+// (the balance and its copy), delay of what it moves fa by; all empty for
+// a zero amount, delay for a negative one. ra and rp are the limit's
+// refill parameters.
 type amountSlot struct {
-	take, give string
-	last       atomic.Pointer[amountValues] // the values of the last amount seen
+	take, give, delay string
+	ra, rp            int64
+	last              atomic.Pointer[amountValues] // the values of the last amount seen
 }
 
 type numberValue struct {
@@ -102,15 +118,41 @@ type numberValue struct {
 }
 
 type amountValues struct {
-	milli      int64
-	take, give types.AttributeValue
+	milli             int64
+	take, give, delay types.AttributeValue
+}
+
+// Exact reports whether [SpeculativeUpdates.Input] can condition a write
+// of amounts on limits on being exact: every positive amount's limit is
+// among limits, with parameters [ParamsSig] can hold. When it cannot, the
+// write must not be sent (it would take without knowing whether that is
+// exact).
+func Exact(limits []SpecLimit, amounts []SpecAmount) bool {
+	for _, a := range amounts {
+		if a.Milli <= 0 {
+			continue
+		}
+		ok := false
+		for _, l := range limits {
+			if l.Name == a.Name {
+				ok = Signed(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // Input returns the speculative UpdateItem of the item key, conditioned on
-// limits and taking amounts (sorted by name, no name twice), at nowSec
-// (epoch seconds, for the TTL condition). The caller owns the slices; key
-// goes into the input as is.
-func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowSec int64) *dynamodb.UpdateItemInput {
+// limits and taking amounts (sorted by name, no name twice), at nowMs
+// (epoch ms; the TTL condition takes its second). [Exact] must hold for
+// limits and amounts. The caller owns the slices; key goes into the input
+// as is.
+func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowMs int64) *dynamodb.UpdateItemInput {
+	nowSec := floorDiv(nowMs, 1000)
 	var buf [256]byte
 	shape := shapeKey(buf[:0], limits, amounts)
 	t := (*u.templates.Load())[string(shape)]
@@ -130,16 +172,20 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 		if av == nil || av.milli != amounts[i].Milli {
 			m := amounts[i].Milli
 			av = &amountValues{milli: m, take: N(m), give: N(-m)}
+			if slot.delay != "" {
+				av.delay = N(bucketmath.TakeDelayMs(m, slot.ra, slot.rp))
+			}
 			slot.last.Store(av)
 		}
 		values[slot.take], values[slot.give] = av.take, av.give
+		if slot.delay != "" {
+			values[slot.delay] = av.delay
+		}
 	}
-	nv := t.lastNow.Load()
-	if nv == nil || nv.n != nowSec {
-		nv = &numberValue{n: nowSec, v: N(nowSec)}
-		t.lastNow.Store(nv)
+	values[t.now] = cachedNumber(&t.lastNow, nowSec)
+	if t.nowMs != "" {
+		values[t.nowMs] = cachedNumber(&t.lastNowMs, nowMs)
 	}
-	values[t.now] = nv.v
 	return &dynamodb.UpdateItemInput{
 		TableName:                           u.table,
 		Key:                                 key,
@@ -150,6 +196,17 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 		ReturnValues:                        types.ReturnValueAllNew,
 		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 	}
+}
+
+// cachedNumber returns the attribute value of n, from last when it holds
+// it, else a new one it keeps there.
+func cachedNumber(last *atomic.Pointer[numberValue], n int64) types.AttributeValue {
+	nv := last.Load()
+	if nv == nil || nv.n != n {
+		nv = &numberValue{n: n, v: N(n)}
+		last.Store(nv)
+	}
+	return nv.v
 }
 
 // shapeKey appends to dst what a template depends on: the limits with
@@ -229,7 +286,16 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 			name(BucketAttr(l.Name, FieldRefillAmount))+" = "+constant(l.RefillAmountMilli),
 			name(BucketAttr(l.Name, FieldRefillPeriod))+" = "+constant(l.RefillPeriodMs))
 	}
-	var add []string
+	params := func(n string) (SpecLimit, string) {
+		for _, l := range limits {
+			if l.Name == n {
+				sig, _ := ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+				return l, sig
+			}
+		}
+		return SpecLimit{}, ""
+	}
+	var add, remove []string
 	for i, a := range amounts {
 		tk := name(BucketAttr(a.Name, FieldTokens))
 		if a.Milli == 0 {
@@ -238,12 +304,24 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 		}
 		slot := &t.amounts[i]
 		slot.take, slot.give = value(), value()
+		ts, fa := name(BucketAttr(a.Name, FieldShadow)), name(BucketAttr(a.Name, FieldFullAt))
 		if a.Milli > 0 {
-			conds = append(conds, tk+" >= "+slot.take)
+			// Exact only while the limit cannot be full by now (Exact:
+			// its parameters are known and have a signature).
+			l, sig := params(a.Name)
+			if t.nowMs == "" {
+				t.nowMs = value()
+			}
+			slot.delay, slot.ra, slot.rp = value(), l.RefillAmountMilli, l.RefillPeriodMs
+			fp := value()
+			t.consts = append(t.consts, specConst{fp, &types.AttributeValueMemberN{Value: sig}})
+			conds = append(conds, tk+" >= "+slot.take, fa+" > "+t.nowMs, tk+" = "+ts, name(BucketAttr(a.Name, FieldParams))+" = "+fp)
+			add = append(add, fa+" "+slot.delay)
 		} else {
 			conds = append(conds, "attribute_exists("+tk+")")
+			remove = append(remove, fa)
 		}
-		add = append(add, tk+" "+slot.give, name(BucketAttr(a.Name, FieldTotalConsumed))+" "+slot.take)
+		add = append(add, tk+" "+slot.give, ts+" "+slot.give, name(BucketAttr(a.Name, FieldTotalConsumed))+" "+slot.take)
 	}
 	wtk := name(BucketAttr(WCULimitName, FieldTokens))
 	cost := constant(WCUWriteCostMilli)
@@ -252,7 +330,7 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 	ttl := name(AttrTTL)
 	t.now = value()
 	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+t.now+")")
-	cond, update := strings.Join(conds, " AND "), UpdateExpr(nil, add, nil)
+	cond, update := strings.Join(conds, " AND "), UpdateExpr(nil, add, remove)
 	t.cond, t.update = &cond, &update
 	return t
 }

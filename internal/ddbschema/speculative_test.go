@@ -28,18 +28,27 @@ func renderSpec(expr *string, in *dynamodb.UpdateItemInput) string {
 }
 
 // TestSpeculativeInput: the speculative write of two limits and three
-// amounts (positive, zero, negative), rendered.
+// amounts (positive, zero, negative), rendered. A positive amount is
+// conditioned on its limit's exact state (fa after now, ts = tk, fp its
+// parameters) and moves fa by the time the take delays it (rpm: 1 token
+// at 10/min, 6 s; tpm: 100 at 5,000/min, 1.2 s); a negative one moves ts
+// and removes fa.
 func TestSpeculativeInput(t *testing.T) {
 	u := NewSpeculativeUpdates("tbl")
 	limits := []SpecLimit{{"rpm", 10_000, 10_000, 60_000}, {"tpm", 5_000_000, 5_000_000, 60_000}}
 	amounts := []SpecAmount{{"back", -3000}, {"rpm", 1000}, {"tpm", 100_000}, {"x", 0}}
-	in := u.Input(BucketKeyValue("ns", "e", "r", 2), limits, amounts, 1_700_000_000)
-	assert.Equal(t, "ADD b_back_tk 3000, b_back_tc -3000, b_rpm_tk -1000, b_rpm_tc 1000, b_tpm_tk -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000",
+	require.True(t, Exact(limits, amounts))
+	require.False(t, Exact(limits[:1], amounts), "tpm's parameters unknown")
+	in := u.Input(BucketKeyValue("ns", "e", "r", 2), limits, amounts, 1_700_000_000_999)
+	assert.Equal(t, "ADD b_back_tk 3000, b_back_ts 3000, b_back_tc -3000, b_rpm_fa 6000, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000,"+
+		" b_tpm_fa 1200, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000 REMOVE b_back_fa",
 		renderSpec(in.UpdateExpression, in))
 	assert.Equal(t, "attribute_exists(PK) AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"+
 		" AND b_tpm_cp = 5000000 AND b_tpm_ra = 5000000 AND b_tpm_rp = 60000"+
-		" AND attribute_exists(b_back_tk) AND b_rpm_tk >= 1000 AND b_tpm_tk >= 100000 AND attribute_exists(b_x_tk)"+
-		" AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)", renderSpec(in.ConditionExpression, in))
+		" AND attribute_exists(b_back_tk)"+
+		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000"+
+		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 5000000000000050000000000060000"+
+		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)", renderSpec(in.ConditionExpression, in))
 	assert.Equal(t, "tbl", aws.ToString(in.TableName))
 	assert.Equal(t, types.ReturnValueAllNew, in.ReturnValues)
 	assert.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, in.ReturnValuesOnConditionCheckFailure)
@@ -47,17 +56,18 @@ func TestSpeculativeInput(t *testing.T) {
 
 	// The same shape with other amounts and another second: the template
 	// is reused, the values are the request's.
-	in2 := u.Input(BucketKeyValue("ns", "f", "r", 0), limits, []SpecAmount{{"back", -1}, {"rpm", 2000}, {"tpm", 7}, {"x", 0}}, 1_700_000_001)
+	in2 := u.Input(BucketKeyValue("ns", "f", "r", 0), limits, []SpecAmount{{"back", -1}, {"rpm", 2000}, {"tpm", 7}, {"x", 0}}, 1_700_000_001_000)
 	assert.Same(t, in.ConditionExpression, in2.ConditionExpression)
-	assert.Equal(t, "ADD b_back_tk 1, b_back_tc -1, b_rpm_tk -2000, b_rpm_tc 2000, b_tpm_tk -7, b_tpm_tc 7, b_wcu_tk -1000, b_wcu_tc 1000",
+	assert.Equal(t, "ADD b_back_tk 1, b_back_ts 1, b_back_tc -1, b_rpm_fa 12000, b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000,"+
+		" b_tpm_fa 0, b_tpm_tk -7, b_tpm_ts -7, b_tpm_tc 7, b_wcu_tk -1000, b_wcu_tc 1000 REMOVE b_back_fa",
 		renderSpec(in2.UpdateExpression, in2))
-	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND")
+	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND b_tpm_fa > 1700000001000 AND")
 	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "ttl > 1700000001)")
 	// The first request's values did not change.
 	assert.Contains(t, renderSpec(in.ConditionExpression, in), "b_tpm_tk >= 100000 AND")
 
 	// Other parameters are another shape.
-	in3 := u.Input(BucketKeyValue("ns", "e", "r", 0), []SpecLimit{{"rpm", 20_000, 10_000, 60_000}}, amounts[1:2], 1)
+	in3 := u.Input(BucketKeyValue("ns", "e", "r", 0), []SpecLimit{{"rpm", 20_000, 10_000, 60_000}}, amounts[1:2], 1000)
 	assert.Contains(t, renderSpec(in3.ConditionExpression, in3), "b_rpm_cp = 20000 AND")
 	assert.Len(t, *u.templates.Load(), 2)
 }

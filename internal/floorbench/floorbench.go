@@ -4,10 +4,17 @@
 // A speculative Acquire sends one conditional UpdateItem. Its floor is that
 // same UpdateItem sent by the raw SDK on the same table: the program
 // captures the exact input the limiter sends (an SDK middleware on a
-// capturing client) and replays it through a plain dynamodb.Client. It
-// then runs, in alternating rounds in one process (so that DynamoDB
-// Local's JIT warm-up and the machine's other load favour no one), the
-// replay and the limiter's operations:
+// capturing client) and replays it through a plain dynamodb.Client. The
+// input captured is the take from the stored balances (captured with the
+// clock stopped at the bucket's creation, when it is not full), which a
+// replay can send again and again; the benchmark's buckets (a billion
+// tokens a minute) are full again a millisecond after each acquire, so in
+// the rounds the limiter sends the other form of its one write, the
+// refilled state conditioned on the item it last saw: the same item, one
+// conditional UpdateItem returning the item, its values set rather than
+// added. It then runs, in alternating rounds in one process (so that
+// DynamoDB Local's JIT warm-up and the machine's other load favour no
+// one), the replay and the limiter's operations:
 //
 //   - replay: the captured UpdateItem, nothing else;
 //   - acquire+commit: Acquire + Commit with nothing to adjust (one write);
@@ -201,7 +208,12 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	crl := limiter.New(crepo, storeTimeout)
+	// The clock of the captures stands still: the second acquire of each
+	// item finds it as the first left it, not full, and takes from its
+	// balance, a write that can be replayed (a refilled state is
+	// conditioned on the item it was computed from).
+	frozen := time.Now()
+	crl := limiter.New(crepo, storeTimeout, limiter.WithClock(func() time.Time { return frozen }))
 	defer crl.Close()
 	workers := max(cfg.conc, 1)
 	acquire := func(id string) error {

@@ -1,7 +1,11 @@
 -- Speculative consumption: a request takes its amounts (millitokens) from
--- its item without refilling when the item exists, has not expired, stores
--- every resolved limit with exactly the resolved parameters, holds every
--- limit named, and covers every positive amount.
+-- its item when the item exists, has not expired, stores every resolved
+-- limit with exactly the resolved parameters, holds every limit named, and
+-- covers every positive amount. It takes from the stored balances without
+-- refilling while that is exact: when a limit it takes a positive amount
+-- from may have refilled to its capacity by now (see full), every limit of
+-- the item is refilled to now first and rf set to now, in the same step,
+-- as a read-then-write would (store.RefillDue).
 --
 -- ARGV per request: now, the number of resolved limits, each as its field
 -- ("l:" .. name) and "cp|ra|rp" (compared with the prefix of the field's
@@ -32,6 +36,68 @@ local function field(flat, f)
   end
 end
 
+-- limit_parts returns the capacity, refill amount, refill period and
+-- balance of limit value v (cp|ra|rp|tk|tc), and the positions of the
+-- separators around the balance.
+local function limit_parts(v)
+  local a = find(v, '|', 1, true)
+  local b = find(v, '|', a + 1, true)
+  local c = find(v, '|', b + 1, true)
+  local d = find(v, '|', c + 1, true)
+  return sub(v, 1, a - 1), sub(v, a + 1, b - 1), sub(v, b + 1, c - 1), sub(v, c + 1, d - 1), c, d
+end
+
+-- full reports whether the limit of value v, last refilled at rf, may have
+-- refilled to its capacity by now (bucketmath.FullAtMs): its balance is at
+-- its capacity already, or (with a positive refill amount and period) the
+-- refill up to now reaches it. Taking from its stored balance is then not
+-- exact: the capped refill would credit the tokens taken back.
+local function full(v, rf, now)
+  local cp, ra, rp, tk = limit_parts(v)
+  if icmp(tk, cp) >= 0 then return true end
+  if icmp(ra, '0') <= 0 or icmp(rp, '0') <= 0 then return false end
+  return icmp((bucket_call('refill', tk, rf, now, cp, ra, rp)), cp) >= 0
+end
+
+-- refilled returns limit value v with its balance refilled from rf to now
+-- (capped at its capacity).
+local function refilled(v, rf, now)
+  local cp, ra, rp, tk, c, d = limit_parts(v)
+  return sub(v, 1, c) .. (bucket_call('refill', tk, rf, now, cp, ra, rp)) .. sub(v, d)
+end
+
+-- refill_due returns, when a request that takes a positive amount from a
+-- limit that may be full (see full) must refill item flat to now first, a
+-- table of the values the refill writes by their index in flat: every
+-- limit's, and the header's with rf = now; nil when the request can take
+-- from the stored balances (none may be full, or now is not after rf). hi
+-- is the index of the header's value.
+local function refill_due(argv, flat, now, hi, ci, nc)
+  if not hi then return nil end
+  local h = flat[hi]
+  local bar = find(h, '|', 1, true)
+  local rf = sub(h, 1, bar - 1)
+  local due = false
+  for k = ci + 1, ci + 2 * nc, 2 do
+    local amt = argv[k + 1]
+    if amt ~= '0' and byte(amt, 1) ~= 45 then
+      local i = field(flat, argv[k])
+      if i and full(flat[i], rf, now) then
+        due = true
+        break
+      end
+    end
+  end
+  if not due or icmp(now, rf) <= 0 then return nil end
+  local rv = {[hi] = now .. sub(h, bar)}
+  for i = 1, #flat, 2 do
+    if byte(flat[i], 1) == 108 and byte(flat[i], 2) == 58 then -- 'l:'
+      rv[i + 1] = refilled(flat[i + 1], rf, now)
+    end
+  end
+  return rv
+end
+
 -- read_request reads the request whose arguments follow index a of argv
 -- (the call's ARGV):
 -- it returns its now, the index of its limits' count (li) and that count
@@ -55,8 +121,10 @@ end
 local function check(argv, flat, now, li, nl, ci, nc)
   local n = #flat
   if n == 0 then return 'bucket_missing' end
+  local hi
   for i = 1, n, 2 do
     if flat[i] == 'h' then
+      hi = i + 1
       -- h is rf|sc|cas|ttl|par: the expiry time follows the third separator
       local h = flat[i + 1]
       local a = find(h, '|', 1, true)
@@ -91,6 +159,8 @@ local function check(argv, flat, now, li, nl, ci, nc)
     if byte(v, m + 1) ~= 124 or find(v, p, 1, true) ~= 1 then return 'limits_changed' end
     if not i1 then f1, p1, i1, s1 = f, p, i, m + 1 end
   end
+  -- The values of a refill, by index in flat, when one is due.
+  local rv = refill_due(argv, flat, now, hi, ci, nc)
   local short = false
   local wf, wv, wi, set, at
   for k = ci + 1, ci + 2 * nc, 2 do
@@ -101,7 +171,7 @@ local function check(argv, flat, now, li, nl, ci, nc)
     local amt = argv[k + 1]
     if amt ~= '0' then
       -- the balance and total follow the third separator
-      local v = flat[i]
+      local v = rv and rv[i] or flat[i]
       if not s3 then
         s3 = find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)
         params = sub(v, 1, s3 - 1)
@@ -133,6 +203,28 @@ local function check(argv, flat, now, li, nl, ci, nc)
     end
   end
   if short then return 'app_limit_exhausted' end
+  if rv then
+    -- the refill writes every limit and the header; the amounts' values
+    -- are written after, so they win
+    local set2, at2 = {}, {}
+    for i, v in pairs(rv) do
+      set2[#set2 + 1] = flat[i - 1]
+      set2[#set2 + 1] = v
+      at2[#at2 + 1] = i
+    end
+    if set then
+      for j = 1, #at do
+        set2[#set2 + 1] = set[2 * j - 1]
+        set2[#set2 + 1] = set[2 * j]
+        at2[#at2 + 1] = at[j]
+      end
+    end
+    -- wf is written first by take: write it last instead
+    set2[#set2 + 1] = wf
+    set2[#set2 + 1] = wv
+    at2[#at2 + 1] = wi
+    return '', set2[1], set2[2], at2[1], {unpack(set2, 3)}, {unpack(at2, 2)}
+  end
   return '', wf, wv, wi, set, at
 end
 

@@ -52,6 +52,43 @@ for w = 1, #KEYS do
   writes[w] = x
 end
 
+-- limit_full reports whether limit s of an item last refilled at rf may
+-- have refilled to its capacity by now (bucketmath.FullAtMs).
+local function limit_full(s, rf, now)
+  if icmp(s.tk, s.cp) >= 0 then return true end
+  if icmp(s.ra, '0') <= 0 or icmp(s.rp, '0') <= 0 then return false end
+  return icmp((bucket_call('refill', s.tk, rf, now, s.cp, s.ra, s.rp)), s.cp) >= 0
+end
+
+-- A retry takes from the stored balances without refilling, as a
+-- speculative consume does, under the same rule: when a limit it takes a
+-- positive amount from may be full by now, every limit of the item is
+-- refilled to now first and rf set to now (store.RefillDue). An
+-- adjustment's charge follows the same rule (store.ChargeRefillDue), so
+-- that the cap of a later refill never absorbs it. Nothing is saved
+-- unless every write's condition holds.
+for _, x in ipairs(writes) do
+  local it = x.item
+  if (x.kind == 'r' or x.kind == 'a') and it and icmp(x.now, it.h.rf) > 0 then
+    local due = false
+    for _, l in ipairs(x.limits) do
+      local s = it.l[l.name]
+      if s and icmp(l.consumed, '0') > 0 and limit_full(s, it.h.rf, x.now) then
+        due = true
+        break
+      end
+    end
+    if due then
+      for name, s in pairs(it.l) do
+        s.tk = (bucket_call('refill', s.tk, it.h.rf, x.now, s.cp, s.ra, s.rp))
+        touch(it, name)
+      end
+      it.h.rf = x.now
+      touch(it)
+    end
+  end
+end
+
 -- check returns whether x's condition holds.
 local function check(x)
   local it = x.item

@@ -393,3 +393,65 @@ func DivModFloor(a Int128, d int64) (Int128, int64) {
 	}
 	return q, r
 }
+
+// FullAtMs returns the first millisecond at which a bucket holding
+// tokensMilli, last refilled at lastRefillMs, has refilled to its capacity:
+// lastRefillMs + ⌈(capacity − tokens) × period / amount⌉, the first time at
+// which [Refill] caps the balance. It is math.MinInt64 when the bucket is
+// already full (tokens ≥ capacity: capped at any time), and math.MaxInt64
+// when it never fills (a non-positive refill amount or period). Otherwise
+// the result saturates at math.MaxInt64.
+//
+// A take of amount from the stored balance, without moving the refill
+// time, is exact at nowMs if and only if nowMs < FullAtMs: the refill up to
+// nowMs is then not capped, so refilling later from the same refill time
+// gives the same balance as refilling first.
+func FullAtMs(tokensMilli, lastRefillMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	if tokensMilli >= capacityMilli {
+		return math.MinInt64
+	}
+	if refillAmountMilli <= 0 || refillPeriodMs <= 0 {
+		return math.MaxInt64
+	}
+	// 0 < deficit < 2^64 and 0 < period < 2^63: the product fits.
+	deficit := Int128From(capacityMilli).Sub(Int128From(tokensMilli))
+	x, _ := MulInt128(deficit, refillPeriodMs)
+	q, r := DivModFloor(x, refillAmountMilli)
+	if r != 0 {
+		q = q.Add(Int128From(1))
+	}
+	return Int128From(lastRefillMs).AddSat(q).Int64Sat()
+}
+
+// TakeDelayMs returns ⌊amount × period / refill amount⌋ milliseconds, by
+// which taking amountMilli (> 0) from a bucket at least delays the time it
+// is full; 0 for a non-positive amount or non-positive refill settings.
+// Saturates at math.MaxInt64.
+func TakeDelayMs(amountMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	if amountMilli <= 0 || refillAmountMilli <= 0 || refillPeriodMs <= 0 {
+		return 0
+	}
+	x, _ := MulInt128(Int128From(amountMilli), refillPeriodMs)
+	q, _ := DivModFloor(x, refillAmountMilli)
+	return q.Int64Sat()
+}
+
+// GiveDelayMs returns ⌈amount × period / refill amount⌉ milliseconds, by
+// which giving amountMilli (> 0) back to a bucket at most advances the time
+// it is full; 0 for a non-positive amount, math.MaxInt64 for non-positive
+// refill settings (the advance is then unbounded). Saturates at
+// math.MaxInt64.
+func GiveDelayMs(amountMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	if amountMilli <= 0 {
+		return 0
+	}
+	if refillAmountMilli <= 0 || refillPeriodMs <= 0 {
+		return math.MaxInt64
+	}
+	x, _ := MulInt128(Int128From(amountMilli), refillPeriodMs)
+	q, r := DivModFloor(x, refillAmountMilli)
+	if r != 0 {
+		q = q.Add(Int128From(1))
+	}
+	return q.Int64Sat()
+}

@@ -1,0 +1,530 @@
+// Layer 5, the DynamoDB repository: the speculative write, exact on every
+// bucket: it takes from the stored balances while that is exact, and
+// otherwise writes the refilled state in one conditional write.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/lru"
+	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// The speculative write takes from the stored balances and leaves rf alone,
+// which is exact only while no limit it takes from can have refilled to its
+// capacity (store.RefillDue); a condition expression cannot compute a
+// refill, so each limit keeps a lower bound of the time it is full (fa),
+// which the write is conditioned on, with a copy of its balance (ts) and
+// its parameters (fp) that tell a write of another library apart (see
+// ddbschema.BucketLimit).
+//
+// When the bucket may be full (the common case of a key used now and
+// then), the refilled state is written in one conditional write computed
+// from the item as this repository last saw it: the exact write
+// (ddbschema.ExactUpdates), conditioned on the item being unchanged (rf
+// and each balance written). The repository keeps every item its writes
+// return (bucketCache), so in steady state the write it sends is the one
+// that applies:
+//
+//   - the kept item says the bucket may be full, or its exact state is
+//     stale: the exact write from it;
+//   - else (or none is kept): the speculative write; when it is refused,
+//     the item it returns (ALL_OLD) decides: a request that does not fit,
+//     or that the item no longer holds the limits of, is refused as
+//     before, and one that fits is written exactly from it.
+//
+// An exact write refused because the item changed meanwhile returns the
+// item too, and is computed again from it, at most maxExactWrites times;
+// then the request is refused with store.RefusedRefillDue and the limiter
+// takes the read-then-write path. The retry of a read-then-write whose
+// lock was lost (store.WriteRetry) is an exact write too.
+
+// maxExactWrites bounds the writes of one request whose item keeps
+// changing under it. Each refusal of an exact write means another write
+// of the item applied, so writers racing for one item all get through
+// within about as many rounds as there are of them (group commit sends
+// one write of an item per limiter at a time).
+const maxExactWrites = 8
+
+// bucketCache holds the bucket items as the last write of this process
+// returned them, per namespace and key: a hint for the exact write, never
+// trusted for a decision that refuses or admits (the write's condition
+// checks it). With each it keeps the item's key as requests carry it,
+// shared read-only by them, as the speculative templates' values are.
+type bucketCache struct {
+	mu sync.Mutex
+	c  *lru.Cache[bucketCacheKey, *cachedBucket]
+}
+
+type bucketCacheKey struct {
+	ns  string
+	key store.BucketKey
+}
+
+// cachedBucket is one kept item; b changes under bucketCache.mu.
+type cachedBucket struct {
+	b   *store.Bucket
+	key map[string]types.AttributeValue
+}
+
+// newBucketCache returns a cache of at most size items (none when size ≤
+// 0).
+func newBucketCache(size int) *bucketCache {
+	return &bucketCache{c: lru.New[bucketCacheKey, *cachedBucket](max(size, 0), 0)}
+}
+
+func (c *bucketCache) get(ns string, key store.BucketKey) *store.Bucket {
+	b, _ := c.getWithKey(ns, key)
+	return b
+}
+
+// getWithKey returns the item kept for key, and the key value of its
+// requests; nil and nil when none is kept.
+func (c *bucketCache) getWithKey(ns string, key store.BucketKey) (*store.Bucket, map[string]types.AttributeValue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.c.Get(bucketCacheKey{ns, key}, time.Time{})
+	if !ok {
+		return nil, nil
+	}
+	return e.b, e.key
+}
+
+// put keeps b (read-only from now on) as the item of key.
+func (c *bucketCache) put(ns string, key store.BucketKey, b *store.Bucket) {
+	if b == nil {
+		c.forget(ns, key)
+		return
+	}
+	k := bucketCacheKey{ns, key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.c.Get(k, time.Time{}); ok {
+		e.b = b
+		return
+	}
+	if c.c.MaxEntries() > 0 {
+		c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
+	}
+}
+
+func (c *bucketCache) forget(ns string, key store.BucketKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.c.Remove(bucketCacheKey{ns, key})
+}
+
+// keepItem parses item, the item of key as a write returned it, and keeps
+// it (nothing when it cannot be parsed).
+func (r *DynamoDBRepository) keepItem(key store.BucketKey, item map[string]types.AttributeValue) (*store.Bucket, error) {
+	b, err := bucketFromDynamoDB(item)
+	if err != nil {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, err
+	}
+	r.shared.buckets.put(r.nsID, key, b)
+	return b, nil
+}
+
+// keepHint keeps item, the item of key as a write returned it, when it
+// parses (the kept items are hints: one that does not parse is dropped).
+func (r *DynamoDBRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
+	if b, err := bucketFromDynamoDB(item); err == nil {
+		r.shared.buckets.put(r.nsID, key, b)
+	} else {
+		r.shared.buckets.forget(r.nsID, key)
+	}
+}
+
+// specInputs converts req's limits and amounts to the speculative
+// template's, sorted by name, in the caller's storage.
+func specInputs(req store.SpeculativeRequest, lbuf []ddbschema.SpecLimit, abuf []ddbschema.SpecAmount) ([]ddbschema.SpecLimit, []ddbschema.SpecAmount) {
+	limits := lbuf[:0]
+	for _, l := range req.Limits {
+		limits = append(limits, ddbschema.SpecLimit{
+			Name:              l.Name,
+			CapacityMilli:     bucketmath.SatMul(l.Capacity, 1000),
+			RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000),
+			RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
+		})
+	}
+	amounts := abuf[:0]
+	for name, n := range req.Consume {
+		amounts = append(amounts, ddbschema.SpecAmount{Name: name, Milli: bucketmath.SatMul(n, 1000)})
+	}
+	slices.SortFunc(amounts, func(a, b ddbschema.SpecAmount) int { return strings.Compare(a.Name, b.Name) })
+	return limits, amounts
+}
+
+// buildSpeculativeUpdate is the speculative UpdateItem of req in namespace
+// ns: take every named amount and one wcu token, conditioned on the item
+// existing and not being expired, on every limit of req.Limits being
+// stored with the parameters the limiter resolved, on each positive
+// amount fitting in its balance and its limit not being full by now (its
+// exact state, see ddbschema.BucketLimit), and on wcu having a token. It
+// is sent on every acquire, so it is built from a template of its shape
+// (ddbschema.SpeculativeUpdates), and the slices handed to it stay on the
+// stack for up to eight limits and amounts. ddbschema.Exact must hold for
+// req.
+func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
+	var lbuf [8]ddbschema.SpecLimit
+	var abuf [8]ddbschema.SpecAmount
+	limits, amounts := specInputs(req, lbuf[:], abuf[:])
+	key := ddbschema.BucketKeyValue(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	return spec.Input(key, limits, amounts, req.NowMs)
+}
+
+// SpeculativeConsume implements [store.SpeculativeStore]: one conditional
+// UpdateItem on key, which also takes one token of the item's hidden wcu
+// limit, exact as the contract requires (see above): in steady state one
+// write, the speculative one or the exact one. A refused write returns the
+// old item (ALL_OLD) and the reason; only other errors are returned as
+// errors.
+func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
+	return r.consumeFrom(ctx, req, key, base, false)
+}
+
+// consumeFrom writes req to the item of key (its key value, nil to build
+// it), deciding on base, the item as last seen (nil: none; fresh: as a
+// refused write returned it just now, else as kept):
+// the exact write when a limit it takes from may be full or its exact
+// state is stale, else the speculative write. Each write refused because
+// the item changed returns the item, and the next is decided on it; the
+// item as refused decides a refusal. After maxExactWrites writes refused
+// so, the request is refused with store.RefusedRefillDue.
+func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, key map[string]types.AttributeValue, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
+	var lbuf [8]ddbschema.SpecLimit
+	var abuf [8]ddbschema.SpecAmount
+	limits, amounts := specInputs(req, lbuf[:], abuf[:])
+	signed := ddbschema.Exact(limits, amounts)
+	if key == nil {
+		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	}
+	var ebuf [8]ddbschema.ExactLimit
+	var pbuf [8]ddbschema.SpecLimit
+	var w ddbschema.ExactWrite
+	for round := 0; ; round++ {
+		exact := false
+		if base != nil {
+			var reason store.RefusalReason
+			var direct bool
+			w, reason, direct = planSpec(base, req, ebuf[:0], pbuf[:0])
+			switch {
+			case reason != store.RefusedNone && fresh:
+				return refusedResult(req.Key, base, reason, req.NowMs), nil
+			case reason != store.RefusedNone:
+				base = nil // a kept item that refuses is no answer (it may be stale): ask the item
+			case round > maxExactWrites:
+				// The item keeps changing: the read-then-write path decides.
+				return store.SpeculativeResult{Key: req.Key, Bucket: base, Reason: store.RefusedRefillDue}, nil
+			default:
+				exact = direct || !signed
+			}
+		}
+		if !exact && !signed {
+			// Without the parameters of a limit it takes from, the
+			// speculative write cannot tell whether taking is exact: read
+			// the item, and write the exact state from it.
+			if round > 0 {
+				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedRefillDue}, nil
+			}
+			got, err := r.readBucket(ctx, req.Key)
+			if err != nil || got == nil {
+				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, err
+			}
+			base, fresh = got, true
+			continue
+		}
+		var out *dynamodb.UpdateItemOutput
+		var err error
+		if exact {
+			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
+		} else {
+			out, err = r.client.UpdateItem(ctx, r.shared.spec.Input(key, limits, amounts, req.NowMs), writeOptions)
+		}
+		if err == nil {
+			b, err := r.keepItem(req.Key, out.Attributes)
+			if err != nil {
+				return store.SpeculativeResult{Key: req.Key}, err
+			}
+			return store.SpeculativeResult{Key: req.Key, Applied: true, Bucket: b}, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return store.SpeculativeResult{Key: req.Key}, wrapErr("speculative write", err)
+		}
+		if len(ccf.Item) == 0 {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, nil
+		}
+		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
+			return store.SpeculativeResult{Key: req.Key}, err
+		}
+		fresh = true
+	}
+}
+
+// foldFrom writes req with adj folded in (see speculativeConsumeAdjust) to
+// the item of key (its key value, nil to build it), in the write in, the
+// take of both, or, when base (the item as last seen; nil: none) says a
+// limit may be full or its exact state is stale, in the exact write of
+// both computed from base (planFold). Each write refused because the item
+// changed returns it, and the next is decided on it. When the acquire does
+// not fit once adjusted, or after maxExactWrites refusals, nothing is
+// written (foldNotApplied): the caller writes the adjustment, then the
+// acquire, each alone.
+func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
+	key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, foldOutcome, error) {
+	if key == nil {
+		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
+	}
+	var ebuf [8]ddbschema.ExactLimit
+	var pbuf [8]ddbschema.SpecLimit
+	fresh := false
+	for round := 0; ; round++ {
+		exact := false
+		var w ddbschema.ExactWrite
+		if base != nil {
+			var reason store.RefusalReason
+			var direct bool
+			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
+			switch {
+			case (reason != store.RefusedNone && fresh) || round > maxExactWrites:
+				return store.SpeculativeResult{Key: req.Key}, foldNotApplied, nil
+			case reason != store.RefusedNone:
+				base = nil // a kept item that refuses is no answer: ask the item
+			default:
+				exact = direct
+			}
+		}
+		var out *dynamodb.UpdateItemOutput
+		var err error
+		if exact {
+			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
+		} else {
+			out, err = r.client.UpdateItem(ctx, in, writeOptions)
+		}
+		res := store.SpeculativeResult{Key: req.Key}
+		if err == nil {
+			if res.Bucket, err = r.keepItem(req.Key, out.Attributes); err != nil {
+				return res, foldApplied, err
+			}
+			res.Applied = true
+			return res, foldApplied, nil
+		}
+		var ccf *types.ConditionalCheckFailedException
+		if !errors.As(err, &ccf) {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			return res, foldUnknown, wrapErr("speculative write", err)
+		}
+		if len(ccf.Item) == 0 {
+			r.shared.buckets.forget(r.nsID, req.Key)
+			res.Reason = store.RefusedBucketMissing
+			return res, foldNotApplied, nil
+		}
+		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
+			return res, foldNotApplied, err
+		}
+		fresh = true
+	}
+}
+
+// planFold is planWrite of req on base with adj applied first, as a
+// store.WriteAdjust would apply it: the exact write of both. direct
+// reports whether the take of both (the write buildSpeculativeFold builds)
+// would be refused on base for want of an exact state: a limit the
+// acquire takes from, or one adj charges, may be full by now (once a
+// refund of it advances that time), or its exact state is stale; or a
+// refund does not fit under the capacity whole.
+func planFold(base *store.Bucket, req store.SpeculativeRequest, adj store.BucketWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	if w, reason, direct = planWrite(base, req, adj.Limits, lim, par); reason != store.RefusedNone {
+		return w, reason, false
+	}
+	x := extrasOf(base)
+	for i, s := range base.States {
+		d, _ := limitDelta(adj.Limits, s.LimitName)
+		// A refund the capacity cuts is refused by the take of both,
+		// whose refund is conditioned on fitting whole.
+		if d < 0 && bucketmath.AddSat(s.TokensMilli, -d) > s.CapacityMilli {
+			direct = true
+		}
+		if req.Consume[s.LimitName] <= 0 && d <= 0 {
+			continue
+		}
+		advance := int64(0)
+		if d < 0 {
+			advance = bucketmath.GiveDelayMs(-d, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		if x == nil || i >= len(x.exact) || !x.exact[i].valid || bucketmath.AddSat(x.exact[i].fullAtMs, -advance) <= req.NowMs {
+			direct = true
+		}
+	}
+	return w, store.RefusedNone, direct
+}
+
+// limitDelta is the sum of the deltas adj holds for the limit name, and
+// whether it holds any.
+func limitDelta(adj []store.LimitWrite, name string) (d int64, ok bool) {
+	for _, lw := range adj {
+		if lw.Name == name {
+			d, ok = bucketmath.AddSat(d, lw.ConsumedMilli), true
+		}
+	}
+	return d, ok
+}
+
+// readBucket reads the item of key consistently and keeps it; nil when it
+// is missing.
+func (r *DynamoDBRepository) readBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(r.opts.Table),
+		Key:            bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return nil, wrapErr("read bucket", err)
+	}
+	if len(out.Item) == 0 {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, nil
+	}
+	return r.keepItem(key, out.Item)
+}
+
+// exactLimit returns the exact write of s, a state of an item refilled to
+// rfMs (or not, when rfMs is the item's rf), whose balance goes from old
+// to now newMilli, with takenMilli added to its total.
+func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64) ddbschema.ExactLimit {
+	return ddbschema.ExactLimit{
+		Name: s.LimitName, OldMilli: oldMilli, NewMilli: newMilli, TakenMilli: takenMilli,
+		CapacityMilli: s.CapacityMilli, RefillAmountMilli: s.RefillAmountMilli, RefillPeriodMs: s.RefillPeriodMs,
+		FullAtMs: bucketmath.FullAtMs(newMilli, rfMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+	}
+}
+
+// planSpec decides req on base as the speculative write would if base
+// were the item, and returns the exact write of it (its limits and
+// parameter conditions in the room of lim and par), the reason it is
+// refused (store.RefusedNone when it fits), and whether the speculative
+// write would be refused on base for want of an exact state (a limit it
+// takes from may be full, or its fa is stale, missing or reached).
+//
+// When a limit it takes from may be full by NowMs, every limit of the item
+// is refilled to NowMs (rf moves to NowMs), the request decided on the
+// refilled balances, and every limit written; otherwise only the limits
+// it takes from are written, their balances less the amounts. The hidden
+// wcu limit gives one token (refilled too when rf moves). The write is
+// also conditioned on the other limits of req.Limits keeping their
+// parameters and on the item not having expired.
+func planSpec(base *store.Bucket, req store.SpeculativeRequest, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	return planWrite(base, req, nil, lim, par)
+}
+
+// planWrite is planSpec with the adjustment adj (limit deltas, a
+// store.WriteAdjust's) applied before the request, as a store.WriteAdjust
+// at req.NowMs would apply it: after the refill (a charge on a limit that
+// may be full by now refills the item first, see store.ChargeRefillDue),
+// a charge taken, a refund capped at the capacity, a limit base lacks
+// skipped. Each total moves by the amount taken and the adjustment. A
+// request without amounts (an adjustment alone) takes nothing from the
+// wcu limit.
+func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.LimitWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	now := req.NowMs
+	if base.Expired(now) {
+		return w, store.RefusedExpired, false
+	}
+	for _, l := range req.Limits {
+		s, ok := base.State(l.Name)
+		if !ok {
+			return w, store.RefusedLimitMissing, false
+		}
+		if !sameParams(s, l) {
+			return w, store.RefusedLimitsChanged, false
+		}
+	}
+	for name := range req.Consume {
+		if _, ok := base.State(name); !ok {
+			return w, store.RefusedLimitMissing, false
+		}
+	}
+	x := extrasOf(base)
+	refill := (store.RefillDue(base, req.Consume, now) || store.ChargeRefillDue(base, adj, now)) && now > base.RefillMs
+	rf := base.RefillMs
+	if refill {
+		rf = now
+	}
+	short := false
+	w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, Limits: lim, Params: par, NowMs: now, TTLCheck: true}
+	for i, s := range base.States {
+		amount, named := req.Consume[s.LimitName]
+		taken := bucketmath.SatMul(amount, 1000)
+		balance := s.TokensMilli
+		if refill {
+			balance, _ = bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		}
+		d, adjusted := limitDelta(adj, s.LimitName)
+		switch {
+		case d > 0:
+			balance = bucketmath.AddSat(balance, -d)
+		case d < 0 && balance < s.CapacityMilli:
+			balance = min(bucketmath.AddSat(balance, -d), s.CapacityMilli)
+		}
+		if amount > 0 {
+			short = short || balance < taken
+			if !refill && (x == nil || i >= len(x.exact) || !x.exact[i].valid || x.exact[i].fullAtMs <= now) {
+				direct = true
+			}
+		}
+		if refill || (named && amount != 0) || (adjusted && d != 0) {
+			w.Limits = append(w.Limits, exactLimit(s, s.TokensMilli, bucketmath.AddSat(balance, -taken), bucketmath.AddSat(taken, d), rf))
+		}
+	}
+	for _, l := range req.Limits {
+		if !slices.ContainsFunc(w.Limits, func(e ddbschema.ExactLimit) bool { return e.Name == l.Name }) {
+			w.Params = append(w.Params, ddbschema.SpecLimit{
+				Name: l.Name, CapacityMilli: bucketmath.SatMul(l.Capacity, 1000),
+				RefillAmountMilli: bucketmath.SatMul(l.RefillAmount, 1000), RefillPeriodMs: l.RefillPeriod.Milliseconds(),
+			})
+		}
+	}
+	slices.SortFunc(w.Params, func(a, b ddbschema.SpecLimit) int { return strings.Compare(a.Name, b.Name) })
+	wcu := wcuOf(base)
+	cost := int64(wcuWriteCostMilli)
+	if len(req.Consume) == 0 {
+		cost = 0 // an adjustment alone
+	}
+	wcuShort := wcu == nil && cost > 0 // an item without wcu refuses the write, as the speculative one does
+	if wcu != nil {
+		refilled := wcu.TokensMilli
+		if refill {
+			refilled, _ = bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
+		}
+		wcuShort = refilled < cost
+		credit := refilled - wcu.TokensMilli
+		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - cost, TakenMilli: cost, NeedMilli: cost - credit, HasNeed: cost > 0}
+		w.HasWCU = w.WCU.DeltaMilli != 0 || cost > 0
+	}
+	switch {
+	case short && wcuShort:
+		return w, store.RefusedBothExhausted, direct
+	case wcuShort:
+		return w, store.RefusedWriteCapacity, direct
+	case short:
+		return w, store.RefusedLimitExhausted, direct
+	}
+	return w, store.RefusedNone, direct || refill
+}

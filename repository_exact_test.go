@@ -1,0 +1,329 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// coldRepo opens another repository on env's table and namespace, as
+// another process would: it keeps no item yet.
+func coldRepo(t *testing.T, env *testEnv, optFns ...func(*DynamoDBOptions)) *DynamoDBRepository {
+	t.Helper()
+	repo, err := OpenDynamoDB(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
+		o.Table, o.Namespace, o.Now = env.repo.Table(), "default", env.clock.now
+	}}, optFns...)...)
+	require.NoError(t, err)
+	env.rec.Reset()
+	return repo
+}
+
+// burst acquires 1 of limit name from id until refused, at the frozen
+// clock's instant, and returns how many were admitted.
+func burst(t *testing.T, rl *RateLimiter, id string, lim AcquireOption) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		l, err := rl.Acquire(context.Background(), id, "api", Consume{"rpm": 1}, lim)
+		if errors.Is(err, ErrRateLimited) {
+			return n
+		}
+		require.NoError(t, err)
+		require.NoError(t, l.Commit(context.Background()))
+		require.Less(t, n, 1000, "no refusal")
+	}
+}
+
+// exactAvailable returns the whole tokens of limit rpm of id's item as
+// stored, refilled to now with the limiter's arithmetic: what an exact
+// bucket holds.
+func exactAvailable(env *testEnv, id string, now time.Time) int64 {
+	item := env.bucket(id, "api")
+	tk, _ := bucketmath.Refill(env.n(item, "b_rpm_tk"), env.n(item, "rf"), now.UnixMilli(),
+		env.n(item, "b_rpm_cp"), env.n(item, "b_rpm_ra"), env.n(item, "b_rpm_rp"))
+	return bucketmath.FloorDiv(tk, 1000)
+}
+
+// TestSpeculativeFullBucketOneWrite: a bucket that has refilled to its
+// capacity takes one write per acquire on the speculative path: the
+// refilled state, computed from the item the repository's last write
+// returned, conditioned on the item being unchanged. Without a kept item
+// (another process, or one evicted) the take is refused (the bucket may be
+// full: fa is not after now) and returns the item, from which the refilled
+// state is written: two writes, no read.
+func TestSpeculativeFullBucketOneWrite(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.specLimiter()
+	lim := WithLimits(PerMinute("rpm", 100))
+	check := env.callChecker(t)
+	acquire := func(rl *RateLimiter, n int64) {
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": n}, lim))
+	}
+	check("new bucket", "UpdateItem!, BatchGetItem[2], PutItem", func() { acquire(rl, 1) })
+	env.clock.advance(time.Minute)
+	check("full, item kept: the refilled state", "UpdateItem", func() { acquire(rl, 1) })
+	now := env.clock.now().UnixMilli()
+	item := env.bucket("e", "api")
+	require.Equal(t, []int64{99_000, now, 99_000, now + 600}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
+	check("not full: the take", "UpdateItem", func() { acquire(rl, 1) })
+	item = env.bucket("e", "api")
+	require.Equal(t, []int64{98_000, now, 98_000, now + 1200}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
+
+	env.clock.advance(time.Minute)
+	cold := New(coldRepo(t, env), WithClock(env.clock.now))
+	check("full, no item kept: the take refused, the refilled state", "UpdateItem!, UpdateItem", func() { acquire(cold, 1) })
+	check("the item kept now: the take", "UpdateItem", func() { acquire(cold, 1) })
+	require.EqualValues(t, 98_000, env.tokens("e", "api", "rpm"))
+
+	// No cache at all: every full bucket costs the refused take.
+	env.clock.advance(time.Minute)
+	none := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+	check("full, no cache", "UpdateItem!, UpdateItem", func() { acquire(none, 1) })
+	check("not full, no cache: the take", "UpdateItem", func() { acquire(none, 1) })
+	st := rl.SpeculativeStats()
+	require.EqualValues(t, 2, st.Counts[store.SpecSuccess], "stats %+v", st)
+	require.EqualValues(t, 0, st.Fallbacks()-st.Counts[store.SpecFallbackBucketMissing], "stats %+v", st)
+}
+
+// TestSpeculativeIdleBurstDynamoDB is the measure on DynamoDB Local:
+// a 100/min bucket, one token taken, 60 s idle, then a burst at one
+// instant admits exactly 100 (199 before), also through a repository that
+// keeps no item, with the cascade's parent, and with background commit
+// folding a lease's charge into the burst's first write.
+func TestSpeculativeIdleBurstDynamoDB(t *testing.T) {
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	for _, tc := range []struct {
+		name, id string
+		rl       func() *RateLimiter
+		adj      bool
+	}{
+		{"item kept", "kept", func() *RateLimiter { return env.specLimiter() }, false},
+		{"no item kept", "cold", func() *RateLimiter {
+			return New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+		}, false},
+		{"background commit", "bg", func() *RateLimiter { return env.specLimiter(WithBackgroundCommit(true)) }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rl := tc.rl()
+			l := mustAcquire(t, rl, tc.id, "api", Consume{"rpm": 1}, lim)
+			if tc.adj {
+				require.NoError(t, l.Adjust(Consume{"rpm": 1}))
+			}
+			mustCommit(t, l)
+			env.clock.advance(time.Minute)
+			got := burst(t, rl, tc.id, lim)
+			if tc.adj {
+				// The queued charge of 1 goes out with a write of the
+				// burst (the fold refused while the bucket may be full,
+				// it is requeued and folded into a later take), after the
+				// refill rather than before it as a synchronous commit
+				// writes it: 99 or 100, never more.
+				require.LessOrEqual(t, got, 100)
+				require.GreaterOrEqual(t, got, 99)
+			} else {
+				require.Equal(t, 100, got)
+			}
+			require.NoError(t, rl.Close())
+		})
+	}
+	rl := env.specLimiter()
+	rl.CreateEntity(env.ctx, Entity{ID: "P"})
+	rl.CreateEntity(env.ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
+	env.clock.advance(time.Minute)
+	require.Equal(t, 100, burst(t, rl, "C", lim))
+	require.EqualValues(t, 0, env.tokens("P", "api", "rpm"))
+}
+
+// TestForeignWritesNeverOverAdmit: the Python library (and versions of this
+// one before the exact state) write bucket items without b_L_ts, b_L_fa
+// and b_L_fp. Each of their writes, simulated here with the raw SDK as the
+// Python library sends it, leaves the speculative write's exact state
+// stale; the speculative write must then refuse and write the exact state,
+// never take more than an exact bucket holds: a burst at one instant
+// admits exactly the whole tokens the item holds, refilled to now.
+func TestForeignWritesNeverOverAdmit(t *testing.T) {
+	n := func(v int64) types.AttributeValue { return schemaN(v) }
+	for _, tc := range []struct {
+		name string
+		// foreign is the other library's write of item key at now.
+		foreign func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, now int64)
+		lim     Limit // the limit the burst resolves (after a limit change: the new one)
+	}{
+		{
+			// A lease's refund: ADD to tk, tc down. The bucket, 1 of 100
+			// after a 99 take 30 s ago, holds 51 tokens and is full again
+			// with the 50 refilled; the stale fa (full 59.4 s after the
+			// take) would let the take subtract from the stored 51.
+			name: "refund",
+			foreign: func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, _ int64) {
+				_, err := env.client.UpdateItem(env.ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(env.repo.Table()), Key: key,
+					UpdateExpression:          aws.String("ADD b_rpm_tk :g, b_rpm_tc :ng"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":g": n(50_000), ":ng": n(-50_000)},
+				})
+				require.NoError(t, err)
+			},
+			lim: PerMinute("rpm", 100),
+		},
+		{
+			// The speculative write of the original: ADD −1 to tk and wcu.
+			name: "speculative write",
+			foreign: func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, _ int64) {
+				_, err := env.client.UpdateItem(env.ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(env.repo.Table()), Key: key,
+					UpdateExpression:          aws.String("ADD b_rpm_tk :neg, b_rpm_tc :pos, b_wcu_tk :wneg, b_wcu_tc :wpos"),
+					ConditionExpression:       aws.String("attribute_exists(PK) AND b_rpm_tk >= :pos AND b_wcu_tk >= :wpos"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":neg": n(-1000), ":pos": n(1000), ":wneg": n(-1000), ":wpos": n(1000)},
+				})
+				var ccf *types.ConditionalCheckFailedException
+				if !errors.As(err, &ccf) { // refused when the stored balance is short: nothing written
+					require.NoError(t, err)
+				}
+			},
+			lim: PerMinute("rpm", 100),
+		},
+		{
+			// The normal write of the original, taking 1: the refill to
+			// now and the take as ADDs under the rf lock, rf = now.
+			name: "normal write",
+			foreign: func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, now int64) {
+				item := env.bucket("e", "api")
+				tk, rf := env.n(item, "b_rpm_tk"), env.n(item, "rf")
+				refilled, _ := bucketmath.Refill(tk, rf, now, 100_000, 100_000, 60_000)
+				_, err := env.client.UpdateItem(env.ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(env.repo.Table()), Key: key,
+					UpdateExpression:          aws.String("SET rf = :now ADD b_rpm_tk :d, b_rpm_tc :c"),
+					ConditionExpression:       aws.String("rf = :rf"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(now), ":rf": n(rf), ":d": n(refilled - tk - 1000), ":c": n(1000)},
+				})
+				require.NoError(t, err)
+			},
+			lim: PerMinute("rpm", 100),
+		},
+		{
+			// A limit change by the original's set_limits: SET of the
+			// parameters alone (10× the rate), no tk, no rf. The stale fa,
+			// computed at the old rate, lies 59.4 s after the take; at the
+			// new rate the bucket was full 5.94 s after it.
+			name: "limit change",
+			foreign: func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, _ int64) {
+				_, err := env.client.UpdateItem(env.ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(env.repo.Table()), Key: key,
+					UpdateExpression:          aws.String("SET b_rpm_ra = :ra, b_rpm_rp = :rp"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":ra": n(100_000), ":rp": n(6000)},
+				})
+				require.NoError(t, err)
+			},
+			lim: Limit{Name: "rpm", Capacity: 100, RefillAmount: 100, RefillPeriod: 6 * time.Second},
+		},
+		{
+			// The original's aggregator refill: SET rf = now and ADD the
+			// refill accrued (capped) to tk.
+			name: "aggregator refill",
+			foreign: func(t *testing.T, env *testEnv, key map[string]types.AttributeValue, now int64) {
+				item := env.bucket("e", "api")
+				tk, rf := env.n(item, "b_rpm_tk"), env.n(item, "rf")
+				refilled, _ := bucketmath.Refill(tk, rf, now, 100_000, 100_000, 60_000)
+				_, err := env.client.UpdateItem(env.ctx, &dynamodb.UpdateItemInput{
+					TableName: aws.String(env.repo.Table()), Key: key,
+					UpdateExpression:          aws.String("SET rf = :now ADD b_rpm_tk :d"),
+					ConditionExpression:       aws.String("rf = :rf"),
+					ExpressionAttributeValues: map[string]types.AttributeValue{":now": n(now), ":rf": n(rf), ":d": n(refilled - tk)},
+				})
+				require.NoError(t, err)
+			},
+			lim: PerMinute("rpm", 100),
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newTestEnv(t)
+			rl := env.specLimiter()
+			lim := WithLimits(PerMinute("rpm", 100))
+			mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 99}, lim)) // 1 left, full again in 59.4 s
+			env.clock.advance(30 * time.Second)
+			key := bucketPrimaryKey(env.repo.NamespaceID(), "e", "api", 0)
+			tc.foreign(t, env, key, env.clock.now().UnixMilli())
+			want := exactAvailable(env, "e", env.clock.now())
+			got := burst(t, rl, "e", WithLimits(tc.lim))
+			assert.EqualValues(t, want, got, "admitted at one instant after the other library's write")
+			// And a process that keeps no item decides alike.
+			env.clock.advance(30 * time.Second)
+			tc.foreign(t, env, key, env.clock.now().UnixMilli())
+			want = exactAvailable(env, "e", env.clock.now())
+			cold := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+			got = burst(t, cold, "e", WithLimits(tc.lim))
+			assert.EqualValues(t, want, got, "admitted at one instant after the other library's write (no item kept)")
+		})
+	}
+}
+
+// TestPlanFold: the exact write of an acquire with a pending adjustment
+// folded in applies the adjustment first, as a store.WriteAdjust would (a
+// refund capped at the capacity), then the acquire (refilling first when a
+// limit may be full), each balance conditioned on the item's and each
+// total moved by both.
+func TestPlanFold(t *testing.T) {
+	const rf = 1_700_000_000_000
+	base := &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "r"}, RefillMs: rf, States: []store.BucketState{
+		{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000},
+		{LimitName: "tpm", TokensMilli: 9_000_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},
+	}, Private: &itemExtras{wcu: &store.BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000},
+		exact: []exactState{{valid: true, fullAtMs: rf + 600}, {valid: true, fullAtMs: rf + 6000}}}}
+	limits := []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}
+	req := store.SpeculativeRequest{Key: base.Key, Consume: Consume{"rpm": 1}, Limits: limits, NowMs: rf + 100}
+	refund := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: -1_000_000, CapacityMilli: 10_000_000}}}
+
+	// 100 ms on nothing is full, and the refund fits whole: the take of
+	// both would do.
+	w, reason, direct := planFold(base, req, refund, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.False(t, direct)
+	require.Equal(t, []string{"rpm", "tpm"}, []string{w.Limits[0].Name, w.Limits[1].Name})
+	assert.Equal(t, []int64{99_000, 98_000, 1000}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli})
+	assert.Equal(t, []int64{9_000_000, 10_000_000, -1_000_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli})
+	assert.Equal(t, int64(rf), w.NewRefillMs)
+
+	// A refund the capacity cuts: the take of both would be refused (its
+	// refund must fit whole), so the exact write, the refund capped.
+	capped := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: -2_000_000, CapacityMilli: 10_000_000}}}
+	w, reason, direct = planFold(base, req, capped, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.True(t, direct)
+	assert.Equal(t, []int64{9_000_000, 10_000_000, -2_000_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli}, "the refund capped")
+
+	// A refund that brings rpm's full time before now: the exact write.
+	rpmRefund := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: -1000, CapacityMilli: 100_000}}}
+	w, reason, direct = planFold(base, req, rpmRefund, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.True(t, direct)
+	assert.Equal(t, []int64{99_000, 99_000, 0}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli}, "refunded to 100, refilled (full), 1 taken")
+	assert.Equal(t, int64(rf+100), w.NewRefillMs)
+
+	// A minute on both are full: refilled, then the charge and the take.
+	req.NowMs = rf + 60_000
+	charge := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: 500_000}}}
+	w, reason, direct = planFold(base, req, charge, nil, nil)
+	require.Equal(t, store.RefusedNone, reason)
+	require.True(t, direct)
+	assert.Equal(t, int64(rf+60_000), w.NewRefillMs)
+	assert.Equal(t, []int64{99_000, 99_000, 1000}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli})
+	assert.Equal(t, []int64{9_000_000, 10_000_000, 500_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli},
+		"charged 500 then refilled to the capacity: the charge made before the refill is covered by it")
+
+	// An acquire that does not fit once charged is refused.
+	req.NowMs = rf + 100
+	req.Consume = Consume{"tpm": 9_000}
+	_, reason, _ = planFold(base, req, charge, nil, nil)
+	assert.Equal(t, store.RefusedLimitExhausted, reason)
+}
