@@ -344,7 +344,16 @@ var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times
 
 // writeAdjust applies one store.WriteAdjust.
 func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
-	in := r.optimisticAdjust(w, r.shared.buckets.get(r.nsID, w.Key))
+	kept := r.shared.buckets.get(r.nsID, w.Key)
+	var in *dynamodb.UpdateItemInput
+	if kept != nil && store.ChargeRefillDue(kept, w.Limits, w.NowMs) {
+		// A charge on a limit the kept item says may be full: the exact
+		// write from it at once (the optimistic one would be refused).
+		in = r.exactAdjust(w, kept)
+	}
+	if in == nil {
+		in = r.optimisticAdjust(w, kept)
+	}
 	out, err := r.client.UpdateItem(ctx, in, writeOptions)
 	for round := 0; ; round++ {
 		if err == nil {

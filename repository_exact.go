@@ -376,6 +376,26 @@ func planFold(base *store.Bucket, req store.SpeculativeRequest, adj store.Bucket
 	return w, store.RefusedNone, direct
 }
 
+// refunded is base with the refunds of adj applied to its stored
+// balances, each capped at the capacity (base itself when adj refunds
+// nothing): a limit a refund may make full by now must be refilled before
+// a take, else the take from the capped balance would leave the refill
+// since rf to be added on top of it.
+func refunded(base *store.Bucket, adj []store.LimitWrite) *store.Bucket {
+	if !slices.ContainsFunc(adj, func(l store.LimitWrite) bool { return l.ConsumedMilli < 0 }) {
+		return base
+	}
+	b := *base
+	b.States = slices.Clone(base.States)
+	for i := range b.States {
+		s := &b.States[i]
+		if d, _ := limitDelta(adj, s.LimitName); d < 0 && s.TokensMilli < s.CapacityMilli {
+			s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, -d), s.CapacityMilli)
+		}
+	}
+	return &b
+}
+
 // limitDelta is the sum of the deltas adj holds for the limit name, and
 // whether it holds any.
 func limitDelta(adj []store.LimitWrite, name string) (d int64, ok bool) {
@@ -462,7 +482,7 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		}
 	}
 	x := extrasOf(base)
-	refill := (store.RefillDue(base, req.Consume, now) || store.ChargeRefillDue(base, adj, now)) && now > base.RefillMs
+	refill := (store.RefillDue(refunded(base, adj), req.Consume, now) || store.ChargeRefillDue(base, adj, now)) && now > base.RefillMs
 	rf := base.RefillMs
 	if refill {
 		rf = now

@@ -318,8 +318,8 @@ func TestPlanFold(t *testing.T) {
 	require.True(t, direct)
 	assert.Equal(t, int64(rf+60_000), w.NewRefillMs)
 	assert.Equal(t, []int64{99_000, 99_000, 1000}, []int64{w.Limits[0].OldMilli, w.Limits[0].NewMilli, w.Limits[0].TakenMilli})
-	assert.Equal(t, []int64{9_000_000, 10_000_000, 500_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli},
-		"charged 500 then refilled to the capacity: the charge made before the refill is covered by it")
+	assert.Equal(t, []int64{9_000_000, 9_500_000, 500_000}, []int64{w.Limits[1].OldMilli, w.Limits[1].NewMilli, w.Limits[1].TakenMilli},
+		"refilled to the capacity, then charged 500: the cap never absorbs a charge")
 
 	// An acquire that does not fit once charged is refused.
 	req.NowMs = rf + 100
