@@ -20,12 +20,16 @@ var usageFixtures = []struct {
 	want        Usage
 	ok          bool
 }{
-	{"openai_chat.json", "application/json", Usage{InputTokens: 1117, OutputTokens: 46, CacheReadTokens: 1024, TotalTokens: 1163}, true},
-	{"openai_chat_stream.txt", "text/event-stream; charset=utf-8", Usage{InputTokens: 21, OutputTokens: 9, TotalTokens: 30}, true},
+	{"openai_chat.json", "application/json", Usage{InputTokens: 1117, OutputTokens: 46, CacheReadTokens: 1024, TotalTokens: 1163,
+		CacheInInput: true, ServiceTier: "default"}, true},
+	{"openai_chat_stream.txt", "text/event-stream; charset=utf-8", Usage{InputTokens: 21, OutputTokens: 9, TotalTokens: 30,
+		CacheInInput: true, ServiceTier: "default"}, true},
 	{"openai_chat_stream_nousage.txt", "text/event-stream", Usage{}, false},
-	{"openai_responses_stream.txt", "text/event-stream", Usage{InputTokens: 37, OutputTokens: 11, TotalTokens: 48}, true},
-	{"anthropic_message.json", "application/json", Usage{InputTokens: 2095, OutputTokens: 503, CacheReadTokens: 1820, TotalTokens: 2095 + 1820 + 503}, true},
-	{"anthropic_stream.txt", "text/event-stream", Usage{InputTokens: 472, OutputTokens: 15, CacheCreationTokens: 1536, TotalTokens: 472 + 1536 + 15}, true},
+	{"openai_responses_stream.txt", "text/event-stream", Usage{InputTokens: 37, OutputTokens: 11, TotalTokens: 48, CacheInInput: true}, true},
+	{"anthropic_message.json", "application/json", Usage{InputTokens: 2095, OutputTokens: 503, CacheReadTokens: 1820, TotalTokens: 2095 + 1820 + 503,
+		ServiceTier: "standard"}, true},
+	{"anthropic_stream.txt", "text/event-stream", Usage{InputTokens: 472, OutputTokens: 15, CacheCreationTokens: 1536, TotalTokens: 472 + 1536 + 15,
+		ServiceTier: "standard"}, true},
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -63,7 +67,7 @@ func TestUsageJSONIgnoresNestedUsage(t *testing.T) {
 	p.write([]byte(`{"note":"\"usage\": {\"prompt_tokens\": 9}","meta":{"usage":{"prompt_tokens":5}},"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`))
 	got := p.parsed()
 	require.True(t, got.final)
-	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, got.usage)
+	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7, CacheInInput: true}, got.usage)
 
 	p = &jsonUsageParser{}
 	p.write([]byte(`{"error":{"message":"usage limit","type":"invalid_request_error"}}`))
