@@ -15,6 +15,7 @@ type answer struct {
 	chunks      int
 	edit        func(map[string]any) // Config.EditUsage
 	shape       Shape                // Config.Shape's, cut to in and out
+	stall       <-chan struct{}      // Shape.Stall: the request's context's Done
 }
 
 // usage returns u, edited by Config.EditUsage and the shape's EditUsage.
@@ -91,17 +92,29 @@ func (a answer) openAIJSON(w http.ResponseWriter) {
 type sse struct {
 	w http.ResponseWriter
 	f http.Flusher
+	// stall, when set, is waited on after the first event (Shape.Stall):
+	// the request's context's Done. Later events are not sent.
+	stall <-chan struct{}
+	sent  int
 }
 
-func newSSE(w http.ResponseWriter) sse {
+func newSSE(w http.ResponseWriter, stall <-chan struct{}) *sse {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return sse{w: w, f: f}
+	return &sse{w: w, f: f, stall: stall}
 }
 
-func (s sse) send(event string, v any) {
+func (s *sse) send(event string, v any) {
+	if s.stall != nil && s.sent > 0 {
+		if s.sent == 1 {
+			<-s.stall
+		}
+		s.sent++
+		return
+	}
+	s.sent++
 	var data []byte
 	if b, ok := v.([]byte); ok {
 		data = b
@@ -118,7 +131,7 @@ func (s sse) send(event string, v any) {
 }
 
 func (a answer) openAIStream(w http.ResponseWriter, includeUsage bool) {
-	s := newSSE(w)
+	s := newSSE(w, a.stall)
 	chunk := func(delta map[string]any, finish any) map[string]any {
 		c := map[string]any{
 			"id": fmt.Sprintf("chatcmpl-sim%d", a.id), "object": "chat.completion.chunk", "created": a.created, "model": a.model,
@@ -180,7 +193,7 @@ func (a answer) deltaUsage() map[string]any {
 }
 
 func (a answer) anthropicStream(w http.ResponseWriter) {
-	s := newSSE(w)
+	s := newSSE(w, a.stall)
 	s.send("message_start", map[string]any{"type": "message_start", "message": map[string]any{
 		"id": fmt.Sprintf("msg_sim%d", a.id), "type": "message", "role": "assistant", "model": a.model,
 		"content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": a.anthropicUsage(1),

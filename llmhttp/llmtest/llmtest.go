@@ -104,6 +104,10 @@ type Shape struct {
 	// Hang makes the server answer nothing until the client gives up (its
 	// request's context ends).
 	Hang bool
+	// Stall makes a streamed answer stop after its first event until the
+	// client gives up: the usage that reports the whole answer is never
+	// sent. A JSON answer is sent whole.
+	Stall bool
 	// EditUsage edits this answer's usage objects, after Config.EditUsage.
 	EditUsage func(usage map[string]any)
 }
@@ -389,6 +393,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 	}
 	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks,
 		edit: s.cfg.EditUsage, shape: shape.cut(in, out)}
+	if shape.Stall {
+		a.stall = r.Context().Done()
+	}
 	switch {
 	case p == openAI && req.Stream:
 		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
