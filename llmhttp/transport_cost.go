@@ -39,8 +39,8 @@ import (
 // fails the request with an error wrapping [ErrUnknownModel], counted in
 // Stats.UnknownModels, before anything is acquired or sent. The limit must
 // be one the entity has (stored, or per call with limiter.WithLimits
-// through [WithAcquireOptions]), with a capacity in micro-dollars; a
-// name the lease holds no limit for is not charged.
+// through [WithAcquireOptions]), with a capacity in micro-dollars: the
+// limiter refuses to acquire an amount no limit applies to.
 func WithCostLimit(name string) Option { return func(c *config) { c.costName = name } }
 
 // WithPrices sets the prices [WithCostLimit] charges at: [DefaultPrices]
