@@ -375,13 +375,13 @@ func (c costCall) run(t *testing.T, client *http.Client, url string, arrived <-c
 	return true
 }
 
-// costCalls is the size of the seeded run: 10,000 calls on the memory
-// backend, 2,000 on DynamoDB Local (about a minute under the race
-// detector); ZAEL_LLM_COST_CALLS sets both, e.g. to 10000.
+// costCalls is the size of the seeded run: 3,000 calls on the memory
+// backend, 500 on DynamoDB Local, so that make test stays short;
+// ZAEL_LLM_COST_CALLS sets both (make soak runs 10,000).
 func costCalls(t *testing.T, backend string) int {
-	n := 10_000
+	n := 3_000
 	if backend == "dynamodb" {
-		n = 2_000
+		n = 500
 	}
 	if v := os.Getenv("ZAEL_LLM_COST_CALLS"); v != "" {
 		var err error
