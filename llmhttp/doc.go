@@ -17,6 +17,16 @@
 //	ctx = llmhttp.WithCall(ctx, "api-key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1500})
 //	// make the SDK call with ctx, the SDK built with option.WithHTTPClient(client)
 //
+// # Budgets in money
+//
+// [WithCostLimit] also charges each call's cost in micro-dollars ([USD]) to
+// a limit: the worst case is acquired before the request is sent, and the
+// lease is settled to the exact cost of the response's usage, at the
+// prices of [DefaultPrices] ([OpenAIPrices] and [AnthropicPrices], dated)
+// or of [WithPrices] ([NewPrices] merges tables). [Prices.Cost] and
+// [Prices.Estimate] price usages and requests for callers that charge the
+// limiter themselves.
+//
 // [ParseQuota] reads the rate-limit headers of OpenAI, Anthropic and Azure
 // OpenAI. The package llmtest holds a fake provider to test against.
 package llmhttp

@@ -49,6 +49,10 @@ type Stats struct {
 	// was taken up; LimitsExpired the learned limits dropped because no
 	// header confirmed them within [WithLearnedLimitTTL].
 	LimitsLearned, LimitsExpired int64
+	// Cost sums the exact costs of the usages read, in micro-dollars
+	// ([WithCostLimit]); UnknownModels counts the requests refused because
+	// the prices know no price for their model.
+	Cost, UnknownModels int64
 }
 
 type counters struct {
@@ -61,6 +65,7 @@ type counters struct {
 	correctionsDropped, tokensRemoved      atomic.Int64
 	cooldownsClamped                       atomic.Int64
 	limitsLearned, limitsExpired           atomic.Int64
+	cost, unknownModels                    atomic.Int64
 }
 
 // Stats returns the transport's counters.
@@ -76,6 +81,7 @@ func (t *Transport) Stats() Stats {
 		CorrectionsDropped: c.correctionsDropped.Load(), TokensRemoved: c.tokensRemoved.Load(),
 		CooldownsClamped: c.cooldownsClamped.Load(),
 		LimitsLearned:    c.limitsLearned.Load(), LimitsExpired: c.limitsExpired.Load(),
+		Cost: c.cost.Load(), UnknownModels: c.unknownModels.Load(),
 	}
 }
 

@@ -127,6 +127,10 @@ type config struct {
 	logger      *slog.Logger
 	now         func() time.Time
 
+	// Money (cost.go): the limit charged the cost, and its prices.
+	costName string
+	prices   *Prices
+
 	// Provider feedback (feedback.go).
 	noFeedback  bool
 	quota       QuotaMapping
@@ -226,6 +230,9 @@ func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Optio
 	if t.cfg.logger == nil {
 		t.cfg.logger = slog.New(slog.DiscardHandler)
 	}
+	if t.cfg.prices == nil {
+		t.cfg.prices = DefaultPrices()
+	}
 	return t
 }
 
@@ -248,14 +255,36 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.st.requests.Add(1)
 	ctx := req.Context()
 	estimate := c.estimate
-	if estimate == nil {
+	if estimate == nil || t.cfg.costName != "" {
 		var err error
 		if req, err = withGetBody(req); err != nil {
 			return nil, err
 		}
+	}
+	var cost *costCall
+	if t.cfg.costName != "" {
+		var err error
+		if cost, err = t.newCostCall(req, c); err != nil {
+			closeBody(req)
+			return nil, err
+		}
+	}
+	if estimate == nil {
+		var err error
 		if estimate, err = t.cfg.estimator(req); err != nil {
 			closeBody(req)
 			return nil, fmt.Errorf("llmhttp: estimate %s/%s: %w", c.entity, c.resource, err)
+		}
+	}
+	if cost != nil {
+		if v, ok := estimate[cost.name]; ok {
+			cost.estimate = v // the caller's own estimate of the cost
+		} else {
+			estimate = maps.Clone(estimate)
+			if estimate == nil {
+				estimate = limiter.Consume{}
+			}
+			estimate[cost.name] = cost.estimate
 		}
 	}
 	opts, learned := t.acquireOptions(c)
@@ -268,7 +297,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		closeBody(req)
 		return nil, err
 	}
-	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease}
+	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease, cost: cost}
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		lc.endUnbilled(t.cfg.rollback&RollbackOnTransportError != 0)
@@ -288,6 +317,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// the cooldown lowers the bucket further.
 		t.st.providerLimited.Add(1)
 		statuses := t.ownStatuses(c, lease, q)
+		lc.refundCost() // the provider bills no refused request
 		lc.endUnbilled(false)
 		t.feedback(ctx, c, q, resp.StatusCode, statuses)
 		return resp, nil
@@ -350,6 +380,7 @@ type leaseCall struct {
 	call     call
 	estimate limiter.Consume
 	lease    *limiter.Lease
+	cost     *costCall // nil without WithCostLimit
 	ended    atomic.Bool
 }
 
@@ -399,6 +430,11 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 		}
 		t.st.usageSeen.Add(1)
 		t.st.tokens.Add(p.usage.TotalTokens)
+		if lc.cost != nil {
+			c := lc.cost.of(p)
+			t.st.cost.Add(c)
+			amounts = withAmount(amounts, lc.cost.name, c)
+		}
 		lc.adjustTo(amounts, false)
 	case endMalformed:
 		lc.malformed("the response's usage is malformed")
@@ -410,10 +446,10 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 		t.st.endedWithoutUsage.Add(1)
 		t.warnOnce(&t.warn.endedWithoutUsage, "llmhttp: a response body ended before its usage; charged the estimate or what was seen, if larger",
 			"entity", lc.call.entity, "resource", lc.call.resource)
-		lc.adjustTo(seenAmounts(t.cfg.mapping, p), true)
+		lc.adjustTo(lc.seenAmounts(p), true)
 	case endMissing:
 		t.st.usageMissing.Add(1)
-		lc.adjustTo(seenAmounts(t.cfg.mapping, p), true)
+		lc.adjustTo(lc.seenAmounts(p), true)
 	}
 	lc.commit()
 }
@@ -428,8 +464,8 @@ func (lc *leaseCall) malformed(why string) {
 
 // seenAmounts maps what a body showed before its usage: the usage events
 // so far (Anthropic's message_start has the prompt) with the output text
-// seen so far when that is more; nil when nothing was seen.
-func seenAmounts(mapping UsageMapping, p parsed) limiter.Consume {
+// seen so far when that is more, and its cost; nil when nothing was seen.
+func (lc *leaseCall) seenAmounts(p parsed) limiter.Consume {
 	if !p.seen && p.outputSeen == 0 {
 		return nil
 	}
@@ -438,11 +474,29 @@ func seenAmounts(mapping UsageMapping, p parsed) limiter.Consume {
 		u.TotalTokens += p.outputSeen - u.OutputTokens
 		u.OutputTokens = p.outputSeen
 	}
-	amounts := mapping(u)
+	amounts := lc.t.cfg.mapping(u)
 	if negativeAmount(amounts) {
-		return nil
+		amounts = nil
+	}
+	if lc.cost != nil {
+		p.usage = u
+		amounts = withAmount(amounts, lc.cost.name, lc.cost.of(p))
 	}
 	return amounts
+}
+
+// withAmount returns a copy of c that holds v under name, unless c holds
+// the name already (a usage mapping's own amount).
+func withAmount(c limiter.Consume, name string, v int64) limiter.Consume {
+	if _, ok := c[name]; ok {
+		return c
+	}
+	out := maps.Clone(c)
+	if out == nil {
+		out = limiter.Consume{}
+	}
+	out[name] = v
+	return out
 }
 
 func negativeAmount(c limiter.Consume) bool {

@@ -8,18 +8,41 @@ import (
 // Usage is the token count a provider reported for one response.
 type Usage struct {
 	// InputTokens is the prompt: OpenAI's prompt_tokens (or input_tokens of
-	// the Responses API), Anthropic's input_tokens (which exclude the cache
-	// fields below).
+	// the Responses API), which include the cache fields below
+	// (CacheInInput is then set), Anthropic's input_tokens, which exclude
+	// them.
 	InputTokens int64
 	// OutputTokens is the completion: OpenAI's completion_tokens (or
-	// output_tokens), Anthropic's output_tokens.
+	// output_tokens), Anthropic's output_tokens. Both include the
+	// reasoning tokens.
 	OutputTokens int64
-	// CacheCreationTokens and CacheReadTokens are Anthropic's
-	// cache_creation_input_tokens and cache_read_input_tokens. For OpenAI,
-	// CacheReadTokens is prompt_tokens_details.cached_tokens, which is
-	// already part of InputTokens.
-	CacheCreationTokens int64
-	CacheReadTokens     int64
+	// CacheCreationTokens is the prompt's tokens written to the prompt
+	// cache: Anthropic's cache_creation_input_tokens, OpenAI's
+	// cache_write_tokens (of prompt_tokens_details or
+	// input_tokens_details). CacheCreationLongTokens is the part of them
+	// written with the long lifetime: Anthropic's
+	// cache_creation.ephemeral_1h_input_tokens, OpenAI's
+	// cache_write_tokens_details.ttl_12h_tokens.
+	CacheCreationTokens     int64
+	CacheCreationLongTokens int64
+	// CacheReadTokens is the prompt's tokens read from the cache:
+	// Anthropic's cache_read_input_tokens, OpenAI's cached_tokens.
+	CacheReadTokens int64
+	// ReasoningTokens is the part of OutputTokens the model spent
+	// reasoning: OpenAI's reasoning_tokens (of completion_tokens_details
+	// or output_tokens_details), Anthropic's
+	// output_tokens_details.thinking_tokens. It is billed as output, and
+	// already counted in OutputTokens and TotalTokens.
+	ReasoningTokens int64
+	// CacheInInput is set when InputTokens includes CacheReadTokens and
+	// CacheCreationTokens (OpenAI's usage objects).
+	CacheInInput bool
+	// ServiceTier is the tier that served the response (OpenAI's
+	// top-level service_tier, Anthropic's usage.service_tier), Speed
+	// Anthropic's usage.speed and InferenceGeo its usage.inference_geo;
+	// empty when the response did not say. They select a price's
+	// multipliers ([Usage.Modifiers]).
+	ServiceTier, Speed, InferenceGeo string
 	// TotalTokens is every token the request made the model process: for
 	// OpenAI, InputTokens + OutputTokens, or total_tokens when the body
 	// has a larger one; for Anthropic, InputTokens + CacheCreationTokens +
@@ -34,21 +57,72 @@ type Usage struct {
 
 // rawUsage is the union of both providers' usage objects. Pointers tell a
 // field that is absent from one that is zero: Anthropic's message_delta
-// repeats only the counts that changed.
+// repeats only the counts that changed. The names of tiers are kept raw
+// and read only when they are strings: an unexpected type there does not
+// make the counts malformed.
 type rawUsage struct {
-	PromptTokens             *int64 `json:"prompt_tokens"`
-	CompletionTokens         *int64 `json:"completion_tokens"`
-	TotalTokens              *int64 `json:"total_tokens"`
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
-	PromptTokensDetails      *struct {
-		CachedTokens *int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
-	InputTokensDetails *struct {
-		CachedTokens *int64 `json:"cached_tokens"`
-	} `json:"input_tokens_details"`
+	PromptTokens             *int64           `json:"prompt_tokens"`
+	CompletionTokens         *int64           `json:"completion_tokens"`
+	TotalTokens              *int64           `json:"total_tokens"`
+	InputTokens              *int64           `json:"input_tokens"`
+	OutputTokens             *int64           `json:"output_tokens"`
+	CacheCreationInputTokens *int64           `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     *int64           `json:"cache_read_input_tokens"`
+	CacheCreation            *rawCacheTTL     `json:"cache_creation"`
+	PromptTokensDetails      *rawInputDetail  `json:"prompt_tokens_details"`
+	InputTokensDetails       *rawInputDetail  `json:"input_tokens_details"`
+	CompletionTokensDetails  *rawOutputDetail `json:"completion_tokens_details"`
+	OutputTokensDetails      *rawOutputDetail `json:"output_tokens_details"`
+	ServiceTier              json.RawMessage  `json:"service_tier"`
+	Speed                    json.RawMessage  `json:"speed"`
+	InferenceGeo             json.RawMessage  `json:"inference_geo"`
+}
+
+// rawCacheTTL is Anthropic's cache_creation breakdown.
+type rawCacheTTL struct {
+	Ephemeral5m *int64 `json:"ephemeral_5m_input_tokens"`
+	Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+}
+
+// rawInputDetail is OpenAI's prompt_tokens_details (Chat Completions) or
+// input_tokens_details (Responses API).
+type rawInputDetail struct {
+	CachedTokens     *int64 `json:"cached_tokens"`
+	CacheWriteTokens *int64 `json:"cache_write_tokens"`
+	CacheWriteTTL    *struct {
+		TTL12h *int64 `json:"ttl_12h_tokens"`
+		TTL30m *int64 `json:"ttl_30m_tokens"`
+	} `json:"cache_write_tokens_details"`
+}
+
+// rawOutputDetail is OpenAI's completion_tokens_details or
+// output_tokens_details, or Anthropic's output_tokens_details.
+type rawOutputDetail struct {
+	ReasoningTokens *int64 `json:"reasoning_tokens"`
+	ThinkingTokens  *int64 `json:"thinking_tokens"`
+}
+
+// counts returns every count of r, for the range check.
+func (r *rawUsage) counts() []*int64 {
+	c := []*int64{r.PromptTokens, r.CompletionTokens, r.TotalTokens, r.InputTokens, r.OutputTokens,
+		r.CacheCreationInputTokens, r.CacheReadInputTokens}
+	if r.CacheCreation != nil {
+		c = append(c, r.CacheCreation.Ephemeral5m, r.CacheCreation.Ephemeral1h)
+	}
+	for _, d := range []*rawInputDetail{r.PromptTokensDetails, r.InputTokensDetails} {
+		if d != nil {
+			c = append(c, d.CachedTokens, d.CacheWriteTokens)
+			if d.CacheWriteTTL != nil {
+				c = append(c, d.CacheWriteTTL.TTL12h, d.CacheWriteTTL.TTL30m)
+			}
+		}
+	}
+	for _, d := range []*rawOutputDetail{r.CompletionTokensDetails, r.OutputTokensDetails} {
+		if d != nil {
+			c = append(c, d.ReasoningTokens, d.ThinkingTokens)
+		}
+	}
+	return c
 }
 
 // maxUsageTokens bounds each count of a usage object: no model call
@@ -61,7 +135,13 @@ const maxUsageTokens = 1_000_000_000
 type usageAcc struct {
 	seen                                   bool
 	input, output, total, cacheNew, cached *int64
-	openAI                                 bool // prompt_tokens style: cached tokens are part of input
+	cacheLong, reasoning                   *int64
+	// cacheSplit is set when a usage said how its cache writes split by
+	// lifetime (Anthropic's cache_creation, OpenAI's
+	// cache_write_tokens_details).
+	cacheSplit                       bool
+	serviceTier, speed, inferenceGeo string
+	openAI                           bool // prompt_tokens style: cached tokens are part of input
 	// final is set by a usage that reports the whole response (a JSON
 	// body's, OpenAI's final chunk, Anthropic's message_delta), as opposed
 	// to Anthropic's message_start, sent before the output.
@@ -73,17 +153,12 @@ type usageAcc struct {
 
 // valid reports whether every count r has is within [0, maxUsageTokens].
 func (r *rawUsage) valid() bool {
-	ok := func(p *int64) bool { return p == nil || (*p >= 0 && *p <= maxUsageTokens) }
-	for _, p := range []*int64{r.PromptTokens, r.CompletionTokens, r.TotalTokens, r.InputTokens, r.OutputTokens,
-		r.CacheCreationInputTokens, r.CacheReadInputTokens} {
-		if !ok(p) {
+	for _, p := range r.counts() {
+		if p != nil && (*p < 0 || *p > maxUsageTokens) {
 			return false
 		}
 	}
-	if r.PromptTokensDetails != nil && !ok(r.PromptTokensDetails.CachedTokens) {
-		return false
-	}
-	return r.InputTokensDetails == nil || ok(r.InputTokensDetails.CachedTokens)
+	return true
 }
 
 // mergeRaw decodes a usage member (nil or JSON null: nothing) and merges
@@ -125,13 +200,40 @@ func (a *usageAcc) merge(r *rawUsage) {
 	set(&a.total, r.TotalTokens)
 	set(&a.cacheNew, r.CacheCreationInputTokens)
 	set(&a.cached, r.CacheReadInputTokens)
-	if r.PromptTokensDetails != nil {
-		a.openAI = true
-		set(&a.cached, r.PromptTokensDetails.CachedTokens)
+	if c := r.CacheCreation; c != nil {
+		set(&a.cacheLong, c.Ephemeral1h)
+		a.cacheSplit = a.cacheSplit || c.Ephemeral1h != nil || c.Ephemeral5m != nil
 	}
-	if r.InputTokensDetails != nil {
-		a.openAI = true // the Responses API: cached tokens are part of input_tokens
-		set(&a.cached, r.InputTokensDetails.CachedTokens)
+	for _, d := range []*rawInputDetail{r.PromptTokensDetails, r.InputTokensDetails} {
+		if d == nil {
+			continue
+		}
+		// OpenAI's details (the Responses API's too): the cache counts
+		// are part of the input tokens.
+		a.openAI = true
+		set(&a.cached, d.CachedTokens)
+		set(&a.cacheNew, d.CacheWriteTokens)
+		if t := d.CacheWriteTTL; t != nil {
+			set(&a.cacheLong, t.TTL12h)
+			a.cacheSplit = a.cacheSplit || t.TTL12h != nil || t.TTL30m != nil
+		}
+	}
+	for _, d := range []*rawOutputDetail{r.CompletionTokensDetails, r.OutputTokensDetails} {
+		if d != nil {
+			set(&a.reasoning, d.ReasoningTokens)
+			set(&a.reasoning, d.ThinkingTokens)
+		}
+	}
+	setString(&a.serviceTier, r.ServiceTier)
+	setString(&a.speed, r.Speed)
+	setString(&a.inferenceGeo, r.InferenceGeo)
+}
+
+// setString sets *dst to raw when raw is a non-empty JSON string.
+func setString(dst *string, raw json.RawMessage) {
+	var s string
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &s) == nil && s != "" {
+		*dst = s
 	}
 }
 
@@ -151,6 +253,9 @@ func (a *usageAcc) usage() (Usage, bool) {
 	u := Usage{
 		InputTokens: deref(a.input), OutputTokens: deref(a.output),
 		CacheCreationTokens: deref(a.cacheNew), CacheReadTokens: deref(a.cached),
+		CacheCreationLongTokens: deref(a.cacheLong), ReasoningTokens: deref(a.reasoning),
+		CacheInInput: a.openAI,
+		ServiceTier:  a.serviceTier, Speed: a.speed, InferenceGeo: a.inferenceGeo,
 	}
 	sum := u.InputTokens + u.CacheCreationTokens + u.CacheReadTokens + u.OutputTokens
 	if a.openAI {
@@ -166,6 +271,8 @@ type parsed struct {
 	// seen: a usage was read; final: one that reports the whole response;
 	// malformed: a usage object was unreadable or out of bounds.
 	seen, final, malformed bool
+	// cacheSplit: the usage said how its cache writes split by lifetime.
+	cacheSplit bool
 	// outputSeen is the output text of a stream's content events so far,
 	// in tokens of four bytes (rounded up); zero for a JSON body.
 	outputSeen int64
@@ -173,7 +280,7 @@ type parsed struct {
 
 func (a *usageAcc) parsed() parsed {
 	u, seen := a.usage()
-	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed}
+	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed, cacheSplit: a.cacheSplit}
 }
 
 // usageParser is fed a response body chunk by chunk as the caller reads it.
@@ -206,6 +313,8 @@ type jsonUsageParser struct {
 	capTooBig  bool
 	acc        usageAcc
 	done       bool
+	// valueOf is the key whose value the string being read is, at depth 1.
+	valueOf string
 }
 
 func (j *jsonUsageParser) write(p []byte) {
@@ -230,6 +339,10 @@ func (j *jsonUsageParser) write(p []byte) {
 			case c == '"':
 				j.inString = false
 				if j.depth == 1 && !j.capturing {
+					if j.valueOf == "service_tier" && !j.keyTooBig {
+						// OpenAI's top-level service_tier.
+						j.acc.serviceTier = string(j.key)
+					}
 					if j.keyTooBig {
 						j.lastKey = ""
 					} else {
@@ -262,6 +375,10 @@ func (j *jsonUsageParser) write(p []byte) {
 			if j.depth == 1 && !j.capturing {
 				j.key = j.key[:0]
 				j.keyTooBig = false
+				j.valueOf = ""
+				if j.afterColon {
+					j.valueOf = j.lastKey
+				}
 			}
 		case ':':
 			if j.depth == 1 && !j.capturing {
@@ -309,11 +426,12 @@ func (j *jsonUsageParser) parsed() parsed { return j.acc.parsed() }
 // text: OpenAI's choices[].delta.content, Anthropic's delta.text, the
 // Responses API's delta string.
 type sseEvent struct {
-	Usage    json.RawMessage `json:"usage"`
-	Message  json.RawMessage `json:"message"`
-	Response json.RawMessage `json:"response"`
-	Choices  json.RawMessage `json:"choices"`
-	Delta    json.RawMessage `json:"delta"`
+	Usage       json.RawMessage `json:"usage"`
+	Message     json.RawMessage `json:"message"`
+	Response    json.RawMessage `json:"response"`
+	Choices     json.RawMessage `json:"choices"`
+	Delta       json.RawMessage `json:"delta"`
+	ServiceTier json.RawMessage `json:"service_tier"` // OpenAI's chunks
 }
 
 // sseUsageParser reads a text/event-stream line by line and decodes the
@@ -375,8 +493,10 @@ func (s *sseUsageParser) endLine() {
 		return
 	}
 	s.acc.mergeRaw(ev.Usage, true)
+	setString(&s.acc.serviceTier, ev.ServiceTier)
 	var inner struct {
-		Usage json.RawMessage `json:"usage"`
+		Usage       json.RawMessage `json:"usage"`
+		ServiceTier json.RawMessage `json:"service_tier"`
 	}
 	if isObject(ev.Message) && json.Unmarshal(ev.Message, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, false)
@@ -384,6 +504,7 @@ func (s *sseUsageParser) endLine() {
 	inner.Usage = nil
 	if isObject(ev.Response) && json.Unmarshal(ev.Response, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, true)
+		setString(&s.acc.serviceTier, inner.ServiceTier) // the Responses API's response
 	}
 	s.outputBytes += outputText(ev)
 }

@@ -20,12 +20,16 @@ var usageFixtures = []struct {
 	want        Usage
 	ok          bool
 }{
-	{"openai_chat.json", "application/json", Usage{InputTokens: 1117, OutputTokens: 46, CacheReadTokens: 1024, TotalTokens: 1163}, true},
-	{"openai_chat_stream.txt", "text/event-stream; charset=utf-8", Usage{InputTokens: 21, OutputTokens: 9, TotalTokens: 30}, true},
+	{"openai_chat.json", "application/json", Usage{InputTokens: 1117, OutputTokens: 46, CacheReadTokens: 1024, TotalTokens: 1163,
+		CacheInInput: true, ServiceTier: "default"}, true},
+	{"openai_chat_stream.txt", "text/event-stream; charset=utf-8", Usage{InputTokens: 21, OutputTokens: 9, TotalTokens: 30,
+		CacheInInput: true, ServiceTier: "default"}, true},
 	{"openai_chat_stream_nousage.txt", "text/event-stream", Usage{}, false},
-	{"openai_responses_stream.txt", "text/event-stream", Usage{InputTokens: 37, OutputTokens: 11, TotalTokens: 48}, true},
-	{"anthropic_message.json", "application/json", Usage{InputTokens: 2095, OutputTokens: 503, CacheReadTokens: 1820, TotalTokens: 2095 + 1820 + 503}, true},
-	{"anthropic_stream.txt", "text/event-stream", Usage{InputTokens: 472, OutputTokens: 15, CacheCreationTokens: 1536, TotalTokens: 472 + 1536 + 15}, true},
+	{"openai_responses_stream.txt", "text/event-stream", Usage{InputTokens: 37, OutputTokens: 11, TotalTokens: 48, CacheInInput: true}, true},
+	{"anthropic_message.json", "application/json", Usage{InputTokens: 2095, OutputTokens: 503, CacheReadTokens: 1820, TotalTokens: 2095 + 1820 + 503,
+		ServiceTier: "standard"}, true},
+	{"anthropic_stream.txt", "text/event-stream", Usage{InputTokens: 472, OutputTokens: 15, CacheCreationTokens: 1536, TotalTokens: 472 + 1536 + 15,
+		ServiceTier: "standard"}, true},
 }
 
 func readFixture(t *testing.T, name string) []byte {
@@ -63,7 +67,7 @@ func TestUsageJSONIgnoresNestedUsage(t *testing.T) {
 	p.write([]byte(`{"note":"\"usage\": {\"prompt_tokens\": 9}","meta":{"usage":{"prompt_tokens":5}},"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}`))
 	got := p.parsed()
 	require.True(t, got.final)
-	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7}, got.usage)
+	assert.Equal(t, Usage{InputTokens: 3, OutputTokens: 4, TotalTokens: 7, CacheInInput: true}, got.usage)
 
 	p = &jsonUsageParser{}
 	p.write([]byte(`{"error":{"message":"usage limit","type":"invalid_request_error"}}`))
@@ -143,4 +147,77 @@ func TestUsageStreamPartial(t *testing.T) {
 	got = s.parsed()
 	assert.False(t, got.seen)
 	assert.Equal(t, int64(2), got.outputSeen)
+}
+
+// feedPieces writes body to p in pieces of size bytes.
+func feedPieces(p usageParser, body string, size int) parsed {
+	for b := []byte(body); len(b) > 0; {
+		n := min(size, len(b))
+		p.write(b[:n])
+		b = b[n:]
+	}
+	return p.parsed()
+}
+
+// TestUsagePricedFields: what prices a usage beyond its four counts is
+// read from both providers' bodies and streams: cache writes by lifetime,
+// reasoning, and the tier, speed and region that served the response.
+func TestUsagePricedFields(t *testing.T) {
+	for _, tc := range []struct {
+		name, contentType, body string
+		want                    Usage
+		split                   bool
+	}{
+		{"anthropic json", "application/json",
+			`{"type":"message","usage":{"input_tokens":10,"cache_creation_input_tokens":300,"cache_read_input_tokens":20,` +
+				`"cache_creation":{"ephemeral_5m_input_tokens":100,"ephemeral_1h_input_tokens":200},"output_tokens":50,` +
+				`"output_tokens_details":{"thinking_tokens":30},"service_tier":"batch","speed":"fast","inference_geo":"us"}}`,
+			Usage{InputTokens: 10, CacheCreationTokens: 300, CacheCreationLongTokens: 200, CacheReadTokens: 20, OutputTokens: 50,
+				ReasoningTokens: 30, ServiceTier: "batch", Speed: "fast", InferenceGeo: "us", TotalTokens: 380}, true},
+		{"anthropic stream", "text/event-stream",
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_creation_input_tokens\":300," +
+				"\"cache_read_input_tokens\":0,\"cache_creation\":{\"ephemeral_5m_input_tokens\":0,\"ephemeral_1h_input_tokens\":300}," +
+				"\"output_tokens\":1,\"service_tier\":\"priority\",\"inference_geo\":\"global\"}}}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{},\"usage\":{\"output_tokens\":40,\"output_tokens_details\":{\"thinking_tokens\":12}}}\n\n",
+			Usage{InputTokens: 10, CacheCreationTokens: 300, CacheCreationLongTokens: 300, OutputTokens: 40, ReasoningTokens: 12,
+				ServiceTier: "priority", InferenceGeo: "global", TotalTokens: 350}, true},
+		{"openai json, tier before usage", "application/json",
+			`{"id":"c","service_tier":"flex","usage":{"prompt_tokens":1000,"completion_tokens":90,"total_tokens":1090,` +
+				`"prompt_tokens_details":{"cached_tokens":600,"cache_write_tokens":300},"completion_tokens_details":{"reasoning_tokens":70}}}`,
+			Usage{InputTokens: 1000, CacheReadTokens: 600, CacheCreationTokens: 300, OutputTokens: 90, ReasoningTokens: 70,
+				CacheInInput: true, ServiceTier: "flex", TotalTokens: 1090}, false},
+		{"openai json, tier after usage", "application/json",
+			`{"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6},"choices":[{"service_tier":"nested"}],"service_tier":"priority"}`,
+			Usage{InputTokens: 5, OutputTokens: 1, CacheInInput: true, ServiceTier: "priority", TotalTokens: 6}, false},
+		{"openai stream", "text/event-stream",
+			`data: {"choices":[{"delta":{"content":"hi"}}],"service_tier":"priority"}` + "\n\n" +
+				`data: {"choices":[],"service_tier":"priority","usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}` + "\n\n",
+			Usage{InputTokens: 5, OutputTokens: 1, CacheInInput: true, ServiceTier: "priority", TotalTokens: 6}, false},
+		{"responses stream", "text/event-stream",
+			`data: {"type":"response.completed","response":{"service_tier":"flex","usage":{"input_tokens":100,` +
+				`"input_tokens_details":{"cached_tokens":10,"cache_write_tokens":50,"cache_write_tokens_details":{"ttl_12h_tokens":20,"ttl_30m_tokens":30}},` +
+				`"output_tokens":9,"output_tokens_details":{"reasoning_tokens":4},"total_tokens":109}}}` + "\n\n",
+			Usage{InputTokens: 100, CacheReadTokens: 10, CacheCreationTokens: 50, CacheCreationLongTokens: 20, OutputTokens: 9,
+				ReasoningTokens: 4, CacheInInput: true, ServiceTier: "flex", TotalTokens: 109}, true},
+		{"a tier of another type is ignored", "application/json",
+			`{"service_tier":7,"usage":{"input_tokens":5,"output_tokens":1,"service_tier":{"x":1},"speed":null}}`,
+			Usage{InputTokens: 5, OutputTokens: 1, TotalTokens: 6}, false},
+	} {
+		for _, size := range []int{1, 3, 64, len(tc.body)} {
+			got := feedPieces(newParser(tc.contentType), tc.body, size)
+			require.False(t, got.malformed, "%s in pieces of %d", tc.name, size)
+			require.True(t, got.final, "%s in pieces of %d", tc.name, size)
+			assert.Equal(t, tc.want, got.usage, "%s in pieces of %d", tc.name, size)
+			assert.Equal(t, tc.split, got.cacheSplit, "%s in pieces of %d", tc.name, size)
+		}
+	}
+	for _, u := range []string{
+		`{"cache_creation":{"ephemeral_1h_input_tokens":-1}}`,
+		`{"completion_tokens_details":{"reasoning_tokens":1000000001}}`,
+		`{"input_tokens_details":{"cache_write_tokens_details":{"ttl_12h_tokens":-5}}}`,
+	} {
+		p := &jsonUsageParser{}
+		p.write([]byte(`{"usage":` + u + `}`))
+		assert.True(t, p.parsed().malformed, "usage %s", u)
+	}
 }

@@ -75,13 +75,49 @@ type Config struct {
 	// test a client against unusual counts (negative, or too large to
 	// sum). The server's own counters are not changed.
 	EditUsage func(usage map[string]any)
+	// Shape, when set, is asked how to answer each request, with its body,
+	// before the rate limits: to report prompt caching and reasoning, a
+	// service tier, or a provider error, per request.
+	Shape func(body []byte) Shape
+}
+
+// Shape is how the server answers one request ([Config.Shape]). The zero
+// Shape is the plain answer.
+type Shape struct {
+	// CacheRead and CacheWrite are the prompt's tokens the usage reports
+	// read from and written to the prompt cache, CacheWriteLong the part
+	// of CacheWrite written with the long lifetime (Anthropic's 1-hour
+	// cache; OpenAI's chat completions report no such part). They are
+	// cut to the prompt: OpenAI's prompt_tokens include them, Anthropic's
+	// input_tokens are the rest.
+	CacheRead, CacheWrite, CacheWriteLong int64
+	// Reasoning is the part of the output the usage reports as reasoning
+	// (OpenAI's reasoning_tokens, Anthropic's thinking_tokens), cut to
+	// the output.
+	Reasoning int64
+	// ServiceTier replaces the service tier the answer reports (OpenAI's
+	// "default", Anthropic's "standard").
+	ServiceTier string
+	// Status, when 400 or more, answers with that error instead, before
+	// the rate limits: nothing is counted but the request and the error.
+	Status int
+	// Hang makes the server answer nothing until the client gives up (its
+	// request's context ends).
+	Hang bool
+	// Stall makes a streamed answer stop after its first event until the
+	// client gives up: the usage that reports the whole answer is never
+	// sent. A JSON answer is sent whole.
+	Stall bool
+	// EditUsage edits this answer's usage objects, after Config.EditUsage.
+	EditUsage func(usage map[string]any)
 }
 
 // KeyStats counts what the server did for one key.
 type KeyStats struct {
-	// Requests is every request; Admitted those answered 200 and
-	// RateLimited those answered 429.
-	Requests, Admitted, RateLimited int64
+	// Requests is every request; Admitted those answered 200,
+	// RateLimited those the rate limits answered 429, and Errors those
+	// answered with the error of their [Shape].
+	Requests, Admitted, RateLimited, Errors int64
 	// Tokens is the input plus output tokens of the admitted requests.
 	Tokens int64
 	// HiddenTokens and HiddenRequests are what the hidden consumer took.
@@ -304,6 +340,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		writeError(w, p, http.StatusUnauthorized, "authentication_error", "missing API key")
 		return
 	}
+	var shape Shape
+	if s.cfg.Shape != nil {
+		shape = s.cfg.Shape(body)
+	}
+	if shape.Hang {
+		<-r.Context().Done()
+		return
+	}
+	if shape.Status >= 400 {
+		s.countError(key)
+		typ := "api_error"
+		if shape.Status == http.StatusTooManyRequests {
+			typ = "rate_limit_error"
+		}
+		writeError(w, p, shape.Status, typ, "an error the test asked for")
+		return
+	}
 	if s.cfg.Latency > 0 {
 		t := time.NewTimer(s.cfg.Latency)
 		select {
@@ -338,7 +391,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 	if s.cfg.EditHeaders != nil {
 		s.cfg.EditHeaders(http.StatusOK, w.Header())
 	}
-	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks, edit: s.cfg.EditUsage}
+	a := answer{id: id, model: req.Model, in: in, out: out, created: now.Unix(), chunks: s.cfg.StreamChunks,
+		edit: s.cfg.EditUsage, shape: shape.cut(in, out)}
+	if shape.Stall {
+		a.stall = r.Context().Done()
+	}
 	switch {
 	case p == openAI && req.Stream:
 		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
@@ -351,10 +408,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 	}
 }
 
-// admit charges key one request and tokens, if both buckets can pay.
-func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, int64) {
+// countError counts a request answered with an error of Config.Shape.
+func (s *Server) countError(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	k := s.keyLocked(key, s.cfg.Now())
+	k.stats.Requests++
+	k.stats.Errors++
+}
+
+// keyLocked returns key's state, created with full (or, StartEmpty, empty)
+// buckets at now. s.mu must be held.
+func (s *Server) keyLocked(key string, now time.Time) *keyState {
 	k := s.keys[key]
 	if k == nil {
 		k = &keyState{
@@ -366,6 +431,24 @@ func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, in
 		}
 		s.keys[key] = k
 	}
+	return k
+}
+
+// cut returns sh with its counts cut to a prompt of in and an output of out
+// tokens.
+func (sh Shape) cut(in, out int64) Shape {
+	sh.CacheRead = min(max(sh.CacheRead, 0), in)
+	sh.CacheWrite = min(max(sh.CacheWrite, 0), in-sh.CacheRead)
+	sh.CacheWriteLong = min(max(sh.CacheWriteLong, 0), sh.CacheWrite)
+	sh.Reasoning = min(max(sh.Reasoning, 0), out)
+	return sh
+}
+
+// admit charges key one request and tokens, if both buckets can pay.
+func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keyLocked(key, now)
 	share := s.cfg.HiddenShare
 	k.stats.HiddenRequests += k.reqs.advance(now, share)
 	k.stats.HiddenTokens += k.toks.advance(now, share)

@@ -2,7 +2,9 @@ package llmtest_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -224,4 +226,93 @@ func TestEdits(t *testing.T) {
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
 	assert.Equal(t, "86400", resp.Header.Get("Retry-After"))
 	assert.Equal(t, "1", resp.Header.Get("X-Ratelimit-Limit-Tokens"))
+}
+
+// TestShape: a request's Shape puts prompt caching, reasoning and a
+// service tier into both providers' usage objects (cut to the prompt and
+// the output), answers the error it names without charging, stalls a
+// stream after its first event, or hangs until the client gives up.
+func TestShape(t *testing.T) {
+	shape := llmtest.Shape{CacheRead: 5, CacheWrite: 100, CacheWriteLong: 50, Reasoning: 7, ServiceTier: "flex"}
+	hanging := make(chan struct{})
+	srv := llmtest.NewServer(llmtest.Config{OutputTokens: 12, Shape: func(body []byte) llmtest.Shape {
+		switch {
+		case strings.Contains(string(body), "fail"):
+			return llmtest.Shape{Status: http.StatusServiceUnavailable}
+		case strings.Contains(string(body), "stall"):
+			return llmtest.Shape{Stall: true}
+		case strings.Contains(string(body), "hang"):
+			close(hanging)
+			return llmtest.Shape{Hang: true}
+		}
+		return shape
+	}})
+	defer srv.Close()
+	in, _ := llmtest.InputTokens([]byte(openAIBody))
+	require.Less(t, in, int64(105), "the shape's counts are cut to the prompt")
+
+	resp := call(t, srv, false, openAIBody)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var chat struct {
+		ServiceTier string          `json:"service_tier"`
+		Usage       json.RawMessage `json:"usage"`
+	}
+	b, _ := io.ReadAll(resp.Body)
+	require.NoError(t, json.Unmarshal(b, &chat))
+	assert.Equal(t, "flex", chat.ServiceTier)
+	assert.JSONEq(t, fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":12,"total_tokens":%d,`+
+		`"prompt_tokens_details":{"cached_tokens":5,"cache_write_tokens":%d,"audio_tokens":0},`+
+		`"completion_tokens_details":{"reasoning_tokens":7,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}`,
+		in, in+12, in-5), string(chat.Usage))
+
+	ain, _ := llmtest.InputTokens([]byte(anthropicBody))
+	resp = call(t, srv, true, strings.Replace(anthropicBody, `{"model"`, `{"stream":true,"model"`, 1))
+	lines := dataLines(t, resp.Body)
+	var start struct {
+		Message struct {
+			Usage json.RawMessage `json:"usage"`
+		} `json:"message"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[0]), &start))
+	write := ain - 5
+	assert.JSONEq(t, fmt.Sprintf(`{"input_tokens":0,"cache_creation_input_tokens":%d,"cache_read_input_tokens":5,`+
+		`"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":1,"service_tier":"flex"}`,
+		write, write-min(50, write), min(50, write)), string(start.Message.Usage))
+	assert.JSONEq(t, `{"output_tokens":12,"output_tokens_details":{"thinking_tokens":7}}`, field(t, lines[len(lines)-2], "usage"))
+
+	before := srv.Stats("sk-test")
+	resp = call(t, srv, false, strings.Replace(openAIBody, "hello", "fail", 1))
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	st := srv.Stats("sk-test")
+	assert.Equal(t, before.Errors+1, st.Errors)
+	assert.Equal(t, before.Tokens, st.Tokens, "an error is not charged")
+
+	resp = call(t, srv, true, strings.Replace(strings.Replace(anthropicBody, `{"model"`, `{"stream":true,"model"`, 1), "hello", "stall", 1))
+	r := bufio.NewReader(resp.Body)
+	line, err := r.ReadString('\n')
+	require.NoError(t, err)
+	assert.Equal(t, "event: message_start\n", line, "the first event is sent")
+	resp.Body.Close() // the client gives up; the server sends nothing more
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions",
+		strings.NewReader(strings.Replace(openAIBody, "hello", "hang", 1)))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer sk-test")
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	<-hanging // the request reached the server, which answers nothing
+	select {
+	case err := <-done:
+		t.Fatalf("answered while hanging: %v", err)
+	default:
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
 }

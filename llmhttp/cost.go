@@ -1,0 +1,234 @@
+package llmhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"math/big"
+	"strings"
+)
+
+// This file turns a usage into its cost, and a request into the worst
+// case of its cost, with a model's price (price.go).
+
+// MaxCost is the largest cost this package returns, in micro-dollars: a
+// larger one is cut to it (saturated), so that it is always an amount
+// the limiter takes ([limiter.Consume] counts in millitokens).
+const MaxCost = math.MaxInt64 / 1000
+
+// perMillion is the unit of the rates: they price a million tokens.
+var perMillion = big.NewInt(1_000_000)
+
+// Modifiers returns the modifiers u reports, which select a price's
+// multipliers: its service tier (none for "", "default", "standard",
+// "auto", "standard_only" and "scale", OpenAI's prepaid tier; otherwise
+// the tier's name, such as [Batch], [Flex] or [Priority]), its speed
+// ([FastMode] for "fast"; another name than "" or "standard" as is) and its
+// inference region ("geo:" + the region, such as [USInference], unless it
+// is "" or "global").
+func (u Usage) Modifiers() []Modifier {
+	var out []Modifier
+	switch t := strings.ToLower(u.ServiceTier); t {
+	case "", "default", "standard", "auto", "standard_only", "scale":
+	default:
+		out = append(out, Modifier(t))
+	}
+	switch s := strings.ToLower(u.Speed); s {
+	case "", "standard":
+	default:
+		out = append(out, Modifier(s))
+	}
+	switch g := strings.ToLower(u.InferenceGeo); g {
+	case "", "global":
+	default:
+		out = append(out, Modifier("geo:"+g))
+	}
+	return out
+}
+
+// promptParts splits u's prompt by how its tokens are billed: neither read
+// from nor written to the cache, read, written with the short lifetime,
+// written with the long one. For OpenAI the cache counts are part of
+// InputTokens (CacheInInput); for Anthropic they are not.
+func (u Usage) promptParts() (uncached, read, short, long int64) {
+	read = u.CacheReadTokens
+	writes := max(u.CacheCreationTokens, u.CacheCreationLongTokens)
+	long = u.CacheCreationLongTokens
+	short = writes - long
+	uncached = u.InputTokens
+	if u.CacheInInput {
+		// A usage whose parts exceed its whole is charged for the parts.
+		uncached = max(u.InputTokens-read-writes, 0)
+	}
+	return uncached, read, short, long
+}
+
+// ratesFor returns the rates of a request with prompt tokens of prompt.
+func (m ModelPrice) ratesFor(prompt int64) Rates {
+	if m.LongContext != nil && prompt > m.LongContext.Above {
+		return m.LongContext.Rates.resolve()
+	}
+	return m.Rates.resolve()
+}
+
+// Cost returns what u costs at m, in micro-dollars: each kind of token at
+// its rate (the long-context rates when the prompt is long), times the
+// multipliers of the modifiers u reports ([Usage.Modifiers]), rounded up to
+// the micro-dollar once for the whole response, so that a budget is never
+// undercharged by rounding. It saturates at [MaxCost]. Reasoning tokens
+// are part of OutputTokens and are not counted again.
+func (m ModelPrice) Cost(u Usage) int64 {
+	uncached, read, short, long := u.promptParts()
+	r := m.ratesFor(uncached + read + short + long)
+	return m.price(u.Modifiers(),
+		[2]int64{uncached, r.Input},
+		[2]int64{read, r.CachedInput},
+		[2]int64{short, r.CacheWrite},
+		[2]int64{long, r.CacheWriteLong},
+		[2]int64{u.OutputTokens, r.Output})
+}
+
+// price returns Σ tokens × rate, times the multipliers of mods, per
+// million, rounded up and saturated at MaxCost. Counts are at most 10^9
+// and rates 10^12, so the exact arithmetic is done on big integers.
+func (m ModelPrice) price(mods []Modifier, terms ...[2]int64) int64 {
+	sum := new(big.Int)
+	var x big.Int
+	for _, t := range terms {
+		if t[0] <= 0 {
+			continue
+		}
+		sum.Add(sum, x.Mul(big.NewInt(t[0]), big.NewInt(t[1])))
+	}
+	den := new(big.Int).Set(perMillion)
+	for _, q := range m.multipliers(mods) {
+		sum.Mul(sum, big.NewInt(q.Num))
+		den.Mul(den, big.NewInt(q.Den))
+	}
+	// Ceiling division of a non-negative sum.
+	sum.Add(sum, den)
+	sum.Sub(sum, big.NewInt(1))
+	sum.Quo(sum, den)
+	if !sum.IsInt64() || sum.Int64() > MaxCost {
+		return MaxCost
+	}
+	return sum.Int64()
+}
+
+// Cost returns what u costs at the price of model ([Prices.Lookup],
+// [ModelPrice.Cost]); an unknown model is an error wrapping
+// [ErrUnknownModel].
+func (p *Prices) Cost(model string, u Usage) (int64, error) {
+	m, err := p.Lookup(model)
+	if err != nil {
+		return 0, err
+	}
+	return m.Cost(u), nil
+}
+
+// Request is what the worst-case cost of a call depends on, read from its
+// body before it is sent ([RequestFromBody]).
+type Request struct {
+	// Model is the body's "model".
+	Model string
+	// PromptTokens is the prompt's estimate: the body's bytes divided by
+	// four, rounded up, as [DefaultEstimator] counts it.
+	PromptTokens int64
+	// OutputCeiling is the body's max_tokens, max_completion_tokens or
+	// max_output_tokens (the largest); zero when it names none.
+	OutputCeiling int64
+	// LongCache is set when the body may ask for the long cache lifetime
+	// (it holds the string "1h", "12h" or "24h", as Anthropic's
+	// cache_control ttl and OpenAI's prompt_cache_retention spell it).
+	LongCache bool
+	// Modifiers are those the body asks for: its service_tier ("flex":
+	// [Flex]; "priority" or "fast": [Priority]), Anthropic's speed
+	// ("fast": [FastMode]) and inference_geo ("us": [USInference]).
+	Modifiers []Modifier
+}
+
+// RequestFromBody reads what the worst-case cost of a call depends on from
+// the JSON body of an OpenAI or Anthropic request. A body that is not a
+// JSON object gives only PromptTokens.
+func RequestFromBody(body []byte) Request {
+	r := Request{PromptTokens: (int64(len(body)) + 3) / 4}
+	var b struct {
+		Model               string `json:"model"`
+		MaxTokens           int64  `json:"max_tokens"`
+		MaxCompletionTokens int64  `json:"max_completion_tokens"`
+		MaxOutputTokens     int64  `json:"max_output_tokens"`
+		ServiceTier         string `json:"service_tier"`
+		Speed               string `json:"speed"`
+		InferenceGeo        string `json:"inference_geo"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		// A field of another type than expected fails the whole decode:
+		// read the fields one by one.
+		b.Model = stringField(body, "model")
+	}
+	r.Model = b.Model
+	r.OutputCeiling = max(b.MaxTokens, b.MaxCompletionTokens, b.MaxOutputTokens, 0)
+	for _, s := range []string{`"1h"`, `"12h"`, `"24h"`} {
+		if bytes.Contains(body, []byte(s)) {
+			r.LongCache = true
+		}
+	}
+	switch strings.ToLower(b.ServiceTier) {
+	case "flex":
+		r.Modifiers = append(r.Modifiers, Flex)
+	case "priority", "fast":
+		r.Modifiers = append(r.Modifiers, Priority)
+	}
+	if strings.EqualFold(b.Speed, "fast") {
+		r.Modifiers = append(r.Modifiers, FastMode)
+	}
+	if g := strings.ToLower(b.InferenceGeo); g != "" && g != "global" {
+		r.Modifiers = append(r.Modifiers, Modifier("geo:"+g))
+	}
+	return r
+}
+
+// stringField returns the string member name of the JSON object body, or
+// "".
+func stringField(body []byte, name string) string {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(obj[name], &s) != nil {
+		return ""
+	}
+	return s
+}
+
+// Estimate returns the worst case of what r costs at m, in micro-dollars,
+// rounded up and saturated at [MaxCost]: the prompt's estimate at the
+// dearest rate an input token of r can be billed at (Input, or a cache
+// write's rate when it is higher: the long lifetime's when r.LongCache),
+// plus the output ceiling (m.MaxOutputTokens when r sets none) at the
+// output rate; the long-context rates when the prompt's estimate is long;
+// times the multipliers of r's modifiers.
+func (m ModelPrice) Estimate(r Request) int64 {
+	rates := m.ratesFor(r.PromptTokens)
+	in := max(rates.Input, rates.CachedInput, rates.CacheWrite)
+	if r.LongCache {
+		in = max(in, rates.CacheWriteLong)
+	}
+	out := r.OutputCeiling
+	if out <= 0 {
+		out = m.MaxOutputTokens
+	}
+	return m.price(r.Modifiers, [2]int64{r.PromptTokens, in}, [2]int64{out, rates.Output})
+}
+
+// Estimate returns the worst case of what r costs at the price of r.Model
+// ([ModelPrice.Estimate]); an unknown model is an error wrapping
+// [ErrUnknownModel].
+func (p *Prices) Estimate(r Request) (int64, error) {
+	m, err := p.Lookup(r.Model)
+	if err != nil {
+		return 0, err
+	}
+	return m.Estimate(r), nil
+}
