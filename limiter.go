@@ -5,9 +5,11 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -253,8 +255,18 @@ func WithAuditRetention(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.auditRetention = d }
 }
 
-// New returns a RateLimiter backed by repo.
+// New returns a RateLimiter backed by repo. Nil options are skipped.
+//
+// A nil repo (also a nil pointer of a repository type, such as the
+// *[DynamoDBRepository] of a failed [OpenDynamoDB] whose error went
+// unchecked) is a programming error: New panics with "limiter: New: nil
+// repository", as [regexp.MustCompile] and net/http's Handle do on misuse
+// at setup, rather than failing later at the first call with a nil
+// dereference.
 func New(repo Repository, opts ...Option) *RateLimiter {
+	if isNilRepository(repo) {
+		panic(fmt.Sprintf("limiter: New: nil repository (%T)", repo))
+	}
 	rl := &RateLimiter{
 		rules: rules{
 			repo:          repo,
@@ -274,7 +286,9 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		rl.storeTimeout = d
 	}
 	for _, o := range opts {
-		o(rl)
+		if o != nil {
+			o(rl)
+		}
 	}
 	if rl.auditRetention <= 0 {
 		rl.auditRetention = DefaultAuditRetention
@@ -292,6 +306,19 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	rl.initHotKeys()
 	rl.gate.init()
 	return rl
+}
+
+// isNilRepository reports whether repo is nil or a nil pointer, map,
+// slice, func or channel of a repository type.
+func isNilRepository(repo Repository) bool {
+	if repo == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(repo); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {
