@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
-	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -264,7 +263,7 @@ func WithAuditRetention(d time.Duration) Option {
 // at setup, rather than failing later at the first call with a nil
 // dereference.
 func New(repo Repository, opts ...Option) *RateLimiter {
-	if isNilRepository(repo) {
+	if isNil(repo) {
 		panic(fmt.Sprintf("limiter: New: nil repository (%T)", repo))
 	}
 	rl := &RateLimiter{
@@ -306,19 +305,6 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	rl.initHotKeys()
 	rl.gate.init()
 	return rl
-}
-
-// isNilRepository reports whether repo is nil or a nil pointer, map,
-// slice, func or channel of a repository type.
-func isNilRepository(repo Repository) bool {
-	if repo == nil {
-		return true
-	}
-	switch v := reflect.ValueOf(repo); v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
 }
 
 func sleepContext(ctx context.Context, d time.Duration) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,4 +94,29 @@ func TestNilInputsRefused(t *testing.T) {
 	assert.Empty(t, lease.Consumed())
 	assert.Empty(t, lease.Statuses())
 	assert.False(t, lease.Noop())
+}
+
+// TestOpenDynamoDBNilInputs: a nil context or client is a
+// *ValidationError naming it, before any call; a nil option function is
+// skipped.
+func TestOpenDynamoDBNilInputs(t *testing.T) {
+	var nilCtx context.Context
+	_, err := limiter.OpenDynamoDB(nilCtx, limiter.NewDynamoDBLocalClient("http://127.0.0.1:1"))
+	var ve *limiter.ValidationError
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, "ctx", ve.Field)
+	var client *dynamodb.Client
+	_, err = limiter.OpenDynamoDB(context.Background(), client)
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, "client", ve.Field)
+	_, err = limiter.OpenDynamoDB(context.Background(), nil)
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, "client", ve.Field)
+
+	// The nil option is skipped and the next one applies: its invalid
+	// table name is refused before any call.
+	_, err = limiter.OpenDynamoDB(context.Background(), limiter.NewDynamoDBLocalClient("http://127.0.0.1:1"), nil,
+		func(o *limiter.DynamoDBOptions) { o.Table = "not a table name!" }, nil)
+	require.ErrorAs(t, err, &ve)
+	assert.Equal(t, "name", ve.Field)
 }
