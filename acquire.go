@@ -155,6 +155,9 @@ func noAnswer(err error) bool {
 // the acquire's or commit's.
 func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consume Consume,
 	fn func(ctx context.Context, lease *Lease) error, opts ...AcquireOption) (err error) {
+	if fn == nil {
+		return store.NewValidationError(ErrValidation, "fn", "nil", "Do needs a function to run with the lease")
+	}
 	lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
 	if err != nil {
 		return err
@@ -212,6 +215,9 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 // does not exist yet. It only reads: it is the "peek" of other throttles
 // (and [RateLimiter.Reset] their "reset").
 func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {
 		return nil, err
@@ -246,6 +252,9 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 // (entityID, resource): the longest wait over the limits with a positive
 // amount. Missing buckets are full. It only reads.
 func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
+	if ctx == nil {
+		return 0, errNilContext
+	}
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {
 		return 0, err

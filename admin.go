@@ -167,6 +167,24 @@ func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity,
 	return rl.repo.Children(ctx, parentID)
 }
 
+// ListEntities returns a page of the namespace's entities in ID order and
+// the next page's cursor ("" at the end): pass it back to read on. pageSize
+// ≤ 0 lets the repository choose; a page may hold fewer than pageSize
+// entities, even none, while a cursor follows (on DynamoDB pageSize bounds
+// the index entries read, and an entity's stored limits and usage
+// snapshots have entries too). It needs a [store.EntityLister] repository
+// (DynamoDB and memorystore are).
+func (rl *RateLimiter) ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, "", err
+	}
+	l, ok := rl.repo.(store.EntityLister)
+	if !ok {
+		return nil, "", fmt.Errorf("list entities: %w", ErrUnsupported)
+	}
+	return l.ListEntities(ctx, pageSize, cursor)
+}
+
 // checkConfigResource validates an entity-config resource: a resource name
 // or [DefaultResource].
 func checkConfigResource(resource string) error {
@@ -528,8 +546,12 @@ func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigListe
 // resource) and the level they come from: entity > entity
 // [DefaultResource] > resource > system, the first level with any limits.
 // Limits is nil when no level has any. Results are cached for the config
-// cache TTL ([WithConfigCacheTTL]).
+// cache TTL ([WithConfigCacheTTL]). [RateLimiter.LimitsInForce] adds the
+// parent's limits of a cascading entity.
 func (rl *RateLimiter) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
+	if ctx == nil {
+		return nil, "", errNilContext
+	}
 	limits, source, _, err := rl.configs.resolve(ctx, entityID, resource)
 	return limits, source, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,6 +72,20 @@ var (
 // errNilContext is returned for a nil context.Context: a caller error
 // reported as invalid input rather than a panic.
 var errNilContext = store.NewValidationError(ErrValidation, "ctx", "nil", "context must not be nil")
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice, func
+// or channel: a nil argument of an interface type (a repository, a
+// client), which a plain v == nil misses for a typed nil.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
+}
 
 // RateLimitExceededError is returned by Acquire and Lease.Consume when at
 // least one limit cannot satisfy the request. It matches [ErrRateLimited].

@@ -20,7 +20,9 @@ import (
 // DynamoDB; Adjust, Consume and Release change it locally, Commit writes the
 // difference, Rollback gives back what it may. After Commit or Rollback every
 // method returns [ErrLeaseDone], so `defer lease.Rollback(ctx)` right after
-// Acquire is safe (like sql.Tx).
+// Acquire is safe (like sql.Tx). A nil *Lease, as a failed Acquire returns,
+// does not panic: its Consume, Adjust, Release, Commit and Rollback return
+// a *[ValidationError] naming the lease, Consumed and Statuses are empty.
 //
 // # Refunds
 //
@@ -139,6 +141,9 @@ func containsKey(keys []store.BucketKey, k store.BucketKey) bool {
 // and the estimated amount, not against Consumed.
 func (ls *Lease) Consumed() map[string]int64 {
 	out := make(map[string]int64)
+	if ls == nil {
+		return out
+	}
 	for _, e := range ls.entries {
 		out[e.limit.Name] = bucketmath.AddSat(out[e.limit.Name], bucketmath.FloorDiv(e.held(), 1000))
 	}
@@ -214,7 +219,7 @@ type LeaseStatus struct {
 // own Consume and Adjust calls; what other clients took since is not
 // seen. A no-op lease has none.
 func (ls *Lease) Statuses() []LeaseStatus {
-	if len(ls.entries) == 0 {
+	if ls == nil || len(ls.entries) == 0 {
 		return nil
 	}
 	now := ls.rl.nowMs()
@@ -257,9 +262,17 @@ func timeToFill(s store.BucketState, now int64) time.Duration {
 // Noop reports whether the lease was issued without DynamoDB because the
 // backend was unavailable and the mode was allow. A no-op lease tracks and
 // writes nothing.
-func (ls *Lease) Noop() bool { return ls.noop }
+func (ls *Lease) Noop() bool { return ls != nil && ls.noop }
+
+// errNilLease is returned by the methods of a nil *Lease, such as the one
+// a failed Acquire returns with its error.
+var errNilLease = store.NewValidationError(ErrValidation, "lease", "nil",
+	"the lease is nil (the Acquire that returned it failed: check its error)")
 
 func (ls *Lease) check() error {
+	if ls == nil {
+		return errNilLease
+	}
 	if ls.done {
 		return ErrLeaseDone
 	}

@@ -5,6 +5,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -253,8 +254,18 @@ func WithAuditRetention(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.auditRetention = d }
 }
 
-// New returns a RateLimiter backed by repo.
+// New returns a RateLimiter backed by repo. Nil options are skipped.
+//
+// A nil repo (also a nil pointer of a repository type, such as the
+// *[DynamoDBRepository] of a failed [OpenDynamoDB] whose error went
+// unchecked) is a programming error: New panics with "limiter: New: nil
+// repository", as [regexp.MustCompile] and net/http's Handle do on misuse
+// at setup, rather than failing later at the first call with a nil
+// dereference.
 func New(repo Repository, opts ...Option) *RateLimiter {
+	if isNil(repo) {
+		panic(fmt.Sprintf("limiter: New: nil repository (%T)", repo))
+	}
 	rl := &RateLimiter{
 		rules: rules{
 			repo:          repo,
@@ -274,7 +285,9 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 		rl.storeTimeout = d
 	}
 	for _, o := range opts {
-		o(rl)
+		if o != nil {
+			o(rl)
+		}
 	}
 	if rl.auditRetention <= 0 {
 		rl.auditRetention = DefaultAuditRetention

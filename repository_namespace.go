@@ -550,14 +550,24 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 
 // OpenDynamoDB opens the rate-limiter table through client: it creates the
 // table when asked, registers the namespace when it is new, and writes or
-// checks the table's version record.
+// checks the table's version record. A nil ctx or client is a
+// *[ValidationError]; nil option functions are skipped.
 func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if isNil(client) {
+		return nil, store.NewValidationError(ErrValidation, "client", "nil",
+			"OpenDynamoDB needs a DynamoDB client (dynamodb.NewFromConfig, or NewDynamoDBLocalClient)")
+	}
 	o := DynamoDBOptions{
 		Table:     envOr(EnvStack, DefaultTable),
 		Namespace: envOr(EnvNamespace, DefaultNamespace),
 	}
 	for _, fn := range optFns {
-		fn(&o)
+		if fn != nil {
+			fn(&o)
+		}
 	}
 	if o.Now == nil {
 		o.Now = time.Now

@@ -252,6 +252,11 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	if len(opts) == 0 {
 		return acquireOptions{}, nil // no heap allocation on the hot path
 	}
+	for i, fn := range opts {
+		if fn == nil {
+			return acquireOptions{}, nilOptionError(i)
+		}
+	}
 	// The options are applied through a pointer the compiler cannot
 	// follow, so a fresh value would escape to the heap: a pooled one
 	// saves an allocation per call.
@@ -281,6 +286,13 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// nilOptionError reports the nil AcquireOption at index i of a call's
+// options.
+func nilOptionError(i int) error {
+	return store.NewValidationError(ErrValidation, "opts", "nil",
+		fmt.Sprintf("opts[%d] is a nil AcquireOption", i))
 }
 
 // limitsFor resolves the limits of one entity: the override, or the stored

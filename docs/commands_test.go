@@ -370,6 +370,12 @@ func (c *commandCheck) checkGo(args []string) {
 				}
 			}
 		}
+	case "mod", "work":
+		// go mod edit|tidy, go work init|use: the tests named run them,
+		// their words as adjacent string literals.
+		if len(args) < 2 || !regexp.MustCompile(`"`+args[0]+`",\s*"`+regexp.QuoteMeta(args[1])+`"`).MatchString(c.src) {
+			c.errorf("go %s: the tests named never run it", strings.Join(args, " "))
+		}
 	default:
 		c.errorf("go %s: unknown go command in a tested block", args[0])
 	}

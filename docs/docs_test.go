@@ -41,8 +41,9 @@
 //     `make` line's targets must be Makefile targets and appear there (as
 //     "target" or `make target`), and its VAR=value arguments must be
 //     Makefile variables; `go run PATH` needs PATH there, `go get MODULE`
-//     the module's own path; an environment variable set or exported needs
-//     its name there; any other command needs its program's name there. A
+//     the module's own path, `go mod VERB` and `go work VERB` the literals
+//     "mod", "VERB" (or "work", "VERB") adjacent there; an environment
+//     variable set or exported needs its name there; any other command needs its program's name there. A
 //     make line followed by a comment line `# = COMMAND` is instead checked
 //     by `make -n`: one of the lines it prints must end with COMMAND.
 //   - <!-- run by the docs test -->: the block's lines are `go test`

@@ -5,4 +5,11 @@
 // to the real count, and commits it when the handler returns. A refused
 // request gets 429 with Retry-After, X-RateLimit-* and the IETF
 // RateLimit-Policy and RateLimit fields.
+//
+// Every response of a rate-limited request, served or refused, names the
+// same limits in its IETF fields: every limit in force, as "ENTITY:LIMIT",
+// the parent's of a cascading entity included. Their t (seconds) means
+// "until the bucket is full" on a served response and "until the limit
+// covers the request" on a 429 (0 for a limit that covers it); see
+// [Middleware].
 package httplimit

@@ -1,7 +1,10 @@
 package httplimit
 
 import (
+	"cmp"
+	"context"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -12,7 +15,8 @@ import (
 
 // Rate-limit response headers: the X-RateLimit-* fields most APIs send, and
 // the structured fields of the IETF draft "RateLimit header fields for
-// HTTP" (RateLimit-Policy: "rpm";q=100;w=60 and RateLimit: "rpm";r=99;t=1).
+// HTTP" (RateLimit-Policy: "key-1:rpm";q=100;w=60 and RateLimit:
+// "key-1:rpm";r=99;t=1).
 
 // ceilSeconds returns d in whole seconds, rounded up (0 for d ≤ 0).
 func ceilSeconds(d time.Duration) int64 {
@@ -45,20 +49,28 @@ func windowSeconds(l limiter.Limit) int64 {
 	return w
 }
 
-// policyNames names each limit of an IETF list: its limit name, qualified
-// with its entity when another limit of the list has the same name.
-func policyNames(entities, names []string) []string {
-	out := make([]string, len(names))
-	for i, n := range names {
-		out[i] = n
-		for j, m := range names {
-			if j != i && m == n {
-				out[i] = entities[i] + ":" + n
-				break
+// headerLimit is one limit of the IETF fields: the entity whose bucket
+// holds it, the limit, its remaining whole tokens and its t in seconds.
+type headerLimit struct {
+	entity    string
+	limit     limiter.Limit
+	remaining int64
+	reset     int64
+}
+
+// sortLimits orders the limits of a response as every response of the same
+// entity orders them: the entity's own first, then its parent's, each by
+// limit name.
+func sortLimits(entityID string, ls []headerLimit) {
+	slices.SortStableFunc(ls, func(a, b headerLimit) int {
+		if (a.entity == entityID) != (b.entity == entityID) {
+			if a.entity == entityID {
+				return -1
 			}
+			return 1
 		}
-	}
-	return out
+		return cmp.Or(strings.Compare(a.entity, b.entity), strings.Compare(a.limit.Name, b.limit.Name))
+	})
 }
 
 // sfString quotes s as a structured-field string (names and ids hold no
@@ -67,20 +79,15 @@ func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
-// setIETF sets RateLimit-Policy and RateLimit for limits with their
-// remaining tokens and reset seconds.
-func setIETF(h http.Header, entities []string, limits []limiter.Limit, remaining, reset []int64) {
-	names := make([]string, len(limits))
-	for i, l := range limits {
-		names[i] = l.Name
-	}
-	names = policyNames(entities, names)
-	policy := make([]string, len(limits))
-	state := make([]string, len(limits))
-	for i, l := range limits {
-		n := sfString(names[i])
-		policy[i] = n + ";q=" + strconv.FormatInt(l.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l), 10)
-		state[i] = n + ";r=" + strconv.FormatInt(max(0, remaining[i]), 10) + ";t=" + strconv.FormatInt(reset[i], 10)
+// setIETF sets RateLimit-Policy and RateLimit for ls, each named
+// "ENTITY:LIMIT".
+func setIETF(h http.Header, ls []headerLimit) {
+	policy := make([]string, len(ls))
+	state := make([]string, len(ls))
+	for i, l := range ls {
+		n := sfString(l.entity + ":" + l.limit.Name)
+		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit), 10)
+		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10) + ";t=" + strconv.FormatInt(l.reset, 10)
 	}
 	h.Set("RateLimit-Policy", strings.Join(policy, ", "))
 	h.Set("RateLimit", strings.Join(state, ", "))
@@ -88,19 +95,17 @@ func setIETF(h http.Header, entities []string, limits []limiter.Limit, remaining
 
 // setLeaseHeaders sets the headers of a served request from its lease:
 // X-RateLimit-* of the limit with the smallest share of its capacity left,
-// and the IETF fields of every limit.
-func setLeaseHeaders(h http.Header, lease *limiter.Lease) {
+// and the IETF fields of every limit, t the seconds until the bucket is
+// full.
+func setLeaseHeaders(h http.Header, entityID string, lease *limiter.Lease) {
 	st := lease.Statuses()
 	if len(st) == 0 {
 		return
 	}
-	entities := make([]string, len(st))
-	limits := make([]limiter.Limit, len(st))
-	remaining := make([]int64, len(st))
-	reset := make([]int64, len(st))
+	ls := make([]headerLimit, len(st))
 	tight := 0
 	for i, s := range st {
-		entities[i], limits[i], remaining[i], reset[i] = s.EntityID, s.Limit, s.Remaining, ceilSeconds(s.Reset)
+		ls[i] = headerLimit{entity: s.EntityID, limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
 		// s.Remaining/s.Capacity < tight's, without division.
 		if t := st[tight]; i > 0 && mulCmp(s.Remaining, t.Limit.Capacity, t.Remaining, s.Limit.Capacity) < 0 {
 			tight = i
@@ -110,7 +115,8 @@ func setLeaseHeaders(h http.Header, lease *limiter.Lease) {
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
-	setIETF(h, entities, limits, remaining, reset)
+	sortLimits(entityID, ls)
+	setIETF(h, ls)
 }
 
 // mulCmp compares a×b with c×d exactly.
@@ -120,23 +126,94 @@ func mulCmp(a, b, c, d int64) int {
 	return x.Cmp(y)
 }
 
-// setRefusalHeaders adds X-RateLimit-Reset and the IETF fields of a 429
-// to the headers httpStatus sets.
-func setRefusalHeaders(h http.Header, rle *limiter.RateLimitExceededError) {
+// refusal is what a 429 reports: the refusal, and what the request asked
+// for, to complete the refusal's statuses with the limits it did not
+// check.
+type refusal struct {
+	rl       *limiter.RateLimiter
+	opts     []limiter.AcquireOption
+	entityID string
+	resource string
+	consume  limiter.Consume
+	err      *limiter.RateLimitExceededError
+}
+
+// setRefusalHeaders sets Retry-After and X-RateLimit-* from the refusal's
+// primary violation, and the IETF fields of every limit in force, t the
+// seconds until the limit covers the request (0 for a limit that covers
+// it).
+func setRefusalHeaders(ctx context.Context, h http.Header, r refusal) {
+	rle := r.err
+	h.Set("Retry-After", rle.RetryAfterHeader())
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
-	n := len(rle.Statuses)
-	if n == 0 {
+	ls := make([]headerLimit, 0, len(rle.Statuses))
+	checked := map[string]bool{}
+	for _, s := range rle.Statuses {
+		l := headerLimit{entity: s.EntityID, limit: s.Limit, remaining: s.Available}
+		if s.Exceeded {
+			l.reset = ceilSeconds(s.RetryAfter)
+		}
+		ls = append(ls, l)
+		checked[s.EntityID] = true
+	}
+	ls = append(ls, r.unchecked(ctx, checked)...)
+	if len(ls) == 0 {
 		return
 	}
-	entities := make([]string, n)
-	limits := make([]limiter.Limit, n)
-	remaining := make([]int64, n)
-	reset := make([]int64, n)
-	for i, s := range rle.Statuses {
-		entities[i], limits[i], remaining[i] = s.EntityID, s.Limit, s.Available
-		if s.Exceeded {
-			reset[i] = ceilSeconds(s.RetryAfter)
-		}
+	sortLimits(r.entityID, ls)
+	setIETF(h, ls)
+}
+
+// unchecked returns the limits in force of the entities the refusal did
+// not check (the parent's, when the entity's own bucket refused first),
+// from one read of each such bucket; none when they cannot be read.
+func (r refusal) unchecked(ctx context.Context, checked map[string]bool) []headerLimit {
+	inForce, err := r.rl.LimitsInForce(ctx, r.entityID, r.resource, r.opts...)
+	if err != nil {
+		return nil
 	}
-	setIETF(h, entities, limits, remaining, reset)
+	var out []headerLimit
+	available := map[string]map[string]int64{}
+	for _, l := range inForce {
+		if checked[l.EntityID] {
+			continue
+		}
+		avail, ok := available[l.EntityID]
+		if !ok {
+			if avail, err = r.rl.Available(ctx, l.EntityID, r.resource, r.opts...); err != nil {
+				return nil
+			}
+			available[l.EntityID] = avail
+		}
+		rem, ok := avail[l.Limit.Name]
+		if !ok {
+			rem = l.Limit.Capacity
+		}
+		out = append(out, headerLimit{entity: l.EntityID, limit: l.Limit, remaining: rem,
+			reset: secondsToCover(l.Limit, r.consume[l.Limit.Name]-rem)})
+	}
+	return out
+}
+
+// secondsToCover is the whole seconds, rounded up, until l refills deficit
+// tokens (0 for deficit ≤ 0).
+func secondsToCover(l limiter.Limit, deficit int64) int64 {
+	if deficit <= 0 {
+		return 0
+	}
+	if l.RefillAmount <= 0 {
+		return 1<<63 - 1
+	}
+	num, ok := bucketmath.MulInt128(bucketmath.Int128From(deficit), l.RefillPeriod.Milliseconds())
+	if !ok {
+		return 1<<63 - 1
+	}
+	q, rem := bucketmath.DivModFloor(num, bucketmath.SatMul(l.RefillAmount, 1000))
+	s := q.Int64Sat()
+	if rem != 0 && s < 1<<63-1 {
+		s++
+	}
+	return s
 }

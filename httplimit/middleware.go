@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 
 	"github.com/zaelimiter/limiter"
 )
@@ -56,35 +55,52 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // wants its consumption back (say, the upstream call failed) calls Rollback
 // on the lease itself; the middleware's Commit then does nothing.
 //
-// Every served response carries the rate-limit headers of the lease's
-// limits ([limiter.Lease.Statuses]): X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset (seconds until full) of the limit with the smallest
-// share left, and the IETF RateLimit-Policy and RateLimit fields listing
-// every limit (quota q, window w in seconds to fill; remaining r, reset t
-// in seconds). Requests that are not served get:
+// Every response of a rate-limited request carries the same limits: those
+// the acquire is checked against ([limiter.RateLimiter.LimitsInForce]), the
+// entity's own and, when it cascades, its parent's. The IETF fields list
+// them all, each named "ENTITY:LIMIT" (e.g. "key-1:rpm", "proj-1:rpm"),
+// the entity's before its parent's, each entity's by limit name:
+// RateLimit-Policy gives each limit's quota q (its capacity) and window w
+// (the seconds it takes to fill from empty), RateLimit its remaining
+// tokens r (at least 0) and t, in whole seconds rounded up. On a served
+// response t is the time until that bucket is full again, from the lease
+// ([limiter.Lease.Statuses]); X-RateLimit-Limit, X-RateLimit-Remaining and
+// X-RateLimit-Reset (seconds until full) describe the limit with the
+// smallest share of its capacity left. Requests that are not served get:
 //
 //   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
 //     seconds plus one, [limiter.RateLimitExceededError.RetryAfterHeader]),
 //     X-RateLimit-Limit (the capacity of the limit that refused — the
 //     violation with the longest wait), X-RateLimit-Remaining (its
-//     available tokens, at least 0), X-RateLimit-Reset (the seconds of
-//     Retry-After) and the RateLimit-Policy and RateLimit fields of every
-//     limit checked (t the seconds until a refused limit covers the
-//     request, 0 for the others);
+//     available tokens, at least 0), X-RateLimit-Reset (the seconds until
+//     it covers the request) and the RateLimit-Policy and RateLimit fields
+//     of every limit in force, t the seconds until that limit covers the
+//     request (0 for one that covers it now). A refusal decided on the
+//     entity's own bucket does not read the parent's: the middleware then
+//     reads it (one read of the store) to report the parent's limits too;
 //   - 400 Bad Request when key fails, or when the entity ID it returns is
 //     not a valid identifier ([limiter.ErrInvalidIdentifier]); the body carries the
 //     reason;
 //   - 503 Service Unavailable when DynamoDB fails and the on-unavailable
 //     mode is block ([limiter.ErrUnavailable]); in allow mode the request is served
-//     with a no-op lease;
+//     with a no-op lease, without rate-limit headers;
 //   - 500 Internal Server Error for any other error, e.g. when no limits
 //     are configured for the entity and resource.
 //
+// Middleware panics when rl or key is nil: a programming error at setup.
 // The middleware is safe for concurrent use.
 func Middleware(rl *limiter.RateLimiter, key KeyFunc, optFns ...func(*Options)) func(http.Handler) http.Handler {
+	if rl == nil {
+		panic("httplimit: Middleware: nil RateLimiter")
+	}
+	if key == nil {
+		panic("httplimit: Middleware: nil KeyFunc")
+	}
 	var o Options
 	for _, fn := range optFns {
-		fn(&o)
+		if fn != nil {
+			fn(&o)
+		}
 	}
 	o.AcquireOptions = slices.Clone(o.AcquireOptions)
 	if o.ErrorHandler == nil {
@@ -100,10 +116,15 @@ func Middleware(rl *limiter.RateLimiter, key KeyFunc, optFns ...func(*Options)) 
 			ctx := r.Context()
 			lease, err := rl.Acquire(ctx, entityID, resource, consume, o.AcquireOptions...)
 			if err != nil {
-				o.ErrorHandler(w, r, httpStatus(w.Header(), err), err)
+				var rle *limiter.RateLimitExceededError
+				if errors.As(err, &rle) {
+					setRefusalHeaders(ctx, w.Header(), refusal{rl: rl, opts: o.AcquireOptions,
+						entityID: entityID, resource: resource, consume: consume, err: rle})
+				}
+				o.ErrorHandler(w, r, httpStatus(err), err)
 				return
 			}
-			setLeaseHeaders(w.Header(), lease)
+			setLeaseHeaders(w.Header(), entityID, lease)
 			served := false
 			defer func() {
 				if !served { // next panicked: give everything back
@@ -128,16 +149,10 @@ func defaultError(w http.ResponseWriter, _ *http.Request, status int, err error)
 	http.Error(w, text, status)
 }
 
-// httpStatus maps an Acquire error to a status code, setting the rate-limit
-// headers on h for a denial.
-func httpStatus(h http.Header, err error) int {
-	var rle *limiter.RateLimitExceededError
+// httpStatus maps an Acquire error to a status code.
+func httpStatus(err error) int {
 	switch {
-	case errors.As(err, &rle):
-		h.Set("Retry-After", rle.RetryAfterHeader())
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
-		setRefusalHeaders(h, rle)
+	case errors.Is(err, limiter.ErrRateLimited):
 		return http.StatusTooManyRequests
 	case errors.Is(err, limiter.ErrUnavailable):
 		return http.StatusServiceUnavailable

@@ -94,29 +94,65 @@ func TestHTTPMiddlewareAdmitsAndDenies(t *testing.T) {
 }
 
 // TestHTTPMiddlewareRemainingFromPrimary: X-RateLimit-* describe the
-// violation with the longest wait, here the parent's.
+// violation with the longest wait, here the parent's; the IETF fields name
+// the same limits as a served response's.
 func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		ctx := env.ctx
+		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+		require.NoError(t, err)
+		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
+		require.NoError(t, err)
+		err = rl.SetLimits(ctx, "proj", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 500)})
+		require.NoError(t, err)
+		err = rl.SetLimits(ctx, "key-1", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2000)})
+		require.NoError(t, err)
+		calls := 0
+		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		w := serve(h, "key-1", 400)
+		require.Equal(t, http.StatusOK, w.Code, "first request")
+		policy := w.Header().Get("RateLimit-Policy")
+		assert.Equal(t, `"key-1:rpm";q=100;w=60, "key-1:tpm";q=2000;w=60, "proj:rpm";q=100;w=60, "proj:tpm";q=500;w=60`, policy)
+		w = serve(h, "key-1", 400) // project has 100 left
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "second request")
+		// 300 tokens short at 500/min: 36 s (+1 ms).
+		for k, v := range map[string]string{
+			"Retry-After": "37", "X-RateLimit-Limit": "500", "X-RateLimit-Remaining": "100", "X-RateLimit-Reset": "37",
+			"RateLimit-Policy": policy,
+			"RateLimit":        `"key-1:rpm";r=99;t=0, "key-1:tpm";r=1600;t=0, "proj:rpm";r=99;t=0, "proj:tpm";r=100;t=37`,
+		} {
+			assert.Equal(t, v, w.Header().Get(k), k)
+		}
+	})
+}
+
+// TestHTTPMiddlewareOwnLimitsNamed: an entity without a parent has its
+// limits named with its entity too, on every response.
+func TestHTTPMiddlewareOwnLimitsNamed(t *testing.T) {
 	env := newTestEnv(t)
-	rl := env.limiter()
-	ctx := env.ctx
-	rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
-	rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
-	err := rl.SetLimits(ctx, "proj", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 500)})
-	require.NoError(t, err)
-	err = rl.SetLimits(ctx, "key-1", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2000)})
-	require.NoError(t, err)
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000))
 	calls := 0
-	h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
-	if w := serve(h, "key-1", 400); w.Code != http.StatusOK {
-		t.Fatalf("first request: %d", w.Code)
-	}
-	w := serve(h, "key-1", 400) // project has 100 left
-	require.EqualValues(t, http.StatusTooManyRequests, w.Code, "second request: %d, want 429", w.Code)
-	// 300 tokens short at 500/min: 36 s (+1 ms).
-	got := w.Header().Get("Retry-After")
-	assert.EqualValues(t, "37", got, "Retry-After = %q, want 37", got)
-	l, r := w.Header().Get("X-RateLimit-Limit"), w.Header().Get("X-RateLimit-Remaining")
-	assert.False(t, l != "500" || r != "100", "X-RateLimit-Limit %q, X-RateLimit-Remaining %q; want the project's 500 and 100", l, r)
+	h := Middleware(env.limiter(), llmKey, func(o *Options) { o.AcquireOptions = []limiter.AcquireOption{lim} })(usesTokens(t, 200, &calls))
+	const policy = `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60`
+	w := serve(h, "key-1", 200)
+	require.Equal(t, http.StatusOK, w.Code)
+	assert.Equal(t, policy, w.Header().Get("RateLimit-Policy"))
+	assert.Equal(t, `"key-1:rpm";r=99;t=1, "key-1:tpm";r=800;t=12`, w.Header().Get("RateLimit"))
+	w = serve(h, "key-1", 900)
+	require.Equal(t, http.StatusTooManyRequests, w.Code)
+	assert.Equal(t, policy, w.Header().Get("RateLimit-Policy"))
+	// 100 short at 1000/min: 6 s (+1 ms).
+	assert.Equal(t, `"key-1:rpm";r=99;t=0, "key-1:tpm";r=800;t=7`, w.Header().Get("RateLimit"))
+}
+
+// TestMiddlewareNilArguments: a nil RateLimiter or KeyFunc is refused at
+// setup with a message naming it; nil option functions are skipped.
+func TestMiddlewareNilArguments(t *testing.T) {
+	assert.PanicsWithValue(t, "httplimit: Middleware: nil RateLimiter", func() { Middleware(nil, llmKey) })
+	env := newTestEnv(t)
+	assert.PanicsWithValue(t, "httplimit: Middleware: nil KeyFunc", func() { Middleware(env.limiter(), nil) })
+	assert.NotPanics(t, func() { Middleware(env.limiter(), llmKey, nil) })
 }
 
 // TestHTTPMiddlewareErrors: a key error is 400 and an invalid entity ID is
@@ -232,57 +268,57 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 	require.EqualValues(t, 900_000, got, "tpm tokens = %d, want 900000 (acquire kept, adjustment lost)", got)
 }
 
-// TestHTTPMiddlewareRateLimitHeaders: a served response carries the
-// headers of its lease (the limit with the smallest share left in
-// X-RateLimit-*, every limit in the IETF fields, the parent's qualified by
-// its entity); a 429 carries them from the refusal.
+// TestHTTPMiddlewareRateLimitHeaders: every response names the same
+// limits, "ENTITY:LIMIT", the entity's then its parent's: a served one from
+// its lease (t until full, the tightest share in X-RateLimit-*), a 429
+// refused by the entity's own bucket with the parent's limits read to
+// complete it (t until the limit covers the request), also when the
+// over-limit cache refused it without the store (on the speculative path).
 func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
-		rl := env.limiter()
+		rl := env.limiter(limiter.WithOverLimitCache(time.Minute))
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
 			_, err := rl.CreateEntity(env.ctx, e)
 			require.NoError(t, err)
 		}
-		err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000)})
+		err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
 		require.NoError(t, err)
-		err = rl.SetLimits(env.ctx, "org", "chat", []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 3000).WithBurst(6000)})
+		err = rl.SetLimits(env.ctx, "org", "chat", []limiter.Limit{limiter.PerMinute("tpm", 3000).WithBurst(6000), limiter.PerMinute("rpm", 1000)})
 		require.NoError(t, err)
 		calls := 0
 		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		const policy = `RateLimit-Policy: "key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=1000;w=60, "org:tpm";q=6000;w=120`
+		// check compares the response's headers with lines "Name: value".
+		check := func(t *testing.T, w *httptest.ResponseRecorder, want ...string) {
+			t.Helper()
+			for _, line := range want {
+				k, _, _ := strings.Cut(line, ": ")
+				assert.Equal(t, line, k+": "+w.Header().Get(k), "%d: %s", w.Code, k)
+			}
+		}
+
 		w := serve(h, "key-1", 400)
-		require.EqualValues(t, http.StatusOK, w.Code, "served: %d", w.Code)
+		require.Equal(t, http.StatusOK, w.Code, "served")
 		// key-1 has 600 of 1000 tpm left, the tightest share; it refills
 		// the 400 in 24 s.
-		want := map[string]string{
-			"X-RateLimit-Limit":     "1000",
-			"X-RateLimit-Remaining": "600",
-			"X-RateLimit-Reset":     "24",
-			"RateLimit-Policy":      `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=1000;w=60, "org:tpm";q=6000;w=120`,
-			"RateLimit":             `"key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=999;t=1, "org:tpm";r=5600;t=8`,
-		}
-		for k, v := range want {
-			got := w.Header().Get(k)
-			assert.Equal(t, v, got, "served %s = %q, want %q", k, got, v)
-		}
+		check(t, w, "X-RateLimit-Limit: 1000", "X-RateLimit-Remaining: 600", "X-RateLimit-Reset: 24", policy,
+			`RateLimit: "key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=999;t=1, "org:tpm";r=5600;t=8`)
+
 		env.clock.advance(6 * time.Second) // 100 tpm back: 700 left
+		// 100 tokens short at 1000/min: 6.001 s. The parent covers the
+		// request: t=0 for its limits, as for key-1's rpm.
+		refused := []string{"Retry-After: 7", "X-RateLimit-Limit: 1000", "X-RateLimit-Remaining: 700", "X-RateLimit-Reset: 7", policy,
+			`RateLimit: "key-1:rpm";r=100;t=0, "key-1:tpm";r=700;t=7, "org:rpm";r=1000;t=0, "org:tpm";r=5900;t=0`}
 		w = serve(h, "key-1", 800)
-		require.EqualValues(t, http.StatusTooManyRequests, w.Code, "over the limit: %d", w.Code)
-		// 100 tokens short at 1000/min: 6.001 s.
-		want = map[string]string{
-			"Retry-After":           "7",
-			"X-RateLimit-Limit":     "1000",
-			"X-RateLimit-Remaining": "700",
-			"X-RateLimit-Reset":     "7",
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "over key-1's tpm")
+		check(t, w, refused...)
+		hits := rl.OverLimitCacheHits()
+		w = serve(h, "key-1", 800)
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "over key-1's tpm, again")
+		if env.spec { // the speculative path remembers its refusals
+			require.Equal(t, hits+1, rl.OverLimitCacheHits(), "the over-limit cache refused the second")
 		}
-		for k, v := range want {
-			got := w.Header().Get(k)
-			assert.Equal(t, v, got, "429 %s = %q, want %q", k, got, v)
-		}
-		// The refusal lists key-1's limits (and the parent's, when the
-		// path checked it: then the names are qualified).
-		got := w.Header().Get("RateLimit")
-		assert.False(t, !strings.Contains(got, `tpm";r=700;t=7`) || !strings.HasPrefix(got, `"`), "429 RateLimit = %q, want key-1's tpm with r=700;t=7", got)
-		got = w.Header().Get("RateLimit-Policy")
-		assert.True(t, strings.Contains(got, `tpm";q=1000;w=60`), "429 RateLimit-Policy = %q, want key-1's tpm with q=1000;w=60", got)
+		check(t, w, refused...)
+		assert.Equal(t, 1, calls, "handler calls")
 	})
 }

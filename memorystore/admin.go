@@ -203,6 +203,43 @@ func (m *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource strin
 	return ids, "", nil
 }
 
+// entitiesCursorPrefix marks the cursors of ListEntities.
+const entitiesCursorPrefix = "mem-entities:"
+
+// ListEntities implements [store.EntityLister]: the entities in id order;
+// pageSize ≤ 0 returns them all.
+func (m *Store) ListEntities(ctx context.Context, pageSize int, cursor string) ([]store.Entity, string, error) {
+	after := ""
+	if cursor != "" {
+		id, ok := strings.CutPrefix(cursor, entitiesCursorPrefix)
+		if !ok || id == "" {
+			return nil, "", &store.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntities"}
+		}
+		after = id
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, "", err
+	}
+	m.mu.Lock()
+	ids := make([]string, 0, len(m.entities))
+	for id := range m.entities {
+		if id > after {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	next := ""
+	if pageSize > 0 && len(ids) > pageSize {
+		ids, next = ids[:pageSize], entitiesCursorPrefix+ids[pageSize-1]
+	}
+	out := make([]store.Entity, len(ids))
+	for i, id := range ids {
+		out[i] = cloneEntity(m.entities[id])
+	}
+	m.mu.Unlock()
+	return out, next, nil
+}
+
 // AppendAudit implements [store.AuditLog]. Events of the entity that
 // expired by ev's time, and the oldest beyond [Options.MaxAuditEvents],
 // are dropped.

@@ -74,6 +74,7 @@ var (
 	_ store.BatchStore       = (*Store)(nil)
 	_ store.AuditLog         = (*Store)(nil)
 	_ store.ConfigLister     = (*Store)(nil)
+	_ store.EntityLister     = (*Store)(nil)
 )
 
 // New returns an empty in-memory store.

@@ -2,10 +2,11 @@
 // storage behind it, in the manner of database/sql/driver: the
 // [Repository] interface every backend implements, the optional
 // capabilities a backend may add (SpeculativeStore, BatchStore,
-// ShardStore, AuditLog, ConfigLister, UsageStore, CapacityReader,
-// NamespaceRegistry), the values they exchange (bucket items and their
-// writes, stored limit configs, entities, audit events, usage snapshots)
-// and the errors that carry meaning between a backend and the limiter.
+// ShardStore, AuditLog, ConfigLister, EntityLister, UsageStore,
+// CapacityReader, NamespaceRegistry), the values they exchange (bucket
+// items and their writes, stored limit configs, entities, audit events,
+// usage snapshots) and the errors that carry meaning between a backend
+// and the limiter.
 //
 // Most programs use package limiter alone, which restates the models a
 // caller handles (Limit, Entity, AuditEvent, ...) under their own names;

@@ -411,6 +411,20 @@ type ConfigLister interface {
 	ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error)
 }
 
+// EntityLister is an optional capability: listing every entity of the
+// namespace, a page at a time. Without it
+// [limiter.RateLimiter.ListEntities] fails with an error matching
+// [ErrUnsupported].
+type EntityLister interface {
+	// ListEntities returns a page of the namespace's entities in ID order
+	// and the cursor of the next page ("" after the last). pageSize ≤ 0
+	// lets the backend choose. A page may hold fewer than pageSize
+	// entities, even none, while a cursor follows (a backend that reads
+	// pageSize index entries and keeps the entities among them). A cursor
+	// the backend did not issue fails with a *[ValidationError].
+	ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error)
+}
+
 // UsageStore is an optional capability: reading the usage snapshots the
 // aggregator writes from the table's stream. Without it
 // [limiter.RateLimiter.UsageSnapshots] and [limiter.RateLimiter.UsageSummary] fail with an

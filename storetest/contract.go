@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -449,6 +450,54 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, store.ErrValidation) {
 			t.Fatalf("a foreign cursor: %v, want a ValidationError", err)
 		}
+	})
+
+	t.Run("EntityLister", func(t *testing.T) {
+		repo := newRepo(t)
+		l, ok := repo.(store.EntityLister)
+		if !ok {
+			t.Skip("not a store.EntityLister")
+		}
+		ids := []string{"key-2", "proj", "key-1", "key-3", "a"}
+		for _, id := range ids {
+			e := store.Entity{ID: id, Name: "Entity " + id, CreatedAt: Epoch}
+			if strings.HasPrefix(id, "key-") {
+				e.ParentID, e.Cascade = "proj", true
+			}
+			require.NoError(t, repo.CreateEntity(ctx, e))
+		}
+		// Stored limits of an entity are not entities.
+		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("key-1", "gpt"), store.Config{Limits: []store.Limit{cRPM}}))
+		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("ghost", "gpt"), store.Config{Limits: []store.Limit{cRPM}}))
+		var all []store.Entity
+		cursor := ""
+		pages := 0
+		for ; pages < 20; pages++ {
+			page, next, err := l.ListEntities(ctx, 2, cursor)
+			require.NoError(t, err)
+			require.LessOrEqual(t, len(page), 2, "a page of pageSize 2")
+			all = append(all, page...)
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		require.Less(t, pages, 20, "ListEntities never ended")
+		got := make([]string, len(all))
+		for i, e := range all {
+			got[i] = e.ID
+		}
+		require.Equal(t, []string{"a", "key-1", "key-2", "key-3", "proj"}, got, "every entity once, in ID order")
+		k1 := all[1]
+		require.Equal(t, store.Entity{ID: "key-1", Name: "Entity key-1", ParentID: "proj", Cascade: true, CreatedAt: Epoch.Truncate(time.Second)}, store.Entity{
+			ID: k1.ID, Name: k1.Name, ParentID: k1.ParentID, Cascade: k1.Cascade, CreatedAt: k1.CreatedAt.UTC().Truncate(time.Second)},
+			"an entity as listed (created_at to the second, as the table keeps it)")
+		one, next, err := l.ListEntities(ctx, 0, "")
+		require.NoError(t, err)
+		if next == "" {
+			require.Len(t, one, len(ids), "pageSize 0 and no cursor: every entity")
+		}
+		_, _, err = l.ListEntities(ctx, 2, "!not a cursor")
+		require.ErrorIs(t, err, store.ErrValidation, "a foreign cursor")
 	})
 
 	t.Run("Context", func(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,18 +85,85 @@ func TestEntityCommands(t *testing.T) {
 	assert.Equal(t, []string{}, listed.Entities, "entity list (none) -o json: an empty list, not null")
 	contains(t, e.ok("entity", "list-resources"), "gpt-4", "_default_")
 
+	// Without --with-custom-limits: every entity of the namespace, in id
+	// order, with its record.
+	assert.Equal(t, "ID     NAME     PARENT  CASCADE  CREATED\n", firstLine(e.ok("entity", "list")), "entity list header")
+	contains(t, e.ok("entity", "list"), "key-1  key-1    org-1   true", "org-1  Org One  -       false")
+	var all struct{ Entities []entityJSON }
+	e.json(&all, "entity", "list")
+	if assert.Len(t, all.Entities, 2, "entity list -o json") {
+		assert.Equal(t, "key-1", all.Entities[0].ID, "entity list -o json")
+		assert.Equal(t, "org-1", all.Entities[0].ParentID, "entity list -o json")
+		assert.Equal(t, "org-1", all.Entities[1].ID, "entity list -o json")
+		assert.Equal(t, map[string]string{"tier": "gold"}, all.Entities[1].Metadata, "entity list -o json")
+	}
+	e.json(&all, "entity", "list", "--limit", "1")
+	assert.Len(t, all.Entities, 1, "entity list --limit 1 -o json")
+
 	contains(t, e.fail("entity", "delete-limits", "key-1", "-r", "gpt-4"), "without --yes")
 	contains(t, e.ok("entity", "delete-limits", "key-1", "-r", "gpt-4", "--yes"), "Deleted limits for entity 'key-1' on resource 'gpt-4'")
 	stored, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
 	require.NoError(t, err)
 	assert.Empty(t, stored, "GetLimits after delete-limits")
-	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "No limits configured for entity 'key-1' on resource 'gpt-4'")
+	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "No limits configured for entity 'key-1' on resource 'gpt-4'",
+		"zae-limiter entity limits-in-force key-1 -r gpt-4 shows the limits in force")
 
 	contains(t, e.ok("entity", "delete", "key-1", "-y"), "Deleted entity 'key-1'")
 	_, err = e.repo.GetEntity(e.ctx, "key-1")
 	assert.ErrorIs(t, err, limiter.ErrEntityNotFound, "GetEntity after delete")
 	assert.Equal(t, "limiter: entity not found: key-1", e.fail("entity", "show", "key-1"), "entity show (deleted)")
 	contains(t, e.fail("entity", "create", "bad id"), "limiter: invalid entity_id")
+}
+
+// firstLine returns the first line of s, with its newline.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i+1]
+	}
+	return s
+}
+
+// TestEntityLimitsInForce: `entity limits-in-force` shows the limits an
+// acquire is checked against and the level each comes from, the parent's
+// of a cascading entity included; `entity get-limits` finding nothing at
+// its level points to it.
+func TestEntityLimitsInForce(t *testing.T) {
+	e := newEnv(t)
+	contains(t, e.ok("entity", "limits-in-force", "key-1", "-r", "gpt-4"),
+		"No limits in force for entity 'key-1' on resource 'gpt-4': an acquire fails until limits are stored")
+	contains(t, e.fail("entity", "limits-in-force", "key-1"), "--resource RESOURCE is required")
+
+	e.ok("system", "set-defaults", "-l", "rpm:10")
+	e.ok("resource", "set-defaults", "gpt-4", "-l", "rpm:100", "-l", "tpm:10000")
+	e.ok("entity", "create", "proj-1")
+	e.ok("entity", "create", "key-1", "--parent", "proj-1", "--cascade")
+	e.ok("entity", "set-limits", "proj-1", "-l", "rpm:1000")
+	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "No limits configured for entity 'key-1' on resource 'gpt-4'",
+		"the resource's or the system defaults may apply")
+
+	out := e.ok("entity", "limits-in-force", "key-1", "-r", "gpt-4")
+	assert.Equal(t, `Limits in force for entity 'key-1' on resource 'gpt-4':
+ENTITY  LIMIT  CAPACITY  REFILL  PERIOD  SOURCE
+key-1   rpm    100       100     60s     resource gpt-4 defaults
+key-1   tpm    10000     10000   60s     resource gpt-4 defaults
+proj-1  rpm    1000      1000    60s     entity proj-1 on _default_
+'key-1' cascades to 'proj-1': an acquire takes from both buckets.
+`, out, "entity limits-in-force")
+	contains(t, e.ok("entity", "limits-in-force", "other", "-r", "claude"), "other   rpm    10        10      60s     system defaults")
+
+	e.ok("entity", "set-limits", "key-1", "-r", "gpt-4", "-l", "rpm:5")
+	var got struct {
+		EntityID string             `json:"entity_id"`
+		Resource string             `json:"resource"`
+		Limits   []limitInForceJSON `json:"limits"`
+	}
+	e.json(&got, "entity", "limits-in-force", "key-1", "--resource", "gpt-4")
+	assert.Equal(t, "key-1", got.EntityID)
+	assert.Equal(t, "gpt-4", got.Resource)
+	assert.Equal(t, []limitInForceJSON{
+		{EntityID: "key-1", limitJSON: limitJSON{Name: "rpm", Capacity: 5, RefillAmount: 5, RefillPeriodSeconds: 60}, Source: "entity"},
+		{EntityID: "proj-1", limitJSON: limitJSON{Name: "rpm", Capacity: 1000, RefillAmount: 1000, RefillPeriodSeconds: 60}, Source: "entity_default"},
+	}, got.Limits, "entity limits-in-force -o json")
 }
 
 func TestResourceAndSystemDefaults(t *testing.T) {

@@ -181,8 +181,14 @@ func cmdEntityGetLimits(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		return c.printLimits(limitsJSON{EntityID: pos[0], Resource: resource, Limits: limitsToJSON(limits)}, limits,
-			fmt.Sprintf("No limits configured for entity '%s' on resource '%s'", pos[0], resource))
+		none := fmt.Sprintf("No limits configured for entity '%s' on resource '%s'", pos[0], resource)
+		if resource != limiter.DefaultResource {
+			none += fmt.Sprintf(" (stored at this level; the entity's _default_ limits, the resource's or the system defaults may apply: "+
+				"zae-limiter entity limits-in-force %s -r %s shows the limits in force)", pos[0], resource)
+		} else {
+			none += " (stored at this level; zae-limiter entity limits-in-force " + pos[0] + " -r RESOURCE shows the limits in force)"
+		}
+		return c.printLimits(limitsJSON{EntityID: pos[0], Resource: resource, Limits: limitsToJSON(limits)}, limits, none)
 	}
 	return f
 }
@@ -209,18 +215,18 @@ func cmdEntityDeleteLimits(c *cli) *command {
 }
 
 func cmdEntityList(c *cli) *command {
-	f := c.newFlags("entity list", "List the entities with stored limits for a resource.", 0, 0, true)
+	f := c.newFlags("entity list", "List the namespace's entities, or with --with-custom-limits the entities with stored limits for a resource.", 0, 0, true)
 	var resource string
 	var max int
-	f.str(&resource, "with-custom-limits", "", "", "resource whose entities with stored limits to list (required)")
+	f.str(&resource, "with-custom-limits", "", "", "list only the entities with stored limits for this resource (their ids)")
 	f.integer(&max, "limit", "", 0, "most entities to list (0: all)")
 	f.run = func([]string) error {
-		if resource == "" {
-			return errors.New("entity list: --with-custom-limits RESOURCE is required")
-		}
 		repo, err := c.openRepo()
 		if err != nil {
 			return err
+		}
+		if resource == "" {
+			return c.listAllEntities(repo, max)
 		}
 		var ids []string
 		cursor := ""
@@ -242,6 +248,127 @@ func cmdEntityList(c *cli) *command {
 		return c.stringList(ids, "entities", fmt.Sprintf("No entities with custom limits for resource '%s'", resource))
 	}
 	return f
+}
+
+// entityListPage is the page size of `entity list`: index entries read per
+// call (an entity's stored limits and usage snapshots count too).
+const entityListPage = 500
+
+// listAllEntities prints every entity of the namespace (at most max when
+// max > 0), reading page after page.
+func (c *cli) listAllEntities(repo *table, max int) error {
+	var all []limiter.Entity
+	cursor := ""
+	for {
+		got, next, err := repo.ListEntities(c.ctx, entityListPage, cursor)
+		if err != nil {
+			return err
+		}
+		all = append(all, got...)
+		if max > 0 && len(all) >= max {
+			all = all[:max]
+			break
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if c.jsonOutput() {
+		out := make([]entityJSON, len(all))
+		for i, e := range all {
+			out[i] = entityToJSON(e)
+		}
+		return c.writeJSON(map[string]any{"entities": out})
+	}
+	if len(all) == 0 {
+		c.printf("No entities in namespace '%s'\n", c.common.namespace)
+		return nil
+	}
+	rows := make([][]string, len(all))
+	for i, e := range all {
+		rows[i] = []string{e.ID, e.Name, dash(e.ParentID), fmt.Sprint(e.Cascade), dash(formatTime(e.CreatedAt))}
+	}
+	return c.table([]string{"ID", "NAME", "PARENT", "CASCADE", "CREATED"}, rows)
+}
+
+// limitInForceJSON is one limit in force: a limit with the entity whose
+// bucket holds it and the level it comes from.
+type limitInForceJSON struct {
+	EntityID string `json:"entity_id"`
+	limitJSON
+	Source string `json:"source"`
+}
+
+func cmdEntityLimitsInForce(c *cli) *command {
+	f := c.newFlags("entity limits-in-force ENTITY_ID", "Show the limits an acquire of ENTITY_ID on a resource is checked against, "+
+		"and where each comes from: the entity's limits on the resource, its _default_ limits, the resource's defaults or the "+
+		"system defaults (the first level with any), then, when the entity cascades, its parent's.", 1, 1, true)
+	var resource string
+	f.str(&resource, "resource", "r", "", "the resource of the acquire (required)")
+	f.run = func(pos []string) error {
+		if resource == "" {
+			return errors.New("entity limits-in-force: --resource RESOURCE is required")
+		}
+		repo, err := c.openRepo()
+		if err != nil {
+			return err
+		}
+		inForce, err := repo.LimitsInForce(c.ctx, pos[0], resource)
+		var ve *limiter.ValidationError
+		if errors.As(err, &ve) && ve.Field == "limits" {
+			inForce, err = nil, nil // none at any level: said below
+		}
+		if err != nil {
+			return err
+		}
+		if c.jsonOutput() {
+			out := make([]limitInForceJSON, len(inForce))
+			for i, l := range inForce {
+				out[i] = limitInForceJSON{EntityID: l.EntityID, limitJSON: limitsToJSON([]limiter.Limit{l.Limit})[0], Source: string(l.Source)}
+			}
+			return c.writeJSON(map[string]any{"entity_id": pos[0], "resource": resource, "limits": out})
+		}
+		if len(inForce) == 0 {
+			c.printf("No limits in force for entity '%s' on resource '%s': an acquire fails until limits are stored "+
+				"for the entity (entity set-limits), the resource (resource set-defaults) or the system (system set-defaults)\n", pos[0], resource)
+			return nil
+		}
+		c.printf("Limits in force for entity '%s' on resource '%s':\n", pos[0], resource)
+		rows := make([][]string, len(inForce))
+		parent := ""
+		for i, l := range inForce {
+			if l.EntityID != pos[0] {
+				parent = l.EntityID
+			}
+			rows[i] = []string{l.EntityID, l.Limit.Name, fmt.Sprint(l.Limit.Capacity), fmt.Sprint(l.Limit.RefillAmount),
+				fmt.Sprint(l.Limit.RefillPeriodSeconds()) + "s", describeSource(l)}
+		}
+		if err := c.table([]string{"ENTITY", "LIMIT", "CAPACITY", "REFILL", "PERIOD", "SOURCE"}, rows); err != nil {
+			return err
+		}
+		if parent != "" {
+			c.printf("'%s' cascades to '%s': an acquire takes from both buckets.\n", pos[0], parent)
+		}
+		return nil
+	}
+	return f
+}
+
+// describeSource says where a limit in force is stored, as the command
+// that shows it addresses it.
+func describeSource(l limiter.LimitInForce) string {
+	switch l.Source {
+	case limiter.SourceEntity:
+		return "entity " + l.EntityID + " on " + l.Resource
+	case limiter.SourceEntityDefault:
+		return "entity " + l.EntityID + " on " + limiter.DefaultResource
+	case limiter.SourceResource:
+		return "resource " + l.Resource + " defaults"
+	case limiter.SourceSystem:
+		return "system defaults"
+	}
+	return string(l.Source)
 }
 
 func cmdEntityListResources(c *cli) *command {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -32,40 +33,65 @@ const (
 
 // point is one interval of the time charts.
 type point struct {
-	t                        float64 // seconds since the start
-	admitted, denied, failed float64 // per second
+	t                        float64 // seconds since the start: the middle of the interval's part within the run
+	admitted, denied, failed float64 // per second of that part
 	lat                      *Histogram
 }
 
-// timePoints groups the series into at most maxChartPoints intervals from
-// the start to the end of the run, seconds without completions included.
+// timePoints groups the series (counts per second of completion) into at
+// most maxChartPoints intervals of whole seconds. An interval's rates are
+// its counts over the part of it that lies within the run, from Start to
+// End, and it is placed at the middle of that part, so the charts end at
+// the run's end. An interval less than half within the run (the partial
+// second a run starts or ends in) is left out: its few completions over a
+// fraction of a second would be drawn as a spike or a collapse.
 func timePoints(r *Result) []point {
 	secs := r.Seconds()
 	if len(secs) == 0 {
 		return nil
 	}
-	first, last := secs[0], secs[len(secs)-1]
-	if !r.Start.IsZero() {
-		first = min(first, r.Start.Unix())
+	start, end := r.Start, r.End
+	if start.IsZero() {
+		start = time.Unix(secs[0], 0)
 	}
-	if !r.End.IsZero() {
-		last = max(last, r.End.Unix())
+	if !end.After(start) {
+		end = time.Unix(secs[len(secs)-1]+1, 0)
 	}
+	first, last := min(secs[0], start.Unix()), max(secs[len(secs)-1], end.Unix())
 	span := last - first + 1
 	step := max(1, (span+maxChartPoints-1)/maxChartPoints)
-	out := make([]point, (span+step-1)/step)
-	for i := range out {
-		out[i] = point{t: float64(int64(i)*step + step), lat: NewHistogram(CoarsePrecision)}
+	all := make([]point, (span+step-1)/step)
+	for i := range all {
+		all[i].lat = NewHistogram(CoarsePrecision)
 	}
 	for _, s := range secs {
-		p := &out[(s-first)/step]
+		p := &all[(s-first)/step]
 		sec := r.Series[s]
-		p.admitted += float64(sec.Admitted) / float64(step)
-		p.denied += float64(sec.Denied) / float64(step)
-		p.failed += float64(sec.Failed) / float64(step)
+		p.admitted += float64(sec.Admitted)
+		p.denied += float64(sec.Denied)
+		p.failed += float64(sec.Failed)
 		_ = p.lat.Merge(sec.Latency)
 	}
+	origin := time.Unix(first, 0)
+	from, to := start.Sub(origin).Seconds(), end.Sub(origin).Seconds()
+	out := all[:0]
+	for i, p := range all {
+		lo := float64(int64(i) * step)
+		a, b := max(lo, from), min(lo+float64(step), to)
+		if b-a < float64(step)/2 {
+			continue
+		}
+		p.t = (a+b)/2 - from
+		p.admitted, p.denied, p.failed = p.admitted/(b-a), p.denied/(b-a), p.failed/(b-a)
+		out = append(out, p)
+	}
 	return out
+}
+
+// tickLabel formats an axis value, rounded to 6 decimals (so that 3 × 0.2
+// reads 0.6), without an exponent.
+func tickLabel(v float64) string {
+	return strconv.FormatFloat(math.Round(v*1e6)/1e6, 'f', -1, 64)
 }
 
 // niceStep returns a round tick step for an axis from 0 to top.
@@ -89,9 +115,15 @@ type series struct {
 	ys          []float64
 }
 
+// axes names the axes of a chart and the extent of its x axis.
+type axes struct {
+	x, y  string  // titles, with units
+	right float64 // the x axis ends here (at least the largest x)
+}
+
 // lineChart draws lines over xs with a y axis from 0, labelled by yFmt.
-func lineChart(w io.Writer, id, title string, xs []float64, lines []series, yFmt func(float64) string, xLabel string) {
-	top, right := 0.0, 1.0
+func lineChart(w io.Writer, id, title string, xs []float64, lines []series, yFmt func(float64) string, ax axes) {
+	top, right := 0.0, math.Max(1, ax.right)
 	for _, l := range lines {
 		for _, y := range l.ys {
 			if !math.IsNaN(y) {
@@ -110,14 +142,16 @@ func lineChart(w io.Writer, id, title string, xs []float64, lines []series, yFmt
 	fmt.Fprintf(w, `<figure><figcaption>%s</figcaption><svg id="%s" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img">`+"\n",
 		esc(title), id, chartW, chartH, chartW, chartH)
 	fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="#ffffff" stroke="#999999"/>`+"\n", padL, padT, plotW, plotH)
-	for y := 0.0; y <= top+step/2; y += step {
+	for k := 0.0; k*step <= top+step/2; k++ {
+		y := k * step
 		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end" class="tick">%s</text>`+"\n",
 			padL, padL+plotW, py(y), py(y), padL-6, py(y)+4, esc(yFmt(y)))
 	}
-	for x := 0.0; x <= right+xStep/2; x += xStep {
-		fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle" class="tick">%s</text>`+"\n", px(x), padT+plotH+16, esc(fmt.Sprintf("%g", x)))
+	for k := 0.0; k*xStep <= right*(1+1e-9); k++ { // no tick past the axis's end
+		x := k * xStep
+		fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle" class="tick">%s</text>`+"\n", px(x), padT+plotH+16, esc(tickLabel(x)))
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle" class="axis">%s</text>`+"\n", padL+plotW/2, chartH-4, esc(xLabel))
+	axisTitles(w, ax)
 	for i, l := range lines {
 		var pts strings.Builder
 		for j, y := range l.ys {
@@ -133,29 +167,45 @@ func lineChart(w io.Writer, id, title string, xs []float64, lines []series, yFmt
 	fmt.Fprint(w, "</svg></figure>\n")
 }
 
+// axisTitles writes the titles of a chart's axes: x below it, y along its
+// left edge.
+func axisTitles(w io.Writer, ax axes) {
+	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle" class="axis">%s</text>`+"\n", padL+plotW/2, chartH-4, esc(ax.x))
+	fmt.Fprintf(w, `<text x="%d" y="%d" text-anchor="middle" class="axis" transform="rotate(-90 %d %d)">%s</text>`+"\n",
+		14, padT+plotH/2, 14, padT+plotH/2, esc(ax.y))
+}
+
 // histogramChart draws the latency histogram as bars on a log scale.
 func histogramChart(w io.Writer, h *Histogram) {
 	bins := DisplayBins(h, 40)
 	if len(bins) == 0 {
 		return
 	}
-	var top uint64
+	var most uint64
 	for _, b := range bins {
-		top = max(top, b.Count)
+		most = max(most, b.Count)
 	}
+	step := math.Max(niceStep(float64(most), 4), 1) // counts: whole ticks
+	top := math.Max(step*math.Ceil(float64(most)/step), step)
 	bw := float64(plotW) / float64(len(bins))
 	fmt.Fprintf(w, `<figure><figcaption>Acquire latency histogram (log scale)</figcaption><svg id="histogram" class="chart" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="%d" height="%d" role="img">`+"\n",
 		chartW, chartH, chartW, chartH)
 	fmt.Fprintf(w, `<rect x="%d" y="%d" width="%d" height="%d" fill="#ffffff" stroke="#999999"/>`+"\n", padL, padT, plotW, plotH)
+	for k := 0.0; k*step <= top+step/2; k++ {
+		y := k * step
+		py := padT + plotH - y/top*plotH
+		fmt.Fprintf(w, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e0e0e0"/><text x="%d" y="%.1f" text-anchor="end" class="tick">%s</text>`+"\n",
+			padL, padL+plotW, py, py, padL-6, py+4, tickLabel(y))
+	}
 	for i, b := range bins {
-		hgt := float64(b.Count) / float64(top) * plotH
+		hgt := float64(b.Count) / top * plotH
 		fmt.Fprintf(w, `<rect class="bar" x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#1565c0"><title>%s – %s: %d</title></rect>`+"\n",
 			padL+float64(i)*bw+1, padT+plotH-hgt, math.Max(bw-2, 1), hgt, FormatDuration(b.Low), FormatDuration(b.High), b.Count)
 		if i%5 == 0 {
 			fmt.Fprintf(w, `<text x="%.1f" y="%d" text-anchor="middle" class="tick">%s</text>`+"\n", padL+float64(i)*bw, padT+plotH+16, esc(FormatDuration(b.Low)))
 		}
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d" class="tick" text-anchor="end">%d</text>`+"\n", padL-6, padT+4, top)
+	axisTitles(w, axes{x: "acquire latency (log scale)", y: "acquires"})
 	fmt.Fprint(w, "</svg></figure>\n")
 }
 
@@ -220,26 +270,32 @@ figcaption { font-weight: bold; margin-bottom: 4px; }
 		}
 		p50, p90, p99 = append(p50, ms(0.5)), append(p90, ms(0.9)), append(p99, ms(0.99))
 	}
+	overTime := func(y string) axes { return axes{x: "seconds since the start", y: y, right: secs} }
 	lineChart(ew, "throughput", "Throughput (acquires per second)", xs, []series{
 		{"admitted", colorAdmitted, adm}, {"denied", colorDenied, den}, {"failed", colorFailed, fail},
-	}, func(v float64) string { return fmt.Sprintf("%g", v) }, "seconds since the start")
+	}, tickLabel, overTime("acquires per second"))
 	lineChart(ew, "latency-over-time", "Acquire latency over time (ms)", xs, []series{
 		{"p50", "#1565c0", p50}, {"p90", "#6a1b9a", p90}, {"p99", colorFailed, p99},
-	}, func(v float64) string { return fmt.Sprintf("%g", v) }, "seconds since the start")
+	}, tickLabel, overTime("milliseconds"))
 	histogramChart(ew, r.Acquire)
 
-	ew.printf(`<h2>DynamoDB</h2><table id="calls"><tr><th class="l">operation</th><th>calls</th><th>per acquire</th><th>errors</th><th>refused conditions</th><th>RCU</th><th>WCU</th></tr>` + "\n")
+	ew.printf(`<h2>DynamoDB</h2><table id="calls"><tr><th class="l">operation</th><th>calls</th><th>per acquire</th><th>refused by condition</th><th>failed</th><th>RCU</th><th>WCU</th></tr>` + "\n")
 	ops := make([]string, 0, len(r.Ops))
 	for op := range r.Ops {
 		ops = append(ops, op)
 	}
 	sort.Strings(ops)
+	refused := false
 	for _, op := range ops {
 		s := r.Ops[op]
 		ew.printf(`<tr><td class="l">%s</td><td>%d</td><td>%.3f</td><td>%d</td><td>%d</td><td>%.1f</td><td>%.1f</td></tr>`+"\n",
-			esc(op), s.Calls, per(float64(s.Calls), n), s.Errors, s.ConditionalFailures, s.RCU, s.WCU)
+			esc(op), s.Calls, per(float64(s.Calls), n), s.ConditionalFailures, s.Errors-min(s.Errors, s.ConditionalFailures), s.RCU, s.WCU)
+		refused = refused || s.ConditionalFailures > 0
 	}
 	ew.printf("</table>\n")
+	if refused {
+		ew.printf(`<p id="refused">%s</p>`+"\n", esc(refusedNote))
+	}
 	if c.Known() {
 		ew.printf(`<table id="capacity"><tr><th class="l">per acquire</th><th>RCU</th><th>WCU</th></tr>`+"\n"+
 			`<tr><td class="l">reported (ConsumedCapacity)</td><td>%.3f</td><td>%.3f</td></tr>`+"\n"+

@@ -179,16 +179,19 @@ func WriteText(w io.Writer, r *Result, local bool, p Prices) error {
 	}
 	sort.Strings(ops)
 	c := r.Capacity(local)
+	refused := false
 	for _, op := range ops {
 		s := r.Ops[op]
-		extra := ""
-		if s.Errors > 0 {
-			extra = fmt.Sprintf("%d errors (%d refused conditions)", s.Errors, s.ConditionalFailures)
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%.3f\t  %s\t\n", op, thousands(s.Calls), per(float64(s.Calls), n), extra)
+		fmt.Fprintf(tw, "  %s\t%s\t%.3f\t  %s\t\n", op, thousands(s.Calls), per(float64(s.Calls), n), callOutcomes(s))
+		refused = refused || s.ConditionalFailures > 0
 	}
 	fmt.Fprintf(tw, "  total\t%s\t%.3f\t\t\n", thousands(c.Calls), per(float64(c.Calls), n))
 	_ = tw.Flush()
+	if refused {
+		ew.printf("  A write refused by its condition is not a failure: it is how the limiter decides (a fast-path\n" +
+			"  write the bucket did not cover, or a write that lost a race and was decided again). It still\n" +
+			"  costs a write unit, counted in the charged estimate below.\n")
+	}
 	ew.printf("\ncapacity units (ConsumedCapacity: table and indexes)\n")
 	if !c.Known() {
 		ew.printf("  the endpoint reported no ConsumedCapacity: RCU, WCU and cost unknown\n")
@@ -206,6 +209,24 @@ func WriteText(w io.Writer, r *Result, local bool, p Prices) error {
 		c.CostPerMillion(p, n), c.CostPerMillion(p, r.Admitted))
 	ew.printf("      ($%g per million write units, $%g per million read units; storage, streams and the aggregator not included)\n", p.WriteUnit, p.ReadUnit)
 	return ew.err
+}
+
+// refusedNote says what a write refused by its condition is.
+const refusedNote = "A write refused by its condition is not a failure: it is how the limiter decides " +
+	"(a fast-path write the bucket did not cover, or a write that lost a race and was decided again). " +
+	"It still costs a write unit, counted in the charged estimate."
+
+// callOutcomes describes the calls of one operation that did not succeed:
+// the writes refused by their condition apart from the calls that failed.
+func callOutcomes(s *OpStats) string {
+	var parts []string
+	if s.ConditionalFailures > 0 {
+		parts = append(parts, thousands(s.ConditionalFailures)+" refused by condition (expected under contention)")
+	}
+	if failed := s.Errors - min(s.Errors, s.ConditionalFailures); failed > 0 {
+		parts = append(parts, thousands(failed)+" failed")
+	}
+	return strings.Join(parts, ", ")
 }
 
 func per(v float64, n uint64) float64 {

@@ -1,0 +1,90 @@
+// Layer 4, mechanics: the limits an acquire of an entity and resource is
+// checked against, each with its entity and the level it comes from.
+
+package limiter
+
+import (
+	"context"
+
+	"github.com/zaelimiter/limiter/store"
+)
+
+// LimitInForce is one limit that an acquire of an (entity, resource) is
+// checked against, with the bucket that holds it and the level it was
+// resolved from.
+type LimitInForce struct {
+	// EntityID is the entity whose bucket holds the limit: the entity
+	// asked about, or the parent it cascades to.
+	EntityID string
+	// Resource is the resource asked about.
+	Resource string
+	// Limit is the limit as the acquire applies it (lowered by
+	// [WithLimitCaps] when the call has caps).
+	Limit Limit
+	// Source is where the limit comes from: [SourceEntity] (stored for
+	// EntityID on Resource), [SourceEntityDefault] (stored for EntityID on
+	// [DefaultResource]), [SourceResource] (the resource's defaults),
+	// [SourceSystem] (the namespace's defaults) or [SourceOverride]
+	// ([WithLimits]). Every limit of one entity comes from one level: the
+	// first of these, in this order, that has any limits.
+	Source ConfigSource
+}
+
+// LimitsInForce returns the limits an Acquire of (entityID, resource) with
+// opts would be checked against, and where each comes from: the entity's
+// own limits, resolved as [RateLimiter.ResolveLimits] does (or the call's
+// [WithLimits], lowered by its [WithLimitCaps]), then, when the entity
+// cascades to a parent, the parent's, resolved for the parent. It reads
+// what an acquire reads before its write (the stored configs and the
+// entity's record, through the config and entity caches) and no bucket.
+//
+// With no limits stored at any level for the entity (or, with cascade, for
+// its parent) it fails with a *[ValidationError], as Acquire does; an empty
+// [WithLimits] returns no limits, as Acquire then checks none. After
+// [RateLimiter.Close] it returns [ErrClosed].
+func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource string, opts ...AcquireOption) ([]LimitInForce, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return nil, err
+	}
+	if err := store.ValidateResource(resource); err != nil {
+		return nil, err
+	}
+	if err := rl.enter(); err != nil {
+		return nil, err
+	}
+	defer rl.exit()
+	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	limits = o.capped(limits)
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	out := make([]LimitInForce, 0, 2*len(limits))
+	for _, l := range limits {
+		out = append(out, LimitInForce{EntityID: entityID, Resource: resource, Limit: l, Source: source})
+	}
+	parentID, err := rl.cascadeParent(ctx, entityID)
+	if err != nil {
+		return nil, err
+	}
+	if parentID == "" {
+		return out, nil
+	}
+	plimits, psource, err := rl.limitsFor(ctx, parentID, resource, o)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range plimits {
+		out = append(out, LimitInForce{EntityID: parentID, Resource: resource, Limit: l, Source: psource})
+	}
+	return out, nil
+}
