@@ -384,10 +384,6 @@ func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
 	return nil
 }
 
-// ClientVersion is this library's version, recorded in the version record's
-// updated_by as "client:go-{version}".
-const ClientVersion = "0.1.0"
-
 func major(v string) string {
 	v = strings.TrimPrefix(v, "v")
 	if i := strings.IndexByte(v, '.'); i > 0 {

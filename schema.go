@@ -19,10 +19,16 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
-// SchemaVersion is the table schema this library reads and writes: schema
-// 0.10.0 of the Python zae-limiter library, whose tables and items it shares.
-// It is recorded in the table's version record.
-const SchemaVersion = currentSchemaVersion
+// The versions recorded in the table's version record.
+const (
+	// SchemaVersion is the table schema this library reads and writes:
+	// schema 0.10.0 of the Python zae-limiter library, whose tables and
+	// items it shares.
+	SchemaVersion = currentSchemaVersion
+	// ClientVersion is this library's version, recorded in the version
+	// record's updated_by as "client:go-{version}".
+	ClientVersion = "0.1.0"
+)
 
 // TableDefinition returns the CreateTable request of a table for this schema:
 // PK/SK string keys, on-demand billing, GSI1–GSI4, LSI1–LSI5 and a
