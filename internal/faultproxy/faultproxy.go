@@ -3,7 +3,9 @@
 // request, answer it late after DynamoDB applied it, answer 500 after
 // DynamoDB applied it, or throttle it without forwarding it. Tests point a
 // real SDK client at [Proxy.URL] and so exercise the real network and retry
-// behaviour of the SDK against the real emulator.
+// behaviour of the SDK against the real emulator. [TCP] does the same for
+// a TCP server such as redis-server: it drops the answer of a request the
+// server ran, closing the connection.
 //
 // Rules are matched in the order they were added against the DynamoDB
 // operation of each request (its X-Amz-Target, e.g. "UpdateItem"); a rule
