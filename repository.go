@@ -134,8 +134,12 @@ type DynamoDBOptions struct {
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
 // to one namespace, in the item layout of the Python library (schema
-// 0.10.0): a table written by either library works with the other. It is
-// safe for concurrent use. Create it with [OpenDynamoDB];
+// 0.10.0): a table written by either library works with the other. Every
+// write that changes a bucket's balances carries a random identifier,
+// which the item keeps among those of its last four writes (wid0 to
+// wid3): the SDK's retry of a write that applied but was answered with a
+// 5xx is then recognised as applied, so such writes are retried and
+// charged once. It is safe for concurrent use. Create it with [OpenDynamoDB];
 // [DynamoDBRepository.Namespace] returns a repository for another namespace
 // sharing the client.
 //
