@@ -50,6 +50,7 @@ func render(expr string, names map[string]string, values map[string]types.Attrib
 // (which covers the guard), and sets each limit's exact state: ts to the
 // balance written, fa to when it is full (rps: 1 token at 10/s, 100 ms;
 // tpm: 166,167 millitokens at 10,000/min, 998 ms), fp to its parameters.
+// It carries a write identifier (see ddbschema.WriteID).
 func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -78,16 +79,18 @@ func TestNormalWriteShape(t *testing.T) {
 	in := captured[0]
 	now := R + 203
 	gotUpdate := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	wantUpdate := "SET rf = " + itoa64(now) +
+	wantUpdate := writeIDSet + ", rf = " + itoa64(now) +
 		", b_rps_ts = 9000, b_rps_fa = " + itoa64(now+100) + ", b_rps_fp = 10000000000000100000000001000" +
 		", b_tpm_ts = 9833833, b_tpm_fa = " + itoa64(now+998) + ", b_tpm_fp = 10000000000000100000000000060000" +
 		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
 	assert.Equal(t, wantUpdate, gotUpdate, "update\n got %s\nwant %s", gotUpdate, wantUpdate)
 	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000"
+	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000 AND " + writeIDCond
 	assert.Equal(t, want, gotCond, "condition\n got %s\nwant %s", gotCond, want)
-	for p := range in.ExpressionAttributeNames {
-		assert.True(t, strings.HasPrefix(p, "#a"), "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
+	for p, name := range in.ExpressionAttributeNames {
+		// The write identifiers' placeholders are fixed, as their names are.
+		fixed := strings.HasPrefix(p, "#wid") && p == "#"+name
+		assert.True(t, strings.HasPrefix(p, "#a") || fixed, "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
 	}
 	b := env.bucket("e", "api")
 	assert.False(t, env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now, "item after write: %v", b)
