@@ -19,7 +19,7 @@ func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
 	spec := ddbschema.NewSpeculativeUpdates("zae-limiter")
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSpeculativeUpdate(spec, "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, Limits: limits, NowMs: 1_700_000_000_000})
+		buildSpeculativeUpdate(spec, "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, Limits: limits, NowMs: 1_700_000_000_000}, 1)
 	}
 }
 

@@ -247,27 +247,6 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 	}
 }
 
-// TestServerErrorAfterApplyNotRetried: a write that DynamoDB applied but
-// answered with a 500 is not sent again (it would charge twice): the
-// acquire fails as unavailable and the tokens stay taken once — bounded
-// under-admission, never a double charge.
-func TestServerErrorAfterApplyNotRetried(t *testing.T) {
-	commitModes(t, func(t *testing.T, mode []Option) {
-		env := newTestEnv(t)
-		rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, mode...)...)
-		lim := WithLimits(PerMinute("rpm", 100))
-		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
-		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
-		before := p.Count("UpdateItem")
-		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
-		require.ErrorIs(t, err, ErrUnavailable, "acquire answered 500: %v, want ErrUnavailable", err)
-		n := p.Count("UpdateItem") - before
-		assert.EqualValues(t, 1, n, "%d UpdateItem requests for one acquire, want 1 (no retry of an applied write)", n)
-		tc := env.n(env.bucket("e", "api"), "b_rpm_tc")
-		assert.EqualValues(t, 6000, tc, "tc = %d, want 6000: the applied write counted once", tc)
-	})
-}
-
 // TestThrottlingRetried: a throttled write (never applied) is retried by
 // the SDK and charged once.
 func TestThrottlingRetried(t *testing.T) {

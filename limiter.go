@@ -406,16 +406,18 @@ func (rl *RateLimiter) Close() error {
 // ([DefaultStoreTimeout] by default, or $ZAEL_STORE_TIMEOUT; up to a
 // tenth more for a given call).
 // On DynamoDB the bound covers the whole call, the SDK's retries and their
-// backoff included. A call that does not end in time fails as unavailable
-// (and counts as a failure of the store for [WithCircuitBreaker]); a write
-// that got no answer may have applied all the same, and what it took then
-// stays taken. A caller never waits past its own context's deadline; in
-// allow mode, when that deadline comes first, the acquire stops waiting a
-// few milliseconds before it and answers with a no-op lease (block mode
-// returns the context's error at the deadline). Zero or less: no bound
-// (calls wait as long as their context lets them). On Redis the bound cuts a call only
-// on a client with ContextTimeoutEnabled; otherwise the client's read and
-// write timeouts bound it. Administrative methods (limits, entities,
+// backoff included (a write answered with a 5xx after it applied is sent
+// again and charged once, see [DynamoDBRepository]). A call that does not
+// end in time fails as unavailable (and counts as a failure of the store
+// for [WithCircuitBreaker]); a write that got no answer may have applied
+// all the same, and what it took then stays taken. A caller never waits
+// past its own context's deadline; in allow mode, when that deadline comes
+// first, the acquire stops waiting a few milliseconds before it and
+// answers with a no-op lease (block mode returns the context's error at
+// the deadline). Zero or less: no bound (calls wait as long as their
+// context lets them). On Redis the bound cuts a call only on a client with
+// ContextTimeoutEnabled; otherwise the client's read and write timeouts
+// bound it. Administrative methods (limits, entities,
 // audit, usage) are not bounded: their context decides.
 func WithStoreTimeout(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.storeTimeout = d }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -134,8 +135,12 @@ type DynamoDBOptions struct {
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
 // to one namespace, in the item layout of the Python library (schema
-// 0.10.0): a table written by either library works with the other. It is
-// safe for concurrent use. Create it with [OpenDynamoDB];
+// 0.10.0): a table written by either library works with the other. Every
+// write that changes a bucket's balances carries a random identifier,
+// which the item keeps among those of its last four writes (wid0 to
+// wid3): the SDK's retry of a write that applied but was answered with a
+// 5xx is then recognised as applied, so such writes are retried and
+// charged once. It is safe for concurrent use. Create it with [OpenDynamoDB];
 // [DynamoDBRepository.Namespace] returns a repository for another namespace
 // sharing the client.
 //
@@ -469,51 +474,70 @@ func (r *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRe
 	return wrapErr("write version record", err)
 }
 
-// Retries of bucket writes that are not idempotent.
+// Retries of bucket writes.
 //
-// A speculative write, an adjustment or a normal write adds to a balance.
-// When DynamoDB applied such a write but the answer was lost (a 5xx after
-// the write, a reset connection, a timeout), the SDK's standard retryer
-// sends it again and the tokens are taken twice: over-charging that no
-// later step can detect. The single-item bucket writes therefore retry only
-// errors that prove nothing was applied: throttling (the request was
-// refused before it ran) and a connection that was never made. Any other
-// failure is returned: the acquire then follows its on-unavailable mode,
-// and if the write had in fact applied, those tokens stay taken — bounded
-// under-admission instead of a double charge. Transactions are retried as
-// usual: TransactWriteItems carries an idempotency token.
+// A speculative write, an adjustment or a normal write adds to a balance:
+// sent again after DynamoDB applied it but the answer was lost (a 5xx after
+// the write, a broken connection), it would take its amounts twice. So
+// every single-item bucket write carries a write identifier
+// (ddbschema.WriteID), which the item keeps among the identifiers of its
+// last writes, and is conditioned on the item not holding it yet: a retry
+// of a write that applied is refused, and the item the refusal returns
+// holds the identifier, which the repository reads as "applied" (with that
+// item as the one the write left). Transactions carry their own
+// idempotency token (ClientRequestToken, which the SDK sets once per call
+// and sends again with every retry). Such writes are therefore retried on
+// every error the SDK's retryer retries, within the store timeout that
+// bounds the whole call, with a short backoff (maxWriteRetryDelay; the
+// SDK's standard one waits up to seconds, past the store timeout), except
+// after throttling, which keeps the SDK's.
+//
+// A write whose every attempt failed without an answer may still have
+// applied: the limiter reports it as unavailable, and what it took stays
+// taken (under-admission, never a double charge). A retry is recognised as
+// long as fewer than ddbschema.WriteIDSlots other writes of the item
+// applied between the write and its retry.
 
-// writeOptions makes a single-item bucket write retry only what provably did
-// not apply.
+// writeRetryDelay is the backoff before the first retry of a write
+// (a random delay up to it, doubling with each attempt up to
+// maxWriteRetryDelay).
+const (
+	writeRetryDelay    = 10 * time.Millisecond
+	maxWriteRetryDelay = 80 * time.Millisecond
+)
+
+// writeOptions retries a bucket write that carries a write identifier, or
+// a transaction, on every error the client's retryer retries, with a
+// short backoff.
 func writeOptions(o *dynamodb.Options) {
 	if o.Retryer != nil {
-		o.Retryer = unappliedOnly{o.Retryer}
+		o.Retryer = idempotentRetry{o.Retryer}
 	}
 }
 
-// unappliedOnly is a retryer that retries only the errors its inner retryer
-// retries and that prove the request was not applied.
-type unappliedOnly struct{ aws.Retryer }
+// idempotentRetry is a retryer for requests that may be sent again safely:
+// it retries what its inner retryer retries, and waits at most a short
+// backoff between attempts unless DynamoDB throttled the request.
+type idempotentRetry struct{ aws.Retryer }
 
-// IsErrorRetryable implements aws.Retryer.
-func (r unappliedOnly) IsErrorRetryable(err error) bool {
-	return r.Retryer.IsErrorRetryable(err) && notApplied(err)
+// RetryDelay implements aws.Retryer.
+func (r idempotentRetry) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d, derr := r.Retryer.RetryDelay(attempt, err)
+	if derr != nil || throttled(err) {
+		return d, derr
+	}
+	limit := min(writeRetryDelay<<min(max(attempt-1, 0), 8), maxWriteRetryDelay)
+	return min(d, rand.N(limit)+1), nil
 }
 
-// notApplied reports whether err proves that the request did not run:
-// DynamoDB throttled it, or no connection was made.
-func notApplied(err error) bool {
+// throttled reports whether DynamoDB refused a request for its rate.
+func throttled(err error) bool {
 	var api smithy.APIError
 	if errors.As(err, &api) {
-		_, throttled := retry.DefaultThrottleErrorCodes[api.ErrorCode()]
-		return throttled
+		_, ok := retry.DefaultThrottleErrorCodes[api.ErrorCode()]
+		return ok
 	}
-	var op *net.OpError
-	if errors.As(err, &op) && op.Op == "dial" {
-		return true
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns)
+	return false
 }
 
 // openClient is the client of [OpenDynamoDB]'s own requests: a connection

@@ -146,7 +146,7 @@ func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.Bu
 			u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		}
 	}
-	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, writeOptions)
 	var tce *types.TransactionCanceledException
 	switch {
 	case err == nil:
@@ -170,29 +170,32 @@ func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.Bu
 // writeBucket applies one bucket write with the single-item API and keeps
 // the item it leaves, or the one that refused it (a normal write returns
 // either; a create's is the one it puts; other writes drop the kept
-// item).
+// item). The write carries a write identifier (see writeOptions).
 func (r *DynamoDBRepository) writeBucket(ctx context.Context, w store.BucketWrite) error {
 	it := r.bucketWriteItem(w)
+	id := ddbschema.NewWriteID()
 	switch {
 	case it.Put != nil:
-		err := r.writeOne(ctx, it)
+		err := r.writeOne(ctx, it, id)
 		if err == nil {
 			r.keepHint(w.Key, it.Put.Item)
 		}
 		return err
 	case w.Kind != store.WriteNormal:
 		r.shared.buckets.forget(r.nsID, w.Key)
-		return r.writeOne(ctx, it)
+		return r.writeOne(ctx, it, id)
 	}
+	ddbschema.AddWriteID(it.Update, id)
 	in := ddbschema.UpdateInput(it.Update)
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	out, err := r.client.UpdateItem(ctx, in, writeOptions)
-	var ccf *types.ConditionalCheckFailedException
+	item, applied, ccf := writeAnswer(out, err, id)
 	switch {
-	case err == nil:
-		r.keepHint(w.Key, out.Attributes)
-	case errors.As(err, &ccf) && len(ccf.Item) > 0:
+	case applied:
+		r.keepHint(w.Key, item)
+		return nil
+	case ccf != nil && len(ccf.Item) > 0:
 		r.keepHint(w.Key, ccf.Item)
 	default:
 		r.shared.buckets.forget(r.nsID, w.Key)
@@ -262,18 +265,25 @@ func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
 		[]string{"attribute_exists(" + b.name(attrPK) + ")"})
 }
 
-// writeOne issues a transactional write item with the single-item API.
-func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWriteItem) error {
+// writeOne issues a transactional write item with the single-item API. A
+// put or an update carries the write identifier id (a retry of it that
+// applied is refused, and the item the refusal returns holds id: applied).
+func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWriteItem, id ddbschema.WriteID) error {
 	var err error
 	switch {
 	case it.Put != nil:
 		p := it.Put
+		ddbschema.PutWriteID(p.Item, id)
 		_, err = r.client.PutItem(ctx, &dynamodb.PutItemInput{
 			TableName: p.TableName, Item: p.Item, ConditionExpression: p.ConditionExpression,
 			ExpressionAttributeNames: p.ExpressionAttributeNames, ExpressionAttributeValues: p.ExpressionAttributeValues,
+			ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
 		}, writeOptions)
 	case it.Update != nil:
-		_, err = r.client.UpdateItem(ctx, ddbschema.UpdateInput(it.Update), writeOptions)
+		ddbschema.AddWriteID(it.Update, id)
+		in := ddbschema.UpdateInput(it.Update)
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+		_, err = r.client.UpdateItem(ctx, in, writeOptions)
 	case it.Delete != nil:
 		d := it.Delete
 		_, err = r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
@@ -281,7 +291,10 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 			ExpressionAttributeNames: d.ExpressionAttributeNames, ExpressionAttributeValues: d.ExpressionAttributeValues,
 		})
 	default:
-		_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{it}})
+		_, err = r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{it}}, writeOptions)
+	}
+	if ccf := (*types.ConditionalCheckFailedException)(nil); errors.As(err, &ccf) && id.In(ccf.Item) {
+		return nil // a retry of the write, which had applied
 	}
 	return classifyWriteErr("write bucket", err)
 }
@@ -342,26 +355,28 @@ const maxAdjustRounds = 8
 // item maxAdjustRounds times; nothing of it was written.
 var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times: %w", maxAdjustRounds, store.ErrTransactionConflict)
 
-// writeAdjust applies one store.WriteAdjust.
+// writeAdjust applies one store.WriteAdjust. Its writes carry one write
+// identifier: a retry of one that applied is recognised (see writeOptions).
 func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
+	id := ddbschema.NewWriteID()
 	kept := r.shared.buckets.get(r.nsID, w.Key)
 	var in *dynamodb.UpdateItemInput
 	if kept != nil && store.ChargeRefillDue(kept, w.Limits, w.NowMs) {
 		// A charge on a limit the kept item says may be full: the exact
 		// write from it at once (the optimistic one would be refused).
-		in = r.exactAdjust(w, kept)
+		in = r.exactAdjust(w, kept, id)
 	}
 	if in == nil {
-		in = r.optimisticAdjust(w, kept)
+		in = r.optimisticAdjust(w, kept, id)
 	}
 	out, err := r.client.UpdateItem(ctx, in, writeOptions)
 	for round := 0; ; round++ {
-		if err == nil {
-			r.keepHint(w.Key, out.Attributes)
+		item, applied, ccf := writeAnswer(out, err, id)
+		if applied {
+			r.keepHint(w.Key, item)
 			return nil
 		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
+		if ccf == nil {
 			r.shared.buckets.forget(r.nsID, w.Key)
 			return wrapErr("adjust bucket", err)
 		}
@@ -376,7 +391,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 		if err2 != nil {
 			return err2
 		}
-		exact := r.exactAdjust(w, old)
+		exact := r.exactAdjust(w, old, id)
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
@@ -412,8 +427,9 @@ func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.Bucket
 // conditioned on the item and each limit existing and, for a refund with a
 // known capacity, on the refund fitting under it. kept, the item as last
 // seen (nil when none is kept), supplies the refill parameters that move a
-// refunded limit's fa (see adjustExact).
-func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket) *dynamodb.UpdateItemInput {
+// refunded limit's fa (see adjustExact). It carries the write identifier
+// id.
+func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var add, remove []string
@@ -451,20 +467,21 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.B
 			conds = append(conds, "attribute_not_exists("+cp+")") // unknown capacity: always take the exact path
 		}
 	}
-	return r.adjustInput(b, w.Key, updateExpr(nil, add, remove), conds)
+	return r.adjustInput(b, w.Key, updateExpr(nil, add, remove), conds, id)
 }
 
 // exactAdjust is the write of an adjustment computed from old, the item as
 // it was when the previous write failed: per limit old holds, a charge is
 // ADDed, and a refund takes the case of its balance (see above), with the
 // item's capacity; the totals are ADDed. It returns nil when old holds none
-// of the limits.
-func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket) *dynamodb.UpdateItemInput {
+// of the limits. It carries the write identifier id.
+func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
 		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
 		ew.TTLCheck = false
+		ew.ID = id
 		in := r.shared.exact.Input(ddbschema.BucketKeyValue(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), &ew)
 		in.ReturnValues = types.ReturnValueAllNew
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
@@ -517,11 +534,13 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket)
 	if len(add) == 0 {
 		return nil
 	}
-	return r.adjustInput(b, w.Key, updateExpr(set, add, remove), conds)
+	return r.adjustInput(b, w.Key, updateExpr(set, add, remove), conds, id)
 }
 
-func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string) *dynamodb.UpdateItemInput {
-	in := ddbschema.UpdateInput(b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds))
+func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
+	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds)
+	ddbschema.AddWriteID(u, id)
+	in := ddbschema.UpdateInput(u)
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	return in
@@ -569,19 +588,20 @@ func (r *DynamoDBRepository) serialItemWrites() {}
 // writes the adjustment alone, then the acquire.
 func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
 	res := store.SpeculativeResult{Key: req.Key}
-	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj)
+	id := ddbschema.NewWriteID()
+	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj, id)
 	if in == nil {
 		return res, foldNotApplied, nil
 	}
 	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
-	return r.foldFrom(ctx, req, adj, in, key, base)
+	return r.foldFrom(ctx, req, adj, in, id, key, base)
 }
 
 // buildSpeculativeFold is buildSpeculativeUpdate with the adjustment adj
-// of the same item folded in (see SpeculativeConsumeAdjust); nil when adj
-// holds a refund of unknown capacity, which only the exact adjustment
-// path can cap.
-func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj store.BucketWrite) *dynamodb.UpdateItemInput {
+// of the same item folded in (see SpeculativeConsumeAdjust), carrying the
+// write identifier id; nil when adj holds a refund of unknown capacity,
+// which only the exact adjustment path can cap.
+func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj store.BucketWrite, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	type delta struct{ milli, capMilli int64 }
 	deltas := make(map[string]delta, len(adj.Limits))
 	names := consumeNames(req.Consume)
@@ -673,6 +693,7 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 	ttl := b.name(attrTTL)
 	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+b.n(bucketmath.FloorDiv(req.NowMs, 1000))+")")
 	u := b.update(table, bucketPrimaryKey(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, remove), conds)
+	ddbschema.AddWriteID(u, id)
 	in := ddbschema.UpdateInput(u)
 	in.ReturnValues = types.ReturnValueAllNew
 	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld

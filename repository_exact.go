@@ -176,14 +176,14 @@ func specInputs(req store.SpeculativeRequest, lbuf []ddbschema.SpecLimit, abuf [
 // exact state, see ddbschema.BucketLimit), and on wcu having a token. It
 // is sent on every acquire, so it is built from a template of its shape
 // (ddbschema.SpeculativeUpdates), and the slices handed to it stay on the
-// stack for up to eight limits and amounts. ddbschema.Exact must hold for
-// req.
-func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest) *dynamodb.UpdateItemInput {
+// stack for up to eight limits and amounts. It carries the write
+// identifier id. ddbschema.Exact must hold for req.
+func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req store.SpeculativeRequest, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	var lbuf [8]ddbschema.SpecLimit
 	var abuf [8]ddbschema.SpecAmount
 	limits, amounts := specInputs(req, lbuf[:], abuf[:])
 	key := ddbschema.BucketKeyValue(ns, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
-	return spec.Input(key, limits, amounts, req.NowMs)
+	return spec.Input(key, limits, amounts, req.NowMs, id)
 }
 
 // SpeculativeConsume implements [store.SpeculativeStore]: one conditional
@@ -204,8 +204,11 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.S
 // state is stale, else the speculative write. Each write refused because
 // the item changed returns the item, and the next is decided on it; the
 // item as refused decides a refusal. After maxExactWrites writes refused
-// so, the request is refused with store.RefusedRefillDue.
+// so, the request is refused with store.RefusedRefillDue. Every write
+// carries one write identifier (no write of it applied before a refusal
+// that does not hold it, so the next may carry it too).
 func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, key map[string]types.AttributeValue, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
+	id := ddbschema.NewWriteID()
 	var lbuf [8]ddbschema.SpecLimit
 	var abuf [8]ddbschema.SpecAmount
 	limits, amounts := specInputs(req, lbuf[:], abuf[:])
@@ -251,19 +254,20 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 		var out *dynamodb.UpdateItemOutput
 		var err error
 		if exact {
+			w.ID = id
 			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
 		} else {
-			out, err = r.client.UpdateItem(ctx, r.shared.spec.Input(key, limits, amounts, req.NowMs), writeOptions)
+			out, err = r.client.UpdateItem(ctx, r.shared.spec.Input(key, limits, amounts, req.NowMs, id), writeOptions)
 		}
-		if err == nil {
-			b, err := r.keepItem(req.Key, out.Attributes)
+		item, applied, ccf := writeAnswer(out, err, id)
+		if applied {
+			b, err := r.keepItem(req.Key, item)
 			if err != nil {
 				return store.SpeculativeResult{Key: req.Key}, err
 			}
 			return store.SpeculativeResult{Key: req.Key, Applied: true, Bucket: b}, nil
 		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
+		if ccf == nil {
 			r.shared.buckets.forget(r.nsID, req.Key)
 			return store.SpeculativeResult{Key: req.Key}, wrapErr("speculative write", err)
 		}
@@ -278,6 +282,24 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 	}
 }
 
+// writeAnswer sorts the answer of an UpdateItem that carried the write
+// identifier id: applied, with the item it left (ALL_NEW), or, when a
+// retry of it was refused because it had applied, the item the refusal
+// returned (which holds id, and whatever later writes did); else refused,
+// with the refusal (ccf); else failed (ccf nil).
+func writeAnswer(out *dynamodb.UpdateItemOutput, err error, id ddbschema.WriteID) (item map[string]types.AttributeValue, applied bool, ccf *types.ConditionalCheckFailedException) {
+	if err == nil {
+		return out.Attributes, true, nil
+	}
+	if !errors.As(err, &ccf) {
+		return nil, false, nil
+	}
+	if id.In(ccf.Item) {
+		return ccf.Item, true, nil
+	}
+	return nil, false, ccf
+}
+
 // foldFrom writes req with adj folded in (see speculativeConsumeAdjust) to
 // the item of key (its key value, nil to build it), in the write in, the
 // take of both, or, when base (the item as last seen; nil: none) says a
@@ -286,9 +308,10 @@ func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.Speculat
 // changed returns it, and the next is decided on it. When the acquire does
 // not fit once adjusted, or after maxExactWrites refusals, nothing is
 // written (foldNotApplied): the caller writes the adjustment, then the
-// acquire, each alone.
+// acquire, each alone. Every write carries the write identifier id, as in
+// does.
 func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
-	key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, foldOutcome, error) {
+	id ddbschema.WriteID, key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, foldOutcome, error) {
 	if key == nil {
 		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
 	}
@@ -314,20 +337,21 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 		var out *dynamodb.UpdateItemOutput
 		var err error
 		if exact {
+			w.ID = id
 			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
 		} else {
 			out, err = r.client.UpdateItem(ctx, in, writeOptions)
 		}
 		res := store.SpeculativeResult{Key: req.Key}
-		if err == nil {
-			if res.Bucket, err = r.keepItem(req.Key, out.Attributes); err != nil {
+		item, applied, ccf := writeAnswer(out, err, id)
+		if applied {
+			if res.Bucket, err = r.keepItem(req.Key, item); err != nil {
 				return res, foldApplied, err
 			}
 			res.Applied = true
 			return res, foldApplied, nil
 		}
-		var ccf *types.ConditionalCheckFailedException
-		if !errors.As(err, &ccf) {
+		if ccf == nil {
 			r.shared.buckets.forget(r.nsID, req.Key)
 			return res, foldUnknown, wrapErr("speculative write", err)
 		}

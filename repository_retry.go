@@ -117,8 +117,8 @@ func holdsAll(b *store.Bucket, w store.BucketWrite) bool {
 // delays it, conditioned on the balance covering the amount and on the
 // limit's exact state (fa after now, ts = tk, fp and the parameters as in
 // base), so that concurrent takes, which move tk and ts alike, do not
-// refuse it.
-func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite) *types.Update {
+// refuse it. A non-zero id is its write identifier.
+func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite, id ddbschema.WriteID) *types.Update {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
 	var add []string
@@ -141,6 +141,7 @@ func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, 
 		add = append(add, fa+" "+b.n(bucketmath.TakeDelayMs(lw.ConsumedMilli, s.RefillAmountMilli, s.RefillPeriodMs)))
 	}
 	u := b.update(r.opts.Table, key, updateExpr(nil, add, nil), conds)
+	ddbschema.AddWriteID(u, id)
 	u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	return u
 }
@@ -151,8 +152,13 @@ func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, 
 // computed again from the item it returns, at most maxExactWrites times;
 // then the writes fail as contended (store.ErrTransactionConflict, which
 // the limiter retries). A retry that does not fit its item as read or
-// returned fails with store.ErrConditionFailed.
+// returned fails with store.ErrConditionFailed. A lone write carries a
+// write identifier, several are one transaction (see writeOptions).
 func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.BucketWrite) error {
+	var id ddbschema.WriteID
+	if len(writes) == 1 {
+		id = ddbschema.NewWriteID()
+	}
 	bases := make([]*store.Bucket, len(writes))
 	fresh := make([]bool, len(writes))
 	for round := 0; round < maxExactWrites; round++ {
@@ -175,16 +181,17 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 				// A kept item that refuses is no answer: the take from the
 				// stored balances, whose condition checks them, asks the
 				// item (and returns it when refused).
-				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w)}
+				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w, id)}
 				continue
 			case !ok:
 				bases[i], reread = nil, true // read it
 				continue
 			}
 			if direct {
+				plan.ID = id
 				items[i] = types.TransactWriteItem{Update: r.shared.exact.Update(key, &plan)}
 			} else {
-				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w)}
+				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w, id)}
 			}
 		}
 		if reread {
@@ -195,12 +202,12 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 			in.ReturnValues = types.ReturnValueAllNew
 			in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 			out, err := r.client.UpdateItem(ctx, in, writeOptions)
-			if err == nil {
-				_, err = r.keepItem(writes[0].Key, out.Attributes)
+			item, applied, ccf := writeAnswer(out, err, id)
+			if applied {
+				_, err = r.keepItem(writes[0].Key, item)
 				return err
 			}
-			var ccf *types.ConditionalCheckFailedException
-			if !errors.As(err, &ccf) {
+			if ccf == nil {
 				return wrapErr("write bucket", err)
 			}
 			if len(ccf.Item) == 0 {
@@ -213,7 +220,7 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 			fresh[0] = true
 			continue
 		}
-		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, writeOptions)
 		if err == nil {
 			r.forgetWritten(writes)
 			return nil

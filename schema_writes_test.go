@@ -15,7 +15,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-var placeholder = regexp.MustCompile(`[#:][av][0-9]+`)
+var placeholder = regexp.MustCompile(`[#:][av][0-9]+|#wid[0-9]|:wid`)
 
 // render substitutes an expression's placeholders with attribute names and
 // number/string values, so that index-based expressions can be compared with
@@ -35,6 +35,8 @@ func render(expr string, names map[string]string, values map[string]types.Attrib
 				return "true"
 			}
 			return "false"
+		case *types.AttributeValueMemberB:
+			return "ID"
 		}
 		return p
 	})
@@ -48,6 +50,7 @@ func render(expr string, names map[string]string, values map[string]types.Attrib
 // (which covers the guard), and sets each limit's exact state: ts to the
 // balance written, fa to when it is full (rps: 1 token at 10/s, 100 ms;
 // tpm: 166,167 millitokens at 10,000/min, 998 ms), fp to its parameters.
+// It carries a write identifier (see ddbschema.WriteID).
 func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
@@ -76,20 +79,29 @@ func TestNormalWriteShape(t *testing.T) {
 	in := captured[0]
 	now := R + 203
 	gotUpdate := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	wantUpdate := "SET rf = " + itoa64(now) +
+	wantUpdate := writeIDSet + ", rf = " + itoa64(now) +
 		", b_rps_ts = 9000, b_rps_fa = " + itoa64(now+100) + ", b_rps_fp = 10000000000000100000000001000" +
 		", b_tpm_ts = 9833833, b_tpm_fa = " + itoa64(now+998) + ", b_tpm_fp = 10000000000000100000000000060000" +
 		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
 	assert.Equal(t, wantUpdate, gotUpdate, "update\n got %s\nwant %s", gotUpdate, wantUpdate)
 	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000"
+	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000 AND " + writeIDCond
 	assert.Equal(t, want, gotCond, "condition\n got %s\nwant %s", gotCond, want)
-	for p := range in.ExpressionAttributeNames {
-		assert.True(t, strings.HasPrefix(p, "#a"), "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
+	for p, name := range in.ExpressionAttributeNames {
+		// The write identifiers' placeholders are fixed, as their names are.
+		fixed := strings.HasPrefix(p, "#wid") && p == "#"+name
+		assert.True(t, strings.HasPrefix(p, "#a") || fixed, "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
 	}
 	b := env.bucket("e", "api")
 	assert.False(t, env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now, "item after write: %v", b)
 }
+
+// writeIDSet and writeIDCond are the clauses of a write identifier,
+// rendered.
+const (
+	writeIDSet  = "SET wid3 = if_not_exists(wid2, ID), wid2 = if_not_exists(wid1, ID), wid1 = if_not_exists(wid0, ID), wid0 = ID"
+	writeIDCond = "NOT (wid0 = ID OR wid1 = ID OR wid2 = ID OR wid3 = ID)"
+)
 
 func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).Value }
 
@@ -100,18 +112,19 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // that a positive amount is also conditioned on its limit not being full
 // by now (its exact state: fa after now, ts = tk, fp its parameters) and
 // moves ts with tk and fa by the time the take delays it (rpm: 1 token at
-// 100/min, 600 ms; tpm: 100 tokens at 10,000/min, 600 ms).
+// 100/min, 600 ms; tpm: 100 tokens at 10,000/min, 600 ms), and that it
+// carries a write identifier (ID; see ddbschema.WriteID).
 func TestSpeculativeUpdateShape(t *testing.T) {
 	in := buildSpeculativeUpdate(ddbschema.NewSpeculativeUpdates("tbl"), "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2},
-		Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, Limits: []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}, NowMs: 1_700_000_000_999})
+		Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, Limits: []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}, NowMs: 1_700_000_000_999}, 1)
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "ADD b_rpm_fa 600, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000, b_tpm_fa 600, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
+	want := writeIDSet + " ADD b_rpm_fa 600, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000, b_tpm_fa 600, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
 	assert.Equal(t, want, got, "update\n got %s\nwant %s", got, want)
 	got = render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	want = "attribute_exists(PK) AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000 AND b_tpm_cp = 10000000 AND b_tpm_ra = 10000000 AND b_tpm_rp = 60000" +
 		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 100000000000001000000000060000" +
 		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 10000000000000100000000000060000" +
-		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)"
+		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000) AND " + writeIDCond
 	assert.Equal(t, want, got, "condition\n got %s\nwant %s", got, want)
 	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
 		t.Errorf("return values %v %v", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
@@ -151,7 +164,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	require.True(t, ok)
 	require.False(t, direct)
 	r := &DynamoDBRepository{opts: DynamoDBOptions{Table: "tbl"}, nsID: "ns"}
-	u = r.retrySubtract(bucketPrimaryKey("ns", "e", "r", 0), base, retry)
+	u = r.retrySubtract(bucketPrimaryKey("ns", "e", "r", 0), base, retry, 0)
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	assert.Equal(t, "ADD b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000, b_rpm_fa 12000", got, "retry take update")
 	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)

@@ -164,6 +164,17 @@ func TestProcessorFixtures(t *testing.T) {
 			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 		},
 	}, {
+		// A write that moved only the item's write identifiers (wid0 to
+		// wid3, kept by the limiter's writes so that a retried write is
+		// recognised) consumed nothing: no snapshot.
+		file:  "modify_write_ids.json",
+		now:   fixtureNow,
+		calls: "",
+		check: func(f *fixture, res Result) {
+			assert.EqualValues(t, 1, res.Processed, "result = %+v", res)
+			assert.EqualValues(t, 0, res.SnapshotsUpdated, "result = %+v", res)
+		},
+	}, {
 		// TTL deletions of an audit event (archival off) and of a bucket:
 		// nothing to write, nothing failed.
 		file:  "remove_ttl.json",

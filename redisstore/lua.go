@@ -114,9 +114,9 @@ func luaSource(parts ...string) string {
 }
 
 var scripts = newScripts([][]string{
-	{"write", "int", "expired", "bucket", "buckets"},
-	{"consume", "int", "expired", "bucket", "consume_lib"},
-	{"consume_each", "int", "expired", "bucket", "consume_lib"},
+	{"write", "int", "expired", "bucket", "buckets", "writeid"},
+	{"consume", "int", "expired", "bucket", "consume_lib", "writeid"},
+	{"consume_each", "int", "expired", "bucket", "consume_lib", "writeid"},
 	{"delete_buckets", "int"},
 	{"create_entity", "int"},
 	{"delete_entity", "int"},

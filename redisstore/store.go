@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,6 +150,13 @@ func (k keyspace) admin(parts ...string) string {
 // items of a resource in one Cluster slot.
 func (k keyspace) bucket(key store.BucketKey) string {
 	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+}
+
+// writeID returns a new write identifier's key (see lua/writeid.lua) in
+// the slot of resource's bucket items: a random name, drawn per call.
+func (k keyspace) writeID(resource string) string {
+	var buf [16]byte
+	return k.prefix + "{" + k.ns + ":" + resource + "}:w:" + string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
 }
 
 func (k keyspace) entity(id string) string        { return k.admin("e", id) }

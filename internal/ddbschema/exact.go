@@ -19,7 +19,9 @@ import (
 // and fp, see [BucketLimit]), so that it also repairs a stale or missing
 // one. The speculative write hands over to it when taking from the stored
 // balance may not be exact (a limit may be full by now), and the retry of
-// a read-then-write uses it.
+// a read-then-write uses it. With a write identifier ([ExactWrite].ID) a
+// retry of it that applied is recognised: its condition on the item being
+// unchanged refuses it, and the item it returns holds the identifier.
 //
 // Like the speculative write it is built from cached templates: the
 // expressions depend on the names and parameters of the limits written and
@@ -71,6 +73,8 @@ type ExactWrite struct {
 	// expired (its ttl after NowMs's second).
 	NowMs    int64
 	TTLCheck bool
+	// ID, when not zero, is the write's identifier (see [WriteID]).
+	ID WriteID
 }
 
 // ExactUpdates builds the exact writes of one table from cached templates.
@@ -112,9 +116,12 @@ func (u *ExactUpdates) Input(key map[string]types.AttributeValue, w *ExactWrite)
 	}
 	var nbuf [24]int64
 	nums := exactNumbers(nbuf[:0], w)
-	values := make(map[string]types.AttributeValue, t.nValues)
+	values := make(map[string]types.AttributeValue, t.nValues+1)
 	for _, c := range t.consts {
 		values[c.name] = c.value
+	}
+	if w.ID != 0 {
+		values[writeIDValue] = w.ID.Value()
 	}
 	// The varying numbers in two allocations: their digits in one string,
 	// their attribute values in one array.
@@ -180,6 +187,9 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 		if w.WCU.TakenMilli != 0 {
 			flags |= 16
 		}
+	}
+	if w.ID != 0 {
+		flags |= 32
 	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(w.Limits)))
@@ -359,6 +369,13 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 		if c.TakenMilli != 0 {
 			add = append(add, name(BucketAttr(WCULimitName, FieldTotalConsumed))+" "+slot())
 		}
+	}
+	if w.ID != 0 {
+		for i, p := range writeIDNames {
+			t.names[p] = writeIDAttrs[i]
+		}
+		set = append([]string{writeIDSet}, set...)
+		conds = append(conds, writeIDCond)
 	}
 	cond, update := strings.Join(conds, " AND "), UpdateExpr(set, add, remove)
 	t.cond, t.update = &cond, &update

@@ -118,4 +118,13 @@ func TestExactInput(t *testing.T) {
 	assert.Equal(t, "SET b_rpm_tk = 42, b_rpm_ts = 42, b_rpm_fa = 61600, b_rpm_fp = 100000000000001000000000060000 ADD b_rpm_tc 1000", renderSpec(in3.UpdateExpression, in3))
 	assert.Equal(t, "rf = 1000 AND b_rpm_tk = 1000 AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000", renderSpec(in3.ConditionExpression, in3))
 	assert.Len(t, *u.templates.Load(), 2)
+
+	// With a write identifier: another shape, whose slots shift and take
+	// it, refused when one holds it.
+	take.ID = 5
+	in4 := u.Input(BucketKeyValue("ns", "e", "r", 0), &take)
+	assert.Equal(t, ringSet+", b_rpm_tk = 42, b_rpm_ts = 42, b_rpm_fa = 61600, b_rpm_fp = 100000000000001000000000060000 ADD b_rpm_tc 1000", renderSpec(in4.UpdateExpression, in4))
+	assert.Equal(t, "rf = 1000 AND b_rpm_tk = 1000 AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000 AND "+ringCond, renderSpec(in4.ConditionExpression, in4))
+	assert.Equal(t, WriteID(5).Value(), in4.ExpressionAttributeValues[":wid"])
+	assert.Len(t, *u.templates.Load(), 3)
 }

@@ -18,7 +18,8 @@ import (
 // the item existing and not being expired, on every limit being stored with
 // the parameters the limiter resolved, on each positive amount fitting in
 // its balance (the other named limits must exist) and on wcu holding a
-// token.
+// token. It carries a write identifier (see [WriteID]), so that a retry of
+// it that already applied is refused and recognised.
 //
 // It takes from the stored balances without refilling, which is exact only
 // while the limits taken from cannot have refilled to their capacity (see
@@ -148,10 +149,10 @@ func Exact(limits []SpecLimit, amounts []SpecAmount) bool {
 
 // Input returns the speculative UpdateItem of the item key, conditioned on
 // limits and taking amounts (sorted by name, no name twice), at nowMs
-// (epoch ms; the TTL condition takes its second). [Exact] must hold for
-// limits and amounts. The caller owns the slices; key goes into the input
-// as is.
-func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowMs int64) *dynamodb.UpdateItemInput {
+// (epoch ms; the TTL condition takes its second), carrying the write
+// identifier id (non-zero). [Exact] must hold for limits and amounts. The
+// caller owns the slices; key goes into the input as is.
+func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowMs int64, id WriteID) *dynamodb.UpdateItemInput {
 	nowSec := floorDiv(nowMs, 1000)
 	var buf [256]byte
 	shape := shapeKey(buf[:0], limits, amounts)
@@ -159,10 +160,11 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 	if t == nil {
 		t = u.template(string(shape), limits, amounts)
 	}
-	values := make(map[string]types.AttributeValue, t.nValues)
+	values := make(map[string]types.AttributeValue, t.nValues+1)
 	for _, c := range t.consts {
 		values[c.name] = c.value
 	}
+	values[writeIDValue] = id.Value()
 	for i := range t.amounts {
 		slot := &t.amounts[i]
 		if slot.take == "" {
@@ -260,6 +262,9 @@ func (u *SpeculativeUpdates) template(shape string, limits []SpecLimit, amounts 
 // buildSpecTemplate writes the expressions of a shape.
 func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 	t := &specTemplate{names: map[string]string{}, amounts: make([]amountSlot, len(amounts))}
+	for i, p := range writeIDNames {
+		t.names[p] = writeIDAttrs[i]
+	}
 	byName := map[string]string{}
 	name := func(attr string) string {
 		if p, ok := byName[attr]; ok {
@@ -329,8 +334,8 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 	add = append(add, wtk+" "+constant(-WCUWriteCostMilli), name(BucketAttr(WCULimitName, FieldTotalConsumed))+" "+cost)
 	ttl := name(AttrTTL)
 	t.now = value()
-	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+t.now+")")
-	cond, update := strings.Join(conds, " AND "), UpdateExpr(nil, add, remove)
+	conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+t.now+")", writeIDCond)
+	cond, update := strings.Join(conds, " AND "), UpdateExpr([]string{writeIDSet}, add, remove)
 	t.cond, t.update = &cond, &update
 	return t
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var specPlaceholder = regexp.MustCompile(`[#:][av][0-9]+`)
+var specPlaceholder = regexp.MustCompile(`[#:][av][0-9]+|#wid[0-9]|:wid`)
 
 // renderSpec writes an expression of in with its names and values in place.
 func renderSpec(expr *string, in *dynamodb.UpdateItemInput) string {
@@ -20,8 +20,11 @@ func renderSpec(expr *string, in *dynamodb.UpdateItemInput) string {
 		if n, ok := in.ExpressionAttributeNames[p]; ok {
 			return n
 		}
-		if v, ok := in.ExpressionAttributeValues[p].(*types.AttributeValueMemberN); ok {
+		switch v := in.ExpressionAttributeValues[p].(type) {
+		case *types.AttributeValueMemberN:
 			return v.Value
+		case *types.AttributeValueMemberB:
+			return "ID"
 		}
 		return "?" + p
 	})
@@ -32,15 +35,16 @@ func renderSpec(expr *string, in *dynamodb.UpdateItemInput) string {
 // conditioned on its limit's exact state (fa after now, ts = tk, fp its
 // parameters) and moves fa by the time the take delays it (rpm: 1 token
 // at 10/min, 6 s; tpm: 100 at 5,000/min, 1.2 s); a negative one moves ts
-// and removes fa.
+// and removes fa. It carries its write identifier (ID): the slots shift,
+// and the write is refused when one holds it.
 func TestSpeculativeInput(t *testing.T) {
 	u := NewSpeculativeUpdates("tbl")
 	limits := []SpecLimit{{"rpm", 10_000, 10_000, 60_000}, {"tpm", 5_000_000, 5_000_000, 60_000}}
 	amounts := []SpecAmount{{"back", -3000}, {"rpm", 1000}, {"tpm", 100_000}, {"x", 0}}
 	require.True(t, Exact(limits, amounts))
 	require.False(t, Exact(limits[:1], amounts), "tpm's parameters unknown")
-	in := u.Input(BucketKeyValue("ns", "e", "r", 2), limits, amounts, 1_700_000_000_999)
-	assert.Equal(t, "ADD b_back_tk 3000, b_back_ts 3000, b_back_tc -3000, b_rpm_fa 6000, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000,"+
+	in := u.Input(BucketKeyValue("ns", "e", "r", 2), limits, amounts, 1_700_000_000_999, 7)
+	assert.Equal(t, ringSet+" ADD b_back_tk 3000, b_back_ts 3000, b_back_tc -3000, b_rpm_fa 6000, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000,"+
 		" b_tpm_fa 1200, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000 REMOVE b_back_fa",
 		renderSpec(in.UpdateExpression, in))
 	assert.Equal(t, "attribute_exists(PK) AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"+
@@ -48,26 +52,28 @@ func TestSpeculativeInput(t *testing.T) {
 		" AND attribute_exists(b_back_tk)"+
 		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000"+
 		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 5000000000000050000000000060000"+
-		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000)", renderSpec(in.ConditionExpression, in))
+		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000) AND "+ringCond, renderSpec(in.ConditionExpression, in))
 	assert.Equal(t, "tbl", aws.ToString(in.TableName))
 	assert.Equal(t, types.ReturnValueAllNew, in.ReturnValues)
 	assert.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, in.ReturnValuesOnConditionCheckFailure)
 	assert.Equal(t, BucketPrimaryKey("ns", "e", "r", 2), in.Key)
+	assert.Equal(t, WriteID(7).Value(), in.ExpressionAttributeValues[":wid"])
 
 	// The same shape with other amounts and another second: the template
 	// is reused, the values are the request's.
-	in2 := u.Input(BucketKeyValue("ns", "f", "r", 0), limits, []SpecAmount{{"back", -1}, {"rpm", 2000}, {"tpm", 7}, {"x", 0}}, 1_700_000_001_000)
+	in2 := u.Input(BucketKeyValue("ns", "f", "r", 0), limits, []SpecAmount{{"back", -1}, {"rpm", 2000}, {"tpm", 7}, {"x", 0}}, 1_700_000_001_000, 8)
 	assert.Same(t, in.ConditionExpression, in2.ConditionExpression)
-	assert.Equal(t, "ADD b_back_tk 1, b_back_ts 1, b_back_tc -1, b_rpm_fa 12000, b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000,"+
+	assert.Equal(t, ringSet+" ADD b_back_tk 1, b_back_ts 1, b_back_tc -1, b_rpm_fa 12000, b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000,"+
 		" b_tpm_fa 0, b_tpm_tk -7, b_tpm_ts -7, b_tpm_tc 7, b_wcu_tk -1000, b_wcu_tc 1000 REMOVE b_back_fa",
 		renderSpec(in2.UpdateExpression, in2))
 	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND b_tpm_fa > 1700000001000 AND")
 	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "ttl > 1700000001)")
 	// The first request's values did not change.
 	assert.Contains(t, renderSpec(in.ConditionExpression, in), "b_tpm_tk >= 100000 AND")
+	assert.Equal(t, WriteID(7).Value(), in.ExpressionAttributeValues[":wid"])
 
 	// Other parameters are another shape.
-	in3 := u.Input(BucketKeyValue("ns", "e", "r", 0), []SpecLimit{{"rpm", 20_000, 10_000, 60_000}}, amounts[1:2], 1000)
+	in3 := u.Input(BucketKeyValue("ns", "e", "r", 0), []SpecLimit{{"rpm", 20_000, 10_000, 60_000}}, amounts[1:2], 1000, 9)
 	assert.Contains(t, renderSpec(in3.ConditionExpression, in3), "b_rpm_cp = 20000 AND")
 	assert.Len(t, *u.templates.Load(), 2)
 }
@@ -82,7 +88,7 @@ func TestSpeculativeInputConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 200 {
 				m := int64(1 + g*1000 + i)
-				in := u.Input(BucketKeyValue("ns", "e", "r", 0), limits, []SpecAmount{{"tpm", m}}, int64(i))
+				in := u.Input(BucketKeyValue("ns", "e", "r", 0), limits, []SpecAmount{{"tpm", m}}, int64(i), NewWriteID())
 				if got := renderSpec(in.UpdateExpression, in); !assert.Contains(t, got, "b_tpm_tc "+itoa(m)+",") {
 					return
 				}
@@ -92,18 +98,25 @@ func TestSpeculativeInputConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
+// ringSet and ringCond are the write identifier's clauses, rendered.
+const (
+	ringSet  = "SET wid3 = if_not_exists(wid2, ID), wid2 = if_not_exists(wid1, ID), wid1 = if_not_exists(wid0, ID), wid0 = ID"
+	ringCond = "NOT (wid0 = ID OR wid1 = ID OR wid2 = ID OR wid3 = ID)"
+)
+
 func itoa(n int64) string { return N(n).(*types.AttributeValueMemberN).Value }
 
 // TestSpeculativeInputAllocs: a request of a known shape whose amounts and
-// second repeat costs the input, its value map and its key.
+// second repeat costs the input, its value map, its key and its write
+// identifier.
 func TestSpeculativeInputAllocs(t *testing.T) {
 	u := NewSpeculativeUpdates("tbl")
 	limits := []SpecLimit{{"rpm", 10_000, 10_000, 60_000}, {"tpm", 5_000_000, 5_000_000, 60_000}}
 	amounts := []SpecAmount{{"rpm", 1000}, {"tpm", 100_000}}
-	u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5)
+	u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5, 1)
 	allocs := testing.AllocsPerRun(100, func() {
-		u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5)
+		u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, 5, 1)
 	})
-	require.LessOrEqual(t, allocs, 10.0)
+	require.LessOrEqual(t, allocs, 11.0)
 	t.Logf("%.0f allocations", allocs)
 }

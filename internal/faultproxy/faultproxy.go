@@ -3,7 +3,9 @@
 // request, answer it late after DynamoDB applied it, answer 500 after
 // DynamoDB applied it, or throttle it without forwarding it. Tests point a
 // real SDK client at [Proxy.URL] and so exercise the real network and retry
-// behaviour of the SDK against the real emulator.
+// behaviour of the SDK against the real emulator. [TCP] does the same for
+// a TCP server such as redis-server: it drops the answer of a request the
+// server ran, closing the connection.
 //
 // Rules are matched in the order they were added against the DynamoDB
 // operation of each request (its X-Amz-Target, e.g. "UpdateItem"); a rule
@@ -71,6 +73,11 @@ type Rule struct {
 	// request only (the others go on to the next rules): with Every 3 the
 	// 3rd, 6th, ... Times counts the requests it applied to.
 	Every int
+	// FirstAttempts limits the rule to the SDK's first attempts: a
+	// request whose amz-sdk-request header names a later attempt (a
+	// retry of a request, possibly of one the rule faulted) goes on to the
+	// next rules, and Every does not count it.
+	FirstAttempts bool
 
 	seen int // matching requests, for Every
 }
@@ -276,13 +283,14 @@ func (p *Proxy) Close() {
 	p.srv.Shutdown(ctx)
 }
 
-// match returns the rule for op, spending one of its uses, or nil.
-func (p *Proxy) match(op string) (*Rule, chan struct{}) {
+// match returns the rule for op (a retry when retry is set), spending one
+// of its uses, or nil.
+func (p *Proxy) match(op string, retry bool) (*Rule, chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.counts[op]++
 	for i, r := range p.rules {
-		if r.Op != "" && r.Op != op {
+		if r.Op != "" && r.Op != op || r.FirstAttempts && retry {
 			continue
 		}
 		if r.Every > 1 {
@@ -311,8 +319,19 @@ func operation(r *http.Request) string {
 	return target
 }
 
+// retried reports whether r is a retry: the SDK's amz-sdk-request header
+// names an attempt after the first.
+func retried(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Amz-Sdk-Request"), ";") {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(part), "attempt="); ok {
+			return n != "1"
+		}
+	}
+	return false
+}
+
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
-	rule, released := p.match(operation(r))
+	rule, released := p.match(operation(r), retried(r))
 	if rule == nil {
 		p.forward.ServeHTTP(w, r)
 		return

@@ -1,16 +1,25 @@
--- Speculative consumption from KEYS (one request per item), all or none:
--- every item is read (HGETALL) and checked before any is written (one
--- HSET each). Returns the reply of reply (see consume_lib.lua): every
--- request applied or none, each item as written when applied, as it was
--- when not.
+-- Speculative consumption from KEYS (one request per item, then the
+-- call's write identifier, see writeid.lua), all or none: every item is
+-- read (HGETALL) and checked before any is written (one HSET each).
+-- Returns the reply of reply (see consume_lib.lua): every request applied
+-- or none, each item as written when applied, as it was when not. A call
+-- resent after it applied answers applied, with the items as they are.
 
-if #KEYS == 1 then -- the common case, without the tables of many
-  local now, li, nl, ci, nc = read_request(ARGV, 0)
+local nk, idk = #KEYS - 1, KEYS[#KEYS]
+local seen = write_id_seen(idk)
+if nk == 1 then -- the common case, without the tables of many
   local flat = redis.call('HGETALL', KEYS[1])
-  local why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+  local why, wf, wv, wi, set, at = ''
+  if not seen then
+    local now, li, nl, ci, nc = read_request(ARGV, 0)
+    why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+  end
   local pre
   if why == '' then
-    take(KEYS[1], flat, wf, wv, wi, set, at)
+    if not seen then
+      take(KEYS[1], flat, wf, wv, wi, set, at)
+      write_id_keep(idk, '1')
+    end
     pre = '1\n\n'
   else
     pre = '0\n' .. why .. '\n'
@@ -26,18 +35,20 @@ if #KEYS == 1 then -- the common case, without the tables of many
   return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
 end
 local flats, checked, refused, argi = {}, {}, false, 0
-for r = 1, #KEYS do
+for r = 1, nk do
   local now, li, nl, ci, nc
   now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local c = {check(ARGV, flat, now, li, nl, ci, nc)}
+  local c = {''}
+  if not seen then c = {check(ARGV, flat, now, li, nl, ci, nc)} end
   flats[r], checked[r] = flat, c
   if c[1] ~= '' then refused = true end
 end
 local out = {}
-for r = 1, #KEYS do
+for r = 1, nk do
   local c = checked[r]
-  if not refused then take(KEYS[r], flats[r], c[2], c[3], c[4], c[5], c[6]) end
+  if not refused and not seen then take(KEYS[r], flats[r], c[2], c[3], c[4], c[5], c[6]) end
   reply(out, not refused, c[1], flats[r])
 end
+if not refused and not seen then write_id_keep(idk, '1') end
 return table.concat(out, '\n')

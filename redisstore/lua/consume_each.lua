@@ -1,17 +1,31 @@
--- Speculative consumption from KEYS (one request per item), each request
--- on its own, one after the other, as if each were sent alone: read
--- (HGETALL), check, write (HSET) when it can take its amounts, so a later
--- request on the same item sees an earlier one's write. Returns the reply
--- of reply (see consume_lib.lua): each item as written when its request
--- was applied, as it was when not.
+-- Speculative consumption from KEYS (one request per item, then the
+-- call's write identifier, see writeid.lua), each request on its own, one
+-- after the other, as if each were sent alone: read (HGETALL), check,
+-- write (HSET) when it can take its amounts, so a later request on the
+-- same item sees an earlier one's write. Returns the reply of reply (see
+-- consume_lib.lua): each item as written when its request was applied, as
+-- it was when not. A call resent after it applied answers the requests it
+-- applied as applied (with the items as they are), and decides the others
+-- again (nothing of them was written).
 
-local out, argi = {}, 0
-for r = 1, #KEYS do
+local nk, idk = #KEYS - 1, KEYS[#KEYS]
+local seen = write_id_seen(idk) or ''
+local out, flags, applied, argi = {}, {}, false, 0
+for r = 1, nk do
   local now, li, nl, ci, nc
   now, li, nl, ci, nc, argi = read_request(ARGV, argi)
   local flat = redis.call('HGETALL', KEYS[r])
-  local why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
-  if why == '' then take(KEYS[r], flat, wf, wv, wi, set, at) end
+  local why = ''
+  if byte(seen, r) ~= 49 then -- '1': applied by the call before
+    local wf, wv, wi, set, at
+    why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
+    if why == '' then
+      take(KEYS[r], flat, wf, wv, wi, set, at)
+      applied = true
+    end
+  end
+  flags[r] = why == '' and '1' or '0'
   reply(out, why == '', why, flat)
 end
+if applied then write_id_keep(idk, table.concat(flags)) end
 return table.concat(out, '\n')

@@ -1,6 +1,11 @@
--- WriteBuckets: KEYS are the bucket items, one write each. Every write's
--- condition is checked before anything is written, so the writes apply
--- all or none. Returns {1} or {0, index of the failed write}.
+-- WriteBuckets: KEYS are the bucket items, one write each, then the
+-- call's write identifier (see writeid.lua). Every write's condition is
+-- checked before anything is written, so the writes apply all or none.
+-- Returns {1} or {0, index of the failed write}; {1} at once for a call
+-- resent after it applied.
+
+local nk, idk = #KEYS - 1, KEYS[#KEYS]
+if write_id_seen(idk) then return {1} end
 
 -- cursor over ARGV
 local argi = 0
@@ -13,7 +18,7 @@ local function nxtn()
 end
 
 local writes = {}
-for w = 1, #KEYS do
+for w = 1, nk do
   local x = {key = KEYS[w], kind = nxt(), now = nxt(), ttl = nxt(), ttlabs = nxt(), ttlrel = nxt(), limits = {}}
   local k = x.kind
   if k == 'c' then
@@ -208,4 +213,5 @@ for _, x in ipairs(writes) do
   if it.pexpire then redis.call('PEXPIRE', x.key, it.pexpire) end
   if it.persist then redis.call('PERSIST', x.key) end
 end
+write_id_keep(idk, '1')
 return {1}
