@@ -64,17 +64,6 @@ import (
 // read or write of its item by the limiter before it is written alone.
 const backgroundCommitDelay = 5 * time.Millisecond
 
-// WithBackgroundCommit turns background commit on or off (off by
-// default): Commit queues a lease's adjustment and returns at once; the
-// adjustment is written within a few milliseconds, and always before this
-// limiter's next read or write of the same bucket item decides anything
-// (folded into the next acquire's write when that is exact: one write for
-// both on DynamoDB). The limiter thus admits and leaves balances exactly
-// as with synchronous commits, with a synchronous Commit's guarantees
-// except that its error is logged and counted instead of returned. Close
-// writes the queued adjustments and waits for them.
-func WithBackgroundCommit(on bool) Option { return func(rl *RateLimiter) { rl.backgroundCommit = on } }
-
 // commits holds the adjustments queued by Commit, per bucket item, in
 // order, until they are written: alone when their delay ends, or before
 // anything of this limiter reads or writes their item (folded into the
