@@ -266,9 +266,9 @@ func (c *commits) speculativeConsume(ctx context.Context, req store.SpeculativeR
 	if len(segs) == 1 && ops.folder != nil {
 		res, outcome, err := ops.fold(ctx, req, segs[0])
 		switch outcome {
-		case foldApplied:
+		case store.FoldApplied:
 			return res, true, err
-		case foldUnknown:
+		case store.FoldUnknown:
 			c.fail(req.Key, fmt.Errorf("the write it was folded into failed, it may not have applied: %w", err))
 			return res, true, err
 		}

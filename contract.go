@@ -25,7 +25,7 @@ type storeOps struct {
 	m      Metrics                // nil: nothing is reported
 	// folder is the repository's speculative write with a pending
 	// adjustment folded in (the DynamoDB repository's); nil: none.
-	folder adjustFolder
+	folder store.AdjustFolder
 	// pending holds the background commits waiting to be written before
 	// the next read or write of their item (WithBackgroundCommit); nil
 	// when they are off.
@@ -34,25 +34,6 @@ type storeOps struct {
 	bound storeBound // the bound of each call (WithStoreTimeout)
 	brk   breaker    // the circuit breaker (WithCircuitBreaker)
 }
-
-// adjustFolder writes a pending adjustment and a speculative consume of the
-// same item in one write, exactly as the adjustment followed by the
-// consume would: when that write is refused (foldNotApplied), nothing was
-// written and the result says nothing; the caller then writes the
-// adjustment, then the consume.
-type adjustFolder interface {
-	speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error)
-}
-
-// foldOutcome says what became of an adjustment folded into a speculative
-// write.
-type foldOutcome int
-
-const (
-	foldApplied    foldOutcome = iota // applied with the write
-	foldNotApplied                    // nothing of it was applied
-	foldUnknown                       // the write failed without an answer: it may have applied
-)
 
 // commitQueue holds the adjustments of background commits until they are
 // written. settle writes those waiting for key before the caller reads or
@@ -72,7 +53,7 @@ func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failu
 	s.spec, _ = repo.(store.SpeculativeStore)
 	s.shards, _ = repo.(store.ShardStore)
 	s.batch, _ = repo.(store.BatchStore)
-	s.folder, _ = repo.(adjustFolder)
+	s.folder, _ = repo.(store.AdjustFolder)
 	s.bound.d, s.bound.slack = timeout, max(timeout/10, time.Millisecond)
 	s.brk.failures = int32(min(max(failures, 0), 1<<30))
 	s.brk.cooldown = cooldown
@@ -245,13 +226,13 @@ func (s *storeOps) consumeOnly(ctx context.Context, req store.SpeculativeRequest
 }
 
 // fold is the folder's write of req with adj folded in.
-func (s *storeOps) fold(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+func (s *storeOps) fold(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, store.FoldOutcome, error) {
 	c, g, err := s.enter(ctx)
 	if err != nil {
-		return store.SpeculativeResult{Key: req.Key}, foldNotApplied, err
+		return store.SpeculativeResult{Key: req.Key}, store.FoldNotApplied, err
 	}
 	start := s.begin()
-	res, outcome, err := s.folder.speculativeConsumeAdjust(c, req, adj)
+	res, outcome, err := s.folder.SpeculativeConsumeAdjust(c, req, adj)
 	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreSpeculativeConsume, start, err)
 	return res, outcome, err
