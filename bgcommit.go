@@ -64,17 +64,6 @@ import (
 // read or write of its item by the limiter before it is written alone.
 const backgroundCommitDelay = 5 * time.Millisecond
 
-// WithBackgroundCommit turns background commit on or off (off by
-// default): Commit queues a lease's adjustment and returns at once; the
-// adjustment is written within a few milliseconds, and always before this
-// limiter's next read or write of the same bucket item decides anything
-// (folded into the next acquire's write when that is exact: one write for
-// both on DynamoDB). The limiter thus admits and leaves balances exactly
-// as with synchronous commits, with a synchronous Commit's guarantees
-// except that its error is logged and counted instead of returned. Close
-// writes the queued adjustments and waits for them.
-func WithBackgroundCommit(on bool) Option { return func(rl *RateLimiter) { rl.backgroundCommit = on } }
-
 // commits holds the adjustments queued by Commit, per bucket item, in
 // order, until they are written: alone when their delay ends, or before
 // anything of this limiter reads or writes their item (folded into the
@@ -277,9 +266,9 @@ func (c *commits) speculativeConsume(ctx context.Context, req store.SpeculativeR
 	if len(segs) == 1 && ops.folder != nil {
 		res, outcome, err := ops.fold(ctx, req, segs[0])
 		switch outcome {
-		case foldApplied:
+		case store.FoldApplied:
 			return res, true, err
-		case foldUnknown:
+		case store.FoldUnknown:
 			c.fail(req.Key, fmt.Errorf("the write it was folded into failed, it may not have applied: %w", err))
 			return res, true, err
 		}

@@ -250,33 +250,32 @@ const wcuWriteCostMilli = 1000
 // gate (zero only refills, negative gives back). It fills st's Available,
 // Exceeded and RetryAfter and returns the balance after taking amount.
 func admit(st *LimitStatus, s store.BucketState, amount, now int64) (tokensMilli, lastRefillMs int64, ok bool) {
-	if amount > 0 {
-		r := tryConsume(s, amount, now)
-		st.Available, st.Exceeded, st.RetryAfter = r.Available, !r.Success, r.RetryAfter
-		return r.NewTokensMilli, r.NewLastRefillMs, r.Success
+	// One exact refill decides all: tryConsume for a positive amount,
+	// forceConsume (and calculateAvailable) otherwise.
+	cur, last := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	st.Available = bucketmath.FloorDivMilli(cur)
+	req := bucketmath.Milli(amount)
+	switch {
+	case amount <= 0:
+		return cur.SubSat(req).Int64Sat(), last, true
+	case cur.Cmp(req) < 0:
+		st.Exceeded, st.RetryAfter = true, bucketmath.RetryAfterExact(req.SubSat(cur), s.RefillAmountMilli, s.RefillPeriodMs)
+		return cur.Int64Sat(), last, false
 	}
-	st.Available = calculateAvailable(s, now)
-	tokensMilli, lastRefillMs = forceConsume(s, amount, now)
-	return tokensMilli, lastRefillMs, true
+	// 0 <= cur − req < 2^63 + 2^73: no overflow.
+	return cur.Sub(req).Int64Sat(), last, true
 }
 
-// negate returns c with every amount negated.
-func negate(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		out[k] = -v
+// bucketStateFromLimit returns a full bucket for l, refilled at nowMs.
+func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store.BucketState {
+	return store.BucketState{
+		EntityID:          entityID,
+		Resource:          resource,
+		LimitName:         l.Name,
+		TokensMilli:       l.Capacity * 1000,
+		LastRefillMs:      nowMs,
+		CapacityMilli:     l.Capacity * 1000,
+		RefillAmountMilli: l.RefillAmount * 1000,
+		RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
 	}
-	return out
-}
-
-// positive returns the entries of c with a positive amount: the ones that
-// gate admission, on every path.
-func positive(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		if v > 0 {
-			out[k] = v
-		}
-	}
-	return out
 }

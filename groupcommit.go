@@ -127,17 +127,8 @@ type gcOp struct {
 }
 
 // gcMaxInFlight is how many writes of one item may be in flight at once,
-// unless the repository serialises them (serialItemWrites).
+// unless the repository serialises them (store.SerialItemWriter).
 const gcMaxInFlight = 2
-
-// serialItemWrites is implemented by a repository whose writes to one item
-// are a resource of their own: the DynamoDB repository, where each write
-// takes a write-capacity unit of the item's partition and the writes of an
-// item are applied one after the other. Group commit keeps one write of an
-// item in flight there, so that each write carries the largest batch.
-type serialItemWrites interface {
-	serialItemWrites()
-}
 
 // gcSlot is the queue of one bucket item.
 type gcSlot struct {
@@ -170,7 +161,7 @@ type groupCommit struct {
 
 func newGroupCommit(ops *storeOps, bg *background) *groupCommit {
 	g := &groupCommit{store: ops, bg: bg, maxInFlight: gcMaxInFlight, slots: make(map[store.BucketKey]*gcSlot)}
-	if _, ok := ops.repo.(serialItemWrites); ok {
+	if _, ok := ops.repo.(store.SerialItemWriter); ok {
 		g.maxInFlight = 1
 	}
 	g.pool.New = func() any { return new(gcSlot) }

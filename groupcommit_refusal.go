@@ -10,37 +10,6 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-// capacities returns the capacity of each limit, in millitokens.
-func capacities(limits []Limit) map[string]int64 {
-	if len(limits) == 0 {
-		return nil
-	}
-	caps := make(map[string]int64, len(limits))
-	for _, l := range limits {
-		caps[l.Name] = bucketmath.SatMul(l.Capacity, 1000)
-	}
-	return caps
-}
-
-// adjustDeltaWrite is the store.WriteAdjust of delta (tokens) on key, limits in
-// sorted order, zero deltas left out, with the capacity hints caps.
-func adjustDeltaWrite(key store.BucketKey, nowMs int64, delta Consume, caps map[string]int64) store.BucketWrite {
-	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
-	for _, name := range consumeNames(delta) {
-		if d := delta[name]; d != 0 {
-			w.Limits = append(w.Limits, store.LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: caps[name]})
-		}
-	}
-	return w
-}
-
-// addConsume adds c to sum, per limit.
-func addConsume(sum, c Consume) {
-	for name, v := range c {
-		sum[name] += v
-	}
-}
-
 // specRefusal returns why a speculative write of consume alone would be
 // refused by b at nowMs, or store.RefusedNone when it would apply: the condition
 // of [store.SpeculativeStore.SpeculativeConsume] (the item exists and is not

@@ -6,22 +6,6 @@ package limiter
 
 import "slices"
 
-// WithLimitCaps bounds the limits of the call's entity (per name) by caps,
-// after they are resolved from [WithLimits] or the stored config: each
-// limit named in caps takes the lower capacity of the two and the lower
-// refill rate of the two (its own refill amount scaled down, its refill
-// period kept). A cap never raises a limit and never adds one: a cap whose
-// name the entity has no limit for is ignored, and the parent's limits
-// (with cascade) are left alone. It is meant for limits learned from an
-// outside authority (an LLM provider's rate-limit headers), which may only
-// lower what the configuration admits. The last WithLimitCaps of a call
-// wins.
-func WithLimitCaps(caps ...Limit) AcquireOption {
-	own := append([]Limit(nil), caps...)
-	err := validateLimits(own)
-	return func(o *acquireOptions) { o.caps, o.capsErr = own, err }
-}
-
 // capped returns limits with o's caps applied: limits itself when no cap
 // lowers any of them, else a new slice.
 func (o *acquireOptions) capped(limits []Limit) []Limit {

@@ -6,7 +6,6 @@ package limiter
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -205,55 +204,6 @@ const (
 	DefaultOverLimitCacheSize = 10_000
 )
 
-// Option configures a [RateLimiter].
-type Option func(*RateLimiter)
-
-// WithSpeculativeWrites turns the speculative fast path (one conditional
-// write, no read) on or off. It is on by default; it needs a repository
-// that implements [store.SpeculativeStore].
-func WithSpeculativeWrites(on bool) Option { return func(rl *RateLimiter) { rl.speculative = on } }
-
-// WithClock sets the clock of the bucket math, TTLs, the config cache and
-// audit timestamps. Nil means time.Now, the default.
-func WithClock(now func() time.Time) Option {
-	return func(rl *RateLimiter) {
-		if now != nil {
-			rl.now = now
-		}
-	}
-}
-
-// WithConfigCacheTTL sets how long stored limits, once read, are reused
-// before they are read again ([DefaultConfigCacheTTL] by default). A
-// change made through this limiter takes effect at once; a change made by
-// another process is seen within this time. Zero or less disables the
-// cache: every acquire reads the configs. The cache holds at most
-// [DefaultConfigCacheSize] slots ([WithCacheSize]).
-func WithConfigCacheTTL(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.configTTL = max(d, 0) }
-}
-
-// WithBucketTTL sets how long an idle bucket of default config (resource
-// or system level) lives: its time to fill from empty times multiplier
-// ([DefaultBucketTTLMultiplier] by default). Buckets of entity-level
-// config never expire. Zero or less disables bucket TTLs.
-func WithBucketTTL(multiplier int64) Option {
-	return func(rl *RateLimiter) { rl.ttlMultiplier = multiplier }
-}
-
-// WithPrincipal sets who entity and limit changes are audited as made by
-// (an ARN, or an identifier), when the context carries none (see
-// [ContextWithPrincipal]). Empty, the default, records no principal.
-func WithPrincipal(principal string) Option {
-	return func(rl *RateLimiter) { rl.principal = principal }
-}
-
-// WithAuditRetention sets how long audit events are kept
-// ([DefaultAuditRetention] by default; zero or less means the default).
-func WithAuditRetention(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.auditRetention = d }
-}
-
 // New returns a RateLimiter backed by repo. Nil options are skipped.
 //
 // A nil repo (also a nil pointer of a repository type, such as the
@@ -321,42 +271,6 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 // Repository returns the repository the limiter uses.
 func (rl *RateLimiter) Repository() Repository { return rl.repo }
 
-// WithLogger makes the limiter log its decisions to logger (nil, the
-// default, logs nothing and costs nothing):
-//
-//   - Debug "limiter: speculative fallback": the speculative path handed
-//     over to the read-then-write path, with the outcome (e.g.
-//     bucket_missing, refill_would_help).
-//   - Info "limiter: shard count doubled": a bucket took more than about
-//     1000 writes/s and its shard count was doubled.
-//   - Info "limiter: transaction conflict, retrying": a multi-item write
-//     collided and is retried after the logged backoff.
-//   - Warn "limiter: backend unavailable": the store failed during an
-//     acquire, with the on-unavailable decision (allow: a no-op lease;
-//     block: an *UnavailableError) and the cause; Debug while the circuit
-//     breaker is open (the cause is then [ErrCircuitOpen]).
-//   - Warn "limiter: circuit open": consecutive store calls failed and the
-//     circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
-//     circuit probe failed" when a probe failed and it opened again, Debug
-//     "limiter: circuit half-open" when a probe goes, Info "limiter:
-//     circuit closed" when one succeeded.
-//   - Warn "limiter: background commit failed": an adjustment queued by
-//     Commit ([WithBackgroundCommit]) failed or may not have applied.
-//   - Debug "limiter: wait": [RateLimiter.Wait] sleeps before retrying.
-//
-// Errors the limiter returns are not logged otherwise (the caller decides): rate
-// limiting is not logged.
-func WithLogger(logger *slog.Logger) Option {
-	return func(rl *RateLimiter) { rl.obs.log = logger }
-}
-
-// WithMetrics makes the limiter report acquire outcomes and latencies,
-// speculative outcomes and repository calls to m (see [Metrics]). Nil, the
-// default, reports nothing and costs nothing.
-func WithMetrics(m Metrics) Option {
-	return func(rl *RateLimiter) { rl.obs.metrics = m }
-}
-
 // Close shuts the limiter down. It is safe to call while other goroutines
 // use the limiter, and more than once (a later call waits for the first
 // and returns nil). From the moment it starts, every new call that reads
@@ -401,86 +315,6 @@ func (rl *RateLimiter) Close() error {
 	return nil
 }
 
-// WithStoreTimeout bounds every call the limiter makes on its repository
-// for an acquire, a lease, a background commit or a give-back
-// ([DefaultStoreTimeout] by default, or $ZAEL_STORE_TIMEOUT; up to a
-// tenth more for a given call).
-// On DynamoDB the bound covers the whole call, the SDK's retries and their
-// backoff included (a write answered with a 5xx after it applied is sent
-// again and charged once, see [DynamoDBRepository]). A call that does not
-// end in time fails as unavailable (and counts as a failure of the store
-// for [WithCircuitBreaker]); a write that got no answer may have applied
-// all the same, and what it took then stays taken. A caller never waits
-// past its own context's deadline; in allow mode, when that deadline comes
-// first, the acquire stops waiting a few milliseconds before it and
-// answers with a no-op lease (block mode returns the context's error at
-// the deadline). Zero or less: no bound (calls wait as long as their
-// context lets them). On Redis the bound cuts a call only on a client with
-// ContextTimeoutEnabled; otherwise the client's read and write timeouts
-// bound it. Administrative methods (limits, entities,
-// audit, usage) are not bounded: their context decides.
-func WithStoreTimeout(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.storeTimeout = d }
-}
-
-// WithCircuitBreaker sets the circuit breaker of the limiter's store calls
-// ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default): after
-// failures consecutive calls failed for want of the store (no answer
-// within [WithStoreTimeout], a refused or broken connection, a 5xx), store
-// calls fail at once with [ErrCircuitOpen], and acquires decide at once by
-// their on-unavailable mode (allow: a no-op lease; block: an
-// *[UnavailableError]) without calling the store. After cooldown one call
-// goes to the store as a probe (the others still fail at once): its
-// success closes the breaker, its failure opens it for another cooldown.
-// Refusals of a working store (a limit, a refused conditional write,
-// throttling, a missing entity, access denied) are not failures. The
-// changes are logged ([WithLogger]) and reported to a [CircuitMetrics].
-// failures ≤ 0 turns the breaker off; cooldown ≤ 0 means the default.
-func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
-	return func(rl *RateLimiter) {
-		rl.circuitFailures = failures
-		rl.circuitCooldown = cooldown
-		if cooldown <= 0 {
-			rl.circuitCooldown = DefaultCircuitCooldown
-		}
-	}
-}
-
-// WithCacheSize sets the ceiling of one per-key cache, in entries (see
-// [CacheName]; the defaults are [DefaultConfigCacheSize],
-// [DefaultEntityCacheSize] and [DefaultOverLimitCacheSize]). When the cache
-// is full, an expired entry makes room first, else the least recently used
-// one. Zero or less keeps nothing: every lookup misses (the config cache
-// then reads the configs on every acquire, the entity cache forgets every
-// hint, the over-limit cache refuses nothing locally). An unknown cache
-// name is ignored.
-//
-// Size a cache to the keys active within its age limit: the config cache
-// to twice the entities acquired within [WithConfigCacheTTL] (plus the
-// entities with limits of their own for each resource, and one slot per
-// resource), the entity cache to the entities acquired within
-// [WithEntityCacheTTL]. A config or entity entry costs about 200 bytes
-// plus its entity id, an over-limit entry (which holds a bucket) about
-// 500; see docs/performance.md, "Memory sizing".
-func WithCacheSize(cache CacheName, maxEntries int) Option {
-	return func(rl *RateLimiter) {
-		if cache >= 0 && cache < numCaches {
-			rl.cacheSizes[cache] = max(maxEntries, 0)
-			rl.cacheSizeSet[cache] = true
-		}
-	}
-}
-
-// WithEntityCacheTTL sets how long the entity cache trusts an entity's
-// cascade settings after reading them ([DefaultEntityCacheTTL] by default).
-// They do not change while the entity exists; the age limit bounds how long
-// this process may keep using the settings of an entity that another
-// process deleted and created again differently. Zero or less means no age
-// limit (only the ceiling bounds the cache).
-func WithEntityCacheTTL(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.entityTTL = max(d, 0) }
-}
-
 // initCaches creates the per-key caches from the options.
 func (rl *RateLimiter) initCaches() {
 	defaults := [numCaches]int{DefaultConfigCacheSize, DefaultEntityCacheSize, DefaultOverLimitCacheSize}
@@ -513,19 +347,6 @@ func (rl *RateLimiter) CacheStats(cache CacheName) CacheStats {
 		}
 	}
 	return CacheStats{}
-}
-
-// WithOverLimitCache turns the over-limit cache on (see overlimit.go): after
-// a fast rejection with Retry-After R, acquires on that bucket that the
-// stored state, refilled to now, still cannot satisfy are refused locally,
-// without a DynamoDB call, until min(R, maxWait). A commit or rollback by
-// this limiter on the bucket clears it. It may refuse for up to maxWait
-// what another process's refunds would have allowed (bounded
-// under-admission); it never over-admits. maxWait ≤ 0 turns it off, the
-// default. It holds at most [DefaultOverLimitCacheSize] buckets
-// ([WithCacheSize]).
-func WithOverLimitCache(maxWait time.Duration) Option {
-	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
 }
 
 // OverLimitCacheHits returns how many acquires the over-limit cache refused
@@ -630,13 +451,3 @@ func (rl *RateLimiter) overLimitReset() {
 	c.entries.Clear()
 	c.mu.Unlock()
 }
-
-// WithGroupCommit turns group commit on or off (see groupcommit.go): while
-// a write for a bucket item is in flight, this limiter's later acquires,
-// commits and rollbacks for the same item queue and go out together. It
-// never admits more than the requests one at a time would, and never
-// refuses a request that would fit alone: when a batch is refused, each
-// member is decided alone on the item the store returned, or written again
-// alone. It is on by default; sequential use makes exactly the calls it
-// makes without it.
-func WithGroupCommit(on bool) Option { return func(rl *RateLimiter) { rl.noGroupCommit = !on } }

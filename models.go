@@ -123,20 +123,6 @@ func (s LimitStatus) Deficit() int64 {
 	return 0
 }
 
-// bucketStateFromLimit returns a full bucket for l, refilled at nowMs.
-func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store.BucketState {
-	return store.BucketState{
-		EntityID:          entityID,
-		Resource:          resource,
-		LimitName:         l.Name,
-		TokensMilli:       l.Capacity * 1000,
-		LastRefillMs:      nowMs,
-		CapacityMilli:     l.Capacity * 1000,
-		RefillAmountMilli: l.RefillAmount * 1000,
-		RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
-	}
-}
-
 // The models a caller handles, defined by the backend contract (package
 // store) and restated here under the names callers use.
 type (
@@ -199,4 +185,77 @@ func consumeNames(c Consume) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// negate returns c with every amount negated.
+func negate(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		out[k] = -v
+	}
+	return out
+}
+
+// positive returns the entries of c with a positive amount: the ones that
+// gate admission, on every path.
+func positive(c Consume) Consume {
+	out := make(Consume, len(c))
+	for k, v := range c {
+		if v > 0 {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// capacities returns the capacity of each limit, in millitokens.
+func capacities(limits []Limit) map[string]int64 {
+	if len(limits) == 0 {
+		return nil
+	}
+	caps := make(map[string]int64, len(limits))
+	for _, l := range limits {
+		caps[l.Name] = bucketmath.SatMul(l.Capacity, 1000)
+	}
+	return caps
+}
+
+// adjustDeltaWrite is the store.WriteAdjust of delta (tokens) on key, limits in
+// sorted order, zero deltas left out, with the capacity hints caps.
+func adjustDeltaWrite(key store.BucketKey, nowMs int64, delta Consume, caps map[string]int64) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+	for _, name := range consumeNames(delta) {
+		if d := delta[name]; d != 0 {
+			w.Limits = append(w.Limits, store.LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: caps[name]})
+		}
+	}
+	return w
+}
+
+// addConsume adds c to sum, per limit.
+func addConsume(sum, c Consume) {
+	for name, v := range c {
+		sum[name] += v
+	}
+}
+
+// giveBackWrite is the store.WriteAdjust that gives consume back to key at
+// nowMs, limits in sorted order, zero amounts left out, with the
+// capacities of limits as hints: adjustDeltaWrite of the negated amounts.
+func giveBackWrite(key store.BucketKey, nowMs int64, consume Consume, limits []Limit) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+	for _, name := range consumeNames(consume) {
+		v := consume[name]
+		if v == 0 {
+			continue
+		}
+		capacity := int64(0)
+		for _, l := range limits {
+			if l.Name == name {
+				capacity = l.Capacity
+			}
+		}
+		w.Limits = append(w.Limits, store.LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(-v, 1000), CapacityMilli: bucketmath.SatMul(capacity, 1000)})
+	}
+	return w
 }

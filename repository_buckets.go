@@ -569,16 +569,16 @@ func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resou
 	return next, nil
 }
 
-// serialItemWrites marks the writes to one item as a resource of their
-// own: each takes a write-capacity unit of the item's partition, and
-// DynamoDB applies them one after the other. Group commit keeps one write
-// of a hot item in flight, so that each carries the largest batch.
-func (r *DynamoDBRepository) serialItemWrites() {}
+// SerialItemWrites implements [store.SerialItemWriter]: each write of an
+// item takes a write-capacity unit of its partition, and DynamoDB applies
+// them one after the other. Group commit keeps one write of a hot item in
+// flight, so that each carries the largest batch.
+func (r *DynamoDBRepository) SerialItemWrites() {}
 
-// speculativeConsumeAdjust is SpeculativeConsume with adj, a pending
-// adjustment of the same item (a committed lease's, whole tokens), folded
-// into the same UpdateItem: one write for both, exactly as adj followed by
-// the acquire. The acquire's condition holds for the balance after the
+// SpeculativeConsumeAdjust implements [store.AdjustFolder]:
+// SpeculativeConsume with adj, a pending adjustment of the same item (a
+// committed lease's, whole tokens), folded into the same UpdateItem: one
+// write for both, exactly as adj followed by the acquire. The acquire's condition holds for the balance after the
 // adjustment, including that its limits are not full by now once refunded
 // (their exact state, see SpeculativeConsume); a refund is conditioned on
 // fitting under the capacity before the acquire takes its amount (as an
@@ -586,12 +586,12 @@ func (r *DynamoDBRepository) serialItemWrites() {}
 // may be full, the write is the exact one of both (see foldFrom). When the
 // acquire does not fit once adjusted, nothing was written: the caller
 // writes the adjustment alone, then the acquire.
-func (r *DynamoDBRepository) speculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, foldOutcome, error) {
+func (r *DynamoDBRepository) SpeculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, store.FoldOutcome, error) {
 	res := store.SpeculativeResult{Key: req.Key}
 	id := ddbschema.NewWriteID()
 	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj, id)
 	if in == nil {
-		return res, foldNotApplied, nil
+		return res, store.FoldNotApplied, nil
 	}
 	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
 	return r.foldFrom(ctx, req, adj, in, id, key, base)

@@ -300,18 +300,18 @@ func writeAnswer(out *dynamodb.UpdateItemOutput, err error, id ddbschema.WriteID
 	return nil, false, ccf
 }
 
-// foldFrom writes req with adj folded in (see speculativeConsumeAdjust) to
+// foldFrom writes req with adj folded in (see SpeculativeConsumeAdjust) to
 // the item of key (its key value, nil to build it), in the write in, the
 // take of both, or, when base (the item as last seen; nil: none) says a
 // limit may be full or its exact state is stale, in the exact write of
 // both computed from base (planFold). Each write refused because the item
 // changed returns it, and the next is decided on it. When the acquire does
 // not fit once adjusted, or after maxExactWrites refusals, nothing is
-// written (foldNotApplied): the caller writes the adjustment, then the
+// written (store.FoldNotApplied): the caller writes the adjustment, then the
 // acquire, each alone. Every write carries the write identifier id, as in
 // does.
 func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
-	id ddbschema.WriteID, key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, foldOutcome, error) {
+	id ddbschema.WriteID, key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, store.FoldOutcome, error) {
 	if key == nil {
 		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
 	}
@@ -327,7 +327,7 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
 			switch {
 			case (reason != store.RefusedNone && fresh) || round > maxExactWrites:
-				return store.SpeculativeResult{Key: req.Key}, foldNotApplied, nil
+				return store.SpeculativeResult{Key: req.Key}, store.FoldNotApplied, nil
 			case reason != store.RefusedNone:
 				base = nil // a kept item that refuses is no answer: ask the item
 			default:
@@ -346,22 +346,22 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
 			if res.Bucket, err = r.keepItem(req.Key, item); err != nil {
-				return res, foldApplied, err
+				return res, store.FoldApplied, err
 			}
 			res.Applied = true
-			return res, foldApplied, nil
+			return res, store.FoldApplied, nil
 		}
 		if ccf == nil {
 			r.shared.buckets.forget(r.nsID, req.Key)
-			return res, foldUnknown, wrapErr("speculative write", err)
+			return res, store.FoldUnknown, wrapErr("speculative write", err)
 		}
 		if len(ccf.Item) == 0 {
 			r.shared.buckets.forget(r.nsID, req.Key)
 			res.Reason = store.RefusedBucketMissing
-			return res, foldNotApplied, nil
+			return res, store.FoldNotApplied, nil
 		}
 		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
-			return res, foldNotApplied, err
+			return res, store.FoldNotApplied, err
 		}
 		fresh = true
 	}

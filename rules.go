@@ -209,42 +209,6 @@ func auditLimitDetail(l Limit) map[string]any {
 
 func (rl *rules) nowMs() int64 { return rl.now().UnixMilli() }
 
-// AcquireOption configures one Acquire, Do, Available or TimeUntilAvailable
-// call.
-type AcquireOption func(*acquireOptions)
-
-type acquireOptions struct {
-	limits        []Limit
-	override      bool
-	onUnavailable OnUnavailable
-	// checked is set when limitsErr holds validateLimits(limits), done
-	// once by WithLimits rather than on every call.
-	checked   bool
-	limitsErr error
-	// caps bound the entity's resolved limits (WithLimitCaps); capsErr is
-	// their validation.
-	caps    []Limit
-	capsErr error
-}
-
-// WithLimits makes the call use limits instead of the stored config (no
-// config read at all). An empty list checks nothing.
-func WithLimits(limits ...Limit) AcquireOption {
-	// Copied once: every call of the option shares the copy, which
-	// nothing writes to.
-	own := append([]Limit(nil), limits...)
-	err := validateLimits(own)
-	return func(o *acquireOptions) {
-		o.limits, o.override, o.checked, o.limitsErr = own, true, true, err
-	}
-}
-
-// WithOnUnavailable sets what the call does when DynamoDB fails, overriding
-// the stored system default (itself defaulting to block).
-func WithOnUnavailable(mode OnUnavailable) AcquireOption {
-	return func(o *acquireOptions) { o.onUnavailable = mode }
-}
-
 // optionsPool holds idle *acquireOptions (see resolveAcquireOptions).
 var optionsPool sync.Pool
 

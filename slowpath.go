@@ -400,27 +400,10 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 	}
 }
 
-// specConsume is the speculative write of the fast path, through group
-// commit when it is on. The caller gets its answer, or its context's error
-// as soon as the context ends; a write that applies after its caller gave
-// up is given back.
-func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	if rl.gc != nil {
-		return rl.gc.consume(ctx, req)
-	}
-	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
-		return rl.store.speculativeConsume(ctx, req)
-	}, func(res store.SpeculativeResult, err error) {
-		if err == nil && res.Applied {
-			rl.giveBack(req.Key, req.Consume, req.Limits)
-		}
-	})
-}
-
 // giveBack returns consume, taken from key by a write whose caller went
 // away, in the background.
 func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []Limit) {
-	w := adjustDeltaWrite(key, 0, negate(consume), capacities(limits))
+	w := giveBackWrite(key, 0, consume, limits)
 	if len(w.Limits) == 0 {
 		return
 	}

@@ -406,7 +406,7 @@ func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.Specul
 // ctx, whichever ends first; the write goes on when ctx ends first. The
 // DynamoDB backend's write-capacity token is not given back.
 func (rl *RateLimiter) undo(ctx context.Context, key store.BucketKey, consume Consume, limits []Limit) error {
-	w := adjustDeltaWrite(key, rl.nowMs(), negate(consume), capacities(limits))
+	w := giveBackWrite(key, rl.nowMs(), consume, limits)
 	if len(w.Limits) == 0 {
 		return nil
 	}
@@ -438,4 +438,21 @@ func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutc
 	rl.obs.log.LogAttrs(ctx, level, msg,
 		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource),
 		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
+}
+
+// specConsume is the speculative write of the fast path, through group
+// commit when it is on. The caller gets its answer, or its context's error
+// as soon as the context ends; a write that applies after its caller gave
+// up is given back.
+func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	if rl.gc != nil {
+		return rl.gc.consume(ctx, req)
+	}
+	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
+		return rl.store.speculativeConsume(ctx, req)
+	}, func(res store.SpeculativeResult, err error) {
+		if err == nil && res.Applied {
+			rl.giveBack(req.Key, req.Consume, req.Limits)
+		}
+	})
 }

@@ -1,9 +1,9 @@
 // Package store is the contract between a [limiter.RateLimiter] and the
 // storage behind it, in the manner of database/sql/driver: the
 // [Repository] interface every backend implements, the optional
-// capabilities a backend may add (SpeculativeStore, BatchStore,
-// ShardStore, AuditLog, ConfigLister, EntityLister, UsageStore,
-// CapacityReader, NamespaceRegistry), the values they exchange (bucket
+// capabilities a backend may add (SpeculativeStore, AdjustFolder,
+// BatchStore, ShardStore, SerialItemWriter, AuditLog, ConfigLister,
+// EntityLister, UsageStore, CapacityReader, NamespaceRegistry), the values they exchange (bucket
 // items and their writes, stored limit configs, entities, audit events,
 // usage snapshots) and the errors that carry meaning between a backend
 // and the limiter.

@@ -354,6 +354,49 @@ type SpeculativeStore interface {
 	SpeculativeConsume(ctx context.Context, req SpeculativeRequest) (SpeculativeResult, error)
 }
 
+// AdjustFolder is an optional capability of a [SpeculativeStore]: writing
+// a pending adjustment of a bucket item (a lease's commit queued by
+// background commit) in the same atomic step as the next speculative
+// consume of that item. Without it the limiter writes the adjustment, then
+// the consume, each on its own.
+type AdjustFolder interface {
+	// SpeculativeConsumeAdjust applies adj (a single-item [WriteAdjust] of
+	// req.Key), then req, as [Repository.WriteBuckets] of adj followed by
+	// [SpeculativeStore.SpeculativeConsume] of req would, in one step: a
+	// charge taken after any refill it needs, a refund capped at the
+	// capacity, then req under its conditions. When req does not fit once
+	// adj is applied, nothing is written and the outcome is
+	// [FoldNotApplied] (the result says nothing); the caller then writes
+	// adj and req on their own. [FoldUnknown] reports a write that failed
+	// without an answer: adj may have applied, and the error says why.
+	SpeculativeConsumeAdjust(ctx context.Context, req SpeculativeRequest, adj BucketWrite) (SpeculativeResult, FoldOutcome, error)
+}
+
+// FoldOutcome says what became of an adjustment given to
+// [AdjustFolder.SpeculativeConsumeAdjust].
+type FoldOutcome int
+
+const (
+	// FoldApplied: the adjustment and the consume were written together
+	// (the result says whether the consume applied).
+	FoldApplied FoldOutcome = iota
+	// FoldNotApplied: nothing of the adjustment was written.
+	FoldNotApplied
+	// FoldUnknown: the write failed without an answer; it may have applied.
+	FoldUnknown
+)
+
+// SerialItemWriter is an optional capability that describes a backend
+// rather than adding an operation: its writes to one bucket item are
+// applied one after the other, each at a cost of its own (a write unit of
+// the item's partition on DynamoDB). Group commit then keeps one write of
+// an item in flight at a time, so that each carries the largest batch;
+// without it, it lets two go at once.
+type SerialItemWriter interface {
+	// SerialItemWrites marks the capability; it does nothing.
+	SerialItemWrites()
+}
+
 // BatchStore is an optional capability: speculative consumption from
 // several bucket items in one atomic step. [limiter.RateLimiter.AcquireAll] tries
 // it first; without it, or when it refuses a request that a refill would
