@@ -529,7 +529,7 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		}
 		if amount > 0 {
 			short = short || balance < taken
-			if !refill && (x == nil || i >= len(x.exact) || !x.exact[i].valid || x.exact[i].fullAtMs <= now) {
+			if !refill && (x == nil || i >= len(x.exact) || !x.exact[i].valid || (x.exact[i].fullAtMs <= now && base.RefillMs < now)) {
 				direct = true
 			}
 		}

@@ -122,8 +122,8 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 	assert.Equal(t, want, got, "update\n got %s\nwant %s", got, want)
 	got = render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	want = "attribute_exists(PK) AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000 AND b_tpm_cp = 10000000 AND b_tpm_ra = 10000000 AND b_tpm_rp = 60000" +
-		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 100000000000001000000000060000" +
-		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 10000000000000100000000000060000" +
+		" AND b_rpm_tk >= 1000 AND (b_rpm_fa > 1700000000999 OR rf >= 1700000000999) AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 100000000000001000000000060000" +
+		" AND b_tpm_tk >= 100000 AND (b_tpm_fa > 1700000000999 OR rf >= 1700000000999) AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 10000000000000100000000000060000" +
 		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000) AND " + writeIDCond
 	assert.Equal(t, want, got, "condition\n got %s\nwant %s", got, want)
 	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {

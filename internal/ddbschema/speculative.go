@@ -24,7 +24,8 @@ import (
 // It takes from the stored balances without refilling, which is exact only
 // while the limits taken from cannot have refilled to their capacity (see
 // [BucketLimit]): each positive amount is also conditioned on the limit's
-// fa lying after now, on ts = tk and on fp holding the limit's parameters,
+// fa lying after now (or on rf not lying before now: nothing has refilled
+// since), on ts = tk and on fp holding the limit's parameters,
 // and moves ts with tk and fa by ⌊amount × rp / ra⌋. A negative amount
 // moves ts and removes fa. A refused write returns the item (ALL_OLD), from
 // which the repository writes the refilled state exactly ([ExactUpdates]).
@@ -320,7 +321,9 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 			slot.delay, slot.ra, slot.rp = value(), l.RefillAmountMilli, l.RefillPeriodMs
 			fp := value()
 			t.consts = append(t.consts, specConst{fp, &types.AttributeValueMemberN{Value: sig}})
-			conds = append(conds, tk+" >= "+slot.take, fa+" > "+t.nowMs, tk+" = "+ts, name(BucketAttr(a.Name, FieldParams))+" = "+fp)
+			// Or rf is now (or later): nothing has refilled since, so the
+			// stored balance is the balance now, full or not.
+			conds = append(conds, tk+" >= "+slot.take, "("+fa+" > "+t.nowMs+" OR "+name(AttrRefill)+" >= "+t.nowMs+")", tk+" = "+ts, name(BucketAttr(a.Name, FieldParams))+" = "+fp)
 			add = append(add, fa+" "+slot.delay)
 		} else {
 			conds = append(conds, "attribute_exists("+tk+")")

@@ -50,8 +50,8 @@ func TestSpeculativeInput(t *testing.T) {
 	assert.Equal(t, "attribute_exists(PK) AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"+
 		" AND b_tpm_cp = 5000000 AND b_tpm_ra = 5000000 AND b_tpm_rp = 60000"+
 		" AND attribute_exists(b_back_tk)"+
-		" AND b_rpm_tk >= 1000 AND b_rpm_fa > 1700000000999 AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000"+
-		" AND b_tpm_tk >= 100000 AND b_tpm_fa > 1700000000999 AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 5000000000000050000000000060000"+
+		" AND b_rpm_tk >= 1000 AND (b_rpm_fa > 1700000000999 OR rf >= 1700000000999) AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000"+
+		" AND b_tpm_tk >= 100000 AND (b_tpm_fa > 1700000000999 OR rf >= 1700000000999) AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 5000000000000050000000000060000"+
 		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000) AND "+ringCond, renderSpec(in.ConditionExpression, in))
 	assert.Equal(t, "tbl", aws.ToString(in.TableName))
 	assert.Equal(t, types.ReturnValueAllNew, in.ReturnValues)
@@ -66,7 +66,7 @@ func TestSpeculativeInput(t *testing.T) {
 	assert.Equal(t, ringSet+" ADD b_back_tk 1, b_back_ts 1, b_back_tc -1, b_rpm_fa 12000, b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000,"+
 		" b_tpm_fa 0, b_tpm_tk -7, b_tpm_ts -7, b_tpm_tc 7, b_wcu_tk -1000, b_wcu_tc 1000 REMOVE b_back_fa",
 		renderSpec(in2.UpdateExpression, in2))
-	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND b_tpm_fa > 1700000001000 AND")
+	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "b_tpm_tk >= 7 AND (b_tpm_fa > 1700000001000 OR rf >= 1700000001000) AND")
 	assert.Contains(t, renderSpec(in2.ConditionExpression, in2), "ttl > 1700000001)")
 	// The first request's values did not change.
 	assert.Contains(t, renderSpec(in.ConditionExpression, in), "b_tpm_tk >= 100000 AND")
