@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // chromiumFlags are the flags of every headless run: no sandbox (CI runs as
@@ -36,7 +38,7 @@ func findChromium(t *testing.T) string {
 	msg := "no chromium on PATH (apt-get install chromium; .ci/run installs it in CI)"
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	require.False(t, ci, msg)
-	t.Skip(msg)
+	skiplog.Skip(t, "chromium", msg)
 	return ""
 }
 
