@@ -252,7 +252,7 @@ func unavailable(t testing.TB, err error) {
 		t.Fatalf("%s\n(a failure, not a skip: CI=true or %s=1)", msg, EnvRequire)
 		return
 	}
-	skiplog.Skip(t, "redis-server", msg+" (apt-get install redis-server redis-tools)")
+	skiplog.Skip(t, "redis-server", msg)
 }
 
 // WideStoreTimeout is the store timeout of the limiters of a test binary
