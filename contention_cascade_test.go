@@ -2,15 +2,7 @@ package limiter_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -18,186 +10,23 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/crossbackend"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
-	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/memorystore"
-	"github.com/zaelimiter/limiter/redisstore"
 )
 
-// The cascade contention case: two limiters (two processes' worth of
-// RateLimiters on one store) × 32 goroutines, two keys cascading to one
-// parent, every limit 150 per hour. Each goroutine acquires 1 and commits
-// until a refusal that reports a real shortage; the parent then admitted
-// exactly its 150 (plus the refill of the run, a token per 24 s), and no
-// refusal came while tokens remained.
-const (
-	cascadeParent     = "cc-parent"
-	cascadeResource   = "gpt-4"
-	cascadeLimiters   = 2
-	cascadeGoroutines = 32
-	cascadeCapacity   = 150
-	// cascadeMaxAttempts bounds one goroutine's attempts: far above what a
-	// fair share of 150 tokens needs, so that a run where refusals never
-	// report a shortage ends.
-	cascadeMaxAttempts = 400
-	// cascadeOpTimeout bounds one call, as a request's deadline would.
-	cascadeOpTimeout = 30 * time.Second
-)
-
-var cascadeKeys = []string{"cc-k1", "cc-k2"}
-
-// cascadeLimits are every acquire's limits: the keys and the parent alike.
-var cascadeLimits = limiter.WithLimits(limiter.PerHour("rpm", cascadeCapacity))
-
-// cascadeCounts is what one run did.
-type cascadeCounts struct {
-	attempts, admitted, refused atomic.Int64
-	// falseRefusals counts refusals whose error says tokens remained (a
-	// violation with Available ≥ Requested); zeroRetry those with
-	// RetryAfter ≤ 0.
-	falseRefusals, zeroRetry atomic.Int64
-	errors                   atomic.Int64
-
-	mu       sync.Mutex
-	messages []string // the first few unexpected errors and false refusals
-	lat      []time.Duration
-}
-
-func (c *cascadeCounts) note(format string, args ...any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.messages) < 10 {
-		c.messages = append(c.messages, fmt.Sprintf(format, args...))
-	}
-}
-
-func (c *cascadeCounts) String() string {
-	return fmt.Sprintf("%d attempts, %d admitted, %d refused (%d while tokens remained, %d with RetryAfter ≤ 0), %d other errors",
-		c.attempts.Load(), c.admitted.Load(), c.refused.Load(), c.falseRefusals.Load(), c.zeroRetry.Load(), c.errors.Load())
-}
-
-// runCascadeContention sets up the entities on repo and runs the workload
-// with opts on every limiter.
-func runCascadeContention(t *testing.T, repo limiter.Repository, opts ...limiter.Option) *cascadeCounts {
-	t.Helper()
-	ctx := context.Background()
-	admin := limiter.New(repo)
-	_, err := admin.CreateEntity(ctx, limiter.Entity{ID: cascadeParent})
-	require.NoError(t, err)
-	for _, k := range cascadeKeys {
-		_, err := admin.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: cascadeParent, Cascade: true})
-		require.NoError(t, err)
-	}
-	require.NoError(t, admin.Close())
-
-	var c cascadeCounts
-	var wg sync.WaitGroup
-	var limiters []*limiter.RateLimiter
-	start := make(chan struct{})
-	for range cascadeLimiters {
-		rl := limiter.New(repo, opts...)
-		limiters = append(limiters, rl)
-		for g := range cascadeGoroutines {
-			key := cascadeKeys[g%len(cascadeKeys)]
-			wg.Go(func() {
-				<-start
-				for range cascadeMaxAttempts {
-					if c.attempt(rl, key) {
-						return
-					}
-				}
-			})
-		}
-	}
-	close(start)
-	wg.Wait()
-	for _, rl := range limiters {
-		require.NoError(t, rl.Close())
-		t.Logf("speculative: %+v", rl.SpeculativeStats())
-	}
-	c.mu.Lock()
-	slices.Sort(c.lat)
-	if n := len(c.lat); n > 0 {
-		t.Logf("acquire latency p50 %v p90 %v max %v", c.lat[n/2], c.lat[n*9/10], c.lat[n-1])
-	}
-	c.mu.Unlock()
-	return &c
-}
-
-// attempt acquires 1 on key and commits; it reports true when the
-// acquire was refused for a real shortage.
-func (c *cascadeCounts) attempt(rl *limiter.RateLimiter, key string) (stop bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), cascadeOpTimeout)
-	defer cancel()
-	c.attempts.Add(1)
-	t0 := time.Now()
-	lease, err := rl.Acquire(ctx, key, cascadeResource, limiter.Consume{"rpm": 1}, cascadeLimits)
-	c.mu.Lock()
-	c.lat = append(c.lat, time.Since(t0))
-	c.mu.Unlock()
-	var rle *limiter.RateLimitExceededError
-	switch {
-	case errors.As(err, &rle):
-		c.refused.Add(1)
-		real := true
-		if rle.RetryAfter <= 0 {
-			c.zeroRetry.Add(1)
-			real = false
-		}
-		for _, v := range rle.Violations {
-			if v.Available >= v.Requested {
-				c.falseRefusals.Add(1)
-				real = false
-				break
-			}
-		}
-		if !real {
-			c.note("refused while tokens remained: %v (violations %+v)", err, rle.Violations)
-		}
-		return real
-	case err != nil:
-		c.errors.Add(1)
-		c.note("acquire: %v", err)
-		return true
-	}
-	if err := lease.Commit(ctx); err != nil {
-		c.errors.Add(1)
-		c.note("commit: %v", err)
-		return true
-	}
-	c.admitted.Add(1)
-	return false
-}
-
-// checkCascadeContention asserts the counts of a run that took span.
-func checkCascadeContention(t *testing.T, c *cascadeCounts, span time.Duration) {
-	t.Helper()
-	t.Logf("%v in %v", c, span.Round(time.Millisecond))
-	earned := int64(span / (time.Hour / cascadeCapacity)) // the refill of the run
-	assert.Equal(t, int64(0), c.errors.Load(), "errors: %v", c.messages)
-	assert.Equal(t, int64(0), c.falseRefusals.Load(), "refusals while tokens remained: %v", c.messages)
-	assert.Equal(t, int64(0), c.zeroRetry.Load(), "refusals with RetryAfter ≤ 0: %v", c.messages)
-	admitted := c.admitted.Load()
-	assert.GreaterOrEqual(t, admitted, int64(cascadeCapacity), "admitted %d, want the parent's %d", admitted, cascadeCapacity)
-	assert.LessOrEqual(t, admitted, cascadeCapacity+earned, "admitted %d, want at most %d + %d earned", admitted, cascadeCapacity, earned)
-}
-
-// TestCascadeContentionNoFalseDenials is the cascade contention case on
-// DynamoDB Local, the memory store and redis-server, with group commit on
-// (the default) and off, on a quiet machine and with two CPU-bound
-// processes beside the test (on DynamoDB Local, group commit off runs only
-// beside them). Under load, before lost races were read again, a run on
-// DynamoDB Local refused 2 of 214 acquires with 49 to 149 tokens left and
-// a Retry-After of zero.
+// TestCascadeContentionNoFalseDenials is the cascade contention case
+// (crossbackend.CascadeContention: two limiters × 32 goroutines, two keys
+// cascading to one parent at 150 per hour) on DynamoDB Local and the memory
+// store, with group commit on (the default) and off, on a quiet machine and
+// with two CPU-bound processes beside the test; package crossbackend's test
+// of the same name runs it on redis-server. Each run must also build no
+// refusal that no shortage explains. Under load, before lost races were
+// read again, a run on DynamoDB Local refused 2 of 214 acquires with 49 to
+// 149 tokens left and a Retry-After of zero.
 func TestCascadeContentionNoFalseDenials(t *testing.T) {
-	if testing.Short() {
-		t.Skip("contention test: skipped with -short")
-	}
-	backends := []struct {
-		name string
-		open func(t *testing.T) limiter.Repository
-	}{
-		{"dynamodb", func(t *testing.T) limiter.Repository {
+	backends := []crossbackend.Backend{
+		{Name: "dynamodb", Open: func(t *testing.T) limiter.Repository {
 			client := ddblocal.Client(t)
 			table := ddblocal.TableName(t)
 			repo, err := limiter.OpenDynamoDB(context.Background(), client, func(o *limiter.DynamoDBOptions) {
@@ -209,82 +38,12 @@ func TestCascadeContentionNoFalseDenials(t *testing.T) {
 			})
 			return repo
 		}},
-		{"memory", func(t *testing.T) limiter.Repository { return memorystore.New() }},
-		{"redis", func(t *testing.T) limiter.Repository {
-			repo, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-			require.NoError(t, err)
-			return repo
-		}},
+		{Name: "memory", Open: func(t *testing.T) limiter.Repository { return memorystore.New() }},
 	}
-	for _, load := range []string{"quiet", "loaded"} {
-		for _, b := range backends {
-			for _, gc := range []bool{true, false} {
-				if b.name == "dynamodb" && load == "loaded" && !gc {
-					// Without group commit the 64 writers of the parent's
-					// item queue on its lock in DynamoDB Local, and beside
-					// the burners some outwait its lock timeout or the
-					// write's: errors, not refusals.
-					continue
-				}
-				name := fmt.Sprintf("%s/%s/group-commit=%v", load, b.name, gc)
-				t.Run(name, func(t *testing.T) {
-					repo := b.open(t)
-					if load == "loaded" {
-						startCPUBurners(t, 2)
-					}
-					broken := limiter.BrokenRefusals()
-					start := time.Now()
-					c := runCascadeContention(t, repo, limiter.WithGroupCommit(gc))
-					checkCascadeContention(t, c, time.Since(start))
-					assert.Equal(t, broken, limiter.BrokenRefusals(), "refusals built without a shortage")
-				})
-			}
-		}
-	}
+	crossbackend.CascadeContention(t, backends, func(t *testing.T) func() {
+		broken := limiter.BrokenRefusals()
+		return func() { assert.Equal(t, broken, limiter.BrokenRefusals(), "refusals built without a shortage") }
+	})
 }
 
-// envCPUBurner=1 makes TestCPUBurnerProcess spin.
-const envCPUBurner = "ZAEL_CPU_BURNER"
-
-// cpuBurnerMax bounds a burner's life if its parent never stops it.
-const cpuBurnerMax = 2 * time.Minute
-
-// startCPUBurners starts n CPU-bound processes (re-executions of the test
-// binary) that spin until the test ends (a cleanup kills them and waits),
-// and at most cpuBurnerMax.
-func startCPUBurners(t *testing.T, n int) {
-	t.Helper()
-	for range n {
-		ctx, cancel := context.WithTimeout(context.Background(), cpuBurnerMax)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCPUBurnerProcess$", "-test.count=1")
-		cmd.Env = append(os.Environ(), envCPUBurner+"=1", "GOMAXPROCS=1")
-		cmd.WaitDelay = 5 * time.Second
-		if err := cmd.Start(); err != nil {
-			cancel()
-			t.Fatalf("start CPU burner: %v", err)
-		}
-		t.Cleanup(func() {
-			cancel()
-			_ = cmd.Wait()
-		})
-	}
-}
-
-// TestCPUBurnerProcess is the CPU-bound process of startCPUBurners. It
-// does nothing unless ZAEL_CPU_BURNER=1; then it spins for cpuBurnerMax.
-func TestCPUBurnerProcess(t *testing.T) {
-	if os.Getenv(envCPUBurner) != "1" {
-		return
-	}
-	deadline := time.Now().Add(cpuBurnerMax)
-	x := uint64(1)
-	for time.Now().Before(deadline) {
-		for range 1 << 20 {
-			x = x*6364136223846793005 + 1442695040888963407
-		}
-	}
-	cpuBurnerSink = x
-}
-
-// cpuBurnerSink keeps the burner's arithmetic from being optimised away.
-var cpuBurnerSink uint64
+func TestCPUBurnerProcess(t *testing.T) { crossbackend.CPUBurnerProcess(t) }

@@ -7,7 +7,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/zaelimiter/limiter"
@@ -48,10 +48,9 @@ func newLimiter() *limiter.RateLimiter {
 }
 
 func ExampleOpenDynamoDB() {
-	cfg, err := config.LoadDefaultConfig(ctx) // region and credentials as usual
-	if err != nil {
-		log.Fatal(err)
-	}
+	// Region and credentials as usual: cfg, err := config.LoadDefaultConfig(ctx),
+	// with package config of github.com/aws/aws-sdk-go-v2/config.
+	var cfg aws.Config
 	repo, err := limiter.OpenDynamoDB(ctx, dynamodb.NewFromConfig(cfg), func(o *limiter.DynamoDBOptions) {
 		o.Table = "zae-limiter" // default: $ZAEL_STACK, else "zae-limiter"
 		o.Namespace = "default" // default: $ZAEL_NAMESPACE, else "default"

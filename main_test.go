@@ -18,15 +18,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
-	"github.com/zaelimiter/limiter/internal/redisserver"
 )
 
 // TestMain starts one DynamoDB Local for the package (see internal/ddblocal)
-// and, for the tests that ask for it, one redis-server
-// (internal/redisserver). The run fails when any test made the limiter
-// build a refusal that no shortage explains.
+// on first use. The run fails when any test made the limiter build a
+// refusal that no shortage explains. (The tests that run a program on
+// every backend, Redis included, are in internal/crossbackend: this
+// package's tests import no Redis client.)
 func TestMain(m *testing.M) {
-	os.Exit(redisserver.Main(redisserver.RunnerFunc(func() int { return checkRefusals(ddblocal.Main(m)) })))
+	os.Exit(checkRefusals(ddblocal.Main(m)))
 }
 
 // checkRefusals returns code, or 1 when a refusal was built without an

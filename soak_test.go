@@ -29,9 +29,9 @@ import (
 // They run at two sizes. By default (and so under -race in `make test`),
 // with small ceilings, so that the caches fill after a few thousand keys:
 // 40,000 keys on the memory backend, 4,000 on DynamoDB Local. With SOAK=1
-// (`make soak`, also run by `make test`, without -race: the race detector
-// makes every acquire several times slower), at full size with the default
-// ceilings: 1,000,000 keys on the memory backend, and on DynamoDB Local the
+// (`make soak`, which CI runs after `make test`, without -race: the race
+// detector makes every acquire several times slower), at full size with
+// the default ceilings: 1,000,000 keys on the memory backend, and on DynamoDB Local the
 // measure of the issue, 20,000 keys by 32 goroutines.
 
 // envSoak selects the full size.

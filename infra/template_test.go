@@ -21,6 +21,7 @@ import (
 	"github.com/zaelimiter/limiter/aggregator"
 	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // cfnValue converts a YAML node of a CloudFormation template into plain Go
@@ -341,7 +342,7 @@ func TestTemplateCfnLint(t *testing.T) {
 	if err != nil {
 		msg := "cfn-lint not found (pip install 'moto[server]' installs it)"
 		require.False(t, os.Getenv("CI") == "true" || os.Getenv("ZAEL_REQUIRE_MOTO") == "1", msg)
-		t.Skip(msg)
+		skiplog.Skip(t, "cfn-lint", msg)
 	}
 	ctx := testContext(t)
 	out, err := exec.CommandContext(ctx, bin, "--ignore-checks", "W1030", "--ignore-checks", "W1028", "--", "cfn_template.yaml").CombinedOutput()

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -21,8 +20,8 @@ import (
 // the namespace's hash tag, one slot on a Cluster.
 
 // decodeEntity converts an entity hash.
-func decodeEntity(h map[string]string) limiter.Entity {
-	e := limiter.Entity{ID: h["id"], Name: h["name"], ParentID: h["par"], Cascade: h["cas"] == "1"}
+func decodeEntity(h map[string]string) store.Entity {
+	e := store.Entity{ID: h["id"], Name: h["name"], ParentID: h["par"], Cascade: h["cas"] == "1"}
 	if md := h["md"]; md != "" && md != "null" {
 		_ = json.Unmarshal([]byte(md), &e.Metadata)
 	}
@@ -32,9 +31,9 @@ func decodeEntity(h map[string]string) limiter.Entity {
 	return e
 }
 
-// CreateEntity implements [limiter.Repository]: one script creates the
+// CreateEntity implements [store.Repository]: one script creates the
 // record and adds it to its parent's children.
-func (s *Store) CreateEntity(ctx context.Context, e limiter.Entity) error {
+func (s *Store) CreateEntity(ctx context.Context, e store.Entity) error {
 	md, err := json.Marshal(e.Metadata)
 	if err != nil {
 		return fmt.Errorf("create entity %s: metadata: %w", e.ID, err)
@@ -49,28 +48,28 @@ func (s *Store) CreateEntity(ctx context.Context, e limiter.Entity) error {
 		return err
 	}
 	if v == int64(0) {
-		return &limiter.EntityExistsError{EntityID: e.ID}
+		return &store.EntityExistsError{EntityID: e.ID}
 	}
 	return nil
 }
 
-// GetEntity implements [limiter.Repository].
-func (s *Store) GetEntity(ctx context.Context, id string) (limiter.Entity, error) {
+// GetEntity implements [store.Repository].
+func (s *Store) GetEntity(ctx context.Context, id string) (store.Entity, error) {
 	if err := ctx.Err(); err != nil {
-		return limiter.Entity{}, err
+		return store.Entity{}, err
 	}
 	h, err := s.client.HGetAll(ctx, s.keys.entity(id)).Result()
 	if err != nil {
-		return limiter.Entity{}, wrap("get entity", err)
+		return store.Entity{}, wrap("get entity", err)
 	}
 	if len(h) == 0 {
-		return limiter.Entity{}, &limiter.EntityNotFoundError{EntityID: id}
+		return store.Entity{}, &store.EntityNotFoundError{EntityID: id}
 	}
 	return decodeEntity(h), nil
 }
 
-// Children implements [limiter.Repository]; the entities are sorted by id.
-func (s *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity, error) {
+// Children implements [store.Repository]; the entities are sorted by id.
+func (s *Store) Children(ctx context.Context, parentID string) ([]store.Entity, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -79,7 +78,7 @@ func (s *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity
 		return nil, wrap("children", err)
 	}
 	sort.Strings(ids)
-	out := []limiter.Entity{}
+	out := []store.Entity{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -99,7 +98,7 @@ func (s *Store) Children(ctx context.Context, parentID string) ([]limiter.Entity
 	return out, nil
 }
 
-// DeleteEntity implements [limiter.Repository]: one script deletes the
+// DeleteEntity implements [store.Repository]: one script deletes the
 // record and the stored configs, then one script per resource with
 // buckets deletes the entity's bucket items. It is not atomic as a whole
 // (neither is DynamoDB's).
@@ -162,16 +161,16 @@ func encodeConfig(c store.Config) ([]byte, error) {
 func decodeConfig(raw string) (store.Config, error) {
 	var sc storedConfig
 	if err := json.Unmarshal([]byte(raw), &sc); err != nil {
-		return store.Config{}, fmt.Errorf("%w: redis: malformed config: %w", limiter.ErrUnavailable, err)
+		return store.Config{}, fmt.Errorf("%w: redis: malformed config: %w", store.ErrUnavailable, err)
 	}
-	c := store.Config{OnUnavailable: limiter.OnUnavailable(sc.OnUnavailable)}
+	c := store.Config{OnUnavailable: store.OnUnavailable(sc.OnUnavailable)}
 	for _, l := range sc.Limits {
-		c.Limits = append(c.Limits, limiter.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod)})
+		c.Limits = append(c.Limits, store.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod)})
 	}
 	return c, nil
 }
 
-// LoadConfigs implements [limiter.Repository]: one MGET.
+// LoadConfigs implements [store.Repository]: one MGET.
 func (s *Store) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -202,7 +201,7 @@ func (s *Store) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[st
 	return out, nil
 }
 
-// GetConfig implements [limiter.Repository].
+// GetConfig implements [store.Repository].
 func (s *Store) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Config{}, false, err
@@ -234,7 +233,7 @@ func (s *Store) configScript(key store.ConfigKey) ([]string, []any) {
 	return keys, []any{level, key.Resource, key.EntityID}
 }
 
-// PutConfig implements [limiter.Repository]: one script stores the config
+// PutConfig implements [store.Repository]: one script stores the config
 // and its listing entries.
 func (s *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	raw, err := encodeConfig(c)
@@ -246,7 +245,7 @@ func (s *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Conf
 	return err
 }
 
-// DeleteConfig implements [limiter.Repository].
+// DeleteConfig implements [store.Repository].
 func (s *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	keys, args := s.configScript(key)
 	v, err := s.run(ctx, scriptDelConfig, keys, append([]any{""}, args...)...)
@@ -285,7 +284,7 @@ func (s *Store) ListEntitiesWithCustomLimits(ctx context.Context, resource strin
 	if cursor != "" {
 		after, ok := strings.CutPrefix(cursor, cursorPrefix)
 		if !ok {
-			return nil, "", &limiter.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntitiesWithCustomLimits"}
+			return nil, "", &store.ValidationError{Field: "cursor", Value: cursor, Reason: "not a cursor returned by ListEntitiesWithCustomLimits"}
 		}
 		min = "(" + after
 	}
@@ -320,7 +319,7 @@ type auditRecord struct {
 // AppendAudit implements [store.AuditLog]: one script adds the event to
 // the entity's log, drops the events expired at the event's time and sets
 // the log's lifetime to the retention.
-func (s *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires time.Time) error {
+func (s *Store) AppendAudit(ctx context.Context, ev store.AuditEvent, expires time.Time) error {
 	raw, err := json.Marshal(auditRecord{ev.EventID, ev.Timestamp, ev.Action, ev.EntityID, ev.Principal, ev.Resource, ev.Details})
 	if err != nil {
 		return fmt.Errorf("append audit event %s: %w", ev.EventID, err)
@@ -332,7 +331,7 @@ func (s *Store) AppendAudit(ctx context.Context, ev limiter.AuditEvent, expires 
 }
 
 // AuditEvents implements [store.AuditLog].
-func (s *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]limiter.AuditEvent, error) {
+func (s *Store) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]store.AuditEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -344,7 +343,7 @@ func (s *Store) AuditEvents(ctx context.Context, entityID string, limit int, sta
 	if err != nil {
 		return nil, wrap("audit events", err)
 	}
-	out := make([]limiter.AuditEvent, 0, len(members))
+	out := make([]store.AuditEvent, 0, len(members))
 	for _, m := range members {
 		parts := strings.SplitN(m, "|", 3)
 		if len(parts) != 3 {
@@ -354,9 +353,9 @@ func (s *Store) AuditEvents(ctx context.Context, entityID string, limit int, sta
 		dec := json.NewDecoder(bytes.NewReader([]byte(parts[2])))
 		dec.UseNumber()
 		if err := dec.Decode(&rec); err != nil {
-			return nil, fmt.Errorf("%w: redis: malformed audit event: %w", limiter.ErrUnavailable, err)
+			return nil, fmt.Errorf("%w: redis: malformed audit event: %w", store.ErrUnavailable, err)
 		}
-		ev := limiter.AuditEvent{EventID: rec.EventID, Timestamp: rec.Timestamp, Action: rec.Action, EntityID: rec.EntityID,
+		ev := store.AuditEvent{EventID: rec.EventID, Timestamp: rec.Timestamp, Action: rec.Action, EntityID: rec.EntityID,
 			Principal: rec.Principal, Resource: rec.Resource, Details: map[string]any{}}
 		for k, v := range rec.Details {
 			ev.Details[k] = numbers(v)

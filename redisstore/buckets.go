@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -125,9 +124,9 @@ func splitInto(f []string, s string) {
 	}
 }
 
-// LoadBuckets implements [limiter.Repository]: one pipeline of HGETALLs
+// LoadBuckets implements [store.Repository]: one pipeline of HGETALLs
 // (one round trip on a standalone server; one per server on a Cluster).
-func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]limiter.Entity, map[store.BucketKey]*store.Bucket, error) {
+func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]store.Entity, map[store.BucketKey]*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -143,7 +142,7 @@ func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []stor
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, nil, wrap("read buckets", err)
 	}
-	metas := make(map[string]limiter.Entity, len(entityIDs))
+	metas := make(map[string]store.Entity, len(entityIDs))
 	for i, id := range entityIDs {
 		if h := ents[i].Val(); len(h) > 0 {
 			metas[id] = decodeEntity(h)
@@ -158,7 +157,7 @@ func (s *Store) LoadBuckets(ctx context.Context, entityIDs []string, keys []stor
 	return metas, buckets, nil
 }
 
-// GetBucket implements [limiter.Repository]: one HGETALL.
+// GetBucket implements [store.Repository]: one HGETALL.
 func (s *Store) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -250,11 +249,12 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// WriteBuckets implements [limiter.Repository]: one script checks every
+// WriteBuckets implements [store.Repository]: one script checks every
 // write's condition and then applies them all, atomically. On a Cluster
 // the items of one resource share a slot, so a cascade (child and parent)
-// is one script; writes spanning resources (only [limiter.RateLimiter.AcquireAll]
-// sends them) run one script per resource, and when a later one's
+// is one script; writes spanning resources (only
+// [github.com/zaelimiter/limiter.RateLimiter.AcquireAll] sends them) run
+// one script per resource, and when a later one's
 // condition fails the earlier ones are given back (see the package doc).
 func (s *Store) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	if err := ctx.Err(); err != nil {
@@ -266,7 +266,7 @@ func (s *Store) WriteBuckets(ctx context.Context, writes []store.BucketWrite) er
 	for i, w := range writes {
 		for j := range i {
 			if writes[j].Key == w.Key {
-				return &limiter.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
+				return &store.ValidationError{Field: "writes", Value: fmt.Sprint(w.Key), Reason: "two writes to one bucket item"}
 			}
 		}
 	}
@@ -394,7 +394,7 @@ type limitArgs struct{ name, params any }
 // keptLimitArgs is a limit and its arguments, in a slot of
 // Store.limitArgs.
 type keptLimitArgs struct {
-	limit limiter.Limit
+	limit store.Limit
 	args  limitArgs
 }
 
@@ -408,7 +408,7 @@ var limitArgsSeed = maphash.MakeSeed()
 // l's slot of s.limitArgs (picked by a hash of its name and parameters): a
 // hit reads one pointer and compares one Limit; a miss builds them and
 // takes the slot from whichever limit held it.
-func (s *Store) limitArgsOf(l limiter.Limit) limitArgs {
+func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 	h := maphash.String(limitArgsSeed, l.Name) ^ uint64(l.Capacity)*0x9e3779b97f4a7c15 ^
 		uint64(l.RefillAmount)*0xbf58476d1ce4e5b9 ^ uint64(l.RefillPeriod)*0x94d049bb133111eb
 	slot := &s.limitArgs[(h^h>>32)%limitArgsSlots]
@@ -508,7 +508,7 @@ func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeReque
 		return full
 	}
 	for name, v := range r.Consume {
-		if slices.ContainsFunc(r.Limits, func(l limiter.Limit) bool { return l.Name == name }) {
+		if slices.ContainsFunc(r.Limits, func(l store.Limit) bool { return l.Name == name }) {
 			continue
 		}
 		ints = append(ints, store.MilliTokens(v))
@@ -535,7 +535,7 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []store.Speculat
 	for i, r := range reqs {
 		for j := range i {
 			if reqs[j].Key == r.Key {
-				return nil, &limiter.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
+				return nil, &store.ValidationError{Field: "requests", Value: fmt.Sprint(r.Key), Reason: "two requests on one bucket item"}
 			}
 		}
 	}
@@ -587,7 +587,7 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []store.Speculat
 
 // consumeLimits turns an amount per limit (tokens) into the limit writes of
 // an adjustment that takes them.
-func consumeLimits(c limiter.Consume) []store.LimitWrite {
+func consumeLimits(c store.Consume) []store.LimitWrite {
 	out := make([]store.LimitWrite, 0, len(c))
 	for name, v := range c {
 		out = append(out, store.LimitWrite{Name: name, ConsumedMilli: store.MilliTokens(v)})

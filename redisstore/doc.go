@@ -1,4 +1,4 @@
-// Package redisstore is a [limiter.Repository] on Redis (go-redis v9): for
+// Package redisstore is a [store.Repository] on Redis (go-redis v9): for
 // services that run Redis rather than DynamoDB. A program written for the
 // DynamoDB repository runs unchanged on it; only the constructor differs:
 //
@@ -6,11 +6,11 @@
 //	repo, err := redisstore.New(client)
 //	rl := limiter.New(repo)
 //
-// It is built on the exported backend contract of package limiter only and
-// passes the conformance suite (package storetest) on a standalone
-// redis-server and on a Redis Cluster. Besides [limiter.Repository] it
+// It builds on package store (the backend contract) alone, not on the
+// limiter, and passes the conformance suite (package storetest) on a
+// standalone redis-server and on a Redis Cluster. Besides [store.Repository] it
 // implements [store.SpeculativeStore], [store.BatchStore] (so that
-// [limiter.RateLimiter.AcquireAll] costs one round trip),
+// [github.com/zaelimiter/limiter.RateLimiter.AcquireAll] costs one round trip),
 // [store.AuditLog] and [store.ConfigLister]. Group commit and the
 // over-limit cache are the limiter's and work unchanged.
 //
@@ -103,13 +103,13 @@
 // # Unavailability
 //
 // Errors of the server or the connection (connection refused, timeouts,
-// a restart, LOADING) are returned wrapped in [limiter.ErrUnavailable], and
+// a restart, LOADING) are returned wrapped in [store.ErrUnavailable], and
 // the limiter answers them with its on-unavailable mode: block fails the
-// acquire with a *[limiter.UnavailableError], allow returns a no-op lease
+// acquire with a *[github.com/zaelimiter/limiter.UnavailableError], allow returns a no-op lease
 // (the fail-closed and fail-open of other throttles). The caller's context
 // errors are returned as they are.
 //
-// The limiter bounds each call ([limiter.WithStoreTimeout]) with a
+// The limiter bounds each call ([github.com/zaelimiter/limiter.WithStoreTimeout]) with a
 // context deadline, which go-redis honours only on a client with
 // ContextTimeoutEnabled set: set it. Otherwise the client's ReadTimeout
 // and WriteTimeout (3 s by default) bound a call to a server that stopped
@@ -135,7 +135,7 @@
 //     ceiling like DynamoDB's partitions, so there is no hidden write
 //     capacity limit either.
 //   - No usage snapshots or capacity reports (no stream, no aggregator):
-//     those calls return errors matching [limiter.ErrUnsupported].
+//     those calls return errors matching [store.ErrUnsupported].
 //   - DeleteEntity deletes the entity's record and configs in one script
 //     and its buckets resource by resource (DynamoDB's is not atomic
 //     either).

@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -47,7 +46,7 @@ type Options struct {
 	DisableFunctions bool
 }
 
-// Store is a [limiter.Repository] on Redis. It is safe for concurrent use.
+// Store is a [store.Repository] on Redis. It is safe for concurrent use.
 // The zero value is not usable; call [New].
 type Store struct {
 	client  redis.UniversalClient
@@ -75,7 +74,7 @@ type Store struct {
 }
 
 var (
-	_ limiter.Repository     = (*Store)(nil)
+	_ store.Repository       = (*Store)(nil)
 	_ store.SpeculativeStore = (*Store)(nil)
 	_ store.BatchStore       = (*Store)(nil)
 	_ store.AuditLog         = (*Store)(nil)
@@ -95,7 +94,7 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	}
 	for field, v := range map[string]string{"namespace": o.Namespace, "prefix": o.Prefix} {
 		if strings.ContainsAny(v, "{}") || (field == "namespace" && v == "") {
-			return nil, &limiter.ValidationError{Field: field, Value: v, Reason: "must be non-empty (namespace) and hold no braces"}
+			return nil, &store.ValidationError{Field: field, Value: v, Reason: "must be non-empty (namespace) and hold no braces"}
 		}
 	}
 	_, standalone := client.(*redis.Client)
@@ -113,7 +112,7 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	return s, nil
 }
 
-// Name implements [limiter.Repository]: "redis".
+// Name implements [store.Repository]: "redis".
 func (s *Store) Name() string { return "redis" }
 
 // Namespace returns the store's namespace.
@@ -193,7 +192,7 @@ var errUnexpected = errors.New("unexpected script reply")
 
 // wrap gives an error of the server or the connection its context: the
 // caller's context errors as they are (wrapped), everything else as
-// [limiter.ErrUnavailable], which the limiter answers with its
+// [store.ErrUnavailable], which the limiter answers with its
 // on-unavailable mode. Every message starts "limiter: ".
 func wrap(op string, err error) error {
 	switch {
@@ -202,7 +201,7 @@ func wrap(op string, err error) error {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("limiter: redis %s: %w", op, err)
 	}
-	return fmt.Errorf("%w: redis %s: %w", limiter.ErrUnavailable, op, err)
+	return fmt.Errorf("%w: redis %s: %w", store.ErrUnavailable, op, err)
 }
 
 // itoa formats an int64 for a script argument.

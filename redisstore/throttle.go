@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -17,7 +16,7 @@ type Algorithm int
 const (
 	// TokenBucket keeps a balance and a refill time per key and runs the
 	// limiter's bucket math (integer millitokens, the refill of a
-	// [limiter.Limit], Retry-After as the limiter computes it) in the
+	// [store.Limit], Retry-After as the limiter computes it) in the
 	// script. A key admits a burst of the limit's capacity.
 	TokenBucket Algorithm = iota
 	// GCRA, the generic cell rate algorithm, keeps one integer per key:
@@ -57,15 +56,15 @@ type AllowResult struct {
 // algorithm of the store ([Options.Algorithm]). Its keys are apart from
 // the limiter's buckets. The clock is [Options.Now]. limit must be valid,
 // key non-empty and without braces, n ≥ 0.
-func (s *Store) Allow(ctx context.Context, key string, limit limiter.Limit, n int64) (AllowResult, error) {
+func (s *Store) Allow(ctx context.Context, key string, limit store.Limit, n int64) (AllowResult, error) {
 	if err := limit.Validate(); err != nil {
 		return AllowResult{}, err
 	}
 	if key == "" || strings.ContainsAny(key, "{}") {
-		return AllowResult{}, &limiter.ValidationError{Field: "key", Value: key, Reason: "must be non-empty and hold no braces"}
+		return AllowResult{}, &store.ValidationError{Field: "key", Value: key, Reason: "must be non-empty and hold no braces"}
 	}
 	if n < 0 || n > (1<<63-1)/1000 {
-		return AllowResult{}, &limiter.ValidationError{Field: "n", Value: itoa(n), Reason: "must be between 0 and MaxInt64/1000"}
+		return AllowResult{}, &store.ValidationError{Field: "n", Value: itoa(n), Reason: "must be between 0 and MaxInt64/1000"}
 	}
 	now := s.opts.Now().UnixMilli()
 	req := allowReq{key: s.keys.throttle(key, "t"),

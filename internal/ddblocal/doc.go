@@ -9,11 +9,18 @@
 //     started.
 //  2. A DynamoDB Local container ([ContainerImage]) through
 //     testcontainers-go, when a Docker daemon answers a health check within
-//     half a second. The image is pulled when the daemon lacks it, or built
-//     offline by `make docker-image`. The container runs on the daemon's
-//     default bridge; when testcontainers names a loopback address for the
-//     Docker host, its port is published on 127.0.0.1 only. [Server.Close]
-//     terminates it.
+//     half a second. testcontainers-go lives in a module of its own,
+//     internal/ddblocal/container, so that it and the Docker client stay
+//     out of this module's dependencies: its program, the helper, is built
+//     by `make ddblocal-container` (`make test` does it) into
+//     .cache/bin/ddblocal-container, or named by
+//     $ZAEL_DYNAMODB_CONTAINER_HELPER. The harness runs the helper, which
+//     starts the container and writes its endpoint; [Server.Close] closes
+//     the helper's input, and the helper terminates the container (as it
+//     does when the test binary dies). The image is pulled when the daemon
+//     lacks it, or built offline by `make docker-image`. The container runs
+//     on the daemon's default bridge; when testcontainers names a loopback
+//     address for the Docker host, its port is published on 127.0.0.1 only.
 //  3. The DynamoDB Local jar, started with java from the cache directory that
 //     `make dynamodb-local` fills: $ZAEL_DYNAMODB_LOCAL_DIR, or
 //     .cache/dynamodb-local under the repository root (the nearest directory
@@ -26,9 +33,10 @@
 //
 // # When the container cannot start
 //
-// When Docker answers but no container can be had, [Start] falls back to the
-// jar within seconds, and [Server.Fallback] says why in one line, starting
-// with one of the Reason constants: [ReasonNoImage] or [ReasonPullRefused]
+// When no container can be had, [Start] falls back to the jar within
+// seconds, and [Server.Fallback] says why in one line, starting with one of
+// the Reason constants: [ReasonNoHelper] (the helper is not built),
+// [ReasonNoImage] or [ReasonPullRefused]
 // (the image is not on the Docker host and cannot be pulled: run `make
 // docker-image`; a pull that progresses may take as long as it needs, one
 // that stalls is given up after 10 s), [ReasonHostUnreachable] (the

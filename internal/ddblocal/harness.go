@@ -19,6 +19,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/smithy-go/logging"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // Client settings. DynamoDB Local accepts any credentials; it runs with
@@ -189,7 +191,7 @@ func unavailable(t testing.TB, err error, getenv func(string) string) {
 		t.Fatalf("%s\n(a failure, not a skip: CI=true or %s=1)", msg, EnvRequire)
 		return
 	}
-	t.Skip(msg)
+	skiplog.Skip(t, "dynamodb-local", msg)
 }
 
 // tableSeq and runID make [TableName] unique within a process and, with

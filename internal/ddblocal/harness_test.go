@@ -18,6 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // createTable creates a table with a string hash key "pk", on demand, and
@@ -121,8 +123,10 @@ func (v *verdictTB) Helper()                      {}
 func (v *verdictTB) Skip(args ...any)             { v.skipped = fmt.Sprint(args...) }
 func (v *verdictTB) Fatalf(f string, args ...any) { v.failed = fmt.Sprintf(f, args...) }
 
+// TestUnavailableSkipsOrFails: without DynamoDB Local a test is skipped,
+// and recorded in $ZAEL_SKIP_LOG for `make test` to list, or, in CI or
+// when DynamoDB is required, failed.
 func TestUnavailableSkipsOrFails(t *testing.T) {
-	t.Parallel()
 	cause := errors.New("no DynamoDBLocal.jar in /x")
 	for _, tc := range []struct {
 		name     string
@@ -134,19 +138,24 @@ func TestUnavailableSkipsOrFails(t *testing.T) {
 		{name: "required", env: map[string]string{EnvRequire: "1"}, wantFail: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			skips := filepath.Join(t.TempDir(), "skips")
+			t.Setenv(skiplog.EnvFile, skips)
 			v := &verdictTB{TB: t}
 			unavailable(v, cause, func(k string) string { return tc.env[k] })
 			got := v.skipped
+			recorded, _ := os.ReadFile(skips)
 			if tc.wantFail {
 				got = v.failed
 				assert.Empty(t, v.skipped, "skipped (%q), want a failure", v.skipped)
+				assert.Empty(t, string(recorded), "a failure recorded as a skip")
 			} else {
 				assert.Empty(t, v.failed, "failed (%q), want a skip", v.failed)
+				assert.Regexp(t, "^dynamodb-local\t.*\t"+regexp.QuoteMeta(t.Name())+"\t"+regexp.QuoteMeta(SkipMessage), string(recorded))
 			}
 			for _, want := range []string{SkipMessage, "`make dynamodb-local`", EnvEndpoint, cause.Error()} {
 				assert.Contains(t, got, want, "message %q does not contain %q", got, want)
 			}
-			assert.True(t, strings.HasPrefix(got, SkipMessage), "message %q does not start with %q", got, SkipMessage)
+			assert.Regexp(t, "^"+regexp.QuoteMeta(SkipMessage), got)
 		})
 	}
 }

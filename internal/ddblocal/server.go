@@ -53,10 +53,6 @@ const (
 	// StartTimeout bounds the start of one DynamoDB Local (JVM start and
 	// first answer), on a loaded 2-core machine too.
 	StartTimeout = 2 * time.Minute
-	// dockerCheckTimeout bounds the Docker health check, so that a machine
-	// without a daemon (or with a DOCKER_HOST that does not answer) falls
-	// through to the jar at once.
-	dockerCheckTimeout = 500 * time.Millisecond
 	// pollInterval is the pause between two readiness probes.
 	pollInterval = 50 * time.Millisecond
 )
@@ -131,7 +127,7 @@ func Start(ctx context.Context) (*Server, error) {
 	}
 	var fallback string
 	if only != SourceJava {
-		srv, err := startContainer(ctx, defaultContainerConfig())
+		srv, err := startContainer(ctx)
 		if err == nil {
 			return srv, nil
 		}

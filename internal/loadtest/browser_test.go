@@ -15,6 +15,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // chromiumFlags are the flags of every headless run: no sandbox (CI runs as
@@ -25,7 +27,7 @@ var chromiumFlags = []string{
 }
 
 // findChromium returns a headless-capable Chromium, or skips the test
-// (fails it in CI, where .ci/run installs Debian's chromium).
+// (fails it in CI; `make test` installs Debian's chromium as root).
 func findChromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -33,10 +35,10 @@ func findChromium(t *testing.T) string {
 			return p
 		}
 	}
-	msg := "no chromium on PATH (apt-get install chromium; .ci/run installs it in CI)"
+	msg := "no chromium on PATH (apt-get install chromium; make test installs it as root)"
 	ci, _ := strconv.ParseBool(os.Getenv("CI"))
 	require.False(t, ci, msg)
-	t.Skip(msg)
+	skiplog.Skip(t, "chromium", msg)
 	return ""
 }
 

@@ -27,6 +27,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // Client settings: moto accepts any credentials; account 123456789012.
@@ -104,7 +106,7 @@ func Endpoint(t testing.TB) string {
 		if required() {
 			t.Fatalf("%s: %v", SkipMessage, pkg.err)
 		}
-		t.Skipf("%s: %v", SkipMessage, pkg.err)
+		skiplog.Skip(t, "moto", fmt.Sprintf("%s: %v (pip install 'moto[server]')", SkipMessage, pkg.err))
 	}
 	return pkg.srv.endpoint
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/zaelimiter/limiter/internal/skiplog"
 )
 
 // EnvRequire names the environment variable that, when true (e.g. 1),
@@ -250,7 +252,7 @@ func unavailable(t testing.TB, err error) {
 		t.Fatalf("%s\n(a failure, not a skip: CI=true or %s=1)", msg, EnvRequire)
 		return
 	}
-	t.Skip(msg)
+	skiplog.Skip(t, "redis-server", msg)
 }
 
 // WideStoreTimeout is the store timeout of the limiters of a test binary

@@ -14,7 +14,8 @@
 // the package). [Main] stops the servers when the tests are done. When
 // redis-server is not installed, the test is skipped with a message naming
 // the package to install, except when CI=true or ZAEL_REQUIRE_REDIS=1,
-// where it fails instead (.ci/run installs the package when it is missing).
+// where it fails instead (`make test` installs the package as root when it
+// is missing, and otherwise stops and names it).
 //
 // Every server runs without persistence, in a temporary directory, and is
 // killed with its test binary (Linux parent-death signal) if the binary

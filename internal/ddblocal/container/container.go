@@ -1,4 +1,17 @@
-package ddblocal
+// Package container starts DynamoDB Local in a Docker container through
+// testcontainers-go, for the test harness of package ddblocal. It is a
+// module of its own, so that testcontainers-go, the Docker client and
+// their dependencies stay out of the limiter's module: the harness runs
+// this package's program (cmd/ddblocal-container, [Main]) and talks to it
+// over a pipe.
+//
+// The image is [ddblocal.ContainerImage], pulled when the Docker host lacks
+// it, or built offline by `make docker-image`. The container runs on the
+// daemon's default bridge; when testcontainers names a loopback address
+// for the Docker host, its port is published on 127.0.0.1 only. Every
+// error of [Start] is an *[Error] whose Reason is one of ddblocal's Reason
+// constants.
+package container
 
 import (
 	"context"
@@ -21,34 +34,16 @@ import (
 	tclog "github.com/testcontainers/testcontainers-go/log"
 	tcdynamodb "github.com/testcontainers/testcontainers-go/modules/dynamodb"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
-// ImageCommand is the command that builds [ContainerImage] offline, from
-// the jar [FetchCommand] fetched and the machine's Java runtime.
-const ImageCommand = "make docker-image"
-
-// Why the testcontainers path gave up, at the start of its error; [Start]
-// then tries the jar.
+// Bounds of the testcontainers path.
 const (
-	// ReasonNoDocker: no Docker daemon answered within a short timeout.
-	ReasonNoDocker = "no docker"
-	// ReasonNoImage: the image is not on the Docker host and its registry
-	// has no such image.
-	ReasonNoImage = "no image"
-	// ReasonPullRefused: the image is not on the Docker host and pulling
-	// it failed: the registry was unreachable, refused, or stalled.
-	ReasonPullRefused = "pull refused"
-	// ReasonHostUnreachable: the container runs, but its port did not
-	// answer at the address testcontainers gives for the Docker host.
-	ReasonHostUnreachable = "host unreachable"
-	// ReasonContainerFailed: the container could not be created or
-	// started, or it exited before DynamoDB Local answered.
-	ReasonContainerFailed = "container failed"
-)
-
-// Bounds of the testcontainers path; dockerCheckTimeout (server.go) bounds
-// the first question, whether a Docker daemon answers.
-const (
+	// DockerCheckTimeout bounds the Docker health check, so that a machine
+	// without a daemon (or with a DOCKER_HOST that does not answer) falls
+	// through to the jar at once.
+	DockerCheckTimeout = 500 * time.Millisecond
 	// pullStallTimeout gives up the pull of a missing image when the
 	// registry reports no progress for this long. An unreachable registry
 	// refuses at once; a download that progresses may take minutes.
@@ -63,56 +58,64 @@ const (
 	containerStopTimeout = 5 * time.Second
 	// containerPort is DynamoDB Local's port inside the container.
 	containerPort = "8000/tcp"
-	// pidLabel labels each container with the process ID of the test
-	// binary that started it.
-	pidLabel = "io.github.zaelimiter.ddblocal.pid"
+	// PIDLabel labels each container with the process ID of the test
+	// binary it serves (.ci/run lists the containers left by it).
+	PIDLabel = "io.github.zaelimiter.ddblocal.pid"
+	// pollInterval is the pause between two readiness probes.
+	pollInterval = 200 * time.Millisecond
 )
 
-// containerError says in one line why the testcontainers path gave up: a
-// reason (one of the Reason constants), the cause, and what to do.
-type containerError struct {
-	reason string
-	err    error
-	hint   string // may be empty
+// Error says in one line why the container could not be had: a reason
+// (one of ddblocal's Reason constants), the cause, and what to do.
+type Error struct {
+	Reason string
+	Err    error
+	Hint   string // may be empty
 }
 
-func (e *containerError) Error() string {
-	s := e.reason + ": " + oneLine(e.err.Error())
-	if e.hint != "" {
-		s += " (" + e.hint + ")"
+func (e *Error) Error() string {
+	s := e.Reason + ": " + ddblocal.OneLine(e.Err.Error())
+	if e.Hint != "" {
+		s += " (" + e.Hint + ")"
 	}
 	return s
 }
 
-func (e *containerError) Unwrap() error { return e.err }
+func (e *Error) Unwrap() error { return e.Err }
 
-// oneLine joins the lines of s with "; ".
-func oneLine(s string) string {
-	var lines []string
-	for l := range strings.SplitSeq(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return strings.Join(lines, "; ")
+// Config is what [Start] runs and how long it waits.
+type Config struct {
+	Image        string
+	Args         []string      // after "java -jar DynamoDBLocal.jar"
+	StallTimeout time.Duration // see pullStallTimeout
+	ReachTimeout time.Duration // see reachTimeout
+	OwnerPID     int           // the value of the PIDLabel label
 }
 
-// containerConfig is what startContainer runs and how long it waits.
-type containerConfig struct {
-	image        string
-	args         []string      // after "java -jar DynamoDBLocal.jar"
-	stallTimeout time.Duration // see pullStallTimeout
-	reachTimeout time.Duration // see reachTimeout
-}
-
-func defaultContainerConfig() containerConfig {
-	return containerConfig{
-		image:        ContainerImage,
-		args:         []string{"-inMemory", "-sharedDb", "-disableTelemetry"},
-		stallTimeout: pullStallTimeout,
-		reachTimeout: reachTimeout,
+// DefaultConfig is the container the harness runs: [ddblocal.ContainerImage]
+// in memory, owned by this process.
+func DefaultConfig() Config {
+	return Config{
+		Image:        ddblocal.ContainerImage,
+		Args:         []string{"-inMemory", "-sharedDb", "-disableTelemetry"},
+		StallTimeout: pullStallTimeout,
+		ReachTimeout: reachTimeout,
+		OwnerPID:     os.Getpid(),
 	}
 }
+
+// Container is a running DynamoDB Local container.
+type Container struct {
+	// Endpoint is its base URL, e.g. http://127.0.0.1:32771.
+	Endpoint string
+	// Started is how long the start took, until the first answer.
+	Started time.Duration
+
+	stop func() error
+}
+
+// Terminate stops the container and removes it.
+func (c *Container) Terminate() error { return c.stop() }
 
 // dockerProvider returns a testcontainers provider once a Docker daemon
 // has answered, within timeout. The first call of a process discovers the
@@ -143,20 +146,20 @@ func dockerProvider(ctx context.Context, timeout time.Duration) (*testcontainers
 	return p, nil
 }
 
-// startContainer runs cfg.image in memory on the Docker host's default
-// bridge and waits until it answers. Close terminates the container. Every
-// error is a *containerError; none takes more than a few seconds unless an
+// Start runs cfg.Image on the Docker host's default bridge and waits until
+// it answers. [Container.Terminate] stops and removes the container. Every
+// error is an *[Error]; none takes more than a few seconds unless an
 // image download is making progress or DynamoDB Local itself is slow to
 // start.
-func startContainer(ctx context.Context, cfg containerConfig) (*Server, error) {
+func Start(ctx context.Context, cfg Config) (*Container, error) {
 	begin := time.Now()
-	p, err := dockerProvider(ctx, dockerCheckTimeout)
+	p, err := dockerProvider(ctx, DockerCheckTimeout)
 	if err != nil {
-		return nil, &containerError{reason: ReasonNoDocker,
-			err: fmt.Errorf("none answers at DOCKER_HOST or the default or rootless sockets: %w", err)}
+		return nil, &Error{Reason: ddblocal.ReasonNoDocker,
+			Err: fmt.Errorf("none answers at DOCKER_HOST or the default or rootless sockets: %w", err)}
 	}
 	defer p.Close()
-	if err := ensureImage(ctx, p.Client(), cfg.image, cfg.stallTimeout, "run `"+ImageCommand+"`"); err != nil {
+	if err := ensureImage(ctx, p.Client(), cfg.Image, cfg.StallTimeout, "run `"+ddblocal.ImageCommand+"`"); err != nil {
 		return nil, err
 	}
 	if !testcontainers.ReadConfig().Config.RyukDisabled {
@@ -164,18 +167,18 @@ func startContainer(ctx context.Context, cfg containerConfig) (*Server, error) {
 		// pulled with retries for minutes.
 		//lint:ignore SA1019 the reaper's image is exported only under this name
 		ryuk := testcontainers.ReaperDefaultImage
-		if err := ensureImage(ctx, p.Client(), ryuk, cfg.stallTimeout, "set TESTCONTAINERS_RYUK_DISABLED=true"); err != nil {
+		if err := ensureImage(ctx, p.Client(), ryuk, cfg.StallTimeout, "set TESTCONTAINERS_RYUK_DISABLED=true"); err != nil {
 			return nil, err
 		}
 	}
 	host, err := p.DaemonHost(ctx)
 	if err != nil {
-		return nil, &containerError{reason: ReasonContainerFailed, err: fmt.Errorf("docker host address: %w", err)}
+		return nil, &Error{Reason: ddblocal.ReasonContainerFailed, Err: fmt.Errorf("docker host address: %w", err)}
 	}
 	opts := []testcontainers.ContainerCustomizer{
 		testcontainers.WithLogger(tclog.NewNoopLogger()),
-		testcontainers.WithCmdArgs(cfg.args...),
-		testcontainers.WithLabels(map[string]string{pidLabel: strconv.Itoa(os.Getpid())}),
+		testcontainers.WithCmdArgs(cfg.Args...),
+		testcontainers.WithLabels(map[string]string{PIDLabel: strconv.Itoa(cfg.OwnerPID)}),
 		// Only the port mapping: reachability and readiness are checked
 		// below, within bounds of our own (the module's check waits 60 s
 		// on an unreachable host).
@@ -187,34 +190,33 @@ func startContainer(ctx context.Context, cfg containerConfig) (*Server, error) {
 		host = "127.0.0.1"
 		opts = append(opts, testcontainers.WithHostConfigModifier(bindLoopback))
 	}
-	ctr, err := tcdynamodb.Run(ctx, cfg.image, opts...)
+	ctr, err := tcdynamodb.Run(ctx, cfg.Image, opts...)
 	stop := func() error {
 		if ctr == nil {
 			return nil
 		}
 		return testcontainers.TerminateContainer(ctr, testcontainers.StopTimeout(containerStopTimeout))
 	}
-	fail := func(reason string, err error, hint string) (*Server, error) {
+	fail := func(reason string, err error, hint string) (*Container, error) {
 		_ = stop()
-		return nil, &containerError{reason: reason, err: err, hint: hint}
+		return nil, &Error{Reason: reason, Err: err, Hint: hint}
 	}
 	if err != nil {
-		return fail(ReasonContainerFailed, err, "")
+		return fail(ddblocal.ReasonContainerFailed, err, "")
 	}
 	port, err := ctr.MappedPort(ctx, containerPort)
 	if err != nil {
-		return fail(ReasonContainerFailed, fmt.Errorf("mapped port: %w", err), "")
+		return fail(ddblocal.ReasonContainerFailed, fmt.Errorf("mapped port: %w", err), "")
 	}
 	addr := net.JoinHostPort(host, port.Port())
-	if err := waitContainerReady(ctx, ctr, addr, cfg.reachTimeout); err != nil {
-		var ce *containerError
+	if err := waitContainerReady(ctx, ctr, addr, cfg.ReachTimeout); err != nil {
+		var ce *Error
 		if errors.As(err, &ce) {
-			return fail(ce.reason, ce.err, ce.hint)
+			return fail(ce.Reason, ce.Err, ce.Hint)
 		}
-		return fail(ReasonContainerFailed, err, "")
+		return fail(ddblocal.ReasonContainerFailed, err, "")
 	}
-	endpoint := "http://" + addr
-	return &Server{endpoint: endpoint, source: SourceContainer, started: time.Since(begin), stop: stop}, nil
+	return &Container{Endpoint: "http://" + addr, Started: time.Since(begin), stop: stop}, nil
 }
 
 // ensureImage makes sure image is on the Docker host, pulling it when it is
@@ -226,14 +228,14 @@ func ensureImage(ctx context.Context, cli client.APIClient, image string, stall 
 		return nil
 	}
 	if !cerrdefs.IsNotFound(err) {
-		return &containerError{reason: ReasonContainerFailed, err: fmt.Errorf("inspect %s: %w", image, err)}
+		return &Error{Reason: ddblocal.ReasonContainerFailed, Err: fmt.Errorf("inspect %s: %w", image, err)}
 	}
 	if err := pullImage(ctx, cli, image, stall); err != nil {
-		reason := ReasonPullRefused
+		reason := ddblocal.ReasonPullRefused
 		if cerrdefs.IsNotFound(err) || looksNotFound(err) {
-			reason = ReasonNoImage
+			reason = ddblocal.ReasonNoImage
 		}
-		return &containerError{reason: reason, err: fmt.Errorf("%s is not on the Docker host; pull: %w", image, err), hint: hint}
+		return &Error{Reason: reason, Err: fmt.Errorf("%s is not on the Docker host; pull: %w", image, err), Hint: hint}
 	}
 	return nil
 }
@@ -302,7 +304,7 @@ const banner = "Initializing DynamoDB Local"
 
 // waitContainerReady waits until DynamoDB Local in ctr answers HTTP at
 // addr (the Docker host's address and the mapped port), polling. It gives
-// up with a *containerError
+// up with an *[Error]
 //   - "container failed" when the container stops running (with its exit
 //     code and last line of output) or ctx ends;
 //   - "host unreachable" when addr never accepted a TCP connection and
@@ -319,15 +321,15 @@ func waitContainerReady(ctx context.Context, ctr testcontainers.Container, addr 
 		started  time.Time // when the banner was first seen
 		lastErr  error     // of the last dial
 	)
-	t := time.NewTicker(4 * pollInterval)
+	t := time.NewTicker(pollInterval)
 	defer t.Stop()
 	for {
 		if answers(ctx, hc, endpoint) {
 			return nil
 		}
 		if st, err := ctr.State(ctx); err == nil && !st.Running {
-			return &containerError{reason: ReasonContainerFailed,
-				err: fmt.Errorf("%w (exit code %d): %s", errExited, st.ExitCode, lastLogLine(ctr))}
+			return &Error{Reason: ddblocal.ReasonContainerFailed,
+				Err: fmt.Errorf("exited before answering (exit code %d): %s", st.ExitCode, lastLogLine(ctr))}
 		}
 		if !accepted {
 			conn, err := dialer.DialContext(ctx, "tcp", addr)
@@ -342,14 +344,14 @@ func waitContainerReady(ctx context.Context, ctr testcontainers.Container, addr 
 				started = time.Now()
 			}
 			if !started.IsZero() && time.Since(started) > reach {
-				return &containerError{reason: ReasonHostUnreachable,
-					err:  fmt.Errorf("DynamoDB Local runs in the container, but %s does not reach it after %v: %w", addr, reach, lastErr),
-					hint: "set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 when the Docker daemon runs on this machine"}
+				return &Error{Reason: ddblocal.ReasonHostUnreachable,
+					Err:  fmt.Errorf("DynamoDB Local runs in the container, but %s does not reach it after %v: %w", addr, reach, lastErr),
+					Hint: "set TESTCONTAINERS_HOST_OVERRIDE=127.0.0.1 when the Docker daemon runs on this machine"}
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return &containerError{reason: ReasonContainerFailed, err: fmt.Errorf("no answer from %s: %w", endpoint, ctx.Err())}
+			return &Error{Reason: ddblocal.ReasonContainerFailed, Err: fmt.Errorf("no answer from %s: %w", endpoint, ctx.Err())}
 		case <-t.C:
 		}
 	}
