@@ -25,8 +25,10 @@
 // Last, Run's "Model" part replays sequences of operations against an
 // exact reference token bucket, in every combination of speculative
 // writes, background commit and group commit; its size is set by
-// environment variables (ZAEL_MODEL_SEEDS, ZAEL_MODEL_STEPS,
-// ZAEL_MODEL_SEED: see model.go).
+// environment variables: ZAEL_MODEL_SEEDS runs the random sequences of
+// seeds 1 to N per combination (default 1), ZAEL_MODEL_STEPS sets the
+// operations per sequence (default 150), and ZAEL_MODEL_SEED runs the
+// sequence of that seed only.
 package storetest
 
 import (
