@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite of the backend contract of
-// package limiter, in the manner of testing/slogtest: a backend's own test
+// Package storetest is the conformance suite of the backend contract,
+// package store, in the manner of testing/slogtest: a backend's own test
 // calls [Run] with a function that returns a fresh repository, and the
 // suite checks the contract directly and runs the limiter's behaviour
 // (leases, cascade, the config hierarchy, entities and audit, TTLs,
