@@ -11,7 +11,7 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-// consumeResult is the outcome of tryConsume, the original's ConsumeResult.
+// consumeResult is the outcome of tryConsume.
 type consumeResult struct {
 	// Success reports whether the refilled balance covered the request.
 	Success bool
@@ -29,8 +29,8 @@ type consumeResult struct {
 }
 
 // tryConsume refills s to nowMs and takes requested whole tokens if the
-// refilled balance covers them. It is the original's try_consume: on
-// failure the balance is the refilled balance and RetryAfter is
+// refilled balance covers them. On failure the balance is the refilled
+// balance and RetryAfter is
 // bucketmath.RetryAfter(requested×1000 − balance, …). A zero request fails when
 // the refilled balance is negative; a negative request always succeeds and
 // adds tokens without a cap. s is not modified.
@@ -54,8 +54,8 @@ func tryConsume(s store.BucketState, requested, nowMs int64) consumeResult {
 
 // forceConsume refills s to nowMs and then takes amount whole tokens without
 // any check: the balance may go negative (debt), and a negative amount returns
-// tokens beyond the capacity until the next refill caps the balance. It is the
-// original's force_consume. s is not modified.
+// tokens beyond the capacity until the next refill caps the balance. s is
+// not modified.
 func forceConsume(s store.BucketState, amount, nowMs int64) (newTokensMilli, newLastRefillMs int64) {
 	cur, last := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return cur.SubSat(bucketmath.Milli(amount)).Int64Sat(), last
@@ -90,8 +90,7 @@ func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketStat
 }
 
 // calculateAvailable returns the whole tokens of s refilled to nowMs
-// (floored; negative when the bucket is in debt). It is the original's
-// calculate_available.
+// (floored; negative when the bucket is in debt).
 func calculateAvailable(s store.BucketState, nowMs int64) int64 {
 	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	return bucketmath.FloorDivMilli(cur)
@@ -99,8 +98,7 @@ func calculateAvailable(s store.BucketState, nowMs int64) int64 {
 
 // calculateTimeUntilAvailable returns how long until s holds needed whole
 // tokens: zero if the balance refilled to nowMs already covers them, else the
-// retry-after of the deficit. It is the original's
-// calculate_time_until_available.
+// retry-after of the deficit.
 func calculateTimeUntilAvailable(s store.BucketState, needed, nowMs int64) time.Duration {
 	cur, _ := bucketmath.RefillExact(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	need := bucketmath.Milli(needed)
@@ -111,8 +109,8 @@ func calculateTimeUntilAvailable(s store.BucketState, needed, nowMs int64) time.
 }
 
 // buildLimitStatus returns the status of requesting requested tokens of limit
-// from the bucket state s at nowMs, as the original's build_limit_status
-// s is not modified.
+// from the bucket state s at nowMs, as tryConsume decides it. s is not
+// modified.
 func buildLimitStatus(entityID, resource string, limit Limit, s store.BucketState, requested, nowMs int64) LimitStatus {
 	res := tryConsume(s, requested, nowMs)
 	return LimitStatus{
@@ -129,13 +127,11 @@ func buildLimitStatus(entityID, resource string, limit Limit, s store.BucketStat
 
 // wouldRefillSatisfy reports whether refilling buckets to nowMs would let
 // consume succeed on every limit it asks for, and returns the status of each
-// such limit in the order of buckets. It is the original's
-// would_refill_satisfy: states whose amount in consume is
+// such limit in the order of buckets. States whose amount in consume is
 // zero or absent are skipped (negative amounts are checked), and the limit of
-// each status is derived from the state with limitFromBucketState. Unlike the
-// original, the hidden wcu limit is always skipped, so it never reaches a
-// status (the original builds one for it and fails). With no status to
-// check it reports true.
+// each status is derived from the state with limitFromBucketState. The
+// hidden wcu limit is always skipped, so it never reaches a status. With no
+// status to check it reports true.
 func wouldRefillSatisfy(buckets []store.BucketState, consume Consume, nowMs int64) (bool, []LimitStatus) {
 	ok := true
 	var statuses []LimitStatus
@@ -162,7 +158,7 @@ func wouldRefillSatisfy(buckets []store.BucketState, consume Consume, nowMs int6
 // partition, so one hot (entity, resource) bucket item cannot take more
 // writes than that. Every bucket item of the DynamoDB backend therefore
 // carries a hidden limit named wcu (capacity 1000 tokens, refilling 1000
-// per second), in the Python library's layout: a speculative write takes
+// per second), part of the shared table's layout: a speculative write takes
 // one token of it along with the request's amounts. When it is spent and
 // refilling would not bring a token back, the item really takes more than
 // 1000 writes per second, and the limiter doubles the (entity, resource)'s

@@ -12,7 +12,7 @@ import (
 
 // storeOps are the repository operations of the limiter's algorithms:
 // the required ones and the optional capabilities found on the repository,
-// each bounded (storebound.go), guarded by the circuit breaker (breaker.go),
+// each bounded (storeBound), guarded by the circuit breaker (breaker),
 // and timed and reported to Metrics.StoreCall when metrics are on. Every
 // call the limiter makes on the repository for an acquire, a lease or a
 // give-back passes here; the administrative methods call the repository

@@ -57,7 +57,7 @@ import (
 // such writes, each atomic, as two callers' solo writes would be. A batch's
 // adjustments are written after its acquires and unconditionally, so an
 // adjustment never makes its own batch's conditional write fail. The
-// contention test (stress_test.go) runs with group commit on.
+// contention test (TestContentionNoOverAdmission) runs with group commit on.
 //
 // # Why it never refuses a request that fits alone
 //

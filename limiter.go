@@ -71,7 +71,7 @@ import (
 // are stored in millitokens (tokens × 1000) and epoch milliseconds, as
 // package store's BucketState exposes them.
 type RateLimiter struct {
-	rules // the repository, the clock, the caches and settings of the rules (rules.go)
+	rules // the repository, the clock, the caches and settings of the rules
 
 	speculative bool
 	stats       specStats
@@ -83,7 +83,7 @@ type RateLimiter struct {
 	entityTTL    time.Duration
 	cacheEvent   cacheEventFunc // nil: cache events are not reported
 
-	// Hot keys (groupcommit.go, overlimit.go).
+	// Hot keys: group commit and the over-limit cache.
 	noGroupCommit    bool
 	overLimitMaxWait time.Duration
 	gc               *groupCommit // nil when group commit is off
@@ -91,7 +91,7 @@ type RateLimiter struct {
 	commits          *commits        // nil when background commit is off
 	olc              *overLimitCache // nil when the over-limit cache is off
 
-	// The store's bound and circuit breaker (storebound.go, breaker.go).
+	// The store's bound and circuit breaker.
 	storeTimeout    time.Duration
 	circuitFailures int
 	circuitCooldown time.Duration

@@ -18,8 +18,9 @@ import (
 // Both are off by default and then cost one nil check per event.
 
 // This file holds the bounds of the limiter's per-key caches: their
-// statistics and their metrics (their default ceilings and age limits are
-// with the limiter's other defaults, in limiter.go).
+// statistics and their metrics (their default ceilings and age limits,
+// DefaultConfigCacheSize and the like, are with the limiter's other
+// defaults).
 //
 // Every structure a RateLimiter keeps per entity or per bucket is bounded
 // in size and age, so that a service that sees a steady stream of new keys

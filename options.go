@@ -172,7 +172,7 @@ func WithEntityCacheTTL(d time.Duration) Option {
 	return func(rl *RateLimiter) { rl.entityTTL = max(d, 0) }
 }
 
-// WithOverLimitCache turns the over-limit cache on (see overlimit.go): after
+// WithOverLimitCache turns the over-limit cache on: after
 // a fast rejection with Retry-After R, acquires on that bucket that the
 // stored state, refilled to now, still cannot satisfy are refused locally,
 // without a DynamoDB call, until min(R, maxWait). A commit or rollback by
@@ -185,7 +185,8 @@ func WithOverLimitCache(maxWait time.Duration) Option {
 	return func(rl *RateLimiter) { rl.overLimitMaxWait = maxWait }
 }
 
-// WithGroupCommit turns group commit on or off (see groupcommit.go): while
+// WithGroupCommit turns group commit on or off (see Hot keys in
+// [RateLimiter]): while
 // a write for a bucket item is in flight, this limiter's later acquires,
 // commits and rollbacks for the same item queue and go out together. It
 // never admits more than the requests one at a time would, and never

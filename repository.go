@@ -134,8 +134,9 @@ type DynamoDBOptions struct {
 }
 
 // DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
-// to one namespace, in the item layout of the Python library (schema
-// 0.10.0): a table written by either library works with the other. Every
+// to one namespace, in the table layout of schema 0.10.0 ([SchemaVersion]),
+// which it shares with every other client of that schema: a table another
+// client writes works with this one, and the other way round. Every
 // write that changes a bucket's balances carries a random identifier,
 // which the item keeps among those of its last four writes (wid0 to
 // wid3): the SDK's retry of a write that applied but was answered with a
@@ -205,9 +206,9 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 
 var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
 
-// ValidateStackName checks a table/stack name with the original's rules:
-// letters, digits and hyphens, starting with a letter, at most 55
-// characters. The error is a *[ValidationError].
+// ValidateStackName checks a table/stack name: letters, digits and
+// hyphens, starting with a letter, at most 55 characters. The error is a
+// *[ValidationError].
 func ValidateStackName(name string) error {
 	reason := ""
 	switch {
@@ -365,8 +366,9 @@ func (r *DynamoDBRepository) createTable(ctx context.Context) error {
 }
 
 // checkVersion reads the version record; when missing it writes one for the
-// current schema (lambda_version NULL, so that Python clients never think
-// their Lambda is outdated); when present it refuses another major schema.
+// current schema (lambda_version NULL, so that a client that compares it
+// with its aggregator Lambda's version never thinks that Lambda outdated);
+// when present it refuses another major schema.
 func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
 	rec, ok, err := r.readVersion(ctx, false)
 	if err != nil {

@@ -26,7 +26,7 @@ const maxBatchGetKeys = 100
 const unprocessedBackoff = 20 * time.Millisecond
 
 // batchGet reads keys (de-duplicated, in chunks of 100), re-requesting
-// UnprocessedKeys until none are left (the original drops them). consistent
+// UnprocessedKeys until none are left. consistent
 // selects strongly consistent reads.
 func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) ([]map[string]types.AttributeValue, error) {
 	seen := make(map[[2]string]bool, len(keys))

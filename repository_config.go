@@ -142,16 +142,17 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey,
 // together with a decrement of its resource's registry counter (one
 // TransactWriteItems, conditioned on the config existing with its registry
 // keys; a counter that reaches zero is then removed). A config without
-// them — written by the Python library's provisioner, which counts
-// nothing — is deleted alone, with one more call. A resource config is deleted and its
+// them — written by a client that keeps no registry count, such as a
+// limits provisioner — is deleted alone, with one more call, and counts
+// nothing down. A resource config is deleted and its
 // resource removed from the resource registry. Only for an entity config
 // does it know whether one existed.
 func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	switch key.Level {
 	case store.LevelEntity:
 		// Only configs written with their registry count (the ones with
-		// GSI3 keys) are counted down; the Python library's provisioner
-		// writes configs without either.
+		// GSI3 keys) are counted down; a provisioner may write configs
+		// without either.
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Delete: &types.Delete{
 				TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
@@ -277,8 +278,8 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 
 // ListEntitiesWithCustomLimits implements [store.ConfigLister]: one Query of
 // GSI3, keeping the entities of the namespace. pageSize ≤ 0 lets DynamoDB
-// decide the page size; the cursor is the original's (base64 of the JSON
-// wire form of the last evaluated key).
+// decide the page size; the cursor is base64 of the JSON wire form of the
+// last evaluated key.
 func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -310,8 +311,8 @@ func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, r
 	return ids, encodeCursor(out.LastEvaluatedKey), nil
 }
 
-// encodeCursor encodes a LastEvaluatedKey of string attributes as the
-// original does: base64 of its JSON wire format.
+// encodeCursor encodes a LastEvaluatedKey of string attributes as base64
+// of its JSON wire format.
 func encodeCursor(key map[string]types.AttributeValue) string {
 	if len(key) == 0 {
 		return ""

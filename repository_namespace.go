@@ -27,13 +27,13 @@ import (
 // runs at once.
 const registerNamespacesConcurrency = 8
 
-// namespaceIDPattern matches the ids newNamespaceID produces (and the
-// original's secrets.token_urlsafe), with some room in length.
+// namespaceIDPattern matches the ids newNamespaceID produces and other
+// URL-safe base64 ids another client of the table may have registered, with
+// some room in length.
 var namespaceIDPattern = regexp.MustCompile(`\A[A-Za-z0-9_-]{1,64}\z`)
 
 // validateNamespaceName rejects the empty name and the reserved "_". Names
-// are otherwise free text, as in the original: they only appear in the
-// registry's sort keys.
+// are otherwise free text: they only appear in the registry's sort keys.
 func validateNamespaceName(name string) error {
 	switch name {
 	case "":
@@ -381,7 +381,7 @@ func cancellationCodes(err error) []string {
 //   - *[ValidationError] for a malformed id, or a record whose name is the
 //     reserved "_";
 //   - *[NamespaceNotFoundError] (with ID set) when the id has no registry
-//     record; the original raises EntityNotFoundError here;
+//     record;
 //   - *[NamespaceStateError] with State "purging" (its purge is in progress,
 //     and purging is terminal), "active" (it is not deleted) or
 //     "re-registered" (the name was registered again by another caller).
@@ -446,9 +446,9 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 
 // ListOrphanNamespaces returns the namespaces whose data has no active
 // namespace any more (all pages of the reverse records): the deleted ones,
-// which can be recovered or purged, and — unlike the original, which lists
-// only deleted ones — the purging ones, whose interrupted purge
-// PurgeNamespace resumes. Status tells them apart. They are sorted by id.
+// which can be recovered or purged, and the purging ones, whose interrupted
+// purge PurgeNamespace resumes. Status tells them apart. They are sorted by
+// id.
 func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
 	items, err := r.queryRegistry(ctx, skNSIDPrefix)
 	if err != nil {
@@ -476,7 +476,7 @@ func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.
 // in), then queries GSI4 for the namespace's items page by page and deletes
 // each page with BatchWriteItem in chunks of 25, re-sending unprocessed
 // items. Items without GSI4 keys (the provisioner's state record) are not
-// found and survive, as in the original; GSI4 entries of items outside the
+// found and survive; GSI4 entries of items outside the
 // namespace (whose partition key does not start with the id and a slash)
 // are never deleted. Purging an unknown id does
 // nothing; an interrupted purge is resumed by calling it again. It fails

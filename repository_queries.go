@@ -31,9 +31,9 @@ func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, exp
 }
 
 // AuditEvents implements [store.AuditLog]: a Query of the entity's audit
-// partition, newest first, from after startEventID. Unlike the original,
-// which returns one DynamoDB page that may fall short of limit, it reads
-// pages until it has limit events or there are no more.
+// partition, newest first, from after startEventID. It reads pages until
+// it has limit events or there are no more, so it returns fewer than limit
+// only at the end.
 func (r *DynamoDBRepository) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
 	pk := pkAudit(r.nsID, entityID)
 	in := &dynamodb.QueryInput{
@@ -180,8 +180,8 @@ func (p *usageQueryPlan) decodeCursor(cursor string) (map[string]types.Attribute
 	return key, nil
 }
 
-// keep applies the query's filters to a snapshot, as the original does after
-// fetching: window type equality and the window-start range.
+// keep applies the query's filters to a snapshot after fetching: window
+// type equality and the window-start range.
 func (p *usageQueryPlan) keep(s UsageSnapshot) bool {
 	start := formatISOSeconds(s.WindowStart)
 	switch {
@@ -201,9 +201,8 @@ func (p *usageQueryPlan) keep(s UsageSnapshot) bool {
 // more). Pass the cursor back in q.Cursor with the rest of q unchanged. A
 // non-empty cursor may lead to an empty last page.
 //
-// Unlike the original, which filters one DynamoDB page and may return fewer
-// snapshots than asked for (even none) before the end, it reads pages until
-// it has q.Limit matching snapshots or there are no more. Snapshots are
+// It reads pages until it has q.Limit matching snapshots or there are no
+// more, so a page falls short of q.Limit only at the end. Snapshots are
 // written by the aggregator; items lacking entity_id, resource or a
 // parsable window_start are skipped, and the hidden wcu limit never appears
 // in Counters. Invalid queries are *[ValidationError]s; nothing is read
@@ -306,7 +305,7 @@ type entityShards struct {
 // the capacity is 0. Entities are sorted by id.
 //
 // With parentsOnly, only entities whose META record has no parent are kept
-// (entities without META are dropped, as in the original); their META
+// (entities without META are dropped); their META
 // records are read with one BatchGetItem rather than one GetItem per bucket.
 func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
 	op := "resource capacity " + resource + "/" + limitName

@@ -45,7 +45,8 @@ type rules struct {
 
 // Audit events: every entity and limit change made through a [RateLimiter]
 // is recorded, when the repository is an [store.AuditLog], with who made it (the
-// principal), when, and what changed, in the Python library's format.
+// principal), when, and what changed, in the audit item format of the
+// shared table.
 
 // logUnavailable logs an on-unavailable decision: at Warn, or at Debug
 // when the circuit breaker decided (its opening was logged at Warn).
@@ -187,7 +188,7 @@ func (rl *rules) record(ctx context.Context, principal, action, entityID, resour
 }
 
 // auditLimitDetails is the "limits" detail of a limits_set event: one map
-// per limit with the original's keys (tokens and seconds).
+// per limit (see auditLimitDetail).
 func auditLimitDetails(limits []Limit) []any {
 	out := make([]any, len(limits))
 	for i, l := range limits {
@@ -196,8 +197,8 @@ func auditLimitDetails(limits []Limit) []any {
 	return out
 }
 
-// auditLimitDetail is one limit as the original records it in audit
-// details (Limit.to_dict).
+// auditLimitDetail is one limit as audit details record it: its name,
+// capacity and refill amount in tokens, and its refill period in seconds.
 func auditLimitDetail(l Limit) map[string]any {
 	return map[string]any{
 		"name":                  l.Name,

@@ -21,9 +21,9 @@ import (
 
 // The versions recorded in the table's version record.
 const (
-	// SchemaVersion is the table schema this library reads and writes:
-	// schema 0.10.0 of the Python zae-limiter library, whose tables and
-	// items it shares.
+	// SchemaVersion is the table schema this library reads and writes. The
+	// table's layout is shared with every other client of that schema:
+	// they read and write the same tables and items.
 	SchemaVersion = currentSchemaVersion
 	// ClientVersion is this library's version, recorded in the version
 	// record's updated_by as "client:go-{version}".

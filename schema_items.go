@@ -200,7 +200,7 @@ func systemConfigItem(ns string, limits []Limit, onUnavailable OnUnavailable) ma
 
 // limitsFromItem reads the limits of any config item (entity, resource or
 // system), one per l_{L}_cp attribute, sorted by name. A missing field reads
-// as 0, so, as in the original, an incomplete or otherwise invalid stored
+// as 0, so an incomplete or otherwise invalid stored
 // limit is an error (wrapping the *[ValidationError]). An item without
 // limits yields an empty slice: "no config at this level".
 func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
@@ -298,14 +298,14 @@ func namespaceFromItem(item map[string]types.AttributeValue) namespaceRecord {
 
 // auditItem returns the audit event item (see ddbschema.AuditItem). ttl is
 // in epoch seconds (now + retention). A [Limit] in the details is stored as
-// the original's Limit.to_dict map (see [auditLimitDetail]); a non-finite
+// the map of [auditLimitDetail]; a non-finite
 // float is an error.
 func auditItem(ns string, e AuditEvent, ttl int64) (map[string]types.AttributeValue, error) {
 	return ddbschema.AuditItem(ns, ddbschema.AuditEvent(e), ttl, auditDetailConverter)
 }
 
-// auditDetailConverter stores a [Limit] in audit details as its to_dict
-// map.
+// auditDetailConverter stores a [Limit] in audit details as the map of
+// [auditLimitDetail].
 func auditDetailConverter(v any) (any, bool) {
 	if l, ok := v.(Limit); ok {
 		return auditLimitDetail(l), true
@@ -318,7 +318,7 @@ func auditDetailConverter(v any) (any, bool) {
 
 // auditEventFromItem reads an audit event item (see
 // ddbschema.AuditEventFromItem). ok is false for items without a string
-// action, which the original skips.
+// action, which are not audit events and are skipped.
 func auditEventFromItem(item map[string]types.AttributeValue) (AuditEvent, bool, error) {
 	e, ok, err := ddbschema.AuditEventFromItem(item)
 	if err != nil || !ok {
@@ -338,8 +338,8 @@ func usageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.A
 }
 
 // usageSnapshotFromItem reads a snapshot item (see
-// ddbschema.UsageSnapshotFromItem). ok is false for items the original
-// skips.
+// ddbschema.UsageSnapshotFromItem). ok is false for items that are not
+// usage snapshots, which are skipped.
 func usageSnapshotFromItem(item map[string]types.AttributeValue) (UsageSnapshot, bool, error) {
 	s, ok, err := ddbschema.UsageSnapshotFromItem(item)
 	if err != nil || !ok {
@@ -433,7 +433,7 @@ func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWrite
 	}
 }
 
-// buildNormalUpdate is the original's build_composite_normal: refill and
+// buildNormalUpdate is the read-then-write path's write: refill and
 // consume under the rf optimistic lock, with a floor guard per limit whose
 // consumption exceeds its refill (concurrent speculative writes drain tk
 // without moving rf).
@@ -511,10 +511,10 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 	return b.update(table, key, updateExpr(set, add, remove), conds)
 }
 
-// buildAdjustUpdate is the original's build_composite_adjust: unconditional
-// ADDs of tk -= delta, tc += delta. Unlike the original it requires the item
-// to exist, so that a refund to an expired bucket does not leave a stub item
-// without capacity attributes. Each limit's copy ts moves with tk, and a
+// buildAdjustUpdate is an adjustment's write: ADDs of tk -= delta,
+// tc += delta, conditioned only on the item existing, so that a refund to
+// an expired bucket does not leave a stub item without capacity
+// attributes. Each limit's copy ts moves with tk, and a
 // refund removes its fa (see adjustExact).
 func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()

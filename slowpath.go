@@ -14,7 +14,7 @@ import (
 )
 
 // maxConflictRetries bounds the retries of a write refused with a
-// TransactionConflict (25, 50, 100 ms backoff), as the original does.
+// TransactionConflict (25, 50, 100 ms backoff).
 const maxConflictRetries = 3
 
 // conflictBackoff is the wait before conflict retry n (0-based).
@@ -44,7 +44,7 @@ const maxRereads = 3
 // slowAcquire is the read-then-write path: read the entity records and the
 // buckets in one round trip, refill and consume locally (applying any limit
 // change), and write the result under the refill-timestamp lock; read and
-// decide again after a lost race (slowpath_race.go). After a fallback from
+// decide again after a lost race (afterLostRace). After a fallback from
 // the speculative path it first coalesces with the acquires of this
 // limiter on the same item.
 func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
@@ -224,7 +224,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 }
 
 // bucketTTLSeconds is the time to fill the slowest limit from empty, times
-// multiplier, computed in float64 and truncated as the original does.
+// multiplier, computed in float64 and truncated to whole seconds.
 // It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
 func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 	if multiplier <= 0 || len(limits) == 0 {

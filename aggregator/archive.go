@@ -15,7 +15,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
-// Archive object settings, as the original writes them.
+// Archive object settings.
 const (
 	archiveContentType     = "application/x-ndjson"
 	archiveContentEncoding = "gzip"

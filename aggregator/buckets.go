@@ -109,8 +109,8 @@ func refilled(tokensMilli, refillMs, nowMs, capacityMilli, refillAmountMilli, re
 	return s.RefilledAt(time.UnixMilli(nowMs)).TokensMilli
 }
 
-// refillDue reports whether a proactive refill of b is due, as in the
-// original: the batch consumed from b's item and some limit's
+// refillDue reports whether a proactive refill of b is due: the batch
+// consumed from b's item and some limit's
 // refilled balance does not cover the batch's consumption of it. Only a
 // bucket that the batch consumed from is refilled: the processor's own
 // refill writes come back through the stream, and a bucket in debt would

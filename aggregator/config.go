@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Environment variables of the aggregator Lambda, named as in the
-// original's CloudFormation template.
+// Environment variables of the aggregator Lambda, as the stack's
+// CloudFormation template (package infra) sets them.
 const (
 	EnvTableName       = "TABLE_NAME"
 	EnvSnapshotWindows = "SNAPSHOT_WINDOWS"
@@ -18,7 +18,7 @@ const (
 )
 
 // Defaults of [Config] when the environment leaves a variable unset or
-// empty: the original handler's.
+// empty.
 const (
 	DefaultTableName       = "rate-limits"
 	DefaultSnapshotTTLDays = 90

@@ -88,7 +88,7 @@ func decodeRecord(i int, rec events.DynamoDBEventRecord, now time.Time) (record,
 		return r, malformed("event %q: %v", rec.EventID, err)
 	}
 	if !strings.Contains(pk, "/") {
-		return r, nil // pre-namespace items are not ours (the original skips them too)
+		return r, nil // items without a namespace are not ours
 	}
 	switch {
 	case ddbschema.IsBucketKey(pk, sk):
@@ -154,7 +154,7 @@ func decodeAudit(r record, rec events.DynamoDBEventRecord) (record, error) {
 		return r, malformed("event %q: %v", rec.EventID, err)
 	}
 	if !ok {
-		return r, nil // no action: the original skips it with a warning
+		return r, nil // no action: not an audit event
 	}
 	r.kind, r.audit = kindAudit, ev
 	return r, nil

@@ -24,8 +24,8 @@ type StreamsClient interface {
 
 var _ StreamsClient = (*dynamodbstreams.Client)(nil)
 
-// Defaults of [RunnerOptions], those of the original's event source mapping
-// where it has one.
+// Defaults of [RunnerOptions], those of the deployed event source mapping
+// (package infra's template) where it has one.
 const (
 	DefaultBatchSize    = 100
 	DefaultPollInterval = time.Second

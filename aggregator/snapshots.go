@@ -65,8 +65,8 @@ type snapshotChunk struct {
 
 // snapshotChunks sums the batch's bucket deltas per snapshot item: each
 // record's delta of each limit but wcu goes to every configured window
-// containing the record's event time, floored to whole tokens per record
-// (as the original floors each delta), and counts one event. Records are
+// containing the record's event time, floored to whole tokens per record,
+// and counts one event. Records are
 // taken in order and a chunk is closed before a record that would take it
 // past maxChunkSnapshots items, so every chunk covers whole records.
 func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
@@ -191,8 +191,7 @@ func isTransactionConflict(err error) bool {
 	return errors.As(err, &tcf)
 }
 
-// floorDiv returns a / b rounded toward negative infinity (b > 0), like
-// Python's //.
+// floorDiv returns a / b rounded toward negative infinity (b > 0).
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {

@@ -119,8 +119,9 @@ func NewDeployer(cfg aws.Config, optFns ...func(*DeployerOptions)) *Deployer {
 	return d
 }
 
-// Managed stack tags, the original's discovery tags; they win over user
-// tags of the same key.
+// Managed stack tags, by which [Deployer.List] finds limiter stacks
+// (whichever client deployed them); they win over user tags of the same
+// key.
 const (
 	TagManagedBy     = "ManagedBy"
 	TagName          = "zae-limiter:name"
@@ -134,8 +135,8 @@ const (
 
 // Version is the version of this module's Lambda code and tools, written to
 // the stack tags zae-limiter:version and zae-limiter:lambda-version ("go-"
-// and the client version, so that it never reads as a version of the
-// original). The CLI and tests may set it.
+// and the client version, so that it never reads as the version of another
+// client's code). The CLI and tests may set it.
 var Version = "go-" + limiter.ClientVersion
 
 // Deploy creates the stack, or updates it when it exists, uploads lambdaZip

@@ -15,8 +15,8 @@ import (
 )
 
 // List returns the limiter stacks of the deployer's region: every stack
-// (deleted ones excepted) tagged ManagedBy=zae-limiter, by this module's
-// deployer or by the original's, sorted by name.
+// (deleted ones excepted) tagged ManagedBy=zae-limiter, whichever client
+// deployed it, sorted by name.
 func (d *Deployer) List(ctx context.Context) ([]Stack, error) {
 	var out []Stack
 	p := cloudformation.NewDescribeStacksPaginator(d.cfn, &cloudformation.DescribeStacksInput{})

@@ -16,7 +16,7 @@ import (
 // [StackOptions.Validate] and [StackOptions.Parameters].
 var ErrInvalidOptions = errors.New("infra: invalid stack options")
 
-// StackOptions are the stack's parameters (the original's StackOptions).
+// StackOptions are the stack's parameters.
 // Start from [DefaultStackOptions]: a zero StackOptions does not validate.
 // It is a plain value.
 type StackOptions struct {
@@ -79,7 +79,7 @@ var (
 )
 
 const (
-	maxRoleFormat   = 55 // 64 − the longest component ("-admin" plus a dash) − margin, as the original
+	maxRoleFormat   = 55 // 64 − the longest component ("-admin" plus a dash) − margin
 	maxPolicyFormat = 120
 	maxUserTags     = 45 // 50 per stack, minus the managed tags
 )

@@ -9,7 +9,7 @@ import (
 )
 
 // This file turns a usage into its cost, and a request into the worst
-// case of its cost, with a model's price (price.go).
+// case of its cost, with a model's price ([ModelPrice], [Prices]).
 
 // MaxCost is the largest cost this package returns, in micro-dollars: a
 // larger one is cut to it (saturated), so that it is always an amount

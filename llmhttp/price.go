@@ -11,7 +11,8 @@ import (
 
 // This file holds the price tables: what a model's tokens cost, in
 // micro-dollars (millionths of a US dollar) per million tokens, integers so
-// that every charge is exact. cost.go turns a usage into a cost with them.
+// that every charge is exact. [ModelPrice.Cost] turns a usage into a cost
+// with them.
 
 // ErrUnknownModel is returned (wrapped, with the model's name) for a model
 // that no price table names: the transport refuses such a request before

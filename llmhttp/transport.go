@@ -127,11 +127,11 @@ type config struct {
 	logger      *slog.Logger
 	now         func() time.Time
 
-	// Money (cost.go): the limit charged the cost, and its prices.
+	// Money: the limit charged the cost, and its prices.
 	costName string
 	prices   *Prices
 
-	// Provider feedback (feedback.go).
+	// Provider feedback (WithFeedback and the options beside it).
 	noFeedback  bool
 	quota       QuotaMapping
 	threshold   float64

@@ -1,12 +1,13 @@
 // Package memorystore is a [store.Repository] that keeps everything in
 // the process's memory: for unit tests of code that uses a
-// [limiter.RateLimiter], and for single-process services where one process
+// limiter.RateLimiter, and for single-process services where one process
 // owns the limits.
 //
-// It is built on the exported backend contract of package limiter only,
-// and passes the same conformance suite (package storetest) as the
-// DynamoDB backend: integer millitokens, atomic multi-item (cascade)
-// writes, the four-level config hierarchy, audit events. The differences:
+// It is built on the backend contract, package store, only (it does not
+// import the limiter), and passes the same conformance suite (package
+// storetest) as the DynamoDB backend: integer millitokens, atomic
+// multi-item (cascade) writes, the four-level config hierarchy, audit
+// events. The differences:
 //
 //   - There is no per-item write ceiling, so no write sharding: buckets
 //     always have one shard.
@@ -20,8 +21,8 @@
 //     DynamoDB. Audit events are kept until they expire and at most
 //     [Options.MaxAuditEvents] per entity.
 //   - There are no usage snapshots (no stream, no aggregator) and no
-//     resource-capacity reports: [limiter.RateLimiter.UsageSnapshots] and
-//     [limiter.RateLimiter.ResourceCapacity] return errors matching
+//     resource-capacity reports: limiter.RateLimiter.UsageSnapshots and
+//     limiter.RateLimiter.ResourceCapacity return errors matching
 //     [store.ErrUnsupported].
 package memorystore
 

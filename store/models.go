@@ -246,8 +246,8 @@ const (
 	// DefaultUsageSnapshotsLimit is the page size of UsageSnapshots when
 	// UsageQuery.Limit is zero or negative.
 	DefaultUsageSnapshotsLimit = 100
-	// MaxUsageSummarySnapshots caps the snapshots UsageSummary aggregates
-	// (the original's safety limit): a summary with this SnapshotCount may
+	// MaxUsageSummarySnapshots caps the snapshots UsageSummary aggregates,
+	// bounding its reads and memory: a summary with this SnapshotCount may
 	// leave older snapshots out.
 	MaxUsageSummarySnapshots = 10_000
 )

@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// Validation patterns (anchored with \z: a trailing newline is rejected,
-// unlike the original's Python `$`, which accepts one).
+// Validation patterns (anchored with \z, so a trailing newline is
+// rejected).
 var (
 	identifierPattern = regexp.MustCompile(`\A[a-zA-Z0-9][a-zA-Z0-9_.\-:@]*\z`)
 	namePattern       = regexp.MustCompile(`\A[a-zA-Z][a-zA-Z0-9_.\-]*\z`)
@@ -20,13 +20,13 @@ const (
 	maxNameLength       = 64
 )
 
-// nameRule is one family of identifier validation, as the original's: checks
-// run in order and stop at the first failure.
+// nameRule is one family of identifier validation: checks run in order and
+// stop at the first failure.
 type nameRule struct {
 	kind          error // ErrInvalidIdentifier or ErrInvalidName
 	maxLen        int
 	reserved      string         // a value refused as reserved ("" for none)
-	pattern       *regexp.Regexp // the rule as the original's regular expression
+	pattern       *regexp.Regexp // the rule as a regular expression
 	chars         charClass      // the same rule, matched without the regexp engine
 	patternReason string
 }

@@ -18,12 +18,12 @@ import (
 )
 
 // The model test (Run's "Model"): the limiter on the backend under test
-// and an exact reference token bucket (model_ref.go) take the same
+// and an exact reference token bucket (refModel) take the same
 // operations, one at a time — acquires with several limits, Adjust up and
 // down, Release, Lease.Consume, Commit, Rollback, Do, idle periods of any
 // length on the suite clock, limit changes per call and stored at every
-// level, a cascade to a parent — as focused sequences (model_cases.go) and
-// as seeded random sequences (model_random.go), in every combination of
+// level, a cascade to a parent — as focused sequences and as seeded
+// random sequences, in every combination of
 // speculative writes, background commit and group commit.
 //
 // The reference follows the limiter's decisions: what the limiter refuses

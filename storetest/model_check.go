@@ -9,7 +9,7 @@ import (
 )
 
 // The model test's checks of the limiter and the store against the
-// reference (see model.go).
+// reference (refModel).
 
 // afterOp checks the store after an operation, and Available of entity
 // (with the limits of override, or the stored ones) when entity is set.

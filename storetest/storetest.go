@@ -1,5 +1,5 @@
-// Package storetest is the conformance suite of the backend contract of
-// package limiter, in the manner of testing/slogtest: a backend's own test
+// Package storetest is the conformance suite of the backend contract,
+// package store, in the manner of testing/slogtest: a backend's own test
 // calls [Run] with a function that returns a fresh repository, and the
 // suite checks the contract directly and runs the limiter's behaviour
 // (leases, cascade, the config hierarchy, entities and audit, TTLs,
@@ -25,8 +25,10 @@
 // Last, Run's "Model" part replays sequences of operations against an
 // exact reference token bucket, in every combination of speculative
 // writes, background commit and group commit; its size is set by
-// environment variables (ZAEL_MODEL_SEEDS, ZAEL_MODEL_STEPS,
-// ZAEL_MODEL_SEED: see model.go).
+// environment variables: ZAEL_MODEL_SEEDS runs the random sequences of
+// seeds 1 to N per combination (default 1), ZAEL_MODEL_STEPS sets the
+// operations per sequence (default 150), and ZAEL_MODEL_SEED runs the
+// sequence of that seed only.
 package storetest
 
 import (

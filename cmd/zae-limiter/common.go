@@ -225,7 +225,7 @@ const principalTimeout = 3 * time.Second
 
 // principal returns who the audit events of this command name: $ZAEL_PRINCIPAL
 // when set (an ARN or an identifier), else the caller's ARN from STS
-// GetCallerIdentity, as the original CLI records (asked at the same
+// GetCallerIdentity (asked at the same
 // endpoint as DynamoDB when --endpoint-url or $AWS_ENDPOINT_URL names one:
 // LocalStack and moto answer). When STS does not answer (DynamoDB Local has
 // no STS), or only DynamoDB's endpoint is local, it returns "" and the

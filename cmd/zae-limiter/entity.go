@@ -135,8 +135,8 @@ func cmdEntityChildren(c *cli) *command {
 	return f
 }
 
-// resourceFlag registers --resource/-r with the original's default
-// (_default_: the entity's limits for every resource without its own).
+// resourceFlag registers --resource/-r, by default _default_: the entity's
+// limits for every resource without its own.
 func (f *command) resourceFlag(p *string) {
 	f.str(p, "resource", "r", limiter.DefaultResource, "resource name; _default_ for every resource without its own")
 }

@@ -12,7 +12,7 @@ import (
 	limiter "github.com/zaelimiter/limiter"
 )
 
-// limitSyntax is the --limit/-l syntax, the original CLI's.
+// limitSyntax is the --limit/-l syntax.
 const limitSyntax = "name:rate[/period][:burst], e.g. rpm:100, tpm:10000/min:20000, rph:500/hour"
 
 // periodPattern is a --limit period: an optional count and a unit.
@@ -81,8 +81,8 @@ func parseLimits(specs []string) ([]limiter.Limit, error) {
 	return limits, nil
 }
 
-// formatPeriod formats a period in seconds as the original does: "/min",
-// "/5min", "/hour", "/90sec".
+// formatPeriod formats a period in seconds in its largest whole unit:
+// "/min", "/5min", "/hour", "/90sec".
 func formatPeriod(seconds int64) string {
 	for _, u := range []struct {
 		name string
@@ -98,7 +98,7 @@ func formatPeriod(seconds int64) string {
 	return "/" + strconv.FormatInt(seconds, 10) + "sec"
 }
 
-// formatLimit formats a limit as the original does: "rpm: 1,000/min" or
+// formatLimit formats a limit on one line: "rpm: 1,000/min" or
 // "tpm: 10,000/min (burst: 20,000)".
 func formatLimit(l limiter.Limit) string {
 	s := l.Name + ": " + thousands(l.RefillAmount) + formatPeriod(l.RefillPeriodSeconds())

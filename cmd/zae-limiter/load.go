@@ -1,9 +1,9 @@
 package main
 
-// `zae-limiter load`: a load test for sizing a deployment, the Go answer to
-// the original's Locust setup. The engine is internal/loadtest; this file
-// reads the scenario, opens the table, shows progress and writes the
-// reports; load_procs.go runs several worker processes and merges them.
+// `zae-limiter load`: a load test for sizing a deployment. The engine is
+// internal/loadtest; this file reads the scenario, opens the table, shows
+// progress and writes the reports; runProcs runs several worker
+// processes and merges them.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package main
 
-// `zae-limiter local up|down|status|env|aggregator`: the original's `local`
-// (which runs LocalStack in Docker), on DynamoDB Local. `up` fetches
+// `zae-limiter local up|down|status|env|aggregator`: a local development
+// stack on DynamoDB Local, without Docker. `up` fetches
 // DynamoDB Local when needed, starts it with -sharedDb (every access key
 // sees the same tables) in the background, creates the table with its
 // stream, starts the aggregator on that stream in the background, and

@@ -3,7 +3,7 @@
 // version checks, a local development stack on DynamoDB Local (local), a
 // load test (load), entities, stored limits at the entity, resource and system
 // level, declarative limits manifests, audit events, usage snapshots and
-// namespaces. Its commands and flags follow the Python zae-limiter CLI.
+// namespaces.
 //
 // Run `zae-limiter --help` for the command list and `zae-limiter CMD --help`
 // for the flags of one command; `zae-limiter completion bash|zsh|fish|powershell`

@@ -2,20 +2,17 @@ package main
 
 // Declarative limits: `limits plan|apply|diff -f limits.yaml`.
 //
-// The manifest format is the original provisioner's. The
-// original sends it to a provisioner Lambda that diffs it against a
-// "#PROVISIONER" state record (the set of targets the previous apply
-// managed) and writes raw config items. This port diffs the manifest
-// directly against the limits stored in the table and applies the changes
-// through the library (SetSystemDefaults, SetResourceDefaults,
+// The manifest is diffed directly against the limits stored in the table
+// (not against a record of what a previous apply managed), and the changes
+// are applied through the library (SetSystemDefaults, SetResourceDefaults,
 // RateLimiter.SetLimits and the Delete* calls), so every change is
 // validated, audited, evicts config caches and syncs bucket parameters, and
 // a target whose stored limits already match is left alone: applying the
 // same manifest twice changes nothing the second time. Targets the manifest
 // does not mention are never touched, unless --prune is given: then every
 // stored config of the namespace that the manifest does not declare is
-// deleted, including those the original's provisioner wrote (found through
-// its state record, see manifest_provisioner.go).
+// deleted, including those a provisioner Lambda wrote without registry
+// entries (found through its state record, see readProvisionerState).
 
 import (
 	"bytes"
@@ -56,7 +53,7 @@ type manifestEntities struct {
 
 // manifestDecl is one limit: capacity (required), refill_amount (default
 // capacity), refill_period in seconds (default 60); burst, when given,
-// replaces capacity (the original's backwards-compatible spelling).
+// replaces capacity (an older spelling, still accepted).
 type manifestDecl struct {
 	Capacity     *int64 `yaml:"capacity"`
 	Burst        *int64 `yaml:"burst"`
@@ -197,7 +194,7 @@ func declLimits(path string, decls map[string]manifestDecl) ([]limiter.Limit, er
 	return limits, nil
 }
 
-// Change actions and levels (the original provisioner's words).
+// Change actions and levels, as plan and apply print them.
 const (
 	actionCreate = "create"
 	actionUpdate = "update"
@@ -479,7 +476,7 @@ func changeSymbol(action string) string {
 	return "-"
 }
 
-// changeLine formats a change as the original does, with the limits.
+// changeLine formats a change on one line, with the limits.
 // targetName is the change's target as printed: the system level has none.
 func (ch change) targetName() string {
 	if ch.Target == "" {

@@ -1,7 +1,7 @@
 package main
 
-// The original's provisioner Lambda (which `limits apply` replaces) writes
-// raw config items: PK, SK, GSI4PK and the l_* limit attributes, but no
+// A provisioner Lambda that applies the same manifest format (another
+// client's; `limits apply` does its work here) writes raw config items: PK, SK, GSI4PK and the l_* limit attributes, but no
 // GSI3 keys and no registry entries, so the list queries that find stored
 // limits (ListResourcesWithDefaults, ListEntitiesWithCustomLimits) miss
 // them. What it manages is recorded in its state record, PK
@@ -25,7 +25,7 @@ const (
 	provisionerManagedEntities = "managed_entities"
 )
 
-// provisionerState is what the original provisioner's state record says it
+// provisionerState is what the provisioner's state record says it
 // manages.
 type provisionerState struct {
 	resources []string

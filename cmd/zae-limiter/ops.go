@@ -1,6 +1,6 @@
 package main
 
-// The original's operational commands: `list` (limiter stacks in a region),
+// The operational commands: `list` (limiter stacks in a region),
 // `upgrade` (bring a stack's Lambda code, tags and version record to this
 // client) and `lambda-export` (the Lambdas' deployment packages, for
 // Terraform or CDK users).
@@ -158,9 +158,9 @@ func cmdUpgrade(c *cli) *command {
 		}
 		// The record keeps its schema and minimum client version; the
 		// Lambda's version is in the stack tag zae-limiter:lambda-version,
-		// not in the record, whose lambda_version the original's clients
-		// compare with their own (a Go version would read as outdated and
-		// make them redeploy their Python code).
+		// not in the record, whose lambda_version other clients of the
+		// table compare with their own aggregator's (a Go version would
+		// read as outdated and make them redeploy their own code).
 		rec.SchemaVersion = limiter.SchemaVersion
 		if rec.ClientMinVersion == "" {
 			rec.ClientMinVersion = "0.0.0"

@@ -87,7 +87,7 @@ func (c *cli) table(header []string, rows [][]string) error {
 func (c *cli) printf(format string, a ...any) { fmt.Fprintf(c.stdout, format, a...) }
 
 // limitsTable prints limits as a table: name, capacity, refill amount,
-// period and the original's one-line form.
+// period and the one-line form of formatLimit.
 func (c *cli) limitsTable(limits []limiter.Limit) error {
 	rows := make([][]string, len(limits))
 	for i, l := range limits {

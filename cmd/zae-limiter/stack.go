@@ -19,8 +19,8 @@ const defaultLambdaZip = "bin/aggregator.zip"
 // defaultProvisionerZip is where `make lambda` writes the provisioner's code.
 const defaultProvisionerZip = "bin/provisioner.zip"
 
-// logRetentionDays are CloudWatch's retention periods (the original's
-// --log-retention-days choices).
+// logRetentionDays are CloudWatch's retention periods, the
+// --log-retention-days choices.
 var logRetentionDays = infra.LogRetentionPeriods
 
 // optionFlags names the deploy flag of each infra.StackOptions field, so that
@@ -61,10 +61,9 @@ func infraErr(err error) error {
 	return err
 }
 
-// stackOptionFlags maps the original's deploy flags onto infra.StackOptions.
+// stackOptionFlags maps the deploy flags onto infra.StackOptions.
 func stackOptionFlags(f *command, o *infra.StackOptions, tags *[]string) {
-	// The defaults are the original's (and the ones documented on
-	// infra.StackOptions).
+	// The defaults are the ones documented on infra.StackOptions.
 	f.str(&o.SnapshotWindows, "snapshot-windows", "", "hourly,daily", "comma-separated usage snapshot windows")
 	f.integer(&o.UsageRetentionDays, "usage-retention-days", "", 90, "days to keep usage snapshots")
 	f.integer(&o.AuditRetentionDays, "audit-retention-days", "", 90, "days to keep audit events")

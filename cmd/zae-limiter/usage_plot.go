@@ -1,6 +1,6 @@
 package main
 
-// `usage list --plot`: the original's terminal charts of usage over time,
+// `usage list --plot`: terminal charts of usage over time,
 // one line chart per counter, two side by side, for each (entity, resource,
 // window) series of the snapshots listed.
 
@@ -14,7 +14,7 @@ import (
 	limiter "github.com/zaelimiter/limiter"
 )
 
-// Plot layout, the original's.
+// Plot layout.
 const (
 	plotHeight    = 10 // rows of a chart
 	plotMaxPoints = 60 // more points are averaged down to this many

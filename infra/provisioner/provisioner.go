@@ -1,13 +1,13 @@
 // Package provisioner is the Lambda behind the CloudFormation custom
 // resource Custom::ZaeLimiterLimits: stored limits as part of a stack.
 //
-// The resource's properties are the original's: TableName, Namespace (a
-// name, default "default"), System {OnUnavailable, Limits}, Resources
-// {NAME: {Limits}} and Entities {ID: {Resources: {NAME: {Limits}}}}, each
-// Limits a mapping of limit names to {Capacity, RefillAmount (default
-// Capacity), RefillPeriod (seconds, default 60)}. CloudFormation passes
-// every scalar of a custom resource's properties as a string, so numbers
-// are accepted as numbers or as decimal strings.
+// The resource's properties: TableName, Namespace (a name, default
+// "default"), System {OnUnavailable, Limits}, Resources {NAME: {Limits}} and
+// Entities {ID: {Resources: {NAME: {Limits}}}}, each Limits a mapping of
+// limit names to {Capacity, RefillAmount (default Capacity), RefillPeriod
+// (seconds, default 60)}. CloudFormation passes every scalar of a custom
+// resource's properties as a string, so numbers are accepted as numbers or
+// as decimal strings.
 //
 // The changes go through the library ([limiter.RateLimiter]'s
 // SetSystemDefaults, SetResourceDefaults, SetLimits and their Delete

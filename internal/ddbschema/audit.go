@@ -30,7 +30,7 @@ type DetailConverter func(v any) (replacement any, ok bool)
 
 // AuditItem returns the audit event item with the given ttl (epoch
 // seconds). Empty Principal and Resource are written as NULL. Details are
-// stored as a map the way the Python library serialises them: strings
+// stored as a map, serialised as the table's audit format has it: strings
 // (including named string types) → S, bools → BOOL, integers and floats →
 // N, maps with string keys → M, slices and arrays → L, nil → NULL, structs
 // that convert (may be nil) replaces → their replacement. Other values are
@@ -61,7 +61,7 @@ func AuditItem(ns string, e AuditEvent, ttl int64, convert DetailConverter) (map
 
 // auditAttrs are the attributes of an audit event item that are read, but
 // for its details. The details keep a codec of their own: they follow the
-// Python library's serialisation (floats written with ".0", structs
+// table's audit serialisation (floats written with ".0", structs
 // through a DetailConverter, unsupported values dropped, integral numbers
 // read back as int64), which attributevalue's rules do not.
 type auditAttrs struct {
@@ -82,7 +82,7 @@ type auditRecord struct {
 }
 
 // AuditEventFromItem reads an audit event item. ok is false for items
-// without a string action, which the Python library skips. Details numbers
+// without a string action, which are not audit events. Details numbers
 // read as int64 (or float64 when they have a fraction or exponent, or do
 // not fit), string sets and binary values as nil; a malformed number is an
 // error. An unparsable timestamp reads as the zero time.
@@ -159,7 +159,7 @@ func (d detailEncoder) value(v reflect.Value) (av types.AttributeValue, ok bool,
 		return &types.AttributeValueMemberM{Value: m}, true, nil
 	case reflect.Slice, reflect.Array:
 		if v.Type().Elem().Kind() == reflect.Uint8 {
-			return nil, false, nil // bytes: not supported by the Python library either
+			return nil, false, nil // bytes: not a details value
 		}
 		l := make([]types.AttributeValue, v.Len())
 		for i := range v.Len() {
@@ -183,8 +183,8 @@ func (d detailEncoder) value(v reflect.Value) (av types.AttributeValue, ok bool,
 	return nil, false, nil
 }
 
-// formatDetailFloat formats f like Python's str(float) for ordinary values:
-// the shortest representation, with ".0" when it has no fraction.
+// formatDetailFloat formats f as audit details store floats: for ordinary
+// values the shortest representation, with ".0" when it has no fraction.
 func formatDetailFloat(f float64, bits int) string {
 	s := strconv.FormatFloat(f, 'g', -1, bits)
 	if !strings.ContainsAny(s, ".eE") {
@@ -193,7 +193,7 @@ func formatDetailFloat(f float64, bits int) string {
 	return s
 }
 
-// detailFromAV deserialises one details value like the Python library.
+// detailFromAV deserialises one details value.
 func detailFromAV(av types.AttributeValue) (any, error) {
 	switch v := av.(type) {
 	case *types.AttributeValueMemberS:

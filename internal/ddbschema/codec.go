@@ -24,14 +24,14 @@ import (
 //     tagged omitempty → absent when nil.
 //
 // The types of read structs (sAttr, timeAttr) read a wrongly typed
-// attribute as absent, as the Python library's readers do, so decoding
-// never fails.
+// attribute as absent, as the table's other readers do, so decoding never
+// fails.
 //
 // What stays written by hand, each with its reason where it is: attributes
 // named after limits (the l_* limits of configs, b_* limits of buckets,
 // usage counters), the bucket item and the entity reader (both read or
-// written on every acquire), audit details (the Python library's own
-// serialisation), and single attributes read from items otherwise
+// written on every acquire), audit details (a serialisation of their own),
+// and single attributes read from items otherwise
 // discovered by name (on_unavailable, audit_retention_days, registries).
 
 // marshalItem encodes the record struct rec (a pointer) as an item.

@@ -1,5 +1,5 @@
 // Package ddbschema is the DynamoDB item layout of schema 0.10.0, the
-// single-table layout the Python zae-limiter library also reads and writes:
+// single-table layout shared by every client of that schema:
 // attribute names, key formats and their parsers, the table definition,
 // item codecs and the update expressions built on them.
 //
@@ -12,9 +12,8 @@
 // maps or request structs, or back.
 //
 // Numbers are written as decimal int64 strings without exponent. Readers
-// are lenient where the Python library is (missing attributes take their
-// defaults, wrongly typed ones read as absent) and strict about malformed
-// numbers. Items of fixed shape are described by structs with dynamodbav
+// are lenient (missing attributes take their defaults, wrongly typed ones
+// read as absent) and strict about malformed numbers. Items of fixed shape are described by structs with dynamodbav
 // tags and converted with the SDK's attributevalue package; attributes
 // named after limits, bucket items and the entity reader (both on the
 // acquire path) and audit details are converted by hand. Expressions use

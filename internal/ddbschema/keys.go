@@ -148,15 +148,16 @@ const (
 	FieldTotalConsumed = "tc" // bucket: net consumption counter, millitokens
 
 	// The state of the exact speculative write (see [BucketLimit]), which
-	// the Python library neither writes nor reads: it finds a bucket's
-	// limits by their _tk attributes (its aggregator by _tc and _cp).
+	// other clients of the table neither write nor read: they find a
+	// bucket's limits by their _tk attributes (their aggregator by _tc and
+	// _cp), which these names do not end in.
 	FieldFullAt = "fa" // bucket: lower bound of the first ms the limit is full
 	FieldShadow = "ts" // bucket: a copy of tk, moved with it by every write of this library
 	FieldParams = "fp" // bucket: the parameters fa holds for ([ParamsSig])
 )
 
-// ConfigVersion is the constant written to config_version (the Python
-// library never reads or increments it).
+// ConfigVersion is the constant written to config_version (nothing reads
+// or increments it).
 const ConfigVersion = 1
 
 // ---------------------------------------------------------------------------
@@ -251,7 +252,7 @@ func GSI2SKUsage(windowKey, entityID string) string {
 	return PrefixUsage + windowKey + "#" + entityID
 }
 
-// GSI2SKAccess returns `ACCESS#{id}` (defined by the Python library, unused).
+// GSI2SKAccess returns `ACCESS#{id}` (defined by the layout, unused).
 func GSI2SKAccess(entityID string) string { return PrefixAccess + entityID }
 
 // GSI3PKEntityConfig returns `{ns}/ENTITY_CONFIG#{res}`, GSI3PK of entity
@@ -291,8 +292,8 @@ func LimitAttr(limitName, field string) string {
 // ---------------------------------------------------------------------------
 // Parsers.
 
-// KeyFormatError reports a key that does not have the expected format. Its
-// reasons are those of the Python library's errors.
+// KeyFormatError reports a key that does not have the expected format,
+// with the reason, e.g. "Not a bucket PK".
 type KeyFormatError struct {
 	Key    string
 	Reason string // e.g. "Not a bucket PK"

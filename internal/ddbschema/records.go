@@ -33,7 +33,7 @@ type versionAttrs struct {
 	UpdatedAt        timeAttr `dynamodbav:"updated_at"`
 	LambdaVersion    sAttr    `dynamodbav:"lambda_version,nullempty"`
 	UpdatedBy        sAttr    `dynamodbav:"updated_by,nullempty"`
-	// TemplateVersion is written by the Python library's deployments only.
+	// TemplateVersion is written by other clients' deployments only.
 	TemplateVersion sAttr `dynamodbav:"template_version,omitempty"`
 }
 
@@ -45,8 +45,9 @@ type versionRecord struct {
 }
 
 // VersionItem returns the version record item. Empty LambdaVersion and
-// UpdatedBy are written as NULL; a Go client leaves LambdaVersion empty,
-// since it deploys no Python Lambda.
+// UpdatedBy are written as NULL; this library leaves LambdaVersion empty,
+// since other clients compare it with the version of their own aggregator
+// Lambda.
 func VersionItem(v Version) map[string]types.AttributeValue {
 	return marshalItem(&versionRecord{
 		tableKey: tableKey{PK: PKSystem(ReservedNamespace), SK: SKVersion},

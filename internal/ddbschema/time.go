@@ -66,11 +66,10 @@ func WindowStart(window string, t time.Time) (time.Time, error) {
 	return ParseISOSeconds(key)
 }
 
-// WindowEnd returns the last second of the window that starts at start, as
-// the Python library computes it: hourly → same hour :59:59, daily →
-// 23:59:59, monthly → one second before the first day of the next month (at
-// start's time of day), any other window → start itself. The result is in
-// UTC.
+// WindowEnd returns the last second of the window that starts at start:
+// hourly → same hour :59:59, daily → 23:59:59, monthly → one second before
+// the first day of the next month (at start's time of day), any other window
+// → start itself. The result is in UTC.
 func WindowEnd(window string, start time.Time) time.Time {
 	s := start.UTC().Truncate(time.Second)
 	y, m, d := s.Date()

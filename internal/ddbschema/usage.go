@@ -89,12 +89,12 @@ func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.A
 	return item
 }
 
-// UsageSnapshotFromItem reads a snapshot item. ok is false for items the
-// Python library skips (no entity_id, resource or window_start) and for
-// items whose window_start is not a timestamp. WindowEnd follows
-// [WindowEnd]; Counters holds every number attribute except the layout's
-// own (PK, SK, entity_id, resource, window, window_start, total_events,
-// GSI2PK, GSI2SK, ttl). A counter that is not an integer is an error.
+// UsageSnapshotFromItem reads a snapshot item. ok is false for items without
+// entity_id, resource or window_start and for items whose window_start is
+// not a timestamp. WindowEnd follows [WindowEnd]; Counters holds every
+// number attribute except the layout's own (PK, SK, entity_id, resource,
+// window, window_start, total_events, GSI2PK, GSI2SK, ttl). A counter that
+// is not an integer is an error.
 func UsageSnapshotFromItem(item map[string]types.AttributeValue) (s UsageSnapshot, ok bool, err error) {
 	var a usageAttrs
 	unmarshalItem(item, &a)

@@ -24,8 +24,8 @@ func Bool(b bool) types.AttributeValue { return &types.AttributeValueMemberBOOL{
 // Null returns a NULL attribute value.
 func Null() types.AttributeValue { return &types.AttributeValueMemberNULL{Value: true} }
 
-// SOrNull returns S(s), or NULL when s is empty (the Python library writes
-// None as NULL).
+// SOrNull returns S(s), or NULL when s is empty (the layout's absent
+// value).
 func SOrNull(s string) types.AttributeValue {
 	if s == "" {
 		return Null()
@@ -102,7 +102,7 @@ func BucketPrimaryKey(ns, entityID, resource string, shard int) map[string]types
 
 // DiscoverLimitNames returns, sorted, the limit names L for which item has
 // an attribute `{prefix}{L}_{field}` with a non-empty L. This is how the
-// Python library discovers limits: buckets by b_*_tk, configs by l_*_cp.
+// table's clients discover limits: buckets by b_*_tk, configs by l_*_cp.
 func DiscoverLimitNames(item map[string]types.AttributeValue, prefix, field string) []string {
 	suffix := "_" + field
 	var names []string

@@ -28,8 +28,8 @@ import (
 //
 // The identifiers ride in the write itself: no read, no other request,
 // about 50 bytes more on the item. They are not limits (their names do not
-// start with b_), so readers of limits, the Python library's and the stream
-// aggregator's, pass over them; a write that moved them alone consumed
+// start with b_), so readers of limits, the table's other clients and the
+// stream aggregators, pass over them; a write that moved them alone consumed
 // nothing.
 
 // WriteIDSlots is how many write identifiers a bucket item keeps.

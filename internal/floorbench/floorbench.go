@@ -28,7 +28,7 @@
 //   - cascade: Acquire + Commit of an entity that cascades to its parent;
 //   - cascade-hot, cascade-150 (only when -only names them): two limiters
 //     × 32 goroutines on two keys cascading to one parent, with group
-//     commit against their floors without it (hot.go).
+//     commit against their floors without it (hotContenders).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
 // an entity each: no group commit, N independent items), except the hot
@@ -114,7 +114,7 @@ type contender struct {
 	after func() error
 	// goroutines, when set, is the contender's own concurrency: it runs
 	// only in the rounds of the second concurrency, with this many
-	// goroutines instead (see hot.go).
+	// goroutines instead (see hotContenders).
 	goroutines int
 }
 

@@ -127,7 +127,7 @@ func report(w io.Writer, r *result) {
 		fmt.Fprintln(tw, "contender\tfloor\tp50\tp50 ratio\tops/s\tops/s ratio\tallocs/op\t− floor\tCPU/op\tCPU ratio\t")
 		for _, name := range r.names {
 			if len(r.samples[conc][name]) == 0 {
-				continue // a contender of its own concurrency (hot.go)
+				continue // a contender of its own concurrency (hotContenders)
 			}
 			p50 := r.stat(conc, name, func(s sample) float64 { return float64(s.p50) })
 			ops := r.stat(conc, name, sample.opsPerSec)

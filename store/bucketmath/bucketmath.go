@@ -1,19 +1,22 @@
-// Package bucketmath is the token-bucket arithmetic, a function-by-function
-// port of the original's bucket.py. It is pure: values in, values out, the
-// current time as a parameter, integer millitokens and epoch milliseconds.
+// Package bucketmath is the token-bucket arithmetic of the bucket items:
+// refill, retry-after, available tokens. It is pure: values in, values out,
+// the current time as a parameter, integer millitokens and epoch
+// milliseconds.
+//
+// In the formulas of this package, // is floor division (rounding toward
+// negative infinity: −1500 millitokens are −2 tokens, not −1, where Go's /
+// truncates) and % its remainder, which takes the sign of the divisor.
 //
 // # Exactness
 //
-// Python integers have arbitrary precision, so the original never overflows:
-// elapsed×refill_amount for an LLM limit of 10M tokens/min idle for 11 days
-// is about 9.5e18, beyond int64. Every function here computes the exact
-// arbitrary-precision result of the Python formula, using 128-bit
-// intermediates (type Int128, built on math/bits, allocation-free), and uses
-// floor division wherever Python uses // (Go's / truncates: −1500 millitokens
-// is −2 tokens, not −1).
+// The formulas are defined on unbounded integers, and their intermediate
+// values exceed int64: elapsed×refill_amount for an LLM limit of 10M
+// tokens/min idle for 11 days is about 9.5e18. Every function here computes
+// the exact result of its formula, using 128-bit intermediates (type
+// Int128, built on math/bits, allocation-free).
 //
-// Results equal the original's whenever the exact result fits the Go result
-// type. When it does not, the result saturates (never wraps):
+// A result that fits the Go result type is the exact one. When it does
+// not, the result saturates (never wraps):
 //
 //   - token and time results (int64) saturate at math.MinInt64 or
 //     math.MaxInt64. Refilled balances are capped at the capacity, so only
@@ -21,7 +24,7 @@
 //   - durations saturate at math.MaxInt64 or math.MinInt64 nanoseconds.
 //     A retry-after is positive for every sane bucket (positive refill
 //     amount, non-negative refill period); it can be negative only when the
-//     stored refill settings are negative, exactly as in the original.
+//     stored refill settings are negative.
 //
 // Saturation happens only at the end: intermediate values are exact, so for
 // example Available (balance // 1000) is exact even when the balance itself
@@ -29,14 +32,14 @@
 //
 // # Division by zero
 //
-// The original raises ZeroDivisionError on corrupt buckets (a stored refill
-// period or amount of zero). These functions never panic; instead:
+// A corrupt bucket item may store a refill period or amount of zero. These
+// functions never panic on one; instead:
 //
 //   - a refill period of zero (with positive elapsed time) refills nothing:
 //     the balance and last-refill time are returned unchanged;
 //   - a refill amount of zero with a positive deficit gives a retry-after of
 //     math.MaxInt64 ("never"): a bucket that does not refill never covers
-//     the deficit. (A zero refill amount refills nothing, as in the original.)
+//     the deficit. (A zero refill amount refills nothing.)
 package bucketmath
 
 import (
@@ -47,7 +50,7 @@ import (
 
 // Refill returns the balance and last-refill time of a bucket holding
 // tokensMilli millitokens, last refilled at lastRefillMs, advanced to nowMs.
-// It is the original's refill_bucket:
+// It computes:
 //
 //	elapsed = now − last_refill; if elapsed <= 0: unchanged
 //	add = elapsed × refill_amount // refill_period; if add == 0: unchanged
@@ -56,8 +59,7 @@ import (
 //
 // The clock advances only by the time that produced whole millitokens, so a
 // sub-millitoken remainder is kept for the next refill. A zero or negative
-// elapsed time and a zero refillPeriodMs (where the original divides by zero)
-// return the inputs unchanged. A result below math.MinInt64 or above
+// elapsed time and a zero refillPeriodMs return the inputs unchanged. A result below math.MinInt64 or above
 // math.MaxInt64 saturates; with positive refill settings no result can
 // leave the int64 range.
 func Refill(tokensMilli, lastRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) (newTokensMilli, newLastRefillMs int64) {
@@ -66,12 +68,12 @@ func Refill(tokensMilli, lastRefillMs, nowMs, capacityMilli, refillAmountMilli, 
 }
 
 // RefillExact is Refill with the refilled balance returned exactly, as
-// a 128-bit integer, so that callers can keep computing with it the way
-// Python does. The returned last-refill time is already saturated to int64.
+// a 128-bit integer, so that callers can keep computing with it exactly.
+// The returned last-refill time is already saturated to int64.
 //
 // Instead of add × refill_period // refill_amount it computes the same
 // last_refill + used as now + (−rem) // refill_amount, where rem is
-// elapsed × refill_amount mod refill_period (Python's %, taking the sign of the
+// elapsed × refill_amount % refill_period (taking the sign of the
 // divisor): add × refill_period = elapsed × refill_amount − rem, and
 // (k×a + y) // a = k + y // a for every integer k. All the bounds below hold
 // for every int64 input.
@@ -101,14 +103,11 @@ func RefillExact(tokensMilli, lastRefillMs, nowMs, capacityMilli, refillAmountMi
 
 // RetryAfter returns how long a bucket refilling refillAmountMilli
 // millitokens every refillPeriodMs milliseconds needs to regain deficitMilli
-// millitokens. It is the original's calculate_retry_after:
-// zero if deficitMilli <= 0, else t+1 milliseconds with
-// t = deficit × refill_period // refill_amount (the original returns the
-// float seconds (t+1)/1000; the extra millisecond guarantees the deficit is
-// covered). Example: deficit 11000, amount 10000, period 60000 → 66.001s.
+// millitokens: zero if deficitMilli <= 0, else t+1 milliseconds with
+// t = deficit × refill_period // refill_amount (the extra millisecond
+// guarantees the deficit is covered). Example: deficit 11000, amount 10000, period 60000 → 66.001s.
 //
-// A zero refillAmountMilli (a division by zero in the original) gives
-// math.MaxInt64. A result beyond the range of time.Duration saturates at
+// A zero refillAmountMilli gives math.MaxInt64. A result beyond the range of time.Duration saturates at
 // math.MaxInt64, or at math.MinInt64 for the negative results that only
 // negative (corrupt) refill settings produce; it never wraps.
 func RetryAfter(deficitMilli, refillAmountMilli, refillPeriodMs int64) time.Duration {
@@ -213,7 +212,7 @@ func SatMul(a, b int64) int64 {
 	return p
 }
 
-// FloorDiv returns a/b rounded toward negative infinity (Python's //).
+// FloorDiv returns a // b: a/b rounded toward negative infinity.
 // b must not be zero.
 func FloorDiv(a, b int64) int64 {
 	q := a / b
@@ -367,7 +366,7 @@ func MulInt128(a Int128, b int64) (Int128, bool) {
 	return p, true
 }
 
-// DivModFloor returns q = a // d and r = a % d with Python's semantics: q is
+// DivModFloor returns q = a // d and r = a % d (floor division): q is
 // rounded toward negative infinity and r = a − q×d has the sign of d, with
 // |r| < |d|. d must not be zero, and a // d must fit in an Int128 (it does
 // unless a is −2^127 and d is −1).

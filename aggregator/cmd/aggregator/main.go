@@ -1,7 +1,7 @@
 // Command aggregator is the DynamoDB stream processor of zae-limiter for
 // Go, as an AWS Lambda function for the provided.al2023 runtime (build it
-// with `make lambda`). It is configured by the environment variables of the
-// original's template: TABLE_NAME, SNAPSHOT_WINDOWS, SNAPSHOT_TTL_DAYS,
+// with `make lambda`). It is configured by the environment variables that
+// the stack's template sets: TABLE_NAME, SNAPSHOT_WINDOWS, SNAPSHOT_TTL_DAYS,
 // ENABLE_ARCHIVAL and ARCHIVE_BUCKET_NAME (see aggregator.LoadConfig), and
 // reports failed records as BatchItemFailures, so its event source mapping
 // needs FunctionResponseTypes ReportBatchItemFailures.
