@@ -79,9 +79,7 @@ func TestPortableWait(t *testing.T) {
 	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": memorystore.New()} {
 		var admitted atomic.Int64
 		rl := limiter.New(repo, limiter.WithMetrics(countAdmitted{&admitted}))
-		if err := rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}))
 		start := time.Now()
 		n, err := embedAll(ctx, rl, make([]string, 8))
 		elapsed := time.Since(start)

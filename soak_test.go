@@ -245,9 +245,7 @@ func TestSoakDynamoDB(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	rl := New(repo, append([]Option{WithOverLimitCache(time.Second)}, size.opts...)...)
-	if err := rl.SetResourceDefaults(ctx, soakResource, []Limit{PerMinute("rpm", 1000)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.SetResourceDefaults(ctx, soakResource, []Limit{PerMinute("rpm", 1000)}))
 	// Warm up: connections open, the SDK's caches filled.
 	soakKeys(t, rl, "warm-", 0, 200, size.workers, nil)
 	soak(t, rl, size, nil, nil)

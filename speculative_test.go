@@ -127,9 +127,8 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 		}
 	})
 	rl := New(env.withClient(barrier), WithClock(env.clock.now))
-	if _, err := rl.GetEntity(ctx, "C"); err != nil { // warms rl's entity cache
-		t.Fatal(err)
-	}
+	_, err := rl.GetEntity(ctx, "C") // warms rl's entity cache
+	require.NoError(t, err)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	got := env.calls()

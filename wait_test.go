@@ -79,9 +79,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			lease, err = rl.Wait(context.Background(), entity, "batch", Consume{"rps": 1}, twoPerSecond)
 			returned := time.Now()
 			require.NoError(t, err, "Wait: %v", err)
-			if err := lease.Commit(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, lease.Commit(context.Background()))
 			// A second sleep would mean the first attempt was refused: the
 			// computed time was early.
 			require.Len(t, sleeps, 1, "Wait slept %d times (%v), want once", len(sleeps), sleeps)
