@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,9 +30,8 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 		// whether it cascades (key1's is known from its creation).
 		check("first batch", "GetItem, BatchGetItem[6], TransactWriteItems[3]", func() {
 			var err error
-			if lease, _, err = rl.AcquireAll(env.ctx, reqs, tpm); err != nil {
-				t.Fatal(err)
-			}
+			lease, _, err = rl.AcquireAll(env.ctx, reqs, tpm)
+			require.NoError(t, err)
 		})
 		// The adjustment reaches every item holding tpm.
 		check("commit", "UpdateItem, UpdateItem, UpdateItem", func() {
@@ -55,7 +53,9 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 				{EntityID: "solo", Resource: "claude", Consume: Consume{"tpm": 1}},
 				{EntityID: "key1", Resource: "gpt", Consume: Consume{"tpm": 500}},
 			}, tpm)
-			require.False(t, !errors.Is(err, ErrRateLimited) || len(statuses) != 2 || !statuses[1][0].Exceeded, "refused batch: %v %+v", err, statuses)
+			require.ErrorIs(t, err, ErrRateLimited, "refused batch")
+			require.Len(t, statuses, 2, "refused batch: statuses %+v", statuses)
+			require.True(t, statuses[1][0].Exceeded, "refused batch: key1's status %+v, want exceeded", statuses[1][0])
 		})
 		got := env.tokens("solo", "claude", "tpm")
 		require.Equal(t, before, got, "a refused batch took from solo: %d, was %d", got, before)
@@ -79,21 +79,23 @@ func TestResetDynamoDB(t *testing.T) {
 		require.NoError(t, err)
 	})
 	rpm, tpm, wcu := env.tokens("k", "gpt", "rpm"), env.tokens("k", "gpt", "tpm"), env.tokens("k", "gpt", wcuLimitName)
-	require.False(t, rpm != 10_000 || tpm != 1_000_000 || wcu != wcuBefore, "after reset rpm %d tpm %d wcu %d; want 10000, 1000000, wcu kept (%d)", rpm, tpm, wcu, wcuBefore)
+	require.EqualValues(t, 10_000, rpm, "rpm after reset")
+	require.EqualValues(t, 1_000_000, tpm, "tpm after reset")
+	require.Equal(t, wcuBefore, wcu, "wcu after reset, want kept")
 	// Two shards: shard 1 exists too.
-	if _, err := env.repo.BumpShardCount(env.ctx, "k", "gpt", 1); err != nil {
-		t.Fatal(err)
-	}
+	_, err = env.repo.BumpShardCount(env.ctx, "k", "gpt", 1)
+	require.NoError(t, err)
 	s1 := store.BucketKey{EntityID: "k", Resource: "gpt", Shard: 1}
 	st := bucketStateFromLimit("k", "gpt", PerMinute("rpm", 5), env.clock.now().UnixMilli())
 	st.TokensMilli = 0
-	if err := env.repo.WriteBuckets(env.ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []store.BucketState{st}}}); err != nil {
-		t.Fatal(err)
-	}
+	err = env.repo.WriteBuckets(env.ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []store.BucketState{st}}})
+	require.NoError(t, err)
 	check("two shards", "GetItem, BatchGetItem[1], TransactWriteItems[2], PutItem", func() {
 		err := rl.Reset(env.ctx, "k", "gpt")
 		require.NoError(t, err)
 	})
 	b, err := env.repo.GetBucket(env.ctx, s1)
-	require.False(t, err != nil || b == nil || b.States[0].TokensMilli != 5000, "shard 1 after reset: %+v, %v", b, err)
+	require.NoError(t, err, "shard 1 after reset")
+	require.NotNil(t, b, "shard 1 after reset")
+	require.EqualValues(t, 5000, b.States[0].TokensMilli, "shard 1 after reset: %+v", b)
 }

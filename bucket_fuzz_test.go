@@ -159,7 +159,7 @@ func FuzzRefillBucket(f *testing.F) {
 	f.Fuzz(func(t *testing.T, tokens, lastRefill, now, capacity, amount, period int64) {
 		gotTokens, gotLast := bucketmath.Refill(tokens, lastRefill, now, capacity, amount, period)
 		wantTokens, wantLast := pyRefillBucket(pyInt(tokens), pyInt(lastRefill), pyInt(now), pyInt(capacity), pyInt(amount), pyInt(period))
-		assert.False(t, gotTokens != toInt64(wantTokens) || gotLast != toInt64(wantLast), "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d) (exact %v, %v)", tokens, lastRefill, now, capacity, amount, period, gotTokens, gotLast, toInt64(wantTokens), toInt64(wantLast), wantTokens, wantLast)
+		assert.Equal(t, [2]int64{toInt64(wantTokens), toInt64(wantLast)}, [2]int64{gotTokens, gotLast}, "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (tokens, last refill), exact want (%v, %v)", tokens, lastRefill, now, capacity, amount, period, wantTokens, wantLast)
 	})
 }
 
@@ -174,7 +174,7 @@ func FuzzTryConsume(f *testing.F) {
 		s := stateOf([6]int64{tokens, lastRefill, now, capacity, amount, period})
 		got := tryConsume(s, requested, now)
 		want := pyTryConsume(s, requested, now)
-		assert.False(t, got != want, "tryConsume(%+v, %d, %d) = %+v, want %+v", s, requested, now, got, want)
+		assert.Equal(t, want, got, "tryConsume(%+v, %d, %d)", s, requested, now)
 	})
 }
 
@@ -190,7 +190,7 @@ func FuzzForceConsume(f *testing.F) {
 		gotTokens, gotLast := forceConsume(s, consumed, now)
 		cur, last := pyRefillState(s, now)
 		wantTokens := new(big.Int).Sub(cur, pyMul(pyInt(consumed), pyInt(1000)))
-		assert.False(t, gotTokens != toInt64(wantTokens) || gotLast != toInt64(last), "forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)", s, consumed, now, gotTokens, gotLast, toInt64(wantTokens), toInt64(last))
+		assert.Equal(t, [2]int64{toInt64(wantTokens), toInt64(last)}, [2]int64{gotTokens, gotLast}, "forceConsume(%+v, %d, %d) = (tokens, last refill)", s, consumed, now)
 	})
 }
 

@@ -51,19 +51,23 @@ func TestBucketStateRefilledAt(t *testing.T) {
 		{"now equal to the last refill", t0, -500, t0.UnixMilli()},
 	} {
 		got := s.RefilledAt(tc.now)
-		assert.False(t, got.TokensMilli != tc.tokens || got.LastRefillMs != tc.lastFill, "%s: RefilledAt = %d mt at %d, want %d at %d", tc.name, got.TokensMilli, got.LastRefillMs, tc.tokens, tc.lastFill)
-		assert.False(t, got.LimitName != s.LimitName || got.CapacityMilli != s.CapacityMilli || got.TotalConsumedMilli != s.TotalConsumedMilli, "%s: RefilledAt changed other fields: %+v", tc.name, got)
+		assert.Equal(t, tc.tokens, got.TokensMilli, "%s: RefilledAt millitokens", tc.name)
+		assert.Equal(t, tc.lastFill, got.LastRefillMs, "%s: RefilledAt last refill", tc.name)
+		assert.Equal(t, s.LimitName, got.LimitName, "%s: RefilledAt changed other fields: %+v", tc.name, got)
+		assert.Equal(t, s.CapacityMilli, got.CapacityMilli, "%s: RefilledAt changed other fields: %+v", tc.name, got)
+		assert.Equal(t, s.TotalConsumedMilli, got.TotalConsumedMilli, "%s: RefilledAt changed other fields: %+v", tc.name, got)
 	}
 	// The balance grows with time and stops at capacity.
 	prev := s.TokensMilli
 	for ms := int64(0); ms <= 6000; ms += 7 {
 		got := s.RefilledAt(t0.Add(time.Duration(ms) * time.Millisecond)).TokensMilli
-		require.False(t, got < prev || got > s.CapacityMilli, "after %d ms: %d mt (before: %d mt, capacity %d mt)", ms, got, prev, s.CapacityMilli)
+		require.GreaterOrEqual(t, got, prev, "after %d ms: millitokens fell", ms)
+		require.LessOrEqual(t, got, s.CapacityMilli, "after %d ms: millitokens past capacity", ms)
 		prev = got
 	}
 	assert.Equal(t, s.CapacityMilli, prev, "after 6 s: %d mt, want capacity %d mt", prev, s.CapacityMilli)
 	zero := s
 	zero.RefillPeriodMs = 0
 	got := zero.RefilledAt(t0.Add(time.Hour))
-	assert.False(t, got != zero, "zero period: RefilledAt = %+v, want unchanged", got)
+	assert.Equal(t, zero, got, "zero period: RefilledAt, want unchanged")
 }

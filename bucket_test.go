@@ -101,7 +101,7 @@ func TestRefillBucket(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			gotTokens, gotLast := bucketmath.Refill(tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period)
-			assert.False(t, gotTokens != tc.wantTokens || gotLast != tc.wantLast, "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (%d, %d), want (%d, %d)", tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period, gotTokens, gotLast, tc.wantTokens, tc.wantLast)
+			assert.Equal(t, [2]int64{tc.wantTokens, tc.wantLast}, [2]int64{gotTokens, gotLast}, "bucketmath.Refill(%d, %d, %d, %d, %d, %d) = (tokens, last refill)", tc.tokens, tc.last, tc.now, tc.capacity, tc.amount, tc.period)
 		})
 	}
 }
@@ -115,10 +115,10 @@ func TestRefillBucketElevenDaysNoWrap(t *testing.T) {
 	elapsed := int64(elevenDays)
 	// The naive product really does overflow.
 	p := elapsed * cap10M
-	require.False(t, p/cap10M == elapsed, "precondition: %d×%d = %d does not overflow int64", elapsed, int64(cap10M), p)
+	require.NotEqual(t, elapsed, p/cap10M, "precondition: %d×%d = %d does not overflow int64", elapsed, int64(cap10M), p)
 	for _, tokens := range []int64{0, 1, cap10M / 2, -cap10M, -5 * cap10M} {
 		got, gotLast := bucketmath.Refill(tokens, now-elapsed, now, cap10M, cap10M, perMinMs)
-		assert.False(t, got != cap10M || gotLast != now, "bucketmath.Refill(%d, now-11d, now, 10M tokens/min) = (%d, %d), want (%d, %d)", tokens, got, gotLast, int64(cap10M), int64(now))
+		assert.Equal(t, [2]int64{cap10M, now}, [2]int64{got, gotLast}, "bucketmath.Refill(%d, now-11d, now, 10M tokens/min) = (tokens, last refill)", tokens)
 	}
 }
 
@@ -169,8 +169,8 @@ func TestTryConsume(t *testing.T) {
 			t.Parallel()
 			before := tc.state
 			got := tryConsume(tc.state, tc.requested, tc.now)
-			assert.False(t, got != tc.want, "tryConsume(%+v, %d, %d) = %+v, want %+v", tc.state, tc.requested, tc.now, got, tc.want)
-			assert.False(t, tc.state != before, "tryConsume modified its state: got %+v, want %+v", tc.state, before)
+			assert.Equal(t, tc.want, got, "tryConsume(%+v, %d, %d)", tc.state, tc.requested, tc.now)
+			assert.Equal(t, before, tc.state, "tryConsume modified its state")
 		})
 	}
 }
@@ -295,7 +295,7 @@ func TestForceConsume(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			gotTokens, gotLast := forceConsume(tc.state, tc.amount, tc.now)
-			assert.False(t, gotTokens != tc.wantTokens || gotLast != tc.wantLast, "forceConsume(%+v, %d, %d) = (%d, %d), want (%d, %d)", tc.state, tc.amount, tc.now, gotTokens, gotLast, tc.wantTokens, tc.wantLast)
+			assert.Equal(t, [2]int64{tc.wantTokens, tc.wantLast}, [2]int64{gotTokens, gotLast}, "forceConsume(%+v, %d, %d) = (tokens, last refill)", tc.state, tc.amount, tc.now)
 		})
 	}
 }
@@ -317,7 +317,7 @@ func TestBuildLimitStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got := buildLimitStatus("child", "api", l, tc.state, tc.requested, 0)
-			assert.False(t, got != tc.want, "buildLimitStatus(%+v, %d) = %+v, want %+v", tc.state, tc.requested, got, tc.want)
+			assert.Equal(t, tc.want, got, "buildLimitStatus(%+v, %d)", tc.state, tc.requested)
 		})
 	}
 }
@@ -383,9 +383,7 @@ func TestWouldRefillSatisfy(t *testing.T) {
 			assert.Equal(t, tc.wantOK, gotOK, "wouldRefillSatisfy(%v) ok = %t, want %t", tc.consume, gotOK, tc.wantOK)
 			require.Len(t, got, len(tc.want), "wouldRefillSatisfy(%v) returned %d statuses %+v, want %d %+v", tc.consume, len(got), got, len(tc.want), tc.want)
 			for i := range got {
-				if got[i] != tc.want[i] {
-					t.Errorf("wouldRefillSatisfy(%v) status %d = %+v, want %+v", tc.consume, i, got[i], tc.want[i])
-				}
+				assert.Equal(t, tc.want[i], got[i], "wouldRefillSatisfy(%v) status %d", tc.consume, i)
 			}
 		})
 	}

@@ -29,7 +29,9 @@ func TestConfigCacheCeiling(t *testing.T) {
 		require.NoError(t, err)
 	}
 	st := c.stats()
-	require.False(t, st.Size != 4 || st.MaxEntries != 4 || st.Evictions != 2, "stats %+v, want size 4 of 4 and 2 evictions", st)
+	require.Equal(t, 4, st.Size, "stats %+v", st)
+	require.Equal(t, 4, st.MaxEntries, "stats %+v", st)
+	require.EqualValues(t, 2, st.Evictions, "stats %+v", st)
 	got := len(fcs.loads[1])
 	assert.EqualValues(t, 2, got, "e2 loaded %d slots, want 2", got)
 	// e1 comes back: its slots are read again, and a change made meanwhile
@@ -38,14 +40,14 @@ func TestConfigCacheCeiling(t *testing.T) {
 	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
 	limits, source, _, err := c.resolve(ctx, "e1", "gpt")
 	require.NoError(t, err)
-	assert.False(t, source != SourceEntity || len(limits) != 1 || limits[0] != own[0], "e1 resolved to %v from %s, want %v from the entity", limits, source, own)
-	if n, got := fcs.loadCount(), len(fcs.loads[2]); n != 3 || got != 2 {
-		t.Errorf("%d loads, the last of %d slots; want 3, and e1's 2 slots", n, got)
-	}
+	assert.Equal(t, SourceEntity, source, "e1 resolved from")
+	assert.Equal(t, own, limits, "e1 resolved to")
+	assert.Equal(t, 3, fcs.loadCount(), "loads")
+	assert.Len(t, fcs.loads[2], 2, "slots of the last load, want e1's 2")
 	// The hot resource and system slots were never evicted.
-	if st := c.stats(); st.Misses != 8 || st.Hits != 4 {
-		t.Errorf("stats %+v, want 8 misses (4 + 2 + 2) and 4 hits", st)
-	}
+	st = c.stats()
+	assert.EqualValues(t, 8, st.Misses, "stats %+v, want 8 misses (4 + 2 + 2)", st)
+	assert.EqualValues(t, 4, st.Hits, "stats %+v", st)
 }
 
 // TestEntityCacheAge: an entry's age counts from when the entity's cascade
@@ -60,11 +62,13 @@ func TestEntityCacheAge(t *testing.T) {
 	c.setShards("c", "gpt", 4)
 	c.learnFromBucket("c", false, "") // the record's settings win, and keep their age
 	clock.advance(10 * time.Second)
-	if e, ok := c.get("c"); !ok || !e.cascade || e.parentID != "p" || c.shardCount("c", "gpt") != 4 {
-		t.Fatalf("at 60s: %+v, %v, shards %d; want cascade to p, 4 shards", e, ok, c.shardCount("c", "gpt"))
-	}
-	clock.advance(time.Nanosecond)
 	e, ok := c.get("c")
+	require.True(t, ok, "at 60s: c unknown")
+	require.True(t, e.cascade, "at 60s: %+v, want cascade", e)
+	require.Equal(t, "p", e.parentID, "at 60s: %+v", e)
+	require.Equal(t, 4, c.shardCount("c", "gpt"), "at 60s: shards")
+	clock.advance(time.Nanosecond)
+	e, ok = c.get("c")
 	require.False(t, ok, "past the age limit: %+v still known", e)
 	n := c.shardCount("c", "gpt")
 	assert.EqualValues(t, 1, n, "shard count %d after expiry, want 1 (unknown)", n)
@@ -77,7 +81,10 @@ func TestEntityCacheAge(t *testing.T) {
 	_, ok = c.get("d")
 	assert.True(t, ok, "d forgotten 50s after its settings were last read")
 	st := c.stats()
-	assert.False(t, st.Hits != 2 || st.Misses != 1 || st.TTL != time.Minute || st.MaxEntries != 10, "stats %+v", st)
+	assert.EqualValues(t, 2, st.Hits, "stats %+v", st)
+	assert.EqualValues(t, 1, st.Misses, "stats %+v", st)
+	assert.Equal(t, time.Minute, st.TTL, "stats %+v", st)
+	assert.Equal(t, 10, st.MaxEntries, "stats %+v", st)
 }
 
 // TestEvictedEntityCascadesAgain: with an entity cache of one entity, an
@@ -97,13 +104,14 @@ func TestEvictedEntityCascadesAgain(t *testing.T) {
 		for i, id := range []string{"C", "X", "C", "Y", "C"} {
 			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}))
 			st := rl.CacheStats(CacheEntities)
-			require.False(t, st.Size > 1, "after acquire %d: %d entities cached, ceiling 1", i, st.Size)
+			require.LessOrEqual(t, st.Size, 1, "after acquire %d: entities cached, ceiling 1", i)
 		}
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rpm", fieldTotalConsumed)) }
 		c, p := tc("C"), tc("P")
-		assert.False(t, c != 3000 || p != 3000, "total consumed C %d, P %d; want 3000 each (3 acquires on C, each charged to P)", c, p)
+		assert.EqualValues(t, 3000, c, "total consumed C (3 acquires)")
+		assert.EqualValues(t, 3000, p, "total consumed P (each acquire on C charged to P)")
 		st := rl.CacheStats(CacheEntities)
-		assert.False(t, st.Evictions < 4, "entity cache %+v, want at least 4 evictions", st)
+		assert.GreaterOrEqual(t, st.Evictions, int64(4), "entity cache %+v", st)
 	})
 }
 
@@ -123,10 +131,11 @@ func TestEvictedEntityExpires(t *testing.T) {
 		env.clock.advance(2 * time.Minute)
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rph": 1}, lim))
 		after := rl.CacheStats(CacheEntities)
-		assert.False(t, after.Misses == before.Misses, "no entity cache miss after the age limit: before %+v, after %+v", before, after)
+		assert.NotEqual(t, before.Misses, after.Misses, "no entity cache miss after the age limit: before %+v, after %+v", before, after)
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rph", fieldTotalConsumed)) }
 		c, p := tc("C"), tc("P")
-		assert.False(t, c != 2000 || p != 2000, "total consumed C %d, P %d; want 2000 each (both charged twice)", c, p)
+		assert.EqualValues(t, 2000, c, "total consumed C (charged twice)")
+		assert.EqualValues(t, 2000, p, "total consumed P (charged twice)")
 	})
 }
 
@@ -143,7 +152,8 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 		rateLimited(t, err)
 	}
 	st := rl.CacheStats(CacheOverLimit)
-	require.False(t, st.Size != 1 || st.Evictions != 1, "over-limit cache %+v, want 1 entry and 1 eviction", st)
+	require.Equal(t, 1, st.Size, "over-limit cache %+v", st)
+	require.EqualValues(t, 1, st.Evictions, "over-limit cache %+v", st)
 	check := env.callChecker(t)
 	check("b, cached", "", func() {
 		_, err := rl.Acquire(env.ctx, "b", "api", Consume{"rpm": 1}, lim)
@@ -151,9 +161,8 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 	})
 	check("a, evicted: the store refuses", "UpdateItem!", func() {
 		_, err := rl.Acquire(env.ctx, "a", "api", Consume{"rpm": 1}, lim)
-		if rle := rateLimited(t, err); rle.RetryAfter <= 0 {
-			t.Errorf("retry after %v", rle.RetryAfter)
-		}
+		rle := rateLimited(t, err)
+		assert.Positive(t, rle.RetryAfter, "retry after")
 	})
 }
 
@@ -162,9 +171,7 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 func TestCacheSizeZero(t *testing.T) {
 	ctx := context.Background()
 	rl := New(newMemory(), WithCacheSize(CacheConfigs, 0), WithCacheSize(CacheEntities, 0))
-	if err := rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 2)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 2)}))
 	for range 2 {
 		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}))
 	}
@@ -172,13 +179,14 @@ func TestCacheSizeZero(t *testing.T) {
 	rateLimited(t, err)
 	for _, c := range []CacheName{CacheConfigs, CacheEntities} {
 		st := rl.CacheStats(c)
-		assert.False(t, st.Size != 0 || st.Hits != 0 || st.Misses == 0 || st.MaxEntries != 0, "%s cache %+v, want empty, all misses", c, st)
+		assert.Zero(t, st.Size, "%s cache %+v, want empty", c, st)
+		assert.Zero(t, st.Hits, "%s cache %+v, want all misses", c, st)
+		assert.NotZero(t, st.Misses, "%s cache %+v, want all misses", c, st)
+		assert.Zero(t, st.MaxEntries, "%s cache %+v", c, st)
 	}
-	if st := rl.ConfigCacheStats(); st != rl.CacheStats(CacheConfigs) {
-		t.Errorf("ConfigCacheStats %+v, CacheStats(CacheConfigs) %+v", st, rl.CacheStats(CacheConfigs))
-	}
+	assert.Equal(t, rl.CacheStats(CacheConfigs), rl.ConfigCacheStats(), "ConfigCacheStats, want CacheStats(CacheConfigs)")
 	st := rl.CacheStats(CacheOverLimit)
-	assert.False(t, st != (CacheStats{}), "over-limit cache off: stats %+v, want zero", st)
+	assert.Equal(t, CacheStats{}, st, "over-limit cache off: stats, want zero")
 }
 
 func TestCacheNames(t *testing.T) {

@@ -108,10 +108,11 @@ func TestConfigCachePrecedence(t *testing.T) {
 			}
 			limits, source, _, err := c.resolve(ctx, "e", tc.resource)
 			require.NoError(t, err)
-			assert.False(t, len(limits) != len(tc.wantLimits) || (len(limits) > 0 && limits[0] != tc.wantLimits[0]) || source != tc.wantSource, "resolve = %v %q, want %v %q", limits, source, tc.wantLimits, tc.wantSource)
-			if fcs.loadCount() != 1 {
-				t.Errorf("loads = %d, want 1 (one batched load)", fcs.loadCount())
+			if assert.Len(t, limits, len(tc.wantLimits), "resolve = %v, want %v", limits, tc.wantLimits) && len(limits) > 0 {
+				assert.Equal(t, tc.wantLimits[0], limits[0], "resolve = %v", limits)
 			}
+			assert.Equal(t, tc.wantSource, source, "resolve: source")
+			assert.Equal(t, 1, fcs.loadCount(), "loads, want one batched load")
 			wantKeys := 4
 			if tc.resource == DefaultResource {
 				wantKeys = 3
@@ -128,13 +129,17 @@ func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	fcs.set(sysKey, store.Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
 
 	_, _, ou, err := c.resolve(ctx, "e", "gpt")
-	require.False(t, err != nil || ou != OnUnavailableAllow, "resolve: ou %q err %v", ou, err)
+	require.NoError(t, err, "resolve")
+	require.Equal(t, OnUnavailableAllow, ou, "resolve: on_unavailable")
 	_, _, _, err = c.resolve(ctx, "e", "gpt")
 	require.NoError(t, err)
 	n := fcs.loadCount()
 	require.EqualValues(t, 1, n, "loads after cached resolve = %d, want 1", n)
 	st := c.stats()
-	require.False(t, st.Hits != 4 || st.Misses != 4 || st.Size != 4 || st.TTL != time.Minute, "stats = %+v", st)
+	require.EqualValues(t, 4, st.Hits, "stats = %+v", st)
+	require.EqualValues(t, 4, st.Misses, "stats = %+v", st)
+	require.Equal(t, 4, st.Size, "stats = %+v", st)
+	require.Equal(t, time.Minute, st.TTL, "stats = %+v", st)
 	// Partial: another entity only misses its two entity slots.
 	_, _, _, err = c.resolve(ctx, "f", "gpt")
 	require.NoError(t, err)
@@ -160,7 +165,8 @@ func TestConfigCacheDisabled(t *testing.T) {
 	n := fcs.loadCount()
 	require.EqualValues(t, 3, n, "loads = %d, want 3 with TTL 0", n)
 	st := c.stats()
-	require.False(t, st.Size != 0 || st.Hits != 0, "stats = %+v", st)
+	require.Zero(t, st.Size, "stats = %+v", st)
+	require.Zero(t, st.Hits, "stats = %+v", st)
 }
 
 func TestConfigCacheEvictAndInvalidate(t *testing.T) {
@@ -168,12 +174,12 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	c, fcs, _ := newTestCache(time.Minute)
 	c.resolve(ctx, "e", "gpt")
 	fcs.set(entityKey("e", "gpt"), store.Config{Limits: []Limit{PerMinute("tpm", 5)}})
-	if limits, _, _, _ := c.resolve(ctx, "e", "gpt"); limits != nil {
-		t.Fatalf("negative entry not cached: got %v", limits)
-	}
+	cached, _, _, _ := c.resolve(ctx, "e", "gpt")
+	require.Nil(t, cached, "negative entry not cached")
 	c.evict(entityKey("e", "gpt"))
 	limits, source, _, _ := c.resolve(ctx, "e", "gpt")
-	require.False(t, len(limits) != 1 || source != SourceEntity, "after evict: %v %q", limits, source)
+	require.Len(t, limits, 1, "after evict: %v", limits)
+	require.Equal(t, SourceEntity, source, "after evict: source")
 	got := len(fcs.loads[len(fcs.loads)-1])
 	assert.EqualValues(t, 1, got, "evict refetched %d keys, want 1", got)
 	c.invalidate()

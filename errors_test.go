@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,24 +30,25 @@ func TestRateLimitExceededError(t *testing.T) {
 	err := error(newRateLimitExceededError(statuses))
 
 	require.ErrorIs(t, err, ErrRateLimited, "errors.Is(err, ErrRateLimited) = false")
-	require.False(t, errors.Is(err, ErrUnavailable), "rate limit error matches ErrUnavailable")
+	require.NotErrorIs(t, err, ErrUnavailable, "rate limit error matches ErrUnavailable")
 	var rle *RateLimitExceededError
-	require.True(t, errors.As(fmt.Errorf("acquire: %w", err), &rle), "errors.As through wrapping failed")
+	require.ErrorAs(t, fmt.Errorf("acquire: %w", err), &rle, "errors.As through wrapping failed")
 	got, want := rle.Error(), "limiter: rate limit exceeded for C/api (rpm, tpm); retry after 66.0s"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	got = rle.RetryAfterHeader()
 	assert.EqualValues(t, "67", got, "RetryAfterHeader() = %q, want 67", got)
-	if len(rle.Statuses) != 3 {
-		t.Errorf("Statuses has %d entries, want 3 (wcu dropped)", len(rle.Statuses))
-	}
+	assert.Len(t, rle.Statuses, 3, "Statuses, want wcu dropped")
 	for _, s := range append(rle.Statuses, rle.Violations...) {
-		assert.False(t, s.LimitName == "wcu", "wcu leaked into %+v", s)
+		assert.NotEqual(t, "wcu", s.LimitName, "wcu leaked into %+v", s)
 	}
-	if len(rle.Violations) != 2 || rle.Primary.LimitName != "rpm" || rle.RetryAfter != 66001*time.Millisecond {
-		t.Errorf("Violations %v Primary %v RetryAfter %v", rle.Violations, rle.Primary, rle.RetryAfter)
-	}
+	assert.Len(t, rle.Violations, 2, "Violations %v", rle.Violations)
+	assert.Equal(t, "rpm", rle.Primary.LimitName, "Primary %v", rle.Primary)
+	assert.Equal(t, 66001*time.Millisecond, rle.RetryAfter, "RetryAfter")
 	p := rle.Passed()
-	assert.False(t, len(p) != 1 || p[0].LimitName != "tpm" || p[0].EntityID != "C", "Passed() = %v", p)
+	if assert.Len(t, p, 1, "Passed() = %v", p) {
+		assert.Equal(t, "tpm", p[0].LimitName, "Passed() = %v", p)
+		assert.Equal(t, "C", p[0].EntityID, "Passed() = %v", p)
+	}
 }
 
 func TestRateLimitExceededPrimaryTie(t *testing.T) {
@@ -56,9 +56,7 @@ func TestRateLimitExceededPrimaryTie(t *testing.T) {
 		{EntityID: "a", LimitName: "x", Exceeded: true, RetryAfter: time.Second},
 		{EntityID: "b", LimitName: "y", Exceeded: true, RetryAfter: time.Second},
 	})
-	if e.Primary.EntityID != "a" {
-		t.Errorf("Primary = %+v, want the first on ties", e.Primary)
-	}
+	assert.Equal(t, "a", e.Primary.EntityID, "Primary = %+v, want the first on ties", e.Primary)
 }
 
 func TestRetryAfterHeader(t *testing.T) {
@@ -147,13 +145,12 @@ func TestTypedErrorsMatchCategories(t *testing.T) {
 	} {
 		wrapped := fmt.Errorf("op: %w", tc.err)
 		assert.ErrorIs(t, wrapped, tc.sentinel, "errors.Is(%T, %v) = false", tc.err, tc.sentinel)
-		if tc.err.Error() != tc.msg {
-			t.Errorf("%T.Error() = %q, want %q", tc.err, tc.err.Error(), tc.msg)
-		}
-		assert.False(t, errors.Is(wrapped, ErrRateLimited) || errors.Is(wrapped, ErrUnavailable), "%T matches an unrelated category", tc.err)
+		assert.EqualError(t, tc.err, tc.msg, "%T.Error()", tc.err)
+		assert.NotErrorIs(t, wrapped, ErrRateLimited, "%T matches an unrelated category", tc.err)
+		assert.NotErrorIs(t, wrapped, ErrUnavailable, "%T matches an unrelated category", tc.err)
 	}
 	assert.ErrorIs(t, &IncompatibleSchemaError{}, ErrVersion, "IncompatibleSchemaError does not match ErrVersion")
-	assert.False(t, errors.Is(store.NewValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier), "name error matches ErrInvalidIdentifier")
+	assert.NotErrorIs(t, store.NewValidationError(ErrInvalidName, "f", "v", "r"), ErrInvalidIdentifier, "name error matches ErrInvalidIdentifier")
 }
 
 // TestNeverFitsMessage: a request that can never fit says so instead of
@@ -167,7 +164,6 @@ func TestNeverFitsMessage(t *testing.T) {
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	fits := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
 		Available: 100, Requested: 500, Exceeded: true, RetryAfter: 24 * time.Second}})
-	if fits.NeverFits() || !strings.Contains(fits.Error(), "retry after 24.0s") {
-		t.Errorf("a request that fits later: NeverFits %v, %q", fits.NeverFits(), fits.Error())
-	}
+	assert.False(t, fits.NeverFits(), "a request that fits later: NeverFits")
+	assert.ErrorContains(t, fits, "retry after 24.0s", "a request that fits later")
 }

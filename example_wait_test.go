@@ -79,15 +79,15 @@ func TestPortableWait(t *testing.T) {
 	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": memorystore.New()} {
 		var admitted atomic.Int64
 		rl := limiter.New(repo, limiter.WithMetrics(countAdmitted{&admitted}))
-		if err := rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}))
 		start := time.Now()
 		n, err := embedAll(ctx, rl, make([]string, 8))
 		elapsed := time.Since(start)
-		require.False(t, n != 8 || err != nil || admitted.Load() != 8, "%s: embedded %d, admitted %d: %v", name, n, admitted.Load(), err)
+		require.NoError(t, err, name)
+		require.Equal(t, 8, n, "%s: documents embedded", name)
+		require.EqualValues(t, 8, admitted.Load(), "%s: documents admitted", name)
 		// 3 tokens beyond the burst of 5, at 5 per second.
-		assert.False(t, elapsed < 590*time.Millisecond, "%s: 8 documents at 5/s in %v, want ≥ 600ms", name, elapsed)
+		assert.GreaterOrEqual(t, elapsed, 590*time.Millisecond, "%s: 8 documents at 5/s, want about 600ms", name)
 		t.Logf("%s: 8 documents in %v", name, elapsed.Round(time.Millisecond))
 	}
 }

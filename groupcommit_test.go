@@ -104,8 +104,7 @@ func TestGroupCommitHotKey(t *testing.T) {
 			for i := range each {
 				k := int64(1 + (g+i)%7)
 				l, err := rl.Acquire(env.ctx, "hot", "gpt", Consume{"rpm": 1, "tpm": 100 * k}, lim)
-				if err != nil {
-					t.Errorf("acquire: %v", err)
+				if !assert.NoError(t, err, "acquire") {
 					return
 				}
 				rpm.Add(1)
@@ -116,9 +115,7 @@ func TestGroupCommitHotKey(t *testing.T) {
 					tpm.Add(k)
 					writes.Add(1)
 				}
-				if err := l.Commit(env.ctx); err != nil {
-					t.Errorf("commit: %v", err)
-				}
+				assert.NoError(t, l.Commit(env.ctx), "commit")
 			}
 		})
 	}
@@ -127,15 +124,14 @@ func TestGroupCommitHotKey(t *testing.T) {
 	acquires := int64(goroutines * each)
 	t.Logf("%d acquires, %d adjusting commits: %d UpdateItem calls (%.3f per acquire), %d calls in all",
 		acquires, writes.Load(), calls, float64(calls)/float64(acquires), len(env.rec.Calls()))
-	if n := len(env.rec.Calls()); n != calls {
-		t.Errorf("%d calls other than UpdateItem: %s", n-calls, env.calls())
-	}
+	assert.Len(t, env.rec.Calls(), calls, "calls, want only UpdateItem: %s", env.calls())
 	// Without group commit: one call per acquire and per adjusting commit.
-	assert.False(t, int64(calls) > (acquires+writes.Load())/2, "%d UpdateItem calls for %d acquires and %d adjusting commits: want at most half (batched)", calls, acquires, writes.Load())
+	assert.LessOrEqual(t, int64(calls), (acquires+writes.Load())/2, "UpdateItem calls for %d acquires and %d adjusting commits: want at most half (batched)", acquires, writes.Load())
 	b := env.bucket("hot", "gpt")
 	for name, want := range map[string]int64{"rpm": rpm.Load() + 1, "tpm": tpm.Load() + 1} {
 		tc, tk, cp := env.n(b, bucketAttr(name, fieldTotalConsumed)), env.n(b, bucketAttr(name, fieldTokens)), env.n(b, bucketAttr(name, fieldCapacity))
-		assert.False(t, tc != want*1000 || tk+tc != cp, "%s: tc %d tk %d cp %d, want tc = %d and tk + tc = cp", name, tc, tk, cp, want*1000)
+		assert.Equal(t, want*1000, tc, "%s: tc", name)
+		assert.Equal(t, cp, tk+tc, "%s: tk %d + tc %d, want cp", name, tk, tc)
 	}
 }
 
@@ -175,27 +171,29 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	wg.Wait()
 
 	for i, want := range []bool{true, false, true, false} {
-		if got := errs[i] == nil; got != want {
-			t.Errorf("acquire %d tokens (#%d): admitted %v (err %v), want %v", amounts[i], i, got, errs[i], want)
+		if want {
+			assert.NoError(t, errs[i], "acquire %d tokens (#%d), want admitted", amounts[i], i)
+		} else {
+			assert.Error(t, errs[i], "acquire %d tokens (#%d), want refused", amounts[i], i)
 		}
 	}
 	if errs[1] != nil {
 		// Refused on the item after the first 3 was taken: 2 left.
-		if rle := rateLimited(t, errs[1]); rle.Primary.Available != 2 || rle.RetryAfter != bucketmath.RetryAfter(1000, 100_000, 60_000) {
-			t.Errorf("3 tokens refused with available %d, retry after %v; want 2 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(1000, 100_000, 60_000))
-		}
+		rle := rateLimited(t, errs[1])
+		assert.EqualValues(t, 2, rle.Primary.Available, "3 tokens refused: available")
+		assert.Equal(t, bucketmath.RetryAfter(1000, 100_000, 60_000), rle.RetryAfter, "3 tokens refused: retry after")
 	}
 	if errs[3] != nil {
 		// Refused on the item the combined write saw: 5 left.
-		if rle := rateLimited(t, errs[3]); rle.Primary.Available != 5 || rle.RetryAfter != bucketmath.RetryAfter(5000, 100_000, 60_000) {
-			t.Errorf("10 tokens refused with available %d, retry after %v; want 5 and %v", rle.Primary.Available, rle.RetryAfter, bucketmath.RetryAfter(5000, 100_000, 60_000))
-		}
+		rle := rateLimited(t, errs[3])
+		assert.EqualValues(t, 5, rle.Primary.Available, "10 tokens refused: available")
+		assert.Equal(t, bucketmath.RetryAfter(5000, 100_000, 60_000), rle.RetryAfter, "10 tokens refused: retry after")
 	}
 	// first alone, the refused batch, 3 alone, 1 alone.
 	got, want := env.calls(), "UpdateItem, UpdateItem!, UpdateItem, UpdateItem"
 	assert.Equal(t, want, got, "calls = %q, want %q", got, want)
 	tc, tk := env.n(env.bucket("k", "api"), "b_rpm_tc"), env.tokens("k", "api", "rpm")
-	assert.False(t, tc != 99_000 || tk != 1_000, "rpm tc %d tk %d, want 99000 and 1000", tc, tk)
+	assert.Equal(t, [2]int64{99_000, 1_000}, [2]int64{tc, tk}, "rpm tc and tk")
 }
 
 // gatedSpec is a repository whose speculative writes pass g and are

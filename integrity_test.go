@@ -88,9 +88,9 @@ func checkLateness(t *testing.T, lates []time.Duration) {
 	best := lates[0]
 	for _, l := range lates {
 		best = min(best, l)
-		assert.False(t, l > blockedBound, "an acquire returned %v after its deadline: it waited for the store", l.Round(time.Millisecond))
+		assert.LessOrEqual(t, l, blockedBound, "an acquire returned this long after its deadline: it waited for the store")
 	}
-	assert.False(t, best > deadlineSlack, "the best of %d acquires returned %v after its deadline, want at most %v", len(lates), best.Round(time.Millisecond), deadlineSlack)
+	assert.LessOrEqual(t, best, deadlineSlack, "the best of %d acquires returned this long after its deadline", len(lates))
 }
 
 // mustAcquireWithin is acquireWithin on a long deadline, failing t on an
@@ -172,7 +172,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 				} else {
 					attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
 				}
-				require.False(t, p.Faults(tc.op) == 0, "no %s hung: the test did not test", tc.op)
+				require.NotZero(t, p.Faults(tc.op), "no %s hung: the test did not test", tc.op)
 				// DynamoDB answers again: the writes still pending apply, and
 				// what they took is given back.
 				p.Clear()
@@ -180,9 +180,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 				rl.Close()
 				after := env.bucket("e", "api")
 				for _, attr := range []string{"b_rpm_tc"} {
-					if env.n(after, attr) != env.n(before, attr) {
-						t.Errorf("%s: %d before, %d after acquires that gave up; want nothing charged", attr, env.n(before, attr), env.n(after, attr))
-					}
+					assert.Equal(t, env.n(before, attr), env.n(after, attr), "%s after acquires that gave up, want nothing charged", attr)
 				}
 			})
 		})
@@ -232,15 +230,15 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "tpm": 100}, lim)
 				p.Add(faultproxy.Rule{Op: tc.op, Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
 				attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, lim)
-				require.False(t, p.Faults(tc.op) == 0, "no %s was answered late: the test did not test", tc.op)
+				require.NotZero(t, p.Faults(tc.op), "no %s was answered late: the test did not test", tc.op)
 				rl.Close()
 				p.Clear()
 				for _, e := range entities {
 					b := env.bucket(e, "api")
 					rpm, tpm := env.n(b, "b_rpm_tc"), env.n(b, "b_tpm_tc")
-					assert.False(t, rpm != 1000 || tpm != 100_000, "%s: tc rpm %d tpm %d, want 1000 and 100000 (the one committed lease)", e, rpm, tpm)
+					assert.Equal(t, [2]int64{1000, 100_000}, [2]int64{rpm, tpm}, "%s: tc of rpm and tpm, want the one committed lease", e)
 					rpm, tpm = env.n(b, "b_rpm_tk"), env.n(b, "b_tpm_tk")
-					assert.False(t, rpm != 99_000 || tpm != 9_900_000, "%s: tk rpm %d tpm %d, want 99000 and 9900000", e, rpm, tpm)
+					assert.Equal(t, [2]int64{99_000, 9_900_000}, [2]int64{rpm, tpm}, "%s: tk of rpm and tpm", e)
 				}
 			})
 		})
@@ -304,10 +302,10 @@ func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	env.rec.Reset()
 	p.Release()
 	wg.Wait()
-	require.False(t, commitErr != nil || acquireErr != nil, "commit: %v; acquire batched with it: %v", commitErr, acquireErr)
+	require.NoError(t, commitErr, "commit")
+	require.NoError(t, acquireErr, "acquire batched with the commit")
 	for _, c := range env.rec.Calls() {
-		if c.Failed() {
-			t.Errorf("a refused write in the batch: %s", env.calls())
+		if !assert.False(t, c.Failed(), "a refused write in the batch: %s", env.calls()) {
 			break
 		}
 	}

@@ -67,11 +67,9 @@ func localWorkload(t *testing.T, client *dynamodb.Client) {
 			continue
 		}
 		lease.Adjust(Consume{"tpm": 50})
-		if err := lease.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Commit(ctx))
 	}
-	require.False(t, denied == 0, "the workload was never denied: it does not exercise error responses")
+	require.NotZero(t, denied, "the workload was never denied: it does not exercise error responses")
 }
 
 // TestDynamoDBLocalClientQuiet: a program using NewDynamoDBLocalClient
@@ -93,7 +91,7 @@ func TestDynamoDBLocalClientQuiet(t *testing.T) {
 			o.DisableValidateResponseChecksum = false
 		}))
 		got := log.text()
-		assert.True(t, strings.Contains(got, "checksum"), "with checksum validation the SDK logged %q, want checksum warnings (the quiet test above proves nothing otherwise)", got)
+		assert.Contains(t, got, "checksum", "with checksum validation the SDK logged no checksum warnings (the quiet test above proves nothing otherwise)")
 	})
 }
 
@@ -108,7 +106,9 @@ func TestDynamoDBLocalConfig(t *testing.T) {
 		creds, err := cfg.Credentials.Retrieve(ctx)
 		require.NoError(t, err)
 		got := aws.ToString(cfg.BaseEndpoint)
-		assert.False(t, got != wantEndpoint || cfg.Region != wantRegion || creds.AccessKeyID != wantKey, "%s: endpoint %q region %q key %q, want %q %q %q", name, got, cfg.Region, creds.AccessKeyID, wantEndpoint, wantRegion, wantKey)
+		assert.Equal(t, wantEndpoint, got, "%s: endpoint", name)
+		assert.Equal(t, wantRegion, cfg.Region, "%s: region", name)
+		assert.Equal(t, wantKey, creds.AccessKeyID, "%s: access key", name)
 	}
 	check("defaults", "", DefaultDynamoDBLocalEndpoint, DynamoDBLocalRegion, DynamoDBLocalAccessKey)
 	check("explicit endpoint", "http://127.0.0.1:9000/", "http://127.0.0.1:9000", DynamoDBLocalRegion, DynamoDBLocalAccessKey)

@@ -101,9 +101,7 @@ func (env *testEnv) item(pk, sk string) map[string]types.AttributeValue {
 	out, err := env.client.GetItem(env.ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(env.repo.Table()), Key: primaryKey(pk, sk), ConsistentRead: aws.Bool(true),
 	})
-	if err != nil {
-		env.t.Fatalf("GetItem %s %s: %v", pk, sk, err)
-	}
+	require.NoError(env.t, err, "GetItem %s %s", pk, sk)
 	return out.Item
 }
 
@@ -116,9 +114,8 @@ func (env *testEnv) bucket(entity, resource string) map[string]types.AttributeVa
 func (env *testEnv) n(item map[string]types.AttributeValue, attr string) int64 {
 	env.t.Helper()
 	v, ok, err := schemaGetN(item, attr)
-	if err != nil || !ok {
-		env.t.Fatalf("attribute %s: ok=%v err=%v in %v", attr, ok, err, item)
-	}
+	require.NoError(env.t, err, "attribute %s in %v", attr, item)
+	require.True(env.t, ok, "attribute %s missing in %v", attr, item)
 	return v
 }
 

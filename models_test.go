@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -26,16 +25,14 @@ func TestLimitConstructors(t *testing.T) {
 		{"burst below rate", PerMinute("tpm", 10).WithBurst(5), lim("tpm", 5, 10, time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.False(t, tc.got != tc.want, "got %+v, want %+v", tc.got, tc.want)
+			assert.Equal(t, tc.want, tc.got)
 			err := tc.got.Validate()
 			assert.NoError(t, err, "Validate() = %v, want nil", err)
 		})
 	}
 	got := PerMinute("rpm", 60).RefillPeriodSeconds()
 	assert.EqualValues(t, 60, got, "RefillPeriodSeconds() = %d, want 60", got)
-	if got := PerMinute("rpm", 120).RefillRate(); got != 2 {
-		t.Errorf("RefillRate() = %v, want 2", got)
-	}
+	assert.EqualValues(t, 2, PerMinute("rpm", 120).RefillRate(), "RefillRate()")
 }
 
 func TestLimitValidate(t *testing.T) {
@@ -68,14 +65,13 @@ func TestLimitValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.limit.Validate()
 			var ve *ValidationError
-			require.True(t, errors.As(err, &ve), "Validate() = %v, want *ValidationError", err)
-			assert.False(t, !errors.Is(err, tc.kind) || !errors.Is(err, ErrValidation), "errors.Is(%v, %v) = false", err, tc.kind)
-			if ve.Field != tc.field || ve.Reason != tc.wantReason {
-				t.Errorf("got field %q reason %q, want %q %q", ve.Field, ve.Reason, tc.field, tc.wantReason)
-			}
-			if _, err := NewLimit(tc.limit.Name, tc.limit.Capacity, tc.limit.RefillAmount, tc.limit.RefillPeriod); err == nil {
-				t.Errorf("NewLimit accepted %+v", tc.limit)
-			}
+			require.ErrorAs(t, err, &ve, "Validate()")
+			assert.ErrorIs(t, err, tc.kind)
+			assert.ErrorIs(t, err, ErrValidation)
+			assert.Equal(t, tc.field, ve.Field, "field")
+			assert.Equal(t, tc.wantReason, ve.Reason, "reason")
+			_, err = NewLimit(tc.limit.Name, tc.limit.Capacity, tc.limit.RefillAmount, tc.limit.RefillPeriod)
+			assert.Error(t, err, "NewLimit accepted %+v", tc.limit)
 		})
 	}
 	for _, name := range []string{"rpm", "tpm-x", "a.b", "a_b", "A1", strings.Repeat("a", 64)} {
@@ -87,9 +83,7 @@ func TestLimitValidate(t *testing.T) {
 func TestValidateLimitsDuplicate(t *testing.T) {
 	err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("rpm", 2)})
 	require.ErrorIs(t, err, ErrValidation, "validateLimits(duplicate) = %v, want ErrValidation", err)
-	if err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)}); err != nil {
-		t.Fatalf("validateLimits(valid) = %v", err)
-	}
+	require.NoError(t, validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)}), "validateLimits(valid)")
 }
 
 func TestValidateIdentifier(t *testing.T) {
@@ -109,23 +103,17 @@ func TestValidateIdentifier(t *testing.T) {
 	} {
 		err := store.ValidateIdentifier(tc.value, "entity_id")
 		var ve *ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidIdentifier) {
-			t.Errorf("ValidateIdentifier(%q) = %v, want ErrInvalidIdentifier", tc.value, err)
+		if !assert.ErrorAs(t, err, &ve, "ValidateIdentifier(%q)", tc.value) || !assert.ErrorIs(t, err, ErrInvalidIdentifier, "ValidateIdentifier(%q)", tc.value) {
 			continue
 		}
-		if ve.Reason != tc.reason || ve.Field != "entity_id" {
-			t.Errorf("ValidateIdentifier(%q) reason %q field %q, want %q", tc.value, ve.Reason, ve.Field, tc.reason)
-		}
+		assert.Equal(t, tc.reason, ve.Reason, "ValidateIdentifier(%q) reason", tc.value)
+		assert.Equal(t, "entity_id", ve.Field, "ValidateIdentifier(%q) field", tc.value)
 		got := ve.Error()
 		assert.Equal(t, "limiter: invalid entity_id: "+tc.reason, got, "Error() = %q", got)
 	}
-	if err := store.ValidateIdentifier(long, "entity_id"); err != nil {
-		var ve *ValidationError
-		errors.As(err, &ve)
-		if want := strings.Repeat("a", 50) + "..."; ve.Value != want {
-			t.Errorf("Value = %q, want truncated %q", ve.Value, want)
-		}
-	}
+	var ve *ValidationError
+	require.ErrorAs(t, store.ValidateIdentifier(long, "entity_id"), &ve)
+	assert.Equal(t, strings.Repeat("a", 50)+"...", ve.Value, "Value, want truncated")
 	for _, ok := range []string{"user-1", "550e8400-e29b-41d4-a716-446655440000", "sk-proj-abc_DEF.1", "john@example.com",
 		"arn:aws:iam::123456789012:user/x"[:30], "a", strings.Repeat("b", 256)} {
 		err := store.ValidateIdentifier(ok, "entity_id")
@@ -149,13 +137,11 @@ func TestValidateResource(t *testing.T) {
 	} {
 		err := store.ValidateResource(tc.value)
 		var ve *ValidationError
-		if !errors.As(err, &ve) || !errors.Is(err, ErrInvalidName) {
-			t.Errorf("ValidateResource(%q) = %v, want ErrInvalidName", tc.value, err)
+		if !assert.ErrorAs(t, err, &ve, "ValidateResource(%q)", tc.value) || !assert.ErrorIs(t, err, ErrInvalidName, "ValidateResource(%q)", tc.value) {
 			continue
 		}
-		if ve.Reason != tc.reason || ve.Field != "resource" {
-			t.Errorf("ValidateResource(%q) = field %q reason %q, want %q", tc.value, ve.Field, ve.Reason, tc.reason)
-		}
+		assert.Equal(t, tc.reason, ve.Reason, "ValidateResource(%q) reason", tc.value)
+		assert.Equal(t, "resource", ve.Field, "ValidateResource(%q) field", tc.value)
 	}
 	for _, ok := range []string{"gpt-4", "openai/gpt-4o", "claude-3.5_sonnet", "a"} {
 		err := store.ValidateResource(ok)
@@ -177,13 +163,11 @@ func TestBucketStateHelpers(t *testing.T) {
 	s := bucketStateFromLimit("e", "r", PerMinute("rpm", 10), 1234)
 	want := store.BucketState{EntityID: "e", Resource: "r", LimitName: "rpm", TokensMilli: 10000, LastRefillMs: 1234,
 		CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000}
-	require.False(t, s != want, "bucketStateFromLimit = %+v, want %+v", s, want)
+	require.Equal(t, want, s, "bucketStateFromLimit")
 	s.TokensMilli = -1500
 	got := s.Tokens()
 	assert.EqualValues(t, -2, got, "Tokens() = %d, want -2", got)
-	if got := limitFromBucketState(s); got != PerMinute("rpm", 10) {
-		t.Errorf("limitFromBucketState = %+v", got)
-	}
+	assert.Equal(t, PerMinute("rpm", 10), limitFromBucketState(s), "limitFromBucketState")
 	got = (LimitStatus{Requested: 5, Available: 2}).Deficit()
 	assert.EqualValues(t, 3, got, "Deficit() = %d, want 3", got)
 	got = (LimitStatus{Requested: 1, Available: 2}).Deficit()

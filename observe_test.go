@@ -126,7 +126,9 @@ func TestMetricsOutcomes(t *testing.T) {
 		err := s.run()
 		require.NoError(t, err, "%s: %v", s.name, err)
 		acquires, spec, calls := m.take()
-		assert.False(t, acquires != s.acquires || spec != s.spec || calls != s.calls, "%s: acquires %q spec %q calls %q; want %q %q %q", s.name, acquires, spec, calls, s.acquires, s.spec, s.calls)
+		assert.Equal(t, s.acquires, acquires, "%s: acquires", s.name)
+		assert.Equal(t, s.spec, spec, "%s: spec", s.name)
+		assert.Equal(t, s.calls, calls, "%s: calls", s.name)
 		got := env.calls()
 		assert.Equal(t, s.requests, got, "%s: DynamoDB requests %q, want %q", s.name, got, s.requests)
 	}
@@ -135,11 +137,13 @@ func TestMetricsOutcomes(t *testing.T) {
 	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithMetrics(m), WithSpeculativeWrites(false))
 	_, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	require.ErrorIs(t, err, ErrUnavailable, err)
-	if l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
-		t.Fatal(l, err)
-	}
+	l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
+	require.NoError(t, err, "allow")
+	require.True(t, l.Noop(), "allow: %v, want a no-op lease", l)
 	acquires, spec, calls := m.take()
-	assert.False(t, acquires != "unavailable fail_open" || spec != "" || calls != "LoadBuckets! LoadConfigs! LoadBuckets!", "unavailable: acquires %q spec %q calls %q", acquires, spec, calls)
+	assert.Equal(t, "unavailable fail_open", acquires, "unavailable: acquires")
+	assert.Empty(t, spec, "unavailable: spec")
+	assert.Equal(t, "LoadBuckets! LoadConfigs! LoadBuckets!", calls, "unavailable: calls")
 }
 
 // TestLoggerDecisions: speculative fallbacks, shard doubling, conflict
@@ -170,18 +174,19 @@ func TestLoggerDecisions(t *testing.T) {
 		`level=DEBUG msg="limiter: speculative fallback" entity_id=e resource=api shard=0 outcome=bucket_missing`,
 		`level=INFO msg="limiter: shard count doubled" entity_id=e resource=api shard=1 outcome=shard_doubled`,
 	}
-	if got := take(); !slices.Equal(got, want) {
-		t.Errorf("fallback logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, want, take(), "fallback logs")
 
 	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithLogger(logger))
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	got := take()
-	assert.False(t, len(got) != 2 ||
-		!strings.HasPrefix(got[0], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=block store=`) ||
-		!strings.HasPrefix(got[1], `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=allow store=`) ||
-		!strings.Contains(got[1], "error="), "unavailable logs:\n%s", strings.Join(got, "\n"))
+	if assert.Len(t, got, 2, "unavailable logs:\n%s", strings.Join(got, "\n")) {
+		for i, mode := range []string{"block", "allow"} {
+			prefix := `level=WARN msg="limiter: backend unavailable" entity_id=e resource=api on_unavailable=` + mode + ` store=`
+			assert.True(t, strings.HasPrefix(got[i], prefix), "unavailable log %q, want the prefix %q", got[i], prefix)
+		}
+		assert.Contains(t, got[1], "error=", "unavailable logs")
+	}
 
 	// A TransactionConflict on a cascade's two-item write (as in
 	// TestTransactionConflictRetried).
@@ -201,9 +206,7 @@ func TestLoggerDecisions(t *testing.T) {
 	conflicted.sleep = func(context.Context, time.Duration) error { return nil }
 	mustCommit(t, mustAcquire(t, conflicted, "C", "api", Consume{"rpm": 1}, lim))
 	want = []string{`level=INFO msg="limiter: transaction conflict, retrying" buckets="[C/api#0 P/api#0]" retry=1 backoff=25ms`}
-	if got := take(); !slices.Equal(got, want) {
-		t.Errorf("conflict logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, want, take(), "conflict logs")
 
 	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it);
 	// a capacity of 2 at 1 per second, so that the bucket is not full
@@ -220,16 +223,12 @@ func TestLoggerDecisions(t *testing.T) {
 		`level=DEBUG msg="limiter: wait" entity_id=w resource=api limit=rps retry_after=1.001s sleep=1.001s`,
 		`level=DEBUG msg="limiter: speculative fallback" entity_id=w resource=api shard=0 outcome=refill_would_help`,
 	}
-	if got := take(); !slices.Equal(got, want) {
-		t.Errorf("wait logs:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	assert.Equal(t, want, take(), "wait logs")
 
 	// Above Debug, nothing of the above but the warnings.
 	quiet := New(env.repo, WithClock(env.clock.now), WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))))
 	mustCommit(t, mustAcquire(t, quiet, "q", "api", Consume{"rpm": 1}, lim))
-	if got := take(); len(got) != 0 {
-		t.Errorf("Info logger wrote %q", got)
-	}
+	assert.Empty(t, take(), "Info logger wrote")
 }
 
 type lockedWriter struct {

@@ -3,7 +3,6 @@ package limiter
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,7 +12,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
@@ -24,10 +22,10 @@ import (
 func nsStateError(t *testing.T, err error, state, msg string) {
 	t.Helper()
 	var se *NamespaceStateError
-	require.False(t, !errors.As(err, &se) || !errors.Is(err, ErrNamespaceState), "err = %v, want *NamespaceStateError", err)
-	if se.State != state || se.Message != msg {
-		t.Errorf("NamespaceStateError{State: %q, %q}, want {%q, %q}", se.State, se.Error(), state, msg)
-	}
+	require.ErrorAs(t, err, &se, "err = %v, want *NamespaceStateError", err)
+	require.ErrorIs(t, err, ErrNamespaceState)
+	assert.Equal(t, state, se.State, "NamespaceStateError state")
+	assert.Equal(t, msg, se.Message, "NamespaceStateError message")
 }
 
 // registry reads a raw registry record.
@@ -44,9 +42,7 @@ func (env *testEnv) gsi4Count(id string) int {
 		KeyConditionExpression:    aws.String("GSI4PK = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(id)},
 	})
-	if err != nil {
-		env.t.Fatal(err)
-	}
+	require.NoError(env.t, err)
 	return len(items)
 }
 
@@ -55,16 +51,11 @@ func (env *testEnv) gsi4Count(id string) int {
 func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
 	env.t.Helper()
 	repo, err := env.repo.Namespace(env.ctx, name)
-	if err != nil {
-		env.t.Fatal(err)
-	}
+	require.NoError(env.t, err)
 	rl := New(repo, WithClock(env.clock.now))
-	if _, err := rl.CreateEntity(env.ctx, Entity{ID: entity}); err != nil {
-		env.t.Fatal(err)
-	}
-	if err := rl.SetLimits(env.ctx, entity, "gpt", []Limit{PerMinute("rpm", 10)}); err != nil {
-		env.t.Fatal(err)
-	}
+	_, err = rl.CreateEntity(env.ctx, Entity{ID: entity})
+	require.NoError(env.t, err)
+	require.NoError(env.t, rl.SetLimits(env.ctx, entity, "gpt", []Limit{PerMinute("rpm", 10)}))
 	mustCommit(env.t, mustAcquire(env.t, rl, entity, "gpt", Consume{"rpm": 1}))
 	return repo
 }
@@ -75,40 +66,50 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 
 	id, err := repo.RegisterNamespace(ctx, "tenant-a")
 	require.NoError(t, err)
-	assert.False(t, !namespaceIDPattern.MatchString(id) || len(id) != 11 || id[0] == '-', "id = %q, want 11 URL-safe characters not starting with '-'", id)
+	assert.Regexp(t, namespaceIDPattern, id, "id, want URL-safe characters")
+	assert.Len(t, id, 11, "id = %q, want 11 characters", id)
+	assert.False(t, strings.HasPrefix(id, "-"), "id = %q starts with '-'", id)
 	again, err := repo.RegisterNamespace(ctx, "tenant-a")
-	require.False(t, err != nil || again != id, "second RegisterNamespace = %q, %v; want %q (idempotent)", again, err, id)
+	require.NoError(t, err, "second RegisterNamespace")
+	require.Equal(t, id, again, "second RegisterNamespace, want the first id (idempotent)")
 	// Idempotent also for another process, whose cache is cold.
 	other := *repo
 	other.shared = newSharedState(repo.opts)
-	if got, err := other.RegisterNamespace(ctx, "tenant-a"); err != nil || got != id {
-		t.Fatalf("RegisterNamespace from a cold cache = %q, %v; want %q", got, err, id)
-	}
+	got, err := other.RegisterNamespace(ctx, "tenant-a")
+	require.NoError(t, err, "RegisterNamespace from a cold cache")
+	require.Equal(t, id, got, "RegisterNamespace from a cold cache")
 
 	info, err := repo.GetNamespace(ctx, "tenant-a")
 	require.NoError(t, err)
 	want := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusActive, CreatedAt: epoch.Truncate(1e9)}
-	diff := cmp.Diff(want, info)
-	assert.EqualValues(t, "", diff, "GetNamespace (-want +got):\n%s", diff)
+	assert.Equal(t, want, info, "GetNamespace")
 	_, err = repo.GetNamespace(ctx, "missing")
 	var nf *NamespaceNotFoundError
-	require.False(t, !errors.As(err, &nf) || nf.Namespace != "missing" || !errors.Is(err, ErrNamespaceNotFound), "GetNamespace(missing) = %v, want *NamespaceNotFoundError", err)
+	require.ErrorAs(t, err, &nf, "GetNamespace(missing)")
+	require.Equal(t, "missing", nf.Namespace, "GetNamespace(missing): %v", err)
+	require.ErrorIs(t, err, ErrNamespaceNotFound, "GetNamespace(missing)")
 
 	ids, err := repo.RegisterNamespaces(ctx, "b", "c", "b", "tenant-a")
 	require.NoError(t, err)
-	assert.False(t, len(ids) != 3 || ids["tenant-a"] != id || ids["b"] == ids["c"] || ids["b"] == "", "RegisterNamespaces = %v", ids)
+	assert.Len(t, ids, 3, "RegisterNamespaces = %v", ids)
+	assert.Equal(t, id, ids["tenant-a"], "RegisterNamespaces = %v", ids)
+	assert.NotEqual(t, ids["b"], ids["c"], "RegisterNamespaces = %v", ids)
+	assert.NotEmpty(t, ids["b"], "RegisterNamespaces = %v", ids)
 	list, err := repo.ListNamespaces(ctx)
 	require.NoError(t, err)
 	var names []string
 	for _, ns := range list {
 		names = append(names, ns.Name)
-		assert.False(t, ns.Status != store.NamespaceStatusActive || ns.ID == "", "listed %+v", ns)
+		assert.Equal(t, store.NamespaceStatusActive, ns.Status, "listed %+v", ns)
+		assert.NotEmpty(t, ns.ID, "listed %+v", ns)
 	}
-	assert.True(t, cmp.Equal(names, []string{"b", "c", "default", "tenant-a"}), "ListNamespaces names = %v", names)
+	assert.Equal(t, []string{"b", "c", "default", "tenant-a"}, names, "ListNamespaces names")
 	// Every registered namespace resolves, through the shared cache or the table.
 	for name, id := range ids {
 		scoped, err := repo.Namespace(ctx, name)
-		assert.False(t, err != nil || scoped.NamespaceID() != id, "Namespace(%s) = %v, %v; want id %s", name, scoped, err, id)
+		if assert.NoError(t, err, "Namespace(%s)", name) {
+			assert.Equal(t, id, scoped.NamespaceID(), "Namespace(%s)", name)
+		}
 	}
 }
 
@@ -127,14 +128,12 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 	}
 	wg.Wait()
 	for i := range n {
-		if errs[i] != nil || ids[i] != ids[0] {
-			t.Errorf("registration %d = %q, %v; want %q", i, ids[i], errs[i], ids[0])
-		}
+		assert.NoError(t, errs[i], "registration %d", i)
+		assert.Equal(t, ids[0], ids[i], "registration %d", i)
 	}
 	orphans, err := env.repo.queryRegistry(env.ctx, skNSIDPrefix)
-	if err != nil || len(orphans) != 2 { // default and contended
-		t.Errorf("reverse records = %d, %v; want 2 (no half-registered ids)", len(orphans), err)
-	}
+	assert.NoError(t, err, "reverse records")
+	assert.Len(t, orphans, 2, "reverse records: want default and contended (no half-registered ids)")
 }
 
 // TestNamespaceIDNeverStartsWithDash registers a namespace while the random
@@ -144,7 +143,8 @@ func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
 	repo := *env.repo
 	repo.nsIDSource = bytes.NewReader([]byte{0xF8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7})
 	id, err := repo.RegisterNamespace(env.ctx, "dashless")
-	require.False(t, err != nil || id != "AAECAwQFBgc", "RegisterNamespace = %q, %v; want AAECAwQFBgc (the second draw)", id, err)
+	require.NoError(t, err)
+	require.Equal(t, "AAECAwQFBgc", id, "RegisterNamespace, want the second draw")
 	item := env.registry(skNSID("-AAAAAAAAAA"))
 	assert.Len(t, item, 0, "a dash-prefixed id was written: %v", item)
 	s, _ := schemaGetS(env.registry(skNamespace("dashless")), attrNamespaceID)
@@ -157,7 +157,8 @@ func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
 	ids, err := env.repo.RegisterNamespaces(env.ctx, names...)
 	require.NoError(t, err)
 	for name, id := range ids {
-		assert.False(t, strings.HasPrefix(id, "-") || !namespaceIDPattern.MatchString(id), "%s: id %q", name, id)
+		assert.False(t, strings.HasPrefix(id, "-"), "%s: id %q starts with '-'", name, id)
+		assert.Regexp(t, namespaceIDPattern, id, "%s", name)
 	}
 }
 
@@ -168,19 +169,15 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	require.NoError(t, err)
 	env.fillNamespace("tenant-a", "user-1")
 	items := env.gsi4Count(id)
-	require.False(t, items < 5, "tenant-a has %d items in GSI4, want ≥ 5 (META, config, registry, bucket, audit)", items)
+	require.GreaterOrEqual(t, items, 5, "tenant-a's items in GSI4, want ≥ 5 (META, config, registry, bucket, audit)")
 
 	// Delete: soft, idempotent, the name stops resolving at once.
 	env.clock.advance(90 * 1e9)
-	if err := repo.DeleteNamespace(ctx, "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := repo.GetNamespace(ctx, "tenant-a"); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Errorf("GetNamespace after delete = %v", err)
-	}
-	if _, err := repo.Namespace(ctx, "tenant-a"); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Errorf("Namespace after delete = %v (name cache not dropped?)", err)
-	}
+	require.NoError(t, repo.DeleteNamespace(ctx, "tenant-a"))
+	_, err = repo.GetNamespace(ctx, "tenant-a")
+	assert.ErrorIs(t, err, ErrNamespaceNotFound, "GetNamespace after delete")
+	_, err = repo.Namespace(ctx, "tenant-a")
+	assert.ErrorIs(t, err, ErrNamespaceNotFound, "Namespace after delete (name cache not dropped?)")
 	assert.Len(t, env.registry(skNamespace("tenant-a")), 0, "forward record kept")
 	rev := env.registry(skNSID(id))
 	s, _ := schemaGetS(rev, attrStatus)
@@ -196,40 +193,41 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 		assert.NoError(t, err, "DeleteNamespace(%s) = %v, want nil", name, err)
 	}
 	list, _ := repo.ListNamespaces(ctx)
-	assert.False(t, len(list) != 1 || list[0].Name != "default", "ListNamespaces after delete = %+v", list)
+	if assert.Len(t, list, 1, "ListNamespaces after delete = %+v", list) {
+		assert.Equal(t, "default", list[0].Name, "ListNamespaces after delete")
+	}
 	orphans, err := repo.ListOrphanNamespaces(ctx)
 	require.NoError(t, err)
 	wantOrphan := store.NamespaceInfo{Name: "tenant-a", ID: id, Status: store.NamespaceStatusDeleted,
 		CreatedAt: epoch.Truncate(1e9), DeletedAt: epoch.Add(90 * 1e9).Truncate(1e9)}
-	diff := cmp.Diff([]store.NamespaceInfo{wantOrphan}, orphans)
-	assert.EqualValues(t, "", diff, "ListOrphanNamespaces (-want +got):\n%s", diff)
+	assert.Equal(t, []store.NamespaceInfo{wantOrphan}, orphans, "ListOrphanNamespaces")
 
 	// Recover: active again, with its data.
 	name, err := repo.RecoverNamespace(ctx, id)
-	require.False(t, err != nil || name != "tenant-a", "RecoverNamespace = %q, %v", name, err)
+	require.NoError(t, err, "RecoverNamespace")
+	require.Equal(t, "tenant-a", name, "RecoverNamespace")
 	_, ok := env.registry(skNSID(id))[attrDeletedAt]
 	assert.False(t, ok, "deleted_at kept after recovery")
 	info, err := repo.GetNamespace(ctx, "tenant-a")
-	assert.False(t, err != nil || info.ID != id || !info.CreatedAt.Equal(epoch.Truncate(1e9)), "GetNamespace after recovery = %+v, %v", info, err)
+	assert.NoError(t, err, "GetNamespace after recovery")
+	assert.Equal(t, id, info.ID, "GetNamespace after recovery = %+v", info)
+	assert.WithinDuration(t, epoch.Truncate(1e9), info.CreatedAt, 0, "GetNamespace after recovery = %+v", info)
 	scoped, err := repo.Namespace(ctx, "tenant-a")
 	require.NoError(t, err)
-	if _, err := scoped.GetEntity(ctx, "user-1"); err != nil {
-		t.Errorf("entity after recovery: %v", err)
-	}
+	_, err = scoped.GetEntity(ctx, "user-1")
+	assert.NoError(t, err, "entity after recovery")
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "active", `namespace "tenant-a" is already active (not deleted)`)
 	err = repo.PurgeNamespace(ctx, id)
 	nsStateError(t, err, "active", `cannot purge active namespace "tenant-a": delete it first (DeleteNamespace)`)
-	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
-		t.Errorf("orphans after recovery = %+v", orphans)
-	}
+	orphans, _ = repo.ListOrphanNamespaces(ctx)
+	assert.Empty(t, orphans, "orphans after recovery")
 
 	// Re-registered name: recovery refused, nothing changed.
-	if err := repo.DeleteNamespace(ctx, "tenant-a"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, repo.DeleteNamespace(ctx, "tenant-a"))
 	id2, err := repo.RegisterNamespace(ctx, "tenant-a")
-	require.False(t, err != nil || id2 == id, "re-register = %q, %v; want a new id", id2, err)
+	require.NoError(t, err, "re-register")
+	require.NotEqual(t, id, id2, "re-register, want a new id")
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "re-registered",
 		`cannot recover namespace "tenant-a": the name was registered again by another caller`)
@@ -241,19 +239,18 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	// Missing id: a typed not-found error.
 	_, err = repo.RecoverNamespace(ctx, "AAAAAAAAAAA")
 	var nf *NamespaceNotFoundError
-	assert.False(t, !errors.As(err, &nf) || nf.ID != "AAAAAAAAAAA" || !errors.Is(err, ErrNamespaceNotFound) ||
-		err.Error() != `limiter: namespace id "AAAAAAAAAAA" not found`, "RecoverNamespace(unknown) = %v, want *NamespaceNotFoundError with ID", err)
-	if err := repo.PurgeNamespace(ctx, "AAAAAAAAAAA"); err != nil {
-		t.Errorf("PurgeNamespace(unknown) = %v, want nil", err)
+	if assert.ErrorAs(t, err, &nf, "RecoverNamespace(unknown)") {
+		assert.Equal(t, "AAAAAAAAAAA", nf.ID, "RecoverNamespace(unknown): %v", err)
 	}
+	assert.ErrorIs(t, err, ErrNamespaceNotFound, "RecoverNamespace(unknown)")
+	assert.EqualError(t, err, `limiter: namespace id "AAAAAAAAAAA" not found`, "RecoverNamespace(unknown)")
+	assert.NoError(t, repo.PurgeNamespace(ctx, "AAAAAAAAAAA"), "PurgeNamespace(unknown)")
 
 	// Purge: data and reverse record gone; the live namespaces untouched.
 	other := env.fillNamespace("tenant-a", "user-2") // the re-registered tenant-a
 	defaultItems := env.gsi4Count(repo.NamespaceID())
 	otherItems := env.gsi4Count(id2)
-	if err := repo.PurgeNamespace(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, repo.PurgeNamespace(ctx, id))
 	got = env.gsi4Count(id)
 	assert.EqualValues(t, 0, got, "%d items left after purge", got)
 	assert.Len(t, env.item(pkEntity(id, "user-1"), skMeta), 0, "META of the purged namespace left")
@@ -262,13 +259,11 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	assert.Equal(t, defaultItems, got, "default namespace items %d, want %d", got, defaultItems)
 	got = env.gsi4Count(id2)
 	assert.Equal(t, otherItems, got, "re-registered tenant-a items %d, want %d", got, otherItems)
-	if _, err := other.GetEntity(ctx, "user-2"); err != nil {
-		t.Errorf("entity of the live namespace: %v", err)
-	}
-	assert.False(t, len(env.item("_/SYSTEM#", "#VERSION")) == 0, "version record purged")
-	if _, err := repo.RecoverNamespace(ctx, id); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Errorf("RecoverNamespace after purge = %v", err)
-	}
+	_, err = other.GetEntity(ctx, "user-2")
+	assert.NoError(t, err, "entity of the live namespace")
+	assert.NotEmpty(t, env.item("_/SYSTEM#", "#VERSION"), "version record purged")
+	_, err = repo.RecoverNamespace(ctx, id)
+	assert.ErrorIs(t, err, ErrNamespaceNotFound, "RecoverNamespace after purge")
 }
 
 // TestNamespacePurgingIsTerminal checks the purging state: an interrupted
@@ -279,33 +274,30 @@ func TestNamespacePurgingIsTerminal(t *testing.T) {
 	id, err := repo.RegisterNamespace(ctx, "doomed")
 	require.NoError(t, err)
 	env.fillNamespace("doomed", "u")
-	if err := repo.DeleteNamespace(ctx, "doomed"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, repo.DeleteNamespace(ctx, "doomed"))
 	// A purge that died after marking the namespace.
-	if _, err := env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+	_, err = env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(repo.Table()), Key: registryKey(skNSID(id)),
 		UpdateExpression:          aws.String("SET #s = :p"),
 		ExpressionAttributeNames:  map[string]string{"#s": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{":p": schemaS("purging")},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	require.NoError(t, err)
 	_, err = repo.RecoverNamespace(ctx, id)
 	nsStateError(t, err, "purging", `cannot recover namespace "doomed": its purge is in progress, and purging is terminal`)
 	orphans, err := repo.ListOrphanNamespaces(ctx)
-	require.False(t, err != nil || len(orphans) != 1 || orphans[0].Status != store.NamespaceStatusPurging || orphans[0].ID != id, "ListOrphanNamespaces = %+v, %v; want the purging namespace", orphans, err)
+	require.NoError(t, err, "ListOrphanNamespaces")
+	require.Len(t, orphans, 1, "ListOrphanNamespaces = %+v, want the purging namespace", orphans)
+	require.Equal(t, store.NamespaceStatusPurging, orphans[0].Status, "ListOrphanNamespaces = %+v", orphans)
+	require.Equal(t, id, orphans[0].ID, "ListOrphanNamespaces = %+v", orphans)
 	env.rec.Reset()
-	if err := repo.PurgeNamespace(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, repo.PurgeNamespace(ctx, id))
 	n := env.rec.Count("UpdateItem")
 	assert.EqualValues(t, 0, n, "resumed purge re-marked the namespace (%d UpdateItem)", n)
 	got := env.gsi4Count(id)
 	assert.EqualValues(t, 0, got, "%d items left", got)
-	if orphans, _ := repo.ListOrphanNamespaces(ctx); len(orphans) != 0 {
-		t.Errorf("orphans after purge = %+v", orphans)
-	}
+	orphans, _ = repo.ListOrphanNamespaces(ctx)
+	assert.Empty(t, orphans, "orphans after purge")
 }
 
 // partialBatchClient passes every call to DynamoDB Local, except that every
@@ -361,18 +353,15 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	rl := New(big, WithClock(env.clock.now))
 	for i := range 20 {
 		e := fmt.Sprintf("user-%02d", i)
-		if _, err := rl.CreateEntity(ctx, Entity{ID: e}); err != nil { // META + audit event
-			t.Fatal(err)
-		}
+		_, err := rl.CreateEntity(ctx, Entity{ID: e}) // META + audit event
+		require.NoError(t, err)
 		mustCommit(t, mustAcquire(t, rl, e, "gpt", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 5)))) // bucket
 	}
 	env.fillNamespace("default", "keeper")
 	keep := env.gsi4Count(env.repo.NamespaceID())
 	total := env.gsi4Count(id)
-	require.False(t, total < 60, "big has %d items, want ≥ 60", total)
-	if err := env.repo.DeleteNamespace(ctx, "big"); err != nil {
-		t.Fatal(err)
-	}
+	require.GreaterOrEqual(t, total, 60, "big's items")
+	require.NoError(t, env.repo.DeleteNamespace(ctx, "big"))
 
 	purger := env.withClient(hook(func(op string, params any) error {
 		if in, ok := params.(*dynamodb.QueryInput); ok && aws.ToString(in.IndexName) == indexGSI4 {
@@ -382,9 +371,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	}))
 	purger.client = &partialBatchClient{DynamoDBClient: purger.client}
 	env.rec.Reset()
-	if err := purger.PurgeNamespace(ctx, id); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, purger.PurgeNamespace(ctx, id))
 	got := env.gsi4Count(id)
 	assert.EqualValues(t, 0, got, "%d items left after purge", got)
 	got = env.gsi4Count(env.repo.NamespaceID())
@@ -397,14 +384,13 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 		case "BatchWriteItem":
 			batches++
 			deleted += c.Items
-			if c.Items > maxBatchWriteItems {
-				t.Errorf("BatchWriteItem with %d items", c.Items)
-			}
+			assert.LessOrEqual(t, c.Items, maxBatchWriteItems, "items of one BatchWriteItem")
 		}
 	}
 	want := (total + 6) / 7
-	assert.False(t, pages < want, "GSI4 pages = %d, want ≥ %d", pages, want)
-	assert.False(t, deleted != total || batches <= (total+6)/7, "BatchWriteItem deleted %d items in %d calls, want %d items with re-sent halves", deleted, batches, total)
+	assert.GreaterOrEqual(t, pages, want, "GSI4 pages")
+	assert.Equal(t, total, deleted, "items deleted by BatchWriteItem")
+	assert.Greater(t, batches, (total+6)/7, "BatchWriteItem calls, want more than one per page (re-sent halves)")
 }
 
 func TestNamespaceValidation(t *testing.T) {
@@ -429,16 +415,16 @@ func TestNamespaceValidation(t *testing.T) {
 		"purge overlong id":    repo.PurgeNamespace(ctx, strings.Repeat("a", 65)),
 	} {
 		var ve *ValidationError
-		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, ErrValidation), "%s: err = %v, want *ValidationError", name, err)
+		assert.ErrorAs(t, err, &ve, "%s", name)
+		assert.ErrorIs(t, err, ErrValidation, "%s", name)
 	}
-	if n := env.rec.Count(""); n != 0 {
-		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
-	}
+	assert.Zero(t, env.rec.Count(""), "DynamoDB calls caused by invalid input: %s", env.calls())
 	_, err := repo.GetNamespace(ctx, "fine")
 	assert.ErrorIs(t, err, ErrNamespaceNotFound, "RegisterNamespaces registered %q before validating every name: %v", "fine", err)
 	var ve *ValidationError
 	err = repo.DeleteNamespace(ctx, "_")
-	assert.False(t, !errors.As(err, &ve) || err.Error() != "limiter: invalid namespace: reserved for system use", "DeleteNamespace(_) = %v", err)
+	assert.ErrorAs(t, err, &ve, "DeleteNamespace(_)")
+	assert.EqualError(t, err, "limiter: invalid namespace: reserved for system use", "DeleteNamespace(_)")
 
 	// A reverse record carrying the reserved name (written by hand) cannot
 	// be recovered.
@@ -448,13 +434,18 @@ func TestNamespaceValidation(t *testing.T) {
 	})
 	require.NoError(t, err)
 	_, err = repo.RecoverNamespace(ctx, "HANDMADE123")
-	assert.False(t, !errors.As(err, &ve) || ve.Field != "namespace", "RecoverNamespace(reserved name) = %v, want *ValidationError", err)
+	ve = nil
+	if assert.ErrorAs(t, err, &ve, "RecoverNamespace(reserved name)") {
+		assert.Equal(t, "namespace", ve.Field, "RecoverNamespace(reserved name): %v", err)
+	}
 	assert.Len(t, env.registry(skNamespace("_")), 0, "forward record for '_' written")
 }
 
 func TestNamespaceStatusConstants(t *testing.T) {
 	t.Parallel()
-	assert.False(t, store.NamespaceStatusActive != namespaceActive || store.NamespaceStatusDeleted != namespaceDeleted || store.NamespaceStatusPurging != namespacePurging, "exported namespace statuses differ from the schema's")
+	assert.Equal(t, namespaceActive, store.NamespaceStatusActive, "exported namespace status differs from the schema's")
+	assert.Equal(t, namespaceDeleted, store.NamespaceStatusDeleted, "exported namespace status differs from the schema's")
+	assert.Equal(t, namespacePurging, store.NamespaceStatusPurging, "exported namespace status differs from the schema's")
 	for _, tc := range []struct {
 		err  *NamespaceNotFoundError
 		want string
@@ -490,9 +481,9 @@ func TestNamespaceCacheBounded(t *testing.T) {
 	env.clock.advance(time.Minute + time.Millisecond)
 	var nf *NamespaceNotFoundError
 	_, err = env.repo.Namespace(ctx, "tenant-c")
-	require.True(t, errors.As(err, &nf), "Namespace past the age limit: %v, want *NamespaceNotFoundError", err)
+	require.ErrorAs(t, err, &nf, "Namespace past the age limit")
 	// An evicted name is read again.
-	if ns, err := env.repo.Namespace(ctx, "default"); err != nil || ns.NamespaceID() != env.repo.NamespaceID() {
-		t.Fatalf("Namespace(default) = %v, %v", ns, err)
-	}
+	ns, err := env.repo.Namespace(ctx, "default")
+	require.NoError(t, err, "Namespace(default)")
+	require.Equal(t, env.repo.NamespaceID(), ns.NamespaceID(), "Namespace(default)")
 }

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -12,7 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,9 +21,8 @@ import (
 func (env *testEnv) put(items ...map[string]types.AttributeValue) {
 	env.t.Helper()
 	for _, item := range items {
-		if _, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-			env.t.Fatalf("PutItem: %v", err)
-		}
+		_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+		require.NoError(env.t, err, "PutItem")
 	}
 }
 
@@ -90,23 +87,24 @@ func TestAuditEventsQuery(t *testing.T) {
 	var got []ev
 	for i, e := range all {
 		got = append(got, ev{e.Action, e.Resource})
-		assert.False(t, e.EntityID != "e" || len(e.EventID) != 26, "event %d: %+v", i, e)
-		if i > 0 && e.EventID >= all[i-1].EventID {
-			t.Errorf("events not newest first: %s after %s", e.EventID, all[i-1].EventID)
+		assert.Equal(t, "e", e.EntityID, "event %d: %+v", i, e)
+		assert.Len(t, e.EventID, 26, "event %d: %+v", i, e)
+		if i > 0 {
+			assert.Less(t, e.EventID, all[i-1].EventID, "events not newest first")
 		}
 	}
 	want := []ev{
 		{store.AuditLimitsDeleted, "gpt"}, {store.AuditLimitsDeleted, "claude"}, {store.AuditLimitsSet, DefaultResource},
 		{store.AuditLimitsSet, "claude"}, {store.AuditLimitsSet, "gpt"}, {store.AuditEntityCreated, ""},
 	}
-	diff := cmp.Diff(want, got, cmp.AllowUnexported(ev{}))
-	require.EqualValues(t, "", diff, "AuditEvents(e) (-want +got):\n%s", diff)
+	require.Equal(t, want, got, "AuditEvents(e)")
 	created := all[5]
-	assert.False(t, created.Principal != "arn:aws:iam::123456789012:role/app" || !created.Timestamp.Equal(epoch.Truncate(time.Second)) ||
-		created.Details["name"] != "E" || created.Details["cascade"] != false || created.Details["parent_id"] != nil, "entity_created event = %+v", created)
-	if all[3].Principal != "admin@example.com" {
-		t.Errorf("principal of the claude limits = %q", all[3].Principal)
-	}
+	assert.Equal(t, "arn:aws:iam::123456789012:role/app", created.Principal, "entity_created event = %+v", created)
+	assert.WithinDuration(t, epoch.Truncate(time.Second), created.Timestamp, 0, "entity_created event = %+v", created)
+	assert.Equal(t, "E", created.Details["name"], "entity_created event = %+v", created)
+	assert.Equal(t, false, created.Details["cascade"], "entity_created event = %+v", created)
+	assert.Nil(t, created.Details["parent_id"], "entity_created event = %+v", created)
+	assert.Equal(t, "admin@example.com", all[3].Principal, "principal of the claude limits")
 
 	// Paging back with the last id returned, three at a time.
 	var paged []AuditEvent
@@ -114,17 +112,19 @@ func TestAuditEventsQuery(t *testing.T) {
 	for pages := 0; ; pages++ {
 		page, err := rl.AuditEvents(ctx, "e", 3, start)
 		require.NoError(t, err)
-		require.False(t, len(page) > 3 || pages > 5, "page %d has %d events", pages, len(page))
+		require.LessOrEqual(t, len(page), 3, "events of page %d", pages)
+		require.LessOrEqual(t, pages, 5, "pages")
 		paged = append(paged, page...)
 		if len(page) < 3 {
 			break
 		}
 		start = page[len(page)-1].EventID
 	}
-	diff = cmp.Diff(all, paged)
-	assert.EqualValues(t, "", diff, "paged events differ (-all +paged):\n%s", diff)
-	if older, err := rl.AuditEvents(ctx, "e", 0, all[4].EventID); err != nil || len(older) != 1 || older[0].EventID != all[5].EventID {
-		t.Errorf("events older than the 5th = %+v, %v", older, err)
+	assert.Equal(t, all, paged, "paged events")
+	older, err := rl.AuditEvents(ctx, "e", 0, all[4].EventID)
+	assert.NoError(t, err, "events older than the 5th")
+	if assert.Len(t, older, 1, "events older than the 5th = %+v", older) {
+		assert.Equal(t, all[5].EventID, older[0].EventID, "events older than the 5th")
 	}
 
 	// An item without an action is skipped, and still limit events come back.
@@ -134,22 +134,33 @@ func TestAuditEventsQuery(t *testing.T) {
 	})
 	env.rec.Reset()
 	top, err := rl.AuditEvents(ctx, "e", 2, "")
-	assert.False(t, err != nil || len(top) != 2 || top[0].EventID != all[0].EventID || top[1].EventID != all[1].EventID, "AuditEvents(e, 2) with a junk item first = %+v, %v", top, err)
+	assert.NoError(t, err, "AuditEvents(e, 2) with a junk item first")
+	if assert.Len(t, top, 2, "AuditEvents(e, 2) with a junk item first = %+v", top) {
+		assert.Equal(t, []string{all[0].EventID, all[1].EventID}, []string{top[0].EventID, top[1].EventID}, "AuditEvents(e, 2) with a junk item first")
+	}
 	n := env.rec.Count("Query")
 	assert.EqualValues(t, 2, n, "Query calls = %d, want 2 (a short first page is topped up)", n)
 
 	// Config-level events under their pseudo entity ids.
 	sys, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 0, "")
-	assert.False(t, err != nil || len(sys) != 2 || sys[0].Action != store.AuditLimitsDeleted || sys[1].Action != store.AuditLimitsSet || sys[1].EntityID != "$SYSTEM", "AuditEvents($SYSTEM) = %+v, %v", sys, err)
-	if sys[1].Details["on_unavailable"] != "allow" {
-		t.Errorf("system details = %v", sys[1].Details)
-	}
+	assert.NoError(t, err, "AuditEvents($SYSTEM)")
+	require.Len(t, sys, 2, "AuditEvents($SYSTEM) = %+v", sys)
+	assert.Equal(t, store.AuditLimitsDeleted, sys[0].Action, "AuditEvents($SYSTEM) = %+v", sys)
+	assert.Equal(t, store.AuditLimitsSet, sys[1].Action, "AuditEvents($SYSTEM) = %+v", sys)
+	assert.Equal(t, "$SYSTEM", sys[1].EntityID, "AuditEvents($SYSTEM) = %+v", sys)
+	assert.Equal(t, "allow", sys[1].Details["on_unavailable"], "system details = %v", sys[1].Details)
 	res, err := rl.AuditEvents(ctx, store.AuditEntityResource("gpt"), 0, "")
-	assert.False(t, err != nil || len(res) != 1 || res[0].EntityID != "$RESOURCE:gpt" || res[0].Resource != "gpt" || res[0].Action != store.AuditLimitsSet, "AuditEvents($RESOURCE:gpt) = %+v, %v", res, err)
-	if none, err := rl.AuditEvents(ctx, "nobody", 0, ""); err != nil || len(none) != 0 {
-		t.Errorf("AuditEvents(nobody) = %v, %v", none, err)
+	assert.NoError(t, err, "AuditEvents($RESOURCE:gpt)")
+	if assert.Len(t, res, 1, "AuditEvents($RESOURCE:gpt) = %+v", res) {
+		assert.Equal(t, "$RESOURCE:gpt", res[0].EntityID, "AuditEvents($RESOURCE:gpt) = %+v", res)
+		assert.Equal(t, "gpt", res[0].Resource, "AuditEvents($RESOURCE:gpt) = %+v", res)
+		assert.Equal(t, store.AuditLimitsSet, res[0].Action, "AuditEvents($RESOURCE:gpt) = %+v", res)
 	}
-	assert.False(t, store.AuditEntityResource("a/b") != "$RESOURCE:a/b" || store.AuditEntitySystem != auditEntitySystem, "audit pseudo entity ids differ from the schema's")
+	none, err := rl.AuditEvents(ctx, "nobody", 0, "")
+	assert.NoError(t, err, "AuditEvents(nobody)")
+	assert.Empty(t, none, "AuditEvents(nobody)")
+	assert.Equal(t, "$RESOURCE:a/b", store.AuditEntityResource("a/b"), "audit pseudo entity id differs from the schema's")
+	assert.Equal(t, auditEntitySystem, store.AuditEntitySystem, "audit pseudo entity id differs from the schema's")
 
 	// Validation, before any read.
 	env.rec.Reset()
@@ -168,7 +179,8 @@ func TestAuditEventsQuery(t *testing.T) {
 	} {
 		_, err := rl.AuditEvents(ctx, tc.entity, 0, tc.start)
 		var ve *ValidationError
-		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, tc.kind), "AuditEvents(%q, %q) = %v, want *ValidationError matching %v", tc.entity, tc.start, err, tc.kind)
+		assert.ErrorAs(t, err, &ve, "AuditEvents(%q, %q)", tc.entity, tc.start)
+		assert.ErrorIs(t, err, tc.kind, "AuditEvents(%q, %q)", tc.entity, tc.start)
 	}
 	n = env.rec.Count("")
 	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)
@@ -183,9 +195,7 @@ func usageFixture(env *testEnv) {
 	ttl := epoch.Unix() + 90*86400
 	at := func(s string) time.Time {
 		tm, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			env.t.Fatal(err)
-		}
+		require.NoError(env.t, err)
 		return tm
 	}
 	snap := func(entity, resource, window, start string, counters map[string]int64) map[string]types.AttributeValue {
@@ -233,12 +243,14 @@ func allSnapshots(t *testing.T, rl *RateLimiter, q UsageQuery) ([]UsageSnapshot,
 	for calls := 1; ; calls++ {
 		page, next, err := rl.UsageSnapshots(context.Background(), q)
 		require.NoError(t, err, "UsageSnapshots(%+v): %v", q, err)
-		require.False(t, q.Limit > 0 && len(page) > q.Limit, "page of %d snapshots, limit %d", len(page), q.Limit)
+		if q.Limit > 0 {
+			require.LessOrEqual(t, len(page), q.Limit, "snapshots of one page")
+		}
 		out = append(out, page...)
 		if next == "" {
 			return out, calls
 		}
-		require.False(t, calls > 50, "no end of pages")
+		require.LessOrEqual(t, calls, 50, "no end of pages")
 		q.Cursor = next
 	}
 }
@@ -295,19 +307,22 @@ func TestUsageSnapshots(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			counter.scanned.Store(0)
 			got, calls := allSnapshots(t, rl, tc.q)
-			diff := cmp.Diff(tc.want, snapKeys(got))
-			assert.EqualValues(t, "", diff, "snapshots (-want +got):\n%s", diff)
-			if tc.maxScanned > 0 && counter.scanned.Load() > tc.maxScanned {
-				t.Errorf("items evaluated = %d, want ≤ %d", counter.scanned.Load(), tc.maxScanned)
+			assert.Equal(t, tc.want, snapKeys(got), "snapshots")
+			if tc.maxScanned > 0 {
+				assert.LessOrEqual(t, counter.scanned.Load(), tc.maxScanned, "items evaluated")
 			}
-			assert.False(t, tc.wantQueries > 0 && calls != tc.wantQueries, "UsageSnapshots calls = %d, want %d (full pages of %d)", calls, tc.wantQueries, tc.q.Limit)
+			if tc.wantQueries > 0 {
+				assert.Equal(t, tc.wantQueries, calls, "UsageSnapshots calls (full pages of %d)", tc.q.Limit)
+			}
 		})
 	}
 
 	// Every page but possibly the last is full, although the malformed item
 	// and filtered snapshots are skipped.
 	page, next, err := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 3})
-	require.False(t, err != nil || len(page) != 3 || next == "", "first page = %v, %q, %v", snapKeys(page), next, err)
+	require.NoError(t, err, "first page")
+	require.Len(t, page, 3, "first page = %v", snapKeys(page))
+	require.NotEmpty(t, next, "first page's cursor")
 
 	// Snapshot contents: window ends, counters without wcu, total events.
 	gpt, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 20})
@@ -322,22 +337,21 @@ func TestUsageSnapshots(t *testing.T) {
 		case store.WindowMonthly:
 			wantEnd = ts("2025-11-30T23:59:59Z")
 		}
-		if !s.WindowEnd.Equal(wantEnd) {
-			t.Errorf("%s: WindowEnd = %v, want %v", snapKeys([]UsageSnapshot{s})[0], s.WindowEnd, wantEnd)
-		}
-		_, ok := s.Counters["wcu"]
-		assert.False(t, ok, "%s: wcu counter visible: %v", s.EntityID, s.Counters)
+		assert.WithinDuration(t, wantEnd, s.WindowEnd, 0, "%s: WindowEnd", snapKeys([]UsageSnapshot{s})[0])
+		assert.NotContains(t, s.Counters, "wcu", "%s: wcu counter visible", s.EntityID)
 	}
 	e2 := gpt[1]
-	assert.False(t, e2.EntityID != "e2" || !cmp.Equal(e2.Counters, map[string]int64{"rpm": 5, "tpm": 500}) || e2.TotalEvents != 6, "e2 snapshot = %+v", e2)
+	assert.Equal(t, "e2", e2.EntityID, "e2 snapshot = %+v", e2)
+	assert.Equal(t, map[string]int64{"rpm": 5, "tpm": 500}, e2.Counters, "e2 snapshot = %+v", e2)
+	assert.EqualValues(t, 6, e2.TotalEvents, "e2 snapshot = %+v", e2)
 
 	// Cursors belong to their query.
 	_, gptCursor, _ := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 2})
 	_, e1Cursor, _ := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 2})
-	require.False(t, gptCursor == "" || e1Cursor == "", "no cursors")
-	if _, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor}); err != nil {
-		t.Errorf("own cursor: %v", err)
-	}
+	require.NotEmpty(t, gptCursor, "no cursor")
+	require.NotEmpty(t, e1Cursor, "no cursor")
+	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor})
+	assert.NoError(t, err, "own cursor")
 	env.rec.Reset()
 	for name, q := range map[string]UsageQuery{
 		"garbage":                     {EntityID: "e1", Cursor: "!!!"},
@@ -356,18 +370,17 @@ func TestUsageSnapshots(t *testing.T) {
 	} {
 		_, _, err := rl.UsageSnapshots(ctx, q)
 		var ve *ValidationError
-		assert.True(t, errors.As(err, &ve), "%s: err = %v, want *ValidationError", name, err)
+		assert.ErrorAs(t, err, &ve, "%s", name)
 		if q.Cursor != "" {
 			continue // UsageSummary ignores the cursor
 		}
-		if _, err := rl.UsageSummary(ctx, q); !errors.Is(err, ErrValidation) {
-			t.Errorf("%s: UsageSummary err = %v, want ErrValidation", name, err)
-		}
+		_, err = rl.UsageSummary(ctx, q)
+		assert.ErrorIs(t, err, ErrValidation, "%s: UsageSummary", name)
 	}
 	n := env.rec.Count("")
 	assert.EqualValues(t, 0, n, "invalid queries caused %d calls", n)
 	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{})
-	assert.False(t, err == nil || err.Error() != "limiter: invalid query: either entity_id or resource must be given", "empty query: %v", err)
+	assert.EqualError(t, err, "limiter: invalid query: either entity_id or resource must be given", "empty query")
 	// Start equal to End (at second precision) is a valid one-instant range.
 	got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")})
 	assert.Len(t, got, 2, "instant range = %v", snapKeys(got))
@@ -403,8 +416,7 @@ func TestUsageSummary(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := rl.UsageSummary(env.ctx, tc.q)
 			require.NoError(t, err)
-			diff := cmp.Diff(tc.want, got)
-			assert.EqualValues(t, "", diff, "UsageSummary (-want +got):\n%s", diff)
+			assert.Equal(t, tc.want, got, "UsageSummary")
 		})
 	}
 
@@ -417,11 +429,13 @@ func TestUsageSummary(t *testing.T) {
 	}))
 	env.rec.Reset()
 	got, err := small.UsageSummary(env.ctx, UsageQuery{Resource: "gpt"})
-	assert.False(t, err != nil || got.SnapshotCount != 11 || got.Total["rpm"] != 441 || got.Total["tpm"] != 38100, "summary over small pages = %+v, %v", got, err)
+	assert.NoError(t, err, "summary over small pages")
+	assert.EqualValues(t, 11, got.SnapshotCount, "summary over small pages = %+v", got)
+	assert.EqualValues(t, 441, got.Total["rpm"], "summary over small pages = %+v", got)
+	assert.EqualValues(t, 38100, got.Total["tpm"], "summary over small pages = %+v", got)
 	n := env.rec.Count("Query")
-	assert.False(t, n < 6, "Query calls = %d, want ≥ 6 pages", n)
-	_, ok := got.Total["wcu"]
-	assert.False(t, ok, "wcu in the summary")
+	assert.GreaterOrEqual(t, n, 6, "Query calls, want one per page")
+	assert.NotContains(t, got.Total, "wcu", "wcu in the summary")
 }
 
 // capacityFixture writes bucket items for resource capacity queries. Every
@@ -431,9 +445,8 @@ func capacityFixture(env *testEnv) {
 	env.t.Helper()
 	ctx := env.ctx
 	for _, e := range []Entity{{ID: "proj"}, {ID: "key-1", ParentID: "proj", Cascade: true}, {ID: "big"}, {ID: "full"}} {
-		if _, err := env.limiter().CreateEntity(ctx, e); err != nil {
-			env.t.Fatal(err)
-		}
+		_, err := env.limiter().CreateEntity(ctx, e)
+		require.NoError(env.t, err)
 	}
 	nowMs := epoch.UnixMilli()
 	state := func(name string, capacity, tokensMilli int64) store.BucketState {
@@ -480,8 +493,7 @@ func TestResourceCapacity(t *testing.T) {
 	}
 	got, err := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
 	require.NoError(t, err)
-	diff := cmp.Diff(rpm, got)
-	assert.EqualValues(t, "", diff, "ResourceCapacity(gpt, rpm) (-want +got):\n%s", diff)
+	assert.Equal(t, rpm, got, "ResourceCapacity(gpt, rpm)")
 
 	// Parents only: ghost has no META, key-1 has a parent. One BatchGetItem.
 	env.rec.Reset()
@@ -489,19 +501,30 @@ func TestResourceCapacity(t *testing.T) {
 	require.NoError(t, err)
 	want := ResourceCapacity{Resource: "gpt", LimitName: "rpm", TotalCapacity: 250, TotalAvailable: 150, UtilizationPct: 40,
 		Entities: []store.EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
-	diff = cmp.Diff(want, got)
-	assert.EqualValues(t, "", diff, "ResourceCapacity(gpt, rpm, parents) (-want +got):\n%s", diff)
-	if env.rec.Count("BatchGetItem") != 1 || env.rec.Count("GetItem") != 0 {
-		t.Errorf("calls = %s, want one BatchGetItem for the META records", env.calls())
-	}
+	assert.Equal(t, want, got, "ResourceCapacity(gpt, rpm, parents)")
+	assert.Equal(t, 1, env.rec.Count("BatchGetItem"), "calls = %s, want one BatchGetItem for the META records", env.calls())
+	assert.Zero(t, env.rec.Count("GetItem"), "calls = %s, want one BatchGetItem for the META records", env.calls())
 
 	got, err = rl.ResourceCapacity(ctx, "gpt", "tpm", false)
-	assert.False(t, err != nil || len(got.Entities) != 2 || got.Entities[0] != (store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}) ||
-		got.Entities[1].EntityID != "tponly" || got.TotalCapacity != 11_000, "ResourceCapacity(gpt, tpm) = %+v, %v", got, err)
+	assert.NoError(t, err, "ResourceCapacity(gpt, tpm)")
+	if assert.Len(t, got.Entities, 2, "ResourceCapacity(gpt, tpm) = %+v", got) {
+		assert.Equal(t, store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}, got.Entities[0], "ResourceCapacity(gpt, tpm)")
+		assert.Equal(t, "tponly", got.Entities[1].EntityID, "ResourceCapacity(gpt, tpm) = %+v", got)
+	}
+	assert.EqualValues(t, 11_000, got.TotalCapacity, "ResourceCapacity(gpt, tpm) = %+v", got)
 	got, err = rl.ResourceCapacity(ctx, "overdrawn", "rpm", false)
-	assert.False(t, err != nil || got.TotalAvailable != -5 || got.UtilizationPct != 150 || got.Entities[0].UtilizationPct != 150, "bucket in debt = %+v, %v", got, err)
+	assert.NoError(t, err, "bucket in debt")
+	assert.EqualValues(t, -5, got.TotalAvailable, "bucket in debt = %+v", got)
+	assert.EqualValues(t, 150, got.UtilizationPct, "bucket in debt = %+v", got)
+	if assert.NotEmpty(t, got.Entities, "bucket in debt = %+v", got) {
+		assert.EqualValues(t, 150, got.Entities[0].UtilizationPct, "bucket in debt = %+v", got)
+	}
 	got, err = rl.ResourceCapacity(ctx, "unused", "rpm", true)
-	assert.False(t, err != nil || got.TotalCapacity != 0 || got.UtilizationPct != 0 || len(got.Entities) != 0 || got.Entities == nil, "no buckets = %+v, %v", got, err)
+	assert.NoError(t, err, "no buckets")
+	assert.Zero(t, got.TotalCapacity, "no buckets = %+v", got)
+	assert.Zero(t, got.UtilizationPct, "no buckets = %+v", got)
+	assert.NotNil(t, got.Entities, "no buckets: Entities, want an empty slice")
+	assert.Empty(t, got.Entities, "no buckets = %+v", got)
 
 	// The GSI2 query reads every page.
 	small := env.withClient(hook(func(op string, params any) error {
@@ -511,11 +534,11 @@ func TestResourceCapacity(t *testing.T) {
 		return nil
 	}))
 	env.rec.Reset()
-	if got, err := small.ResourceCapacity(ctx, "gpt", "rpm", false, env.clock.now()); err != nil || !cmp.Equal(got, rpm) {
-		t.Errorf("over small pages = %+v, %v", got, err)
-	}
+	got, err = small.ResourceCapacity(ctx, "gpt", "rpm", false, env.clock.now())
+	assert.NoError(t, err, "over small pages")
+	assert.Equal(t, rpm, got, "over small pages")
 	n := env.rec.Count("Query")
-	assert.False(t, n < 5, "Query calls = %d, want ≥ 5 pages", n)
+	assert.GreaterOrEqual(t, n, 5, "Query calls, want one per page")
 
 	// The hidden wcu limit cannot be asked for; every input is validated
 	// before reading.
@@ -534,10 +557,11 @@ func TestResourceCapacity(t *testing.T) {
 	} {
 		_, err := rl.ResourceCapacity(ctx, tc.resource, tc.limit, false)
 		var ve *ValidationError
-		assert.False(t, !errors.As(err, &ve) || !errors.Is(err, tc.kind), "ResourceCapacity(%q, %q) = %v, want *ValidationError", tc.resource, tc.limit, err)
+		assert.ErrorAs(t, err, &ve, "ResourceCapacity(%q, %q)", tc.resource, tc.limit)
+		assert.ErrorIs(t, err, tc.kind, "ResourceCapacity(%q, %q)", tc.resource, tc.limit)
 	}
 	_, err = rl.ResourceCapacity(ctx, "gpt", "wcu", false)
-	assert.False(t, err == nil || err.Error() != "limiter: invalid limit_name: 'wcu' is a reserved limit name", "wcu: %v", err)
+	assert.EqualError(t, err, "limiter: invalid limit_name: 'wcu' is a reserved limit name", "wcu")
 	n = env.rec.Count("")
 	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)
 }

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -10,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
@@ -24,10 +21,10 @@ func TestEntities(t *testing.T) {
 
 	p, err := rl.CreateEntity(ctx, Entity{ID: "proj-1", Metadata: map[string]string{"tier": "gold"}})
 	require.NoError(t, err)
-	assert.False(t, p.Name != "proj-1" || !p.CreatedAt.Equal(epoch.Truncate(1e9)), "created %+v", p)
-	if _, err := rl.CreateEntity(ctx, Entity{ID: "proj-1"}); !errors.Is(err, ErrEntityExists) {
-		t.Fatalf("duplicate = %v, want ErrEntityExists", err)
-	}
+	assert.Equal(t, "proj-1", p.Name, "created %+v", p)
+	assert.WithinDuration(t, epoch.Truncate(1e9), p.CreatedAt, 0, "created %+v", p)
+	_, err = rl.CreateEntity(ctx, Entity{ID: "proj-1"})
+	require.ErrorIs(t, err, ErrEntityExists, "duplicate")
 	for _, id := range []string{"key-a", "key-b"} {
 		_, err := rl.CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true})
 		require.NoError(t, err)
@@ -35,15 +32,19 @@ func TestEntities(t *testing.T) {
 	got, err := rl.GetEntity(ctx, "key-a")
 	require.NoError(t, err)
 	want := Entity{ID: "key-a", Name: "Key key-a", ParentID: "proj-1", Cascade: true, Metadata: map[string]string{}, CreatedAt: epoch.Truncate(1e9)}
-	diff := cmp.Diff(want, got, cmpopts.EquateEmpty())
-	assert.EqualValues(t, "", diff, "GetEntity (-want +got):\n%s", diff)
-	gp, _ := rl.GetEntity(ctx, "proj-1")
-	assert.False(t, gp.Metadata["tier"] != "gold" || gp.ParentID != "" || gp.Cascade, "parent = %+v", gp)
-	if _, err := rl.GetEntity(ctx, "nobody"); !errors.Is(err, ErrEntityNotFound) {
-		t.Fatalf("missing = %v, want ErrEntityNotFound", err)
+	if len(got.Metadata) == 0 {
+		got.Metadata = map[string]string{} // no metadata: nil and empty are the same
 	}
+	assert.Equal(t, want, got, "GetEntity")
+	gp, _ := rl.GetEntity(ctx, "proj-1")
+	assert.Equal(t, "gold", gp.Metadata["tier"], "parent = %+v", gp)
+	assert.Empty(t, gp.ParentID, "parent = %+v", gp)
+	assert.False(t, gp.Cascade, "parent = %+v", gp)
+	_, err = rl.GetEntity(ctx, "nobody")
+	require.ErrorIs(t, err, ErrEntityNotFound, "missing")
 	kids, err := rl.Children(ctx, "proj-1")
-	require.False(t, err != nil || len(kids) != 2, "Children = %v, %v", kids, err)
+	require.NoError(t, err, "Children")
+	require.Len(t, kids, 2, "Children = %v", kids)
 
 	for _, bad := range []Entity{{ID: ""}, {ID: "a#b"}, {ID: "ok", ParentID: "bad parent"}, {ID: "x\n"}} {
 		_, err := rl.CreateEntity(ctx, bad)
@@ -54,12 +55,8 @@ func TestEntities(t *testing.T) {
 	lim := WithLimits(PerMinute("rpm", 10))
 	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-4", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-3", Consume{"rpm": 1}, lim))
-	if err := rl.SetLimits(ctx, "key-a", "gpt-4", []Limit{PerMinute("rpm", 5)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rl.DeleteEntity(ctx, "key-a"); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.SetLimits(ctx, "key-a", "gpt-4", []Limit{PerMinute("rpm", 5)}))
+	require.NoError(t, rl.DeleteEntity(ctx, "key-a"))
 	for _, item := range []map[string]types.AttributeValue{
 		env.bucket("key-a", "gpt-4"), env.bucket("key-a", "gpt-3"),
 		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skMeta),
@@ -69,9 +66,7 @@ func TestEntities(t *testing.T) {
 	}
 	res, _ := rl.ListResourcesWithEntityConfigs(ctx)
 	assert.Len(t, res, 0, "registry after delete = %v, want empty", res)
-	if err := rl.DeleteEntity(ctx, "key-a"); err != nil {
-		t.Fatalf("second delete = %v", err)
-	}
+	require.NoError(t, rl.DeleteEntity(ctx, "key-a"), "second delete")
 }
 
 func TestDeleteEntityManyItems(t *testing.T) {
@@ -87,7 +82,9 @@ func TestDeleteEntityManyItems(t *testing.T) {
 	n := env.rec.Count("BatchWriteItem")
 	assert.EqualValues(t, 2, n, "BatchWriteItem calls = %d, want 2 (25 + 5)", n)
 	for _, c := range env.rec.Calls() {
-		assert.False(t, c.Op == "BatchWriteItem" && c.Items > 25, "BatchWriteItem with %d items", c.Items)
+		if c.Op == "BatchWriteItem" {
+			assert.LessOrEqual(t, c.Items, 25, "items of one BatchWriteItem")
+		}
 	}
 	item := env.bucket("big", "res-29")
 	require.Len(t, item, 0, "bucket left")
@@ -98,17 +95,15 @@ func TestStoredLimitsResolution(t *testing.T) {
 	rl := env.limiter()
 	ctx := env.ctx
 
-	if _, _, err := rl.ResolveLimits(ctx, "e", "gpt"); err != nil {
-		t.Fatal(err)
-	}
-	_, err := rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
+	_, _, err := rl.ResolveLimits(ctx, "e", "gpt")
+	require.NoError(t, err)
+	_, err = rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
 	var ve *ValidationError
-	require.False(t, !errors.As(err, &ve) || ve.Field != "limits", "no config: err = %v, want ValidationError on limits", err)
+	require.ErrorAs(t, err, &ve, "no config")
+	require.Equal(t, "limits", ve.Field, "no config: %v", err)
 	wantMsg := `limiter: invalid limits: no limits configured for entity "e" and resource "gpt": store them for the ` +
 		`entity (on the resource or on _default_), the resource or the system, or pass WithLimits`
-	if err.Error() != wantMsg {
-		t.Errorf("message %q", err.Error())
-	}
+	assert.EqualError(t, err, wantMsg)
 
 	steps := []struct {
 		name   string
@@ -125,23 +120,24 @@ func TestStoredLimitsResolution(t *testing.T) {
 		{"resource deleted", func() error { return rl.DeleteResourceDefaults(ctx, "gpt") }, 1, SourceSystem},
 	}
 	for _, s := range steps {
-		if err := s.do(); err != nil {
-			t.Fatalf("%s: %v", s.name, err)
-		}
+		require.NoError(t, s.do(), s.name)
 		// Every config write evicts its cache slot: visible at once (the
 		// original kept serving the cached limits for up to its TTL, 60 s).
 		limits, source, err := rl.ResolveLimits(ctx, "e", "gpt")
-		assert.False(t, err != nil || len(limits) != 1 || limits[0].Capacity != s.want || source != s.source, "after %s: %v %q %v, want capacity %d from %q", s.name, limits, source, err, s.want, s.source)
+		assert.NoError(t, err, "after %s", s.name)
+		if assert.Len(t, limits, 1, "after %s: %v", s.name, limits) {
+			assert.Equal(t, s.want, limits[0].Capacity, "after %s: capacity", s.name)
+		}
+		assert.Equal(t, s.source, source, "after %s: source", s.name)
 	}
-	if limits, ou, err := rl.GetSystemDefaults(ctx); err != nil || ou != OnUnavailableAllow || len(limits) != 1 {
-		t.Errorf("GetSystemDefaults = %v %q %v", limits, ou, err)
-	}
+	limits, ou, err := rl.GetSystemDefaults(ctx)
+	assert.NoError(t, err, "GetSystemDefaults")
+	assert.Equal(t, OnUnavailableAllow, ou, "GetSystemDefaults")
+	assert.Len(t, limits, 1, "GetSystemDefaults = %v", limits)
 	got := rl.configs.resolveOnUnavailable(ctx)
 	assert.EqualValues(t, OnUnavailableAllow, got, "resolveOnUnavailable = %q", got)
-	if err := rl.DeleteSystemDefaults(ctx); err != nil {
-		t.Fatal(err)
-	}
-	limits, _, _ := rl.ResolveLimits(ctx, "e", "gpt")
+	require.NoError(t, rl.DeleteSystemDefaults(ctx))
+	limits, _, _ = rl.ResolveLimits(ctx, "e", "gpt")
 	assert.Nil(t, limits, "after deleting everything: %v", limits)
 }
 
@@ -154,13 +150,12 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 		require.NoError(t, err)
 	}
 	got, _ := rl.ListResourcesWithDefaults(ctx)
-	assert.True(t, cmp.Equal(got, []string{"claude", "gpt-4", "openai/o1"}), "ListResourcesWithDefaults = %v", got)
+	assert.Equal(t, []string{"claude", "gpt-4", "openai/o1"}, got, "ListResourcesWithDefaults")
 	rl.DeleteResourceDefaults(ctx, "claude")
 	got, _ = rl.ListResourcesWithDefaults(ctx)
-	assert.True(t, cmp.Equal(got, []string{"gpt-4", "openai/o1"}), "after delete = %v", got)
-	if got, _ := rl.GetResourceDefaults(ctx, "gpt-4"); len(got) != 1 || got[0] != PerMinute("rpm", 10) {
-		t.Errorf("GetResourceDefaults = %v", got)
-	}
+	assert.Equal(t, []string{"gpt-4", "openai/o1"}, got, "after delete")
+	defaults, _ := rl.GetResourceDefaults(ctx, "gpt-4")
+	assert.Equal(t, []Limit{PerMinute("rpm", 10)}, defaults, "GetResourceDefaults")
 
 	for i := range 5 {
 		err := rl.SetLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4", []Limit{PerMinute("tpm", 100)})
@@ -169,7 +164,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	rl.SetLimits(ctx, "ent-0", "gpt-4", []Limit{PerMinute("tpm", 200)}) // replace: counted once
 	rl.SetLimits(ctx, "ent-0", DefaultResource, []Limit{PerMinute("tpm", 200)})
 	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
-	assert.True(t, cmp.Equal(got, []string{DefaultResource, "gpt-4"}), "ListResourcesWithEntityConfigs = %v", got)
+	assert.Equal(t, []string{DefaultResource, "gpt-4"}, got, "ListResourcesWithEntityConfigs")
 	var ids []string
 	cursor := ""
 	pages := 0
@@ -184,7 +179,8 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 		cursor = next
 	}
 	sort.Strings(ids)
-	assert.False(t, !cmp.Equal(ids, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}) || pages < 3, "ListEntitiesWithCustomLimits = %v in %d pages", ids, pages)
+	assert.Equal(t, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}, ids, "ListEntitiesWithCustomLimits")
+	assert.GreaterOrEqual(t, pages, 3, "ListEntitiesWithCustomLimits pages")
 	_, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor")
 	assert.ErrorIs(t, err, ErrValidation, "bad cursor = %v", err)
 	for i := range 5 {
@@ -192,7 +188,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	}
 	rl.DeleteLimits(ctx, "ent-0", "gpt-4") // missing: silent
 	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
-	assert.True(t, cmp.Equal(got, []string{DefaultResource}), "after deletes = %v", got)
+	assert.Equal(t, []string{DefaultResource}, got, "after deletes")
 
 	// Validation happens before any write.
 	env.rec.Reset()
@@ -206,9 +202,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	} {
 		assert.ErrorIs(t, err, ErrValidation, "%s: err = %v, want ErrValidation", name, err)
 	}
-	if n := env.rec.Count(""); n != 0 {
-		t.Errorf("invalid input caused %d DynamoDB calls: %s", n, env.calls())
-	}
+	assert.Zero(t, env.rec.Count(""), "DynamoDB calls caused by invalid input: %s", env.calls())
 }
 
 // TestBucketSyncAndReconcile checks that SetLimits rewrites the bucket's
@@ -227,18 +221,19 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 	err = rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)})
 	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
-	_, ok := b["ttl"]
-	assert.False(t, ok, "entity config: ttl not removed")
-	assert.False(t, env.n(b, "b_rpm_cp") != 20_000 || env.n(b, "b_tpm_cp") != 500_000 || env.n(b, "b_tpm_tk") != 500_000, "synced params: %v", b)
+	assert.NotContains(t, b, "ttl", "entity config: ttl not removed")
+	assert.EqualValues(t, 20_000, env.n(b, "b_rpm_cp"), "synced params: %v", b)
+	assert.EqualValues(t, 500_000, env.n(b, "b_tpm_cp"), "synced params: %v", b)
+	assert.EqualValues(t, 500_000, env.n(b, "b_tpm_tk"), "synced params: %v", b)
 	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"tpm": 100}))
 	got = env.tokens("e", "gpt", "tpm")
 	assert.EqualValues(t, 400_000, got, "tpm after acquire = %d", got)
 	err = rl.DeleteLimits(ctx, "e", "gpt")
 	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
-	assert.False(t, env.n(b, "b_rpm_cp") != 10_000 || env.n(b, "ttl") != epoch.Unix()+420, "reconciled: %v", b)
-	_, ok = b["b_tpm_tk"]
-	assert.False(t, ok, "stale tpm attributes kept")
+	assert.EqualValues(t, 10_000, env.n(b, "b_rpm_cp"), "reconciled: %v", b)
+	assert.Equal(t, epoch.Unix()+420, env.n(b, "ttl"), "reconciled: %v", b)
+	assert.NotContains(t, b, "b_tpm_tk", "stale tpm attributes kept")
 }
 
 func TestAuditEvents(t *testing.T) {
@@ -255,32 +250,29 @@ func TestAuditEvents(t *testing.T) {
 		KeyConditionExpression:    aws.String("PK = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pkAudit(ns, "e"))},
 	})
-	if err != nil || len(out.Items) != 2 {
-		t.Fatalf("audit items of e: %d, %v", len(out.Items), err)
-	}
+	require.NoError(t, err, "audit items of e")
+	require.Len(t, out.Items, 2, "audit items of e")
 	var evs []AuditEvent
 	for _, item := range out.Items {
 		ev, ok, err := auditEventFromItem(item)
-		require.False(t, err != nil || !ok, err)
+		require.NoError(t, err)
+		require.True(t, ok, "auditEventFromItem skipped %v", item)
 		assert.Len(t, ev.EventID, 26, "event id %q", ev.EventID)
 		got := env.n(item, "ttl")
 		assert.Equal(t, epoch.Unix()+90*86400, got, "audit ttl = %d", got)
 		evs = append(evs, ev)
 	}
-	if evs[0].Action != store.AuditEntityCreated || evs[0].Principal != "arn:aws:iam::123456789012:role/app" {
-		t.Errorf("first event %+v", evs[0])
-	}
-	if evs[1].Action != store.AuditLimitsSet || evs[1].Principal != "admin@example.com" || evs[1].Resource != "gpt" {
-		t.Errorf("second event %+v", evs[1])
-	}
+	assert.Equal(t, store.AuditEntityCreated, evs[0].Action, "first event %+v", evs[0])
+	assert.Equal(t, "arn:aws:iam::123456789012:role/app", evs[0].Principal, "first event %+v", evs[0])
+	assert.Equal(t, store.AuditLimitsSet, evs[1].Action, "second event %+v", evs[1])
+	assert.Equal(t, "admin@example.com", evs[1].Principal, "second event %+v", evs[1])
+	assert.Equal(t, "gpt", evs[1].Resource, "second event %+v", evs[1])
 	out, _ = env.client.Query(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(env.repo.Table()),
 		KeyConditionExpression:    aws.String("PK = :pk"),
 		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": schemaS(pkAudit(ns, "$SYSTEM"))},
 	})
-	if len(out.Items) != 1 {
-		t.Errorf("system audit events = %d, want 1", len(out.Items))
-	}
+	assert.Len(t, out.Items, 1, "system audit events")
 }
 
 func TestNamespacesIsolateData(t *testing.T) {
@@ -292,27 +284,25 @@ func TestNamespacesIsolateData(t *testing.T) {
 		o.Now = env.clock.now
 	})
 	require.NoError(t, err)
-	if other.NamespaceID() == env.repo.NamespaceID() || len(other.NamespaceID()) != 11 {
-		t.Fatalf("namespace ids %q %q", other.NamespaceID(), env.repo.NamespaceID())
-	}
+	require.NotEqual(t, env.repo.NamespaceID(), other.NamespaceID(), "namespace ids")
+	require.Len(t, other.NamespaceID(), 11, "namespace id")
 	lim := WithLimits(PerMinute("rpm", 2))
 	a, b := env.limiter(), New(other, WithClock(env.clock.now), WithSpeculativeWrites(false))
 	mustCommit(t, mustAcquire(t, a, "e", "api", Consume{"rpm": 2}, lim))
 	mustCommit(t, mustAcquire(t, b, "e", "api", Consume{"rpm": 2}, lim)) // separate bucket
-	if _, err := a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim); !errors.Is(err, ErrRateLimited) {
-		t.Fatalf("namespace a = %v, want rate limited", err)
-	}
+	_, err = a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
+	require.ErrorIs(t, err, ErrRateLimited, "namespace a")
 	scoped, err := env.repo.Namespace(ctx, "tenant-b")
-	require.False(t, err != nil || scoped.NamespaceID() != other.NamespaceID(), "Namespace(tenant-b) = %v, %v", scoped, err)
-	if _, err := env.repo.Namespace(ctx, "nope"); !errors.Is(err, ErrNamespaceNotFound) {
-		t.Fatalf("Namespace(nope) = %v", err)
-	}
+	require.NoError(t, err, "Namespace(tenant-b)")
+	require.Equal(t, other.NamespaceID(), scoped.NamespaceID(), "Namespace(tenant-b)")
+	_, err = env.repo.Namespace(ctx, "nope")
+	require.ErrorIs(t, err, ErrNamespaceNotFound, "Namespace(nope)")
 	// Re-opening finds the registered namespace instead of registering it again.
 	again, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table(); o.Namespace = "tenant-b" })
-	require.False(t, err != nil || again.NamespaceID() != other.NamespaceID(), "reopen: %v %v", again, err)
-	if _, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" }); !errors.Is(err, ErrValidation) {
-		t.Fatalf("bad table name = %v", err)
-	}
+	require.NoError(t, err, "reopen")
+	require.Equal(t, other.NamespaceID(), again.NamespaceID(), "reopen")
+	_, err = OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" })
+	require.ErrorIs(t, err, ErrValidation, "bad table name")
 }
 
 func TestOpenWritesVersionRecord(t *testing.T) {
@@ -320,8 +310,7 @@ func TestOpenWritesVersionRecord(t *testing.T) {
 	item := env.item("_/SYSTEM#", "#VERSION")
 	s, _ := schemaGetS(item, "schema_version")
 	assert.EqualValues(t, "0.10.0", s, "schema_version = %q", s)
-	_, isNull := item["lambda_version"].(*types.AttributeValueMemberNULL)
-	assert.True(t, isNull, "lambda_version = %v, want NULL", item["lambda_version"])
+	assert.IsType(t, &types.AttributeValueMemberNULL{}, item["lambda_version"], "lambda_version, want NULL")
 	// A table of another major schema is refused.
 	_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()),
 		Item: versionItem(versionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"})})
@@ -336,15 +325,15 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 	env := newTestEnv(t)
 	item := resourceConfigItem(env.repo.NamespaceID(), "gpt", nil)
 	item["l_rpm_cp"] = schemaN(10) // no ra/rp
-	if _, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-		t.Fatal(err)
-	}
+	_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+	require.NoError(t, err)
 	rl := env.limiter()
-	_, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1})
-	require.False(t, !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrValidation), "err = %v, want ErrUnavailable", err)
-	if l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow)); err != nil || !l.Noop() {
-		t.Fatalf("allow: %v %v", l, err)
-	}
+	_, err = rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1})
+	require.ErrorIs(t, err, ErrUnavailable)
+	require.NotErrorIs(t, err, ErrValidation)
+	l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow))
+	require.NoError(t, err, "allow")
+	require.True(t, l.Noop(), "allow: %v, want a no-op lease", l)
 }
 
 // TestDeleteProvisionerConfigKeepsRegistryCount: the Python library's
@@ -356,29 +345,22 @@ func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	if err := rl.SetLimits(ctx, "lib-key", "gpt-4", []Limit{PerMinute("rpm", 10)}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, rl.SetLimits(ctx, "lib-key", "gpt-4", []Limit{PerMinute("rpm", 10)}))
 	// The provisioner's shape: the config item alone, no GSI3 keys, no
 	// registry count.
 	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", []Limit{PerMinute("rpm", 5)})
 	for _, attr := range []string{"GSI3PK", "GSI3SK", "GSI4PK", "GSI4SK"} {
 		delete(item, attr)
 	}
-	if _, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item}); err != nil {
-		t.Fatal(err)
-	}
-	if err := rl.DeleteLimits(ctx, "prov-key", "gpt-4"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
+	require.NoError(t, err)
+	require.NoError(t, rl.DeleteLimits(ctx, "prov-key", "gpt-4"))
 	got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4")
 	assert.Nil(t, got, "provisioner config still stored: %v", got)
 	res, err := rl.ListResourcesWithEntityConfigs(ctx)
-	assert.False(t, err != nil || len(res) != 1 || res[0] != "gpt-4", "ListResourcesWithEntityConfigs = %v, %v; want [gpt-4] (lib-key's config is still there)", res, err)
-	if err := rl.DeleteLimits(ctx, "lib-key", "gpt-4"); err != nil {
-		t.Fatal(err)
-	}
-	if res, _ := rl.ListResourcesWithEntityConfigs(ctx); len(res) != 0 {
-		t.Errorf("ListResourcesWithEntityConfigs = %v after deleting the last config, want none", res)
-	}
+	assert.NoError(t, err, "ListResourcesWithEntityConfigs")
+	assert.Equal(t, []string{"gpt-4"}, res, "ListResourcesWithEntityConfigs, want lib-key's config still there")
+	require.NoError(t, rl.DeleteLimits(ctx, "lib-key", "gpt-4"))
+	res, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	assert.Empty(t, res, "ListResourcesWithEntityConfigs after deleting the last config")
 }

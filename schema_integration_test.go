@@ -7,7 +7,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,13 +25,15 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 	require.NoError(t, err)
 	n, m := len(desc.Table.GlobalSecondaryIndexes), len(desc.Table.LocalSecondaryIndexes)
-	require.False(t, n != 4 || m != 5, "table has %d GSIs and %d LSIs, want 4 and 5", n, m)
+	require.Equal(t, [2]int{4, 5}, [2]int{n, m}, "GSIs and LSIs of the table")
 	s := desc.Table.StreamSpecification
-	require.False(t, s == nil || !aws.ToBool(s.StreamEnabled) || s.StreamViewType != types.StreamViewTypeNewAndOldImages, "stream = %+v, want NEW_AND_OLD_IMAGES", s)
+	require.NotNil(t, s, "stream, want NEW_AND_OLD_IMAGES")
+	require.True(t, aws.ToBool(s.StreamEnabled), "stream = %+v, want enabled", s)
+	require.Equal(t, types.StreamViewTypeNewAndOldImages, s.StreamViewType, "stream view")
 	ttl, err := client.DescribeTimeToLive(ctx, &dynamodb.DescribeTimeToLiveInput{TableName: aws.String(table)})
-	if err != nil || ttl.TimeToLiveDescription == nil || aws.ToString(ttl.TimeToLiveDescription.AttributeName) != "ttl" {
-		t.Fatalf("TTL = %+v, %v", ttl.TimeToLiveDescription, err)
-	}
+	require.NoError(t, err, "DescribeTimeToLive")
+	require.NotNil(t, ttl.TimeToLiveDescription, "TTL")
+	require.Equal(t, "ttl", aws.ToString(ttl.TimeToLiveDescription.AttributeName), "TTL attribute")
 
 	ns := "nsTEST00001"
 	put := func(item map[string]types.AttributeValue) {
@@ -63,14 +64,24 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 	require.NoError(t, err)
 	gotNS, got, err := bucketFromItem(out.Item)
 	require.NoError(t, err)
-	require.False(t, gotNS != ns || got.Key.EntityID != "key-1" || got.Key.Resource != "openai/gpt-4" || got.ParentID != "proj" || !got.Cascade || got.TTL != spec.TTL, "read back %+v", got)
+	require.Equal(t, ns, gotNS, "read back namespace")
+	require.Equal(t, "key-1", got.Key.EntityID, "read back %+v", got)
+	require.Equal(t, "openai/gpt-4", got.Key.Resource, "read back %+v", got)
+	require.Equal(t, "proj", got.ParentID, "read back %+v", got)
+	require.True(t, got.Cascade, "read back %+v, want cascade", got)
+	require.Equal(t, spec.TTL, got.TTL, "read back %+v", got)
 	var names []string
 	for _, s := range got.States {
 		names = append(names, s.LimitName)
-		assert.False(t, s.LimitName == "tpm-x" && (s.TokensMilli != -1500 || s.LastRefillMs != spec.RefillMs), "tpm-x state %+v", s)
+		if s.LimitName == "tpm-x" {
+			assert.EqualValues(t, -1500, s.TokensMilli, "tpm-x state %+v", s)
+			assert.Equal(t, spec.RefillMs, s.LastRefillMs, "tpm-x state %+v", s)
+		}
 	}
-	assert.False(t, wcuOf(got) == nil || wcuOf(got).TokensMilli != wcuOf(got).CapacityMilli, "wcu state %+v, want a full bucket", wcuOf(got))
-	assert.True(t, cmp.Equal(names, []string{"rpm", "tpm-x"}), "limits %v", names)
+	if wcu := wcuOf(got); assert.NotNil(t, wcu, "wcu state") {
+		assert.Equal(t, wcu.CapacityMilli, wcu.TokensMilli, "wcu state %+v, want a full bucket", wcu)
+	}
+	assert.Equal(t, []string{"rpm", "tpm-x"}, names, "limits")
 
 	query := func(index, pkAttr, pk, skAttr, skPrefix string) []string {
 		t.Helper()
@@ -109,6 +120,6 @@ func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
 				ns + "/ENTITY#key-1|#META", ns + "/ENTITY#key-2|#META", ns + "/ENTITY#proj|#META",
 			}},
 	} {
-		assert.True(t, cmp.Equal(tc.got, tc.want), "%s = %v, want %v", tc.name, tc.got, tc.want)
+		assert.Equal(t, tc.want, tc.got, tc.name)
 	}
 }

@@ -1,14 +1,12 @@
 package limiter
 
 import (
-	"errors"
 	"math"
 	"sort"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
@@ -77,8 +75,7 @@ func TestBucketItemRoundTrip(t *testing.T) {
 				want.States = append(want.States, fill(s))
 			}
 			sort.Slice(want.States, func(i, j int) bool { return want.States[i].LimitName < want.States[j].LimitName })
-			diff := cmp.Diff(&want, got, cmp.AllowUnexported(store.Bucket{}, itemExtras{}, exactState{}))
-			assert.EqualValues(t, "", diff, "round trip (-want +got):\n%s", diff)
+			assert.Equal(t, &want, got, "round trip")
 		})
 	}
 
@@ -96,7 +93,12 @@ func TestEntityItemRoundTrip(t *testing.T) {
 	} {
 		item := entityItem("ns1", e)
 		pk, gsi1 := schemaAVText(item[attrPK]), item["GSI1PK"]
-		assert.False(t, pk != `S:"ns1/ENTITY#`+e.ID+`"` || (gsi1 != nil) != (e.ParentID != ""), "%s: PK %s, GSI1PK %v", e.ID, pk, gsi1)
+		assert.Equal(t, `S:"ns1/ENTITY#`+e.ID+`"`, pk, "%s: PK", e.ID)
+		if e.ParentID != "" {
+			assert.NotNil(t, gsi1, "%s: GSI1PK, want one for a child", e.ID)
+		} else {
+			assert.Nil(t, gsi1, "%s: GSI1PK, want none without a parent", e.ID)
+		}
 		got := entityFromItem(item)
 		want := e
 		if want.Name == "" {
@@ -106,8 +108,7 @@ func TestEntityItemRoundTrip(t *testing.T) {
 			want.Metadata = map[string]string{}
 		}
 		want.CreatedAt = time.Date(2026, 1, 2, 2, 4, 5, 0, time.UTC)
-		diff := cmp.Diff(want, got)
-		assert.EqualValues(t, "", diff, "entity round trip (-want +got):\n%s", diff)
+		assert.Equal(t, want, got, "entity round trip")
 	}
 }
 
@@ -134,27 +135,28 @@ func TestConfigItems(t *testing.T) {
 	} {
 		got, err := limitsFromItem(item)
 		require.NoError(t, err, "%s: limitsFromItem: %v", name, err)
-		diff := cmp.Diff(sorted, got)
-		assert.EqualValues(t, "", diff, "%s limits round trip (-want +got):\n%s", name, diff)
+		assert.Equal(t, sorted, got, "%s limits round trip", name)
 	}
 	got := onUnavailableFromItem(systemConfigItem("ns", nil, OnUnavailableBlock))
 	assert.EqualValues(t, OnUnavailableBlock, got, "onUnavailableFromItem = %q, want block", got)
 	got = onUnavailableFromItem(systemConfigItem("ns", nil, ""))
 	assert.EqualValues(t, "", got, "onUnavailableFromItem(unset) = %q, want empty", got)
-	if got, err := limitsFromItem(systemConfigItem("ns", nil, "")); err != nil || got == nil || len(got) != 0 {
-		t.Errorf("limitsFromItem(no limits) = %#v, %v; want empty, nil", got, err)
-	}
+	none, err := limitsFromItem(systemConfigItem("ns", nil, ""))
+	assert.NoError(t, err, "limitsFromItem(no limits)")
+	assert.NotNil(t, none, "limitsFromItem(no limits), want an empty slice")
+	assert.Empty(t, none, "limitsFromItem(no limits)")
 
 	// Incomplete or invalid stored limits fail like the original's Limit().
 	incomplete := map[string]types.AttributeValue{"l_rpm_cp": schemaN(10), "l_rpm_ra": schemaN(10)}
-	_, err := limitsFromItem(incomplete)
+	_, err = limitsFromItem(incomplete)
 	assert.ErrorIs(t, err, ErrValidation, "limitsFromItem(missing rp) error = %v, want ErrValidation", err)
 	badNumber := map[string]types.AttributeValue{"l_rpm_cp": &types.AttributeValueMemberN{Value: "ten"}}
 	_, err = limitsFromItem(badNumber)
-	assert.False(t, err == nil || errors.Is(err, ErrValidation), "limitsFromItem(bad number) = %v, want a non-validation error", err)
+	assert.Error(t, err, "limitsFromItem(bad number)")
+	assert.NotErrorIs(t, err, ErrValidation, "limitsFromItem(bad number), want a non-validation error")
 	hugePeriod := map[string]types.AttributeValue{"l_rpm_cp": schemaN(1), "l_rpm_ra": schemaN(1), "l_rpm_rp": schemaN(math.MaxInt64)}
 	_, err = limitsFromItem(hugePeriod)
-	assert.False(t, err == nil || err.Error() != "config limit rpm: refill period 9223372036854775807 s out of range", "limitsFromItem(huge period) = %v", err)
+	assert.EqualError(t, err, "config limit rpm: refill period 9223372036854775807 s out of range", "limitsFromItem(huge period)")
 	// Limits are checked in name order: the first broken one is reported.
 	two := map[string]types.AttributeValue{
 		"l_a_cp": schemaN(0), "l_a_ra": schemaN(1), "l_a_rp": schemaN(1),
@@ -164,10 +166,9 @@ func TestConfigItems(t *testing.T) {
 	assert.ErrorIs(t, err, ErrValidation, "limitsFromItem(a invalid, b malformed) = %v, want a's ErrValidation", err)
 
 	res := map[string]types.AttributeValue{"resources": &types.AttributeValueMemberSS{Value: []string{"gpt-4", "claude"}}}
-	diff := cmp.Diff([]string{"claude", "gpt-4"}, resourceRegistryFromItem(res))
-	assert.EqualValues(t, "", diff, "resourceRegistryFromItem (-want +got):\n%s", diff)
+	assert.Equal(t, []string{"claude", "gpt-4"}, resourceRegistryFromItem(res), "resourceRegistryFromItem")
 	ec := map[string]types.AttributeValue{"PK": schemaS("ns/SYSTEM#"), "SK": schemaS(skEntityConfigResources), "gpt-4": schemaN(2), "old": schemaN(0)}
-	if got, err := entityConfigRegistryFromItem(ec); err != nil || !cmp.Equal(got, []string{"gpt-4"}) {
-		t.Errorf("entityConfigRegistryFromItem = %v, %v", got, err)
-	}
+	registry, err := entityConfigRegistryFromItem(ec)
+	assert.NoError(t, err, "entityConfigRegistryFromItem")
+	assert.Equal(t, []string{"gpt-4"}, registry, "entityConfigRegistryFromItem")
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/store"
@@ -33,8 +32,7 @@ func TestVersionRecordConversion(t *testing.T) {
 	})
 	item["template_version"] = schemaS("0.9.0")
 	rec.TemplateVersion = "0.9.0"
-	diff := cmp.Diff(rec, VersionRecord(versionFromItem(item)))
-	assert.EqualValues(t, "", diff, "version round trip (-want +got):\n%s", diff)
+	assert.Equal(t, rec, VersionRecord(versionFromItem(item)), "version round trip")
 }
 
 func TestNamespaceRecordConversion(t *testing.T) {
@@ -44,14 +42,12 @@ func TestNamespaceRecordConversion(t *testing.T) {
 	rev := namespaceReverseItem(r)
 	sk := schemaAVText(rev[attrSK])
 	assert.EqualValues(t, `S:"#NSID#E9P6iV0e9iQ"`, sk, "reverse SK = %s", sk)
-	diff := cmp.Diff(r, namespaceFromItem(rev))
-	assert.EqualValues(t, "", diff, "reverse round trip (-want +got):\n%s", diff)
+	assert.Equal(t, r, namespaceFromItem(rev), "reverse round trip")
 	fwd := namespaceForwardItem(r)
 	r.DeletedAt = time.Time{} // never written on forward records
 	sk = schemaAVText(fwd[attrSK])
 	assert.EqualValues(t, `S:"#NAMESPACE#tenant-a"`, sk, "forward SK = %s", sk)
-	diff = cmp.Diff(r, namespaceFromItem(fwd))
-	assert.EqualValues(t, "", diff, "forward round trip (-want +got):\n%s", diff)
+	assert.Equal(t, r, namespaceFromItem(fwd), "forward round trip")
 }
 
 func TestAuditItem(t *testing.T) {
@@ -94,7 +90,8 @@ func TestAuditItem(t *testing.T) {
 	})
 
 	got, ok, err := auditEventFromItem(item)
-	require.False(t, err != nil || !ok, "auditEventFromItem = %v, %v", ok, err)
+	require.NoError(t, err, "auditEventFromItem")
+	require.True(t, ok, "auditEventFromItem skipped the item")
 	limit := func(name string, capacity, amount, seconds int64) map[string]any {
 		return map[string]any{"name": name, "capacity": capacity, "refill_amount": amount, "refill_period_seconds": seconds}
 	}
@@ -106,20 +103,17 @@ func TestAuditItem(t *testing.T) {
 		"ptr":    limit("rpd", 7, 7, 86400),
 		"given":  []any{limit("tpm", 9, 9, 60)},
 	}
-	diff := cmp.Diff(want, got)
-	assert.EqualValues(t, "", diff, "audit round trip (-want +got):\n%s", diff)
+	assert.Equal(t, want, got, "audit round trip")
 
-	if _, err := auditItem("ns", AuditEvent{Details: map[string]any{"x": math.NaN()}}, 0); err == nil {
-		t.Error("auditItem(NaN) succeeded, want error")
-	}
-	if _, ok, err := auditEventFromItem(map[string]types.AttributeValue{"event_id": schemaS("x")}); ok || err != nil {
-		t.Errorf("auditEventFromItem(no action) = %v, %v; want skipped", ok, err)
-	}
+	_, err = auditItem("ns", AuditEvent{Details: map[string]any{"x": math.NaN()}}, 0)
+	assert.Error(t, err, "auditItem(NaN)")
+	_, ok, err = auditEventFromItem(map[string]types.AttributeValue{"event_id": schemaS("x")})
+	assert.NoError(t, err, "auditEventFromItem(no action)")
+	assert.False(t, ok, "auditEventFromItem(no action), want skipped")
 	bad := map[string]types.AttributeValue{"action": schemaS("a"), "details": &types.AttributeValueMemberM{
 		Value: map[string]types.AttributeValue{"n": &types.AttributeValueMemberN{Value: "x"}}}}
-	if _, _, err := auditEventFromItem(bad); err == nil {
-		t.Error("auditEventFromItem(bad number) succeeded, want error")
-	}
+	_, _, err = auditEventFromItem(bad)
+	assert.Error(t, err, "auditEventFromItem(bad number)")
 }
 
 func TestUsageSnapshotConversion(t *testing.T) {
@@ -135,16 +129,15 @@ func TestUsageSnapshotConversion(t *testing.T) {
 	sk := schemaAVText(item[attrSK])
 	assert.EqualValues(t, `S:"#USAGE#openai/gpt-4#2024-02-01T00:00:00Z"`, sk, "SK = %s", sk)
 	got, ok, err := usageSnapshotFromItem(item)
-	require.False(t, err != nil || !ok, "usageSnapshotFromItem = %v, %v", ok, err)
-	diff := cmp.Diff(s, got)
-	assert.EqualValues(t, "", diff, "round trip (-want +got):\n%s", diff)
+	require.NoError(t, err, "usageSnapshotFromItem")
+	require.True(t, ok, "usageSnapshotFromItem skipped the item")
+	assert.Equal(t, s, got, "round trip")
 	delete(item, attrEntityID)
-	if _, ok, err := usageSnapshotFromItem(item); ok || err != nil {
-		t.Errorf("no entity_id: ok=%v err=%v, want skipped", ok, err)
-	}
+	_, ok, err = usageSnapshotFromItem(item)
+	assert.NoError(t, err, "no entity_id")
+	assert.False(t, ok, "no entity_id, want skipped")
 	item[attrEntityID] = schemaS("e-1")
 	item["rpm"] = &types.AttributeValueMemberN{Value: "1.5"}
-	if _, _, err := usageSnapshotFromItem(item); err == nil {
-		t.Error("usageSnapshotFromItem(fractional counter) succeeded, want error")
-	}
+	_, _, err = usageSnapshotFromItem(item)
+	assert.Error(t, err, "usageSnapshotFromItem(fractional counter)")
 }

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -80,8 +79,7 @@ func schemaItemText(item map[string]types.AttributeValue) map[string]string {
 
 func schemaCheckItem(t *testing.T, name string, got map[string]types.AttributeValue, want map[string]string) {
 	t.Helper()
-	diff := cmp.Diff(want, schemaItemText(got))
-	assert.EqualValues(t, "", diff, "%s mismatch (-want +got):\n%s", name, diff)
+	assert.Equal(t, want, schemaItemText(got), "%s mismatch", name)
 }
 
 // TestSchemaAliases checks the names this package keeps for the layout
@@ -109,7 +107,7 @@ func TestSchemaAliases(t *testing.T) {
 		{"ttlEpochSeconds", ttlEpochSeconds(1767225600999, 420), int64(1767226020)},
 		{"namespace statuses", namespaceActive + "," + namespaceDeleted + "," + namespacePurging, "active,deleted,purging"},
 	} {
-		assert.False(t, tc.got != tc.want, "%s = %v, want %v", tc.name, tc.got, tc.want)
+		assert.Equal(t, tc.want, tc.got, tc.name)
 	}
 }
 
@@ -127,8 +125,7 @@ func TestTableDefinitionGolden(t *testing.T) {
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "%v (run go test -run TestTableDefinitionGolden -update)", err)
-	diff := cmp.Diff(string(want), string(got))
-	assert.EqualValues(t, "", diff, "tableDefinition mismatch (-golden +got):\n%s", diff)
+	assert.Equal(t, string(want), string(got), "tableDefinition mismatch with the golden file")
 }
 
 // TestTableDefinitionShape checks the parts of the table definition that the
@@ -136,11 +133,12 @@ func TestTableDefinitionGolden(t *testing.T) {
 func TestTableDefinitionShape(t *testing.T) {
 	t.Parallel()
 	in := TableDefinition("t")
-	if *in.TableName != "t" || in.BillingMode != types.BillingModePayPerRequest || len(in.GlobalSecondaryIndexes) != 4 || len(in.LocalSecondaryIndexes) != 5 {
-		t.Errorf("table %q billing %q with %d GSIs and %d LSIs", *in.TableName, in.BillingMode, len(in.GlobalSecondaryIndexes), len(in.LocalSecondaryIndexes))
-	}
+	assert.Equal(t, "t", *in.TableName, "table name")
+	assert.Equal(t, types.BillingModePayPerRequest, in.BillingMode, "billing mode")
+	assert.Len(t, in.GlobalSecondaryIndexes, 4, "GSIs")
+	assert.Len(t, in.LocalSecondaryIndexes, 5, "LSIs")
 	ttl := ttlSpecification("t")
-	if *ttl.TableName != "t" || *ttl.TimeToLiveSpecification.AttributeName != "ttl" || !*ttl.TimeToLiveSpecification.Enabled {
-		t.Errorf("ttlSpecification = %+v / %+v", ttl, ttl.TimeToLiveSpecification)
-	}
+	assert.Equal(t, "t", *ttl.TableName, "ttlSpecification table")
+	assert.Equal(t, "ttl", *ttl.TimeToLiveSpecification.AttributeName, "ttlSpecification attribute")
+	assert.True(t, *ttl.TimeToLiveSpecification.Enabled, "ttlSpecification = %+v, want enabled", ttl.TimeToLiveSpecification)
 }

@@ -93,7 +93,9 @@ func TestNormalWriteShape(t *testing.T) {
 		assert.True(t, strings.HasPrefix(p, "#a") || fixed, "placeholder %q is not index-based: limit names with '-' or '.' would break the expression", p)
 	}
 	b := env.bucket("e", "api")
-	assert.False(t, env.n(b, "b_rps_tk") != 9000 || env.n(b, "b_tpm_tk") != 9_833_833 || env.n(b, "rf") != now, "item after write: %v", b)
+	assert.EqualValues(t, 9000, env.n(b, "b_rps_tk"), "item after write: %v", b)
+	assert.EqualValues(t, 9_833_833, env.n(b, "b_tpm_tk"), "item after write: %v", b)
+	assert.EqualValues(t, now, env.n(b, "rf"), "item after write: %v", b)
 }
 
 // writeIDSet and writeIDCond are the clauses of a write identifier,
@@ -126,9 +128,8 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 		" AND b_tpm_tk >= 100000 AND (b_tpm_fa > 1700000000999 OR rf >= 1700000000999) AND b_tpm_tk = b_tpm_ts AND b_tpm_fp = 10000000000000100000000000060000" +
 		" AND attribute_exists(b_x_tk) AND b_wcu_tk >= 1000 AND (attribute_not_exists(ttl) OR ttl > 1700000000) AND " + writeIDCond
 	assert.Equal(t, want, got, "condition\n got %s\nwant %s", got, want)
-	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
-		t.Errorf("return values %v %v", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
-	}
+	assert.Equal(t, types.ReturnValueAllNew, in.ReturnValues, "return values")
+	assert.Equal(t, types.ReturnValuesOnConditionCheckFailureAllOld, in.ReturnValuesOnConditionCheckFailure, "return values on condition check failure")
 	pk := in.Key["PK"].(*types.AttributeValueMemberS).Value
 	assert.EqualValues(t, "ns/BUCKET#e#r#2", pk, "key %s", pk)
 }
@@ -185,9 +186,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	}})
 	u = aw.Update
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	if want := "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000, b_tpm-x_ts 5000 REMOVE b_tpm-x_fa"; got != want {
-		t.Errorf("adjust update %s, want %s", got, want)
-	}
+	assert.Equal(t, "ADD b_tpm-x_tk 5000, b_tpm-x_tc -5000, b_tpm-x_ts 5000 REMOVE b_tpm-x_fa", got, "adjust update")
 	pk := u.Key["PK"].(*types.AttributeValueMemberS).Value
 	assert.EqualValues(t, "ns/BUCKET#e#r#1", pk, "adjust key %s", pk)
 }

@@ -119,7 +119,8 @@ func TestLostRaceReadsAgain(t *testing.T) {
 	mustCommit(t, mustAcquire(t, r.rl, "e", "api", Consume{"rpm": 1}, r.lim))
 	assert.Equal(t, "BatchGetItem[2], UpdateItem!, UpdateItem!, BatchGetItem[2], UpdateItem", r.env.calls())
 	require.Len(t, r.waits, 1)
-	assert.True(t, r.waits[0] >= raceBackoffBase/2 && r.waits[0] <= raceBackoffBase, "backoff %v, want in [%v, %v]", r.waits[0], raceBackoffBase/2, raceBackoffBase)
+	assert.GreaterOrEqual(t, r.waits[0], raceBackoffBase/2, "backoff, want in [%v, %v]", raceBackoffBase/2, raceBackoffBase)
+	assert.LessOrEqual(t, r.waits[0], raceBackoffBase, "backoff, want in [%v, %v]", raceBackoffBase/2, raceBackoffBase)
 	assert.Equal(t, int64(2_000), r.env.n(r.env.bucket("e", "api"), bucketAttr("rpm", fieldTotalConsumed)))
 	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")
 }
@@ -139,7 +140,8 @@ func TestLostRacesExhausted(t *testing.T) {
 	require.Len(t, r.waits, maxRaceAttempts-1)
 	for n, w := range r.waits {
 		d := min(raceBackoffBase<<n, raceBackoffMax)
-		assert.True(t, w >= d/2 && w <= d, "backoff %d = %v, want in [%v, %v]", n, w, d/2, d)
+		assert.GreaterOrEqual(t, w, d/2, "backoff %d, want in [%v, %v]", n, d/2, d)
+		assert.LessOrEqual(t, w, d, "backoff %d, want in [%v, %v]", n, d/2, d)
 	}
 	assert.GreaterOrEqual(t, rle.RetryAfter, raceBackoffMax/2, "the refusal's Retry-After is the next backoff")
 	assert.Equal(t, broken, brokenRefusals.Load(), "refusals built without a shortage")

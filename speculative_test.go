@@ -73,13 +73,13 @@ func TestSpeculativeCostTable(t *testing.T) {
 	check("fast rejection", "UpdateItem!", func() {
 		_, err := rl.Acquire(ctx, "solo", "api", Consume{"rpm": 50}, lim)
 		rle := rateLimited(t, err)
-		if len(rle.Statuses) != 1 || rle.Statuses[0].LimitName != "rpm" {
-			t.Errorf("statuses = %+v", rle.Statuses)
+		if assert.Len(t, rle.Statuses, 1, "statuses = %+v", rle.Statuses) {
+			assert.Equal(t, "rpm", rle.Statuses[0].LimitName, "statuses = %+v", rle.Statuses)
 		}
 	})
 	after := env.bucket("solo", "api")
-	assert.False(t, env.n(after, "b_rpm_tk") != env.n(before, "b_rpm_tk") ||
-		env.n(after, "b_wcu_tk") != env.n(before, "b_wcu_tk"), "fast rejection wrote: before %v after %v", before, after)
+	assert.Equal(t, env.n(before, "b_rpm_tk"), env.n(after, "b_rpm_tk"), "fast rejection wrote b_rpm_tk")
+	assert.Equal(t, env.n(before, "b_wcu_tk"), env.n(after, "b_wcu_tk"), "fast rejection wrote b_wcu_tk")
 
 	// Refill would help: failed UpdateItem, then the slow path.
 	env.clock.advance(30 * time.Second)
@@ -87,10 +87,11 @@ func TestSpeculativeCostTable(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
 	})
 	st := rl.SpeculativeStats()
-	assert.False(t, st.Counts[store.SpecFastRejection] != 1 || st.Counts[store.SpecFallbackRefillWouldHelp] != 1 || st.Counts[store.SpecFallbackBucketMissing] != 2, "stats = %+v", st)
-	if st.Counts[store.SpecSuccess] != 6 || st.Attempts != 10 {
-		t.Errorf("successes %d attempts %d, want 6 of 10", st.Counts[store.SpecSuccess], st.Attempts)
-	}
+	assert.EqualValues(t, 1, st.Counts[store.SpecFastRejection], "fast rejections, stats = %+v", st)
+	assert.EqualValues(t, 1, st.Counts[store.SpecFallbackRefillWouldHelp], "refill-would-help fallbacks, stats = %+v", st)
+	assert.EqualValues(t, 2, st.Counts[store.SpecFallbackBucketMissing], "bucket-missing fallbacks, stats = %+v", st)
+	assert.EqualValues(t, 6, st.Counts[store.SpecSuccess], "successes, stats = %+v", st)
+	assert.EqualValues(t, 10, st.Attempts, "attempts, stats = %+v", st)
 }
 
 // TestSpeculativeCascadeIsParallel proves that with a warm cache the child
@@ -126,15 +127,14 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 		}
 	})
 	rl := New(env.withClient(barrier), WithClock(env.clock.now))
-	if _, err := rl.GetEntity(ctx, "C"); err != nil { // warms rl's entity cache
-		t.Fatal(err)
-	}
+	_, err := rl.GetEntity(ctx, "C") // warms rl's entity cache
+	require.NoError(t, err)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	got := env.calls()
 	require.EqualValues(t, "UpdateItem, UpdateItem", got, "calls = %q", got)
 	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
-	require.False(t, c != 98_000 || p != 98_000, "tokens C %d P %d, want 98000 each", c, p)
+	require.Equal(t, [2]int64{98_000, 98_000}, [2]int64{c, p}, "tokens of C and P")
 }
 
 // TestRetryUnderContentionNoReread: when the optimistic lock is lost between
@@ -206,10 +206,11 @@ func TestTransactionConflictRetried(t *testing.T) {
 	var waits []time.Duration
 	rl.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
-	require.False(t, len(waits) != 2 || waits[0] != 25*time.Millisecond || waits[1] != 50*time.Millisecond, "backoff = %v, want [25ms 50ms]", waits)
+	require.Equal(t, []time.Duration{25 * time.Millisecond, 50 * time.Millisecond}, waits, "backoff")
 	conflicts = 10
 	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 1}, lim)
-	require.False(t, !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited), "persistent conflict = %v, want unavailable (not a false rate limit)", err)
+	require.ErrorIs(t, err, ErrUnavailable, "persistent conflict")
+	require.NotErrorIs(t, err, ErrRateLimited, "persistent conflict: a false rate limit")
 	c := env.tokens("C", "api", "rpm")
 	require.EqualValues(t, 99_000, c, "tokens = %d, want 99000", c)
 }
@@ -233,9 +234,7 @@ func TestQuietBucketNeverShards(t *testing.T) {
 	require.EqualValues(t, 1, got, "shard_count = %d, want 1", got)
 	st := rl.SpeculativeStats()
 	require.EqualValues(t, 0, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
-	if st.Counts[store.SpecSuccess] < 1000 {
-		t.Fatalf("only %d of 1040 acquires on the fast path", st.Counts[store.SpecSuccess])
-	}
+	require.GreaterOrEqual(t, st.Counts[store.SpecSuccess], int64(1000), "acquires of 1040 on the fast path")
 }
 
 // TestHotPartitionDoublesShards: above 1000 writes/s the wcu limit runs out
@@ -259,7 +258,9 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 	// wcu holds 1000 writes and refills 1000/s: at 10,000/s it runs out after
 	// 1000 + 100 + 10 + 1 writes, when refill no longer covers a write.
 	got := env.n(env.bucket("hot", "api"), "shard_count")
-	require.False(t, got != 2 || n < 1100 || n > 1200, "shard_count = %d after %d acquires, want 2 after about 1111", got, n+1)
+	require.EqualValues(t, 2, got, "shard_count after %d acquires", n+1)
+	require.GreaterOrEqual(t, n, 1100, "acquires before the shard count doubled, want about 1111")
+	require.LessOrEqual(t, n, 1200, "acquires before the shard count doubled, want about 1111")
 	st := rl.SpeculativeStats()
 	require.EqualValues(t, 1, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
 }
@@ -313,11 +314,10 @@ func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	_, err := rl.Acquire(ctx, "C", "api", Consume{"rpm": 5}, lim)
 	rle := rateLimited(t, err)
 	for _, s := range rle.Statuses {
-		require.False(t, s.LimitName == "wcu", "the hidden wcu limit is in the statuses")
+		require.NotEqual(t, "wcu", s.LimitName, "the hidden wcu limit is in the statuses")
 	}
-	if rle.Primary.EntityID != "P" || len(rle.Statuses) != 2 {
-		t.Fatalf("statuses = %+v", rle.Statuses)
-	}
+	require.Equal(t, "P", rle.Primary.EntityID, "statuses = %+v", rle.Statuses)
+	require.Len(t, rle.Statuses, 2, "statuses = %+v", rle.Statuses)
 	got := env.tokens("C", "api", "rpm")
 	require.EqualValues(t, 9_000, got, "child tokens = %d, want 9000 (compensated)", got)
 }
@@ -343,7 +343,7 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	// C had refilled to its capacity (59 + 10 s of 1/s): its write
 	// refilled it first, 60 − 5.
 	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
-	require.False(t, c != 55_000 || p != 5_000, "tokens C %d P %d, want 55000 and 5000", c, p)
+	require.Equal(t, [2]int64{55_000, 5_000}, [2]int64{c, p}, "tokens of C and P")
 	st := rl.SpeculativeStats()
 	require.EqualValues(t, 1, st.Counts[store.SpecParentOnlyPath], "stats = %+v", st)
 }
@@ -365,7 +365,7 @@ func TestThreeLevelHierarchy(t *testing.T) {
 				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim)) // C and P
 			}
 			c, p, g := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm"), env.tokens("G", "api", "rpm")
-			require.False(t, c != 97_000 || p != 96_000 || g != 99_000, "tokens C %d P %d G %d, want 97000 96000 99000", c, p, g)
+			require.Equal(t, [3]int64{97_000, 96_000, 99_000}, [3]int64{c, p, g}, "tokens of C, P and G")
 		})
 	}
 }
@@ -424,7 +424,5 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	assert.Positive(t, rle.RetryAfter)
 	got := env.calls()
 	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!, BatchGetItem[2]", got, "calls = %q, want read, the other client's write, refused normal write, refused retry, read again", got)
-	if got := env.tokens("e", "api", "rpm"); got != 0 {
-		t.Fatalf("tokens = %d, want 0: nothing over-admitted", got)
-	}
+	require.Zero(t, env.tokens("e", "api", "rpm"), "tokens, want 0: nothing over-admitted")
 }

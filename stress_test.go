@@ -388,7 +388,8 @@ func TestContentionHelperProcess(t *testing.T) {
 	}
 	ctx := context.Background()
 	goroutines, err := strconv.Atoi(os.Getenv(envStressGoroutines))
-	require.False(t, err != nil || goroutines <= 0, "%s=%q: want a positive integer", envStressGoroutines, os.Getenv(envStressGoroutines))
+	require.NoError(t, err, "%s: want a positive integer", envStressGoroutines)
+	require.Positive(t, goroutines, "%s: want a positive integer", envStressGoroutines)
 	client := ddblocal.NewClient(os.Getenv(ddblocal.EnvEndpoint))
 	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
 		o.Table = os.Getenv(envStressTable)
@@ -436,15 +437,15 @@ func startStressHelper(t *testing.T, env []string, timeout time.Duration) *stres
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		cancel()
-		t.Fatalf("helper stdout: %v", err)
+		require.NoError(t, err, "helper stdout")
 	}
 	if h.stdin, err = cmd.StdinPipe(); err != nil {
 		cancel()
-		t.Fatalf("helper stdin: %v", err)
+		require.NoError(t, err, "helper stdin")
 	}
 	if err := cmd.Start(); err != nil {
 		cancel()
-		t.Fatalf("start helper process: %v", err)
+		require.NoError(t, err, "start helper process")
 	}
 	go func() {
 		defer close(h.done)
@@ -542,12 +543,10 @@ func TestContentionNoOverAdmission(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	admin := New(repo)
-	if _, err := admin.CreateEntity(ctx, Entity{ID: stressParent}); err != nil {
-		t.Fatalf("CreateEntity %s: %v", stressParent, err)
-	}
-	if _, err := admin.CreateEntity(ctx, Entity{ID: stressChild, ParentID: stressParent, Cascade: true}); err != nil {
-		t.Fatalf("CreateEntity %s: %v", stressChild, err)
-	}
+	_, err = admin.CreateEntity(ctx, Entity{ID: stressParent})
+	require.NoError(t, err, "CreateEntity %s", stressParent)
+	_, err = admin.CreateEntity(ctx, Entity{ID: stressChild, ParentID: stressParent, Cascade: true})
+	require.NoError(t, err, "CreateEntity %s", stressChild)
 
 	helper := startStressHelper(t, []string{
 		envStressChild + "=1",
@@ -560,7 +559,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	case <-helper.ready:
 	case <-helper.done:
 		err := helper.wait()
-		t.Fatalf("helper process exited before it was ready: %v\n%s", err, helper.output())
+		require.FailNow(t, "helper process exited before it was ready", "%v\n%s", err, helper.output())
 	}
 
 	start := time.Now()
@@ -569,7 +568,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	if _, err := fmt.Fprintf(helper.stdin, "%s %d\n", stressGo, deadline.UnixMilli()); err != nil {
 		helper.cancel()
 		werr := helper.wait()
-		t.Fatalf("start helper: %v (exit: %v)\n%s", err, werr, helper.output())
+		require.NoError(t, err, "start helper (exit: %v)\n%s", werr, helper.output())
 	}
 	own := runStressWorkload(repo, size.goroutines, deadline)
 	other, err := helper.result()
@@ -583,14 +582,15 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	total.add(own)
 	total.add(other)
 
-	assert.False(t, total.Errors > 0, "%d errors other than rate limiting (this process %d, helper %d); the first ones:\n%s", total.Errors, own.Errors, other.Errors, strings.Join(total.ErrorMessages, "\n"))
+	assert.Zero(t, total.Errors, "errors other than rate limiting (this process %d, helper %d); the first ones:\n%s", own.Errors, other.Errors, strings.Join(total.ErrorMessages, "\n"))
 	for _, c := range []stressCounts{own, other} {
-		assert.False(t, c.Attempts < int64(c.Goroutines) || c.Goroutines != size.goroutines, "a process made %d attempts with %d goroutines, want ≥ 1 per goroutine and %d goroutines", c.Attempts, c.Goroutines, size.goroutines)
+		assert.GreaterOrEqual(t, c.Attempts, int64(c.Goroutines), "attempts of a process, want ≥ 1 per goroutine")
+		assert.Equal(t, size.goroutines, c.Goroutines, "goroutines of a process")
 	}
 	// The buckets start full: that many acquires succeed whatever the
 	// timing.
 	minAdmitted := min(stressLimits[0].Capacity, stressLimits[1].Capacity/stressMaxTPM)
-	assert.False(t, total.Admitted < minAdmitted, "admitted %d acquires, want ≥ %d (a bucket full at the start)", total.Admitted, minAdmitted)
+	assert.GreaterOrEqual(t, total.Admitted, minAdmitted, "admitted acquires, want at least a bucket full at the start")
 	// Real contention: at least twice as many requests as the rpm limit
 	// could grant over the measured span (its capacity and the refill
 	// earned meanwhile), and denials. A slow machine stretches the span
@@ -599,30 +599,25 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	spanMs := end.UnixMilli() - start.UnixMilli()
 	rpm := stressLimits[0]
 	supply := rpm.Capacity + rpm.RefillAmount*spanMs/rpm.RefillPeriod.Milliseconds()
-	assert.False(t, total.Attempts < 2*supply || total.Denied == 0,
-		"%d acquires against %d rpm tokens the limit could grant in %d ms, %d denied: want at least twice as many acquires, and denials (no real contention)",
-		total.Attempts, supply, spanMs, total.Denied)
+	assert.GreaterOrEqual(t, total.Attempts, 2*supply,
+		"acquires against %d rpm tokens the limit could grant in %d ms: want at least twice as many (no real contention)", supply, spanMs)
+	assert.NotZero(t, total.Denied, "denials: want some (no real contention)")
 
 	t.Logf("monitor: %d bucket states read during the run, %d violations", mon.samples, mon.violations)
-	if mon.violations > 0 || len(mon.errs) > 0 {
-		t.Errorf("monitor: %d violations during the run; the first ones:\n%s", mon.violations, strings.Join(mon.errs, "\n"))
-	}
+	assert.Zero(t, mon.violations, "monitor: violations during the run; the first ones:\n%s", strings.Join(mon.errs, "\n"))
+	assert.Empty(t, mon.errs, "monitor: violations during the run")
 
 	for _, entity := range []string{stressChild, stressParent} {
 		b, err := readStressBucket(ctx, client, repo, entity)
-		if err != nil {
-			t.Errorf("%v", err)
+		if !assert.NoError(t, err) {
 			continue
 		}
-		if b.shardCount != 1 {
-			// Shards ≥ 1 would hold consumption this check does not read.
-			t.Errorf("%s: shard_count = %d, want 1", entity, b.shardCount)
-		}
+		// Shards ≥ 1 would hold consumption this check does not read.
+		assert.EqualValues(t, 1, b.shardCount, "%s: shard_count", entity)
 		for _, l := range stressLimits {
 			s := b.limits[l.Name]
-			if s.cp != l.Capacity*1000 || s.ra != l.RefillAmount*1000 || s.rp != l.RefillPeriod.Milliseconds() {
-				t.Errorf("%s %s: stored cp/ra/rp = %d/%d/%d, want %d/%d/%d", entity, l.Name,
-					s.cp, s.ra, s.rp, l.Capacity*1000, l.RefillAmount*1000, l.RefillPeriod.Milliseconds())
+			if !assert.Equal(t, [3]int64{l.Capacity * 1000, l.RefillAmount * 1000, l.RefillPeriod.Milliseconds()}, [3]int64{s.cp, s.ra, s.rp},
+				"%s %s: stored cp/ra/rp", entity, l.Name) {
 				continue
 			}
 			counts := total.Limits[l.Name]
@@ -633,9 +628,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 				entity, l.Name, s.tc, netMilli, counts.Admitted, counts.Released, counts.RolledBack,
 				allowed, s.cp, s.earned(spanMs), spanMs, s.credited(), s.tk, allowed-s.tc, 100*float64(allowed-s.tc)/float64(allowed))
 			assert.Equal(t, netMilli, s.tc, "%s %s: tc = %d millitokens, want the counted net consumption = %d (difference %d; %d errors)", entity, l.Name, s.tc, netMilli, s.tc-netMilli, total.Errors)
-			for _, v := range s.violations(spanMs) {
-				t.Errorf("%s %s at the end: %s", entity, l.Name, v)
-			}
+			assert.Empty(t, s.violations(spanMs), "%s %s at the end", entity, l.Name)
 		}
 	}
 }

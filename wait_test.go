@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -72,7 +71,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			// refillAt ≥ now + RetryAfter - 1ms.
 			_, err = rl.Acquire(context.Background(), entity, "batch", Consume{"rps": 1}, twoPerSecond)
 			var rle *RateLimitExceededError
-			require.True(t, errors.As(err, &rle), "Acquire on a drained bucket: %v", err)
+			require.ErrorAs(t, err, &rle, "Acquire on a drained bucket")
 			mu.Lock()
 			refillAt := lastNow.Truncate(time.Millisecond).Add(rle.RetryAfter - time.Millisecond)
 			mu.Unlock()
@@ -80,9 +79,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			lease, err = rl.Wait(context.Background(), entity, "batch", Consume{"rps": 1}, twoPerSecond)
 			returned := time.Now()
 			require.NoError(t, err, "Wait: %v", err)
-			if err := lease.Commit(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, lease.Commit(context.Background()))
 			// A second sleep would mean the first attempt was refused: the
 			// computed time was early.
 			require.Len(t, sleeps, 1, "Wait slept %d times (%v), want once", len(sleeps), sleeps)
@@ -92,12 +89,13 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 			late := woke.Sub(refillAt)
 			t.Logf("spec=%v: retry after %v, slept %v; next attempt %v after the computed time (%v after the refill, the refusal's round trip included), took %v",
 				spec, rle.RetryAfter, sleeps, overhead.Round(time.Microsecond), late.Round(time.Microsecond), returned.Sub(woke).Round(time.Microsecond))
-			assert.False(t, late < 0, "Wait tried again %v before the refill time", -late)
+			assert.GreaterOrEqual(t, late, time.Duration(0), "Wait tried again before the refill time")
 			// 10 ms of jitter at most; the rest is timer and scheduler
 			// delay, a millisecond on an idle machine but up to ~150 ms on
 			// one loaded many times over. A Wait that slept a second
 			// time would be a whole refill period (500 ms) late.
-			assert.False(t, overhead < maxWaitJitter || overhead > 250*time.Millisecond, "Wait tried again %v after the computed time, want within [10ms, 250ms]", overhead)
+			assert.GreaterOrEqual(t, overhead, maxWaitJitter, "Wait tried again after the computed time, want within [10ms, 250ms]")
+			assert.LessOrEqual(t, overhead, 250*time.Millisecond, "Wait tried again after the computed time, want within [10ms, 250ms]")
 		}
 	})
 }
@@ -118,28 +116,28 @@ func TestWaitContext(t *testing.T) {
 		time.AfterFunc(50*time.Millisecond, cancel)
 		start := time.Now()
 		lease, err = rl.Wait(ctx, "e", "batch", Consume{"rpm": 1}, perMinute)
-		if lease != nil || err != context.Canceled { //nolint:errorlint // Wait returns ctx.Err() itself
-			t.Fatalf("Wait canceled: lease %v, err %v; want context.Canceled", lease, err)
-		}
+		require.Nil(t, lease, "Wait canceled: lease")
+		require.Same(t, context.Canceled, err, "Wait canceled: want ctx.Err() itself") // not wrapped
 		d := time.Since(start)
-		assert.False(t, d > 2*time.Second, "canceled Wait returned after %v", d)
+		assert.LessOrEqual(t, d, 2*time.Second, "canceled Wait returned late")
 
 		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		start = time.Now()
 		_, err = rl.Wait(ctx, "e", "batch", Consume{"rpm": 1}, perMinute)
 		var rle *RateLimitExceededError
-		require.False(t, !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &rle) || rle.RetryAfter < 5*time.Second, "Wait past the deadline: %v; want DeadlineExceeded and a *RateLimitExceededError", err)
+		require.ErrorIs(t, err, context.DeadlineExceeded, "Wait past the deadline")
+		require.ErrorAs(t, err, &rle, "Wait past the deadline")
+		require.GreaterOrEqual(t, rle.RetryAfter, 5*time.Second, "Wait past the deadline: RetryAfter")
 		d = time.Since(start)
-		assert.False(t, d > 500*time.Millisecond, "Wait past the deadline returned after %v, want at once", d)
+		assert.LessOrEqual(t, d, 500*time.Millisecond, "Wait past the deadline returned late, want at once")
 
 		calls := 0
 		rl.sleep = func(context.Context, time.Duration) error { calls++; return nil }
 		done, cancel := context.WithCancel(context.Background())
 		cancel()
-		if _, err := rl.Wait(done, "e", "batch", Consume{"rpm": 1}, perMinute); err != context.Canceled { //nolint:errorlint
-			t.Errorf("Wait on a done context: %v", err)
-		}
+		_, err = rl.Wait(done, "e", "batch", Consume{"rpm": 1}, perMinute)
+		assert.Same(t, context.Canceled, err, "Wait on a done context: want ctx.Err() itself")
 		assert.EqualValues(t, 0, calls, "Wait on a done context slept %d times", calls)
 	})
 }
@@ -156,16 +154,17 @@ func TestWaitNeverFits(t *testing.T) {
 	}
 	_, err := rl.Wait(env.ctx, "e", "batch", Consume{"rps": 11}, WithLimits(tenPerSecond))
 	var rle *RateLimitExceededError
-	require.False(t, !errors.As(err, &rle) || rle.Primary.LimitName != "rps", "Wait beyond capacity: %v", err)
-	if _, err := rl.Wait(env.ctx, "", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond)); !errors.Is(err, ErrValidation) {
-		t.Errorf("Wait with an invalid entity: %v", err)
-	}
+	require.ErrorAs(t, err, &rle, "Wait beyond capacity")
+	require.Equal(t, "rps", rle.Primary.LimitName, "Wait beyond capacity: %v", err)
+	_, err = rl.Wait(env.ctx, "", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond))
+	assert.ErrorIs(t, err, ErrValidation, "Wait with an invalid entity")
 	dead := New(newDeadRepo(t, env))
-	if _, err := dead.Wait(env.ctx, "e", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond)); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("Wait on a dead backend: %v", err)
-	}
+	_, err = dead.Wait(env.ctx, "e", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond))
+	assert.ErrorIs(t, err, ErrUnavailable, "Wait on a dead backend")
 	lease, err := dead.Wait(env.ctx, "e", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond), WithOnUnavailable(OnUnavailableAllow))
-	assert.False(t, err != nil || !lease.Noop(), "Wait fail-open: %v %v", lease, err)
+	if assert.NoError(t, err, "Wait fail-open") {
+		assert.True(t, lease.Noop(), "Wait fail-open: %v, want a no-op lease", lease)
+	}
 	assert.True(t, (&RateLimitExceededError{Violations: []LimitStatus{{Requested: 1, Limit: Limit{Capacity: 5}}}}).NeverFits(), "NeverFits: a limit without refill should never fit")
 }
 
@@ -204,14 +203,11 @@ func TestWaitConcurrentNoOverAdmission(t *testing.T) {
 		for range waiters {
 			wg.Go(func() {
 				lease, err := rl.Wait(ctx, "job", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond))
-				if err != nil {
-					t.Errorf("Wait: %v", err)
+				if !assert.NoError(t, err, "Wait") {
 					return
 				}
 				at := time.Now() // consumption was durable before this
-				if err := lease.Commit(ctx); err != nil {
-					t.Errorf("Commit: %v", err)
-				}
+				assert.NoError(t, lease.Commit(ctx), "Commit")
 				mu.Lock()
 				served = append(served, at)
 				mu.Unlock()
@@ -223,12 +219,13 @@ func TestWaitConcurrentNoOverAdmission(t *testing.T) {
 		for k, at := range served {
 			// Refill earned by time at, rounded up: 10 tokens per second.
 			allowed := tenPerSecond.Capacity + (at.Sub(start).Milliseconds()*10+999)/1000
-			assert.False(t, int64(k+1) > allowed, "%d served by %v after the start, only %d tokens existed", k+1, at.Sub(start), allowed)
+			assert.LessOrEqual(t, int64(k+1), allowed, "waiters served by %v after the start, more than the tokens that existed", at.Sub(start))
 		}
 		total := served[waiters-1].Sub(start)
 		t.Logf("%d waiters served in %v (ideal %v)", waiters, total.Round(time.Millisecond), time.Duration(waiters-10)*100*time.Millisecond)
 		b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: "job", Resource: "batch"})
-		require.False(t, err != nil || b == nil, "GetBucket: %v %v", b, err)
+		require.NoError(t, err, "GetBucket")
+		require.NotNil(t, b, "GetBucket")
 		s, _ := b.State("rps")
 		assert.EqualValues(t, waiters*1000, s.TotalConsumedMilli, "bucket tc = %d, want %d", s.TotalConsumedMilli, waiters*1000)
 	})

@@ -298,8 +298,9 @@ func runPrograms(t *testing.T) {
 			if b.annotation != "output of the program above" {
 				continue
 			}
-			if !assert.True(t, i > 0 && blocks[i-1].lang == "go" && startsWithPackage(blocks[i-1].text),
-				"%s: output of the program above, but the block before is no program", b) {
+			const noProgram = "%s: output of the program above, but the block before is no program"
+			if !assert.Positive(t, i, noProgram, b) || !assert.Equal(t, "go", blocks[i-1].lang, noProgram, b) ||
+				!assert.True(t, startsWithPackage(blocks[i-1].text), noProgram, b) {
 				continue
 			}
 			runs++

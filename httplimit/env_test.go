@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
@@ -75,9 +76,7 @@ func (env *testEnv) open(client limiter.DynamoDBClient, create bool) *limiter.Dy
 		o.CreateTable = create
 		o.Now = env.clock.now
 	})
-	if err != nil {
-		env.t.Fatalf("OpenDynamoDB: %v", err)
-	}
+	require.NoError(env.t, err, "OpenDynamoDB")
 	return repo
 }
 
@@ -92,13 +91,10 @@ func (env *testEnv) limiter(opts ...limiter.Option) *limiter.RateLimiter {
 func (env *testEnv) tokens(entity, resource, limit string) int64 {
 	env.t.Helper()
 	b, err := env.repo.GetBucket(env.ctx, store.BucketKey{EntityID: entity, Resource: resource})
-	if err != nil || b == nil {
-		env.t.Fatalf("GetBucket %s %s: %v %v", entity, resource, b, err)
-	}
+	require.NoError(env.t, err, "GetBucket %s %s", entity, resource)
+	require.NotNil(env.t, b, "GetBucket %s %s", entity, resource)
 	s, ok := b.State(limit)
-	if !ok {
-		env.t.Fatalf("bucket %s %s has no limit %s", entity, resource, limit)
-	}
+	require.True(env.t, ok, "bucket %s %s has no limit %s", entity, resource, limit)
 	return s.TokensMilli
 }
 

@@ -48,8 +48,7 @@ func usesTokens(t *testing.T, used int64, calls *int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*calls++
 		lease := LeaseFromContext(r.Context())
-		if lease == nil {
-			t.Error("no lease in the request context")
+		if !assert.NotNil(t, lease, "no lease in the request context") {
 			return
 		}
 		// The estimate from the request, not lease.Consumed(): with cascade
@@ -73,7 +72,8 @@ func TestHTTPMiddlewareAdmitsAndDenies(t *testing.T) {
 
 		for i := range 2 { // 1000 - 700 = 300, then 300 - 700 = -400 (debt)
 			w := serve(h, "key-1", 200)
-			require.False(t, w.Code != http.StatusOK || w.Body.String() != "ok", "request %d: %d %q", i+1, w.Code, w.Body.String())
+			require.Equal(t, http.StatusOK, w.Code, "request %d: status", i+1)
+			require.Equal(t, "ok", w.Body.String(), "request %d: body", i+1)
 		}
 		got := env.tokens("key-1", "chat", "tpm")
 		require.EqualValues(t, -400_000, got, "tpm tokens = %d, want -400000 (both adjustments committed)", got)
@@ -167,16 +167,18 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	// The 400 body carries the reason: the key function's error, or the
 	// invalid identifier.
 	w := serve(h, "", 10)
-	assert.False(t, w.Code != http.StatusBadRequest || w.Body.String() != "Bad Request: missing X-API-Key\n", "no API key: %d %q, want 400 \"Bad Request: missing X-API-Key\"", w.Code, w.Body.String())
+	assert.Equal(t, http.StatusBadRequest, w.Code, "no API key: status")
+	assert.Equal(t, "Bad Request: missing X-API-Key\n", w.Body.String(), "no API key: body")
 	w = serve(h, "bad#key", 10)
-	assert.False(t, w.Code != http.StatusBadRequest || !strings.HasPrefix(w.Body.String(), "Bad Request: ") ||
-		!strings.Contains(w.Body.String(), "entity_id"), "invalid entity ID: %d %q, want 400 naming entity_id", w.Code, w.Body.String())
+	assert.Equal(t, http.StatusBadRequest, w.Code, "invalid entity ID: status")
+	assert.Regexp(t, `(?s)^Bad Request: .*entity_id`, w.Body.String(), "invalid entity ID: body, want a 400 naming entity_id")
 	w = serve(h, "key-1", -500)
 	assert.EqualValues(t, http.StatusBadRequest, w.Code, "negative estimate: %d, want 400", w.Code)
 	got := env.calls()
 	assert.EqualValues(t, "", got, "DynamoDB calls for rejected requests: %s", got)
 	w = serve(h, "key-1", 10)
-	assert.False(t, w.Code != http.StatusInternalServerError || w.Body.String() != "Internal Server Error\n", "no limits configured: %d %q, want 500 with only the status text", w.Code, w.Body.String())
+	assert.Equal(t, http.StatusInternalServerError, w.Code, "no limits configured: status")
+	assert.Equal(t, "Internal Server Error\n", w.Body.String(), "no limits configured: body, want only the status text")
 
 	dead := limiter.New(newDeadRepo(t, env), limiter.WithClock(env.clock.now))
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 100))
@@ -191,7 +193,8 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	})(usesTokens(t, 1, &calls))
 	w = serve(block, "key-1", 10)
 	assert.EqualValues(t, http.StatusServiceUnavailable, w.Code, "DynamoDB down, block: %d, want 503", w.Code)
-	assert.False(t, gotStatus != http.StatusServiceUnavailable || !errors.Is(gotErr, limiter.ErrUnavailable), "ErrorHandler got %d %v, want 503 and an ErrUnavailable", gotStatus, gotErr)
+	assert.Equal(t, http.StatusServiceUnavailable, gotStatus, "ErrorHandler status")
+	assert.ErrorIs(t, gotErr, limiter.ErrUnavailable, "ErrorHandler error")
 	allow := Middleware(dead, llmKey, func(o *Options) {
 		o.AcquireOptions = []limiter.AcquireOption{lim, limiter.WithOnUnavailable(limiter.OnUnavailableAllow)}
 	})(usesTokens(t, 1, &calls))
@@ -220,7 +223,7 @@ func TestHTTPMiddlewareRollback(t *testing.T) {
 		func() {
 			defer func() {
 				r := recover()
-				assert.False(t, r != "upstream exploded", "recovered %v, want the handler's panic", r)
+				assert.Equal(t, "upstream exploded", r, "recovered, want the handler's panic")
 			}()
 			serve(panics, "key-1", 300)
 		}()
@@ -262,7 +265,8 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 		io.WriteString(w, "ok")
 	}))
 	w := serve(h, "key-1", 100)
-	require.False(t, w.Code != http.StatusOK || w.Body.String() != "ok", "response %d %q, want the handler's 200", w.Code, w.Body.String())
+	require.Equal(t, http.StatusOK, w.Code, "status, want the handler's 200")
+	require.Equal(t, "ok", w.Body.String(), "body, want the handler's")
 	require.ErrorIs(t, commitErr, injected, "OnCommitError got %v, want the injected failure", commitErr)
 	got := env.tokens("key-1", "chat", "tpm")
 	require.EqualValues(t, 900_000, got, "tpm tokens = %d, want 900000 (acquire kept, adjustment lost)", got)

@@ -2,7 +2,6 @@ package memorystore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -65,9 +64,7 @@ func TestBoundedHeap(t *testing.T) {
 	for i := range n {
 		lease, err := rl.Acquire(ctx, fmt.Sprintf("user-%d", i), "gpt", store.Consume{"rps": 1, "tps": 100}, lims)
 		require.NoError(t, err, "acquire %d: %v", i, err)
-		if err := lease.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, lease.Commit(ctx), "commit %d", i)
 		clk.advance(time.Millisecond) // 1000 new entities per second; each refills in 100 ms
 		switch {
 		case i == 20_000:
@@ -80,10 +77,10 @@ func TestBoundedHeap(t *testing.T) {
 	t.Logf("buckets held %d of %d created; heap at 20k %d KiB, peak after %d KiB", live, n, base/1024, peak/1024)
 	// About 7,000 buckets are unexpired at any time (7 s of traffic); the
 	// sampling sweep keeps the expired ones within a small factor of that.
-	require.False(t, live > 20_000, "%d buckets held, want a bounded number", live)
-	require.False(t, peak > base+4<<20, "heap grew from %d to %d bytes", base, peak)
+	require.LessOrEqual(t, live, 20_000, "buckets held, want a bounded number")
+	require.LessOrEqual(t, peak, base+4<<20, "heap grew from %d bytes", base)
 	got := m.Sweep(clk.now().UnixMilli())
-	require.False(t, got > 7_001, "after a full sweep %d buckets, want only the last 7 s of traffic", got)
+	require.LessOrEqual(t, got, 7_001, "buckets after a full sweep, want only the last 7 s of traffic")
 }
 
 // TestEvictionKeepsSemantics: a bucket is dropped only after its TTL (7 ×
@@ -99,9 +96,8 @@ func TestEvictionKeepsSemantics(t *testing.T) {
 		_, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims)
 		require.NoError(t, err)
 	}
-	if _, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims); !errors.Is(err, limiter.ErrRateLimited) {
-		t.Fatalf("third acquire: %v", err)
-	}
+	_, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims)
+	require.ErrorIs(t, err, limiter.ErrRateLimited, "third acquire")
 	// Refilled, but not expired: kept by a sweep.
 	clk.advance(time.Minute)
 	got := m.Sweep(clk.now().UnixMilli())
@@ -110,7 +106,8 @@ func TestEvictionKeepsSemantics(t *testing.T) {
 	got = m.Sweep(clk.now().UnixMilli())
 	require.EqualValues(t, 0, got, "expired bucket kept: %d", got)
 	avail, err := rl.Available(ctx, "a", "gpt", lims)
-	require.False(t, err != nil || avail["rpm"] != 2, "available after eviction %v %v", avail, err)
+	require.NoError(t, err, "available after eviction")
+	require.EqualValues(t, 2, avail["rpm"], "available after eviction = %v", avail)
 }
 
 // TestTransactionAtomic: a two-item write whose second condition fails
@@ -121,23 +118,20 @@ func TestTransactionAtomic(t *testing.T) {
 	now := newClock().now().UnixMilli()
 	st := store.BucketState{LimitName: "rpm", TokensMilli: 5000, LastRefillMs: now, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
 	a := store.BucketWrite{Kind: store.WriteCreate, Key: store.BucketKey{EntityID: "a", Resource: "r"}, NowMs: now, States: []store.BucketState{st}}
-	if err := m.WriteBuckets(ctx, []store.BucketWrite{a}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, m.WriteBuckets(ctx, []store.BucketWrite{a}))
 	adj := store.BucketWrite{Kind: store.WriteAdjust, Key: a.Key, Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000}}}
 	missing := store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "b", Resource: "r"}, Limits: adj.Limits}
 	err := m.WriteBuckets(ctx, []store.BucketWrite{adj, missing})
 	require.ErrorIs(t, err, store.ErrConditionFailed, "write to a missing item: %v", err)
 	b, _ := m.GetBucket(ctx, a.Key)
-	require.False(t, b.States[0].TokensMilli != 5000 || b.States[0].TotalConsumedMilli != 0, "first item changed: %+v", b.States[0])
-	if err := m.WriteBuckets(ctx, []store.BucketWrite{adj, adj}); !errors.Is(err, store.ErrValidation) {
-		t.Fatalf("two writes to one item: %v", err)
-	}
+	require.EqualValues(t, 5000, b.States[0].TokensMilli, "first item changed: %+v", b.States[0])
+	require.Zero(t, b.States[0].TotalConsumedMilli, "first item changed: %+v", b.States[0])
+	err = m.WriteBuckets(ctx, []store.BucketWrite{adj, adj})
+	require.ErrorIs(t, err, store.ErrValidation, "two writes to one item")
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := m.WriteBuckets(ctxDone, []store.BucketWrite{adj}); !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled: %v", err)
-	}
+	err = m.WriteBuckets(ctxDone, []store.BucketWrite{adj})
+	require.ErrorIs(t, err, context.Canceled, "cancelled")
 }
 
 // BenchmarkAcquire measures Acquire alone, and Acquire + Commit, on the
@@ -175,5 +169,5 @@ func TestAcquireAllocs(t *testing.T) {
 		_, err := rl.Acquire(ctx, "bench", "gpt-4", c)
 		require.NoError(t, err)
 	})
-	require.False(t, allocs > 5, "%.1f allocations per Acquire, want ≤ 5", allocs)
+	require.LessOrEqual(t, allocs, 5.0, "allocations per Acquire")
 }

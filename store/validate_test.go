@@ -3,6 +3,8 @@ package store
 import (
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestCharClassMatchesPattern checks the hand-written matchers against the
@@ -14,9 +16,7 @@ func TestCharClassMatchesPattern(t *testing.T) {
 	rules := []nameRule{identifierRule, limitNameRule, resourceRule}
 	check := func(s string) {
 		for _, r := range rules {
-			if got, want := r.chars.match(s), r.pattern.MatchString(s); got != want {
-				t.Fatalf("%q: match %v, regexp %v (%v)", s, got, want, r.pattern)
-			}
+			require.Equal(t, r.pattern.MatchString(s), r.chars.match(s), "%q: the matcher disagrees with the regexp %v", s, r.pattern)
 		}
 	}
 	var gen func(prefix string, n int)

@@ -103,7 +103,8 @@ func TestRunMatchesTable(t *testing.T) {
 			require.NoError(t, err)
 			r := rec.Result()
 			require.Zero(t, r.Failed, "failed acquires: %v", r.Errors)
-			require.True(t, r.Admitted > 0 && r.Denied > 0, "admitted %d, denied %d: the scenario must both admit and deny", r.Admitted, r.Denied)
+			require.Positive(t, r.Admitted, "admitted: the scenario must both admit and deny")
+			require.Positive(t, r.Denied, "denied: the scenario must both admit and deny")
 			assert.GreaterOrEqual(t, ticks, 3, "progress ticks in a 2 s run at 500 ms")
 			assert.Equal(t, int64(r.Admitted), r.Consumed["rpm"], "consumed rpm against admitted")
 			assert.Equal(t, r.Admitted+r.Denied, r.Acquire.Count(), "acquires in the histogram")
@@ -128,7 +129,9 @@ func TestRunMatchesTable(t *testing.T) {
 				}
 			}
 			c := r.Capacity(true)
-			assert.True(t, c.Calls > 0 && c.Known() && c.WCU > 0, "capacity %+v", c)
+			assert.Positive(t, c.Calls, "capacity %+v", c)
+			assert.True(t, c.Known(), "capacity %+v, want known", c)
+			assert.Positive(t, c.WCU, "capacity %+v", c)
 			assert.Contains(t, r.Ops, "UpdateItem")
 
 			var text bytes.Buffer

@@ -310,7 +310,7 @@ func TestShape(t *testing.T) {
 	<-hanging // the request reached the server, which answers nothing
 	select {
 	case err := <-done:
-		t.Fatalf("answered while hanging: %v", err)
+		require.FailNow(t, "answered while hanging", "%v", err)
 	default:
 	}
 	cancel()

@@ -3,6 +3,8 @@ package bucketmath
 import (
 	"math"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestDivModFloor(t *testing.T) {
@@ -30,9 +32,8 @@ func TestDivModFloor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			q, r := DivModFloor(tc.a, tc.d)
-			if q != tc.wantQ || r != tc.wantR {
-				t.Errorf("DivModFloor(%+v, %d) = (%+v, %d), want (%+v, %d)", tc.a, tc.d, q, r, tc.wantQ, tc.wantR)
-			}
+			assert.Equal(t, tc.wantQ, q, "DivModFloor(%+v, %d) quotient", tc.a, tc.d)
+			assert.Equal(t, tc.wantR, r, "DivModFloor(%+v, %d) remainder", tc.a, tc.d)
 		})
 	}
 }
@@ -60,9 +61,8 @@ func TestMulInt128(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, ok := MulInt128(tc.a, tc.b)
-			if got != tc.want || ok != tc.wantOK {
-				t.Errorf("MulInt128(%+v, %d) = (%+v, %t), want (%+v, %t)", tc.a, tc.b, got, ok, tc.want, tc.wantOK)
-			}
+			assert.Equal(t, tc.want, got, "MulInt128(%+v, %d)", tc.a, tc.b)
+			assert.Equal(t, tc.wantOK, ok, "MulInt128(%+v, %d) ok", tc.a, tc.b)
 		})
 	}
 }

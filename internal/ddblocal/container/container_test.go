@@ -70,7 +70,7 @@ func needDocker(t *testing.T) *testcontainers.DockerProvider {
 	p, err := dockerProvider(t.Context(), 5*time.Second)
 	if err != nil {
 		if onlyContainer() {
-			t.Fatalf("%s=testcontainers, but no Docker daemon answers: %v", ddblocal.EnvSource, err)
+			require.NoError(t, err, "%s=testcontainers, but no Docker daemon answers", ddblocal.EnvSource)
 		}
 		skiplog.Skip(t, "docker", fmt.Sprintf("no Docker daemon answers (`make test-docker` starts none; .ci/run does as root): %v", err))
 	}
