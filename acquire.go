@@ -42,19 +42,27 @@ func (rl *RateLimiter) Acquire(ctx context.Context, entityID, resource string, c
 	return lease, err
 }
 
-// acquireChecked is Acquire without metrics.
-func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
+// checkKeyCall checks what a call about one (entity, resource) is given,
+// in order: a context, its options (resolved), the entity id and the
+// resource name.
+func checkKeyCall(ctx context.Context, entityID, resource string, opts []AcquireOption) (acquireOptions, error) {
 	if ctx == nil {
-		return nil, errNilContext
+		return acquireOptions{}, errNilContext
 	}
 	o, err := resolveAcquireOptions(opts)
 	if err != nil {
-		return nil, err
+		return o, err
 	}
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
-		return nil, err
+		return o, err
 	}
-	if err := store.ValidateResource(resource); err != nil {
+	return o, store.ValidateResource(resource)
+}
+
+// acquireChecked is Acquire without metrics.
+func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption) (*Lease, error) {
+	o, err := checkKeyCall(ctx, entityID, resource, opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := validateAmounts(consume, false); err != nil {

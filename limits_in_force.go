@@ -5,8 +5,6 @@ package limiter
 
 import (
 	"context"
-
-	"github.com/zaelimiter/limiter/store"
 )
 
 // LimitInForce is one limit that an acquire of an (entity, resource) is
@@ -43,17 +41,8 @@ type LimitInForce struct {
 // [WithLimits] returns no limits, as Acquire then checks none. After
 // [RateLimiter.Close] it returns [ErrClosed].
 func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource string, opts ...AcquireOption) ([]LimitInForce, error) {
-	if ctx == nil {
-		return nil, errNilContext
-	}
-	o, err := resolveAcquireOptions(opts)
+	o, err := checkKeyCall(ctx, entityID, resource, opts)
 	if err != nil {
-		return nil, err
-	}
-	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
-		return nil, err
-	}
-	if err := store.ValidateResource(resource); err != nil {
 		return nil, err
 	}
 	if err := rl.enter(); err != nil {
