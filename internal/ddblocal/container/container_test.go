@@ -197,7 +197,6 @@ func TestFallbackNoDocker(t *testing.T) {
 			useHelper(t, map[string]string{"DOCKER_HOST": host(), ddblocal.EnvSource: "testcontainers"})
 			srv, elapsed, err := startHarness(t)
 			require.Error(t, err, "got a server: %v", srv)
-			t.Logf("after %v: %v", elapsed, err)
 			assert.ErrorIs(t, err, ddblocal.ErrUnavailable)
 			assert.Contains(t, err.Error(), "testcontainers: "+ddblocal.ReasonNoDocker+": ")
 			assert.Contains(t, err.Error(), "no fallback to the jar")
