@@ -30,8 +30,10 @@ var (
 // repository), the README's commands run in it as written, then the
 // quickstart saved as main.go and run with `go run .`; its output must be
 // the README's. Both ways are followed: require and replace, and a
-// workspace. Modules come from the module cache only (GOPROXY=off): the
-// module's own tests have filled it.
+// workspace. Modules come from the module cache and, for those it lacks
+// (go mod tidy reads the go.mod of every module in the graph, which the
+// module's own build never needed), from the module proxy `go env GOPROXY`
+// names, as for a new user.
 func TestInstallFromCheckout(t *testing.T) {
 	goTool := needTool(t, "go")
 	readme := readRoot(t, "README.md")
@@ -73,7 +75,7 @@ func TestInstallFromCheckout(t *testing.T) {
 			require.NoError(t, os.Mkdir(app, 0o755))
 			require.NoError(t, os.WriteFile(filepath.Join(app, "go.mod"), []byte("module example.com/app\n\ngo 1.26.0\n"), 0o644))
 			require.NoError(t, os.WriteFile(filepath.Join(app, "main.go"), []byte(quickstart), 0o644))
-			env := append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOFLAGS=", "GOWORK=")
+			env := append(os.Environ(), "GOFLAGS=", "GOWORK=")
 			run := func(args ...string) string {
 				t.Helper()
 				cmd := exec.Command(goTool, args[1:]...)
