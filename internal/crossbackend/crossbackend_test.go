@@ -2,7 +2,11 @@ package crossbackend_test
 
 import (
 	"context"
+	"errors"
+	"math"
 	"os"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -79,3 +83,63 @@ func TestCascadeContentionNoFalseDenials(t *testing.T) {
 }
 
 func TestCPUBurnerProcess(t *testing.T) { crossbackend.CPUBurnerProcess(t) }
+
+// TestIdleBurstRealClock: on the real clock, a 100/s bucket from which 30
+// were taken, idle 1.2 s (full again: 70 + 120 refilled, capped at 100),
+// then 16 goroutines acquiring 1 at a time, each until its first refusal.
+// An exact bucket, full when the burst starts, admits at most its capacity
+// plus what it refills while the burst lasts: 100 + 100 × (the burst's
+// length in seconds), and the limiter must not admit more, on each
+// backend; nor fewer than the 100 it held. (A fast path that subtracts
+// from the stored balance without refilling first credited the tokens
+// taken back once the refill was capped: 174 admitted in 50 ms, where the
+// bound is 106.)
+func TestIdleBurstRealClock(t *testing.T) {
+	for _, b := range []struct {
+		name string
+		open func(t *testing.T) limiter.Repository
+	}{
+		{"dynamodb", openDynamoDB},
+		{"memory", func(*testing.T) limiter.Repository { return memorystore.New() }},
+		{"redis", openRedis},
+	} {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			rl := limiter.New(b.open(t))
+			defer rl.Close()
+			lim := limiter.WithLimits(limiter.PerSecond("rps", 100))
+			lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 30}, lim)
+			require.NoError(t, err)
+			require.NoError(t, lease.Commit(ctx))
+			time.Sleep(1200 * time.Millisecond)
+
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			stop := start.Add(5 * time.Second) // a bound for a run that never refuses
+			for range 16 {
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 1}, lim)
+						if errors.Is(err, limiter.ErrRateLimited) {
+							return
+						}
+						if !assert.NoError(t, err) {
+							return
+						}
+						admitted.Add(1)
+						assert.NoError(t, lease.Commit(ctx))
+					}
+				})
+			}
+			wg.Wait()
+			span := time.Since(start)
+			// The refill over the burst, rounded up, and one token for the
+			// clock readings that straddle a millisecond.
+			bound := 100 + int64(math.Ceil(100*span.Seconds())) + 1
+			t.Logf("%s: %d admitted in %v (exact bucket: at most %d)", b.name, admitted.Load(), span.Round(time.Millisecond), bound)
+			assert.LessOrEqual(t, admitted.Load(), bound, "admitted in a burst of %v after an idle period", span)
+			assert.GreaterOrEqual(t, admitted.Load(), int64(100), "the bucket refilled to 100 while idle: the burst admits them")
+		})
+	}
+}
