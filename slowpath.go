@@ -289,6 +289,11 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		} else {
 			w.Kind = store.WriteNormal
 			w.ExpectedRefillMs = g.bucket.RefillMs
+			// The refill time never moves back: a clock behind the one
+			// that last refilled the item refilled nothing (the balances
+			// were computed with no time elapsed), and setting the earlier
+			// time would let the next refill credit that interval again.
+			w.NowMs = max(now, g.bucket.RefillMs)
 			for _, e := range entries {
 				lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 				if e.missingLimit {

@@ -412,4 +412,37 @@ var scenarios = []scenario{
 		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.Now().Unix(), got)
 		require.False(t, got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420, "after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
 	}},
+	// ClockBehindNeverRefillsTwice: two limiters share the store, one's
+	// clock a minute behind the other's. A 10/min bucket: the late clock
+	// takes 10 (0 left), the early one takes 5 (refilled to 10 a minute
+	// on: 5 left), the late one takes 1: its clock is before the item's
+	// refill time, so it refilled nothing and leaves that time where it
+	// is (4 left). Moving it back would let the next refill credit the
+	// same minute again (10 available, 26 admitted where capacity plus a
+	// minute's refill is 20).
+	{"ClockBehindNeverRefillsTwice", func(t *testing.T, b *backend) {
+		ctx := context.Background()
+		lims := limiter.WithLimits(limiter.PerMinute("tpm", 10))
+		behind := b.rl()
+		defer behind.Close()
+		early := &Clock{t: b.clock.Now().Add(time.Minute)}
+		ahead := limiter.New(b.repo, limiter.WithSpeculativeWrites(b.spec), limiter.WithClock(early.Now))
+		defer ahead.Close()
+		take := func(rl *limiter.RateLimiter, n int64) {
+			t.Helper()
+			lease, err := rl.Acquire(ctx, "skew", "gpt", store.Consume{"tpm": n}, lims)
+			require.NoError(t, err)
+			require.NoError(t, lease.Commit(ctx))
+		}
+		take(behind, 10)
+		take(ahead, 5)
+		take(behind, 1)
+		b.note("after 10 (late clock), 5 (a minute ahead), 1 (late): %s", b.bucket("skew", "gpt"))
+		avail, err := ahead.Available(ctx, "skew", "gpt", lims)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int64{"tpm": 4}, avail)
+		_, err = ahead.Acquire(ctx, "skew", "gpt", store.Consume{"tpm": 5}, lims)
+		b.noteErr("5 more", err)
+		require.ErrorIs(t, err, limiter.ErrRateLimited)
+	}},
 }
