@@ -282,6 +282,13 @@ func (ls *Lease) check() error {
 // Consume takes more tokens within the lease, checked against the local view
 // of the buckets: a *[RateLimitExceededError] when a positive amount does not
 // fit (and nothing changes). The amounts are written by Commit.
+//
+// The check reserves nothing: it sees the buckets as this lease's acquire
+// left them, not what other leases and processes took since, so amounts it
+// lets through are charged at Commit as an [Lease.Adjust] up is, and may
+// leave a bucket in debt (two leases of a 10-token bucket that each hold 1
+// and each Consume 8 leave it at −8). To be admitted only while the
+// tokens are there, acquire them: [RateLimiter.Acquire].
 func (ls *Lease) Consume(c Consume) error {
 	if err := ls.check(); err != nil || ls.noop {
 		return err
