@@ -285,7 +285,7 @@ func (ls *Lease) check() error {
 //
 // The check reserves nothing: it sees the buckets as this lease's acquire
 // left them, not what other leases and processes took since, so amounts it
-// lets through are charged at Commit as an [Lease.Adjust] up is, and may
+// lets through are charged at Commit as a positive [Lease.Adjust] is, and may
 // leave a bucket in debt (two leases of a 10-token bucket that each hold 1
 // and each Consume 8 leave it at −8). To be admitted only while the
 // tokens are there, acquire them: [RateLimiter.Acquire].
