@@ -75,7 +75,8 @@ func TestRetryAfterHeader(t *testing.T) {
 func TestUnavailableError(t *testing.T) {
 	cause := errors.New("connection refused")
 	err := error(&UnavailableError{Cause: cause, Table: "zae-limiter", EntityID: "k1", Resource: "gpt-4"})
-	require.False(t, !errors.Is(err, ErrUnavailable) || !errors.Is(err, cause), "errors.Is failed for category or cause")
+	require.ErrorIs(t, err, ErrUnavailable, "errors.Is failed for category or cause")
+	require.ErrorIs(t, err, cause, "errors.Is failed for category or cause")
 	require.False(t, errors.Is(err, ErrRateLimited), "unavailable matches ErrRateLimited")
 	got, want := err.Error(), "limiter: backend unavailable: connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)

@@ -1,7 +1,6 @@
 package infra
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -139,7 +138,8 @@ func TestParametersRejects(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := tc.opts.Parameters(tc.stack)
-			assert.False(t, !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalidOptions), "Parameters(%q) = %v, want %v and ErrInvalidOptions", tc.stack, err, tc.want)
+			assert.ErrorIs(t, err, tc.want, "Parameters(%q) = %v, want %v and ErrInvalidOptions", tc.stack, err, tc.want)
+			assert.ErrorIs(t, err, ErrInvalidOptions, "Parameters(%q) = %v, want %v and ErrInvalidOptions", tc.stack, err, tc.want)
 		})
 	}
 }

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -47,7 +46,8 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		// Balances at capacity; totals kept.
 		wantBalances(t, repo, k, "rpm=10000/1000 tpm=1000000/0")
 		b, _ := repo.GetBucket(ctx, k)
-		require.False(t, b.RefillMs != nowMs+5000 || b.TTL != nowMs/1000+600, "after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
+		require.Equal(t, nowMs+5000, b.RefillMs, "after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
+		require.Equal(t, nowMs/1000+600, b.TTL, "after reset: refill %d ttl %d; want refill %d, the TTL kept (%d)", b.RefillMs, b.TTL, nowMs+5000, nowMs/1000+600)
 		// A read-then-write computed before the reset loses its lock.
 		stale := store.BucketWrite{Kind: store.WriteNormal, Key: k, NowMs: nowMs + 6000, ExpectedRefillMs: nowMs,
 			Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 1000, RefillMilli: 1000}}}
@@ -77,8 +77,12 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		// One request short: nothing applies, each item comes back as it was.
 		res, err := bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 2, "tpm": 100}, rpm)})
-		require.False(t, err != nil || len(res) != 2, "refused batch: %+v, %v", res, err)
-		require.False(t, res[0].Applied || res[1].Applied || res[0].Reason != store.RefusedNone || res[1].Reason != store.RefusedLimitExhausted, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		require.NoError(t, err, "refused batch: %+v, %v", res, err)
+		require.Len(t, res, 2, "refused batch: %+v, %v", res, err)
+		require.False(t, res[0].Applied, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		require.False(t, res[1].Applied, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		require.Equal(t, store.RefusedNone, res[0].Reason, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
+		require.Equal(t, store.RefusedLimitExhausted, res[1].Reason, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
 		s, _ := res[0].Bucket.State("rpm")
 		require.EqualValues(t, 5000, s.TokensMilli, "refused batch returns the items as they were: %+v", s)
 		wantBalances(t, repo, a, "rpm=5000/0")
@@ -86,14 +90,20 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		// A missing item refuses the whole batch too.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 1}, rpm), req(store.BucketKey{EntityID: "x", Resource: "gpt"}, store.Consume{"rpm": 1})})
-		require.False(t, err != nil || res[0].Applied || res[1].Reason != store.RefusedBucketMissing || res[1].Bucket != nil, "batch with a missing item: %+v, %v", res, err)
+		require.NoError(t, err, "batch with a missing item: %+v, %v", res, err)
+		require.False(t, res[0].Applied, "batch with a missing item: %+v, %v", res, err)
+		require.Equal(t, store.RefusedBucketMissing, res[1].Reason, "batch with a missing item: %+v, %v", res, err)
+		require.Nil(t, res[1].Bucket, "batch with a missing item: %+v, %v", res, err)
 		wantBalances(t, repo, a, "rpm=5000/0")
 		// Everything fits: all apply, each result holds its item after.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
 			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 1, "tpm": 100}, rpm)})
-		require.False(t, err != nil || !res[0].Applied || !res[1].Applied, "fitting batch: %+v, %v", res, err)
+		require.NoError(t, err, "fitting batch: %+v, %v", res, err)
+		require.True(t, res[0].Applied, "fitting batch: %+v, %v", res, err)
+		require.True(t, res[1].Applied, "fitting batch: %+v, %v", res, err)
 		s, _ = res[1].Bucket.State("tpm")
-		require.False(t, s.TokensMilli != 800_000 || s.TotalConsumedMilli != 100_000, "applied batch returns the items after: %+v", s)
+		require.EqualValues(t, 800_000, s.TokensMilli, "applied batch returns the items after: %+v", s)
+		require.EqualValues(t, 100_000, s.TotalConsumedMilli, "applied batch returns the items after: %+v", s)
 		wantBalances(t, repo, a, "rpm=3000/2000")
 		wantBalances(t, repo, p, "rpm=0/1000 tpm=800000/100000")
 	})
@@ -143,7 +153,8 @@ func resetScenario(t *testing.T, b *backend) {
 		actions = append(actions, fmt.Sprintf("%s:%s:%s:%v", ev.Action, ev.Resource, ev.Principal, ev.Details["buckets_reset"]))
 	}
 	b.noteCap(capAuditLog, "audit %v", actions)
-	require.False(t, len(events) != 2 || events[0].Action != store.AuditBucketReset, "audit events %v, want two bucket_reset", actions)
+	require.Len(t, events, 2, "audit events %v, want two bucket_reset", actions)
+	require.Equal(t, store.AuditBucketReset, events[0].Action, "audit events %v, want two bucket_reset", actions)
 }
 
 // statusLine renders per-request statuses for the transcript.
@@ -201,7 +212,10 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	b.noteErr("refused batch", err)
 	b.note("statuses %s", statusLine(statuses))
 	var rle *limiter.RateLimitExceededError
-	require.False(t, !errors.As(err, &rle) || len(statuses) != 2 || !statuses[1][0].Exceeded || statuses[0][0].Exceeded, "refused batch: %v, statuses %s", err, statusLine(statuses))
+	require.ErrorAs(t, err, &rle, "refused batch: %v, statuses %s", err, statusLine(statuses))
+	require.Len(t, statuses, 2, "refused batch: %v, statuses %s", err, statusLine(statuses))
+	require.True(t, statuses[1][0].Exceeded, "refused batch: %v, statuses %s", err, statusLine(statuses))
+	require.False(t, statuses[0][0].Exceeded, "refused batch: %v, statuses %s", err, statusLine(statuses))
 	b.note("%s", buckets())
 	// After a refill the same batch is admitted; a rollback gives every
 	// bucket back what it took.

@@ -78,7 +78,11 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatalf("CreateEntity of an existing id: %v, want ErrEntityExists", err)
 		}
 		got, err := repo.GetEntity(ctx, "key")
-		require.False(t, err != nil || got.ID != "key" || got.ParentID != "proj" || !got.Cascade || !got.CreatedAt.Equal(created), "GetEntity = %+v, %v", got, err)
+		require.NoError(t, err, "GetEntity = %+v, %v", got, err)
+		require.Equal(t, "key", got.ID, "GetEntity = %+v, %v", got, err)
+		require.Equal(t, "proj", got.ParentID, "GetEntity = %+v, %v", got, err)
+		require.True(t, got.Cascade, "GetEntity = %+v, %v", got, err)
+		require.WithinDuration(t, created, got.CreatedAt, 0, "GetEntity = %+v, %v", got, err)
 		if got, _ := repo.GetEntity(ctx, "proj"); got.Name != "Project" || got.Metadata["tier"] != "gold" {
 			t.Fatalf("GetEntity(proj) = %+v", got)
 		}
@@ -86,7 +90,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatalf("GetEntity of a missing id: %v, want ErrEntityNotFound", err)
 		}
 		kids, err := repo.Children(ctx, "proj")
-		require.False(t, err != nil || len(kids) != 1 || kids[0].ID != "key", "Children = %+v, %v", kids, err)
+		require.NoError(t, err, "Children = %+v, %v", kids, err)
+		require.Len(t, kids, 1, "Children = %+v, %v", kids, err)
+		require.Equal(t, "key", kids[0].ID, "Children = %+v, %v", kids, err)
 		if kids, err := repo.Children(ctx, "key"); err != nil || len(kids) != 0 {
 			t.Fatalf("Children of a leaf = %+v, %v", kids, err)
 		}
@@ -97,7 +103,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		k := store.BucketKey{EntityID: "key", Resource: "gpt"}
 		create(t, repo, k, state("rpm", 10, 9))
 		n, err := repo.DeleteEntity(ctx, "key")
-		require.False(t, err != nil || n < 3, "DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
+		require.NoError(t, err, "DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
+		require.GreaterOrEqual(t, n, 3, "DeleteEntity = %d, %v; want at least 3 records (entity, config, bucket)", n, err)
 		if _, err := repo.GetEntity(ctx, "key"); !errors.Is(err, store.ErrEntityNotFound) {
 			t.Fatalf("deleted entity: %v", err)
 		}
@@ -115,7 +122,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		ek, dk, rk, sk := store.EntityConfig("e", "gpt"), store.EntityConfig("e", store.DefaultResource),
 			store.ResourceConfig("gpt"), store.SystemConfig()
 		got, err := repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
-		require.False(t, err != nil || len(got) != 0, "LoadConfigs on an empty repository = %v, %v", got, err)
+		require.NoError(t, err, "LoadConfigs on an empty repository = %v, %v", got, err)
+		require.Empty(t, got, "LoadConfigs on an empty repository = %v, %v", got, err)
 		two := []store.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
 		puts := map[store.ConfigKey]store.Config{
 			ek: {Limits: two},
@@ -127,15 +135,19 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			require.NoError(t, err, "PutConfig %+v: %v", k, err)
 		}
 		got, err = repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
-		require.False(t, err != nil || len(got) != 3, "LoadConfigs = %v, %v; want the 3 stored", got, err)
+		require.NoError(t, err, "LoadConfigs = %v, %v; want the 3 stored", got, err)
+		require.Len(t, got, 3, "LoadConfigs = %v, %v; want the 3 stored", got, err)
 		for k, c := range puts {
-			require.False(t, !slices.Equal(got[k].Limits, c.Limits) || got[k].OnUnavailable != c.OnUnavailable, "LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
+			require.Equal(t, c.Limits, got[k].Limits, "LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
+			require.Equal(t, c.OnUnavailable, got[k].OnUnavailable, "LoadConfigs[%+v] = %+v, want %+v", k, got[k], c)
 		}
 		if _, ok := got[dk]; ok {
 			t.Fatalf("LoadConfigs returned a config never stored: %+v", got[dk])
 		}
 		c, ok, err := repo.GetConfig(ctx, ek)
-		require.False(t, err != nil || !ok || !slices.Equal(c.Limits, two), "GetConfig = %+v, %v, %v", c, ok, err)
+		require.NoError(t, err, "GetConfig = %+v, %v, %v", c, ok, err)
+		require.True(t, ok, "GetConfig = %+v, %v, %v", c, ok, err)
+		require.Equal(t, two, c.Limits, "GetConfig = %+v, %v, %v", c, ok, err)
 		if _, ok, err := repo.GetConfig(ctx, dk); ok || err != nil {
 			t.Fatalf("GetConfig of a missing config: ok=%v err=%v", ok, err)
 		}
@@ -148,7 +160,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		for _, k := range []store.ConfigKey{ek, rk, sk} {
 			existed, err := repo.DeleteConfig(ctx, k)
-			require.False(t, err != nil || !existed, "DeleteConfig %+v = %v, %v", k, existed, err)
+			require.NoError(t, err, "DeleteConfig %+v = %v, %v", k, existed, err)
+			require.True(t, existed, "DeleteConfig %+v = %v, %v", k, existed, err)
 			_, ok, _ := repo.GetConfig(ctx, k)
 			require.False(t, ok, "config %+v still there", k)
 		}
@@ -165,8 +178,15 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		create(t, repo, k, state("tpm", 1000, 600), state("rpm", 10, 9))
 		b, err := repo.GetBucket(ctx, k)
-		require.False(t, err != nil || b == nil || b.ShardCount != 1 || b.RefillMs != nowMs || b.TTL != 0, "GetBucket = %+v, %v", b, err)
-		require.False(t, b.States[0].LimitName != "rpm" || b.States[1].LimitName != "tpm" || b.States[0].LastRefillMs != nowMs || b.States[0].EntityID != "e", "states not sorted by name with the item's key and refill time: %+v", b.States)
+		require.NoError(t, err, "GetBucket = %+v, %v", b, err)
+		require.NotNil(t, b, "GetBucket = %+v, %v", b, err)
+		require.Equal(t, 1, b.ShardCount, "GetBucket = %+v, %v", b, err)
+		require.Equal(t, nowMs, b.RefillMs, "GetBucket = %+v, %v", b, err)
+		require.Zero(t, b.TTL, "GetBucket = %+v, %v", b, err)
+		require.Equal(t, "rpm", b.States[0].LimitName, "states not sorted by name with the item's key and refill time: %+v", b.States)
+		require.Equal(t, "tpm", b.States[1].LimitName, "states not sorted by name with the item's key and refill time: %+v", b.States)
+		require.Equal(t, nowMs, b.States[0].LastRefillMs, "states not sorted by name with the item's key and refill time: %+v", b.States)
+		require.Equal(t, "e", b.States[0].EntityID, "states not sorted by name with the item's key and refill time: %+v", b.States)
 		wantBalances(t, repo, k, "rpm=9000/0 tpm=600000/0")
 		again := store.BucketWrite{Kind: store.WriteCreate, Key: k, NowMs: nowMs, ShardCount: 1, States: []store.BucketState{state("rpm", 10, 10)}}
 		if err := repo.WriteBuckets(ctx, []store.BucketWrite{again}); !errors.Is(err, store.ErrConditionFailed) {
@@ -243,7 +263,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 				Limits: []store.LimitWrite{{Name: "rpm", ConsumedMilli: 2000}}}
 		}
 		err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs)})
-		require.False(t, !errors.Is(err, store.ErrConditionFailed) && !errors.Is(err, store.ErrTransactionConflict), "two-item write whose second condition fails: %v, want ErrConditionFailed", err)
+		if !errors.Is(err, store.ErrTransactionConflict) {
+			require.ErrorIs(t, err, store.ErrConditionFailed, "two-item write whose second condition fails: %v, want ErrConditionFailed", err)
+		}
 		wantBalances(t, repo, a, "rpm=9000/0")
 		wantBalances(t, repo, p, "rpm=1000/0")
 		if err := repo.WriteBuckets(ctx, []store.BucketWrite{take(a, nowMs), take(p, nowMs+1)}); err == nil {
@@ -259,7 +281,11 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		wantBalances(t, repo, a, "rpm=7000/2000")
 		wantBalances(t, repo, p, "rpm=0/1000")
 		metas, buckets, err := repo.LoadBuckets(ctx, []string{"child", "nobody"}, []store.BucketKey{a, p, {EntityID: "x", Resource: "gpt"}})
-		require.False(t, err != nil || len(metas) != 0 || len(buckets) != 2 || buckets[a] == nil || buckets[p].States[0].TokensMilli != 0, "LoadBuckets = %v, %v, %v", metas, buckets, err)
+		require.NoError(t, err, "LoadBuckets = %v, %v, %v", metas, buckets, err)
+		require.Empty(t, metas, "LoadBuckets = %v, %v, %v", metas, buckets, err)
+		require.Len(t, buckets, 2, "LoadBuckets = %v, %v, %v", metas, buckets, err)
+		require.NotNil(t, buckets[a], "LoadBuckets = %v, %v, %v", metas, buckets, err)
+		require.Zero(t, buckets[p].States[0].TokensMilli, "LoadBuckets = %v, %v, %v", metas, buckets, err)
 	})
 
 	t.Run("SyncAndTTL", func(t *testing.T) {
@@ -272,19 +298,27 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		require.NoError(t, err)
 		b, _ := repo.GetBucket(ctx, k)
 		want := nowMs/1000 + 420
-		require.False(t, b.TTL != want || !b.Cascade || b.ParentID != "p", "created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
-		require.False(t, !b.Expired(nowMs+421_000) || b.Expired(nowMs+419_000), "Expired disagrees with the TTL")
+		require.Equal(t, want, b.TTL, "created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
+		require.True(t, b.Cascade, "created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
+		require.Equal(t, "p", b.ParentID, "created item: ttl %d cascade %v parent %q; want ttl %d, cascade to p", b.TTL, b.Cascade, b.ParentID, want)
+		require.True(t, b.Expired(nowMs+421_000), "Expired disagrees with the TTL")
+		require.False(t, b.Expired(nowMs+419_000), "Expired disagrees with the TTL")
 		rpm, rpd := state("rpm", 20, 20), state("rpd", 100, 100)
 		sync := store.BucketWrite{Kind: store.WriteSync, Key: k, NowMs: nowMs + 1000, TTL: store.TTLRemove,
 			Limits: []store.LimitWrite{{Name: "rpm", Initial: &rpm}, {Name: "rpd", Initial: &rpd}}, Remove: []string{"tpm"}}
 		err = repo.WriteBuckets(ctx, []store.BucketWrite{sync})
 		require.NoError(t, err, "sync: %v", err)
 		b, _ = repo.GetBucket(ctx, k)
-		require.False(t, b.TTL != 0 || len(b.States) != 2, "after sync: ttl %d, states %+v", b.TTL, b.States)
+		require.Zero(t, b.TTL, "after sync: ttl %d, states %+v", b.TTL, b.States)
+		require.Len(t, b.States, 2, "after sync: ttl %d, states %+v", b.TTL, b.States)
 		gotRPD, _ := b.State("rpd")
 		gotRPM, _ := b.State("rpm")
-		require.False(t, gotRPD.TokensMilli != 100_000 || gotRPD.CapacityMilli != 100_000 || gotRPD.TotalConsumedMilli != 0, "a limit new to the item must start full: %+v", gotRPD)
-		require.False(t, gotRPM.TokensMilli != 4000 || gotRPM.CapacityMilli != 10_000 || gotRPM.RefillAmountMilli != 10_000, "sync keeps a limit the item holds as it is: %+v", gotRPM)
+		require.EqualValues(t, 100_000, gotRPD.TokensMilli, "a limit new to the item must start full: %+v", gotRPD)
+		require.EqualValues(t, 100_000, gotRPD.CapacityMilli, "a limit new to the item must start full: %+v", gotRPD)
+		require.Zero(t, gotRPD.TotalConsumedMilli, "a limit new to the item must start full: %+v", gotRPD)
+		require.EqualValues(t, 4000, gotRPM.TokensMilli, "sync keeps a limit the item holds as it is: %+v", gotRPM)
+		require.EqualValues(t, 10_000, gotRPM.CapacityMilli, "sync keeps a limit the item holds as it is: %+v", gotRPM)
+		require.EqualValues(t, 10_000, gotRPM.RefillAmountMilli, "sync keeps a limit the item holds as it is: %+v", gotRPM)
 		sync.Key = store.BucketKey{EntityID: "nobody", Resource: "gpt"}
 		err = repo.WriteBuckets(ctx, []store.BucketWrite{sync})
 		require.ErrorIs(t, err, store.ErrConditionFailed, "sync of a missing item: %v, want ErrConditionFailed", err)
@@ -297,7 +331,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		err = repo.WriteBuckets(ctx, []store.BucketWrite{normal})
 		require.NoError(t, err)
 		b, _ = repo.GetBucket(ctx, k)
-		require.False(t, b.TTL != (nowMs+2000)/1000+60 || b.Cascade || b.ParentID != "", "after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
+		require.Equal(t, (nowMs+2000)/1000+60, b.TTL, "after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
+		require.False(t, b.Cascade, "after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
+		require.Empty(t, b.ParentID, "after a normal write with TTL and entity refresh: ttl %d cascade %v parent %q", b.TTL, b.Cascade, b.ParentID)
 	})
 
 	t.Run("SpeculativeConsume", func(t *testing.T) {
@@ -308,21 +344,33 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
 		res, err := spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1}, NowMs: nowMs})
-		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedBucketMissing || res.Bucket != nil, "missing item: %+v, %v", res, err)
+		require.NoError(t, err, "missing item: %+v, %v", res, err)
+		require.False(t, res.Applied, "missing item: %+v, %v", res, err)
+		require.Equal(t, store.RefusedBucketMissing, res.Reason, "missing item: %+v, %v", res, err)
+		require.Nil(t, res.Bucket, "missing item: %+v, %v", res, err)
 		create(t, repo, k, state("rpm", 10, 2), state("tpm", 1000, 500))
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 400}, NowMs: nowMs})
-		require.False(t, err != nil || !res.Applied || res.Bucket == nil, "fitting write: %+v, %v", res, err)
+		require.NoError(t, err, "fitting write: %+v, %v", res, err)
+		require.True(t, res.Applied, "fitting write: %+v, %v", res, err)
+		require.NotNil(t, res.Bucket, "fitting write: %+v, %v", res, err)
 		s, _ := res.Bucket.State("tpm")
-		require.False(t, s.TokensMilli != 100_000 || s.TotalConsumedMilli != 400_000, "applied write returns the new item: %+v", s)
+		require.EqualValues(t, 100_000, s.TokensMilli, "applied write returns the new item: %+v", s)
+		require.EqualValues(t, 400_000, s.TotalConsumedMilli, "applied write returns the new item: %+v", s)
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "tpm": 101}, NowMs: nowMs})
-		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedLimitExhausted || res.Bucket == nil, "short write: %+v, %v", res, err)
+		require.NoError(t, err, "short write: %+v, %v", res, err)
+		require.False(t, res.Applied, "short write: %+v, %v", res, err)
+		require.Equal(t, store.RefusedLimitExhausted, res.Reason, "short write: %+v, %v", res, err)
+		require.NotNil(t, res.Bucket, "short write: %+v, %v", res, err)
 		s, _ = res.Bucket.State("tpm")
 		require.EqualValues(t, 100_000, s.TokensMilli, "a refusal returns the item as it was: %+v", s)
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 1, "rpd": 1}, NowMs: nowMs})
-		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedLimitMissing, "write naming a limit the item lacks: %+v, %v", res, err)
+		require.NoError(t, err, "write naming a limit the item lacks: %+v, %v", res, err)
+		require.False(t, res.Applied, "write naming a limit the item lacks: %+v, %v", res, err)
+		require.Equal(t, store.RefusedLimitMissing, res.Reason, "write naming a limit the item lacks: %+v, %v", res, err)
 		// Zero and negative amounts never gate; a negative one gives back.
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: k, Consume: store.Consume{"rpm": 0, "tpm": -50}, NowMs: nowMs})
-		require.False(t, err != nil || !res.Applied, "non-positive write: %+v, %v", res, err)
+		require.NoError(t, err, "non-positive write: %+v, %v", res, err)
+		require.True(t, res.Applied, "non-positive write: %+v, %v", res, err)
 		wantBalances(t, repo, k, "rpm=1000/1000 tpm=150000/350000")
 		exp := store.BucketKey{EntityID: "x", Resource: "gpt"}
 		w := store.BucketWrite{Kind: store.WriteCreate, Key: exp, NowMs: nowMs, ShardCount: 1,
@@ -331,7 +379,9 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatal(err)
 		}
 		res, err = spec.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: exp, Consume: store.Consume{"rpm": 1}, NowMs: nowMs + 11_000})
-		require.False(t, err != nil || res.Applied || res.Reason != store.RefusedExpired, "expired item: %+v, %v", res, err)
+		require.NoError(t, err, "expired item: %+v, %v", res, err)
+		require.False(t, res.Applied, "expired item: %+v, %v", res, err)
+		require.Equal(t, store.RefusedExpired, res.Reason, "expired item: %+v, %v", res, err)
 	})
 
 	// A write that takes without refilling is exact only while no limit it
@@ -408,10 +458,17 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			require.NoError(t, err, "AppendAudit: %v", err)
 		}
 		evs, err := log.AuditEvents(ctx, "e", 2, "")
-		require.False(t, err != nil || len(evs) != 2 || evs[0].EventID != ids[4] || evs[1].EventID != ids[3], "AuditEvents newest first = %+v, %v", evs, err)
-		require.False(t, evs[0].Principal != "admin" || evs[0].Resource != "gpt" || !evs[0].Timestamp.Equal(Epoch.Add(4*time.Second).Truncate(time.Second)), "event as read: %+v", evs[0])
+		require.NoError(t, err, "AuditEvents newest first = %+v, %v", evs, err)
+		require.Len(t, evs, 2, "AuditEvents newest first = %+v, %v", evs, err)
+		require.Equal(t, ids[4], evs[0].EventID, "AuditEvents newest first = %+v, %v", evs, err)
+		require.Equal(t, ids[3], evs[1].EventID, "AuditEvents newest first = %+v, %v", evs, err)
+		require.Equal(t, "admin", evs[0].Principal, "event as read: %+v", evs[0])
+		require.Equal(t, "gpt", evs[0].Resource, "event as read: %+v", evs[0])
+		require.WithinDuration(t, Epoch.Add(4*time.Second).Truncate(time.Second), evs[0].Timestamp, 0, "event as read: %+v", evs[0])
 		evs, err = log.AuditEvents(ctx, "e", 10, ids[3])
-		require.False(t, err != nil || len(evs) != 3 || evs[0].EventID != ids[2], "AuditEvents after %s = %+v, %v", ids[3], evs, err)
+		require.NoError(t, err, "AuditEvents after %s = %+v, %v", ids[3], evs, err)
+		require.Len(t, evs, 3, "AuditEvents after %s = %+v, %v", ids[3], evs, err)
+		require.Equal(t, ids[2], evs[0].EventID, "AuditEvents after %s = %+v, %v", ids[3], evs, err)
 		if evs, err := log.AuditEvents(ctx, "other", 10, ""); err != nil || len(evs) != 0 {
 			t.Fatalf("AuditEvents of another entity = %+v, %v", evs, err)
 		}
@@ -431,22 +488,24 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			require.NoError(t, err)
 		}
 		res, err := l.ListResourcesWithDefaults(ctx)
-		require.False(t, err != nil || !slices.Equal(res, []string{"gpt", "llama"}), "ListResourcesWithDefaults = %v, %v", res, err)
+		require.NoError(t, err, "ListResourcesWithDefaults = %v, %v", res, err)
+		require.Equal(t, []string{"gpt", "llama"}, res, "ListResourcesWithDefaults = %v, %v", res, err)
 		res, err = l.ListResourcesWithEntityConfigs(ctx)
-		require.False(t, err != nil || !slices.Equal(res, []string{"claude", "gpt"}), "ListResourcesWithEntityConfigs = %v, %v", res, err)
+		require.NoError(t, err, "ListResourcesWithEntityConfigs = %v, %v", res, err)
+		require.Equal(t, []string{"claude", "gpt"}, res, "ListResourcesWithEntityConfigs = %v, %v", res, err)
 		var all []string
 		cursor := ""
 		for range 10 {
 			ids, next, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, cursor)
 			require.NoError(t, err, "ListEntitiesWithCustomLimits: %v", err)
-			require.False(t, len(ids) > 2, "page of %d, want at most 2", len(ids))
+			require.LessOrEqual(t, len(ids), 2, "page of %d, want at most 2", len(ids))
 			all = append(all, ids...)
 			if cursor = next; cursor == "" {
 				break
 			}
 		}
 		slices.Sort(all)
-		require.True(t, slices.Equal(all, []string{"a", "b", "c"}), "entities with limits for gpt: %v", all)
+		require.Equal(t, []string{"a", "b", "c"}, all, "entities with limits for gpt: %v", all)
 		if _, _, err := l.ListEntitiesWithCustomLimits(ctx, "gpt", 2, "!not a cursor"); !errors.Is(err, store.ErrValidation) {
 			t.Fatalf("a foreign cursor: %v, want a ValidationError", err)
 		}
@@ -511,7 +570,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		got := balances(t, repo, k)
 		require.EqualValues(t, "missing", got, "a cancelled write applied: %s", got)
 		_, err = repo.GetEntity(done, "e")
-		require.False(t, err == nil || errors.Is(err, store.ErrEntityNotFound), "GetEntity with a cancelled context: %v", err)
+		require.Error(t, err, "GetEntity with a cancelled context: %v", err)
+		require.NotErrorIs(t, err, store.ErrEntityNotFound, "GetEntity with a cancelled context: %v", err)
 		_, err = repo.LoadConfigs(done, []store.ConfigKey{store.SystemConfig()})
 		require.Error(t, err, "LoadConfigs with a cancelled context succeeded")
 	})

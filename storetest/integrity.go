@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -81,7 +80,8 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 		}
 		after := drain(t, rl, entity, resource, "rpd", 30, opts...)
 		b.note("%s: %d admitted at 1000/day, then %d at 10/day; bucket %s", lv.level, before, after, b.bucket(entity, resource))
-		assert.False(t, before != 5 || after != 10, "%s: %d admitted after lowering 1000/day to 10/day (5 taken before), want 10", lv.level, after)
+		assert.Equal(t, 5, before, "%s: %d admitted after lowering 1000/day to 10/day (5 taken before), want 10", lv.level, after)
+		assert.Equal(t, 10, after, "%s: %d admitted after lowering 1000/day to 10/day (5 taken before), want 10", lv.level, after)
 	}
 }
 
@@ -114,7 +114,7 @@ func limitChangeSustained(t *testing.T, b *backend) {
 		total += n
 	}
 	b.note("admitted per minute after lowering to 10/min: %v", perMinute)
-	assert.False(t, total > 10+5*10, "admitted %d in 5 minutes at 10/min (%v), want at most 60", total, perMinute)
+	assert.LessOrEqual(t, total, 10+5*10, "admitted %d in 5 minutes at 10/min (%v), want at most 60", total, perMinute)
 }
 
 // limitRaise: a raised limit keeps the balance and refills at the new rate.
@@ -140,7 +140,8 @@ func limitRaise(t *testing.T, b *backend) {
 	b.clock.Advance(6 * time.Second) // 100 tokens at 1000/min (1 at 10/min)
 	n := drain(t, rl, "k", "gpt", "rpm", 200)
 	b.note("6 s later: %d admitted; bucket %s", n, b.bucket("k", "gpt"))
-	assert.False(t, avail["rpm"] != 0 || n != 100, "raise 10/min → 1000/min on a drained bucket: available %v, then %d admitted in 6 s; want 0 then 100", avail, n)
+	assert.Zero(t, avail["rpm"], "raise 10/min → 1000/min on a drained bucket: available %v, then %d admitted in 6 s; want 0 then 100", avail, n)
+	assert.Equal(t, 100, n, "raise 10/min → 1000/min on a drained bucket: available %v, then %d admitted in 6 s; want 0 then 100", avail, n)
 }
 
 // limitChangeOtherLimiter: another limiter (another process) sees a change
@@ -159,7 +160,8 @@ func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	b.clock.Advance(31 * time.Second) // past the TTL
 	after := drain(t, other, "k", "gpt", "rpd", 20)
 	b.note("within the cache TTL: %d admitted; after it: %d", within, after)
-	assert.False(t, within != 20 || after != 10, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
+	assert.Equal(t, 20, within, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
+	assert.Equal(t, 10, after, "other limiter: %d admitted within its TTL (old limit), %d after; want 20, then 10 (the balance capped at 10/day)", within, after)
 }
 
 // debtOutlivesRefill: a lease's debt is recorded in full even when its
@@ -203,7 +205,10 @@ func badInput(t *testing.T, b *backend) {
 	check("negative amount in Do", err)
 	_, err = rl.Acquire(ctx, "k", "gpt", store.Consume{"rmp": 1})
 	check("misspelled limit", err)
-	assert.False(t, err != nil && (!strings.Contains(err.Error(), `"rmp"`) || !strings.Contains(err.Error(), "rpm, tpm")), "misspelled limit: %q should name rmp and the limits rpm, tpm", err)
+	if err != nil {
+		assert.ErrorContains(t, err, `"rmp"`, "misspelled limit: %q should name rmp and the limits rpm, tpm", err)
+		assert.ErrorContains(t, err, "rpm, tpm", "misspelled limit: %q should name rmp and the limits rpm, tpm", err)
+	}
 	var nilCtx context.Context
 	_, err = rl.Acquire(nilCtx, "k", "gpt", store.Consume{"rpm": 1})
 	check("nil context", err)
@@ -245,8 +250,9 @@ func badInput(t *testing.T, b *backend) {
 	require.NoError(t, err)
 	lease.Commit(ctx)
 	sb, err := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "huge"})
-	require.False(t, err != nil || sb == nil, "GetBucket: %v %v", sb, err)
+	require.NoError(t, err, "GetBucket: %v %v", sb, err)
+	require.NotNil(t, sb, "GetBucket: %v %v", sb, err)
 	b.note("ttl of a huge limit's bucket is in the future: %v", sb.TTL > b.clock.Now().Unix())
-	assert.False(t, sb.TTL <= b.clock.Now().Unix(), "ttl %d of a huge limit's bucket is not in the future", sb.TTL)
+	assert.Greater(t, sb.TTL, b.clock.Now().Unix(), "ttl %d of a huge limit's bucket is not in the future", sb.TTL)
 	_ = fmt.Sprint
 }

@@ -44,7 +44,8 @@ var scenarios = []scenario{
 		_, err = rl.Acquire(ctx, "k1", "gpt", store.Consume{"rpm": 1, "tpm": 500}, lims)
 		b.noteErr("over", err)
 		var rle *limiter.RateLimitExceededError
-		require.False(t, !errors.As(err, &rle) || rle.RetryAfter != 9001*time.Millisecond, "over: %v (%v), want retry after 9s", err, rle.RetryAfter)
+		require.ErrorAs(t, err, &rle, "over: %v, want retry after 9s", err)
+		require.Equal(t, 9001*time.Millisecond, rle.RetryAfter, "over: %v (%v), want retry after 9s", err, rle.RetryAfter)
 		if got := b.bucket("k1", "gpt"); got != "rpm=9000/1000 tpm=350000/650000" {
 			t.Fatalf("refusal wrote: %s", got)
 		}
@@ -70,7 +71,8 @@ var scenarios = []scenario{
 		b.note("available %v %v", avail, err)
 		wait, err := rl.TimeUntilAvailable(ctx, "k1", "gpt", store.Consume{"tpm": 100}, lims)
 		b.note("wait %v %v", wait, err)
-		require.False(t, avail["tpm"] >= 0 || wait <= 0, "debt not visible: available %v, wait %v", avail, wait)
+		require.Negative(t, avail["tpm"], "debt not visible: available %v, wait %v", avail, wait)
+		require.Positive(t, wait, "debt not visible: available %v, wait %v", avail, wait)
 	}},
 	{"Do", func(t *testing.T, b *backend) {
 		ctx := context.Background()
@@ -202,7 +204,7 @@ var scenarios = []scenario{
 		_, err = rl.CreateEntity(ctx, store.Entity{ID: "acme"})
 		b.noteErr("create again", err)
 		var exists *store.EntityExistsError
-		require.True(t, errors.As(err, &exists), "second create: %v", err)
+		require.ErrorAs(t, err, &exists, "second create: %v", err)
 		_, err = rl.GetEntity(ctx, "nobody")
 		b.noteErr("get missing", err)
 		_, err = rl.CreateEntity(ctx, store.Entity{ID: "bad id!"})
@@ -253,9 +255,13 @@ var scenarios = []scenario{
 			actions = append(actions, ev.Action+":"+ev.Resource+":"+ev.Principal+fmt.Sprint(ev.Details["records_deleted"]))
 		}
 		b.noteCap(capAuditLog, "audit %v", actions)
-		require.False(t, len(events) != 5 || events[0].Action != store.AuditEntityDeleted || events[4].Action != store.AuditEntityCreated, "audit events: %v", actions)
+		require.Len(t, events, 5, "audit events: %v", actions)
+		require.Equal(t, store.AuditEntityDeleted, events[0].Action, "audit events: %v", actions)
+		require.Equal(t, store.AuditEntityCreated, events[4].Action, "audit events: %v", actions)
 		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
-		require.False(t, err != nil || len(page2) != 2 || page2[0].EventID != events[2].EventID, "audit page: %v %v", page2, err)
+		require.NoError(t, err, "audit page: %v %v", page2, err)
+		require.Len(t, page2, 2, "audit page: %v %v", page2, err)
+		require.Equal(t, events[2].EventID, page2[0].EventID, "audit page: %v %v", page2, err)
 	}},
 	// ConcurrentAdmission: 32 goroutines race for a bucket of 20
 	// with the clock frozen. On one bucket exactly 20 are admitted; with a
@@ -297,12 +303,18 @@ var scenarios = []scenario{
 		}
 		admitted, refused := race("solo")
 		b.note("solo admitted=%d refused=%d bucket=%s", admitted, refused, b.bucket("solo", "gpt"))
-		require.False(t, admitted != 20 || refused != 12 || b.bucket("solo", "gpt") != "rpm=0/20000", "solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
+		require.Equal(t, 20, admitted, "solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
+		require.Equal(t, 12, refused, "solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
+		require.Equal(t, "rpm=0/20000", b.bucket("solo", "gpt"), "solo: admitted %d, refused %d, bucket %s", admitted, refused, b.bucket("solo", "gpt"))
 		admitted, refused = race("c")
 		want := fmt.Sprintf("rpm=%d/%d", (20-admitted)*1000, admitted*1000)
 		c, p := b.bucket("c", "gpt"), b.bucket("p", "gpt")
 		t.Logf("cascade: admitted %d, refused %d, child %s, parent %s", admitted, refused, c, p)
-		require.False(t, admitted < 1 || admitted > 20 || admitted+refused != 32 || c != want || p != want, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		require.GreaterOrEqual(t, admitted, 1, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		require.LessOrEqual(t, admitted, 20, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		require.Equal(t, 32, admitted+refused, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		require.Equal(t, want, c, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
+		require.Equal(t, want, p, "cascade: admitted %d, refused %d, child %s, parent %s, want both %s", admitted, refused, c, p, want)
 		b.note("cascade conserved")
 	}},
 	// IdleBurstExact: a bucket that refilled to its capacity while idle
@@ -410,7 +422,8 @@ var scenarios = []scenario{
 		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "k", Resource: "gpt"})
 		got := b.bucket("k", "gpt")
 		b.note("refreshed ttl in %ds: %s", sb.TTL-b.clock.Now().Unix(), got)
-		require.False(t, got != "rpm=8000/5000" || sb.TTL-b.clock.Now().Unix() != 420, "after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
+		require.Equal(t, "rpm=8000/5000", got, "after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
+		require.EqualValues(t, 420, sb.TTL-b.clock.Now().Unix(), "after expiry %s ttl %d", got, sb.TTL-b.clock.Now().Unix())
 	}},
 	// ClockBehindNeverRefillsTwice: two limiters share the store, one's
 	// clock a minute behind the other's. A 10/min bucket: the late clock
