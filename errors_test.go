@@ -77,7 +77,7 @@ func TestUnavailableError(t *testing.T) {
 	err := error(&UnavailableError{Cause: cause, Table: "zae-limiter", EntityID: "k1", Resource: "gpt-4"})
 	require.ErrorIs(t, err, ErrUnavailable, "errors.Is failed for category or cause")
 	require.ErrorIs(t, err, cause, "errors.Is failed for category or cause")
-	require.False(t, errors.Is(err, ErrRateLimited), "unavailable matches ErrRateLimited")
+	require.NotErrorIs(t, err, ErrRateLimited, "unavailable matches ErrRateLimited")
 	got, want := err.Error(), "limiter: backend unavailable: connection refused [stack=zae-limiter, entity=k1, resource=gpt-4]"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	got, want = (&UnavailableError{Cause: cause, EntityID: "k1"}).Error(), "limiter: backend unavailable: connection refused [entity=k1]"

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -229,9 +228,9 @@ func TestDeployUpdatesCode(t *testing.T) {
 func TestDeployWithoutCodeFails(t *testing.T) {
 	d := newTestDeployer(t, nil)
 	_, err := d.Deploy(testContext(t), stackName(t), motoOptions(), nil)
-	assert.True(t, errors.Is(err, ErrInvalidOptions), "Deploy(no code) = %v, want ErrInvalidOptions", err)
+	assert.ErrorIs(t, err, ErrInvalidOptions, "Deploy(no code) = %v, want ErrInvalidOptions", err)
 	_, err = d.Deploy(testContext(t), stackName(t), motoOptions(), []byte("not a zip"))
-	assert.True(t, errors.Is(err, ErrInvalidOptions), "Deploy(bad zip) = %v, want ErrInvalidOptions", err)
+	assert.ErrorIs(t, err, ErrInvalidOptions, "Deploy(bad zip) = %v, want ErrInvalidOptions", err)
 }
 
 // TestDeployCreateRejected: a table of the stack's name already exists.
@@ -329,7 +328,7 @@ func TestStackErrorNamesFirstFailure(t *testing.T) {
 	assert.Equal(t, "s-aggr already exists", reason, "reason")
 	err := error(&StackError{Stack: "s", Operation: "create", Status: "ROLLBACK_COMPLETE", Resource: res, Reason: reason})
 	assert.EqualError(t, err, "infra: create stack s: ROLLBACK_COMPLETE: AggregatorRole failed: s-aggr already exists")
-	assert.True(t, errors.Is(err, ErrDeployFailed), "StackError does not match ErrDeployFailed")
+	assert.ErrorIs(t, err, ErrDeployFailed, "StackError does not match ErrDeployFailed")
 	// Only the stack failed: name it with its reason.
 	res, reason = firstFailure([]cfntypes.StackEvent{ev("s", "AWS::CloudFormation::Stack", "UPDATE_FAILED", "boom")}, "s", "")
 	assert.Equal(t, "s", res, "res")

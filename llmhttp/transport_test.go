@@ -3,7 +3,6 @@ package llmhttp_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -179,7 +178,7 @@ func TestTransportDenialSendsNothing(t *testing.T) {
 	_, err = post(t, client, ctx, srv.URL, `{}`)
 	var denied *limiter.RateLimitExceededError
 	require.ErrorAs(t, err, &denied)
-	assert.True(t, errors.Is(err, limiter.ErrRateLimited))
+	assert.ErrorIs(t, err, limiter.ErrRateLimited)
 	assert.Positive(t, denied.RetryAfter)
 	assert.Equal(t, int64(1), hits.Load(), "the denied request was not sent")
 	assert.Equal(t, int64(1), tr.Stats().Denied)

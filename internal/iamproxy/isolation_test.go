@@ -2,7 +2,6 @@ package iamproxy_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"testing"
@@ -139,7 +138,7 @@ func assertDenied(t *testing.T, p *iamproxy.Proxy, what string, err error) {
 		return
 	}
 	var api smithy.APIError
-	if assert.True(t, errors.As(err, &api), "%s: %v is not a DynamoDB API error", what, err) {
+	if assert.ErrorAs(t, err, &api, "%s: %v is not a DynamoDB API error", what, err) {
 		assert.Equal(t, "AccessDeniedException", api.ErrorCode(), "%s: %v", what, err)
 	}
 	assert.NotEmpty(t, p.Denials(), "%s: the proxy refused nothing", what)
