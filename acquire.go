@@ -209,18 +209,29 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
 		return nil, err
 	}
+	if hasCalendar(limits) {
+		return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+	}
 	if rl.speculative {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
+			if err != nil && errors.Is(err, errCalendarPath) {
+				return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+			}
 			return lease, err
 		}
 	}
-	return rl.slowAcquire(ctx, entityID, resource, consume, child, o)
+	lease, err := rl.slowAcquire(ctx, entityID, resource, consume, child, o)
+	if err != nil && errors.Is(err, errCalendarPath) {
+		return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+	}
+	return lease, err
 }
 
 // Available returns, per limit, the whole tokens available now for
 // (entityID, resource) — negative when in debt, the capacity when the bucket
-// does not exist yet. It only reads: it is the "peek" of other throttles
+// does not exist yet; for a calendar limit, what is left of the current
+// period's budget. It only reads: it is the "peek" of other throttles
 // (and [RateLimiter.Reset] their "reset").
 func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
 	if ctx == nil {
@@ -246,6 +257,14 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	now := rl.nowMs()
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
+		if l.Calendar != CalendarNone {
+			left, _, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
+			if err != nil {
+				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
+			}
+			out[l.Name] = left
+			continue
+		}
 		if s, ok := b.State(l.Name); ok {
 			s, _ = applyLimit(s, l, now)
 			out[l.Name] = calculateAvailable(s, now)
@@ -258,7 +277,9 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 
 // TimeUntilAvailable returns how long until needed could be acquired for
 // (entityID, resource): the longest wait over the limits with a positive
-// amount. Missing buckets are full. It only reads.
+// amount. Missing buckets are full. A calendar limit whose current period
+// cannot cover its amount waits until the next period starts. It only
+// reads.
 func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
 	if ctx == nil {
 		return 0, errNilContext
@@ -285,6 +306,16 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 	for _, l := range limits {
 		n := needed[l.Name]
 		if n <= 0 {
+			continue
+		}
+		if l.Calendar != CalendarNone {
+			left, until, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
+			if err != nil {
+				return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
+			}
+			if n > left {
+				wait = max(wait, until)
+			}
 			continue
 		}
 		s, ok := b.State(l.Name)

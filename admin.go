@@ -214,7 +214,7 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := checkConfigResource(resource); err != nil {
 		return err
 	}
-	if err := validateLimits(limits); err != nil {
+	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
 	key := store.EntityConfig(entityID, resource)
@@ -293,10 +293,11 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	}
 	var stale []string
 	for _, l := range old.Limits {
-		if !keep[l.Name] {
+		if !keep[l.Name] && l.Calendar == CalendarNone {
 			stale = append(stale, l.Name)
 		}
 	}
+	effective = rollingOnly(effective)
 	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source})
 	return rl.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
 }
@@ -316,7 +317,7 @@ func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string,
 	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
-	if err := validateLimits(limits); err != nil {
+	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
 	key := store.ResourceConfig(resource)
@@ -374,7 +375,7 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if err != nil {
 		return err
 	}
-	if err := validateLimits(limits); err != nil {
+	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
 	if onUnavailable != "" && !onUnavailable.Valid() {
@@ -450,6 +451,7 @@ func (rl *RateLimiter) configChanged(key store.ConfigKey) {
 // read again when the lock is lost. Stale limits are then removed. A
 // missing bucket is left missing: the next acquire creates it.
 func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
+	limits = rollingOnly(limits) // a calendar limit's periods have buckets of their own
 	if len(limits) == 0 {
 		return nil
 	}

@@ -38,6 +38,10 @@ const MaxAcquireAllItems = 100
 type batchItem struct {
 	group   entityGroup
 	consume Consume
+	// cal is the calendar limit whose period bucket the item is (nil for
+	// an ordinary bucket), and nextMs the start of the next period.
+	cal    *Limit
+	nextMs int64
 }
 
 // AcquireAll takes every request's amounts, or none: either every request
@@ -143,12 +147,14 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 	if rl.store.batch != nil && rl.speculative {
 		lease, statuses, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
+			lease, err = rl.calendarFinish(items, lease, statuses, err)
 			return lease, per(statuses), err
 		}
 	}
 	for attempt := 0; ; attempt++ {
 		lease, statuses, err := rl.slowAll(ctx, items)
 		if !errors.Is(err, errReread) {
+			lease, err = rl.calendarFinish(items, lease, statuses, err)
 			return lease, per(statuses), err
 		}
 		again, wait, err := rl.afterLostRace(ctx, attempt)
@@ -173,7 +179,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	var items []*batchItem
 	index := map[store.BucketKey]int{}
 	charged := make([][]int, len(reqs))
-	add := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
+	add := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume, cal *Limit, nextMs int64) error {
 		key := store.BucketKey{EntityID: entityID, Resource: resource}
 		if n, ok := index[key]; ok {
 			it := items[n]
@@ -198,8 +204,22 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		items = append(items, &batchItem{
 			group:   entityGroup{entityID: entityID, resource: resource, limits: limits, source: source},
 			consume: maps(consume),
+			cal:     cal,
+			nextMs:  nextMs,
 		})
 		return nil
+	}
+	// addAll adds the items of one entity's limits: one bucket, or with
+	// calendar limits the rolling bucket and the period buckets.
+	now := rl.now()
+	addAll := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
+		if !hasCalendar(limits) {
+			return add(i, entityID, resource, limits, source, consume, nil, 0)
+		}
+		return calendarItems(entityID, resource, limits, consume, now,
+			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
+				return add(i, entityID, res, ls, source, c, cal, nextMs)
+			})
 	}
 	for i, r := range reqs {
 		ro := o
@@ -217,7 +237,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if err := rl.checkNames(ctx, r.EntityID, r.Resource, r.Consume, resolved{limits: limits, source: source}, ro); err != nil {
 			return nil, nil, err
 		}
-		if err := add(i, r.EntityID, r.Resource, limits, source, r.Consume); err != nil {
+		if err := addAll(i, r.EntityID, r.Resource, limits, source, r.Consume); err != nil {
 			return nil, nil, err
 		}
 		parentID, err := rl.cascadeParent(ctx, r.EntityID)
@@ -231,11 +251,52 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := add(i, parentID, r.Resource, plimits, psource, r.Consume); err != nil {
+		if err := addAll(i, parentID, r.Resource, plimits, psource, r.Consume); err != nil {
 			return nil, nil, err
 		}
 	}
 	return items, charged, nil
+}
+
+// calendarFinish ends a batch with period buckets: the statuses of a
+// period bucket are shown as its calendar limit's (calendarStatuses), a
+// refusal is rebuilt from them (the RetryAfter of a spent budget is the
+// time until the next period), and the lease's entries on period buckets
+// hold their calendar limit (for its statuses and refunds: no refill). A
+// batch without calendar limits passes as it is.
+func (rl *RateLimiter) calendarFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
+	if !slices.ContainsFunc(items, func(it *batchItem) bool { return it.cal != nil }) {
+		return lease, err
+	}
+	if statuses != nil {
+		nowMs := rl.nowMs()
+		for i, it := range items {
+			if it.cal != nil && i < len(statuses) {
+				calendarStatuses(statuses[i], it.cal, it.nextMs, nowMs)
+			}
+		}
+		if _, ok := err.(*RateLimitExceededError); ok {
+			var all []LimitStatus
+			for _, st := range statuses {
+				all = append(all, st...)
+			}
+			err = newRateLimitExceededError(all)
+		}
+	}
+	if lease == nil {
+		return nil, err
+	}
+	for _, it := range items {
+		if it.cal == nil {
+			continue
+		}
+		for _, e := range lease.entries {
+			if e.key.EntityID == it.group.entityID && e.key.Resource == it.group.resource && e.limit.Name == it.cal.Name {
+				e.limit = *it.cal
+			}
+		}
+	}
+	return lease, err
 }
 
 // maps returns a copy of c.

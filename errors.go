@@ -172,7 +172,7 @@ func (e *RateLimitExceededError) Error() string {
 		if v.Requested > v.Limit.Capacity {
 			return fmt.Sprintf("%s; the request can never fit: %d %s requested, capacity %d", msg, v.Requested, v.LimitName, v.Limit.Capacity)
 		}
-		if v.Limit.RefillAmount <= 0 {
+		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() {
 			return fmt.Sprintf("%s; the request can never fit: %s does not refill", msg, v.LimitName)
 		}
 	}
@@ -180,14 +180,15 @@ func (e *RateLimitExceededError) Error() string {
 }
 
 // NeverFits reports whether waiting cannot help: a violated limit's
-// capacity is smaller than the amount requested, or it does not refill.
+// capacity is smaller than the amount requested, or it does not refill (a
+// calendar limit refills: its next period starts full).
 // RetryAfter is then meaningless, and [RateLimiter.Wait] fails at once.
 func (e *RateLimitExceededError) NeverFits() bool {
 	if e.RetryAfter == math.MaxInt64 {
 		return true
 	}
 	for _, v := range e.Violations {
-		if v.Requested > v.Limit.Capacity || v.Limit.RefillAmount <= 0 {
+		if v.Requested > v.Limit.Capacity || (v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar()) {
 			return true
 		}
 	}

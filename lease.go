@@ -204,7 +204,10 @@ type LeaseStatus struct {
 	// when in debt), after the lease's consumption.
 	Remaining int64
 	// Reset is how long until the bucket is full again at its refill
-	// rate; zero when it is full.
+	// rate; zero when it is full. For a calendar limit it is the time until
+	// the next period starts (from now: the lease's own period may have
+	// ended), and Resource is the period's bucket (see
+	// [Limit.CalendarBucket]).
 	Reset time.Duration
 	// Held is the whole tokens the lease holds of this limit of this
 	// bucket, with its local changes: after Commit, what it stays charged
@@ -230,6 +233,10 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			Remaining: calculateAvailable(e.state, now),
 			Reset:     timeToFill(e.state, now),
 			Held:      bucketmath.FloorDiv(e.held(), 1000),
+		}
+		if e.limit.Calendar != CalendarNone && out[i].Reset > 0 {
+			// A calendar budget is full again when the next period starts.
+			out[i].Reset = untilNextPeriod(e.limit, now)
 		}
 	}
 	return out

@@ -4,6 +4,7 @@
 package limiter
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -46,6 +47,29 @@ func perPeriod(name string, rate int64, period time.Duration) Limit {
 	return Limit{Name: name, Capacity: rate, RefillAmount: rate, RefillPeriod: period}
 }
 
+// PerCalendarDay returns a calendar limit of amount tokens per calendar day:
+// the whole amount is available again at 00:00 each day, in UTC unless
+// [Limit.InLocation] gives another zone, with no refill in between.
+func PerCalendarDay(name string, amount int64) Limit { return perCalendar(name, amount, CalendarDay) }
+
+// PerCalendarWeek returns a calendar limit of amount tokens per calendar
+// week: the whole amount is available again at 00:00 each Monday (UTC
+// unless [Limit.InLocation] gives another zone).
+func PerCalendarWeek(name string, amount int64) Limit { return perCalendar(name, amount, CalendarWeek) }
+
+// PerCalendarMonth returns a calendar limit of amount tokens per calendar
+// month: the whole amount is available again at 00:00 on the 1st of each
+// month (UTC unless [Limit.InLocation] gives another zone), e.g. a budget
+// of $500 a month in micro-dollars:
+// PerCalendarMonth("usd", 500*llmhttp.USD).
+func PerCalendarMonth(name string, amount int64) Limit {
+	return perCalendar(name, amount, CalendarMonth)
+}
+
+func perCalendar(name string, amount int64, p CalendarPeriod) Limit {
+	return Limit{Name: name, Capacity: amount, Calendar: p}
+}
+
 // NewLimit returns a validated limit with the given capacity, refill amount
 // and refill period. The error is a *[ValidationError].
 func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Duration) (Limit, error) {
@@ -67,6 +91,25 @@ func validateLimits(limits []Limit) error {
 			return store.NewValidationError(store.ErrValidation, "limits", l.Name, "duplicate limit name")
 		}
 		seen[l.Name] = true
+	}
+	return nil
+}
+
+// validateStoredLimits is validateLimits for limits to be stored: a
+// calendar limit's location must also load by its name (time.LoadLocation),
+// the name under which it is stored.
+func validateStoredLimits(limits []Limit) error {
+	if err := validateLimits(limits); err != nil {
+		return err
+	}
+	for _, l := range limits {
+		if l.Calendar == CalendarNone {
+			continue
+		}
+		if _, err := store.LoadCalendarLocation(l.LocationName()); err != nil {
+			return store.NewValidationError(ErrValidation, "location", l.LocationName(),
+				fmt.Sprintf("calendar limit %q cannot be stored: its zone does not load by its name", l.Name))
+		}
 	}
 	return nil
 }
@@ -166,6 +209,23 @@ type (
 	// package memorystore, package redisstore, or a backend of your own,
 	// which implements the contract of package store.
 	Repository = store.Repository
+)
+
+// CalendarPeriod is the period of a calendar limit ([Limit.Calendar]):
+// [CalendarNone] (a rolling token bucket), [CalendarDay], [CalendarWeek] or
+// [CalendarMonth].
+type CalendarPeriod = store.CalendarPeriod
+
+// Calendar periods of a [Limit].
+const (
+	// CalendarNone is a rolling token bucket, the zero value.
+	CalendarNone = store.CalendarNone
+	// CalendarDay resets at 00:00 every day.
+	CalendarDay = store.CalendarDay
+	// CalendarWeek resets at 00:00 every Monday.
+	CalendarWeek = store.CalendarWeek
+	// CalendarMonth resets at 00:00 on the 1st of every month.
+	CalendarMonth = store.CalendarMonth
 )
 
 // What Acquire does when the store cannot be reached.

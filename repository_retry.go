@@ -101,6 +101,27 @@ func planRetry(base *store.Bucket, wr store.BucketWrite) (w ddbschema.ExactWrite
 	return w, true, direct || refill
 }
 
+// subtractable reports whether retrySubtract can take w from b: b holds
+// every limit w writes, and each limit w takes from has the parameters
+// signature (ddbschema.ParamsSig) its condition names. A limit whose
+// parameters have none (a refill period of 10^10 ms or more, such as the
+// century of a calendar period's bucket) keeps no exact state to
+// condition on: its item is read again instead.
+func subtractable(b *store.Bucket, w store.BucketWrite) bool {
+	if !holdsAll(b, w) {
+		return false
+	}
+	for _, lw := range w.Limits {
+		if lw.ConsumedMilli <= 0 {
+			continue
+		}
+		if s, _ := b.State(lw.Name); !ddbschema.Signed(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs) {
+			return false
+		}
+	}
+	return true
+}
+
 // holdsAll reports whether b holds every limit w writes.
 func holdsAll(b *store.Bucket, w store.BucketWrite) bool {
 	for _, lw := range w.Limits {
@@ -177,7 +198,7 @@ func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.Bu
 			switch {
 			case !ok && fresh[i]:
 				return store.ErrConditionFailed
-			case !ok && holdsAll(bases[i], w):
+			case !ok && subtractable(bases[i], w):
 				// A kept item that refuses is no answer: the take from the
 				// stored balances, whose condition checks them, asks the
 				// item (and returns it when refused).

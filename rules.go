@@ -192,7 +192,7 @@ func (rl *rules) record(ctx context.Context, principal, action, entityID, resour
 func auditLimitDetails(limits []Limit) []any {
 	out := make([]any, len(limits))
 	for i, l := range limits {
-		out[i] = auditLimitDetail(l)
+		out[i] = auditCalendarDetail(auditLimitDetail(l), l)
 	}
 	return out
 }
@@ -206,6 +206,18 @@ func auditLimitDetail(l Limit) map[string]any {
 		"refill_amount":         l.RefillAmount,
 		"refill_period_seconds": l.RefillPeriodSeconds(),
 	}
+}
+
+// auditCalendarDetail adds to an audit detail of a calendar limit its
+// period and, unless UTC, its time zone.
+func auditCalendarDetail(d map[string]any, l Limit) map[string]any {
+	if l.Calendar != CalendarNone {
+		d["calendar"] = l.Calendar.String()
+		if tz := l.LocationName(); tz != "" {
+			d["timezone"] = tz
+		}
+	}
+	return d
 }
 
 func (rl *rules) nowMs() int64 { return rl.now().UnixMilli() }

@@ -164,7 +164,8 @@ func entityFromItem(item map[string]types.AttributeValue) Entity {
 
 // ---------------------------------------------------------------------------
 // Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
-// l_{L}_rp (SECONDS).
+// l_{L}_rp (SECONDS); a calendar limit as ra 0, rp −1 (day), −2 (week) or
+// −3 (month), and l_{L}_tz (its IANA zone, omitted for UTC).
 
 // configLimits converts limits to their stored form.
 func configLimits(limits []Limit) []ddbschema.ConfigLimit {
@@ -175,6 +176,12 @@ func configLimits(limits []Limit) []ddbschema.ConfigLimit {
 			Capacity:            l.Capacity,
 			RefillAmount:        l.RefillAmount,
 			RefillPeriodSeconds: l.RefillPeriodSeconds(),
+		}
+		if l.Calendar != CalendarNone {
+			// ra 0 and a negative rp: the Python original refuses the
+			// config instead of misreading it.
+			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, l.Calendar.StoredRefillPeriod()
+			out[i].TimeZone = l.LocationName()
 		}
 	}
 	return out
@@ -215,12 +222,34 @@ func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
 			return nil, fmt.Errorf("config limit %s: refill period %d s out of range", name, c.RefillPeriodSeconds)
 		}
 		l := Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, RefillPeriod: time.Duration(c.RefillPeriodSeconds) * time.Second}
+		if c.RefillPeriodSeconds < 0 {
+			var err error
+			if l, err = calendarLimitFromConfig(c); err != nil {
+				return nil, fmt.Errorf("config limit %s: %w", name, err)
+			}
+		} else if c.TimeZone != "" {
+			return nil, fmt.Errorf("config limit %s: %w", name, store.NewValidationError(ErrValidation, "location", c.TimeZone, "only a calendar limit has a time zone"))
+		}
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("config limit %s: %w", name, err)
 		}
 		limits = append(limits, l)
 	}
 	return limits, nil
+}
+
+// calendarLimitFromConfig decodes a calendar limit stored with a negative
+// refill period (its period's code), refill amount 0 and its zone.
+func calendarLimitFromConfig(c ddbschema.ConfigLimit) (Limit, error) {
+	p, err := store.CalendarFromStoredRefillPeriod(c.RefillPeriodSeconds)
+	if err != nil {
+		return Limit{}, err
+	}
+	loc, err := store.LoadCalendarLocation(c.TimeZone)
+	if err != nil {
+		return Limit{}, err
+	}
+	return Limit{Name: c.Name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Calendar: p, Location: loc}, nil
 }
 
 // onUnavailableFromItem returns the system config's on_unavailable, or ""

@@ -148,12 +148,17 @@ type storedLimit struct {
 	Capacity     int64  `json:"capacity"`
 	RefillAmount int64  `json:"refill_amount"`
 	RefillPeriod int64  `json:"refill_period_ns"`
+	// Calendar is a calendar limit's period (store.CalendarPeriod; 0 for a
+	// rolling limit) and TimeZone its IANA zone ("" for UTC).
+	Calendar int8   `json:"calendar,omitempty"`
+	TimeZone string `json:"tz,omitempty"`
 }
 
 func encodeConfig(c store.Config) ([]byte, error) {
 	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
-		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod)}
+		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod),
+			Calendar: int8(l.Calendar), TimeZone: l.LocationName()}
 	}
 	return json.Marshal(sc)
 }
@@ -165,7 +170,12 @@ func decodeConfig(raw string) (store.Config, error) {
 	}
 	c := store.Config{OnUnavailable: store.OnUnavailable(sc.OnUnavailable)}
 	for _, l := range sc.Limits {
-		c.Limits = append(c.Limits, store.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod)})
+		loc, err := store.LoadCalendarLocation(l.TimeZone)
+		if err != nil {
+			return store.Config{}, fmt.Errorf("%w: redis: config limit %s: %w", store.ErrUnavailable, l.Name, err)
+		}
+		c.Limits = append(c.Limits, store.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod),
+			Calendar: store.CalendarPeriod(l.Calendar), Location: loc})
 	}
 	return c, nil
 }

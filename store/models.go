@@ -19,8 +19,16 @@ const reservedLimitName = "wcu"
 // Limit is one token-bucket rule: a bucket of Capacity tokens that regains
 // RefillAmount tokens every RefillPeriod. Limit is a small immutable value.
 //
+// A calendar limit (Calendar set) instead makes its whole Capacity
+// available again at the start of each calendar day, week or month in
+// Location, with no refill in between; its RefillAmount and RefillPeriod
+// are zero. The limiter keeps each period in its own bucket (see
+// [Limit.CalendarBucket]).
+//
 // Construct limits with [limiter.PerSecond], [limiter.PerMinute], [limiter.PerHour], [limiter.PerDay] (and
-// [Limit.WithBurst]) or [limiter.NewLimit]; a Limit is validated wherever it is used
+// [Limit.WithBurst]) or [limiter.NewLimit]; calendar limits with
+// [limiter.PerCalendarDay], [limiter.PerCalendarWeek] and
+// [limiter.PerCalendarMonth] (and [Limit.InLocation]). A Limit is validated wherever it is used
 // (Acquire, SetLimits, ...) and [Limit.Validate] reports why one is invalid.
 type Limit struct {
 	// Name identifies the limit within a bucket, e.g. "rpm" or "tpm".
@@ -32,6 +40,12 @@ type Limit struct {
 	// RefillPeriod is the refill interval. It must be a positive whole
 	// number of seconds.
 	RefillPeriod time.Duration
+	// Calendar, when not [CalendarNone], makes this a calendar limit:
+	// RefillAmount and RefillPeriod must be zero.
+	Calendar CalendarPeriod
+	// Location is the time zone of a calendar limit's periods; nil is UTC.
+	// A rolling limit has none.
+	Location *time.Location
 }
 
 // WithBurst returns a copy of l whose capacity is burst. Burst may be smaller
@@ -45,19 +59,31 @@ func (l Limit) WithBurst(burst int64) Limit {
 // which stored limit configs keep it.
 func (l Limit) RefillPeriodSeconds() int64 { return int64(l.RefillPeriod / time.Second) }
 
-// RefillRate returns the refill rate in tokens per second (for display).
+// RefillRate returns the refill rate in tokens per second (for display);
+// zero for a calendar limit.
 func (l Limit) RefillRate() float64 {
+	if l.Calendar != CalendarNone {
+		return 0
+	}
 	return float64(l.RefillAmount) / l.RefillPeriod.Seconds()
 }
 
 // Validate reports whether l is usable: a valid name, positive capacity and
-// refill amount, and a positive whole-second refill period. The error is a
+// refill amount, and a positive whole-second refill period. A calendar
+// limit needs a valid name, a positive capacity, a defined period, zero
+// refill amount and period, and a location other than time.Local (nil is
+// UTC); a rolling limit has no location. The error is a
 // *[ValidationError] matching [ErrInvalidName] or [ErrValidation].
 func (l Limit) Validate() error {
 	if err := ValidateLimitName(l.Name, "name"); err != nil {
 		return err
 	}
+	if l.Calendar != CalendarNone {
+		return l.validateCalendar()
+	}
 	switch {
+	case l.Location != nil:
+		return NewValidationError(ErrValidation, "location", l.Location.String(), "only a calendar limit has a location")
 	case l.Capacity <= 0:
 		return NewValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity must be positive")
 	case l.RefillAmount <= 0:
@@ -68,6 +94,24 @@ func (l Limit) Validate() error {
 		return NewValidationError(ErrValidation, "refill_period", l.RefillPeriod.String(), "refill period must be a whole number of seconds")
 	case l.Capacity > math.MaxInt64/1000 || l.RefillAmount > math.MaxInt64/1000:
 		return NewValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity and refill_amount must fit in int64 millitokens")
+	}
+	return nil
+}
+
+// validateCalendar is Validate of a calendar limit, its name checked.
+func (l Limit) validateCalendar() error {
+	switch {
+	case !l.Calendar.valid():
+		return NewValidationError(ErrValidation, "calendar", l.Calendar.String(), "must be day, week or month")
+	case l.Capacity <= 0:
+		return NewValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity must be positive")
+	case l.Capacity > math.MaxInt64/1000:
+		return NewValidationError(ErrValidation, "capacity", fmt.Sprint(l.Capacity), "capacity must fit in int64 millitokens")
+	case l.RefillAmount != 0 || l.RefillPeriod != 0:
+		return NewValidationError(ErrValidation, "refill_amount", fmt.Sprintf("%d per %v", l.RefillAmount, l.RefillPeriod),
+			fmt.Sprintf("calendar limit %q resets each %s and has no refill: refill amount and period must be zero", l.Name, l.Calendar))
+	case l.Location == time.Local:
+		return NewValidationError(ErrValidation, "location", "Local", "a calendar limit needs a named zone (time.LoadLocation), not time.Local")
 	}
 	return nil
 }

@@ -8,12 +8,16 @@ import (
 )
 
 // ConfigLimit is one limit of a config item, stored as l_{Name}_cp and
-// l_{Name}_ra (whole tokens) and l_{Name}_rp (SECONDS).
+// l_{Name}_ra (whole tokens) and l_{Name}_rp (SECONDS). A calendar limit
+// is stored with ra 0, a negative rp (its period's code) and, unless its
+// zone is UTC, l_{Name}_tz (an IANA zone name).
 type ConfigLimit struct {
 	Name                string
 	Capacity            int64
 	RefillAmount        int64
 	RefillPeriodSeconds int64
+	// TimeZone is a calendar limit's zone; "" is UTC (and omitted).
+	TimeZone string
 }
 
 // putConfigLimits adds the l_* attributes of limits to item. They are
@@ -24,6 +28,9 @@ func putConfigLimits(item map[string]types.AttributeValue, limits []ConfigLimit)
 		item[LimitAttr(l.Name, FieldCapacity)] = N(l.Capacity)
 		item[LimitAttr(l.Name, FieldRefillAmount)] = N(l.RefillAmount)
 		item[LimitAttr(l.Name, FieldRefillPeriod)] = N(l.RefillPeriodSeconds)
+		if l.TimeZone != "" {
+			item[LimitAttr(l.Name, FieldTimeZone)] = &types.AttributeValueMemberS{Value: l.TimeZone}
+		}
 	}
 	return item
 }
@@ -117,7 +124,8 @@ func ConfigLimitFromItem(item map[string]types.AttributeValue, name string) (Con
 			return ConfigLimit{}, fmt.Errorf("config limit %s: %w", name, err)
 		}
 	}
-	return ConfigLimit{Name: name, Capacity: v[0], RefillAmount: v[1], RefillPeriodSeconds: v[2]}, nil
+	tz, _ := GetS(item, LimitAttr(name, FieldTimeZone))
+	return ConfigLimit{Name: name, Capacity: v[0], RefillAmount: v[1], RefillPeriodSeconds: v[2], TimeZone: tz}, nil
 }
 
 // OnUnavailableFromItem returns the system config's on_unavailable as

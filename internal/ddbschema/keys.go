@@ -146,6 +146,7 @@ const (
 	FieldRefillAmount  = "ra" // bucket: millitokens; config: tokens
 	FieldRefillPeriod  = "rp" // bucket: milliseconds; config: SECONDS
 	FieldTotalConsumed = "tc" // bucket: net consumption counter, millitokens
+	FieldTimeZone      = "tz" // config: a calendar limit's IANA time zone (absent for UTC)
 
 	// The state of the exact speculative write (see [BucketLimit]), which
 	// other clients of the table neither write nor read: they find a

@@ -1,0 +1,139 @@
+// Layer 4, mechanics: calendar limits, which reset at the start of each
+// day, week or month. Each period of a calendar limit L of entity E on
+// resource R is an ordinary bucket, (E, R/L.tag), whose limit refills one
+// token a century (store.Limit.CalendarBucketLimit); an acquire that
+// resolves a calendar limit becomes one atomic AcquireAll of the rolling
+// bucket and the period buckets.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+)
+
+// errCalendarPath tells acquire that the parent's limits hold a calendar
+// limit: the acquire must be made on the batch path (calendarAcquire).
+// Nothing it returns with stays taken.
+var errCalendarPath = errors.New("limiter: the parent's limits hold a calendar limit")
+
+// hasCalendar reports whether limits hold a calendar limit: the one check
+// the plain path makes.
+func hasCalendar(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].Calendar != CalendarNone {
+			return true
+		}
+	}
+	return false
+}
+
+// rollingOnly returns limits without the calendar limits: limits itself
+// when there are none.
+func rollingOnly(limits []Limit) []Limit {
+	if !hasCalendar(limits) {
+		return limits
+	}
+	out := make([]Limit, 0, len(limits))
+	for _, l := range limits {
+		if l.Calendar == CalendarNone {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// calendarAcquire is an acquire whose limits (the entity's or, with
+// cascade, its parent's) hold a calendar limit: one atomic AcquireAll of
+// the rolling bucket and each charged period bucket.
+func (rl *RateLimiter) calendarAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
+	return lease, err
+}
+
+// calendarItems splits the limits of (entityID, resource) for planBatch:
+// add is called for the rolling limits (with the amounts of their names),
+// then for each calendar limit with an amount in consume, on its period
+// bucket at now. A limit without an amount is not charged.
+func calendarItems(entityID, resource string, limits []Limit, consume Consume, now time.Time,
+	add func(resource string, limits []Limit, consume Consume, cal *Limit, nextMs int64) error) error {
+	rolling := rollingOnly(limits)
+	if len(rolling) > 0 {
+		c := make(Consume, len(rolling))
+		for _, l := range rolling {
+			if v, ok := consume[l.Name]; ok {
+				c[l.Name] = v
+			}
+		}
+		if err := add(resource, rolling, c, nil, 0); err != nil {
+			return err
+		}
+	}
+	for i := range limits {
+		l := limits[i]
+		if l.Calendar == CalendarNone {
+			continue
+		}
+		v, ok := consume[l.Name]
+		if !ok {
+			continue
+		}
+		bucket, next, err := l.CalendarBucket(resource, now)
+		if err != nil {
+			return err
+		}
+		if err := add(bucket, []Limit{l.CalendarBucketLimit()}, Consume{l.Name: v}, &l, next.UnixMilli()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// calendarStatuses shows the statuses of a period bucket as the calendar
+// limit's: Limit is the calendar limit, and a refusal for want of budget
+// waits until the next period starts (nextMs), not for the bucket's
+// negligible refill.
+func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
+	for i := range statuses {
+		st := &statuses[i]
+		if st.LimitName != cal.Name {
+			continue
+		}
+		st.Limit = *cal
+		if st.Exceeded && st.Requested > st.Available {
+			st.RetryAfter = max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
+		}
+	}
+}
+
+// untilNextPeriod returns how long until the period of calendar limit l
+// containing nowMs ends.
+func untilNextPeriod(l Limit, nowMs int64) time.Duration {
+	_, next, _ := l.CalendarPeriodAt(time.UnixMilli(nowMs))
+	return max(time.Duration(next.UnixMilli()-nowMs)*time.Millisecond, minRetryAfter)
+}
+
+// calendarAvailable returns what calendar limit l of (entityID, resource)
+// has left in the period containing now (its capacity when the period's
+// bucket does not exist yet), and how long until that period ends.
+func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource string, l Limit, now time.Time) (int64, time.Duration, error) {
+	bucket, next, err := l.CalendarBucket(resource, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: bucket})
+	if err != nil {
+		return 0, 0, err
+	}
+	until := max(next.Sub(now), minRetryAfter)
+	s, ok := b.State(l.Name)
+	if !ok {
+		return l.Capacity, until, nil
+	}
+	nowMs := now.UnixMilli()
+	s, _ = applyLimit(s, l.CalendarBucketLimit(), nowMs)
+	return calculateAvailable(s, nowMs), until, nil
+}
