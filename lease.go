@@ -394,6 +394,14 @@ func (ls *Lease) apply(c Consume, now int64) {
 		}
 		before := e.state.TokensMilli
 		cur, last := bucketmath.RefillExact(e.state.TokensMilli, e.state.LastRefillMs, now, e.state.CapacityMilli, e.state.RefillAmountMilli, e.state.RefillPeriodMs)
+		if last != e.state.LastRefillMs || cur.Cmp(bucketmath.Int128From(e.state.TokensMilli)) != 0 {
+			// A refill moves the local view's refill time to now, as the
+			// stores' writes do (the sub-millitoken remainder is dropped):
+			// the drift-compensated time can lie a millisecond before the
+			// time whose refill was just credited, and refilling from it
+			// again at the same instant would credit that millisecond again.
+			last = max(now, e.state.LastRefillMs)
+		}
 		e.state.TokensMilli, e.state.LastRefillMs = cur.SubSat(bucketmath.Int128From(milli)).Int64Sat(), last
 		if milli < 0 && e.state.TokensMilli > e.state.CapacityMilli {
 			// A refund does not lift the local view above capacity.

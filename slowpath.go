@@ -161,10 +161,13 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		}
 		amount := consume[l.Name]
 		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
-		tk, rf, ok := admit(&st, s, amount, now)
+		tk, _, ok := admit(&st, s, amount, now)
 		e.refilledMilli = tk
 		if ok {
-			s.TokensMilli, s.LastRefillMs = tk, rf
+			// The write sets the item's refill time to now (see
+			// commitInitial), not to the drift-compensated time admit returns, which a
+			// later refill of the lease's view would credit again.
+			s.TokensMilli, s.LastRefillMs = tk, max(now, s.LastRefillMs)
 			e.consumed = amount
 			e.refilledMilli = bucketmath.AddMilli(tk, amount)
 		}
