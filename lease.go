@@ -443,8 +443,12 @@ func (e *leaseEntry) written(d int64) {
 // lease may give back now (see Refunds in [Lease]). When a write fails,
 // Commit returns the error and the lease stays open: what was written is
 // remembered, so Commit can be retried or Rollback gives back what is
-// durable. After [RateLimiter.Close] it returns [ErrClosed] and writes
-// nothing.
+// durable. A write that failed with [ErrUnavailable] (no answer within the
+// store timeout, the SDK's own resends included) may have applied all the
+// same, and the lease cannot know: a Commit retried after it may charge
+// that write's change a second time (the lease's adjustment, never its
+// acquire); a Rollback after it may give back what the write took. After
+// [RateLimiter.Close] it returns [ErrClosed] and writes nothing.
 func (ls *Lease) Commit(ctx context.Context) error {
 	if err := ls.check(); err != nil {
 		return err
