@@ -428,3 +428,25 @@ func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
 	}
 	return d
 }
+
+// calendarAvailable returns what calendar limit l of (entityID, resource)
+// has left in the period containing now (its capacity when the period's
+// bucket does not exist yet), and how long until that period ends.
+func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource string, l Limit, now time.Time) (int64, time.Duration, error) {
+	bucket, next, err := l.CalendarBucket(resource, now)
+	if err != nil {
+		return 0, 0, err
+	}
+	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: bucket})
+	if err != nil {
+		return 0, 0, err
+	}
+	until := max(next.Sub(now), minRetryAfter)
+	s, ok := b.State(l.Name)
+	if !ok {
+		return l.Capacity, until, nil
+	}
+	nowMs := now.UnixMilli()
+	s, _ = applyLimit(s, l.CalendarBucketLimit(), nowMs)
+	return calculateAvailable(s, nowMs), until, nil
+}

@@ -429,3 +429,11 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 	}
 	return lease, statuses, nil
 }
+
+// calendarAcquire is an acquire whose limits (the entity's or, with
+// cascade, its parent's) hold a calendar limit: one atomic AcquireAll of
+// the rolling bucket and each charged period bucket.
+func (rl *RateLimiter) calendarAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
+	return lease, err
+}

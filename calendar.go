@@ -8,11 +8,8 @@
 package limiter
 
 import (
-	"context"
 	"errors"
 	"time"
-
-	"github.com/zaelimiter/limiter/store"
 )
 
 // errCalendarPath tells acquire that the parent's limits hold a calendar
@@ -44,14 +41,6 @@ func rollingOnly(limits []Limit) []Limit {
 		}
 	}
 	return out
-}
-
-// calendarAcquire is an acquire whose limits (the entity's or, with
-// cascade, its parent's) hold a calendar limit: one atomic AcquireAll of
-// the rolling bucket and each charged period bucket.
-func (rl *RateLimiter) calendarAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
-	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
-	return lease, err
 }
 
 // calendarItems splits the limits of (entityID, resource) for planBatch:
@@ -114,26 +103,4 @@ func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 func untilNextPeriod(l Limit, nowMs int64) time.Duration {
 	_, next, _ := l.CalendarPeriodAt(time.UnixMilli(nowMs))
 	return max(time.Duration(next.UnixMilli()-nowMs)*time.Millisecond, minRetryAfter)
-}
-
-// calendarAvailable returns what calendar limit l of (entityID, resource)
-// has left in the period containing now (its capacity when the period's
-// bucket does not exist yet), and how long until that period ends.
-func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource string, l Limit, now time.Time) (int64, time.Duration, error) {
-	bucket, next, err := l.CalendarBucket(resource, now)
-	if err != nil {
-		return 0, 0, err
-	}
-	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: bucket})
-	if err != nil {
-		return 0, 0, err
-	}
-	until := max(next.Sub(now), minRetryAfter)
-	s, ok := b.State(l.Name)
-	if !ok {
-		return l.Capacity, until, nil
-	}
-	nowMs := now.UnixMilli()
-	s, _ = applyLimit(s, l.CalendarBucketLimit(), nowMs)
-	return calculateAvailable(s, nowMs), until, nil
 }
