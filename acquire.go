@@ -215,14 +215,14 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if rl.speculative {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
-			if err != nil && errors.Is(err, errCalendarPath) {
+			if errors.Is(err, errCalendarPath) {
 				return rl.calendarAcquire(ctx, entityID, resource, consume, o)
 			}
 			return lease, err
 		}
 	}
 	lease, err := rl.slowAcquire(ctx, entityID, resource, consume, child, o)
-	if err != nil && errors.Is(err, errCalendarPath) {
+	if errors.Is(err, errCalendarPath) {
 		return rl.calendarAcquire(ctx, entityID, resource, consume, o)
 	}
 	return lease, err
@@ -257,7 +257,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	now := rl.nowMs()
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
-		if l.Calendar != CalendarNone {
+		if l.IsCalendar() {
 			left, _, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
 			if err != nil {
 				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
@@ -308,7 +308,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 		if n <= 0 {
 			continue
 		}
-		if l.Calendar != CalendarNone {
+		if l.IsCalendar() {
 			left, until, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
 			if err != nil {
 				return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
@@ -441,7 +441,7 @@ func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource
 	if err != nil {
 		return 0, 0, err
 	}
-	until := max(next.Sub(now), minRetryAfter)
+	until := untilMs(next.UnixMilli(), now.UnixMilli())
 	s, ok := b.State(l.Name)
 	if !ok {
 		return l.Capacity, until, nil

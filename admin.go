@@ -293,7 +293,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	}
 	var stale []string
 	for _, l := range old.Limits {
-		if !keep[l.Name] && l.Calendar == CalendarNone {
+		if !keep[l.Name] && !l.IsCalendar() {
 			stale = append(stale, l.Name)
 		}
 	}

@@ -275,7 +275,7 @@ func (rl *RateLimiter) calendarFinish(items []*batchItem, lease *Lease, statuses
 				calendarStatuses(statuses[i], it.cal, it.nextMs, nowMs)
 			}
 		}
-		if _, ok := err.(*RateLimitExceededError); ok {
+		if rle := (*RateLimitExceededError)(nil); errors.As(err, &rle) {
 			var all []LimitStatus
 			for _, st := range statuses {
 				all = append(all, st...)

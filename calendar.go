@@ -21,7 +21,7 @@ var errCalendarPath = errors.New("limiter: the parent's limits hold a calendar l
 // the plain path makes.
 func hasCalendar(limits []Limit) bool {
 	for i := range limits {
-		if limits[i].Calendar != CalendarNone {
+		if limits[i].IsCalendar() {
 			return true
 		}
 	}
@@ -36,7 +36,7 @@ func rollingOnly(limits []Limit) []Limit {
 	}
 	out := make([]Limit, 0, len(limits))
 	for _, l := range limits {
-		if l.Calendar == CalendarNone {
+		if !l.IsCalendar() {
 			out = append(out, l)
 		}
 	}
@@ -63,7 +63,7 @@ func calendarItems(entityID, resource string, limits []Limit, consume Consume, n
 	}
 	for i := range limits {
 		l := limits[i]
-		if l.Calendar == CalendarNone {
+		if !l.IsCalendar() {
 			continue
 		}
 		v, ok := consume[l.Name]
@@ -93,7 +93,7 @@ func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 		}
 		st.Limit = *cal
 		if st.Exceeded && st.Requested > st.Available {
-			st.RetryAfter = max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
+			st.RetryAfter = untilMs(nextMs, nowMs)
 		}
 	}
 }
@@ -102,5 +102,11 @@ func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 // containing nowMs ends.
 func untilNextPeriod(l Limit, nowMs int64) time.Duration {
 	_, next, _ := l.CalendarPeriodAt(time.UnixMilli(nowMs))
-	return max(time.Duration(next.UnixMilli()-nowMs)*time.Millisecond, minRetryAfter)
+	return untilMs(next.UnixMilli(), nowMs)
+}
+
+// untilMs returns the wait from nowMs until a period starts at nextMs: at
+// least minRetryAfter, so that a refusal's RetryAfter stays positive.
+func untilMs(nextMs, nowMs int64) time.Duration {
+	return max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
 }

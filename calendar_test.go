@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,12 +14,6 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
-
-// calClock is a settable clock for the calendar tests.
-type calClock struct{ ms atomic.Int64 }
-
-func (c *calClock) now() time.Time  { return time.UnixMilli(c.ms.Load()).UTC() }
-func (c *calClock) set(t time.Time) { c.ms.Store(t.UnixMilli()) }
 
 func calTime(t *testing.T, s string) time.Time {
 	t.Helper()
@@ -135,7 +128,7 @@ func TestCalendarDerivedNameTooLong(t *testing.T) {
 // month, then is admitted; with a context deadline before it, it fails at
 // once.
 func TestCalendarWait(t *testing.T) {
-	clk := &calClock{}
+	clk := &fakeClock{}
 	clk.set(calTime(t, "2026-11-30T23:00:00Z"))
 	rl := New(newMemory(), WithClock(clk.now))
 	defer rl.Close()
@@ -178,7 +171,7 @@ func TestCalendarWait(t *testing.T) {
 // resource and each calendar limit on its period's bucket; a name reaches
 // only the entries that hold it, and the statuses show the calendar limit.
 func TestCalendarLeaseEntries(t *testing.T) {
-	clk := &calClock{}
+	clk := &fakeClock{}
 	clk.set(calTime(t, "2026-11-30T23:00:00Z"))
 	rl := New(newMemory(), WithClock(clk.now))
 	defer rl.Close()

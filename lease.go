@@ -234,7 +234,7 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			Reset:     timeToFill(e.state, now),
 			Held:      bucketmath.FloorDiv(e.held(), 1000),
 		}
-		if e.limit.Calendar != CalendarNone && out[i].Reset > 0 {
+		if e.limit.IsCalendar() && out[i].Reset > 0 {
 			// A calendar budget is full again when the next period starts.
 			out[i].Reset = untilNextPeriod(e.limit, now)
 		}

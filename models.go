@@ -103,7 +103,7 @@ func validateStoredLimits(limits []Limit) error {
 		return err
 	}
 	for _, l := range limits {
-		if l.Calendar == CalendarNone {
+		if !l.IsCalendar() {
 			continue
 		}
 		if _, err := store.LoadCalendarLocation(l.LocationName()); err != nil {

@@ -211,7 +211,7 @@ func auditLimitDetail(l Limit) map[string]any {
 // auditCalendarDetail adds to an audit detail of a calendar limit its
 // period and, unless UTC, its time zone.
 func auditCalendarDetail(d map[string]any, l Limit) map[string]any {
-	if l.Calendar != CalendarNone {
+	if l.IsCalendar() {
 		d["calendar"] = l.Calendar.String()
 		if tz := l.LocationName(); tz != "" {
 			d["timezone"] = tz

@@ -177,7 +177,7 @@ func configLimits(limits []Limit) []ddbschema.ConfigLimit {
 			RefillAmount:        l.RefillAmount,
 			RefillPeriodSeconds: l.RefillPeriodSeconds(),
 		}
-		if l.Calendar != CalendarNone {
+		if l.IsCalendar() {
 			// ra 0 and a negative rp: the Python original refuses the
 			// config instead of misreading it.
 			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, l.Calendar.StoredRefillPeriod()

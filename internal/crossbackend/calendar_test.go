@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/memorystore"
 )
 
@@ -335,15 +334,7 @@ func TestCalendarStoredConfig(t *testing.T) {
 	})
 	t.Run("redis", func(t *testing.T) { roundTrip(t, openRedis(t)) })
 	t.Run("dynamodb", func(t *testing.T) {
-		client := ddblocal.Client(t)
-		table := ddblocal.TableName(t)
-		repo, err := limiter.OpenDynamoDB(context.Background(), client, func(o *limiter.DynamoDBOptions) {
-			o.Table, o.CreateTable = table, true
-		})
-		require.NoError(t, err)
-		t.Cleanup(func() {
-			client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
-		})
+		repo, client, table := openDynamoDBTable(t)
 		roundTrip(t, repo)
 		out, err := client.Scan(context.Background(), &dynamodb.ScanInput{TableName: aws.String(table),
 			FilterExpression: aws.String("SK = :sk"), ExpressionAttributeValues: map[string]types.AttributeValue{

@@ -32,6 +32,13 @@ func TestMain(m *testing.M) {
 // openDynamoDB opens a repository on a new table of the package's DynamoDB
 // Local, deleted after the test.
 func openDynamoDB(t *testing.T) limiter.Repository {
+	repo, _, _ := openDynamoDBTable(t)
+	return repo
+}
+
+// openDynamoDBTable is openDynamoDB that also returns the client and the
+// table, for tests that read the items themselves.
+func openDynamoDBTable(t *testing.T) (limiter.Repository, *dynamodb.Client, string) {
 	client := ddblocal.Client(t)
 	table := ddblocal.TableName(t)
 	repo, err := limiter.OpenDynamoDB(context.Background(), client, func(o *limiter.DynamoDBOptions) {
@@ -41,7 +48,7 @@ func openDynamoDB(t *testing.T) limiter.Repository {
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	return repo
+	return repo, client, table
 }
 
 // openRedis opens a store on the package's redis-server, under a key
@@ -95,51 +102,42 @@ func TestCPUBurnerProcess(t *testing.T) { crossbackend.CPUBurnerProcess(t) }
 // taken back once the refill was capped: 174 admitted in 50 ms, where the
 // bound is 106.)
 func TestIdleBurstRealClock(t *testing.T) {
-	for _, b := range []struct {
-		name string
-		open func(t *testing.T) limiter.Repository
-	}{
-		{"dynamodb", openDynamoDB},
-		{"memory", func(*testing.T) limiter.Repository { return memorystore.New() }},
-		{"redis", openRedis},
-	} {
-		t.Run(b.name, func(t *testing.T) {
-			ctx := context.Background()
-			rl := limiter.New(b.open(t))
-			defer rl.Close()
-			lim := limiter.WithLimits(limiter.PerSecond("rps", 100))
-			lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 30}, lim)
-			require.NoError(t, err)
-			require.NoError(t, lease.Commit(ctx))
-			time.Sleep(1200 * time.Millisecond)
+	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+		ctx := context.Background()
+		rl := limiter.New(repo)
+		defer rl.Close()
+		lim := limiter.WithLimits(limiter.PerSecond("rps", 100))
+		lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 30}, lim)
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(ctx))
+		time.Sleep(1200 * time.Millisecond)
 
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			start := time.Now()
-			stop := start.Add(5 * time.Second) // a bound for a run that never refuses
-			for range 16 {
-				wg.Go(func() {
-					for time.Now().Before(stop) {
-						lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 1}, lim)
-						if errors.Is(err, limiter.ErrRateLimited) {
-							return
-						}
-						if !assert.NoError(t, err) {
-							return
-						}
-						admitted.Add(1)
-						assert.NoError(t, lease.Commit(ctx))
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		stop := start.Add(5 * time.Second) // a bound for a run that never refuses
+		for range 16 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					lease, err := rl.Acquire(ctx, "idle", "gpt-4", limiter.Consume{"rps": 1}, lim)
+					if errors.Is(err, limiter.ErrRateLimited) {
+						return
 					}
-				})
-			}
-			wg.Wait()
-			span := time.Since(start)
-			// The refill over the burst, rounded up, and one token for the
-			// clock readings that straddle a millisecond.
-			bound := 100 + int64(math.Ceil(100*span.Seconds())) + 1
-			t.Logf("%s: %d admitted in %v (exact bucket: at most %d)", b.name, admitted.Load(), span.Round(time.Millisecond), bound)
-			assert.LessOrEqual(t, admitted.Load(), bound, "admitted in a burst of %v after an idle period", span)
-			assert.GreaterOrEqual(t, admitted.Load(), int64(100), "the bucket refilled to 100 while idle: the burst admits them")
-		})
-	}
+					if !assert.NoError(t, err) {
+						return
+					}
+					admitted.Add(1)
+					assert.NoError(t, lease.Commit(ctx))
+				}
+			})
+		}
+		wg.Wait()
+		span := time.Since(start)
+		// The refill over the burst, rounded up, and one token for the
+		// clock readings that straddle a millisecond.
+		bound := 100 + int64(math.Ceil(100*span.Seconds())) + 1
+		t.Logf("%d admitted in %v (exact bucket: at most %d)", admitted.Load(), span.Round(time.Millisecond), bound)
+		assert.LessOrEqual(t, admitted.Load(), bound, "admitted in a burst of %v after an idle period", span)
+		assert.GreaterOrEqual(t, admitted.Load(), int64(100), "the bucket refilled to 100 while idle: the burst admits them")
+	})
 }
