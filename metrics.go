@@ -95,7 +95,9 @@ type Metrics interface {
 	AcquireDone(ctx context.Context, outcome AcquireOutcome, latency time.Duration)
 	// SpeculativeOutcome is called once for each outcome counted by
 	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
-	// that tries the speculative path.
+	// that tries the speculative path, and once more for each round it
+	// runs again after a refusal of one item while its write to the other
+	// (a cascade's child or parent) had applied.
 	SpeculativeOutcome(outcome store.SpeculativeOutcome)
 	// StoreCall is called after every bucket operation and config load
 	// the limiter and its leases make on the repository, with its latency

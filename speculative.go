@@ -54,7 +54,36 @@ type specAcquire struct {
 	child    resolved
 	parent   resolved // resolved once the parent is known
 	o        acquireOptions
+	// undone is set when a write of this acquire applied to one item and
+	// was given back because the other item refused: the refusal may be
+	// owed to what other acquires hold for a moment (see mixedRetries).
+	undone bool
+	// rounds counts the rounds run again after such a refusal.
+	rounds int
 }
+
+// mixedRetries bounds the rounds an acquire runs again after a refusal of
+// one item while its write to the other applied (a mixed outcome).
+//
+// The child's and the parent's writes go out together and are not one
+// atomic step. Near exhaustion, two groups of concurrent acquires can each
+// take the last tokens of one item and be refused by the other: each group
+// gives its write back, and each refusal saw an item emptied only by the
+// other group's writes, which are given back too. Deciding such a refusal
+// at once under-admits by up to the number of acquires in flight. So a
+// refusal after a mixed outcome is not final: the acquire, its own write
+// given back, runs again after a short random pause, by which time the
+// others' give-backs have landed, and only the refusal of the last round
+// is reported (and kept by the over-limit cache). A refusal where nothing
+// of the acquire applied is decided at once, as before.
+const mixedRetries = 3
+
+// mixedPause bounds the random pause before such a round.
+const mixedPause = 4 * time.Millisecond
+
+// final reports whether a refusal now is the acquire's answer: it is not
+// after a mixed outcome while rounds remain.
+func (a *specAcquire) final() bool { return !a.undone || a.rounds >= mixedRetries }
 
 // nowMs is the acquire's time in epoch ms.
 func (a *specAcquire) nowMs() int64 { return a.at.UnixMilli() }
@@ -71,7 +100,28 @@ func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.Specula
 func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
 	rl.stats.attempts.Add(1)
 	a := &specAcquire{resource: resource, consume: consume, at: rl.now(), child: child, o: o}
-	return rl.speculativeFrom(ctx, entityID, a)
+	for {
+		lease, err := rl.speculativeFrom(ctx, entityID, a)
+		if a.final() || !isRefusal(err) {
+			return lease, err
+		}
+		a.undone = false
+		a.rounds++
+		t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		a.at = rl.now()
+	}
+}
+
+// isRefusal reports whether err is a refusal for want of tokens.
+func isRefusal(err error) bool {
+	var rle *RateLimitExceededError
+	return errors.As(err, &rle)
 }
 
 // speculativeFrom is speculativeAcquire on a, which stays on the caller's
@@ -114,6 +164,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			if err := rl.undo(ctx, parentRes.Key, consume, a.parent.limits); err != nil {
 				return nil, err
 			}
+			a.undone = true
 		}
 		var err error
 		if retried, err = rl.childRefused(ctx, a, &childRes); err != nil || !retried {
@@ -230,14 +281,15 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 			}
 		}
 	}
-	return false, rl.checkRefused(*child, a.consume, a.nowMs())
+	return false, rl.checkRefused(*child, a.consume, a.nowMs(), a.final())
 }
 
 // checkRefused decides a refused write from the old item without another
 // read: fall back (nil) when the item or a limit is missing, the limits
 // changed or refill would help, or reject (*RateLimitExceededError,
-// nothing written).
-func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume, now int64) error {
+// nothing written; remembered by the over-limit cache when remember is
+// set).
+func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume, now int64, remember bool) error {
 	switch {
 	case res.Reason == store.RefusedRefillDue:
 		rl.specFallback(res.Key, store.SpecFallbackRefillDue)
@@ -262,7 +314,9 @@ func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume
 	}
 	rl.stats.count(store.SpecFastRejection)
 	err := newRateLimitExceededError(statuses)
-	rl.overLimitRemember(res.Bucket, now, err)
+	if remember {
+		rl.overLimitRemember(res.Bucket, now, err)
+	}
 	return err
 }
 
@@ -281,6 +335,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		if err := undoChild(); err != nil {
 			return nil, err
 		}
+		a.undone = true
 		rl.stats.count(store.SpecFastRejection)
 		// The child passed: report it as it was before its write.
 		var statuses []LimitStatus
@@ -291,7 +346,9 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))
-		rl.overLimitRemember(parent.Bucket, a.nowMs(), newRateLimitExceededError(parentStatuses))
+		if a.final() {
+			rl.overLimitRemember(parent.Bucket, a.nowMs(), newRateLimitExceededError(parentStatuses))
+		}
 		return nil, err
 	}
 	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, a)
