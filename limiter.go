@@ -271,6 +271,11 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 // Repository returns the repository the limiter uses.
 func (rl *RateLimiter) Repository() Repository { return rl.repo }
 
+// Now returns the limiter's reading of the clock ([WithClock]; the system
+// clock by default): the time its acquires and calendar periods are
+// computed at.
+func (rl *RateLimiter) Now() time.Time { return rl.now() }
+
 // Close shuts the limiter down. It is safe to call while other goroutines
 // use the limiter, and more than once (a later call waits for the first
 // and returns nil). From the moment it starts, every new call that reads

@@ -32,8 +32,13 @@ func ceilSeconds(d time.Duration) int64 {
 
 // windowSeconds is the time a limit takes to fill from empty, in whole
 // seconds rounded up: capacity × period / refill amount. It is the window
-// of the limit's IETF policy.
-func windowSeconds(l limiter.Limit) int64 {
+// of the limit's IETF policy. A calendar limit's window is the length of
+// its period containing now (a month of 30 days: 2,592,000).
+func windowSeconds(l limiter.Limit, now time.Time) int64 {
+	if l.IsCalendar() {
+		start, next, _ := l.CalendarPeriodAt(now)
+		return ceilSeconds(next.Sub(start))
+	}
 	if l.RefillAmount <= 0 {
 		return 0
 	}
@@ -80,13 +85,13 @@ func sfString(s string) string {
 }
 
 // setIETF sets RateLimit-Policy and RateLimit for ls, each named
-// "ENTITY:LIMIT".
-func setIETF(h http.Header, ls []headerLimit) {
+// "ENTITY:LIMIT", at now (the limiter's clock).
+func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	policy := make([]string, len(ls))
 	state := make([]string, len(ls))
 	for i, l := range ls {
 		n := sfString(l.entity + ":" + l.limit.Name)
-		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit), 10)
+		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
 		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10) + ";t=" + strconv.FormatInt(l.reset, 10)
 	}
 	h.Set("RateLimit-Policy", strings.Join(policy, ", "))
@@ -97,7 +102,7 @@ func setIETF(h http.Header, ls []headerLimit) {
 // X-RateLimit-* of the limit with the smallest share of its capacity left,
 // and the IETF fields of every limit, t the seconds until the bucket is
 // full.
-func setLeaseHeaders(h http.Header, entityID string, lease *limiter.Lease) {
+func setLeaseHeaders(h http.Header, rl *limiter.RateLimiter, entityID string, lease *limiter.Lease) {
 	st := lease.Statuses()
 	if len(st) == 0 {
 		return
@@ -116,7 +121,7 @@ func setLeaseHeaders(h http.Header, entityID string, lease *limiter.Lease) {
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
 	sortLimits(entityID, ls)
-	setIETF(h, ls)
+	setIETF(h, ls, rl.Now())
 }
 
 // mulCmp compares a×b with c×d exactly.
@@ -163,7 +168,7 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r refusal) {
 		return
 	}
 	sortLimits(r.entityID, ls)
-	setIETF(h, ls)
+	setIETF(h, ls, r.rl.Now())
 }
 
 // unchecked returns the limits in force of the entities the refusal did
@@ -192,16 +197,21 @@ func (r refusal) unchecked(ctx context.Context, checked map[string]bool) []heade
 			rem = l.Limit.Capacity
 		}
 		out = append(out, headerLimit{entity: l.EntityID, limit: l.Limit, remaining: rem,
-			reset: secondsToCover(l.Limit, r.consume[l.Limit.Name]-rem)})
+			reset: secondsToCover(l.Limit, r.consume[l.Limit.Name]-rem, r.rl.Now())})
 	}
 	return out
 }
 
 // secondsToCover is the whole seconds, rounded up, until l refills deficit
-// tokens (0 for deficit ≤ 0).
-func secondsToCover(l limiter.Limit, deficit int64) int64 {
+// tokens (0 for deficit ≤ 0); for a calendar limit, until its next period
+// starts after now.
+func secondsToCover(l limiter.Limit, deficit int64, now time.Time) int64 {
 	if deficit <= 0 {
 		return 0
+	}
+	if l.IsCalendar() {
+		_, next, _ := l.CalendarPeriodAt(now)
+		return ceilSeconds(next.Sub(now))
 	}
 	if l.RefillAmount <= 0 {
 		return 1<<63 - 1

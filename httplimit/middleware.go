@@ -61,10 +61,12 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // them all, each named "ENTITY:LIMIT" (e.g. "key-1:rpm", "proj-1:rpm"),
 // the entity's before its parent's, each entity's by limit name:
 // RateLimit-Policy gives each limit's quota q (its capacity) and window w
-// (the seconds it takes to fill from empty), RateLimit its remaining
-// tokens r (at least 0) and t, in whole seconds rounded up. On a served
-// response t is the time until that bucket is full again, from the lease
-// ([limiter.Lease.Statuses]); X-RateLimit-Limit, X-RateLimit-Remaining and
+// (the seconds it takes to fill from empty; for a calendar limit, the
+// length of its period at the limiter's clock, [limiter.RateLimiter.Now]),
+// RateLimit its remaining tokens r (at least 0) and t, in whole seconds
+// rounded up. On a served response t is the time until that bucket is
+// full again (a calendar limit's: until its next period starts), from the
+// lease ([limiter.Lease.Statuses]); X-RateLimit-Limit, X-RateLimit-Remaining and
 // X-RateLimit-Reset (seconds until full) describe the limit with the
 // smallest share of its capacity left. Requests that are not served get:
 //
@@ -124,7 +126,7 @@ func Middleware(rl *limiter.RateLimiter, key KeyFunc, optFns ...func(*Options)) 
 				o.ErrorHandler(w, r, httpStatus(err), err)
 				return
 			}
-			setLeaseHeaders(w.Header(), entityID, lease)
+			setLeaseHeaders(w.Header(), rl, entityID, lease)
 			served := false
 			defer func() {
 				if !served { // next panicked: give everything back

@@ -326,3 +326,42 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 		assert.Equal(t, 1, calls, "handler calls")
 	})
 }
+
+// TestHTTPMiddlewareCalendarHeaders: a calendar limit's IETF policy window
+// is its period (a day: 86400 s), and its t is the time until the next
+// period starts, on the served and the refused response alike; the
+// refusal's Retry-After waits until then. The clock starts at
+// 2026-01-02T03:04:05.678Z: the next day starts 75,354.322 s later.
+func TestHTTPMiddlewareCalendarHeaders(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		_, err := rl.CreateEntity(env.ctx, limiter.Entity{ID: "key-1"})
+		require.NoError(t, err)
+		err = rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarDay("tpm", 1000)})
+		require.NoError(t, err)
+		calls := 0
+		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		const policy = `RateLimit-Policy: "key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=86400`
+		check := func(t *testing.T, w *httptest.ResponseRecorder, want ...string) {
+			t.Helper()
+			for _, line := range want {
+				k, _, _ := strings.Cut(line, ": ")
+				assert.Equal(t, line, k+": "+w.Header().Get(k), "%d: %s", w.Code, k)
+			}
+		}
+
+		w := serve(h, "key-1", 400)
+		require.Equal(t, http.StatusOK, w.Code, "served")
+		check(t, w, policy, `RateLimit: "key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=75355`)
+
+		w = serve(h, "key-1", 800)
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "over the day's tpm")
+		check(t, w, "Retry-After: 75355", "X-RateLimit-Remaining: 600", "X-RateLimit-Reset: 75355", policy)
+		assert.Equal(t, 1, calls, "handler calls")
+
+		// The helpers at the limiter's clock: the next day's start, and
+		// a month's window in January (31 days).
+		require.Equal(t, int64(75355), secondsToCover(limiter.PerCalendarDay("tpm", 1), 1, rl.Now()))
+		require.Equal(t, int64(2678400), windowSeconds(limiter.PerCalendarMonth("usd", 1), rl.Now()), "January")
+	})
+}
