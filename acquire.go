@@ -209,21 +209,21 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
 		return nil, err
 	}
-	if hasCalendar(limits) {
-		return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+	if hasOwnBucket(limits) {
+		return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
 	}
 	if rl.speculative {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
-			if errors.Is(err, errCalendarPath) {
-				return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+			if errors.Is(err, errOwnBucketPath) {
+				return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
 			}
 			return lease, err
 		}
 	}
 	lease, err := rl.slowAcquire(ctx, entityID, resource, consume, child, o)
-	if errors.Is(err, errCalendarPath) {
-		return rl.calendarAcquire(ctx, entityID, resource, consume, o)
+	if errors.Is(err, errOwnBucketPath) {
+		return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
 	}
 	return lease, err
 }
@@ -231,7 +231,8 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 // Available returns, per limit, the whole tokens available now for
 // (entityID, resource) — negative when in debt, the capacity when the bucket
 // does not exist yet; for a calendar limit, what is left of the current
-// period's budget. It only reads: it is the "peek" of other throttles
+// period's budget; for a prepaid limit, its balance (0 before the first
+// top-up). It only reads: it is the "peek" of other throttles
 // (and [RateLimiter.Reset] their "reset").
 func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string, opts ...AcquireOption) (map[string]int64, error) {
 	if ctx == nil {
@@ -257,7 +258,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 	now := rl.nowMs()
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
-		if l.IsCalendar() {
+		if l.OwnBucket() {
 			left, _, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
 			if err != nil {
 				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
@@ -278,8 +279,8 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 // TimeUntilAvailable returns how long until needed could be acquired for
 // (entityID, resource): the longest wait over the limits with a positive
 // amount. Missing buckets are full. A calendar limit whose current period
-// cannot cover its amount waits until the next period starts. It only
-// reads.
+// cannot cover its amount waits until the next period starts; a prepaid
+// balance that cannot, [BalanceRetryAfter]. It only reads.
 func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resource string, needed Consume, opts ...AcquireOption) (time.Duration, error) {
 	if ctx == nil {
 		return 0, errNilContext
@@ -308,7 +309,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 		if n <= 0 {
 			continue
 		}
-		if l.IsCalendar() {
+		if l.OwnBucket() {
 			left, until, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
 			if err != nil {
 				return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
@@ -431,9 +432,11 @@ func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
 
 // calendarAvailable returns what calendar limit l of (entityID, resource)
 // has left in the period containing now (its capacity when the period's
-// bucket does not exist yet), and how long until that period ends.
+// bucket does not exist yet), and how long until that period ends; for a
+// prepaid limit, its balance (0 when its bucket does not exist yet) and
+// BalanceRetryAfter.
 func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource string, l Limit, now time.Time) (int64, time.Duration, error) {
-	bucket, next, err := l.CalendarBucket(resource, now)
+	bucket, bl, nextMs, err := ownBucket(l, resource, now)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -441,12 +444,18 @@ func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource
 	if err != nil {
 		return 0, 0, err
 	}
-	until := untilMs(next.UnixMilli(), now.UnixMilli())
+	until := BalanceRetryAfter
+	if !l.IsPrepaid() {
+		until = untilMs(nextMs, now.UnixMilli())
+	}
 	s, ok := b.State(l.Name)
 	if !ok {
+		if l.IsPrepaid() {
+			return 0, until, nil
+		}
 		return l.Capacity, until, nil
 	}
 	nowMs := now.UnixMilli()
-	s, _ = applyLimit(s, l.CalendarBucketLimit(), nowMs)
+	s, _ = applyLimit(s, bl, nowMs)
 	return calculateAvailable(s, nowMs), until, nil
 }

@@ -293,7 +293,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 	}
 	var stale []string
 	for _, l := range old.Limits {
-		if !keep[l.Name] && !l.IsCalendar() {
+		if !keep[l.Name] && !l.OwnBucket() {
 			stale = append(stale, l.Name)
 		}
 	}
@@ -451,7 +451,7 @@ func (rl *RateLimiter) configChanged(key store.ConfigKey) {
 // read again when the lock is lost. Stale limits are then removed. A
 // missing bucket is left missing: the next acquire creates it.
 func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
-	limits = rollingOnly(limits) // a calendar limit's periods have buckets of their own
+	limits = rollingOnly(limits) // calendar periods and prepaid balances have buckets of their own
 	if len(limits) == 0 {
 		return nil
 	}

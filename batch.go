@@ -38,8 +38,9 @@ const MaxAcquireAllItems = 100
 type batchItem struct {
 	group   entityGroup
 	consume Consume
-	// cal is the calendar limit whose period bucket the item is (nil for
-	// an ordinary bucket), and nextMs the start of the next period.
+	// cal is the calendar limit whose period bucket the item is, or the
+	// prepaid limit whose balance it is (nil for an ordinary bucket), and
+	// nextMs the start of the next period (0 for a balance).
 	cal    *Limit
 	nextMs int64
 }
@@ -147,14 +148,14 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 	if rl.store.batch != nil && rl.speculative {
 		lease, statuses, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
-			lease, err = rl.calendarFinish(items, lease, statuses, err)
+			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
 			return lease, per(statuses), err
 		}
 	}
 	for attempt := 0; ; attempt++ {
 		lease, statuses, err := rl.slowAll(ctx, items)
 		if !errors.Is(err, errReread) {
-			lease, err = rl.calendarFinish(items, lease, statuses, err)
+			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
 			return lease, per(statuses), err
 		}
 		again, wait, err := rl.afterLostRace(ctx, attempt)
@@ -210,13 +211,13 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		return nil
 	}
 	// addAll adds the items of one entity's limits: one bucket, or with
-	// calendar limits the rolling bucket and the period buckets.
+	// calendar or prepaid limits the rolling bucket and their own buckets.
 	now := rl.now()
 	addAll := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
-		if !hasCalendar(limits) {
+		if !hasOwnBucket(limits) {
 			return add(i, entityID, resource, limits, source, consume, nil, 0)
 		}
-		return calendarItems(entityID, resource, limits, consume, now,
+		return ownBucketItems(entityID, resource, limits, consume, now,
 			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
 				return add(i, entityID, res, ls, source, c, cal, nextMs)
 			})
@@ -258,13 +259,14 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	return items, charged, nil
 }
 
-// calendarFinish ends a batch with period buckets: the statuses of a
-// period bucket are shown as its calendar limit's (calendarStatuses), a
-// refusal is rebuilt from them (the RetryAfter of a spent budget is the
-// time until the next period), and the lease's entries on period buckets
-// hold their calendar limit (for its statuses and refunds: no refill). A
-// batch without calendar limits passes as it is.
-func (rl *RateLimiter) calendarFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
+// ownBucketFinish ends a batch with period or balance buckets: the
+// statuses of such a bucket are shown as its calendar or prepaid limit's
+// (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
+// spent budget is the time until the next period, of a short balance
+// BalanceRetryAfter), and the lease's entries on these buckets hold their
+// calendar or prepaid limit (for its statuses and refunds: no refill). A
+// batch without such limits passes as it is.
+func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
 	if !slices.ContainsFunc(items, func(it *batchItem) bool { return it.cal != nil }) {
 		return lease, err
 	}
@@ -430,10 +432,11 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 	return lease, statuses, nil
 }
 
-// calendarAcquire is an acquire whose limits (the entity's or, with
-// cascade, its parent's) hold a calendar limit: one atomic AcquireAll of
-// the rolling bucket and each charged period bucket.
-func (rl *RateLimiter) calendarAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+// ownBucketAcquire is an acquire whose limits (the entity's or, with
+// cascade, its parent's) hold a calendar or prepaid limit: one atomic
+// AcquireAll of the rolling bucket and each charged period or balance
+// bucket.
+func (rl *RateLimiter) ownBucketAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
 	return lease, err
 }

@@ -262,13 +262,19 @@ func admit(st *LimitStatus, s store.BucketState, amount, now int64) (tokensMilli
 	return cur.Sub(req).Int64Sat(), last, true
 }
 
-// bucketStateFromLimit returns a full bucket for l, refilled at nowMs.
+// bucketStateFromLimit returns a full bucket for l, refilled at nowMs; an
+// empty one for the bucket limit of a prepaid balance
+// (store.Limit.PrepaidBucketLimit), which only top-ups fill.
 func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store.BucketState {
+	tokens := l.Capacity * 1000
+	if l.Prepaid {
+		tokens = 0
+	}
 	return store.BucketState{
 		EntityID:          entityID,
 		Resource:          resource,
 		LimitName:         l.Name,
-		TokensMilli:       l.Capacity * 1000,
+		TokensMilli:       tokens,
 		LastRefillMs:      nowMs,
 		CapacityMilli:     l.Capacity * 1000,
 		RefillAmountMilli: l.RefillAmount * 1000,

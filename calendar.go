@@ -1,9 +1,12 @@
-// Layer 4, mechanics: calendar limits, which reset at the start of each
-// day, week or month. Each period of a calendar limit L of entity E on
-// resource R is an ordinary bucket, (E, R/L.tag), whose limit refills one
-// token a century (store.Limit.CalendarBucketLimit); an acquire that
-// resolves a calendar limit becomes one atomic AcquireAll of the rolling
-// bucket and the period buckets.
+// Layer 4, mechanics: limits kept in bucket items of their own. A
+// calendar limit resets at the start of each day, week or month: each
+// period of calendar limit L of entity E on resource R is an ordinary
+// bucket, (E, R/L.tag), whose limit refills one token a century
+// (store.Limit.CalendarBucketLimit). A prepaid limit's balance is the
+// ordinary bucket (E, R/L.balance), created empty, with the same
+// negligible refill (store.Limit.PrepaidBucketLimit). An acquire that
+// resolves either becomes one atomic AcquireAll of the rolling bucket and
+// these buckets.
 
 package limiter
 
@@ -12,42 +15,61 @@ import (
 	"time"
 )
 
-// errCalendarPath tells acquire that the parent's limits hold a calendar
-// limit: the acquire must be made on the batch path (calendarAcquire).
-// Nothing it returns with stays taken.
-var errCalendarPath = errors.New("limiter: the parent's limits hold a calendar limit")
+// errOwnBucketPath tells acquire that the parent's limits hold a calendar
+// or prepaid limit: the acquire must be made on the batch path
+// (ownBucketAcquire). Nothing it returns with stays taken.
+var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
 
-// hasCalendar reports whether limits hold a calendar limit: the one check
-// the plain path makes.
-func hasCalendar(limits []Limit) bool {
+// BalanceRetryAfter is the RetryAfter of a refusal by a prepaid balance
+// that cannot cover the amount: the balance does not refill, so no wait
+// is known to help (the refusal's NeverFits is true and [RateLimiter.Wait]
+// fails at once); a client that retries anyway waits this long.
+const BalanceRetryAfter = time.Hour
+
+// hasOwnBucket reports whether limits hold a calendar or prepaid limit:
+// the one check the plain path makes.
+func hasOwnBucket(limits []Limit) bool {
 	for i := range limits {
-		if limits[i].IsCalendar() {
+		if limits[i].OwnBucket() {
 			return true
 		}
 	}
 	return false
 }
 
-// rollingOnly returns limits without the calendar limits: limits itself
-// when there are none.
+// rollingOnly returns limits without the calendar and prepaid limits (the
+// limits of the entity's own bucket): limits itself when there are none.
 func rollingOnly(limits []Limit) []Limit {
-	if !hasCalendar(limits) {
+	if !hasOwnBucket(limits) {
 		return limits
 	}
 	out := make([]Limit, 0, len(limits))
 	for _, l := range limits {
-		if !l.IsCalendar() {
+		if !l.OwnBucket() {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-// calendarItems splits the limits of (entityID, resource) for planBatch:
+// ownBucket returns the bucket resource and the bucket limit of calendar
+// or prepaid limit l on resource at now, and for a calendar limit the start
+// of the next period (0 for a prepaid limit).
+func ownBucket(l Limit, resource string, now time.Time) (bucket string, bl Limit, nextMs int64, err error) {
+	if l.IsPrepaid() {
+		bucket, err = l.PrepaidBucket(resource)
+		return bucket, l.PrepaidBucketLimit(), 0, err
+	}
+	bucket, next, err := l.CalendarBucket(resource, now)
+	return bucket, l.CalendarBucketLimit(), next.UnixMilli(), err
+}
+
+// ownBucketItems splits the limits of (entityID, resource) for planBatch:
 // add is called for the rolling limits (with the amounts of their names),
-// then for each calendar limit with an amount in consume, on its period
-// bucket at now. A limit without an amount is not charged.
-func calendarItems(entityID, resource string, limits []Limit, consume Consume, now time.Time,
+// then for each calendar or prepaid limit with an amount in consume, on its
+// own bucket at now (cal is that limit). A limit without an amount is not
+// charged.
+func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time,
 	add func(resource string, limits []Limit, consume Consume, cal *Limit, nextMs int64) error) error {
 	rolling := rollingOnly(limits)
 	if len(rolling) > 0 {
@@ -63,28 +85,29 @@ func calendarItems(entityID, resource string, limits []Limit, consume Consume, n
 	}
 	for i := range limits {
 		l := limits[i]
-		if !l.IsCalendar() {
+		if !l.OwnBucket() {
 			continue
 		}
 		v, ok := consume[l.Name]
 		if !ok {
 			continue
 		}
-		bucket, next, err := l.CalendarBucket(resource, now)
+		bucket, bl, next, err := ownBucket(l, resource, now)
 		if err != nil {
 			return err
 		}
-		if err := add(bucket, []Limit{l.CalendarBucketLimit()}, Consume{l.Name: v}, &l, next.UnixMilli()); err != nil {
+		if err := add(bucket, []Limit{bl}, Consume{l.Name: v}, &l, next); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// calendarStatuses shows the statuses of a period bucket as the calendar
-// limit's: Limit is the calendar limit, and a refusal for want of budget
-// waits until the next period starts (nextMs), not for the bucket's
-// negligible refill.
+// calendarStatuses shows the statuses of a calendar period bucket or a
+// prepaid balance bucket as its limit's: Limit is the calendar or prepaid
+// limit, and a refusal for want of budget waits until the next period
+// starts (nextMs), not for the bucket's negligible refill; for want of
+// balance, [BalanceRetryAfter].
 func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 	for i := range statuses {
 		st := &statuses[i]
@@ -93,7 +116,11 @@ func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 		}
 		st.Limit = *cal
 		if st.Exceeded && st.Requested > st.Available {
-			st.RetryAfter = untilMs(nextMs, nowMs)
+			if cal.IsPrepaid() {
+				st.RetryAfter = BalanceRetryAfter
+			} else {
+				st.RetryAfter = untilMs(nextMs, nowMs)
+			}
 		}
 	}
 }

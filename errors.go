@@ -67,6 +67,10 @@ var (
 	ErrCircuitOpen error = circuitOpenError{}
 	// ErrTableNotFound is matched by *[TableNotFoundError].
 	ErrTableNotFound = errors.New("limiter: table not found")
+	// ErrBalanceExhausted is matched by a *[RateLimitExceededError] one of
+	// whose violations is a prepaid balance ([Prepaid]) that cannot cover
+	// the amount: only a top-up ([RateLimiter.TopUp]) lets it through.
+	ErrBalanceExhausted = errors.New("limiter: prepaid balance exhausted")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error
@@ -169,6 +173,9 @@ func (e *RateLimitExceededError) Error() string {
 	}
 	msg := fmt.Sprintf("limiter: rate limit exceeded for %s/%s (%s)", e.Primary.EntityID, e.Primary.Resource, strings.Join(names, ", "))
 	for _, v := range e.Violations {
+		if v.Limit.IsPrepaid() {
+			return fmt.Sprintf("%s; the prepaid balance of %s is short: %d requested, %d left; top up to continue", msg, v.LimitName, v.Requested, v.Available)
+		}
 		if v.Requested > v.Limit.Capacity {
 			return fmt.Sprintf("%s; the request can never fit: %d %s requested, capacity %d", msg, v.Requested, v.LimitName, v.Limit.Capacity)
 		}
@@ -181,7 +188,8 @@ func (e *RateLimitExceededError) Error() string {
 
 // NeverFits reports whether waiting cannot help: a violated limit's
 // capacity is smaller than the amount requested, or it does not refill (a
-// calendar limit refills: its next period starts full).
+// calendar limit refills: its next period starts full; a prepaid balance
+// does not: only a top-up helps).
 // RetryAfter is then meaningless, and [RateLimiter.Wait] fails at once.
 func (e *RateLimitExceededError) NeverFits() bool {
 	if e.RetryAfter == math.MaxInt64 {
@@ -195,8 +203,21 @@ func (e *RateLimitExceededError) NeverFits() bool {
 	return false
 }
 
-// Is reports whether target is [ErrRateLimited].
-func (e *RateLimitExceededError) Is(target error) bool { return target == ErrRateLimited }
+// Is reports whether target is [ErrRateLimited], or [ErrBalanceExhausted]
+// when a violation is a prepaid balance's.
+func (e *RateLimitExceededError) Is(target error) bool {
+	switch target {
+	case ErrRateLimited:
+		return true
+	case ErrBalanceExhausted:
+		for _, v := range e.Violations {
+			if v.Limit.IsPrepaid() {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // RetryAfterHeader returns the value for an HTTP Retry-After header: whole
 // seconds plus one, so never less than "1".

@@ -207,7 +207,9 @@ type LeaseStatus struct {
 	// rate; zero when it is full. For a calendar limit it is the time until
 	// the next period starts (from now: the lease's own period may have
 	// ended), and Resource is the period's bucket (see
-	// [Limit.CalendarBucket]).
+	// [Limit.CalendarBucket]). For a prepaid limit it is zero (a balance
+	// never fills by itself), and Resource is the balance's bucket (see
+	// [Limit.PrepaidBucket]).
 	Reset time.Duration
 	// Held is the whole tokens the lease holds of this limit of this
 	// bucket, with its local changes: after Commit, what it stays charged
@@ -233,6 +235,10 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			Remaining: calculateAvailable(e.state, now),
 			Reset:     timeToFill(e.state, now),
 			Held:      bucketmath.FloorDiv(e.held(), 1000),
+		}
+		if e.limit.IsPrepaid() {
+			// A balance is never full again by itself: only top-ups fill it.
+			out[i].Reset = 0
 		}
 		if e.limit.IsCalendar() && out[i].Reset > 0 {
 			// A calendar budget is full again when the next period starts.

@@ -7,7 +7,8 @@ package limiter
 import "slices"
 
 // capped returns limits with o's caps applied: limits itself when no cap
-// lowers any of them, else a new slice.
+// lowers any of them, else a new slice. A prepaid limit is never capped:
+// lowering its capacity would cut the balance paid for.
 func (o *acquireOptions) capped(limits []Limit) []Limit {
 	if len(o.caps) == 0 {
 		return limits
@@ -15,7 +16,7 @@ func (o *acquireOptions) capped(limits []Limit) []Limit {
 	var out []Limit
 	for i, l := range limits {
 		for _, c := range o.caps {
-			if c.Name != l.Name {
+			if c.Name != l.Name || l.IsPrepaid() {
 				continue
 			}
 			if nl, lower := capLimit(l, c); lower {

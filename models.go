@@ -70,6 +70,19 @@ func perCalendar(name string, amount int64, p CalendarPeriod) Limit {
 	return Limit{Name: name, Capacity: amount, Calendar: p}
 }
 
+// Prepaid returns a prepaid balance: a limit with no refill whose balance
+// only top-ups ([RateLimiter.TopUp]) fill, e.g. Prepaid("usd") for credit
+// bought in advance, in micro-dollars. The balance starts at zero, so the
+// first acquire before any top-up is refused; an acquire takes its amount
+// from the balance only when the balance covers it, and a commit settles
+// the actual amount (a balance goes below zero only by what actuals
+// exceed their estimates). Its capacity, the largest balance, is
+// [store.DefaultPrepaidCapacity] ([Limit.WithBurst] sets another): a
+// top-up that would exceed it is refused.
+func Prepaid(name string) Limit {
+	return Limit{Name: name, Capacity: store.DefaultPrepaidCapacity, Prepaid: true}
+}
+
 // NewLimit returns a validated limit with the given capacity, refill amount
 // and refill period. The error is a *[ValidationError].
 func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Duration) (Limit, error) {

@@ -209,8 +209,11 @@ func auditLimitDetail(l Limit) map[string]any {
 }
 
 // auditCalendarDetail adds to an audit detail of a calendar limit its
-// period and, unless UTC, its time zone.
+// period and, unless UTC, its time zone; of a prepaid limit, "prepaid".
 func auditCalendarDetail(d map[string]any, l Limit) map[string]any {
+	if l.IsPrepaid() {
+		d["prepaid"] = true
+	}
 	if l.IsCalendar() {
 		d["calendar"] = l.Calendar.String()
 		if tz := l.LocationName(); tz != "" {

@@ -165,7 +165,8 @@ func entityFromItem(item map[string]types.AttributeValue) Entity {
 // ---------------------------------------------------------------------------
 // Config items. Limits are stored as l_{L}_cp / l_{L}_ra (tokens) and
 // l_{L}_rp (SECONDS); a calendar limit as ra 0, rp −1 (day), −2 (week) or
-// −3 (month), and l_{L}_tz (its IANA zone, omitted for UTC).
+// −3 (month), and l_{L}_tz (its IANA zone, omitted for UTC); a prepaid
+// limit as ra 0 and rp −4.
 
 // configLimits converts limits to their stored form.
 func configLimits(limits []Limit) []ddbschema.ConfigLimit {
@@ -182,6 +183,10 @@ func configLimits(limits []Limit) []ddbschema.ConfigLimit {
 			// config instead of misreading it.
 			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, l.Calendar.StoredRefillPeriod()
 			out[i].TimeZone = l.LocationName()
+		}
+		if l.IsPrepaid() {
+			// Likewise: ra 0 and rp −4, which the original refuses.
+			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, store.StoredRefillPeriodPrepaid
 		}
 	}
 	return out
@@ -222,12 +227,15 @@ func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
 			return nil, fmt.Errorf("config limit %s: refill period %d s out of range", name, c.RefillPeriodSeconds)
 		}
 		l := Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, RefillPeriod: time.Duration(c.RefillPeriodSeconds) * time.Second}
-		if c.RefillPeriodSeconds < 0 {
+		switch {
+		case c.RefillPeriodSeconds == store.StoredRefillPeriodPrepaid && c.TimeZone == "":
+			l = Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Prepaid: true}
+		case c.RefillPeriodSeconds < 0:
 			var err error
 			if l, err = calendarLimitFromConfig(c); err != nil {
 				return nil, fmt.Errorf("config limit %s: %w", name, err)
 			}
-		} else if c.TimeZone != "" {
+		case c.TimeZone != "":
 			return nil, fmt.Errorf("config limit %s: %w", name, store.NewValidationError(ErrValidation, "location", c.TimeZone, "only a calendar limit has a time zone"))
 		}
 		if err := l.Validate(); err != nil {

@@ -86,8 +86,8 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
 			return nil, nil, err
 		}
-		if hasCalendar(parent.limits) {
-			return nil, nil, errCalendarPath
+		if hasOwnBucket(parent.limits) {
+			return nil, nil, errOwnBucketPath
 		}
 	}
 

@@ -143,8 +143,8 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
 			return nil, err
 		}
-		if hasCalendar(a.parent.limits) {
-			return nil, errCalendarPath
+		if hasOwnBucket(a.parent.limits) {
+			return nil, errOwnBucketPath
 		}
 		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
 			return nil, err
@@ -192,12 +192,12 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
 			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
 		}
-		if hasCalendar(a.parent.limits) {
+		if hasOwnBucket(a.parent.limits) {
 			// The child's write is given back: the batch path takes both.
 			if err := rl.undo(ctx, childRes.Key, consume, child.limits); err != nil {
 				return nil, err
 			}
-			return nil, errCalendarPath
+			return nil, errOwnBucketPath
 		}
 		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
 			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))

@@ -62,6 +62,10 @@ type Store struct {
 	configs  map[store.ConfigKey]store.Config
 	buckets  map[store.BucketKey]*store.Bucket
 	audit    map[string][]auditRecord // per audit entity id, oldest first
+	topUps   map[topUpKey]int64       // the ids of applied top-ups: when each may be forgotten (epoch ms)
+	// topUpsSwept is the size of topUps after its last sweep of expired
+	// ids: the next sweep runs when it has doubled.
+	topUpsSwept int
 }
 
 type auditRecord struct {
@@ -76,6 +80,7 @@ var (
 	_ store.AuditLog         = (*Store)(nil)
 	_ store.ConfigLister     = (*Store)(nil)
 	_ store.EntityLister     = (*Store)(nil)
+	_ store.TopUpStore       = (*Store)(nil)
 )
 
 // New returns an empty in-memory store.
@@ -90,6 +95,7 @@ func New(optFns ...func(*Options)) *Store {
 		configs:  make(map[store.ConfigKey]store.Config),
 		buckets:  make(map[store.BucketKey]*store.Bucket),
 		audit:    make(map[string][]auditRecord),
+		topUps:   make(map[topUpKey]int64),
 	}
 }
 

@@ -152,13 +152,15 @@ type storedLimit struct {
 	// rolling limit) and TimeZone its IANA zone ("" for UTC).
 	Calendar int8   `json:"calendar,omitempty"`
 	TimeZone string `json:"tz,omitempty"`
+	// Prepaid marks a prepaid limit.
+	Prepaid bool `json:"prepaid,omitempty"`
 }
 
 func encodeConfig(c store.Config) ([]byte, error) {
 	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod),
-			Calendar: int8(l.Calendar), TimeZone: l.LocationName()}
+			Calendar: int8(l.Calendar), TimeZone: l.LocationName(), Prepaid: l.Prepaid}
 	}
 	return json.Marshal(sc)
 }
@@ -175,7 +177,7 @@ func decodeConfig(raw string) (store.Config, error) {
 			return store.Config{}, fmt.Errorf("%w: redis: config limit %s: %w", store.ErrUnavailable, l.Name, err)
 		}
 		c.Limits = append(c.Limits, store.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod),
-			Calendar: store.CalendarPeriod(l.Calendar), Location: loc})
+			Calendar: store.CalendarPeriod(l.Calendar), Location: loc, Prepaid: l.Prepaid})
 	}
 	return c, nil
 }

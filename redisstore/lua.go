@@ -125,6 +125,7 @@ var scripts = newScripts([][]string{
 	{"audit", "int"},
 	{"token_bucket", "int", "bucket", "allow_tb"},
 	{"gcra", "int", "bucket", "allow_gcra"},
+	{"topup", "int", "expired", "buckets"},
 })
 
 // The entry points.
@@ -140,6 +141,7 @@ var (
 	scriptAudit        = scripts["audit"]
 	scriptTokenBucket  = scripts["token_bucket"]
 	scriptGCRA         = scripts["gcra"]
+	scriptTopUp        = scripts["topup"]
 )
 
 // How the store runs its Lua code (Store.mode).

@@ -169,6 +169,13 @@ func (k keyspace) configEntities(resource string) string {
 }
 func (k keyspace) audit(entityID string) string { return k.admin("audit", entityID) }
 
+// topUp is the key of the id of a top-up of the balance bucket key, in
+// its slot. Identifiers hold no '#', which separates the entity from the
+// id.
+func (k keyspace) topUp(key store.BucketKey, id string) string {
+	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:t:" + key.EntityID + "#" + id
+}
+
 // throttle is the key of Store.Allow's state of key under algorithm kind;
 // each key has a hash tag of its own, so keys spread over a Cluster.
 func (k keyspace) throttle(key, kind string) string {

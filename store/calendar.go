@@ -203,8 +203,12 @@ func (l Limit) CalendarBucketLimit() Limit {
 // String formats l as fmt's %v shows a struct: "{rpm 100 100 1m0s}" (name,
 // capacity, refill amount and period) for a rolling limit, and "{usd 1000
 // month}" or "{usd 1000 month America/New_York}" (name, capacity, period
-// and, unless UTC, zone) for a calendar limit.
+// and, unless UTC, zone) for a calendar limit, and "{usd 1000 prepaid}"
+// (name, capacity) for a prepaid limit.
 func (l Limit) String() string {
+	if l.Prepaid {
+		return fmt.Sprintf("{%s %d prepaid}", l.Name, l.Capacity)
+	}
 	if l.Calendar == CalendarNone {
 		if l.Location != nil {
 			return fmt.Sprintf("{%s %d %d %v %s}", l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Location)

@@ -28,7 +28,8 @@ const reservedLimitName = "wcu"
 // Construct limits with [limiter.PerSecond], [limiter.PerMinute], [limiter.PerHour], [limiter.PerDay] (and
 // [Limit.WithBurst]) or [limiter.NewLimit]; calendar limits with
 // [limiter.PerCalendarDay], [limiter.PerCalendarWeek] and
-// [limiter.PerCalendarMonth] (and [Limit.InLocation]). A Limit is validated wherever it is used
+// [limiter.PerCalendarMonth] (and [Limit.InLocation]); prepaid balances
+// with [limiter.Prepaid]. A Limit is validated wherever it is used
 // (Acquire, SetLimits, ...) and [Limit.Validate] reports why one is invalid.
 type Limit struct {
 	// Name identifies the limit within a bucket, e.g. "rpm" or "tpm".
@@ -46,6 +47,10 @@ type Limit struct {
 	// Location is the time zone of a calendar limit's periods; nil is UTC.
 	// A rolling limit has none.
 	Location *time.Location
+	// Prepaid makes this a prepaid balance: Capacity is the largest
+	// balance, RefillAmount and RefillPeriod are zero, and the balance
+	// grows only by top-ups (see [TopUpStore]).
+	Prepaid bool
 }
 
 // WithBurst returns a copy of l whose capacity is burst. Burst may be smaller
@@ -60,9 +65,9 @@ func (l Limit) WithBurst(burst int64) Limit {
 func (l Limit) RefillPeriodSeconds() int64 { return int64(l.RefillPeriod / time.Second) }
 
 // RefillRate returns the refill rate in tokens per second (for display);
-// zero for a calendar limit.
+// zero for a calendar or prepaid limit.
 func (l Limit) RefillRate() float64 {
-	if l.Calendar != CalendarNone {
+	if l.OwnBucket() {
 		return 0
 	}
 	return float64(l.RefillAmount) / l.RefillPeriod.Seconds()
@@ -77,6 +82,9 @@ func (l Limit) RefillRate() float64 {
 func (l Limit) Validate() error {
 	if err := ValidateLimitName(l.Name, "name"); err != nil {
 		return err
+	}
+	if l.Prepaid {
+		return l.validatePrepaid()
 	}
 	if l.Calendar != CalendarNone {
 		return l.validateCalendar()
@@ -385,3 +393,7 @@ type NamespaceInfo struct {
 // isoSeconds formats t as the usage snapshots' window keys compare it: UTC,
 // second precision.
 func isoSeconds(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05Z") }
+
+// AuditBalanceTopUp is the audit action of [limiter.RateLimiter.TopUp]:
+// details name the limit, the amount (tokens) and the top-up's id.
+const AuditBalanceTopUp = "balance_topped_up"

@@ -10,7 +10,8 @@ import (
 // ConfigLimit is one limit of a config item, stored as l_{Name}_cp and
 // l_{Name}_ra (whole tokens) and l_{Name}_rp (SECONDS). A calendar limit
 // is stored with ra 0, a negative rp (its period's code) and, unless its
-// zone is UTC, l_{Name}_tz (an IANA zone name).
+// zone is UTC, l_{Name}_tz (an IANA zone name); a prepaid limit with ra 0
+// and rp −4.
 type ConfigLimit struct {
 	Name                string
 	Capacity            int64

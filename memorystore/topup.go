@@ -1,0 +1,54 @@
+package memorystore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// topUpKey identifies an applied top-up: its id, for one entity, resource
+// and limit.
+type topUpKey struct {
+	entityID, resource, limit, id string
+}
+
+// TopUp implements [store.TopUpStore]: under the store's lock, the id is
+// looked up, the amount added to the stored balance (the refill timestamp
+// stays: the refill of a prepaid balance's bucket is negligible and
+// capped far above its balance), and the id kept until req.ExpiresMs.
+func (m *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpOutcome, error) {
+	if err := ctx.Err(); err != nil {
+		return store.TopUpApplied, err
+	}
+	k := topUpKey{entityID: req.Key.EntityID, resource: req.Resource, limit: req.Limit, id: req.ID}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if exp, ok := m.topUps[k]; ok && exp > req.NowMs {
+		return store.TopUpDuplicate, nil
+	}
+	b := m.buckets[req.Key]
+	if b == nil || b.Expired(req.NowMs) {
+		return store.TopUpApplied, fmt.Errorf("top up %s: no balance bucket: %w", req.Key.Resource, store.ErrConditionFailed)
+	}
+	i := index(b, req.Limit)
+	if i < 0 {
+		return store.TopUpApplied, fmt.Errorf("top up %s: no limit %s: %w", req.Key.Resource, req.Limit, store.ErrConditionFailed)
+	}
+	s := &b.States[i]
+	if s.TokensMilli > bucketmath.AddSat(s.CapacityMilli, -req.AmountMilli) {
+		return store.TopUpApplied, fmt.Errorf("top up %s: over capacity: %w", req.Key.Resource, store.ErrConditionFailed)
+	}
+	s.TokensMilli += req.AmountMilli
+	m.topUps[k] = req.ExpiresMs
+	if len(m.topUps) > 2*max(m.topUpsSwept, 512) {
+		for k, exp := range m.topUps {
+			if exp <= req.NowMs {
+				delete(m.topUps, k)
+			}
+		}
+		m.topUpsSwept = len(m.topUps)
+	}
+	return store.TopUpApplied, nil
+}
