@@ -54,10 +54,12 @@ type specAcquire struct {
 	child    resolved
 	parent   resolved // resolved once the parent is known
 	o        acquireOptions
-	// undone is set when a write of this acquire applied to one item and
-	// was given back because the other item refused: the refusal may be
-	// owed to what other acquires hold for a moment (see mixedRetries).
-	undone bool
+	// mixed is set, with refused the item that refused, when that
+	// refusal came after a write of this acquire to the other item applied
+	// and was given back: the refusal may be owed to what other acquires
+	// held of refused for a moment (see mixedRetries).
+	mixed   bool
+	refused store.BucketKey
 	// rounds counts the rounds run again after such a refusal.
 	rounds int
 }
@@ -70,20 +72,23 @@ type specAcquire struct {
 // take the last tokens of one item and be refused by the other: each group
 // gives its write back, and each refusal saw an item emptied only by the
 // other group's writes, which are given back too. Deciding such a refusal
-// at once under-admits by up to the number of acquires in flight. So a
-// refusal after a mixed outcome is not final: the acquire, its own write
-// given back, runs again after a short random pause, by which time the
-// others' give-backs have landed, and only the refusal of the last round
-// is reported (and kept by the over-limit cache). A refusal where nothing
-// of the acquire applied is decided at once, as before.
+// at once under-admits by up to the number of acquires in flight. So after
+// a mixed outcome the acquire, its own write given back, pauses a moment
+// (a random pause of at most mixedPause), reads the item that refused
+// (one read) and runs again when that item now covers the request; else,
+// as when an item simply has no tokens left (a denial storm costs one read
+// more per refusal, no write), the refusal is the answer, and the
+// over-limit cache keeps the item as read.
 const mixedRetries = 3
 
-// mixedPause bounds the random pause before such a round.
+// mixedPause bounds the random pause before that read.
 const mixedPause = 4 * time.Millisecond
 
-// final reports whether a refusal now is the acquire's answer: it is not
-// after a mixed outcome while rounds remain.
-func (a *specAcquire) final() bool { return !a.undone || a.rounds >= mixedRetries }
+// mixedRefusal records that the refusal about to be returned came from
+// key after a mixed outcome.
+func (a *specAcquire) mixedRefusal(key store.BucketKey) {
+	a.mixed, a.refused = true, key
+}
 
 // nowMs is the acquire's time in epoch ms.
 func (a *specAcquire) nowMs() int64 { return a.at.UnixMilli() }
@@ -102,20 +107,43 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resourc
 	a := &specAcquire{resource: resource, consume: consume, at: rl.now(), child: child, o: o}
 	for {
 		lease, err := rl.speculativeFrom(ctx, entityID, a)
-		if a.final() || !isRefusal(err) {
+		if !a.mixed || !isRefusal(err) {
 			return lease, err
 		}
-		a.undone = false
-		a.rounds++
-		t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if again := rl.mixedAgain(ctx, a); !again {
 			return nil, err
-		case <-t.C:
 		}
-		a.at = rl.now()
 	}
+}
+
+// mixedAgain decides whether acquire a, refused by a.refused after a mixed
+// outcome, runs again: after a short random pause, the refusing item is
+// read, and a covers the request now. Otherwise the item as read is kept
+// by the over-limit cache (when it still refuses).
+func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
+	key := a.refused
+	a.mixed = false
+	if a.rounds >= mixedRetries {
+		return false
+	}
+	a.rounds++
+	t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	}
+	b, err := rl.store.getBucket(ctx, key)
+	if err != nil || b == nil {
+		return false
+	}
+	a.at = rl.now()
+	ok, statuses := wouldRefillSatisfy(b.States, positive(a.consume), a.nowMs())
+	if !ok {
+		rl.overLimitRemember(b, a.nowMs(), newRateLimitExceededError(statuses))
+	}
+	return ok
 }
 
 // isRefusal reports whether err is a refusal for want of tokens.
@@ -164,10 +192,12 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			if err := rl.undo(ctx, parentRes.Key, consume, a.parent.limits); err != nil {
 				return nil, err
 			}
-			a.undone = true
 		}
 		var err error
-		if retried, err = rl.childRefused(ctx, a, &childRes); err != nil || !retried {
+		if retried, err = rl.childRefused(ctx, a, &childRes, parentRes.Applied); err != nil || !retried {
+			if parentRes.Applied && isRefusal(err) {
+				a.mixedRefusal(childRes.Key)
+			}
 			return nil, err
 		}
 		parallel = false // the parent's write, if any, was undone
@@ -237,8 +267,10 @@ func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pke
 // childRefused handles a refused child write. It reports retried=true when a
 // retry on another shard succeeded (child then holds that result); it
 // returns a *RateLimitExceededError for a fast rejection, and (false, nil)
-// for a fallback to the slow path.
-func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *store.SpeculativeResult) (bool, error) {
+// for a fallback to the slow path. mixed tells that the parent's write
+// applied and was given back: a fast rejection is then not kept by the
+// over-limit cache (see mixedRetries).
+func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *store.SpeculativeResult, mixed bool) (bool, error) {
 	b := child.Bucket
 	if child.Reason == store.RefusedWriteCapacity || child.Reason == store.RefusedBothExhausted {
 		if !child.CapacityRefills && rl.store.shards != nil {
@@ -281,7 +313,7 @@ func (rl *RateLimiter) childRefused(ctx context.Context, a *specAcquire, child *
 			}
 		}
 	}
-	return false, rl.checkRefused(*child, a.consume, a.nowMs(), a.final())
+	return false, rl.checkRefused(*child, a.consume, a.nowMs(), !mixed)
 }
 
 // checkRefused decides a refused write from the old item without another
@@ -335,7 +367,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		if err := undoChild(); err != nil {
 			return nil, err
 		}
-		a.undone = true
+		a.mixedRefusal(parent.Key)
 		rl.stats.count(store.SpecFastRejection)
 		// The child passed: report it as it was before its write.
 		var statuses []LimitStatus
@@ -346,9 +378,6 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 			})
 		}
 		err := newRateLimitExceededError(append(statuses, parentStatuses...))
-		if a.final() {
-			rl.overLimitRemember(parent.Bucket, a.nowMs(), newRateLimitExceededError(parentStatuses))
-		}
 		return nil, err
 	}
 	lease, err := rl.parentOnlyAcquire(ctx, parent.Key.EntityID, a)

@@ -72,9 +72,9 @@ type SpeculativeStats struct {
 	// Attempts is the number of acquires that tried the fast path.
 	Attempts int64
 	// Counts holds one counter per outcome. An acquire refused by one
-	// item of a cascade while its write to the other applied runs again
-	// (a few rounds at most, see limiter.RateLimiter.Acquire's speculative
-	// path): each round's outcome is counted.
+	// item of a cascade while its write to the other applied may run
+	// again, when that item, read once more, now covers it: each round's
+	// outcome is counted.
 	Counts [numSpecOutcomes]int64
 }
 
