@@ -13,7 +13,7 @@ import (
 )
 
 // errCalendarPath tells acquire that the parent's limits hold a calendar
-// limit: the acquire must be made on the batch path (calendarAcquire).
+// limit: the acquire must be made on the batch path (batchAcquire).
 // Nothing it returns with stays taken.
 var errCalendarPath = errors.New("limiter: the parent's limits hold a calendar limit")
 

@@ -67,6 +67,11 @@ var (
 	ErrCircuitOpen error = circuitOpenError{}
 	// ErrTableNotFound is matched by *[TableNotFoundError].
 	ErrTableNotFound = errors.New("limiter: table not found")
+	// ErrCascadeTooDeep is matched by the *[ValidationError] of
+	// [RateLimiter.CreateEntity] for an entity whose cascade would charge
+	// more than [MaxCascadeLevels] entities. It also matches
+	// [ErrValidation].
+	ErrCascadeTooDeep = errors.New("limiter: cascade too deep")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error

@@ -1,0 +1,92 @@
+package limiter
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// deepChain creates org, proj (cascading to org) and key (cascading to
+// proj) on rl, with rpm, tpm and a per-hour usd money limit (micro-USD)
+// as the resource defaults of every level.
+func deepChain(t *testing.T, env *testEnv, rl *RateLimiter) {
+	t.Helper()
+	for _, e := range []Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
+		_, err := rl.CreateEntity(env.ctx, e)
+		require.NoError(t, err)
+	}
+	err := rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), PerHour("usd", 50_000_000)})
+	require.NoError(t, err)
+}
+
+// TestDeepCascadeOneCall: with warm caches, an acquire of rpm, tpm and usd
+// on a three-level cascade (key → project → organisation) is one
+// DynamoDB call, a TransactWriteItems of the three buckets; the first
+// creates them (read, then written on the read-then-write path). Each
+// level is charged.
+func TestDeepCascadeOneCall(t *testing.T) {
+	env := newTestEnv(t)
+	env.spec = true
+	rl := env.limiter()
+	deepChain(t, env, rl)
+	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
+	check := env.callChecker(t)
+	// The configs of each level (the key's four levels, then the
+	// project's and the organisation's own), the buckets read (missing),
+	// then the read-then-write path.
+	check("first acquire", "BatchGetItem[4], BatchGetItem[2], BatchGetItem[2], BatchGetItem[3], BatchGetItem[6], TransactWriteItems[3]", func() {
+		_, err := rl.Acquire(env.ctx, "key", "gpt", c)
+		require.NoError(t, err)
+	})
+	for i := range 3 {
+		check("warm acquire", "TransactWriteItems[3]", func() {
+			lease, err := rl.Acquire(env.ctx, "key", "gpt", c)
+			require.NoError(t, err, "warm acquire %d", i)
+			require.Len(t, lease.Statuses(), 9, "a lease over three buckets of three limits")
+		})
+	}
+	for _, id := range []string{"key", "proj", "org"} {
+		require.Equal(t, int64((1_000_000-4*500)*1000), env.tokens(id, "gpt", "tpm"), "%s's tpm after four acquires", id)
+		require.Equal(t, int64((50_000_000-4*2_000)*1000), env.tokens(id, "gpt", "usd"), "%s's usd after four acquires", id)
+	}
+	// Full again (within the caches' TTLs): the exact writes of the
+	// refilled state, still one call.
+	env.clock.advance(2 * time.Second)
+	check("full buckets", "TransactWriteItems[3]", func() {
+		_, err := rl.Acquire(env.ctx, "key", "gpt", c)
+		require.NoError(t, err)
+	})
+	for _, id := range []string{"key", "proj", "org"} {
+		require.Equal(t, int64((50_000_000-2_000)*1000), env.tokens(id, "gpt", "usd"), "%s's usd after a refill", id)
+	}
+}
+
+// TestDeepCascadeRefusedAtTop: a refusal at the organisation leaves the
+// key and the project untouched, on both paths; a rollback gives every
+// level back what it took.
+func TestDeepCascadeRefusedAtTop(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		deepChain(t, env, rl)
+		err := rl.SetLimits(env.ctx, "org", "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1000), PerHour("usd", 50_000_000)})
+		require.NoError(t, err)
+		lease, err := rl.Acquire(env.ctx, "key", "gpt", Consume{"rpm": 1, "tpm": 900})
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(env.ctx))
+		before := map[string]int64{"key": env.tokens("key", "gpt", "tpm"), "proj": env.tokens("proj", "gpt", "tpm")}
+		_, err = rl.Acquire(env.ctx, "key", "gpt", Consume{"rpm": 1, "tpm": 200})
+		var rle *RateLimitExceededError
+		require.ErrorAs(t, err, &rle)
+		require.Equal(t, "org", rle.Primary.EntityID, "the violation is the organisation's: %v", err)
+		for id, want := range before {
+			require.Equal(t, want, env.tokens(id, "gpt", "tpm"), "%s's tpm after a refusal at the organisation", id)
+		}
+		lease, err = rl.Acquire(env.ctx, "key", "gpt", Consume{"rpm": 1, "tpm": 100})
+		require.NoError(t, err)
+		require.NoError(t, lease.Rollback(env.ctx))
+		for id, want := range before {
+			require.Equal(t, want, env.tokens(id, "gpt", "tpm"), "%s's tpm after a rollback", id)
+		}
+	})
+}
