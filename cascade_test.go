@@ -90,3 +90,31 @@ func TestDeepCascadeRefusedAtTop(t *testing.T) {
 		}
 	})
 }
+
+// TestDeepCascadeLearnedLate: a limiter whose entity cache knows nothing
+// of the chain learns it from the buckets its fast-path writes return;
+// when the parent's shows that the parent cascades too, both writes are
+// given back and the batch path charges each level once. A new limiter
+// on missing buckets learns it from the entity records its read returns.
+func TestDeepCascadeLearnedLate(t *testing.T) {
+	env := newTestEnv(t)
+	env.spec = true
+	deepChain(t, env, env.limiter())
+	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
+	for i := range 3 {
+		rl := env.limiter() // each with an empty entity cache
+		env.rec.Reset()
+		_, err := rl.Acquire(env.ctx, "key", "gpt", c)
+		require.NoError(t, err, "acquire %d", i)
+		if i > 0 {
+			// The key's config, its write, the project's config, its
+			// write, the two give-backs, the organisation's record and
+			// config, and the batch.
+			require.Equal(t, "BatchGetItem[4], UpdateItem, BatchGetItem[2], UpdateItem, UpdateItem, UpdateItem, GetItem, BatchGetItem[2], TransactWriteItems[3]",
+				env.calls(), "acquire %d", i)
+		}
+		for _, id := range []string{"key", "proj", "org"} {
+			require.Equal(t, int64((50_000_000-(i+1)*2_000)*1000), env.tokens(id, "gpt", "usd"), "%s charged once per acquire", id)
+		}
+	}
+}
