@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -116,5 +117,34 @@ func TestDeepCascadeLearnedLate(t *testing.T) {
 		for _, id := range []string{"key", "proj", "org"} {
 			require.Equal(t, int64((50_000_000-(i+1)*2_000)*1000), env.tokens(id, "gpt", "usd"), "%s charged once per acquire", id)
 		}
+	}
+}
+
+// TestCascadeChainBounds: the chain an acquire charges ends at an entity
+// that does not cascade, at an ancestor met again (a cycle: each entity is
+// charged once) and after MaxCascadeLevels−1 ancestors.
+func TestCascadeChainBounds(t *testing.T) {
+	rl := New(newMemory())
+	defer rl.Close()
+	// Cascade settings as another client may have written them: the
+	// entity cache holds them as if read from the records.
+	for _, e := range []Entity{
+		{ID: "a", ParentID: "b", Cascade: true}, {ID: "b", ParentID: "c", Cascade: true}, {ID: "c", ParentID: "d", Cascade: true},
+		{ID: "d", ParentID: "e", Cascade: true}, {ID: "e"},
+		{ID: "x", ParentID: "y", Cascade: true}, {ID: "y", ParentID: "z", Cascade: true}, {ID: "z", ParentID: "x", Cascade: true},
+		{ID: "p", ParentID: "q", Cascade: true}, {ID: "q", ParentID: "r"}, {ID: "r"},
+	} {
+		rl.ents.setEntity(e.ID, true, e.Cascade, e.ParentID)
+	}
+	for id, want := range map[string][]string{
+		"a": {"b", "c", "d"}, // four levels: e is not charged
+		"c": {"d", "e"},
+		"x": {"y", "z"}, // z's parent is x: charged once
+		"p": {"q"},      // q does not cascade
+		"e": nil,
+	} {
+		got, err := rl.cascadeChain(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, want, got, "the chain of %s", id)
 	}
 }
