@@ -210,20 +210,20 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 		return nil, err
 	}
 	if hasOwnBucket(limits) {
-		return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
+		return rl.batchAcquire(ctx, entityID, resource, consume, o)
 	}
 	if rl.speculative {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
-			if errors.Is(err, errOwnBucketPath) {
-				return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
+			if onBatchPath(err) {
+				return rl.batchAcquire(ctx, entityID, resource, consume, o)
 			}
 			return lease, err
 		}
 	}
 	lease, err := rl.slowAcquire(ctx, entityID, resource, consume, child, o)
-	if errors.Is(err, errOwnBucketPath) {
-		return rl.ownBucketAcquire(ctx, entityID, resource, consume, o)
+	if onBatchPath(err) {
+		return rl.batchAcquire(ctx, entityID, resource, consume, o)
 	}
 	return lease, err
 }

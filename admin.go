@@ -29,8 +29,11 @@ const maxParentDepth = 64
 // itself, and its chain of ancestors must not lead back to the entity
 // (which an entity created by another client could do): such a parent is a
 // *[ValidationError] on parent_id, which also matches [ErrEntityNotFound]
-// when the parent does not exist. An existing ID fails with
-// *[EntityExistsError]. It records an entity_created audit event.
+// when the parent does not exist. With Cascade set, the acquires on the
+// entity must charge at most [MaxCascadeLevels] entities (the entity, its
+// parent, and each further ancestor while the one below it cascades):
+// a deeper chain is a *[ValidationError] on parent_id that matches
+// [ErrCascadeTooDeep]. An existing ID fails with *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
 	if err := rl.enter(); err != nil {
 		return Entity{}, err
@@ -47,7 +50,7 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 		if err := store.ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
 			return Entity{}, err
 		}
-		if err := rl.checkParent(ctx, e.ID, e.ParentID); err != nil {
+		if err := rl.checkParent(ctx, e.ID, e.ParentID, e.Cascade); err != nil {
 			return Entity{}, err
 		}
 	}
@@ -79,12 +82,16 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 }
 
 // checkParent refuses a parent that is id itself, that does not exist, or
-// whose ancestors lead back to id.
-func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) error {
+// whose ancestors lead back to id; and, when id cascades, a chain of
+// cascades that would charge more than MaxCascadeLevels entities.
+func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string, cascade bool) error {
 	if parentID == id {
 		return store.NewValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
 	}
 	seen := map[string]bool{id: true}
+	// levels counts the entities an acquire on id charges, while charging
+	// goes on to the next ancestor.
+	levels, charging := 1, cascade
 	for next, depth := parentID, 0; next != "" && depth < maxParentDepth; depth++ {
 		p, err := rl.repo.GetEntity(ctx, next)
 		if errors.Is(err, ErrEntityNotFound) {
@@ -104,6 +111,13 @@ func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string) err
 		if seen[p.ParentID] {
 			return store.NewValidationError(ErrValidation, "parent_id", parentID,
 				fmt.Sprintf("parent chain of '%s' leads back to '%s' (a cycle)", parentID, p.ParentID))
+		}
+		if charging {
+			if levels++; levels > MaxCascadeLevels {
+				return store.NewValidationError(ErrCascadeTooDeep, "parent_id", parentID,
+					fmt.Sprintf("the cascade would charge more than %d entities (ends at '%s')", MaxCascadeLevels, next))
+			}
+			charging = p.Cascade && p.ParentID != ""
 		}
 		next = p.ParentID
 	}

@@ -14,8 +14,8 @@ import (
 )
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
-// from the (EntityID, Resource) bucket, and from the parent's when the
-// entity cascades.
+// from the (EntityID, Resource) bucket, and from each ancestor's the
+// entity cascades to (see [MaxCascadeLevels]).
 type AcquireRequest struct {
 	EntityID string
 	Resource string
@@ -28,8 +28,8 @@ type AcquireRequest struct {
 }
 
 // MaxAcquireAllItems bounds the bucket items one AcquireAll may charge
-// (each request's bucket, and its parent's with cascade): DynamoDB writes
-// at most 100 items in one transaction.
+// (each request's bucket, and its ancestors' with cascade): DynamoDB
+// writes at most 100 items in one transaction.
 const MaxAcquireAllItems = 100
 
 // batchItem is one bucket item charged by AcquireAll: its group (limits,
@@ -50,17 +50,19 @@ type batchItem struct {
 // and Rollback work on it as on the lease of one Acquire), or the error is
 // a *[RateLimitExceededError] and nothing was taken from any bucket — a
 // refusal of one request costs the others nothing. The statuses are per
-// request, in order: the limits of its bucket (then its parent's), with
-// Available the whole tokens there before the batch, refilled to now.
-// Requests that charge one bucket item (the same key twice, or children
-// of one parent) are checked against it together, with their amounts
-// summed; they must resolve the same limits for it.
+// request, in order: the limits of its bucket (then its ancestors', with
+// cascade), with Available the whole tokens there before the batch,
+// refilled to now. Requests that charge one bucket item (the same key
+// twice, or children of one parent) are checked against it together, with
+// their amounts summed; they must resolve the same limits for it.
 //
-// On a repository that is a [store.BatchStore] (the Redis and memory backends)
-// and with speculative writes on, it costs one round trip when every
-// bucket covers its amounts without a refill. Otherwise it reads every
-// bucket at once and writes them all in one atomic [Repository.WriteBuckets]
-// (one BatchGetItem and one TransactWriteItems on DynamoDB). The
+// On a repository that is a [store.BatchStore] (every backend of this
+// module: one TransactWriteItems on DynamoDB, one script on Redis, one
+// lock in memory) and with speculative writes on, it costs one round trip
+// when every bucket covers its amounts without a refill. Otherwise it
+// reads every bucket at once and writes them all in one atomic
+// [Repository.WriteBuckets] (one BatchGetItem and one TransactWriteItems
+// on DynamoDB). The
 // over-limit cache and group commit are not used. Errors follow
 // [RateLimiter.Acquire]: with the allow on-unavailable mode an
 // unavailable backend gives a no-op lease.
@@ -241,19 +243,18 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if err := addAll(i, r.EntityID, r.Resource, limits, source, r.Consume); err != nil {
 			return nil, nil, err
 		}
-		parentID, err := rl.cascadeParent(ctx, r.EntityID)
+		ancestors, err := rl.cascadeChain(ctx, r.EntityID)
 		if err != nil {
 			return nil, nil, err
 		}
-		if parentID == "" {
-			continue
-		}
-		plimits, psource, err := rl.limitsFor(ctx, parentID, r.Resource, ro)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := addAll(i, parentID, r.Resource, plimits, psource, r.Consume); err != nil {
-			return nil, nil, err
+		for _, a := range ancestors {
+			plimits, psource, err := rl.limitsFor(ctx, a, r.Resource, ro)
+			if err != nil {
+				return nil, nil, err
+			}
+			if err := addAll(i, a, r.Resource, plimits, psource, r.Consume); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	return items, charged, nil
@@ -366,7 +367,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 	exceeded := false
 	for i, it := range items {
 		switch results[i].Reason {
-		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged:
+		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
 			return nil, nil, false, nil
 		}
 		g := it.group
@@ -432,11 +433,12 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 	return lease, statuses, nil
 }
 
-// ownBucketAcquire is an acquire whose limits (the entity's or, with
-// cascade, its parent's) hold a calendar or prepaid limit: one atomic
-// AcquireAll of the rolling bucket and each charged period or balance
-// bucket.
-func (rl *RateLimiter) ownBucketAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
+// batchAcquire is an acquire on the batch path, one atomic AcquireAll of
+// every bucket it charges: when its limits (the entity's or an ancestor's)
+// hold a calendar or prepaid limit, the rolling bucket and each charged
+// period or balance bucket; when its cascade charges more than the
+// parent, the bucket of every entity of the chain.
+func (rl *RateLimiter) batchAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
 	return lease, err
 }

@@ -17,7 +17,7 @@ import (
 
 // errOwnBucketPath tells acquire that the parent's limits hold a calendar
 // or prepaid limit: the acquire must be made on the batch path
-// (ownBucketAcquire). Nothing it returns with stays taken.
+// (batchAcquire). Nothing it returns with stays taken.
 var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
 
 // BalanceRetryAfter is the RetryAfter of a refusal by a prepaid balance

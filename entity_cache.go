@@ -80,6 +80,19 @@ func (c *entityCache) get(id string) (entityInfo, bool) {
 	return e, ok
 }
 
+// peek is get without counting a lookup in the stats.
+func (c *entityCache) peek(id string) (entityInfo, bool) {
+	now := c.now()
+	c.mu.Lock()
+	p, ok := c.entries.Get(id, now)
+	var e entityInfo
+	if ok {
+		e = *p
+	}
+	c.mu.Unlock()
+	return e, ok
+}
+
 // counted counts a lookup, a hit when ok.
 func (c *entityCache) counted(ok bool) {
 	if ok {

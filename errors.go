@@ -71,6 +71,11 @@ var (
 	// whose violations is a prepaid balance ([Prepaid]) that cannot cover
 	// the amount: only a top-up ([RateLimiter.TopUp]) lets it through.
 	ErrBalanceExhausted = errors.New("limiter: prepaid balance exhausted")
+	// ErrCascadeTooDeep is matched by the *[ValidationError] of
+	// [RateLimiter.CreateEntity] for an entity whose cascade would charge
+	// more than [MaxCascadeLevels] entities. It also matches
+	// [ErrValidation].
+	ErrCascadeTooDeep = errors.New("limiter: cascade too deep")
 )
 
 // errNilContext is returned for a nil context.Context: a caller error

@@ -12,7 +12,7 @@ import (
 // resolved from.
 type LimitInForce struct {
 	// EntityID is the entity whose bucket holds the limit: the entity
-	// asked about, or the parent it cascades to.
+	// asked about, or an ancestor it cascades to.
 	EntityID string
 	// Resource is the resource asked about.
 	Resource string
@@ -32,12 +32,13 @@ type LimitInForce struct {
 // opts would be checked against, and where each comes from: the entity's
 // own limits, resolved as [RateLimiter.ResolveLimits] does (or the call's
 // [WithLimits], lowered by its [WithLimitCaps]), then, when the entity
-// cascades to a parent, the parent's, resolved for the parent. It reads
-// what an acquire reads before its write (the stored configs and the
-// entity's record, through the config and entity caches) and no bucket.
+// cascades, each ancestor's it charges (nearest first, see
+// [MaxCascadeLevels]), resolved for that ancestor. It reads what an
+// acquire reads before its write (the stored configs and the entity
+// records, through the config and entity caches) and no bucket.
 //
 // With no limits stored at any level for the entity (or, with cascade, for
-// its parent) it fails with a *[ValidationError], as Acquire does; an empty
+// an ancestor it charges) it fails with a *[ValidationError], as Acquire does; an empty
 // [WithLimits] returns no limits, as Acquire then checks none. After
 // [RateLimiter.Close] it returns [ErrClosed].
 func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource string, opts ...AcquireOption) ([]LimitInForce, error) {
@@ -61,19 +62,18 @@ func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource str
 	for _, l := range limits {
 		out = append(out, LimitInForce{EntityID: entityID, Resource: resource, Limit: l, Source: source})
 	}
-	parentID, err := rl.cascadeParent(ctx, entityID)
+	ancestors, err := rl.cascadeChain(ctx, entityID)
 	if err != nil {
 		return nil, err
 	}
-	if parentID == "" {
-		return out, nil
-	}
-	plimits, psource, err := rl.limitsFor(ctx, parentID, resource, o)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range plimits {
-		out = append(out, LimitInForce{EntityID: parentID, Resource: resource, Limit: l, Source: psource})
+	for _, a := range ancestors {
+		plimits, psource, err := rl.limitsFor(ctx, a, resource, o)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range plimits {
+			out = append(out, LimitInForce{EntityID: a, Resource: resource, Limit: l, Source: psource})
+		}
 	}
 	return out, nil
 }

@@ -300,8 +300,8 @@ func noLimitsError(entityID, resource string) error {
 
 // checkNames refuses a request that names a limit no applicable limit has
 // (a typo such as "rmp" must not turn limiting off): every name must be a
-// limit of the entity or, with cascade, of its parent. The parent's limits
-// are resolved only when the entity's lack a name.
+// limit of the entity or, with cascade, of an ancestor it charges. The
+// ancestors' limits are resolved only when the entity's lack a name.
 func (rl *rules) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
 	// The common request names only the entity's limits: counted by lookups,
 	// which cost less than ranging over the map (a name twice among the
@@ -315,34 +315,39 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 	if found == len(consume) {
 		return nil
 	}
-	var parent *resolved
+	var ancestors []resolved
+	resolvedAncestors := false
+	has := func(name string) bool {
+		return slices.ContainsFunc(ancestors, func(r resolved) bool { return r.has(name) })
+	}
 	for name := range consume {
 		if child.has(name) {
 			continue
 		}
-		if parent == nil && !o.override {
-			parentID, err := rl.cascadeParent(ctx, entityID)
+		if !resolvedAncestors && !o.override {
+			resolvedAncestors = true
+			chain, err := rl.cascadeChain(ctx, entityID)
 			if err != nil {
 				return err
 			}
-			p := resolved{}
-			if parentID != "" {
-				if p.limits, p.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil && !errors.Is(err, ErrValidation) {
+			for _, id := range chain {
+				p := resolved{}
+				if p.limits, p.source, err = rl.limitsFor(ctx, id, resource, o); err != nil && !errors.Is(err, ErrValidation) {
 					return err
 				}
+				ancestors = append(ancestors, p)
 			}
-			parent = &p
 		}
-		if parent != nil && parent.has(name) {
+		if has(name) {
 			continue
 		}
 		names := make([]string, 0, len(child.limits))
 		for _, l := range child.limits {
 			names = append(names, l.Name)
 		}
-		if parent != nil {
-			for _, l := range parent.limits {
-				if !child.has(l.Name) {
+		for _, p := range ancestors {
+			for _, l := range p.limits {
+				if !slices.Contains(names, l.Name) {
 					names = append(names, l.Name)
 				}
 			}

@@ -89,6 +89,9 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 		if hasOwnBucket(parent.limits) {
 			return nil, nil, errOwnBucketPath
 		}
+		if m := parent.meta; m != nil && m.Cascade && m.ParentID != "" && m.ParentID != parent.entityID && m.ParentID != entityID {
+			return nil, nil, errCascadePath // the parent cascades too
+		}
 	}
 
 	now := rl.nowMs()

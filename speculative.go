@@ -174,10 +174,18 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if hasOwnBucket(a.parent.limits) {
 			return nil, errOwnBucketPath
 		}
+		if rl.cascadesFurther(entityID, parentID, nil) {
+			return nil, errCascadePath
+		}
 		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
 			return nil, err
 		}
 		rl.learn(parentRes, a.at)
+		if rl.cascadesFurther(entityID, parentID, &parentRes) {
+			// The parent's bucket told what the cache did not know: the
+			// batch path takes the whole chain.
+			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
+		}
 	} else {
 		var err error
 		if childRes, err = rl.specConsume(ctx, a.request(key, child.limits)); err != nil {
@@ -229,10 +237,17 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			}
 			return nil, errOwnBucketPath
 		}
+		if rl.cascadesFurther(entityID, parentID, nil) {
+			// Likewise for a chain longer than two.
+			return nil, rl.undoApplied(ctx, a, childRes, store.SpeculativeResult{})
+		}
 		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
 			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
 		}
 		rl.learn(parentRes, a.at)
+		if rl.cascadesFurther(entityID, parentID, &parentRes) {
+			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
+		}
 	}
 	if parentRes.Applied {
 		countSuccess()
@@ -240,6 +255,23 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		return lease, nil
 	}
 	return rl.parentRefused(ctx, a, childRes, entries, parentRes)
+}
+
+// undoApplied gives back whichever of the child's and the parent's writes
+// applied, and returns errCascadePath: the batch path takes the whole
+// chain instead. When a give-back fails it returns that error instead.
+func (rl *RateLimiter) undoApplied(ctx context.Context, a *specAcquire, child, parent store.SpeculativeResult) error {
+	var errs []error
+	if child.Applied {
+		errs = append(errs, rl.undo(ctx, child.Key, a.consume, a.child.limits))
+	}
+	if parent.Applied {
+		errs = append(errs, rl.undo(ctx, parent.Key, a.consume, a.parent.limits))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return errCascadePath
 }
 
 // consumeBoth writes the child's and the parent's speculative consumption

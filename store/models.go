@@ -144,7 +144,9 @@ func (o OnUnavailable) Valid() bool { return o == OnUnavailableAllow || o == OnU
 
 // Entity is a rate-limited principal (an API key, a project, a tenant). An
 // entity may have a parent; with Cascade set, every acquire on the entity also
-// consumes the same amounts from its parent.
+// consumes the same amounts from its parent, and from the parent's parent
+// when the parent cascades too, up to four entities in all (see
+// limiter.MaxCascadeLevels).
 type Entity struct {
 	// ID is the entity identifier (validated as an identifier).
 	ID string
@@ -152,7 +154,8 @@ type Entity struct {
 	Name string
 	// ParentID is the parent entity's ID, or "" for a root entity.
 	ParentID string
-	// Cascade makes acquires also consume from the parent.
+	// Cascade makes acquires also consume from the parent (and from its
+	// ancestors while each of them cascades too).
 	Cascade bool
 	// Metadata holds free-form string attributes.
 	Metadata map[string]string

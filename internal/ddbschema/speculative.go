@@ -201,6 +201,22 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 	}
 }
 
+// Update returns the speculative write of [SpeculativeUpdates.Input] as
+// the Update of a transaction (which returns no item, but the old item
+// when its condition fails).
+func (u *SpeculativeUpdates) Update(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowMs int64, id WriteID) *types.Update {
+	in := u.Input(key, limits, amounts, nowMs, id)
+	return &types.Update{
+		TableName:                           in.TableName,
+		Key:                                 in.Key,
+		UpdateExpression:                    in.UpdateExpression,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}
+
 // cachedNumber returns the attribute value of n, from last when it holds
 // it, else a new one it keeps there.
 func cachedNumber(last *atomic.Pointer[numberValue], n int64) types.AttributeValue {
