@@ -358,6 +358,39 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 	return nil
 }
 
+// MaxCascadeLevels bounds a cascade: an acquire charges at most this many
+// entities, the entity and three ancestors (an API key, its project, the
+// project's organisation and one level above). [RateLimiter.CreateEntity]
+// refuses an entity whose cascade would charge more, with a
+// *[ValidationError] matching [ErrCascadeTooDeep]; an acquire on a deeper
+// chain (written by a client without that check) charges the first
+// MaxCascadeLevels entities and no more.
+const MaxCascadeLevels = 4
+
+// cascadeChain returns the ancestors an acquire on entityID charges,
+// nearest first: the parent when the entity cascades, then the parent's
+// parent when the parent cascades too, and so on, at most
+// MaxCascadeLevels−1 of them. An ancestor met again (a cycle, which
+// CreateEntity refuses but deletes and re-creates can still leave) ends
+// the chain before it: each entity is charged once. Each entity's cascade
+// settings come from the entity cache or, when it does not know them,
+// from the entity's record.
+func (rl *rules) cascadeChain(ctx context.Context, entityID string) ([]string, error) {
+	var chain []string
+	for id := entityID; len(chain) < MaxCascadeLevels-1; {
+		p, err := rl.cascadeParent(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if p == "" || p == entityID || slices.Contains(chain, p) {
+			break
+		}
+		chain = append(chain, p)
+		id = p
+	}
+	return chain, nil
+}
+
 // cascadeParent returns the parent entityID cascades to ("" for none),
 // from the entity cache or, when it does not know, the entity's record.
 func (rl *rules) cascadeParent(ctx context.Context, entityID string) (string, error) {
