@@ -13,32 +13,13 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// manifestMoney declares calendar limits at every level: the dollar
-// shorthand on the system, a resource and an entity, and explicit calendar
-// limits beside rolling ones.
-const manifestMoney = `
-namespace: tenant-m
-system:
-  usd_per_day: 20
-  limits:
-    rpm: {capacity: 1000}
-resources:
-  gpt-4o:
-    usd_per_month: 500
-    limits:
-      rpm: {capacity: 600}
-      rpd: {capacity: 5000, calendar: day, timezone: America/New_York}
-entities:
-  key-1:
-    resources:
-      gpt-4o:
-        usd_per_week: 0.45
-        limits:
-          tpm: {capacity: 20000}
-`
+// manifestMoney is the manifest of docs/cli.md's calendar limits: the
+// dollar shorthand on the system, a resource and an entity, and an explicit
+// calendar limit beside rolling ones.
+const manifestMoney = "testdata/money.yaml"
 
 func TestParseManifestCalendar(t *testing.T) {
-	m, err := parseManifest([]byte(manifestMoney))
+	m, err := loadManifest(manifestMoney, nil)
 	require.NoError(t, err)
 	ny, err := store.LoadCalendarLocation("America/New_York")
 	require.NoError(t, err)
@@ -110,7 +91,7 @@ func TestBadCalendarManifests(t *testing.T) {
 // provisioner decodes them back unchanged from JSON, as CloudFormation
 // hands them over (infra/provisioner's TestCalendarLimits stores them).
 func TestCalendarManifestProperties(t *testing.T) {
-	m, err := parseManifest([]byte(manifestMoney))
+	m, err := loadManifest(manifestMoney, nil)
 	require.NoError(t, err)
 	props := manifestProperties("tbl", m)
 	require.Equal(t, provisioner.Limit{Capacity: 5000, Calendar: "day", Timezone: "America/New_York"}, props.Resources["gpt-4o"].Limits["rpd"])
@@ -131,7 +112,7 @@ func TestCalendarManifestProperties(t *testing.T) {
 // apply changes nothing, and a changed zone or period is an update.
 func TestLimitsManifestCalendar(t *testing.T) {
 	e := newEnv(t)
-	path := writeFile(t, "money.yaml", manifestMoney)
+	path := manifestMoney
 	out := e.ok("limits", "plan", "-f", path)
 	contains(t, out, "Plan: 3 change(s) in namespace tenant-m",
 		"+ create system: (system defaults)  [rpm: 1,000/min, usd: $20/calendar day]",
@@ -150,7 +131,7 @@ func TestLimitsManifestCalendar(t *testing.T) {
 	nsRepo, err := e.repo.repo.Namespace(e.ctx, "tenant-m")
 	require.NoError(t, err)
 	ns := newTable(nsRepo)
-	m, err := parseManifest([]byte(manifestMoney))
+	m, err := loadManifest(manifestMoney, nil)
 	require.NoError(t, err)
 	got, err := ns.GetResourceDefaults(e.ctx, "gpt-4o")
 	require.NoError(t, err)
