@@ -201,8 +201,12 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		}
 		index[key] = len(items)
 		charged[i] = append(charged[i], len(items))
+		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: source}
+		if cal != nil {
+			g.expireAtMs = periodBucketExpiry(*cal, nextMs)
+		}
 		items = append(items, &batchItem{
-			group:   entityGroup{entityID: entityID, resource: resource, limits: limits, source: source},
+			group:   g,
 			consume: maps(consume),
 			cal:     cal,
 			nextMs:  nextMs,

@@ -81,6 +81,22 @@ func calendarItems(entityID, resource string, limits []Limit, consume Consume, n
 	return nil
 }
 
+// periodBucketMargin is how long the bucket of a calendar limit's period
+// is kept after the period that follows it ends: see periodBucketExpiry.
+const periodBucketMargin = 24 * time.Hour
+
+// periodBucketExpiry returns when the bucket of the period of calendar
+// limit cal that ends at nextMs may be deleted (epoch ms): at the end of
+// the period after it, plus periodBucketMargin. Once its period is over,
+// only the commits and refunds of leases acquired in it still write the
+// bucket; otherwise it shows what the period spent, and the previous
+// period's stays readable throughout the current one. The store's TTL
+// deletes it (DynamoDB's within a few days of the expiry).
+func periodBucketExpiry(cal Limit, nextMs int64) int64 {
+	_, after, _ := cal.CalendarPeriodAt(time.UnixMilli(nextMs))
+	return after.Add(periodBucketMargin).UnixMilli()
+}
+
 // calendarStatuses shows the statuses of a period bucket as the calendar
 // limit's: Limit is the calendar limit, and a refusal for want of budget
 // waits until the next period starts (nextMs), not for the bucket's
