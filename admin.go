@@ -312,7 +312,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		}
 	}
 	effective = rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source})
+	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source}, rl.nowMs())
 	return rl.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
 }
 
@@ -704,11 +704,15 @@ const maxResetRounds = 3
 
 // Reset fills the bucket of (entityID, resource) — every limit, on every
 // shard — so that the next acquire starts from full capacity, as if the
-// bucket had been idle for its whole refill time. The bucket keeps its
-// parameters, totals and TTL; the parent's bucket is not touched. A bucket
-// that does not exist is full already and is left missing. It reads the
-// bucket and writes every shard in one atomic write, and records a
-// bucket_reset audit event with the number of bucket items reset.
+// bucket had been idle for its whole refill time, and with it the current
+// period's bucket of each calendar limit of the entity on resource
+// (resolved as an acquire resolves them), so that the period's whole
+// budget is available again; earlier periods are left as they are. The
+// buckets keep their parameters, totals and TTL; the parent's buckets are
+// not touched. A bucket that does not exist is full already and is left
+// missing. It reads the buckets and writes them all in one atomic write,
+// and records a bucket_reset audit event with the number of bucket items
+// reset.
 //
 // Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
 // is their "peek".
@@ -741,20 +745,28 @@ func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) err
 	return rl.record(ctx, principal, store.AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
 }
 
-// resetOnce reads the bucket's shards and writes a store.WriteReset to each that
-// exists; it returns how many it wrote.
+// resetOnce reads the bucket's shards and the current period buckets of
+// its calendar limits and writes a store.WriteReset to each that exists;
+// it returns how many it wrote.
 func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string) (int, error) {
-	key := store.BucketKey{EntityID: entityID, Resource: resource}
-	first, err := rl.store.getBucket(ctx, key)
-	if err != nil || first == nil {
+	now := rl.nowMs()
+	keys, err := rl.currentPeriodKeys(ctx, entityID, resource, now)
+	if err != nil {
 		return 0, err
 	}
-	buckets := []*store.Bucket{first}
-	if first.ShardCount > 1 {
-		keys := make([]store.BucketKey, 0, first.ShardCount-1)
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	first, err := rl.store.getBucket(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	var buckets []*store.Bucket
+	if first != nil {
+		buckets = append(buckets, first)
 		for shard := 1; shard < first.ShardCount; shard++ {
 			keys = append(keys, store.BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
 		}
+	}
+	if len(keys) > 0 {
 		_, more, err := rl.store.loadBuckets(ctx, nil, keys)
 		if err != nil {
 			return 0, err
@@ -765,7 +777,9 @@ func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string)
 			}
 		}
 	}
-	now := rl.nowMs()
+	if len(buckets) == 0 {
+		return 0, nil
+	}
 	writes := make([]store.BucketWrite, len(buckets))
 	for i, b := range buckets {
 		w := store.BucketWrite{Kind: store.WriteReset, Key: b.Key, NowMs: now}

@@ -204,8 +204,13 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		}
 		index[key] = len(items)
 		charged[i] = append(charged[i], len(items))
+		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: source}
+		if cal != nil && cal.IsCalendar() {
+			// A period's bucket expires; a prepaid balance never does.
+			g.expireAtMs = periodBucketExpiry(*cal, nextMs)
+		}
 		items = append(items, &batchItem{
-			group:   entityGroup{entityID: entityID, resource: resource, limits: limits, source: source},
+			group:   g,
 			consume: maps(consume),
 			cal:     cal,
 			nextMs:  nextMs,

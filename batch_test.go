@@ -82,7 +82,9 @@ func TestResetDynamoDB(t *testing.T) {
 	lease.Commit(env.ctx)
 	wcuBefore := env.tokens("k", "gpt", wcuLimitName)
 	check := env.callChecker(t)
-	check("one shard", "GetItem, UpdateItem, PutItem", func() { // PutItem: the audit event
+	// BatchGetItem[4]: the stored limits, resolved for the current period
+	// buckets of calendar limits (none here); PutItem: the audit event.
+	check("one shard", "BatchGetItem[4], GetItem, UpdateItem, PutItem", func() {
 		err := rl.Reset(env.ctx, "k", "gpt")
 		require.NoError(t, err)
 	})

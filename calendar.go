@@ -11,8 +11,11 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // errOwnBucketPath tells acquire that the parent's limits hold a calendar
@@ -103,6 +106,22 @@ func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, 
 	return nil
 }
 
+// periodBucketMargin is how long the bucket of a calendar limit's period
+// is kept after the period that follows it ends: see periodBucketExpiry.
+const periodBucketMargin = 24 * time.Hour
+
+// periodBucketExpiry returns when the bucket of the period of calendar
+// limit cal that ends at nextMs may be deleted (epoch ms): at the end of
+// the period after it, plus periodBucketMargin. Once its period is over,
+// only the commits and refunds of leases acquired in it still write the
+// bucket; otherwise it shows what the period spent, and the previous
+// period's stays readable throughout the current one. The store's TTL
+// deletes it (DynamoDB's within a few days of the expiry).
+func periodBucketExpiry(cal Limit, nextMs int64) int64 {
+	_, after, _ := cal.CalendarPeriodAt(time.UnixMilli(nextMs))
+	return after.Add(periodBucketMargin).UnixMilli()
+}
+
 // calendarStatuses shows the statuses of a calendar period bucket or a
 // prepaid balance bucket as its limit's: Limit is the calendar or prepaid
 // limit, and a refusal for want of budget waits until the next period
@@ -136,4 +155,26 @@ func untilNextPeriod(l Limit, nowMs int64) time.Duration {
 // least minRetryAfter, so that a refusal's RetryAfter stays positive.
 func untilMs(nextMs, nowMs int64) time.Duration {
 	return max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
+}
+
+// currentPeriodKeys returns the bucket keys of the periods containing nowMs
+// of the calendar limits that (entityID, resource) resolves to; none when
+// it has no limits.
+func (rl *RateLimiter) currentPeriodKeys(ctx context.Context, entityID, resource string, nowMs int64) ([]store.BucketKey, error) {
+	limits, _, _, err := rl.configs.resolve(ctx, entityID, resource)
+	if err != nil {
+		return nil, err
+	}
+	var keys []store.BucketKey
+	for _, l := range limits {
+		if !l.IsCalendar() {
+			continue
+		}
+		bucket, _, err := l.CalendarBucket(resource, time.UnixMilli(nowMs))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, store.BucketKey{EntityID: entityID, Resource: bucket})
+	}
+	return keys, nil
 }

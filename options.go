@@ -38,7 +38,9 @@ func WithConfigCacheTTL(d time.Duration) Option {
 // WithBucketTTL sets how long an idle bucket of default config (resource
 // or system level) lives: its time to fill from empty times multiplier
 // ([DefaultBucketTTLMultiplier] by default). Buckets of entity-level
-// config never expire. Zero or less disables bucket TTLs.
+// config never expire, except the period buckets of calendar limits, which
+// expire a day after the period that follows theirs ends, whatever their
+// level. Zero or less disables bucket TTLs.
 func WithBucketTTL(multiplier int64) Option {
 	return func(rl *RateLimiter) { rl.ttlMultiplier = multiplier }
 }

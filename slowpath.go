@@ -29,6 +29,9 @@ type entityGroup struct {
 	source   ConfigSource
 	bucket   *store.Bucket // nil when the item does not exist
 	meta     *Entity       // nil when the entity has no META record
+	// expireAtMs is, for the period bucket of a calendar limit, when it
+	// may be deleted (periodBucketExpiry); 0 for other buckets.
+	expireAtMs int64
 }
 
 // key returns the group's shard-0 bucket item.
@@ -253,10 +256,19 @@ func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
 // huge limit saturates instead of overflowing into a TTL in the past.
 const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 
-// ttlFor decides the TTL handling of a group's bucket: buckets of
-// entity-level config never expire; others expire after the time-to-fill
-// times the repository's multiplier.
-func (rl *RateLimiter) ttlFor(g entityGroup) (store.TTLMode, int64) {
+// ttlFor decides the TTL handling of a group's bucket written at nowMs:
+// the period bucket of a calendar limit expires at its expireAtMs, whatever
+// its config's level (no acquire reads a past period again); other buckets
+// of entity-level config never expire; others expire after the
+// time-to-fill times the repository's multiplier. A multiplier of zero or
+// less (WithBucketTTL) sets no TTL.
+func (rl *RateLimiter) ttlFor(g entityGroup, nowMs int64) (store.TTLMode, int64) {
+	if g.expireAtMs > 0 {
+		if rl.ttlMultiplier <= 0 {
+			return store.TTLUnchanged, 0
+		}
+		return store.TTLSet, max(bucketmath.FloorDiv(g.expireAtMs-nowMs+999, 1000), 1)
+	}
 	if g.source == SourceEntity {
 		return store.TTLRemove, 0
 	}
@@ -285,7 +297,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 			continue
 		}
 		w := store.BucketWrite{Key: entries[0].key, NowMs: now}
-		w.TTL, w.TTLSeconds = rl.ttlFor(g)
+		w.TTL, w.TTLSeconds = rl.ttlFor(g, now)
 		if g.meta != nil {
 			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 		}

@@ -18,7 +18,8 @@
 //     drops the expired ones, as Redis expires keys, so the number of
 //     buckets stays within a small factor of the live ones; [Store.Sweep]
 //     drops them all. Buckets of entity-level config never expire, as on
-//     DynamoDB. Audit events are kept until they expire and at most
+//     DynamoDB, except the period buckets of calendar limits, which the
+//     limiter gives a TTL too. Audit events are kept until they expire and at most
 //     [Options.MaxAuditEvents] per entity.
 //   - There are no usage snapshots (no stream, no aggregator) and no
 //     resource-capacity reports: limiter.RateLimiter.UsageSnapshots and

@@ -94,7 +94,8 @@
 //
 // # Expiry
 //
-// The limiter gives buckets of default (resource or system) limits a TTL.
+// The limiter gives buckets of default (resource or system) limits a TTL,
+// and the period buckets of calendar limits.
 // The store keeps it in the item (on the limiter's clock, which decides
 // expiry) and also sets the key's Redis lifetime to the same duration
 // relative to the write (PEXPIRE, not EXPIREAT: the limiter's clock need

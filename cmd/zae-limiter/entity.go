@@ -341,8 +341,8 @@ func cmdEntityLimitsInForce(c *cli) *command {
 			if l.EntityID != pos[0] {
 				parent = l.EntityID
 			}
-			rows[i] = []string{l.EntityID, l.Limit.Name, fmt.Sprint(l.Limit.Capacity), fmt.Sprint(l.Limit.RefillAmount),
-				fmt.Sprint(l.Limit.RefillPeriodSeconds()) + "s", describeSource(l)}
+			refill, period := limitRefillCells(l.Limit)
+			rows[i] = []string{l.EntityID, l.Limit.Name, fmt.Sprint(l.Limit.Capacity), refill, period, describeSource(l)}
 		}
 		if err := c.table([]string{"ENTITY", "LIMIT", "CAPACITY", "REFILL", "PERIOD", "SOURCE"}, rows); err != nil {
 			return err

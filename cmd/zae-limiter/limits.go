@@ -98,14 +98,45 @@ func formatPeriod(seconds int64) string {
 	return "/" + strconv.FormatInt(seconds, 10) + "sec"
 }
 
-// formatLimit formats a limit on one line: "rpm: 1,000/min" or
-// "tpm: 10,000/min (burst: 20,000)".
+// formatLimit formats a limit on one line: "rpm: 1,000/min",
+// "tpm: 10,000/min (burst: 20,000)", or for a calendar limit
+// "rpd: 5,000/calendar day" and "usd: $500/calendar month
+// (America/New_York)" (the limit usd is counted in micro-dollars).
 func formatLimit(l limiter.Limit) string {
+	if l.IsCalendar() {
+		s := l.Name + ": " + formatAmount(l.Name, l.Capacity) + "/calendar " + l.Calendar.String()
+		if tz := l.LocationName(); tz != "" {
+			s += " (" + tz + ")"
+		}
+		return s
+	}
 	s := l.Name + ": " + thousands(l.RefillAmount) + formatPeriod(l.RefillPeriodSeconds())
 	if l.Capacity != l.RefillAmount {
 		s += " (burst: " + thousands(l.Capacity) + ")"
 	}
 	return s
+}
+
+// formatAmount formats an amount of limit name's tokens: dollars for the
+// limit usd (micro-dollars), else the count with comma separators.
+func formatAmount(name string, n int64) string {
+	if name == usdLimitName {
+		return formatDollars(n)
+	}
+	return thousands(n)
+}
+
+// limitRefillCells returns the REFILL and PERIOD cells of a limits table:
+// "100" and "60s", or "-" and "month" (with its zone) for a calendar limit.
+func limitRefillCells(l limiter.Limit) (refill, period string) {
+	if l.IsCalendar() {
+		period = "calendar " + l.Calendar.String()
+		if tz := l.LocationName(); tz != "" {
+			period += " " + tz
+		}
+		return "-", period
+	}
+	return fmt.Sprint(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
 }
 
 // thousands formats n with comma separators.

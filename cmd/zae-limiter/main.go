@@ -127,9 +127,10 @@ func (c *cli) commands() []*cobra.Command {
 		c.group("audit", "Read audit events",
 			subcommand{"List audit events of an entity, newest first", cmdAuditList},
 		),
-		c.group("usage", "Read usage snapshots written by the aggregator",
+		c.group("usage", "Read usage snapshots written by the aggregator, and the spend of calendar limits",
 			subcommand{"List usage snapshots", cmdUsageList},
 			subcommand{"Summarise usage snapshots", cmdUsageSummary},
+			subcommand{"Show the spend of an entity's calendar limits per period", cmdUsagePeriods},
 		),
 		c.leaf("Load-test the table and report latency, capacity units and cost", cmdLoad),
 		c.group("local", "Run DynamoDB Local with the table and the aggregator for development",
@@ -158,7 +159,7 @@ var readOnlyCommands = map[string]bool{
 	"entity show": true, "entity children": true, "entity get-limits": true, "entity list": true, "entity list-resources": true,
 	"entity limits-in-force": true, "resource get-defaults": true, "resource list": true, "system get-defaults": true,
 	"limits get": true, "limits plan": true, "limits diff": true, "limits cfn-template": true,
-	"audit list": true, "usage list": true, "usage summary": true,
+	"audit list": true, "usage list": true, "usage summary": true, "usage periods": true,
 	"namespace list": true, "namespace show": true, "namespace orphans": true,
 }
 

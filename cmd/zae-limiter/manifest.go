@@ -27,6 +27,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -41,10 +42,12 @@ type manifestFile struct {
 type manifestSystem struct {
 	OnUnavailable string                  `yaml:"on_unavailable"`
 	Limits        map[string]manifestDecl `yaml:"limits"`
+	manifestUSD   `yaml:",inline"`
 }
 
 type manifestLimits struct {
-	Limits map[string]manifestDecl `yaml:"limits"`
+	Limits      map[string]manifestDecl `yaml:"limits"`
+	manifestUSD `yaml:",inline"`
 }
 
 type manifestEntities struct {
@@ -53,12 +56,17 @@ type manifestEntities struct {
 
 // manifestDecl is one limit: capacity (required), refill_amount (default
 // capacity), refill_period in seconds (default 60); burst, when given,
-// replaces capacity (an older spelling, still accepted).
+// replaces capacity (an older spelling, still accepted). With calendar
+// (day, week or month) it is a calendar limit instead: capacity tokens
+// each period, starting at 00:00 in timezone (an IANA zone, default UTC),
+// and no refill fields.
 type manifestDecl struct {
-	Capacity     *int64 `yaml:"capacity"`
-	Burst        *int64 `yaml:"burst"`
-	RefillAmount *int64 `yaml:"refill_amount"`
-	RefillPeriod *int64 `yaml:"refill_period"`
+	Capacity     *int64  `yaml:"capacity"`
+	Burst        *int64  `yaml:"burst"`
+	RefillAmount *int64  `yaml:"refill_amount"`
+	RefillPeriod *int64  `yaml:"refill_period"`
+	Calendar     *string `yaml:"calendar"`
+	Timezone     *string `yaml:"timezone"`
 }
 
 // manifest is a validated manifest.
@@ -106,7 +114,7 @@ func parseManifest(data []byte) (*manifest, error) {
 	}
 	m := &manifest{namespace: mf.Namespace, resources: map[string][]limiter.Limit{}, entities: map[entityTarget][]limiter.Limit{}}
 	if s := mf.System; s != nil {
-		limits, err := declLimits("system", s.Limits)
+		limits, err := declLimits("system", s.Limits, s.manifestUSD)
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +131,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		if err := store.ValidateResource(res); err != nil {
 			return nil, fmt.Errorf("invalid manifest: resources.%s: %v", res, err)
 		}
-		limits, err := declLimits("resources."+res, decl.Limits)
+		limits, err := declLimits("resources."+res, decl.Limits, decl.manifestUSD)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +154,7 @@ func parseManifest(data []byte) (*manifest, error) {
 				}
 			}
 			path := "entities." + id + ".resources." + res
-			limits, err := declLimits(path, decl.Limits)
+			limits, err := declLimits(path, decl.Limits, decl.manifestUSD)
 			if err != nil {
 				return nil, err
 			}
@@ -159,39 +167,83 @@ func parseManifest(data []byte) (*manifest, error) {
 	return m, nil
 }
 
-// declLimits converts a limits mapping into limits sorted by name.
-func declLimits(path string, decls map[string]manifestDecl) ([]limiter.Limit, error) {
-	limits := make([]limiter.Limit, 0, len(decls))
+// declLimits converts a limits mapping, and the level's dollar
+// shorthand, into limits sorted by name.
+func declLimits(path string, decls map[string]manifestDecl, usd manifestUSD) ([]limiter.Limit, error) {
+	limits := make([]limiter.Limit, 0, len(decls)+1)
 	for _, name := range sortedKeys(decls) {
-		d := decls[name]
-		p := path + ".limits." + name
-		if d.Capacity == nil && d.Burst == nil {
-			return nil, fmt.Errorf("invalid manifest: %s: capacity is required", p)
-		}
-		var capacity int64
-		if d.Capacity != nil {
-			capacity = *d.Capacity
-		}
-		if d.Burst != nil {
-			capacity = *d.Burst
-		}
-		refill, period := capacity, int64(60)
-		if d.RefillAmount != nil {
-			refill = *d.RefillAmount
-		}
-		if d.RefillPeriod != nil {
-			period = *d.RefillPeriod
-		}
-		if period <= 0 || period > int64(1<<62)/int64(time.Second) {
-			return nil, fmt.Errorf("invalid manifest: %s: refill_period must be a positive number of seconds", p)
-		}
-		l, err := limiter.NewLimit(name, capacity, refill, time.Duration(period)*time.Second)
+		l, err := declLimit(path+".limits."+name, name, decls[name])
 		if err != nil {
-			return nil, fmt.Errorf("invalid manifest: %s: %v", p, err)
+			return nil, err
 		}
 		limits = append(limits, l)
 	}
-	return limits, nil
+	budget, ok, err := usd.limit(path)
+	if err != nil || !ok {
+		return limits, err
+	}
+	if _, dup := decls[usdLimitName]; dup {
+		return nil, fmt.Errorf("invalid manifest: %s: %s and limits.%s both declare the limit %s: keep one",
+			path, usd.key(), usdLimitName, usdLimitName)
+	}
+	limits = append(limits, budget)
+	return sortLimits(limits), nil
+}
+
+// declLimit converts one limit declaration at p (its path in the manifest).
+func declLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
+	if d.Capacity == nil && d.Burst == nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: capacity is required", p)
+	}
+	var capacity int64
+	if d.Capacity != nil {
+		capacity = *d.Capacity
+	}
+	if d.Burst != nil {
+		capacity = *d.Burst
+	}
+	if d.Calendar != nil {
+		return declCalendarLimit(p, name, capacity, d)
+	}
+	if d.Timezone != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: timezone is only for a calendar limit (calendar: day, week or month)", p)
+	}
+	refill, period := capacity, int64(60)
+	if d.RefillAmount != nil {
+		refill = *d.RefillAmount
+	}
+	if d.RefillPeriod != nil {
+		period = *d.RefillPeriod
+	}
+	if period <= 0 || period > int64(1<<62)/int64(time.Second) {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: refill_period must be a positive number of seconds", p)
+	}
+	l, err := limiter.NewLimit(name, capacity, refill, time.Duration(period)*time.Second)
+	if err != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
+	}
+	return l, nil
+}
+
+// declCalendarLimit converts a declaration with calendar: capacity tokens
+// each day, week or month in the declared time zone.
+func declCalendarLimit(p, name string, capacity int64, d manifestDecl) (limiter.Limit, error) {
+	if d.RefillAmount != nil || d.RefillPeriod != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: a calendar limit resets each period and takes no refill_amount or refill_period", p)
+	}
+	period, err := provisioner.ParseCalendar(*d.Calendar)
+	if err != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
+	}
+	tz := ""
+	if d.Timezone != nil {
+		tz = *d.Timezone
+	}
+	l, err := provisioner.CalendarLimit(name, capacity, period, tz)
+	if err != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
+	}
+	return l, nil
 }
 
 // Change actions and levels, as plan and apply print them.
@@ -233,20 +285,35 @@ type planResult struct {
 }
 
 // sameLimits reports whether a and b hold the same limits in any order.
+// Calendar limits compare by period and zone name: two loads of one zone
+// are two *time.Location values.
 func sameLimits(a, b []limiter.Limit) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	byName := make(map[string]limiter.Limit, len(a))
+	byName := make(map[string]limitKey, len(a))
 	for _, l := range a {
-		byName[l.Name] = l
+		byName[l.Name] = keyOf(l)
 	}
 	for _, l := range b {
-		if o, ok := byName[l.Name]; !ok || o != l {
+		if o, ok := byName[l.Name]; !ok || o != keyOf(l) {
 			return false
 		}
 	}
 	return true
+}
+
+// limitKey is what makes two limits the same.
+type limitKey struct {
+	name                   string
+	capacity, refillAmount int64
+	refillPeriod           time.Duration
+	calendar               limiter.CalendarPeriod
+	zone                   string
+}
+
+func keyOf(l limiter.Limit) limitKey {
+	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName()}
 }
 
 func sortLimits(ls []limiter.Limit) []limiter.Limit {

@@ -19,11 +19,15 @@ import (
 func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 	out := provisioner.Limits{}
 	for _, l := range ls {
-		out[l.Name] = provisioner.Limit{
+		d := provisioner.Limit{
 			Capacity:     provisioner.Number(l.Capacity),
 			RefillAmount: provisioner.Number(l.RefillAmount),
 			RefillPeriod: provisioner.Number(l.RefillPeriod / time.Second),
 		}
+		if l.IsCalendar() {
+			d.Calendar, d.Timezone = l.Calendar.String(), l.LocationName()
+		}
+		out[l.Name] = d
 	}
 	return out
 }

@@ -19,6 +19,10 @@ type limitJSON struct {
 	Capacity            int64  `json:"capacity"`
 	RefillAmount        int64  `json:"refill_amount"`
 	RefillPeriodSeconds int64  `json:"refill_period_seconds"`
+	// Calendar (day, week or month) marks a calendar limit, whose refill
+	// fields are zero; Timezone is its zone, absent for UTC.
+	Calendar string `json:"calendar,omitempty"`
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // entityJSON is one entity.
@@ -44,6 +48,9 @@ func limitsToJSON(limits []limiter.Limit) []limitJSON {
 	out := make([]limitJSON, len(limits))
 	for i, l := range limits {
 		out[i] = limitJSON{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriodSeconds: l.RefillPeriodSeconds()}
+		if l.IsCalendar() {
+			out[i].Calendar, out[i].Timezone = l.Calendar.String(), l.LocationName()
+		}
 	}
 	return out
 }
@@ -91,8 +98,8 @@ func (c *cli) printf(format string, a ...any) { fmt.Fprintf(c.stdout, format, a.
 func (c *cli) limitsTable(limits []limiter.Limit) error {
 	rows := make([][]string, len(limits))
 	for i, l := range limits {
-		rows[i] = []string{l.Name, fmt.Sprint(l.Capacity), fmt.Sprint(l.RefillAmount),
-			fmt.Sprint(l.RefillPeriodSeconds()) + "s", formatLimit(l)}
+		refill, period := limitRefillCells(l)
+		rows[i] = []string{l.Name, fmt.Sprint(l.Capacity), refill, period, formatLimit(l)}
 	}
 	return c.table([]string{"LIMIT", "CAPACITY", "REFILL", "PERIOD", "RATE"}, rows)
 }

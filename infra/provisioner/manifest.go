@@ -15,11 +15,56 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// Limit is one limit declaration.
+// Limit is one limit declaration: Capacity tokens refilled RefillAmount
+// (default Capacity) every RefillPeriod seconds (default 60), or, with
+// Calendar ("day", "week" or "month"), a calendar limit of Capacity tokens
+// each period, starting at 00:00 in Timezone (an IANA zone; empty is UTC),
+// without refill fields.
 type Limit struct {
 	Capacity     Number `json:"Capacity"`
 	RefillAmount Number `json:"RefillAmount,omitempty"`
 	RefillPeriod Number `json:"RefillPeriod,omitempty"`
+	Calendar     string `json:"Calendar,omitempty"`
+	Timezone     string `json:"Timezone,omitempty"`
+}
+
+// ParseCalendar returns the calendar period named "day", "week" or
+// "month".
+func ParseCalendar(name string) (limiter.CalendarPeriod, error) {
+	for _, p := range []limiter.CalendarPeriod{limiter.CalendarDay, limiter.CalendarWeek, limiter.CalendarMonth} {
+		if name == p.String() {
+			return p, nil
+		}
+	}
+	return limiter.CalendarNone, fmt.Errorf("calendar %q: use day, week or month", name)
+}
+
+// CalendarLimit returns the validated calendar limit of capacity tokens
+// each period, in the IANA zone tz ("" is UTC), with its location loaded
+// as stored limits are read back (store.LoadCalendarLocation), so that a
+// declared limit and the stored one compare equal.
+func CalendarLimit(name string, capacity int64, period limiter.CalendarPeriod, tz string) (limiter.Limit, error) {
+	loc, err := store.LoadCalendarLocation(tz)
+	if err != nil {
+		return limiter.Limit{}, fmt.Errorf("timezone %q: not an IANA time zone (e.g. America/New_York)", tz)
+	}
+	l := limiter.Limit{Name: name, Capacity: capacity, Calendar: period}.InLocation(loc)
+	if err := l.Validate(); err != nil {
+		return limiter.Limit{}, err
+	}
+	return l, nil
+}
+
+// calendarLimit converts a declaration with Calendar.
+func calendarLimit(name string, d Limit) (limiter.Limit, error) {
+	if d.RefillAmount != 0 || d.RefillPeriod != 0 {
+		return limiter.Limit{}, errors.New("a calendar limit resets each period and takes no RefillAmount or RefillPeriod")
+	}
+	period, err := ParseCalendar(d.Calendar)
+	if err != nil {
+		return limiter.Limit{}, err
+	}
+	return CalendarLimit(name, int64(d.Capacity), period, d.Timezone)
 }
 
 // Number is an integer given as a JSON number or a decimal string (as
@@ -156,6 +201,19 @@ func toLimits(path string, ls Limits) ([]limiter.Limit, []string) {
 		d := ls[name]
 		if d.Capacity <= 0 {
 			problems = append(problems, fmt.Sprintf("%s.%s: Capacity must be a positive integer", path, name))
+			continue
+		}
+		if d.Calendar != "" {
+			l, err := calendarLimit(name, d)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s.%s: %v", path, name, err))
+				continue
+			}
+			out = append(out, l)
+			continue
+		}
+		if d.Timezone != "" {
+			problems = append(problems, fmt.Sprintf("%s.%s: Timezone is only for a calendar limit (Calendar day, week or month)", path, name))
 			continue
 		}
 		refill, period := int64(d.Capacity), int64(60)

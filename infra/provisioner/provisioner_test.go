@@ -472,3 +472,57 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	_, err = admin.GetNamespace(ctx, "tenant-b")
 	assert.ErrorIs(t, err, limiter.ErrNamespaceNotFound)
 }
+
+// TestCalendarLimits: calendar limits (Calendar, Timezone) are stored as
+// declared, and a declaration the library would refuse fails the whole
+// event before anything is written.
+func TestCalendarLimits(t *testing.T) {
+	ctx := testContext(t)
+	client, table, admin := openAdmin(t, "tenant-a")
+	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
+	h := &provisioner.Handler{Client: client}
+	r := newResponses(t)
+
+	ev := event(t, "create", table, r.srv.URL)
+	ev.ResourceProperties = map[string]any{
+		"TableName": table, "Namespace": "tenant-a",
+		"Resources": map[string]any{"gpt-4o": map[string]any{"Limits": map[string]any{
+			"rpm": map[string]any{"Capacity": "600"},
+			"usd": map[string]any{"Capacity": "500000000", "Calendar": "month", "Timezone": "America/New_York"},
+			"rpd": map[string]any{"Capacity": 5000, "Calendar": "day"},
+		}}},
+	}
+	resp := send(t, h, r, ev)
+	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
+	ny, err := store.LoadCalendarLocation("America/New_York")
+	require.NoError(t, err)
+	got, err := rl.GetResourceDefaults(ctx, "gpt-4o")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []limiter.Limit{
+		limiter.PerMinute("rpm", 600),
+		limiter.PerCalendarMonth("usd", 500_000_000).InLocation(ny),
+		limiter.PerCalendarDay("rpd", 5000),
+	}, got)
+
+	for _, tc := range []struct {
+		decl map[string]any
+		want string
+	}{
+		{map[string]any{"Capacity": 5, "Calendar": "year"}, `Resources.embed.Limits.usd: calendar "year": use day, week or month`},
+		{map[string]any{"Capacity": 5, "Calendar": "day", "RefillPeriod": 60}, "Resources.embed.Limits.usd: a calendar limit resets each period"},
+		{map[string]any{"Capacity": 5, "Calendar": "day", "Timezone": "Mars/Olympus"}, `Resources.embed.Limits.usd: timezone "Mars/Olympus"`},
+		{map[string]any{"Capacity": 5, "Timezone": "Europe/Paris"}, "Resources.embed.Limits.usd: Timezone is only for a calendar limit"},
+	} {
+		ev := event(t, "create", table, r.srv.URL)
+		ev.ResourceProperties = map[string]any{
+			"TableName": table, "Namespace": "tenant-a",
+			"Resources": map[string]any{"embed": map[string]any{"Limits": map[string]any{"usd": tc.decl}}},
+		}
+		resp := send(t, h, r, ev)
+		require.Equal(t, cfn.StatusFailed, resp.Status, tc.want)
+		require.Contains(t, resp.Reason, tc.want)
+		got, err := rl.GetResourceDefaults(ctx, "embed")
+		require.NoError(t, err)
+		require.Empty(t, got, tc.want)
+	}
+}

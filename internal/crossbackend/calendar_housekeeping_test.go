@@ -1,0 +1,111 @@
+package crossbackend_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
+)
+
+// spendAt acquires and commits consume for (entityID, gpt-4o) at t.
+func spendAt(t *testing.T, rl *limiter.RateLimiter, clk *fakeClock, at, entityID string, consume limiter.Consume) {
+	t.Helper()
+	clk.at(at)
+	lease, err := rl.Acquire(context.Background(), entityID, "gpt-4o", consume)
+	require.NoError(t, err)
+	require.NoError(t, lease.Commit(context.Background()))
+}
+
+// periodTokens returns the balance of limit usd in the period bucket
+// resource of entityID.
+func periodTokens(t *testing.T, repo limiter.Repository, entityID, resource string) int64 {
+	t.Helper()
+	b, err := repo.GetBucket(context.Background(), store.BucketKey{EntityID: entityID, Resource: resource})
+	require.NoError(t, err)
+	require.NotNil(t, b, resource)
+	s, ok := b.State("usd")
+	require.True(t, ok, resource)
+	return s.Tokens()
+}
+
+// TestCalendarResetFillsPeriod: Reset fills the current period's bucket of
+// the entity's calendar limits with its bucket, also when the entity's
+// limits are all calendar limits (no bucket of its own), and leaves
+// earlier periods as they are.
+func TestCalendarResetFillsPeriod(t *testing.T) {
+	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+		ctx := context.Background()
+		clk := &fakeClock{}
+		clk.at("2026-11-10T12:00:00Z")
+		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		defer rl.Close()
+		budget := limiter.PerCalendarMonth("usd", 1000)
+		require.NoError(t, rl.SetLimits(ctx, "mixed", "gpt-4o", []limiter.Limit{limiter.PerHour("rph", 100), budget}))
+		require.NoError(t, rl.SetLimits(ctx, "money-only", "gpt-4o", []limiter.Limit{budget}))
+
+		for _, id := range []string{"mixed", "money-only"} {
+			spendAt(t, rl, clk, "2026-10-15T12:00:00Z", id, limiter.Consume{"usd": 500})
+			consume := limiter.Consume{"usd": 900}
+			if id == "mixed" {
+				consume["rph"] = 30
+			}
+			spendAt(t, rl, clk, "2026-11-10T12:00:00Z", id, consume)
+			avail, err := rl.Available(ctx, id, "gpt-4o")
+			require.NoError(t, err)
+			require.Equal(t, int64(100), avail["usd"], id)
+
+			require.NoError(t, rl.Reset(ctx, id, "gpt-4o"))
+			avail, err = rl.Available(ctx, id, "gpt-4o")
+			require.NoError(t, err)
+			require.Equal(t, int64(1000), avail["usd"], "%s: the current period after Reset", id)
+			if id == "mixed" {
+				require.Equal(t, int64(100), avail["rph"], "%s: the rolling bucket after Reset", id)
+			}
+			require.Equal(t, int64(500), periodTokens(t, repo, id, "gpt-4o/usd.m2026-10"), "%s: October after Reset", id)
+		}
+	})
+}
+
+// TestCalendarPeriodBucketTTL: a period bucket expires one day after the
+// end of the period that follows it, whatever level its limit is stored
+// at, while the entity's own bucket keeps no TTL; WithBucketTTL(0) sets
+// none.
+func TestCalendarPeriodBucketTTL(t *testing.T) {
+	ny := newYork(t)
+	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+		ctx := context.Background()
+		clk := &fakeClock{}
+		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		defer rl.Close()
+		require.NoError(t, rl.SetLimits(ctx, "ttl-e", "gpt-4o",
+			[]limiter.Limit{limiter.PerHour("rph", 100), limiter.PerCalendarMonth("usd", 1000).InLocation(ny)}))
+		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+		spendAt(t, rl, clk, "2026-11-10T12:00:00Z", "ttl-e", limiter.Consume{"rph": 1, "usd": 5})
+		spendAt(t, rl, clk, "2026-11-10T12:00:00Z", "ttl-d", limiter.Consume{"usd": 5})
+
+		ttl := func(entityID, resource string) int64 {
+			t.Helper()
+			b, err := repo.GetBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
+			require.NoError(t, err)
+			require.NotNil(t, b, resource)
+			return b.TTL
+		}
+		// November in New York: December ends at 2027-01-01T05:00Z.
+		require.Equal(t, mustTime("2027-01-02T05:00:00Z").Unix(), ttl("ttl-e", "gpt-4o/usd.m2026-11"))
+		require.Zero(t, ttl("ttl-e", "gpt-4o"), "the entity's own bucket")
+		// 2026-11-10 (UTC): the 11th ends at 2026-11-12T00:00Z.
+		require.Equal(t, mustTime("2026-11-13T00:00:00Z").Unix(), ttl("ttl-d", "gpt-4o/usd.d2026-11-10"))
+
+		// A later write sets the same expiry.
+		spendAt(t, rl, clk, "2026-11-20T08:30:00.500Z", "ttl-e", limiter.Consume{"rph": 1, "usd": 5})
+		require.Equal(t, mustTime("2027-01-02T05:00:00Z").Unix(), ttl("ttl-e", "gpt-4o/usd.m2026-11"))
+
+		off := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithBucketTTL(0))
+		defer off.Close()
+		spendAt(t, off, clk, "2026-11-10T12:00:00Z", "ttl-off", limiter.Consume{"usd": 5})
+		require.Zero(t, ttl("ttl-off", "gpt-4o/usd.d2026-11-10"), "WithBucketTTL(0)")
+	})
+}
