@@ -107,5 +107,21 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		defer off.Close()
 		spendAt(t, off, clk, "2026-11-10T12:00:00Z", "ttl-off", limiter.Consume{"usd": 5})
 		require.Zero(t, ttl("ttl-off", "gpt-4o/usd.d2026-11-10"), "WithBucketTTL(0)")
+
+		// A prepaid balance is money: it takes no period's expiry, also
+		// when its limit is a resource default (whose buckets expire after
+		// their time to fill, for a balance a century). The read-then-write
+		// path sets the expiry.
+		require.NoError(t, rl.SetResourceDefaults(ctx, "emb", []limiter.Limit{limiter.Prepaid("credit")}))
+		_, err := rl.TopUp(ctx, "ttl-p", "emb", "credit", 100, "t1")
+		require.NoError(t, err)
+		slow := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithSpeculativeWrites(false))
+		defer slow.Close()
+		lease, err := slow.Acquire(ctx, "ttl-p", "emb", limiter.Consume{"credit": 5})
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(ctx))
+		if got := ttl("ttl-p", "emb/credit.balance"); got != 0 {
+			require.GreaterOrEqual(t, got, mustTime("2126-01-01T00:00:00Z").Unix(), "the balance's expiry")
+		}
 	})
 }
