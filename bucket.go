@@ -75,6 +75,13 @@ func sameParams(s store.BucketState, l Limit) bool {
 // a balance above l's capacity is cut down to it. A raised limit thus keeps
 // the balance and refills at the new rate; a lowered one holds at most the
 // new capacity at once. changed reports whether the parameters differed.
+//
+// Two kinds of bucket differ. The bucket of a calendar limit's period
+// keeps what the period spent: its balance moves by the change of
+// capacity (a monthly budget lowered from 500 to 400 after 100 spent
+// leaves 300, raised to 600 leaves 500), in debt when the period spent
+// more than the new budget. A prepaid balance is money paid in: it keeps
+// its balance whatever its capacity (the ceiling of top-ups) becomes.
 func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketState, changed bool) {
 	if sameParams(s, l) {
 		return s, false
@@ -84,8 +91,15 @@ func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketStat
 	// at the new rate.
 	s.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, nowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
 	s.LastRefillMs = max(s.LastRefillMs, nowMs)
+	oldCapacity := s.CapacityMilli
 	s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs = bucketmath.SatMul(l.Capacity, 1000), bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
-	s.TokensMilli = min(s.TokensMilli, s.CapacityMilli)
+	switch {
+	case l.Prepaid:
+	case l.IsPeriodBucket():
+		s.TokensMilli = min(bucketmath.AddSat(s.TokensMilli, bucketmath.AddSat(s.CapacityMilli, -oldCapacity)), s.CapacityMilli)
+	default:
+		s.TokensMilli = min(s.TokensMilli, s.CapacityMilli)
+	}
 	return s, true
 }
 

@@ -200,6 +200,13 @@ func (l Limit) CalendarBucketLimit() Limit {
 	return Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod}
 }
 
+// IsPeriodBucket reports whether l is the limit of a calendar period's
+// bucket ([Limit.CalendarBucketLimit]): one token refilled every
+// [CalendarBucketRefillPeriod], not prepaid.
+func (l Limit) IsPeriodBucket() bool {
+	return !l.Prepaid && l.Calendar == CalendarNone && l.RefillAmount == 1 && l.RefillPeriod == CalendarBucketRefillPeriod
+}
+
 // String formats l as fmt's %v shows a struct: "{rpm 100 100 1m0s}" (name,
 // capacity, refill amount and period) for a rolling limit, and "{usd 1000
 // month}" or "{usd 1000 month America/New_York}" (name, capacity, period

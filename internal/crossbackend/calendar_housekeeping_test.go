@@ -2,6 +2,7 @@ package crossbackend_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -122,6 +123,52 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		require.NoError(t, lease.Commit(ctx))
 		if got := ttl("ttl-p", "emb/credit.balance"); got != 0 {
 			require.GreaterOrEqual(t, got, mustTime("2126-01-01T00:00:00Z").Unix(), "the balance's expiry")
+		}
+	})
+}
+
+// TestCalendarBudgetChangedMidPeriod: a calendar budget changed in the
+// middle of its period keeps what the period spent: lowered from 500 to
+// 400 after 100 spent, 300 are left (not 400: the period would spend 500
+// of a 400 budget); raised to 600 after 400 spent, 200 are left (not 0).
+// Speculative writes on and off.
+func TestCalendarBudgetChangedMidPeriod(t *testing.T) {
+	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+		for _, spec := range []bool{true, false} {
+			t.Run(fmt.Sprintf("speculative=%v", spec), func(t *testing.T) {
+				ctx := context.Background()
+				clk := &fakeClock{}
+				clk.at("2026-11-10T12:00:00Z")
+				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithSpeculativeWrites(spec))
+				defer rl.Close()
+				e := fmt.Sprintf("mid-%v", spec)
+				set := func(budget int64) {
+					t.Helper()
+					require.NoError(t, rl.SetLimits(ctx, e, "gpt-4o", []limiter.Limit{limiter.PerCalendarMonth("usd", budget)}))
+				}
+				left := func() int64 {
+					t.Helper()
+					av, err := rl.Available(ctx, e, "gpt-4o")
+					require.NoError(t, err)
+					return av["usd"]
+				}
+				set(500)
+				spendAt(t, rl, clk, "2026-11-10T12:00:00Z", e, limiter.Consume{"usd": 100})
+				require.Equal(t, int64(400), left())
+
+				set(400)
+				require.Equal(t, int64(300), left(), "lowered to 400 after 100 spent")
+				_, err := rl.Acquire(ctx, e, "gpt-4o", limiter.Consume{"usd": 301})
+				require.ErrorIs(t, err, limiter.ErrRateLimited, "301 of a budget with 300 left")
+				spendAt(t, rl, clk, "2026-11-10T12:00:01Z", e, limiter.Consume{"usd": 300})
+				require.Equal(t, int64(0), left())
+
+				set(600)
+				require.Equal(t, int64(200), left(), "raised to 600 after 400 spent")
+				spendAt(t, rl, clk, "2026-11-10T12:00:02Z", e, limiter.Consume{"usd": 200})
+				_, err = rl.Acquire(ctx, e, "gpt-4o", limiter.Consume{"usd": 1})
+				require.ErrorIs(t, err, limiter.ErrRateLimited, "600 spent of 600")
+			})
 		}
 	})
 }
