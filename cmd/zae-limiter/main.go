@@ -103,6 +103,7 @@ func (c *cli) commands() []*cobra.Command {
 			subcommand{"List the namespace's entities, or those with stored limits for a resource", cmdEntityList},
 			subcommand{"List the resources some entity has stored limits for", cmdEntityListResources},
 			subcommand{"Show the limits in force for an entity on a resource, and where each comes from", cmdEntityLimitsInForce},
+			subcommand{"Add to a prepaid balance, once per top-up id", cmdEntityTopUp},
 		),
 		c.group("resource", "Manage resource-level default limits",
 			subcommand{"Store the default limits of a resource", cmdResourceSetDefaults},
