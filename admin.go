@@ -790,3 +790,25 @@ func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string)
 	}
 	return len(writes), rl.store.writeBuckets(ctx, writes)
 }
+
+// currentPeriodKeys returns the bucket keys of the periods containing nowMs
+// of the calendar limits that (entityID, resource) resolves to; none when
+// it has no limits.
+func (rl *RateLimiter) currentPeriodKeys(ctx context.Context, entityID, resource string, nowMs int64) ([]store.BucketKey, error) {
+	limits, _, _, err := rl.configs.resolve(ctx, entityID, resource)
+	if err != nil {
+		return nil, err
+	}
+	var keys []store.BucketKey
+	for _, l := range limits {
+		if !l.IsCalendar() {
+			continue
+		}
+		bucket, _, err := l.CalendarBucket(resource, time.UnixMilli(nowMs))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, store.BucketKey{EntityID: entityID, Resource: bucket})
+	}
+	return keys, nil
+}

@@ -11,11 +11,8 @@
 package limiter
 
 import (
-	"context"
 	"errors"
 	"time"
-
-	"github.com/zaelimiter/limiter/store"
 )
 
 // errOwnBucketPath tells acquire that the parent's limits hold a calendar
@@ -155,26 +152,4 @@ func untilNextPeriod(l Limit, nowMs int64) time.Duration {
 // least minRetryAfter, so that a refusal's RetryAfter stays positive.
 func untilMs(nextMs, nowMs int64) time.Duration {
 	return max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
-}
-
-// currentPeriodKeys returns the bucket keys of the periods containing nowMs
-// of the calendar limits that (entityID, resource) resolves to; none when
-// it has no limits.
-func (rl *RateLimiter) currentPeriodKeys(ctx context.Context, entityID, resource string, nowMs int64) ([]store.BucketKey, error) {
-	limits, _, _, err := rl.configs.resolve(ctx, entityID, resource)
-	if err != nil {
-		return nil, err
-	}
-	var keys []store.BucketKey
-	for _, l := range limits {
-		if !l.IsCalendar() {
-			continue
-		}
-		bucket, _, err := l.CalendarBucket(resource, time.UnixMilli(nowMs))
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, store.BucketKey{EntityID: entityID, Resource: bucket})
-	}
-	return keys, nil
 }

@@ -257,6 +257,22 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	return rl.parentRefused(ctx, a, childRes, entries, parentRes)
 }
 
+// cascadesFurther reports whether parentID, which entityID cascades to,
+// cascades in turn to another entity: the acquire then charges more than
+// two. The entity cache decides when it knows the parent; otherwise res,
+// when not nil, the parent's speculative write, does from the copy of the
+// parent's settings on its bucket. Peeking does not count as a cache
+// lookup (the acquire's lookup of entityID did).
+func (rl *RateLimiter) cascadesFurther(entityID, parentID string, res *store.SpeculativeResult) bool {
+	next := ""
+	if info, ok := rl.ents.peek(parentID); ok && info.known {
+		next = info.cascadeParent(parentID)
+	} else if res != nil && res.Bucket != nil && res.Bucket.Cascade {
+		next = res.Bucket.ParentID
+	}
+	return next != "" && next != parentID && next != entityID
+}
+
 // undoApplied gives back whichever of the child's and the parent's writes
 // applied, and returns errCascadePath: the batch path takes the whole
 // chain instead. When a give-back fails it returns that error instead.
