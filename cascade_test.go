@@ -148,3 +148,33 @@ func TestCascadeChainBounds(t *testing.T) {
 		require.Equal(t, want, got, "the chain of %s", id)
 	}
 }
+
+// TestDeepCascadeMonthlyBudgetOneCall: the same three-level cascade with
+// usd as a monthly budget (a calendar limit: each level's month is a
+// bucket of its own) is one call too once warm, a TransactWriteItems of
+// the six buckets, and each level's month is charged.
+func TestDeepCascadeMonthlyBudgetOneCall(t *testing.T) {
+	env := newTestEnv(t)
+	env.spec = true
+	rl := env.limiter()
+	for _, e := range []Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
+		_, err := rl.CreateEntity(env.ctx, e)
+		require.NoError(t, err)
+	}
+	require.NoError(t, rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), PerCalendarMonth("usd", 500_000_000)}))
+	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
+	_, err := rl.Acquire(env.ctx, "key", "gpt", c)
+	require.NoError(t, err)
+	check := env.callChecker(t)
+	for i := range 3 {
+		check("warm acquire", "TransactWriteItems[6]", func() {
+			_, err := rl.Acquire(env.ctx, "key", "gpt", c)
+			require.NoError(t, err, "warm acquire %d", i)
+		})
+	}
+	month, _, err := PerCalendarMonth("usd", 1).CalendarBucket("gpt", env.clock.now())
+	require.NoError(t, err)
+	for _, id := range []string{"key", "proj", "org"} {
+		require.Equal(t, int64((500_000_000-4*2_000)*1000), env.tokens(id, month, "usd"), "%s's month after four acquires", id)
+	}
+}
