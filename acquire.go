@@ -56,7 +56,7 @@ func checkKeyCall(ctx context.Context, entityID, resource string, opts []Acquire
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return o, err
 	}
-	return o, store.ValidateResource(resource)
+	return o, store.ValidateChargedResource(resource)
 }
 
 // acquireChecked is Acquire without metrics.

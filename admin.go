@@ -228,6 +228,9 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := checkConfigResource(resource); err != nil {
 		return err
 	}
+	if store.IsOwnBucketResource(resource) {
+		return store.ValidateChargedResource(resource)
+	}
 	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
@@ -728,7 +731,7 @@ func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) err
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
-	if err := store.ValidateResource(resource); err != nil {
+	if err := store.ValidateChargedResource(resource); err != nil {
 		return err
 	}
 	n := 0

@@ -81,7 +81,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 		if err := store.ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
 			return nil, nil, err
 		}
-		if err := store.ValidateResource(r.Resource); err != nil {
+		if err := store.ValidateChargedResource(r.Resource); err != nil {
 			return nil, nil, err
 		}
 		if err := validateAmounts(r.Consume, false); err != nil {

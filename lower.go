@@ -42,7 +42,7 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return false, err
 	}
-	if err := store.ValidateResource(resource); err != nil {
+	if err := store.ValidateChargedResource(resource); err != nil {
 		return false, err
 	}
 	if err := validateAmounts(limits, true); err != nil {

@@ -109,7 +109,7 @@ func checkTopUp(entityID, resource, limitName string, amount int64, id string) e
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
-	if err := store.ValidateResource(resource); err != nil {
+	if err := store.ValidateChargedResource(resource); err != nil {
 		return err
 	}
 	if err := store.ValidateLimitName(limitName, "limit"); err != nil {

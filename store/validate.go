@@ -101,3 +101,59 @@ func ValidateLimitName(value, field string) error { return limitNameRule.check(f
 // ValidateResource checks a resource name. The error is a *[ValidationError]
 // matching [ErrInvalidName].
 func ValidateResource(value string) error { return resourceRule.check("resource", value) }
+
+// ValidateChargedResource is [ValidateResource] for a resource whose
+// buckets a call charges or writes (an acquire, a top-up, a reset, an
+// entity's limits, LowerTokens): it also refuses the names the limiter
+// derives for the buckets of calendar periods and prepaid balances
+// ([Limit.CalendarBucket], [Limit.PrepaidBucket]): a resource whose last
+// "/" segment is a limit name followed by ".balance", ".dYYYY-MM-DD",
+// ".wYYYY-MM-DD" or ".mYYYY-MM". Such a bucket is written by the limiter
+// only: charged under other limits, or reset, it would refill a period's
+// budget or a prepaid balance. The error is a *[ValidationError] matching
+// [ErrInvalidName].
+func ValidateChargedResource(resource string) error {
+	if err := ValidateResource(resource); err != nil {
+		return err
+	}
+	if IsOwnBucketResource(resource) {
+		return NewValidationError(ErrInvalidName, "resource", resource,
+			"names the bucket of a calendar period or a prepaid balance ({resource}/{limit}.balance, .dYYYY-MM-DD, .wYYYY-MM-DD or .mYYYY-MM), which only the limiter writes")
+	}
+	return nil
+}
+
+// IsOwnBucketResource reports whether resource has the form of the bucket
+// resource of a calendar period or a prepaid balance: a resource, "/", a
+// limit name, "." and "balance" or a period tag ([Limit.CalendarPeriodAt]).
+func IsOwnBucketResource(resource string) bool {
+	i := strings.LastIndexByte(resource, '/')
+	if i <= 0 {
+		return false
+	}
+	seg := resource[i+1:]
+	j := strings.LastIndexByte(seg, '.')
+	if j <= 0 || ValidateLimitName(seg[:j], "limit") != nil {
+		return false
+	}
+	switch tag := seg[j+1:]; {
+	case tag == strings.TrimPrefix(prepaidBucketSuffix, "."):
+		return true
+	case len(tag) == len("d2006-01-02") && (tag[0] == 'd' || tag[0] == 'w'):
+		return isDate(tag[1:], "2006-01-02")
+	case len(tag) == len("m2006-01") && tag[0] == 'm':
+		return isDate(tag[1:], "2006-01")
+	}
+	return false
+}
+
+// isDate reports whether s has the digits and dashes of layout (digits
+// where layout has digits).
+func isDate(s, layout string) bool {
+	for k := 0; k < len(s); k++ {
+		if (layout[k] == '-') != (s[k] == '-') || (s[k] != '-' && (s[k] < '0' || s[k] > '9')) {
+			return false
+		}
+	}
+	return true
+}

@@ -41,3 +41,32 @@ func TestCharClassMatchesPattern(t *testing.T) {
 		check(string(b))
 	}
 }
+
+// TestIsOwnBucketResource: the derived names of the buckets of prepaid
+// balances and calendar periods, and only they, are own-bucket resources.
+func TestIsOwnBucketResource(t *testing.T) {
+	for res, want := range map[string]bool{
+		"gpt-4o/usd.balance":          true,
+		"a/b/usd.v2.balance":          true,
+		"gpt-4o/usd.m2026-11":         true,
+		"gpt-4o/usd.d2026-11-30":      true,
+		"gpt-4o/usd.w2026-11-30":      true,
+		"gpt-4o":                      false,
+		"usd.balance":                 false,
+		"gpt-4o/usd.balances":         false,
+		"gpt-4o/.balance":             false,
+		"gpt-4o/1usd.balance":         false,
+		"gpt-4o/usd.m2026-1":          false,
+		"gpt-4o/usd.m2026/11":         false,
+		"gpt-4o/usd.x2026-11-30":      false,
+		"gpt-4o/usd.d2026-11-3x":      false,
+		"gpt-4o/usd.w2026-11-30extra": false,
+	} {
+		require.Equal(t, want, IsOwnBucketResource(res), res)
+		if want {
+			require.ErrorIs(t, ValidateChargedResource(res), ErrInvalidName, res)
+		} else if ValidateResource(res) == nil {
+			require.NoError(t, ValidateChargedResource(res), res)
+		}
+	}
+}
