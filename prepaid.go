@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // TopUpResult is what [RateLimiter.TopUp] did.
@@ -88,6 +89,7 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 		Key: store.BucketKey{EntityID: entityID, Resource: bucket}, Limit: l.Name, Resource: resource,
 		AmountMilli: amount * 1000, ID: id,
 		CapacityMilli: bl.Capacity * 1000, RefillAmountMilli: bl.RefillAmount * 1000, RefillPeriodMs: bl.RefillPeriod.Milliseconds(),
+		CeilingMilli: bucketmath.SatMul(l.Capacity, 1000),
 		NowMs: now, ExpiresMs: now + rl.auditRetention.Milliseconds(),
 	}
 	outcome, err := rl.topUp(ctx, ts, req, l)
@@ -173,9 +175,9 @@ func (rl *RateLimiter) ensureBalance(ctx context.Context, req store.TopUpRequest
 		}
 		return nil
 	}
-	if s.TokensMilli > s.CapacityMilli-req.AmountMilli {
+	if s.TokensMilli > bucketmath.AddSat(req.CeilingMilli, -req.AmountMilli) {
 		return store.NewValidationError(ErrValidation, "amount", fmt.Sprint(req.AmountMilli/1000),
-			fmt.Sprintf("the balance of %s (%d) plus the top-up would exceed its capacity %d", l.Name, s.Tokens(), s.Capacity()))
+			fmt.Sprintf("the balance of %s (%d) plus the top-up would exceed its capacity %d", l.Name, s.Tokens(), l.Capacity))
 	}
 	return nil // changed under the write: write again
 }

@@ -37,8 +37,8 @@ const maxTopUpWrites = 3
 // the top-up's record, conditioned on its absence, and an Update that ADDs
 // the amount to the balance (and to its copy ts; its fa moves earlier by
 // what the amount may advance the time it is full, as a refund's does),
-// conditioned on the limit's parameters and on the amount fitting under
-// its capacity. The record names a random identifier of the call: a
+// conditioned on the limit's parameters and on the balance staying within
+// the ceiling (req.CeilingMilli, the prepaid limit's capacity). The record names a random identifier of the call: a
 // retry of the call's own transaction that applied (the SDK retries
 // after a 5xx) finds it and answers applied, any other call duplicate.
 func (r *DynamoDBRepository) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpOutcome, error) {
@@ -81,7 +81,7 @@ func (r *DynamoDBRepository) TopUp(ctx context.Context, req store.TopUpRequest) 
 		switch {
 		case !ok:
 			return store.TopUpApplied, fmt.Errorf("top up %s: no limit %s: %w", req.Key.Resource, req.Limit, store.ErrConditionFailed)
-		case s.TokensMilli > bucketmath.AddSat(s.CapacityMilli, -req.AmountMilli):
+		case s.TokensMilli > bucketmath.AddSat(req.CeilingMilli, -req.AmountMilli):
 			return store.TopUpApplied, fmt.Errorf("top up %s: over capacity: %w", req.Key.Resource, store.ErrConditionFailed)
 		case attempt >= maxTopUpWrites:
 			return store.TopUpApplied, fmt.Errorf("top up %s: %w", req.Key.Resource, store.ErrConditionFailed)
@@ -107,8 +107,8 @@ func (r *DynamoDBRepository) topUpRecord(req store.TopUpRequest, call ddbschema.
 
 // topUpUpdate is the balance's part of a top-up: ADD the amount to tk and
 // ts and move fa (adjustExact of a refund of the amount under params), on
-// an item that holds the limit with params' capacity and a balance the
-// amount fits on.
+// an item that holds the limit with params' capacity and a balance that
+// stays within req.CeilingMilli with the amount.
 func (r *DynamoDBRepository) topUpUpdate(req store.TopUpRequest, params store.BucketState) *types.Update {
 	b := newExprBuilder()
 	tk := b.name(bucketAttr(req.Limit, fieldTokens))
@@ -119,7 +119,7 @@ func (r *DynamoDBRepository) topUpUpdate(req store.TopUpRequest, params store.Bu
 	add = append(add, xa...)
 	conds := append([]string{"attribute_exists(" + b.name(attrPK) + ")",
 		cp + " = " + b.n(params.CapacityMilli),
-		tk + " <= " + b.n(bucketmath.AddSat(params.CapacityMilli, -req.AmountMilli))}, xc...)
+		tk + " <= " + b.n(bucketmath.AddSat(req.CeilingMilli, -req.AmountMilli))}, xc...)
 	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard), updateExpr(nil, add, xr), conds)
 	u.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	return u

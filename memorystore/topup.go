@@ -15,9 +15,10 @@ type topUpKey struct {
 }
 
 // TopUp implements [store.TopUpStore]: under the store's lock, the id is
-// looked up, the amount added to the stored balance (the refill timestamp
-// stays: the refill of a prepaid balance's bucket is negligible and
-// capped far above its balance), and the id kept until req.ExpiresMs.
+// looked up, the amount added to the stored balance when it stays within
+// req.CeilingMilli (the refill timestamp stays: the refill of a prepaid
+// balance's bucket is negligible and capped far above its balance), and
+// the id kept until req.ExpiresMs.
 func (m *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpOutcome, error) {
 	if err := ctx.Err(); err != nil {
 		return store.TopUpApplied, err
@@ -37,7 +38,7 @@ func (m *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpO
 		return store.TopUpApplied, fmt.Errorf("top up %s: no limit %s: %w", req.Key.Resource, req.Limit, store.ErrConditionFailed)
 	}
 	s := &b.States[i]
-	if s.TokensMilli > bucketmath.AddSat(s.CapacityMilli, -req.AmountMilli) {
+	if s.TokensMilli > bucketmath.AddSat(req.CeilingMilli, -req.AmountMilli) {
 		return store.TopUpApplied, fmt.Errorf("top up %s: over capacity: %w", req.Key.Resource, store.ErrConditionFailed)
 	}
 	s.TokensMilli += req.AmountMilli

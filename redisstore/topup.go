@@ -20,7 +20,7 @@ func (s *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpO
 	record := strconv.FormatUint(rand.Uint64(), 36) + "|" + itoa(req.AmountMilli)
 	life := max(req.ExpiresMs-req.NowMs, 1)
 	v, err := s.run(ctx, scriptTopUp, []string{s.keys.bucket(req.Key), s.keys.topUp(req.Key, req.ID)},
-		req.Limit, itoa(req.AmountMilli), itoa(req.NowMs), itoa(life), record)
+		req.Limit, itoa(req.AmountMilli), itoa(req.NowMs), itoa(life), record, itoa(req.CeilingMilli))
 	if err != nil {
 		return store.TopUpApplied, err
 	}

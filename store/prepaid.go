@@ -69,13 +69,21 @@ func (l Limit) PrepaidBucket(resource string) (string, error) {
 }
 
 // PrepaidBucketLimit returns the limit of the bucket that holds the
-// balance of prepaid limit l: l's name and capacity, one token refilled
-// every [CalendarBucketRefillPeriod] (a negligible refill, so that the
-// bucket is a valid token bucket to every reader of the table), and
-// Prepaid set, so that the limiter creates the bucket empty rather than
-// full. It is not a valid Limit to store or acquire with.
+// balance of prepaid limit l: l's name, a capacity of at least
+// [DefaultPrepaidCapacity] (l's when larger), one token refilled every
+// [CalendarBucketRefillPeriod] (a negligible refill, so that the bucket is
+// a valid token bucket to every reader of the table), and Prepaid set, so
+// that the limiter creates the bucket empty rather than full. It is not a
+// valid Limit to store or acquire with.
+//
+// The bucket's capacity is not l's: l's capacity is the ceiling of
+// top-ups ([TopUpRequest.CeilingMilli]), checked by the top-up alone. A
+// bucket capped at it would cut money already paid in: a refund (a
+// rollback) to a balance topped up to the ceiling in the meantime, or the
+// bucket's refill once it amounts to a millitoken (after about 36 days),
+// caps the balance at the capacity.
 func (l Limit) PrepaidBucketLimit() Limit {
-	return Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod, Prepaid: true}
+	return Limit{Name: l.Name, Capacity: max(l.Capacity, DefaultPrepaidCapacity), RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod, Prepaid: true}
 }
 
 // TopUpRequest is one top-up of a prepaid balance ([TopUpStore]).
@@ -100,6 +108,10 @@ type TopUpRequest struct {
 	CapacityMilli     int64
 	RefillAmountMilli int64
 	RefillPeriodMs    int64
+	// CeilingMilli is the prepaid limit's capacity: the balance after the
+	// top-up must not exceed it (else nothing is written, and the backend
+	// answers an error matching [ErrConditionFailed]).
+	CeilingMilli int64
 	// NowMs is the limiter's time, and ExpiresMs when the record of ID may
 	// be forgotten (epoch ms).
 	NowMs     int64
