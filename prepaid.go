@@ -86,11 +86,17 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 	now := rl.nowMs()
 	bl := l.PrepaidBucketLimit()
 	req := store.TopUpRequest{
-		Key: store.BucketKey{EntityID: entityID, Resource: bucket}, Limit: l.Name, Resource: resource,
-		AmountMilli: amount * 1000, ID: id,
-		CapacityMilli: bl.Capacity * 1000, RefillAmountMilli: bl.RefillAmount * 1000, RefillPeriodMs: bl.RefillPeriod.Milliseconds(),
-		CeilingMilli: bucketmath.SatMul(l.Capacity, 1000),
-		NowMs: now, ExpiresMs: now + rl.auditRetention.Milliseconds(),
+		Key:               store.BucketKey{EntityID: entityID, Resource: bucket},
+		Limit:             l.Name,
+		Resource:          resource,
+		AmountMilli:       amount * 1000,
+		ID:                id,
+		CapacityMilli:     bl.Capacity * 1000,
+		RefillAmountMilli: bl.RefillAmount * 1000,
+		RefillPeriodMs:    bl.RefillPeriod.Milliseconds(),
+		CeilingMilli:      bucketmath.SatMul(l.Capacity, 1000),
+		NowMs:             now,
+		ExpiresMs:         now + rl.auditRetention.Milliseconds(),
 	}
 	outcome, err := rl.topUp(ctx, ts, req, l)
 	if err != nil {
