@@ -71,6 +71,9 @@ var (
 	// whose violations is a prepaid balance ([Prepaid]) that cannot cover
 	// the amount: only a top-up ([RateLimiter.TopUp]) lets it through.
 	ErrBalanceExhausted = errors.New("limiter: prepaid balance exhausted")
+	// ErrTopUpConflict is matched by the error of [RateLimiter.TopUp]
+	// given an id applied before with another amount: nothing was added.
+	ErrTopUpConflict = errors.New("limiter: top-up id already applied with another amount")
 	// ErrCascadeTooDeep is matched by the *[ValidationError] of
 	// [RateLimiter.CreateEntity] for an entity whose cascade would charge
 	// more than [MaxCascadeLevels] entities. It also matches

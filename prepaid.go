@@ -28,7 +28,9 @@ const maxTopUpRounds = 4
 // amount and the record of id are written in one atomic step, and a later
 // top-up with the same id for the same entity, resource and limit adds
 // nothing and returns Applied false with a nil error (so a caller that is
-// unsure whether a top-up went through retries it with the same id). An id
+// unsure whether a top-up went through retries it with the same id); with
+// another amount it adds nothing and fails with an error matching
+// [ErrTopUpConflict] (an id names one payment). An id
 // is remembered for the audit retention ([WithAuditRetention]); it must be
 // a valid identifier (the payment's id, say). The limit is resolved as
 // Acquire resolves limits (the stored config, or WithLimits in opts) and
@@ -102,8 +104,11 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 	if err != nil {
 		return TopUpResult{}, fmt.Errorf("top up %s/%s %s: %w", entityID, resource, l.Name, err)
 	}
-	if outcome == store.TopUpDuplicate {
+	switch outcome {
+	case store.TopUpDuplicate:
 		return TopUpResult{}, nil
+	case store.TopUpConflict:
+		return TopUpResult{}, fmt.Errorf("top up %s/%s %s: id %q was applied before with another amount: %w", entityID, resource, l.Name, id, ErrTopUpConflict)
 	}
 	details := map[string]any{"limit": l.Name, "amount": amount, "topup_id": id}
 	if err := rl.record(ctx, principal, store.AuditBalanceTopUp, entityID, resource, details); err != nil {

@@ -68,6 +68,9 @@ func (r *DynamoDBRepository) TopUp(ctx context.Context, req store.TopUpRequest) 
 			if n, ok, _ := schemaGetN(rec.Item, attrTopUpCall); ok && ddbschema.WriteID(uint64(n)) == call {
 				return store.TopUpApplied, nil // this call's own transaction, sent again
 			}
+			if n, ok, _ := schemaGetN(rec.Item, attrTopUpAmount); ok && n != bucketmath.FloorDiv(req.AmountMilli, 1000) {
+				return store.TopUpConflict, nil
+			}
 			return store.TopUpDuplicate, nil
 		}
 		if aws.ToString(bal.Code) != "ConditionalCheckFailed" {

@@ -63,7 +63,7 @@ type Store struct {
 	configs  map[store.ConfigKey]store.Config
 	buckets  map[store.BucketKey]*store.Bucket
 	audit    map[string][]auditRecord // per audit entity id, oldest first
-	topUps   map[topUpKey]int64       // the ids of applied top-ups: when each may be forgotten (epoch ms)
+	topUps   map[topUpKey]topUpRecord // the ids of applied top-ups
 	// topUpsSwept is the size of topUps after its last sweep of expired
 	// ids: the next sweep runs when it has doubled.
 	topUpsSwept int
@@ -96,7 +96,7 @@ func New(optFns ...func(*Options)) *Store {
 		configs:  make(map[store.ConfigKey]store.Config),
 		buckets:  make(map[store.BucketKey]*store.Bucket),
 		audit:    make(map[string][]auditRecord),
-		topUps:   make(map[topUpKey]int64),
+		topUps:   make(map[topUpKey]topUpRecord),
 	}
 }
 

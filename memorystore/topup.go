@@ -14,6 +14,12 @@ type topUpKey struct {
 	entityID, resource, limit, id string
 }
 
+// topUpRecord is what the store keeps of an applied top-up: its amount
+// (millitokens) and when it may be forgotten (epoch ms).
+type topUpRecord struct {
+	amountMilli, expiresMs int64
+}
+
 // TopUp implements [store.TopUpStore]: under the store's lock, the id is
 // looked up, the amount added to the stored balance when it stays within
 // req.CeilingMilli (the refill timestamp stays: the refill of a prepaid
@@ -26,7 +32,10 @@ func (m *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpO
 	k := topUpKey{entityID: req.Key.EntityID, resource: req.Resource, limit: req.Limit, id: req.ID}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if exp, ok := m.topUps[k]; ok && exp > req.NowMs {
+	if rec, ok := m.topUps[k]; ok && rec.expiresMs > req.NowMs {
+		if rec.amountMilli != req.AmountMilli {
+			return store.TopUpConflict, nil
+		}
 		return store.TopUpDuplicate, nil
 	}
 	b := m.buckets[req.Key]
@@ -42,10 +51,10 @@ func (m *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpO
 		return store.TopUpApplied, fmt.Errorf("top up %s: over capacity: %w", req.Key.Resource, store.ErrConditionFailed)
 	}
 	s.TokensMilli += req.AmountMilli
-	m.topUps[k] = req.ExpiresMs
+	m.topUps[k] = topUpRecord{amountMilli: req.AmountMilli, expiresMs: req.ExpiresMs}
 	if len(m.topUps) > 2*max(m.topUpsSwept, 512) {
-		for k, exp := range m.topUps {
-			if exp <= req.NowMs {
+		for k, rec := range m.topUps {
+			if rec.expiresMs <= req.NowMs {
 				delete(m.topUps, k)
 			}
 		}

@@ -29,6 +29,8 @@ func (s *Store) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpO
 		return store.TopUpApplied, nil
 	case "duplicate":
 		return store.TopUpDuplicate, nil
+	case "conflict":
+		return store.TopUpConflict, nil
 	case "missing", "capacity":
 		return store.TopUpApplied, fmt.Errorf("top up %s/%s: %s: %w", req.Key.EntityID, req.Key.Resource, v, store.ErrConditionFailed)
 	}

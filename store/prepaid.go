@@ -125,9 +125,12 @@ const (
 	// TopUpApplied: the amount was added and the ID recorded, by this call
 	// (also when a retry of the call's own request found its record).
 	TopUpApplied TopUpOutcome = iota
-	// TopUpDuplicate: the ID was recorded by an earlier call; nothing was
-	// written.
+	// TopUpDuplicate: the ID was recorded by an earlier call, with the
+	// same amount; nothing was written.
 	TopUpDuplicate
+	// TopUpConflict: the ID was recorded by an earlier call with another
+	// amount; nothing was written.
+	TopUpConflict
 )
 
 // TopUpStore is an optional capability: adding to a prepaid balance
@@ -137,7 +140,8 @@ type TopUpStore interface {
 	// TopUp adds req.AmountMilli to the balance of limit req.Limit of item
 	// req.Key and records req.ID (with the amount, until req.ExpiresMs),
 	// in one atomic step, unless req.ID is recorded already
-	// ([TopUpDuplicate]: nothing written). A retry of the call's own
+	// ([TopUpDuplicate] with the same amount, [TopUpConflict] with
+	// another: nothing written). A retry of the call's own
 	// request that applied (an SDK or client resend) is recognised and
 	// reported [TopUpApplied]. When the item or the limit is missing, or
 	// the balance would exceed the limit's capacity, nothing is written

@@ -101,8 +101,9 @@ func TestPrepaidLifecycle(t *testing.T) {
 }
 
 // TestPrepaidTopUpIdempotent: a top-up id applies once, whether it is sent
-// again after it applied or by 20 callers at once; another id, another
-// limit or another entity is another top-up.
+// again after it applied or by 20 callers at once; sent again with another
+// amount it is refused (ErrTopUpConflict); another id, another limit or
+// another entity is another top-up.
 func TestPrepaidTopUpIdempotent(t *testing.T) {
 	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
@@ -122,6 +123,12 @@ func TestPrepaidTopUpIdempotent(t *testing.T) {
 		require.Equal(t, true, res.Applied)
 		res, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 500, "pay-1")
 		require.NoError(t, err)
+		require.Equal(t, false, res.Applied)
+		require.Equal(t, int64(500), balance("acct", "usd"))
+		// The same id with another amount is another payment's mistake,
+		// not a retry: refused, nothing added.
+		res, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 600, "pay-1")
+		require.ErrorIs(t, err, limiter.ErrTopUpConflict)
 		require.Equal(t, false, res.Applied)
 		require.Equal(t, int64(500), balance("acct", "usd"))
 

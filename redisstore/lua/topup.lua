@@ -4,13 +4,15 @@
 -- lifetime (ms), the record kept with the id ("<call token>|<amount>"),
 -- the ceiling of the balance (millitokens: the prepaid limit's capacity).
 -- The id's key holds the record of the call that applied it: a resent call
--- (same record) answers 'applied', any other 'duplicate'. Nothing is
+-- (same record) answers 'applied', another with the same amount
+-- 'duplicate', one with another amount 'conflict'. Nothing is
 -- written unless the item holds the limit and the amount fits under its
 -- ceiling ('missing', 'capacity'). The balance is the stored one: the
 -- refill timestamp stays (the refill of a balance's bucket is negligible).
 local seen = redis.call('GET', KEYS[2])
 if seen then
   if seen == ARGV[5] then return 'applied' end
+  if string.match(seen, '|(.*)$') ~= ARGV[2] then return 'conflict' end
   return 'duplicate'
 end
 local it = load(KEYS[1])
