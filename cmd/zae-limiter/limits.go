@@ -13,7 +13,14 @@ import (
 )
 
 // limitSyntax is the --limit/-l syntax.
-const limitSyntax = "name:rate[/period][:burst], e.g. rpm:100, tpm:10000/min:20000, rph:500/hour"
+const limitSyntax = "name:rate[/period][:burst], e.g. rpm:100, tpm:10000/min:20000, rph:500/hour; " +
+	"a calendar budget name:amount/calendar-day|week|month[@zone], e.g. usd:500000000/calendar-month@America/New_York; " +
+	"a prepaid balance name:prepaid[:ceiling]"
+
+// calendarLimitPeriods are the --limit periods of calendar limits.
+var calendarLimitPeriods = map[string]func(name string, amount int64) limiter.Limit{
+	"calendar-day": limiter.PerCalendarDay, "calendar-week": limiter.PerCalendarWeek, "calendar-month": limiter.PerCalendarMonth,
+}
 
 // periodPattern is a --limit period: an optional count and a unit.
 var periodPattern = regexp.MustCompile(`\A(\d+)?(sec|min|hour|day)\z`)
@@ -22,7 +29,9 @@ var periodUnits = map[string]int64{"sec": 1, "min": 60, "hour": 3600, "day": 864
 
 // parseLimit parses "name:rate[/period][:burst]": rate tokens refilled every
 // period (default /min; /sec, /min, /hour, /day with an optional count such
-// as /5min), with capacity burst (default rate).
+// as /5min), with capacity burst (default rate); "name:amount/calendar-day"
+// (or -week, -month), optionally "@zone": a calendar limit; and
+// "name:prepaid[:ceiling]": a prepaid balance.
 func parseLimit(s string) (limiter.Limit, error) {
 	bad := func(format string, a ...any) (limiter.Limit, error) {
 		return limiter.Limit{}, fmt.Errorf("invalid limit %q: %s", s, fmt.Sprintf(format, a...))
@@ -32,7 +41,36 @@ func parseLimit(s string) (limiter.Limit, error) {
 		return bad("expected %s", limitSyntax)
 	}
 	name, ratePart := parts[0], parts[1]
+	if ratePart == "prepaid" {
+		l := limiter.Prepaid(name)
+		if len(parts) == 3 {
+			ceiling, err := strconv.ParseInt(parts[2], 10, 64)
+			if err != nil {
+				return bad("ceiling %q is not an integer", parts[2])
+			}
+			l = l.WithBurst(ceiling)
+		}
+		return validLimit(l, bad)
+	}
 	rateStr, periodStr, hasPeriod := strings.Cut(ratePart, "/")
+	if per, zone, _ := strings.Cut(periodStr, "@"); calendarLimitPeriods[per] != nil {
+		amount, err := strconv.ParseInt(rateStr, 10, 64)
+		switch {
+		case err != nil:
+			return bad("amount %q is not an integer", rateStr)
+		case len(parts) == 3:
+			return bad("a calendar limit takes no burst: its amount is its budget")
+		}
+		l := calendarLimitPeriods[per](name, amount)
+		if zone != "" {
+			loc, err := time.LoadLocation(zone)
+			if err != nil {
+				return bad("time zone %q: %v", zone, err)
+			}
+			l = l.InLocation(loc)
+		}
+		return validLimit(l, bad)
+	}
 	rate, err := strconv.ParseInt(rateStr, 10, 64)
 	if err != nil {
 		return bad("rate %q is not an integer", rateStr)
@@ -59,6 +97,19 @@ func parseLimit(s string) (limiter.Limit, error) {
 	}
 	l, err := limiter.NewLimit(name, capacity, rate, time.Duration(period)*time.Second)
 	if err != nil {
+		var ve *limiter.ValidationError
+		if errors.As(err, &ve) {
+			return bad("%s", ve.Reason)
+		}
+		return bad("%v", err)
+	}
+	return l, nil
+}
+
+// validLimit returns l when it is valid, else bad's error with the
+// reason.
+func validLimit(l limiter.Limit, bad func(format string, a ...any) (limiter.Limit, error)) (limiter.Limit, error) {
+	if err := l.Validate(); err != nil {
 		var ve *limiter.ValidationError
 		if errors.As(err, &ve) {
 			return bad("%s", ve.Reason)
@@ -103,6 +154,9 @@ func formatPeriod(seconds int64) string {
 // "rpd: 5,000/calendar day" and "usd: $500/calendar month
 // (America/New_York)" (the limit usd is counted in micro-dollars).
 func formatLimit(l limiter.Limit) string {
+	if l.IsPrepaid() {
+		return l.Name + ": prepaid balance (top-ups up to " + formatAmount(l.Name, l.Capacity) + ")"
+	}
 	if l.IsCalendar() {
 		s := l.Name + ": " + formatAmount(l.Name, l.Capacity) + "/calendar " + l.Calendar.String()
 		if tz := l.LocationName(); tz != "" {
@@ -129,6 +183,9 @@ func formatAmount(name string, n int64) string {
 // limitRefillCells returns the REFILL and PERIOD cells of a limits table:
 // "100" and "60s", or "-" and "month" (with its zone) for a calendar limit.
 func limitRefillCells(l limiter.Limit) (refill, period string) {
+	if l.IsPrepaid() {
+		return "-", "prepaid"
+	}
 	if l.IsCalendar() {
 		period = "calendar " + l.Calendar.String()
 		if tz := l.LocationName(); tz != "" {

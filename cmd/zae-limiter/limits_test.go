@@ -46,6 +46,16 @@ func TestParseLimit(t *testing.T) {
 		{in: ":100", wantErr: "cannot be empty"},
 		{in: "r pm:100", wantErr: "must start with a letter"},
 		{in: "wcu:100", wantErr: "reserved limit name"},
+		{in: "usd:500000000/calendar-month", want: limiter.PerCalendarMonth("usd", 500_000_000)},
+		{in: "rpd:5000/calendar-day", want: limiter.PerCalendarDay("rpd", 5000)},
+		{in: "usd:100/calendar-week@America/New_York", want: limiter.PerCalendarWeek("usd", 100).InLocation(newYorkLoc(t))},
+		{in: "usd:100/calendar-month:200", wantErr: "takes no burst"},
+		{in: "usd:x/calendar-month", wantErr: `amount "x" is not an integer`},
+		{in: "usd:100/calendar-month@Mars/Olympus", wantErr: `time zone "Mars/Olympus"`},
+		{in: "usd:0/calendar-day", wantErr: "capacity must be positive"},
+		{in: "credit:prepaid", want: limiter.Prepaid("credit")},
+		{in: "credit:prepaid:5000", want: limiter.Prepaid("credit").WithBurst(5000)},
+		{in: "credit:prepaid:lots", wantErr: `ceiling "lots" is not an integer`},
 	} {
 		got, err := parseLimit(tc.in)
 		if tc.wantErr == "" {
@@ -79,4 +89,12 @@ func TestFormatLimit(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, formatLimit(l), "formatLimit(parseLimit(%q))", in)
 	}
+}
+
+// newYorkLoc loads America/New_York.
+func newYorkLoc(t *testing.T) *time.Location {
+	t.Helper()
+	loc, err := time.LoadLocation("America/New_York")
+	require.NoError(t, err)
+	return loc
 }

@@ -23,6 +23,9 @@ type limitJSON struct {
 	// fields are zero; Timezone is its zone, absent for UTC.
 	Calendar string `json:"calendar,omitempty"`
 	Timezone string `json:"timezone,omitempty"`
+	// Prepaid marks a prepaid balance ([limiter.Prepaid]), whose capacity
+	// is the ceiling of its top-ups and refill fields are zero.
+	Prepaid bool `json:"prepaid,omitempty"`
 }
 
 // entityJSON is one entity.
@@ -51,6 +54,7 @@ func limitsToJSON(limits []limiter.Limit) []limitJSON {
 		if l.IsCalendar() {
 			out[i].Calendar, out[i].Timezone = l.Calendar.String(), l.LocationName()
 		}
+		out[i].Prepaid = l.IsPrepaid()
 	}
 	return out
 }
