@@ -59,7 +59,8 @@ type manifestEntities struct {
 // replaces capacity (an older spelling, still accepted). With calendar
 // (day, week or month) it is a calendar limit instead: capacity tokens
 // each period, starting at 00:00 in timezone (an IANA zone, default UTC),
-// and no refill fields.
+// and no refill fields. With prepaid: true it is a prepaid balance whose
+// capacity (optional) is the ceiling of its top-ups, and nothing else.
 type manifestDecl struct {
 	Capacity     *int64  `yaml:"capacity"`
 	Burst        *int64  `yaml:"burst"`
@@ -67,6 +68,7 @@ type manifestDecl struct {
 	RefillPeriod *int64  `yaml:"refill_period"`
 	Calendar     *string `yaml:"calendar"`
 	Timezone     *string `yaml:"timezone"`
+	Prepaid      bool    `yaml:"prepaid"`
 }
 
 // manifest is a validated manifest.
@@ -192,6 +194,9 @@ func declLimits(path string, decls map[string]manifestDecl, usd manifestUSD) ([]
 
 // declLimit converts one limit declaration at p (its path in the manifest).
 func declLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
+	if d.Prepaid {
+		return declPrepaidLimit(p, name, d)
+	}
 	if d.Capacity == nil && d.Burst == nil {
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: capacity is required", p)
 	}
@@ -219,6 +224,29 @@ func declLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: refill_period must be a positive number of seconds", p)
 	}
 	l, err := limiter.NewLimit(name, capacity, refill, time.Duration(period)*time.Second)
+	if err != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
+	}
+	return l, nil
+}
+
+// declPrepaidLimit converts a declaration with prepaid: true: a prepaid
+// balance, its capacity (optional) the ceiling of its top-ups.
+func declPrepaidLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
+	if d.RefillAmount != nil || d.RefillPeriod != nil || d.Calendar != nil || d.Timezone != nil {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: a prepaid balance takes no refill_amount, refill_period, calendar or timezone", p)
+	}
+	var capacity int64
+	if d.Capacity != nil {
+		capacity = *d.Capacity
+	}
+	if d.Burst != nil {
+		capacity = *d.Burst
+	}
+	if (d.Capacity != nil || d.Burst != nil) && capacity <= 0 {
+		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: capacity must be positive", p)
+	}
+	l, err := provisioner.PrepaidLimit(name, capacity)
 	if err != nil {
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
 	}
@@ -310,10 +338,11 @@ type limitKey struct {
 	refillPeriod           time.Duration
 	calendar               limiter.CalendarPeriod
 	zone                   string
+	prepaid                bool
 }
 
 func keyOf(l limiter.Limit) limitKey {
-	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName()}
+	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName(), l.IsPrepaid()}
 }
 
 func sortLimits(ls []limiter.Limit) []limiter.Limit {

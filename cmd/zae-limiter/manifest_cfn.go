@@ -27,6 +27,7 @@ func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 		if l.IsCalendar() {
 			d.Calendar, d.Timezone = l.Calendar.String(), l.LocationName()
 		}
+		d.Prepaid = l.IsPrepaid()
 		out[l.Name] = d
 	}
 	return out

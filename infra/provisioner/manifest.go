@@ -19,13 +19,29 @@ import (
 // (default Capacity) every RefillPeriod seconds (default 60), or, with
 // Calendar ("day", "week" or "month"), a calendar limit of Capacity tokens
 // each period, starting at 00:00 in Timezone (an IANA zone; empty is UTC),
-// without refill fields.
+// without refill fields, or, with Prepaid, a prepaid balance whose
+// Capacity (optional: [store.DefaultPrepaidCapacity]) is the ceiling of its
+// top-ups, without refill or calendar fields.
 type Limit struct {
 	Capacity     Number `json:"Capacity"`
 	RefillAmount Number `json:"RefillAmount,omitempty"`
 	RefillPeriod Number `json:"RefillPeriod,omitempty"`
 	Calendar     string `json:"Calendar,omitempty"`
 	Timezone     string `json:"Timezone,omitempty"`
+	Prepaid      bool   `json:"Prepaid,omitempty"`
+}
+
+// PrepaidLimit returns the validated prepaid limit name whose ceiling of
+// top-ups is capacity ([store.DefaultPrepaidCapacity] when zero).
+func PrepaidLimit(name string, capacity int64) (limiter.Limit, error) {
+	l := limiter.Prepaid(name)
+	if capacity != 0 {
+		l = l.WithBurst(capacity)
+	}
+	if err := l.Validate(); err != nil {
+		return limiter.Limit{}, err
+	}
+	return l, nil
 }
 
 // ParseCalendar returns the calendar period named "day", "week" or
@@ -199,6 +215,19 @@ func toLimits(path string, ls Limits) ([]limiter.Limit, []string) {
 	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(ls)) {
 		d := ls[name]
+		if d.Prepaid {
+			if d.RefillAmount != 0 || d.RefillPeriod != 0 || d.Calendar != "" || d.Timezone != "" {
+				problems = append(problems, fmt.Sprintf("%s.%s: a prepaid balance takes no RefillAmount, RefillPeriod, Calendar or Timezone", path, name))
+				continue
+			}
+			l, err := PrepaidLimit(name, int64(d.Capacity))
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s.%s: %v", path, name, err))
+				continue
+			}
+			out = append(out, l)
+			continue
+		}
 		if d.Capacity <= 0 {
 			problems = append(problems, fmt.Sprintf("%s.%s: Capacity must be a positive integer", path, name))
 			continue
