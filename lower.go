@@ -1,5 +1,7 @@
-// Layer 4, mechanics: LowerTokens, which lowers a bucket's balances to what
-// an outside authority (an LLM provider's rate-limit headers) says is left.
+// Layer 4, mechanics: the writes of a bucket's balances from outside an
+// acquire: LowerTokens, which lowers them to what an outside authority (an
+// LLM provider's rate-limit headers) says is left, and Reset, which fills
+// them.
 
 package limiter
 
@@ -139,4 +141,119 @@ func lowerWrites(b *store.Bucket, limits Consume, now int64) lowered {
 	}
 	out.after = &after
 	return out
+}
+
+// maxResetRounds bounds the rounds of Reset whose bucket items change
+// (appear, vanish or lose a limit) between its read and its write.
+const maxResetRounds = 3
+
+// Reset fills the bucket of (entityID, resource) — every limit, on every
+// shard — so that the next acquire starts from full capacity, as if the
+// bucket had been idle for its whole refill time, and with it the current
+// period's bucket of each calendar limit of the entity on resource
+// (resolved as an acquire resolves them), so that the period's whole
+// budget is available again; earlier periods are left as they are. The
+// buckets keep their parameters, totals and TTL; the parent's buckets are
+// not touched. A bucket that does not exist is full already and is left
+// missing. It reads the buckets and writes them all in one atomic write,
+// and records a bucket_reset audit event with the number of bucket items
+// reset.
+//
+// Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
+// is their "peek".
+func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) error {
+	if err := rl.enter(); err != nil {
+		return err
+	}
+	defer rl.exit()
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
+		return err
+	}
+	if err := store.ValidateChargedResource(resource); err != nil {
+		return err
+	}
+	n := 0
+	for round := 0; ; round++ {
+		n, err = rl.resetOnce(ctx, entityID, resource)
+		if !errors.Is(err, store.ErrConditionFailed) || round+1 >= maxResetRounds {
+			break
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("reset %s/%s: %w", entityID, resource, err)
+	}
+	rl.overLimitSeen(store.BucketWrite{Key: store.BucketKey{EntityID: entityID, Resource: resource}})
+	return rl.record(ctx, principal, store.AuditBucketReset, entityID, resource, map[string]any{"buckets_reset": int64(n)})
+}
+
+// resetOnce reads the bucket's shards and the current period buckets of
+// its calendar limits and writes a store.WriteReset to each that exists;
+// it returns how many it wrote.
+func (rl *RateLimiter) resetOnce(ctx context.Context, entityID, resource string) (int, error) {
+	now := rl.nowMs()
+	keys, err := rl.currentPeriodKeys(ctx, entityID, resource, now)
+	if err != nil {
+		return 0, err
+	}
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	first, err := rl.store.getBucket(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	var buckets []*store.Bucket
+	if first != nil {
+		buckets = append(buckets, first)
+		for shard := 1; shard < first.ShardCount; shard++ {
+			keys = append(keys, store.BucketKey{EntityID: entityID, Resource: resource, Shard: shard})
+		}
+	}
+	if len(keys) > 0 {
+		_, more, err := rl.store.loadBuckets(ctx, nil, keys)
+		if err != nil {
+			return 0, err
+		}
+		for _, k := range keys {
+			if b := more[k]; b != nil {
+				buckets = append(buckets, b)
+			}
+		}
+	}
+	if len(buckets) == 0 {
+		return 0, nil
+	}
+	writes := make([]store.BucketWrite, len(buckets))
+	for i, b := range buckets {
+		w := store.BucketWrite{Kind: store.WriteReset, Key: b.Key, NowMs: now}
+		for _, s := range b.States {
+			w.Limits = append(w.Limits, store.LimitWrite{Name: s.LimitName})
+		}
+		writes[i] = w
+	}
+	return len(writes), rl.store.writeBuckets(ctx, writes)
+}
+
+// currentPeriodKeys returns the bucket keys of the periods containing nowMs
+// of the calendar limits that (entityID, resource) resolves to; none when
+// it has no limits.
+func (rl *RateLimiter) currentPeriodKeys(ctx context.Context, entityID, resource string, nowMs int64) ([]store.BucketKey, error) {
+	limits, _, _, err := rl.configs.resolve(ctx, entityID, resource)
+	if err != nil {
+		return nil, err
+	}
+	var keys []store.BucketKey
+	for _, l := range limits {
+		if !l.IsCalendar() {
+			continue
+		}
+		bucket, _, err := l.CalendarBucket(resource, time.UnixMilli(nowMs))
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, store.BucketKey{EntityID: entityID, Resource: bucket})
+	}
+	return keys, nil
 }
