@@ -13,11 +13,17 @@ import (
 // as the resource defaults of every level.
 func deepChain(t *testing.T, env *testEnv, rl *RateLimiter) {
 	t.Helper()
+	deepChainWith(t, env, rl, PerHour("usd", 50_000_000))
+}
+
+// deepChainWith is deepChain with usd as the money limit.
+func deepChainWith(t *testing.T, env *testEnv, rl *RateLimiter, usd Limit) {
+	t.Helper()
 	for _, e := range []Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
 		_, err := rl.CreateEntity(env.ctx, e)
 		require.NoError(t, err)
 	}
-	err := rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), PerHour("usd", 50_000_000)})
+	err := rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), usd})
 	require.NoError(t, err)
 }
 
@@ -157,11 +163,7 @@ func TestDeepCascadeMonthlyBudgetOneCall(t *testing.T) {
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
-	for _, e := range []Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		_, err := rl.CreateEntity(env.ctx, e)
-		require.NoError(t, err)
-	}
-	require.NoError(t, rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), PerCalendarMonth("usd", 500_000_000)}))
+	deepChainWith(t, env, rl, PerCalendarMonth("usd", 500_000_000))
 	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
 	_, err := rl.Acquire(env.ctx, "key", "gpt", c)
 	require.NoError(t, err)

@@ -68,14 +68,7 @@ func (c *entityCache) evicted(n int) {
 
 // get returns what is known about id (a lookup counted in the stats).
 func (c *entityCache) get(id string) (entityInfo, bool) {
-	now := c.now()
-	c.mu.Lock()
-	p, ok := c.entries.Get(id, now)
-	var e entityInfo
-	if ok {
-		e = *p
-	}
-	c.mu.Unlock()
+	e, ok := c.peek(id)
 	c.counted(ok)
 	return e, ok
 }

@@ -155,16 +155,7 @@ func (u *ExactUpdates) Input(key map[string]types.AttributeValue, w *ExactWrite)
 // Update returns w as the Update of a transaction (which returns no
 // item, but the old item when its condition fails).
 func (u *ExactUpdates) Update(key map[string]types.AttributeValue, w *ExactWrite) *types.Update {
-	in := u.Input(key, w)
-	return &types.Update{
-		TableName:                           in.TableName,
-		Key:                                 in.Key,
-		UpdateExpression:                    in.UpdateExpression,
-		ConditionExpression:                 in.ConditionExpression,
-		ExpressionAttributeNames:            in.ExpressionAttributeNames,
-		ExpressionAttributeValues:           in.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	return TransactUpdate(u.Input(key, w))
 }
 
 // refills reports whether w moves rf.

@@ -104,3 +104,18 @@ func UpdateInput(u *types.Update) *dynamodb.UpdateItemInput {
 		ExpressionAttributeValues: u.ExpressionAttributeValues,
 	}
 }
+
+// TransactUpdate is UpdateInput the other way: in as the Update of a
+// transaction, which returns no item but the old item when its condition
+// fails (ReturnValuesOnConditionCheckFailure ALL_OLD).
+func TransactUpdate(in *dynamodb.UpdateItemInput) *types.Update {
+	return &types.Update{
+		TableName:                           in.TableName,
+		Key:                                 in.Key,
+		UpdateExpression:                    in.UpdateExpression,
+		ConditionExpression:                 in.ConditionExpression,
+		ExpressionAttributeNames:            in.ExpressionAttributeNames,
+		ExpressionAttributeValues:           in.ExpressionAttributeValues,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+}

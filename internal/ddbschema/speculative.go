@@ -205,16 +205,7 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 // the Update of a transaction (which returns no item, but the old item
 // when its condition fails).
 func (u *SpeculativeUpdates) Update(key map[string]types.AttributeValue, limits []SpecLimit, amounts []SpecAmount, nowMs int64, id WriteID) *types.Update {
-	in := u.Input(key, limits, amounts, nowMs, id)
-	return &types.Update{
-		TableName:                           in.TableName,
-		Key:                                 in.Key,
-		UpdateExpression:                    in.UpdateExpression,
-		ConditionExpression:                 in.ConditionExpression,
-		ExpressionAttributeNames:            in.ExpressionAttributeNames,
-		ExpressionAttributeValues:           in.ExpressionAttributeValues,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
+	return TransactUpdate(u.Input(key, limits, amounts, nowMs, id))
 }
 
 // cachedNumber returns the attribute value of n, from last when it holds
