@@ -251,19 +251,15 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 		return nil, err
 	}
 	limits = o.capped(limits)
-	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
+	now := rl.nowMs()
+	b, own, err := rl.readLimitBuckets(ctx, entityID, resource, limits, nil, now)
 	if err != nil {
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
-	now := rl.nowMs()
 	out := make(map[string]int64, len(limits))
 	for _, l := range limits {
 		if l.OwnBucket() {
-			left, _, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
-			if err != nil {
-				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
-			}
-			out[l.Name] = left
+			out[l.Name], _ = own[l.Name].left(l, now)
 			continue
 		}
 		if s, ok := b.State(l.Name); ok {
@@ -298,11 +294,11 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 		return 0, err
 	}
 	limits = o.capped(limits)
-	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: resource})
+	now := rl.nowMs()
+	b, own, err := rl.readLimitBuckets(ctx, entityID, resource, limits, needed, now)
 	if err != nil {
 		return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
 	}
-	now := rl.nowMs()
 	var wait time.Duration
 	for _, l := range limits {
 		n := needed[l.Name]
@@ -310,10 +306,7 @@ func (rl *RateLimiter) TimeUntilAvailable(ctx context.Context, entityID, resourc
 			continue
 		}
 		if l.OwnBucket() {
-			left, until, err := rl.calendarAvailable(ctx, entityID, resource, l, time.UnixMilli(now))
-			if err != nil {
-				return 0, fmt.Errorf("time until available %s/%s: %w", entityID, resource, err)
-			}
+			left, until := own[l.Name].left(l, now)
 			if n > left {
 				wait = max(wait, until)
 			}
@@ -430,32 +423,70 @@ func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
 	return d
 }
 
-// calendarAvailable returns what calendar limit l of (entityID, resource)
-// has left in the period containing now (its capacity when the period's
-// bucket does not exist yet), and how long until that period ends; for a
-// prepaid limit, its balance (0 when its bucket does not exist yet) and
-// BalanceRetryAfter.
-func (rl *RateLimiter) calendarAvailable(ctx context.Context, entityID, resource string, l Limit, now time.Time) (int64, time.Duration, error) {
-	bucket, bl, nextMs, err := ownBucket(l, resource, now)
-	if err != nil {
-		return 0, 0, err
-	}
-	b, err := rl.store.getBucket(ctx, store.BucketKey{EntityID: entityID, Resource: bucket})
-	if err != nil {
-		return 0, 0, err
-	}
+// ownRead is the period or balance bucket of a calendar or prepaid limit
+// as read: its key, the item (nil: missing), the limit it holds, and the
+// start of the next period (0 for a balance).
+type ownRead struct {
+	key    store.BucketKey
+	bucket *store.Bucket
+	limit  Limit
+	nextMs int64
+}
+
+// left returns what calendar or prepaid limit l has left (a calendar
+// limit's capacity when its period's bucket does not exist yet, a
+// balance's 0) and how long until more comes: until the period ends, or
+// BalanceRetryAfter for a balance.
+func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
 	until := BalanceRetryAfter
 	if !l.IsPrepaid() {
-		until = untilMs(nextMs, now.UnixMilli())
+		until = untilMs(r.nextMs, nowMs)
 	}
-	s, ok := b.State(l.Name)
-	if !ok {
-		if l.IsPrepaid() {
-			return 0, until, nil
+	s, ok := r.bucket.State(l.Name)
+	switch {
+	case ok:
+		s, _ = applyLimit(s, r.limit, nowMs)
+		return calculateAvailable(s, nowMs), until
+	case l.IsPrepaid():
+		return 0, until
+	}
+	return l.Capacity, until
+}
+
+// readLimitBuckets reads the bucket of (entityID, resource) and the period
+// or balance bucket of each calendar or prepaid limit of limits (those
+// with an amount in needed, when needed is not nil) at nowMs: one read
+// of the bucket when there are none, else one read of them all.
+func (rl *RateLimiter) readLimitBuckets(ctx context.Context, entityID, resource string, limits []Limit, needed Consume, nowMs int64) (*store.Bucket, map[string]ownRead, error) {
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	var own map[string]ownRead
+	keys := []store.BucketKey{key}
+	for _, l := range limits {
+		if !l.OwnBucket() || (needed != nil && needed[l.Name] <= 0) {
+			continue
 		}
-		return l.Capacity, until, nil
+		bucket, bl, nextMs, err := ownBucket(l, resource, time.UnixMilli(nowMs))
+		if err != nil {
+			return nil, nil, err
+		}
+		if own == nil {
+			own = make(map[string]ownRead)
+		}
+		r := ownRead{key: store.BucketKey{EntityID: entityID, Resource: bucket}, limit: bl, nextMs: nextMs}
+		own[l.Name] = r
+		keys = append(keys, r.key)
 	}
-	nowMs := now.UnixMilli()
-	s, _ = applyLimit(s, bl, nowMs)
-	return calculateAvailable(s, nowMs), until, nil
+	if own == nil {
+		b, err := rl.store.getBucket(ctx, key)
+		return b, nil, err
+	}
+	_, buckets, err := rl.store.loadBuckets(ctx, nil, keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	for name, r := range own {
+		r.bucket = buckets[r.key]
+		own[name] = r
+	}
+	return buckets[key], own, nil
 }

@@ -336,6 +336,17 @@ func TestCallCounts(t *testing.T) {
 		_, err := rl.Available(ctx, "solo", "api", lim)
 		require.NoError(t, err)
 	})
+	// A calendar and a prepaid limit beside the rolling ones: their period
+	// and balance buckets are read with the bucket, in one call.
+	money := WithLimits(PerMinute("rpm", 100), PerCalendarMonth("usd", 1000), Prepaid("credit"))
+	check("available with a month and a balance", "BatchGetItem[3]", func() {
+		_, err := rl.Available(ctx, "solo", "api", money)
+		require.NoError(t, err)
+	})
+	check("time until available with a month and a balance", "BatchGetItem[3]", func() {
+		_, err := rl.TimeUntilAvailable(ctx, "solo", "api", Consume{"usd": 1, "credit": 1}, money)
+		require.NoError(t, err)
+	})
 
 	// Stored limits: a miss costs one BatchGetItem, a hit nothing.
 	err := rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)})
