@@ -65,6 +65,9 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	if err != nil {
 		return nil, err
 	}
+	if resource == AllResources {
+		return nil, store.ValidateAcquiredResource(resource)
+	}
 	if err := validateAmounts(consume, false); err != nil {
 		return nil, err
 	}
@@ -197,15 +200,22 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
 		return nil, err
 	}
-	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
+	lv, err := rl.levelLimits(ctx, entityID, resource, o)
 	if err != nil {
 		return nil, err
 	}
-	limits = o.capped(limits)
-	if len(limits) == 0 {
-		return &Lease{rl: rl}, nil // an empty override checks nothing
+	limits := o.capped(lv.res.limits)
+	if len(lv.wide.limits) > 0 {
+		// Entity-wide limits: every bucket of the plan in one atomic step.
+		return rl.batchAcquire(ctx, entityID, resource, consume, o)
 	}
-	child := resolved{limits: limits, source: source}
+	if len(limits) == 0 {
+		if o.override || o.wideOverride {
+			return &Lease{rl: rl}, nil // an empty override checks nothing
+		}
+		return nil, noLimitsError(entityID, resource)
+	}
+	child := resolved{limits: limits, source: lv.res.source}
 	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
 		return nil, err
 	}

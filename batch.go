@@ -81,7 +81,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 		if err := store.ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
 			return nil, nil, err
 		}
-		if err := store.ValidateChargedResource(r.Resource); err != nil {
+		if err := store.ValidateAcquiredResource(r.Resource); err != nil {
 			return nil, nil, err
 		}
 		if err := validateAmounts(r.Consume, false); err != nil {
@@ -211,7 +211,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		}
 		items = append(items, &batchItem{
 			group:   g,
-			consume: maps(consume),
+			consume: namedIn(consume, limits),
 			cal:     cal,
 			nextMs:  nextMs,
 		})
@@ -234,31 +234,25 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if r.Limits != nil {
 			ro.limits, ro.override = r.Limits, true
 		}
-		limits, source, err := rl.limitsFor(ctx, r.EntityID, r.Resource, ro)
+		levels, err := rl.planChain(ctx, r.EntityID, r.Resource, ro)
 		if err != nil {
 			return nil, nil, err
 		}
-		limits = ro.capped(limits)
-		if len(limits) == 0 {
-			continue // an empty override checks nothing
-		}
-		if err := rl.checkNames(ctx, r.EntityID, r.Resource, r.Consume, resolved{limits: limits, source: source}, ro); err != nil {
+		if err := checkPlanNames(levels, r.EntityID, r.Resource, r.Consume); err != nil {
 			return nil, nil, err
 		}
-		if err := addAll(i, r.EntityID, r.Resource, limits, source, r.Consume); err != nil {
-			return nil, nil, err
-		}
-		ancestors, err := rl.cascadeChain(ctx, r.EntityID)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, a := range ancestors {
-			plimits, psource, err := rl.limitsFor(ctx, a, r.Resource, ro)
-			if err != nil {
-				return nil, nil, err
+		// Each entity of the chain: its (entity, resource) bucket, then
+		// its entity-wide bucket.
+		for _, lv := range levels {
+			if len(lv.res.limits) > 0 {
+				if err := addAll(i, lv.entityID, r.Resource, lv.res.limits, lv.res.source, r.Consume); err != nil {
+					return nil, nil, err
+				}
 			}
-			if err := addAll(i, a, r.Resource, plimits, psource, r.Consume); err != nil {
-				return nil, nil, err
+			if len(lv.wide.limits) > 0 {
+				if err := addAll(i, lv.entityID, AllResources, lv.wide.limits, lv.wide.source, r.Consume); err != nil {
+					return nil, nil, err
+				}
 			}
 		}
 	}
@@ -305,6 +299,19 @@ func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuse
 		}
 	}
 	return lease, err
+}
+
+// namedIn returns the amounts of c whose names limits have: what a
+// bucket of the plan is charged (a name is charged in every bucket that
+// has a limit of that name, and only there).
+func namedIn(c Consume, limits []Limit) Consume {
+	out := make(Consume, len(limits))
+	for _, l := range limits {
+		if v, ok := c[l.Name]; ok {
+			out[l.Name] = v
+		}
+	}
+	return out
 }
 
 // maps returns a copy of c.

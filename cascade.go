@@ -13,7 +13,8 @@ import "errors"
 var errCascadePath = errors.New("limiter: the cascade charges more than the parent")
 
 // onBatchPath reports whether err sends an acquire to the batch path: a
-// calendar or prepaid limit, or a cascade beyond the parent.
+// calendar or prepaid limit, a cascade beyond the parent, or entity-wide
+// limits.
 func onBatchPath(err error) bool {
-	return errors.Is(err, errOwnBucketPath) || errors.Is(err, errCascadePath)
+	return errors.Is(err, errOwnBucketPath) || errors.Is(err, errCascadePath) || errors.Is(err, errWidePath)
 }

@@ -39,10 +39,11 @@ func TestDeepCascadeOneCall(t *testing.T) {
 	deepChain(t, env, rl)
 	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
 	check := env.callChecker(t)
-	// The configs of each level (the key's four levels, then the
-	// project's and the organisation's own), the buckets read (missing),
+	// The configs of each level (the key's four levels and its
+	// entity-wide bucket's two, then the project's and the organisation's
+	// own, each with its entity-wide slot), the buckets read (missing),
 	// then the read-then-write path.
-	check("first acquire", "BatchGetItem[4], BatchGetItem[2], BatchGetItem[2], BatchGetItem[3], BatchGetItem[6], TransactWriteItems[3]", func() {
+	check("first acquire", "BatchGetItem[6], BatchGetItem[3], BatchGetItem[3], BatchGetItem[3], BatchGetItem[6], TransactWriteItems[3]", func() {
 		_, err := rl.Acquire(env.ctx, "key", "gpt", c)
 		require.NoError(t, err)
 	})
@@ -116,8 +117,9 @@ func TestDeepCascadeLearnedLate(t *testing.T) {
 		if i > 0 {
 			// The key's config, its write, the project's config, its
 			// write, the two give-backs, the organisation's record and
-			// config, and the batch.
-			require.Equal(t, "BatchGetItem[4], UpdateItem, BatchGetItem[2], UpdateItem, UpdateItem, UpdateItem, GetItem, BatchGetItem[2], TransactWriteItems[3]",
+			// config, and the batch (each config read with the entity's
+			// entity-wide slot).
+			require.Equal(t, "BatchGetItem[6], UpdateItem, BatchGetItem[3], UpdateItem, UpdateItem, UpdateItem, GetItem, BatchGetItem[3], TransactWriteItems[3]",
 				env.calls(), "acquire %d", i)
 		}
 		for _, id := range []string{"key", "proj", "org"} {

@@ -60,13 +60,30 @@ func newConfigCache(ttl time.Duration, maxEntries int, now func() time.Time, loa
 }
 
 // resolutionKeys returns the slots consulted for (entityID, resource), in
-// precedence order.
+// precedence order. The entity-wide bucket (AllResources) takes the
+// entity's own config on it, then the resource defaults of AllResources:
+// neither the entity's DefaultResource config nor the system defaults,
+// which each resource gets a copy of, apply to it.
 func resolutionKeys(entityID, resource string) []store.ConfigKey {
-	keys := []store.ConfigKey{store.EntityConfig(entityID, resource)}
-	if resource != DefaultResource {
-		keys = append(keys, store.EntityConfig(entityID, DefaultResource))
+	var keys [4]store.ConfigKey
+	n := fillKeys(&keys, entityID, resource)
+	return append([]store.ConfigKey(nil), keys[:n]...)
+}
+
+// fillKeys writes into keys the slots of resolutionKeys and returns how
+// many.
+func fillKeys(keys *[4]store.ConfigKey, entityID, resource string) int {
+	n := 0
+	keys[n], n = store.EntityConfig(entityID, resource), n+1
+	if resource == AllResources {
+		keys[n], n = store.ResourceConfig(resource), n+1
+		return n
 	}
-	return append(keys, store.ResourceConfig(resource), store.SystemConfig())
+	if resource != DefaultResource {
+		keys[n], n = store.EntityConfig(entityID, DefaultResource), n+1
+	}
+	keys[n], keys[n+1], n = store.ResourceConfig(resource), store.SystemConfig(), n+2
+	return n
 }
 
 func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
@@ -82,61 +99,110 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 	}
 }
 
+// firstLimits returns the limits of the first of values with a non-empty
+// limit list, and its source (none: nil).
+func firstLimits(keys []store.ConfigKey, values []store.Config) ([]Limit, ConfigSource) {
+	for i, v := range values {
+		if len(v.Limits) > 0 {
+			return v.Limits, sourceOf(keys, i)
+		}
+	}
+	return nil, ""
+}
+
+// levelConfig is what the stored configs say of one entity for an acquire
+// on a resource: the limits of its (entity, resource) bucket and of its
+// entity-wide bucket (nil for an acquire on AllResources itself), each
+// with its source, and the system's on_unavailable.
+type levelConfig struct {
+	limits     []Limit
+	source     ConfigSource
+	wide       []Limit
+	wideSource ConfigSource
+	ou         OnUnavailable
+}
+
 // resolve returns the limits of the first level with a non-empty limit list
 // (entity > entity _default_ > resource > system) and its source; limits is
 // nil when no level has any. The system level's on_unavailable is returned
 // too. Cached slots cost nothing; all missing slots are fetched in one load.
 func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, OnUnavailable, error) {
-	if limits, source, ou, ok := c.resolveCached(entityID, resource); ok {
-		return limits, source, ou, nil
-	}
-	keys := resolutionKeys(entityID, resource)
-	values, err := c.get(ctx, keys)
-	if err != nil {
-		return nil, "", "", err
-	}
-	ou := values[len(values)-1].OnUnavailable
-	for i, v := range values {
-		if len(v.Limits) > 0 {
-			return v.Limits, sourceOf(keys, i), ou, nil
-		}
-	}
-	return nil, "", ou, nil
+	lc, err := c.resolveSlots(ctx, entityID, resource, false)
+	return lc.limits, lc.source, lc.ou, err
 }
 
-// resolveCached is resolve when every slot it needs is cached and fresh:
-// no allocation, one lock. ok is false when a load is needed.
-func (c *configCache) resolveCached(entityID, resource string) ([]Limit, ConfigSource, OnUnavailable, bool) {
+// resolveLevel resolves, for an acquire of entityID on resource, the
+// limits of the (entity, resource) bucket and of the entity's entity-wide
+// bucket: when a slot is missing from the cache, the slots of both are
+// fetched in one load, so that an acquire reads its configs in one round
+// trip whether or not the entity has entity-wide limits. The
+// on_unavailable is the system slot's ("" for an AllResources acquire,
+// which does not read it).
+func (c *configCache) resolveLevel(ctx context.Context, entityID, resource string) (levelConfig, error) {
+	return c.resolveSlots(ctx, entityID, resource, true)
+}
+
+// resolveSlots is resolveLevel, or resolve when wide is false (the
+// entity-wide bucket's slots are then neither read nor resolved).
+func (c *configCache) resolveSlots(ctx context.Context, entityID, resource string, wide bool) (levelConfig, error) {
+	if lc, ok := c.resolveCached(entityID, resource, wide); ok {
+		return lc, nil
+	}
+	var buf [6]store.ConfigKey
+	var own [4]store.ConfigKey
+	n := fillKeys(&own, entityID, resource)
+	keys := append(buf[:0], own[:n]...)
+	if wide && resource != AllResources {
+		keys = append(keys, store.EntityConfig(entityID, AllResources), store.ResourceConfig(AllResources))
+	}
+	values, err := c.get(ctx, keys)
+	if err != nil {
+		return levelConfig{}, err
+	}
+	return levelFrom(keys, values, n), nil
+}
+
+// levelFrom builds a levelConfig from the values of keys: the first n are
+// the resource's slots, the rest the entity-wide bucket's.
+func levelFrom(keys []store.ConfigKey, values []store.Config, n int) levelConfig {
+	var lc levelConfig
+	if keys[n-1].Level == store.LevelSystem {
+		lc.ou = values[n-1].OnUnavailable
+	}
+	lc.limits, lc.source = firstLimits(keys[:n], values[:n])
+	if len(keys) > n {
+		lc.wide, lc.wideSource = firstLimits(keys[n:], values[n:])
+	}
+	return lc
+}
+
+// resolveCached is resolveSlots when every slot it needs is cached and
+// fresh: no allocation, one lock. ok is false when a load is needed.
+func (c *configCache) resolveCached(entityID, resource string, wide bool) (levelConfig, bool) {
 	if c.ttl <= 0 {
-		return nil, "", "", false
+		return levelConfig{}, false
 	}
-	var keys [4]store.ConfigKey
-	n := 0
-	keys[n], n = store.EntityConfig(entityID, resource), n+1
-	if resource != DefaultResource {
-		keys[n], n = store.EntityConfig(entityID, DefaultResource), n+1
+	var own [4]store.ConfigKey
+	n := fillKeys(&own, entityID, resource)
+	var keys [6]store.ConfigKey
+	m := copy(keys[:], own[:n])
+	if wide && resource != AllResources {
+		keys[m], keys[m+1], m = store.EntityConfig(entityID, AllResources), store.ResourceConfig(AllResources), m+2
 	}
-	keys[n], keys[n+1], n = store.ResourceConfig(resource), store.SystemConfig(), n+2
 	now := c.now()
-	var values [4]store.Config
+	var values [6]store.Config
 	c.mu.Lock()
-	for i, k := range keys[:n] {
+	for i, k := range keys[:m] {
 		v, ok := c.entries.Get(k, now)
 		if !ok {
 			c.mu.Unlock()
-			return nil, "", "", false
+			return levelConfig{}, false
 		}
 		values[i] = v
 	}
 	c.mu.Unlock()
-	c.count(int64(n), 0)
-	ou := values[n-1].OnUnavailable
-	for i, v := range values[:n] {
-		if len(v.Limits) > 0 {
-			return v.Limits, sourceOf(keys[:n], i), ou, true
-		}
-	}
-	return nil, "", ou, true
+	c.count(int64(m), 0)
+	return levelFrom(keys[:m], values[:m], n), true
 }
 
 // system returns the system slot.

@@ -359,6 +359,11 @@ func TestCallCounts(t *testing.T) {
 		_, _, err := rl.ResolveLimits(ctx, "solo", "api")
 		require.NoError(t, err)
 	})
+	// ResolveLimits read the resource's slots: the acquire reads the
+	// entity-wide bucket's two, once.
+	check("acquire with stored limits (entity-wide slots missing)", "BatchGetItem[2], BatchGetItem[2], UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}))
+	})
 	check("acquire with stored limits (cached)", "BatchGetItem[2], UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}))
 	})

@@ -14,7 +14,8 @@ type LimitInForce struct {
 	// EntityID is the entity whose bucket holds the limit: the entity
 	// asked about, or an ancestor it cascades to.
 	EntityID string
-	// Resource is the resource asked about.
+	// Resource is the resource asked about, or [AllResources] for a limit
+	// of the entity's entity-wide bucket.
 	Resource string
 	// Limit is the limit as the acquire applies it (lowered by
 	// [WithLimitCaps] when the call has caps).
@@ -33,7 +34,9 @@ type LimitInForce struct {
 // own limits, resolved as [RateLimiter.ResolveLimits] does (or the call's
 // [WithLimits], lowered by its [WithLimitCaps]), then, when the entity
 // cascades, each ancestor's it charges (nearest first, see
-// [MaxCascadeLevels]), resolved for that ancestor. It reads what an
+// [MaxCascadeLevels]), resolved for that ancestor. Each entity's limits on
+// resource come first, then those of its entity-wide bucket
+// ([AllResources], with Resource set to it). It reads what an
 // acquire reads before its write (the stored configs and the entity
 // records, through the config and entity caches) and no bucket.
 //
@@ -50,29 +53,17 @@ func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource str
 		return nil, err
 	}
 	defer rl.exit()
-	limits, source, err := rl.limitsFor(ctx, entityID, resource, o)
-	if err != nil {
+	levels, err := rl.planChain(ctx, entityID, resource, o)
+	if err != nil || len(levels) == 0 {
 		return nil, err
 	}
-	limits = o.capped(limits)
-	if len(limits) == 0 {
-		return nil, nil
-	}
-	out := make([]LimitInForce, 0, 2*len(limits))
-	for _, l := range limits {
-		out = append(out, LimitInForce{EntityID: entityID, Resource: resource, Limit: l, Source: source})
-	}
-	ancestors, err := rl.cascadeChain(ctx, entityID)
-	if err != nil {
-		return nil, err
-	}
-	for _, a := range ancestors {
-		plimits, psource, err := rl.limitsFor(ctx, a, resource, o)
-		if err != nil {
-			return nil, err
+	var out []LimitInForce
+	for _, lv := range levels {
+		for _, l := range lv.res.limits {
+			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: resource, Limit: l, Source: lv.res.source})
 		}
-		for _, l := range plimits {
-			out = append(out, LimitInForce{EntityID: a, Resource: resource, Limit: l, Source: psource})
+		for _, l := range lv.wide.limits {
+			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: AllResources, Limit: l, Source: lv.wide.source})
 		}
 	}
 	return out, nil

@@ -18,6 +18,24 @@ const (
 	// resource-independent limits are stored (SetLimits with this resource).
 	DefaultResource = store.DefaultResource
 
+	// AllResources is the resource "*", of entity-wide limits: limits
+	// stored for (entity, AllResources) with [RateLimiter.SetLimits], for
+	// every entity with [RateLimiter.SetResourceDefaults] on it, or given
+	// per call with [WithEntityWideLimits], form one bucket per entity
+	// that every acquire of the entity charges, whatever its resource,
+	// beside the (entity, resource) bucket; with cascade each ancestor's
+	// entity-wide bucket is charged too, all or nothing. A limit name is
+	// charged in every bucket of the acquire that has it ("rpm" per model
+	// and "rpm" overall both count). Unlike DefaultResource, whose limits
+	// each resource gets a copy of, the entity-wide bucket is one. Only the
+	// entity's own AllResources config and the AllResources resource
+	// defaults apply to it (not the entity's DefaultResource config nor
+	// the system defaults). Every call that takes a resource takes
+	// AllResources (TopUp, Reset, Available, LowerTokens, ...), except the
+	// acquires (Acquire, Do, Wait, AcquireAll), which name the resource
+	// they charge and refuse it.
+	AllResources = store.AllResources
+
 	// wcuLimitName is the hidden infrastructure limit injected into every bucket
 	// item. It never appears in statuses, errors or any other output.
 	wcuLimitName = "wcu"

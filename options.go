@@ -225,6 +225,11 @@ type acquireOptions struct {
 	// their validation.
 	caps    []Limit
 	capsErr error
+	// wide, when wideOverride is set, are the limits of the entity-wide
+	// buckets (WithEntityWideLimits); wideErr is their validation.
+	wide         []Limit
+	wideOverride bool
+	wideErr      error
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
@@ -237,6 +242,19 @@ func WithLimits(limits ...Limit) AcquireOption {
 	return func(o *acquireOptions) {
 		o.limits, o.override, o.checked, o.limitsErr = own, true, true, err
 	}
+}
+
+// WithEntityWideLimits makes the call use limits for the entity-wide
+// bucket ([AllResources]) of its entity, and of each ancestor it cascades
+// to, instead of their stored entity-wide config, as [WithLimits] does for
+// the (entity, resource) bucket. An empty list charges no entity-wide
+// bucket. Without it, a call with [WithLimits] charges no entity-wide
+// bucket either (WithLimits reads no config at all); a call with neither
+// charges the stored entity-wide limits.
+func WithEntityWideLimits(limits ...Limit) AcquireOption {
+	own := append([]Limit(nil), limits...)
+	err := validateLimits(own)
+	return func(o *acquireOptions) { o.wide, o.wideOverride, o.wideErr = own, true, err }
 }
 
 // WithOnUnavailable sets what the call does when DynamoDB fails, overriding

@@ -256,6 +256,9 @@ func resolveAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	if o.capsErr != nil {
 		return o, o.capsErr
 	}
+	if o.wideErr != nil {
+		return o, o.wideErr
+	}
 	if o.override {
 		err := o.limitsErr
 		if !o.checked {
@@ -315,10 +318,10 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 	if found == len(consume) {
 		return nil
 	}
-	var ancestors []resolved
+	var ancestors []planLevel
 	resolvedAncestors := false
 	has := func(name string) bool {
-		return slices.ContainsFunc(ancestors, func(r resolved) bool { return r.has(name) })
+		return slices.ContainsFunc(ancestors, func(lv planLevel) bool { return lv.has(name) })
 	}
 	for name := range consume {
 		if child.has(name) {
@@ -331,29 +334,18 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 				return err
 			}
 			for _, id := range chain {
-				p := resolved{}
-				if p.limits, p.source, err = rl.limitsFor(ctx, id, resource, o); err != nil && !errors.Is(err, ErrValidation) {
+				lv, err := rl.levelLimits(ctx, id, resource, o)
+				if err != nil {
 					return err
 				}
-				ancestors = append(ancestors, p)
+				ancestors = append(ancestors, lv)
 			}
 		}
 		if has(name) {
 			continue
 		}
-		names := make([]string, 0, len(child.limits))
-		for _, l := range child.limits {
-			names = append(names, l.Name)
-		}
-		for _, p := range ancestors {
-			for _, l := range p.limits {
-				if !slices.Contains(names, l.Name) {
-					names = append(names, l.Name)
-				}
-			}
-		}
-		return store.NewValidationError(ErrValidation, "consume", name,
-			fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
+		levels := append([]planLevel{{entityID: entityID, res: child}}, ancestors...)
+		return unknownNameError(levels, entityID, resource, name)
 	}
 	return nil
 }

@@ -86,12 +86,11 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	groups[0].limits, groups[0].source = child.limits, child.source
 	if len(groups) > 1 {
 		parent := &groups[1]
-		if parent.limits, parent.source, err = rl.limitsFor(ctx, parent.entityID, resource, o); err != nil {
+		p, err := rl.parentLimits(ctx, parent.entityID, resource, o)
+		if err != nil {
 			return nil, nil, err
 		}
-		if hasOwnBucket(parent.limits) {
-			return nil, nil, errOwnBucketPath
-		}
+		parent.limits, parent.source = p.limits, p.source
 		if m := parent.meta; m != nil && m.Cascade && m.ParentID != "" && m.ParentID != parent.entityID && m.ParentID != entityID {
 			return nil, nil, errCascadePath // the parent cascades too
 		}

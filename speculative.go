@@ -168,11 +168,8 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
 		var err error
-		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
+		if a.parent, err = rl.parentLimits(ctx, parentID, resource, o); err != nil {
 			return nil, err
-		}
-		if hasOwnBucket(a.parent.limits) {
-			return nil, errOwnBucketPath
 		}
 		if rl.cascadesFurther(entityID, parentID, nil) {
 			return nil, errCascadePath
@@ -227,15 +224,13 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			return lease, nil
 		}
 		var err error
-		if a.parent.limits, a.parent.source, err = rl.limitsFor(ctx, parentID, resource, o); err != nil {
-			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
-		}
-		if hasOwnBucket(a.parent.limits) {
-			// The child's write is given back: the batch path takes both.
-			if err := rl.undo(ctx, childRes.Key, consume, child.limits); err != nil {
-				return nil, err
+		if a.parent, err = rl.parentLimits(ctx, parentID, resource, o); err != nil {
+			// The child's write is given back (on errOwnBucketPath and
+			// errWidePath the batch path takes the whole plan).
+			if uerr := rl.undo(ctx, childRes.Key, consume, child.limits); uerr != nil {
+				return nil, uerr
 			}
-			return nil, errOwnBucketPath
+			return nil, err
 		}
 		if rl.cascadesFurther(entityID, parentID, nil) {
 			// Likewise for a chain longer than two.

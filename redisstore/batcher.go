@@ -164,7 +164,7 @@ func (b *batcher[Q, R]) lead(ctx context.Context, name string, g *batchGroup[Q, 
 // consumeGroupOf returns the slot group of key's requests: every request
 // on a standalone server, one per resource on a Cluster.
 func (s *Store) consumeGroupOf(key store.BucketKey) string {
-	if !s.sharded {
+	if !s.sharded || s.keys.single {
 		return ""
 	}
 	return key.Resource

@@ -295,10 +295,11 @@ func (s *Store) WriteBuckets(ctx context.Context, writes []store.BucketWrite) er
 }
 
 // slotGroups splits n items into groups that can share one script: one
-// group on a standalone server, one per resource (hash tag) otherwise, in
+// group on a standalone server or with Options.SingleSlot, one per
+// resource (hash tag) otherwise, in
 // order of first appearance.
 func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
-	if !s.sharded {
+	if !s.sharded || s.keys.single {
 		all := make([]int, n)
 		for i := range all {
 			all[i] = i

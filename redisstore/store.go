@@ -44,6 +44,17 @@ type Options struct {
 	// loads its function library once per server and calls it with FCALL,
 	// and turns to scripts by itself on a server without functions.
 	DisableFunctions bool
+	// SingleSlot puts every bucket item of the namespace in one Cluster
+	// slot (hash tag {namespace}), instead of one slot per resource
+	// ({namespace:resource}), so that every batch, whatever resources it
+	// spans, is one atomic script: an acquire that charges an entity-wide
+	// bucket (limiter.AllResources) or a calendar or prepaid limit's
+	// bucket beside its resource's. The cost: one master serves all the
+	// namespace's buckets (spread the load over namespaces instead). It
+	// changes the keys of the bucket items: set it before the first
+	// write, and on every store of the namespace. On a standalone server
+	// every batch is one script either way.
+	SingleSlot bool
 }
 
 // Store is a [store.Repository] on Redis. It is safe for concurrent use.
@@ -102,7 +113,7 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 		client:  client,
 		sharded: !standalone,
 		opts:    o,
-		keys:    keyspace{prefix: o.Prefix, ns: o.Namespace},
+		keys:    keyspace{prefix: o.Prefix, ns: o.Namespace, single: o.SingleSlot},
 	}
 	if o.DisableFunctions {
 		s.mode.Store(modeScripts)
@@ -138,8 +149,22 @@ func (s *Store) Ping(ctx context.Context) error {
 // on a Cluster, so that their scripts are atomic. The bucket items of a
 // resource share the hash tag {ns:resource}: a cascade (child and parent on
 // one resource) is one script in one slot, and the resources of a service
-// spread over the cluster.
-type keyspace struct{ prefix, ns string }
+// spread over the cluster. With Options.SingleSlot the bucket items of
+// every resource share the tag {ns} (their keys go on with ":@" and the
+// resource, which no administrative key does).
+type keyspace struct {
+	prefix, ns string
+	single     bool
+}
+
+// slot is the start of the keys of resource's bucket items, their
+// write identifiers and top-up ids: the prefix and the hash tag.
+func (k keyspace) slot(resource string) string {
+	if k.single {
+		return k.prefix + "{" + k.ns + "}:@" + resource
+	}
+	return k.prefix + "{" + k.ns + ":" + resource + "}"
+}
 
 func (k keyspace) admin(parts ...string) string {
 	return k.prefix + "{" + k.ns + "}:" + strings.Join(parts, ":")
@@ -148,14 +173,14 @@ func (k keyspace) admin(parts ...string) string {
 // bucket is the key of a bucket item. Its hash tag, {ns:resource}, puts the
 // items of a resource in one Cluster slot.
 func (k keyspace) bucket(key store.BucketKey) string {
-	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+	return k.slot(key.Resource) + ":b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
 // writeID returns a new write identifier's key (see lua/writeid.lua) in
 // the slot of resource's bucket items: a random name, drawn per call.
 func (k keyspace) writeID(resource string) string {
 	var buf [16]byte
-	return k.prefix + "{" + k.ns + ":" + resource + "}:w:" + string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
+	return k.slot(resource) + ":w:" + string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
 }
 
 func (k keyspace) entity(id string) string        { return k.admin("e", id) }
@@ -173,7 +198,7 @@ func (k keyspace) audit(entityID string) string { return k.admin("audit", entity
 // its slot. Identifiers hold no '#', which separates the entity from the
 // id.
 func (k keyspace) topUp(key store.BucketKey, id string) string {
-	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:t:" + key.EntityID + "#" + id
+	return k.slot(key.Resource) + ":t:" + key.EntityID + "#" + id
 }
 
 // throttle is the key of Store.Allow's state of key under algorithm kind;

@@ -12,6 +12,15 @@ import (
 // resource-independent limits are stored.
 const DefaultResource = "_default_"
 
+// AllResources is the resource "*", whose bucket is entity-wide: limits
+// stored for (entity, AllResources), or as the resource defaults of
+// AllResources, form one bucket per entity that every acquire of the
+// entity charges, whatever its resource, beside the bucket of (entity,
+// resource). It is a valid resource name wherever one is taken, except as
+// the resource an acquire charges: an acquire names its resource (a
+// model), and the entity-wide bucket is charged with it.
+const AllResources = "*"
+
 // reservedLimitName is the name of the DynamoDB backend's hidden
 // write-capacity limit, which no configured limit may take.
 const reservedLimitName = "wcu"

@@ -98,9 +98,28 @@ func ValidateIdentifier(value, field string) error { return identifierRule.check
 // *[ValidationError] matching [ErrInvalidName].
 func ValidateLimitName(value, field string) error { return limitNameRule.check(field, value) }
 
-// ValidateResource checks a resource name. The error is a *[ValidationError]
+// ValidateResource checks a resource name: [AllResources], or a name
+// that starts with a letter. The error is a *[ValidationError] matching
+// [ErrInvalidName].
+func ValidateResource(value string) error {
+	if value == AllResources {
+		return nil
+	}
+	return resourceRule.check("resource", value)
+}
+
+// ValidateAcquiredResource is [ValidateChargedResource] for the resource
+// an acquire names: it also refuses [AllResources], whose entity-wide
+// bucket every acquire of an entity charges beside its resource's and
+// which is not a resource of its own. The error is a *[ValidationError]
 // matching [ErrInvalidName].
-func ValidateResource(value string) error { return resourceRule.check("resource", value) }
+func ValidateAcquiredResource(resource string) error {
+	if resource == AllResources {
+		return NewValidationError(ErrInvalidName, "resource", resource,
+			"names the entity-wide bucket, which every acquire of the entity charges beside its resource's: acquire on a resource")
+	}
+	return ValidateChargedResource(resource)
+}
 
 // ValidateChargedResource is [ValidateResource] for a resource whose
 // buckets a call charges or writes (an acquire, a top-up, a reset, an
