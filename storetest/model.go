@@ -156,6 +156,15 @@ func runModel(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 					m.random(steps)
 					m.finish()
 				})
+				// The same sequence with entity-wide limits stored and
+				// deleted between its operations.
+				t.Run(fmt.Sprintf("seed=%d,wide", seed), func(t *testing.T) {
+					m := newModelRun(t, repo, mode, fmt.Sprintf("w%d", seed), seed)
+					m.wide = true
+					m.rl = m.newLimiter()
+					m.random(steps)
+					m.finish()
+				})
 			}
 		})
 	}
@@ -197,6 +206,12 @@ type modelRun struct {
 	storeChecks bool
 	// expect holds the limits an operation must have stored per item.
 	expect map[store.BucketKey][]store.Limit
+	// wide, in a random sequence, stores and deletes entity-wide limits
+	// (AllResources) between its operations, on a limiter without
+	// bucket TTLs: what it checks is the entity-wide buckets, not the
+	// expiry of buckets (which forgives a debt or a charge committed
+	// after it, and which the other sequences draw).
+	wide bool
 }
 
 // modelLease is a lease open in the limiter and in the reference.
@@ -215,8 +230,12 @@ func newModelRun(t *testing.T, repo store.Repository, mode modelMode, tag string
 }
 
 func (m *modelRun) newLimiter() *limiter.RateLimiter {
-	return limiter.New(m.repo, limiter.WithClock(m.clock.Now), limiter.WithSpeculativeWrites(m.mode.spec),
-		limiter.WithBackgroundCommit(m.mode.bg), limiter.WithGroupCommit(m.mode.group))
+	opts := []limiter.Option{limiter.WithClock(m.clock.Now), limiter.WithSpeculativeWrites(m.mode.spec),
+		limiter.WithBackgroundCommit(m.mode.bg), limiter.WithGroupCommit(m.mode.group)}
+	if m.wide {
+		opts = append(opts, limiter.WithBucketTTL(0))
+	}
+	return limiter.New(m.repo, opts...)
 }
 
 func (m *modelRun) nowMs() int64 { return m.clock.Now().UnixMilli() }
@@ -272,6 +291,21 @@ func (m *modelRun) entity(id, parent string) {
 
 func (m *modelRun) key(entity string) store.BucketKey {
 	return store.BucketKey{EntityID: entity, Resource: m.resource}
+}
+
+// wideKey is the key of entity's entity-wide bucket.
+func (m *modelRun) wideKey(entity string) store.BucketKey {
+	return store.BucketKey{EntityID: entity, Resource: store.AllResources}
+}
+
+// wideFor returns the limits of entity's entity-wide bucket that an
+// acquire resolves: none with per-call limits (WithLimits reads no
+// config), else the stored ones.
+func (m *modelRun) wideFor(entity string, override []store.Limit) []store.Limit {
+	if override != nil {
+		return nil
+	}
+	return m.ref.resolve(entity, store.AllResources)
 }
 
 // limitsFor returns the limits an acquire on entity resolves: override,
@@ -339,9 +373,17 @@ func (m *modelRun) admit(entity string, c store.Consume, override []store.Limit)
 		key    store.BucketKey
 		limits []store.Limit
 	}
-	groups := []group{{m.key(entity), m.limitsFor(entity, override)}}
-	if p := m.ref.parent[entity]; p != "" {
-		groups = append(groups, group{m.key(p), m.limitsFor(p, override)})
+	// Each entity of the chain: its bucket on the resource, then its
+	// entity-wide bucket when it has entity-wide limits.
+	var groups []group
+	for _, e := range []string{entity, m.ref.parent[entity]} {
+		if e == "" {
+			continue
+		}
+		groups = append(groups, group{m.key(e), m.limitsFor(e, override)})
+		if wide := m.wideFor(e, override); len(wide) > 0 {
+			groups = append(groups, group{m.wideKey(e), wide})
+		}
 	}
 	m.expect = map[store.BucketKey][]store.Limit{}
 	var entries []*refEntry
@@ -352,10 +394,12 @@ func (m *modelRun) admit(entity string, c store.Consume, override []store.Limit)
 			it = &refItem{key: g.key, limits: map[string]*refBucket{}}
 			m.ref.items[g.key] = it
 		}
+		fresh := it.vanished
+		it.vanished = false
 		for _, l := range g.limits {
 			p := paramsOf(l)
 			b := it.limits[l.Name]
-			if b == nil {
+			if b == nil || fresh {
 				b = newRefBucket(p, now)
 				it.limits[l.Name] = b
 			} else if b.p != p {
@@ -614,10 +658,12 @@ func (m *modelRun) setLimits(entity, resource string, limits []store.Limit) {
 	} else {
 		m.ref.configs[key] = limits
 	}
-	// Limits stored for an entity's own bucket are written to it at once.
-	if entity != "" && resource == m.resource {
-		if _, ok := m.ref.items[m.key(entity)]; ok {
-			m.expect = map[store.BucketKey][]store.Limit{m.key(entity): m.ref.resolve(entity, m.resource)}
+	// Limits stored for an entity's own bucket (on the resource, or its
+	// entity-wide one) are written to it at once.
+	if entity != "" && (resource == m.resource || resource == store.AllResources) {
+		k := store.BucketKey{EntityID: entity, Resource: resource}
+		if _, ok := m.ref.items[k]; ok {
+			m.expect = map[store.BucketKey][]store.Limit{k: m.ref.resolve(entity, resource)}
 		}
 	}
 	m.afterOp("", nil)

@@ -29,7 +29,7 @@ func (m *modelRun) afterOp(entity string, override []store.Limit) {
 func (m *modelRun) keys() []store.BucketKey {
 	var keys []store.BucketKey
 	for _, e := range m.entities {
-		keys = append(keys, m.key(e))
+		keys = append(keys, m.key(e), m.wideKey(e))
 	}
 	for k := range m.ref.items {
 		if !slices.Contains(keys, k) {
@@ -81,6 +81,7 @@ func (m *modelRun) checkStore() {
 				rb.tc.SetInt64(0)
 				rb.tcMax.SetInt64(0)
 			}
+			it.vanished = true
 			continue
 		case it == nil:
 			// An item no admitted acquire wrote (a refused cascade may
@@ -170,13 +171,24 @@ func (m *modelRun) checkAvailable(entity string, override []store.Limit) {
 	if !m.checkBalances {
 		return
 	}
-	limits := m.limitsFor(entity, override)
-	avail, err := m.rl.Available(m.ctx, entity, m.resource, acquireOpts(override)...)
+	m.checkAvailableOf(m.key(entity), m.limitsFor(entity, override), override)
+	if override == nil {
+		if wide := m.wideFor(entity, nil); len(wide) > 0 {
+			m.checkAvailableOf(m.wideKey(entity), wide, nil)
+		}
+	}
+}
+
+// checkAvailableOf is checkAvailable of one bucket, key, whose limits
+// the call resolves.
+func (m *modelRun) checkAvailableOf(key store.BucketKey, limits, override []store.Limit) {
+	m.t.Helper()
+	entity := key.EntityID
+	avail, err := m.rl.Available(m.ctx, entity, key.Resource, acquireOpts(override)...)
 	if err != nil {
 		m.fail("available: %v", err)
 	}
 	now := m.nowMs()
-	key := m.key(entity)
 	for _, l := range limits {
 		got, ok := avail[l.Name]
 		if !ok {

@@ -75,7 +75,16 @@ func (m *modelRun) random(steps int) {
 		}
 	}
 	pickLease := func() *modelLease { return m.leases[rng.IntN(len(m.leases))] }
+	// The entity-wide limits are drawn from a stream of their own, so
+	// that the other operations of a seed stay those it drew before
+	// entity-wide buckets existed.
+	wide := rand.New(rand.NewPCG(m.seed, 0x3a11))
+	entities := []string{parent, child, solo}
 	for m.step < steps {
+		if m.wide && wide.IntN(12) == 0 {
+			m.pickWideChange(wide, entities[wide.IntN(len(entities))])
+			continue
+		}
 		r := rng.IntN(100)
 		if len(m.leases) == 0 && r >= 24 && r < 60 {
 			r = 0 // nothing to adjust or finish: acquire
@@ -218,6 +227,19 @@ func pickIdle(rng *rand.Rand) time.Duration {
 	default:
 		return time.Duration(600_000+rng.IntN(3*3600_000)) * time.Millisecond
 	}
+}
+
+// pickWideChange stores or deletes the limits of entity's entity-wide
+// bucket (AllResources), with the names of the per-resource limits: both
+// are charged. The resource defaults of AllResources, one config per
+// namespace that the sequences sharing a repository would share, are not
+// drawn.
+func (m *modelRun) pickWideChange(rng *rand.Rand, entity string) {
+	if rng.IntN(3) == 0 {
+		m.setLimits(entity, store.AllResources, nil)
+		return
+	}
+	m.setLimits(entity, store.AllResources, pickLimits(rng))
 }
 
 // pickLimitChange stores or deletes limits at a random level.

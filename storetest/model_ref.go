@@ -118,6 +118,9 @@ func (b *refBucket) give(gMilli *big.Int) {
 type refItem struct {
 	key    store.BucketKey
 	limits map[string]*refBucket
+	// vanished is set when the store's item expired: the next acquire
+	// creates it full, with the limits it resolves.
+	vanished bool
 }
 
 func (it *refItem) names() []string {
@@ -144,8 +147,14 @@ func newRefModel() *refModel {
 // resolve returns the stored limits that apply to (entity, resource): the
 // first level with limits of entity, entity default, resource, system.
 func (r *refModel) resolve(entity, resource string) []store.Limit {
-	for _, k := range []store.ConfigKey{store.EntityConfig(entity, resource), store.EntityConfig(entity, store.DefaultResource),
-		store.ResourceConfig(resource), store.SystemConfig()} {
+	keys := []store.ConfigKey{store.EntityConfig(entity, resource), store.EntityConfig(entity, store.DefaultResource),
+		store.ResourceConfig(resource), store.SystemConfig()}
+	if resource == store.AllResources {
+		// The entity-wide bucket: the entity's own config on it, then
+		// the resource defaults of AllResources.
+		keys = []store.ConfigKey{store.EntityConfig(entity, resource), store.ResourceConfig(resource)}
+	}
+	for _, k := range keys {
 		if l := r.configs[k]; len(l) > 0 {
 			return l
 		}
