@@ -279,8 +279,16 @@ func nilOptionError(i int) error {
 }
 
 // limitsFor resolves the limits of one entity: the override, or the stored
-// config. It fails with a *ValidationError when nothing is configured.
+// config. On AllResources the override is WithEntityWideLimits (a call
+// with WithLimits alone has no entity-wide limits, as for an acquire). It
+// fails with a *ValidationError when nothing is configured.
 func (rl *rules) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]Limit, ConfigSource, error) {
+	if resource == AllResources && (o.override || o.wideOverride) {
+		if !o.wideOverride {
+			return nil, "", noLimitsError(entityID, resource)
+		}
+		return o.wide, SourceOverride, nil
+	}
 	if o.override {
 		return o.limits, SourceOverride, nil
 	}

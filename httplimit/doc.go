@@ -8,7 +8,9 @@
 //
 // Every response of a rate-limited request, served or refused, names the
 // same limits in its IETF fields: every limit in force, as "ENTITY:LIMIT",
-// the parent's of a cascading entity included. Their t (seconds) means
+// the parent's of a cascading entity included, and an entity's
+// entity-wide limits ([limiter.AllResources]) as "ENTITY:*:LIMIT" on the
+// responses of every resource. Their t (seconds) means
 // "until the bucket is full" on a served response and "until the limit
 // covers the request" on a 429 (0 for a limit that covers it); see
 // [Middleware].

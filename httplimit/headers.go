@@ -55,17 +55,35 @@ func windowSeconds(l limiter.Limit, now time.Time) int64 {
 }
 
 // headerLimit is one limit of the IETF fields: the entity whose bucket
-// holds it, the limit, its remaining whole tokens and its t in seconds.
+// holds it, whether that is its entity-wide bucket, the limit, its
+// remaining whole tokens and its t in seconds.
 type headerLimit struct {
 	entity    string
+	wide      bool
 	limit     limiter.Limit
 	remaining int64
 	reset     int64
 }
 
+// name is the limit's name in the IETF fields: "ENTITY:LIMIT", or
+// "ENTITY:*:LIMIT" for a limit of the entity's entity-wide bucket.
+func (l headerLimit) name() string {
+	if l.wide {
+		return l.entity + ":" + limiter.AllResources + ":" + l.limit.Name
+	}
+	return l.entity + ":" + l.limit.Name
+}
+
+// isWide reports whether resource, a status's, is an entity-wide bucket
+// (AllResources, or the period or balance bucket of one of its limits).
+func isWide(resource string) bool {
+	return resource == limiter.AllResources || strings.HasPrefix(resource, limiter.AllResources+"/")
+}
+
 // sortLimits orders the limits of a response as every response of the same
-// entity orders them: the entity's own first, then its parent's, each by
-// limit name.
+// entity orders them: the entity's own first, then its parent's, each
+// entity's resource limits before its entity-wide ones, each by limit
+// name.
 func sortLimits(entityID string, ls []headerLimit) {
 	slices.SortStableFunc(ls, func(a, b headerLimit) int {
 		if (a.entity == entityID) != (b.entity == entityID) {
@@ -74,7 +92,11 @@ func sortLimits(entityID string, ls []headerLimit) {
 			}
 			return 1
 		}
-		return cmp.Or(strings.Compare(a.entity, b.entity), strings.Compare(a.limit.Name, b.limit.Name))
+		wide := 0
+		if a.wide != b.wide {
+			wide = map[bool]int{false: -1, true: 1}[a.wide]
+		}
+		return cmp.Or(strings.Compare(a.entity, b.entity), wide, strings.Compare(a.limit.Name, b.limit.Name))
 	})
 }
 
@@ -85,12 +107,13 @@ func sfString(s string) string {
 }
 
 // setIETF sets RateLimit-Policy and RateLimit for ls, each named
-// "ENTITY:LIMIT", at now (the limiter's clock).
+// "ENTITY:LIMIT" ("ENTITY:*:LIMIT" for an entity-wide one), at now (the
+// limiter's clock).
 func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	policy := make([]string, len(ls))
 	state := make([]string, len(ls))
 	for i, l := range ls {
-		n := sfString(l.entity + ":" + l.limit.Name)
+		n := sfString(l.name())
 		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
 		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10) + ";t=" + strconv.FormatInt(l.reset, 10)
 	}
@@ -110,7 +133,7 @@ func setLeaseHeaders(h http.Header, rl *limiter.RateLimiter, entityID string, le
 	ls := make([]headerLimit, len(st))
 	tight := 0
 	for i, s := range st {
-		ls[i] = headerLimit{entity: s.EntityID, limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
+		ls[i] = headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
 		// s.Remaining/s.Capacity < tight's, without division.
 		if t := st[tight]; i > 0 && mulCmp(s.Remaining, t.Limit.Capacity, t.Remaining, s.Limit.Capacity) < 0 {
 			tight = i
@@ -154,14 +177,14 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r refusal) {
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
 	ls := make([]headerLimit, 0, len(rle.Statuses))
-	checked := map[string]bool{}
+	checked := map[bucketOf]bool{}
 	for _, s := range rle.Statuses {
-		l := headerLimit{entity: s.EntityID, limit: s.Limit, remaining: s.Available}
+		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Available}
 		if s.Exceeded {
 			l.reset = ceilSeconds(s.RetryAfter)
 		}
 		ls = append(ls, l)
-		checked[s.EntityID] = true
+		checked[bucketOf{s.EntityID, l.wide}] = true
 	}
 	ls = append(ls, r.unchecked(ctx, checked)...)
 	if len(ls) == 0 {
@@ -171,32 +194,40 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r refusal) {
 	setIETF(h, ls, r.rl.Now())
 }
 
-// unchecked returns the limits in force of the entities the refusal did
+// bucketOf names a bucket of a refusal: an entity's on the resource, or
+// its entity-wide one.
+type bucketOf struct {
+	entity string
+	wide   bool
+}
+
+// unchecked returns the limits in force of the buckets the refusal did
 // not check (the parent's, when the entity's own bucket refused first),
 // from one read of each such bucket; none when they cannot be read.
-func (r refusal) unchecked(ctx context.Context, checked map[string]bool) []headerLimit {
+func (r refusal) unchecked(ctx context.Context, checked map[bucketOf]bool) []headerLimit {
 	inForce, err := r.rl.LimitsInForce(ctx, r.entityID, r.resource, r.opts...)
 	if err != nil {
 		return nil
 	}
 	var out []headerLimit
-	available := map[string]map[string]int64{}
+	available := map[bucketOf]map[string]int64{}
 	for _, l := range inForce {
-		if checked[l.EntityID] {
+		b := bucketOf{l.EntityID, l.Resource == limiter.AllResources}
+		if checked[b] {
 			continue
 		}
-		avail, ok := available[l.EntityID]
+		avail, ok := available[b]
 		if !ok {
-			if avail, err = r.rl.Available(ctx, l.EntityID, r.resource, r.opts...); err != nil {
+			if avail, err = r.rl.Available(ctx, l.EntityID, l.Resource, r.opts...); err != nil {
 				return nil
 			}
-			available[l.EntityID] = avail
+			available[b] = avail
 		}
 		rem, ok := avail[l.Limit.Name]
 		if !ok {
 			rem = l.Limit.Capacity
 		}
-		out = append(out, headerLimit{entity: l.EntityID, limit: l.Limit, remaining: rem,
+		out = append(out, headerLimit{entity: l.EntityID, wide: b.wide, limit: l.Limit, remaining: rem,
 			reset: secondsToCover(l.Limit, r.consume[l.Limit.Name]-rem, r.rl.Now())})
 	}
 	return out

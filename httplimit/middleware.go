@@ -59,7 +59,10 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // the acquire is checked against ([limiter.RateLimiter.LimitsInForce]), the
 // entity's own and, when it cascades, its parent's. The IETF fields list
 // them all, each named "ENTITY:LIMIT" (e.g. "key-1:rpm", "proj-1:rpm"),
-// the entity's before its parent's, each entity's by limit name:
+// or "ENTITY:*:LIMIT" for an entity-wide limit ([limiter.AllResources],
+// e.g. "proj-1:*:usd", on the responses of every resource), the entity's
+// before its parent's, each entity's resource limits before its
+// entity-wide ones, each by limit name:
 // RateLimit-Policy gives each limit's quota q (its capacity) and window w
 // (the seconds it takes to fill from empty; for a calendar limit, the
 // length of its period at the limiter's clock, [limiter.RateLimiter.Now]),

@@ -365,3 +365,38 @@ func TestHTTPMiddlewareCalendarHeaders(t *testing.T) {
 		require.Equal(t, int64(2678400), windowSeconds(limiter.PerCalendarMonth("usd", 1), rl.Now()), "January")
 	})
 }
+
+// TestHTTPMiddlewareEntityWideHeaders: an entity-wide budget (the
+// parent's tpm on AllResources) appears in the IETF fields of every
+// resource, as "ENTITY:*:LIMIT" after the entity's resource limits, on a
+// served response and on a refusal.
+func TestHTTPMiddlewareEntityWideHeaders(t *testing.T) {
+	forEachPath(t, func(t *testing.T, env *testEnv) {
+		rl := env.limiter()
+		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
+			_, err := rl.CreateEntity(env.ctx, e)
+			require.NoError(t, err)
+		}
+		err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
+		require.NoError(t, err)
+		err = rl.SetLimits(env.ctx, "org", limiter.AllResources, []limiter.Limit{limiter.PerMinute("tpm", 1500)})
+		require.NoError(t, err)
+		calls := 0
+		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
+		w := serve(h, "key-1", 400)
+		require.Equal(t, http.StatusOK, w.Code, "served")
+		assert.Equal(t, `"key-1:rpm";q=100;w=60, "key-1:tpm";q=1000;w=60, "org:rpm";q=100;w=60, "org:tpm";q=1000;w=60, "org:*:tpm";q=1500;w=60`,
+			w.Header().Get("RateLimit-Policy"))
+		// 400 of 1500 back at 25 a second: 16 s.
+		assert.Equal(t, `"key-1:rpm";r=99;t=1, "key-1:tpm";r=600;t=24, "org:rpm";r=99;t=1, "org:tpm";r=600;t=24, "org:*:tpm";r=1100;t=16`,
+			w.Header().Get("RateLimit"))
+
+		w = serve(h, "key-1", 1200)
+		require.Equal(t, http.StatusTooManyRequests, w.Code, "over key-1's tpm")
+		// Every bucket short: t until each covers 1200 (the budget's 100
+		// at 25 a second: 4.001 s).
+		assert.Equal(t, `"key-1:rpm";r=99;t=0, "key-1:tpm";r=600;t=37, "org:rpm";r=99;t=0, "org:tpm";r=600;t=37, "org:*:tpm";r=1100;t=5`,
+			w.Header().Get("RateLimit"))
+		assert.Equal(t, 1, calls, "handler calls")
+	})
+}
