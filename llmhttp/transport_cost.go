@@ -40,7 +40,9 @@ import (
 // Stats.UnknownModels, before anything is acquired or sent. The limit must
 // be one the entity has (stored, or per call with limiter.WithLimits
 // through [WithAcquireOptions]), with a capacity in micro-dollars: the
-// limiter refuses to acquire an amount no limit applies to.
+// limiter refuses to acquire an amount no limit applies to. A limit of an
+// entity's entity-wide bucket ([limiter.AllResources]), or an ancestor's,
+// counts: a call on any model then draws on that one budget.
 func WithCostLimit(name string) Option { return func(c *config) { c.costName = name } }
 
 // WithPrices sets the prices [WithCostLimit] charges at: [DefaultPrices]
