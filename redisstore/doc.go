@@ -92,6 +92,21 @@
 // refused that would have fit; nothing is ever admitted twice. On a
 // standalone server (or behind Sentinel) every batch is one script.
 //
+// Entity-wide limits (limiter.AllResources) make every acquire of an
+// entity such a batch: its resource's buckets and the entity's
+// entity-wide bucket, resource "*" (and a calendar or prepaid limit's
+// own bucket, "{resource}/{limit}.{tag}", is a resource of its own too).
+// With the tags above these span slots: the batch is given back as
+// described, never over-admitting but refusing, under contention, calls
+// that would have fit. [Options.SingleSlot] makes them meet: every bucket
+// item of the namespace (with its write identifiers and top-up ids) takes
+// the hash tag {namespace}, so that every batch, whatever it spans, is
+// one atomic script on one master. The price is that one master serves
+// the namespace's buckets: spread a large service over namespaces (one
+// per tenant group, say). SingleSlot changes the keys of the bucket
+// items, so set it before the first write and on every store of the
+// namespace.
+//
 // # Expiry
 //
 // The limiter gives buckets of default (resource or system) limits a TTL,
