@@ -70,3 +70,17 @@ func TestIsOwnBucketResource(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateAllResources: "*" is a resource wherever one is taken,
+// except as the resource an acquire charges; no other name with "*" is.
+func TestValidateAllResources(t *testing.T) {
+	require.NoError(t, ValidateResource(AllResources))
+	require.NoError(t, ValidateChargedResource(AllResources))
+	require.ErrorIs(t, ValidateAcquiredResource(AllResources), ErrInvalidName)
+	require.NoError(t, ValidateAcquiredResource("gpt-4o"))
+	for _, bad := range []string{"**", "*a", "a*", "gpt-*", " *"} {
+		require.ErrorIs(t, ValidateResource(bad), ErrInvalidName, bad)
+	}
+	require.True(t, IsOwnBucketResource(AllResources+"/usd.balance"))
+	require.True(t, IsOwnBucketResource(AllResources+"/usd.m2026-11"))
+}
