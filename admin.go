@@ -31,9 +31,15 @@ const maxParentDepth = 64
 // *[ValidationError] on parent_id, which also matches [ErrEntityNotFound]
 // when the parent does not exist. With Cascade set, the acquires on the
 // entity must charge at most [MaxCascadeLevels] entities (the entity, its
-// parent, and each further ancestor while the one below it cascades):
-// a deeper chain is a *[ValidationError] on parent_id that matches
-// [ErrCascadeTooDeep]. An existing ID fails with *[EntityExistsError]. It records an entity_created audit event.
+// parent, and each further ancestor while the one below it cascades),
+// and so must the acquires on each descendant that cascades into it: the
+// children an earlier entity of the same ID left behind (DeleteEntity
+// keeps them) join the new entity's chain. A deeper chain is a
+// *[ValidationError] on parent_id (on entity_id when there is no parent)
+// that matches [ErrCascadeTooDeep]; the
+// descendants cost one Children query per cascading descendant within
+// the depth that could exceed the bound. An existing ID fails with
+// *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
 	if err := rl.enter(); err != nil {
 		return Entity{}, err
@@ -46,13 +52,17 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 	if err := store.ValidateIdentifier(e.ID, "entity_id"); err != nil {
 		return Entity{}, err
 	}
+	levels := 1 // the entities an acquire on e charges
 	if e.ParentID != "" {
 		if err := store.ValidateIdentifier(e.ParentID, "parent_id"); err != nil {
 			return Entity{}, err
 		}
-		if err := rl.checkParent(ctx, e.ID, e.ParentID, e.Cascade); err != nil {
+		if levels, err = rl.checkParent(ctx, e.ID, e.ParentID, e.Cascade); err != nil {
 			return Entity{}, err
 		}
+	}
+	if err := rl.checkDescendants(ctx, e.ID, e.ParentID, levels); err != nil {
+		return Entity{}, err
 	}
 	if e.Name == "" {
 		e.Name = e.ID
@@ -83,10 +93,11 @@ func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, erro
 
 // checkParent refuses a parent that is id itself, that does not exist, or
 // whose ancestors lead back to id; and, when id cascades, a chain of
-// cascades that would charge more than MaxCascadeLevels entities.
-func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string, cascade bool) error {
+// cascades that would charge more than MaxCascadeLevels entities. It
+// returns the number of entities an acquire on id charges.
+func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string, cascade bool) (int, error) {
 	if parentID == id {
-		return store.NewValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
+		return 0, store.NewValidationError(ErrValidation, "parent_id", parentID, "an entity cannot be its own parent")
 	}
 	seen := map[string]bool{id: true}
 	// levels counts the entities an acquire on id charges, while charging
@@ -96,30 +107,69 @@ func (rl *RateLimiter) checkParent(ctx context.Context, id, parentID string, cas
 		p, err := rl.repo.GetEntity(ctx, next)
 		if errors.Is(err, ErrEntityNotFound) {
 			if next == parentID {
-				return store.NewValidationError(ErrEntityNotFound, "parent_id", parentID,
+				return 0, store.NewValidationError(ErrEntityNotFound, "parent_id", parentID,
 					fmt.Sprintf("parent entity '%s' not found; create it first", parentID))
 			}
-			return nil // an ancestor is gone: the chain ends there
+			return levels, nil // an ancestor is gone: the chain ends there
 		}
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if next == parentID {
 			rl.ents.setEntity(p.ID, true, p.Cascade, p.ParentID)
 		}
 		seen[next] = true
 		if seen[p.ParentID] {
-			return store.NewValidationError(ErrValidation, "parent_id", parentID,
+			return 0, store.NewValidationError(ErrValidation, "parent_id", parentID,
 				fmt.Sprintf("parent chain of '%s' leads back to '%s' (a cycle)", parentID, p.ParentID))
 		}
 		if charging {
 			if levels++; levels > MaxCascadeLevels {
-				return store.NewValidationError(ErrCascadeTooDeep, "parent_id", parentID,
+				return 0, store.NewValidationError(ErrCascadeTooDeep, "parent_id", parentID,
 					fmt.Sprintf("the cascade would charge more than %d entities (ends at '%s')", MaxCascadeLevels, next))
 			}
 			charging = p.Cascade && p.ParentID != ""
 		}
 		next = p.ParentID
+	}
+	return levels, nil
+}
+
+// checkDescendants refuses id when an acquire on a descendant that
+// cascades into it would charge more than MaxCascadeLevels entities, given
+// that an acquire on id charges levels. It walks the cascading descendants
+// breadth first, one Children query per entity, down to the depth that
+// would exceed; a new ID has no children, and costs one query. Kept
+// children can form a chain of MaxCascadeLevels below a deleted entity
+// (each was checked while an ancestor was missing, and a missing ancestor
+// ends a chain), so the walk is needed even when id has no parent.
+func (rl *RateLimiter) checkDescendants(ctx context.Context, id, parentID string, levels int) error {
+	field, value := "parent_id", parentID
+	if parentID == "" {
+		field, value = "entity_id", id
+	}
+	seen := map[string]bool{id: true}
+	frontier := []string{id}
+	for below := 1; len(frontier) > 0; below++ {
+		var next []string
+		for _, pid := range frontier {
+			kids, err := rl.repo.Children(ctx, pid)
+			if err != nil {
+				return err
+			}
+			for _, k := range kids {
+				if !k.Cascade || k.ParentID != pid || seen[k.ID] {
+					continue
+				}
+				if below+levels > MaxCascadeLevels {
+					return store.NewValidationError(ErrCascadeTooDeep, field, value,
+						fmt.Sprintf("the cascade of descendant '%s' would charge more than %d entities", k.ID, MaxCascadeLevels))
+				}
+				seen[k.ID] = true
+				next = append(next, k.ID)
+			}
+		}
+		frontier = next
 	}
 	return nil
 }

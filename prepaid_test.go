@@ -72,5 +72,5 @@ func TestPrepaidLimitValidateAndCodec(t *testing.T) {
 
 	s := bucketStateFromLimit("e", "api/usd.balance", l.PrepaidBucketLimit(), 1000)
 	require.Equal(t, int64(0), s.TokensMilli)
-	require.Equal(t, l.Capacity*1000, s.CapacityMilli)
+	require.Equal(t, store.PrepaidBucketCapacity*1000, s.CapacityMilli, "the bucket caps no refund")
 }

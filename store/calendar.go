@@ -151,30 +151,66 @@ func (l Limit) location() *time.Location {
 // CalendarPeriodAt returns the period of calendar limit l that contains t:
 // its start and the start of the next period, and its tag ("d2026-11-28"
 // for a day, "w2026-11-23" for the week starting on Monday 2026-11-23,
-// "m2026-11" for a month), computed in l's location. For a rolling limit it
-// returns zero times and "".
+// "m2026-11" for a month), computed in l's location. A period starts at
+// the first instant whose local date is its first day: 00:00, or, where
+// daylight saving time skips midnight (America/Santiago on 2026-09-06),
+// the end of the skipped hour (01:00). For a rolling limit it returns zero
+// times and "".
 func (l Limit) CalendarPeriodAt(t time.Time) (start, next time.Time, tag string) {
 	loc := l.location()
 	lt := t.In(loc)
 	y, m, d := lt.Date()
 	switch l.Calendar {
 	case CalendarDay:
-		start = time.Date(y, m, d, 0, 0, 0, 0, loc)
-		next = time.Date(y, m, d+1, 0, 0, 0, 0, loc)
-		tag = "d" + start.Format("2006-01-02")
+		start = localDayStart(y, m, d, loc)
+		next = localDayStart(y, m, d+1, loc)
+		tag = "d" + start.In(loc).Format("2006-01-02")
 	case CalendarWeek:
 		back := (int(lt.Weekday()) + 6) % 7 // days since Monday
-		start = time.Date(y, m, d-back, 0, 0, 0, 0, loc)
-		next = time.Date(y, m, d-back+7, 0, 0, 0, 0, loc)
-		tag = "w" + start.Format("2006-01-02")
+		start = localDayStart(y, m, d-back, loc)
+		next = localDayStart(y, m, d-back+7, loc)
+		tag = "w" + start.In(loc).Format("2006-01-02")
 	case CalendarMonth:
-		start = time.Date(y, m, 1, 0, 0, 0, 0, loc)
-		next = time.Date(y, m+1, 1, 0, 0, 0, 0, loc)
-		tag = "m" + start.Format("2006-01")
+		start = localDayStart(y, m, 1, loc)
+		next = localDayStart(y, m+1, 1, loc)
+		tag = "m" + start.In(loc).Format("2006-01")
 	default:
 		return time.Time{}, time.Time{}, ""
 	}
 	return start, next, tag
+}
+
+// localDayStart returns the first instant whose date in loc is the day
+// y-m-d (normalised as time.Date does: day 32 of a month is the 1st of
+// the next). That is local midnight on every day whose midnight exists,
+// the earlier of two midnights when a clock set back repeats it, and the
+// end of the gap when daylight saving time skips midnight, where
+// time.Date(y, m, d, 0, 0, 0, 0, loc) answers an instant of the day
+// before (23:00).
+func localDayStart(y int, m time.Month, d int, loc *time.Location) time.Time {
+	y, m, d = time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date()
+	want := y*10000 + int(m)*100 + d
+	dateOf := func(t time.Time) int {
+		ty, tm, td := t.In(loc).Date()
+		return ty*10000 + int(tm)*100 + td
+	}
+	c := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if dateOf(c) == want && dateOf(c.Add(-time.Second)) < want {
+		return c // the common case: midnight exists once
+	}
+	// Search the first second whose local date is the day: offsets change
+	// by less than a day, so it lies within a day of c; zone transitions
+	// fall on whole seconds.
+	lo, hi := c.Add(-36*time.Hour).Unix(), c.Add(36*time.Hour).Unix() // dateOf(lo) < want ≤ dateOf(hi)
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if dateOf(time.Unix(mid, 0)) < want {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return time.Unix(hi, 0).In(c.Location())
 }
 
 // CalendarBucket returns the bucket resource that holds the period of

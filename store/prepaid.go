@@ -68,22 +68,29 @@ func (l Limit) PrepaidBucket(resource string) (string, error) {
 	return bucketResource, nil
 }
 
+// PrepaidBucketCapacity is the capacity of every prepaid balance's bucket
+// ([Limit.PrepaidBucketLimit]), in tokens: the largest a limit may have
+// (math.MaxInt64 millitokens, rounded down to whole tokens).
+const PrepaidBucketCapacity int64 = math.MaxInt64 / 1000
+
 // PrepaidBucketLimit returns the limit of the bucket that holds the
-// balance of prepaid limit l: l's name, a capacity of at least
-// [DefaultPrepaidCapacity] (l's when larger), one token refilled every
+// balance of prepaid limit l: l's name, a capacity of
+// [PrepaidBucketCapacity], one token refilled every
 // [CalendarBucketRefillPeriod] (a negligible refill, so that the bucket is
 // a valid token bucket to every reader of the table), and Prepaid set, so
 // that the limiter creates the bucket empty rather than full. It is not a
 // valid Limit to store or acquire with.
 //
 // The bucket's capacity is not l's: l's capacity is the ceiling of
-// top-ups ([TopUpRequest.CeilingMilli]), checked by the top-up alone. A
-// bucket capped at it would cut money already paid in: a refund (a
-// rollback) to a balance topped up to the ceiling in the meantime, or the
-// bucket's refill once it amounts to a millitoken (after about 36 days),
-// caps the balance at the capacity.
+// top-ups ([TopUpRequest.CeilingMilli]), checked by the top-up alone. It
+// caps what is paid in, never what leases give back: a bucket capped at
+// it would cut money already paid in (a refund, a rollback, to a balance
+// topped up to the ceiling in the meantime; the bucket's refill once it
+// amounts to a millitoken, after about 36 days). So the bucket's capacity
+// is the largest representable, whatever l's: a balance may exceed its
+// ceiling by what leases held while it was topped up to it.
 func (l Limit) PrepaidBucketLimit() Limit {
-	return Limit{Name: l.Name, Capacity: max(l.Capacity, DefaultPrepaidCapacity), RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod, Prepaid: true}
+	return Limit{Name: l.Name, Capacity: PrepaidBucketCapacity, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod, Prepaid: true}
 }
 
 // TopUpRequest is one top-up of a prepaid balance ([TopUpStore]).

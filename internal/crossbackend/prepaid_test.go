@@ -316,7 +316,7 @@ func TestPrepaidStoredConfig(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, out.Items, 1)
 		b := out.Items[0]
-		require.Equal(t, &types.AttributeValueMemberN{Value: "1000000000000000000"}, b["b_usd_cp"])
+		require.Equal(t, &types.AttributeValueMemberN{Value: "9223372036854775000"}, b["b_usd_cp"], "the largest capacity")
 		require.Equal(t, &types.AttributeValueMemberN{Value: "1000"}, b["b_usd_ra"])
 		require.Equal(t, &types.AttributeValueMemberN{Value: "3155760000000"}, b["b_usd_rp"])
 		require.Equal(t, &types.AttributeValueMemberN{Value: "600000"}, b["b_usd_tk"])
