@@ -216,9 +216,9 @@ func usageFixture(env *testEnv) {
 		snap("e2", "gpt", store.WindowHourly, "2026-01-02T05:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
 		// Malformed: no window_start. It sorts first on both the table and GSI2.
 		map[string]types.AttributeValue{
-			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz")),
+			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz", store.WindowHourly)),
 			attrEntityID: schemaS("e1"), attrResource: schemaS("gpt"), "rpm": schemaN(1000),
-			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1")),
+			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1", store.WindowHourly)),
 		},
 		// Another namespace's snapshot of the same entity and resource.
 		usageSnapshotItem("othernamesp", UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: store.WindowHourly,
