@@ -90,7 +90,7 @@ func invokeLambda(t *testing.T, proc *Processor, recs []events.DynamoDBEventReco
 
 // windowModel is the exact usage of an entity per window: window type and
 // start → counters and total_events.
-type windowModel map[string]map[time.Time]*windowUsage
+type windowModel map[string]map[time.Time]windowUsage
 
 type windowUsage struct {
 	Counters map[string]int64
@@ -118,18 +118,18 @@ func modelStart(w string, t time.Time) time.Time {
 func (m windowModel) add(windows []string, t time.Time, c limiter.Consume) {
 	for _, w := range windows {
 		if m[w] == nil {
-			m[w] = map[time.Time]*windowUsage{}
+			m[w] = map[time.Time]windowUsage{}
 		}
 		start := modelStart(w, t)
-		u := m[w][start]
-		if u == nil {
-			u = &windowUsage{Counters: map[string]int64{}}
-			m[w][start] = u
+		u, ok := m[w][start]
+		if !ok {
+			u.Counters = map[string]int64{}
 		}
 		for name, n := range c {
 			u.Counters[name] += n
 			u.Events++
 		}
+		m[w][start] = u
 	}
 }
 
@@ -146,10 +146,10 @@ func snapshotModel(t *testing.T, rl *limiter.RateLimiter, entity string) windowM
 		require.NoError(t, err)
 		for _, s := range page {
 			if got[s.WindowType] == nil {
-				got[s.WindowType] = map[time.Time]*windowUsage{}
+				got[s.WindowType] = map[time.Time]windowUsage{}
 			}
 			require.NotContains(t, got[s.WindowType], s.WindowStart, "two %s snapshots starting %v", s.WindowType, s.WindowStart)
-			got[s.WindowType][s.WindowStart.UTC()] = &windowUsage{Counters: s.Counters, Events: s.TotalEvents}
+			got[s.WindowType][s.WindowStart.UTC()] = windowUsage{Counters: s.Counters, Events: s.TotalEvents}
 		}
 		if next == "" {
 			return got
@@ -201,8 +201,8 @@ func TestLambdaMidnightWindowsApart(t *testing.T) {
 	require.Equal(t, model, got, "snapshots by window type and start")
 	midnight := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	for _, w := range allWindows {
-		u := got[w][midnight]
-		require.NotNil(t, u, "no %s snapshot at %v: %v", w, midnight, got)
+		u, ok := got[w][midnight]
+		require.True(t, ok, "no %s snapshot at %v: %v", w, midnight, got)
 		require.Equal(t, map[string]int64{"rpm": 4, "tpm": 400}, u.Counters, "%s window", w)
 		require.EqualValues(t, 8, u.Events, "%s window total_events", w)
 		key := ddbschema.FormatISOSeconds(midnight)
@@ -252,4 +252,21 @@ func TestLambdaWindowBoundaries(t *testing.T) {
 			require.Equal(t, model, snapshotModel(t, e.limiter(false), "k"), "snapshots by window type and start")
 		})
 	}
+}
+
+// TestProcessorWindowNamedTwice: a window type configured twice
+// (SNAPSHOT_WINDOWS=hourly,daily,hourly) is one snapshot item, counted
+// once.
+func TestProcessorWindowNamedTwice(t *testing.T) {
+	f := newFixture(t, fixtureNow)
+	proc, err := NewProcessor(ddblocal.Client(t), f.table, func(o *Options) {
+		o.Now = func() time.Time { return fixtureNow }
+		o.Windows = []string{store.WindowHourly, store.WindowDaily, store.WindowHourly}
+	})
+	require.NoError(t, err)
+	resp, err := proc.Handle(f.ctx, loadEvent(t, "insert_bucket.json"))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+	f.checkSnapshot("C", "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
 }
