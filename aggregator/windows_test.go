@@ -161,9 +161,10 @@ func snapshotModel(t *testing.T, rl *limiter.RateLimiter, entity string) windowM
 // runWindowed runs one acquire and commit of c on entity/gpt at each
 // instant (ascending) on the fake clock, alternating the read-then-write
 // and the speculative path, stamps each write's stream records with its
-// instant, hands them to the Lambda handler as one event, and returns the
-// exact model of the usage.
-func runWindowed(t *testing.T, e *env, windows []string, entity string, instants []time.Time, c limiter.Consume) windowModel {
+// instant, hands them to invoke as one batch (nil: to the Lambda handler
+// through invokeLambda), and returns the exact model of the usage.
+func runWindowed(t *testing.T, e *env, windows []string, entity string, instants []time.Time, c limiter.Consume,
+	invoke func(*testing.T, []events.DynamoDBEventRecord)) windowModel {
 	t.Helper()
 	tap := newStreamTap(t, e.proc.Table())
 	tap.read(time.Time{}) // nothing of the test written yet but the table's own items
@@ -179,7 +180,10 @@ func runWindowed(t *testing.T, e *env, windows []string, entity string, instants
 		batch = append(batch, recs...)
 		model.add(windows, at, c)
 	}
-	invokeLambda(t, e.proc, batch)
+	if invoke == nil {
+		invoke = func(t *testing.T, recs []events.DynamoDBEventRecord) { invokeLambda(t, e.proc, recs) }
+	}
+	invoke(t, batch)
 	return model
 }
 
@@ -195,7 +199,7 @@ func TestLambdaMidnightWindowsApart(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Windows = allWindows })
 	at := time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC)
 	instants := []time.Time{at, at.Add(time.Second), at.Add(2 * time.Second), at.Add(3 * time.Second)}
-	model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 100})
+	model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 100}, nil)
 
 	got := snapshotModel(t, e.limiter(false), "k")
 	require.Equal(t, model, got, "snapshots by window type and start")
@@ -248,7 +252,7 @@ func TestLambdaWindowBoundaries(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, func(o *Options) { o.Windows = allWindows })
-			model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 7})
+			model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 7}, nil)
 			require.Equal(t, model, snapshotModel(t, e.limiter(false), "k"), "snapshots by window type and start")
 		})
 	}
