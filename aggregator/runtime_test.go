@@ -3,6 +3,7 @@ package aggregator
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/skiplog"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -29,14 +31,14 @@ const (
 	riePackage = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
 )
 
-// unavailableTool skips the test, or fails it under CI, where every tool
-// must be there.
+// unavailableTool skips the test, recorded as skipped for want of the
+// emulator, or fails it under CI, where every tool must be there.
 func unavailableTool(t *testing.T, format string, args ...any) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
 		t.Fatalf(format, args...)
 	}
-	t.Skipf(format, args...)
+	skiplog.Skip(t, "aws-lambda-rie", fmt.Sprintf(format, args...))
 }
 
 // rieBinary returns the emulator: $ZAEL_LAMBDA_RIE, aws-lambda-rie on the
