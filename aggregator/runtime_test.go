@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -143,29 +144,73 @@ func invokeRuntime(t *testing.T, url string, recs []events.DynamoDBEventRecord) 
 	require.Empty(t, out.BatchItemFailures, "BatchItemFailures in %s", body)
 }
 
+// pythonRecords returns the stream records of one request of 1 rpm and
+// 100 tpm at each instant of at on bucket C/gpt of namespace ns, written by
+// the Python library: MODIFY records of its item layout
+// (testdata/modify_bucket.json, which has none of the attributes this
+// library adds), each raising the net counters b_rpm_tc and b_tpm_tc by
+// one request.
+func pythonRecords(t *testing.T, ns string, at []time.Time) []events.DynamoDBEventRecord {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "modify_bucket.json"))
+	require.NoError(t, err)
+	raw = bytes.ReplaceAll(raw, []byte(fixtureNS), []byte(ns))
+	recs := make([]events.DynamoDBEventRecord, 0, len(at))
+	for i, when := range at {
+		var ev events.DynamoDBEvent
+		require.NoError(t, json.Unmarshal(raw, &ev))
+		require.Len(t, ev.Records, 1)
+		r := ev.Records[0]
+		for name, per := range map[string]int64{"b_rpm_tc": 1000, "b_tpm_tc": 100_000} {
+			const base = 1_000_000
+			r.Change.OldImage[name] = events.NewNumberAttribute(strconv.FormatInt(base+int64(i)*per, 10))
+			r.Change.NewImage[name] = events.NewNumberAttribute(strconv.FormatInt(base+int64(i+1)*per, 10))
+		}
+		r.EventID = fmt.Sprintf("py-%d", i)
+		r.Change.SequenceNumber = fmt.Sprintf("%021d", 1000+i)
+		r.Change.ApproximateCreationDateTime = events.SecondsEpochTime{Time: when}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
 // TestLambdaRuntimeMidnightWindows: the aggregator's Lambda binary, run by
-// the Lambda Runtime Interface Emulator, given the stream records of four
-// requests the limiter wrote at 00:30 UTC on the 1st (and one a
-// millisecond before midnight), reports the hourly, daily and monthly
-// windows apart, each equal to the committed consumption.
+// the Lambda Runtime Interface Emulator, reports the hourly, daily and
+// monthly windows apart, each equal to the committed consumption, given
+// the stream records of four requests at 00:30 UTC on the 1st (and one a
+// millisecond before midnight) written by the limiter, and written by the
+// Python library (its item layout).
 func TestLambdaRuntimeMidnightWindows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds the Lambda and runs it under the emulator")
 	}
 	e := newEnv(t, func(o *Options) { o.Windows = allWindows })
 	url := startLambdaRuntime(t, e.proc.Table(), strings.Join(allWindows, ","))
+	invoke := func(t *testing.T, recs []events.DynamoDBEventRecord) { invokeRuntime(t, url, recs) }
 	at := time.Date(2026, 12, 1, 0, 30, 0, 0, time.UTC)
 	instants := []time.Time{time.Date(2026, 11, 30, 23, 59, 59, 999_000_000, time.UTC),
 		at, at.Add(time.Second), at.Add(2 * time.Second), at.Add(3 * time.Second)}
-	model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 100},
-		func(t *testing.T, recs []events.DynamoDBEventRecord) { invokeRuntime(t, url, recs) })
-	got := snapshotModel(t, e.limiter(false), "k")
-	require.Equal(t, model, got, "snapshots by window type and start")
 	midnight := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	for _, w := range allWindows {
-		require.Equal(t, windowUsage{Counters: map[string]int64{"rpm": 4, "tpm": 400}, Events: 8}, got[w][midnight],
-			"%s window at %v", w, midnight)
+	check := func(t *testing.T, model, got windowModel) {
+		t.Helper()
+		require.Equal(t, model, got, "snapshots by window type and start")
+		for _, w := range allWindows {
+			require.Equal(t, windowUsage{Counters: map[string]int64{"rpm": 4, "tpm": 400}, Events: 8}, got[w][midnight],
+				"%s window at %v", w, midnight)
+		}
+		require.Equal(t, windowUsage{Counters: map[string]int64{"rpm": 1, "tpm": 100}, Events: 2},
+			got[store.WindowHourly][time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)], "the hour before midnight")
 	}
-	require.Equal(t, windowUsage{Counters: map[string]int64{"rpm": 1, "tpm": 100}, Events: 2},
-		got[store.WindowHourly][time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC)], "the hour before midnight")
+	t.Run("limiter", func(t *testing.T) {
+		model := runWindowed(t, e, allWindows, "k", instants, limiter.Consume{"rpm": 1, "tpm": 100}, invoke)
+		check(t, model, snapshotModel(t, e.limiter(false), "k"))
+	})
+	t.Run("Python library", func(t *testing.T) {
+		model := windowModel{}
+		for _, when := range instants {
+			model.add(allWindows, when, limiter.Consume{"rpm": 1, "tpm": 100})
+		}
+		invoke(t, pythonRecords(t, e.repo.NamespaceID(), instants))
+		check(t, model, snapshotModel(t, e.limiter(false), "C"))
+	})
 }
