@@ -51,7 +51,9 @@ const (
 //     amount), _rp (refill period) and _tc (total consumed) in millitokens
 //     and milliseconds, with one shared refill timestamp "rf";
 //   - usage snapshots: PK "{ns}/ENTITY#{entity}", SK
-//     "#USAGE#{resource}#{window start}";
+//     "#USAGE#{resource}#{window start}#{window type}" (the Python
+//     library's aggregator writes "#USAGE#{resource}#{window start}", one
+//     item for every window type starting then; both are read);
 //   - audit events: PK "{ns}/AUDIT#{entity}", SK "#AUDIT#{event id}".
 //
 // The namespace registry and the version record live under PK "_/SYSTEM#"
