@@ -3,12 +3,15 @@ package aggregator
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	streamtypes "github.com/aws/aws-sdk-go-v2/service/dynamodbstreams/types"
 	"github.com/stretchr/testify/require"
@@ -273,4 +276,57 @@ func TestProcessorWindowNamedTwice(t *testing.T) {
 	require.Empty(t, resp.BatchItemFailures)
 	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 3, "tpm": 500}, 2)
 	f.checkSnapshot("C", "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 3, "tpm": 500}, 2)
+}
+
+// pythonSnapshotUpdate is the UpdateItem the Python library's aggregator
+// sends for one limit delta and window: the item keyed by the window start
+// only, the window type set by the first writer.
+func pythonSnapshotUpdate(table, ns, entity, resource, window, start, limit string, delta int64, ttl int64) *dynamodb.UpdateItemInput {
+	s := func(v string) types.AttributeValue { return &types.AttributeValueMemberS{Value: v} }
+	n := func(v int64) types.AttributeValue {
+		return &types.AttributeValueMemberN{Value: strconv.FormatInt(v, 10)}
+	}
+	return &dynamodb.UpdateItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{"PK": s(ns + "/ENTITY#" + entity), "SK": s("#USAGE#" + resource + "#" + start)},
+		UpdateExpression: aws.String("SET entity_id = :entity_id, #resource = if_not_exists(#resource, :resource), " +
+			"#window = if_not_exists(#window, :window), #window_start = if_not_exists(#window_start, :window_start), " +
+			"GSI2PK = :gsi2pk, GSI2SK = :gsi2sk, GSI4PK = if_not_exists(GSI4PK, :gsi4pk), GSI4SK = if_not_exists(GSI4SK, :gsi4sk), " +
+			"#ttl = if_not_exists(#ttl, :ttl) ADD #limit_name :delta, #total_events :one"),
+		ExpressionAttributeNames: map[string]string{"#resource": "resource", "#window": "window", "#window_start": "window_start",
+			"#limit_name": limit, "#total_events": "total_events", "#ttl": "ttl"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":entity_id": s(entity), ":resource": s(resource), ":window": s(window), ":window_start": s(start),
+			":gsi2pk": s(ns + "/RESOURCE#" + resource), ":gsi2sk": s("USAGE#" + start + "#" + entity),
+			":gsi4pk": s(ns), ":gsi4sk": s(ns + "/ENTITY#" + entity), ":ttl": n(ttl), ":delta": n(delta), ":one": n(1),
+		},
+	}
+}
+
+// TestProcessorLeavesSharedItems: in the hour an aggregator of the shared
+// layout (the Python library's) handed over, its item keeps what it
+// counted and the processor counts into the window types' own items; the
+// repository reads both.
+func TestProcessorLeavesSharedItems(t *testing.T) {
+	f := newFixture(t, fixtureNow)
+	const hour = "2026-03-04T05:00:00Z"
+	ttl := fixtureNow.Add(90 * 24 * time.Hour).Unix()
+	for _, w := range []string{store.WindowHourly, store.WindowDaily} {
+		_, err := f.client.UpdateItem(f.ctx, pythonSnapshotUpdate(f.table, fixtureNS, "C", "gpt", w, hour, "rpm", 10, ttl))
+		require.NoError(t, err)
+	}
+	shared := f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#"+hour)
+	require.NotNil(t, shared)
+	resp, err := f.proc.Handle(f.ctx, loadEvent(t, "modify_bucket.json"))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.Equal(t, shared, f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#"+hour), "the shared item changed")
+	f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+	f.checkSnapshot("C", "gpt", "2026-03-04T00:00:00Z", store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+
+	got, ok, err := ddbschema.UsageSnapshotFromItem(shared)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, store.WindowHourly, got.WindowType, "the shared item reads as its first writer's window")
+	require.Equal(t, map[string]int64{"rpm": 20}, got.Counters, "the shared item's counters as stored")
 }
