@@ -205,10 +205,10 @@ func SKUsage(resource, windowKey, window string) string {
 }
 
 // SKUsageShared returns `#USAGE#{res}#{windowKey}`, the sort key of the
-// usage snapshots written by the original's aggregator and by this
-// library's before the window type was part of the key: every window type
-// starting at windowKey shares that item. Nothing writes it any more; it
-// is read like the others.
+// usage snapshots of the shared layout, which the Python library's
+// aggregator writes: every window type starting at windowKey adds to that
+// one item. This library reads such items like the others and never
+// writes them.
 func SKUsageShared(resource, windowKey string) string {
 	return SKUsagePrefix + resource + "#" + windowKey
 }
