@@ -132,7 +132,10 @@ func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
 	if windowKeyed && (p.startKey != "" || p.endKey != "") {
 		// Window keys are made of ASCII digits, '-', ':', 'T' and 'Z', all
 		// below '~'; '$' sorts just above the '#' that follows the window
-		// key in GSI2 sort keys.
+		// key in the sort keys (#USAGE#{res}#{start}#{type},
+		// USAGE#{start}#{id}#{type}), so a range ending at a window start
+		// takes every window type starting then, and the items of the
+		// shared layout (no type) too.
 		p.lo, p.hi = prefix, prefix+"~"
 		if p.startKey != "" {
 			p.lo = prefix + p.startKey
@@ -203,10 +206,14 @@ func (p *usageQueryPlan) keep(s UsageSnapshot) bool {
 //
 // It reads pages until it has q.Limit matching snapshots or there are no
 // more, so a page falls short of q.Limit only at the end. Snapshots are
-// written by the aggregator; items lacking entity_id, resource or a
-// parsable window_start are skipped, and the hidden wcu limit never appears
-// in Counters. Invalid queries are *[ValidationError]s; nothing is read
-// then.
+// written by the aggregator, one item per window type and start. An item
+// of the shared layout, keyed by the start only (the Python library's
+// aggregator writes them), is returned as the window type its window
+// attribute names; at 00:00 UTC its counters may hold the sum of the
+// window types that start then. Items lacking entity_id, resource or a
+// parsable window_start are skipped, and the hidden wcu limit never
+// appears in Counters. Invalid queries are *[ValidationError]s; nothing is
+// read then.
 func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
 	p, err := r.usagePlan(q)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/oklog/ulid/v2"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -186,9 +187,7 @@ func TestAuditEventsQuery(t *testing.T) {
 	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)
 }
 
-// usageFixture writes usage snapshots (as the aggregator would) and returns
-// them by a short name. Windows never share a key (an hourly window at
-// midnight would share its item with the daily window of that day).
+// usageFixture writes usage snapshots (as the aggregator would).
 func usageFixture(env *testEnv) {
 	env.t.Helper()
 	ns := env.repo.NamespaceID()
@@ -216,9 +215,9 @@ func usageFixture(env *testEnv) {
 		snap("e2", "gpt", store.WindowHourly, "2026-01-02T05:00:00Z", map[string]int64{"rpm": 5, "tpm": 500, "wcu": 9}),
 		// Malformed: no window_start. It sorts first on both the table and GSI2.
 		map[string]types.AttributeValue{
-			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz")),
+			attrPK: schemaS(pkEntity(ns, "e1")), attrSK: schemaS(skUsage("gpt", "zzz", store.WindowHourly)),
 			attrEntityID: schemaS("e1"), attrResource: schemaS("gpt"), "rpm": schemaN(1000),
-			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1")),
+			attrGSI2PK: schemaS(gsi2PKResource(ns, "gpt")), attrGSI2SK: schemaS(gsi2SKUsage("zzz", "e1", store.WindowHourly)),
 		},
 		// Another namespace's snapshot of the same entity and resource.
 		usageSnapshotItem("othernamesp", UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: store.WindowHourly,
@@ -384,6 +383,74 @@ func TestUsageSnapshots(t *testing.T) {
 	// Start equal to End (at second precision) is a valid one-instant range.
 	got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")})
 	assert.Len(t, got, 2, "instant range = %v", snapKeys(got))
+}
+
+// TestUsageSnapshotsWindowTypesApart: the hourly, daily and monthly
+// snapshots that start at 00:00 UTC on the 1st are three snapshots, each
+// with its own counters, through every query shape (entity, entity and
+// resource, resource on GSI2, a range ending at the instant, pages of
+// one), and summaries per window type count each once. Items of the
+// shared layout (keyed by the window start only, as the Python library's
+// aggregator writes them) are read as the window their window attribute
+// names, with their counters as stored.
+func TestUsageSnapshotsWindowTypesApart(t *testing.T) {
+	env := newTestEnv(t)
+	ns := env.repo.NamespaceID()
+	ttl := epoch.Unix() + 90*86400
+	first := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	snap := func(window string, start time.Time, rpm int64) map[string]types.AttributeValue {
+		return usageSnapshotItem(ns, UsageSnapshot{EntityID: "e1", Resource: "gpt", WindowType: window, WindowStart: start,
+			Counters: map[string]int64{"rpm": rpm}, TotalEvents: rpm}, ttl)
+	}
+	// shared rewrites a snapshot item into the shared layout.
+	shared := func(item map[string]types.AttributeValue, start time.Time) map[string]types.AttributeValue {
+		key := formatISOSeconds(start)
+		item[attrSK] = schemaS(ddbschema.SKUsageShared("gpt", key))
+		item[attrGSI2SK] = schemaS(ddbschema.GSI2SKUsageShared(key, "e1"))
+		return item
+	}
+	feb1, feb28 := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 28, 5, 0, 0, 0, time.UTC)
+	env.put(
+		snap(store.WindowHourly, first, 4), snap(store.WindowDaily, first, 40), snap(store.WindowMonthly, first, 400),
+		snap(store.WindowHourly, first.Add(time.Hour), 5),
+		// The shared layout: the 1st's hour, day and month in one item
+		// (3 × 2), and an hour that no other window shares.
+		shared(snap(store.WindowHourly, feb1, 6), feb1), shared(snap(store.WindowHourly, feb28, 7), feb28),
+	)
+	rl := env.limiter()
+	key := func(s UsageSnapshot) string {
+		return fmt.Sprintf("%s@%s=%d", s.WindowType, s.WindowStart.Format("01-02T15"), s.Counters["rpm"])
+	}
+	all := []string{"hourly@03-01T01=5", "monthly@03-01T00=400", "hourly@03-01T00=4", "daily@03-01T00=40",
+		"hourly@02-28T05=7", "hourly@02-01T00=6"}
+	for name, tc := range map[string]struct {
+		q    UsageQuery
+		want []string
+	}{
+		"entity":                      {UsageQuery{EntityID: "e1"}, all},
+		"entity, pages of one":        {UsageQuery{EntityID: "e1", Limit: 1}, all},
+		"entity and resource":         {UsageQuery{EntityID: "e1", Resource: "gpt", Limit: 1}, all},
+		"resource on GSI2":            {UsageQuery{Resource: "gpt", Limit: 1}, all},
+		"instant range, entity":       {UsageQuery{EntityID: "e1", Resource: "gpt", Start: first, End: first, Limit: 1}, all[1:4]},
+		"instant range, GSI2":         {UsageQuery{Resource: "gpt", Start: first, End: first, Limit: 1}, all[1:4]},
+		"range ending at the instant": {UsageQuery{Resource: "gpt", End: first}, all[1:]},
+		"daily":                       {UsageQuery{EntityID: "e1", WindowType: store.WindowDaily}, []string{"daily@03-01T00=40"}},
+		"hourly":                      {UsageQuery{Resource: "gpt", WindowType: store.WindowHourly}, []string{"hourly@03-01T01=5", "hourly@03-01T00=4", "hourly@02-28T05=7", "hourly@02-01T00=6"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, _ := allSnapshots(t, rl, tc.q)
+			keys := make([]string, len(got))
+			for i, s := range got {
+				keys[i] = key(s)
+			}
+			require.Equal(t, tc.want, keys)
+		})
+	}
+	for window, want := range map[string]int64{store.WindowHourly: 4 + 5 + 7 + 6, store.WindowDaily: 40, store.WindowMonthly: 400} {
+		sum, err := rl.UsageSummary(env.ctx, UsageQuery{EntityID: "e1", Resource: "gpt", WindowType: window})
+		require.NoError(t, err)
+		require.Equal(t, map[string]int64{"rpm": want}, sum.Total, "%s summary", window)
+	}
 }
 
 func TestUsageSummary(t *testing.T) {

@@ -51,7 +51,9 @@ const (
 //     amount), _rp (refill period) and _tc (total consumed) in millitokens
 //     and milliseconds, with one shared refill timestamp "rf";
 //   - usage snapshots: PK "{ns}/ENTITY#{entity}", SK
-//     "#USAGE#{resource}#{window start}";
+//     "#USAGE#{resource}#{window start}#{window type}" (the Python
+//     library's aggregator writes "#USAGE#{resource}#{window start}", one
+//     item for every window type starting then; both are read);
 //   - audit events: PK "{ns}/AUDIT#{entity}", SK "#AUDIT#{event id}".
 //
 // The namespace registry and the version record live under PK "_/SYSTEM#"
@@ -174,16 +176,18 @@ func pkAudit(ns, entityID string) string { return ddbschema.PKAudit(ns, entityID
 func pkBucket(ns, entityID, resource string, shard int) string {
 	return ddbschema.PKBucket(ns, entityID, resource, shard)
 }
-func skConfig(resource string) string              { return ddbschema.SKConfig(resource) }
-func skUsage(resource, windowKey string) string    { return ddbschema.SKUsage(resource, windowKey) }
+func skConfig(resource string) string { return ddbschema.SKConfig(resource) }
+func skUsage(resource, windowKey, window string) string {
+	return ddbschema.SKUsage(resource, windowKey, window)
+}
 func skUsageResourcePrefix(resource string) string { return ddbschema.SKUsageResourcePrefix(resource) }
 func skAudit(eventID string) string                { return ddbschema.SKAudit(eventID) }
 func skNamespace(name string) string               { return ddbschema.SKNamespace(name) }
 func skNSID(namespaceID string) string             { return ddbschema.SKNSID(namespaceID) }
 func gsi1PKParent(ns, parentID string) string      { return ddbschema.GSI1PKParent(ns, parentID) }
 func gsi2PKResource(ns, resource string) string    { return ddbschema.GSI2PKResource(ns, resource) }
-func gsi2SKUsage(windowKey, entityID string) string {
-	return ddbschema.GSI2SKUsage(windowKey, entityID)
+func gsi2SKUsage(windowKey, entityID, window string) string {
+	return ddbschema.GSI2SKUsage(windowKey, entityID, window)
 }
 func gsi3PKEntityConfig(ns, resource string) string {
 	return ddbschema.GSI3PKEntityConfig(ns, resource)

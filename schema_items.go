@@ -365,7 +365,7 @@ func auditEventFromItem(item map[string]types.AttributeValue) (AuditEvent, bool,
 }
 
 // ---------------------------------------------------------------------------
-// Usage snapshots: PK {ns}/ENTITY#{id}, SK #USAGE#{res}#{window key}.
+// Usage snapshots: PK {ns}/ENTITY#{id}, SK #USAGE#{res}#{window key}#{window type}.
 
 // usageSnapshotItem returns the snapshot item for s with the given ttl
 // (epoch seconds), the item the aggregator's update creates (see

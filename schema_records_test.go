@@ -127,7 +127,7 @@ func TestUsageSnapshotConversion(t *testing.T) {
 	}
 	item := usageSnapshotItem("ns", s, 1714521600)
 	sk := schemaAVText(item[attrSK])
-	assert.EqualValues(t, `S:"#USAGE#openai/gpt-4#2024-02-01T00:00:00Z"`, sk, "SK = %s", sk)
+	assert.EqualValues(t, `S:"#USAGE#openai/gpt-4#2024-02-01T00:00:00Z#monthly"`, sk, "SK = %s", sk)
 	got, ok, err := usageSnapshotFromItem(item)
 	require.NoError(t, err, "usageSnapshotFromItem")
 	require.True(t, ok, "usageSnapshotFromItem skipped the item")

@@ -208,7 +208,7 @@ func TestArchiveFailure(t *testing.T) {
 	require.EqualValues(t, 0, res.EventsArchived, "result = %+v", res)
 	require.EqualValues(t, 0, res.ObjectsCreated, "result = %+v", res)
 	f.checkSnapshot("C", "gpt", "2026-03-04T05:00:00Z", store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
-	require.Nil(t, f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z"), "a record after the failed archive was counted")
+	require.Nil(t, f.get(fixtureNS+"/ENTITY#later", "#USAGE#gpt#2026-03-04T05:00:00Z#hourly"), "a record after the failed archive was counted")
 }
 
 // TestE2EArchiveDeletedAuditEvents: audit events the limiter wrote, removed

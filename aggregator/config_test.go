@@ -83,5 +83,5 @@ func TestHandleCanceled(t *testing.T) {
 	require.NoError(t, err, "Handle = %+v", resp)
 	require.Len(t, resp.BatchItemFailures, 1, "Handle = %+v", resp)
 	require.Equal(t, ev.Records[0].Change.SequenceNumber, resp.BatchItemFailures[0].ItemIdentifier, "Handle = %+v", resp)
-	require.Nil(t, f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#2026-03-04T05:00:00Z"), "counted under a canceled context")
+	require.Nil(t, f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#2026-03-04T05:00:00Z#hourly"), "counted under a canceled context")
 }

@@ -44,11 +44,17 @@
 //     100 items otherwise (a transaction costs 2 WCU per item). Placeholders
 //     are index-based (#a0, :v0), so limit names with '-' or '.' work; a
 //     counter named like a snapshot attribute (ttl, window, …) is left out
-//     instead of failing the write. The sort key #USAGE#{resource}#{window
-//     start} names the window's start only, so the hourly window that starts
-//     at midnight and the daily window (and the monthly one on the 1st) are
-//     the same item, whose counters hold the sum of both and whose window
-//     attribute names the first writer.
+//     instead of failing the write. Each window type is an item of its own:
+//     the sort key #USAGE#{resource}#{window start}#{window type} (and GSI2SK
+//     USAGE#{window start}#{entity}#{window type}) names both, since the
+//     hourly window that starts at midnight UTC, the daily window and on the
+//     1st the monthly one start at the same instant. The original's
+//     aggregator keys the item by the start only, so those windows share
+//     one item holding their sum; the Python library reads the items
+//     written here as separate snapshots (it reads the window type, start
+//     and counters from the attributes), and the limiter reads the shared
+//     items as the window their window attribute names. A window type
+//     configured twice counts once.
 //  5. Proactive refill: per bucket item the batch consumed from, the last
 //     image and the summed tc deltas decide whether a refill is due (a
 //     limit's refilled balance would not cover the batch's consumption); the

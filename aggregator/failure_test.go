@@ -75,7 +75,7 @@ func TestProcessorSnapshotFailureCutsBatch(t *testing.T) {
 	require.EqualValues(t, 2, f.rec.Count("TransactWriteItems"), "TransactWriteItems")
 	const hour = "2026-03-04T05:00:00Z"
 	snapshot := func(entity string) map[string]types.AttributeValue {
-		return f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#gpt#"+hour)
+		return f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#gpt#"+hour+"#hourly")
 	}
 	require.NotNil(t, snapshot("e049"), "the cut is not at record 50")
 	require.Nil(t, snapshot("e050"), "the cut is not at record 50")

@@ -54,7 +54,8 @@ var (
 // defaults.
 type Options struct {
 	// Windows are the usage-snapshot windows (store.WindowHourly,
-	// WindowDaily, WindowMonthly). Empty means [DefaultWindows].
+	// WindowDaily, WindowMonthly), each written to a snapshot item of its
+	// own; a type named twice counts once. Empty means [DefaultWindows].
 	Windows []string
 	// SnapshotTTL is how long a usage snapshot lives after its creation.
 	// Zero means [DefaultSnapshotTTL]; it is stored as whole seconds.
@@ -94,12 +95,18 @@ func NewProcessor(client DynamoDBClient, table string, optFns ...func(*Options))
 	if len(o.Windows) == 0 {
 		o.Windows = DefaultWindows
 	}
-	o.Windows = slices.Clone(o.Windows)
+	// A window type named twice is kept once: each type is one snapshot
+	// item, counted once.
+	windows := make([]string, 0, len(o.Windows))
 	for _, w := range o.Windows {
 		if _, err := ddbschema.WindowStart(w, time.Time{}); err != nil {
 			return nil, fmt.Errorf("aggregator: %w", err)
 		}
+		if !slices.Contains(windows, w) {
+			windows = append(windows, w)
+		}
 	}
+	o.Windows = windows
 	switch {
 	case o.SnapshotTTL < 0:
 		return nil, fmt.Errorf("aggregator: negative snapshot TTL %v", o.SnapshotTTL)

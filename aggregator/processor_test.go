@@ -105,10 +105,11 @@ func bucketPK(entity, resource string, shard int) string {
 	return fixtureNS + "/BUCKET#" + entity + "#" + resource + "#" + strconv.Itoa(shard)
 }
 
-// checkSnapshot checks one snapshot item's counters and total_events.
+// checkSnapshot checks the counters and total_events of the snapshot item
+// of one window type, and its keys.
 func (f *fixture) checkSnapshot(entity, resource, windowStart, window string, counters map[string]int64, events int64) {
 	f.t.Helper()
-	item := f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#"+resource+"#"+windowStart)
+	item := f.get(fixtureNS+"/ENTITY#"+entity, "#USAGE#"+resource+"#"+windowStart+"#"+window)
 	require.NotNil(f.t, item, "no snapshot %s/%s %s", entity, resource, windowStart)
 	for name, want := range counters {
 		assert.Equal(f.t, want, f.n(item, name), "snapshot %s %s", windowStart, name)
@@ -118,7 +119,7 @@ func (f *fixture) checkSnapshot(entity, resource, windowStart, window string, co
 	assert.False(f.t, ok, "snapshot %s counts the hidden wcu limit", windowStart)
 	for attr, want := range map[string]string{
 		"entity_id": entity, "resource": resource, "window": window, "window_start": windowStart,
-		"GSI2PK": fixtureNS + "/RESOURCE#" + resource, "GSI2SK": "USAGE#" + windowStart + "#" + entity,
+		"GSI2PK": fixtureNS + "/RESOURCE#" + resource, "GSI2SK": "USAGE#" + windowStart + "#" + entity + "#" + window,
 		"GSI4PK": fixtureNS, "GSI4SK": fixtureNS + "/ENTITY#" + entity,
 	} {
 		assert.Equal(f.t, want, f.s(item, attr), "snapshot %s %s", windowStart, attr)
@@ -189,15 +190,17 @@ func TestProcessorFixtures(t *testing.T) {
 		// The original's refill example: 30 s at 100,000,000 per 60 s
 		// refills 50,000,000, which does not cover the batch's
 		// 60,000,000: written, rf moved.
-		// The record's event time, 00:00:30, puts the hourly and the daily
-		// window in one snapshot item (the original's sort key): one
-		// UpdateItem adds both, and the item says hourly.
+		// The record's event time, 00:00:30 on the 1st, starts an hour
+		// and a day at one instant: each window is an item of its own
+		// holding the 60,000 tokens once (one transaction for both).
 		file:  "refill_written.json",
 		now:   refillNow,
 		setup: putLastImages,
-		calls: "UpdateItem, UpdateItem",
+		calls: "TransactWriteItems, UpdateItem",
 		check: func(f *fixture, res Result) {
-			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowHourly, map[string]int64{"tpm": 2 * 60_000}, 2)
+			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowHourly, map[string]int64{"tpm": 60_000}, 1)
+			f.checkSnapshot("L", "api", "2026-01-01T00:00:00Z", store.WindowDaily, map[string]int64{"tpm": 60_000}, 1)
+			assert.Nil(t, f.get(fixtureNS+"/ENTITY#L", "#USAGE#api#2026-01-01T00:00:00Z"), "an item of the shared layout was written")
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
 			assert.EqualValues(t, 50_000_000, f.n(item, "b_tpm_tk"), "tk")
 			assert.Equal(t, refillNow.UnixMilli(), f.n(item, "rf"), "rf")
@@ -206,11 +209,12 @@ func TestProcessorFixtures(t *testing.T) {
 		},
 	}, {
 		// The same refill with 40,000,000 consumed: the refilled 50,000,000
-		// covers it, so nothing is written.
+		// covers it, so nothing is written (the one call writes the hourly
+		// and the daily snapshot).
 		file:  "refill_covered.json",
 		now:   refillNow,
 		setup: putLastImages,
-		calls: "UpdateItem",
+		calls: "TransactWriteItems",
 		check: func(f *fixture, res Result) {
 			item := f.get(bucketPK("L", "api", 0), "#STATE")
 			tk, rf := f.n(item, "b_tpm_tk"), f.n(item, "rf")
@@ -224,7 +228,7 @@ func TestProcessorFixtures(t *testing.T) {
 		file:  "refill_two_shards.json",
 		now:   refillNow,
 		setup: putLastImages,
-		calls: "UpdateItem, UpdateItem",
+		calls: "TransactWriteItems, UpdateItem",
 		check: func(f *fixture, res Result) {
 			assert.EqualValues(t, 25_000_000, f.n(f.get(bucketPK("L", "api", 0), "#STATE"), "b_tpm_tk"), "tk")
 		},

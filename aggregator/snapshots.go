@@ -39,19 +39,18 @@ func limitDeltas(r record) map[string]int64 {
 // TransactWriteItems limit.
 const maxChunkSnapshots = 100
 
-// snapshotKey identifies one usage snapshot item. Windows of different
-// types that start at the same instant (the hour from midnight, the day,
-// the month on the 1st) share one item: its sort key holds only the start
-// (inherited layout, see the package documentation).
+// snapshotKey identifies one usage snapshot item: a window of one type.
+// Windows of different types that start at the same instant (the hour from
+// midnight, the day, the month on the 1st) are items of their own.
 type snapshotKey struct {
 	ns, entity, resource string
+	window               string
 	start                time.Time
 }
 
 // snapshotGroup is what a chunk adds to one usage snapshot item.
 type snapshotGroup struct {
 	key      snapshotKey
-	window   string           // the window type of the first contribution
 	counters map[string]int64 // tokens
 	events   int64
 }
@@ -83,27 +82,26 @@ func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
 			continue
 		}
 		keys := make([]snapshotKey, 0, len(p.opts.Windows))
-		windows := make([]string, 0, len(p.opts.Windows))
 		fresh := 0
 		for _, w := range p.opts.Windows {
 			start, err := ddbschema.WindowStart(w, r.at)
 			if err != nil {
 				continue // windows are validated by NewProcessor
 			}
-			k := snapshotKey{ns: r.newItem.Namespace, entity: r.newItem.EntityID, resource: r.newItem.Resource, start: start}
+			k := snapshotKey{ns: r.newItem.Namespace, entity: r.newItem.EntityID, resource: r.newItem.Resource, window: w, start: start}
 			if _, ok := groups[k]; !ok && !slices.Contains(keys, k) {
 				fresh++
 			}
-			keys, windows = append(keys, k), append(windows, w)
+			keys = append(keys, k)
 		}
 		if cur == nil || len(cur.groups)+fresh > maxChunkSnapshots {
 			chunks = append(chunks, snapshotChunk{start: r.index})
 			cur, groups = &chunks[len(chunks)-1], map[snapshotKey]*snapshotGroup{}
 		}
-		for i, k := range keys {
+		for _, k := range keys {
 			g, ok := groups[k]
 			if !ok {
-				g = &snapshotGroup{key: k, window: windows[i], counters: map[string]int64{}}
+				g = &snapshotGroup{key: k, counters: map[string]int64{}}
 				groups[k] = g
 				cur.groups = append(cur.groups, g)
 			}
@@ -132,13 +130,13 @@ func (p *Processor) writeChunk(ctx context.Context, c snapshotChunk, now time.Ti
 		in, err := ddbschema.UsageSnapshotUpdate(p.table, g.key.ns, ddbschema.UsageSnapshot{
 			EntityID:    g.key.entity,
 			Resource:    g.key.resource,
-			WindowType:  g.window,
+			WindowType:  g.key.window,
 			WindowStart: g.key.start,
 			Counters:    g.counters,
 			TotalEvents: g.events,
 		}, now.Add(p.opts.SnapshotTTL))
 		if err != nil {
-			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.window, err)
+			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.key.window, err)
 		}
 		single = in
 		items = append(items, types.TransactWriteItem{Update: &types.Update{
@@ -153,7 +151,7 @@ func (p *Processor) writeChunk(ctx context.Context, c snapshotChunk, now time.Ti
 	if len(items) == 1 {
 		if _, err := p.client.UpdateItem(ctx, single); err != nil {
 			g := c.groups[0]
-			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.window, err)
+			return fmt.Errorf("usage snapshot %s/%s %s: %w", g.key.entity, g.key.resource, g.key.window, err)
 		}
 		return nil
 	}

@@ -75,9 +75,9 @@ func handNamespaceItem(sk string, r Namespace, reverse bool) map[string]types.At
 func handUsageItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
 	key := FormatISOSeconds(s.WindowStart)
 	item := map[string]types.AttributeValue{
-		AttrPK: S(PKEntity(ns, s.EntityID)), AttrSK: S(SKUsage(s.Resource, key)), AttrEntityID: S(s.EntityID),
+		AttrPK: S(PKEntity(ns, s.EntityID)), AttrSK: S(SKUsage(s.Resource, key, s.WindowType)), AttrEntityID: S(s.EntityID),
 		AttrResource: S(s.Resource), AttrWindow: S(s.WindowType), AttrWindowStart: S(key),
-		AttrGSI2PK: S(GSI2PKResource(ns, s.Resource)), AttrGSI2SK: S(GSI2SKUsage(key, s.EntityID)),
+		AttrGSI2PK: S(GSI2PKResource(ns, s.Resource)), AttrGSI2SK: S(GSI2SKUsage(key, s.EntityID, s.WindowType)),
 		AttrGSI4PK: S(ns), AttrGSI4SK: S(PKEntity(ns, s.EntityID)), AttrTTL: N(ttl), AttrTotalEvents: N(s.TotalEvents),
 	}
 	for name, n := range s.Counters {

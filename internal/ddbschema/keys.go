@@ -195,8 +195,21 @@ func SKConfig(resource string) string {
 	return SKConfigPrefix + "#" + resource
 }
 
-// SKUsage returns `#USAGE#{res}#{windowKey}`.
-func SKUsage(resource, windowKey string) string {
+// SKUsage returns `#USAGE#{res}#{windowKey}#{window}`, the sort key of
+// the usage snapshot of one window type (hourly, daily, monthly) starting
+// at windowKey. The window type is part of the key because windows of
+// different types start at the same instant (the hour from midnight UTC,
+// the day, and on the 1st the month).
+func SKUsage(resource, windowKey, window string) string {
+	return SKUsagePrefix + resource + "#" + windowKey + "#" + window
+}
+
+// SKUsageShared returns `#USAGE#{res}#{windowKey}`, the sort key of the
+// usage snapshots of the shared layout, which the Python library's
+// aggregator writes: every window type starting at windowKey adds to that
+// one item. This library reads such items like the others and never
+// writes them.
+func SKUsageShared(resource, windowKey string) string {
 	return SKUsagePrefix + resource + "#" + windowKey
 }
 
@@ -248,8 +261,15 @@ func GSI2SKBucket(entityID string, shard int) string {
 	return PrefixBucket + entityID + "#" + strconv.Itoa(shard)
 }
 
-// GSI2SKUsage returns `USAGE#{windowKey}#{id}`.
-func GSI2SKUsage(windowKey, entityID string) string {
+// GSI2SKUsage returns `USAGE#{windowKey}#{id}#{window}`, GSI2SK of the
+// usage snapshot of one window type (see [SKUsage]).
+func GSI2SKUsage(windowKey, entityID, window string) string {
+	return PrefixUsage + windowKey + "#" + entityID + "#" + window
+}
+
+// GSI2SKUsageShared returns `USAGE#{windowKey}#{id}`, GSI2SK of a usage
+// snapshot item shared by the window types (see [SKUsageShared]).
+func GSI2SKUsageShared(windowKey, entityID string) string {
 	return PrefixUsage + windowKey + "#" + entityID
 }
 

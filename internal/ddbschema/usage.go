@@ -12,9 +12,13 @@ import (
 )
 
 // UsageSnapshot is a usage snapshot item: PK {ns}/ENTITY#{id}, SK
-// #USAGE#{res}#{window key}. The aggregator writes them with
-// [UsageSnapshotUpdate]; [UsageSnapshotItem] gives the item such an update
-// creates.
+// #USAGE#{res}#{window key}#{window type}, one item per window type (see
+// [SKUsage]). The aggregator writes them with [UsageSnapshotUpdate];
+// [UsageSnapshotItem] gives the item such an update creates. Items of the
+// shared layout, SK #USAGE#{res}#{window key} ([SKUsageShared]), are read
+// the same way: their window attribute names the window type that created
+// them, and an item starting at 00:00 UTC may hold the sum of the windows
+// that start then.
 type UsageSnapshot struct {
 	EntityID    string
 	Resource    string
@@ -60,13 +64,14 @@ type usageRecord struct {
 }
 
 // UsageSnapshotItem returns the snapshot item for s with the given ttl
-// (epoch seconds). The window key is FormatISOSeconds(s.WindowStart).
+// (epoch seconds), keyed by its window start and type. The window key is
+// FormatISOSeconds(s.WindowStart).
 // Counters named like a layout attribute (ttl, window, …) are skipped, as
 // they would collide.
 func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.AttributeValue {
 	key := FormatISOSeconds(s.WindowStart)
 	item := marshalItem(&usageRecord{
-		tableKey: tableKey{PK: PKEntity(ns, s.EntityID), SK: SKUsage(s.Resource, key)},
+		tableKey: tableKey{PK: PKEntity(ns, s.EntityID), SK: SKUsage(s.Resource, key, s.WindowType)},
 		usageAttrs: usageAttrs{
 			EntityID:    sAttr(s.EntityID),
 			Resource:    sAttr(s.Resource),
@@ -74,7 +79,7 @@ func UsageSnapshotItem(ns string, s UsageSnapshot, ttl int64) map[string]types.A
 			WindowStart: sAttr(key),
 		},
 		GSI2PK:      GSI2PKResource(ns, s.Resource),
-		GSI2SK:      GSI2SKUsage(key, s.EntityID),
+		GSI2SK:      GSI2SKUsage(key, s.EntityID, s.WindowType),
 		TTL:         ttl,
 		TotalEvents: s.TotalEvents,
 		gsi4Key:     gsi4Key{GSI4PK: ns, GSI4SK: PKEntity(ns, s.EntityID)},
@@ -137,8 +142,10 @@ func usageCounterCollides(name string) bool {
 
 // UsageSnapshotUpdate returns the UpdateItem that adds delta to the usage
 // snapshot of delta's entity, resource and window, creating it when
-// missing: delta.WindowType selects the window and delta.WindowStart may be
-// any instant inside it; delta.Counters (tokens per limit) and
+// missing: delta.WindowType selects the window type and delta.WindowStart
+// may be any instant inside the window; the item is the window type's own
+// (its keys name the type, so the hour from midnight and the day are two
+// items); delta.Counters (tokens per limit) and
 // delta.TotalEvents are added with ADD; the item's keys and attributes are
 // set, the ttl only on creation (from expires, epoch seconds). WindowEnd is
 // ignored. The hidden wcu limit and limits named like a layout attribute
@@ -174,7 +181,7 @@ func UsageSnapshotUpdate(table, ns string, delta UsageSnapshot, expires time.Tim
 		keep(AttrWindow, S(delta.WindowType)),
 		keep(AttrWindowStart, S(key)),
 		b.Name(AttrGSI2PK) + " = " + b.Value(S(GSI2PKResource(ns, res))),
-		b.Name(AttrGSI2SK) + " = " + b.Value(S(GSI2SKUsage(key, entity))),
+		b.Name(AttrGSI2SK) + " = " + b.Value(S(GSI2SKUsage(key, entity, delta.WindowType))),
 		keep(AttrGSI4PK, S(ns)),
 		keep(AttrGSI4SK, S(PKEntity(ns, entity))),
 		keep(AttrTTL, N(expires.Unix())),
@@ -184,6 +191,6 @@ func UsageSnapshotUpdate(table, ns string, delta UsageSnapshot, expires time.Tim
 		add = append(add, b.Name(name)+" "+b.N(delta.Counters[name]))
 	}
 	add = append(add, b.Name(AttrTotalEvents)+" "+b.N(delta.TotalEvents))
-	u := b.Update(table, PrimaryKey(PKEntity(ns, entity), SKUsage(res, key)), UpdateExpr(set, add, nil), nil)
+	u := b.Update(table, PrimaryKey(PKEntity(ns, entity), SKUsage(res, key, delta.WindowType)), UpdateExpr(set, add, nil), nil)
 	return UpdateInput(u), nil
 }

@@ -2,6 +2,7 @@ package ddbschema
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,13 +15,13 @@ func TestUsageSnapshotItems(t *testing.T) {
 	t.Parallel()
 	item := map[string]types.AttributeValue{
 		"PK":           S("ns/ENTITY#e-1"),
-		"SK":           S("#USAGE#openai/gpt-4#2024-02-01T00:00:00Z"),
+		"SK":           S("#USAGE#openai/gpt-4#2024-02-01T00:00:00Z#monthly"),
 		"entity_id":    S("e-1"),
 		"resource":     S("openai/gpt-4"),
 		"window":       S("monthly"),
 		"window_start": S("2024-02-01T00:00:00Z"),
 		"GSI2PK":       S("ns/RESOURCE#openai/gpt-4"),
-		"GSI2SK":       S("USAGE#2024-02-01T00:00:00Z#e-1"),
+		"GSI2SK":       S("USAGE#2024-02-01T00:00:00Z#e-1#monthly"),
 		"GSI4PK":       S("ns"),
 		"GSI4SK":       S("ns/ENTITY#e-1"),
 		"ttl":          N(1714521600),
@@ -176,10 +177,10 @@ func TestUsageSnapshotUpdate(t *testing.T) {
 	got := updateRequest(in)
 	want := `SET entity_id = "e", resource = if_not_exists(resource, "gpt-4"), window = if_not_exists(window, "hourly"), ` +
 		`window_start = if_not_exists(window_start, "2026-03-04T05:00:00Z"), GSI2PK = "ns1/RESOURCE#gpt-4", ` +
-		`GSI2SK = "USAGE#2026-03-04T05:00:00Z#e", GSI4PK = if_not_exists(GSI4PK, "ns1"), GSI4SK = if_not_exists(GSI4SK, "ns1/ENTITY#e"), ` +
+		`GSI2SK = "USAGE#2026-03-04T05:00:00Z#e#hourly", GSI4PK = if_not_exists(GSI4PK, "ns1"), GSI4SK = if_not_exists(GSI4SK, "ns1/ENTITY#e"), ` +
 		`ttl = if_not_exists(ttl, ` + strconv.FormatInt(exp.Unix(), 10) + `) ADD rpm 2, tpm-x -3, total_events 2`
 	assert.Equal(t, want, got.Rendered, "update\n got %s\nwant %s", got.Rendered, want)
-	assert.Equal(t, map[string]string{"PK": `S:"ns1/ENTITY#e"`, "SK": `S:"#USAGE#gpt-4#2026-03-04T05:00:00Z"`}, got.Key, "key")
+	assert.Equal(t, map[string]string{"PK": `S:"ns1/ENTITY#e"`, "SK": `S:"#USAGE#gpt-4#2026-03-04T05:00:00Z#hourly"`}, got.Key, "key")
 	assert.NotContains(t, got.Update, "tpm-x", "update %q condition %q: limit names must go through placeholders, no condition", got.Update, got.Condition)
 	assert.Equal(t, "", got.Condition, "update %q condition %q: limit names must go through placeholders, no condition", got.Update, got.Condition)
 
@@ -214,4 +215,63 @@ func TestWindowStart(t *testing.T) {
 	}
 	_, err := WindowStart("weekly", at)
 	assert.Error(t, err, "weekly: no error")
+}
+
+// TestUsageSnapshotKeysPerWindowType: the windows of every type that start
+// at one instant are items of their own, at midnight UTC on the 1st of a
+// month, on a leap day and a millisecond before midnight; the shared layout
+// of the original's aggregator still reads, as the window its window
+// attribute names.
+func TestUsageSnapshotKeysPerWindowType(t *testing.T) {
+	t.Parallel()
+	exp := time.Date(2028, 6, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		at   time.Time
+		want map[string]string // window type → SK
+	}{
+		{time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), map[string]string{
+			WindowHourly:  "#USAGE#r#2028-03-01T00:00:00Z#hourly",
+			WindowDaily:   "#USAGE#r#2028-03-01T00:00:00Z#daily",
+			WindowMonthly: "#USAGE#r#2028-03-01T00:00:00Z#monthly",
+		}},
+		{time.Date(2028, 2, 29, 23, 59, 59, 999_000_000, time.UTC), map[string]string{
+			WindowHourly:  "#USAGE#r#2028-02-29T23:00:00Z#hourly",
+			WindowDaily:   "#USAGE#r#2028-02-29T00:00:00Z#daily",
+			WindowMonthly: "#USAGE#r#2028-02-01T00:00:00Z#monthly",
+		}},
+		{time.Date(2028, 2, 29, 0, 30, 0, 0, time.UTC), map[string]string{
+			WindowHourly:  "#USAGE#r#2028-02-29T00:00:00Z#hourly",
+			WindowDaily:   "#USAGE#r#2028-02-29T00:00:00Z#daily",
+			WindowMonthly: "#USAGE#r#2028-02-01T00:00:00Z#monthly",
+		}},
+	}
+	for _, tc := range cases {
+		seen := map[string]string{}
+		for w, wantSK := range tc.want {
+			in, err := UsageSnapshotUpdate("t", "ns", UsageSnapshot{EntityID: "e", Resource: "r", WindowType: w, WindowStart: tc.at,
+				Counters: map[string]int64{"rpm": 1}, TotalEvents: 1}, exp)
+			require.NoError(t, err, "%v %s", tc.at, w)
+			got := updateRequest(in)
+			require.Equal(t, `S:"`+wantSK+`"`, got.Key["SK"], "%v %s", tc.at, w)
+			require.Empty(t, seen[got.Key["SK"]], "%v: %s and %s share an item", tc.at, w, seen[got.Key["SK"]])
+			seen[got.Key["SK"]] = w
+			gsi2 := strings.TrimPrefix(strings.TrimSuffix(wantSK, "#"+w), "#USAGE#r#")
+			require.Contains(t, got.Rendered, `GSI2SK = "USAGE#`+gsi2+`#e#`+w+`"`, "%v %s", tc.at, w)
+		}
+	}
+
+	// An item of the shared layout, as the original's aggregator writes it
+	// (its window attribute set by the first window type that wrote it).
+	shared := map[string]types.AttributeValue{
+		"PK": S("ns/ENTITY#e"), "SK": S(SKUsageShared("r", "2028-03-01T00:00:00Z")),
+		"entity_id": S("e"), "resource": S("r"), "window": S(WindowHourly), "window_start": S("2028-03-01T00:00:00Z"),
+		"GSI2PK": S("ns/RESOURCE#r"), "GSI2SK": S(GSI2SKUsageShared("2028-03-01T00:00:00Z", "e")),
+		"GSI4PK": S("ns"), "GSI4SK": S("ns/ENTITY#e"), "ttl": N(1), "rpm": N(8), "total_events": N(8),
+	}
+	got, ok, err := UsageSnapshotFromItem(shared)
+	require.NoError(t, err)
+	require.True(t, ok, "shared-layout item skipped")
+	require.Equal(t, UsageSnapshot{EntityID: "e", Resource: "r", WindowType: WindowHourly,
+		WindowStart: time.Date(2028, 3, 1, 0, 0, 0, 0, time.UTC), WindowEnd: time.Date(2028, 3, 1, 0, 59, 59, 0, time.UTC),
+		Counters: map[string]int64{"rpm": 8}, TotalEvents: 8}, got)
 }
