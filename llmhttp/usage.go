@@ -142,6 +142,7 @@ type usageAcc struct {
 	cacheSplit                       bool
 	serviceTier, speed, inferenceGeo string
 	openAI                           bool // prompt_tokens style: cached tokens are part of input
+	responseID                       string
 	// final is set by a usage that reports the whole response (a JSON
 	// body's, OpenAI's final chunk, Anthropic's message_delta), as opposed
 	// to Anthropic's message_start, sent before the output.
@@ -276,11 +277,15 @@ type parsed struct {
 	// outputSeen is the output text of a stream's content events so far,
 	// in tokens of four bytes (rounded up); zero for a JSON body.
 	outputSeen int64
+	// responseID is the response's id (a JSON body's top-level "id", a
+	// Responses API stream's response.id).
+	responseID string
 }
 
 func (a *usageAcc) parsed() parsed {
 	u, seen := a.usage()
-	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed, cacheSplit: a.cacheSplit}
+	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed, cacheSplit: a.cacheSplit,
+		responseID: a.responseID}
 }
 
 // usageParser is fed a response body chunk by chunk as the caller reads it.
@@ -342,6 +347,9 @@ func (j *jsonUsageParser) write(p []byte) {
 					if j.valueOf == "service_tier" && !j.keyTooBig {
 						// OpenAI's top-level service_tier.
 						j.acc.serviceTier = string(j.key)
+					}
+					if j.valueOf == "id" && !j.keyTooBig {
+						j.acc.responseID = string(j.key)
 					}
 					if j.keyTooBig {
 						j.lastKey = ""
@@ -497,6 +505,7 @@ func (s *sseUsageParser) endLine() {
 	var inner struct {
 		Usage       json.RawMessage `json:"usage"`
 		ServiceTier json.RawMessage `json:"service_tier"`
+		ID          json.RawMessage `json:"id"`
 	}
 	if isObject(ev.Message) && json.Unmarshal(ev.Message, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, false)
@@ -505,6 +514,7 @@ func (s *sseUsageParser) endLine() {
 	if isObject(ev.Response) && json.Unmarshal(ev.Response, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, true)
 		setString(&s.acc.serviceTier, inner.ServiceTier) // the Responses API's response
+		setString(&s.acc.responseID, inner.ID)
 	}
 	s.outputBytes += outputText(ev)
 }
