@@ -158,7 +158,12 @@ func (t *Transport) attemptFor(ctx context.Context, c call, a attempt, b []byte,
 	n := a
 	n.body = b
 	n.req = withBody(a.req, b)
-	n.r.OutputCeiling = ceiling
+	// The worst case of the body sent, whose ceiling is ceiling.
+	n.r = RequestFromBody(b)
+	n.r.HiddenTokens, n.r.PreviousResponseID, n.r.Conversation = a.r.HiddenTokens, a.r.PreviousResponseID, a.r.Conversation
+	if n.r.Model == "" {
+		n.r.Model = a.r.Model
+	}
 	if callerEstimate != nil {
 		n.estimate = cloneConsume(callerEstimate)
 	} else {
@@ -171,6 +176,7 @@ func (t *Transport) attemptFor(ctx context.Context, c call, a attempt, b []byte,
 	if a.cost != nil {
 		cc := *a.cost
 		n.cost = &cc
+		cc.mods, cc.longCache = n.r.Modifiers, n.r.LongCache
 		if v, ok := n.estimate[cc.name]; ok {
 			cc.estimate, cc.worstCase = v, false
 		} else {

@@ -62,13 +62,14 @@ type Stats struct {
 	// refused because the ceiling the budget could pay was below
 	// [WithMinOutputTokens] (counted in Denied too).
 	Clamped, ClampRefused int64
-	// OverReserved is the responses settled above what their lease
-	// reserved for some limit (a usage larger than its worst case: a
-	// prompt whose text tokenizes denser than the estimate assumes, a
-	// provider that ignores the output ceiling): the one way a budget is
-	// overdrawn. They are settled exactly and logged (Warn, once per
-	// transport). OverReservedCost sums, in micro-dollars, what their
-	// costs exceeded their reservations by ([WithCostLimit]).
+	// OverReserved is the responses whose cost was settled above the
+	// worst case the transport reserved for it ([WithCostLimit]): a
+	// prompt whose text the provider counts denser than the worst case
+	// assumes, a provider that ignores the output ceiling, a usage the
+	// body could not foresee. It is the one way a money budget is
+	// overdrawn: such a response is settled exactly and logged (Warn,
+	// once per transport); OverReservedCost sums, in micro-dollars, what
+	// their costs exceeded their worst cases by.
 	OverReserved, OverReservedCost int64
 	// StreamsCut is the event streams ended with [ErrReservationExceeded]
 	// because the output they showed passed what their lease reserved.

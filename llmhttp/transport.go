@@ -478,7 +478,7 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 			amounts = withAmount(amounts, lc.cost.name, c)
 			overCost = max(amounts[lc.cost.name]-lc.cost.estimate, 0)
 		}
-		lc.overReserved(amounts, overCost)
+		lc.overReserved(overCost)
 		if p.responseID != "" {
 			t.hist.put("resp:"+p.responseID, p.usage.TotalTokens)
 		}
@@ -509,27 +509,23 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 		if lc.cost != nil {
 			overCost = max(seen[lc.cost.name]-lc.cost.estimate, 0)
 		}
-		lc.overReserved(seen, overCost)
+		lc.overReserved(overCost)
 		lc.adjustTo(seen, true)
 	}
 	lc.commit()
 }
 
-// overReserved counts and logs a settlement above the reservation of some
-// limit the lease holds; overCost is what the cost exceeded its
-// reservation by.
-func (lc *leaseCall) overReserved(amounts limiter.Consume, overCost int64) {
-	held := lc.lease.Consumed()
-	for name, v := range amounts {
-		if _, ok := held[name]; ok && v > lc.estimate[name] {
-			t := lc.t
-			t.st.overReserved.Add(1)
-			t.st.overReservedCost.Add(overCost)
-			t.warnOnce(&t.warn.overReserved, "llmhttp: a response was billed more than its reservation; settled exactly, the budget overdrawn by the difference",
-				"entity", lc.call.entity, "resource", lc.call.resource, "limit", name, "reserved", lc.estimate[name], "settled", v)
-			return
-		}
+// overReserved counts and logs a settlement of the cost above the worst
+// case the transport reserved for it; overCost is the excess.
+func (lc *leaseCall) overReserved(overCost int64) {
+	if overCost <= 0 || lc.cost == nil || !lc.cost.worstCase {
+		return
 	}
+	t := lc.t
+	t.st.overReserved.Add(1)
+	t.st.overReservedCost.Add(overCost)
+	t.warnOnce(&t.warn.overReserved, "llmhttp: a response was billed more than its worst case; settled exactly, the budget overdrawn by the difference",
+		"entity", lc.call.entity, "resource", lc.call.resource, "reserved", lc.cost.estimate, "over", overCost)
 }
 
 // malformed counts a malformed usage, whose lease keeps its estimate.

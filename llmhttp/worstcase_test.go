@@ -460,5 +460,5 @@ func TestOverReservationSettledAndCounted(t *testing.T) {
 	assert.Equal(t, int64(1), st.OverReserved)
 	assert.Equal(t, cost-worst, st.OverReservedCost)
 	assert.Equal(t, worst-cost, b.left(t), "the balance overdrawn by exactly the excess")
-	assert.Contains(t, logs.String(), "billed more than its reservation")
+	assert.Contains(t, logs.String(), "billed more than its worst case")
 }
