@@ -149,6 +149,9 @@ type config struct {
 	clamp     *bool
 	minOutput int64
 
+	// rules, when set, charge and settle calls as a provider counts them.
+	rules *Rules
+
 	// Provider feedback (WithFeedback and the options beside it).
 	noFeedback  bool
 	quota       QuotaMapping
@@ -275,7 +278,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	t.st.requests.Add(1)
 	ctx := req.Context()
 	a := attempt{req: req, estimate: c.estimate}
-	if c.estimate == nil || t.cfg.costName != "" || t.clampOn() {
+	if c.estimate == nil || t.cfg.costName != "" || t.clampOn() || t.cfg.rules != nil {
 		var err error
 		if a.req, err = withGetBody(req); err != nil {
 			return nil, err
@@ -332,7 +335,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	req, estimate, cost := a.req, a.estimate, a.cost
 	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease, cost: cost,
-		conversation: a.r.Conversation}
+		conversation: a.r.Conversation, rq: a.r}
+	lc.rq.Model = requestModel(lc.rq.Model, req)
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		lc.endUnbilled(t.cfg.rollback&RollbackOnTransportError != 0)
@@ -420,6 +424,17 @@ type leaseCall struct {
 	// conversation is the request's conversation id: its usage is the
 	// history the next turn bills.
 	conversation string
+	// rq is the request as sent, for the settlement of provider rules.
+	rq Request
+}
+
+// amountsOf maps a usage to the amounts the lease should hold: the
+// provider rules' settlement ([WithRules]), or the usage mapping's.
+func (lc *leaseCall) amountsOf(u Usage) limiter.Consume {
+	if r := lc.t.cfg.rules; r != nil {
+		return r.Settle(lc.rq, u)
+	}
+	return lc.t.cfg.mapping(u)
 }
 
 // endKind is how a lease ends.
@@ -464,7 +479,7 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 	t := lc.t
 	switch kind {
 	case endUsage:
-		amounts := t.cfg.mapping(p.usage)
+		amounts := lc.amountsOf(p.usage)
 		if negativeAmount(amounts) {
 			lc.malformed("the usage mapping returned a negative amount")
 			break
@@ -548,7 +563,7 @@ func (lc *leaseCall) seenAmounts(p parsed) limiter.Consume {
 		u.TotalTokens += p.outputSeen - u.OutputTokens
 		u.OutputTokens = p.outputSeen
 	}
-	amounts := lc.t.cfg.mapping(u)
+	amounts := lc.amountsOf(u)
 	if negativeAmount(amounts) {
 		amounts = nil
 	}

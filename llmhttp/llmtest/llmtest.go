@@ -50,6 +50,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/llmhttp"
 )
 
 // Config sets the fake provider's limits and answers. Zero fields take the
@@ -91,6 +94,16 @@ type Config struct {
 	// request's output ceiling: a provider (or a proxy) that does not
 	// enforce max_tokens.
 	IgnoreCeiling bool
+	// Rules, when set, make the server count calls as that provider does
+	// (a pack of llmhttp: [llmhttp.OpenAIRules], [llmhttp.AnthropicRules],
+	// [llmhttp.BedrockRules], [llmhttp.BedrockOpenAIRules]): a call is
+	// admitted when every limit the rules charge can pay what Admit takes
+	// of it, and settled to what Settle holds. The limits are RPM, and
+	// per minute those of Limits by name (tpm, itpm, otpm; tpm is TPM
+	// when Limits has none).
+	Rules *llmhttp.Rules
+	// Limits are the per-minute token limits that Rules charge, by name.
+	Limits map[string]int64
 }
 
 // Shape is how the server answers one request ([Config.Shape]). The zero
@@ -158,6 +171,7 @@ type Server struct {
 
 type keyState struct {
 	reqs, toks bucket
+	named      map[string]*bucket // Config.Rules' other limits
 	stats      KeyStats
 }
 
@@ -220,6 +234,8 @@ func NewServer(cfg Config) *Server {
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, openAI) })
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, anthropic) })
 	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, responses) })
+	mux.HandleFunc("POST /model/{model}/invoke", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, bedrock) })
+	mux.HandleFunc("POST /openai/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, bedrockOpenAI) })
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	return s
@@ -249,7 +265,9 @@ type provider int
 const (
 	openAI provider = iota
 	anthropic
-	responses // OpenAI's Responses API: OpenAI's headers and errors
+	responses     // OpenAI's Responses API: OpenAI's headers and errors
+	bedrock       // Bedrock runtime's InvokeModel of an Anthropic model: Anthropic's bodies, no rate-limit headers
+	bedrockOpenAI // Bedrock's OpenAI-compatible chat completions: OpenAI's bodies, no rate-limit headers
 )
 
 // request is what the server reads of either API's request body.
@@ -433,18 +451,35 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		in += h
 	}
 	now := s.cfg.Now()
-	q, ok, id := s.admit(key, in+out, now)
-	setQuotaHeaders(w.Header(), p, q, now)
+	var q quota
+	var ok bool
+	var id int64
+	if s.cfg.Rules != nil {
+		rq := llmhttp.RequestFromBody(body)
+		if rq.Model == "" {
+			rq.Model = r.PathValue("model")
+		}
+		u := ruleUsage(p, in, out, shape.cut(in, out))
+		var rqq ruleQuota
+		rqq, ok, id = s.admitRules(key, s.cfg.Rules.Admit(rq), s.cfg.Rules.Settle(rq, u), in+out, now)
+		setRuleHeaders(w.Header(), p, rqq, now)
+		q.retryAfter, q.tpm = rqq.retryAfter, rqq.limits[limiter.LimitTPM]
+	} else {
+		q, ok, id = s.admit(key, in+out, now)
+		if p != bedrock && p != bedrockOpenAI {
+			setQuotaHeaders(w.Header(), p, q, now)
+		}
+	}
 	if !ok {
 		retry := strconv.FormatInt(int64(math.Ceil(q.retryAfter.Seconds())), 10)
 		w.Header().Set("Retry-After", retry)
-		if p != anthropic {
+		if p != anthropic && p != bedrock {
 			w.Header().Set("Retry-After-Ms", strconv.FormatInt(q.retryAfter.Milliseconds()+1, 10))
 		}
 		if s.cfg.EditHeaders != nil {
 			s.cfg.EditHeaders(http.StatusTooManyRequests, w.Header())
 		}
-		if p != anthropic {
+		if p != anthropic && p != bedrock {
 			writeError(w, p, http.StatusTooManyRequests, "rate_limit_exceeded",
 				fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Please try again in %v.", req.Model, q.tpm, q.retryAfter.Round(time.Millisecond)))
 		} else {
@@ -471,9 +506,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		} else {
 			a.responsesJSON(w)
 		}
-	case p == openAI && req.Stream:
+	case (p == openAI || p == bedrockOpenAI) && req.Stream:
 		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-	case p == openAI:
+	case p == openAI || p == bedrockOpenAI:
 		a.openAIJSON(w)
 	case req.Stream:
 		a.anthropicStream(w)
@@ -571,7 +606,7 @@ func writeError(w http.ResponseWriter, p provider, status int, typ, msg string) 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var v any
-	if p != anthropic {
+	if p != anthropic && p != bedrock {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": typ}}
 	} else {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
