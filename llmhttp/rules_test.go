@@ -3,6 +3,7 @@ package llmhttp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -11,6 +12,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -195,6 +197,112 @@ func TestRulesTrackProvider(t *testing.T) {
 			assert.Zero(t, srv.Stats("k1").RateLimited)
 			t.Logf("%s: %d admitted, %d refused by the limiter, 0 by the provider; largest gap %.4f %% of a limit",
 				tc.rules.Name, admitted, refused, 100*worst)
+		})
+	}
+}
+
+// TestRulesFleet: per provider, a fleet of three limiters on one store,
+// two callers each, charging by the provider's pack against llmtest
+// counting by it (both starting empty), each caller calling as fast as
+// the limiter admits and waiting its RetryAfter when refused, for three
+// seconds: the provider refuses nothing (0 429s), and the calls consume at
+// least 95 % of what the provider's binding token limit granted in the
+// window. Provider feedback is off: the packs alone track the provider
+// (with it on, a correction read from headers of calls that reached the
+// provider in another order than they were admitted takes tokens the
+// fleet had already counted, and OpenAI's tokens fell to 79 %).
+func TestRulesFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 15 seconds")
+	}
+	const window = 3 * time.Second
+	for _, tc := range rulesCases() {
+		t.Run(tc.rules.Name, func(t *testing.T) {
+			limits := map[string]int64{"rpm": 1_000_000}
+			for name, v := range tc.limits {
+				if name != "rpm" {
+					limits[name] = 10 * v // about fifteen calls a second
+				}
+			}
+			tpm := limits["tpm"]
+			if tpm == 0 {
+				tpm = 1_000_000_000
+			}
+			srv := llmtest.NewServer(llmtest.Config{RPM: limits["rpm"], TPM: tpm, OutputTokens: 300,
+				Rules: &tc.rules, Limits: limits, StartEmpty: true})
+			defer srv.Close()
+			start := time.Now()
+			srv.Remaining("k1") // the provider's buckets begin now, empty
+			// The fleet's a few milliseconds later: the clocks of the
+			// limiter (milliseconds) and of llmtest (microseconds) must
+			// not put the fleet ahead of the provider.
+			time.Sleep(5 * time.Millisecond)
+			repo := memorystore.New()
+			opts := limiter.WithLimits(limitsOf(limits)...)
+			var fleet []*llmhttp.Transport
+			for i := range 3 {
+				rl := limiter.New(repo)
+				t.Cleanup(func() { _ = rl.Close() })
+				if i == 0 {
+					// The fleet's bucket starts empty too: its whole
+					// capacity taken, after the provider's began.
+					a, err := rl.Available(context.Background(), entity, resource, opts)
+					require.NoError(t, err)
+					lease, err := rl.Acquire(context.Background(), entity, resource, limiter.Consume(a), opts)
+					require.NoError(t, err)
+					require.NoError(t, lease.Commit(context.Background()))
+				}
+				fleet = append(fleet, llmhttp.NewTransport(rl, nil, llmhttp.WithRules(tc.rules), llmhttp.WithAcquireOptions(opts),
+					llmhttp.WithFeedback(false)))
+			}
+			deadline := start.Add(window)
+			var wg sync.WaitGroup
+			var calls, refusals atomic.Int64
+			for _, tr := range fleet {
+				client := &http.Client{Transport: tr}
+				for g := range 2 {
+					wg.Go(func() {
+						rnd := rand.New(rand.NewPCG(45, uint64(g)))
+						for time.Now().Before(deadline) {
+							resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, tc.body(rnd))
+							var rle *limiter.RateLimitExceededError
+							if errors.As(err, &rle) {
+								refusals.Add(1)
+								time.Sleep(min(rle.RetryAfter, time.Until(deadline)+time.Millisecond))
+								continue
+							}
+							if !assert.NoError(t, err) {
+								return
+							}
+							calls.Add(1)
+							_, _ = io.Copy(io.Discard, resp.Body)
+							_ = resp.Body.Close()
+						}
+					})
+				}
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			left := srv.Remaining("k1")
+			st := srv.Stats("k1")
+			assert.Zero(t, st.RateLimited, "provider 429s")
+			best := 0.0
+			for name, v := range limits {
+				if name == "rpm" || v >= 1_000_000_000 {
+					continue
+				}
+				// The buckets started empty and stayed below their
+				// capacity: what the provider granted since, less what
+				// is left, is what the calls consumed; the grant that
+				// counts is the window's, in which calls were made.
+				consumed := float64(v)*elapsed.Minutes() - left[name]
+				granted := float64(v) * window.Minutes()
+				used := consumed / granted
+				best = max(best, used)
+				t.Logf("%s %s: %.0f consumed of %.0f granted in the window (%.1f %%)", tc.rules.Name, name, consumed, granted, 100*used)
+			}
+			assert.GreaterOrEqual(t, best, 0.95, "the binding limit used")
+			t.Logf("%s: %d calls answered, %d refusals by the fleet, %d provider 429s over %v", tc.rules.Name, calls.Load(), refusals.Load(), st.RateLimited, elapsed.Round(time.Millisecond))
 		})
 	}
 }
