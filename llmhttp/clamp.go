@@ -32,7 +32,8 @@ const clampTries = 4
 // (max_tokens, max_completion_tokens or max_output_tokens; one is added
 // when the body has none: max_output_tokens for a path ending in
 // /responses, max_tokens for /messages, max_completion_tokens for
-// /chat/completions, max_tokens elsewhere) lowered to the most output what
+// /chat/completions, max_tokens elsewhere; a Bedrock Converse body, whose
+// ceiling is nested, is not lowered) lowered to the most output what
 // every refused limit has left can pay for, on every bucket the acquire
 // charged (cascade parents included), and is acquired again at that worst
 // case: the acquire decides, so that two requests that saw the same
@@ -215,6 +216,11 @@ var ceilingKeys = []string{"max_tokens", "max_completion_tokens", "max_output_to
 // none (the path says which API). It reports false for a body that is not
 // a JSON object.
 func withCeiling(body []byte, path string, ceiling int64) ([]byte, bool) {
+	if strings.Contains(path, "/converse") {
+		// Bedrock's Converse API nests its ceiling
+		// (inferenceConfig.maxTokens): not lowered.
+		return nil, false
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

@@ -136,8 +136,9 @@ type Request struct {
 	// anything else (a non-ASCII byte may be a token of its own), plus
 	// [ImageTokens] per image part and [ToolTokens] per tool.
 	PromptTokens int64
-	// OutputCeiling is the body's max_tokens, max_completion_tokens or
-	// max_output_tokens (the largest); zero when it names none.
+	// OutputCeiling is the body's max_tokens, max_completion_tokens,
+	// max_output_tokens or Bedrock Converse's inferenceConfig.maxTokens
+	// (the largest); zero when it names none.
 	OutputCeiling int64
 	// Choices is how many answers the output ceiling applies to: the
 	// body's n or best_of (the larger; every choice is billed), at least
@@ -198,6 +199,15 @@ func RequestFromBody(body []byte) Request {
 	analyzeBody(body, &r)
 	r.Model = b.Model
 	r.OutputCeiling = max(b.MaxTokens, b.MaxCompletionTokens, b.MaxOutputTokens, 0)
+	var converse struct {
+		InferenceConfig struct {
+			MaxTokens int64 `json:"maxTokens"`
+		} `json:"inferenceConfig"`
+	}
+	if json.Unmarshal(body, &converse) == nil {
+		// Bedrock's Converse API.
+		r.OutputCeiling = max(r.OutputCeiling, converse.InferenceConfig.MaxTokens)
+	}
 	for _, s := range []string{`"1h"`, `"12h"`, `"24h"`} {
 		if bytes.Contains(body, []byte(s)) {
 			r.LongCache = true

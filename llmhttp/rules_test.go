@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -305,4 +306,53 @@ func TestRulesFleet(t *testing.T) {
 			t.Logf("%s: %d calls answered, %d refusals by the fleet, %d provider 429s over %v", tc.rules.Name, calls.Load(), refusals.Load(), st.RateLimited, elapsed.Round(time.Millisecond))
 		})
 	}
+}
+
+// TestBedrockConverse: a Converse body's ceiling (inferenceConfig.maxTokens)
+// bounds its worst case, a Converse answer's camel-case usage is read
+// (the input without its cache counts, as Anthropic's), and a Converse
+// body whose worst case does not fit is refused, not lowered: its
+// ceiling is nested.
+func TestBedrockConverse(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":[{"text":"hi"}]}],"inferenceConfig":{"maxTokens":700}}`
+	r := llmhttp.RequestFromBody([]byte(body))
+	assert.Equal(t, int64(700), r.OutputCeiling)
+	answer := `{"output":{"message":{"role":"assistant","content":[{"text":"hello"}]}},"stopReason":"end_turn",` +
+		`"usage":{"inputTokens":11,"outputTokens":5,"totalTokens":46,"cacheReadInputTokens":20,"cacheWriteInputTokens":10}}`
+	var hits atomic.Int64
+	srv := httptestServer(t, func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, answer)
+	})
+	const model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+	rl := limiter.New(memorystore.New(), limiter.WithClock(newManualClock().now))
+	t.Cleanup(func() { _ = rl.Close() })
+	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000))
+	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithRules(llmhttp.BedrockRules()), llmhttp.WithAcquireOptions(opts),
+		llmhttp.WithFeedback(false), llmhttp.WithOutputClamp(true))
+	resp, err := postKey(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil),
+		srv.URL+"/model/"+model+"/converse", body)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	a, err := rl.Available(context.Background(), entity, resource, opts)
+	require.NoError(t, err)
+	assert.Equal(t, int64(10_000-(11+10+5*5)), a["tpm"], "input + cache writes + five times the output")
+	assert.Equal(t, int64(46), tr.Stats().Tokens)
+
+	big := strings.Replace(body, `"maxTokens":700`, `"maxTokens":20000`, 1)
+	_, err = postKey(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil),
+		srv.URL+"/model/"+model+"/converse", big)
+	require.ErrorIs(t, err, limiter.ErrRateLimited)
+	assert.Equal(t, int64(1), hits.Load(), "the second call not sent")
+	assert.Zero(t, tr.Stats().Clamped)
+}
+
+// httptestServer starts a server answering with h.
+func httptestServer(t *testing.T, h http.HandlerFunc) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -73,8 +73,15 @@ type rawUsage struct {
 	InputTokensDetails       *rawInputDetail  `json:"input_tokens_details"`
 	CompletionTokensDetails  *rawOutputDetail `json:"completion_tokens_details"`
 	OutputTokensDetails      *rawOutputDetail `json:"output_tokens_details"`
-	ServiceTier              json.RawMessage  `json:"service_tier"`
-	Speed                    json.RawMessage  `json:"speed"`
+	// Bedrock's Converse API: Anthropic's counts in camel case (the
+	// input excludes the cache counts).
+	ConverseInput      *int64          `json:"inputTokens"`
+	ConverseOutput     *int64          `json:"outputTokens"`
+	ConverseTotal      *int64          `json:"totalTokens"`
+	ConverseCacheRead  *int64          `json:"cacheReadInputTokens"`
+	ConverseCacheWrite *int64          `json:"cacheWriteInputTokens"`
+	ServiceTier        json.RawMessage `json:"service_tier"`
+	Speed              json.RawMessage `json:"speed"`
 	InferenceGeo             json.RawMessage  `json:"inference_geo"`
 }
 
@@ -105,7 +112,8 @@ type rawOutputDetail struct {
 // counts returns every count of r, for the range check.
 func (r *rawUsage) counts() []*int64 {
 	c := []*int64{r.PromptTokens, r.CompletionTokens, r.TotalTokens, r.InputTokens, r.OutputTokens,
-		r.CacheCreationInputTokens, r.CacheReadInputTokens}
+		r.CacheCreationInputTokens, r.CacheReadInputTokens,
+		r.ConverseInput, r.ConverseOutput, r.ConverseTotal, r.ConverseCacheRead, r.ConverseCacheWrite}
 	if r.CacheCreation != nil {
 		c = append(c, r.CacheCreation.Ephemeral5m, r.CacheCreation.Ephemeral1h)
 	}
@@ -201,6 +209,11 @@ func (a *usageAcc) merge(r *rawUsage) {
 	set(&a.total, r.TotalTokens)
 	set(&a.cacheNew, r.CacheCreationInputTokens)
 	set(&a.cached, r.CacheReadInputTokens)
+	set(&a.input, r.ConverseInput)
+	set(&a.output, r.ConverseOutput)
+	set(&a.total, r.ConverseTotal)
+	set(&a.cached, r.ConverseCacheRead)
+	set(&a.cacheNew, r.ConverseCacheWrite)
 	if c := r.CacheCreation; c != nil {
 		set(&a.cacheLong, c.Ephemeral1h)
 		a.cacheSplit = a.cacheSplit || c.Ephemeral1h != nil || c.Ephemeral5m != nil

@@ -196,7 +196,7 @@ func analyzeBody(body []byte, r *Request) {
 		switch typ {
 		case "image_url", "input_image", "image":
 			r.PromptTokens += ImageTokens
-		case "input_file", "file", "document", "container_upload", "item_reference", "search_result_location":
+		case "input_file", "file", "document", "container_upload", "item_reference":
 			// A file's tokens (a PDF's pages as text and images) are
 			// not its bytes'; an item_reference names an earlier
 			// item by id.
