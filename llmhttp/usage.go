@@ -82,7 +82,7 @@ type rawUsage struct {
 	ConverseCacheWrite *int64          `json:"cacheWriteInputTokens"`
 	ServiceTier        json.RawMessage `json:"service_tier"`
 	Speed              json.RawMessage `json:"speed"`
-	InferenceGeo             json.RawMessage  `json:"inference_geo"`
+	InferenceGeo       json.RawMessage `json:"inference_geo"`
 }
 
 // rawCacheTTL is Anthropic's cache_creation breakdown.
