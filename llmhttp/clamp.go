@@ -284,8 +284,12 @@ func withCeiling(body []byte, path string, ceiling int64) ([]byte, bool) {
 // hasCeiling reports whether the JSON object body names a positive output
 // ceiling.
 func hasCeiling(body []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
 	for _, k := range ceilingKeys {
-		if intField(body, k) > 0 {
+		if intOf(top[k]) > 0 {
 			return true
 		}
 	}

@@ -236,8 +236,14 @@ func TestClampBody(t *testing.T) {
 			outs := callAll(t, &http.Client{Transport: tr}, srv.URL+tc.path, context.Background(), []string{tc.body})
 			require.NoError(t, outs[0].err)
 			sent := <-srvBodies
-			want := strings.ReplaceAll(tc.want, "%d", "300")
-			assert.Contains(t, sent, want)
+			// The largest ceiling whose worst case, of the body sent,
+			// the budget pays.
+			got := llmhttp.RequestFromBody([]byte(sent))
+			assert.LessOrEqual(t, m.Estimate(got), budget)
+			assert.Contains(t, sent, strings.ReplaceAll(tc.want, "%d", fmt.Sprint(got.OutputCeiling)))
+			assert.InDelta(t, 300, got.OutputCeiling, 10)
+			got.OutputCeiling++
+			assert.Greater(t, m.Estimate(got), budget)
 			assert.Equal(t, int64(1), tr.Stats().Clamped)
 			assert.GreaterOrEqual(t, b.left(t), int64(0))
 		})

@@ -171,88 +171,63 @@ type Request struct {
 // JSON object gives only PromptTokens (and one choice).
 func RequestFromBody(body []byte) Request {
 	r := Request{PromptTokens: countTokens(body), Choices: 1}
-	var b struct {
-		Model               string `json:"model"`
-		MaxTokens           int64  `json:"max_tokens"`
-		MaxCompletionTokens int64  `json:"max_completion_tokens"`
-		MaxOutputTokens     int64  `json:"max_output_tokens"`
-		ServiceTier         string `json:"service_tier"`
-		Speed               string `json:"speed"`
-		InferenceGeo        string `json:"inference_geo"`
+	// The members are matched by their exact names, as the providers
+	// match them (a struct decode would take "MAX_TOKENS" or "Model" for
+	// them too, and a body naming both would be read otherwise than the
+	// provider reads it); a later duplicate wins, as with the providers.
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return r
 	}
-	if json.Unmarshal(body, &b) != nil {
-		// A field of another type than expected fails the whole decode:
-		// read the fields one by one.
-		b = struct {
-			Model               string `json:"model"`
-			MaxTokens           int64  `json:"max_tokens"`
-			MaxCompletionTokens int64  `json:"max_completion_tokens"`
-			MaxOutputTokens     int64  `json:"max_output_tokens"`
-			ServiceTier         string `json:"service_tier"`
-			Speed               string `json:"speed"`
-			InferenceGeo        string `json:"inference_geo"`
-		}{Model: stringField(body, "model")}
-		for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
-			b.MaxTokens = max(b.MaxTokens, intField(body, k))
-		}
+	analyzeBody(top, body, &r)
+	r.Model = stringOf(top["model"])
+	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		r.OutputCeiling = max(r.OutputCeiling, intOf(top[k]))
 	}
-	analyzeBody(body, &r)
-	r.Model = b.Model
-	r.OutputCeiling = max(b.MaxTokens, b.MaxCompletionTokens, b.MaxOutputTokens, 0)
-	var converse struct {
-		InferenceConfig struct {
-			MaxTokens int64 `json:"maxTokens"`
-		} `json:"inferenceConfig"`
-	}
-	if json.Unmarshal(body, &converse) == nil {
+	var converse map[string]json.RawMessage
+	if json.Unmarshal(top["inferenceConfig"], &converse) == nil {
 		// Bedrock's Converse API.
-		r.OutputCeiling = max(r.OutputCeiling, converse.InferenceConfig.MaxTokens)
+		r.OutputCeiling = max(r.OutputCeiling, intOf(converse["maxTokens"]))
 	}
 	for _, s := range []string{`"1h"`, `"12h"`, `"24h"`} {
 		if bytes.Contains(body, []byte(s)) {
 			r.LongCache = true
 		}
 	}
-	switch strings.ToLower(b.ServiceTier) {
+	switch strings.ToLower(stringOf(top["service_tier"])) {
 	case "flex":
 		r.Modifiers = append(r.Modifiers, Flex)
 	case "priority", "fast":
 		r.Modifiers = append(r.Modifiers, Priority)
 	}
-	if strings.EqualFold(b.Speed, "fast") {
+	if strings.EqualFold(stringOf(top["speed"]), "fast") {
 		r.Modifiers = append(r.Modifiers, FastMode)
 	}
-	if g := strings.ToLower(b.InferenceGeo); g != "" && g != "global" {
+	if g := strings.ToLower(stringOf(top["inference_geo"])); g != "" && g != "global" {
 		r.Modifiers = append(r.Modifiers, Modifier("geo:"+g))
 	}
 	return r
 }
 
-// intField returns the integer member name of the JSON object body, or 0.
-func intField(body []byte, name string) int64 {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
+// intOf returns a JSON number, or a string holding one, as an integer
+// (a fraction rounded up: a provider may take 8.0 or "8" for 8); 0 for
+// anything else or a negative number, MaxCost for a larger one.
+func intOf(raw json.RawMessage) int64 {
+	if len(raw) > 1 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0
+		}
+		raw = json.RawMessage(strings.TrimSpace(s))
+	}
+	var f float64
+	if json.Unmarshal(raw, &f) != nil || f <= 0 || math.IsNaN(f) {
 		return 0
 	}
-	var n int64
-	if json.Unmarshal(obj[name], &n) != nil {
-		return 0
+	if f >= MaxCost {
+		return MaxCost
 	}
-	return n
-}
-
-// stringField returns the string member name of the JSON object body, or
-// "".
-func stringField(body []byte, name string) string {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(obj[name], &s) != nil {
-		return ""
-	}
-	return s
+	return int64(math.Ceil(f))
 }
 
 // Estimate returns the worst case of what r costs at m, in micro-dollars,

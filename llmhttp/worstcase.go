@@ -141,18 +141,12 @@ func hex4(b []byte) (rune, bool) {
 var hostedTools = []string{"web_search", "web_fetch", "file_search", "code_interpreter", "code_execution",
 	"computer_use_preview", "mcp", "image_generation", "tool_search"}
 
-// analyzeBody reads from a request body what its worst case depends on
-// beyond its bytes: the choices it asks for, its image parts and tools, and
-// what it makes the provider bill that it does not carry.
-func analyzeBody(body []byte, r *Request) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(body, &top) != nil {
-		return
-	}
-	var n, bestOf int64
-	_ = json.Unmarshal(top["n"], &n)
-	_ = json.Unmarshal(top["best_of"], &bestOf)
-	r.Choices = max(n, bestOf, 1)
+// analyzeBody reads from a request body (top: its members) what its worst
+// case depends on beyond its bytes: the choices it asks for, its image
+// parts and tools, and what it makes the provider bill that it does not
+// carry.
+func analyzeBody(top map[string]json.RawMessage, body []byte, r *Request) {
+	r.Choices = max(intOf(top["n"]), intOf(top["best_of"]), 1)
 	if s := stringOf(top["previous_response_id"]); s != "" {
 		r.PreviousResponseID = s
 		r.Hidden = append(r.Hidden, "previous_response_id")

@@ -462,3 +462,22 @@ func TestOverReservationSettledAndCounted(t *testing.T) {
 	assert.Equal(t, worst-cost, b.left(t), "the balance overdrawn by exactly the excess")
 	assert.Contains(t, logs.String(), "billed more than its worst case")
 }
+
+// TestRequestFromBodyExactNames: the members are read by their exact
+// names, as the providers read them: a body that names "MODEL" or
+// "MAX_TOKENS" beside "model" and "max_tokens" is priced by the latter
+// (a case-insensitive decode would price a dear model as a cheap one, or
+// a large ceiling as one token); numbers written as fractions or strings
+// count, rounded up; a later duplicate wins, as with the providers.
+func TestRequestFromBodyExactNames(t *testing.T) {
+	r := llmhttp.RequestFromBody([]byte(`{"model":"gpt-5","max_tokens":5000,"n":2,"MODEL":"gpt-4o-mini","Max_Tokens":1,"N":1}`))
+	assert.Equal(t, "gpt-5", r.Model)
+	assert.Equal(t, int64(5000), r.OutputCeiling)
+	assert.Equal(t, int64(2), r.Choices)
+	r = llmhttp.RequestFromBody([]byte(`{"model":"gpt-4o","n":"8","max_completion_tokens":99.5,"best_of":2.0}`))
+	assert.Equal(t, int64(8), r.Choices)
+	assert.Equal(t, int64(100), r.OutputCeiling)
+	r = llmhttp.RequestFromBody([]byte(`{"model":"gpt-4o-mini","max_tokens":1,"model":"gpt-5","max_tokens":9000}`))
+	assert.Equal(t, "gpt-5", r.Model)
+	assert.Equal(t, int64(9000), r.OutputCeiling)
+}
