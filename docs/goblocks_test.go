@@ -37,6 +37,7 @@ var knownImports = map[string]string{
 	"storetest":   modulePath + "/storetest",
 	"store":       modulePath + "/store",
 	"httplimit":   modulePath + "/httplimit",
+	"llmhttp":     modulePath + "/llmhttp",
 	"aggregator":  modulePath + "/aggregator",
 	"infra":       modulePath + "/infra",
 	"otelmetrics": modulePath + "/otelmetrics",

@@ -13,9 +13,19 @@ type usageBody struct {
 	rc io.ReadCloser
 	lc *leaseCall
 
-	mu     sync.Mutex // guards parser against a Close racing a Read
+	mu     sync.Mutex // guards parser, lastOutput and cut against a Close racing a Read
 	parser usageParser
+	// lastOutput is the output the parser had seen before the last Read;
+	// cut is set once the stream passed its reservation.
+	lastOutput int64
+	cut        bool
 }
+
+// ErrReservationExceeded ends the body of an event stream whose output
+// passed what its lease reserved (a provider that ignores the output
+// ceiling): the stream is closed at the first read past it, and the lease
+// settled at what it showed.
+var ErrReservationExceeded = errors.New("llmhttp: the stream's output passed its reservation")
 
 func newUsageBody(rc io.ReadCloser, p usageParser, lc *leaseCall) *usageBody {
 	return &usageBody{rc: rc, parser: p, lc: lc}
@@ -23,11 +33,30 @@ func newUsageBody(rc io.ReadCloser, p usageParser, lc *leaseCall) *usageBody {
 
 // Read reads from the provider's body and parses what it returns.
 func (b *usageBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	if b.cut {
+		b.mu.Unlock()
+		return 0, ErrReservationExceeded
+	}
+	b.mu.Unlock()
 	n, err := b.rc.Read(p)
 	if n > 0 {
 		b.mu.Lock()
 		b.parser.write(p[:n])
+		var past bool
+		var pp parsed
+		if _, sse := b.parser.(*sseUsageParser); sse {
+			pp = b.parser.parsed()
+			past = pp.outputSeen > b.lastOutput && !pp.final && b.lc.pastReservation(pp)
+			b.lastOutput = pp.outputSeen
+		}
+		b.cut = past
 		b.mu.Unlock()
+		if past {
+			_ = b.rc.Close() // the provider stops generating
+			b.lc.end(endCut, pp)
+			return 0, ErrReservationExceeded
+		}
 	}
 	switch {
 	case errors.Is(err, io.EOF):

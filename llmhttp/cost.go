@@ -131,12 +131,31 @@ func (p *Prices) Cost(model string, u Usage) (int64, error) {
 type Request struct {
 	// Model is the body's "model".
 	Model string
-	// PromptTokens is the prompt's estimate: the body's bytes divided by
-	// four, rounded up, as [DefaultEstimator] counts it.
+	// PromptTokens is the most tokens the body's prompt can be billed as:
+	// its ASCII bytes divided by four, rounded up, and a token per byte of
+	// anything else (a non-ASCII byte may be a token of its own), plus
+	// [ImageTokens] per image part and [ToolTokens] per tool.
 	PromptTokens int64
-	// OutputCeiling is the body's max_tokens, max_completion_tokens or
-	// max_output_tokens (the largest); zero when it names none.
+	// OutputCeiling is the body's max_tokens, max_completion_tokens,
+	// max_output_tokens or Bedrock Converse's inferenceConfig.maxTokens
+	// (the largest); zero when it names none.
 	OutputCeiling int64
+	// Choices is how many answers the output ceiling applies to: the
+	// body's n or best_of (the larger; every choice is billed), at least
+	// one.
+	Choices int64
+	// Hidden names what the body makes the provider bill as input without
+	// carrying it: "previous_response_id", "conversation", "prompt" (a
+	// stored prompt), file inputs ("input_file", "file", "document"),
+	// "item_reference", hosted tools ("tool web_search"), ...
+	// HiddenTokens prices them: the estimate adds it to the prompt. The
+	// transport sets it from the history it has read or the caller's
+	// bound ([WithHiddenInputTokens]); RequestFromBody leaves it zero.
+	Hidden       []string
+	HiddenTokens int64
+	// PreviousResponseID and Conversation are the body's
+	// previous_response_id and conversation id (OpenAI's Responses API).
+	PreviousResponseID, Conversation string
 	// LongCache is set when the body may ask for the long cache lifetime
 	// (it holds the string "1h", "12h" or "24h", as Anthropic's
 	// cache_control ttl and OpenAI's prompt_cache_retention spell it).
@@ -149,77 +168,106 @@ type Request struct {
 
 // RequestFromBody reads what the worst-case cost of a call depends on from
 // the JSON body of an OpenAI or Anthropic request. A body that is not a
-// JSON object gives only PromptTokens.
+// JSON object gives only PromptTokens (and one choice).
 func RequestFromBody(body []byte) Request {
-	r := Request{PromptTokens: (int64(len(body)) + 3) / 4}
-	var b struct {
-		Model               string `json:"model"`
-		MaxTokens           int64  `json:"max_tokens"`
-		MaxCompletionTokens int64  `json:"max_completion_tokens"`
-		MaxOutputTokens     int64  `json:"max_output_tokens"`
-		ServiceTier         string `json:"service_tier"`
-		Speed               string `json:"speed"`
-		InferenceGeo        string `json:"inference_geo"`
+	r := Request{PromptTokens: countTokens(body), Choices: 1}
+	// The members are matched by their exact names, as the providers
+	// match them (a struct decode would take "MAX_TOKENS" or "Model" for
+	// them too, and a body naming both would be read otherwise than the
+	// provider reads it); a later duplicate wins, as with the providers.
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return r
 	}
-	if json.Unmarshal(body, &b) != nil {
-		// A field of another type than expected fails the whole decode:
-		// read the fields one by one.
-		b.Model = stringField(body, "model")
+	analyzeBody(top, body, &r)
+	r.Model = stringOf(top["model"])
+	for _, k := range []string{"max_tokens", "max_completion_tokens", "max_output_tokens"} {
+		r.OutputCeiling = max(r.OutputCeiling, intOf(top[k]))
 	}
-	r.Model = b.Model
-	r.OutputCeiling = max(b.MaxTokens, b.MaxCompletionTokens, b.MaxOutputTokens, 0)
+	var converse map[string]json.RawMessage
+	if json.Unmarshal(top["inferenceConfig"], &converse) == nil {
+		// Bedrock's Converse API.
+		r.OutputCeiling = max(r.OutputCeiling, intOf(converse["maxTokens"]))
+	}
 	for _, s := range []string{`"1h"`, `"12h"`, `"24h"`} {
 		if bytes.Contains(body, []byte(s)) {
 			r.LongCache = true
 		}
 	}
-	switch strings.ToLower(b.ServiceTier) {
+	switch strings.ToLower(stringOf(top["service_tier"])) {
 	case "flex":
 		r.Modifiers = append(r.Modifiers, Flex)
 	case "priority", "fast":
 		r.Modifiers = append(r.Modifiers, Priority)
 	}
-	if strings.EqualFold(b.Speed, "fast") {
+	if strings.EqualFold(stringOf(top["speed"]), "fast") {
 		r.Modifiers = append(r.Modifiers, FastMode)
 	}
-	if g := strings.ToLower(b.InferenceGeo); g != "" && g != "global" {
+	if g := strings.ToLower(stringOf(top["inference_geo"])); g != "" && g != "global" {
 		r.Modifiers = append(r.Modifiers, Modifier("geo:"+g))
 	}
 	return r
 }
 
-// stringField returns the string member name of the JSON object body, or
-// "".
-func stringField(body []byte, name string) string {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(body, &obj) != nil {
-		return ""
+// intOf returns a JSON number, or a string holding one, as an integer
+// (a fraction rounded up: a provider may take 8.0 or "8" for 8); 0 for
+// anything else or a negative number, MaxCost for a larger one.
+func intOf(raw json.RawMessage) int64 {
+	if len(raw) > 1 && raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return 0
+		}
+		raw = json.RawMessage(strings.TrimSpace(s))
 	}
-	var s string
-	if json.Unmarshal(obj[name], &s) != nil {
-		return ""
+	var f float64
+	if json.Unmarshal(raw, &f) != nil || f <= 0 || math.IsNaN(f) {
+		return 0
 	}
-	return s
+	if f >= MaxCost {
+		return MaxCost
+	}
+	return int64(math.Ceil(f))
 }
 
 // Estimate returns the worst case of what r costs at m, in micro-dollars,
-// rounded up and saturated at [MaxCost]: the prompt's estimate at the
-// dearest rate an input token of r can be billed at (Input, or a cache
-// write's rate when it is higher: the long lifetime's when r.LongCache),
-// plus the output ceiling (m.MaxOutputTokens when r sets none) at the
-// output rate; the long-context rates when the prompt's estimate is long;
-// times the multipliers of r's modifiers.
+// rounded up and saturated at [MaxCost]: the prompt's tokens and its hidden
+// input's (PromptTokens + HiddenTokens) at the dearest rate an input token
+// of r can be billed at (Input, or a cache write's rate when it is higher:
+// the long lifetime's when r.LongCache), plus the output ceiling
+// (m.MaxOutputTokens when r sets none) times the choices at the output
+// rate; the long-context rates when the prompt is long; times the
+// multipliers of r's modifiers.
 func (m ModelPrice) Estimate(r Request) int64 {
-	rates := m.ratesFor(r.PromptTokens)
+	prompt := satAdd(r.PromptTokens, r.HiddenTokens)
+	rates := m.ratesFor(prompt)
 	in := max(rates.Input, rates.CachedInput, rates.CacheWrite)
 	if r.LongCache {
 		in = max(in, rates.CacheWriteLong)
 	}
+	return m.price(r.Modifiers, [2]int64{prompt, in}, [2]int64{m.outputTokens(r), rates.Output})
+}
+
+// outputTokens returns the most output r can be billed: its ceiling (the
+// model's when it sets none) times its choices, saturated.
+func (m ModelPrice) outputTokens(r Request) int64 {
 	out := r.OutputCeiling
 	if out <= 0 {
 		out = m.MaxOutputTokens
 	}
-	return m.price(r.Modifiers, [2]int64{r.PromptTokens, in}, [2]int64{out, rates.Output})
+	choices := max(r.Choices, 1)
+	if out > math.MaxInt64/choices {
+		return math.MaxInt64
+	}
+	return out * choices
+}
+
+// satAdd returns a+b for non-negative a and b, saturated.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // Estimate returns the worst case of what r costs at the price of r.Model

@@ -304,7 +304,10 @@ func TestCostCapConcurrent(t *testing.T) {
 				return llmtest.Shape{}
 			}})
 		defer srv.Close()
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(capLimits))
+		// Ceilings are not lowered: this test checks admission at the
+		// worst case itself (TestCostCapClamped lowers them).
+		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(capLimits),
+			llmhttp.WithOutputClamp(false))
 		client := &http.Client{Transport: tr}
 
 		balance := func() int64 {

@@ -23,7 +23,14 @@
 // a limit: the worst case is acquired before the request is sent, and the
 // lease is settled to the exact cost of the response's usage, at the
 // prices of [DefaultPrices] ([OpenAIPrices] and [AnthropicPrices], dated)
-// or of [WithPrices] ([NewPrices] merges tables). [Prices.Cost] and
+// or of [WithPrices] ([NewPrices] merges tables). The worst case prices
+// every choice, counts a non-ASCII byte a token, and prices the input a
+// body makes the provider bill without carrying it from the history the
+// transport read or a bound the caller gives ([WithHiddenInputTokens]), or
+// refuses the call ([HiddenInputError]). A call whose worst case the budget
+// cannot cover has its output ceiling lowered to what is left
+// ([WithOutputClamp], [WithMinOutputTokens]); a stream that runs past its
+// worst case is cut ([ErrReservationExceeded]). [Prices.Cost] and
 // [Prices.Estimate] price usages and requests for callers that charge the
 // limiter themselves.
 //

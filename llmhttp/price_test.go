@@ -333,5 +333,5 @@ func TestEstimate(t *testing.T) {
 	r = llmhttp.RequestFromBody([]byte(`{"model":"gpt-5","max_tokens":"lots"}`))
 	assert.Equal(t, "gpt-5", r.Model, "a field of an unexpected type leaves the model readable")
 	r = llmhttp.RequestFromBody([]byte(`not json`))
-	assert.Equal(t, llmhttp.Request{PromptTokens: 2}, r)
+	assert.Equal(t, llmhttp.Request{PromptTokens: 2, Choices: 1}, r)
 }

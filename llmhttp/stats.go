@@ -53,6 +53,27 @@ type Stats struct {
 	// ([WithCostLimit]); UnknownModels counts the requests refused because
 	// the prices know no price for their model.
 	Cost, UnknownModels int64
+	// HiddenRefused is the requests refused with a [HiddenInputError]:
+	// with a money limit, their provider would bill input their body does
+	// not carry, which the transport could not price.
+	HiddenRefused int64
+	// Clamped is the requests sent with their output ceiling lowered to
+	// what their budget had left ([WithOutputClamp]); ClampRefused those
+	// refused because the ceiling the budget could pay was below
+	// [WithMinOutputTokens] (counted in Denied too).
+	Clamped, ClampRefused int64
+	// OverReserved is the responses whose cost was settled above the
+	// worst case the transport reserved for it ([WithCostLimit]): a
+	// prompt whose text the provider counts denser than the worst case
+	// assumes, a provider that ignores the output ceiling, a usage the
+	// body could not foresee. It is the one way a money budget is
+	// overdrawn: such a response is settled exactly and logged (Warn,
+	// once per transport); OverReservedCost sums, in micro-dollars, what
+	// their costs exceeded their worst cases by.
+	OverReserved, OverReservedCost int64
+	// StreamsCut is the event streams ended with [ErrReservationExceeded]
+	// because the output they showed passed what their lease reserved.
+	StreamsCut int64
 }
 
 type counters struct {
@@ -66,6 +87,9 @@ type counters struct {
 	cooldownsClamped                       atomic.Int64
 	limitsLearned, limitsExpired           atomic.Int64
 	cost, unknownModels                    atomic.Int64
+	hiddenRefused, clamped, clampRefused   atomic.Int64
+	overReserved, overReservedCost         atomic.Int64
+	streamsCut                             atomic.Int64
 }
 
 // Stats returns the transport's counters.
@@ -82,12 +106,16 @@ func (t *Transport) Stats() Stats {
 		CooldownsClamped: c.cooldownsClamped.Load(),
 		LimitsLearned:    c.limitsLearned.Load(), LimitsExpired: c.limitsExpired.Load(),
 		Cost: c.cost.Load(), UnknownModels: c.unknownModels.Load(),
+		HiddenRefused: c.hiddenRefused.Load(), Clamped: c.clamped.Load(), ClampRefused: c.clampRefused.Load(),
+		OverReserved: c.overReserved.Load(), OverReservedCost: c.overReservedCost.Load(),
+		StreamsCut: c.streamsCut.Load(),
 	}
 }
 
 // warnings are the accounting events logged once per transport.
 type warnings struct {
 	tokensRemoved, cooldownClamped, usageMalformed, endedWithoutUsage atomic.Bool
+	overReserved, streamCut                                           atomic.Bool
 }
 
 // warnOnce logs msg at Warn the first time flag is set.

@@ -3,7 +3,6 @@ package llmhttp
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"maps"
 	"mime"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -53,27 +53,39 @@ func DefaultUsageMapping(u Usage) limiter.Consume {
 // through req.GetBody (the transport sets it when the request lacks it).
 type Estimator func(req *http.Request) (limiter.Consume, error)
 
-// DefaultEstimator acquires one "rpm" and, as "tpm", the request body's
-// bytes divided by four (rounded up: about four bytes of English or JSON
-// make a token, so the JSON around the prompt makes this an overestimate)
-// plus the output ceiling the body asks for (max_tokens,
-// max_completion_tokens or max_output_tokens), when it names one. The
-// response's usage corrects it.
+// DefaultEstimator acquires one "rpm" and, as "tpm", the most tokens the
+// request can be billed: its prompt counted as [RequestFromBody] counts it
+// (a token per four ASCII bytes of the body, per non-ASCII byte, and a
+// bound per image and tool), the input it bills without carrying it as the
+// transport priced it (or as [WithHiddenInputTokens] bounds it), and the
+// output ceiling the body asks for (max_tokens, max_completion_tokens or
+// max_output_tokens), when it names one, times its choices (n, best_of).
+// The response's usage corrects it.
 func DefaultEstimator(req *http.Request) (limiter.Consume, error) {
 	body, err := requestBody(req)
 	if err != nil {
 		return nil, err
 	}
-	tokens := int64(len(body)+3) / 4
-	var ceil struct {
-		MaxTokens           int64 `json:"max_tokens"`
-		MaxCompletionTokens int64 `json:"max_completion_tokens"`
-		MaxOutputTokens     int64 `json:"max_output_tokens"`
+	r := RequestFromBody(body)
+	hidden, ok := req.Context().Value(resolvedHiddenKey{}).(int64)
+	if !ok && len(r.Hidden) > 0 {
+		hidden, _ = hiddenBound(req.Context())
 	}
-	if json.Unmarshal(body, &ceil) == nil {
-		tokens += max(ceil.MaxTokens, ceil.MaxCompletionTokens, ceil.MaxOutputTokens, 0)
+	tokens := satAdd(r.PromptTokens, hidden)
+	if r.OutputCeiling > 0 {
+		tokens = satAdd(tokens, r.OutputCeiling*max(r.Choices, 1))
 	}
-	return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: tokens}, nil
+	return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: min(tokens, MaxCost)}, nil
+}
+
+// resolvedHiddenKey is the context key of the hidden input the transport
+// priced for a request, for its estimator.
+type resolvedHiddenKey struct{}
+
+// estimatorRequest returns req with the hidden input the transport priced
+// in its context.
+func estimatorRequest(req *http.Request, hidden int64) *http.Request {
+	return req.WithContext(context.WithValue(req.Context(), resolvedHiddenKey{}, hidden))
 }
 
 // requestBody returns a copy of req's body through GetBody.
@@ -130,6 +142,15 @@ type config struct {
 	// Money: the limit charged the cost, and its prices.
 	costName string
 	prices   *Prices
+
+	// The worst case: the bound on hidden input of every call, and the
+	// lowering of output ceilings (nil: on with a cost limit).
+	maxHidden int64
+	clamp     *bool
+	minOutput int64
+
+	// rules, when set, charge and settle calls as a provider counts them.
+	rules *Rules
 
 	// Provider feedback (WithFeedback and the options beside it).
 	noFeedback  bool
@@ -206,6 +227,7 @@ type Transport struct {
 	st   counters
 	warn warnings
 	fb   feedbackStates
+	hist history
 }
 
 var _ http.RoundTripper = (*Transport)(nil)
@@ -220,6 +242,7 @@ func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Optio
 		mapping: DefaultUsageMapping, estimator: DefaultEstimator, rollback: DefaultRollback,
 		quota: DefaultQuotaMapping, threshold: DefaultFeedbackThreshold,
 		reserve: DefaultFeedbackReserve, learnedTTL: DefaultLearnedLimitTTL,
+		minOutput: DefaultMinOutputTokens,
 	}}
 	for _, o := range opts {
 		o(&t.cfg)
@@ -254,50 +277,66 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.st.requests.Add(1)
 	ctx := req.Context()
-	estimate := c.estimate
-	if estimate == nil || t.cfg.costName != "" {
+	a := attempt{req: req, estimate: c.estimate}
+	if c.estimate == nil || t.cfg.costName != "" || t.clampOn() || t.cfg.rules != nil {
 		var err error
-		if req, err = withGetBody(req); err != nil {
+		if a.req, err = withGetBody(req); err != nil {
 			return nil, err
 		}
+		if a.body, err = requestBody(a.req); err != nil {
+			closeBody(a.req)
+			return nil, err
+		}
+		a.r = RequestFromBody(a.body)
+		if unpriced := t.priceHidden(ctx, &a.r); len(unpriced) > 0 && t.cfg.costName != "" {
+			closeBody(a.req)
+			t.st.hiddenRefused.Add(1)
+			return nil, &HiddenInputError{Entity: c.entity, Resource: c.resource, What: unpriced}
+		}
 	}
-	var cost *costCall
 	if t.cfg.costName != "" {
 		var err error
-		if cost, err = t.newCostCall(req, c); err != nil {
-			closeBody(req)
+		if a.cost, err = t.newCostCall(a.r, c); err != nil {
+			closeBody(a.req)
 			return nil, err
 		}
 	}
-	if estimate == nil {
-		var err error
-		if estimate, err = t.cfg.estimator(req); err != nil {
-			closeBody(req)
+	if a.estimate == nil {
+		est, err := t.cfg.estimator(estimatorRequest(a.req, a.r.HiddenTokens))
+		if err != nil {
+			closeBody(a.req)
 			return nil, fmt.Errorf("llmhttp: estimate %s/%s: %w", c.entity, c.resource, err)
 		}
+		a.estimate = est
 	}
-	if cost != nil {
-		if v, ok := estimate[cost.name]; ok {
-			cost.estimate = v // the caller's own estimate of the cost
+	if a.cost != nil {
+		if v, ok := a.estimate[a.cost.name]; ok {
+			a.cost.estimate, a.cost.worstCase = v, false // the caller's own estimate of the cost
 		} else {
-			estimate = maps.Clone(estimate)
-			if estimate == nil {
-				estimate = limiter.Consume{}
+			a.estimate = maps.Clone(a.estimate)
+			if a.estimate == nil {
+				a.estimate = limiter.Consume{}
 			}
-			estimate[cost.name] = cost.estimate
+			a.estimate[a.cost.name] = a.cost.estimate
 		}
 	}
 	opts, learned := t.acquireOptions(c)
-	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, estimate, opts...)
+	lease, err := t.rl.Acquire(ctx, c.entity, c.resource, a.estimate, opts...)
+	if err != nil && errors.Is(err, limiter.ErrRateLimited) {
+		lease, a, err = t.clampAcquire(ctx, c, a, c.estimate, opts, err)
+	}
 	if err != nil {
 		if errors.Is(err, limiter.ErrRateLimited) {
 			t.st.denied.Add(1)
 			err = t.boundRetryAfter(c, learned, err)
 		}
-		closeBody(req)
+		closeBody(a.req)
 		return nil, err
 	}
-	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease, cost: cost}
+	req, estimate, cost := a.req, a.estimate, a.cost
+	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease, cost: cost,
+		conversation: a.r.Conversation, rq: a.r}
+	lc.rq.Model = requestModel(lc.rq.Model, req)
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		lc.endUnbilled(t.cfg.rollback&RollbackOnTransportError != 0)
@@ -382,6 +421,20 @@ type leaseCall struct {
 	lease    *limiter.Lease
 	cost     *costCall // nil without WithCostLimit
 	ended    atomic.Bool
+	// conversation is the request's conversation id: its usage is the
+	// history the next turn bills.
+	conversation string
+	// rq is the request as sent, for the settlement of provider rules.
+	rq Request
+}
+
+// amountsOf maps a usage to the amounts the lease should hold: the
+// provider rules' settlement ([WithRules]), or the usage mapping's.
+func (lc *leaseCall) amountsOf(u Usage) limiter.Consume {
+	if r := lc.t.cfg.rules; r != nil {
+		return r.Settle(lc.rq, u)
+	}
+	return lc.t.cfg.mapping(u)
 }
 
 // endKind is how a lease ends.
@@ -399,6 +452,9 @@ const (
 	// endEarly: the body was closed or failed before its usage; like
 	// endMissing, or rolled back with RollbackOnEarlyClose.
 	endEarly
+	// endCut: a stream's output passed its reservation and was cut;
+	// what it showed is committed.
+	endCut
 )
 
 // endUnbilled ends a lease whose answer had no body to read: rolled back,
@@ -423,17 +479,26 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 	t := lc.t
 	switch kind {
 	case endUsage:
-		amounts := t.cfg.mapping(p.usage)
+		amounts := lc.amountsOf(p.usage)
 		if negativeAmount(amounts) {
 			lc.malformed("the usage mapping returned a negative amount")
 			break
 		}
 		t.st.usageSeen.Add(1)
 		t.st.tokens.Add(p.usage.TotalTokens)
+		var overCost int64
 		if lc.cost != nil {
 			c := lc.cost.of(p)
 			t.st.cost.Add(c)
 			amounts = withAmount(amounts, lc.cost.name, c)
+			overCost = max(amounts[lc.cost.name]-lc.cost.estimate, 0)
+		}
+		lc.overReserved(overCost)
+		if p.responseID != "" {
+			t.hist.put("resp:"+p.responseID, p.usage.TotalTokens)
+		}
+		if lc.conversation != "" {
+			t.hist.put("conv:"+lc.conversation, p.usage.TotalTokens)
 		}
 		lc.adjustTo(amounts, false)
 	case endMalformed:
@@ -450,8 +515,32 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 	case endMissing:
 		t.st.usageMissing.Add(1)
 		lc.adjustTo(lc.seenAmounts(p), true)
+	case endCut:
+		t.st.streamsCut.Add(1)
+		t.warnOnce(&t.warn.streamCut, "llmhttp: a stream's output passed its reservation; cut, and charged what it showed",
+			"entity", lc.call.entity, "resource", lc.call.resource)
+		seen := lc.seenAmounts(p)
+		var overCost int64
+		if lc.cost != nil {
+			overCost = max(seen[lc.cost.name]-lc.cost.estimate, 0)
+		}
+		lc.overReserved(overCost)
+		lc.adjustTo(seen, true)
 	}
 	lc.commit()
+}
+
+// overReserved counts and logs a settlement of the cost above the worst
+// case the transport reserved for it; overCost is the excess.
+func (lc *leaseCall) overReserved(overCost int64) {
+	if overCost <= 0 || lc.cost == nil || !lc.cost.worstCase {
+		return
+	}
+	t := lc.t
+	t.st.overReserved.Add(1)
+	t.st.overReservedCost.Add(overCost)
+	t.warnOnce(&t.warn.overReserved, "llmhttp: a response was billed more than its worst case; settled exactly, the budget overdrawn by the difference",
+		"entity", lc.call.entity, "resource", lc.call.resource, "reserved", lc.cost.estimate, "over", overCost)
 }
 
 // malformed counts a malformed usage, whose lease keeps its estimate.
@@ -474,7 +563,7 @@ func (lc *leaseCall) seenAmounts(p parsed) limiter.Consume {
 		u.TotalTokens += p.outputSeen - u.OutputTokens
 		u.OutputTokens = p.outputSeen
 	}
-	amounts := lc.t.cfg.mapping(u)
+	amounts := lc.amountsOf(u)
 	if negativeAmount(amounts) {
 		amounts = nil
 	}
@@ -483,6 +572,35 @@ func (lc *leaseCall) seenAmounts(p parsed) limiter.Consume {
 		amounts = withAmount(amounts, lc.cost.name, lc.cost.of(p))
 	}
 	return amounts
+}
+
+// pastReservation reports whether what a stream showed (p) costs more than
+// the worst case its lease reserved for its cost ([WithCostLimit]; an
+// estimate of the cost given by the caller is not a worst case, nor are
+// the token estimates, which count no output without a ceiling).
+func (lc *leaseCall) pastReservation(p parsed) bool {
+	if lc.cost == nil || !lc.cost.worstCase {
+		return false
+	}
+	u := p.usage
+	if p.outputSeen > u.OutputTokens {
+		u.TotalTokens += p.outputSeen - u.OutputTokens
+		u.OutputTokens = p.outputSeen
+	}
+	p.usage = u
+	// Before the usage says how the answer was served, it is priced as the
+	// request asked, as its estimate is.
+	for _, m := range lc.cost.mods {
+		switch {
+		case m == FastMode && u.Speed == "":
+			p.usage.Speed = string(m)
+		case strings.HasPrefix(string(m), "geo:") && u.InferenceGeo == "":
+			p.usage.InferenceGeo = strings.TrimPrefix(string(m), "geo:")
+		case (m == Flex || m == Priority) && u.ServiceTier == "":
+			p.usage.ServiceTier = string(m)
+		}
+	}
+	return lc.cost.of(p) > lc.cost.estimate
 }
 
 // withAmount returns a copy of c that holds v under name, unless c holds

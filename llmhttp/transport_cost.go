@@ -2,7 +2,6 @@ package llmhttp
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/zaelimiter/limiter"
 )
@@ -56,20 +55,20 @@ type costCall struct {
 	name     string
 	price    ModelPrice
 	estimate int64 // what the lease acquired under name
+	// worstCase: estimate is the transport's worst case, not the
+	// caller's.
+	worstCase bool
+	// mods are the modifiers the request asked for.
+	mods []Modifier
 	// longCache: the request may ask for the long cache lifetime, so that
 	// cache writes its usage does not split by lifetime are charged at the
 	// long lifetime's rate.
 	longCache bool
 }
 
-// newCostCall prices the request of c: its model's price and worst-case
-// cost. req's body can be read again through GetBody.
-func (t *Transport) newCostCall(req *http.Request, c call) (*costCall, error) {
-	body, err := requestBody(req)
-	if err != nil {
-		return nil, err
-	}
-	r := RequestFromBody(body)
+// newCostCall prices the request r of c: its model's price and worst-case
+// cost.
+func (t *Transport) newCostCall(r Request, c call) (*costCall, error) {
 	if r.Model == "" {
 		r.Model = c.resource
 	}
@@ -78,7 +77,8 @@ func (t *Transport) newCostCall(req *http.Request, c call) (*costCall, error) {
 		t.st.unknownModels.Add(1)
 		return nil, fmt.Errorf("llmhttp: cost of %s/%s: %w", c.entity, c.resource, err)
 	}
-	return &costCall{name: t.cfg.costName, price: price, estimate: price.Estimate(r), longCache: r.LongCache}, nil
+	return &costCall{name: t.cfg.costName, price: price, estimate: price.Estimate(r), longCache: r.LongCache, worstCase: true,
+		mods: r.Modifiers}, nil
 }
 
 // of returns the cost of the usage p holds.

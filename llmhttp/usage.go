@@ -73,9 +73,16 @@ type rawUsage struct {
 	InputTokensDetails       *rawInputDetail  `json:"input_tokens_details"`
 	CompletionTokensDetails  *rawOutputDetail `json:"completion_tokens_details"`
 	OutputTokensDetails      *rawOutputDetail `json:"output_tokens_details"`
-	ServiceTier              json.RawMessage  `json:"service_tier"`
-	Speed                    json.RawMessage  `json:"speed"`
-	InferenceGeo             json.RawMessage  `json:"inference_geo"`
+	// Bedrock's Converse API: Anthropic's counts in camel case (the
+	// input excludes the cache counts).
+	ConverseInput      *int64          `json:"inputTokens"`
+	ConverseOutput     *int64          `json:"outputTokens"`
+	ConverseTotal      *int64          `json:"totalTokens"`
+	ConverseCacheRead  *int64          `json:"cacheReadInputTokens"`
+	ConverseCacheWrite *int64          `json:"cacheWriteInputTokens"`
+	ServiceTier        json.RawMessage `json:"service_tier"`
+	Speed              json.RawMessage `json:"speed"`
+	InferenceGeo       json.RawMessage `json:"inference_geo"`
 }
 
 // rawCacheTTL is Anthropic's cache_creation breakdown.
@@ -105,7 +112,8 @@ type rawOutputDetail struct {
 // counts returns every count of r, for the range check.
 func (r *rawUsage) counts() []*int64 {
 	c := []*int64{r.PromptTokens, r.CompletionTokens, r.TotalTokens, r.InputTokens, r.OutputTokens,
-		r.CacheCreationInputTokens, r.CacheReadInputTokens}
+		r.CacheCreationInputTokens, r.CacheReadInputTokens,
+		r.ConverseInput, r.ConverseOutput, r.ConverseTotal, r.ConverseCacheRead, r.ConverseCacheWrite}
 	if r.CacheCreation != nil {
 		c = append(c, r.CacheCreation.Ephemeral5m, r.CacheCreation.Ephemeral1h)
 	}
@@ -142,6 +150,7 @@ type usageAcc struct {
 	cacheSplit                       bool
 	serviceTier, speed, inferenceGeo string
 	openAI                           bool // prompt_tokens style: cached tokens are part of input
+	responseID                       string
 	// final is set by a usage that reports the whole response (a JSON
 	// body's, OpenAI's final chunk, Anthropic's message_delta), as opposed
 	// to Anthropic's message_start, sent before the output.
@@ -200,6 +209,11 @@ func (a *usageAcc) merge(r *rawUsage) {
 	set(&a.total, r.TotalTokens)
 	set(&a.cacheNew, r.CacheCreationInputTokens)
 	set(&a.cached, r.CacheReadInputTokens)
+	set(&a.input, r.ConverseInput)
+	set(&a.output, r.ConverseOutput)
+	set(&a.total, r.ConverseTotal)
+	set(&a.cached, r.ConverseCacheRead)
+	set(&a.cacheNew, r.ConverseCacheWrite)
 	if c := r.CacheCreation; c != nil {
 		set(&a.cacheLong, c.Ephemeral1h)
 		a.cacheSplit = a.cacheSplit || c.Ephemeral1h != nil || c.Ephemeral5m != nil
@@ -276,11 +290,15 @@ type parsed struct {
 	// outputSeen is the output text of a stream's content events so far,
 	// in tokens of four bytes (rounded up); zero for a JSON body.
 	outputSeen int64
+	// responseID is the response's id (a JSON body's top-level "id", a
+	// Responses API stream's response.id).
+	responseID string
 }
 
 func (a *usageAcc) parsed() parsed {
 	u, seen := a.usage()
-	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed, cacheSplit: a.cacheSplit}
+	return parsed{usage: u, seen: seen, final: a.final, malformed: a.malformed, cacheSplit: a.cacheSplit,
+		responseID: a.responseID}
 }
 
 // usageParser is fed a response body chunk by chunk as the caller reads it.
@@ -342,6 +360,9 @@ func (j *jsonUsageParser) write(p []byte) {
 					if j.valueOf == "service_tier" && !j.keyTooBig {
 						// OpenAI's top-level service_tier.
 						j.acc.serviceTier = string(j.key)
+					}
+					if j.valueOf == "id" && !j.keyTooBig {
+						j.acc.responseID = string(j.key)
 					}
 					if j.keyTooBig {
 						j.lastKey = ""
@@ -497,6 +518,7 @@ func (s *sseUsageParser) endLine() {
 	var inner struct {
 		Usage       json.RawMessage `json:"usage"`
 		ServiceTier json.RawMessage `json:"service_tier"`
+		ID          json.RawMessage `json:"id"`
 	}
 	if isObject(ev.Message) && json.Unmarshal(ev.Message, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, false)
@@ -505,6 +527,7 @@ func (s *sseUsageParser) endLine() {
 	if isObject(ev.Response) && json.Unmarshal(ev.Response, &inner) == nil {
 		s.acc.mergeRaw(inner.Usage, true)
 		setString(&s.acc.serviceTier, inner.ServiceTier) // the Responses API's response
+		setString(&s.acc.responseID, inner.ID)
 	}
 	s.outputBytes += outputText(ev)
 }

@@ -25,10 +25,18 @@
 // possible answers (a limit header far too low, a retry-after of years, a
 // negative usage count), to test a client's defences.
 //
-// Token counts are deterministic: a text counts one token per four bytes
-// (rounded up), each message four more; the answer has [Config.OutputTokens]
-// tokens, fewer when the request's max_tokens (or max_completion_tokens)
-// says so.
+// Token counts are deterministic: a text counts one token per four ASCII
+// bytes (rounded up) and one per byte of anything else (the most a
+// byte-level tokenizer bills: a Chinese prompt costs about three times what
+// English of the same bytes does), each message four more; the answer has
+// [Config.OutputTokens] tokens, fewer when the request's max_tokens (or
+// max_completion_tokens, or max_output_tokens) says so, per choice: a
+// request for n (or best_of) choices is billed each.
+//
+// POST /v1/responses is OpenAI's Responses API: its input is a string or a
+// list of messages, and a previous_response_id (of a response this server
+// gave) bills the whole earlier conversation (that response's input and
+// output tokens) as input again, as the provider does.
 package llmtest
 
 import (
@@ -42,6 +50,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/llmhttp"
 )
 
 // Config sets the fake provider's limits and answers. Zero fields take the
@@ -79,6 +90,20 @@ type Config struct {
 	// before the rate limits: to report prompt caching and reasoning, a
 	// service tier, or a provider error, per request.
 	Shape func(body []byte) Shape
+	// IgnoreCeiling makes every answer OutputTokens long whatever the
+	// request's output ceiling: a provider (or a proxy) that does not
+	// enforce max_tokens.
+	IgnoreCeiling bool
+	// Rules, when set, make the server count calls as that provider does
+	// (a pack of llmhttp: [llmhttp.OpenAIRules], [llmhttp.AnthropicRules],
+	// [llmhttp.BedrockRules], [llmhttp.BedrockOpenAIRules]): a call is
+	// admitted when every limit the rules charge can pay what Admit takes
+	// of it, and settled to what Settle holds. The limits are RPM, and
+	// per minute those of Limits by name (tpm, itpm, otpm; tpm is TPM
+	// when Limits has none).
+	Rules *llmhttp.Rules
+	// Limits are the per-minute token limits that Rules charge, by name.
+	Limits map[string]int64
 }
 
 // Shape is how the server answers one request ([Config.Shape]). The zero
@@ -136,13 +161,17 @@ type Server struct {
 	cfg Config
 	srv *httptest.Server
 
-	mu   sync.Mutex // guards keys and seq
+	mu   sync.Mutex // guards keys, seq and history
 	keys map[string]*keyState
 	seq  int64
+	// history holds each Responses API response's input plus output
+	// tokens, by id: what a turn continuing it bills as input.
+	history map[string]int64
 }
 
 type keyState struct {
 	reqs, toks bucket
+	named      map[string]*bucket // Config.Rules' other limits
 	stats      KeyStats
 }
 
@@ -200,10 +229,13 @@ func NewServer(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	cfg.HiddenShare = math.Min(math.Max(cfg.HiddenShare, 0), 0.99)
-	s := &Server{cfg: cfg, keys: make(map[string]*keyState)}
+	s := &Server{cfg: cfg, keys: make(map[string]*keyState), history: make(map[string]int64)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, openAI) })
 	mux.HandleFunc("POST /v1/messages", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, anthropic) })
+	mux.HandleFunc("POST /v1/responses", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, responses) })
+	mux.HandleFunc("POST /model/{model}/invoke", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, bedrock) })
+	mux.HandleFunc("POST /openai/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { s.serve(w, r, bedrockOpenAI) })
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	return s
@@ -233,6 +265,9 @@ type provider int
 const (
 	openAI provider = iota
 	anthropic
+	responses     // OpenAI's Responses API: OpenAI's headers and errors
+	bedrock       // Bedrock runtime's InvokeModel of an Anthropic model: Anthropic's bodies, no rate-limit headers
+	bedrockOpenAI // Bedrock's OpenAI-compatible chat completions: OpenAI's bodies, no rate-limit headers
 )
 
 // request is what the server reads of either API's request body.
@@ -242,6 +277,12 @@ type request struct {
 	System              json.RawMessage `json:"system"`
 	MaxTokens           int64           `json:"max_tokens"`
 	MaxCompletionTokens int64           `json:"max_completion_tokens"`
+	MaxOutputTokens     int64           `json:"max_output_tokens"`
+	N                   int64           `json:"n"`
+	BestOf              int64           `json:"best_of"`
+	Input               json.RawMessage `json:"input"`
+	Instructions        string          `json:"instructions"`
+	PreviousResponseID  string          `json:"previous_response_id"`
 	Stream              bool            `json:"stream"`
 	StreamOptions       *struct {
 		IncludeUsage bool `json:"include_usage"`
@@ -253,6 +294,20 @@ type message struct {
 	Content json.RawMessage `json:"content"`
 }
 
+// countText counts a text: a token per four ASCII bytes (rounded up), one
+// per byte of anything else.
+func countText(s string) int64 {
+	var ascii, other int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x80 {
+			ascii++
+		} else {
+			other++
+		}
+	}
+	return (ascii+3)/4 + other
+}
+
 // textTokens counts a content value: a string, or an array of parts with
 // "text" fields.
 func textTokens(raw json.RawMessage) int64 {
@@ -261,7 +316,7 @@ func textTokens(raw json.RawMessage) int64 {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return (int64(len(s)) + 3) / 4
+		return countText(s)
 	}
 	var parts []struct {
 		Text string `json:"text"`
@@ -269,11 +324,11 @@ func textTokens(raw json.RawMessage) int64 {
 	if json.Unmarshal(raw, &parts) == nil {
 		var n int64
 		for _, p := range parts {
-			n += (int64(len(p.Text)) + 3) / 4
+			n += countText(p.Text)
 		}
 		return n
 	}
-	return (int64(len(raw)) + 3) / 4
+	return countText(string(raw))
 }
 
 // InputTokens returns the input tokens the server counts for a request
@@ -286,6 +341,8 @@ func InputTokens(body []byte) (int64, error) {
 	return req.inputTokens(), nil
 }
 
+// inputTokens counts the prompt the body carries (for the Responses API,
+// without the earlier conversation a previous_response_id bills).
 func (r *request) inputTokens() int64 {
 	n := textTokens(r.System)
 	if len(r.System) > 0 {
@@ -294,18 +351,34 @@ func (r *request) inputTokens() int64 {
 	for _, m := range r.Messages {
 		n += 4 + textTokens(m.Content)
 	}
+	if r.Instructions != "" {
+		n += 4 + countText(r.Instructions)
+	}
+	if len(r.Input) > 0 {
+		var items []message
+		if r.Input[0] == '[' && json.Unmarshal(r.Input, &items) == nil {
+			for _, m := range items {
+				n += 4 + textTokens(m.Content)
+			}
+		} else {
+			n += 4 + textTokens(r.Input)
+		}
+	}
 	return n
 }
 
+// choices is how many answers the request is billed: n or best_of.
+func (r *request) choices() int64 { return max(r.N, r.BestOf, 1) }
+
+// outputTokens is the answer's length, every choice together.
 func (s *Server) outputTokens(r *request) int64 {
 	n := s.cfg.OutputTokens
-	if r.MaxTokens > 0 {
-		n = min(n, r.MaxTokens)
+	for _, c := range []int64{r.MaxTokens, r.MaxCompletionTokens, r.MaxOutputTokens} {
+		if c > 0 && !s.cfg.IgnoreCeiling {
+			n = min(n, c)
+		}
 	}
-	if r.MaxCompletionTokens > 0 {
-		n = min(n, r.MaxCompletionTokens)
-	}
-	return n
+	return n * r.choices()
 }
 
 // apiKey returns the request's key: x-api-key (Anthropic) or the bearer
@@ -367,19 +440,46 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		}
 	}
 	in, out := req.inputTokens(), s.outputTokens(&req)
+	if p == responses && req.PreviousResponseID != "" {
+		s.mu.Lock()
+		h, ok := s.history[req.PreviousResponseID]
+		s.mu.Unlock()
+		if !ok {
+			writeError(w, p, http.StatusBadRequest, "invalid_request_error", "previous response not found")
+			return
+		}
+		in += h
+	}
 	now := s.cfg.Now()
-	q, ok, id := s.admit(key, in+out, now)
-	setQuotaHeaders(w.Header(), p, q, now)
+	var q quota
+	var ok bool
+	var id int64
+	if s.cfg.Rules != nil {
+		rq := llmhttp.RequestFromBody(body)
+		if rq.Model == "" {
+			rq.Model = r.PathValue("model")
+		}
+		u := ruleUsage(p, in, out, shape.cut(in, out))
+		var rqq ruleQuota
+		rqq, ok, id = s.admitRules(key, s.cfg.Rules.Admit(rq), s.cfg.Rules.Settle(rq, u), in+out, now)
+		setRuleHeaders(w.Header(), p, rqq, now)
+		q.retryAfter, q.tpm = rqq.retryAfter, rqq.limits[limiter.LimitTPM]
+	} else {
+		q, ok, id = s.admit(key, in+out, now)
+		if p != bedrock && p != bedrockOpenAI {
+			setQuotaHeaders(w.Header(), p, q, now)
+		}
+	}
 	if !ok {
 		retry := strconv.FormatInt(int64(math.Ceil(q.retryAfter.Seconds())), 10)
 		w.Header().Set("Retry-After", retry)
-		if p == openAI {
+		if p != anthropic && p != bedrock {
 			w.Header().Set("Retry-After-Ms", strconv.FormatInt(q.retryAfter.Milliseconds()+1, 10))
 		}
 		if s.cfg.EditHeaders != nil {
 			s.cfg.EditHeaders(http.StatusTooManyRequests, w.Header())
 		}
-		if p == openAI {
+		if p != anthropic && p != bedrock {
 			writeError(w, p, http.StatusTooManyRequests, "rate_limit_exceeded",
 				fmt.Sprintf("Rate limit reached for %s on tokens per min (TPM): Limit %d, Please try again in %v.", req.Model, q.tpm, q.retryAfter.Round(time.Millisecond)))
 		} else {
@@ -397,9 +497,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		a.stall = r.Context().Done()
 	}
 	switch {
-	case p == openAI && req.Stream:
+	case p == responses:
+		s.mu.Lock()
+		s.history[a.responseID()] = in + out
+		s.mu.Unlock()
+		if req.Stream {
+			a.responsesStream(w)
+		} else {
+			a.responsesJSON(w)
+		}
+	case (p == openAI || p == bedrockOpenAI) && req.Stream:
 		a.openAIStream(w, req.StreamOptions != nil && req.StreamOptions.IncludeUsage)
-	case p == openAI:
+	case p == openAI || p == bedrockOpenAI:
 		a.openAIJSON(w)
 	case req.Stream:
 		a.anthropicStream(w)
@@ -475,7 +584,7 @@ func (s *Server) admit(key string, tokens int64, now time.Time) (quota, bool, in
 // setQuotaHeaders writes the provider's rate-limit headers.
 func setQuotaHeaders(h http.Header, p provider, q quota, now time.Time) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
-	if p == openAI {
+	if p != anthropic {
 		h.Set("X-Ratelimit-Limit-Requests", itoa(q.rpm))
 		h.Set("X-Ratelimit-Limit-Tokens", itoa(q.tpm))
 		h.Set("X-Ratelimit-Remaining-Requests", itoa(q.reqsLeft))
@@ -497,7 +606,7 @@ func writeError(w http.ResponseWriter, p provider, status int, typ, msg string) 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	var v any
-	if p == openAI {
+	if p != anthropic && p != bedrock {
 		v = map[string]any{"error": map[string]any{"message": msg, "type": typ, "param": nil, "code": typ}}
 	} else {
 		v = map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}
