@@ -249,14 +249,14 @@ bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default 
 
 .PHONY: bench-floor
 bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS; CONTENDER=<commit> runs that commit's beside)
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(if $(CONTENDER),-contender '$(CONTENDER)') $(FLOORFLAGS)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
 # `make bench-redis` flags, e.g. REDISBENCHFLAGS='-rounds 9 -run lease' (internal/redisbench).
 REDISBENCHFLAGS ?=
 
 .PHONY: bench-redis
 bench-redis: ## the Redis store against go-redis/redis_rate on one redis-server, alternating rounds (REDISBENCHFLAGS; CONTENDER=<commit> runs that commit's beside)
-	$(GO) run ./internal/redisbench $(if $(CONTENDER),-contender '$(CONTENDER)') $(REDISBENCHFLAGS)
+	$(GO) run ./internal/redisbench $(REDISBENCHFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
 .PHONY: cli
 cli: ## build the zae-limiter command-line tool into bin/zae-limiter
