@@ -30,6 +30,11 @@ DOCKER_TEST_PKGS ?= ./internal/ddblocal ./examples/quickstart
 # `make bench` flags, e.g. BENCHFLAGS='-bench=HotKeys -benchtime=3s' (README, hot keys benchmark).
 BENCHFLAGS ?= -bench=.
 
+# `make bench-floor` and `make bench-redis`: CONTENDER=<commit> (a hash, tag or branch of this clone's
+# history) builds that commit's benchmark in a temporary directory and runs it beside this tree's in
+# alternating rounds, reporting the ratios (internal/contender; needs git and the commit's history).
+CONTENDER ?=
+
 # `make bench-floor` flags, e.g. FLOORFLAGS='-rounds 9 -only acquire+commit' (internal/floorbench).
 FLOORFLAGS ?=
 
@@ -243,15 +248,15 @@ bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default 
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -run='^$$' $(BENCHFLAGS) -benchmem ./...
 
 .PHONY: bench-floor
-bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS)
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)
+bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS; CONTENDER=<commit> runs that commit's beside)
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
 # `make bench-redis` flags, e.g. REDISBENCHFLAGS='-rounds 9 -run lease' (internal/redisbench).
 REDISBENCHFLAGS ?=
 
 .PHONY: bench-redis
-bench-redis: ## the Redis store against go-redis/redis_rate on one redis-server, alternating rounds (REDISBENCHFLAGS)
-	$(GO) run ./internal/redisbench $(REDISBENCHFLAGS)
+bench-redis: ## the Redis store against go-redis/redis_rate on one redis-server, alternating rounds (REDISBENCHFLAGS; CONTENDER=<commit> runs that commit's beside)
+	$(GO) run ./internal/redisbench $(REDISBENCHFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
 .PHONY: cli
 cli: ## build the zae-limiter command-line tool into bin/zae-limiter

@@ -326,12 +326,14 @@ func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
 // call that applied answers applied, once.
 func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error {
 	keys := make([]string, len(writes)+1)
-	args := make([]any, 0, 16*len(writes))
+	args := make([]any, 1, 1+16*len(writes))
+	var id string
+	keys[len(writes)], id = s.keys.writeID(writes[0].Key.Resource)
+	args[0] = id
 	for i, w := range writes {
 		keys[i] = s.keys.bucket(w.Key)
 		args = encodeWrite(args, w)
 	}
-	keys[len(writes)] = s.keys.writeID(writes[0].Key.Resource)
 	v, err := s.run(ctx, scriptWrite, keys, args...)
 	if err != nil {
 		return err
@@ -423,7 +425,8 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 
 // consumeArgs returns the command arguments of a consume script on reqs
 // (see lua/consume_lib.lua), its first two left for exec: the items' keys,
-// then a new write identifier's (see lua/writeid.lua), then the requests.
+// then the key of a new write identifier's hash, then the identifier (see
+// lua/writeid.lua), then the requests.
 // The numbers are held in one slice and passed by pointer, and the limits'
 // arguments are kept boxed (limitArgsOf), so that a request costs few
 // allocations: two for a lone request of up to two limits and two amounts
@@ -431,13 +434,13 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 	if len(reqs) == 1 && len(reqs[0].Limits) <= 1 && len(reqs[0].Consume) <= 1 {
 		x := &oneConsume1{}
-		return s.loneArgs(&x.key, &x.id, x.full[:0], x.ints[:0], reqs[0])
+		return s.loneArgs(&x.key, &x.wk, &x.id, x.full[:0], x.ints[:0], reqs[0])
 	}
 	if len(reqs) == 1 && len(reqs[0].Limits) <= 2 && len(reqs[0].Consume) <= 2 {
 		x := &oneConsume{}
-		return s.loneArgs(&x.key, &x.id, x.full[:0], x.ints[:0], reqs[0])
+		return s.loneArgs(&x.key, &x.wk, &x.id, x.full[:0], x.ints[:0], reqs[0])
 	}
-	argc, nums := 4+len(reqs), 0
+	argc, nums := 5+len(reqs), 0
 	for _, r := range reqs {
 		argc += 3 + 2*len(r.Limits) + 2*len(r.Consume)
 		nums += 1 + len(r.Consume)
@@ -450,8 +453,10 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		keys[i] = s.keys.bucket(r.Key)
 		full[3+i] = &keys[i]
 	}
-	keys[len(reqs)] = s.keys.writeID(reqs[0].Key.Resource)
+	var id string
+	keys[len(reqs)], id = s.keys.writeID(reqs[0].Key.Resource)
 	full[3+len(reqs)] = &keys[len(reqs)]
+	full = append(full, id)
 	for _, r := range reqs {
 		full = s.appendRequest(full, ints[len(ints):len(ints):cap(ints)], r)
 		ints = ints[:len(ints)+1+len(r.Consume)]
@@ -460,27 +465,28 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 }
 
 // loneArgs is consumeArgs of the lone request r in storage sized for it:
-// the key in *key, the write identifier's in *id, the arguments in full
-// and the numbers in ints (both empty, with room for them).
-func (s *Store) loneArgs(key, id *string, full []any, ints []int64, r store.SpeculativeRequest) []any {
+// the key in *key, the write identifier's hash and the identifier in *wk
+// and *id, the arguments in full and the numbers in ints (both empty,
+// with room for them).
+func (s *Store) loneArgs(key, wk, id *string, full []any, ints []int64, r store.SpeculativeRequest) []any {
 	*key = s.keys.bucket(r.Key)
-	*id = s.keys.writeID(r.Key.Resource)
-	return s.appendRequest(append(full, nil, nil, 2, key, id), ints, r)
+	*wk, *id = s.keys.writeID(r.Key.Resource)
+	return s.appendRequest(append(full, nil, nil, 2, key, wk, id), ints, r)
 }
 
 // oneConsume holds the arguments of a consume script on one request of up
 // to two limits and two amounts.
 type oneConsume struct {
-	key, id string
-	ints    [3]int64
-	full    [5 + 3 + 2*2 + 2*2]any
+	key, wk, id string
+	ints        [3]int64
+	full        [6 + 3 + 2*2 + 2*2]any
 }
 
 // oneConsume1 is oneConsume for one limit and one amount.
 type oneConsume1 struct {
-	key, id string
-	ints    [2]int64
-	full    [5 + 3 + 2 + 2]any
+	key, wk, id string
+	ints        [2]int64
+	full        [6 + 3 + 2 + 2]any
 }
 
 // appendRequest appends r's arguments to full, its numbers held in ints,

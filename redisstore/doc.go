@@ -135,15 +135,20 @@
 // go-redis resends a command whose connection broke before the reply (its
 // MaxRetries, 3 by default), after the script may have run. Every call
 // that changes balances (a consume, batched or not, and a write) therefore
-// names a key of its own, drawn at random per call in the slot of its
-// items: a call that applied leaves it behind for 10 s, holding what it
-// applied, and the same call sent again finds it and answers from it
-// instead of applying again, so a dropped reply costs a retry, not a
-// double charge. (Such a key costs Redis about 150 bytes for its 10 s: at
-// 10,000 calls a second, about 15 MB.) A call whose every attempt failed
-// may still have run on the server: the limiter reports it as unavailable,
-// and what it took stays taken. [Store.Allow]'s calls carry no such key: a
-// resent one may count twice.
+// carries an identifier drawn at random per call, and names the hash, in
+// the slot of its items, that keeps the identifiers of the calls sent in
+// the same tenth of a second (by the client's clock): a call that applied
+// leaves its identifier there, holding what it applied, and the same call
+// sent again (the same hash, the same identifier) finds it and answers
+// from it instead of applying again, so a dropped reply costs a retry,
+// not a double charge. The hash expires 10.2 s after its first call, so
+// every identifier is kept for at least 10 s (less the difference of two
+// clients' clocks, when they disagree); an identifier is a field, not a
+// key (no key created and no expiry per call), about 60 bytes of Redis
+// memory: at 10,000 calls a second, about 6 MB. A call whose every attempt
+// failed may still have run on the server: the limiter reports it as
+// unavailable, and what it took stays taken. [Store.Allow]'s calls carry
+// no identifier: a resent one may count twice.
 //
 // # Differences from the DynamoDB backend
 //

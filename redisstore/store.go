@@ -176,11 +176,20 @@ func (k keyspace) bucket(key store.BucketKey) string {
 	return k.slot(key.Resource) + ":b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
-// writeID returns a new write identifier's key (see lua/writeid.lua) in
-// the slot of resource's bucket items: a random name, drawn per call.
-func (k keyspace) writeID(resource string) string {
-	var buf [16]byte
-	return k.slot(resource) + ":w:" + string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
+// writeID returns a new write identifier (see lua/writeid.lua), a random
+// name drawn per call, and the key of the hash that keeps it, in the slot
+// of resource's bucket items: one hash per tenth of a second of the
+// client's clock, which a resent call names again (go-redis resends the
+// same arguments).
+func (k keyspace) writeID(resource string) (key, id string) {
+	// Both in one string (one allocation), cut in two.
+	var buf [32]byte
+	tail := strconv.AppendInt(buf[:0], time.Now().UnixMilli()/100, 36)
+	cut := len(tail)
+	tail = strconv.AppendUint(tail, rand.Uint64(), 36)
+	both := k.slot(resource) + ":w:" + string(tail)
+	n := len(both) - len(tail) + cut
+	return both[:n], both[n:]
 }
 
 func (k keyspace) entity(id string) string        { return k.admin("e", id) }

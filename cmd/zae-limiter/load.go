@@ -39,6 +39,8 @@ type loadFlags struct {
 	worker       string // a worker process's scenario file (set by the parent)
 	actual       string
 	speculative  bool
+	contender    string // a commit whose zae-limiter runs the scenario beside this one
+	rounds       int    // alternating rounds of --contender
 }
 
 // registerScenario registers the scenario flags on f, writing into s.
@@ -131,6 +133,8 @@ func cmdLoad(c *cli) *command {
 	f.float(&lf.prices.WriteUnit, "price-write", "", loadtest.DefaultPrices.WriteUnit, "on-demand price in USD per million write request units")
 	f.float(&lf.prices.ReadUnit, "price-read", "", loadtest.DefaultPrices.ReadUnit, "on-demand price in USD per million read request units")
 	f.str(&lf.worker, "worker", "", "", "internal: run as a worker process of --procs with this scenario file")
+	f.str(&lf.contender, "contender", "", "", "a commit (hash, tag, branch) of this clone whose zae-limiter runs the same scenario in alternating rounds with this one, each run on a fresh table of its own, and the report compares them (needs git, go and the clone's history)")
+	f.integer(&lf.rounds, "rounds", "", 3, "alternating rounds of each program with --contender")
 	f.run = func(pos []string) error {
 		if lf.merge {
 			return c.loadMerge(pos, &lf)
@@ -140,6 +144,9 @@ func cmdLoad(c *cli) *command {
 		}
 		if lf.worker != "" {
 			return c.loadWorker(lf.worker)
+		}
+		if lf.contender != "" {
+			return c.loadContender(f, &lf)
 		}
 		var err error
 		if lf.actual != "" {
@@ -304,6 +311,7 @@ type loadSummaryJSON struct {
 	ParentConsumed   map[string]int64   `json:"parent_consumed,omitempty"`
 	Calls            map[string]uint64  `json:"calls"`
 	CallsPerAcquire  float64            `json:"calls_per_acquire"`
+	RefusedWrites    float64            `json:"refused_writes_per_acquire"`
 	CapacityReported bool               `json:"capacity_reported"`
 	RCUPerAcquire    float64            `json:"rcu_per_acquire"`
 	WCUPerAcquire    float64            `json:"wcu_per_acquire"`
@@ -325,7 +333,7 @@ func loadSummary(r *loadtest.Result, local bool, p loadtest.Prices) loadSummaryJ
 	out := loadSummaryJSON{Scenario: r.Scenario, Endpoint: r.Endpoint, Procs: r.Procs, DurationSeconds: r.Duration().Seconds(),
 		Acquires: n, Admitted: r.Admitted, Denied: r.Denied, Failed: r.Failed,
 		AcquireLatencyMS: map[string]float64{}, Consumed: r.Consumed, ParentConsumed: r.ParentConsumed, Calls: map[string]uint64{},
-		CallsPerAcquire: per(float64(c.Calls)), CapacityReported: c.Known(),
+		CallsPerAcquire: per(float64(c.Calls)), RefusedWrites: per(float64(r.RefusedWrites())), CapacityReported: c.Known(),
 		RCUPerAcquire: per(c.RCU), WCUPerAcquire: per(c.WCU), EstRCUPerAcquire: per(c.EstRCU), EstWCUPerAcquire: per(c.EstWCU),
 		CostPerMillion: c.CostPerMillion(p, n), Errors: r.Errors}
 	if d := r.Duration().Seconds(); d > 0 {

@@ -60,6 +60,21 @@ func TestRunSmall(t *testing.T) {
 	}
 	// A floor against itself is 1.
 	assert.Equal(t, 1.0, res.stat(1, "replay", sample.opsPerSec).ratio)
+
+	// -contender reads the same report of each program: a row per
+	// contender and concurrency, with its figures.
+	rows := parseFloorReport(out.String())
+	require.Len(t, rows, 2*len(want), "rows of\n%s", out.String())
+	for _, r := range rows {
+		assert.Contains(t, []string{"c=1", "c=3"}, r.conc)
+		assert.Contains(t, want, r.name)
+		assert.Positive(t, r.p50, r.key())
+		assert.Positive(t, r.ops, r.key())
+		assert.Positive(t, r.allocs, r.key())
+		if r.name == "replay" || r.name == "replay-pair" {
+			assert.Equal(t, 1.0, r.opsRatio, r.key())
+		}
+	}
 }
 
 // TestRunHotSmall runs the hot cascades at a tiny size: named by -only,

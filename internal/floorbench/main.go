@@ -39,9 +39,20 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
 	tracefile := fs.String("trace", "", "write an execution trace of the run to this file (a region per operation)")
+	commit := fs.String("contender", "", "a commit (hash, tag, branch) whose benchmark runs beside this tree's in alternating rounds, a round each per turn (needs git and the clone's history)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	// The flags both programs of -contender get: the ones given, less
+	// those of this program alone.
+	var pass []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "contender", "rounds", "table", "cpuprofile", "memprofile", "trace":
+		default:
+			pass = append(pass, "-"+f.Name+"="+f.Value.String())
+		}
+	})
 	if cfg.rounds < 1 || cfg.ops < 1 || cfg.opsConc < cfg.conc {
 		return fmt.Errorf("-rounds and -ops must be positive and -ops-c at least -c")
 	}
@@ -65,6 +76,9 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.Close()
 	cfg.endpoint = srv.Endpoint()
+	if *commit != "" {
+		return runContender(ctx, stdout, stderr, *commit, cfg.rounds, cfg.endpoint, pass)
+	}
 
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096

@@ -293,6 +293,7 @@ figcaption { font-weight: bold; margin-bottom: 4px; }
 		refused = refused || s.ConditionalFailures > 0
 	}
 	ew.printf("</table>\n")
+	ew.printf(`<p id="refused-per-acquire">Refused writes: %d, %.3f per acquire.</p>`+"\n", r.RefusedWrites(), per(float64(r.RefusedWrites()), n))
 	if refused {
 		ew.printf(`<p id="refused">%s</p>`+"\n", esc(refusedNote))
 	}

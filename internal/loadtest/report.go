@@ -67,6 +67,20 @@ func (r *Result) Capacity(local bool) Capacity {
 	return c
 }
 
+// RefusedWrites returns the writes of the run that their condition
+// refused: single-item writes and transactions (one a cancelled
+// transaction) that lost to another writer, or a fast-path write the
+// bucket did not cover. Each costs a round trip and a write unit, and
+// usually another attempt; per acquire it measures how much the writers
+// of a run get in each other's way.
+func (r *Result) RefusedWrites() uint64 {
+	var n uint64
+	for _, s := range r.Ops {
+		n += s.ConditionalFailures
+	}
+	return n
+}
+
 // Known reports whether the endpoint reported consumed capacity at all.
 func (c Capacity) Known() bool { return c.Reported > 0 }
 
@@ -186,6 +200,7 @@ func WriteText(w io.Writer, r *Result, local bool, p Prices) error {
 		refused = refused || s.ConditionalFailures > 0
 	}
 	fmt.Fprintf(tw, "  total\t%s\t%.3f\t\t\n", thousands(c.Calls), per(float64(c.Calls), n))
+	fmt.Fprintf(tw, "  refused writes\t%s\t%.3f\t\t\n", thousands(r.RefusedWrites()), per(float64(r.RefusedWrites()), n))
 	_ = tw.Flush()
 	if refused {
 		ew.printf("  A write refused by its condition is not a failure: it is how the limiter decides (a fast-path\n" +

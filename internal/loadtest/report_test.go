@@ -81,6 +81,7 @@ func TestReportWording(t *testing.T) {
 	assert.Contains(t, out, "50 refused by condition (expected under contention), 3 failed")
 	assert.Contains(t, out, "A write refused by its condition is not a failure")
 	assert.NotContains(t, out, "errors (")
+	assert.Regexp(t, `(?m)^ +refused writes +50 +0\.050 *$`, out, "refused writes per acquire (1,000 acquires)")
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "BatchGetItem") {
 			assert.NotContains(t, line, "refused", "an operation without refusals")
@@ -93,6 +94,7 @@ func TestReportWording(t *testing.T) {
 	assert.Contains(t, html, `<th>refused by condition</th><th>failed</th>`)
 	assert.Contains(t, html, `<tr><td class="l">UpdateItem</td><td>1000</td><td>1.000</td><td>50</td><td>3</td>`)
 	assert.Contains(t, html, `<p id="refused">A write refused by its condition is not a failure`)
+	assert.Contains(t, html, `<p id="refused-per-acquire">Refused writes: 50, 0.050 per acquire.</p>`)
 	for _, title := range []string{">seconds since the start<", ">acquires per second<", ">milliseconds<", ">acquire latency (log scale)<", ">acquires<"} {
 		assert.Contains(t, html, title, "axis title")
 	}

@@ -74,6 +74,9 @@ type config struct {
 	only    string
 	scripts bool
 	profile string
+	// contender is a commit whose benchmark runs beside this tree's, in
+	// alternating rounds (see runContender); "" runs this tree alone.
+	contender string
 }
 
 func run(w io.Writer, args []string) error {
@@ -86,6 +89,7 @@ func run(w io.Writer, args []string) error {
 	fs.StringVar(&cfg.only, "run", "", "run only the cases whose name matches this regular expression")
 	fs.BoolVar(&cfg.scripts, "scripts", false, "run the store's Lua code as scripts (EVALSHA), not functions")
 	fs.StringVar(&cfg.profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	fs.StringVar(&cfg.contender, "contender", "", "a commit (hash, tag, branch) whose benchmark runs beside this tree's in alternating rounds, case by case (needs git and the clone's history)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -117,6 +121,15 @@ func run(w io.Writer, args []string) error {
 	filter, err := regexp.Compile(cfg.only)
 	if err != nil {
 		return err
+	}
+	if cfg.contender != "" {
+		var names []string
+		for _, c := range cases(client, cfg.scripts) {
+			if filter.MatchString(c.name) {
+				names = append(names, c.name)
+			}
+		}
+		return runContender(ctx, w, cfg, a, names)
 	}
 	info, _ := client.Info(ctx, "server").Result()
 	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store, B: redis_rate, unless the case names them), median [min–max] of the rounds\n\n",

@@ -1,24 +1,26 @@
--- Speculative consumption from KEYS (one request per item, then the
--- call's write identifier, see writeid.lua), all or none: every item is
--- read (HGETALL) and checked before any is written (one HSET each).
+-- Speculative consumption from KEYS (one request per item, then the hash
+-- of the call's write identifier, which is ARGV[1]; see writeid.lua), all
+-- or none: every item is read (HGETALL) and checked before any is written
+-- (one HSET each). The requests' arguments follow the identifier.
 -- Returns the reply of reply (see consume_lib.lua): every request applied
 -- or none, each item as written when applied, as it was when not. A call
 -- resent after it applied answers applied, with the items as they are.
 
 local nk, idk = #KEYS - 1, KEYS[#KEYS]
-local seen = write_id_seen(idk)
+local id = ARGV[1]
+local seen, fresh = write_id_seen(idk, id)
 if nk == 1 then -- the common case, without the tables of many
   local flat = redis.call('HGETALL', KEYS[1])
   local why, wf, wv, wi, set, at = ''
   if not seen then
-    local now, li, nl, ci, nc = read_request(ARGV, 0)
+    local now, li, nl, ci, nc = read_request(ARGV, 1)
     why, wf, wv, wi, set, at = check(ARGV, flat, now, li, nl, ci, nc)
   end
   local pre
   if why == '' then
     if not seen then
       take(KEYS[1], flat, wf, wv, wi, set, at)
-      write_id_keep(idk, '1')
+      write_id_keep(idk, id, '1', fresh)
     end
     pre = '1\n\n'
   else
@@ -34,7 +36,7 @@ if nk == 1 then -- the common case, without the tables of many
   end
   return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
 end
-local flats, checked, refused, argi = {}, {}, false, 0
+local flats, checked, refused, argi = {}, {}, false, 1
 for r = 1, nk do
   local now, li, nl, ci, nc
   now, li, nl, ci, nc, argi = read_request(ARGV, argi)
@@ -50,5 +52,5 @@ for r = 1, nk do
   if not refused and not seen then take(KEYS[r], flats[r], c[2], c[3], c[4], c[5], c[6]) end
   reply(out, not refused, c[1], flats[r])
 end
-if not refused and not seen then write_id_keep(idk, '1') end
+if not refused and not seen then write_id_keep(idk, id, '1', fresh) end
 return table.concat(out, '\n')

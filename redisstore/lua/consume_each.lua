@@ -1,6 +1,7 @@
--- Speculative consumption from KEYS (one request per item, then the
--- call's write identifier, see writeid.lua), each request on its own, one
--- after the other, as if each were sent alone: read (HGETALL), check,
+-- Speculative consumption from KEYS (one request per item, then the hash
+-- of the call's write identifier, which is ARGV[1]; see writeid.lua; the
+-- requests' arguments follow it), each request on its own, one after the
+-- other, as if each were sent alone: read (HGETALL), check,
 -- write (HSET) when it can take its amounts, so a later request on the
 -- same item sees an earlier one's write. Returns the reply of reply (see
 -- consume_lib.lua): each item as written when its request was applied, as
@@ -9,8 +10,10 @@
 -- again (nothing of them was written).
 
 local nk, idk = #KEYS - 1, KEYS[#KEYS]
-local seen = write_id_seen(idk) or ''
-local out, flags, applied, argi = {}, {}, false, 0
+local id = ARGV[1]
+local seen, fresh = write_id_seen(idk, id)
+seen = seen or ''
+local out, flags, applied, argi = {}, {}, false, 1
 for r = 1, nk do
   local now, li, nl, ci, nc
   now, li, nl, ci, nc, argi = read_request(ARGV, argi)
@@ -27,5 +30,5 @@ for r = 1, nk do
   flags[r] = why == '' and '1' or '0'
   reply(out, why == '', why, flat)
 end
-if applied then write_id_keep(idk, table.concat(flags)) end
+if applied then write_id_keep(idk, id, table.concat(flags), fresh) end
 return table.concat(out, '\n')

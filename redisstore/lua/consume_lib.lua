@@ -66,36 +66,130 @@ local function refilled(v, rf, now)
   return sub(v, 1, c) .. (bucket_call('refill', tk, rf, now, cp, ra, rp)) .. sub(v, d)
 end
 
+-- params_seen maps the parameters of a limit as the client sends them
+-- ("cp|ra|rp") to their numbers {cp, ra, rp} (nil for one that is not
+-- exact, see num), so that a request's refill check parses no
+-- parameters: as a function library the table lives as long as the
+-- library (bounded: it starts over past 256 entries); as a script, for one
+-- call.
+local params_seen, params_count = {}, 0
+
+-- params_of returns the numbers of parameters p (see params_seen).
+local function params_of(p)
+  local x = params_seen[p]
+  if not x then
+    local a = find(p, '|', 1, true)
+    local b = a and find(p, '|', a + 1, true)
+    if b then
+      x = {num(sub(p, 1, a - 1)), num(sub(p, a + 1, b - 1)), num(sub(p, b + 1))}
+    else
+      x = {}
+    end
+    if params_count >= 256 then params_seen, params_count = {}, 0 end
+    params_seen[p], params_count = x, params_count + 1
+  end
+  return x[1], x[2], x[3]
+end
+
+-- resolved_params returns the parameters ("cp|ra|rp") the request sends
+-- for limit field f (its resolved limits start after index li, nl of
+-- them); nil when f is not one of them.
+local function resolved_params(argv, li, nl, f)
+  for k = li + 1, li + 2 * nl, 2 do
+    if argv[k] == f then return argv[k + 1] end
+  end
+end
+
+-- refill_n_of returns the balance of limit value v (whose parameters are
+-- p, a prefix of v as check verified) refilled from rf to now, all
+-- numbers, and the positions of the separators around the balance in v;
+-- nil when a value is not exact or the refill leaves the exact range (the
+-- caller then takes the exact path on strings). full is whether that
+-- balance reached the capacity (bucketmath.FullAtMs at or before now).
+local function refill_n_of(v, p, rf, now)
+  local cp, ra, rp = params_of(p)
+  if not (cp and ra and rp) then return nil end
+  local c = #p + 1
+  local d = find(v, '|', c + 1, true)
+  local tk = d and num(sub(v, c + 1, d - 1))
+  if not tk then return nil end
+  if tk >= cp then return tk, true, c, d end
+  if ra <= 0 or rp <= 0 then return tk, false, c, d end
+  local t = refill_n(tk, rf, now, cp, ra, rp)
+  if t == nil then return nil end
+  return t, t >= cp, c, d
+end
+
 -- refill_due returns, when a request that takes a positive amount from a
--- limit that may be full (see full) must refill item flat to now first, a
--- table of the values the refill writes by their index in flat: every
--- limit's, and the header's with rf = now; nil when the request can take
--- from the stored balances (none may be full, or now is not after rf). hi
--- is the index of the header's value.
-local function refill_due(argv, flat, now, hi, ci, nc)
+-- limit that may be full (see full) must refill item flat to now first,
+-- what the refill writes, by index in flat: rv, the values of the header
+-- (rf = now) and of the limits refilled on the exact strings; rn, the
+-- refilled balances (numbers) of the limits refilled on numbers, and rd,
+-- the position in flat's value of the separator after each one's balance
+-- (its total follows). It returns nil when the request can take from the
+-- stored balances (none may be full, or now is not after rf). hi is the
+-- index of the header's value; the request's resolved limits follow index
+-- li (nl of them), its amounts index ci (nc of them). A now not after rf
+-- returns before any limit is looked at (no refill is due then, whatever
+-- the balances). The limits the request resolved are checked and refilled
+-- on numbers, their parameters from the request (params_of); any other
+-- limit, or a value out of the exact range, on the exact strings (full,
+-- refilled).
+local function refill_due(argv, flat, now, hi, li, nl, ci, nc)
   if not hi then return nil end
   local h = flat[hi]
   local bar = find(h, '|', 1, true)
   local rf = sub(h, 1, bar - 1)
+  local rfn, nown = num(rf), num(now)
+  if rfn and nown then
+    if nown <= rfn then return nil end
+  elseif icmp(now, rf) <= 0 then
+    return nil
+  end
   local due = false
+  -- the index, refilled balance and separator of the limit found full
+  local fi, ft, fd
   for k = ci + 1, ci + 2 * nc, 2 do
     local amt = argv[k + 1]
     if amt ~= '0' and byte(amt, 1) ~= 45 then
-      local i = field(flat, argv[k])
-      if i and full(flat[i], rf, now) then
-        due = true
-        break
+      local f = argv[k]
+      local i = field(flat, f)
+      if i then
+        local isfull
+        local p = rfn and nown and resolved_params(argv, li, nl, f)
+        if p then
+          local t, fl, _, d = refill_n_of(flat[i], p, rfn, nown)
+          if t then isfull, fi, ft, fd = fl, i, t, d end
+        end
+        if isfull == nil then isfull = full(flat[i], rf, now) end
+        if isfull then
+          due = true
+          break
+        end
       end
     end
   end
-  if not due or icmp(now, rf) <= 0 then return nil end
-  local rv = {[hi] = now .. sub(h, bar)}
+  if not due then return nil end
+  local rv, rn, rd = {[hi] = now .. sub(h, bar)}, {}, {}
   for i = 1, #flat, 2 do
-    if byte(flat[i], 1) == 108 and byte(flat[i], 2) == 58 then -- 'l:'
-      rv[i + 1] = refilled(flat[i + 1], rf, now)
+    local f = flat[i]
+    if byte(f, 1) == 108 and byte(f, 2) == 58 then -- 'l:'
+      local v = flat[i + 1]
+      if i + 1 == fi then
+        rn[fi], rd[fi] = ft, fd
+      else
+        local p = rfn and nown and resolved_params(argv, li, nl, f)
+        local t, _, d
+        if p then t, _, _, d = refill_n_of(v, p, rfn, nown) end
+        if t then
+          rn[i + 1], rd[i + 1] = t, d
+        else
+          rv[i + 1] = refilled(v, rf, now)
+        end
+      end
     end
   end
-  return rv
+  return rv, rn, rd
 end
 
 -- read_request reads the request whose arguments follow index a of argv
@@ -159,8 +253,9 @@ local function check(argv, flat, now, li, nl, ci, nc)
     if byte(v, m + 1) ~= 124 or find(v, p, 1, true) ~= 1 then return 'limits_changed' end
     if not i1 then f1, p1, i1, s1 = f, p, i, m + 1 end
   end
-  -- The values of a refill, by index in flat, when one is due.
-  local rv = refill_due(argv, flat, now, hi, ci, nc)
+  -- The values of a refill, by index in flat, when one is due (see
+  -- refill_due).
+  local rv, rn, rd = refill_due(argv, flat, now, hi, li, nl, ci, nc)
   local short = false
   local wf, wv, wi, set, at
   for k = ci + 1, ci + 2 * nc, 2 do
@@ -176,9 +271,17 @@ local function check(argv, flat, now, li, nl, ci, nc)
         s3 = find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)
         params = sub(v, 1, s3 - 1)
       end
-      local s4 = find(v, '|', s3 + 1, true)
-      local tk, tc = sub(v, s3 + 1, s4 - 1), sub(v, s4 + 1)
-      local a, t, c = tonumber(amt), tonumber(tk), tonumber(tc)
+      local tk, tc, t
+      local rt = rn and rn[i]
+      if rt then
+        -- refilled on numbers: the balance is rt, the total as stored
+        t, tc = rt, sub(v, rd[i] + 1)
+      else
+        local s4 = find(v, '|', s3 + 1, true)
+        tk, tc = sub(v, s3 + 1, s4 - 1), sub(v, s4 + 1)
+        t = tonumber(tk)
+      end
+      local a, c = tonumber(amt), tonumber(tc)
       local nt, ntc
       if a and t and c and a < B53 and a > -B53 and t < B53 and t > -B53 and c < B53 and c > -B53 then
         nt, ntc = t - a, c + a
@@ -189,8 +292,13 @@ local function check(argv, flat, now, li, nl, ci, nc)
         if a > 0 and t < a then short = true end -- a positive amount not covered
         nv = format('%s|%d|%d', params, nt, ntc)
       else
+        tk = tk or format('%d', t)
         if byte(amt, 1) ~= 45 and icmp(tk, amt) < 0 then short = true end
         nv = params .. '|' .. isub(tk, amt) .. '|' .. iadd(tc, amt)
+      end
+      if rn then
+        -- written here: not again as the refill's value
+        rn[i], rv[i] = nil, nil
       end
       if not wf then
         wf, wv, wi = f, nv, i
@@ -204,26 +312,20 @@ local function check(argv, flat, now, li, nl, ci, nc)
   end
   if short then return 'app_limit_exhausted' end
   if rv then
-    -- the refill writes every limit and the header; the amounts' values
-    -- are written after, so they win
-    local set2, at2 = {}, {}
+    -- the refill also writes the header and every limit the amounts did
+    -- not (each field once)
+    if not set then set, at = {}, {} end
     for i, v in pairs(rv) do
-      set2[#set2 + 1] = flat[i - 1]
-      set2[#set2 + 1] = v
-      at2[#at2 + 1] = i
+      set[#set + 1] = flat[i - 1]
+      set[#set + 1] = v
+      at[#at + 1] = i
     end
-    if set then
-      for j = 1, #at do
-        set2[#set2 + 1] = set[2 * j - 1]
-        set2[#set2 + 1] = set[2 * j]
-        at2[#at2 + 1] = at[j]
-      end
+    for i, t in pairs(rn) do
+      local v = flat[i]
+      set[#set + 1] = flat[i - 1]
+      set[#set + 1] = sub(v, 1, find(v, '|', find(v, '|', find(v, '|', 1, true) + 1, true) + 1, true)) .. format('%d', t) .. sub(v, rd[i])
+      at[#at + 1] = i
     end
-    -- wf is written first by take: write it last instead
-    set2[#set2 + 1] = wf
-    set2[#set2 + 1] = wv
-    at2[#at2 + 1] = wi
-    return '', set2[1], set2[2], at2[1], {unpack(set2, 3)}, {unpack(at2, 2)}
   end
   return '', wf, wv, wi, set, at
 end

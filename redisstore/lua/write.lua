@@ -1,14 +1,17 @@
--- WriteBuckets: KEYS are the bucket items, one write each, then the
--- call's write identifier (see writeid.lua). Every write's condition is
+-- WriteBuckets: KEYS are the bucket items, one write each, then the hash
+-- of the call's write identifier (ARGV[1], see writeid.lua); the writes'
+-- arguments follow it. Every write's condition is
 -- checked before anything is written, so the writes apply all or none.
 -- Returns {1} or {0, index of the failed write}; {1} at once for a call
 -- resent after it applied.
 
 local nk, idk = #KEYS - 1, KEYS[#KEYS]
-if write_id_seen(idk) then return {1} end
+local id = ARGV[1]
+local seen, fresh = write_id_seen(idk, id)
+if seen then return {1} end
 
--- cursor over ARGV
-local argi = 0
+-- cursor over ARGV, after the write identifier
+local argi = 1
 local function nxt()
   argi = argi + 1
   return ARGV[argi]
@@ -213,5 +216,5 @@ for _, x in ipairs(writes) do
   if it.pexpire then redis.call('PEXPIRE', x.key, it.pexpire) end
   if it.persist then redis.call('PERSIST', x.key) end
 end
-write_id_keep(idk, '1')
+write_id_keep(idk, id, '1', fresh)
 return {1}

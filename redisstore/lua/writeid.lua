@@ -1,23 +1,39 @@
 -- Write identifiers: a call that changes balances (a consume, a write)
--- names, as its last key, a key of its own (in the slot of its items,
--- named after a random identifier the client draws for the call). go-redis
--- resends a command whose connection broke before the reply, after the
--- script may have run: when the call applied, the script leaves that key,
--- for WRITE_ID_TTL_MS, holding what it applied, and a resent call finds it
--- and answers from it instead of applying again.
+-- carries an identifier the client draws for it (its first argument) and
+-- names, as its last key, the hash of the identifiers of its slot's calls
+-- in the tenth of a second the client sent it (in the slot of its items).
+-- go-redis resends a command whose connection broke before the reply,
+-- after the script may have run: when the call applied, the script leaves
+-- its identifier in that hash, holding what it applied, and a resent call
+-- (the same key, the same identifier) finds it and answers from it instead
+-- of applying again.
+--
+-- An identifier costs a field of a hash, not a key of its own: no key to
+-- create and no expiry per call, one read (HMGET, which also tells
+-- whether the hash exists) and one HSET. The hash expires as a whole
+-- WRITE_ID_TTL_MS after its first call, past the end of its tenth of a
+-- second: every identifier is kept at least 10 s, and a hash holds a tenth
+-- of a second of calls, so its expiry frees little at once.
 
-local WRITE_ID_TTL_MS = 10000
+local WRITE_ID_TTL_MS = 10200
 
--- write_id_seen returns what the call of identifier key applied ('1', or
--- one flag per request for consume_each), or nil when it applied nothing
--- or was never run.
-local function write_id_seen(key)
-  local v = redis.call('GET', key)
-  if v then return v end
-  return nil
+-- write_id_seen returns what the call of identifier id (in hash key)
+-- applied ('1', or one flag per request for consume_each), or nil when it
+-- applied nothing or was never run; and whether the hash is new (holds no
+-- identifier yet), for write_id_keep.
+local function write_id_seen(key, id)
+  local v = redis.call('HMGET', key, id, '#')
+  return v[1] or nil, not v[2]
 end
 
--- write_id_keep records that the call of identifier key applied v.
-local function write_id_keep(key, v)
-  redis.call('SET', key, v, 'PX', WRITE_ID_TTL_MS)
+-- write_id_keep records in hash key that the call of identifier id
+-- applied v; fresh (from write_id_seen) gives a new hash its marker field
+-- and its lifetime.
+local function write_id_keep(key, id, v, fresh)
+  if fresh then
+    redis.call('HSET', key, id, v, '#', '1')
+    redis.call('PEXPIRE', key, WRITE_ID_TTL_MS)
+  else
+    redis.call('HSET', key, id, v)
+  end
 end

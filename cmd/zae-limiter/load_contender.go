@@ -1,0 +1,175 @@
+package main
+
+// `zae-limiter load --contender COMMIT`: the scenario run by this program
+// and by the zae-limiter of an earlier commit in alternating rounds, so
+// that a regression in calls, refused writes or throughput per acquire
+// shows in one run on one machine.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/zaelimiter/limiter/internal/contender"
+	"github.com/zaelimiter/limiter/internal/loadtest"
+)
+
+// contenderOwnFlags are the flags of `load` that the contender run sets
+// itself for each program and round, or that belong to it alone.
+var contenderOwnFlags = map[string]bool{
+	"contender": true, "rounds": true, "name": true, "result": true, "report": true,
+	"create-table": true, "progress": true, "output": true, "merge": true, "worker": true,
+}
+
+// loadContender runs the scenario of the flags given (f's, less
+// contenderOwnFlags) lf.rounds times with each program, alternating which
+// goes first, each run on a fresh table of its own (<name>-<stamp>-r<i>-now
+// or -then, created), and reports per program the medians of acquires per
+// second, latency, calls, refused writes and write units per acquire, and
+// the medians and ranges of the per-round ratios of this program's over
+// the commit's.
+func (c *cli) loadContender(f *command, lf *loadFlags) error {
+	if lf.rounds < 1 {
+		return errors.New("load: --rounds must be at least 1")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	b, err := contender.New(c.ctx)
+	if err != nil {
+		return fmt.Errorf("load --contender: %w", err)
+	}
+	defer b.Close()
+	if strings.HasSuffix(exe, ".test") {
+		// a test binary is not the command: build this tree's
+		if exe, err = b.Current(c.ctx, "./cmd/zae-limiter"); err != nil {
+			return fmt.Errorf("load --contender: %w", err)
+		}
+	}
+	fmt.Fprintf(c.stderr, "load: building zae-limiter of %s\n", lf.contender)
+	old, hash, err := b.Commit(c.ctx, lf.contender, "./cmd/zae-limiter")
+	if err != nil {
+		return fmt.Errorf("load --contender: %w", err)
+	}
+	var pass []string
+	f.cmd.Flags().Visit(func(fl *pflag.Flag) {
+		if !contenderOwnFlags[fl.Name] {
+			pass = append(pass, "--"+fl.Name+"="+fl.Value.String())
+		}
+	})
+	dir, err := os.MkdirTemp("", "zae-limiter-contender-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	bins, sides := [2]string{exe, old}, [2]string{"now", "then"}
+	var runs [2][]*loadtest.Result
+	stamp := time.Now().Unix()
+	for r := range lf.rounds {
+		first, second := contender.First(r)
+		for _, i := range []int{first, second} {
+			table := fmt.Sprintf("%s-%d-r%d-%s", c.common.name, stamp, r, sides[i])
+			file := filepath.Join(dir, table+".json")
+			args := append([]string{"load"}, pass...)
+			args = append(args, "--name="+table, "--create-table", "--result="+file, "--progress=-1s")
+			fmt.Fprintf(c.stderr, "load: round %d of %d: %s on table %s\n", r+1, lf.rounds, map[int]string{0: "this program", 1: hash[:12]}[i], table)
+			cmd := exec.CommandContext(c.ctx, bins[i], args...)
+			cmd.Stdout, cmd.Stderr = nil, c.stderr
+			if err := cmd.Run(); err != nil {
+				return fmt.Errorf("load --contender: %s: %w", sides[i], err)
+			}
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return fmt.Errorf("load --contender: %s: %w", sides[i], err)
+			}
+			res := loadtest.NewResult()
+			if err := json.Unmarshal(data, res); err != nil {
+				return fmt.Errorf("load --contender: %s: %w", sides[i], err)
+			}
+			runs[i] = append(runs[i], res)
+		}
+	}
+	local := c.localEndpoint()
+	c.printf("load: this program (now) against %s (then, %s), %d alternating rounds, a fresh table each\n", lf.contender, hash[:12], lf.rounds)
+	c.printf("medians of the rounds; now/then: median [min–max] of the per-round ratios\n\n")
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "median of the runs\tnow\tthen\tnow/then\t")
+	for _, m := range contenderMetrics(local) {
+		var now, then, ratio []float64
+		for j := range runs[0] {
+			a, b := m.f(runs[0][j]), m.f(runs[1][j])
+			now, then = append(now, a), append(then, b)
+			if b != 0 {
+				ratio = append(ratio, a/b)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.name, m.format(medianOf(now)), m.format(medianOf(then)), spreadOf(ratio))
+	}
+	return tw.Flush()
+}
+
+// contenderMetric is a line of the contender report.
+type contenderMetric struct {
+	name   string
+	f      func(*loadtest.Result) float64
+	format func(float64) string
+}
+
+func contenderMetrics(local bool) []contenderMetric {
+	per := func(r *loadtest.Result, v float64) float64 {
+		if n := r.Acquires(); n > 0 {
+			return v / float64(n)
+		}
+		return 0
+	}
+	f3 := func(v float64) string { return fmt.Sprintf("%.3f", v) }
+	f0 := func(v float64) string { return fmt.Sprintf("%.0f", v) }
+	ms := func(v float64) string { return loadtest.FormatDuration(time.Duration(v)) }
+	q := func(p float64) func(r *loadtest.Result) float64 {
+		return func(r *loadtest.Result) float64 { return float64(r.Acquire.Quantile(p)) }
+	}
+	return []contenderMetric{
+		{"acquires/s", func(r *loadtest.Result) float64 {
+			if d := r.Duration().Seconds(); d > 0 {
+				return float64(r.Acquires()) / d
+			}
+			return 0
+		}, f0},
+		{"acquire p50", q(0.5), ms},
+		{"acquire p99", q(0.99), ms},
+		{"calls per acquire", func(r *loadtest.Result) float64 { return per(r, float64(r.Capacity(local).Calls)) }, f3},
+		{"refused writes per acquire", func(r *loadtest.Result) float64 { return per(r, float64(r.RefusedWrites())) }, f3},
+		{"charged WCU per acquire", func(r *loadtest.Result) float64 { return per(r, r.Capacity(local).EstWCU) }, f3},
+		{"admitted share", func(r *loadtest.Result) float64 { return per(r, float64(r.Admitted)) }, f3},
+	}
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spreadOf formats the median and range of ratios.
+func spreadOf(v []float64) string {
+	if len(v) == 0 {
+		return "-"
+	}
+	s := slices.Sorted(slices.Values(v))
+	return fmt.Sprintf("%.2f× [%.2f–%.2f]", medianOf(s), s[0], s[len(s)-1])
+}

@@ -1,0 +1,55 @@
+package redisstore_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/redisstore"
+)
+
+// TestWriteIDHashesExpire: the hashes that keep the write identifiers of
+// the calls that change balances (consumes, batched or not, and writes)
+// each get a lifetime of 10.2 s at most and hold one field per applied
+// call besides their marker: none is left without an expiry, and no call
+// creates a key of its own.
+func TestWriteIDHashesExpire(t *testing.T) {
+	c := redisserver.Client(t)
+	prefix := redisserver.Prefix(t)
+	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	rl := limiter.New(s)
+	ctx := context.Background()
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
+	const n = 40
+	for i := range n {
+		lease, err := rl.Acquire(ctx, "e"+strconv.Itoa(i%4), "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
+		require.NoError(t, err)
+		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
+		require.NoError(t, lease.Commit(ctx))
+	}
+	require.NoError(t, rl.Close())
+	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys, "no write identifier hash: the test did not test")
+	require.Less(t, len(keys), n, "a hash per call: identifiers are not sharing hashes")
+	fields := 0
+	for _, k := range keys {
+		ttl, err := c.PTTL(ctx, k).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0), "%s has no expiry", k)
+		require.LessOrEqual(t, ttl, 10200*time.Millisecond, k)
+		h, err := c.HGetAll(ctx, k).Result()
+		require.NoError(t, err)
+		require.Equal(t, "1", h["#"], "%s: marker", k)
+		fields += len(h) - 1
+	}
+	// every acquire (a consume, or a create where the item was missing) and
+	// every adjustment applied once: a field each
+	require.Equal(t, 2*n, fields, "identifiers kept: an acquire and an adjustment per sequence")
+}
