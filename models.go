@@ -17,6 +17,10 @@ const (
 	// DefaultResource is the resource name under which an entity's
 	// resource-independent limits are stored (SetLimits with this resource).
 	DefaultResource = store.DefaultResource
+	// AllResources is the entity-wide resource: limits stored for (entity,
+	// AllResources) form one bucket per entity that every acquire of the
+	// entity charges, whatever its resource.
+	AllResources = store.AllResources
 
 	// wcuLimitName is the hidden infrastructure limit injected into every bucket
 	// item. It never appears in statuses, errors or any other output.

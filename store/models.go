@@ -12,6 +12,11 @@ import (
 // resource-independent limits are stored.
 const DefaultResource = "_default_"
 
+// AllResources is the entity-wide resource: limits stored for (entity,
+// AllResources) form one bucket per entity that every acquire of the
+// entity charges, whatever its resource.
+const AllResources = "*"
+
 // reservedLimitName is the name of the DynamoDB backend's hidden
 // write-capacity limit, which no configured limit may take.
 const reservedLimitName = "wcu"
