@@ -113,3 +113,18 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestTopUpDefaultResourceNamesAllResources: a top-up on DefaultResource
+// (what a caller tries for "every resource") is refused with a reason that
+// names AllResources, before any call of the store.
+func TestTopUpDefaultResourceNamesAllResources(t *testing.T) {
+	rl := New(newMemory())
+	defer rl.Close()
+	_, err := rl.TopUp(context.Background(), "cust-1", DefaultResource, "usd", 5, "t1")
+	var ve *ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.ErrorIs(t, err, ErrInvalidName)
+	assert.Equal(t, "resource", ve.Field)
+	assert.Contains(t, err.Error(), `AllResources ("*")`)
+	assert.NotContains(t, err.Error(), "must start with a letter")
+}
