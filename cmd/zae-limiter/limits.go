@@ -85,7 +85,7 @@ func parseLimit(s string) (limiter.Limit, error) {
 	if hasPeriod {
 		m := periodPattern.FindStringSubmatch(periodStr)
 		if m == nil {
-			return bad("period %q: use /[N]sec, /[N]min, /[N]hour or /[N]day", "/"+periodStr)
+			return bad("period %q: %s", "/"+periodStr, periodHint(periodStr))
 		}
 		n := int64(1)
 		if m[1] != "" {
@@ -104,6 +104,22 @@ func parseLimit(s string) (limiter.Limit, error) {
 		return bad("%v", err)
 	}
 	return l, nil
+}
+
+// periodHints are the --limit periods a misspelled one is compared with.
+var periodHints = []string{"sec", "min", "hour", "day", "calendar-day", "calendar-week", "calendar-month"}
+
+// periodHint answers a --limit period that is none of the forms: the
+// period meant when one is close, and every form.
+func periodHint(period string) string {
+	forms := "use /[N]sec, /[N]min, /[N]hour or /[N]day (a rolling limit, e.g. rpm:100/min), " +
+		"/calendar-day, /calendar-week or /calendar-month with an optional @Zone (a calendar budget, e.g. usd:500000000/calendar-month@America/New_York); " +
+		"a prepaid balance is name:prepaid[:ceiling]"
+	per, _, _ := strings.Cut(period, "@")
+	if s := suggest(per, periodHints); s != "" {
+		return "did you mean /" + s + "? " + forms
+	}
+	return forms
 }
 
 // validLimit returns l when it is valid, else bad's error with the
