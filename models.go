@@ -189,6 +189,27 @@ type (
 	// Limit is one token-bucket rule: a bucket of Capacity tokens that
 	// regains RefillAmount tokens every RefillPeriod. Construct one with
 	// [PerMinute] and friends or [NewLimit].
+	//
+	// Limit is an alias of [store.Limit], the one type the limiter and the
+	// backends share, so its fields and methods are documented there: go doc
+	// does not follow an alias to its methods, so run
+	// "go doc github.com/zaelimiter/limiter/store Limit.InLocation" (or
+	// "go doc -all github.com/zaelimiter/limiter/store Limit"). Its methods:
+	//
+	//   - WithBurst(burst) Limit: a copy whose capacity is burst.
+	//   - InLocation(loc) Limit: a calendar limit whose periods start at
+	//     00:00 in zone loc.
+	//   - Validate() error: why the limit is invalid (nil when valid).
+	//   - IsCalendar() and IsPrepaid() bool: its kind.
+	//   - LocationName() string: a calendar limit's IANA zone ("" for UTC).
+	//   - CalendarPeriodAt(t) (start, next, tag): the calendar period
+	//     containing t.
+	//   - RefillPeriodSeconds() int64 and RefillRate() float64: the
+	//     rolling refill.
+	//   - String() string: "{rpm 100 100 1m0s}", "{usd 500 month}".
+	//   - CalendarBucket, CalendarBucketLimit, IsPeriodBucket, OwnBucket,
+	//     PrepaidBucket and PrepaidBucketLimit: the buckets a backend keeps
+	//     for a calendar period or a prepaid balance.
 	Limit = store.Limit
 	// Consume maps limit names to token amounts, e.g.
 	// Consume{"rpm": 1, "tpm": 500}.
