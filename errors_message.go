@@ -5,6 +5,7 @@ package limiter
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -44,6 +45,10 @@ func (e *RateLimitExceededError) describe() string {
 			return b.String()
 		}
 	}
+	if e.RetryAfter == math.MaxInt64 {
+		b.WriteString("; the request can never fit")
+		return b.String()
+	}
 	b.WriteString("; retry in ")
 	b.WriteString(humanDuration(e.RetryAfter))
 	return b.String()
@@ -77,7 +82,10 @@ func describeViolation(v LimitStatus, alone bool, entity, resource string) strin
 // resourcePhrase returns " on {resource}", or " across every resource"
 // for the entity-wide resource [AllResources].
 func resourcePhrase(resource string) string {
-	if resource == store.AllResources {
+	switch resource {
+	case "":
+		return ""
+	case store.AllResources:
 		return " across every resource"
 	}
 	return " on " + resource
@@ -163,7 +171,7 @@ func joinAnd(items []string) string {
 // beyond ("29d4h"). The exact wait is the refusal's RetryAfter.
 func humanDuration(d time.Duration) string {
 	ceil := func(unit time.Duration) time.Duration {
-		if r := d % unit; r != 0 {
+		if r := d % unit; r != 0 && d <= math.MaxInt64-unit {
 			return d - r + unit
 		}
 		return d

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -85,6 +86,12 @@ func TestRefusalMessageForms(t *testing.T) {
 			{EntityID: "acme", Resource: AllResources + "/usd.m2026-11", LimitName: "usd", Limit: PerCalendarMonth("usd", 9), Requested: 5, Exceeded: true, RetryAfter: 90 * time.Second},
 			{EntityID: "acme", Resource: "gpt-4o", LimitName: "rpm", Limit: rpm, Requested: 1, Exceeded: true, RetryAfter: time.Second},
 		}, "limiter: rate limit exceeded for acme across every resource: usd (the November 2026 budget) and rpm on gpt-4o; retry in 1m30s"},
+		{"no resource", []LimitStatus{
+			{EntityID: "k", LimitName: "rpm", Limit: rpm, Requested: 1, Exceeded: true, RetryAfter: time.Second},
+		}, "limiter: rate limit exceeded for k: rpm; retry in 1.0s"},
+		{"an endless wait", []LimitStatus{
+			{EntityID: "k", Resource: "r", LimitName: "rpm", Limit: rpm, Requested: 1, Exceeded: true, RetryAfter: math.MaxInt64},
+		}, "limiter: rate limit exceeded for k on r: rpm; the request can never fit"},
 		{"a sub-second wait", []LimitStatus{
 			{EntityID: "k", Resource: "r", LimitName: "rpm", Limit: rpm, Requested: 1, Exceeded: true, RetryAfter: 1 * time.Millisecond},
 		}, "limiter: rate limit exceeded for k on r: rpm; retry in 0.1s"},
@@ -105,6 +112,7 @@ func TestHumanDuration(t *testing.T) {
 		172169200 * time.Millisecond:     "47h50m",
 		48 * time.Hour:                   "2d",
 		29*24*time.Hour + 90*time.Minute: "29d2h",
+		math.MaxInt64:                    "106751d23h",
 	} {
 		got := humanDuration(d)
 		assert.Equal(t, want, got, "%v", d)

@@ -161,6 +161,7 @@ func namesOf(limits []limiter.Limit) string {
 // close to one of them (or to a stored name) is likely a typo.
 var conventionalLimitNames = []string{
 	limiter.LimitRPM, limiter.LimitRPH, limiter.LimitRPD, limiter.LimitTPM, limiter.LimitTPH, limiter.LimitTPD, usdLimitName,
+	"rps", "tps", // per second
 }
 
 // limitNameHint returns "did you mean X?" when name is new to before (no

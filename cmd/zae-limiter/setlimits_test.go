@@ -82,8 +82,8 @@ func TestSetLimitsWarnings(t *testing.T) {
 	require.Equal(t, []string{"limit 'rmp' is new for entity 'key-1' on resource 'gpt-4o' (stored: requests, rpm): did you mean rpm?"}, w)
 	_, w = e.warned("entity", "set-limits", "key-1", "-r", "gpt-4o", "-l", "requestz:5", "--merge")
 	require.Equal(t, []string{"limit 'requestz' is new for entity 'key-1' on resource 'gpt-4o' (stored: requests, rmp, rpm): did you mean requests?"}, w)
-	_, w = e.warned("entity", "set-limits", "key-1", "-r", "gpt-4o", "-l", "tpm:1000", "-l", "rpm:100", "--merge")
-	require.Empty(t, w, "tpm is a conventional name, rpm is stored")
+	_, w = e.warned("entity", "set-limits", "key-1", "-r", "gpt-4o", "-l", "tpm:1000", "-l", "rps:10/sec", "-l", "rpm:100", "--merge")
+	require.Empty(t, w, "tpm and rps are conventional names, rpm is stored")
 }
 
 func TestSuggest(t *testing.T) {

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -94,28 +95,35 @@ func topUpAmount(name string, n int64) string {
 
 // balanceResource returns the resource of entityID's prepaid balance
 // limitName for a top-up without --resource: the entity-wide resource
-// ('*') when the entity has the prepaid limit stored there. Otherwise it
+// ('*') when the entity has the prepaid limit stored there, or has none
+// stored there and the entity-wide defaults (resource set-defaults '*')
+// have it. Otherwise it
 // fails with an error that says exactly what to pass: the resources on
 // which the entity has the limit stored (on _default_ it gives each
 // resource a balance of its own), or how to store an entity-wide one.
 func (c *cli) balanceResource(repo *table, entityID, limitName string) (string, error) {
+	prepaidIn := func(limits []limiter.Limit) bool {
+		return slices.ContainsFunc(limits, func(l limiter.Limit) bool { return l.Name == limitName && l.IsPrepaid() })
+	}
 	hasPrepaid := func(resource string) (bool, error) {
 		limits, err := repo.GetLimits(c.ctx, entityID, resource)
-		if err != nil {
-			return false, err
-		}
-		for _, l := range limits {
-			if l.Name == limitName && l.IsPrepaid() {
-				return true, nil
-			}
-		}
-		return false, nil
+		return prepaidIn(limits), err
 	}
-	// Before the entity-wide resource is accepted by the store, reading it
-	// fails with a validation error: no entity-wide balance then.
-	if ok, err := hasPrepaid(limiter.AllResources); err == nil && ok {
+	// A store that does not take the entity-wide resource refuses to read
+	// it with a validation error: no entity-wide balance then.
+	own, err := repo.GetLimits(c.ctx, entityID, limiter.AllResources)
+	switch {
+	case err == nil && prepaidIn(own):
 		return limiter.AllResources, nil
-	} else if err != nil && !errors.Is(err, limiter.ErrValidation) {
+	case err == nil && len(own) == 0:
+		defaults, err := repo.GetResourceDefaults(c.ctx, limiter.AllResources)
+		if err == nil && prepaidIn(defaults) {
+			return limiter.AllResources, nil
+		}
+		if err != nil && !errors.Is(err, limiter.ErrValidation) {
+			return "", err
+		}
+	case err != nil && !errors.Is(err, limiter.ErrValidation):
 		return "", err
 	}
 	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
