@@ -158,8 +158,15 @@ const (
 
 // LimitStatus is the outcome of checking one limit of one bucket.
 type LimitStatus struct {
-	EntityID  string
-	Resource  string
+	// EntityID is the entity whose bucket was checked.
+	EntityID string
+	// Resource is the resource of the bucket checked: for a calendar
+	// limit, the bucket of its period ("gpt-4o/usd.m2026-11", see
+	// [Limit.CalendarBucket]), for a prepaid limit that of its balance
+	// ("gpt-4o/usd.balance"); the error's message names them in the
+	// caller's terms ("usd, the November 2026 budget").
+	Resource string
+	// LimitName is the name of the limit checked.
 	LimitName string
 	// Limit is the limit that was checked.
 	Limit Limit
