@@ -157,11 +157,15 @@ func cmdEntityGetLimits(c *cli) *command {
 			return err
 		}
 		none := fmt.Sprintf("No limits configured for entity '%s' on resource '%s'", pos[0], resource)
-		if resource != limiter.DefaultResource {
+		switch resource {
+		case limiter.AllResources:
+			none = fmt.Sprintf("No entity-wide limits configured for entity '%s' ('*': charged by every acquire of the entity, "+
+				"beside its limits on the resource; the entity-wide defaults of resource '*' may apply)", pos[0])
+		case limiter.DefaultResource:
+			none += " (stored at this level; zae-limiter entity limits-in-force " + pos[0] + " -r RESOURCE shows the limits in force)"
+		default:
 			none += fmt.Sprintf(" (stored at this level; the entity's _default_ limits, the resource's or the system defaults may apply: "+
 				"zae-limiter entity limits-in-force %s -r %s shows the limits in force)", pos[0], resource)
-		} else {
-			none += " (stored at this level; zae-limiter entity limits-in-force " + pos[0] + " -r RESOURCE shows the limits in force)"
 		}
 		return c.printLimits(limitsJSON{EntityID: pos[0], Resource: resource, Limits: limitsToJSON(limits)}, limits, none)
 	}

@@ -146,4 +146,5 @@ func TestEntityWideResourceFlag(t *testing.T) {
 	got, err = e.repo.GetLimits(e.ctx, "acme", limiter.AllResources)
 	require.NoError(t, err)
 	require.Empty(t, got)
+	require.Contains(t, e.ok("entity", "get-limits", "acme", "-r", "*"), "No entity-wide limits configured for entity 'acme'")
 }
