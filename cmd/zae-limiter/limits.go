@@ -235,21 +235,6 @@ func (f *command) limitFlag(p *[]string) {
 	f.list(p, "limit", "l", "limit as "+limitSyntax+" (repeatable)")
 }
 
-// printLimitsSet reports limits just stored.
-func (c *cli) printLimitsSet(header string, out limitsJSON, limits []limiter.Limit) error {
-	if c.jsonOutput() {
-		return c.writeJSON(out)
-	}
-	c.printf("%s\n", header)
-	for _, l := range limits {
-		c.printf("  %s\n", formatLimit(l))
-	}
-	if out.OnUnavailable != "" {
-		c.printf("  on_unavailable: %s\n", out.OnUnavailable)
-	}
-	return nil
-}
-
 // printLimits shows stored limits, or the none message.
 func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) error {
 	if c.jsonOutput() {
@@ -271,9 +256,12 @@ func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) e
 }
 
 func cmdResourceSetDefaults(c *cli) *command {
-	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own).", 1, 1, true)
+	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own; "+
+		"'*' for the entity-wide defaults), replacing those stored before (with --merge only those of the names given), and say what was replaced.", 1, 1, true)
 	var specs []string
+	var merge bool
 	f.limitFlag(&specs)
+	f.mergeFlag(&merge)
 	f.run = func(pos []string) error {
 		limits, err := parseLimits(specs)
 		if err != nil {
@@ -286,11 +274,16 @@ func cmdResourceSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.SetResourceDefaults(c.ctx, pos[0], limits); err != nil {
+		before, err := repo.GetResourceDefaults(c.ctx, pos[0])
+		if err != nil {
 			return err
 		}
-		return c.printLimitsSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
-			limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits)
+		stored, ch := mergeLimits(before, limits, merge)
+		if err := repo.SetResourceDefaults(c.ctx, pos[0], stored); err != nil {
+			return err
+		}
+		return c.reportSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
+			limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits, ch)
 	}
 	return f
 }
@@ -345,10 +338,13 @@ func cmdResourceList(c *cli) *command {
 }
 
 func cmdSystemSetDefaults(c *cli) *command {
-	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode.", 0, 0, true)
+	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode, "+
+		"replacing those stored before (with --merge only the limits of the names given, and the mode only when given), and say what was replaced.", 0, 0, true)
 	var specs []string
 	var onUnavailable string
+	var merge bool
 	f.limitFlag(&specs)
+	f.mergeFlag(&merge)
 	f.str(&onUnavailable, "on-unavailable", "", "", "what acquires do when DynamoDB is unavailable: allow or block")
 	f.run = func([]string) error {
 		limits, err := parseLimits(specs)
@@ -366,11 +362,19 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.SetSystemDefaults(c.ctx, limits, ou); err != nil {
+		before, beforeOU, err := repo.GetSystemDefaults(c.ctx)
+		if err != nil {
 			return err
 		}
-		return c.printLimitsSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
-			limitsJSON{OnUnavailable: onUnavailable, Limits: limitsToJSON(limits)}, limits)
+		stored, ch := mergeLimits(before, limits, merge)
+		if merge && ou == "" {
+			ou = beforeOU
+		}
+		if err := repo.SetSystemDefaults(c.ctx, stored, ou); err != nil {
+			return err
+		}
+		return c.reportSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
+			limitsJSON{OnUnavailable: string(ou), Limits: limitsToJSON(limits)}, limits, ch)
 	}
 	return f
 }

@@ -31,7 +31,7 @@ func cmdEntitySetLimits(c *cli) *command {
 	var merge bool
 	f.resourceFlag(&resource)
 	f.limitFlag(&specs)
-	f.boolean(&merge, "merge", "", false, "keep the stored limits whose names are not given (default: the limits given replace the whole set)")
+	f.mergeFlag(&merge)
 	f.run = func(pos []string) error {
 		limits, err := parseLimits(specs)
 		if err != nil {
@@ -64,42 +64,53 @@ func cmdEntitySetLimits(c *cli) *command {
 		if err := repo.SetLimits(c.ctx, entity, resource, stored); err != nil {
 			return err
 		}
-		out := setLimitsJSON{limitsJSON: limitsJSON{EntityID: entity, Resource: resource, Limits: limitsToJSON(limits)}}
-		if len(ch.replaced) > 0 {
-			out.Replaced = limitsToJSON(ch.replaced)
-		}
-		if len(ch.removed) > 0 {
-			out.Removed = limitsToJSON(ch.removed)
-		}
-		if len(ch.kept) > 0 {
-			out.Kept = limitsToJSON(ch.kept)
-		}
-		if c.jsonOutput() {
-			return c.writeJSON(out)
-		}
-		c.printf("Set %d limit(s) for entity '%s' %s:\n", len(limits), entity, onResource(resource))
-		for _, l := range limits {
-			c.printf("  %s\n", formatLimit(l))
-		}
-		for _, g := range []struct {
-			title  string
-			limits []limiter.Limit
-		}{
-			{"Replaced (as stored before):", ch.replaced},
-			{"Removed (stored before, not given; --merge keeps such limits):", ch.removed},
-			{"Kept (stored before, not given, --merge):", ch.kept},
-		} {
-			if len(g.limits) == 0 {
-				continue
-			}
-			c.printf("%s\n", g.title)
-			for _, l := range g.limits {
-				c.printf("  %s\n", formatLimit(l))
-			}
-		}
-		return nil
+		return c.reportSet(fmt.Sprintf("Set %d limit(s) for entity '%s' %s:", len(limits), entity, onResource(resource)),
+			limitsJSON{EntityID: entity, Resource: resource, Limits: limitsToJSON(limits)}, limits, ch)
 	}
 	return f
+}
+
+// reportSet reports limits just stored (given) and how they changed the
+// stored set (ch): as JSON, out with the changes; as text, header, the
+// limits, the on-unavailable mode when set, and each kind of change.
+func (c *cli) reportSet(header string, out limitsJSON, given []limiter.Limit, ch limitChanges) error {
+	js := setLimitsJSON{limitsJSON: out}
+	if len(ch.replaced) > 0 {
+		js.Replaced = limitsToJSON(ch.replaced)
+	}
+	if len(ch.removed) > 0 {
+		js.Removed = limitsToJSON(ch.removed)
+	}
+	if len(ch.kept) > 0 {
+		js.Kept = limitsToJSON(ch.kept)
+	}
+	if c.jsonOutput() {
+		return c.writeJSON(js)
+	}
+	c.printf("%s\n", header)
+	for _, l := range given {
+		c.printf("  %s\n", formatLimit(l))
+	}
+	if out.OnUnavailable != "" {
+		c.printf("  on_unavailable: %s\n", out.OnUnavailable)
+	}
+	for _, g := range []struct {
+		title  string
+		limits []limiter.Limit
+	}{
+		{"Replaced (as stored before):", ch.replaced},
+		{"Removed (stored before, not given; --merge keeps such limits):", ch.removed},
+		{"Kept (stored before, not given, --merge):", ch.kept},
+	} {
+		if len(g.limits) == 0 {
+			continue
+		}
+		c.printf("%s\n", g.title)
+		for _, l := range g.limits {
+			c.printf("  %s\n", formatLimit(l))
+		}
+	}
+	return nil
 }
 
 // limitChanges says how a set of limits changed the stored one: the
@@ -180,4 +191,9 @@ func limitNameHint(name string, before []limiter.Limit) string {
 		return fmt.Sprintf("did you mean %s?", s)
 	}
 	return ""
+}
+
+// mergeFlag registers --merge.
+func (f *command) mergeFlag(p *bool) {
+	f.boolean(p, "merge", "", false, "keep the stored limits whose names are not given (default: the limits given replace the whole set)")
 }

@@ -148,3 +148,39 @@ func TestEntityWideResourceFlag(t *testing.T) {
 	require.Empty(t, got)
 	require.Contains(t, e.ok("entity", "get-limits", "acme", "-r", "*"), "No entity-wide limits configured for entity 'acme'")
 }
+
+// TestSetDefaultsMerge: resource and system set-defaults say what they
+// replaced and removed, and keep with --merge the limits not named (the
+// system's on-unavailable mode too when not given); limits set --merge
+// reaches each level.
+func TestSetDefaultsMerge(t *testing.T) {
+	e := newEnv(t)
+	e.ok("resource", "set-defaults", "gpt-4o", "-l", "rpm:1000", "-l", "tpm:50000")
+	out := e.ok("resource", "set-defaults", "gpt-4o", "-l", "rpm:2000", "--merge")
+	require.Equal(t, "Set 1 default(s) for resource 'gpt-4o':\n  rpm: 2,000/min\nReplaced (as stored before):\n  rpm: 1,000/min\n"+
+		"Kept (stored before, not given, --merge):\n  tpm: 50,000/min\n", out)
+	got, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4o")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 2000), limiter.PerMinute("tpm", 50000)}, got)
+	var js setLimitsJSON
+	e.json(&js, "limits", "set", "--resource", "gpt-4o", "-l", "usd:9/calendar-day")
+	require.Equal(t, []string{"rpm", "tpm"}, []string{js.Removed[0].Name, js.Removed[1].Name}, "without --merge: removed")
+	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4o")
+	require.NoError(t, err)
+	require.Equal(t, []limiter.Limit{limiter.PerCalendarDay("usd", 9)}, got)
+
+	e.ok("system", "set-defaults", "-l", "rpm:100", "--on-unavailable", "allow")
+	out = e.ok("system", "set-defaults", "-l", "tpm:9000", "--merge")
+	require.Contains(t, out, "  on_unavailable: allow\n")
+	require.Contains(t, out, "Kept (stored before, not given, --merge):\n  rpm: 100/min\n")
+	limits, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 9000)}, limits)
+	require.Equal(t, limiter.OnUnavailableAllow, ou, "the mode kept by --merge")
+	out = e.ok("limits", "set", "--system", "--on-unavailable", "block")
+	require.Contains(t, out, "Removed (stored before, not given; --merge keeps such limits):\n  rpm: 100/min\n  tpm: 9,000/min\n")
+	limits, ou, err = e.repo.GetSystemDefaults(e.ctx)
+	require.NoError(t, err)
+	require.Empty(t, limits)
+	require.Equal(t, limiter.OnUnavailableBlock, ou)
+}
