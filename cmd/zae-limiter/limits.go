@@ -197,7 +197,8 @@ func formatAmount(name string, n int64) string {
 }
 
 // limitRefillCells returns the REFILL and PERIOD cells of a limits table:
-// "100" and "60s", or "-" and "month" (with its zone) for a calendar limit.
+// "100" and "60s" (dollars for the limit usd, as capacityCell), or "-" and
+// "month" (with its zone) for a calendar limit.
 func limitRefillCells(l limiter.Limit) (refill, period string) {
 	if l.IsPrepaid() {
 		return "-", "prepaid"
@@ -208,6 +209,9 @@ func limitRefillCells(l limiter.Limit) (refill, period string) {
 			period += " " + tz
 		}
 		return "-", period
+	}
+	if l.Name == usdLimitName {
+		return formatDollars(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
 	}
 	return fmt.Sprint(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
 }

@@ -125,6 +125,8 @@ func TestLimitsInForceChain(t *testing.T) {
 		"org         rpm    10000     10000   60s             entity org on gpt-4o\n"+
 		"'acme-key-1' cascades to 'acme', which cascades to 'org': an acquire takes from all 3 entities' buckets.\n", out)
 	require.Contains(t, e.ok("entity", "get-limits", "acme", "-r", "gpt-4o"), "usd    $500")
+	e.ok("entity", "set-limits", "org", "-r", "gpt-4o", "-l", "usd:2000000/hour:5000000", "--merge") // $2 an hour, burst $5
+	require.Contains(t, e.ok("entity", "limits-in-force", "acme-key-1", "-r", "gpt-4o"), "org         usd    $5        $2      3600s           entity org on gpt-4o")
 }
 
 // TestEntityWideResourceFlag needs the entity-wide resource of the library
