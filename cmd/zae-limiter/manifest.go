@@ -262,6 +262,9 @@ func declCalendarLimit(p, name string, capacity int64, d manifestDecl) (limiter.
 	}
 	period, err := provisioner.ParseCalendar(*d.Calendar)
 	if err != nil {
+		if s := suggest(*d.Calendar, []string{"day", "week", "month"}); s != "" {
+			return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v (did you mean %s?)", p, err, s)
+		}
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
 	}
 	tz := ""

@@ -28,6 +28,8 @@ func TestManifestTypos(t *testing.T) {
 			"invalid manifest: line 3: unknown field resource in entity acme (entities.acme); did you mean resources?"},
 		{"system field", "system:\n  on_unavailible: allow\n",
 			"invalid manifest: line 2: unknown field on_unavailible in system (system); did you mean on_unavailable?"},
+		{"calendar value", "resources:\n  r:\n    limits:\n      usd: {capacity: 5, calendar: montth}\n",
+			`invalid manifest: resources.r.limits.usd: calendar "montth": use day, week or month (did you mean month?)`},
 		{"nothing close", "resources:\n  r:\n    limits:\n      rpm: {colour: 1}\n",
 			"invalid manifest: line 4: unknown field colour in limit rpm (resources.r.limits.rpm); the fields there are burst, calendar, capacity, prepaid, refill_amount, refill_period, timezone"},
 	} {
