@@ -371,6 +371,9 @@ func describeSource(l limiter.LimitInForce) string {
 	case limiter.SourceEntityDefault:
 		return "entity " + l.EntityID + " on " + limiter.DefaultResource
 	case limiter.SourceResource:
+		if l.Resource == limiter.AllResources {
+			return "entity-wide defaults (resource *)"
+		}
 		return "resource " + l.Resource + " defaults"
 	case limiter.SourceSystem:
 		return "system defaults"

@@ -186,3 +186,25 @@ func TestSetDefaultsMerge(t *testing.T) {
 	require.Empty(t, limits)
 	require.Equal(t, limiter.OnUnavailableBlock, ou)
 }
+
+// TestDescribeSource: where limits-in-force says a limit comes from,
+// entity-wide ones included.
+func TestDescribeSource(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		l    limiter.LimitInForce
+		want string
+	}{
+		{limiter.LimitInForce{EntityID: "k", Resource: "gpt-4o", Source: limiter.SourceEntity}, "entity k on gpt-4o"},
+		{limiter.LimitInForce{EntityID: "k", Resource: limiter.AllResources, Source: limiter.SourceEntity}, "entity k on * (every resource)"},
+		{limiter.LimitInForce{EntityID: "k", Resource: "gpt-4o", Source: limiter.SourceEntityDefault}, "entity k on _default_"},
+		{limiter.LimitInForce{EntityID: "k", Resource: "gpt-4o", Source: limiter.SourceResource}, "resource gpt-4o defaults"},
+		{limiter.LimitInForce{EntityID: "k", Resource: limiter.AllResources, Source: limiter.SourceResource}, "entity-wide defaults (resource *)"},
+		{limiter.LimitInForce{EntityID: "k", Resource: "gpt-4o", Source: limiter.SourceSystem}, "system defaults"},
+	} {
+		assert.Equal(t, tc.want, describeSource(tc.l))
+	}
+	assert.Equal(t, "'a' cascades to 'b': an acquire takes from both buckets.", describeChain("a", []string{"b"}))
+	assert.Equal(t, "'a' cascades to 'b', which cascades to 'c', which cascades to 'd': an acquire takes from all 4 entities' buckets.",
+		describeChain("a", []string{"b", "c", "d"}))
+}
