@@ -136,14 +136,16 @@ ddblocal-container: ## build the helper that runs DynamoDB Local in Docker for t
 	@mkdir -p '$(dir $(CONTAINER_HELPER))'
 	cd $(CONTAINER_MODULE_DIR) && $(GO) build -o '$(CONTAINER_HELPER)' ./cmd/ddblocal-container
 
-# `make weight`: what a program that imports the limiter and memorystore downloads on `go mod tidy`
+# `make weight`: what a program that imports the limiter and memorystore (and one that also imports
+# llmhttp) downloads on `go mod tidy`
 # with an empty module cache (a throwaway module in a temporary directory, with a replace of this
 # checkout), through the module proxy `go env GOPROXY` names; fails above WEIGHT_MAX_ZIPS module zips or
-# WEIGHT_MAX_MB megabytes of module cache. It also checks that redisstore does not import the limiter.
+# WEIGHT_MAX_MB megabytes of module cache, or when either downloads a Redis module. It also checks that
+# redisstore does not import the limiter.
 WEIGHT_MAX_ZIPS ?= 15
 WEIGHT_MAX_MB ?= 30
 .PHONY: weight
-weight: ## what a program importing the limiter and memorystore downloads on go mod tidy (empty module cache; needs the module proxy)
+weight: ## what a program importing the limiter and memorystore (and one with llmhttp) downloads on go mod tidy (empty module cache; needs the module proxy)
 	MAX_ZIPS=$(WEIGHT_MAX_ZIPS) MAX_MB=$(WEIGHT_MAX_MB) bash build/weight.sh
 
 # The examples that wrap the OpenAI and Anthropic SDKs are a module of their own (examples/llm, with

@@ -23,7 +23,10 @@ var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar 
 // BalanceRetryAfter is the RetryAfter of a refusal by a prepaid balance
 // that cannot cover the amount: the balance does not refill, so no wait
 // is known to help (the refusal's NeverFits is true and [RateLimiter.Wait]
-// fails at once); a client that retries anyway waits this long.
+// fails at once, and its message says to top up and gives no retry time);
+// a client that retries anyway waits this long. It is a back-off, not a
+// promise: an HTTP 429 built from the refusal says Retry-After: 3601; a
+// service that wants its caller to pay matches [ErrBalanceExhausted].
 const BalanceRetryAfter = time.Hour
 
 // hasOwnBucket reports whether limits hold a calendar or prepaid limit:

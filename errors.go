@@ -171,27 +171,16 @@ func (e *RateLimitExceededError) Passed() []LimitStatus {
 	return out
 }
 
-// Error returns "limiter: rate limit exceeded for {entity}/{resource}
-// ({names}); retry after {seconds}s", or, when the request can never fit,
-// says so instead of giving a retry time.
+// Error says who was refused, by which limits and when to retry, in the
+// terms the limits were set in: "limiter: rate limit exceeded for key-1 on
+// gpt-4o: tpm; retry in 2.4s", or for a calendar limit "limiter: rate limit
+// exceeded for proj-1 on gpt-4o: usd, the November 2026 budget; retry in
+// 47h50m" (never the name of the bucket that holds a period). A prepaid
+// balance that cannot cover the amount says what was asked, what is left
+// and that only a top-up helps; a request that can never fit says so
+// instead of giving a retry time. See [RateLimitExceededError.describe].
 func (e *RateLimitExceededError) Error() string {
-	names := make([]string, len(e.Violations))
-	for i, v := range e.Violations {
-		names[i] = v.LimitName
-	}
-	msg := fmt.Sprintf("limiter: rate limit exceeded for %s/%s (%s)", e.Primary.EntityID, e.Primary.Resource, strings.Join(names, ", "))
-	for _, v := range e.Violations {
-		if v.Limit.IsPrepaid() {
-			return fmt.Sprintf("%s; the prepaid balance of %s is short: %d requested, %d left; top up to continue", msg, v.LimitName, v.Requested, v.Available)
-		}
-		if v.Requested > v.Limit.Capacity {
-			return fmt.Sprintf("%s; the request can never fit: %d %s requested, capacity %d", msg, v.Requested, v.LimitName, v.Limit.Capacity)
-		}
-		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() {
-			return fmt.Sprintf("%s; the request can never fit: %s does not refill", msg, v.LimitName)
-		}
-	}
-	return fmt.Sprintf("%s; retry after %.1fs", msg, e.RetryAfter.Seconds())
+	return e.describe()
 }
 
 // NeverFits reports whether waiting cannot help: a violated limit's

@@ -33,7 +33,7 @@ func TestRateLimitExceededError(t *testing.T) {
 	require.NotErrorIs(t, err, ErrUnavailable, "rate limit error matches ErrUnavailable")
 	var rle *RateLimitExceededError
 	require.ErrorAs(t, fmt.Errorf("acquire: %w", err), &rle, "errors.As through wrapping failed")
-	got, want := rle.Error(), "limiter: rate limit exceeded for C/api (rpm, tpm); retry after 66.0s"
+	got, want := rle.Error(), "limiter: rate limit exceeded for C on api: rpm and tpm of P; retry in 1m7s"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	got = rle.RetryAfterHeader()
 	assert.EqualValues(t, "67", got, "RetryAfterHeader() = %q, want 67", got)
@@ -161,10 +161,10 @@ func TestNeverFitsMessage(t *testing.T) {
 	too := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
 		Available: 1000, Requested: 5000, Exceeded: true, RetryAfter: 4 * time.Minute}})
 	assert.True(t, too.NeverFits(), "5000 of a 1000 bucket: NeverFits() = false")
-	got, want := too.Error(), "limiter: rate limit exceeded for k/gpt (tpm); the request can never fit: 5000 tpm requested, capacity 1000"
+	got, want := too.Error(), "limiter: rate limit exceeded for k on gpt: tpm; the request can never fit: 5000 tpm requested, capacity 1000"
 	assert.Equal(t, want, got, "Error() = %q, want %q", got, want)
 	fits := newRateLimitExceededError([]LimitStatus{{EntityID: "k", Resource: "gpt", LimitName: "tpm", Limit: l,
 		Available: 100, Requested: 500, Exceeded: true, RetryAfter: 24 * time.Second}})
 	assert.False(t, fits.NeverFits(), "a request that fits later: NeverFits")
-	assert.ErrorContains(t, fits, "retry after 24.0s", "a request that fits later")
+	assert.ErrorContains(t, fits, "retry in 24.0s", "a request that fits later")
 }

@@ -145,7 +145,7 @@ func ExampleRateLimiter_Do() {
 	// Output:
 	// done
 	// done
-	// rate limited: limiter: rate limit exceeded for key-1/gpt-4o (tpm); retry after 2.4s
+	// rate limited: limiter: rate limit exceeded for key-1 on gpt-4o: tpm; retry in 2.5s
 }
 
 // A denial is a *RateLimitExceededError that matches ErrRateLimited, also

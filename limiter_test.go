@@ -231,7 +231,7 @@ func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
 // TestAdjustIntoDebtRetryAfter reproduces the original's worked example of a
 // debt: rpm 10/min adjusted to −11 tokens; a status of that limit when it is
 // not consumed waits 11,000×60,000//10,000 ms + 1 ms = 66.001 s, its
-// Retry-After header says 67 and its message "retry after 66.0s".
+// Retry-After header says 67 and its message "retry in 1m7s".
 func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
@@ -253,7 +253,7 @@ func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 		e := newRateLimitExceededError([]LimitStatus{s})
 		assert.Equal(t, 66001*time.Millisecond, e.RetryAfter, "debt of 11 tokens: RetryAfter")
 		assert.Equal(t, "67", e.RetryAfterHeader(), "debt of 11 tokens: Retry-After header")
-		assert.EqualError(t, e, "limiter: rate limit exceeded for e/api (rpm); retry after 66.0s", "debt of 11 tokens: message")
+		assert.EqualError(t, e, "limiter: rate limit exceeded for e on api: rpm; retry in 1m7s", "debt of 11 tokens: message")
 	})
 }
 

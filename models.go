@@ -17,7 +17,6 @@ const (
 	// DefaultResource is the resource name under which an entity's
 	// resource-independent limits are stored (SetLimits with this resource).
 	DefaultResource = store.DefaultResource
-
 	// AllResources is the resource "*", of entity-wide limits: limits
 	// stored for (entity, AllResources) with [RateLimiter.SetLimits], for
 	// every entity with [RateLimiter.SetResourceDefaults] on it, or given
@@ -172,8 +171,15 @@ const (
 
 // LimitStatus is the outcome of checking one limit of one bucket.
 type LimitStatus struct {
-	EntityID  string
-	Resource  string
+	// EntityID is the entity whose bucket was checked.
+	EntityID string
+	// Resource is the resource of the bucket checked: for a calendar
+	// limit, the bucket of its period ("gpt-4o/usd.m2026-11", see
+	// [Limit.CalendarBucket]), for a prepaid limit that of its balance
+	// ("gpt-4o/usd.balance"); the error's message names them in the
+	// caller's terms ("usd, the November 2026 budget").
+	Resource string
+	// LimitName is the name of the limit checked.
 	LimitName string
 	// Limit is the limit that was checked.
 	Limit Limit
@@ -203,6 +209,27 @@ type (
 	// Limit is one token-bucket rule: a bucket of Capacity tokens that
 	// regains RefillAmount tokens every RefillPeriod. Construct one with
 	// [PerMinute] and friends or [NewLimit].
+	//
+	// Limit is an alias of [store.Limit], the one type the limiter and the
+	// backends share, so its fields and methods are documented there: go doc
+	// does not follow an alias to its methods, so run
+	// "go doc github.com/zaelimiter/limiter/store Limit.InLocation" (or
+	// "go doc -all github.com/zaelimiter/limiter/store Limit"). Its methods:
+	//
+	//   - WithBurst(burst) Limit: a copy whose capacity is burst.
+	//   - InLocation(loc) Limit: a calendar limit whose periods start at
+	//     00:00 in zone loc.
+	//   - Validate() error: why the limit is invalid (nil when valid).
+	//   - IsCalendar() and IsPrepaid() bool: its kind.
+	//   - LocationName() string: a calendar limit's IANA zone ("" for UTC).
+	//   - CalendarPeriodAt(t) (start, next, tag): the calendar period
+	//     containing t.
+	//   - RefillPeriodSeconds() int64 and RefillRate() float64: the
+	//     rolling refill.
+	//   - String() string: "{rpm 100 100 1m0s}", "{usd 500 month}".
+	//   - CalendarBucket, CalendarBucketLimit, IsPeriodBucket, OwnBucket,
+	//     PrepaidBucket and PrepaidBucketLimit: the buckets a backend keeps
+	//     for a calendar period or a prepaid balance.
 	Limit = store.Limit
 	// Consume maps limit names to token amounts, e.g.
 	// Consume{"rpm": 1, "tpm": 500}.

@@ -37,6 +37,9 @@ const maxTopUpRounds = 4
 // must be a prepaid limit ([Prepaid]). The first top-up creates the
 // balance's bucket. A top-up that would lift the balance above the
 // limit's capacity is refused with a *[ValidationError]; nothing is added.
+// A balance lives on a resource or, entity-wide, on [AllResources];
+// resource [DefaultResource] is refused with a *[ValidationError] saying so
+// (limits stored there give each resource a balance of its own).
 //
 // An applied top-up records a balance_topped_up audit event (limit,
 // amount, id) after it is written; when that record fails, TopUp returns
@@ -121,6 +124,11 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 func checkTopUp(entityID, resource, limitName string, amount int64, id string) error {
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
+	}
+	if resource == DefaultResource {
+		return store.NewValidationError(ErrInvalidName, "resource", resource,
+			"a prepaid balance is kept on a resource or, for one balance on every resource, on AllResources (\"*\"); "+
+				"limits stored on DefaultResource give each resource a balance of its own: pass the resource, or AllResources")
 	}
 	if err := store.ValidateChargedResource(resource); err != nil {
 		return err

@@ -46,27 +46,31 @@ func goList(t *testing.T, args ...string) []string {
 }
 
 // TestUserDownloads: go mod tidy in a program that imports the limiter and
-// memorystore loads those packages, the packages they import, and the
-// tests of all of these (not the tests of the tests' dependencies); the
-// modules that provide them are what the program downloads. This lists
-// them offline with go list and holds them to userDownloads, so that no
-// heavy test dependency (a container runtime, a Redis client, the SDK's
-// config module) creeps into the tests of a package users import. `make
-// weight` measures the download itself, on an empty module cache.
+// memorystore (and one that also imports llmhttp) loads those packages,
+// the packages they import, and the tests of all of these (not the tests
+// of the tests' dependencies); the modules that provide them are what the
+// program downloads. This lists them offline with go list and holds them
+// to userDownloads, so that no heavy test dependency (a container runtime,
+// a Redis client, the SDK's config module) creeps into the tests of a
+// package users import. `make weight` measures the download itself, on an
+// empty module cache.
 func TestUserDownloads(t *testing.T) {
 	t.Parallel()
 	const self = "github.com/zaelimiter/limiter"
-	var loaded []string // the module's packages that tidy loads
-	for _, p := range goList(t, "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", self, self+"/memorystore") {
-		if p == self || strings.HasPrefix(p, self+"/") {
-			loaded = append(loaded, p)
+	for _, imports := range [][]string{{self, self + "/memorystore"}, {self, self + "/memorystore", self + "/llmhttp"}} {
+		var loaded []string // the module's packages that tidy loads
+		for _, p := range goList(t, append([]string{"-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}"}, imports...)...) {
+			if p == self || strings.HasPrefix(p, self+"/") {
+				loaded = append(loaded, p)
+			}
 		}
+		require.Contains(t, loaded, self+"/store") // the list is real
+		require.Subset(t, loaded, imports)
+		mods := goList(t, append([]string{"-deps", "-test", "-f", "{{with .Module}}{{.Path}}{{end}}"}, loaded...)...)
+		slices.Sort(mods)
+		mods = slices.DeleteFunc(slices.Compact(mods), func(m string) bool { return m == self })
+		extra := slices.DeleteFunc(slices.Clone(mods), func(m string) bool { return slices.Contains(userDownloads, m) })
+		assert.Empty(t, extra, "modules that a program importing %v would download for the tests of %v", imports, loaded)
+		assert.LessOrEqual(t, len(mods), 15, "%v: modules: %v", imports, mods)
 	}
-	require.Contains(t, loaded, self+"/store") // the list is real
-	mods := goList(t, append([]string{"-deps", "-test", "-f", "{{with .Module}}{{.Path}}{{end}}"}, loaded...)...)
-	slices.Sort(mods)
-	mods = slices.DeleteFunc(slices.Compact(mods), func(m string) bool { return m == self })
-	extra := slices.DeleteFunc(slices.Clone(mods), func(m string) bool { return slices.Contains(userDownloads, m) })
-	assert.Empty(t, extra, "modules that a program importing the limiter would download for the tests of %v", loaded)
-	assert.LessOrEqual(t, len(mods), 15, "modules: %v", mods)
 }

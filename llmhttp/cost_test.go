@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/llmhttp/internal/pricecheck"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
@@ -270,50 +270,12 @@ func (c costCall) usage(t *testing.T) llmhttp.Usage {
 	return u
 }
 
-// refEstimate is the worst case of the call worked out plainly: the
-// body's bytes / 4 at the dearest input rate it can be billed at, plus the
-// output ceiling (or the model's) at the output rate, times the
-// multipliers of what the body asks for, rounded up.
+// refEstimate is the worst case of the call worked out plainly: see
+// pricecheck.Estimate.
 func refEstimate(t *testing.T, c costCall) int64 {
 	m, err := llmhttp.DefaultPrices().Lookup(c.model)
 	require.NoError(t, err)
-	prompt := (int64(len(c.body)) + 3) / 4
-	r := m.Rates
-	if m.LongContext != nil && prompt > m.LongContext.Above {
-		r = m.LongContext.Rates
-	}
-	in := max(r.Input, r.CachedInput, r.CacheWrite)
-	if strings.Contains(c.body, `"1h"`) || strings.Contains(c.body, `"24h"`) {
-		in = max(in, r.CacheWriteLong)
-	}
-	out := c.ceiling
-	if out == 0 {
-		out = m.MaxOutputTokens
-	}
-	total := new(big.Rat).SetFrac(big.NewInt(prompt*in+out*r.Output), big.NewInt(1_000_000))
-	var mods []llmhttp.Modifier
-	switch c.tier {
-	case "flex":
-		mods = append(mods, llmhttp.Flex)
-	case "priority":
-		mods = append(mods, llmhttp.Priority)
-	}
-	if c.fast {
-		mods = append(mods, llmhttp.FastMode)
-	}
-	if c.us {
-		mods = append(mods, llmhttp.USInference)
-	}
-	for _, mod := range mods {
-		if q, ok := m.Multipliers[mod]; ok {
-			total.Mul(total, big.NewRat(q.Num, q.Den))
-		}
-	}
-	ceil := new(big.Int).Quo(total.Num(), total.Denom())
-	if new(big.Rat).SetInt(ceil).Cmp(total) < 0 {
-		ceil.Add(ceil, big.NewInt(1))
-	}
-	return ceil.Int64()
+	return pricecheck.Estimate(m, c.body, c.ceiling, c.tier, c.fast, c.us)
 }
 
 // run makes the call through client; arrived is closed by the fake

@@ -5,12 +5,14 @@ import (
 	"testing"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
-	"github.com/zaelimiter/limiter/internal/redisserver"
 )
 
-// TestMain starts DynamoDB Local and redis-server on first use, for the
-// tests that run on them (the fleet, money and cost cap tests); the other
-// tests run on the memory backend and start nothing.
+// TestMain starts DynamoDB Local on first use, for the tests that run on
+// it (the fleet and money tests); the other tests run on the memory
+// backend and start nothing. The tests on redis-server are in
+// llmhttp/internal/costcap, so that the Redis backend is no test
+// dependency of this package (go mod tidy loads the tests of every
+// package a program imports).
 func TestMain(m *testing.M) {
-	os.Exit(redisserver.Main(redisserver.RunnerFunc(func() int { return ddblocal.Main(m) })))
+	os.Exit(ddblocal.Main(m))
 }

@@ -2,7 +2,6 @@ package llmhttp_test
 
 import (
 	"fmt"
-	"math/big"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/llmhttp/internal/pricecheck"
 )
 
 // TestShippedPrices: the shipped tables validate, say when and where they
@@ -193,51 +193,8 @@ func TestCostSaturates(t *testing.T) {
 	assert.Equal(t, int64(llmhttp.MaxCost), dear.Estimate(llmhttp.Request{PromptTokens: 1 << 62, OutputCeiling: 1 << 62}))
 }
 
-// refCost is the cost of u at m worked out plainly, with exact rationals,
-// one step at a time: the model the arithmetic of ModelPrice.Cost is
-// checked against.
-func refCost(m llmhttp.ModelPrice, u llmhttp.Usage) int64 {
-	writes := max(u.CacheCreationTokens, u.CacheCreationLongTokens)
-	shortWrites := writes - u.CacheCreationLongTokens
-	uncached := u.InputTokens
-	if u.CacheInInput {
-		uncached = max(0, u.InputTokens-u.CacheReadTokens-writes)
-	}
-	prompt := uncached + u.CacheReadTokens + writes
-	r := m.Rates
-	if m.LongContext != nil && prompt > m.LongContext.Above {
-		r = m.LongContext.Rates
-	}
-	or := func(v, d int64) int64 {
-		if v == 0 {
-			return d
-		}
-		return v
-	}
-	cached, write := or(r.CachedInput, r.Input), or(r.CacheWrite, r.Input)
-	writeLong := or(r.CacheWriteLong, write)
-	total := new(big.Rat)
-	for _, term := range [][2]int64{{uncached, r.Input}, {u.CacheReadTokens, cached}, {shortWrites, write},
-		{u.CacheCreationLongTokens, writeLong}, {u.OutputTokens, r.Output}} {
-		n := new(big.Int).Mul(big.NewInt(term[0]), big.NewInt(term[1]))
-		total.Add(total, new(big.Rat).SetFrac(n, big.NewInt(1_000_000)))
-	}
-	seen := map[llmhttp.Modifier]bool{}
-	for _, mod := range u.Modifiers() {
-		if q, ok := m.Multipliers[mod]; ok && !seen[mod] {
-			total.Mul(total, big.NewRat(q.Num, q.Den))
-		}
-		seen[mod] = true
-	}
-	ceil := new(big.Int).Quo(total.Num(), total.Denom())
-	if new(big.Rat).SetInt(ceil).Cmp(total) < 0 {
-		ceil.Add(ceil, big.NewInt(1))
-	}
-	if !ceil.IsInt64() || ceil.Int64() > llmhttp.MaxCost {
-		return llmhttp.MaxCost
-	}
-	return ceil.Int64()
-}
+// refCost is the cost of u at m worked out plainly: see pricecheck.Cost.
+func refCost(m llmhttp.ModelPrice, u llmhttp.Usage) int64 { return pricecheck.Cost(m, u) }
 
 // TestCostAgainstModel: seeded random prices and usages, of both
 // providers' shapes, cost what the plain model says, to the micro-dollar.

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
@@ -138,34 +139,8 @@ func cmdEntityChildren(c *cli) *command {
 // resourceFlag registers --resource/-r, by default _default_: the entity's
 // limits for every resource without its own.
 func (f *command) resourceFlag(p *string) {
-	f.str(p, "resource", "r", limiter.DefaultResource, "resource name; _default_ for every resource without its own")
-}
-
-func cmdEntitySetLimits(c *cli) *command {
-	f := c.newFlags("entity set-limits ENTITY_ID", "Store limits for ENTITY_ID on a resource, replacing those stored before.", 1, 1, true)
-	var resource string
-	var specs []string
-	f.resourceFlag(&resource)
-	f.limitFlag(&specs)
-	f.run = func(pos []string) error {
-		limits, err := parseLimits(specs)
-		if err != nil {
-			return err
-		}
-		if len(limits) == 0 {
-			return errors.New("entity set-limits: at least one --limit is required")
-		}
-		repo, err := c.openRepo()
-		if err != nil {
-			return err
-		}
-		if err := repo.SetLimits(c.ctx, pos[0], resource, limits); err != nil {
-			return err
-		}
-		return c.printLimitsSet(fmt.Sprintf("Set %d limit(s) for entity '%s' on resource '%s':", len(limits), pos[0], resource),
-			limitsJSON{EntityID: pos[0], Resource: resource, Limits: limitsToJSON(limits)}, limits)
-	}
-	return f
+	f.str(p, "resource", "r", limiter.DefaultResource, "resource name; _default_ for every resource without its own; "+
+		"'*' for the entity-wide limits, one bucket charged by every acquire of the entity whatever its resource")
 }
 
 func cmdEntityGetLimits(c *cli) *command {
@@ -182,11 +157,15 @@ func cmdEntityGetLimits(c *cli) *command {
 			return err
 		}
 		none := fmt.Sprintf("No limits configured for entity '%s' on resource '%s'", pos[0], resource)
-		if resource != limiter.DefaultResource {
+		switch resource {
+		case limiter.AllResources:
+			none = fmt.Sprintf("No entity-wide limits configured for entity '%s' ('*': charged by every acquire of the entity, "+
+				"beside its limits on the resource; the entity-wide defaults of resource '*' may apply)", pos[0])
+		case limiter.DefaultResource:
+			none += " (stored at this level; zae-limiter entity limits-in-force " + pos[0] + " -r RESOURCE shows the limits in force)"
+		default:
 			none += fmt.Sprintf(" (stored at this level; the entity's _default_ limits, the resource's or the system defaults may apply: "+
 				"zae-limiter entity limits-in-force %s -r %s shows the limits in force)", pos[0], resource)
-		} else {
-			none += " (stored at this level; zae-limiter entity limits-in-force " + pos[0] + " -r RESOURCE shows the limits in force)"
 		}
 		return c.printLimits(limitsJSON{EntityID: pos[0], Resource: resource, Limits: limitsToJSON(limits)}, limits, none)
 	}
@@ -336,23 +315,48 @@ func cmdEntityLimitsInForce(c *cli) *command {
 		}
 		c.printf("Limits in force for entity '%s' on resource '%s':\n", pos[0], resource)
 		rows := make([][]string, len(inForce))
-		parent := ""
+		var ancestors []string
 		for i, l := range inForce {
-			if l.EntityID != pos[0] {
-				parent = l.EntityID
+			if l.EntityID != pos[0] && !slices.Contains(ancestors, l.EntityID) {
+				ancestors = append(ancestors, l.EntityID)
 			}
 			refill, period := limitRefillCells(l.Limit)
-			rows[i] = []string{l.EntityID, l.Limit.Name, fmt.Sprint(l.Limit.Capacity), refill, period, describeSource(l)}
+			rows[i] = []string{l.EntityID, l.Limit.Name, capacityCell(l.Limit), refill, period, describeSource(l)}
 		}
 		if err := c.table([]string{"ENTITY", "LIMIT", "CAPACITY", "REFILL", "PERIOD", "SOURCE"}, rows); err != nil {
 			return err
 		}
-		if parent != "" {
-			c.printf("'%s' cascades to '%s': an acquire takes from both buckets.\n", pos[0], parent)
+		if len(ancestors) > 0 {
+			c.printf("%s\n", describeChain(pos[0], ancestors))
 		}
 		return nil
 	}
 	return f
+}
+
+// describeChain says which entities an acquire of entity charges, every
+// level named: "'key-1' cascades to 'proj-1': an acquire takes from both
+// buckets." or "'key-1' cascades to 'proj-1', which cascades to 'org': an
+// acquire takes from all 3 entities' buckets."
+func describeChain(entity string, ancestors []string) string {
+	if len(ancestors) == 1 {
+		return fmt.Sprintf("'%s' cascades to '%s': an acquire takes from both buckets.", entity, ancestors[0])
+	}
+	s := fmt.Sprintf("'%s' cascades to '%s'", entity, ancestors[0])
+	for _, a := range ancestors[1:] {
+		s += fmt.Sprintf(", which cascades to '%s'", a)
+	}
+	return s + fmt.Sprintf(": an acquire takes from all %d entities' buckets.", len(ancestors)+1)
+}
+
+// capacityCell is the CAPACITY cell of a limits table: dollars for the
+// limit usd (counted in micro-dollars), as set-limits shows it, else the
+// count.
+func capacityCell(l limiter.Limit) string {
+	if l.Name == usdLimitName {
+		return formatDollars(l.Capacity)
+	}
+	return fmt.Sprint(l.Capacity)
 }
 
 // describeSource says where a limit in force is stored, as the command
@@ -360,10 +364,16 @@ func cmdEntityLimitsInForce(c *cli) *command {
 func describeSource(l limiter.LimitInForce) string {
 	switch l.Source {
 	case limiter.SourceEntity:
+		if l.Resource == limiter.AllResources {
+			return "entity " + l.EntityID + " on * (every resource)"
+		}
 		return "entity " + l.EntityID + " on " + l.Resource
 	case limiter.SourceEntityDefault:
 		return "entity " + l.EntityID + " on " + limiter.DefaultResource
 	case limiter.SourceResource:
+		if l.Resource == limiter.AllResources {
+			return "entity-wide defaults (resource *)"
+		}
 		return "resource " + l.Resource + " defaults"
 	case limiter.SourceSystem:
 		return "system defaults"

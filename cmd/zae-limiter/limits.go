@@ -85,7 +85,7 @@ func parseLimit(s string) (limiter.Limit, error) {
 	if hasPeriod {
 		m := periodPattern.FindStringSubmatch(periodStr)
 		if m == nil {
-			return bad("period %q: use /[N]sec, /[N]min, /[N]hour or /[N]day", "/"+periodStr)
+			return bad("period %q: %s", "/"+periodStr, periodHint(periodStr))
 		}
 		n := int64(1)
 		if m[1] != "" {
@@ -104,6 +104,22 @@ func parseLimit(s string) (limiter.Limit, error) {
 		return bad("%v", err)
 	}
 	return l, nil
+}
+
+// periodHints are the --limit periods a misspelled one is compared with.
+var periodHints = []string{"sec", "min", "hour", "day", "calendar-day", "calendar-week", "calendar-month"}
+
+// periodHint answers a --limit period that is none of the forms: the
+// period meant when one is close, and every form.
+func periodHint(period string) string {
+	forms := "use /[N]sec, /[N]min, /[N]hour or /[N]day (a rolling limit, e.g. rpm:100/min), " +
+		"/calendar-day, /calendar-week or /calendar-month with an optional @Zone (a calendar budget, e.g. usd:500000000/calendar-month@America/New_York); " +
+		"a prepaid balance is name:prepaid[:ceiling]"
+	per, _, _ := strings.Cut(period, "@")
+	if s := suggest(per, periodHints); s != "" {
+		return "did you mean /" + s + "? " + forms
+	}
+	return forms
 }
 
 // validLimit returns l when it is valid, else bad's error with the
@@ -181,7 +197,8 @@ func formatAmount(name string, n int64) string {
 }
 
 // limitRefillCells returns the REFILL and PERIOD cells of a limits table:
-// "100" and "60s", or "-" and "month" (with its zone) for a calendar limit.
+// "100" and "60s" (dollars for the limit usd, as capacityCell), or "-" and
+// "month" (with its zone) for a calendar limit.
 func limitRefillCells(l limiter.Limit) (refill, period string) {
 	if l.IsPrepaid() {
 		return "-", "prepaid"
@@ -192,6 +209,9 @@ func limitRefillCells(l limiter.Limit) (refill, period string) {
 			period += " " + tz
 		}
 		return "-", period
+	}
+	if l.Name == usdLimitName {
+		return formatDollars(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
 	}
 	return fmt.Sprint(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
 }
@@ -219,21 +239,6 @@ func (f *command) limitFlag(p *[]string) {
 	f.list(p, "limit", "l", "limit as "+limitSyntax+" (repeatable)")
 }
 
-// printLimitsSet reports limits just stored.
-func (c *cli) printLimitsSet(header string, out limitsJSON, limits []limiter.Limit) error {
-	if c.jsonOutput() {
-		return c.writeJSON(out)
-	}
-	c.printf("%s\n", header)
-	for _, l := range limits {
-		c.printf("  %s\n", formatLimit(l))
-	}
-	if out.OnUnavailable != "" {
-		c.printf("  on_unavailable: %s\n", out.OnUnavailable)
-	}
-	return nil
-}
-
 // printLimits shows stored limits, or the none message.
 func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) error {
 	if c.jsonOutput() {
@@ -255,9 +260,12 @@ func (c *cli) printLimits(out limitsJSON, limits []limiter.Limit, none string) e
 }
 
 func cmdResourceSetDefaults(c *cli) *command {
-	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own).", 1, 1, true)
+	f := c.newFlags("resource set-defaults RESOURCE", "Store the default limits of RESOURCE (used by entities without their own; "+
+		"'*' for the entity-wide defaults), replacing those stored before (with --merge only those of the names given), and say what was replaced.", 1, 1, true)
 	var specs []string
+	var merge bool
 	f.limitFlag(&specs)
+	f.mergeFlag(&merge)
 	f.run = func(pos []string) error {
 		limits, err := parseLimits(specs)
 		if err != nil {
@@ -270,11 +278,16 @@ func cmdResourceSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.SetResourceDefaults(c.ctx, pos[0], limits); err != nil {
+		before, err := repo.GetResourceDefaults(c.ctx, pos[0])
+		if err != nil {
 			return err
 		}
-		return c.printLimitsSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
-			limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits)
+		stored, ch := mergeLimits(before, limits, merge)
+		if err := repo.SetResourceDefaults(c.ctx, pos[0], stored); err != nil {
+			return err
+		}
+		return c.reportSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
+			limitsJSON{Resource: pos[0], Limits: limitsToJSON(limits)}, limits, ch)
 	}
 	return f
 }
@@ -329,10 +342,13 @@ func cmdResourceList(c *cli) *command {
 }
 
 func cmdSystemSetDefaults(c *cli) *command {
-	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode.", 0, 0, true)
+	f := c.newFlags("system set-defaults", "Store the namespace-wide default limits (used for every resource without its own) and the on-unavailable mode, "+
+		"replacing those stored before (with --merge only the limits of the names given, and the mode only when given), and say what was replaced.", 0, 0, true)
 	var specs []string
 	var onUnavailable string
+	var merge bool
 	f.limitFlag(&specs)
+	f.mergeFlag(&merge)
 	f.str(&onUnavailable, "on-unavailable", "", "", "what acquires do when DynamoDB is unavailable: allow or block")
 	f.run = func([]string) error {
 		limits, err := parseLimits(specs)
@@ -350,11 +366,19 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.SetSystemDefaults(c.ctx, limits, ou); err != nil {
+		before, beforeOU, err := repo.GetSystemDefaults(c.ctx)
+		if err != nil {
 			return err
 		}
-		return c.printLimitsSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
-			limitsJSON{OnUnavailable: onUnavailable, Limits: limitsToJSON(limits)}, limits)
+		stored, ch := mergeLimits(before, limits, merge)
+		if merge && ou == "" {
+			ou = beforeOU
+		}
+		if err := repo.SetSystemDefaults(c.ctx, stored, ou); err != nil {
+			return err
+		}
+		return c.reportSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
+			limitsJSON{OnUnavailable: string(ou), Limits: limitsToJSON(limits)}, limits, ch)
 	}
 	return f
 }

@@ -13,6 +13,7 @@ import (
 // resource and system levels, with the effects visible through the library.
 func TestLimitsLevelCommands(t *testing.T) {
 	e := newEnv(t)
+	e.ok("entity", "create", "key-1") // as in docs/cli.md, where key-1 was created before
 	contains(t, e.ok("limits", "set", "--entity", "key-1", "--resource", "gpt-4", "-l", "rpm:5", "-l", "tpm:100"),
 		"Set 2 limit(s) for entity 'key-1' on resource 'gpt-4'")
 	contains(t, e.ok("limits", "set", "-e=key-1", "-l", "rpm:7"), "entity 'key-1' on resource '_default_'")

@@ -105,6 +105,9 @@ func loadManifest(path string, stdin io.Reader) (*manifest, error) {
 
 // parseManifest decodes and validates a manifest. Unknown keys are errors.
 func parseManifest(data []byte) (*manifest, error) {
+	if err := checkManifestKeys(data); err != nil {
+		return nil, err
+	}
 	var mf manifestFile
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -112,7 +115,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		if errors.Is(err, io.EOF) {
 			return nil, errors.New("invalid manifest: the file is empty")
 		}
-		return nil, fmt.Errorf("invalid manifest: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("invalid manifest: %s", manifestTypeNames.Replace(strings.TrimPrefix(err.Error(), "yaml: ")))
 	}
 	m := &manifest{namespace: mf.Namespace, resources: map[string][]limiter.Limit{}, entities: map[entityTarget][]limiter.Limit{}}
 	if s := mf.System; s != nil {
@@ -130,7 +133,7 @@ func parseManifest(data []byte) (*manifest, error) {
 		m.system = &systemDecl{limits: limits, onUnavailable: ou}
 	}
 	for res, decl := range mf.Resources {
-		if err := store.ValidateResource(res); err != nil {
+		if err := provisioner.ValidateDefaultsResource(res); err != nil {
 			return nil, fmt.Errorf("invalid manifest: resources.%s: %v", res, err)
 		}
 		limits, err := declLimits("resources."+res, decl.Limits, decl.manifestUSD)
@@ -150,10 +153,8 @@ func parseManifest(data []byte) (*manifest, error) {
 			return nil, fmt.Errorf("invalid manifest: entities.%s declares no resources", id)
 		}
 		for res, decl := range ent.Resources {
-			if res != limiter.DefaultResource {
-				if err := store.ValidateResource(res); err != nil {
-					return nil, fmt.Errorf("invalid manifest: entities.%s.resources.%s: %v", id, res, err)
-				}
+			if err := provisioner.ValidateEntityResource(res); err != nil {
+				return nil, fmt.Errorf("invalid manifest: entities.%s.resources.%s: %v", id, res, err)
 			}
 			path := "entities." + id + ".resources." + res
 			limits, err := declLimits(path, decl.Limits, decl.manifestUSD)
@@ -261,6 +262,9 @@ func declCalendarLimit(p, name string, capacity int64, d manifestDecl) (limiter.
 	}
 	period, err := provisioner.ParseCalendar(*d.Calendar)
 	if err != nil {
+		if s := suggest(*d.Calendar, []string{"day", "week", "month"}); s != "" {
+			return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v (did you mean %s?)", p, err, s)
+		}
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
 	}
 	tz := ""

@@ -169,8 +169,8 @@ func TestBadManifests(t *testing.T) {
 	for _, tc := range []struct{ name, yaml, want string }{
 		{"empty", "", "invalid manifest: the file is empty"},
 		{"not yaml", "resources: [", "invalid manifest:"},
-		{"unknown key", "namespace: a\nresource: {}\n", "field resource not found"},
-		{"unknown limit key", "resources:\n  r:\n    limits:\n      rpm: {capcity: 1}\n", "field capcity not found"},
+		{"unknown key", "namespace: a\nresource: {}\n", "line 2: unknown field resource in the manifest; did you mean resources?"},
+		{"unknown limit key", "resources:\n  r:\n    limits:\n      rpm: {capcity: 1}\n", "unknown field capcity in limit rpm (resources.r.limits.rpm); did you mean capacity?"},
 		{"no capacity", "resources:\n  r:\n    limits:\n      rpm: {refill_amount: 1}\n", "resources.r.limits.rpm: capacity is required"},
 		{"bad capacity", "resources:\n  r:\n    limits:\n      rpm: {capacity: -1}\n", "capacity must be positive"},
 		{"string capacity", "resources:\n  r:\n    limits:\n      rpm: {capacity: lots}\n", "invalid manifest:"},

@@ -103,7 +103,7 @@ func (c *cli) limitsTable(limits []limiter.Limit) error {
 	rows := make([][]string, len(limits))
 	for i, l := range limits {
 		refill, period := limitRefillCells(l)
-		rows[i] = []string{l.Name, fmt.Sprint(l.Capacity), refill, period, formatLimit(l)}
+		rows[i] = []string{l.Name, capacityCell(l), refill, period, formatLimit(l)}
 	}
 	return c.table([]string{"LIMIT", "CAPACITY", "REFILL", "PERIOD", "RATE"}, rows)
 }
@@ -122,4 +122,10 @@ func (c *cli) kv(rows [][]string) error {
 		fmt.Fprintln(tw, strings.Join(r, "\t"))
 	}
 	return tw.Flush()
+}
+
+// warnf writes "zae-limiter: warning: MESSAGE" on stderr: something the
+// command did as asked but that looks unintended.
+func (c *cli) warnf(format string, a ...any) {
+	fmt.Fprintf(c.stderr, "zae-limiter: warning: "+format+"\n", a...)
 }

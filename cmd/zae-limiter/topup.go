@@ -3,8 +3,11 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	limiter "github.com/zaelimiter/limiter"
 )
 
 // topUpJSON is the JSON output of entity top-up.
@@ -24,7 +27,8 @@ func cmdEntityTopUp(c *cli) *command {
 	f := c.newFlags("entity top-up ENTITY_ID",
 		"Add to a prepaid balance of ENTITY_ID on a resource, once per --id: the same top-up sent again adds nothing.", 1, 1, true)
 	var resource, limitName, amount, dollars, id string
-	f.resourceFlag(&resource)
+	f.str(&resource, "resource", "r", "", "resource of the balance, or '*' for the entity-wide balance (default: the entity-wide balance when the entity has one; "+
+		"else the error names the resources that hold the limit)")
 	f.str(&limitName, "limit", "", "", "name of the prepaid limit (required)")
 	f.str(&amount, "amount", "", "", "tokens to add, a positive integer (or --dollars)")
 	f.str(&dollars, "dollars", "", "", "dollars to add to a limit counted in micro-dollars, e.g. 25 or 0.50 (or --amount)")
@@ -52,6 +56,11 @@ func cmdEntityTopUp(c *cli) *command {
 		if err != nil {
 			return err
 		}
+		if resource == "" {
+			if resource, err = c.balanceResource(repo, pos[0], limitName); err != nil {
+				return err
+			}
+		}
 		res, err := repo.TopUp(c.ctx, pos[0], resource, limitName, n, id)
 		if err != nil {
 			return err
@@ -65,7 +74,7 @@ func cmdEntityTopUp(c *cli) *command {
 			return c.writeJSON(out)
 		}
 		if res.Applied {
-			c.printf("Topped up %s of entity '%s' on resource '%s' by %s (top-up '%s')\n", limitName, pos[0], resource, topUpAmount(limitName, n), id)
+			c.printf("Topped up %s of entity '%s' %s by %s (top-up '%s')\n", limitName, pos[0], onResource(resource), topUpAmount(limitName, n), id)
 		} else {
 			c.printf("Top-up '%s' was applied before: nothing added\n", id)
 		}
@@ -82,4 +91,92 @@ func topUpAmount(name string, n int64) string {
 		return formatDollars(n)
 	}
 	return strconv.FormatInt(n, 10)
+}
+
+// balanceResource returns the resource of entityID's prepaid balance
+// limitName for a top-up without --resource: the entity-wide resource
+// ('*') when the entity has the prepaid limit stored there, or has none
+// stored there and the entity-wide defaults (resource set-defaults '*')
+// have it. Otherwise it
+// fails with an error that says exactly what to pass: the resources on
+// which the entity has the limit stored (on _default_ it gives each
+// resource a balance of its own), or how to store an entity-wide one.
+func (c *cli) balanceResource(repo *table, entityID, limitName string) (string, error) {
+	prepaidIn := func(limits []limiter.Limit) bool {
+		return slices.ContainsFunc(limits, func(l limiter.Limit) bool { return l.Name == limitName && l.IsPrepaid() })
+	}
+	hasPrepaid := func(resource string) (bool, error) {
+		limits, err := repo.GetLimits(c.ctx, entityID, resource)
+		return prepaidIn(limits), err
+	}
+	// A store that does not take the entity-wide resource refuses to read
+	// it with a validation error: no entity-wide balance then.
+	own, err := repo.GetLimits(c.ctx, entityID, limiter.AllResources)
+	switch {
+	case err == nil && prepaidIn(own):
+		return limiter.AllResources, nil
+	case err == nil && len(own) == 0:
+		defaults, err := repo.GetResourceDefaults(c.ctx, limiter.AllResources)
+		if err == nil && prepaidIn(defaults) {
+			return limiter.AllResources, nil
+		}
+		if err != nil && !errors.Is(err, limiter.ErrValidation) {
+			return "", err
+		}
+	case err != nil && !errors.Is(err, limiter.ErrValidation):
+		return "", err
+	}
+	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
+	if err != nil {
+		return "", err
+	}
+	var holders []string
+	onDefault := false
+	for _, r := range resources {
+		if r == limiter.AllResources {
+			continue
+		}
+		ok, err := hasPrepaid(r)
+		if err != nil {
+			return "", err
+		}
+		switch {
+		case ok && r == limiter.DefaultResource:
+			onDefault = true
+		case ok:
+			holders = append(holders, r)
+		}
+	}
+	msg := fmt.Sprintf("entity top-up: entity '%s' has no entity-wide prepaid balance %s", entityID, limitName)
+	switch {
+	case len(holders) > 0:
+		msg += fmt.Sprintf("; it has one on %s: pass -r RESOURCE, e.g. -r %s", quoteList(holders), holders[0])
+	case onDefault:
+		msg += "; its _default_ limits give each resource a balance of its own: pass -r RESOURCE (the model the calls use)"
+	default:
+		msg += fmt.Sprintf("; store one with: zae-limiter entity set-limits %s -r '*' -l %s:prepaid (one balance for every resource), "+
+			"or pass -r RESOURCE for a balance on one resource", entityID, limitName)
+	}
+	return "", errors.New(msg)
+}
+
+// quoteList formats names as "'a'", "'a' and 'b'", "'a', 'b' and 'c'".
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1]
+}
+
+// onResource says where a command acted: "on resource 'gpt-4o'", or "on
+// every resource ('*')" for the entity-wide resource.
+func onResource(resource string) string {
+	if resource == limiter.AllResources {
+		return "on every resource ('*')"
+	}
+	return "on resource '" + resource + "'"
 }

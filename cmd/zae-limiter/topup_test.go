@@ -53,14 +53,14 @@ func TestEntityTopUp(t *testing.T) {
 		e.fail(append([]string{"entity", "top-up", "acct", "-r", "gpt-4o"}, args...)...)
 	}
 	// docs/cli.md's example, as written there.
-	_, err = e.repo.CreateEntity(ctx, limiter.Entity{ID: "cust-42"})
-	require.NoError(t, err)
+	e.ok("entity", "create", "cust-42")
 	e.ok("entity", "set-limits", "cust-42", "-r", "gpt-4o", "-l", "rpm:100", "-l", "usd:500000000/calendar-month@America/New_York")
 	stored, err = e.repo.GetLimits(ctx, "cust-42", "gpt-4o")
 	require.NoError(t, err)
 	ny, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 500_000_000).InLocation(ny)}, stored)
+	e.ok("entity", "create", "acct-7")
 	e.ok("entity", "set-limits", "acct-7", "-r", "gpt-4o", "-l", "rpm:100", "-l", "usd:prepaid")
 	e.json(&got, "entity", "top-up", "acct-7", "-r", "gpt-4o", "--limit", "usd", "--dollars", "25", "--id", "pay-001")
 	require.Equal(t, int64(25*llmhttp.USD), got.Balance)
@@ -69,4 +69,53 @@ func TestEntityTopUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1000), av["credits"], "no refused call added anything")
 	require.Equal(t, int64(30_500_000), av["usd"])
+}
+
+// TestEntityTopUpWithoutResource: a top-up without -r says exactly what to
+// pass: the resources that hold the entity's balance, the per-resource
+// balances of _default_, or how to store an entity-wide one; never the
+// resource validation's "must start with a letter".
+func TestEntityTopUpWithoutResource(t *testing.T) {
+	e := newEnv(t)
+	for _, id := range []string{"acct", "dflt", "bare"} {
+		_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: id})
+		require.NoError(t, err)
+	}
+	e.ok("entity", "set-limits", "acct", "-r", "gpt-4o", "-l", "usd:prepaid")
+	e.ok("entity", "set-limits", "dflt", "-l", "usd:prepaid")
+	msg := e.fail("entity", "top-up", "acct", "--limit", "usd", "--dollars", "5", "--id", "p1")
+	require.Contains(t, msg, "entity 'acct' has no entity-wide prepaid balance usd; it has one on 'gpt-4o': pass -r RESOURCE, e.g. -r gpt-4o")
+	msg = e.fail("entity", "top-up", "dflt", "--limit", "usd", "--dollars", "5", "--id", "p1")
+	require.Contains(t, msg, "its _default_ limits give each resource a balance of its own: pass -r RESOURCE")
+	msg = e.fail("entity", "top-up", "bare", "--limit", "usd", "--dollars", "5", "--id", "p1")
+	require.Contains(t, msg, "zae-limiter entity set-limits bare -r '*' -l usd:prepaid")
+	require.NotContains(t, msg, "must start with a letter")
+	// -r _default_ is refused by the library with a reason naming '*'.
+	msg = e.fail("entity", "top-up", "dflt", "-r", "_default_", "--limit", "usd", "--dollars", "5", "--id", "p1")
+	require.Contains(t, msg, `AllResources ("*")`)
+	av, err := e.repo.Available(e.ctx, "acct", "gpt-4o")
+	require.NoError(t, err)
+	require.Equal(t, int64(0), av["usd"], "nothing was added")
+}
+
+// TestEntityTopUpEntityWide needs the entity-wide resource of the library
+// ('*'): a top-up without -r adds to the entity-wide balance, which an
+// acquire on any model then spends.
+func TestEntityTopUpEntityWide(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: "cust"})
+	require.NoError(t, err)
+	e.ok("entity", "set-limits", "cust", "-r", "*", "-l", "usd:prepaid")
+	require.Equal(t, "Topped up usd of entity 'cust' on every resource ('*') by $10 (top-up 'p1')\n  Balance: $10\n",
+		e.ok("entity", "top-up", "cust", "--limit", "usd", "--dollars", "10", "--id", "p1"))
+	e.ok("entity", "set-limits", "cust", "-r", "gpt-4o", "-l", "rpm:100")
+	e.ok("entity", "set-limits", "cust", "-r", "claude", "-l", "rpm:100")
+	for _, model := range []string{"gpt-4o", "claude"} {
+		lease, err := e.repo.Acquire(e.ctx, "cust", model, limiter.Consume{"rpm": 1, "usd": 4 * llmhttp.USD})
+		require.NoError(t, err, model)
+		require.NoError(t, lease.Commit(e.ctx))
+	}
+	av, err := e.repo.Available(e.ctx, "cust", limiter.AllResources)
+	require.NoError(t, err)
+	require.Equal(t, int64(2*llmhttp.USD), av["usd"], "one balance for both models")
 }

@@ -109,8 +109,10 @@ func cmdUsagePeriods(c *cli) *command {
 		if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 			return err
 		}
-		if err := store.ValidateResource(resource); err != nil {
-			return err
+		if resource != limiter.AllResources { // '*': the entity-wide limits' periods
+			if err := store.ValidateResource(resource); err != nil {
+				return err
+			}
 		}
 		repo, err := c.openRepo()
 		if err != nil {

@@ -118,7 +118,8 @@ type Resource struct {
 }
 
 // Entity is one entity's limits per resource ("_default_" for every
-// resource without its own).
+// resource without its own, "*" for the entity-wide limits that every
+// acquire of the entity is charged against, whatever its resource).
 type Entity struct {
 	Resources map[string]Resource `json:"Resources"`
 }
@@ -274,10 +275,22 @@ func checkName(path string, err error) string {
 	return fmt.Sprintf("%s: %v", path, err)
 }
 
-// validateEntityResource checks the resource of an entity's limits: a
-// resource name or "_default_", as RateLimiter.SetLimits does.
-func validateEntityResource(resource string) error {
-	if resource == limiter.DefaultResource {
+// ValidateEntityResource checks the resource of an entity's limits: a
+// resource name, "_default_" (every resource without its own) or "*"
+// ([limiter.AllResources]: the entity-wide limits, charged by every acquire
+// of the entity), as RateLimiter.SetLimits takes them.
+func ValidateEntityResource(resource string) error {
+	if resource == limiter.DefaultResource || resource == limiter.AllResources {
+		return nil
+	}
+	return store.ValidateResource(resource)
+}
+
+// ValidateDefaultsResource checks the resource of resource defaults: a
+// resource name, or "*" ([limiter.AllResources]: the entity-wide limits of
+// every entity without its own).
+func ValidateDefaultsResource(resource string) error {
+	if resource == limiter.AllResources {
 		return nil
 	}
 	return store.ValidateResource(resource)
@@ -298,12 +311,12 @@ func (p Properties) nameProblems() []string {
 		problems = append(problems, fmt.Sprintf("Namespace %q: reserved for system use", p.Namespace))
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Resources)) {
-		add(checkName("Resources."+name, store.ValidateResource(name)))
+		add(checkName("Resources."+name, ValidateDefaultsResource(name)))
 	}
 	for _, id := range slices.Sorted(maps.Keys(p.Entities)) {
 		add(checkName("Entities."+id, store.ValidateIdentifier(id, "entity_id")))
 		for _, res := range slices.Sorted(maps.Keys(p.Entities[id].Resources)) {
-			add(checkName("Entities."+id+".Resources."+res, validateEntityResource(res)))
+			add(checkName("Entities."+id+".Resources."+res, ValidateEntityResource(res)))
 		}
 	}
 	return problems
@@ -359,7 +372,7 @@ func (p Properties) desired() (desired, error) {
 func (p Properties) declared() desired {
 	d := desired{system: p.System != nil, resources: map[string][]limiter.Limit{}, entities: map[[2]string][]limiter.Limit{}}
 	for name := range p.Resources {
-		if store.ValidateResource(name) == nil {
+		if ValidateDefaultsResource(name) == nil {
 			d.resources[name] = nil
 		}
 	}
@@ -368,7 +381,7 @@ func (p Properties) declared() desired {
 			continue
 		}
 		for res := range e.Resources {
-			if validateEntityResource(res) == nil {
+			if ValidateEntityResource(res) == nil {
 				d.entities[[2]string{id, res}] = nil
 			}
 		}

@@ -1,4 +1,4 @@
-package llmhttp_test
+package costcap_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/llmhttp/internal/pricecheck"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/redisstore"
@@ -77,10 +78,10 @@ func newCapCall(t *testing.T, id int) capCall {
 	m, err := llmhttp.DefaultPrices().Lookup(capModel)
 	require.NoError(t, err)
 	c := capCall{id: id, body: body, estimate: m.Estimate(llmhttp.RequestFromBody([]byte(body)))}
-	require.Equal(t, refEstimate(t, costCall{model: capModel, body: body, ceiling: maxTokens}), c.estimate, "call %d: the estimate", id)
+	require.Equal(t, pricecheck.Estimate(m, body, maxTokens, "", false, false), c.estimate, "call %d: the estimate", id)
 	in, err := llmtest.InputTokens([]byte(body))
 	require.NoError(t, err)
-	c.cost = refCost(m, llmhttp.Usage{InputTokens: in, OutputTokens: min(capOutputTokens, maxTokens), CacheInInput: true})
+	c.cost = pricecheck.Cost(m, llmhttp.Usage{InputTokens: in, OutputTokens: min(capOutputTokens, maxTokens), CacheInInput: true})
 	require.Less(t, c.cost, c.estimate, "call %d: the answer costs less than its worst case", id)
 	return c
 }
@@ -222,7 +223,7 @@ func readCapAnswer(resp *http.Response) (int64, error) {
 		return 0, err
 	}
 	u := answer.Usage
-	return refCost(m, llmhttp.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
+	return pricecheck.Cost(m, llmhttp.Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens,
 		CacheReadTokens: u.PromptTokensDetails.CachedTokens, CacheInInput: true}), nil
 }
 
