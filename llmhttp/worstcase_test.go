@@ -45,8 +45,14 @@ var budgetKinds = []string{"prepaid", "monthly"}
 // allowance.
 func newBudget(t *testing.T, kind string, amount int64) *budget {
 	t.Helper()
+	return newBudgetOn(t, kind, amount, memorystore.New())
+}
+
+// newBudgetOn is newBudget on repo.
+func newBudgetOn(t *testing.T, kind string, amount int64, repo limiter.Repository) *budget {
+	t.Helper()
 	clk := newManualClock()
-	rl := limiter.New(memorystore.New(), limiter.WithClock(clk.now))
+	rl := limiter.New(repo, limiter.WithClock(clk.now))
 	t.Cleanup(func() { _ = rl.Close() })
 	usd := limiter.PerCalendarMonth("usd", amount)
 	if kind == "prepaid" {
