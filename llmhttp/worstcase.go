@@ -276,12 +276,12 @@ func (t *Transport) priceHidden(ctx context.Context, r *Request) []string {
 		switch {
 		case what == "previous_response_id":
 			if v, ok := t.hist.get("resp:" + r.PreviousResponseID); ok {
-				r.HiddenTokens += v
+				r.HiddenTokens = satAdd(r.HiddenTokens, v)
 				continue
 			}
 		case what == "conversation" && r.Conversation != "":
 			if v, ok := t.hist.get("conv:" + r.Conversation); ok {
-				r.HiddenTokens += v
+				r.HiddenTokens = satAdd(r.HiddenTokens, v)
 				continue
 			}
 		}
@@ -295,7 +295,7 @@ func (t *Transport) priceHidden(ctx context.Context, r *Request) []string {
 		bound, ok = t.cfg.maxHidden, true
 	}
 	if ok {
-		r.HiddenTokens += bound
+		r.HiddenTokens = satAdd(r.HiddenTokens, bound)
 		return nil
 	}
 	return unpriced
