@@ -193,7 +193,12 @@ func analyzeBody(top map[string]json.RawMessage, body []byte, r *Request) {
 		case "input_file", "file", "document", "container_upload", "item_reference":
 			// A file's tokens (a PDF's pages as text and images) are
 			// not its bytes'; an item_reference names an earlier
-			// item by id.
+			// item by id. Anthropic's plain-text documents carry
+			// their text.
+			if src, _ := m["source"].(map[string]any); typ == "document" && src != nil &&
+				(src["type"] == "text" || src["type"] == "content") {
+				return
+			}
 			if !seen[typ] {
 				seen[typ] = true
 				r.Hidden = append(r.Hidden, typ)

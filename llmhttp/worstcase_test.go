@@ -401,6 +401,10 @@ func TestHiddenInputParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := llmhttp.RequestFromBody([]byte(tc.body))
 			require.Equal(t, []string{tc.hidden}, r.Hidden)
+			if tc.hidden == "document" {
+				text := strings.Replace(tc.body, `{"type":"url","url":"https://x/a.pdf"}`, `{"type":"text","media_type":"text/plain","data":"The text."}`, 1)
+				assert.Empty(t, llmhttp.RequestFromBody([]byte(text)).Hidden, "a plain-text document carries its text")
+			}
 			srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
 			b := newBudget(t, "prepaid", 10*llmhttp.USD)
 			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
