@@ -33,10 +33,11 @@ const clampTries = 4
 // when the body has none: max_output_tokens for a path ending in
 // /responses, max_tokens for /messages, max_completion_tokens for
 // /chat/completions, max_tokens elsewhere; a Bedrock Converse body, whose
-// ceiling is nested, is not lowered) lowered to the most output what
-// every refused limit has left can pay for, on every bucket the acquire
-// charged (cascade parents included), and is acquired again at that worst
-// case: the acquire decides, so that two requests that saw the same
+// ceiling is nested, is not lowered) lowered to the largest ceiling whose
+// worst case fits what each limit has left on every bucket the acquire
+// charged (the least Available of the refusal's statuses per limit:
+// cascade parents and any other bucket included), and is acquired again at
+// that worst case: the acquire decides, so that two requests that saw the same
 // balance cannot both spend it. A ceiling below [WithMinOutputTokens] is
 // not sent: the refusal is returned. The limits a lower ceiling cannot
 // help (requests per minute, an estimate the caller gave) are never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -308,4 +309,37 @@ func TestClampCascadeParent(t *testing.T) {
 	assert.Positive(t, st.Clamped)
 	assert.Zero(t, st.OverReserved)
 	t.Logf("organization: spent %d of %d micro-dollars, %d calls clamped", st.Cost, orgBudget, st.Clamped)
+}
+
+// TestClampTokensOnly: without a money limit, WithOutputClamp(true) lowers
+// a ceiling to what a token limit has left: 1,000 tokens per minute, a
+// call asking for 4,000 is sent asking for what is left after its prompt,
+// and a second call while the first holds its worst case is refused below
+// the floor and not sent.
+func TestClampTokensOnly(t *testing.T) {
+	bodies := make(chan string, 4)
+	srv := llmtest.NewServer(llmtest.Config{OutputTokens: 50, Shape: func(body []byte) llmtest.Shape {
+		bodies <- string(body)
+		return llmtest.Shape{}
+	}})
+	defer srv.Close()
+	rl := limiter.New(memorystore.New(), limiter.WithClock(newManualClock().now))
+	t.Cleanup(func() { _ = rl.Close() })
+	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1_000))
+	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithAcquireOptions(opts), llmhttp.WithOutputClamp(true), llmhttp.WithFeedback(false))
+	client := &http.Client{Transport: tr}
+	body := `{"model":"gpt-4o","max_tokens":4000,"messages":[{"role":"user","content":"hello"}]}`
+	resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
+	require.NoError(t, err)
+	sent := llmhttp.RequestFromBody([]byte(<-bodies))
+	assert.Equal(t, 1_000-sent.PromptTokens, sent.OutputCeiling, "the ceiling is what the tokens left pay for")
+	assert.Equal(t, int64(1), tr.Stats().Clamped)
+
+	// While the first call's lease holds its worst case, nothing is left.
+	_, err = postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
+	require.ErrorIs(t, err, limiter.ErrRateLimited)
+	assert.Equal(t, int64(1), tr.Stats().ClampRefused)
+	assert.Empty(t, bodies)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, resp.Body.Close())
 }

@@ -3,6 +3,7 @@ package llmhttp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -17,8 +18,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/llmhttp"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
+	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/redisstore"
 )
 
 // seededCall is one call of TestPrepaidSeededCalls.
@@ -81,18 +86,47 @@ func newSeededCall(seed uint64, id int) seededCall {
 
 // TestPrepaidSeededCalls: 1,000 seeded calls (prompts in several scripts,
 // random ceilings, n, 30 % streams, early closes) from eight callers at
-// once against a $1.00 prepaid balance, ceilings lowered to what is left.
-// While they run, the balance read every millisecond is never below zero
+// once against a $1.00 prepaid balance, ceilings lowered to what is left,
+// on the memory backend and redis-server; on DynamoDB Local, which is
+// slow, 150 calls against $0.50.
+// While they run, the balance read every two milliseconds (twenty on
+// DynamoDB Local) is never below zero
 // (no estimate is admitted that it cannot cover, and no answer costs more
-// than its estimate); at the end the spend is at most $1.00 to the
+// than its estimate); at the end the spend is at most the balance to the
 // micro-dollar, and the usd limit's total consumed equals, to the
 // micro-dollar, the sum of what each call must cost: the exact cost of the
 // usage the provider reported for the body it received (ceiling as
 // lowered, every choice) when it was read to its end; the worst case of
 // that body when the caller closed it early; nothing when refused.
 func TestPrepaidSeededCalls(t *testing.T) {
+	for _, backend := range []string{"memory", "dynamodb", "redis"} {
+		t.Run(backend, func(t *testing.T) {
+			var repo limiter.Repository = memorystore.New()
+			n, balance, poll := 1_000, int64(llmhttp.USD), 2*time.Millisecond
+			switch backend {
+			case "dynamodb":
+				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+					o.Table, o.CreateTable = ddblocal.TableName(t), true
+				})
+				require.NoError(t, err)
+				// DynamoDB Local is slow: fewer calls, as in
+				// TestCostLimitSeededCalls, on a balance they exhaust.
+				repo, n, balance, poll = r, 150, llmhttp.USD/2, 20*time.Millisecond
+			case "redis":
+				r, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+				require.NoError(t, err)
+				repo = r
+			}
+			prepaidSeeded(t, repo, n, balance, poll)
+		})
+	}
+}
+
+// prepaidSeeded runs n calls of TestPrepaidSeededCalls on repo against a
+// prepaid balance of amount micro-dollars, reading the balance every poll.
+func prepaidSeeded(t *testing.T, repo limiter.Repository, n int, amount int64, poll time.Duration) {
 	const seed = 45
-	calls := make([]seededCall, 1_000)
+	calls := make([]seededCall, n)
 	for i := range calls {
 		calls[i] = newSeededCall(seed, i)
 	}
@@ -110,20 +144,20 @@ func TestPrepaidSeededCalls(t *testing.T) {
 			return llmtest.Shape{}
 		}})
 	defer srv.Close()
-	b := newBudget(t, "prepaid", llmhttp.USD)
+	b := newBudgetOn(t, "prepaid", amount, repo)
 	tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
 	client := &http.Client{Transport: tr}
 
 	done := make(chan struct{})
 	var lowest atomic.Int64
-	lowest.Store(llmhttp.USD)
+	lowest.Store(amount)
 	var monitor sync.WaitGroup
 	monitor.Go(func() {
 		for {
 			select {
 			case <-done:
 				return
-			case <-time.After(time.Millisecond):
+			case <-time.After(poll):
 			}
 			a, err := b.rl.Available(context.Background(), entity, resource, b.opts)
 			if err == nil && a["usd"] < lowest.Load() {
@@ -142,6 +176,11 @@ func TestPrepaidSeededCalls(t *testing.T) {
 				}
 				c := &calls[i]
 				resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
+				for retries := 0; errors.Is(err, limiter.ErrUnavailable) && retries < 20; retries++ {
+					// DynamoDB: the conditional write lost every retry
+					// to the others; nothing was acquired or sent.
+					resp, err = postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
+				}
 				if err != nil {
 					assert.ErrorIs(t, err, limiter.ErrRateLimited, "call %d", i)
 					c.refused = true
@@ -195,14 +234,14 @@ func TestPrepaidSeededCalls(t *testing.T) {
 	}
 	left := b.left(t)
 	st := tr.Stats()
-	spent := llmhttp.USD - left
+	spent := amount - left
 	assert.GreaterOrEqual(t, lowest.Load(), int64(0), "the balance never below zero")
 	assert.GreaterOrEqual(t, left, int64(0))
-	assert.LessOrEqual(t, spent, int64(llmhttp.USD), "spend within $1.00")
+	assert.LessOrEqual(t, spent, amount, "spend within the balance")
 	assert.Equal(t, want, spent, "the counter is the sum of what each call must cost")
 	assert.Equal(t, exact, st.Cost, "Stats.Cost")
 	assert.Zero(t, st.OverReserved)
 	assert.Positive(t, refused)
 	t.Logf("%d answered, %d closed early, %d refused (%d clamped): spent %d of %d micro-dollars, %d left, lowest balance seen %d",
-		answered, closed, refused, st.Clamped, spent, llmhttp.USD, left, lowest.Load())
+		answered, closed, refused, st.Clamped, spent, amount, left, lowest.Load())
 }

@@ -73,7 +73,7 @@ func DefaultEstimator(req *http.Request) (limiter.Consume, error) {
 	}
 	tokens := satAdd(r.PromptTokens, hidden)
 	if r.OutputCeiling > 0 {
-		tokens = satAdd(tokens, r.OutputCeiling*max(r.Choices, 1))
+		tokens = satAdd(tokens, outputOf(r))
 	}
 	return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: min(tokens, MaxCost)}, nil
 }
@@ -494,7 +494,9 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 			overCost = max(amounts[lc.cost.name]-lc.cost.estimate, 0)
 		}
 		lc.overReserved(overCost)
-		if p.responseID != "" {
+		if strings.HasPrefix(p.responseID, "resp_") {
+			// A Responses API response, which a later turn may continue
+			// (chat completions' ids are never continued: not kept).
 			t.hist.put("resp:"+p.responseID, p.usage.TotalTokens)
 		}
 		if lc.conversation != "" {

@@ -193,7 +193,12 @@ func analyzeBody(top map[string]json.RawMessage, body []byte, r *Request) {
 		case "input_file", "file", "document", "container_upload", "item_reference":
 			// A file's tokens (a PDF's pages as text and images) are
 			// not its bytes'; an item_reference names an earlier
-			// item by id.
+			// item by id. Anthropic's plain-text documents carry
+			// their text.
+			if src, _ := m["source"].(map[string]any); typ == "document" && src != nil &&
+				(src["type"] == "text" || src["type"] == "content") {
+				return
+			}
 			if !seen[typ] {
 				seen[typ] = true
 				r.Hidden = append(r.Hidden, typ)
@@ -276,12 +281,12 @@ func (t *Transport) priceHidden(ctx context.Context, r *Request) []string {
 		switch {
 		case what == "previous_response_id":
 			if v, ok := t.hist.get("resp:" + r.PreviousResponseID); ok {
-				r.HiddenTokens += v
+				r.HiddenTokens = satAdd(r.HiddenTokens, v)
 				continue
 			}
 		case what == "conversation" && r.Conversation != "":
 			if v, ok := t.hist.get("conv:" + r.Conversation); ok {
-				r.HiddenTokens += v
+				r.HiddenTokens = satAdd(r.HiddenTokens, v)
 				continue
 			}
 		}
@@ -295,7 +300,7 @@ func (t *Transport) priceHidden(ctx context.Context, r *Request) []string {
 		bound, ok = t.cfg.maxHidden, true
 	}
 	if ok {
-		r.HiddenTokens += bound
+		r.HiddenTokens = satAdd(r.HiddenTokens, bound)
 		return nil
 	}
 	return unpriced

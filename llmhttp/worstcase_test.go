@@ -45,8 +45,14 @@ var budgetKinds = []string{"prepaid", "monthly"}
 // allowance.
 func newBudget(t *testing.T, kind string, amount int64) *budget {
 	t.Helper()
+	return newBudgetOn(t, kind, amount, memorystore.New())
+}
+
+// newBudgetOn is newBudget on repo.
+func newBudgetOn(t *testing.T, kind string, amount int64, repo limiter.Repository) *budget {
+	t.Helper()
 	clk := newManualClock()
-	rl := limiter.New(memorystore.New(), limiter.WithClock(clk.now))
+	rl := limiter.New(repo, limiter.WithClock(clk.now))
 	t.Cleanup(func() { _ = rl.Close() })
 	usd := limiter.PerCalendarMonth("usd", amount)
 	if kind == "prepaid" {
@@ -395,6 +401,10 @@ func TestHiddenInputParts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := llmhttp.RequestFromBody([]byte(tc.body))
 			require.Equal(t, []string{tc.hidden}, r.Hidden)
+			if tc.hidden == "document" {
+				text := strings.Replace(tc.body, `{"type":"url","url":"https://x/a.pdf"}`, `{"type":"text","media_type":"text/plain","data":"The text."}`, 1)
+				assert.Empty(t, llmhttp.RequestFromBody([]byte(text)).Hidden, "a plain-text document carries its text")
+			}
 			srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
 			b := newBudget(t, "prepaid", 10*llmhttp.USD)
 			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
