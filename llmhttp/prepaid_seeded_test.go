@@ -19,11 +19,9 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
-	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/llmhttp"
 	"github.com/zaelimiter/limiter/llmhttp/llmtest"
 	"github.com/zaelimiter/limiter/memorystore"
-	"github.com/zaelimiter/limiter/redisstore"
 )
 
 // seededCall is one call of TestPrepaidSeededCalls.
@@ -87,7 +85,9 @@ func newSeededCall(seed uint64, id int) seededCall {
 // TestPrepaidSeededCalls: 1,000 seeded calls (prompts in several scripts,
 // random ceilings, n, 30 % streams, early closes) from eight callers at
 // once against a $1.00 prepaid balance, ceilings lowered to what is left,
-// on the memory backend and redis-server; on DynamoDB Local, which is
+// on the memory backend (redis-server runs the same calls in
+// TestCostCapClamped, internal/costcap, whose package may import a
+// Redis client); on DynamoDB Local, which is
 // slow, 150 calls against $0.50.
 // While they run, the balance read every two milliseconds (twenty on
 // DynamoDB Local) is never below zero
@@ -99,7 +99,7 @@ func newSeededCall(seed uint64, id int) seededCall {
 // lowered, every choice) when it was read to its end; the worst case of
 // that body when the caller closed it early; nothing when refused.
 func TestPrepaidSeededCalls(t *testing.T) {
-	for _, backend := range []string{"memory", "dynamodb", "redis"} {
+	for _, backend := range []string{"memory", "dynamodb"} {
 		t.Run(backend, func(t *testing.T) {
 			var repo limiter.Repository = memorystore.New()
 			n, balance, poll := 1_000, int64(llmhttp.USD), 2*time.Millisecond
@@ -112,10 +112,6 @@ func TestPrepaidSeededCalls(t *testing.T) {
 				// DynamoDB Local is slow: fewer calls, as in
 				// TestCostLimitSeededCalls, on a balance they exhaust.
 				repo, n, balance, poll = r, 150, llmhttp.USD/2, 20*time.Millisecond
-			case "redis":
-				r, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-				require.NoError(t, err)
-				repo = r
 			}
 			prepaidSeeded(t, repo, n, balance, poll)
 		})
