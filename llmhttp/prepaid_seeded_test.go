@@ -85,10 +85,10 @@ func newSeededCall(seed uint64, id int) seededCall {
 // TestPrepaidSeededCalls: 1,000 seeded calls (prompts in several scripts,
 // random ceilings, n, 30 % streams, early closes) from eight callers at
 // once against a $1.00 prepaid balance, ceilings lowered to what is left,
-// on the memory backend (redis-server runs the same calls in
-// TestCostCapClamped, internal/costcap, whose package may import a
-// Redis client); on DynamoDB Local, which is
-// slow, 150 calls against $0.50.
+// on the memory backend; on DynamoDB Local, which is slow, 150 calls
+// against $0.50. (This package's tests import no Redis client, so that a
+// program importing llmhttp downloads none: llmhttp on redis-server is
+// tested in internal/costcap, TestCostCapClamped.)
 // While they run, the balance read every two milliseconds (twenty on
 // DynamoDB Local) is never below zero
 // (no estimate is admitted that it cannot cover, and no answer costs more
