@@ -81,5 +81,5 @@ func TestManifestEntityWideApply(t *testing.T) {
 	got, err = e.repo.GetResourceDefaults(e.ctx, limiter.AllResources)
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 5000)}, got)
-	require.Contains(t, e.ok("limits", "plan", "-f", p), "Plan: 0 to create, 0 to update, 0 to delete.")
+	require.Contains(t, e.ok("limits", "plan", "-f", p), "No changes. Infrastructure is up-to-date.")
 }
