@@ -314,15 +314,6 @@ func namedIn(c Consume, limits []Limit) Consume {
 	return out
 }
 
-// maps returns a copy of c.
-func maps(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		out[k] = v
-	}
-	return out
-}
-
 // addTokensSat returns a+b saturated at the range of amounts.
 func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -maxAmount), maxAmount) }
 
