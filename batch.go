@@ -15,7 +15,9 @@ import (
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
 // from the (EntityID, Resource) bucket, and from each ancestor's the
-// entity cascades to (see [MaxCascadeLevels]).
+// entity cascades to (see [MaxCascadeLevels]), and from the entity-wide
+// bucket ([AllResources]) of each of them with entity-wide limits.
+// Resource may not be AllResources.
 type AcquireRequest struct {
 	EntityID string
 	Resource string
