@@ -14,8 +14,11 @@ import (
 )
 
 // Acquire takes consume from the (entityID, resource) bucket — and from the
-// parent's when the entity cascades — and returns a [Lease] whose consumption
-// is already durable in DynamoDB. Finish the lease with [Lease.Commit] (after
+// parent's when the entity cascades, and from the entity-wide bucket
+// ([AllResources]) of each entity that has entity-wide limits, each name
+// from every bucket with a limit of that name — and returns a [Lease]
+// whose consumption is already durable in DynamoDB. The resource is what
+// the call is for (a model); AllResources is refused as one. Finish the lease with [Lease.Commit] (after
 // [Lease.Adjust] to the real amounts) or [Lease.Rollback].
 //
 // When a limit cannot satisfy the request the error is a

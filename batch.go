@@ -15,7 +15,9 @@ import (
 
 // AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
 // from the (EntityID, Resource) bucket, and from each ancestor's the
-// entity cascades to (see [MaxCascadeLevels]).
+// entity cascades to (see [MaxCascadeLevels]), and from the entity-wide
+// bucket ([AllResources]) of each of them with entity-wide limits.
+// Resource may not be AllResources.
 type AcquireRequest struct {
 	EntityID string
 	Resource string
@@ -310,15 +312,6 @@ func namedIn(c Consume, limits []Limit) Consume {
 		if v, ok := c[l.Name]; ok {
 			out[l.Name] = v
 		}
-	}
-	return out
-}
-
-// maps returns a copy of c.
-func maps(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		out[k] = v
 	}
 	return out
 }

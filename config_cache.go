@@ -59,19 +59,12 @@ func newConfigCache(ttl time.Duration, maxEntries int, now func() time.Time, loa
 		flights: make(map[string]*configFlight)}
 }
 
-// resolutionKeys returns the slots consulted for (entityID, resource), in
-// precedence order. The entity-wide bucket (AllResources) takes the
-// entity's own config on it, then the resource defaults of AllResources:
-// neither the entity's DefaultResource config nor the system defaults,
-// which each resource gets a copy of, apply to it.
-func resolutionKeys(entityID, resource string) []store.ConfigKey {
-	var keys [4]store.ConfigKey
-	n := fillKeys(&keys, entityID, resource)
-	return append([]store.ConfigKey(nil), keys[:n]...)
-}
-
-// fillKeys writes into keys the slots of resolutionKeys and returns how
-// many.
+// fillKeys writes into keys the slots consulted for (entityID, resource),
+// in precedence order, and returns how many. The entity-wide bucket
+// (AllResources) takes the entity's own config on it, then the resource
+// defaults of AllResources: neither the entity's DefaultResource config
+// nor the system defaults, which each resource gets a copy of, apply to
+// it.
 func fillKeys(keys *[4]store.ConfigKey, entityID, resource string) int {
 	n := 0
 	keys[n], n = store.EntityConfig(entityID, resource), n+1

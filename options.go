@@ -233,7 +233,9 @@ type acquireOptions struct {
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
-// config read at all). An empty list checks nothing.
+// config read at all), for the entity and each ancestor it cascades to.
+// An empty list checks nothing. It charges no entity-wide bucket
+// ([AllResources]) unless the call also has [WithEntityWideLimits].
 func WithLimits(limits ...Limit) AcquireOption {
 	// Copied once: every call of the option shares the copy, which
 	// nothing writes to.

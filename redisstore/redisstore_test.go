@@ -42,6 +42,20 @@ func TestConformanceCluster(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) limiter.Repository { return newClusterStore(t) })
 }
 
+// TestConformanceClusterSingleSlot runs the suite on the Cluster with
+// every bucket item of the namespace in one slot (Options.SingleSlot):
+// every batch is one script there.
+func TestConformanceClusterSingleSlot(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) limiter.Repository {
+		t.Helper()
+		s, err := redisstore.New(redisserver.ClusterClient(t), func(o *redisstore.Options) {
+			o.Prefix, o.SingleSlot = redisserver.Prefix(t), true
+		})
+		require.NoError(t, err)
+		return s
+	})
+}
+
 // TestConformanceScripts runs the suite on a standalone redis-server with
 // the store's Lua code as scripts (EVALSHA), the fallback for servers
 // without functions.

@@ -82,6 +82,41 @@ func TestEntityWideCalendarBudget(t *testing.T) {
 	})
 }
 
+// TestEntityWideClusterPerResourceSlots: on a Redis Cluster with the
+// default slot per resource, an entity-wide batch spans slots and is run
+// one script per slot, earlier ones given back when a later one refuses:
+// the budget is never overspent (at most 22 of $0.045 in $1), though
+// calls that would have fit may be refused under contention.
+func TestEntityWideClusterPerResourceSlots(t *testing.T) {
+	ctx := context.Background()
+	repo, err := redisstore.New(redisserver.ClusterClient(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+	require.NoError(t, err)
+	clk := &fakeClock{}
+	clk.at("2026-11-15T12:00:00Z")
+	rl := limiter.New(repo, limiter.WithClock(clk.now))
+	defer rl.Close()
+	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			_, err := rl.Acquire(ctx, "proj", models[i%len(models)], limiter.Consume{"rpm": 1, "usd": 45_000})
+			if err == nil {
+				admitted.Add(1)
+			} else if !isRateLimited(err) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	require.LessOrEqual(t, admitted.Load(), int64(22))
+	require.Positive(t, admitted.Load())
+	left, err := rl.Available(ctx, "proj", limiter.AllResources)
+	require.NoError(t, err)
+	require.Equal(t, int64(usd)-admitted.Load()*45_000, left["usd"], "what was admitted, and nothing more, is spent")
+}
+
 // TestEntityWideCascadeExact: five keys cascading to a project whose
 // budget is PerCalendarMonth("usd", $1) on AllResources, 50 concurrent
 // calls of $0.045 on four models from two limiters: exactly 22 admitted,
