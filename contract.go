@@ -46,8 +46,8 @@ type commitQueue interface {
 }
 
 // init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
-// breaker that opens after failures consecutive failures (never when ≤ 0)
-// for cooldown.
+// breaker that opens after failures failures with no answer in between
+// (never when ≤ 0), one pause counted once, for cooldown.
 func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failures int, cooldown time.Duration) {
 	s.repo, s.m = repo, m
 	s.spec, _ = repo.(store.SpeculativeStore)

@@ -72,8 +72,8 @@ func WithAuditRetention(d time.Duration) Option {
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
 //     block: an *UnavailableError) and the cause; Debug while the circuit
 //     breaker is open (the cause is then [ErrCircuitOpen]).
-//   - Warn "limiter: circuit open": consecutive store calls failed and the
-//     circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
+//   - Warn "limiter: circuit open": store calls failed with none answered
+//     in between, and the circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
 //     circuit probe failed" when a probe failed and it opened again, Debug
 //     "limiter: circuit half-open" when a probe goes, Info "limiter:
 //     circuit closed" when one succeeded.
