@@ -46,8 +46,8 @@ type commitQueue interface {
 }
 
 // init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
-// breaker that opens after failures consecutive failures (never when ≤ 0)
-// for cooldown.
+// breaker that opens after failures failures with no answer in between
+// (never when ≤ 0), one pause counted once, for cooldown.
 func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failures int, cooldown time.Duration) {
 	s.repo, s.m = repo, m
 	s.spec, _ = repo.(store.SpeculativeStore)
@@ -57,6 +57,7 @@ func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failu
 	s.bound.d, s.bound.slack = timeout, max(timeout/10, time.Millisecond)
 	s.brk.failures = int32(min(max(failures, 0), 1<<30))
 	s.brk.cooldown = cooldown
+	s.brk.grace = max(timeout*3/5, 0)
 }
 
 func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {
@@ -99,17 +100,18 @@ func (s *storeOps) exit(ctx context.Context, g callGuard, err error) error {
 		g.cancel()
 	}
 	o := callAnswered
+	var started int64 // of a call that timed out: its epoch's start
 	switch {
 	case err == nil || answered(err):
 	case g.e.expired():
-		o = callFailed
+		o, started = callTimedOut, g.e.started
 		err = &storeTimeoutError{timeout: s.bound.d, cause: err}
 	case ctx.Err() != nil:
 		o = callGaveUp
 	default:
 		o = callFailed
 	}
-	s.brk.settle(g.probe, o, err)
+	s.brk.settle(g.probe, o, err, started)
 	return err
 }
 

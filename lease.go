@@ -36,7 +36,9 @@ import (
 //
 // where t0 is the time of the acquire: what the limit refilled since (in
 // millitokens, rounded down; saturating). A larger refund is cut to it, and
-// [Lease.Consumed] reports what stays charged. So a lease held for a whole
+// [Lease.Consumed] reports what stays charged (in whole tokens, rounded
+// down: a one-token lease given back a millisecond after its acquire keeps
+// a millitoken charged, and gives its token back as whole tokens count). So a lease held for a whole
 // refill period gives nothing back: the tokens it took were replaced by the
 // refill, which others may have taken already, and giving them back too
 // would admit more than the capacity plus the refill in that period. The
@@ -165,8 +167,11 @@ func (e *leaseEntry) durable() int64 {
 // refundable returns the millitokens a refund at nowMs may give back of
 // heldMilli that e's lease took since its acquire: heldMilli less the
 // limit's refill since e.acquiredMs (floor(refill amount × elapsed ms /
-// refill period), in millitokens), never below zero, rounded down to whole
-// tokens.
+// refill period), in millitokens), never below zero. It is not rounded to
+// whole tokens: what the refill cut keeps charged is a fraction of a token
+// when the lease was short (a millisecond of 100 a minute keeps 1
+// millitoken of a one-token lease, and gives back 999), and rounding the
+// refund down would keep the whole token.
 func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
 	if heldMilli <= 0 {
 		return 0
@@ -182,9 +187,7 @@ func (e *leaseEntry) refundable(heldMilli, nowMs int64) int64 {
 	if left.Sign() <= 0 {
 		return 0
 	}
-	// Whole tokens only: what a lease is charged stays a whole number of
-	// tokens, as Consumed and Statuses report it.
-	return left.Int64Sat() / 1000 * 1000
+	return left.Int64Sat()
 }
 
 // stamp sets the acquire time of every entry of the lease.

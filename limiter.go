@@ -181,8 +181,8 @@ const (
 	// deployment or a test run on a loaded machine (DynamoDB Local warming
 	// up, say) widen the bound without a code change.
 	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
-	// DefaultCircuitFailures is how many consecutive failed store calls
-	// open the circuit breaker ([WithCircuitBreaker]).
+	// DefaultCircuitFailures is how many failed store calls, with none
+	// answered in between, open the circuit breaker ([WithCircuitBreaker]).
 	DefaultCircuitFailures = 5
 	// DefaultCircuitCooldown is how long the circuit breaker stays open
 	// before a probe ([WithCircuitBreaker]).
@@ -316,6 +316,7 @@ func (rl *RateLimiter) Close() error {
 	}
 	rl.bg.wait()
 	rl.store.bound.close()
+	rl.store.brk.stop()
 	close(g.closed)
 	return nil
 }

@@ -72,8 +72,8 @@ func WithAuditRetention(d time.Duration) Option {
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
 //     block: an *UnavailableError) and the cause; Debug while the circuit
 //     breaker is open (the cause is then [ErrCircuitOpen]).
-//   - Warn "limiter: circuit open": consecutive store calls failed and the
-//     circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
+//   - Warn "limiter: circuit open": store calls failed with none answered
+//     in between, and the circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
 //     circuit probe failed" when a probe failed and it opened again, Debug
 //     "limiter: circuit half-open" when a probe goes, Info "limiter:
 //     circuit closed" when one succeeded.
@@ -118,15 +118,19 @@ func WithStoreTimeout(d time.Duration) Option {
 
 // WithCircuitBreaker sets the circuit breaker of the limiter's store calls
 // ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default): after
-// failures consecutive calls failed for want of the store (no answer
-// within [WithStoreTimeout], a refused or broken connection, a 5xx), store
-// calls fail at once with [ErrCircuitOpen], and acquires decide at once by
+// failures calls failed for want of the store (no answer within
+// [WithStoreTimeout], a refused or broken connection, a 5xx) with none
+// answered in between, store calls fail at once with [ErrCircuitOpen], and acquires decide at once by
 // their on-unavailable mode (allow: a no-op lease; block: an
 // *[UnavailableError]) without calling the store. After cooldown one call
 // goes to the store as a probe (the others still fail at once): its
 // success closes the breaker, its failure opens it for another cooldown.
-// Refusals of a working store (a limit, a refused conditional write,
-// throttling, a missing entity, access denied) are not failures. The
+// Calls that time out together are one pause of the store: on them alone
+// the breaker opens only once a call made after they began failing fails
+// too, or when the calls made since stay unanswered for three fifths of
+// the store timeout (with more than one failure to wait for). Refusals of
+// a working store (a limit, a refused conditional write, throttling, a
+// missing entity, access denied) are not failures. The
 // changes are logged ([WithLogger]) and reported to a [CircuitMetrics].
 // failures ≤ 0 turns the breaker off; cooldown ≤ 0 means the default.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {

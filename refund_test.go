@@ -12,8 +12,8 @@ import (
 
 // TestRefundable: what a refund may give back of a lease's millitokens
 // shrinks at the limit's refill rate from the acquire on (the refill
-// rounded down), never below zero, and saturates on extreme amounts and
-// times.
+// rounded down, the result not rounded to whole tokens), never below zero,
+// and saturates on extreme amounts and times.
 func TestRefundable(t *testing.T) {
 	e := &leaseEntry{limit: PerMinute("rpm", 100), acquiredMs: 1_000_000}
 	for _, tc := range []struct {
@@ -21,15 +21,16 @@ func TestRefundable(t *testing.T) {
 	}{
 		{100_000, 1_000_000, 100_000},
 		{100_000, 999_000, 100_000},  // a clock that went back: no refill
-		{100_000, 1_000_001, 99_000}, // 1.67 refilled: 1, whole tokens left: 99
-		{100_000, 1_000_599, 99_000}, // 998.3 refilled: 998, whole tokens left: 99
+		{100_000, 1_000_001, 99_999}, // 1.67 refilled: 1
+		{100_000, 1_000_599, 99_002}, // 998.3 refilled: 998
 		{100_000, 1_000_600, 99_000}, // one token refilled
+		{1_000, 1_000_001, 999},      // a one-token lease a millisecond on: 999 back, not 0
 		{100_000, 1_030_000, 50_000}, // half a minute
 		{100_000, 1_060_000, 0},      // a whole minute
 		{100_000, 1_061_000, 0},      // more: never below zero
 		{100_000, math.MaxInt64, 0},  // saturating elapsed time
 		{0, 1_000_000, 0},            // nothing held
-		{math.MaxInt64, 1_000_600, (math.MaxInt64 - 1_000) / 1000 * 1000},
+		{math.MaxInt64, 1_000_600, math.MaxInt64 - 1_000},
 	} {
 		assert.Equal(t, tc.want, e.refundable(tc.held, tc.now), "held %d at %d", tc.held, tc.now)
 	}

@@ -45,6 +45,7 @@ type boundEpoch struct {
 	ctx      context.Context // no values; ends at deadline
 	cancel   context.CancelFunc
 	deadline time.Time
+	started  int64       // when the period began, in monoNow's nanoseconds
 	stale    atomic.Bool // set when the period ended: calls take a new epoch
 	timer    *time.Timer // sets stale
 }
@@ -75,7 +76,7 @@ func (b *storeBound) next() *boundEpoch {
 		}
 	}
 	clear(b.live[len(live):])
-	e := &boundEpoch{deadline: time.Now().Add(b.d + b.slack)}
+	e := &boundEpoch{deadline: time.Now().Add(b.d + b.slack), started: monoNow()}
 	e.ctx, e.cancel = context.WithDeadline(context.Background(), e.deadline)
 	e.timer = time.AfterFunc(b.slack, func() { e.stale.Store(true) })
 	b.live = append(live, e)
@@ -93,7 +94,7 @@ func (b *storeBound) closing() {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e := &boundEpoch{deadline: time.Now().Add(b.d)}
+	e := &boundEpoch{deadline: time.Now().Add(b.d), started: monoNow()}
 	e.ctx, e.cancel = context.WithDeadline(context.Background(), e.deadline)
 	e.timer = time.NewTimer(time.Hour) // never fires before close stops it
 	b.live = append(b.live, e)
