@@ -348,9 +348,18 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   local h = flat[hi]
   local bar = find(h, '|', 1, true)
   local sep2 = bar and find(h, '|', bar + 1, true)
-  -- h is rf|sc|cas|ttl|par: an expiry time other than '0' is check_any's
+  -- h is rf|sc|cas|ttl|par: an expiry time (s) not passed at now (ms), on
+  -- numbers; an expired item, or a time too long to compare so, is
+  -- check_any's
   local sep3 = sep2 and find(h, '|', sep2 + 1, true)
-  if not sep3 or sub(h, sep3 + 1, sep3 + 2) ~= '0|' then return nil end
+  local sep4 = sep3 and find(h, '|', sep3 + 1, true)
+  if not sep4 or sep4 == sep3 + 1 then return nil end
+  if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
+    local ttl = sub(h, sep3 + 1, sep4 - 1)
+    if #ttl > 12 or #now > 15 then return nil end
+    local e, nw = tonumber(ttl), tonumber(now)
+    if not e or not nw or e * 1000 <= nw then return nil end
+  end
   local rfn, nown = num(sub(h, 1, bar - 1)), num(now)
   if not (rfn and nown) then return nil end
   local after = nown > rfn
