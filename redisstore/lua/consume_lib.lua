@@ -364,9 +364,9 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   if not (rfn and nown) then return nil end
   local after = nown > rfn
   -- limit j: field, index in flat, parameters, amount, balance, total,
-  -- capacity, refill amount, refill period, and whether it may be full
-  local f1, i1, p1, a1, t1, c1, cp1, ra1, rp1
-  local f2, i2, p2, a2, t2, c2, cp2, ra2, rp2
+  -- and its balance refilled to now (when now is after rf)
+  local f1, i1, p1, a1, t1, c1, r1
+  local f2, i2, p2, a2, t2, c2, r2
   local due = false
   for j = 1, nl do
     local f, p = argv[li + 2 * j - 1], argv[li + 2 * j]
@@ -382,30 +382,24 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
     local t, c = num(sub(v, m + 2, d - 1)), num(sub(v, d + 1))
     local cp, ra, rp = params_of(p)
     if not (t and c and cp and ra and rp) then return nil end
-    if after and not due then
-      if t >= cp then
-        due = true
-      elseif ra > 0 and rp > 0 then
-        local r = refill_n(t, rfn, nown, cp, ra, rp)
-        if r == nil then return nil end
-        due = r >= cp
-      end
+    -- refilled once: for whether it may be full (at its capacity, or
+    -- refilled to it by now) and, when a refill is due, as its balance
+    local r
+    if after then
+      r = refill_n(t, rfn, nown, cp, ra, rp)
+      if r == nil then return nil end
+      if t >= cp or r >= cp then due = true end
     end
     if j == 1 then
-      f1, i1, p1, a1, t1, c1, cp1, ra1, rp1 = f, i, p, a, t, c, cp, ra, rp
+      f1, i1, p1, a1, t1, c1, r1 = f, i, p, a, t, c, r
     else
       if i == i1 then return nil end -- one field named twice
-      f2, i2, p2, a2, t2, c2, cp2, ra2, rp2 = f, i, p, a, t, c, cp, ra, rp
+      f2, i2, p2, a2, t2, c2, r2 = f, i, p, a, t, c, r
     end
   end
   if due then
     -- every limit of the item refilled to now first
-    t1 = refill_n(t1, rfn, nown, cp1, ra1, rp1)
-    if t1 == nil then return nil end
-    if f2 then
-      t2 = refill_n(t2, rfn, nown, cp2, ra2, rp2)
-      if t2 == nil then return nil end
-    end
+    t1, t2 = r1, r2
   end
   local n1, s1 = t1 - a1, c1 + a1
   if n1 <= -B53 or s1 >= B53 then return nil end
