@@ -48,6 +48,7 @@ func runContender(ctx context.Context, w io.Writer, cfg config, addr string, nam
 		for r := range cfg.rounds {
 			var res [2]caseResult
 			first, second := contender.First(r)
+			ok := true
 			for _, i := range []int{first, second} {
 				args := []string{"-addr", addr, "-rounds", "1", "-run", "^" + regexp.QuoteMeta(name) + "$", "-ops", strconv.Itoa(cfg.ops)}
 				if cfg.slices > 0 {
@@ -58,7 +59,11 @@ func runContender(ctx context.Context, w io.Writer, cfg config, addr string, nam
 				}
 				out, err := runProgram(ctx, bins[i], args)
 				if err != nil {
-					return fmt.Errorf("%s: %w", name, err)
+					// A program whose run failed (a timeout on a loaded
+					// machine, say) loses the round, not the case.
+					fmt.Fprintf(w, "%-60s   round %d: %s\n", name, r+1, err)
+					ok = false
+					break
 				}
 				cr, ok := parseCase(out, name)
 				if !ok {
@@ -73,6 +78,9 @@ func runContender(ctx context.Context, w io.Writer, cfg config, addr string, nam
 			if missing {
 				break
 			}
+			if !ok {
+				continue
+			}
 			abNow = append(abNow, res[0].a/res[0].b)
 			abThen = append(abThen, res[1].a/res[1].b)
 			raw = append(raw, res[0].a/res[1].a)
@@ -80,6 +88,10 @@ func runContender(ctx context.Context, w io.Writer, cfg config, addr string, nam
 		}
 		if missing {
 			fmt.Fprintf(w, "%-60s   (the contender has no such case)\n", name)
+			continue
+		}
+		if len(raw) == 0 {
+			fmt.Fprintf(w, "%-60s   (every round failed)\n", name)
 			continue
 		}
 		fmt.Fprintf(w, "%-60s %22s %22s %22s %22s\n", name, spread(abNow), spread(abThen), spread(raw), spread(norm))

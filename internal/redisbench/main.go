@@ -341,6 +341,12 @@ func median(v []float64) float64 {
 // runID keeps the keys of one run apart from an earlier run's on -addr.
 var runID = strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 
+// storeTimeout is the store timeout of the benchmark's limiters: long
+// enough that a redis-server descheduled for a moment on a loaded machine
+// fails no operation, which would end the run. What the bound costs an
+// operation does not depend on its length.
+var storeTimeout = limiter.WithStoreTimeout(time.Minute)
+
 // newStore returns a store of its own namespace.
 func newStore(client *redis.Client, alg redisstore.Algorithm, name string, scripts bool) *redisstore.Store {
 	s, err := redisstore.New(client, func(o *redisstore.Options) {
@@ -441,7 +447,7 @@ func leaseSide(rl *limiter.RateLimiter, name string, consume limiter.Consume, li
 // created by an Acquire through a RateLimiter on the same store (the
 // warm-up does it).
 func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
-	rl := limiter.New(s)
+	rl := limiter.New(s, storeTimeout)
 	consume, limits := limiter.Consume{lim.Name: 1}, []limiter.Limit{lim}
 	return &side{name: "store consume", op: func(ctx context.Context, w int) error {
 		key := store.BucketKey{EntityID: "user-" + strconv.Itoa(w), Resource: "api"}
@@ -484,7 +490,7 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, one limit 2^30/min, c=%d", c), c: c,
-			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)), scripts)), "store", limiter.Consume{"rpm": 1}, one, false),
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)), scripts), storeTimeout), "store", limiter.Consume{"rpm": 1}, one, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	}
 	// The store's speculative consume alone, without a RateLimiter: the
@@ -496,16 +502,16 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 	// The lease against the store's consume alone: what the RateLimiter's
 	// own work costs, measured directly.
 	out = append(out, &comparison{name: "lease (A) / store consume alone (B), one limit 2^30/min, c=1", c: 1,
-		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "limiter"+strconv.Itoa(len(out)), scripts)), "lease", limiter.Consume{"rpm": 1}, one, false),
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "limiter"+strconv.Itoa(len(out)), scripts), storeTimeout), "lease", limiter.Consume{"rpm": 1}, one, false),
 		b: consumeSide(newStore(client, redisstore.TokenBucket, "consume"+strconv.Itoa(len(out)), scripts), limiter.PerMinute("rpm", big))})
 	for _, c := range []int{1, 32} {
 		prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 		out = append(out, &comparison{name: fmt.Sprintf("lease, rpm+tpm 2^30/min, c=%d", c), c: c,
-			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "two"+strconv.Itoa(len(out)), scripts)), "store", limiter.Consume{"rpm": 1, "tpm": 500}, two, false),
+			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "two"+strconv.Itoa(len(out)), scripts), storeTimeout), "store", limiter.Consume{"rpm": 1, "tpm": 500}, two, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big), redis_rate.PerMinute(big)}, []int{1, 500}, true)})
 	}
 	out = append(out, &comparison{name: "hot key × 32, group commit on (A) / off (B)", c: 32,
-		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on", scripts), limiter.WithGroupCommit(true)), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
-		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off", scripts), limiter.WithGroupCommit(false)), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on", scripts), limiter.WithGroupCommit(true), storeTimeout), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
+		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off", scripts), limiter.WithGroupCommit(false), storeTimeout), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
 	return out
 }

@@ -113,11 +113,10 @@ local function refill_n_of(v, p, rf, now)
   local d = find(v, '|', c + 1, true)
   local tk = d and num(sub(v, c + 1, d - 1))
   if not tk then return nil end
-  if tk >= cp then return tk, true, c, d end
-  if ra <= 0 or rp <= 0 then return tk, false, c, d end
+  -- refill_n caps a balance above the capacity too, as refilled does
   local t = refill_n(tk, rf, now, cp, ra, rp)
   if t == nil then return nil end
-  return t, t >= cp, c, d
+  return t, tk >= cp or t >= cp, c, d
 end
 
 -- refill_due returns, when a request that takes a positive amount from a
@@ -204,7 +203,7 @@ local function read_request(argv, a)
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
 end
 
--- check returns why the request read by read_request (from argv) cannot
+-- check_any returns why the request read by read_request (from argv) cannot
 -- take its amounts from item flat (an HGETALL reply); when it can: '', then
 -- the first field to write, its value and its index in flat (nil when
 -- nothing is written), then the other fields to write (field, value, ...)
@@ -212,7 +211,7 @@ end
 -- numbers while they stay exact, else on the exact integers of int.lua.
 -- Substrings and patterns are avoided where a plain find will do: every
 -- new string is hashed as Redis's Lua creates it.
-local function check(argv, flat, now, li, nl, ci, nc)
+local function check_any(argv, flat, now, li, nl, ci, nc)
   local n = #flat
   if n == 0 then return 'bucket_missing' end
   local hi
@@ -328,6 +327,106 @@ local function check(argv, flat, now, li, nl, ci, nc)
     end
   end
   return '', wf, wv, wi, set, at
+end
+
+-- check_small is check for the common request, on numbers, with no
+-- table when no refill is due: one or two resolved limits, each with a
+-- positive amount (the amounts in the limits' order, as the client sends
+-- them), on an item of the header and exactly those limits, every value
+-- in the exact range of numbers. It returns what check returns, or nil
+-- for any other request or item, or anything unusual (an expiry time, a
+-- limit missing or changed, a value out of range), which check then
+-- decides: both apply the same rules (store.RefillDue) and write the same
+-- values.
+local function check_small(argv, flat, now, li, nl, ci, nc)
+  if nc ~= nl or nl > 2 or #flat ~= 2 * nl + 2 then return nil end
+  local hi
+  for i = 1, #flat, 2 do
+    if flat[i] == 'h' then hi = i + 1 end
+  end
+  if not hi then return nil end
+  local h = flat[hi]
+  local bar = find(h, '|', 1, true)
+  local sep2 = bar and find(h, '|', bar + 1, true)
+  -- h is rf|sc|cas|ttl|par: an expiry time (s) not passed at now (ms), on
+  -- numbers; an expired item, or a time too long to compare so, is
+  -- check_any's
+  local sep3 = sep2 and find(h, '|', sep2 + 1, true)
+  local sep4 = sep3 and find(h, '|', sep3 + 1, true)
+  if not sep4 or sep4 == sep3 + 1 then return nil end
+  if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
+    local ttl = sub(h, sep3 + 1, sep4 - 1)
+    if #ttl > 12 or #now > 15 then return nil end
+    local e, nw = tonumber(ttl), tonumber(now)
+    if not e or not nw or e * 1000 <= nw then return nil end
+  end
+  local rfn, nown = num(sub(h, 1, bar - 1)), num(now)
+  if not (rfn and nown) then return nil end
+  local after = nown > rfn
+  -- limit j: field, index in flat, parameters, amount, balance, total,
+  -- and its balance refilled to now (when now is after rf)
+  local f1, i1, p1, a1, t1, c1, r1
+  local f2, i2, p2, a2, t2, c2, r2
+  local due = false
+  for j = 1, nl do
+    local f, p = argv[li + 2 * j - 1], argv[li + 2 * j]
+    if argv[ci + 2 * j - 1] ~= f then return nil end
+    local a = num(argv[ci + 2 * j])
+    if not a or a <= 0 then return nil end
+    local i = field(flat, f)
+    if not i then return nil end
+    local v, m = flat[i], #p
+    if byte(v, m + 1) ~= 124 or find(v, p, 1, true) ~= 1 then return nil end
+    local d = find(v, '|', m + 2, true)
+    if not d then return nil end
+    local t, c = num(sub(v, m + 2, d - 1)), num(sub(v, d + 1))
+    local cp, ra, rp = params_of(p)
+    if not (t and c and cp and ra and rp) then return nil end
+    -- refilled once: for whether it may be full (at its capacity, or
+    -- refilled to it by now) and, when a refill is due, as its balance
+    local r
+    if after then
+      r = refill_n(t, rfn, nown, cp, ra, rp)
+      if r == nil then return nil end
+      if t >= cp or r >= cp then due = true end
+    end
+    if j == 1 then
+      f1, i1, p1, a1, t1, c1, r1 = f, i, p, a, t, c, r
+    else
+      if i == i1 then return nil end -- one field named twice
+      f2, i2, p2, a2, t2, c2, r2 = f, i, p, a, t, c, r
+    end
+  end
+  if due then
+    -- every limit of the item refilled to now first
+    t1, t2 = r1, r2
+  end
+  local n1, s1 = t1 - a1, c1 + a1
+  if n1 <= -B53 or s1 >= B53 then return nil end
+  local short = t1 < a1
+  local v2
+  if f2 then
+    local n2, s2 = t2 - a2, c2 + a2
+    if n2 <= -B53 or s2 >= B53 then return nil end
+    short = short or t2 < a2
+    v2 = format('%s|%d|%d', p2, n2, s2)
+  end
+  if short then return 'app_limit_exhausted' end
+  local v1 = format('%s|%d|%d', p1, n1, s1)
+  if not due then
+    if not f2 then return '', f1, v1, i1 end
+    return '', f1, v1, i1, {f2, v2}, {i2}
+  end
+  local hv = now .. sub(h, bar)
+  if not f2 then return '', f1, v1, i1, {'h', hv}, {hi} end
+  return '', f1, v1, i1, {f2, v2, 'h', hv}, {i2, hi}
+end
+
+-- check decides a request: check_small when it can, else check_any.
+local function check(argv, flat, now, li, nl, ci, nc)
+  local why, wf, wv, wi, set, at = check_small(argv, flat, now, li, nl, ci, nc)
+  if why == nil then return check_any(argv, flat, now, li, nl, ci, nc) end
+  return why, wf, wv, wi, set, at
 end
 
 -- take writes the fields check returned to key (one HSET) and into flat.

@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/redisserver"
+)
+
+// checkSmallLua runs check_small and check_any (consume_lib.lua) on one
+// item and request: ARGV is the request as the consume script reads it
+// (now, the limits, the amounts), then the number of the item's HGETALL
+// entries and those entries. It returns "nil" when check_small declines,
+// else both decisions (the reason and every field written, with its value
+// and its index in the item, sorted), separated by " || ".
+const checkSmallLua = `
+local argv, flat = {}, {}
+local na = tonumber(ARGV[1])
+for i = 1, na do argv[i] = ARGV[1 + i] end
+for i = 1, tonumber(ARGV[na + 2]) do flat[i] = ARGV[na + 2 + i] end
+local now, li, nl, ci, nc = read_request(argv, 0)
+local function norm(why, wf, wv, wi, set, at)
+  local out = {}
+  if wf then out[#out + 1] = wf .. '=' .. wv .. '@' .. wi end
+  if set then
+    for j = 1, #at do out[#out + 1] = set[2 * j - 1] .. '=' .. set[2 * j] .. '@' .. at[j] end
+  end
+  table.sort(out)
+  return why .. ' ' .. table.concat(out, ' ')
+end
+local general = norm(check_any(argv, flat, now, li, nl, ci, nc))
+local a = {check_small(argv, flat, now, li, nl, ci, nc)}
+if a[1] == nil then return 'nil || ' .. general end
+return norm(unpack(a, 1, 6)) .. ' || ' .. general
+`
+
+// stringsOnly makes every number inexact for the code loaded after it:
+// only the exact integers of int.lua remain.
+const stringsOnly = "local B53 = 0\nlocal function num() return nil end\n"
+
+// TestCheckSmallAgreesWithCheck: on random items and requests of one or
+// two limits (balances at, below, above and far below the capacity,
+// refills of every size, now before, at and after rf, amounts that fit or
+// not, values near 2^53, expiry times, fields in any order), check_any
+// decides as it does on the exact integers alone (every number made
+// inexact), and wherever check_small decides, it decides the same: the
+// same reason, the same fields written with the same values. check_small
+// must decide many of them (the common request), and decline some (the
+// unusual ones).
+func TestCheckSmallAgreesWithCheck(t *testing.T) {
+	c := redisserver.Client(t)
+	ctx := context.Background()
+	src := luaSource("int", "expired", "bucket", "consume_lib") + checkSmallLua
+	exact := luaSource("int") + stringsOnly + luaSource("expired", "bucket", "consume_lib") + checkSmallLua
+	rng := rand.New(rand.NewPCG(48, 7))
+	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
+	decided, declined, refills := 0, 0, 0
+	for n := range 3000 {
+		nl := 1 + rng.IntN(2)
+		names := []string{"l:rpm", "l:tpm"}[:nl]
+		rf := int64(1_767_225_600_000) + rng.Int64N(1<<30)
+		now := rf + pick(0, -3, 1, 7, 999, 60_000, 3_600_000, rng.Int64N(1<<20))
+		ttl := "0"
+		if rng.IntN(10) == 0 {
+			ttl = strconv.FormatInt(now/1000+pick(-1, 0, 1, 100), 10)
+		}
+		flat := []string{"h", fmt.Sprintf("%d|1|0|%s|", rf, ttl)}
+		var argv, amounts []string
+		argv = append(argv, strconv.FormatInt(now, 10), strconv.Itoa(nl))
+		for _, name := range names {
+			cp := pick(1000, 100_000, 2_000_000_000, 1<<30*1000, 1<<52, 1<<53+2)
+			ra := pick(cp, cp/2, 1, 0, 1000)
+			rp := pick(60_000, 1000, 86_400_000, 0)
+			tk := pick(cp, cp-1, cp-1000, cp/2, 0, -cp, cp+5, rng.Int64N(cp+1))
+			tc := pick(0, 5_200_000, rng.Int64N(1<<40), 1<<53-1)
+			params := fmt.Sprintf("%d|%d|%d", cp, ra, rp)
+			flat = append(flat, name, fmt.Sprintf("%s|%d|%d", params, tk, tc))
+			argv = append(argv, name, params)
+			amounts = append(amounts, name, strconv.FormatInt(pick(1000, 500_000, 1, 0, -1000, cp, cp+1, tk, tk+1), 10))
+		}
+		if rng.IntN(20) == 0 { // a changed limit
+			flat[3] = "7|7|7|7|7"
+		}
+		// fields in any order
+		pairs := len(flat) / 2
+		for i := pairs - 1; i > 0; i-- {
+			j := rng.IntN(i + 1)
+			flat[2*i], flat[2*j] = flat[2*j], flat[2*i]
+			flat[2*i+1], flat[2*j+1] = flat[2*j+1], flat[2*i+1]
+		}
+		argv = append(argv, strconv.Itoa(nl))
+		argv = append(argv, amounts...)
+		args := []any{len(argv)}
+		for _, a := range argv {
+			args = append(args, a)
+		}
+		args = append(args, len(flat))
+		for _, f := range flat {
+			args = append(args, f)
+		}
+		got, err := c.Eval(ctx, src, nil, args...).Text()
+		require.NoError(t, err, "case %d", n)
+		small, general, ok := strings.Cut(got, " || ")
+		require.True(t, ok, got)
+		want, err := c.Eval(ctx, exact, nil, args...).Text()
+		require.NoError(t, err, "case %d", n)
+		_, wantGeneral, _ := strings.Cut(want, " || ")
+		require.Equal(t, wantGeneral, general, "case %d, check_any against the exact integers: item %q, request %q", n, flat, argv)
+		if small == "nil" {
+			declined++
+			continue
+		}
+		decided++
+		require.Equal(t, general, small, "case %d: item %q, request %q", n, flat, argv)
+		if strings.Contains(small, " h=") {
+			refills++
+		}
+	}
+	t.Logf("check_small decided %d, declined %d; %d refills", decided, declined, refills)
+	require.Greater(t, decided, 500)
+	require.Greater(t, declined, 100)
+	require.Greater(t, refills, 100)
+}
