@@ -146,6 +146,13 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 // resource and shard); audit events and children are kept. It records an
 // entity_deleted audit event with the number of records deleted. Deleting
 // a missing entity does nothing.
+//
+// An entity created again with the id is a new entity: a lease acquired
+// before the delete settles nothing into its buckets (its Commit, Rollback
+// and background commit write nothing there and return no error, as for
+// a bucket that expired). The ids of applied top-ups ([RateLimiter.TopUp])
+// are kept until they expire, so that one payment is never credited
+// twice.
 func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -479,7 +486,7 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 			return err
 		}
 		now := rl.nowMs()
-		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b}
+		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b, Incarnation: b.Incarnation}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {

@@ -55,8 +55,14 @@ func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 		ns := env.repo.NamespaceID()
 		T := epoch.UnixMilli()
 		want := func(entity string, cascade bool, parent string) map[string]types.AttributeValue {
+			// The item's incarnation is random: any positive number.
+			inc, ok, err := schemaGetN(env.bucket(entity, "api"), "inc")
+			require.NoError(t, err)
+			require.True(t, ok, "%s: no incarnation", entity)
+			require.Positive(t, inc, "%s: the create's incarnation", entity)
 			m := map[string]types.AttributeValue{
-				"PK": schemaS(ns + "/BUCKET#" + entity + "#api#0"), "SK": schemaS("#STATE"),
+				"inc": schemaN(inc),
+				"PK":  schemaS(ns + "/BUCKET#" + entity + "#api#0"), "SK": schemaS("#STATE"),
 				"entity_id": schemaS(entity), "resource": schemaS("api"), "rf": schemaN(T),
 				"shard_count": schemaN(1), "cascade": schemaBool(cascade),
 				"ttl":    schemaN(T/1000 + 420),

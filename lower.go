@@ -102,8 +102,8 @@ type lowered struct {
 // lowerWrites computes the writes that lower b's balances to limits at now.
 func lowerWrites(b *store.Bucket, limits Consume, now int64) lowered {
 	var out lowered
-	normal := store.BucketWrite{Kind: store.WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, Base: b}
-	debt := store.BucketWrite{Kind: store.WriteAdjust, Key: b.Key, NowMs: now}
+	normal := store.BucketWrite{Kind: store.WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, Base: b, Incarnation: b.Incarnation}
+	debt := store.BucketWrite{Kind: store.WriteAdjust, Key: b.Key, NowMs: now, Incarnation: b.Incarnation}
 	after := *b
 	after.States = make([]store.BucketState, len(b.States))
 	after.RefillMs = now
