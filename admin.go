@@ -218,8 +218,11 @@ func checkConfigResource(resource string) error {
 // SetLimits stores limits for entityID on resource ([DefaultResource] for
 // all resources without their own), replacing any stored before. The
 // bucket of (entityID, resource) takes the new parameters at once and no
-// longer expires (entity-level config). It records a limits_set audit
-// event.
+// longer expires (entity-level config). A limit whose kind (rolling,
+// calendar, prepaid), calendar period or zone changes keeps what the old
+// definition spent at this instant: the new one's bucket for now holds at
+// most its capacity less that (nothing carries into or out of a prepaid
+// balance). It records a limits_set audit event.
 func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -241,12 +244,19 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
+	carry, err := rl.spentBySwitches(ctx, entityID, resource, limits)
+	if err != nil {
+		return err
+	}
 	key := store.EntityConfig(entityID, resource)
 	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
 	if err := rl.syncBucket(ctx, entityID, resource, limits, store.TTLRemove, 0, nil); err != nil {
+		return err
+	}
+	if err := rl.keepSpent(ctx, entityID, resource, carry); err != nil {
 		return err
 	}
 	return rl.record(ctx, principal, store.AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})

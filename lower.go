@@ -50,7 +50,13 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 	if err := validateAmounts(limits, true); err != nil {
 		return false, err
 	}
-	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	return rl.lowerItem(ctx, store.BucketKey{EntityID: entityID, Resource: resource}, limits)
+}
+
+// lowerItem is LowerTokens of the bucket item key (validated): its
+// balances lowered to at most limits, refilled to now.
+func (rl *RateLimiter) lowerItem(ctx context.Context, key store.BucketKey, limits Consume) (bool, error) {
+	entityID, resource := key.EntityID, key.Resource
 	for attempt := 0; ; attempt++ {
 		b, err := rl.store.getBucket(ctx, key)
 		if err != nil {
