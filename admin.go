@@ -244,7 +244,7 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
-	carry, err := rl.spentBySwitches(ctx, entityID, resource, limits)
+	inForce, err := rl.limitsInForce(ctx, entityID, resource)
 	if err != nil {
 		return err
 	}
@@ -253,6 +253,12 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 		return err
 	}
 	rl.configChanged(key)
+	// The old definitions' buckets no longer change: what they spent is
+	// read now, before the new ones are touched.
+	carry, err := rl.spentBySwitches(ctx, entityID, resource, inForce, limits)
+	if err != nil {
+		return err
+	}
 	if err := rl.syncBucket(ctx, entityID, resource, limits, store.TTLRemove, 0, nil); err != nil {
 		return err
 	}
@@ -282,8 +288,10 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 // reconciles the bucket with the limits that apply now: their parameters
 // are written, limits that no longer apply are removed, and the bucket
 // expires again like any bucket of default config. When no limits apply
-// any more the bucket is left as it is. It records a limits_deleted audit
-// event when a config was deleted.
+// any more the bucket is left as it is. A limit that applies now with
+// another kind, calendar period or zone keeps what the deleted one had
+// spent, as with [RateLimiter.SetLimits]. It records a limits_deleted
+// audit event when a config was deleted.
 func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -331,9 +339,16 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 			stale = append(stale, l.Name)
 		}
 	}
-	effective = rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source}, rl.nowMs())
-	return rl.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
+	carry, err := rl.spentBySwitches(ctx, entityID, resource, old.Limits, effective)
+	if err != nil {
+		return err
+	}
+	rolling := rollingOnly(effective)
+	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs())
+	if err := rl.syncBucket(ctx, entityID, resource, rolling, ttl, secs, stale); err != nil {
+		return err
+	}
+	return rl.keepSpent(ctx, entityID, resource, carry)
 }
 
 // SetResourceDefaults stores the default limits of resource, used by every

@@ -31,14 +31,13 @@
 // as the switch left it (what the balance paid for in between is not
 // charged to the budget).
 //
-// The spend is carried for limits stored for one resource of the entity
-// (SetLimits with a resource), whose buckets SetLimits updates at once. A
-// change of the entity's limits for DefaultResource, of the resource or
-// system defaults, or a DeleteLimits that leaves a default of another
-// kind in force, applies to each bucket at its next acquire, and its
-// buckets after a switch start as the new definition starts them. The
-// spend is read before the limits are stored and written after: what
-// acquires of the old definition take in between is not carried.
+// The spend is carried for the limits of one resource of the entity:
+// SetLimits with a resource, and DeleteLimits of a resource that leaves
+// defaults of another kind or zone in force, which update the entity's
+// buckets at once. A change of the entity's limits for DefaultResource,
+// or of the resource or system defaults, applies to each bucket at its
+// next acquire, and its buckets after a switch start as the new
+// definition starts them.
 
 package limiter
 
@@ -65,30 +64,28 @@ func switchesBucket(old, l Limit) bool {
 	return old.Prepaid != l.Prepaid || old.Calendar != l.Calendar || old.LocationName() != l.LocationName()
 }
 
-// spentBySwitches returns, for each limit of limits (about to be stored for
-// entityID on resource) whose definition in force switches buckets, what
-// the definition in force spent at now, when positive.
-func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource string, limits []Limit) ([]spendCarried, error) {
+// limitsInForce returns the limits an acquire of entityID on resource
+// resolves now (through the config cache); nil when none are configured.
+func (rl *RateLimiter) limitsInForce(ctx context.Context, entityID, resource string) ([]Limit, error) {
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
+	if errors.Is(err, ErrValidation) {
+		return nil, nil // none in force (or none usable): nothing was spent
+	}
+	return limits, err
+}
+
+// spentBySwitches returns, for each limit of limits (in force for entityID
+// on resource from now) whose definition in old (in force until now)
+// switches buckets, what the old definition spent at now, when positive.
+func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource string, old, limits []Limit) ([]spendCarried, error) {
 	if resource == DefaultResource {
 		return nil, nil // its buckets are those of each resource: see the file comment
 	}
-	var old []Limit
 	now := rl.nowMs()
 	var out []spendCarried
 	for _, l := range limits {
 		if l.IsPrepaid() {
 			continue // nothing carries into a balance
-		}
-		if old == nil {
-			var err error
-			if old, _, err = rl.limitsFor(ctx, entityID, resource, acquireOptions{}); errors.Is(err, ErrValidation) {
-				return nil, nil // none in force (or none usable): nothing was spent
-			} else if err != nil {
-				return nil, err
-			}
-			if old == nil {
-				old = []Limit{}
-			}
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
 		if i < 0 || old[i].IsPrepaid() || !switchesBucket(old[i], l) {

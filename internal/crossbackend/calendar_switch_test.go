@@ -23,6 +23,8 @@ import (
 //   - PerCalendarDay with 600 spent, replaced by PerDay, starts from 400;
 //   - PerCalendarDay with 600 spent, switched to Prepaid and back, has
 //     400 left (what the balance paid for is not charged to the budget);
+//   - PerCalendarDay with 600 spent, deleted where the resource's
+//     default is PerDay: 400 left;
 //   - New York's day spent 250, moved to UTC where the same date runs:
 //     750 left.
 func TestCalendarSwitchKeepsSpend(t *testing.T) {
@@ -105,6 +107,20 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 					set(e, limiter.PerCalendarDay("usd", 1000))
 					require.Equal(t, int64(400), usd(e), "back to PerCalendarDay")
 					refused(e, 401, "more than the day left")
+				})
+
+				// DeleteLimits leaving a default of another kind in force.
+				t.Run("delete-limits", func(t *testing.T) {
+					e := name("deleted")
+					require.NoError(t, rl.SetResourceDefaults(ctx, "emb", []limiter.Limit{limiter.PerDay("usd", 1000)}))
+					require.NoError(t, rl.SetLimits(ctx, e, "emb", []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+					lease, err := rl.Acquire(ctx, e, "emb", limiter.Consume{"usd": 600})
+					require.NoError(t, err)
+					require.NoError(t, lease.Commit(ctx))
+					require.NoError(t, rl.DeleteLimits(ctx, e, "emb"))
+					require.Equal(t, int64(400), left(t, rl, e, "emb", "usd"), "the day's 600 spent, under the default PerDay")
+					_, err = rl.Acquire(ctx, e, "emb", limiter.Consume{"usd": 401})
+					require.ErrorIs(t, err, limiter.ErrRateLimited)
 				})
 
 				// A zone where the same date runs: the same period bucket.
