@@ -13,7 +13,7 @@ import (
 
 // TestCalendarSwitchKeepsSpend: a limit whose zone or kind changes keeps
 // what the old definition spent at the instant of the change, on every
-// backend, speculative writes on and off, with a frozen clock:
+// backend (the Redis Cluster too), speculative writes on and off, with a frozen clock:
 //
 //   - a daily budget spent at 12:00 UTC, set again in Pacific/Kiritimati
 //     (already the next day there), admits nothing until Kiritimati's
@@ -31,7 +31,7 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
 	ny := newYork(t)
-	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
 		for _, spec := range []bool{true, false} {
 			t.Run(fmt.Sprintf("speculative=%v", spec), func(t *testing.T) {
 				ctx := context.Background()

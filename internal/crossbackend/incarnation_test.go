@@ -8,11 +8,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/redisstore"
 )
 
 // The tests of this file check that an entity deleted and created again
 // with the same id is a new entity: nothing acquired before the delete
 // settles into it, on every backend.
+
+// eachBackendAndCluster runs f as eachBackend does, and on the package's
+// three-master Redis Cluster.
+func eachBackendAndCluster(t *testing.T, f func(t *testing.T, repo limiter.Repository)) {
+	eachBackend(t, f)
+	t.Run("redis-cluster", func(t *testing.T) {
+		repo, err := redisstore.New(redisserver.ClusterClient(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+		require.NoError(t, err)
+		f(t, repo)
+	})
+}
 
 // left returns what entityID has left of limit name on resource.
 func left(t *testing.T, rl *limiter.RateLimiter, entityID, resource, name string, opts ...limiter.AcquireOption) int64 {
@@ -32,7 +45,7 @@ func left(t *testing.T, rl *limiter.RateLimiter, entityID, resource, name string
 // speculative and the read-then-write path, with background commit on
 // and off.
 func TestIncarnationLeaseBeforeDelete(t *testing.T) {
-	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
 		for _, mode := range []struct{ spec, background bool }{{true, false}, {false, false}, {true, true}} {
 			t.Run(fmt.Sprintf("speculative=%v/background=%v", mode.spec, mode.background), func(t *testing.T) {
 				ctx := context.Background()
@@ -88,7 +101,7 @@ func TestIncarnationLeaseBeforeDelete(t *testing.T) {
 // deleted and created again under tenant B, gives back to A (which it
 // charged) and nothing to the new key or to B.
 func TestIncarnationReissuedKey(t *testing.T) {
-	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
@@ -125,7 +138,7 @@ func TestIncarnationReissuedKey(t *testing.T) {
 // (limits given with the acquire) work as before, and a delete of the id
 // makes them new ones too.
 func TestIncarnationUncreatedEntity(t *testing.T) {
-	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
@@ -155,7 +168,7 @@ func TestIncarnationUncreatedEntity(t *testing.T) {
 // payment is never credited twice. A lease of the deleted entity's
 // balance refunds nothing into the new entity's.
 func TestIncarnationPrepaid(t *testing.T) {
-	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
