@@ -196,6 +196,13 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 // resource and shard); audit events and children are kept. It records an
 // entity_deleted audit event with the number of records deleted. Deleting
 // a missing entity does nothing.
+//
+// An entity created again with the id is a new entity: a lease acquired
+// before the delete settles nothing into its buckets (its Commit, Rollback
+// and background commit write nothing there and return no error, as for
+// a bucket that expired). The ids of applied top-ups ([RateLimiter.TopUp])
+// are kept until they expire, so that one payment is never credited
+// twice.
 func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -261,8 +268,11 @@ func checkConfigResource(resource string) error {
 // SetLimits stores limits for entityID on resource ([DefaultResource] for
 // all resources without their own), replacing any stored before. The
 // bucket of (entityID, resource) takes the new parameters at once and no
-// longer expires (entity-level config). It records a limits_set audit
-// event.
+// longer expires (entity-level config). A limit whose kind (rolling,
+// calendar, prepaid), calendar period or zone changes keeps what the old
+// definition spent at this instant: the new one's bucket for now holds at
+// most its capacity less that (nothing carries into or out of a prepaid
+// balance). It records a limits_set audit event.
 func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -284,12 +294,25 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 	if err := validateStoredLimits(limits); err != nil {
 		return err
 	}
+	inForce, err := rl.limitsInForce(ctx, entityID, resource)
+	if err != nil {
+		return err
+	}
 	key := store.EntityConfig(entityID, resource)
 	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
 		return err
 	}
 	rl.configChanged(key)
+	// The old definitions' buckets no longer change: what they spent is
+	// read now, before the new ones are touched.
+	carry, err := rl.spentBySwitches(ctx, entityID, resource, inForce, limits)
+	if err != nil {
+		return err
+	}
 	if err := rl.syncBucket(ctx, entityID, resource, limits, store.TTLRemove, 0, nil); err != nil {
+		return err
+	}
+	if err := rl.keepSpent(ctx, entityID, resource, carry); err != nil {
 		return err
 	}
 	return rl.record(ctx, principal, store.AuditLimitsSet, entityID, resource, map[string]any{"limits": auditLimitDetails(limits)})
@@ -315,8 +338,10 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 // reconciles the bucket with the limits that apply now: their parameters
 // are written, limits that no longer apply are removed, and the bucket
 // expires again like any bucket of default config. When no limits apply
-// any more the bucket is left as it is. It records a limits_deleted audit
-// event when a config was deleted.
+// any more the bucket is left as it is. A limit that applies now with
+// another kind, calendar period or zone keeps what the deleted one had
+// spent, as with [RateLimiter.SetLimits]. It records a limits_deleted
+// audit event when a config was deleted.
 func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -364,9 +389,16 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 			stale = append(stale, l.Name)
 		}
 	}
-	effective = rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: effective, source: source}, rl.nowMs())
-	return rl.syncBucket(ctx, entityID, resource, effective, ttl, secs, stale)
+	carry, err := rl.spentBySwitches(ctx, entityID, resource, old.Limits, effective)
+	if err != nil {
+		return err
+	}
+	rolling := rollingOnly(effective)
+	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs())
+	if err := rl.syncBucket(ctx, entityID, resource, rolling, ttl, secs, stale); err != nil {
+		return err
+	}
+	return rl.keepSpent(ctx, entityID, resource, carry)
 }
 
 // SetResourceDefaults stores the default limits of resource, used by every
@@ -529,7 +561,7 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 			return err
 		}
 		now := rl.nowMs()
-		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b}
+		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b, Incarnation: b.Incarnation}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {

@@ -342,7 +342,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 	}, func(results []store.SpeculativeResult, err error) {
 		if err == nil && len(results) > 0 && results[0].Applied {
 			for i, it := range items {
-				rl.giveBack(reqs[i].Key, it.consume, it.group.limits)
+				rl.giveBack(reqs[i].Key, incarnationOf(results[i]), it.consume, it.group.limits)
 			}
 		}
 	})

@@ -138,8 +138,12 @@ func (c *commits) queueLocked(w store.BucketWrite) {
 // at the capacity, as their sum is), and a refund after a charge nets out
 // (the balance is at most the capacity); but a charge after a refund does
 // not: the refund's cap applies before the charge. Refunds with different
-// capacity hints (a limit change between them) stay apart.
+// capacity hints (a limit change between them) stay apart, and so do
+// adjustments of two incarnations of the item (see incarnation.go).
 func mergeable(a, b store.BucketWrite) bool {
+	if a.Incarnation != b.Incarnation {
+		return false
+	}
 	for _, lb := range b.Limits {
 		for _, la := range a.Limits {
 			if la.Name != lb.Name {

@@ -113,6 +113,9 @@ type gcOp struct {
 	limits []Limit // gcConsume: the limits the write is conditioned on
 	caps   map[string]int64
 	nowMs  int64
+	// inc, for gcAdjust, is the incarnation of the item the adjustment
+	// settles into (store.BucketWrite.Incarnation).
+	inc int64
 
 	wake chan struct{} // nil for a give-back nobody waits for
 
@@ -177,7 +180,7 @@ func (g *groupCommit) consume(ctx context.Context, req store.SpeculativeRequest)
 // adjust writes w (a single-item store.WriteAdjust) through the batcher. Deltas
 // that are not whole tokens bypass it.
 func (g *groupCommit) adjust(ctx context.Context, w store.BucketWrite) error {
-	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs}
+	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs, inc: w.Incarnation}
 	for _, lw := range w.Limits {
 		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 || lw.Params != nil {
 			_, err := detached(g.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
@@ -354,7 +357,7 @@ func (g *groupCommit) alone(ctx context.Context, op *gcOp) (store.SpeculativeRes
 		return g.store.speculativeConsume(ctx, req)
 	}, func(res store.SpeculativeResult, err error) {
 		if err == nil && res.Applied {
-			g.bg.Go(func() { g.giveBack(op) })
+			g.bg.Go(func() { g.giveBack(op, res) })
 		}
 	})
 }
@@ -365,7 +368,7 @@ func (g *groupCommit) write(ctx context.Context, op *gcOp) {
 		op.res, op.err = g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs})
 		return
 	}
-	op.err = g.store.writeBuckets(ctx, []store.BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps)})
+	op.err = g.store.writeBuckets(ctx, []store.BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps, op.inc)})
 }
 
 // giveBackLocked queues the give-back of op, an acquire whose caller went
@@ -376,23 +379,23 @@ func (g *groupCommit) giveBackLocked(s *gcSlot, op *gcOp) {
 	if op.kind != gcConsume || op.err != nil || !op.res.Applied {
 		return
 	}
-	s.queue = append(s.queue, giveBackOp(op))
+	s.queue = append(s.queue, giveBackOp(op, op.res))
 }
 
 // giveBack submits the give-back of op, an applied acquire whose caller
 // went away, and waits for it. It runs in a goroutine of the limiter.
-func (g *groupCommit) giveBack(op *gcOp) {
-	g.submit(context.Background(), *giveBackOp(op))
+func (g *groupCommit) giveBack(op *gcOp, res store.SpeculativeResult) {
+	g.submit(context.Background(), *giveBackOp(op, res))
 }
 
-// giveBackOp is the adjustment that returns what op, an applied acquire,
-// took.
-func giveBackOp(op *gcOp) *gcOp {
+// giveBackOp is the adjustment that returns what op, an applied acquire
+// whose write answered res, took.
+func giveBackOp(op *gcOp, res store.SpeculativeResult) *gcOp {
 	give := make(Consume, len(op.delta))
 	for name, v := range op.delta {
 		give[name] = -v
 	}
-	return &gcOp{kind: gcAdjust, key: op.key, delta: give, caps: capacities(op.limits), nowMs: op.nowMs}
+	return &gcOp{kind: gcAdjust, key: op.key, delta: give, caps: capacities(op.limits), nowMs: op.nowMs, inc: incarnationOf(res)}
 }
 
 // goFlight runs flight in a goroutine of the limiter, when batch is not
@@ -597,10 +600,7 @@ func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 		g.decide(ctx, key, pending, nowMs)
 	}
 	if len(adjusts) > 0 {
-		err := g.writeAdjusts(ctx, key, nowMs, adjusts)
-		for _, op := range adjusts {
-			op.err = err
-		}
+		g.writeAdjusts(ctx, key, nowMs, adjusts)
 	}
 }
 
@@ -674,24 +674,38 @@ func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending [
 }
 
 // writeAdjusts writes the summed deltas of a batch's adjustments as one
-// store.WriteAdjust (nothing when every delta cancels out).
-func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, nowMs int64, adjusts []*gcOp) error {
-	sum := Consume{}
-	var caps map[string]int64
-	for _, op := range adjusts {
-		addConsume(sum, op.delta)
-		for name, c := range op.caps {
-			if caps == nil {
-				caps = make(map[string]int64)
+// store.WriteAdjust per incarnation of the item they settle into (one
+// but around a delete of the entity; nothing when every delta cancels
+// out), and sets each adjustment's error to its write's.
+func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, nowMs int64, adjusts []*gcOp) {
+	for i, first := range adjusts {
+		if slices.ContainsFunc(adjusts[:i], func(op *gcOp) bool { return op.inc == first.inc }) {
+			continue // written with the first of its incarnation
+		}
+		sum := Consume{}
+		var caps map[string]int64
+		for _, op := range adjusts[i:] {
+			if op.inc != first.inc {
+				continue
 			}
-			caps[name] = c
+			addConsume(sum, op.delta)
+			for name, c := range op.caps {
+				if caps == nil {
+					caps = make(map[string]int64)
+				}
+				caps[name] = c
+			}
+		}
+		var err error
+		if w := adjustDeltaWrite(key, nowMs, sum, caps, first.inc); len(w.Limits) > 0 {
+			err = g.store.writeBuckets(ctx, []store.BucketWrite{w})
+		}
+		for _, op := range adjusts[i:] {
+			if op.inc == first.inc {
+				op.err = err
+			}
 		}
 	}
-	w := adjustDeltaWrite(key, nowMs, sum, caps)
-	if len(w.Limits) == 0 {
-		return nil
-	}
-	return g.store.writeBuckets(ctx, []store.BucketWrite{w})
 }
 
 // deliver wakes every waiting member of a written batch (after unlocking,

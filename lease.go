@@ -101,6 +101,9 @@ type leaseEntry struct {
 	// refilledMilli is the balance refilled to the acquire's time, before
 	// its consumption.
 	refilledMilli int64
+	// inc is the incarnation of the item the acquire took from: the
+	// lease's writes settle into that item only (see incarnation.go).
+	inc int64
 }
 
 // entriesOf returns the entries of one bucket item, in order.
@@ -501,7 +504,8 @@ func (ls *Lease) Commit(ctx context.Context) error {
 			ctx, cancel = detachedContext(ctx)
 		}
 		// A condition failure means the bucket item no longer exists
-		// (expired): there is nothing left to adjust.
+		// (expired, or deleted with its entity and perhaps created again:
+		// another incarnation): there is nothing left to adjust.
 		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			return fmt.Errorf("commit %s/%s: %w", key.EntityID, key.Resource, err)
 		}
@@ -601,6 +605,9 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 // entries at nowMs, with each limit's capacity as the hint for refunds.
 func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta func(*leaseEntry) int64) store.BucketWrite {
 	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+	if len(entries) > 0 {
+		w.Incarnation = entries[0].inc // one item: one incarnation
+	}
 	for _, e := range entries {
 		if d := delta(e); d != 0 {
 			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: d, CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})

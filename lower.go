@@ -50,7 +50,13 @@ func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource strin
 	if err := validateAmounts(limits, true); err != nil {
 		return false, err
 	}
-	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	return rl.lowerItem(ctx, store.BucketKey{EntityID: entityID, Resource: resource}, limits)
+}
+
+// lowerItem is LowerTokens of the bucket item key (validated): its
+// balances lowered to at most limits, refilled to now.
+func (rl *RateLimiter) lowerItem(ctx context.Context, key store.BucketKey, limits Consume) (bool, error) {
+	entityID, resource := key.EntityID, key.Resource
 	for attempt := 0; ; attempt++ {
 		b, err := rl.store.getBucket(ctx, key)
 		if err != nil {
@@ -102,8 +108,8 @@ type lowered struct {
 // lowerWrites computes the writes that lower b's balances to limits at now.
 func lowerWrites(b *store.Bucket, limits Consume, now int64) lowered {
 	var out lowered
-	normal := store.BucketWrite{Kind: store.WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, Base: b}
-	debt := store.BucketWrite{Kind: store.WriteAdjust, Key: b.Key, NowMs: now}
+	normal := store.BucketWrite{Kind: store.WriteNormal, Key: b.Key, NowMs: now, ExpectedRefillMs: b.RefillMs, Base: b, Incarnation: b.Incarnation}
+	debt := store.BucketWrite{Kind: store.WriteAdjust, Key: b.Key, NowMs: now, Incarnation: b.Incarnation}
 	after := *b
 	after.States = make([]store.BucketState, len(b.States))
 	after.RefillMs = now

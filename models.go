@@ -338,10 +338,11 @@ func capacities(limits []Limit) map[string]int64 {
 	return caps
 }
 
-// adjustDeltaWrite is the store.WriteAdjust of delta (tokens) on key, limits in
-// sorted order, zero deltas left out, with the capacity hints caps.
-func adjustDeltaWrite(key store.BucketKey, nowMs int64, delta Consume, caps map[string]int64) store.BucketWrite {
-	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+// adjustDeltaWrite is the store.WriteAdjust of delta (tokens) on key, of
+// incarnation inc, limits in sorted order, zero deltas left out, with the
+// capacity hints caps.
+func adjustDeltaWrite(key store.BucketKey, nowMs int64, delta Consume, caps map[string]int64, inc int64) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs, Incarnation: inc}
 	for _, name := range consumeNames(delta) {
 		if d := delta[name]; d != 0 {
 			w.Limits = append(w.Limits, store.LimitWrite{Name: name, ConsumedMilli: bucketmath.SatMul(d, 1000), CapacityMilli: caps[name]})
@@ -357,11 +358,12 @@ func addConsume(sum, c Consume) {
 	}
 }
 
-// giveBackWrite is the store.WriteAdjust that gives consume back to key at
-// nowMs, limits in sorted order, zero amounts left out, with the
-// capacities of limits as hints: adjustDeltaWrite of the negated amounts.
-func giveBackWrite(key store.BucketKey, nowMs int64, consume Consume, limits []Limit) store.BucketWrite {
-	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs}
+// giveBackWrite is the store.WriteAdjust that gives consume back to key,
+// of incarnation inc, at nowMs, limits in sorted order, zero amounts left
+// out, with the capacities of limits as hints: adjustDeltaWrite of the
+// negated amounts.
+func giveBackWrite(key store.BucketKey, inc, nowMs int64, consume Consume, limits []Limit) store.BucketWrite {
+	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs, Incarnation: inc}
 	for _, name := range consumeNames(consume) {
 		v := consume[name]
 		if v == 0 {

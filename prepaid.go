@@ -176,7 +176,7 @@ func (rl *RateLimiter) ensureBalance(ctx context.Context, req store.TopUpRequest
 	empty := bucketStateFromLimit(req.Key.EntityID, req.Key.Resource, bl, now)
 	b := buckets[req.Key]
 	if b == nil {
-		w := store.BucketWrite{Kind: store.WriteCreate, Key: req.Key, NowMs: now, ShardCount: 1, States: []store.BucketState{empty}}
+		w := store.BucketWrite{Kind: store.WriteCreate, Key: req.Key, NowMs: now, ShardCount: 1, States: []store.BucketState{empty}, Incarnation: newIncarnation()}
 		if e, ok := ents[req.Key.EntityID]; ok {
 			w.Cascade, w.ParentID = e.Cascade, e.ParentID
 		}

@@ -11,10 +11,11 @@ import (
 )
 
 // tpmAdjust is a WriteAdjust of milli on e's tpm (a negative milli is a
-// refund), with capMilli as the capacity the caller expects (0: unknown).
-func tpmAdjust(e string, milli, capMilli int64) []store.BucketWrite {
+// refund) of the item's incarnation inc, with capMilli as the capacity the
+// caller expects (0: unknown).
+func tpmAdjust(e string, milli, capMilli, inc int64) []store.BucketWrite {
 	return []store.BucketWrite{{
-		Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: e, Resource: "api"},
+		Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: e, Resource: "api"}, Incarnation: inc,
 		Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: milli, CapacityMilli: capMilli}},
 	}}
 }
@@ -48,8 +49,9 @@ func TestAdjustRefundCases(t *testing.T) {
 			require.NoError(t, l.Commit(env.ctx))
 			setTokens(t, env, "e", "tpm", tc.tokens)
 			before := env.n(env.bucket("e", "api"), "b_tpm_tc")
+			inc := env.n(env.bucket("e", "api"), "inc")
 			env.rec.Reset()
-			require.NoError(t, env.repo.WriteBuckets(env.ctx, tpmAdjust("e", -20_000, tc.expectedCap)))
+			require.NoError(t, env.repo.WriteBuckets(env.ctx, tpmAdjust("e", -20_000, tc.expectedCap, inc)))
 			assert.Equal(t, tc.calls, env.calls())
 			b := env.bucket("e", "api")
 			assert.Equal(t, tc.want, env.n(b, "b_tpm_tk"))
@@ -71,7 +73,7 @@ func TestAdjustUnderContention(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(env.ctx))
 	b := env.bucket("e", "api")
-	tk0, tc0 := env.n(b, "b_tpm_tk"), env.n(b, "b_tpm_tc")
+	tk0, tc0, inc := env.n(b, "b_tpm_tk"), env.n(b, "b_tpm_tc"), env.n(b, "inc")
 
 	const workers, each = 16, 20
 	var wg sync.WaitGroup
@@ -85,7 +87,7 @@ func TestAdjustUnderContention(t *testing.T) {
 				milli = -1_000
 			}
 			for range each {
-				if err := env.repo.WriteBuckets(env.ctx, tpmAdjust("e", milli, 0)); err != nil {
+				if err := env.repo.WriteBuckets(env.ctx, tpmAdjust("e", milli, 0, inc)); err != nil {
 					errs <- err
 				}
 			}

@@ -360,6 +360,9 @@ var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times
 func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
 	id := ddbschema.NewWriteID()
 	kept := r.shared.buckets.get(r.nsID, w.Key)
+	if kept != nil && kept.Incarnation != w.Incarnation {
+		kept = nil // another life of the item: the optimistic write, conditioned on w's, asks it
+	}
 	var in *dynamodb.UpdateItemInput
 	if kept != nil && store.ChargeRefillDue(kept, w.Limits, w.NowMs) {
 		// A charge on a limit the kept item says may be full: the exact
@@ -390,6 +393,9 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 		old, err2 := r.keepItem(w.Key, ccf.Item)
 		if err2 != nil {
 			return err2
+		}
+		if old.Incarnation != w.Incarnation {
+			return store.ErrConditionFailed // the item was deleted and created again: not the lease's
 		}
 		exact := r.exactAdjust(w, old, id)
 		if exact == nil {
@@ -431,7 +437,7 @@ func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.Bucket
 // id.
 func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
 	var add, remove []string
 	for _, l := range w.Limits {
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
@@ -482,13 +488,14 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket,
 		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
 		ew.TTLCheck = false
 		ew.ID = id
+		ew.CheckIncarnation, ew.Incarnation = true, w.Incarnation
 		in := r.shared.exact.Input(ddbschema.BucketKeyValue(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), &ew)
 		in.ReturnValues = types.ReturnValueAllNew
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		return in
 	}
 	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
 	var set, add, remove []string
 	for _, l := range w.Limits {
 		s, ok := old.State(l.Name)
@@ -617,7 +624,7 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 	}
 	slices.Sort(names)
 	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(adj.Incarnation)}
 	var add []string
 	for _, l := range req.Limits {
 		conds = append(conds,

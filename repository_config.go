@@ -401,7 +401,8 @@ func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]E
 }
 
 // DeleteEntity implements [Repository]: a Query of the entity's partition
-// (META, configs, usage snapshots) and one of GSI3 (its buckets, those of
+// (META, configs, usage snapshots; not the records of applied top-ups,
+// which stay until they expire) and one of GSI3 (its buckets, those of
 // the namespace only), deletes in batches of 25, and a decrement of the
 // entity-config registry for each config deleted.
 func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
@@ -427,8 +428,15 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, 
 	keys := make([]map[string]types.AttributeValue, 0, len(own)+len(buckets))
 	var configResources []string
 	for _, item := range append(own, buckets...) {
+		sk, _ := schemaGetS(item, attrSK)
+		if strings.HasPrefix(sk, skTopUpPrefix) {
+			// The records of applied top-ups outlive the entity, as on
+			// every backend: a top-up id stays applied until its record
+			// expires, also for an entity created again with the id.
+			continue
+		}
 		keys = append(keys, map[string]types.AttributeValue{attrPK: item[attrPK], attrSK: item[attrSK]})
-		if sk, _ := schemaGetS(item, attrSK); strings.HasPrefix(sk, skConfigPrefix+"#") {
+		if strings.HasPrefix(sk, skConfigPrefix+"#") {
 			configResources = append(configResources, strings.TrimPrefix(sk, skConfigPrefix+"#"))
 		}
 	}

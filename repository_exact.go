@@ -375,9 +375,15 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 // refund of it advances that time), or its exact state is stale; or a
 // refund does not fit under the capacity whole.
 func planFold(base *store.Bucket, req store.SpeculativeRequest, adj store.BucketWrite, lim []ddbschema.ExactLimit, par []ddbschema.SpecLimit) (w ddbschema.ExactWrite, reason store.RefusalReason, direct bool) {
+	if base.Incarnation != adj.Incarnation {
+		// Another life of the item than the adjustment's: the caller
+		// writes the adjustment alone, which is refused.
+		return w, store.RefusedBucketMissing, false
+	}
 	if w, reason, direct = planWrite(base, req, adj.Limits, lim, par); reason != store.RefusedNone {
 		return w, reason, false
 	}
+	w.CheckIncarnation, w.Incarnation = true, adj.Incarnation
 	x := extrasOf(base)
 	for i, s := range base.States {
 		d, _ := limitDelta(adj.Limits, s.LimitName)

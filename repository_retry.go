@@ -58,7 +58,10 @@ func planRetry(base *store.Bucket, wr store.BucketWrite) (w ddbschema.ExactWrite
 	if refill {
 		rf = now
 	}
-	w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf}
+	w = ddbschema.ExactWrite{OldRefillMs: base.RefillMs, NewRefillMs: rf, CheckIncarnation: true, Incarnation: wr.Incarnation}
+	if base.Incarnation != wr.Incarnation {
+		return w, false, false // another life of the item
+	}
 	taken := func(name string) (int64, bool) {
 		for _, lw := range wr.Limits {
 			if lw.Name == name {
@@ -141,7 +144,7 @@ func holdsAll(b *store.Bucket, w store.BucketWrite) bool {
 // refuse it. A non-zero id is its write identifier.
 func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite, id ddbschema.WriteID) *types.Update {
 	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
+	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
 	var add []string
 	for _, lw := range w.Limits {
 		s, _ := base.State(lw.Name)

@@ -20,8 +20,8 @@ var _ store.TopUpStore = (*DynamoDBRepository)(nil)
 // partition, PK {ns}/ENTITY#{id}, SK #TOPUP#{resource}#{limit}#{top-up
 // id}, kept until its ttl. Neither the original nor this library reads the
 // entity's partition but by exact sort key or by the prefixes of its own
-// items (#META, #CONFIG, #USAGE#), so they are ignored there; deleting the
-// entity deletes them.
+// items (#META, #CONFIG, #USAGE#), so they are ignored there. Deleting the
+// entity keeps them: a top-up id stays applied until its record expires.
 const (
 	skTopUpPrefix   = "#TOPUP#"
 	attrTopUpLimit  = "limit_name"

@@ -36,16 +36,17 @@ func bucketItem(ns string, b *store.Bucket) map[string]types.AttributeValue {
 		limits = append(limits, bucketLimit(*wcuOf(b)))
 	}
 	return ddbschema.BucketItem(ddbschema.Bucket{
-		Namespace:  ns,
-		EntityID:   b.Key.EntityID,
-		Resource:   b.Key.Resource,
-		Shard:      b.Key.Shard,
-		ShardCount: b.ShardCount,
-		RefillMs:   b.RefillMs,
-		Cascade:    b.Cascade,
-		ParentID:   b.ParentID,
-		TTL:        b.TTL,
-		Limits:     limits,
+		Namespace:   ns,
+		EntityID:    b.Key.EntityID,
+		Resource:    b.Key.Resource,
+		Shard:       b.Key.Shard,
+		ShardCount:  b.ShardCount,
+		RefillMs:    b.RefillMs,
+		Cascade:     b.Cascade,
+		ParentID:    b.ParentID,
+		TTL:         b.TTL,
+		Incarnation: b.Incarnation,
+		Limits:      limits,
 	})
 }
 
@@ -84,13 +85,14 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 		x.exact = make([]exactState, 0, len(d.Limits))
 	}
 	*b = store.Bucket{
-		Key:        store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
-		ShardCount: max(d.ShardCount, 1),
-		RefillMs:   d.RefillMs,
-		Cascade:    d.Cascade,
-		ParentID:   d.ParentID,
-		TTL:        d.TTL,
-		Private:    x,
+		Key:         store.BucketKey{EntityID: d.EntityID, Resource: d.Resource, Shard: d.Shard},
+		ShardCount:  max(d.ShardCount, 1),
+		RefillMs:    d.RefillMs,
+		Cascade:     d.Cascade,
+		ParentID:    d.ParentID,
+		TTL:         d.TTL,
+		Incarnation: d.Incarnation,
+		Private:     x,
 	}
 	var wcu store.BucketState
 	hasWCU := false
@@ -441,12 +443,13 @@ func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWrite
 	switch w.Kind {
 	case store.WriteCreate:
 		spec := &store.Bucket{
-			Key:        w.Key,
-			ShardCount: w.ShardCount,
-			RefillMs:   w.NowMs,
-			Cascade:    w.Cascade,
-			ParentID:   w.ParentID,
-			States:     w.States,
+			Key:         w.Key,
+			ShardCount:  w.ShardCount,
+			RefillMs:    w.NowMs,
+			Cascade:     w.Cascade,
+			ParentID:    w.ParentID,
+			Incarnation: w.Incarnation,
+			States:      w.States,
 		}
 		if w.TTL == store.TTLSet {
 			spec.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
@@ -487,7 +490,7 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 	rf := b.name(attrRefill)
 	set := []string{rf + " = " + b.n(w.NowMs)}
 	var add, remove []string
-	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs)}
+	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs), b.incarnationCond(w.Incarnation)}
 	switch w.TTL {
 	case store.TTLSet:
 		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
@@ -564,5 +567,15 @@ func buildAdjustUpdate(table string, key map[string]types.AttributeValue, w stor
 			b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli)), xa...)
 		remove = append(remove, xr...)
 	}
-	return b.update(table, key, updateExpr(nil, add, remove), []string{"attribute_exists(" + b.name(attrPK) + ")"})
+	return b.update(table, key, updateExpr(nil, add, remove), []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)})
+}
+
+// incarnationCond is the condition that the item's incarnation is inc:
+// the inc attribute equals it, or (inc zero) the item has none. It also
+// requires the item to exist when inc is not zero.
+func (b *exprBuilder) incarnationCond(inc int64) string {
+	if inc == 0 {
+		return "attribute_not_exists(" + b.name(ddbschema.AttrIncarnation) + ")"
+	}
+	return b.name(ddbschema.AttrIncarnation) + " = " + b.n(inc)
 }

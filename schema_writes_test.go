@@ -85,7 +85,7 @@ func TestNormalWriteShape(t *testing.T) {
 		" ADD b_rps_tk 0, b_rps_tc 1000, b_tpm_tk -66167, b_tpm_tc 100000 REMOVE ttl"
 	assert.Equal(t, wantUpdate, gotUpdate, "update\n got %s\nwant %s", gotUpdate, wantUpdate)
 	gotCond := render(aws.ToString(in.ConditionExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-	want := "rf = " + itoa64(R) + " AND b_rps_tk = 9000 AND b_tpm_tk = 9900000 AND " + writeIDCond
+	want := "rf = " + itoa64(R) + " AND attribute_not_exists(inc) AND b_rps_tk = 9000 AND b_tpm_tk = 9900000 AND " + writeIDCond
 	assert.Equal(t, want, gotCond, "condition\n got %s\nwant %s", gotCond, want)
 	for p, name := range in.ExpressionAttributeNames {
 		// The write identifiers' placeholders are fixed, as their names are.
@@ -139,11 +139,11 @@ func TestSpeculativeUpdateShape(t *testing.T) {
 // and the adjustment write.
 func TestRetryAndAdjustShapes(t *testing.T) {
 	const rf = 1_700_000_000_000
-	base := &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "r"}, RefillMs: rf, States: []store.BucketState{
+	base := &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "r"}, RefillMs: rf, Incarnation: 42, States: []store.BucketState{
 		{LimitName: "rpm", TokensMilli: 9000, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000},
 	}, Private: &itemExtras{exact: []exactState{{valid: true, fullAtMs: rf + 6000}}}}
 	full := store.BucketState{LimitName: "new", TokensMilli: 5000, CapacityMilli: 5000, RefillAmountMilli: 5000, RefillPeriodMs: 60_000}
-	retry := store.BucketWrite{Kind: store.WriteRetry, Key: base.Key, NowMs: rf + 1000, Limits: []store.LimitWrite{
+	retry := store.BucketWrite{Kind: store.WriteRetry, Key: base.Key, NowMs: rf + 1000, Incarnation: 42, Limits: []store.LimitWrite{
 		{Name: "rpm", ConsumedMilli: 2000}, {Name: "new", ConsumedMilli: 1000, Initial: &full},
 	}}
 	w, ok, direct := planRetry(base, retry)
@@ -156,7 +156,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 		", b_rpm_fp = 10000000000000100000000060000 ADD b_new_tc 1000, b_rpm_tc 2000 REMOVE b_new_fa"
 	assert.Equal(t, want, got, "exact retry update")
 	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	want = "rf = " + itoa64(rf) + " AND attribute_not_exists(b_new_tk) AND b_rpm_tk = 9000 AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"
+	want = "rf = " + itoa64(rf) + " AND inc = 42 AND attribute_not_exists(b_new_tk) AND b_rpm_tk = 9000 AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"
 	assert.Equal(t, want, got, "exact retry condition")
 
 	// Without a limit to create, and rpm not full by then: the take.
@@ -169,7 +169,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	assert.Equal(t, "ADD b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000, b_rpm_fa 12000", got, "retry take update")
 	got = render(aws.ToString(u.ConditionExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
-	want = "attribute_exists(PK) AND b_rpm_tk >= 2000 AND b_rpm_fa > " + itoa64(rf+1000) + " AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000" +
+	want = "attribute_exists(PK) AND inc = 42 AND b_rpm_tk >= 2000 AND b_rpm_fa > " + itoa64(rf+1000) + " AND b_rpm_tk = b_rpm_ts AND b_rpm_fp = 10000000000000100000000060000" +
 		" AND b_rpm_cp = 10000 AND b_rpm_ra = 10000 AND b_rpm_rp = 60000"
 	assert.Equal(t, want, got, "retry take condition")
 

@@ -158,6 +158,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		s, changed := applyLimit(s, l, now)
 		e := &leaseEntry{
 			key:                 store.BucketKey{EntityID: g.entityID, Resource: resource},
+			inc:                 bucketIncarnation(g.bucket),
 			limit:               l,
 			originalTokensMilli: stored.TokensMilli,
 			originalRfMs:        stored.LastRefillMs,
@@ -303,12 +304,19 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		if g.bucket == nil {
 			w.Kind = store.WriteCreate
 			w.ShardCount = 1
+			// The item's incarnation, drawn anew for each attempt: a
+			// create that loses the race to another is refused, and the
+			// retry's condition on this incarnation sends it to read the
+			// winner's item.
+			w.Incarnation = newIncarnation()
 			for _, e := range entries {
 				w.States = append(w.States, e.state)
+				e.inc = w.Incarnation
 			}
 		} else {
 			w.Kind = store.WriteNormal
 			w.ExpectedRefillMs = g.bucket.RefillMs
+			w.Incarnation = g.bucket.Incarnation
 			// The refill time never moves back: a clock behind the one
 			// that last refilled the item refilled nothing (the balances
 			// were computed with no time elapsed), and setting the earlier
@@ -364,7 +372,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 			if e.key != g.key() || e.consumed <= 0 {
 				continue
 			}
-			w.Key = e.key
+			w.Key, w.Incarnation = e.key, e.inc
 			lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 			if e.missingLimit {
 				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
@@ -421,14 +429,14 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 			give[e.limit.Name] += e.consumed
 			limits = append(limits, e.limit)
 		}
-		rl.giveBack(w.Key, give, limits)
+		rl.giveBack(w.Key, w.Incarnation, give, limits)
 	}
 }
 
-// giveBack returns consume, taken from key by a write whose caller went
-// away, in the background.
-func (rl *RateLimiter) giveBack(key store.BucketKey, consume Consume, limits []Limit) {
-	w := giveBackWrite(key, 0, consume, limits)
+// giveBack returns consume, taken from key (of incarnation inc) by a write
+// whose caller went away, in the background.
+func (rl *RateLimiter) giveBack(key store.BucketKey, inc int64, consume Consume, limits []Limit) {
+	w := giveBackWrite(key, inc, 0, consume, limits)
 	if len(w.Limits) == 0 {
 		return
 	}

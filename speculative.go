@@ -194,7 +194,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	retried := false
 	if !childRes.Applied {
 		if parentRes.Applied {
-			if err := rl.undo(ctx, parentRes.Key, consume, a.parent.limits); err != nil {
+			if err := rl.undo(ctx, parentRes, consume, a.parent.limits); err != nil {
 				return nil, err
 			}
 		}
@@ -227,7 +227,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if a.parent, err = rl.parentLimits(ctx, parentID, resource, o); err != nil {
 			// The child's write is given back (on errOwnBucketPath and
 			// errWidePath the batch path takes the whole plan).
-			if uerr := rl.undo(ctx, childRes.Key, consume, child.limits); uerr != nil {
+			if uerr := rl.undo(ctx, childRes, consume, child.limits); uerr != nil {
 				return nil, uerr
 			}
 			return nil, err
@@ -237,7 +237,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			return nil, rl.undoApplied(ctx, a, childRes, store.SpeculativeResult{})
 		}
 		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
-			return nil, errors.Join(err, rl.undo(ctx, childRes.Key, consume, child.limits))
+			return nil, errors.Join(err, rl.undo(ctx, childRes, consume, child.limits))
 		}
 		rl.learn(parentRes, a.at)
 		if rl.cascadesFurther(entityID, parentID, &parentRes) {
@@ -274,10 +274,10 @@ func (rl *RateLimiter) cascadesFurther(entityID, parentID string, res *store.Spe
 func (rl *RateLimiter) undoApplied(ctx context.Context, a *specAcquire, child, parent store.SpeculativeResult) error {
 	var errs []error
 	if child.Applied {
-		errs = append(errs, rl.undo(ctx, child.Key, a.consume, a.child.limits))
+		errs = append(errs, rl.undo(ctx, child, a.consume, a.child.limits))
 	}
 	if parent.Applied {
-		errs = append(errs, rl.undo(ctx, parent.Key, a.consume, a.parent.limits))
+		errs = append(errs, rl.undo(ctx, parent, a.consume, a.parent.limits))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -297,10 +297,10 @@ func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pke
 	if err != nil || perr != nil {
 		var undo []error
 		if child.Applied {
-			undo = append(undo, rl.undo(ctx, child.Key, a.consume, a.child.limits))
+			undo = append(undo, rl.undo(ctx, child, a.consume, a.child.limits))
 		}
 		if parent.Applied {
-			undo = append(undo, rl.undo(ctx, parent.Key, a.consume, a.parent.limits))
+			undo = append(undo, rl.undo(ctx, parent, a.consume, a.parent.limits))
 		}
 		return child, parent, errors.Join(append([]error{err, perr}, undo...)...)
 	}
@@ -399,7 +399,7 @@ func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume
 // give the child back and fall back, reject, or settle the parent on the
 // parent-only slow path.
 func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child store.SpeculativeResult, childEntries []*leaseEntry, parent store.SpeculativeResult) (*Lease, error) {
-	undoChild := func() error { return rl.undo(ctx, child.Key, a.consume, a.child.limits) }
+	undoChild := func() error { return rl.undo(ctx, child, a.consume, a.child.limits) }
 	if parent.Bucket == nil || parent.Reason == store.RefusedExpired || parent.Reason == store.RefusedLimitMissing || parent.Reason == store.RefusedLimitsChanged ||
 		parent.Reason == store.RefusedRefillDue {
 		rl.specFallback(parent.Key, store.SpecFallbackParent)
@@ -534,18 +534,21 @@ func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.Specul
 			key: res.Key, limit: l, state: s,
 			consumed: amount, initialConsumed: amount,
 			originalTokensMilli: s.TokensMilli, originalRfMs: s.LastRefillMs,
+			inc: res.Bucket.Incarnation,
 		})
 		out = append(out, &backing[len(backing)-1])
 	}
 	return out
 }
 
-// undo gives back consume on key (the shard the speculative write hit) as
-// a refund capped at limits' capacities. It waits for the write or for
-// ctx, whichever ends first; the write goes on when ctx ends first. The
-// DynamoDB backend's write-capacity token is not given back.
-func (rl *RateLimiter) undo(ctx context.Context, key store.BucketKey, consume Consume, limits []Limit) error {
-	w := giveBackWrite(key, rl.nowMs(), consume, limits)
+// undo gives back consume on the item res, an applied speculative write,
+// answered with (the shard it hit) as a refund capped at limits'
+// capacities. It waits for the write or for ctx, whichever ends first; the
+// write goes on when ctx ends first. The DynamoDB backend's write-capacity
+// token is not given back.
+func (rl *RateLimiter) undo(ctx context.Context, res store.SpeculativeResult, consume Consume, limits []Limit) error {
+	key := res.Key
+	w := giveBackWrite(key, incarnationOf(res), rl.nowMs(), consume, limits)
 	if len(w.Limits) == 0 {
 		return nil
 	}
@@ -591,7 +594,7 @@ func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeReq
 		return rl.store.speculativeConsume(ctx, req)
 	}, func(res store.SpeculativeResult, err error) {
 		if err == nil && res.Applied {
-			rl.giveBack(req.Key, req.Consume, req.Limits)
+			rl.giveBack(req.Key, incarnationOf(res), req.Consume, req.Limits)
 		}
 	})
 }

@@ -373,7 +373,7 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 		if cur != nil {
 			return nil, fail
 		}
-		b := &store.Bucket{Key: w.Key, ShardCount: max(w.ShardCount, 1), RefillMs: w.NowMs, Cascade: w.Cascade, ParentID: w.ParentID}
+		b := &store.Bucket{Key: w.Key, ShardCount: max(w.ShardCount, 1), RefillMs: w.NowMs, Cascade: w.Cascade, ParentID: w.ParentID, Incarnation: w.Incarnation}
 		if w.TTL == store.TTLSet {
 			b.TTL = ttlSeconds(w.NowMs, w.TTLSeconds)
 		}
@@ -386,6 +386,13 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 	}
 	if cur == nil {
 		return nil, fail
+	}
+	switch w.Kind {
+	case store.WriteNormal, store.WriteRetry, store.WriteAdjust:
+		// Computed from, or settling a lease of, one life of the item.
+		if cur.Incarnation != w.Incarnation {
+			return nil, fail
+		}
 	}
 	b := clone(cur)
 	switch w.Kind {

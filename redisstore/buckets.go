@@ -82,11 +82,14 @@ func decodeHeader(b *store.Bucket, hdr string) {
 	b.RefillMs, b.ShardCount, b.Cascade, b.TTL, b.ParentID = atoi(f[0]), max(int(atoi(f[1])), 1), f[2] == "1", atoi(f[3]), f[4]
 }
 
-// decodeField adds the limit of field k (value v) to b; other fields are
-// ignored.
+// decodeField adds the limit of field k (value v) to b, or sets its
+// incarnation (field i); other fields are ignored.
 func decodeField(b *store.Bucket, k, v string) {
 	name, ok := strings.CutPrefix(k, "l:")
 	if !ok {
+		if k == "i" {
+			b.Incarnation = atoi(v)
+		}
 		return
 	}
 	var f [5]string
@@ -183,7 +186,7 @@ func encodeWrite(args []any, w store.BucketWrite) []any {
 	case store.TTLRemove:
 		ttl = "r"
 	}
-	args = append(args, kind, itoa(w.NowMs), ttl, abs, rel)
+	args = append(args, kind, itoa(w.NowMs), ttl, abs, rel, itoa(w.Incarnation))
 	init := func(args []any, s *store.BucketState) []any {
 		if s == nil {
 			return append(args, "0")
@@ -354,7 +357,7 @@ func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error
 // compensate gives back what an applied write consumed: the give-back of a
 // multi-slot write whose later part failed.
 func (s *Store) compensate(ctx context.Context, w store.BucketWrite) {
-	back := store.BucketWrite{Kind: store.WriteAdjust, Key: w.Key, NowMs: w.NowMs}
+	back := store.BucketWrite{Kind: store.WriteAdjust, Key: w.Key, NowMs: w.NowMs, Incarnation: w.Incarnation}
 	switch w.Kind {
 	case store.WriteCreate:
 		for _, st := range w.States {
@@ -566,7 +569,11 @@ func (s *Store) SpeculativeConsumeAll(ctx context.Context, reqs []store.Speculat
 		for _, done := range groups[:gi] {
 			for _, ri := range done {
 				r := out[ri]
-				s.compensate(ctx, store.BucketWrite{Kind: store.WriteAdjust, Key: r.Key, NowMs: reqs[ri].NowMs, Limits: consumeLimits(reqs[ri].Consume)})
+				back := store.BucketWrite{Kind: store.WriteAdjust, Key: r.Key, NowMs: reqs[ri].NowMs, Limits: consumeLimits(reqs[ri].Consume)}
+				if r.Bucket != nil {
+					back.Incarnation = r.Bucket.Incarnation
+				}
+				s.compensate(ctx, back)
 				b, _ := s.GetBucket(context.WithoutCancel(ctx), r.Key)
 				out[ri] = store.SpeculativeResult{Key: r.Key, Bucket: b}
 			}

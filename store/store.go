@@ -101,6 +101,13 @@ type Bucket struct {
 	ParentID string
 	// TTL is when the item may be deleted, epoch seconds; 0 for never.
 	TTL int64
+	// Incarnation identifies this life of the item: the random non-zero
+	// value its creating write ([WriteCreate]) gave it. An item deleted
+	// (with its entity, or expired) and created again has another, so
+	// that what a lease took from the earlier one never settles into it
+	// (see [BucketWrite]). Zero for an item created without one (by the
+	// Python original, or before items carried it).
+	Incarnation int64
 	// States holds one state per limit, sorted by limit name, each with
 	// LastRefillMs = RefillMs and the item's EntityID, Resource and shard.
 	States []BucketState
@@ -190,7 +197,7 @@ type LimitWrite struct {
 // BucketWrite is one write to one bucket item. Its meaning by Kind:
 //
 //   - WriteCreate: create the item from States, with RefillMs = NowMs,
-//     ShardCount, Cascade, ParentID and the TTL. Fails with
+//     ShardCount, Cascade, ParentID, Incarnation and the TTL. Fails with
 //     [ErrConditionFailed] when the item exists.
 //   - WriteNormal: requires the item, with RefillMs == ExpectedRefillMs.
 //     Sets RefillMs = NowMs; per limit adds RefillMilli − ConsumedMilli to
@@ -223,6 +230,11 @@ type LimitWrite struct {
 //     must name them; a backend may reset every limit the item holds. The
 //     totals consumed and the TTL are kept.
 //
+// WriteNormal, WriteRetry and WriteAdjust also require the item's
+// [Bucket.Incarnation] to be Incarnation (zero: an item without one):
+// they are computed from, or settle what a lease took from, one life of
+// the item, and must not touch an item deleted and created again since.
+//
 // The TTL mode applies to WriteCreate, WriteNormal and WriteSync. A failed
 // condition writes nothing and returns an error matching
 // [ErrConditionFailed].
@@ -245,6 +257,11 @@ type BucketWrite struct {
 
 	// WriteNormal: the refill timestamp read before the write was computed.
 	ExpectedRefillMs int64
+
+	// Incarnation is, for WriteCreate, the new item's [Bucket.Incarnation]
+	// (non-zero; the limiter draws it at random); for WriteNormal,
+	// WriteRetry and WriteAdjust, the incarnation the item must have.
+	Incarnation int64
 
 	// WriteSync: limits to remove from the item.
 	Remove []string
@@ -367,7 +384,8 @@ type AdjustFolder interface {
 	// capacity, then req under its conditions. When req does not fit once
 	// adj is applied, nothing is written and the outcome is
 	// [FoldNotApplied] (the result says nothing); the caller then writes
-	// adj and req on their own. [FoldUnknown] reports a write that failed
+	// adj and req on their own; likewise when the item's incarnation is
+	// not adj.Incarnation. [FoldUnknown] reports a write that failed
 	// without an answer: adj may have applied, and the error says why.
 	SpeculativeConsumeAdjust(ctx context.Context, req SpeculativeRequest, adj BucketWrite) (SpeculativeResult, FoldOutcome, error)
 }
@@ -551,7 +569,8 @@ type Repository interface {
 	// DeleteEntity deletes the entity, its stored limit configs and every
 	// bucket item of it (all resources and shards), and returns how many
 	// records it deleted; deleting a missing entity deletes nothing and
-	// returns 0. Audit events and children are kept.
+	// returns 0. Audit events, children and the records of applied
+	// top-ups ([TopUpStore]) are kept.
 	DeleteEntity(ctx context.Context, id string) (int, error)
 	// Children returns the entities whose parent is parentID.
 	Children(ctx context.Context, parentID string) ([]Entity, error)

@@ -577,4 +577,5 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	})
 
 	runContractBatch(t, newRepo)
+	runContractIncarnation(t, newRepo)
 }

@@ -151,6 +151,8 @@ type Bucket struct {
 	// TTL is the ttl attribute in epoch seconds (see [TTLEpochSeconds]);
 	// zero means no ttl attribute.
 	TTL int64
+	// Incarnation is the inc attribute; zero means none.
+	Incarnation int64
 	// Limits holds one state per limit. [BucketFromItem] returns them
 	// sorted by name, wcu included.
 	Limits []BucketLimit
@@ -204,6 +206,9 @@ func BucketItem(b Bucket) map[string]types.AttributeValue {
 	if b.TTL != 0 {
 		item[AttrTTL] = N(b.TTL)
 	}
+	if b.Incarnation != 0 {
+		item[AttrIncarnation] = N(b.Incarnation)
+	}
 	put := func(l BucketLimit) {
 		item[BucketAttr(l.Name, FieldTokens)] = N(l.TokensMilli)
 		item[BucketAttr(l.Name, FieldCapacity)] = N(l.CapacityMilli)
@@ -253,6 +258,9 @@ func BucketFromItem(item map[string]types.AttributeValue) (Bucket, error) {
 		return Bucket{}, fmt.Errorf("bucket %s: %w", pk, err)
 	}
 	if b.TTL, err = GetNOr(item, AttrTTL, 0); err != nil {
+		return Bucket{}, fmt.Errorf("bucket %s: %w", pk, err)
+	}
+	if b.Incarnation, err = GetNOr(item, AttrIncarnation, 0); err != nil {
 		return Bucket{}, fmt.Errorf("bucket %s: %w", pk, err)
 	}
 	shardCount, err := GetNOr(item, AttrShardCount, 1)

@@ -75,6 +75,10 @@ type ExactWrite struct {
 	TTLCheck bool
 	// ID, when not zero, is the write's identifier (see [WriteID]).
 	ID WriteID
+	// CheckIncarnation conditions the write on the item's incarnation
+	// ([AttrIncarnation]) being Incarnation (zero: on its having none).
+	CheckIncarnation bool
+	Incarnation      int64
 }
 
 // ExactUpdates builds the exact writes of one table from cached templates.
@@ -182,6 +186,12 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 	if w.ID != 0 {
 		flags |= 32
 	}
+	if w.CheckIncarnation {
+		flags |= 64
+		if w.Incarnation != 0 {
+			flags |= 128
+		}
+	}
 	dst = append(dst, flags)
 	dst = binary.AppendUvarint(dst, uint64(len(w.Limits)))
 	for i := range w.Limits {
@@ -212,11 +222,15 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 }
 
 // exactNumbers appends to dst the varying numbers of w, in the order of the
-// template's slots: rf as read, rf written, the second of the TTL check,
-// per limit its old balance, new balance, fa and amount taken, then the
-// wcu delta, need and amount taken (each only when the template has it).
+// template's slots: rf as read, the incarnation checked, rf written, the
+// second of the TTL check, per limit its old balance, new balance, fa and
+// amount taken, then the wcu delta, need and amount taken (each only when
+// the template has it).
 func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 	dst = append(dst, w.OldRefillMs)
+	if w.CheckIncarnation && w.Incarnation != 0 {
+		dst = append(dst, w.Incarnation)
+	}
 	if w.refills() {
 		dst = append(dst, w.NewRefillMs)
 	}
@@ -307,6 +321,13 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	}
 	rf := name(AttrRefill)
 	conds := []string{rf + " = " + slot()}
+	if w.CheckIncarnation {
+		if inc := name(AttrIncarnation); w.Incarnation != 0 {
+			conds = append(conds, inc+" = "+slot())
+		} else {
+			conds = append(conds, "attribute_not_exists("+inc+")")
+		}
+	}
 	var set, add, remove []string
 	if w.refills() {
 		set = append(set, rf+" = "+slot())

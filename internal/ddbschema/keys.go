@@ -61,6 +61,10 @@ const (
 	AttrShardCount = "shard_count"
 	AttrCascade    = "cascade"
 	AttrParentID   = "parent_id"
+	// AttrIncarnation (N) is the random id a bucket item was created with
+	// (store.Bucket.Incarnation); items the Python original writes have
+	// none, and it ignores it.
+	AttrIncarnation = "inc"
 
 	// Entity metadata items.
 	AttrName     = "name"

@@ -7,6 +7,8 @@
 --   l:L   cp|ra|rp|tk|tc      capacity, refill amount (millitokens), refill
 --         period (ms), balance and total consumed of limit L (parameters
 --         first: the speculative consume compares them as a prefix)
+--   i     incarnation         the random id the item was created with
+--         (store.Bucket.Incarnation); absent: none ("0")
 -- The key's own Redis expiry (PEXPIRE) is set to the same lifetime,
 -- relative to the write, so an idle bucket disappears from Redis.
 
@@ -38,6 +40,8 @@ local function load(key)
     local f = flat[i]
     if f == 'h' then
       it.h = parse_header(flat[i + 1])
+    elseif f == 'i' then
+      it.inc = flat[i + 1]
     elseif string.sub(f, 1, 2) == 'l:' then
       it.l[string.sub(f, 3)] = parse_limit(flat[i + 1])
     end
@@ -61,6 +65,7 @@ local function save(it)
       args[#args + 1] = 'l:' .. name; args[#args + 1] = limit_string(it.l[name])
     end
   end
+  if it.newinc then args[#args + 1] = 'i'; args[#args + 1] = it.inc end
   if #args > 0 then redis.call('HSET', it.key, unpack(args)) end
   for name in pairs(it.del) do redis.call('HDEL', it.key, 'l:' .. name) end
 end

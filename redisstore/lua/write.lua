@@ -22,7 +22,7 @@ end
 
 local writes = {}
 for w = 1, nk do
-  local x = {key = KEYS[w], kind = nxt(), now = nxt(), ttl = nxt(), ttlabs = nxt(), ttlrel = nxt(), limits = {}}
+  local x = {key = KEYS[w], kind = nxt(), now = nxt(), ttl = nxt(), ttlabs = nxt(), ttlrel = nxt(), inc = nxt(), limits = {}}
   local k = x.kind
   if k == 'c' then
     x.sc, x.cas, x.par = nxt(), nxt(), nxt()
@@ -102,6 +102,8 @@ local function check(x)
   local it = x.item
   if x.kind == 'c' then return it == nil end
   if not it then return false end
+  -- a write computed from, or settling a lease of, one life of the item
+  if (x.kind == 'n' or x.kind == 'r' or x.kind == 'a') and (it.inc or '0') ~= x.inc then return false end
   if x.kind == 'n' then
     if it.h.rf ~= x.rf then return false end
     for _, l in ipairs(x.limits) do
@@ -141,6 +143,7 @@ for _, x in ipairs(writes) do
   local it, k = x.item, x.kind
   if k == 'c' then
     it = {key = x.key, h = {rf = x.now, sc = x.sc, cas = x.cas, ttl = '0', par = x.par}, l = {}, set = {}, del = {}}
+    if x.inc ~= '0' then it.inc, it.newinc = x.inc, true end
     touch(it)
     for _, l in ipairs(x.limits) do
       if not it.l[l.name] then

@@ -1,0 +1,158 @@
+// Layer 4, mechanics: a limit that changes kind, calendar period or zone
+// keeps what the old one spent.
+//
+// A budget changed in the middle of its period keeps what the period
+// spent: a capacity change does so by itself (the limit stays in its
+// bucket and is capped to the new capacity). A change of kind (rolling,
+// calendar, prepaid), of calendar period or of zone moves the limit to
+// other buckets: a rolling limit lives in the entity's bucket, a calendar
+// limit in the bucket of each period of its zone (the period containing an
+// instant in one zone may have ended, or not begun, in another), a
+// prepaid limit in its balance. SetLimits carries the spend over, at the
+// instant t of the change, for each limit name whose definition switches:
+//
+//   - spent is what the old definition spent at t: its capacity less its
+//     balance at t (rolling: the entity's bucket, refilled to t; calendar:
+//     the bucket of its period containing t), in millitokens; zero when it
+//     has no bucket; more than the capacity when it is in debt. A prepaid
+//     balance is money paid in, not a budget: it has spent nothing.
+//   - the new definition then holds at most its capacity less spent at t
+//     (rolling: the entity's bucket, which refills from there at its rate;
+//     calendar: the bucket of its period containing t, whose later periods
+//     start full), lowered as LowerTokens lowers (a debt when spent
+//     exceeds the capacity). A prepaid balance holds what was paid in:
+//     nothing carries into it.
+//
+// So a daily budget spent at 12:00 UTC and moved to a zone where the next
+// day has begun keeps that day spent until the zone's next midnight;
+// PerDay drained and replaced by PerCalendarDay is spent until midnight;
+// PerCalendarDay replaced by PerDay starts from what the day left. A
+// calendar limit switched to prepaid and back finds its period's bucket
+// as the switch left it (what the balance paid for in between is not
+// charged to the budget).
+//
+// The spend is carried for the limits of one resource of the entity:
+// SetLimits with a resource, and DeleteLimits of a resource that leaves
+// defaults of another kind or zone in force, which update the entity's
+// buckets at once. A change of the entity's limits for DefaultResource,
+// or of the resource or system defaults, applies to each bucket at its
+// next acquire, and its buckets after a switch start as the new
+// definition starts them.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// spendCarried is the spend of an old definition that the new limit keeps.
+type spendCarried struct {
+	limit      Limit
+	spentMilli int64
+}
+
+// switchesBucket reports whether a limit defined as old, changed to l,
+// moves to other buckets: a change of kind, calendar period or zone.
+func switchesBucket(old, l Limit) bool {
+	return old.Prepaid != l.Prepaid || old.Calendar != l.Calendar || old.LocationName() != l.LocationName()
+}
+
+// limitsInForce returns the limits an acquire of entityID on resource
+// resolves now (through the config cache); nil when none are configured.
+func (rl *RateLimiter) limitsInForce(ctx context.Context, entityID, resource string) ([]Limit, error) {
+	limits, _, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
+	if errors.Is(err, ErrValidation) {
+		return nil, nil // none in force (or none usable): nothing was spent
+	}
+	return limits, err
+}
+
+// spentBySwitches returns, for each limit of limits (in force for entityID
+// on resource from now) whose definition in old (in force until now)
+// switches buckets, what the old definition spent at now, when positive.
+func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource string, old, limits []Limit) ([]spendCarried, error) {
+	if resource == DefaultResource {
+		return nil, nil // its buckets are those of each resource: see the file comment
+	}
+	now := rl.nowMs()
+	var out []spendCarried
+	for _, l := range limits {
+		if l.IsPrepaid() {
+			continue // nothing carries into a balance
+		}
+		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
+		if i < 0 || old[i].IsPrepaid() || !switchesBucket(old[i], l) {
+			continue
+		}
+		spent, err := rl.spentAt(ctx, entityID, resource, old[i], now)
+		if err != nil {
+			return nil, err
+		}
+		if spent > 0 {
+			out = append(out, spendCarried{limit: l, spentMilli: spent})
+		}
+	}
+	return out, nil
+}
+
+// switchedBucket returns the bucket item that holds limit l (rolling or
+// calendar) of entityID on resource at now.
+func switchedBucket(entityID, resource string, l Limit, now int64) (store.BucketKey, error) {
+	key := store.BucketKey{EntityID: entityID, Resource: resource}
+	if l.IsCalendar() {
+		bucket, _, _, err := ownBucket(l, resource, time.UnixMilli(now))
+		if err != nil {
+			return key, err
+		}
+		key.Resource = bucket
+	}
+	return key, nil
+}
+
+// spentAt returns what limit l (rolling or calendar) of entityID on
+// resource has spent at now: its capacity less its balance refilled to
+// now (millitokens); zero without a bucket.
+func (rl *RateLimiter) spentAt(ctx context.Context, entityID, resource string, l Limit, now int64) (int64, error) {
+	key, err := switchedBucket(entityID, resource, l, now)
+	if err != nil {
+		return 0, err
+	}
+	b, err := rl.store.getBucket(ctx, key)
+	if err != nil || b == nil {
+		return 0, err
+	}
+	s, ok := b.State(l.Name)
+	if !ok {
+		return 0, nil
+	}
+	s = s.RefilledAt(time.UnixMilli(now))
+	return bucketmath.AddSat(s.CapacityMilli, -s.TokensMilli), nil
+}
+
+// keepSpent makes the bucket of each switched limit of carry (stored
+// already) hold at most its capacity less what the old definition spent:
+// an acquire of nothing creates it when it is missing (as the next
+// acquire would, full), then its balance is lowered.
+func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string, carry []spendCarried) error {
+	for _, c := range carry {
+		if _, err := rl.acquire(ctx, entityID, resource, Consume{c.limit.Name: 0}, acquireOptions{}); err != nil {
+			return fmt.Errorf("keep the spend of %s: %w", c.limit.Name, err)
+		}
+		key, err := switchedBucket(entityID, resource, c.limit, rl.nowMs())
+		if err != nil {
+			return err
+		}
+		left := bucketmath.AddSat(bucketmath.SatMul(c.limit.Capacity, 1000), -c.spentMilli)
+		if _, err := rl.lowerItem(ctx, key, Consume{c.limit.Name: bucketmath.FloorDiv(left, 1000)}); err != nil {
+			return fmt.Errorf("keep the spend of %s: %w", c.limit.Name, err)
+		}
+	}
+	return nil
+}
