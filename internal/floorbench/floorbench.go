@@ -28,7 +28,11 @@
 //   - cascade: Acquire + Commit of an entity that cascades to its parent;
 //   - cascade-hot, cascade-150 (only when -only names them): two limiters
 //     × 32 goroutines on two keys cascading to one parent, with group
-//     commit against their floors without it (hotContenders).
+//     commit against their floors without it (hotContenders);
+//   - entity-wide, replay-wide (only when -only names them): Acquire +
+//     Commit of rpm and tpm on the resource and a usd budget on the
+//     entity's entity-wide bucket (one TransactWriteItems of the two
+//     items), against that transaction captured and replayed (wide.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
 // an entity each: no group commit, N independent items), except the hot
