@@ -28,7 +28,11 @@
 //   - cascade: Acquire + Commit of an entity that cascades to its parent;
 //   - cascade-hot, cascade-150 (only when -only names them): two limiters
 //     × 32 goroutines on two keys cascading to one parent, with group
-//     commit against their floors without it (hotContenders).
+//     commit against their floors without it (hotContenders);
+//   - entity-wide, replay-wide (only when -only names them): Acquire +
+//     Commit of rpm and tpm on the resource and a usd budget on the
+//     entity's entity-wide bucket (one TransactWriteItems of the two
+//     items), against that transaction captured and replayed (wide.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
 // an entity each: no group commit, N independent items), except the hot
@@ -148,16 +152,24 @@ type capture struct {
 	mu     sync.Mutex
 	armed  bool
 	inputs []*dynamodb.UpdateItemInput
+	txs    []*dynamodb.TransactWriteItemsInput
 }
 
 func (c *capture) option(o *dynamodb.Options) {
 	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
 		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("floorbench.capture",
 			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if u, ok := in.Parameters.(*dynamodb.UpdateItemInput); ok {
+				switch u := in.Parameters.(type) {
+				case *dynamodb.UpdateItemInput:
 					c.mu.Lock()
 					if c.armed {
 						c.inputs = append(c.inputs, u)
+					}
+					c.mu.Unlock()
+				case *dynamodb.TransactWriteItemsInput:
+					c.mu.Lock()
+					if c.armed {
+						c.txs = append(c.txs, u)
 					}
 					c.mu.Unlock()
 				}
@@ -168,14 +180,20 @@ func (c *capture) option(o *dynamodb.Options) {
 
 // take runs fn armed and returns the inputs captured meanwhile.
 func (c *capture) take(fn func() error) ([]*dynamodb.UpdateItemInput, error) {
+	in, _, err := c.takeAll(fn)
+	return in, err
+}
+
+// takeAll is take that also returns the transactions captured.
+func (c *capture) takeAll(fn func() error) ([]*dynamodb.UpdateItemInput, []*dynamodb.TransactWriteItemsInput, error) {
 	c.mu.Lock()
-	c.armed, c.inputs = true, nil
+	c.armed, c.inputs, c.txs = true, nil, nil
 	c.mu.Unlock()
 	err := fn()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.armed = false
-	return c.inputs, err
+	return c.inputs, c.txs, err
 }
 
 // bench is the state of a run: clients, limiters and captured inputs.
@@ -187,6 +205,9 @@ type bench struct {
 	// writes (child, parent) of worker w's cascade acquire.
 	replay []*dynamodb.UpdateItemInput
 	pair   [][2]*dynamodb.UpdateItemInput
+	// wide[w] is the transaction of worker w's entity-wide acquire
+	// (captured only when -only names its contenders, see wide.go).
+	wide []*dynamodb.TransactWriteItemsInput
 }
 
 func entity(kind string, w int) string { return fmt.Sprintf("fb-%s-%d", kind, w) }
@@ -255,6 +276,9 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 		b.pair = append(b.pair, [2]*dynamodb.UpdateItemInput{in[0], in[1]})
 	}
 	if err := b.setupHot(ctx, crl); err != nil {
+		return nil, err
+	}
+	if err := b.setupWide(ctx, crl, &cp, workers); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -343,6 +367,7 @@ func (b *bench) contenders() []contender {
 		return out // the hot cascades run only when -only names them
 	}
 	out = append(out, b.hotContenders()...)
+	out = append(out, b.wideContenders(rl)...)
 	keep := map[string]bool{}
 	for _, c := range out {
 		if b.cfg.only[c.name] {

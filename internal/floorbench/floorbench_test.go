@@ -165,3 +165,28 @@ func TestMedian(t *testing.T) {
 	med, lo, hi = median([]float64{4, 1, 2, 3})
 	assert.Equal(t, []float64{2.5, 1, 4}, []float64{med, lo, hi})
 }
+
+// TestRunEntityWide runs the entity-wide contender and its replayed
+// transaction, named by -only, at a tiny size: both measured in every
+// round, without errors.
+func TestRunEntityWide(t *testing.T) {
+	cfg := config{
+		endpoint: ddblocal.Endpoint(t),
+		table:    ddblocal.TableName(t),
+		rounds:   2, ops: 6, conc: 3, opsConc: 9, warmup: 3, deadline: true,
+		only: map[string]bool{"entity-wide": true},
+	}
+	res, err := run(context.Background(), cfg, func(string) {})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"replay-wide", "entity-wide"}, res.names)
+	for _, conc := range []int{1, 3} {
+		for _, name := range res.names {
+			samples := res.samples[conc][name]
+			require.Len(t, samples, 2, "c=%d %s", conc, name)
+			for _, s := range samples {
+				assert.Zero(t, s.errs, "c=%d %s", conc, name)
+				assert.Positive(t, s.p50, "c=%d %s", conc, name)
+			}
+		}
+	}
+}

@@ -34,7 +34,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.opsConc, "ops-c", 1920, "operations per contender and round at the second concurrency, in all")
 	fs.IntVar(&cfg.warmup, "warmup", 300, "operations per contender before the first round")
 	fs.BoolVar(&cfg.deadline, "deadline", true, "give every operation a context with a 10 s timeout (as a request's context has); false: context.Background()")
-	only := fs.String("only", "", "comma-separated contenders to run (their floors run too); cascade-hot and cascade-150 run only when named")
+	only := fs.String("only", "", "comma-separated contenders to run (their floors run too); cascade-hot, cascade-150 and entity-wide run only when named")
 	fs.StringVar(&cfg.table, "table", "", "table name (default: floorbench-<unix time>)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	memprofile := fs.String("memprofile", "", "write an allocation profile of the run to this file")
