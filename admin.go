@@ -38,7 +38,11 @@ const maxParentDepth = 64
 // *[ValidationError] on parent_id (on entity_id when there is no parent)
 // that matches [ErrCascadeTooDeep]; the
 // descendants cost one Children query per cascading descendant within
-// the depth that could exceed the bound. An existing ID fails with
+// the depth that could exceed the bound. The checks are reads: an entity
+// created meanwhile by another call (or, on DynamoDB, a child created a
+// moment before, which its index may not show yet) can still make a
+// deeper chain, and an acquire on it charges the first [MaxCascadeLevels]
+// entities. An existing ID fails with
 // *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
 	if err := rl.enter(); err != nil {
