@@ -40,7 +40,7 @@ func (e *RateLimitExceededError) describe() string {
 			fmt.Fprintf(&b, "; the request can never fit: %d %s requested, capacity %d", v.Requested, v.LimitName, v.Limit.Capacity)
 			return b.String()
 		}
-		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() {
+		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() && !v.Limit.IsInFlight() {
 			fmt.Fprintf(&b, "; the request can never fit: %s does not refill", v.LimitName)
 			return b.String()
 		}
