@@ -14,6 +14,12 @@ import (
 // and refills one token a century ([Limit.InFlightBucketLimit]): to every
 // store it is a plain token bucket, its tokens the free slots.
 
+// StoredRefillPeriodInFlight is the refill period code (seconds) under
+// which a DynamoDB config item stores an in-flight limit, with refill
+// amount 0: like the calendar and prepaid codes, no rolling limit can have
+// it.
+const StoredRefillPeriodInFlight int64 = -5
+
 // inFlightBucketInfix separates the limit's name from the generation in
 // the bucket resource of an in-flight limit.
 const inFlightBucketInfix = ".slots."
