@@ -151,3 +151,60 @@ func TestInFlightLeaseEnds(t *testing.T) {
 	_, err = rl.Acquire(ctx, "k", "m", limiter.Consume{"calls": 3}, opt)
 	require.ErrorIs(t, err, limiter.ErrRateLimited)
 }
+
+// TestInFlightCascadeNeverAboveCaps runs 64 goroutines on 6 keys of one
+// organisation, 8 calls in flight per key and 32 per organisation
+// (stored limits, cascade): the test's own counts never exceed 8 per key
+// nor 32 in all, and reach 32.
+func TestInFlightCascadeNeverAboveCaps(t *testing.T) {
+	rl := inFlightLimiter(t, 2*time.Second)
+	ctx := context.Background()
+	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org"})
+	require.NoError(t, err)
+	require.NoError(t, rl.SetLimits(ctx, "org", "m", []limiter.Limit{limiter.InFlight("calls", 32)}))
+	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
+	for _, k := range keys {
+		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: "org", Cascade: true})
+		require.NoError(t, err)
+		require.NoError(t, rl.SetLimits(ctx, k, "m", []limiter.Limit{limiter.InFlight("calls", 8), limiter.PerMinute("rpm", 1_000_000)}))
+	}
+	var total, peak atomic.Int64
+	perKey := make([]atomic.Int64, len(keys))
+	var keyPeak atomic.Int64
+	raise := func(p *atomic.Int64, n int64) {
+		for cur := p.Load(); n > cur && !p.CompareAndSwap(cur, n); cur = p.Load() {
+		}
+	}
+	deadline := time.Now().Add(800 * time.Millisecond)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := g % len(keys)
+			for time.Now().Before(deadline) {
+				lease, err := rl.Wait(ctx, keys[i], "m", limiter.Consume{"calls": 1, "rpm": 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				raise(&peak, total.Add(1))
+				raise(&keyPeak, perKey[i].Add(1))
+				time.Sleep(30 * time.Millisecond)
+				perKey[i].Add(-1)
+				total.Add(-1)
+				if err := lease.Commit(ctx); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.LessOrEqual(t, keyPeak.Load(), int64(8), "calls in flight on one key")
+	require.LessOrEqual(t, peak.Load(), int64(32), "calls in flight in the organisation")
+	require.Equal(t, int64(32), peak.Load(), "the organisation's cap is reached")
+	free, err := rl.Available(ctx, "org", "m")
+	require.NoError(t, err)
+	require.Equal(t, int64(32), free["calls"], "every slot is back")
+}
