@@ -110,6 +110,9 @@ func splitBucketResource(bucket string) (resource, tag string) {
 // or "the prepaid balance"; "" for a rolling limit. tag is the period tag
 // of the bucket that refused ("" when the status named no period bucket).
 func ownBucketPhrase(l Limit, tag string) string {
+	if l.IsInFlight() {
+		return ""
+	}
 	if l.IsPrepaid() || tag == "balance" {
 		return "the prepaid balance"
 	}
