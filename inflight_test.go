@@ -207,4 +207,13 @@ func TestInFlightCascadeNeverAboveCaps(t *testing.T) {
 	free, err := rl.Available(ctx, "org", "m")
 	require.NoError(t, err)
 	require.Equal(t, int64(32), free["calls"], "every slot is back")
+	lif, err := rl.LimitsInForce(ctx, "k0", "m")
+	require.NoError(t, err)
+	var inForce []string
+	for _, l := range lif {
+		if l.Limit.IsInFlight() {
+			inForce = append(inForce, l.EntityID+" "+l.Limit.String())
+		}
+	}
+	require.Equal(t, []string{"k0 {calls 8 in-flight}", "org {calls 32 in-flight}"}, inForce)
 }
