@@ -19,7 +19,10 @@
 // Do's end, errors and panics included) stop it and give back the slots
 // of every generation the lease covers. A process that dies stops renewing:
 // its coverage ends at most 2E = TTL after its last write, and the
-// generation buckets after it never held its slots; nothing reaps.
+// generation buckets after it never held its slots; nothing reaps. A live
+// lease that cannot renew before its coverage ends (the store unreachable,
+// the process paused) takes its slots again only if they are free, and
+// otherwise stops renewing: its call is then over the cap until it ends.
 //
 // Cost: an acquire with an in-flight limit takes the batch path, one atomic
 // write of every bucket (one script on Redis, one lock in memory, one
