@@ -217,3 +217,49 @@ func TestInFlightCascadeNeverAboveCaps(t *testing.T) {
 	}
 	require.Equal(t, []string{"k0 {calls 8 in-flight}", "org {calls 32 in-flight}"}, inForce)
 }
+
+// TestInFlightThroughput keeps 64 goroutines calling through Wait on a
+// cap of 8 calls in flight, calls of 50–150 ms, for 2 s (memory): the
+// slot-time used is at least 85 % of cap × elapsed (waiters poll every
+// 20 ms, so a slot given back stays idle a few ms). It logs the share.
+func TestInFlightThroughput(t *testing.T) {
+	if testing.Short() {
+		t.Skip("2 s")
+	}
+	rl := inFlightLimiter(t, 10*time.Second)
+	ctx := context.Background()
+	opt := limiter.WithLimits(limiter.InFlight("calls", 8))
+	var busy atomic.Int64 // ns of calls held
+	start := time.Now()
+	deadline := start.Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				lease, err := rl.Wait(ctx, "k", "m", limiter.Consume{"calls": 1}, opt)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				d := time.Duration(50+(g*7+i*13)%101) * time.Millisecond
+				if rest := time.Until(deadline); d > rest {
+					d = max(rest, 0)
+				}
+				began := time.Now()
+				time.Sleep(d)
+				busy.Add(int64(time.Since(began)))
+				require.NoError(t, lease.Commit(ctx))
+				if !time.Now().Before(deadline) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	share := float64(busy.Load()) / float64(8*deadline.Sub(start))
+	t.Logf("slot-time used: %.1f %% of 8 × %v", 100*share, deadline.Sub(start))
+	require.GreaterOrEqual(t, share, 0.85)
+	require.LessOrEqual(t, share, 1.02, "more than 8 calls at once")
+}
