@@ -452,7 +452,10 @@ type ownRead struct {
 // BalanceRetryAfter for a balance.
 func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
 	until := BalanceRetryAfter
-	if !l.IsPrepaid() {
+	switch {
+	case l.IsInFlight():
+		until = slotWaitPoll
+	case !l.IsPrepaid():
 		until = untilMs(r.nextMs, nowMs)
 	}
 	s, ok := r.bucket.State(l.Name)
@@ -478,7 +481,7 @@ func (rl *RateLimiter) readLimitBuckets(ctx context.Context, entityID, resource 
 		if !l.OwnBucket() || (needed != nil && needed[l.Name] <= 0) {
 			continue
 		}
-		bucket, bl, nextMs, err := ownBucket(l, resource, time.UnixMilli(nowMs))
+		bucket, bl, nextMs, err := ownBucket(l, resource, time.UnixMilli(nowMs), rl.slotGenMs())
 		if err != nil {
 			return nil, nil, err
 		}

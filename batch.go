@@ -211,6 +211,9 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 			// A period's bucket expires; a prepaid balance never does.
 			g.expireAtMs = periodBucketExpiry(*cal, nextMs)
 		}
+		if cal != nil && cal.IsInFlight() {
+			g.expireAtMs = nextMs // a generation's bucket expires
+		}
 		items = append(items, &batchItem{
 			group:   g,
 			consume: namedIn(consume, limits),
@@ -226,7 +229,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if !hasOwnBucket(limits) {
 			return add(i, entityID, resource, limits, source, consume, nil, 0)
 		}
-		return ownBucketItems(entityID, resource, limits, consume, now,
+		return ownBucketItems(entityID, resource, limits, consume, now, rl.slotGenMs(),
 			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
 				return add(i, entityID, res, ls, source, c, cal, nextMs)
 			})
@@ -300,6 +303,7 @@ func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuse
 			}
 		}
 	}
+	rl.keepSlots(lease, items)
 	return lease, err
 }
 

@@ -13,6 +13,8 @@ package limiter
 import (
 	"errors"
 	"time"
+
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // errOwnBucketPath tells acquire that the parent's limits hold a calendar
@@ -58,7 +60,13 @@ func rollingOnly(limits []Limit) []Limit {
 // ownBucket returns the bucket resource and the bucket limit of calendar
 // or prepaid limit l on resource at now, and for a calendar limit the start
 // of the next period (0 for a prepaid limit).
-func ownBucket(l Limit, resource string, now time.Time) (bucket string, bl Limit, nextMs int64, err error) {
+func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket string, bl Limit, nextMs int64, err error) {
+	if l.IsInFlight() {
+		// The bucket of the current generation counts every slot held.
+		gen := bucketmath.FloorDiv(now.UnixMilli(), genMs)
+		bucket, err = l.InFlightBucket(resource, gen)
+		return bucket, l.InFlightBucketLimit(), slotBucketExpiry(gen, genMs), err
+	}
 	if l.IsPrepaid() {
 		bucket, err = l.PrepaidBucket(resource)
 		return bucket, l.PrepaidBucketLimit(), 0, err
@@ -72,7 +80,7 @@ func ownBucket(l Limit, resource string, now time.Time) (bucket string, bl Limit
 // then for each calendar or prepaid limit with an amount in consume, on its
 // own bucket at now (cal is that limit). A limit without an amount is not
 // charged.
-func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time,
+func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time, genMs int64,
 	add func(resource string, limits []Limit, consume Consume, cal *Limit, nextMs int64) error) error {
 	rolling := rollingOnly(limits)
 	if len(rolling) > 0 {
@@ -95,7 +103,13 @@ func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, 
 		if !ok {
 			continue
 		}
-		bucket, bl, next, err := ownBucket(l, resource, now)
+		if l.IsInFlight() {
+			if err := inFlightItems(l, resource, v, now.UnixMilli(), genMs, add); err != nil {
+				return err
+			}
+			continue
+		}
+		bucket, bl, next, err := ownBucket(l, resource, now, genMs)
 		if err != nil {
 			return err
 		}
@@ -135,7 +149,9 @@ func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
 		}
 		st.Limit = *cal
 		if st.Exceeded && st.Requested > st.Available {
-			if cal.IsPrepaid() {
+			if cal.IsInFlight() {
+				st.RetryAfter = slotWaitPoll
+			} else if cal.IsPrepaid() {
 				st.RetryAfter = BalanceRetryAfter
 			} else {
 				st.RetryAfter = untilMs(nextMs, nowMs)

@@ -40,7 +40,7 @@ func (e *RateLimitExceededError) describe() string {
 			fmt.Fprintf(&b, "; the request can never fit: %d %s requested, capacity %d", v.Requested, v.LimitName, v.Limit.Capacity)
 			return b.String()
 		}
-		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() {
+		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() && !v.Limit.IsInFlight() {
 			fmt.Fprintf(&b, "; the request can never fit: %s does not refill", v.LimitName)
 			return b.String()
 		}
@@ -110,6 +110,9 @@ func splitBucketResource(bucket string) (resource, tag string) {
 // or "the prepaid balance"; "" for a rolling limit. tag is the period tag
 // of the bucket that refused ("" when the status named no period bucket).
 func ownBucketPhrase(l Limit, tag string) string {
+	if l.IsInFlight() {
+		return ""
+	}
 	if l.IsPrepaid() || tag == "balance" {
 		return "the prepaid balance"
 	}

@@ -54,6 +54,9 @@ type Lease struct {
 	noop    bool // fail-open lease: tracks nothing, writes nothing
 	done    bool
 	entries []*leaseEntry
+	// slots renews the lease's in-flight slots until it ends (nil without
+	// in-flight limits).
+	slots *slotKeeper
 }
 
 // leaseWriter is what a lease needs of its limiter: the clock, and the
@@ -373,6 +376,9 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 	if len(ls.entries) == 0 {
 		return nil // an empty override checks nothing
 	}
+	if err := ls.checkSlotNames(c); err != nil {
+		return err
+	}
 	for name := range c {
 		if !slices.ContainsFunc(ls.entries, func(e *leaseEntry) bool { return e.limit.Name == name }) {
 			names := make([]string, 0, len(ls.entries))
@@ -472,6 +478,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		return err
 	}
 	defer ls.rl.exit()
+	ls.endSlots(true)
 	if ls.noop || !ls.changed() {
 		ls.done = true
 		return nil
@@ -561,6 +568,7 @@ func (ls *Lease) Rollback(ctx context.Context) error {
 		return err
 	}
 	defer ls.rl.exit()
+	ls.endSlots(false)
 	if ls.noop {
 		ls.done = true
 		return nil

@@ -74,6 +74,7 @@ type RateLimiter struct {
 	rules // the repository, the clock, the caches and settings of the rules
 
 	speculative bool
+	slotTTL     time.Duration // of in-flight limits; 0 is DefaultSlotTTL
 	stats       specStats
 	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
 

@@ -220,7 +220,7 @@ type (
 	//   - InLocation(loc) Limit: a calendar limit whose periods start at
 	//     00:00 in zone loc.
 	//   - Validate() error: why the limit is invalid (nil when valid).
-	//   - IsCalendar() and IsPrepaid() bool: its kind.
+	//   - IsCalendar(), IsPrepaid() and IsInFlight() bool: its kind.
 	//   - LocationName() string: a calendar limit's IANA zone ("" for UTC).
 	//   - CalendarPeriodAt(t) (start, next, tag): the calendar period
 	//     containing t.
@@ -228,8 +228,9 @@ type (
 	//     rolling refill.
 	//   - String() string: "{rpm 100 100 1m0s}", "{usd 500 month}".
 	//   - CalendarBucket, CalendarBucketLimit, IsPeriodBucket, OwnBucket,
-	//     PrepaidBucket and PrepaidBucketLimit: the buckets a backend keeps
-	//     for a calendar period or a prepaid balance.
+	//     PrepaidBucket, PrepaidBucketLimit, InFlightBucket and
+	//     InFlightBucketLimit: the buckets a backend keeps for a calendar
+	//     period, a prepaid balance or a generation of in-flight slots.
 	Limit = store.Limit
 	// Consume maps limit names to token amounts, e.g.
 	// Consume{"rpm": 1, "tpm": 500}.

@@ -190,6 +190,10 @@ func configLimits(limits []Limit) []ddbschema.ConfigLimit {
 			// Likewise: ra 0 and rp −4, which the original refuses.
 			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, store.StoredRefillPeriodPrepaid
 		}
+		if l.IsInFlight() {
+			// Likewise: ra 0 and rp −5.
+			out[i].RefillAmount, out[i].RefillPeriodSeconds = 0, store.StoredRefillPeriodInFlight
+		}
 	}
 	return out
 }
@@ -230,6 +234,8 @@ func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
 		}
 		l := Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, RefillPeriod: time.Duration(c.RefillPeriodSeconds) * time.Second}
 		switch {
+		case c.RefillPeriodSeconds == store.StoredRefillPeriodInFlight && c.TimeZone == "":
+			l = Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, InFlight: true}
 		case c.RefillPeriodSeconds == store.StoredRefillPeriodPrepaid && c.TimeZone == "":
 			l = Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Prepaid: true}
 		case c.RefillPeriodSeconds < 0:

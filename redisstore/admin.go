@@ -154,13 +154,15 @@ type storedLimit struct {
 	TimeZone string `json:"tz,omitempty"`
 	// Prepaid marks a prepaid limit.
 	Prepaid bool `json:"prepaid,omitempty"`
+	// InFlight marks an in-flight limit.
+	InFlight bool `json:"in_flight,omitempty"`
 }
 
 func encodeConfig(c store.Config) ([]byte, error) {
 	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
 	for i, l := range c.Limits {
 		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod),
-			Calendar: int8(l.Calendar), TimeZone: l.LocationName(), Prepaid: l.Prepaid}
+			Calendar: int8(l.Calendar), TimeZone: l.LocationName(), Prepaid: l.Prepaid, InFlight: l.InFlight}
 	}
 	return json.Marshal(sc)
 }
@@ -177,7 +179,7 @@ func decodeConfig(raw string) (store.Config, error) {
 			return store.Config{}, fmt.Errorf("%w: redis: config limit %s: %w", store.ErrUnavailable, l.Name, err)
 		}
 		c.Limits = append(c.Limits, store.Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: time.Duration(l.RefillPeriod),
-			Calendar: store.CalendarPeriod(l.Calendar), Location: loc, Prepaid: l.Prepaid})
+			Calendar: store.CalendarPeriod(l.Calendar), Location: loc, Prepaid: l.Prepaid, InFlight: l.InFlight})
 	}
 	return c, nil
 }

@@ -247,8 +247,12 @@ func (l Limit) IsPeriodBucket() bool {
 // capacity, refill amount and period) for a rolling limit, and "{usd 1000
 // month}" or "{usd 1000 month America/New_York}" (name, capacity, period
 // and, unless UTC, zone) for a calendar limit, and "{usd 1000 prepaid}"
-// (name, capacity) for a prepaid limit.
+// (name, capacity) for a prepaid limit, and "{calls 8 in-flight}" (name,
+// slots) for an in-flight limit.
 func (l Limit) String() string {
+	if l.InFlight {
+		return fmt.Sprintf("{%s %d in-flight}", l.Name, l.Capacity)
+	}
 	if l.Prepaid {
 		return fmt.Sprintf("{%s %d prepaid}", l.Name, l.Capacity)
 	}

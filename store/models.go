@@ -60,6 +60,10 @@ type Limit struct {
 	// balance, RefillAmount and RefillPeriod are zero, and the balance
 	// grows only by top-ups (see [TopUpStore]).
 	Prepaid bool
+	// InFlight makes this a limit of calls in flight: Capacity is the
+	// number of slots held at once, RefillAmount and RefillPeriod are zero
+	// (see [Limit.InFlightBucket]).
+	InFlight bool
 }
 
 // WithBurst returns a copy of l whose capacity is burst. Burst may be smaller
@@ -91,6 +95,9 @@ func (l Limit) RefillRate() float64 {
 func (l Limit) Validate() error {
 	if err := ValidateLimitName(l.Name, "name"); err != nil {
 		return err
+	}
+	if l.InFlight {
+		return l.validateInFlight()
 	}
 	if l.Prepaid {
 		return l.validatePrepaid()

@@ -32,9 +32,10 @@ const prepaidBucketSuffix = ".balance"
 func (l Limit) IsPrepaid() bool { return l.Prepaid }
 
 // OwnBucket reports whether l is kept in a bucket item of its own (a
-// calendar limit's period buckets, a prepaid limit's balance) rather than
-// in the item of its entity and resource.
-func (l Limit) OwnBucket() bool { return l.Calendar != CalendarNone || l.Prepaid }
+// calendar limit's period buckets, a prepaid limit's balance, an in-flight
+// limit's generation buckets) rather than in the item of its entity and
+// resource.
+func (l Limit) OwnBucket() bool { return l.Calendar != CalendarNone || l.Prepaid || l.InFlight }
 
 // validatePrepaid is Validate of a prepaid limit, its name checked.
 func (l Limit) validatePrepaid() error {

@@ -124,10 +124,11 @@ func ValidateAcquiredResource(resource string) error {
 // ValidateChargedResource is [ValidateResource] for a resource whose
 // buckets a call charges or writes (an acquire, a top-up, a reset, an
 // entity's limits, LowerTokens): it also refuses the names the limiter
-// derives for the buckets of calendar periods and prepaid balances
-// ([Limit.CalendarBucket], [Limit.PrepaidBucket]): a resource whose last
-// "/" segment is a limit name followed by ".balance", ".dYYYY-MM-DD",
-// ".wYYYY-MM-DD" or ".mYYYY-MM". Such a bucket is written by the limiter
+// derives for the buckets of calendar periods, prepaid balances and
+// in-flight slots ([Limit.CalendarBucket], [Limit.PrepaidBucket],
+// [Limit.InFlightBucket]): a resource whose last "/" segment is a limit
+// name followed by ".balance", ".dYYYY-MM-DD", ".wYYYY-MM-DD", ".mYYYY-MM"
+// or ".slots." and digits. Such a bucket is written by the limiter
 // only: charged under other limits, or reset, it would refill a period's
 // budget or a prepaid balance. The error is a *[ValidationError] matching
 // [ErrInvalidName].
@@ -137,20 +138,26 @@ func ValidateChargedResource(resource string) error {
 	}
 	if IsOwnBucketResource(resource) {
 		return NewValidationError(ErrInvalidName, "resource", resource,
-			"names the bucket of a calendar period or a prepaid balance ({resource}/{limit}.balance, .dYYYY-MM-DD, .wYYYY-MM-DD or .mYYYY-MM), which only the limiter writes")
+			"names the bucket of a calendar period, a prepaid balance or in-flight slots ({resource}/{limit}.balance, .dYYYY-MM-DD, .wYYYY-MM-DD, .mYYYY-MM or .slots.N), which only the limiter writes")
 	}
 	return nil
 }
 
 // IsOwnBucketResource reports whether resource has the form of the bucket
-// resource of a calendar period or a prepaid balance: a resource, "/", a
-// limit name, "." and "balance" or a period tag ([Limit.CalendarPeriodAt]).
+// resource of a calendar period, a prepaid balance or a generation of an
+// in-flight limit: a resource, "/", a limit name, "." and "balance" or a
+// period tag ([Limit.CalendarPeriodAt]), or ".slots." and digits.
 func IsOwnBucketResource(resource string) bool {
 	i := strings.LastIndexByte(resource, '/')
 	if i <= 0 {
 		return false
 	}
 	seg := resource[i+1:]
+	if k := strings.LastIndex(seg, inFlightBucketInfix); k > 0 && ValidateLimitName(seg[:k], "limit") == nil {
+		if gen := seg[k+len(inFlightBucketInfix):]; gen != "" && strings.Trim(gen, "0123456789") == "" {
+			return true // a generation of an in-flight limit
+		}
+	}
 	j := strings.LastIndexByte(seg, '.')
 	if j <= 0 || ValidateLimitName(seg[:j], "limit") != nil {
 		return false

@@ -84,3 +84,19 @@ func TestValidateAllResources(t *testing.T) {
 	require.True(t, IsOwnBucketResource(AllResources+"/usd.balance"))
 	require.True(t, IsOwnBucketResource(AllResources+"/usd.m2026-11"))
 }
+
+// TestInFlightBucketResourceReserved: the bucket resources of in-flight
+// generations are refused as charged resources; look-alikes are not.
+func TestInFlightBucketResourceReserved(t *testing.T) {
+	l := Limit{Name: "calls", Capacity: 8, InFlight: true}
+	bucket, err := l.InFlightBucket("gpt-4o", 117821536)
+	require.NoError(t, err)
+	require.Equal(t, "gpt-4o/calls.slots.117821536", bucket)
+	require.ErrorIs(t, ValidateChargedResource(bucket), ErrInvalidName)
+	for _, ok := range []string{"gpt-4o/calls.slots.", "gpt-4o/calls.slots.1x", "calls.slots.12", "gpt-4o/calls.slot.12"} {
+		require.NoError(t, ValidateChargedResource(ok), ok)
+	}
+	require.ErrorIs(t, Limit{Name: "calls", Capacity: 8, RefillAmount: 1, InFlight: true}.Validate(), ErrValidation)
+	require.ErrorIs(t, Limit{Name: "calls", InFlight: true}.Validate(), ErrValidation)
+	require.NoError(t, l.Validate())
+}

@@ -15,7 +15,7 @@ import (
 // limitSyntax is the --limit/-l syntax.
 const limitSyntax = "name:rate[/period][:burst], e.g. rpm:100, tpm:10000/min:20000, rph:500/hour; " +
 	"a calendar budget name:amount/calendar-day|week|month[@zone], e.g. usd:500000000/calendar-month@America/New_York; " +
-	"a prepaid balance name:prepaid[:ceiling]"
+	"a prepaid balance name:prepaid[:ceiling]; calls in flight name:inflight:slots, e.g. calls:inflight:8"
 
 // calendarLimitPeriods are the --limit periods of calendar limits.
 var calendarLimitPeriods = map[string]func(name string, amount int64) limiter.Limit{
@@ -31,7 +31,8 @@ var periodUnits = map[string]int64{"sec": 1, "min": 60, "hour": 3600, "day": 864
 // period (default /min; /sec, /min, /hour, /day with an optional count such
 // as /5min), with capacity burst (default rate); "name:amount/calendar-day"
 // (or -week, -month), optionally "@zone": a calendar limit; and
-// "name:prepaid[:ceiling]": a prepaid balance.
+// "name:prepaid[:ceiling]": a prepaid balance; "name:inflight:slots": a
+// limit of calls in flight.
 func parseLimit(s string) (limiter.Limit, error) {
 	bad := func(format string, a ...any) (limiter.Limit, error) {
 		return limiter.Limit{}, fmt.Errorf("invalid limit %q: %s", s, fmt.Sprintf(format, a...))
@@ -41,6 +42,16 @@ func parseLimit(s string) (limiter.Limit, error) {
 		return bad("expected %s", limitSyntax)
 	}
 	name, ratePart := parts[0], parts[1]
+	if ratePart == "inflight" {
+		if len(parts) != 3 {
+			return bad("expected name:inflight:slots, e.g. calls:inflight:8")
+		}
+		slots, err := strconv.ParseInt(parts[2], 10, 64)
+		if err != nil {
+			return bad("slots %q is not an integer", parts[2])
+		}
+		return validLimit(limiter.InFlight(name, slots), bad)
+	}
 	if ratePart == "prepaid" {
 		l := limiter.Prepaid(name)
 		if len(parts) == 3 {
@@ -170,6 +181,9 @@ func formatPeriod(seconds int64) string {
 // "rpd: 5,000/calendar day" and "usd: $500/calendar month
 // (America/New_York)" (the limit usd is counted in micro-dollars).
 func formatLimit(l limiter.Limit) string {
+	if l.IsInFlight() {
+		return l.Name + ": " + thousands(l.Capacity) + " in flight"
+	}
 	if l.IsPrepaid() {
 		return l.Name + ": prepaid balance (top-ups up to " + formatAmount(l.Name, l.Capacity) + ")"
 	}
@@ -202,6 +216,9 @@ func formatAmount(name string, n int64) string {
 func limitRefillCells(l limiter.Limit) (refill, period string) {
 	if l.IsPrepaid() {
 		return "-", "prepaid"
+	}
+	if l.IsInFlight() {
+		return "-", "in flight"
 	}
 	if l.IsCalendar() {
 		period = "calendar " + l.Calendar.String()

@@ -61,6 +61,7 @@ type manifestEntities struct {
 // each period, starting at 00:00 in timezone (an IANA zone, default UTC),
 // and no refill fields. With prepaid: true it is a prepaid balance whose
 // capacity (optional) is the ceiling of its top-ups, and nothing else.
+// With inflight: N it is a limit of N calls in flight, and nothing else.
 type manifestDecl struct {
 	Capacity     *int64  `yaml:"capacity"`
 	Burst        *int64  `yaml:"burst"`
@@ -69,6 +70,7 @@ type manifestDecl struct {
 	Calendar     *string `yaml:"calendar"`
 	Timezone     *string `yaml:"timezone"`
 	Prepaid      bool    `yaml:"prepaid"`
+	InFlight     *int64  `yaml:"inflight"`
 }
 
 // manifest is a validated manifest.
@@ -195,6 +197,16 @@ func declLimits(path string, decls map[string]manifestDecl, usd manifestUSD) ([]
 
 // declLimit converts one limit declaration at p (its path in the manifest).
 func declLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
+	if d.InFlight != nil {
+		if d.Capacity != nil || d.Burst != nil || d.RefillAmount != nil || d.RefillPeriod != nil || d.Calendar != nil || d.Timezone != nil || d.Prepaid {
+			return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: a limit of calls in flight takes inflight: N and nothing else", p)
+		}
+		l := limiter.InFlight(name, *d.InFlight)
+		if err := l.Validate(); err != nil {
+			return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
+		}
+		return l, nil
+	}
 	if d.Prepaid {
 		return declPrepaidLimit(p, name, d)
 	}
@@ -343,10 +355,11 @@ type limitKey struct {
 	calendar               limiter.CalendarPeriod
 	zone                   string
 	prepaid                bool
+	inFlight               bool
 }
 
 func keyOf(l limiter.Limit) limitKey {
-	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName(), l.IsPrepaid()}
+	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName(), l.IsPrepaid(), l.IsInFlight()}
 }
 
 func sortLimits(ls []limiter.Limit) []limiter.Limit {

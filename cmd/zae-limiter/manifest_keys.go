@@ -27,7 +27,7 @@ var manifestSchema = func() *keySchema {
 	limit := &keySchema{
 		name: func(p []string) string { return "limit " + p[len(p)-1] },
 		fields: map[string]*keySchema{"capacity": nil, "burst": nil, "refill_amount": nil, "refill_period": nil,
-			"calendar": nil, "timezone": nil, "prepaid": nil},
+			"calendar": nil, "timezone": nil, "prepaid": nil, "inflight": nil},
 	}
 	limits := &keySchema{name: func(p []string) string { return "the limits of " + strings.Join(p[:len(p)-1], ".") }, any: limit}
 	level := func(name func(p []string) string) *keySchema {

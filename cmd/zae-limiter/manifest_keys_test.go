@@ -31,7 +31,7 @@ func TestManifestTypos(t *testing.T) {
 		{"calendar value", "resources:\n  r:\n    limits:\n      usd: {capacity: 5, calendar: montth}\n",
 			`invalid manifest: resources.r.limits.usd: calendar "montth": use day, week or month (did you mean month?)`},
 		{"nothing close", "resources:\n  r:\n    limits:\n      rpm: {colour: 1}\n",
-			"invalid manifest: line 4: unknown field colour in limit rpm (resources.r.limits.rpm); the fields there are burst, calendar, capacity, prepaid, refill_amount, refill_period, timezone"},
+			"invalid manifest: line 4: unknown field colour in limit rpm (resources.r.limits.rpm); the fields there are burst, calendar, capacity, inflight, prepaid, refill_amount, refill_period, timezone"},
 	} {
 		_, err := parseManifest([]byte(tc.yaml))
 		require.Error(t, err, tc.name)

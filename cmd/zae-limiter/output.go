@@ -26,6 +26,9 @@ type limitJSON struct {
 	// Prepaid marks a prepaid balance ([limiter.Prepaid]), whose capacity
 	// is the ceiling of its top-ups and refill fields are zero.
 	Prepaid bool `json:"prepaid,omitempty"`
+	// InFlight marks a limit of calls in flight ([limiter.InFlight]), whose
+	// capacity is its slots and refill fields are zero.
+	InFlight bool `json:"in_flight,omitempty"`
 }
 
 // entityJSON is one entity.
@@ -55,6 +58,7 @@ func limitsToJSON(limits []limiter.Limit) []limitJSON {
 			out[i].Calendar, out[i].Timezone = l.Calendar.String(), l.LocationName()
 		}
 		out[i].Prepaid = l.IsPrepaid()
+		out[i].InFlight = l.IsInFlight()
 	}
 	return out
 }
