@@ -84,11 +84,11 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 	now := rl.nowMs()
 	var out []spendCarried
 	for _, l := range limits {
-		if l.IsPrepaid() {
-			continue // nothing carries into a balance
+		if l.IsPrepaid() || l.IsInFlight() {
+			continue // nothing carries into a balance, nor into slots
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
-		if i < 0 || old[i].IsPrepaid() || !switchesBucket(old[i], l) {
+		if i < 0 || old[i].IsPrepaid() || old[i].IsInFlight() || !switchesBucket(old[i], l) {
 			continue
 		}
 		spent, err := rl.spentAt(ctx, entityID, resource, old[i], now)
@@ -107,7 +107,7 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 func switchedBucket(entityID, resource string, l Limit, now int64) (store.BucketKey, error) {
 	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	if l.IsCalendar() {
-		bucket, _, _, err := ownBucket(l, resource, time.UnixMilli(now))
+		bucket, _, _, err := ownBucket(l, resource, time.UnixMilli(now), 0) // a calendar limit: no slot generation
 		if err != nil {
 			return key, err
 		}
