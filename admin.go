@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -394,7 +395,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		return err
 	}
 	rolling := rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs())
+	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs(), math.MinInt64)
 	if err := rl.syncBucket(ctx, entityID, resource, rolling, ttl, secs, stale); err != nil {
 		return err
 	}
@@ -562,6 +563,11 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 		}
 		now := rl.nowMs()
 		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b, Incarnation: b.Incarnation}
+		if fullAt := groupFullAtMs(entityGroup{bucket: b}, nil); ttl == store.TTLSet && fullAt > now {
+			// The TTL counts from the time the bucket is full again, as
+			// ttlFor's: a bucket in debt is kept until it has refilled.
+			w.TTLSeconds = min(bucketmath.AddSat(ttlSeconds, ceilSeconds(fullAt-now)), maxBucketTTLSeconds)
+		}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {
