@@ -563,10 +563,9 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 		}
 		now := rl.nowMs()
 		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b, Incarnation: b.Incarnation}
-		if fullAt := groupFullAtMs(entityGroup{bucket: b}, nil); ttl == store.TTLSet && fullAt > now {
-			// The TTL counts from the time the bucket is full again, as
-			// ttlFor's: a bucket in debt is kept until it has refilled.
-			w.TTLSeconds = min(bucketmath.AddSat(ttlSeconds, ceilSeconds(fullAt-now)), maxBucketTTLSeconds)
+		if ttl == store.TTLSet {
+			// As ttlFor's: a bucket in debt is kept until it has refilled.
+			w.TTLSeconds = debtTTLSeconds(ttlSeconds, limits, now, groupFullAtMs(entityGroup{bucket: b}, nil))
 		}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)

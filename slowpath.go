@@ -261,10 +261,9 @@ const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 // the period bucket of a calendar limit expires at its expireAtMs, whatever
 // its config's level (no acquire reads a past period again); other buckets
 // of entity-level config never expire; others expire after the
-// time-to-fill times the repository's multiplier, counted from fullAtMs
-// when that is later than nowMs: a bucket in debt (or below capacity) is
-// kept until it has refilled, and then idle for the usual time, so that
-// its deletion never forgives what it owes. A multiplier of zero or less
+// time-to-fill times the repository's multiplier, or later for a bucket
+// that is full again only at fullAtMs (debtTTLSeconds), so that its
+// deletion never forgives what it owes. A multiplier of zero or less
 // (WithBucketTTL) sets no TTL.
 func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMode, int64) {
 	if g.expireAtMs > 0 {
@@ -280,10 +279,20 @@ func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMo
 	if secs <= 0 {
 		return store.TTLUnchanged, 0
 	}
-	if fullAtMs > nowMs {
-		secs = min(bucketmath.AddSat(secs, ceilSeconds(fullAtMs-nowMs)), maxBucketTTLSeconds)
+	return store.TTLSet, debtTTLSeconds(secs, g.limits, nowMs, fullAtMs)
+}
+
+// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
+// limits whose idle TTL is secs and which is full again at fullAtMs: no
+// earlier than one time to fill (of the slowest limit) after fullAtMs, so
+// that the backend never deletes a bucket in debt, which an acquire would
+// create full again.
+func debtTTLSeconds(secs int64, limits []Limit, nowMs, fullAtMs int64) int64 {
+	if fullAtMs <= nowMs {
+		return secs
 	}
-	return store.TTLSet, secs
+	margin := bucketTTLSeconds(limits, 1)
+	return max(secs, min(bucketmath.AddSat(ceilSeconds(fullAtMs-nowMs), margin), maxBucketTTLSeconds))
 }
 
 // ceilSeconds returns ms (≥ 0) in whole seconds, rounded up.
