@@ -104,3 +104,29 @@ func TestDebtTTLKeptByOtherLimitWrite(t *testing.T) {
 		require.GreaterOrEqual(t, bucketTTL(t, repo, "debtor", "gpt-4o"), fullAt, "a write of tpm cut the TTL of rpm's debt")
 	})
 }
+
+// TestDebtOnEntityBucketKeepsNoTTL: a commit far over the estimate on a
+// bucket of entity-level limits (which never expire) gives it no TTL that
+// could delete it: none, or (DynamoDB, when it cannot know the item has
+// none) one at least a century away.
+func TestDebtOnEntityBucketKeepsNoTTL(t *testing.T) {
+	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
+		ctx := context.Background()
+		clk := &fakeClock{}
+		t0 := mustTime("2026-11-10T12:00:00Z")
+		clk.set(t0)
+		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		defer rl.Close()
+		require.NoError(t, rl.SetLimits(ctx, "own", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 10)}))
+		lease, err := rl.Acquire(ctx, "own", "gpt-4o", limiter.Consume{"rpm": 1})
+		require.NoError(t, err)
+		require.NoError(t, lease.Adjust(limiter.Consume{"rpm": 109}))
+		require.NoError(t, lease.Commit(ctx))
+		avail, err := rl.Available(ctx, "own", "gpt-4o")
+		require.NoError(t, err)
+		require.Equal(t, int64(-100), avail["rpm"])
+		if ttl := bucketTTL(t, repo, "own", "gpt-4o"); ttl != 0 {
+			require.GreaterOrEqual(t, ttl, t0.AddDate(99, 0, 0).Unix(), "an entity-level bucket's TTL")
+		}
+	})
+}
