@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -398,7 +399,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		return err
 	}
 	rolling := rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs())
+	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs(), math.MinInt64)
 	if err := rl.syncBucket(ctx, entityID, resource, rolling, ttl, secs, stale); err != nil {
 		return err
 	}
@@ -566,6 +567,10 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 		}
 		now := rl.nowMs()
 		w := store.BucketWrite{Kind: store.WriteNormal, Key: key, NowMs: now, ExpectedRefillMs: b.RefillMs, TTL: ttl, TTLSeconds: ttlSeconds, Base: b, Incarnation: b.Incarnation}
+		if ttl == store.TTLSet {
+			// As ttlFor's: a bucket in debt is kept until it has refilled.
+			w.TTLSeconds = debtTTLSeconds(ttlSeconds, limits, now, groupFullAtMs(entityGroup{bucket: b}, nil))
+		}
 		for _, l := range limits {
 			s, ok := b.State(l.Name)
 			if !ok {

@@ -177,6 +177,7 @@ func mergeAdjust(a, b store.BucketWrite) store.BucketWrite {
 	}
 	slices.SortFunc(a.Limits, func(x, y store.LimitWrite) int { return strings.Compare(x.Name, y.Name) })
 	a.NowMs = max(a.NowMs, b.NowMs)
+	a.TTLExtendSeconds = bucketmath.AddSat(a.TTLExtendSeconds, b.TTLExtendSeconds)
 	return a
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Group commit: one write for many requests on one hot bucket item.
@@ -116,6 +117,9 @@ type gcOp struct {
 	// inc, for gcAdjust, is the incarnation of the item the adjustment
 	// settles into (store.BucketWrite.Incarnation).
 	inc int64
+	// ttlExtend is, for gcAdjust, the TTL extension of its adjustment
+	// (store.BucketWrite.TTLExtendSeconds).
+	ttlExtend int64
 
 	wake chan struct{} // nil for a give-back nobody waits for
 
@@ -180,7 +184,7 @@ func (g *groupCommit) consume(ctx context.Context, req store.SpeculativeRequest)
 // adjust writes w (a single-item store.WriteAdjust) through the batcher. Deltas
 // that are not whole tokens bypass it.
 func (g *groupCommit) adjust(ctx context.Context, w store.BucketWrite) error {
-	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs, inc: w.Incarnation}
+	op := gcOp{kind: gcAdjust, key: w.Key, delta: make(Consume, len(w.Limits)), nowMs: w.NowMs, inc: w.Incarnation, ttlExtend: w.TTLExtendSeconds}
 	for _, lw := range w.Limits {
 		if lw.ConsumedMilli%1000 != 0 || lw.Initial != nil || lw.RefillMilli != 0 || lw.Params != nil {
 			_, err := detached(g.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
@@ -368,7 +372,9 @@ func (g *groupCommit) write(ctx context.Context, op *gcOp) {
 		op.res, op.err = g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: op.key, Consume: op.delta, Limits: op.limits, NowMs: op.nowMs})
 		return
 	}
-	op.err = g.store.writeBuckets(ctx, []store.BucketWrite{adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps, op.inc)})
+	w := adjustDeltaWrite(op.key, op.nowMs, op.delta, op.caps, op.inc)
+	w.TTLExtendSeconds = op.ttlExtend
+	op.err = g.store.writeBuckets(ctx, []store.BucketWrite{w})
 }
 
 // giveBackLocked queues the give-back of op, an acquire whose caller went
@@ -684,11 +690,13 @@ func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, now
 		}
 		sum := Consume{}
 		var caps map[string]int64
+		ext := int64(0)
 		for _, op := range adjusts[i:] {
 			if op.inc != first.inc {
 				continue
 			}
 			addConsume(sum, op.delta)
+			ext = bucketmath.AddSat(ext, op.ttlExtend)
 			for name, c := range op.caps {
 				if caps == nil {
 					caps = make(map[string]int64)
@@ -698,6 +706,7 @@ func (g *groupCommit) writeAdjusts(ctx context.Context, key store.BucketKey, now
 		}
 		var err error
 		if w := adjustDeltaWrite(key, nowMs, sum, caps, first.inc); len(w.Limits) > 0 {
+			w.TTLExtendSeconds = ext
 			err = g.store.writeBuckets(ctx, []store.BucketWrite{w})
 		}
 		for _, op := range adjusts[i:] {

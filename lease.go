@@ -621,6 +621,14 @@ func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta 
 			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: d, CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
+	w.TTLExtendSeconds = adjustTTLExtension(w, func(name string) (Limit, bool) {
+		for _, e := range entries {
+			if e.limit.Name == name {
+				return e.limit, true
+			}
+		}
+		return Limit{}, false
+	})
 	return w
 }
 

@@ -40,7 +40,12 @@ func WithConfigCacheTTL(d time.Duration) Option {
 // ([DefaultBucketTTLMultiplier] by default). Buckets of entity-level
 // config never expire, except the period buckets of calendar limits, which
 // expire a day after the period that follows theirs ends, whatever their
-// level. Zero or less disables bucket TTLs.
+// level. A bucket below its capacity is kept at least until it has
+// refilled, plus one time to fill: a bucket in debt (a lease committed over
+// its estimate) is never deleted, and created full again, before its debt
+// is repaid. A period bucket left in debt at the end of its period still
+// expires on its schedule: the next period has a bucket of its own, which
+// the debt does not reach. Zero or less disables bucket TTLs.
 func WithBucketTTL(multiplier int64) Option {
 	return func(rl *RateLimiter) { rl.ttlMultiplier = multiplier }
 }

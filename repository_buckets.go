@@ -372,7 +372,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 	if in == nil {
 		in = r.optimisticAdjust(w, kept, id)
 	}
-	out, err := r.client.UpdateItem(ctx, in, writeOptions)
+	out, err := r.client.UpdateItem(ctx, withTTLExtension(in, w, kept), writeOptions)
 	for round := 0; ; round++ {
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
@@ -401,7 +401,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
-		out, err = r.client.UpdateItem(ctx, exact, writeOptions)
+		out, err = r.client.UpdateItem(ctx, withTTLExtension(exact, w, old), writeOptions)
 	}
 }
 

@@ -338,9 +338,9 @@ func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.Speculative
 		var err error
 		if exact {
 			w.ID = id
-			out, err = r.client.UpdateItem(ctx, r.shared.exact.Input(key, &w), writeOptions)
+			out, err = r.client.UpdateItem(ctx, withTTLExtension(r.shared.exact.Input(key, &w), adj, base), writeOptions)
 		} else {
-			out, err = r.client.UpdateItem(ctx, in, writeOptions)
+			out, err = r.client.UpdateItem(ctx, withTTLExtension(in, adj, base), writeOptions)
 		}
 		res := store.SpeculativeResult{Key: req.Key}
 		item, applied, ccf := writeAnswer(out, err, id)

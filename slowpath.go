@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -260,9 +261,11 @@ const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 // the period bucket of a calendar limit expires at its expireAtMs, whatever
 // its config's level (no acquire reads a past period again); other buckets
 // of entity-level config never expire; others expire after the
-// time-to-fill times the repository's multiplier. A multiplier of zero or
-// less (WithBucketTTL) sets no TTL.
-func (rl *RateLimiter) ttlFor(g entityGroup, nowMs int64) (store.TTLMode, int64) {
+// time-to-fill times the repository's multiplier, or later for a bucket
+// that is full again only at fullAtMs (debtTTLSeconds), so that its
+// deletion never forgives what it owes. A multiplier of zero or less
+// (WithBucketTTL) sets no TTL.
+func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMode, int64) {
 	if g.expireAtMs > 0 {
 		if rl.ttlMultiplier <= 0 {
 			return store.TTLUnchanged, 0
@@ -276,7 +279,66 @@ func (rl *RateLimiter) ttlFor(g entityGroup, nowMs int64) (store.TTLMode, int64)
 	if secs <= 0 {
 		return store.TTLUnchanged, 0
 	}
-	return store.TTLSet, secs
+	return store.TTLSet, debtTTLSeconds(secs, g.limits, nowMs, fullAtMs)
+}
+
+// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
+// limits whose idle TTL is secs and which is full again at fullAtMs: no
+// earlier than one time to fill (of the slowest limit) after fullAtMs, so
+// that the backend never deletes a bucket in debt, which an acquire would
+// create full again.
+func debtTTLSeconds(secs int64, limits []Limit, nowMs, fullAtMs int64) int64 {
+	if fullAtMs <= nowMs {
+		return secs
+	}
+	margin := bucketTTLSeconds(limits, 1)
+	return max(secs, min(bucketmath.AddSat(ceilSeconds(fullAtMs-nowMs), margin), maxBucketTTLSeconds))
+}
+
+// ceilSeconds returns ms (≥ 0) in whole seconds, rounded up.
+func ceilSeconds(ms int64) int64 { return ms/1000 + min(ms%1000, 1) }
+
+// groupFullAtMs returns when every limit of g's bucket is full again after
+// the lease's entries on it (math.MinInt64 when all are full): the latest
+// full time of the stored states (limits the acquire did not take from
+// may be in debt) and of the entries' states after their consumption.
+func groupFullAtMs(g entityGroup, entries []*leaseEntry) int64 {
+	at := int64(math.MinInt64)
+	if g.bucket != nil {
+		for _, s := range g.bucket.States {
+			at = max(at, bucketmath.FullAtMs(s.TokensMilli, g.bucket.RefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs))
+		}
+	}
+	for _, e := range entries {
+		s := e.state
+		at = max(at, bucketmath.FullAtMs(s.TokensMilli, s.LastRefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs))
+	}
+	return at
+}
+
+// adjustTTLExtension returns the seconds by which the charges of w (a
+// store.WriteAdjust on an item of limits) delay the time the item is full
+// again, for its TTL (store.BucketWrite.TTLExtendSeconds): the largest
+// per-limit delay, rounded up. The bucket of a calendar period or of a
+// prepaid balance has its own expiry (its refill is negligible) and takes
+// none.
+func adjustTTLExtension(w store.BucketWrite, limits func(name string) (Limit, bool)) int64 {
+	if store.IsOwnBucketResource(w.Key.Resource) {
+		return 0
+	}
+	ext := int64(0)
+	for _, lw := range w.Limits {
+		if lw.ConsumedMilli <= 0 {
+			continue
+		}
+		l, ok := limits(lw.Name)
+		if !ok {
+			continue
+		}
+		d := bucketmath.GiveDelayMs(lw.ConsumedMilli, bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds())
+		ext = max(ext, min(ceilSeconds(d), maxBucketTTLSeconds))
+	}
+	return ext
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter:
@@ -297,7 +359,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 			continue
 		}
 		w := store.BucketWrite{Key: entries[0].key, NowMs: now}
-		w.TTL, w.TTLSeconds = rl.ttlFor(g, now)
+		w.TTL, w.TTLSeconds = rl.ttlFor(g, now, groupFullAtMs(g, entries))
 		if g.meta != nil {
 			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 		}

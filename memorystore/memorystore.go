@@ -489,6 +489,11 @@ func (m *Store) applyLocked(w store.BucketWrite) (*store.Bucket, error) {
 			}
 			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
 		}
+		if b.TTL != 0 && w.TTLExtendSeconds > 0 {
+			// A charge delays the time the item is full again: so does
+			// its expiry.
+			b.TTL = bucketmath.AddSat(b.TTL, w.TTLExtendSeconds)
+		}
 	}
 	return b, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // decodeBucket converts a bucket hash (HGETALL as a map, see
@@ -185,6 +186,10 @@ func encodeWrite(args []any, w store.BucketWrite) []any {
 		ttl, abs, rel = "s", itoa(floorDiv(w.NowMs, 1000)+w.TTLSeconds), itoa(secs*1000)
 	case store.TTLRemove:
 		ttl = "r"
+	}
+	if w.Kind == store.WriteAdjust && w.TTLExtendSeconds > 0 {
+		// An adjustment moves an existing TTL later (see lua/write.lua).
+		ttl, abs, rel = "e", itoa(w.TTLExtendSeconds), itoa(bucketmath.SatMul(w.TTLExtendSeconds, 1000))
 	}
 	args = append(args, kind, itoa(w.NowMs), ttl, abs, rel, itoa(w.Incarnation))
 	init := func(args []any, s *store.BucketState) []any {

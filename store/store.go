@@ -235,7 +235,8 @@ type LimitWrite struct {
 // they are computed from, or settle what a lease took from, one life of
 // the item, and must not touch an item deleted and created again since.
 //
-// The TTL mode applies to WriteCreate, WriteNormal and WriteSync. A failed
+// The TTL mode applies to WriteCreate, WriteNormal and WriteSync;
+// TTLExtendSeconds to WriteAdjust. A failed
 // condition writes nothing and returns an error matching
 // [ErrConditionFailed].
 type BucketWrite struct {
@@ -268,6 +269,15 @@ type BucketWrite struct {
 
 	TTL        TTLMode
 	TTLSeconds int64
+	// TTLExtendSeconds, for WriteAdjust, moves the item's TTL later by
+	// this many seconds when it is positive: a charge delays the time the
+	// balance is full again by its refill time, and the TTL must not fall
+	// before that time (a deleted item is created full again, forgiving
+	// the debt). An item without a TTL keeps none, except that a backend
+	// that cannot test for one in place (DynamoDB) may give it a TTL at
+	// least a century after NowMs. Adjustments summed into one write add
+	// their extensions.
+	TTLExtendSeconds int64
 
 	// Base, for WriteNormal, is the item the write was computed from, as
 	// the backend returned it: a backend refills its [Bucket.Private]

@@ -193,6 +193,14 @@ for _, x in ipairs(writes) do
         touch(it, l.name)
       end
     end
+    -- 'e': a charge delays the time the item is full again, and so its
+    -- expiry (recorded and real); an item without a TTL keeps none
+    if x.ttl == 'e' and it.h.ttl ~= '0' then
+      it.h.ttl = iadd(it.h.ttl, x.ttlabs)
+      touch(it)
+      local left = redis.call('PTTL', x.key)
+      if left > 0 then it.pexpire = iadd(tostring(left), x.ttlrel) end
+    end
   elseif k == 's' then
     for _, l in ipairs(x.limits) do
       if not it.l[l.name] then
