@@ -218,9 +218,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, cascade: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
 			commitModes(t, func(t *testing.T, mode []Option) {
-				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
 				entities := []string{"e"}

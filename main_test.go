@@ -2,10 +2,8 @@ package limiter
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,28 +26,7 @@ import (
 // every backend, Redis included, are in internal/crossbackend: this
 // package's tests import no Redis client.)
 func TestMain(m *testing.M) {
-	flag.Parse()
-	widenParallel()
 	os.Exit(checkRefusals(ddblocal.Main(m)))
-}
-
-// minParallel is how many parallel tests of this package run at once
-// unless -parallel says otherwise. They spend most of their time
-// waiting: for deadlines, for requests that a fault proxy holds or
-// delays, for contention backoffs and for DynamoDB Local's answers, so
-// -parallel's default (GOMAXPROCS, 2 on a small machine) would leave the
-// cores idle.
-const minParallel = 8
-
-// widenParallel raises -parallel to minParallel when it was not given.
-func widenParallel() {
-	given := false
-	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
-	if !given && runtime.GOMAXPROCS(0) < minParallel {
-		if err := flag.Set("test.parallel", strconv.Itoa(minParallel)); err != nil {
-			panic(err)
-		}
-	}
 }
 
 // checkRefusals returns code, or 1 when a refusal was built without an
