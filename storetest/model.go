@@ -136,6 +136,7 @@ func runModel(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	seeds, steps, long := modelSize(t)
 	for _, mode := range modelModes() {
 		t.Run(mode.String(), func(t *testing.T) {
+			t.Parallel()
 			repo := newRepo(t)
 			if _, ok := repo.(store.SpeculativeStore); mode.spec && !ok {
 				t.Skip("the repository is no store.SpeculativeStore: the speculative path is the slow one")

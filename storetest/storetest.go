@@ -68,15 +68,19 @@ type scenario struct {
 
 // Run runs the conformance suite. newRepo returns a new, empty repository
 // each time it is called (one per scenario and path, and one per mode of
-// the model test); it may register cleanups with t.
+// the model test); it may register cleanups with t. The scenarios and the
+// model's modes run in parallel (t.Parallel), each on its own repository:
+// on a networked backend they mostly wait for round trips.
 func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 	t.Helper()
 	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
 			for _, spec := range []bool{false, true} {
 				path := map[bool]string{false: "slow", true: "speculative"}[spec]
 				t.Run(path, func(t *testing.T) {
+					t.Parallel()
 					repo := newRepo(t)
 					if _, ok := repo.(store.SpeculativeStore); spec && !ok {
 						t.Skip("the repository is no store.SpeculativeStore: the speculative path is the slow one")
