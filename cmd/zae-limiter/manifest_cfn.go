@@ -19,6 +19,10 @@ import (
 func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 	out := provisioner.Limits{}
 	for _, l := range ls {
+		if l.IsInFlight() {
+			out[l.Name] = provisioner.Limit{Capacity: provisioner.Number(l.Capacity), InFlight: true}
+			continue
+		}
 		d := provisioner.Limit{
 			Capacity:     provisioner.Number(l.Capacity),
 			RefillAmount: provisioner.Number(l.RefillAmount),
@@ -27,7 +31,7 @@ func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 		if l.IsCalendar() {
 			d.Calendar, d.Timezone = l.Calendar.String(), l.LocationName()
 		}
-		d.Prepaid = l.IsPrepaid()
+		d.Prepaid = provisioner.Bool(l.IsPrepaid())
 		out[l.Name] = d
 	}
 	return out

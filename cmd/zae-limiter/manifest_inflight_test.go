@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/infra/provisioner"
 )
 
 // manifestInFlight declares 8 calls in flight per key and 32 per
@@ -33,6 +34,11 @@ func TestManifestInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.InFlight("calls", 32)}, m.entities[entityTarget{"org-1", "gpt-4o"}])
 	require.Equal(t, []limiter.Limit{limiter.InFlight("calls", 8), limiter.PerMinute("rpm", 500)}, m.entities[entityTarget{"key-1", "gpt-4o"}])
+	// The CloudFormation form carries the kind: Capacity alone would
+	// declare 8 a minute.
+	p := manifestProperties("t", m)
+	require.Equal(t, provisioner.Limit{Capacity: 8, InFlight: true}, p.Entities["key-1"].Resources["gpt-4o"].Limits["calls"])
+	require.Equal(t, provisioner.Limit{Capacity: 32, InFlight: true}, p.Entities["org-1"].Resources["gpt-4o"].Limits["calls"])
 	for _, bad := range []string{
 		"resources:\n  r:\n    limits:\n      calls: {inflight: 8, capacity: 8}\n",
 		"resources:\n  r:\n    limits:\n      calls: {inflight: 8, prepaid: true}\n",

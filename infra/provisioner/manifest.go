@@ -21,14 +21,33 @@ import (
 // each period, starting at 00:00 in Timezone (an IANA zone; empty is UTC),
 // without refill fields, or, with Prepaid, a prepaid balance whose
 // Capacity (optional: [store.DefaultPrepaidCapacity]) is the ceiling of its
-// top-ups, without refill or calendar fields.
+// top-ups, without refill or calendar fields, or, with InFlight, a limit
+// of Capacity calls in flight at once, with no other field.
 type Limit struct {
 	Capacity     Number `json:"Capacity"`
 	RefillAmount Number `json:"RefillAmount,omitempty"`
 	RefillPeriod Number `json:"RefillPeriod,omitempty"`
 	Calendar     string `json:"Calendar,omitempty"`
 	Timezone     string `json:"Timezone,omitempty"`
-	Prepaid      bool   `json:"Prepaid,omitempty"`
+	Prepaid      Bool   `json:"Prepaid,omitempty"`
+	InFlight     Bool   `json:"InFlight,omitempty"`
+}
+
+// Bool is a boolean given as a JSON boolean or as the string "true" or
+// "false" (CloudFormation passes every property value as a string).
+type Bool bool
+
+// UnmarshalJSON accepts true, false, "true" and "false".
+func (b *Bool) UnmarshalJSON(data []byte) error {
+	switch string(data) {
+	case "true", `"true"`:
+		*b = true
+	case "false", `"false"`, "null":
+		*b = false
+	default:
+		return fmt.Errorf("%s is not a boolean (true or false)", data)
+	}
+	return nil
 }
 
 // PrepaidLimit returns the validated prepaid limit name whose ceiling of
@@ -216,6 +235,23 @@ func toLimits(path string, ls Limits) ([]limiter.Limit, []string) {
 	var problems []string
 	for _, name := range slices.Sorted(maps.Keys(ls)) {
 		d := ls[name]
+		if d.InFlight {
+			if d.RefillAmount != 0 || d.RefillPeriod != 0 || d.Calendar != "" || d.Timezone != "" || d.Prepaid {
+				problems = append(problems, fmt.Sprintf("%s.%s: a limit of calls in flight takes no RefillAmount, RefillPeriod, Calendar, Timezone or Prepaid", path, name))
+				continue
+			}
+			if d.Capacity <= 0 {
+				problems = append(problems, fmt.Sprintf("%s.%s: Capacity must be a positive integer", path, name))
+				continue
+			}
+			l := limiter.InFlight(name, int64(d.Capacity))
+			if err := l.Validate(); err != nil {
+				problems = append(problems, fmt.Sprintf("%s.%s: %v", path, name, err))
+				continue
+			}
+			out = append(out, l)
+			continue
+		}
 		if d.Prepaid {
 			if d.RefillAmount != 0 || d.RefillPeriod != 0 || d.Calendar != "" || d.Timezone != "" {
 				problems = append(problems, fmt.Sprintf("%s.%s: a prepaid balance takes no RefillAmount, RefillPeriod, Calendar or Timezone", path, name))
