@@ -451,22 +451,13 @@ type ownRead struct {
 // balance's 0) and how long until more comes: until the period ends, or
 // BalanceRetryAfter for a balance.
 func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
-	until := BalanceRetryAfter
-	switch {
-	case l.IsInFlight():
-		until = slotWaitPoll
-	case !l.IsPrepaid():
-		until = untilMs(r.nextMs, nowMs)
-	}
-	s, ok := r.bucket.State(l.Name)
-	switch {
-	case ok:
+	k := kindOf(l)
+	until := k.retryAfter(l, r.nextMs, nowMs)
+	if s, ok := r.bucket.State(l.Name); ok {
 		s, _ = applyLimit(s, r.limit, nowMs)
 		return calculateAvailable(s, nowMs), until
-	case l.IsPrepaid():
-		return 0, until
 	}
-	return l.Capacity, until
+	return k.unwritten(l), until
 }
 
 // readLimitBuckets reads the bucket of (entityID, resource) and the period

@@ -207,12 +207,9 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		index[key] = len(items)
 		charged[i] = append(charged[i], len(items))
 		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: source}
-		if cal != nil && cal.IsCalendar() {
-			// A period's bucket expires; a prepaid balance never does.
-			g.expireAtMs = periodBucketExpiry(*cal, nextMs)
-		}
-		if cal != nil && cal.IsInFlight() {
-			g.expireAtMs = nextMs // a generation's bucket expires
+		if cal != nil {
+			// A period's or a generation's bucket expires; a balance never.
+			g.expireAtMs = kindOf(*cal).expireAt(*cal, nextMs)
 		}
 		items = append(items, &batchItem{
 			group:   g,

@@ -193,7 +193,7 @@ func (e *RateLimitExceededError) NeverFits() bool {
 		return true
 	}
 	for _, v := range e.Violations {
-		if v.Requested > v.Limit.Capacity || (v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() && !v.Limit.IsInFlight()) {
+		if v.Requested > v.Limit.Capacity || !kindOf(v.Limit).refills(v.Limit) {
 			return true
 		}
 	}

@@ -40,7 +40,7 @@ func (e *RateLimitExceededError) describe() string {
 			fmt.Fprintf(&b, "; the request can never fit: %d %s requested, capacity %d", v.Requested, v.LimitName, v.Limit.Capacity)
 			return b.String()
 		}
-		if v.Limit.RefillAmount <= 0 && !v.Limit.IsCalendar() && !v.Limit.IsInFlight() {
+		if !kindOf(v.Limit).refills(v.Limit) {
 			fmt.Fprintf(&b, "; the request can never fit: %s does not refill", v.LimitName)
 			return b.String()
 		}
@@ -104,57 +104,11 @@ func splitBucketResource(bucket string) (resource, tag string) {
 	return bucket[:i], bucket[strings.LastIndexByte(bucket, '.')+1:]
 }
 
-// ownBucketPhrase says which budget a calendar limit's refusal is about
-// ("the November 2026 budget", "the budget of 28 November 2026", "the
-// budget of the week of 23 November 2026", with the zone when not UTC),
-// or "the prepaid balance"; "" for a rolling limit. tag is the period tag
-// of the bucket that refused ("" when the status named no period bucket).
-func ownBucketPhrase(l Limit, tag string) string {
-	if l.IsInFlight() {
-		return ""
-	}
-	if l.IsPrepaid() || tag == "balance" {
-		return "the prepaid balance"
-	}
-	if tag == "" {
-		switch l.Calendar {
-		case CalendarDay:
-			return "the daily budget"
-		case CalendarWeek:
-			return "the weekly budget"
-		case CalendarMonth:
-			return "the monthly budget"
-		}
-		return ""
-	}
-	var what string
-	switch tag[0] {
-	case 'm':
-		t, err := time.Parse("2006-01", tag[1:])
-		if err != nil {
-			return ""
-		}
-		what = "the " + t.Format("January 2006") + " budget"
-	case 'd':
-		t, err := time.Parse("2006-01-02", tag[1:])
-		if err != nil {
-			return ""
-		}
-		what = "the budget of " + t.Format("2 January 2006")
-	case 'w':
-		t, err := time.Parse("2006-01-02", tag[1:])
-		if err != nil {
-			return ""
-		}
-		what = "the budget of the week of " + t.Format("2 January 2006")
-	default:
-		return ""
-	}
-	if zone := l.LocationName(); zone != "" {
-		what += " (" + zone + ")"
-	}
-	return what
-}
+// ownBucketPhrase says which budget a refusal of l is about, as l's kind
+// names it ("the November 2026 budget", "the prepaid balance"); "" for a
+// rolling or in-flight limit. tag is the period tag of the bucket that
+// refused ("" when the status named no period bucket).
+func ownBucketPhrase(l Limit, tag string) string { return kindOf(l).phrase(l, tag) }
 
 // joinAnd joins items as a list is written: "a", "a and b", "a, b and c".
 func joinAnd(items []string) string {

@@ -49,11 +49,6 @@ import (
 // process that died stay taken at most ([WithSlotTTL]).
 const DefaultSlotTTL = 30 * time.Second
 
-// slotWaitPoll is the RetryAfter of a refusal by an in-flight limit: a
-// slot comes back when a lease ends, which no one can predict, so Wait
-// polls.
-const slotWaitPoll = 20 * time.Millisecond
-
 // InFlight returns a limit of calls in flight: at most n slots held at
 // once per bucket, across every process, e.g. InFlight("calls", 8). A
 // lease takes consume[name] slots at its acquire (1 for one call) and
@@ -85,28 +80,6 @@ func (rl *RateLimiter) slotGenMs() int64 {
 		ttl = DefaultSlotTTL
 	}
 	return max(ttl.Milliseconds()/2, 1)
-}
-
-// slotBucketExpiry returns when the bucket of generation gen may be
-// deleted: one TTL after its generation ends, and 2 s more, since stores
-// keep TTLs in whole seconds.
-func slotBucketExpiry(gen, genMs int64) int64 { return (gen+3)*genMs + 2000 }
-
-// inFlightItems adds the buckets of in-flight limit l with amount v on
-// resource at nowMs: the generations g and g+1.
-func inFlightItems(l Limit, resource string, v, nowMs, genMs int64,
-	add func(resource string, limits []Limit, consume Consume, cal *Limit, nextMs int64) error) error {
-	g := bucketmath.FloorDiv(nowMs, genMs)
-	for _, gen := range []int64{g, g + 1} {
-		bucket, err := l.InFlightBucket(resource, gen)
-		if err != nil {
-			return err
-		}
-		if err := add(bucket, []Limit{l.InFlightBucketLimit()}, Consume{l.Name: v}, &l, slotBucketExpiry(gen, genMs)); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // slotGenOf returns the base resource and the generation of the bucket

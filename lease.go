@@ -242,16 +242,10 @@ func (ls *Lease) Statuses() []LeaseStatus {
 		out[i] = LeaseStatus{
 			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: e.limit,
 			Remaining: calculateAvailable(e.state, now),
-			Reset:     timeToFill(e.state, now),
-			Held:      bucketmath.FloorDiv(e.held(), 1000),
-		}
-		if e.limit.IsPrepaid() {
-			// A balance is never full again by itself: only top-ups fill it.
-			out[i].Reset = 0
-		}
-		if e.limit.IsCalendar() && out[i].Reset > 0 {
-			// A calendar budget is full again when the next period starts.
-			out[i].Reset = untilNextPeriod(e.limit, now)
+			// A balance is never full again by itself; a calendar budget
+			// is when the next period starts.
+			Reset: kindOf(e.limit).reset(e.limit, timeToFill(e.state, now), now),
+			Held:  bucketmath.FloorDiv(e.held(), 1000),
 		}
 	}
 	return out

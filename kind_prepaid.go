@@ -1,0 +1,50 @@
+// Layer 4, mechanics: prepaid limits. A prepaid limit's balance is the
+// ordinary bucket (E, R/L.balance), created empty, refilling one token a
+// century (store.Limit.PrepaidBucketLimit): only top-ups fill it, and it
+// never expires.
+
+package limiter
+
+import "time"
+
+// BalanceRetryAfter is the RetryAfter of a refusal by a prepaid balance
+// that cannot cover the amount: the balance does not refill, so no wait
+// is known to help (the refusal's NeverFits is true and [RateLimiter.Wait]
+// fails at once, and its message says to top up and gives no retry time);
+// a client that retries anyway waits this long. It is a back-off, not a
+// promise: an HTTP 429 built from the refusal says Retry-After: 3601; a
+// service that wants its caller to pay matches [ErrBalanceExhausted].
+const BalanceRetryAfter = time.Hour
+
+// prepaidKind is the kind of a prepaid limit.
+type prepaidKind struct{}
+
+func (k prepaidKind) items(l Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
+	bucket, bl, next, err := k.bucket(l, resource, now, genMs)
+	if err != nil {
+		return err
+	}
+	return add(bucket, []Limit{bl}, Consume{l.Name: v}, &l, next)
+}
+
+// bucket returns the balance's bucket, which is always the current one.
+func (prepaidKind) bucket(l Limit, resource string, _ time.Time, _ int64) (string, Limit, int64, error) {
+	bucket, err := l.PrepaidBucket(resource)
+	return bucket, l.PrepaidBucketLimit(), 0, err
+}
+
+// expireAt: a balance never expires.
+func (prepaidKind) expireAt(Limit, int64) int64 { return 0 }
+
+func (prepaidKind) retryAfter(Limit, int64, int64) time.Duration { return BalanceRetryAfter }
+
+// unwritten: a balance never topped up is empty.
+func (prepaidKind) unwritten(Limit) int64 { return 0 }
+
+// refills: only a top-up refills a balance.
+func (prepaidKind) refills(Limit) bool { return false }
+
+// reset: a balance is never full again by itself.
+func (prepaidKind) reset(Limit, time.Duration, int64) time.Duration { return 0 }
+
+func (prepaidKind) phrase(Limit, string) string { return "the prepaid balance" }

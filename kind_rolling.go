@@ -1,0 +1,41 @@
+// Layer 4, mechanics: rolling limits, the token buckets kept in the item
+// of their entity and resource (Capacity tokens, RefillAmount more every
+// RefillPeriod).
+
+package limiter
+
+import (
+	"errors"
+	"time"
+)
+
+// rollingKind is the kind of a rolling limit.
+type rollingKind struct{}
+
+// errNotOwnBucket is the error of asking a rolling limit for a bucket of
+// its own: it has none (a bug of the caller, never a user's).
+var errNotOwnBucket = errors.New("limiter: a rolling limit has no bucket of its own")
+
+func (rollingKind) items(Limit, string, int64, time.Time, int64, itemAdder) error {
+	return errNotOwnBucket
+}
+
+func (rollingKind) bucket(Limit, string, time.Time, int64) (string, Limit, int64, error) {
+	return "", Limit{}, 0, errNotOwnBucket
+}
+
+// expireAt: the item of (entity, resource) expires by the bucket TTL, not
+// by a period.
+func (rollingKind) expireAt(Limit, int64) int64 { return 0 }
+
+// retryAfter: a rolling refusal's wait comes from the bucket's refill
+// (see the refusal's statuses), not from a period.
+func (rollingKind) retryAfter(Limit, int64, int64) time.Duration { return 0 }
+
+func (rollingKind) unwritten(l Limit) int64 { return l.Capacity }
+
+func (rollingKind) refills(l Limit) bool { return l.RefillAmount > 0 }
+
+func (rollingKind) reset(_ Limit, fill time.Duration, _ int64) time.Duration { return fill }
+
+func (rollingKind) phrase(Limit, string) string { return "" }

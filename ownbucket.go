@@ -1,0 +1,102 @@
+// Layer 4, mechanics: limits kept in bucket items of their own (calendar
+// budgets, prepaid balances, calls in flight: see each kind's file for
+// the items it keeps). To every store those items are ordinary buckets.
+// An acquire that resolves such a limit becomes one atomic AcquireAll of
+// the rolling bucket and these buckets.
+
+package limiter
+
+import (
+	"errors"
+	"time"
+)
+
+// errOwnBucketPath tells acquire that the parent's limits hold a calendar
+// or prepaid limit: the acquire must be made on the batch path
+// (batchAcquire). Nothing it returns with stays taken.
+var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
+
+// hasOwnBucket reports whether limits hold a calendar or prepaid limit:
+// the one check the plain path makes.
+func hasOwnBucket(limits []Limit) bool {
+	for i := range limits {
+		if limits[i].OwnBucket() {
+			return true
+		}
+	}
+	return false
+}
+
+// rollingOnly returns limits without the calendar and prepaid limits (the
+// limits of the entity's own bucket): limits itself when there are none.
+func rollingOnly(limits []Limit) []Limit {
+	if !hasOwnBucket(limits) {
+		return limits
+	}
+	out := make([]Limit, 0, len(limits))
+	for _, l := range limits {
+		if !l.OwnBucket() {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// ownBucket returns the bucket resource and the bucket limit of own-bucket
+// limit l on resource at now, and when that bucket stops being the current
+// one (epoch ms; 0: never).
+func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket string, bl Limit, nextMs int64, err error) {
+	return kindOf(l).bucket(l, resource, now, genMs)
+}
+
+// ownBucketItems splits the limits of (entityID, resource) for planBatch:
+// add is called for the rolling limits (with the amounts of their names),
+// then for each calendar or prepaid limit with an amount in consume, on its
+// own bucket at now (cal is that limit). A limit without an amount is not
+// charged.
+func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time, genMs int64, add itemAdder) error {
+	rolling := rollingOnly(limits)
+	if len(rolling) > 0 {
+		c := make(Consume, len(rolling))
+		for _, l := range rolling {
+			if v, ok := consume[l.Name]; ok {
+				c[l.Name] = v
+			}
+		}
+		if err := add(resource, rolling, c, nil, 0); err != nil {
+			return err
+		}
+	}
+	for i := range limits {
+		l := limits[i]
+		if !l.OwnBucket() {
+			continue
+		}
+		v, ok := consume[l.Name]
+		if !ok {
+			continue
+		}
+		if err := kindOf(l).items(l, resource, v, now, genMs, add); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// calendarStatuses shows the statuses of an own bucket as its limit's:
+// Limit is the calendar, prepaid or in-flight limit, and a refusal for
+// want of tokens waits as the limit's kind says (until the next period
+// starts, [BalanceRetryAfter], a slot poll), not for the bucket's
+// negligible refill.
+func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
+	for i := range statuses {
+		st := &statuses[i]
+		if st.LimitName != cal.Name {
+			continue
+		}
+		st.Limit = *cal
+		if st.Exceeded && st.Requested > st.Available {
+			st.RetryAfter = kindOf(*cal).retryAfter(*cal, nextMs, nowMs)
+		}
+	}
+}
