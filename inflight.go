@@ -12,8 +12,9 @@
 // buckets, so a refusal of any of them takes nothing. The bucket of the
 // current generation thus counts every live lease exactly once, and its
 // condition (tokens never below zero) is the cap. A goroutine owned by the
-// lease renews the coverage in the second half of generation h by taking
-// the slot in h+1 (one conditional write per lease per E, all levels of
+// lease renews the coverage when generation h starts by taking the slot
+// in h+1, a whole E before h+1 starts, so a store slower than E/2 still
+// keeps the slot (one conditional write per lease per E, all levels of
 // its cascade in one batch); it stops when the lease ends, and every write
 // it makes is bounded by the store's timeout. Commit and Rollback (and so
 // Do's end, errors and panics included) stop it and give back the slots
@@ -149,8 +150,11 @@ func (rl *RateLimiter) keepSlots(lease *Lease, items []*batchItem) {
 	go k.run(ctx)
 }
 
-// run renews the coverage in the second half of each covered generation
-// until ctx is cancelled, the limiter closes or a renewal is refused.
+// run renews the coverage when the last covered generation starts, so
+// that the next one is written a whole generation before it starts (a
+// slow store has that long), until ctx is cancelled, the limiter closes
+// or a renewal is refused. A process that dies just after a renewal holds
+// its slots two generations more: one slot TTL.
 func (k *slotKeeper) run(ctx context.Context) {
 	defer close(k.done)
 	genMs := k.rl.slotGenMs()
@@ -158,7 +162,7 @@ func (k *slotKeeper) run(ctx context.Context) {
 		k.mu.Lock()
 		h := k.covered
 		k.mu.Unlock()
-		wait := time.Duration((h+1)*genMs-genMs/2-k.rl.nowMs()) * time.Millisecond
+		wait := time.Duration(h*genMs-k.rl.nowMs()) * time.Millisecond
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {
