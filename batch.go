@@ -462,11 +462,14 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 	return lease, statuses, nil
 }
 
-// batchAcquire is an acquire on the batch path, one atomic AcquireAll of
-// every bucket it charges: when its limits (the entity's or an ancestor's)
-// hold a calendar or prepaid limit, the rolling bucket and each charged
-// period or balance bucket; when its cascade charges more than the
-// parent, the bucket of every entity of the chain.
+// batchAcquire is an acquire on the batch path, an AcquireAll of every
+// bucket it charges, all or nothing: when its limits (the entity's or an
+// ancestor's) hold a calendar or prepaid limit, the rolling bucket and
+// each charged period or balance bucket; when its chain has entity-wide
+// limits, their buckets too; when its cascade charges more than the
+// parent, the bucket of every entity of the chain. A plan of one or two
+// items may take the pair path (see onPairPath), more are one atomic
+// step.
 func (rl *RateLimiter) batchAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o, true)
 	return lease, err

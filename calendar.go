@@ -5,8 +5,8 @@
 // (store.Limit.CalendarBucketLimit). A prepaid limit's balance is the
 // ordinary bucket (E, R/L.balance), created empty, with the same
 // negligible refill (store.Limit.PrepaidBucketLimit). An acquire that
-// resolves either becomes one atomic AcquireAll of the rolling bucket and
-// these buckets.
+// resolves either becomes an AcquireAll of the rolling bucket and these
+// buckets, all or nothing (batchAcquire).
 
 package limiter
 
