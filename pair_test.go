@@ -213,6 +213,7 @@ func TestPairConcurrentExact(t *testing.T) {
 		}
 		return err
 	})
+	t.Logf("%d of 48 calls admitted (the entity-wide bucket holds 15)", admitted)
 	require.LessOrEqual(t, admitted, int64(15), "more than the entity-wide budget")
 	require.Positive(t, admitted)
 	wide, err := rl1.Available(ctx, "e", AllResources)
