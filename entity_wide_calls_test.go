@@ -40,9 +40,14 @@ func TestCallCountsEntityWide(t *testing.T) {
 	check("config cache miss, new bucket", "BatchGetItem[6], UpdateItem!, BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
+	hits := cold.CacheStats(CacheConfigs).Hits
 	check("warm acquire without entity-wide limits", "UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
+	// Its config lookups: the system slot (for its on_unavailable), the
+	// entity's own slot (the first with limits), the two entity-wide
+	// slots.
+	require.Equal(t, int64(4), cold.CacheStats(CacheConfigs).Hits-hits, "config cache lookups of a warm acquire")
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 
 	// An entity-wide usd budget beside rpm and tpm per resource: two
