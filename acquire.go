@@ -209,7 +209,8 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	}
 	limits := o.capped(lv.res.limits)
 	if len(lv.wide.limits) > 0 {
-		// Entity-wide limits: every bucket of the plan in one atomic step.
+		// Entity-wide limits: every bucket of the plan, all or nothing
+		// (batchAcquire).
 		return rl.batchAcquire(ctx, entityID, resource, consume, o)
 	}
 	if len(limits) == 0 {

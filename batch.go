@@ -114,7 +114,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			decided = true
 			defer cancel()
 		}
-		if lease, statuses, err = rl.acquireAll(dctx, reqs, o); err == nil || errors.Is(err, ErrRateLimited) {
+		if lease, statuses, err = rl.acquireAll(dctx, reqs, o, false); err == nil || errors.Is(err, ErrRateLimited) {
 			if err == nil {
 				lease.stamp(start)
 			}
@@ -129,7 +129,11 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 
 // acquireAll plans the batch, tries the store's atomic speculative batch,
 // and falls back to reading and writing every item.
-func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o acquireOptions) (*Lease, [][]LimitStatus, error) {
+//
+// pair is set for an acquire of one request (batchAcquire): a plan of one
+// or two items may then take the pair path (speculativePair) instead of
+// the atomic batch.
+func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o acquireOptions, pair bool) (*Lease, [][]LimitStatus, error) {
 	items, charged, err := rl.planBatch(ctx, reqs, o)
 	if err != nil {
 		return nil, nil, err
@@ -149,7 +153,13 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		}
 		return out
 	}
-	if rl.store.batch != nil && rl.speculative {
+	if pair && rl.onPairPath(items) {
+		lease, statuses, decided, err := rl.speculativePair(ctx, items)
+		if decided || err != nil {
+			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
+			return lease, per(statuses), err
+		}
+	} else if rl.store.batch != nil && rl.speculative {
 		lease, statuses, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
 			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
@@ -354,16 +364,9 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 	if len(results) > 0 && results[0].Applied {
 		lease := &Lease{rl: rl}
 		for i, it := range items {
-			entries := specEntries(results[i], it.consume, it.group.limits)
+			var entries []*leaseEntry
+			entries, statuses[i] = appliedItem(results[i], it, now)
 			lease.entries = append(lease.entries, entries...)
-			for _, e := range entries {
-				before := e.state
-				before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
-				statuses[i] = append(statuses[i], LimitStatus{
-					EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
-					Available: calculateAvailable(before, now), Requested: e.consumed,
-				})
-			}
 		}
 		return lease, statuses, true, nil
 	}
@@ -387,6 +390,23 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 		return nil, nil, false, nil
 	}
 	return nil, statuses, true, newRateLimitExceededError(all)
+}
+
+// appliedItem returns the lease entries of item it, whose speculative
+// write res applied at now, and its statuses: Available is what the item
+// held before the write, refilled to now.
+func appliedItem(res store.SpeculativeResult, it *batchItem, now int64) ([]*leaseEntry, []LimitStatus) {
+	entries := specEntries(res, it.consume, it.group.limits)
+	var statuses []LimitStatus
+	for _, e := range entries {
+		before := e.state
+		before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
+		statuses = append(statuses, LimitStatus{
+			EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
+			Available: calculateAvailable(before, now), Requested: e.consumed,
+		})
+	}
+	return entries, statuses
 }
 
 // slowAll reads every item and its entity record in one round trip,
@@ -439,12 +459,15 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 	return lease, statuses, nil
 }
 
-// batchAcquire is an acquire on the batch path, one atomic AcquireAll of
-// every bucket it charges: when its limits (the entity's or an ancestor's)
-// hold a calendar or prepaid limit, the rolling bucket and each charged
-// period or balance bucket; when its cascade charges more than the
-// parent, the bucket of every entity of the chain.
+// batchAcquire is an acquire on the batch path, an AcquireAll of every
+// bucket it charges, all or nothing: when its limits (the entity's or an
+// ancestor's) hold a calendar or prepaid limit, the rolling bucket and
+// each charged period or balance bucket; when its chain has entity-wide
+// limits, their buckets too; when its cascade charges more than the
+// parent, the bucket of every entity of the chain. A plan of one or two
+// items may take the pair path (see onPairPath), more are one atomic
+// step.
 func (rl *RateLimiter) batchAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
-	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o)
+	lease, _, err := rl.acquireAll(ctx, []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}, o, true)
 	return lease, err
 }

@@ -138,7 +138,11 @@ func (c *configCache) resolveLevel(ctx context.Context, entityID, resource strin
 // resolveSlots is resolveLevel, or resolve when wide is false (the
 // entity-wide bucket's slots are then neither read nor resolved).
 func (c *configCache) resolveSlots(ctx context.Context, entityID, resource string, wide bool) (levelConfig, error) {
-	if lc, ok := c.resolveCached(entityID, resource, wide); ok {
+	if wide {
+		if lc, ok := c.resolveLevelCached(entityID, resource); ok {
+			return lc, nil
+		}
+	} else if lc, ok := c.resolveCached(entityID, resource); ok {
 		return lc, nil
 	}
 	var buf [6]store.ConfigKey
@@ -169,23 +173,19 @@ func levelFrom(keys []store.ConfigKey, values []store.Config, n int) levelConfig
 	return lc
 }
 
-// resolveCached is resolveSlots when every slot it needs is cached and
-// fresh: no allocation, one lock. ok is false when a load is needed.
-func (c *configCache) resolveCached(entityID, resource string, wide bool) (levelConfig, bool) {
+// resolveCached is resolve's resolveSlots when every slot it needs is
+// cached and fresh: no allocation, one lock. ok is false when a load is
+// needed.
+func (c *configCache) resolveCached(entityID, resource string) (levelConfig, bool) {
 	if c.ttl <= 0 {
 		return levelConfig{}, false
 	}
-	var own [4]store.ConfigKey
-	n := fillKeys(&own, entityID, resource)
-	var keys [6]store.ConfigKey
-	m := copy(keys[:], own[:n])
-	if wide && resource != AllResources {
-		keys[m], keys[m+1], m = store.EntityConfig(entityID, AllResources), store.ResourceConfig(AllResources), m+2
-	}
+	var keys [4]store.ConfigKey
+	n := fillKeys(&keys, entityID, resource)
 	now := c.now()
-	var values [6]store.Config
+	var values [4]store.Config
 	c.mu.Lock()
-	for i, k := range keys[:m] {
+	for i, k := range keys[:n] {
 		v, ok := c.entries.Get(k, now)
 		if !ok {
 			c.mu.Unlock()
@@ -194,8 +194,78 @@ func (c *configCache) resolveCached(entityID, resource string, wide bool) (level
 		values[i] = v
 	}
 	c.mu.Unlock()
-	c.count(int64(m), 0)
-	return levelFrom(keys[:m], values[:m], n), true
+	c.count(int64(n), 0)
+	return levelFrom(keys[:n], values[:n], n), true
+}
+
+// resolveLevelCached is resolveLevel's resolveSlots from the cache: the
+// slots are looked up in order of precedence, and each chain (the
+// resource's, then the entity-wide bucket's) stops at its first slot
+// with limits, as the slots after it cannot change what is resolved; the
+// system slot is looked up whatever the limits' level, for its
+// on_unavailable (so that an expired one is loaded again). A warm
+// acquire so looks up two slots for an entity's own limits, four for a
+// resource's defaults or the system's, then one or two for the
+// entity-wide bucket (one when the entity has its own). No allocation,
+// one lock; ok is false when a slot it reaches is missing or expired.
+func (c *configCache) resolveLevelCached(entityID, resource string) (levelConfig, bool) {
+	if c.ttl <= 0 {
+		return levelConfig{}, false
+	}
+	var own [4]store.ConfigKey
+	n := fillKeys(&own, entityID, resource)
+	wideKeys := [2]store.ConfigKey{store.EntityConfig(entityID, AllResources), store.ResourceConfig(AllResources)}
+	var lc levelConfig
+	now := c.now()
+	c.mu.Lock()
+	var looked, m int
+	var ok bool
+	chain := own[:n]
+	if sys := own[n-1]; sys.Level == store.LevelSystem {
+		// The system slot is looked up whatever the limits' level, for
+		// its on_unavailable (and so that an expired one is loaded
+		// again); its limits come last.
+		chain = own[:n-1]
+		var v store.Config
+		if v, ok = c.entries.Get(sys, now); ok {
+			lc.ou = v.OnUnavailable
+			looked++
+			lc.limits, lc.source, m, ok = c.firstCached(chain, now)
+			looked += m
+			if ok && lc.limits == nil && len(v.Limits) > 0 {
+				lc.limits, lc.source = v.Limits, SourceSystem
+			}
+		}
+	} else {
+		lc.limits, lc.source, looked, ok = c.firstCached(chain, now)
+	}
+	if ok && resource != AllResources {
+		lc.wide, lc.wideSource, m, ok = c.firstCached(wideKeys[:], now)
+		looked += m
+	}
+	c.mu.Unlock()
+	if !ok {
+		return levelConfig{}, false
+	}
+	c.count(int64(looked), 0)
+	return lc, true
+}
+
+// firstCached returns the limits of the first of keys whose cached slot
+// has limits, and its source (none: nil), and how many slots it looked
+// up; ok is false when it reached a slot missing from the cache. c.mu
+// must be held.
+func (c *configCache) firstCached(keys []store.ConfigKey, now time.Time) (limits []Limit, source ConfigSource, looked int, ok bool) {
+	for i, k := range keys {
+		v, found := c.entries.Get(k, now)
+		if !found {
+			return nil, "", i + 1, false
+		}
+		if len(v.Limits) > 0 {
+			return v.Limits, sourceOf(keys, i), i + 1, true
+		}
+	}
+	return nil, "", len(keys), true
 }
 
 // system returns the system slot.

@@ -249,3 +249,82 @@ func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 		require.EqualValues(t, 1, n, "loads = %d, want 1", n)
 	})
 }
+
+// TestConfigCacheLevelLookups: a warm resolveLevel (an acquire's) looks
+// up the system slot and the resource's slots up to the first with
+// limits, then the entity-wide bucket's up to the first with limits,
+// and resolves what the full resolution resolves; a slot past the first
+// with limits may expire without a load; an expired slot it reaches is
+// loaded again.
+func TestConfigCacheLevelLookups(t *testing.T) {
+	ctx := context.Background()
+	c, fcs, clock := newTestCache(time.Minute)
+	own := []Limit{PerMinute("rpm", 7)}
+	def := []Limit{PerMinute("rpm", 100)}
+	wide := []Limit{PerDay("usd", 1000)}
+	fcs.set(sysKey, store.Config{OnUnavailable: OnUnavailableAllow})
+	fcs.set(entityKey("own", "gpt"), store.Config{Limits: own})
+	fcs.set(resourceKey("gpt"), store.Config{Limits: def})
+	fcs.set(entityKey("wide", AllResources), store.Config{Limits: wide})
+	for _, tc := range []struct {
+		entity   string
+		lookups  int64
+		limits   []Limit
+		source   ConfigSource
+		wide     []Limit
+		wideFrom ConfigSource
+	}{
+		{"own", 4, own, SourceEntity, nil, ""},               // system, own; both entity-wide slots
+		{"other", 6, def, SourceResource, nil, ""},           // system, 3 slots; 2
+		{"wide", 5, def, SourceResource, wide, SourceEntity}, // system, 3 slots; 1
+	} {
+		cold, err := c.resolveLevel(ctx, tc.entity, "gpt") // loads what is missing
+		require.NoError(t, err)
+		before := c.stats().Hits
+		loads := fcs.loadCount()
+		warm, err := c.resolveLevel(ctx, tc.entity, "gpt")
+		require.NoError(t, err)
+		require.Equal(t, loads, fcs.loadCount(), "%s: a warm resolution loaded", tc.entity)
+		require.Equal(t, tc.lookups, c.stats().Hits-before, "%s: lookups", tc.entity)
+		require.Equal(t, cold, warm, tc.entity)
+		require.Equal(t, levelConfig{limits: tc.limits, source: tc.source, wide: tc.wide, wideSource: tc.wideFrom, ou: OnUnavailableAllow}, warm, tc.entity)
+	}
+	// Half a TTL on, the slots "own"'s warm resolution reaches are read
+	// again; at the TTL the two it does not reach expire, and it needs
+	// no load; at the next TTL those it reaches expire: one load.
+	c.invalidate()
+	_, err := c.resolveLevel(ctx, "own", "gpt")
+	require.NoError(t, err)
+	clock.advance(30 * time.Second)
+	for _, k := range []store.ConfigKey{sysKey, entityKey("own", "gpt"), entityKey("own", AllResources), resourceKey(AllResources)} {
+		c.evict(k)
+	}
+	_, err = c.resolveLevel(ctx, "own", "gpt")
+	require.NoError(t, err)
+	loads := fcs.loadCount()
+	clock.advance(30*time.Second + time.Nanosecond)
+	lc, err := c.resolveLevel(ctx, "own", "gpt")
+	require.NoError(t, err)
+	require.Equal(t, own, lc.limits)
+	require.Equal(t, loads, fcs.loadCount(), "a slot past the first with limits expired: loaded")
+	clock.advance(30 * time.Second)
+	lc, err = c.resolveLevel(ctx, "own", "gpt")
+	require.NoError(t, err)
+	require.Equal(t, own, lc.limits)
+	require.Equal(t, loads+1, fcs.loadCount(), "expired slots it reaches are loaded again")
+}
+
+// TestConfigCacheLevelNoAlloc: a warm resolveLevel allocates nothing.
+func TestConfigCacheLevelNoAlloc(t *testing.T) {
+	ctx := context.Background()
+	c, fcs, _ := newTestCache(time.Minute)
+	fcs.set(entityKey("e", "gpt"), store.Config{Limits: []Limit{PerMinute("rpm", 7)}})
+	_, err := c.resolveLevel(ctx, "e", "gpt")
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := c.resolveLevel(ctx, "e", "gpt"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	require.Zero(t, allocs)
+}

@@ -94,6 +94,15 @@ func TestCapacityUnits(t *testing.T) {
 		{"cascade read-then-write", "BatchGetItem:2 TransactWriteItems:4", func() {
 			mustCommit(t, mustAcquire(t, slow, "C", "api", Consume{"rpm": 1}, lim))
 		}},
+		// An entity-wide budget beside the resource's limits: two items,
+		// one conditional UpdateItem each (a transaction of the two costs
+		// twice their units on real DynamoDB).
+		{"entity-wide budget, speculative", "UpdateItem:2 UpdateItem:2", func() {
+			wide := WithEntityWideLimits(PerDay("usd", 1_000_000))
+			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 1, "usd": 1}, lim, wide))
+			env.rec.Reset()
+			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 1, "usd": 1}, lim, wide))
+		}},
 		{"available", "GetItem:0.5", func() {
 			_, err := spec.Available(ctx, "solo", "api", lim)
 			require.NoError(t, err)

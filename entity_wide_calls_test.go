@@ -10,7 +10,9 @@ import (
 // and without entity-wide limits on the speculative path: without them a
 // warm acquire is one UpdateItem, as ever, and a config cache miss one
 // BatchGetItem of the resource's and the entity-wide bucket's slots; with
-// them one atomic TransactWriteItems of every bucket of the plan.
+// them, two items (the resource's bucket and the entity-wide one) are two
+// conditional UpdateItems in parallel, one round trip, and three or more
+// one atomic TransactWriteItems of every bucket of the plan.
 func TestCallCountsEntityWide(t *testing.T) {
 	env := newTestEnv(t)
 	env.spec = true
@@ -22,6 +24,14 @@ func TestCallCountsEntityWide(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 100_000)}))
 	check := env.callChecker(t)
+	// checkSorted is check for calls made in parallel: their order is
+	// not fixed, so both lists are compared sorted.
+	checkSorted := func(name, want string, fn func()) {
+		t.Helper()
+		env.rec.Reset()
+		fn()
+		require.Equal(t, want, env.sortedCalls(), name)
+	}
 	// A limiter of its own, whose config cache SetLimits did not warm
 	// (SetLimits reads the limits in force before it stores): a miss
 	// reads the resource's four slots and the entity-wide bucket's two
@@ -30,37 +40,86 @@ func TestCallCountsEntityWide(t *testing.T) {
 	check("config cache miss, new bucket", "BatchGetItem[6], UpdateItem!, BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
+	hits := cold.CacheStats(CacheConfigs).Hits
 	check("warm acquire without entity-wide limits", "UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
+	// Its config lookups: the system slot (for its on_unavailable), the
+	// entity's own slot (the first with limits), the two entity-wide
+	// slots.
+	require.Equal(t, int64(4), cold.CacheStats(CacheConfigs).Hits-hits, "config cache lookups of a warm acquire")
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 
-	// An entity-wide usd budget beside rpm and tpm per resource.
+	// An entity-wide usd budget beside rpm and tpm per resource: two
+	// items, written at once by two conditional UpdateItems (listed here
+	// in sorted order: they run in parallel).
 	require.NoError(t, rl.SetLimits(ctx, "solo", AllResources, []Limit{PerDay("usd", 1_000_000)}))
-	// Cold: the entity-wide slot evicted by SetLimits is read (the
-	// other slots are cached); the batch's fast path reads the items it
-	// does not keep, finds the entity-wide bucket missing, and the
+	// Cold: the entity-wide slot evicted by SetLimits is read (the other
+	// slots are cached); the write to the resource's bucket applies, the
+	// entity-wide bucket is missing, so the first is given back and the
 	// read-then-write path reads both items and the entity's record and
 	// writes them in one transaction.
-	check("entity-wide budget, new bucket", "BatchGetItem[1], BatchGetItem[1], BatchGetItem[1], BatchGetItem[3], TransactWriteItems[2]", func() {
+	checkSorted("entity-wide budget, new bucket", "BatchGetItem[1], BatchGetItem[3], TransactWriteItems[2], UpdateItem, UpdateItem, UpdateItem!", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10, "usd": 100}))
 	})
-	// The first batch after the items were created reads the one its
-	// fast path does not keep yet; then one transaction.
-	for _, want := range []string{"BatchGetItem[1], TransactWriteItems[2]", "TransactWriteItems[2]", "TransactWriteItems[2]"} {
-		check("warm acquire with an entity-wide budget", want, func() {
+	for range 3 {
+		check("warm acquire with an entity-wide budget", "UpdateItem, UpdateItem", func() {
 			mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10, "usd": 100}))
 		})
 	}
 	// A call's own entity-wide limits, on another resource: the same
 	// entity-wide bucket, with the limits the call gives (api2's bucket
-	// is new).
-	for _, want := range []string{"BatchGetItem[1], BatchGetItem[1], BatchGetItem[3], TransactWriteItems[2]",
-		"BatchGetItem[1], TransactWriteItems[2]", "TransactWriteItems[2]"} {
-		check("acquire with WithEntityWideLimits", want, func() {
+	// is new: the entity-wide write is given back, then the
+	// read-then-write path).
+	checkSorted("acquire with WithEntityWideLimits, new bucket", "BatchGetItem[3], TransactWriteItems[2], UpdateItem, UpdateItem, UpdateItem!", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api2", Consume{"rpm": 1, "usd": 100}, WithLimits(PerMinute("rpm", 10)), WithEntityWideLimits(PerDay("usd", 1_000_000))))
+	})
+	for range 2 {
+		check("acquire with WithEntityWideLimits", "UpdateItem, UpdateItem", func() {
 			mustCommit(t, mustAcquire(t, rl, "solo", "api2", Consume{"rpm": 1, "usd": 100}, WithLimits(PerMinute("rpm", 10)), WithEntityWideLimits(PerDay("usd", 1_000_000))))
 		})
 	}
+
+	// The budgets of the issue on AllResources, each beside the
+	// resource's rpm: a calendar month (its period's bucket) and a
+	// prepaid balance (its balance's bucket) are items of their own, so
+	// two items again. A call that asks nothing of the budget charges the
+	// resource's bucket alone: one UpdateItem.
+	require.NoError(t, rl.SetLimits(ctx, "month", "api", []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.SetLimits(ctx, "month", AllResources, []Limit{PerCalendarMonth("usd", 1_000_000)}))
+	require.NoError(t, rl.SetLimits(ctx, "buyer", "api", []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.SetLimits(ctx, "buyer", AllResources, []Limit{Prepaid("usd")}))
+	_, err = rl.TopUp(ctx, "buyer", AllResources, "usd", 1_000_000, "t1")
+	require.NoError(t, err)
+	for _, id := range []string{"month", "buyer"} {
+		// The first acquire creates the resource's bucket; TopUp created
+		// the balance's, whose first speculative write reads it once
+		// (GetItem: the repository keeps no copy of it yet).
+		for range 2 {
+			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1, "usd": 100}))
+		}
+		check(id+" on AllResources, warm", "UpdateItem, UpdateItem", func() {
+			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1, "usd": 100}))
+		})
+		check(id+" on AllResources, no usd asked", "UpdateItem", func() {
+			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}))
+		})
+	}
+	// Limits on AllResources alone: the entity-wide bucket is the only
+	// item, one UpdateItem.
+	require.NoError(t, rl.SetLimits(ctx, "wideonly", AllResources, []Limit{PerMinute("rpm", 100)}))
+	mustCommit(t, mustAcquire(t, rl, "wideonly", "api", Consume{"rpm": 1}))
+	check("entity-wide limits alone, warm", "UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "wideonly", "api", Consume{"rpm": 1}))
+	})
+	// Three items (the resource's bucket, the entity-wide bucket and the
+	// month's): one transaction.
+	require.NoError(t, rl.SetLimits(ctx, "three", "api", []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.SetLimits(ctx, "three", AllResources, []Limit{PerMinute("rpm", 1000), PerCalendarMonth("usd", 1_000_000)}))
+	mustCommit(t, mustAcquire(t, rl, "three", "api", Consume{"rpm": 1, "usd": 100}))
+	check("three items, warm", "TransactWriteItems[3]", func() {
+		mustCommit(t, mustAcquire(t, rl, "three", "api", Consume{"rpm": 1, "usd": 100}))
+	})
 
 	// A key cascading to a project with an entity-wide budget: four items.
 	require.NoError(t, rl.SetLimits(ctx, "key", "api", []Limit{PerMinute("rpm", 100)}))

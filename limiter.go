@@ -74,6 +74,10 @@ type RateLimiter struct {
 	rules // the repository, the clock, the caches and settings of the rules
 
 	speculative bool
+	// pairWrites is set when an acquire of one or two bucket items is
+	// cheaper as one conditional write per item than as one atomic batch
+	// (DynamoDB; see onPairPath).
+	pairWrites  bool
 	slotTTL     time.Duration // of in-flight limits; 0 is DefaultSlotTTL
 	stats       specStats
 	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
@@ -249,6 +253,7 @@ func New(repo Repository, opts ...Option) *RateLimiter {
 	if rl.store.spec == nil {
 		rl.speculative = false
 	}
+	_, rl.pairWrites = repo.(*DynamoDBRepository)
 	if rl.obs.metrics != nil {
 		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
 	}

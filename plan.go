@@ -17,7 +17,7 @@ import (
 
 // errWidePath tells acquire that an ancestor of its chain has entity-wide
 // limits: the acquire must be made on the batch path (batchAcquire),
-// which charges every bucket of the plan in one atomic step. Nothing it
+// which charges every bucket of the plan, all or nothing. Nothing it
 // returns with stays taken.
 var errWidePath = errors.New("limiter: an entity of the cascade has entity-wide limits")
 

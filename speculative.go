@@ -288,23 +288,31 @@ func (rl *RateLimiter) undoApplied(ctx context.Context, a *specAcquire, child, p
 // consumeBoth writes the child's and the parent's speculative consumption
 // concurrently. On an error it gives back whichever write applied.
 func (rl *RateLimiter) consumeBoth(ctx context.Context, a *specAcquire, key, pkey store.BucketKey) (child, parent store.SpeculativeResult, err error) {
+	return rl.consumePair(ctx, a.request(key, a.child.limits), a.request(pkey, a.parent.limits))
+}
+
+// consumePair writes two speculative requests on two bucket items
+// concurrently, one round trip: a child's and its parent's, or an
+// (entity, resource) bucket and another item of the acquire's plan (see
+// speculativePair). On an error it gives back whichever write applied
+// (its request's amounts, capped at its limits' capacities).
+func (rl *RateLimiter) consumePair(ctx context.Context, req, req2 store.SpeculativeRequest) (res, res2 store.SpeculativeResult, err error) {
 	var wg sync.WaitGroup
-	var perr error
-	preq := a.request(pkey, a.parent.limits)
-	wg.Go(func() { parent, perr = rl.specConsume(ctx, preq) })
-	child, err = rl.specConsume(ctx, a.request(key, a.child.limits))
+	var err2 error
+	wg.Go(func() { res2, err2 = rl.specConsume(ctx, req2) })
+	res, err = rl.specConsume(ctx, req)
 	wg.Wait()
-	if err != nil || perr != nil {
+	if err != nil || err2 != nil {
 		var undo []error
-		if child.Applied {
-			undo = append(undo, rl.undo(ctx, child, a.consume, a.child.limits))
+		if res.Applied {
+			undo = append(undo, rl.undo(ctx, res, req.Consume, req.Limits))
 		}
-		if parent.Applied {
-			undo = append(undo, rl.undo(ctx, parent, a.consume, a.parent.limits))
+		if res2.Applied {
+			undo = append(undo, rl.undo(ctx, res2, req2.Consume, req2.Limits))
 		}
-		return child, parent, errors.Join(append([]error{err, perr}, undo...)...)
+		return res, res2, errors.Join(append([]error{err, err2}, undo...)...)
 	}
-	return child, parent, nil
+	return res, res2, nil
 }
 
 // childRefused handles a refused child write. It reports retried=true when a

@@ -31,8 +31,8 @@
 //     commit against their floors without it (hotContenders);
 //   - entity-wide, replay-wide (only when -only names them): Acquire +
 //     Commit of rpm and tpm on the resource and a usd budget on the
-//     entity's entity-wide bucket (one TransactWriteItems of the two
-//     items), against that transaction captured and replayed (wide.go).
+//     entity's entity-wide bucket (two UpdateItems in parallel, one per
+//     item), against those writes captured and replayed (wide.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
 // an entity each: no group commit, N independent items), except the hot
@@ -205,9 +205,9 @@ type bench struct {
 	// writes (child, parent) of worker w's cascade acquire.
 	replay []*dynamodb.UpdateItemInput
 	pair   [][2]*dynamodb.UpdateItemInput
-	// wide[w] is the transaction of worker w's entity-wide acquire
+	// wide[w] is the two writes of worker w's entity-wide acquire
 	// (captured only when -only names its contenders, see wide.go).
-	wide []*dynamodb.TransactWriteItemsInput
+	wide [][2]*dynamodb.UpdateItemInput
 }
 
 func entity(kind string, w int) string { return fmt.Sprintf("fb-%s-%d", kind, w) }
@@ -289,6 +289,19 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 // refills them (the limiter's read-then-write path does, once in about
 // 1000 writes); without this the replay would be refused after 1000
 // writes of an item.
+// replayPair sends the two captured writes p in parallel, each as a new
+// write (as the limiter's).
+func (b *bench) replayPair(ctx context.Context, p [2]*dynamodb.UpdateItemInput) error {
+	var wg sync.WaitGroup
+	var perr error
+	ddbschema.RenewWriteID(p[0].ExpressionAttributeValues)
+	ddbschema.RenewWriteID(p[1].ExpressionAttributeValues)
+	wg.Go(func() { _, perr = b.client.UpdateItem(ctx, p[1]) })
+	_, err := b.client.UpdateItem(ctx, p[0])
+	wg.Wait()
+	return errors.Join(err, perr)
+}
+
 func (b *bench) refillWCU(ctx context.Context, inputs ...*dynamodb.UpdateItemInput) error {
 	for _, in := range inputs {
 		_, err := b.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -345,14 +358,7 @@ func (b *bench) contenders() []contender {
 		{name: "acquire+adjust+commit", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return rl }, "adjust", true)},
 		{name: "acquire+adjust+commit/bg", floor: "replay", run: acquireCommit(func() *limiter.RateLimiter { return bg }, "adjust-bg", true), after: closeBG},
 		{name: "replay-pair", floor: "replay-pair", run: func(ctx context.Context, w int) error {
-			var wg sync.WaitGroup
-			var perr error
-			ddbschema.RenewWriteID(b.pair[w][0].ExpressionAttributeValues)
-			ddbschema.RenewWriteID(b.pair[w][1].ExpressionAttributeValues)
-			wg.Go(func() { _, perr = b.client.UpdateItem(ctx, b.pair[w][1]) })
-			_, err := b.client.UpdateItem(ctx, b.pair[w][0])
-			wg.Wait()
-			return errors.Join(err, perr)
+			return b.replayPair(ctx, b.pair[w])
 		}, before: func(ctx context.Context, workers int) error {
 			for _, p := range b.pair[:workers] {
 				if err := b.refillWCU(ctx, p[0], p[1]); err != nil {

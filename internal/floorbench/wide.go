@@ -3,20 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"sync/atomic"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // The entity-wide contenders: an acquire of rpm and tpm on the resource
 // and a usd budget on the entity's entity-wide bucket (AllResources),
-// one TransactWriteItems of the two items, against a replay of that
-// transaction. Both run only when -only names them.
+// two conditional UpdateItems of the two items sent in parallel, against
+// a replay of those two writes. Both run only when -only names them.
 
 const (
 	wideName   = "entity-wide"
@@ -29,15 +25,11 @@ var (
 	wideLimits  = limiter.WithEntityWideLimits(limiter.PerMinute("usd", wideBudget))
 )
 
-// wideTokens numbers the replayed transactions' idempotency tokens.
-var wideTokens atomic.Int64
-
 // wanted reports whether -only names a contender.
 func (b *bench) wanted(name string) bool { return b.cfg.only != nil && b.cfg.only[name] }
 
-// setupWide captures, for each worker, the transaction of a warm
-// entity-wide acquire (the third on its items: the first creates them,
-// the second reads the one its fast path does not keep).
+// setupWide captures, for each worker, the two writes of a warm
+// entity-wide acquire (the third on its items: the first creates them).
 func (b *bench) setupWide(ctx context.Context, rl *limiter.RateLimiter, cp *capture, workers int) error {
 	if !b.wanted(wideName) && !b.wanted(wideFloor) {
 		return nil
@@ -57,10 +49,10 @@ func (b *bench) setupWide(ctx context.Context, rl *limiter.RateLimiter, cp *capt
 			}
 		}
 		in, txs, err := cp.takeAll(func() error { return acquire(id) })
-		if err != nil || len(in) != 0 || len(txs) != 1 {
-			return fmt.Errorf("capture the transaction of %s: %d updates, %d transactions, %v", id, len(in), len(txs), err)
+		if err != nil || len(in) != 2 || len(txs) != 0 {
+			return fmt.Errorf("capture the writes of %s: %d updates, %d transactions, %v", id, len(in), len(txs), err)
 		}
-		b.wide = append(b.wide, txs[0])
+		b.wide = append(b.wide, [2]*dynamodb.UpdateItemInput{in[0], in[1]})
 	}
 	return nil
 }
@@ -72,25 +64,11 @@ func (b *bench) wideContenders(rl *limiter.RateLimiter) []contender {
 	}
 	return []contender{
 		{name: wideFloor, floor: wideFloor, run: func(ctx context.Context, w int) error {
-			in := b.wide[w]
-			for _, it := range in.TransactItems {
-				if it.Update != nil {
-					ddbschema.RenewWriteID(it.Update.ExpressionAttributeValues) // a new write, as the limiter's
-				}
-			}
-			in.ClientRequestToken = aws.String("floorbench-wide-" + strconv.FormatInt(wideTokens.Add(1), 10))
-			_, err := b.client.TransactWriteItems(ctx, in)
-			return err
+			return b.replayPair(ctx, b.wide[w])
 		}, before: func(ctx context.Context, workers int) error {
-			for _, in := range b.wide[:workers] {
-				for _, it := range in.TransactItems {
-					if it.Update == nil {
-						continue
-					}
-					u := &dynamodb.UpdateItemInput{TableName: it.Update.TableName, Key: it.Update.Key}
-					if err := b.refillWCU(ctx, u); err != nil {
-						return err
-					}
+			for _, p := range b.wide[:workers] {
+				if err := b.refillWCU(ctx, p[0], p[1]); err != nil {
+					return err
 				}
 			}
 			return nil

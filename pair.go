@@ -1,0 +1,163 @@
+// Layer 4, mechanics: the pair path. An acquire whose plan charges one or
+// two bucket items (an (entity, resource) bucket and the entity-wide
+// bucket, or a calendar period's or a prepaid balance's bucket) writes
+// each item with its own conditional write, both at once, instead of one
+// atomic batch, on a repository where that is cheaper (DynamoDB: two
+// parallel UpdateItems cost half the write units of a TransactWriteItems
+// of the same items, and less time). It has the cascade pair's semantics:
+// an acquire is admitted when both writes applied; when one is refused,
+// the other is given back before the acquire answers.
+
+package limiter
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+)
+
+// pairItems is the most bucket items an acquire's plan may charge on the
+// pair path; a plan of more is one atomic batch.
+const pairItems = 2
+
+// onPairPath reports whether an acquire whose plan charges items takes
+// the pair path: speculative writes are on, the repository's single-item
+// writes are cheaper than its atomic batch (pairWrites: on memory and
+// Redis a batch is one lock or one script already), the plan has at most
+// pairItems items, and none holds in-flight slots (the slot buckets of
+// two generations are charged in one atomic step with the rest).
+func (rl *RateLimiter) onPairPath(items []*batchItem) bool {
+	if !rl.pairWrites || !rl.speculative || len(items) == 0 || len(items) > pairItems {
+		return false
+	}
+	for _, it := range items {
+		if it.cal != nil && it.cal.IsInFlight() {
+			return false
+		}
+	}
+	return true
+}
+
+// speculativePair is the fast path of an acquire of items (see
+// onPairPath): one conditional write per item, in one round trip, with
+// the results of speculativeAll: decided is false when the read-then-write
+// batch must decide (an item is missing, expired or holds other limits,
+// or a refill would cover what is short). Nothing stays taken unless the
+// lease is returned.
+//
+// When one item refuses for want of tokens while the write to the other
+// applied (and was given back), the refusal may be owed to what
+// concurrent acquires held of the refusing item for a moment, each
+// refused in turn by the item this one held: as on the cascade's pair,
+// the acquire pauses briefly, reads the refusing item, and runs again
+// when it now covers the request (at most mixedRetries times).
+func (rl *RateLimiter) speculativePair(ctx context.Context, items []*batchItem) (*Lease, [][]LimitStatus, bool, error) {
+	for round := 0; ; round++ {
+		lease, statuses, decided, refused, err := rl.pairOnce(ctx, items)
+		if refused < 0 || round >= mixedRetries {
+			return lease, statuses, decided, err
+		}
+		if !rl.pairAgain(ctx, items[refused]) {
+			return lease, statuses, decided, err
+		}
+	}
+}
+
+// pairOnce is one round of speculativePair. refused is the index of the
+// item whose refusal decided a mixed outcome (the other item's write
+// applied and was given back), else -1.
+func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease *Lease, statuses [][]LimitStatus, decided bool, refused int, err error) {
+	now := rl.nowMs()
+	var reqs [pairItems]store.SpeculativeRequest
+	for i, it := range items {
+		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+	}
+	var results [pairItems]store.SpeculativeResult
+	if len(items) == 1 {
+		results[0], err = rl.specConsume(ctx, reqs[0])
+	} else {
+		results[0], results[1], err = rl.consumePair(ctx, reqs[0], reqs[1])
+	}
+	if err != nil {
+		return nil, nil, false, -1, err // consumePair gave back what applied
+	}
+	res := results[:len(items)]
+	statuses = make([][]LimitStatus, len(items))
+	applied := 0
+	for _, r := range res {
+		if r.Applied {
+			applied++
+		}
+	}
+	if applied == len(items) {
+		lease = &Lease{rl: rl}
+		for i, it := range items {
+			var entries []*leaseEntry
+			entries, statuses[i] = appliedItem(res[i], it, now)
+			lease.entries = append(lease.entries, entries...)
+		}
+		return lease, statuses, true, -1, nil
+	}
+	// A refusal: what applied is given back before anything is decided.
+	var undo []error
+	for i, r := range res {
+		if r.Applied {
+			undo = append(undo, rl.undo(ctx, r, items[i].consume, items[i].group.limits))
+		}
+	}
+	if err := errors.Join(undo...); err != nil {
+		return nil, nil, false, -1, err
+	}
+	// Decide from the refused items as they were, refilled to now, the
+	// way the read-then-write batch would; an applied item shows what it
+	// held before its write.
+	var all []LimitStatus
+	refused = -1
+	for i, it := range items {
+		if res[i].Applied {
+			_, statuses[i] = appliedItem(res[i], it, now)
+			all = append(all, statuses[i]...)
+			continue
+		}
+		switch res[i].Reason {
+		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+			return nil, nil, false, -1, nil
+		}
+		g := it.group
+		g.bucket = res[i].Bucket
+		_, st, ex := consumeGroup(g, g.resource, it.consume, now)
+		statuses[i] = st
+		all = append(all, st...)
+		if ex && refused < 0 {
+			refused = i
+		}
+	}
+	if refused < 0 {
+		return nil, nil, false, -1, nil
+	}
+	if applied == 0 {
+		refused = -1 // no write of this acquire held the refusing item's tokens from others
+	}
+	return nil, statuses, true, refused, newRateLimitExceededError(all)
+}
+
+// pairAgain decides whether an acquire refused by it after a mixed
+// outcome runs again: after a random pause of at most mixedPause, the
+// item is read, and it runs again when the item now covers its amounts.
+func (rl *RateLimiter) pairAgain(ctx context.Context, it *batchItem) bool {
+	t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return false
+	case <-t.C:
+	}
+	b, err := rl.store.getBucket(ctx, it.group.key())
+	if err != nil || b == nil {
+		return false
+	}
+	ok, _ := wouldRefillSatisfy(b.States, positive(it.consume), rl.nowMs())
+	return ok
+}
