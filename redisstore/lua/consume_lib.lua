@@ -24,7 +24,7 @@ local function count(s)
 end
 
 local function decimal(n)
-  if n == 4 then return '4' elseif n == 6 then return '6' elseif n == 2 then return '2' elseif n == 0 then return '0' end
+  if n == 4 then return '4' elseif n == 6 then return '6' elseif n == 8 then return '8' elseif n == 2 then return '2' elseif n == 0 then return '0' end
   return tostring(n)
 end
 
@@ -332,19 +332,24 @@ end
 -- check_small is check for the common request, on numbers, with no
 -- table when no refill is due: one or two resolved limits, each with a
 -- positive amount (the amounts in the limits' order, as the client sends
--- them), on an item of the header and exactly those limits, every value
+-- them), on an item of the header, exactly those limits and perhaps an
+-- incarnation (which a consume neither reads nor writes), every value
 -- in the exact range of numbers. It returns what check returns, or nil
 -- for any other request or item, or anything unusual (an expiry time, a
 -- limit missing or changed, a value out of range), which check then
 -- decides: both apply the same rules (store.RefillDue) and write the same
 -- values.
 local function check_small(argv, flat, now, li, nl, ci, nc)
-  if nc ~= nl or nl > 2 or #flat ~= 2 * nl + 2 then return nil end
-  local hi
-  for i = 1, #flat, 2 do
-    if flat[i] == 'h' then hi = i + 1 end
+  local n = #flat
+  if nc ~= nl or nl > 2 or n < 2 * nl + 2 or n > 2 * nl + 4 then return nil end
+  -- the header, and the incarnation (field i, which a consume neither
+  -- reads nor writes) when the item has one
+  local hi, inc
+  for i = 1, n, 2 do
+    local f = flat[i]
+    if f == 'h' then hi = i + 1 elseif f == 'i' then inc = true end
   end
-  if not hi then return nil end
+  if not hi or n ~= 2 * nl + (inc and 4 or 2) then return nil end
   local h = flat[hi]
   local bar = find(h, '|', 1, true)
   local sep2 = bar and find(h, '|', bar + 1, true)
