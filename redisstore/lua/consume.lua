@@ -23,17 +23,7 @@ if nk == 1 then -- the common case, without the tables of many
   else
     pre = '0\n' .. why .. '\n'
   end
-  -- The reply in one concatenation (one new string) for an item of one or
-  -- two limits (and an incarnation).
-  local n = #flat
-  if n == 4 then
-    return pre .. '4\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4]
-  elseif n == 6 then
-    return pre .. '6\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6]
-  elseif n == 8 then
-    return pre .. '8\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6] .. '\n' .. flat[7] .. '\n' .. flat[8]
-  end
-  return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
+  return item_lines(pre, flat)
 end
 local flats, checked, refused, argi = {}, {}, false, 1
 for r = 1, nk do

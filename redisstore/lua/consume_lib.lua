@@ -446,13 +446,28 @@ local function take(key, flat, wf, wv, wi, set, at)
   redis.call('HSET', key, wf, wv, unpack(set))
 end
 
+-- item_lines returns pre followed by the lines of item flat: the number
+-- of its lines (0 when missing), then its fields and values, one a line;
+-- for an item of one or two limits (and an incarnation) in one
+-- concatenation (one new string).
+local function item_lines(pre, flat)
+  local n = #flat
+  if n == 4 then
+    return pre .. '4\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4]
+  elseif n == 6 then
+    return pre .. '6\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6]
+  elseif n == 8 then
+    return pre .. '8\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6] .. '\n' .. flat[7] .. '\n' .. flat[8]
+  elseif n == 0 then
+    return pre .. '0'
+  end
+  return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
+end
+
 -- reply appends to out (lines, joined by newlines) the reply of one
--- request: "1" when it was applied, else "0"; the reason it could not take
--- its amounts ('' when it could); the number of lines of its item (0 when
--- missing); then the item's fields and values, one a line.
+-- request, as one element: "1" when it was applied, else "0"; the reason
+-- it could not take its amounts ('' when it could); then the item's lines
+-- (see item_lines).
 local function reply(out, applied, why, flat)
-  out[#out + 1] = applied and '1' or '0'
-  out[#out + 1] = why
-  out[#out + 1] = decimal(#flat)
-  for i = 1, #flat do out[#out + 1] = flat[i] end
+  out[#out + 1] = item_lines((applied and '1\n' or '0\n') .. why .. '\n', flat)
 end
