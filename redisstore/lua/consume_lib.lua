@@ -91,6 +91,23 @@ local function params_of(p)
   return x[1], x[2], x[3]
 end
 
+-- amounts_seen maps an amount as the client sends it (millitokens) to
+-- its number (false for one that is not exact, see num), as params_seen
+-- does parameters: requests repeat their amounts, so a request's amounts
+-- are looked up rather than parsed.
+local amounts_seen, amounts_count = {}, 0
+
+-- amount_of returns the number of amount s, nil when it is not exact.
+local function amount_of(s)
+  local x = amounts_seen[s]
+  if x == nil then
+    x = num(s) or false
+    if amounts_count >= 256 then amounts_seen, amounts_count = {}, 0 end
+    amounts_seen[s], amounts_count = x, amounts_count + 1
+  end
+  return x or nil
+end
+
 -- resolved_params returns the parameters ("cp|ra|rp") the request sends
 -- for limit field f (its resolved limits start after index li, nl of
 -- them); nil when f is not one of them.
@@ -359,13 +376,14 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   local sep3 = sep2 and find(h, '|', sep2 + 1, true)
   local sep4 = sep3 and find(h, '|', sep3 + 1, true)
   if not sep4 or sep4 == sep3 + 1 then return nil end
+  -- now on numbers, parsed once (at most 15 digits: exact)
+  local nown = num(now)
   if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
-    local ttl = sub(h, sep3 + 1, sep4 - 1)
-    if #ttl > 12 or #now > 15 then return nil end
-    local e, nw = tonumber(ttl), tonumber(now)
-    if not e or not nw or e * 1000 <= nw then return nil end
+    if sep4 - sep3 > 13 or #now > 15 then return nil end
+    local e = tonumber(sub(h, sep3 + 1, sep4 - 1))
+    if not e or not nown or e * 1000 <= nown then return nil end
   end
-  local rfn, nown = num(sub(h, 1, bar - 1)), num(now)
+  local rfn = num(sub(h, 1, bar - 1))
   if not (rfn and nown) then return nil end
   local after = nown > rfn
   -- limit j: field, index in flat, parameters, amount, balance, total,
@@ -376,7 +394,7 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   for j = 1, nl do
     local f, p = argv[li + 2 * j - 1], argv[li + 2 * j]
     if argv[ci + 2 * j - 1] ~= f then return nil end
-    local a = num(argv[ci + 2 * j])
+    local a = amount_of(argv[ci + 2 * j])
     if not a or a <= 0 then return nil end
     local i = field(flat, f)
     if not i then return nil end
