@@ -336,7 +336,7 @@ func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error
 	keys := make([]string, len(writes)+1)
 	args := make([]any, 1, 1+16*len(writes))
 	var id string
-	keys[len(writes)], id = s.keys.writeID(writes[0].Key.Resource)
+	keys[len(writes)], id = s.writeID(writes[0].Key.Resource)
 	args[0] = id
 	for i, w := range writes {
 		keys[i] = s.keys.bucket(w.Key)
@@ -462,7 +462,7 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		full[3+i] = &keys[i]
 	}
 	var id string
-	keys[len(reqs)], id = s.keys.writeID(reqs[0].Key.Resource)
+	keys[len(reqs)], id = s.writeID(reqs[0].Key.Resource)
 	full[3+len(reqs)] = &keys[len(reqs)]
 	full = append(full, id)
 	for _, r := range reqs {
@@ -478,7 +478,7 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 // with room for them).
 func (s *Store) loneArgs(key, wk, id *string, full []any, ints []int64, r store.SpeculativeRequest) []any {
 	*key = s.keys.bucket(r.Key)
-	*wk, *id = s.keys.writeID(r.Key.Resource)
+	*wk, *id = s.writeID(r.Key.Resource)
 	return s.appendRequest(append(full, nil, nil, 2, key, wk, id), ints, r)
 }
 

@@ -127,3 +127,84 @@ func TestCheckSmallAgreesWithCheck(t *testing.T) {
 	require.Greater(t, declined, 100)
 	require.Greater(t, refills, 100)
 }
+
+// TestCheckSmallWithIncarnation: an item that keeps an incarnation (field
+// i, which the limiter's writes give every item they create) is the
+// common item, and check_small decides it as check_any does: the same
+// reason and the same fields written, the incarnation never among them;
+// an item with another field besides, or with a limit the request does
+// not name, is declined.
+func TestCheckSmallWithIncarnation(t *testing.T) {
+	c := redisserver.Client(t)
+	ctx := context.Background()
+	src := luaSource("int", "expired", "bucket", "consume_lib") + checkSmallLua
+	rng := rand.New(rand.NewPCG(48, 8))
+	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
+	decided, declined, refills := 0, 0, 0
+	for n := range 1000 {
+		nl := 1 + rng.IntN(2)
+		names := []string{"l:rpm", "l:tpm"}[:nl]
+		rf := int64(1_767_225_600_000) + rng.Int64N(1<<30)
+		now := rf + pick(0, -3, 1, 7, 999, 60_000, 3_600_000)
+		ttl := "0"
+		if rng.IntN(4) == 0 {
+			ttl = strconv.FormatInt(now/1000+pick(-1, 0, 1, 100), 10)
+		}
+		flat := []string{"h", fmt.Sprintf("%d|1|0|%s|", rf, ttl), "i", strconv.FormatUint(rng.Uint64(), 10)}
+		argv := []string{strconv.FormatInt(now, 10), strconv.Itoa(nl)}
+		var amounts []string
+		for _, name := range names {
+			cp := pick(1000, 100_000, 2_000_000_000, 1<<30*1000)
+			ra := pick(cp, cp/2, 1, 1000)
+			rp := pick(60_000, 1000, 86_400_000)
+			tk := pick(cp, cp-1, cp-1000, cp/2, 0, -cp, rng.Int64N(cp+1))
+			tc := pick(0, 5_200_000, rng.Int64N(1<<40))
+			params := fmt.Sprintf("%d|%d|%d", cp, ra, rp)
+			flat = append(flat, name, fmt.Sprintf("%s|%d|%d", params, tk, tc))
+			argv = append(argv, name, params)
+			amounts = append(amounts, name, strconv.FormatInt(pick(1000, 500_000, 1, cp, cp+1, tk, tk+1), 10))
+		}
+		extra := rng.IntN(8)
+		switch extra {
+		case 0: // a limit the request does not name
+			flat = append(flat, "l:rpd", "1000|1000|86400000|1000|0")
+		case 1: // a field of a later version
+			flat = append(flat, "x", "1")
+		}
+		pairs := len(flat) / 2
+		for i := pairs - 1; i > 0; i-- {
+			j := rng.IntN(i + 1)
+			flat[2*i], flat[2*j] = flat[2*j], flat[2*i]
+			flat[2*i+1], flat[2*j+1] = flat[2*j+1], flat[2*i+1]
+		}
+		argv = append(argv, strconv.Itoa(nl))
+		argv = append(argv, amounts...)
+		args := []any{len(argv)}
+		for _, a := range argv {
+			args = append(args, a)
+		}
+		args = append(args, len(flat))
+		for _, f := range flat {
+			args = append(args, f)
+		}
+		got, err := c.Eval(ctx, src, nil, args...).Text()
+		require.NoError(t, err, "case %d", n)
+		small, general, ok := strings.Cut(got, " || ")
+		require.True(t, ok, got)
+		require.NotContains(t, general, " i=", "case %d: check_any writes the incarnation", n)
+		if small == "nil" {
+			declined++
+			continue
+		}
+		require.Greater(t, extra, 1, "case %d: check_small decided an item with another field: %q", n, flat)
+		decided++
+		require.Equal(t, general, small, "case %d: item %q, request %q", n, flat, argv)
+		if strings.Contains(small, " h=") {
+			refills++
+		}
+	}
+	t.Logf("check_small decided %d, declined %d; %d refills", decided, declined, refills)
+	require.Greater(t, decided, 400)
+	require.Greater(t, declined, 150)
+	require.Greater(t, refills, 50)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ type Store struct {
 	// limitArgs keeps the consume function's arguments of the limits used
 	// lately, one a slot (see limitArgsOf).
 	limitArgs [limitArgsSlots]atomic.Pointer[keptLimitArgs]
+	// writeIDKeys keeps the key of the write identifiers' hash of the
+	// resources used lately (see writeIDKeyOf).
+	writeIDKeys [writeIDKeySlots]atomic.Pointer[writeIDKey]
 
 	reloads atomic.Int64 // library loads and scripts sent again after NOSCRIPT
 	mode    atomic.Int32 // modeFunctions or modeScripts
@@ -173,23 +177,47 @@ func (k keyspace) admin(parts ...string) string {
 // bucket is the key of a bucket item. Its hash tag, {ns:resource}, puts the
 // items of a resource in one Cluster slot.
 func (k keyspace) bucket(key store.BucketKey) string {
-	return k.slot(key.Resource) + ":b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+	// spelled out (slot's keys), so that the key is one concatenation
+	if k.single {
+		return k.prefix + "{" + k.ns + "}:@" + key.Resource + ":b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
+	}
+	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
 // writeID returns a new write identifier (see lua/writeid.lua), a random
 // name drawn per call, and the key of the hash that keeps it, in the slot
 // of resource's bucket items: one hash per tenth of a second of the
 // client's clock, which a resent call names again (go-redis resends the
-// same arguments).
-func (k keyspace) writeID(resource string) (key, id string) {
-	// Both in one string (one allocation), cut in two.
-	var buf [32]byte
-	tail := strconv.AppendInt(buf[:0], time.Now().UnixMilli()/100, 36)
-	cut := len(tail)
-	tail = strconv.AppendUint(tail, rand.Uint64(), 36)
-	both := k.slot(resource) + ":w:" + string(tail)
-	n := len(both) - len(tail) + cut
-	return both[:n], both[n:]
+// same arguments). The key of a resource's current tenth of a second is
+// kept (see writeIDKeyOf), so that a call allocates only its identifier.
+func (s *Store) writeID(resource string) (key, id string) {
+	tick := time.Now().UnixMilli() / 100
+	var buf [16]byte
+	id = string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
+	return s.writeIDKeyOf(resource, tick), id
+}
+
+// writeIDKey is the key of the write identifiers' hash of a resource's
+// tenth of a second, in a slot of Store.writeIDKeys.
+type writeIDKey struct {
+	tick          int64
+	resource, key string
+}
+
+// writeIDKeySlots is the size of Store.writeIDKeys.
+const writeIDKeySlots = 64
+
+// writeIDKeyOf returns the key of the write identifiers' hash of resource
+// for tick (a tenth of a second), kept in resource's slot of
+// s.writeIDKeys (picked by a hash of its name) until the tick passes.
+func (s *Store) writeIDKeyOf(resource string, tick int64) string {
+	slot := &s.writeIDKeys[maphash.String(limitArgsSeed, resource)%writeIDKeySlots]
+	if e := slot.Load(); e != nil && e.tick == tick && e.resource == resource {
+		return e.key
+	}
+	key := s.keys.slot(resource) + ":w:" + strconv.FormatInt(tick, 36)
+	slot.Store(&writeIDKey{tick: tick, resource: resource, key: key})
+	return key
 }
 
 func (k keyspace) entity(id string) string        { return k.admin("e", id) }

@@ -24,7 +24,7 @@ local function count(s)
 end
 
 local function decimal(n)
-  if n == 4 then return '4' elseif n == 6 then return '6' elseif n == 2 then return '2' elseif n == 0 then return '0' end
+  if n == 4 then return '4' elseif n == 6 then return '6' elseif n == 8 then return '8' elseif n == 2 then return '2' elseif n == 0 then return '0' end
   return tostring(n)
 end
 
@@ -89,6 +89,23 @@ local function params_of(p)
     params_seen[p], params_count = x, params_count + 1
   end
   return x[1], x[2], x[3]
+end
+
+-- amounts_seen maps an amount as the client sends it (millitokens) to
+-- its number (false for one that is not exact, see num), as params_seen
+-- does parameters: requests repeat their amounts, so a request's amounts
+-- are looked up rather than parsed.
+local amounts_seen, amounts_count = {}, 0
+
+-- amount_of returns the number of amount s, nil when it is not exact.
+local function amount_of(s)
+  local x = amounts_seen[s]
+  if x == nil then
+    x = num(s) or false
+    if amounts_count >= 256 then amounts_seen, amounts_count = {}, 0 end
+    amounts_seen[s], amounts_count = x, amounts_count + 1
+  end
+  return x or nil
 end
 
 -- resolved_params returns the parameters ("cp|ra|rp") the request sends
@@ -332,19 +349,24 @@ end
 -- check_small is check for the common request, on numbers, with no
 -- table when no refill is due: one or two resolved limits, each with a
 -- positive amount (the amounts in the limits' order, as the client sends
--- them), on an item of the header and exactly those limits, every value
+-- them), on an item of the header, exactly those limits and perhaps an
+-- incarnation (which a consume neither reads nor writes), every value
 -- in the exact range of numbers. It returns what check returns, or nil
 -- for any other request or item, or anything unusual (an expiry time, a
 -- limit missing or changed, a value out of range), which check then
 -- decides: both apply the same rules (store.RefillDue) and write the same
 -- values.
 local function check_small(argv, flat, now, li, nl, ci, nc)
-  if nc ~= nl or nl > 2 or #flat ~= 2 * nl + 2 then return nil end
-  local hi
-  for i = 1, #flat, 2 do
-    if flat[i] == 'h' then hi = i + 1 end
+  local n = #flat
+  if nc ~= nl or nl > 2 or n < 2 * nl + 2 or n > 2 * nl + 4 then return nil end
+  -- the header, and the incarnation (field i, which a consume neither
+  -- reads nor writes) when the item has one
+  local hi, inc
+  for i = 1, n, 2 do
+    local f = flat[i]
+    if f == 'h' then hi = i + 1 elseif f == 'i' then inc = true end
   end
-  if not hi then return nil end
+  if not hi or n ~= 2 * nl + (inc and 4 or 2) then return nil end
   local h = flat[hi]
   local bar = find(h, '|', 1, true)
   local sep2 = bar and find(h, '|', bar + 1, true)
@@ -354,13 +376,14 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   local sep3 = sep2 and find(h, '|', sep2 + 1, true)
   local sep4 = sep3 and find(h, '|', sep3 + 1, true)
   if not sep4 or sep4 == sep3 + 1 then return nil end
+  -- now on numbers, parsed once (at most 15 digits: exact)
+  local nown = num(now)
   if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
-    local ttl = sub(h, sep3 + 1, sep4 - 1)
-    if #ttl > 12 or #now > 15 then return nil end
-    local e, nw = tonumber(ttl), tonumber(now)
-    if not e or not nw or e * 1000 <= nw then return nil end
+    if sep4 - sep3 > 13 or #now > 15 then return nil end
+    local e = tonumber(sub(h, sep3 + 1, sep4 - 1))
+    if not e or not nown or e * 1000 <= nown then return nil end
   end
-  local rfn, nown = num(sub(h, 1, bar - 1)), num(now)
+  local rfn = num(sub(h, 1, bar - 1))
   if not (rfn and nown) then return nil end
   local after = nown > rfn
   -- limit j: field, index in flat, parameters, amount, balance, total,
@@ -371,7 +394,7 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   for j = 1, nl do
     local f, p = argv[li + 2 * j - 1], argv[li + 2 * j]
     if argv[ci + 2 * j - 1] ~= f then return nil end
-    local a = num(argv[ci + 2 * j])
+    local a = amount_of(argv[ci + 2 * j])
     if not a or a <= 0 then return nil end
     local i = field(flat, f)
     if not i then return nil end
@@ -441,13 +464,28 @@ local function take(key, flat, wf, wv, wi, set, at)
   redis.call('HSET', key, wf, wv, unpack(set))
 end
 
+-- item_lines returns pre followed by the lines of item flat: the number
+-- of its lines (0 when missing), then its fields and values, one a line;
+-- for an item of one or two limits (and an incarnation) in one
+-- concatenation (one new string).
+local function item_lines(pre, flat)
+  local n = #flat
+  if n == 4 then
+    return pre .. '4\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4]
+  elseif n == 6 then
+    return pre .. '6\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6]
+  elseif n == 8 then
+    return pre .. '8\n' .. flat[1] .. '\n' .. flat[2] .. '\n' .. flat[3] .. '\n' .. flat[4] .. '\n' .. flat[5] .. '\n' .. flat[6] .. '\n' .. flat[7] .. '\n' .. flat[8]
+  elseif n == 0 then
+    return pre .. '0'
+  end
+  return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
+end
+
 -- reply appends to out (lines, joined by newlines) the reply of one
--- request: "1" when it was applied, else "0"; the reason it could not take
--- its amounts ('' when it could); the number of lines of its item (0 when
--- missing); then the item's fields and values, one a line.
+-- request, as one element: "1" when it was applied, else "0"; the reason
+-- it could not take its amounts ('' when it could); then the item's lines
+-- (see item_lines).
 local function reply(out, applied, why, flat)
-  out[#out + 1] = applied and '1' or '0'
-  out[#out + 1] = why
-  out[#out + 1] = decimal(#flat)
-  for i = 1, #flat do out[#out + 1] = flat[i] end
+  out[#out + 1] = item_lines((applied and '1\n' or '0\n') .. why .. '\n', flat)
 end

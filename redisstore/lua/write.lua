@@ -2,13 +2,11 @@
 -- of the call's write identifier (ARGV[1], see writeid.lua); the writes'
 -- arguments follow it. Every write's condition is
 -- checked before anything is written, so the writes apply all or none.
--- Returns {1} or {0, index of the failed write}; {1} at once for a call
--- resent after it applied.
+-- Returns {1} or {0, index of the failed write}; {1}, writing nothing, for
+-- a call resent after it applied.
 
 local nk, idk = #KEYS - 1, KEYS[#KEYS]
 local id = ARGV[1]
-local seen, fresh = write_id_seen(idk, id)
-if seen then return {1} end
 
 -- cursor over ARGV, after the write identifier
 local argi = 1
@@ -130,8 +128,13 @@ local function check(x)
 end
 
 for w, x in ipairs(writes) do
-  if not check(x) then return {0, w} end
+  if not check(x) then
+    if write_id_applied(idk, id) then return {1} end
+    return {0, w}
+  end
 end
+-- a call that applied before applies nothing again
+if write_id_claim(idk, id) then return {1} end
 
 -- from_init is limit l, absent from the item, created from its initial
 -- state less what the write consumes.
@@ -227,5 +230,4 @@ for _, x in ipairs(writes) do
   if it.pexpire then redis.call('PEXPIRE', x.key, it.pexpire) end
   if it.persist then redis.call('PERSIST', x.key) end
 end
-write_id_keep(idk, id, '1', fresh)
 return {1}

@@ -9,8 +9,15 @@
 -- of applying again.
 --
 -- An identifier costs a field of a hash, not a key of its own: no key to
--- create and no expiry per call, one read (HMGET, which also tells
--- whether the hash exists) and one HSET. The hash expires as a whole
+-- create and no expiry per call. A call that records '1' (a consume of
+-- all or none, a write) decides first and then records its identifier
+-- with one HSET, whose count of new fields tells both whether the
+-- identifier was there already (the call applied before: it applies
+-- nothing now) and whether the hash is new (its marker '#' is new too);
+-- a call that would not apply asks only whether its identifier is there
+-- (HEXISTS). A batch of requests, which records a flag per request, reads
+-- (HMGET, which also tells whether the hash exists) and then writes (one
+-- HSET). The hash expires as a whole
 -- WRITE_ID_TTL_MS after its first call, past the end of its tenth of a
 -- second: every identifier is kept at least 10 s, and a hash holds a tenth
 -- of a second of calls, so its expiry frees little at once.
@@ -36,4 +43,20 @@ local function write_id_keep(key, id, v, fresh)
   else
     redis.call('HSET', key, id, v)
   end
+end
+
+-- write_id_claim records in hash key that the call of identifier id
+-- applied ('1'), and reports whether it had applied before (the
+-- identifier was there: the call must not apply again). A new hash (its
+-- marker new too) gets its lifetime.
+local function write_id_claim(key, id)
+  local added = redis.call('HSET', key, id, '1', '#', '1')
+  if added == 2 then redis.call('PEXPIRE', key, WRITE_ID_TTL_MS) end
+  return added == 0
+end
+
+-- write_id_applied reports whether the call of identifier id applied
+-- before (for a call that would not apply now).
+local function write_id_applied(key, id)
+  return redis.call('HEXISTS', key, id) == 1
 end
