@@ -93,14 +93,19 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 }
 
 // firstLimits returns the limits of the first of values with a non-empty
-// limit list, and its source (none: nil).
-func firstLimits(keys []store.ConfigKey, values []store.Config) ([]Limit, ConfigSource) {
+// limit list, and its source (none: nil), and the switches that apply to
+// them on resource (switchesOf).
+func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, []limitSwitch) {
 	for i, v := range values {
 		if len(v.Limits) > 0 {
-			return v.Limits, sourceOf(keys, i)
+			var sw []limitSwitch
+			if len(v.Switches) > 0 {
+				sw = switchesOf(values, i, resource)
+			}
+			return v.Limits, sourceOf(keys, i), sw
 		}
 	}
-	return nil, ""
+	return nil, "", nil
 }
 
 // levelConfig is what the stored configs say of one entity for an acquire
@@ -110,8 +115,10 @@ func firstLimits(keys []store.ConfigKey, values []store.Config) ([]Limit, Config
 type levelConfig struct {
 	limits     []Limit
 	source     ConfigSource
+	switches   []limitSwitch
 	wide       []Limit
 	wideSource ConfigSource
+	wideSw     []limitSwitch
 	ou         OnUnavailable
 }
 
@@ -162,9 +169,9 @@ func levelFrom(keys []store.ConfigKey, values []store.Config, n int) levelConfig
 	if keys[n-1].Level == store.LevelSystem {
 		lc.ou = values[n-1].OnUnavailable
 	}
-	lc.limits, lc.source = firstLimits(keys[:n], values[:n])
+	lc.limits, lc.source, lc.switches = firstLimits(keys[:n], values[:n], keys[0].Resource)
 	if len(keys) > n {
-		lc.wide, lc.wideSource = firstLimits(keys[n:], values[n:])
+		lc.wide, lc.wideSource, lc.wideSw = firstLimits(keys[n:], values[n:], AllResources)
 	}
 	return lc
 }
