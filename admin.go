@@ -387,6 +387,11 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 			return err
 		}
 	}
+	if resource == DefaultResource {
+		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old.Limits); err != nil {
+			return err
+		}
+	}
 	effective, source, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
 	if errors.Is(err, ErrValidation) {
 		return nil
@@ -593,6 +598,36 @@ func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource strin
 		return nil
 	}
 	sys.Switches = sw
+	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	return nil
+}
+
+// recordDeletedEntityDefaults records, in the system config, the
+// definitions old of the deleted DefaultResource config of entityID, for
+// that entity alone (see carrySwitches).
+func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old []Limit) error {
+	key := store.SystemConfig()
+	sys, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	nowMs := rl.nowMs()
+	sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
+	added := 0
+	for _, l := range old {
+		if l.IsPrepaid() || l.IsInFlight() {
+			continue
+		}
+		sw = append(sw, store.LimitSwitch{Name: l.Name, Entity: entityID, From: l, AtMs: nowMs})
+		added++
+	}
+	if added == 0 {
+		return nil
+	}
+	sys.Switches = sw[max(0, len(sw)-maxSwitches):]
 	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
 		return err
 	}

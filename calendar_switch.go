@@ -174,11 +174,12 @@ func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string,
 //
 // DeleteResourceDefaults records its switches in the system config, for
 // the resource alone (the system defaults are what the resource's
-// entities inherit then). DeleteLimits of an entity's DefaultResource
-// config records none: the resources' defaults that apply after it start
-// as they start.
+// entities inherit then); DeleteLimits of an entity's DefaultResource
+// config records its limits there too, for the entity alone, whichever
+// defaults (a resource's or the system's) its resources inherit then.
 
-// maxSwitches and maxSwitchAge bound the switch records a config keeps.
+// maxSwitches and maxSwitchAge bound the switch records a config keeps
+// (the system config's, those of deleted DefaultResource configs too).
 const (
 	maxSwitches  = 32
 	maxSwitchAge = 62 * 24 * time.Hour
@@ -192,14 +193,15 @@ type limitSwitch struct {
 	atMs int64
 }
 
-// switchesOf returns the switch records of values[i] (the config the
-// limits of an acquire on resource come from) that apply to resource, an
-// inherited definition read from the first of the configs after it with
-// limits.
-func switchesOf(values []store.Config, i int, resource string) []limitSwitch {
+// switchesOf returns the switch records of values[i] (a config the
+// limits of an acquire of entityID on resource come from, or the system
+// config) that apply to resource and, when scope is "", to every entity
+// (else those of entity scope alone), an inherited definition read from
+// the first of the configs after it with limits.
+func switchesOf(values []store.Config, i int, resource, entityID, scope string) []limitSwitch {
 	var out []limitSwitch
 	for _, s := range values[i].Switches {
-		if s.Resource != "" && s.Resource != resource {
+		if (s.Resource != "" && s.Resource != resource) || s.Entity != scope || (scope != "" && scope != entityID) {
 			continue
 		}
 		from := s.From

@@ -94,16 +94,23 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 
 // firstLimits returns the limits of the first of values with a non-empty
 // limit list, and its source (none: nil), and the switches that apply to
-// them on resource (switchesOf).
+// them on resource (switchesOf): those of that config and, for defaults
+// of a resource or the system, those the system config holds for the
+// entity of keys[0].
 func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, []limitSwitch) {
 	for i, v := range values {
-		if len(v.Limits) > 0 {
-			var sw []limitSwitch
-			if len(v.Switches) > 0 {
-				sw = switchesOf(values, i, resource)
-			}
-			return v.Limits, sourceOf(keys, i), sw
+		if len(v.Limits) == 0 {
+			continue
 		}
+		var sw []limitSwitch
+		entityID := keys[0].EntityID
+		if len(v.Switches) > 0 {
+			sw = switchesOf(values, i, resource, entityID, "")
+		}
+		if last := len(keys) - 1; keys[i].Level != store.LevelEntity && keys[last].Level == store.LevelSystem && len(values[last].Switches) > 0 {
+			sw = append(sw, switchesOf(values, last, resource, entityID, entityID)...)
+		}
+		return v.Limits, sourceOf(keys, i), sw
 	}
 	return nil, "", nil
 }

@@ -458,7 +458,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 			w.Key, w.Incarnation = e.key, e.inc
 			lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 			if e.missingLimit {
-				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
+				full := g.initialState(e.key.Resource, e.limit, now)
 				lw.Initial = &full
 			}
 			w.Limits = append(w.Limits, lw)

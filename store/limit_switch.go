@@ -22,6 +22,11 @@ type LimitSwitch struct {
 	// holds the switches of a resource whose deleted defaults gave way to
 	// it.
 	Resource string
+	// Entity scopes the record to one entity ("" for every entity that
+	// inherits the config): a system config holds the switches of an
+	// entity whose deleted DefaultResource config gave way to the
+	// resources' defaults, whichever level they come from.
+	Entity string
 	// From is the definition in force until AtMs, unless Inherited.
 	From Limit
 	// Inherited means that the definition in force until AtMs was the
@@ -37,6 +42,7 @@ type LimitSwitch struct {
 type storedSwitch struct {
 	Name      string `json:"n"`
 	Resource  string `json:"r,omitempty"`
+	Entity    string `json:"e,omitempty"`
 	AtMs      int64  `json:"at"`
 	Inherited bool   `json:"inh,omitempty"`
 	Capacity  int64  `json:"cp,omitempty"`
@@ -57,7 +63,7 @@ func EncodeLimitSwitches(switches []LimitSwitch) (string, error) {
 	out := make([]storedSwitch, len(switches))
 	for i, s := range switches {
 		l := s.From
-		out[i] = storedSwitch{Name: s.Name, Resource: s.Resource, AtMs: s.AtMs, Inherited: s.Inherited,
+		out[i] = storedSwitch{Name: s.Name, Resource: s.Resource, Entity: s.Entity, AtMs: s.AtMs, Inherited: s.Inherited,
 			Capacity: l.Capacity, Refill: l.RefillAmount, PeriodNs: int64(l.RefillPeriod), Calendar: int8(l.Calendar),
 			TimeZone: l.LocationName(), Prepaid: l.Prepaid, InFlight: l.InFlight}
 	}
@@ -77,7 +83,7 @@ func DecodeLimitSwitches(raw string) ([]LimitSwitch, error) {
 	}
 	out := make([]LimitSwitch, len(in))
 	for i, s := range in {
-		out[i] = LimitSwitch{Name: s.Name, Resource: s.Resource, AtMs: s.AtMs, Inherited: s.Inherited}
+		out[i] = LimitSwitch{Name: s.Name, Resource: s.Resource, Entity: s.Entity, AtMs: s.AtMs, Inherited: s.Inherited}
 		if s.Inherited {
 			continue
 		}

@@ -19,12 +19,13 @@ func TestLimitSwitchCodec(t *testing.T) {
 		{Name: "usd", From: store.Limit{Name: "usd", Capacity: 1000, Calendar: store.CalendarDay, Location: ny}, AtMs: 1_796_000_000_000},
 		{Name: "usd", Resource: "gpt-4o", From: store.Limit{Name: "usd", Capacity: 1000, RefillAmount: 1000, RefillPeriod: 24 * time.Hour}, AtMs: 5},
 		{Name: "tpm", Inherited: true, AtMs: 7},
+		{Name: "usd", Entity: "key-1", From: store.Limit{Name: "usd", Capacity: 9, Calendar: store.CalendarMonth}, AtMs: 8},
 	}
 	raw, err := store.EncodeLimitSwitches(in)
 	require.NoError(t, err)
 	out, err := store.DecodeLimitSwitches(raw)
 	require.NoError(t, err)
-	require.Len(t, out, 3)
+	require.Len(t, out, 4)
 	require.Equal(t, "America/New_York", out[0].From.LocationName())
 	out[0].From.Location = ny
 	require.Equal(t, in, out)

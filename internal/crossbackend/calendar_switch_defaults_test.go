@@ -27,8 +27,10 @@ import (
 //   - system defaults: the zone change, as for a resource;
 //   - DeleteResourceDefaults giving way to system defaults in another
 //     zone: the day spent stays spent;
-//   - an entity's DefaultResource config: the zone change, and its first
-//     config set over a resource's PerDay default that was drained.
+//   - an entity's DefaultResource config: the zone change, its deletion
+//     giving way to a resource's default in another zone (for that entity
+//     alone), and its first config set over a resource's PerDay default
+//     that was drained.
 func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
@@ -58,6 +60,20 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					t.Helper()
 					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{l}))
 				}
+
+				t.Run("entity-default-deleted", func(t *testing.T) {
+					// First: no system defaults yet, whose switch to the
+					// resource's would carry g's spend too.
+					res := "entity-default-deleted"
+					resDefaults(t, res, day)
+					require.NoError(t, rl.SetLimits(ctx, "g", limiter.DefaultResource, []limiter.Limit{dayK}))
+					spend(t, "g", res, 1000) // Kiritimati's 29th
+					require.Equal(t, int64(1000), usd(t, "h", res), "h inherits the resource's day")
+					require.NoError(t, rl.DeleteLimits(ctx, "g", limiter.DefaultResource))
+					require.Equal(t, int64(0), usd(t, "g", res), "g's day spent in Kiritimati, under the resource's UTC day")
+					refused(t, "g", res, 1, "g's day spent in Kiritimati, under the resource's UTC day")
+					spend(t, "h", res, 1000) // another entity: nothing carried
+				})
 
 				t.Run("resource-zone", func(t *testing.T) {
 					defer clk.at("2026-11-28T12:00:00Z")
