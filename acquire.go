@@ -295,8 +295,9 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 		if err != nil {
 			return nil, err
 		}
+		sw := lc.switches.list()
 		for _, l := range missing {
-			left, ok, err := rl.switchedStart(ctx, entityID, resource, l, lc.switches, now)
+			left, ok, err := rl.switchedStart(ctx, entityID, resource, l, sw, now)
 			if err != nil {
 				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 			}

@@ -193,43 +193,44 @@ type limitSwitch struct {
 	atMs int64
 }
 
-// switchesOf returns the switch records of values[i] (a config the
-// limits of an acquire of entityID on resource come from, or the system
-// config) that apply to resource and, when scope is "", to every entity
-// (else those of entity scope alone), an inherited definition read from
-// the first of the configs after it with limits.
-func switchesOf(values []store.Config, i int, resource, entityID, scope string) []limitSwitch {
-	var out []limitSwitch
-	for _, s := range values[i].Switches {
-		if (s.Resource != "" && s.Resource != resource) || s.Entity != scope || (scope != "" && scope != entityID) {
-			continue
-		}
-		from := s.From
-		if s.Inherited {
-			var ok bool
-			if from, ok = inheritedLimit(values[i+1:], s.Name); !ok {
-				continue
-			}
-		}
-		out = append(out, limitSwitch{name: s.Name, from: from, atMs: s.AtMs})
-	}
-	return out
+// switchSet is what an acquire of entityID on resource needs to find the
+// switch records that apply to its limits, as the resolution found them
+// (no copy, no allocation): own, the records of the config the limits
+// come from, inherited the limits of the first config after it (an
+// inherited definition's), and sys the system config's records (of
+// which those of entityID's scope apply).
+type switchSet struct {
+	own                []store.LimitSwitch
+	inherited          []Limit
+	sys                []store.LimitSwitch
+	entityID, resource string
 }
 
-// inheritedLimit returns the limit named name of the first of values with
-// limits.
-func inheritedLimit(values []store.Config, name string) (Limit, bool) {
-	for _, v := range values {
-		if len(v.Limits) == 0 {
+// list returns the switches that apply: own's for resource or every
+// resource and every entity, then sys's of entityID's scope.
+func (s switchSet) list() []limitSwitch {
+	var out []limitSwitch
+	for _, r := range s.own {
+		if (r.Resource != "" && r.Resource != s.resource) || r.Entity != "" {
 			continue
 		}
-		i := slices.IndexFunc(v.Limits, func(l Limit) bool { return l.Name == name })
-		if i < 0 {
-			return Limit{}, false
+		from := r.From
+		if r.Inherited {
+			i := slices.IndexFunc(s.inherited, func(l Limit) bool { return l.Name == r.Name })
+			if i < 0 {
+				continue
+			}
+			from = s.inherited[i]
 		}
-		return v.Limits[i], true
+		out = append(out, limitSwitch{name: r.Name, from: from, atMs: r.AtMs})
 	}
-	return Limit{}, false
+	for _, r := range s.sys {
+		if r.Entity == "" || r.Entity != s.entityID || (r.Resource != "" && r.Resource != s.resource) || r.Inherited {
+			continue
+		}
+		out = append(out, limitSwitch{name: r.Name, from: r.From, atMs: r.AtMs})
+	}
+	return out
 }
 
 // recordSwitches returns the switch records of a config of defaults whose
@@ -273,9 +274,10 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 // base is the resource the limits are defined on, and cal the calendar
 // limit whose period bucket g is (nil for the entity's bucket).
 func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base string, cal *Limit, nowMs int64) error {
-	if len(g.switches) == 0 {
+	if g.switches.own == nil && g.switches.sys == nil {
 		return nil
 	}
+	var sw []limitSwitch
 	for _, l := range g.limits {
 		if _, ok := g.bucket.State(l.Name); ok {
 			continue
@@ -287,7 +289,12 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 		if def.IsPrepaid() || def.IsInFlight() {
 			continue
 		}
-		left, ok, err := rl.switchedStart(ctx, g.entityID, base, def, g.switches, nowMs)
+		if sw == nil {
+			if sw = g.switches.list(); len(sw) == 0 {
+				return nil
+			}
+		}
+		left, ok, err := rl.switchedStart(ctx, g.entityID, base, def, sw, nowMs)
 		if err != nil {
 			return fmt.Errorf("carry the spend of %s: %w", def.Name, err)
 		}

@@ -93,26 +93,34 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 }
 
 // firstLimits returns the limits of the first of values with a non-empty
-// limit list, and its source (none: nil), and the switches that apply to
-// them on resource (switchesOf): those of that config and, for defaults
-// of a resource or the system, those the system config holds for the
-// entity of keys[0].
-func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, []limitSwitch) {
+// limit list, and its source (none: nil), and the switch records that may
+// apply to them on resource (see switchSet): those of that config and,
+// for defaults of a resource or the system, the system config's. It does
+// not allocate.
+func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, switchSet) {
 	for i, v := range values {
 		if len(v.Limits) == 0 {
 			continue
 		}
-		var sw []limitSwitch
-		entityID := keys[0].EntityID
+		var sw switchSet
 		if len(v.Switches) > 0 {
-			sw = switchesOf(values, i, resource, entityID, "")
+			sw.own = v.Switches
+			for _, after := range values[i+1:] {
+				if len(after.Limits) > 0 {
+					sw.inherited = after.Limits
+					break
+				}
+			}
 		}
-		if last := len(keys) - 1; keys[i].Level != store.LevelEntity && keys[last].Level == store.LevelSystem && len(values[last].Switches) > 0 {
-			sw = append(sw, switchesOf(values, last, resource, entityID, entityID)...)
+		if last := len(keys) - 1; keys[i].Level != store.LevelEntity && keys[last].Level == store.LevelSystem {
+			sw.sys = values[last].Switches
+		}
+		if sw.own != nil || sw.sys != nil {
+			sw.entityID, sw.resource = keys[0].EntityID, resource
 		}
 		return v.Limits, sourceOf(keys, i), sw
 	}
-	return nil, "", nil
+	return nil, "", switchSet{}
 }
 
 // levelConfig is what the stored configs say of one entity for an acquire
@@ -122,10 +130,10 @@ func firstLimits(keys []store.ConfigKey, values []store.Config, resource string)
 type levelConfig struct {
 	limits     []Limit
 	source     ConfigSource
-	switches   []limitSwitch
+	switches   switchSet
 	wide       []Limit
 	wideSource ConfigSource
-	wideSw     []limitSwitch
+	wideSw     switchSet
 	ou         OnUnavailable
 }
 

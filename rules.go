@@ -416,7 +416,7 @@ type resolved struct {
 	source ConfigSource
 	// switches are the changes of kind, period or zone of limits
 	// inherited from defaults (see carrySwitches); nil for most.
-	switches []limitSwitch
+	switches switchSet
 }
 
 // has reports whether a limit named name applies.

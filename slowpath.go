@@ -37,7 +37,7 @@ type entityGroup struct {
 	// (resolved.switches), and startMilli, set by carrySwitches, the
 	// balance a limit missing from the bucket starts with when it is
 	// lower than its capacity (what a switch carried).
-	switches   []limitSwitch
+	switches   switchSet
 	startMilli map[string]int64
 }
 
