@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // Acquire takes consume from the (entityID, resource) bucket — and from the
@@ -219,7 +220,7 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 		}
 		return nil, noLimitsError(entityID, resource)
 	}
-	child := resolved{limits: limits, source: lv.res.source}
+	child := resolved{limits: limits, source: lv.res.source, switches: lv.res.switches}
 	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
 		return nil, err
 	}
@@ -271,9 +272,13 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
 	out := make(map[string]int64, len(limits))
+	var missing []Limit
 	for _, l := range limits {
 		if l.OwnBucket() {
 			out[l.Name], _ = own[l.Name].left(l, now)
+			if _, ok := own[l.Name].bucket.State(l.Name); !ok && l.IsCalendar() {
+				missing = append(missing, l)
+			}
 			continue
 		}
 		if s, ok := b.State(l.Name); ok {
@@ -281,6 +286,25 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 			out[l.Name] = calculateAvailable(s, now)
 		} else {
 			out[l.Name] = l.Capacity
+			missing = append(missing, l)
+		}
+	}
+	if len(missing) > 0 && !o.override {
+		// A bucket the next acquire creates may start lower after a
+		// switch of the defaults (carrySwitches).
+		lc, err := rl.configs.resolveSlots(ctx, entityID, resource, false)
+		if err != nil {
+			return nil, err
+		}
+		sw := lc.switches.list()
+		for _, l := range missing {
+			left, ok, err := rl.switchedStart(ctx, entityID, resource, l, sw, now)
+			if err != nil {
+				return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
+			}
+			if ok {
+				out[l.Name] = min(out[l.Name], bucketmath.FloorDiv(left, 1000))
+			}
 		}
 	}
 	return out, nil

@@ -304,7 +304,17 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 		return err
 	}
 	key := store.EntityConfig(entityID, resource)
-	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
+	c := store.Config{Limits: slices.Clone(limits)}
+	if resource == DefaultResource {
+		// Its resources' buckets switch at their next acquire: see
+		// carrySwitches.
+		old, _, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return err
+		}
+		c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, len(old.Limits) == 0, "", rl.nowMs())
+	}
+	if err := rl.repo.PutConfig(ctx, key, c); err != nil {
 		return err
 	}
 	rl.configChanged(key)
@@ -377,6 +387,11 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 			return err
 		}
 	}
+	if resource == DefaultResource {
+		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old.Limits); err != nil {
+			return err
+		}
+	}
 	effective, source, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
 	if errors.Is(err, ErrValidation) {
 		return nil
@@ -425,7 +440,21 @@ func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string,
 		return err
 	}
 	key := store.ResourceConfig(resource)
-	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits)}); err != nil {
+	old, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	inherited := old.Limits
+	if len(inherited) == 0 {
+		sys, _, err := rl.repo.GetConfig(ctx, store.SystemConfig())
+		if err != nil {
+			return err
+		}
+		inherited = sys.Limits
+	}
+	c := store.Config{Limits: slices.Clone(limits)}
+	c.Switches, _ = recordSwitches(old.Switches, inherited, limits, false, "", rl.nowMs())
+	if err := rl.repo.PutConfig(ctx, key, c); err != nil {
 		return err
 	}
 	rl.configChanged(key)
@@ -460,10 +489,17 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 		return err
 	}
 	key := store.ResourceConfig(resource)
+	old, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
 	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
 		return err
 	}
 	rl.configChanged(key)
+	if err := rl.recordDeletedDefaults(ctx, resource, old.Limits); err != nil {
+		return err
+	}
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
 }
 
@@ -486,7 +522,13 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
 	key := store.SystemConfig()
-	if err := rl.repo.PutConfig(ctx, key, store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}); err != nil {
+	old, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
+	c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
+	if err := rl.repo.PutConfig(ctx, key, c); err != nil {
 		return err
 	}
 	rl.configChanged(key)
@@ -537,6 +579,60 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 		ou = string(old.OnUnavailable)
 	}
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
+}
+
+// recordDeletedDefaults records, in the system config, the switches of the
+// deleted defaults old of resource to the system defaults its entities
+// inherit now (see carrySwitches).
+func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource string, old []Limit) error {
+	if len(old) == 0 {
+		return nil
+	}
+	key := store.SystemConfig()
+	sys, ok, err := rl.repo.GetConfig(ctx, key)
+	if err != nil || !ok || len(sys.Limits) == 0 {
+		return err
+	}
+	sw, added := recordSwitches(sys.Switches, old, sys.Limits, false, resource, rl.nowMs())
+	if added == 0 {
+		return nil
+	}
+	sys.Switches = sw
+	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	return nil
+}
+
+// recordDeletedEntityDefaults records, in the system config, the
+// definitions old of the deleted DefaultResource config of entityID, for
+// that entity alone (see carrySwitches).
+func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old []Limit) error {
+	key := store.SystemConfig()
+	sys, _, err := rl.repo.GetConfig(ctx, key)
+	if err != nil {
+		return err
+	}
+	nowMs := rl.nowMs()
+	sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
+	added := 0
+	for _, l := range old {
+		if l.IsPrepaid() || l.IsInFlight() {
+			continue
+		}
+		sw = append(sw, store.LimitSwitch{Name: l.Name, Entity: entityID, From: l, AtMs: nowMs})
+		added++
+	}
+	if added == 0 {
+		return nil
+	}
+	sys.Switches = sw[max(0, len(sw)-maxSwitches):]
+	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
+		return err
+	}
+	rl.configChanged(key)
+	return nil
 }
 
 // configChanged makes a config change through this limiter effective for

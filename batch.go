@@ -45,6 +45,10 @@ type batchItem struct {
 	// nextMs the start of the next period (0 for a balance).
 	cal    *Limit
 	nextMs int64
+	// base is the resource the item's limit is defined on (the resource
+	// of the request, or AllResources): its own bucket's resource for a
+	// rolling limit, not for a calendar one.
+	base string
 }
 
 // AcquireAll takes every request's amounts, or none: either every request
@@ -194,7 +198,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	var items []*batchItem
 	index := map[store.BucketKey]int{}
 	charged := make([][]int, len(reqs))
-	add := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume, cal *Limit, nextMs int64) error {
+	add := func(i int, entityID, resource string, limits []Limit, rs resolved, base string, consume Consume, cal *Limit, nextMs int64) error {
 		key := store.BucketKey{EntityID: entityID, Resource: resource}
 		if n, ok := index[key]; ok {
 			it := items[n]
@@ -216,7 +220,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		}
 		index[key] = len(items)
 		charged[i] = append(charged[i], len(items))
-		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: source}
+		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: rs.source, switches: rs.switches}
 		if cal != nil {
 			// A period's or a generation's bucket expires; a balance never.
 			g.expireAtMs = kindOf(*cal).expireAt(*cal, nextMs)
@@ -226,19 +230,20 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 			consume: namedIn(consume, limits),
 			cal:     cal,
 			nextMs:  nextMs,
+			base:    base,
 		})
 		return nil
 	}
 	// addAll adds the items of one entity's limits: one bucket, or with
 	// calendar or prepaid limits the rolling bucket and their own buckets.
 	now := rl.now()
-	addAll := func(i int, entityID, resource string, limits []Limit, source ConfigSource, consume Consume) error {
-		if !hasOwnBucket(limits) {
-			return add(i, entityID, resource, limits, source, consume, nil, 0)
+	addAll := func(i int, entityID, resource string, rs resolved, consume Consume) error {
+		if !hasOwnBucket(rs.limits) {
+			return add(i, entityID, resource, rs.limits, rs, resource, consume, nil, 0)
 		}
-		return ownBucketItems(entityID, resource, limits, consume, now, rl.slotGenMs(),
+		return ownBucketItems(entityID, resource, rs.limits, consume, now, rl.slotGenMs(),
 			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
-				return add(i, entityID, res, ls, source, c, cal, nextMs)
+				return add(i, entityID, res, ls, rs, resource, c, cal, nextMs)
 			})
 	}
 	for i, r := range reqs {
@@ -257,12 +262,12 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		// its entity-wide bucket.
 		for _, lv := range levels {
 			if len(lv.res.limits) > 0 {
-				if err := addAll(i, lv.entityID, r.Resource, lv.res.limits, lv.res.source, r.Consume); err != nil {
+				if err := addAll(i, lv.entityID, r.Resource, lv.res, r.Consume); err != nil {
 					return nil, nil, err
 				}
 			}
 			if len(lv.wide.limits) > 0 {
-				if err := addAll(i, lv.entityID, AllResources, lv.wide.limits, lv.wide.source, r.Consume); err != nil {
+				if err := addAll(i, lv.entityID, AllResources, lv.wide, r.Consume); err != nil {
 					return nil, nil, err
 				}
 			}
@@ -436,6 +441,9 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 		g.bucket = buckets[keys[i]]
 		if m, ok := metas[g.entityID]; ok {
 			g.meta = &m
+		}
+		if err := rl.carrySwitches(ctx, &g, it.base, it.cal, now); err != nil {
+			return nil, nil, err
 		}
 		groups[i] = g
 		entries, st, ex := consumeGroup(g, g.resource, it.consume, now)

@@ -31,13 +31,13 @@
 // as the switch left it (what the balance paid for in between is not
 // charged to the budget).
 //
-// The spend is carried for the limits of one resource of the entity:
-// SetLimits with a resource, and DeleteLimits of a resource that leaves
-// defaults of another kind or zone in force, which update the entity's
-// buckets at once. A change of the entity's limits for DefaultResource,
-// or of the resource or system defaults, applies to each bucket at its
-// next acquire, and its buckets after a switch start as the new
-// definition starts them.
+// The spend is carried at once for the limits of one resource of the
+// entity: SetLimits with a resource, and DeleteLimits of a resource that
+// leaves defaults of another kind or zone in force, which update the
+// entity's buckets. A change of defaults (the entity's limits for
+// DefaultResource, the resource's or the system's) applies to every
+// entity that inherits them, each at its next acquire: see the switches
+// of defaults below.
 
 package limiter
 
@@ -45,6 +45,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -155,4 +156,193 @@ func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string,
 		}
 	}
 	return nil
+}
+
+// Switches of defaults. A change of the limits of a config of defaults (an
+// entity's DefaultResource config, a resource's or the system's) applies
+// to every entity that inherits it, and is not carried at the change: the
+// config keeps a record of each limit whose definition switches buckets
+// (store.LimitSwitch: the old definition and the instant), and an acquire
+// that creates the new definition's bucket (the period's bucket of a
+// calendar limit, the limit in the entity's bucket of a rolling one)
+// starts it from what the old definition had spent at that instant, as
+// SetLimits would have left it: a calendar limit only in the period that
+// contains the change (later periods start full), a rolling one refilled
+// at its rate since. An entity that spent nothing under the old
+// definition, or whose new bucket exists already, starts as before. A
+// record is kept for maxSwitchAge, the last maxSwitches of them.
+//
+// DeleteResourceDefaults records its switches in the system config, for
+// the resource alone (the system defaults are what the resource's
+// entities inherit then); DeleteLimits of an entity's DefaultResource
+// config records its limits there too, for the entity alone, whichever
+// defaults (a resource's or the system's) its resources inherit then.
+
+// maxSwitches and maxSwitchAge bound the switch records a config keeps
+// (the system config's, those of deleted DefaultResource configs too).
+const (
+	maxSwitches  = 32
+	maxSwitchAge = 62 * 24 * time.Hour
+)
+
+// limitSwitch is a switch record as an acquire applies it: the old
+// definition resolved (an inherited one from the levels after the config).
+type limitSwitch struct {
+	name string
+	from Limit
+	atMs int64
+}
+
+// switchSet is what an acquire of entityID on resource needs to find the
+// switch records that apply to its limits, as the resolution found them
+// (no copy, no allocation): own, the records of the config the limits
+// come from, inherited the limits of the first config after it (an
+// inherited definition's), and sys the system config's records (of
+// which those of entityID's scope apply).
+type switchSet struct {
+	own                []store.LimitSwitch
+	inherited          []Limit
+	sys                []store.LimitSwitch
+	entityID, resource string
+}
+
+// list returns the switches that apply: own's for resource or every
+// resource and every entity, then sys's of entityID's scope.
+func (s switchSet) list() []limitSwitch {
+	var out []limitSwitch
+	for _, r := range s.own {
+		if (r.Resource != "" && r.Resource != s.resource) || r.Entity != "" {
+			continue
+		}
+		from := r.From
+		if r.Inherited {
+			i := slices.IndexFunc(s.inherited, func(l Limit) bool { return l.Name == r.Name })
+			if i < 0 {
+				continue
+			}
+			from = s.inherited[i]
+		}
+		out = append(out, limitSwitch{name: r.Name, from: from, atMs: r.AtMs})
+	}
+	for _, r := range s.sys {
+		if r.Entity == "" || r.Entity != s.entityID || (r.Resource != "" && r.Resource != s.resource) || r.Inherited {
+			continue
+		}
+		out = append(out, limitSwitch{name: r.Name, from: r.From, atMs: r.AtMs})
+	}
+	return out
+}
+
+// recordSwitches returns the switch records of a config of defaults whose
+// limits change from old to limits at nowMs: those of kept younger than
+// maxSwitchAge, then one (scoped to resource, "" for all) per limit of
+// limits, rolling or calendar, whose definition in old is rolling or
+// calendar and switches buckets; with inherited (old is what the levels
+// after the config give, which depends on the resource), one per rolling
+// or calendar limit, marked Inherited. added is how many are new.
+func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited bool, resource string, nowMs int64) (out []store.LimitSwitch, added int) {
+	for _, s := range kept {
+		if s.AtMs >= nowMs-maxSwitchAge.Milliseconds() {
+			out = append(out, s)
+		}
+	}
+	for _, l := range limits {
+		if l.IsPrepaid() || l.IsInFlight() {
+			continue // nothing carries into a balance, nor into slots
+		}
+		if inherited {
+			out = append(out, store.LimitSwitch{Name: l.Name, Resource: resource, Inherited: true, AtMs: nowMs})
+			added++
+			continue
+		}
+		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
+		if i < 0 || old[i].IsPrepaid() || old[i].IsInFlight() || !switchesBucket(old[i], l) {
+			continue
+		}
+		out = append(out, store.LimitSwitch{Name: l.Name, Resource: resource, From: old[i], AtMs: nowMs})
+		added++
+	}
+	if len(out) > maxSwitches {
+		out = out[len(out)-maxSwitches:]
+	}
+	return out, added
+}
+
+// carrySwitches sets g.startMilli for each limit of g missing from its
+// bucket (read already) that g.switches switched to: the balance the
+// limit's new bucket starts with (see the comment above maxSwitches).
+// base is the resource the limits are defined on, and cal the calendar
+// limit whose period bucket g is (nil for the entity's bucket).
+func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base string, cal *Limit, nowMs int64) error {
+	if g.switches.own == nil && g.switches.sys == nil {
+		return nil
+	}
+	var sw []limitSwitch
+	for _, l := range g.limits {
+		if _, ok := g.bucket.State(l.Name); ok {
+			continue
+		}
+		def := l
+		if cal != nil {
+			def = *cal
+		}
+		if def.IsPrepaid() || def.IsInFlight() {
+			continue
+		}
+		if sw == nil {
+			if sw = g.switches.list(); len(sw) == 0 {
+				return nil
+			}
+		}
+		left, ok, err := rl.switchedStart(ctx, g.entityID, base, def, sw, nowMs)
+		if err != nil {
+			return fmt.Errorf("carry the spend of %s: %w", def.Name, err)
+		}
+		if ok {
+			if g.startMilli == nil {
+				g.startMilli = make(map[string]int64, 1)
+			}
+			g.startMilli[l.Name] = left
+		}
+	}
+	return nil
+}
+
+// switchedStart returns the balance (millitokens) limit def of entityID
+// on resource starts with at nowMs after the switches to it of sw: its
+// capacity less the most an old definition had spent at its switch,
+// refilled since for a rolling limit; for a calendar limit only the
+// switches within its current period count. ok is false when nothing was
+// spent.
+func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource string, def Limit, sw []limitSwitch, nowMs int64) (left int64, ok bool, err error) {
+	full := bucketmath.SatMul(def.Capacity, 1000)
+	left = full
+	periodStart := int64(math.MinInt64)
+	if def.IsCalendar() {
+		start, _, _ := def.CalendarPeriodAt(time.UnixMilli(nowMs))
+		periodStart = start.UnixMilli()
+	}
+	for _, s := range sw {
+		if s.name != def.Name || s.atMs > nowMs || s.atMs < periodStart ||
+			s.from.IsPrepaid() || s.from.IsInFlight() || !switchesBucket(s.from, def) {
+			continue
+		}
+		spent, err := rl.spentAt(ctx, entityID, resource, s.from, s.atMs)
+		if err != nil {
+			return 0, false, err
+		}
+		if spent <= 0 {
+			continue
+		}
+		v := bucketmath.AddSat(full, -spent)
+		if !def.IsCalendar() {
+			st := bucketStateFromLimit(entityID, resource, def, s.atMs)
+			st.TokensMilli = v
+			v = st.RefilledAt(time.UnixMilli(nowMs)).TokensMilli
+		}
+		if v < left {
+			left, ok = v, true
+		}
+	}
+	return left, ok, nil
 }

@@ -93,14 +93,34 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 }
 
 // firstLimits returns the limits of the first of values with a non-empty
-// limit list, and its source (none: nil).
-func firstLimits(keys []store.ConfigKey, values []store.Config) ([]Limit, ConfigSource) {
+// limit list, and its source (none: nil), and the switch records that may
+// apply to them on resource (see switchSet): those of that config and,
+// for defaults of a resource or the system, the system config's. It does
+// not allocate.
+func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, switchSet) {
 	for i, v := range values {
-		if len(v.Limits) > 0 {
-			return v.Limits, sourceOf(keys, i)
+		if len(v.Limits) == 0 {
+			continue
 		}
+		var sw switchSet
+		if len(v.Switches) > 0 {
+			sw.own = v.Switches
+			for _, after := range values[i+1:] {
+				if len(after.Limits) > 0 {
+					sw.inherited = after.Limits
+					break
+				}
+			}
+		}
+		if last := len(keys) - 1; keys[i].Level != store.LevelEntity && keys[last].Level == store.LevelSystem {
+			sw.sys = values[last].Switches
+		}
+		if sw.own != nil || sw.sys != nil {
+			sw.entityID, sw.resource = keys[0].EntityID, resource
+		}
+		return v.Limits, sourceOf(keys, i), sw
 	}
-	return nil, ""
+	return nil, "", switchSet{}
 }
 
 // levelConfig is what the stored configs say of one entity for an acquire
@@ -110,8 +130,10 @@ func firstLimits(keys []store.ConfigKey, values []store.Config) ([]Limit, Config
 type levelConfig struct {
 	limits     []Limit
 	source     ConfigSource
+	switches   switchSet
 	wide       []Limit
 	wideSource ConfigSource
+	wideSw     switchSet
 	ou         OnUnavailable
 }
 
@@ -166,9 +188,9 @@ func levelFrom(keys []store.ConfigKey, values []store.Config, n int) levelConfig
 	if keys[n-1].Level == store.LevelSystem {
 		lc.ou = values[n-1].OnUnavailable
 	}
-	lc.limits, lc.source = firstLimits(keys[:n], values[:n])
+	lc.limits, lc.source, lc.switches = firstLimits(keys[:n], values[:n], keys[0].Resource)
 	if len(keys) > n {
-		lc.wide, lc.wideSource = firstLimits(keys[n:], values[n:])
+		lc.wide, lc.wideSource, lc.wideSw = firstLimits(keys[n:], values[n:], AllResources)
 	}
 	return lc
 }

@@ -12,8 +12,10 @@ import "time"
 // is known to help (the refusal's NeverFits is true and [RateLimiter.Wait]
 // fails at once, and its message says to top up and gives no retry time);
 // a client that retries anyway waits this long. It is a back-off, not a
-// promise: an HTTP 429 built from the refusal says Retry-After: 3601; a
-// service that wants its caller to pay matches [ErrBalanceExhausted].
+// promise: [RateLimitExceededError.RetryAfterHeader] says 3601 for it, but
+// an HTTP answer should not send it: the httplimit middleware answers a
+// refusal matching [ErrBalanceExhausted] with 402 Payment Required and no
+// Retry-After, as a service that wants its caller to pay should.
 const BalanceRetryAfter = time.Hour
 
 // prepaidKind is the kind of a prepaid limit.

@@ -50,8 +50,8 @@ func (rl *rules) levelLimits(ctx context.Context, entityID, resource string, o a
 		if err != nil {
 			return lv, err
 		}
-		lv.res = resolved{limits: lc.limits, source: lc.source}
-		lv.wide = resolved{limits: lc.wide, source: lc.wideSource}
+		lv.res = resolved{limits: lc.limits, source: lc.source, switches: lc.switches}
+		lv.wide = resolved{limits: lc.wide, source: lc.wideSource, switches: lc.wideSw}
 	}
 	if o.wideOverride && resource != AllResources {
 		lv.wide = resolved{limits: o.wide, source: SourceOverride}

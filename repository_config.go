@@ -30,16 +30,31 @@ func (r *DynamoDBRepository) configItemKey(k store.ConfigKey) map[string]types.A
 	}
 }
 
+// attrLimitSwitches is the attribute of a config item that holds its
+// switches (store.EncodeLimitSwitches), absent when there are none. The
+// Python original reads a config's limits from its l_{L}_* attributes and
+// ignores it.
+const attrLimitSwitches = "limit_switches"
+
 // configItem returns the item that stores c under k.
-func (r *DynamoDBRepository) configItem(k store.ConfigKey, c store.Config) map[string]types.AttributeValue {
+func (r *DynamoDBRepository) configItem(k store.ConfigKey, c store.Config) (map[string]types.AttributeValue, error) {
+	var item map[string]types.AttributeValue
 	switch k.Level {
 	case store.LevelEntity:
-		return entityConfigItem(r.nsID, k.EntityID, k.Resource, c.Limits)
+		item = entityConfigItem(r.nsID, k.EntityID, k.Resource, c.Limits)
 	case store.LevelResource:
-		return resourceConfigItem(r.nsID, k.Resource, c.Limits)
+		item = resourceConfigItem(r.nsID, k.Resource, c.Limits)
 	default:
-		return systemConfigItem(r.nsID, c.Limits, c.OnUnavailable)
+		item = systemConfigItem(r.nsID, c.Limits, c.OnUnavailable)
 	}
+	sw, err := store.EncodeLimitSwitches(c.Switches)
+	if err != nil {
+		return nil, err
+	}
+	if sw != "" {
+		item[attrLimitSwitches] = &types.AttributeValueMemberS{Value: sw}
+	}
+	return item, nil
 }
 
 // configFromItem decodes a stored config (the on-unavailable mode only at
@@ -53,6 +68,13 @@ func configFromItem(k store.ConfigKey, item map[string]types.AttributeValue) (st
 		return store.Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
 	}
 	c := store.Config{Limits: limits}
+	if raw, ok := schemaGetS(item, attrLimitSwitches); ok {
+		if c.Switches, err = store.DecodeLimitSwitches(raw); err != nil {
+			pk, _ := schemaGetS(item, attrPK)
+			sk, _ := schemaGetS(item, attrSK)
+			return store.Config{}, fmt.Errorf("read config %s %s: %v", pk, sk, err)
+		}
+	}
 	if k.Level == store.LevelSystem {
 		c.OnUnavailable = onUnavailableFromItem(item)
 	}
@@ -114,7 +136,10 @@ func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]t
 // the resource registry (PutItem, UpdateItem). A system config is one
 // PutItem.
 func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
-	item := r.configItem(key, c)
+	item, err := r.configItem(key, c)
+	if err != nil {
+		return err
+	}
 	switch key.Level {
 	case store.LevelEntity:
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{

@@ -414,6 +414,9 @@ func (rl *rules) cascadeParent(ctx context.Context, entityID string) (string, er
 type resolved struct {
 	limits []Limit
 	source ConfigSource
+	// switches are the changes of kind, period or zone of limits
+	// inherited from defaults (see carrySwitches); nil for most.
+	switches switchSet
 }
 
 // has reports whether a limit named name applies.

@@ -33,6 +33,22 @@ type entityGroup struct {
 	// expireAtMs is, for the period bucket of a calendar limit, when it
 	// may be deleted (periodBucketExpiry); 0 for other buckets.
 	expireAtMs int64
+	// switches are the changes of the defaults the limits come from
+	// (resolved.switches), and startMilli, set by carrySwitches, the
+	// balance a limit missing from the bucket starts with when it is
+	// lower than its capacity (what a switch carried).
+	switches   switchSet
+	startMilli map[string]int64
+}
+
+// initialState returns the state a limit missing from g's bucket starts
+// with: full (a prepaid balance empty), or what carrySwitches left it.
+func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
+	s := bucketStateFromLimit(g.entityID, resource, l, now)
+	if v, ok := g.startMilli[l.Name]; ok && v < s.TokensMilli {
+		s.TokensMilli = v
+	}
+	return s
 }
 
 // key returns the group's shard-0 bucket item.
@@ -84,20 +100,25 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	if err != nil {
 		return nil, nil, err
 	}
-	groups[0].limits, groups[0].source = child.limits, child.source
+	groups[0].limits, groups[0].source, groups[0].switches = child.limits, child.source, child.switches
 	if len(groups) > 1 {
 		parent := &groups[1]
 		p, err := rl.parentLimits(ctx, parent.entityID, resource, o)
 		if err != nil {
 			return nil, nil, err
 		}
-		parent.limits, parent.source = p.limits, p.source
+		parent.limits, parent.source, parent.switches = p.limits, p.source, p.switches
 		if m := parent.meta; m != nil && m.Cascade && m.ParentID != "" && m.ParentID != parent.entityID && m.ParentID != entityID {
 			return nil, nil, errCascadePath // the parent cascades too
 		}
 	}
 
 	now := rl.nowMs()
+	for i := range groups {
+		if err := rl.carrySwitches(ctx, &groups[i], resource, nil, now); err != nil {
+			return nil, nil, err
+		}
+	}
 	lease := &Lease{rl: rl}
 	var statuses []LimitStatus
 	exceeded := false
@@ -153,7 +174,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 	for _, l := range g.limits {
 		s, found := g.bucket.State(l.Name)
 		if !found {
-			s = bucketStateFromLimit(g.entityID, resource, l, now)
+			s = g.initialState(resource, l, now)
 		}
 		stored := s // the deltas of the write are relative to it
 		s, changed := applyLimit(s, l, now)
@@ -387,7 +408,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 			for _, e := range entries {
 				lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 				if e.missingLimit {
-					full := bucketStateFromLimit(g.entityID, w.Key.Resource, e.limit, now)
+					full := g.initialState(w.Key.Resource, e.limit, now)
 					lw.Initial = &full
 				} else {
 					lw.RefillMilli = e.state.TokensMilli - e.originalTokensMilli + lw.ConsumedMilli
@@ -437,7 +458,7 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 			w.Key, w.Incarnation = e.key, e.inc
 			lw := store.LimitWrite{Name: e.limit.Name, ConsumedMilli: e.consumed * 1000}
 			if e.missingLimit {
-				full := bucketStateFromLimit(g.entityID, e.key.Resource, e.limit, now)
+				full := g.initialState(e.key.Resource, e.limit, now)
 				lw.Initial = &full
 			}
 			w.Limits = append(w.Limits, lw)

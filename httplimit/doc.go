@@ -4,10 +4,12 @@
 // handler runs, hands the handler its lease ([LeaseFromContext]) to adjust
 // to the real count, and commits it when the handler returns. A refused
 // request gets 429 with Retry-After, X-RateLimit-* and the IETF
-// RateLimit-Policy and RateLimit fields.
+// RateLimit-Policy and RateLimit fields (402 Payment Required, without
+// Retry-After, when a prepaid balance refused it).
 //
 // Every response of a rate-limited request, served or refused, names the
-// same limits in its IETF fields: every limit in force, as "ENTITY:LIMIT",
+// same limits in its IETF fields: every limit in force, the budgets the
+// request does not spend included, as "ENTITY:LIMIT",
 // the parent's of a cascading entity included, and an entity's
 // entity-wide limits ([limiter.AllResources]) as "ENTITY:*:LIMIT" on the
 // responses of every resource. Their t (seconds) means

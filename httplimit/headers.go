@@ -3,6 +3,7 @@ package httplimit
 import (
 	"cmp"
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -56,7 +57,8 @@ func windowSeconds(l limiter.Limit, now time.Time) int64 {
 
 // headerLimit is one limit of the IETF fields: the entity whose bucket
 // holds it, whether that is its entity-wide bucket, the limit, its
-// remaining whole tokens and its t in seconds.
+// remaining whole tokens and its t in seconds (noReset: none, for a
+// prepaid balance that no wait refills).
 type headerLimit struct {
 	entity    string
 	wide      bool
@@ -64,6 +66,9 @@ type headerLimit struct {
 	remaining int64
 	reset     int64
 }
+
+// noReset is the t of a limit no wait helps: the field leaves t out.
+const noReset = -1
 
 // name is the limit's name in the IETF fields: "ENTITY:LIMIT", or
 // "ENTITY:*:LIMIT" for a limit of the entity's entity-wide bucket.
@@ -115,7 +120,10 @@ func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	for i, l := range ls {
 		n := sfString(l.name())
 		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
-		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10) + ";t=" + strconv.FormatInt(l.reset, 10)
+		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10)
+		if l.reset != noReset {
+			state[i] += ";t=" + strconv.FormatInt(l.reset, 10)
+		}
 	}
 	h.Set("RateLimit-Policy", strings.Join(policy, ", "))
 	h.Set("RateLimit", strings.Join(state, ", "))
@@ -123,17 +131,21 @@ func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 
 // setLeaseHeaders sets the headers of a served request from its lease:
 // X-RateLimit-* of the limit with the smallest share of its capacity left,
-// and the IETF fields of every limit, t the seconds until the bucket is
-// full.
-func setLeaseHeaders(h http.Header, rl *limiter.RateLimiter, entityID string, lease *limiter.Lease) {
+// and the IETF fields of every limit in force, t the seconds until the
+// bucket is full. The limits the request did not charge (a calendar or
+// prepaid budget it has no amount for) are read, not charged: one read
+// of their buckets.
+func setLeaseHeaders(ctx context.Context, h http.Header, r request, lease *limiter.Lease) {
 	st := lease.Statuses()
 	if len(st) == 0 {
 		return
 	}
-	ls := make([]headerLimit, len(st))
+	ls := make([]headerLimit, len(st), len(st)+2)
+	seen := make(map[limitOf]bool, len(st))
 	tight := 0
 	for i, s := range st {
 		ls[i] = headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
+		seen[limitOf{s.EntityID, ls[i].wide, s.Limit.Name}] = true
 		// s.Remaining/s.Capacity < tight's, without division.
 		if t := st[tight]; i > 0 && mulCmp(s.Remaining, t.Limit.Capacity, t.Remaining, s.Limit.Capacity) < 0 {
 			tight = i
@@ -143,8 +155,21 @@ func setLeaseHeaders(h http.Header, rl *limiter.RateLimiter, entityID string, le
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
 	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
-	sortLimits(entityID, ls)
-	setIETF(h, ls, rl.Now())
+	now := r.rl.Now()
+	ls = append(ls, r.inForceExcept(ctx, seen, func(l limiter.Limit, rem int64) int64 { return secondsToFull(l, rem, now) })...)
+	sortLimits(r.entityID, ls)
+	setIETF(h, ls, now)
+}
+
+// secondsToFull is the t of a limit with rem tokens left on a served
+// response: the whole seconds until it is full (0 when it is); for a
+// calendar limit, until its next period starts; for a prepaid balance, 0
+// (it never fills by itself).
+func secondsToFull(l limiter.Limit, rem int64, now time.Time) int64 {
+	if l.IsPrepaid() {
+		return 0
+	}
+	return secondsToCover(l, l.Capacity-rem, now)
 }
 
 // mulCmp compares a×b with c×d exactly.
@@ -154,10 +179,11 @@ func mulCmp(a, b, c, d int64) int {
 	return x.Cmp(y)
 }
 
-// refusal is what a 429 reports: the refusal, and what the request asked
-// for, to complete the refusal's statuses with the limits it did not
-// check.
-type refusal struct {
+// request is what the headers of a response report: what the request
+// asked for (to complete the statuses of its lease or refusal with the
+// limits in force they lack) and, for a refusal, the refusal (nil on a
+// served request).
+type request struct {
 	rl       *limiter.RateLimiter
 	opts     []limiter.AcquireOption
 	entityID string
@@ -169,42 +195,68 @@ type refusal struct {
 // setRefusalHeaders sets Retry-After and X-RateLimit-* from the refusal's
 // primary violation, and the IETF fields of every limit in force, t the
 // seconds until the limit covers the request (0 for a limit that covers
-// it).
-func setRefusalHeaders(ctx context.Context, h http.Header, r refusal) {
+// it). A refusal by a prepaid balance (limiter.ErrBalanceExhausted) has
+// no Retry-After and no X-RateLimit-Reset, and the balance no t: no wait
+// refills it, only a top-up.
+func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	rle := r.err
-	h.Set("Retry-After", rle.RetryAfterHeader())
+	balance := errors.Is(rle, limiter.ErrBalanceExhausted)
+	if !balance {
+		h.Set("Retry-After", rle.RetryAfterHeader())
+	}
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
+	if !balance {
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
+	}
 	ls := make([]headerLimit, 0, len(rle.Statuses))
-	checked := map[bucketOf]bool{}
+	seen := map[limitOf]bool{}
 	for _, s := range rle.Statuses {
 		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Available}
-		if s.Exceeded {
+		switch {
+		case s.Exceeded && s.Limit.IsPrepaid():
+			l.reset = noReset
+		case s.Exceeded:
 			l.reset = ceilSeconds(s.RetryAfter)
 		}
 		ls = append(ls, l)
-		checked[bucketOf{s.EntityID, l.wide}] = true
+		seen[limitOf{s.EntityID, l.wide, s.Limit.Name}] = true
 	}
-	ls = append(ls, r.unchecked(ctx, checked)...)
+	now := r.rl.Now()
+	ls = append(ls, r.inForceExcept(ctx, seen, func(l limiter.Limit, rem int64) int64 {
+		deficit := r.consume[l.Name] - rem
+		if l.IsPrepaid() && deficit > 0 {
+			return noReset
+		}
+		return secondsToCover(l, deficit, now)
+	})...)
 	if len(ls) == 0 {
 		return
 	}
 	sortLimits(r.entityID, ls)
-	setIETF(h, ls, r.rl.Now())
+	setIETF(h, ls, now)
 }
 
-// bucketOf names a bucket of a refusal: an entity's on the resource, or
+// bucketOf names a bucket of a request: an entity's on the resource, or
 // its entity-wide one.
 type bucketOf struct {
 	entity string
 	wide   bool
 }
 
-// unchecked returns the limits in force of the buckets the refusal did
-// not check (the parent's, when the entity's own bucket refused first),
-// from one read of each such bucket; none when they cannot be read.
-func (r refusal) unchecked(ctx context.Context, checked map[bucketOf]bool) []headerLimit {
+// limitOf names a limit of a bucket of a request.
+type limitOf struct {
+	entity string
+	wide   bool
+	name   string
+}
+
+// inForceExcept returns the limits in force for the request that seen
+// does not hold (those of the parent's buckets when the entity's own
+// bucket refused first; the calendar and prepaid budgets a request does
+// not charge), from one read of each of their buckets (Available, which
+// only reads), t from reset; none when they cannot be read.
+func (r request) inForceExcept(ctx context.Context, seen map[limitOf]bool, reset func(l limiter.Limit, rem int64) int64) []headerLimit {
 	inForce, err := r.rl.LimitsInForce(ctx, r.entityID, r.resource, r.opts...)
 	if err != nil {
 		return nil
@@ -213,7 +265,7 @@ func (r refusal) unchecked(ctx context.Context, checked map[bucketOf]bool) []hea
 	available := map[bucketOf]map[string]int64{}
 	for _, l := range inForce {
 		b := bucketOf{l.EntityID, l.Resource == limiter.AllResources}
-		if checked[b] {
+		if seen[limitOf{b.entity, b.wide, l.Limit.Name}] {
 			continue
 		}
 		avail, ok := available[b]
@@ -227,8 +279,7 @@ func (r refusal) unchecked(ctx context.Context, checked map[bucketOf]bool) []hea
 		if !ok {
 			rem = l.Limit.Capacity
 		}
-		out = append(out, headerLimit{entity: l.EntityID, wide: b.wide, limit: l.Limit, remaining: rem,
-			reset: secondsToCover(l.Limit, r.consume[l.Limit.Name]-rem, r.rl.Now())})
+		out = append(out, headerLimit{entity: l.EntityID, wide: b.wide, limit: l.Limit, remaining: rem, reset: reset(l.Limit, rem)})
 	}
 	return out
 }

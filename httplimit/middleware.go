@@ -68,11 +68,21 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // length of its period at the limiter's clock, [limiter.RateLimiter.Now]),
 // RateLimit its remaining tokens r (at least 0) and t, in whole seconds
 // rounded up. On a served response t is the time until that bucket is
-// full again (a calendar limit's: until its next period starts), from the
-// lease ([limiter.Lease.Statuses]); X-RateLimit-Limit, X-RateLimit-Remaining and
-// X-RateLimit-Reset (seconds until full) describe the limit with the
-// smallest share of its capacity left. Requests that are not served get:
+// full again (a calendar limit's: until its next period starts; a prepaid
+// balance's: 0, it never fills by itself), from the lease
+// ([limiter.Lease.Statuses]); a calendar or prepaid budget the request
+// has no amount for (a request of rpm alone on a key with a monthly usd
+// budget) is listed too, as it stands: its bucket is read
+// ([limiter.RateLimiter.Available]), not charged. X-RateLimit-Limit,
+// X-RateLimit-Remaining and X-RateLimit-Reset (seconds until full)
+// describe the limit with the smallest share of its capacity left among
+// those the lease holds. Requests that are not served get:
 //
+//   - 402 Payment Required when a prepaid balance cannot cover the
+//     request ([limiter.ErrBalanceExhausted]): no wait refills a balance,
+//     only a top-up, so there is no Retry-After, no X-RateLimit-Reset,
+//     and the balance's entry in RateLimit has no t; X-RateLimit-Limit
+//     and X-RateLimit-Remaining and the IETF fields are as for a 429;
 //   - 429 Too Many Requests when a limit refuses, with Retry-After (whole
 //     seconds plus one, [limiter.RateLimitExceededError.RetryAfterHeader]),
 //     X-RateLimit-Limit (the capacity of the limit that refused — the
@@ -123,13 +133,14 @@ func Middleware(rl *limiter.RateLimiter, key KeyFunc, optFns ...func(*Options)) 
 			if err != nil {
 				var rle *limiter.RateLimitExceededError
 				if errors.As(err, &rle) {
-					setRefusalHeaders(ctx, w.Header(), refusal{rl: rl, opts: o.AcquireOptions,
+					setRefusalHeaders(ctx, w.Header(), request{rl: rl, opts: o.AcquireOptions,
 						entityID: entityID, resource: resource, consume: consume, err: rle})
 				}
 				o.ErrorHandler(w, r, httpStatus(err), err)
 				return
 			}
-			setLeaseHeaders(w.Header(), rl, entityID, lease)
+			setLeaseHeaders(ctx, w.Header(), request{rl: rl, opts: o.AcquireOptions,
+				entityID: entityID, resource: resource, consume: consume}, lease)
 			served := false
 			defer func() {
 				if !served { // next panicked: give everything back
@@ -157,6 +168,8 @@ func defaultError(w http.ResponseWriter, _ *http.Request, status int, err error)
 // httpStatus maps an Acquire error to a status code.
 func httpStatus(err error) int {
 	switch {
+	case errors.Is(err, limiter.ErrBalanceExhausted):
+		return http.StatusPaymentRequired
 	case errors.Is(err, limiter.ErrRateLimited):
 		return http.StatusTooManyRequests
 	case errors.Is(err, limiter.ErrUnavailable):

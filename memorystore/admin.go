@@ -137,6 +137,7 @@ func (m *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, er
 
 func cloneConfig(c store.Config) store.Config {
 	c.Limits = slices.Clone(c.Limits)
+	c.Switches = slices.Clone(c.Switches)
 	return c
 }
 

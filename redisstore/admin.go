@@ -141,6 +141,8 @@ func (s *Store) DeleteEntity(ctx context.Context, id string) (int, error) {
 type storedConfig struct {
 	Limits        []storedLimit `json:"limits"`
 	OnUnavailable string        `json:"on_unavailable,omitempty"`
+	// Switches is store.EncodeLimitSwitches of the config's switches.
+	Switches string `json:"switches,omitempty"`
 }
 
 type storedLimit struct {
@@ -159,7 +161,11 @@ type storedLimit struct {
 }
 
 func encodeConfig(c store.Config) ([]byte, error) {
-	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable)}
+	sw, err := store.EncodeLimitSwitches(c.Switches)
+	if err != nil {
+		return nil, err
+	}
+	sc := storedConfig{Limits: make([]storedLimit, len(c.Limits)), OnUnavailable: string(c.OnUnavailable), Switches: sw}
 	for i, l := range c.Limits {
 		sc.Limits[i] = storedLimit{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriod: int64(l.RefillPeriod),
 			Calendar: int8(l.Calendar), TimeZone: l.LocationName(), Prepaid: l.Prepaid, InFlight: l.InFlight}
@@ -173,6 +179,11 @@ func decodeConfig(raw string) (store.Config, error) {
 		return store.Config{}, fmt.Errorf("%w: redis: malformed config: %w", store.ErrUnavailable, err)
 	}
 	c := store.Config{OnUnavailable: store.OnUnavailable(sc.OnUnavailable)}
+	sw, err := store.DecodeLimitSwitches(sc.Switches)
+	if err != nil {
+		return store.Config{}, fmt.Errorf("%w: redis: config: %w", store.ErrUnavailable, err)
+	}
+	c.Switches = sw
 	for _, l := range sc.Limits {
 		loc, err := store.LoadCalendarLocation(l.TimeZone)
 		if err != nil {

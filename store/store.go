@@ -66,6 +66,12 @@ type Config struct {
 	// OnUnavailable is the stored on-unavailable mode, at LevelSystem
 	// only; "" when unset.
 	OnUnavailable OnUnavailable
+	// Switches record the limits of the defaults this config holds
+	// (an entity's DefaultResource config, a resource's or the system's)
+	// that changed kind, calendar period or zone, for the entities that
+	// inherit them: see [LimitSwitch]. Stored with the config (the Python
+	// original ignores them).
+	Switches []LimitSwitch
 }
 
 // BucketKey identifies one bucket item: the (entity, resource) pair and the

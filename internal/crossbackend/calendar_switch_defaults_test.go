@@ -1,0 +1,177 @@
+package crossbackend_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+)
+
+// TestDefaultsSwitchKeepsSpend: a limit of a resource's defaults, of the
+// system defaults or of an entity's DefaultResource config whose zone or
+// kind changes keeps, for every entity that inherits it, what the old
+// definition spent at the instant of the change, on every backend (the
+// Redis Cluster too), speculative writes on and off, with a frozen clock:
+//
+//   - resource defaults: a daily budget spent (1,000 by one entity, 300
+//     by another) at 12:00 UTC, set again in Pacific/Kiritimati (already
+//     the next day there), leaves 0 and 700 until Kiritimati's midnight,
+//     an entity that spent nothing 1,000;
+//   - resource defaults: PerDay drained, replaced by PerCalendarDay, is
+//     spent until midnight; PerCalendarDay with 600 spent, replaced by
+//     PerDay, starts from 400 and refills at its rate;
+//   - system defaults: the zone change, as for a resource;
+//   - DeleteResourceDefaults giving way to system defaults in another
+//     zone: the day spent stays spent;
+//   - an entity's DefaultResource config: the zone change, its deletion
+//     giving way to a resource's default in another zone (for that entity
+//     alone), and its first config set over a resource's PerDay default
+//     that was drained.
+func TestDefaultsSwitchKeepsSpend(t *testing.T) {
+	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
+	require.NoError(t, err)
+	day := limiter.PerCalendarDay("usd", 1000)
+	dayK := limiter.PerCalendarDay("usd", 1000).InLocation(kiritimati)
+	for _, spec := range []bool{true, false} {
+		t.Run(fmt.Sprintf("speculative=%v", spec), func(t *testing.T) {
+			eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
+				ctx := context.Background()
+				clk := &fakeClock{}
+				clk.at("2026-11-28T12:00:00Z")
+				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithSpeculativeWrites(spec))
+				defer rl.Close()
+				spend := func(t *testing.T, e, res string, amount int64) {
+					t.Helper()
+					lease, err := rl.Acquire(ctx, e, res, limiter.Consume{"usd": amount})
+					require.NoError(t, err, "%s spends %d on %s", e, amount, res)
+					require.NoError(t, lease.Commit(ctx))
+				}
+				refused := func(t *testing.T, e, res string, amount int64, msg string) {
+					t.Helper()
+					_, err := rl.Acquire(ctx, e, res, limiter.Consume{"usd": amount})
+					require.ErrorIs(t, err, limiter.ErrRateLimited, msg)
+				}
+				usd := func(t *testing.T, e, res string) int64 { t.Helper(); return left(t, rl, e, res, "usd") }
+				resDefaults := func(t *testing.T, res string, l limiter.Limit) {
+					t.Helper()
+					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{l}))
+				}
+
+				t.Run("entity-default-deleted", func(t *testing.T) {
+					// First: no system defaults yet, whose switch to the
+					// resource's would carry g's spend too.
+					res := "entity-default-deleted"
+					resDefaults(t, res, day)
+					require.NoError(t, rl.SetLimits(ctx, "g", limiter.DefaultResource, []limiter.Limit{dayK}))
+					spend(t, "g", res, 1000) // Kiritimati's 29th
+					require.Equal(t, int64(1000), usd(t, "h", res), "h inherits the resource's day")
+					require.NoError(t, rl.DeleteLimits(ctx, "g", limiter.DefaultResource))
+					require.Equal(t, int64(0), usd(t, "g", res), "g's day spent in Kiritimati, under the resource's UTC day")
+					refused(t, "g", res, 1, "g's day spent in Kiritimati, under the resource's UTC day")
+					spend(t, "h", res, 1000) // another entity: nothing carried
+				})
+
+				t.Run("resource-zone", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					res := "zone"
+					resDefaults(t, res, day)
+					spend(t, "a", res, 1000)
+					spend(t, "b", res, 300)
+					resDefaults(t, res, dayK)
+					require.Equal(t, int64(0), usd(t, "a", res), "a's UTC day, moved to Kiritimati")
+					require.Equal(t, int64(700), usd(t, "b", res), "b's UTC day, moved to Kiritimati")
+					require.Equal(t, int64(1000), usd(t, "c", res), "c spent nothing")
+					refused(t, "a", res, 1, "a's day spent in UTC, moved to Kiritimati")
+					refused(t, "b", res, 701, "more than b's day left")
+					spend(t, "b", res, 700)
+					refused(t, "b", res, 1, "b's day spent")
+					spend(t, "c", res, 1000)
+					clk.at("2026-11-29T09:59:59Z")
+					refused(t, "a", res, 1, "a second before Kiritimati's midnight")
+					clk.at("2026-11-29T10:00:00Z")
+					spend(t, "a", res, 1000)
+					spend(t, "b", res, 1000)
+				})
+
+				t.Run("resource-rolling-to-calendar", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					res := "to-calendar"
+					resDefaults(t, res, limiter.PerDay("usd", 1000))
+					spend(t, "a", res, 1000)
+					resDefaults(t, res, day)
+					require.Equal(t, int64(0), usd(t, "a", res), "PerDay drained, replaced by PerCalendarDay")
+					refused(t, "a", res, 1, "PerDay drained, replaced by PerCalendarDay")
+					clk.at("2026-11-28T23:59:59Z")
+					refused(t, "a", res, 1, "a second before midnight")
+					clk.at("2026-11-29T00:00:00Z")
+					spend(t, "a", res, 1000)
+				})
+
+				t.Run("resource-calendar-to-rolling", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					res := "to-rolling"
+					resDefaults(t, res, day)
+					spend(t, "a", res, 600)
+					resDefaults(t, res, limiter.PerDay("usd", 1000))
+					require.Equal(t, int64(400), usd(t, "a", res), "PerCalendarDay with 600 spent, replaced by PerDay")
+					refused(t, "a", res, 401, "more than the day left")
+					// PerDay refills 1,000 a day: 100 in 2.4 hours.
+					clk.at("2026-11-28T14:24:00Z")
+					refused(t, "a", res, 501, "more than the day left and its refill")
+					spend(t, "a", res, 500)
+				})
+
+				t.Run("delete-resource-defaults", func(t *testing.T) {
+					res := "deleted"
+					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+					resDefaults(t, res, dayK)
+					spend(t, "a", res, 1000) // Kiritimati's 29th
+					require.NoError(t, rl.DeleteResourceDefaults(ctx, res))
+					// The system's UTC 28th: the day spent in Kiritimati is spent.
+					require.Equal(t, int64(0), usd(t, "a", res), "the resource's day spent, under the system's")
+					refused(t, "a", res, 1, "the resource's day spent, under the system's")
+				})
+
+				t.Run("system-zone", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					res := "system"
+					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+					spend(t, "a", res, 1000)
+					spend(t, "b", res, 250)
+					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{dayK}, ""))
+					refused(t, "a", res, 1, "a's UTC day under the system defaults, moved to Kiritimati")
+					require.Equal(t, int64(750), usd(t, "b", res), "b's UTC day, moved to Kiritimati")
+					refused(t, "b", res, 751, "more than b's day left")
+					spend(t, "b", res, 750)
+					clk.at("2026-11-29T10:00:00Z")
+					spend(t, "a", res, 1000)
+				})
+
+				t.Run("entity-default-zone", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					res := "entity-default"
+					require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{day}))
+					spend(t, "e", res, 1000)
+					require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{dayK}))
+					require.Equal(t, int64(0), usd(t, "e", res), "e's UTC day, moved to Kiritimati")
+					refused(t, "e", res, 1, "e's UTC day, moved to Kiritimati")
+					clk.at("2026-11-29T10:00:00Z")
+					spend(t, "e", res, 1000)
+				})
+
+				t.Run("entity-default-over-resource-defaults", func(t *testing.T) {
+					res := "inherited"
+					resDefaults(t, res, limiter.PerDay("usd", 1000))
+					spend(t, "f", res, 1000)
+					require.NoError(t, rl.SetLimits(ctx, "f", limiter.DefaultResource, []limiter.Limit{day}))
+					require.Equal(t, int64(0), usd(t, "f", res), "the resource's PerDay drained, then f's own PerCalendarDay")
+					refused(t, "f", res, 1, "the resource's PerDay drained, then f's own PerCalendarDay")
+				})
+			})
+		})
+	}
+}
