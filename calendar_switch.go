@@ -85,11 +85,11 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 	now := rl.nowMs()
 	var out []spendCarried
 	for _, l := range limits {
-		if l.IsPrepaid() || l.IsInFlight() {
+		if !carriesSpend(l) {
 			continue // nothing carries into a balance, nor into slots
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
-		if i < 0 || old[i].IsPrepaid() || old[i].IsInFlight() || !switchesBucket(old[i], l) {
+		if i < 0 || !carriesSpend(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}
 		spent, err := rl.spentAt(ctx, entityID, resource, old[i], now)
@@ -102,6 +102,10 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 	}
 	return out, nil
 }
+
+// carriesSpend reports whether a switch to or from l carries what was
+// spent, as its kind says (a balance and slots have nothing to carry).
+func carriesSpend(l Limit) bool { return kindOf(l).carriesSpend() }
 
 // switchedBucket returns the bucket item that holds limit l (rolling or
 // calendar) of entityID on resource at now.
@@ -247,7 +251,7 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 		}
 	}
 	for _, l := range limits {
-		if l.IsPrepaid() || l.IsInFlight() {
+		if !carriesSpend(l) {
 			continue // nothing carries into a balance, nor into slots
 		}
 		if inherited {
@@ -256,7 +260,7 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 			continue
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
-		if i < 0 || old[i].IsPrepaid() || old[i].IsInFlight() || !switchesBucket(old[i], l) {
+		if i < 0 || !carriesSpend(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}
 		out = append(out, store.LimitSwitch{Name: l.Name, Resource: resource, From: old[i], AtMs: nowMs})
@@ -286,7 +290,7 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 		if cal != nil {
 			def = *cal
 		}
-		if def.IsPrepaid() || def.IsInFlight() {
+		if !carriesSpend(def) {
 			continue
 		}
 		if sw == nil {
@@ -324,7 +328,7 @@ func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource str
 	}
 	for _, s := range sw {
 		if s.name != def.Name || s.atMs > nowMs || s.atMs < periodStart ||
-			s.from.IsPrepaid() || s.from.IsInFlight() || !switchesBucket(s.from, def) {
+			!carriesSpend(s.from) || !switchesBucket(s.from, def) {
 			continue
 		}
 		spent, err := rl.spentAt(ctx, entityID, resource, s.from, s.atMs)

@@ -120,3 +120,6 @@ func untilNextPeriod(l Limit, nowMs int64) time.Duration {
 func untilMs(nextMs, nowMs int64) time.Duration {
 	return max(time.Duration(nextMs-nowMs)*time.Millisecond, minRetryAfter)
 }
+
+// carriesSpend: what a period spent is its capacity less its balance.
+func (calendarKind) carriesSpend() bool { return true }

@@ -72,3 +72,6 @@ func inFlightItems(l Limit, resource string, v, nowMs, genMs int64, add itemAdde
 	}
 	return nil
 }
+
+// carriesSpend: slots are held, not spent.
+func (inFlightKind) carriesSpend() bool { return false }

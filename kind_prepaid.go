@@ -50,3 +50,6 @@ func (prepaidKind) refills(Limit) bool { return false }
 func (prepaidKind) reset(Limit, time.Duration, int64) time.Duration { return 0 }
 
 func (prepaidKind) phrase(Limit, string) string { return "the prepaid balance" }
+
+// carriesSpend: nothing carries into or out of a balance.
+func (prepaidKind) carriesSpend() bool { return false }

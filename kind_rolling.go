@@ -39,3 +39,6 @@ func (rollingKind) refills(l Limit) bool { return l.RefillAmount > 0 }
 func (rollingKind) reset(_ Limit, fill time.Duration, _ int64) time.Duration { return fill }
 
 func (rollingKind) phrase(Limit, string) string { return "" }
+
+// carriesSpend: what it spent is its capacity less its balance.
+func (rollingKind) carriesSpend() bool { return true }

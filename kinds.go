@@ -40,6 +40,10 @@ type limitKind interface {
 	// reset returns the Reset a status of l reports, fill being how long
 	// its bucket takes to fill at its refill rate.
 	reset(l Limit, fill time.Duration, nowMs int64) time.Duration
+	// carriesSpend reports whether a switch of a limit's definition to
+	// or from this kind carries what the old definition spent (its
+	// capacity less its balance) into the new one.
+	carriesSpend() bool
 	// phrase names the budget a refusal of l is about ("the November
 	// 2026 budget", "the prepaid balance"), tag being the period tag of
 	// the bucket that refused ("" when unknown); "" when there is none to
