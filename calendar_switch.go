@@ -85,11 +85,11 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 	now := rl.nowMs()
 	var out []spendCarried
 	for _, l := range limits {
-		if !carriesSpend(l) {
+		if !spendCarries(l) {
 			continue // nothing carries into a balance, nor into slots
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
-		if i < 0 || !carriesSpend(old[i]) || !switchesBucket(old[i], l) {
+		if i < 0 || !spendCarries(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}
 		spent, err := rl.spentAt(ctx, entityID, resource, old[i], now)
@@ -103,9 +103,9 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 	return out, nil
 }
 
-// carriesSpend reports whether a switch to or from l carries what was
+// spendCarries reports whether a switch to or from l carries what was
 // spent, as its kind says (a balance and slots have nothing to carry).
-func carriesSpend(l Limit) bool { return kindOf(l).carriesSpend() }
+func spendCarries(l Limit) bool { return kindOf(l).carriesSpend() }
 
 // switchedBucket returns the bucket item that holds limit l (rolling or
 // calendar) of entityID on resource at now.
@@ -251,7 +251,7 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 		}
 	}
 	for _, l := range limits {
-		if !carriesSpend(l) {
+		if !spendCarries(l) {
 			continue // nothing carries into a balance, nor into slots
 		}
 		if inherited {
@@ -260,7 +260,7 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 			continue
 		}
 		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
-		if i < 0 || !carriesSpend(old[i]) || !switchesBucket(old[i], l) {
+		if i < 0 || !spendCarries(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}
 		out = append(out, store.LimitSwitch{Name: l.Name, Resource: resource, From: old[i], AtMs: nowMs})
@@ -290,7 +290,7 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 		if cal != nil {
 			def = *cal
 		}
-		if !carriesSpend(def) {
+		if !spendCarries(def) {
 			continue
 		}
 		if sw == nil {
@@ -328,7 +328,7 @@ func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource str
 	}
 	for _, s := range sw {
 		if s.name != def.Name || s.atMs > nowMs || s.atMs < periodStart ||
-			!carriesSpend(s.from) || !switchesBucket(s.from, def) {
+			!spendCarries(s.from) || !switchesBucket(s.from, def) {
 			continue
 		}
 		spent, err := rl.spentAt(ctx, entityID, resource, s.from, s.atMs)
