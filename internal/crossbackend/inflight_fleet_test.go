@@ -305,27 +305,27 @@ func runFleetProcesses(t *testing.T, child fleetChild, size fleetSize) ([]callIn
 // TestInFlightFleet runs 3 processes (copies of the test binary) of 16
 // goroutines each (64 under SOAK=1) calling through Wait on 5 keys of one
 // organisation, cascade, 8 calls in flight per key and 32 in the
-// organisation, calls of 50–500 ms (seeded), on redis-server and on
-// DynamoDB Local; on the memory store one process runs all the
-// goroutines. Each process records its calls in flight (wall-clock
+// organisation, calls of 50–500 ms (seeded), on redis-server; on the
+// memory store one process runs all the goroutines (DynamoDB Local:
+// TestInFlightFleetDynamoDB). Each process records its calls in flight (wall-clock
 // intervals) and the parent sweeps the merged intervals for the exact
 // maximum overlap: never above 8 on a key nor 32 in the organisation.
 // Throughput, the slot-time used over 32 slots × the run's length (which
-// is calls/s over 32 ÷ mean call length), must reach 95 % on redis-server
-// and memory, where a slot given back is usable at once, and 80 % on
-// DynamoDB Local, whose waiters poll every 20 ms.
+// is calls/s over 32 ÷ mean call length), must reach 95 %: a slot given
+// back is usable at once.
 func TestInFlightFleet(t *testing.T) {
 	size := fleetSizeNow()
-	// The floors hold on a quiet machine. Under -race on a busy shared
-	// machine (the children's polls, the parent and the server compete
-	// for the same cores) throughput can fall well below them for reasons
-	// that are not the limiter's, so there the test asserts 50 %: still
-	// far above what a limiter that admitted nobody, or one call at a
-	// time, or that lost slots, would reach (0 %, 3 %, then falling), and
-	// the share is logged either way.
-	floors := map[string]float64{"redis": 0.95, "memory": 0.95, "dynamodb": 0.80}
+	// 95 % holds at full size without -race (`make soak`). Under -race on
+	// a busy shared machine (the children, the parent and the server
+	// compete for the same cores; 96–98 % measured on 2 cores shared by
+	// other builds) a short run can fall below it for reasons that are
+	// not the limiter's, so there the test asserts 80 %: still far above
+	// what a limiter that admitted nobody, one call at a time, or that
+	// lost slots would reach (0 %, 3 %, falling), and the share is
+	// logged either way.
+	floor := 0.95
 	if raceEnabled || os.Getenv(envSoak) == "" {
-		floors = map[string]float64{"redis": 0.50, "memory": 0.50, "dynamodb": 0.50}
+		floor = 0.80
 	}
 	t.Run("memory", func(t *testing.T) {
 		rl := limiter.New(memorystore.New())
@@ -336,7 +336,7 @@ func TestInFlightFleet(t *testing.T) {
 		ivs, err := runFleetWorkers(rl, size.procs*size.goroutines, 1000, start, end)
 		require.NoError(t, err)
 		share := checkFleet(t, ivs, start, end)
-		require.GreaterOrEqual(t, share, floors["memory"], "throughput")
+		require.GreaterOrEqual(t, share, floor, "throughput")
 		assertAllSlotsBack(t, rl)
 	})
 	t.Run("redis", func(t *testing.T) {
@@ -348,22 +348,34 @@ func TestInFlightFleet(t *testing.T) {
 			envChildBackend + "=redis", envChildRedisAddr + "=" + addr, envChildPrefix + "=" + prefix,
 		}}, size)
 		share := checkFleet(t, ivs, start, end)
-		require.GreaterOrEqual(t, share, floors["redis"], "throughput")
+		require.GreaterOrEqual(t, share, floor, "throughput")
 		assertAllSlotsBack(t, rl)
 	})
-	t.Run("dynamodb", func(t *testing.T) {
-		endpoint := ddblocal.Endpoint(t)
-		repo, _, table := openDynamoDBTable(t)
-		rl := limiter.New(repo)
-		defer rl.Close()
-		setUpFleet(t, rl)
-		ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
-			envChildBackend + "=dynamodb", envChildEndpoint + "=" + endpoint, envChildTable + "=" + table,
-		}}, size)
-		share := checkFleet(t, ivs, start, end)
-		require.GreaterOrEqual(t, share, floors["dynamodb"], "throughput")
-		assertAllSlotsBack(t, rl)
-	})
+}
+
+// TestInFlightFleetDynamoDB is TestInFlightFleet on DynamoDB Local: 3
+// processes, the same keys, caps and calls; throughput must reach 80 %
+// of 32 ÷ mean call length (waiters poll every 20 ms), 50 % under -race
+// or at the small size (a poll costs a round trip to a server on the same
+// busy cores; the floor still fails a limiter that admits nobody or one
+// call at a time).
+func TestInFlightFleetDynamoDB(t *testing.T) {
+	size := fleetSizeNow()
+	floor := 0.80
+	if raceEnabled || os.Getenv(envSoak) == "" {
+		floor = 0.50
+	}
+	endpoint := ddblocal.Endpoint(t)
+	repo, _, table := openDynamoDBTable(t)
+	rl := limiter.New(repo)
+	defer rl.Close()
+	setUpFleet(t, rl)
+	ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
+		envChildBackend + "=dynamodb", envChildEndpoint + "=" + endpoint, envChildTable + "=" + table,
+	}}, size)
+	share := checkFleet(t, ivs, start, end)
+	require.GreaterOrEqual(t, share, floor, "throughput")
+	assertAllSlotsBack(t, rl)
 }
 
 // assertAllSlotsBack: once every call committed, every slot of the
