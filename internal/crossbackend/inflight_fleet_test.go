@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -312,21 +313,11 @@ func runFleetProcesses(t *testing.T, child fleetChild, size fleetSize) ([]callIn
 // maximum overlap: never above 8 on a key nor 32 in the organisation.
 // Throughput, the slot-time used over 32 slots × the run's length (which
 // is calls/s over 32 ÷ mean call length), must reach 95 %: a slot given
-// back is usable at once.
+// back is usable at once (80 % on a busy machine or under -race, see
+// throughputFloor).
 func TestInFlightFleet(t *testing.T) {
 	size := fleetSizeNow()
-	// 95 % holds at full size without -race (`make soak`). Under -race on
-	// a busy shared machine (the children, the parent and the server
-	// compete for the same cores; 96–98 % measured on 2 cores shared by
-	// other builds) a short run can fall below it for reasons that are
-	// not the limiter's, so there the test asserts 80 %: still far above
-	// what a limiter that admitted nobody, one call at a time, or that
-	// lost slots would reach (0 %, 3 %, falling), and the share is
-	// logged either way.
-	floor := 0.95
-	if raceEnabled || os.Getenv(envSoak) == "" {
-		floor = 0.80
-	}
+	floor := throughputFloor(t, 0.95, 0.80)
 	t.Run("memory", func(t *testing.T) {
 		rl := limiter.New(memorystore.New())
 		defer rl.Close()
@@ -355,16 +346,11 @@ func TestInFlightFleet(t *testing.T) {
 
 // TestInFlightFleetDynamoDB is TestInFlightFleet on DynamoDB Local: 3
 // processes, the same keys, caps and calls; throughput must reach 80 %
-// of 32 ÷ mean call length (waiters poll every 20 ms), 50 % under -race
-// or at the small size (a poll costs a round trip to a server on the same
-// busy cores; the floor still fails a limiter that admits nobody or one
-// call at a time).
+// of 32 ÷ mean call length (waiters poll every 20 ms), 50 % on a busy
+// machine or under -race (see throughputFloor).
 func TestInFlightFleetDynamoDB(t *testing.T) {
 	size := fleetSizeNow()
-	floor := 0.80
-	if raceEnabled || os.Getenv(envSoak) == "" {
-		floor = 0.50
-	}
+	floor := throughputFloor(t, 0.80, 0.50)
 	endpoint := ddblocal.Endpoint(t)
 	repo, _, table := openDynamoDBTable(t)
 	rl := limiter.New(repo)
@@ -376,6 +362,29 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	share := checkFleet(t, ivs, start, end)
 	require.GreaterOrEqual(t, share, floor, "throughput")
 	assertAllSlotsBack(t, rl)
+}
+
+// throughputFloor returns quiet, the throughput floor of the issue, on a
+// machine whose load average (1 min) is below its CPU count and without
+// -race; else busy, and logs why. On an oversubscribed machine the
+// children, the parent and the server wait for cores: at full size, load
+// 6 on 2 cores, memory reached 93.8 % and redis-server 91.8 % (97.7 % and
+// 96.5 % at the small size under -race), for reasons that are not the
+// limiter's. The busy floors still fail a limiter that admits nobody, or
+// one call at a time (3 % of 32 slots), or that loses slots.
+func throughputFloor(t *testing.T, quiet, busy float64) float64 {
+	load := -1.0
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			load, _ = strconv.ParseFloat(f[0], 64)
+		}
+	}
+	if !raceEnabled && load >= 0 && load < float64(runtime.NumCPU()) {
+		return quiet
+	}
+	t.Logf("throughput floor %.0f %%, not %.0f %%: load average %.2f on %d CPUs, race detector %v",
+		100*busy, 100*quiet, load, runtime.NumCPU(), raceEnabled)
+	return busy
 }
 
 // assertAllSlotsBack: once every call committed, every slot of the
@@ -449,4 +458,14 @@ func TestInFlightFleetChild(t *testing.T) {
 	require.NoError(t, w.Flush())
 	require.NoError(t, f.Close())
 	fmt.Println("DONE")
+}
+
+// TestInFlightFleetSweep checks the sweep of TestInFlightFleet against
+// overlaps counted by hand: nested and chained intervals, and one that
+// ends at the instant another starts (not an overlap).
+func TestInFlightFleetSweep(t *testing.T) {
+	require.Equal(t, 0, maxOverlap(nil))
+	require.Equal(t, 1, maxOverlap([]callInterval{{from: 0, to: 10}, {from: 10, to: 20}, {from: 20, to: 30}}))
+	require.Equal(t, 3, maxOverlap([]callInterval{{from: 0, to: 100}, {from: 10, to: 20}, {from: 15, to: 16}, {from: 20, to: 30}}))
+	require.Equal(t, 2, maxOverlap([]callInterval{{from: 5, to: 6}, {from: 0, to: 10}, {from: 10, to: 11}, {from: 9, to: 12}}))
 }
