@@ -1,0 +1,471 @@
+package crossbackend_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/redisserver"
+	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/redisstore"
+)
+
+// Environment of the child processes of the in-flight tests: the backend
+// ("redis" or "dynamodb") and where to reach it, and what to do.
+const (
+	envChildBackend    = "ZAEL_INFLIGHT_BACKEND"
+	envChildRedisAddr  = "ZAEL_INFLIGHT_REDIS_ADDR"
+	envChildPrefix     = "ZAEL_INFLIGHT_PREFIX"
+	envChildEndpoint   = "ZAEL_INFLIGHT_DDB_ENDPOINT"
+	envChildTable      = "ZAEL_INFLIGHT_DDB_TABLE"
+	envChildGoroutines = "ZAEL_INFLIGHT_GOROUTINES"
+	envChildSeed       = "ZAEL_INFLIGHT_SEED"
+	envChildOut        = "ZAEL_INFLIGHT_OUT"
+)
+
+// envSoak selects the full size of the in-flight tests (`make soak`).
+const envSoak = "SOAK"
+
+// The fleet: keys of one organisation, 8 calls in flight per key and 32
+// in the organisation, calls of 50–500 ms.
+const (
+	fleetKeyCap  = 8
+	fleetOrgCap  = 32
+	fleetOrg     = "org"
+	fleetModel   = "gpt"
+	fleetMinCall = 50 * time.Millisecond
+	fleetMaxCall = 500 * time.Millisecond
+)
+
+// fleetKeys are the organisation's keys: with goroutines spread over them
+// evenly, each key has more callers than its 8 slots, and the keys
+// together more than the organisation's 32, so both caps bind.
+var fleetKeys = []string{"k0", "k1", "k2", "k3", "k4"}
+
+// fleetSize is the size of a fleet run.
+type fleetSize struct {
+	procs, goroutines int
+	length            time.Duration
+}
+
+// fleetSizeNow returns the full size under SOAK=1 (3 processes × 64
+// goroutines for 30 s), a small one otherwise (3 × 16 for 5 s), which
+// still puts 9 or 10 callers on each key's 8 slots and 48 on the
+// organisation's 32.
+func fleetSizeNow() fleetSize {
+	if os.Getenv(envSoak) != "" {
+		return fleetSize{procs: 3, goroutines: 64, length: 30 * time.Second}
+	}
+	return fleetSize{procs: 3, goroutines: 16, length: 5 * time.Second}
+}
+
+// callInterval is one call in flight as a worker saw it: from the return
+// of Wait to just before Commit, in wall-clock ns (one machine's clock,
+// shared by every process).
+type callInterval struct {
+	key      int
+	from, to int64
+}
+
+// setUpFleet stores the organisation's limit and its keys' (cascade).
+func setUpFleet(t *testing.T, rl *limiter.RateLimiter) {
+	ctx := context.Background()
+	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: fleetOrg})
+	require.NoError(t, err)
+	require.NoError(t, rl.SetLimits(ctx, fleetOrg, fleetModel, []limiter.Limit{limiter.InFlight("calls", fleetOrgCap)}))
+	for _, k := range fleetKeys {
+		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: fleetOrg, Cascade: true})
+		require.NoError(t, err)
+		require.NoError(t, rl.SetLimits(ctx, k, fleetModel, []limiter.Limit{
+			limiter.InFlight("calls", fleetKeyCap), limiter.PerMinute("rpm", 1_000_000),
+		}))
+	}
+}
+
+// runFleetWorkers runs goroutines callers from start to end: each waits
+// for a slot of its key (goroutine i calls key i mod 5), holds it for a
+// seeded random 50–500 ms (cut at end), commits, and again, until end.
+// It returns the calls in flight each saw.
+func runFleetWorkers(rl *limiter.RateLimiter, goroutines int, seed uint64, start, end time.Time) ([]callInterval, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), end.Add(time.Minute))
+	defer cancel()
+	time.Sleep(time.Until(start))
+	var mu sync.Mutex
+	var all []callInterval
+	var firstErr error
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			rnd := rand.New(rand.NewPCG(seed, uint64(g)))
+			key := g % len(fleetKeys)
+			var mine []callInterval
+			defer func() {
+				mu.Lock()
+				all = append(all, mine...)
+				mu.Unlock()
+			}()
+			for time.Now().Before(end) {
+				lease, err := rl.Wait(ctx, fleetKeys[key], fleetModel, limiter.Consume{"calls": 1, "rpm": 1})
+				if err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, fmt.Errorf("wait: %w", err))
+					mu.Unlock()
+					return
+				}
+				from := time.Now()
+				d := min(fleetMinCall+time.Duration(rnd.Int64N(int64(fleetMaxCall-fleetMinCall)+1)), max(end.Sub(from), 0))
+				time.Sleep(d)
+				to := time.Now()
+				if d > 0 {
+					mine = append(mine, callInterval{key: key, from: from.UnixNano(), to: to.UnixNano()})
+				}
+				if err := lease.Commit(ctx); err != nil {
+					mu.Lock()
+					firstErr = cmpErr(firstErr, fmt.Errorf("commit: %w", err))
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return all, firstErr
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// maxOverlap returns the largest number of intervals holding one instant,
+// exactly: a sweep over their ends, an end before a start at one instant
+// (the call ended before the next began).
+func maxOverlap(ivs []callInterval) int {
+	type event struct {
+		at    int64
+		delta int
+	}
+	ev := make([]event, 0, 2*len(ivs))
+	for _, iv := range ivs {
+		ev = append(ev, event{iv.from, +1}, event{iv.to, -1})
+	}
+	slices.SortFunc(ev, func(a, b event) int {
+		if a.at != b.at {
+			return cmpInt64(a.at, b.at)
+		}
+		return a.delta - b.delta
+	})
+	n, peak := 0, 0
+	for _, e := range ev {
+		n += e.delta
+		peak = max(peak, n)
+	}
+	return peak
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// checkFleet asserts that the calls in flight never exceeded 8 on a key
+// nor 32 in the organisation, logs the throughput against cap ÷ mean call
+// length and returns its share (the slot-time used over 32 slots × the
+// run's length).
+func checkFleet(t *testing.T, ivs []callInterval, start, end time.Time) float64 {
+	require.NotEmpty(t, ivs)
+	perKey := make([][]callInterval, len(fleetKeys))
+	for _, iv := range ivs {
+		perKey[iv.key] = append(perKey[iv.key], iv)
+	}
+	var keyPeaks []int
+	for k, kivs := range perKey {
+		p := maxOverlap(kivs)
+		keyPeaks = append(keyPeaks, p)
+		require.LessOrEqual(t, p, fleetKeyCap, "calls in flight on key %s", fleetKeys[k])
+	}
+	orgPeak := maxOverlap(ivs)
+	require.LessOrEqual(t, orgPeak, fleetOrgCap, "calls in flight in the organisation")
+	var busy int64
+	for _, iv := range ivs {
+		busy += min(iv.to, end.UnixNano()) - max(iv.from, start.UnixNano())
+	}
+	window := end.Sub(start)
+	mean := time.Duration(busy / int64(len(ivs)))
+	share := float64(busy) / float64(int64(fleetOrgCap)*int64(window))
+	t.Logf("max in flight: %d in the organisation (cap %d), per key %v (cap %d); %d calls in %v, mean %v: %.1f calls/s of %d ÷ %v = %.1f/s, %.1f %%",
+		orgPeak, fleetOrgCap, keyPeaks, fleetKeyCap, len(ivs), window, mean.Round(time.Millisecond),
+		float64(len(ivs))/window.Seconds(), fleetOrgCap, mean.Round(time.Millisecond),
+		float64(fleetOrgCap)/mean.Seconds(), 100*share)
+	require.LessOrEqual(t, share, 1.01, "more slot-time than 32 slots hold")
+	return share
+}
+
+// fleetChild is how a child process reaches the backend.
+type fleetChild struct {
+	env []string
+}
+
+// runFleetProcesses starts size.procs copies of the test binary running
+// TestInFlightFleetChild on the backend child describes, starts them all
+// at one instant once each is ready, and returns their merged calls and
+// the run's window.
+func runFleetProcesses(t *testing.T, child fleetChild, size fleetSize) ([]callInterval, time.Time, time.Time) {
+	dir := t.TempDir()
+	type proc struct {
+		cmd   *exec.Cmd
+		in    io.WriteCloser
+		lines *bufio.Scanner
+		out   string
+	}
+	var procs []*proc
+	for i := range size.procs {
+		p := &proc{out: filepath.Join(dir, fmt.Sprintf("calls-%d", i))}
+		p.cmd = exec.Command(os.Args[0], "-test.run=^TestInFlightFleetChild$", "-test.count=1")
+		p.cmd.Env = append(os.Environ(), child.env...)
+		p.cmd.Env = append(p.cmd.Env,
+			envChildGoroutines+"="+strconv.Itoa(size.goroutines),
+			envChildSeed+"="+strconv.Itoa(1000+i),
+			envChildOut+"="+p.out)
+		p.cmd.Stderr = os.Stderr
+		stdin, err := p.cmd.StdinPipe()
+		require.NoError(t, err)
+		p.in = stdin
+		stdout, err := p.cmd.StdoutPipe()
+		require.NoError(t, err)
+		p.lines = bufio.NewScanner(stdout)
+		require.NoError(t, p.cmd.Start())
+		t.Cleanup(func() {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		})
+		procs = append(procs, p)
+	}
+	for i, p := range procs {
+		ready := false
+		for !ready && p.lines.Scan() {
+			ready = p.lines.Text() == "READY"
+		}
+		require.True(t, ready, "child %d never got ready", i)
+	}
+	start := time.Now().Add(300 * time.Millisecond)
+	end := start.Add(size.length)
+	for _, p := range procs {
+		_, err := fmt.Fprintf(p.in, "%d %d\n", start.UnixNano(), end.UnixNano())
+		require.NoError(t, err)
+		_ = p.in.Close()
+	}
+	var all []callInterval
+	for i, p := range procs {
+		var out strings.Builder
+		for p.lines.Scan() {
+			out.WriteString(p.lines.Text() + "\n")
+		}
+		require.NoError(t, p.cmd.Wait(), "child %d:\n%s", i, out.String())
+		require.Contains(t, out.String(), "DONE", "child %d ran no fleet:\n%s", i, out.String())
+		data, err := os.ReadFile(p.out)
+		require.NoError(t, err)
+		n := 0
+		for _, line := range strings.Fields(strings.ReplaceAll(string(data), " ", ",")) {
+			n++
+			line = strings.ReplaceAll(line, ",", " ")
+			var iv callInterval
+			_, err := fmt.Sscanf(line, "%d %d %d", &iv.key, &iv.from, &iv.to)
+			require.NoError(t, err, "child %d: %q", i, line)
+			all = append(all, iv)
+		}
+		t.Logf("process %d: %d calls", i, n)
+	}
+	return all, start, end
+}
+
+// TestInFlightFleet runs 3 processes (copies of the test binary) of 16
+// goroutines each (64 under SOAK=1) calling through Wait on 5 keys of one
+// organisation, cascade, 8 calls in flight per key and 32 in the
+// organisation, calls of 50–500 ms (seeded), on redis-server; on the
+// memory store one process runs all the goroutines (DynamoDB Local:
+// TestInFlightFleetDynamoDB). Each process records its calls in flight (wall-clock
+// intervals) and the parent sweeps the merged intervals for the exact
+// maximum overlap: never above 8 on a key nor 32 in the organisation.
+// Throughput, the slot-time used over 32 slots × the run's length (which
+// is calls/s over 32 ÷ mean call length), must reach 95 %: a slot given
+// back is usable at once (80 % on a busy machine or under -race, see
+// throughputFloor).
+func TestInFlightFleet(t *testing.T) {
+	size := fleetSizeNow()
+	floor := throughputFloor(t, 0.95, 0.80)
+	t.Run("memory", func(t *testing.T) {
+		rl := limiter.New(memorystore.New())
+		defer rl.Close()
+		setUpFleet(t, rl)
+		start := time.Now().Add(50 * time.Millisecond)
+		end := start.Add(size.length)
+		ivs, err := runFleetWorkers(rl, size.procs*size.goroutines, 1000, start, end)
+		require.NoError(t, err)
+		share := checkFleet(t, ivs, start, end)
+		require.GreaterOrEqual(t, share, floor, "throughput")
+		assertAllSlotsBack(t, rl)
+	})
+	t.Run("redis", func(t *testing.T) {
+		addr, prefix := redisserver.Addr(t), redisserver.Prefix(t)
+		rl := limiter.New(openRedisPrefix(t, redis.NewClient(redisserver.ClientOptions(addr)), prefix))
+		defer rl.Close()
+		setUpFleet(t, rl)
+		ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
+			envChildBackend + "=redis", envChildRedisAddr + "=" + addr, envChildPrefix + "=" + prefix,
+		}}, size)
+		share := checkFleet(t, ivs, start, end)
+		require.GreaterOrEqual(t, share, floor, "throughput")
+		assertAllSlotsBack(t, rl)
+	})
+}
+
+// TestInFlightFleetDynamoDB is TestInFlightFleet on DynamoDB Local: 3
+// processes, the same keys, caps and calls; throughput must reach 80 %
+// of 32 ÷ mean call length (waiters poll every 20 ms), 50 % on a busy
+// machine or under -race (see throughputFloor).
+func TestInFlightFleetDynamoDB(t *testing.T) {
+	size := fleetSizeNow()
+	floor := throughputFloor(t, 0.80, 0.50)
+	endpoint := ddblocal.Endpoint(t)
+	repo, _, table := openDynamoDBTable(t)
+	rl := limiter.New(repo)
+	defer rl.Close()
+	setUpFleet(t, rl)
+	ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
+		envChildBackend + "=dynamodb", envChildEndpoint + "=" + endpoint, envChildTable + "=" + table,
+	}}, size)
+	share := checkFleet(t, ivs, start, end)
+	require.GreaterOrEqual(t, share, floor, "throughput")
+	assertAllSlotsBack(t, rl)
+}
+
+// throughputFloor returns quiet, the throughput floor of the issue, on a
+// machine whose load average (1 min) is below its CPU count and without
+// -race; else busy, and logs why. On an oversubscribed machine the
+// children, the parent and the server wait for cores: at full size, load
+// 6 on 2 cores, memory reached 93.8 % and redis-server 91.8 % (97.7 % and
+// 96.5 % at the small size under -race), for reasons that are not the
+// limiter's. The busy floors still fail a limiter that admits nobody, or
+// one call at a time (3 % of 32 slots), or that loses slots.
+func throughputFloor(t *testing.T, quiet, busy float64) float64 {
+	load := -1.0
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			load, _ = strconv.ParseFloat(f[0], 64)
+		}
+	}
+	if !raceEnabled && load >= 0 && load < float64(runtime.NumCPU()) {
+		return quiet
+	}
+	t.Logf("throughput floor %.0f %%, not %.0f %%: load average %.2f on %d CPUs, race detector %v",
+		100*busy, 100*quiet, load, runtime.NumCPU(), raceEnabled)
+	return busy
+}
+
+// assertAllSlotsBack: once every call committed, every slot of the
+// organisation and of each key is free.
+func assertAllSlotsBack(t *testing.T, rl *limiter.RateLimiter) {
+	ctx := context.Background()
+	free, err := rl.Available(ctx, fleetOrg, fleetModel)
+	require.NoError(t, err)
+	require.Equal(t, int64(fleetOrgCap), free["calls"], "the organisation's slots are back")
+	for _, k := range fleetKeys {
+		free, err := rl.Available(ctx, k, fleetModel)
+		require.NoError(t, err)
+		require.Equal(t, int64(fleetKeyCap), free["calls"], "the slots of %s are back", k)
+	}
+}
+
+// openRedisPrefix opens a store on client under prefix.
+func openRedisPrefix(t *testing.T, client *redis.Client, prefix string) limiter.Repository {
+	t.Cleanup(func() { _ = client.Close() })
+	repo, err := redisstore.New(client, func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	return repo
+}
+
+// openChildRepo opens the backend the parent named in the environment, or
+// returns nil when the test runs on its own.
+func openChildRepo(t *testing.T, poolSize int) limiter.Repository {
+	switch os.Getenv(envChildBackend) {
+	case "redis":
+		opts := redisserver.ClientOptions(os.Getenv(envChildRedisAddr))
+		opts.PoolSize = max(poolSize, opts.PoolSize)
+		return openRedisPrefix(t, redis.NewClient(opts), os.Getenv(envChildPrefix))
+	case "dynamodb":
+		repo, err := limiter.OpenDynamoDB(context.Background(), ddblocal.NewClient(os.Getenv(envChildEndpoint)), func(o *limiter.DynamoDBOptions) {
+			o.Table = os.Getenv(envChildTable)
+		})
+		require.NoError(t, err)
+		return repo
+	}
+	return nil
+}
+
+// TestInFlightFleetChild is a process of TestInFlightFleet: it says READY,
+// reads the run's start and end (Unix ns) from stdin, runs its goroutines
+// and writes its calls in flight to the file the parent named, one "key
+// from to" a line.
+func TestInFlightFleetChild(t *testing.T) {
+	if os.Getenv(envChildOut) == "" {
+		t.Skip("run by TestInFlightFleet")
+	}
+	goroutines, err := strconv.Atoi(os.Getenv(envChildGoroutines))
+	require.NoError(t, err)
+	seed, err := strconv.ParseUint(os.Getenv(envChildSeed), 10, 64)
+	require.NoError(t, err)
+	repo := openChildRepo(t, goroutines)
+	require.NotNil(t, repo)
+	rl := limiter.New(repo)
+	defer rl.Close()
+	fmt.Println("READY")
+	var startNs, endNs int64
+	_, err = fmt.Fscanf(os.Stdin, "%d %d\n", &startNs, &endNs)
+	require.NoError(t, err)
+	ivs, err := runFleetWorkers(rl, goroutines, seed, time.Unix(0, startNs), time.Unix(0, endNs))
+	require.NoError(t, err)
+	f, err := os.Create(os.Getenv(envChildOut))
+	require.NoError(t, err)
+	w := bufio.NewWriter(f)
+	for _, iv := range ivs {
+		fmt.Fprintf(w, "%d %d %d\n", iv.key, iv.from, iv.to)
+	}
+	require.NoError(t, w.Flush())
+	require.NoError(t, f.Close())
+	fmt.Println("DONE")
+}
+
+// TestInFlightFleetSweep checks the sweep of TestInFlightFleet against
+// overlaps counted by hand: nested and chained intervals, and one that
+// ends at the instant another starts (not an overlap).
+func TestInFlightFleetSweep(t *testing.T) {
+	require.Equal(t, 0, maxOverlap(nil))
+	require.Equal(t, 1, maxOverlap([]callInterval{{from: 0, to: 10}, {from: 10, to: 20}, {from: 20, to: 30}}))
+	require.Equal(t, 3, maxOverlap([]callInterval{{from: 0, to: 100}, {from: 10, to: 20}, {from: 15, to: 16}, {from: 20, to: 30}}))
+	require.Equal(t, 2, maxOverlap([]callInterval{{from: 5, to: 6}, {from: 0, to: 10}, {from: 10, to: 11}, {from: 9, to: 12}}))
+}
