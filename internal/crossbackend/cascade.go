@@ -47,9 +47,13 @@ const (
 	// explains gets 1 ms (and counts in the limiter's broken refusals).
 	contendedRetryMin = 2500 * time.Microsecond
 	contendedRetryMax = 160 * time.Millisecond
-	// cascadeMaxContended is the share of a loaded run's attempts that may
-	// end in a contended refusal (1 in 20).
+	// cascadeMaxContended is the share of a slow run's attempts that may
+	// end in a contended refusal (1 in 20); a run is slow when its p90
+	// acquire latency is at least cascadeSlowP90, as when DynamoDB Local
+	// shares a busy machine (p90 of 5 to 22 s was seen, against tens of
+	// milliseconds on a quiet one).
 	cascadeMaxContended = 20
+	cascadeSlowP90      = time.Second
 )
 
 var cascadeKeys = []string{"cc-k1", "cc-k2"}
@@ -71,6 +75,7 @@ type cascadeCounts struct {
 	mu       sync.Mutex
 	messages []string // the first few unexpected errors and false refusals
 	lat      []time.Duration
+	p90      time.Duration // of lat, once the run ended
 }
 
 func (c *cascadeCounts) note(format string, args ...any) {
@@ -128,6 +133,7 @@ func runCascade(t *testing.T, repo limiter.Repository, opts ...limiter.Option) *
 	c.mu.Lock()
 	slices.Sort(c.lat)
 	if n := len(c.lat); n > 0 {
+		c.p90 = c.lat[n*9/10]
 		t.Logf("acquire latency p50 %v p90 %v max %v", c.lat[n/2], c.lat[n*9/10], c.lat[n-1])
 	}
 	c.mu.Unlock()
@@ -186,22 +192,22 @@ func (c *cascadeCounts) attempt(rl *limiter.RateLimiter, key string) (stop bool)
 	return false
 }
 
-// checkCascade asserts the counts of a run that took span. On a loaded
-// machine (loaded), a few acquires may be refused as contended: with every
-// write taking seconds, an acquire can lose its race eight times in a row,
-// and the limiter then refuses it with a short Retry-After rather than
-// reading again without end. Everywhere else a refusal while tokens
-// remain fails the run.
-func checkCascade(t *testing.T, c *cascadeCounts, span time.Duration, loaded bool) {
+// checkCascade asserts the counts of a run that took span. In a slow run
+// (p90 latency at least cascadeSlowP90), a few acquires may be refused as
+// contended: with writes taking seconds, an acquire can lose its race
+// eight times in a row, and the limiter then refuses it with a short
+// Retry-After rather than reading again without end. In a run that is not
+// slow, and for any other refusal while tokens remain, that fails the run.
+func checkCascade(t *testing.T, c *cascadeCounts, span time.Duration) {
 	t.Helper()
 	t.Logf("%v in %v", c, span.Round(time.Millisecond))
 	earned := int64(span / (time.Hour / cascadeCapacity)) // the refill of the run
 	assert.Equal(t, int64(0), c.errors.Load(), "errors: %v", c.messages)
 	assert.Equal(t, int64(0), c.falseRefusals.Load(), "refusals while tokens remained: %v", c.messages)
-	if loaded {
-		assert.LessOrEqual(t, c.contended.Load(), c.attempts.Load()/cascadeMaxContended, "contended refusals, want at most 1 in %d attempts: %v", cascadeMaxContended, c.messages)
+	if c.p90 >= cascadeSlowP90 {
+		assert.LessOrEqual(t, c.contended.Load(), c.attempts.Load()/cascadeMaxContended, "contended refusals in a slow run (p90 %v), want at most 1 in %d attempts: %v", c.p90, cascadeMaxContended, c.messages)
 	} else {
-		assert.Equal(t, int64(0), c.contended.Load(), "contended refusals (lost every race) on a quiet machine: %v", c.messages)
+		assert.Equal(t, int64(0), c.contended.Load(), "contended refusals (lost every race) in a run with p90 latency %v: %v", c.p90, c.messages)
 	}
 	assert.Equal(t, int64(0), c.zeroRetry.Load(), "refusals with RetryAfter ≤ 0: %v", c.messages)
 	admitted := c.admitted.Load()
@@ -245,7 +251,7 @@ func CascadeContention(t *testing.T, backends []Backend, watch func(t *testing.T
 					}
 					start := time.Now()
 					c := runCascade(t, repo, limiter.WithGroupCommit(gc))
-					checkCascade(t, c, time.Since(start), load == "loaded")
+					checkCascade(t, c, time.Since(start))
 				})
 			}
 		}
