@@ -28,7 +28,7 @@ import (
 //
 // They run at two sizes. By default (and so under -race in `make test`),
 // with small ceilings, so that the caches fill early: 40,000 keys on the
-// memory backend, 1,600 (and 200 to warm up) on DynamoDB Local. With SOAK=1
+// memory backend, 2,000 (and 200 to warm up) on DynamoDB Local. With SOAK=1
 // (`make soak`, which CI runs after `make test`, without -race: the race
 // detector makes every acquire several times slower), at full size with
 // the default ceilings: 1,000,000 keys on the memory backend, and on DynamoDB Local the
@@ -235,12 +235,13 @@ func TestSoakMemory(t *testing.T) {
 // 8,000 to 20,000 keys the live heap grows by less than 2 MiB (before the
 // caches were bounded it grew by about 600 bytes per key: +7 MiB). At the
 // default size, with ceilings of 200 entities and buckets, 400 configs and
-// 200 over-limit entries (full after 200 keys), from 400 to 1,600 keys it
-// grows by less than 0.4 MiB: a leak of 350 bytes a key would pass that,
-// as it would the 1 MiB over 3,000 keys this size once had (measured:
-// 0.02-0.06 MiB at either size).
+// 200 over-limit entries (full after 200 keys), from 400 to 2,000 keys it
+// grows by less than 0.6 MiB: a leak of about 390 bytes a key would pass
+// that (the 1 MiB over 3,000 keys this size once had: 350 bytes). Measured
+// alone: +0.02 to +0.06 MiB at either size; in the package's run, where
+// the goroutines of earlier tests are still ending, -0.2 to -0.4 MiB.
 func TestSoakDynamoDB(t *testing.T) {
-	size := soakSize{checkpoints: []int{400, 1_000, 1_600}, workers: 32, opts: tinyCaches, bucketCache: 200, maxGrowth: 2 * mib / 5}
+	size := soakSize{checkpoints: []int{400, 1_200, 2_000}, workers: 32, opts: tinyCaches, bucketCache: 200, maxGrowth: 3 * mib / 5}
 	if os.Getenv(envSoak) != "" {
 		size = soakSize{checkpoints: []int{8_000, 10_000, 15_000, 20_000}, workers: 32, maxGrowth: 2 * mib}
 	}
