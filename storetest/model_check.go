@@ -52,15 +52,19 @@ func (m *modelRun) slackOf(key store.BucketKey, name string) *big.Int {
 	return new(big.Int)
 }
 
-// checkStore compares every bucket item of the run with the reference.
+// checkStore compares every bucket item of the run with the reference. It
+// reads them in one LoadBuckets, which returns what GetBucket returns for
+// each key (missing ones absent) in one round trip.
 func (m *modelRun) checkStore() {
 	m.t.Helper()
 	now := m.nowMs()
-	for _, key := range m.keys() {
-		b, err := m.repo.GetBucket(m.ctx, key)
-		if err != nil {
-			m.fail("GetBucket %s/%s: %v", key.EntityID, key.Resource, err)
-		}
+	keys := m.keys()
+	_, stored, err := m.repo.LoadBuckets(m.ctx, nil, keys)
+	if err != nil {
+		m.fail("LoadBuckets of %d items: %v", len(keys), err)
+	}
+	for _, key := range keys {
+		b := stored[key]
 		it := m.ref.items[key]
 		switch {
 		case b == nil && it == nil:
