@@ -115,10 +115,6 @@ type RateLimitExceededError struct {
 	RetryAfter time.Duration
 }
 
-// minRetryAfter is the least RetryAfter of a refusal: the bucket math
-// gives at least a millisecond for any shortage.
-const minRetryAfter = time.Millisecond
-
 // brokenRefusals counts the refusals built without an exceeded status with
 // a positive RetryAfter: a refusal that no shortage explains (a lost race
 // reported as a denial). It must stay zero; the tests check it.
@@ -332,71 +328,6 @@ func sdkReason(err error) string {
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Cause }
 
-// AccessDeniedError is returned by Acquire, AcquireAll and Wait when the
-// backend refused the call for want of permission (DynamoDB's
-// AccessDeniedException: the caller's IAM policy does not grant the action
-// on the item, e.g. a principal confined to one namespace tried another's).
-// It is not an outage: the on-unavailable mode does not apply, so even
-// under "allow" nothing is admitted. It matches [ErrAccessDenied] and
-// unwraps to the cause.
-type AccessDeniedError struct {
-	Cause    error
-	Table    string
-	EntityID string
-	Resource string
-}
-
-// Error returns the cause's message followed by the context.
-func (e *AccessDeniedError) Error() string {
-	u := UnavailableError{Cause: e.Cause, Table: e.Table, EntityID: e.EntityID, Resource: e.Resource}
-	return "access denied: " + u.Error()
-}
-
-// Is reports whether target is [ErrAccessDenied].
-func (e *AccessDeniedError) Is(target error) bool { return target == ErrAccessDenied }
-
-// Unwrap returns the cause.
-func (e *AccessDeniedError) Unwrap() error { return e.Cause }
-
-// isAccessDenied reports whether err is a refusal for want of permission:
-// it matches [ErrAccessDenied], or carries the error code
-// AccessDeniedException (an AWS SDK API error, matched by its ErrorCode
-// method so that the core needs no SDK import).
-func isAccessDenied(err error) bool {
-	if errors.Is(err, ErrAccessDenied) {
-		return true
-	}
-	var coded interface{ ErrorCode() string }
-	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
-}
-
-// TableNotFoundError is returned by [OpenDynamoDB] and
-// [DynamoDBRepository.Ping] when the table does not exist. It matches
-// [ErrTableNotFound] and unwraps to DynamoDB's ResourceNotFoundException.
-type TableNotFoundError struct {
-	Table string
-	// Endpoint is where the table was looked for ("" when unknown).
-	Endpoint string
-	Cause    error
-}
-
-// Error names the table, where it was looked for, and how to create it.
-func (e *TableNotFoundError) Error() string {
-	at := ""
-	if e.Endpoint != "" {
-		at = " at " + e.Endpoint
-	}
-	return fmt.Sprintf("limiter: table %q not found%s: create it with `zae-limiter deploy --name %s` (AWS), "+
-		"`zae-limiter local up --name %s` (DynamoDB Local), or open it with DynamoDBOptions.CreateTable set",
-		e.Table, at, e.Table, e.Table)
-}
-
-// Is reports whether target is [ErrTableNotFound].
-func (e *TableNotFoundError) Is(target error) bool { return target == ErrTableNotFound }
-
-// Unwrap returns the cause.
-func (e *TableNotFoundError) Unwrap() error { return e.Cause }
-
 // NamespaceNotFoundError reports an unregistered (or deleted) namespace,
 // looked up by name, or a namespace id without a registry record. It matches
 // [ErrNamespaceNotFound].
@@ -434,52 +365,3 @@ func (e *NamespaceStateError) Error() string { return "limiter: " + e.Message }
 
 // Is reports whether target is [ErrNamespaceState].
 func (e *NamespaceStateError) Is(target error) bool { return target == ErrNamespaceState }
-
-// VersionMismatchError reports a client/schema/Lambda version mismatch that
-// needs an update. It matches [ErrVersion].
-type VersionMismatchError struct {
-	ClientVersion string
-	SchemaVersion string
-	LambdaVersion string // "" when unknown
-	Message       string
-	CanAutoUpdate bool
-}
-
-// Error returns "limiter: version mismatch: client …, schema …, lambda …:
-// {message}".
-func (e *VersionMismatchError) Error() string {
-	lambda := e.LambdaVersion
-	if lambda == "" {
-		lambda = "unknown"
-	}
-	return fmt.Sprintf("limiter: version mismatch: client %s, schema %s, lambda %s: %s",
-		e.ClientVersion, e.SchemaVersion, lambda, e.Message)
-}
-
-// Is reports whether target is [ErrVersion].
-func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersion }
-
-// IncompatibleSchemaError reports a table whose schema major version differs
-// from the client's. It matches [ErrIncompatibleSchema] and [ErrVersion].
-type IncompatibleSchemaError struct {
-	ClientVersion     string
-	SchemaVersion     string
-	Message           string
-	MigrationGuideURL string
-}
-
-// Error returns "limiter: incompatible schema: client … does not support
-// schema …: {message}" and the migration guide, if any.
-func (e *IncompatibleSchemaError) Error() string {
-	msg := fmt.Sprintf("limiter: incompatible schema: client %s does not support schema %s: %s",
-		e.ClientVersion, e.SchemaVersion, e.Message)
-	if e.MigrationGuideURL != "" {
-		msg += " (see " + e.MigrationGuideURL + ")"
-	}
-	return msg
-}
-
-// Is reports whether target is [ErrIncompatibleSchema] or [ErrVersion].
-func (e *IncompatibleSchemaError) Is(target error) bool {
-	return target == ErrIncompatibleSchema || target == ErrVersion
-}

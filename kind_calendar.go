@@ -1,4 +1,4 @@
-// Layer 4, mechanics: calendar limits. A calendar limit resets at the
+// Layer 1, math and models: calendar limits. A calendar limit resets at the
 // start of each day, week or month in its zone: each period of calendar
 // limit L of entity E on resource R is an ordinary bucket, (E, R/L.tag),
 // whose limit refills one token a century

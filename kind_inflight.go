@@ -1,4 +1,4 @@
-// Layer 4, mechanics: in-flight limits. Generation g of in-flight limit
+// Layer 1, math and models: in-flight limits. Generation g of in-flight limit
 // L of entity E on resource R is the ordinary bucket (E, R/L.slots.g),
 // whose tokens are the free slots (store.Limit.InFlightBucketLimit); a
 // generation lasts half the slot TTL, an acquire takes its slots in the

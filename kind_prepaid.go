@@ -1,4 +1,4 @@
-// Layer 4, mechanics: prepaid limits. A prepaid limit's balance is the
+// Layer 1, math and models: prepaid limits. A prepaid limit's balance is the
 // ordinary bucket (E, R/L.balance), created empty, refilling one token a
 // century (store.Limit.PrepaidBucketLimit): only top-ups fill it, and it
 // never expires.

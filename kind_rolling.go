@@ -1,4 +1,4 @@
-// Layer 4, mechanics: rolling limits, the token buckets kept in the item
+// Layer 1, math and models: rolling limits, the token buckets kept in the item
 // of their entity and resource (Capacity tokens, RefillAmount more every
 // RefillPeriod).
 

@@ -1,4 +1,4 @@
-// Layer 4, mechanics: the kinds of limits. A limit is rolling (a token
+// Layer 1, math and models: the kinds of limits. A limit is rolling (a token
 // bucket in the item of its entity and resource), a calendar budget, a
 // prepaid balance or a cap on calls in flight; the last three live in
 // bucket items of their own. What tells the kinds apart is limitKind, and
@@ -11,12 +11,6 @@
 package limiter
 
 import "time"
-
-// itemAdder adds one bucket item to an acquire's batch: the bucket
-// resource, the limits it holds, what the acquire takes of them, the own
-// limit it holds (nil for the rolling limits of (entity, resource)) and
-// when its period or generation ends (epoch ms; 0: never).
-type itemAdder func(resource string, limits []Limit, consume Consume, own *Limit, nextMs int64) error
 
 // limitKind is what differs between the kinds of limits.
 type limitKind interface {

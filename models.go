@@ -380,3 +380,13 @@ func giveBackWrite(key store.BucketKey, inc, nowMs int64, consume Consume, limit
 	}
 	return w
 }
+
+// itemAdder adds one bucket item to an acquire's batch: the bucket
+// resource, the limits it holds, what the acquire takes of them, the own
+// limit it holds (nil for the rolling limits of (entity, resource)) and
+// when its period or generation ends (epoch ms; 0: never).
+type itemAdder func(resource string, limits []Limit, consume Consume, own *Limit, nextMs int64) error
+
+// minRetryAfter is the least RetryAfter of a refusal: the bucket math
+// gives at least a millisecond for any shortage.
+const minRetryAfter = time.Millisecond
