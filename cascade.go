@@ -12,6 +12,12 @@ import "errors"
 // (batchAcquire). Nothing it returns with stays taken.
 var errCascadePath = errors.New("limiter: the cascade charges more than the parent")
 
+// errWidePath tells acquire that an ancestor of its chain has entity-wide
+// limits: the acquire must be made on the batch path (batchAcquire),
+// which charges every bucket of the plan, all or nothing. Nothing it
+// returns with stays taken.
+var errWidePath = errors.New("limiter: an entity of the cascade has entity-wide limits")
+
 // onBatchPath reports whether err sends an acquire to the batch path: a
 // calendar or prepaid limit, a cascade beyond the parent, or entity-wide
 // limits.

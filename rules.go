@@ -309,55 +309,6 @@ func noLimitsError(entityID, resource string) error {
 	return e
 }
 
-// checkNames refuses a request that names a limit no applicable limit has
-// (a typo such as "rmp" must not turn limiting off): every name must be a
-// limit of the entity or, with cascade, of an ancestor it charges. The
-// ancestors' limits are resolved only when the entity's lack a name.
-func (rl *rules) checkNames(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) error {
-	// The common request names only the entity's limits: counted by lookups,
-	// which cost less than ranging over the map (a name twice among the
-	// limits, which validation refuses, is counted once all the same).
-	found := 0
-	for i, l := range child.limits {
-		if _, ok := consume[l.Name]; ok && !slices.ContainsFunc(child.limits[:i], func(m Limit) bool { return m.Name == l.Name }) {
-			found++
-		}
-	}
-	if found == len(consume) {
-		return nil
-	}
-	var ancestors []planLevel
-	resolvedAncestors := false
-	has := func(name string) bool {
-		return slices.ContainsFunc(ancestors, func(lv planLevel) bool { return lv.has(name) })
-	}
-	for name := range consume {
-		if child.has(name) {
-			continue
-		}
-		if !resolvedAncestors && !o.override {
-			resolvedAncestors = true
-			chain, err := rl.cascadeChain(ctx, entityID)
-			if err != nil {
-				return err
-			}
-			for _, id := range chain {
-				lv, err := rl.levelLimits(ctx, id, resource, o)
-				if err != nil {
-					return err
-				}
-				ancestors = append(ancestors, lv)
-			}
-		}
-		if has(name) {
-			continue
-		}
-		levels := append([]planLevel{{entityID: entityID, res: child}}, ancestors...)
-		return unknownNameError(levels, entityID, resource, name)
-	}
-	return nil
-}
-
 // MaxCascadeLevels bounds a cascade: an acquire charges at most this many
 // entities, the entity and three ancestors (an API key, its project, the
 // project's organisation and one level above). [RateLimiter.CreateEntity]

@@ -293,6 +293,12 @@ var errExited = errors.New("exited before answering")
 // the same.
 var jvmFlags = []string{"-XX:+IgnoreUnrecognizedVMOptions", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 
+// LongLived, set before Start, starts the jar with the JVM's defaults
+// instead of jvmFlags: for a benchmark, whose server runs long enough for
+// the server compiler to pay, and whose figures must not be those of a
+// JVM held back for a short test run.
+var LongLived bool
+
 // launchJava runs one java process and waits until its port answers.
 func launchJava(ctx context.Context, java, jar string) (*Server, error) {
 	port, err := freePort()
@@ -301,7 +307,11 @@ func launchJava(ctx context.Context, java, jar string) (*Server, error) {
 	}
 	begin := time.Now()
 	out := &tailBuffer{max: 8 << 10}
-	args := append(jvmFlags[:len(jvmFlags):len(jvmFlags)],
+	flags := jvmFlags
+	if LongLived {
+		flags = nil
+	}
+	args := append(flags[:len(flags):len(flags)],
 		"-Djava.library.path="+filepath.Join(filepath.Dir(jar), "DynamoDBLocal_lib"),
 		"-jar", jar,
 		"-inMemory", "-sharedDb", "-disableTelemetry",

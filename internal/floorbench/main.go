@@ -69,6 +69,7 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	start, cancel := context.WithTimeout(ctx, ddblocal.StartTimeout)
+	ddblocal.LongLived = true // the server compiler, as a long run wants
 	srv, err := ddblocal.Start(start)
 	cancel()
 	if err != nil {
