@@ -293,8 +293,8 @@ var errExited = errors.New("exited before answering")
 // the same.
 var jvmFlags = []string{"-XX:+IgnoreUnrecognizedVMOptions", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"}
 
-// LongLived, set before Start, starts the jar with the JVM's defaults
-// instead of jvmFlags: for a benchmark, whose server runs long enough for
+// LongLived makes Start, when set before it, start the jar with the
+// JVM's defaults instead of jvmFlags: for a benchmark, whose server runs long enough for
 // the server compiler to pay, and whose figures must not be those of a
 // JVM held back for a short test run.
 var LongLived bool
