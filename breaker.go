@@ -27,12 +27,10 @@ import (
 // Calls that time out together are one stall, counted as one failure:
 // they tell one thing, that the store paused while they were out. A
 // timeout starts a stall; a timeout of a call made before that is part of
-// it. The stall ends when the store answers a call made after it began
-// (the answers of calls made before tell nothing: a store that stops
-// answering still answers the calls it had taken). It is counted in full
-// (each of its timeouts a failure) once a call made after it began times
-// out too, or once it has not ended within a grace of three fifths of the
-// store timeout (300 ms by default) after it began. So a pause longer than the
+// it. The stall is counted in full (each of its timeouts a failure) once
+// a call made after it began times out too, or once the store has
+// answered no call for a grace of three fifths of the store timeout
+// (300 ms by default) after the stall began. So a pause longer than the
 // store timeout under many concurrent callers fails the calls it caught
 // and counts once when the store answers within the grace (a pause of
 // 700 ms with the default timeout of 500 ms), and a store that stops
@@ -98,11 +96,9 @@ type breaker struct {
 	state    atomic.Int32 // a circuitState
 	reopenAt atomic.Int64 // open: when a probe may go, in monoNow's nanoseconds
 	// active is set while the window holds a failure: answers are then
-	// counted in answers (a running count), and fresh is the latest start
-	// of an answered call (monoNow's nanoseconds, of its bound's epoch).
+	// counted in answers (a running count).
 	active  atomic.Bool
 	answers atomic.Int64
-	fresh   atomic.Int64
 	timer   atomic.Pointer[time.Timer] // the grace timer last set
 	// changed hears every change of state, with the failures counted and
 	// the error that caused it (nil for a probe or a success); nil: nobody.
@@ -125,6 +121,7 @@ type windowEvent struct {
 type stall struct {
 	on       bool
 	firstAt  int64 // when its first timeout came (monoNow's nanoseconds)
+	answers  int64 // breaker.answers then: an answer since ends it
 	deferred int32 // its timeouts not counted (yet)
 	spread   bool  // counted in full: more than one stall
 }
@@ -162,8 +159,8 @@ func (b *breaker) rejecting() bool {
 	return true
 }
 
-// settle records the outcome of an admitted call; started is when its
-// bound began (monoNow's nanoseconds; 0: unbounded).
+// settle records the outcome of an admitted call; started is, for a call
+// that timed out, when its bound began (monoNow's nanoseconds).
 func (b *breaker) settle(probe bool, o callOutcome, cause error, started int64) {
 	switch {
 	case probe && o == callAnswered:
@@ -179,8 +176,6 @@ func (b *breaker) settle(probe bool, o callOutcome, cause error, started int64) 
 		b.state.Store(int32(circuitOpen))
 	case o == callAnswered:
 		if b.active.Load() {
-			for cur := b.fresh.Load(); started > cur && !b.fresh.CompareAndSwap(cur, started); cur = b.fresh.Load() {
-			}
 			if n := b.answers.Add(1); n%1024 == 0 {
 				b.idle()
 			}
@@ -198,27 +193,27 @@ func (b *breaker) failed(o callOutcome, cause error, started int64) {
 	b.active.Store(true)
 	answers := b.answers.Load()
 	st := &b.stall
-	ended := st.on && b.fresh.Load() >= st.firstAt
 	n := int32(1)
 	if o == callTimedOut && b.grace > 0 && b.failures > 1 {
 		switch {
-		case st.on && started < st.firstAt && ended:
-			n = 0 // a late timeout of a stall that ended
-		case st.on && started < st.firstAt && st.spread:
-			// Part of a stall counted in full.
+		case st.on && started < st.firstAt && (st.spread || answers != st.answers):
+			// Part of a stall counted in full, or of one that ended.
+			if answers != st.answers {
+				n = 0
+			}
 		case st.on && started < st.firstAt:
 			st.deferred++ // part of the current stall
 			n = 0
-		case st.on && !ended && !st.spread:
+		case st.on && answers == st.answers && !st.spread:
 			// A call made after the stall began timed out too, with no
-			// call made since answered: more than one stall.
+			// answer in between: more than one stall.
 			n += st.deferred
 			st.deferred, st.spread = 0, true
-		case st.on && !ended:
+		case st.on && answers == st.answers:
 			// The store still answers nothing: each timeout counts.
 		default:
 			// The first timeout of a stall.
-			*st = stall{on: true, firstAt: now}
+			*st = stall{on: true, firstAt: now, answers: answers}
 			gen := b.gen
 			b.timer.Store(time.AfterFunc(b.grace, func() { b.graceOver(gen, now, cause) }))
 		}
@@ -234,13 +229,13 @@ func (b *breaker) failed(o callOutcome, cause error, started int64) {
 	}
 }
 
-// graceOver counts in full the stall that began at firstAt when no call
-// made since has been answered.
+// graceOver counts in full the stall that began at firstAt when the store
+// has answered nothing since.
 func (b *breaker) graceOver(gen, firstAt int64, cause error) {
 	b.mu.Lock()
 	st := &b.stall
 	answers := b.answers.Load()
-	if b.gen != gen || !st.on || st.firstAt != firstAt || st.spread || b.fresh.Load() >= firstAt {
+	if b.gen != gen || !st.on || st.firstAt != firstAt || st.spread || answers != st.answers {
 		b.mu.Unlock()
 		return
 	}

@@ -102,14 +102,11 @@ func (s *storeOps) exit(ctx context.Context, g callGuard, err error) error {
 		g.cancel()
 	}
 	o := callAnswered
-	var started int64 // when the call's bound began: its epoch's start
-	if g.e != nil {
-		started = g.e.started
-	}
+	var started int64 // of a call that timed out: its epoch's start
 	switch {
 	case err == nil || answered(err):
 	case g.e.expired():
-		o = callTimedOut
+		o, started = callTimedOut, g.e.started
 		err = &storeTimeoutError{timeout: s.bound.d, cause: err}
 	case ctx.Err() != nil:
 		o = callGaveUp

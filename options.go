@@ -135,8 +135,8 @@ func WithStoreTimeout(d time.Duration) Option {
 // empties the window, its failure opens it for another cooldown. Calls
 // that time out together are one pause of the store, counted as one
 // failure: in full only once a call made after they began failing times
-// out too, or when no call made since is answered within three fifths of
-// the store timeout after the pause's first timeout. Refusals of a working store (a
+// out too, or when the store answers nothing for three fifths of the store
+// timeout after the pause's first timeout. Refusals of a working store (a
 // limit, a refused conditional write, throttling, a missing entity, access
 // denied) are not failures. The changes are logged ([WithLogger]) and
 // reported to a [CircuitMetrics]. failures ≤ 0 turns the breaker off;
