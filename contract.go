@@ -46,9 +46,8 @@ type commitQueue interface {
 }
 
 // init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
-// breaker that opens when its window holds at least failures calls, half
-// of them failed or more (never when failures ≤ 0), one pause counted
-// once, for cooldown.
+// breaker that opens after failures failures with no answer in between
+// (never when ≤ 0), one pause counted once, for cooldown.
 func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failures int, cooldown time.Duration) {
 	s.repo, s.m = repo, m
 	s.spec, _ = repo.(store.SpeculativeStore)
@@ -59,7 +58,6 @@ func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failu
 	s.brk.failures = int32(min(max(failures, 0), 1<<30))
 	s.brk.cooldown = cooldown
 	s.brk.grace = max(timeout*3/5, 0)
-	s.brk.window = max(circuitWindow, 10*timeout)
 }
 
 func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {

@@ -186,9 +186,8 @@ const (
 	// deployment or a test run on a loaded machine (DynamoDB Local warming
 	// up, say) widen the bound without a code change.
 	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
-	// DefaultCircuitFailures is the minimum number of store calls in the
-	// circuit breaker's window, half of them failed or more, that opens it
-	// ([WithCircuitBreaker]).
+	// DefaultCircuitFailures is how many failed store calls, with none
+	// answered in between, open the circuit breaker ([WithCircuitBreaker]).
 	DefaultCircuitFailures = 5
 	// DefaultCircuitCooldown is how long the circuit breaker stays open
 	// before a probe ([WithCircuitBreaker]).
