@@ -13,7 +13,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/zaelimiter/limiter/store"
 )
@@ -144,18 +143,11 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 }
 
 // pairAgain decides whether an acquire refused by it after a mixed
-// outcome runs again: after a random pause of at most mixedPause, the
-// item is read, and it runs again when the item now covers its amounts.
+// outcome runs again: after pauseThenRead, when the item now covers its
+// amounts.
 func (rl *RateLimiter) pairAgain(ctx context.Context, it *batchItem) bool {
-	t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	case <-t.C:
-	}
-	b, err := rl.store.getBucket(ctx, it.group.key())
-	if err != nil || b == nil {
+	b := rl.pauseThenRead(ctx, it.group.key())
+	if b == nil {
 		return false
 	}
 	ok, _ := wouldRefillSatisfy(b.States, positive(it.consume), rl.nowMs())

@@ -127,15 +127,8 @@ func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
 		return false
 	}
 	a.rounds++
-	t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return false
-	case <-t.C:
-	}
-	b, err := rl.store.getBucket(ctx, key)
-	if err != nil || b == nil {
+	b := rl.pauseThenRead(ctx, key)
+	if b == nil {
 		return false
 	}
 	a.at = rl.now()
@@ -144,6 +137,25 @@ func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
 		rl.overLimitRemember(b, a.nowMs(), newRateLimitExceededError(statuses))
 	}
 	return ok
+}
+
+// pauseThenRead is the first step of a retry after a mixed outcome (see
+// mixedRetries): a random pause of at most mixedPause, then a read of the
+// refusing item. It returns nil when ctx ends first, the read fails or
+// the item is missing.
+func (rl *RateLimiter) pauseThenRead(ctx context.Context, key store.BucketKey) *store.Bucket {
+	t := time.NewTimer(time.Duration(rl.intN(int(mixedPause/time.Microsecond))+1) * time.Microsecond)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return nil
+	case <-t.C:
+	}
+	b, err := rl.store.getBucket(ctx, key)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // isRefusal reports whether err is a refusal for want of tokens.
