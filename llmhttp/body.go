@@ -67,11 +67,11 @@ func (b *usageBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the provider's body and ends the lease if a Read has not.
+// Close closes the provider's body and ends the lease if a Read has not,
+// even when closing the provider's body panics.
 func (b *usageBody) Close() error {
-	err := b.rc.Close()
-	b.finish(false)
-	return err
+	defer b.finish(false)
+	return b.rc.Close()
 }
 
 // finish ends the lease: at the estimate when a usage was malformed;
