@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,13 +18,12 @@ import (
 // inFlightCap is the in-flight limit of the tests' key.
 const inFlightCap = 8
 
-// inFlightLimits are the tests' limits: 8 requests in flight per key, and
-// a rate that never refuses.
-var inFlightLimits = limiter.WithLimits(limiter.InFlight("inflight", inFlightCap), limiter.PerMinute("rpm", 1_000_000))
+// inFlightLimits are the tests' limits: 8 requests in flight per key.
+var inFlightLimits = limiter.WithLimits(limiter.InFlight("inflight", inFlightCap))
 
-// inFlightKey charges every request one slot and one rpm of key-1.
+// inFlightKey charges every request one slot of key-1.
 func inFlightKey(*http.Request) (string, string, limiter.Consume, error) {
-	return "key-1", "chat", limiter.Consume{"inflight": 1, "rpm": 1}, nil
+	return "key-1", "chat", limiter.Consume{"inflight": 1}, nil
 }
 
 // onInFlightBackends runs fn on the memory backend, and on DynamoDB Local
@@ -114,13 +114,21 @@ func requireSlotRefusal(t *testing.T, w *httptest.ResponseRecorder) {
 	t.Helper()
 	require.Equal(t, http.StatusTooManyRequests, w.Code)
 	h := w.Header()
-	require.Equal(t, "1", h.Get("Retry-After"))
-	require.Equal(t, "8", h.Get("X-RateLimit-Limit"))
-	require.Equal(t, "0", h.Get("X-RateLimit-Remaining"))
 	require.Empty(t, h.Values("X-RateLimit-Reset"), "a slot has no reset time")
-	require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests", "key-1:rpm";q=1000000;w=60`, h.Get("RateLimit-Policy"))
-	require.Regexp(t, `^"key-1:inflight";r=0, "key-1:rpm";r=\d+;t=0$`, h.Get("RateLimit"))
+	var got []string
+	for _, name := range []string{"Retry-After", "X-RateLimit-Limit", "X-RateLimit-Remaining", "RateLimit-Policy", "RateLimit"} {
+		got = append(got, name+": "+h.Get(name))
+	}
+	require.Equal(t, slotRefusalHeaders, strings.Join(got, "\n"))
 }
+
+// slotRefusalHeaders are the headers of a request refused for want of a
+// slot (docs/usage.md shows them).
+const slotRefusalHeaders = `Retry-After: 1
+X-RateLimit-Limit: 8
+X-RateLimit-Remaining: 0
+RateLimit-Policy: "key-1:inflight";q=8;qu="concurrent-requests"
+RateLimit: "key-1:inflight";r=0`
 
 // TestHTTPInFlightLimit: 24 requests at once on one key with 8 slots in
 // flight: at most 8 handlers run at once (counted inside the handler) and
@@ -187,8 +195,9 @@ func TestHTTPInFlightLimit(t *testing.T) {
 			if w.Code == http.StatusOK {
 				served++
 				require.Empty(t, w.Header().Values("X-RateLimit-Reset"), "a slot has no reset time")
-				require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests", "key-1:rpm";q=1000000;w=60`, w.Header().Get("RateLimit-Policy"))
-				require.Regexp(t, `^"key-1:inflight";r=[0-7], "key-1:rpm";r=\d+;t=\d+$`, w.Header().Get("RateLimit"))
+				require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests"`, w.Header().Get("RateLimit-Policy"))
+				require.Regexp(t, `^"key-1:inflight";r=[0-7]$`, w.Header().Get("RateLimit"))
+				require.Equal(t, "8", w.Header().Get("X-RateLimit-Limit"))
 			}
 		}
 		require.Equal(t, inFlightCap, served)
@@ -245,4 +254,26 @@ func TestHTTPInFlightSlotComesBack(t *testing.T) {
 			require.Eventually(t, func() bool { return slotsFree(t, rl) == inFlightCap }, 10*time.Second, 5*time.Millisecond, "the slot is back")
 		})
 	})
+}
+
+// TestHTTPInFlightHeadersBesideRate: a served request of a key with an
+// in-flight limit and a rate lists each once; the rate's entry has its
+// window and t, the slots' entry neither, and X-RateLimit-Reset is left
+// out when the limit with the smallest share left is the slots'.
+func TestHTTPInFlightHeadersBesideRate(t *testing.T) {
+	now := epoch
+	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	t.Cleanup(func() { _ = rl.Close() })
+	lim := limiter.WithLimits(limiter.InFlight("inflight", inFlightCap), limiter.PerMinute("rpm", 100))
+	key := func(*http.Request) (string, string, limiter.Consume, error) {
+		return "key-1", "chat", limiter.Consume{"inflight": 1, "rpm": 1}, nil
+	}
+	h := Middleware(rl, key, func(o *Options) { o.AcquireOptions = []limiter.AcquireOption{lim} })(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	w := serveInFlight(h)
+	require.Equal(t, http.StatusOK, w.Code)
+	require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests", "key-1:rpm";q=100;w=60`, w.Header().Get("RateLimit-Policy"))
+	require.Equal(t, `"key-1:inflight";r=7, "key-1:rpm";r=99;t=1`, w.Header().Get("RateLimit"))
+	require.Equal(t, "8", w.Header().Get("X-RateLimit-Limit"))
+	require.Equal(t, "7", w.Header().Get("X-RateLimit-Remaining"))
+	require.Empty(t, w.Header().Values("X-RateLimit-Reset"))
 }
