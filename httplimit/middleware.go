@@ -32,7 +32,9 @@ type Options struct {
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, status int, err error)
 	// OnCommitError is called when the Commit after the handler fails. The
 	// response is already written and the acquired amounts stay consumed;
-	// only the adjustment is lost. Nil ignores the error.
+	// only the adjustment is lost, and the request's slots in flight, if
+	// any, come back within the slot TTL ([limiter.WithSlotTTL]) instead
+	// of at once. Nil ignores the error.
 	OnCommitError func(r *http.Request, err error)
 }
 

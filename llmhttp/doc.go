@@ -45,9 +45,11 @@
 // panic of the base transport, rolled back). A panic of the usage mapping
 // or provider rules while the lease ends commits it at its estimate and
 // goes on to the caller. The caller must close the body, as with any
-// [net/http.Response]: a body never closed nor read to its end holds its
-// slot until the process ends. The slots are capped across every process
-// sharing the store, per entity and, with cascade, per parent too.
+// [net/http.Response]: a body dropped without being closed nor read to its
+// end holds its slot until the garbage collector finds it unreachable
+// (then its lease ends as a body closed early). The slots are capped
+// across every process sharing the store, per entity and, with cascade,
+// per parent too.
 //
 // [ParseQuota] reads the rate-limit headers of OpenAI, Anthropic and Azure
 // OpenAI. The package llmtest holds a fake provider to test against.

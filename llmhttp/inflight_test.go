@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -69,4 +71,42 @@ func TestInFlightPanicGivesSlotBack(t *testing.T) {
 		require.Equal(t, int64(1), tr.Stats().Committed, "committed at the estimate")
 		free(t)
 	})
+}
+
+// TestInFlightDroppedBodyGivesSlotBack: a response body the caller drops
+// without closing it, half read, gives its slot back once the garbage
+// collector finds it (its lease committed at the estimate, as a body
+// closed early), instead of holding it while the limiter lives.
+func TestInFlightDroppedBodyGivesSlotBack(t *testing.T) {
+	ctx := context.Background()
+	rl := limiter.New(memorystore.New())
+	t.Cleanup(func() { _ = rl.Close() })
+	require.NoError(t, rl.SetLimits(ctx, entity, resource, []limiter.Limit{
+		limiter.InFlight("calls", 1), limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000)}))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
+	}))
+	t.Cleanup(srv.Close)
+	tr := llmhttp.NewTransport(rl, nil)
+	func() {
+		req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, entity, resource, limiter.Consume{"calls": 1, "rpm": 1, "tpm": 100}),
+			http.MethodPost, srv.URL, strings.NewReader("{}"))
+		require.NoError(t, err)
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		require.NoError(t, err)
+		_, err = resp.Body.Read(make([]byte, 4))
+		require.NoError(t, err)
+		// resp is dropped here, its body neither read to the end nor closed.
+	}()
+	a, err := rl.Available(ctx, entity, resource)
+	require.NoError(t, err)
+	require.Zero(t, a["calls"], "the dropped body's lease holds the slot")
+	require.Eventually(t, func() bool {
+		runtime.GC()
+		a, err := rl.Available(ctx, entity, resource)
+		return err == nil && a["calls"] == 1
+	}, 10*time.Second, 10*time.Millisecond, "the slot is back")
+	require.Eventually(t, func() bool { return tr.Stats().Committed == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, int64(1), tr.Stats().EndedWithoutUsage)
 }
