@@ -248,6 +248,9 @@ type acquireOptions struct {
 	wide         []Limit
 	wideOverride bool
 	wideErr      error
+	// readFirst makes the acquire read its buckets before it writes (no
+	// speculative write): a limit was switched back (switchedBackIn).
+	readFirst bool
 }
 
 // WithLimits makes the call use limits instead of the stored config (no
