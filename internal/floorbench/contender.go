@@ -24,8 +24,10 @@ import (
 // started for that turn alone (see freshServer). The report puts per concurrency and contender
 // this tree's figures over the commit's: p50 and ops/s raw and normalised
 // (the ratio of the two programs' ratios to their own floor in the same
-// round, which cancels what the machine's load did between the turns), and
-// the allocations per operation of each.
+// round, which cancels what the machine's load did between the turns), the
+// CPU time per operation of the process normalised likewise (what the
+// limiter's own code adds over the write, which the machine's load moves
+// less than a latency), and the allocations per operation of each.
 func runContender(ctx context.Context, stdout, stderr io.Writer, commit string, rounds int, args []string) error {
 	b, err := build.New(ctx)
 	if err != nil {
@@ -74,28 +76,31 @@ func runContender(ctx context.Context, stdout, stderr io.Writer, commit string, 
 	fmt.Fprintf(stdout, "contender %s (%s): %d alternating rounds, each program one round per turn on a DynamoDB Local of its own\n", commit, hash[:12], rounds)
 	fmt.Fprintf(stdout, "now/then: this tree's value ÷ the commit's, median [min–max] of the rounds; normalised: the ratio of their ratios to their own floor in the round\n\n")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "c\tcontender\tp50 now\tp50 then\tp50 now/then\tnormalised\tops/s now/then\tnormalised\tallocs/op now\tthen\t")
+	fmt.Fprintln(tw, "c\tcontender\tp50 now\tp50 then\tp50 now/then\tnormalised\tops/s now/then\tnormalised\tCPU/op normalised\tallocs/op now\tthen\t")
 	for _, k := range order {
 		now, then := rows[0][k], rows[1][k]
 		if len(then) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t(the contender has no such line)\t\t\t\t\t\t\t\t\n", now[0].conc, now[0].name)
+			fmt.Fprintf(tw, "%s\t%s\t(the contender has no such line)\t\t\t\t\t\t\t\t\t\n", now[0].conc, now[0].name)
 			continue
 		}
 		n := min(len(now), len(then))
-		var p50, p50n, ops, opsn, an, at, pn, pt []float64
+		var p50, p50n, ops, opsn, cpun, an, at, pn, pt []float64
 		for j := range n {
 			p50 = append(p50, float64(now[j].p50)/float64(then[j].p50))
 			p50n = append(p50n, now[j].p50Ratio/then[j].p50Ratio)
 			ops = append(ops, now[j].ops/then[j].ops)
 			opsn = append(opsn, now[j].opsRatio/then[j].opsRatio)
+			if then[j].cpuRatio > 0 {
+				cpun = append(cpun, now[j].cpuRatio/then[j].cpuRatio)
+			}
 			an = append(an, now[j].allocs)
 			at = append(at, then[j].allocs)
 			pn = append(pn, float64(now[j].p50))
 			pt = append(pt, float64(then[j].p50))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", now[0].conc, now[0].name,
+		fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\t%s\t%s\t%.0f\t%.0f\t\n", now[0].conc, now[0].name,
 			time.Duration(med(pn)).Round(time.Microsecond), time.Duration(med(pt)).Round(time.Microsecond),
-			spread(p50), spread(p50n), spread(ops), spread(opsn), med(an), med(at))
+			spread(p50), spread(p50n), spread(ops), spread(opsn), spread(cpun), med(an), med(at))
 	}
 	return tw.Flush()
 }
@@ -136,13 +141,15 @@ type floorRow struct {
 	p50              time.Duration
 	p50Ratio, ops    float64
 	opsRatio, allocs float64
+	cpuRatio         float64 // 0 when the line has none
 }
 
 func (f floorRow) key() string { return f.conc + " " + f.name }
 
 // parseFloorReport reads the rows of report's tables: after a line
 // "c=N: ...", the header, then contender, floor, p50, p50 ratio and its
-// range, ops/s, its ratio and range, allocs/op, ... until a blank line.
+// range, ops/s, its ratio and range, allocs/op, allocs over the floor,
+// CPU/op, its ratio and range, until a blank line.
 func parseFloorReport(out string) []floorRow {
 	var rows []floorRow
 	conc := ""
@@ -172,7 +179,11 @@ func parseFloorReport(out string) []floorRow {
 		if err1 != nil || err2 != nil || err3 != nil || err4 != nil || err5 != nil {
 			continue
 		}
-		rows = append(rows, floorRow{conc: conc, name: f[0], p50: p50, p50Ratio: p50r, ops: ops, opsRatio: opsr, allocs: allocs})
+		row := floorRow{conc: conc, name: f[0], p50: p50, p50Ratio: p50r, ops: ops, opsRatio: opsr, allocs: allocs}
+		if len(f) >= 12 {
+			row.cpuRatio, _ = strconv.ParseFloat(strings.TrimSuffix(f[11], "×"), 64)
+		}
+		rows = append(rows, row)
 	}
 	return rows
 }
@@ -182,8 +193,11 @@ func med(v []float64) float64 {
 	return m
 }
 
-// spread formats the median and range of v.
+// spread formats the median and range of v ("–" when v is empty).
 func spread(v []float64) string {
+	if len(v) == 0 {
+		return "–"
+	}
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return fmt.Sprintf("%.2f× [%.2f–%.2f]", med(s), s[0], s[len(s)-1])

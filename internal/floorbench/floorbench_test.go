@@ -75,8 +75,10 @@ func TestRunSmall(t *testing.T) {
 		assert.Positive(t, r.p50, r.key())
 		assert.Positive(t, r.ops, r.key())
 		assert.Positive(t, r.allocs, r.key())
+		assert.Positive(t, r.cpuRatio, r.key())
 		if r.name == "replay" || r.name == "replay-pair" {
 			assert.Equal(t, 1.0, r.opsRatio, r.key())
+			assert.Equal(t, 1.0, r.cpuRatio, r.key())
 		}
 	}
 }
