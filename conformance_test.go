@@ -18,7 +18,7 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) limiter.Repository {
 		ctx := context.Background()
-		client := ddblocal.Client(t)
+		client := ddblocal.Client(t, ddblocal.WithoutStreams)
 		table := ddblocal.TableName(t)
 		repo, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) {
 			o.Table = table

@@ -27,7 +27,7 @@ import (
 func TestCascadeContentionNoFalseDenials(t *testing.T) {
 	backends := []crossbackend.Backend{
 		{Name: "dynamodb", Open: func(t *testing.T) limiter.Repository {
-			client := ddblocal.Client(t)
+			client := ddblocal.Client(t, ddblocal.WithoutStreams)
 			table := ddblocal.TableName(t)
 			repo, err := limiter.OpenDynamoDB(context.Background(), client, func(o *limiter.DynamoDBOptions) {
 				o.Table, o.CreateTable = table, true

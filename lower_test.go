@@ -23,7 +23,7 @@ func TestLowerTokens(t *testing.T) {
 			ctx := context.Background()
 			var repo limiter.Repository = memorystore.New()
 			if backend == "dynamodb" {
-				r, err := limiter.OpenDynamoDB(ctx, ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+				r, err := limiter.OpenDynamoDB(ctx, ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
 					o.Table, o.CreateTable = ddblocal.TableName(t), true
 				})
 				require.NoError(t, err)

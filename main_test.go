@@ -71,8 +71,21 @@ var epoch = time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
 // newTestEnv opens a repository on a new table (deleted after the test).
 func newTestEnv(t *testing.T, optFns ...func(*DynamoDBOptions)) *testEnv {
 	t.Helper()
+	return newTestEnvStreams(t, false, optFns...)
+}
+
+// newTestEnvStreams is newTestEnv whose table has its stream when streams
+// is set: the package's other tests create theirs without one (see
+// ddblocal.WithoutStreams), which keeps DynamoDB Local's writes as fast
+// for the last test as for the first.
+func newTestEnvStreams(t *testing.T, streams bool, optFns ...func(*DynamoDBOptions)) *testEnv {
+	t.Helper()
 	env := &testEnv{t: t, ctx: context.Background(), rec: &ddblocal.Recorder{}, clock: &fakeClock{t: epoch}}
-	env.client = ddblocal.Client(t, env.rec.Option())
+	clientFns := []func(*dynamodb.Options){env.rec.Option()}
+	if !streams {
+		clientFns = append(clientFns, ddblocal.WithoutStreams)
+	}
+	env.client = ddblocal.Client(t, clientFns...)
 	table := ddblocal.TableName(t)
 	repo, err := OpenDynamoDB(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
 		o.Table = table

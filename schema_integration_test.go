@@ -19,7 +19,7 @@ import (
 // answers its access pattern: children via GSI1, resource buckets
 // via GSI2, buckets of an entity via GSI3, namespace items via GSI4.
 func TestTableDefinitionOnDynamoDBLocal(t *testing.T) {
-	env := newTestEnv(t) // CreateTable from tableDefinition, TTL enabled
+	env := newTestEnvStreams(t, true) // CreateTable from tableDefinition, TTL enabled
 	ctx, client, table := env.ctx, env.client, env.repo.Table()
 
 	desc, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})

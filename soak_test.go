@@ -247,7 +247,7 @@ func TestSoakDynamoDB(t *testing.T) {
 	}
 	ctx := context.Background()
 	// A client without a call recorder: a recorder keeps every call.
-	client := ddblocal.Client(t)
+	client := ddblocal.Client(t, ddblocal.WithoutStreams)
 	table := ddblocal.TableName(t)
 	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
 		o.Table, o.Namespace, o.CreateTable = table, "default", true

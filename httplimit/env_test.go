@@ -57,7 +57,7 @@ var epoch = time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
 func newTestEnv(t *testing.T) *testEnv {
 	t.Helper()
 	env := &testEnv{t: t, ctx: context.Background(), rec: &ddblocal.Recorder{}, clock: &fakeClock{t: epoch}}
-	env.client = ddblocal.Client(t, env.rec.Option())
+	env.client = ddblocal.Client(t, env.rec.Option(), ddblocal.WithoutStreams)
 	env.table = ddblocal.TableName(t)
 	env.repo = env.open(env.client, true)
 	t.Cleanup(func() {

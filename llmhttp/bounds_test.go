@@ -48,7 +48,7 @@ func onBackends(t *testing.T, fn func(t *testing.T, clk *manualClock, rl *limite
 		t.Run(backend, func(t *testing.T) {
 			var repo limiter.Repository = memorystore.New()
 			if backend == "dynamodb" {
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
 					o.Table, o.CreateTable = ddblocal.TableName(t), true
 				})
 				require.NoError(t, err)

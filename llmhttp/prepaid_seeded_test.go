@@ -105,7 +105,7 @@ func TestPrepaidSeededCalls(t *testing.T) {
 			n, balance, poll := 1_000, int64(llmhttp.USD), 2*time.Millisecond
 			switch backend {
 			case "dynamodb":
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
 					o.Table, o.CreateTable = ddblocal.TableName(t), true
 				})
 				require.NoError(t, err)

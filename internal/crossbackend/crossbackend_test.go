@@ -39,7 +39,7 @@ func openDynamoDB(t *testing.T) limiter.Repository {
 // openDynamoDBTable is openDynamoDB that also returns the client and the
 // table, for tests that read the items themselves.
 func openDynamoDBTable(t *testing.T) (limiter.Repository, *dynamodb.Client, string) {
-	client := ddblocal.Client(t)
+	client := ddblocal.Client(t, ddblocal.WithoutStreams)
 	table := ddblocal.TableName(t)
 	repo, err := limiter.OpenDynamoDB(context.Background(), client, func(o *limiter.DynamoDBOptions) {
 		o.Table, o.CreateTable = table, true

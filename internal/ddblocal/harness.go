@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodbstreams"
 	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/zaelimiter/limiter/internal/skiplog"
 )
@@ -266,4 +267,29 @@ func widenStoreTimeout() {
 	if os.Getenv("ZAEL_STORE_TIMEOUT") == "" {
 		os.Setenv("ZAEL_STORE_TIMEOUT", WideStoreTimeout)
 	}
+}
+
+// WithoutStreams is a client option that creates tables without a stream:
+// it drops the StreamSpecification of every CreateTable the client sends.
+// Use it where a test reads no stream. DynamoDB Local keeps the stream
+// records of every table of a server (deleted tables too) and, on each
+// write to a table with a stream, walks past the records written before
+// that table's first; so a package whose tests each create a streamed
+// table makes every later test's writes slower than the one before.
+func WithoutStreams(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		const id = "ddblocal.WithoutStreams"
+		if _, ok := stack.Initialize.Get(id); ok {
+			return nil
+		}
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc(id,
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if ct, ok := in.Parameters.(*dynamodb.CreateTableInput); ok && ct.StreamSpecification != nil {
+					cp := *ct
+					cp.StreamSpecification = nil
+					in.Parameters = &cp
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
 }

@@ -90,6 +90,28 @@ func TestStreamsClient(t *testing.T) {
 	assert.Equal(t, streamtypes.OperationTypeInsert, recs.Records[0].EventName, "GetRecords = %d records (%v), want 1 INSERT", len(recs.Records), recs.Records)
 }
 
+// TestWithoutStreams: a client with WithoutStreams creates a table asked
+// with a stream without one; the caller's input keeps its stream.
+func TestWithoutStreams(t *testing.T) {
+	t.Parallel()
+	client := Client(t, WithoutStreams)
+	table := TableName(t)
+	in := &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String("pk"), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String("pk"), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+		StreamSpecification:  &types.StreamSpecification{StreamEnabled: aws.Bool(true), StreamViewType: types.StreamViewTypeNewAndOldImages},
+	}
+	_, err := client.CreateTable(t.Context(), in)
+	require.NoError(t, err, "CreateTable(%s)", table)
+	require.NotNil(t, in.StreamSpecification, "the caller's input was changed")
+	desc, err := Client(t).DescribeTable(t.Context(), &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+	require.NoError(t, err, "DescribeTable")
+	assert.Nil(t, desc.Table.StreamSpecification, "stream of a table created WithoutStreams")
+	assert.Empty(t, aws.ToString(desc.Table.LatestStreamArn), "stream ARN of a table created WithoutStreams")
+}
+
 func TestRequired(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

@@ -96,7 +96,7 @@ func onCapBackends(t *testing.T, fn func(t *testing.T, rl *limiter.RateLimiter))
 			case "memory":
 				repo = memorystore.New()
 			case "dynamodb":
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
 					o.Table, o.CreateTable = ddblocal.TableName(t), true
 				})
 				require.NoError(t, err)

@@ -87,7 +87,7 @@ func onSlotBackends(t *testing.T, fn func(t *testing.T, backend string, rl *limi
 			case "memory":
 				repo = memorystore.New()
 			case "dynamodb":
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t), func(o *limiter.DynamoDBOptions) {
+				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
 					o.Table, o.CreateTable = ddblocal.TableName(t), true
 				})
 				require.NoError(t, err)
