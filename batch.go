@@ -276,7 +276,8 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	return items, charged, nil
 }
 
-// ownBucketFinish ends a batch with period or balance buckets: the
+// ownBucketFinish ends a batch with period or balance buckets or slots
+// (slotsFinish): the
 // statuses of such a bucket are shown as its calendar or prepaid limit's
 // (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
 // spent budget is the time until the next period, of a short balance
@@ -284,6 +285,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 // calendar or prepaid limit (for its statuses and refunds: no refill). A
 // batch without such limits passes as it is.
 func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
+	lease, err = rl.slotsFinish(items, lease, statuses, err)
 	if !slices.ContainsFunc(items, func(it *batchItem) bool { return it.cal != nil }) {
 		return lease, err
 	}
@@ -315,7 +317,6 @@ func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuse
 			}
 		}
 	}
-	rl.keepSlots(lease, items)
 	return lease, err
 }
 
@@ -464,6 +465,7 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 		}
 		return nil, nil, err
 	}
+	rl.dropEndedSlots(ctx, groups)
 	return lease, statuses, nil
 }
 

@@ -50,19 +50,22 @@ func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket str
 }
 
 // ownBucketItems splits the limits of (entityID, resource) for planBatch:
-// add is called for the rolling limits (with the amounts of their names),
-// then for each calendar or prepaid limit with an amount in consume, on its
-// own bucket at now (cal is that limit). A limit without an amount is not
+// add is called for the rolling limits and the slot limits of the
+// in-flight limits (slotLimits), with the amounts of their names, then for
+// each calendar or prepaid limit with an amount in consume, on its own
+// bucket at now (cal is that limit). A limit without an amount is not
 // charged.
 func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time, genMs int64, add itemAdder) error {
 	rolling := rollingOnly(limits)
-	if len(rolling) > 0 {
-		c := make(Consume, len(rolling))
-		for _, l := range rolling {
-			if v, ok := consume[l.Name]; ok {
-				c[l.Name] = v
-			}
+	c := make(Consume, len(rolling))
+	for _, l := range rolling {
+		if v, ok := consume[l.Name]; ok {
+			c[l.Name] = v
 		}
+	}
+	// The slots of in-flight limits are limits of the same item.
+	rolling, c = slotLimits(rolling, c, limits, consume, now.UnixMilli(), genMs)
+	if len(rolling) > 0 {
 		if err := add(resource, rolling, c, nil, 0); err != nil {
 			return err
 		}
