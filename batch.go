@@ -159,6 +159,10 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 	}
 	if pair && rl.onPairPath(items) {
 		lease, statuses, decided, err := rl.speculativePair(ctx, items)
+		if !decided && err == nil && rl.addSlotGens(ctx, items) {
+			// The generations' limits the items lacked are in them now.
+			lease, statuses, decided, err = rl.speculativePair(ctx, items)
+		}
 		if decided || err != nil {
 			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
 			return lease, per(statuses), err

@@ -47,10 +47,12 @@ package limiter
 import (
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -258,6 +260,9 @@ func (k *slotKeeper) halt() []*leaseEntry {
 func (rl *RateLimiter) chargeSlots(ctx context.Context, items []*batchItem) (*Lease, error) {
 	if rl.onPairPath(items) {
 		lease, _, decided, err := rl.speculativePair(ctx, items)
+		if !decided && err == nil && rl.addSlotGens(ctx, items) {
+			lease, _, decided, err = rl.speculativePair(ctx, items)
+		}
 		if decided || err != nil {
 			return lease, err
 		}
@@ -455,4 +460,131 @@ func (rl *RateLimiter) dropEndedSlots(ctx context.Context, groups []entityGroup)
 			_ = rl.store.writeBuckets(ctx, []store.BucketWrite{{Kind: store.WriteSync, Key: g.key(), NowMs: now, Remove: ended}})
 		}
 	}
+}
+
+// slotGens remembers, per item, the last generation whose slot limits the
+// item is known to hold (at most slotGensSize items, each for a
+// generation), so that addSlotGens writes an item once per generation.
+type slotGens struct {
+	mu   sync.Mutex
+	gens *lru.Cache[store.BucketKey, int64]
+}
+
+// slotGensSize bounds the items slotGens remembers.
+const slotGensSize = 10_000
+
+// known reports whether key is known to hold the limits of generation gen.
+func (s *slotGens) known(key store.BucketKey, gen int64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		return false
+	}
+	g, ok := s.gens.Get(key, now)
+	return ok && g >= gen
+}
+
+// learn records that key holds the limits of generation gen.
+func (s *slotGens) learn(key store.BucketKey, gen int64, now time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		s.gens = lru.New[store.BucketKey, int64](slotGensSize, ttl)
+	}
+	if g, ok := s.gens.Get(key, now); !ok || g < gen {
+		s.gens.Add(key, gen, now)
+	}
+}
+
+// createSlotItem creates the missing item of it as the read-then-write
+// path would before taking from it (its limits at their initial state,
+// the entity's cascade settings from metas, its TTL), taking nothing: one
+// conditional create of that item alone. It reports whether the item
+// exists now.
+func (rl *RateLimiter) createSlotItem(ctx context.Context, it *batchItem, metas map[string]Entity, nowMs int64) bool {
+	g := it.group
+	if m, ok := metas[g.entityID]; ok {
+		g.meta = &m
+	}
+	if err := rl.carrySwitches(ctx, &g, it.base, it.cal, nowMs); err != nil {
+		return false
+	}
+	w := store.BucketWrite{Kind: store.WriteCreate, Key: g.key(), NowMs: nowMs, ShardCount: 1, Incarnation: newIncarnation()}
+	for _, l := range g.limits {
+		w.States = append(w.States, g.initialState(g.resource, l, nowMs))
+	}
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, nowMs, math.MinInt64)
+	if g.meta != nil {
+		w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
+	}
+	err := rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+	return err == nil || errors.Is(err, store.ErrConditionFailed)
+}
+
+// addSlotGens prepares the items of an acquire whose single-item writes
+// were not decided, on a store whose single-item writes are cheaper than
+// its atomic batch (DynamoDB): each item that holds slot limits and is not
+// known to hold its generations' is read, and the limits it lacks are
+// added to it (full), with the limits of generations that ended before
+// the previous one removed, by one WriteSync of that item alone, which
+// concurrent writers of the item do not cancel (the read-then-write path
+// would write both items of a cascade in one transaction, which they do);
+// a missing item is created alone (createSlotItem).
+// It reports whether the writes may now be tried again: some item holds
+// slot limits, and every such item exists and holds its generations'.
+func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool {
+	genMs := rl.slotGenMs()
+	at := rl.now()
+	cur := bucketmath.FloorDiv(at.UnixMilli(), genMs)
+	ttl := time.Duration(genMs) * time.Millisecond
+	any := false
+	for _, it := range items {
+		key := it.group.key()
+		var slots []Limit
+		top := int64(-1 << 62)
+		for _, l := range it.group.limits {
+			if _, gen, ok := slotOf(l); ok {
+				slots = append(slots, l)
+				top = max(top, gen)
+			}
+		}
+		if len(slots) == 0 {
+			continue
+		}
+		any = true
+		if rl.slotItems.known(key, top, at) {
+			continue
+		}
+		metas, buckets, err := rl.store.loadBuckets(ctx, []string{key.EntityID}, []store.BucketKey{key})
+		if err != nil {
+			return false
+		}
+		b := buckets[key]
+		if b == nil {
+			if !rl.createSlotItem(ctx, it, metas, at.UnixMilli()) {
+				return false
+			}
+			rl.slotItems.learn(key, top, at, ttl)
+			continue
+		}
+		w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli()}
+		for _, l := range slots {
+			if _, ok := b.State(l.Name); !ok {
+				full := bucketStateFromLimit(key.EntityID, key.Resource, l, at.UnixMilli())
+				w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
+			}
+		}
+		for _, st := range b.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen < cur-1 {
+				w.Remove = append(w.Remove, st.LimitName)
+			}
+		}
+		if len(w.Limits) > 0 || len(w.Remove) > 0 {
+			if err := rl.store.writeBuckets(ctx, []store.BucketWrite{w}); err != nil {
+				return false
+			}
+		}
+		rl.slotItems.learn(key, top, at, ttl)
+	}
+	return any
 }

@@ -14,8 +14,12 @@ import (
 // UpdateItem of that item and nothing else, and its commit (the tpm
 // adjustment and the give-back of both generations' slots) one
 // UpdateItem, as is its rollback. The first acquire creates the item with
-// both generations (one PutItem after the reads of the read-then-write
-// path; it also reads the entity record, GetItem, for its cascade).
+// both generations: on the read-then-write path one PutItem after its
+// reads; on the speculative path the write finds no item (its read,
+// GetItem), the item is created alone, nothing taken (BatchGetItem of it
+// and the entity record, PutItem), and the write is made again
+// (UpdateItem). Both also read the entity record, GetItem, for its
+// cascade.
 func TestCallCountsInFlight(t *testing.T) {
 	for _, spec := range []bool{false, true} {
 		t.Run(map[bool]string{false: "read-then-write", true: "speculative"}[spec], func(t *testing.T) {
@@ -29,7 +33,7 @@ func TestCallCountsInFlight(t *testing.T) {
 			var l *Lease
 			check("acquire (new item)", map[bool]string{
 				false: "GetItem, BatchGetItem[2], PutItem",
-				true:  "GetItem, GetItem, BatchGetItem[2], PutItem",
+				true:  "GetItem, GetItem, BatchGetItem[2], PutItem, UpdateItem",
 			}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
 			check("commit with adjustment", "UpdateItem", func() {
 				require.NoError(t, l.Adjust(Consume{"tpm": 5}))
