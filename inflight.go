@@ -25,22 +25,22 @@
 // paused) takes its slots again only if they are free, and otherwise stops
 // renewing: its call is then over the cap until it ends.
 //
-// A generation's limit is created by the first write that needs it, on the
-// read-then-write path (once per generation per item: the speculative
-// write of a limit the item lacks is refused); that write also removes
-// from the item the limits of generations that ended before the previous
-// one, so an item holds at most four generations of each in-flight limit.
+// A generation's limit is created by the first write that needs it (the
+// speculative write of a limit the item lacks is refused): on DynamoDB by
+// one write of that item alone (addSlotGens; once per generation per item
+// per process), elsewhere by the read-then-write path. Either removes from
+// the item the limits of generations that ended before the previous one,
+// so an item holds at most four generations of each in-flight limit.
 //
 // Cost: an acquire with an in-flight limit is an acquire of its item like
 // any other: one conditional write on the fast path (one UpdateItem on
-// DynamoDB, one script on Redis, one lock in memory; with cascade, the
-// pair of writes of the cascade). Its commit gives the slots back in the
-// commit's own write of the item. A lease held past E pays one
-// conditional write per E (one per item of its cascade, in one round
-// trip). Once per generation per item, the first acquire reads the item
-// and writes it (and its removal of ended generations). An item that
-// holds slots does not expire (the slots' negligible refill makes its time
-// to fill a century). Clocks of the processes must agree well within E/2.
+// DynamoDB, one script on Redis, one lock in memory; with cascade or
+// entity-wide limits, the pair of single-item writes). Its commit gives
+// the slots back in the commit's own write of the item. A lease held past
+// E pays one conditional write per item per E (the items of its cascade
+// in one round trip). Once per generation per item, a read and a write
+// add the next generation. An item that holds slots keeps no TTL
+// (holdsSlots). Clocks of the processes must agree well within E/2.
 
 package limiter
 
@@ -587,4 +587,25 @@ func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool
 		rl.slotItems.learn(key, top, at, ttl)
 	}
 	return any
+}
+
+// holdsSlots reports whether the item of g, written at nowMs, holds or
+// takes the slots of a generation that has not ended before the previous
+// one: such an item keeps no TTL, since deleting it would forget the
+// slots held (the speculative writes that take slots do not move a TTL).
+func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
+	cur := bucketmath.FloorDiv(nowMs, rl.slotGenMs())
+	for _, l := range g.limits {
+		if _, _, ok := slotOf(l); ok {
+			return true
+		}
+	}
+	if g.bucket != nil {
+		for _, st := range g.bucket.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen >= cur-1 {
+				return true
+			}
+		}
+	}
+	return false
 }
