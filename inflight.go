@@ -567,7 +567,8 @@ func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool
 			rl.slotItems.learn(key, top, at, ttl)
 			continue
 		}
-		w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli()}
+		// An item that holds slots keeps no TTL (holdsSlots).
+		w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli(), TTL: store.TTLRemove}
 		for _, l := range slots {
 			if _, ok := b.State(l.Name); !ok {
 				full := bucketStateFromLimit(key.EntityID, key.Resource, l, at.UnixMilli())
@@ -579,7 +580,7 @@ func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool
 				w.Remove = append(w.Remove, st.LimitName)
 			}
 		}
-		if len(w.Limits) > 0 || len(w.Remove) > 0 {
+		if len(w.Limits) > 0 || len(w.Remove) > 0 || b.TTL != 0 {
 			if err := rl.store.writeBuckets(ctx, []store.BucketWrite{w}); err != nil {
 				return false
 			}
