@@ -80,3 +80,35 @@ func TestInFlightEntityRecreated(t *testing.T) {
 		require.Equal(t, int64(2), free["calls"])
 	})
 }
+
+// TestInFlightCommitPaths ends leases with slots through group commit and
+// background commit, on DynamoDB Local and memory: each commit gives its
+// slots back (a cap of 2 admits again at once), and at the end every
+// slot is free.
+func TestInFlightCommitPaths(t *testing.T) {
+	for _, bg := range []bool{false, true} {
+		t.Run(map[bool]string{false: "group", true: "background"}[bg], func(t *testing.T) {
+			bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
+				rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour), WithGroupCommit(true), WithBackgroundCommit(bg))
+				defer func() { _ = rl.Close() }()
+				ctx := context.Background()
+				opt := WithLimits(InFlight("calls", 2), PerMinute("tpm", 1_000_000))
+				call := Consume{"calls": 1, "tpm": 10}
+				for range 10 {
+					a, err := rl.Acquire(ctx, "e", "m", call, opt)
+					require.NoError(t, err)
+					b, err := rl.Acquire(ctx, "e", "m", call, opt)
+					require.NoError(t, err)
+					_, err = rl.Acquire(ctx, "e", "m", call, opt)
+					require.ErrorIs(t, err, ErrRateLimited)
+					require.NoError(t, a.Adjust(Consume{"tpm": 5}))
+					require.NoError(t, a.Commit(ctx))
+					require.NoError(t, b.Commit(ctx))
+				}
+				free, err := rl.Available(ctx, "e", "m", opt)
+				require.NoError(t, err)
+				require.Equal(t, int64(2), free["calls"])
+			})
+		})
+	}
+}
