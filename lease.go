@@ -383,8 +383,8 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 		if !slices.ContainsFunc(ls.entries, func(e *leaseEntry) bool { return e.limit.Name == name }) {
 			names := make([]string, 0, len(ls.entries))
 			for _, e := range ls.entries {
-				if !slices.Contains(names, e.limit.Name) {
-					names = append(names, e.limit.Name)
+				if l, _ := ls.shownSlot(e); !slices.Contains(names, l.Name) {
+					names = append(names, l.Name)
 				}
 			}
 			return store.NewValidationError(ErrValidation, "consume", name,

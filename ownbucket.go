@@ -1,8 +1,10 @@
 // Layer 4, mechanics: limits kept in bucket items of their own (calendar
-// budgets, prepaid balances, calls in flight: see each kind's file for
-// the items it keeps). To every store those items are ordinary buckets.
-// An acquire that resolves such a limit becomes an AcquireAll of the
-// rolling bucket and these buckets, all or nothing (batchAcquire).
+// budgets, prepaid balances: see each kind's file for the items it keeps)
+// and calls in flight, whose slots are limits of the rolling bucket's own
+// item (kind_inflight.go). To every store those items and limits are
+// ordinary buckets and limits. An acquire that resolves such a limit
+// becomes an AcquireAll of the rolling bucket and these buckets, all or
+// nothing (batchAcquire).
 
 package limiter
 
