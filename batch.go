@@ -281,8 +281,8 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 }
 
 // ownBucketFinish ends a batch with period or balance buckets (and with
-// in-flight slots: slotsFinish): the statuses of such a bucket are shown as its calendar or prepaid limit's
-// (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
+// in-flight slots: slotsFinish): the statuses of such a bucket are shown
+// as its calendar or prepaid limit's (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
 // spent budget is the time until the next period, of a short balance
 // BalanceRetryAfter), and the lease's entries on these buckets hold their
 // calendar or prepaid limit (for its statuses and refunds: no refill). A
