@@ -225,10 +225,12 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
 		return nil, err
 	}
+	// After a switch back the buckets are read first (switchedBackIn).
+	o.readFirst = rl.speculative && switchedBackIn(child.switches, limits, rl.nowMs())
 	if hasOwnBucket(limits) {
 		return rl.batchAcquire(ctx, entityID, resource, consume, o)
 	}
-	if rl.speculative {
+	if rl.speculative && !o.readFirst {
 		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
 		if err != nil || lease != nil {
 			if onBatchPath(err) {
@@ -290,14 +292,22 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 			missing = append(missing, l)
 		}
 	}
-	if len(missing) > 0 && !o.override {
+	if !o.override {
 		// A bucket the next acquire creates may start lower after a
-		// switch of the defaults (carrySwitches).
+		// switch of the defaults, and one that predates a switch back
+		// holds at most what the switch left (carrySwitches).
 		lc, err := rl.configs.resolveSlots(ctx, entityID, resource, false)
 		if err != nil {
 			return nil, err
 		}
 		sw := lc.switches.list()
+		if len(sw) > 0 {
+			for _, l := range limits {
+				if !slices.ContainsFunc(missing, func(m Limit) bool { return m.Name == l.Name }) && spendCarries(l) && switchedBack(sw, l, now) {
+					missing = append(missing, l)
+				}
+			}
+		}
 		for _, l := range missing {
 			left, ok, err := rl.switchedStart(ctx, entityID, resource, l, sw, now)
 			if err != nil {

@@ -588,51 +588,76 @@ func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource strin
 	if len(old) == 0 {
 		return nil
 	}
-	key := store.SystemConfig()
-	sys, ok, err := rl.repo.GetConfig(ctx, key)
-	if err != nil || !ok || len(sys.Limits) == 0 {
-		return err
-	}
-	sw, added := recordSwitches(sys.Switches, old, sys.Limits, false, resource, rl.nowMs())
-	if added == 0 {
-		return nil
-	}
-	sys.Switches = sw
-	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
-		return err
-	}
-	rl.configChanged(key)
-	return nil
+	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
+		if len(sys.Limits) == 0 {
+			return nil, false
+		}
+		sw, added := recordSwitches(sys.Switches, old, sys.Limits, false, resource, nowMs)
+		return sw, added > 0
+	})
 }
 
 // recordDeletedEntityDefaults records, in the system config, the
 // definitions old of the deleted DefaultResource config of entityID, for
 // that entity alone (see carrySwitches).
 func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old []Limit) error {
-	key := store.SystemConfig()
-	sys, _, err := rl.repo.GetConfig(ctx, key)
-	if err != nil {
-		return err
-	}
-	nowMs := rl.nowMs()
-	sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
-	added := 0
-	for _, l := range old {
-		if l.IsPrepaid() || l.IsInFlight() {
-			continue
+	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
+		sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
+		added := 0
+		for _, l := range old {
+			if l.IsPrepaid() || l.IsInFlight() {
+				continue
+			}
+			sw = append(sw, store.LimitSwitch{Name: l.Name, Entity: entityID, From: l, AtMs: nowMs})
+			added++
 		}
-		sw = append(sw, store.LimitSwitch{Name: l.Name, Entity: entityID, From: l, AtMs: nowMs})
-		added++
+		return sw[max(0, len(sw)-maxSwitches):], added > 0
+	})
+}
+
+// maxSwitchWrites bounds the attempts of addSystemSwitches: each one lost
+// to a concurrent change of the system config's switch records.
+const maxSwitchWrites = 8
+
+// addSystemSwitches sets the switch records of the system config to what
+// next returns for the config as read (with now), when it says there are
+// new ones. A store that writes the records alone
+// ([store.ConfigSwitchWriter], DynamoDB and memory) writes nothing else
+// of the config's item: the attributes another tool keeps there (the
+// Python library's) stay. The write is conditioned on the records read:
+// one that lost to a concurrent change reads the config again and
+// recomputes them. Another store gets the config written whole, and so
+// does a system config not stored yet (only the records to hold).
+func (rl *RateLimiter) addSystemSwitches(ctx context.Context, next func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool)) error {
+	key := store.SystemConfig()
+	w, alone := rl.repo.(store.ConfigSwitchWriter)
+	for range maxSwitchWrites {
+		sys, ok, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return err
+		}
+		sw, changed := next(sys, rl.nowMs())
+		if !changed {
+			return nil
+		}
+		if !alone || !ok {
+			sys.Switches = sw
+			if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
+				return err
+			}
+			rl.configChanged(key)
+			return nil
+		}
+		done, err := w.SetConfigSwitches(ctx, key, sys.Switches, sw)
+		if err != nil {
+			return err
+		}
+		if done {
+			rl.configChanged(key)
+			return nil
+		}
 	}
-	if added == 0 {
-		return nil
-	}
-	sys.Switches = sw[max(0, len(sw)-maxSwitches):]
-	if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
-		return err
-	}
-	rl.configChanged(key)
-	return nil
+	return fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
 }
 
 // configChanged makes a config change through this limiter effective for

@@ -157,7 +157,9 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		}
 		return out
 	}
-	if pair && rl.onPairPath(items) {
+	if o.readFirst {
+		// A switch back: the buckets are read first (switchedBackIn).
+	} else if pair && rl.onPairPath(items) {
 		lease, statuses, decided, err := rl.speculativePair(ctx, items)
 		if !decided && err == nil && rl.addSlotGens(ctx, items) {
 			// The generations' limits the items lacked are in them now.

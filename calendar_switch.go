@@ -163,8 +163,12 @@ func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string,
 // SetLimits would have left it: a calendar limit only in the period that
 // contains the change (later periods start full), a rolling one refilled
 // at its rate since. An entity that spent nothing under the old
-// definition, or whose new bucket exists already, starts as before. A
-// record is kept for maxSwitchAge, the last maxSwitches of them.
+// definition starts as before. A new bucket that exists already predates
+// the switch only after a switch back (away from its definition, then to
+// it again, within the time its spend counts): it then holds at most what
+// the switches leave (switchedBack), so that flipping a default between
+// two zones admits one period's budget, not one per zone. A record is
+// kept for maxSwitchAge, the last maxSwitches of them.
 //
 // DeleteResourceDefaults records its switches in the system config, for
 // the resource alone (the system defaults are what the resource's
@@ -174,18 +178,18 @@ func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string,
 
 // carrySwitches sets g.startMilli for each limit of g missing from its
 // bucket (read already) that g.switches switched to: the balance the
-// limit's new bucket starts with (see the comment above maxSwitches).
-// base is the resource the limits are defined on, and cal the calendar
-// limit whose period bucket g is (nil for the entity's bucket).
+// limit's new bucket starts with (see the comment above maxSwitches); and
+// g.capMilli for each limit in its bucket that a switch back reached (see
+// switchedBack): the most its balance may hold now. base is the resource
+// the limits are defined on, and cal the calendar limit whose period
+// bucket g is (nil for the entity's bucket).
 func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base string, cal *Limit, nowMs int64) error {
 	if g.switches.own == nil && g.switches.sys == nil {
 		return nil
 	}
 	var sw []limitSwitch
 	for _, l := range g.limits {
-		if _, ok := g.bucket.State(l.Name); ok {
-			continue
-		}
+		_, found := g.bucket.State(l.Name)
 		def := l
 		if cal != nil {
 			def = *cal
@@ -198,11 +202,21 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 				return nil
 			}
 		}
+		if found && !switchedBack(sw, def, nowMs) {
+			continue
+		}
 		left, ok, err := rl.switchedStart(ctx, g.entityID, base, def, sw, nowMs)
 		if err != nil {
 			return fmt.Errorf("carry the spend of %s: %w", def.Name, err)
 		}
-		if ok {
+		switch {
+		case !ok:
+		case found:
+			if g.capMilli == nil {
+				g.capMilli = make(map[string]int64, 1)
+			}
+			g.capMilli[l.Name] = left
+		default:
 			if g.startMilli == nil {
 				g.startMilli = make(map[string]int64, 1)
 			}
@@ -210,6 +224,87 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 		}
 	}
 	return nil
+}
+
+// switchedBack reports whether sw holds, for limit def, a switch away from
+// def's buckets followed by a switch back to them from other buckets, both
+// within the time a spend of def still counts (its current period for a
+// calendar limit; the time it takes to refill from empty for a rolling
+// one). def's bucket may then predate the switch back, and hold what the
+// other definition's spend should have taken: flipping a default between
+// two zones within a day would admit each zone's budget once. Its
+// balance is then capped at what switchedStart leaves (a cap, so applying
+// it again changes nothing). Without a switch away first, def's bucket is
+// created after the switch to it, with the carry.
+func switchedBack(sw []limitSwitch, def Limit, nowMs int64) bool {
+	since := carryHorizon(def, nowMs)
+	away := int64(math.MaxInt64)
+	for _, s := range sw {
+		if s.name == def.Name && s.atMs >= since && s.atMs <= nowMs && !switchesBucket(s.from, def) {
+			away = min(away, s.atMs)
+		}
+	}
+	if away == math.MaxInt64 {
+		return false
+	}
+	// A switch back within the same millisecond counts too: the cap is
+	// harmless where none was needed.
+	for _, s := range sw {
+		if s.name == def.Name && s.atMs >= away && s.atMs <= nowMs && spendCarries(s.from) && switchesBucket(s.from, def) {
+			return true
+		}
+	}
+	return false
+}
+
+// carryHorizon returns the earliest instant (ms) whose spend limit def
+// still feels at nowMs: the start of its current period for a calendar
+// limit; for a rolling one, nowMs less the time it takes to refill from
+// empty.
+func carryHorizon(def Limit, nowMs int64) int64 {
+	if def.IsCalendar() {
+		start, _, _ := def.CalendarPeriodAt(time.UnixMilli(nowMs))
+		return start.UnixMilli()
+	}
+	if def.RefillAmount <= 0 {
+		return math.MinInt64
+	}
+	periods := (def.Capacity + def.RefillAmount - 1) / def.RefillAmount
+	return bucketmath.AddSat(nowMs, -bucketmath.SatMul(periods, def.RefillPeriod.Milliseconds()))
+}
+
+// capState returns s with its balance, refilled to now, at most capMilli
+// (s as it is when it holds no more).
+func capState(s store.BucketState, capMilli, now int64) store.BucketState {
+	r := s
+	r.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+	if r.TokensMilli <= capMilli {
+		return s
+	}
+	r.LastRefillMs = max(s.LastRefillMs, now)
+	r.TokensMilli = capMilli
+	return r
+}
+
+// switchedBackIn reports whether any limit of limits (as resolved, with
+// the switches s of its configs) was switched back within the time its
+// spend counts (switchedBack): the acquire must then read its buckets
+// (the speculative write would charge a bucket that predates the switch
+// back as it stands). Without switch records it costs nothing.
+func switchedBackIn(s switchSet, limits []Limit, nowMs int64) bool {
+	if s.own == nil && s.sys == nil {
+		return false
+	}
+	sw := s.list()
+	if len(sw) == 0 {
+		return false
+	}
+	for _, l := range limits {
+		if spendCarries(l) && switchedBack(sw, l, nowMs) {
+			return true
+		}
+	}
+	return false
 }
 
 // switchedStart returns the balance (millitokens) limit def of entityID

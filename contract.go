@@ -46,8 +46,9 @@ type commitQueue interface {
 }
 
 // init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
-// breaker that opens after failures failures with no answer in between
-// (never when ≤ 0), one pause counted once, for cooldown.
+// breaker that opens when its window holds at least failures calls, half
+// of them failed or more (never when failures ≤ 0), one pause counted
+// once, for cooldown.
 func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failures int, cooldown time.Duration) {
 	s.repo, s.m = repo, m
 	s.spec, _ = repo.(store.SpeculativeStore)
@@ -58,6 +59,9 @@ func (s *storeOps) init(repo Repository, m Metrics, timeout time.Duration, failu
 	s.brk.failures = int32(min(max(failures, 0), 1<<30))
 	s.brk.cooldown = cooldown
 	s.brk.grace = max(timeout*3/5, 0)
+	s.brk.window = max(circuitWindow, 10*timeout)
+	s.brk.span = int64(timeout + s.bound.slack)
+	s.brk.epoch = int64(s.bound.slack)
 }
 
 func (s *storeOps) done(ctx context.Context, op store.StoreOp, start time.Time, err error) {
@@ -100,11 +104,14 @@ func (s *storeOps) exit(ctx context.Context, g callGuard, err error) error {
 		g.cancel()
 	}
 	o := callAnswered
-	var started int64 // of a call that timed out: its epoch's start
+	var started int64 // when the call's bound began: its epoch's start
+	if g.e != nil {
+		started = g.e.started
+	}
 	switch {
 	case err == nil || answered(err):
 	case g.e.expired():
-		o, started = callTimedOut, g.e.started
+		o = callTimedOut
 		err = &storeTimeoutError{timeout: s.bound.d, cause: err}
 	case ctx.Err() != nil:
 		o = callGaveUp

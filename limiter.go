@@ -187,8 +187,9 @@ const (
 	// deployment or a test run on a loaded machine (DynamoDB Local warming
 	// up, say) widen the bound without a code change.
 	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
-	// DefaultCircuitFailures is how many failed store calls, with none
-	// answered in between, open the circuit breaker ([WithCircuitBreaker]).
+	// DefaultCircuitFailures is the minimum number of store calls, half of
+	// them failed or more, that open the circuit breaker
+	// ([WithCircuitBreaker]).
 	DefaultCircuitFailures = 5
 	// DefaultCircuitCooldown is how long the circuit breaker stays open
 	// before a probe ([WithCircuitBreaker]).

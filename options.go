@@ -77,8 +77,8 @@ func WithAuditRetention(d time.Duration) Option {
 //     acquire, with the on-unavailable decision (allow: a no-op lease;
 //     block: an *UnavailableError) and the cause; Debug while the circuit
 //     breaker is open (the cause is then [ErrCircuitOpen]).
-//   - Warn "limiter: circuit open": store calls failed with none answered
-//     in between, and the circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
+//   - Warn "limiter: circuit open": half of the store calls counted or
+//     more failed, and the circuit breaker opened ([WithCircuitBreaker]); Info "limiter:
 //     circuit probe failed" when a probe failed and it opened again, Debug
 //     "limiter: circuit half-open" when a probe goes, Info "limiter:
 //     circuit closed" when one succeeded.
@@ -122,22 +122,31 @@ func WithStoreTimeout(d time.Duration) Option {
 }
 
 // WithCircuitBreaker sets the circuit breaker of the limiter's store calls
-// ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default): after
-// failures calls failed for want of the store (no answer within
-// [WithStoreTimeout], a refused or broken connection, a 5xx) with none
-// answered in between, store calls fail at once with [ErrCircuitOpen], and acquires decide at once by
-// their on-unavailable mode (allow: a no-op lease; block: an
-// *[UnavailableError]) without calling the store. After cooldown one call
-// goes to the store as a probe (the others still fail at once): its
-// success closes the breaker, its failure opens it for another cooldown.
-// Calls that time out together are one pause of the store: on them alone
-// the breaker opens only once a call made after they began failing fails
-// too, or when the calls made since stay unanswered for three fifths of
-// the store timeout (with more than one failure to wait for). Refusals of
-// a working store (a limit, a refused conditional write, throttling, a
-// missing entity, access denied) are not failures. The
-// changes are logged ([WithLogger]) and reported to a [CircuitMetrics].
-// failures ≤ 0 turns the breaker off; cooldown ≤ 0 means the default.
+// ([DefaultCircuitFailures] and [DefaultCircuitCooldown] by default). It
+// counts the store calls that failed for want of the store (no answer
+// within [WithStoreTimeout], a refused or broken connection, a 5xx) and
+// those answered, over a window of 10 s (or ten store timeouts when
+// longer) from its oldest failure: when at least failures calls are
+// counted and half of them or more failed (or so since the current pause
+// began), store calls fail at once with [ErrCircuitOpen], and acquires
+// decide at once by their on-unavailable mode (allow: a no-op lease;
+// block: an *[UnavailableError]) without calling the store. A store
+// failing now and then among many answers does not open it. After
+// cooldown one call goes to the store as a probe (the others still fail
+// at once): its success closes the breaker and empties the window, its
+// failure opens it for another cooldown. Calls that time out together are
+// one pause of the store, counted as one failure, placed by the calls'
+// own bounds (not by when a loaded machine gets round to counting their
+// timeouts): in full only once a call made after the pause showed times
+// out too, or when the store has answered no call made since it began by
+// three fifths of the store timeout after it showed. So one pause of
+// 700 ms under many concurrent callers fails the calls it caught and does
+// not open it, and a store that stops answering opens it in about 850 ms
+// (default store timeout of 500 ms). Refusals of a working store (a
+// limit, a refused conditional write, throttling, a missing entity,
+// access denied) are not failures. The changes are logged ([WithLogger])
+// and reported to a [CircuitMetrics]. failures ≤ 0 turns the breaker off;
+// cooldown ≤ 0 means the default.
 func WithCircuitBreaker(failures int, cooldown time.Duration) Option {
 	return func(rl *RateLimiter) {
 		rl.circuitFailures = failures
@@ -239,6 +248,9 @@ type acquireOptions struct {
 	wide         []Limit
 	wideOverride bool
 	wideErr      error
+	// readFirst makes the acquire read its buckets before it writes (no
+	// speculative write): a limit was switched back (switchedBackIn).
+	readFirst bool
 }
 
 // WithLimits makes the call use limits instead of the stored config (no

@@ -163,6 +163,52 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey,
 	}
 }
 
+// SetConfigSwitches implements [store.ConfigSwitchWriter]: one
+// UpdateItem of the config's switch attribute alone, conditioned on the
+// item existing with the records prev (their stored form, the attribute
+// absent when there are none). Every other attribute of the item (those
+// of the Python library or of another tool included) stays as it is.
+func (r *DynamoDBRepository) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev, next []store.LimitSwitch) (bool, error) {
+	was, err := store.EncodeLimitSwitches(prev)
+	if err != nil {
+		return false, err
+	}
+	now, err := store.EncodeLimitSwitches(next)
+	if err != nil {
+		return false, err
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(r.opts.Table),
+		Key:                       r.configItemKey(key),
+		ExpressionAttributeNames:  map[string]string{"#pk": attrPK, "#sw": attrLimitSwitches},
+		ExpressionAttributeValues: map[string]types.AttributeValue{},
+	}
+	if was == "" {
+		in.ConditionExpression = aws.String("attribute_exists(#pk) AND attribute_not_exists(#sw)")
+	} else {
+		in.ConditionExpression = aws.String("attribute_exists(#pk) AND #sw = :was")
+		in.ExpressionAttributeValues[":was"] = &types.AttributeValueMemberS{Value: was}
+	}
+	if now == "" {
+		in.UpdateExpression = aws.String("REMOVE #sw")
+	} else {
+		in.UpdateExpression = aws.String("SET #sw = :now")
+		in.ExpressionAttributeValues[":now"] = &types.AttributeValueMemberS{Value: now}
+	}
+	if len(in.ExpressionAttributeValues) == 0 {
+		in.ExpressionAttributeValues = nil
+	}
+	_, err = r.client.UpdateItem(ctx, in)
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrapErr("set limit switches", err)
+	}
+	return true, nil
+}
+
 // DeleteConfig implements [Repository]. An entity config is deleted
 // together with a decrement of its resource's registry counter (one
 // TransactWriteItems, conditioned on the config existing with its registry

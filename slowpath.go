@@ -39,6 +39,9 @@ type entityGroup struct {
 	// lower than its capacity (what a switch carried).
 	switches   switchSet
 	startMilli map[string]int64
+	// capMilli, set by carrySwitches after a switch back, is the most a
+	// limit in the bucket may hold now (millitokens).
+	capMilli map[string]int64
 }
 
 // initialState returns the state a limit missing from g's bucket starts
@@ -178,6 +181,11 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		}
 		stored := s // the deltas of the write are relative to it
 		s, changed := applyLimit(s, l, now)
+		if v, ok := g.capMilli[l.Name]; ok && found {
+			// A switch back: what the other definition spent since
+			// stays spent (carrySwitches).
+			s = capState(s, v, now)
+		}
 		e := &leaseEntry{
 			key:                 store.BucketKey{EntityID: g.entityID, Resource: resource},
 			inc:                 bucketIncarnation(g.bucket),

@@ -5,7 +5,11 @@
 // to the real count, and commits it when the handler returns. A refused
 // request gets 429 with Retry-After, X-RateLimit-* and the IETF
 // RateLimit-Policy and RateLimit fields (402 Payment Required, without
-// Retry-After, when a prepaid balance refused it).
+// Retry-After, when a prepaid balance refused it). With an in-flight limit
+// ([limiter.InFlight]) a request holds a slot while its handler runs, so
+// that at most n requests of a key run at once across every server
+// sharing the store; one refused for want of a slot gets 429 with
+// Retry-After 1 and no reset time (see [Middleware]).
 //
 // Every response of a rate-limited request, served or refused, names the
 // same limits in its IETF fields: every limit in force, the budgets the

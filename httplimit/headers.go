@@ -113,13 +113,22 @@ func sfString(s string) string {
 
 // setIETF sets RateLimit-Policy and RateLimit for ls, each named
 // "ENTITY:LIMIT" ("ENTITY:*:LIMIT" for an entity-wide one), at now (the
-// limiter's clock).
+// limiter's clock). An in-flight limit's policy has the quota unit
+// "concurrent-requests" and no window, and its state no t: a slot comes
+// back when a request holding it ends, at no time the limiter knows.
 func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	policy := make([]string, len(ls))
 	state := make([]string, len(ls))
 	for i, l := range ls {
 		n := sfString(l.name())
-		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10) + ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
+		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10)
+		if l.limit.IsInFlight() {
+			// Slots held at once: the draft's quota unit for them, and
+			// no window, since no time refills a slot.
+			policy[i] += `;qu="concurrent-requests"`
+		} else {
+			policy[i] += ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
+		}
 		state[i] = n + ";r=" + strconv.FormatInt(max(0, l.remaining), 10)
 		if l.reset != noReset {
 			state[i] += ";t=" + strconv.FormatInt(l.reset, 10)
@@ -140,25 +149,54 @@ func setLeaseHeaders(ctx context.Context, h http.Header, r request, lease *limit
 	if len(st) == 0 {
 		return
 	}
-	ls := make([]headerLimit, len(st), len(st)+2)
+	ls := make([]headerLimit, 0, len(st)+2)
 	seen := make(map[limitOf]bool, len(st))
+	for _, s := range st {
+		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
+		if s.Limit.IsInFlight() {
+			l.reset = noReset
+		}
+		ls = addLimit(ls, seen, l)
+	}
 	tight := 0
-	for i, s := range st {
-		ls[i] = headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
-		seen[limitOf{s.EntityID, ls[i].wide, s.Limit.Name}] = true
-		// s.Remaining/s.Capacity < tight's, without division.
-		if t := st[tight]; i > 0 && mulCmp(s.Remaining, t.Limit.Capacity, t.Remaining, s.Limit.Capacity) < 0 {
+	for i, l := range ls {
+		// l's remaining share of its capacity < tight's, without division.
+		if t := ls[tight]; i > 0 && mulCmp(l.remaining, t.limit.Capacity, t.remaining, l.limit.Capacity) < 0 {
 			tight = i
 		}
 	}
-	t := st[tight]
-	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.Limit.Capacity, 10))
-	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.Remaining), 10))
-	h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(t.Reset), 10))
+	t := ls[tight]
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(t.limit.Capacity, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, t.remaining), 10))
+	if t.reset != noReset {
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(t.reset, 10))
+	}
 	now := r.rl.Now()
 	ls = append(ls, r.inForceExcept(ctx, seen, func(l limiter.Limit, rem int64) int64 { return secondsToFull(l, rem, now) })...)
 	sortLimits(r.entityID, ls)
 	setIETF(h, ls, now)
+}
+
+// addLimit appends l to ls and marks it seen, unless ls holds the same
+// limit of the same bucket already: the statuses of an in-flight limit
+// come from the two generations of slots an acquire takes (the current one
+// and the next), which hold the same slots; the entry keeps the fewer
+// remaining.
+func addLimit(ls []headerLimit, seen map[limitOf]bool, l headerLimit) []headerLimit {
+	key := limitOf{l.entity, l.wide, l.limit.Name}
+	if seen[key] {
+		for i := range ls {
+			if o := &ls[i]; o.entity == l.entity && o.wide == l.wide && o.limit.Name == l.limit.Name {
+				o.remaining = min(o.remaining, l.remaining)
+				if o.reset != noReset && l.reset != noReset {
+					o.reset = max(o.reset, l.reset)
+				}
+			}
+		}
+		return ls
+	}
+	seen[key] = true
+	return append(ls, l)
 }
 
 // secondsToFull is the t of a limit with rem tokens left on a served
@@ -166,6 +204,9 @@ func setLeaseHeaders(ctx context.Context, h http.Header, r request, lease *limit
 // calendar limit, until its next period starts; for a prepaid balance, 0
 // (it never fills by itself).
 func secondsToFull(l limiter.Limit, rem int64, now time.Time) int64 {
+	if l.IsInFlight() {
+		return noReset
+	}
 	if l.IsPrepaid() {
 		return 0
 	}
@@ -206,7 +247,7 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	}
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
-	if !balance {
+	if !balance && !rle.Primary.Limit.IsInFlight() {
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
 	}
 	ls := make([]headerLimit, 0, len(rle.Statuses))
@@ -214,18 +255,19 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	for _, s := range rle.Statuses {
 		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Available}
 		switch {
+		case s.Limit.IsInFlight():
+			l.reset = noReset
 		case s.Exceeded && s.Limit.IsPrepaid():
 			l.reset = noReset
 		case s.Exceeded:
 			l.reset = ceilSeconds(s.RetryAfter)
 		}
-		ls = append(ls, l)
-		seen[limitOf{s.EntityID, l.wide, s.Limit.Name}] = true
+		ls = addLimit(ls, seen, l)
 	}
 	now := r.rl.Now()
 	ls = append(ls, r.inForceExcept(ctx, seen, func(l limiter.Limit, rem int64) int64 {
 		deficit := r.consume[l.Name] - rem
-		if l.IsPrepaid() && deficit > 0 {
+		if l.IsInFlight() || l.IsPrepaid() && deficit > 0 {
 			return noReset
 		}
 		return secondsToCover(l, deficit, now)

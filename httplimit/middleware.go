@@ -32,7 +32,9 @@ type Options struct {
 	ErrorHandler func(w http.ResponseWriter, r *http.Request, status int, err error)
 	// OnCommitError is called when the Commit after the handler fails. The
 	// response is already written and the acquired amounts stay consumed;
-	// only the adjustment is lost. Nil ignores the error.
+	// only the adjustment is lost, and the request's slots in flight, if
+	// any, come back within the slot TTL ([limiter.WithSlotTTL]) instead
+	// of at once. Nil ignores the error.
 	OnCommitError func(r *http.Request, err error)
 }
 
@@ -54,6 +56,25 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // next panics the lease is rolled back and the panic goes on. A handler that
 // wants its consumption back (say, the upstream call failed) calls Rollback
 // on the lease itself; the middleware's Commit then does nothing.
+//
+// Requests in flight: with an in-flight limit in force
+// ([limiter.InFlight], e.g. limiter.InFlight("inflight", 8)) and key
+// returning its name in consume (limiter.Consume{"inflight": 1, ...}), a
+// request holds its slot from the acquire until the handler returns, a
+// panic or a client that went away included (the handler returns when it
+// notices r.Context() is done; the commit runs on a context detached from
+// it), and gives it back then. A request refused for want of a slot gets
+// 429 Too Many Requests, as for any limit of the key: the client caused
+// it and may retry, while 503 would say the server is down for everyone
+// (it is kept for a store that fails in block mode). Its Retry-After is 1
+// (second): a slot comes back when a request holding it ends, at no time
+// the limiter can foretell. No header claims a reset time for a slot: the
+// in-flight limit's RateLimit-Policy entry has the draft's quota unit
+// qu="concurrent-requests" and no window, its RateLimit entry no t, and
+// X-RateLimit-Reset is left out when the limit it describes is in-flight.
+// Its r is the slots free (on a served response, after the request took
+// its own). In the allow on-unavailable mode a request served while the
+// store fails holds no slot.
 //
 // Every response of a rate-limited request carries the same limits: those
 // the acquire is checked against ([limiter.RateLimiter.LimitsInForce]), the

@@ -3,6 +3,7 @@ package llmhttp
 import (
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 )
 
@@ -27,8 +28,30 @@ type usageBody struct {
 // settled at what it showed.
 var ErrReservationExceeded = errors.New("llmhttp: the stream's output passed its reservation")
 
+// newUsageBody returns the body handed to the caller. A body the caller
+// drops without reading it to the end or closing it would hold its lease,
+// and the lease's slots in flight, for as long as the limiter lives: once
+// the garbage collector finds it unreachable, its lease ends as a body
+// closed early does.
 func newUsageBody(rc io.ReadCloser, p usageParser, lc *leaseCall) *usageBody {
-	return &usageBody{rc: rc, parser: p, lc: lc}
+	b := &usageBody{rc: rc, parser: p, lc: lc}
+	runtime.AddCleanup(b, func(lc *leaseCall) {
+		if !lc.ended.Load() {
+			go lc.dropped() // the store's writes do not hold up other cleanups
+		}
+	}, lc)
+	return b
+}
+
+// dropped ends the lease of a body the caller dropped without closing it.
+func (lc *leaseCall) dropped() {
+	if lc.ended.Load() {
+		return
+	}
+	t := lc.t
+	t.warnOnce(&t.warn.dropped, "llmhttp: a response body was dropped without Close; its lease ended when the garbage collector found it",
+		"entity", lc.call.entity, "resource", lc.call.resource)
+	lc.end(endEarly, parsed{})
 }
 
 // Read reads from the provider's body and parses what it returns.
@@ -67,11 +90,11 @@ func (b *usageBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close closes the provider's body and ends the lease if a Read has not.
+// Close closes the provider's body and ends the lease if a Read has not,
+// even when closing the provider's body panics.
 func (b *usageBody) Close() error {
-	err := b.rc.Close()
-	b.finish(false)
-	return err
+	defer b.finish(false)
+	return b.rc.Close()
 }
 
 // finish ends the lease: at the estimate when a usage was malformed;

@@ -34,6 +34,23 @@
 // [Prices.Estimate] price usages and requests for callers that charge the
 // limiter themselves.
 //
+// # Calls in flight
+//
+// With an in-flight limit ([github.com/zaelimiter/limiter.InFlight]) and
+// its name in the call's amounts, e.g. limiter.Consume{"calls": 1, "rpm":
+// 1, "tpm": 1500}, a call holds its slot from the acquire until its lease
+// ends: when the body is read to the end, fails (a cancelled context, a
+// broken connection) or is closed, or when no body is handed to the
+// caller (a transport error, a 5xx or other refusal by the provider, a
+// panic of the base transport, rolled back). A panic of the usage mapping
+// or provider rules while the lease ends commits it at its estimate and
+// goes on to the caller. The caller must close the body, as with any
+// [net/http.Response]: a body dropped without being closed nor read to its
+// end holds its slot until the garbage collector finds it unreachable
+// (then its lease ends as a body closed early). The slots are capped
+// across every process sharing the store, per entity and, with cascade,
+// per parent too.
+//
 // [ParseQuota] reads the rate-limit headers of OpenAI, Anthropic and Azure
 // OpenAI. The package llmtest holds a fake provider to test against.
 package llmhttp

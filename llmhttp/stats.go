@@ -115,7 +115,7 @@ func (t *Transport) Stats() Stats {
 // warnings are the accounting events logged once per transport.
 type warnings struct {
 	tokensRemoved, cooldownClamped, usageMalformed, endedWithoutUsage atomic.Bool
-	overReserved, streamCut                                           atomic.Bool
+	overReserved, streamCut, dropped                                  atomic.Bool
 }
 
 // warnOnce logs msg at Warn the first time flag is set.

@@ -337,6 +337,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lc := &leaseCall{t: t, ctx: ctx, call: c, estimate: estimate, lease: lease, cost: cost,
 		conversation: a.r.Conversation, rq: a.r}
 	lc.rq.Model = requestModel(lc.rq.Model, req)
+	// A panic from here to the hand-over of the body (the base transport's,
+	// or a usage mapping's) ends the lease before it goes on, so that its
+	// slots in flight come back.
+	defer lc.endOnPanic()
 	resp, err := t.base.RoundTrip(req)
 	if err != nil {
 		lc.endUnbilled(t.cfg.rollback&RollbackOnTransportError != 0)
@@ -470,12 +474,38 @@ func (lc *leaseCall) endUnbilled(rollback bool) {
 	lc.commit()
 }
 
+// endOnPanic, deferred, ends the lease when the call panics before its
+// lease ended (rolled back: no answer was read) and lets the panic go on.
+func (lc *leaseCall) endOnPanic() {
+	if p := recover(); p != nil {
+		lc.endUnbilled(true)
+		panic(p)
+	}
+}
+
 // end ends the lease of an answer whose body was read (p is what its
 // parser saw). It runs once.
 func (lc *leaseCall) end(kind endKind, p parsed) {
 	if lc.ended.Swap(true) {
 		return
 	}
+	if lc.settle(kind, p) {
+		lc.commit()
+	}
+}
+
+// settle adjusts the lease to the answer's end, and reports whether it is
+// to be committed (false: it was rolled back). A panic of the code it runs
+// (a usage mapping's, provider rules') commits the lease as it stands, at
+// its estimate, and goes on: the lease still ends, and its slots in flight
+// come back.
+func (lc *leaseCall) settle(kind endKind, p parsed) (commit bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			lc.commit()
+			panic(r)
+		}
+	}()
 	t := lc.t
 	switch kind {
 	case endUsage:
@@ -508,7 +538,7 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 	case endEarly:
 		if t.cfg.rollback&RollbackOnEarlyClose != 0 {
 			lc.rollback()
-			return
+			return false
 		}
 		t.st.endedWithoutUsage.Add(1)
 		t.warnOnce(&t.warn.endedWithoutUsage, "llmhttp: a response body ended before its usage; charged the estimate or what was seen, if larger",
@@ -529,7 +559,7 @@ func (lc *leaseCall) end(kind endKind, p parsed) {
 		lc.overReserved(overCost)
 		lc.adjustTo(seen, true)
 	}
-	lc.commit()
+	return true
 }
 
 // overReserved counts and logs a settlement of the cost above the worst

@@ -123,6 +123,30 @@ func (m *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Conf
 	return nil
 }
 
+// SetConfigSwitches implements [store.ConfigSwitchWriter].
+func (m *Store) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev, next []store.LimitSwitch) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.configs[key]
+	if !ok {
+		return false, nil
+	}
+	have, err := store.EncodeLimitSwitches(c.Switches)
+	if err != nil {
+		return false, err
+	}
+	want, err := store.EncodeLimitSwitches(prev)
+	if err != nil || have != want {
+		return false, err
+	}
+	c.Switches = slices.Clone(next)
+	m.configs[key] = c
+	return true, nil
+}
+
 // DeleteConfig implements [store.Repository].
 func (m *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	if err := ctx.Err(); err != nil {

@@ -471,6 +471,19 @@ type AuditLog interface {
 	AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error)
 }
 
+// ConfigSwitchWriter is an optional capability: writing the switch
+// records of a stored config alone, leaving the rest of its item as it is
+// (attributes another client keeps there included). Without it the
+// limiter reads the config and writes it whole with PutConfig.
+type ConfigSwitchWriter interface {
+	// SetConfigSwitches replaces the switch records of the config stored
+	// under key with next when its records are prev (none stored when
+	// prev is empty), in one conditional write. It reports false, and
+	// writes nothing, when the config is missing or its records are not
+	// prev.
+	SetConfigSwitches(ctx context.Context, key ConfigKey, prev, next []LimitSwitch) (bool, error)
+}
+
 // ConfigLister is an optional capability: listings of the stored configs.
 // Without it the listing methods of [limiter.RateLimiter] fail with an error
 // matching [ErrUnsupported].

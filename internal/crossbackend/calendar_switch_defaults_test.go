@@ -27,6 +27,11 @@ import (
 //   - system defaults: the zone change, as for a resource;
 //   - DeleteResourceDefaults giving way to system defaults in another
 //     zone: the day spent stays spent;
+//   - flipped back and forth between two zones (or between PerDay and
+//     PerCalendarDay) within the day, an acquire after each switch: the
+//     day spent in one stays spent in the other, also when both buckets
+//     exist before the switch back (1 spent in each, then 998 and no
+//     more), speculative writes on or off;
 //   - an entity's DefaultResource config: the zone change, its deletion
 //     giving way to a resource's default in another zone (for that entity
 //     alone), and its first config set over a resource's PerDay default
@@ -95,6 +100,65 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					clk.at("2026-11-29T10:00:00Z")
 					spend(t, "a", res, 1000)
 					spend(t, "b", res, 1000)
+				})
+
+				t.Run("flip-back-spent", func(t *testing.T) {
+					// The attacker's sequence: a day spent in UTC, the
+					// default flipped to Kiritimati, back to UTC and to
+					// Kiritimati again, an acquire tried after each.
+					res := "flip-spent"
+					resDefaults(t, res, day)
+					spend(t, "a", res, 1000)
+					for i, l := range []limiter.Limit{dayK, day, dayK} {
+						resDefaults(t, res, l)
+						refused(t, "a", res, 1, fmt.Sprintf("switch %d: the day was spent", i+1))
+						require.Equal(t, int64(0), usd(t, "a", res), "switch %d", i+1)
+					}
+				})
+
+				t.Run("flip-back-both-buckets", func(t *testing.T) {
+					defer clk.at("2026-11-28T12:00:00Z")
+					// Both zones' buckets exist before the switch back:
+					// each keeps what the other spent since.
+					res := "flip-both"
+					resDefaults(t, res, day)
+					spend(t, "b", res, 1) // UTC's day: 999 left
+					resDefaults(t, res, dayK)
+					spend(t, "b", res, 1) // Kiritimati's day, from 999: 998 left
+					resDefaults(t, res, day)
+					require.Equal(t, int64(998), usd(t, "b", res), "back to UTC: Kiritimati's spend stays")
+					refused(t, "b", res, 999, "back to UTC: 998 left, not UTC's 999")
+					spend(t, "b", res, 998)
+					refused(t, "b", res, 1, "the day spent")
+					resDefaults(t, res, dayK)
+					require.Equal(t, int64(0), usd(t, "b", res), "to Kiritimati again: UTC's spend stays")
+					refused(t, "b", res, 1, "to Kiritimati again: the day spent in UTC")
+					resDefaults(t, res, day)
+					refused(t, "b", res, 1, "UTC again")
+					resDefaults(t, res, dayK)
+					clk.at("2026-11-29T09:59:59Z")
+					refused(t, "b", res, 1, "a second before Kiritimati's midnight")
+					clk.at("2026-11-29T10:00:00Z")
+					spend(t, "b", res, 1000)
+				})
+
+				t.Run("flip-back-kind", func(t *testing.T) {
+					// The same with a kind: PerDay (the entity's bucket)
+					// and PerCalendarDay (the day's bucket) both exist
+					// before the switch back.
+					res := "flip-kind"
+					rolling := limiter.PerDay("usd", 1000)
+					resDefaults(t, res, rolling)
+					spend(t, "k", res, 1)
+					resDefaults(t, res, day)
+					spend(t, "k", res, 1)
+					resDefaults(t, res, rolling)
+					refused(t, "k", res, 999, "back to PerDay: 998 left")
+					spend(t, "k", res, 998)
+					refused(t, "k", res, 1, "the day spent")
+					resDefaults(t, res, day)
+					refused(t, "k", res, 1, "to PerCalendarDay again: spent under PerDay")
+					require.Equal(t, int64(0), usd(t, "k", res))
 				})
 
 				t.Run("resource-rolling-to-calendar", func(t *testing.T) {

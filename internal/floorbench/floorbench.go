@@ -48,7 +48,8 @@
 // named after its contender.
 //
 // DynamoDB Local comes from $ZAEL_DYNAMODB_ENDPOINT or is started (see
-// internal/ddblocal); `make bench-floor` runs the program.
+// internal/ddblocal), one per run, and with -contender one per program and
+// round (see freshServer); `make bench-floor` runs the program.
 package main
 
 import (

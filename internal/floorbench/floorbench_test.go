@@ -3,16 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
@@ -71,8 +75,10 @@ func TestRunSmall(t *testing.T) {
 		assert.Positive(t, r.p50, r.key())
 		assert.Positive(t, r.ops, r.key())
 		assert.Positive(t, r.allocs, r.key())
+		assert.Positive(t, r.cpuRatio, r.key())
 		if r.name == "replay" || r.name == "replay-pair" {
 			assert.Equal(t, 1.0, r.opsRatio, r.key())
+			assert.Equal(t, 1.0, r.cpuRatio, r.key())
 		}
 	}
 }
@@ -189,4 +195,33 @@ func TestRunEntityWide(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFreshServerPerTurn: each turn of -contender runs on a DynamoDB Local
+// of its own, which holds no table (and so no stream record) of an earlier
+// turn, and is stopped after its turn.
+func TestFreshServerPerTurn(t *testing.T) {
+	if os.Getenv(ddblocal.EnvEndpoint) != "" {
+		t.Skipf("%s names a server every turn shares", ddblocal.EnvEndpoint)
+	}
+	ctx := context.Background()
+	var endpoints []string
+	for turn := range 2 {
+		err := freshServer(ctx, func(endpoint string) error {
+			endpoints = append(endpoints, endpoint)
+			client := ddblocal.NewClient(endpoint)
+			tables, err := client.ListTables(ctx, &dynamodb.ListTablesInput{})
+			require.NoError(t, err)
+			require.Empty(t, tables.TableNames, "turn %d found an earlier turn's tables", turn)
+			_, err = client.CreateTable(ctx, ddbschema.TableDefinition(fmt.Sprintf("fb-turn-%d", turn)))
+			return err
+		})
+		if errors.Is(err, ddblocal.ErrUnavailable) && os.Getenv("CI") == "" && os.Getenv(ddblocal.EnvRequire) == "" {
+			t.Skipf("%s: %v", ddblocal.SkipMessage, err)
+		}
+		require.NoError(t, err, "turn %d", turn)
+	}
+	require.Len(t, endpoints, 2)
+	_, err := ddblocal.NewClient(endpoints[0]).ListTables(ctx, &dynamodb.ListTablesInput{})
+	require.Error(t, err, "the first turn's server still answers after its turn")
 }

@@ -68,8 +68,11 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	start, cancel := context.WithTimeout(ctx, ddblocal.StartTimeout)
 	ddblocal.LongLived = true // the server compiler, as a long run wants
+	if *commit != "" {
+		return runContender(ctx, stdout, stderr, *commit, cfg.rounds, pass)
+	}
+	start, cancel := context.WithTimeout(ctx, ddblocal.StartTimeout)
 	srv, err := ddblocal.Start(start)
 	cancel()
 	if err != nil {
@@ -77,9 +80,6 @@ func mainErr(args []string, stdout, stderr io.Writer) error {
 	}
 	defer srv.Close()
 	cfg.endpoint = srv.Endpoint()
-	if *commit != "" {
-		return runContender(ctx, stdout, stderr, *commit, cfg.rounds, cfg.endpoint, pass)
-	}
 
 	if *memprofile != "" {
 		runtime.MemProfileRate = 4096
