@@ -489,7 +489,7 @@ type ownRead struct {
 func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
 	k := kindOf(l)
 	until := k.retryAfter(l, r.nextMs, nowMs)
-	if s, ok := r.bucket.State(l.Name); ok {
+	if s, ok := r.bucket.State(r.limit.Name); ok {
 		s, _ = applyLimit(s, r.limit, nowMs)
 		return calculateAvailable(s, nowMs), until
 	}
@@ -517,7 +517,9 @@ func (rl *RateLimiter) readLimitBuckets(ctx context.Context, entityID, resource 
 		}
 		r := ownRead{key: store.BucketKey{EntityID: entityID, Resource: bucket}, limit: bl, nextMs: nextMs}
 		own[l.Name] = r
-		keys = append(keys, r.key)
+		if !slices.Contains(keys, r.key) {
+			keys = append(keys, r.key) // in-flight slots live in the bucket itself
+		}
 	}
 	if own == nil {
 		b, err := rl.store.getBucket(ctx, key)

@@ -161,6 +161,10 @@ func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o 
 		// A switch back: the buckets are read first (switchedBackIn).
 	} else if pair && rl.onPairPath(items) {
 		lease, statuses, decided, err := rl.speculativePair(ctx, items)
+		if !decided && err == nil && rl.addSlotGens(ctx, items) {
+			// The generations' limits the items lacked are in them now.
+			lease, statuses, decided, err = rl.speculativePair(ctx, items)
+		}
 		if decided || err != nil {
 			lease, err = rl.ownBucketFinish(items, lease, statuses, err)
 			return lease, per(statuses), err
@@ -278,14 +282,15 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	return items, charged, nil
 }
 
-// ownBucketFinish ends a batch with period or balance buckets: the
-// statuses of such a bucket are shown as its calendar or prepaid limit's
-// (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
+// ownBucketFinish ends a batch with period or balance buckets (and with
+// in-flight slots: slotsFinish): the statuses of such a bucket are shown
+// as its calendar or prepaid limit's (calendarStatuses), a refusal is rebuilt from them (the RetryAfter of a
 // spent budget is the time until the next period, of a short balance
 // BalanceRetryAfter), and the lease's entries on these buckets hold their
 // calendar or prepaid limit (for its statuses and refunds: no refill). A
 // batch without such limits passes as it is.
 func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
+	lease, err = rl.slotsFinish(items, lease, statuses, err)
 	if !slices.ContainsFunc(items, func(it *batchItem) bool { return it.cal != nil }) {
 		return lease, err
 	}
@@ -317,7 +322,6 @@ func (rl *RateLimiter) ownBucketFinish(items []*batchItem, lease *Lease, statuse
 			}
 		}
 	}
-	rl.keepSlots(lease, items)
 	return lease, err
 }
 
@@ -466,6 +470,7 @@ func (rl *RateLimiter) slowAll(ctx context.Context, items []*batchItem) (*Lease,
 		}
 		return nil, nil, err
 	}
+	rl.dropEndedSlots(ctx, groups)
 	return lease, statuses, nil
 }
 

@@ -1,47 +1,58 @@
 // Layer 4, mechanics: limits of calls in flight ([InFlight]).
 //
 // An in-flight limit of n slots admits at most n slots held at once per
-// bucket, across every process. Its slots live in generation buckets:
-// time is cut into generations of half the slot TTL (E = TTL/2, g =
-// floor(now/E)), and generation g of the limit is the ordinary bucket
-// (entity, resource/name.slots.g) of capacity n with a negligible refill,
-// whose tokens are the slots free in g. A lease covers the generations
-// from its acquire through h, its coverage, and holds a slot in each of
-// their buckets: its acquire at g takes the slots in g and g+1 (h = g+1),
-// in the same atomic write as the acquire's rolling, calendar and prepaid
-// buckets, so a refusal of any of them takes nothing. The bucket of the
+// bucket, across every process. Its slots live in the item of the bucket
+// itself, beside its rolling limits: time is cut into generations of half
+// the slot TTL (E = TTL/2, g = floor(now/E)), and generation g of in-flight
+// limit L is the limit L.slots.g of the (entity, resource) item, of
+// capacity n with a negligible refill, whose tokens are the slots free in
+// g. A lease covers the generations from its acquire through h, its
+// coverage, and holds a slot in each: its acquire at g takes the slots of
+// g and g+1 (h = g+1) in the same conditional write as the item's rolling
+// limits, so a refusal of any of them takes nothing. The limit of the
 // current generation thus counts every live lease exactly once, and its
 // condition (tokens never below zero) is the cap. A goroutine owned by the
 // lease renews the coverage when generation h starts by taking the slot
 // in h+1, a whole E before h+1 starts, so a store slower than E/2 still
-// keeps the slot (one conditional write per lease per E, all levels of
-// its cascade in one batch); it stops when the lease ends, and every write
-// it makes is bounded by the store's timeout. Commit and Rollback (and so
-// Do's end, errors and panics included) stop it and give back the slots
-// of every generation the lease covers. A process that dies stops renewing:
-// its coverage ends at most 2E = TTL after its last write, and the
-// generation buckets after it never held its slots; nothing reaps. A live
-// lease that cannot renew before its coverage ends (the store unreachable,
-// the process paused) takes its slots again only if they are free, and
-// otherwise stops renewing: its call is then over the cap until it ends.
+// keeps the slot; it stops when the lease ends, and every write it makes
+// is bounded by the store's timeout. Commit and Rollback (and so Do's end,
+// errors and panics included) stop it and give back the slots of every
+// generation the lease covers that has not ended, in the same write as
+// the lease's other adjustments. A process that dies stops renewing: its
+// coverage ends at most 2E = TTL after its last write, and the generations
+// after it never held its slots; nothing reaps. A live lease that cannot
+// renew before its coverage ends (the store unreachable, the process
+// paused) takes its slots again only if they are free, and otherwise stops
+// renewing: its call is then over the cap until it ends.
 //
-// Cost: an acquire with an in-flight limit takes the batch path, one atomic
-// write of every bucket (one script on Redis, one lock in memory, one
-// TransactWriteItems on DynamoDB: not the single UpdateItem of the plain
-// fast path); its commit writes the refunds of the generation buckets; a
-// lease held past E pays one write per E. Clocks of the processes must
-// agree well within E/2.
+// A generation's limit is created by the first write that needs it (the
+// speculative write of a limit the item lacks is refused): on DynamoDB by
+// one write of that item alone (addSlotGens; once per generation per item
+// per process), elsewhere by the read-then-write path. Either removes from
+// the item the limits of generations that ended before the previous one,
+// so an item holds at most four generations of each in-flight limit.
+//
+// Cost: an acquire with an in-flight limit is an acquire of its item like
+// any other: one conditional write on the fast path (one UpdateItem on
+// DynamoDB, one script on Redis, one lock in memory; with cascade or
+// entity-wide limits, the pair of single-item writes). Its commit gives
+// the slots back in the commit's own write of the item. A lease held past
+// E pays one conditional write per item per E (the items of its cascade
+// in one round trip). Once per generation per item, a read and a write
+// add the next generation. An item that holds slots keeps no TTL
+// (holdsSlots). Clocks of the processes must agree well within E/2.
 
 package limiter
 
 import (
 	"context"
 	"errors"
-	"strconv"
-	"strings"
+	"math"
+	"slices"
 	"sync"
 	"time"
 
+	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -83,24 +94,11 @@ func (rl *RateLimiter) slotGenMs() int64 {
 	return max(ttl.Milliseconds()/2, 1)
 }
 
-// slotGenOf returns the base resource and the generation of the bucket
-// resource of in-flight limit name ([store.Limit.InFlightBucket]).
-func slotGenOf(bucket, name string) (string, int64, bool) {
-	infix := "/" + name + ".slots."
-	i := strings.LastIndex(bucket, infix)
-	if i < 0 {
-		return "", 0, false
-	}
-	gen, err := strconv.ParseInt(bucket[i+len(infix):], 10, 64)
-	return bucket[:i], gen, err == nil
-}
-
-// slotClaim is one in-flight limit of one entity a lease holds slots of.
+// slotClaim is one in-flight limit of one item a lease holds slots of.
 type slotClaim struct {
-	entityID string
-	resource string // the base resource
-	limit    Limit  // the in-flight limit
-	amount   int64
+	key    store.BucketKey
+	limit  Limit // the in-flight limit
+	amount int64
 }
 
 // slotKeeper renews the coverage of a lease's slots until the lease ends.
@@ -116,29 +114,23 @@ type slotKeeper struct {
 	lost    bool          // a renewal was refused: the lease's slots lapsed
 }
 
-// keepSlots starts the keeper of lease when its items hold in-flight
-// buckets.
+// keepSlots starts the keeper of lease when its items hold slot limits.
 func (rl *RateLimiter) keepSlots(lease *Lease, items []*batchItem) {
 	if lease == nil || lease.noop {
 		return
 	}
 	k := &slotKeeper{rl: rl, covered: -1 << 62}
 	for _, it := range items {
-		if it.cal == nil || !it.cal.IsInFlight() {
-			continue
-		}
-		base, gen, ok := slotGenOf(it.group.resource, it.cal.Name)
-		if !ok {
-			continue
-		}
-		k.covered = max(k.covered, gen)
-		c := slotClaim{entityID: it.group.entityID, resource: base, limit: *it.cal, amount: it.consume[it.cal.Name]}
-		dup := false
-		for _, o := range k.claims {
-			dup = dup || (o.entityID == c.entityID && o.resource == c.resource && o.limit.Name == c.limit.Name)
-		}
-		if !dup && c.amount > 0 {
-			k.claims = append(k.claims, c)
+		for _, s := range it.group.limits {
+			l, gen, ok := slotOf(s)
+			if !ok || it.consume[s.Name] <= 0 {
+				continue
+			}
+			k.covered = max(k.covered, gen)
+			c := slotClaim{key: it.group.key(), limit: l, amount: it.consume[s.Name]}
+			if !slices.ContainsFunc(k.claims, func(o slotClaim) bool { return o.key == c.key && o.limit.Name == l.Name }) {
+				k.claims = append(k.claims, c)
+			}
 		}
 	}
 	if len(k.claims) == 0 {
@@ -175,7 +167,10 @@ func (k *slotKeeper) run(ctx context.Context) {
 			case <-t.C:
 			}
 		}
-		switch err := k.renew(ctx, h, genMs); {
+		// A renewal under way when the lease ends runs to its end (within
+		// a generation), so that the slots it took are in the lease's
+		// entries when Commit gives them back.
+		switch err := k.renew(context.WithoutCancel(ctx), h, genMs); {
 		case err == nil:
 		case errors.Is(err, ErrRateLimited) || errors.Is(err, ErrClosed) || ctx.Err() != nil:
 			return
@@ -194,7 +189,8 @@ func (k *slotKeeper) run(ctx context.Context) {
 }
 
 // renew takes the lease's slots in the generations after h through the one
-// after the current one, in one atomic write of every claim's buckets.
+// after the current one: one conditional write per item, all in one round
+// trip.
 func (k *slotKeeper) renew(ctx context.Context, h, genMs int64) error {
 	if err := k.rl.enter(); err != nil {
 		return err
@@ -207,23 +203,25 @@ func (k *slotKeeper) renew(ctx context.Context, h, genMs int64) error {
 	}
 	var items []*batchItem
 	for _, c := range k.claims {
-		for gen := max(h+1, g); gen <= g+1; gen++ {
-			bucket, err := c.limit.InFlightBucket(c.resource, gen)
-			if err != nil {
-				return err
-			}
-			bl := c.limit.InFlightBucketLimit()
-			cal := c.limit
+		i := slices.IndexFunc(items, func(it *batchItem) bool { return it.group.key() == c.key })
+		if i < 0 {
+			i = len(items)
 			items = append(items, &batchItem{
-				group:   entityGroup{entityID: c.entityID, resource: bucket, limits: []Limit{bl}, source: SourceOverride, expireAtMs: slotBucketExpiry(gen, genMs)},
-				consume: Consume{c.limit.Name: c.amount},
-				cal:     &cal,
+				group:   entityGroup{entityID: c.key.EntityID, resource: c.key.Resource, source: SourceOverride},
+				consume: Consume{},
+				base:    c.key.Resource,
 			})
+		}
+		it := items[i]
+		for gen := max(h+1, g); gen <= g+1; gen++ {
+			s := c.limit.InFlightSlotLimit(gen)
+			it.group.limits = append(it.group.limits, s)
+			it.consume[s.Name] = c.amount
 		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Duration(genMs)*time.Millisecond)
 	defer cancel()
-	lease, err := k.rl.chargeItems(wctx, items)
+	lease, err := k.rl.chargeSlots(wctx, items)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if errors.Is(err, ErrRateLimited) {
@@ -233,20 +231,17 @@ func (k *slotKeeper) renew(ctx context.Context, h, genMs int64) error {
 		return err
 	}
 	for _, e := range lease.entries {
-		for _, c := range k.claims {
-			if e.key.EntityID == c.entityID && e.limit.Name == c.limit.Name {
-				e.limit = c.limit
-			}
-		}
 		e.acquiredMs = now
+		if _, _, ok := slotOf(e.limit); ok {
+			k.entries = append(k.entries, e)
+		}
 	}
-	k.entries = append(k.entries, lease.entries...)
 	k.covered = g + 1
 	return nil
 }
 
-// halt stops the keeper and returns the entries of the slots its renewals
-// took.
+// halt stops the keeper, after the renewal under way if any, and returns
+// the entries of the slots its renewals took.
 func (k *slotKeeper) halt() []*leaseEntry {
 	k.cancel()
 	<-k.done
@@ -257,16 +252,38 @@ func (k *slotKeeper) halt() []*leaseEntry {
 	return out
 }
 
-// chargeItems takes items in one atomic step: the store's speculative
-// batch, else the read-then-write batch.
-func (rl *RateLimiter) chargeItems(ctx context.Context, items []*batchItem) (*Lease, error) {
-	if rl.store.batch != nil && rl.speculative {
+// chargeSlots takes the slots of items (renewals: each item's limits are
+// the generations' limits it takes) in one round trip: the pair path or
+// the store's speculative batch, else the read-then-write batch. That one
+// writes every limit the item stores, with nothing taken of the others,
+// so that moving the item's refill time refills them too.
+func (rl *RateLimiter) chargeSlots(ctx context.Context, items []*batchItem) (*Lease, error) {
+	if rl.onPairPath(items) {
+		lease, _, decided, err := rl.speculativePair(ctx, items)
+		if !decided && err == nil && rl.addSlotGens(ctx, items) {
+			lease, _, decided, err = rl.speculativePair(ctx, items)
+		}
+		if decided || err != nil {
+			return lease, err
+		}
+	} else if rl.store.batch != nil && rl.speculative {
 		lease, _, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
 			return lease, err
 		}
 	}
+	keys := make([]store.BucketKey, len(items))
+	for i, it := range items {
+		keys[i] = it.group.key()
+	}
 	for attempt := 0; ; attempt++ {
+		_, buckets, err := rl.store.loadBuckets(ctx, nil, keys)
+		if err != nil {
+			return nil, err
+		}
+		for i, it := range items {
+			it.group.limits = withStoredLimits(it.group.limits, buckets[keys[i]])
+		}
 		lease, statuses, err := rl.slowAll(ctx, items)
 		if !errors.Is(err, errReread) {
 			return lease, err
@@ -285,19 +302,52 @@ func (rl *RateLimiter) chargeItems(ctx context.Context, items []*batchItem) (*Le
 	}
 }
 
+// withStoredLimits returns limits (the generations' limits a renewal
+// takes) and, for every other limit b stores that is not a generation's
+// limit, that limit with its stored parameters.
+func withStoredLimits(limits []Limit, b *store.Bucket) []Limit {
+	var out []Limit
+	for _, l := range limits {
+		if _, _, ok := slotOf(l); ok {
+			out = append(out, l)
+		}
+	}
+	if b == nil {
+		return out
+	}
+	for _, st := range b.States {
+		if _, _, ok := store.ParseSlotLimitName(st.LimitName); ok || slices.ContainsFunc(out, func(l Limit) bool { return l.Name == st.LimitName }) {
+			continue
+		}
+		out = append(out, Limit{
+			Name: st.LimitName, Capacity: st.CapacityMilli / 1000, RefillAmount: st.RefillAmountMilli / 1000,
+			RefillPeriod: time.Duration(st.RefillPeriodMs) * time.Millisecond,
+		})
+	}
+	return out
+}
+
 // endSlots stops the lease's slot keeper and adds the slots its renewals
-// took to the lease's entries; with release set, every in-flight entry is
-// set to give all its slots back at the next write (Commit).
+// took to the lease's entries. The slots of generations that have ended
+// are left out of the lease: no limit counts them any more, and the item
+// may no longer hold them. With release set, every other slot is set to be
+// given back at the next write (Commit).
 func (ls *Lease) endSlots(release bool) {
 	if ls.slots != nil {
-		ls.entries = append(ls.entries, ls.slots.halt()...)
+		k := ls.slots
+		ls.entries = append(ls.entries, k.halt()...)
 		ls.slots = nil
+		cur := bucketmath.FloorDiv(k.rl.nowMs(), k.rl.slotGenMs())
+		ls.entries = slices.DeleteFunc(ls.entries, func(e *leaseEntry) bool {
+			_, gen, ok := slotOf(e.limit)
+			return ok && gen < cur
+		})
 	}
 	if !release {
 		return
 	}
 	for _, e := range ls.entries {
-		if e.limit.IsInFlight() {
+		if _, _, ok := slotOf(e.limit); ok {
 			e.deltaMilli = -bucketmath.SatMul(e.consumed, 1000)
 		}
 	}
@@ -307,10 +357,256 @@ func (ls *Lease) endSlots(release bool) {
 // acquire: slots are taken only by the acquire's conditional write.
 func (ls *Lease) checkSlotNames(c Consume) error {
 	for _, e := range ls.entries {
-		if _, ok := c[e.limit.Name]; ok && e.limit.IsInFlight() {
-			return store.NewValidationError(ErrValidation, "consume", e.limit.Name,
+		l, _, ok := slotOf(e.limit)
+		if _, named := c[l.Name]; ok && named {
+			return store.NewValidationError(ErrValidation, "consume", l.Name,
 				"in-flight slots are taken by the acquire and given back when the lease ends; they cannot be adjusted")
 		}
 	}
 	return nil
+}
+
+// shownSlot returns how the lease shows entry e to its caller: a
+// generation's limit as its in-flight limit, and only the earliest
+// generation the lease holds of it in e's item (show false for the
+// others); any other limit as it is.
+func (ls *Lease) shownSlot(e *leaseEntry) (l Limit, show bool) {
+	l, gen, ok := slotOf(e.limit)
+	if !ok {
+		return e.limit, true
+	}
+	for _, o := range ls.entries {
+		if ol, og, ok := slotOf(o.limit); ok && o.key == e.key && ol.Name == l.Name && og < gen {
+			return l, false
+		}
+	}
+	return l, true
+}
+
+// slotsFinish ends an acquire whose items hold slot limits: the statuses
+// of a generation's limit are shown as its in-flight limit's (one per
+// item: the generation with the fewest free slots), a refusal waits a
+// slot poll and is rebuilt from them, and the lease's keeper is started.
+// An acquire without slots passes as it is.
+func (rl *RateLimiter) slotsFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
+	if !slices.ContainsFunc(items, func(it *batchItem) bool {
+		return slices.ContainsFunc(it.group.limits, func(l Limit) bool { _, _, ok := slotOf(l); return ok })
+	}) {
+		return lease, err
+	}
+	if statuses != nil {
+		for i := range statuses {
+			statuses[i] = slotStatuses(statuses[i])
+		}
+		if rle := (*RateLimitExceededError)(nil); errors.As(err, &rle) {
+			var all []LimitStatus
+			for _, st := range statuses {
+				all = append(all, st...)
+			}
+			err = newRateLimitExceededError(all)
+		}
+	}
+	rl.keepSlots(lease, items)
+	return lease, err
+}
+
+// slotStatuses shows the statuses of generations' limits as their
+// in-flight limits': one per in-flight limit and item, the one with the
+// fewest slots free (an exceeded one first), waiting a slot poll.
+func slotStatuses(statuses []LimitStatus) []LimitStatus {
+	out := statuses[:0]
+	for _, st := range statuses {
+		l, _, ok := slotOf(st.Limit)
+		if !ok {
+			out = append(out, st)
+			continue
+		}
+		st.LimitName, st.Limit = l.Name, l
+		if st.Exceeded {
+			st.RetryAfter = slotWaitPoll
+		}
+		i := slices.IndexFunc(out, func(o LimitStatus) bool {
+			return o.Limit.InFlight && o.LimitName == l.Name && o.EntityID == st.EntityID && o.Resource == st.Resource
+		})
+		switch {
+		case i < 0:
+			out = append(out, st)
+		case st.Exceeded && !out[i].Exceeded, st.Exceeded == out[i].Exceeded && st.Available < out[i].Available:
+			out[i] = st
+		}
+	}
+	return out
+}
+
+// dropEndedSlots removes from the items of groups, as read before an
+// acquire's write, the limits of generations that ended before the
+// previous one (one write per item that holds any): no lease counts on
+// them, and the item must not grow a limit per generation. A failure is
+// left for the next such write.
+func (rl *RateLimiter) dropEndedSlots(ctx context.Context, groups []entityGroup) {
+	now := rl.nowMs()
+	cur := bucketmath.FloorDiv(now, rl.slotGenMs())
+	for _, g := range groups {
+		if g.bucket == nil {
+			continue
+		}
+		var ended []string
+		for _, st := range g.bucket.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen < cur-1 {
+				ended = append(ended, st.LimitName)
+			}
+		}
+		if len(ended) > 0 {
+			_ = rl.store.writeBuckets(ctx, []store.BucketWrite{{Kind: store.WriteSync, Key: g.key(), NowMs: now, Remove: ended}})
+		}
+	}
+}
+
+// slotGens remembers, per item, the last generation whose slot limits the
+// item is known to hold (at most slotGensSize items, each for a
+// generation), so that addSlotGens writes an item once per generation.
+type slotGens struct {
+	mu   sync.Mutex
+	gens *lru.Cache[store.BucketKey, int64]
+}
+
+// slotGensSize bounds the items slotGens remembers.
+const slotGensSize = 10_000
+
+// known reports whether key is known to hold the limits of generation gen.
+func (s *slotGens) known(key store.BucketKey, gen int64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		return false
+	}
+	g, ok := s.gens.Get(key, now)
+	return ok && g >= gen
+}
+
+// learn records that key holds the limits of generation gen.
+func (s *slotGens) learn(key store.BucketKey, gen int64, now time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		s.gens = lru.New[store.BucketKey, int64](slotGensSize, ttl)
+	}
+	if g, ok := s.gens.Get(key, now); !ok || g < gen {
+		s.gens.Add(key, gen, now)
+	}
+}
+
+// createSlotItem creates the missing item of it as the read-then-write
+// path would before taking from it (its limits at their initial state,
+// the entity's cascade settings from metas, its TTL), taking nothing: one
+// conditional create of that item alone. It reports whether the item
+// exists now.
+func (rl *RateLimiter) createSlotItem(ctx context.Context, it *batchItem, metas map[string]Entity, nowMs int64) bool {
+	g := it.group
+	if m, ok := metas[g.entityID]; ok {
+		g.meta = &m
+	}
+	if err := rl.carrySwitches(ctx, &g, it.base, it.cal, nowMs); err != nil {
+		return false
+	}
+	w := store.BucketWrite{Kind: store.WriteCreate, Key: g.key(), NowMs: nowMs, ShardCount: 1, Incarnation: newIncarnation()}
+	for _, l := range g.limits {
+		w.States = append(w.States, g.initialState(g.resource, l, nowMs))
+	}
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, nowMs, math.MinInt64)
+	if g.meta != nil {
+		w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
+	}
+	err := rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+	return err == nil || errors.Is(err, store.ErrConditionFailed)
+}
+
+// addSlotGens prepares the items of an acquire whose single-item writes
+// were not decided, on a store whose single-item writes are cheaper than
+// its atomic batch (DynamoDB): each item that holds slot limits and is not
+// known to hold its generations' is read, and the limits it lacks are
+// added to it (full), with the limits of generations that ended before
+// the previous one removed, by one WriteSync of that item alone, which
+// concurrent writers of the item do not cancel (the read-then-write path
+// would write both items of a cascade in one transaction, which they do);
+// a missing item is created alone (createSlotItem).
+// It reports whether the writes may now be tried again: some item holds
+// slot limits, and every such item exists and holds its generations'.
+func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool {
+	genMs := rl.slotGenMs()
+	at := rl.now()
+	cur := bucketmath.FloorDiv(at.UnixMilli(), genMs)
+	ttl := time.Duration(genMs) * time.Millisecond
+	any := false
+	for _, it := range items {
+		key := it.group.key()
+		var slots []Limit
+		top := int64(-1 << 62)
+		for _, l := range it.group.limits {
+			if _, gen, ok := slotOf(l); ok {
+				slots = append(slots, l)
+				top = max(top, gen)
+			}
+		}
+		if len(slots) == 0 {
+			continue
+		}
+		any = true
+		if rl.slotItems.known(key, top, at) {
+			continue
+		}
+		metas, buckets, err := rl.store.loadBuckets(ctx, []string{key.EntityID}, []store.BucketKey{key})
+		if err != nil {
+			return false
+		}
+		b := buckets[key]
+		if b == nil {
+			if !rl.createSlotItem(ctx, it, metas, at.UnixMilli()) {
+				return false
+			}
+			rl.slotItems.learn(key, top, at, ttl)
+			continue
+		}
+		// An item that holds slots keeps no TTL (holdsSlots).
+		w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli(), TTL: store.TTLRemove}
+		for _, l := range slots {
+			if _, ok := b.State(l.Name); !ok {
+				full := bucketStateFromLimit(key.EntityID, key.Resource, l, at.UnixMilli())
+				w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
+			}
+		}
+		for _, st := range b.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen < cur-1 {
+				w.Remove = append(w.Remove, st.LimitName)
+			}
+		}
+		if len(w.Limits) > 0 || len(w.Remove) > 0 || b.TTL != 0 {
+			if err := rl.store.writeBuckets(ctx, []store.BucketWrite{w}); err != nil {
+				return false
+			}
+		}
+		rl.slotItems.learn(key, top, at, ttl)
+	}
+	return any
+}
+
+// holdsSlots reports whether the item of g, written at nowMs, holds or
+// takes the slots of a generation that has not ended before the previous
+// one: such an item keeps no TTL, since deleting it would forget the
+// slots held (the speculative writes that take slots do not move a TTL).
+func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
+	cur := bucketmath.FloorDiv(nowMs, rl.slotGenMs())
+	for _, l := range g.limits {
+		if _, _, ok := slotOf(l); ok {
+			return true
+		}
+	}
+	if g.bucket != nil {
+		for _, st := range g.bucket.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen >= cur-1 {
+				return true
+			}
+		}
+	}
+	return false
 }

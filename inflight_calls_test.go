@@ -3,15 +3,23 @@ package limiter
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestCallCountsInFlight: the DynamoDB round trips of an acquire of rpm,
-// tpm and 1 call in flight: the rolling bucket and the slot buckets of two
-// generations in one TransactWriteItems (on the speculative path, once the
-// buckets exist, that one call and nothing else); its commit writes the
-// adjustment and the give-back of both generations' slots, one UpdateItem
-// per item, as does its rollback. (The first acquire also reads the
-// entity record, GetItem, for its cascade.)
+// tpm and 1 call in flight. The slots of the current and the next
+// generation are limits of the (entity, resource) item itself, so once
+// the item holds them the speculative acquire is one conditional
+// UpdateItem of that item and nothing else, and its commit (the tpm
+// adjustment and the give-back of both generations' slots) one
+// UpdateItem, as is its rollback. The first acquire creates the item with
+// both generations: on the read-then-write path one PutItem after its
+// reads; on the speculative path the write finds no item (its read,
+// GetItem), the item is created alone, nothing taken (BatchGetItem of it
+// and the entity record, PutItem), and the write is made again
+// (UpdateItem). Both also read the entity record, GetItem, for its
+// cascade.
 func TestCallCountsInFlight(t *testing.T) {
 	for _, spec := range []bool{false, true} {
 		t.Run(map[bool]string{false: "read-then-write", true: "speculative"}[spec], func(t *testing.T) {
@@ -23,22 +31,71 @@ func TestCallCountsInFlight(t *testing.T) {
 			call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
 			check := env.callChecker(t)
 			var l *Lease
-			check("acquire (new buckets)", map[bool]string{
-				false: "GetItem, BatchGetItem[4], TransactWriteItems[3]",
-				true:  "GetItem, BatchGetItem[3], BatchGetItem[4], TransactWriteItems[3]",
+			check("acquire (new item)", map[bool]string{
+				false: "GetItem, BatchGetItem[2], PutItem",
+				true:  "GetItem, GetItem, BatchGetItem[2], PutItem, UpdateItem",
 			}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
-			check("commit with adjustment", "UpdateItem, UpdateItem, UpdateItem", func() {
-				if err := l.Adjust(Consume{"tpm": 5}); err != nil {
-					t.Fatal(err)
-				}
+			check("commit with adjustment", "UpdateItem", func() {
+				require.NoError(t, l.Adjust(Consume{"tpm": 5}))
 				mustCommit(t, l)
 			})
-			check("acquire (existing buckets)", map[bool]string{false: "BatchGetItem[4], TransactWriteItems[3]", true: "TransactWriteItems[3]"}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
-			check("rollback", "UpdateItem, UpdateItem, UpdateItem", func() {
-				if err := l.Rollback(env.ctx); err != nil {
-					t.Fatal(err)
-				}
-			})
+			for range 3 {
+				check("acquire (existing item)", map[bool]string{false: "BatchGetItem[2], UpdateItem", true: "UpdateItem"}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
+				check("commit", "UpdateItem", func() { mustCommit(t, l) })
+			}
+			check("acquire (existing item)", map[bool]string{false: "BatchGetItem[2], UpdateItem", true: "UpdateItem"}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
+			check("rollback", "UpdateItem", func() { require.NoError(t, l.Rollback(env.ctx)) })
 		})
+	}
+}
+
+// TestCallCountsInFlightCascade: 8 calls in flight per key and 32 per
+// organisation (stored limits, cascade) cost what a cascade of rolling
+// limits costs: a warm acquire is the key's and the organisation's
+// conditional UpdateItems in parallel (one round trip), its commit one
+// UpdateItem per item. An in-flight limit of the entity-wide bucket is
+// the same pair: the resource's item and the entity-wide item.
+func TestCallCountsInFlightCascade(t *testing.T) {
+	env := newTestEnv(t)
+	env.spec = true
+	rl := env.limiter(WithSlotTTL(time.Hour))
+	defer func() { _ = rl.Close() }()
+	ctx := env.ctx
+	_, err := rl.CreateEntity(ctx, Entity{ID: "org"})
+	require.NoError(t, err)
+	_, err = rl.CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
+	require.NoError(t, err)
+	require.NoError(t, rl.SetLimits(ctx, "org", "api", []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)}))
+	require.NoError(t, rl.SetLimits(ctx, "key", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)}))
+	check := env.callChecker(t)
+	checkSorted := func(name, want string, fn func()) {
+		t.Helper()
+		env.rec.Reset()
+		fn()
+		require.Equal(t, want, env.sortedCalls(), name)
+	}
+	call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
+	mustCommit(t, mustAcquire(t, rl, "key", "api", call)) // creates both items
+	for range 3 {
+		var l *Lease
+		checkSorted("cascade acquire", "UpdateItem, UpdateItem", func() { l = mustAcquire(t, rl, "key", "api", call) })
+		require.Equal(t, int64(2), l.Consumed()["calls"], "one slot of the key's, one of the organisation's")
+		checkSorted("cascade commit", "UpdateItem, UpdateItem", func() {
+			require.NoError(t, l.Adjust(Consume{"tpm": 5}))
+			mustCommit(t, l)
+		})
+	}
+	free, err := rl.Available(ctx, "key", "api")
+	require.NoError(t, err)
+	require.Equal(t, int64(8), free["calls"])
+
+	require.NoError(t, rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.SetLimits(ctx, "solo", AllResources, []Limit{InFlight("calls", 4)}))
+	solo := Consume{"rpm": 1, "calls": 1}
+	mustCommit(t, mustAcquire(t, rl, "solo", "api", solo))
+	for range 3 {
+		var l *Lease
+		checkSorted("entity-wide in-flight acquire", "UpdateItem, UpdateItem", func() { l = mustAcquire(t, rl, "solo", "api", solo) })
+		check("entity-wide in-flight commit", "UpdateItem", func() { mustCommit(t, l) })
 	}
 }

@@ -117,7 +117,8 @@ func TestInFlightLongLeaseKeepsSlot(t *testing.T) {
 }
 
 // TestInFlightLeaseEnds gives the slot back on every end of a lease:
-// Rollback, Do's error and panic; Adjust of the slots is refused.
+// Rollback, Do's error and panic; Adjust of the slots is refused, and the
+// lease reports its slot under the in-flight limit's name.
 func TestInFlightLeaseEnds(t *testing.T) {
 	rl := inFlightLimiter(t, time.Second)
 	ctx := context.Background()
@@ -130,6 +131,14 @@ func TestInFlightLeaseEnds(t *testing.T) {
 	lease, err := rl.Acquire(ctx, "k", "m", limiter.Consume{"calls": 1}, opt)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), free())
+	// The lease shows its slot as the in-flight limit's, once, whatever
+	// generations hold it.
+	require.Equal(t, map[string]int64{"calls": 1}, lease.Consumed())
+	st := lease.Statuses()
+	require.Len(t, st, 1)
+	require.Equal(t, limiter.InFlight("calls", 2), st[0].Limit)
+	require.Equal(t, "m", st[0].Resource)
+	require.Equal(t, int64(1), st[0].Held)
 	require.ErrorIs(t, lease.Adjust(limiter.Consume{"calls": 1}), limiter.ErrValidation)
 	require.ErrorIs(t, lease.Release(limiter.Consume{"calls": 1}), limiter.ErrValidation)
 	require.NoError(t, lease.Rollback(ctx))

@@ -1,8 +1,10 @@
-// Layer 1, math and models: in-flight limits. Generation g of in-flight limit
-// L of entity E on resource R is the ordinary bucket (E, R/L.slots.g),
-// whose tokens are the free slots (store.Limit.InFlightBucketLimit); a
-// generation lasts half the slot TTL, an acquire takes its slots in the
-// current generation and the next, and a live lease renews them (see
+// Layer 1, math and models: in-flight limits. The slots of in-flight limit
+// L of entity E on resource R live in the item of the bucket (E, R) itself,
+// beside its rolling limits: generation g of L is the limit L.slots.g of
+// that item (store.Limit.InFlightSlotLimit), whose tokens are the slots
+// free in g. A generation lasts half the slot TTL; an acquire takes its
+// slots in the current generation and the next, in the same conditional
+// write as its rolling limits, and a live lease renews them (see
 // inflight.go), so the slots of a process that died come back within a
 // TTL.
 
@@ -11,6 +13,7 @@ package limiter
 import (
 	"time"
 
+	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
@@ -22,21 +25,22 @@ const slotWaitPoll = 20 * time.Millisecond
 // inFlightKind is the kind of an in-flight limit.
 type inFlightKind struct{}
 
-func (inFlightKind) items(l Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
-	return inFlightItems(l, resource, v, now.UnixMilli(), genMs, add)
-}
+// items adds no item: the slots of an in-flight limit are limits of the
+// item of its resource, which ownBucketItems adds with the rolling limits
+// (slotLimits).
+func (inFlightKind) items(Limit, string, int64, time.Time, int64, itemAdder) error { return nil }
 
-// bucket returns the bucket of the current generation, which counts every
-// slot held, and when it may be deleted.
+// bucket returns the item that holds l's slots (resource's own), the limit
+// of the current generation there, which counts every slot held, and when
+// that generation ends.
 func (inFlightKind) bucket(l Limit, resource string, now time.Time, genMs int64) (string, Limit, int64, error) {
 	gen := bucketmath.FloorDiv(now.UnixMilli(), genMs)
-	bucket, err := l.InFlightBucket(resource, gen)
-	return bucket, l.InFlightBucketLimit(), slotBucketExpiry(gen, genMs), err
+	return resource, l.InFlightSlotLimit(gen), (gen + 1) * genMs, nil
 }
 
-// expireAt: a generation's bucket expires when its items say (nextMs is
-// already its expiry, see slotBucketExpiry).
-func (inFlightKind) expireAt(_ Limit, nextMs int64) int64 { return nextMs }
+// expireAt: the slots live in the resource's own item, which expires as
+// its limits say.
+func (inFlightKind) expireAt(Limit, int64) int64 { return 0 }
 
 // retryAfter: a slot comes back when a lease ends: poll.
 func (inFlightKind) retryAfter(Limit, int64, int64) time.Duration { return slotWaitPoll }
@@ -47,31 +51,41 @@ func (inFlightKind) unwritten(l Limit) int64 { return l.Capacity }
 // refills: a slot comes back when its lease ends.
 func (inFlightKind) refills(Limit) bool { return true }
 
-// reset: as the generation bucket's own refill reports it.
+// reset: as the generation limit's own refill reports it.
 func (inFlightKind) reset(_ Limit, fill time.Duration, _ int64) time.Duration { return fill }
 
 func (inFlightKind) phrase(Limit, string) string { return "" }
 
-// slotBucketExpiry returns when the bucket of generation gen may be
-// deleted: one TTL after its generation ends, and 2 s more, since stores
-// keep TTLs in whole seconds.
-func slotBucketExpiry(gen, genMs int64) int64 { return (gen+3)*genMs + 2000 }
-
-// inFlightItems adds the buckets of in-flight limit l with amount v on
-// resource at nowMs: the generations g and g+1.
-func inFlightItems(l Limit, resource string, v, nowMs, genMs int64, add itemAdder) error {
-	g := bucketmath.FloorDiv(nowMs, genMs)
-	for _, gen := range []int64{g, g + 1} {
-		bucket, err := l.InFlightBucket(resource, gen)
-		if err != nil {
-			return err
-		}
-		if err := add(bucket, []Limit{l.InFlightBucketLimit()}, Consume{l.Name: v}, &l, slotBucketExpiry(gen, genMs)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // carriesSpend: slots are held, not spent.
 func (inFlightKind) carriesSpend() bool { return false }
+
+// slotLimits returns rolling with the limits of generations g and g+1 (g
+// the generation of nowMs) of each in-flight limit of limits that consume
+// names, and c with their amounts: what an acquire charges in the item of
+// its resource. rolling is not modified.
+func slotLimits(rolling []Limit, c Consume, limits []Limit, consume Consume, nowMs, genMs int64) ([]Limit, Consume) {
+	g := bucketmath.FloorDiv(nowMs, genMs)
+	out := rolling
+	for _, l := range limits {
+		if !l.IsInFlight() {
+			continue
+		}
+		v, ok := consume[l.Name]
+		if !ok {
+			continue
+		}
+		if len(out) == len(rolling) {
+			out = append(make([]Limit, 0, len(rolling)+2), rolling...)
+		}
+		for _, gen := range []int64{g, g + 1} {
+			s := l.InFlightSlotLimit(gen)
+			out = append(out, s)
+			c[s.Name] = v
+		}
+	}
+	return out, c
+}
+
+// slotOf returns the in-flight limit whose generation's limit l is, and
+// the generation; ok is false for any other limit.
+func slotOf(l Limit) (Limit, int64, bool) { return store.SlotLimitOf(l) }

@@ -1,7 +1,8 @@
 // Layer 1, math and models: the kinds of limits. A limit is rolling (a token
 // bucket in the item of its entity and resource), a calendar budget, a
-// prepaid balance or a cap on calls in flight; the last three live in
-// bucket items of their own. What tells the kinds apart is limitKind, and
+// prepaid balance or a cap on calls in flight; budgets and balances live
+// in bucket items of their own, the slots of calls in flight in limits of
+// the item of their entity and resource. What tells the kinds apart is limitKind, and
 // kindOf is the one place that decides a limit's kind: each kind's
 // behaviour is in its own file (kind_rolling.go, kind_calendar.go,
 // kind_prepaid.go, kind_inflight.go). How a kind is stored is in the

@@ -153,7 +153,9 @@ func (ls *Lease) Consumed() map[string]int64 {
 		return out
 	}
 	for _, e := range ls.entries {
-		out[e.limit.Name] = bucketmath.AddSat(out[e.limit.Name], bucketmath.FloorDiv(e.held(), 1000))
+		if l, show := ls.shownSlot(e); show {
+			out[l.Name] = bucketmath.AddSat(out[l.Name], bucketmath.FloorDiv(e.held(), 1000))
+		}
 	}
 	return out
 }
@@ -237,16 +239,20 @@ func (ls *Lease) Statuses() []LeaseStatus {
 		return nil
 	}
 	now := ls.rl.nowMs()
-	out := make([]LeaseStatus, len(ls.entries))
-	for i, e := range ls.entries {
-		out[i] = LeaseStatus{
-			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: e.limit,
+	out := make([]LeaseStatus, 0, len(ls.entries))
+	for _, e := range ls.entries {
+		l, show := ls.shownSlot(e)
+		if !show {
+			continue
+		}
+		out = append(out, LeaseStatus{
+			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: l,
 			Remaining: calculateAvailable(e.state, now),
 			// A balance is never full again by itself; a calendar budget
 			// is when the next period starts.
 			Reset: kindOf(e.limit).reset(e.limit, timeToFill(e.state, now), now),
 			Held:  bucketmath.FloorDiv(e.held(), 1000),
-		}
+		})
 	}
 	return out
 }
@@ -377,8 +383,8 @@ func (ls *Lease) validate(c Consume, refunds bool) error {
 		if !slices.ContainsFunc(ls.entries, func(e *leaseEntry) bool { return e.limit.Name == name }) {
 			names := make([]string, 0, len(ls.entries))
 			for _, e := range ls.entries {
-				if !slices.Contains(names, e.limit.Name) {
-					names = append(names, e.limit.Name)
+				if l, _ := ls.shownSlot(e); !slices.Contains(names, l.Name) {
+					names = append(names, l.Name)
 				}
 			}
 			return store.NewValidationError(ErrValidation, "consume", name,

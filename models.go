@@ -228,9 +228,10 @@ type (
 	//     rolling refill.
 	//   - String() string: "{rpm 100 100 1m0s}", "{usd 500 month}".
 	//   - CalendarBucket, CalendarBucketLimit, IsPeriodBucket, OwnBucket,
-	//     PrepaidBucket, PrepaidBucketLimit, InFlightBucket and
-	//     InFlightBucketLimit: the buckets a backend keeps for a calendar
-	//     period, a prepaid balance or a generation of in-flight slots.
+	//     PrepaidBucket and PrepaidBucketLimit: the buckets a backend
+	//     keeps for a calendar period or a prepaid balance;
+	//     InFlightSlotLimit: the limit of a generation of in-flight slots,
+	//     kept in the item of the bucket itself.
 	Limit = store.Limit
 	// Consume maps limit names to token amounts, e.g.
 	// Consume{"rpm": 1, "tpm": 500}.

@@ -1,8 +1,10 @@
 // Layer 4, mechanics: limits kept in bucket items of their own (calendar
-// budgets, prepaid balances, calls in flight: see each kind's file for
-// the items it keeps). To every store those items are ordinary buckets.
-// An acquire that resolves such a limit becomes an AcquireAll of the
-// rolling bucket and these buckets, all or nothing (batchAcquire).
+// budgets, prepaid balances: see each kind's file for the items it keeps)
+// and calls in flight, whose slots are limits of the rolling bucket's own
+// item (kind_inflight.go). To every store those items and limits are
+// ordinary buckets and limits. An acquire that resolves such a limit
+// becomes an AcquireAll of the rolling bucket and these buckets, all or
+// nothing (batchAcquire).
 
 package limiter
 
@@ -50,19 +52,22 @@ func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket str
 }
 
 // ownBucketItems splits the limits of (entityID, resource) for planBatch:
-// add is called for the rolling limits (with the amounts of their names),
-// then for each calendar or prepaid limit with an amount in consume, on its
-// own bucket at now (cal is that limit). A limit without an amount is not
+// add is called for the rolling limits and the slot limits of the
+// in-flight limits (slotLimits), with the amounts of their names, then for
+// each calendar or prepaid limit with an amount in consume, on its own
+// bucket at now (cal is that limit). A limit without an amount is not
 // charged.
 func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time, genMs int64, add itemAdder) error {
 	rolling := rollingOnly(limits)
-	if len(rolling) > 0 {
-		c := make(Consume, len(rolling))
-		for _, l := range rolling {
-			if v, ok := consume[l.Name]; ok {
-				c[l.Name] = v
-			}
+	c := make(Consume, len(rolling))
+	for _, l := range rolling {
+		if v, ok := consume[l.Name]; ok {
+			c[l.Name] = v
 		}
+	}
+	// The slots of in-flight limits are limits of the same item.
+	rolling, c = slotLimits(rolling, c, limits, consume, now.UnixMilli(), genMs)
+	if len(rolling) > 0 {
 		if err := add(resource, rolling, c, nil, 0); err != nil {
 			return err
 		}

@@ -24,19 +24,10 @@ const pairItems = 2
 // onPairPath reports whether an acquire whose plan charges items takes
 // the pair path: speculative writes are on, the repository's single-item
 // writes are cheaper than its atomic batch (pairWrites: on memory and
-// Redis a batch is one lock or one script already), the plan has at most
-// pairItems items, and none holds in-flight slots (the slot buckets of
-// two generations are charged in one atomic step with the rest).
+// Redis a batch is one lock or one script already), and the plan has at
+// most pairItems items.
 func (rl *RateLimiter) onPairPath(items []*batchItem) bool {
-	if !rl.pairWrites || !rl.speculative || len(items) == 0 || len(items) > pairItems {
-		return false
-	}
-	for _, it := range items {
-		if it.cal != nil && it.cal.IsInFlight() {
-			return false
-		}
-	}
-	return true
+	return rl.pairWrites && rl.speculative && len(items) > 0 && len(items) <= pairItems
 }
 
 // speculativePair is the fast path of an acquire of items (see

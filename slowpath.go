@@ -289,7 +289,8 @@ const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 // ttlFor decides the TTL handling of a group's bucket written at nowMs:
 // the period bucket of a calendar limit expires at its expireAtMs, whatever
 // its config's level (no acquire reads a past period again); other buckets
-// of entity-level config never expire; others expire after the
+// of entity-level config never expire, nor do buckets that hold in-flight
+// slots (holdsSlots); others expire after the
 // time-to-fill times the repository's multiplier, or later for a bucket
 // that is full again only at fullAtMs (debtTTLSeconds), so that its
 // deletion never forgives what it owes. A multiplier of zero or less
@@ -301,7 +302,7 @@ func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMo
 		}
 		return store.TTLSet, max(bucketmath.FloorDiv(g.expireAtMs-nowMs+999, 1000), 1)
 	}
-	if g.source == SourceEntity {
+	if g.source == SourceEntity || rl.holdsSlots(g, nowMs) {
 		return store.TTLRemove, 0
 	}
 	secs := bucketTTLSeconds(g.limits, rl.ttlMultiplier)

@@ -165,6 +165,20 @@ func TestProcessorFixtures(t *testing.T) {
 			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
 		},
 	}, {
+		// The same write taking a slot of an in-flight limit (the limit
+		// calls.slots.1772600 of the item: a generation's slots): slots
+		// are held, not consumed, and each generation is a limit of its
+		// own, so no snapshot counts them.
+		file:  "modify_bucket_slots.json",
+		now:   fixtureNow,
+		calls: "TransactWriteItems",
+		check: func(f *fixture, res Result) {
+			f.checkSnapshot("C", "gpt", hour, store.WindowHourly, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			f.checkSnapshot("C", "gpt", day, store.WindowDaily, map[string]int64{"rpm": 2, "tpm": -100}, 2)
+			item := f.get(fixtureNS+"/ENTITY#C", "#USAGE#gpt#"+hour+"#"+store.WindowHourly)
+			require.NotContains(f.t, item, "calls.slots.1772600")
+		},
+	}, {
 		// A write that moved only the item's write identifiers (wid0 to
 		// wid3, kept by the limiter's writes so that a retried write is
 		// recognised) consumed nothing: no snapshot.

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // limitDeltas returns a bucket record's consumption per limit in
@@ -78,6 +79,13 @@ func (p *Processor) snapshotChunks(recs []record) []snapshotChunk {
 		}
 		deltas := limitDeltas(r)
 		delete(deltas, ddbschema.WCULimitName)
+		for name := range deltas {
+			// The limits of in-flight slots' generations: held, not
+			// consumed, and a new name each generation.
+			if _, _, ok := store.ParseSlotLimitName(name); ok {
+				delete(deltas, name)
+			}
+		}
 		if len(deltas) == 0 {
 			continue
 		}

@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"unicode/utf8"
+	"strings"
 )
 
 // An in-flight limit holds at most Capacity slots at once per bucket. The
-// limiter keeps its slots in generation buckets: generation g of in-flight
-// limit L of entity E on resource R is the ordinary bucket item (E,
-// R/L.slots.g) (see [Limit.InFlightBucket]), whose limit has L's capacity
-// and refills one token a century ([Limit.InFlightBucketLimit]): to every
-// store it is a plain token bucket, its tokens the free slots.
+// limiter keeps its slots in the item of the bucket itself, beside the
+// rolling limits: generation g of in-flight limit L is the limit named
+// L.slots.g of the (entity, resource) item ([SlotLimitName]), of L's
+// capacity and refilling one token a century ([Limit.InFlightSlotLimit]):
+// to every store it is a plain limit of the item, its tokens the free
+// slots of that generation. Names of that form are reserved: no limit a
+// user defines may have one ([ValidateLimitName]).
 
 // StoredRefillPeriodInFlight is the refill period code (seconds) under
 // which a DynamoDB config item stores an in-flight limit, with refill
@@ -21,7 +23,9 @@ import (
 const StoredRefillPeriodInFlight int64 = -5
 
 // inFlightBucketInfix separates the limit's name from the generation in
-// the bucket resource of an in-flight limit.
+// the name of a generation's limit (and in the bucket resources of
+// generations, which earlier layouts kept as items of their own and which
+// stay reserved).
 const inFlightBucketInfix = ".slots."
 
 // IsInFlight reports whether l is an in-flight limit.
@@ -45,24 +49,42 @@ func (l Limit) validateInFlight() error {
 	return nil
 }
 
-// InFlightBucket returns the bucket resource of generation gen of
-// in-flight limit l on resource: resource + "/" + l.Name + ".slots." +
-// gen. A derived name longer than a resource name may be is a
-// *[ValidationError] naming the limit and the resource.
-func (l Limit) InFlightBucket(resource string, gen int64) (string, error) {
-	bucketResource := resource + "/" + l.Name + inFlightBucketInfix + strconv.FormatInt(gen, 10)
-	if utf8.RuneCountInString(bucketResource) > maxNameLength {
-		return "", NewValidationError(ErrInvalidName, "resource", resource,
-			fmt.Sprintf("in-flight limit %q on resource %q: its slot bucket %q exceeds the maximum resource length of %d",
-				l.Name, resource, bucketResource, maxNameLength))
-	}
-	return bucketResource, nil
+// SlotLimitName returns the name of the limit that holds the slots of
+// generation gen of in-flight limit name: name + ".slots." + gen.
+func SlotLimitName(name string, gen int64) string {
+	return name + inFlightBucketInfix + strconv.FormatInt(gen, 10)
 }
 
-// InFlightBucketLimit returns the ordinary limit of a generation bucket of
-// in-flight limit l: l's name and capacity, one token refilled every
+// ParseSlotLimitName returns the in-flight limit name and the generation
+// of a limit name made by [SlotLimitName]; ok is false for any other name.
+func ParseSlotLimitName(n string) (name string, gen int64, ok bool) {
+	k := strings.LastIndex(n, inFlightBucketInfix)
+	if k <= 0 {
+		return "", 0, false
+	}
+	digits := n[k+len(inFlightBucketInfix):]
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return "", 0, false
+	}
+	gen, err := strconv.ParseInt(digits, 10, 64)
+	return n[:k], gen, err == nil
+}
+
+// InFlightSlotLimit returns the limit of generation gen of in-flight limit
+// l: named [SlotLimitName], of l's capacity, one token refilled every
 // [CalendarBucketRefillPeriod] (a negligible refill: slots come back only
 // when the leases holding them give them back).
-func (l Limit) InFlightBucketLimit() Limit {
-	return Limit{Name: l.Name, Capacity: l.Capacity, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod}
+func (l Limit) InFlightSlotLimit(gen int64) Limit {
+	return Limit{Name: SlotLimitName(l.Name, gen), Capacity: l.Capacity, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod}
+}
+
+// SlotLimitOf returns the in-flight limit whose generation's limit s is
+// ([Limit.InFlightSlotLimit]), and the generation; ok is false when s is
+// not such a limit.
+func SlotLimitOf(s Limit) (l Limit, gen int64, ok bool) {
+	name, gen, ok := ParseSlotLimitName(s.Name)
+	if !ok || s.InFlight || s.Prepaid || s.Calendar != CalendarNone || s.RefillAmount != 1 || s.RefillPeriod != CalendarBucketRefillPeriod {
+		return Limit{}, 0, false
+	}
+	return Limit{Name: name, Capacity: s.Capacity, InFlight: true}, gen, true
 }

@@ -62,7 +62,7 @@ type Limit struct {
 	Prepaid bool
 	// InFlight makes this a limit of calls in flight: Capacity is the
 	// number of slots held at once, RefillAmount and RefillPeriod are zero
-	// (see [Limit.InFlightBucket]).
+	// (see [Limit.InFlightSlotLimit]).
 	InFlight bool
 }
 

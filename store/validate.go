@@ -96,7 +96,16 @@ func ValidateIdentifier(value, field string) error { return identifierRule.check
 
 // ValidateLimitName checks a limit name, the input field. The error is a
 // *[ValidationError] matching [ErrInvalidName].
-func ValidateLimitName(value, field string) error { return limitNameRule.check(field, value) }
+func ValidateLimitName(value, field string) error {
+	if err := limitNameRule.check(field, value); err != nil {
+		return err
+	}
+	if _, _, ok := ParseSlotLimitName(value); ok {
+		return NewValidationError(ErrInvalidName, field, value,
+			"names the limit of a generation of in-flight slots ({limit}.slots.N), which only the limiter writes")
+	}
+	return nil
+}
 
 // ValidateResource checks a resource name: [AllResources], or a name
 // that starts with a letter. The error is a *[ValidationError] matching
@@ -126,7 +135,7 @@ func ValidateAcquiredResource(resource string) error {
 // entity's limits, LowerTokens): it also refuses the names the limiter
 // derives for the buckets of calendar periods, prepaid balances and
 // in-flight slots ([Limit.CalendarBucket], [Limit.PrepaidBucket],
-// [Limit.InFlightBucket]): a resource whose last "/" segment is a limit
+// in-flight slots in earlier layouts): a resource whose last "/" segment is a limit
 // name followed by ".balance", ".dYYYY-MM-DD", ".wYYYY-MM-DD", ".mYYYY-MM"
 // or ".slots." and digits. Such a bucket is written by the limiter
 // only: charged under other limits, or reset, it would refill a period's

@@ -3,6 +3,7 @@ package store
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -86,12 +87,11 @@ func TestValidateAllResources(t *testing.T) {
 }
 
 // TestInFlightBucketResourceReserved: the bucket resources of in-flight
-// generations are refused as charged resources; look-alikes are not.
+// generations of earlier layouts are refused as charged resources;
+// look-alikes are not.
 func TestInFlightBucketResourceReserved(t *testing.T) {
 	l := Limit{Name: "calls", Capacity: 8, InFlight: true}
-	bucket, err := l.InFlightBucket("gpt-4o", 117821536)
-	require.NoError(t, err)
-	require.Equal(t, "gpt-4o/calls.slots.117821536", bucket)
+	bucket := "gpt-4o/calls.slots.117821536"
 	require.ErrorIs(t, ValidateChargedResource(bucket), ErrInvalidName)
 	for _, ok := range []string{"gpt-4o/calls.slots.", "gpt-4o/calls.slots.1x", "calls.slots.12", "gpt-4o/calls.slot.12"} {
 		require.NoError(t, ValidateChargedResource(ok), ok)
@@ -99,4 +99,26 @@ func TestInFlightBucketResourceReserved(t *testing.T) {
 	require.ErrorIs(t, Limit{Name: "calls", Capacity: 8, RefillAmount: 1, InFlight: true}.Validate(), ErrValidation)
 	require.ErrorIs(t, Limit{Name: "calls", InFlight: true}.Validate(), ErrValidation)
 	require.NoError(t, l.Validate())
+}
+
+// TestInFlightSlotLimitNames: the limit of a generation of in-flight
+// slots is named {limit}.slots.{generation}, parses back to its in-flight
+// limit, and such names are refused as limit names; look-alikes are not.
+func TestInFlightSlotLimitNames(t *testing.T) {
+	l := Limit{Name: "calls.v2", Capacity: 8, InFlight: true}
+	s := l.InFlightSlotLimit(117821536)
+	require.Equal(t, Limit{Name: "calls.v2.slots.117821536", Capacity: 8, RefillAmount: 1, RefillPeriod: CalendarBucketRefillPeriod}, s)
+	back, gen, ok := SlotLimitOf(s)
+	require.True(t, ok)
+	require.Equal(t, l, back)
+	require.Equal(t, int64(117821536), gen)
+	require.ErrorIs(t, ValidateLimitName(s.Name, "name"), ErrInvalidName)
+	require.ErrorIs(t, Limit{Name: s.Name, Capacity: 1, RefillAmount: 1, RefillPeriod: time.Second}.Validate(), ErrInvalidName)
+	for _, ok := range []string{"calls.slots.", "calls.slots.1x", "calls.slot.12", "slots.12", "calls.slots"} {
+		require.NoError(t, ValidateLimitName(ok, "name"), ok)
+		_, _, parsed := ParseSlotLimitName(ok)
+		require.False(t, parsed, ok)
+	}
+	_, _, ok = SlotLimitOf(Limit{Name: "calls.slots.3", Capacity: 8, RefillAmount: 1, RefillPeriod: time.Minute})
+	require.False(t, ok, "a rolling limit of another refill is not a generation's")
 }

@@ -108,11 +108,12 @@ func setUpFleet(t *testing.T, rl *limiter.RateLimiter) {
 //
 // With contended set, a Wait that fails with [limiter.ErrUnavailable] is
 // counted in contended and tried again instead of ending the run: on
-// DynamoDB an in-flight acquire is a transaction on the organisation's
-// generation buckets, and concurrent transactions on one item cancel each
-// other until the limiter gives up (a known shortfall of the DynamoDB
-// backend). Nothing is admitted by such a failure, so the caps the run
-// checks are unaffected.
+// DynamoDB an acquire whose single-item writes keep losing the
+// organisation's item to concurrent writers takes the read-then-write
+// path, which writes the key's and the organisation's items in one
+// transaction, and concurrent transactions on one item cancel each other
+// until the limiter gives up. Nothing is admitted by such a failure, so
+// the caps the run checks are unaffected; the children report the count.
 func runFleetWorkers(rl *limiter.RateLimiter, goroutines int, seed uint64, start, end time.Time, contended *atomic.Int64) ([]callInterval, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), end.Add(time.Minute))
 	defer cancel()
@@ -379,12 +380,13 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	}}, size)
 	share := checkFleet(t, ivs, start, end)
 	// The caps hold and every slot comes back (checked above and below).
-	// The throughput the issue asks of DynamoDB Local is not reached: an
-	// acquire with an in-flight limit is a transaction on the
-	// organisation's generation buckets, and concurrent transactions on
-	// one item cancel each other, so a handful of calls run at once where
-	// 32 may. Until slots ride the acquire's single write, the figure is
-	// reported, not required.
+	// The throughput the issue asks of DynamoDB Local is not reached: the
+	// slots ride the acquire's single-item writes (a key's and the
+	// organisation's UpdateItem), but a refused attempt of a waiter costs
+	// those two writes, the give-back of the one that applied and a read,
+	// and 48 waiters polling every 20 ms load DynamoDB Local more than it
+	// serves on a busy machine (18-31 % measured at load average 11-14 on
+	// 2 CPUs). The figure is reported, not required.
 	t.Logf("throughput %.1f %% of the organisation's slot-time (the issue asks %.0f %%; known short on DynamoDB)", share*100, floor*100)
 	assertAllSlotsBack(t, rl)
 }
