@@ -1,20 +1,12 @@
 // Layer 4, mechanics: limits kept in bucket items of their own (calendar
 // budgets, prepaid balances, calls in flight: see each kind's file for
 // the items it keeps). To every store those items are ordinary buckets.
-// An acquire that resolves such a limit becomes an AcquireAll of the
-// rolling bucket and these buckets, all or nothing (batchAcquire).
+// An acquire that resolves such a limit is planned as the items of the
+// rolling bucket and these buckets, all or nothing (planChainItems).
 
 package limiter
 
-import (
-	"errors"
-	"time"
-)
-
-// errOwnBucketPath tells acquire that the parent's limits hold a calendar
-// or prepaid limit: the acquire must be made on the batch path
-// (batchAcquire). Nothing it returns with stays taken.
-var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
+import "time"
 
 // hasOwnBucket reports whether limits hold a calendar or prepaid limit:
 // the one check the plain path makes.

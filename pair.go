@@ -17,30 +17,8 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// pairItems is the most bucket items an acquire's plan may charge on the
-// pair path; a plan of more is one atomic batch.
-const pairItems = 2
-
-// onPairPath reports whether an acquire whose plan charges items takes
-// the pair path: speculative writes are on, the repository's single-item
-// writes are cheaper than its atomic batch (pairWrites: on memory and
-// Redis a batch is one lock or one script already), the plan has at most
-// pairItems items, and none holds in-flight slots (the slot buckets of
-// two generations are charged in one atomic step with the rest).
-func (rl *RateLimiter) onPairPath(items []*batchItem) bool {
-	if !rl.pairWrites || !rl.speculative || len(items) == 0 || len(items) > pairItems {
-		return false
-	}
-	for _, it := range items {
-		if it.cal != nil && it.cal.IsInFlight() {
-			return false
-		}
-	}
-	return true
-}
-
-// speculativePair is the fast path of an acquire of items (see
-// onPairPath): one conditional write per item, in one round trip, with
+// speculativePair is the fast path of a plan of one or two items
+// (shapePair, see itemsShape): one conditional write per item, in one round trip, with
 // the results of speculativeAll: decided is false when the read-then-write
 // batch must decide (an item is missing, expired or holds other limits,
 // or a refill would cover what is short). Nothing stays taken unless the

@@ -21,65 +21,19 @@ const maxConflictRetries = 3
 // conflictBackoff is the wait before conflict retry n (0-based).
 func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
 
-// entityGroup is one (entity, resource) side of an acquire: the child, or
-// the parent it cascades to.
-type entityGroup struct {
-	entityID string
-	resource string
-	limits   []Limit
-	source   ConfigSource
-	bucket   *store.Bucket // nil when the item does not exist
-	meta     *Entity       // nil when the entity has no META record
-	// expireAtMs is, for the period bucket of a calendar limit, when it
-	// may be deleted (periodBucketExpiry); 0 for other buckets.
-	expireAtMs int64
-	// switches are the changes of the defaults the limits come from
-	// (resolved.switches), and startMilli, set by carrySwitches, the
-	// balance a limit missing from the bucket starts with when it is
-	// lower than its capacity (what a switch carried).
-	switches   switchSet
-	startMilli map[string]int64
-}
-
-// initialState returns the state a limit missing from g's bucket starts
-// with: full (a prepaid balance empty), or what carrySwitches left it.
-func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
-	s := bucketStateFromLimit(g.entityID, resource, l, now)
-	if v, ok := g.startMilli[l.Name]; ok && v < s.TokensMilli {
-		s.TokensMilli = v
-	}
-	return s
-}
-
-// key returns the group's shard-0 bucket item.
-func (g entityGroup) key() store.BucketKey {
-	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
-}
-
 // maxRereads bounds how often an administrative write (a sync of stored
 // limits, a lowered capacity) reads its bucket again after another writer
 // changed it.
 const maxRereads = 3
 
-// slowAcquire is the read-then-write path: read the entity records and the
-// buckets in one round trip, refill and consume locally (applying any limit
-// change), and write the result under the refill-timestamp lock; read and
-// decide again after a lost race (afterLostRace). After a fallback from
-// the speculative path it first coalesces with the acquires of this
-// limiter on the same item.
-func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
-	if rl.speculative {
-		key := store.BucketKey{EntityID: entityID, Resource: resource}
-		lease, decided, leave, err := rl.coalesce(ctx, key, consume, child, o)
-		if decided {
-			return lease, err
-		}
-		if leave {
-			defer rl.slowFlights.leave(key)
-		}
-	}
+// slowAcquire is the read-then-write path of plan p: read the entity
+// records and the buckets in one round trip, refill and consume locally
+// (applying any limit change), and write the result under the
+// refill-timestamp lock; read and decide again after a lost race
+// (afterLostRace).
+func (rl *RateLimiter) slowAcquire(ctx context.Context, p *acquirePlan) (*Lease, error) {
 	for attempt := 0; ; attempt++ {
-		lease, statuses, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		lease, statuses, err := rl.slowAttempt(ctx, p)
 		if !errors.Is(err, errReread) {
 			return lease, err
 		}
@@ -95,7 +49,8 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 
 // slowAttempt is one read and write of slowAcquire. It returns the
 // statuses it decided on with errReread.
-func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, []LimitStatus, error) {
+func (rl *RateLimiter) slowAttempt(ctx context.Context, p *acquirePlan) (*Lease, []LimitStatus, error) {
+	entityID, resource, consume, child := p.entityID, p.resource, p.consume, p.child
 	groups, err := rl.readGroups(ctx, entityID, resource)
 	if err != nil {
 		return nil, nil, err
@@ -103,11 +58,11 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	groups[0].limits, groups[0].source, groups[0].switches = child.limits, child.source, child.switches
 	if len(groups) > 1 {
 		parent := &groups[1]
-		p, err := rl.parentLimits(ctx, parent.entityID, resource, o)
+		pl, err := rl.parentLimits(ctx, parent.entityID, resource, p.o)
 		if err != nil {
 			return nil, nil, err
 		}
-		parent.limits, parent.source, parent.switches = p.limits, p.source, p.switches
+		parent.limits, parent.source, parent.switches = pl.limits, pl.source, pl.switches
 		if m := parent.meta; m != nil && m.Cascade && m.ParentID != "" && m.ParentID != parent.entityID && m.ParentID != entityID {
 			return nil, nil, errCascadePath // the parent cascades too
 		}
