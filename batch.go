@@ -91,7 +91,7 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 	now := rl.nowMs()
 	reqs := make([]store.SpeculativeRequest, len(items))
 	for i, it := range items {
-		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+		reqs[i] = it.write(now)
 	}
 	if rl.store.pending != nil {
 		// Background commits of these items are written first.
@@ -105,8 +105,8 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 		return rl.store.speculativeConsumeAll(ctx, reqs)
 	}, func(results []store.SpeculativeResult, err error) {
 		if err == nil && len(results) > 0 && results[0].Applied {
-			for i, it := range items {
-				rl.giveBack(reqs[i].Key, incarnationOf(results[i]), it.consume, it.group.limits)
+			for i, r := range reqs {
+				rl.giveBack(r.Key, incarnationOf(results[i]), r.Consume, r.Limits)
 			}
 		}
 	})
@@ -128,13 +128,10 @@ func (rl *RateLimiter) speculativeAll(ctx context.Context, items []*batchItem) (
 	var all []LimitStatus
 	exceeded := false
 	for i, it := range items {
-		switch results[i].Reason {
-		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+		st, ex, decides := refusedItem(results[i], it, now)
+		if !decides {
 			return nil, nil, false, nil
 		}
-		g := it.group
-		g.bucket = results[i].Bucket
-		_, st, ex := consumeGroup(g, g.resource, it.consume, now)
 		statuses[i] = st
 		all = append(all, st...)
 		exceeded = exceeded || ex

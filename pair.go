@@ -49,7 +49,7 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 	now := rl.nowMs()
 	var reqs [pairItems]store.SpeculativeRequest
 	for i, it := range items {
-		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+		reqs[i] = it.write(now)
 	}
 	var results [pairItems]store.SpeculativeResult
 	if len(items) == 1 {
@@ -81,7 +81,7 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 	var undo []error
 	for i, r := range res {
 		if r.Applied {
-			undo = append(undo, rl.undo(ctx, r, items[i].consume, items[i].group.limits))
+			undo = append(undo, rl.undo(ctx, r, reqs[i].Consume, reqs[i].Limits))
 		}
 	}
 	if err := errors.Join(undo...); err != nil {
@@ -98,13 +98,10 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 			all = append(all, statuses[i]...)
 			continue
 		}
-		switch res[i].Reason {
-		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+		st, ex, decides := refusedItem(res[i], it, now)
+		if !decides {
 			return nil, nil, false, -1, nil
 		}
-		g := it.group
-		g.bucket = res[i].Bucket
-		_, st, ex := consumeGroup(g, g.resource, it.consume, now)
 		statuses[i] = st
 		all = append(all, st...)
 		if ex && refused < 0 {

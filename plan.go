@@ -525,6 +525,12 @@ type batchItem struct {
 	base string
 }
 
+// write returns the speculative write of item it at now: its amounts,
+// conditioned on its limits.
+func (it *batchItem) write(now int64) store.SpeculativeRequest {
+	return store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+}
+
 // namedIn returns the amounts of c whose names limits have: what a
 // bucket of the plan is charged (a name is charged in every bucket that
 // has a limit of that name, and only there).

@@ -579,6 +579,22 @@ func appliedItem(res store.SpeculativeResult, it *batchItem, now int64) ([]*leas
 	return entries, statuses
 }
 
+// refusedItem decides item it of a plan from res, its speculative write
+// refused at now, as the read-then-write path would from the item as it
+// was, refilled to now: its statuses, and whether it is exceeded. decides
+// is false when the read-then-write path must decide (the item is missing
+// or expired, holds other limits, or is due a refill).
+func refusedItem(res store.SpeculativeResult, it *batchItem, now int64) (statuses []LimitStatus, exceeded, decides bool) {
+	switch res.Reason {
+	case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+		return nil, false, false
+	}
+	g := it.group
+	g.bucket = res.Bucket
+	_, statuses, exceeded = consumeGroup(g, g.resource, it.consume, now)
+	return statuses, exceeded, true
+}
+
 // undo gives back consume on the item res, an applied speculative write,
 // answered with (the shard it hit) as a refund capped at limits'
 // capacities. It waits for the write or for ctx, whichever ends first; the
