@@ -493,16 +493,6 @@ type entityGroup struct {
 	startMilli map[string]int64
 }
 
-// initialState returns the state a limit missing from g's bucket starts
-// with: full (a prepaid balance empty), or what carrySwitches left it.
-func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
-	s := bucketStateFromLimit(g.entityID, resource, l, now)
-	if v, ok := g.startMilli[l.Name]; ok && v < s.TokensMilli {
-		s.TokensMilli = v
-	}
-	return s
-}
-
 // key returns the group's shard-0 bucket item.
 func (g entityGroup) key() store.BucketKey {
 	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}

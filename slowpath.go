@@ -21,6 +21,16 @@ const maxConflictRetries = 3
 // conflictBackoff is the wait before conflict retry n (0-based).
 func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
 
+// initialState returns the state a limit missing from g's bucket starts
+// with: full (a prepaid balance empty), or what carrySwitches left it.
+func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
+	s := bucketStateFromLimit(g.entityID, resource, l, now)
+	if v, ok := g.startMilli[l.Name]; ok && v < s.TokensMilli {
+		s.TokensMilli = v
+	}
+	return s
+}
+
 // maxRereads bounds how often an administrative write (a sync of stored
 // limits, a lowered capacity) reads its bucket again after another writer
 // changed it.
