@@ -1,8 +1,8 @@
 // Layer 4, mechanics: limits kept in bucket items of their own (calendar
 // budgets, prepaid balances, calls in flight: see each kind's file for
 // the items it keeps). To every store those items are ordinary buckets.
-// An acquire that resolves such a limit is planned as the items of the
-// rolling bucket and these buckets, all or nothing (planChainItems).
+// An acquire that resolves such a limit becomes an AcquireAll of the
+// rolling bucket and these buckets, all or nothing (batchAcquire).
 
 package limiter
 
