@@ -197,53 +197,185 @@ func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consum
 	return nil
 }
 
-// acquire obtains a lease: the speculative path when enabled, else (or when
-// it cannot decide) the read-then-write path. The limits are resolved first
-// (the override, or the stored config through the cache), so that every
-// path checks the request against them and notices a limit change.
+// AcquireAll takes every request's amounts, or none: either every request
+// is admitted and the returned [Lease] holds all of them (Commit, Adjust
+// and Rollback work on it as on the lease of one Acquire), or the error is
+// a *[RateLimitExceededError] and nothing was taken from any bucket — a
+// refusal of one request costs the others nothing. The statuses are per
+// request, in order: the limits of its bucket (then its ancestors', with
+// cascade), with Available the whole tokens there before the batch,
+// refilled to now. Requests that charge one bucket item (the same key
+// twice, or children of one parent) are checked against it together, with
+// their amounts summed; they must resolve the same limits for it.
+//
+// On a repository that is a [store.BatchStore] (every backend of this
+// module: one TransactWriteItems on DynamoDB, one script on Redis, one
+// lock in memory) and with speculative writes on, it costs one round trip
+// when every bucket covers its amounts without a refill. Otherwise it
+// reads every bucket at once and writes them all in one atomic
+// [Repository.WriteBuckets] (one BatchGetItem and one TransactWriteItems
+// on DynamoDB). The
+// over-limit cache and group commit are not used. Errors follow
+// [RateLimiter.Acquire]: with the allow on-unavailable mode an
+// unavailable backend gives a no-op lease.
+func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, opts ...AcquireOption) (*Lease, [][]LimitStatus, error) {
+	if ctx == nil {
+		return nil, nil, errNilContext
+	}
+	o, err := resolveAcquireOptions(opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(reqs) == 0 {
+		return &Lease{rl: rl}, nil, nil
+	}
+	for _, r := range reqs {
+		if err := store.ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
+			return nil, nil, err
+		}
+		if err := store.ValidateAcquiredResource(r.Resource); err != nil {
+			return nil, nil, err
+		}
+		if err := validateAmounts(r.Consume, false); err != nil {
+			return nil, nil, err
+		}
+		if r.Limits != nil {
+			if err := validateLimits(r.Limits); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	if err := rl.enter(); err != nil {
+		return nil, nil, err
+	}
+	defer rl.exit()
+	start := rl.nowMs()
+	var (
+		lease    *Lease
+		statuses [][]LimitStatus
+		decided  bool
+		dctx     = ctx
+	)
+	if rl.store.brk.rejecting() {
+		err = ErrCircuitOpen
+	} else {
+		var cancel context.CancelFunc
+		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
+			decided = true
+			defer cancel()
+		}
+		if lease, statuses, err = rl.acquireAll(dctx, reqs, o); err == nil || errors.Is(err, ErrRateLimited) {
+			if err == nil {
+				lease.stamp(start)
+			}
+			return lease, statuses, err
+		}
+	}
+	if allow, err := rl.decide(ctx, dctx, decided, err, o, reqs[0].EntityID, reqs[0].Resource); !allow {
+		return nil, nil, err
+	}
+	return &Lease{rl: rl, noop: true}, nil, nil
+}
+
+// acquire obtains a lease on the path its plan (planAcquire) names: the
+// speculative path of the entity's bucket, falling back to the
+// read-then-write path (acquireSingle), or the items of the whole chain
+// (acquireItems). The limits are resolved first (the override, or the
+// stored config through the cache), so that every path checks the request
+// against them and notices a limit change.
 func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (*Lease, error) {
 	if err := rl.overLimitRefuse(entityID, resource, consume); err != nil {
 		return nil, err
 	}
-	lv, err := rl.levelLimits(ctx, entityID, resource, o)
+	p, err := rl.planAcquire(ctx, entityID, resource, consume, o)
 	if err != nil {
 		return nil, err
 	}
-	limits := o.capped(lv.res.limits)
-	if len(lv.wide.limits) > 0 {
-		// Entity-wide limits: every bucket of the plan, all or nothing
-		// (batchAcquire).
-		return rl.batchAcquire(ctx, entityID, resource, consume, o)
-	}
-	if len(limits) == 0 {
-		if o.override || o.wideOverride {
-			return &Lease{rl: rl}, nil // an empty override checks nothing
-		}
-		return nil, noLimitsError(entityID, resource)
-	}
-	child := resolved{limits: limits, source: lv.res.source, switches: lv.res.switches}
-	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
-		return nil, err
-	}
-	// After a switch back the buckets are read first (switchedBackIn).
-	o.readFirst = rl.speculative && switchedBackIn(child.switches, limits, rl.nowMs())
-	if hasOwnBucket(limits) {
-		return rl.batchAcquire(ctx, entityID, resource, consume, o)
-	}
-	if rl.speculative && !o.readFirst {
-		lease, err := rl.speculativeAcquire(ctx, entityID, resource, consume, child, o)
-		if err != nil || lease != nil {
-			if onBatchPath(err) {
-				return rl.batchAcquire(ctx, entityID, resource, consume, o)
-			}
+	switch {
+	case p.shape == shapeNone:
+		return &Lease{rl: rl}, nil
+	case p.items == nil:
+		lease, err := rl.acquireSingle(ctx, &p)
+		if !onBatchPath(err) {
 			return lease, err
 		}
+		// The path found more to charge than the entity's bucket and its
+		// parent's: every bucket of the chain, as items.
+		if p, err = rl.planChainItems(ctx, entityID, resource, consume, o); err != nil {
+			return nil, err
+		}
 	}
-	lease, err := rl.slowAcquire(ctx, entityID, resource, consume, child, o)
-	if onBatchPath(err) {
-		return rl.batchAcquire(ctx, entityID, resource, consume, o)
-	}
+	lease, _, err := rl.acquireItems(ctx, &p)
 	return lease, err
+}
+
+// acquireSingle takes plan p of the entity's bucket (and its parent's,
+// with cascade): the speculative path (shapeSpeculative), and when it
+// cannot decide, the read-then-write path, after the read-then-write of
+// another acquire of this limiter on the same item when one is in flight
+// (coalesce: the speculative path again once it ended). An error of
+// onBatchPath asks for the whole chain as items; nothing stays taken then.
+func (rl *RateLimiter) acquireSingle(ctx context.Context, p *acquirePlan) (*Lease, error) {
+	if p.shape == shapeSpeculative {
+		lease, err := rl.speculativeAcquire(ctx, p)
+		if err != nil || lease != nil {
+			return lease, err
+		}
+		key := store.BucketKey{EntityID: p.entityID, Resource: p.resource}
+		switch lead, err := rl.coalesce(ctx, key); {
+		case err != nil:
+			return nil, err
+		case lead:
+			defer rl.slowFlights.leave(key)
+		default:
+			if lease, err := rl.speculativeAcquire(ctx, p); err != nil || lease != nil {
+				return lease, err
+			}
+		}
+	}
+	return rl.slowAcquire(ctx, p)
+}
+
+// acquireAll plans the requests of an AcquireAll (planAll) and takes the
+// plan's items. The statuses are per request.
+func (rl *RateLimiter) acquireAll(ctx context.Context, reqs []AcquireRequest, o acquireOptions) (*Lease, [][]LimitStatus, error) {
+	p, err := rl.planAll(ctx, reqs, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rl.acquireItems(ctx, &p)
+}
+
+// acquireItems takes the items of plan p on the path of its shape: the
+// pair path's writes (speculativePair) or the store's atomic speculative
+// batch (speculativeAll) first, and the read-then-write of every item
+// (exactItems) when they cannot decide, or at once for shapeExact. The
+// statuses are per request of the plan.
+func (rl *RateLimiter) acquireItems(ctx context.Context, p *acquirePlan) (*Lease, [][]LimitStatus, error) {
+	var (
+		lease    *Lease
+		statuses [][]LimitStatus
+		decided  bool
+		err      error
+	)
+	switch p.shape {
+	case shapeNone:
+		return &Lease{rl: rl}, make([][]LimitStatus, len(p.charged)), nil
+	case shapePair:
+		lease, statuses, decided, err = rl.speculativePair(ctx, p.items)
+		if !decided && err == nil && rl.addSlotGens(ctx, p.items) {
+			// The generations' limits the items lacked are in them now.
+			lease, statuses, decided, err = rl.speculativePair(ctx, p.items)
+		}
+	case shapeBatch:
+		lease, statuses, decided, err = rl.speculativeAll(ctx, p.items)
+	}
+	if decided || err != nil {
+		lease, err = rl.ownBucketFinish(p.items, lease, statuses, err)
+		return lease, p.perRequest(statuses), err
+	}
+	lease, statuses, err = rl.exactItems(ctx, p.items)
+	return lease, p.perRequest(statuses), err
 }
 
 // Available returns, per limit, the whole tokens available now for

@@ -1,6 +1,7 @@
 // Layer 1, math and models: the token-bucket operations on a bucket state
 // (consume, refund, available, retry-after), on the exact arithmetic of
-// package bucketmath, and the DynamoDB backend's hidden write-capacity limit.
+// package bucketmath, the DynamoDB backend's hidden write-capacity limit,
+// and the TTLs of bucket items (the time to fill, a debt, an adjustment).
 
 package limiter
 
@@ -294,4 +295,66 @@ func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store
 		RefillAmountMilli: l.RefillAmount * 1000,
 		RefillPeriodMs:    l.RefillPeriod.Milliseconds(),
 	}
+}
+
+// bucketTTLSeconds is the time to fill the slowest limit from empty, times
+// multiplier, computed in float64 and truncated to whole seconds.
+// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
+func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
+	if multiplier <= 0 || len(limits) == 0 {
+		return 0
+	}
+	worst := 0.0
+	for _, l := range limits {
+		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
+	}
+	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
+		return int64(ttl)
+	}
+	return maxBucketTTLSeconds
+}
+
+// maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
+// huge limit saturates instead of overflowing into a TTL in the past.
+const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
+
+// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
+// limits whose idle TTL is secs and which is full again at fullAtMs: no
+// earlier than one time to fill (of the slowest limit) after fullAtMs, so
+// that the backend never deletes a bucket in debt, which an acquire would
+// create full again.
+func debtTTLSeconds(secs int64, limits []Limit, nowMs, fullAtMs int64) int64 {
+	if fullAtMs <= nowMs {
+		return secs
+	}
+	margin := bucketTTLSeconds(limits, 1)
+	return max(secs, min(bucketmath.AddSat(ceilSeconds(fullAtMs-nowMs), margin), maxBucketTTLSeconds))
+}
+
+// ceilSeconds returns ms (≥ 0) in whole seconds, rounded up.
+func ceilSeconds(ms int64) int64 { return ms/1000 + min(ms%1000, 1) }
+
+// adjustTTLExtension returns the seconds by which the charges of w (a
+// store.WriteAdjust on an item of limits) delay the time the item is full
+// again, for its TTL (store.BucketWrite.TTLExtendSeconds): the largest
+// per-limit delay, rounded up. The bucket of a calendar period or of a
+// prepaid balance has its own expiry (its refill is negligible) and takes
+// none.
+func adjustTTLExtension(w store.BucketWrite, limits func(name string) (Limit, bool)) int64 {
+	if store.IsOwnBucketResource(w.Key.Resource) {
+		return 0
+	}
+	ext := int64(0)
+	for _, lw := range w.Limits {
+		if lw.ConsumedMilli <= 0 {
+			continue
+		}
+		l, ok := limits(lw.Name)
+		if !ok {
+			continue
+		}
+		d := bucketmath.GiveDelayMs(lw.ConsumedMilli, bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds())
+		ext = max(ext, min(ceilSeconds(d), maxBucketTTLSeconds))
+	}
+	return ext
 }

@@ -258,7 +258,8 @@ func (k *slotKeeper) halt() []*leaseEntry {
 // writes every limit the item stores, with nothing taken of the others,
 // so that moving the item's refill time refills them too.
 func (rl *RateLimiter) chargeSlots(ctx context.Context, items []*batchItem) (*Lease, error) {
-	if rl.onPairPath(items) {
+	switch rl.itemsShape(items, true) {
+	case shapePair:
 		lease, _, decided, err := rl.speculativePair(ctx, items)
 		if !decided && err == nil && rl.addSlotGens(ctx, items) {
 			lease, _, decided, err = rl.speculativePair(ctx, items)
@@ -266,7 +267,7 @@ func (rl *RateLimiter) chargeSlots(ctx context.Context, items []*batchItem) (*Le
 		if decided || err != nil {
 			return lease, err
 		}
-	} else if rl.store.batch != nil && rl.speculative {
+	case shapeBatch:
 		lease, _, decided, err := rl.speculativeAll(ctx, items)
 		if decided || err != nil {
 			return lease, err

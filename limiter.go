@@ -76,7 +76,7 @@ type RateLimiter struct {
 	speculative bool
 	// pairWrites is set when an acquire of one or two bucket items is
 	// cheaper as one conditional write per item than as one atomic batch
-	// (DynamoDB; see onPairPath).
+	// (DynamoDB; see itemsShape).
 	pairWrites  bool
 	slotTTL     time.Duration // of in-flight limits; 0 is DefaultSlotTTL
 	slotItems   slotGens      // the generations of in-flight slots items hold

@@ -4,19 +4,11 @@
 // item (kind_inflight.go). To every store those items and limits are
 // ordinary buckets and limits. An acquire that resolves such a limit
 // becomes an AcquireAll of the rolling bucket and these buckets, all or
-// nothing (batchAcquire).
+// nothing (planChainItems).
 
 package limiter
 
-import (
-	"errors"
-	"time"
-)
-
-// errOwnBucketPath tells acquire that the parent's limits hold a calendar
-// or prepaid limit: the acquire must be made on the batch path
-// (batchAcquire). Nothing it returns with stays taken.
-var errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
+import "time"
 
 // hasOwnBucket reports whether limits hold a calendar or prepaid limit:
 // the one check the plain path makes.

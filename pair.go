@@ -17,21 +17,8 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// pairItems is the most bucket items an acquire's plan may charge on the
-// pair path; a plan of more is one atomic batch.
-const pairItems = 2
-
-// onPairPath reports whether an acquire whose plan charges items takes
-// the pair path: speculative writes are on, the repository's single-item
-// writes are cheaper than its atomic batch (pairWrites: on memory and
-// Redis a batch is one lock or one script already), and the plan has at
-// most pairItems items.
-func (rl *RateLimiter) onPairPath(items []*batchItem) bool {
-	return rl.pairWrites && rl.speculative && len(items) > 0 && len(items) <= pairItems
-}
-
-// speculativePair is the fast path of an acquire of items (see
-// onPairPath): one conditional write per item, in one round trip, with
+// speculativePair is the fast path of a plan of one or two items
+// (shapePair, see itemsShape): one conditional write per item, in one round trip, with
 // the results of speculativeAll: decided is false when the read-then-write
 // batch must decide (an item is missing, expired or holds other limits,
 // or a refill would cover what is short). Nothing stays taken unless the
@@ -62,7 +49,7 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 	now := rl.nowMs()
 	var reqs [pairItems]store.SpeculativeRequest
 	for i, it := range items {
-		reqs[i] = store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+		reqs[i] = it.write(now)
 	}
 	var results [pairItems]store.SpeculativeResult
 	if len(items) == 1 {
@@ -94,7 +81,7 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 	var undo []error
 	for i, r := range res {
 		if r.Applied {
-			undo = append(undo, rl.undo(ctx, r, items[i].consume, items[i].group.limits))
+			undo = append(undo, rl.undo(ctx, r, reqs[i].Consume, reqs[i].Limits))
 		}
 	}
 	if err := errors.Join(undo...); err != nil {
@@ -111,13 +98,10 @@ func (rl *RateLimiter) pairOnce(ctx context.Context, items []*batchItem) (lease 
 			all = append(all, statuses[i]...)
 			continue
 		}
-		switch res[i].Reason {
-		case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+		st, ex, decides := refusedItem(res[i], it, now)
+		if !decides {
 			return nil, nil, false, -1, nil
 		}
-		g := it.group
-		g.bucket = res[i].Bucket
-		_, st, ex := consumeGroup(g, g.resource, it.consume, now)
 		statuses[i] = st
 		all = append(all, st...)
 		if ex && refused < 0 {

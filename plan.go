@@ -1,18 +1,43 @@
 // Layer 4, mechanics: the plan of an acquire: the entities it charges
-// (the entity, then the ancestors it cascades to) and, for each, the
-// limits of its (entity, resource) bucket and of its entity-wide bucket
-// (AllResources).
+// (the entity, then the ancestors it cascades to), for each the limits of
+// its (entity, resource) bucket and of its entity-wide bucket
+// (AllResources), the bucket items these make with what each is charged,
+// and the shape of the write (acquirePlan), chosen once: every path of an
+// acquire takes the plan and derives none of it again.
 
 package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/zaelimiter/limiter/store"
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
+
+// AcquireRequest is one request of [RateLimiter.AcquireAll]: take Consume
+// from the (EntityID, Resource) bucket, and from each ancestor's the
+// entity cascades to (see [MaxCascadeLevels]), and from the entity-wide
+// bucket ([AllResources]) of each of them with entity-wide limits.
+// Resource may not be AllResources.
+type AcquireRequest struct {
+	EntityID string
+	Resource string
+	Consume  Consume
+	// Limits, when not nil, are used for this request instead of the
+	// stored config, as [WithLimits] does for one Acquire (an empty,
+	// non-nil list checks nothing). Nil means the stored limits, or the
+	// [WithLimits] option of the call.
+	Limits []Limit
+}
+
+// MaxAcquireAllItems bounds the bucket items one AcquireAll may charge
+// (each request's bucket, and its ancestors' with cascade): DynamoDB
+// writes at most 100 items in one transaction.
+const MaxAcquireAllItems = 100
 
 // planLevel is one entity an acquire charges, with the limits of its
 // (entity, resource) bucket and of its entity-wide bucket.
@@ -89,6 +114,266 @@ func (rl *rules) planChain(ctx context.Context, entityID, resource string, o acq
 	return levels, nil
 }
 
+// writeShape is how an acquire's plan is written, chosen once with the
+// plan (planAcquire, planAll).
+type writeShape uint8
+
+const (
+	// shapeNone charges nothing (an empty override): an empty lease.
+	shapeNone writeShape = iota
+	// shapeSpeculative is one conditional write of the entity's (entity,
+	// resource) bucket of rolling limits, with no read (two in parallel
+	// when it cascades to a parent, found on the way): the speculative
+	// path, which falls back to shapeExact when it cannot decide.
+	shapeSpeculative
+	// shapePair is one conditional write per item of a plan of one or two
+	// items, both at once (the pair path), falling back to shapeExact.
+	shapePair
+	// shapeBatch is one atomic conditional write of every item (the
+	// store's speculative batch), falling back to shapeExact.
+	shapeBatch
+	// shapeExact reads the items and writes them under the
+	// refill-timestamp locks: the entity's bucket (and its parent's) of a
+	// plan without items (the read-then-write path), or every item in one
+	// atomic write.
+	shapeExact
+)
+
+// acquirePlan is the plan of an acquire: what it charges and how it is
+// written. A plan without items (shapeSpeculative, shapeExact) charges the
+// entity's (entity, resource) bucket of rolling limits and, when it
+// cascades, the parent's (whose limits the path resolves when it finds the
+// parent: parentLimits); a path that finds more to charge (a chain beyond
+// the parent, an ancestor with entity-wide or own-bucket limits) returns
+// an error of onBatchPath, and the caller plans the whole chain as items
+// (planChainItems). Every other plan lists its bucket items.
+type acquirePlan struct {
+	shape writeShape
+	// The plan without items: the entity, its resource, what the acquire
+	// takes, the limits of its bucket (resolved and capped) and the call's
+	// options (for the parent's limits).
+	entityID string
+	resource string
+	consume  Consume
+	child    resolved
+	o        acquireOptions
+	// items are the bucket items of the plan, each with its limits and
+	// amounts; charged lists per request the items it charges.
+	items   []*batchItem
+	charged [][]int
+}
+
+// pairItems is the most bucket items an acquire's plan may charge on the
+// pair path; a plan of more is one atomic batch.
+const pairItems = 2
+
+// The errors with which a path of a plan without items tells its caller
+// that the acquire charges more than the entity's bucket and its parent's:
+// the caller then plans every bucket of the chain as items
+// (planChainItems). Nothing a path returns with stays taken.
+var (
+	// errCascadePath: the cascade charges more than the parent.
+	errCascadePath = errors.New("limiter: the cascade charges more than the parent")
+	// errWidePath: an ancestor of the chain has entity-wide limits.
+	errWidePath = errors.New("limiter: an entity of the cascade has entity-wide limits")
+	// errOwnBucketPath: the parent's limits hold a calendar or prepaid
+	// limit.
+	errOwnBucketPath = errors.New("limiter: the parent's limits hold a calendar or prepaid limit")
+)
+
+// onBatchPath reports whether err asks for the chain as items: a calendar
+// or prepaid limit of the parent, a cascade beyond the parent, or
+// entity-wide limits.
+func onBatchPath(err error) bool {
+	return errors.Is(err, errOwnBucketPath) || errors.Is(err, errCascadePath) || errors.Is(err, errWidePath)
+}
+
+// planAcquire plans an Acquire of consume on (entityID, resource): nothing
+// (an empty override), the entity's bucket alone when its limits are
+// rolling and it has no entity-wide limits (the cascade's parent found on
+// the way), else every bucket of its chain as items (planChainItems). It
+// checks the request's names against the plan.
+func (rl *RateLimiter) planAcquire(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (acquirePlan, error) {
+	lv, err := rl.levelLimits(ctx, entityID, resource, o)
+	if err != nil {
+		return acquirePlan{}, err
+	}
+	limits := o.capped(lv.res.limits)
+	if len(lv.wide.limits) > 0 {
+		// Entity-wide limits: every bucket of the plan, all or nothing.
+		return rl.planChainItems(ctx, entityID, resource, consume, o)
+	}
+	if len(limits) == 0 {
+		if o.override || o.wideOverride {
+			return acquirePlan{shape: shapeNone}, nil // an empty override checks nothing
+		}
+		return acquirePlan{}, noLimitsError(entityID, resource)
+	}
+	child := resolved{limits: limits, source: lv.res.source, switches: lv.res.switches}
+	if err := rl.checkNames(ctx, entityID, resource, consume, child, o); err != nil {
+		return acquirePlan{}, err
+	}
+	// After a switch back the buckets are read first (switchedBackIn).
+	o.readFirst = rl.speculative && switchedBackIn(child.switches, limits, rl.nowMs())
+	if hasOwnBucket(limits) {
+		return rl.planChainItems(ctx, entityID, resource, consume, o)
+	}
+	shape := shapeExact
+	if rl.speculative && !o.readFirst {
+		shape = shapeSpeculative
+	}
+	return acquirePlan{shape: shape, entityID: entityID, resource: resource, consume: consume, child: child, o: o}, nil
+}
+
+// planChainItems plans an Acquire as the items of every bucket it charges
+// (its chain's, entity-wide and own buckets included), written as a pair
+// when there are one or two (see itemsShape), else in one atomic step.
+func (rl *RateLimiter) planChainItems(ctx context.Context, entityID, resource string, consume Consume, o acquireOptions) (acquirePlan, error) {
+	reqs := []AcquireRequest{{EntityID: entityID, Resource: resource, Consume: consume}}
+	items, charged, err := rl.planBatch(ctx, reqs, o)
+	if err != nil {
+		return acquirePlan{}, err
+	}
+	shape := rl.itemsShape(items, true)
+	if o.readFirst && shape != shapeNone {
+		shape = shapeExact // a switch back: the buckets are read first
+	}
+	return acquirePlan{shape: shape, items: items, charged: charged}, nil
+}
+
+// planAll plans an AcquireAll of reqs: the items of every request's
+// chain, merged, written in one atomic step (never as a pair: the
+// requests are all or nothing).
+func (rl *RateLimiter) planAll(ctx context.Context, reqs []AcquireRequest, o acquireOptions) (acquirePlan, error) {
+	items, charged, err := rl.planBatch(ctx, reqs, o)
+	if err != nil {
+		return acquirePlan{}, err
+	}
+	return acquirePlan{shape: rl.itemsShape(items, false), items: items, charged: charged}, nil
+}
+
+// itemsShape chooses how items are written: nothing when there are none;
+// as a pair (pair allowed: an acquire of one request) when speculative
+// writes are on, the repository's single-item writes are cheaper than its
+// atomic batch (pairWrites: on memory and Redis a batch is one lock or
+// one script already) and the plan has at most pairItems items; else in
+// the store's atomic speculative batch when speculative writes are on, or
+// read then written.
+func (rl *RateLimiter) itemsShape(items []*batchItem, pair bool) writeShape {
+	switch {
+	case len(items) == 0:
+		return shapeNone
+	case pair && rl.pairWrites && rl.speculative && len(items) <= pairItems:
+		return shapePair
+	case rl.store.batch != nil && rl.speculative:
+		return shapeBatch
+	}
+	return shapeExact
+}
+
+// perRequest turns the statuses of p's items into the statuses of its
+// requests: each request's, the statuses of the items it charges, in
+// order (nil stays nil).
+func (p *acquirePlan) perRequest(statuses [][]LimitStatus) [][]LimitStatus {
+	if statuses == nil {
+		return nil
+	}
+	out := make([][]LimitStatus, len(p.charged))
+	for i, idx := range p.charged {
+		for _, it := range idx {
+			out[i] = append(out[i], statuses[it]...)
+		}
+	}
+	return out
+}
+
+// planBatch resolves each request's chain (planChain) and merges the
+// requests into bucket items: for each entity of a chain its (entity,
+// resource) bucket, then its entity-wide bucket, each with the own
+// buckets of its calendar, prepaid and in-flight limits. charged lists,
+// per request, the items it charges.
+func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o acquireOptions) ([]*batchItem, [][]int, error) {
+	var items []*batchItem
+	index := map[store.BucketKey]int{}
+	charged := make([][]int, len(reqs))
+	add := func(i int, entityID, resource string, limits []Limit, rs resolved, base string, consume Consume, cal *Limit, nextMs int64) error {
+		key := store.BucketKey{EntityID: entityID, Resource: resource}
+		if n, ok := index[key]; ok {
+			it := items[n]
+			if !slices.Equal(it.group.limits, limits) {
+				return store.NewValidationError(ErrValidation, "requests", entityID+"/"+resource,
+					"two requests charge this bucket with different limits")
+			}
+			for name, v := range consume {
+				it.consume[name] = addTokensSat(it.consume[name], v)
+			}
+			if !slices.Contains(charged[i], n) {
+				charged[i] = append(charged[i], n)
+			}
+			return nil
+		}
+		if len(items) >= MaxAcquireAllItems {
+			return store.NewValidationError(ErrValidation, "requests", fmt.Sprint(len(reqs)),
+				fmt.Sprintf("more than %d bucket items in one batch", MaxAcquireAllItems))
+		}
+		index[key] = len(items)
+		charged[i] = append(charged[i], len(items))
+		g := entityGroup{entityID: entityID, resource: resource, limits: limits, source: rs.source, switches: rs.switches}
+		if cal != nil {
+			// A period's or a generation's bucket expires; a balance never.
+			g.expireAtMs = kindOf(*cal).expireAt(*cal, nextMs)
+		}
+		items = append(items, &batchItem{
+			group:   g,
+			consume: namedIn(consume, limits),
+			cal:     cal,
+			nextMs:  nextMs,
+			base:    base,
+		})
+		return nil
+	}
+	// addAll adds the items of one entity's limits: one bucket, or with
+	// calendar or prepaid limits the rolling bucket and their own buckets.
+	now := rl.now()
+	addAll := func(i int, entityID, resource string, rs resolved, consume Consume) error {
+		if !hasOwnBucket(rs.limits) {
+			return add(i, entityID, resource, rs.limits, rs, resource, consume, nil, 0)
+		}
+		return ownBucketItems(entityID, resource, rs.limits, consume, now, rl.slotGenMs(),
+			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
+				return add(i, entityID, res, ls, rs, resource, c, cal, nextMs)
+			})
+	}
+	for i, r := range reqs {
+		ro := o
+		if r.Limits != nil {
+			ro.limits, ro.override = r.Limits, true
+		}
+		levels, err := rl.planChain(ctx, r.EntityID, r.Resource, ro)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := checkPlanNames(levels, r.EntityID, r.Resource, r.Consume); err != nil {
+			return nil, nil, err
+		}
+		// Each entity of the chain: its (entity, resource) bucket, then
+		// its entity-wide bucket.
+		for _, lv := range levels {
+			if len(lv.res.limits) > 0 {
+				if err := addAll(i, lv.entityID, r.Resource, lv.res, r.Consume); err != nil {
+					return nil, nil, err
+				}
+			}
+			if len(lv.wide.limits) > 0 {
+				if err := addAll(i, lv.entityID, AllResources, lv.wide, r.Consume); err != nil {
+					return nil, nil, err
+				}
+			}
+		}
+	}
+	return items, charged, nil
+}
+
 // checkPlanNames refuses a request that names a limit no bucket of the
 // plan has (a typo such as "rmp" must not turn limiting off): a name is
 // charged in every bucket of the acquire that has a limit of that name,
@@ -119,12 +404,12 @@ func unknownNameError(levels []planLevel, entityID, resource, name string) error
 		fmt.Sprintf("no limit named %q applies to %s/%s (limits: %s)", name, entityID, resource, strings.Join(names, ", ")))
 }
 
-// parentLimits resolves the limits of parentID on resource for the fast
-// and read-then-write paths, which charge the child and its parent: it
-// returns errWidePath when the parent has entity-wide limits and
-// errOwnBucketPath when its limits hold a calendar or prepaid limit (the
-// batch path takes the acquire then), and a *ValidationError when the
-// parent has no limits.
+// parentLimits resolves the limits of parentID on resource for the
+// speculative and read-then-write paths of a plan without items, which
+// charge the child and its parent: it returns errWidePath when the parent
+// has entity-wide limits and errOwnBucketPath when its limits hold a
+// calendar or prepaid limit (the caller then plans the chain as items),
+// and a *ValidationError when the parent has no limits.
 func (rl *rules) parentLimits(ctx context.Context, parentID, resource string, o acquireOptions) (resolved, error) {
 	lv, err := rl.levelLimits(ctx, parentID, resource, o)
 	switch {
@@ -188,3 +473,72 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 	}
 	return nil
 }
+
+// entityGroup is one bucket item of an acquire: an (entity, resource)
+// bucket (the child's, or the parent's it cascades to), an entity-wide
+// bucket, or the own bucket of a calendar, prepaid or in-flight limit;
+// with its limits and, once read, the item and the entity's record.
+type entityGroup struct {
+	entityID string
+	resource string
+	limits   []Limit
+	source   ConfigSource
+	bucket   *store.Bucket // nil when the item does not exist
+	meta     *Entity       // nil when the entity has no META record
+	// expireAtMs is, for the period bucket of a calendar limit, when it
+	// may be deleted (periodBucketExpiry); 0 for other buckets.
+	expireAtMs int64
+	// switches are the changes of the defaults the limits come from
+	// (resolved.switches), and startMilli, set by carrySwitches, the
+	// balance a limit missing from the bucket starts with when it is
+	// lower than its capacity (what a switch carried).
+	switches   switchSet
+	startMilli map[string]int64
+	// capMilli, set by carrySwitches after a switch back, is the most a
+	// limit in the bucket may hold now (millitokens).
+	capMilli map[string]int64
+}
+
+// key returns the group's shard-0 bucket item.
+func (g entityGroup) key() store.BucketKey {
+	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
+}
+
+// batchItem is one bucket item of an acquire's plan (acquirePlan): its group (limits,
+// and the bucket and entity record once read) and what the requests
+// charging it take from it together.
+type batchItem struct {
+	group   entityGroup
+	consume Consume
+	// cal is the calendar limit whose period bucket the item is, or the
+	// prepaid limit whose balance it is (nil for an ordinary bucket), and
+	// nextMs the start of the next period (0 for a balance).
+	cal    *Limit
+	nextMs int64
+	// base is the resource the item's limit is defined on (the resource
+	// of the request, or AllResources): its own bucket's resource for a
+	// rolling limit, not for a calendar one.
+	base string
+}
+
+// write returns the speculative write of item it at now: its amounts,
+// conditioned on its limits.
+func (it *batchItem) write(now int64) store.SpeculativeRequest {
+	return store.SpeculativeRequest{Key: it.group.key(), Consume: it.consume, Limits: it.group.limits, NowMs: now}
+}
+
+// namedIn returns the amounts of c whose names limits have: what a
+// bucket of the plan is charged (a name is charged in every bucket that
+// has a limit of that name, and only there).
+func namedIn(c Consume, limits []Limit) Consume {
+	out := make(Consume, len(limits))
+	for _, l := range limits {
+		if v, ok := c[l.Name]; ok {
+			out[l.Name] = v
+		}
+	}
+	return out
+}
+
+// addTokensSat returns a+b saturated at the range of amounts.
+func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -maxAmount), maxAmount) }

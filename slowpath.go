@@ -21,29 +21,6 @@ const maxConflictRetries = 3
 // conflictBackoff is the wait before conflict retry n (0-based).
 func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
 
-// entityGroup is one (entity, resource) side of an acquire: the child, or
-// the parent it cascades to.
-type entityGroup struct {
-	entityID string
-	resource string
-	limits   []Limit
-	source   ConfigSource
-	bucket   *store.Bucket // nil when the item does not exist
-	meta     *Entity       // nil when the entity has no META record
-	// expireAtMs is, for the period bucket of a calendar limit, when it
-	// may be deleted (periodBucketExpiry); 0 for other buckets.
-	expireAtMs int64
-	// switches are the changes of the defaults the limits come from
-	// (resolved.switches), and startMilli, set by carrySwitches, the
-	// balance a limit missing from the bucket starts with when it is
-	// lower than its capacity (what a switch carried).
-	switches   switchSet
-	startMilli map[string]int64
-	// capMilli, set by carrySwitches after a switch back, is the most a
-	// limit in the bucket may hold now (millitokens).
-	capMilli map[string]int64
-}
-
 // initialState returns the state a limit missing from g's bucket starts
 // with: full (a prepaid balance empty), or what carrySwitches left it.
 func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
@@ -54,35 +31,19 @@ func (g entityGroup) initialState(resource string, l Limit, now int64) store.Buc
 	return s
 }
 
-// key returns the group's shard-0 bucket item.
-func (g entityGroup) key() store.BucketKey {
-	return store.BucketKey{EntityID: g.entityID, Resource: g.resource}
-}
-
 // maxRereads bounds how often an administrative write (a sync of stored
 // limits, a lowered capacity) reads its bucket again after another writer
 // changed it.
 const maxRereads = 3
 
-// slowAcquire is the read-then-write path: read the entity records and the
-// buckets in one round trip, refill and consume locally (applying any limit
-// change), and write the result under the refill-timestamp lock; read and
-// decide again after a lost race (afterLostRace). After a fallback from
-// the speculative path it first coalesces with the acquires of this
-// limiter on the same item.
-func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
-	if rl.speculative {
-		key := store.BucketKey{EntityID: entityID, Resource: resource}
-		lease, decided, leave, err := rl.coalesce(ctx, key, consume, child, o)
-		if decided {
-			return lease, err
-		}
-		if leave {
-			defer rl.slowFlights.leave(key)
-		}
-	}
+// slowAcquire is the read-then-write path of plan p: read the entity
+// records and the buckets in one round trip, refill and consume locally
+// (applying any limit change), and write the result under the
+// refill-timestamp lock; read and decide again after a lost race
+// (afterLostRace).
+func (rl *RateLimiter) slowAcquire(ctx context.Context, p *acquirePlan) (*Lease, error) {
 	for attempt := 0; ; attempt++ {
-		lease, statuses, err := rl.slowAttempt(ctx, entityID, resource, consume, child, o)
+		lease, statuses, err := rl.slowAttempt(ctx, p)
 		if !errors.Is(err, errReread) {
 			return lease, err
 		}
@@ -98,7 +59,8 @@ func (rl *RateLimiter) slowAcquire(ctx context.Context, entityID, resource strin
 
 // slowAttempt is one read and write of slowAcquire. It returns the
 // statuses it decided on with errReread.
-func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, []LimitStatus, error) {
+func (rl *RateLimiter) slowAttempt(ctx context.Context, p *acquirePlan) (*Lease, []LimitStatus, error) {
+	entityID, resource, consume, child := p.entityID, p.resource, p.consume, p.child
 	groups, err := rl.readGroups(ctx, entityID, resource)
 	if err != nil {
 		return nil, nil, err
@@ -106,11 +68,11 @@ func (rl *RateLimiter) slowAttempt(ctx context.Context, entityID, resource strin
 	groups[0].limits, groups[0].source, groups[0].switches = child.limits, child.source, child.switches
 	if len(groups) > 1 {
 		parent := &groups[1]
-		p, err := rl.parentLimits(ctx, parent.entityID, resource, o)
+		pl, err := rl.parentLimits(ctx, parent.entityID, resource, p.o)
 		if err != nil {
 			return nil, nil, err
 		}
-		parent.limits, parent.source, parent.switches = p.limits, p.source, p.switches
+		parent.limits, parent.source, parent.switches = pl.limits, pl.source, pl.switches
 		if m := parent.meta; m != nil && m.Cascade && m.ParentID != "" && m.ParentID != parent.entityID && m.ParentID != entityID {
 			return nil, nil, errCascadePath // the parent cascades too
 		}
@@ -265,27 +227,6 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	return append(groups, parent), nil
 }
 
-// bucketTTLSeconds is the time to fill the slowest limit from empty, times
-// multiplier, computed in float64 and truncated to whole seconds.
-// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
-func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
-	if multiplier <= 0 || len(limits) == 0 {
-		return 0
-	}
-	worst := 0.0
-	for _, l := range limits {
-		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
-	}
-	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
-		return int64(ttl)
-	}
-	return maxBucketTTLSeconds
-}
-
-// maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
-// huge limit saturates instead of overflowing into a TTL in the past.
-const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
-
 // ttlFor decides the TTL handling of a group's bucket written at nowMs:
 // the period bucket of a calendar limit expires at its expireAtMs, whatever
 // its config's level (no acquire reads a past period again); other buckets
@@ -312,22 +253,6 @@ func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMo
 	return store.TTLSet, debtTTLSeconds(secs, g.limits, nowMs, fullAtMs)
 }
 
-// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
-// limits whose idle TTL is secs and which is full again at fullAtMs: no
-// earlier than one time to fill (of the slowest limit) after fullAtMs, so
-// that the backend never deletes a bucket in debt, which an acquire would
-// create full again.
-func debtTTLSeconds(secs int64, limits []Limit, nowMs, fullAtMs int64) int64 {
-	if fullAtMs <= nowMs {
-		return secs
-	}
-	margin := bucketTTLSeconds(limits, 1)
-	return max(secs, min(bucketmath.AddSat(ceilSeconds(fullAtMs-nowMs), margin), maxBucketTTLSeconds))
-}
-
-// ceilSeconds returns ms (≥ 0) in whole seconds, rounded up.
-func ceilSeconds(ms int64) int64 { return ms/1000 + min(ms%1000, 1) }
-
 // groupFullAtMs returns when every limit of g's bucket is full again after
 // the lease's entries on it (math.MinInt64 when all are full): the latest
 // full time of the stored states (limits the acquire did not take from
@@ -344,31 +269,6 @@ func groupFullAtMs(g entityGroup, entries []*leaseEntry) int64 {
 		at = max(at, bucketmath.FullAtMs(s.TokensMilli, s.LastRefillMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs))
 	}
 	return at
-}
-
-// adjustTTLExtension returns the seconds by which the charges of w (a
-// store.WriteAdjust on an item of limits) delay the time the item is full
-// again, for its TTL (store.BucketWrite.TTLExtendSeconds): the largest
-// per-limit delay, rounded up. The bucket of a calendar period or of a
-// prepaid balance has its own expiry (its refill is negligible) and takes
-// none.
-func adjustTTLExtension(w store.BucketWrite, limits func(name string) (Limit, bool)) int64 {
-	if store.IsOwnBucketResource(w.Key.Resource) {
-		return 0
-	}
-	ext := int64(0)
-	for _, lw := range w.Limits {
-		if lw.ConsumedMilli <= 0 {
-			continue
-		}
-		l, ok := limits(lw.Name)
-		if !ok {
-			continue
-		}
-		d := bucketmath.GiveDelayMs(lw.ConsumedMilli, bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds())
-		ext = max(ext, min(ceilSeconds(d), maxBucketTTLSeconds))
-	}
-	return ext
 }
 
 // commitInitial makes the lease's consumption durable (write-on-enter:

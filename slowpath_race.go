@@ -147,21 +147,19 @@ func (f *slowFlights) waiting(key store.BucketKey) int {
 
 // coalesce is called by an acquire about to take the read-then-write path
 // on key after the speculative path fell back. When another acquire of
-// this limiter is on that path for key, it waits for it to end and tries
-// the speculative path again: decided reports whether that decided (lease
-// or err; ctx's error when ctx ended first). Otherwise the caller leads
-// (leave): it must call slowFlights.leave when its read-then-write acquire
-// ends.
-func (rl *RateLimiter) coalesce(ctx context.Context, key store.BucketKey, consume Consume, child resolved, o acquireOptions) (lease *Lease, decided, leave bool, err error) {
+// this limiter is on that path for key, it waits for it to end (lead is
+// false; ctx's error when ctx ended first), and the caller tries the
+// speculative path again. Otherwise the caller leads: it must call
+// slowFlights.leave when its read-then-write acquire ends.
+func (rl *RateLimiter) coalesce(ctx context.Context, key store.BucketKey) (lead bool, err error) {
 	wait := rl.slowFlights.join(key)
 	if wait == nil {
-		return nil, false, true, nil
+		return true, nil
 	}
 	select {
 	case <-wait:
+		return false, nil
 	case <-ctx.Done():
-		return nil, true, false, ctx.Err()
+		return false, ctx.Err()
 	}
-	lease, err = rl.speculativeAcquire(ctx, key.EntityID, key.Resource, consume, child, o)
-	return lease, err != nil || lease != nil, false, err
 }

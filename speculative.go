@@ -99,14 +99,15 @@ func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.Specula
 	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.nowMs()}
 }
 
-// speculativeAcquire is the fast path: one conditional write per bucket,
-// no read, conditioned on the limits resolved for each side. It returns
-// (nil, nil) when the slow path must decide.
-func (rl *RateLimiter) speculativeAcquire(ctx context.Context, entityID, resource string, consume Consume, child resolved, o acquireOptions) (*Lease, error) {
+// speculativeAcquire is the fast path of plan p (shapeSpeculative): one
+// conditional write per bucket, no read, conditioned on the limits
+// resolved for each side. It returns (nil, nil) when the slow path must
+// decide.
+func (rl *RateLimiter) speculativeAcquire(ctx context.Context, p *acquirePlan) (*Lease, error) {
 	rl.stats.attempts.Add(1)
-	a := &specAcquire{resource: resource, consume: consume, at: rl.now(), child: child, o: o}
+	a := &specAcquire{resource: p.resource, consume: p.consume, at: rl.now(), child: p.child, o: p.o}
 	for {
-		lease, err := rl.speculativeFrom(ctx, entityID, a)
+		lease, err := rl.speculativeFrom(ctx, p.entityID, a)
 		if !a.mixed || !isRefusal(err) {
 			return lease, err
 		}
@@ -559,6 +560,39 @@ func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.Specul
 		out = append(out, &backing[len(backing)-1])
 	}
 	return out
+}
+
+// appliedItem returns the lease entries of item it, whose speculative
+// write res applied at now, and its statuses: Available is what the item
+// held before the write, refilled to now.
+func appliedItem(res store.SpeculativeResult, it *batchItem, now int64) ([]*leaseEntry, []LimitStatus) {
+	entries := specEntries(res, it.consume, it.group.limits)
+	var statuses []LimitStatus
+	for _, e := range entries {
+		before := e.state
+		before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
+		statuses = append(statuses, LimitStatus{
+			EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
+			Available: calculateAvailable(before, now), Requested: e.consumed,
+		})
+	}
+	return entries, statuses
+}
+
+// refusedItem decides item it of a plan from res, its speculative write
+// refused at now, as the read-then-write path would from the item as it
+// was, refilled to now: its statuses, and whether it is exceeded. decides
+// is false when the read-then-write path must decide (the item is missing
+// or expired, holds other limits, or is due a refill).
+func refusedItem(res store.SpeculativeResult, it *batchItem, now int64) (statuses []LimitStatus, exceeded, decides bool) {
+	switch res.Reason {
+	case store.RefusedBucketMissing, store.RefusedExpired, store.RefusedLimitMissing, store.RefusedLimitsChanged, store.RefusedRefillDue:
+		return nil, false, false
+	}
+	g := it.group
+	g.bucket = res.Bucket
+	_, statuses, exceeded = consumeGroup(g, g.resource, it.consume, now)
+	return statuses, exceeded, true
 }
 
 // undo gives back consume on the item res, an applied speculative write,
