@@ -234,11 +234,32 @@ func (rl *RateLimiter) planChainItems(ctx context.Context, entityID, resource st
 	if err != nil {
 		return acquirePlan{}, err
 	}
-	shape := rl.itemsShape(items, true)
-	if o.readFirst && shape != shapeNone {
-		shape = shapeExact // a switch back: the buckets are read first
+	return acquirePlan{shape: rl.readFirstShape(items, rl.itemsShape(items, true), o), items: items, charged: charged}, nil
+}
+
+// readFirstShape returns shape, or shapeExact when the buckets must be
+// read before they are written: o says so, or a limit of an item (an
+// ancestor's or an entity-wide one too) was switched back within the time
+// its spend counts (switchedBackIn), whose bucket may predate the switch
+// back and hold more than the switches leave it.
+func (rl *RateLimiter) readFirstShape(items []*batchItem, shape writeShape, o acquireOptions) writeShape {
+	if shape == shapeNone || shape == shapeExact || !rl.speculative {
+		return shape
 	}
-	return acquirePlan{shape: shape, items: items, charged: charged}, nil
+	if o.readFirst {
+		return shapeExact
+	}
+	now := rl.nowMs()
+	for _, it := range items {
+		defs := it.group.limits
+		if it.cal != nil {
+			defs = []Limit{*it.cal}
+		}
+		if switchedBackIn(it.group.switches, defs, now) {
+			return shapeExact
+		}
+	}
+	return shape
 }
 
 // planAll plans an AcquireAll of reqs: the items of every request's
@@ -249,7 +270,7 @@ func (rl *RateLimiter) planAll(ctx context.Context, reqs []AcquireRequest, o acq
 	if err != nil {
 		return acquirePlan{}, err
 	}
-	return acquirePlan{shape: rl.itemsShape(items, false), items: items, charged: charged}, nil
+	return acquirePlan{shape: rl.readFirstShape(items, rl.itemsShape(items, false), o), items: items, charged: charged}, nil
 }
 
 // itemsShape chooses how items are written: nothing when there are none;

@@ -235,6 +235,33 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					require.Equal(t, int64(0), usd(t, "f", res), "the resource's PerDay drained, then f's own PerCalendarDay")
 					refused(t, "f", res, 1, "the resource's PerDay drained, then f's own PerCalendarDay")
 				})
+
+				t.Run("flip-back-entity-wide", func(t *testing.T) {
+					// Last: a default on AllResources applies to every
+					// entity's acquires. Its own name keeps the other
+					// defaults out of the count.
+					defer func() { require.NoError(t, rl.DeleteResourceDefaults(ctx, limiter.AllResources)) }()
+					take := func(t *testing.T, res string, amount int64) error {
+						t.Helper()
+						lease, err := rl.Acquire(ctx, "w", res, limiter.Consume{"wusd": amount})
+						if err == nil {
+							require.NoError(t, lease.Commit(ctx))
+						}
+						return err
+					}
+					rolling := limiter.PerDay("wusd", 1000)
+					calendar := limiter.PerCalendarDay("wusd", 1000)
+					resDefaults(t, limiter.AllResources, rolling)
+					require.NoError(t, take(t, "model-x", 1))
+					resDefaults(t, limiter.AllResources, calendar)
+					require.NoError(t, take(t, "model-y", 1))
+					resDefaults(t, limiter.AllResources, rolling)
+					require.ErrorIs(t, take(t, "model-x", 999), limiter.ErrRateLimited, "back to PerDay: 998 left")
+					require.NoError(t, take(t, "model-z", 998))
+					require.ErrorIs(t, take(t, "model-x", 1), limiter.ErrRateLimited, "the day spent")
+					resDefaults(t, limiter.AllResources, calendar)
+					require.ErrorIs(t, take(t, "model-y", 1), limiter.ErrRateLimited, "to PerCalendarDay again: spent under PerDay")
+				})
 			})
 		})
 	}
