@@ -236,6 +236,37 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					refused(t, "f", res, 1, "the resource's PerDay drained, then f's own PerCalendarDay")
 				})
 
+				t.Run("flip-back-parent", func(t *testing.T) {
+					// The parent inherits the switched default; the key's
+					// own limit does not switch, so only the parent's
+					// bucket predates the switch back.
+					res := "flip-parent"
+					_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "fp-org"})
+					require.NoError(t, err)
+					_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "fp-key", ParentID: "fp-org", Cascade: true})
+					require.NoError(t, err)
+					require.NoError(t, rl.SetLimits(ctx, "fp-key", res, []limiter.Limit{limiter.PerMinute("rpm", 1_000_000)}))
+					take := func(t *testing.T, amount int64) error {
+						t.Helper()
+						lease, err := rl.Acquire(ctx, "fp-key", res, limiter.Consume{"usd": amount, "rpm": 1})
+						if err == nil {
+							require.NoError(t, lease.Commit(ctx))
+						}
+						return err
+					}
+					rolling := limiter.PerDay("usd", 1000)
+					resDefaults(t, res, rolling)
+					require.NoError(t, take(t, 1))
+					resDefaults(t, res, day)
+					require.NoError(t, take(t, 1))
+					resDefaults(t, res, rolling)
+					require.ErrorIs(t, take(t, 999), limiter.ErrRateLimited, "back to PerDay: 998 left")
+					require.NoError(t, take(t, 998))
+					require.ErrorIs(t, take(t, 1), limiter.ErrRateLimited, "the day spent")
+					resDefaults(t, res, day)
+					require.ErrorIs(t, take(t, 1), limiter.ErrRateLimited, "to PerCalendarDay again: spent under PerDay")
+				})
+
 				t.Run("flip-back-entity-wide", func(t *testing.T) {
 					// Last: a default on AllResources applies to every
 					// entity's acquires. Its own name keeps the other
