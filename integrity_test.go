@@ -327,3 +327,38 @@ func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
 	tc := env.n(env.bucket("e", "api"), "b_tpm_tc")
 	assert.EqualValues(t, (100+5000+1+100)*1000, tc, "tc = %d, want %d", tc, (100+5000+1+100)*1000)
 }
+
+// TestGiveUpAfterApplyGivesSlotsBack: as TestGiveUpAfterApplyChargesNothing,
+// with an in-flight limit: the slots the late-answered writes took are
+// given back, alone and with cascade, so every slot is free at the end.
+func TestGiveUpAfterApplyGivesSlotsBack(t *testing.T) {
+	lim := WithLimits(PerMinute("rpm", 100), InFlight("calls", 8))
+	for _, cascade := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "cascade"}[cascade], func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t)
+			rl, p := proxiedLimiter(t, env, WithGroupCommit(false), WithStoreTimeout(30*time.Second), WithSlotTTL(time.Hour))
+			entities := []string{"e"}
+			if cascade {
+				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
+					_, err := rl.CreateEntity(env.ctx, e)
+					require.NoError(t, err)
+				}
+				entities = append(entities, "p")
+			}
+			mustAcquireWithin(t, rl, "e", Consume{"rpm": 1, "calls": 1}, lim)
+			p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond})
+			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1, "calls": 1}, lim)
+			require.NotZero(t, p.Faults("UpdateItem"), "no UpdateItem was answered late: the test did not test")
+			rl.Close()
+			p.Clear()
+			check := New(env.repo, WithClock(env.clock.now), WithSlotTTL(time.Hour))
+			defer check.Close()
+			for _, e := range entities {
+				free, err := check.Available(env.ctx, e, "api", lim)
+				require.NoError(t, err)
+				assert.Equal(t, int64(8), free["calls"], "%s: free slots after the given-up acquires", e)
+			}
+		})
+	}
+}

@@ -98,8 +98,12 @@ func onSlotBackends(t *testing.T, fn func(t *testing.T, backend string, rl *limi
 				repo = r
 			}
 			// A slot TTL longer than the run: a slot that a lease failed
-			// to give back cannot expire before the final count.
-			rl := limiter.New(repo, limiter.WithSlotTTL(time.Hour))
+			// to give back cannot expire before the final count. And a
+			// store timeout no write nears: an acquire whose write gets
+			// no answer within it may have taken a slot that only the
+			// slot TTL brings back (the documented bound of a write left
+			// unanswered); with a late answer the limiter gives it back.
+			rl := limiter.New(repo, limiter.WithSlotTTL(time.Hour), limiter.WithStoreTimeout(30*time.Second))
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, backend, rl)
 		})
