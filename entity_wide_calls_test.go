@@ -24,14 +24,7 @@ func TestCallCountsEntityWide(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 100_000)}))
 	check := env.callChecker(t)
-	// checkSorted is check for calls made in parallel: their order is
-	// not fixed, so both lists are compared sorted.
-	checkSorted := func(name, want string, fn func()) {
-		t.Helper()
-		env.rec.Reset()
-		fn()
-		require.Equal(t, want, env.sortedCalls(), name)
-	}
+	checkSorted := env.sortedCallChecker(t)
 	// A limiter of its own, whose config cache SetLimits did not warm
 	// (SetLimits reads the limits in force before it stores): a miss
 	// reads the resource's four slots and the entity-wide bucket's two

@@ -68,12 +68,7 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	require.NoError(t, rl.SetLimits(ctx, "org", "api", []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)}))
 	require.NoError(t, rl.SetLimits(ctx, "key", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)}))
 	check := env.callChecker(t)
-	checkSorted := func(name, want string, fn func()) {
-		t.Helper()
-		env.rec.Reset()
-		fn()
-		require.Equal(t, want, env.sortedCalls(), name)
-	}
+	checkSorted := env.sortedCallChecker(t)
 	call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
 	mustCommit(t, mustAcquire(t, rl, "key", "api", call)) // creates both items
 	for range 3 {

@@ -145,8 +145,6 @@ func (env *testEnv) sortedCalls() string {
 	return strings.Join(parts, ", ")
 }
 
-// calls summarises the recorded calls as "Op" or "Op[items]" joined by
-// ", ", failed calls suffixed with "!".
 // callChecker returns check(name, want, fn): it runs fn and fails t unless
 // fn made exactly the calls want (in the form of calls).
 func (env *testEnv) callChecker(t *testing.T) func(name, want string, fn func()) {
@@ -159,6 +157,19 @@ func (env *testEnv) callChecker(t *testing.T) func(name, want string, fn func())
 	}
 }
 
+// sortedCallChecker is callChecker for calls made in parallel: their order
+// is not fixed, so both lists are compared sorted (want sorted already).
+func (env *testEnv) sortedCallChecker(t *testing.T) func(name, want string, fn func()) {
+	return func(name, want string, fn func()) {
+		t.Helper()
+		env.rec.Reset()
+		fn()
+		require.Equal(t, want, env.sortedCalls(), name)
+	}
+}
+
+// calls summarises the recorded calls as "Op" or "Op[items]" joined by
+// ", ", failed calls suffixed with "!".
 func (env *testEnv) calls() string {
 	var parts []string
 	for _, c := range env.rec.Calls() {

@@ -86,28 +86,32 @@ func newCapCall(t *testing.T, id int) capCall {
 	return c
 }
 
+// openBackend opens a store of backend ("memory", "dynamodb" or
+// "redis"): a memory store, a table of its own on the package's DynamoDB
+// Local, or a key prefix of its own on redis-server.
+func openBackend(t *testing.T, backend string) limiter.Repository {
+	switch backend {
+	case "dynamodb":
+		r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
+			o.Table, o.CreateTable = ddblocal.TableName(t), true
+		})
+		require.NoError(t, err)
+		return r
+	case "redis":
+		r, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
+		require.NoError(t, err)
+		return r
+	}
+	return memorystore.New()
+}
+
 // onCapBackends runs fn on the memory backend, DynamoDB Local and
 // redis-server, each with a limiter on a frozen clock.
 func onCapBackends(t *testing.T, fn func(t *testing.T, rl *limiter.RateLimiter)) {
 	for _, backend := range []string{"memory", "dynamodb", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			var repo limiter.Repository
-			switch backend {
-			case "memory":
-				repo = memorystore.New()
-			case "dynamodb":
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
-					o.Table, o.CreateTable = ddblocal.TableName(t), true
-				})
-				require.NoError(t, err)
-				repo = r
-			case "redis":
-				r, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-				require.NoError(t, err)
-				repo = r
-			}
 			clk := newManualClock()
-			rl := limiter.New(repo, limiter.WithClock(clk.now))
+			rl := limiter.New(openBackend(t, backend), limiter.WithClock(clk.now))
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, rl)
 		})

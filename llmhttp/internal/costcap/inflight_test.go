@@ -20,11 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/ddblocal"
-	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/llmhttp"
-	"github.com/zaelimiter/limiter/memorystore"
-	"github.com/zaelimiter/limiter/redisstore"
 )
 
 // Calls in flight through llmhttp: whatever becomes of a call, its slot
@@ -82,21 +78,7 @@ func slotCalls(t *testing.T, backend string) (calls, callers int) {
 func onSlotBackends(t *testing.T, fn func(t *testing.T, backend string, rl *limiter.RateLimiter)) {
 	for _, backend := range []string{"memory", "dynamodb", "redis"} {
 		t.Run(backend, func(t *testing.T) {
-			var repo limiter.Repository
-			switch backend {
-			case "memory":
-				repo = memorystore.New()
-			case "dynamodb":
-				r, err := limiter.OpenDynamoDB(context.Background(), ddblocal.Client(t, ddblocal.WithoutStreams), func(o *limiter.DynamoDBOptions) {
-					o.Table, o.CreateTable = ddblocal.TableName(t), true
-				})
-				require.NoError(t, err)
-				repo = r
-			case "redis":
-				r, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) })
-				require.NoError(t, err)
-				repo = r
-			}
+			repo := openBackend(t, backend)
 			// A slot TTL longer than the run: a slot that a lease failed
 			// to give back cannot expire before the final count. And a
 			// store timeout no write nears: an acquire whose write gets
