@@ -114,7 +114,7 @@ func sfString(s string) string {
 // setIETF sets RateLimit-Policy and RateLimit for ls, each named
 // "ENTITY:LIMIT" ("ENTITY:*:LIMIT" for an entity-wide one), at now (the
 // limiter's clock). An in-flight limit's policy has the quota unit
-// "concurrent-requests" and no window, and its state no t: a slot comes
+// "concurrency" and no window, and its state no t: a slot comes
 // back when a request holding it ends, at no time the limiter knows.
 func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	policy := make([]string, len(ls))
@@ -125,7 +125,7 @@ func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 		if l.limit.IsInFlight() {
 			// Slots held at once: the draft's quota unit for them, and
 			// no window, since no time refills a slot.
-			policy[i] += `;qu="concurrent-requests"`
+			policy[i] += `;qu="concurrency"`
 		} else {
 			policy[i] += ";w=" + strconv.FormatInt(windowSeconds(l.limit, now), 10)
 		}

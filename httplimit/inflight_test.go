@@ -127,7 +127,7 @@ func requireSlotRefusal(t *testing.T, w *httptest.ResponseRecorder) {
 const slotRefusalHeaders = `Retry-After: 1
 X-RateLimit-Limit: 8
 X-RateLimit-Remaining: 0
-RateLimit-Policy: "key-1:inflight";q=8;qu="concurrent-requests"
+RateLimit-Policy: "key-1:inflight";q=8;qu="concurrency"
 RateLimit: "key-1:inflight";r=0`
 
 // TestHTTPInFlightLimit: 24 requests at once on one key with 8 slots in
@@ -195,7 +195,7 @@ func TestHTTPInFlightLimit(t *testing.T) {
 			if w.Code == http.StatusOK {
 				served++
 				require.Empty(t, w.Header().Values("X-RateLimit-Reset"), "a slot has no reset time")
-				require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests"`, w.Header().Get("RateLimit-Policy"))
+				require.Equal(t, `"key-1:inflight";q=8;qu="concurrency"`, w.Header().Get("RateLimit-Policy"))
 				require.Regexp(t, `^"key-1:inflight";r=[0-7]$`, w.Header().Get("RateLimit"))
 				require.Equal(t, "8", w.Header().Get("X-RateLimit-Limit"))
 			}
@@ -271,7 +271,7 @@ func TestHTTPInFlightHeadersBesideRate(t *testing.T) {
 	h := Middleware(rl, key, func(o *Options) { o.AcquireOptions = []limiter.AcquireOption{lim} })(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	w := serveInFlight(h)
 	require.Equal(t, http.StatusOK, w.Code)
-	require.Equal(t, `"key-1:inflight";q=8;qu="concurrent-requests", "key-1:rpm";q=100;w=60`, w.Header().Get("RateLimit-Policy"))
+	require.Equal(t, `"key-1:inflight";q=8;qu="concurrency", "key-1:rpm";q=100;w=60`, w.Header().Get("RateLimit-Policy"))
 	require.Equal(t, `"key-1:inflight";r=7, "key-1:rpm";r=99;t=1`, w.Header().Get("RateLimit"))
 	require.Equal(t, "8", w.Header().Get("X-RateLimit-Limit"))
 	require.Equal(t, "7", w.Header().Get("X-RateLimit-Remaining"))

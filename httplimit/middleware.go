@@ -70,7 +70,7 @@ func LeaseFromContext(ctx context.Context) *limiter.Lease {
 // (second): a slot comes back when a request holding it ends, at no time
 // the limiter can foretell. No header claims a reset time for a slot: the
 // in-flight limit's RateLimit-Policy entry has the draft's quota unit
-// qu="concurrent-requests" and no window, its RateLimit entry no t, and
+// qu="concurrency" and no window, its RateLimit entry no t, and
 // X-RateLimit-Reset is left out when the limit it describes is in-flight.
 // Its r is the slots free (on a served response, after the request took
 // its own). In the allow on-unavailable mode a request served while the
