@@ -102,3 +102,36 @@ func TestAdjustUnderContention(t *testing.T) {
 	assert.Equal(t, tk0, env.n(b, "b_tpm_tk"), "as many charges as refunds")
 	assert.Equal(t, tc0, env.n(b, "b_tpm_tc"))
 }
+
+// TestAdjustYieldsToBusyItem: another client moves the balance across the
+// capacity minus the refund between every read and rewrite of a refund
+// (full, then three refunds below it, and so on). The exact cases would
+// refuse every rewrite; from adjustYieldRound on, a limit read full is
+// left as it is, so the refund applies, the total consumed goes down by
+// it and the balance never rises above the capacity.
+func TestAdjustYieldsToBusyItem(t *testing.T) {
+	env := newTestEnv(t)
+	rl := env.limiter()
+	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 1}, WithLimits(PerMinute("tpm", 100)))
+	require.NoError(t, err)
+	require.NoError(t, l.Commit(env.ctx))
+	const capacity, refund = 100_000, 20_000
+	setTokens(t, env, "e", "tpm", capacity)
+	before := env.n(env.bucket("e", "api"), "b_tpm_tc")
+	inc := env.n(env.bucket("e", "api"), "inc")
+	rewrites := 0
+	adjustRewriteHook = func(store.BucketKey) {
+		rewrites++
+		if env.n(env.bucket("e", "api"), "b_tpm_tk") > capacity-refund {
+			setTokens(t, env, "e", "tpm", capacity-3*refund)
+		} else {
+			setTokens(t, env, "e", "tpm", capacity)
+		}
+	}
+	t.Cleanup(func() { adjustRewriteHook = nil })
+	require.NoError(t, env.repo.WriteBuckets(env.ctx, tpmAdjust("e", -refund, capacity, inc)))
+	b := env.bucket("e", "api")
+	assert.LessOrEqual(t, rewrites, adjustYieldRound+2)
+	assert.Equal(t, before-refund, env.n(b, "b_tpm_tc"))
+	assert.LessOrEqual(t, env.n(b, "b_tpm_tk"), int64(capacity))
+}

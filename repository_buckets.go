@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -351,6 +352,32 @@ func (r *DynamoDBRepository) resetUpdate(w store.BucketWrite) *types.Update {
 // changing under it.
 const maxAdjustRounds = 8
 
+// adjustYieldRound is the rewrite from which a refund yields to a busy
+// item: a limit whose balance was read within the refund of its capacity
+// (full, or to be capped) is left as it is, with no condition on its
+// balance, and the rewrites are spaced (adjustBackoff). On an item that
+// every acquire refills to its capacity and charges again (a generous
+// rpm, a generation of slots all free), the balance crosses the capacity
+// minus the refund between each read and write, and the exact cases
+// above would refuse every rewrite. A refund left out is at most the
+// refund less the room the balance had: fewer tokens come back, never
+// more; a slot of a generation read all free is not held, so none is
+// lost.
+const adjustYieldRound = 2
+
+// adjustRewriteHook, when set (by tests only), runs between the refusal
+// of an adjustment's write and its rewrite: another client's write there
+// is what contention looks like.
+var adjustRewriteHook func(store.BucketKey)
+
+// adjustBackoff is the pause before rewrite round of an adjustment from
+// adjustYieldRound on: 2, 4, 8 … ms, at most 32 ms, and a random part of
+// as much again, so that the writers of one item spread out.
+func adjustBackoff(round int) time.Duration {
+	d := time.Millisecond << min(round-adjustYieldRound+1, 5)
+	return d + rand.N(d)
+}
+
 // errAdjustContended reports an adjustment that lost the race for its
 // item maxAdjustRounds times; nothing of it was written.
 var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times: %w", maxAdjustRounds, store.ErrTransactionConflict)
@@ -367,7 +394,7 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 	if kept != nil && store.ChargeRefillDue(kept, w.Limits, w.NowMs) {
 		// A charge on a limit the kept item says may be full: the exact
 		// write from it at once (the optimistic one would be refused).
-		in = r.exactAdjust(w, kept, id)
+		in = r.exactAdjust(w, kept, id, false)
 	}
 	if in == nil {
 		in = r.optimisticAdjust(w, kept, id)
@@ -397,7 +424,15 @@ func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrit
 		if old.Incarnation != w.Incarnation {
 			return store.ErrConditionFailed // the item was deleted and created again: not the lease's
 		}
-		exact := r.exactAdjust(w, old, id)
+		if round >= adjustYieldRound {
+			if err := sleepCtx(ctx, adjustBackoff(round)); err != nil {
+				return wrapErr("adjust bucket", err)
+			}
+		}
+		if adjustRewriteHook != nil {
+			adjustRewriteHook(w.Key)
+		}
+		exact := r.exactAdjust(w, old, id, round >= adjustYieldRound)
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
@@ -480,8 +515,9 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.B
 // it was when the previous write failed: per limit old holds, a charge is
 // ADDed, and a refund takes the case of its balance (see above), with the
 // item's capacity; the totals are ADDed. It returns nil when old holds none
-// of the limits. It carries the write identifier id.
-func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
+// of the limits. It carries the write identifier id. With yield, a refund
+// on a limit read full or to be capped is left out (see adjustYieldRound).
+func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
@@ -502,9 +538,14 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket,
 		if !ok {
 			continue // removed from the item: nothing to adjust
 		}
+		add = append(add, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
+		c := s.CapacityMilli
+		fits := bucketmath.AddSat(c, l.ConsumedMilli) // C − R
+		if yield && l.ConsumedMilli < 0 && s.TokensMilli > fits {
+			continue // full or to be capped: left as it is (see adjustYieldRound)
+		}
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
 		cp := b.name(bucketAttr(l.Name, fieldCapacity))
-		add = append(add, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
 		if l.ConsumedMilli >= 0 {
 			v := b.n(-l.ConsumedMilli)
 			xa, _, _ := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
@@ -517,8 +558,6 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket,
 			}
 			continue
 		}
-		c := s.CapacityMilli
-		fits := bucketmath.AddSat(c, l.ConsumedMilli) // C − R
 		conds = append(conds, cp+" = "+b.n(c))
 		switch {
 		case s.TokensMilli >= c:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -468,7 +469,12 @@ func TestInFlightFleetChild(t *testing.T) {
 	require.NoError(t, err)
 	repo := openChildRepo(t, goroutines)
 	require.NotNil(t, repo)
-	rl := limiter.New(repo)
+	// Warnings (a give-back that failed) reach the parent's output. A
+	// store call is given 10 s: a give-back cut off by the default 500 ms
+	// on a loaded DynamoDB Local may or may not have applied, and its slot
+	// would then come back only with the slot TTL, after the test looks.
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	rl := limiter.New(repo, limiter.WithLogger(logger), limiter.WithStoreTimeout(10*time.Second))
 	defer rl.Close()
 	fmt.Println("READY")
 	var startNs, endNs int64
