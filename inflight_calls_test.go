@@ -15,8 +15,8 @@ import (
 // adjustment and the give-back of both generations' slots) one
 // UpdateItem, as is its rollback. The first acquire creates the item with
 // both generations: on the read-then-write path one PutItem after its
-// reads; on the speculative path the write finds no item (its read,
-// GetItem), the item is created alone, nothing taken (BatchGetItem of it
+// reads; on the speculative path the write finds no item (UpdateItem
+// refused), the item is created alone, nothing taken (BatchGetItem of it
 // and the entity record, PutItem), and the write is made again
 // (UpdateItem). Both also read the entity record, GetItem, for its
 // cascade.
@@ -33,7 +33,7 @@ func TestCallCountsInFlight(t *testing.T) {
 			var l *Lease
 			check("acquire (new item)", map[bool]string{
 				false: "GetItem, BatchGetItem[2], PutItem",
-				true:  "GetItem, GetItem, BatchGetItem[2], PutItem, UpdateItem",
+				true:  "GetItem, UpdateItem!, BatchGetItem[2], PutItem, UpdateItem",
 			}[spec], func() { l = mustAcquire(t, rl, "solo", "api", call, lim) })
 			check("commit with adjustment", "UpdateItem", func() {
 				require.NoError(t, l.Adjust(Consume{"tpm": 5}))

@@ -71,11 +71,12 @@ func TestPairRefusalTakesNothing(t *testing.T) {
 			before := pairLeft(t, rl, id)
 			require.Equal(t, int64(3), before[0]["rpm"])
 			require.Equal(t, int64(800), before[1]["usd"])
-			// A refused write to a rolling bucket is an UpdateItem that
-			// fails its condition; to a period or balance bucket, a read
-			// (GetItem: its state decides).
+			// A refused write to a rolling or calendar period's bucket is
+			// an UpdateItem that fails its condition; to a balance bucket,
+			// whose capacity the speculative write's signature cannot
+			// hold, a read (GetItem: its state decides).
 			refusedBudget := "UpdateItem!"
-			if budget.OwnBucket() {
+			if budget.IsPrepaid() {
 				refusedBudget = "GetItem"
 			}
 			for _, c := range []struct {

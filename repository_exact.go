@@ -462,7 +462,7 @@ func exactLimit(s store.BucketState, oldMilli, newMilli, takenMilli, rfMs int64)
 	return ddbschema.ExactLimit{
 		Name: s.LimitName, OldMilli: oldMilli, NewMilli: newMilli, TakenMilli: takenMilli,
 		CapacityMilli: s.CapacityMilli, RefillAmountMilli: s.RefillAmountMilli, RefillPeriodMs: s.RefillPeriodMs,
-		FullAtMs: bucketmath.FullAtMs(newMilli, rfMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+		FullAtMs: bucketmath.StoredFullAtMs(newMilli, rfMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
 	}
 }
 

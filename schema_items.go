@@ -548,7 +548,7 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 		set = append(set, b.name(bucketAttr(l.Name, fieldShadow))+" = "+b.n(balance))
 		conds = append(conds, tk+" = "+b.n(p.TokensMilli)) // also the floor guard: the balance read covers the write
 		if sig, ok := ddbschema.ParamsSig(p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs); ok {
-			set = append(set, fa+" = "+b.n(bucketmath.FullAtMs(balance, w.NowMs, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)),
+			set = append(set, fa+" = "+b.n(bucketmath.StoredFullAtMs(balance, w.NowMs, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)),
 				b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
 		} else {
 			remove = append(remove, fa)

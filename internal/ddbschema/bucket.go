@@ -73,14 +73,24 @@ const (
 	sigCapacityLimit      = 100_000_000_000_000 // 10^14: cp's 14 digits
 	sigRefillAmountLimit  = 100_000_000_000_000 // 10^14
 	sigRefillPeriodLimit  = 10_000_000_000      // 10^10 ms, about 115 days
+
+	// LongRefillPeriodMs is the refill period of the limits that do not
+	// refill in any practical time (the buckets of calendar periods and
+	// prepaid balances, the generations of in-flight slots: one token a
+	// century). Its 13 digits do not fit the signature's rp field, which
+	// holds it as sigLongPeriodCode, a period no other limit is signed
+	// with, so that the speculative write takes from these limits too.
+	LongRefillPeriodMs = 3_155_760_000_000
+	sigLongPeriodCode  = sigRefillPeriodLimit - 1
 )
 
 // ParamsSig returns the fp value of a limit's parameters (millitokens,
 // ms): the decimal digits of cp, then ra and rp zero-padded to 14 and 10
 // digits, a number of at most 38 digits that identifies them exactly. ok
 // is false for parameters it cannot hold (a non-positive one, cp or ra of
-// 10^14 millitokens or more, rp of 10^10 ms or more): such a limit keeps no
-// fa, and the speculative write that takes from it always refills.
+// 10^14 millitokens or more, rp of 10^10 − 1 ms or more other than
+// [LongRefillPeriodMs], which is held as 10^10 − 1): such a limit keeps no
+// fa, and the speculative write does not take from it.
 func ParamsSig(capacityMilli, refillAmountMilli, refillPeriodMs int64) (string, bool) {
 	var buf [40]byte
 	b, ok := appendParamsSig(buf[:0], capacityMilli, refillAmountMilli, refillPeriodMs)
@@ -94,7 +104,7 @@ func ParamsSig(capacityMilli, refillAmountMilli, refillPeriodMs int64) (string, 
 // building the signature.
 func Signed(capacityMilli, refillAmountMilli, refillPeriodMs int64) bool {
 	return capacityMilli > 0 && capacityMilli < sigCapacityLimit && refillAmountMilli > 0 && refillAmountMilli < sigRefillAmountLimit &&
-		refillPeriodMs > 0 && refillPeriodMs < sigRefillPeriodLimit
+		refillPeriodMs > 0 && (refillPeriodMs < sigLongPeriodCode || refillPeriodMs == LongRefillPeriodMs)
 }
 
 // appendParamsSig appends [ParamsSig] of the parameters to dst.
@@ -104,6 +114,9 @@ func appendParamsSig(dst []byte, capacityMilli, refillAmountMilli, refillPeriodM
 	}
 	dst = strconv.AppendInt(dst, capacityMilli, 10)
 	dst = appendPadded(dst, refillAmountMilli, sigRefillAmountDigits)
+	if refillPeriodMs == LongRefillPeriodMs {
+		refillPeriodMs = sigLongPeriodCode
+	}
 	return appendPadded(dst, refillPeriodMs, sigRefillPeriodDigits), true
 }
 
@@ -220,7 +233,7 @@ func BucketItem(b Bucket) map[string]types.AttributeValue {
 		}
 		item[BucketAttr(l.Name, FieldShadow)] = N(l.TokensMilli)
 		if sig, ok := ParamsSig(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs); ok {
-			item[BucketAttr(l.Name, FieldFullAt)] = N(bucketmath.FullAtMs(l.TokensMilli, b.RefillMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs))
+			item[BucketAttr(l.Name, FieldFullAt)] = N(bucketmath.StoredFullAtMs(l.TokensMilli, b.RefillMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs))
 			item[BucketAttr(l.Name, FieldParams)] = &types.AttributeValueMemberN{Value: sig}
 		}
 	}

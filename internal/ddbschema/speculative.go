@@ -24,8 +24,10 @@ import (
 // It takes from the stored balances without refilling, which is exact only
 // while the limits taken from cannot have refilled to their capacity (see
 // [BucketLimit]): each positive amount is also conditioned on the limit's
-// fa lying after now (or on rf not lying before now: nothing has refilled
-// since), on ts = tk and on fp holding the limit's parameters,
+// fa lying after now (or on rf not lying before now, or before now less
+// [QuietMs] for a limit of [LongRefillPeriodMs]: less than a millitoken
+// has refilled since), on ts = tk
+// and on fp holding the limit's parameters,
 // and moves ts with tk and fa by ⌊amount × rp / ra⌋. A negative amount
 // moves ts and removes fa. A refused write returns the item (ALL_OLD), from
 // which the repository writes the refilled state exactly ([ExactUpdates]).
@@ -112,6 +114,27 @@ type amountSlot struct {
 	take, give, delay string
 	ra, rp            int64
 	last              atomic.Pointer[amountValues] // the values of the last amount seen
+	// since is the placeholder of nowMs − quiet (quiet > 0): rf at or
+	// after it means the limit refilled less than a millitoken since, so
+	// its stored balance is its balance now. "" when quiet is 0: rf must
+	// be now or later (the nowMs placeholder).
+	since     string
+	quiet     int64
+	lastSince atomic.Pointer[numberValue]
+}
+
+// QuietMs is, for a limit of [LongRefillPeriodMs] (the buckets of
+// calendar periods and prepaid balances, the generations of in-flight
+// slots), the longest time after which it has still refilled less than
+// one millitoken: ⌊(rp − 1) / ra⌋ ms, 36 days for one token a century.
+// The speculative write takes from such a limit when it is full too, as
+// long as rf is that recent. It is 0 for every other limit: rf must be
+// now.
+func QuietMs(refillAmountMilli, refillPeriodMs int64) int64 {
+	if refillAmountMilli <= 0 || refillPeriodMs != LongRefillPeriodMs {
+		return 0
+	}
+	return (refillPeriodMs - 1) / refillAmountMilli
 }
 
 type numberValue struct {
@@ -183,6 +206,9 @@ func (u *SpeculativeUpdates) Input(key map[string]types.AttributeValue, limits [
 		values[slot.take], values[slot.give] = av.take, av.give
 		if slot.delay != "" {
 			values[slot.delay] = av.delay
+		}
+		if slot.since != "" {
+			values[slot.since] = cachedNumber(&slot.lastSince, nowMs-slot.quiet)
 		}
 	}
 	values[t.now] = cachedNumber(&t.lastNow, nowSec)
@@ -328,9 +354,16 @@ func buildSpecTemplate(limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 			slot.delay, slot.ra, slot.rp = value(), l.RefillAmountMilli, l.RefillPeriodMs
 			fp := value()
 			t.consts = append(t.consts, specConst{fp, &types.AttributeValueMemberN{Value: sig}})
-			// Or rf is now (or later): nothing has refilled since, so the
-			// stored balance is the balance now, full or not.
-			conds = append(conds, tk+" >= "+slot.take, "("+fa+" > "+t.nowMs+" OR "+name(AttrRefill)+" >= "+t.nowMs+")", tk+" = "+ts, name(BucketAttr(a.Name, FieldParams))+" = "+fp)
+			// Or rf is recent enough (now or later; within QuietMs for a
+			// limit of LongRefillPeriodMs):
+			// less than a millitoken has refilled since, so the stored
+			// balance is the balance now, full or not.
+			since := t.nowMs
+			if slot.quiet = QuietMs(l.RefillAmountMilli, l.RefillPeriodMs); slot.quiet > 0 {
+				slot.since = value()
+				since = slot.since
+			}
+			conds = append(conds, tk+" >= "+slot.take, "("+fa+" > "+t.nowMs+" OR "+name(AttrRefill)+" >= "+since+")", tk+" = "+ts, name(BucketAttr(a.Name, FieldParams))+" = "+fp)
 			add = append(add, fa+" "+slot.delay)
 		} else {
 			conds = append(conds, "attribute_exists("+tk+")")

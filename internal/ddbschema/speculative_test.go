@@ -120,3 +120,22 @@ func TestSpeculativeInputAllocs(t *testing.T) {
 	require.LessOrEqual(t, allocs, 11.0)
 	t.Logf("%.0f allocations", allocs)
 }
+
+// TestSpeculativeInputLongPeriod: a limit of LongRefillPeriodMs (one
+// token a century, a generation of in-flight slots) is signed, and its
+// take is conditioned on fa after now or on rf within QuietMs (36 days)
+// of now: less than a millitoken has refilled since, so a full limit is
+// taken from too. Its take delays fa by a century a token.
+func TestSpeculativeInputLongPeriod(t *testing.T) {
+	u := NewSpeculativeUpdates("tbl")
+	limits := []SpecLimit{{"calls.slots.9", 8_000, 1_000, LongRefillPeriodMs}}
+	amounts := []SpecAmount{{"calls.slots.9", 1000}}
+	require.True(t, Exact(limits, amounts))
+	require.Equal(t, int64(3_155_759_999), QuietMs(1_000, LongRefillPeriodMs))
+	require.Equal(t, int64(0), QuietMs(1_000, 60_000))
+	const now = 1_700_000_000_999
+	in := u.Input(BucketKeyValue("ns", "e", "r", 0), limits, amounts, now, 7)
+	assert.Contains(t, renderSpec(in.ConditionExpression, in),
+		" AND b_calls.slots.9_tk >= 1000 AND (b_calls.slots.9_fa > 1700000000999 OR rf >= 1696844241000) AND b_calls.slots.9_tk = b_calls.slots.9_ts AND b_calls.slots.9_fp = 8000000000000010009999999999")
+	assert.Contains(t, renderSpec(in.UpdateExpression, in), "b_calls.slots.9_fa 3155760000000")
+}

@@ -422,6 +422,17 @@ func FullAtMs(tokensMilli, lastRefillMs, capacityMilli, refillAmountMilli, refil
 	return Int128From(lastRefillMs).AddSat(q).Int64Sat()
 }
 
+// StoredFullAtMs is the fa a write stores for a limit it leaves holding
+// tokensMilli at refill time lastRefillMs: [FullAtMs], or lastRefillMs
+// when the limit is full. Both are lower bounds of the time the limit is
+// full (a full limit was full by its refill time); the refill time lets a
+// take that the speculative write makes at that refill time (rf ≥ now)
+// move fa to the limit's exact full-at time, where the minimum would
+// leave it in the past and refuse the next take.
+func StoredFullAtMs(tokensMilli, lastRefillMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	return max(FullAtMs(tokensMilli, lastRefillMs, capacityMilli, refillAmountMilli, refillPeriodMs), lastRefillMs)
+}
+
 // TakeDelayMs returns ⌊amount × period / refill amount⌋ milliseconds, by
 // which taking amountMilli (> 0) from a bucket at least delays the time it
 // is full; 0 for a non-positive amount or non-positive refill settings.
