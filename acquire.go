@@ -573,7 +573,12 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 				slog.String("limit", rle.Primary.LimitName), slog.Duration("retry_after", rle.RetryAfter),
 				slog.Duration("sleep", d))
 		}
-		if err := rl.sleepUnlessClosed(ctx, d); err != nil {
+		if keys := slotWaitKeys(rle); keys != nil {
+			err = rl.waitForSlot(ctx, keys, d)
+		} else {
+			err = rl.sleepUnlessClosed(ctx, d)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

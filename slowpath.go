@@ -446,8 +446,14 @@ func (rl *RateLimiter) giveBack(key store.BucketKey, inc int64, consume Consume,
 // over-limit cache entry of the item.
 func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) error {
 	rl.overLimitSeen(w)
+	var err error
 	if rl.gc == nil {
-		return rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+		err = rl.store.writeBuckets(ctx, []store.BucketWrite{w})
+	} else {
+		err = rl.gc.adjust(ctx, w)
 	}
-	return rl.gc.adjust(ctx, w)
+	if err == nil {
+		rl.slotsGivenBack(w)
+	}
+	return err
 }

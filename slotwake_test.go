@@ -1,0 +1,82 @@
+package limiter
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/memorystore"
+)
+
+// TestWaitGetsSlotGivenBack: Waits refused by an in-flight limit whose
+// polls never come due (the limiter's sleep only ends with its context)
+// still get the slots that leases of this process give back, one each.
+// Without the hand-off every Wait below would block until its deadline.
+func TestWaitGetsSlotGivenBack(t *testing.T) {
+	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	defer func() { _ = rl.Close() }()
+	rl.sleep = func(ctx context.Context, _ time.Duration) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opt := WithLimits(InFlight("calls", 2), PerMinute("rpm", 1000))
+	held := make([]*Lease, 2)
+	for i := range held {
+		var err error
+		held[i], err = rl.Acquire(ctx, "k", "m", Consume{"calls": 1, "rpm": 1}, opt)
+		require.NoError(t, err)
+	}
+	const waiters = 3
+	got := make(chan *Lease, waiters)
+	var wg sync.WaitGroup
+	for range waiters {
+		wg.Go(func() {
+			l, err := rl.Wait(ctx, "k", "m", Consume{"calls": 1, "rpm": 1}, opt)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- l
+		})
+	}
+	require.Eventually(t, func() bool { return rl.slotWaiting(slotWaitKey{"k", "m"}) == waiters }, 5*time.Second, time.Millisecond)
+
+	next := func() *Lease {
+		select {
+		case l := <-got:
+			return l
+		case <-ctx.Done():
+			t.Fatal("no Wait got the slot given back")
+			return nil
+		}
+	}
+	require.NoError(t, held[0].Commit(ctx))
+	first := next()
+	require.NoError(t, held[1].Rollback(ctx))
+	second := next()
+	select {
+	case l := <-got:
+		t.Fatalf("a third Wait got a slot with both taken: %v", l)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, first.Commit(ctx))
+	third := next()
+	wg.Wait()
+	require.NoError(t, second.Commit(ctx))
+	require.NoError(t, third.Commit(ctx))
+	free, err := rl.Available(ctx, "k", "m", opt)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), free["calls"])
+}
+
+// slotWaiting returns how many Waits are queued on key.
+func (rl *RateLimiter) slotWaiting(key slotWaitKey) int {
+	rl.slotWaits.mu.Lock()
+	defer rl.slotWaits.mu.Unlock()
+	return len(rl.slotWaits.q[key])
+}
