@@ -504,8 +504,9 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 }
 
 // SetSystemDefaults stores the namespace-wide default limits and
-// on-unavailable mode ("" leaves it unset), replacing what was stored. It
-// records a limits_set audit event.
+// on-unavailable mode ("" leaves it unset), replacing the limits and mode
+// stored; on DynamoDB, what other tools keep on the system config's item
+// stays. It records a limits_set audit event.
 func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -521,23 +522,52 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if onUnavailable != "" && !onUnavailable.Valid() {
 		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
-	key := store.SystemConfig()
-	old, _, err := rl.repo.GetConfig(ctx, key)
-	if err != nil {
+	if err := rl.setSystemConfig(ctx, limits, onUnavailable); err != nil {
 		return err
 	}
-	c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
-	c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
-	if err := rl.repo.PutConfig(ctx, key, c); err != nil {
-		return err
-	}
-	rl.configChanged(key)
 	var ou any
 	if onUnavailable != "" {
 		ou = string(onUnavailable)
 	}
 	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntitySystem, "",
 		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
+}
+
+// setSystemConfig stores limits and onUnavailable as the system config,
+// with its switch records (those kept, and one per limit that switches
+// buckets). A store that writes the config in place
+// ([store.SystemConfigWriter]) keeps the attributes another tool keeps on
+// its item (the Python library's), and writes on condition that the
+// records are those read: one that lost to a concurrent change of them
+// (addSystemSwitches) reads the config again and recomputes them, so that
+// no record is lost. Another store gets the config written whole.
+func (rl *RateLimiter) setSystemConfig(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+	key := store.SystemConfig()
+	w, inPlace := rl.repo.(store.SystemConfigWriter)
+	for range maxSwitchWrites {
+		old, _, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return err
+		}
+		c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
+		c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
+		if !inPlace {
+			if err := rl.repo.PutConfig(ctx, key, c); err != nil {
+				return err
+			}
+			rl.configChanged(key)
+			return nil
+		}
+		done, err := w.SetSystemConfig(ctx, old, c)
+		if err != nil {
+			return err
+		}
+		if done {
+			rl.configChanged(key)
+			return nil
+		}
+	}
+	return fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
 }
 
 // GetSystemDefaults returns the namespace-wide default limits and
@@ -622,7 +652,7 @@ const maxSwitchWrites = 8
 // addSystemSwitches sets the switch records of the system config to what
 // next returns for the config as read (with now), when it says there are
 // new ones. A store that writes the records alone
-// ([store.ConfigSwitchWriter], DynamoDB and memory) writes nothing else
+// ([store.ConfigSwitchWriter]: DynamoDB, memory and Redis) writes nothing else
 // of the config's item: the attributes another tool keeps there (the
 // Python library's) stay. The write is conditioned on the records read:
 // one that lost to a concurrent change reads the config again and

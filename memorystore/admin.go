@@ -147,6 +147,26 @@ func (m *Store) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev
 	return true, nil
 }
 
+// SetSystemConfig implements [store.SystemConfigWriter].
+func (m *Store) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := store.SystemConfig()
+	have, err := store.EncodeLimitSwitches(m.configs[key].Switches)
+	if err != nil {
+		return false, err
+	}
+	want, err := store.EncodeLimitSwitches(prev.Switches)
+	if err != nil || have != want {
+		return false, err
+	}
+	m.configs[key] = cloneConfig(next)
+	return true, nil
+}
+
 // DeleteConfig implements [store.Repository].
 func (m *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	if err := ctx.Err(); err != nil {
