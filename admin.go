@@ -652,33 +652,40 @@ const maxSwitchWrites = 8
 // addSystemSwitches sets the switch records of the system config to what
 // next returns for the config as read (with now), when it says there are
 // new ones. A store that writes the records alone
-// ([store.ConfigSwitchWriter]: DynamoDB, memory and Redis) writes nothing else
-// of the config's item: the attributes another tool keeps there (the
+// ([store.ConfigSwitchWriter]: DynamoDB, memory and Redis) writes nothing
+// else of the config's item: the attributes another tool keeps there (the
 // Python library's) stay. The write is conditioned on the records read:
 // one that lost to a concurrent change reads the config again and
-// recomputes them. Another store gets the config written whole, and so
-// does a system config not stored yet (only the records to hold).
+// recomputes them. A system config not stored yet is written with the
+// records alone through [store.SystemConfigWriter], conditioned the same
+// way (and, where the config is one value, on its still being missing),
+// so that defaults stored meanwhile stay. Another store gets the config
+// written whole.
 func (rl *RateLimiter) addSystemSwitches(ctx context.Context, next func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool)) error {
 	key := store.SystemConfig()
 	w, alone := rl.repo.(store.ConfigSwitchWriter)
+	sw, inPlace := rl.repo.(store.SystemConfigWriter)
 	for range maxSwitchWrites {
 		sys, ok, err := rl.repo.GetConfig(ctx, key)
 		if err != nil {
 			return err
 		}
-		sw, changed := next(sys, rl.nowMs())
+		records, changed := next(sys, rl.nowMs())
 		if !changed {
 			return nil
 		}
-		if !alone || !ok {
-			sys.Switches = sw
-			if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
-				return err
-			}
-			rl.configChanged(key)
-			return nil
+		var done bool
+		switch {
+		case ok && alone:
+			done, err = w.SetConfigSwitches(ctx, key, sys.Switches, records)
+		case inPlace:
+			c := sys
+			c.Switches = records
+			done, err = sw.SetSystemConfig(ctx, sys, c)
+		default:
+			sys.Switches = records
+			done, err = true, rl.repo.PutConfig(ctx, key, sys)
 		}
-		done, err := w.SetConfigSwitches(ctx, key, sys.Switches, sw)
 		if err != nil {
 			return err
 		}

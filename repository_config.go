@@ -214,8 +214,8 @@ func (r *DynamoDBRepository) SetConfigSwitches(ctx context.Context, key store.Co
 // SetSystemConfig implements [store.SystemConfigWriter]: one UpdateItem
 // that sets the attributes of the system config's stored form of next
 // (config_version, on_unavailable, the l_{L}_* of each limit, the index
-// keys, limit_switches) and removes those of that form which next lacks:
-// the attributes of the limits of prev that next drops, a limit's zone
+// keys, limit_switches) and removes those of prev's stored form that
+// next's lacks: the attributes of the limits next drops, a limit's zone
 // gone back to UTC, the mode and the records when next has none. It is
 // conditioned on the stored records being prev's (the attribute absent
 // when there are none); the item may be missing. Every other attribute of
@@ -231,11 +231,9 @@ func (r *DynamoDBRepository) SetSystemConfig(ctx context.Context, prev, next sto
 	if err != nil {
 		return false, err
 	}
-	owned := map[string]bool{ddbschema.AttrConfigVersion: true, ddbschema.AttrOnUnavailable: true, attrLimitSwitches: true}
-	for _, l := range append(slices.Clone(prev.Limits), next.Limits...) {
-		for _, f := range []string{ddbschema.FieldCapacity, ddbschema.FieldRefillAmount, ddbschema.FieldRefillPeriod, ddbschema.FieldTimeZone} {
-			owned[ddbschema.LimitAttr(l.Name, f)] = true
-		}
+	old, err := r.configItem(key, prev)
+	if err != nil {
+		return false, err
 	}
 	b := newExprBuilder()
 	var set, remove []string
@@ -245,7 +243,7 @@ func (r *DynamoDBRepository) SetSystemConfig(ctx context.Context, prev, next sto
 		}
 		set = append(set, b.name(a)+" = "+b.value(item[a]))
 	}
-	for _, a := range slices.Sorted(maps.Keys(owned)) {
+	for _, a := range slices.Sorted(maps.Keys(old)) {
 		if _, ok := item[a]; !ok {
 			remove = append(remove, b.name(a))
 		}

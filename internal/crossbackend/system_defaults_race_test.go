@@ -32,45 +32,65 @@ func (r *racingRepo) SetSystemConfig(ctx context.Context, prev, next store.Confi
 	return r.Repository.(store.SystemConfigWriter).SetSystemConfig(ctx, prev, next)
 }
 
-// TestSystemDefaultsKeepConcurrentSwitch: a DeleteLimits of an entity's
-// DefaultResource config that lands between SetSystemDefaults' read of
-// the system config and its write keeps the switch record it added
-// there, on every backend (the Redis Cluster too): e1 spent its PerDay
-// 500 under its own defaults, which gave way to the system's
-// PerCalendarDay 1,000, and has 500 left of that day, not 1,000.
+// TestSystemDefaultsKeepConcurrentSwitch: SetSystemDefaults and the
+// switch records that DeleteLimits of an entity's DefaultResource config
+// adds to the system config, one landing between the other's read of the
+// system config and its write, keep both, on every backend (the Redis
+// Cluster too): e1 spent its PerDay 500 under its own defaults, which
+// gave way to the system's PerCalendarDay 1,000, and has 500 left of that
+// day, not 1,000.
+//
+//   - records-meanwhile: the system defaults are stored; DeleteLimits
+//     lands within SetSystemDefaults (which wrote over its record);
+//   - defaults-meanwhile: no system defaults are stored yet;
+//     SetSystemDefaults lands within DeleteLimits (whose write of the
+//     records alone wrote over the defaults).
 func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
-	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
-		ctx := context.Background()
-		clk := &fakeClock{}
-		clk.at("2026-11-28T12:00:00Z")
-		opts := []limiter.Option{limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0)}
-		rl := limiter.New(repo, opts...)
-		defer rl.Close()
-		day := limiter.PerCalendarDay("usd", 1000)
-		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
-		require.NoError(t, rl.SetLimits(ctx, "e1", limiter.DefaultResource, []limiter.Limit{limiter.PerDay("usd", 500)}))
-		lease, err := rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 500})
-		require.NoError(t, err)
-		require.NoError(t, lease.Commit(ctx))
+	day := limiter.PerCalendarDay("usd", 1000)
+	for _, name := range []string{"records-meanwhile", "defaults-meanwhile"} {
+		t.Run(name, func(t *testing.T) {
+			eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
+				ctx := context.Background()
+				clk := &fakeClock{}
+				clk.at("2026-11-28T12:00:00Z")
+				opts := []limiter.Option{limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0)}
+				rl := limiter.New(repo, opts...)
+				defer rl.Close()
+				if name == "records-meanwhile" {
+					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+				}
+				require.NoError(t, rl.SetLimits(ctx, "e1", limiter.DefaultResource, []limiter.Limit{limiter.PerDay("usd", 500)}))
+				lease, err := rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 500})
+				require.NoError(t, err)
+				require.NoError(t, lease.Commit(ctx))
 
-		raced := false
-		hooked := limiter.New(&racingRepo{Repository: repo, race: func() {
-			raced = true
-			require.NoError(t, rl.DeleteLimits(ctx, "e1", limiter.DefaultResource))
-		}}, opts...)
-		defer hooked.Close()
-		require.NoError(t, hooked.SetSystemDefaults(ctx, []limiter.Limit{day}, limiter.OnUnavailableAllow))
-		require.True(t, raced)
+				setDefaults := func(rl *limiter.RateLimiter) {
+					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, limiter.OnUnavailableAllow))
+				}
+				deleteLimits := func(rl *limiter.RateLimiter) {
+					require.NoError(t, rl.DeleteLimits(ctx, "e1", limiter.DefaultResource))
+				}
+				outer, inner := setDefaults, deleteLimits
+				if name == "defaults-meanwhile" {
+					outer, inner = deleteLimits, setDefaults
+				}
+				raced := false
+				hooked := limiter.New(&racingRepo{Repository: repo, race: func() { raced = true; inner(rl) }}, opts...)
+				defer hooked.Close()
+				outer(hooked)
+				require.True(t, raced)
 
-		limits, mode, err := rl.GetSystemDefaults(ctx)
-		require.NoError(t, err)
-		require.Equal(t, []limiter.Limit{day}, limits)
-		require.Equal(t, limiter.OnUnavailableAllow, mode)
-		require.Equal(t, int64(500), left(t, rl, "e1", "chat", "usd"), "e1's PerDay spend carries into the system's day")
-		lease, err = rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 500})
-		require.NoError(t, err)
-		require.NoError(t, lease.Commit(ctx))
-		_, err = rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 1})
-		require.ErrorIs(t, err, limiter.ErrRateLimited, "e1 spent 1,000 of the day")
-	})
+				limits, mode, err := rl.GetSystemDefaults(ctx)
+				require.NoError(t, err)
+				require.Equal(t, []limiter.Limit{day}, limits)
+				require.Equal(t, limiter.OnUnavailableAllow, mode)
+				require.Equal(t, int64(500), left(t, rl, "e1", "chat", "usd"), "e1's PerDay spend carries into the system's day")
+				lease, err = rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 500})
+				require.NoError(t, err)
+				require.NoError(t, lease.Commit(ctx))
+				_, err = rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 1})
+				require.ErrorIs(t, err, limiter.ErrRateLimited, "e1 spent 1,000 of the day")
+			})
+		})
+	}
 }
