@@ -580,8 +580,9 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 	return c.Limits, c.OnUnavailable, err
 }
 
-// DeleteSystemDefaults deletes the namespace-wide defaults. It records a
-// limits_deleted audit event naming the limits and mode deleted.
+// DeleteSystemDefaults deletes the namespace-wide defaults (the records
+// of switches of defaults that the system config keeps stay). It records
+// a limits_deleted audit event naming the limits and mode deleted.
 func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -591,15 +592,10 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := store.SystemConfig()
-	old, _, err := rl.repo.GetConfig(ctx, key)
+	old, err := rl.deleteSystemConfig(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
-		return err
-	}
-	rl.configChanged(key)
 	names := make([]any, len(old.Limits))
 	for i, l := range old.Limits {
 		names[i] = l.Name
@@ -609,6 +605,46 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 		ou = string(old.OnUnavailable)
 	}
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
+}
+
+// deleteSystemConfig deletes the system defaults (limits and mode) and
+// returns them. The switch records the system config holds (those of
+// deleted resource defaults and of entities' deleted DefaultResource
+// configs, which apply whatever defaults their entities inherit now) are
+// kept: deleting them would start those entities' new buckets full. A
+// store that writes the config in place ([store.SystemConfigWriter])
+// removes the limits and the mode alone, on condition that the records
+// are those read (one that lost to a concurrent change of them reads
+// again), and keeps what another tool keeps on the item; another store
+// gets the records written whole, or the config deleted when none are
+// left.
+func (rl *RateLimiter) deleteSystemConfig(ctx context.Context) (store.Config, error) {
+	key := store.SystemConfig()
+	w, inPlace := rl.repo.(store.SystemConfigWriter)
+	for range maxSwitchWrites {
+		old, ok, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return old, err
+		}
+		kept, _ := recordSwitches(old.Switches, nil, nil, false, "", rl.nowMs())
+		done := true
+		switch {
+		case inPlace && ok:
+			done, err = w.SetSystemConfig(ctx, old, store.Config{Switches: kept})
+		case len(kept) > 0:
+			err = rl.repo.PutConfig(ctx, key, store.Config{Switches: kept})
+		default:
+			_, err = rl.repo.DeleteConfig(ctx, key)
+		}
+		if err != nil {
+			return old, err
+		}
+		if done {
+			rl.configChanged(key)
+			return old, nil
+		}
+	}
+	return store.Config{}, fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
 }
 
 // recordDeletedDefaults records, in the system config, the switches of the

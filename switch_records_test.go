@@ -88,7 +88,8 @@ func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
 // unset are removed from the item, not kept. A write that loses to a
 // concurrent change of the records (a DeleteLimits of an entity's
 // DefaultResource config between the read and the write) reads again and
-// keeps that record.
+// keeps that record. DeleteSystemDefaults then removes the limits and the
+// mode alone: the records and the foreign attribute stay.
 func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
@@ -177,4 +178,20 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	require.Equal(t, "e1", c.Switches[2].Entity)
 	v, _ = schemaGetS(raw(), "operator_note")
 	require.Equal(t, "kept", v)
+
+	// DeleteSystemDefaults removes the limits and the mode alone.
+	env.rec.Reset()
+	require.NoError(t, rl.DeleteSystemDefaults(ctx))
+	require.Equal(t, "GetItem, UpdateItem, PutItem", env.calls())
+	item = raw()
+	v, _ = schemaGetS(item, "operator_note")
+	require.Equal(t, "kept", v)
+	for _, gone := range []string{"l_usd_cp", "l_usd_ra", "l_usd_rp", "on_unavailable"} {
+		require.NotContains(t, item, gone, "DeleteSystemDefaults left %s", gone)
+	}
+	c, ok, err = env.repo.GetConfig(ctx, store.SystemConfig())
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Empty(t, c.Limits)
+	require.Len(t, c.Switches, 3, "the records stay")
 }

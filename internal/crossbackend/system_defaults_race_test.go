@@ -94,3 +94,37 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteSystemDefaultsKeepsSwitches: the switch records the system
+// config holds for an entity or a resource outlive DeleteSystemDefaults,
+// on every backend (the Redis Cluster too): e1 drained its own
+// DefaultResource PerDay 1,000 and, once that config was deleted,
+// inherits the resource's PerCalendarDay 1,000 with nothing left of the
+// day; deleting the system defaults (which e1 never used) leaves it so.
+func TestDeleteSystemDefaultsKeepsSwitches(t *testing.T) {
+	eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
+		ctx := context.Background()
+		clk := &fakeClock{}
+		clk.at("2026-11-28T12:00:00Z")
+		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		defer rl.Close()
+		res := "chat"
+		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 100)}, limiter.OnUnavailableAllow))
+		require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+		require.NoError(t, rl.SetLimits(ctx, "e1", limiter.DefaultResource, []limiter.Limit{limiter.PerDay("usd", 1000)}))
+		lease, err := rl.Acquire(ctx, "e1", res, limiter.Consume{"usd": 1000})
+		require.NoError(t, err)
+		require.NoError(t, lease.Commit(ctx))
+		require.NoError(t, rl.DeleteLimits(ctx, "e1", limiter.DefaultResource))
+		require.Equal(t, int64(0), left(t, rl, "e1", res, "usd"), "the day spent under PerDay")
+
+		require.NoError(t, rl.DeleteSystemDefaults(ctx))
+		limits, mode, err := rl.GetSystemDefaults(ctx)
+		require.NoError(t, err)
+		require.Empty(t, limits)
+		require.Equal(t, limiter.OnUnavailable(""), mode)
+		require.Equal(t, int64(0), left(t, rl, "e1", res, "usd"), "the day spent under PerDay, system defaults deleted")
+		_, err = rl.Acquire(ctx, "e1", res, limiter.Consume{"usd": 1})
+		require.ErrorIs(t, err, limiter.ErrRateLimited, "the day was spent")
+	})
+}
