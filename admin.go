@@ -388,7 +388,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		}
 	}
 	if resource == DefaultResource {
-		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old.Limits); err != nil {
+		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old); err != nil {
 			return err
 		}
 	}
@@ -497,7 +497,7 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 		return err
 	}
 	rl.configChanged(key)
-	if err := rl.recordDeletedDefaults(ctx, resource, old.Limits); err != nil {
+	if err := rl.recordDeletedDefaults(ctx, resource, old); err != nil {
 		return err
 	}
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
@@ -649,28 +649,32 @@ func (rl *RateLimiter) deleteSystemConfig(ctx context.Context) (store.Config, er
 
 // recordDeletedDefaults records, in the system config, the switches of the
 // deleted defaults old of resource to the system defaults its entities
-// inherit now (see carrySwitches).
-func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource string, old []Limit) error {
-	if len(old) == 0 {
+// inherit now, and the records old kept, for resource alone (see
+// carrySwitches and movedSwitches).
+func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource string, old store.Config) error {
+	if len(old.Limits) == 0 {
 		return nil
 	}
 	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
 		if len(sys.Limits) == 0 {
 			return nil, false
 		}
-		sw, added := recordSwitches(sys.Switches, old, sys.Limits, false, resource, nowMs)
-		return sw, added > 0
+		moved := movedSwitches(old.Switches, resource, "")
+		sw, added := recordSwitches(append(slices.Clone(sys.Switches), moved...), old.Limits, sys.Limits, false, resource, nowMs)
+		return sw, added > 0 || len(moved) > 0
 	})
 }
 
 // recordDeletedEntityDefaults records, in the system config, the
-// definitions old of the deleted DefaultResource config of entityID, for
-// that entity alone (see carrySwitches).
-func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old []Limit) error {
+// definitions of the deleted DefaultResource config old of entityID, and
+// the records old kept, for that entity alone (see carrySwitches and
+// movedSwitches).
+func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old store.Config) error {
 	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
-		sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
-		added := 0
-		for _, l := range old {
+		moved := movedSwitches(old.Switches, "", entityID)
+		sw, _ := recordSwitches(append(slices.Clone(sys.Switches), moved...), nil, nil, false, "", nowMs)
+		added := len(moved)
+		for _, l := range old.Limits {
 			if l.IsPrepaid() || l.IsInFlight() {
 				continue
 			}

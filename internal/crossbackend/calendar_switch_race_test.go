@@ -88,3 +88,59 @@ func TestDefaultsSwitchBackLostRace(t *testing.T) {
 		})
 	}
 }
+
+// TestDeletedDefaultsKeepTheirSwitches: the switch records of a config
+// of defaults outlive its deletion, on every backend (the Redis Cluster
+// too). A day of 1,000: 1 spent in UTC, the defaults moved to
+// Pacific/Kiritimati and 998 spent there, then the config deleted, which
+// gives the UTC day back to the entity (the day's bucket exists, from
+// before the move): 1 is left, not the 999 that bucket holds.
+//
+//   - resource: a resource's defaults, deleted, give way to the system
+//     defaults in UTC;
+//   - entity-default: an entity's DefaultResource config, first set
+//     over the resource's UTC default, deleted.
+func TestDeletedDefaultsKeepTheirSwitches(t *testing.T) {
+	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
+	require.NoError(t, err)
+	day := limiter.PerCalendarDay("usd", 1000)
+	dayK := day.InLocation(kiritimati)
+	for _, name := range []string{"resource", "entity-default"} {
+		t.Run(name, func(t *testing.T) {
+			eachBackendAndCluster(t, func(t *testing.T, repo limiter.Repository) {
+				ctx := context.Background()
+				clk := &fakeClock{}
+				clk.at("2026-11-28T12:00:00Z")
+				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+				defer rl.Close()
+				res := "chat"
+				spend := func(amount int64) error {
+					t.Helper()
+					lease, err := rl.Acquire(ctx, "b", res, limiter.Consume{"usd": amount})
+					if err == nil {
+						require.NoError(t, lease.Commit(ctx))
+					}
+					return err
+				}
+				require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+				require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{day}))
+				require.NoError(t, spend(1))
+				if name == "resource" {
+					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{dayK}))
+				} else {
+					require.NoError(t, rl.SetLimits(ctx, "b", limiter.DefaultResource, []limiter.Limit{dayK}))
+				}
+				require.NoError(t, spend(998))
+				if name == "resource" {
+					require.NoError(t, rl.DeleteResourceDefaults(ctx, res))
+				} else {
+					require.NoError(t, rl.DeleteLimits(ctx, "b", limiter.DefaultResource))
+				}
+				require.Equal(t, int64(1), left(t, rl, "b", res, "usd"), "back in UTC: 1 and 998 spent")
+				require.ErrorIs(t, spend(2), limiter.ErrRateLimited, "back in UTC: 1 left")
+				require.NoError(t, spend(1))
+				require.ErrorIs(t, spend(1), limiter.ErrRateLimited, "the day spent")
+			})
+		})
+	}
+}
