@@ -388,7 +388,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 		}
 	}
 	if resource == DefaultResource {
-		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old.Limits); err != nil {
+		if err := rl.recordDeletedEntityDefaults(ctx, entityID, old); err != nil {
 			return err
 		}
 	}
@@ -497,15 +497,16 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 		return err
 	}
 	rl.configChanged(key)
-	if err := rl.recordDeletedDefaults(ctx, resource, old.Limits); err != nil {
+	if err := rl.recordDeletedDefaults(ctx, resource, old); err != nil {
 		return err
 	}
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
 }
 
 // SetSystemDefaults stores the namespace-wide default limits and
-// on-unavailable mode ("" leaves it unset), replacing what was stored. It
-// records a limits_set audit event.
+// on-unavailable mode ("" leaves it unset), replacing the limits and mode
+// stored; on DynamoDB, what other tools keep on the system config's item
+// stays. It records a limits_set audit event.
 func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -521,23 +522,52 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if onUnavailable != "" && !onUnavailable.Valid() {
 		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
 	}
-	key := store.SystemConfig()
-	old, _, err := rl.repo.GetConfig(ctx, key)
-	if err != nil {
+	if err := rl.setSystemConfig(ctx, limits, onUnavailable); err != nil {
 		return err
 	}
-	c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
-	c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
-	if err := rl.repo.PutConfig(ctx, key, c); err != nil {
-		return err
-	}
-	rl.configChanged(key)
 	var ou any
 	if onUnavailable != "" {
 		ou = string(onUnavailable)
 	}
 	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntitySystem, "",
 		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
+}
+
+// setSystemConfig stores limits and onUnavailable as the system config,
+// with its switch records (those kept, and one per limit that switches
+// buckets). A store that writes the config in place
+// ([store.SystemConfigWriter]) keeps the attributes another tool keeps on
+// its item (the Python library's), and writes on condition that the
+// records are those read: one that lost to a concurrent change of them
+// (addSystemSwitches) reads the config again and recomputes them, so that
+// no record is lost. Another store gets the config written whole.
+func (rl *RateLimiter) setSystemConfig(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+	key := store.SystemConfig()
+	w, inPlace := rl.repo.(store.SystemConfigWriter)
+	for range maxSwitchWrites {
+		old, _, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return err
+		}
+		c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
+		c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
+		if !inPlace {
+			if err := rl.repo.PutConfig(ctx, key, c); err != nil {
+				return err
+			}
+			rl.configChanged(key)
+			return nil
+		}
+		done, err := w.SetSystemConfig(ctx, old, c)
+		if err != nil {
+			return err
+		}
+		if done {
+			rl.configChanged(key)
+			return nil
+		}
+	}
+	return fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
 }
 
 // GetSystemDefaults returns the namespace-wide default limits and
@@ -550,8 +580,9 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 	return c.Limits, c.OnUnavailable, err
 }
 
-// DeleteSystemDefaults deletes the namespace-wide defaults. It records a
-// limits_deleted audit event naming the limits and mode deleted.
+// DeleteSystemDefaults deletes the namespace-wide defaults (the records
+// of switches of defaults that the system config keeps stay). It records
+// a limits_deleted audit event naming the limits and mode deleted.
 func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err := rl.enter(); err != nil {
 		return err
@@ -561,15 +592,10 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	key := store.SystemConfig()
-	old, _, err := rl.repo.GetConfig(ctx, key)
+	old, err := rl.deleteSystemConfig(ctx)
 	if err != nil {
 		return err
 	}
-	if _, err := rl.repo.DeleteConfig(ctx, key); err != nil {
-		return err
-	}
-	rl.configChanged(key)
 	names := make([]any, len(old.Limits))
 	for i, l := range old.Limits {
 		names[i] = l.Name
@@ -581,30 +607,74 @@ func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntitySystem, "", map[string]any{"limits": names, "on_unavailable": ou})
 }
 
+// deleteSystemConfig deletes the system defaults (limits and mode) and
+// returns them. The switch records the system config holds (those of
+// deleted resource defaults and of entities' deleted DefaultResource
+// configs, which apply whatever defaults their entities inherit now) are
+// kept: deleting them would start those entities' new buckets full. A
+// store that writes the config in place ([store.SystemConfigWriter])
+// removes the limits and the mode alone, on condition that the records
+// are those read (one that lost to a concurrent change of them reads
+// again), and keeps what another tool keeps on the item; another store
+// gets the records written whole, or the config deleted when none are
+// left.
+func (rl *RateLimiter) deleteSystemConfig(ctx context.Context) (store.Config, error) {
+	key := store.SystemConfig()
+	w, inPlace := rl.repo.(store.SystemConfigWriter)
+	for range maxSwitchWrites {
+		old, ok, err := rl.repo.GetConfig(ctx, key)
+		if err != nil {
+			return old, err
+		}
+		kept, _ := recordSwitches(old.Switches, nil, nil, false, "", rl.nowMs())
+		done := true
+		switch {
+		case inPlace && ok:
+			done, err = w.SetSystemConfig(ctx, old, store.Config{Switches: kept})
+		case len(kept) > 0:
+			err = rl.repo.PutConfig(ctx, key, store.Config{Switches: kept})
+		default:
+			_, err = rl.repo.DeleteConfig(ctx, key)
+		}
+		if err != nil {
+			return old, err
+		}
+		if done {
+			rl.configChanged(key)
+			return old, nil
+		}
+	}
+	return store.Config{}, fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
+}
+
 // recordDeletedDefaults records, in the system config, the switches of the
 // deleted defaults old of resource to the system defaults its entities
-// inherit now (see carrySwitches).
-func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource string, old []Limit) error {
-	if len(old) == 0 {
+// inherit now, and the records old kept, for resource alone (see
+// carrySwitches and movedSwitches).
+func (rl *RateLimiter) recordDeletedDefaults(ctx context.Context, resource string, old store.Config) error {
+	if len(old.Limits) == 0 {
 		return nil
 	}
 	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
 		if len(sys.Limits) == 0 {
 			return nil, false
 		}
-		sw, added := recordSwitches(sys.Switches, old, sys.Limits, false, resource, nowMs)
-		return sw, added > 0
+		moved := movedSwitches(old.Switches, resource, "")
+		sw, added := recordSwitches(append(slices.Clone(sys.Switches), moved...), old.Limits, sys.Limits, false, resource, nowMs)
+		return sw, added > 0 || len(moved) > 0
 	})
 }
 
 // recordDeletedEntityDefaults records, in the system config, the
-// definitions old of the deleted DefaultResource config of entityID, for
-// that entity alone (see carrySwitches).
-func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old []Limit) error {
+// definitions of the deleted DefaultResource config old of entityID, and
+// the records old kept, for that entity alone (see carrySwitches and
+// movedSwitches).
+func (rl *RateLimiter) recordDeletedEntityDefaults(ctx context.Context, entityID string, old store.Config) error {
 	return rl.addSystemSwitches(ctx, func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool) {
-		sw, _ := recordSwitches(sys.Switches, nil, nil, false, "", nowMs)
-		added := 0
-		for _, l := range old {
+		moved := movedSwitches(old.Switches, "", entityID)
+		sw, _ := recordSwitches(append(slices.Clone(sys.Switches), moved...), nil, nil, false, "", nowMs)
+		added := len(moved)
+		for _, l := range old.Limits {
 			if l.IsPrepaid() || l.IsInFlight() {
 				continue
 			}
@@ -622,33 +692,40 @@ const maxSwitchWrites = 8
 // addSystemSwitches sets the switch records of the system config to what
 // next returns for the config as read (with now), when it says there are
 // new ones. A store that writes the records alone
-// ([store.ConfigSwitchWriter], DynamoDB and memory) writes nothing else
-// of the config's item: the attributes another tool keeps there (the
+// ([store.ConfigSwitchWriter]: DynamoDB, memory and Redis) writes nothing
+// else of the config's item: the attributes another tool keeps there (the
 // Python library's) stay. The write is conditioned on the records read:
 // one that lost to a concurrent change reads the config again and
-// recomputes them. Another store gets the config written whole, and so
-// does a system config not stored yet (only the records to hold).
+// recomputes them. A system config not stored yet is written with the
+// records alone through [store.SystemConfigWriter], conditioned the same
+// way (and, where the config is one value, on its still being missing),
+// so that defaults stored meanwhile stay. Another store gets the config
+// written whole.
 func (rl *RateLimiter) addSystemSwitches(ctx context.Context, next func(sys store.Config, nowMs int64) ([]store.LimitSwitch, bool)) error {
 	key := store.SystemConfig()
 	w, alone := rl.repo.(store.ConfigSwitchWriter)
+	sw, inPlace := rl.repo.(store.SystemConfigWriter)
 	for range maxSwitchWrites {
 		sys, ok, err := rl.repo.GetConfig(ctx, key)
 		if err != nil {
 			return err
 		}
-		sw, changed := next(sys, rl.nowMs())
+		records, changed := next(sys, rl.nowMs())
 		if !changed {
 			return nil
 		}
-		if !alone || !ok {
-			sys.Switches = sw
-			if err := rl.repo.PutConfig(ctx, key, sys); err != nil {
-				return err
-			}
-			rl.configChanged(key)
-			return nil
+		var done bool
+		switch {
+		case ok && alone:
+			done, err = w.SetConfigSwitches(ctx, key, sys.Switches, records)
+		case inPlace:
+			c := sys
+			c.Switches = records
+			done, err = sw.SetSystemConfig(ctx, sys, c)
+		default:
+			sys.Switches = records
+			done, err = true, rl.repo.PutConfig(ctx, key, sys)
 		}
-		done, err := w.SetConfigSwitches(ctx, key, sys.Switches, sw)
 		if err != nil {
 			return err
 		}

@@ -101,6 +101,9 @@ type leaseEntry struct {
 	// paramsChanged is set when the item stored the limit with other
 	// parameters (a limit change the initial write stores).
 	paramsChanged bool
+	// capped is set when a switch back capped the balance read (see
+	// carrySwitches): the initial write stores the cap.
+	capped bool
 	// refilledMilli is the balance refilled to the acquire's time, before
 	// its consumption.
 	refilledMilli int64

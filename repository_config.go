@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -205,6 +207,60 @@ func (r *DynamoDBRepository) SetConfigSwitches(ctx context.Context, key store.Co
 	}
 	if err != nil {
 		return false, wrapErr("set limit switches", err)
+	}
+	return true, nil
+}
+
+// SetSystemConfig implements [store.SystemConfigWriter]: one UpdateItem
+// that sets the attributes of the system config's stored form of next
+// (config_version, on_unavailable, the l_{L}_* of each limit, the index
+// keys, limit_switches) and removes those of prev's stored form that
+// next's lacks: the attributes of the limits next drops, a limit's zone
+// gone back to UTC, the mode and the records when next has none. It is
+// conditioned on the stored records being prev's (the attribute absent
+// when there are none); the item may be missing. Every other attribute of
+// the item (those of the Python library or of another tool included)
+// stays as it is.
+func (r *DynamoDBRepository) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
+	key := store.SystemConfig()
+	item, err := r.configItem(key, next)
+	if err != nil {
+		return false, err
+	}
+	was, err := store.EncodeLimitSwitches(prev.Switches)
+	if err != nil {
+		return false, err
+	}
+	old, err := r.configItem(key, prev)
+	if err != nil {
+		return false, err
+	}
+	b := newExprBuilder()
+	var set, remove []string
+	for _, a := range slices.Sorted(maps.Keys(item)) {
+		if a == attrPK || a == attrSK {
+			continue
+		}
+		set = append(set, b.name(a)+" = "+b.value(item[a]))
+	}
+	for _, a := range slices.Sorted(maps.Keys(old)) {
+		if _, ok := item[a]; !ok {
+			remove = append(remove, b.name(a))
+		}
+	}
+	sw := b.name(attrLimitSwitches)
+	cond := "attribute_not_exists(" + sw + ")"
+	if was != "" {
+		cond = sw + " = " + b.value(&types.AttributeValueMemberS{Value: was})
+	}
+	u := b.update(r.opts.Table, r.configItemKey(key), updateExpr(set, nil, remove), []string{cond})
+	_, err = r.client.UpdateItem(ctx, ddbschema.UpdateInput(u))
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return false, nil
+	}
+	if err != nil {
+		return false, wrapErr("set system defaults", err)
 	}
 	return true, nil
 }

@@ -143,10 +143,13 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 		}
 		stored := s // the deltas of the write are relative to it
 		s, changed := applyLimit(s, l, now)
+		capped := false
 		if v, ok := g.capMilli[l.Name]; ok && found {
 			// A switch back: what the other definition spent since
 			// stays spent (carrySwitches).
-			s = capState(s, v, now)
+			c := capState(s, v, now)
+			capped = c.TokensMilli != s.TokensMilli || c.LastRefillMs != s.LastRefillMs
+			s = c
 		}
 		e := &leaseEntry{
 			key:                 store.BucketKey{EntityID: g.entityID, Resource: resource},
@@ -156,6 +159,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 			originalRfMs:        stored.LastRefillMs,
 			missingLimit:        !found && g.bucket != nil,
 			paramsChanged:       changed,
+			capped:              capped,
 		}
 		amount := consume[l.Name]
 		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
@@ -281,7 +285,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 		return nil // an empty limit list checks and writes nothing
 	}
 	now := rl.nowMs()
-	changed := false // a limit's parameters change with this write
+	changed := false // a limit's parameters or capped balance change with this write
 	writes := make([]store.BucketWrite, 0, len(groups))
 	for _, g := range groups {
 		entries := lease.entriesOf(g.key())
@@ -327,6 +331,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 					lw.Params = &p
 					changed = true
 				}
+				changed = changed || e.capped
 				w.Limits = append(w.Limits, lw)
 			}
 			w.Base = g.bucket // the DynamoDB backend refills its wcu limit from it
@@ -336,8 +341,12 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	err := rl.writeWithConflictRetry(ctx, writes, lease)
 	if errors.Is(err, store.ErrConditionFailed) {
 		if changed {
-			// The retry path consumes without refilling and would not
-			// apply the new parameters: read again instead.
+			// The retry path consumes from the stored balances, without
+			// refilling: it would apply neither new parameters nor the
+			// cap a switch back leaves (a bucket that predates the switch
+			// back holds what the other definition's spend should have
+			// taken, and the retry would take from that). Read again
+			// instead: the next attempt caps the balance it reads.
 			return errReread
 		}
 		err = rl.retryInitial(ctx, lease, groups)

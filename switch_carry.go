@@ -104,7 +104,7 @@ func switchedBack(sw []limitSwitch, def Limit, nowMs int64) bool {
 	since := carryHorizon(def, nowMs)
 	away := int64(math.MaxInt64)
 	for _, s := range sw {
-		if s.name == def.Name && s.atMs >= since && s.atMs <= nowMs && !switchesBucket(s.from, def) {
+		if s.name == def.Name && s.atMs >= since && s.atMs <= nowMs && (s.inForce || !switchesBucket(s.from, def)) {
 			away = min(away, s.atMs)
 		}
 	}
@@ -114,7 +114,7 @@ func switchedBack(sw []limitSwitch, def Limit, nowMs int64) bool {
 	// A switch back within the same millisecond counts too: the cap is
 	// harmless where none was needed.
 	for _, s := range sw {
-		if s.name == def.Name && s.atMs >= away && s.atMs <= nowMs && spendCarries(s.from) && switchesBucket(s.from, def) {
+		if s.name == def.Name && s.atMs >= away && s.atMs <= nowMs && !s.inForce && spendCarries(s.from) && switchesBucket(s.from, def) {
 			return true
 		}
 	}
@@ -186,7 +186,7 @@ func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource str
 		periodStart = start.UnixMilli()
 	}
 	for _, s := range sw {
-		if s.name != def.Name || s.atMs > nowMs || s.atMs < periodStart ||
+		if s.name != def.Name || s.atMs > nowMs || s.atMs < periodStart || s.inForce ||
 			!spendCarries(s.from) || !switchesBucket(s.from, def) {
 			continue
 		}

@@ -31,10 +31,15 @@ const (
 
 // limitSwitch is a switch record as an acquire applies it: the old
 // definition resolved (an inherited one from the levels after the config).
+// inForce marks a switch away from the definition in force now, whatever
+// it is: the record of an entity's first DefaultResource config set over
+// the defaults it inherited, kept after that config was deleted (the
+// entity inherits them again).
 type limitSwitch struct {
-	name string
-	from Limit
-	atMs int64
+	name    string
+	from    Limit
+	atMs    int64
+	inForce bool
 }
 
 // switchSet is what an acquire of entityID on resource needs to find the
@@ -69,10 +74,36 @@ func (s switchSet) list() []limitSwitch {
 		out = append(out, limitSwitch{name: r.Name, from: from, atMs: r.AtMs})
 	}
 	for _, r := range s.sys {
-		if r.Entity == "" || r.Entity != s.entityID || (r.Resource != "" && r.Resource != s.resource) || r.Inherited {
+		if r.Entity == "" || r.Entity != s.entityID || (r.Resource != "" && r.Resource != s.resource) {
 			continue
 		}
-		out = append(out, limitSwitch{name: r.Name, from: r.From, atMs: r.AtMs})
+		out = append(out, limitSwitch{name: r.Name, from: r.From, atMs: r.AtMs, inForce: r.Inherited})
+	}
+	return out
+}
+
+// movedSwitches returns the records recs of a deleted config of defaults
+// as the system config keeps them: scoped to resource (a resource's
+// defaults: the records of another resource left out) or to entityID (an
+// entity's DefaultResource config). Without them, a definition switched
+// away from and back to by the deleted config's deletion would find its
+// bucket as it stands: a day spent in one zone, moved to another and
+// spent there, then deleted back to the first zone's day, would admit
+// that day again. An inherited record of an entity's config stays
+// inherited: it is a switch away from what the entity inherits, which it
+// inherits again (limitSwitch.inForce); one of a resource's has no
+// definition to name and is left out (none is written).
+func movedSwitches(recs []store.LimitSwitch, resource, entityID string) []store.LimitSwitch {
+	var out []store.LimitSwitch
+	for _, r := range recs {
+		if r.Entity != "" || (resource != "" && r.Resource != "" && r.Resource != resource) || (r.Inherited && entityID == "") {
+			continue
+		}
+		if resource != "" {
+			r.Resource = resource
+		}
+		r.Entity = entityID
+		out = append(out, r)
 	}
 	return out
 }

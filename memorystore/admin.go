@@ -147,6 +147,39 @@ func (m *Store) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev
 	return true, nil
 }
 
+// SetSystemConfig implements [store.SystemConfigWriter]. The config is
+// one value here: it is replaced only when all of it (limits, mode and
+// records) is still prev.
+func (m *Store) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := store.SystemConfig()
+	cur := m.configs[key] // the zero config when none is stored
+	have, err := store.EncodeLimitSwitches(cur.Switches)
+	if err != nil {
+		return false, err
+	}
+	want, err := store.EncodeLimitSwitches(prev.Switches)
+	if err != nil || have != want || cur.OnUnavailable != prev.OnUnavailable || !sameLimits(cur.Limits, prev.Limits) {
+		return false, err
+	}
+	m.configs[key] = cloneConfig(next)
+	return true, nil
+}
+
+// sameLimits reports whether a and b define the same limits, in order
+// (zones compared by name).
+func sameLimits(a, b []store.Limit) bool {
+	return slices.EqualFunc(a, b, func(x, y store.Limit) bool {
+		zx, zy := x.LocationName(), y.LocationName()
+		x.Location, y.Location = nil, nil
+		return x == y && zx == zy
+	})
+}
+
 // DeleteConfig implements [store.Repository].
 func (m *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	if err := ctx.Err(); err != nil {

@@ -270,6 +270,79 @@ func (s *Store) PutConfig(ctx context.Context, key store.ConfigKey, c store.Conf
 	return err
 }
 
+// SetSystemConfig implements [store.SystemConfigWriter]: the config is
+// read, and replaced by one script only if it still holds what was read,
+// which must be prev (the whole config: a concurrent change of its limits
+// or mode refuses the write too).
+func (s *Store) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
+	return s.swapConfig(ctx, store.SystemConfig(), func(cur store.Config, _ bool) (store.Config, bool, error) {
+		same, err := sameConfig(cur, prev) // none stored reads as the zero config
+		return next, same, err
+	})
+}
+
+// SetConfigSwitches implements [store.ConfigSwitchWriter]: the config is
+// read, and its records replaced by one script only if it still holds
+// what was read, whose records must be prev.
+func (s *Store) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev, next []store.LimitSwitch) (bool, error) {
+	return s.swapConfig(ctx, key, func(cur store.Config, ok bool) (store.Config, bool, error) {
+		if !ok {
+			return cur, false, nil
+		}
+		same, err := sameConfig(store.Config{Switches: cur.Switches}, store.Config{Switches: prev})
+		cur.Switches = next
+		return cur, same, err
+	})
+}
+
+// swapConfig reads the config under key (a system config, which has no
+// index entries), asks next for its new value (ok false when none is
+// stored; do false to write nothing), and stores that with one script
+// conditioned on the stored value being the one read. It reports whether
+// it wrote.
+func (s *Store) swapConfig(ctx context.Context, key store.ConfigKey, next func(cur store.Config, ok bool) (store.Config, bool, error)) (bool, error) {
+	if key.Level != store.LevelSystem {
+		return false, fmt.Errorf("redis: swap config: not the system config: %+v", key)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	k := s.keys.config(key)
+	raw, err := s.client.Get(ctx, k).Result()
+	ok := true
+	if errors.Is(err, redis.Nil) {
+		raw, ok = "", false
+	} else if err != nil {
+		return false, wrap("get config", err)
+	}
+	var cur store.Config
+	if ok {
+		if cur, err = decodeConfig(raw); err != nil {
+			return false, err
+		}
+	}
+	c, do, err := next(cur, ok)
+	if err != nil || !do {
+		return false, err
+	}
+	enc, err := encodeConfig(c)
+	if err != nil {
+		return false, err
+	}
+	v, err := s.run(ctx, scriptSwapConfig, []string{k}, string(enc), raw)
+	return v == int64(1), err
+}
+
+// sameConfig reports whether a and b are stored alike.
+func sameConfig(a, b store.Config) (bool, error) {
+	ea, err := encodeConfig(a)
+	if err != nil {
+		return false, err
+	}
+	eb, err := encodeConfig(b)
+	return err == nil && string(ea) == string(eb), err
+}
+
 // DeleteConfig implements [store.Repository].
 func (s *Store) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	keys, args := s.configScript(key)

@@ -122,6 +122,7 @@ var scripts = newScripts([][]string{
 	{"delete_entity", "int"},
 	{"put_config", "int"},
 	{"delete_config", "int"},
+	{"swap_config", "int"},
 	{"audit", "int"},
 	{"token_bucket", "int", "bucket", "allow_tb"},
 	{"gcra", "int", "bucket", "allow_gcra"},
@@ -138,6 +139,7 @@ var (
 	scriptDeleteAdmin  = scripts["delete_entity"]
 	scriptPutConfig    = scripts["put_config"]
 	scriptDelConfig    = scripts["delete_config"]
+	scriptSwapConfig   = scripts["swap_config"]
 	scriptAudit        = scripts["audit"]
 	scriptTokenBucket  = scripts["token_bucket"]
 	scriptGCRA         = scripts["gcra"]

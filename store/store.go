@@ -484,6 +484,22 @@ type ConfigSwitchWriter interface {
 	SetConfigSwitches(ctx context.Context, key ConfigKey, prev, next []LimitSwitch) (bool, error)
 }
 
+// SystemConfigWriter is an optional capability: writing the system
+// config's limits, on-unavailable mode and switch records in one write
+// conditioned on the records read, leaving the rest of its item as it is
+// (attributes another client keeps there included). Without it the
+// limiter reads the config and writes it whole with PutConfig.
+type SystemConfigWriter interface {
+	// SetSystemConfig replaces the system config read as prev (the zero
+	// Config when none was stored) with next when the stored switch
+	// records are still prev's (none stored when prev has none): the
+	// limits of prev that next lacks are removed, and so are the mode and
+	// the records when next has none. It reports false, and writes
+	// nothing, when the records are not prev's; a backend that writes the
+	// config as one value also reports false when any of it is not prev.
+	SetSystemConfig(ctx context.Context, prev, next Config) (bool, error)
+}
+
 // ConfigLister is an optional capability: listings of the stored configs.
 // Without it the listing methods of [limiter.RateLimiter] fail with an error
 // matching [ErrUnsupported].

@@ -170,6 +170,69 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		}
 	})
 
+	t.Run("SystemConfigWrites", func(t *testing.T) {
+		repo := newRepo(t)
+		w, ok := repo.(store.SystemConfigWriter)
+		if !ok {
+			t.Skip("the repository is no store.SystemConfigWriter")
+		}
+		sk := store.SystemConfig()
+		kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
+		require.NoError(t, err)
+		r1 := store.LimitSwitch{Name: "usd", Resource: "gpt", From: limiter.PerCalendarDay("usd", 1000), AtMs: nowMs}
+		r2 := store.LimitSwitch{Name: "usd", From: limiter.PerDay("usd", 500), AtMs: nowMs + 1}
+		a := store.Config{
+			Limits:        []store.Limit{cRPM, limiter.PerCalendarDay("usd", 1000).InLocation(kiritimati)},
+			OnUnavailable: store.OnUnavailableAllow, Switches: []store.LimitSwitch{r1},
+		}
+		done, err := w.SetSystemConfig(ctx, store.Config{}, a)
+		require.NoError(t, err)
+		require.True(t, done, "a write over no config")
+		got, ok, err := repo.GetConfig(ctx, sk)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, a.Limits, got.Limits)
+		require.Equal(t, a.OnUnavailable, got.OnUnavailable)
+		require.Equal(t, a.Switches, got.Switches)
+
+		// Conditioned on the records read: none are stored no more.
+		b := store.Config{Limits: []store.Limit{limiter.PerCalendarDay("usd", 1000)}, Switches: []store.LimitSwitch{r1, r2}}
+		done, err = w.SetSystemConfig(ctx, store.Config{}, b)
+		require.NoError(t, err)
+		require.False(t, done, "a write conditioned on no records while r1 is stored")
+		got, _, err = repo.GetConfig(ctx, sk)
+		require.NoError(t, err)
+		require.Equal(t, a.Limits, got.Limits, "a refused write wrote something")
+
+		// The limits b lacks go, its zone goes back to UTC, the mode goes.
+		done, err = w.SetSystemConfig(ctx, got, b)
+		require.NoError(t, err)
+		require.True(t, done)
+		got, _, err = repo.GetConfig(ctx, sk)
+		require.NoError(t, err)
+		require.Equal(t, b.Limits, got.Limits)
+		require.Equal(t, store.OnUnavailable(""), got.OnUnavailable)
+		require.Equal(t, b.Switches, got.Switches)
+
+		// Records changed by the switch writer refuse a write conditioned
+		// on the ones before.
+		if sw, ok := repo.(store.ConfigSwitchWriter); ok {
+			done, err = sw.SetConfigSwitches(ctx, sk, []store.LimitSwitch{r1}, nil)
+			require.NoError(t, err)
+			require.False(t, done, "records conditioned on r1 alone while r1 and r2 are stored")
+			done, err = sw.SetConfigSwitches(ctx, sk, got.Switches, []store.LimitSwitch{r2})
+			require.NoError(t, err)
+			require.True(t, done)
+			done, err = w.SetSystemConfig(ctx, got, store.Config{})
+			require.NoError(t, err)
+			require.False(t, done, "a write conditioned on r1 and r2 while r2 alone is stored")
+			now, _, err := repo.GetConfig(ctx, sk)
+			require.NoError(t, err)
+			require.Equal(t, []store.LimitSwitch{r2}, now.Switches)
+			require.Equal(t, b.Limits, now.Limits, "SetConfigSwitches changed the limits")
+		}
+	})
+
 	t.Run("BucketWrites", func(t *testing.T) {
 		repo := newRepo(t)
 		k := store.BucketKey{EntityID: "e", Resource: "gpt"}
