@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -28,6 +29,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Environment of the child processes of the in-flight tests: the backend
@@ -304,8 +306,10 @@ func runFleetProcesses(t *testing.T, child fleetChild, size fleetSize) ([]callIn
 		}
 		require.NoError(t, p.cmd.Wait(), "child %d:\n%s", i, out.String())
 		require.Contains(t, out.String(), "DONE", "child %d ran no fleet:\n%s", i, out.String())
-		if j := strings.Index(out.String(), "CONTENDED "); j >= 0 {
-			t.Logf("child %d: %s", i, strings.SplitN(out.String()[j:], "\n", 2)[0])
+		for _, tag := range []string{"CONTENDED ", "CALLS "} {
+			if j := strings.Index(out.String(), tag); j >= 0 {
+				t.Logf("child %d: %s", i, strings.SplitN(out.String()[j:], "\n", 2)[0])
+			}
 		}
 		data, err := os.ReadFile(p.out)
 		require.NoError(t, err)
@@ -474,7 +478,8 @@ func TestInFlightFleetChild(t *testing.T) {
 	// on a loaded DynamoDB Local may or may not have applied, and its slot
 	// would then come back only with the slot TTL, after the test looks.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	rl := limiter.New(repo, limiter.WithLogger(logger), limiter.WithStoreTimeout(10*time.Second))
+	calls := &callStats{}
+	rl := limiter.New(repo, limiter.WithLogger(logger), limiter.WithStoreTimeout(10*time.Second), limiter.WithMetrics(calls))
 	defer rl.Close()
 	fmt.Println("READY")
 	var startNs, endNs int64
@@ -489,6 +494,7 @@ func TestInFlightFleetChild(t *testing.T) {
 	if contended != nil {
 		fmt.Printf("CONTENDED %d\n", contended.Load())
 	}
+	fmt.Printf("CALLS %s\n", calls)
 	f, err := os.Create(os.Getenv(envChildOut))
 	require.NoError(t, err)
 	w := bufio.NewWriter(f)
@@ -508,4 +514,44 @@ func TestInFlightFleetSweep(t *testing.T) {
 	require.Equal(t, 1, maxOverlap([]callInterval{{from: 0, to: 10}, {from: 10, to: 20}, {from: 20, to: 30}}))
 	require.Equal(t, 3, maxOverlap([]callInterval{{from: 0, to: 100}, {from: 10, to: 20}, {from: 15, to: 16}, {from: 20, to: 30}}))
 	require.Equal(t, 2, maxOverlap([]callInterval{{from: 5, to: 6}, {from: 0, to: 10}, {from: 10, to: 11}, {from: 9, to: 12}}))
+}
+
+// callStats counts a child's acquires and store calls, for its report:
+// per acquire outcome and store operation, the count and mean latency.
+type callStats struct {
+	mu      sync.Mutex
+	n       map[string]int
+	latency map[string]time.Duration
+}
+
+func (c *callStats) add(k string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n, c.latency = map[string]int{}, map[string]time.Duration{}
+	}
+	c.n[k]++
+	c.latency[k] += d
+}
+
+func (c *callStats) AcquireDone(_ context.Context, o limiter.AcquireOutcome, d time.Duration) {
+	c.add(fmt.Sprintf("acquire:%v", o), d)
+}
+func (c *callStats) SpeculativeOutcome(store.SpeculativeOutcome) {}
+func (c *callStats) StoreCall(_ context.Context, op store.StoreOp, d time.Duration, err error) {
+	k := fmt.Sprintf("%v", op)
+	if err != nil {
+		k += "!"
+	}
+	c.add(k, d)
+}
+
+func (c *callStats) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(c.n)) {
+		parts = append(parts, fmt.Sprintf("%s=%d/%v", k, c.n[k], (c.latency[k]/time.Duration(c.n[k])).Round(time.Millisecond)))
+	}
+	return strings.Join(parts, " ")
 }
