@@ -131,10 +131,11 @@ func (u *ExactUpdates) Input(key map[string]types.AttributeValue, w *ExactWrite)
 	// their attribute values in one array.
 	var digits [24 * 20]byte
 	text := digits[:0]
-	var ends [24]int
-	for i, n := range nums {
+	var endsBuf [24]int
+	ends := endsBuf[:0]
+	for _, n := range nums {
 		text = strconv.AppendInt(text, n, 10)
-		ends[i] = len(text)
+		ends = append(ends, len(text))
 	}
 	all := string(text)
 	avs := make([]types.AttributeValueMemberN, len(nums))

@@ -1,6 +1,7 @@
 package ddbschema
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -130,4 +131,26 @@ func TestExactInput(t *testing.T) {
 	assert.Equal(t, "rf = 1000 AND b_rpm_tk = 1000 AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000 AND "+ringCond, renderSpec(in4.ConditionExpression, in4))
 	assert.Equal(t, WriteID(5).Value(), in4.ExpressionAttributeValues[":wid"])
 	assert.Len(t, *u.templates.Load(), 3)
+}
+
+// TestExactInputManyLimits: an exact write of more varying numbers than
+// the input's stack buffers hold (twelve signed limits, each with its
+// balance, copy, fa and the amount taken) is built whole: every limit's
+// new balance is in place.
+func TestExactInputManyLimits(t *testing.T) {
+	u := NewExactUpdates("tbl")
+	w := ExactWrite{OldRefillMs: 1000, NewRefillMs: 2000, NowMs: 2000, TTLCheck: true}
+	for i := range 12 {
+		w.Limits = append(w.Limits, ExactLimit{
+			Name: fmt.Sprintf("l%02d", i), OldMilli: int64(1000 + i), NewMilli: int64(5000 + i), TakenMilli: 1000,
+			CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000, FullAtMs: int64(70_000 + i),
+		})
+	}
+	in := u.Input(BucketKeyValue("ns", "e", "r", 0), &w)
+	update, cond := renderSpec(in.UpdateExpression, in), renderSpec(in.ConditionExpression, in)
+	for i := range 12 {
+		assert.Contains(t, update, fmt.Sprintf("b_l%02d_tk = %d, b_l%02d_ts = %d, b_l%02d_fa = %d,", i, 5000+i, i, 5000+i, i, 70_000+i))
+		assert.Contains(t, cond, fmt.Sprintf("b_l%02d_tk = %d AND", i, 1000+i))
+	}
+	assert.NotContains(t, update+cond, "?")
 }
