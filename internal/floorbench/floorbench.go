@@ -32,7 +32,10 @@
 //   - entity-wide, replay-wide (only when -only names them): Acquire +
 //     Commit of rpm and tpm on the resource and a usd budget on the
 //     entity's entity-wide bucket (two UpdateItems in parallel, one per
-//     item), against those writes captured and replayed (wide.go).
+//     item), against those writes captured and replayed (wide.go);
+//   - in-flight, replay-in-flight (only when -only names them): Acquire +
+//     Commit of rpm, tpm and one call in flight (one UpdateItem each),
+//     against those two writes captured and replayed (inflight.go).
 //
 // Each runs at c=1 (one goroutine, one entity) and at c=N (N goroutines,
 // an entity each: no group commit, N independent items), except the hot
@@ -209,6 +212,10 @@ type bench struct {
 	// wide[w] is the two writes of worker w's entity-wide acquire
 	// (captured only when -only names its contenders, see wide.go).
 	wide [][2]*dynamodb.UpdateItemInput
+	// inFlight[w] is the acquire's and the commit's writes of worker w's
+	// in-flight lease (captured only when -only names its contenders, see
+	// inflight.go).
+	inFlight [][2]*dynamodb.UpdateItemInput
 }
 
 func entity(kind string, w int) string { return fmt.Sprintf("fb-%s-%d", kind, w) }
@@ -280,6 +287,9 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 		return nil, err
 	}
 	if err := b.setupWide(ctx, crl, &cp, workers); err != nil {
+		return nil, err
+	}
+	if err := b.setupInFlight(ctx, crl, &cp, workers); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -375,6 +385,7 @@ func (b *bench) contenders() []contender {
 	}
 	out = append(out, b.hotContenders()...)
 	out = append(out, b.wideContenders(rl)...)
+	out = append(out, b.inFlightContenders(rl)...)
 	keep := map[string]bool{}
 	for _, c := range out {
 		if b.cfg.only[c.name] {
