@@ -584,6 +584,46 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 	}
 }
 
+// slotWaitKeys returns the items of rle's violations when every one is an
+// in-flight limit's (a slot comes back when a lease ends, which a Wait
+// can learn of in this process), else nil.
+func slotWaitKeys(rle *RateLimitExceededError) []slotWaitKey {
+	var keys []slotWaitKey
+	for _, v := range rle.Violations {
+		if !v.Limit.IsInFlight() {
+			return nil
+		}
+		k := slotWaitKey{v.EntityID, v.Resource}
+		if !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// waitForSlot sleeps a Wait refused for want of a slot of keys' items:
+// until a lease of this process gives one back (release), or until its
+// poll, d (slotWaitPoll and its jitter) times the number of waiters of
+// the busiest item, at most maxSlotPoll, so that the waiters of one
+// process poll the store about as often as one would. It returns nil when
+// woken or when the poll is due.
+func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d time.Duration) error {
+	sctx, wake := context.WithCancel(ctx)
+	defer wake()
+	w := &slotWaiter{wake: wake}
+	n := rl.slotWaits.join(w, keys)
+	defer rl.slotWaits.leave(w, keys)
+	d = min(d*time.Duration(n), max(d, maxSlotPoll))
+	if dl, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(dl))
+	}
+	err := rl.sleepUnlessClosed(sctx, d)
+	if err != nil && ctx.Err() == nil && sctx.Err() != nil && !errors.Is(err, ErrClosed) {
+		return nil // woken by a slot given back
+	}
+	return err
+}
+
 // sleepUnlessClosed is rl.sleep, cut short by Close with ErrClosed.
 func (rl *RateLimiter) sleepUnlessClosed(ctx context.Context, d time.Duration) error {
 	sctx, cancel := context.WithCancel(ctx)

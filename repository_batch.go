@@ -382,15 +382,3 @@ func afterExact(base *store.Bucket, w *ddbschema.ExactWrite) *store.Bucket {
 	}
 	return b
 }
-
-// sleepCtx waits d, or until ctx ends (its error).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -466,3 +466,21 @@ func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) err
 	}
 	return err
 }
+
+// slotsGivenBack wakes the waiters of w's item for the slots w, an
+// adjustment that applied, gave back: the most given back of any one
+// generation of an in-flight limit.
+func (rl *RateLimiter) slotsGivenBack(w store.BucketWrite) {
+	n := int64(0)
+	for _, l := range w.Limits {
+		if l.ConsumedMilli >= 0 {
+			continue
+		}
+		if _, _, ok := store.ParseSlotLimitName(l.Name); ok {
+			n = max(n, -l.ConsumedMilli/1000)
+		}
+	}
+	if n > 0 {
+		rl.slotWaits.release(slotWaitKey{w.Key.EntityID, w.Key.Resource}, int(min(n, 1<<20)))
+	}
+}
