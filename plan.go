@@ -322,8 +322,12 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 		if n, ok := index[key]; ok {
 			it := items[n]
 			if !slices.Equal(it.group.limits, limits) {
-				return store.NewValidationError(ErrValidation, "requests", entityID+"/"+resource,
-					"two requests charge this bucket with different limits")
+				merged, ok := mergeSlotLimits(it.group.limits, limits)
+				if !ok {
+					return store.NewValidationError(ErrValidation, "requests", entityID+"/"+resource,
+						"two requests charge this bucket with different limits")
+				}
+				it.group.limits = merged
 			}
 			for name, v := range consume {
 				it.consume[name] = addTokensSat(it.consume[name], v)
@@ -563,3 +567,37 @@ func namedIn(c Consume, limits []Limit) Consume {
 
 // addTokensSat returns a+b saturated at the range of amounts.
 func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -maxAmount), maxAmount) }
+
+// mergeSlotLimits returns the limits of one bucket item charged by two
+// requests that differ only in the in-flight slots they take (one names
+// an in-flight limit, the other does not, so only the first carries its
+// generations' limits): a's limits, then those of b that a lacks. ok is
+// false when they differ in anything else: a limit of either that the
+// other lacks is not a generation's, or one name has two definitions.
+func mergeSlotLimits(a, b []Limit) ([]Limit, bool) {
+	merged := slices.Clone(a)
+	for _, l := range b {
+		i := slices.IndexFunc(a, func(x Limit) bool { return x.Name == l.Name })
+		switch {
+		case i >= 0 && a[i] != l:
+			return nil, false
+		case i >= 0:
+		case !isSlotLimit(l):
+			return nil, false
+		default:
+			merged = append(merged, l)
+		}
+	}
+	for _, l := range a {
+		if !slices.ContainsFunc(b, func(x Limit) bool { return x.Name == l.Name }) && !isSlotLimit(l) {
+			return nil, false
+		}
+	}
+	return merged, true
+}
+
+// isSlotLimit reports whether l is the limit of an in-flight generation.
+func isSlotLimit(l Limit) bool {
+	_, _, ok := slotOf(l)
+	return ok
+}
