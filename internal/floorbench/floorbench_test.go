@@ -172,19 +172,31 @@ func TestMedian(t *testing.T) {
 	assert.Equal(t, []float64{2.5, 1, 4}, []float64{med, lo, hi})
 }
 
-// TestRunEntityWide runs the entity-wide contender and its replayed
-// transaction, named by -only, at a tiny size: both measured in every
-// round, without errors.
-func TestRunEntityWide(t *testing.T) {
+// TestRunOnlyContenders runs the entity-wide contender and its replayed
+// writes, and the in-flight contender and its replayed writes, named by
+// -only, at a tiny size: each measured in every round, without errors
+// (a replayed commit that no longer fits its item would fail).
+func TestRunOnlyContenders(t *testing.T) {
+	for only, want := range map[string][]string{
+		"entity-wide": {"replay-wide", "entity-wide"},
+		"in-flight":   {"replay-in-flight", "in-flight"},
+	} {
+		t.Run(only, func(t *testing.T) { runOnly(t, only, want) })
+	}
+}
+
+// runOnly runs the contender only and its floor at a tiny size and checks
+// that the contenders want ran in every round without errors.
+func runOnly(t *testing.T, only string, want []string) {
 	cfg := config{
 		endpoint: ddblocal.Endpoint(t),
 		table:    ddblocal.TableName(t),
 		rounds:   2, ops: 6, conc: 3, opsConc: 9, warmup: 3, deadline: true,
-		only: map[string]bool{"entity-wide": true},
+		only: map[string]bool{only: true},
 	}
 	res, err := run(context.Background(), cfg, func(string) {})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"replay-wide", "entity-wide"}, res.names)
+	assert.Equal(t, want, res.names)
 	for _, conc := range []int{1, 3} {
 		for _, name := range res.names {
 			samples := res.samples[conc][name]
