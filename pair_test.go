@@ -120,12 +120,15 @@ func TestPairRefusalTakesNothing(t *testing.T) {
 // answered too late for its caller: the acquire fails and nothing stays
 // charged — the other write, or the late one once it is answered, is
 // given back. A write DynamoDB applied but answered with a 500 is sent
-// again by the SDK and counted once.
+// again by the SDK and counted once. Each budget has a table, a fault
+// proxy and a limiter of its own, so that the budgets run side by side:
+// most of their time is spent waiting for deadlines and late answers.
 func TestPairFaultGivesBack(t *testing.T) {
-	env := newTestEnv(t)
-	rl, p := proxiedLimiter(t, env)
 	for i, budget := range pairBudgets {
 		t.Run(budget.String(), func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t)
+			rl, p := proxiedLimiter(t, env)
 			id := fmt.Sprintf("f%d", i)
 			setPairBudget(t, rl, id, budget)
 			before := pairLeft(t, rl, id)
@@ -158,9 +161,9 @@ func TestPairFaultGivesBack(t *testing.T) {
 			after := pairLeft(t, rl, id)
 			require.Equal(t, before[0]["rpm"]-1, after[0]["rpm"])
 			require.Equal(t, before[1]["usd"]-10, after[1]["usd"])
+			require.NoError(t, rl.Close())
 		})
 	}
-	require.NoError(t, rl.Close())
 }
 
 // TestPairConcurrentExact: two limiters, one entity whose plan is two
