@@ -172,6 +172,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 // tokens are given back, the adjustment stays applied, once.
 func TestBackgroundCommitAbandonedAcquire(t *testing.T) {
 	commitModes(t, func(t *testing.T, opts []Option) {
+		t.Parallel() // waits for a late answer; a table and proxy of its own
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, opts...)
 		lim := WithLimits(PerMinute("tpm", 10_000))

@@ -16,13 +16,18 @@ import (
 // DynamoDB Local repository with Now = time.Now, and the memory store.
 
 // realTimeBackends runs fn on a DynamoDB Local repository and on a memory
-// store, both on the real clock.
+// store, both on the real clock, side by side: most of their time is
+// spent asleep in Wait.
 func realTimeBackends(t *testing.T, fn func(t *testing.T, repo Repository)) {
 	t.Run("dynamodb", func(t *testing.T) {
+		t.Parallel()
 		env := newTestEnv(t, func(o *DynamoDBOptions) { o.Now = time.Now })
 		fn(t, env.repo)
 	})
-	t.Run("memory", func(t *testing.T) { fn(t, newMemory()) })
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		fn(t, newMemory())
+	})
 }
 
 // tenPerSecond is a limit of 10 tokens refilling 10 per second.
