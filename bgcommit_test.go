@@ -64,6 +64,7 @@ func TestBackgroundCommitFoldsIntoNextAcquire(t *testing.T) {
 // TestBackgroundCommitAlone: an adjustment no acquire picks up is written
 // alone after its delay, and Close waits for it.
 func TestBackgroundCommitAlone(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	lim := WithLimits(PerMinute("tpm", 10_000))
@@ -82,6 +83,7 @@ func TestBackgroundCommitAlone(t *testing.T) {
 // exactly, the refund first (as the synchronous commit writes it), capped,
 // then the acquire, in one write.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	rl.commits.delay = time.Hour
@@ -139,6 +141,7 @@ func setTokens(t *testing.T, env *testEnv, e, limit string, milli int64) {
 // commit whose lone write keeps failing is logged and counted as a
 // failure.
 func TestBackgroundCommitFailureCounted(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	repo, p := proxied(t, env)
 	var logs bytes.Buffer
@@ -226,6 +229,7 @@ func bgLimiter(repo Repository, clock func() time.Time, opts []Option) *RateLimi
 // Commit's caps: the same admissions and balances as synchronous commits,
 // on the fast path and the read-then-write path.
 func TestBackgroundCommitAnswersAsSync(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		for _, spec := range []bool{true, false} {
 			t.Run(map[bool]string{true: "speculative", false: "read-then-write"}[spec], func(t *testing.T) {
@@ -281,6 +285,7 @@ func TestBackgroundCommitAnswersAsSync(t *testing.T) {
 // same item is not summed with it (the refund's cap comes first): the
 // bucket ends as with the two commits written one after the other.
 func TestBackgroundCommitKeepsOrder(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		commitModes(t, func(t *testing.T, opts []Option) {
 			ctx := context.Background()
@@ -311,6 +316,7 @@ func TestBackgroundCommitKeepsOrder(t *testing.T) {
 // deep in debt (their sum once wrapped around and left it full on
 // DynamoDB).
 func TestBackgroundCommitSumsSaturate(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		ctx := context.Background()
 		rl := bgLimiter(repo, clock, []Option{WithBackgroundCommit(true), WithGroupCommit(false)})

@@ -25,6 +25,7 @@ import (
 // from its idempotency token), counts as applied: the acquire or commit
 // succeeds, and its tokens are charged once.
 func TestServerErrorAfterApplyChargedOnce(t *testing.T) {
+	t.Parallel()
 	lim := WithLimits(PerMinute("rpm", 100))
 	cascade := func(t *testing.T, env *testEnv, rl *RateLimiter) {
 		for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {

@@ -22,6 +22,7 @@ import (
 // end every slot is free and the item holds at most four generations'
 // limits.
 func TestInFlightGenerationsModel(t *testing.T) {
+	t.Parallel()
 	const (
 		cap   = 3
 		ttl   = 2 * time.Second

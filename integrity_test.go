@@ -285,6 +285,7 @@ func TestThrottlingRetried(t *testing.T) {
 // conditional write fail: the acquires are written first, the adjustments
 // after them.
 func TestGroupCommitAdjustNeverFailsAcquires(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl, p := proxiedLimiter(t, env)
 	lim := WithLimits(PerMinute("tpm", 1000))

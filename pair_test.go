@@ -60,6 +60,7 @@ func pairLeft(t *testing.T, rl *RateLimiter, id string) [2]map[string]int64 {
 // reads the refusing item once before it answers (see mixedRetries); a
 // refusal by both does not.
 func TestPairRefusalTakesNothing(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
@@ -174,6 +175,7 @@ func TestPairFaultGivesBack(t *testing.T) {
 // budget beside the models' rpm, 50 calls of $0.045: exactly 22
 // admitted, none refused while $0.045 was left.
 func TestPairConcurrentExact(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl1, rl2 := env.limiter(), env.limiter()

@@ -156,6 +156,7 @@ func TestWaitContext(t *testing.T) {
 // that does not refill, an invalid request and an unavailable backend all
 // return at once.
 func TestWaitNeverFits(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo)
 	rl.sleep = func(context.Context, time.Duration) error {
