@@ -55,6 +55,7 @@ func TestBackgroundReusesGoroutines(t *testing.T) {
 // TestBackgroundIdleExit: a goroutine that waits longer than workerIdle
 // for work exits by itself.
 func TestBackgroundIdleExit(t *testing.T) {
+	t.Parallel() // waits out workerIdle on a background of its own
 	var b background
 	done := make(chan struct{})
 	b.Go(func() { close(done) })

@@ -13,6 +13,7 @@ import (
 // the items, one TransactWriteItems; a refused batch writes nothing;
 // Commit writes one adjustment per item it changes.
 func TestAcquireAllDynamoDBCalls(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		for _, e := range []Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}} {
@@ -74,6 +75,7 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 // fills every shard in one transaction, leaving the hidden write-capacity
 // limit as it is.
 func TestResetDynamoDB(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	lims := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))

@@ -28,6 +28,22 @@ func commitModes(t *testing.T, fn func(t *testing.T, opts []Option)) {
 	}
 }
 
+// commitModesAtOnce is commitModes with the two modes run at once: started
+// from goroutines rather than as parallel tests (which -parallel, two on
+// two cores, would queue behind the package's other parallel cases). For
+// cases that spend their time waiting for a fault proxy.
+func commitModesAtOnce(t *testing.T, fn func(t *testing.T, opts []Option)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, bg := range []bool{false, true} {
+		wg.Go(func() {
+			t.Run(map[bool]string{false: "commit=sync", true: "commit=background"}[bg], func(t *testing.T) {
+				fn(t, []Option{WithBackgroundCommit(bg)})
+			})
+		})
+	}
+}
+
 // bgAcquireAdjust acquires consume on e, adjusts by adj and commits.
 func bgAcquireAdjust(t *testing.T, rl *RateLimiter, e string, consume, adj Consume, lim AcquireOption) {
 	t.Helper()
@@ -64,6 +80,7 @@ func TestBackgroundCommitFoldsIntoNextAcquire(t *testing.T) {
 // TestBackgroundCommitAlone: an adjustment no acquire picks up is written
 // alone after its delay, and Close waits for it.
 func TestBackgroundCommitAlone(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	lim := WithLimits(PerMinute("tpm", 10_000))
@@ -82,6 +99,7 @@ func TestBackgroundCommitAlone(t *testing.T) {
 // exactly, the refund first (as the synchronous commit writes it), capped,
 // then the acquire, in one write.
 func TestBackgroundCommitRefundCapped(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
 	rl.commits.delay = time.Hour
@@ -139,6 +157,7 @@ func setTokens(t *testing.T, env *testEnv, e, limit string, milli int64) {
 // commit whose lone write keeps failing is logged and counted as a
 // failure.
 func TestBackgroundCommitFailureCounted(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	repo, p := proxied(t, env)
 	var logs bytes.Buffer
@@ -172,6 +191,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 // tokens are given back, the adjustment stays applied, once.
 func TestBackgroundCommitAbandonedAcquire(t *testing.T) {
 	commitModes(t, func(t *testing.T, opts []Option) {
+		t.Parallel() // waits for a late answer; a table and proxy of its own
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, opts...)
 		lim := WithLimits(PerMinute("tpm", 10_000))
@@ -225,6 +245,7 @@ func bgLimiter(repo Repository, clock func() time.Time, opts []Option) *RateLimi
 // Commit's caps: the same admissions and balances as synchronous commits,
 // on the fast path and the read-then-write path.
 func TestBackgroundCommitAnswersAsSync(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		for _, spec := range []bool{true, false} {
 			t.Run(map[bool]string{true: "speculative", false: "read-then-write"}[spec], func(t *testing.T) {
@@ -280,6 +301,7 @@ func TestBackgroundCommitAnswersAsSync(t *testing.T) {
 // same item is not summed with it (the refund's cap comes first): the
 // bucket ends as with the two commits written one after the other.
 func TestBackgroundCommitKeepsOrder(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		commitModes(t, func(t *testing.T, opts []Option) {
 			ctx := context.Background()
@@ -310,6 +332,7 @@ func TestBackgroundCommitKeepsOrder(t *testing.T) {
 // deep in debt (their sum once wrapped around and left it full on
 // DynamoDB).
 func TestBackgroundCommitSumsSaturate(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		ctx := context.Background()
 		rl := bgLimiter(repo, clock, []Option{WithBackgroundCommit(true), WithGroupCommit(false)})

@@ -92,6 +92,7 @@ func TestEntityCacheAge(t *testing.T) {
 // comes back, its parent is charged again, on both paths. The cascade is
 // relearned, never lost.
 func TestEvictedEntityCascadesAgain(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		ctx := env.ctx
 		rl := env.limiter(WithCacheSize(CacheEntities, 1))
@@ -118,6 +119,7 @@ func TestEvictedEntityCascadesAgain(t *testing.T) {
 // TestEvictedEntityExpires: past the entity cache's age limit an entity's
 // cascade is read (or learned) again; the parent is still charged.
 func TestEvictedEntityExpires(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		ctx := env.ctx
 		rl := env.limiter(WithEntityCacheTTL(time.Minute))

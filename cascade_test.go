@@ -33,6 +33,7 @@ func deepChainWith(t *testing.T, env *testEnv, rl *RateLimiter, usd Limit) {
 // creates them (read, then written on the read-then-write path). Each
 // level is charged.
 func TestDeepCascadeOneCall(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
@@ -74,6 +75,7 @@ func TestDeepCascadeOneCall(t *testing.T) {
 // key and the project untouched, on both paths; a rollback gives every
 // level back what it took.
 func TestDeepCascadeRefusedAtTop(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		deepChain(t, env, rl)
@@ -105,6 +107,7 @@ func TestDeepCascadeRefusedAtTop(t *testing.T) {
 // given back and the batch path charges each level once. A new limiter
 // on missing buckets learns it from the entity records its read returns.
 func TestDeepCascadeLearnedLate(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	deepChain(t, env, env.limiter())
@@ -162,6 +165,7 @@ func TestCascadeChainBounds(t *testing.T) {
 // bucket of its own) is one call too once warm, a TransactWriteItems of
 // the six buckets, and each level's month is charged.
 func TestDeepCascadeMonthlyBudgetOneCall(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()

@@ -17,6 +17,7 @@ import (
 // returned), returns once the calls in progress ended, and every call
 // that starts after it fails with ErrClosed. Bounded rounds, no timing.
 func TestCloseWhileInUse(t *testing.T) {
+	t.Parallel()
 	rounds := 300
 	if testing.Short() {
 		rounds = 50

@@ -39,6 +39,7 @@ func returnCapacity() func(*dynamodb.Options) {
 // DynamoDB Local does not apply real DynamoDB's 2× factor to transactions.
 // Refused conditional writes report nothing (real DynamoDB charges 1 WCU).
 func TestCapacityUnits(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	spec := New(env.withClient(returnCapacity()), WithClock(env.clock.now))

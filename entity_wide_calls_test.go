@@ -14,6 +14,7 @@ import (
 // conditional UpdateItems in parallel, one round trip, and three or more
 // one atomic TransactWriteItems of every bucket of the plan.
 func TestCallCountsEntityWide(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()

@@ -90,6 +90,7 @@ func waitQueued(t *testing.T, rl *RateLimiter, key store.BucketKey, n int) {
 // exactly what the callers were admitted and adjusted, with tk + tc = cp
 // (the clock is frozen: no refill).
 func TestGroupCommitHotKey(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithGroupCommit(true))
 	lim := WithLimits(PerMinute("rpm", 1_000_000), PerMinute("tpm", 100_000_000))
@@ -143,6 +144,7 @@ func TestGroupCommitHotKey(t *testing.T) {
 // 10 is refused with the Retry-After a solo acquire computes on the same
 // item. Nobody who fits alone is refused; nothing is over-admitted.
 func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	g := newGate("UpdateItem")
 	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
@@ -220,6 +222,7 @@ func (r *gatedSpec) SpeculativeConsume(ctx context.Context, req store.Speculativ
 // of an item are applied one after the other and each take a write-capacity
 // unit, they wait for the write in flight.
 func TestGroupCommitSecondWrite(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		second bool // a second write goes out beside the first
@@ -372,6 +375,7 @@ func TestGroupCommitCancelledMembers(t *testing.T) {
 // off as with group commit on (the first request for an idle item goes out
 // alone, at once): the rows of the cost table.
 func TestHotKeyOptionsSequentialCalls(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		opts []Option

@@ -155,6 +155,11 @@ func (k *slotKeeper) run(ctx context.Context) {
 		h := k.covered
 		k.mu.Unlock()
 		wait := time.Duration(h*genMs-k.rl.nowMs()) * time.Millisecond
+		if p := k.rl.slotPoll; p > 0 && wait > p {
+			// The renewal below does nothing before the coverage
+			// ends: the loop then reads the clock again.
+			wait = p
+		}
 		if wait > 0 {
 			t := time.NewTimer(wait)
 			select {

@@ -21,6 +21,7 @@ import (
 // (UpdateItem). Both also read the entity record, GetItem, for its
 // cascade.
 func TestCallCountsInFlight(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []bool{false, true} {
 		t.Run(map[bool]string{false: "read-then-write", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)
@@ -56,6 +57,7 @@ func TestCallCountsInFlight(t *testing.T) {
 // UpdateItem per item. An in-flight limit of the entity-wide bucket is
 // the same pair: the resource's item and the entity-wide item.
 func TestCallCountsInFlightCascade(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter(WithSlotTTL(time.Hour))

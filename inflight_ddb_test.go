@@ -15,6 +15,7 @@ import (
 // slot back within the TTL; the live lease's Commit gives its back at
 // once.
 func TestInFlightDynamoDBRenewAndLapse(t *testing.T) {
+	t.Parallel() // real time, mostly asleep; a table of its own
 	const ttl = 2 * time.Second
 	env := newTestEnv(t)
 	rl := New(env.repo, WithSlotTTL(ttl))

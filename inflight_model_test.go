@@ -22,6 +22,7 @@ import (
 // end every slot is free and the item holds at most four generations'
 // limits.
 func TestInFlightGenerationsModel(t *testing.T) {
+	t.Parallel()
 	const (
 		cap   = 3
 		ttl   = 2 * time.Second
@@ -29,6 +30,9 @@ func TestInFlightGenerationsModel(t *testing.T) {
 	)
 	run := func(t *testing.T, repo Repository, clock *fakeClock, spec bool, seed uint64) {
 		rl := New(repo, WithClock(clock.now), WithSlotTTL(ttl), WithSpeculativeWrites(spec))
+		// The keepers read the fake clock every few ms rather than
+		// sleeping the real time to a renewal the clock already passed.
+		rl.slotPoll = 2 * time.Millisecond
 		defer func() { _ = rl.Close() }()
 		ctx := context.Background()
 		opt := WithLimits(PerMinute("rpm", 1_000_000), InFlight("calls", cap))

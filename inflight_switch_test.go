@@ -15,6 +15,7 @@ import (
 // their slots when the in-flight limit is back (the cap counts them), and
 // their commits give them back.
 func TestInFlightKindSwitch(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour))
 		defer func() { _ = rl.Close() }()
@@ -52,6 +53,7 @@ func TestInFlightKindSwitch(t *testing.T) {
 // and the old lease's commit gives nothing back to it (the slots of the
 // new item stay exact).
 func TestInFlightEntityRecreated(t *testing.T) {
+	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour))
 		defer func() { _ = rl.Close() }()
@@ -86,6 +88,7 @@ func TestInFlightEntityRecreated(t *testing.T) {
 // slots back (a cap of 2 admits again at once), and at the end every
 // slot is free.
 func TestInFlightCommitPaths(t *testing.T) {
+	t.Parallel()
 	for _, bg := range []bool{false, true} {
 		t.Run(map[bool]string{false: "group", true: "background"}[bg], func(t *testing.T) {
 			bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {

@@ -94,6 +94,7 @@ func TestInFlightAbandonedLeaseFreesWithinTTL(t *testing.T) {
 // renewals keep its slot (every other acquire is refused), and its Commit
 // gives it back at once.
 func TestInFlightLongLeaseKeepsSlot(t *testing.T) {
+	t.Parallel() // real time, mostly asleep; a store of its own
 	const ttl = 600 * time.Millisecond
 	rl := inFlightLimiter(t, ttl)
 	ctx := context.Background()

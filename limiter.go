@@ -83,6 +83,11 @@ type RateLimiter struct {
 	slotItems   slotGens      // the generations of in-flight slots items hold
 	stats       specStats
 	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
+	// slotPoll, when positive, is the longest a slot keeper sleeps before
+	// it reads the clock again; zero sleeps until the renewal is due. Only
+	// tests set it: their clock (WithClock) jumps ahead of the real time
+	// a keeper's timer counts.
+	slotPoll time.Duration
 
 	// Bounds of the per-key caches.
 	cacheSizes   [numCaches]int

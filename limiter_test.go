@@ -42,6 +42,7 @@ func rateLimited(t *testing.T, err error) *RateLimitExceededError {
 // original neither writes nor reads: ts = tk, fa = when it is full again
 // (1 token at 10/min: 6 s), fp its parameters.
 func TestAcquireCreatesCascadeBuckets(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
@@ -109,6 +110,7 @@ func TestExhaustWaitAcquire(t *testing.T) {
 }
 
 func TestAcquireWithoutEntityRecord(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10))
@@ -125,6 +127,7 @@ func TestAcquireWithoutEntityRecord(t *testing.T) {
 // The original never initialised it, so every acquire consuming it failed
 // with a retry-after of 0 for good.
 func TestLimitAddedToExistingBucket(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
@@ -155,6 +158,7 @@ func TestLimitAddedToExistingBucket(t *testing.T) {
 // the expressions name them by index placeholders (the original put the raw
 // name in a placeholder, which DynamoDB rejects as a syntax error).
 func TestLimitNamesWithDashAndDot(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("tpm-x", 100), PerMinute("a.b", 100))
@@ -172,6 +176,7 @@ func TestLimitNamesWithDashAndDot(t *testing.T) {
 }
 
 func TestCascadeParentDenies(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
@@ -193,6 +198,7 @@ func TestCascadeParentDenies(t *testing.T) {
 }
 
 func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
@@ -239,6 +245,7 @@ func TestDoRollsBackOnErrorAndPanic(t *testing.T) {
 // not consumed waits 11,000×60,000//10,000 ms + 1 ms = 66.001 s, its
 // Retry-After header says 67 and its message "retry in 1m7s".
 func TestAdjustIntoDebtRetryAfter(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10))
@@ -267,6 +274,7 @@ func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 // admission, on every path (the original's speculative path admitted a
 // request on a limit in debt that its slow path rejected).
 func TestDebtDoesNotGateOtherLimits(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
@@ -280,6 +288,7 @@ func TestDebtDoesNotGateOtherLimits(t *testing.T) {
 }
 
 func TestLeaseLifecycle(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 1000))
@@ -307,6 +316,7 @@ func TestLeaseLifecycle(t *testing.T) {
 
 // TestCallCounts asserts the DynamoDB calls of each operation on this path.
 func TestCallCounts(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
@@ -379,6 +389,7 @@ func TestCallCounts(t *testing.T) {
 }
 
 func TestOnUnavailable(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	// A repository whose client points at a closed port.
@@ -484,6 +495,7 @@ func TestOnUnavailableFromSystemConfig(t *testing.T) {
 }
 
 func TestAvailableAndTimeUntilAvailable(t *testing.T) {
+	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		lim := WithLimits(PerMinute("rpm", 10), PerMinute("tpm", 600))

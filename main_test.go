@@ -54,10 +54,12 @@ type testEnv struct {
 }
 
 // forEachPath runs fn on a fresh environment once with the read-then-write
-// path and once with the speculative path: both must behave alike.
+// path and once with the speculative path: both must behave alike. The two
+// run side by side, each on a table, recorder and fake clock of its own.
 func forEachPath(t *testing.T, fn func(t *testing.T, env *testEnv)) {
 	for _, spec := range []bool{false, true} {
 		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
+			t.Parallel()
 			env := newTestEnv(t)
 			env.spec = spec
 			fn(t, env)

@@ -37,6 +37,7 @@ func (m *onRejection) SpeculativeOutcome(o store.SpeculativeOutcome) {
 // the under-admission seen under contention, where two groups of acquires
 // each hold the last tokens of one item and are refused by the other.
 func TestMixedOutcomeRefusalRunsAgain(t *testing.T) {
+	t.Parallel()
 	for _, name := range []string{"memory", "dynamodb"} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()

@@ -67,6 +67,7 @@ func (m *recMetrics) take() (acquires, spec, calls string) {
 // attempt its outcome, and every bucket operation one store call — one per
 // DynamoDB request the recorder sees.
 func TestMetricsOutcomes(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	m := &recMetrics{}
@@ -150,6 +151,7 @@ func TestMetricsOutcomes(t *testing.T) {
 // retries, on-unavailable decisions and Wait's sleeps are logged at their
 // levels.
 func TestLoggerDecisions(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	var buf bytes.Buffer

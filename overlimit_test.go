@@ -158,6 +158,7 @@ func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 // TestOverLimitCacheClearedByLimitChanges: every limit change and entity
 // deletion through the limiter empties the cache.
 func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
 	lim := WithLimits(PerMinute("rpm", 10))

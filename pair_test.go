@@ -60,6 +60,7 @@ func pairLeft(t *testing.T, rl *RateLimiter, id string) [2]map[string]int64 {
 // reads the refusing item once before it answers (see mixedRetries); a
 // refusal by both does not.
 func TestPairRefusalTakesNothing(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
@@ -121,47 +122,56 @@ func TestPairRefusalTakesNothing(t *testing.T) {
 // answered too late for its caller: the acquire fails and nothing stays
 // charged — the other write, or the late one once it is answered, is
 // given back. A write DynamoDB applied but answered with a 500 is sent
-// again by the SDK and counted once.
+// again by the SDK and counted once. Each budget has a table, a fault
+// proxy and a limiter of its own, and the three run at once (subtests
+// started from goroutines, not parallel tests, so that -parallel's two
+// slots do not hold the third back): most of their time is spent
+// waiting for deadlines and late answers, and nothing here bounds how
+// late an acquire returns.
 func TestPairFaultGivesBack(t *testing.T) {
-	env := newTestEnv(t)
-	rl, p := proxiedLimiter(t, env)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for i, budget := range pairBudgets {
-		t.Run(budget.String(), func(t *testing.T) {
-			id := fmt.Sprintf("f%d", i)
-			setPairBudget(t, rl, id, budget)
-			before := pairLeft(t, rl, id)
-			unchanged := func() bool { return reflect.DeepEqual(pairLeft(t, rl, id), before) }
-			start := p.Faults("UpdateItem")
-			// One write never answered (whichever of the two it hits):
-			// the acquire gives up at its deadline, the other write is
-			// given back, the lost one took nothing.
-			for range 2 {
-				faults := p.Faults("UpdateItem")
-				p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Blackhole, Times: 1})
+		wg.Go(func() {
+			t.Run(budget.String(), func(t *testing.T) {
+				env := newTestEnv(t)
+				rl, p := proxiedLimiter(t, env)
+				id := fmt.Sprintf("f%d", i)
+				setPairBudget(t, rl, id, budget)
+				before := pairLeft(t, rl, id)
+				unchanged := func() bool { return reflect.DeepEqual(pairLeft(t, rl, id), before) }
+				start := p.Faults("UpdateItem")
+				// One write never answered (whichever of the two it hits):
+				// the acquire gives up at its deadline, the other write is
+				// given back, the lost one took nothing.
+				for range 2 {
+					faults := p.Faults("UpdateItem")
+					p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Blackhole, Times: 1})
+					_, err := acquireWithin(t, rl, 300*time.Millisecond, id, Consume{"rpm": 1, "usd": 10})
+					require.ErrorIs(t, err, context.DeadlineExceeded)
+					require.Equal(t, faults+1, p.Faults("UpdateItem"), "the fault hit no write: the test did not test")
+					require.Eventually(t, unchanged, 5*time.Second, 50*time.Millisecond, "a lost write left something taken")
+				}
+				// An answer later than the caller's deadline: the acquire
+				// gives up at its deadline; the write applies, and is given
+				// back when its answer comes.
+				p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond, Times: 1})
 				_, err := acquireWithin(t, rl, 300*time.Millisecond, id, Consume{"rpm": 1, "usd": 10})
 				require.ErrorIs(t, err, context.DeadlineExceeded)
-				require.Equal(t, faults+1, p.Faults("UpdateItem"), "the fault hit no write: the test did not test")
-				require.Eventually(t, unchanged, 5*time.Second, 50*time.Millisecond, "a lost write left something taken")
-			}
-			// An answer later than the caller's deadline: the acquire
-			// gives up at its deadline; the write applies, and is given
-			// back when its answer comes.
-			p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.DelayAfter, Delay: 1500 * time.Millisecond, Times: 1})
-			_, err := acquireWithin(t, rl, 300*time.Millisecond, id, Consume{"rpm": 1, "usd": 10})
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			require.Eventually(t, unchanged, 5*time.Second, 50*time.Millisecond, "the late write was not given back")
-			// Applied, answered 500, sent again: admitted, charged once.
-			p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
-			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1, "usd": 10}))
-			// Every fault hit a write (a late answer counts when sent).
-			require.Eventually(t, func() bool { return p.Faults("UpdateItem") == start+4 }, 5*time.Second, 20*time.Millisecond,
-				"faults %d, want %d: one hit no write, the test did not test", p.Faults("UpdateItem"), start+4)
-			after := pairLeft(t, rl, id)
-			require.Equal(t, before[0]["rpm"]-1, after[0]["rpm"])
-			require.Equal(t, before[1]["usd"]-10, after[1]["usd"])
+				require.Eventually(t, unchanged, 5*time.Second, 50*time.Millisecond, "the late write was not given back")
+				// Applied, answered 500, sent again: admitted, charged once.
+				p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Error500After, Times: 1})
+				mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1, "usd": 10}))
+				// Every fault hit a write (a late answer counts when sent).
+				require.Eventually(t, func() bool { return p.Faults("UpdateItem") == start+4 }, 5*time.Second, 20*time.Millisecond,
+					"faults %d, want %d: one hit no write, the test did not test", p.Faults("UpdateItem"), start+4)
+				after := pairLeft(t, rl, id)
+				require.Equal(t, before[0]["rpm"]-1, after[0]["rpm"])
+				require.Equal(t, before[1]["usd"]-10, after[1]["usd"])
+				require.NoError(t, rl.Close())
+			})
 		})
 	}
-	require.NoError(t, rl.Close())
 }
 
 // TestPairConcurrentExact: two limiters, one entity whose plan is two
@@ -172,6 +182,7 @@ func TestPairFaultGivesBack(t *testing.T) {
 // budget beside the models' rpm, 50 calls of $0.045: exactly 22
 // admitted, none refused while $0.045 was left.
 func TestPairConcurrentExact(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl1, rl2 := env.limiter(), env.limiter()

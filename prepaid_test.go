@@ -16,6 +16,7 @@ import (
 // TopUp reports it applied, the balance grows by the amount once and one
 // audit event is recorded.
 func TestTopUpServerErrorAfterApplyAppliedOnce(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl, p := proxiedLimiter(t, env, WithGroupCommit(false))
 	lim := WithLimits(Prepaid("usd"))

@@ -27,6 +27,7 @@ func tpmAdjust(e string, milli, capMilli, inc int64) []store.BucketWrite {
 // first case costs one write; otherwise (and in the other cases) the
 // refused ADD returns the item and one conditioned write follows.
 func TestAdjustRefundCases(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name                string
 		tokens, expectedCap int64
@@ -67,6 +68,7 @@ func TestAdjustRefundCases(t *testing.T) {
 // write of a refund is conditioned on the balance's range, not on the
 // value read, so the other writes do not refuse it.
 func TestAdjustUnderContention(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"tpm": 500_000}, WithLimits(PerMinute("tpm", 1_000_000)))

@@ -30,6 +30,7 @@ func chainRequests(c Consume, now time.Time) []store.SpeculativeRequest {
 // the speculative writes' results, and, once the buckets are full again,
 // the exact writes' (rf moved, the balances refilled).
 func TestSpeculativeConsumeAllItemsAfter(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
@@ -66,6 +67,7 @@ func TestSpeculativeConsumeAllItemsAfter(t *testing.T) {
 // writes nothing; every result holds its item as it was, the
 // organisation's with its reason, the others with none.
 func TestSpeculativeConsumeAllRefused(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	rl := env.limiter()
@@ -109,6 +111,7 @@ func conflictReasons() error {
 // keeps conflicting is refused with store.RefusedRefillDue (never as a
 // rate limit), and the acquire then takes the read-then-write path.
 func TestSpeculativeConsumeAllConflict(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
 	deepChain(t, env, env.limiter())

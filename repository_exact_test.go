@@ -61,6 +61,7 @@ func exactAvailable(env *testEnv, id string, now time.Time) int64 {
 // full: fa is not after now) and returns the item, from which the refilled
 // state is written: two writes, no read.
 func TestSpeculativeFullBucketOneWrite(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.specLimiter()
 	lim := WithLimits(PerMinute("rpm", 100))
@@ -100,6 +101,7 @@ func TestSpeculativeFullBucketOneWrite(t *testing.T) {
 // keeps no item, with the cascade's parent, and with background commit
 // folding a lease's charge into the burst's first write.
 func TestSpeculativeIdleBurstDynamoDB(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	lim := WithLimits(PerMinute("rpm", 100))
 	for _, tc := range []struct {
@@ -153,6 +155,7 @@ func TestSpeculativeIdleBurstDynamoDB(t *testing.T) {
 // never take more than an exact bucket holds: a burst at one instant
 // admits exactly the whole tokens the item holds, refilled to now.
 func TestForeignWritesNeverOverAdmit(t *testing.T) {
+	t.Parallel()
 	n := func(v int64) types.AttributeValue { return schemaN(v) }
 	for _, tc := range []struct {
 		name string

@@ -81,6 +81,7 @@ func plantIndexEntries(env *testEnv, other, ns string) {
 // purge never see or touch them, and the entries dropped are counted,
 // reported and logged once.
 func TestIndexEntriesOfAnotherNamespaceIgnored(t *testing.T) {
+	t.Parallel()
 	var logs bytes.Buffer
 	var logMu sync.Mutex
 	m := &indexCounts{}

@@ -139,6 +139,7 @@ func TestRegisterNamespaceConcurrently(t *testing.T) {
 // TestNamespaceIDNeverStartsWithDash registers a namespace while the random
 // source first yields the bytes of "-AAAAAAAAAA": the id is drawn again.
 func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	repo := *env.repo
 	repo.nsIDSource = bytes.NewReader([]byte{0xF8, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7})
@@ -163,6 +164,7 @@ func TestNamespaceIDNeverStartsWithDash(t *testing.T) {
 }
 
 func TestNamespaceDeleteRecoverPurge(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	repo, ctx := env.repo, env.ctx
 	id, err := repo.RegisterNamespace(ctx, "tenant-a")
@@ -344,6 +346,7 @@ func (c *partialBatchClient) BatchWriteItem(ctx context.Context, in *dynamodb.Ba
 // BatchWriteItem leaving items unprocessed, and checks that everything of
 // it and nothing else is deleted.
 func TestPurgeNamespaceManyItems(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	id, err := env.repo.RegisterNamespace(ctx, "big")

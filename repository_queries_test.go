@@ -61,6 +61,7 @@ func TestQueriesUnsupportedByRepository(t *testing.T) {
 }
 
 func TestAuditEventsQuery(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter(WithPrincipal("arn:aws:iam::123456789012:role/app"))
 	ctx := env.ctx
@@ -255,6 +256,7 @@ func allSnapshots(t *testing.T, rl *RateLimiter, q UsageQuery) ([]UsageSnapshot,
 }
 
 func TestUsageSnapshots(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	usageFixture(env)
 	counter := &scanCountingClient{DynamoDBClient: env.repo.client}
@@ -394,6 +396,7 @@ func TestUsageSnapshots(t *testing.T) {
 // aggregator writes them) are read as the window their window attribute
 // names, with their counters as stored.
 func TestUsageSnapshotsWindowTypesApart(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ns := env.repo.NamespaceID()
 	ttl := epoch.Unix() + 90*86400
@@ -542,6 +545,7 @@ func capacityFixture(env *testEnv) {
 }
 
 func TestResourceCapacity(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	capacityFixture(env)
 	rl := env.limiter()

@@ -15,6 +15,7 @@ import (
 )
 
 func TestEntities(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
@@ -70,6 +71,7 @@ func TestEntities(t *testing.T) {
 }
 
 func TestDeleteEntityManyItems(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	lim := WithLimits(PerMinute("rpm", 10))
@@ -91,6 +93,7 @@ func TestDeleteEntityManyItems(t *testing.T) {
 }
 
 func TestStoredLimitsResolution(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
@@ -142,6 +145,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 }
 
 func TestStoredLimitsRegistriesAndListing(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
@@ -209,6 +213,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 // parameters and removes its TTL, and DeleteLimits reconciles it with the
 // defaults (TTL back, stale limits removed).
 func TestBucketSyncAndReconcile(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
@@ -342,6 +347,7 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 // wrote for the same resource, which would drop the resource from
 // ListResourcesWithEntityConfigs while it still has some.
 func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx

@@ -25,6 +25,7 @@ func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
 // (DynamoDB calls per acquire on the speculative path: single entity and
 // cascade, hit and fallback) on this implementation, as recorded calls.
 func TestSpeculativeCostTable(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.specLimiter()
@@ -220,6 +221,7 @@ func TestTransactionConflictRetried(t *testing.T) {
 // 1000 lifetime writes a quiet bucket doubled its shards again and again
 // (it reached 32).
 func TestQuietBucketNeverShards(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("1040 acquires")
 	}
@@ -240,6 +242,7 @@ func TestQuietBucketNeverShards(t *testing.T) {
 // TestHotPartitionDoublesShards: above 1000 writes/s the wcu limit runs out
 // for real and the shard count doubles (once per exhaustion).
 func TestHotPartitionDoublesShards(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("1100 acquires")
 	}
@@ -355,6 +358,7 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 // cascades, on every path — acquiring on P consumes P and G, acquiring on
 // C consumes C, P and the grandparent G.
 func TestThreeLevelHierarchy(t *testing.T) {
+	t.Parallel()
 	for _, spec := range []bool{false, true} {
 		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)

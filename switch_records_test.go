@@ -18,6 +18,7 @@ import (
 // another tool keeps on the system config's item (the Python library, an
 // operator's note) survives both, and so do the limits and mode.
 func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := env.limiter()
 	defer rl.Close()

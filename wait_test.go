@@ -16,13 +16,23 @@ import (
 // DynamoDB Local repository with Now = time.Now, and the memory store.
 
 // realTimeBackends runs fn on a DynamoDB Local repository and on a memory
-// store, both on the real clock.
-func realTimeBackends(t *testing.T, fn func(t *testing.T, repo Repository)) {
+// store, both on the real clock. With sideBySide the two run in parallel
+// (most of their time is spent asleep in Wait); a test that bounds how
+// late a timer fires runs them one after the other.
+func realTimeBackends(t *testing.T, sideBySide bool, fn func(t *testing.T, repo Repository)) {
 	t.Run("dynamodb", func(t *testing.T) {
+		if sideBySide {
+			t.Parallel()
+		}
 		env := newTestEnv(t, func(o *DynamoDBOptions) { o.Now = time.Now })
 		fn(t, env.repo)
 	})
-	t.Run("memory", func(t *testing.T) { fn(t, newMemory()) })
+	t.Run("memory", func(t *testing.T) {
+		if sideBySide {
+			t.Parallel()
+		}
+		fn(t, newMemory())
+	})
 }
 
 // tenPerSecond is a limit of 10 tokens refilling 10 per second.
@@ -37,7 +47,7 @@ var tenPerSecond = PerSecond("rps", 10)
 // three (the speculative write is refused, then read and write).
 func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 	twoPerSecond := WithLimits(PerSecond("rps", 2)) // a token every 500 ms
-	realTimeBackends(t, func(t *testing.T, repo Repository) {
+	realTimeBackends(t, false, func(t *testing.T, repo Repository) {
 		for _, spec := range []bool{true, false} {
 			// lastNow is the limiter's last clock reading: the "now" of
 			// the last refusal's retry-after.
@@ -105,7 +115,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 // both ErrRateLimited and context.DeadlineExceeded; a done context makes no
 // call.
 func TestWaitContext(t *testing.T) {
-	realTimeBackends(t, func(t *testing.T, repo Repository) {
+	realTimeBackends(t, true, func(t *testing.T, repo Repository) {
 		rl := New(repo)
 		perMinute := WithLimits(PerMinute("rpm", 10)) // a drained bucket waits 6 s per token
 		lease, err := rl.Acquire(context.Background(), "e", "batch", Consume{"rpm": 10}, perMinute)
@@ -146,6 +156,7 @@ func TestWaitContext(t *testing.T) {
 // that does not refill, an invalid request and an unavailable backend all
 // return at once.
 func TestWaitNeverFits(t *testing.T) {
+	t.Parallel()
 	env := newTestEnv(t)
 	rl := New(env.repo)
 	rl.sleep = func(context.Context, time.Duration) error {
@@ -191,7 +202,7 @@ func TestWaitJitter(t *testing.T) {
 // number served is at most the capacity plus the refill earned since the
 // start; the bucket's counter shows exactly 32 tokens taken.
 func TestWaitConcurrentNoOverAdmission(t *testing.T) {
-	realTimeBackends(t, func(t *testing.T, repo Repository) {
+	realTimeBackends(t, true, func(t *testing.T, repo Repository) {
 		rl := New(repo)
 		const waiters = 32
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
