@@ -106,7 +106,8 @@ type slotKeeper struct {
 	rl     *RateLimiter
 	claims []slotClaim
 	cancel context.CancelFunc
-	done   chan struct{}
+	start  *time.Timer   // starts run when the first renewal is due
+	done   chan struct{} // closed when run returns
 
 	mu      sync.Mutex
 	covered int64         // the last generation the lease's slots cover
@@ -139,7 +140,25 @@ func (rl *RateLimiter) keepSlots(lease *Lease, items []*batchItem) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
 	lease.slots = k
-	go k.run(ctx)
+	// Most leases end before their first renewal is due: the keeper's
+	// goroutine starts only then.
+	k.start = time.AfterFunc(k.untilRenewal(), func() { k.run(ctx) })
+}
+
+// untilRenewal is how long until the renewal of the last covered
+// generation is due (at most the limiter's slotPoll when set), 0 when it
+// is.
+func (k *slotKeeper) untilRenewal() time.Duration {
+	k.mu.Lock()
+	h := k.covered
+	k.mu.Unlock()
+	wait := time.Duration(h*k.rl.slotGenMs()-k.rl.nowMs()) * time.Millisecond
+	if p := k.rl.slotPoll; p > 0 && wait > p {
+		// The renewal does nothing before the coverage ends: the keeper
+		// then reads the clock again.
+		wait = p
+	}
+	return max(wait, 0)
 }
 
 // run renews the coverage when the last covered generation starts, so
@@ -154,13 +173,7 @@ func (k *slotKeeper) run(ctx context.Context) {
 		k.mu.Lock()
 		h := k.covered
 		k.mu.Unlock()
-		wait := time.Duration(h*genMs-k.rl.nowMs()) * time.Millisecond
-		if p := k.rl.slotPoll; p > 0 && wait > p {
-			// The renewal below does nothing before the coverage
-			// ends: the loop then reads the clock again.
-			wait = p
-		}
-		if wait > 0 {
+		if wait := k.untilRenewal(); wait > 0 {
 			t := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -249,7 +262,9 @@ func (k *slotKeeper) renew(ctx context.Context, h, genMs int64) error {
 // the entries of the slots its renewals took.
 func (k *slotKeeper) halt() []*leaseEntry {
 	k.cancel()
-	<-k.done
+	if !k.start.Stop() {
+		<-k.done // the keeper ran or runs: wait for its end
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := k.entries
