@@ -529,9 +529,12 @@ local function item_lines(pre, flat)
 end
 
 -- reply appends to out (lines, joined by newlines) the reply of one
--- request, as one element: "1" when it was applied, else "0"; the reason
--- it could not take its amounts ('' when it could); then the item's lines
--- (see item_lines).
+-- request: "1" when it was applied, else "0"; the reason it could not
+-- take its amounts ('' when it could); then the item's lines (see
+-- item_lines). Each line is an element of its own, so that the request
+-- makes no new string: the call's one concatenation copies them.
 local function reply(out, applied, why, flat)
-  out[#out + 1] = item_lines((applied and '1\n' or '0\n') .. why .. '\n', flat)
+  local k, n = #out, #flat
+  out[k + 1], out[k + 2], out[k + 3] = applied and '1' or '0', why, decimal(n)
+  for i = 1, n do out[k + 3 + i] = flat[i] end
 end
