@@ -42,6 +42,9 @@ type batcher[Q, R any] struct {
 
 	mu     sync.Mutex
 	groups map[string]*batchGroup[Q, R] // by slot group ("" on a standalone server)
+	// idle holds *pending[Q, R] values with their done channel, so that a
+	// queued request allocates neither.
+	idle sync.Pool
 }
 
 // batchGroup is the state of one slot group; guarded by the batcher's mu.
@@ -53,8 +56,8 @@ type batchGroup[Q, R any] struct {
 // pending is a request queued behind the calls in flight.
 type pending[Q, R any] struct {
 	req Q
-	// done is closed when the request is decided, or when it becomes the
-	// leader of batch.
+	// done receives once when the request is decided, or when it becomes
+	// the leader of batch (buffered: the sender never waits).
 	done  chan struct{}
 	taken bool             // out of the queue (in a batch); guarded by mu
 	batch []*pending[Q, R] // set for a leader: the requests it sends
@@ -80,7 +83,11 @@ func (b *batcher[Q, R]) do(ctx context.Context, name string, req Q) (R, error) {
 		b.done(name, g)
 		return res, err
 	}
-	p := &pending[Q, R]{req: req, done: make(chan struct{})}
+	p, _ := b.idle.Get().(*pending[Q, R])
+	if p == nil {
+		p = &pending[Q, R]{done: make(chan struct{}, 1)}
+	}
+	p.req = req
 	g.queue = append(g.queue, p)
 	b.mu.Unlock()
 
@@ -97,6 +104,7 @@ func (b *batcher[Q, R]) do(ctx context.Context, name string, req Q) (R, error) {
 				}
 			}
 			b.mu.Unlock()
+			b.release(p) // out of the queue: nothing refers to it
 			var zero R
 			return zero, wrap(b.op, ctx.Err())
 		}
@@ -108,7 +116,17 @@ func (b *batcher[Q, R]) do(ctx context.Context, name string, req Q) (R, error) {
 	if p.batch != nil {
 		b.lead(ctx, name, g, p)
 	}
-	return p.res, p.err
+	// Decided: the leader signalled p last and refers to it no more.
+	res, err := p.res, p.err
+	b.release(p)
+	return res, err
+}
+
+// release returns p, which nothing refers to any more, to the idle pool.
+func (b *batcher[Q, R]) release(p *pending[Q, R]) {
+	done := p.done
+	*p = pending[Q, R]{done: done}
+	b.idle.Put(p)
 }
 
 // done ends a call of group g: the first queued request becomes the
@@ -134,7 +152,7 @@ func (b *batcher[Q, R]) done(name string, g *batchGroup[Q, R]) {
 	leader := batch[0]
 	leader.batch = batch
 	b.mu.Unlock()
-	close(leader.done)
+	leader.done <- struct{}{}
 }
 
 // lead sends leader's batch as one call, hands every request its result
@@ -155,7 +173,7 @@ func (b *batcher[Q, R]) lead(ctx context.Context, name string, g *batchGroup[Q, 
 			p.res = res[i]
 		}
 		if p != leader {
-			close(p.done)
+			p.done <- struct{}{} // p's caller owns it from here on
 		}
 	}
 	b.done(name, g)

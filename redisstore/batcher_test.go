@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -255,4 +256,68 @@ func TestBatchedConsumeCluster(t *testing.T) {
 		}
 	}
 	assert.Equal(t, int64(goroutines*each*1000), total, "millitokens consumed in all")
+}
+
+// TestBatchedConsumeResultsReachTheirCallers: the queued requests'
+// records are reused from one request to the next. Under 16 goroutines
+// sending requests back to back (each on a bucket of its own, with an
+// amount of its own), a seventh of them with deadlines short enough to
+// end while queued, in flight or not at all, every request that returns
+// without an error gets its own result (its key, its bucket), and every
+// bucket's total is exactly what the results report applied: no result
+// goes to another caller, none is lost.
+func TestBatchedConsumeResultsReachTheirCallers(t *testing.T) {
+	s, _ := privateStore(t, nil)
+	const workers, each = 16, 150
+	for w := range workers {
+		createBucket(t, s, "e"+strconv.Itoa(w), "gpt", 1_000_000)
+	}
+	applied := make([]int64, workers)
+	cancelled := make([]int, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			entity := "e" + strconv.Itoa(w)
+			for i := range each {
+				ctx, cancel := context.Background(), context.CancelFunc(func() {})
+				if i%7 == 3 {
+					ctx, cancel = context.WithTimeout(ctx, time.Duration(i%5)*50*time.Microsecond)
+				}
+				req := consumeReq(entity, "gpt", 1_000_000, int64(1+w))
+				req.NowMs = batchNow + int64(i)
+				res, err := s.SpeculativeConsume(ctx, req)
+				cancel()
+				if err != nil {
+					assert.ErrorIs(t, err, context.DeadlineExceeded, "%s request %d", entity, i)
+					cancelled[w]++
+					continue
+				}
+				if !assert.Equal(t, req.Key, res.Key, "%s request %d: another caller's result", entity, i) {
+					return
+				}
+				assert.True(t, res.Applied, "%s request %d: %s", entity, i, res.Reason)
+				if assert.NotNil(t, res.Bucket, "%s request %d", entity, i) {
+					assert.Equal(t, req.Key, res.Bucket.Key, "%s request %d: another caller's bucket", entity, i)
+				}
+				if res.Applied {
+					applied[w] += 1 + int64(w)
+				}
+			}
+		})
+	}
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(time.Minute):
+		require.Fail(t, "requests still waiting after a minute: a caller was never handed its result")
+	}
+	_, batched := s.BatchStats()
+	t.Logf("%d requests batched; cancelled per worker %v", batched, cancelled)
+	require.Positive(t, batched, "no request was queued: the test did not test")
+	for w := range workers {
+		b, err := s.GetBucket(context.Background(), store.BucketKey{EntityID: "e" + strconv.Itoa(w), Resource: "gpt"})
+		require.NoError(t, err)
+		require.Equal(t, applied[w]*1000, b.States[0].TotalConsumedMilli, "e%d: total against the applied results", w)
+	}
 }

@@ -208,3 +208,154 @@ func TestCheckSmallWithIncarnation(t *testing.T) {
 	require.Greater(t, declined, 150)
 	require.Greater(t, refills, 50)
 }
+
+// checkSmallChainLua runs a chain of requests on one item, as the consume
+// script would one after the other: ARGV is the first request and the
+// item as in checkSmallLua, then the number of steps and, per step, its
+// now, the index of a field another writer changes before it (0 for
+// none) and that field's new value, and its amounts (one per limit).
+// Each step runs check_any and check_small on the item as the steps
+// before left it (check_any's writes applied), so that check_small finds
+// the values and headers it wrote itself; it returns a line per step as
+// checkSmallLua does.
+const checkSmallChainLua = `
+local argv, flat = {}, {}
+local na = tonumber(ARGV[1])
+for i = 1, na do argv[i] = ARGV[1 + i] end
+local nf = tonumber(ARGV[na + 2])
+for i = 1, nf do flat[i] = ARGV[na + 2 + i] end
+local k = na + 3 + nf
+local steps = tonumber(ARGV[k])
+local now, li, nl, ci, nc = read_request(argv, 0)
+local function norm(why, wf, wv, wi, set, at)
+  local out = {}
+  if wf then out[#out + 1] = wf .. '=' .. wv .. '@' .. wi end
+  if set then
+    for j = 1, #at do out[#out + 1] = set[2 * j - 1] .. '=' .. set[2 * j] .. '@' .. at[j] end
+  end
+  table.sort(out)
+  return why .. ' ' .. table.concat(out, ' ')
+end
+local lines = {}
+for s = 1, steps do
+  argv[1] = ARGV[k + 1]
+  local poke = tonumber(ARGV[k + 2])
+  if poke > 0 then flat[poke] = ARGV[k + 3] end
+  for j = 1, nc do argv[ci + 2 * j] = ARGV[k + 3 + j] end
+  k = k + 3 + nc
+  now = argv[1]
+  local general = norm(check_any(argv, flat, now, li, nl, ci, nc))
+  -- whether check_small finds every limit's value and the header kept
+  local kept = hdr_rf[flat[2]] ~= nil
+  for i = 6, #flat, 2 do kept = kept and val_tk[flat[i]] ~= nil end
+  local a = {check_small(argv, flat, now, li, nl, ci, nc)}
+  local mark = kept and 'kept ' or ''
+  if a[1] == nil then
+    lines[s] = mark .. 'nil || ' .. general
+  else
+    lines[s] = mark .. norm(unpack(a, 1, 6)) .. ' || ' .. general
+  end
+  local why, wf, wv, wi, set, at = check_any(argv, flat, now, li, nl, ci, nc)
+  if why == '' and wf then
+    flat[wi] = wv
+    if set then
+      for j = 1, #at do flat[at[j]] = set[2 * j] end
+    end
+  end
+end
+return table.concat(lines, '\n')
+`
+
+// TestCheckSmallChainAgreesWithCheck: check_small keeps the values and
+// headers it wrote, parsed, for the next request on the item. On chains
+// of requests on one item (refills due or not, amounts that fit or not,
+// other writers changing a limit or the header between two requests, an
+// expiry time that passes midway), every decision check_small makes is
+// check_any's, and it decides most of them.
+func TestCheckSmallChainAgreesWithCheck(t *testing.T) {
+	c := redisserver.Client(t)
+	ctx := context.Background()
+	src := luaSource("int", "expired", "bucket", "consume_lib") + checkSmallChainLua
+	rng := rand.New(rand.NewPCG(48, 9))
+	pick := func(v ...int64) int64 { return v[rng.IntN(len(v))] }
+	decided, declined, refills, pokes, kept := 0, 0, 0, 0, 0
+	for n := range 200 {
+		nl := 1 + rng.IntN(2)
+		names := []string{"l:rpm", "l:tpm"}[:nl]
+		rf := int64(1_767_225_600_000) + rng.Int64N(1<<30)
+		now := rf + pick(0, 1, 999)
+		ttl := "0"
+		if rng.IntN(3) == 0 {
+			ttl = strconv.FormatInt(now/1000+pick(1, 2, 100), 10)
+		}
+		flat := []string{"h", fmt.Sprintf("%d|1|0|%s|", rf, ttl), "i", "7"}
+		argv := []string{strconv.FormatInt(now, 10), strconv.Itoa(nl)}
+		var params []string
+		var caps []int64
+		for _, name := range names {
+			cp := pick(100_000, 2_000_000_000, 1<<30*1000)
+			ra := pick(cp, cp/2, 1000)
+			rp := pick(60_000, 1000)
+			p := fmt.Sprintf("%d|%d|%d", cp, ra, rp)
+			params, caps = append(params, p), append(caps, cp)
+			flat = append(flat, name, fmt.Sprintf("%s|%d|%d", p, pick(cp, cp/2, 0), pick(0, rng.Int64N(1<<40))))
+			argv = append(argv, name, p)
+		}
+		argv = append(argv, strconv.Itoa(nl))
+		for _, name := range names {
+			argv = append(argv, name, "1000")
+		}
+		args := []any{len(argv)}
+		for _, a := range argv {
+			args = append(args, a)
+		}
+		args = append(args, len(flat))
+		for _, f := range flat {
+			args = append(args, f)
+		}
+		const steps = 40
+		args = append(args, steps)
+		for range steps {
+			now += pick(0, 0, 1, 3, 999, 1500, 60_000)
+			args = append(args, now)
+			switch rng.IntN(12) {
+			case 0: // another writer changes a limit's balance
+				j := rng.IntN(nl)
+				args = append(args, 6+2*j, fmt.Sprintf("%s|%d|%d", params[j], pick(caps[j], caps[j]/3, -5), rng.Int64N(1<<30)))
+				pokes++
+			case 1: // or the header: refill time, expiry
+				args = append(args, 2, fmt.Sprintf("%d|1|0|%d|", now-pick(0, 5, 2000), now/1000+pick(0, 1, 3)))
+				pokes++
+			default:
+				args = append(args, 0, "")
+			}
+			for j := range nl {
+				args = append(args, pick(1000, 500_000, 1, caps[j]/2, caps[j]+1))
+			}
+		}
+		got, err := c.Eval(ctx, src, nil, args...).Text()
+		require.NoError(t, err, "chain %d", n)
+		for s, line := range strings.Split(got, "\n") {
+			line, hit := strings.CutPrefix(line, "kept ")
+			small, general, ok := strings.Cut(line, " || ")
+			require.True(t, ok, line)
+			if small == "nil" {
+				declined++
+				continue
+			}
+			decided++
+			if hit {
+				kept++
+			}
+			require.Equal(t, general, small, "chain %d, step %d: item %q, request %q", n, s, flat, argv)
+			if strings.Contains(small, " h=") {
+				refills++
+			}
+		}
+	}
+	t.Logf("check_small decided %d (%d on values it kept), declined %d; %d refills; %d other writes", decided, kept, declined, refills, pokes)
+	require.Greater(t, decided, 2000)
+	require.Greater(t, kept, 1000)
+	require.Greater(t, declined, 100)
+	require.Greater(t, refills, 300)
+}

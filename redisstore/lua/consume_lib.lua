@@ -108,6 +108,35 @@ local function amount_of(s)
   return x or nil
 end
 
+-- The stored strings a consume wrote lately, parsed: a limit's value
+-- (cp|ra|rp|tk|tc) to its balance and total (numbers), and a header
+-- (rf|sc|cas|ttl|par) to its refill time, its expiry time (ms; false for
+-- none) and its text from the first separator on. A consume writes most
+-- of what the next one on the item reads, and Redis's Lua keeps one copy
+-- of each string content, so the next read finds its values here by one
+-- lookup instead of parsing them. Each entry is a function of its key's
+-- content alone, whichever item it came from. As a function library the
+-- tables live as long as the library (they start over past 1024
+-- entries); as a script, for one call.
+local val_tk, val_tc, hdr_rf, hdr_exp, hdr_tail, seen_count = {}, {}, {}, {}, {}, 0
+
+-- remember_value records that limit value v holds balance t and total c.
+local function remember_value(v, t, c)
+  if seen_count >= 1024 then
+    val_tk, val_tc, hdr_rf, hdr_exp, hdr_tail, seen_count = {}, {}, {}, {}, {}, 0
+  end
+  val_tk[v], val_tc[v], seen_count = t, c, seen_count + 1
+end
+
+-- remember_header records that header h holds refill time rf, expiry
+-- time e (ms, false for none) and, from its first separator on, tail.
+local function remember_header(h, rf, e, tail)
+  if seen_count >= 1024 then
+    val_tk, val_tc, hdr_rf, hdr_exp, hdr_tail, seen_count = {}, {}, {}, {}, {}, 0
+  end
+  hdr_rf[h], hdr_exp[h], hdr_tail[h], seen_count = rf, e, tail, seen_count + 1
+end
+
 -- resolved_params returns the parameters ("cp|ra|rp") the request sends
 -- for limit field f (its resolved limits start after index li, nl of
 -- them); nil when f is not one of them.
@@ -368,23 +397,32 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   end
   if not hi or n ~= 2 * nl + (inc and 4 or 2) then return nil end
   local h = flat[hi]
-  local bar = find(h, '|', 1, true)
-  local sep2 = bar and find(h, '|', bar + 1, true)
-  -- h is rf|sc|cas|ttl|par: an expiry time (s) not passed at now (ms), on
-  -- numbers; an expired item, or a time too long to compare so, is
-  -- check_any's
-  local sep3 = sep2 and find(h, '|', sep2 + 1, true)
-  local sep4 = sep3 and find(h, '|', sep3 + 1, true)
-  if not sep4 or sep4 == sep3 + 1 then return nil end
   -- now on numbers, parsed once (at most 15 digits: exact)
   local nown = num(now)
-  if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
-    if sep4 - sep3 > 13 or #now > 15 then return nil end
-    local e = tonumber(sub(h, sep3 + 1, sep4 - 1))
-    if not e or not nown or e * 1000 <= nown then return nil end
+  if not nown then return nil end
+  -- the header's refill time, expiry time (ms; false for none) and text
+  -- from its first separator on: as a consume wrote it lately, or parsed
+  local rfn, exp, tail = hdr_rf[h], hdr_exp[h], hdr_tail[h]
+  if not rfn then
+    local bar = find(h, '|', 1, true)
+    local sep2 = bar and find(h, '|', bar + 1, true)
+    -- h is rf|sc|cas|ttl|par: an expiry time (s) on numbers; a time too
+    -- long to compare so is check_any's
+    local sep3 = sep2 and find(h, '|', sep2 + 1, true)
+    local sep4 = sep3 and find(h, '|', sep3 + 1, true)
+    if not sep4 or sep4 == sep3 + 1 then return nil end
+    exp = false
+    if sep4 ~= sep3 + 2 or byte(h, sep3 + 1) ~= 48 then -- not '0'
+      if sep4 - sep3 > 13 then return nil end
+      local e = tonumber(sub(h, sep3 + 1, sep4 - 1))
+      if not e then return nil end
+      exp = e * 1000
+    end
+    rfn, tail = num(sub(h, 1, bar - 1)), sub(h, bar)
+    if not rfn then return nil end
   end
-  local rfn = num(sub(h, 1, bar - 1))
-  if not (rfn and nown) then return nil end
+  -- an expiry time not passed at now; an expired item is check_any's
+  if exp and (#now > 15 or exp <= nown) then return nil end
   local after = nown > rfn
   -- limit j: field, index in flat, parameters, amount, balance, total,
   -- and its balance refilled to now (when now is after rf)
@@ -400,9 +438,13 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
     if not i then return nil end
     local v, m = flat[i], #p
     if byte(v, m + 1) ~= 124 or find(v, p, 1, true) ~= 1 then return nil end
-    local d = find(v, '|', m + 2, true)
-    if not d then return nil end
-    local t, c = num(sub(v, m + 2, d - 1)), num(sub(v, d + 1))
+    -- the balance and total: as a consume wrote them lately, or parsed
+    local t, c = val_tk[v], val_tc[v]
+    if not t then
+      local d = find(v, '|', m + 2, true)
+      if not d then return nil end
+      t, c = num(sub(v, m + 2, d - 1)), num(sub(v, d + 1))
+    end
     local cp, ra, rp = params_of(p)
     if not (t and c and cp and ra and rp) then return nil end
     -- refilled once: for whether it may be full (at its capacity, or
@@ -427,20 +469,24 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   local n1, s1 = t1 - a1, c1 + a1
   if n1 <= -B53 or s1 >= B53 then return nil end
   local short = t1 < a1
-  local v2
+  local v2, n2, s2
   if f2 then
-    local n2, s2 = t2 - a2, c2 + a2
+    n2, s2 = t2 - a2, c2 + a2
     if n2 <= -B53 or s2 >= B53 then return nil end
     short = short or t2 < a2
     v2 = format('%s|%d|%d', p2, n2, s2)
   end
   if short then return 'app_limit_exhausted' end
   local v1 = format('%s|%d|%d', p1, n1, s1)
+  remember_value(v1, n1, s1)
+  if f2 then remember_value(v2, n2, s2) end
   if not due then
+    if rfn ~= hdr_rf[h] then remember_header(h, rfn, exp, tail) end
     if not f2 then return '', f1, v1, i1 end
     return '', f1, v1, i1, {f2, v2}, {i2}
   end
-  local hv = now .. sub(h, bar)
+  local hv = now .. tail
+  remember_header(hv, nown, exp, tail)
   if not f2 then return '', f1, v1, i1, {'h', hv}, {hi} end
   return '', f1, v1, i1, {f2, v2, 'h', hv}, {i2, hi}
 end
@@ -483,9 +529,12 @@ local function item_lines(pre, flat)
 end
 
 -- reply appends to out (lines, joined by newlines) the reply of one
--- request, as one element: "1" when it was applied, else "0"; the reason
--- it could not take its amounts ('' when it could); then the item's lines
--- (see item_lines).
+-- request: "1" when it was applied, else "0"; the reason it could not
+-- take its amounts ('' when it could); then the item's lines (see
+-- item_lines). Each line is an element of its own, so that the request
+-- makes no new string: the call's one concatenation copies them.
 local function reply(out, applied, why, flat)
-  out[#out + 1] = item_lines((applied and '1\n' or '0\n') .. why .. '\n', flat)
+  local k, n = #out, #flat
+  out[k + 1], out[k + 2], out[k + 3] = applied and '1' or '0', why, decimal(n)
+  for i = 1, n do out[k + 3 + i] = flat[i] end
 end
