@@ -80,3 +80,68 @@ func (rl *RateLimiter) slotWaiting(key slotWaitKey) int {
 	defer rl.slotWaits.mu.Unlock()
 	return len(rl.slotWaits.q[key])
 }
+
+// TestWaitForSlotEndsAtClose: a Wait queued for a slot (its polls never
+// come due) returns ErrClosed when the limiter closes, and leaves the
+// queue.
+func TestWaitForSlotEndsAtClose(t *testing.T) {
+	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	rl.sleep = func(ctx context.Context, _ time.Duration) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opt := WithLimits(InFlight("calls", 1))
+	held, err := rl.Acquire(ctx, "k", "m", Consume{"calls": 1}, opt)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := rl.Wait(ctx, "k", "m", Consume{"calls": 1}, opt)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return rl.slotWaiting(slotWaitKey{"k", "m"}) == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, rl.Close())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, ErrClosed)
+	case <-ctx.Done():
+		t.Fatal("the Wait did not end at Close")
+	}
+	require.Equal(t, 0, rl.slotWaiting(slotWaitKey{"k", "m"}))
+	_ = held
+}
+
+// TestWaitGetsEntityWideSlotGivenBack: the hand-off of a slot of an
+// entity-wide in-flight limit (its item is the entity's AllResources
+// bucket, shared by every resource): a Wait on one model gets the slot a
+// lease on another model gives back.
+func TestWaitGetsEntityWideSlotGivenBack(t *testing.T) {
+	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	defer func() { _ = rl.Close() }()
+	rl.sleep = func(ctx context.Context, _ time.Duration) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	opt := WithEntityWideLimits(InFlight("calls", 1))
+	held, err := rl.Acquire(ctx, "k", "m1", Consume{"calls": 1}, opt)
+	require.NoError(t, err)
+	got := make(chan error, 1)
+	go func() {
+		l, err := rl.Wait(ctx, "k", "m2", Consume{"calls": 1}, opt)
+		if err == nil {
+			err = l.Commit(ctx)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return rl.slotWaiting(slotWaitKey{"k", AllResources}) == 1 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, held.Commit(ctx))
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case <-ctx.Done():
+		t.Fatal("no Wait got the slot given back")
+	}
+}
