@@ -120,8 +120,6 @@ func attemptsTimingOut(t *testing.T, rl *RateLimiter, entity string, consume Con
 // acquires that gave up.
 func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 	lim := WithLimits(PerMinute("rpm", 100))
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	for _, tc := range []struct {
 		name  string
 		op    string // the operation that hangs
@@ -158,8 +156,10 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 			}
 		}},
 	} {
-		run := func(t *testing.T) {
-			commitModesAtOnce(t, func(t *testing.T, mode []Option) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			commitModes(t, func(t *testing.T, mode []Option) {
+				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
 				if tc.setup != nil {
@@ -185,8 +185,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 					assert.Equal(t, env.n(before, attr), env.n(after, attr), "%s after acquires that gave up, want nothing charged", attr)
 				}
 			})
-		}
-		wg.Go(func() { t.Run(tc.name, run) })
+		})
 	}
 }
 
@@ -215,8 +214,6 @@ func waitFor(t *testing.T, cond func() bool) {
 // tokens. Close waits only for the answers, not for the timeout.
 func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 	const giveUpStoreTimeout = 30 * time.Second
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 	for _, tc := range []struct {
 		name    string
@@ -230,8 +227,10 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 		{name: "read-then-write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
 		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, cascade: true},
 	} {
-		run := func(t *testing.T) {
-			commitModesAtOnce(t, func(t *testing.T, mode []Option) {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			commitModes(t, func(t *testing.T, mode []Option) {
+				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode, []Option{WithStoreTimeout(giveUpStoreTimeout)})...)
 				entities := []string{"e"}
@@ -256,8 +255,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 					assert.Equal(t, [2]int64{99_000, 9_900_000}, [2]int64{rpm, tpm}, "%s: tk of rpm and tpm", e)
 				}
 			})
-		}
-		wg.Go(func() { t.Run(tc.name, run) })
+		})
 	}
 }
 
