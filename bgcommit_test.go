@@ -28,6 +28,22 @@ func commitModes(t *testing.T, fn func(t *testing.T, opts []Option)) {
 	}
 }
 
+// commitModesAtOnce is commitModes with the two modes run at once: started
+// from goroutines rather than as parallel tests (which -parallel, two on
+// two cores, would queue behind the package's other parallel cases). For
+// cases that spend their time waiting for a fault proxy and bound no time.
+func commitModesAtOnce(t *testing.T, fn func(t *testing.T, opts []Option)) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, bg := range []bool{false, true} {
+		wg.Go(func() {
+			t.Run(map[bool]string{false: "commit=sync", true: "commit=background"}[bg], func(t *testing.T) {
+				fn(t, []Option{WithBackgroundCommit(bg)})
+			})
+		})
+	}
+}
+
 // bgAcquireAdjust acquires consume on e, adjusts by adj and commits.
 func bgAcquireAdjust(t *testing.T, rl *RateLimiter, e string, consume, adj Consume, lim AcquireOption) {
 	t.Helper()
