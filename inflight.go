@@ -61,20 +61,6 @@ import (
 // process that died stay taken at most ([WithSlotTTL]).
 const DefaultSlotTTL = 30 * time.Second
 
-// InFlight returns a limit of calls in flight: at most n slots held at
-// once per bucket, across every process, e.g. InFlight("calls", 8). A
-// lease takes consume[name] slots at its acquire (1 for one call) and
-// gives them back when it ends ([Lease.Commit], [Lease.Rollback], the end
-// of [RateLimiter.Do]). The slots of a process that died come back within
-// the slot TTL ([WithSlotTTL]). With cascade, the parent's in-flight limit
-// of the same name caps the slots of all its children together. An
-// in-flight amount cannot be changed after the acquire (Consume, Adjust
-// and Release refuse its name). A no-op lease of the allow
-// on-unavailable mode holds no slot.
-func InFlight(name string, n int64) Limit {
-	return Limit{Name: name, Capacity: n, InFlight: true}
-}
-
 // WithSlotTTL sets the slot TTL of in-flight limits ([DefaultSlotTTL] by
 // default; zero or less means the default): the slots held by a process
 // that stops renewing them (it died, or lost the store for that long) are

@@ -100,6 +100,20 @@ func Prepaid(name string) Limit {
 	return Limit{Name: name, Capacity: store.DefaultPrepaidCapacity, Prepaid: true}
 }
 
+// InFlight returns a limit of calls in flight: at most n slots held at
+// once per bucket, across every process, e.g. InFlight("calls", 8). A
+// lease takes consume[name] slots at its acquire (1 for one call) and
+// gives them back when it ends ([Lease.Commit], [Lease.Rollback], the end
+// of [RateLimiter.Do]). The slots of a process that died come back within
+// the slot TTL ([WithSlotTTL]). With cascade, the parent's in-flight limit
+// of the same name caps the slots of all its children together. An
+// in-flight amount cannot be changed after the acquire (Consume, Adjust
+// and Release refuse its name). A no-op lease of the allow
+// on-unavailable mode holds no slot.
+func InFlight(name string, n int64) Limit {
+	return Limit{Name: name, Capacity: n, InFlight: true}
+}
+
 // NewLimit returns a validated limit with the given capacity, refill amount
 // and refill period. The error is a *[ValidationError].
 func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Duration) (Limit, error) {
