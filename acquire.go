@@ -82,6 +82,26 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 	defer rl.exit()
 	start := rl.nowMs()
 	var lease *Lease
+	allow, err := rl.guarded(ctx, o, entityID, resource, func(ctx context.Context) (err error) {
+		lease, err = rl.acquire(ctx, entityID, resource, consume, o)
+		return err
+	})
+	switch {
+	case err == nil && !allow:
+		lease.stamp(start)
+		return lease, nil
+	case !allow:
+		return nil, err
+	}
+	return &Lease{rl: rl, noop: true}, nil
+}
+
+// guarded runs attempt, an acquire, unless the circuit breaker is open,
+// on the decision context of o (decisionContext), and decides what its
+// failure means (decide): err nil and allow false is attempt's success;
+// allow is a failure the on-unavailable mode answers with a no-op lease;
+// else err is the error to return (a refusal among them).
+func (rl *RateLimiter) guarded(ctx context.Context, o acquireOptions, entityID, resource string, attempt func(context.Context) error) (allow bool, err error) {
 	decided := false
 	dctx := ctx
 	if rl.store.brk.rejecting() {
@@ -92,15 +112,11 @@ func (rl *RateLimiter) acquireChecked(ctx context.Context, entityID, resource st
 			decided = true
 			defer cancel()
 		}
-		if lease, err = rl.acquire(dctx, entityID, resource, consume, o); err == nil {
-			lease.stamp(start)
-			return lease, nil
+		if err = attempt(dctx); err == nil {
+			return false, nil
 		}
 	}
-	if allow, err := rl.decide(ctx, dctx, decided, err, o, entityID, resource); !allow {
-		return nil, err
-	}
-	return &Lease{rl: rl, noop: true}, nil
+	return rl.decide(ctx, dctx, decided, err, o, entityID, resource)
 }
 
 // decisionContext returns the context an acquire made with ctx works on:
@@ -253,25 +269,18 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 	var (
 		lease    *Lease
 		statuses [][]LimitStatus
-		decided  bool
-		dctx     = ctx
 	)
-	if rl.store.brk.rejecting() {
-		err = ErrCircuitOpen
-	} else {
-		var cancel context.CancelFunc
-		if dctx, cancel = rl.decisionContext(ctx, o); cancel != nil {
-			decided = true
-			defer cancel()
-		}
-		if lease, statuses, err = rl.acquireAll(dctx, reqs, o); err == nil || errors.Is(err, ErrRateLimited) {
-			if err == nil {
-				lease.stamp(start)
-			}
-			return lease, statuses, err
-		}
-	}
-	if allow, err := rl.decide(ctx, dctx, decided, err, o, reqs[0].EntityID, reqs[0].Resource); !allow {
+	allow, err := rl.guarded(ctx, o, reqs[0].EntityID, reqs[0].Resource, func(ctx context.Context) (err error) {
+		lease, statuses, err = rl.acquireAll(ctx, reqs, o)
+		return err
+	})
+	switch {
+	case err == nil && !allow:
+		lease.stamp(start)
+		return lease, statuses, nil
+	case errors.Is(err, ErrRateLimited):
+		return nil, statuses, err
+	case !allow:
 		return nil, nil, err
 	}
 	return &Lease{rl: rl, noop: true}, nil, nil

@@ -16,14 +16,8 @@ import (
 // still get the slots that leases of this process give back, one each.
 // Without the hand-off every Wait below would block until its deadline.
 func TestWaitGetsSlotGivenBack(t *testing.T) {
-	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	rl, ctx := neverPolling(t)
 	defer func() { _ = rl.Close() }()
-	rl.sleep = func(ctx context.Context, _ time.Duration) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	opt := WithLimits(InFlight("calls", 2), PerMinute("rpm", 1000))
 	held := make([]*Lease, 2)
 	for i := range held {
@@ -85,13 +79,7 @@ func (rl *RateLimiter) slotWaiting(key slotWaitKey) int {
 // come due) returns ErrClosed when the limiter closes, and leaves the
 // queue.
 func TestWaitForSlotEndsAtClose(t *testing.T) {
-	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
-	rl.sleep = func(ctx context.Context, _ time.Duration) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	rl, ctx := neverPolling(t)
 	opt := WithLimits(InFlight("calls", 1))
 	held, err := rl.Acquire(ctx, "k", "m", Consume{"calls": 1}, opt)
 	require.NoError(t, err)
@@ -117,14 +105,8 @@ func TestWaitForSlotEndsAtClose(t *testing.T) {
 // bucket, shared by every resource): a Wait on one model gets the slot a
 // lease on another model gives back.
 func TestWaitGetsEntityWideSlotGivenBack(t *testing.T) {
-	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	rl, ctx := neverPolling(t)
 	defer func() { _ = rl.Close() }()
-	rl.sleep = func(ctx context.Context, _ time.Duration) error {
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	opt := WithEntityWideLimits(InFlight("calls", 1))
 	held, err := rl.Acquire(ctx, "k", "m1", Consume{"calls": 1}, opt)
 	require.NoError(t, err)
@@ -144,4 +126,18 @@ func TestWaitGetsEntityWideSlotGivenBack(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no Wait got the slot given back")
 	}
+}
+
+// neverPolling returns a memory-backed limiter whose Waits sleep until
+// their context ends (no poll ever comes due, so only a hand-off wakes
+// them), and a context of 10 s.
+func neverPolling(t *testing.T) (*RateLimiter, context.Context) {
+	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	rl.sleep = func(ctx context.Context, _ time.Duration) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return rl, ctx
 }
