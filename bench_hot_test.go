@@ -28,12 +28,12 @@ import (
 func BenchmarkHotKeys(b *testing.B) {
 	type mode struct {
 		name string
-		opts []Option
+		opts []func(*Options)
 	}
 	benchHotWarmUp(b)
-	off := mode{"off", []Option{WithGroupCommit(false)}}
-	gc := mode{"group-commit", []Option{WithGroupCommit(true)}}
-	both := mode{"group-commit+cache", []Option{WithGroupCommit(true), WithOverLimitCache(time.Second)}}
+	off := mode{"off", []func(*Options){func(o *Options) { o.GroupCommit = false }}}
+	gc := mode{"group-commit", []func(*Options){func(o *Options) { o.GroupCommit = true }}}
+	both := mode{"group-commit+cache", []func(*Options){func(o *Options) { o.GroupCommit = true }, func(o *Options) { o.OverLimitCacheMaxWait = time.Second }}}
 	for _, sc := range []struct {
 		name       string
 		goroutines int
@@ -55,7 +55,7 @@ func BenchmarkHotKeys(b *testing.B) {
 }
 
 // benchHot runs one BenchmarkHotKeys case.
-func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []Option) {
+func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []func(*Options)) {
 	ctx := context.Background()
 	rec := &ddblocal.Recorder{}
 	repo, err := OpenDynamoDB(ctx, ddblocal.Client(b, rec.Option()), func(o *DynamoDBOptions) {
@@ -121,7 +121,7 @@ func benchHotWarmUp(b *testing.B) {
 		o.CreateTable = true
 	})
 	require.NoError(b, err)
-	rl := New(repo, WithGroupCommit(false))
+	rl := New(repo, func(o *Options) { o.GroupCommit = false })
 	lim := WithLimits(PerSecond("rps", 1_000_000_000))
 	for i := range 500 {
 		l, err := rl.Acquire(ctx, fmt.Sprintf("warm-%d", i%8), "gpt-4", Consume{"rps": 1}, lim)

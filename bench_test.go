@@ -63,7 +63,7 @@ func BenchmarkAcquireCommit(b *testing.B) {
 				o.CreateTable = true
 			})
 			require.NoError(b, err)
-			rl := New(repo, WithSpeculativeWrites(spec))
+			rl := New(repo, func(o *Options) { o.SpeculativeWrites = spec })
 			lim := WithLimits(PerSecond("rps", 1_000_000_000), PerSecond("tps", 1_000_000_000))
 			b.ReportAllocs()
 			for b.Loop() {

@@ -20,10 +20,10 @@ import (
 )
 
 // commitModes runs fn with Commit synchronous and in the background.
-func commitModes(t *testing.T, fn func(t *testing.T, opts []Option)) {
+func commitModes(t *testing.T, fn func(t *testing.T, opts []func(*Options))) {
 	for _, bg := range []bool{false, true} {
 		t.Run(map[bool]string{false: "commit=sync", true: "commit=background"}[bg], func(t *testing.T) {
-			fn(t, []Option{WithBackgroundCommit(bg)})
+			fn(t, []func(*Options){func(o *Options) { o.BackgroundCommit = bg }})
 		})
 	}
 }
@@ -32,13 +32,13 @@ func commitModes(t *testing.T, fn func(t *testing.T, opts []Option)) {
 // from goroutines rather than as parallel tests (which -parallel, two on
 // two cores, would queue behind the package's other parallel cases). For
 // cases that spend their time waiting for a fault proxy and bound no time.
-func commitModesAtOnce(t *testing.T, fn func(t *testing.T, opts []Option)) {
+func commitModesAtOnce(t *testing.T, fn func(t *testing.T, opts []func(*Options))) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, bg := range []bool{false, true} {
 		wg.Go(func() {
 			t.Run(map[bool]string{false: "commit=sync", true: "commit=background"}[bg], func(t *testing.T) {
-				fn(t, []Option{WithBackgroundCommit(bg)})
+				fn(t, []func(*Options){func(o *Options) { o.BackgroundCommit = bg }})
 			})
 		})
 	}
@@ -58,7 +58,7 @@ func bgAcquireAdjust(t *testing.T, rl *RateLimiter, e string, consume, adj Consu
 // its own UpdateItem, and the bucket ends as with synchronous commits.
 func TestBackgroundCommitFoldsIntoNextAcquire(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.BackgroundCommit = true })
 	rl.commits.delay = time.Hour // only an acquire or Close writes the adjustments
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 	bgAcquireAdjust(t, rl, "e", Consume{"rpm": 1, "tpm": 500}, nil, lim) // creates the bucket
@@ -82,7 +82,7 @@ func TestBackgroundCommitFoldsIntoNextAcquire(t *testing.T) {
 func TestBackgroundCommitAlone(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.BackgroundCommit = true })
 	lim := WithLimits(PerMinute("tpm", 10_000))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, nil, lim)
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, Consume{"tpm": -200}, lim)
@@ -101,7 +101,7 @@ func TestBackgroundCommitAlone(t *testing.T) {
 func TestBackgroundCommitRefundCapped(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.BackgroundCommit = true })
 	rl.commits.delay = time.Hour
 	lim := WithLimits(PerMinute("tpm", 100))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 50}, nil, lim)
@@ -162,8 +162,8 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 	repo, p := proxied(t, env)
 	var logs bytes.Buffer
 	var mu sync.Mutex
-	rl := New(repo, WithClock(env.clock.now), WithBackgroundCommit(true), WithGroupCommit(false),
-		WithLogger(slog.New(slog.NewTextHandler(lockedWriter{mu: &mu, b: &logs}, nil))))
+	rl := New(repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.BackgroundCommit = true }, func(o *Options) { o.GroupCommit = false },
+		func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(lockedWriter{mu: &mu, b: &logs}, nil)) })
 	lim := WithLimits(PerMinute("tpm", 10_000))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, nil, lim)
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, Consume{"tpm": -100}, lim)
@@ -190,7 +190,7 @@ func TestBackgroundCommitFailureCounted(t *testing.T) {
 // whose caller gives up while DynamoDB applies it late: the acquire's
 // tokens are given back, the adjustment stays applied, once.
 func TestBackgroundCommitAbandonedAcquire(t *testing.T) {
-	commitModes(t, func(t *testing.T, opts []Option) {
+	commitModes(t, func(t *testing.T, opts []func(*Options)) {
 		t.Parallel() // waits for a late answer; a table and proxy of its own
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, opts...)
@@ -210,7 +210,7 @@ func TestBackgroundCommitAbandonedAcquire(t *testing.T) {
 // folds the adjustment: it is written alone.
 func TestBackgroundCommitReadThenWrite(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithBackgroundCommit(true), WithSpeculativeWrites(false))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.BackgroundCommit = true }, func(o *Options) { o.SpeculativeWrites = false })
 	lim := WithLimits(PerMinute("tpm", 10_000))
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, nil, lim)
 	bgAcquireAdjust(t, rl, "e", Consume{"tpm": 500}, Consume{"tpm": -100}, lim)
@@ -232,8 +232,8 @@ func bgRepos(t *testing.T, fn func(t *testing.T, repo Repository, clock func() t
 
 // bgLimiter returns a limiter on repo; with background commit its queued
 // adjustments wait for the next write of their item (no delay ends).
-func bgLimiter(repo Repository, clock func() time.Time, opts []Option) *RateLimiter {
-	rl := New(repo, append([]Option{WithClock(clock)}, opts...)...)
+func bgLimiter(repo Repository, clock func() time.Time, opts []func(*Options)) *RateLimiter {
+	rl := New(repo, append([]func(*Options){func(o *Options) { o.Clock = clock }}, opts...)...)
 	if rl.commits != nil {
 		rl.commits.delay = time.Hour
 	}
@@ -249,10 +249,10 @@ func TestBackgroundCommitAnswersAsSync(t *testing.T) {
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		for _, spec := range []bool{true, false} {
 			t.Run(map[bool]string{true: "speculative", false: "read-then-write"}[spec], func(t *testing.T) {
-				commitModes(t, func(t *testing.T, opts []Option) {
+				commitModes(t, func(t *testing.T, opts []func(*Options)) {
 					ctx := context.Background()
-					rl := bgLimiter(repo, clock, append(opts, WithSpeculativeWrites(spec)))
-					admin := New(repo, WithClock(clock))
+					rl := bgLimiter(repo, clock, append(opts, func(o *Options) { o.SpeculativeWrites = spec }))
+					admin := New(repo, func(o *Options) { o.Clock = clock })
 					lim := WithLimits(PerMinute("tpm", 100))
 					e := fmt.Sprintf("refund-%v-%v", spec, rl.commits != nil)
 
@@ -303,7 +303,7 @@ func TestBackgroundCommitAnswersAsSync(t *testing.T) {
 func TestBackgroundCommitKeepsOrder(t *testing.T) {
 	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
-		commitModes(t, func(t *testing.T, opts []Option) {
+		commitModes(t, func(t *testing.T, opts []func(*Options)) {
 			ctx := context.Background()
 			rl := bgLimiter(repo, clock, opts)
 			lim := WithLimits(PerMinute("tpm", 100))
@@ -312,7 +312,7 @@ func TestBackgroundCommitKeepsOrder(t *testing.T) {
 			require.NoError(t, err)
 			b, err := rl.Acquire(ctx, e, "api", Consume{"tpm": 10}, lim)
 			require.NoError(t, err)
-			require.NoError(t, New(repo, WithClock(clock)).Reset(ctx, e, "api"))
+			require.NoError(t, New(repo, func(o *Options) { o.Clock = clock }).Reset(ctx, e, "api"))
 			require.NoError(t, a.Adjust(Consume{"tpm": -80}))
 			require.NoError(t, a.Commit(ctx)) // 100 + 80, capped: 100
 			require.NoError(t, b.Adjust(Consume{"tpm": 90}))
@@ -335,7 +335,7 @@ func TestBackgroundCommitSumsSaturate(t *testing.T) {
 	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
 		ctx := context.Background()
-		rl := bgLimiter(repo, clock, []Option{WithBackgroundCommit(true), WithGroupCommit(false)})
+		rl := bgLimiter(repo, clock, []func(*Options){func(o *Options) { o.BackgroundCommit = true }, func(o *Options) { o.GroupCommit = false }})
 		lim := WithLimits(PerMinute("tpm", 2_000))
 		leases := make([]*Lease, 1_100)
 		for i := range leases {

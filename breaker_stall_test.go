@@ -110,8 +110,10 @@ func (l *stallLoad) end() {
 func TestBreakerSurvivesOneStall(t *testing.T) {
 	env := newTestEnv(t)
 	m := &outageMetrics{}
-	rl, p := proxiedLimiter(t, env, WithStoreTimeout(DefaultStoreTimeout),
-		WithCircuitBreaker(DefaultCircuitFailures, DefaultCircuitCooldown), WithMetrics(m))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = defaultStoreTimeout },
+		func(o *Options) {
+			o.CircuitFailures, o.CircuitCooldown = defaultCircuitFailures, defaultCircuitCooldown
+		}, func(o *Options) { o.Metrics = m })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 1_000_000))
 	load := startStallLoad(t, env, rl, m, lim)
@@ -161,8 +163,8 @@ func TestBreakerSurvivesOneStall(t *testing.T) {
 func TestBreakerOpensOnBlackHole(t *testing.T) {
 	env := newTestEnv(t)
 	m := &outageMetrics{}
-	rl, p := proxiedLimiter(t, env, WithStoreTimeout(DefaultStoreTimeout),
-		WithCircuitBreaker(DefaultCircuitFailures, time.Minute), WithMetrics(m))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = defaultStoreTimeout },
+		func(o *Options) { o.CircuitFailures, o.CircuitCooldown = defaultCircuitFailures, time.Minute }, func(o *Options) { o.Metrics = m })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 1_000_000))
 	load := startStallLoad(t, env, rl, m, lim)

@@ -95,7 +95,7 @@ func TestEvictedEntityCascadesAgain(t *testing.T) {
 	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		ctx := env.ctx
-		rl := env.limiter(WithCacheSize(CacheEntities, 1))
+		rl := env.limiter(func(o *Options) { o.EntityCacheSize = 1 })
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
 			_, err := rl.CreateEntity(ctx, e)
 			require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestEvictedEntityExpires(t *testing.T) {
 	t.Parallel()
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		ctx := env.ctx
-		rl := env.limiter(WithEntityCacheTTL(time.Minute))
+		rl := env.limiter(func(o *Options) { o.EntityCacheTTL = time.Minute })
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
 			_, err := rl.CreateEntity(ctx, e)
 			require.NoError(t, err)
@@ -146,7 +146,7 @@ func TestEvictedEntityExpires(t *testing.T) {
 // refuses them the same way.
 func TestOverLimitCacheCeiling(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute), WithCacheSize(CacheOverLimit, 1))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute }, func(o *Options) { o.OverLimitCacheSize = 1 })
 	lim := WithLimits(PerMinute("rpm", 1))
 	for _, id := range []string{"a", "b"} {
 		mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}, lim))
@@ -172,7 +172,7 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 // still decides correctly (every lookup misses).
 func TestCacheSizeZero(t *testing.T) {
 	ctx := context.Background()
-	rl := New(newMemory(), WithCacheSize(CacheConfigs, 0), WithCacheSize(CacheEntities, 0))
+	rl := New(newMemory(), func(o *Options) { o.ConfigCacheSize = 0 }, func(o *Options) { o.EntityCacheSize = 0 })
 	require.NoError(t, rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 2)}))
 	for range 2 {
 		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}))

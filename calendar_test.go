@@ -130,7 +130,7 @@ func TestCalendarDerivedNameTooLong(t *testing.T) {
 func TestCalendarWait(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(calTime(t, "2026-11-30T23:00:00Z"))
-	rl := New(newMemory(), WithClock(clk.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clk.now })
 	defer rl.Close()
 	var slept []time.Duration
 	rl.sleep = func(_ context.Context, d time.Duration) error {
@@ -173,7 +173,7 @@ func TestCalendarWait(t *testing.T) {
 func TestCalendarLeaseEntries(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(calTime(t, "2026-11-30T23:00:00Z"))
-	rl := New(newMemory(), WithClock(clk.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clk.now })
 	defer rl.Close()
 	ctx := context.Background()
 	month := PerCalendarMonth("usd", 1000)
@@ -212,7 +212,7 @@ func TestCalendarLeaseEntries(t *testing.T) {
 	require.Len(t, statuses, 1)
 
 	// Without speculative writes (the read-then-write path) alike.
-	rl2 := New(rl.repo, WithClock(clk.now), WithSpeculativeWrites(false))
+	rl2 := New(rl.repo, func(o *Options) { o.Clock = clk.now }, func(o *Options) { o.SpeculativeWrites = false })
 	defer rl2.Close()
 	_, err = rl2.Acquire(ctx, "k", "gpt-4o", Consume{"tpm": 1, "usd": 900}, limits)
 	require.ErrorAs(t, err, &rle)

@@ -37,7 +37,7 @@ func TestServerErrorAfterApplyChargedOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		op   string // the operation answered 500
-		opts []Option
+		opts []func(*Options)
 		// setup runs before the fault; run is what it hits.
 		setup func(t *testing.T, env *testEnv, rl *RateLimiter)
 		run   func(t *testing.T, env *testEnv, rl *RateLimiter) error
@@ -61,19 +61,19 @@ func TestServerErrorAfterApplyChargedOnce(t *testing.T) {
 				require.NoError(t, lease.Adjust(Consume{"rpm": 1}))
 			},
 			run: func(t *testing.T, env *testEnv, rl *RateLimiter) error { return lease.Commit(env.ctx) }},
-		{name: "read-then-write", op: "UpdateItem", tc: 6000, opts: []Option{WithSpeculativeWrites(false)},
+		{name: "read-then-write", op: "UpdateItem", tc: 6000, opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }},
 			setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 			}},
-		{name: "new bucket", op: "PutItem", tc: 5000, opts: []Option{WithSpeculativeWrites(false)}},
-		{name: "cascade, new buckets", op: "TransactWriteItems", tc: 5000, opts: []Option{WithSpeculativeWrites(false)},
+		{name: "new bucket", op: "PutItem", tc: 5000, opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
+		{name: "cascade, new buckets", op: "TransactWriteItems", tc: 5000, opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }},
 			setup: cascade, entities: []string{"e", "p"}},
-		{name: "cascade, read-then-write", op: "TransactWriteItems", tc: 6000, opts: []Option{WithSpeculativeWrites(false)},
+		{name: "cascade, read-then-write", op: "TransactWriteItems", tc: 6000, opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }},
 			setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 				cascade(t, env, rl)
 				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 			}, entities: []string{"e", "p"}},
-		{name: "commit folded into the next acquire", op: "UpdateItem", tc: 8000, opts: []Option{WithBackgroundCommit(true)},
+		{name: "commit folded into the next acquire", op: "UpdateItem", tc: 8000, opts: []func(*Options){func(o *Options) { o.BackgroundCommit = true }},
 			setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 				mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 				lease := mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim)
@@ -83,7 +83,7 @@ func TestServerErrorAfterApplyChargedOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, tc.opts...)...)
+			rl, p := proxiedLimiter(t, env, append([]func(*Options){func(o *Options) { o.GroupCommit = false }}, tc.opts...)...)
 			if tc.setup != nil {
 				tc.setup(t, env, rl)
 			}
@@ -128,14 +128,14 @@ func TestServerErrorsEveryThirdWriteChargedOnce(t *testing.T) {
 	defer wg.Wait()
 	for _, path := range []struct {
 		name string
-		opts []Option
+		opts []func(*Options)
 	}{
 		{"speculative", nil},
-		{"read-then-write", []Option{WithSpeculativeWrites(false)}},
+		{"read-then-write", []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
 	} {
 		wg.Go(func() {
 			t.Run(path.name, func(t *testing.T) {
-				commitModesAtOnce(t, func(t *testing.T, mode []Option) {
+				commitModesAtOnce(t, func(t *testing.T, mode []func(*Options)) {
 					env := newTestEnv(t)
 					rl, p := proxiedLimiter(t, env, slices.Concat(path.opts, mode)...)
 					chargedOnce(t, env, rl, p, false)
@@ -150,7 +150,7 @@ func TestServerErrorsEveryThirdWriteChargedOnce(t *testing.T) {
 // write is answered with a 500 after it applied (so that the retries of
 // one write, interleaved with the others' requests, are not all hit).
 func TestServerErrorsEveryThirdWriteConcurrent(t *testing.T) {
-	commitModes(t, func(t *testing.T, mode []Option) {
+	commitModes(t, func(t *testing.T, mode []func(*Options)) {
 		t.Parallel()
 		env := newTestEnv(t)
 		rl, p := proxiedLimiter(t, env, mode...)

@@ -34,7 +34,7 @@ func TestCloseWhileInUse(t *testing.T) {
 // closeRound runs one round of TestCloseWhileInUse.
 func closeRound(t *testing.T, bg bool) {
 	ctx := context.Background()
-	rl := New(newMemory(), WithBackgroundCommit(bg))
+	rl := New(newMemory(), func(o *Options) { o.BackgroundCommit = bg })
 	if rl.commits != nil {
 		rl.commits.delay = 0 // the delay ends at once: writes race with Close
 	}
@@ -90,7 +90,7 @@ func closeRound(t *testing.T, bg bool) {
 func TestCallsAfterClose(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{t: epoch}
-	rl := New(newMemory(), WithClock(clock.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clock.now })
 	lim := WithLimits(PerMinute("rpm", 1))
 	lease, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	require.NoError(t, err)

@@ -82,7 +82,7 @@ func resourceKey(r string) store.ConfigKey  { return store.ResourceConfig(r) }
 func newTestCache(ttl time.Duration) (*configCache, *fakeConfigStore, *fakeClock) {
 	fcs := &fakeConfigStore{data: map[store.ConfigKey]store.Config{}}
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	return newConfigCache(ttl, DefaultConfigCacheSize, clock.now, fcs.load), fcs, clock
+	return newConfigCache(ttl, defaultConfigCacheSize, clock.now, fcs.load), fcs, clock
 }
 
 func TestConfigCachePrecedence(t *testing.T) {
@@ -234,7 +234,7 @@ func TestConfigCacheConcurrentMissesCollapse(t *testing.T) {
 			<-release
 			return fcs.load(ctx, keys)
 		}
-		c := newConfigCache(time.Minute, DefaultConfigCacheSize, time.Now, slow)
+		c := newConfigCache(time.Minute, defaultConfigCacheSize, time.Now, slow)
 		var wg sync.WaitGroup
 		for range 8 {
 			wg.Go(func() {

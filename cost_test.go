@@ -42,8 +42,8 @@ func TestCapacityUnits(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	ctx := env.ctx
-	spec := New(env.withClient(returnCapacity()), WithClock(env.clock.now))
-	slow := New(env.withClient(returnCapacity()), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	spec := New(env.withClient(returnCapacity()), func(o *Options) { o.Clock = env.clock.now })
+	slow := New(env.withClient(returnCapacity()), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	spec.CreateEntity(ctx, Entity{ID: "P"})
 	spec.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	slow.GetEntity(ctx, "C") // each limiter has its own entity cache

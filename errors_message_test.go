@@ -22,7 +22,7 @@ import (
 func TestRefusalNamesThePeriod(t *testing.T) {
 	clk := &fakeClock{}
 	clk.set(calTime(t, "2026-11-29T00:10:31Z"))
-	rl := New(newMemory(), WithClock(clk.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clk.now })
 	defer rl.Close()
 	ctx := context.Background()
 	limits := WithLimits(PerMinute("rpm", 100), PerCalendarMonth("usd", 100))

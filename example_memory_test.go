@@ -18,8 +18,8 @@ import (
 func Example_memoryStore() {
 	start := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	lines, err := crossbackend.ServeRequests(context.Background(), memorystore.New(),
-		limiter.WithPrincipal("unit-test"),                   // recorded in audit events
-		limiter.WithClock(func() time.Time { return start })) // a frozen clock, for a stable output
+		func(o *limiter.Options) { o.Principal = "unit-test" },
+		func(o *limiter.Options) { o.Clock = func() time.Time { return start } }) // a frozen clock, for a stable output
 	if err != nil {
 		log.Fatal(err)
 	}

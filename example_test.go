@@ -32,7 +32,7 @@ func frozen() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) }
 // every key under "acme" gets 100 rpm and 1,000 tpm on gpt-4o, and key-1
 // cascades to acme.
 func newLimiter() *limiter.RateLimiter {
-	rl := limiter.New(memorystore.New(), limiter.WithClock(frozen))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = frozen })
 	if err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 100),
 		limiter.PerMinute(limiter.LimitTPM, 1_000),
@@ -66,8 +66,8 @@ func ExampleNew() {
 	// One RateLimiter per process; it is safe for concurrent use. Any
 	// repository: limiter.OpenDynamoDB in production.
 	rl := limiter.New(memorystore.New(),
-		limiter.WithConfigCacheTTL(time.Minute), // stored limits are re-read after this
-		limiter.WithClock(frozen))
+		func(o *limiter.Options) { o.ConfigCacheTTL = time.Minute },
+		func(o *limiter.Options) { o.Clock = frozen })
 
 	// Stored limits: every API key gets these on gpt-4o unless it has its own.
 	err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{

@@ -78,7 +78,7 @@ func TestPortableWait(t *testing.T) {
 	})
 	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": memorystore.New()} {
 		var admitted atomic.Int64
-		rl := limiter.New(repo, limiter.WithMetrics(countAdmitted{&admitted}))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Metrics = countAdmitted{&admitted} })
 		require.NoError(t, rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}))
 		start := time.Now()
 		n, err := embedAll(ctx, rl, make([]string, 8))
@@ -106,7 +106,7 @@ func (countAdmitted) StoreCall(context.Context, store.StoreOp, time.Duration, er
 // Log the limiter's decisions — speculative fallbacks, shard doubling,
 // transaction-conflict retries, fail-open and fail-closed decisions, Wait's
 // sleeps — with log/slog. Nothing is logged without WithLogger.
-func ExampleWithLogger() {
+func ExampleOptions_logger() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		Level: slog.LevelDebug, // fallbacks and waits are Debug; conflicts Info; unavailability Warn
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
@@ -116,7 +116,7 @@ func ExampleWithLogger() {
 			return a
 		},
 	}))
-	rl := limiter.New(memorystore.New(), limiter.WithLogger(logger))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Logger = logger })
 	lease, err := rl.Acquire(context.Background(), "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 		limiter.WithLimits(limiter.PerMinute("rpm", 100)))
 	if err != nil {
@@ -129,9 +129,9 @@ func ExampleWithLogger() {
 
 // Count acquires by outcome with a Metrics implementation of your own (the
 // otelmetrics package provides one for OpenTelemetry).
-func ExampleWithMetrics() {
+func ExampleOptions_metrics() {
 	var admitted atomic.Int64
-	rl := limiter.New(memorystore.New(), limiter.WithMetrics(countAdmitted{&admitted}))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Metrics = countAdmitted{&admitted} })
 	for range 3 {
 		if lease, err := rl.Acquire(context.Background(), "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 			limiter.WithLimits(limiter.PerMinute("rpm", 2))); err == nil {

@@ -92,7 +92,7 @@ func waitQueued(t *testing.T, rl *RateLimiter, key store.BucketKey, n int) {
 func TestGroupCommitHotKey(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithGroupCommit(true))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.GroupCommit = true })
 	lim := WithLimits(PerMinute("rpm", 1_000_000), PerMinute("tpm", 100_000_000))
 	mustCommit(t, mustAcquire(t, rl, "hot", "gpt", Consume{"rpm": 1, "tpm": 1}, lim)) // create the bucket
 	env.rec.Reset()
@@ -147,7 +147,7 @@ func TestGroupCommitRefusalDecidesAlone(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	g := newGate("UpdateItem")
-	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.GroupCommit = true })
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 94}, lim)) // 6 left
 	key := store.BucketKey{EntityID: "k", Resource: "api"}
@@ -244,7 +244,7 @@ func TestGroupCommitSecondWrite(t *testing.T) {
 			ctx := context.Background()
 			g := newGate("SpeculativeConsume")
 			repo, calls := tc.open(t, g)
-			rl := New(repo, WithGroupCommit(true))
+			rl := New(repo, func(o *Options) { o.GroupCommit = true })
 			t.Cleanup(func() { _ = rl.Close() })
 			lim := WithLimits(PerMinute("rpm", 1000))
 			mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}, lim))
@@ -323,7 +323,7 @@ func TestGroupCommitSecondWrite(t *testing.T) {
 func TestGroupCommitCancelledMembers(t *testing.T) {
 	env := newTestEnv(t)
 	g := newGate("UpdateItem")
-	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now), WithGroupCommit(true))
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.GroupCommit = true })
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))
 	key := store.BucketKey{EntityID: "k", Resource: "api"}
@@ -378,14 +378,14 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		opts []Option
+		opts []func(*Options)
 	}{
-		{"both off", []Option{WithGroupCommit(false), WithOverLimitCache(0)}},
-		{"group commit on", []Option{WithGroupCommit(true)}},
+		{"both off", []func(*Options){func(o *Options) { o.GroupCommit = false }, func(o *Options) { o.OverLimitCacheMaxWait = 0 }}},
+		{"group commit on", []func(*Options){func(o *Options) { o.GroupCommit = true }}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := newTestEnv(t)
-			rl := New(env.repo, append([]Option{WithClock(env.clock.now)}, tc.opts...)...)
+			rl := New(env.repo, append([]func(*Options){func(o *Options) { o.Clock = env.clock.now }}, tc.opts...)...)
 			for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
 				_, err := rl.CreateEntity(env.ctx, e)
 				require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 // DynamoDB Local and memorystore.
 func TestGroupCommitAdjustsPerIncarnation(t *testing.T) {
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
-		rl := New(repo, WithClock(clock))
+		rl := New(repo, func(o *Options) { o.Clock = clock })
 		defer rl.Close()
 		require.NotNil(t, rl.gc, "group commit is on by default")
 		lim := WithLimits(PerDay("tpm", 1000))

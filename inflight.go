@@ -57,25 +57,12 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-// DefaultSlotTTL is how long the slots of an in-flight limit held by a
-// process that died stay taken at most ([WithSlotTTL]).
-const DefaultSlotTTL = 30 * time.Second
-
-// WithSlotTTL sets the slot TTL of in-flight limits ([DefaultSlotTTL] by
-// default; zero or less means the default): the slots held by a process
-// that stops renewing them (it died, or lost the store for that long) are
-// free again within this time. A live lease renews its slots once every
-// half TTL.
-func WithSlotTTL(d time.Duration) Option {
-	return func(rl *RateLimiter) { rl.slotTTL = d }
-}
-
 // slotGenMs returns the length of a slot generation in ms: half the slot
 // TTL, at least 1.
 func (rl *RateLimiter) slotGenMs() int64 {
 	ttl := rl.slotTTL
 	if ttl <= 0 {
-		ttl = DefaultSlotTTL
+		ttl = defaultSlotTTL
 	}
 	return max(ttl.Milliseconds()/2, 1)
 }

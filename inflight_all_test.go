@@ -19,7 +19,7 @@ func TestAcquireAllOneItemWithAndWithoutSlot(t *testing.T) {
 	env := newTestEnv(t)
 	for name, repo := range map[string]Repository{"memory": memorystore.New(), "dynamodb": env.repo} {
 		t.Run(name, func(t *testing.T) {
-			rl := New(repo, WithSlotTTL(time.Hour))
+			rl := New(repo, func(o *Options) { o.SlotTTL = time.Hour })
 			defer func() { _ = rl.Close() }()
 			lims := []Limit{InFlight("calls", 2), PerMinute("rpm", 100)}
 			reqs := []AcquireRequest{

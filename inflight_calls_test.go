@@ -26,7 +26,7 @@ func TestCallCountsInFlight(t *testing.T) {
 		t.Run(map[bool]string{false: "read-then-write", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)
 			env.spec = spec
-			rl := env.limiter(WithSlotTTL(time.Hour))
+			rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
 			defer func() { _ = rl.Close() }()
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8))
 			call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
@@ -60,7 +60,7 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
-	rl := env.limiter(WithSlotTTL(time.Hour))
+	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
 	defer func() { _ = rl.Close() }()
 	ctx := env.ctx
 	_, err := rl.CreateEntity(ctx, Entity{ID: "org"})

@@ -18,7 +18,7 @@ func TestInFlightDynamoDBRenewAndLapse(t *testing.T) {
 	t.Parallel() // real time, mostly asleep; a table of its own
 	const ttl = 2 * time.Second
 	env := newTestEnv(t)
-	rl := New(env.repo, WithSlotTTL(ttl))
+	rl := New(env.repo, func(o *Options) { o.SlotTTL = ttl })
 	defer func() { _ = rl.Close() }()
 	ctx := context.Background()
 	opt := WithLimits(InFlight("calls", 2), PerMinute("rpm", 1000))

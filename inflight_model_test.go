@@ -29,7 +29,7 @@ func TestInFlightGenerationsModel(t *testing.T) {
 		genMs = int64(ttl/time.Millisecond) / 2
 	)
 	run := func(t *testing.T, repo Repository, clock *fakeClock, spec bool, seed uint64) {
-		rl := New(repo, WithClock(clock.now), WithSlotTTL(ttl), WithSpeculativeWrites(spec))
+		rl := New(repo, func(o *Options) { o.Clock = clock.now }, func(o *Options) { o.SlotTTL = ttl }, func(o *Options) { o.SpeculativeWrites = spec })
 		// The keepers read the fake clock every few ms rather than
 		// sleeping the real time to a renewal the clock already passed.
 		rl.slotPoll = 2 * time.Millisecond

@@ -17,7 +17,7 @@ import (
 func TestInFlightKindSwitch(t *testing.T) {
 	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
-		rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour))
+		rl := New(repo, func(o *Options) { o.Clock = clock }, func(o *Options) { o.SlotTTL = time.Hour })
 		defer func() { _ = rl.Close() }()
 		ctx := context.Background()
 		inflight := []Limit{InFlight("calls", 2), PerMinute("rpm", 1000)}
@@ -55,7 +55,7 @@ func TestInFlightKindSwitch(t *testing.T) {
 func TestInFlightEntityRecreated(t *testing.T) {
 	t.Parallel()
 	bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
-		rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour))
+		rl := New(repo, func(o *Options) { o.Clock = clock }, func(o *Options) { o.SlotTTL = time.Hour })
 		defer func() { _ = rl.Close() }()
 		ctx := context.Background()
 		limits := []Limit{InFlight("calls", 2), PerMinute("rpm", 1000)}
@@ -92,7 +92,7 @@ func TestInFlightCommitPaths(t *testing.T) {
 	for _, bg := range []bool{false, true} {
 		t.Run(map[bool]string{false: "group", true: "background"}[bg], func(t *testing.T) {
 			bgRepos(t, func(t *testing.T, repo Repository, clock func() time.Time) {
-				rl := New(repo, WithClock(clock), WithSlotTTL(time.Hour), WithGroupCommit(true), WithBackgroundCommit(bg))
+				rl := New(repo, func(o *Options) { o.Clock = clock }, func(o *Options) { o.SlotTTL = time.Hour }, func(o *Options) { o.GroupCommit = true }, func(o *Options) { o.BackgroundCommit = bg })
 				defer func() { _ = rl.Close() }()
 				ctx := context.Background()
 				opt := WithLimits(InFlight("calls", 2), PerMinute("tpm", 1_000_000))

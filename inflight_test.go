@@ -17,7 +17,7 @@ import (
 // inFlightLimiter returns a memory-backed limiter with slot TTL ttl.
 func inFlightLimiter(t *testing.T, ttl time.Duration) *limiter.RateLimiter {
 	t.Helper()
-	rl := limiter.New(memorystore.New(), limiter.WithSlotTTL(ttl))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.SlotTTL = ttl })
 	t.Cleanup(func() { _ = rl.Close() })
 	return rl
 }

@@ -51,10 +51,10 @@ func proxied(t *testing.T, env *testEnv) (*DynamoDBRepository, *faultproxy.Proxy
 // proxiedLimiter is a RateLimiter on env's clock whose DynamoDB calls go
 // through a fault proxy (see proxied), with opts. Its store timeout is
 // proxiedTimeout unless opts set another.
-func proxiedLimiter(t *testing.T, env *testEnv, opts ...Option) (*RateLimiter, *faultproxy.Proxy) {
+func proxiedLimiter(t *testing.T, env *testEnv, opts ...func(*Options)) (*RateLimiter, *faultproxy.Proxy) {
 	t.Helper()
 	repo, p := proxied(t, env)
-	return New(repo, append([]Option{WithClock(env.clock.now), WithStoreTimeout(proxiedTimeout)}, opts...)...), p
+	return New(repo, append([]func(*Options){func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.StoreTimeout = proxiedTimeout }}, opts...)...), p
 }
 
 // proxiedTimeout is the store timeout of proxiedLimiter: longer than the
@@ -123,11 +123,11 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		op    string // the operation that hangs
-		opts  []Option
+		opts  []func(*Options)
 		setup func(t *testing.T, env *testEnv, rl *RateLimiter)
 		run   func(t *testing.T, rl *RateLimiter, p *faultproxy.Proxy)
 	}{
-		{name: "speculative write", op: "UpdateItem", opts: []Option{WithGroupCommit(false)}},
+		{name: "speculative write", op: "UpdateItem", opts: []func(*Options){func(o *Options) { o.GroupCommit = false }}},
 		{name: "group commit, solo write", op: "UpdateItem"},
 		{name: "group commit, queued behind a hung write", op: "UpdateItem", run: func(t *testing.T, rl *RateLimiter, p *faultproxy.Proxy) {
 			// A first acquire with a long deadline holds the item's
@@ -141,15 +141,15 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 			attemptsTimingOut(t, rl, "e", Consume{"rpm": 1}, lim)
 			wg.Wait()
 		}},
-		{name: "read-then-write path, hung read", op: "BatchGetItem", opts: []Option{WithSpeculativeWrites(false)}},
-		{name: "read-then-write path, hung write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
+		{name: "read-then-write path, hung read", op: "BatchGetItem", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
+		{name: "read-then-write path, hung write", op: "UpdateItem", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
 		{name: "cascade, parallel writes", op: "UpdateItem", setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
 				_, err := rl.CreateEntity(env.ctx, e)
 				require.NoError(t, err)
 			}
 		}},
-		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
+		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}, setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
 				_, err := rl.CreateEntity(env.ctx, e)
 				require.NoError(t, err)
@@ -158,7 +158,7 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			commitModes(t, func(t *testing.T, mode []Option) {
+			commitModes(t, func(t *testing.T, mode []func(*Options)) {
 				t.Parallel()
 				env := newTestEnv(t)
 				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode)...)
@@ -218,21 +218,21 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		op      string
-		opts    []Option
+		opts    []func(*Options)
 		cascade bool
 	}{
-		{name: "speculative write", op: "UpdateItem", opts: []Option{WithGroupCommit(false)}},
+		{name: "speculative write", op: "UpdateItem", opts: []func(*Options){func(o *Options) { o.GroupCommit = false }}},
 		{name: "group commit", op: "UpdateItem"},
 		{name: "cascade, parallel writes", op: "UpdateItem", cascade: true},
-		{name: "read-then-write", op: "UpdateItem", opts: []Option{WithSpeculativeWrites(false)}},
-		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []Option{WithSpeculativeWrites(false)}, cascade: true},
+		{name: "read-then-write", op: "UpdateItem", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
+		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}, cascade: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			commitModes(t, func(t *testing.T, mode []Option) {
+			commitModes(t, func(t *testing.T, mode []func(*Options)) {
 				t.Parallel()
 				env := newTestEnv(t)
-				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode, []Option{WithStoreTimeout(giveUpStoreTimeout)})...)
+				rl, p := proxiedLimiter(t, env, slices.Concat(tc.opts, mode, []func(*Options){func(o *Options) { o.StoreTimeout = giveUpStoreTimeout }})...)
 				entities := []string{"e"}
 				if tc.cascade {
 					for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
@@ -262,10 +262,10 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 // TestThrottlingRetried: a throttled write (never applied) is retried by
 // the SDK and charged once.
 func TestThrottlingRetried(t *testing.T) {
-	commitModes(t, func(t *testing.T, mode []Option) {
+	commitModes(t, func(t *testing.T, mode []func(*Options)) {
 		t.Parallel()
 		env := newTestEnv(t)
-		rl, p := proxiedLimiter(t, env, append([]Option{WithGroupCommit(false)}, mode...)...)
+		rl, p := proxiedLimiter(t, env, append([]func(*Options){func(o *Options) { o.GroupCommit = false }}, mode...)...)
 		lim := WithLimits(PerMinute("rpm", 100))
 		mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
 		p.Add(faultproxy.Rule{Op: "UpdateItem", Kind: faultproxy.Throttle, Times: 1})
@@ -338,7 +338,7 @@ func TestGiveUpAfterApplyGivesSlotsBack(t *testing.T) {
 		t.Run(map[bool]string{false: "alone", true: "cascade"}[cascade], func(t *testing.T) {
 			t.Parallel()
 			env := newTestEnv(t)
-			rl, p := proxiedLimiter(t, env, WithGroupCommit(false), WithStoreTimeout(30*time.Second), WithSlotTTL(time.Hour))
+			rl, p := proxiedLimiter(t, env, func(o *Options) { o.GroupCommit = false }, func(o *Options) { o.StoreTimeout = 30 * time.Second }, func(o *Options) { o.SlotTTL = time.Hour })
 			entities := []string{"e"}
 			if cascade {
 				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
@@ -353,7 +353,7 @@ func TestGiveUpAfterApplyGivesSlotsBack(t *testing.T) {
 			require.NotZero(t, p.Faults("UpdateItem"), "no UpdateItem was answered late: the test did not test")
 			rl.Close()
 			p.Clear()
-			check := New(env.repo, WithClock(env.clock.now), WithSlotTTL(time.Hour))
+			check := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SlotTTL = time.Hour })
 			defer check.Close()
 			for _, e := range entities {
 				free, err := check.Available(env.ctx, e, "api", lim)

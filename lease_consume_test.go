@@ -24,8 +24,8 @@ import (
 func TestConsumeRefillsOnce(t *testing.T) {
 	for _, spec := range []bool{true, false} {
 		now := int64(1_800_000_000_000)
-		rl := limiter.New(memorystore.New(), limiter.WithSpeculativeWrites(spec),
-			limiter.WithClock(func() time.Time { return time.UnixMilli(now) }))
+		rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.SpeculativeWrites = spec },
+			func(o *limiter.Options) { o.Clock = func() time.Time { return time.UnixMilli(now) } })
 		ctx := context.Background()
 		l := limiter.Limit{Name: "tpm", Capacity: 1e13, RefillAmount: 7e12, RefillPeriod: 3 * time.Second}
 		lease, err := rl.Acquire(ctx, "e1", "api", limiter.Consume{"tpm": 1e13}, limiter.WithLimits(l))

@@ -19,7 +19,7 @@ func TestLimitCaps(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	newRL := func(t *testing.T) *limiter.RateLimiter {
-		rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+		rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 		t.Cleanup(func() { _ = rl.Close() })
 		return rl
 	}

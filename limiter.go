@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -78,7 +77,7 @@ type RateLimiter struct {
 	// cheaper as one conditional write per item than as one atomic batch
 	// (DynamoDB; see itemsShape).
 	pairWrites  bool
-	slotTTL     time.Duration // of in-flight limits; 0 is DefaultSlotTTL
+	slotTTL     time.Duration // of in-flight limits; 0 is defaultSlotTTL
 	slotWaits   slotWaiters   // the Waits refused by an in-flight limit, per item
 	slotItems   slotGens      // the generations of in-flight slots items hold
 	stats       specStats
@@ -90,10 +89,9 @@ type RateLimiter struct {
 	slotPoll time.Duration
 
 	// Bounds of the per-key caches.
-	cacheSizes   [numCaches]int
-	cacheSizeSet [numCaches]bool
-	entityTTL    time.Duration
-	cacheEvent   cacheEventFunc // nil: cache events are not reported
+	cacheSizes [numCaches]int
+	entityTTL  time.Duration
+	cacheEvent cacheEventFunc // nil: cache events are not reported
 
 	// Hot keys: group commit and the over-limit cache.
 	noGroupCommit    bool
@@ -170,53 +168,6 @@ func (rl *RateLimiter) exit() {
 	}
 }
 
-// Defaults of the limiter's options, and the default ceilings and age
-// limits of its per-key caches.
-const (
-	// DefaultConfigCacheTTL is how long resolved stored limits are reused
-	// ([WithConfigCacheTTL]).
-	DefaultConfigCacheTTL = time.Minute
-	// DefaultBucketTTLMultiplier sets how long idle buckets of default
-	// config live: their time to fill from empty times this
-	// ([WithBucketTTL]).
-	DefaultBucketTTLMultiplier = 7
-	// DefaultAuditRetention is how long audit events are kept
-	// ([WithAuditRetention]).
-	DefaultAuditRetention = 90 * 24 * time.Hour
-	// DefaultStoreTimeout bounds each store call of an acquire, a lease or
-	// a give-back ([WithStoreTimeout]), unless $ZAEL_STORE_TIMEOUT
-	// ([EnvStoreTimeout]) sets another default.
-	DefaultStoreTimeout = 500 * time.Millisecond
-	// EnvStoreTimeout names the environment variable that, when set to a
-	// duration (time.ParseDuration: "2s", "750ms"), replaces
-	// [DefaultStoreTimeout]; [WithStoreTimeout] still wins. It lets a
-	// deployment or a test run on a loaded machine (DynamoDB Local warming
-	// up, say) widen the bound without a code change.
-	EnvStoreTimeout = "ZAEL_STORE_TIMEOUT"
-	// DefaultCircuitFailures is the minimum number of store calls, half of
-	// them failed or more, that open the circuit breaker
-	// ([WithCircuitBreaker]).
-	DefaultCircuitFailures = 5
-	// DefaultCircuitCooldown is how long the circuit breaker stays open
-	// before a probe ([WithCircuitBreaker]).
-	DefaultCircuitCooldown = time.Second
-	// DefaultConfigCacheSize is the default ceiling of the config cache,
-	// in slots. An acquire on an entity without its own limits keeps two
-	// negative slots for it (resource-specific and _default_) and shares
-	// the resource and system slots: the default holds the configs of
-	// about 10,000 entities.
-	DefaultConfigCacheSize = 20_000
-	// DefaultEntityCacheSize is the default ceiling of the entity cache,
-	// in entities.
-	DefaultEntityCacheSize = 10_000
-	// DefaultEntityCacheTTL is how long an entity's cascade settings are
-	// trusted after they were read ([WithEntityCacheTTL]).
-	DefaultEntityCacheTTL = 10 * time.Minute
-	// DefaultOverLimitCacheSize is the default ceiling of the over-limit
-	// cache ([WithOverLimitCache]), in buckets.
-	DefaultOverLimitCacheSize = 10_000
-)
-
 // New returns a RateLimiter backed by repo. Nil options are skipped.
 //
 // A nil repo (also a nil pointer of a repository type, such as the
@@ -225,35 +176,47 @@ const (
 // repository", as [regexp.MustCompile] and net/http's Handle do on misuse
 // at setup, rather than failing later at the first call with a nil
 // dereference.
-func New(repo Repository, opts ...Option) *RateLimiter {
+func New(repo Repository, optFns ...func(*Options)) *RateLimiter {
 	if isNil(repo) {
 		panic(fmt.Sprintf("limiter: New: nil repository (%T)", repo))
 	}
-	rl := &RateLimiter{
-		rules: rules{
-			repo:          repo,
-			now:           time.Now,
-			sleep:         sleepContext,
-			intN:          rand.IntN,
-			ttlMultiplier: DefaultBucketTTLMultiplier,
-			configTTL:     DefaultConfigCacheTTL,
-		},
-		speculative:     true,
-		entityTTL:       DefaultEntityCacheTTL,
-		storeTimeout:    DefaultStoreTimeout,
-		circuitFailures: DefaultCircuitFailures,
-		circuitCooldown: DefaultCircuitCooldown,
-	}
-	if d, err := time.ParseDuration(os.Getenv(EnvStoreTimeout)); err == nil {
-		rl.storeTimeout = d
-	}
-	for _, o := range opts {
-		if o != nil {
-			o(rl)
+	o := defaultOptions()
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
 		}
 	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.CircuitCooldown <= 0 {
+		o.CircuitCooldown = defaultCircuitCooldown
+	}
+	rl := &RateLimiter{
+		rules: rules{
+			repo:           repo,
+			now:            o.Clock,
+			sleep:          sleepContext,
+			intN:           rand.IntN,
+			ttlMultiplier:  o.BucketTTLPeriods,
+			configTTL:      max(o.ConfigCacheTTL, 0),
+			principal:      o.Principal,
+			auditRetention: o.AuditRetention,
+		},
+		speculative:      o.SpeculativeWrites,
+		noGroupCommit:    !o.GroupCommit,
+		backgroundCommit: o.BackgroundCommit,
+		entityTTL:        max(o.EntityCacheTTL, 0),
+		storeTimeout:     o.StoreTimeout,
+		circuitFailures:  o.CircuitFailures,
+		circuitCooldown:  o.CircuitCooldown,
+		overLimitMaxWait: o.OverLimitCacheMaxWait,
+		slotTTL:          o.SlotTTL,
+		cacheSizes:       [numCaches]int{max(o.ConfigCacheSize, 0), max(o.EntityCacheSize, 0), max(o.OverLimitCacheSize, 0)},
+	}
+	rl.obs.log, rl.obs.metrics = o.Logger, o.Metrics
 	if rl.auditRetention <= 0 {
-		rl.auditRetention = DefaultAuditRetention
+		rl.auditRetention = defaultAuditRetention
 	}
 	rl.audit, _ = repo.(store.AuditLog)
 	rl.store.init(repo, rl.obs.metrics, rl.storeTimeout, rl.circuitFailures, rl.circuitCooldown)
@@ -337,12 +300,6 @@ func (rl *RateLimiter) Close() error {
 
 // initCaches creates the per-key caches from the options.
 func (rl *RateLimiter) initCaches() {
-	defaults := [numCaches]int{DefaultConfigCacheSize, DefaultEntityCacheSize, DefaultOverLimitCacheSize}
-	for i := range rl.cacheSizes {
-		if !rl.cacheSizeSet[i] {
-			rl.cacheSizes[i] = defaults[i]
-		}
-	}
 	if cm, ok := rl.obs.metrics.(CacheMetrics); ok {
 		rl.cacheEvent = cm.CacheEvent
 	}

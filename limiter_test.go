@@ -394,7 +394,7 @@ func TestOnUnavailable(t *testing.T) {
 	ctx := env.ctx
 	// A repository whose client points at a closed port.
 	dead := newDeadRepo(t, env)
-	rl := New(dead, WithClock(env.clock.now), WithSpeculativeWrites(false))
+	rl := New(dead, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	lim := WithLimits(PerMinute("rpm", 10))
 
 	_, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
@@ -464,7 +464,7 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 			}
 			return nil
 		})
-		rl := New(env.withClient(failWrites), WithClock(env.clock.now), WithSpeculativeWrites(env.spec))
+		rl := New(env.withClient(failWrites), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = env.spec })
 		lim := WithLimits(PerMinute("rpm", 10))
 		_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
 		require.ErrorIs(t, err, ErrUnavailable, "block")
@@ -488,7 +488,7 @@ func TestOnUnavailableFromSystemConfig(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(failWrites), WithClock(env.clock.now))
+	rl := New(env.withClient(failWrites), func(o *Options) { o.Clock = env.clock.now })
 	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
 	require.NoError(t, err, "stored allow")
 	require.True(t, l.Noop(), "stored allow: %v, want a no-op lease", l)
@@ -521,7 +521,7 @@ func TestAvailableAndTimeUntilAvailable(t *testing.T) {
 
 func TestBucketTTLDisabled(t *testing.T) {
 	env := newTestEnv(t)
-	mustCommit(t, mustAcquire(t, env.limiter(WithBucketTTL(0)), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
+	mustCommit(t, mustAcquire(t, env.limiter(func(o *Options) { o.BucketTTLPeriods = 0 }), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
 	require.NotContains(t, env.bucket("e", "api"), "ttl", "ttl written with multiplier 0")
 	got := bucketTTLSeconds([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}, 7)
 	require.EqualValues(t, 100*3600/50*7, got, "bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)

@@ -16,7 +16,7 @@ import (
 // and a cascading entity's parent with its own level.
 func TestLimitsInForce(t *testing.T) {
 	ctx := context.Background()
-	rl := limiter.New(memorystore.New(), limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	t.Cleanup(func() { _ = rl.Close() })
 
 	inForce := func(t *testing.T, entity string, opts ...limiter.AcquireOption) []limiter.LimitInForce {

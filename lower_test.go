@@ -30,7 +30,7 @@ func TestLowerTokens(t *testing.T) {
 				repo = r
 			}
 			now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-			rl := limiter.New(repo, limiter.WithClock(func() time.Time { return now }))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 			defer rl.Close()
 			limits := limiter.WithLimits(limiter.PerMinute("rpm", 600), limiter.PerMinute("tpm", 60_000))
 			avail := func() map[string]int64 {

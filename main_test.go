@@ -106,8 +106,8 @@ func newTestEnvStreams(t *testing.T, streams bool, optFns ...func(*DynamoDBOptio
 
 // limiter returns a RateLimiter on the env's repository, on the path
 // env.spec selects.
-func (env *testEnv) limiter(opts ...Option) *RateLimiter {
-	return New(env.repo, append([]Option{WithSpeculativeWrites(env.spec), WithClock(env.clock.now)}, opts...)...)
+func (env *testEnv) limiter(opts ...func(*Options)) *RateLimiter {
+	return New(env.repo, append([]func(*Options){func(o *Options) { o.SpeculativeWrites = env.spec }, func(o *Options) { o.Clock = env.clock.now }}, opts...)...)
 }
 
 // item reads a raw item (strongly consistent).

@@ -19,7 +19,7 @@ import (
 
 // This file holds the bounds of the limiter's per-key caches: their
 // statistics and their metrics (their default ceilings and age limits,
-// DefaultConfigCacheSize and the like, are with the limiter's other
+// defaultConfigCacheSize and the like, are with the limiter's other
 // defaults).
 //
 // Every structure a RateLimiter keeps per entity or per bucket is bounded
@@ -27,11 +27,11 @@ import (
 // for weeks keeps a flat heap:
 //
 //   - the config cache (stored limits, negative entries included): at most
-//     [DefaultConfigCacheSize] slots, each for [WithConfigCacheTTL];
+//     [defaultConfigCacheSize] slots, each for [WithConfigCacheTTL];
 //   - the entity cache (cascade settings and shard counts, the
-//     speculative path's hints): at most [DefaultEntityCacheSize]
-//     entities, each for [DefaultEntityCacheTTL];
-//   - the over-limit cache, when on: at most [DefaultOverLimitCacheSize]
+//     speculative path's hints): at most [defaultEntityCacheSize]
+//     entities, each for [defaultEntityCacheTTL];
+//   - the over-limit cache, when on: at most [defaultOverLimitCacheSize]
 //     buckets, each for at most its maxWait;
 //   - group commit's per-item queues exist only while a write for the
 //     item is in flight, so they are bounded by the number of concurrent

@@ -52,7 +52,7 @@ func TestMixedOutcomeRefusalRunsAgain(t *testing.T) {
 			}
 			lim := WithLimits(PerHour("rpm", 1))
 			m := &onRejection{}
-			rl := New(repo, WithClock(clock), WithMetrics(m))
+			rl := New(repo, func(o *Options) { o.Clock = clock }, func(o *Options) { o.Metrics = m })
 			defer rl.Close()
 			for _, e := range []Entity{{ID: "P"}, {ID: "k1", ParentID: "P", Cascade: true}, {ID: "k2", ParentID: "P", Cascade: true}} {
 				_, err := rl.CreateEntity(ctx, e)

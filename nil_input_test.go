@@ -26,8 +26,8 @@ func TestNewNilRepository(t *testing.T) {
 // TestNewSkipsNilOptions: a nil Option is skipped; the options around it
 // apply.
 func TestNewSkipsNilOptions(t *testing.T) {
-	var none limiter.Option
-	rl := limiter.New(memorystore.New(), none, limiter.WithSpeculativeWrites(false), nil)
+	var none func(*limiter.Options)
+	rl := limiter.New(memorystore.New(), none, func(o *limiter.Options) { o.SpeculativeWrites = false }, nil)
 	t.Cleanup(func() { _ = rl.Close() })
 	lease, err := rl.Acquire(context.Background(), "key-1", "chat", limiter.Consume{"rpm": 1},
 		limiter.WithLimits(limiter.PerMinute("rpm", 10)))

@@ -39,7 +39,7 @@ func TestMetricsKeepRepository(t *testing.T) {
 	ctx := context.Background()
 	repo := memorystore.New()
 	m := &countingMetrics{}
-	rl := limiter.New(repo, limiter.WithMetrics(m))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Metrics = m })
 	require.Same(t, repo, rl.Repository(), "Repository(), want the memory store")
 	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "e"})
 	require.NoError(t, err)
@@ -52,7 +52,7 @@ func TestMetricsKeepRepository(t *testing.T) {
 	require.NotZero(t, m.spec.Load(), "metrics: speculative outcomes")
 	require.NotZero(t, m.calls.Load(), "metrics: store calls")
 	m = &countingMetrics{}
-	rl = limiter.New(repo, limiter.WithMetrics(m), limiter.WithMetrics(nil))
+	rl = limiter.New(repo, func(o *limiter.Options) { o.Metrics = m }, func(o *limiter.Options) { o.Metrics = nil })
 	_, err = rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2)))
 	require.NoError(t, err)
 	n := m.acquires.Load() + m.spec.Load() + m.calls.Load()
@@ -66,7 +66,7 @@ func TestObservabilityAllocs(t *testing.T) {
 	ctx := context.Background()
 	c := limiter.Consume{"rps": 1}
 	lim := limiter.WithLimits(limiter.PerSecond("rps", 1_000_000_000))
-	measure := func(opts ...limiter.Option) float64 {
+	measure := func(opts ...func(*limiter.Options)) float64 {
 		rl := limiter.New(memorystore.New(), opts...)
 		return testing.AllocsPerRun(500, func() {
 			_, err := rl.Acquire(ctx, "bench", "gpt-4", c, lim)
@@ -74,6 +74,6 @@ func TestObservabilityAllocs(t *testing.T) {
 		})
 	}
 	quiet := slog.New(slog.NewTextHandler(&bytes.Buffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	plain, observed := measure(), measure(limiter.WithMetrics(nopMetrics{}), limiter.WithLogger(quiet))
+	plain, observed := measure(), measure(func(o *limiter.Options) { o.Metrics = nopMetrics{} }, func(o *limiter.Options) { o.Logger = quiet })
 	assert.LessOrEqual(t, observed, plain, "allocations per Acquire with hooks, want those without")
 }

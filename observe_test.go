@@ -71,7 +71,7 @@ func TestMetricsOutcomes(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	m := &recMetrics{}
-	rl := New(env.repo, WithClock(env.clock.now), WithMetrics(m))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.Metrics = m })
 	lim := WithLimits(PerMinute("rpm", 2))
 
 	steps := []struct {
@@ -135,7 +135,7 @@ func TestMetricsOutcomes(t *testing.T) {
 	}
 
 	// An unavailable backend: block, then allow (fail-open).
-	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithMetrics(m), WithSpeculativeWrites(false))
+	dead := New(newDeadRepo(t, env), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.Metrics = m }, func(o *Options) { o.SpeculativeWrites = false })
 	_, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	require.ErrorIs(t, err, ErrUnavailable, err)
 	l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
@@ -169,7 +169,7 @@ func TestLoggerDecisions(t *testing.T) {
 	}
 	lim := WithLimits(PerMinute("rpm", 100))
 
-	rl := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.Logger = logger })
 	mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
 	rl.specFallback(store.BucketKey{EntityID: "e", Resource: "api", Shard: 1}, store.SpecFallbackShardDoubled)
 	want := []string{
@@ -178,7 +178,7 @@ func TestLoggerDecisions(t *testing.T) {
 	}
 	assert.Equal(t, want, take(), "fallback logs")
 
-	dead := New(newDeadRepo(t, env), WithClock(env.clock.now), WithLogger(logger))
+	dead := New(newDeadRepo(t, env), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.Logger = logger })
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	got := take()
@@ -204,7 +204,7 @@ func TestLoggerDecisions(t *testing.T) {
 		}
 		return nil
 	})
-	conflicted := New(env.withClient(inject), WithClock(env.clock.now), WithSpeculativeWrites(false), WithLogger(logger))
+	conflicted := New(env.withClient(inject), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false }, func(o *Options) { o.Logger = logger })
 	conflicted.sleep = func(context.Context, time.Duration) error { return nil }
 	mustCommit(t, mustAcquire(t, conflicted, "C", "api", Consume{"rpm": 1}, lim))
 	want = []string{`level=INFO msg="limiter: transaction conflict, retrying" buckets="[C/api#0 P/api#0]" retry=1 backoff=25ms`}
@@ -213,7 +213,7 @@ func TestLoggerDecisions(t *testing.T) {
 	// Wait's sleep, on a drained bucket (fake clock: the sleep advances it);
 	// a capacity of 2 at 1 per second, so that the bucket is not full
 	// after the sleep and the speculative write falls back.
-	waiter := New(env.repo, WithClock(env.clock.now), WithLogger(logger))
+	waiter := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.Logger = logger })
 	waiter.intN = func(int) int { return 0 }
 	waiter.sleep = func(_ context.Context, d time.Duration) error { env.clock.advance(d); return nil }
 	perSecond := WithLimits(Limit{Name: "rps", Capacity: 2, RefillAmount: 1, RefillPeriod: time.Second})
@@ -228,7 +228,9 @@ func TestLoggerDecisions(t *testing.T) {
 	assert.Equal(t, want, take(), "wait logs")
 
 	// Above Debug, nothing of the above but the warnings.
-	quiet := New(env.repo, WithClock(env.clock.now), WithLogger(slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	quiet := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	mustCommit(t, mustAcquire(t, quiet, "q", "api", Consume{"rpm": 1}, lim))
 	assert.Empty(t, take(), "Info logger wrote")
 }

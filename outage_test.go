@@ -79,7 +79,7 @@ var outages = []outage{
 // before a limiter with a short store timeout uses it.
 func createBucket(t *testing.T, env *testEnv, e string, lim AcquireOption) {
 	t.Helper()
-	rl := New(env.repo, WithClock(env.clock.now))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now })
 	defer rl.Close()
 	lease, err := rl.Acquire(env.ctx, e, "api", Consume{"rpm": 1}, lim)
 	require.NoError(t, err)
@@ -100,7 +100,7 @@ func TestAllowModeWhileDynamoDBDown(t *testing.T) {
 			t.Parallel()
 			env := newTestEnv(t)
 			m := &outageMetrics{}
-			rl, p := proxiedLimiter(t, env, WithStoreTimeout(DefaultStoreTimeout), WithCircuitBreaker(5, time.Second), WithMetrics(m))
+			rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = defaultStoreTimeout }, func(o *Options) { o.CircuitFailures, o.CircuitCooldown = 5, time.Second }, func(o *Options) { o.Metrics = m })
 			defer rl.Close()
 			lim := WithLimits(PerMinute("rpm", 10_000))
 			allow := WithOnUnavailable(OnUnavailableAllow)
@@ -175,7 +175,7 @@ func TestBlockModeWhileDynamoDBDown(t *testing.T) {
 	env := newTestEnv(t)
 	m := &outageMetrics{}
 	const timeout = 300 * time.Millisecond
-	rl, p := proxiedLimiter(t, env, WithStoreTimeout(timeout), WithCircuitBreaker(3, time.Minute), WithMetrics(m))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = timeout }, func(o *Options) { o.CircuitFailures, o.CircuitCooldown = 3, time.Minute }, func(o *Options) { o.Metrics = m })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 10_000))
 	createBucket(t, env, "e", lim)
@@ -216,7 +216,7 @@ func TestBreakerIgnoresRefusals(t *testing.T) {
 	p := faultproxy.Start(t, ddblocal.Endpoint(t))
 	repo := *env.repo
 	repo.client = ddblocal.NewClient(p.URL, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
-	rl := New(&repo, WithClock(env.clock.now), WithCircuitBreaker(2, time.Minute), WithMetrics(m), WithGroupCommit(false))
+	rl := New(&repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.CircuitFailures, o.CircuitCooldown = 2, time.Minute }, func(o *Options) { o.Metrics = m }, func(o *Options) { o.GroupCommit = false })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 3))
 	mustAcquireWithin(t, rl, "e", Consume{"rpm": 1}, lim)
@@ -252,7 +252,7 @@ func TestBreakerProbesOneAtATime(t *testing.T) {
 	env := newTestEnv(t)
 	m := &outageMetrics{}
 	const timeout, cooldown = 500 * time.Millisecond, 300 * time.Millisecond
-	rl, p := proxiedLimiter(t, env, WithStoreTimeout(timeout), WithCircuitBreaker(1, cooldown), WithMetrics(m))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = timeout }, func(o *Options) { o.CircuitFailures, o.CircuitCooldown = 1, cooldown }, func(o *Options) { o.Metrics = m })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 10_000))
 	allow := WithOnUnavailable(OnUnavailableAllow)
@@ -295,11 +295,11 @@ func TestCloseWithinStoreTimeout(t *testing.T) {
 		}
 		t.Run(o.name, func(t *testing.T) {
 			t.Parallel()
-			commitModes(t, func(t *testing.T, mode []Option) {
+			commitModes(t, func(t *testing.T, mode []func(*Options)) {
 				t.Parallel()
 				env := newTestEnv(t)
 				const timeout = time.Second
-				rl, p := proxiedLimiter(t, env, append([]Option{WithStoreTimeout(timeout)}, mode...)...)
+				rl, p := proxiedLimiter(t, env, append([]func(*Options){func(o *Options) { o.StoreTimeout = timeout }}, mode...)...)
 				lim := WithLimits(PerMinute("rpm", 10_000))
 				allow := WithOnUnavailable(OnUnavailableAllow)
 				createBucket(t, env, "e", lim)
@@ -389,7 +389,7 @@ func TestOutageLogs(t *testing.T) {
 	var buf strings.Builder
 	var mu sync.Mutex
 	logger := slogText(&lockedStringWriter{mu: &mu, b: &buf})
-	rl, p := proxiedLimiter(t, env, WithStoreTimeout(2*time.Second), WithCircuitBreaker(1, 100*time.Millisecond), WithLogger(logger))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.StoreTimeout = 2 * time.Second }, func(o *Options) { o.CircuitFailures, o.CircuitCooldown = 1, 100*time.Millisecond }, func(o *Options) { o.Logger = logger })
 	defer rl.Close()
 	lim := WithLimits(PerMinute("rpm", 10_000))
 	allow := WithOnUnavailable(OnUnavailableAllow)

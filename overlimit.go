@@ -45,7 +45,7 @@ import (
 // never admits anything: it can only refuse.
 //
 // Only unsharded buckets are cached (a sharded bucket's shards differ).
-// Entries expire lazily; the cache holds at most [DefaultOverLimitCacheSize]
+// Entries expire lazily; the cache holds at most [defaultOverLimitCacheSize]
 // of them ([WithCacheSize]), the least recently used going first, so memory
 // stays bounded whatever the number of keys.
 

@@ -17,8 +17,8 @@ import (
 // same moment, for that request's amount.
 func TestOverLimitCacheDenialStorm(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
-	ref := New(env.repo, WithClock(env.clock.now), WithGroupCommit(false)) // no cache: asks DynamoDB
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
+	ref := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.GroupCommit = false }) // no cache: asks DynamoDB
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 100, "tpm": 10}, lim))
 
@@ -86,7 +86,7 @@ func TestOverLimitCacheDenialStorm(t *testing.T) {
 // DynamoDB and is admitted.
 func TestOverLimitCacheClearedByRollback(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	lim := WithLimits(PerMinute("rpm", 100))
 	held := mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}, lim)
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 95}, lim))
@@ -109,7 +109,7 @@ func TestOverLimitCacheClearedByRollback(t *testing.T) {
 // the limiter knows, with the parent's statuses.
 func TestOverLimitCacheParent(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	for _, e := range []Entity{{ID: "P"}, {ID: "C1", ParentID: "P", Cascade: true}, {ID: "C2", ParentID: "P", Cascade: true}} {
 		_, err := rl.CreateEntity(env.ctx, e)
 		require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestOverLimitCacheParent(t *testing.T) {
 // instead of the kept item's old one.
 func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerMinute("rpm", 10)})
 	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}))
@@ -160,7 +160,7 @@ func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl := New(env.repo, WithClock(env.clock.now), WithOverLimitCache(time.Minute))
+	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	lim := WithLimits(PerMinute("rpm", 10))
 	ops := map[string]func() error{
 		"SetResourceDefaults":    func() error { return rl.SetResourceDefaults(env.ctx, "api", []Limit{PerMinute("rpm", 10)}) },

@@ -18,7 +18,7 @@ import (
 func TestTopUpServerErrorAfterApplyAppliedOnce(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl, p := proxiedLimiter(t, env, WithGroupCommit(false))
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.GroupCommit = false })
 	lim := WithLimits(Prepaid("usd"))
 	res, err := rl.TopUp(env.ctx, "e", "api", "usd", 100, "pay-1", lim)
 	require.NoError(t, err)

@@ -47,7 +47,7 @@ func TestRefundable(t *testing.T) {
 func TestConsumedSaturates(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{t: epoch}
-	rl := New(newMemory(), WithClock(clock.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clock.now })
 	lease, err := rl.Acquire(ctx, "e", "api", Consume{"tpm": 1}, WithLimits(PerMinute("tpm", 100)))
 	require.NoError(t, err)
 	for range 1_001 {
@@ -70,7 +70,7 @@ func TestConsumedSaturates(t *testing.T) {
 func TestRefundCutAtCommit(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeClock{t: epoch}
-	rl := New(newMemory(), WithClock(clock.now))
+	rl := New(newMemory(), func(o *Options) { o.Clock = clock.now })
 	lim := WithLimits(PerMinute("rpm", 100))
 	lease, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 100}, lim)
 	require.NoError(t, err)

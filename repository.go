@@ -120,7 +120,7 @@ type DynamoDBOptions struct {
 	// *[UnavailableError] after about this long. (One that refuses the
 	// connection fails it at once: the open does not retry a connection
 	// that could not be made.) Zero means [DefaultOpenTimeout], or
-	// $ZAEL_STORE_TIMEOUT ([EnvStoreTimeout]) when that is longer.
+	// $ZAEL_STORE_TIMEOUT ([envStoreTimeout]) when that is longer.
 	OpenTimeout time.Duration
 	// BucketCacheSize bounds the bucket items the repository keeps as its
 	// last write of each returned them (shared with the repositories

@@ -125,7 +125,7 @@ func TestSpeculativeConsumeAllConflict(t *testing.T) {
 		conflicts.Add(1)
 		return conflictReasons()
 	}))
-	rl := New(repo, WithClock(env.clock.now))
+	rl := New(repo, func(o *Options) { o.Clock = env.clock.now })
 	c := Consume{"rpm": 1, "tpm": 500, "usd": 2_000}
 	for range 2 {
 		_, err := rl.Acquire(env.ctx, "key", "gpt", c)

@@ -80,14 +80,14 @@ func TestSpeculativeFullBucketOneWrite(t *testing.T) {
 	require.Equal(t, []int64{98_000, now, 98_000, now + 1200}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
 
 	env.clock.advance(time.Minute)
-	cold := New(coldRepo(t, env), WithClock(env.clock.now))
+	cold := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
 	check("full, no item kept: the take refused, the refilled state", "UpdateItem!, UpdateItem", func() { acquire(cold, 1) })
 	check("the item kept now: the take", "UpdateItem", func() { acquire(cold, 1) })
 	require.EqualValues(t, 98_000, env.tokens("e", "api", "rpm"))
 
 	// No cache at all: every full bucket costs the refused take.
 	env.clock.advance(time.Minute)
-	none := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+	none := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), func(o *Options) { o.Clock = env.clock.now })
 	check("full, no cache", "UpdateItem!, UpdateItem", func() { acquire(none, 1) })
 	check("not full, no cache: the take", "UpdateItem", func() { acquire(none, 1) })
 	st := rl.SpeculativeStats()
@@ -111,9 +111,9 @@ func TestSpeculativeIdleBurstDynamoDB(t *testing.T) {
 	}{
 		{"item kept", "kept", func() *RateLimiter { return env.specLimiter() }, false},
 		{"no item kept", "cold", func() *RateLimiter {
-			return New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+			return New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), func(o *Options) { o.Clock = env.clock.now })
 		}, false},
-		{"background commit", "bg", func() *RateLimiter { return env.specLimiter(WithBackgroundCommit(true)) }, true},
+		{"background commit", "bg", func() *RateLimiter { return env.specLimiter(func(o *Options) { o.BackgroundCommit = true }) }, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := tc.rl()
@@ -264,7 +264,7 @@ func TestForeignWritesNeverOverAdmit(t *testing.T) {
 			env.clock.advance(30 * time.Second)
 			tc.foreign(t, env, key, env.clock.now().UnixMilli())
 			want = exactAvailable(env, "e", env.clock.now())
-			cold := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), WithClock(env.clock.now))
+			cold := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), func(o *Options) { o.Clock = env.clock.now })
 			got = burst(t, cold, "e", WithLimits(tc.lim))
 			assert.EqualValues(t, want, got, "admitted at one instant after the other library's write (no item kept)")
 		})

@@ -576,7 +576,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 		o.OpenTimeout = DefaultOpenTimeout
 		// A store timeout widened by the environment widens the open's
 		// default alike (a loaded machine, DynamoDB Local warming up).
-		if d, err := time.ParseDuration(os.Getenv(EnvStoreTimeout)); err == nil && d > o.OpenTimeout {
+		if d, err := time.ParseDuration(os.Getenv(envStoreTimeout)); err == nil && d > o.OpenTimeout {
 			o.OpenTimeout = d
 		}
 	}

@@ -52,7 +52,7 @@ func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
 	env.t.Helper()
 	repo, err := env.repo.Namespace(env.ctx, name)
 	require.NoError(env.t, err)
-	rl := New(repo, WithClock(env.clock.now))
+	rl := New(repo, func(o *Options) { o.Clock = env.clock.now })
 	_, err = rl.CreateEntity(env.ctx, Entity{ID: entity})
 	require.NoError(env.t, err)
 	require.NoError(env.t, rl.SetLimits(env.ctx, entity, "gpt", []Limit{PerMinute("rpm", 10)}))
@@ -353,7 +353,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	require.NoError(t, err)
 	big, err := env.repo.Namespace(ctx, "big")
 	require.NoError(t, err)
-	rl := New(big, WithClock(env.clock.now))
+	rl := New(big, func(o *Options) { o.Clock = env.clock.now })
 	for i := range 20 {
 		e := fmt.Sprintf("user-%02d", i)
 		_, err := rl.CreateEntity(ctx, Entity{ID: e}) // META + audit event

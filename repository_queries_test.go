@@ -48,7 +48,7 @@ type bareRepo struct{ Repository }
 
 func TestQueriesUnsupportedByRepository(t *testing.T) {
 	env := newTestEnv(t)
-	rl := New(bareRepo{env.repo}, WithClock(env.clock.now))
+	rl := New(bareRepo{env.repo}, func(o *Options) { o.Clock = env.clock.now })
 	ctx := env.ctx
 	_, err1 := rl.AuditEvents(ctx, "e", 0, "")
 	_, _, err2 := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e"})
@@ -63,7 +63,7 @@ func TestQueriesUnsupportedByRepository(t *testing.T) {
 func TestAuditEventsQuery(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
-	rl := env.limiter(WithPrincipal("arn:aws:iam::123456789012:role/app"))
+	rl := env.limiter(func(o *Options) { o.Principal = "arn:aws:iam::123456789012:role/app" })
 	ctx := env.ctx
 	step := func(err error) {
 		t.Helper()
@@ -262,7 +262,7 @@ func TestUsageSnapshots(t *testing.T) {
 	counter := &scanCountingClient{DynamoDBClient: env.repo.client}
 	repo := *env.repo
 	repo.client = counter
-	rl := New(&repo, WithClock(env.clock.now))
+	rl := New(&repo, func(o *Options) { o.Clock = env.clock.now })
 	ctx := env.ctx
 	ts := func(s string) time.Time { tm, _ := time.Parse(time.RFC3339, s); return tm }
 

@@ -243,7 +243,7 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 
 func TestAuditEvents(t *testing.T) {
 	env := newTestEnv(t)
-	rl := env.limiter(WithPrincipal("arn:aws:iam::123456789012:role/app"))
+	rl := env.limiter(func(o *Options) { o.Principal = "arn:aws:iam::123456789012:role/app" })
 	ctx := env.ctx
 	rl.CreateEntity(ctx, Entity{ID: "e"})
 	rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "gpt", []Limit{PerMinute("rpm", 5)})
@@ -292,7 +292,7 @@ func TestNamespacesIsolateData(t *testing.T) {
 	require.NotEqual(t, env.repo.NamespaceID(), other.NamespaceID(), "namespace ids")
 	require.Len(t, other.NamespaceID(), 11, "namespace id")
 	lim := WithLimits(PerMinute("rpm", 2))
-	a, b := env.limiter(), New(other, WithClock(env.clock.now), WithSpeculativeWrites(false))
+	a, b := env.limiter(), New(other, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	mustCommit(t, mustAcquire(t, a, "e", "api", Consume{"rpm": 2}, lim))
 	mustCommit(t, mustAcquire(t, b, "e", "api", Consume{"rpm": 2}, lim)) // separate bucket
 	_, err = a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)

@@ -73,7 +73,7 @@ func TestNormalWriteShape(t *testing.T) {
 		}
 		return nil
 	})
-	l := mustAcquire(t, New(env.withClient(capture), WithClock(env.clock.now), WithSpeculativeWrites(false)), "e", "api", Consume{"rps": 1, "tpm": 100})
+	l := mustAcquire(t, New(env.withClient(capture), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false }), "e", "api", Consume{"rps": 1, "tpm": 100})
 	mustCommit(t, l)
 	require.Len(t, captured, 1, "%d UpdateItems, want 1", len(captured))
 	in := captured[0]

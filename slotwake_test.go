@@ -132,7 +132,7 @@ func TestWaitGetsEntityWideSlotGivenBack(t *testing.T) {
 // their context ends (no poll ever comes due, so only a hand-off wakes
 // them), and a context of 10 s.
 func neverPolling(t *testing.T) (*RateLimiter, context.Context) {
-	rl := New(memorystore.New(), WithSlotTTL(time.Hour))
+	rl := New(memorystore.New(), func(o *Options) { o.SlotTTL = time.Hour })
 	rl.sleep = func(ctx context.Context, _ time.Duration) error {
 		<-ctx.Done()
 		return ctx.Err()

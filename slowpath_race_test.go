@@ -35,7 +35,7 @@ func TestLostCreateRaceReadsAgain(t *testing.T) {
 		require.NoError(t, err)
 	}
 	lim := WithLimits(PerMinute("rpm", 100))
-	other := New(env.repo, WithClock(env.clock.now), WithSpeculativeWrites(false))
+	other := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	raced := false
 	race := hook(func(op string, _ any) error {
 		if op != "TransactWriteItems" || raced {
@@ -48,7 +48,7 @@ func TestLostCreateRaceReadsAgain(t *testing.T) {
 		}
 		return l.Commit(context.Background())
 	})
-	rl := New(env.withClient(race), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	rl := New(env.withClient(race), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	broken := brokenRefusals.Load()
 
 	mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))
@@ -104,7 +104,7 @@ func newRaceEnv(t *testing.T, rounds int) *raceEnv {
 		}
 		return nil
 	})
-	r.rl = New(env.withClient(interfere), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	r.rl = New(env.withClient(interfere), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	r.rl.sleep = func(_ context.Context, d time.Duration) error { r.waits = append(r.waits, d); return nil }
 	env.rec.Reset()
 	return r
@@ -238,7 +238,7 @@ func TestFallbacksCoalesce(t *testing.T) {
 	require.NoError(t, err)
 	lim := WithLimits(PerMinute("rpm", 100))
 	g := newGate("BatchGetItem")
-	rl := New(env.withClient(hook(g.before)), WithClock(env.clock.now))
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now })
 	key := store.BucketKey{EntityID: "k", Resource: "api"}
 	env.rec.Reset()
 

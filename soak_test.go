@@ -62,7 +62,7 @@ type soakSize struct {
 	// workers is the number of goroutines acquiring.
 	workers int
 	// opts sets the ceilings (none: the defaults).
-	opts []Option
+	opts []func(*Options)
 	// bucketCache is the DynamoDB repository's ceiling
 	// (DynamoDBOptions.BucketCacheSize; 0: the default).
 	bucketCache int
@@ -180,13 +180,13 @@ func settledGoroutines(want int) int {
 
 // smallCaches are the ceilings of the default-size soak test on the
 // memory backend.
-var smallCaches = []Option{WithCacheSize(CacheConfigs, 1000), WithCacheSize(CacheEntities, 500), WithCacheSize(CacheOverLimit, 500)}
+var smallCaches = []func(*Options){func(o *Options) { o.ConfigCacheSize = 1000 }, func(o *Options) { o.EntityCacheSize = 500 }, func(o *Options) { o.OverLimitCacheSize = 500 }}
 
 // tinyCaches are the ceilings of the default-size soak test on DynamoDB
 // Local, whose every key costs several round trips to a JVM: two fifths of
 // smallCaches, so that they are full after 400 keys (an entity takes two
 // config entries).
-var tinyCaches = []Option{WithCacheSize(CacheConfigs, 400), WithCacheSize(CacheEntities, 200), WithCacheSize(CacheOverLimit, 200)}
+var tinyCaches = []func(*Options){func(o *Options) { o.ConfigCacheSize = 400 }, func(o *Options) { o.EntityCacheSize = 200 }, func(o *Options) { o.OverLimitCacheSize = 200 }}
 
 // soakMemoryBound is the documented bound (docs/performance.md) of the heap
 // the limiter's per-key state takes with the default ceilings on the memory
@@ -215,7 +215,7 @@ func TestSoakMemory(t *testing.T) {
 	clockMs.Store(epoch.UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clockMs.Load()) }
 	repo := newMemory()
-	rl := New(repo, append([]Option{WithClock(now), WithOverLimitCache(time.Second)}, size.opts...)...)
+	rl := New(repo, append([]func(*Options){func(o *Options) { o.Clock = now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Second }}, size.opts...)...)
 	// The memory store keeps a bucket until its TTL (7 × its time to fill)
 	// passes, as DynamoDB does: with 10 per second and the clock moving
 	// 1 ms per key, about 7,000 buckets are live at any time, whatever the
@@ -257,7 +257,7 @@ func TestSoakDynamoDB(t *testing.T) {
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	rl := New(repo, append([]Option{WithOverLimitCache(time.Second)}, size.opts...)...)
+	rl := New(repo, append([]func(*Options){func(o *Options) { o.OverLimitCacheMaxWait = time.Second }}, size.opts...)...)
 	require.NoError(t, rl.SetResourceDefaults(ctx, soakResource, []Limit{PerMinute("rpm", 1000)}))
 	// Warm up: connections open, the SDK's caches filled.
 	soakKeys(t, rl, "warm-", 0, 200, size.workers, nil)

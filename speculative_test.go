@@ -17,8 +17,8 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-func (env *testEnv) specLimiter(opts ...Option) *RateLimiter {
-	return New(env.repo, append([]Option{WithClock(env.clock.now)}, opts...)...)
+func (env *testEnv) specLimiter(opts ...func(*Options)) *RateLimiter {
+	return New(env.repo, append([]func(*Options){func(o *Options) { o.Clock = env.clock.now }}, opts...)...)
 }
 
 // TestSpeculativeCostTable proves the rows of the original's cost table
@@ -127,7 +127,7 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 			return errors.New("the other UpdateItem never started: writes are sequential")
 		}
 	})
-	rl := New(env.withClient(barrier), WithClock(env.clock.now))
+	rl := New(env.withClient(barrier), func(o *Options) { o.Clock = env.clock.now })
 	_, err := rl.GetEntity(ctx, "C") // warms rl's entity cache
 	require.NoError(t, err)
 	env.rec.Reset()
@@ -176,7 +176,7 @@ func TestRetryUnderContentionNoReread(t *testing.T) {
 				}
 				return nil
 			})
-			rl = New(env.withClient(moveRf), WithClock(env.clock.now), WithSpeculativeWrites(false))
+			rl = New(env.withClient(moveRf), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 			env.rec.Reset()
 			mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 10}, lim))
 			got := env.calls()
@@ -203,7 +203,7 @@ func TestTransactionConflictRetried(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(inject), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	rl := New(env.withClient(inject), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	var waits []time.Duration
 	rl.sleep = func(ctx context.Context, d time.Duration) error { waits = append(waits, d); return nil }
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
@@ -363,7 +363,7 @@ func TestThreeLevelHierarchy(t *testing.T) {
 		t.Run(map[bool]string{false: "slow", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)
 			ctx := env.ctx
-			rl := New(env.repo, WithClock(env.clock.now), WithSpeculativeWrites(spec))
+			rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = spec })
 			rl.CreateEntity(ctx, Entity{ID: "G"})
 			rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
 			rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
@@ -415,7 +415,7 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	mustCommit(t, mustAcquire(t, env.limiter(), "e", "api", Consume{"rpm": 1}, lim)) // 9 left
 	env.clock.advance(time.Second)                                                   // earns 166 milli
 
-	other := New(env.repo, WithClock(env.clock.now)) // a speculative client (shares the clock)
+	other := New(env.repo, func(o *Options) { o.Clock = env.clock.now }) // a speculative client (shares the clock)
 	drained := false
 	drain := hook(func(op string, params any) error {
 		if in, ok := params.(*dynamodb.UpdateItemInput); ok && !drained && in.ConditionExpression != nil {
@@ -424,7 +424,7 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 		}
 		return nil
 	})
-	rl := New(env.withClient(drain), WithClock(env.clock.now), WithSpeculativeWrites(false))
+	rl := New(env.withClient(drain), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	env.rec.Reset()
 	_, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 5}, lim)
 	rle := rateLimited(t, err)

@@ -260,8 +260,8 @@ func runStressWorkload(repo *DynamoDBRepository, goroutines int, deadline time.T
 	var limiters []*RateLimiter
 	for _, bg := range []bool{false, true} {
 		limiters = append(limiters,
-			New(repo, WithSpeculativeWrites(true), WithBackgroundCommit(bg)),
-			New(repo, WithSpeculativeWrites(false), WithBackgroundCommit(bg)))
+			New(repo, func(o *Options) { o.SpeculativeWrites = true }, func(o *Options) { o.BackgroundCommit = bg }),
+			New(repo, func(o *Options) { o.SpeculativeWrites = false }, func(o *Options) { o.BackgroundCommit = bg }))
 	}
 	results := make([]stressCounts, goroutines)
 	var wg sync.WaitGroup

@@ -159,7 +159,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	// SetSystemDefaults' read and its write: its record stays.
 	require.NoError(t, rl.SetLimits(ctx, "e1", DefaultResource, []Limit{PerDay("usd", 500)}))
 	raced := false
-	racer := New(env.repo, WithClock(env.clock.now))
+	racer := New(env.repo, func(o *Options) { o.Clock = env.clock.now })
 	defer racer.Close()
 	sysWrite := func(params any) bool {
 		var key map[string]types.AttributeValue
@@ -179,7 +179,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 			require.NoError(t, racer.DeleteLimits(ctx, "e1", DefaultResource))
 		}
 		return nil
-	})), WithClock(env.clock.now))
+	})), func(o *Options) { o.Clock = env.clock.now })
 	defer hooked.Close()
 	require.NoError(t, hooked.SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000)}, OnUnavailableAllow))
 	require.True(t, raced)

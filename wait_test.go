@@ -59,7 +59,7 @@ func TestWaitReturnsWhenTokensRefill(t *testing.T) {
 				lastNow = time.Now()
 				return lastNow
 			}
-			rl := New(repo, WithSpeculativeWrites(spec), WithClock(clock))
+			rl := New(repo, func(o *Options) { o.SpeculativeWrites = spec }, func(o *Options) { o.Clock = clock })
 			rl.intN = func(n int) int { return n - 1 } // the largest jitter: 10 ms here
 			var sleeps []time.Duration
 			var slept, woke time.Time

@@ -90,7 +90,7 @@ func newEnv(t *testing.T, optFns ...func(*Options)) *env {
 
 // limiter returns a rate limiter on the env's repository and clock.
 func (e *env) limiter(speculative bool) *limiter.RateLimiter {
-	return limiter.New(e.repo, limiter.WithSpeculativeWrites(speculative), limiter.WithClock(e.clock.now))
+	return limiter.New(e.repo, func(o *limiter.Options) { o.SpeculativeWrites = speculative }, func(o *limiter.Options) { o.Clock = e.clock.now })
 }
 
 // drain polls the stream until a poll reads nothing (the processor's own

@@ -43,7 +43,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, env *testEnv, rl *limiter.Rat
 		}{{"memory", memorystore.New()}, {"dynamodb", env.repo}} {
 			repo := b.repo
 			t.Run(b.name, func(t *testing.T) {
-				rl := limiter.New(repo, limiter.WithSpeculativeWrites(env.spec), limiter.WithClock(env.clock.now))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.SpeculativeWrites = env.spec }, func(o *limiter.Options) { o.Clock = env.clock.now })
 				defer rl.Close()
 				fn(t, env, rl)
 			})

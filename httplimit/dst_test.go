@@ -23,7 +23,7 @@ func TestHTTPCalendarHeadersSkippedMidnight(t *testing.T) {
 	require.Equal(t, int64(1800), secondsToCover(day, 1, now))
 	require.Equal(t, int64(82800), windowSeconds(day, now.Add(time.Hour)), "09-06 has 23 hours")
 
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	defer rl.Close()
 	ctx := context.Background()
 	require.NoError(t, rl.SetResourceDefaults(ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), day}))

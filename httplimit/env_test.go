@@ -82,8 +82,8 @@ func (env *testEnv) open(client limiter.DynamoDBClient, create bool) *limiter.Dy
 
 // limiter returns a RateLimiter on the env's repository, on the path
 // env.spec selects.
-func (env *testEnv) limiter(opts ...limiter.Option) *limiter.RateLimiter {
-	return limiter.New(env.repo, append([]limiter.Option{limiter.WithSpeculativeWrites(env.spec), limiter.WithClock(env.clock.now)}, opts...)...)
+func (env *testEnv) limiter(opts ...func(*limiter.Options)) *limiter.RateLimiter {
+	return limiter.New(env.repo, append([]func(*limiter.Options){func(o *limiter.Options) { o.SpeculativeWrites = env.spec }, func(o *limiter.Options) { o.Clock = env.clock.now }}, opts...)...)
 }
 
 // tokens reads the balance of limit in the shard-0 bucket of (entity,

@@ -262,7 +262,7 @@ func TestHTTPInFlightSlotComesBack(t *testing.T) {
 // out when the limit with the smallest share left is the slots'.
 func TestHTTPInFlightHeadersBesideRate(t *testing.T) {
 	now := epoch
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	t.Cleanup(func() { _ = rl.Close() })
 	lim := limiter.WithLimits(limiter.InFlight("inflight", inFlightCap), limiter.PerMinute("rpm", 100))
 	key := func(*http.Request) (string, string, limiter.Consume, error) {

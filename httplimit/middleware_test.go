@@ -180,7 +180,7 @@ func TestHTTPMiddlewareErrors(t *testing.T) {
 	assert.Equal(t, http.StatusInternalServerError, w.Code, "no limits configured: status")
 	assert.Equal(t, "Internal Server Error\n", w.Body.String(), "no limits configured: body, want only the status text")
 
-	dead := limiter.New(newDeadRepo(t, env), limiter.WithClock(env.clock.now))
+	dead := limiter.New(newDeadRepo(t, env), func(o *limiter.Options) { o.Clock = env.clock.now })
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 100))
 	var gotStatus int
 	var gotErr error
@@ -254,7 +254,7 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 			return injected
 		}
 		return nil
-	})), limiter.WithClock(env.clock.now))
+	})), func(o *limiter.Options) { o.Clock = env.clock.now })
 	var commitErr error
 	h := Middleware(rl, llmKey, func(o *Options) {
 		o.AcquireOptions = []limiter.AcquireOption{limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1000))}
@@ -280,7 +280,7 @@ func TestHTTPMiddlewareCommitError(t *testing.T) {
 // over-limit cache refused it without the store (on the speculative path).
 func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
-		rl := env.limiter(limiter.WithOverLimitCache(time.Minute))
+		rl := env.limiter(func(o *limiter.Options) { o.OverLimitCacheMaxWait = time.Minute })
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
 			_, err := rl.CreateEntity(env.ctx, e)
 			require.NoError(t, err)

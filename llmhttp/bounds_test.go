@@ -55,7 +55,7 @@ func onBackends(t *testing.T, fn func(t *testing.T, clk *manualClock, rl *limite
 				repo = r
 			}
 			clk := newManualClock()
-			rl := limiter.New(repo, limiter.WithClock(clk.now))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, clk, rl)
 		})

@@ -81,7 +81,7 @@ func TestClampCascadeParent(t *testing.T) {
 	ctx := context.Background()
 	srv := llmtest.NewServer(llmtest.Config{OutputTokens: 4_000})
 	defer srv.Close()
-	rl := limiter.New(memorystore.New(), limiter.WithClock(newManualClock().now))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
 	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org"})
 	require.NoError(t, err)
@@ -131,7 +131,7 @@ func TestClampTokensOnly(t *testing.T) {
 		return llmtest.Shape{}
 	}})
 	defer srv.Close()
-	rl := limiter.New(memorystore.New(), limiter.WithClock(newManualClock().now))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
 	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1_000))
 	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithAcquireOptions(opts), llmhttp.WithOutputClamp(true), llmhttp.WithFeedback(false))

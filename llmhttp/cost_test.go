@@ -56,7 +56,7 @@ func onCostBackends(t *testing.T, fn func(t *testing.T, backend string, repo lim
 				repo = r
 			}
 			clk := newManualClock()
-			rl := limiter.New(repo, limiter.WithClock(clk.now))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, backend, repo, rl)
 		})
@@ -491,7 +491,7 @@ func TestCostLimitUnknownModel(t *testing.T) {
 // the money limit is acquired as given, and adjusted to the exact cost.
 func TestCostLimitCallerEstimate(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	t.Cleanup(func() { _ = rl.Close() })
 	release := make(chan struct{})
 	srv := fixtureStallServer(t, "openai_chat.json", release)

@@ -92,7 +92,7 @@ func TestSpoofMaxTokensOne(t *testing.T) {
 			clk := newManualClock()
 			srv := llmtest.NewServer(llmtest.Config{OutputTokens: spoofTokens, IgnoreCeiling: true, Now: clk.now})
 			defer srv.Close()
-			rl := limiter.New(memorystore.New(), limiter.WithClock(clk.now))
+			rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false),
 				llmhttp.WithAcquireOptions(limiter.WithLimits(limiter.PerMinute("rpm", 600), limiter.PerMinute("tpm", 60))))

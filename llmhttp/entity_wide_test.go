@@ -23,7 +23,7 @@ import (
 func TestCostLimitEntityWideBudget(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	t.Cleanup(func() { _ = rl.Close() })
 	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ func ExampleWithCostLimit() {
 	defer provider.Close()
 
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC) // frozen, so that the output is exact
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	defer rl.Close()
 	// Requests and tokens per minute, and one dollar a day in micro-dollars.
 	budget := limiter.WithLimits(limiter.PerMinute("rpm", 60), limiter.PerMinute("tpm", 100_000),

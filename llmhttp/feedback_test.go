@@ -39,7 +39,7 @@ func simCall(t *testing.T, client *http.Client, srv *llmtest.Server, anthropic b
 	return resp.StatusCode, nil
 }
 
-func realLimiter(t *testing.T, tpm int64, opts ...limiter.Option) *limiter.RateLimiter {
+func realLimiter(t *testing.T, tpm int64, opts ...func(*limiter.Options)) *limiter.RateLimiter {
 	t.Helper()
 	rl := limiter.New(memorystore.New(), opts...)
 	t.Cleanup(func() { _ = rl.Close() })

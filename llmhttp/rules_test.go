@@ -155,7 +155,7 @@ func TestRulesTrackProvider(t *testing.T) {
 				Rules: &tc.rules, Limits: tc.limits, Now: clk.now,
 				Shape: func([]byte) llmtest.Shape { shapeMu.Lock(); defer shapeMu.Unlock(); return shape }})
 			defer srv.Close()
-			rl := limiter.New(memorystore.New(), limiter.WithClock(clk.now))
+			rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			opts := limiter.WithLimits(limitsOf(tc.limits)...)
 			tr := llmhttp.NewTransport(rl, nil, llmhttp.WithRules(tc.rules), llmhttp.WithFeedback(false), llmhttp.WithAcquireOptions(opts))
@@ -299,7 +299,7 @@ func TestRulesFleet(t *testing.T) {
 			opts := limiter.WithLimits(limitsOf(limits)...)
 			var fleet []*llmhttp.Transport
 			for i := range 3 {
-				rl := limiter.New(repo, limiter.WithClock(clk.now))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 				t.Cleanup(func() { _ = rl.Close() })
 				if i == 0 {
 					// The fleet's bucket starts empty too.
@@ -383,7 +383,7 @@ func TestBedrockConverse(t *testing.T) {
 		_, _ = io.WriteString(w, answer)
 	})
 	const model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
-	rl := limiter.New(memorystore.New(), limiter.WithClock(newManualClock().now))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
 	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000))
 	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithRules(llmhttp.BedrockRules()), llmhttp.WithAcquireOptions(opts),

@@ -52,7 +52,7 @@ func newBudget(t *testing.T, kind string, amount int64) *budget {
 func newBudgetOn(t *testing.T, kind string, amount int64, repo limiter.Repository) *budget {
 	t.Helper()
 	clk := newManualClock()
-	rl := limiter.New(repo, limiter.WithClock(clk.now))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 	t.Cleanup(func() { _ = rl.Close() })
 	usd := limiter.PerCalendarMonth("usd", amount)
 	if kind == "prepaid" {

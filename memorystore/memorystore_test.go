@@ -51,7 +51,7 @@ func TestBoundedHeap(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	m := memorystore.New()
-	rl := limiter.New(m, limiter.WithClock(clk.now))
+	rl := limiter.New(m, func(o *limiter.Options) { o.Clock = clk.now })
 	lims := limiter.WithLimits(limiter.PerSecond("rps", 10), limiter.PerSecond("tps", 1000))
 	heap := func() uint64 {
 		runtime.GC()
@@ -90,7 +90,7 @@ func TestEvictionKeepsSemantics(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
 	m := memorystore.New()
-	rl := limiter.New(m, limiter.WithClock(clk.now))
+	rl := limiter.New(m, func(o *limiter.Options) { o.Clock = clk.now })
 	lims := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for range 2 {
 		_, err := rl.Acquire(ctx, "a", "gpt", store.Consume{"rpm": 1}, lims)

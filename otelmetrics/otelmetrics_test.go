@@ -72,7 +72,7 @@ func TestMetrics(t *testing.T) {
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } }, func(o *limiter.Options) { o.Metrics = m })
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 2))
 	for i := range 3 {
 		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1}, lim)
@@ -116,10 +116,10 @@ func TestCacheMetrics(t *testing.T) {
 	m, err := otelmetrics.New(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-	rl := limiter.New(memorystore.New(), limiter.WithClock(func() time.Time { return now }), limiter.WithMetrics(m),
-		limiter.WithOverLimitCache(time.Minute),
-		limiter.WithCacheSize(limiter.CacheConfigs, 3), limiter.WithCacheSize(limiter.CacheEntities, 1),
-		limiter.WithCacheSize(limiter.CacheOverLimit, 1))
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } }, func(o *limiter.Options) { o.Metrics = m },
+		func(o *limiter.Options) { o.OverLimitCacheMaxWait = time.Minute },
+		func(o *limiter.Options) { o.ConfigCacheSize = 3 }, func(o *limiter.Options) { o.EntityCacheSize = 1 },
+		func(o *limiter.Options) { o.OverLimitCacheSize = 1 })
 	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{limiter.PerMinute("rpm", 1)}))
 	// Per entity: one admission, then refusals (the first by the store,
 	// which fills the over-limit cache, the next by the cache). Entity b
@@ -230,7 +230,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rl := limiter.New(memorystore.New(), limiter.WithMetrics(m)) // or a DynamoDB repository
+	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Metrics = m }) // or a DynamoDB repository
 	for range 3 {
 		lease, err := rl.Acquire(ctx, "key-1", "gpt-4", limiter.Consume{"rpm": 1},
 			limiter.WithLimits(limiter.PerMinute("rpm", 2)))

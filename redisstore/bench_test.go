@@ -108,7 +108,7 @@ func versus(b *testing.B, c int, sides ...*side) {
 }
 
 // zaelLimiter returns a RateLimiter on a fresh namespace of the server.
-func zaelLimiter(b *testing.B, c *redis.Client, opts ...limiter.Option) *limiter.RateLimiter {
+func zaelLimiter(b *testing.B, c *redis.Client, opts ...func(*limiter.Options)) *limiter.RateLimiter {
 	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(b) })
 	require.NoError(b, err)
 	return limiter.New(s, opts...)
@@ -199,8 +199,8 @@ func BenchmarkRedisHotKey(b *testing.B) {
 		return s
 	}
 	versus(b, 32,
-		hot(zaelLimiter(b, client, limiter.WithGroupCommit(true)), "group_commit"),
-		hot(zaelLimiter(b, client, limiter.WithGroupCommit(false)), "no_group_commit"))
+		hot(zaelLimiter(b, client, func(o *limiter.Options) { o.GroupCommit = true }), "group_commit"),
+		hot(zaelLimiter(b, client, func(o *limiter.Options) { o.GroupCommit = false }), "no_group_commit"))
 }
 
 // BenchmarkLeaseOneLimit is one acquire and commit of one limit on one key,

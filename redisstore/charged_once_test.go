@@ -38,13 +38,13 @@ func TestDroppedRepliesChargedOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		concurrent bool
-		opts       []limiter.Option
+		opts       []func(*limiter.Options)
 		store      []func(*redisstore.Options)
 	}{
 		{name: "sequential"},
 		{name: "sequential, scripts", store: []func(*redisstore.Options){scriptsOnly}},
-		{name: "sequential, read-then-write", opts: []limiter.Option{limiter.WithSpeculativeWrites(false)}},
-		{name: "sequential, background commit", opts: []limiter.Option{limiter.WithBackgroundCommit(true)}},
+		{name: "sequential, read-then-write", opts: []func(*limiter.Options){func(o *limiter.Options) { o.SpeculativeWrites = false }}},
+		{name: "sequential, background commit", opts: []func(*limiter.Options){func(o *limiter.Options) { o.BackgroundCommit = true }}},
 		{name: "concurrent", concurrent: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,7 +59,7 @@ func TestDroppedRepliesChargedOnce(t *testing.T) {
 			s, err := redisstore.New(c, append([]func(*redisstore.Options){func(o *redisstore.Options) { o.Prefix = prefix }}, tc.store...)...)
 			require.NoError(t, err)
 			at := time.Unix(1_800_000_000, 0) // the clock stands still: nothing refills
-			rl := limiter.New(s, append([]limiter.Option{limiter.WithClock(func() time.Time { return at })}, tc.opts...)...)
+			rl := limiter.New(s, append([]func(*limiter.Options){func(o *limiter.Options) { o.Clock = func() time.Time { return at } }}, tc.opts...)...)
 			ctx := context.Background()
 			for _, e := range []limiter.Entity{{ID: "p"}, {ID: "c", ParentID: "p", Cascade: true}, {ID: "solo"}} {
 				_, err := rl.CreateEntity(ctx, e)

@@ -35,7 +35,7 @@ func TestInFlightKill9(t *testing.T) {
 	addr, prefix := redisserver.Addr(t), redisserver.Prefix(t)
 	s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
-	rl := limiter.New(s, limiter.WithSlotTTL(killSlotTTL))
+	rl := limiter.New(s, func(o *limiter.Options) { o.SlotTTL = killSlotTTL })
 	defer func() { _ = rl.Close() }()
 	ctx := context.Background()
 
@@ -100,7 +100,7 @@ func TestInFlightKill9Child(t *testing.T) {
 	client := redis.NewClient(redisserver.ClientOptions(addr))
 	s, err := redisstore.New(client, func(o *redisstore.Options) { o.Prefix = os.Getenv(killChildPrefix) })
 	require.NoError(t, err)
-	rl := limiter.New(s, limiter.WithSlotTTL(killSlotTTL))
+	rl := limiter.New(s, func(o *limiter.Options) { o.SlotTTL = killSlotTTL })
 	for range 8 {
 		_, err := rl.Acquire(context.Background(), "k", "gpt", limiter.Consume{"calls": 1}, killLimits)
 		require.NoError(t, err)

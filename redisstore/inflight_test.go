@@ -18,7 +18,7 @@ import (
 // exceed 8 per key nor 32 in all, reach 32, and every slot is back at the
 // end. It logs the organisation's slot-time share.
 func TestInFlightCascadeRedis(t *testing.T) {
-	rl := limiter.New(newStore(t), limiter.WithSlotTTL(10*time.Second))
+	rl := limiter.New(newStore(t), func(o *limiter.Options) { o.SlotTTL = 10 * time.Second })
 	t.Cleanup(func() { _ = rl.Close() })
 	ctx := context.Background()
 	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org"})

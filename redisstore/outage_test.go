@@ -105,7 +105,7 @@ func TestAllowModeWhileRedisDown(t *testing.T) {
 		t.Run(o.name, func(t *testing.T) {
 			s, srv := privateStoreOn(t, redisserver.Private(t, o.args...), boundedClient)
 			m := &outageMetrics{}
-			rl := limiter.New(s, limiter.WithStoreTimeout(limiter.DefaultStoreTimeout), limiter.WithCircuitBreaker(5, time.Second), limiter.WithMetrics(m))
+			rl := limiter.New(s, func(o *limiter.Options) { o.StoreTimeout = 500 * time.Millisecond }, func(o *limiter.Options) { o.CircuitFailures, o.CircuitCooldown = 5, time.Second }, func(o *limiter.Options) { o.Metrics = m })
 			defer rl.Close()
 			allow := limiter.WithOnUnavailable(limiter.OnUnavailableAllow)
 			lim := limiter.WithLimits(limiter.PerMinute("rpm", 10_000))
@@ -175,7 +175,7 @@ func TestAllowModeWhileRedisDown(t *testing.T) {
 func TestCloseWhileRedisPaused(t *testing.T) {
 	s, srv := privateStore(t, boundedClient)
 	const timeout = time.Second
-	rl := limiter.New(s, limiter.WithStoreTimeout(timeout), limiter.WithBackgroundCommit(true))
+	rl := limiter.New(s, func(o *limiter.Options) { o.StoreTimeout = timeout }, func(o *limiter.Options) { o.BackgroundCommit = true })
 	ctx := context.Background()
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 10_000))
 	warm := limiter.New(s)
@@ -207,7 +207,7 @@ func TestCloseWhileRedisPaused(t *testing.T) {
 func TestStoreErrorsPrefixed(t *testing.T) {
 	s, srv := privateStore(t, nil)
 	srv.Kill()
-	rl := limiter.New(s, limiter.WithCircuitBreaker(0, 0))
+	rl := limiter.New(s, func(o *limiter.Options) { o.CircuitFailures, o.CircuitCooldown = 0, 0 })
 	_, err := acquire(context.Background(), rl)
 	require.ErrorIs(t, err, limiter.ErrUnavailable)
 	assert.Regexp(t, `^limiter: backend unavailable: redis \w+: .*connection refused \[stack=redis, entity=k, resource=gpt\]$`, err.Error())

@@ -23,7 +23,7 @@ func init() {
 func scInFlight(t *testing.T, b *backend) {
 	ctx := context.Background()
 	const ttl = 30 * time.Second
-	rl := b.rl(limiter.WithSlotTTL(ttl))
+	rl := b.rl(func(o *limiter.Options) { o.SlotTTL = ttl })
 	defer func() { _ = rl.Close() }()
 	for _, e := range []limiter.Entity{{ID: "org"}, {ID: "k1", ParentID: "org", Cascade: true}, {ID: "k2", ParentID: "org", Cascade: true}} {
 		_, err := rl.CreateEntity(ctx, e)
@@ -75,7 +75,7 @@ func scInFlight(t *testing.T, b *backend) {
 
 	// Another limiter takes k1's two slots and stops without ending its
 	// leases: they lapse within the TTL, and not before.
-	dead := b.rl(limiter.WithSlotTTL(ttl))
+	dead := b.rl(func(o *limiter.Options) { o.SlotTTL = ttl })
 	for range 2 {
 		_, err := dead.Acquire(ctx, "k1", "gpt", call)
 		require.NoError(t, err)

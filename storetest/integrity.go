@@ -148,7 +148,7 @@ func limitRaise(t *testing.T, b *backend) {
 // within its config cache TTL: until then it enforces what it resolved.
 func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	ctx := context.Background()
-	admin, other := b.rl(), b.rl(limiter.WithConfigCacheTTL(time.Minute))
+	admin, other := b.rl(), b.rl(func(o *limiter.Options) { o.ConfigCacheTTL = time.Minute })
 	err := admin.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerDay("rpd", 1000)})
 	require.NoError(t, err)
 	n := drain(t, other, "k", "gpt", "rpd", 1)

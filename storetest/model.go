@@ -231,10 +231,10 @@ func newModelRun(t *testing.T, repo store.Repository, mode modelMode, tag string
 }
 
 func (m *modelRun) newLimiter() *limiter.RateLimiter {
-	opts := []limiter.Option{limiter.WithClock(m.clock.Now), limiter.WithSpeculativeWrites(m.mode.spec),
-		limiter.WithBackgroundCommit(m.mode.bg), limiter.WithGroupCommit(m.mode.group)}
+	opts := []func(*limiter.Options){func(o *limiter.Options) { o.Clock = m.clock.Now }, func(o *limiter.Options) { o.SpeculativeWrites = m.mode.spec },
+		func(o *limiter.Options) { o.BackgroundCommit = m.mode.bg }, func(o *limiter.Options) { o.GroupCommit = m.mode.group }}
 	if m.wide {
-		opts = append(opts, limiter.WithBucketTTL(0))
+		opts = append(opts, func(o *limiter.Options) { o.BucketTTLPeriods = 0 })
 	}
 	return limiter.New(m.repo, opts...)
 }

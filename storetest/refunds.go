@@ -31,12 +31,12 @@ func init() {
 // commitMode is Commit synchronous or in the background.
 type commitMode struct {
 	name string
-	opts []limiter.Option
+	opts []func(*limiter.Options)
 }
 
 var commitModes = []commitMode{
 	{"sync", nil},
-	{"background", []limiter.Option{limiter.WithBackgroundCommit(true)}},
+	{"background", []func(*limiter.Options){func(o *limiter.Options) { o.BackgroundCommit = true }}},
 }
 
 // available returns the whole tokens of limit name available now.

@@ -328,7 +328,7 @@ var scenarios = []scenario{
 		ctx := context.Background()
 		lims := limiter.WithLimits(limiter.PerMinute("rpm", 100))
 		for _, gc := range []bool{false, true} {
-			rl := b.rl(limiter.WithGroupCommit(gc))
+			rl := b.rl(func(o *limiter.Options) { o.GroupCommit = gc })
 			id := fmt.Sprintf("idle-gc-%v", gc)
 			lease, err := rl.Acquire(ctx, id, "gpt", store.Consume{"rpm": 1}, lims)
 			require.NoError(t, err)
@@ -439,7 +439,7 @@ var scenarios = []scenario{
 		behind := b.rl()
 		defer behind.Close()
 		early := &Clock{t: b.clock.Now().Add(time.Minute)}
-		ahead := limiter.New(b.repo, limiter.WithSpeculativeWrites(b.spec), limiter.WithClock(early.Now))
+		ahead := limiter.New(b.repo, func(o *limiter.Options) { o.SpeculativeWrites = b.spec }, func(o *limiter.Options) { o.Clock = early.Now })
 		defer ahead.Close()
 		take := func(rl *limiter.RateLimiter, n int64) {
 			t.Helper()

@@ -131,8 +131,8 @@ type backend struct {
 }
 
 // rl returns a limiter on the backend, on the path under test.
-func (b *backend) rl(opts ...limiter.Option) *limiter.RateLimiter {
-	return limiter.New(b.repo, append([]limiter.Option{limiter.WithSpeculativeWrites(b.spec), limiter.WithClock(b.clock.Now)}, opts...)...)
+func (b *backend) rl(opts ...func(*limiter.Options)) *limiter.RateLimiter {
+	return limiter.New(b.repo, append([]func(*limiter.Options){func(o *limiter.Options) { o.SpeculativeWrites = b.spec }, func(o *limiter.Options) { o.Clock = b.clock.Now }}, opts...)...)
 }
 
 // Optional capabilities some observations need.

@@ -137,8 +137,8 @@ type table struct {
 
 // newTable returns the table of repo. Its limiter reads stored limits
 // afresh for every command (no config cache).
-func newTable(repo *limiter.DynamoDBRepository, opts ...limiter.Option) *table {
-	rl := limiter.New(repo, append([]limiter.Option{limiter.WithConfigCacheTTL(0)}, opts...)...)
+func newTable(repo *limiter.DynamoDBRepository, opts ...func(*limiter.Options)) *table {
+	rl := limiter.New(repo, append([]func(*limiter.Options){func(o *limiter.Options) { o.ConfigCacheTTL = 0 }}, opts...)...)
 	return &table{RateLimiter: rl, NamespaceRegistry: repo, repo: repo}
 }
 
@@ -160,7 +160,7 @@ func (c *cli) openRepo() (*table, error) {
 	if !c.readOnly {
 		principal = c.principal(cfg)
 	}
-	return newTable(repo, limiter.WithPrincipal(principal)), nil
+	return newTable(repo, func(o *limiter.Options) { o.Principal = principal }), nil
 }
 
 // tableErr turns a missing table into a message naming the command that

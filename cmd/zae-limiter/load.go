@@ -259,7 +259,7 @@ func (c *cli) openLoadLimiter(s loadtest.Scenario, meter *loadtest.CallMeter, cr
 	if err != nil {
 		return nil, c.tableErr(err)
 	}
-	return limiter.New(repo, limiter.WithSpeculativeWrites(!s.NoSpeculative)), nil
+	return limiter.New(repo, func(o *limiter.Options) { o.SpeculativeWrites = !s.NoSpeculative }), nil
 }
 
 // loadReport writes the text (or JSON) report and the --report and

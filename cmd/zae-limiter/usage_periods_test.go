@@ -40,7 +40,7 @@ func TestUsagePeriods(t *testing.T) {
 	// $3.25 and a call refunded down to $1.
 	now := time.Now()
 	past := now.Add(-48 * time.Hour)
-	spend(t, limiter.New(e.repo.repo, limiter.WithClock(func() time.Time { return past })), 2*llmhttp.USD)
+	spend(t, limiter.New(e.repo.repo, func(o *limiter.Options) { o.Clock = func() time.Time { return past } }), 2*llmhttp.USD)
 	spend(t, e.repo.RateLimiter, 3_250_000)
 	lease, err := e.repo.Acquire(ctx, "key-1", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 4 * llmhttp.USD})
 	require.NoError(t, err)

@@ -34,7 +34,7 @@ func TestRun(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	frozen := time.Now() // no refill while the test runs, however slow
-	rl := limiter.New(repo, limiter.WithClock(func() time.Time { return frozen }))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = func() time.Time { return frozen } })
 	var out strings.Builder
 	require.NoError(t, run(ctx, &out, rl, "k", 3))
 	assert.Contains(t, out.String(), "3 of 3 calls admitted", "output:\n%s", out.String())

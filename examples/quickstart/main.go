@@ -94,7 +94,7 @@ func run(ctx context.Context, w io.Writer, client limiter.DynamoDBClient, table 
 	if err != nil {
 		return t, err
 	}
-	rl := limiter.New(repo, limiter.WithClock(now)) // speculative writes are on by default
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = now }) // speculative writes are on by default
 
 	if err := setup(ctx, rl); err != nil {
 		return t, err

@@ -17,7 +17,7 @@ import (
 func TestInFlightLimits(t *testing.T) {
 	ctx := testContext(t)
 	client, table, admin := openAdmin(t, "tenant-a")
-	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	h := &provisioner.Handler{Client: client}
 	r := newResponses(t)
 

@@ -235,7 +235,7 @@ func (h *Handler) open(ctx context.Context, p Properties, ev cfn.Event) (*limite
 	if strings.HasPrefix(ev.StackID, "arn:") {
 		principal = ev.StackID
 	}
-	return limiter.New(repo, limiter.WithPrincipal(principal)), repo.NamespaceID(), nil
+	return limiter.New(repo, func(o *limiter.Options) { o.Principal = principal }), repo.NamespaceID(), nil
 }
 
 // gone reports whether err says the table is missing.

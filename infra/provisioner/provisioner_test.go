@@ -122,7 +122,7 @@ func send(t *testing.T, h *provisioner.Handler, r *responses, ev cfn.Event) cfn.
 func TestCreateUpdateDelete(t *testing.T) {
 	ctx := testContext(t)
 	client, table, admin := openAdmin(t, "tenant-a")
-	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	// A limit the resource never declared: never touched.
 	require.NoError(t, rl.SetResourceDefaults(ctx, "other", []limiter.Limit{limiter.PerMinute("rpm", 7)}))
 
@@ -373,7 +373,7 @@ func TestBadNameStoresNothing(t *testing.T) {
 	assert.EqualValues(t, 4, resp.Data["Deleted"], "system, two resources, key-1")
 	tenant, err := admin.Namespace(ctx, "tenant-a")
 	require.NoError(t, err)
-	rl := limiter.New(tenant, limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(tenant, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	sys, ou, err := rl.GetSystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
@@ -436,7 +436,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	assert.Equal(t, provisioner.PhysicalID(table, "tenant-a"), resp.PhysicalResourceID, "something was stored: the rollback must delete it")
 	assert.EqualValues(t, 1, resp.Data["Stored"])
 	assert.Positive(t, fp.Faults("TransactWriteItems"), "no entity write was held")
-	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	sys, _, err := rl.GetSystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.NotEmpty(t, sys, "the system defaults, written first")
@@ -479,7 +479,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 func TestCalendarLimits(t *testing.T) {
 	ctx := testContext(t)
 	client, table, admin := openAdmin(t, "tenant-a")
-	rl := limiter.New(admin, limiter.WithConfigCacheTTL(0))
+	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	h := &provisioner.Handler{Client: client}
 	r := newResponses(t)
 

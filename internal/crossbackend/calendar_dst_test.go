@@ -36,7 +36,7 @@ func TestCalendarSkippedMidnight(t *testing.T) {
 				loc, err := time.LoadLocation(c.zone)
 				require.NoError(t, err)
 				clk := &fakeClock{}
-				rl := limiter.New(repo, limiter.WithClock(clk.now))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 				defer rl.Close()
 				key := fmt.Sprintf("dst-%d", i)
 				require.NoError(t, rl.SetLimits(ctx, key, "gpt-4o", []limiter.Limit{limiter.PerCalendarDay("usd", 1000).InLocation(loc)}))

@@ -41,7 +41,7 @@ func TestCalendarResetFillsPeriod(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		budget := limiter.PerCalendarMonth("usd", 1000)
 		require.NoError(t, rl.SetLimits(ctx, "mixed", "gpt-4o", []limiter.Limit{limiter.PerHour("rph", 100), budget}))
@@ -79,7 +79,7 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
 		clk := &fakeClock{}
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "ttl-e", "gpt-4o",
 			[]limiter.Limit{limiter.PerHour("rph", 100), limiter.PerCalendarMonth("usd", 1000).InLocation(ny)}))
@@ -104,7 +104,7 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		spendAt(t, rl, clk, "2026-11-20T08:30:00.500Z", "ttl-e", limiter.Consume{"rph": 1, "usd": 5})
 		require.Equal(t, mustTime("2027-01-02T05:00:00Z").Unix(), ttl("ttl-e", "gpt-4o/usd.m2026-11"))
 
-		off := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithBucketTTL(0))
+		off := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.BucketTTLPeriods = 0 })
 		defer off.Close()
 		spendAt(t, off, clk, "2026-11-10T12:00:00Z", "ttl-off", limiter.Consume{"usd": 5})
 		require.Zero(t, ttl("ttl-off", "gpt-4o/usd.d2026-11-10"), "WithBucketTTL(0)")
@@ -116,7 +116,7 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		require.NoError(t, rl.SetResourceDefaults(ctx, "emb", []limiter.Limit{limiter.Prepaid("credit")}))
 		_, err := rl.TopUp(ctx, "ttl-p", "emb", "credit", 100, "t1")
 		require.NoError(t, err)
-		slow := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithSpeculativeWrites(false))
+		slow := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.SpeculativeWrites = false })
 		defer slow.Close()
 		lease, err := slow.Acquire(ctx, "ttl-p", "emb", limiter.Consume{"credit": 5})
 		require.NoError(t, err)
@@ -139,7 +139,7 @@ func TestCalendarBudgetChangedMidPeriod(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
 				clk.at("2026-11-10T12:00:00Z")
-				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithSpeculativeWrites(spec))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.SpeculativeWrites = spec })
 				defer rl.Close()
 				e := fmt.Sprintf("mid-%v", spec)
 				set := func(budget int64) {

@@ -58,7 +58,7 @@ func TestDefaultsSwitchBackLostRace(t *testing.T) {
 				clk := &fakeClock{}
 				clk.at("2026-11-28T12:00:00Z")
 				r := &lockLosingRepo{Repository: repo}
-				rl := limiter.New(r, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+				rl := limiter.New(r, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 				defer rl.Close()
 				res := "race-" + tc.name
 				defaults := func(l limiter.Limit) {
@@ -111,7 +111,7 @@ func TestDeletedDefaultsKeepTheirSwitches(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
 				clk.at("2026-11-28T12:00:00Z")
-				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 				defer rl.Close()
 				res := "chat"
 				spend := func(amount int64) error {

@@ -37,7 +37,7 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
 				clk.at("2026-11-28T12:00:00Z")
-				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithSpeculativeWrites(spec))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.SpeculativeWrites = spec })
 				defer rl.Close()
 				set := func(e string, l limiter.Limit) {
 					t.Helper()

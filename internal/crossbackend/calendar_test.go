@@ -82,7 +82,7 @@ func TestCalendarResetsAtBoundary(t *testing.T) {
 			t.Run(c.name, func(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
-				rl := limiter.New(repo, limiter.WithClock(clk.now))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 				defer rl.Close()
 				key := "cal-" + c.name
 				limits := limiter.WithLimits(limiter.PerMinute("rpm", 100), c.limit)
@@ -128,7 +128,7 @@ func TestCalendarConcurrentExact(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-28T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		const capacity = 1000
 		limits := limiter.WithLimits(limiter.PerCalendarMonth("usd", capacity))
@@ -179,7 +179,7 @@ func TestCalendarLeaseKeepsItsPeriod(t *testing.T) {
 	eachBackend(t, func(t *testing.T, repo limiter.Repository) {
 		ctx := context.Background()
 		clk := &fakeClock{}
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		limits := limiter.WithLimits(limiter.PerMinute("rpm", 10), limiter.PerCalendarMonth("usd", 1000))
 		clk.at("2026-11-30T23:00:00Z")
@@ -219,7 +219,7 @@ func TestCalendarCascade(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-28T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)

@@ -93,7 +93,7 @@ func (c *cascadeCounts) String() string {
 
 // runCascade sets up the entities on repo and runs the workload
 // with opts on every limiter.
-func runCascade(t *testing.T, repo limiter.Repository, opts ...limiter.Option) *cascadeCounts {
+func runCascade(t *testing.T, repo limiter.Repository, opts ...func(*limiter.Options)) *cascadeCounts {
 	t.Helper()
 	ctx := context.Background()
 	admin := limiter.New(repo)
@@ -250,7 +250,7 @@ func CascadeContention(t *testing.T, backends []Backend, watch func(t *testing.T
 						defer watch(t)()
 					}
 					start := time.Now()
-					c := runCascade(t, repo, limiter.WithGroupCommit(gc))
+					c := runCascade(t, repo, func(o *limiter.Options) { o.GroupCommit = gc })
 					checkCascade(t, c, time.Since(start))
 				})
 			}

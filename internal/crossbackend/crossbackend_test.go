@@ -72,7 +72,7 @@ func TestPortableProgram(t *testing.T) {
 		"memory":   memorystore.New(),
 		"redis":    openRedis(t),
 	} {
-		lines, err := crossbackend.ServeRequests(ctx, repo, limiter.WithClock(now))
+		lines, err := crossbackend.ServeRequests(ctx, repo, func(o *limiter.Options) { o.Clock = now })
 		require.NoError(t, err, name)
 		got[name] = lines
 	}

@@ -45,8 +45,8 @@ func TestDebtOutlivesIdleTTL(t *testing.T) {
 				clk := &fakeClock{}
 				t0 := mustTime("2026-11-10T12:00:00Z")
 				clk.set(t0)
-				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0),
-					limiter.WithBackgroundCommit(c.background), limiter.WithSpeculativeWrites(c.specu))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 },
+					func(o *limiter.Options) { o.BackgroundCommit = c.background }, func(o *limiter.Options) { o.SpeculativeWrites = c.specu })
 				defer rl.Close()
 				require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 10)}))
 
@@ -86,7 +86,7 @@ func TestDebtTTLKeptByOtherLimitWrite(t *testing.T) {
 		clk := &fakeClock{}
 		t0 := mustTime("2026-11-10T12:00:00Z")
 		clk.set(t0)
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0), limiter.WithSpeculativeWrites(false))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.SpeculativeWrites = false })
 		defer rl.Close()
 		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o",
 			[]limiter.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}))
@@ -115,7 +115,7 @@ func TestDebtOnEntityBucketKeepsNoTTL(t *testing.T) {
 		clk := &fakeClock{}
 		t0 := mustTime("2026-11-10T12:00:00Z")
 		clk.set(t0)
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "own", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 10)}))
 		lease, err := rl.Acquire(ctx, "own", "gpt-4o", limiter.Consume{"rpm": 1})

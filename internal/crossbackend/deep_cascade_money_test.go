@@ -46,7 +46,7 @@ func TestDeepCascadeCalendarTopPrepaidBottom(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-30T23:59:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		deepChain(t, rl)
 		_, err := rl.TopUp(ctx, "key", "gpt-4o", "usd", 1000, "pay-1")
@@ -110,7 +110,7 @@ func TestAcquireAllSharedAncestors(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T00:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		deepChain(t, rl)
 		_, err := rl.TopUp(ctx, "key", "gpt-4o", "usd", 1000, "pay-1")

@@ -41,7 +41,7 @@ func TestDeepCascadeAllOrNothing(t *testing.T) {
 		ctx := context.Background()
 		createChain(t, repo, "key")
 		now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
-		rl := limiter.New(repo, limiter.WithClock(func() time.Time { return now }))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 		defer rl.Close()
 		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 10_000), limiter.PerHour("usd", 1_000_000)}))
 		require.NoError(t, rl.SetLimits(ctx, "org", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerHour("usd", 1_000_000)}))

@@ -20,7 +20,7 @@ func TestEntityWideSameNameBothCharged(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10)}))
 		require.NoError(t, rl.SetLimits(ctx, "e", limiter.AllResources, []limiter.Limit{limiter.PerMinute("rpm", 15)}))
@@ -62,7 +62,7 @@ func TestEntityWideRefusalTakesNothing(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
@@ -114,7 +114,7 @@ func TestEntityWideConfigRecreated(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		budget := []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}
 		require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
@@ -153,9 +153,9 @@ func TestEntityWideReparentedKey(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl1 := limiter.New(repo, limiter.WithClock(clk.now))
+		rl1 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl1.Close()
-		rl2 := limiter.New(repo, limiter.WithClock(clk.now))
+		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl2.Close()
 		for _, p := range []string{"projA", "projB"} {
 			_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: p})
@@ -212,9 +212,9 @@ func TestEntityWideStaleConfigCache(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl1 := limiter.New(repo, limiter.WithClock(clk.now))
+		rl1 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl1.Close()
-		rl2 := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(time.Minute))
+		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = time.Minute })
 		defer rl2.Close()
 		require.NoError(t, rl1.SetLimits(ctx, "proj", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
 		l, err := rl2.Acquire(ctx, "proj", "gpt-4o", limiter.Consume{"rpm": 1})

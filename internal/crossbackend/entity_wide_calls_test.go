@@ -20,7 +20,7 @@ func TestEntityWideEveryCall(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		// Every entity's entity-wide bucket: the resource defaults of *.
 		require.NoError(t, rl.SetResourceDefaults(ctx, limiter.AllResources, []limiter.Limit{limiter.PerMinute("tpm", 600)}))

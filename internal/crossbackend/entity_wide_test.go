@@ -48,7 +48,7 @@ func TestEntityWideCalendarBudget(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "acme", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		admitted := 0
@@ -93,7 +93,7 @@ func TestEntityWideClusterPerResourceSlots(t *testing.T) {
 	require.NoError(t, err)
 	clk := &fakeClock{}
 	clk.at("2026-11-15T12:00:00Z")
-	rl := limiter.New(repo, limiter.WithClock(clk.now))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 	defer rl.Close()
 	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
@@ -127,9 +127,9 @@ func TestEntityWideCascadeExact(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl1 := limiter.New(repo, limiter.WithClock(clk.now))
+		rl1 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl1.Close()
-		rl2 := limiter.New(repo, limiter.WithClock(clk.now))
+		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl2.Close()
 		_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
@@ -180,7 +180,7 @@ func TestEntityWidePrepaid(t *testing.T) {
 		// refill while the calls run, however slow the machine.
 		clk := &fakeClock{}
 		clk.at("2026-11-15T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "cust", limiter.AllResources, []limiter.Limit{limiter.Prepaid("usd")}))
 		require.NoError(t, rl.SetLimits(ctx, "cust", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 100)}))

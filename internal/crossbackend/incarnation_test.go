@@ -51,8 +51,8 @@ func TestIncarnationLeaseBeforeDelete(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
 				clk.at("2026-11-10T12:00:00Z")
-				rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0),
-					limiter.WithSpeculativeWrites(mode.spec), limiter.WithBackgroundCommit(mode.background))
+				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 },
+					func(o *limiter.Options) { o.SpeculativeWrites = mode.spec }, func(o *limiter.Options) { o.BackgroundCommit = mode.background })
 				defer rl.Close()
 				e := fmt.Sprintf("key-%v-%v", mode.spec, mode.background)
 				create := func() {
@@ -105,7 +105,7 @@ func TestIncarnationReissuedKey(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		budget := []limiter.Limit{limiter.PerDay("tpm", 1000)}
 		for _, tenant := range []string{"tenant-a", "tenant-b"} {
@@ -142,7 +142,7 @@ func TestIncarnationUncreatedEntity(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		lim := limiter.WithLimits(limiter.PerDay("tpm", 1000))
 		old, err := rl.Acquire(ctx, "anon", "gpt-4o", limiter.Consume{"tpm": 100}, lim)
@@ -172,7 +172,7 @@ func TestIncarnationPrepaid(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		create := func() {
 			t.Helper()

@@ -481,7 +481,7 @@ func TestInFlightFleetChild(t *testing.T) {
 	// would then come back only with the slot TTL, after the test looks.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	calls := &callStats{}
-	rl := limiter.New(repo, limiter.WithLogger(logger), limiter.WithStoreTimeout(10*time.Second), limiter.WithMetrics(calls))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.Logger = logger }, func(o *limiter.Options) { o.StoreTimeout = 10 * time.Second }, func(o *limiter.Options) { o.Metrics = calls })
 	defer rl.Close()
 	fmt.Println("READY")
 	var startNs, endNs int64

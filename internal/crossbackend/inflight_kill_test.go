@@ -32,7 +32,7 @@ var killDDBLimits = limiter.WithLimits(limiter.InFlight("calls", killDDBSlotCoun
 func TestInFlightKill9DynamoDB(t *testing.T) {
 	endpoint := ddblocal.Endpoint(t)
 	repo, _, table := openDynamoDBTable(t)
-	rl := limiter.New(repo, limiter.WithSlotTTL(killDDBSlotTTL))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.SlotTTL = killDDBSlotTTL })
 	defer rl.Close()
 	ctx := context.Background()
 
@@ -100,7 +100,7 @@ func TestInFlightKill9DynamoDBChild(t *testing.T) {
 	}
 	repo := openChildRepo(t, 8)
 	require.NotNil(t, repo)
-	rl := limiter.New(repo, limiter.WithSlotTTL(killDDBSlotTTL))
+	rl := limiter.New(repo, func(o *limiter.Options) { o.SlotTTL = killDDBSlotTTL })
 	for range killDDBSlotCount {
 		_, err := rl.Acquire(context.Background(), "k", "gpt", limiter.Consume{"calls": 1}, killDDBLimits)
 		require.NoError(t, err)

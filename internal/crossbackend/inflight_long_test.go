@@ -20,7 +20,7 @@ func TestInFlightLongCallSoak(t *testing.T) {
 		t.Skip("3 minutes: SOAK=1 (make soak)")
 	}
 	const length = 3 * time.Minute
-	rl := limiter.New(openRedis(t), limiter.WithSlotTTL(limiter.DefaultSlotTTL))
+	rl := limiter.New(openRedis(t), func(o *limiter.Options) { o.SlotTTL = 30 * time.Second })
 	defer rl.Close()
 	ctx := context.Background()
 	opt := limiter.WithLimits(limiter.InFlight("calls", 1))
@@ -36,7 +36,7 @@ func TestInFlightLongCallSoak(t *testing.T) {
 		require.Equal(t, int64(0), free["calls"], "a free slot while the call holds it")
 		tries++
 	}
-	t.Logf("%d acquires refused over %v (slot TTL %v)", tries, length, limiter.DefaultSlotTTL)
+	t.Logf("%d acquires refused over %v (slot TTL %v)", tries, length, 30*time.Second)
 	require.NoError(t, lease.Commit(ctx))
 	next, err := rl.Acquire(ctx, "k", "gpt", call, opt)
 	require.NoError(t, err, "the committed slot is free at once")

@@ -24,7 +24,7 @@ func TestOwnBucketResourceRefused(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-10T00:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{
 			limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd"), limiter.PerCalendarMonth("eur", 500)}))

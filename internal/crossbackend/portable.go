@@ -21,7 +21,7 @@ import (
 // Commit, Do, and a refusal. It takes any Repository, so it runs unchanged
 // on DynamoDB, on the memory store and on Redis (TestPortableProgram runs
 // it on all three), and returns what it would print.
-func ServeRequests(ctx context.Context, repo limiter.Repository, opts ...limiter.Option) ([]string, error) {
+func ServeRequests(ctx context.Context, repo limiter.Repository, opts ...func(*limiter.Options)) ([]string, error) {
 	rl := limiter.New(repo, opts...)
 	var out []string
 	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj-1", Name: "Acme"}); err != nil {

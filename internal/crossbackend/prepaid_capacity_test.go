@@ -19,7 +19,7 @@ func TestPrepaidBalanceKeptAboveLoweredCapacity(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-01-05T00:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd")}))
 		_, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 5000, "pay-1")

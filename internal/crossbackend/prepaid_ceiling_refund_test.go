@@ -24,7 +24,7 @@ func TestPrepaidRefundAtDefaultCeiling(t *testing.T) {
 			ctx := context.Background()
 			clk := &fakeClock{}
 			clk.at("2026-01-05T00:00:00Z")
-			rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithSpeculativeWrites(spec))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.SpeculativeWrites = spec })
 			key := "acct-slow"
 			if spec {
 				key = "acct-spec"
@@ -70,7 +70,7 @@ func TestPrepaidOldBalanceBucketRaised(t *testing.T) {
 			ctx := context.Background()
 			clk := &fakeClock{}
 			clk.at("2026-01-05T00:00:00Z")
-			rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithSpeculativeWrites(spec))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.SpeculativeWrites = spec })
 			key := "old-slow"
 			if spec {
 				key = "old-spec"

@@ -53,7 +53,7 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 				ctx := context.Background()
 				clk := &fakeClock{}
 				clk.at("2026-11-28T12:00:00Z")
-				opts := []limiter.Option{limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0)}
+				opts := []func(*limiter.Options){func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }}
 				rl := limiter.New(repo, opts...)
 				defer rl.Close()
 				if name == "records-meanwhile" {
@@ -106,7 +106,7 @@ func TestDeleteSystemDefaultsKeepsSwitches(t *testing.T) {
 		ctx := context.Background()
 		clk := &fakeClock{}
 		clk.at("2026-11-28T12:00:00Z")
-		rl := limiter.New(repo, limiter.WithClock(clk.now), limiter.WithConfigCacheTTL(0))
+		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		res := "chat"
 		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 100)}, limiter.OnUnavailableAllow))

@@ -99,7 +99,7 @@ const resource = "gpt-4"
 // (limiter.WithStoreTimeout): long enough that DynamoDB Local on a loaded
 // machine never fails an operation, which would end the run. What the
 // bound costs an operation does not depend on its length.
-var storeTimeout = limiter.WithStoreTimeout(time.Minute)
+var storeTimeout = func(o *limiter.Options) { o.StoreTimeout = time.Minute }
 
 var (
 	consume = limiter.Consume{"rpm": 1, "tpm": 500}
@@ -244,7 +244,7 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 	// balance, a write that can be replayed (a refilled state is
 	// conditioned on the item it was computed from).
 	frozen := time.Now()
-	crl := limiter.New(crepo, storeTimeout, limiter.WithClock(func() time.Time { return frozen }))
+	crl := limiter.New(crepo, storeTimeout, func(o *limiter.Options) { o.Clock = func() time.Time { return frozen } })
 	defer crl.Close()
 	workers := max(cfg.conc, 1)
 	acquire := func(id string) error {
@@ -335,7 +335,7 @@ func (b *bench) contenders() []contender {
 	// The background-commit limiter is closed at the end of each phase,
 	// which writes what it queued; the next phase gets a new one.
 	newBG := func() *limiter.RateLimiter {
-		return limiter.New(b.repo, storeTimeout, limiter.WithBackgroundCommit(true))
+		return limiter.New(b.repo, storeTimeout, func(o *limiter.Options) { o.BackgroundCommit = true })
 	}
 	bg := newBG()
 	closeBG := func() error {

@@ -65,8 +65,8 @@ func (b *bench) setupHot(ctx context.Context, rl *limiter.RateLimiter) error {
 func (b *bench) hotContenders() []contender {
 	run := func(gc bool) op {
 		rls := [2]*limiter.RateLimiter{
-			limiter.New(b.repo, storeTimeout, limiter.WithGroupCommit(gc)),
-			limiter.New(b.repo, storeTimeout, limiter.WithGroupCommit(gc)),
+			limiter.New(b.repo, storeTimeout, func(o *limiter.Options) { o.GroupCommit = gc }),
+			limiter.New(b.repo, storeTimeout, func(o *limiter.Options) { o.GroupCommit = gc }),
 		}
 		return func(ctx context.Context, w int) error {
 			l, err := rls[w%2].Acquire(ctx, hotKeys[(w/2)%2], resource, consume, limits)
@@ -90,8 +90,8 @@ const drainCapacity = 150
 // drainContender is a cascade-150 contender (see above).
 func (b *bench) drainContender(name, floor string, gc bool) contender {
 	rls := [2]*limiter.RateLimiter{
-		limiter.New(b.repo, storeTimeout, limiter.WithGroupCommit(gc)),
-		limiter.New(b.repo, storeTimeout, limiter.WithGroupCommit(gc)),
+		limiter.New(b.repo, storeTimeout, func(o *limiter.Options) { o.GroupCommit = gc }),
+		limiter.New(b.repo, storeTimeout, func(o *limiter.Options) { o.GroupCommit = gc }),
 	}
 	lims := limiter.WithLimits(limiter.PerHour("rpm", drainCapacity))
 	var (

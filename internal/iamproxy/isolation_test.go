@@ -103,7 +103,7 @@ func (tn *tenants) proxy(t *testing.T, nsID string, policies ...string) *iamprox
 }
 
 // open opens namespace ns through the proxy.
-func (tn *tenants) open(t *testing.T, p *iamproxy.Proxy, ns string, opts ...limiter.Option) (*limiter.RateLimiter, error) {
+func (tn *tenants) open(t *testing.T, p *iamproxy.Proxy, ns string, opts ...func(*limiter.Options)) (*limiter.RateLimiter, error) {
 	t.Helper()
 	repo, err := limiter.OpenDynamoDB(testContext(t), ddblocal.NewClient(p.URL), func(o *limiter.DynamoDBOptions) {
 		o.Table, o.Namespace = tn.table, ns
@@ -154,7 +154,7 @@ func TestAcquirePolicyTenantWorkload(t *testing.T) {
 				t.Run(name, func(t *testing.T) {
 					ctx := testContext(t)
 					p := tn.proxy(t, tn.idA, "NamespaceAcquirePolicy")
-					rl, err := tn.open(t, p, nsA, limiter.WithSpeculativeWrites(speculative), limiter.WithGroupCommit(group))
+					rl, err := tn.open(t, p, nsA, func(o *limiter.Options) { o.SpeculativeWrites = speculative }, func(o *limiter.Options) { o.GroupCommit = group })
 					require.NoError(t, err)
 					defer rl.Close()
 					tenantWorkload(ctx, t, rl, entity)
@@ -290,7 +290,7 @@ func TestOtherTenantRefused(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/speculative=%v", policy, speculative), func(t *testing.T) {
 				ctx := testContext(t)
 				p := tn.proxy(t, tn.idA, policy)
-				rl, err := tn.open(t, p, nsB, limiter.WithSpeculativeWrites(speculative))
+				rl, err := tn.open(t, p, nsB, func(o *limiter.Options) { o.SpeculativeWrites = speculative })
 				require.NoError(t, err, "the registry is shared: opening B resolves it")
 				defer rl.Close()
 				p.Reset()

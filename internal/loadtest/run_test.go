@@ -42,7 +42,7 @@ func openTable(t *testing.T, s Scenario) (*limiter.RateLimiter, *Recorder, *Call
 	t.Cleanup(func() {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
-	return limiter.New(repo, limiter.WithSpeculativeWrites(!s.NoSpeculative)), rec, meter, client, table
+	return limiter.New(repo, func(o *limiter.Options) { o.SpeculativeWrites = !s.NoSpeculative }), rec, meter, client, table
 }
 
 // tableConsumption sums the consumption counters (b_L_tc, millitokens) of

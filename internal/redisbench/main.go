@@ -345,7 +345,7 @@ var runID = strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 // enough that a redis-server descheduled for a moment on a loaded machine
 // fails no operation, which would end the run. What the bound costs an
 // operation does not depend on its length.
-var storeTimeout = limiter.WithStoreTimeout(time.Minute)
+var storeTimeout = func(o *limiter.Options) { o.StoreTimeout = time.Minute }
 
 // newStore returns a store of its own namespace.
 func newStore(client *redis.Client, alg redisstore.Algorithm, name string, scripts bool) *redisstore.Store {
@@ -511,7 +511,7 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big), redis_rate.PerMinute(big)}, []int{1, 500}, true)})
 	}
 	out = append(out, &comparison{name: "hot key × 32, group commit on (A) / off (B)", c: 32,
-		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on", scripts), limiter.WithGroupCommit(true), storeTimeout), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
-		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off", scripts), limiter.WithGroupCommit(false), storeTimeout), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
+		a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-on", scripts), func(o *limiter.Options) { o.GroupCommit = true }, storeTimeout), "group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true),
+		b: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "hot-off", scripts), func(o *limiter.Options) { o.GroupCommit = false }, storeTimeout), "no group commit", limiter.Consume{"rpm": 1, "tpm": 500}, two, true)})
 	return out
 }

@@ -261,7 +261,7 @@ func unavailable(t testing.TB, err error) {
 // the bound itself set theirs with limiter.WithStoreTimeout.
 const WideStoreTimeout = "30s"
 
-// widenStoreTimeout sets $ZAEL_STORE_TIMEOUT (limiter.EnvStoreTimeout) to
+// widenStoreTimeout sets $ZAEL_STORE_TIMEOUT (the default of limiter.Options.StoreTimeout) to
 // WideStoreTimeout when it is unset.
 func widenStoreTimeout() {
 	if os.Getenv("ZAEL_STORE_TIMEOUT") == "" {

@@ -111,7 +111,7 @@ func onCapBackends(t *testing.T, fn func(t *testing.T, rl *limiter.RateLimiter))
 	for _, backend := range []string{"memory", "dynamodb", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			clk := newManualClock()
-			rl := limiter.New(openBackend(t, backend), limiter.WithClock(clk.now))
+			rl := limiter.New(openBackend(t, backend), func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, rl)
 		})

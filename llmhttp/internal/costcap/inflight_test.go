@@ -85,7 +85,7 @@ func onSlotBackends(t *testing.T, fn func(t *testing.T, backend string, rl *limi
 			// no answer within it may have taken a slot that only the
 			// slot TTL brings back (the documented bound of a write left
 			// unanswered); with a late answer the limiter gives it back.
-			rl := limiter.New(repo, limiter.WithSlotTTL(time.Hour), limiter.WithStoreTimeout(30*time.Second))
+			rl := limiter.New(repo, func(o *limiter.Options) { o.SlotTTL = time.Hour }, func(o *limiter.Options) { o.StoreTimeout = 30 * time.Second })
 			t.Cleanup(func() { _ = rl.Close() })
 			fn(t, backend, rl)
 		})
