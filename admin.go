@@ -45,7 +45,7 @@ const maxParentDepth = 64
 // deeper chain, and an acquire on it charges the first [MaxCascadeLevels]
 // entities. An existing ID fails with
 // *[EntityExistsError]. It records an entity_created audit event.
-func (rl *RateLimiter) CreateEntity(ctx context.Context, e Entity) (Entity, error) {
+func (rl *RateLimiter) createEntity(ctx context.Context, e Entity) (Entity, error) {
 	if err := rl.enter(); err != nil {
 		return Entity{}, err
 	}
@@ -180,7 +180,7 @@ func (rl *RateLimiter) checkDescendants(ctx context.Context, id, parentID string
 }
 
 // GetEntity returns an entity or *[EntityNotFoundError].
-func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error) {
+func (rl *RateLimiter) getEntity(ctx context.Context, id string) (Entity, error) {
 	if err := checkContext(ctx); err != nil {
 		return Entity{}, err
 	}
@@ -208,7 +208,7 @@ func (rl *RateLimiter) GetEntity(ctx context.Context, id string) (Entity, error)
 // a bucket that expired). The ids of applied top-ups ([RateLimiter.TopUp])
 // are kept until they expire, so that one payment is never credited
 // twice.
-func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
+func (rl *RateLimiter) deleteEntity(ctx context.Context, id string) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -233,7 +233,7 @@ func (rl *RateLimiter) DeleteEntity(ctx context.Context, id string) error {
 }
 
 // Children returns the entities whose parent is parentID.
-func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity, error) {
+func (rl *RateLimiter) children(ctx context.Context, parentID string) ([]Entity, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -250,7 +250,7 @@ func (rl *RateLimiter) Children(ctx context.Context, parentID string) ([]Entity,
 // the index entries read, and an entity's stored limits and usage
 // snapshots have entries too). It needs a [store.EntityLister] repository
 // (DynamoDB and memorystore are).
-func (rl *RateLimiter) ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
+func (rl *RateLimiter) listEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
@@ -278,7 +278,7 @@ func checkConfigResource(resource string) error {
 // definition spent at this instant: the new one's bucket for now holds at
 // most its capacity less that (nothing carries into or out of a prepaid
 // balance). It records a limits_set audit event.
-func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
+func (rl *RateLimiter) setLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (rl *RateLimiter) SetLimits(ctx context.Context, entityID, resource string,
 
 // GetLimits returns the limits stored for entityID on resource (nil when
 // none).
-func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
+func (rl *RateLimiter) getLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -357,7 +357,7 @@ func (rl *RateLimiter) GetLimits(ctx context.Context, entityID, resource string)
 // another kind, calendar period or zone keeps what the deleted one had
 // spent, as with [RateLimiter.SetLimits]. It records a limits_deleted
 // audit event when a config was deleted.
-func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource string) error {
+func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource string) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -424,7 +424,7 @@ func (rl *RateLimiter) DeleteLimits(ctx context.Context, entityID, resource stri
 // SetResourceDefaults stores the default limits of resource, used by every
 // entity without limits of its own for it. It records a limits_set audit
 // event.
-func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
+func (rl *RateLimiter) setResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -463,7 +463,7 @@ func (rl *RateLimiter) SetResourceDefaults(ctx context.Context, resource string,
 
 // GetResourceDefaults returns the default limits of resource (nil when
 // none).
-func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string) ([]Limit, error) {
+func (rl *RateLimiter) getResourceDefaults(ctx context.Context, resource string) ([]Limit, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -476,7 +476,7 @@ func (rl *RateLimiter) GetResourceDefaults(ctx context.Context, resource string)
 
 // DeleteResourceDefaults deletes the default limits of resource. It records
 // a limits_deleted audit event.
-func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource string) error {
+func (rl *RateLimiter) deleteResourceDefaults(ctx context.Context, resource string) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -503,11 +503,32 @@ func (rl *RateLimiter) DeleteResourceDefaults(ctx context.Context, resource stri
 	return rl.record(ctx, principal, store.AuditLimitsDeleted, store.AuditEntityResource(resource), resource, nil)
 }
 
-// SetSystemDefaults stores the namespace-wide default limits and
-// on-unavailable mode ("" leaves it unset), replacing the limits and mode
-// stored; on DynamoDB, what other tools keep on the system config's item
-// stays. It records a limits_set audit event.
-func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+// systemChange is what a write of the system config changes: its limits,
+// its on-unavailable mode, or both; what it does not change stays as
+// stored.
+type systemChange struct {
+	limits   []Limit
+	setLimit bool
+	mode     OnUnavailable
+	setMode  bool
+}
+
+// keepOnUnavailable marks a change of the system defaults' limits that
+// leaves their on-unavailable mode as stored (see setSystemDefaults).
+const keepOnUnavailable OnUnavailable = "\x00keep"
+
+// setSystemDefaults stores the namespace-wide default limits and
+// on-unavailable mode; mode keepOnUnavailable changes the limits alone,
+// nil limits with another mode change the mode alone. It records a
+// limits_set audit event with the config as written.
+func (rl *RateLimiter) setSystemDefaults(ctx context.Context, limits []Limit, mode OnUnavailable) error {
+	ch := systemChange{limits: limits, setLimit: true, mode: mode, setMode: true}
+	switch {
+	case mode == keepOnUnavailable:
+		ch.mode, ch.setMode = "", false
+	case limits == nil:
+		ch.setLimit = false
+	}
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -516,24 +537,26 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 	if err != nil {
 		return err
 	}
-	if err := validateStoredLimits(limits); err != nil {
+	if err := validateStoredLimits(ch.limits); err != nil {
 		return err
 	}
-	if onUnavailable != "" && !onUnavailable.Valid() {
-		return store.NewValidationError(ErrValidation, "on_unavailable", string(onUnavailable), "must be 'allow' or 'block'")
+	if ch.mode != "" && !ch.mode.Valid() {
+		return store.NewValidationError(ErrValidation, "on_unavailable", string(ch.mode), "must be 'allow' or 'block'")
 	}
-	if err := rl.setSystemConfig(ctx, limits, onUnavailable); err != nil {
+	c, err := rl.setSystemConfig(ctx, ch)
+	if err != nil {
 		return err
 	}
 	var ou any
-	if onUnavailable != "" {
-		ou = string(onUnavailable)
+	if c.OnUnavailable != "" {
+		ou = string(c.OnUnavailable)
 	}
 	return rl.record(ctx, principal, store.AuditLimitsSet, store.AuditEntitySystem, "",
-		map[string]any{"limits": auditLimitDetails(limits), "on_unavailable": ou})
+		map[string]any{"limits": auditLimitDetails(c.Limits), "on_unavailable": ou})
 }
 
-// setSystemConfig stores limits and onUnavailable as the system config,
+// setSystemConfig writes ch over the system config and returns the config
+// written,
 // with its switch records (those kept, and one per limit that switches
 // buckets). A store that writes the config in place
 // ([store.SystemConfigWriter]) keeps the attributes another tool keeps on
@@ -541,38 +564,44 @@ func (rl *RateLimiter) SetSystemDefaults(ctx context.Context, limits []Limit, on
 // records are those read: one that lost to a concurrent change of them
 // (addSystemSwitches) reads the config again and recomputes them, so that
 // no record is lost. Another store gets the config written whole.
-func (rl *RateLimiter) setSystemConfig(ctx context.Context, limits []Limit, onUnavailable OnUnavailable) error {
+func (rl *RateLimiter) setSystemConfig(ctx context.Context, ch systemChange) (store.Config, error) {
 	key := store.SystemConfig()
 	w, inPlace := rl.repo.(store.SystemConfigWriter)
 	for range maxSwitchWrites {
 		old, _, err := rl.repo.GetConfig(ctx, key)
 		if err != nil {
-			return err
+			return store.Config{}, err
 		}
-		c := store.Config{Limits: slices.Clone(limits), OnUnavailable: onUnavailable}
-		c.Switches, _ = recordSwitches(old.Switches, old.Limits, limits, false, "", rl.nowMs())
+		c := store.Config{Limits: slices.Clone(old.Limits), OnUnavailable: old.OnUnavailable}
+		if ch.setLimit {
+			c.Limits = slices.Clone(ch.limits)
+		}
+		if ch.setMode {
+			c.OnUnavailable = ch.mode
+		}
+		c.Switches, _ = recordSwitches(old.Switches, old.Limits, c.Limits, false, "", rl.nowMs())
 		if !inPlace {
 			if err := rl.repo.PutConfig(ctx, key, c); err != nil {
-				return err
+				return store.Config{}, err
 			}
 			rl.configChanged(key)
-			return nil
+			return c, nil
 		}
 		done, err := w.SetSystemConfig(ctx, old, c)
 		if err != nil {
-			return err
+			return store.Config{}, err
 		}
 		if done {
 			rl.configChanged(key)
-			return nil
+			return c, nil
 		}
 	}
-	return fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
+	return store.Config{}, fmt.Errorf("limiter: the system defaults' switch records changed under %d writes in a row: %w", maxSwitchWrites, store.ErrTransactionConflict)
 }
 
 // GetSystemDefaults returns the namespace-wide default limits and
 // on-unavailable mode ("" when unset).
-func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
+func (rl *RateLimiter) getSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
@@ -583,7 +612,7 @@ func (rl *RateLimiter) GetSystemDefaults(ctx context.Context) ([]Limit, OnUnavai
 // DeleteSystemDefaults deletes the namespace-wide defaults (the records
 // of switches of defaults that the system config keeps stay). It records
 // a limits_deleted audit event naming the limits and mode deleted.
-func (rl *RateLimiter) DeleteSystemDefaults(ctx context.Context) error {
+func (rl *RateLimiter) deleteSystemDefaults(ctx context.Context) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -807,7 +836,7 @@ func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string
 
 // ListResourcesWithDefaults returns, sorted, the resources with default
 // limits. It needs a [store.ConfigLister] repository.
-func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
+func (rl *RateLimiter) listResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with defaults")
 	if err != nil {
 		return nil, err
@@ -817,7 +846,7 @@ func (rl *RateLimiter) ListResourcesWithDefaults(ctx context.Context) ([]string,
 
 // ListResourcesWithEntityConfigs returns, sorted, the resources some entity
 // has stored limits for. It needs a [store.ConfigLister] repository.
-func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
+func (rl *RateLimiter) listResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	l, err := rl.lister(ctx, "list resources with entity configs")
 	if err != nil {
 		return nil, err
@@ -828,7 +857,7 @@ func (rl *RateLimiter) ListResourcesWithEntityConfigs(ctx context.Context) ([]st
 // ListEntitiesWithCustomLimits returns a page of the entities with stored
 // limits for resource ([DefaultResource] included) and the next page's
 // cursor ("" at the end). It needs a [store.ConfigLister] repository.
-func (rl *RateLimiter) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
+func (rl *RateLimiter) listEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	l, err := rl.lister(ctx, "list entities with custom limits")
 	if err != nil {
 		return nil, "", err
@@ -856,21 +885,13 @@ func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigListe
 // Limits is nil when no level has any. Results are cached for the config
 // cache TTL ([WithConfigCacheTTL]). [RateLimiter.LimitsInForce] adds the
 // parent's limits of a cascading entity.
-func (rl *RateLimiter) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
+func (rl *RateLimiter) resolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
 	if ctx == nil {
 		return nil, "", errNilContext
 	}
 	limits, source, _, err := rl.configs.resolve(ctx, entityID, resource)
 	return limits, source, err
 }
-
-// ConfigCacheStats returns the config cache's statistics, as
-// [RateLimiter.CacheStats] with [CacheConfigs] does.
-func (rl *RateLimiter) ConfigCacheStats() CacheStats { return rl.configs.stats() }
-
-// InvalidateConfigCache drops every cached config (and the remembered
-// on-unavailable mode), so that the next acquire reads them again.
-func (rl *RateLimiter) InvalidateConfigCache() { rl.configs.invalidate() }
 
 // cloneEntity returns e with its own Metadata map.
 func cloneEntity(e Entity) Entity {
@@ -911,7 +932,7 @@ func checkContext(ctx context.Context) error {
 // [store.AuditEntitySystem] or [store.AuditEntityResource] as entityID for the events of
 // system and resource defaults. Invalid ids are *[ValidationError]s; nothing
 // is read then. It needs an [store.AuditLog] repository.
-func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
+func (rl *RateLimiter) auditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -936,7 +957,7 @@ func (rl *RateLimiter) AuditEvents(ctx context.Context, entityID string, limit i
 // UsageSnapshots returns one page of the usage snapshots q selects, newest
 // first, and the cursor of the next page ("" after the last). An invalid
 // query is a *[ValidationError]. It needs a [store.UsageStore] repository.
-func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
+func (rl *RateLimiter) usageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
@@ -953,7 +974,7 @@ func (rl *RateLimiter) UsageSnapshots(ctx context.Context, q UsageQuery) ([]Usag
 // UsageSummary aggregates the usage snapshots q selects (at most
 // [store.MaxUsageSummarySnapshots]). An invalid query is a *[ValidationError]. It
 // needs a [store.UsageStore] repository.
-func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+func (rl *RateLimiter) usageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
 	if err := checkContext(ctx); err != nil {
 		return UsageSummary{}, err
 	}
@@ -973,7 +994,7 @@ func (rl *RateLimiter) UsageSummary(ctx context.Context, q UsageQuery) (UsageSum
 // (the DynamoDB backend's hidden limit cannot be asked for); else a
 // *[ValidationError] is returned before anything is read. It needs a
 // [store.CapacityReader] repository.
-func (rl *RateLimiter) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
+func (rl *RateLimiter) resourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool) (ResourceCapacity, error) {
 	if err := checkContext(ctx); err != nil {
 		return ResourceCapacity{}, err
 	}

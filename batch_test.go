@@ -17,7 +17,7 @@ func TestAcquireAllDynamoDBCalls(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		for _, e := range []Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}} {
-			_, err := rl.CreateEntity(env.ctx, e)
+			_, err := rl.Admin().CreateEntity(env.ctx, e)
 			require.NoError(t, err)
 		}
 		tpm := WithLimits(PerMinute("tpm", 1000))

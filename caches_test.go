@@ -97,21 +97,21 @@ func TestEvictedEntityCascadesAgain(t *testing.T) {
 		ctx := env.ctx
 		rl := env.limiter(func(o *Options) { o.EntityCacheSize = 1 })
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-			_, err := rl.CreateEntity(ctx, e)
+			_, err := rl.Admin().CreateEntity(ctx, e)
 			require.NoError(t, err)
 		}
-		err := rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 100)})
+		err := rl.Admin().SetLimits(ctx, Scope{Resource: "api"}, []Limit{PerMinute("rpm", 100)})
 		require.NoError(t, err)
 		for i, id := range []string{"C", "X", "C", "Y", "C"} {
 			mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}))
-			st := rl.CacheStats(CacheEntities)
+			st := rl.Stats().Entities
 			require.LessOrEqual(t, st.Size, 1, "after acquire %d: entities cached, ceiling 1", i)
 		}
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rpm", fieldTotalConsumed)) }
 		c, p := tc("C"), tc("P")
 		assert.EqualValues(t, 3000, c, "total consumed C (3 acquires)")
 		assert.EqualValues(t, 3000, p, "total consumed P (each acquire on C charged to P)")
-		st := rl.CacheStats(CacheEntities)
+		st := rl.Stats().Entities
 		assert.GreaterOrEqual(t, st.Evictions, int64(4), "entity cache %+v", st)
 	})
 }
@@ -124,15 +124,15 @@ func TestEvictedEntityExpires(t *testing.T) {
 		ctx := env.ctx
 		rl := env.limiter(func(o *Options) { o.EntityCacheTTL = time.Minute })
 		for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-			_, err := rl.CreateEntity(ctx, e)
+			_, err := rl.Admin().CreateEntity(ctx, e)
 			require.NoError(t, err)
 		}
 		lim := WithLimits(PerHour("rph", 100))
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rph": 1}, lim))
-		before := rl.CacheStats(CacheEntities)
+		before := rl.Stats().Entities
 		env.clock.advance(2 * time.Minute)
 		mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rph": 1}, lim))
-		after := rl.CacheStats(CacheEntities)
+		after := rl.Stats().Entities
 		assert.NotEqual(t, before.Misses, after.Misses, "no entity cache miss after the age limit: before %+v, after %+v", before, after)
 		tc := func(id string) int64 { return env.n(env.bucket(id, "api"), bucketAttr("rph", fieldTotalConsumed)) }
 		c, p := tc("C"), tc("P")
@@ -153,7 +153,7 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 		_, err := rl.Acquire(env.ctx, id, "api", Consume{"rpm": 1}, lim)
 		rateLimited(t, err)
 	}
-	st := rl.CacheStats(CacheOverLimit)
+	st := rl.Stats().OverLimit
 	require.Equal(t, 1, st.Size, "over-limit cache %+v", st)
 	require.EqualValues(t, 1, st.Evictions, "over-limit cache %+v", st)
 	check := env.callChecker(t)
@@ -173,21 +173,21 @@ func TestOverLimitCacheCeiling(t *testing.T) {
 func TestCacheSizeZero(t *testing.T) {
 	ctx := context.Background()
 	rl := New(newMemory(), func(o *Options) { o.ConfigCacheSize = 0 }, func(o *Options) { o.EntityCacheSize = 0 })
-	require.NoError(t, rl.SetResourceDefaults(ctx, "api", []Limit{PerMinute("rpm", 2)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: "api"}, []Limit{PerMinute("rpm", 2)}))
 	for range 2 {
 		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 1}))
 	}
 	_, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": 1})
 	rateLimited(t, err)
 	for _, c := range []CacheName{CacheConfigs, CacheEntities} {
-		st := rl.CacheStats(c)
+		st := cacheStats(rl.Stats(), c)
 		assert.Zero(t, st.Size, "%s cache %+v, want empty", c, st)
 		assert.Zero(t, st.Hits, "%s cache %+v, want all misses", c, st)
 		assert.NotZero(t, st.Misses, "%s cache %+v, want all misses", c, st)
 		assert.Zero(t, st.MaxEntries, "%s cache %+v", c, st)
 	}
-	assert.Equal(t, rl.CacheStats(CacheConfigs), rl.ConfigCacheStats(), "ConfigCacheStats, want CacheStats(CacheConfigs)")
-	st := rl.CacheStats(CacheOverLimit)
+	assert.Equal(t, rl.Stats().Configs, rl.Stats().Configs, "ConfigCacheStats, want CacheStats(CacheConfigs)")
+	st := rl.Stats().OverLimit
 	assert.Equal(t, CacheStats{}, st, "over-limit cache off: stats, want zero")
 }
 

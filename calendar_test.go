@@ -62,7 +62,7 @@ func TestCalendarLimitValidate(t *testing.T) {
 	_, err = rl.Acquire(context.Background(), "k", "r", Consume{"usd": 1}, WithLimits(bad["calendar limit with a refill"]))
 	assert.ErrorIs(t, err, ErrValidation)
 	// A location that does not load by its name cannot be stored.
-	err = rl.SetLimits(context.Background(), "k", "r", []Limit{PerCalendarDay("usd", 1).InLocation(time.FixedZone("XYZ", 3600))})
+	err = rl.Admin().SetLimits(context.Background(), Scope{Entity: "k", Resource: "r"}, []Limit{PerCalendarDay("usd", 1).InLocation(time.FixedZone("XYZ", 3600))})
 	assert.ErrorIs(t, err, ErrValidation)
 }
 

@@ -20,10 +20,10 @@ func deepChain(t *testing.T, env *testEnv, rl *RateLimiter) {
 func deepChainWith(t *testing.T, env *testEnv, rl *RateLimiter, usd Limit) {
 	t.Helper()
 	for _, e := range []Entity{{ID: "org"}, {ID: "proj", ParentID: "org", Cascade: true}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		_, err := rl.CreateEntity(env.ctx, e)
+		_, err := rl.Admin().CreateEntity(env.ctx, e)
 		require.NoError(t, err)
 	}
-	err := rl.SetResourceDefaults(env.ctx, "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), usd})
+	err := rl.Admin().SetLimits(env.ctx, Scope{Resource: "gpt"}, []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), usd})
 	require.NoError(t, err)
 }
 
@@ -79,7 +79,7 @@ func TestDeepCascadeRefusedAtTop(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		deepChain(t, env, rl)
-		err := rl.SetLimits(env.ctx, "org", "gpt", []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1000), PerHour("usd", 50_000_000)})
+		err := rl.Admin().SetLimits(env.ctx, Scope{Entity: "org", Resource: "gpt"}, []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1000), PerHour("usd", 50_000_000)})
 		require.NoError(t, err)
 		lease, err := rl.Acquire(env.ctx, "key", "gpt", Consume{"rpm": 1, "tpm": 900})
 		require.NoError(t, err)

@@ -29,7 +29,7 @@ func TestServerErrorAfterApplyChargedOnce(t *testing.T) {
 	lim := WithLimits(PerMinute("rpm", 100))
 	cascade := func(t *testing.T, env *testEnv, rl *RateLimiter) {
 		for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-			_, err := rl.CreateEntity(env.ctx, e)
+			_, err := rl.Admin().CreateEntity(env.ctx, e)
 			require.NoError(t, err)
 		}
 	}
@@ -167,7 +167,7 @@ func chargedOnce(t *testing.T, env *testEnv, rl *RateLimiter, p *faultproxy.Prox
 	t.Helper()
 	lim := WithLimits(PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000))
 	for _, e := range []Entity{{ID: "p"}, {ID: "c", ParentID: "p", Cascade: true}, {ID: "solo"}} {
-		_, err := rl.CreateEntity(env.ctx, e)
+		_, err := rl.Admin().CreateEntity(env.ctx, e)
 		require.NoError(t, err)
 	}
 	for _, op := range []string{"UpdateItem", "PutItem", "TransactWriteItems"} {

@@ -44,9 +44,9 @@ func TestCapacityUnits(t *testing.T) {
 	ctx := env.ctx
 	spec := New(env.withClient(returnCapacity()), func(o *Options) { o.Clock = env.clock.now })
 	slow := New(env.withClient(returnCapacity()), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
-	spec.CreateEntity(ctx, Entity{ID: "P"})
-	spec.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
-	slow.GetEntity(ctx, "C") // each limiter has its own entity cache
+	spec.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	spec.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	slow.Admin().Entity(ctx, "C") // each limiter has its own entity cache
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
 	// summary lists the calls as "Op:units", failed calls as "Op!".

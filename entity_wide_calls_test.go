@@ -19,11 +19,11 @@ func TestCallCountsEntityWide(t *testing.T) {
 	env.spec = true
 	rl := env.limiter()
 	ctx := env.ctx
-	_, err := rl.CreateEntity(ctx, Entity{ID: "proj"})
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "proj"})
 	require.NoError(t, err)
-	_, err = rl.CreateEntity(ctx, Entity{ID: "key", ParentID: "proj", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "proj", Cascade: true})
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 100_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: "api"}, []Limit{PerMinute("rpm", 100), PerMinute("tpm", 100_000)}))
 	check := env.callChecker(t)
 	checkSorted := env.sortedCallChecker(t)
 	// A limiter of its own, whose config cache SetLimits did not warm
@@ -34,20 +34,20 @@ func TestCallCountsEntityWide(t *testing.T) {
 	check("config cache miss, new bucket", "BatchGetItem[6], UpdateItem!, BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
-	hits := cold.CacheStats(CacheConfigs).Hits
+	hits := cold.Stats().Configs.Hits
 	check("warm acquire without entity-wide limits", "UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
 	// Its config lookups: the system slot (for its on_unavailable), the
 	// entity's own slot (the first with limits), the two entity-wide
 	// slots.
-	require.Equal(t, int64(4), cold.CacheStats(CacheConfigs).Hits-hits, "config cache lookups of a warm acquire")
+	require.Equal(t, int64(4), cold.Stats().Configs.Hits-hits, "config cache lookups of a warm acquire")
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 
 	// An entity-wide usd budget beside rpm and tpm per resource: two
 	// items, written at once by two conditional UpdateItems (listed here
 	// in sorted order: they run in parallel).
-	require.NoError(t, rl.SetLimits(ctx, "solo", AllResources, []Limit{PerDay("usd", 1_000_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: AllResources}, []Limit{PerDay("usd", 1_000_000)}))
 	// Cold: the entity-wide slot evicted by SetLimits is read (the other
 	// slots are cached); the write to the resource's bucket applies, the
 	// entity-wide bucket is missing, so the first is given back and the
@@ -79,11 +79,11 @@ func TestCallCountsEntityWide(t *testing.T) {
 	// prepaid balance (its balance's bucket) are items of their own, so
 	// two items again. A call that asks nothing of the budget charges the
 	// resource's bucket alone: one UpdateItem.
-	require.NoError(t, rl.SetLimits(ctx, "month", "api", []Limit{PerMinute("rpm", 100)}))
-	require.NoError(t, rl.SetLimits(ctx, "month", AllResources, []Limit{PerCalendarMonth("usd", 1_000_000)}))
-	require.NoError(t, rl.SetLimits(ctx, "buyer", "api", []Limit{PerMinute("rpm", 100)}))
-	require.NoError(t, rl.SetLimits(ctx, "buyer", AllResources, []Limit{Prepaid("usd")}))
-	_, err = rl.TopUp(ctx, "buyer", AllResources, "usd", 1_000_000, "t1")
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "month", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "month", Resource: AllResources}, []Limit{PerCalendarMonth("usd", 1_000_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "buyer", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "buyer", Resource: AllResources}, []Limit{Prepaid("usd")}))
+	_, err = rl.TopUp(ctx, TopUpRequest{Entity: "buyer", Resource: AllResources, Limit: "usd", Amount: 1_000_000, ID: "t1"})
 	require.NoError(t, err)
 	for _, id := range []string{"month", "buyer"} {
 		// The first acquire creates the resource's bucket; TopUp created
@@ -101,24 +101,24 @@ func TestCallCountsEntityWide(t *testing.T) {
 	}
 	// Limits on AllResources alone: the entity-wide bucket is the only
 	// item, one UpdateItem.
-	require.NoError(t, rl.SetLimits(ctx, "wideonly", AllResources, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "wideonly", Resource: AllResources}, []Limit{PerMinute("rpm", 100)}))
 	mustCommit(t, mustAcquire(t, rl, "wideonly", "api", Consume{"rpm": 1}))
 	check("entity-wide limits alone, warm", "UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "wideonly", "api", Consume{"rpm": 1}))
 	})
 	// Three items (the resource's bucket, the entity-wide bucket and the
 	// month's): one transaction.
-	require.NoError(t, rl.SetLimits(ctx, "three", "api", []Limit{PerMinute("rpm", 100)}))
-	require.NoError(t, rl.SetLimits(ctx, "three", AllResources, []Limit{PerMinute("rpm", 1000), PerCalendarMonth("usd", 1_000_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "three", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "three", Resource: AllResources}, []Limit{PerMinute("rpm", 1000), PerCalendarMonth("usd", 1_000_000)}))
 	mustCommit(t, mustAcquire(t, rl, "three", "api", Consume{"rpm": 1, "usd": 100}))
 	check("three items, warm", "TransactWriteItems[3]", func() {
 		mustCommit(t, mustAcquire(t, rl, "three", "api", Consume{"rpm": 1, "usd": 100}))
 	})
 
 	// A key cascading to a project with an entity-wide budget: four items.
-	require.NoError(t, rl.SetLimits(ctx, "key", "api", []Limit{PerMinute("rpm", 100)}))
-	require.NoError(t, rl.SetLimits(ctx, "proj", "api", []Limit{PerMinute("rpm", 1000)}))
-	require.NoError(t, rl.SetLimits(ctx, "proj", AllResources, []Limit{PerDay("usd", 1_000_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "proj", Resource: "api"}, []Limit{PerMinute("rpm", 1000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "proj", Resource: AllResources}, []Limit{PerDay("usd", 1_000_000)}))
 	// Cold: the configs of key and proj that SetLimits did not read (one
 	// BatchGetItem each, both buckets' slots), the items the batch's fast
 	// path does not keep, then the read-then-write path (three items, two

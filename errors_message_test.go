@@ -51,7 +51,7 @@ func TestRefusalPrepaidSaysTopUp(t *testing.T) {
 	defer rl.Close()
 	ctx := context.Background()
 	limits := WithLimits(Prepaid("usd"))
-	_, err := rl.TopUp(ctx, "cust-1", "gpt-4o", "usd", 3, "t1", limits)
+	_, err := rl.TopUp(ctx, TopUpRequest{Entity: "cust-1", Resource: "gpt-4o", Limit: "usd", Amount: 3, ID: "t1"}, limits)
 	require.NoError(t, err)
 	_, err = rl.Acquire(ctx, "cust-1", "gpt-4o", Consume{"usd": 5}, limits)
 	var rle *RateLimitExceededError
@@ -133,7 +133,7 @@ func TestHumanDuration(t *testing.T) {
 func TestTopUpDefaultResourceNamesAllResources(t *testing.T) {
 	rl := New(newMemory())
 	defer rl.Close()
-	_, err := rl.TopUp(context.Background(), "cust-1", DefaultResource, "usd", 5, "t1")
+	_, err := rl.TopUp(context.Background(), TopUpRequest{Entity: "cust-1", Resource: DefaultResource, Limit: "usd", Amount: 5, ID: "t1"})
 	var ve *ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.ErrorIs(t, err, ErrInvalidName)

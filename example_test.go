@@ -33,14 +33,14 @@ func frozen() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) }
 // cascades to acme.
 func newLimiter() *limiter.RateLimiter {
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = frozen })
-	if err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 100),
 		limiter.PerMinute(limiter.LimitTPM, 1_000),
 	}); err != nil {
 		log.Fatal(err)
 	}
 	for _, e := range []limiter.Entity{{ID: "acme"}, {ID: "key-1", ParentID: "acme", Cascade: true}} {
-		if _, err := rl.CreateEntity(ctx, e); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, e); err != nil {
 			log.Fatal(err)
 		}
 	}
@@ -70,14 +70,14 @@ func ExampleNew() {
 		func(o *limiter.Options) { o.Clock = frozen })
 
 	// Stored limits: every API key gets these on gpt-4o unless it has its own.
-	err := rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{
+	err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 1_000),
 		limiter.PerMinute(limiter.LimitTPM, 200_000),
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	limits, source, err := rl.ResolveLimits(ctx, "key-1", "gpt-4o")
+	limits, source, err := rl.Admin().ResolveLimits(ctx, "key-1", "gpt-4o")
 	fmt.Println(len(limits), "limits from the", source, "level", err)
 	// Output:
 	// 2 limits from the resource level <nil>

@@ -48,7 +48,7 @@ func embedAll(ctx context.Context, rl *limiter.RateLimiter, docs []string) (int,
 func ExampleRateLimiter_Wait() {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New()) // or a DynamoDB repository
-	if err := rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "embeddings"}, []limiter.Limit{limiter.PerSecond("rps", 5)}); err != nil {
 		log.Fatal(err)
 	}
 	start := time.Now()
@@ -79,7 +79,7 @@ func TestPortableWait(t *testing.T) {
 	for name, repo := range map[string]limiter.Repository{"dynamodb": ddb, "memory": memorystore.New()} {
 		var admitted atomic.Int64
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Metrics = countAdmitted{&admitted} })
-		require.NoError(t, rl.SetResourceDefaults(ctx, "embeddings", []limiter.Limit{limiter.PerSecond("rps", 5)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "embeddings"}, []limiter.Limit{limiter.PerSecond("rps", 5)}))
 		start := time.Now()
 		n, err := embedAll(ctx, rl, make([]string, 8))
 		elapsed := time.Since(start)

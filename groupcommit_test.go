@@ -387,7 +387,7 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 			env := newTestEnv(t)
 			rl := New(env.repo, append([]func(*Options){func(o *Options) { o.Clock = env.clock.now }}, tc.opts...)...)
 			for _, e := range []Entity{{ID: "P"}, {ID: "C", ParentID: "P", Cascade: true}} {
-				_, err := rl.CreateEntity(env.ctx, e)
+				_, err := rl.Admin().CreateEntity(env.ctx, e)
 				require.NoError(t, err)
 			}
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))

@@ -63,12 +63,12 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
 	defer func() { _ = rl.Close() }()
 	ctx := env.ctx
-	_, err := rl.CreateEntity(ctx, Entity{ID: "org"})
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
 	require.NoError(t, err)
-	_, err = rl.CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, "org", "api", []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)}))
-	require.NoError(t, rl.SetLimits(ctx, "key", "api", []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)}))
 	check := env.callChecker(t)
 	checkSorted := env.sortedCallChecker(t)
 	call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
@@ -86,8 +86,8 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(8), free["calls"])
 
-	require.NoError(t, rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)}))
-	require.NoError(t, rl.SetLimits(ctx, "solo", AllResources, []Limit{InFlight("calls", 4)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: AllResources}, []Limit{InFlight("calls", 4)}))
 	solo := Consume{"rpm": 1, "calls": 1}
 	mustCommit(t, mustAcquire(t, rl, "solo", "api", solo))
 	for range 3 {

@@ -22,13 +22,13 @@ func TestInFlightKindSwitch(t *testing.T) {
 		ctx := context.Background()
 		inflight := []Limit{InFlight("calls", 2), PerMinute("rpm", 1000)}
 		call := Consume{"calls": 1, "rpm": 1}
-		require.NoError(t, rl.SetLimits(ctx, "e", "m", inflight))
+		require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "m"}, inflight))
 		l1 := mustAcquire(t, rl, "e", "m", call)
 		l2 := mustAcquire(t, rl, "e", "m", call)
 		_, err := rl.Acquire(ctx, "e", "m", call)
 		require.ErrorIs(t, err, ErrRateLimited, "both slots held")
 
-		require.NoError(t, rl.SetLimits(ctx, "e", "m", []Limit{PerMinute("calls", 3), PerMinute("rpm", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "m"}, []Limit{PerMinute("calls", 3), PerMinute("rpm", 1000)}))
 		for range 3 {
 			mustCommit(t, mustAcquire(t, rl, "e", "m", call))
 		}
@@ -36,7 +36,7 @@ func TestInFlightKindSwitch(t *testing.T) {
 		require.ErrorIs(t, err, ErrRateLimited, "the rolling limit of the same name is spent")
 		mustCommit(t, l1)
 
-		require.NoError(t, rl.SetLimits(ctx, "e", "m", inflight))
+		require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "m"}, inflight))
 		l3 := mustAcquire(t, rl, "e", "m", call)
 		_, err = rl.Acquire(ctx, "e", "m", call)
 		require.ErrorIs(t, err, ErrRateLimited, "l2 still holds its slot")
@@ -60,14 +60,14 @@ func TestInFlightEntityRecreated(t *testing.T) {
 		ctx := context.Background()
 		limits := []Limit{InFlight("calls", 2), PerMinute("rpm", 1000)}
 		call := Consume{"calls": 1, "rpm": 1}
-		_, err := rl.CreateEntity(ctx, Entity{ID: "e"})
+		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "e"})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetLimits(ctx, "e", "m", limits))
+		require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "m"}, limits))
 		old := mustAcquire(t, rl, "e", "m", call)
-		require.NoError(t, rl.DeleteEntity(ctx, "e"))
-		_, err = rl.CreateEntity(ctx, Entity{ID: "e"})
+		require.NoError(t, rl.Admin().DeleteEntity(ctx, "e"))
+		_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "e"})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetLimits(ctx, "e", "m", limits))
+		require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "m"}, limits))
 		a := mustAcquire(t, rl, "e", "m", call)
 		b := mustAcquire(t, rl, "e", "m", call)
 		_, err = rl.Acquire(ctx, "e", "m", call)

@@ -145,13 +145,13 @@ func TestDeadlineKeptWhileDynamoDBHangs(t *testing.T) {
 		{name: "read-then-write path, hung write", op: "UpdateItem", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}},
 		{name: "cascade, parallel writes", op: "UpdateItem", setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-				_, err := rl.CreateEntity(env.ctx, e)
+				_, err := rl.Admin().CreateEntity(env.ctx, e)
 				require.NoError(t, err)
 			}
 		}},
 		{name: "cascade, read-then-write", op: "TransactWriteItems", opts: []func(*Options){func(o *Options) { o.SpeculativeWrites = false }}, setup: func(t *testing.T, env *testEnv, rl *RateLimiter) {
 			for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-				_, err := rl.CreateEntity(env.ctx, e)
+				_, err := rl.Admin().CreateEntity(env.ctx, e)
 				require.NoError(t, err)
 			}
 		}},
@@ -236,7 +236,7 @@ func TestGiveUpAfterApplyChargesNothing(t *testing.T) {
 				entities := []string{"e"}
 				if tc.cascade {
 					for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-						_, err := rl.CreateEntity(env.ctx, e)
+						_, err := rl.Admin().CreateEntity(env.ctx, e)
 						require.NoError(t, err)
 					}
 					entities = append(entities, "p")
@@ -342,7 +342,7 @@ func TestGiveUpAfterApplyGivesSlotsBack(t *testing.T) {
 			entities := []string{"e"}
 			if cascade {
 				for _, e := range []Entity{{ID: "p"}, {ID: "e", ParentID: "p", Cascade: true}} {
-					_, err := rl.CreateEntity(env.ctx, e)
+					_, err := rl.Admin().CreateEntity(env.ctx, e)
 					require.NoError(t, err)
 				}
 				entities = append(entities, "p")

@@ -56,7 +56,7 @@ func TestLimitCaps(t *testing.T) {
 
 	t.Run("stored limits", func(t *testing.T) {
 		rl := newRL(t)
-		require.NoError(t, rl.SetResourceDefaults(ctx, "m", []limiter.Limit{limiter.PerMinute("tpm", 10_000).WithBurst(20_000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "m"}, []limiter.Limit{limiter.PerMinute("tpm", 10_000).WithBurst(20_000)}))
 		// The lower capacity and the lower rate, the stored limit's
 		// period kept.
 		_, err := rl.Acquire(ctx, "k", "m", limiter.Consume{"tpm": 15_001},
@@ -64,8 +64,8 @@ func TestLimitCaps(t *testing.T) {
 		assert.Equal(t, limiter.Limit{Name: "tpm", Capacity: 15_000, RefillAmount: 3000, RefillPeriod: time.Minute}, primary(t, err))
 		// A change of the stored limit applies with the cap: the lower
 		// of the two, now the stored one.
-		require.NoError(t, rl.SetResourceDefaults(ctx, "m", []limiter.Limit{limiter.PerMinute("tpm", 100)}))
-		rl.InvalidateConfigCache()
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "m"}, []limiter.Limit{limiter.PerMinute("tpm", 100)}))
+		rl.Admin().InvalidateCaches()
 		_, err = rl.Acquire(ctx, "k", "m", limiter.Consume{"tpm": 101},
 			limiter.WithLimitCaps(limiter.PerSecond("tpm", 50).WithBurst(15_000)))
 		assert.Equal(t, limiter.PerMinute("tpm", 100), primary(t, err))
@@ -73,11 +73,11 @@ func TestLimitCaps(t *testing.T) {
 
 	t.Run("cascade parent left alone", func(t *testing.T) {
 		rl := newRL(t)
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "P"})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "P"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "C", ParentID: "P", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "C", ParentID: "P", Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetResourceDefaults(ctx, "m", []limiter.Limit{limiter.PerMinute("tpm", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "m"}, []limiter.Limit{limiter.PerMinute("tpm", 1000)}))
 		lease, err := rl.Acquire(ctx, "C", "m", limiter.Consume{"tpm": 100}, limiter.WithLimitCaps(limiter.PerMinute("tpm", 200)))
 		require.NoError(t, err)
 		caps := map[string]int64{}

@@ -88,6 +88,8 @@ type RateLimiter struct {
 	// a keeper's timer counts.
 	slotPoll time.Duration
 
+	admin Admin // its administration (Admin), bound to it by New
+
 	// Bounds of the per-key caches.
 	cacheSizes [numCaches]int
 	entityTTL  time.Duration
@@ -215,6 +217,7 @@ func New(repo Repository, optFns ...func(*Options)) *RateLimiter {
 		cacheSizes:       [numCaches]int{max(o.ConfigCacheSize, 0), max(o.EntityCacheSize, 0), max(o.OverLimitCacheSize, 0)},
 	}
 	rl.obs.log, rl.obs.metrics = o.Logger, o.Metrics
+	rl.admin.rl = rl
 	if rl.auditRetention <= 0 {
 		rl.auditRetention = defaultAuditRetention
 	}
@@ -244,9 +247,6 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
-// Repository returns the repository the limiter uses.
-func (rl *RateLimiter) Repository() Repository { return rl.repo }
 
 // Now returns the limiter's reading of the clock ([WithClock]; the system
 // clock by default): the time its acquires and calendar periods are
@@ -307,32 +307,6 @@ func (rl *RateLimiter) initCaches() {
 	rl.configs.event = rl.cacheEvent
 	rl.ents = newEntityCache(rl.cacheSizes[CacheEntities], rl.entityTTL, rl.now)
 	rl.ents.event = rl.cacheEvent
-}
-
-// CacheStats returns the statistics of one per-key cache since the limiter
-// was created. For [CacheOverLimit] when the over-limit cache is off, it is
-// all zero.
-func (rl *RateLimiter) CacheStats(cache CacheName) CacheStats {
-	switch cache {
-	case CacheConfigs:
-		return rl.configs.stats()
-	case CacheEntities:
-		return rl.ents.stats()
-	case CacheOverLimit:
-		if rl.olc != nil {
-			return rl.olc.stats()
-		}
-	}
-	return CacheStats{}
-}
-
-// OverLimitCacheHits returns how many acquires the over-limit cache refused
-// without a DynamoDB call.
-func (rl *RateLimiter) OverLimitCacheHits() int64 {
-	if rl.olc == nil {
-		return 0
-	}
-	return rl.olc.hits.Load()
 }
 
 // initHotKeys sets up group commit and the over-limit cache from the

@@ -46,9 +46,9 @@ func TestAcquireCreatesCascadeBuckets(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
-		_, err := rl.CreateEntity(ctx, Entity{ID: "P"})
+		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 		require.NoError(t, err)
 		l := mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
 		mustCommit(t, l)
@@ -146,7 +146,7 @@ func TestLimitAddedToExistingBucket(t *testing.T) {
 
 		// Stored path: SetLimits adds tph to an existing bucket.
 		ctx := env.ctx
-		err := rl.SetLimits(ctx, "e", "api", []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)})
+		err := rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "api"}, []Limit{PerMinute("rpm", 10), PerMinute("tpm", 1000), PerHour("tph", 5000)})
 		require.NoError(t, err)
 		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"tph": 10}))
 		got = env.tokens("e", "api", "tph")
@@ -180,8 +180,8 @@ func TestCascadeParentDenies(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
-		rl.CreateEntity(ctx, Entity{ID: "P"})
-		rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+		rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+		rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 		lim := WithLimits(PerMinute("rpm", 10))
 		mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 10}, lim))
 		mustCommit(t, mustAcquire(t, rl, "C2", "api", Consume{"rpm": 1}, lim)) // unrelated entity
@@ -320,8 +320,8 @@ func TestCallCounts(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
 	check := env.callChecker(t)
@@ -368,14 +368,14 @@ func TestCallCounts(t *testing.T) {
 	// resolved the limits in force before storing (to carry the spend of a
 	// limit that changes kind or zone), and its write evicted only the
 	// entity's slot: the miss reads that one.
-	err := rl.SetLimits(ctx, "solo", "api", []Limit{PerMinute("rpm", 100)})
+	err := rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: "api"}, []Limit{PerMinute("rpm", 100)})
 	require.NoError(t, err)
 	check("resolution miss", "BatchGetItem[1]", func() {
-		_, _, err := rl.ResolveLimits(ctx, "solo", "api")
+		_, _, err := rl.Admin().ResolveLimits(ctx, "solo", "api")
 		require.NoError(t, err)
 	})
 	check("resolution hit", "", func() {
-		_, _, err := rl.ResolveLimits(ctx, "solo", "api")
+		_, _, err := rl.Admin().ResolveLimits(ctx, "solo", "api")
 		require.NoError(t, err)
 	})
 	// ResolveLimits read the resource's slots: the acquire reads the
@@ -481,7 +481,7 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 // system on_unavailable decides.
 func TestOnUnavailableFromSystemConfig(t *testing.T) {
 	env := newTestEnv(t)
-	require.NoError(t, env.limiter().SetSystemDefaults(env.ctx, nil, OnUnavailableAllow))
+	require.NoError(t, env.limiter().Admin().SetOnUnavailable(env.ctx, OnUnavailableAllow))
 	failWrites := hook(func(op string, _ any) error {
 		if op == "PutItem" || op == "UpdateItem" {
 			return errors.New("boom")

@@ -33,19 +33,19 @@ func TestLimitsInForce(t *testing.T) {
 	require.ErrorIs(t, err, limiter.ErrValidation, "no limits anywhere: refused as Acquire refuses")
 
 	sys := limiter.PerMinute("rpm", 10)
-	require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{sys}, ""))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{sys}))
 	assert.Equal(t, []limiter.LimitInForce{one("key-1", sys, limiter.SourceSystem)}, inForce(t, "key-1"))
 
 	res := limiter.PerMinute("rpm", 100)
-	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{res}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4"}, []limiter.Limit{res}))
 	assert.Equal(t, []limiter.LimitInForce{one("key-1", res, limiter.SourceResource)}, inForce(t, "key-1"))
 
 	def := limiter.PerMinute("tpm", 5000)
-	require.NoError(t, rl.SetLimits(ctx, "key-1", limiter.DefaultResource, []limiter.Limit{def}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: limiter.DefaultResource}, []limiter.Limit{def}))
 	assert.Equal(t, []limiter.LimitInForce{one("key-1", def, limiter.SourceEntityDefault)}, inForce(t, "key-1"))
 
 	own := []limiter.Limit{limiter.PerMinute("rpm", 50), limiter.PerMinute("tpm", 20_000)}
-	require.NoError(t, rl.SetLimits(ctx, "key-1", "gpt-4", own))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"}, own))
 	assert.Equal(t, []limiter.LimitInForce{one("key-1", own[0], limiter.SourceEntity), one("key-1", own[1], limiter.SourceEntity)},
 		inForce(t, "key-1"))
 
@@ -61,16 +61,16 @@ func TestLimitsInForce(t *testing.T) {
 
 	// A cascading entity: its limits, then its parent's, each from its
 	// own level.
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "proj-1"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj-1"})
 	require.NoError(t, err)
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key-2", ParentID: "proj-1", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "key-2", ParentID: "proj-1", Cascade: true})
 	require.NoError(t, err)
 	projLimits := []limiter.Limit{limiter.PerMinute("rpm", 1000)}
-	require.NoError(t, rl.SetLimits(ctx, "proj-1", "gpt-4", projLimits))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj-1", Resource: "gpt-4"}, projLimits))
 	assert.Equal(t, []limiter.LimitInForce{one("key-2", res, limiter.SourceResource), one("proj-1", projLimits[0], limiter.SourceEntity)},
 		inForce(t, "key-2"))
 	// A child without cascade is charged alone.
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key-3", ParentID: "proj-1"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "key-3", ParentID: "proj-1"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.LimitInForce{one("key-3", res, limiter.SourceResource)}, inForce(t, "key-3"))
 

@@ -55,7 +55,7 @@ func TestMixedOutcomeRefusalRunsAgain(t *testing.T) {
 			rl := New(repo, func(o *Options) { o.Clock = clock }, func(o *Options) { o.Metrics = m })
 			defer rl.Close()
 			for _, e := range []Entity{{ID: "P"}, {ID: "k1", ParentID: "P", Cascade: true}, {ID: "k2", ParentID: "P", Cascade: true}} {
-				_, err := rl.CreateEntity(ctx, e)
+				_, err := rl.Admin().CreateEntity(ctx, e)
 				require.NoError(t, err)
 			}
 			// k1's bucket exists (so that its write is speculative), full.
@@ -68,7 +68,7 @@ func TestMixedOutcomeRefusalRunsAgain(t *testing.T) {
 			lease, err := rl.Acquire(ctx, "k1", "api", Consume{"rpm": 1}, lim)
 			require.NoError(t, err, "refused with the parent's token given back")
 			require.NoError(t, lease.Commit(ctx))
-			require.Equal(t, int64(1), rl.SpeculativeStats().Counts[store.SpecFastRejection])
+			require.Equal(t, int64(1), rl.Stats().Speculative.Counts[store.SpecFastRejection])
 
 			// The parent is now empty for real: the next acquire reads it
 			// once, finds it empty and is refused, naming the parent. On

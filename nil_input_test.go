@@ -72,7 +72,7 @@ func TestNilInputsRefused(t *testing.T) {
 	assert.Equal(t, "ctx", field(t, err))
 	_, err = rl.TimeUntilAvailable(nilCtx, "key-1", "chat", one, lim)
 	assert.Equal(t, "ctx", field(t, err))
-	_, _, err = rl.ResolveLimits(nilCtx, "key-1", "chat")
+	_, _, err = rl.Admin().ResolveLimits(nilCtx, "key-1", "chat")
 	assert.Equal(t, "ctx", field(t, err))
 	_, err = rl.LimitsInForce(nilCtx, "key-1", "chat")
 	assert.Equal(t, "ctx", field(t, err))

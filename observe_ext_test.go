@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -40,10 +41,9 @@ func TestMetricsKeepRepository(t *testing.T) {
 	repo := memorystore.New()
 	m := &countingMetrics{}
 	rl := limiter.New(repo, func(o *limiter.Options) { o.Metrics = m })
-	require.Same(t, repo, rl.Repository(), "Repository(), want the memory store")
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "e"})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "e"})
 	require.NoError(t, err)
-	ev, err := rl.AuditEvents(ctx, "e", 0, "")
+	ev, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "e"))
 	require.NoError(t, err, "AuditEvents through a metered limiter")
 	require.Len(t, ev, 1, "AuditEvents through a metered limiter")
 	_, err = rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2)))

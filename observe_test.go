@@ -192,8 +192,8 @@ func TestLoggerDecisions(t *testing.T) {
 
 	// A TransactionConflict on a cascade's two-item write (as in
 	// TestTransactionConflictRetried).
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	take()
 	conflicts := 1
 	inject := hook(func(op string, _ any) error {

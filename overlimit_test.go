@@ -60,7 +60,7 @@ func TestOverLimitCacheDenialStorm(t *testing.T) {
 	}
 	wg.Wait()
 	calls := len(env.rec.Calls())
-	t.Logf("%d refused, %d DynamoDB calls (%s), %d local refusals", refused, calls, env.calls(), rl.OverLimitCacheHits())
+	t.Logf("%d refused, %d DynamoDB calls (%s), %d local refusals", refused, calls, env.calls(), rl.Stats().OverLimitHits)
 	assert.LessOrEqual(t, float64(calls), 0.05*float64(refused), "calls for %d refused acquires: want ≤ 0.05 per refusal", refused)
 
 	// Later, while the entry lives (it lives until the first refusal's
@@ -94,7 +94,7 @@ func TestOverLimitCacheClearedByRollback(t *testing.T) {
 		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 5}, lim)
 		require.Error(t, err, "admitted from an empty bucket")
 	}
-	hits := rl.OverLimitCacheHits()
+	hits := rl.Stats().OverLimitHits
 	require.EqualValues(t, 1, hits, "local refusals %d, want 1", hits)
 	err := held.Rollback(env.ctx)
 	require.NoError(t, err)
@@ -111,7 +111,7 @@ func TestOverLimitCacheParent(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	for _, e := range []Entity{{ID: "P"}, {ID: "C1", ParentID: "P", Cascade: true}, {ID: "C2", ParentID: "P", Cascade: true}} {
-		_, err := rl.CreateEntity(env.ctx, e)
+		_, err := rl.Admin().CreateEntity(env.ctx, e)
 		require.NoError(t, err)
 	}
 	lim := WithLimits(PerMinute("rpm", 10))
@@ -136,23 +136,23 @@ func TestOverLimitCacheParent(t *testing.T) {
 func TestOverLimitCacheClearedBySetLimits(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
-	err := rl.SetLimits(env.ctx, "k", "api", []Limit{PerMinute("rpm", 10)})
+	err := rl.Admin().SetLimits(env.ctx, Scope{Entity: "k", Resource: "api"}, []Limit{PerMinute("rpm", 10)})
 	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}))
 	for range 2 {
 		_, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1})
 		require.Error(t, err, "admitted from an empty bucket")
 	}
-	hits := rl.OverLimitCacheHits()
+	hits := rl.Stats().OverLimitHits
 	require.EqualValues(t, 1, hits, "local refusals %d, want 1", hits)
 	// 100 ms refill 10 rpm at the new rate (100/s), 0.016 at the old one.
-	err = rl.SetLimits(env.ctx, "k", "api", []Limit{PerSecond("rpm", 100)})
+	err = rl.Admin().SetLimits(env.ctx, Scope{Entity: "k", Resource: "api"}, []Limit{PerSecond("rpm", 100)})
 	require.NoError(t, err)
 	env.clock.advance(100 * time.Millisecond)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 5}))
 	assert.NotEmpty(t, env.calls(), "after SetLimits: calls, want the store to decide")
-	assert.EqualValues(t, 1, rl.OverLimitCacheHits(), "after SetLimits: local refusals, want the store to decide")
+	assert.EqualValues(t, 1, rl.Stats().OverLimitHits, "after SetLimits: local refusals, want the store to decide")
 }
 
 // TestOverLimitCacheClearedByLimitChanges: every limit change and entity
@@ -163,12 +163,14 @@ func TestOverLimitCacheClearedByLimitChanges(t *testing.T) {
 	rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.OverLimitCacheMaxWait = time.Minute })
 	lim := WithLimits(PerMinute("rpm", 10))
 	ops := map[string]func() error{
-		"SetResourceDefaults":    func() error { return rl.SetResourceDefaults(env.ctx, "api", []Limit{PerMinute("rpm", 10)}) },
-		"DeleteResourceDefaults": func() error { return rl.DeleteResourceDefaults(env.ctx, "api") },
-		"SetSystemDefaults":      func() error { return rl.SetSystemDefaults(env.ctx, []Limit{PerMinute("rpm", 10)}, "") },
-		"DeleteSystemDefaults":   func() error { return rl.DeleteSystemDefaults(env.ctx) },
-		"DeleteLimits":           func() error { return rl.DeleteLimits(env.ctx, "k", "api") },
-		"DeleteEntity":           func() error { return rl.DeleteEntity(env.ctx, "k") },
+		"SetResourceDefaults": func() error {
+			return rl.Admin().SetLimits(env.ctx, Scope{Resource: "api"}, []Limit{PerMinute("rpm", 10)})
+		},
+		"DeleteResourceDefaults": func() error { return rl.Admin().DeleteLimits(env.ctx, Scope{Resource: "api"}) },
+		"SetSystemDefaults":      func() error { return rl.Admin().SetLimits(env.ctx, Scope{}, []Limit{PerMinute("rpm", 10)}) },
+		"DeleteSystemDefaults":   func() error { return rl.Admin().DeleteLimits(env.ctx, Scope{}) },
+		"DeleteLimits":           func() error { return rl.Admin().DeleteLimits(env.ctx, Scope{Entity: "k", Resource: "api"}) },
+		"DeleteEntity":           func() error { return rl.Admin().DeleteEntity(env.ctx, "k") },
 	}
 	for name, op := range ops {
 		mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rpm": 10}, lim))

@@ -30,10 +30,10 @@ var pairBudgets = []Limit{PerDay("usd", 1000), PerCalendarMonth("usd", 1000), Pr
 func setPairBudget(t *testing.T, rl *RateLimiter, id string, budget Limit) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, rl.SetLimits(ctx, id, "api", []Limit{PerMinute("rpm", 5)}))
-	require.NoError(t, rl.SetLimits(ctx, id, AllResources, []Limit{budget}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: id, Resource: "api"}, []Limit{PerMinute("rpm", 5)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: id, Resource: AllResources}, []Limit{budget}))
 	if budget.IsPrepaid() {
-		_, err := rl.TopUp(ctx, id, AllResources, "usd", 1000, "t-"+id)
+		_, err := rl.TopUp(ctx, TopUpRequest{Entity: id, Resource: AllResources, Limit: "usd", Amount: 1000, ID: "t-" + id})
 		require.NoError(t, err)
 	}
 	for range 2 {
@@ -190,8 +190,8 @@ func TestPairConcurrentExact(t *testing.T) {
 	defer rl2.Close()
 	ctx := env.ctx
 	models := []string{"m0", "m1", "m2", "m3"}
-	require.NoError(t, rl1.SetLimits(ctx, "e", DefaultResource, []Limit{PerHour("rpm", 6)}))
-	require.NoError(t, rl1.SetLimits(ctx, "e", AllResources, []Limit{PerHour("rpm", 15)}))
+	require.NoError(t, rl1.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: DefaultResource}, []Limit{PerHour("rpm", 6)}))
+	require.NoError(t, rl1.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: AllResources}, []Limit{PerHour("rpm", 15)}))
 	for _, m := range models { // the items exist: the pair path decides
 		require.NoError(t, mustAcquire(t, rl1, "e", m, Consume{"rpm": 1}).Rollback(ctx))
 	}
@@ -239,8 +239,8 @@ func TestPairConcurrentExact(t *testing.T) {
 	}
 
 	const usd = 1_000_000
-	require.NoError(t, rl1.SetLimits(ctx, "acme", DefaultResource, []Limit{PerMinute("rpm", 1000)}))
-	require.NoError(t, rl1.SetLimits(ctx, "acme", AllResources, []Limit{PerCalendarMonth("usd", usd)}))
+	require.NoError(t, rl1.Admin().SetLimits(ctx, Scope{Entity: "acme", Resource: DefaultResource}, []Limit{PerMinute("rpm", 1000)}))
+	require.NoError(t, rl1.Admin().SetLimits(ctx, Scope{Entity: "acme", Resource: AllResources}, []Limit{PerCalendarMonth("usd", usd)}))
 	for _, m := range models { // the items exist
 		mustCommit(t, mustAcquire(t, rl1, "acme", m, Consume{"rpm": 1, "usd": 1}))
 	}

@@ -23,15 +23,28 @@ type TopUpResult struct {
 // bucket missing (it creates it and tries again) or changed under it.
 const maxTopUpRounds = 4
 
-// TopUp adds amount (positive, in the limit's tokens) to the prepaid
-// balance limitName of (entityID, resource), exactly once per id: the
+// TopUpRequest is one top-up of a prepaid balance ([RateLimiter.TopUp]).
+type TopUpRequest struct {
+	// Entity and Resource name the balance's bucket: a resource, or
+	// [AllResources] for an entity-wide balance.
+	Entity, Resource string
+	// Limit is the name of the prepaid limit ("usd", say).
+	Limit string
+	// Amount is what is added, in the limit's tokens; positive.
+	Amount int64
+	// ID names the payment: a top-up is applied once per ID.
+	ID string
+}
+
+// TopUp adds req.Amount (positive, in the limit's tokens) to the prepaid
+// balance req.Limit of (req.Entity, req.Resource), exactly once per req.ID: the
 // amount and the record of id are written in one atomic step, and a later
 // top-up with the same id for the same entity, resource and limit adds
 // nothing and returns Applied false with a nil error (so a caller that is
 // unsure whether a top-up went through retries it with the same id); with
 // another amount it adds nothing and fails with an error matching
 // [ErrTopUpConflict] (an id names one payment). An id
-// is remembered for the audit retention ([WithAuditRetention]); it must be
+// is remembered for the audit retention ([Options.AuditRetention]); it must be
 // a valid identifier (the payment's id, say). The limit is resolved as
 // Acquire resolves limits (the stored config, or WithLimits in opts) and
 // must be a prepaid limit ([Prepaid]). The first top-up creates the
@@ -46,7 +59,8 @@ const maxTopUpRounds = 4
 // the error with the result Applied true: the amount stays added. TopUp
 // needs a repository that implements [store.TopUpStore] (the three
 // backends of this module do); others fail with [ErrUnsupported].
-func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName string, amount int64, id string, opts ...AcquireOption) (TopUpResult, error) {
+func (rl *RateLimiter) TopUp(ctx context.Context, req TopUpRequest, opts ...AcquireOption) (TopUpResult, error) {
+	entityID, resource, limitName, amount, id := req.Entity, req.Resource, req.Limit, req.Amount, req.ID
 	if ctx == nil {
 		return TopUpResult{}, errNilContext
 	}
@@ -90,7 +104,7 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 	}
 	now := rl.nowMs()
 	bl := l.PrepaidBucketLimit()
-	req := store.TopUpRequest{
+	sreq := store.TopUpRequest{
 		Key:               store.BucketKey{EntityID: entityID, Resource: bucket},
 		Limit:             l.Name,
 		Resource:          resource,
@@ -103,7 +117,7 @@ func (rl *RateLimiter) TopUp(ctx context.Context, entityID, resource, limitName 
 		NowMs:             now,
 		ExpiresMs:         now + rl.auditRetention.Milliseconds(),
 	}
-	outcome, err := rl.topUp(ctx, ts, req, l)
+	outcome, err := rl.topUp(ctx, ts, sreq, l)
 	if err != nil {
 		return TopUpResult{}, fmt.Errorf("top up %s/%s %s: %w", entityID, resource, l.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -20,25 +21,25 @@ func TestTopUpServerErrorAfterApplyAppliedOnce(t *testing.T) {
 	env := newTestEnv(t)
 	rl, p := proxiedLimiter(t, env, func(o *Options) { o.GroupCommit = false })
 	lim := WithLimits(Prepaid("usd"))
-	res, err := rl.TopUp(env.ctx, "e", "api", "usd", 100, "pay-1", lim)
+	res, err := rl.TopUp(env.ctx, TopUpRequest{Entity: "e", Resource: "api", Limit: "usd", Amount: 100, ID: "pay-1"}, lim)
 	require.NoError(t, err)
 	require.Equal(t, TopUpResult{Applied: true}, res)
 
 	p.Add(faultproxy.Rule{Op: "TransactWriteItems", Kind: faultproxy.Error500After, Times: 1})
 	before := p.Count("TransactWriteItems")
-	res, err = rl.TopUp(env.ctx, "e", "api", "usd", 250, "pay-2", lim)
+	res, err = rl.TopUp(env.ctx, TopUpRequest{Entity: "e", Resource: "api", Limit: "usd", Amount: 250, ID: "pay-2"}, lim)
 	require.NoError(t, err, "a top-up answered 500 after it applied")
 	require.Equal(t, TopUpResult{Applied: true}, res)
 	require.Equal(t, 1, p.Faults("TransactWriteItems"), "the fault hit no transaction: the test did not test")
 	require.Equal(t, 2, p.Count("TransactWriteItems")-before, "the transaction answered 500, then its retry")
 	require.Equal(t, int64(350_000), env.n(env.bucket("e", "api/usd.balance"), "b_usd_tk"))
 
-	res, err = rl.TopUp(env.ctx, "e", "api", "usd", 250, "pay-2", lim)
+	res, err = rl.TopUp(env.ctx, TopUpRequest{Entity: "e", Resource: "api", Limit: "usd", Amount: 250, ID: "pay-2"}, lim)
 	require.NoError(t, err)
 	require.Equal(t, TopUpResult{Applied: false}, res, "another call with the same id")
 	require.Equal(t, int64(350_000), env.n(env.bucket("e", "api/usd.balance"), "b_usd_tk"))
 
-	events, err := rl.AuditEvents(env.ctx, "e", 10, "")
+	events, err := iterx.Collect(rl.Admin().AuditEvents(env.ctx, "e"))
 	require.NoError(t, err)
 	var ids []any
 	for _, ev := range events {

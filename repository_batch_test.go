@@ -73,7 +73,7 @@ func TestSpeculativeConsumeAllRefused(t *testing.T) {
 	rl := env.limiter()
 	deepChain(t, env, rl)
 	orgLimits := []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 900_000), PerHour("usd", 50_000_000)}
-	require.NoError(t, rl.SetLimits(env.ctx, "org", "gpt", orgLimits))
+	require.NoError(t, rl.Admin().SetLimits(env.ctx, Scope{Entity: "org", Resource: "gpt"}, orgLimits))
 	for range 2 {
 		_, err := rl.Acquire(env.ctx, "key", "gpt", Consume{"tpm": 400_000})
 		require.NoError(t, err)

@@ -90,7 +90,7 @@ func TestSpeculativeFullBucketOneWrite(t *testing.T) {
 	none := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), func(o *Options) { o.Clock = env.clock.now })
 	check("full, no cache", "UpdateItem!, UpdateItem", func() { acquire(none, 1) })
 	check("not full, no cache: the take", "UpdateItem", func() { acquire(none, 1) })
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	require.EqualValues(t, 2, st.Counts[store.SpecSuccess], "stats %+v", st)
 	require.EqualValues(t, 0, st.Fallbacks()-st.Counts[store.SpecFallbackBucketMissing], "stats %+v", st)
 }
@@ -139,8 +139,8 @@ func TestSpeculativeIdleBurstDynamoDB(t *testing.T) {
 		})
 	}
 	rl := env.specLimiter()
-	rl.CreateEntity(env.ctx, Entity{ID: "P"})
-	rl.CreateEntity(env.ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(env.ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(env.ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	env.clock.advance(time.Minute)
 	require.Equal(t, 100, burst(t, rl, "C", lim))

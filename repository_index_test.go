@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -96,43 +97,43 @@ func TestIndexEntriesOfAnotherNamespaceIgnored(t *testing.T) {
 	require.NoError(t, err)
 
 	for _, e := range []Entity{{ID: "org"}, {ID: "key-1", ParentID: "org"}} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
-	require.NoError(t, rl.SetLimits(ctx, "key-1", "gpt", []Limit{PerMinute("rpm", 10)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key-1", Resource: "gpt"}, []Limit{PerMinute("rpm", 10)}))
 	mustCommit(t, mustAcquire(t, rl, "key-1", "gpt", Consume{"rpm": 1}))
 	env.put(usageSnapshotItem(ns, UsageSnapshot{EntityID: "key-1", Resource: "gpt", WindowType: store.WindowHourly,
 		WindowStart: epoch.Truncate(time.Hour), Counters: map[string]int64{"rpm": 1}, TotalEvents: 1}, epoch.Unix()+86400))
 	plantIndexEntries(env, otherID, ns)
 	require.Zero(t, env.repo.ForeignIndexItems())
 
-	children, err := rl.Children(ctx, "org")
+	children, err := iterx.Collect(rl.Admin().Children(ctx, "org"))
 	require.NoError(t, err)
 	require.Len(t, children, 1)
 	assert.Equal(t, "key-1", children[0].ID)
 
-	capacity, err := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
+	capacity, err := rl.Admin().ResourceCapacity(ctx, "gpt", "rpm", false)
 	require.NoError(t, err)
 	require.Len(t, capacity.Entities, 1)
 	assert.Equal(t, "key-1", capacity.Entities[0].EntityID)
 	assert.EqualValues(t, 10, capacity.TotalCapacity)
 
-	snaps, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt"})
+	snaps, _, err := rl.usageSnapshots(ctx, UsageQuery{Resource: "gpt"})
 	require.NoError(t, err)
 	require.Len(t, snaps, 1)
 	assert.Equal(t, "key-1", snaps[0].EntityID)
-	sum, err := rl.UsageSummary(ctx, UsageQuery{Resource: "gpt"})
+	sum, err := rl.Admin().UsageSummary(ctx, UsageQuery{Resource: "gpt"})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"rpm": 1}, sum.Total)
 
-	ids, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt", 10, "")
+	ids, _, err := rl.listEntitiesWithCustomLimits(ctx, "gpt", 10, "")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"key-1"}, ids)
 
 	assert.Equal(t, map[string]int64{indexGSI1: 1, indexGSI2: 3, indexGSI3: 1}, m.counts())
 	assert.EqualValues(t, 5, env.repo.ForeignIndexItems())
 
-	require.NoError(t, rl.DeleteEntity(ctx, "key-1"))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "key-1"))
 	assert.Empty(t, env.bucket("key-1", "gpt"), "key-1's own bucket was not deleted")
 	assert.NotEmpty(t, env.item(pkBucket(otherID, "planted", "gpt", 0), skState), "another namespace's bucket was deleted")
 	assert.Equal(t, map[string]int64{indexGSI1: 1, indexGSI2: 3, indexGSI3: 2}, m.counts())

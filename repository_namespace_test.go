@@ -53,9 +53,9 @@ func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
 	repo, err := env.repo.Namespace(env.ctx, name)
 	require.NoError(env.t, err)
 	rl := New(repo, func(o *Options) { o.Clock = env.clock.now })
-	_, err = rl.CreateEntity(env.ctx, Entity{ID: entity})
+	_, err = rl.Admin().CreateEntity(env.ctx, Entity{ID: entity})
 	require.NoError(env.t, err)
-	require.NoError(env.t, rl.SetLimits(env.ctx, entity, "gpt", []Limit{PerMinute("rpm", 10)}))
+	require.NoError(env.t, rl.Admin().SetLimits(env.ctx, Scope{Entity: entity, Resource: "gpt"}, []Limit{PerMinute("rpm", 10)}))
 	mustCommit(env.t, mustAcquire(env.t, rl, entity, "gpt", Consume{"rpm": 1}))
 	return repo
 }
@@ -356,7 +356,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	rl := New(big, func(o *Options) { o.Clock = env.clock.now })
 	for i := range 20 {
 		e := fmt.Sprintf("user-%02d", i)
-		_, err := rl.CreateEntity(ctx, Entity{ID: e}) // META + audit event
+		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: e}) // META + audit event
 		require.NoError(t, err)
 		mustCommit(t, mustAcquire(t, rl, e, "gpt", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 5)))) // bucket
 	}

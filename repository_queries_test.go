@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -50,10 +52,10 @@ func TestQueriesUnsupportedByRepository(t *testing.T) {
 	env := newTestEnv(t)
 	rl := New(bareRepo{env.repo}, func(o *Options) { o.Clock = env.clock.now })
 	ctx := env.ctx
-	_, err1 := rl.AuditEvents(ctx, "e", 0, "")
-	_, _, err2 := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e"})
-	_, err3 := rl.UsageSummary(ctx, UsageQuery{EntityID: "e"})
-	_, err4 := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
+	_, err1 := iterx.Collect(rl.Admin().AuditEvents(ctx, "e"))
+	_, _, err2 := rl.usageSnapshots(ctx, UsageQuery{EntityID: "e"})
+	_, err3 := rl.Admin().UsageSummary(ctx, UsageQuery{EntityID: "e"})
+	_, err4 := rl.Admin().ResourceCapacity(ctx, "gpt", "rpm", false)
 	for i, err := range []error{err1, err2, err3, err4} {
 		assert.ErrorIs(t, err, ErrUnsupported, "query %d: err = %v, want ErrUnsupported", i+1, err)
 	}
@@ -70,20 +72,20 @@ func TestAuditEventsQuery(t *testing.T) {
 		require.NoError(t, err)
 		env.clock.advance(time.Millisecond)
 	}
-	_, err := rl.CreateEntity(ctx, Entity{ID: "e", Name: "E"})
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "e", Name: "E"})
 	step(err)
-	step(rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 5)}))
-	step(rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "claude", []Limit{PerMinute("rpm", 6)}))
-	step(rl.SetLimits(ctx, "e", DefaultResource, []Limit{PerMinute("tpm", 7)}))
-	step(rl.DeleteLimits(ctx, "e", "claude"))
-	step(rl.DeleteLimits(ctx, "e", "gpt"))
-	step(rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow))
-	step(rl.DeleteSystemDefaults(ctx))
-	step(rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 2)}))
-	_, err = rl.CreateEntity(ctx, Entity{ID: "other"})
+	step(rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 5)}))
+	step(rl.Admin().SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), Scope{Entity: "e", Resource: "claude"}, []Limit{PerMinute("rpm", 6)}))
+	step(rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: DefaultResource}, []Limit{PerMinute("tpm", 7)}))
+	step(rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "claude"}))
+	step(rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "gpt"}))
+	step(errors.Join(rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)}), rl.Admin().SetOnUnavailable(ctx, OnUnavailableAllow)))
+	step(rl.Admin().DeleteLimits(ctx, Scope{}))
+	step(rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerMinute("rpm", 2)}))
+	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "other"})
 	step(err)
 
-	all, err := rl.AuditEvents(ctx, "e", 0, "")
+	all, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "e"))
 	require.NoError(t, err)
 	type ev struct{ action, resource string }
 	var got []ev
@@ -112,7 +114,7 @@ func TestAuditEventsQuery(t *testing.T) {
 	var paged []AuditEvent
 	start := ""
 	for pages := 0; ; pages++ {
-		page, err := rl.AuditEvents(ctx, "e", 3, start)
+		page, err := rl.auditEvents(ctx, "e", 3, start)
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(page), 3, "events of page %d", pages)
 		require.LessOrEqual(t, pages, 5, "pages")
@@ -123,7 +125,7 @@ func TestAuditEventsQuery(t *testing.T) {
 		start = page[len(page)-1].EventID
 	}
 	assert.Equal(t, all, paged, "paged events")
-	older, err := rl.AuditEvents(ctx, "e", 0, all[4].EventID)
+	older, err := rl.auditEvents(ctx, "e", 0, all[4].EventID)
 	assert.NoError(t, err, "events older than the 5th")
 	if assert.Len(t, older, 1, "events older than the 5th = %+v", older) {
 		assert.Equal(t, all[5].EventID, older[0].EventID, "events older than the 5th")
@@ -135,7 +137,7 @@ func TestAuditEventsQuery(t *testing.T) {
 		attrPK: schemaS(pkAudit(env.repo.NamespaceID(), "e")), attrSK: schemaS(skAudit(junkID)), attrEventID: schemaS(junkID),
 	})
 	env.rec.Reset()
-	top, err := rl.AuditEvents(ctx, "e", 2, "")
+	top, err := rl.auditEvents(ctx, "e", 2, "")
 	assert.NoError(t, err, "AuditEvents(e, 2) with a junk item first")
 	if assert.Len(t, top, 2, "AuditEvents(e, 2) with a junk item first = %+v", top) {
 		assert.Equal(t, []string{all[0].EventID, all[1].EventID}, []string{top[0].EventID, top[1].EventID}, "AuditEvents(e, 2) with a junk item first")
@@ -144,21 +146,21 @@ func TestAuditEventsQuery(t *testing.T) {
 	assert.EqualValues(t, 2, n, "Query calls = %d, want 2 (a short first page is topped up)", n)
 
 	// Config-level events under their pseudo entity ids.
-	sys, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 0, "")
+	sys, err := iterx.Collect(rl.Admin().AuditEvents(ctx, store.AuditEntitySystem))
 	assert.NoError(t, err, "AuditEvents($SYSTEM)")
 	require.Len(t, sys, 2, "AuditEvents($SYSTEM) = %+v", sys)
 	assert.Equal(t, store.AuditLimitsDeleted, sys[0].Action, "AuditEvents($SYSTEM) = %+v", sys)
 	assert.Equal(t, store.AuditLimitsSet, sys[1].Action, "AuditEvents($SYSTEM) = %+v", sys)
 	assert.Equal(t, "$SYSTEM", sys[1].EntityID, "AuditEvents($SYSTEM) = %+v", sys)
 	assert.Equal(t, "allow", sys[1].Details["on_unavailable"], "system details = %v", sys[1].Details)
-	res, err := rl.AuditEvents(ctx, store.AuditEntityResource("gpt"), 0, "")
+	res, err := iterx.Collect(rl.Admin().AuditEvents(ctx, store.AuditEntityResource("gpt")))
 	assert.NoError(t, err, "AuditEvents($RESOURCE:gpt)")
 	if assert.Len(t, res, 1, "AuditEvents($RESOURCE:gpt) = %+v", res) {
 		assert.Equal(t, "$RESOURCE:gpt", res[0].EntityID, "AuditEvents($RESOURCE:gpt) = %+v", res)
 		assert.Equal(t, "gpt", res[0].Resource, "AuditEvents($RESOURCE:gpt) = %+v", res)
 		assert.Equal(t, store.AuditLimitsSet, res[0].Action, "AuditEvents($RESOURCE:gpt) = %+v", res)
 	}
-	none, err := rl.AuditEvents(ctx, "nobody", 0, "")
+	none, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "nobody"))
 	assert.NoError(t, err, "AuditEvents(nobody)")
 	assert.Empty(t, none, "AuditEvents(nobody)")
 	assert.Equal(t, "$RESOURCE:a/b", store.AuditEntityResource("a/b"), "audit pseudo entity id differs from the schema's")
@@ -179,7 +181,7 @@ func TestAuditEventsQuery(t *testing.T) {
 		{"e", "not-an-event-id", ErrValidation},
 		{"e", strings.ToLower(all[0].EventID) + "#", ErrValidation},
 	} {
-		_, err := rl.AuditEvents(ctx, tc.entity, 0, tc.start)
+		_, err := rl.auditEvents(ctx, tc.entity, 0, tc.start)
 		var ve *ValidationError
 		assert.ErrorAs(t, err, &ve, "AuditEvents(%q, %q)", tc.entity, tc.start)
 		assert.ErrorIs(t, err, tc.kind, "AuditEvents(%q, %q)", tc.entity, tc.start)
@@ -241,7 +243,7 @@ func allSnapshots(t *testing.T, rl *RateLimiter, q UsageQuery) ([]UsageSnapshot,
 	t.Helper()
 	var out []UsageSnapshot
 	for calls := 1; ; calls++ {
-		page, next, err := rl.UsageSnapshots(context.Background(), q)
+		page, next, err := rl.usageSnapshots(context.Background(), q)
 		require.NoError(t, err, "UsageSnapshots(%+v): %v", q, err)
 		if q.Limit > 0 {
 			require.LessOrEqual(t, len(page), q.Limit, "snapshots of one page")
@@ -320,13 +322,13 @@ func TestUsageSnapshots(t *testing.T) {
 
 	// Every page but possibly the last is full, although the malformed item
 	// and filtered snapshots are skipped.
-	page, next, err := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 3})
+	page, next, err := rl.usageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 3})
 	require.NoError(t, err, "first page")
 	require.Len(t, page, 3, "first page = %v", snapKeys(page))
 	require.NotEmpty(t, next, "first page's cursor")
 
 	// Snapshot contents: window ends, counters without wcu, total events.
-	gpt, _, err := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 20})
+	gpt, _, err := rl.usageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 20})
 	require.NoError(t, err)
 	for _, s := range gpt {
 		var wantEnd time.Time
@@ -347,11 +349,11 @@ func TestUsageSnapshots(t *testing.T) {
 	assert.EqualValues(t, 6, e2.TotalEvents, "e2 snapshot = %+v", e2)
 
 	// Cursors belong to their query.
-	_, gptCursor, _ := rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 2})
-	_, e1Cursor, _ := rl.UsageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 2})
+	_, gptCursor, _ := rl.usageSnapshots(ctx, UsageQuery{Resource: "gpt", Limit: 2})
+	_, e1Cursor, _ := rl.usageSnapshots(ctx, UsageQuery{EntityID: "e1", Limit: 2})
 	require.NotEmpty(t, gptCursor, "no cursor")
 	require.NotEmpty(t, e1Cursor, "no cursor")
-	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor})
+	_, _, err = rl.usageSnapshots(ctx, UsageQuery{Resource: "gpt", Cursor: gptCursor})
 	assert.NoError(t, err, "own cursor")
 	env.rec.Reset()
 	for name, q := range map[string]UsageQuery{
@@ -369,18 +371,18 @@ func TestUsageSnapshots(t *testing.T) {
 		"bad window":                  {EntityID: "e1", WindowType: "weekly"},
 		"end before start":            {EntityID: "e1", Start: ts("2026-01-02T00:00:01Z"), End: ts("2026-01-02T00:00:00Z")},
 	} {
-		_, _, err := rl.UsageSnapshots(ctx, q)
+		_, _, err := rl.usageSnapshots(ctx, q)
 		var ve *ValidationError
 		assert.ErrorAs(t, err, &ve, "%s", name)
 		if q.Cursor != "" {
 			continue // UsageSummary ignores the cursor
 		}
-		_, err = rl.UsageSummary(ctx, q)
+		_, err = rl.Admin().UsageSummary(ctx, q)
 		assert.ErrorIs(t, err, ErrValidation, "%s: UsageSummary", name)
 	}
 	n := env.rec.Count("")
 	assert.EqualValues(t, 0, n, "invalid queries caused %d calls", n)
-	_, _, err = rl.UsageSnapshots(ctx, UsageQuery{})
+	_, _, err = rl.usageSnapshots(ctx, UsageQuery{})
 	assert.EqualError(t, err, "limiter: invalid query: either entity_id or resource must be given", "empty query")
 	// Start equal to End (at second precision) is a valid one-instant range.
 	got, _ := allSnapshots(t, rl, UsageQuery{Resource: "gpt", Start: ts("2026-01-02T05:00:00Z"), End: ts("2026-01-02T05:00:00.9Z")})
@@ -450,7 +452,7 @@ func TestUsageSnapshotsWindowTypesApart(t *testing.T) {
 		})
 	}
 	for window, want := range map[string]int64{store.WindowHourly: 4 + 5 + 7 + 6, store.WindowDaily: 40, store.WindowMonthly: 400} {
-		sum, err := rl.UsageSummary(env.ctx, UsageQuery{EntityID: "e1", Resource: "gpt", WindowType: window})
+		sum, err := rl.Admin().UsageSummary(env.ctx, UsageQuery{EntityID: "e1", Resource: "gpt", WindowType: window})
 		require.NoError(t, err)
 		require.Equal(t, map[string]int64{"rpm": want}, sum.Total, "%s summary", window)
 	}
@@ -484,7 +486,7 @@ func TestUsageSummary(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := rl.UsageSummary(env.ctx, tc.q)
+			got, err := rl.Admin().UsageSummary(env.ctx, tc.q)
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, got, "UsageSummary")
 		})
@@ -515,7 +517,7 @@ func capacityFixture(env *testEnv) {
 	env.t.Helper()
 	ctx := env.ctx
 	for _, e := range []Entity{{ID: "proj"}, {ID: "key-1", ParentID: "proj", Cascade: true}, {ID: "big"}, {ID: "full"}} {
-		_, err := env.limiter().CreateEntity(ctx, e)
+		_, err := env.limiter().Admin().CreateEntity(ctx, e)
 		require.NoError(env.t, err)
 	}
 	nowMs := epoch.UnixMilli()
@@ -562,13 +564,13 @@ func TestResourceCapacity(t *testing.T) {
 			{EntityID: "proj", Capacity: 100, Available: 40, UtilizationPct: 60},
 		},
 	}
-	got, err := rl.ResourceCapacity(ctx, "gpt", "rpm", false)
+	got, err := rl.Admin().ResourceCapacity(ctx, "gpt", "rpm", false)
 	require.NoError(t, err)
 	assert.Equal(t, rpm, got, "ResourceCapacity(gpt, rpm)")
 
 	// Parents only: ghost has no META, key-1 has a parent. One BatchGetItem.
 	env.rec.Reset()
-	got, err = rl.ResourceCapacity(ctx, "gpt", "rpm", true)
+	got, err = rl.Admin().ResourceCapacity(ctx, "gpt", "rpm", true)
 	require.NoError(t, err)
 	want := ResourceCapacity{Resource: "gpt", LimitName: "rpm", TotalCapacity: 250, TotalAvailable: 150, UtilizationPct: 40,
 		Entities: []store.EntityCapacity{rpm.Entities[0], rpm.Entities[1], rpm.Entities[4]}}
@@ -576,21 +578,21 @@ func TestResourceCapacity(t *testing.T) {
 	assert.Equal(t, 1, env.rec.Count("BatchGetItem"), "calls = %s, want one BatchGetItem for the META records", env.calls())
 	assert.Zero(t, env.rec.Count("GetItem"), "calls = %s, want one BatchGetItem for the META records", env.calls())
 
-	got, err = rl.ResourceCapacity(ctx, "gpt", "tpm", false)
+	got, err = rl.Admin().ResourceCapacity(ctx, "gpt", "tpm", false)
 	assert.NoError(t, err, "ResourceCapacity(gpt, tpm)")
 	if assert.Len(t, got.Entities, 2, "ResourceCapacity(gpt, tpm) = %+v", got) {
 		assert.Equal(t, store.EntityCapacity{EntityID: "proj", Capacity: 10_000, Available: 2500, UtilizationPct: 75}, got.Entities[0], "ResourceCapacity(gpt, tpm)")
 		assert.Equal(t, "tponly", got.Entities[1].EntityID, "ResourceCapacity(gpt, tpm) = %+v", got)
 	}
 	assert.EqualValues(t, 11_000, got.TotalCapacity, "ResourceCapacity(gpt, tpm) = %+v", got)
-	got, err = rl.ResourceCapacity(ctx, "overdrawn", "rpm", false)
+	got, err = rl.Admin().ResourceCapacity(ctx, "overdrawn", "rpm", false)
 	assert.NoError(t, err, "bucket in debt")
 	assert.EqualValues(t, -5, got.TotalAvailable, "bucket in debt = %+v", got)
 	assert.EqualValues(t, 150, got.UtilizationPct, "bucket in debt = %+v", got)
 	if assert.NotEmpty(t, got.Entities, "bucket in debt = %+v", got) {
 		assert.EqualValues(t, 150, got.Entities[0].UtilizationPct, "bucket in debt = %+v", got)
 	}
-	got, err = rl.ResourceCapacity(ctx, "unused", "rpm", true)
+	got, err = rl.Admin().ResourceCapacity(ctx, "unused", "rpm", true)
 	assert.NoError(t, err, "no buckets")
 	assert.Zero(t, got.TotalCapacity, "no buckets = %+v", got)
 	assert.Zero(t, got.UtilizationPct, "no buckets = %+v", got)
@@ -626,12 +628,12 @@ func TestResourceCapacity(t *testing.T) {
 		{"_gpt", "rpm", ErrInvalidName},
 		{"gpt\n", "rpm", ErrInvalidName},
 	} {
-		_, err := rl.ResourceCapacity(ctx, tc.resource, tc.limit, false)
+		_, err := rl.Admin().ResourceCapacity(ctx, tc.resource, tc.limit, false)
 		var ve *ValidationError
 		assert.ErrorAs(t, err, &ve, "ResourceCapacity(%q, %q)", tc.resource, tc.limit)
 		assert.ErrorIs(t, err, tc.kind, "ResourceCapacity(%q, %q)", tc.resource, tc.limit)
 	}
-	_, err = rl.ResourceCapacity(ctx, "gpt", "wcu", false)
+	_, err = rl.Admin().ResourceCapacity(ctx, "gpt", "wcu", false)
 	assert.EqualError(t, err, "limiter: invalid limit_name: 'wcu' is a reserved limit name", "wcu")
 	n = env.rec.Count("")
 	assert.EqualValues(t, 0, n, "invalid input caused %d calls", n)

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -20,35 +22,35 @@ func TestEntities(t *testing.T) {
 	rl := env.limiter()
 	ctx := env.ctx
 
-	p, err := rl.CreateEntity(ctx, Entity{ID: "proj-1", Metadata: map[string]string{"tier": "gold"}})
+	p, err := rl.Admin().CreateEntity(ctx, Entity{ID: "proj-1", Metadata: map[string]string{"tier": "gold"}})
 	require.NoError(t, err)
 	assert.Equal(t, "proj-1", p.Name, "created %+v", p)
 	assert.WithinDuration(t, epoch.Truncate(1e9), p.CreatedAt, 0, "created %+v", p)
-	_, err = rl.CreateEntity(ctx, Entity{ID: "proj-1"})
+	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "proj-1"})
 	require.ErrorIs(t, err, ErrEntityExists, "duplicate")
 	for _, id := range []string{"key-a", "key-b"} {
-		_, err := rl.CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true})
+		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: id, Name: "Key " + id, ParentID: "proj-1", Cascade: true})
 		require.NoError(t, err)
 	}
-	got, err := rl.GetEntity(ctx, "key-a")
+	got, err := rl.Admin().Entity(ctx, "key-a")
 	require.NoError(t, err)
 	want := Entity{ID: "key-a", Name: "Key key-a", ParentID: "proj-1", Cascade: true, Metadata: map[string]string{}, CreatedAt: epoch.Truncate(1e9)}
 	if len(got.Metadata) == 0 {
 		got.Metadata = map[string]string{} // no metadata: nil and empty are the same
 	}
 	assert.Equal(t, want, got, "GetEntity")
-	gp, _ := rl.GetEntity(ctx, "proj-1")
+	gp, _ := rl.Admin().Entity(ctx, "proj-1")
 	assert.Equal(t, "gold", gp.Metadata["tier"], "parent = %+v", gp)
 	assert.Empty(t, gp.ParentID, "parent = %+v", gp)
 	assert.False(t, gp.Cascade, "parent = %+v", gp)
-	_, err = rl.GetEntity(ctx, "nobody")
+	_, err = rl.Admin().Entity(ctx, "nobody")
 	require.ErrorIs(t, err, ErrEntityNotFound, "missing")
-	kids, err := rl.Children(ctx, "proj-1")
+	kids, err := iterx.Collect(rl.Admin().Children(ctx, "proj-1"))
 	require.NoError(t, err, "Children")
 	require.Len(t, kids, 2, "Children = %v", kids)
 
 	for _, bad := range []Entity{{ID: ""}, {ID: "a#b"}, {ID: "ok", ParentID: "bad parent"}, {ID: "x\n"}} {
-		_, err := rl.CreateEntity(ctx, bad)
+		_, err := rl.Admin().CreateEntity(ctx, bad)
 		assert.ErrorIs(t, err, ErrInvalidIdentifier, "CreateEntity(%+v) = %v, want ErrInvalidIdentifier", bad, err)
 	}
 
@@ -56,8 +58,8 @@ func TestEntities(t *testing.T) {
 	lim := WithLimits(PerMinute("rpm", 10))
 	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-4", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "key-a", "gpt-3", Consume{"rpm": 1}, lim))
-	require.NoError(t, rl.SetLimits(ctx, "key-a", "gpt-4", []Limit{PerMinute("rpm", 5)}))
-	require.NoError(t, rl.DeleteEntity(ctx, "key-a"))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key-a", Resource: "gpt-4"}, []Limit{PerMinute("rpm", 5)}))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "key-a"))
 	for _, item := range []map[string]types.AttributeValue{
 		env.bucket("key-a", "gpt-4"), env.bucket("key-a", "gpt-3"),
 		env.item(pkEntity(env.repo.NamespaceID(), "key-a"), skMeta),
@@ -65,9 +67,9 @@ func TestEntities(t *testing.T) {
 	} {
 		assert.Len(t, item, 0, "item left after DeleteEntity: %v", item)
 	}
-	res, _ := rl.ListResourcesWithEntityConfigs(ctx)
+	res, _ := iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	assert.Len(t, res, 0, "registry after delete = %v, want empty", res)
-	require.NoError(t, rl.DeleteEntity(ctx, "key-a"), "second delete")
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "key-a"), "second delete")
 }
 
 func TestDeleteEntityManyItems(t *testing.T) {
@@ -79,7 +81,7 @@ func TestDeleteEntityManyItems(t *testing.T) {
 		mustCommit(t, mustAcquire(t, rl, "big", fmt.Sprintf("res-%d", i), Consume{"rpm": 1}, lim))
 	}
 	env.rec.Reset()
-	err := rl.DeleteEntity(env.ctx, "big")
+	err := rl.Admin().DeleteEntity(env.ctx, "big")
 	require.NoError(t, err)
 	n := env.rec.Count("BatchWriteItem")
 	assert.EqualValues(t, 2, n, "BatchWriteItem calls = %d, want 2 (25 + 5)", n)
@@ -98,7 +100,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 	rl := env.limiter()
 	ctx := env.ctx
 
-	_, _, err := rl.ResolveLimits(ctx, "e", "gpt")
+	_, _, err := rl.Admin().ResolveLimits(ctx, "e", "gpt")
 	require.NoError(t, err)
 	_, err = rl.Acquire(ctx, "e", "gpt", Consume{"rpm": 1})
 	var ve *ValidationError
@@ -114,33 +116,39 @@ func TestStoredLimitsResolution(t *testing.T) {
 		want   int64
 		source ConfigSource
 	}{
-		{"system", func() error { return rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow) }, 1, SourceSystem},
-		{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []Limit{PerMinute("rpm", 2)}) }, 2, SourceResource},
-		{"entity default", func() error { return rl.SetLimits(ctx, "e", DefaultResource, []Limit{PerMinute("rpm", 3)}) }, 3, SourceEntityDefault},
-		{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 4)}) }, 4, SourceEntity},
-		{"entity deleted", func() error { return rl.DeleteLimits(ctx, "e", "gpt") }, 3, SourceEntityDefault},
-		{"entity default deleted", func() error { return rl.DeleteLimits(ctx, "e", DefaultResource) }, 2, SourceResource},
-		{"resource deleted", func() error { return rl.DeleteResourceDefaults(ctx, "gpt") }, 1, SourceSystem},
+		{"system", func() error {
+			return errors.Join(rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)}), rl.Admin().SetOnUnavailable(ctx, OnUnavailableAllow))
+		}, 1, SourceSystem},
+		{"resource", func() error { return rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerMinute("rpm", 2)}) }, 2, SourceResource},
+		{"entity default", func() error {
+			return rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: DefaultResource}, []Limit{PerMinute("rpm", 3)})
+		}, 3, SourceEntityDefault},
+		{"entity", func() error {
+			return rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 4)})
+		}, 4, SourceEntity},
+		{"entity deleted", func() error { return rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "gpt"}) }, 3, SourceEntityDefault},
+		{"entity default deleted", func() error { return rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: DefaultResource}) }, 2, SourceResource},
+		{"resource deleted", func() error { return rl.Admin().DeleteLimits(ctx, Scope{Resource: "gpt"}) }, 1, SourceSystem},
 	}
 	for _, s := range steps {
 		require.NoError(t, s.do(), s.name)
 		// Every config write evicts its cache slot: visible at once (the
 		// original kept serving the cached limits for up to its TTL, 60 s).
-		limits, source, err := rl.ResolveLimits(ctx, "e", "gpt")
+		limits, source, err := rl.Admin().ResolveLimits(ctx, "e", "gpt")
 		assert.NoError(t, err, "after %s", s.name)
 		if assert.Len(t, limits, 1, "after %s: %v", s.name, limits) {
 			assert.Equal(t, s.want, limits[0].Capacity, "after %s: capacity", s.name)
 		}
 		assert.Equal(t, s.source, source, "after %s: source", s.name)
 	}
-	limits, ou, err := rl.GetSystemDefaults(ctx)
+	limits, ou, err := systemDefaults(rl, ctx)
 	assert.NoError(t, err, "GetSystemDefaults")
 	assert.Equal(t, OnUnavailableAllow, ou, "GetSystemDefaults")
 	assert.Len(t, limits, 1, "GetSystemDefaults = %v", limits)
 	got := rl.configs.resolveOnUnavailable(ctx)
 	assert.EqualValues(t, OnUnavailableAllow, got, "resolveOnUnavailable = %q", got)
-	require.NoError(t, rl.DeleteSystemDefaults(ctx))
-	limits, _, _ = rl.ResolveLimits(ctx, "e", "gpt")
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{}))
+	limits, _, _ = rl.Admin().ResolveLimits(ctx, "e", "gpt")
 	assert.Nil(t, limits, "after deleting everything: %v", limits)
 }
 
@@ -150,30 +158,30 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	rl := env.limiter()
 	ctx := env.ctx
 	for _, r := range []string{"gpt-4", "claude", "openai/o1"} {
-		err := rl.SetResourceDefaults(ctx, r, []Limit{PerMinute("rpm", 10)})
+		err := rl.Admin().SetLimits(ctx, Scope{Resource: r}, []Limit{PerMinute("rpm", 10)})
 		require.NoError(t, err)
 	}
-	got, _ := rl.ListResourcesWithDefaults(ctx)
+	got, _ := iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))
 	assert.Equal(t, []string{"claude", "gpt-4", "openai/o1"}, got, "ListResourcesWithDefaults")
-	rl.DeleteResourceDefaults(ctx, "claude")
-	got, _ = rl.ListResourcesWithDefaults(ctx)
+	rl.Admin().DeleteLimits(ctx, Scope{Resource: "claude"})
+	got, _ = iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))
 	assert.Equal(t, []string{"gpt-4", "openai/o1"}, got, "after delete")
-	defaults, _ := rl.GetResourceDefaults(ctx, "gpt-4")
+	defaults, _ := rl.Admin().Limits(ctx, Scope{Resource: "gpt-4"})
 	assert.Equal(t, []Limit{PerMinute("rpm", 10)}, defaults, "GetResourceDefaults")
 
 	for i := range 5 {
-		err := rl.SetLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4", []Limit{PerMinute("tpm", 100)})
+		err := rl.Admin().SetLimits(ctx, Scope{Entity: fmt.Sprintf("ent-%d", i), Resource: "gpt-4"}, []Limit{PerMinute("tpm", 100)})
 		require.NoError(t, err)
 	}
-	rl.SetLimits(ctx, "ent-0", "gpt-4", []Limit{PerMinute("tpm", 200)}) // replace: counted once
-	rl.SetLimits(ctx, "ent-0", DefaultResource, []Limit{PerMinute("tpm", 200)})
-	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	rl.Admin().SetLimits(ctx, Scope{Entity: "ent-0", Resource: "gpt-4"}, []Limit{PerMinute("tpm", 200)}) // replace: counted once
+	rl.Admin().SetLimits(ctx, Scope{Entity: "ent-0", Resource: DefaultResource}, []Limit{PerMinute("tpm", 200)})
+	got, _ = iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	assert.Equal(t, []string{DefaultResource, "gpt-4"}, got, "ListResourcesWithEntityConfigs")
 	var ids []string
 	cursor := ""
 	pages := 0
 	for {
-		page, next, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, cursor)
+		page, next, err := rl.listEntitiesWithCustomLimits(ctx, "gpt-4", 2, cursor)
 		require.NoError(t, err)
 		ids = append(ids, page...)
 		pages++
@@ -185,24 +193,24 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 	sort.Strings(ids)
 	assert.Equal(t, []string{"ent-0", "ent-1", "ent-2", "ent-3", "ent-4"}, ids, "ListEntitiesWithCustomLimits")
 	assert.GreaterOrEqual(t, pages, 3, "ListEntitiesWithCustomLimits pages")
-	_, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor")
+	_, _, err := rl.listEntitiesWithCustomLimits(ctx, "gpt-4", 2, "!!not-a-cursor")
 	assert.ErrorIs(t, err, ErrValidation, "bad cursor = %v", err)
 	for i := range 5 {
-		rl.DeleteLimits(ctx, fmt.Sprintf("ent-%d", i), "gpt-4")
+		rl.Admin().DeleteLimits(ctx, Scope{Entity: fmt.Sprintf("ent-%d", i), Resource: "gpt-4"})
 	}
-	rl.DeleteLimits(ctx, "ent-0", "gpt-4") // missing: silent
-	got, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	rl.Admin().DeleteLimits(ctx, Scope{Entity: "ent-0", Resource: "gpt-4"}) // missing: silent
+	got, _ = iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	assert.Equal(t, []string{DefaultResource}, got, "after deletes")
 
 	// Validation happens before any write.
 	env.rec.Reset()
 	for name, err := range map[string]error{
-		"bad resource":  rl.SetResourceDefaults(ctx, "_x", []Limit{PerMinute("rpm", 1)}),
-		"bad limit":     rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("wcu", 1)}),
-		"bad entity":    rl.SetLimits(ctx, "e#1", "gpt", []Limit{PerMinute("rpm", 1)}),
-		"bad system":    rl.SetSystemDefaults(ctx, []Limit{{Name: "rpm"}}, ""),
-		"bad mode":      rl.SetSystemDefaults(ctx, nil, "sometimes"),
-		"bad principal": rl.SetLimits(ContextWithPrincipal(ctx, "not valid!"), "e", "gpt", []Limit{PerMinute("rpm", 1)}),
+		"bad resource":  rl.Admin().SetLimits(ctx, Scope{Resource: "_x"}, []Limit{PerMinute("rpm", 1)}),
+		"bad limit":     rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("wcu", 1)}),
+		"bad entity":    rl.Admin().SetLimits(ctx, Scope{Entity: "e#1", Resource: "gpt"}, []Limit{PerMinute("rpm", 1)}),
+		"bad system":    rl.Admin().SetLimits(ctx, Scope{}, []Limit{{Name: "rpm"}}),
+		"bad mode":      rl.Admin().SetOnUnavailable(ctx, "sometimes"),
+		"bad principal": rl.Admin().SetLimits(ContextWithPrincipal(ctx, "not valid!"), Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 1)}),
 	} {
 		assert.ErrorIs(t, err, ErrValidation, "%s: err = %v, want ErrValidation", name, err)
 	}
@@ -217,13 +225,13 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	err := rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 10)}, "")
+	err := rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 10)})
 	require.NoError(t, err)
 	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"rpm": 1}))
 	b := env.bucket("e", "gpt")
 	got := env.n(b, "ttl")
 	assert.Equal(t, epoch.Unix()+420, got, "system-config bucket ttl = %d, want now+420", got)
-	err = rl.SetLimits(ctx, "e", "gpt", []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)})
+	err = rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 20), PerMinute("tpm", 500)})
 	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
 	assert.NotContains(t, b, "ttl", "entity config: ttl not removed")
@@ -233,7 +241,7 @@ func TestBucketSyncAndReconcile(t *testing.T) {
 	mustCommit(t, mustAcquire(t, rl, "e", "gpt", Consume{"tpm": 100}))
 	got = env.tokens("e", "gpt", "tpm")
 	assert.EqualValues(t, 400_000, got, "tpm after acquire = %d", got)
-	err = rl.DeleteLimits(ctx, "e", "gpt")
+	err = rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "gpt"})
 	require.NoError(t, err)
 	b = env.bucket("e", "gpt")
 	assert.EqualValues(t, 10_000, env.n(b, "b_rpm_cp"), "reconciled: %v", b)
@@ -245,9 +253,9 @@ func TestAuditEvents(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter(func(o *Options) { o.Principal = "arn:aws:iam::123456789012:role/app" })
 	ctx := env.ctx
-	rl.CreateEntity(ctx, Entity{ID: "e"})
-	rl.SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), "e", "gpt", []Limit{PerMinute("rpm", 5)})
-	rl.SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableBlock)
+	rl.Admin().CreateEntity(ctx, Entity{ID: "e"})
+	rl.Admin().SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 5)})
+	rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)})
 
 	ns := env.repo.NamespaceID()
 	out, err := env.client.Query(ctx, &dynamodb.QueryInput{
@@ -351,7 +359,7 @@ func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
 	env := newTestEnv(t)
 	rl := env.limiter()
 	ctx := env.ctx
-	require.NoError(t, rl.SetLimits(ctx, "lib-key", "gpt-4", []Limit{PerMinute("rpm", 10)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "lib-key", Resource: "gpt-4"}, []Limit{PerMinute("rpm", 10)}))
 	// The provisioner's shape: the config item alone, no GSI3 keys, no
 	// registry count.
 	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", []Limit{PerMinute("rpm", 5)})
@@ -360,13 +368,13 @@ func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
 	}
 	_, err := env.client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()), Item: item})
 	require.NoError(t, err)
-	require.NoError(t, rl.DeleteLimits(ctx, "prov-key", "gpt-4"))
-	got, _ := rl.GetLimits(ctx, "prov-key", "gpt-4")
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Entity: "prov-key", Resource: "gpt-4"}))
+	got, _ := rl.Admin().Limits(ctx, Scope{Entity: "prov-key", Resource: "gpt-4"})
 	assert.Nil(t, got, "provisioner config still stored: %v", got)
-	res, err := rl.ListResourcesWithEntityConfigs(ctx)
+	res, err := iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	assert.NoError(t, err, "ListResourcesWithEntityConfigs")
 	assert.Equal(t, []string{"gpt-4"}, res, "ListResourcesWithEntityConfigs, want lib-key's config still there")
-	require.NoError(t, rl.DeleteLimits(ctx, "lib-key", "gpt-4"))
-	res, _ = rl.ListResourcesWithEntityConfigs(ctx)
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Entity: "lib-key", Resource: "gpt-4"}))
+	res, _ = iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	assert.Empty(t, res, "ListResourcesWithEntityConfigs after deleting the last config")
 }

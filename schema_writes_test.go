@@ -55,7 +55,7 @@ func TestNormalWriteShape(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.limiter()
-	err := rl.SetLimits(ctx, "e", "api", []Limit{PerSecond("rps", 10), PerMinute("tpm", 10_000)})
+	err := rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "api"}, []Limit{PerSecond("rps", 10), PerMinute("tpm", 10_000)})
 	require.NoError(t, err)
 	R := epoch.UnixMilli()
 	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "e", Resource: "api"}, RefillMs: R, States: []store.BucketState{

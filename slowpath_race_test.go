@@ -28,10 +28,10 @@ func TestLostCreateRaceReadsAgain(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	admin := env.limiter()
-	_, err := admin.CreateEntity(ctx, Entity{ID: "P"})
+	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
 	require.NoError(t, err)
 	for _, k := range []string{"k1", "k2"} {
-		_, err := admin.CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
+		_, err := admin.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
 		require.NoError(t, err)
 	}
 	lim := WithLimits(PerMinute("rpm", 100))
@@ -232,9 +232,9 @@ func TestFallbacksCoalesce(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	admin := env.limiter()
-	_, err := admin.CreateEntity(ctx, Entity{ID: "P"})
+	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
 	require.NoError(t, err)
-	_, err = admin.CreateEntity(ctx, Entity{ID: "k", ParentID: "P", Cascade: true})
+	_, err = admin.Admin().CreateEntity(ctx, Entity{ID: "k", ParentID: "P", Cascade: true})
 	require.NoError(t, err)
 	lim := WithLimits(PerMinute("rpm", 100))
 	g := newGate("BatchGetItem")
@@ -270,7 +270,7 @@ func TestFallbacksCoalesce(t *testing.T) {
 	assert.Equal(t, 2, env.rec.Count("BatchGetItem"), "the leader's reads (the child, then its parent): %s", env.calls())
 	assert.Equal(t, int64(100_000-n*1_000), env.tokens("P", "api", "rpm"))
 	assert.Equal(t, int64(100_000-n*1_000), env.tokens("k", "api", "rpm"))
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	assert.Equal(t, int64(n), st.Counts[store.SpecFallbackBucketMissing], "stats %+v", st)
 	assert.Equal(t, int64(n-1), st.Counts[store.SpecSuccess], "stats %+v", st)
 }

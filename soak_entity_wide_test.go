@@ -38,12 +38,12 @@ func soakPrepaid(t *testing.T, repo Repository, calls int, seed uint64) {
 	ctx := context.Background()
 	rl := New(repo)
 	defer rl.Close()
-	require.NoError(t, rl.SetLimits(ctx, "cust", AllResources, []Limit{Prepaid("usd")}))
-	require.NoError(t, rl.SetLimits(ctx, "cust", DefaultResource, []Limit{PerMinute("rpm", 1_000_000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "cust", Resource: AllResources}, []Limit{Prepaid("usd")}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "cust", Resource: DefaultResource}, []Limit{PerMinute("rpm", 1_000_000)}))
 	var topUps, actual atomic.Int64
 	var ids atomic.Int64
 	topUp := func(amount int64, id string) {
-		res, err := rl.TopUp(ctx, "cust", AllResources, "usd", amount, id)
+		res, err := rl.TopUp(ctx, TopUpRequest{Entity: "cust", Resource: AllResources, Limit: "usd", Amount: amount, ID: id})
 		require.NoError(t, err)
 		if res.Applied {
 			topUps.Add(amount)

@@ -150,11 +150,11 @@ func soak(t *testing.T, rl *RateLimiter, size soakSize, tick func(), held func()
 		assert.LessOrEqual(t, p.goroutines, points[0].goroutines, "goroutines after %d keys, want no more than at the start", p.keys)
 	}
 	for _, c := range []CacheName{CacheConfigs, CacheEntities, CacheOverLimit} {
-		st := rl.CacheStats(c)
+		st := cacheStats(rl.Stats(), c)
 		t.Logf("%s cache: %+v", c, st)
 		assert.LessOrEqual(t, st.Size, st.MaxEntries, "%s cache entries, want within its ceiling", c)
 	}
-	st := rl.CacheStats(CacheEntities)
+	st := rl.Stats().Entities
 	assert.NotZero(t, st.Evictions, "entity cache: no eviction; the soak should fill it: %+v", st)
 	slots := 0
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -220,11 +220,11 @@ func TestSoakMemory(t *testing.T) {
 	// passes, as DynamoDB does: with 10 per second and the clock moving
 	// 1 ms per key, about 7,000 buckets are live at any time, whatever the
 	// key count.
-	err := rl.SetResourceDefaults(ctx, soakResource, []Limit{PerSecond("rpm", 10)})
+	err := rl.Admin().SetLimits(ctx, Scope{Resource: soakResource}, []Limit{PerSecond("rpm", 10)})
 	require.NoError(t, err)
 	buckets := repo.(interface{ BucketCount() int })
 	soak(t, rl, size, func() { clockMs.Add(1) }, func() string { return fmt.Sprintf("%d buckets held", buckets.BucketCount()) })
-	st := rl.CacheStats(CacheConfigs)
+	st := rl.Stats().Configs
 	assert.NotZero(t, st.Evictions, "config cache: no eviction; the soak should fill it: %+v", st)
 }
 
@@ -258,7 +258,7 @@ func TestSoakDynamoDB(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	rl := New(repo, append([]func(*Options){func(o *Options) { o.OverLimitCacheMaxWait = time.Second }}, size.opts...)...)
-	require.NoError(t, rl.SetResourceDefaults(ctx, soakResource, []Limit{PerMinute("rpm", 1000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: soakResource}, []Limit{PerMinute("rpm", 1000)}))
 	// Warm up: connections open, the SDK's caches filled.
 	soakKeys(t, rl, "warm-", 0, 200, size.workers, nil)
 	soak(t, rl, size, nil, nil)

@@ -15,16 +15,6 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-// SpeculativeStats returns the speculative-path counters.
-func (rl *RateLimiter) SpeculativeStats() store.SpeculativeStats {
-	var out store.SpeculativeStats
-	out.Attempts = rl.stats.attempts.Load()
-	for i := range out.Counts {
-		out.Counts[i] = rl.stats.counts[i].Load()
-	}
-	return out
-}
-
 // pickShard chooses a random shard of (entityID, resource) from the entity
 // cache's shard count.
 func (rl *RateLimiter) pickShard(entityID, resource string) store.BucketKey {

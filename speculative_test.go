@@ -29,8 +29,8 @@ func TestSpeculativeCostTable(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.specLimiter()
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 
 	check := env.callChecker(t)
@@ -87,7 +87,7 @@ func TestSpeculativeCostTable(t *testing.T) {
 	check("speculative fallback (refill would help)", "UpdateItem!, BatchGetItem[2], UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 40}, lim))
 	})
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	assert.EqualValues(t, 1, st.Counts[store.SpecFastRejection], "fast rejections, stats = %+v", st)
 	assert.EqualValues(t, 1, st.Counts[store.SpecFallbackRefillWouldHelp], "refill-would-help fallbacks, stats = %+v", st)
 	assert.EqualValues(t, 2, st.Counts[store.SpecFallbackBucketMissing], "bucket-missing fallbacks, stats = %+v", st)
@@ -103,8 +103,8 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 	ctx := env.ctx
 	lim := WithLimits(PerMinute("rpm", 100))
 	warm := env.specLimiter()
-	warm.CreateEntity(ctx, Entity{ID: "P"})
-	warm.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	warm.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	warm.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	mustCommit(t, mustAcquire(t, warm, "C", "api", Consume{"rpm": 1}, lim))
 
 	var mu sync.Mutex
@@ -128,7 +128,7 @@ func TestSpeculativeCascadeIsParallel(t *testing.T) {
 		}
 	})
 	rl := New(env.withClient(barrier), func(o *Options) { o.Clock = env.clock.now })
-	_, err := rl.GetEntity(ctx, "C") // warms rl's entity cache
+	_, err := rl.Admin().Entity(ctx, "C") // warms rl's entity cache
 	require.NoError(t, err)
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
@@ -191,8 +191,8 @@ func TestRetryUnderContentionNoReread(t *testing.T) {
 func TestTransactionConflictRetried(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
-	env.limiter().CreateEntity(ctx, Entity{ID: "P"})
-	env.limiter().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	env.limiter().Admin().CreateEntity(ctx, Entity{ID: "P"})
+	env.limiter().Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100))
 	conflicts := 2
 	inject := hook(func(op string, _ any) error {
@@ -234,7 +234,7 @@ func TestQuietBucketNeverShards(t *testing.T) {
 	}
 	got := env.n(env.bucket("quiet", "api"), "shard_count")
 	require.EqualValues(t, 1, got, "shard_count = %d, want 1", got)
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	require.EqualValues(t, 0, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
 	require.GreaterOrEqual(t, st.Counts[store.SpecSuccess], int64(1000), "acquires of 1040 on the fast path")
 }
@@ -257,7 +257,7 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 		// The limiter counts a doubling once its write of the new shard
 		// count returned (no read of the item per acquire); the stored
 		// count is checked below.
-		if rl.SpeculativeStats().Counts[store.SpecFallbackShardDoubled] != 0 {
+		if rl.Stats().Speculative.Counts[store.SpecFallbackShardDoubled] != 0 {
 			break
 		}
 	}
@@ -267,7 +267,7 @@ func TestHotPartitionDoublesShards(t *testing.T) {
 	require.EqualValues(t, 2, got, "shard_count after %d acquires", n+1)
 	require.GreaterOrEqual(t, n, 1100, "acquires before the shard count doubled, want about 1111")
 	require.LessOrEqual(t, n, 1200, "acquires before the shard count doubled, want about 1111")
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	require.EqualValues(t, 1, st.Counts[store.SpecFallbackShardDoubled], "stats = %+v", st)
 }
 
@@ -301,7 +301,7 @@ func TestShardRetryLeaseUsesItsShard(t *testing.T) {
 	require.EqualValues(t, 100_000, got, "shard 1 tokens after rollback = %d, want 100000 (rolled back on its own shard)", got)
 	got = env.tokens("e", "api", "rpm")
 	require.EqualValues(t, 0, got, "shard 0 tokens = %d, want 0 (untouched)", got)
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	require.EqualValues(t, 1, st.Counts[store.SpecShardRetrySuccess], "stats = %+v", st)
 }
 
@@ -312,8 +312,8 @@ func TestCascadeParentExhaustedSpeculative(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.specLimiter()
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 10))
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 9}, lim))
@@ -335,8 +335,8 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.specLimiter()
-	rl.CreateEntity(ctx, Entity{ID: "P"})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 60))
 	mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 	mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 59}, lim)) // parent at 0
@@ -350,7 +350,7 @@ func TestParentOnlyPathKeepsOverride(t *testing.T) {
 	// refilled it first, 60 − 5.
 	c, p := env.tokens("C", "api", "rpm"), env.tokens("P", "api", "rpm")
 	require.Equal(t, [2]int64{55_000, 5_000}, [2]int64{c, p}, "tokens of C and P")
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	require.EqualValues(t, 1, st.Counts[store.SpecParentOnlyPath], "stats = %+v", st)
 }
 
@@ -364,9 +364,9 @@ func TestThreeLevelHierarchy(t *testing.T) {
 			env := newTestEnv(t)
 			ctx := env.ctx
 			rl := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = spec })
-			rl.CreateEntity(ctx, Entity{ID: "G"})
-			rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
-			rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+			rl.Admin().CreateEntity(ctx, Entity{ID: "G"})
+			rl.Admin().CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
+			rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 			lim := WithLimits(PerMinute("rpm", 100))
 			mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1}, lim)) // P and G
 			for range 3 {
@@ -386,9 +386,9 @@ func TestStaleDenormalisedCascadeRefreshed(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
 	rl := env.limiter()
-	rl.CreateEntity(ctx, Entity{ID: "G"})
-	rl.CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
-	rl.CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "G"})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P", ParentID: "G", Cascade: true})
+	rl.Admin().CreateEntity(ctx, Entity{ID: "C", ParentID: "P", Cascade: true})
 	// P's bucket as the original writes it when it is created as the parent
 	// side of C's cascade: cascade=false, no parent_id.
 	item := bucketItem(env.repo.NamespaceID(), &store.Bucket{Key: store.BucketKey{EntityID: "P", Resource: "api"}, RefillMs: epoch.UnixMilli(),

@@ -281,7 +281,7 @@ func runStressWorkload(repo *DynamoDBRepository, goroutines int, deadline time.T
 		if rl.commits != nil && rl.commits.failed.Load() > 0 {
 			total.fail("%d background commits failed", rl.commits.failed.Load())
 		}
-		s := rl.SpeculativeStats()
+		s := rl.Stats().Speculative
 		total.Speculative.Attempts += s.Attempts
 		for o, n := range s.Counts {
 			total.Speculative.Counts[o] += n
@@ -543,9 +543,9 @@ func TestContentionNoOverAdmission(t *testing.T) {
 		client.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(table)})
 	})
 	admin := New(repo)
-	_, err = admin.CreateEntity(ctx, Entity{ID: stressParent})
+	_, err = admin.Admin().CreateEntity(ctx, Entity{ID: stressParent})
 	require.NoError(t, err, "CreateEntity %s", stressParent)
-	_, err = admin.CreateEntity(ctx, Entity{ID: stressChild, ParentID: stressParent, Cascade: true})
+	_, err = admin.Admin().CreateEntity(ctx, Entity{ID: stressChild, ParentID: stressParent, Cascade: true})
 	require.NoError(t, err, "CreateEntity %s", stressChild)
 
 	helper := startStressHelper(t, []string{

@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -25,9 +26,9 @@ func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
 	ctx := env.ctx
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
-	require.NoError(t, rl.SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati)}, OnUnavailableBlock))
-	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt", []Limit{PerCalendarDay("usd", 1000)}))
-	require.NoError(t, rl.SetLimits(ctx, "e1", DefaultResource, []Limit{PerDay("usd", 500)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerCalendarDay("usd", 1000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e1", Resource: DefaultResource}, []Limit{PerDay("usd", 500)}))
 
 	sysKey := primaryKey(pkSystem(env.repo.NamespaceID()), skConfig(""))
 	_, err = env.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -44,7 +45,7 @@ func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
 	}
 
 	env.rec.Reset()
-	require.NoError(t, rl.DeleteResourceDefaults(ctx, "gpt"))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Resource: "gpt"}))
 	calls := env.calls()
 	require.Equal(t, "kept", foreign())
 	// The config read and deleted, the registry, the system config read
@@ -62,7 +63,7 @@ func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
 	require.Equal(t, "gpt", c.Switches[1].Resource)
 	require.Equal(t, PerCalendarDay("usd", 1000), c.Switches[1].From)
 
-	require.NoError(t, rl.DeleteLimits(ctx, "e1", DefaultResource))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Entity: "e1", Resource: DefaultResource}))
 	require.Equal(t, "kept", foreign())
 	c, _, err = env.repo.GetConfig(ctx, store.SystemConfig())
 	require.NoError(t, err)
@@ -108,9 +109,9 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	ctx := env.ctx
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
-	require.NoError(t, rl.SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati), PerMinute("rpm", 10)}, OnUnavailableBlock))
-	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt", []Limit{PerCalendarDay("usd", 1000)}))
-	require.NoError(t, rl.DeleteResourceDefaults(ctx, "gpt")) // a record for gpt's entities
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati), PerMinute("rpm", 10)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerCalendarDay("usd", 1000)}))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Resource: "gpt"})) // a record for gpt's entities
 
 	ns := env.repo.NamespaceID()
 	sysKey := primaryKey(pkSystem(ns), skConfig(""))
@@ -123,7 +124,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	raw := func() map[string]types.AttributeValue { t.Helper(); return env.item(pkSystem(ns), skConfig("")) }
 
 	env.rec.Reset()
-	require.NoError(t, rl.SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000)}, ""))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000)}))
 	// The config read, written in place, the audit event put.
 	require.Equal(t, "GetItem, UpdateItem, PutItem", env.calls())
 	item := raw()
@@ -150,14 +151,14 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	require.Equal(t, "gpt", c.Switches[1].Resource)
 	require.Equal(t, "", c.Switches[2].Resource)
 	require.Equal(t, "Pacific/Kiritimati", c.Switches[2].From.LocationName())
-	limits, mode, err := rl.GetSystemDefaults(ctx)
+	limits, mode, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	require.Equal(t, []Limit{PerCalendarDay("usd", 1000)}, limits)
 	require.Equal(t, OnUnavailable(""), mode)
 
 	// A DeleteLimits of e1's DefaultResource config lands between
 	// SetSystemDefaults' read and its write: its record stays.
-	require.NoError(t, rl.SetLimits(ctx, "e1", DefaultResource, []Limit{PerDay("usd", 500)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e1", Resource: DefaultResource}, []Limit{PerDay("usd", 500)}))
 	raced := false
 	racer := New(env.repo, func(o *Options) { o.Clock = env.clock.now })
 	defer racer.Close()
@@ -176,12 +177,12 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	hooked := New(env.withClient(hook(func(op string, params any) error {
 		if !raced && sysWrite(params) {
 			raced = true
-			require.NoError(t, racer.DeleteLimits(ctx, "e1", DefaultResource))
+			require.NoError(t, racer.Admin().DeleteLimits(ctx, Scope{Entity: "e1", Resource: DefaultResource}))
 		}
 		return nil
 	})), func(o *Options) { o.Clock = env.clock.now })
 	defer hooked.Close()
-	require.NoError(t, hooked.SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000)}, OnUnavailableAllow))
+	require.NoError(t, errors.Join(hooked.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000)}), hooked.Admin().SetOnUnavailable(ctx, OnUnavailableAllow)))
 	require.True(t, raced)
 	c, _, err = env.repo.GetConfig(ctx, store.SystemConfig())
 	require.NoError(t, err)
@@ -194,7 +195,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 
 	// DeleteSystemDefaults removes the limits and the mode alone.
 	env.rec.Reset()
-	require.NoError(t, rl.DeleteSystemDefaults(ctx))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{}))
 	require.Equal(t, "GetItem, UpdateItem, PutItem", env.calls())
 	item = raw()
 	v, _ = schemaGetS(item, "operator_note")

@@ -26,6 +26,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -220,12 +221,12 @@ func TestE2EArchiveDeletedAuditEvents(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.S3, o.ArchiveBucket = client, "archive" })
 	rl := e.limiter(false)
 	for _, id := range []string{"a1", "a2"} {
-		_, err := rl.CreateEntity(e.ctx, limiter.Entity{ID: id, Name: "key " + id})
+		_, err := rl.Admin().CreateEntity(e.ctx, limiter.Entity{ID: id, Name: "key " + id})
 		require.NoError(t, err)
 	}
 	var want []string
 	for _, id := range []string{"a1", "a2"} {
-		evs, err := rl.AuditEvents(e.ctx, id, 0, "")
+		evs, err := iterx.Collect(rl.Admin().AuditEvents(e.ctx, id))
 		require.NoError(t, err, "AuditEvents(%s) = %v", id, evs)
 		require.Len(t, evs, 1, "AuditEvents(%s) = %v", id, evs)
 		want = append(want, evs[0].EventID)

@@ -11,6 +11,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -49,9 +50,9 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	e := newEnv(t)
 	ctx := e.ctx
 	slow, spec := e.limiter(false), e.limiter(true)
-	_, err := slow.CreateEntity(ctx, limiter.Entity{ID: "P"})
+	_, err := slow.Admin().CreateEntity(ctx, limiter.Entity{ID: "P"})
 	require.NoError(t, err)
-	_, err = slow.CreateEntity(ctx, limiter.Entity{ID: "C", ParentID: "P", Cascade: true})
+	_, err = slow.Admin().CreateEntity(ctx, limiter.Entity{ID: "C", ParentID: "P", Cascade: true})
 	require.NoError(t, err)
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
 
@@ -101,7 +102,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	for _, window := range []string{store.WindowHourly, store.WindowDaily} {
 		span := windowSpan(t, window, begin, end)
 		for id, counters := range want {
-			snaps, _, err := spec.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: id, Resource: "gpt", WindowType: window, Start: span[0], End: span[len(span)-1]})
+			snaps, err := iterx.Collect(spec.Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: id, Resource: "gpt", WindowType: window, Start: span[0], End: span[len(span)-1]}))
 			require.NoError(t, err, "UsageSnapshots(%s)", id)
 			// Sum the items of this window type's span: every window type
 			// is an item of its own, also where an hour and the day start
@@ -124,7 +125,7 @@ func TestE2ESnapshotsEqualCommittedConsumption(t *testing.T) {
 	}
 
 	// The summary of the hourly snapshots is the same total.
-	sum, err := spec.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: store.WindowHourly})
+	sum, err := spec.Admin().UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: "gpt", WindowType: store.WindowHourly})
 	require.NoError(t, err)
 	assert.GreaterOrEqual(t, sum.Total["rpm"], int64(2), "summary = %+v", sum)
 	assert.GreaterOrEqual(t, sum.Total["tpm"], int64(50), "summary = %+v", sum)
@@ -185,7 +186,7 @@ func TestE2EWindowFromEventTime(t *testing.T) {
 	mustCommit(t, mustAcquire(t, rl, "w", "api", limiter.Consume{"rpm": 3}, limiter.WithLimits(limiter.PerMinute("rpm", 100))))
 	end := time.Now()
 	e.drain()
-	snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: store.WindowHourly})
+	snaps, err := iterx.Collect(rl.Admin().UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "w", WindowType: store.WindowHourly}))
 	require.NoError(t, err)
 	span := windowSpan(t, store.WindowHourly, begin, end)
 	require.Len(t, snaps, 1, "hourly snapshots = %+v, want one in %v with rpm 3", snaps, span)
@@ -242,7 +243,7 @@ func TestE2EHotBucketShardsOnce(t *testing.T) {
 	require.EqualValues(t, 1, res.ShardItemsCreated, "after %d acquires: %d doublings, %d shard items created; want 1 and 1", n, res.ShardsDoubled, res.ShardItemsCreated)
 	require.GreaterOrEqual(t, doubledAt, 1500, "doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
 	require.LessOrEqual(t, doubledAt, 2000, "doubled after %d acquires; wcu holds 1000 writes and refills 1000/s, so at 1800/s it falls below 20%% after about 1800", doubledAt)
-	assert.EqualValues(t, 0, rl.SpeculativeStats().Counts[store.SpecFallbackShardDoubled], "the client doubled too")
+	assert.EqualValues(t, 0, rl.Stats().Speculative.Counts[store.SpecFallbackShardDoubled], "the client doubled too")
 	s0, s1 := e.bucket("hot", "api", 0), e.bucket("hot", "api", 1)
 	require.EqualValues(t, 2, s0.ShardCount, "shard 0 = %+v, shard 1 = %+v", s0, s1)
 	require.NotNil(t, s1, "shard 0 = %+v, shard 1 = %+v", s0, s1)
@@ -279,5 +280,5 @@ func TestE2EQuietBucketNeverShards(t *testing.T) {
 	require.EqualValues(t, 0, res.ShardItemsCreated, "%d doublings, %d shard items created", res.ShardsDoubled, res.ShardItemsCreated)
 	require.EqualValues(t, 1, e.bucket("quiet", "api", 0).ShardCount, "shard 0")
 	require.Nil(t, e.bucket("quiet", "api", 1), "shard 0")
-	assert.GreaterOrEqual(t, rl.SpeculativeStats().Counts[store.SpecSuccess], int64(1400), "speculative successes")
+	assert.GreaterOrEqual(t, rl.Stats().Speculative.Counts[store.SpecSuccess], int64(1400), "speculative successes")
 }

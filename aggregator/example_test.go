@@ -15,6 +15,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -72,7 +73,7 @@ func ExampleNewRunner() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	snaps, _, err := limiter.New(repo).UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "api-key-1", WindowType: store.WindowHourly})
+	snaps, err := iterx.Collect(limiter.New(repo).Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "api-key-1", WindowType: store.WindowHourly}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -60,7 +61,7 @@ func TestE2ERunnerRetriesFailedRecords(t *testing.T) {
 			}
 			res, err := runner.Poll(e.ctx)
 			require.NoError(t, err)
-			snaps, _, err := rl.UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "r"})
+			snaps, err := iterx.Collect(rl.Admin().UsageSnapshots(e.ctx, limiter.UsageQuery{EntityID: "r"}))
 			require.NoError(t, err)
 			if !tc.dropped {
 				require.Empty(t, res.Failures, "failures %v, snapshots %+v; want rpm 3 counted once", res.Failures, snaps)

@@ -62,10 +62,10 @@ func eachStore(t *testing.T, fn func(t *testing.T, env *testEnv, rl *limiter.Rat
 func TestHTTPHeadersShowEveryBudget(t *testing.T) {
 	eachStore(t, func(t *testing.T, env *testEnv, rl *limiter.RateLimiter) {
 		ctx := context.Background()
-		require.NoError(t, rl.SetResourceDefaults(ctx, "chat", []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "chat"}, []limiter.Limit{
 			limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 500), limiter.Prepaid("credit"),
 		}))
-		_, err := rl.TopUp(ctx, "key-1", "chat", "credit", 50, "pay-1")
+		_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "key-1", Resource: "chat", Limit: "credit", Amount: 50, ID: "pay-1"})
 		require.NoError(t, err)
 		h := Middleware(rl, budgetKey)(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 		send := func(usd, credit string) *httptest.ResponseRecorder {

@@ -26,7 +26,7 @@ func TestHTTPCalendarHeadersSkippedMidnight(t *testing.T) {
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	defer rl.Close()
 	ctx := context.Background()
-	require.NoError(t, rl.SetResourceDefaults(ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), day}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "chat"}, []limiter.Limit{limiter.PerMinute("rpm", 100), day}))
 	calls := 0
 	h := Middleware(rl, llmKey)(usesTokens(t, 1000, &calls))
 	w := serve(h, "key-1", 1000)

@@ -100,13 +100,13 @@ func TestHTTPMiddlewareRemainingFromPrimary(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		ctx := env.ctx
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
 		require.NoError(t, err)
-		err = rl.SetLimits(ctx, "proj", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 500)})
+		err = rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "chat"}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 500)})
 		require.NoError(t, err)
-		err = rl.SetLimits(ctx, "key-1", "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2000)})
+		err = rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: "chat"}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2000)})
 		require.NoError(t, err)
 		calls := 0
 		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
@@ -282,12 +282,12 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter(func(o *limiter.Options) { o.OverLimitCacheMaxWait = time.Minute })
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
-			_, err := rl.CreateEntity(env.ctx, e)
+			_, err := rl.Admin().CreateEntity(env.ctx, e)
 			require.NoError(t, err)
 		}
-		err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
+		err := rl.Admin().SetLimits(env.ctx, limiter.Scope{Resource: "chat"}, []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
 		require.NoError(t, err)
-		err = rl.SetLimits(env.ctx, "org", "chat", []limiter.Limit{limiter.PerMinute("tpm", 3000).WithBurst(6000), limiter.PerMinute("rpm", 1000)})
+		err = rl.Admin().SetLimits(env.ctx, limiter.Scope{Entity: "org", Resource: "chat"}, []limiter.Limit{limiter.PerMinute("tpm", 3000).WithBurst(6000), limiter.PerMinute("rpm", 1000)})
 		require.NoError(t, err)
 		calls := 0
 		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
@@ -316,11 +316,11 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 		w = serve(h, "key-1", 800)
 		require.Equal(t, http.StatusTooManyRequests, w.Code, "over key-1's tpm")
 		check(t, w, refused...)
-		hits := rl.OverLimitCacheHits()
+		hits := rl.Stats().OverLimitHits
 		w = serve(h, "key-1", 800)
 		require.Equal(t, http.StatusTooManyRequests, w.Code, "over key-1's tpm, again")
 		if env.spec { // the speculative path remembers its refusals
-			require.Equal(t, hits+1, rl.OverLimitCacheHits(), "the over-limit cache refused the second")
+			require.Equal(t, hits+1, rl.Stats().OverLimitHits, "the over-limit cache refused the second")
 		}
 		check(t, w, refused...)
 		assert.Equal(t, 1, calls, "handler calls")
@@ -335,9 +335,9 @@ func TestHTTPMiddlewareRateLimitHeaders(t *testing.T) {
 func TestHTTPMiddlewareCalendarHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
-		_, err := rl.CreateEntity(env.ctx, limiter.Entity{ID: "key-1"})
+		_, err := rl.Admin().CreateEntity(env.ctx, limiter.Entity{ID: "key-1"})
 		require.NoError(t, err)
-		err = rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarDay("tpm", 1000)})
+		err = rl.Admin().SetLimits(env.ctx, limiter.Scope{Resource: "chat"}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarDay("tpm", 1000)})
 		require.NoError(t, err)
 		calls := 0
 		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))
@@ -374,12 +374,12 @@ func TestHTTPMiddlewareEntityWideHeaders(t *testing.T) {
 	forEachPath(t, func(t *testing.T, env *testEnv) {
 		rl := env.limiter()
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}} {
-			_, err := rl.CreateEntity(env.ctx, e)
+			_, err := rl.Admin().CreateEntity(env.ctx, e)
 			require.NoError(t, err)
 		}
-		err := rl.SetResourceDefaults(env.ctx, "chat", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
+		err := rl.Admin().SetLimits(env.ctx, limiter.Scope{Resource: "chat"}, []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerMinute("rpm", 100)})
 		require.NoError(t, err)
-		err = rl.SetLimits(env.ctx, "org", limiter.AllResources, []limiter.Limit{limiter.PerMinute("tpm", 1500)})
+		err = rl.Admin().SetLimits(env.ctx, limiter.Scope{Entity: "org", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerMinute("tpm", 1500)})
 		require.NoError(t, err)
 		calls := 0
 		h := Middleware(rl, llmKey)(usesTokens(t, 400, &calls))

@@ -106,15 +106,15 @@ func TestDeployProvisionerAndLimitsStack(t *testing.T) {
 	repo, err := limiter.OpenDynamoDB(ctx, client, func(o *limiter.DynamoDBOptions) { o.Table, o.Namespace = name, "tenant-a" })
 	require.NoError(t, err)
 	rl := limiter.New(repo)
-	got, err := rl.GetResourceDefaults(ctx, "gpt-4o")
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("tpm", 50_000)}, got)
 	want, err := limiter.NewLimit("rpm", 10, 5, 30*time.Second)
 	require.NoError(t, err)
-	got, err = rl.GetLimits(ctx, "key-1", "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{want}, got)
-	_, ou, err := rl.GetSystemDefaults(ctx)
+	_, ou, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou)
 }
@@ -135,4 +135,15 @@ func waitStack(ctx context.Context, t *testing.T, cf *cloudformation.Client, id 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// systemDefaults returns the system defaults' limits and on-unavailable
+// mode, as the two getters of Admin give them.
+func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
+	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
+	if err != nil {
+		return nil, "", err
+	}
+	mode, err := rl.Admin().OnUnavailable(ctx)
+	return limits, mode, err
 }

@@ -155,7 +155,7 @@ func deniedBy(t *testing.T, err error) *limiter.RateLimitExceededError {
 func TestBoundsHeaderNeverRaises(t *testing.T) {
 	onBackends(t, func(t *testing.T, clk *manualClock, rl *limiter.RateLimiter) {
 		ctx := context.Background()
-		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000)}, ""))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000)}))
 		limits := []limiter.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}
 		for _, r := range []struct {
 			perCall     bool
@@ -175,7 +175,7 @@ func TestBoundsHeaderNeverRaises(t *testing.T) {
 			if r.perCall {
 				opts = append(opts, llmhttp.WithAcquireOptions(limiter.WithLimits(limits...)))
 			} else {
-				require.NoError(t, rl.SetLimits(ctx, entity, resource, limits))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, limits))
 			}
 			tr := llmhttp.NewTransport(rl, nil, opts...)
 			client := &http.Client{Transport: tr}
@@ -253,7 +253,7 @@ func TestBoundsCooldownClamped(t *testing.T) {
 				if perCall {
 					opts = append(opts, llmhttp.WithAcquireOptions(limiter.WithLimits(limits...)))
 				} else {
-					require.NoError(t, rl.SetLimits(ctx, entity, resource, limits))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, limits))
 				}
 				tr := llmhttp.NewTransport(rl, nil, opts...)
 				client := &http.Client{Transport: tr}
@@ -314,7 +314,7 @@ func TestBoundsCooldownClamped(t *testing.T) {
 func TestBoundsLearnedLimitsLapse(t *testing.T) {
 	onBackends(t, func(t *testing.T, clk *manualClock, rl *limiter.RateLimiter) {
 		ctx := context.Background()
-		require.NoError(t, rl.SetResourceDefaults(ctx, resource, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: resource}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000)}))
 		srv := llmtest.NewServer(llmtest.Config{RPM: 50, OutputTokens: 10, Now: clk.now,
 			EditHeaders: func(status int, h http.Header) { h.Set("X-Ratelimit-Limit-Tokens", "1") }})
 		defer srv.Close()
@@ -352,7 +352,7 @@ func TestBoundsLearnedLimitsLapse(t *testing.T) {
 		// 50: it applies at once. (The provider's tpm header is fixed to
 		// a sane figure from here on.)
 		clk.add(llmhttp.DefaultLearnedLimitTTL)
-		require.NoError(t, rl.SetResourceDefaults(ctx, resource, []limiter.Limit{limiter.PerMinute("rpm", 5), limiter.PerMinute("tpm", 10_000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: resource}, []limiter.Limit{limiter.PerMinute("rpm", 5), limiter.PerMinute("tpm", 10_000)}))
 		srv2 := llmtest.NewServer(llmtest.Config{RPM: 50, OutputTokens: 10, Now: clk.now})
 		defer srv2.Close()
 		var last error

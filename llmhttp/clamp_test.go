@@ -83,13 +83,13 @@ func TestClampCascadeParent(t *testing.T) {
 	defer srv.Close()
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org"})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "org"})
 	require.NoError(t, err)
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: entity, ParentID: "org", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: entity, ParentID: "org", Cascade: true})
 	require.NoError(t, err)
 	const orgBudget = 20_000
-	require.NoError(t, rl.SetLimits(ctx, "org", resource, []limiter.Limit{limiter.PerCalendarMonth("usd", orgBudget)}))
-	require.NoError(t, rl.SetLimits(ctx, entity, resource, []limiter.Limit{limiter.PerCalendarMonth("usd", llmhttp.USD),
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: resource}, []limiter.Limit{limiter.PerCalendarMonth("usd", orgBudget)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{limiter.PerCalendarMonth("usd", llmhttp.USD),
 		limiter.PerMinute("rpm", 1_000_000), limiter.PerMinute("tpm", 1_000_000_000)}))
 	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithMinOutputTokens(16))
 	body := `{"model":"gpt-4o","max_tokens":4000,"messages":[{"role":"user","content":"A long story, please."}]}`

@@ -43,8 +43,7 @@ func realLimiter(t *testing.T, tpm int64, opts ...func(*limiter.Options)) *limit
 	t.Helper()
 	rl := limiter.New(memorystore.New(), opts...)
 	t.Cleanup(func() { _ = rl.Close() })
-	require.NoError(t, rl.SetLimits(context.Background(), entity, resource,
-		[]limiter.Limit{limiter.PerMinute("rpm", 10_000), limiter.PerMinute("tpm", tpm)}))
+	require.NoError(t, rl.Admin().SetLimits(context.Background(), limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{limiter.PerMinute("rpm", 10_000), limiter.PerMinute("tpm", tpm)}))
 	return rl
 }
 

@@ -150,11 +150,11 @@ func TestFleetHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	// The speculative path's counters as the measured window opens.
 	var atWindow store.SpeculativeStats
-	timer := time.AfterFunc(time.Until(time.UnixMilli(windowMs)), func() { atWindow = rl.SpeculativeStats() })
+	timer := time.AfterFunc(time.Until(time.UnixMilli(windowMs)), func() { atWindow = rl.Stats().Speculative })
 	counts := runFleetWorkload(rl, tr, p, time.UnixMilli(deadlineMs))
 	require.False(t, timer.Stop(), "the window opened before the deadline")
 	counts.Stats = tr.Stats()
-	counts.Spec = rl.SpeculativeStats()
+	counts.Spec = rl.Stats().Speculative
 	counts.SpecWindow.Attempts = counts.Spec.Attempts - atWindow.Attempts
 	for i := range counts.SpecWindow.Counts {
 		counts.SpecWindow.Counts[i] = counts.Spec.Counts[i] - atWindow.Counts[i]
@@ -184,7 +184,7 @@ func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetPar
 	var series []fleetSample
 	start := time.Now()
 	sample := func() {
-		st, sp := tr.Stats(), rl.SpeculativeStats()
+		st, sp := tr.Stats(), rl.Stats().Speculative
 		series = append(series, fleetSample{Ms: time.Since(start).Milliseconds(),
 			Sent: sent.Load(), Denied: denied.Load(), Provider429: limited.Load(),
 			Corrections: st.Corrections, Cooldowns: st.Cooldowns,
@@ -325,7 +325,7 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 	admin := limiter.New(repo)
 	defer admin.Close()
 	// The provider's real limit is size.tpm; the configured one is twice it.
-	require.NoError(t, admin.SetLimits(ctx, fleetEntity, fleetResource, []limiter.Limit{
+	require.NoError(t, admin.Admin().SetLimits(ctx, limiter.Scope{Entity: fleetEntity, Resource: fleetResource}, []limiter.Limit{
 		limiter.PerMinute("rpm", 1_000_000), limiter.PerMinute("tpm", 2*size.tpm),
 	}))
 	provider := llmtest.NewServer(llmtest.Config{

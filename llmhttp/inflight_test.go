@@ -31,7 +31,7 @@ func TestInFlightPanicGivesSlotBack(t *testing.T) {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New())
 	t.Cleanup(func() { _ = rl.Close() })
-	require.NoError(t, rl.SetLimits(ctx, entity, resource, []limiter.Limit{
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{
 		limiter.InFlight("calls", 1), limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000)}))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -81,7 +81,7 @@ func TestInFlightDroppedBodyGivesSlotBack(t *testing.T) {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New())
 	t.Cleanup(func() { _ = rl.Close() })
-	require.NoError(t, rl.SetLimits(ctx, entity, resource, []limiter.Limit{
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{
 		limiter.InFlight("calls", 1), limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000)}))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

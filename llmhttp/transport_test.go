@@ -34,8 +34,7 @@ func newLimiter(t *testing.T, tpm int64) *limiter.RateLimiter {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	t.Cleanup(func() { _ = rl.Close() })
-	require.NoError(t, rl.SetLimits(context.Background(), entity, resource,
-		[]limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", tpm)}))
+	require.NoError(t, rl.Admin().SetLimits(context.Background(), limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", tpm)}))
 	return rl
 }
 

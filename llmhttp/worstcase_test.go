@@ -61,7 +61,7 @@ func newBudgetOn(t *testing.T, kind string, amount int64, repo limiter.Repositor
 	b := &budget{kind: kind, amount: amount, rl: rl,
 		opts: limiter.WithLimits(limiter.PerMinute("rpm", 1_000_000_000), limiter.PerMinute("tpm", 1_000_000_000), usd)}
 	if kind == "prepaid" {
-		res, err := rl.TopUp(context.Background(), entity, resource, "usd", amount, "payment-1", b.opts)
+		res, err := rl.TopUp(context.Background(), limiter.TopUpRequest{Entity: entity, Resource: resource, Limit: "usd", Amount: amount, ID: "payment-1"}, b.opts)
 		require.NoError(t, err)
 		require.True(t, res.Applied)
 	}
@@ -363,7 +363,7 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 			tr = llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
 			client = &http.Client{Transport: tr}
 			if kind == "prepaid" {
-				_, err := b.rl.TopUp(context.Background(), "setup", resource, "usd", b.amount, "payment-setup", b.opts)
+				_, err := b.rl.TopUp(context.Background(), limiter.TopUpRequest{Entity: "setup", Resource: resource, Limit: "usd", Amount: b.amount, ID: "payment-setup"}, b.opts)
 				require.NoError(t, err)
 			}
 			prev = firstTurn(client, llmhttp.WithCall(context.Background(), "setup", resource, nil))

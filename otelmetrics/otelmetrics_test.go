@@ -120,7 +120,7 @@ func TestCacheMetrics(t *testing.T) {
 		func(o *limiter.Options) { o.OverLimitCacheMaxWait = time.Minute },
 		func(o *limiter.Options) { o.ConfigCacheSize = 3 }, func(o *limiter.Options) { o.EntityCacheSize = 1 },
 		func(o *limiter.Options) { o.OverLimitCacheSize = 1 })
-	require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{limiter.PerMinute("rpm", 1)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4"}, []limiter.Limit{limiter.PerMinute("rpm", 1)}))
 	// Per entity: one admission, then refusals (the first by the store,
 	// which fills the over-limit cache, the next by the cache). Entity b
 	// evicts a from the entity and over-limit caches; the config cache,
@@ -153,7 +153,7 @@ func TestCacheMetrics(t *testing.T) {
 		}
 	}
 	for _, c := range []limiter.CacheName{limiter.CacheConfigs, limiter.CacheEntities, limiter.CacheOverLimit} {
-		st := rl.CacheStats(c)
+		st := cacheStats(rl.Stats(), c)
 		assert.NotZero(t, st.Hits, "%s: stats %+v; want hits, misses and evictions", c, st)
 		assert.NotZero(t, st.Misses, "%s: stats %+v; want hits, misses and evictions", c, st)
 		assert.NotZero(t, st.Evictions, "%s: stats %+v; want hits, misses and evictions", c, st)
@@ -165,7 +165,7 @@ func TestCacheMetrics(t *testing.T) {
 			assert.Equal(t, want, got[name], "%s = %d, want %d (CacheStats)", name, got[name], want)
 		}
 	}
-	assert.NotZero(t, rl.OverLimitCacheHits(), "the over-limit cache refused nothing")
+	assert.NotZero(t, rl.Stats().OverLimitHits, "the over-limit cache refused nothing")
 }
 
 // TestStoreResults: errors are classified by the limiter's sentinels,
@@ -291,4 +291,15 @@ func TestCircuitMetrics(t *testing.T) {
 		otelmetrics.CircuitOpen + "/zae-limiter/":          1,
 		otelmetrics.CircuitOpen + "/redis/":                1,
 	}, got)
+}
+
+// cacheStats picks one cache's statistics out of st.
+func cacheStats(st limiter.Stats, c limiter.CacheName) limiter.CacheStats {
+	switch c {
+	case limiter.CacheConfigs:
+		return st.Configs
+	case limiter.CacheEntities:
+		return st.Entities
+	}
+	return st.OverLimit
 }

@@ -62,7 +62,7 @@ func TestDroppedRepliesChargedOnce(t *testing.T) {
 			rl := limiter.New(s, append([]func(*limiter.Options){func(o *limiter.Options) { o.Clock = func() time.Time { return at } }}, tc.opts...)...)
 			ctx := context.Background()
 			for _, e := range []limiter.Entity{{ID: "p"}, {ID: "c", ParentID: "p", Cascade: true}, {ID: "solo"}} {
-				_, err := rl.CreateEntity(ctx, e)
+				_, err := rl.Admin().CreateEntity(ctx, e)
 				require.NoError(t, err)
 			}
 			p.Add(faultproxy.TCPRule{Match: bucketCall, Every: 3})

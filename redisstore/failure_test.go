@@ -223,7 +223,7 @@ func TestClusterSlots(t *testing.T) {
 	cc := s.Client().(*redis.ClusterClient)
 	rl := limiter.New(s)
 	for _, e := range []limiter.Entity{{ID: "proj"}, {ID: "key", ParentID: "proj", Cascade: true}} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
 	slots := map[int64]bool{}

@@ -21,14 +21,14 @@ func TestInFlightCascadeRedis(t *testing.T) {
 	rl := limiter.New(newStore(t), func(o *limiter.Options) { o.SlotTTL = 10 * time.Second })
 	t.Cleanup(func() { _ = rl.Close() })
 	ctx := context.Background()
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org"})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "org"})
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, "org", "m", []limiter.Limit{limiter.InFlight("calls", 32)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: "m"}, []limiter.Limit{limiter.InFlight("calls", 32)}))
 	keys := []string{"k0", "k1", "k2", "k3", "k4", "k5"}
 	for _, k := range keys {
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: "org", Cascade: true})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: "org", Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetLimits(ctx, k, "m", []limiter.Limit{limiter.InFlight("calls", 8)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: k, Resource: "m"}, []limiter.Limit{limiter.InFlight("calls", 8)}))
 	}
 	var total, peak, keyPeak, busy atomic.Int64
 	perKey := make([]atomic.Int64, len(keys))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -146,7 +147,7 @@ func resetScenario(t *testing.T, b *backend) {
 	if !b.has(capAuditLog) {
 		return
 	}
-	events, err := rl.AuditEvents(ctx, "k", 0, "")
+	events, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "k"))
 	require.NoError(t, err)
 	var actions []string
 	for _, ev := range events {
@@ -177,13 +178,13 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
 	for _, e := range []store.Entity{{ID: "proj"}, {ID: "key1", ParentID: "proj", Cascade: true}, {ID: "key2", ParentID: "proj", Cascade: true}} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
-	if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rl.SetLimits(ctx, "proj", "gpt", []store.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
 		t.Fatal(err)
 	}
 	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: []store.Limit{limiter.PerMinute("rpm", 2)}}

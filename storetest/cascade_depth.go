@@ -30,27 +30,27 @@ func cascadeDepthDescendants(t *testing.T, b *backend) {
 		{ID: "proj", ParentID: "org", Cascade: true},
 		{ID: "key", ParentID: "proj", Cascade: true},
 	} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err, "create %s", e.ID)
 	}
-	require.NoError(t, rl.SetLimits(ctx, "top", "gpt", []limiter.Limit{limiter.PerMinute("rpm", 5)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "top", Resource: "gpt"}, []limiter.Limit{limiter.PerMinute("rpm", 5)}))
 	for _, id := range []string{"top2", "org", "proj", "key"} {
-		require.NoError(t, rl.SetLimits(ctx, id, "gpt", []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: id, Resource: "gpt"}, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
 	}
-	require.NoError(t, rl.DeleteEntity(ctx, "org"))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "org"))
 
 	// key → proj → org → top2 → top would be five levels.
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top2", Cascade: true})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top2", Cascade: true})
 	b.noteErr("org under top2", err)
 	require.ErrorIs(t, err, limiter.ErrCascadeTooDeep, "org under top2: %v", err)
-	_, err = rl.GetEntity(ctx, "org")
+	_, err = rl.Admin().Entity(ctx, "org")
 	require.ErrorIs(t, err, limiter.ErrEntityNotFound, "a refused entity is not stored")
 
 	// key → proj → org → top is four: accepted, and top is charged.
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top", Cascade: true})
 	b.noteErr("org under top", err)
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, "org", "gpt", []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: "gpt"}, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
 	admitted := 0
 	for range 20 {
 		lease, err := rl.Acquire(ctx, "key", "gpt", store.Consume{"rpm": 1})
@@ -63,8 +63,8 @@ func cascadeDepthDescendants(t *testing.T, b *backend) {
 	require.Equal(t, 5, admitted, "top's 5 a minute bounds key")
 
 	// A non-cascading org ends the chain there: key → proj → org under top2.
-	require.NoError(t, rl.DeleteEntity(ctx, "org"))
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top2"})
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "org"))
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "org", ParentID: "top2"})
 	b.noteErr("non-cascading org under top2", err)
 	require.NoError(t, err)
 
@@ -75,19 +75,19 @@ func cascadeDepthDescendants(t *testing.T, b *backend) {
 		{ID: "e"},
 		{ID: "d", ParentID: "e", Cascade: true},
 	} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err, "create %s", e.ID)
 	}
-	require.NoError(t, rl.DeleteEntity(ctx, "e"))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "e"))
 	for _, e := range []limiter.Entity{
 		{ID: "c", ParentID: "d", Cascade: true},
 		{ID: "b", ParentID: "c", Cascade: true},
 		{ID: "a", ParentID: "b", Cascade: true},
 	} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err, "create %s", e.ID)
 	}
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "e"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "e"})
 	b.noteErr("e at the top of a → b → c → d", err)
 	require.ErrorIs(t, err, limiter.ErrCascadeTooDeep, "e: %v", err)
 }

@@ -26,14 +26,14 @@ func scInFlight(t *testing.T, b *backend) {
 	rl := b.rl(func(o *limiter.Options) { o.SlotTTL = ttl })
 	defer func() { _ = rl.Close() }()
 	for _, e := range []limiter.Entity{{ID: "org"}, {ID: "k1", ParentID: "org", Cascade: true}, {ID: "k2", ParentID: "org", Cascade: true}} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err, "create %s", e.ID)
 	}
-	require.NoError(t, rl.SetLimits(ctx, "org", "gpt", []limiter.Limit{limiter.InFlight("calls", 3)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: "gpt"}, []limiter.Limit{limiter.InFlight("calls", 3)}))
 	for _, id := range []string{"k1", "k2"} {
-		require.NoError(t, rl.SetLimits(ctx, id, "gpt", []limiter.Limit{limiter.InFlight("calls", 2), limiter.PerMinute("rpm", 100)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: id, Resource: "gpt"}, []limiter.Limit{limiter.InFlight("calls", 2), limiter.PerMinute("rpm", 100)}))
 	}
-	stored, err := rl.GetLimits(ctx, "k1", "gpt")
+	stored, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "k1", Resource: "gpt"})
 	require.NoError(t, err)
 	b.note("stored: %v", stored)
 	require.Contains(t, stored, limiter.InFlight("calls", 2), "the in-flight kind is stored")

@@ -284,7 +284,7 @@ func (m *modelRun) entity(id, parent string) {
 		e.ParentID, e.Cascade = parent, true
 		m.ref.parent[id] = parent
 	}
-	if _, err := m.rl.CreateEntity(m.ctx, e); err != nil {
+	if _, err := m.rl.Admin().CreateEntity(m.ctx, e); err != nil {
 		m.fail("create entity %s: %v", id, err)
 	}
 	m.entities = append(m.entities, id)
@@ -641,15 +641,15 @@ func (m *modelRun) setLimits(entity, resource string, limits []store.Limit) {
 	var err error
 	switch {
 	case entity != "" && limits != nil:
-		err = m.rl.SetLimits(m.ctx, entity, resource, limits)
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Entity: entity, Resource: resource}, limits)
 	case entity != "":
-		err = m.rl.DeleteLimits(m.ctx, entity, resource)
+		err = m.rl.Admin().DeleteLimits(m.ctx, limiter.Scope{Entity: entity, Resource: resource})
 	case resource != "" && limits != nil:
-		err = m.rl.SetResourceDefaults(m.ctx, resource, limits)
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Resource: resource}, limits)
 	case resource != "":
-		err = m.rl.DeleteResourceDefaults(m.ctx, resource)
+		err = m.rl.Admin().DeleteLimits(m.ctx, limiter.Scope{Resource: resource})
 	default:
-		err = m.rl.SetSystemDefaults(m.ctx, limits, "")
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{}, limits)
 	}
 	if err != nil {
 		m.fail("%s limits: %v", verb, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -94,19 +95,19 @@ var scenarios = []scenario{
 	{"Cascade", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "proj"}); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "proj"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "key", ParentID: "proj", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := rl.CreateEntity(ctx, store.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.SetLimits(ctx, "proj", "gpt", []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
 			t.Fatal(err)
 		}
 		for i, id := range []string{"key", "key2", "key"} {
@@ -123,7 +124,7 @@ var scenarios = []scenario{
 		require.EqualValues(t, "tpm=200000/800000", got, "parent %s", got)
 		got = b.bucket("key", "gpt")
 		require.EqualValues(t, "tpm=200000/400000", got, "child %s", got)
-		kids, err := rl.Children(ctx, "proj")
+		kids, err := iterx.Collect(rl.Admin().Children(ctx, "proj"))
 		var ids []string
 		for _, k := range kids {
 			ids = append(ids, k.ID)
@@ -135,7 +136,7 @@ var scenarios = []scenario{
 		ctx := context.Background()
 		rl := b.rl()
 		resolve := func(what string) {
-			l, src, err := rl.ResolveLimits(ctx, "e", "gpt")
+			l, src, err := rl.Admin().ResolveLimits(ctx, "e", "gpt")
 			b.note("%s: %v %s %v", what, l, src, err)
 		}
 		_, err := rl.Acquire(ctx, "e", "gpt", store.Consume{"rpm": 1})
@@ -147,19 +148,26 @@ var scenarios = []scenario{
 			want limiter.ConfigSource
 		}{
 			{"system", func() error {
-				return rl.SetSystemDefaults(ctx, []store.Limit{limiter.PerMinute("rpm", 1)}, store.OnUnavailableAllow)
+				if err := rl.Admin().SetLimits(ctx, limiter.Scope{}, []store.Limit{limiter.PerMinute("rpm", 1)}); err != nil {
+					return err
+				}
+				return rl.Admin().SetOnUnavailable(ctx, store.OnUnavailableAllow)
 			}, limiter.SourceSystem},
-			{"resource", func() error { return rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 2)}) }, limiter.SourceResource},
+			{"resource", func() error {
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 2)})
+			}, limiter.SourceResource},
 			{"entity default", func() error {
-				return rl.SetLimits(ctx, "e", store.DefaultResource, []store.Limit{limiter.PerMinute("rpm", 3)})
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: store.DefaultResource}, []store.Limit{limiter.PerMinute("rpm", 3)})
 			}, limiter.SourceEntityDefault},
-			{"entity", func() error { return rl.SetLimits(ctx, "e", "gpt", []store.Limit{limiter.PerMinute("rpm", 4)}) }, limiter.SourceEntity},
+			{"entity", func() error {
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 4)})
+			}, limiter.SourceEntity},
 		}
 		for _, s := range steps {
 			err := s.set()
 			require.NoError(t, err, "%s: %v", s.name, err)
-			rl.InvalidateConfigCache()
-			_, src, _ := rl.ResolveLimits(ctx, "e", "gpt")
+			rl.Admin().InvalidateCaches()
+			_, src, _ := rl.Admin().ResolveLimits(ctx, "e", "gpt")
 			require.Equal(t, s.want, src, "%s: source %s, want %s", s.name, src, s.want)
 			resolve(s.name)
 		}
@@ -173,49 +181,50 @@ var scenarios = []scenario{
 		}
 		sb, _ := b.repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "gpt"})
 		b.note("bucket %s ttl=%v", b.bucket("e", "gpt"), sb.TTL)
-		if err := rl.DeleteLimits(ctx, "e", "gpt"); err != nil {
+		if err := rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "e", Resource: "gpt"}); err != nil {
 			t.Fatal(err)
 		}
 		resolve("after delete")
 		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "gpt"})
 		b.note("reconciled %s ttl>0=%v", b.bucket("e", "gpt"), sb.TTL > 0)
-		sys, ou, err := rl.GetSystemDefaults(ctx)
-		b.note("system %v %s %v", sys, ou, err)
+		sys, err := rl.Admin().Limits(ctx, limiter.Scope{})
+		ou, err2 := rl.Admin().OnUnavailable(ctx)
+		b.note("system %v %s %v %v", sys, ou, err, err2)
 		if b.has(capConfigLister) {
-			res, err := rl.ListResourcesWithDefaults(ctx)
+			res, err := iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))
 			b.noteCap(capConfigLister, "resources %v %v", res, err)
-			ecr, err := rl.ListResourcesWithEntityConfigs(ctx)
+			ecr, err := iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 			b.noteCap(capConfigLister, "entity config resources %v %v", ecr, err)
 		}
-		if err := rl.DeleteSystemDefaults(ctx); err != nil {
+		if err := rl.Admin().DeleteLimits(ctx, limiter.Scope{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.DeleteResourceDefaults(ctx, "gpt"); err != nil {
+		if err := rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: "gpt"}); err != nil {
 			t.Fatal(err)
 		}
-		rl.InvalidateConfigCache()
+		rl.Admin().InvalidateCaches()
 		resolve("defaults deleted")
 	}},
 	{"EntitiesAndAudit", func(t *testing.T, b *backend) {
 		ctx := limiter.ContextWithPrincipal(context.Background(), "admin-1")
 		rl := b.rl()
-		e, err := rl.CreateEntity(ctx, store.Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
+		e, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "acme", Name: "Acme", Metadata: map[string]string{"tier": "gold"}})
 		b.note("create %s %s %v %v", e.ID, e.Name, e.Metadata, err)
-		_, err = rl.CreateEntity(ctx, store.Entity{ID: "acme"})
+		_, err = rl.Admin().CreateEntity(ctx, store.Entity{ID: "acme"})
 		b.noteErr("create again", err)
 		var exists *store.EntityExistsError
 		require.ErrorAs(t, err, &exists, "second create: %v", err)
-		_, err = rl.GetEntity(ctx, "nobody")
+		_, err = rl.Admin().Entity(ctx, "nobody")
 		b.noteErr("get missing", err)
-		_, err = rl.CreateEntity(ctx, store.Entity{ID: "bad id!"})
+		_, err = rl.Admin().CreateEntity(ctx, store.Entity{ID: "bad id!"})
 		b.noteErr("create invalid", err)
 		_, err = rl.Acquire(ctx, "acme", "gpt", store.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
 		b.noteErr("reserved name", err)
 		for _, r := range []string{"a", "b", "c"} {
-			err := rl.SetLimits(ctx, "acme", r, []store.Limit{cRPM})
+			err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acme", Resource: r}, []store.Limit{cRPM})
 			require.NoError(t, err)
 		}
-		if err := rl.SetLimits(ctx, "zeta", "a", []store.Limit{cRPM}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "zeta", Resource: "a"}, []store.Limit{cRPM}); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "acme", "a", store.Consume{"rpm": 2})
@@ -225,7 +234,7 @@ var scenarios = []scenario{
 			var pages [][]string
 			cursor := ""
 			for {
-				ids, next, err := rl.ListEntitiesWithCustomLimits(ctx, "a", 1, cursor)
+				ids, next, err := b.repo.(store.ConfigLister).ListEntitiesWithCustomLimits(ctx, "a", 1, cursor)
 				require.NoError(t, err)
 				if len(ids) > 0 {
 					pages = append(pages, ids)
@@ -236,19 +245,22 @@ var scenarios = []scenario{
 				cursor = next
 			}
 			b.noteCap(capConfigLister, "custom limit pages %v", pages)
+			ids, err := iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, "a"))
+			require.NoError(t, err)
+			require.Equal(t, slices.Concat(pages...), ids, "EntitiesWithLimits yields every page")
 		}
-		if err := rl.DeleteEntity(ctx, "acme"); err != nil {
+		if err := rl.Admin().DeleteEntity(ctx, "acme"); err != nil {
 			t.Fatal(err)
 		}
-		_, err = rl.GetEntity(ctx, "acme")
+		_, err = rl.Admin().Entity(ctx, "acme")
 		b.noteErr("get deleted", err)
 		b.note("bucket after delete %s", b.bucket("acme", "a"))
-		_, err = rl.AuditEvents(ctx, "acme", 2, "not-a-ulid")
-		b.noteErr("bad cursor", err)
+		_, err = iterx.Collect(rl.Admin().AuditEvents(ctx, "not an id!"))
+		b.noteErr("bad entity id", err)
 		if !b.has(capAuditLog) {
 			return
 		}
-		events, err := rl.AuditEvents(ctx, "acme", 0, "")
+		events, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "acme"))
 		require.NoError(t, err)
 		var actions []string
 		for _, ev := range events {
@@ -258,7 +270,12 @@ var scenarios = []scenario{
 		require.Len(t, events, 5, "audit events: %v", actions)
 		require.Equal(t, store.AuditEntityDeleted, events[0].Action, "audit events: %v", actions)
 		require.Equal(t, store.AuditEntityCreated, events[4].Action, "audit events: %v", actions)
-		page2, err := rl.AuditEvents(ctx, "acme", 2, events[1].EventID)
+		for ev, err := range rl.Admin().AuditEvents(ctx, "acme") {
+			require.NoError(t, err)
+			require.Equal(t, events[0].EventID, ev.EventID, "the loop's first event")
+			break
+		}
+		page2, err := b.repo.(store.AuditLog).AuditEvents(ctx, "acme", 2, events[1].EventID)
 		require.NoError(t, err, "audit page: %v %v", page2, err)
 		require.Len(t, page2, 2, "audit page: %v %v", page2, err)
 		require.Equal(t, events[2].EventID, page2[0].EventID, "audit page: %v %v", page2, err)
@@ -272,9 +289,9 @@ var scenarios = []scenario{
 	{"ConcurrentAdmission", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		_, err := rl.CreateEntity(ctx, store.Entity{ID: "p"})
+		_, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "p"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, store.Entity{ID: "c", ParentID: "p", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, store.Entity{ID: "c", ParentID: "p", Cascade: true})
 		require.NoError(t, err)
 		lims := limiter.WithLimits(limiter.PerMinute("rpm", 20))
 		race := func(entity string) (admitted, refused int) {
@@ -374,9 +391,9 @@ var scenarios = []scenario{
 
 		// A cascade: child and parent both refilled while idle.
 		rl := b.rl()
-		_, err := rl.CreateEntity(ctx, store.Entity{ID: "idle-p"})
+		_, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "idle-p"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, store.Entity{ID: "idle-c", ParentID: "idle-p", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, store.Entity{ID: "idle-c", ParentID: "idle-p", Cascade: true})
 		require.NoError(t, err)
 		lease, err := rl.Acquire(ctx, "idle-c", "gpt", store.Consume{"rpm": 1}, lims)
 		require.NoError(t, err)
@@ -404,7 +421,7 @@ var scenarios = []scenario{
 	{"BucketTTL", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if err := rl.SetResourceDefaults(ctx, "gpt", []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 3})

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/oklog/ulid/v2"
+	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -36,9 +38,23 @@ func cmdAuditList(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		events, err := repo.AuditEvents(c.ctx, entityID, limit, start)
-		if err != nil {
-			return err
+		if start != "" {
+			if _, err := ulid.ParseStrict(start); err != nil {
+				return fmt.Errorf("invalid --start-event-id %q: must be an audit event id (a 26-character ULID)", start)
+			}
+		}
+		// Events come newest first; those older than start sort below it.
+		var events []limiter.AuditEvent
+		for e, err := range repo.Admin().AuditEvents(c.ctx, entityID) {
+			if err != nil {
+				return err
+			}
+			if start != "" && e.EventID >= start {
+				continue
+			}
+			if events = append(events, e); len(events) == limit {
+				break
+			}
 		}
 		next := ""
 		if len(events) == limit {

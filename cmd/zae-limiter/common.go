@@ -251,3 +251,14 @@ func (c *cli) principal(cfg aws.Config) string {
 
 // envPrincipal names the audit principal of CLI changes.
 const envPrincipal = "ZAEL_PRINCIPAL"
+
+// systemDefaults returns the system defaults' limits and on-unavailable
+// mode.
+func (t *table) systemDefaults(ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
+	limits, err := t.Admin().Limits(ctx, limiter.Scope{})
+	if err != nil {
+		return nil, "", err
+	}
+	mode, err := t.Admin().OnUnavailable(ctx)
+	return limits, mode, err
+}

@@ -28,7 +28,7 @@ func TestEntityCommands(t *testing.T) {
 	assert.Equal(t, "org-1", created.ParentID, "entity create -o json")
 	assert.True(t, created.Cascade, "entity create -o json")
 	assert.NotEmpty(t, created.CreatedAt, "entity create -o json")
-	ent, err := e.repo.GetEntity(e.ctx, "key-1")
+	ent, err := e.repo.Admin().Entity(e.ctx, "key-1")
 	require.NoError(t, err)
 	assert.Equal(t, "org-1", ent.ParentID, "GetEntity(key-1)")
 	assert.True(t, ent.Cascade, "GetEntity(key-1)")
@@ -36,7 +36,7 @@ func TestEntityCommands(t *testing.T) {
 	contains(t, msg, "key-1")
 	// A parent that does not exist is refused, and nothing is stored.
 	contains(t, e.fail("entity", "create", "orphan", "--parent", "nosuch", "--cascade"), "parent entity 'nosuch' not found")
-	_, err = e.repo.GetEntity(e.ctx, "orphan")
+	_, err = e.repo.Admin().Entity(e.ctx, "orphan")
 	assert.ErrorIs(t, err, limiter.ErrEntityNotFound, "orphan stored")
 
 	contains(t, e.ok("entity", "show", "key-1"), "Entity:", "key-1", "Parent:", "org-1", "Cascade:", "true")
@@ -59,12 +59,12 @@ func TestEntityCommands(t *testing.T) {
 
 	out = e.ok("entity", "set-limits", "key-1", "-r", "gpt-4", "-l", "rpm:100", "--limit", "tpm:10000/min:20000")
 	contains(t, out, "Set 2 limit(s) for entity 'key-1' on resource 'gpt-4':", "rpm: 100/min", "tpm: 10,000/min (burst: 20,000)")
-	stored, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	stored, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.True(t, sameLimits(stored, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10000).WithBurst(20000)}),
 		"GetLimits(key-1, gpt-4) = %+v", stored)
 	e.ok("entity", "set-limits", "org-1", "-l", "rpd:5000/day") // default resource
-	stored, err = e.repo.GetLimits(e.ctx, "org-1", limiter.DefaultResource)
+	stored, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "org-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	if assert.Len(t, stored, 1, "GetLimits(org-1, _default_)") {
 		assert.Equal(t, 24*time.Hour, stored[0].RefillPeriod, "GetLimits(org-1, _default_)")
@@ -102,14 +102,14 @@ func TestEntityCommands(t *testing.T) {
 
 	contains(t, e.fail("entity", "delete-limits", "key-1", "-r", "gpt-4"), "without --yes")
 	contains(t, e.ok("entity", "delete-limits", "key-1", "-r", "gpt-4", "--yes"), "Deleted limits for entity 'key-1' on resource 'gpt-4'")
-	stored, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	stored, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, stored, "GetLimits after delete-limits")
 	contains(t, e.ok("entity", "get-limits", "key-1", "-r", "gpt-4"), "No limits configured for entity 'key-1' on resource 'gpt-4'",
 		"zae-limiter entity limits-in-force key-1 -r gpt-4 shows the limits in force")
 
 	contains(t, e.ok("entity", "delete", "key-1", "-y"), "Deleted entity 'key-1'")
-	_, err = e.repo.GetEntity(e.ctx, "key-1")
+	_, err = e.repo.Admin().Entity(e.ctx, "key-1")
 	assert.ErrorIs(t, err, limiter.ErrEntityNotFound, "GetEntity after delete")
 	assert.Equal(t, "limiter: entity not found: key-1", e.fail("entity", "show", "key-1"), "entity show (deleted)")
 	contains(t, e.fail("entity", "create", "bad id"), "limiter: invalid entity_id")
@@ -176,7 +176,7 @@ func TestResourceAndSystemDefaults(t *testing.T) {
 	if assert.Len(t, res.Limits, 2, "resource get-defaults -o json") {
 		assert.Equal(t, int64(3600), res.Limits[1].RefillPeriodSeconds, "resource get-defaults -o json")
 	}
-	defaults, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	defaults, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Len(t, defaults, 2, "GetResourceDefaults")
 	assert.Equal(t, "gpt-4\n", e.ok("resource", "list"), "resource list")
@@ -195,13 +195,13 @@ func TestResourceAndSystemDefaults(t *testing.T) {
 	if assert.Len(t, sys.Limits, 1, "system get-defaults -o json") {
 		assert.Equal(t, int64(10), sys.Limits[0].Capacity, "system get-defaults -o json")
 	}
-	limits, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	limits, ou, err := e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "GetSystemDefaults")
 	assert.Len(t, limits, 1, "GetSystemDefaults")
 	contains(t, e.ok("system", "get-defaults"), "rpm", "on_unavailable: allow")
 	e.ok("system", "set-defaults", "--on-unavailable", "block")
-	limits, ou, err = e.repo.GetSystemDefaults(e.ctx)
+	limits, ou, err = e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou, "GetSystemDefaults after on-unavailable only")
 	assert.Empty(t, limits, "GetSystemDefaults after on-unavailable only")

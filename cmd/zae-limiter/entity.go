@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 func cmdEntityCreate(c *cli) *command {
@@ -27,7 +28,7 @@ func cmdEntityCreate(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		e, err := repo.CreateEntity(c.ctx, limiter.Entity{ID: pos[0], Name: displayName, ParentID: parent, Cascade: cascade, Metadata: md})
+		e, err := repo.Admin().CreateEntity(c.ctx, limiter.Entity{ID: pos[0], Name: displayName, ParentID: parent, Cascade: cascade, Metadata: md})
 		if err != nil {
 			return err
 		}
@@ -70,7 +71,7 @@ func cmdEntityShow(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		e, err := repo.GetEntity(c.ctx, pos[0])
+		e, err := repo.Admin().Entity(c.ctx, pos[0])
 		if err != nil {
 			return err
 		}
@@ -97,7 +98,7 @@ func cmdEntityDelete(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.DeleteEntity(c.ctx, pos[0]); err != nil {
+		if err := repo.Admin().DeleteEntity(c.ctx, pos[0]); err != nil {
 			return err
 		}
 		return c.done(fmt.Sprintf("Deleted entity '%s'", pos[0]), map[string]any{"deleted": true, "entity_id": pos[0]})
@@ -112,7 +113,7 @@ func cmdEntityChildren(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		kids, err := repo.Children(c.ctx, pos[0])
+		kids, err := iterx.Collect(repo.Admin().Children(c.ctx, pos[0]))
 		if err != nil {
 			return err
 		}
@@ -152,7 +153,7 @@ func cmdEntityGetLimits(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		limits, err := repo.GetLimits(c.ctx, pos[0], resource)
+		limits, err := repo.Admin().Limits(c.ctx, limiter.Scope{Entity: pos[0], Resource: resource})
 		if err != nil {
 			return err
 		}
@@ -184,7 +185,7 @@ func cmdEntityDeleteLimits(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.DeleteLimits(c.ctx, pos[0], resource); err != nil {
+		if err := repo.Admin().DeleteLimits(c.ctx, limiter.Scope{Entity: pos[0], Resource: resource}); err != nil {
 			return err
 		}
 		return c.done(fmt.Sprintf("Deleted limits for entity '%s' on resource '%s'", pos[0], resource),
@@ -214,7 +215,7 @@ func cmdEntityList(c *cli) *command {
 			if max > 0 {
 				page = max - len(ids)
 			}
-			got, next, err := repo.ListEntitiesWithCustomLimits(c.ctx, resource, page, cursor)
+			got, next, err := repo.repo.ListEntitiesWithCustomLimits(c.ctx, resource, page, cursor)
 			if err != nil {
 				return err
 			}
@@ -239,7 +240,7 @@ func (c *cli) listAllEntities(repo *table, max int) error {
 	var all []limiter.Entity
 	cursor := ""
 	for {
-		got, next, err := repo.ListEntities(c.ctx, entityListPage, cursor)
+		got, next, err := repo.repo.ListEntities(c.ctx, entityListPage, cursor)
 		if err != nil {
 			return err
 		}
@@ -388,7 +389,7 @@ func cmdEntityListResources(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		res, err := repo.ListResourcesWithEntityConfigs(c.ctx)
+		res, err := iterx.Collect(repo.Admin().ResourcesWithEntityLimits(c.ctx))
 		if err != nil {
 			return err
 		}

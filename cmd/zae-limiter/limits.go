@@ -10,6 +10,7 @@ import (
 	"time"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 // limitSyntax is the --limit/-l syntax.
@@ -295,12 +296,12 @@ func cmdResourceSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		before, err := repo.GetResourceDefaults(c.ctx, pos[0])
+		before, err := repo.Admin().Limits(c.ctx, limiter.Scope{Resource: pos[0]})
 		if err != nil {
 			return err
 		}
 		stored, ch := mergeLimits(before, limits, merge)
-		if err := repo.SetResourceDefaults(c.ctx, pos[0], stored); err != nil {
+		if err := repo.Admin().SetLimits(c.ctx, limiter.Scope{Resource: pos[0]}, stored); err != nil {
 			return err
 		}
 		return c.reportSet(fmt.Sprintf("Set %d default(s) for resource '%s':", len(limits), pos[0]),
@@ -316,7 +317,7 @@ func cmdResourceGetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		limits, err := repo.GetResourceDefaults(c.ctx, pos[0])
+		limits, err := repo.Admin().Limits(c.ctx, limiter.Scope{Resource: pos[0]})
 		if err != nil {
 			return err
 		}
@@ -334,7 +335,7 @@ func cmdResourceDeleteDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.DeleteResourceDefaults(c.ctx, pos[0]); err != nil {
+		if err := repo.Admin().DeleteLimits(c.ctx, limiter.Scope{Resource: pos[0]}); err != nil {
 			return err
 		}
 		return c.done(fmt.Sprintf("Deleted defaults for resource '%s'", pos[0]), map[string]any{"deleted": true, "resource": pos[0]})
@@ -349,7 +350,7 @@ func cmdResourceList(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		res, err := repo.ListResourcesWithDefaults(c.ctx)
+		res, err := iterx.Collect(repo.Admin().ResourcesWithDefaults(c.ctx))
 		if err != nil {
 			return err
 		}
@@ -383,7 +384,7 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		before, beforeOU, err := repo.GetSystemDefaults(c.ctx)
+		before, beforeOU, err := repo.systemDefaults(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -391,7 +392,10 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if merge && ou == "" {
 			ou = beforeOU
 		}
-		if err := repo.SetSystemDefaults(c.ctx, stored, ou); err != nil {
+		if err := repo.Admin().SetLimits(c.ctx, limiter.Scope{}, stored); err != nil {
+			return err
+		}
+		if err := repo.Admin().SetOnUnavailable(c.ctx, ou); err != nil {
 			return err
 		}
 		return c.reportSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),
@@ -407,7 +411,7 @@ func cmdSystemGetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		limits, ou, err := repo.GetSystemDefaults(c.ctx)
+		limits, ou, err := repo.systemDefaults(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -424,7 +428,7 @@ func cmdSystemDeleteDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		if err := repo.DeleteSystemDefaults(c.ctx); err != nil {
+		if err := repo.Admin().DeleteLimits(c.ctx, limiter.Scope{}); err != nil {
 			return err
 		}
 		return c.done("Deleted system defaults", map[string]any{"deleted": true})

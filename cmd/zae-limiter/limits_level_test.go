@@ -20,20 +20,20 @@ func TestLimitsLevelCommands(t *testing.T) {
 	contains(t, e.ok("limits", "set", "-r", "gpt-4", "-l", "rpm:1000"), "Set 1 default(s) for resource 'gpt-4'")
 	contains(t, e.ok("limits", "set", "--system", "-l", "rpm:10", "--on-unavailable", "allow"), "on_unavailable: allow")
 
-	got, err := e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Len(t, got, 2, "entity limits on gpt-4")
-	got, err = e.repo.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	if assert.Len(t, got, 1, "entity default limits") {
 		assert.Equal(t, int64(7), got[0].Capacity, "entity default limits")
 	}
-	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	if assert.Len(t, got, 1, "resource defaults") {
 		assert.Equal(t, int64(1000), got[0].Capacity, "resource defaults")
 	}
-	got, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	got, ou, err := e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Len(t, got, 1, "system defaults")
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults")
@@ -50,13 +50,13 @@ func TestLimitsLevelCommands(t *testing.T) {
 	e.ok("limits", "delete", "--entity", "key-1", "--resource", "gpt-4", "--yes")
 	e.ok("limits", "delete", "--resource", "gpt-4", "--yes")
 	e.ok("limits", "delete", "--system", "--yes")
-	got, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "entity limits after delete")
-	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "resource defaults after delete")
-	got, _, err = e.repo.GetSystemDefaults(e.ctx)
+	got, _, err = e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, got, "system defaults after delete")
 

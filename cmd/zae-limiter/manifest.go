@@ -28,6 +28,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/infra/provisioner"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -390,7 +391,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 	var changes []change
 
 	// System.
-	have, haveOU, err := repo.GetSystemDefaults(ctx)
+	have, haveOU, err := repo.systemDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -417,7 +418,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 
 	// Resources.
 	for _, res := range sortedKeys(m.resources) {
-		have, err := repo.GetResourceDefaults(ctx, res)
+		have, err := repo.Admin().Limits(ctx, limiter.Scope{Resource: res})
 		if err != nil {
 			return nil, err
 		}
@@ -431,7 +432,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 		if prov, err = c.readProvisionerState(repo); err != nil {
 			return nil, err
 		}
-		stored, err := repo.ListResourcesWithDefaults(ctx)
+		stored, err := iterx.Collect(repo.Admin().ResourcesWithDefaults(ctx))
 		if err != nil {
 			return nil, err
 		}
@@ -439,7 +440,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 			if _, ok := m.resources[res]; ok {
 				continue
 			}
-			have, err := repo.GetResourceDefaults(ctx, res)
+			have, err := repo.Admin().Limits(ctx, limiter.Scope{Resource: res})
 			if err != nil {
 				return nil, err
 			}
@@ -456,7 +457,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 	}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].String() < targets[j].String() })
 	for _, t := range targets {
-		have, err := repo.GetLimits(ctx, t.entity, t.resource)
+		have, err := repo.Admin().Limits(ctx, limiter.Scope{Entity: t.entity, Resource: t.resource})
 		if err != nil {
 			return nil, err
 		}
@@ -471,7 +472,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 			return nil, err
 		}
 		for _, t := range stale {
-			have, err := repo.GetLimits(ctx, t.entity, t.resource)
+			have, err := repo.Admin().Limits(ctx, limiter.Scope{Entity: t.entity, Resource: t.resource})
 			if err != nil {
 				return nil, err
 			}
@@ -488,7 +489,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 // through the registry, or among extra) and that the manifest does not
 // declare, sorted and without duplicates.
 func staleEntityConfigs(c *cli, repo *table, m *manifest, extra []entityTarget) ([]entityTarget, error) {
-	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
+	resources, err := iterx.Collect(repo.Admin().ResourcesWithEntityLimits(c.ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -506,7 +507,7 @@ func staleEntityConfigs(c *cli, repo *table, m *manifest, extra []entityTarget) 
 	for _, res := range resources {
 		cursor := ""
 		for {
-			ids, next, err := repo.ListEntitiesWithCustomLimits(c.ctx, res, 0, cursor)
+			ids, next, err := repo.repo.ListEntitiesWithCustomLimits(c.ctx, res, 0, cursor)
 			if err != nil {
 				return nil, err
 			}
@@ -528,17 +529,20 @@ func applyChange(c *cli, repo *table, rl *limiter.RateLimiter, ch change) error 
 	ctx := c.ctx
 	switch {
 	case ch.Action == actionDelete && ch.Level == levelSystem:
-		return repo.DeleteSystemDefaults(ctx)
+		return repo.Admin().DeleteLimits(ctx, limiter.Scope{})
 	case ch.Action == actionDelete && ch.Level == levelResource:
-		return repo.DeleteResourceDefaults(ctx, ch.resource)
+		return repo.Admin().DeleteLimits(ctx, limiter.Scope{Resource: ch.resource})
 	case ch.Action == actionDelete:
-		return rl.DeleteLimits(ctx, ch.entity, ch.resource)
+		return rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: ch.entity, Resource: ch.resource})
 	case ch.Level == levelSystem:
-		return repo.SetSystemDefaults(ctx, ch.limits, limiter.OnUnavailable(ch.OnUnavailable))
+		if err := repo.Admin().SetLimits(ctx, limiter.Scope{}, ch.limits); err != nil {
+			return err
+		}
+		return repo.Admin().SetOnUnavailable(ctx, limiter.OnUnavailable(ch.OnUnavailable))
 	case ch.Level == levelResource:
-		return repo.SetResourceDefaults(ctx, ch.resource, ch.limits)
+		return repo.Admin().SetLimits(ctx, limiter.Scope{Resource: ch.resource}, ch.limits)
 	default:
-		return rl.SetLimits(ctx, ch.entity, ch.resource, ch.limits)
+		return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: ch.entity, Resource: ch.resource}, ch.limits)
 	}
 }
 

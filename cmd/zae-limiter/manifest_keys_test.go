@@ -75,10 +75,10 @@ func TestManifestEntityWideApply(t *testing.T) {
 	e := newEnv(t)
 	p := "testdata/entitywide.yaml" // docs/cli.md's example
 	e.ok("limits", "apply", "-f", p)
-	got, err := e.repo.GetLimits(e.ctx, "acme", limiter.AllResources)
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerCalendarMonth("usd", 500*llmhttp.USD)}, got)
-	got, err = e.repo.GetResourceDefaults(e.ctx, limiter.AllResources)
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 5000)}, got)
 	require.Contains(t, e.ok("limits", "plan", "-f", p), "No changes. Infrastructure is up-to-date.")

@@ -63,7 +63,7 @@ func TestManifestPrepaid(t *testing.T) {
 	contains(t, e.ok("limits", "plan", "-f", path), "No changes")
 	nsRepo, err := e.repo.repo.Namespace(e.ctx, "tenant-p")
 	require.NoError(t, err)
-	got, err := newTable(nsRepo).GetLimits(e.ctx, "acct-1", "gpt-4o")
+	got, err := newTable(nsRepo).Admin().Limits(e.ctx, limiter.Scope{Entity: "acct-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.Prepaid("credits").WithBurst(5000)}, got)
 }

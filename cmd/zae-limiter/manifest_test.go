@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -55,7 +56,7 @@ func auditCount(t *testing.T, repo *table) int {
 	t.Helper()
 	n := 0
 	for _, id := range []string{store.AuditEntitySystem, store.AuditEntityResource("gpt-4"), store.AuditEntityResource("claude"), "key-1"} {
-		evs, err := repo.AuditEvents(t.Context(), id, 1000, "")
+		evs, err := iterx.Collect(repo.Admin().AuditEvents(t.Context(), id))
 		require.NoError(t, err)
 		n += len(evs)
 	}
@@ -92,25 +93,25 @@ func TestLimitsManifest(t *testing.T) {
 			assert.Equal(t, limitJSON{Name: "tpm", Capacity: 100000, RefillAmount: 50000, RefillPeriodSeconds: 60}, p.Changes[1].Limits[1], "limits plan -o json")
 		}
 	}
-	got, err := ns.GetResourceDefaults(e.ctx, "gpt-4")
+	got, err := ns.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	require.Empty(t, got, "plan wrote")
 
 	out = e.ok("limits", "apply", "-f", v1)
 	contains(t, out, "+ create resource: gpt-4", "Applied: 4 created, 0 updated, 0 deleted.")
-	limits, ou, err := ns.GetSystemDefaults(e.ctx)
+	limits, ou, err := ns.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults after apply")
 	assert.True(t, sameLimits(limits, []limiter.Limit{limiter.PerMinute("rpm", 1000)}), "system defaults after apply = %+v", limits)
-	got, err = ns.GetLimits(e.ctx, "key-1", "gpt-4")
+	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.True(t, sameLimits(got, []limiter.Limit{{Name: "rpm", Capacity: 50, RefillAmount: 25, RefillPeriod: 30 * time.Second}}), "key-1/gpt-4 after apply = %+v", got)
-	got, err = ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	assert.True(t, sameLimits(got, []limiter.Limit{limiter.PerDay("rpd", 5000)}), "key-1/_default_ after apply = %+v", got)
 	// Written through the library: audited, and listed by the registries
 	// (the original's raw PutItems were neither).
-	ids, _, err := ns.ListEntitiesWithCustomLimits(e.ctx, "gpt-4", 0, "")
+	ids, err := iterx.Collect(ns.Admin().EntitiesWithLimits(e.ctx, "gpt-4"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"key-1"}, ids, "ListEntitiesWithCustomLimits(gpt-4)")
 	audits := auditCount(t, ns)
@@ -140,18 +141,18 @@ func TestLimitsManifest(t *testing.T) {
 		"Plan: 0 to create, 1 to update, 2 to delete.")
 	contains(t, e.ok("limits", "diff", "-f", v2, "--prune"), "Drift detected: 3 difference(s)", "- resource: claude")
 	contains(t, e.ok("limits", "apply", "-f", v2, "--prune"), "Applied: 0 created, 1 updated, 2 deleted.")
-	got, err = ns.GetResourceDefaults(e.ctx, "claude")
+	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Resource: "claude"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "claude after prune")
-	got, err = ns.GetLimits(e.ctx, "key-1", limiter.DefaultResource)
+	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	assert.Empty(t, got, "key-1/_default_ after prune")
-	got, err = ns.GetResourceDefaults(e.ctx, "gpt-4")
+	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Len(t, got, 2, "gpt-4 after prune")
 	contains(t, e.ok("limits", "plan", "-f", v2, "--prune"), "No changes.")
 	// The default namespace was not touched.
-	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "default namespace gpt-4")
 	// The manifest's namespace must agree with an explicit --namespace.
@@ -254,17 +255,17 @@ entities:
 	contains(t, out, "- delete system: (system defaults)", "- delete resource: claude", "- delete entity: key-9/gpt-4",
 		"Plan: 0 to create, 0 to update, 3 to delete.")
 	contains(t, e.ok("limits", "apply", "-f", m, "--prune"), "Applied: 0 created, 0 updated, 3 deleted.")
-	got, err := e.repo.GetResourceDefaults(e.ctx, "claude")
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "claude"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "claude after prune")
-	got, err = e.repo.GetLimits(e.ctx, "key-9", "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-9", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "key-9/gpt-4 after prune")
-	got, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	got, ou, err := e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, got, "system after prune")
 	assert.Empty(t, ou, "system after prune: on_unavailable")
-	got, err = e.repo.GetLimits(e.ctx, "key-1", "gpt-4")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Len(t, got, 1, "key-1/gpt-4 (declared) after prune")
 	contains(t, e.ok("limits", "plan", "-f", m, "--prune"), "No changes.")

@@ -45,13 +45,13 @@ func cmdEntitySetLimits(c *cli) *command {
 			return err
 		}
 		entity := pos[0]
-		if _, err := repo.GetEntity(c.ctx, entity); errors.Is(err, limiter.ErrEntityNotFound) {
+		if _, err := repo.Admin().Entity(c.ctx, entity); errors.Is(err, limiter.ErrEntityNotFound) {
 			c.warnf("entity '%s' does not exist: its limits apply to acquires of that id, which has no parent until "+
 				"'zae-limiter entity create %s' creates it (a misspelled id?)", entity, entity)
 		} else if err != nil {
 			return err
 		}
-		before, err := repo.GetLimits(c.ctx, entity, resource)
+		before, err := repo.Admin().Limits(c.ctx, limiter.Scope{Entity: entity, Resource: resource})
 		if err != nil {
 			return err
 		}
@@ -61,7 +61,7 @@ func cmdEntitySetLimits(c *cli) *command {
 			}
 		}
 		stored, ch := mergeLimits(before, limits, merge)
-		if err := repo.SetLimits(c.ctx, entity, resource, stored); err != nil {
+		if err := repo.Admin().SetLimits(c.ctx, limiter.Scope{Entity: entity, Resource: resource}, stored); err != nil {
 			return err
 		}
 		return c.reportSet(fmt.Sprintf("Set %d limit(s) for entity '%s' %s:", len(limits), entity, onResource(resource)),

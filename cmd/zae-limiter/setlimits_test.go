@@ -32,7 +32,7 @@ func (e *env) warned(args ...string) (out string, warnings []string) {
 // named and says so; the stored set is what the output says.
 func TestSetLimitsSaysWhatItReplaced(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: "proj-1"})
+	_, err := e.repo.Admin().CreateEntity(e.ctx, limiter.Entity{ID: "proj-1"})
 	require.NoError(t, err)
 	e.ok("entity", "set-limits", "proj-1", "-l", "rpm:600", "-l", "usd:100000000/calendar-month")
 
@@ -40,7 +40,7 @@ func TestSetLimitsSaysWhatItReplaced(t *testing.T) {
 	require.Equal(t, "Set 1 limit(s) for entity 'proj-1' on resource '_default_':\n  usd: $500/calendar month\n"+
 		"Replaced (as stored before):\n  usd: $100/calendar month\n"+
 		"Kept (stored before, not given, --merge):\n  rpm: 600/min\n", out)
-	got, err := e.repo.GetLimits(e.ctx, "proj-1", limiter.DefaultResource)
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "proj-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 600), limiter.PerCalendarMonth("usd", 500*llmhttp.USD)}, got)
 
@@ -56,7 +56,7 @@ func TestSetLimitsSaysWhatItReplaced(t *testing.T) {
 	require.Equal(t, "Set 1 limit(s) for entity 'proj-1' on resource '_default_':\n  usd: $700/calendar month\n"+
 		"Replaced (as stored before):\n  usd: $500/calendar month\n"+
 		"Removed (stored before, not given; --merge keeps such limits):\n  rpm: 600/min\n", out)
-	got, err = e.repo.GetLimits(e.ctx, "proj-1", limiter.DefaultResource)
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "proj-1", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerCalendarMonth("usd", 700*llmhttp.USD)}, got)
 }
@@ -71,11 +71,11 @@ func TestSetLimitsWarnings(t *testing.T) {
 	_, w := e.warned("entity", "set-limits", "ghost", "-r", "gpt-4o", "-l", "rpm:100")
 	require.Equal(t, []string{"entity 'ghost' does not exist: its limits apply to acquires of that id, which has no parent until " +
 		"'zae-limiter entity create ghost' creates it (a misspelled id?)"}, w)
-	got, err := e.repo.GetLimits(e.ctx, "ghost", "gpt-4o")
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "ghost", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 100)}, got, "stored all the same")
 
-	_, err = e.repo.CreateEntity(e.ctx, limiter.Entity{ID: "key-1"})
+	_, err = e.repo.Admin().CreateEntity(e.ctx, limiter.Entity{ID: "key-1"})
 	require.NoError(t, err)
 	e.ok("entity", "set-limits", "key-1", "-r", "gpt-4o", "-l", "rpm:100", "-l", "requests:5")
 	_, w = e.warned("entity", "set-limits", "key-1", "-r", "gpt-4o", "-l", "rmp:100", "--merge")
@@ -110,7 +110,7 @@ func TestSuggest(t *testing.T) {
 func TestLimitsInForceChain(t *testing.T) {
 	e := newEnv(t)
 	for _, ent := range []limiter.Entity{{ID: "org"}, {ID: "acme", ParentID: "org", Cascade: true}, {ID: "acme-key-1", ParentID: "acme", Cascade: true}} {
-		_, err := e.repo.CreateEntity(e.ctx, ent)
+		_, err := e.repo.Admin().CreateEntity(e.ctx, ent)
 		require.NoError(t, err)
 	}
 	e.ok("entity", "set-limits", "org", "-r", "gpt-4o", "-l", "rpm:10000")
@@ -134,18 +134,18 @@ func TestLimitsInForceChain(t *testing.T) {
 // and limits-in-force names them.
 func TestEntityWideResourceFlag(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: "acme"})
+	_, err := e.repo.Admin().CreateEntity(e.ctx, limiter.Entity{ID: "acme"})
 	require.NoError(t, err)
 	out := e.ok("entity", "set-limits", "acme", "-r", "*", "-l", "usd:500000000/calendar-month")
 	require.Contains(t, out, "Set 1 limit(s) for entity 'acme' on every resource ('*'):")
-	got, err := e.repo.GetLimits(e.ctx, "acme", limiter.AllResources)
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerCalendarMonth("usd", 500*llmhttp.USD)}, got)
 	require.Contains(t, e.ok("entity", "get-limits", "acme", "-r", "*"), "$500")
 	e.ok("entity", "set-limits", "acme", "-r", "gpt-4o", "-l", "rpm:100")
 	require.Contains(t, e.ok("entity", "limits-in-force", "acme", "-r", "gpt-4o"), "entity acme on * (every resource)")
 	e.ok("entity", "delete-limits", "acme", "-r", "*", "--yes")
-	got, err = e.repo.GetLimits(e.ctx, "acme", limiter.AllResources)
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Empty(t, got)
 	require.Contains(t, e.ok("entity", "get-limits", "acme", "-r", "*"), "No entity-wide limits configured for entity 'acme'")
@@ -161,13 +161,13 @@ func TestSetDefaultsMerge(t *testing.T) {
 	out := e.ok("resource", "set-defaults", "gpt-4o", "-l", "rpm:2000", "--merge")
 	require.Equal(t, "Set 1 default(s) for resource 'gpt-4o':\n  rpm: 2,000/min\nReplaced (as stored before):\n  rpm: 1,000/min\n"+
 		"Kept (stored before, not given, --merge):\n  tpm: 50,000/min\n", out)
-	got, err := e.repo.GetResourceDefaults(e.ctx, "gpt-4o")
+	got, err := e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 2000), limiter.PerMinute("tpm", 50000)}, got)
 	var js setLimitsJSON
 	e.json(&js, "limits", "set", "--resource", "gpt-4o", "-l", "usd:9/calendar-day")
 	require.Equal(t, []string{"rpm", "tpm"}, []string{js.Removed[0].Name, js.Removed[1].Name}, "without --merge: removed")
-	got, err = e.repo.GetResourceDefaults(e.ctx, "gpt-4o")
+	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerCalendarDay("usd", 9)}, got)
 
@@ -175,13 +175,13 @@ func TestSetDefaultsMerge(t *testing.T) {
 	out = e.ok("system", "set-defaults", "-l", "tpm:9000", "--merge")
 	require.Contains(t, out, "  on_unavailable: allow\n")
 	require.Contains(t, out, "Kept (stored before, not given, --merge):\n  rpm: 100/min\n")
-	limits, ou, err := e.repo.GetSystemDefaults(e.ctx)
+	limits, ou, err := e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 9000)}, limits)
 	require.Equal(t, limiter.OnUnavailableAllow, ou, "the mode kept by --merge")
 	out = e.ok("limits", "set", "--system", "--on-unavailable", "block")
 	require.Contains(t, out, "Removed (stored before, not given; --merge keeps such limits):\n  rpm: 100/min\n  tpm: 9,000/min\n")
-	limits, ou, err = e.repo.GetSystemDefaults(e.ctx)
+	limits, ou, err = e.repo.systemDefaults(e.ctx)
 	require.NoError(t, err)
 	require.Empty(t, limits)
 	require.Equal(t, limiter.OnUnavailableBlock, ou)

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 // topUpJSON is the JSON output of entity top-up.
@@ -61,7 +62,7 @@ func cmdEntityTopUp(c *cli) *command {
 				return err
 			}
 		}
-		res, err := repo.TopUp(c.ctx, pos[0], resource, limitName, n, id)
+		res, err := repo.TopUp(c.ctx, limiter.TopUpRequest{Entity: pos[0], Resource: resource, Limit: limitName, Amount: n, ID: id})
 		if err != nil {
 			return err
 		}
@@ -106,17 +107,17 @@ func (c *cli) balanceResource(repo *table, entityID, limitName string) (string, 
 		return slices.ContainsFunc(limits, func(l limiter.Limit) bool { return l.Name == limitName && l.IsPrepaid() })
 	}
 	hasPrepaid := func(resource string) (bool, error) {
-		limits, err := repo.GetLimits(c.ctx, entityID, resource)
+		limits, err := repo.Admin().Limits(c.ctx, limiter.Scope{Entity: entityID, Resource: resource})
 		return prepaidIn(limits), err
 	}
 	// A store that does not take the entity-wide resource refuses to read
 	// it with a validation error: no entity-wide balance then.
-	own, err := repo.GetLimits(c.ctx, entityID, limiter.AllResources)
+	own, err := repo.Admin().Limits(c.ctx, limiter.Scope{Entity: entityID, Resource: limiter.AllResources})
 	switch {
 	case err == nil && prepaidIn(own):
 		return limiter.AllResources, nil
 	case err == nil && len(own) == 0:
-		defaults, err := repo.GetResourceDefaults(c.ctx, limiter.AllResources)
+		defaults, err := repo.Admin().Limits(c.ctx, limiter.Scope{Resource: limiter.AllResources})
 		if err == nil && prepaidIn(defaults) {
 			return limiter.AllResources, nil
 		}
@@ -126,7 +127,7 @@ func (c *cli) balanceResource(repo *table, entityID, limitName string) (string, 
 	case err != nil && !errors.Is(err, limiter.ErrValidation):
 		return "", err
 	}
-	resources, err := repo.ListResourcesWithEntityConfigs(c.ctx)
+	resources, err := iterx.Collect(repo.Admin().ResourcesWithEntityLimits(c.ctx))
 	if err != nil {
 		return "", err
 	}

@@ -17,10 +17,10 @@ import (
 func TestEntityTopUp(t *testing.T) {
 	e := newEnv(t)
 	ctx := e.ctx
-	_, err := e.repo.CreateEntity(ctx, limiter.Entity{ID: "acct"})
+	_, err := e.repo.Admin().CreateEntity(ctx, limiter.Entity{ID: "acct"})
 	require.NoError(t, err)
 	e.ok("entity", "set-limits", "acct", "-r", "gpt-4o", "-l", "rpm:100", "-l", "usd:prepaid", "-l", "credits:prepaid:5000")
-	stored, err := e.repo.GetLimits(ctx, "acct", "gpt-4o")
+	stored, err := e.repo.Admin().Limits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.Prepaid("usd"), limiter.Prepaid("credits").WithBurst(5000)}, stored)
 	require.Contains(t, e.ok("entity", "get-limits", "acct", "-r", "gpt-4o"), "credits: prepaid balance (top-ups up to 5,000)")
@@ -55,7 +55,7 @@ func TestEntityTopUp(t *testing.T) {
 	// docs/cli.md's example, as written there.
 	e.ok("entity", "create", "cust-42")
 	e.ok("entity", "set-limits", "cust-42", "-r", "gpt-4o", "-l", "rpm:100", "-l", "usd:500000000/calendar-month@America/New_York")
-	stored, err = e.repo.GetLimits(ctx, "cust-42", "gpt-4o")
+	stored, err = e.repo.Admin().Limits(ctx, limiter.Scope{Entity: "cust-42", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	ny, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
@@ -78,7 +78,7 @@ func TestEntityTopUp(t *testing.T) {
 func TestEntityTopUpWithoutResource(t *testing.T) {
 	e := newEnv(t)
 	for _, id := range []string{"acct", "dflt", "bare"} {
-		_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: id})
+		_, err := e.repo.Admin().CreateEntity(e.ctx, limiter.Entity{ID: id})
 		require.NoError(t, err)
 	}
 	e.ok("entity", "set-limits", "acct", "-r", "gpt-4o", "-l", "usd:prepaid")
@@ -103,7 +103,7 @@ func TestEntityTopUpWithoutResource(t *testing.T) {
 // acquire on any model then spends.
 func TestEntityTopUpEntityWide(t *testing.T) {
 	e := newEnv(t)
-	_, err := e.repo.CreateEntity(e.ctx, limiter.Entity{ID: "cust"})
+	_, err := e.repo.Admin().CreateEntity(e.ctx, limiter.Entity{ID: "cust"})
 	require.NoError(t, err)
 	e.ok("entity", "set-limits", "cust", "-r", "*", "-l", "usd:prepaid")
 	require.Equal(t, "Topped up usd of entity 'cust' on every resource ('*') by $10 (top-up 'p1')\n  Balance: $10\n",

@@ -27,14 +27,14 @@ func TestUsagePeriods(t *testing.T) {
 	ctx := e.ctx
 	ny, err := time.LoadLocation("America/New_York")
 	require.NoError(t, err)
-	_, err = e.repo.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+	_, err = e.repo.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj"})
 	require.NoError(t, err)
-	_, err = e.repo.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
+	_, err = e.repo.Admin().CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj", Cascade: true})
 	require.NoError(t, err)
 	day := limiter.PerCalendarDay("usd", 10*llmhttp.USD)
 	month := limiter.PerCalendarMonth("usd", 500*llmhttp.USD).InLocation(ny)
-	require.NoError(t, e.repo.SetLimits(ctx, "key-1", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100), day}))
-	require.NoError(t, e.repo.SetLimits(ctx, "proj", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 1000), month}))
+	require.NoError(t, e.repo.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100), day}))
+	require.NoError(t, e.repo.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 1000), month}))
 
 	// Two days ago, $2 (key-1's day then, and proj's month then); now,
 	// $3.25 and a call refunded down to $1.
@@ -91,7 +91,7 @@ func TestUsagePeriods(t *testing.T) {
 		dayTag+" (current)", "$10", "$4.25", "$5.75", "$500")
 
 	// Without calendar limits, and without any limits.
-	require.NoError(t, e.repo.SetLimits(ctx, "key-2", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100)}))
+	require.NoError(t, e.repo.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-2", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
 	contains(t, e.ok("usage", "periods", "-e", "key-2", "-r", "gpt-4o"), "No calendar limits in force for entity 'key-2' on resource 'gpt-4o'")
 	e.json(&got, "usage", "periods", "-e", "nobody", "-r", "gpt-4o")
 	require.Equal(t, periodsJSON{EntityID: "nobody", Resource: "gpt-4o", Periods: []periodJSON{}}, got)

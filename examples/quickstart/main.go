@@ -148,7 +148,7 @@ func run(ctx context.Context, w io.Writer, client limiter.DynamoDBClient, table 
 		fmt.Fprintf(w, "%4d %-9s %6s  %8d / %-9d %s\n", i, key, shown, keyLeft["tpm"], projectLeft["tpm"], outcome)
 	}
 
-	st := rl.SpeculativeStats()
+	st := rl.Stats().Speculative
 	var counts []string
 	for o, n := range st.Counts {
 		if n > 0 {
@@ -166,27 +166,27 @@ func run(ctx context.Context, w io.Writer, client limiter.DynamoDBClient, table 
 // $ZAEL_DYNAMODB_ENDPOINT starts from full buckets too.
 func setup(ctx context.Context, rl *limiter.RateLimiter) error {
 	for _, id := range append([]string{project}, keys...) {
-		if err := rl.DeleteEntity(ctx, id); err != nil {
+		if err := rl.Admin().DeleteEntity(ctx, id); err != nil {
 			return err
 		}
 	}
 	// Entity level, for every resource of the project: the "_default_" slot.
-	if err := rl.SetLimits(ctx, project, limiter.DefaultResource, []limiter.Limit{
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: project, Resource: limiter.DefaultResource}, []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 100), limiter.PerMinute(limiter.LimitTPM, 5000),
 	}); err != nil {
 		return err
 	}
 	// Resource level: every entity without limits of its own gets these on gpt-4o.
-	if err := rl.SetResourceDefaults(ctx, resource, []limiter.Limit{
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: resource}, []limiter.Limit{
 		limiter.PerMinute(limiter.LimitRPM, 20), limiter.PerMinute(limiter.LimitTPM, 3000),
 	}); err != nil {
 		return err
 	}
-	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: project, Name: "Acme Inc."}); err != nil {
+	if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: project, Name: "Acme Inc."}); err != nil {
 		return err
 	}
 	for _, key := range keys {
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: key, ParentID: project, Cascade: true}); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: key, ParentID: project, Cascade: true}); err != nil {
 			return err
 		}
 	}

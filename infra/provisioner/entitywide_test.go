@@ -48,10 +48,10 @@ func TestEntityWideLimits(t *testing.T) {
 	ev.ResourceProperties = props
 	resp := send(t, h, r, ev)
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
-	got, err := rl.GetLimits(ctx, "acme", limiter.AllResources)
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerCalendarMonth("usd", 500_000_000)}, got)
-	got, err = rl.GetResourceDefaults(ctx, limiter.AllResources)
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 5000)}, got)
 
@@ -60,7 +60,7 @@ func TestEntityWideLimits(t *testing.T) {
 	del.PhysicalResourceID = resp.PhysicalResourceID
 	resp = send(t, h, r, del)
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
-	got, err = rl.GetLimits(ctx, "acme", limiter.AllResources)
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Empty(t, got)
 }

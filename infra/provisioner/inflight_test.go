@@ -34,10 +34,10 @@ func TestInFlightLimits(t *testing.T) {
 	}
 	resp := send(t, h, r, ev)
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
-	got, err := rl.GetResourceDefaults(ctx, "gpt-4o")
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 600), limiter.InFlight("calls", 32)}, got)
-	got, err = rl.GetLimits(ctx, "key-1", limiter.AllResources)
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: limiter.AllResources})
 	require.NoError(t, err)
 	require.Equal(t, []limiter.Limit{limiter.InFlight("calls", 8)}, got)
 
@@ -59,7 +59,7 @@ func TestInFlightLimits(t *testing.T) {
 		resp := send(t, h, r, ev)
 		require.Equal(t, cfn.StatusFailed, resp.Status, tc.want)
 		require.Contains(t, resp.Reason, tc.want)
-		got, err := rl.GetResourceDefaults(ctx, "embed")
+		got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "embed"})
 		require.NoError(t, err)
 		require.Empty(t, got, tc.want)
 	}

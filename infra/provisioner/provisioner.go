@@ -274,21 +274,24 @@ func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p 
 	}
 	if want.system {
 		if err := put("store system defaults", func() error {
-			return rl.SetSystemDefaults(ctx, want.systemLimits, want.onUnavailable)
+			if err := rl.Admin().SetLimits(ctx, limiter.Scope{}, want.systemLimits); err != nil {
+				return err
+			}
+			return rl.Admin().SetOnUnavailable(ctx, want.onUnavailable)
 		}); err != nil {
 			return p, err
 		}
 	}
 	for _, res := range slices.Sorted(maps.Keys(want.resources)) {
 		if err := put("store defaults of resource "+res, func() error {
-			return rl.SetResourceDefaults(ctx, res, want.resources[res])
+			return rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, want.resources[res])
 		}); err != nil {
 			return p, err
 		}
 	}
 	for _, k := range sortedPairs(want.entities) {
 		if err := put("store limits of entity "+k[0]+" on "+k[1], func() error {
-			return rl.SetLimits(ctx, k[0], k[1], want.entities[k])
+			return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: k[0], Resource: k[1]}, want.entities[k])
 		}); err != nil {
 			return p, err
 		}
@@ -300,10 +303,10 @@ func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p 
 			continue
 		}
 		if err := step("delete limits of entity "+k[0]+" on "+k[1], func() (bool, error) {
-			if got, err := rl.GetLimits(ctx, k[0], k[1]); err != nil || len(got) == 0 {
+			if got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: k[0], Resource: k[1]}); err != nil || len(got) == 0 {
 				return false, err
 			}
-			return true, rl.DeleteLimits(ctx, k[0], k[1])
+			return true, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: k[0], Resource: k[1]})
 		}); err != nil {
 			return p, err
 		}
@@ -313,20 +316,25 @@ func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p 
 			continue
 		}
 		if err := step("delete defaults of resource "+res, func() (bool, error) {
-			if got, err := rl.GetResourceDefaults(ctx, res); err != nil || len(got) == 0 {
+			if got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: res}); err != nil || len(got) == 0 {
 				return false, err
 			}
-			return true, rl.DeleteResourceDefaults(ctx, res)
+			return true, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: res})
 		}); err != nil {
 			return p, err
 		}
 	}
 	if drop.system && !want.system {
 		if err := step("delete system defaults", func() (bool, error) {
-			if got, ou, err := rl.GetSystemDefaults(ctx); err != nil || (len(got) == 0 && ou == "") {
+			got, err := rl.Admin().Limits(ctx, limiter.Scope{})
+			if err != nil {
 				return false, err
 			}
-			return true, rl.DeleteSystemDefaults(ctx)
+			ou, err := rl.Admin().OnUnavailable(ctx)
+			if err != nil || (len(got) == 0 && ou == "") {
+				return false, err
+			}
+			return true, rl.Admin().DeleteLimits(ctx, limiter.Scope{})
 		}); err != nil {
 			return p, err
 		}

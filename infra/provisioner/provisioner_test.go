@@ -25,6 +25,7 @@ import (
 	"github.com/zaelimiter/limiter/infra/provisioner"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -124,7 +125,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	client, table, admin := openAdmin(t, "tenant-a")
 	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 	// A limit the resource never declared: never touched.
-	require.NoError(t, rl.SetResourceDefaults(ctx, "other", []limiter.Limit{limiter.PerMinute("rpm", 7)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "other"}, []limiter.Limit{limiter.PerMinute("rpm", 7)}))
 
 	h := &provisioner.Handler{Client: client}
 	r := newResponses(t)
@@ -138,23 +139,23 @@ func TestCreateUpdateDelete(t *testing.T) {
 	assert.EqualValues(t, 5, resp.Data["Stored"])
 	assert.Equal(t, admin.NamespaceID(), resp.Data["NamespaceId"])
 
-	sys, ou, err := rl.GetSystemDefaults(ctx)
+	sys, ou, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou)
 	assert.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 100_000)}, sys)
-	got, err := rl.GetResourceDefaults(ctx, "embed")
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "embed"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 2000)}, got)
-	got, err = rl.GetLimits(ctx, "key-1", "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	want, err := limiter.NewLimit("rpm", 50, 25, 30*time.Second)
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{want}, got)
-	got, err = rl.GetLimits(ctx, "key-2", limiter.DefaultResource)
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-2", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 10)}, got)
 	// Audited as the stack.
-	events, err := rl.AuditEvents(ctx, store.AuditEntitySystem, 10, "")
+	events, err := iterx.Collect(rl.Admin().AuditEvents(ctx, store.AuditEntitySystem))
 	require.NoError(t, err)
 	require.NotEmpty(t, events)
 	assert.Contains(t, events[0].Principal, "arn:aws:cloudformation:")
@@ -166,20 +167,20 @@ func TestCreateUpdateDelete(t *testing.T) {
 	assert.Equal(t, physical, resp.PhysicalResourceID)
 	assert.EqualValues(t, 2, resp.Data["Stored"])
 	assert.EqualValues(t, 3, resp.Data["Deleted"])
-	sys, ou, err = rl.GetSystemDefaults(ctx)
+	sys, ou, err = systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
-	got, err = rl.GetResourceDefaults(ctx, "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 800)}, got)
-	got, err = rl.GetResourceDefaults(ctx, "embed")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "embed"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	got, err = rl.GetLimits(ctx, "key-1", "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 60)}, got)
-	got, err = rl.GetLimits(ctx, "key-2", limiter.DefaultResource)
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-2", Resource: limiter.DefaultResource})
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
@@ -187,13 +188,13 @@ func TestCreateUpdateDelete(t *testing.T) {
 	resp = send(t, h, r, event(t, "delete", table, r.srv.URL))
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
 	assert.EqualValues(t, 2, resp.Data["Deleted"])
-	got, err = rl.GetResourceDefaults(ctx, "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	got, err = rl.GetLimits(ctx, "key-1", "gpt-4o")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
-	got, err = rl.GetResourceDefaults(ctx, "other")
+	got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "other"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 7)}, got, "a limit the resource never declared was touched")
 }
@@ -374,11 +375,11 @@ func TestBadNameStoresNothing(t *testing.T) {
 	tenant, err := admin.Namespace(ctx, "tenant-a")
 	require.NoError(t, err)
 	rl := limiter.New(tenant, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
-	sys, ou, err := rl.GetSystemDefaults(ctx)
+	sys, ou, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
-	got, err := rl.GetLimits(ctx, "key-1", "gpt-4o")
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Empty(t, got)
 }
@@ -437,7 +438,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	assert.EqualValues(t, 1, resp.Data["Stored"])
 	assert.Positive(t, fp.Faults("TransactWriteItems"), "no entity write was held")
 	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
-	sys, _, err := rl.GetSystemDefaults(ctx)
+	sys, _, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.NotEmpty(t, sys, "the system defaults, written first")
 
@@ -449,11 +450,11 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	del.PhysicalResourceID = resp.PhysicalResourceID
 	resp = send(t, h, r, del)
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
-	sys, ou, err := rl.GetSystemDefaults(ctx)
+	sys, ou, err := systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
-	ids, _, err := rl.ListEntitiesWithCustomLimits(ctx, "gpt-4o", 0, "")
+	ids, err := iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, "gpt-4o"))
 	require.NoError(t, err)
 	assert.Empty(t, ids)
 
@@ -496,7 +497,7 @@ func TestCalendarLimits(t *testing.T) {
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
 	ny, err := store.LoadCalendarLocation("America/New_York")
 	require.NoError(t, err)
-	got, err := rl.GetResourceDefaults(ctx, "gpt-4o")
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []limiter.Limit{
 		limiter.PerMinute("rpm", 600),
@@ -521,8 +522,19 @@ func TestCalendarLimits(t *testing.T) {
 		resp := send(t, h, r, ev)
 		require.Equal(t, cfn.StatusFailed, resp.Status, tc.want)
 		require.Contains(t, resp.Reason, tc.want)
-		got, err := rl.GetResourceDefaults(ctx, "embed")
+		got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "embed"})
 		require.NoError(t, err)
 		require.Empty(t, got, tc.want)
 	}
+}
+
+// systemDefaults returns the system defaults' limits and on-unavailable
+// mode, as the two getters of Admin give them.
+func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
+	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
+	if err != nil {
+		return nil, "", err
+	}
+	mode, err := rl.Admin().OnUnavailable(ctx)
+	return limits, mode, err
 }

@@ -39,7 +39,7 @@ func TestCalendarSkippedMidnight(t *testing.T) {
 				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 				defer rl.Close()
 				key := fmt.Sprintf("dst-%d", i)
-				require.NoError(t, rl.SetLimits(ctx, key, "gpt-4o", []limiter.Limit{limiter.PerCalendarDay("usd", 1000).InLocation(loc)}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: key, Resource: "gpt-4o"}, []limiter.Limit{limiter.PerCalendarDay("usd", 1000).InLocation(loc)}))
 				spendAt(t, rl, clk, c.spend, key, limiter.Consume{"usd": 1000})
 
 				start := mustTime(c.start)

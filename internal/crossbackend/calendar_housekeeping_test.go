@@ -44,8 +44,8 @@ func TestCalendarResetFillsPeriod(t *testing.T) {
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		budget := limiter.PerCalendarMonth("usd", 1000)
-		require.NoError(t, rl.SetLimits(ctx, "mixed", "gpt-4o", []limiter.Limit{limiter.PerHour("rph", 100), budget}))
-		require.NoError(t, rl.SetLimits(ctx, "money-only", "gpt-4o", []limiter.Limit{budget}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "mixed", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerHour("rph", 100), budget}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "money-only", Resource: "gpt-4o"}, []limiter.Limit{budget}))
 
 		for _, id := range []string{"mixed", "money-only"} {
 			spendAt(t, rl, clk, "2026-10-15T12:00:00Z", id, limiter.Consume{"usd": 500})
@@ -81,9 +81,8 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		clk := &fakeClock{}
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "ttl-e", "gpt-4o",
-			[]limiter.Limit{limiter.PerHour("rph", 100), limiter.PerCalendarMonth("usd", 1000).InLocation(ny)}))
-		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "ttl-e", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerHour("rph", 100), limiter.PerCalendarMonth("usd", 1000).InLocation(ny)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
 		spendAt(t, rl, clk, "2026-11-10T12:00:00Z", "ttl-e", limiter.Consume{"rph": 1, "usd": 5})
 		spendAt(t, rl, clk, "2026-11-10T12:00:00Z", "ttl-d", limiter.Consume{"usd": 5})
 
@@ -113,8 +112,8 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		// when its limit is a resource default (whose buckets expire after
 		// their time to fill, for a balance a century). The read-then-write
 		// path sets the expiry.
-		require.NoError(t, rl.SetResourceDefaults(ctx, "emb", []limiter.Limit{limiter.Prepaid("credit")}))
-		_, err := rl.TopUp(ctx, "ttl-p", "emb", "credit", 100, "t1")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "emb"}, []limiter.Limit{limiter.Prepaid("credit")}))
+		_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "ttl-p", Resource: "emb", Limit: "credit", Amount: 100, ID: "t1"})
 		require.NoError(t, err)
 		slow := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.SpeculativeWrites = false })
 		defer slow.Close()
@@ -144,7 +143,7 @@ func TestCalendarBudgetChangedMidPeriod(t *testing.T) {
 				e := fmt.Sprintf("mid-%v", spec)
 				set := func(budget int64) {
 					t.Helper()
-					require.NoError(t, rl.SetLimits(ctx, e, "gpt-4o", []limiter.Limit{limiter.PerCalendarMonth("usd", budget)}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: e, Resource: "gpt-4o"}, []limiter.Limit{limiter.PerCalendarMonth("usd", budget)}))
 				}
 				left := func() int64 {
 					t.Helper()

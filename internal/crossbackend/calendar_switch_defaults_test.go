@@ -63,7 +63,7 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 				usd := func(t *testing.T, e, res string) int64 { t.Helper(); return left(t, rl, e, res, "usd") }
 				resDefaults := func(t *testing.T, res string, l limiter.Limit) {
 					t.Helper()
-					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{l}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{l}))
 				}
 
 				t.Run("entity-default-deleted", func(t *testing.T) {
@@ -71,10 +71,10 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					// resource's would carry g's spend too.
 					res := "entity-default-deleted"
 					resDefaults(t, res, day)
-					require.NoError(t, rl.SetLimits(ctx, "g", limiter.DefaultResource, []limiter.Limit{dayK}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "g", Resource: limiter.DefaultResource}, []limiter.Limit{dayK}))
 					spend(t, "g", res, 1000) // Kiritimati's 29th
 					require.Equal(t, int64(1000), usd(t, "h", res), "h inherits the resource's day")
-					require.NoError(t, rl.DeleteLimits(ctx, "g", limiter.DefaultResource))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "g", Resource: limiter.DefaultResource}))
 					require.Equal(t, int64(0), usd(t, "g", res), "g's day spent in Kiritimati, under the resource's UTC day")
 					refused(t, "g", res, 1, "g's day spent in Kiritimati, under the resource's UTC day")
 					spend(t, "h", res, 1000) // another entity: nothing carried
@@ -191,10 +191,10 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 
 				t.Run("delete-resource-defaults", func(t *testing.T) {
 					res := "deleted"
-					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}))
 					resDefaults(t, res, dayK)
 					spend(t, "a", res, 1000) // Kiritimati's 29th
-					require.NoError(t, rl.DeleteResourceDefaults(ctx, res))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: res}))
 					// The system's UTC 28th: the day spent in Kiritimati is spent.
 					require.Equal(t, int64(0), usd(t, "a", res), "the resource's day spent, under the system's")
 					refused(t, "a", res, 1, "the resource's day spent, under the system's")
@@ -203,10 +203,10 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 				t.Run("system-zone", func(t *testing.T) {
 					defer clk.at("2026-11-28T12:00:00Z")
 					res := "system"
-					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}))
 					spend(t, "a", res, 1000)
 					spend(t, "b", res, 250)
-					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{dayK}, ""))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{dayK}))
 					refused(t, "a", res, 1, "a's UTC day under the system defaults, moved to Kiritimati")
 					require.Equal(t, int64(750), usd(t, "b", res), "b's UTC day, moved to Kiritimati")
 					refused(t, "b", res, 751, "more than b's day left")
@@ -218,9 +218,9 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 				t.Run("entity-default-zone", func(t *testing.T) {
 					defer clk.at("2026-11-28T12:00:00Z")
 					res := "entity-default"
-					require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{day}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.DefaultResource}, []limiter.Limit{day}))
 					spend(t, "e", res, 1000)
-					require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{dayK}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.DefaultResource}, []limiter.Limit{dayK}))
 					require.Equal(t, int64(0), usd(t, "e", res), "e's UTC day, moved to Kiritimati")
 					refused(t, "e", res, 1, "e's UTC day, moved to Kiritimati")
 					clk.at("2026-11-29T10:00:00Z")
@@ -231,7 +231,7 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					res := "inherited"
 					resDefaults(t, res, limiter.PerDay("usd", 1000))
 					spend(t, "f", res, 1000)
-					require.NoError(t, rl.SetLimits(ctx, "f", limiter.DefaultResource, []limiter.Limit{day}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "f", Resource: limiter.DefaultResource}, []limiter.Limit{day}))
 					require.Equal(t, int64(0), usd(t, "f", res), "the resource's PerDay drained, then f's own PerCalendarDay")
 					refused(t, "f", res, 1, "the resource's PerDay drained, then f's own PerCalendarDay")
 				})
@@ -241,11 +241,11 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					// own limit does not switch, so only the parent's
 					// bucket predates the switch back.
 					res := "flip-parent"
-					_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "fp-org"})
+					_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "fp-org"})
 					require.NoError(t, err)
-					_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "fp-key", ParentID: "fp-org", Cascade: true})
+					_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "fp-key", ParentID: "fp-org", Cascade: true})
 					require.NoError(t, err)
-					require.NoError(t, rl.SetLimits(ctx, "fp-key", res, []limiter.Limit{limiter.PerMinute("rpm", 1_000_000)}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "fp-key", Resource: res}, []limiter.Limit{limiter.PerMinute("rpm", 1_000_000)}))
 					take := func(t *testing.T, amount int64) error {
 						t.Helper()
 						lease, err := rl.Acquire(ctx, "fp-key", res, limiter.Consume{"usd": amount, "rpm": 1})
@@ -271,7 +271,9 @@ func TestDefaultsSwitchKeepsSpend(t *testing.T) {
 					// Last: a default on AllResources applies to every
 					// entity's acquires. Its own name keeps the other
 					// defaults out of the count.
-					defer func() { require.NoError(t, rl.DeleteResourceDefaults(ctx, limiter.AllResources)) }()
+					defer func() {
+						require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: limiter.AllResources}))
+					}()
 					take := func(t *testing.T, res string, amount int64) error {
 						t.Helper()
 						lease, err := rl.Acquire(ctx, "w", res, limiter.Consume{"wusd": amount})

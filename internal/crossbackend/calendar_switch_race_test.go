@@ -63,7 +63,7 @@ func TestDefaultsSwitchBackLostRace(t *testing.T) {
 				res := "race-" + tc.name
 				defaults := func(l limiter.Limit) {
 					t.Helper()
-					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{l}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{l}))
 				}
 				spend := func(amount int64) error {
 					t.Helper()
@@ -122,19 +122,19 @@ func TestDeletedDefaultsKeepTheirSwitches(t *testing.T) {
 					}
 					return err
 				}
-				require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
-				require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{day}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{day}))
 				require.NoError(t, spend(1))
 				if name == "resource" {
-					require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{dayK}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{dayK}))
 				} else {
-					require.NoError(t, rl.SetLimits(ctx, "b", limiter.DefaultResource, []limiter.Limit{dayK}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "b", Resource: limiter.DefaultResource}, []limiter.Limit{dayK}))
 				}
 				require.NoError(t, spend(998))
 				if name == "resource" {
-					require.NoError(t, rl.DeleteResourceDefaults(ctx, res))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: res}))
 				} else {
-					require.NoError(t, rl.DeleteLimits(ctx, "b", limiter.DefaultResource))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "b", Resource: limiter.DefaultResource}))
 				}
 				require.Equal(t, int64(1), left(t, rl, "b", res, "usd"), "back in UTC: 1 and 998 spent")
 				require.ErrorIs(t, spend(2), limiter.ErrRateLimited, "back in UTC: 1 left")

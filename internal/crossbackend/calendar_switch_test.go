@@ -41,7 +41,7 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 				defer rl.Close()
 				set := func(e string, l limiter.Limit) {
 					t.Helper()
-					require.NoError(t, rl.SetLimits(ctx, e, "gpt-4o", []limiter.Limit{l}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: e, Resource: "gpt-4o"}, []limiter.Limit{l}))
 				}
 				usd := func(e string) int64 { t.Helper(); return left(t, rl, e, "gpt-4o", "usd") }
 				refused := func(e string, amount int64, msg string) {
@@ -100,7 +100,7 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 					set(e, limiter.PerCalendarDay("usd", 1000))
 					spendAt(t, rl, clk, "2026-11-28T12:00:00Z", e, limiter.Consume{"usd": 600})
 					set(e, limiter.Prepaid("usd"))
-					_, err := rl.TopUp(ctx, e, "gpt-4o", "usd", 50, "pay-1")
+					_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: e, Resource: "gpt-4o", Limit: "usd", Amount: 50, ID: "pay-1"})
 					require.NoError(t, err)
 					require.Equal(t, int64(50), usd(e), "the balance: what was paid in")
 					spendAt(t, rl, clk, "2026-11-28T12:00:00Z", e, limiter.Consume{"usd": 50})
@@ -112,12 +112,12 @@ func TestCalendarSwitchKeepsSpend(t *testing.T) {
 				// DeleteLimits leaving a default of another kind in force.
 				t.Run("delete-limits", func(t *testing.T) {
 					e := name("deleted")
-					require.NoError(t, rl.SetResourceDefaults(ctx, "emb", []limiter.Limit{limiter.PerDay("usd", 1000)}))
-					require.NoError(t, rl.SetLimits(ctx, e, "emb", []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "emb"}, []limiter.Limit{limiter.PerDay("usd", 1000)}))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: e, Resource: "emb"}, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
 					lease, err := rl.Acquire(ctx, e, "emb", limiter.Consume{"usd": 600})
 					require.NoError(t, err)
 					require.NoError(t, lease.Commit(ctx))
-					require.NoError(t, rl.DeleteLimits(ctx, e, "emb"))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: e, Resource: "emb"}))
 					require.Equal(t, int64(400), left(t, rl, e, "emb", "usd"), "the day's 600 spent, under the default PerDay")
 					_, err = rl.Acquire(ctx, e, "emb", limiter.Consume{"usd": 401})
 					require.ErrorIs(t, err, limiter.ErrRateLimited)

@@ -221,15 +221,15 @@ func TestCalendarCascade(t *testing.T) {
 		clk.at("2026-11-28T12:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
 		for _, k := range []string{"key", "key2"} {
-			_, err = rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: "proj", Cascade: true})
+			_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: "proj", Cascade: true})
 			require.NoError(t, err)
 		}
-		require.NoError(t, rl.SetLimits(ctx, "key", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 1000)}))
-		require.NoError(t, rl.SetLimits(ctx, "key2", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100)}))
-		require.NoError(t, rl.SetLimits(ctx, "proj", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 300)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key2", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100), limiter.PerCalendarMonth("usd", 300)}))
 
 		lease, err := rl.Acquire(ctx, "key", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 200})
 		require.NoError(t, err)
@@ -302,16 +302,16 @@ func TestCalendarStoredConfig(t *testing.T) {
 		ctx := context.Background()
 		rl := limiter.New(repo)
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "proj", "gpt-4o", want))
-		got, err := rl.GetLimits(ctx, "proj", "gpt-4o")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"}, want))
+		got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, describe(want), describe(got))
-		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o", want))
-		got, err = rl.GetResourceDefaults(ctx, "gpt-4o")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, want))
+		got, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 		require.NoError(t, err)
 		assert.ElementsMatch(t, describe(want), describe(got))
-		require.NoError(t, rl.SetSystemDefaults(ctx, want, ""))
-		got, _, err = rl.GetSystemDefaults(ctx)
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, want))
+		got, _, err = systemDefaults(rl, ctx)
 		require.NoError(t, err)
 		assert.ElementsMatch(t, describe(want), describe(got))
 		inForce, err := rl.LimitsInForce(ctx, "proj", "gpt-4o")
@@ -328,7 +328,7 @@ func TestCalendarStoredConfig(t *testing.T) {
 		repo := memorystore.New()
 		roundTrip(t, repo)
 		ctx := context.Background()
-		got, err := limiter.New(repo).GetLimits(ctx, "proj", "gpt-4o")
+		got, err := limiter.New(repo).Admin().Limits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"})
 		require.NoError(t, err)
 		assert.Equal(t, want, got, "the memory store keeps the limits as they are")
 	})
@@ -350,4 +350,15 @@ func TestCalendarStoredConfig(t *testing.T) {
 		assert.NotContains(t, item, "l_usd_day_tz", "UTC is not written")
 		assert.NotContains(t, item, "l_rpm_tz")
 	})
+}
+
+// systemDefaults returns the system defaults' limits and on-unavailable
+// mode, as the two getters of Admin give them.
+func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
+	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
+	if err != nil {
+		return nil, "", err
+	}
+	mode, err := rl.Admin().OnUnavailable(ctx)
+	return limits, mode, err
 }

@@ -97,10 +97,10 @@ func runCascade(t *testing.T, repo limiter.Repository, opts ...func(*limiter.Opt
 	t.Helper()
 	ctx := context.Background()
 	admin := limiter.New(repo)
-	_, err := admin.CreateEntity(ctx, limiter.Entity{ID: cascadeParent})
+	_, err := admin.Admin().CreateEntity(ctx, limiter.Entity{ID: cascadeParent})
 	require.NoError(t, err)
 	for _, k := range cascadeKeys {
-		_, err := admin.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: cascadeParent, Cascade: true})
+		_, err := admin.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: cascadeParent, Cascade: true})
 		require.NoError(t, err)
 	}
 	require.NoError(t, admin.Close())
@@ -128,7 +128,7 @@ func runCascade(t *testing.T, repo limiter.Repository, opts ...func(*limiter.Opt
 	wg.Wait()
 	for _, rl := range limiters {
 		require.NoError(t, rl.Close())
-		t.Logf("speculative: %+v", rl.SpeculativeStats())
+		t.Logf("speculative: %+v", rl.Stats().Speculative)
 	}
 	c.mu.Lock()
 	slices.Sort(c.lat)

@@ -48,7 +48,7 @@ func TestDebtOutlivesIdleTTL(t *testing.T) {
 				rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 },
 					func(o *limiter.Options) { o.BackgroundCommit = c.background }, func(o *limiter.Options) { o.SpeculativeWrites = c.specu })
 				defer rl.Close()
-				require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 10)}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 10)}))
 
 				lease, err := rl.Acquire(ctx, "debtor", "gpt-4o", limiter.Consume{"rpm": 1})
 				require.NoError(t, err)
@@ -88,8 +88,7 @@ func TestDebtTTLKeptByOtherLimitWrite(t *testing.T) {
 		clk.set(t0)
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.SpeculativeWrites = false })
 		defer rl.Close()
-		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt-4o",
-			[]limiter.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}))
 
 		lease, err := rl.Acquire(ctx, "debtor", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1})
 		require.NoError(t, err)
@@ -117,7 +116,7 @@ func TestDebtOnEntityBucketKeepsNoTTL(t *testing.T) {
 		clk.set(t0)
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "own", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 10)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "own", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 10)}))
 		lease, err := rl.Acquire(ctx, "own", "gpt-4o", limiter.Consume{"rpm": 1})
 		require.NoError(t, err)
 		require.NoError(t, lease.Adjust(limiter.Consume{"rpm": 109}))

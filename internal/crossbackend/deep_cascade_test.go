@@ -27,7 +27,7 @@ func createChain(t *testing.T, repo limiter.Repository, keys ...string) {
 		entities = append(entities, limiter.Entity{ID: k, ParentID: "proj", Cascade: true})
 	}
 	for _, e := range entities {
-		_, err := admin.CreateEntity(ctx, e)
+		_, err := admin.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
 }
@@ -43,8 +43,8 @@ func TestDeepCascadeAllOrNothing(t *testing.T) {
 		now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 		defer rl.Close()
-		require.NoError(t, rl.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerMinute("tpm", 10_000), limiter.PerHour("usd", 1_000_000)}))
-		require.NoError(t, rl.SetLimits(ctx, "org", "gpt", []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerHour("usd", 1_000_000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []limiter.Limit{limiter.PerMinute("tpm", 10_000), limiter.PerHour("usd", 1_000_000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: "gpt"}, []limiter.Limit{limiter.PerMinute("tpm", 1000), limiter.PerHour("usd", 1_000_000)}))
 		avail := func() map[string]int64 {
 			out := map[string]int64{}
 			for _, id := range []string{"key", "proj", "org"} {
@@ -89,8 +89,8 @@ func TestDeepCascadeExactCount(t *testing.T) {
 		keys := []string{"k1", "k2"}
 		createChain(t, repo, keys...)
 		admin := limiter.New(repo)
-		require.NoError(t, admin.SetResourceDefaults(ctx, "gpt", []limiter.Limit{limiter.PerHour("rpm", 10_000)}))
-		require.NoError(t, admin.SetLimits(ctx, "org", "gpt", []limiter.Limit{limiter.PerHour("rpm", orgCapacity)}))
+		require.NoError(t, admin.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []limiter.Limit{limiter.PerHour("rpm", 10_000)}))
+		require.NoError(t, admin.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: "gpt"}, []limiter.Limit{limiter.PerHour("rpm", orgCapacity)}))
 		require.NoError(t, admin.Close())
 		var admitted, falseRefusals, failures atomic.Int64
 		var mu sync.Mutex
@@ -155,17 +155,17 @@ func TestCascadeDepthValidated(t *testing.T) {
 	rl := limiter.New(memorystore.New())
 	defer rl.Close()
 	for _, e := range []limiter.Entity{{ID: "l1"}, {ID: "l2", ParentID: "l1", Cascade: true}, {ID: "l3", ParentID: "l2", Cascade: true}, {ID: "l4", ParentID: "l3", Cascade: true}} {
-		_, err := rl.CreateEntity(ctx, e)
+		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "l5", ParentID: "l4", Cascade: true})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "l5", ParentID: "l4", Cascade: true})
 	require.ErrorIs(t, err, limiter.ErrCascadeTooDeep)
 	require.ErrorIs(t, err, limiter.ErrValidation)
 	var ve *limiter.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "parent_id", ve.Field)
-	_, err = rl.GetEntity(ctx, "l5")
+	_, err = rl.Admin().Entity(ctx, "l5")
 	require.ErrorIs(t, err, limiter.ErrEntityNotFound, "the refused entity was not stored")
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "l5", ParentID: "l4"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "l5", ParentID: "l4"})
 	require.NoError(t, err, "a child that does not cascade charges itself only")
 }

@@ -22,8 +22,8 @@ func TestEntityWideSameNameBothCharged(t *testing.T) {
 		clk.at("2026-11-15T12:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10)}))
-		require.NoError(t, rl.SetLimits(ctx, "e", limiter.AllResources, []limiter.Limit{limiter.PerMinute("rpm", 15)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 10)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerMinute("rpm", 15)}))
 		per := map[string]int64{}
 		admitted := int64(0)
 		for i := range 30 {
@@ -64,13 +64,13 @@ func TestEntityWideRefusalTakesNothing(t *testing.T) {
 		clk.at("2026-11-15T12:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
-		_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "proj", Cascade: true})
+		_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "proj", Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetLimits(ctx, "key", "gpt-4o", []limiter.Limit{limiter.PerMinute("tpm", 1000)}))
-		require.NoError(t, rl.SetLimits(ctx, "key", limiter.AllResources, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
-		require.NoError(t, rl.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("tpm", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		snapshot := func() [3]map[string]int64 {
 			var out [3]map[string]int64
 			var err error
@@ -117,11 +117,11 @@ func TestEntityWideConfigRecreated(t *testing.T) {
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
 		budget := []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}
-		require.NoError(t, rl.SetLimits(ctx, "e", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
-		require.NoError(t, rl.SetLimits(ctx, "e", limiter.AllResources, budget))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.AllResources}, budget))
 		lease, err := rl.Acquire(ctx, "e", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 300_000})
 		require.NoError(t, err)
-		require.NoError(t, rl.DeleteLimits(ctx, "e", limiter.AllResources))
+		require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.AllResources}))
 		// Without the budget, usd is no limit of e: refused as invalid.
 		_, err = rl.Acquire(ctx, "e", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 1})
 		require.ErrorIs(t, err, limiter.ErrValidation)
@@ -130,7 +130,7 @@ func TestEntityWideConfigRecreated(t *testing.T) {
 		require.NoError(t, l2.Commit(ctx))
 		require.NoError(t, lease.Adjust(limiter.Consume{"usd": 100_000}))
 		require.NoError(t, lease.Commit(ctx))
-		require.NoError(t, rl.SetLimits(ctx, "e", limiter.AllResources, budget))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: limiter.AllResources}, budget))
 		left, err := rl.Available(ctx, "e", limiter.AllResources)
 		require.NoError(t, err)
 		require.Equal(t, int64(usd-400_000), left["usd"], "stored again, the budget is not refilled")
@@ -158,23 +158,23 @@ func TestEntityWideReparentedKey(t *testing.T) {
 		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl2.Close()
 		for _, p := range []string{"projA", "projB"} {
-			_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: p})
+			_, err := rl1.Admin().CreateEntity(ctx, limiter.Entity{ID: p})
 			require.NoError(t, err)
-			require.NoError(t, rl1.SetLimits(ctx, p, limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+			require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: p, Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		}
-		_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "projA", Cascade: true})
+		_, err := rl1.Admin().CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "projA", Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl1.SetLimits(ctx, "key", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
+		require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
 		// Both limiters learn key → projA.
 		for _, rl := range []*limiter.RateLimiter{rl1, rl2} {
 			l, err := rl.Acquire(ctx, "key", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 100_000})
 			require.NoError(t, err)
 			require.NoError(t, l.Commit(ctx))
 		}
-		require.NoError(t, rl1.DeleteEntity(ctx, "key"))
-		_, err = rl1.CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "projB", Cascade: true})
+		require.NoError(t, rl1.Admin().DeleteEntity(ctx, "key"))
+		_, err = rl1.Admin().CreateEntity(ctx, limiter.Entity{ID: "key", ParentID: "projB", Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl1.SetLimits(ctx, "key", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
+		require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
 		var wg sync.WaitGroup
 		var admitted atomic.Int64
 		for i := range 40 {
@@ -216,11 +216,11 @@ func TestEntityWideStaleConfigCache(t *testing.T) {
 		defer rl1.Close()
 		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = time.Minute })
 		defer rl2.Close()
-		require.NoError(t, rl1.SetLimits(ctx, "proj", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
+		require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 10_000)}))
 		l, err := rl2.Acquire(ctx, "proj", "gpt-4o", limiter.Consume{"rpm": 1})
 		require.NoError(t, err)
 		require.NoError(t, l.Commit(ctx))
-		require.NoError(t, rl1.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+		require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		// rl2 does not know usd yet: a name no limit of its view has.
 		_, err = rl2.Acquire(ctx, "proj", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 1})
 		require.ErrorIs(t, err, limiter.ErrValidation)

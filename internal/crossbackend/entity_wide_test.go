@@ -50,7 +50,7 @@ func TestEntityWideCalendarBudget(t *testing.T) {
 		clk.at("2026-11-15T12:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "acme", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acme", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		admitted := 0
 		for _, m := range models {
 			_, err := rl.Acquire(ctx, "acme", m, limiter.Consume{"usd": 900_000})
@@ -71,7 +71,7 @@ func TestEntityWideCalendarBudget(t *testing.T) {
 		require.Equal(t, int64(100_000), left["usd"])
 
 		// The same budget on DefaultResource is a copy per model.
-		require.NoError(t, rl.SetLimits(ctx, "other", limiter.DefaultResource, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "other", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		copies := 0
 		for _, m := range models {
 			if _, err := rl.Acquire(ctx, "other", m, limiter.Consume{"usd": 900_000}); err == nil {
@@ -95,8 +95,8 @@ func TestEntityWideClusterPerResourceSlots(t *testing.T) {
 	clk.at("2026-11-15T12:00:00Z")
 	rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 	defer rl.Close()
-	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
-	require.NoError(t, rl.SetLimits(ctx, "proj", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
 	var admitted atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 50 {
@@ -131,14 +131,14 @@ func TestEntityWideCascadeExact(t *testing.T) {
 		defer rl1.Close()
 		rl2 := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl2.Close()
-		_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: "proj"})
+		_, err := rl1.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj"})
 		require.NoError(t, err)
-		require.NoError(t, rl1.SetLimits(ctx, "proj", limiter.AllResources, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
+		require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", usd)}))
 		for k := range 5 {
 			id := fmt.Sprintf("key-%d", k)
-			_, err := rl1.CreateEntity(ctx, limiter.Entity{ID: id, ParentID: "proj", Cascade: true})
+			_, err := rl1.Admin().CreateEntity(ctx, limiter.Entity{ID: id, ParentID: "proj", Cascade: true})
 			require.NoError(t, err)
-			require.NoError(t, rl1.SetLimits(ctx, id, limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
+			require.NoError(t, rl1.Admin().SetLimits(ctx, limiter.Scope{Entity: id, Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 1000)}))
 		}
 		var admitted, refused atomic.Int64
 		var wg sync.WaitGroup
@@ -182,9 +182,9 @@ func TestEntityWidePrepaid(t *testing.T) {
 		clk.at("2026-11-15T12:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "cust", limiter.AllResources, []limiter.Limit{limiter.Prepaid("usd")}))
-		require.NoError(t, rl.SetLimits(ctx, "cust", limiter.DefaultResource, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
-		res, err := rl.TopUp(ctx, "cust", limiter.AllResources, "usd", 10*usd, "pay-1")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "cust", Resource: limiter.AllResources}, []limiter.Limit{limiter.Prepaid("usd")}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "cust", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
+		res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "cust", Resource: limiter.AllResources, Limit: "usd", Amount: 10 * usd, ID: "pay-1"})
 		require.NoError(t, err)
 		require.True(t, res.Applied)
 		admitted := 0

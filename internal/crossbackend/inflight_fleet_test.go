@@ -92,13 +92,13 @@ type callInterval struct {
 // setUpFleet stores the organisation's limit and its keys' (cascade).
 func setUpFleet(t *testing.T, rl *limiter.RateLimiter) {
 	ctx := context.Background()
-	_, err := rl.CreateEntity(ctx, limiter.Entity{ID: fleetOrg})
+	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: fleetOrg})
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, fleetOrg, fleetModel, []limiter.Limit{limiter.InFlight("calls", fleetOrgCap)}))
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: fleetOrg, Resource: fleetModel}, []limiter.Limit{limiter.InFlight("calls", fleetOrgCap)}))
 	for _, k := range fleetKeys {
-		_, err := rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: fleetOrg, Cascade: true})
+		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: fleetOrg, Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl.SetLimits(ctx, k, fleetModel, []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: k, Resource: fleetModel}, []limiter.Limit{
 			limiter.InFlight("calls", fleetKeyCap), limiter.PerMinute("rpm", 1_000_000),
 		}))
 	}

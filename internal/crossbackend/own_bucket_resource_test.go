@@ -26,11 +26,11 @@ func TestOwnBucketResourceRefused(t *testing.T) {
 		clk.at("2026-11-10T00:00:00Z")
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"}, []limiter.Limit{
 			limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd"), limiter.PerCalendarMonth("eur", 500)}))
-		require.NoError(t, rl.SetLimits(ctx, "acct", limiter.DefaultResource, []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: limiter.DefaultResource}, []limiter.Limit{
 			limiter.PerMinute("rpm", 1000), limiter.PerDay("usd", 1_000_000), limiter.PerDay("eur", 1_000_000)}))
-		_, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 100, "pay-1")
+		_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 100, ID: "pay-1"})
 		require.NoError(t, err)
 		lease, err := rl.Acquire(ctx, "acct", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 40, "eur": 400})
 		require.NoError(t, err)
@@ -42,10 +42,10 @@ func TestOwnBucketResourceRefused(t *testing.T) {
 			_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "acct", Resource: res, Consume: limiter.Consume{"rpm": 1}}})
 			require.ErrorIs(t, err, limiter.ErrInvalidName, "AcquireAll %s", res)
 			require.ErrorIs(t, rl.Reset(ctx, "acct", res), limiter.ErrInvalidName, "Reset %s", res)
-			require.ErrorIs(t, rl.SetLimits(ctx, "acct", res, []limiter.Limit{limiter.PerMinute("usd", 1_000_000)}), limiter.ErrInvalidName, "SetLimits %s", res)
+			require.ErrorIs(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: res}, []limiter.Limit{limiter.PerMinute("usd", 1_000_000)}), limiter.ErrInvalidName, "SetLimits %s", res)
 			_, err = rl.LowerTokens(ctx, "acct", res, limiter.Consume{"usd": 0, "eur": 0})
 			require.ErrorIs(t, err, limiter.ErrInvalidName, "LowerTokens %s", res)
-			_, err = rl.TopUp(ctx, "acct", res, "usd", 1, "pay-2")
+			_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: res, Limit: "usd", Amount: 1, ID: "pay-2"})
 			require.ErrorIs(t, err, limiter.ErrInvalidName, "TopUp %s", res)
 		}
 		clk.set(clk.now().Add(24 * time.Hour))

@@ -24,13 +24,13 @@ import (
 func ServeRequests(ctx context.Context, repo limiter.Repository, opts ...func(*limiter.Options)) ([]string, error) {
 	rl := limiter.New(repo, opts...)
 	var out []string
-	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "proj-1", Name: "Acme"}); err != nil {
+	if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "proj-1", Name: "Acme"}); err != nil {
 		return nil, err
 	}
-	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj-1", Cascade: true}); err != nil {
+	if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "key-1", ParentID: "proj-1", Cascade: true}); err != nil {
 		return nil, err
 	}
-	if err := rl.SetResourceDefaults(ctx, "gpt-4", []limiter.Limit{
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4"}, []limiter.Limit{
 		limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 2_000),
 	}); err != nil {
 		return nil, err

@@ -29,14 +29,14 @@ func TestPrepaidRefundAtDefaultCeiling(t *testing.T) {
 			if spec {
 				key = "acct-spec"
 			}
-			require.NoError(t, rl.SetLimits(ctx, key, "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd")}))
-			_, err := rl.TopUp(ctx, key, "gpt-4o", "usd", 1000, "pay-1")
+			require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: key, Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd")}))
+			_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: key, Resource: "gpt-4o", Limit: "usd", Amount: 1000, ID: "pay-1"})
 			require.NoError(t, err)
 			l1, err := rl.Acquire(ctx, key, "gpt-4o", limiter.Consume{"rpm": 1, "usd": 500})
 			require.NoError(t, err)
 			l2, err := rl.Acquire(ctx, key, "gpt-4o", limiter.Consume{"rpm": 1, "usd": 200})
 			require.NoError(t, err)
-			_, err = rl.TopUp(ctx, key, "gpt-4o", "usd", ceiling-300, "pay-2")
+			_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: key, Resource: "gpt-4o", Limit: "usd", Amount: ceiling - 300, ID: "pay-2"})
 			require.NoError(t, err)
 			require.Equal(t, ceiling, prepaidBalance(t, rl, key, "gpt-4o"))
 
@@ -48,7 +48,7 @@ func TestPrepaidRefundAtDefaultCeiling(t *testing.T) {
 
 			clk.set(clk.now().Add(40 * 24 * time.Hour))
 			require.Equal(t, ceiling+650, prepaidBalance(t, rl, key, "gpt-4o"), "40 days later")
-			_, err = rl.TopUp(ctx, key, "gpt-4o", "usd", 1, "pay-3")
+			_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: key, Resource: "gpt-4o", Limit: "usd", Amount: 1, ID: "pay-3"})
 			require.ErrorIs(t, err, limiter.ErrValidation, "top-ups stay under the ceiling")
 			lease, err := rl.Acquire(ctx, key, "gpt-4o", limiter.Consume{"rpm": 1, "usd": 651})
 			require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestPrepaidOldBalanceBucketRaised(t *testing.T) {
 			if spec {
 				key = "old-spec"
 			}
-			require.NoError(t, rl.SetLimits(ctx, key, "gpt-4o", []limiter.Limit{limiter.Prepaid("usd")}))
+			require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: key, Resource: "gpt-4o"}, []limiter.Limit{limiter.Prepaid("usd")}))
 			nowMs := clk.now().UnixMilli()
 			require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{{
 				Kind: store.WriteCreate, Key: store.BucketKey{EntityID: key, Resource: "gpt-4o/usd.balance"}, NowMs: nowMs, ShardCount: 1,
@@ -84,7 +84,7 @@ func TestPrepaidOldBalanceBucketRaised(t *testing.T) {
 			}}))
 			lease, err := rl.Acquire(ctx, key, "gpt-4o", limiter.Consume{"usd": 500})
 			require.NoError(t, err)
-			_, err = rl.TopUp(ctx, key, "gpt-4o", "usd", 500, "pay-1")
+			_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: key, Resource: "gpt-4o", Limit: "usd", Amount: 500, ID: "pay-1"})
 			require.NoError(t, err)
 			require.NoError(t, lease.Rollback(ctx))
 			require.Equal(t, ceiling+500, prepaidBalance(t, rl, key, "gpt-4o"))

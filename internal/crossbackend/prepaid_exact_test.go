@@ -29,8 +29,8 @@ func TestTopUpIDPerResource(t *testing.T) {
 		rl := limiter.New(repo)
 		defer rl.Close()
 		for _, r := range []string{"a", "a/b", "b"} {
-			require.NoError(t, rl.SetLimits(ctx, "acct", r, []limiter.Limit{limiter.Prepaid("usd")}))
-			res, err := rl.TopUp(ctx, "acct", r, "usd", 10, "pay-1")
+			require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: r}, []limiter.Limit{limiter.Prepaid("usd")}))
+			res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: r, Limit: "usd", Amount: 10, ID: "pay-1"})
 			require.NoError(t, err)
 			require.True(t, res.Applied, r)
 			require.Equal(t, int64(10), prepaidBalance(t, rl, "acct", r))
@@ -47,8 +47,8 @@ func TestPrepaidConcurrentTopUpsAndLeases(t *testing.T) {
 		ctx := context.Background()
 		rl := limiter.New(repo)
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 100000), limiter.Prepaid("usd")}))
-		_, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 500, "seed")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 100000), limiter.Prepaid("usd")}))
+		_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 500, ID: "seed"})
 		require.NoError(t, err)
 		var charged, applied atomic.Int64
 		applied.Store(500)
@@ -56,7 +56,7 @@ func TestPrepaidConcurrentTopUpsAndLeases(t *testing.T) {
 		for i := 0; i < 10; i++ {
 			for dup := 0; dup < 3; dup++ {
 				wg.Go(func() {
-					res, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 100, fmt.Sprintf("pay-%d", i))
+					res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 100, ID: fmt.Sprintf("pay-%d", i)})
 					if err != nil {
 						t.Error(err)
 						return

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/iterx"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -29,7 +30,7 @@ func TestPrepaidLifecycle(t *testing.T) {
 		ctx := context.Background()
 		rl := limiter.New(repo)
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd")}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"}, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.Prepaid("usd")}))
 		balance := func() int64 {
 			avail, err := rl.Available(ctx, "acct", "gpt-4o")
 			require.NoError(t, err)
@@ -53,7 +54,7 @@ func TestPrepaidLifecycle(t *testing.T) {
 		require.ErrorIs(t, err, limiter.ErrBalanceExhausted, "Wait does not wait for a top-up")
 		require.Less(t, time.Since(start), 10*time.Second)
 
-		res, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 1000, "pay-1")
+		res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 1000, ID: "pay-1"})
 		require.NoError(t, err)
 		require.Equal(t, limiter.TopUpResult{Applied: true}, res)
 		require.Equal(t, int64(1000), balance())
@@ -82,12 +83,12 @@ func TestPrepaidLifecycle(t *testing.T) {
 
 		_, err = rl.Acquire(ctx, "acct", "gpt-4o", limiter.Consume{"usd": 1})
 		require.ErrorIs(t, err, limiter.ErrBalanceExhausted)
-		res, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 100, "pay-2")
+		res, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 100, ID: "pay-2"})
 		require.NoError(t, err)
 		require.Equal(t, true, res.Applied)
 		require.Equal(t, int64(50), balance())
 
-		events, err := rl.AuditEvents(ctx, "acct", 10, "")
+		events, err := iterx.Collect(rl.Admin().AuditEvents(ctx, "acct"))
 		if err == nil {
 			var topUps []string
 			for _, ev := range events {
@@ -110,24 +111,24 @@ func TestPrepaidTopUpIdempotent(t *testing.T) {
 		rl := limiter.New(repo)
 		defer rl.Close()
 		limits := []limiter.Limit{limiter.Prepaid("usd"), limiter.Prepaid("credits")}
-		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", limits))
-		require.NoError(t, rl.SetLimits(ctx, "other", "gpt-4o", limits))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"}, limits))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "other", Resource: "gpt-4o"}, limits))
 		balance := func(entity, limit string) int64 {
 			avail, err := rl.Available(ctx, entity, "gpt-4o")
 			require.NoError(t, err)
 			return avail[limit]
 		}
 
-		res, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 500, "pay-1")
+		res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 500, ID: "pay-1"})
 		require.NoError(t, err)
 		require.Equal(t, true, res.Applied)
-		res, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 500, "pay-1")
+		res, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 500, ID: "pay-1"})
 		require.NoError(t, err)
 		require.Equal(t, false, res.Applied)
 		require.Equal(t, int64(500), balance("acct", "usd"))
 		// The same id with another amount is another payment's mistake,
 		// not a retry: refused, nothing added.
-		res, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 600, "pay-1")
+		res, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 600, ID: "pay-1"})
 		require.ErrorIs(t, err, limiter.ErrTopUpConflict)
 		require.Equal(t, false, res.Applied)
 		require.Equal(t, int64(500), balance("acct", "usd"))
@@ -140,7 +141,7 @@ func TestPrepaidTopUpIdempotent(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				res, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 1000, "pay-2")
+				res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 1000, ID: "pay-2"})
 				errs[i] = err
 				if res.Applied {
 					applied.Add(1)
@@ -154,20 +155,20 @@ func TestPrepaidTopUpIdempotent(t *testing.T) {
 		require.Equal(t, int64(1), applied.Load())
 		require.Equal(t, int64(1500), balance("acct", "usd"))
 
-		_, err = rl.TopUp(ctx, "acct", "gpt-4o", "credits", 7, "pay-1")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "credits", Amount: 7, ID: "pay-1"})
 		require.NoError(t, err)
-		_, err = rl.TopUp(ctx, "other", "gpt-4o", "usd", 9, "pay-1")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "other", Resource: "gpt-4o", Limit: "usd", Amount: 9, ID: "pay-1"})
 		require.NoError(t, err)
 		require.Equal(t, int64(7), balance("acct", "credits"))
 		require.Equal(t, int64(9), balance("other", "usd"))
 		require.Equal(t, int64(1500), balance("acct", "usd"))
 
-		_, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", store.DefaultPrepaidCapacity, "pay-3")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: store.DefaultPrepaidCapacity, ID: "pay-3"})
 		require.ErrorIs(t, err, limiter.ErrValidation, "over the capacity")
 		require.Equal(t, int64(1500), balance("acct", "usd"))
-		_, err = rl.TopUp(ctx, "acct", "gpt-4o", "rpm", 1, "pay-4")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "rpm", Amount: 1, ID: "pay-4"})
 		require.ErrorIs(t, err, limiter.ErrValidation, "not a prepaid limit")
-		_, err = rl.TopUp(ctx, "acct", "gpt-4o", "usd", 0, "pay-5")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 0, ID: "pay-5"})
 		require.ErrorIs(t, err, limiter.ErrValidation)
 	})
 }
@@ -182,8 +183,8 @@ func TestPrepaidConcurrentNeverBelowInFlight(t *testing.T) {
 		ctx := context.Background()
 		rl := limiter.New(repo)
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "acct", "gpt-4o", []limiter.Limit{limiter.Prepaid("usd")}))
-		_, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 2000, "seed")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acct", Resource: "gpt-4o"}, []limiter.Limit{limiter.Prepaid("usd")}))
+		_, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 2000, ID: "seed"})
 		require.NoError(t, err)
 		var toppedUp, spent, inFlight atomic.Int64
 		toppedUp.Store(2000)
@@ -232,7 +233,7 @@ func TestPrepaidConcurrentNeverBelowInFlight(t *testing.T) {
 					if err != nil {
 						if i%3 == 0 {
 							id := fmt.Sprintf("w%d-r%d", w, i)
-							if res, err := rl.TopUp(ctx, "acct", "gpt-4o", "usd", 300, id); err != nil {
+							if res, err := rl.TopUp(ctx, limiter.TopUpRequest{Entity: "acct", Resource: "gpt-4o", Limit: "usd", Amount: 300, ID: id}); err != nil {
 								errs[w] = err
 								return
 							} else if res.Applied {
@@ -281,11 +282,11 @@ func TestPrepaidStoredConfig(t *testing.T) {
 		ctx := context.Background()
 		rl := limiter.New(repo)
 		defer rl.Close()
-		require.NoError(t, rl.SetLimits(ctx, "proj", "gpt-4o", want))
-		got, err := rl.GetLimits(ctx, "proj", "gpt-4o")
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"}, want))
+		got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt-4o"})
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, got)
-		_, err = rl.TopUp(ctx, "proj", "gpt-4o", "usd", 1000, "pay-1")
+		_, err = rl.TopUp(ctx, limiter.TopUpRequest{Entity: "proj", Resource: "gpt-4o", Limit: "usd", Amount: 1000, ID: "pay-1"})
 		require.NoError(t, err)
 		lease, err := rl.Acquire(ctx, "proj", "gpt-4o", limiter.Consume{"rpm": 1, "usd": 400})
 		require.NoError(t, err)

@@ -2,6 +2,7 @@ package crossbackend_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -57,18 +58,18 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 				rl := limiter.New(repo, opts...)
 				defer rl.Close()
 				if name == "records-meanwhile" {
-					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, ""))
+					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}))
 				}
-				require.NoError(t, rl.SetLimits(ctx, "e1", limiter.DefaultResource, []limiter.Limit{limiter.PerDay("usd", 500)}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerDay("usd", 500)}))
 				lease, err := rl.Acquire(ctx, "e1", "chat", limiter.Consume{"usd": 500})
 				require.NoError(t, err)
 				require.NoError(t, lease.Commit(ctx))
 
 				setDefaults := func(rl *limiter.RateLimiter) {
-					require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{day}, limiter.OnUnavailableAllow))
+					require.NoError(t, errors.Join(rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}), rl.Admin().SetOnUnavailable(ctx, limiter.OnUnavailableAllow)))
 				}
 				deleteLimits := func(rl *limiter.RateLimiter) {
-					require.NoError(t, rl.DeleteLimits(ctx, "e1", limiter.DefaultResource))
+					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}))
 				}
 				outer, inner := setDefaults, deleteLimits
 				if name == "defaults-meanwhile" {
@@ -80,7 +81,7 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 				outer(hooked)
 				require.True(t, raced)
 
-				limits, mode, err := rl.GetSystemDefaults(ctx)
+				limits, mode, err := systemDefaults(rl, ctx)
 				require.NoError(t, err)
 				require.Equal(t, []limiter.Limit{day}, limits)
 				require.Equal(t, limiter.OnUnavailableAllow, mode)
@@ -109,17 +110,17 @@ func TestDeleteSystemDefaultsKeepsSwitches(t *testing.T) {
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		res := "chat"
-		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 100)}, limiter.OnUnavailableAllow))
-		require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
-		require.NoError(t, rl.SetLimits(ctx, "e1", limiter.DefaultResource, []limiter.Limit{limiter.PerDay("usd", 1000)}))
+		require.NoError(t, errors.Join(rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{limiter.PerMinute("rpm", 100)}), rl.Admin().SetOnUnavailable(ctx, limiter.OnUnavailableAllow)))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerDay("usd", 1000)}))
 		lease, err := rl.Acquire(ctx, "e1", res, limiter.Consume{"usd": 1000})
 		require.NoError(t, err)
 		require.NoError(t, lease.Commit(ctx))
-		require.NoError(t, rl.DeleteLimits(ctx, "e1", limiter.DefaultResource))
+		require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}))
 		require.Equal(t, int64(0), left(t, rl, "e1", res, "usd"), "the day spent under PerDay")
 
-		require.NoError(t, rl.DeleteSystemDefaults(ctx))
-		limits, mode, err := rl.GetSystemDefaults(ctx)
+		require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{}))
+		limits, mode, err := systemDefaults(rl, ctx)
 		require.NoError(t, err)
 		require.Empty(t, limits)
 		require.Equal(t, limiter.OnUnavailable(""), mode)

@@ -256,12 +256,12 @@ func setup(ctx context.Context, cfg config) (*bench, error) {
 	}
 	for w := range workers {
 		for _, kind := range []string{"pair-parent", "cascade-parent"} {
-			if _, err := crl.CreateEntity(ctx, limiter.Entity{ID: entity(kind, w)}); err != nil {
+			if _, err := crl.Admin().CreateEntity(ctx, limiter.Entity{ID: entity(kind, w)}); err != nil {
 				return nil, err
 			}
 		}
 		for _, kind := range []string{"pair", "cascade"} {
-			if _, err := crl.CreateEntity(ctx, limiter.Entity{ID: entity(kind, w), ParentID: entity(kind+"-parent", w), Cascade: true}); err != nil {
+			if _, err := crl.Admin().CreateEntity(ctx, limiter.Entity{ID: entity(kind, w), ParentID: entity(kind+"-parent", w), Cascade: true}); err != nil {
 				return nil, err
 			}
 		}

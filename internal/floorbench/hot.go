@@ -42,11 +42,11 @@ var (
 // setupHot creates the hot cascade's entities and, with one acquire each,
 // their buckets.
 func (b *bench) setupHot(ctx context.Context, rl *limiter.RateLimiter) error {
-	if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: hotParent}); err != nil {
+	if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: hotParent}); err != nil {
 		return err
 	}
 	for _, k := range hotKeys {
-		if _, err := rl.CreateEntity(ctx, limiter.Entity{ID: k, ParentID: hotParent, Cascade: true}); err != nil {
+		if _, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: hotParent, Cascade: true}); err != nil {
 			return err
 		}
 		l, err := rl.Acquire(ctx, k, resource, consume, limits)
@@ -111,11 +111,11 @@ func (b *bench) drainContender(name, floor string, gc bool) contender {
 			refused.Store(0)
 			falses.Store(0)
 			parent := fmt.Sprintf("%s%d-parent", prefix, gen)
-			if _, err := rls[0].CreateEntity(ctx, limiter.Entity{ID: parent}); err != nil {
+			if _, err := rls[0].Admin().CreateEntity(ctx, limiter.Entity{ID: parent}); err != nil {
 				return err
 			}
 			for w := range 2 {
-				if _, err := rls[0].CreateEntity(ctx, limiter.Entity{ID: key(2 * w), ParentID: parent, Cascade: true}); err != nil {
+				if _, err := rls[0].Admin().CreateEntity(ctx, limiter.Entity{ID: key(2 * w), ParentID: parent, Cascade: true}); err != nil {
 					return err
 				}
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/zaelimiter/limiter/infra"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/iamproxy"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 // The isolation tests run the limiter through iamproxy under the template's
@@ -59,14 +60,14 @@ func setUpTenants(t *testing.T) *tenants {
 			tn.idB = repo.NamespaceID()
 		}
 		rl := limiter.New(repo)
-		require.NoError(t, rl.SetSystemDefaults(ctx, []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{
 			limiter.PerMinute(limiter.LimitRPM, 1000), limiter.PerMinute(limiter.LimitTPM, 100_000),
-		}, limiter.OnUnavailableBlock))
-		require.NoError(t, rl.SetResourceDefaults(ctx, res, []limiter.Limit{
+		}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{
 			limiter.PerMinute(limiter.LimitRPM, 500), limiter.PerMinute(limiter.LimitTPM, 50_000),
 		}))
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}, {ID: "solo"}} {
-			_, err := rl.CreateEntity(ctx, e)
+			_, err := rl.Admin().CreateEntity(ctx, e)
 			require.NoError(t, err)
 		}
 		// B's buckets exist, so that a refused write is not merely a
@@ -105,13 +106,20 @@ func (tn *tenants) proxy(t *testing.T, nsID string, policies ...string) *iamprox
 // open opens namespace ns through the proxy.
 func (tn *tenants) open(t *testing.T, p *iamproxy.Proxy, ns string, opts ...func(*limiter.Options)) (*limiter.RateLimiter, error) {
 	t.Helper()
+	rl, _, err := tn.openRepo(t, p, ns, opts...)
+	return rl, err
+}
+
+// openRepo is open, which also returns the limiter's store.
+func (tn *tenants) openRepo(t *testing.T, p *iamproxy.Proxy, ns string, opts ...func(*limiter.Options)) (*limiter.RateLimiter, *limiter.DynamoDBRepository, error) {
+	t.Helper()
 	repo, err := limiter.OpenDynamoDB(testContext(t), ddblocal.NewClient(p.URL), func(o *limiter.DynamoDBOptions) {
 		o.Table, o.Namespace = tn.table, ns
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return limiter.New(repo, opts...), nil
+	return limiter.New(repo, opts...), repo, nil
 }
 
 func testContext(t *testing.T) context.Context {
@@ -159,7 +167,7 @@ func TestAcquirePolicyTenantWorkload(t *testing.T) {
 					defer rl.Close()
 					tenantWorkload(ctx, t, rl, entity)
 					requireNoDenials(t, p)
-					if st := rl.SpeculativeStats(); speculative {
+					if st := rl.Stats().Speculative; speculative {
 						assert.Greater(t, st.Attempts, st.Fallbacks(), "no acquire took the speculative path")
 					} else {
 						assert.Zero(t, st.Attempts, "an acquire took the speculative path")
@@ -198,17 +206,17 @@ func tenantWorkload(ctx context.Context, t *testing.T, rl *limiter.RateLimiter, 
 	_, err = rl.Available(ctx, entity, res)
 	require.NoError(t, err)
 	require.NoError(t, rl.Reset(ctx, entity, res))
-	_, err = rl.AuditEvents(ctx, entity, 10, "")
+	_, err = iterx.Collect(rl.Admin().AuditEvents(ctx, entity))
 	require.NoError(t, err)
-	_, _, err = rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: entity, Resource: res})
+	_, err = iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: entity, Resource: res}))
 	require.NoError(t, err)
-	_, _, err = rl.UsageSnapshots(ctx, limiter.UsageQuery{Resource: res})
+	_, err = iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{Resource: res}))
 	require.NoError(t, err)
-	_, err = rl.UsageSummary(ctx, limiter.UsageQuery{EntityID: entity, Resource: res})
+	_, err = rl.Admin().UsageSummary(ctx, limiter.UsageQuery{EntityID: entity, Resource: res})
 	require.NoError(t, err)
-	_, err = rl.GetEntity(ctx, entity)
+	_, err = rl.Admin().Entity(ctx, entity)
 	require.NoError(t, err)
-	_, _, err = rl.ResolveLimits(ctx, entity, res)
+	_, _, err = rl.Admin().ResolveLimits(ctx, entity, res)
 	require.NoError(t, err)
 }
 
@@ -221,39 +229,39 @@ func TestFullAccessPolicyAdministration(t *testing.T) {
 	defer rl.Close()
 
 	limits := []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 60), limiter.PerMinute(limiter.LimitTPM, 6000)}
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "team", Name: "Team"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "team", Name: "Team"})
 	require.NoError(t, err)
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "team-key", ParentID: "team", Cascade: true})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "team-key", ParentID: "team", Cascade: true})
 	require.NoError(t, err)
-	require.NoError(t, rl.SetLimits(ctx, "team-key", res, limits))
-	got, err := rl.GetLimits(ctx, "team-key", res)
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "team-key", Resource: res}, limits))
+	got, err := rl.Admin().Limits(ctx, limiter.Scope{Entity: "team-key", Resource: res})
 	require.NoError(t, err)
 	assert.Len(t, got, 2)
-	children, err := rl.Children(ctx, "team")
+	children, err := iterx.Collect(rl.Admin().Children(ctx, "team"))
 	require.NoError(t, err)
 	assert.Len(t, children, 1)
-	ids, _, err := rl.ListEntitiesWithCustomLimits(ctx, res, 10, "")
+	ids, err := iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, res))
 	require.NoError(t, err)
 	assert.Contains(t, ids, "team-key")
-	_, err = rl.ListResourcesWithEntityConfigs(ctx)
+	_, err = iterx.Collect(rl.Admin().ResourcesWithEntityLimits(ctx))
 	require.NoError(t, err)
-	require.NoError(t, rl.SetResourceDefaults(ctx, "embed", limits))
-	_, err = rl.GetResourceDefaults(ctx, "embed")
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "embed"}, limits))
+	_, err = rl.Admin().Limits(ctx, limiter.Scope{Resource: "embed"})
 	require.NoError(t, err)
-	_, err = rl.ListResourcesWithDefaults(ctx)
+	_, err = iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))
 	require.NoError(t, err)
-	require.NoError(t, rl.SetSystemDefaults(ctx, limits, limiter.OnUnavailableBlock))
-	_, _, err = rl.GetSystemDefaults(ctx)
+	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, limits))
+	_, _, err = systemDefaults(rl, ctx)
 	require.NoError(t, err)
 	l, err := rl.Acquire(ctx, "team-key", res, limiter.Consume{limiter.LimitRPM: 1})
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx))
-	_, err = rl.ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	_, err = rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
 	require.NoError(t, err)
-	require.NoError(t, rl.DeleteLimits(ctx, "team-key", res))
-	require.NoError(t, rl.DeleteResourceDefaults(ctx, "embed"))
-	require.NoError(t, rl.DeleteEntity(ctx, "team-key"))
-	require.NoError(t, rl.DeleteEntity(ctx, "team"))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "team-key", Resource: res}))
+	require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: "embed"}))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "team-key"))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "team"))
 	requireNoDenials(t, p)
 }
 
@@ -264,19 +272,19 @@ func TestReadOnlyPolicyMonitoring(t *testing.T) {
 	rl, err := tn.open(t, p, nsA)
 	require.NoError(t, err)
 	defer rl.Close()
-	_, err = rl.GetEntity(ctx, "key-1")
+	_, err = rl.Admin().Entity(ctx, "key-1")
 	require.NoError(t, err)
 	_, err = rl.Available(ctx, "key-1", res)
 	require.NoError(t, err)
-	_, err = rl.AuditEvents(ctx, "key-1", 10, "")
+	_, err = iterx.Collect(rl.Admin().AuditEvents(ctx, "key-1"))
 	require.NoError(t, err)
-	_, err = rl.GetLimits(ctx, "key-1", res)
+	_, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: res})
 	require.NoError(t, err)
 	requireNoDenials(t, p)
 
 	_, err = rl.Acquire(ctx, "key-1", res, limiter.Consume{limiter.LimitRPM: 1})
 	assertDenied(t, p, "read-only Acquire", err)
-	assertDenied(t, p, "read-only SetLimits", rl.SetLimits(ctx, "key-1", res, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1)}))
+	assertDenied(t, p, "read-only SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1)}))
 }
 
 // TestOtherTenantRefused opens namespace B with A's principal: the
@@ -330,27 +338,27 @@ func otherTenantCalls(ctx context.Context, t *testing.T, p *iamproxy.Proxy, rl *
 	assertDenied(t, p, "Reset", rl.Reset(ctx, "solo", res))
 	_, err := rl.Available(ctx, "solo", res)
 	assertDenied(t, p, "Available", err)
-	_, err = rl.GetEntity(ctx, "solo")
+	_, err = rl.Admin().Entity(ctx, "solo")
 	assertDenied(t, p, "GetEntity", err)
-	_, err = rl.AuditEvents(ctx, "solo", 10, "")
+	_, err = iterx.Collect(rl.Admin().AuditEvents(ctx, "solo"))
 	assertDenied(t, p, "AuditEvents", err)
-	_, _, err = rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "solo"})
+	_, err = iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "solo"}))
 	assertDenied(t, p, "UsageSnapshots by entity", err)
-	_, _, err = rl.UsageSnapshots(ctx, limiter.UsageQuery{Resource: res})
+	_, err = iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{Resource: res}))
 	assertDenied(t, p, "UsageSnapshots by resource (GSI2)", err)
-	_, err = rl.UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: res})
+	_, err = rl.Admin().UsageSummary(ctx, limiter.UsageQuery{EntityID: "solo", Resource: res})
 	assertDenied(t, p, "UsageSummary", err)
-	_, err = rl.CreateEntity(ctx, limiter.Entity{ID: "intruder"})
+	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "intruder"})
 	assertDenied(t, p, "CreateEntity", err)
-	assertDenied(t, p, "SetLimits", rl.SetLimits(ctx, "solo", res, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
-	assertDenied(t, p, "SetResourceDefaults", rl.SetResourceDefaults(ctx, res, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
-	assertDenied(t, p, "SetSystemDefaults", rl.SetSystemDefaults(ctx, nil, limiter.OnUnavailableAllow))
-	assertDenied(t, p, "DeleteEntity", rl.DeleteEntity(ctx, "solo"))
-	_, err = rl.Children(ctx, "org")
+	assertDenied(t, p, "SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "solo", Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
+	assertDenied(t, p, "SetResourceDefaults", rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
+	assertDenied(t, p, "SetSystemDefaults", rl.Admin().SetOnUnavailable(ctx, limiter.OnUnavailableAllow))
+	assertDenied(t, p, "DeleteEntity", rl.Admin().DeleteEntity(ctx, "solo"))
+	_, err = iterx.Collect(rl.Admin().Children(ctx, "org"))
 	assertDenied(t, p, "Children (GSI1)", err)
-	_, _, err = rl.ListEntitiesWithCustomLimits(ctx, res, 10, "")
-	assertDenied(t, p, "ListEntitiesWithCustomLimits (GSI3)", err)
-	_, err = rl.ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	_, err = iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, res))
+	assertDenied(t, p, "EntitiesWithLimits (GSI3)", err)
+	_, err = rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
 	assertDenied(t, p, "ResourceCapacity (GSI2)", err)
 }
 
@@ -412,4 +420,15 @@ func TestRawRequestsOnOtherTenant(t *testing.T) {
 	_, err = ca.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: key("_/SYSTEM#", "#VERSION"),
 		UpdateExpression: aws.String("SET lambda_version = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": s("9.9.9")}})
 	assertDenied(t, pa, "UpdateItem of the version record", err)
+}
+
+// systemDefaults returns the system defaults' limits and on-unavailable
+// mode, as the two getters of Admin give them.
+func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
+	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
+	if err != nil {
+		return nil, "", err
+	}
+	mode, err := rl.Admin().OnUnavailable(ctx)
+	return limits, mode, err
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/internal/iamproxy"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 // namespacePolicies returns the template's managed policies that confine a
@@ -281,35 +282,34 @@ func TestPlantedIndexEntriesIgnored(t *testing.T) {
 	requireNoDenials(t, pa)
 
 	pb := tn.proxy(t, tn.idB, "NamespaceFullAccessPolicy")
-	rl, err := tn.open(t, pb, nsB)
+	rl, repoB, err := tn.openRepo(t, pb, nsB)
 	require.NoError(t, err)
 	defer rl.Close()
-	repoB := rl.Repository().(*limiter.DynamoDBRepository)
 
-	children, err := rl.Children(ctx, "org")
+	children, err := iterx.Collect(rl.Admin().Children(ctx, "org"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"key-1"}, entityIDs(children))
-	capacity, err := rl.ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	capacity, err := rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
 	require.NoError(t, err)
 	var capIDs []string
 	for _, e := range capacity.Entities {
 		capIDs = append(capIDs, e.EntityID)
 	}
 	assert.Equal(t, []string{"key-1", "org", "solo"}, capIDs)
-	snaps, _, err := rl.UsageSnapshots(ctx, limiter.UsageQuery{Resource: res})
+	snaps, err := iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{Resource: res}))
 	require.NoError(t, err)
 	assert.Empty(t, snaps, "B has no usage snapshots of its own")
-	sum, err := rl.UsageSummary(ctx, limiter.UsageQuery{Resource: res})
+	sum, err := rl.Admin().UsageSummary(ctx, limiter.UsageQuery{Resource: res})
 	require.NoError(t, err)
 	assert.Zero(t, sum.SnapshotCount)
-	ids, _, err := rl.ListEntitiesWithCustomLimits(ctx, res, 10, "")
+	ids, err := iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, res))
 	require.NoError(t, err)
 	assert.Empty(t, ids, "B stored no entity limits")
-	require.NoError(t, rl.DeleteEntity(ctx, "solo"))
+	require.NoError(t, rl.Admin().DeleteEntity(ctx, "solo"))
 	requireNoDenials(t, pb)
 	assert.EqualValues(t, 6, repoB.ForeignIndexItems(), "GSI1 once, GSI2 three times, GSI3 twice")
 
-	_, err = rl.GetEntity(ctx, "solo")
+	_, err = rl.Admin().Entity(ctx, "solo")
 	assert.ErrorIs(t, err, limiter.ErrEntityNotFound)
 	for _, item := range planted {
 		got, err := ddblocal.Client(t).GetItem(ctx, &dynamodb.GetItemInput{TableName: table,

@@ -24,7 +24,7 @@ const setupParallelism = 16
 // there is nothing to do: buckets are created by the first acquire.
 func Setup(ctx context.Context, rl *limiter.RateLimiter, s Scenario) error {
 	if s.StoredLimits {
-		if err := rl.SetResourceDefaults(ctx, s.Resource, limitsOf(s.RPM, s.TPM)); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: s.Resource}, limitsOf(s.RPM, s.TPM)); err != nil {
 			return fmt.Errorf("setup: resource defaults: %w", err)
 		}
 	}
@@ -32,7 +32,7 @@ func Setup(ctx context.Context, rl *limiter.RateLimiter, s Scenario) error {
 		return nil
 	}
 	create := func(e limiter.Entity) error {
-		if _, err := rl.CreateEntity(ctx, e); err != nil && !errors.Is(err, limiter.ErrEntityExists) {
+		if _, err := rl.Admin().CreateEntity(ctx, e); err != nil && !errors.Is(err, limiter.ErrEntityExists) {
 			return fmt.Errorf("setup: create entity %s: %w", e.ID, err)
 		}
 		return nil
@@ -45,7 +45,7 @@ func Setup(ctx context.Context, rl *limiter.RateLimiter, s Scenario) error {
 			if err := create(limiter.Entity{ID: id}); err != nil {
 				return err
 			}
-			if err := rl.SetLimits(gctx, id, s.Resource, limitsOf(s.ParentRPM, s.ParentTPM)); err != nil {
+			if err := rl.Admin().SetLimits(gctx, limiter.Scope{Entity: id, Resource: s.Resource}, limitsOf(s.ParentRPM, s.ParentTPM)); err != nil {
 				return fmt.Errorf("setup: limits of %s: %w", id, err)
 			}
 			return nil

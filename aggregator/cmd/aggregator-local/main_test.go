@@ -20,6 +20,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/iterx"
 )
 
 func TestMain(m *testing.M) { os.Exit(ddblocal.Main(m)) }
@@ -52,7 +53,7 @@ func TestAggregatorLocalOnce(t *testing.T) {
 	require.NotNil(t, m, "output = %q, want records read and 1 snapshot write", out)
 	require.NotEqual(t, "0", m[1], "output = %q, want records read and 1 snapshot write", out)
 	require.Equal(t, "1", m[2], "output = %q, want records read and 1 snapshot write", out)
-	snaps, _, err := rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"})
+	snaps, err := iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"}))
 	require.NoError(t, err)
 	require.Len(t, snaps, 1, "snapshots = %+v", snaps)
 	require.EqualValues(t, 1, snaps[0].Counters["rpm"], "snapshots = %+v", snaps)
@@ -128,7 +129,7 @@ func TestAggregatorLocalUsesProgramCredentials(t *testing.T) {
 	require.NoError(t, err, "go build\n%s", out)
 	out, err = exec.Command(bin, "-once").CombinedOutput() // no flags: everything from the environment
 	require.NoError(t, err, "aggregator-local -once\n%s", out)
-	snaps, _, err := rl.UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"})
+	snaps, err := iterx.Collect(rl.Admin().UsageSnapshots(ctx, limiter.UsageQuery{EntityID: "k"}))
 	require.NoError(t, err)
 	require.Len(t, snaps, 1, "snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)
 	require.EqualValues(t, 3, snaps[0].Counters["rpm"], "snapshots = %+v, want one with rpm 3, tpm 120 (output %q)", snaps, out)

@@ -167,7 +167,7 @@ func TestCostCapClamped(t *testing.T) {
 		}
 		wg.Wait()
 		st := tr.Stats()
-		consumed, _ := consumedMicroUSD(t, rl.Repository())
+		consumed, _ := consumedMicroUSD(t, repoOf(rl))
 		left := balance(entity)
 		assert.Equal(t, billed.Load(), consumed, "b_usd_tc is the cost of the usages returned")
 		assert.Equal(t, consumed, st.Cost, "Stats.Cost")

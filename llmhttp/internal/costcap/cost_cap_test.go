@@ -107,12 +107,24 @@ func openBackend(t *testing.T, backend string) limiter.Repository {
 
 // onCapBackends runs fn on the memory backend, DynamoDB Local and
 // redis-server, each with a limiter on a frozen clock.
+// repos holds the store of each limiter onCapBackends made, for
+// consumedMicroUSD.
+var repos sync.Map // *limiter.RateLimiter -> limiter.Repository
+
+// repoOf returns the store of rl, made by onCapBackends.
+func repoOf(rl *limiter.RateLimiter) limiter.Repository {
+	r, _ := repos.Load(rl)
+	return r.(limiter.Repository)
+}
+
 func onCapBackends(t *testing.T, fn func(t *testing.T, rl *limiter.RateLimiter)) {
 	for _, backend := range []string{"memory", "dynamodb", "redis"} {
 		t.Run(backend, func(t *testing.T) {
 			clk := newManualClock()
-			rl := limiter.New(openBackend(t, backend), func(o *limiter.Options) { o.Clock = clk.now })
-			t.Cleanup(func() { _ = rl.Close() })
+			repo := openBackend(t, backend)
+			rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now })
+			repos.Store(rl, repo)
+			t.Cleanup(func() { repos.Delete(rl); _ = rl.Close() })
 			fn(t, rl)
 		})
 	}
@@ -387,7 +399,7 @@ func TestCostCapConcurrent(t *testing.T) {
 			}
 			spent += waveSpent
 
-			consumed, _ := consumedMicroUSD(t, rl.Repository())
+			consumed, _ := consumedMicroUSD(t, repoOf(rl))
 			assert.Equal(t, spent, consumed, "%s: b_usd_tc is the cost of the usages returned", wave)
 			assert.Equal(t, spent, tr.Stats().Cost, "%s: Stats.Cost", wave)
 			assert.LessOrEqual(t, consumed, int64(capMicroUSD), "%s: spend within the budget", wave)

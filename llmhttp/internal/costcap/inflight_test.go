@@ -323,7 +323,7 @@ func TestInFlightSlotsComeBack(t *testing.T) {
 			patience = 5 * time.Minute
 		}
 		ctx := context.Background()
-		require.NoError(t, rl.SetLimits(ctx, entity, resource, []limiter.Limit{
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{
 			limiter.InFlight("calls", slotCap), limiter.PerMinute("rpm", 1_000_000_000), limiter.PerMinute("tpm", 1_000_000_000_000)}))
 		srv := slotServer(t)
 		gauge := &heldGauge{}
