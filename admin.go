@@ -504,13 +504,12 @@ func (rl *RateLimiter) deleteResourceDefaults(ctx context.Context, resource stri
 }
 
 // systemChange is what a write of the system config changes: its limits,
-// its on-unavailable mode, or both; what it does not change stays as
-// stored.
+// and its on-unavailable mode unless setMode is false (the mode stored
+// then stays).
 type systemChange struct {
-	limits   []Limit
-	setLimit bool
-	mode     OnUnavailable
-	setMode  bool
+	limits  []Limit
+	mode    OnUnavailable
+	setMode bool
 }
 
 // keepOnUnavailable marks a change of the system defaults' limits that
@@ -518,16 +517,12 @@ type systemChange struct {
 const keepOnUnavailable OnUnavailable = "\x00keep"
 
 // setSystemDefaults stores the namespace-wide default limits and
-// on-unavailable mode; mode keepOnUnavailable changes the limits alone,
-// nil limits with another mode change the mode alone. It records a
-// limits_set audit event with the config as written.
+// on-unavailable mode; mode keepOnUnavailable changes the limits alone. It
+// records a limits_set audit event with the config as written.
 func (rl *RateLimiter) setSystemDefaults(ctx context.Context, limits []Limit, mode OnUnavailable) error {
-	ch := systemChange{limits: limits, setLimit: true, mode: mode, setMode: true}
-	switch {
-	case mode == keepOnUnavailable:
+	ch := systemChange{limits: limits, mode: mode, setMode: true}
+	if mode == keepOnUnavailable {
 		ch.mode, ch.setMode = "", false
-	case limits == nil:
-		ch.setLimit = false
 	}
 	if err := rl.enter(); err != nil {
 		return err
@@ -573,9 +568,7 @@ func (rl *RateLimiter) setSystemConfig(ctx context.Context, ch systemChange) (st
 			return store.Config{}, err
 		}
 		c := store.Config{Limits: slices.Clone(old.Limits), OnUnavailable: old.OnUnavailable}
-		if ch.setLimit {
-			c.Limits = slices.Clone(ch.limits)
-		}
+		c.Limits = slices.Clone(ch.limits)
 		if ch.setMode {
 			c.OnUnavailable = ch.mode
 		}

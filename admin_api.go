@@ -90,7 +90,7 @@ func (a *Admin) Children(ctx context.Context, parentID string) iter.Seq2[Entity,
 // zone changes keeps what the old definition spent at this instant: the
 // new one's bucket for now holds at most its capacity less that (nothing
 // carries into or out of a prepaid balance). At the system scope the
-// stored on-unavailable mode stays ([Admin.SetOnUnavailable]); on DynamoDB
+// stored on-unavailable mode stays ([Admin.SetSystemDefaults]); on DynamoDB
 // what other tools keep on the system config's item stays too.
 func (a *Admin) SetLimits(ctx context.Context, s Scope, limits []Limit) error {
 	switch {
@@ -129,12 +129,20 @@ func (a *Admin) DeleteLimits(ctx context.Context, s Scope) error {
 	return a.rl.deleteSystemDefaults(ctx)
 }
 
-// SetOnUnavailable stores what acquires do when the store fails
-// ([OnUnavailableAllow] or [OnUnavailableBlock]; "" unsets it, which means
-// block), keeping the system defaults' limits, and records a limits_set
-// audit event. An acquire's [WithOnUnavailable] overrides it.
-func (a *Admin) SetOnUnavailable(ctx context.Context, mode OnUnavailable) error {
-	return a.rl.setSystemDefaults(ctx, nil, mode)
+// SetSystemDefaults stores the namespace's system defaults, limits and
+// on-unavailable mode (what acquires do when the store fails:
+// [OnUnavailableAllow] or [OnUnavailableBlock]; "" leaves it unset, which
+// means block), in one write that replaces both, and records one
+// limits_set audit event. An acquire's [WithOnUnavailable] overrides the
+// mode. [Admin.SetLimits] at Scope{} changes the limits alone.
+func (a *Admin) SetSystemDefaults(ctx context.Context, limits []Limit, mode OnUnavailable) error {
+	if mode == keepOnUnavailable {
+		mode = ""
+	}
+	if limits == nil {
+		limits = []Limit{}
+	}
+	return a.rl.setSystemDefaults(ctx, limits, mode)
 }
 
 // OnUnavailable returns the stored on-unavailable mode ("" when unset).

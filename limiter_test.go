@@ -481,7 +481,7 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 // system on_unavailable decides.
 func TestOnUnavailableFromSystemConfig(t *testing.T) {
 	env := newTestEnv(t)
-	require.NoError(t, env.limiter().Admin().SetOnUnavailable(env.ctx, OnUnavailableAllow))
+	require.NoError(t, env.limiter().Admin().SetSystemDefaults(env.ctx, nil, OnUnavailableAllow))
 	failWrites := hook(func(op string, _ any) error {
 		if op == "PutItem" || op == "UpdateItem" {
 			return errors.New("boom")

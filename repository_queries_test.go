@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -79,7 +78,7 @@ func TestAuditEventsQuery(t *testing.T) {
 	step(rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: DefaultResource}, []Limit{PerMinute("tpm", 7)}))
 	step(rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "claude"}))
 	step(rl.Admin().DeleteLimits(ctx, Scope{Entity: "e", Resource: "gpt"}))
-	step(errors.Join(rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)}), rl.Admin().SetOnUnavailable(ctx, OnUnavailableAllow)))
+	step(rl.Admin().SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow))
 	step(rl.Admin().DeleteLimits(ctx, Scope{}))
 	step(rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerMinute("rpm", 2)}))
 	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "other"})

@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"testing"
@@ -117,7 +116,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 		source ConfigSource
 	}{
 		{"system", func() error {
-			return errors.Join(rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)}), rl.Admin().SetOnUnavailable(ctx, OnUnavailableAllow))
+			return rl.Admin().SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableAllow)
 		}, 1, SourceSystem},
 		{"resource", func() error { return rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerMinute("rpm", 2)}) }, 2, SourceResource},
 		{"entity default", func() error {
@@ -209,7 +208,7 @@ func TestStoredLimitsRegistriesAndListing(t *testing.T) {
 		"bad limit":     rl.Admin().SetLimits(ctx, Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("wcu", 1)}),
 		"bad entity":    rl.Admin().SetLimits(ctx, Scope{Entity: "e#1", Resource: "gpt"}, []Limit{PerMinute("rpm", 1)}),
 		"bad system":    rl.Admin().SetLimits(ctx, Scope{}, []Limit{{Name: "rpm"}}),
-		"bad mode":      rl.Admin().SetOnUnavailable(ctx, "sometimes"),
+		"bad mode":      rl.Admin().SetSystemDefaults(ctx, nil, "sometimes"),
 		"bad principal": rl.Admin().SetLimits(ContextWithPrincipal(ctx, "not valid!"), Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 1)}),
 	} {
 		assert.ErrorIs(t, err, ErrValidation, "%s: err = %v, want ErrValidation", name, err)
@@ -255,7 +254,7 @@ func TestAuditEvents(t *testing.T) {
 	ctx := env.ctx
 	rl.Admin().CreateEntity(ctx, Entity{ID: "e"})
 	rl.Admin().SetLimits(ContextWithPrincipal(ctx, "admin@example.com"), Scope{Entity: "e", Resource: "gpt"}, []Limit{PerMinute("rpm", 5)})
-	rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerMinute("rpm", 1)})
+	rl.Admin().SetSystemDefaults(ctx, []Limit{PerMinute("rpm", 1)}, OnUnavailableBlock)
 
 	ns := env.repo.NamespaceID()
 	out, err := env.client.Query(ctx, &dynamodb.QueryInput{

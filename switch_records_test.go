@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -26,7 +25,7 @@ func TestSwitchRecordsKeepForeignAttributes(t *testing.T) {
 	ctx := env.ctx
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
-	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati)}))
+	require.NoError(t, rl.Admin().SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati)}, OnUnavailableBlock))
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerCalendarDay("usd", 1000)}))
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "e1", Resource: DefaultResource}, []Limit{PerDay("usd", 500)}))
 
@@ -109,7 +108,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	ctx := env.ctx
 	kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 	require.NoError(t, err)
-	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati), PerMinute("rpm", 10)}))
+	require.NoError(t, rl.Admin().SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000).InLocation(kiritimati), PerMinute("rpm", 10)}, OnUnavailableBlock))
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Resource: "gpt"}, []Limit{PerCalendarDay("usd", 1000)}))
 	require.NoError(t, rl.Admin().DeleteLimits(ctx, Scope{Resource: "gpt"})) // a record for gpt's entities
 
@@ -124,7 +123,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	raw := func() map[string]types.AttributeValue { t.Helper(); return env.item(pkSystem(ns), skConfig("")) }
 
 	env.rec.Reset()
-	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000)}))
+	require.NoError(t, rl.Admin().SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000)}, ""))
 	// The config read, written in place, the audit event put.
 	require.Equal(t, "GetItem, UpdateItem, PutItem", env.calls())
 	item := raw()
@@ -182,7 +181,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 		return nil
 	})), func(o *Options) { o.Clock = env.clock.now })
 	defer hooked.Close()
-	require.NoError(t, errors.Join(hooked.Admin().SetLimits(ctx, Scope{}, []Limit{PerCalendarDay("usd", 1000)}), hooked.Admin().SetOnUnavailable(ctx, OnUnavailableAllow)))
+	require.NoError(t, hooked.Admin().SetSystemDefaults(ctx, []Limit{PerCalendarDay("usd", 1000)}, OnUnavailableAllow))
 	require.True(t, raced)
 	c, _, err = env.repo.GetConfig(ctx, store.SystemConfig())
 	require.NoError(t, err)

@@ -148,10 +148,7 @@ var scenarios = []scenario{
 			want limiter.ConfigSource
 		}{
 			{"system", func() error {
-				if err := rl.Admin().SetLimits(ctx, limiter.Scope{}, []store.Limit{limiter.PerMinute("rpm", 1)}); err != nil {
-					return err
-				}
-				return rl.Admin().SetOnUnavailable(ctx, store.OnUnavailableAllow)
+				return rl.Admin().SetSystemDefaults(ctx, []store.Limit{limiter.PerMinute("rpm", 1)}, store.OnUnavailableAllow)
 			}, limiter.SourceSystem},
 			{"resource", func() error {
 				return rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 2)})

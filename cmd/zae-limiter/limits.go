@@ -392,10 +392,7 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if merge && ou == "" {
 			ou = beforeOU
 		}
-		if err := repo.Admin().SetLimits(c.ctx, limiter.Scope{}, stored); err != nil {
-			return err
-		}
-		if err := repo.Admin().SetOnUnavailable(c.ctx, ou); err != nil {
+		if err := repo.Admin().SetSystemDefaults(c.ctx, stored, ou); err != nil {
 			return err
 		}
 		return c.reportSet(fmt.Sprintf("Set %d system-wide default(s):", len(limits)),

@@ -535,10 +535,7 @@ func applyChange(c *cli, repo *table, rl *limiter.RateLimiter, ch change) error 
 	case ch.Action == actionDelete:
 		return rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: ch.entity, Resource: ch.resource})
 	case ch.Level == levelSystem:
-		if err := repo.Admin().SetLimits(ctx, limiter.Scope{}, ch.limits); err != nil {
-			return err
-		}
-		return repo.Admin().SetOnUnavailable(ctx, limiter.OnUnavailable(ch.OnUnavailable))
+		return repo.Admin().SetSystemDefaults(ctx, ch.limits, limiter.OnUnavailable(ch.OnUnavailable))
 	case ch.Level == levelResource:
 		return repo.Admin().SetLimits(ctx, limiter.Scope{Resource: ch.resource}, ch.limits)
 	default:

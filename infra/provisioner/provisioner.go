@@ -274,10 +274,7 @@ func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p 
 	}
 	if want.system {
 		if err := put("store system defaults", func() error {
-			if err := rl.Admin().SetLimits(ctx, limiter.Scope{}, want.systemLimits); err != nil {
-				return err
-			}
-			return rl.Admin().SetOnUnavailable(ctx, want.onUnavailable)
+			return rl.Admin().SetSystemDefaults(ctx, want.systemLimits, want.onUnavailable)
 		}); err != nil {
 			return p, err
 		}

@@ -2,7 +2,6 @@ package crossbackend_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 
@@ -66,7 +65,7 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 				require.NoError(t, lease.Commit(ctx))
 
 				setDefaults := func(rl *limiter.RateLimiter) {
-					require.NoError(t, errors.Join(rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{day}), rl.Admin().SetOnUnavailable(ctx, limiter.OnUnavailableAllow)))
+					require.NoError(t, rl.Admin().SetSystemDefaults(ctx, []limiter.Limit{day}, limiter.OnUnavailableAllow))
 				}
 				deleteLimits := func(rl *limiter.RateLimiter) {
 					require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}))
@@ -110,7 +109,7 @@ func TestDeleteSystemDefaultsKeepsSwitches(t *testing.T) {
 		rl := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
 		defer rl.Close()
 		res := "chat"
-		require.NoError(t, errors.Join(rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{limiter.PerMinute("rpm", 100)}), rl.Admin().SetOnUnavailable(ctx, limiter.OnUnavailableAllow)))
+		require.NoError(t, rl.Admin().SetSystemDefaults(ctx, []limiter.Limit{limiter.PerMinute("rpm", 100)}, limiter.OnUnavailableAllow))
 		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{limiter.PerCalendarDay("usd", 1000)}))
 		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e1", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerDay("usd", 1000)}))
 		lease, err := rl.Acquire(ctx, "e1", res, limiter.Consume{"usd": 1000})
