@@ -58,7 +58,7 @@ func BenchmarkHotKeys(b *testing.B) {
 func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []func(*Options)) {
 	ctx := context.Background()
 	rec := &ddblocal.Recorder{}
-	repo, err := OpenDynamoDB(ctx, ddblocal.Client(b, rec.Option()), func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, ddblocal.Client(b, rec.Option()), func(o *DynamoDBOptions) {
 		o.Table = ddblocal.TableName(b)
 		o.CreateTable = true
 	})
@@ -116,7 +116,7 @@ func benchHot(b *testing.B, goroutines, keys int, storm bool, opts []func(*Optio
 // JIT warm-up does not land on the first case.
 func benchHotWarmUp(b *testing.B) {
 	ctx := context.Background()
-	repo, err := OpenDynamoDB(ctx, ddblocal.Client(b), func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, ddblocal.Client(b), func(o *DynamoDBOptions) {
 		o.Table = ddblocal.TableName(b)
 		o.CreateTable = true
 	})

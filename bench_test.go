@@ -58,7 +58,7 @@ func BenchmarkAcquireCommit(b *testing.B) {
 		b.Run(map[bool]string{true: "speculative", false: "read-then-write"}[spec], func(b *testing.B) {
 			ctx := context.Background()
 			client := ddblocal.Client(b)
-			repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+			repo, err := openDynamo(ctx, client, func(o *DynamoDBOptions) {
 				o.Table = ddblocal.TableName(b)
 				o.CreateTable = true
 			})

@@ -36,7 +36,7 @@ const (
 // proxied returns a repository of env whose requests go through a fault
 // proxy to DynamoDB Local (env.client and env's recorder still reach it
 // directly, for checks).
-func proxied(t *testing.T, env *testEnv) (*DynamoDBRepository, *faultproxy.Proxy) {
+func proxied(t *testing.T, env *testEnv) (*dynamoRepository, *faultproxy.Proxy) {
 	t.Helper()
 	p := faultproxy.Start(t, ddblocal.Endpoint(t))
 	r := *env.repo

@@ -182,6 +182,7 @@ func New(repo Repository, optFns ...func(*Options)) *RateLimiter {
 	if isNil(repo) {
 		panic(fmt.Sprintf("limiter: New: nil repository (%T)", repo))
 	}
+	repo = store.Unwrap(repo)
 	o := defaultOptions()
 	for _, fn := range optFns {
 		if fn != nil {
@@ -227,7 +228,7 @@ func New(repo Repository, optFns ...func(*Options)) *RateLimiter {
 	if rl.store.spec == nil {
 		rl.speculative = false
 	}
-	_, rl.pairWrites = repo.(*DynamoDBRepository)
+	_, rl.pairWrites = repo.(*dynamoRepository)
 	if rl.obs.metrics != nil {
 		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
 	}

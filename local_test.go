@@ -42,7 +42,7 @@ func localWorkload(t *testing.T, client *dynamodb.Client) {
 	t.Helper()
 	ctx := context.Background()
 	table := ddblocal.TableName(t)
-	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, client, func(o *DynamoDBOptions) {
 		o.Table = table
 		o.Namespace = "default"
 		o.CreateTable = true

@@ -48,7 +48,7 @@ type testEnv struct {
 	client *dynamodb.Client
 	rec    *ddblocal.Recorder
 	clock  *fakeClock
-	repo   *DynamoDBRepository
+	repo   *dynamoRepository
 	// spec selects the speculative path for env.limiter().
 	spec bool
 }
@@ -89,7 +89,7 @@ func newTestEnvStreams(t *testing.T, streams bool, optFns ...func(*DynamoDBOptio
 	}
 	env.client = ddblocal.Client(t, clientFns...)
 	table := ddblocal.TableName(t)
-	repo, err := OpenDynamoDB(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
+	repo, err := openDynamo(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
 		o.Table = table
 		o.Namespace = "default"
 		o.CreateTable = true
@@ -189,7 +189,7 @@ func (env *testEnv) calls() string {
 
 // newDeadRepo returns a copy of env's repository whose client points at a
 // closed port: every call fails fast.
-func newDeadRepo(t *testing.T, env *testEnv) *DynamoDBRepository {
+func newDeadRepo(t *testing.T, env *testEnv) *dynamoRepository {
 	t.Helper()
 	dead := *env.repo
 	dead.client = ddblocal.NewClient("http://127.0.0.1:1")
@@ -215,7 +215,7 @@ func hook(before func(op string, params any) error) func(*dynamodb.Options) {
 
 // withClient returns a copy of env's repository using client (sharing the
 // caches), e.g. one with a hook.
-func (env *testEnv) withClient(optFns ...func(*dynamodb.Options)) *DynamoDBRepository {
+func (env *testEnv) withClient(optFns ...func(*dynamodb.Options)) *dynamoRepository {
 	r := *env.repo
 	r.client = ddblocal.Client(env.t, append([]func(*dynamodb.Options){env.rec.Option()}, optFns...)...)
 	return &r

@@ -339,7 +339,7 @@ func TestOpenDynamoDBUnreachable(t *testing.T) {
 		endpoint := "http://" + ln.Addr().String()
 		require.NoError(t, ln.Close())
 		start := time.Now()
-		_, err = OpenDynamoDB(ctx, NewDynamoDBLocalClient(endpoint), func(o *DynamoDBOptions) { o.Table = "rl" })
+		_, err = openDynamo(ctx, NewDynamoDBLocalClient(endpoint), func(o *DynamoDBOptions) { o.Table = "rl" })
 		d := time.Since(start)
 		require.ErrorIs(t, err, ErrUnavailable)
 		var ue *UnavailableError
@@ -355,7 +355,7 @@ func TestOpenDynamoDBUnreachable(t *testing.T) {
 		p := faultproxy.Start(t, ddblocal.Endpoint(t))
 		p.Add(faultproxy.Rule{Kind: faultproxy.Blackhole})
 		start := time.Now()
-		_, err := OpenDynamoDB(ctx, ddblocal.NewClient(p.URL), func(o *DynamoDBOptions) {
+		_, err := openDynamo(ctx, ddblocal.NewClient(p.URL), func(o *DynamoDBOptions) {
 			o.Table = "rl"
 			o.OpenTimeout = 300 * time.Millisecond
 		})
@@ -367,7 +367,7 @@ func TestOpenDynamoDBUnreachable(t *testing.T) {
 	})
 	t.Run("missing table", func(t *testing.T) {
 		table := ddblocal.TableName(t)
-		_, err := OpenDynamoDB(ctx, ddblocal.Client(t), func(o *DynamoDBOptions) { o.Table = table })
+		_, err := openDynamo(ctx, ddblocal.Client(t), func(o *DynamoDBOptions) { o.Table = table })
 		require.ErrorIs(t, err, ErrTableNotFound)
 		require.NotErrorIs(t, err, ErrUnavailable)
 		var nf *TableNotFoundError

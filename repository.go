@@ -68,14 +68,14 @@ type DynamoDBClient interface {
 
 var (
 	_ DynamoDBClient          = (*dynamodb.Client)(nil)
-	_ Repository              = (*DynamoDBRepository)(nil)
-	_ store.SpeculativeStore  = (*DynamoDBRepository)(nil)
-	_ store.ShardStore        = (*DynamoDBRepository)(nil)
-	_ store.AuditLog          = (*DynamoDBRepository)(nil)
-	_ store.ConfigLister      = (*DynamoDBRepository)(nil)
-	_ store.UsageStore        = (*DynamoDBRepository)(nil)
-	_ store.CapacityReader    = (*DynamoDBRepository)(nil)
-	_ store.NamespaceRegistry = (*DynamoDBRepository)(nil)
+	_ Repository              = (*dynamoRepository)(nil)
+	_ store.SpeculativeStore  = (*dynamoRepository)(nil)
+	_ store.ShardStore        = (*dynamoRepository)(nil)
+	_ store.AuditLog          = (*dynamoRepository)(nil)
+	_ store.ConfigLister      = (*dynamoRepository)(nil)
+	_ store.UsageStore        = (*dynamoRepository)(nil)
+	_ store.CapacityReader    = (*dynamoRepository)(nil)
+	_ store.NamespaceRegistry = (*dynamoRepository)(nil)
 )
 
 // DynamoDBOptions configures [OpenDynamoDB]. OpenDynamoDB fills every field
@@ -133,25 +133,10 @@ type DynamoDBOptions struct {
 	BucketCacheSize int
 }
 
-// DynamoDBRepository stores rate-limiter state in one DynamoDB table, scoped
-// to one namespace, in the table layout of schema 0.10.0 ([SchemaVersion]),
-// which it shares with every other client of that schema: a table another
-// client writes works with this one, and the other way round. Every
-// write that changes a bucket's balances carries a random identifier,
-// which the item keeps among those of its last four writes (wid0 to
-// wid3): the SDK's retry of a write that applied but was answered with a
-// 5xx is then recognised as applied, so such writes are retried and
-// charged once. It is safe for concurrent use. Create it with [OpenDynamoDB];
-// [DynamoDBRepository.Namespace] returns a repository for another namespace
-// sharing the client.
-//
-// Besides [Repository] it implements every optional capability:
-// [store.SpeculativeStore], [store.ShardStore] (every bucket item carries a hidden
-// write-capacity limit, its share of DynamoDB's 1000 writes per second per
-// partition, and a bucket that exceeds it is spread over more items),
-// [store.AuditLog], [store.ConfigLister], [store.UsageStore], [store.CapacityReader] and
-// [store.NamespaceRegistry].
-type DynamoDBRepository struct {
+// dynamoRepository is the DynamoDB store behind a [DynamoDBRepository]:
+// it implements the backend contract and every optional capability of
+// package store, on one namespace of one table.
+type dynamoRepository struct {
 	client DynamoDBClient
 	opts   DynamoDBOptions
 	nsID   string
@@ -237,23 +222,89 @@ func envOr(name, def string) string {
 	return def
 }
 
+// DynamoDBRepository is the DynamoDB store, scoped to one namespace of one
+// table: pass it to [New]. Open it with [OpenDynamoDB]. It is safe for
+// concurrent use.
+//
+// The table's layout is that of schema 0.10.0 ([SchemaVersion]), which it
+// shares with every other client of that schema: a table another client
+// writes works with this one, and the other way round. Every write that
+// changes a bucket's balances carries a random identifier, which the item
+// keeps among those of its last four writes: the SDK's retry of a write
+// that applied but was answered with a 5xx is then recognised as applied,
+// so such writes are retried and charged once.
+//
+// Its embedded [store.Repository] and [store.NamespaceRegistry] are the
+// backend contract and the table's namespace registry (package store
+// documents them); [DynamoDBRepository.Unwrap] returns the store itself,
+// which also implements every optional capability of package store:
+// speculative writes, sharding (every bucket item carries a hidden
+// write-capacity limit, its share of DynamoDB's 1000 writes per second
+// per partition, and a bucket that exceeds it is spread over more items),
+// the audit log, config and entity listings, usage snapshots, capacity
+// sums, top-ups and the rest.
+type DynamoDBRepository struct {
+	store.Repository
+	store.NamespaceRegistry
+	r *dynamoRepository
+}
+
+// wrapDynamo returns the handle of r.
+func wrapDynamo(r *dynamoRepository) *DynamoDBRepository {
+	return &DynamoDBRepository{Repository: r, NamespaceRegistry: r, r: r}
+}
+
+// Unwrap returns the store behind the handle ([store.Unwrap]).
+func (h *DynamoDBRepository) Unwrap() store.Repository { return h.r }
+
 // Table returns the table name.
-func (r *DynamoDBRepository) Table() string { return r.opts.Table }
+func (h *DynamoDBRepository) Table() string { return h.r.Table() }
 
 // NamespaceID returns the opaque id of the repository's namespace.
-func (r *DynamoDBRepository) NamespaceID() string { return r.nsID }
+func (h *DynamoDBRepository) NamespaceID() string { return h.r.nsID }
 
 // NamespaceName returns the name of the repository's namespace.
-func (r *DynamoDBRepository) NamespaceName() string { return r.nsName }
+func (h *DynamoDBRepository) NamespaceName() string { return h.r.nsName }
+
+// Namespace returns a repository for another registered namespace of the
+// table, sharing the client and the namespace cache. It fails with
+// *[NamespaceNotFoundError] when name is not registered.
+func (h *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
+	r, err := h.r.namespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return wrapDynamo(r), nil
+}
+
+// VersionRecord reads the table's version record; ok is false when the
+// table has none.
+func (h *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
+	return h.r.VersionRecord(ctx)
+}
+
+// SetVersionRecord writes the table's version record.
+func (h *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
+	return h.r.SetVersionRecord(ctx, rec)
+}
+
+// Table returns the table name.
+func (r *dynamoRepository) Table() string { return r.opts.Table }
+
+// NamespaceID returns the opaque id of the repository's namespace.
+func (r *dynamoRepository) NamespaceID() string { return r.nsID }
+
+// NamespaceName returns the name of the repository's namespace.
+func (r *dynamoRepository) NamespaceName() string { return r.nsName }
 
 // Close releases nothing today (the client belongs to the caller); it exists
 // so that callers can treat the repository as a resource.
-func (r *DynamoDBRepository) Close() error { return nil }
+func (r *dynamoRepository) Close() error { return nil }
 
 // Ping reports whether the table answers (a GetItem of the version
 // record): nil, a *[TableNotFoundError], or an *[UnavailableError] naming
 // the endpoint that does not answer.
-func (r *DynamoDBRepository) Ping(ctx context.Context) error {
+func (r *dynamoRepository) Ping(ctx context.Context) error {
 	_, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       primaryKey(pkSystem(reservedNamespace), skVersion),
@@ -270,7 +321,7 @@ func (r *DynamoDBRepository) Ping(ctx context.Context) error {
 // answer within OpenTimeout, a 5xx) an *UnavailableError naming the
 // endpoint. Other errors, and the caller's cancellation (ctx), are
 // returned as they are.
-func (r *DynamoDBRepository) openErr(ctx context.Context, err error) error {
+func (r *dynamoRepository) openErr(ctx context.Context, err error) error {
 	var nf *types.ResourceNotFoundException
 	var op *smithy.OperationError
 	switch {
@@ -289,7 +340,7 @@ func (r *DynamoDBRepository) openErr(ctx context.Context, err error) error {
 // endpoint returns the endpoint a request that failed with err went to:
 // the URL of its transport error, else the client's base endpoint or
 // regional one, else "".
-func (r *DynamoDBRepository) endpoint(err error) string {
+func (r *dynamoRepository) endpoint(err error) string {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		if u, perr := url.Parse(ue.URL); perr == nil && u.Host != "" {
@@ -336,11 +387,11 @@ func (e *endpointError) Unwrap() error { return e.cause }
 func (e *endpointError) ownMessage()   {}
 
 // Name returns the table name (the [Repository] method).
-func (r *DynamoDBRepository) Name() string { return r.opts.Table }
+func (r *dynamoRepository) Name() string { return r.opts.Table }
 
 // createTable creates the table from the schema definition (ignoring an
 // existing one), waits until it is ACTIVE and enables TTL on `ttl`.
-func (r *DynamoDBRepository) createTable(ctx context.Context) error {
+func (r *dynamoRepository) createTable(ctx context.Context) error {
 	_, err := r.client.CreateTable(ctx, tableDefinition(r.opts.Table))
 	var inUse *types.ResourceInUseException
 	if err != nil && !errors.As(err, &inUse) {
@@ -369,7 +420,7 @@ func (r *DynamoDBRepository) createTable(ctx context.Context) error {
 // current schema (lambda_version NULL, so that a client that compares it
 // with its aggregator Lambda's version never thinks that Lambda outdated);
 // when present it refuses another major schema.
-func (r *DynamoDBRepository) checkVersion(ctx context.Context) error {
+func (r *dynamoRepository) checkVersion(ctx context.Context) error {
 	rec, ok, err := r.readVersion(ctx, false)
 	if err != nil {
 		return err
@@ -442,13 +493,13 @@ func classifyWriteErr(op string, err error) error {
 
 // VersionRecord reads the table's version record. ok is false when the table
 // has none (a table that no client has opened yet).
-func (r *DynamoDBRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
+func (r *dynamoRepository) VersionRecord(ctx context.Context) (rec VersionRecord, ok bool, err error) {
 	v, ok, err := r.readVersion(ctx, true)
 	return VersionRecord(v), ok, err
 }
 
 // readVersion reads the version record, strongly consistent or not.
-func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
+func (r *dynamoRepository) readVersion(ctx context.Context, consistent bool) (versionRecord, bool, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.opts.Table),
 		Key:            primaryKey(pkSystem(reservedNamespace), skVersion),
@@ -465,7 +516,7 @@ func (r *DynamoDBRepository) readVersion(ctx context.Context, consistent bool) (
 
 // SetVersionRecord writes the table's version record (UpdatedAt defaults to
 // now). Deploy tools call it after creating or upgrading a stack.
-func (r *DynamoDBRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
+func (r *dynamoRepository) SetVersionRecord(ctx context.Context, rec VersionRecord) error {
 	if rec.UpdatedAt.IsZero() {
 		rec.UpdatedAt = r.opts.Now()
 	}

@@ -65,7 +65,7 @@ import (
 // Each transaction carries a ClientRequestToken, derived from the write
 // identifier its items carry: the SDK's retry of a transaction whose answer
 // was lost is applied once (writeOptions retries it).
-func (r *DynamoDBRepository) SpeculativeConsumeAll(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
+func (r *dynamoRepository) SpeculativeConsumeAll(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
 	n := len(reqs)
 	results := make([]store.SpeculativeResult, n)
 	if n == 0 {
@@ -195,7 +195,7 @@ func batchToken(id ddbschema.WriteID) string {
 // each whose condition failed kept in bases (fresh; nil when it is
 // missing), conflict reporting an item in another transaction; or failed
 // (err).
-func (r *DynamoDBRepository) batchAnswer(err error, id ddbschema.WriteID, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool) (applied, conflict bool, _ error) {
+func (r *dynamoRepository) batchAnswer(err error, id ddbschema.WriteID, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool) (applied, conflict bool, _ error) {
 	if err == nil {
 		return true, false, nil
 	}
@@ -240,7 +240,7 @@ func (r *DynamoDBRepository) batchAnswer(err error, id ddbschema.WriteID, reqs [
 
 // readBases reads consistently, in one BatchGetItem, the items of reqs
 // that have no base and were not found missing, and keeps them (fresh).
-func (r *DynamoDBRepository) readBases(ctx context.Context, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool) error {
+func (r *dynamoRepository) readBases(ctx context.Context, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool) error {
 	var keys []map[string]types.AttributeValue
 	for i, req := range reqs {
 		if bases[i] == nil && !fresh[i] {
@@ -278,7 +278,7 @@ func (r *DynamoDBRepository) readBases(ctx context.Context, reqs []store.Specula
 // refuseBatch returns the results of a refused batch: every item as it
 // was (those not fresh read consistently first) with the reason it
 // refuses its request, or the reason forced gives it.
-func (r *DynamoDBRepository) refuseBatch(ctx context.Context, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool, results []store.SpeculativeResult, forced map[int]store.RefusalReason) ([]store.SpeculativeResult, error) {
+func (r *dynamoRepository) refuseBatch(ctx context.Context, reqs []store.SpeculativeRequest, bases []*store.Bucket, fresh []bool, results []store.SpeculativeResult, forced map[int]store.RefusalReason) ([]store.SpeculativeResult, error) {
 	for i := range reqs {
 		if !fresh[i] {
 			bases[i] = nil

@@ -29,7 +29,7 @@ const unprocessedBackoff = 20 * time.Millisecond
 // batchGet reads keys (de-duplicated, in chunks of 100), re-requesting
 // UnprocessedKeys until none are left. consistent
 // selects strongly consistent reads.
-func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) ([]map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) batchGet(ctx context.Context, keys []map[string]types.AttributeValue, consistent bool) ([]map[string]types.AttributeValue, error) {
 	seen := make(map[[2]string]bool, len(keys))
 	var unique []map[string]types.AttributeValue
 	for _, k := range keys {
@@ -64,7 +64,7 @@ func (r *DynamoDBRepository) batchGet(ctx context.Context, keys []map[string]typ
 
 // LoadBuckets implements [Repository]: one BatchGetItem (eventually
 // consistent) for the entities' META records and the bucket items.
-func (r *DynamoDBRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
+func (r *dynamoRepository) LoadBuckets(ctx context.Context, entityIDs []string, keys []store.BucketKey) (map[string]Entity, map[store.BucketKey]*store.Bucket, error) {
 	req := make([]map[string]types.AttributeValue, 0, len(entityIDs)+len(keys))
 	for _, id := range entityIDs {
 		req = append(req, primaryKey(pkEntity(r.nsID, id), skMeta))
@@ -105,7 +105,7 @@ func bucketFromDynamoDB(item map[string]types.AttributeValue) (*store.Bucket, er
 }
 
 // GetBucket implements [Repository]: one GetItem (eventually consistent).
-func (r *DynamoDBRepository) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+func (r *dynamoRepository) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),
@@ -125,7 +125,7 @@ func (r *DynamoDBRepository) GetBucket(ctx context.Context, key store.BucketKey)
 // sends one within several writes, where refunds are not capped. A retry
 // is an exact write from its item (writeRetries). The items the writes
 // return are kept for the exact writes of the speculative path.
-func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
+func (r *dynamoRepository) WriteBuckets(ctx context.Context, writes []store.BucketWrite) error {
 	switch {
 	case len(writes) == 0:
 		return nil
@@ -172,7 +172,7 @@ func (r *DynamoDBRepository) WriteBuckets(ctx context.Context, writes []store.Bu
 // the item it leaves, or the one that refused it (a normal write returns
 // either; a create's is the one it puts; other writes drop the kept
 // item). The write carries a write identifier (see writeOptions).
-func (r *DynamoDBRepository) writeBucket(ctx context.Context, w store.BucketWrite) error {
+func (r *dynamoRepository) writeBucket(ctx context.Context, w store.BucketWrite) error {
 	it := r.bucketWriteItem(w)
 	id := ddbschema.NewWriteID()
 	switch {
@@ -207,7 +207,7 @@ func (r *DynamoDBRepository) writeBucket(ctx context.Context, w store.BucketWrit
 // bucketWriteItem builds the request of one bucket write. A normal write
 // also refills the hidden wcu limit from the item it was computed from, so
 // that wcu measures the write rate rather than lifetime writes.
-func (r *DynamoDBRepository) bucketWriteItem(w store.BucketWrite) types.TransactWriteItem {
+func (r *dynamoRepository) bucketWriteItem(w store.BucketWrite) types.TransactWriteItem {
 	switch w.Kind {
 	case store.WriteSync:
 		return types.TransactWriteItem{Update: r.syncUpdate(w)}
@@ -225,7 +225,7 @@ func (r *DynamoDBRepository) bucketWriteItem(w store.BucketWrite) types.Transact
 // lacks (every attribute if_not_exists, so that a limit it holds is left as
 // it is), apply the TTL mode and remove the attributes of the removed
 // limits, on an existing item.
-func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
+func (r *dynamoRepository) syncUpdate(w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	var set, remove []string
 	for _, l := range w.Limits {
@@ -269,7 +269,7 @@ func (r *DynamoDBRepository) syncUpdate(w store.BucketWrite) *types.Update {
 // writeOne issues a transactional write item with the single-item API. A
 // put or an update carries the write identifier id (a retry of it that
 // applied is refused, and the item the refusal returns holds id: applied).
-func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWriteItem, id ddbschema.WriteID) error {
+func (r *dynamoRepository) writeOne(ctx context.Context, it types.TransactWriteItem, id ddbschema.WriteID) error {
 	var err error
 	switch {
 	case it.Put != nil:
@@ -305,7 +305,7 @@ func (r *DynamoDBRepository) writeOne(ctx context.Context, it types.TransactWrit
 // is needed; its copy ts alike, and its fa removed) and rf = now, on an
 // existing item holding each of them. The hidden wcu limit is left as it
 // is.
-func (r *DynamoDBRepository) resetUpdate(w store.BucketWrite) *types.Update {
+func (r *dynamoRepository) resetUpdate(w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	set := []string{b.name(attrRefill) + " = " + b.n(w.NowMs)}
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")"}
@@ -384,7 +384,7 @@ var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times
 
 // writeAdjust applies one store.WriteAdjust. Its writes carry one write
 // identifier: a retry of one that applied is recognised (see writeOptions).
-func (r *DynamoDBRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
+func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
 	id := ddbschema.NewWriteID()
 	kept := r.shared.buckets.get(r.nsID, w.Key)
 	if kept != nil && kept.Incarnation != w.Incarnation {
@@ -470,7 +470,7 @@ func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.Bucket
 // seen (nil when none is kept), supplies the refill parameters that move a
 // refunded limit's fa (see adjustExact). It carries the write identifier
 // id.
-func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
+func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
 	var add, remove []string
@@ -517,7 +517,7 @@ func (r *DynamoDBRepository) optimisticAdjust(w store.BucketWrite, kept *store.B
 // item's capacity; the totals are ADDed. It returns nil when old holds none
 // of the limits. It carries the write identifier id. With yield, a refund
 // on a limit read full or to be capped is left out (see adjustYieldRound).
-func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
+func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
@@ -583,7 +583,7 @@ func (r *DynamoDBRepository) exactAdjust(w store.BucketWrite, old *store.Bucket,
 	return r.adjustInput(b, w.Key, updateExpr(set, add, remove), conds, id)
 }
 
-func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
+func (r *dynamoRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
 	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds)
 	ddbschema.AddWriteID(u, id)
 	in := ddbschema.UpdateInput(u)
@@ -595,7 +595,7 @@ func (r *DynamoDBRepository) adjustInput(b *exprBuilder, key store.BucketKey, ex
 // BumpShardCount implements [store.ShardStore]: a conditional UpdateItem of the
 // shard count on shard 0. It returns the count now in force (current when
 // someone else changed it first).
-func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
+func (r *dynamoRepository) BumpShardCount(ctx context.Context, entityID, resource string, current int) (int, error) {
 	next := current * 2
 	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -619,7 +619,7 @@ func (r *DynamoDBRepository) BumpShardCount(ctx context.Context, entityID, resou
 // item takes a write-capacity unit of its partition, and DynamoDB applies
 // them one after the other. Group commit keeps one write of a hot item in
 // flight, so that each carries the largest batch.
-func (r *DynamoDBRepository) SerialItemWrites() {}
+func (r *dynamoRepository) SerialItemWrites() {}
 
 // SpeculativeConsumeAdjust implements [store.AdjustFolder]:
 // SpeculativeConsume with adj, a pending adjustment of the same item (a
@@ -632,7 +632,7 @@ func (r *DynamoDBRepository) SerialItemWrites() {}
 // may be full, the write is the exact one of both (see foldFrom). When the
 // acquire does not fit once adjusted, nothing was written: the caller
 // writes the adjustment alone, then the acquire.
-func (r *DynamoDBRepository) SpeculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, store.FoldOutcome, error) {
+func (r *dynamoRepository) SpeculativeConsumeAdjust(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite) (store.SpeculativeResult, store.FoldOutcome, error) {
 	res := store.SpeculativeResult{Key: req.Key}
 	id := ddbschema.NewWriteID()
 	in := buildSpeculativeFold(r.opts.Table, r.nsID, req, adj, id)

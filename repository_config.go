@@ -21,7 +21,7 @@ import (
 )
 
 // configItemKey returns the primary key of a stored config.
-func (r *DynamoDBRepository) configItemKey(k store.ConfigKey) map[string]types.AttributeValue {
+func (r *dynamoRepository) configItemKey(k store.ConfigKey) map[string]types.AttributeValue {
 	switch k.Level {
 	case store.LevelEntity:
 		return primaryKey(pkEntity(r.nsID, k.EntityID), skConfig(k.Resource))
@@ -39,7 +39,7 @@ func (r *DynamoDBRepository) configItemKey(k store.ConfigKey) map[string]types.A
 const attrLimitSwitches = "limit_switches"
 
 // configItem returns the item that stores c under k.
-func (r *DynamoDBRepository) configItem(k store.ConfigKey, c store.Config) (map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) configItem(k store.ConfigKey, c store.Config) (map[string]types.AttributeValue, error) {
 	var item map[string]types.AttributeValue
 	switch k.Level {
 	case store.LevelEntity:
@@ -85,7 +85,7 @@ func configFromItem(k store.ConfigKey, item map[string]types.AttributeValue) (st
 
 // LoadConfigs implements [Repository]: one BatchGetItem (eventually
 // consistent) for all keys.
-func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
+func (r *dynamoRepository) LoadConfigs(ctx context.Context, keys []store.ConfigKey) (map[store.ConfigKey]store.Config, error) {
 	req := make([]map[string]types.AttributeValue, len(keys))
 	byID := make(map[[2]string]store.ConfigKey, len(keys))
 	for i, k := range keys {
@@ -114,7 +114,7 @@ func (r *DynamoDBRepository) LoadConfigs(ctx context.Context, keys []store.Confi
 }
 
 // GetConfig implements [Repository]: one GetItem (eventually consistent).
-func (r *DynamoDBRepository) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
+func (r *dynamoRepository) GetConfig(ctx context.Context, key store.ConfigKey) (store.Config, bool, error) {
 	item, err := r.getConfigItem(ctx, r.configItemKey(key))
 	if err != nil || len(item) == 0 {
 		return store.Config{}, false, err
@@ -123,7 +123,7 @@ func (r *DynamoDBRepository) GetConfig(ctx context.Context, key store.ConfigKey)
 	return c, err == nil, err
 }
 
-func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) getConfigItem(ctx context.Context, key map[string]types.AttributeValue) (map[string]types.AttributeValue, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(r.opts.Table), Key: key, ConsistentRead: aws.Bool(false)})
 	if err != nil {
 		return nil, wrapErr("get config", err)
@@ -137,7 +137,7 @@ func (r *DynamoDBRepository) getConfigItem(ctx context.Context, key map[string]t
 // config is put alone). A resource config is put and its resource added to
 // the resource registry (PutItem, UpdateItem). A system config is one
 // PutItem.
-func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
+func (r *dynamoRepository) PutConfig(ctx context.Context, key store.ConfigKey, c store.Config) error {
 	item, err := r.configItem(key, c)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ func (r *DynamoDBRepository) PutConfig(ctx context.Context, key store.ConfigKey,
 // item existing with the records prev (their stored form, the attribute
 // absent when there are none). Every other attribute of the item (those
 // of the Python library or of another tool included) stays as it is.
-func (r *DynamoDBRepository) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev, next []store.LimitSwitch) (bool, error) {
+func (r *dynamoRepository) SetConfigSwitches(ctx context.Context, key store.ConfigKey, prev, next []store.LimitSwitch) (bool, error) {
 	was, err := store.EncodeLimitSwitches(prev)
 	if err != nil {
 		return false, err
@@ -221,7 +221,7 @@ func (r *DynamoDBRepository) SetConfigSwitches(ctx context.Context, key store.Co
 // when there are none); the item may be missing. Every other attribute of
 // the item (those of the Python library or of another tool included)
 // stays as it is.
-func (r *DynamoDBRepository) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
+func (r *dynamoRepository) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
 	key := store.SystemConfig()
 	item, err := r.configItem(key, next)
 	if err != nil {
@@ -274,7 +274,7 @@ func (r *DynamoDBRepository) SetSystemConfig(ctx context.Context, prev, next sto
 // nothing down. A resource config is deleted and its
 // resource removed from the resource registry. Only for an entity config
 // does it know whether one existed.
-func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
+func (r *dynamoRepository) DeleteConfig(ctx context.Context, key store.ConfigKey) (bool, error) {
 	switch key.Level {
 	case store.LevelEntity:
 		// Only configs written with their registry count (the ones with
@@ -310,7 +310,7 @@ func (r *DynamoDBRepository) DeleteConfig(ctx context.Context, key store.ConfigK
 
 // deleteUncounted deletes an entity config that has no registry count (or
 // none at all): it reports whether one existed.
-func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key store.ConfigKey) (bool, error) {
+func (r *dynamoRepository) deleteUncounted(ctx context.Context, key store.ConfigKey) (bool, error) {
 	_, err := r.client.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(r.opts.Table), Key: r.configItemKey(key),
 		ConditionExpression: aws.String("attribute_exists(PK)"),
@@ -327,7 +327,7 @@ func (r *DynamoDBRepository) deleteUncounted(ctx context.Context, key store.Conf
 
 // registryCountUpdate adds delta to the entity-config registry's counter of
 // resource.
-func (r *DynamoDBRepository) registryCountUpdate(resource string, delta int64) *types.Update {
+func (r *dynamoRepository) registryCountUpdate(resource string, delta int64) *types.Update {
 	return &types.Update{
 		TableName:                aws.String(r.opts.Table),
 		Key:                      primaryKey(pkSystem(r.nsID), skEntityConfigResources),
@@ -340,7 +340,7 @@ func (r *DynamoDBRepository) registryCountUpdate(resource string, delta int64) *
 }
 
 // removeZeroRegistryCount drops resource's counter once it is ≤ 0.
-func (r *DynamoDBRepository) removeZeroRegistryCount(ctx context.Context, resource string) error {
+func (r *dynamoRepository) removeZeroRegistryCount(ctx context.Context, resource string) error {
 	_, err := r.client.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(r.opts.Table),
 		Key:                       primaryKey(pkSystem(r.nsID), skEntityConfigResources),
@@ -357,7 +357,7 @@ func (r *DynamoDBRepository) removeZeroRegistryCount(ctx context.Context, resour
 }
 
 // decrementEntityConfigCount takes one from resource's registry counter.
-func (r *DynamoDBRepository) decrementEntityConfigCount(ctx context.Context, resource string) error {
+func (r *dynamoRepository) decrementEntityConfigCount(ctx context.Context, resource string) error {
 	_, err := r.client.UpdateItem(ctx, ddbschema.UpdateInput(r.registryCountUpdate(resource, -1)))
 	if err != nil {
 		return wrapErr("update entity config registry", err)
@@ -367,7 +367,7 @@ func (r *DynamoDBRepository) decrementEntityConfigCount(ctx context.Context, res
 
 // updateResourceRegistry adds (op "ADD") or removes (op "DELETE") resource
 // from the registry's string set.
-func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, resource string) error {
+func (r *dynamoRepository) updateResourceRegistry(ctx context.Context, op, resource string) error {
 	expr := "SET GSI4PK = if_not_exists(GSI4PK, :gsi4pk), GSI4SK = if_not_exists(GSI4SK, :gsi4sk) ADD resources :r"
 	values := map[string]types.AttributeValue{
 		":gsi4pk": schemaS(r.nsID), ":gsi4sk": schemaS(pkSystem(r.nsID)),
@@ -386,7 +386,7 @@ func (r *DynamoDBRepository) updateResourceRegistry(ctx context.Context, op, res
 }
 
 // ListResourcesWithDefaults implements [store.ConfigLister].
-func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
+func (r *dynamoRepository) ListResourcesWithDefaults(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skResources))
 	if err != nil {
 		return nil, err
@@ -395,7 +395,7 @@ func (r *DynamoDBRepository) ListResourcesWithDefaults(ctx context.Context) ([]s
 }
 
 // ListResourcesWithEntityConfigs implements [store.ConfigLister].
-func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
+func (r *dynamoRepository) ListResourcesWithEntityConfigs(ctx context.Context) ([]string, error) {
 	item, err := r.getConfigItem(ctx, primaryKey(pkSystem(r.nsID), skEntityConfigResources))
 	if err != nil {
 		return nil, err
@@ -407,7 +407,7 @@ func (r *DynamoDBRepository) ListResourcesWithEntityConfigs(ctx context.Context)
 // GSI3, keeping the entities of the namespace. pageSize ≤ 0 lets DynamoDB
 // decide the page size; the cursor is base64 of the JSON wire form of the
 // last evaluated key.
-func (r *DynamoDBRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
+func (r *dynamoRepository) ListEntitiesWithCustomLimits(ctx context.Context, resource string, pageSize int, cursor string) ([]string, string, error) {
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
 		IndexName:                 aws.String(indexGSI3),
@@ -480,7 +480,7 @@ const maxBatchWriteItems = 25
 
 // CreateEntity implements [Repository]: one PutItem of the META record,
 // conditioned on its absence.
-func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) error {
+func (r *dynamoRepository) CreateEntity(ctx context.Context, e Entity) error {
 	_, err := r.client.PutItem(ctx, &dynamodb.PutItemInput{
 		TableName:           aws.String(r.opts.Table),
 		Item:                entityItem(r.nsID, e),
@@ -494,7 +494,7 @@ func (r *DynamoDBRepository) CreateEntity(ctx context.Context, e Entity) error {
 }
 
 // GetEntity implements [Repository]: one GetItem of the META record.
-func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, error) {
+func (r *dynamoRepository) GetEntity(ctx context.Context, id string) (Entity, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName: aws.String(r.opts.Table),
 		Key:       primaryKey(pkEntity(r.nsID, id), skMeta),
@@ -510,7 +510,7 @@ func (r *DynamoDBRepository) GetEntity(ctx context.Context, id string) (Entity, 
 
 // Children implements [Repository]: a Query of GSI1 (every page), keeping
 // the entities of the namespace.
-func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]Entity, error) {
+func (r *dynamoRepository) Children(ctx context.Context, parentID string) ([]Entity, error) {
 	items, err := r.queryIndexAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
 		IndexName:                 aws.String(indexGSI1),
@@ -532,7 +532,7 @@ func (r *DynamoDBRepository) Children(ctx context.Context, parentID string) ([]E
 // which stay until they expire) and one of GSI3 (its buckets, those of
 // the namespace only), deletes in batches of 25, and a decrement of the
 // entity-config registry for each config deleted.
-func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
+func (r *dynamoRepository) DeleteEntity(ctx context.Context, id string) (int, error) {
 	pk := pkEntity(r.nsID, id)
 	own, err := r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:                 aws.String(r.opts.Table),
@@ -582,7 +582,7 @@ func (r *DynamoDBRepository) DeleteEntity(ctx context.Context, id string) (int, 
 }
 
 // queryAll runs a query through every page.
-func (r *DynamoDBRepository) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
 	var items []map[string]types.AttributeValue
 	p := dynamodb.NewQueryPaginator(r.client, in)
 	for p.HasMorePages() {
@@ -597,7 +597,7 @@ func (r *DynamoDBRepository) queryAll(ctx context.Context, in *dynamodb.QueryInp
 
 // batchDelete deletes keys with BatchWriteItem in chunks of 25, re-sending
 // UnprocessedItems until none are left.
-func (r *DynamoDBRepository) batchDelete(ctx context.Context, keys []map[string]types.AttributeValue) error {
+func (r *dynamoRepository) batchDelete(ctx context.Context, keys []map[string]types.AttributeValue) error {
 	for start := 0; start < len(keys); start += maxBatchWriteItems {
 		reqs := make([]types.WriteRequest, 0, maxBatchWriteItems)
 		for _, k := range keys[start:min(start+maxBatchWriteItems, len(keys))] {

@@ -16,7 +16,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-var _ store.EntityLister = (*DynamoDBRepository)(nil)
+var _ store.EntityLister = (*dynamoRepository)(nil)
 
 // ListEntities implements [store.EntityLister]: one Query of GSI4 for the
 // index entries filed under the namespace's entity partitions
@@ -26,7 +26,7 @@ var _ store.EntityLister = (*DynamoDBRepository)(nil)
 // (≤ 0: DynamoDB's 1 MB page), so a page holds at most pageSize entities
 // and may hold none while a cursor follows. The cursor has the form of
 // [DynamoDBRepository.ListEntitiesWithCustomLimits]'s.
-func (r *DynamoDBRepository) ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
+func (r *dynamoRepository) ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
 	prefix := pkEntity(r.nsID, "")
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
@@ -77,7 +77,7 @@ func (r *DynamoDBRepository) ListEntities(ctx context.Context, pageSize int, cur
 
 // entitiesCursor decodes a cursor of ListEntities: the last evaluated key
 // of a GSI4 query of this namespace's entity partitions.
-func (r *DynamoDBRepository) entitiesCursor(cursor, prefix string) (map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) entitiesCursor(cursor, prefix string) (map[string]types.AttributeValue, error) {
 	bad := store.NewValidationError(ErrValidation, "cursor", cursor, "not a cursor returned by ListEntities")
 	key, err := decodeCursor(cursor)
 	var ve *ValidationError

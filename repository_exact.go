@@ -128,7 +128,7 @@ func (c *bucketCache) forget(ns string, key store.BucketKey) {
 
 // keepItem parses item, the item of key as a write returned it, and keeps
 // it (nothing when it cannot be parsed).
-func (r *DynamoDBRepository) keepItem(key store.BucketKey, item map[string]types.AttributeValue) (*store.Bucket, error) {
+func (r *dynamoRepository) keepItem(key store.BucketKey, item map[string]types.AttributeValue) (*store.Bucket, error) {
 	b, err := bucketFromDynamoDB(item)
 	if err != nil {
 		r.shared.buckets.forget(r.nsID, key)
@@ -140,7 +140,7 @@ func (r *DynamoDBRepository) keepItem(key store.BucketKey, item map[string]types
 
 // keepHint keeps item, the item of key as a write returned it, when it
 // parses (the kept items are hints: one that does not parse is dropped).
-func (r *DynamoDBRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
+func (r *dynamoRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
 	if b, err := bucketFromDynamoDB(item); err == nil {
 		r.shared.buckets.put(r.nsID, key, b)
 	} else {
@@ -192,7 +192,7 @@ func buildSpeculativeUpdate(spec *ddbschema.SpeculativeUpdates, ns string, req s
 // write, the speculative one or the exact one. A refused write returns the
 // old item (ALL_OLD) and the reason; only other errors are returned as
 // errors.
-func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+func (r *dynamoRepository) SpeculativeConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
 	base, key := r.shared.buckets.getWithKey(r.nsID, req.Key)
 	return r.consumeFrom(ctx, req, key, base, false)
 }
@@ -207,7 +207,7 @@ func (r *DynamoDBRepository) SpeculativeConsume(ctx context.Context, req store.S
 // so, the request is refused with store.RefusedRefillDue. Every write
 // carries one write identifier (no write of it applied before a refusal
 // that does not hold it, so the next may carry it too).
-func (r *DynamoDBRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, key map[string]types.AttributeValue, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
+func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.SpeculativeRequest, key map[string]types.AttributeValue, base *store.Bucket, fresh bool) (store.SpeculativeResult, error) {
 	id := ddbschema.NewWriteID()
 	var lbuf [8]ddbschema.SpecLimit
 	var abuf [8]ddbschema.SpecAmount
@@ -310,7 +310,7 @@ func writeAnswer(out *dynamodb.UpdateItemOutput, err error, id ddbschema.WriteID
 // written (store.FoldNotApplied): the caller writes the adjustment, then the
 // acquire, each alone. Every write carries the write identifier id, as in
 // does.
-func (r *DynamoDBRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
+func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRequest, adj store.BucketWrite, in *dynamodb.UpdateItemInput,
 	id ddbschema.WriteID, key map[string]types.AttributeValue, base *store.Bucket) (store.SpeculativeResult, store.FoldOutcome, error) {
 	if key == nil {
 		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
@@ -439,7 +439,7 @@ func limitDelta(adj []store.LimitWrite, name string) (d int64, ok bool) {
 
 // readBucket reads the item of key consistently and keeps it; nil when it
 // is missing.
-func (r *DynamoDBRepository) readBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
+func (r *dynamoRepository) readBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.opts.Table),
 		Key:            bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard),

@@ -18,9 +18,9 @@ import (
 
 // coldRepo opens another repository on env's table and namespace, as
 // another process would: it keeps no item yet.
-func coldRepo(t *testing.T, env *testEnv, optFns ...func(*DynamoDBOptions)) *DynamoDBRepository {
+func coldRepo(t *testing.T, env *testEnv, optFns ...func(*DynamoDBOptions)) *dynamoRepository {
 	t.Helper()
-	repo, err := OpenDynamoDB(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
+	repo, err := openDynamo(env.ctx, env.client, append([]func(*DynamoDBOptions){func(o *DynamoDBOptions) {
 		o.Table, o.Namespace, o.Now = env.repo.Table(), "default", env.clock.now
 	}}, optFns...)...)
 	require.NoError(t, err)

@@ -24,7 +24,7 @@ import (
 // ownIndexItems returns the items of a query on index whose partition key
 // starts with nsID + "/", reusing items' array. The items dropped are
 // reported.
-func (r *DynamoDBRepository) ownIndexItems(ctx context.Context, index, nsID string, items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
+func (r *dynamoRepository) ownIndexItems(ctx context.Context, index, nsID string, items []map[string]types.AttributeValue) []map[string]types.AttributeValue {
 	prefix := nsID + "/"
 	kept := items[:0]
 	var dropped int64
@@ -50,7 +50,7 @@ func (r *DynamoDBRepository) ownIndexItems(ctx context.Context, index, nsID stri
 // foreignIndexItems reports n dropped entries of index, the first with
 // partition key pk: counted, reported to the metrics, and logged the first
 // time for the repository and its siblings.
-func (r *DynamoDBRepository) foreignIndexItems(ctx context.Context, index, nsID, pk string, n int64) {
+func (r *dynamoRepository) foreignIndexItems(ctx context.Context, index, nsID, pk string, n int64) {
 	s := r.shared
 	s.foreign.Add(n)
 	if s.metrics != nil {
@@ -77,11 +77,11 @@ func (r *DynamoDBRepository) foreignIndexItems(ctx context.Context, index, nsID,
 // the library ignores such entries. The first is logged
 // ([DynamoDBOptions].Logger); every one is reported to
 // [DynamoDBOptions].Metrics.
-func (r *DynamoDBRepository) ForeignIndexItems() int64 { return r.shared.foreign.Load() }
+func (r *dynamoRepository) ForeignIndexItems() int64 { return r.shared.foreign.Load() }
 
 // queryIndexAll runs a query of one of the namespace's indexes through
 // every page and keeps the namespace's own items.
-func (r *DynamoDBRepository) queryIndexAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) queryIndexAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
 	items, err := r.queryAll(ctx, in)
 	if err != nil {
 		return nil, err

@@ -80,7 +80,7 @@ func namespaceInfo(rec namespaceRecord, name string) store.NamespaceInfo {
 
 // readRegistry reads the registry record with sort key sk; found is false
 // when it does not exist.
-func (r *DynamoDBRepository) readRegistry(ctx context.Context, sk string, consistent bool) (rec namespaceRecord, item map[string]types.AttributeValue, found bool, err error) {
+func (r *dynamoRepository) readRegistry(ctx context.Context, sk string, consistent bool) (rec namespaceRecord, item map[string]types.AttributeValue, found bool, err error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(r.opts.Table),
 		Key:            registryKey(sk),
@@ -97,7 +97,7 @@ func (r *DynamoDBRepository) readRegistry(ctx context.Context, sk string, consis
 
 // queryRegistry returns every registry record whose sort key starts with
 // prefix (all pages, in sort-key order).
-func (r *DynamoDBRepository) queryRegistry(ctx context.Context, prefix string) ([]map[string]types.AttributeValue, error) {
+func (r *dynamoRepository) queryRegistry(ctx context.Context, prefix string) ([]map[string]types.AttributeValue, error) {
 	return r.queryAll(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
 		KeyConditionExpression: aws.String("PK = :pk AND begins_with(SK, :sk_prefix)"),
@@ -110,7 +110,7 @@ func (r *DynamoDBRepository) queryRegistry(ctx context.Context, prefix string) (
 
 // cacheNamespace remembers name → id in the name cache shared with scoped
 // repositories.
-func (r *DynamoDBRepository) cacheNamespace(name, id string) {
+func (r *dynamoRepository) cacheNamespace(name, id string) {
 	now := r.shared.now()
 	r.shared.mu.Lock()
 	r.shared.nsIDs.Add(name, id, now)
@@ -118,7 +118,7 @@ func (r *DynamoDBRepository) cacheNamespace(name, id string) {
 }
 
 // forgetNamespace drops name from the shared name cache.
-func (r *DynamoDBRepository) forgetNamespace(name string) {
+func (r *dynamoRepository) forgetNamespace(name string) {
 	r.shared.mu.Lock()
 	r.shared.nsIDs.Remove(name)
 	r.shared.mu.Unlock()
@@ -126,14 +126,14 @@ func (r *DynamoDBRepository) forgetNamespace(name string) {
 
 // forgetNamespaceID drops every trace of a purged namespace id from the
 // shared cache: the names resolving to it.
-func (r *DynamoDBRepository) forgetNamespaceID(id string) {
+func (r *dynamoRepository) forgetNamespaceID(id string) {
 	r.shared.mu.Lock()
 	defer r.shared.mu.Unlock()
 	r.shared.nsIDs.RemoveFunc(func(_, cached string) bool { return cached == id })
 }
 
 // ensureNamespace resolves name, registering it when it is new.
-func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (string, error) {
+func (r *dynamoRepository) ensureNamespace(ctx context.Context, name string) (string, error) {
 	id, ok, err := r.resolveNamespace(ctx, name)
 	if err != nil || ok {
 		return id, err
@@ -145,7 +145,7 @@ func (r *DynamoDBRepository) ensureNamespace(ctx context.Context, name string) (
 // name cache (entries live until DeleteNamespace in this process drops
 // them, or for at most the cache's age limit), else from its forward record
 // (an eventually consistent read).
-func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
+func (r *dynamoRepository) resolveNamespace(ctx context.Context, name string) (string, bool, error) {
 	now := r.shared.now()
 	r.shared.mu.Lock()
 	id, ok := r.shared.nsIDs.Get(name, now)
@@ -169,7 +169,7 @@ func (r *DynamoDBRepository) resolveNamespace(ctx context.Context, name string) 
 // the name is registered, the existing id (read strongly consistently) is
 // returned; when it is refused while the name is still free (a concurrent
 // registration in flight), it is retried up to maxConflictRetries times.
-func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string) (string, error) {
+func (r *dynamoRepository) registerNamespace(ctx context.Context, name string) (string, error) {
 	if err := validateNamespaceName(name); err != nil {
 		return "", err
 	}
@@ -215,7 +215,7 @@ func (r *DynamoDBRepository) registerNamespace(ctx context.Context, name string)
 // returned. The name must not be empty or the reserved "_" (a
 // *[ValidationError]); otherwise names are free text. The id is 11 URL-safe
 // base64 characters and never starts with '-'.
-func (r *DynamoDBRepository) RegisterNamespace(ctx context.Context, name string) (string, error) {
+func (r *dynamoRepository) RegisterNamespace(ctx context.Context, name string) (string, error) {
 	return r.registerNamespace(ctx, name)
 }
 
@@ -223,7 +223,7 @@ func (r *DynamoDBRepository) RegisterNamespace(ctx context.Context, name string)
 // id of each. All names are validated before the first write; registrations
 // run concurrently, at most 8 at a time. On error the map is nil, but
 // namespaces registered before the error stay registered.
-func (r *DynamoDBRepository) RegisterNamespaces(ctx context.Context, names ...string) (map[string]string, error) {
+func (r *dynamoRepository) RegisterNamespaces(ctx context.Context, names ...string) (map[string]string, error) {
 	unique := make([]string, 0, len(names))
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
@@ -259,7 +259,7 @@ func (r *DynamoDBRepository) RegisterNamespaces(ctx context.Context, names ...st
 // consistently. It fails with *[NamespaceNotFoundError] when no active
 // namespace has that name (deleted namespaces are found by id with
 // [DynamoDBRepository.ListOrphanNamespaces]).
-func (r *DynamoDBRepository) GetNamespace(ctx context.Context, name string) (store.NamespaceInfo, error) {
+func (r *dynamoRepository) GetNamespace(ctx context.Context, name string) (store.NamespaceInfo, error) {
 	if err := validateNamespaceName(name); err != nil {
 		return store.NamespaceInfo{}, err
 	}
@@ -275,7 +275,7 @@ func (r *DynamoDBRepository) GetNamespace(ctx context.Context, name string) (sto
 
 // ListNamespaces returns every active namespace (all pages of the forward
 // records), sorted by name.
-func (r *DynamoDBRepository) ListNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
+func (r *dynamoRepository) ListNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
 	items, err := r.queryRegistry(ctx, skNamespacePrefix)
 	if err != nil {
 		return nil, wrapErr("list namespaces", err)
@@ -296,7 +296,7 @@ func (r *DynamoDBRepository) ListNamespaces(ctx context.Context) ([]store.Namesp
 // undoes the deletion. Deleting a name that is not registered does nothing.
 // A concurrent change of the registry makes it re-read and retry, at most
 // maxConflictRetries times.
-func (r *DynamoDBRepository) DeleteNamespace(ctx context.Context, name string) error {
+func (r *dynamoRepository) DeleteNamespace(ctx context.Context, name string) error {
 	if err := validateNamespaceName(name); err != nil {
 		return err
 	}
@@ -350,7 +350,7 @@ func (r *DynamoDBRepository) DeleteNamespace(ctx context.Context, name string) e
 // failure or conflict (nothing was written) waits and returns nil so the
 // caller re-reads and retries, up to maxConflictRetries times; anything
 // else is returned with context.
-func (r *DynamoDBRepository) registryRetry(ctx context.Context, op string, err error, attempt int) error {
+func (r *dynamoRepository) registryRetry(ctx context.Context, op string, err error, attempt int) error {
 	cerr := classifyWriteErr(op, err)
 	if (cerr != store.ErrConditionFailed && cerr != store.ErrTransactionConflict) || attempt == maxConflictRetries {
 		return fmt.Errorf("%s: %w", op, err)
@@ -385,7 +385,7 @@ func cancellationCodes(err error) []string {
 //   - *[NamespaceStateError] with State "purging" (its purge is in progress,
 //     and purging is terminal), "active" (it is not deleted) or
 //     "re-registered" (the name was registered again by another caller).
-func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (string, error) {
+func (r *dynamoRepository) RecoverNamespace(ctx context.Context, id string) (string, error) {
 	if err := validateNamespaceID(id); err != nil {
 		return "", err
 	}
@@ -449,7 +449,7 @@ func (r *DynamoDBRepository) RecoverNamespace(ctx context.Context, id string) (s
 // which can be recovered or purged, and the purging ones, whose interrupted
 // purge PurgeNamespace resumes. Status tells them apart. They are sorted by
 // id.
-func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
+func (r *dynamoRepository) ListOrphanNamespaces(ctx context.Context) ([]store.NamespaceInfo, error) {
 	items, err := r.queryRegistry(ctx, skNSIDPrefix)
 	if err != nil {
 		return nil, wrapErr("list orphan namespaces", err)
@@ -482,7 +482,7 @@ func (r *DynamoDBRepository) ListOrphanNamespaces(ctx context.Context) ([]store.
 // nothing; an interrupted purge is resumed by calling it again. It fails
 // with *[NamespaceStateError] (State "active") for an active namespace and
 // with *[ValidationError] for a malformed id.
-func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) error {
+func (r *dynamoRepository) PurgeNamespace(ctx context.Context, id string) error {
 	if err := validateNamespaceID(id); err != nil {
 		return err
 	}
@@ -553,6 +553,15 @@ func (r *DynamoDBRepository) PurgeNamespace(ctx context.Context, id string) erro
 // checks the table's version record. A nil ctx or client is a
 // *[ValidationError]; nil option functions are skipped.
 func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*DynamoDBRepository, error) {
+	r, err := openDynamo(ctx, client, optFns...)
+	if err != nil {
+		return nil, err
+	}
+	return wrapDynamo(r), nil
+}
+
+// openDynamo is OpenDynamoDB; it returns the store itself.
+func openDynamo(ctx context.Context, client DynamoDBClient, optFns ...func(*DynamoDBOptions)) (*dynamoRepository, error) {
 	if ctx == nil {
 		return nil, errNilContext
 	}
@@ -586,7 +595,7 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 	if o.Namespace == "" || o.Namespace == reservedNamespace {
 		return nil, store.NewValidationError(ErrValidation, "namespace", o.Namespace, "reserved for system use")
 	}
-	r := &DynamoDBRepository{
+	r := &dynamoRepository{
 		client: openClient{client},
 		opts:   o,
 		shared: newSharedState(o),
@@ -611,12 +620,11 @@ func OpenDynamoDB(ctx context.Context, client DynamoDBClient, optFns ...func(*Dy
 }
 
 // bind scopes r to a namespace.
-func (r *DynamoDBRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
+func (r *dynamoRepository) bind(id, name string) { r.nsID, r.nsName = id, name }
 
-// Namespace returns a repository for another registered namespace, sharing
-// the client and the namespace cache. It fails with *[NamespaceNotFoundError] when name is not
-// registered.
-func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*DynamoDBRepository, error) {
+// namespace returns a store for another registered namespace, sharing the
+// client and the namespace cache, or *[NamespaceNotFoundError].
+func (r *dynamoRepository) namespace(ctx context.Context, name string) (*dynamoRepository, error) {
 	id, ok, err := r.resolveNamespace(ctx, name)
 	if err != nil {
 		return nil, err
@@ -624,7 +632,7 @@ func (r *DynamoDBRepository) Namespace(ctx context.Context, name string) (*Dynam
 	if !ok {
 		return nil, &NamespaceNotFoundError{Namespace: name}
 	}
-	scoped := &DynamoDBRepository{client: r.client, opts: r.opts, shared: r.shared}
+	scoped := &dynamoRepository{client: r.client, opts: r.opts, shared: r.shared}
 	scoped.opts.Namespace = name
 	scoped.bind(id, name)
 	return scoped, nil

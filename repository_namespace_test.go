@@ -48,9 +48,9 @@ func (env *testEnv) gsi4Count(id string) int {
 
 // fillNamespace opens namespace name on env's table and writes an entity
 // with stored limits, a bucket and audit events into it.
-func (env *testEnv) fillNamespace(name, entity string) *DynamoDBRepository {
+func (env *testEnv) fillNamespace(name, entity string) *dynamoRepository {
 	env.t.Helper()
-	repo, err := env.repo.Namespace(env.ctx, name)
+	repo, err := env.repo.namespace(env.ctx, name)
 	require.NoError(env.t, err)
 	rl := New(repo, func(o *Options) { o.Clock = env.clock.now })
 	_, err = rl.Admin().CreateEntity(env.ctx, Entity{ID: entity})
@@ -106,7 +106,7 @@ func TestNamespaceRegisterGetList(t *testing.T) {
 	assert.Equal(t, []string{"b", "c", "default", "tenant-a"}, names, "ListNamespaces names")
 	// Every registered namespace resolves, through the shared cache or the table.
 	for name, id := range ids {
-		scoped, err := repo.Namespace(ctx, name)
+		scoped, err := repo.namespace(ctx, name)
 		if assert.NoError(t, err, "Namespace(%s)", name) {
 			assert.Equal(t, id, scoped.NamespaceID(), "Namespace(%s)", name)
 		}
@@ -178,7 +178,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	require.NoError(t, repo.DeleteNamespace(ctx, "tenant-a"))
 	_, err = repo.GetNamespace(ctx, "tenant-a")
 	assert.ErrorIs(t, err, ErrNamespaceNotFound, "GetNamespace after delete")
-	_, err = repo.Namespace(ctx, "tenant-a")
+	_, err = repo.namespace(ctx, "tenant-a")
 	assert.ErrorIs(t, err, ErrNamespaceNotFound, "Namespace after delete (name cache not dropped?)")
 	assert.Len(t, env.registry(skNamespace("tenant-a")), 0, "forward record kept")
 	rev := env.registry(skNSID(id))
@@ -214,7 +214,7 @@ func TestNamespaceDeleteRecoverPurge(t *testing.T) {
 	assert.NoError(t, err, "GetNamespace after recovery")
 	assert.Equal(t, id, info.ID, "GetNamespace after recovery = %+v", info)
 	assert.WithinDuration(t, epoch.Truncate(1e9), info.CreatedAt, 0, "GetNamespace after recovery = %+v", info)
-	scoped, err := repo.Namespace(ctx, "tenant-a")
+	scoped, err := repo.namespace(ctx, "tenant-a")
 	require.NoError(t, err)
 	_, err = scoped.GetEntity(ctx, "user-1")
 	assert.NoError(t, err, "entity after recovery")
@@ -351,7 +351,7 @@ func TestPurgeNamespaceManyItems(t *testing.T) {
 	ctx := env.ctx
 	id, err := env.repo.RegisterNamespace(ctx, "big")
 	require.NoError(t, err)
-	big, err := env.repo.Namespace(ctx, "big")
+	big, err := env.repo.namespace(ctx, "big")
 	require.NoError(t, err)
 	rl := New(big, func(o *Options) { o.Clock = env.clock.now })
 	for i := range 20 {
@@ -479,14 +479,14 @@ func TestNamespaceCacheBounded(t *testing.T) {
 	other.shared = newSharedState(env.repo.opts)
 	err := other.DeleteNamespace(ctx, "tenant-c")
 	require.NoError(t, err)
-	_, err = env.repo.Namespace(ctx, "tenant-c")
+	_, err = env.repo.namespace(ctx, "tenant-c")
 	require.NoError(t, err, "Namespace within the age limit: %v, want the cached id", err)
 	env.clock.advance(time.Minute + time.Millisecond)
 	var nf *NamespaceNotFoundError
-	_, err = env.repo.Namespace(ctx, "tenant-c")
+	_, err = env.repo.namespace(ctx, "tenant-c")
 	require.ErrorAs(t, err, &nf, "Namespace past the age limit")
 	// An evicted name is read again.
-	ns, err := env.repo.Namespace(ctx, "default")
+	ns, err := env.repo.namespace(ctx, "default")
 	require.NoError(t, err, "Namespace(default)")
 	require.Equal(t, env.repo.NamespaceID(), ns.NamespaceID(), "Namespace(default)")
 }

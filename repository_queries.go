@@ -21,7 +21,7 @@ const maxQueryPageLimit = 1 << 30
 
 // AppendAudit implements [store.AuditLog]: one PutItem of the event under the
 // entity's audit partition, with a TTL of expires.
-func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, expires time.Time) error {
+func (r *dynamoRepository) AppendAudit(ctx context.Context, ev AuditEvent, expires time.Time) error {
 	item, err := auditItem(r.nsID, ev, expires.Unix())
 	if err != nil {
 		return err
@@ -34,7 +34,7 @@ func (r *DynamoDBRepository) AppendAudit(ctx context.Context, ev AuditEvent, exp
 // partition, newest first, from after startEventID. It reads pages until
 // it has limit events or there are no more, so it returns fewer than limit
 // only at the end.
-func (r *DynamoDBRepository) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
+func (r *dynamoRepository) AuditEvents(ctx context.Context, entityID string, limit int, startEventID string) ([]AuditEvent, error) {
 	pk := pkAudit(r.nsID, entityID)
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
@@ -96,7 +96,7 @@ type usageQueryPlan struct {
 // time range becomes a key condition, so only snapshots inside it are read;
 // the same bounds are also applied to the results. GSI2 entries of items
 // outside the namespace are dropped.
-func (r *DynamoDBRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
+func (r *dynamoRepository) usagePlan(q UsageQuery) (*usageQueryPlan, error) {
 	if err := q.Validate(); err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func (p *usageQueryPlan) keep(s UsageSnapshot) bool {
 // parsable window_start are skipped, and the hidden wcu limit never
 // appears in Counters. Invalid queries are *[ValidationError]s; nothing is
 // read then.
-func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
+func (r *dynamoRepository) UsageSnapshots(ctx context.Context, q UsageQuery) ([]UsageSnapshot, string, error) {
 	p, err := r.usagePlan(q)
 	if err != nil {
 		return nil, "", err
@@ -260,7 +260,7 @@ func (r *DynamoDBRepository) UsageSnapshots(ctx context.Context, q UsageQuery) (
 // counter, MinWindowStart and MaxWindowStart bound the windows seen, and
 // SnapshotCount counts the snapshots. With no snapshots the maps are empty
 // and the times zero. Invalid queries are *[ValidationError]s.
-func (r *DynamoDBRepository) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
+func (r *dynamoRepository) UsageSummary(ctx context.Context, q UsageQuery) (UsageSummary, error) {
 	q.Cursor = ""
 	sum := UsageSummary{Total: map[string]int64{}, Average: map[string]float64{}}
 	counts := map[string]int{}
@@ -314,7 +314,7 @@ type entityShards struct {
 // With parentsOnly, only entities whose META record has no parent are kept
 // (entities without META are dropped); their META
 // records are read with one BatchGetItem rather than one GetItem per bucket.
-func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
+func (r *dynamoRepository) ResourceCapacity(ctx context.Context, resource, limitName string, parentsOnly bool, now time.Time) (ResourceCapacity, error) {
 	op := "resource capacity " + resource + "/" + limitName
 	items, err := r.queryIndexAll(ctx, &dynamodb.QueryInput{
 		TableName:              aws.String(r.opts.Table),
@@ -377,7 +377,7 @@ func (r *DynamoDBRepository) ResourceCapacity(ctx context.Context, resource, lim
 // keepParents removes from byEntity the entities whose META record has a
 // parent or does not exist, reading every META record in one BatchGetItem
 // (chunks of 100).
-func (r *DynamoDBRepository) keepParents(ctx context.Context, byEntity map[string]*entityShards) error {
+func (r *dynamoRepository) keepParents(ctx context.Context, byEntity map[string]*entityShards) error {
 	keys := make([]map[string]types.AttributeValue, 0, len(byEntity))
 	for id := range byEntity {
 		keys = append(keys, primaryKey(pkEntity(r.nsID, id), skMeta))

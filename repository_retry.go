@@ -142,7 +142,7 @@ func holdsAll(b *store.Bucket, w store.BucketWrite) bool {
 // limit's exact state (fa after now, ts = tk, fp and the parameters as in
 // base), so that concurrent takes, which move tk and ts alike, do not
 // refuse it. A non-zero id is its write identifier.
-func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite, id ddbschema.WriteID) *types.Update {
+func (r *dynamoRepository) retrySubtract(key map[string]types.AttributeValue, base *store.Bucket, w store.BucketWrite, id ddbschema.WriteID) *types.Update {
 	b := newExprBuilder()
 	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
 	var add []string
@@ -178,7 +178,7 @@ func (r *DynamoDBRepository) retrySubtract(key map[string]types.AttributeValue, 
 // the limiter retries). A retry that does not fit its item as read or
 // returned fails with store.ErrConditionFailed. A lone write carries a
 // write identifier, several are one transaction (see writeOptions).
-func (r *DynamoDBRepository) writeRetries(ctx context.Context, writes []store.BucketWrite) error {
+func (r *dynamoRepository) writeRetries(ctx context.Context, writes []store.BucketWrite) error {
 	var id ddbschema.WriteID
 	if len(writes) == 1 {
 		id = ddbschema.NewWriteID()
@@ -281,7 +281,7 @@ var errExactContended = fmt.Errorf("bucket items changed under their exact write
 // kept items (unless read, as after a kept one refused), else the items
 // read consistently (fresh). A retry's item that does not exist fails the
 // writes with store.ErrConditionFailed.
-func (r *DynamoDBRepository) retryBases(ctx context.Context, writes []store.BucketWrite, bases []*store.Bucket, fresh []bool, read bool) error {
+func (r *dynamoRepository) retryBases(ctx context.Context, writes []store.BucketWrite, bases []*store.Bucket, fresh []bool, read bool) error {
 	var missing []map[string]types.AttributeValue
 	for i, w := range writes {
 		if w.Kind != store.WriteRetry || bases[i] != nil {
@@ -323,7 +323,7 @@ func (r *DynamoDBRepository) retryBases(ctx context.Context, writes []store.Buck
 
 // forgetWritten drops the kept items of writes that a transaction changed
 // (it returns no item).
-func (r *DynamoDBRepository) forgetWritten(writes []store.BucketWrite) {
+func (r *dynamoRepository) forgetWritten(writes []store.BucketWrite) {
 	for _, w := range writes {
 		r.shared.buckets.forget(r.nsID, w.Key)
 	}

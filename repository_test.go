@@ -290,7 +290,7 @@ func TestAuditEvents(t *testing.T) {
 func TestNamespacesIsolateData(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
-	other, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) {
+	other, err := openDynamo(ctx, env.client, func(o *DynamoDBOptions) {
 		o.Table = env.repo.Table()
 		o.Namespace = "tenant-b"
 		o.Now = env.clock.now
@@ -304,16 +304,16 @@ func TestNamespacesIsolateData(t *testing.T) {
 	mustCommit(t, mustAcquire(t, b, "e", "api", Consume{"rpm": 2}, lim)) // separate bucket
 	_, err = a.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 	require.ErrorIs(t, err, ErrRateLimited, "namespace a")
-	scoped, err := env.repo.Namespace(ctx, "tenant-b")
+	scoped, err := env.repo.namespace(ctx, "tenant-b")
 	require.NoError(t, err, "Namespace(tenant-b)")
 	require.Equal(t, other.NamespaceID(), scoped.NamespaceID(), "Namespace(tenant-b)")
-	_, err = env.repo.Namespace(ctx, "nope")
+	_, err = env.repo.namespace(ctx, "nope")
 	require.ErrorIs(t, err, ErrNamespaceNotFound, "Namespace(nope)")
 	// Re-opening finds the registered namespace instead of registering it again.
-	again, err := OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table(); o.Namespace = "tenant-b" })
+	again, err := openDynamo(ctx, env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table(); o.Namespace = "tenant-b" })
 	require.NoError(t, err, "reopen")
 	require.Equal(t, other.NamespaceID(), again.NamespaceID(), "reopen")
-	_, err = OpenDynamoDB(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" })
+	_, err = openDynamo(ctx, env.client, func(o *DynamoDBOptions) { o.Table = "bad_name" })
 	require.ErrorIs(t, err, ErrValidation, "bad table name")
 }
 
@@ -327,7 +327,7 @@ func TestOpenWritesVersionRecord(t *testing.T) {
 	_, err := env.client.PutItem(env.ctx, &dynamodb.PutItemInput{TableName: aws.String(env.repo.Table()),
 		Item: versionItem(versionRecord{SchemaVersion: "1.0.0", ClientMinVersion: "0.0.0"})})
 	require.NoError(t, err)
-	_, err = OpenDynamoDB(context.Background(), env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table() })
+	_, err = openDynamo(context.Background(), env.client, func(o *DynamoDBOptions) { o.Table = env.repo.Table() })
 	require.ErrorIs(t, err, ErrIncompatibleSchema, "open on schema 1.0.0 = %v, want ErrIncompatibleSchema", err)
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-var _ store.TopUpStore = (*DynamoDBRepository)(nil)
+var _ store.TopUpStore = (*dynamoRepository)(nil)
 
 // Top-up records: one item per applied top-up id in the entity's
 // partition, PK {ns}/ENTITY#{id}, SK #TOPUP#{resource}#{limit}#{top-up
@@ -41,7 +41,7 @@ const maxTopUpWrites = 3
 // the ceiling (req.CeilingMilli, the prepaid limit's capacity). The record names a random identifier of the call: a
 // retry of the call's own transaction that applied (the SDK retries
 // after a 5xx) finds it and answers applied, any other call duplicate.
-func (r *DynamoDBRepository) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpOutcome, error) {
+func (r *dynamoRepository) TopUp(ctx context.Context, req store.TopUpRequest) (store.TopUpOutcome, error) {
 	call := ddbschema.NewWriteID()
 	record := r.topUpRecord(req, call)
 	params := store.BucketState{CapacityMilli: req.CapacityMilli, RefillAmountMilli: req.RefillAmountMilli, RefillPeriodMs: req.RefillPeriodMs}
@@ -95,7 +95,7 @@ func (r *DynamoDBRepository) TopUp(ctx context.Context, req store.TopUpRequest) 
 
 // topUpRecord is the record of top-up req applied by call: its keys, the
 // entity, resource, limit and amount, and the ttl after which it may go.
-func (r *DynamoDBRepository) topUpRecord(req store.TopUpRequest, call ddbschema.WriteID) map[string]types.AttributeValue {
+func (r *dynamoRepository) topUpRecord(req store.TopUpRequest, call ddbschema.WriteID) map[string]types.AttributeValue {
 	return map[string]types.AttributeValue{
 		attrPK:          schemaS(pkEntity(r.nsID, req.Key.EntityID)),
 		attrSK:          schemaS(skTopUpPrefix + req.Resource + "#" + req.Limit + "#" + req.ID),
@@ -112,7 +112,7 @@ func (r *DynamoDBRepository) topUpRecord(req store.TopUpRequest, call ddbschema.
 // ts and move fa (adjustExact of a refund of the amount under params), on
 // an item that holds the limit with params' capacity and a balance that
 // stays within req.CeilingMilli with the amount.
-func (r *DynamoDBRepository) topUpUpdate(req store.TopUpRequest, params store.BucketState) *types.Update {
+func (r *dynamoRepository) topUpUpdate(req store.TopUpRequest, params store.BucketState) *types.Update {
 	b := newExprBuilder()
 	tk := b.name(bucketAttr(req.Limit, fieldTokens))
 	cp := b.name(bucketAttr(req.Limit, fieldCapacity))

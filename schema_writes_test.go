@@ -164,7 +164,7 @@ func TestRetryAndAdjustShapes(t *testing.T) {
 	_, ok, direct = planRetry(base, retry)
 	require.True(t, ok)
 	require.False(t, direct)
-	r := &DynamoDBRepository{opts: DynamoDBOptions{Table: "tbl"}, nsID: "ns"}
+	r := &dynamoRepository{opts: DynamoDBOptions{Table: "tbl"}, nsID: "ns"}
 	u = r.retrySubtract(bucketPrimaryKey("ns", "e", "r", 0), base, retry, 0)
 	got = render(aws.ToString(u.UpdateExpression), u.ExpressionAttributeNames, u.ExpressionAttributeValues)
 	assert.Equal(t, "ADD b_rpm_tk -2000, b_rpm_ts -2000, b_rpm_tc 2000, b_rpm_fa 12000", got, "retry take update")

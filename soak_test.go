@@ -249,7 +249,7 @@ func TestSoakDynamoDB(t *testing.T) {
 	// A client without a call recorder: a recorder keeps every call.
 	client := ddblocal.Client(t, ddblocal.WithoutStreams)
 	table := ddblocal.TableName(t)
-	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, client, func(o *DynamoDBOptions) {
 		o.Table, o.Namespace, o.CreateTable = table, "default", true
 		o.BucketCacheSize = size.bucketCache
 	})

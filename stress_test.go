@@ -254,7 +254,7 @@ func (c stressCounts) String() string {
 // runStressWorkload runs goroutines workers on repo, each until deadline and
 // for at least stressMinAttempts attempts, and returns their merged counts.
 // Even workers use the speculative path, odd ones the read-then-write path.
-func runStressWorkload(repo *DynamoDBRepository, goroutines int, deadline time.Time) stressCounts {
+func runStressWorkload(repo *dynamoRepository, goroutines int, deadline time.Time) stressCounts {
 	// Each path with Commit synchronous and in the background
 	// (WithBackgroundCommit): goroutine i uses limiters[i%4].
 	var limiters []*RateLimiter
@@ -391,7 +391,7 @@ func TestContentionHelperProcess(t *testing.T) {
 	require.NoError(t, err, "%s: want a positive integer", envStressGoroutines)
 	require.Positive(t, goroutines, "%s: want a positive integer", envStressGoroutines)
 	client := ddblocal.NewClient(os.Getenv(ddblocal.EnvEndpoint))
-	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, client, func(o *DynamoDBOptions) {
 		o.Table = os.Getenv(envStressTable)
 		o.Namespace = os.Getenv(envStressNamespace)
 	})
@@ -533,7 +533,7 @@ func TestContentionNoOverAdmission(t *testing.T) {
 	client := ddblocal.NewClient(endpoint)
 	table := ddblocal.TableName(t)
 	const namespace = "stress"
-	repo, err := OpenDynamoDB(ctx, client, func(o *DynamoDBOptions) {
+	repo, err := openDynamo(ctx, client, func(o *DynamoDBOptions) {
 		o.Table = table
 		o.Namespace = namespace
 		o.CreateTable = true
@@ -669,7 +669,7 @@ type stressBucket struct {
 
 // readStressBucket reads the shard-0 bucket of entity (strongly
 // consistent); limits is empty when the item does not exist yet.
-func readStressBucket(ctx context.Context, client *dynamodb.Client, repo *DynamoDBRepository, entity string) (stressBucket, error) {
+func readStressBucket(ctx context.Context, client *dynamodb.Client, repo *dynamoRepository, entity string) (stressBucket, error) {
 	b := stressBucket{limits: map[string]stressLimitState{}}
 	out, err := client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(repo.Table()),
@@ -718,7 +718,7 @@ type stressMonitor struct {
 }
 
 // startStressMonitor starts the monitor; a cleanup stops it.
-func startStressMonitor(t *testing.T, client *dynamodb.Client, repo *DynamoDBRepository, start time.Time) *stressMonitor {
+func startStressMonitor(t *testing.T, client *dynamodb.Client, repo *dynamoRepository, start time.Time) *stressMonitor {
 	m := &stressMonitor{}
 	done := make(chan struct{})
 	var wg sync.WaitGroup

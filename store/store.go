@@ -647,3 +647,23 @@ type Repository interface {
 	// [ErrTransactionConflict].
 	WriteBuckets(ctx context.Context, writes []BucketWrite) error
 }
+
+// Wrapper is a handle on a store that is not the store's implementation
+// (the limiter's DynamoDBRepository is one): Unwrap returns the store,
+// where type assertions look for the optional capabilities
+// ([SpeculativeStore], [AuditLog] and the others).
+type Wrapper interface {
+	Repository
+	Unwrap() Repository
+}
+
+// Unwrap returns the store behind r's wrappers, or r itself.
+func Unwrap(r Repository) Repository {
+	for {
+		w, ok := r.(Wrapper)
+		if !ok {
+			return r
+		}
+		r = w.Unwrap()
+	}
+}

@@ -71,8 +71,10 @@ type scenario struct {
 // the model test); it may register cleanups with t. The scenarios and the
 // model's modes run in parallel (t.Parallel), each on its own repository:
 // on a networked backend they mostly wait for round trips.
-func Run(t *testing.T, newRepo func(t *testing.T) store.Repository) {
+func Run(t *testing.T, newStore func(t *testing.T) store.Repository) {
 	t.Helper()
+	// The capabilities are those of the store behind any handle.
+	newRepo := func(t *testing.T) store.Repository { return store.Unwrap(newStore(t)) }
 	t.Run("Contract", func(t *testing.T) { runContract(t, newRepo) })
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {

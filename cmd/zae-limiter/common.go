@@ -262,3 +262,7 @@ func (t *table) systemDefaults(ctx context.Context) ([]limiter.Limit, limiter.On
 	mode, err := t.Admin().OnUnavailable(ctx)
 	return limits, mode, err
 }
+
+// store returns the DynamoDB store itself, whose optional capabilities
+// (listings by page, usage snapshots by page) the commands use.
+func (t *table) store() store.Repository { return t.repo.Unwrap() }

@@ -8,6 +8,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/iterx"
+	"github.com/zaelimiter/limiter/store"
 )
 
 func cmdEntityCreate(c *cli) *command {
@@ -215,7 +216,7 @@ func cmdEntityList(c *cli) *command {
 			if max > 0 {
 				page = max - len(ids)
 			}
-			got, next, err := repo.repo.ListEntitiesWithCustomLimits(c.ctx, resource, page, cursor)
+			got, next, err := repo.store().(store.ConfigLister).ListEntitiesWithCustomLimits(c.ctx, resource, page, cursor)
 			if err != nil {
 				return err
 			}
@@ -240,7 +241,7 @@ func (c *cli) listAllEntities(repo *table, max int) error {
 	var all []limiter.Entity
 	cursor := ""
 	for {
-		got, next, err := repo.repo.ListEntities(c.ctx, entityListPage, cursor)
+		got, next, err := repo.store().(store.EntityLister).ListEntities(c.ctx, entityListPage, cursor)
 		if err != nil {
 			return err
 		}

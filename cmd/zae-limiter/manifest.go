@@ -507,7 +507,7 @@ func staleEntityConfigs(c *cli, repo *table, m *manifest, extra []entityTarget) 
 	for _, res := range resources {
 		cursor := ""
 		for {
-			ids, next, err := repo.repo.ListEntitiesWithCustomLimits(c.ctx, res, 0, cursor)
+			ids, next, err := repo.store().(store.ConfigLister).ListEntitiesWithCustomLimits(c.ctx, res, 0, cursor)
 			if err != nil {
 				return nil, err
 			}

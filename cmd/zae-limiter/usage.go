@@ -109,7 +109,7 @@ func cmdUsageList(c *cli) *command {
 		more := false
 		for {
 			q.Limit = limit - len(snaps)
-			page, next, err := repo.repo.UsageSnapshots(c.ctx, q)
+			page, next, err := repo.store().(store.UsageStore).UsageSnapshots(c.ctx, q)
 			if err != nil {
 				return err
 			}
@@ -181,7 +181,7 @@ func formatCounters(m map[string]int64) string {
 func finestWindow(c *cli, repo *table, q limiter.UsageQuery) (string, error) {
 	for _, w := range []string{store.WindowHourly, store.WindowDaily, store.WindowMonthly} {
 		q.WindowType, q.Limit = w, 1
-		page, _, err := repo.repo.UsageSnapshots(c.ctx, q)
+		page, _, err := repo.store().(store.UsageStore).UsageSnapshots(c.ctx, q)
 		if err != nil {
 			return "", err
 		}

@@ -29,7 +29,7 @@ func (r *racingRepo) PutConfig(ctx context.Context, key store.ConfigKey, c store
 
 func (r *racingRepo) SetSystemConfig(ctx context.Context, prev, next store.Config) (bool, error) {
 	r.once.Do(r.race)
-	return r.Repository.(store.SystemConfigWriter).SetSystemConfig(ctx, prev, next)
+	return store.Unwrap(r.Repository).(store.SystemConfigWriter).SetSystemConfig(ctx, prev, next)
 }
 
 // TestSystemDefaultsKeepConcurrentSwitch: SetSystemDefaults and the

@@ -307,7 +307,7 @@ func TestPlantedIndexEntriesIgnored(t *testing.T) {
 	assert.Empty(t, ids, "B stored no entity limits")
 	require.NoError(t, rl.Admin().DeleteEntity(ctx, "solo"))
 	requireNoDenials(t, pb)
-	assert.EqualValues(t, 6, repoB.ForeignIndexItems(), "GSI1 once, GSI2 three times, GSI3 twice")
+	assert.EqualValues(t, 6, repoB.Unwrap().(interface{ ForeignIndexItems() int64 }).ForeignIndexItems(), "GSI1 once, GSI2 three times, GSI3 twice")
 
 	_, err = rl.Admin().Entity(ctx, "solo")
 	assert.ErrorIs(t, err, limiter.ErrEntityNotFound)
