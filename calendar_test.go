@@ -35,9 +35,9 @@ func TestCalendarLimitValidate(t *testing.T) {
 	assert.Nil(t, PerCalendarDay("usd", 1).InLocation(time.UTC).Location, "UTC is stored as nil")
 
 	bad := map[string]Limit{
-		"calendar limit with a refill":  {Name: "usd", Capacity: 10, RefillAmount: 10, RefillPeriod: time.Hour, Calendar: CalendarMonth},
-		"calendar limit with an amount": {Name: "usd", Capacity: 10, RefillAmount: 10, Calendar: CalendarDay},
-		"calendar limit with a period":  {Name: "usd", Capacity: 10, RefillPeriod: time.Hour, Calendar: CalendarDay},
+		"calendar limit with a refill":  {Name: "usd", Capacity: 10, RefillAmount: 10, RefillPeriod: time.Hour, Calendar: store.CalendarMonth},
+		"calendar limit with an amount": {Name: "usd", Capacity: 10, RefillAmount: 10, Calendar: store.CalendarDay},
+		"calendar limit with a period":  {Name: "usd", Capacity: 10, RefillPeriod: time.Hour, Calendar: store.CalendarDay},
 		"undefined period":              {Name: "usd", Capacity: 10, Calendar: 9},
 		"zero capacity":                 PerCalendarMonth("usd", 0),
 		"time.Local":                    PerCalendarDay("usd", 1).InLocation(time.Local),

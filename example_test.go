@@ -34,8 +34,8 @@ func frozen() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) }
 func newLimiter() *limiter.RateLimiter {
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = frozen })
 	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{
-		limiter.PerMinute(limiter.LimitRPM, 100),
-		limiter.PerMinute(limiter.LimitTPM, 1_000),
+		limiter.PerMinute("rpm", 100),
+		limiter.PerMinute("tpm", 1_000),
 	}); err != nil {
 		log.Fatal(err)
 	}
@@ -71,8 +71,8 @@ func ExampleNew() {
 
 	// Stored limits: every API key gets these on gpt-4o unless it has its own.
 	err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{
-		limiter.PerMinute(limiter.LimitRPM, 1_000),
-		limiter.PerMinute(limiter.LimitTPM, 200_000),
+		limiter.PerMinute("rpm", 1_000),
+		limiter.PerMinute("tpm", 200_000),
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -8,6 +8,8 @@ package limiter
 
 import (
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // calendarKind is the kind of a calendar limit.
@@ -70,11 +72,11 @@ func (calendarKind) reset(l Limit, fill time.Duration, nowMs int64) time.Duratio
 func (calendarKind) phrase(l Limit, tag string) string {
 	if tag == "" {
 		switch l.Calendar {
-		case CalendarDay:
+		case store.CalendarDay:
 			return "the daily budget"
-		case CalendarWeek:
+		case store.CalendarWeek:
 			return "the weekly budget"
-		case CalendarMonth:
+		case store.CalendarMonth:
 			return "the monthly budget"
 		}
 		return ""

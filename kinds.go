@@ -11,7 +11,11 @@
 
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+)
 
 // limitKind is what differs between the kinds of limits.
 type limitKind interface {
@@ -53,7 +57,7 @@ func kindOf(l Limit) limitKind {
 		return inFlightKind{}
 	case l.Prepaid:
 		return prepaidKind{}
-	case l.Calendar != CalendarNone:
+	case l.Calendar != store.CalendarNone:
 		return calendarKind{}
 	}
 	return rollingKind{}

@@ -10,20 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/logging"
-)
-
-// DynamoDB Local defaults of [DynamoDBLocalConfig] and
-// [NewDynamoDBLocalClient].
-const (
-	// DefaultDynamoDBLocalEndpoint is DynamoDB Local's default address.
-	DefaultDynamoDBLocalEndpoint = "http://localhost:8000"
-	// DynamoDBLocalRegion is the region used when neither $AWS_REGION nor
-	// $AWS_DEFAULT_REGION is set.
-	DynamoDBLocalRegion = "us-east-1"
-	// DynamoDBLocalAccessKey is the access key id (and secret key) used when
-	// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY are not both set.
-	// DynamoDB Local accepts any credentials.
-	DynamoDBLocalAccessKey = "test"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // DynamoDBLocalConfig returns the AWS configuration [NewDynamoDBLocalClient]
@@ -32,12 +19,12 @@ const (
 // runner:
 //
 //   - the endpoint is endpoint, or when it is "" $AWS_ENDPOINT_URL_DYNAMODB,
-//     else $AWS_ENDPOINT_URL, else [DefaultDynamoDBLocalEndpoint];
+//     else $AWS_ENDPOINT_URL, else http://localhost:8000 (DynamoDB Local's default);
 //   - the region is $AWS_REGION, else $AWS_DEFAULT_REGION, else
-//     [DynamoDBLocalRegion];
+//     us-east-1;
 //   - the credentials are $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY
 //     (with $AWS_SESSION_TOKEN) when both are set, else
-//     [DynamoDBLocalAccessKey] for both.
+//     "test" for both (DynamoDB Local accepts any credentials).
 //
 // DynamoDB Local started without -sharedDb keeps one database per access key
 // and region, so programs that must see the same tables have to agree on
@@ -50,15 +37,15 @@ const (
 func DynamoDBLocalConfig(endpoint string) aws.Config {
 	getenv := func(k string) string { return strings.TrimSpace(os.Getenv(k)) }
 	if endpoint == "" {
-		endpoint = firstNonEmpty(getenv("AWS_ENDPOINT_URL_DYNAMODB"), getenv("AWS_ENDPOINT_URL"), DefaultDynamoDBLocalEndpoint)
+		endpoint = firstNonEmpty(getenv("AWS_ENDPOINT_URL_DYNAMODB"), getenv("AWS_ENDPOINT_URL"), ddbschema.LocalEndpoint)
 	}
 	key, secret := getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY")
 	token := getenv("AWS_SESSION_TOKEN")
 	if key == "" || secret == "" {
-		key, secret, token = DynamoDBLocalAccessKey, DynamoDBLocalAccessKey, ""
+		key, secret, token = ddbschema.LocalAccessKey, ddbschema.LocalAccessKey, ""
 	}
 	return aws.Config{
-		Region:                firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), DynamoDBLocalRegion),
+		Region:                firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), ddbschema.LocalRegion),
 		BaseEndpoint:          aws.String(strings.TrimRight(endpoint, "/")),
 		Credentials:           credentials.NewStaticCredentialsProvider(key, secret, token),
 		Logger:                logging.NewStandardLogger(os.Stderr),

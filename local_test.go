@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // captureLogger collects what the SDK logs.
@@ -110,12 +111,12 @@ func TestDynamoDBLocalConfig(t *testing.T) {
 		assert.Equal(t, wantRegion, cfg.Region, "%s: region", name)
 		assert.Equal(t, wantKey, creds.AccessKeyID, "%s: access key", name)
 	}
-	check("defaults", "", DefaultDynamoDBLocalEndpoint, DynamoDBLocalRegion, DynamoDBLocalAccessKey)
-	check("explicit endpoint", "http://127.0.0.1:9000/", "http://127.0.0.1:9000", DynamoDBLocalRegion, DynamoDBLocalAccessKey)
+	check("defaults", "", ddbschema.LocalEndpoint, ddbschema.LocalRegion, ddbschema.LocalAccessKey)
+	check("explicit endpoint", "http://127.0.0.1:9000/", "http://127.0.0.1:9000", ddbschema.LocalRegion, ddbschema.LocalAccessKey)
 	t.Setenv("AWS_ENDPOINT_URL", "http://a:1")
 	t.Setenv("AWS_DEFAULT_REGION", "eu-west-1")
 	t.Setenv("AWS_ACCESS_KEY_ID", "only-key") // no secret: ignored
-	check("global endpoint", "", "http://a:1", "eu-west-1", DynamoDBLocalAccessKey)
+	check("global endpoint", "", "http://a:1", "eu-west-1", ddbschema.LocalAccessKey)
 	t.Setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://b:2")
 	t.Setenv("AWS_REGION", "ap-south-1")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")

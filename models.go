@@ -15,11 +15,11 @@ import (
 // Reserved names and well-known limit names.
 const (
 	// DefaultResource is the resource name under which an entity's
-	// resource-independent limits are stored (SetLimits with this resource).
+	// resource-independent limits are stored ([Scope] with this resource).
 	DefaultResource = store.DefaultResource
 	// AllResources is the resource "*", of entity-wide limits: limits
-	// stored for (entity, AllResources) with [RateLimiter.SetLimits], for
-	// every entity with [RateLimiter.SetResourceDefaults] on it, or given
+	// stored for (entity, AllResources) with [Admin.SetLimits], for
+	// every entity at Scope{Resource: AllResources}, or given
 	// per call with [WithEntityWideLimits], form one bucket per entity
 	// that every acquire of the entity charges, whatever its resource,
 	// beside the (entity, resource) bucket; with cascade each ancestor's
@@ -38,14 +38,6 @@ const (
 	// wcuLimitName is the hidden infrastructure limit injected into every bucket
 	// item. It never appears in statuses, errors or any other output.
 	wcuLimitName = "wcu"
-
-	// LimitRPM, LimitTPM and friends are conventional limit names.
-	LimitRPM = "rpm" // requests per minute
-	LimitRPH = "rph" // requests per hour
-	LimitRPD = "rpd" // requests per day
-	LimitTPM = "tpm" // tokens per minute
-	LimitTPH = "tph" // tokens per hour
-	LimitTPD = "tpd" // tokens per day
 )
 
 // PerSecond returns a limit of rate tokens per second with capacity rate.
@@ -67,12 +59,16 @@ func perPeriod(name string, rate int64, period time.Duration) Limit {
 // PerCalendarDay returns a calendar limit of amount tokens per calendar day:
 // the whole amount is available again at 00:00 each day, in UTC unless
 // [Limit.InLocation] gives another zone, with no refill in between.
-func PerCalendarDay(name string, amount int64) Limit { return perCalendar(name, amount, CalendarDay) }
+func PerCalendarDay(name string, amount int64) Limit {
+	return perCalendar(name, amount, store.CalendarDay)
+}
 
 // PerCalendarWeek returns a calendar limit of amount tokens per calendar
 // week: the whole amount is available again at 00:00 each Monday (UTC
 // unless [Limit.InLocation] gives another zone).
-func PerCalendarWeek(name string, amount int64) Limit { return perCalendar(name, amount, CalendarWeek) }
+func PerCalendarWeek(name string, amount int64) Limit {
+	return perCalendar(name, amount, store.CalendarWeek)
+}
 
 // PerCalendarMonth returns a calendar limit of amount tokens per calendar
 // month: the whole amount is available again at 00:00 on the 1st of each
@@ -80,10 +76,10 @@ func PerCalendarWeek(name string, amount int64) Limit { return perCalendar(name,
 // of $500 a month in micro-dollars:
 // PerCalendarMonth("usd", 500*llmhttp.USD).
 func PerCalendarMonth(name string, amount int64) Limit {
-	return perCalendar(name, amount, CalendarMonth)
+	return perCalendar(name, amount, store.CalendarMonth)
 }
 
-func perCalendar(name string, amount int64, p CalendarPeriod) Limit {
+func perCalendar(name string, amount int64, p store.CalendarPeriod) Limit {
 	return Limit{Name: name, Capacity: amount, Calendar: p}
 }
 
@@ -283,23 +279,6 @@ type (
 	// package memorystore, package redisstore, or a backend of your own,
 	// which implements the contract of package store.
 	Repository = store.Repository
-)
-
-// CalendarPeriod is the period of a calendar limit ([Limit.Calendar]):
-// [CalendarNone] (a rolling token bucket), [CalendarDay], [CalendarWeek] or
-// [CalendarMonth].
-type CalendarPeriod = store.CalendarPeriod
-
-// Calendar periods of a [Limit].
-const (
-	// CalendarNone is a rolling token bucket, the zero value.
-	CalendarNone = store.CalendarNone
-	// CalendarDay resets at 00:00 every day.
-	CalendarDay = store.CalendarDay
-	// CalendarWeek resets at 00:00 every Monday.
-	CalendarWeek = store.CalendarWeek
-	// CalendarMonth resets at 00:00 on the 1st of every month.
-	CalendarMonth = store.CalendarMonth
 )
 
 // What Acquire does when the store cannot be reached.

@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,25 +29,19 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// Defaults of [DynamoDBOptions], and the environment variables that
-// override the table's and the namespace's.
+// Defaults of [DynamoDBOptions]: the table and the namespace, which
+// $ZAEL_STACK and $ZAEL_NAMESPACE override.
 const (
 	DefaultTable     = "zae-limiter"
 	DefaultNamespace = "default"
-	EnvStack         = "ZAEL_STACK"
-	EnvNamespace     = "ZAEL_NAMESPACE"
-	// DefaultNamespaceCacheSize is the default ceiling of the namespace
-	// cache, in names.
-	DefaultNamespaceCacheSize = 1000
-	// DefaultNamespaceCacheTTL is the default age limit of the namespace
-	// cache.
-	DefaultNamespaceCacheTTL = 10 * time.Minute
-	// DefaultOpenTimeout bounds the requests of [OpenDynamoDB].
-	DefaultOpenTimeout = 5 * time.Second
-	// DefaultBucketCacheSize is the default ceiling of the bucket cache
-	// ([DynamoDBOptions.BucketCacheSize]), in items (about 1.4 KiB each
-	// with two limits).
-	DefaultBucketCacheSize = 4096
+)
+
+// Defaults of [DynamoDBOptions]' caches and bounds.
+const (
+	defaultNamespaceCacheSize = 1000
+	defaultNamespaceCacheTTL  = 10 * time.Minute
+	defaultOpenTimeout        = 5 * time.Second
+	defaultBucketCacheSize    = 4096
 )
 
 // DynamoDBClient is the subset of *dynamodb.Client the repository uses.
@@ -99,12 +92,12 @@ type DynamoDBOptions struct {
 	// NamespaceCacheSize bounds the namespace name → id cache that the
 	// repository shares with the ones [DynamoDBRepository.Namespace]
 	// returns: the least recently used name goes first. Zero means
-	// [DefaultNamespaceCacheSize].
+	// [defaultNamespaceCacheSize].
 	NamespaceCacheSize int
 	// NamespaceCacheTTL is how long a namespace's id is trusted after it
 	// was read: past it, [DynamoDBRepository.Namespace] reads the registry
 	// again, and so sees a namespace another process deleted. Zero means
-	// [DefaultNamespaceCacheTTL].
+	// [defaultNamespaceCacheTTL].
 	NamespaceCacheTTL time.Duration
 	// Logger receives the repository's one warning, logged once: an index
 	// query found entries of another namespace and dropped them (see
@@ -119,7 +112,7 @@ type DynamoDBOptions struct {
 	// endpoint that does not answer fails the open with an
 	// *[UnavailableError] after about this long. (One that refuses the
 	// connection fails it at once: the open does not retry a connection
-	// that could not be made.) Zero means [DefaultOpenTimeout], or
+	// that could not be made.) Zero means [defaultOpenTimeout], or
 	// $ZAEL_STORE_TIMEOUT ([envStoreTimeout]) when that is longer.
 	OpenTimeout time.Duration
 	// BucketCacheSize bounds the bucket items the repository keeps as its
@@ -129,7 +122,7 @@ type DynamoDBOptions struct {
 	// its capacity writes the refilled state computed from the kept item,
 	// conditioned on the item being unchanged: one write instead of a
 	// refused one and the refilled one. Zero means
-	// [DefaultBucketCacheSize]; a negative size keeps none.
+	// [defaultBucketCacheSize]; a negative size keeps none.
 	BucketCacheSize int
 }
 
@@ -172,14 +165,14 @@ type sharedState struct {
 func newSharedState(o DynamoDBOptions) *sharedState {
 	size, ttl := o.NamespaceCacheSize, o.NamespaceCacheTTL
 	if size <= 0 {
-		size = DefaultNamespaceCacheSize
+		size = defaultNamespaceCacheSize
 	}
 	if ttl <= 0 {
-		ttl = DefaultNamespaceCacheTTL
+		ttl = defaultNamespaceCacheTTL
 	}
 	buckets := o.BucketCacheSize
 	if buckets == 0 {
-		buckets = DefaultBucketCacheSize
+		buckets = defaultBucketCacheSize
 	}
 	return &sharedState{
 		now: o.Now, nsIDs: lru.New[string, string](size, ttl),
@@ -187,32 +180,6 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 		buckets: newBucketCache(buckets),
 		log:     o.Logger, metrics: o.Metrics,
 	}
-}
-
-var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
-
-// ValidateStackName checks a table/stack name: letters, digits and
-// hyphens, starting with a letter, at most 55 characters. The error is a
-// *[ValidationError].
-func ValidateStackName(name string) error {
-	reason := ""
-	switch {
-	case name == "":
-		reason = "cannot be empty"
-	case strings.Contains(name, "_"):
-		reason = "contains an underscore; use hyphens instead ('rate-limits', not 'rate_limits')"
-	case strings.Contains(name, "."):
-		reason = "contains a period; only letters, digits and hyphens are allowed"
-	case strings.Contains(name, " "):
-		reason = "contains spaces; use hyphens instead ('my-app', not 'my app')"
-	case !stackNamePattern.MatchString(name):
-		reason = "must start with a letter and contain only letters, digits and hyphens"
-	case len(name) > 55:
-		reason = "too long: longer than 55 characters (the limit of IAM role names)"
-	default:
-		return nil
-	}
-	return store.NewValidationError(ErrValidation, "name", name, reason)
 }
 
 func envOr(name, def string) string {

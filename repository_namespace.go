@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 	"golang.org/x/sync/errgroup"
 )
@@ -570,8 +571,8 @@ func openDynamo(ctx context.Context, client DynamoDBClient, optFns ...func(*Dyna
 			"OpenDynamoDB needs a DynamoDB client (dynamodb.NewFromConfig, or NewDynamoDBLocalClient)")
 	}
 	o := DynamoDBOptions{
-		Table:     envOr(EnvStack, DefaultTable),
-		Namespace: envOr(EnvNamespace, DefaultNamespace),
+		Table:     envOr(ddbschema.EnvStack, DefaultTable),
+		Namespace: envOr(ddbschema.EnvNamespace, DefaultNamespace),
 	}
 	for _, fn := range optFns {
 		if fn != nil {
@@ -582,14 +583,14 @@ func openDynamo(ctx context.Context, client DynamoDBClient, optFns ...func(*Dyna
 		o.Now = time.Now
 	}
 	if o.OpenTimeout <= 0 {
-		o.OpenTimeout = DefaultOpenTimeout
+		o.OpenTimeout = defaultOpenTimeout
 		// A store timeout widened by the environment widens the open's
 		// default alike (a loaded machine, DynamoDB Local warming up).
 		if d, err := time.ParseDuration(os.Getenv(envStoreTimeout)); err == nil && d > o.OpenTimeout {
 			o.OpenTimeout = d
 		}
 	}
-	if err := ValidateStackName(o.Table); err != nil {
+	if err := ddbschema.ValidateStackName(o.Table); err != nil {
 		return nil, err
 	}
 	if o.Namespace == "" || o.Namespace == reservedNamespace {

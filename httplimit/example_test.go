@@ -23,8 +23,8 @@ func newLimiter() *limiter.RateLimiter {
 	frozen := func() time.Time { return time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC) }
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = frozen })
 	if err := rl.Admin().SetLimits(context.Background(), limiter.Scope{Resource: "gpt-4o"}, []limiter.Limit{
-		limiter.PerMinute(limiter.LimitRPM, 100),
-		limiter.PerMinute(limiter.LimitTPM, 1_000),
+		limiter.PerMinute("rpm", 100),
+		limiter.PerMinute("tpm", 1_000),
 	}); err != nil {
 		log.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -230,7 +231,7 @@ const (
 // provisioner, which [Deployer.Deploy] adds). It validates o and the names derived from
 // RoleNameFormat and PolicyNameFormat.
 func (o StackOptions) Parameters(stackName string) (map[string]string, error) {
-	if err := limiter.ValidateStackName(stackName); err != nil {
+	if err := ddbschema.ValidateStackName(stackName); err != nil {
 		return nil, fmt.Errorf("%w: stack name %q: %w", ErrInvalidOptions, stackName, err)
 	}
 	if err := o.Validate(); err != nil {

@@ -49,7 +49,7 @@ type QuotaMapping struct {
 
 // DefaultQuotaMapping maps the provider's requests to "rpm" and its tokens
 // to "tpm", like [DefaultUsageMapping].
-var DefaultQuotaMapping = QuotaMapping{Requests: limiter.LimitRPM, Tokens: limiter.LimitTPM}
+var DefaultQuotaMapping = QuotaMapping{Requests: "rpm", Tokens: "tpm"}
 
 // DefaultFeedbackThreshold is the gap, as a fraction of the limit's
 // capacity, above which a provider's remaining figure lowers the shared

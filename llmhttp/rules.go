@@ -13,8 +13,8 @@ import (
 // answers, so that a limiter charged by the same rules holds what the
 // provider's own remaining figures say.
 
-// The token limits of the rule packs, beside limiter.LimitRPM and
-// limiter.LimitTPM (total tokens per minute).
+// The token limits of the rule packs, beside "rpm" and
+// "tpm" (total tokens per minute).
 const (
 	// LimitITPM is input tokens per minute (Anthropic, Bedrock's
 	// OpenAI-compatible endpoint).
@@ -29,8 +29,8 @@ const (
 // case, r.HiddenTokens the input the body does not carry, r.OutputCeiling
 // and r.Choices the output it may bill), and what the call holds once the
 // provider has answered (Settle, from the request and the response's
-// usage). Both return amounts per limit name: [limiter.LimitRPM],
-// [limiter.LimitTPM], [LimitITPM], [LimitOTPM].
+// usage). Both return amounts per limit name: ["rpm"],
+// ["tpm"], [LimitITPM], [LimitOTPM].
 //
 // [WithRules] charges a transport's calls by them; llmtest's Config.Rules
 // makes the fake provider count by them.
@@ -65,7 +65,7 @@ func satMul(a, b int64) int64 {
 // report fall by the admission's count.
 func OpenAIRules() Rules {
 	admit := func(r Request) limiter.Consume {
-		return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: satAdd(inputOf(r), outputOf(r))}
+		return limiter.Consume{"rpm": 1, "tpm": satAdd(inputOf(r), outputOf(r))}
 	}
 	return Rules{Name: "openai", AsOf: "2026-11-29", Source: "https://platform.openai.com/docs/guides/rate-limits",
 		Admit: admit, Settle: func(r Request, _ Usage) limiter.Consume { return admit(r) }}
@@ -89,10 +89,10 @@ func AzureOpenAIRules() Rules {
 func AnthropicRules() Rules {
 	return Rules{Name: "anthropic", AsOf: "2026-11-29", Source: "https://docs.anthropic.com/en/api/rate-limits",
 		Admit: func(r Request) limiter.Consume {
-			return limiter.Consume{limiter.LimitRPM: 1, LimitITPM: inputOf(r), LimitOTPM: outputOf(r)}
+			return limiter.Consume{"rpm": 1, LimitITPM: inputOf(r), LimitOTPM: outputOf(r)}
 		},
 		Settle: func(_ Request, u Usage) limiter.Consume {
-			return limiter.Consume{limiter.LimitRPM: 1, LimitITPM: uncachedInput(u), LimitOTPM: u.OutputTokens}
+			return limiter.Consume{"rpm": 1, LimitITPM: uncachedInput(u), LimitOTPM: u.OutputTokens}
 		}}
 }
 
@@ -126,11 +126,11 @@ func BedrockBurndown(model string) int64 {
 func BedrockRules() Rules {
 	return Rules{Name: "bedrock", AsOf: "2026-11-29", Source: "https://docs.aws.amazon.com/bedrock/latest/userguide/quotas-token-burndown.html",
 		Admit: func(r Request) limiter.Consume {
-			return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: satAdd(inputOf(r), outputOf(r))}
+			return limiter.Consume{"rpm": 1, "tpm": satAdd(inputOf(r), outputOf(r))}
 		},
 		Settle: func(r Request, u Usage) limiter.Consume {
 			out := satMul(u.OutputTokens, BedrockBurndown(r.Model))
-			return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: satAdd(uncachedInput(u), out)}
+			return limiter.Consume{"rpm": 1, "tpm": satAdd(uncachedInput(u), out)}
 		}}
 }
 
@@ -141,10 +141,10 @@ func BedrockRules() Rules {
 func BedrockOpenAIRules() Rules {
 	return Rules{Name: "bedrock-openai", AsOf: "2026-11-29", Source: "https://docs.aws.amazon.com/bedrock/latest/userguide/inference-chat-completions.html",
 		Admit: func(r Request) limiter.Consume {
-			return limiter.Consume{limiter.LimitRPM: 1, LimitITPM: inputOf(r), LimitOTPM: outputOf(r)}
+			return limiter.Consume{"rpm": 1, LimitITPM: inputOf(r), LimitOTPM: outputOf(r)}
 		},
 		Settle: func(_ Request, u Usage) limiter.Consume {
-			return limiter.Consume{limiter.LimitRPM: 1, LimitITPM: u.InputTokens, LimitOTPM: u.OutputTokens}
+			return limiter.Consume{"rpm": 1, LimitITPM: u.InputTokens, LimitOTPM: u.OutputTokens}
 		}}
 }
 

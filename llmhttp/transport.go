@@ -45,7 +45,7 @@ type UsageMapping func(u Usage) limiter.Consume
 // DefaultUsageMapping charges one request to "rpm" and the total tokens to
 // "tpm".
 func DefaultUsageMapping(u Usage) limiter.Consume {
-	return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: u.TotalTokens}
+	return limiter.Consume{"rpm": 1, "tpm": u.TotalTokens}
 }
 
 // Estimator returns the amounts to acquire for a request that its
@@ -75,7 +75,7 @@ func DefaultEstimator(req *http.Request) (limiter.Consume, error) {
 	if r.OutputCeiling > 0 {
 		tokens = satAdd(tokens, outputOf(r))
 	}
-	return limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: min(tokens, MaxCost)}, nil
+	return limiter.Consume{"rpm": 1, "tpm": min(tokens, MaxCost)}, nil
 }
 
 // resolvedHiddenKey is the context key of the hidden input the transport

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // command is one leaf command: its cobra.Command, its flags in the order
@@ -180,7 +181,7 @@ func (f *command) execute(flags *pflag.FlagSet, pos []string) error {
 	c.readOnly = readOnlyCommands[f.command()]
 	c.common.explicit = map[string]bool{}
 	flags.Visit(func(fl *pflag.Flag) { c.common.explicit[fl.Name] = true })
-	if err := limiter.ValidateStackName(c.common.name); err != nil {
+	if err := ddbschema.ValidateStackName(c.common.name); err != nil {
 		var ve *limiter.ValidationError
 		if errors.As(err, &ve) {
 			return fmt.Errorf("invalid --name %q: %s", c.common.name, ve.Reason)

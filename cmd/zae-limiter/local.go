@@ -29,6 +29,7 @@ import (
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // defaultLocalPort is DynamoDB Local's usual port.
@@ -133,12 +134,12 @@ func localEnv(st localState) [][2]string {
 	return [][2]string{
 		{"AWS_ENDPOINT_URL_DYNAMODB", st.Endpoint},
 		{"AWS_ENDPOINT_URL_DYNAMODB_STREAMS", st.Endpoint},
-		{"AWS_ACCESS_KEY_ID", limiter.DynamoDBLocalAccessKey},
-		{"AWS_SECRET_ACCESS_KEY", limiter.DynamoDBLocalAccessKey},
+		{"AWS_ACCESS_KEY_ID", ddbschema.LocalAccessKey},
+		{"AWS_SECRET_ACCESS_KEY", ddbschema.LocalAccessKey},
 		{"AWS_REGION", st.Region},
 		{"AWS_DEFAULT_REGION", st.Region},
-		{limiter.EnvStack, st.Table},
-		{limiter.EnvNamespace, st.Namespace},
+		{ddbschema.EnvStack, st.Table},
+		{ddbschema.EnvNamespace, st.Namespace},
 	}
 }
 
@@ -210,7 +211,7 @@ func cmdLocalUp(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		st := localState{Endpoint: lf.endpoint(), Port: lf.port, Region: firstNonEmpty(c.common.region, limiter.DynamoDBLocalRegion),
+		st := localState{Endpoint: lf.endpoint(), Port: lf.port, Region: firstNonEmpty(c.common.region, ddbschema.LocalRegion),
 			Namespace: c.common.namespace, Table: c.common.name, Started: true, InMemory: inMemory, Tables: prev.Tables}
 		if err := c.startDynamoDBLocal(p, &lf, &st, prev); err != nil {
 			return err
@@ -558,7 +559,7 @@ func cmdLocalEnv(c *cli) *command {
 			return err
 		}
 		if !ok {
-			st = localState{Endpoint: lf.endpoint(), Region: limiter.DynamoDBLocalRegion, Table: c.common.name, Namespace: c.common.namespace}
+			st = localState{Endpoint: lf.endpoint(), Region: ddbschema.LocalRegion, Table: c.common.name, Namespace: c.common.namespace}
 		}
 		if c.common.explicit["name"] {
 			st.Table = c.common.name

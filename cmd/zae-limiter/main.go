@@ -34,6 +34,7 @@ import (
 	"github.com/spf13/pflag"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 func main() {
@@ -246,10 +247,10 @@ func (c *cli) rootCommand() *cobra.Command {
 	// Declared here so that cobra adds no -v shorthand.
 	root.Flags().Bool("version", false, "print the client version")
 	pf := root.PersistentFlags()
-	pf.StringVarP(&c.common.name, "name", "n", envOr(limiter.EnvStack, limiter.DefaultTable), "stack and table name ($ZAEL_STACK)")
+	pf.StringVarP(&c.common.name, "name", "n", envOr(ddbschema.EnvStack, limiter.DefaultTable), "stack and table name ($ZAEL_STACK)")
 	pf.StringVar(&c.common.region, "region", "", "AWS region (default: the SDK's configuration)")
 	pf.StringVar(&c.common.endpoint, "endpoint-url", "", "AWS endpoint URL, e.g. http://localhost:8000 for DynamoDB Local")
-	pf.StringVarP(&c.common.namespace, "namespace", "N", envOr(limiter.EnvNamespace, limiter.DefaultNamespace), "namespace within the table ($ZAEL_NAMESPACE)")
+	pf.StringVarP(&c.common.namespace, "namespace", "N", envOr(ddbschema.EnvNamespace, limiter.DefaultNamespace), "namespace within the table ($ZAEL_NAMESPACE)")
 	root.AddCommand(c.commands()...)
 	for _, hidden := range hiddenCommands {
 		h := hidden(c)

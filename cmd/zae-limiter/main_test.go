@@ -22,6 +22,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/internal/motoserver"
 )
 
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	} {
 		os.Setenv(k, v)
 	}
-	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", limiter.EnvStack, limiter.EnvNamespace} {
+	for _, k := range []string{"AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", ddbschema.EnvStack, ddbschema.EnvNamespace} {
 		os.Unsetenv(k)
 	}
 	os.Exit(motoserver.Run(func() int { return ddblocal.Main(m) }))

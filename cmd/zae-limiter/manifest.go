@@ -353,7 +353,7 @@ type limitKey struct {
 	name                   string
 	capacity, refillAmount int64
 	refillPeriod           time.Duration
-	calendar               limiter.CalendarPeriod
+	calendar               store.CalendarPeriod
 	zone                   string
 	prepaid                bool
 	inFlight               bool

@@ -21,6 +21,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // usdLimitName is the name of the limit the dollar shorthand declares.
@@ -50,13 +51,13 @@ func (d *dollars) UnmarshalYAML(n *yaml.Node) error {
 
 // given returns the shorthand's keys that are set, with their amounts and
 // calendar periods, in the order day, week, month.
-func (u manifestUSD) given() (keys []string, amounts []*dollars, periods []limiter.CalendarPeriod) {
+func (u manifestUSD) given() (keys []string, amounts []*dollars, periods []store.CalendarPeriod) {
 	for _, f := range []struct {
 		key string
 		d   *dollars
-		p   limiter.CalendarPeriod
-	}{{"usd_per_day", u.USDPerDay, limiter.CalendarDay}, {"usd_per_week", u.USDPerWeek, limiter.CalendarWeek},
-		{"usd_per_month", u.USDPerMonth, limiter.CalendarMonth}} {
+		p   store.CalendarPeriod
+	}{{"usd_per_day", u.USDPerDay, store.CalendarDay}, {"usd_per_week", u.USDPerWeek, store.CalendarWeek},
+		{"usd_per_month", u.USDPerMonth, store.CalendarMonth}} {
 		if f.d != nil {
 			keys, amounts, periods = append(keys, f.key), append(amounts, f.d), append(periods, f.p)
 		}

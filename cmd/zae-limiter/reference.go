@@ -13,8 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-
-	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // The markers around the generated reference in docs/cli.md.
@@ -36,7 +35,7 @@ func updateReference(doc []byte) ([]byte, error) {
 	if begin < 0 || end < begin {
 		return nil, fmt.Errorf("no generated command reference: the markers %q and %q are missing", referenceBegin, referenceEnd)
 	}
-	for _, name := range []string{limiter.EnvStack, limiter.EnvNamespace} {
+	for _, name := range []string{ddbschema.EnvStack, ddbschema.EnvNamespace} {
 		if v, ok := os.LookupEnv(name); ok {
 			os.Unsetenv(name)
 			defer os.Setenv(name, v)

@@ -171,7 +171,7 @@ func namesOf(limits []limiter.Limit) string {
 // conventionalLimitNames are names a limit is commonly given: a new name
 // close to one of them (or to a stored name) is likely a typo.
 var conventionalLimitNames = []string{
-	limiter.LimitRPM, limiter.LimitRPH, limiter.LimitRPD, limiter.LimitTPM, limiter.LimitTPH, limiter.LimitTPD, usdLimitName,
+	"rpm", "rph", "rpd", "tpm", "tph", "tpd", usdLimitName,
 	"rps", "tps", // per second
 }
 

@@ -172,13 +172,13 @@ func setup(ctx context.Context, rl *limiter.RateLimiter) error {
 	}
 	// Entity level, for every resource of the project: the "_default_" slot.
 	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: project, Resource: limiter.DefaultResource}, []limiter.Limit{
-		limiter.PerMinute(limiter.LimitRPM, 100), limiter.PerMinute(limiter.LimitTPM, 5000),
+		limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 5000),
 	}); err != nil {
 		return err
 	}
 	// Resource level: every entity without limits of its own gets these on gpt-4o.
 	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: resource}, []limiter.Limit{
-		limiter.PerMinute(limiter.LimitRPM, 20), limiter.PerMinute(limiter.LimitTPM, 3000),
+		limiter.PerMinute("rpm", 20), limiter.PerMinute("tpm", 3000),
 	}); err != nil {
 		return err
 	}
@@ -197,7 +197,7 @@ func setup(ctx context.Context, rl *limiter.RateLimiter) error {
 // "LLM", reconcile with the real token count and commit. When the LLM fails
 // the deferred Rollback gives the reservation back.
 func llmCall(ctx context.Context, rl *limiter.RateLimiter, key string, actual int64, llmErr error) error {
-	lease, err := rl.Acquire(ctx, key, resource, limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: estimate})
+	lease, err := rl.Acquire(ctx, key, resource, limiter.Consume{"rpm": 1, "tpm": estimate})
 	if err != nil {
 		return err // *limiter.RateLimitExceededError when denied
 	}
@@ -206,7 +206,7 @@ func llmCall(ctx context.Context, rl *limiter.RateLimiter, key string, actual in
 	if llmErr != nil { // the simulated LLM call
 		return llmErr
 	}
-	if err := lease.Adjust(limiter.Consume{limiter.LimitTPM: actual - estimate}); err != nil {
+	if err := lease.Adjust(limiter.Consume{"tpm": actual - estimate}); err != nil {
 		return err
 	}
 	return lease.Commit(ctx)

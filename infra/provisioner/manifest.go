@@ -65,20 +65,20 @@ func PrepaidLimit(name string, capacity int64) (limiter.Limit, error) {
 
 // ParseCalendar returns the calendar period named "day", "week" or
 // "month".
-func ParseCalendar(name string) (limiter.CalendarPeriod, error) {
-	for _, p := range []limiter.CalendarPeriod{limiter.CalendarDay, limiter.CalendarWeek, limiter.CalendarMonth} {
+func ParseCalendar(name string) (store.CalendarPeriod, error) {
+	for _, p := range []store.CalendarPeriod{store.CalendarDay, store.CalendarWeek, store.CalendarMonth} {
 		if name == p.String() {
 			return p, nil
 		}
 	}
-	return limiter.CalendarNone, fmt.Errorf("calendar %q: use day, week or month", name)
+	return store.CalendarNone, fmt.Errorf("calendar %q: use day, week or month", name)
 }
 
 // CalendarLimit returns the validated calendar limit of capacity tokens
 // each period, in the IANA zone tz ("" is UTC), with its location loaded
 // as stored limits are read back (store.LoadCalendarLocation), so that a
 // declared limit and the stored one compare equal.
-func CalendarLimit(name string, capacity int64, period limiter.CalendarPeriod, tz string) (limiter.Limit, error) {
+func CalendarLimit(name string, capacity int64, period store.CalendarPeriod, tz string) (limiter.Limit, error) {
 	loc, err := store.LoadCalendarLocation(tz)
 	if err != nil {
 		return limiter.Limit{}, fmt.Errorf("timezone %q: not an IANA time zone (e.g. America/New_York)", tz)
@@ -342,7 +342,7 @@ func (p Properties) nameProblems() []string {
 			problems = append(problems, s)
 		}
 	}
-	add(checkName("TableName", limiter.ValidateStackName(p.TableName)))
+	add(checkName("TableName", ddbschema.ValidateStackName(p.TableName)))
 	if p.Namespace == ddbschema.ReservedNamespace {
 		problems = append(problems, fmt.Sprintf("Namespace %q: reserved for system use", p.Namespace))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // fakeClock is a settable clock for limiter.WithClock.
@@ -239,7 +240,7 @@ func TestCalendarCascade(t *testing.T) {
 		require.ErrorAs(t, err, &rle)
 		assert.Equal(t, "proj", rle.Primary.EntityID)
 		assert.Equal(t, "usd", rle.Primary.LimitName)
-		assert.Equal(t, limiter.CalendarMonth, rle.Primary.Limit.Calendar)
+		assert.Equal(t, store.CalendarMonth, rle.Primary.Limit.Calendar)
 		assert.Equal(t, mustTime("2026-12-01T00:00:00Z").Sub(clk.now()), rle.RetryAfter)
 		require.Len(t, rle.Violations, 1)
 

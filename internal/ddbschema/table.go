@@ -1,9 +1,13 @@
 package ddbschema
 
 import (
+	"regexp"
+	"strings"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TableDefinition returns the CreateTable request of a schema 0.10.0 table:
@@ -72,3 +76,50 @@ func TTLSpecification(table string) *dynamodb.UpdateTimeToLiveInput {
 		},
 	}
 }
+
+// EnvStack and EnvNamespace name the environment variables that choose
+// the table (the stack's name) and the namespace when none is given.
+const (
+	EnvStack     = "ZAEL_STACK"
+	EnvNamespace = "ZAEL_NAMESPACE"
+)
+
+var stackNamePattern = regexp.MustCompile(`\A[A-Za-z][A-Za-z0-9-]*\z`)
+
+// ValidateStackName checks a table/stack name: letters, digits and
+// hyphens, starting with a letter, at most 55 characters. The error is a
+// *store.ValidationError.
+func ValidateStackName(name string) error {
+	reason := ""
+	switch {
+	case name == "":
+		reason = "cannot be empty"
+	case strings.Contains(name, "_"):
+		reason = "contains an underscore; use hyphens instead ('rate-limits', not 'rate_limits')"
+	case strings.Contains(name, "."):
+		reason = "contains a period; only letters, digits and hyphens are allowed"
+	case strings.Contains(name, " "):
+		reason = "contains spaces; use hyphens instead ('my-app', not 'my app')"
+	case !stackNamePattern.MatchString(name):
+		reason = "must start with a letter and contain only letters, digits and hyphens"
+	case len(name) > 55:
+		reason = "too long: longer than 55 characters (the limit of IAM role names)"
+	default:
+		return nil
+	}
+	return store.NewValidationError(store.ErrValidation, "name", name, reason)
+}
+
+// The defaults of the limiter's DynamoDB Local configuration
+// (limiter.DynamoDBLocalConfig), which the command-line tool's local
+// database shares.
+const (
+	// LocalEndpoint is DynamoDB Local's default address.
+	LocalEndpoint = "http://localhost:8000"
+	// LocalRegion is the region used when neither $AWS_REGION nor
+	// $AWS_DEFAULT_REGION is set.
+	LocalRegion = "us-east-1"
+	// LocalAccessKey is the access key id (and secret key) used when
+	// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY are not both set.
+	LocalAccessKey = "test"
+)

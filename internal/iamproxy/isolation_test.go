@@ -61,10 +61,10 @@ func setUpTenants(t *testing.T) *tenants {
 		}
 		rl := limiter.New(repo)
 		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, []limiter.Limit{
-			limiter.PerMinute(limiter.LimitRPM, 1000), limiter.PerMinute(limiter.LimitTPM, 100_000),
+			limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 100_000),
 		}))
 		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{
-			limiter.PerMinute(limiter.LimitRPM, 500), limiter.PerMinute(limiter.LimitTPM, 50_000),
+			limiter.PerMinute("rpm", 500), limiter.PerMinute("tpm", 50_000),
 		}))
 		for _, e := range []limiter.Entity{{ID: "org"}, {ID: "key-1", ParentID: "org", Cascade: true}, {ID: "solo"}} {
 			_, err := rl.Admin().CreateEntity(ctx, e)
@@ -73,7 +73,7 @@ func setUpTenants(t *testing.T) *tenants {
 		// B's buckets exist, so that a refused write is not merely a
 		// missing item.
 		for _, id := range []string{"key-1", "solo"} {
-			l, err := rl.Acquire(ctx, id, res, limiter.Consume{limiter.LimitRPM: 1})
+			l, err := rl.Acquire(ctx, id, res, limiter.Consume{"rpm": 1})
 			require.NoError(t, err)
 			require.NoError(t, l.Commit(ctx))
 		}
@@ -183,22 +183,22 @@ func TestAcquirePolicyTenantWorkload(t *testing.T) {
 func tenantWorkload(ctx context.Context, t *testing.T, rl *limiter.RateLimiter, entity string) {
 	t.Helper()
 	for range 3 { // the first may create the bucket; the later ones update it
-		l, err := rl.Acquire(ctx, entity, res, limiter.Consume{limiter.LimitRPM: 1, limiter.LimitTPM: 100})
+		l, err := rl.Acquire(ctx, entity, res, limiter.Consume{"rpm": 1, "tpm": 100})
 		require.NoError(t, err)
-		require.NoError(t, l.Adjust(limiter.Consume{limiter.LimitTPM: 50}))
+		require.NoError(t, l.Adjust(limiter.Consume{"tpm": 50}))
 		require.NoError(t, l.Commit(ctx))
 	}
-	l, err := rl.Acquire(ctx, entity, res, limiter.Consume{limiter.LimitRPM: 1})
+	l, err := rl.Acquire(ctx, entity, res, limiter.Consume{"rpm": 1})
 	require.NoError(t, err)
 	require.NoError(t, l.Rollback(ctx))
 
-	l, err = rl.Wait(ctx, entity, res, limiter.Consume{limiter.LimitRPM: 1})
+	l, err = rl.Wait(ctx, entity, res, limiter.Consume{"rpm": 1})
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx))
 
 	l, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{
-		{EntityID: entity, Resource: res, Consume: limiter.Consume{limiter.LimitRPM: 1}},
-		{EntityID: entity, Resource: "embed", Consume: limiter.Consume{limiter.LimitRPM: 1}},
+		{EntityID: entity, Resource: res, Consume: limiter.Consume{"rpm": 1}},
+		{EntityID: entity, Resource: "embed", Consume: limiter.Consume{"rpm": 1}},
 	})
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx))
@@ -228,7 +228,7 @@ func TestFullAccessPolicyAdministration(t *testing.T) {
 	require.NoError(t, err)
 	defer rl.Close()
 
-	limits := []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 60), limiter.PerMinute(limiter.LimitTPM, 6000)}
+	limits := []limiter.Limit{limiter.PerMinute("rpm", 60), limiter.PerMinute("tpm", 6000)}
 	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "team", Name: "Team"})
 	require.NoError(t, err)
 	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "team-key", ParentID: "team", Cascade: true})
@@ -253,10 +253,10 @@ func TestFullAccessPolicyAdministration(t *testing.T) {
 	require.NoError(t, rl.Admin().SetSystemDefaults(ctx, limits, limiter.OnUnavailableBlock))
 	_, _, err = systemDefaults(rl, ctx)
 	require.NoError(t, err)
-	l, err := rl.Acquire(ctx, "team-key", res, limiter.Consume{limiter.LimitRPM: 1})
+	l, err := rl.Acquire(ctx, "team-key", res, limiter.Consume{"rpm": 1})
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx))
-	_, err = rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	_, err = rl.Admin().ResourceCapacity(ctx, res, "rpm", false)
 	require.NoError(t, err)
 	require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Entity: "team-key", Resource: res}))
 	require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{Resource: "embed"}))
@@ -282,9 +282,9 @@ func TestReadOnlyPolicyMonitoring(t *testing.T) {
 	require.NoError(t, err)
 	requireNoDenials(t, p)
 
-	_, err = rl.Acquire(ctx, "key-1", res, limiter.Consume{limiter.LimitRPM: 1})
+	_, err = rl.Acquire(ctx, "key-1", res, limiter.Consume{"rpm": 1})
 	assertDenied(t, p, "read-only Acquire", err)
-	assertDenied(t, p, "read-only SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1)}))
+	assertDenied(t, p, "read-only SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key-1", Resource: res}, []limiter.Limit{limiter.PerMinute("rpm", 1)}))
 }
 
 // TestOtherTenantRefused opens namespace B with A's principal: the
@@ -310,7 +310,7 @@ func TestOtherTenantRefused(t *testing.T) {
 
 func otherTenantCalls(ctx context.Context, t *testing.T, p *iamproxy.Proxy, rl *limiter.RateLimiter) {
 	t.Helper()
-	one := limiter.Consume{limiter.LimitRPM: 1}
+	one := limiter.Consume{"rpm": 1}
 	for _, mode := range []limiter.OnUnavailable{limiter.OnUnavailableBlock, limiter.OnUnavailableAllow} {
 		for _, entity := range []string{"key-1", "solo"} {
 			l, err := rl.Acquire(ctx, entity, res, one, limiter.WithOnUnavailable(mode))
@@ -319,7 +319,7 @@ func otherTenantCalls(ctx context.Context, t *testing.T, p *iamproxy.Proxy, rl *
 			// With limits given, no config read is needed: the bucket
 			// write itself is refused.
 			l, err = rl.Acquire(ctx, entity, res, one, limiter.WithOnUnavailable(mode),
-				limiter.WithLimits(limiter.PerMinute(limiter.LimitRPM, 100)))
+				limiter.WithLimits(limiter.PerMinute("rpm", 100)))
 			assert.Nil(t, l, "Acquire(%s, %s, limits) admitted", entity, mode)
 			assertDenied(t, p, "Acquire with limits "+entity+" "+string(mode), err)
 		}
@@ -350,15 +350,15 @@ func otherTenantCalls(ctx context.Context, t *testing.T, p *iamproxy.Proxy, rl *
 	assertDenied(t, p, "UsageSummary", err)
 	_, err = rl.Admin().CreateEntity(ctx, limiter.Entity{ID: "intruder"})
 	assertDenied(t, p, "CreateEntity", err)
-	assertDenied(t, p, "SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "solo", Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
-	assertDenied(t, p, "SetResourceDefaults", rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{limiter.PerMinute(limiter.LimitRPM, 1_000_000)}))
+	assertDenied(t, p, "SetLimits", rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "solo", Resource: res}, []limiter.Limit{limiter.PerMinute("rpm", 1_000_000)}))
+	assertDenied(t, p, "SetResourceDefaults", rl.Admin().SetLimits(ctx, limiter.Scope{Resource: res}, []limiter.Limit{limiter.PerMinute("rpm", 1_000_000)}))
 	assertDenied(t, p, "SetSystemDefaults", rl.Admin().SetSystemDefaults(ctx, nil, limiter.OnUnavailableAllow))
 	assertDenied(t, p, "DeleteEntity", rl.Admin().DeleteEntity(ctx, "solo"))
 	_, err = iterx.Collect(rl.Admin().Children(ctx, "org"))
 	assertDenied(t, p, "Children (GSI1)", err)
 	_, err = iterx.Collect(rl.Admin().EntitiesWithLimits(ctx, res))
 	assertDenied(t, p, "EntitiesWithLimits (GSI3)", err)
-	_, err = rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	_, err = rl.Admin().ResourceCapacity(ctx, res, "rpm", false)
 	assertDenied(t, p, "ResourceCapacity (GSI2)", err)
 }
 

@@ -220,7 +220,7 @@ func TestSharedPrefixReadOnly(t *testing.T) {
 	rl, err := tn.open(t, pb, nsB)
 	require.NoError(t, err)
 	defer rl.Close()
-	l, err := rl.Acquire(ctx, "solo", res, limiter.Consume{limiter.LimitRPM: 1})
+	l, err := rl.Acquire(ctx, "solo", res, limiter.Consume{"rpm": 1})
 	require.NoError(t, err)
 	require.NoError(t, l.Commit(ctx))
 	requireNoDenials(t, pb)
@@ -270,9 +270,9 @@ func TestPlantedIndexEntriesIgnored(t *testing.T) {
 			map[string]string{ddbschema.AttrGSI1PK: ddbschema.GSI1PKParent(tn.idB, "org")}),
 		bucket,
 		set(ddbschema.UsageSnapshotItem(tn.idA, ddbschema.UsageSnapshot{EntityID: "planted", Resource: res, WindowType: "hourly",
-			WindowStart: window, Counters: map[string]int64{limiter.LimitRPM: 1_000_000}, TotalEvents: 1}, window.Add(48*time.Hour).Unix()),
+			WindowStart: window, Counters: map[string]int64{"rpm": 1_000_000}, TotalEvents: 1}, window.Add(48*time.Hour).Unix()),
 			map[string]string{ddbschema.AttrGSI2PK: ddbschema.GSI2PKResource(tn.idB, res)}),
-		set(ddbschema.EntityConfigItem(tn.idA, "planted", res, []ddbschema.ConfigLimit{{Name: limiter.LimitRPM, Capacity: 1, RefillAmount: 1, RefillPeriodSeconds: 60}}),
+		set(ddbschema.EntityConfigItem(tn.idA, "planted", res, []ddbschema.ConfigLimit{{Name: "rpm", Capacity: 1, RefillAmount: 1, RefillPeriodSeconds: 60}}),
 			map[string]string{ddbschema.AttrGSI3PK: ddbschema.GSI3PKEntityConfig(tn.idB, res)}),
 	}
 	for _, item := range planted {
@@ -289,7 +289,7 @@ func TestPlantedIndexEntriesIgnored(t *testing.T) {
 	children, err := iterx.Collect(rl.Admin().Children(ctx, "org"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"key-1"}, entityIDs(children))
-	capacity, err := rl.Admin().ResourceCapacity(ctx, res, limiter.LimitRPM, false)
+	capacity, err := rl.Admin().ResourceCapacity(ctx, res, "rpm", false)
 	require.NoError(t, err)
 	var capIDs []string
 	for _, e := range capacity.Entities {

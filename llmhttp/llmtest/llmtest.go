@@ -51,7 +51,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/llmhttp"
 )
 
@@ -463,7 +462,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, p provider) {
 		var rqq ruleQuota
 		rqq, ok, id = s.admitRules(key, s.cfg.Rules.Admit(rq), s.cfg.Rules.Settle(rq, u), in+out, now)
 		setRuleHeaders(w.Header(), p, rqq, now)
-		q.retryAfter, q.tpm = rqq.retryAfter, rqq.limits[limiter.LimitTPM]
+		q.retryAfter, q.tpm = rqq.retryAfter, rqq.limits["tpm"]
 	} else {
 		q, ok, id = s.admit(key, in+out, now)
 		if p != bedrock && p != bedrockOpenAI {

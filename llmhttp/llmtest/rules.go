@@ -18,10 +18,10 @@ import (
 // ruleBucket returns key's bucket of the limit name, or nil when the
 // server enforces no such limit. s.mu must be held.
 func (s *Server) ruleBucket(k *keyState, name string, now time.Time) *bucket {
-	if name == limiter.LimitRPM {
+	if name == "rpm" {
 		return &k.reqs
 	}
-	if name == limiter.LimitTPM && s.cfg.Limits[name] == 0 {
+	if name == "tpm" && s.cfg.Limits[name] == 0 {
 		return &k.toks
 	}
 	perMin := s.cfg.Limits[name]
@@ -66,13 +66,13 @@ func (s *Server) admitRules(key string, admit, settle limiter.Consume, tokens in
 	q := ruleQuota{limits: map[string]int64{}, left: map[string]int64{}, reset: map[string]time.Duration{}}
 	ok := true
 	buckets := map[string]*bucket{}
-	for _, name := range []string{limiter.LimitRPM, limiter.LimitTPM, llmhttp.LimitITPM, llmhttp.LimitOTPM} {
+	for _, name := range []string{"rpm", "tpm", llmhttp.LimitITPM, llmhttp.LimitOTPM} {
 		b := s.ruleBucket(k, name, now)
 		if b == nil {
 			continue
 		}
 		hidden := b.advance(now, share)
-		if name == limiter.LimitRPM {
+		if name == "rpm" {
 			k.stats.HiddenRequests += hidden
 		} else {
 			k.stats.HiddenTokens += hidden
@@ -117,7 +117,7 @@ func setRuleHeaders(h http.Header, p provider, q ruleQuota, now time.Time) {
 	itoa := func(n int64) string { return strconv.FormatInt(n, 10) }
 	switch p {
 	case openAI, responses:
-		for name, kind := range map[string]string{limiter.LimitRPM: "requests", limiter.LimitTPM: "tokens"} {
+		for name, kind := range map[string]string{"rpm": "requests", "tpm": "tokens"} {
 			if _, ok := q.limits[name]; ok {
 				h.Set("X-Ratelimit-Limit-"+kind, itoa(q.limits[name]))
 				h.Set("X-Ratelimit-Remaining-"+kind, itoa(q.left[name]))
@@ -125,7 +125,7 @@ func setRuleHeaders(h http.Header, p provider, q ruleQuota, now time.Time) {
 			}
 		}
 	case anthropic:
-		for name, kind := range map[string]string{limiter.LimitRPM: "Requests", llmhttp.LimitITPM: "Input-Tokens", llmhttp.LimitOTPM: "Output-Tokens"} {
+		for name, kind := range map[string]string{"rpm": "Requests", llmhttp.LimitITPM: "Input-Tokens", llmhttp.LimitOTPM: "Output-Tokens"} {
 			if _, ok := q.limits[name]; ok {
 				h.Set("Anthropic-Ratelimit-"+kind+"-Limit", itoa(q.limits[name]))
 				h.Set("Anthropic-Ratelimit-"+kind+"-Remaining", itoa(q.left[name]))
@@ -145,7 +145,7 @@ func (s *Server) Remaining(key string) map[string]float64 {
 	now := s.cfg.Now()
 	k := s.keyLocked(key, now)
 	out := map[string]float64{}
-	for _, name := range []string{limiter.LimitRPM, limiter.LimitTPM, llmhttp.LimitITPM, llmhttp.LimitOTPM} {
+	for _, name := range []string{"rpm", "tpm", llmhttp.LimitITPM, llmhttp.LimitOTPM} {
 		if b := s.ruleBucket(k, name, now); b != nil {
 			b.advance(now, s.cfg.HiddenShare)
 			out[name] = b.level

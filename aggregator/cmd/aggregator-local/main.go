@@ -38,13 +38,14 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/aggregator"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 )
 
 // envEndpoint is the test harness's endpoint variable, read first.
 const envEndpoint = "ZAEL_DYNAMODB_ENDPOINT"
 
 func main() {
-	endpoint := flag.String("endpoint", os.Getenv(envEndpoint), "DynamoDB endpoint (default $"+envEndpoint+", $AWS_ENDPOINT_URL_DYNAMODB, $AWS_ENDPOINT_URL, else "+limiter.DefaultDynamoDBLocalEndpoint+")")
+	endpoint := flag.String("endpoint", os.Getenv(envEndpoint), "DynamoDB endpoint (default $"+envEndpoint+", $AWS_ENDPOINT_URL_DYNAMODB, $AWS_ENDPOINT_URL, else "+ddbschema.LocalEndpoint+")")
 	table := flag.String("table", envOr(aggregator.EnvTableName, envOr("ZAEL_STACK", "zae-limiter")), "table whose stream to process (default $TABLE_NAME, $ZAEL_STACK or zae-limiter)")
 	interval := flag.Duration("interval", aggregator.DefaultPollInterval, "pause between polls")
 	latest := flag.Bool("latest", false, "start at the end of the stream instead of its beginning")
