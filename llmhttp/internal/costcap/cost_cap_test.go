@@ -177,7 +177,7 @@ func capWave(t *testing.T, srvURL string, client *http.Client, calls []capCall, 
 // makeCapCall makes c and records its outcome.
 func makeCapCall(srvURL string, client *http.Client, c *capCall) {
 	for {
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srvURL+"/v1/chat/completions", strings.NewReader(c.body))
 		if err != nil {
 			c.err = err
@@ -311,8 +311,11 @@ func TestCostCapConcurrent(t *testing.T) {
 		defer srv.Close()
 		// Ceilings are not lowered: this test checks admission at the
 		// worst case itself (TestCostCapClamped lowers them).
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(capLimits),
-			llmhttp.WithOutputClamp(false))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{capLimits}
+			o.OutputClamp = llmhttp.ClampOff
+		})
 		client := &http.Client{Transport: tr}
 
 		balance := func() int64 {
