@@ -241,7 +241,7 @@ func TestBoundsUsageChecked(t *testing.T) {
 
 // TestBoundsCooldownClamped: a 429 whose retry-after says a day, 285
 // years or a date in the year 9999 puts the bucket into a debt of at most
-// three periods of the limit (or WithMaxCooldown), with per-call limits
+// three periods of the limit (or Options.MaxCooldown), with per-call limits
 // as with stored ones; each clamp is counted, and logged once; once the
 // debt is paid off the entity is admitted again.
 func TestBoundsCooldownClamped(t *testing.T) {

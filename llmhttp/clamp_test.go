@@ -131,7 +131,7 @@ func TestClampCascadeParent(t *testing.T) {
 	t.Logf("organization: spent %d of %d micro-dollars, %d calls clamped", st.Cost, orgBudget, st.Clamped)
 }
 
-// TestClampTokensOnly: without a money limit, WithOutputClamp(true) lowers
+// TestClampTokensOnly: without a money limit, OutputClamp = ClampOn lowers
 // a ceiling to what a token limit has left: 1,000 tokens per minute, a
 // call asking for 4,000 is sent asking for what is left after its prompt,
 // and a second call while the first holds its worst case is refused below

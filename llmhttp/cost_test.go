@@ -29,7 +29,7 @@ import (
 )
 
 // The money limit end to end: calls through the transport with
-// WithCostLimit against the fake provider, on the memory backend and on
+// Options.CostLimit against the fake provider, on the memory backend and on
 // DynamoDB Local.
 
 // costLimits are the per-call limits of the money tests: rpm and tpm that
@@ -354,7 +354,7 @@ func costCalls(t *testing.T, backend string) int {
 }
 
 // TestCostLimitSeededCalls: 10,000 seeded random calls of both providers,
-// JSON and streams, through a transport with WithCostLimit("usd") and
+// JSON and streams, through a transport with CostLimit "usd" and
 // eight callers at once: answered (with cache reads and writes, reasoning,
 // service tiers, fast mode and US-only inference), failed with a 5xx,
 // refused with a 429, cancelled before any answer, closed early,
@@ -497,7 +497,7 @@ func TestCostLimitUnknownModel(t *testing.T) {
 	assert.Equal(t, int64(1117+92), tr.Stats().Cost)
 }
 
-// TestCostLimitCallerEstimate: an estimate given with WithCall that names
+// TestCostLimitCallerEstimate: an estimate given with ContextWithCall that names
 // the money limit is acquired as given, and adjusted to the exact cost.
 func TestCostLimitCallerEstimate(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)

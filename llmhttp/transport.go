@@ -28,10 +28,11 @@ type call struct {
 	estimate         limiter.Consume
 }
 
-// ContextWithCall returns a context that makes the [Transport] charge requests made
-// with it to (entity, resource). estimate is what Acquire takes before the
-// request is sent, reconciled with the response's usage afterwards; nil
-// means the transport's estimator ([Options.Estimator]) decides.
+// ContextWithCall returns a context that makes the [Transport] charge
+// requests made with it to (entity, resource). estimate is what Acquire
+// takes before the request is sent, reconciled with the response's usage
+// afterwards; nil means the transport's estimator ([Options.Estimator])
+// decides.
 func ContextWithCall(ctx context.Context, entity, resource string, estimate limiter.Consume) context.Context {
 	return context.WithValue(ctx, callKey{}, call{entity: entity, resource: resource, estimate: maps.Clone(estimate)})
 }

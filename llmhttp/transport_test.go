@@ -239,7 +239,7 @@ func TestTransportRollback(t *testing.T) {
 	}
 }
 
-// TestTransportWithoutCall: a request without WithCall passes through
+// TestTransportWithoutCall: a request without ContextWithCall passes through
 // untouched, or is refused with ErrNoCall when the option says so.
 func TestTransportWithoutCall(t *testing.T) {
 	rl := newLimiter(t, tpmLimit)
@@ -260,7 +260,7 @@ func TestTransportWithoutCall(t *testing.T) {
 	assert.Equal(t, int64(1), hits.Load())
 }
 
-// TestTransportDefaultEstimate: without an estimate in WithCall, the
+// TestTransportDefaultEstimate: without an estimate in ContextWithCall, the
 // transport acquires the body's bytes / 4 plus max_tokens, and the body it
 // sends is the caller's, whole.
 func TestTransportDefaultEstimate(t *testing.T) {

@@ -304,7 +304,7 @@ func TestWorstCaseNonASCII(t *testing.T) {
 //   - a turn continuing a response the transport did not read is refused
 //     before anything is acquired or sent, with a *HiddenInputError that
 //     names previous_response_id;
-//   - with a per-call bound on hidden input (WithHiddenInputTokens), or a
+//   - with a per-call bound on hidden input (ContextWithHiddenInputTokens), or a
 //     transport-wide one, it is priced at that bound: 10 concurrent calls
 //     on a budget of ten of the body's own worst cases, which the old
 //     estimate admitted all of (61.5× the credit spent), never overspend;
@@ -358,7 +358,7 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 				require.ErrorAs(t, o.err, &he, "call %d", i)
 				assert.ErrorIs(t, o.err, llmhttp.ErrHiddenInput)
 				assert.Equal(t, []string{"previous_response_id"}, he.What)
-				assert.Contains(t, o.err.Error(), "WithHiddenInputTokens")
+				assert.Contains(t, o.err.Error(), "ContextWithHiddenInputTokens")
 			}
 			assert.Equal(t, sent, srv.Stats("k1").Requests, "nothing sent")
 			assert.Equal(t, int64(10), tr.Stats().HiddenRefused)
@@ -397,7 +397,7 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 // TestHiddenInputParts: each part a body names that the provider bills
 // without the body carrying it is named in Request.Hidden; with a money
 // limit such a call is refused with ErrHiddenInput, nothing sent; with a
-// transport-wide bound (WithMaxHiddenInputTokens) it is sent, and its
+// transport-wide bound (Options.MaxHiddenInputTokens) it is sent, and its
 // worst case holds the bound: a budget one micro-dollar short of it
 // refuses the call (ceilings not lowered), the worst case itself admits
 // it.

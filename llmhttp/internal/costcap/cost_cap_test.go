@@ -233,7 +233,7 @@ func readCapAnswer(resp *http.Response) (int64, error) {
 
 // TestCostCapConcurrent: a budget of $0.45 ("usd", 450,000 micro-dollars,
 // no refill on the frozen clock) is not overspent by calls made at once
-// through a transport with WithCostLimit("usd"), on the memory backend,
+// through a transport with CostLimit "usd", on the memory backend,
 // DynamoDB Local and redis-server. Every call is a gpt-4o chat completion
 // whose worst-case estimate (the body's bytes / 4 at $2.50 per million
 // tokens plus max_tokens at $10 per million) is $0.026 to $0.057, and whose
