@@ -109,7 +109,7 @@ func (a apiCall) request(t *testing.T, srv *llmtest.Server) *http.Request {
 		}
 	}
 	body += "}"
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, a.estimate)
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, a.estimate)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer k1")
@@ -171,9 +171,9 @@ func TestBoundsHeaderNeverRaises(t *testing.T) {
 			{true, 5, 5, 5},
 		} {
 			srv := llmtest.NewServer(llmtest.Config{RPM: r.providerRPM, TPM: 1_000_000, OutputTokens: 10, Now: clk.now})
-			opts := []llmhttp.Option{llmhttp.WithClock(clk.now)}
+			opts := []func(*llmhttp.Options){func(o *llmhttp.Options) { o.Now = clk.now }}
 			if r.perCall {
-				opts = append(opts, llmhttp.WithAcquireOptions(limiter.WithLimits(limits...)))
+				opts = append(opts, func(o *llmhttp.Options) { o.AcquireOptions = []limiter.AcquireOption{limiter.WithLimits(limits...)} })
 			} else {
 				require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, limits))
 			}
@@ -217,8 +217,11 @@ func TestBoundsUsageChecked(t *testing.T) {
 	onBackends(t, func(t *testing.T, clk *manualClock, rl *limiter.RateLimiter) {
 		limits := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1000))
 		var logs logCapture
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithClock(clk.now), llmhttp.WithAcquireOptions(limits),
-			llmhttp.WithLogger(logs.logger()))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.Now = clk.now
+			o.AcquireOptions = []limiter.AcquireOption{limits}
+			o.Logger = logs.logger()
+		})
 		client := &http.Client{Transport: tr}
 		for i, c := range cases {
 			srv := llmtest.NewServer(llmtest.Config{OutputTokens: 10, Now: clk.now, EditUsage: c.edit})
@@ -238,7 +241,7 @@ func TestBoundsUsageChecked(t *testing.T) {
 
 // TestBoundsCooldownClamped: a 429 whose retry-after says a day, 285
 // years or a date in the year 9999 puts the bucket into a debt of at most
-// three periods of the limit (or WithMaxCooldown), with per-call limits
+// three periods of the limit (or Options.MaxCooldown), with per-call limits
 // as with stored ones; each clamp is counted, and logged once; once the
 // debt is paid off the entity is admitted again.
 func TestBoundsCooldownClamped(t *testing.T) {
@@ -249,9 +252,13 @@ func TestBoundsCooldownClamped(t *testing.T) {
 		for _, perCall := range []bool{true, false} {
 			for _, maxCooldown := range []time.Duration{0, 10 * time.Second} {
 				var logs logCapture
-				opts := []llmhttp.Option{llmhttp.WithClock(clk.now), llmhttp.WithLogger(logs.logger()), llmhttp.WithMaxCooldown(maxCooldown)}
+				opts := []func(*llmhttp.Options){func(o *llmhttp.Options) {
+					o.Now = clk.now
+					o.Logger = logs.logger()
+					o.MaxCooldown = maxCooldown
+				}}
 				if perCall {
-					opts = append(opts, llmhttp.WithAcquireOptions(limiter.WithLimits(limits...)))
+					opts = append(opts, func(o *llmhttp.Options) { o.AcquireOptions = []limiter.AcquireOption{limiter.WithLimits(limits...)} })
 				} else {
 					require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, limits))
 				}
@@ -318,7 +325,7 @@ func TestBoundsLearnedLimitsLapse(t *testing.T) {
 		srv := llmtest.NewServer(llmtest.Config{RPM: 50, OutputTokens: 10, Now: clk.now,
 			EditHeaders: func(status int, h http.Header) { h.Set("X-Ratelimit-Limit-Tokens", "1") }})
 		defer srv.Close()
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithClock(clk.now))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.Now = clk.now })
 		client := &http.Client{Transport: tr}
 		call := apiCall{estimate: limiter.Consume{"rpm": 1, "tpm": 100}}
 
@@ -376,8 +383,12 @@ func TestBoundsEarlyCloseCharged(t *testing.T) {
 	onBackends(t, func(t *testing.T, clk *manualClock, rl *limiter.RateLimiter) {
 		limits := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
 		var logs logCapture
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithClock(clk.now), llmhttp.WithAcquireOptions(limits),
-			llmhttp.WithLogger(logs.logger()), llmhttp.WithFeedback(false))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.Now = clk.now
+			o.AcquireOptions = []limiter.AcquireOption{limits}
+			o.Logger = logs.logger()
+			o.NoFeedback = true
+		})
 		client := &http.Client{Transport: tr}
 		srv := llmtest.NewServer(llmtest.Config{OutputTokens: 100, StreamChunks: 8, Now: clk.now})
 		defer srv.Close()
@@ -418,7 +429,7 @@ func TestBoundsEarlyCloseCharged(t *testing.T) {
 
 		// Not billed: rolled back.
 		before := consumed(t, rl, "tpm", 1_000_000, limits)
-		bad, err := http.NewRequestWithContext(llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 50}),
+		bad, err := http.NewRequestWithContext(llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 50}),
 			http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(`{not json`))
 		require.NoError(t, err)
 		resp, err = client.Do(bad)

@@ -19,41 +19,20 @@ import (
 // last of a budget buys a shorter answer instead of nothing.
 
 // DefaultMinOutputTokens is the least output ceiling the transport lowers a
-// request to ([WithMinOutputTokens]).
+// request to ([Options.MinOutputTokens]).
 const DefaultMinOutputTokens = 128
 
 // clampTries bounds the acquires of one request: the first at its own
 // ceiling, then at ceilings lowered to what the refusals showed left.
 const clampTries = 4
 
-// WithOutputClamp turns the lowering of output ceilings on or off. When on
-// (the default with [WithCostLimit]; off without it unless turned on), a
-// request whose worst case the limiter refuses has its output ceiling
-// (max_tokens, max_completion_tokens or max_output_tokens; one is added
-// when the body has none: max_output_tokens for a path ending in
-// /responses, max_tokens for /messages, max_completion_tokens for
-// /chat/completions, max_tokens elsewhere; a Bedrock Converse body, whose
-// ceiling is nested, is not lowered) lowered to the largest ceiling whose
-// worst case fits what each limit has left on every bucket the acquire
-// charged (the least Available of the refusal's statuses per limit:
-// cascade parents and any other bucket included), and is acquired again at
-// that worst case: the acquire decides, so that two requests that saw the same
-// balance cannot both spend it. A ceiling below [WithMinOutputTokens] is
-// not sent: the refusal is returned. The limits a lower ceiling cannot
-// help (requests per minute, an estimate the caller gave) are never
-// lowered around. Stats.Clamped counts the requests sent lowered,
-// Stats.ClampRefused those refused below the floor.
-func WithOutputClamp(on bool) Option { return func(c *config) { c.clamp = &on } }
-
-// WithMinOutputTokens sets the least output ceiling, per choice, that
-// [WithOutputClamp] sends ([DefaultMinOutputTokens] by default; at least
-// one).
-func WithMinOutputTokens(n int64) Option { return func(c *config) { c.minOutput = max(n, 1) } }
-
 // clampOn reports whether output ceilings are lowered.
 func (t *Transport) clampOn() bool {
-	if t.cfg.clamp != nil {
-		return *t.cfg.clamp
+	switch t.cfg.clamp {
+	case ClampOn:
+		return true
+	case ClampOff:
+		return false
 	}
 	return t.cfg.costName != ""
 }

@@ -41,7 +41,10 @@ func TestClampBody(t *testing.T) {
 			r.OutputCeiling = 300
 			budget := m.Estimate(r) // exactly 300 output tokens
 			b := newBudget(t, "prepaid", budget)
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			outs := callAll(t, &http.Client{Transport: tr}, srv.URL+tc.path, context.Background(), []string{tc.body})
 			require.NoError(t, outs[0].err)
 			sent := <-srvBodies
@@ -61,9 +64,15 @@ func TestClampBody(t *testing.T) {
 	body := `{"model":"gpt-4o","max_tokens":4000,"messages":[]}`
 	r := llmhttp.RequestFromBody([]byte(body))
 	r.OutputCeiling = 300
-	for _, opt := range []llmhttp.Option{llmhttp.WithOutputClamp(false), llmhttp.WithMinOutputTokens(301)} {
+	for _, opt := range []func(*llmhttp.Options){
+		func(o *llmhttp.Options) { o.OutputClamp = llmhttp.ClampOff },
+		func(o *llmhttp.Options) { o.MinOutputTokens = 301 },
+	} {
 		b := newBudget(t, "prepaid", m.Estimate(r))
-		tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts), opt)
+		tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{b.opts}
+		}, opt)
 		outs := callAll(t, &http.Client{Transport: tr}, srv.URL+"/v1/chat/completions", context.Background(), []string{body})
 		require.ErrorIs(t, outs[0].err, limiter.ErrBalanceExhausted)
 		assert.Zero(t, tr.Stats().Clamped)
@@ -91,7 +100,10 @@ func TestClampCascadeParent(t *testing.T) {
 	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "org", Resource: resource}, []limiter.Limit{limiter.PerCalendarMonth("usd", orgBudget)}))
 	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: entity, Resource: resource}, []limiter.Limit{limiter.PerCalendarMonth("usd", llmhttp.USD),
 		limiter.PerMinute("rpm", 1_000_000), limiter.PerMinute("tpm", 1_000_000_000)}))
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithMinOutputTokens(16))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.MinOutputTokens = 16
+	})
 	body := `{"model":"gpt-4o","max_tokens":4000,"messages":[{"role":"user","content":"A long story, please."}]}`
 	bodies := make([]string, 20)
 	for i := range bodies {
@@ -119,7 +131,7 @@ func TestClampCascadeParent(t *testing.T) {
 	t.Logf("organization: spent %d of %d micro-dollars, %d calls clamped", st.Cost, orgBudget, st.Clamped)
 }
 
-// TestClampTokensOnly: without a money limit, WithOutputClamp(true) lowers
+// TestClampTokensOnly: without a money limit, OutputClamp = ClampOn lowers
 // a ceiling to what a token limit has left: 1,000 tokens per minute, a
 // call asking for 4,000 is sent asking for what is left after its prompt,
 // and a second call while the first holds its worst case is refused below
@@ -134,17 +146,21 @@ func TestClampTokensOnly(t *testing.T) {
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
 	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 1_000))
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithAcquireOptions(opts), llmhttp.WithOutputClamp(true), llmhttp.WithFeedback(false))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.AcquireOptions = []limiter.AcquireOption{opts}
+		o.OutputClamp = llmhttp.ClampOn
+		o.NoFeedback = true
+	})
 	client := &http.Client{Transport: tr}
 	body := `{"model":"gpt-4o","max_tokens":4000,"messages":[{"role":"user","content":"hello"}]}`
-	resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
+	resp, err := postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
 	require.NoError(t, err)
 	sent := llmhttp.RequestFromBody([]byte(<-bodies))
 	assert.Equal(t, 1_000-sent.PromptTokens, sent.OutputCeiling, "the ceiling is what the tokens left pay for")
 	assert.Equal(t, int64(1), tr.Stats().Clamped)
 
 	// While the first call's lease holds its worst case, nothing is left.
-	_, err = postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
+	_, err = postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
 	require.ErrorIs(t, err, limiter.ErrRateLimited)
 	assert.Equal(t, int64(1), tr.Stats().ClampRefused)
 	assert.Empty(t, bodies)

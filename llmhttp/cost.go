@@ -150,7 +150,7 @@ type Request struct {
 	// "item_reference", hosted tools ("tool web_search"), ...
 	// HiddenTokens prices them: the estimate adds it to the prompt. The
 	// transport sets it from the history it has read or the caller's
-	// bound ([WithHiddenInputTokens]); RequestFromBody leaves it zero.
+	// bound ([ContextWithHiddenInputTokens]); RequestFromBody leaves it zero.
 	Hidden       []string
 	HiddenTokens int64
 	// PreviousResponseID and Conversation are the body's

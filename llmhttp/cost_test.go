@@ -29,7 +29,7 @@ import (
 )
 
 // The money limit end to end: calls through the transport with
-// WithCostLimit against the fake provider, on the memory backend and on
+// Options.CostLimit against the fake provider, on the memory backend and on
 // DynamoDB Local.
 
 // costLimits are the per-call limits of the money tests: rpm and tpm that
@@ -290,7 +290,7 @@ func (c costCall) run(t *testing.T, client *http.Client, url string, arrived <-c
 	if c.anthropic {
 		path = "/v1/messages"
 	}
-	req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, entity, resource, nil), http.MethodPost, url+path, strings.NewReader(c.body))
+	req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, entity, resource, nil), http.MethodPost, url+path, strings.NewReader(c.body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer k1")
 	if c.outcome == costHang {
@@ -354,7 +354,7 @@ func costCalls(t *testing.T, backend string) int {
 }
 
 // TestCostLimitSeededCalls: 10,000 seeded random calls of both providers,
-// JSON and streams, through a transport with WithCostLimit("usd") and
+// JSON and streams, through a transport with CostLimit "usd" and
 // eight callers at once: answered (with cache reads and writes, reasoning,
 // service tiers, fast mode and US-only inference), failed with a 5xx,
 // refused with a 429, cancelled before any answer, closed early,
@@ -398,7 +398,10 @@ func TestCostLimitSeededCalls(t *testing.T) {
 				return calls[id].shape
 			}})
 		defer srv.Close()
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{costLimits}
+		})
 		client := &http.Client{Transport: tr}
 
 		var next atomic.Int64
@@ -461,9 +464,12 @@ func TestCostLimitSeededCalls(t *testing.T) {
 func TestCostLimitUnknownModel(t *testing.T) {
 	rl := newLimiter(t, tpmLimit)
 	srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{costLimits}
+	})
 	client := &http.Client{Transport: tr}
-	ctx := llmhttp.WithCall(context.Background(), entity, "my-own-model", nil)
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, "my-own-model", nil)
 	_, err := post(t, client, ctx, srv.URL, `{"model":"gpt-99","messages":[]}`)
 	require.ErrorIs(t, err, llmhttp.ErrUnknownModel)
 	_, err = post(t, client, ctx, srv.URL, `{"messages":[]}`)
@@ -477,7 +483,11 @@ func TestCostLimitUnknownModel(t *testing.T) {
 		"my-own-model": {Rates: llmhttp.Rates{Input: llmhttp.USD, Output: 2 * llmhttp.USD}, MaxOutputTokens: 100},
 	}})
 	require.NoError(t, err)
-	tr = llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithPrices(mine), llmhttp.WithAcquireOptions(costLimits))
+	tr = llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.Prices = mine
+		o.AcquireOptions = []limiter.AcquireOption{costLimits}
+	})
 	resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{"messages":[]}`)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -487,7 +497,7 @@ func TestCostLimitUnknownModel(t *testing.T) {
 	assert.Equal(t, int64(1117+92), tr.Stats().Cost)
 }
 
-// TestCostLimitCallerEstimate: an estimate given with WithCall that names
+// TestCostLimitCallerEstimate: an estimate given with ContextWithCall that names
 // the money limit is acquired as given, and adjusted to the exact cost.
 func TestCostLimitCallerEstimate(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
@@ -495,8 +505,11 @@ func TestCostLimitCallerEstimate(t *testing.T) {
 	t.Cleanup(func() { _ = rl.Close() })
 	release := make(chan struct{})
 	srv := fixtureStallServer(t, "openai_chat.json", release)
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "usd": 5000})
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{costLimits}
+	})
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "usd": 5000})
 	resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{"model":"gpt-4o"}`)
 	require.NoError(t, err)
 	usd := func() int64 {
@@ -537,8 +550,11 @@ func fixtureStallServer(t *testing.T, file string, release <-chan struct{}) *htt
 func TestCostLimitRefusedGivesMoneyBack(t *testing.T) {
 	rl := newLimiter(t, tpmLimit)
 	srv, _ := fixtureServer(t, "openai_chat.json", "application/json", http.StatusTooManyRequests)
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{costLimits}
+	})
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
 	resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{"model":"gpt-4o","max_tokens":10}`)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -563,8 +579,11 @@ func TestCostLimitEarlyCloseChargesSeen(t *testing.T) {
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"usd": 1})
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{costLimits}
+	})
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"usd": 1})
 	resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{"model":"claude-sonnet-4-5","max_tokens":10,"stream":true}`)
 	require.NoError(t, err)
 	buf := make([]byte, 4096)
@@ -600,8 +619,11 @@ func TestCostLimitLongCacheWithoutSplit(t *testing.T) {
 		{`{"model":"gpt-6.1-terra","max_tokens":1,"prompt_cache_retention":"24h"}`, 2500},
 	} {
 		rl := newLimiter(t, tpmLimit)
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(costLimits))
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{costLimits}
+		})
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 		resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, tc.body)
 		require.NoError(t, err)
 		_, _ = io.Copy(io.Discard, resp.Body)

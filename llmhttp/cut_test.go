@@ -56,8 +56,11 @@ func TestStreamCutPastReservation(t *testing.T) {
 		t.Run(tc.path, func(t *testing.T) {
 			worst := m.Estimate(llmhttp.RequestFromBody([]byte(tc.body)))
 			b := newBudget(t, "prepaid", llmhttp.USD)
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
-			resp, err := postKey(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, tc.body)
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
+			resp, err := postKey(t, &http.Client{Transport: tr}, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, tc.body)
 			require.NoError(t, err)
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 			got, err := io.ReadAll(resp.Body)
@@ -94,14 +97,16 @@ func TestSpoofMaxTokensOne(t *testing.T) {
 			defer srv.Close()
 			rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
-			tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false),
-				llmhttp.WithAcquireOptions(limiter.WithLimits(limiter.PerMinute("rpm", 600), limiter.PerMinute("tpm", 60))))
+			tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+				o.NoFeedback = true
+				o.AcquireOptions = []limiter.AcquireOption{limiter.WithLimits(limiter.PerMinute("rpm", 600), limiter.PerMinute("tpm", 60))}
+			})
 			client := &http.Client{Transport: tr}
 			body := fmt.Sprintf(`{"model":"gpt-4o","max_tokens":1,"stream":%t,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`, stream)
 			response := spoofTokens + llmtestInput(t, body)
 			admitted, refused := 0, 0
 			for range 1800 {
-				resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
+				resp, err := postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+"/v1/chat/completions", body)
 				if err != nil {
 					require.True(t, errors.Is(err, limiter.ErrRateLimited), "%v", err)
 					refused++

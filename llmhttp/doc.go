@@ -1,7 +1,7 @@
 // Package llmhttp rate-limits LLM API calls at the HTTP layer: [Transport]
 // is an [net/http.RoundTripper] for the OpenAI and Anthropic SDKs (through
 // their WithHTTPClient options) or any [net/http.Client]. A request whose
-// context carries [WithCall] is charged to an (entity, resource) of a
+// context carries [ContextWithCall] is charged to an (entity, resource) of a
 // [github.com/zaelimiter/limiter.RateLimiter]: the estimate is acquired
 // before the request is sent (a denial returns the limiter's
 // *RateLimitExceededError and sends nothing), the real usage is read from
@@ -14,25 +14,34 @@
 //
 //	rl := limiter.New(repo)
 //	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil)}
-//	ctx = llmhttp.WithCall(ctx, "api-key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1500})
+//	ctx = llmhttp.ContextWithCall(ctx, "api-key-1", "gpt-4o", limiter.Consume{"rpm": 1, "tpm": 1500})
 //	// make the SDK call with ctx, the SDK built with option.WithHTTPClient(client)
+//
+// The transport's settings are the fields of [Options], set by functions
+// passed to [NewTransport]; the zero value of each field is its default:
+//
+//	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+//		o.CostLimit = "usd"
+//		o.Logger = slog.Default()
+//	})
 //
 // # Budgets in money
 //
-// [WithCostLimit] also charges each call's cost in micro-dollars ([USD]) to
-// a limit: the worst case is acquired before the request is sent, and the
-// lease is settled to the exact cost of the response's usage, at the
-// prices of [DefaultPrices] ([OpenAIPrices] and [AnthropicPrices], dated)
-// or of [WithPrices] ([NewPrices] merges tables). The worst case prices
-// every choice, counts a non-ASCII byte a token, and prices the input a
-// body makes the provider bill without carrying it from the history the
-// transport read or a bound the caller gives ([WithHiddenInputTokens]), or
-// refuses the call ([HiddenInputError]). A call whose worst case the budget
-// cannot cover has its output ceiling lowered to what is left
-// ([WithOutputClamp], [WithMinOutputTokens]); a stream that runs past its
-// worst case is cut ([ErrReservationExceeded]). [Prices.Cost] and
-// [Prices.Estimate] price usages and requests for callers that charge the
-// limiter themselves.
+// [Options.CostLimit] also charges each call's cost in micro-dollars
+// ([USD]) to a limit: the worst case is acquired before the request is
+// sent, and the lease is settled to the exact cost of the response's
+// usage, at the prices of [DefaultPrices] ([OpenAIPrices] and
+// [AnthropicPrices], dated) or of [Options.Prices] ([NewPrices] merges
+// tables). The worst case prices every choice, counts a non-ASCII byte a
+// token, and prices the input a body makes the provider bill without
+// carrying it from the history the transport read or a bound the caller
+// gives ([ContextWithHiddenInputTokens]), or refuses the call
+// ([HiddenInputError]). A call whose worst case the budget cannot cover
+// has its output ceiling lowered to what is left ([Options.OutputClamp],
+// [Options.MinOutputTokens]); a stream that runs past its worst case is
+// cut ([ErrReservationExceeded]). [Prices.Cost] and [Prices.Estimate]
+// price usages and requests for callers that charge the limiter
+// themselves.
 //
 // # Calls in flight
 //

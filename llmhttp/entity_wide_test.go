@@ -32,12 +32,12 @@ func TestCostLimitEntityWideBudget(t *testing.T) {
 	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: limiter.AllResources}, []limiter.Limit{limiter.PerCalendarMonth("usd", 10_000)}))
 	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "key", Resource: limiter.DefaultResource}, []limiter.Limit{limiter.PerMinute("rpm", 100)}))
 	srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.CostLimit = "usd" })
 	client := &http.Client{Transport: tr}
 	admitted := 0
 	for i := range 6 {
 		resource := []string{"gpt-4o", "gpt-4o-eu"}[i%2]
-		cctx := llmhttp.WithCall(ctx, "key", resource, limiter.Consume{"rpm": 1, "usd": 3000})
+		cctx := llmhttp.ContextWithCall(ctx, "key", resource, limiter.Consume{"rpm": 1, "usd": 3000})
 		resp, err := post(t, client, cctx, srv.URL, `{"model":"gpt-4o"}`)
 		if err != nil {
 			require.ErrorIs(t, err, limiter.ErrRateLimited, "call %d", i)

@@ -18,7 +18,7 @@ import (
 // A budget in money: the transport reserves each call's worst-case cost in
 // micro-dollars under the limit "usd", and settles it to the exact cost of
 // the response's usage. The fake provider stands in for OpenAI.
-func ExampleWithCostLimit() {
+func ExampleNewTransport_costLimit() {
 	ctx := context.Background()
 	provider := llmtest.NewServer(llmtest.Config{OutputTokens: 50})
 	defer provider.Close()
@@ -29,8 +29,10 @@ func ExampleWithCostLimit() {
 	// Requests and tokens per minute, and one dollar a day in micro-dollars.
 	budget := limiter.WithLimits(limiter.PerMinute("rpm", 60), limiter.PerMinute("tpm", 100_000),
 		limiter.PerDay("usd", 1*llmhttp.USD))
-	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil,
-		llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(budget))}
+	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{budget}
+	})}
 
 	body := `{"model":"gpt-4o-mini","max_completion_tokens":200,` +
 		`"messages":[{"role":"user","content":"Why do token buckets refill?"}]}`
@@ -38,7 +40,7 @@ func ExampleWithCostLimit() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, "api-key-1", "chat", nil),
+	req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, "api-key-1", "chat", nil),
 		http.MethodPost, provider.URL+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		log.Fatal(err)

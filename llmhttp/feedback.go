@@ -31,14 +31,14 @@ import (
 //     their way.
 //   - Cooldown: a 429 puts the bucket into a debt that refill pays off at
 //     the provider's retry time, cut to a few periods of the limit
-//     ([WithMaxCooldown]), so that every process's next acquire is refused
+//     ([Options.MaxCooldown]), so that every process's next acquire is refused
 //     with that RetryAfter.
 //   - Learned limits: the provider's limit figures are kept by this
 //     transport, apart from the operator's configuration, and applied to
 //     its acquires as caps ([limiter.WithLimitCaps]): the limit in force
 //     is the lower of the configured one (per-call or stored) and the
 //     learned one. A learned limit lapses unless a header confirms it
-//     within [WithLearnedLimitTTL]. Every process reads the same figure
+//     within [Options.LearnedLimitTTL]. Every process reads the same figure
 //     from the provider, so all of them acquire with the same parameters.
 
 // QuotaMapping names the limits that the provider's request and token
@@ -53,78 +53,24 @@ var DefaultQuotaMapping = QuotaMapping{Requests: "rpm", Tokens: "tpm"}
 
 // DefaultFeedbackThreshold is the gap, as a fraction of the limit's
 // capacity, above which a provider's remaining figure lowers the shared
-// bucket ([WithFeedbackThreshold]).
+// bucket ([Options.FeedbackThreshold]).
 const DefaultFeedbackThreshold = 0.002
 
 // DefaultFeedbackReserve is the share of the limit's capacity that a
-// correction leaves with the provider ([WithFeedbackReserve]).
+// correction leaves with the provider ([Options.FeedbackReserve]).
 const DefaultFeedbackReserve = 0.01
 
 // maxFeedbackKeys bounds the per-(entity, resource) feedback state a
 // transport keeps; the least recently used goes first.
 const maxFeedbackKeys = 10_000
 
-// WithFeedback turns the provider feedback on (the default) or off.
-func WithFeedback(on bool) Option { return func(c *config) { c.noFeedback = !on } }
-
-// WithQuotaMapping sets which limits the provider's figures correct
-// ([DefaultQuotaMapping] by default).
-func WithQuotaMapping(m QuotaMapping) Option { return func(c *config) { c.quota = m } }
-
-// WithFeedbackThreshold sets how far above the provider's remaining figure
-// the shared bucket must be, as a fraction of the limit's capacity, before
-// it is lowered ([DefaultFeedbackThreshold] by default). Each lowering
-// costs a read and a write of the bucket item.
-func WithFeedbackThreshold(fraction float64) Option {
-	return func(c *config) { c.threshold = max(fraction, 0) }
-}
-
-// WithFeedbackReserve sets how much below the provider's remaining figure
-// a correction lowers the shared bucket, as a fraction of the limit's
-// capacity ([DefaultFeedbackReserve] by default). Between two corrections
-// the bucket refills at the configured (or learned) rate, faster than the
-// provider when other traffic shares the key, and requests admitted by
-// other processes are still on their way to the provider: the reserve
-// absorbs both, so that they do not meet a 429. It is held back once, not
-// per minute; a provider holding less than the reserve puts the bucket
-// into a debt that refill pays off.
-func WithFeedbackReserve(fraction float64) Option {
-	return func(c *config) { c.reserve = min(max(fraction, 0), 1) }
-}
-
 // DefaultLearnedLimitTTL is how long a learned limit is kept without a
-// header confirming it ([WithLearnedLimitTTL]).
+// header confirming it ([Options.LearnedLimitTTL]).
 const DefaultLearnedLimitTTL = time.Minute
 
 // DefaultCooldownPeriods is the bound of a 429's cooldown, in periods of
-// the limit it lowers ([WithMaxCooldown]).
+// the limit it lowers ([Options.MaxCooldown]).
 const DefaultCooldownPeriods = 3
-
-// WithLearnedLimitTTL sets how long a limit learned from the provider's
-// headers is applied without a header confirming it
-// ([DefaultLearnedLimitTTL] by default; zero or less means the default).
-// Every response that reports the limit confirms it. A learned limit that
-// refuses every call (a header reporting a limit far below the real one)
-// thus lapses after d: a denial caused by it never reports a RetryAfter
-// beyond its lapse, and after it the configured limit applies again to
-// what the bucket holds.
-func WithLearnedLimitTTL(d time.Duration) Option {
-	return func(c *config) {
-		if d <= 0 {
-			d = DefaultLearnedLimitTTL
-		}
-		c.learnedTTL = d
-	}
-}
-
-// WithMaxCooldown bounds the debt a provider 429 puts the bucket into to
-// d of refill, whatever the provider's retry-after says. Zero or less, the
-// default, bounds it to [DefaultCooldownPeriods] periods of the limit it
-// lowers (3 minutes for a per-minute limit). A clamped retry time is
-// counted in [Stats].CooldownsClamped.
-func WithMaxCooldown(d time.Duration) Option {
-	return func(c *config) { c.maxCooldown = max(d, 0) }
-}
 
 // feedbackKey identifies the feedback state of one (entity, resource).
 type feedbackKey struct{ entity, resource string }
@@ -380,7 +326,7 @@ func (t *Transport) correct(ctx context.Context, c call, q Quota, st *feedbackSt
 }
 
 // cooldown puts the bucket into a debt that refill pays off at the
-// provider's retry time, at most the bound of WithMaxCooldown: the token
+// provider's retry time, at most the bound of Options.MaxCooldown: the token
 // limit, or the request limit when the provider says its requests ran out
 // while tokens are left. It works from the limits in force, per-call or
 // stored.

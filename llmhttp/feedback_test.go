@@ -26,7 +26,7 @@ func simCall(t *testing.T, client *http.Client, srv *llmtest.Server, anthropic b
 	if anthropic {
 		path, body = "/v1/messages", `{"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hello there"}]}`
 	}
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer k1")
@@ -73,7 +73,7 @@ func TestFeedbackCorrectsAndLearns(t *testing.T) {
 
 		// The next acquire enforces the learned limit: a call larger than the
 		// provider's 60,000 is refused, though 120,000 are configured.
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 70_000})
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 70_000})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/messages", strings.NewReader(`{}`))
 		_, err = client.Do(req)
 		var denied *limiter.RateLimitExceededError
@@ -120,7 +120,7 @@ func TestFeedbackOff(t *testing.T) {
 	srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
 	defer srv.Close()
 	rl := realLimiter(t, 120_000)
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.NoFeedback = true })
 	status, err := simCall(t, &http.Client{Transport: tr}, srv, false)
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, status)
@@ -131,16 +131,16 @@ func TestFeedbackOff(t *testing.T) {
 }
 
 // TestFeedbackReserve: the reserve sets how far below the provider's
-// remaining figure a correction lowers the bucket; zero lowers it to the
-// figure itself.
+// remaining figure a correction lowers the bucket; a negative one lowers
+// it to the figure itself.
 func TestFeedbackReserve(t *testing.T) {
 	for _, c := range []struct {
 		reserve float64
 		below   int64 // tokens below the provider's 60,000 (less one call's)
-	}{{0, 0}, {0.05, 6_000}} {
+	}{{-1, 0}, {0.05, 6_000}} {
 		srv := llmtest.NewServer(llmtest.Config{TPM: 60_000, OutputTokens: 100})
 		rl := realLimiter(t, 120_000)
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedbackReserve(c.reserve))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.FeedbackReserve = c.reserve })
 		status, err := simCall(t, &http.Client{Transport: tr}, srv, false)
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, status)

@@ -137,9 +137,11 @@ func TestFleetHelperProcess(t *testing.T) {
 	require.NoError(t, err)
 	rl := limiter.New(repo)
 	defer rl.Close()
-	opts := []llmhttp.Option{llmhttp.WithFeedback(p.Feedback)}
+	opts := []func(*llmhttp.Options){func(o *llmhttp.Options) { o.NoFeedback = !p.Feedback }}
 	if os.Getenv(envFleetTrace) != "" {
-		opts = append(opts, llmhttp.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		opts = append(opts, func(o *llmhttp.Options) {
+			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
 	}
 	tr := llmhttp.NewTransport(rl, http.DefaultTransport, opts...)
 	fmt.Println(fleetReady)
@@ -250,7 +252,7 @@ func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetPar
 // fleetCall makes one call; for a provider 429 it returns the provider's
 // retry time.
 func fleetCall(ctx context.Context, client *http.Client, url, body string) (time.Duration, error) {
-	req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, fleetEntity, fleetResource, nil),
+	req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, fleetEntity, fleetResource, nil),
 		http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return 0, err

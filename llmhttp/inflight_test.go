@@ -38,7 +38,7 @@ func TestInFlightPanicGivesSlotBack(t *testing.T) {
 		_, _ = io.WriteString(w, `{"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`)
 	}))
 	t.Cleanup(srv.Close)
-	call := llmhttp.WithCall(ctx, entity, resource, limiter.Consume{"calls": 1, "rpm": 1, "tpm": 100})
+	call := llmhttp.ContextWithCall(ctx, entity, resource, limiter.Consume{"calls": 1, "rpm": 1, "tpm": 100})
 	post := func(t *testing.T, client *http.Client) (*http.Response, error) {
 		req, err := http.NewRequestWithContext(call, http.MethodPost, srv.URL, strings.NewReader("{}"))
 		require.NoError(t, err)
@@ -63,7 +63,7 @@ func TestInFlightPanicGivesSlotBack(t *testing.T) {
 		free(t)
 	})
 	t.Run("usage mapping", func(t *testing.T) {
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithUsageMapping(func(llmhttp.Usage) limiter.Consume { panic("mapping") }))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.UsageMapping = func(llmhttp.Usage) limiter.Consume { panic("mapping") } })
 		resp, err := post(t, &http.Client{Transport: tr})
 		require.NoError(t, err)
 		defer resp.Body.Close()
@@ -90,7 +90,7 @@ func TestInFlightDroppedBodyGivesSlotBack(t *testing.T) {
 	t.Cleanup(srv.Close)
 	tr := llmhttp.NewTransport(rl, nil)
 	func() {
-		req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, entity, resource, limiter.Consume{"calls": 1, "rpm": 1, "tpm": 100}),
+		req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, entity, resource, limiter.Consume{"calls": 1, "rpm": 1, "tpm": 100}),
 			http.MethodPost, srv.URL, strings.NewReader("{}"))
 		require.NoError(t, err)
 		resp, err := (&http.Client{Transport: tr}).Do(req)

@@ -141,7 +141,10 @@ func prepaidSeeded(t *testing.T, repo limiter.Repository, n int, amount int64, p
 		}})
 	defer srv.Close()
 	b := newBudgetOn(t, "prepaid", amount, repo)
-	tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+	tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{b.opts}
+	})
 	client := &http.Client{Transport: tr}
 
 	done := make(chan struct{})
@@ -171,11 +174,11 @@ func prepaidSeeded(t *testing.T, repo limiter.Repository, n int, amount int64, p
 					return
 				}
 				c := &calls[i]
-				resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
+				resp, err := postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
 				for retries := 0; errors.Is(err, limiter.ErrUnavailable) && retries < 20; retries++ {
 					// DynamoDB: the conditional write lost every retry
 					// to the others; nothing was acquired or sent.
-					resp, err = postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
+					resp, err = postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+c.path, c.body)
 				}
 				if err != nil {
 					assert.ErrorIs(t, err, limiter.ErrRateLimited, "call %d", i)

@@ -24,7 +24,7 @@ var ErrUnknownModel = errors.New("llmhttp: no price for the model")
 var ErrInvalidPrice = errors.New("llmhttp: invalid price table")
 
 // USD is one US dollar in micro-dollars, the unit of every price and
-// cost of this package and of money limits ([WithCostLimit]): $2.50 is
+// cost of this package and of money limits ([Options.CostLimit]): $2.50 is
 // 2_500_000, or 5 * USD / 2.
 const USD = 1_000_000
 

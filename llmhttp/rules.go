@@ -32,7 +32,7 @@ const (
 // usage). Both return amounts per limit name: ["rpm"],
 // ["tpm"], [LimitITPM], [LimitOTPM].
 //
-// [WithRules] charges a transport's calls by them; llmtest's Config.Rules
+// [Options.Rules] charges a transport's calls by them; llmtest's Config.Rules
 // makes the fake provider count by them.
 type Rules struct {
 	// Name names the pack; AsOf is the day the rules were read
@@ -146,38 +146,6 @@ func BedrockOpenAIRules() Rules {
 		Settle: func(_ Request, u Usage) limiter.Consume {
 			return limiter.Consume{"rpm": 1, LimitITPM: u.InputTokens, LimitOTPM: u.OutputTokens}
 		}}
-}
-
-// WithRules charges every call by a provider's rules: the estimate of a
-// call whose [WithCall] gives none is rules.Admit of its body
-// ([RequestFromBody]; the model, when the body names none, is read from a
-// Bedrock path /model/{id}/... or is the call's resource), raised where
-// rules.Settle of the call's worst usage would hold more (Bedrock's output
-// burndown), and the lease is settled to rules.Settle of its usage instead
-// of the usage mapping's amounts: once a call is answered the limiter
-// holds what the provider does. Configure the limiter's limits to the provider's (rpm, tpm,
-// itpm, otpm as the pack charges them).
-func WithRules(r Rules) Option {
-	return func(c *config) {
-		if r.Admit == nil || r.Settle == nil {
-			return
-		}
-		c.rules = &r
-		c.estimator = func(req *http.Request) (limiter.Consume, error) {
-			body, err := requestBody(req)
-			if err != nil {
-				return nil, err
-			}
-			rq := RequestFromBody(body)
-			if h, ok := req.Context().Value(resolvedHiddenKey{}).(int64); ok {
-				rq.HiddenTokens = h
-			} else if len(rq.Hidden) > 0 {
-				rq.HiddenTokens, _ = hiddenBound(req.Context())
-			}
-			rq.Model = requestModel(rq.Model, req)
-			return rulesEstimate(r, rq), nil
-		}
-	}
 }
 
 // rulesEstimate returns what a call of rq acquires by r: what the

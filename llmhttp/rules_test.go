@@ -158,7 +158,11 @@ func TestRulesTrackProvider(t *testing.T) {
 			rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = clk.now })
 			t.Cleanup(func() { _ = rl.Close() })
 			opts := limiter.WithLimits(limitsOf(tc.limits)...)
-			tr := llmhttp.NewTransport(rl, nil, llmhttp.WithRules(tc.rules), llmhttp.WithFeedback(false), llmhttp.WithAcquireOptions(opts))
+			tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+				o.Rules = tc.rules
+				o.NoFeedback = true
+				o.AcquireOptions = []limiter.AcquireOption{opts}
+			})
 			client := &http.Client{Transport: tr}
 			admitted, refused, worst := 0, 0, 0.0
 			for i := range 1_000 {
@@ -172,7 +176,7 @@ func TestRulesTrackProvider(t *testing.T) {
 				if rnd.IntN(3) == 0 {
 					body = strings.TrimSuffix(body, "}") + `,"stream":true,"stream_options":{"include_usage":true}}`
 				}
-				resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, body)
+				resp, err := postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, body)
 				if err != nil {
 					require.ErrorIs(t, err, limiter.ErrRateLimited, "call %d", i)
 					refused++
@@ -309,8 +313,11 @@ func TestRulesFleet(t *testing.T) {
 					require.NoError(t, err)
 					require.NoError(t, lease.Commit(context.Background()))
 				}
-				fleet = append(fleet, llmhttp.NewTransport(rl, nil, llmhttp.WithRules(tc.rules), llmhttp.WithAcquireOptions(opts),
-					llmhttp.WithFeedback(false)))
+				fleet = append(fleet, llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+					o.Rules = tc.rules
+					o.AcquireOptions = []limiter.AcquireOption{opts}
+					o.NoFeedback = true
+				}))
 			}
 			deadline := start.Add(window)
 			var wg sync.WaitGroup
@@ -323,7 +330,7 @@ func TestRulesFleet(t *testing.T) {
 						defer clk.done()
 						rnd := rand.New(rand.NewPCG(45, uint64(2*f+g)))
 						for clk.now().Before(deadline) {
-							resp, err := postKey(t, client, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, tc.body(rnd))
+							resp, err := postKey(t, client, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL+tc.path, tc.body(rnd))
 							var rle *limiter.RateLimitExceededError
 							if errors.As(err, &rle) {
 								refusals.Add(1)
@@ -386,9 +393,13 @@ func TestBedrockConverse(t *testing.T) {
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = newManualClock().now })
 	t.Cleanup(func() { _ = rl.Close() })
 	opts := limiter.WithLimits(limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 10_000))
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithRules(llmhttp.BedrockRules()), llmhttp.WithAcquireOptions(opts),
-		llmhttp.WithFeedback(false), llmhttp.WithOutputClamp(true))
-	resp, err := postKey(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil),
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+		o.Rules = llmhttp.BedrockRules()
+		o.AcquireOptions = []limiter.AcquireOption{opts}
+		o.NoFeedback = true
+		o.OutputClamp = llmhttp.ClampOn
+	})
+	resp, err := postKey(t, &http.Client{Transport: tr}, llmhttp.ContextWithCall(context.Background(), entity, resource, nil),
 		srv.URL+"/model/"+model+"/converse", body)
 	require.NoError(t, err)
 	_, err = io.Copy(io.Discard, resp.Body)
@@ -400,7 +411,7 @@ func TestBedrockConverse(t *testing.T) {
 	assert.Equal(t, int64(46), tr.Stats().Tokens)
 
 	big := strings.Replace(body, `"maxTokens":700`, `"maxTokens":20000`, 1)
-	_, err = postKey(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil),
+	_, err = postKey(t, &http.Client{Transport: tr}, llmhttp.ContextWithCall(context.Background(), entity, resource, nil),
 		srv.URL+"/model/"+model+"/converse", big)
 	require.ErrorIs(t, err, limiter.ErrRateLimited)
 	assert.Equal(t, int64(1), hits.Load(), "the second call not sent")

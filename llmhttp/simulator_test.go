@@ -24,7 +24,7 @@ func TestTransportAgainstSimulator(t *testing.T) {
 	rl := newLimiter(t, tpmLimit)
 	// Feedback off: this test checks the usage accounting alone (the
 	// provider's figures would lower the bucket).
-	tr := llmhttp.NewTransport(rl, nil, llmhttp.WithFeedback(false))
+	tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.NoFeedback = true })
 	client := &http.Client{Transport: tr}
 	bodies := []struct{ path, body string }{
 		{"/v1/chat/completions", `{"model":"gpt-4o","messages":[{"role":"user","content":"hello"}]}`},
@@ -35,7 +35,7 @@ func TestTransportAgainstSimulator(t *testing.T) {
 	statuses := map[int]int{}
 	for i := 0; i < 40; i++ {
 		b := bodies[i%len(bodies)]
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+b.path, strings.NewReader(b.body))
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer k1")

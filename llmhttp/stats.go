@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Stats counts what a [Transport] did since it was created.
 type Stats struct {
-	// Requests is the requests made with [WithCall]; PassedThrough those
+	// Requests is the requests made with [ContextWithCall]; PassedThrough those
 	// without, sent untouched.
 	Requests, PassedThrough int64
 	// Denied is the requests the limiter refused (nothing was sent).
@@ -43,14 +43,14 @@ type Stats struct {
 	// request's lease saw the bucket.
 	TokensRemoved int64
 	// CooldownsClamped is the 429s whose retry time was longer than the
-	// bound of [WithMaxCooldown], and was cut to it.
+	// bound of [Options.MaxCooldown], and was cut to it.
 	CooldownsClamped int64
 	// LimitsLearned is the times a provider limit below the limit in force
 	// was taken up; LimitsExpired the learned limits dropped because no
-	// header confirmed them within [WithLearnedLimitTTL].
+	// header confirmed them within [Options.LearnedLimitTTL].
 	LimitsLearned, LimitsExpired int64
 	// Cost sums the exact costs of the usages read, in micro-dollars
-	// ([WithCostLimit]); UnknownModels counts the requests refused because
+	// ([Options.CostLimit]); UnknownModels counts the requests refused because
 	// the prices know no price for their model.
 	Cost, UnknownModels int64
 	// HiddenRefused is the requests refused with a [HiddenInputError]:
@@ -58,12 +58,12 @@ type Stats struct {
 	// not carry, which the transport could not price.
 	HiddenRefused int64
 	// Clamped is the requests sent with their output ceiling lowered to
-	// what their budget had left ([WithOutputClamp]); ClampRefused those
+	// what their budget had left ([Options.OutputClamp]); ClampRefused those
 	// refused because the ceiling the budget could pay was below
-	// [WithMinOutputTokens] (counted in Denied too).
+	// [Options.MinOutputTokens] (counted in Denied too).
 	Clamped, ClampRefused int64
 	// OverReserved is the responses whose cost was settled above the
-	// worst case the transport reserved for it ([WithCostLimit]): a
+	// worst case the transport reserved for it ([Options.CostLimit]): a
 	// prompt whose text the provider counts denser than the worst case
 	// assumes, a provider that ignores the output ceiling, a usage the
 	// body could not foresee. It is the one way a money budget is

@@ -6,20 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"mime"
 	"net/http"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/zaelimiter/limiter"
 )
 
 // ErrNoCall is returned by [Transport.RoundTrip] for a request whose context
-// has no [WithCall] when [WithRequireCall] is on.
-var ErrNoCall = errors.New("llmhttp: request has no llmhttp.WithCall")
+// has no [ContextWithCall] when [Options.RequireCall] is on.
+var ErrNoCall = errors.New("llmhttp: request has no llmhttp.ContextWithCall")
 
 // callKey is the context key of a request's call.
 type callKey struct{}
@@ -30,11 +28,12 @@ type call struct {
 	estimate         limiter.Consume
 }
 
-// WithCall returns a context that makes the [Transport] charge requests made
-// with it to (entity, resource). estimate is what Acquire takes before the
-// request is sent, reconciled with the response's usage afterwards; nil
-// means the transport's estimator ([WithEstimator]) decides.
-func WithCall(ctx context.Context, entity, resource string, estimate limiter.Consume) context.Context {
+// ContextWithCall returns a context that makes the [Transport] charge
+// requests made with it to (entity, resource). estimate is what Acquire
+// takes before the request is sent, reconciled with the response's usage
+// afterwards; nil means the transport's estimator ([Options.Estimator])
+// decides.
+func ContextWithCall(ctx context.Context, entity, resource string, estimate limiter.Consume) context.Context {
 	return context.WithValue(ctx, callKey{}, call{entity: entity, resource: resource, estimate: maps.Clone(estimate)})
 }
 
@@ -49,7 +48,7 @@ func DefaultUsageMapping(u Usage) limiter.Consume {
 }
 
 // Estimator returns the amounts to acquire for a request that its
-// [WithCall] gave no estimate. It must not consume req.Body; read a copy
+// [ContextWithCall] gave no estimate. It must not consume req.Body; read a copy
 // through req.GetBody (the transport sets it when the request lacks it).
 type Estimator func(req *http.Request) (limiter.Consume, error)
 
@@ -57,7 +56,7 @@ type Estimator func(req *http.Request) (limiter.Consume, error)
 // request can be billed: its prompt counted as [RequestFromBody] counts it
 // (a token per four ASCII bytes of the body, per non-ASCII byte, and a
 // bound per image and tool), the input it bills without carrying it as the
-// transport priced it (or as [WithHiddenInputTokens] bounds it), and the
+// transport priced it (or as [ContextWithHiddenInputTokens] bounds it), and the
 // output ceiling the body asks for (max_tokens, max_completion_tokens or
 // max_output_tokens), when it names one, times its choices (n, best_of).
 // The response's usage corrects it.
@@ -106,10 +105,10 @@ func requestBody(req *http.Request) ([]byte, error) {
 }
 
 // Rollback is a set of outcomes after which a lease is rolled back rather
-// than committed at its estimate ([WithRollback]).
+// than committed at its estimate ([Options.Rollback]).
 type Rollback uint8
 
-// Outcomes for [WithRollback].
+// Outcomes for [Options.Rollback].
 const (
 	// RollbackOnTransportError: the base transport failed (no answer).
 	RollbackOnTransportError Rollback = 1 << iota
@@ -125,97 +124,16 @@ const (
 	// DefaultRollback rolls back the answers the provider does not bill:
 	// transport errors and 5xx.
 	DefaultRollback = RollbackOnTransportError | RollbackOnServerError
+
+	// RollbackNone, as [Options.Rollback], rolls back after none of the
+	// outcomes above (the zero Rollback means DefaultRollback); with
+	// others, it is ignored.
+	RollbackNone Rollback = 1 << 7
 )
-
-// Option configures a [Transport].
-type Option func(*config)
-
-type config struct {
-	requireCall bool
-	mapping     UsageMapping
-	estimator   Estimator
-	rollback    Rollback
-	acquireOpts []limiter.AcquireOption
-	logger      *slog.Logger
-	now         func() time.Time
-
-	// Money: the limit charged the cost, and its prices.
-	costName string
-	prices   *Prices
-
-	// The worst case: the bound on hidden input of every call, and the
-	// lowering of output ceilings (nil: on with a cost limit).
-	maxHidden int64
-	clamp     *bool
-	minOutput int64
-
-	// rules, when set, charge and settle calls as a provider counts them.
-	rules *Rules
-
-	// Provider feedback (WithFeedback and the options beside it).
-	noFeedback  bool
-	quota       QuotaMapping
-	threshold   float64
-	reserve     float64
-	learnedTTL  time.Duration
-	maxCooldown time.Duration
-}
-
-// WithRequireCall makes the transport refuse, with [ErrNoCall], a request
-// whose context has no [WithCall]. Off by default: such a request passes
-// through untouched.
-func WithRequireCall(on bool) Option { return func(c *config) { c.requireCall = on } }
-
-// WithUsageMapping sets how a response's usage maps to limit names
-// ([DefaultUsageMapping] by default). The amounts it returns replace the
-// estimate: the lease is adjusted by the difference for every limit the
-// lease holds; names it holds no limit for are dropped.
-func WithUsageMapping(m UsageMapping) Option {
-	return func(c *config) {
-		if m != nil {
-			c.mapping = m
-		}
-	}
-}
-
-// WithEstimator sets the estimate of a request whose [WithCall] has none
-// ([DefaultEstimator] by default).
-func WithEstimator(e Estimator) Option {
-	return func(c *config) {
-		if e != nil {
-			c.estimator = e
-		}
-	}
-}
-
-// WithRollback sets the outcomes after which the lease is rolled back;
-// after the others it is committed at its estimate, or at what the body
-// showed when that is larger ([DefaultRollback] by default). A response
-// other than 2xx and 5xx (a 4xx: the provider refused the request and
-// charged nothing) is always rolled back, except a 429 with provider
-// feedback on ([WithFeedback]): its estimate stays taken.
-func WithRollback(r Rollback) Option { return func(c *config) { c.rollback = r } }
-
-// WithAcquireOptions passes opts to every Acquire, e.g.
-// limiter.WithLimits.
-func WithAcquireOptions(opts ...limiter.AcquireOption) Option {
-	return func(c *config) { c.acquireOpts = append([]limiter.AcquireOption(nil), opts...) }
-}
-
-// WithLogger makes the transport log what it cannot do silently: failed
-// commits and rollbacks (Warn), and the first time of each of the
-// accounting events that [Stats] counts (tokens removed by provider
-// feedback, a clamped cooldown, a malformed usage, a body ended without
-// its usage; Warn, once per transport). Nil, the default, logs nothing.
-func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// WithClock sets the clock against which Anthropic's reset times are read
-// and learned limits expire. Nil means time.Now, the default.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // Transport is an [http.RoundTripper] that rate-limits LLM API calls with a
 // [limiter.RateLimiter]: it acquires the estimate of a request made with
-// [WithCall] before sending it, reads the real token usage from the
+// [ContextWithCall] before sending it, reads the real token usage from the
 // response body (JSON or an event stream) while the caller reads it, and
 // adjusts and commits the lease when the body is read to the end or
 // closed. Transport is safe for concurrent use; the zero value is not
@@ -233,34 +151,21 @@ type Transport struct {
 var _ http.RoundTripper = (*Transport)(nil)
 
 // NewTransport returns a Transport that limits with rl and sends through
-// base (nil means [http.DefaultTransport]).
-func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, opts ...Option) *Transport {
+// base (nil means [http.DefaultTransport]), configured by the option
+// functions, which set fields of [Options].
+func NewTransport(rl *limiter.RateLimiter, base http.RoundTripper, optFns ...func(*Options)) *Transport {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	t := &Transport{rl: rl, base: base, cfg: config{
-		mapping: DefaultUsageMapping, estimator: DefaultEstimator, rollback: DefaultRollback,
-		quota: DefaultQuotaMapping, threshold: DefaultFeedbackThreshold,
-		reserve: DefaultFeedbackReserve, learnedTTL: DefaultLearnedLimitTTL,
-		minOutput: DefaultMinOutputTokens,
-	}}
-	for _, o := range opts {
-		o(&t.cfg)
+	var o Options
+	for _, fn := range optFns {
+		fn(&o)
 	}
-	if t.cfg.now == nil {
-		t.cfg.now = time.Now
-	}
-	if t.cfg.logger == nil {
-		t.cfg.logger = slog.New(slog.DiscardHandler)
-	}
-	if t.cfg.prices == nil {
-		t.cfg.prices = DefaultPrices()
-	}
-	return t
+	return &Transport{rl: rl, base: base, cfg: o.resolve()}
 }
 
-// RoundTrip sends req. A request without [WithCall] is passed to the base
-// transport untouched (or refused with [ErrNoCall], [WithRequireCall]).
+// RoundTrip sends req. A request without [ContextWithCall] is passed to the base
+// transport untouched (or refused with [ErrNoCall], [Options.RequireCall]).
 // Otherwise the estimate is acquired first; a denial returns the limiter's
 // *[limiter.RateLimitExceededError] (its RetryAfter says when to retry) and
 // nothing is sent. The response's body is handed to the caller byte for
@@ -423,7 +328,7 @@ type leaseCall struct {
 	call     call
 	estimate limiter.Consume
 	lease    *limiter.Lease
-	cost     *costCall // nil without WithCostLimit
+	cost     *costCall // nil without Options.CostLimit
 	ended    atomic.Bool
 	// conversation is the request's conversation id: its usage is the
 	// history the next turn bills.
@@ -433,7 +338,7 @@ type leaseCall struct {
 }
 
 // amountsOf maps a usage to the amounts the lease should hold: the
-// provider rules' settlement ([WithRules]), or the usage mapping's.
+// provider rules' settlement ([Options.Rules]), or the usage mapping's.
 func (lc *leaseCall) amountsOf(u Usage) limiter.Consume {
 	if r := lc.t.cfg.rules; r != nil {
 		return r.Settle(lc.rq, u)
@@ -607,7 +512,7 @@ func (lc *leaseCall) seenAmounts(p parsed) limiter.Consume {
 }
 
 // pastReservation reports whether what a stream showed (p) costs more than
-// the worst case its lease reserved for its cost ([WithCostLimit]; an
+// the worst case its lease reserved for its cost ([Options.CostLimit]; an
 // estimate of the cost given by the caller is not a worst case, nor are
 // the token estimates, which count no output without a ceiling).
 func (lc *leaseCall) pastReservation(p parsed) bool {

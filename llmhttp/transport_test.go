@@ -97,7 +97,7 @@ func TestTransportCommitsRecordedUsage(t *testing.T) {
 			srv, _ := fixtureServer(t, fx.file, fx.contentType, http.StatusOK)
 			tr := llmhttp.NewTransport(rl, nil)
 			client := &http.Client{Transport: tr}
-			ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
+			ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
 			resp, err := post(t, client, ctx, srv.URL, `{"model":"m"}`)
 			require.NoError(t, err)
 			got, err := io.ReadAll(resp.Body)
@@ -140,7 +140,7 @@ func TestTransportStreamsUnbuffered(t *testing.T) {
 	}))
 	defer srv.Close()
 	tr := llmhttp.NewTransport(rl, nil)
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 100})
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 100})
 	resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{}`)
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -168,7 +168,7 @@ func TestTransportDenialSendsNothing(t *testing.T) {
 	srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
 	tr := llmhttp.NewTransport(rl, nil)
 	client := &http.Client{Transport: tr}
-	ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 800})
+	ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 800})
 	resp, err := post(t, client, ctx, srv.URL, `{}`)
 	require.NoError(t, err)
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -190,22 +190,23 @@ func TestTransportDenialSendsNothing(t *testing.T) {
 // without feedback, and kept with it (the provider's budget is spent).
 func TestTransportRollback(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		opts     []llmhttp.Option
-		file     string
-		status   int
-		closeSrv bool
-		early    bool
-		wantTPM  int64
+		name       string
+		rollback   llmhttp.Rollback
+		noFeedback bool
+		file       string
+		status     int
+		closeSrv   bool
+		early      bool
+		wantTPM    int64
 	}{
 		{name: "5xx", file: "openai_chat.json", status: 503, wantTPM: tpmLimit},
-		{name: "5xx kept", opts: []llmhttp.Option{llmhttp.WithRollback(0)}, file: "openai_chat.json", status: 503, wantTPM: tpmLimit - 500},
-		{name: "429 without feedback", opts: []llmhttp.Option{llmhttp.WithRollback(0), llmhttp.WithFeedback(false)}, file: "openai_chat.json", status: 429, wantTPM: tpmLimit},
+		{name: "5xx kept", rollback: llmhttp.RollbackNone, file: "openai_chat.json", status: 503, wantTPM: tpmLimit - 500},
+		{name: "429 without feedback", rollback: llmhttp.RollbackNone, noFeedback: true, file: "openai_chat.json", status: 429, wantTPM: tpmLimit},
 		{name: "429 with feedback", file: "openai_chat.json", status: 429, wantTPM: tpmLimit - 500},
 		{name: "transport error", file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit},
-		{name: "transport error kept", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnServerError)}, file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit - 500},
+		{name: "transport error kept", rollback: llmhttp.RollbackOnServerError, file: "openai_chat.json", status: 200, closeSrv: true, wantTPM: tpmLimit - 500},
 		{name: "closed early", file: "anthropic_stream.txt", status: 200, early: true, wantTPM: tpmLimit - 500},
-		{name: "closed early rolled back", opts: []llmhttp.Option{llmhttp.WithRollback(llmhttp.RollbackOnEarlyClose)}, file: "openai_chat_stream.txt", status: 200, early: true, wantTPM: tpmLimit},
+		{name: "closed early rolled back", rollback: llmhttp.RollbackOnEarlyClose, file: "openai_chat_stream.txt", status: 200, early: true, wantTPM: tpmLimit},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rl := newLimiter(t, tpmLimit)
@@ -213,8 +214,11 @@ func TestTransportRollback(t *testing.T) {
 			if tc.closeSrv {
 				srv.Close()
 			}
-			tr := llmhttp.NewTransport(rl, nil, tc.opts...)
-			ctx := llmhttp.WithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
+			tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+				o.Rollback = tc.rollback
+				o.NoFeedback = tc.noFeedback
+			})
+			ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, limiter.Consume{"rpm": 1, "tpm": 500})
 			resp, err := post(t, &http.Client{Transport: tr}, ctx, srv.URL, `{}`)
 			if tc.closeSrv {
 				require.Error(t, err)
@@ -234,7 +238,7 @@ func TestTransportRollback(t *testing.T) {
 	}
 }
 
-// TestTransportWithoutCall: a request without WithCall passes through
+// TestTransportWithoutCall: a request without ContextWithCall passes through
 // untouched, or is refused with ErrNoCall when the option says so.
 func TestTransportWithoutCall(t *testing.T) {
 	rl := newLimiter(t, tpmLimit)
@@ -249,13 +253,13 @@ func TestTransportWithoutCall(t *testing.T) {
 	assert.Equal(t, int64(tpmLimit), tpm)
 	assert.Equal(t, int64(1), tr.Stats().PassedThrough)
 
-	strict := llmhttp.NewTransport(rl, nil, llmhttp.WithRequireCall(true))
+	strict := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.RequireCall = true })
 	_, err = post(t, &http.Client{Transport: strict}, context.Background(), srv.URL, `{}`)
 	require.ErrorIs(t, err, llmhttp.ErrNoCall)
 	assert.Equal(t, int64(1), hits.Load())
 }
 
-// TestTransportDefaultEstimate: without an estimate in WithCall, the
+// TestTransportDefaultEstimate: without an estimate in ContextWithCall, the
 // transport acquires the body's bytes / 4 plus max_tokens, and the body it
 // sends is the caller's, whole.
 func TestTransportDefaultEstimate(t *testing.T) {
@@ -271,7 +275,7 @@ func TestTransportDefaultEstimate(t *testing.T) {
 	body := `{"model":"gpt-4o","max_tokens":300,"messages":[{"role":"user","content":"` + strings.Repeat("x", 1001) + `"}]}`
 	for _, readable := range []bool{true, false} {
 		tr := llmhttp.NewTransport(rl, nil)
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 		var r io.Reader = strings.NewReader(body)
 		if !readable {
 			r = io.MultiReader(r) // no GetBody: the transport buffers the body

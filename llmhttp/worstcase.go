@@ -34,12 +34,12 @@ const ToolTokens = 1_000
 var ErrHiddenInput = errors.New("llmhttp: the request bills input its body does not carry")
 
 // HiddenInputError refuses, before anything is acquired or sent, a request
-// with a money limit ([WithCostLimit]) whose provider bills input that its
+// with a money limit ([Options.CostLimit]) whose provider bills input that its
 // body does not carry and the transport cannot price: a previous_response_id
 // or conversation it has not seen the history of, files by id or URL,
 // hosted tools whose results are billed as input. Give the most such input
-// a call may bill, in tokens, with [WithHiddenInputTokens] (per call) or
-// [WithMaxHiddenInputTokens] (every call) to allow it.
+// a call may bill, in tokens, with [ContextWithHiddenInputTokens] (per call) or
+// [Options.MaxHiddenInputTokens] (every call) to allow it.
 type HiddenInputError struct {
 	// Entity and Resource are the call's.
 	Entity, Resource string
@@ -50,7 +50,7 @@ type HiddenInputError struct {
 
 func (e *HiddenInputError) Error() string {
 	return fmt.Sprintf("llmhttp: %s/%s: the request bills input its body does not carry (%s); "+
-		"bound it with llmhttp.WithHiddenInputTokens(ctx, n) or llmhttp.WithMaxHiddenInputTokens(n)",
+		"bound it with llmhttp.ContextWithHiddenInputTokens(ctx, n) or llmhttp.Options.MaxHiddenInputTokens",
 		e.Entity, e.Resource, strings.Join(e.What, ", "))
 }
 
@@ -60,11 +60,11 @@ func (e *HiddenInputError) Is(target error) bool { return target == ErrHiddenInp
 // hiddenKey is the context key of a caller's bound on hidden input.
 type hiddenKey struct{}
 
-// WithHiddenInputTokens returns a context whose requests may bill up to n
+// ContextWithHiddenInputTokens returns a context whose requests may bill up to n
 // input tokens their body does not carry ([HiddenInputError]): their worst
 // case adds n tokens at the dearest input rate, beyond what the transport
 // knows of a conversation's history. n ≤ 0 removes the bound.
-func WithHiddenInputTokens(ctx context.Context, n int64) context.Context {
+func ContextWithHiddenInputTokens(ctx context.Context, n int64) context.Context {
 	return context.WithValue(ctx, hiddenKey{}, max(n, 0))
 }
 
@@ -72,14 +72,6 @@ func WithHiddenInputTokens(ctx context.Context, n int64) context.Context {
 func hiddenBound(ctx context.Context) (int64, bool) {
 	n, ok := ctx.Value(hiddenKey{}).(int64)
 	return n, ok && n > 0
-}
-
-// WithMaxHiddenInputTokens sets the bound on hidden input of every request
-// that has none of its own ([WithHiddenInputTokens]). Zero, the default,
-// sets none: with a money limit such a request is refused with a
-// [HiddenInputError].
-func WithMaxHiddenInputTokens(n int64) Option {
-	return func(c *config) { c.maxHidden = max(n, 0) }
 }
 
 // countTokens returns the most tokens the text of a JSON document b can be

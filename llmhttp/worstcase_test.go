@@ -92,7 +92,7 @@ func callAll(t *testing.T, client *http.Client, url string, ctx context.Context,
 	for i, body := range bodies {
 		wg.Go(func() {
 			<-start
-			req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, entity, resource, nil), http.MethodPost, url, strings.NewReader(body))
+			req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, entity, resource, nil), http.MethodPost, url, strings.NewReader(body))
 			if err != nil {
 				out[i].err = err
 				return
@@ -168,7 +168,10 @@ func TestWorstCaseChoices(t *testing.T) {
 	for _, kind := range budgetKinds {
 		t.Run(kind, func(t *testing.T) {
 			b := newBudget(t, kind, 40*m.Estimate(one)) // five eight-choice calls' worth
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			bodies := make([]string, 20)
 			for i := range bodies {
 				bodies[i] = body
@@ -272,12 +275,18 @@ func TestWorstCaseNonASCII(t *testing.T) {
 	for _, kind := range budgetKinds {
 		t.Run(kind, func(t *testing.T) {
 			b := newBudget(t, kind, worst)
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			outs := callAll(t, &http.Client{Transport: tr}, srv.URL+"/v1/chat/completions", context.Background(), []string{chinese})
 			require.Equal(t, 1, checkBudget(t, b, tr, outs, limiter.ErrRateLimited))
 
 			b = newBudget(t, kind, 10*worst)
-			tr = llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr = llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			var bodies []string
 			for i := range 20 {
 				bodies = append(bodies, body(strings.Repeat(scripts[i%len(scripts)], 30+i)))
@@ -295,7 +304,7 @@ func TestWorstCaseNonASCII(t *testing.T) {
 //   - a turn continuing a response the transport did not read is refused
 //     before anything is acquired or sent, with a *HiddenInputError that
 //     names previous_response_id;
-//   - with a per-call bound on hidden input (WithHiddenInputTokens), or a
+//   - with a per-call bound on hidden input (ContextWithHiddenInputTokens), or a
 //     transport-wide one, it is priced at that bound: 10 concurrent calls
 //     on a budget of ten of the body's own worst cases, which the old
 //     estimate admitted all of (61.5× the credit spent), never overspend;
@@ -332,7 +341,10 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			// Unknown to the transport: refused, nothing sent.
 			b := newBudget(t, kind, 10*naive)
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			client := &http.Client{Transport: tr}
 			prev := firstTurn(http.DefaultClient, context.Background())
 			sent := srv.Stats("k1").Requests
@@ -346,27 +358,30 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 				require.ErrorAs(t, o.err, &he, "call %d", i)
 				assert.ErrorIs(t, o.err, llmhttp.ErrHiddenInput)
 				assert.Equal(t, []string{"previous_response_id"}, he.What)
-				assert.Contains(t, o.err.Error(), "WithHiddenInputTokens")
+				assert.Contains(t, o.err.Error(), "ContextWithHiddenInputTokens")
 			}
 			assert.Equal(t, sent, srv.Stats("k1").Requests, "nothing sent")
 			assert.Equal(t, int64(10), tr.Stats().HiddenRefused)
 			assert.Equal(t, b.amount, b.left(t))
 
 			// Bounded per call: priced at the bound.
-			ctx := llmhttp.WithHiddenInputTokens(context.Background(), 60_000)
+			ctx := llmhttp.ContextWithHiddenInputTokens(context.Background(), 60_000)
 			outs = callAll(t, client, srv.URL+"/v1/responses", ctx, bodies)
 			assert.Zero(t, checkBudget(t, b, tr, outs, limiter.ErrRateLimited), "no call fits ten of the body's own worst cases")
 
 			// Read by the transport: priced from its usage.
 			// About two and a half continuing turns' worth.
 			b = newBudget(t, kind, 5*(50_000+200)*m.Input/1_000_000/2)
-			tr = llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
+			tr = llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
 			client = &http.Client{Transport: tr}
 			if kind == "prepaid" {
 				_, err := b.rl.TopUp(context.Background(), limiter.TopUpRequest{Entity: "setup", Resource: resource, Limit: "usd", Amount: b.amount, ID: "payment-setup"}, b.opts)
 				require.NoError(t, err)
 			}
-			prev = firstTurn(client, llmhttp.WithCall(context.Background(), "setup", resource, nil))
+			prev = firstTurn(client, llmhttp.ContextWithCall(context.Background(), "setup", resource, nil))
 			for i := range bodies {
 				bodies[i] = turn(prev, i%2 == 0)
 			}
@@ -382,7 +397,7 @@ func TestHiddenInputPreviousResponse(t *testing.T) {
 // TestHiddenInputParts: each part a body names that the provider bills
 // without the body carrying it is named in Request.Hidden; with a money
 // limit such a call is refused with ErrHiddenInput, nothing sent; with a
-// transport-wide bound (WithMaxHiddenInputTokens) it is sent, and its
+// transport-wide bound (Options.MaxHiddenInputTokens) it is sent, and its
 // worst case holds the bound: a budget one micro-dollar short of it
 // refuses the call (ceilings not lowered), the worst case itself admits
 // it.
@@ -407,8 +422,11 @@ func TestHiddenInputParts(t *testing.T) {
 			}
 			srv, hits := fixtureServer(t, "openai_chat.json", "application/json", http.StatusOK)
 			b := newBudget(t, "prepaid", 10*llmhttp.USD)
-			tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts))
-			_, err := post(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL, tc.body)
+			tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+				o.CostLimit = "usd"
+				o.AcquireOptions = []limiter.AcquireOption{b.opts}
+			})
+			_, err := post(t, &http.Client{Transport: tr}, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL, tc.body)
 			var he *llmhttp.HiddenInputError
 			require.ErrorAs(t, err, &he)
 			assert.Equal(t, []string{tc.hidden}, he.What)
@@ -421,9 +439,13 @@ func TestHiddenInputParts(t *testing.T) {
 			require.Greater(t, worst, m.Estimate(llmhttp.RequestFromBody([]byte(tc.body))))
 			for _, amount := range []int64{worst - 1, worst} {
 				b := newBudget(t, "prepaid", amount)
-				tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts),
-					llmhttp.WithMaxHiddenInputTokens(5_000), llmhttp.WithOutputClamp(false))
-				resp, err := post(t, &http.Client{Transport: tr}, llmhttp.WithCall(context.Background(), entity, resource, nil), srv.URL, tc.body)
+				tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+					o.CostLimit = "usd"
+					o.AcquireOptions = []limiter.AcquireOption{b.opts}
+					o.MaxHiddenInputTokens = 5_000
+					o.OutputClamp = llmhttp.ClampOff
+				})
+				resp, err := post(t, &http.Client{Transport: tr}, llmhttp.ContextWithCall(context.Background(), entity, resource, nil), srv.URL, tc.body)
 				if amount < worst {
 					require.ErrorIs(t, err, limiter.ErrBalanceExhausted)
 					continue
@@ -460,8 +482,11 @@ func TestOverReservationSettledAndCounted(t *testing.T) {
 
 	var logs bytes.Buffer
 	b := newBudget(t, "prepaid", worst)
-	tr := llmhttp.NewTransport(b.rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(b.opts),
-		llmhttp.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	tr := llmhttp.NewTransport(b.rl, nil, func(o *llmhttp.Options) {
+		o.CostLimit = "usd"
+		o.AcquireOptions = []limiter.AcquireOption{b.opts}
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
 	outs := callAll(t, &http.Client{Transport: tr}, srv.URL+"/v1/chat/completions", context.Background(), []string{body})
 	require.NoError(t, outs[0].err)
 	require.Equal(t, http.StatusOK, outs[0].status)

@@ -58,7 +58,7 @@ func run(ctx context.Context, out io.Writer) error {
 	}
 	// Who pays, and the estimate taken before sending (nil: the transport's
 	// default, request bytes / 4 plus max_tokens).
-	call := llmhttp.WithCall(ctx, "team-a", "gpt-5-mini", limiter.Consume{"rpm": 1, "tpm": 300})
+	call := llmhttp.ContextWithCall(ctx, "team-a", "gpt-5-mini", limiter.Consume{"rpm": 1, "tpm": 300})
 
 	for i := 1; i <= 2; i++ {
 		resp, err := client.Chat.Completions.New(call, params)

@@ -86,7 +86,10 @@ func TestCostCapClamped(t *testing.T) {
 	onCapBackends(t, func(t *testing.T, rl *limiter.RateLimiter) {
 		ctx := context.Background()
 		cs := newClampServer(t)
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(capLimits))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{capLimits}
+		})
 		client := &http.Client{Transport: tr}
 		balance := func(entity string) int64 {
 			a, err := rl.Available(ctx, entity, resource, capLimits)
@@ -100,7 +103,7 @@ func TestCostCapClamped(t *testing.T) {
 		var billed atomic.Int64
 		call := func(entity string, body string) (bool, error) {
 			for retries := 0; ; retries++ {
-				req, err := http.NewRequestWithContext(llmhttp.WithCall(ctx, entity, resource, nil), http.MethodPost,
+				req, err := http.NewRequestWithContext(llmhttp.ContextWithCall(ctx, entity, resource, nil), http.MethodPost,
 					cs.URL+"/v1/chat/completions", strings.NewReader(body))
 				require.NoError(t, err)
 				req.Header.Set("Authorization", "Bearer k1")

@@ -189,7 +189,7 @@ func capWave(t *testing.T, srvURL string, client *http.Client, calls []capCall, 
 // makeCapCall makes c and records its outcome.
 func makeCapCall(srvURL string, client *http.Client, c *capCall) {
 	for {
-		ctx := llmhttp.WithCall(context.Background(), entity, resource, nil)
+		ctx := llmhttp.ContextWithCall(context.Background(), entity, resource, nil)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srvURL+"/v1/chat/completions", strings.NewReader(c.body))
 		if err != nil {
 			c.err = err
@@ -245,7 +245,7 @@ func readCapAnswer(resp *http.Response) (int64, error) {
 
 // TestCostCapConcurrent: a budget of $0.45 ("usd", 450,000 micro-dollars,
 // no refill on the frozen clock) is not overspent by calls made at once
-// through a transport with WithCostLimit("usd"), on the memory backend,
+// through a transport with CostLimit "usd", on the memory backend,
 // DynamoDB Local and redis-server. Every call is a gpt-4o chat completion
 // whose worst-case estimate (the body's bytes / 4 at $2.50 per million
 // tokens plus max_tokens at $10 per million) is $0.026 to $0.057, and whose
@@ -323,8 +323,11 @@ func TestCostCapConcurrent(t *testing.T) {
 		defer srv.Close()
 		// Ceilings are not lowered: this test checks admission at the
 		// worst case itself (TestCostCapClamped lowers them).
-		tr := llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"), llmhttp.WithAcquireOptions(capLimits),
-			llmhttp.WithOutputClamp(false))
+		tr := llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) {
+			o.CostLimit = "usd"
+			o.AcquireOptions = []limiter.AcquireOption{capLimits}
+			o.OutputClamp = llmhttp.ClampOff
+		})
 		client := &http.Client{Transport: tr}
 
 		balance := func() int64 {

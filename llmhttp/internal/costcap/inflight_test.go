@@ -221,7 +221,7 @@ func slotServer(t *testing.T) *httptest.Server {
 // says. It reports whether the limiter admitted it, and recovers the
 // panics the outcome provokes (re-raising any other).
 func slotCall(t *testing.T, client *http.Client, url string, outcome slotOutcome, patience time.Duration, unavailable *atomic.Int64) (admitted bool) {
-	ctx, cancel := context.WithCancel(llmhttp.WithCall(context.Background(), entity, resource,
+	ctx, cancel := context.WithCancel(llmhttp.ContextWithCall(context.Background(), entity, resource,
 		limiter.Consume{"calls": 1, "rpm": 1, "tpm": 500}))
 	defer cancel()
 	if outcome == slotTimeout {
@@ -329,12 +329,14 @@ func TestInFlightSlotsComeBack(t *testing.T) {
 		gauge := &heldGauge{}
 		base := &countingBase{base: &http.Transport{MaxIdleConnsPerHost: 32}, gauge: gauge}
 		t.Cleanup(base.base.(*http.Transport).CloseIdleConnections)
-		tr := llmhttp.NewTransport(rl, base, llmhttp.WithUsageMapping(func(u llmhttp.Usage) limiter.Consume {
-			if u.OutputTokens == panicOutputTokens {
-				panic("mapping panic")
+		tr := llmhttp.NewTransport(rl, base, func(o *llmhttp.Options) {
+			o.UsageMapping = func(u llmhttp.Usage) limiter.Consume {
+				if u.OutputTokens == panicOutputTokens {
+					panic("mapping panic")
+				}
+				return llmhttp.DefaultUsageMapping(u)
 			}
-			return llmhttp.DefaultUsageMapping(u)
-		}))
+		})
 		client := &http.Client{Transport: tr}
 		var next, unavailable atomic.Int64
 		var admittedBy [slotOutcomes]atomic.Int64
