@@ -39,7 +39,7 @@ func run(ctx context.Context, out io.Writer) error {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	rl := limiter.New(memorystore.New(), func(o *limiter.Options) { o.Clock = func() time.Time { return now } })
 	defer rl.Close()
-	if err := rl.SetLimits(ctx, "team-a", "gpt-5-mini", []limiter.Limit{
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "team-a", Resource: "gpt-5-mini"}, []limiter.Limit{
 		limiter.PerMinute("rpm", 100), limiter.PerMinute("tpm", 600),
 	}); err != nil {
 		return err
