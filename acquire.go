@@ -19,7 +19,7 @@ import (
 // parent's when the entity cascades, and from the entity-wide bucket
 // ([AllResources]) of each entity that has entity-wide limits, each name
 // from every bucket with a limit of that name — and returns a [Lease]
-// whose consumption is already durable in DynamoDB. The resource is what
+// whose consumption is already durable in the store. The resource is what
 // the call is for (a model); AllResources is refused as one. Finish the lease with [Lease.Commit] (after
 // [Lease.Adjust] to the real amounts) or [Lease.Rollback].
 //
@@ -29,7 +29,7 @@ import (
 // for its bucket items to other writers is not refused for it: it reads
 // and decides again, after a short jittered backoff, within ctx's deadline
 // (up to 8 attempts; one that loses them all is refused with the next
-// backoff as its RetryAfter). Invalid input gives a *[ValidationError]. When DynamoDB fails the
+// backoff as its RetryAfter). Invalid input gives a *[ValidationError]. When the store fails the
 // on-unavailable mode decides: block returns an *[UnavailableError], allow
 // returns a no-op lease; a refusal for want of permission is an
 // *[AccessDeniedError] in either mode. Context cancellation is returned as

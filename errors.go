@@ -4,9 +4,7 @@ package limiter
 
 import (
 	"errors"
-	"fmt"
 	"math"
-	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -28,7 +26,7 @@ var (
 	// writes the store (and by Lease.Commit and Lease.Rollback) once
 	// [RateLimiter.Close] started.
 	ErrClosed = errors.New("limiter: closed")
-	// ErrUnavailable is matched by *[UnavailableError]: DynamoDB could not
+	// ErrUnavailable is matched by *[UnavailableError]: the store could not
 	// be reached or answered with an error.
 	ErrUnavailable = store.ErrUnavailable
 	// ErrValidation is matched by every *[ValidationError].
@@ -242,7 +240,7 @@ type UnavailableError struct {
 
 // Error returns the cause as a user reads it followed by the context, e.g.
 // "limiter: DynamoDB UpdateItem: InternalServerError: ... [stack=zae-limiter,
-// entity=key-1, resource=gpt-4]" (see describeCause).
+// entity=key-1, resource=gpt-4]" for an AWS SDK error (see describeCause).
 func (e *UnavailableError) Error() string {
 	msg := "limiter: backend unavailable"
 	if e.Cause != nil {
@@ -270,29 +268,21 @@ func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailab
 // describeCause returns a store's error as its user reads it: the
 // limiter's own account of it when it has one (no answer within the store
 // timeout, before the caller's deadline, the circuit breaker, an endpoint
-// that cannot be reached); an AWS SDK error as "limiter: DynamoDB
-// {operation}: {code}: {message}", or with the transport's error when no
-// answer came ("dial tcp ...: connection refused"), without the steps that
-// wrapped it; a message that starts "limiter: " as it is; anything else
-// after "limiter: backend unavailable: ". The SDK's types are matched by
-// their methods, so that the core needs no SDK import.
+// that cannot be reached); an AWS SDK error as sdkMessage puts it; a
+// message that starts "limiter: " as it is; anything else after "limiter:
+// backend unavailable: ".
 func describeCause(err error) string {
 	var own ownMessage
 	if errors.As(err, &own) {
 		return own.Error()
 	}
-	msg := err.Error()
-	var op interface {
-		Service() string
-		Operation() string
+	if m, ok := sdkMessage(err); ok {
+		return m
 	}
-	switch {
-	case errors.As(err, &op):
-		return "limiter: " + op.Service() + " " + op.Operation() + ": " + sdkReason(err)
-	case strings.HasPrefix(msg, "limiter: "):
+	if msg := err.Error(); strings.HasPrefix(msg, "limiter: ") {
 		return msg
 	}
-	return "limiter: backend unavailable: " + msg
+	return "limiter: backend unavailable: " + err.Error()
 }
 
 // ownMessage is implemented by the limiter's errors whose message says
@@ -302,66 +292,5 @@ type ownMessage interface {
 	ownMessage()
 }
 
-// sdkReason returns why an AWS SDK call failed: the service's error code
-// and message, else the transport's error, else the innermost error.
-func sdkReason(err error) string {
-	var api interface {
-		ErrorCode() string
-		ErrorMessage() string
-	}
-	var ue *url.Error
-	switch {
-	case errors.As(err, &api):
-		if m := api.ErrorMessage(); m != "" {
-			return api.ErrorCode() + ": " + m
-		}
-		return api.ErrorCode()
-	case errors.As(err, &ue):
-		return ue.Err.Error()
-	}
-	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
-		err = next
-	}
-	return err.Error()
-}
-
 // Unwrap returns the cause.
 func (e *UnavailableError) Unwrap() error { return e.Cause }
-
-// NamespaceNotFoundError reports an unregistered (or deleted) namespace,
-// looked up by name, or a namespace id without a registry record. It matches
-// [ErrNamespaceNotFound].
-type NamespaceNotFoundError struct {
-	// Namespace is the name looked up; "" when the lookup was by id.
-	Namespace string
-	// ID is the namespace id looked up (RecoverNamespace); "" when the
-	// lookup was by name.
-	ID string
-}
-
-// Error returns "limiter: namespace "{name}" not found (register it
-// first)", or "limiter: namespace id "{id}" not found" for a lookup by id.
-func (e *NamespaceNotFoundError) Error() string {
-	if e.Namespace == "" && e.ID != "" {
-		return fmt.Sprintf("limiter: namespace id %q not found", e.ID)
-	}
-	return fmt.Sprintf("limiter: namespace %q not found (register it first)", e.Namespace)
-}
-
-// Is reports whether target is [ErrNamespaceNotFound].
-func (e *NamespaceNotFoundError) Is(target error) bool { return target == ErrNamespaceNotFound }
-
-// NamespaceStateError reports a namespace operation refused in the
-// namespace's current state (recover an active one, purge an active one, ...).
-// It matches [ErrNamespaceState].
-type NamespaceStateError struct {
-	Namespace string
-	State     string
-	Message   string
-}
-
-// Error returns "limiter: {message}".
-func (e *NamespaceStateError) Error() string { return "limiter: " + e.Message }
-
-// Is reports whether target is [ErrNamespaceState].
-func (e *NamespaceStateError) Is(target error) bool { return target == ErrNamespaceState }

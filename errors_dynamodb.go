@@ -1,12 +1,13 @@
 // Layer 1, math and models: the errors of the DynamoDB backend (its
-// table, its schema version, its permissions), which the other backends
-// never return.
+// table, its schema version, its permissions, its namespaces), which the
+// other backends never return, and how the AWS SDK's errors read.
 
 package limiter
 
 import (
 	"errors"
 	"fmt"
+	"net/url"
 )
 
 // AccessDeniedError is returned by Acquire, AcquireAll and Wait when the
@@ -122,3 +123,81 @@ func (e *IncompatibleSchemaError) Error() string {
 func (e *IncompatibleSchemaError) Is(target error) bool {
 	return target == ErrIncompatibleSchema || target == ErrVersion
 }
+
+// sdkMessage returns an AWS SDK error as its user reads it, "limiter:
+// DynamoDB {operation}: {code}: {message}", or with the transport's error
+// when no answer came ("dial tcp ...: connection refused"), without the
+// steps that wrapped it; ok is false for an error that is not the SDK's.
+// The SDK's types are matched by their methods, so that no SDK import is
+// needed.
+func sdkMessage(err error) (msg string, ok bool) {
+	var op interface {
+		Service() string
+		Operation() string
+	}
+	if !errors.As(err, &op) {
+		return "", false
+	}
+	return "limiter: " + op.Service() + " " + op.Operation() + ": " + sdkReason(err), true
+}
+
+// sdkReason returns why an AWS SDK call failed: the service's error code
+// and message, else the transport's error, else the innermost error.
+func sdkReason(err error) string {
+	var api interface {
+		ErrorCode() string
+		ErrorMessage() string
+	}
+	var ue *url.Error
+	switch {
+	case errors.As(err, &api):
+		if m := api.ErrorMessage(); m != "" {
+			return api.ErrorCode() + ": " + m
+		}
+		return api.ErrorCode()
+	case errors.As(err, &ue):
+		return ue.Err.Error()
+	}
+	for next := errors.Unwrap(err); next != nil; next = errors.Unwrap(err) {
+		err = next
+	}
+	return err.Error()
+}
+
+// NamespaceNotFoundError reports an unregistered (or deleted) namespace,
+// looked up by name, or a namespace id without a registry record. It matches
+// [ErrNamespaceNotFound].
+type NamespaceNotFoundError struct {
+	// Namespace is the name looked up; "" when the lookup was by id.
+	Namespace string
+	// ID is the namespace id looked up (RecoverNamespace); "" when the
+	// lookup was by name.
+	ID string
+}
+
+// Error returns "limiter: namespace "{name}" not found (register it
+// first)", or "limiter: namespace id "{id}" not found" for a lookup by id.
+func (e *NamespaceNotFoundError) Error() string {
+	if e.Namespace == "" && e.ID != "" {
+		return fmt.Sprintf("limiter: namespace id %q not found", e.ID)
+	}
+	return fmt.Sprintf("limiter: namespace %q not found (register it first)", e.Namespace)
+}
+
+// Is reports whether target is [ErrNamespaceNotFound].
+func (e *NamespaceNotFoundError) Is(target error) bool { return target == ErrNamespaceNotFound }
+
+// NamespaceStateError reports a namespace operation refused in the
+// namespace's current state (recover an active one, purge an active one, ...).
+// It matches [ErrNamespaceState].
+type NamespaceStateError struct {
+	Namespace string
+	State     string
+	Message   string
+}
+
+// Error returns "limiter: {message}".
+func (e *NamespaceStateError) Error() string { return "limiter: " + e.Message }
+
+// Is reports whether target is [ErrNamespaceState].
+func (e *NamespaceStateError) Is(target error) bool { return target == ErrNamespaceState }

@@ -17,7 +17,7 @@ import (
 )
 
 // Lease is the consumption taken by one Acquire. It is already durable in
-// DynamoDB; Adjust, Consume and Release change it locally, Commit writes the
+// the store; Adjust, Consume and Release change it locally, Commit writes the
 // difference, Rollback gives back what it may. After Commit or Rollback every
 // method returns [ErrLeaseDone], so `defer lease.Rollback(ctx)` right after
 // Acquire is safe (like sql.Tx). A nil *Lease, as a failed Acquire returns,
@@ -80,7 +80,7 @@ type leaseEntry struct {
 	// state is the local view of the bucket after this lease's changes.
 	state store.BucketState
 	// consumed is what the acquire took (tokens); initialConsumed is the
-	// part of it that is durable in DynamoDB (all of it once the acquire
+	// part of it that is durable in the store (all of it once the acquire
 	// returned). The lease's methods leave them as they are and count
 	// their own changes in deltaMilli and writtenMilli.
 	consumed        int64
@@ -284,10 +284,10 @@ func timeToFill(s store.BucketState, now int64) time.Duration {
 	return bucketmath.DurationFromMillis(q)
 }
 
-// Noop reports whether the lease was issued without DynamoDB because the
-// backend was unavailable and the mode was allow. A no-op lease tracks and
-// writes nothing.
-func (ls *Lease) Noop() bool { return ls != nil && ls.noop }
+// FailedOpen reports whether the lease was issued without the store: the
+// store was unavailable and the on-unavailable mode was allow. Such a
+// lease holds nothing (no tokens, no slots in flight) and writes nothing.
+func (ls *Lease) FailedOpen() bool { return ls != nil && ls.noop }
 
 // errNilLease is returned by the methods of a nil *Lease, such as the one
 // a failed Acquire returns with its error.
@@ -659,7 +659,7 @@ func validateAmounts(c Consume, refunds bool) error {
 // acquireOutcome classifies the result of Acquire.
 func acquireOutcome(ctx context.Context, lease *Lease, err error) AcquireOutcome {
 	switch {
-	case err == nil && lease.Noop():
+	case err == nil && lease.FailedOpen():
 		return AcquireFailOpen
 	case err == nil:
 		return AcquireAdmitted

@@ -406,7 +406,7 @@ func TestOnUnavailable(t *testing.T) {
 	require.Error(t, ue.Cause, "UnavailableError = %+v, want a cause", ue)
 	l, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	require.NoError(t, err, "allow")
-	require.True(t, l.Noop(), "allow: lease %v, want a no-op lease", l)
+	require.True(t, l.FailedOpen(), "allow: lease %v, want a no-op lease", l)
 	require.NoError(t, l.Adjust(Consume{"rpm": 5}))
 	require.NoError(t, l.Commit(ctx), "no-op Commit")
 	require.Empty(t, l.Consumed(), "no-op lease consumed")
@@ -471,7 +471,7 @@ func TestEnterWriteFailureFollowsOnUnavailable(t *testing.T) {
 		require.ErrorIs(t, err, throttled, "block: want ErrUnavailable wrapping the cause")
 		l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 		require.NoError(t, err, "allow")
-		require.True(t, l.Noop(), "allow: %v, want a no-op lease", l)
+		require.True(t, l.FailedOpen(), "allow: %v, want a no-op lease", l)
 		item := env.bucket("e", "api")
 		require.Len(t, item, 0, "bucket written: %v", item)
 	})
@@ -491,7 +491,7 @@ func TestOnUnavailableFromSystemConfig(t *testing.T) {
 	rl := New(env.withClient(failWrites), func(o *Options) { o.Clock = env.clock.now })
 	l, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10)))
 	require.NoError(t, err, "stored allow")
-	require.True(t, l.Noop(), "stored allow: %v, want a no-op lease", l)
+	require.True(t, l.FailedOpen(), "stored allow: %v, want a no-op lease", l)
 }
 
 func TestAvailableAndTimeUntilAvailable(t *testing.T) {

@@ -179,7 +179,7 @@ type CacheMetrics interface {
 
 // IndexMetrics receives what the DynamoDB repository's index queries drop
 // ([DynamoDBOptions].Metrics): entries whose item lies in another
-// namespace (see [DynamoDBRepository.ForeignIndexItems]). It is called
+// namespace (the store behind [DynamoDBRepository] counts them: ForeignIndexItems). It is called
 // synchronously from many goroutines at once: it must be safe for
 // concurrent use, fast, and must not block. The package otelmetrics
 // implements it.

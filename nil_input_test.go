@@ -93,7 +93,7 @@ func TestNilInputsRefused(t *testing.T) {
 	assert.Equal(t, "lease", field(t, lease.Release(one)))
 	assert.Empty(t, lease.Consumed())
 	assert.Empty(t, lease.Statuses())
-	assert.False(t, lease.Noop())
+	assert.False(t, lease.FailedOpen())
 }
 
 // TestOpenDynamoDBNilInputs: a nil context or client is a

@@ -140,7 +140,7 @@ func TestMetricsOutcomes(t *testing.T) {
 	require.ErrorIs(t, err, ErrUnavailable, err)
 	l, err := dead.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, WithOnUnavailable(OnUnavailableAllow))
 	require.NoError(t, err, "allow")
-	require.True(t, l.Noop(), "allow: %v, want a no-op lease", l)
+	require.True(t, l.FailedOpen(), "allow: %v, want a no-op lease", l)
 	acquires, spec, calls := m.take()
 	assert.Equal(t, "unavailable fail_open", acquires, "unavailable: acquires")
 	assert.Empty(t, spec, "unavailable: spec")

@@ -307,7 +307,7 @@ func WithEntityWideLimits(limits ...Limit) AcquireOption {
 	return func(o *acquireOptions) { o.wide, o.wideOverride, o.wideErr = own, true, err }
 }
 
-// WithOnUnavailable sets what the call does when DynamoDB fails, overriding
+// WithOnUnavailable sets what the call does when the store fails, overriding
 // the stored system default (itself defaulting to block).
 func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 	return func(o *acquireOptions) { o.onUnavailable = mode }

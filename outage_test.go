@@ -119,7 +119,7 @@ func TestAllowModeWhileDynamoDBDown(t *testing.T) {
 				d := time.Since(start)
 				cancel()
 				require.NoError(t, err, "acquire %d after %v", i, d)
-				assert.True(t, lease.Noop(), "acquire %d: a real lease while DynamoDB is away", i)
+				assert.True(t, lease.FailedOpen(), "acquire %d: a real lease while DynamoDB is away", i)
 				took = append(took, d)
 				if d >= deadline {
 					late++
@@ -152,7 +152,7 @@ func TestAllowModeWhileDynamoDBDown(t *testing.T) {
 				lease, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim, allow)
 				cancel()
 				require.NoError(t, err)
-				if !lease.Noop() {
+				if !lease.FailedOpen() {
 					require.NoError(t, lease.Commit(context.Background()))
 					break
 				}
@@ -275,7 +275,7 @@ func TestBreakerProbesOneAtATime(t *testing.T) {
 		wg.Go(func() {
 			lease, err := rl.Acquire(context.Background(), "e", "api", Consume{"rpm": 1}, lim, allow)
 			assert.NoError(t, err)
-			assert.True(t, lease.Noop())
+			assert.True(t, lease.FailedOpen())
 		})
 	}
 	wg.Wait()
@@ -403,7 +403,7 @@ func TestOutageLogs(t *testing.T) {
 	time.Sleep(150 * time.Millisecond)
 	lease, err := rl.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim, allow)
 	require.NoError(t, err)
-	require.False(t, lease.Noop(), "the probe's acquire")
+	require.False(t, lease.FailedOpen(), "the probe's acquire")
 	mu.Lock()
 	out := buf.String()
 	mu.Unlock()

@@ -345,7 +345,7 @@ func TestCorruptStoredConfigIsUnavailable(t *testing.T) {
 	require.NotErrorIs(t, err, ErrValidation)
 	l, err := rl.Acquire(env.ctx, "e", "gpt", Consume{"rpm": 1}, WithOnUnavailable(OnUnavailableAllow))
 	require.NoError(t, err, "allow")
-	require.True(t, l.Noop(), "allow: %v, want a no-op lease", l)
+	require.True(t, l.FailedOpen(), "allow: %v, want a no-op lease", l)
 }
 
 // TestDeleteProvisionerConfigKeepsRegistryCount: the Python library's

@@ -333,8 +333,8 @@ func (c *stressCounts) attempt(rl *RateLimiter) {
 	c.Admitted++
 	c.count(consume, func(l *stressLimitCounts, n int64) { l.Admitted += n * 1000 })
 	// The lease must hold the request on C and on P.
-	if got := lease.Consumed(); lease.Noop() || got["rpm"] != 2 || got["tpm"] != 2*k {
-		c.fail("acquire %v: lease consumed %v (noop %v), want twice the request (child and parent)", consume, got, lease.Noop())
+	if got := lease.Consumed(); lease.FailedOpen() || got["rpm"] != 2 || got["tpm"] != 2*k {
+		c.fail("acquire %v: lease consumed %v (noop %v), want twice the request (child and parent)", consume, got, lease.FailedOpen())
 	}
 
 	choice := rand.IntN(8)

@@ -174,7 +174,7 @@ func TestWaitNeverFits(t *testing.T) {
 	assert.ErrorIs(t, err, ErrUnavailable, "Wait on a dead backend")
 	lease, err := dead.Wait(env.ctx, "e", "batch", Consume{"rps": 1}, WithLimits(tenPerSecond), WithOnUnavailable(OnUnavailableAllow))
 	if assert.NoError(t, err, "Wait fail-open") {
-		assert.True(t, lease.Noop(), "Wait fail-open: %v, want a no-op lease", lease)
+		assert.True(t, lease.FailedOpen(), "Wait fail-open: %v, want a no-op lease", lease)
 	}
 	assert.True(t, (&RateLimitExceededError{Violations: []LimitStatus{{Requested: 1, Limit: Limit{Capacity: 5}}}}).NeverFits(), "NeverFits: a limit without refill should never fit")
 }

@@ -171,12 +171,12 @@ func restartMidRun(t *testing.T, storeOpts ...func(*redisstore.Options)) {
 	assert.Equal(t, "redis", ue.Table)
 	lease, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
 	require.NoError(t, err, "allow while down")
-	assert.True(t, lease.Noop(), "allow while down: a no-op lease")
+	assert.True(t, lease.FailedOpen(), "allow while down: a no-op lease")
 	_, _, err = rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableBlock))
 	assert.ErrorAs(t, err, &ue, "AcquireAll, block, while down")
 	lease, _, err = rl.AcquireAll(ctx, batch, tenRPM, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
 	require.NoError(t, err, "AcquireAll, allow, while down")
-	assert.True(t, lease.Noop(), "AcquireAll, allow, while down: a no-op lease")
+	assert.True(t, lease.FailedOpen(), "AcquireAll, allow, while down: a no-op lease")
 	t.Logf("down: refused and allowed in %v", time.Since(start))
 	require.NoError(t, srv.Restart(ctx))
 	before := s.ScriptReloads()
@@ -210,7 +210,7 @@ func TestTimeoutIsUnavailable(t *testing.T) {
 	require.Less(t, time.Since(start), 1400*time.Millisecond, "the acquire waited longer than the 200 ms read timeout")
 	lease, err := acquire(ctx, rl, limiter.WithOnUnavailable(limiter.OnUnavailableAllow))
 	require.NoError(t, err, "allow while paused")
-	assert.True(t, lease.Noop(), "allow while paused: a no-op lease")
+	assert.True(t, lease.FailedOpen(), "allow while paused: a no-op lease")
 }
 
 // TestClusterSlots: on a Cluster the bucket items of a resource share a
