@@ -256,7 +256,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			return nil, nil, err
 		}
 		if r.Limits != nil {
-			if err := validateLimits(r.Limits); err != nil {
+			if err := validateLimits(storeLimits(r.Limits)); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -416,7 +416,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 		return nil, fmt.Errorf("available %s/%s: %w", entityID, resource, err)
 	}
 	out := make(map[string]int64, len(limits))
-	var missing []Limit
+	var missing []store.Limit
 	for _, l := range limits {
 		if l.OwnBucket() {
 			out[l.Name], _ = own[l.Name].left(l, now)
@@ -444,7 +444,7 @@ func (rl *RateLimiter) Available(ctx context.Context, entityID, resource string,
 		sw := lc.switches.list()
 		if len(sw) > 0 {
 			for _, l := range limits {
-				if !slices.ContainsFunc(missing, func(m Limit) bool { return m.Name == l.Name }) && spendCarries(l) && switchedBack(sw, l, now) {
+				if !slices.ContainsFunc(missing, func(m store.Limit) bool { return m.Name == l.Name }) && spendCarries(l) && switchedBack(sw, l, now) {
 					missing = append(missing, l)
 				}
 			}
@@ -599,7 +599,7 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 func slotWaitKeys(rle *RateLimitExceededError) []slotWaitKey {
 	var keys []slotWaitKey
 	for _, v := range rle.Violations {
-		if !v.Limit.IsInFlight() {
+		if !store.Limit(v.Limit).IsInFlight() {
 			return nil
 		}
 		k := slotWaitKey{v.EntityID, v.Resource}
@@ -664,7 +664,7 @@ func (rl *RateLimiter) waitDuration(retryAfter time.Duration) time.Duration {
 type ownRead struct {
 	key    store.BucketKey
 	bucket *store.Bucket
-	limit  Limit
+	limit  store.Limit
 	nextMs int64
 }
 
@@ -672,7 +672,7 @@ type ownRead struct {
 // limit's capacity when its period's bucket does not exist yet, a
 // balance's 0) and how long until more comes: until the period ends, or
 // BalanceRetryAfter for a balance.
-func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
+func (r ownRead) left(l store.Limit, nowMs int64) (int64, time.Duration) {
 	k := kindOf(l)
 	until := k.retryAfter(l, r.nextMs, nowMs)
 	if s, ok := r.bucket.State(r.limit.Name); ok {
@@ -686,7 +686,7 @@ func (r ownRead) left(l Limit, nowMs int64) (int64, time.Duration) {
 // or balance bucket of each calendar or prepaid limit of limits (those
 // with an amount in needed, when needed is not nil) at nowMs: one read
 // of the bucket when there are none, else one read of them all.
-func (rl *RateLimiter) readLimitBuckets(ctx context.Context, entityID, resource string, limits []Limit, needed Consume, nowMs int64) (*store.Bucket, map[string]ownRead, error) {
+func (rl *RateLimiter) readLimitBuckets(ctx context.Context, entityID, resource string, limits []store.Limit, needed Consume, nowMs int64) (*store.Bucket, map[string]ownRead, error) {
 	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	var own map[string]ownRead
 	keys := []store.BucketKey{key}

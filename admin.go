@@ -278,7 +278,7 @@ func checkConfigResource(resource string) error {
 // definition spent at this instant: the new one's bucket for now holds at
 // most its capacity less that (nothing carries into or out of a prepaid
 // balance). It records a limits_set audit event.
-func (rl *RateLimiter) setLimits(ctx context.Context, entityID, resource string, limits []Limit) error {
+func (rl *RateLimiter) setLimits(ctx context.Context, entityID, resource string, limits []store.Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -335,7 +335,7 @@ func (rl *RateLimiter) setLimits(ctx context.Context, entityID, resource string,
 
 // GetLimits returns the limits stored for entityID on resource (nil when
 // none).
-func (rl *RateLimiter) getLimits(ctx context.Context, entityID, resource string) ([]Limit, error) {
+func (rl *RateLimiter) getLimits(ctx context.Context, entityID, resource string) ([]store.Limit, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -424,7 +424,7 @@ func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource stri
 // SetResourceDefaults stores the default limits of resource, used by every
 // entity without limits of its own for it. It records a limits_set audit
 // event.
-func (rl *RateLimiter) setResourceDefaults(ctx context.Context, resource string, limits []Limit) error {
+func (rl *RateLimiter) setResourceDefaults(ctx context.Context, resource string, limits []store.Limit) error {
 	if err := rl.enter(); err != nil {
 		return err
 	}
@@ -463,7 +463,7 @@ func (rl *RateLimiter) setResourceDefaults(ctx context.Context, resource string,
 
 // GetResourceDefaults returns the default limits of resource (nil when
 // none).
-func (rl *RateLimiter) getResourceDefaults(ctx context.Context, resource string) ([]Limit, error) {
+func (rl *RateLimiter) getResourceDefaults(ctx context.Context, resource string) ([]store.Limit, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
@@ -507,7 +507,7 @@ func (rl *RateLimiter) deleteResourceDefaults(ctx context.Context, resource stri
 // and its on-unavailable mode unless setMode is false (the mode stored
 // then stays).
 type systemChange struct {
-	limits  []Limit
+	limits  []store.Limit
 	mode    OnUnavailable
 	setMode bool
 }
@@ -519,7 +519,7 @@ const keepOnUnavailable OnUnavailable = "\x00keep"
 // setSystemDefaults stores the namespace-wide default limits and
 // on-unavailable mode; mode keepOnUnavailable changes the limits alone. It
 // records a limits_set audit event with the config as written.
-func (rl *RateLimiter) setSystemDefaults(ctx context.Context, limits []Limit, mode OnUnavailable) error {
+func (rl *RateLimiter) setSystemDefaults(ctx context.Context, limits []store.Limit, mode OnUnavailable) error {
 	ch := systemChange{limits: limits, mode: mode, setMode: true}
 	if mode == keepOnUnavailable {
 		ch.mode, ch.setMode = "", false
@@ -594,7 +594,7 @@ func (rl *RateLimiter) setSystemConfig(ctx context.Context, ch systemChange) (st
 
 // GetSystemDefaults returns the namespace-wide default limits and
 // on-unavailable mode ("" when unset).
-func (rl *RateLimiter) getSystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
+func (rl *RateLimiter) getSystemDefaults(ctx context.Context) ([]store.Limit, OnUnavailable, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, "", err
 	}
@@ -774,7 +774,7 @@ func (rl *RateLimiter) configChanged(key store.ConfigKey) {
 // the TTL mode is applied — one read and one write under the refill lock,
 // read again when the lock is lost. Stale limits are then removed. A
 // missing bucket is left missing: the next acquire creates it.
-func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
+func (rl *RateLimiter) syncBucket(ctx context.Context, entityID, resource string, limits []store.Limit, ttl store.TTLMode, ttlSeconds int64, stale []string) error {
 	limits = rollingOnly(limits) // calendar periods and prepaid balances have buckets of their own
 	if len(limits) == 0 {
 		return nil
@@ -878,7 +878,7 @@ func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigListe
 // Limits is nil when no level has any. Results are cached for the config
 // cache TTL ([WithConfigCacheTTL]). [RateLimiter.LimitsInForce] adds the
 // parent's limits of a cascading entity.
-func (rl *RateLimiter) resolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
+func (rl *RateLimiter) resolveLimits(ctx context.Context, entityID, resource string) ([]store.Limit, ConfigSource, error) {
 	if ctx == nil {
 		return nil, "", errNilContext
 	}

@@ -93,25 +93,29 @@ func (a *Admin) Children(ctx context.Context, parentID string) iter.Seq2[Entity,
 // stored on-unavailable mode stays ([Admin.SetSystemDefaults]); on DynamoDB
 // what other tools keep on the system config's item stays too.
 func (a *Admin) SetLimits(ctx context.Context, s Scope, limits []Limit) error {
+	ls := storeLimits(limits)
 	switch {
 	case s.Entity != "":
-		return a.rl.setLimits(ctx, s.Entity, s.resource(), limits)
+		return a.rl.setLimits(ctx, s.Entity, s.resource(), ls)
 	case s.Resource != "":
-		return a.rl.setResourceDefaults(ctx, s.Resource, limits)
+		return a.rl.setResourceDefaults(ctx, s.Resource, ls)
 	}
-	return a.rl.setSystemDefaults(ctx, limits, keepOnUnavailable)
+	return a.rl.setSystemDefaults(ctx, ls, keepOnUnavailable)
 }
 
 // Limits returns the limits stored at scope s, nil when none are.
 func (a *Admin) Limits(ctx context.Context, s Scope) ([]Limit, error) {
+	var ls []store.Limit
+	var err error
 	switch {
 	case s.Entity != "":
-		return a.rl.getLimits(ctx, s.Entity, s.resource())
+		ls, err = a.rl.getLimits(ctx, s.Entity, s.resource())
 	case s.Resource != "":
-		return a.rl.getResourceDefaults(ctx, s.Resource)
+		ls, err = a.rl.getResourceDefaults(ctx, s.Resource)
+	default:
+		ls, _, err = a.rl.getSystemDefaults(ctx)
 	}
-	l, _, err := a.rl.getSystemDefaults(ctx)
-	return l, err
+	return callerLimits(ls), err
 }
 
 // DeleteLimits deletes the limits stored at scope s (nothing stored is no
@@ -139,10 +143,11 @@ func (a *Admin) SetSystemDefaults(ctx context.Context, limits []Limit, mode OnUn
 	if mode == keepOnUnavailable {
 		mode = ""
 	}
-	if limits == nil {
-		limits = []Limit{}
+	ls := storeLimits(limits)
+	if ls == nil {
+		ls = []store.Limit{}
 	}
-	return a.rl.setSystemDefaults(ctx, limits, mode)
+	return a.rl.setSystemDefaults(ctx, ls, mode)
 }
 
 // OnUnavailable returns the stored on-unavailable mode ("" when unset).
@@ -154,7 +159,8 @@ func (a *Admin) OnUnavailable(ctx context.Context) (OnUnavailable, error) {
 // ResolveLimits returns the stored limits that apply to (entityID,
 // resource) and the level they come from, without the config cache.
 func (a *Admin) ResolveLimits(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, error) {
-	return a.rl.resolveLimits(ctx, entityID, resource)
+	ls, src, err := a.rl.resolveLimits(ctx, entityID, resource)
+	return callerLimits(ls), src, err
 }
 
 // EntitiesWithLimits yields, in ID order, the entities with limits stored

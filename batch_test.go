@@ -98,7 +98,7 @@ func TestResetDynamoDB(t *testing.T) {
 	_, err = env.repo.BumpShardCount(env.ctx, "k", "gpt", 1)
 	require.NoError(t, err)
 	s1 := store.BucketKey{EntityID: "k", Resource: "gpt", Shard: 1}
-	st := bucketStateFromLimit("k", "gpt", PerMinute("rpm", 5), env.clock.now().UnixMilli())
+	st := bucketStateFromLimit("k", "gpt", store.Limit(PerMinute("rpm", 5)), env.clock.now().UnixMilli())
 	st.TokensMilli = 0
 	err = env.repo.WriteBuckets(env.ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: s1, NowMs: env.clock.now().UnixMilli(), ShardCount: 2, States: []store.BucketState{st}}})
 	require.NoError(t, err)

@@ -19,7 +19,7 @@ func BenchmarkBuildSpeculativeUpdate(b *testing.B) {
 	spec := ddbschema.NewSpeculativeUpdates("zae-limiter")
 	b.ReportAllocs()
 	for b.Loop() {
-		buildSpeculativeUpdate(spec, "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, Limits: limits, NowMs: 1_700_000_000_000}, 1)
+		buildSpeculativeUpdate(spec, "ns000000001", store.SpeculativeRequest{Key: key, Consume: c, Limits: storeLimits(limits), NowMs: 1_700_000_000_000}, 1)
 	}
 }
 
@@ -30,7 +30,7 @@ func BenchmarkBuildExactUpdate(b *testing.B) {
 	const rf = 1_700_000_000_000
 	key := store.BucketKey{EntityID: "api-key-1", Resource: "gpt-4"}
 	req := store.SpeculativeRequest{Key: key, Consume: Consume{"rpm": 1, "tpm": 500},
-		Limits: []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}, NowMs: rf + 60_000}
+		Limits: storeLimits([]Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}), NowMs: rf + 60_000}
 	item := bucketItem("ns000000001", &store.Bucket{Key: key, RefillMs: rf, States: []store.BucketState{
 		{LimitName: "rpm", TokensMilli: 99_000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000},
 		{LimitName: "tpm", TokensMilli: 9_500_000, CapacityMilli: 10_000_000, RefillAmountMilli: 10_000_000, RefillPeriodMs: 60_000},

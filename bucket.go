@@ -64,7 +64,7 @@ func forceConsume(s store.BucketState, amount, nowMs int64) (newTokensMilli, new
 
 // sameParams reports whether s is stored with l's capacity, refill amount
 // and refill period.
-func sameParams(s store.BucketState, l Limit) bool {
+func sameParams(s store.BucketState, l store.Limit) bool {
 	return s.CapacityMilli == bucketmath.SatMul(l.Capacity, 1000) && s.RefillAmountMilli == bucketmath.SatMul(l.RefillAmount, 1000) &&
 		s.RefillPeriodMs == l.RefillPeriod.Milliseconds()
 }
@@ -83,7 +83,7 @@ func sameParams(s store.BucketState, l Limit) bool {
 // leaves 300, raised to 600 leaves 500), in debt when the period spent
 // more than the new budget. A prepaid balance is money paid in: it keeps
 // its balance whatever its capacity (the ceiling of top-ups) becomes.
-func applyLimit(s store.BucketState, l Limit, nowMs int64) (out store.BucketState, changed bool) {
+func applyLimit(s store.BucketState, l store.Limit, nowMs int64) (out store.BucketState, changed bool) {
 	if sameParams(s, l) {
 		return s, false
 	}
@@ -126,13 +126,13 @@ func calculateTimeUntilAvailable(s store.BucketState, needed, nowMs int64) time.
 // buildLimitStatus returns the status of requesting requested tokens of limit
 // from the bucket state s at nowMs, as tryConsume decides it. s is not
 // modified.
-func buildLimitStatus(entityID, resource string, limit Limit, s store.BucketState, requested, nowMs int64) LimitStatus {
+func buildLimitStatus(entityID, resource string, limit store.Limit, s store.BucketState, requested, nowMs int64) LimitStatus {
 	res := tryConsume(s, requested, nowMs)
 	return LimitStatus{
 		EntityID:   entityID,
 		Resource:   resource,
 		LimitName:  limit.Name,
-		Limit:      limit,
+		Limit:      Limit(limit),
 		Available:  res.Available,
 		Requested:  requested,
 		Exceeded:   !res.Success,
@@ -280,7 +280,7 @@ func admit(st *LimitStatus, s store.BucketState, amount, now int64) (tokensMilli
 // bucketStateFromLimit returns a full bucket for l, refilled at nowMs; an
 // empty one for the bucket limit of a prepaid balance
 // (store.Limit.PrepaidBucketLimit), which only top-ups fill.
-func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store.BucketState {
+func bucketStateFromLimit(entityID, resource string, l store.Limit, nowMs int64) store.BucketState {
 	tokens := l.Capacity * 1000
 	if l.Prepaid {
 		tokens = 0
@@ -300,7 +300,7 @@ func bucketStateFromLimit(entityID, resource string, l Limit, nowMs int64) store
 // bucketTTLSeconds is the time to fill the slowest limit from empty, times
 // multiplier, computed in float64 and truncated to whole seconds.
 // It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
-func bucketTTLSeconds(limits []Limit, multiplier int64) int64 {
+func bucketTTLSeconds(limits []store.Limit, multiplier int64) int64 {
 	if multiplier <= 0 || len(limits) == 0 {
 		return 0
 	}
@@ -323,7 +323,7 @@ const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
 // earlier than one time to fill (of the slowest limit) after fullAtMs, so
 // that the backend never deletes a bucket in debt, which an acquire would
 // create full again.
-func debtTTLSeconds(secs int64, limits []Limit, nowMs, fullAtMs int64) int64 {
+func debtTTLSeconds(secs int64, limits []store.Limit, nowMs, fullAtMs int64) int64 {
 	if fullAtMs <= nowMs {
 		return secs
 	}
@@ -340,7 +340,7 @@ func ceilSeconds(ms int64) int64 { return ms/1000 + min(ms%1000, 1) }
 // per-limit delay, rounded up. The bucket of a calendar period or of a
 // prepaid balance has its own expiry (its refill is negligible) and takes
 // none.
-func adjustTTLExtension(w store.BucketWrite, limits func(name string) (Limit, bool)) int64 {
+func adjustTTLExtension(w store.BucketWrite, limits func(name string) (store.Limit, bool)) int64 {
 	if store.IsOwnBucketResource(w.Key.Resource) {
 		return 0
 	}

@@ -316,7 +316,7 @@ func TestBuildLimitStatus(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := buildLimitStatus("child", "api", l, tc.state, tc.requested, 0)
+			got := buildLimitStatus("child", "api", store.Limit(l), tc.state, tc.requested, 0)
 			assert.Equal(t, tc.want, got, "buildLimitStatus(%+v, %d)", tc.state, tc.requested)
 		})
 	}

@@ -19,8 +19,8 @@ func TestConfigCacheCeiling(t *testing.T) {
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	c := newConfigCache(time.Minute, 4, clock.now, fcs.load)
 	own := []Limit{PerMinute("rpm", 7)}
-	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
-	fcs.set(resourceKey("gpt"), store.Config{Limits: []Limit{PerMinute("rpm", 100)}})
+	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: storeLimits(own)})
+	fcs.set(resourceKey("gpt"), store.Config{Limits: storeLimits([]Limit{PerMinute("rpm", 100)})})
 
 	// e1 takes the 4 slots; e2 hits the resource and system slots and
 	// loads its two, evicting e1's (least recently used).
@@ -37,7 +37,7 @@ func TestConfigCacheCeiling(t *testing.T) {
 	// e1 comes back: its slots are read again, and a change made meanwhile
 	// (by another process: no eviction here) is seen.
 	own = []Limit{PerMinute("rpm", 9)}
-	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: own})
+	fcs.set(entityKey("e1", "gpt"), store.Config{Limits: storeLimits(own)})
 	limits, source, _, err := c.resolve(ctx, "e1", "gpt")
 	require.NoError(t, err)
 	assert.Equal(t, SourceEntity, source, "e1 resolved from")

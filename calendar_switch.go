@@ -47,18 +47,19 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // spendCarried is the spend of an old definition that the new limit keeps.
 type spendCarried struct {
-	limit      Limit
+	limit      store.Limit
 	spentMilli int64
 }
 
 // limitsInForce returns the limits an acquire of entityID on resource
 // resolves now (through the config cache); nil when none are configured.
-func (rl *RateLimiter) limitsInForce(ctx context.Context, entityID, resource string) ([]Limit, error) {
+func (rl *RateLimiter) limitsInForce(ctx context.Context, entityID, resource string) ([]store.Limit, error) {
 	limits, _, err := rl.limitsFor(ctx, entityID, resource, acquireOptions{})
 	if errors.Is(err, ErrValidation) {
 		return nil, nil // none in force (or none usable): nothing was spent
@@ -69,7 +70,7 @@ func (rl *RateLimiter) limitsInForce(ctx context.Context, entityID, resource str
 // spentBySwitches returns, for each limit of limits (in force for entityID
 // on resource from now) whose definition in old (in force until now)
 // switches buckets, what the old definition spent at now, when positive.
-func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource string, old, limits []Limit) ([]spendCarried, error) {
+func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource string, old, limits []store.Limit) ([]spendCarried, error) {
 	if resource == DefaultResource {
 		return nil, nil // its buckets are those of each resource: see the file comment
 	}
@@ -79,7 +80,7 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 		if !spendCarries(l) {
 			continue // nothing carries into a balance, nor into slots
 		}
-		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
+		i := slices.IndexFunc(old, func(o store.Limit) bool { return o.Name == l.Name })
 		if i < 0 || !spendCarries(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}

@@ -29,8 +29,8 @@ func TestCalendarLimitValidate(t *testing.T) {
 		PerCalendarDay("usd", 1), PerCalendarWeek("usd", 1), PerCalendarMonth("usd", 500_000_000).InLocation(ny),
 	} {
 		assert.NoError(t, l.Validate(), l)
-		assert.True(t, l.IsCalendar())
-		assert.Zero(t, l.RefillRate())
+		assert.True(t, store.Limit(l).IsCalendar())
+		assert.Zero(t, store.Limit(l).RefillRate())
 	}
 	assert.Nil(t, PerCalendarDay("usd", 1).InLocation(time.UTC).Location, "UTC is stored as nil")
 
@@ -89,17 +89,17 @@ func TestCalendarPeriods(t *testing.T) {
 		{PerCalendarDay("usd", 1).InLocation(ny), "2026-11-01T12:00:00Z", "d2026-11-01", "2026-11-01T04:00:00Z", "2026-11-02T05:00:00Z"},
 	}
 	for _, c := range cases {
-		start, next, tag := c.l.CalendarPeriodAt(calTime(t, c.at))
+		start, next, tag := store.Limit(c.l).CalendarPeriodAt(calTime(t, c.at))
 		assert.Equal(t, c.tag, tag, c.at)
 		assert.True(t, calTime(t, c.start).Equal(start), "%s: start %v", c.at, start)
 		assert.True(t, calTime(t, c.end).Equal(next), "%s: next %v", c.at, next)
-		res, _, err := c.l.CalendarBucket("gpt-4o", calTime(t, c.at))
+		res, _, err := store.Limit(c.l).CalendarBucket("gpt-4o", calTime(t, c.at))
 		require.NoError(t, err)
 		assert.Equal(t, "gpt-4o/usd."+c.tag, res)
 	}
 	assert.Equal(t, Limit{Name: "usd", Capacity: 7, RefillAmount: 1, RefillPeriod: store.CalendarBucketRefillPeriod},
-		PerCalendarMonth("usd", 7).CalendarBucketLimit())
-	assert.NoError(t, PerCalendarMonth("usd", 7).CalendarBucketLimit().Validate())
+		store.Limit(PerCalendarMonth("usd", 7)).CalendarBucketLimit())
+	assert.NoError(t, store.Limit(PerCalendarMonth("usd", 7)).CalendarBucketLimit().Validate())
 }
 
 // TestCalendarDerivedNameTooLong: a period bucket's resource longer than a
@@ -229,7 +229,7 @@ func TestCalendarConfigCodec(t *testing.T) {
 	tokyo, err := time.LoadLocation("Asia/Tokyo")
 	require.NoError(t, err)
 	limits := []Limit{PerCalendarDay("d", 5), PerCalendarMonth("m", 7).InLocation(tokyo), PerCalendarWeek("w", 6), PerMinute("rpm", 3)}
-	item := entityConfigItem("ns", "e", "r", limits)
+	item := entityConfigItem("ns", "e", "r", storeLimits(limits))
 	n := func(attr string) string { return item[attr].(*types.AttributeValueMemberN).Value }
 	assert.Equal(t, []string{"0", "-1"}, []string{n("l_d_ra"), n("l_d_rp")})
 	assert.Equal(t, []string{"0", "-2"}, []string{n("l_w_ra"), n("l_w_rp")})

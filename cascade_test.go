@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // deepChain creates org, proj (cascading to org) and key (cascading to
@@ -180,7 +181,7 @@ func TestDeepCascadeMonthlyBudgetOneCall(t *testing.T) {
 			require.NoError(t, err, "warm acquire %d", i)
 		})
 	}
-	month, _, err := PerCalendarMonth("usd", 1).CalendarBucket("gpt", env.clock.now())
+	month, _, err := store.Limit(PerCalendarMonth("usd", 1)).CalendarBucket("gpt", env.clock.now())
 	require.NoError(t, err)
 	for _, id := range []string{"key", "proj", "org"} {
 		require.Equal(t, int64((500_000_000-4*2_000)*1000), env.tokens(id, month, "usd"), "%s's month after four acquires", id)

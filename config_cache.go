@@ -97,7 +97,7 @@ func sourceOf(keys []store.ConfigKey, i int) ConfigSource {
 // apply to them on resource (see switchSet): those of that config and,
 // for defaults of a resource or the system, the system config's. It does
 // not allocate.
-func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]Limit, ConfigSource, switchSet) {
+func firstLimits(keys []store.ConfigKey, values []store.Config, resource string) ([]store.Limit, ConfigSource, switchSet) {
 	for i, v := range values {
 		if len(v.Limits) == 0 {
 			continue
@@ -128,10 +128,10 @@ func firstLimits(keys []store.ConfigKey, values []store.Config, resource string)
 // entity-wide bucket (nil for an acquire on AllResources itself), each
 // with its source, and the system's on_unavailable.
 type levelConfig struct {
-	limits     []Limit
+	limits     []store.Limit
 	source     ConfigSource
 	switches   switchSet
-	wide       []Limit
+	wide       []store.Limit
 	wideSource ConfigSource
 	wideSw     switchSet
 	ou         OnUnavailable
@@ -141,7 +141,7 @@ type levelConfig struct {
 // (entity > entity _default_ > resource > system) and its source; limits is
 // nil when no level has any. The system level's on_unavailable is returned
 // too. Cached slots cost nothing; all missing slots are fetched in one load.
-func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([]Limit, ConfigSource, OnUnavailable, error) {
+func (c *configCache) resolve(ctx context.Context, entityID, resource string) ([]store.Limit, ConfigSource, OnUnavailable, error) {
 	lc, err := c.resolveSlots(ctx, entityID, resource, false)
 	return lc.limits, lc.source, lc.ou, err
 }
@@ -277,7 +277,7 @@ func (c *configCache) resolveLevelCached(entityID, resource string) (levelConfig
 // has limits, and its source (none: nil), and how many slots it looked
 // up; ok is false when it reached a slot missing from the cache. c.mu
 // must be held.
-func (c *configCache) firstCached(keys []store.ConfigKey, now time.Time) (limits []Limit, source ConfigSource, looked int, ok bool) {
+func (c *configCache) firstCached(keys []store.ConfigKey, now time.Time) (limits []store.Limit, source ConfigSource, looked int, ok bool) {
 	for i, k := range keys {
 		v, found := c.entries.Get(k, now)
 		if !found {

@@ -99,13 +99,13 @@ func TestConfigCachePrecedence(t *testing.T) {
 		wantSource ConfigSource
 	}{
 		{"nothing", nil, "gpt", nil, ""},
-		{"system", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
-		{"resource beats system", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}, resourceKey("gpt"): {Limits: res}}, "gpt", res, SourceResource},
-		{"entity default beats resource", map[store.ConfigKey]store.Config{resourceKey("gpt"): {Limits: res}, entityKey("e", DefaultResource): {Limits: def}}, "gpt", def, SourceEntityDefault},
-		{"entity beats all", map[store.ConfigKey]store.Config{sysKey: {Limits: sys}, entityKey("e", DefaultResource): {Limits: def}, entityKey("e", "gpt"): {Limits: ent}}, "gpt", ent, SourceEntity},
-		{"empty entity falls through", map[store.ConfigKey]store.Config{entityKey("e", "gpt"): {}, sysKey: {Limits: sys}}, "gpt", sys, SourceSystem},
-		{"other resource ignored", map[store.ConfigKey]store.Config{entityKey("e", "other"): {Limits: ent}, resourceKey("other"): {Limits: res}}, "gpt", nil, ""},
-		{"_default_ resource", map[store.ConfigKey]store.Config{entityKey("e", DefaultResource): {Limits: def}}, DefaultResource, def, SourceEntity},
+		{"system", map[store.ConfigKey]store.Config{sysKey: {Limits: storeLimits(sys)}}, "gpt", sys, SourceSystem},
+		{"resource beats system", map[store.ConfigKey]store.Config{sysKey: {Limits: storeLimits(sys)}, resourceKey("gpt"): {Limits: storeLimits(res)}}, "gpt", res, SourceResource},
+		{"entity default beats resource", map[store.ConfigKey]store.Config{resourceKey("gpt"): {Limits: storeLimits(res)}, entityKey("e", DefaultResource): {Limits: storeLimits(def)}}, "gpt", def, SourceEntityDefault},
+		{"entity beats all", map[store.ConfigKey]store.Config{sysKey: {Limits: storeLimits(sys)}, entityKey("e", DefaultResource): {Limits: storeLimits(def)}, entityKey("e", "gpt"): {Limits: storeLimits(ent)}}, "gpt", ent, SourceEntity},
+		{"empty entity falls through", map[store.ConfigKey]store.Config{entityKey("e", "gpt"): {}, sysKey: {Limits: storeLimits(sys)}}, "gpt", sys, SourceSystem},
+		{"other resource ignored", map[store.ConfigKey]store.Config{entityKey("e", "other"): {Limits: storeLimits(ent)}, resourceKey("other"): {Limits: storeLimits(res)}}, "gpt", nil, ""},
+		{"_default_ resource", map[store.ConfigKey]store.Config{entityKey("e", DefaultResource): {Limits: storeLimits(def)}}, DefaultResource, def, SourceEntity},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, fcs, _ := newTestCache(time.Minute)
@@ -132,7 +132,7 @@ func TestConfigCachePrecedence(t *testing.T) {
 func TestConfigCacheHitsMissesAndTTL(t *testing.T) {
 	ctx := context.Background()
 	c, fcs, clock := newTestCache(time.Minute)
-	fcs.set(sysKey, store.Config{Limits: []Limit{PerMinute("rpm", 1)}, OnUnavailable: OnUnavailableAllow})
+	fcs.set(sysKey, store.Config{Limits: storeLimits([]Limit{PerMinute("rpm", 1)}), OnUnavailable: OnUnavailableAllow})
 
 	_, _, ou, err := c.resolve(ctx, "e", "gpt")
 	require.NoError(t, err, "resolve")
@@ -179,7 +179,7 @@ func TestConfigCacheEvictAndInvalidate(t *testing.T) {
 	ctx := context.Background()
 	c, fcs, _ := newTestCache(time.Minute)
 	c.resolve(ctx, "e", "gpt")
-	fcs.set(entityKey("e", "gpt"), store.Config{Limits: []Limit{PerMinute("tpm", 5)}})
+	fcs.set(entityKey("e", "gpt"), store.Config{Limits: storeLimits([]Limit{PerMinute("tpm", 5)})})
 	cached, _, _, _ := c.resolve(ctx, "e", "gpt")
 	require.Nil(t, cached, "negative entry not cached")
 	c.evict(entityKey("e", "gpt"))
@@ -263,9 +263,9 @@ func TestConfigCacheLevelLookups(t *testing.T) {
 	def := []Limit{PerMinute("rpm", 100)}
 	wide := []Limit{PerDay("usd", 1000)}
 	fcs.set(sysKey, store.Config{OnUnavailable: OnUnavailableAllow})
-	fcs.set(entityKey("own", "gpt"), store.Config{Limits: own})
-	fcs.set(resourceKey("gpt"), store.Config{Limits: def})
-	fcs.set(entityKey("wide", AllResources), store.Config{Limits: wide})
+	fcs.set(entityKey("own", "gpt"), store.Config{Limits: storeLimits(own)})
+	fcs.set(resourceKey("gpt"), store.Config{Limits: storeLimits(def)})
+	fcs.set(entityKey("wide", AllResources), store.Config{Limits: storeLimits(wide)})
 	for _, tc := range []struct {
 		entity   string
 		lookups  int64
@@ -287,7 +287,7 @@ func TestConfigCacheLevelLookups(t *testing.T) {
 		require.Equal(t, loads, fcs.loadCount(), "%s: a warm resolution loaded", tc.entity)
 		require.Equal(t, tc.lookups, c.stats().Hits-before, "%s: lookups", tc.entity)
 		require.Equal(t, cold, warm, tc.entity)
-		require.Equal(t, levelConfig{limits: tc.limits, source: tc.source, wide: tc.wide, wideSource: tc.wideFrom, ou: OnUnavailableAllow}, warm, tc.entity)
+		require.Equal(t, levelConfig{limits: storeLimits(tc.limits), source: tc.source, wide: storeLimits(tc.wide), wideSource: tc.wideFrom, ou: OnUnavailableAllow}, warm, tc.entity)
 	}
 	// Half a TTL on, the slots "own"'s warm resolution reaches are read
 	// again; at the TTL the two it does not reach expire, and it needs
@@ -318,7 +318,7 @@ func TestConfigCacheLevelLookups(t *testing.T) {
 func TestConfigCacheLevelNoAlloc(t *testing.T) {
 	ctx := context.Background()
 	c, fcs, _ := newTestCache(time.Minute)
-	fcs.set(entityKey("e", "gpt"), store.Config{Limits: []Limit{PerMinute("rpm", 7)}})
+	fcs.set(entityKey("e", "gpt"), store.Config{Limits: storeLimits([]Limit{PerMinute("rpm", 7)})})
 	_, err := c.resolveLevel(ctx, "e", "gpt")
 	require.NoError(t, err)
 	allocs := testing.AllocsPerRun(100, func() {

@@ -187,7 +187,7 @@ func (e *RateLimitExceededError) NeverFits() bool {
 		return true
 	}
 	for _, v := range e.Violations {
-		if v.Requested > v.Limit.Capacity || !kindOf(v.Limit).refills(v.Limit) {
+		if v.Requested > v.Limit.Capacity || !kindOf(store.Limit(v.Limit)).refills(store.Limit(v.Limit)) {
 			return true
 		}
 	}
@@ -202,7 +202,7 @@ func (e *RateLimitExceededError) Is(target error) bool {
 		return true
 	case ErrBalanceExhausted:
 		for _, v := range e.Violations {
-			if v.Limit.IsPrepaid() {
+			if store.Limit(v.Limit).IsPrepaid() {
 				return true
 			}
 		}

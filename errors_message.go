@@ -32,7 +32,7 @@ func (e *RateLimitExceededError) describe() string {
 	}
 	b.WriteString(joinAnd(descs))
 	for _, v := range e.Violations {
-		if v.Limit.IsPrepaid() {
+		if store.Limit(v.Limit).IsPrepaid() {
 			fmt.Fprintf(&b, "; %d %s requested, %d left in the balance: top up to continue", v.Requested, v.LimitName, v.Available)
 			return b.String()
 		}
@@ -40,7 +40,7 @@ func (e *RateLimitExceededError) describe() string {
 			fmt.Fprintf(&b, "; the request can never fit: %d %s requested, capacity %d", v.Requested, v.LimitName, v.Limit.Capacity)
 			return b.String()
 		}
-		if !kindOf(v.Limit).refills(v.Limit) {
+		if !kindOf(store.Limit(v.Limit)).refills(store.Limit(v.Limit)) {
 			fmt.Fprintf(&b, "; the request can never fit: %s does not refill", v.LimitName)
 			return b.String()
 		}
@@ -61,7 +61,7 @@ func (e *RateLimitExceededError) describe() string {
 func describeViolation(v LimitStatus, alone bool, entity, resource string) string {
 	res, tag := splitBucketResource(v.Resource)
 	d := v.LimitName
-	if what := ownBucketPhrase(v.Limit, tag); what != "" {
+	if what := ownBucketPhrase(store.Limit(v.Limit), tag); what != "" {
 		if alone {
 			d += ", " + what
 		} else {
@@ -108,7 +108,7 @@ func splitBucketResource(bucket string) (resource, tag string) {
 // names it ("the November 2026 budget", "the prepaid balance"); "" for a
 // rolling or in-flight limit. tag is the period tag of the bucket that
 // refused ("" when the status named no period bucket).
-func ownBucketPhrase(l Limit, tag string) string { return kindOf(l).phrase(l, tag) }
+func ownBucketPhrase(l store.Limit, tag string) string { return kindOf(l).phrase(l, tag) }
 
 // joinAnd joins items as a list is written: "a", "a and b", "a, b and c".
 func joinAnd(items []string) string {

@@ -3,16 +3,11 @@ package limiter
 import (
 	"context"
 	"math"
-	"os"
-	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/zaelimiter/limiter/store"
 )
 
 // TestRefusalNamesThePeriod: a refusal by a spent monthly budget names the
@@ -140,26 +135,4 @@ func TestTopUpDefaultResourceNamesAllResources(t *testing.T) {
 	assert.Equal(t, "resource", ve.Field)
 	assert.Contains(t, err.Error(), `AllResources ("*")`)
 	assert.NotContains(t, err.Error(), "must start with a letter")
-}
-
-// TestLimitDocNamesEveryMethod: go doc of this package does not follow the
-// alias Limit to store.Limit's methods, so Limit's doc comment names each
-// of them (and the command that shows their docs); a method added to
-// store.Limit must be added there.
-func TestLimitDocNamesEveryMethod(t *testing.T) {
-	src, err := os.ReadFile("models.go")
-	require.NoError(t, err)
-	text := string(src)
-	end := strings.Index(text, "\tLimit = store.Limit")
-	require.Positive(t, end, "models.go: the alias Limit")
-	start := strings.LastIndex(text[:end], "// Limit is one token-bucket rule")
-	require.Positive(t, start)
-	doc := text[start:end]
-	assert.Contains(t, doc, "go doc github.com/zaelimiter/limiter/store Limit.InLocation")
-	typ := reflect.TypeFor[store.Limit]()
-	require.Positive(t, typ.NumMethod())
-	for i := range typ.NumMethod() {
-		name := typ.Method(i).Name
-		assert.Regexp(t, `\b`+name+`\b`, doc, "Limit's doc comment does not name store.Limit.%s", name)
-	}
 }

@@ -195,7 +195,7 @@ func ExamplePerMinute() {
 		limiter.PerMinute("tpm", 10_000),
 		limiter.PerDay("tpd", 1_000_000),
 	} {
-		fmt.Printf("%s: capacity %d, +%d every %v (%.2f/s)\n", l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.RefillRate())
+		fmt.Printf("%s: capacity %d, +%d every %v (%.2f/s)\n", l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, float64(l.RefillAmount)/l.RefillPeriod.Seconds())
 	}
 	// Output:
 	// rpm: capacity 100, +100 every 1m0s (1.67/s)

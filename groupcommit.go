@@ -110,8 +110,8 @@ const (
 type gcOp struct {
 	kind   gcKind
 	key    store.BucketKey
-	delta  Consume // consumed (gcConsume) or adjustment delta (gcAdjust), tokens
-	limits []Limit // gcConsume: the limits the write is conditioned on
+	delta  Consume       // consumed (gcConsume) or adjustment delta (gcAdjust), tokens
+	limits []store.Limit // gcConsume: the limits the write is conditioned on
 	caps   map[string]int64
 	nowMs  int64
 	// inc, for gcAdjust, is the incarnation of the item the adjustment
@@ -525,7 +525,7 @@ func takeBatch(queue []*gcOp) (batch, rest []*gcOp) {
 	// most maxAmount no sum can leave ±maxAmount, and no sum is kept.
 	var bound int64
 	var sum Consume // the running sums, once the magnitudes passed maxAmount
-	var limits []Limit
+	var limits []store.Limit
 	seenConsume := false
 	for i, op := range queue {
 		if op.kind == gcConsume {

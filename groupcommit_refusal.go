@@ -16,7 +16,7 @@ import (
 // expired, limits holds the stored parameters, every named limit exists,
 // positive amounts fit in the balance without refill), plus the DynamoDB
 // backend's write-capacity token.
-func specRefusal(b *store.Bucket, consume Consume, limits []Limit, nowMs int64) store.RefusalReason {
+func specRefusal(b *store.Bucket, consume Consume, limits []store.Limit, nowMs int64) store.RefusalReason {
 	if b == nil {
 		return store.RefusedBucketMissing
 	}

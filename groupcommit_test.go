@@ -430,7 +430,7 @@ func TestTakeBatch(t *testing.T) {
 	rpm := []Limit{PerMinute("rpm", 100)}
 	tpm := []Limit{PerMinute("tpm", 100)}
 	acq := func(n int64, limits []Limit) *gcOp {
-		return &gcOp{kind: gcConsume, delta: Consume{"rpm": n}, limits: limits}
+		return &gcOp{kind: gcConsume, delta: Consume{"rpm": n}, limits: storeLimits(limits)}
 	}
 	adj := func(n int64) *gcOp { return &gcOp{kind: gcAdjust, delta: Consume{"rpm": n}} }
 	half := int64(maxAmount/2 + 1)

@@ -70,7 +70,7 @@ func (rl *RateLimiter) slotGenMs() int64 {
 // slotClaim is one in-flight limit of one item a lease holds slots of.
 type slotClaim struct {
 	key    store.BucketKey
-	limit  Limit // the in-flight limit
+	limit  store.Limit // the in-flight limit
 	amount int64
 }
 
@@ -299,8 +299,8 @@ func (rl *RateLimiter) chargeSlots(ctx context.Context, items []*batchItem) (*Le
 // withStoredLimits returns limits (the generations' limits a renewal
 // takes) and, for every other limit b stores that is not a generation's
 // limit, that limit with its stored parameters.
-func withStoredLimits(limits []Limit, b *store.Bucket) []Limit {
-	var out []Limit
+func withStoredLimits(limits []store.Limit, b *store.Bucket) []store.Limit {
+	var out []store.Limit
 	for _, l := range limits {
 		if _, _, ok := slotOf(l); ok {
 			out = append(out, l)
@@ -310,10 +310,10 @@ func withStoredLimits(limits []Limit, b *store.Bucket) []Limit {
 		return out
 	}
 	for _, st := range b.States {
-		if _, _, ok := store.ParseSlotLimitName(st.LimitName); ok || slices.ContainsFunc(out, func(l Limit) bool { return l.Name == st.LimitName }) {
+		if _, _, ok := store.ParseSlotLimitName(st.LimitName); ok || slices.ContainsFunc(out, func(l store.Limit) bool { return l.Name == st.LimitName }) {
 			continue
 		}
-		out = append(out, Limit{
+		out = append(out, store.Limit{
 			Name: st.LimitName, Capacity: st.CapacityMilli / 1000, RefillAmount: st.RefillAmountMilli / 1000,
 			RefillPeriod: time.Duration(st.RefillPeriodMs) * time.Millisecond,
 		})
@@ -364,7 +364,7 @@ func (ls *Lease) checkSlotNames(c Consume) error {
 // generation's limit as its in-flight limit, and only the earliest
 // generation the lease holds of it in e's item (show false for the
 // others); any other limit as it is.
-func (ls *Lease) shownSlot(e *leaseEntry) (l Limit, show bool) {
+func (ls *Lease) shownSlot(e *leaseEntry) (l store.Limit, show bool) {
 	l, gen, ok := slotOf(e.limit)
 	if !ok {
 		return e.limit, true
@@ -384,7 +384,7 @@ func (ls *Lease) shownSlot(e *leaseEntry) (l Limit, show bool) {
 // An acquire without slots passes as it is.
 func (rl *RateLimiter) slotsFinish(items []*batchItem, lease *Lease, statuses [][]LimitStatus, err error) (*Lease, error) {
 	if !slices.ContainsFunc(items, func(it *batchItem) bool {
-		return slices.ContainsFunc(it.group.limits, func(l Limit) bool { _, _, ok := slotOf(l); return ok })
+		return slices.ContainsFunc(it.group.limits, func(l store.Limit) bool { _, _, ok := slotOf(l); return ok })
 	}) {
 		return lease, err
 	}
@@ -410,12 +410,12 @@ func (rl *RateLimiter) slotsFinish(items []*batchItem, lease *Lease, statuses []
 func slotStatuses(statuses []LimitStatus) []LimitStatus {
 	out := statuses[:0]
 	for _, st := range statuses {
-		l, _, ok := slotOf(st.Limit)
+		l, _, ok := slotOf(store.Limit(st.Limit))
 		if !ok {
 			out = append(out, st)
 			continue
 		}
-		st.LimitName, st.Limit = l.Name, l
+		st.LimitName, st.Limit = l.Name, Limit(l)
 		if st.Exceeded {
 			st.RetryAfter = slotWaitPoll
 		}
@@ -534,7 +534,7 @@ func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool
 	any := false
 	for _, it := range items {
 		key := it.group.key()
-		var slots []Limit
+		var slots []store.Limit
 		top := int64(-1 << 62)
 		for _, l := range it.group.limits {
 			if _, gen, ok := slotOf(l); ok {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // inFlightLimiter returns a memory-backed limiter with slot TTL ttl.
@@ -221,7 +222,7 @@ func TestInFlightCascadeNeverAboveCaps(t *testing.T) {
 	require.NoError(t, err)
 	var inForce []string
 	for _, l := range lif {
-		if l.Limit.IsInFlight() {
+		if store.Limit(l.Limit).IsInFlight() {
 			inForce = append(inForce, l.EntityID+" "+l.Limit.String())
 		}
 	}

@@ -15,17 +15,17 @@ import (
 // calendarKind is the kind of a calendar limit.
 type calendarKind struct{}
 
-func (k calendarKind) items(l Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
+func (k calendarKind) items(l store.Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
 	bucket, bl, next, err := k.bucket(l, resource, now, genMs)
 	if err != nil {
 		return err
 	}
-	return add(bucket, []Limit{bl}, Consume{l.Name: v}, &l, next)
+	return add(bucket, []store.Limit{bl}, Consume{l.Name: v}, &l, next)
 }
 
 // bucket returns the bucket of the period containing now, and when the
 // next period starts.
-func (calendarKind) bucket(l Limit, resource string, now time.Time, _ int64) (string, Limit, int64, error) {
+func (calendarKind) bucket(l store.Limit, resource string, now time.Time, _ int64) (string, store.Limit, int64, error) {
 	bucket, next, err := l.CalendarBucket(resource, now)
 	return bucket, l.CalendarBucketLimit(), next.UnixMilli(), err
 }
@@ -41,24 +41,24 @@ const periodBucketMargin = 24 * time.Hour
 // shows what the period spent, and the previous period's stays readable
 // throughout the current one. The store's TTL deletes it (DynamoDB's
 // within a few days of the expiry).
-func (calendarKind) expireAt(l Limit, nextMs int64) int64 {
+func (calendarKind) expireAt(l store.Limit, nextMs int64) int64 {
 	_, after, _ := l.CalendarPeriodAt(time.UnixMilli(nextMs))
 	return after.Add(periodBucketMargin).UnixMilli()
 }
 
 // retryAfter: a budget is full again when the next period starts.
-func (calendarKind) retryAfter(_ Limit, nextMs, nowMs int64) time.Duration {
+func (calendarKind) retryAfter(_ store.Limit, nextMs, nowMs int64) time.Duration {
 	return untilMs(nextMs, nowMs)
 }
 
 // unwritten: a period whose bucket does not exist yet has spent nothing.
-func (calendarKind) unwritten(l Limit) int64 { return l.Capacity }
+func (calendarKind) unwritten(l store.Limit) int64 { return l.Capacity }
 
 // refills: the next period starts full.
-func (calendarKind) refills(Limit) bool { return true }
+func (calendarKind) refills(store.Limit) bool { return true }
 
 // reset: a budget not full is full again when the next period starts.
-func (calendarKind) reset(l Limit, fill time.Duration, nowMs int64) time.Duration {
+func (calendarKind) reset(l store.Limit, fill time.Duration, nowMs int64) time.Duration {
 	if fill <= 0 {
 		return 0
 	}
@@ -69,7 +69,7 @@ func (calendarKind) reset(l Limit, fill time.Duration, nowMs int64) time.Duratio
 // budget", "the budget of 28 November 2026", "the budget of the week of
 // 23 November 2026", with the zone when not UTC; "the monthly budget"
 // when the period is not known.
-func (calendarKind) phrase(l Limit, tag string) string {
+func (calendarKind) phrase(l store.Limit, tag string) string {
 	if tag == "" {
 		switch l.Calendar {
 		case store.CalendarDay:
@@ -112,7 +112,7 @@ func (calendarKind) phrase(l Limit, tag string) string {
 
 // untilNextPeriod returns how long until the period of calendar limit l
 // containing nowMs ends.
-func untilNextPeriod(l Limit, nowMs int64) time.Duration {
+func untilNextPeriod(l store.Limit, nowMs int64) time.Duration {
 	_, next, _ := l.CalendarPeriodAt(time.UnixMilli(nowMs))
 	return untilMs(next.UnixMilli(), nowMs)
 }

@@ -28,33 +28,33 @@ type inFlightKind struct{}
 // items adds no item: the slots of an in-flight limit are limits of the
 // item of its resource, which ownBucketItems adds with the rolling limits
 // (slotLimits).
-func (inFlightKind) items(Limit, string, int64, time.Time, int64, itemAdder) error { return nil }
+func (inFlightKind) items(store.Limit, string, int64, time.Time, int64, itemAdder) error { return nil }
 
 // bucket returns the item that holds l's slots (resource's own), the limit
 // of the current generation there, which counts every slot held, and when
 // that generation ends.
-func (inFlightKind) bucket(l Limit, resource string, now time.Time, genMs int64) (string, Limit, int64, error) {
+func (inFlightKind) bucket(l store.Limit, resource string, now time.Time, genMs int64) (string, store.Limit, int64, error) {
 	gen := bucketmath.FloorDiv(now.UnixMilli(), genMs)
 	return resource, l.InFlightSlotLimit(gen), (gen + 1) * genMs, nil
 }
 
 // expireAt: the slots live in the resource's own item, which expires as
 // its limits say.
-func (inFlightKind) expireAt(Limit, int64) int64 { return 0 }
+func (inFlightKind) expireAt(store.Limit, int64) int64 { return 0 }
 
 // retryAfter: a slot comes back when a lease ends: poll.
-func (inFlightKind) retryAfter(Limit, int64, int64) time.Duration { return slotWaitPoll }
+func (inFlightKind) retryAfter(store.Limit, int64, int64) time.Duration { return slotWaitPoll }
 
 // unwritten: no slot of a generation not written yet is held.
-func (inFlightKind) unwritten(l Limit) int64 { return l.Capacity }
+func (inFlightKind) unwritten(l store.Limit) int64 { return l.Capacity }
 
 // refills: a slot comes back when its lease ends.
-func (inFlightKind) refills(Limit) bool { return true }
+func (inFlightKind) refills(store.Limit) bool { return true }
 
 // reset: as the generation limit's own refill reports it.
-func (inFlightKind) reset(_ Limit, fill time.Duration, _ int64) time.Duration { return fill }
+func (inFlightKind) reset(_ store.Limit, fill time.Duration, _ int64) time.Duration { return fill }
 
-func (inFlightKind) phrase(Limit, string) string { return "" }
+func (inFlightKind) phrase(store.Limit, string) string { return "" }
 
 // carriesSpend: slots are held, not spent.
 func (inFlightKind) carriesSpend() bool { return false }
@@ -63,7 +63,7 @@ func (inFlightKind) carriesSpend() bool { return false }
 // the generation of nowMs) of each in-flight limit of limits that consume
 // names, and c with their amounts: what an acquire charges in the item of
 // its resource. rolling is not modified.
-func slotLimits(rolling []Limit, c Consume, limits []Limit, consume Consume, nowMs, genMs int64) ([]Limit, Consume) {
+func slotLimits(rolling []store.Limit, c Consume, limits []store.Limit, consume Consume, nowMs, genMs int64) ([]store.Limit, Consume) {
 	g := bucketmath.FloorDiv(nowMs, genMs)
 	out := rolling
 	for _, l := range limits {
@@ -75,7 +75,7 @@ func slotLimits(rolling []Limit, c Consume, limits []Limit, consume Consume, now
 			continue
 		}
 		if len(out) == len(rolling) {
-			out = append(make([]Limit, 0, len(rolling)+2), rolling...)
+			out = append(make([]store.Limit, 0, len(rolling)+2), rolling...)
 		}
 		for _, gen := range []int64{g, g + 1} {
 			s := l.InFlightSlotLimit(gen)
@@ -88,4 +88,4 @@ func slotLimits(rolling []Limit, c Consume, limits []Limit, consume Consume, now
 
 // slotOf returns the in-flight limit whose generation's limit l is, and
 // the generation; ok is false for any other limit.
-func slotOf(l Limit) (Limit, int64, bool) { return store.SlotLimitOf(l) }
+func slotOf(l store.Limit) (store.Limit, int64, bool) { return store.SlotLimitOf(l) }

@@ -5,7 +5,11 @@
 
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+)
 
 // BalanceRetryAfter is the RetryAfter of a refusal by a prepaid balance
 // that cannot cover the amount: the balance does not refill, so no wait
@@ -21,35 +25,35 @@ const BalanceRetryAfter = time.Hour
 // prepaidKind is the kind of a prepaid limit.
 type prepaidKind struct{}
 
-func (k prepaidKind) items(l Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
+func (k prepaidKind) items(l store.Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error {
 	bucket, bl, next, err := k.bucket(l, resource, now, genMs)
 	if err != nil {
 		return err
 	}
-	return add(bucket, []Limit{bl}, Consume{l.Name: v}, &l, next)
+	return add(bucket, []store.Limit{bl}, Consume{l.Name: v}, &l, next)
 }
 
 // bucket returns the balance's bucket, which is always the current one.
-func (prepaidKind) bucket(l Limit, resource string, _ time.Time, _ int64) (string, Limit, int64, error) {
+func (prepaidKind) bucket(l store.Limit, resource string, _ time.Time, _ int64) (string, store.Limit, int64, error) {
 	bucket, err := l.PrepaidBucket(resource)
 	return bucket, l.PrepaidBucketLimit(), 0, err
 }
 
 // expireAt: a balance never expires.
-func (prepaidKind) expireAt(Limit, int64) int64 { return 0 }
+func (prepaidKind) expireAt(store.Limit, int64) int64 { return 0 }
 
-func (prepaidKind) retryAfter(Limit, int64, int64) time.Duration { return BalanceRetryAfter }
+func (prepaidKind) retryAfter(store.Limit, int64, int64) time.Duration { return BalanceRetryAfter }
 
 // unwritten: a balance never topped up is empty.
-func (prepaidKind) unwritten(Limit) int64 { return 0 }
+func (prepaidKind) unwritten(store.Limit) int64 { return 0 }
 
 // refills: only a top-up refills a balance.
-func (prepaidKind) refills(Limit) bool { return false }
+func (prepaidKind) refills(store.Limit) bool { return false }
 
 // reset: a balance is never full again by itself.
-func (prepaidKind) reset(Limit, time.Duration, int64) time.Duration { return 0 }
+func (prepaidKind) reset(store.Limit, time.Duration, int64) time.Duration { return 0 }
 
-func (prepaidKind) phrase(Limit, string) string { return "the prepaid balance" }
+func (prepaidKind) phrase(store.Limit, string) string { return "the prepaid balance" }
 
 // carriesSpend: nothing carries into or out of a balance.
 func (prepaidKind) carriesSpend() bool { return false }

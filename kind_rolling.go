@@ -7,6 +7,8 @@ package limiter
 import (
 	"errors"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // rollingKind is the kind of a rolling limit.
@@ -16,29 +18,29 @@ type rollingKind struct{}
 // its own: it has none (a bug of the caller, never a user's).
 var errNotOwnBucket = errors.New("limiter: a rolling limit has no bucket of its own")
 
-func (rollingKind) items(Limit, string, int64, time.Time, int64, itemAdder) error {
+func (rollingKind) items(store.Limit, string, int64, time.Time, int64, itemAdder) error {
 	return errNotOwnBucket
 }
 
-func (rollingKind) bucket(Limit, string, time.Time, int64) (string, Limit, int64, error) {
-	return "", Limit{}, 0, errNotOwnBucket
+func (rollingKind) bucket(store.Limit, string, time.Time, int64) (string, store.Limit, int64, error) {
+	return "", store.Limit{}, 0, errNotOwnBucket
 }
 
 // expireAt: the item of (entity, resource) expires by the bucket TTL, not
 // by a period.
-func (rollingKind) expireAt(Limit, int64) int64 { return 0 }
+func (rollingKind) expireAt(store.Limit, int64) int64 { return 0 }
 
 // retryAfter: a rolling refusal's wait comes from the bucket's refill
 // (see the refusal's statuses), not from a period.
-func (rollingKind) retryAfter(Limit, int64, int64) time.Duration { return 0 }
+func (rollingKind) retryAfter(store.Limit, int64, int64) time.Duration { return 0 }
 
-func (rollingKind) unwritten(l Limit) int64 { return l.Capacity }
+func (rollingKind) unwritten(l store.Limit) int64 { return l.Capacity }
 
-func (rollingKind) refills(l Limit) bool { return l.RefillAmount > 0 }
+func (rollingKind) refills(l store.Limit) bool { return l.RefillAmount > 0 }
 
-func (rollingKind) reset(_ Limit, fill time.Duration, _ int64) time.Duration { return fill }
+func (rollingKind) reset(_ store.Limit, fill time.Duration, _ int64) time.Duration { return fill }
 
-func (rollingKind) phrase(Limit, string) string { return "" }
+func (rollingKind) phrase(store.Limit, string) string { return "" }
 
 // carriesSpend: what it spent is its capacity less its balance.
 func (rollingKind) carriesSpend() bool { return true }

@@ -21,24 +21,24 @@ import (
 type limitKind interface {
 	// items adds the bucket items that hold own-bucket limit l, charged
 	// v on resource at now (genMs: the in-flight generation length).
-	items(l Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error
+	items(l store.Limit, resource string, v int64, now time.Time, genMs int64, add itemAdder) error
 	// bucket returns the bucket resource that holds own-bucket limit l
 	// on resource at now, that bucket's limit, and when it stops being
 	// the current one (epoch ms; 0: never).
-	bucket(l Limit, resource string, now time.Time, genMs int64) (string, Limit, int64, error)
+	bucket(l store.Limit, resource string, now time.Time, genMs int64) (string, store.Limit, int64, error)
 	// expireAt returns when an item of l's that stops being current at
 	// nextMs may be deleted (epoch ms; 0: never).
-	expireAt(l Limit, nextMs int64) int64
+	expireAt(l store.Limit, nextMs int64) int64
 	// retryAfter returns how long a refusal for want of l waits, its
 	// bucket's period ending at nextMs, at nowMs.
-	retryAfter(l Limit, nextMs, nowMs int64) time.Duration
+	retryAfter(l store.Limit, nextMs, nowMs int64) time.Duration
 	// unwritten returns what l has left while its bucket does not exist.
-	unwritten(l Limit) int64
+	unwritten(l store.Limit) int64
 	// refills reports whether waiting brings l's tokens back.
-	refills(l Limit) bool
+	refills(l store.Limit) bool
 	// reset returns the Reset a status of l reports, fill being how long
 	// its bucket takes to fill at its refill rate.
-	reset(l Limit, fill time.Duration, nowMs int64) time.Duration
+	reset(l store.Limit, fill time.Duration, nowMs int64) time.Duration
 	// carriesSpend reports whether a switch of a limit's definition to
 	// or from this kind carries what the old definition spent (its
 	// capacity less its balance) into the new one.
@@ -47,11 +47,11 @@ type limitKind interface {
 	// 2026 budget", "the prepaid balance"), tag being the period tag of
 	// the bucket that refused ("" when unknown); "" when there is none to
 	// name.
-	phrase(l Limit, tag string) string
+	phrase(l store.Limit, tag string) string
 }
 
 // kindOf returns the kind of l.
-func kindOf(l Limit) limitKind {
+func kindOf(l store.Limit) limitKind {
 	switch {
 	case l.InFlight:
 		return inFlightKind{}

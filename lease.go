@@ -76,7 +76,7 @@ type leaseWriter interface {
 // leaseEntry is one limit of one bucket item held by a lease.
 type leaseEntry struct {
 	key   store.BucketKey
-	limit Limit
+	limit store.Limit
 	// state is the local view of the bucket after this lease's changes.
 	state store.BucketState
 	// consumed is what the acquire took (tokens); initialConsumed is the
@@ -249,7 +249,7 @@ func (ls *Lease) Statuses() []LeaseStatus {
 			continue
 		}
 		out = append(out, LeaseStatus{
-			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: l,
+			EntityID: e.key.EntityID, Resource: e.key.Resource, Limit: Limit(l),
 			Remaining: calculateAvailable(e.state, now),
 			// A balance is never full again by itself; a calendar budget
 			// is when the next period starts.
@@ -326,7 +326,7 @@ func (ls *Lease) Consume(c Consume) error {
 	exceeded := false
 	for _, e := range ls.entries {
 		amount := c[e.limit.Name]
-		st := LimitStatus{EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit, Requested: amount}
+		st := LimitStatus{EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: Limit(e.limit), Requested: amount}
 		admit(&st, e.state, amount, now)
 		exceeded = exceeded || st.Exceeded
 		statuses = append(statuses, st)
@@ -624,13 +624,13 @@ func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta 
 			w.Limits = append(w.Limits, store.LimitWrite{Name: e.limit.Name, ConsumedMilli: d, CapacityMilli: bucketmath.SatMul(e.limit.Capacity, 1000)})
 		}
 	}
-	w.TTLExtendSeconds = adjustTTLExtension(w, func(name string) (Limit, bool) {
+	w.TTLExtendSeconds = adjustTTLExtension(w, func(name string) (store.Limit, bool) {
 		for _, e := range entries {
 			if e.limit.Name == name {
 				return e.limit, true
 			}
 		}
-		return Limit{}, false
+		return store.Limit{}, false
 	})
 	return w
 }

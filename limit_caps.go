@@ -4,16 +4,20 @@
 
 package limiter
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/zaelimiter/limiter/store"
+)
 
 // capped returns limits with o's caps applied: limits itself when no cap
 // lowers any of them, else a new slice. A prepaid limit is never capped:
 // lowering its capacity would cut the balance paid for.
-func (o *acquireOptions) capped(limits []Limit) []Limit {
+func (o *acquireOptions) capped(limits []store.Limit) []store.Limit {
 	if len(o.caps) == 0 {
 		return limits
 	}
-	var out []Limit
+	var out []store.Limit
 	for i, l := range limits {
 		for _, c := range o.caps {
 			if c.Name != l.Name || l.IsPrepaid() {
@@ -35,7 +39,7 @@ func (o *acquireOptions) capped(limits []Limit) []Limit {
 
 // capLimit returns l bounded by c (same name): the lower capacity, and the
 // lower refill rate with l's period, and whether that lowers l.
-func capLimit(l, c Limit) (Limit, bool) {
+func capLimit(l, c store.Limit) (store.Limit, bool) {
 	out := l
 	lower := false
 	if c.Capacity < l.Capacity {

@@ -260,7 +260,7 @@ func TestAdjustIntoDebtRetryAfter(t *testing.T) {
 		assert.Equal(t, 72001*time.Millisecond, rle.RetryAfter, "RetryAfter")
 		// The worked example: a status of the indebted limit when it is not
 		// consumed.
-		s := buildLimitStatus("e", "api", PerMinute("rpm", 10), store.BucketState{
+		s := buildLimitStatus("e", "api", store.Limit(PerMinute("rpm", 10)), store.BucketState{
 			LimitName: "rpm", TokensMilli: -11_000, LastRefillMs: 0, CapacityMilli: 10_000, RefillAmountMilli: 10_000, RefillPeriodMs: 60_000,
 		}, 0, 0)
 		e := newRateLimitExceededError([]LimitStatus{s})
@@ -523,7 +523,7 @@ func TestBucketTTLDisabled(t *testing.T) {
 	env := newTestEnv(t)
 	mustCommit(t, mustAcquire(t, env.limiter(func(o *Options) { o.BucketTTLPeriods = 0 }), "e", "api", Consume{"rpm": 1}, WithLimits(PerMinute("rpm", 10))))
 	require.NotContains(t, env.bucket("e", "api"), "ttl", "ttl written with multiplier 0")
-	got := bucketTTLSeconds([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}, 7)
+	got := bucketTTLSeconds(storeLimits([]Limit{PerMinute("rpm", 100), PerHour("tph", 50).WithBurst(100)}), 7)
 	require.EqualValues(t, 100*3600/50*7, got, "bucketTTLSeconds = %d, want the slowest limit's time to fill × 7", got)
 }
 

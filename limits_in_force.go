@@ -60,10 +60,10 @@ func (rl *RateLimiter) LimitsInForce(ctx context.Context, entityID, resource str
 	var out []LimitInForce
 	for _, lv := range levels {
 		for _, l := range lv.res.limits {
-			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: resource, Limit: l, Source: lv.res.source})
+			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: resource, Limit: Limit(l), Source: lv.res.source})
 		}
 		for _, l := range lv.wide.limits {
-			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: AllResources, Limit: l, Source: lv.wide.source})
+			out = append(out, LimitInForce{EntityID: lv.entityID, Resource: AllResources, Limit: Limit(l), Source: lv.wide.source})
 		}
 	}
 	return out, nil

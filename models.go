@@ -41,33 +41,33 @@ const (
 )
 
 // PerSecond returns a limit of rate tokens per second with capacity rate.
-func PerSecond(name string, rate int64) Limit { return perPeriod(name, rate, time.Second) }
+func PerSecond(name string, rate int64) Limit { return Limit(perPeriod(name, rate, time.Second)) }
 
 // PerMinute returns a limit of rate tokens per minute with capacity rate.
-func PerMinute(name string, rate int64) Limit { return perPeriod(name, rate, time.Minute) }
+func PerMinute(name string, rate int64) Limit { return Limit(perPeriod(name, rate, time.Minute)) }
 
 // PerHour returns a limit of rate tokens per hour with capacity rate.
-func PerHour(name string, rate int64) Limit { return perPeriod(name, rate, time.Hour) }
+func PerHour(name string, rate int64) Limit { return Limit(perPeriod(name, rate, time.Hour)) }
 
 // PerDay returns a limit of rate tokens per day with capacity rate.
-func PerDay(name string, rate int64) Limit { return perPeriod(name, rate, 24*time.Hour) }
+func PerDay(name string, rate int64) Limit { return Limit(perPeriod(name, rate, 24*time.Hour)) }
 
-func perPeriod(name string, rate int64, period time.Duration) Limit {
-	return Limit{Name: name, Capacity: rate, RefillAmount: rate, RefillPeriod: period}
+func perPeriod(name string, rate int64, period time.Duration) store.Limit {
+	return store.Limit{Name: name, Capacity: rate, RefillAmount: rate, RefillPeriod: period}
 }
 
 // PerCalendarDay returns a calendar limit of amount tokens per calendar day:
 // the whole amount is available again at 00:00 each day, in UTC unless
 // [Limit.InLocation] gives another zone, with no refill in between.
 func PerCalendarDay(name string, amount int64) Limit {
-	return perCalendar(name, amount, store.CalendarDay)
+	return Limit(perCalendar(name, amount, store.CalendarDay))
 }
 
 // PerCalendarWeek returns a calendar limit of amount tokens per calendar
 // week: the whole amount is available again at 00:00 each Monday (UTC
 // unless [Limit.InLocation] gives another zone).
 func PerCalendarWeek(name string, amount int64) Limit {
-	return perCalendar(name, amount, store.CalendarWeek)
+	return Limit(perCalendar(name, amount, store.CalendarWeek))
 }
 
 // PerCalendarMonth returns a calendar limit of amount tokens per calendar
@@ -76,11 +76,11 @@ func PerCalendarWeek(name string, amount int64) Limit {
 // of $500 a month in micro-dollars:
 // PerCalendarMonth("usd", 500*llmhttp.USD).
 func PerCalendarMonth(name string, amount int64) Limit {
-	return perCalendar(name, amount, store.CalendarMonth)
+	return Limit(perCalendar(name, amount, store.CalendarMonth))
 }
 
-func perCalendar(name string, amount int64, p store.CalendarPeriod) Limit {
-	return Limit{Name: name, Capacity: amount, Calendar: p}
+func perCalendar(name string, amount int64, p store.CalendarPeriod) store.Limit {
+	return store.Limit{Name: name, Capacity: amount, Calendar: p}
 }
 
 // Prepaid returns a prepaid balance: a limit with no refill whose balance
@@ -101,11 +101,11 @@ func Prepaid(name string) Limit {
 // lease takes consume[name] slots at its acquire (1 for one call) and
 // gives them back when it ends ([Lease.Commit], [Lease.Rollback], the end
 // of [RateLimiter.Do]). The slots of a process that died come back within
-// the slot TTL ([WithSlotTTL]). With cascade, the parent's in-flight limit
+// the slot TTL ([Options.SlotTTL]). With cascade, the parent's in-flight limit
 // of the same name caps the slots of all its children together. An
 // in-flight amount cannot be changed after the acquire (Consume, Adjust
-// and Release refuse its name). A no-op lease of the allow
-// on-unavailable mode holds no slot.
+// and Release refuse its name). A lease issued failed open
+// ([Lease.FailedOpen]) holds no slot.
 func InFlight(name string, n int64) Limit {
 	return Limit{Name: name, Capacity: n, InFlight: true}
 }
@@ -121,7 +121,7 @@ func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Durat
 }
 
 // validateLimits validates every limit and rejects duplicate names.
-func validateLimits(limits []Limit) error {
+func validateLimits(limits []store.Limit) error {
 	seen := make(map[string]bool, len(limits))
 	for _, l := range limits {
 		if err := l.Validate(); err != nil {
@@ -138,7 +138,7 @@ func validateLimits(limits []Limit) error {
 // validateStoredLimits is validateLimits for limits to be stored: a
 // calendar limit's location must also load by its name (time.LoadLocation),
 // the name under which it is stored.
-func validateStoredLimits(limits []Limit) error {
+func validateStoredLimits(limits []store.Limit) error {
 	if err := validateLimits(limits); err != nil {
 		return err
 	}
@@ -157,8 +157,8 @@ func validateStoredLimits(limits []Limit) error {
 // limitFromBucketState derives the configured limit of a stored bucket
 // (capacity, refill amount and period floored to tokens and seconds). It does
 // not validate: callers skip the hidden wcu limit.
-func limitFromBucketState(s store.BucketState) Limit {
-	return Limit{
+func limitFromBucketState(s store.BucketState) store.Limit {
+	return store.Limit{
 		Name:         s.LimitName,
 		Capacity:     bucketmath.FloorDiv(s.CapacityMilli, 1000),
 		RefillAmount: bucketmath.FloorDiv(s.RefillAmountMilli, 1000),
@@ -216,33 +216,6 @@ func (s LimitStatus) Deficit() int64 {
 // The models a caller handles, defined by the backend contract (package
 // store) and restated here under the names callers use.
 type (
-	// Limit is one token-bucket rule: a bucket of Capacity tokens that
-	// regains RefillAmount tokens every RefillPeriod. Construct one with
-	// [PerMinute] and friends or [NewLimit].
-	//
-	// Limit is an alias of [store.Limit], the one type the limiter and the
-	// backends share, so its fields and methods are documented there: go doc
-	// does not follow an alias to its methods, so run
-	// "go doc github.com/zaelimiter/limiter/store Limit.InLocation" (or
-	// "go doc -all github.com/zaelimiter/limiter/store Limit"). Its methods:
-	//
-	//   - WithBurst(burst) Limit: a copy whose capacity is burst.
-	//   - InLocation(loc) Limit: a calendar limit whose periods start at
-	//     00:00 in zone loc.
-	//   - Validate() error: why the limit is invalid (nil when valid).
-	//   - IsCalendar(), IsPrepaid() and IsInFlight() bool: its kind.
-	//   - LocationName() string: a calendar limit's IANA zone ("" for UTC).
-	//   - CalendarPeriodAt(t) (start, next, tag): the calendar period
-	//     containing t.
-	//   - RefillPeriodSeconds() int64 and RefillRate() float64: the
-	//     rolling refill.
-	//   - String() string: "{rpm 100 100 1m0s}", "{usd 500 month}".
-	//   - CalendarBucket, CalendarBucketLimit, IsPeriodBucket, OwnBucket,
-	//     PrepaidBucket and PrepaidBucketLimit: the buckets a backend
-	//     keeps for a calendar period or a prepaid balance;
-	//     InFlightSlotLimit: the limit of a generation of in-flight slots,
-	//     kept in the item of the bucket itself.
-	Limit = store.Limit
 	// Consume maps limit names to token amounts, e.g.
 	// Consume{"rpm": 1, "tpm": 500}.
 	Consume = store.Consume
@@ -322,7 +295,7 @@ func positive(c Consume) Consume {
 }
 
 // capacities returns the capacity of each limit, in millitokens.
-func capacities(limits []Limit) map[string]int64 {
+func capacities(limits []store.Limit) map[string]int64 {
 	if len(limits) == 0 {
 		return nil
 	}
@@ -357,7 +330,7 @@ func addConsume(sum, c Consume) {
 // of incarnation inc, at nowMs, limits in sorted order, zero amounts left
 // out, with the capacities of limits as hints: adjustDeltaWrite of the
 // negated amounts.
-func giveBackWrite(key store.BucketKey, inc, nowMs int64, consume Consume, limits []Limit) store.BucketWrite {
+func giveBackWrite(key store.BucketKey, inc, nowMs int64, consume Consume, limits []store.Limit) store.BucketWrite {
 	w := store.BucketWrite{Kind: store.WriteAdjust, Key: key, NowMs: nowMs, Incarnation: inc}
 	for _, name := range consumeNames(consume) {
 		v := consume[name]
@@ -379,8 +352,60 @@ func giveBackWrite(key store.BucketKey, inc, nowMs int64, consume Consume, limit
 // resource, the limits it holds, what the acquire takes of them, the own
 // limit it holds (nil for the rolling limits of (entity, resource)) and
 // when its period or generation ends (epoch ms; 0: never).
-type itemAdder func(resource string, limits []Limit, consume Consume, own *Limit, nextMs int64) error
+type itemAdder func(resource string, limits []store.Limit, consume Consume, own *store.Limit, nextMs int64) error
 
 // minRetryAfter is the least RetryAfter of a refusal: the bucket math
 // gives at least a millisecond for any shortage.
 const minRetryAfter = time.Millisecond
+
+// Limit is one rule of a bucket: a token bucket of Capacity tokens that
+// regains RefillAmount tokens every RefillPeriod; or, by its kind, a
+// calendar budget, a prepaid balance or a number of calls in flight.
+// Construct one with [PerMinute] and its friends, [PerCalendarMonth] and
+// its friends, [Prepaid], [InFlight] or [NewLimit]. Its fields are those of
+// [store.Limit], the type the backends share, and converting between the
+// two costs nothing.
+type Limit store.Limit
+
+// WithBurst returns a copy of l whose capacity is burst. Burst may be
+// smaller than the refill amount.
+func (l Limit) WithBurst(burst int64) Limit { return Limit(store.Limit(l).WithBurst(burst)) }
+
+// InLocation returns a copy of the calendar limit l whose periods start at
+// 00:00 in loc instead of UTC; nil means UTC. A period then lasts what the
+// calendar says there: a day of a change to or from summer time is 23 or
+// 25 hours. It has no effect on other kinds of limits.
+func (l Limit) InLocation(loc *time.Location) Limit {
+	return Limit(store.Limit(l).InLocation(loc))
+}
+
+// Validate returns why l is invalid, a *[ValidationError], or nil.
+func (l Limit) Validate() error { return store.Limit(l).Validate() }
+
+// String returns l as "{rpm 100 100 1m0s}", "{usd 500 month}" and the
+// like.
+func (l Limit) String() string { return store.Limit(l).String() }
+
+// storeLimits returns ls as the backends' type.
+func storeLimits(ls []Limit) []store.Limit {
+	if ls == nil {
+		return nil
+	}
+	out := make([]store.Limit, len(ls))
+	for i, l := range ls {
+		out[i] = store.Limit(l)
+	}
+	return out
+}
+
+// callerLimits returns ls as the callers' type.
+func callerLimits(ls []store.Limit) []Limit {
+	if ls == nil {
+		return nil
+	}
+	out := make([]Limit, len(ls))
+	for i, l := range ls {
+		out[i] = Limit(l)
+	}
+	return out
+}

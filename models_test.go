@@ -30,9 +30,9 @@ func TestLimitConstructors(t *testing.T) {
 			assert.NoError(t, err, "Validate() = %v, want nil", err)
 		})
 	}
-	got := PerMinute("rpm", 60).RefillPeriodSeconds()
+	got := store.Limit(PerMinute("rpm", 60)).RefillPeriodSeconds()
 	assert.EqualValues(t, 60, got, "RefillPeriodSeconds() = %d, want 60", got)
-	assert.EqualValues(t, 2, PerMinute("rpm", 120).RefillRate(), "RefillRate()")
+	assert.EqualValues(t, 2, store.Limit(PerMinute("rpm", 120)).RefillRate(), "RefillRate()")
 }
 
 func TestLimitValidate(t *testing.T) {
@@ -81,9 +81,9 @@ func TestLimitValidate(t *testing.T) {
 }
 
 func TestValidateLimitsDuplicate(t *testing.T) {
-	err := validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("rpm", 2)})
+	err := validateLimits(storeLimits([]Limit{PerMinute("rpm", 1), PerMinute("rpm", 2)}))
 	require.ErrorIs(t, err, ErrValidation, "validateLimits(duplicate) = %v, want ErrValidation", err)
-	require.NoError(t, validateLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)}), "validateLimits(valid)")
+	require.NoError(t, validateLimits(storeLimits([]Limit{PerMinute("rpm", 1), PerMinute("tpm", 2)})), "validateLimits(valid)")
 }
 
 func TestValidateIdentifier(t *testing.T) {
@@ -160,7 +160,7 @@ func TestFloorDiv(t *testing.T) {
 }
 
 func TestBucketStateHelpers(t *testing.T) {
-	s := bucketStateFromLimit("e", "r", PerMinute("rpm", 10), 1234)
+	s := bucketStateFromLimit("e", "r", store.Limit(PerMinute("rpm", 10)), 1234)
 	want := store.BucketState{EntityID: "e", Resource: "r", LimitName: "rpm", TokensMilli: 10000, LastRefillMs: 1234,
 		CapacityMilli: 10000, RefillAmountMilli: 10000, RefillPeriodMs: 60000}
 	require.Equal(t, want, s, "bucketStateFromLimit")
@@ -208,11 +208,26 @@ func TestCheckNames(t *testing.T) {
 		{[]Limit{rpm}, Consume{"rmp": 1}, false},
 		{[]Limit{rpm}, Consume{}, true},
 	} {
-		err := rl.checkNames(t.Context(), "e", "api", tc.consume, resolved{limits: tc.limits}, o)
+		err := rl.checkNames(t.Context(), "e", "api", tc.consume, resolved{limits: storeLimits(tc.limits)}, o)
 		if tc.ok {
 			assert.NoError(t, err, "%v with %v", tc.consume, tc.limits)
 		} else {
 			assert.ErrorIs(t, err, ErrValidation, "%v with %v", tc.consume, tc.limits)
 		}
+	}
+}
+
+// TestLimitMethodsAreTheStores: the root's Limit is its own type (so that
+// go doc lists its methods), and each of its methods answers as the
+// backends' store.Limit does.
+func TestLimitMethodsAreTheStores(t *testing.T) {
+	paris, err := time.LoadLocation("Europe/Paris")
+	require.NoError(t, err)
+	for _, l := range []Limit{PerMinute("rpm", 100), PerCalendarMonth("usd", 500), Prepaid("usd"), InFlight("calls", 8), {Name: "bad", Capacity: -1}} {
+		s := store.Limit(l)
+		require.Equal(t, s.WithBurst(7), store.Limit(l.WithBurst(7)))
+		require.Equal(t, s.InLocation(paris), store.Limit(l.InLocation(paris)))
+		require.Equal(t, s.String(), l.String())
+		require.Equal(t, s.Validate(), l.Validate())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"github.com/zaelimiter/limiter/store"
 )
 
 // Options configures [New]. New fills every field with its default
@@ -259,7 +261,7 @@ const (
 type AcquireOption func(*acquireOptions)
 
 type acquireOptions struct {
-	limits        []Limit
+	limits        []store.Limit
 	override      bool
 	onUnavailable OnUnavailable
 	// checked is set when limitsErr holds validateLimits(limits), done
@@ -268,11 +270,11 @@ type acquireOptions struct {
 	limitsErr error
 	// caps bound the entity's resolved limits (WithLimitCaps); capsErr is
 	// their validation.
-	caps    []Limit
+	caps    []store.Limit
 	capsErr error
 	// wide, when wideOverride is set, are the limits of the entity-wide
 	// buckets (WithEntityWideLimits); wideErr is their validation.
-	wide         []Limit
+	wide         []store.Limit
 	wideOverride bool
 	wideErr      error
 	// readFirst makes the acquire read its buckets before it writes (no
@@ -287,7 +289,7 @@ type acquireOptions struct {
 func WithLimits(limits ...Limit) AcquireOption {
 	// Copied once: every call of the option shares the copy, which
 	// nothing writes to.
-	own := append([]Limit(nil), limits...)
+	own := storeLimits(limits)
 	err := validateLimits(own)
 	return func(o *acquireOptions) {
 		o.limits, o.override, o.checked, o.limitsErr = own, true, true, err
@@ -302,7 +304,7 @@ func WithLimits(limits ...Limit) AcquireOption {
 // bucket either (WithLimits reads no config at all); a call with neither
 // charges the stored entity-wide limits.
 func WithEntityWideLimits(limits ...Limit) AcquireOption {
-	own := append([]Limit(nil), limits...)
+	own := storeLimits(limits)
 	err := validateLimits(own)
 	return func(o *acquireOptions) { o.wide, o.wideOverride, o.wideErr = own, true, err }
 }
@@ -324,7 +326,7 @@ func WithOnUnavailable(mode OnUnavailable) AcquireOption {
 // lower what the configuration admits. The last WithLimitCaps of a call
 // wins.
 func WithLimitCaps(caps ...Limit) AcquireOption {
-	own := append([]Limit(nil), caps...)
+	own := storeLimits(caps)
 	err := validateLimits(own)
 	return func(o *acquireOptions) { o.caps, o.capsErr = own, err }
 }

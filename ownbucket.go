@@ -8,11 +8,15 @@
 
 package limiter
 
-import "time"
+import (
+	"time"
+
+	"github.com/zaelimiter/limiter/store"
+)
 
 // hasOwnBucket reports whether limits hold a calendar or prepaid limit:
 // the one check the plain path makes.
-func hasOwnBucket(limits []Limit) bool {
+func hasOwnBucket(limits []store.Limit) bool {
 	for i := range limits {
 		if limits[i].OwnBucket() {
 			return true
@@ -23,11 +27,11 @@ func hasOwnBucket(limits []Limit) bool {
 
 // rollingOnly returns limits without the calendar and prepaid limits (the
 // limits of the entity's own bucket): limits itself when there are none.
-func rollingOnly(limits []Limit) []Limit {
+func rollingOnly(limits []store.Limit) []store.Limit {
 	if !hasOwnBucket(limits) {
 		return limits
 	}
-	out := make([]Limit, 0, len(limits))
+	out := make([]store.Limit, 0, len(limits))
 	for _, l := range limits {
 		if !l.OwnBucket() {
 			out = append(out, l)
@@ -39,7 +43,7 @@ func rollingOnly(limits []Limit) []Limit {
 // ownBucket returns the bucket resource and the bucket limit of own-bucket
 // limit l on resource at now, and when that bucket stops being the current
 // one (epoch ms; 0: never).
-func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket string, bl Limit, nextMs int64, err error) {
+func ownBucket(l store.Limit, resource string, now time.Time, genMs int64) (bucket string, bl store.Limit, nextMs int64, err error) {
 	return kindOf(l).bucket(l, resource, now, genMs)
 }
 
@@ -49,7 +53,7 @@ func ownBucket(l Limit, resource string, now time.Time, genMs int64) (bucket str
 // each calendar or prepaid limit with an amount in consume, on its own
 // bucket at now (cal is that limit). A limit without an amount is not
 // charged.
-func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, now time.Time, genMs int64, add itemAdder) error {
+func ownBucketItems(entityID, resource string, limits []store.Limit, consume Consume, now time.Time, genMs int64, add itemAdder) error {
 	rolling := rollingOnly(limits)
 	c := make(Consume, len(rolling))
 	for _, l := range rolling {
@@ -85,13 +89,13 @@ func ownBucketItems(entityID, resource string, limits []Limit, consume Consume, 
 // want of tokens waits as the limit's kind says (until the next period
 // starts, [BalanceRetryAfter], a slot poll), not for the bucket's
 // negligible refill.
-func calendarStatuses(statuses []LimitStatus, cal *Limit, nextMs, nowMs int64) {
+func calendarStatuses(statuses []LimitStatus, cal *store.Limit, nextMs, nowMs int64) {
 	for i := range statuses {
 		st := &statuses[i]
 		if st.LimitName != cal.Name {
 			continue
 		}
-		st.Limit = *cal
+		st.Limit = Limit(*cal)
 		if st.Exceeded && st.Requested > st.Available {
 			st.RetryAfter = kindOf(*cal).retryAfter(*cal, nextMs, nowMs)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // pairBudgets are the entity-wide usd budgets the pair path is attacked
@@ -32,7 +33,7 @@ func setPairBudget(t *testing.T, rl *RateLimiter, id string, budget Limit) {
 	ctx := context.Background()
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: id, Resource: "api"}, []Limit{PerMinute("rpm", 5)}))
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: id, Resource: AllResources}, []Limit{budget}))
-	if budget.IsPrepaid() {
+	if store.Limit(budget).IsPrepaid() {
 		_, err := rl.TopUp(ctx, TopUpRequest{Entity: id, Resource: AllResources, Limit: "usd", Amount: 1000, ID: "t-" + id})
 		require.NoError(t, err)
 	}
@@ -77,7 +78,7 @@ func TestPairRefusalTakesNothing(t *testing.T) {
 			// whose capacity the speculative write's signature cannot
 			// hold, a read (GetItem: its state decides).
 			refusedBudget := "UpdateItem!"
-			if budget.IsPrepaid() {
+			if store.Limit(budget).IsPrepaid() {
 				refusedBudget = "GetItem"
 			}
 			for _, c := range []struct {

@@ -253,7 +253,7 @@ func (rl *RateLimiter) readFirstShape(items []*batchItem, shape writeShape, o ac
 	for _, it := range items {
 		defs := it.group.limits
 		if it.cal != nil {
-			defs = []Limit{*it.cal}
+			defs = []store.Limit{*it.cal}
 		}
 		if switchedBackIn(it.group.switches, defs, now) {
 			return shapeExact
@@ -317,7 +317,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	var items []*batchItem
 	index := map[store.BucketKey]int{}
 	charged := make([][]int, len(reqs))
-	add := func(i int, entityID, resource string, limits []Limit, rs resolved, base string, consume Consume, cal *Limit, nextMs int64) error {
+	add := func(i int, entityID, resource string, limits []store.Limit, rs resolved, base string, consume Consume, cal *store.Limit, nextMs int64) error {
 		key := store.BucketKey{EntityID: entityID, Resource: resource}
 		if n, ok := index[key]; ok {
 			it := items[n]
@@ -365,14 +365,14 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 			return add(i, entityID, resource, rs.limits, rs, resource, consume, nil, 0)
 		}
 		return ownBucketItems(entityID, resource, rs.limits, consume, now, rl.slotGenMs(),
-			func(res string, ls []Limit, c Consume, cal *Limit, nextMs int64) error {
+			func(res string, ls []store.Limit, c Consume, cal *store.Limit, nextMs int64) error {
 				return add(i, entityID, res, ls, rs, resource, c, cal, nextMs)
 			})
 	}
 	for i, r := range reqs {
 		ro := o
 		if r.Limits != nil {
-			ro.limits, ro.override = r.Limits, true
+			ro.limits, ro.override = storeLimits(r.Limits), true
 		}
 		levels, err := rl.planChain(ctx, r.EntityID, r.Resource, ro)
 		if err != nil {
@@ -460,7 +460,7 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 	// limits, which validation refuses, is counted once all the same).
 	found := 0
 	for i, l := range child.limits {
-		if _, ok := consume[l.Name]; ok && !slices.ContainsFunc(child.limits[:i], func(m Limit) bool { return m.Name == l.Name }) {
+		if _, ok := consume[l.Name]; ok && !slices.ContainsFunc(child.limits[:i], func(m store.Limit) bool { return m.Name == l.Name }) {
 			found++
 		}
 	}
@@ -506,7 +506,7 @@ func (rl *rules) checkNames(ctx context.Context, entityID, resource string, cons
 type entityGroup struct {
 	entityID string
 	resource string
-	limits   []Limit
+	limits   []store.Limit
 	source   ConfigSource
 	bucket   *store.Bucket // nil when the item does not exist
 	meta     *Entity       // nil when the entity has no META record
@@ -538,7 +538,7 @@ type batchItem struct {
 	// cal is the calendar limit whose period bucket the item is, or the
 	// prepaid limit whose balance it is (nil for an ordinary bucket), and
 	// nextMs the start of the next period (0 for a balance).
-	cal    *Limit
+	cal    *store.Limit
 	nextMs int64
 	// base is the resource the item's limit is defined on (the resource
 	// of the request, or AllResources): its own bucket's resource for a
@@ -555,7 +555,7 @@ func (it *batchItem) write(now int64) store.SpeculativeRequest {
 // namedIn returns the amounts of c whose names limits have: what a
 // bucket of the plan is charged (a name is charged in every bucket that
 // has a limit of that name, and only there).
-func namedIn(c Consume, limits []Limit) Consume {
+func namedIn(c Consume, limits []store.Limit) Consume {
 	out := make(Consume, len(limits))
 	for _, l := range limits {
 		if v, ok := c[l.Name]; ok {
@@ -574,10 +574,10 @@ func addTokensSat(a, b int64) int64 { return min(max(bucketmath.AddSat(a, b), -m
 // generations' limits): a's limits, then those of b that a lacks. ok is
 // false when they differ in anything else: a limit of either that the
 // other lacks is not a generation's, or one name has two definitions.
-func mergeSlotLimits(a, b []Limit) ([]Limit, bool) {
+func mergeSlotLimits(a, b []store.Limit) ([]store.Limit, bool) {
 	merged := slices.Clone(a)
 	for _, l := range b {
-		i := slices.IndexFunc(a, func(x Limit) bool { return x.Name == l.Name })
+		i := slices.IndexFunc(a, func(x store.Limit) bool { return x.Name == l.Name })
 		switch {
 		case i >= 0 && a[i] != l:
 			return nil, false
@@ -589,7 +589,7 @@ func mergeSlotLimits(a, b []Limit) ([]Limit, bool) {
 		}
 	}
 	for _, l := range a {
-		if !slices.ContainsFunc(b, func(x Limit) bool { return x.Name == l.Name }) && !isSlotLimit(l) {
+		if !slices.ContainsFunc(b, func(x store.Limit) bool { return x.Name == l.Name }) && !isSlotLimit(l) {
 			return nil, false
 		}
 	}
@@ -597,7 +597,7 @@ func mergeSlotLimits(a, b []Limit) ([]Limit, bool) {
 }
 
 // isSlotLimit reports whether l is the limit of an in-flight generation.
-func isSlotLimit(l Limit) bool {
+func isSlotLimit(l store.Limit) bool {
 	_, _, ok := slotOf(l)
 	return ok
 }

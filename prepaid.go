@@ -162,7 +162,7 @@ func checkTopUp(entityID, resource, limitName string, amount int64, id string) e
 // topUp writes req, creating the balance's bucket (empty) when the write
 // finds it missing, and tells a refusal for want of capacity from a
 // bucket changed under it (tried again).
-func (rl *RateLimiter) topUp(ctx context.Context, ts store.TopUpStore, req store.TopUpRequest, l Limit) (store.TopUpOutcome, error) {
+func (rl *RateLimiter) topUp(ctx context.Context, ts store.TopUpStore, req store.TopUpRequest, l store.Limit) (store.TopUpOutcome, error) {
 	for round := 0; ; round++ {
 		outcome, err := ts.TopUp(ctx, req)
 		if !errors.Is(err, store.ErrConditionFailed) {
@@ -180,7 +180,7 @@ func (rl *RateLimiter) topUp(ctx context.Context, ts store.TopUpStore, req store
 // ensureBalance makes sure the balance bucket of req exists and holds its
 // limit, creating either empty, and that req's amount fits under the
 // capacity: a *ValidationError when it does not.
-func (rl *RateLimiter) ensureBalance(ctx context.Context, req store.TopUpRequest, l Limit) error {
+func (rl *RateLimiter) ensureBalance(ctx context.Context, req store.TopUpRequest, l store.Limit) error {
 	ents, buckets, err := rl.store.loadBuckets(ctx, []string{req.Key.EntityID}, []store.BucketKey{req.Key})
 	if err != nil {
 		return err

@@ -64,15 +64,15 @@ func TestPrepaidLimitValidateAndCodec(t *testing.T) {
 	require.ErrorIs(t, bad.Validate(), ErrValidation)
 	require.Equal(t, "{usd 1000000000000000 prepaid}", l.String())
 
-	stored := configLimits([]Limit{l})
+	stored := configLimits(storeLimits([]Limit{l}))
 	require.Equal(t, int64(0), stored[0].RefillAmount)
 	require.Equal(t, int64(-4), stored[0].RefillPeriodSeconds)
-	item := entityConfigItem("ns", "e", "api", []Limit{PerMinute("rpm", 10), l})
+	item := entityConfigItem("ns", "e", "api", storeLimits([]Limit{PerMinute("rpm", 10), l}))
 	got, err := limitsFromItem(item)
 	require.NoError(t, err)
 	require.Equal(t, []Limit{PerMinute("rpm", 10), l}, got)
 
-	s := bucketStateFromLimit("e", "api/usd.balance", l.PrepaidBucketLimit(), 1000)
+	s := bucketStateFromLimit("e", "api/usd.balance", store.Limit(l).PrepaidBucketLimit(), 1000)
 	require.Equal(t, int64(0), s.TokensMilli)
 	require.Equal(t, store.PrepaidBucketCapacity*1000, s.CapacityMilli, "the bucket caps no refund")
 }

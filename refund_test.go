@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestRefundable: what a refund may give back of a lease's millitokens
@@ -15,7 +16,7 @@ import (
 // rounded down, the result not rounded to whole tokens), never below zero,
 // and saturates on extreme amounts and times.
 func TestRefundable(t *testing.T) {
-	e := &leaseEntry{limit: PerMinute("rpm", 100), acquiredMs: 1_000_000}
+	e := &leaseEntry{limit: store.Limit(PerMinute("rpm", 100)), acquiredMs: 1_000_000}
 	for _, tc := range []struct {
 		held, now, want int64
 	}{
@@ -36,7 +37,7 @@ func TestRefundable(t *testing.T) {
 	}
 	e.acquiredMs = math.MinInt64 + 1
 	assert.Equal(t, int64(0), e.refundable(100_000, math.MaxInt64), "elapsed time beyond int64")
-	e.limit = PerSecond("big", maxAmount)
+	e.limit = store.Limit(PerSecond("big", maxAmount))
 	e.acquiredMs = 0
 	assert.Equal(t, int64(0), e.refundable(math.MaxInt64, math.MaxInt64), "a refill beyond int64")
 }

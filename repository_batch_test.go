@@ -20,7 +20,7 @@ func chainRequests(c Consume, now time.Time) []store.SpeculativeRequest {
 	limits := []Limit{PerMinute("rpm", 1000), PerMinute("tpm", 1_000_000), PerHour("usd", 50_000_000)}
 	var reqs []store.SpeculativeRequest
 	for _, id := range []string{"key", "proj", "org"} {
-		reqs = append(reqs, store.SpeculativeRequest{Key: store.BucketKey{EntityID: id, Resource: "gpt"}, Consume: c, Limits: limits, NowMs: now.UnixMilli()})
+		reqs = append(reqs, store.SpeculativeRequest{Key: store.BucketKey{EntityID: id, Resource: "gpt"}, Consume: c, Limits: storeLimits(limits), NowMs: now.UnixMilli()})
 	}
 	return reqs
 }
@@ -84,7 +84,7 @@ func TestSpeculativeConsumeAllRefused(t *testing.T) {
 	}
 	// 200,000 left on the key and the project, 100,000 on the organisation.
 	reqs := chainRequests(Consume{"tpm": 150_000}, env.clock.now())
-	reqs[2].Limits = orgLimits
+	reqs[2].Limits = storeLimits(orgLimits)
 	results, err := env.repo.SpeculativeConsumeAll(env.ctx, reqs)
 	require.NoError(t, err)
 	for i, want := range []store.RefusalReason{store.RefusedNone, store.RefusedNone, store.RefusedLimitExhausted} {

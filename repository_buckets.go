@@ -680,7 +680,7 @@ func buildSpeculativeFold(table, ns string, req store.SpeculativeRequest, adj st
 		fa := func() string { return b.name(bucketAttr(name, fieldFullAt)) }
 		var ra, rp int64
 		sig, known := "", false
-		if i := slices.IndexFunc(req.Limits, func(l Limit) bool { return l.Name == name }); i >= 0 {
+		if i := slices.IndexFunc(req.Limits, func(l store.Limit) bool { return l.Name == name }); i >= 0 {
 			l := req.Limits[i]
 			ra, rp = bucketmath.SatMul(l.RefillAmount, 1000), l.RefillPeriod.Milliseconds()
 			sig, known = ddbschema.ParamsSig(bucketmath.SatMul(l.Capacity, 1000), ra, rp)

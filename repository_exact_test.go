@@ -284,7 +284,7 @@ func TestPlanFold(t *testing.T) {
 	}, Private: &itemExtras{wcu: &store.BucketState{LimitName: wcuLimitName, TokensMilli: 1_000_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000},
 		exact: []exactState{{valid: true, fullAtMs: rf + 600}, {valid: true, fullAtMs: rf + 6000}}}}
 	limits := []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}
-	req := store.SpeculativeRequest{Key: base.Key, Consume: Consume{"rpm": 1}, Limits: limits, NowMs: rf + 100}
+	req := store.SpeculativeRequest{Key: base.Key, Consume: Consume{"rpm": 1}, Limits: storeLimits(limits), NowMs: rf + 100}
 	refund := store.BucketWrite{Kind: store.WriteAdjust, Key: base.Key, Limits: []store.LimitWrite{{Name: "tpm", ConsumedMilli: -1_000_000, CapacityMilli: 10_000_000}}}
 
 	// 100 ms on nothing is full, and the refund fits whole: the take of

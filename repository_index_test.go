@@ -69,7 +69,7 @@ func plantIndexEntries(env *testEnv, other, ns string) {
 		with(usageSnapshotItem(other, UsageSnapshot{EntityID: "planted", Resource: "gpt", WindowType: store.WindowHourly,
 			WindowStart: epoch.Truncate(time.Hour), Counters: map[string]int64{"rpm": 1_000_000}, TotalEvents: 1}, epoch.Unix()+86400),
 			map[string]string{attrGSI2PK: gsi2PKResource(ns, "gpt")}),
-		with(entityConfigItem(other, "planted", "gpt", []Limit{PerMinute("rpm", 1)}), map[string]string{
+		with(entityConfigItem(other, "planted", "gpt", storeLimits([]Limit{PerMinute("rpm", 1)})), map[string]string{
 			ddbschema.AttrGSI3PK: gsi3PKEntityConfig(ns, "gpt"),
 		}),
 	)

@@ -361,7 +361,7 @@ func TestDeleteProvisionerConfigKeepsRegistryCount(t *testing.T) {
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "lib-key", Resource: "gpt-4"}, []Limit{PerMinute("rpm", 10)}))
 	// The provisioner's shape: the config item alone, no GSI3 keys, no
 	// registry count.
-	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", []Limit{PerMinute("rpm", 5)})
+	item := entityConfigItem(env.repo.NamespaceID(), "prov-key", "gpt-4", storeLimits([]Limit{PerMinute("rpm", 5)}))
 	for _, attr := range []string{"GSI3PK", "GSI3SK", "GSI4PK", "GSI4SK"} {
 		delete(item, attr)
 	}

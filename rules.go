@@ -189,7 +189,7 @@ func (rl *rules) record(ctx context.Context, principal, action, entityID, resour
 
 // auditLimitDetails is the "limits" detail of a limits_set event: one map
 // per limit (see auditLimitDetail).
-func auditLimitDetails(limits []Limit) []any {
+func auditLimitDetails(limits []store.Limit) []any {
 	out := make([]any, len(limits))
 	for i, l := range limits {
 		out[i] = auditCalendarDetail(auditLimitDetail(l), l)
@@ -199,7 +199,7 @@ func auditLimitDetails(limits []Limit) []any {
 
 // auditLimitDetail is one limit as audit details record it: its name,
 // capacity and refill amount in tokens, and its refill period in seconds.
-func auditLimitDetail(l Limit) map[string]any {
+func auditLimitDetail(l store.Limit) map[string]any {
 	return map[string]any{
 		"name":                  l.Name,
 		"capacity":              l.Capacity,
@@ -210,7 +210,7 @@ func auditLimitDetail(l Limit) map[string]any {
 
 // auditCalendarDetail adds to an audit detail of a calendar limit its
 // period and, unless UTC, its time zone; of a prepaid limit, "prepaid".
-func auditCalendarDetail(d map[string]any, l Limit) map[string]any {
+func auditCalendarDetail(d map[string]any, l store.Limit) map[string]any {
 	if l.IsPrepaid() {
 		d["prepaid"] = true
 	}
@@ -282,7 +282,7 @@ func nilOptionError(i int) error {
 // config. On AllResources the override is WithEntityWideLimits (a call
 // with WithLimits alone has no entity-wide limits, as for an acquire). It
 // fails with a *ValidationError when nothing is configured.
-func (rl *rules) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]Limit, ConfigSource, error) {
+func (rl *rules) limitsFor(ctx context.Context, entityID, resource string, o acquireOptions) ([]store.Limit, ConfigSource, error) {
 	if resource == AllResources && (o.override || o.wideOverride) {
 		if !o.wideOverride {
 			return nil, "", noLimitsError(entityID, resource)
@@ -363,7 +363,7 @@ func (rl *rules) cascadeParent(ctx context.Context, entityID string) (string, er
 
 // resolved is the limits that apply to one entity and where they come from.
 type resolved struct {
-	limits []Limit
+	limits []store.Limit
 	source ConfigSource
 	// switches are the changes of kind, period or zone of limits
 	// inherited from defaults (see carrySwitches); nil for most.

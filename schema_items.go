@@ -171,7 +171,7 @@ func entityFromItem(item map[string]types.AttributeValue) Entity {
 // limit as ra 0 and rp −4.
 
 // configLimits converts limits to their stored form.
-func configLimits(limits []Limit) []ddbschema.ConfigLimit {
+func configLimits(limits []store.Limit) []ddbschema.ConfigLimit {
 	out := make([]ddbschema.ConfigLimit, len(limits))
 	for i, l := range limits {
 		out[i] = ddbschema.ConfigLimit{
@@ -200,19 +200,19 @@ func configLimits(limits []Limit) []ddbschema.ConfigLimit {
 
 // entityConfigItem returns the config item of an entity for resource (which
 // may be [DefaultResource]): PK {ns}/ENTITY#{id}, SK #CONFIG#{res}.
-func entityConfigItem(ns, entityID, resource string, limits []Limit) map[string]types.AttributeValue {
+func entityConfigItem(ns, entityID, resource string, limits []store.Limit) map[string]types.AttributeValue {
 	return ddbschema.EntityConfigItem(ns, entityID, resource, configLimits(limits))
 }
 
 // resourceConfigItem returns the default config of a resource: PK
 // {ns}/RESOURCE#{res}, SK #CONFIG.
-func resourceConfigItem(ns, resource string, limits []Limit) map[string]types.AttributeValue {
+func resourceConfigItem(ns, resource string, limits []store.Limit) map[string]types.AttributeValue {
 	return ddbschema.ResourceConfigItem(ns, resource, configLimits(limits))
 }
 
 // systemConfigItem returns the system config: PK {ns}/SYSTEM#, SK #CONFIG,
 // with on_unavailable only when onUnavailable is not "".
-func systemConfigItem(ns string, limits []Limit, onUnavailable OnUnavailable) map[string]types.AttributeValue {
+func systemConfigItem(ns string, limits []store.Limit, onUnavailable OnUnavailable) map[string]types.AttributeValue {
 	return ddbschema.SystemConfigItem(ns, configLimits(limits), string(onUnavailable))
 }
 
@@ -221,9 +221,9 @@ func systemConfigItem(ns string, limits []Limit, onUnavailable OnUnavailable) ma
 // as 0, so an incomplete or otherwise invalid stored
 // limit is an error (wrapping the *[ValidationError]). An item without
 // limits yields an empty slice: "no config at this level".
-func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
+func limitsFromItem(item map[string]types.AttributeValue) ([]store.Limit, error) {
 	names := ddbschema.ConfigLimitNames(item)
-	limits := make([]Limit, 0, len(names))
+	limits := make([]store.Limit, 0, len(names))
 	for _, name := range names {
 		c, err := ddbschema.ConfigLimitFromItem(item, name)
 		if err != nil {
@@ -232,12 +232,12 @@ func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
 		if c.RefillPeriodSeconds > math.MaxInt64/int64(time.Second) {
 			return nil, fmt.Errorf("config limit %s: refill period %d s out of range", name, c.RefillPeriodSeconds)
 		}
-		l := Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, RefillPeriod: time.Duration(c.RefillPeriodSeconds) * time.Second}
+		l := store.Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, RefillPeriod: time.Duration(c.RefillPeriodSeconds) * time.Second}
 		switch {
 		case c.RefillPeriodSeconds == store.StoredRefillPeriodInFlight && c.TimeZone == "":
-			l = Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, InFlight: true}
+			l = store.Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, InFlight: true}
 		case c.RefillPeriodSeconds == store.StoredRefillPeriodPrepaid && c.TimeZone == "":
-			l = Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Prepaid: true}
+			l = store.Limit{Name: name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Prepaid: true}
 		case c.RefillPeriodSeconds < 0:
 			var err error
 			if l, err = calendarLimitFromConfig(c); err != nil {
@@ -256,16 +256,16 @@ func limitsFromItem(item map[string]types.AttributeValue) ([]Limit, error) {
 
 // calendarLimitFromConfig decodes a calendar limit stored with a negative
 // refill period (its period's code), refill amount 0 and its zone.
-func calendarLimitFromConfig(c ddbschema.ConfigLimit) (Limit, error) {
+func calendarLimitFromConfig(c ddbschema.ConfigLimit) (store.Limit, error) {
 	p, err := store.CalendarFromStoredRefillPeriod(c.RefillPeriodSeconds)
 	if err != nil {
-		return Limit{}, err
+		return store.Limit{}, err
 	}
 	loc, err := store.LoadCalendarLocation(c.TimeZone)
 	if err != nil {
-		return Limit{}, err
+		return store.Limit{}, err
 	}
-	return Limit{Name: c.Name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Calendar: p, Location: loc}, nil
+	return store.Limit{Name: c.Name, Capacity: c.Capacity, RefillAmount: c.RefillAmount, Calendar: p, Location: loc}, nil
 }
 
 // onUnavailableFromItem returns the system config's on_unavailable, or ""
@@ -352,7 +352,7 @@ func auditItem(ns string, e AuditEvent, ttl int64) (map[string]types.AttributeVa
 // auditDetailConverter stores a [Limit] in audit details as the map of
 // [auditLimitDetail].
 func auditDetailConverter(v any) (any, bool) {
-	if l, ok := v.(Limit); ok {
+	if l, ok := v.(store.Limit); ok {
 		return auditLimitDetail(l), true
 	}
 	return nil, false

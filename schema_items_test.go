@@ -115,7 +115,7 @@ func TestEntityItemRoundTrip(t *testing.T) {
 func TestConfigItems(t *testing.T) {
 	t.Parallel()
 	limits := []Limit{PerMinute("tpm", 10000), PerSecond("rps", 10).WithBurst(20), PerDay("req_per_day", 5)}
-	schemaCheckItem(t, "resource config", resourceConfigItem("ns", "gpt-4", limits[1:2]), map[string]string{
+	schemaCheckItem(t, "resource config", resourceConfigItem("ns", "gpt-4", storeLimits(limits[1:2])), map[string]string{
 		"PK":             `S:"ns/RESOURCE#gpt-4"`,
 		"SK":             `S:"#CONFIG"`,
 		"resource":       `S:"gpt-4"`,
@@ -129,9 +129,9 @@ func TestConfigItems(t *testing.T) {
 
 	sorted := []Limit{limits[2], limits[1], limits[0]} // req_per_day, rps, tpm
 	for name, item := range map[string]map[string]types.AttributeValue{
-		"entity":   entityConfigItem("ns", "e-1", DefaultResource, limits),
-		"resource": resourceConfigItem("ns", "r", limits),
-		"system":   systemConfigItem("ns", limits, OnUnavailableBlock),
+		"entity":   entityConfigItem("ns", "e-1", DefaultResource, storeLimits(limits)),
+		"resource": resourceConfigItem("ns", "r", storeLimits(limits)),
+		"system":   systemConfigItem("ns", storeLimits(limits), OnUnavailableBlock),
 	} {
 		got, err := limitsFromItem(item)
 		require.NoError(t, err, "%s: limitsFromItem: %v", name, err)

@@ -65,7 +65,7 @@ func TestAuditItem(t *testing.T) {
 			"limits": []Limit{PerMinute("rpm", 100)},
 			"limit":  PerSecond("rps", 5).WithBurst(10),
 			"ptr":    &[]Limit{PerDay("rpd", 7)}[0],
-			"given":  auditLimitDetails([]Limit{PerMinute("tpm", 9)}),
+			"given":  auditLimitDetails(storeLimits([]Limit{PerMinute("tpm", 9)})),
 			"when":   ts, // unsupported in a map: dropped
 		},
 	}

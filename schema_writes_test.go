@@ -118,7 +118,7 @@ func itoa64(n int64) string { return schemaN(n).(*types.AttributeValueMemberN).V
 // carries a write identifier (ID; see ddbschema.WriteID).
 func TestSpeculativeUpdateShape(t *testing.T) {
 	in := buildSpeculativeUpdate(ddbschema.NewSpeculativeUpdates("tbl"), "ns", store.SpeculativeRequest{Key: store.BucketKey{EntityID: "e", Resource: "r", Shard: 2},
-		Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, Limits: []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}, NowMs: 1_700_000_000_999}, 1)
+		Consume: Consume{"tpm": 100, "rpm": 1, "x": 0}, Limits: storeLimits([]Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000)}), NowMs: 1_700_000_000_999}, 1)
 	got := render(aws.ToString(in.UpdateExpression), in.ExpressionAttributeNames, in.ExpressionAttributeValues)
 	want := writeIDSet + " ADD b_rpm_fa 600, b_rpm_tk -1000, b_rpm_ts -1000, b_rpm_tc 1000, b_tpm_fa 600, b_tpm_tk -100000, b_tpm_ts -100000, b_tpm_tc 100000, b_wcu_tk -1000, b_wcu_tc 1000"
 	assert.Equal(t, want, got, "update\n got %s\nwant %s", got, want)

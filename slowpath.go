@@ -23,7 +23,7 @@ func conflictBackoff(n int) time.Duration { return 25 * time.Millisecond << n }
 
 // initialState returns the state a limit missing from g's bucket starts
 // with: full (a prepaid balance empty), or what carrySwitches left it.
-func (g entityGroup) initialState(resource string, l Limit, now int64) store.BucketState {
+func (g entityGroup) initialState(resource string, l store.Limit, now int64) store.BucketState {
 	s := bucketStateFromLimit(g.entityID, resource, l, now)
 	if v, ok := g.startMilli[l.Name]; ok && v < s.TokensMilli {
 		s.TokensMilli = v
@@ -162,7 +162,7 @@ func consumeGroup(g entityGroup, resource string, consume Consume, now int64) (e
 			capped:              capped,
 		}
 		amount := consume[l.Name]
-		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: l, Requested: amount}
+		st := LimitStatus{EntityID: g.entityID, Resource: resource, LimitName: l.Name, Limit: Limit(l), Requested: amount}
 		tk, _, ok := admit(&st, s, amount, now)
 		e.refilledMilli = tk
 		if ok {
@@ -425,7 +425,7 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 	for _, w := range writes {
 		entries := lease.entriesOf(w.Key)
 		give := make(Consume, len(entries))
-		limits := make([]Limit, 0, len(entries))
+		limits := make([]store.Limit, 0, len(entries))
 		for _, e := range entries {
 			give[e.limit.Name] += e.consumed
 			limits = append(limits, e.limit)
@@ -436,7 +436,7 @@ func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 
 // giveBack returns consume, taken from key (of incarnation inc) by a write
 // whose caller went away, in the background.
-func (rl *RateLimiter) giveBack(key store.BucketKey, inc int64, consume Consume, limits []Limit) {
+func (rl *RateLimiter) giveBack(key store.BucketKey, inc int64, consume Consume, limits []store.Limit) {
 	w := giveBackWrite(key, inc, 0, consume, limits)
 	if len(w.Limits) == 0 {
 		return

@@ -85,7 +85,7 @@ func (a *specAcquire) nowMs() int64 { return a.at.UnixMilli() }
 
 // request returns the speculative write of the acquire on key, conditioned
 // on limits.
-func (a *specAcquire) request(key store.BucketKey, limits []Limit) store.SpeculativeRequest {
+func (a *specAcquire) request(key store.BucketKey, limits []store.Limit) store.SpeculativeRequest {
 	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.nowMs()}
 }
 
@@ -427,7 +427,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		var statuses []LimitStatus
 		for _, e := range childEntries {
 			statuses = append(statuses, LimitStatus{
-				EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
+				EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: Limit(e.limit),
 				Available: bucketmath.FloorDiv(bucketmath.AddMilli(e.state.TokensMilli, e.consumed), 1000), Requested: e.consumed,
 			})
 		}
@@ -483,7 +483,7 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 // per resolved limit, as the slow path does: a limit the request did not
 // name can still be adjusted within the lease. The write was conditioned on
 // the item storing these limits.
-func specEntries(res store.SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
+func specEntries(res store.SpeculativeResult, consume Consume, limits []store.Limit) []*leaseEntry {
 	// One backing array for the entries: two allocations whatever the
 	// number of limits.
 	return appendSpecEntries(make([]*leaseEntry, 0, len(limits)), make([]leaseEntry, 0, len(limits)), res, consume, limits)
@@ -514,7 +514,7 @@ type specLease4 struct {
 
 // newSpecLease returns a lease holding specEntries(res, consume, limits):
 // one allocation for up to four limits.
-func newSpecLease(rl *RateLimiter, res store.SpeculativeResult, consume Consume, limits []Limit) *Lease {
+func newSpecLease(rl *RateLimiter, res store.SpeculativeResult, consume Consume, limits []store.Limit) *Lease {
 	switch n := len(limits); {
 	case n <= 1:
 		b := &specLease1{}
@@ -534,7 +534,7 @@ func newSpecLease(rl *RateLimiter, res store.SpeculativeResult, consume Consume,
 
 // appendSpecEntries appends to out the entries of specEntries, stored in
 // backing, which must have room for them.
-func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.SpeculativeResult, consume Consume, limits []Limit) []*leaseEntry {
+func appendSpecEntries(out []*leaseEntry, backing []leaseEntry, res store.SpeculativeResult, consume Consume, limits []store.Limit) []*leaseEntry {
 	for _, l := range limits {
 		s, ok := res.Bucket.State(l.Name)
 		if !ok {
@@ -562,7 +562,7 @@ func appliedItem(res store.SpeculativeResult, it *batchItem, now int64) ([]*leas
 		before := e.state
 		before.TokensMilli = bucketmath.AddMilli(before.TokensMilli, e.consumed)
 		statuses = append(statuses, LimitStatus{
-			EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: e.limit,
+			EntityID: e.key.EntityID, Resource: e.key.Resource, LimitName: e.limit.Name, Limit: Limit(e.limit),
 			Available: calculateAvailable(before, now), Requested: e.consumed,
 		})
 	}
@@ -590,7 +590,7 @@ func refusedItem(res store.SpeculativeResult, it *batchItem, now int64) (statuse
 // capacities. It waits for the write or for ctx, whichever ends first; the
 // write goes on when ctx ends first. The DynamoDB backend's write-capacity
 // token is not given back.
-func (rl *RateLimiter) undo(ctx context.Context, res store.SpeculativeResult, consume Consume, limits []Limit) error {
+func (rl *RateLimiter) undo(ctx context.Context, res store.SpeculativeResult, consume Consume, limits []store.Limit) error {
 	key := res.Key
 	w := giveBackWrite(key, incarnationOf(res), rl.nowMs(), consume, limits)
 	if len(w.Limits) == 0 {

@@ -47,7 +47,7 @@ import (
 // switchedBack): the most its balance may hold now. base is the resource
 // the limits are defined on, and cal the calendar limit whose period
 // bucket g is (nil for the entity's bucket).
-func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base string, cal *Limit, nowMs int64) error {
+func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base string, cal *store.Limit, nowMs int64) error {
 	if g.switches.own == nil && g.switches.sys == nil {
 		return nil
 	}
@@ -100,7 +100,7 @@ func (rl *RateLimiter) carrySwitches(ctx context.Context, g *entityGroup, base s
 // balance is then capped at what switchedStart leaves (a cap, so applying
 // it again changes nothing). Without a switch away first, def's bucket is
 // created after the switch to it, with the carry.
-func switchedBack(sw []limitSwitch, def Limit, nowMs int64) bool {
+func switchedBack(sw []limitSwitch, def store.Limit, nowMs int64) bool {
 	since := carryHorizon(def, nowMs)
 	away := int64(math.MaxInt64)
 	for _, s := range sw {
@@ -125,7 +125,7 @@ func switchedBack(sw []limitSwitch, def Limit, nowMs int64) bool {
 // still feels at nowMs: the start of its current period for a calendar
 // limit; for a rolling one, nowMs less the time it takes to refill from
 // empty.
-func carryHorizon(def Limit, nowMs int64) int64 {
+func carryHorizon(def store.Limit, nowMs int64) int64 {
 	if def.IsCalendar() {
 		start, _, _ := def.CalendarPeriodAt(time.UnixMilli(nowMs))
 		return start.UnixMilli()
@@ -155,7 +155,7 @@ func capState(s store.BucketState, capMilli, now int64) store.BucketState {
 // spend counts (switchedBack): the acquire must then read its buckets
 // (the speculative write would charge a bucket that predates the switch
 // back as it stands). Without switch records it costs nothing.
-func switchedBackIn(s switchSet, limits []Limit, nowMs int64) bool {
+func switchedBackIn(s switchSet, limits []store.Limit, nowMs int64) bool {
 	if s.own == nil && s.sys == nil {
 		return false
 	}
@@ -177,7 +177,7 @@ func switchedBackIn(s switchSet, limits []Limit, nowMs int64) bool {
 // refilled since for a rolling limit; for a calendar limit only the
 // switches within its current period count. ok is false when nothing was
 // spent.
-func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource string, def Limit, sw []limitSwitch, nowMs int64) (left int64, ok bool, err error) {
+func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource string, def store.Limit, sw []limitSwitch, nowMs int64) (left int64, ok bool, err error) {
 	full := bucketmath.SatMul(def.Capacity, 1000)
 	left = full
 	periodStart := int64(math.MinInt64)
@@ -212,7 +212,7 @@ func (rl *RateLimiter) switchedStart(ctx context.Context, entityID, resource str
 
 // switchedBucket returns the bucket item that holds limit l (rolling or
 // calendar) of entityID on resource at now.
-func switchedBucket(entityID, resource string, l Limit, now int64) (store.BucketKey, error) {
+func switchedBucket(entityID, resource string, l store.Limit, now int64) (store.BucketKey, error) {
 	key := store.BucketKey{EntityID: entityID, Resource: resource}
 	if l.IsCalendar() {
 		bucket, _, _, err := ownBucket(l, resource, time.UnixMilli(now), 0) // a calendar limit: no slot generation
@@ -227,7 +227,7 @@ func switchedBucket(entityID, resource string, l Limit, now int64) (store.Bucket
 // spentAt returns what limit l (rolling or calendar) of entityID on
 // resource has spent at now: its capacity less its balance refilled to
 // now (millitokens); zero without a bucket.
-func (rl *RateLimiter) spentAt(ctx context.Context, entityID, resource string, l Limit, now int64) (int64, error) {
+func (rl *RateLimiter) spentAt(ctx context.Context, entityID, resource string, l store.Limit, now int64) (int64, error) {
 	key, err := switchedBucket(entityID, resource, l, now)
 	if err != nil {
 		return 0, err

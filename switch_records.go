@@ -14,13 +14,13 @@ import (
 
 // switchesBucket reports whether a limit defined as old, changed to l,
 // moves to other buckets: a change of kind, calendar period or zone.
-func switchesBucket(old, l Limit) bool {
+func switchesBucket(old, l store.Limit) bool {
 	return old.Prepaid != l.Prepaid || old.Calendar != l.Calendar || old.LocationName() != l.LocationName()
 }
 
 // spendCarries reports whether a switch to or from l carries what was
 // spent, as its kind says (a balance and slots have nothing to carry).
-func spendCarries(l Limit) bool { return kindOf(l).carriesSpend() }
+func spendCarries(l store.Limit) bool { return kindOf(l).carriesSpend() }
 
 // maxSwitches and maxSwitchAge bound the switch records a config keeps
 // (the system config's, those of deleted DefaultResource configs too).
@@ -37,7 +37,7 @@ const (
 // entity inherits them again).
 type limitSwitch struct {
 	name    string
-	from    Limit
+	from    store.Limit
 	atMs    int64
 	inForce bool
 }
@@ -50,7 +50,7 @@ type limitSwitch struct {
 // which those of entityID's scope apply).
 type switchSet struct {
 	own                []store.LimitSwitch
-	inherited          []Limit
+	inherited          []store.Limit
 	sys                []store.LimitSwitch
 	entityID, resource string
 }
@@ -65,7 +65,7 @@ func (s switchSet) list() []limitSwitch {
 		}
 		from := r.From
 		if r.Inherited {
-			i := slices.IndexFunc(s.inherited, func(l Limit) bool { return l.Name == r.Name })
+			i := slices.IndexFunc(s.inherited, func(l store.Limit) bool { return l.Name == r.Name })
 			if i < 0 {
 				continue
 			}
@@ -115,7 +115,7 @@ func movedSwitches(recs []store.LimitSwitch, resource, entityID string) []store.
 // calendar and switches buckets; with inherited (old is what the levels
 // after the config give, which depends on the resource), one per rolling
 // or calendar limit, marked Inherited. added is how many are new.
-func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited bool, resource string, nowMs int64) (out []store.LimitSwitch, added int) {
+func recordSwitches(kept []store.LimitSwitch, old, limits []store.Limit, inherited bool, resource string, nowMs int64) (out []store.LimitSwitch, added int) {
 	for _, s := range kept {
 		if s.AtMs >= nowMs-maxSwitchAge.Milliseconds() {
 			out = append(out, s)
@@ -130,7 +130,7 @@ func recordSwitches(kept []store.LimitSwitch, old, limits []Limit, inherited boo
 			added++
 			continue
 		}
-		i := slices.IndexFunc(old, func(o Limit) bool { return o.Name == l.Name })
+		i := slices.IndexFunc(old, func(o store.Limit) bool { return o.Name == l.Name })
 		if i < 0 || !spendCarries(old[i]) || !switchesBucket(old[i], l) {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
@@ -36,8 +37,8 @@ func ceilSeconds(d time.Duration) int64 {
 // of the limit's IETF policy. A calendar limit's window is the length of
 // its period containing now (a month of 30 days: 2,592,000).
 func windowSeconds(l limiter.Limit, now time.Time) int64 {
-	if l.IsCalendar() {
-		start, next, _ := l.CalendarPeriodAt(now)
+	if store.Limit(l).IsCalendar() {
+		start, next, _ := store.Limit(l).CalendarPeriodAt(now)
 		return ceilSeconds(next.Sub(start))
 	}
 	if l.RefillAmount <= 0 {
@@ -122,7 +123,7 @@ func setIETF(h http.Header, ls []headerLimit, now time.Time) {
 	for i, l := range ls {
 		n := sfString(l.name())
 		policy[i] = n + ";q=" + strconv.FormatInt(l.limit.Capacity, 10)
-		if l.limit.IsInFlight() {
+		if store.Limit(l.limit).IsInFlight() {
 			// Slots held at once: the draft's quota unit for them, and
 			// no window, since no time refills a slot.
 			policy[i] += `;qu="concurrency"`
@@ -153,7 +154,7 @@ func setLeaseHeaders(ctx context.Context, h http.Header, r request, lease *limit
 	seen := make(map[limitOf]bool, len(st))
 	for _, s := range st {
 		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Remaining, reset: ceilSeconds(s.Reset)}
-		if s.Limit.IsInFlight() {
+		if store.Limit(s.Limit).IsInFlight() {
 			l.reset = noReset
 		}
 		ls = addLimit(ls, seen, l)
@@ -204,10 +205,10 @@ func addLimit(ls []headerLimit, seen map[limitOf]bool, l headerLimit) []headerLi
 // calendar limit, until its next period starts; for a prepaid balance, 0
 // (it never fills by itself).
 func secondsToFull(l limiter.Limit, rem int64, now time.Time) int64 {
-	if l.IsInFlight() {
+	if store.Limit(l).IsInFlight() {
 		return noReset
 	}
-	if l.IsPrepaid() {
+	if store.Limit(l).IsPrepaid() {
 		return 0
 	}
 	return secondsToCover(l, l.Capacity-rem, now)
@@ -247,7 +248,7 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	}
 	h.Set("X-RateLimit-Limit", strconv.FormatInt(rle.Primary.Limit.Capacity, 10))
 	h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(0, rle.Primary.Available), 10))
-	if !balance && !rle.Primary.Limit.IsInFlight() {
+	if !balance && !store.Limit(rle.Primary.Limit).IsInFlight() {
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(rle.Primary.RetryAfter), 10))
 	}
 	ls := make([]headerLimit, 0, len(rle.Statuses))
@@ -255,9 +256,9 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	for _, s := range rle.Statuses {
 		l := headerLimit{entity: s.EntityID, wide: isWide(s.Resource), limit: s.Limit, remaining: s.Available}
 		switch {
-		case s.Limit.IsInFlight():
+		case store.Limit(s.Limit).IsInFlight():
 			l.reset = noReset
-		case s.Exceeded && s.Limit.IsPrepaid():
+		case s.Exceeded && store.Limit(s.Limit).IsPrepaid():
 			l.reset = noReset
 		case s.Exceeded:
 			l.reset = ceilSeconds(s.RetryAfter)
@@ -267,7 +268,7 @@ func setRefusalHeaders(ctx context.Context, h http.Header, r request) {
 	now := r.rl.Now()
 	ls = append(ls, r.inForceExcept(ctx, seen, func(l limiter.Limit, rem int64) int64 {
 		deficit := r.consume[l.Name] - rem
-		if l.IsInFlight() || l.IsPrepaid() && deficit > 0 {
+		if store.Limit(l).IsInFlight() || store.Limit(l).IsPrepaid() && deficit > 0 {
 			return noReset
 		}
 		return secondsToCover(l, deficit, now)
@@ -333,8 +334,8 @@ func secondsToCover(l limiter.Limit, deficit int64, now time.Time) int64 {
 	if deficit <= 0 {
 		return 0
 	}
-	if l.IsCalendar() {
-		_, next, _ := l.CalendarPeriodAt(now)
+	if store.Limit(l).IsCalendar() {
+		_, next, _ := store.Limit(l).CalendarPeriodAt(now)
 		return ceilSeconds(next.Sub(now))
 	}
 	if l.RefillAmount <= 0 {

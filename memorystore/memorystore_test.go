@@ -141,7 +141,7 @@ func BenchmarkAcquire(b *testing.B) {
 	for _, commit := range []bool{false, true} {
 		b.Run(map[bool]string{false: "acquire", true: "acquire+commit"}[commit], func(b *testing.B) {
 			rl := limiter.New(memorystore.New())
-			err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "bench", Resource: "gpt-4"}, []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
+			err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "bench", Resource: "gpt-4"}, []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
 			require.NoError(b, err)
 			c := store.Consume{"rps": 1, "tps": 100}
 			b.ReportAllocs()
@@ -162,7 +162,7 @@ func BenchmarkAcquire(b *testing.B) {
 func TestAcquireAllocs(t *testing.T) {
 	ctx := context.Background()
 	rl := limiter.New(memorystore.New())
-	err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "bench", Resource: "gpt-4"}, []store.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
+	err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "bench", Resource: "gpt-4"}, []limiter.Limit{limiter.PerSecond("rps", 1_000_000_000), limiter.PerSecond("tps", 1_000_000_000)})
 	require.NoError(t, err)
 	c := store.Consume{"rps": 1, "tps": 100}
 	allocs := testing.AllocsPerRun(1000, func() {

@@ -44,7 +44,7 @@ func createBucket(t *testing.T, s *redisstore.Store, entity, resource string, ca
 // of the given capacity.
 func consumeReq(entity, resource string, capacity, amount int64) store.SpeculativeRequest {
 	return store.SpeculativeRequest{Key: store.BucketKey{EntityID: entity, Resource: resource},
-		Consume: limiter.Consume{"rpm": amount}, Limits: []limiter.Limit{rpmLimit(capacity)}, NowMs: batchNow}
+		Consume: limiter.Consume{"rpm": amount}, Limits: []store.Limit{store.Limit(rpmLimit(capacity))}, NowMs: batchNow}
 }
 
 // pauseServer stops the server from running commands for d (CLIENT PAUSE):

@@ -227,7 +227,7 @@ func BenchmarkAllow(b *testing.B) {
 	l := limiter.PerMinute("rpm", 1<<30)
 	b.ReportAllocs()
 	for b.Loop() {
-		_, err := s.Allow(ctx, "k", l, 1)
+		_, err := s.Allow(ctx, "k", store.Limit(l), 1)
 		require.NoError(b, err)
 	}
 }
@@ -284,13 +284,13 @@ func BenchmarkClientCannedReply(b *testing.B) {
 			return lease.Commit(ctx)
 		}},
 		{"consume", func() error {
-			res, err := s.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: store.BucketKey{EntityID: "k", Resource: "api"}, Consume: consume, Limits: []limiter.Limit{lim}, NowMs: 1795635502796})
+			res, err := s.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: store.BucketKey{EntityID: "k", Resource: "api"}, Consume: consume, Limits: []store.Limit{store.Limit(lim)}, NowMs: 1795635502796})
 			if err == nil && !res.Applied {
 				err = fmt.Errorf("refused: %s", res.Reason)
 			}
 			return err
 		}},
-		{"allow", func() error { _, err := s.Allow(ctx, "k", lim, 1); return err }},
+		{"allow", func() error { _, err := s.Allow(ctx, "k", store.Limit(lim), 1); return err }},
 		{"redis_rate", func() error { _, err := rr.AllowN(ctx, "k", redis_rate.PerMinute(1<<30), 1); return err }},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/memorystore"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -168,7 +169,7 @@ func TestLimitArgsKept(t *testing.T) {
 	}
 	for round := range 3 {
 		for _, l := range limits {
-			field, params := s.LimitArgs(l)
+			field, params := s.LimitArgs(limiter.Limit(l))
 			want := fmt.Sprintf("%d|%d|%d", l.Capacity*1000, l.RefillAmount*1000, l.RefillPeriod.Milliseconds())
 			require.Equal(t, "l:"+l.Name, field, "round %d, %+v", round, l)
 			require.Equal(t, want, params, "round %d, %+v", round, l)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // ExampleNew runs the limiter on Redis: the same program as on DynamoDB,
@@ -50,7 +51,7 @@ func ExampleStore_Allow() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := repo.Allow(ctx, "login:alice", limiter.PerMinute("attempts", 5), 1)
+	res, err := repo.Allow(ctx, "login:alice", store.Limit(limiter.PerMinute("attempts", 5)), 1)
 	if err != nil {
 		log.Fatal(err)
 	}

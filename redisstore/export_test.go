@@ -26,6 +26,6 @@ func ParseStored(s string) int64 { return atoi(s) }
 // LimitArgs returns the consume function's arguments of l: its field name
 // and parameters.
 func (s *Store) LimitArgs(l limiter.Limit) (field, params string) {
-	la := s.limitArgsOf(l)
+	la := s.limitArgsOf(store.Limit(l))
 	return la.name.(string), la.params.(string)
 }

@@ -102,7 +102,7 @@ func TestLuaCodeRecovery(t *testing.T) {
 			assert.Greater(t, s.ScriptReloads(), before, "the code was not sent again after the flush")
 			for _, st := range []*redisstore.Store{s, gcra} {
 				require.NoError(t, tc.flush(s.Client()))
-				r, err := st.Allow(ctx, "user", limiter.PerMinute("rpm", 10), 1)
+				r, err := st.Allow(ctx, "user", store.Limit(limiter.PerMinute("rpm", 10)), 1)
 				require.NoError(t, err, "Allow after the flush")
 				assert.True(t, r.Allowed)
 			}
@@ -128,7 +128,7 @@ func TestFunctionsUnavailable(t *testing.T) {
 			_, err := acquire(ctx, rl)
 			require.NoError(t, err)
 			assert.False(t, s.UsesFunctions(), "still on functions")
-			r, err := s.Allow(ctx, "user", limiter.PerMinute("rpm", 10), 1)
+			r, err := s.Allow(ctx, "user", store.Limit(limiter.PerMinute("rpm", 10)), 1)
 			require.NoError(t, err)
 			assert.True(t, r.Allowed)
 			require.NoError(t, s.Client().ScriptFlush(ctx).Err())
@@ -280,7 +280,7 @@ func TestClusterLibrary(t *testing.T) {
 			require.NoError(t, err, what)
 			require.NoError(t, lease.Commit(ctx))
 			for _, st := range []*redisstore.Store{s, gcra} {
-				r, err := st.Allow(ctx, "user-"+strconv.Itoa(i), limiter.PerMinute("rpm", 10), 1)
+				r, err := st.Allow(ctx, "user-"+strconv.Itoa(i), store.Limit(limiter.PerMinute("rpm", 10)), 1)
 				require.NoError(t, err, what)
 				assert.True(t, r.Allowed, what)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/storetest"
 )
 
@@ -41,7 +42,7 @@ func TestAllowRetryAfter(t *testing.T) {
 			var last redisstore.AllowResult
 			admitted := 0
 			for range 20 {
-				r, err := s.Allow(ctx, "user-1", l, 1)
+				r, err := s.Allow(ctx, "user-1", store.Limit(l), 1)
 				require.NoError(t, err)
 				if !r.Allowed {
 					last = r
@@ -58,18 +59,18 @@ func TestAllowRetryAfter(t *testing.T) {
 			require.Positive(t, last.RetryAfter, "after %d admitted: a wait", admitted)
 			require.Zero(t, last.Remaining, "after %d admitted: nothing remaining", admitted)
 			clock.Advance(last.RetryAfter - time.Millisecond)
-			r, err := s.Allow(ctx, "user-1", l, 1)
+			r, err := s.Allow(ctx, "user-1", store.Limit(l), 1)
 			require.NoError(t, err)
 			assert.False(t, r.Allowed, "allowed 1 ms before Retry-After (%v)", last.RetryAfter)
 			clock.Advance(time.Millisecond)
-			r, err = s.Allow(ctx, "user-1", l, 1)
+			r, err = s.Allow(ctx, "user-1", store.Limit(l), 1)
 			require.NoError(t, err)
 			assert.True(t, r.Allowed, "not allowed at Retry-After (%v)", last.RetryAfter)
 			require.NoError(t, s.ResetKey(ctx, "user-1"))
-			r, err = s.Allow(ctx, "user-1", l, 7)
+			r, err = s.Allow(ctx, "user-1", store.Limit(l), 7)
 			require.NoError(t, err)
 			assert.True(t, r.Allowed, "a reset key is not full")
-			_, err = s.Allow(ctx, "bad{key}", l, 1)
+			_, err = s.Allow(ctx, "bad{key}", store.Limit(l), 1)
 			assert.Error(t, err, "a key with braces was accepted")
 		})
 	}
@@ -107,7 +108,7 @@ func TestAlgorithmsSameTrace(t *testing.T) {
 		start := clock.Now()
 		for _, st := range trace {
 			clock.Advance(start.Add(st.at).Sub(clock.Now()))
-			r, err := s.Allow(ctx, "k", l, 1)
+			r, err := s.Allow(ctx, "k", store.Limit(l), 1)
 			require.NoError(t, err)
 			admissions[alg] = append(admissions[alg], r.Allowed)
 		}
@@ -151,7 +152,7 @@ func TestAllowConcurrentExact(t *testing.T) {
 			for range 32 {
 				wg.Go(func() {
 					for range 10 {
-						r, err := s.Allow(ctx, "k", limiter.PerMinute("rpm", 100), 1)
+						r, err := s.Allow(ctx, "k", store.Limit(limiter.PerMinute("rpm", 100)), 1)
 						if !assert.NoError(t, err) {
 							return
 						}

@@ -77,7 +77,7 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		}
 		// One request short: nothing applies, each item comes back as it was.
 		res, err := bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
-			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 2, "tpm": 100}, rpm)})
+			req(a, store.Consume{"rpm": 2}, store.Limit(rpm)), req(p, store.Consume{"rpm": 2, "tpm": 100}, store.Limit(rpm))})
 		require.NoError(t, err, "refused batch: %+v, %v", res, err)
 		require.Len(t, res, 2, "refused batch: %+v, %v", res, err)
 		require.False(t, res[0].Applied, "refused batch: applied %v/%v, reasons %q/%q; want none applied, the second exhausted", res[0].Applied, res[1].Applied, res[0].Reason, res[1].Reason)
@@ -90,7 +90,7 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		wantBalances(t, repo, p, "rpm=1000/0 tpm=900000/0")
 		// A missing item refuses the whole batch too.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
-			req(a, store.Consume{"rpm": 1}, rpm), req(store.BucketKey{EntityID: "x", Resource: "gpt"}, store.Consume{"rpm": 1})})
+			req(a, store.Consume{"rpm": 1}, store.Limit(rpm)), req(store.BucketKey{EntityID: "x", Resource: "gpt"}, store.Consume{"rpm": 1})})
 		require.NoError(t, err, "batch with a missing item: %+v, %v", res, err)
 		require.False(t, res[0].Applied, "batch with a missing item: %+v, %v", res, err)
 		require.Equal(t, store.RefusedBucketMissing, res[1].Reason, "batch with a missing item: %+v, %v", res, err)
@@ -98,7 +98,7 @@ func runContractBatch(t *testing.T, newRepo func(t *testing.T) store.Repository)
 		wantBalances(t, repo, a, "rpm=5000/0")
 		// Everything fits: all apply, each result holds its item after.
 		res, err = bs.SpeculativeConsumeAll(ctx, []store.SpeculativeRequest{
-			req(a, store.Consume{"rpm": 2}, rpm), req(p, store.Consume{"rpm": 1, "tpm": 100}, rpm)})
+			req(a, store.Consume{"rpm": 2}, store.Limit(rpm)), req(p, store.Consume{"rpm": 1, "tpm": 100}, store.Limit(rpm))})
 		require.NoError(t, err, "fitting batch: %+v, %v", res, err)
 		require.True(t, res[0].Applied, "fitting batch: %+v, %v", res, err)
 		require.True(t, res[1].Applied, "fitting batch: %+v, %v", res, err)
@@ -181,13 +181,13 @@ func acquireAllScenario(t *testing.T, b *backend) {
 		_, err := rl.Admin().CreateEntity(ctx, e)
 		require.NoError(t, err)
 	}
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("tpm", 1000))})); err != nil {
 		t.Fatal(err)
 	}
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1500)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("tpm", 1500))})); err != nil {
 		t.Fatal(err)
 	}
-	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: []store.Limit{limiter.PerMinute("rpm", 2)}}
+	solo := limiter.AcquireRequest{EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 2))})}
 	buckets := func() string {
 		return fmt.Sprintf("key1=%s key2=%s proj=%s solo=%s", b.bucket("key1", "gpt"), b.bucket("key2", "gpt"), b.bucket("proj", "gpt"), b.bucket("solo", "claude"))
 	}
@@ -231,6 +231,6 @@ func acquireAllScenario(t *testing.T, b *backend) {
 	b.note("rolled back %s", buckets())
 	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{{EntityID: "key1", Resource: "gpt", Consume: store.Consume{"rmp": 1}}})
 	b.noteErr("typo", err)
-	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{solo, {EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: []store.Limit{limiter.PerMinute("rpm", 3)}}})
+	_, _, err = rl.AcquireAll(ctx, []limiter.AcquireRequest{solo, {EntityID: "solo", Resource: "claude", Consume: store.Consume{"rpm": 1}, Limits: toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 3))})}})
 	b.noteErr("conflicting limits", err)
 }

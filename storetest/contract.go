@@ -97,7 +97,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatalf("Children of a leaf = %+v, %v", kids, err)
 		}
 		// DeleteEntity takes the entity's configs and buckets with it.
-		if err := repo.PutConfig(ctx, store.EntityConfig("key", "gpt"), store.Config{Limits: []store.Limit{cRPM}}); err != nil {
+		if err := repo.PutConfig(ctx, store.EntityConfig("key", "gpt"), store.Config{Limits: []store.Limit{store.Limit(cRPM)}}); err != nil {
 			t.Fatal(err)
 		}
 		k := store.BucketKey{EntityID: "key", Resource: "gpt"}
@@ -124,11 +124,11 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		got, err := repo.LoadConfigs(ctx, []store.ConfigKey{ek, dk, rk, sk})
 		require.NoError(t, err, "LoadConfigs on an empty repository = %v, %v", got, err)
 		require.Empty(t, got, "LoadConfigs on an empty repository = %v, %v", got, err)
-		two := []store.Limit{limiter.PerMinute("rpm", 5), limiter.PerDay("tpd", 1_000_000).WithBurst(50_000)}
+		two := []store.Limit{store.Limit(limiter.PerMinute("rpm", 5)), store.Limit(limiter.PerDay("tpd", 1_000_000).WithBurst(50_000))}
 		puts := map[store.ConfigKey]store.Config{
 			ek: {Limits: two},
-			rk: {Limits: []store.Limit{cTPM}},
-			sk: {Limits: []store.Limit{cRPM}, OnUnavailable: store.OnUnavailableAllow},
+			rk: {Limits: []store.Limit{store.Limit(cTPM)}},
+			sk: {Limits: []store.Limit{store.Limit(cRPM)}, OnUnavailable: store.OnUnavailableAllow},
 		}
 		for k, c := range puts {
 			err := repo.PutConfig(ctx, k, c)
@@ -152,10 +152,10 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			t.Fatalf("GetConfig of a missing config: ok=%v err=%v", ok, err)
 		}
 		// Put replaces.
-		if err := repo.PutConfig(ctx, ek, store.Config{Limits: []store.Limit{cTPM}}); err != nil {
+		if err := repo.PutConfig(ctx, ek, store.Config{Limits: []store.Limit{store.Limit(cTPM)}}); err != nil {
 			t.Fatal(err)
 		}
-		if c, _, _ := repo.GetConfig(ctx, ek); !slices.Equal(c.Limits, []store.Limit{cTPM}) {
+		if c, _, _ := repo.GetConfig(ctx, ek); !slices.Equal(c.Limits, []store.Limit{store.Limit(cTPM)}) {
 			t.Fatalf("after replacing: %+v", c)
 		}
 		for _, k := range []store.ConfigKey{ek, rk, sk} {
@@ -179,10 +179,10 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		sk := store.SystemConfig()
 		kiritimati, err := time.LoadLocation("Pacific/Kiritimati")
 		require.NoError(t, err)
-		r1 := store.LimitSwitch{Name: "usd", Resource: "gpt", From: limiter.PerCalendarDay("usd", 1000), AtMs: nowMs}
-		r2 := store.LimitSwitch{Name: "usd", From: limiter.PerDay("usd", 500), AtMs: nowMs + 1}
+		r1 := store.LimitSwitch{Name: "usd", Resource: "gpt", From: store.Limit(limiter.PerCalendarDay("usd", 1000)), AtMs: nowMs}
+		r2 := store.LimitSwitch{Name: "usd", From: store.Limit(limiter.PerDay("usd", 500)), AtMs: nowMs + 1}
 		a := store.Config{
-			Limits:        []store.Limit{cRPM, limiter.PerCalendarDay("usd", 1000).InLocation(kiritimati)},
+			Limits:        []store.Limit{store.Limit(cRPM), store.Limit(limiter.PerCalendarDay("usd", 1000).InLocation(kiritimati))},
 			OnUnavailable: store.OnUnavailableAllow, Switches: []store.LimitSwitch{r1},
 		}
 		done, err := w.SetSystemConfig(ctx, store.Config{}, a)
@@ -196,7 +196,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 		require.Equal(t, a.Switches, got.Switches)
 
 		// Conditioned on the records read: none are stored no more.
-		b := store.Config{Limits: []store.Limit{limiter.PerCalendarDay("usd", 1000)}, Switches: []store.LimitSwitch{r1, r2}}
+		b := store.Config{Limits: []store.Limit{store.Limit(limiter.PerCalendarDay("usd", 1000))}, Switches: []store.LimitSwitch{r1, r2}}
 		done, err = w.SetSystemConfig(ctx, store.Config{}, b)
 		require.NoError(t, err)
 		require.False(t, done, "a write conditioned on no records while r1 is stored")
@@ -547,7 +547,7 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			store.EntityConfig("b", "gpt"), store.EntityConfig("a", "gpt"), store.EntityConfig("c", "gpt"),
 			store.EntityConfig("a", "claude"), store.ResourceConfig("gpt"), store.ResourceConfig("llama"),
 		} {
-			err := repo.PutConfig(ctx, k, store.Config{Limits: []store.Limit{cRPM}})
+			err := repo.PutConfig(ctx, k, store.Config{Limits: []store.Limit{store.Limit(cRPM)}})
 			require.NoError(t, err)
 		}
 		res, err := l.ListResourcesWithDefaults(ctx)
@@ -589,8 +589,8 @@ func runContract(t *testing.T, newRepo func(t *testing.T) store.Repository) {
 			require.NoError(t, repo.CreateEntity(ctx, e))
 		}
 		// Stored limits of an entity are not entities.
-		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("key-1", "gpt"), store.Config{Limits: []store.Limit{cRPM}}))
-		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("ghost", "gpt"), store.Config{Limits: []store.Limit{cRPM}}))
+		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("key-1", "gpt"), store.Config{Limits: []store.Limit{store.Limit(cRPM)}}))
+		require.NoError(t, repo.PutConfig(ctx, store.EntityConfig("ghost", "gpt"), store.Config{Limits: []store.Limit{store.Limit(cRPM)}}))
 		var all []store.Entity
 		cursor := ""
 		pages := 0

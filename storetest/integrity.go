@@ -56,26 +56,26 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 		set   func(l store.Limit) ([]limiter.AcquireOption, error)
 	}{
 		{"override", func(l store.Limit) ([]limiter.AcquireOption, error) {
-			return []limiter.AcquireOption{limiter.WithLimits(l)}, nil
+			return []limiter.AcquireOption{limiter.WithLimits(limiter.Limit(l))}, nil
 		}},
 		{"entity", func(l store.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e-entity", Resource: "r-entity"}, []store.Limit{l})
+			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e-entity", Resource: "r-entity"}, toCallerLimits([]store.Limit{l}))
 		}},
 		{"entity-default", func(l store.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e-entity-default", Resource: store.DefaultResource}, []store.Limit{l})
+			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e-entity-default", Resource: store.DefaultResource}, toCallerLimits([]store.Limit{l}))
 		}},
 		{"resource", func(l store.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "r-resource"}, []store.Limit{l})
+			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "r-resource"}, toCallerLimits([]store.Limit{l}))
 		}},
 		{"system", func(l store.Limit) ([]limiter.AcquireOption, error) {
-			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{}, []store.Limit{l})
+			return nil, rl.Admin().SetLimits(ctx, limiter.Scope{}, toCallerLimits([]store.Limit{l}))
 		}},
 	} {
 		entity, resource := "e-"+lv.level, "r-"+lv.level
-		opts, err := lv.set(limiter.PerDay("rpd", 1000))
+		opts, err := lv.set(store.Limit(limiter.PerDay("rpd", 1000)))
 		require.NoError(t, err, "%s: %v", lv.level, err)
 		before := drain(t, rl, entity, resource, "rpd", 5, opts...)
-		if opts, err = lv.set(limiter.PerDay("rpd", 10)); err != nil {
+		if opts, err = lv.set(store.Limit(limiter.PerDay("rpd", 10))); err != nil {
 			t.Fatalf("%s: %v", lv.level, err)
 		}
 		after := drain(t, rl, entity, resource, "rpd", 30, opts...)
@@ -91,11 +91,11 @@ func limitChangeEveryLevel(t *testing.T, b *backend) {
 func limitChangeSustained(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 100)})
+	err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 100))}))
 	require.NoError(t, err)
 	n := drain(t, rl, "k", "gpt", "rpm", 20)
 	require.EqualValues(t, 20, n, "admitted %d of 20 at 100/min", n)
-	err = rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 10)})
+	err = rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 10))}))
 	require.NoError(t, err)
 	perMinute := make([]int, 5)
 	for step := range 5 * 60 * 2 { // an attempt every 500 ms for 5 minutes
@@ -121,13 +121,13 @@ func limitChangeSustained(t *testing.T, b *backend) {
 func limitRaise(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 10))})); err != nil {
 		t.Fatal(err)
 	}
 	if n := drain(t, rl, "k", "gpt", "rpm", 20); n != 10 {
 		t.Fatalf("admitted %d at 10/min, want 10", n)
 	}
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 1000)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 1000))})); err != nil {
 		t.Fatal(err)
 	}
 	avail, err := rl.Available(ctx, "k", "gpt")
@@ -149,11 +149,11 @@ func limitRaise(t *testing.T, b *backend) {
 func limitChangeOtherLimiter(t *testing.T, b *backend) {
 	ctx := context.Background()
 	admin, other := b.rl(), b.rl(func(o *limiter.Options) { o.ConfigCacheTTL = time.Minute })
-	err := admin.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerDay("rpd", 1000)})
+	err := admin.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerDay("rpd", 1000))}))
 	require.NoError(t, err)
 	n := drain(t, other, "k", "gpt", "rpd", 1)
 	require.EqualValues(t, 1, n, "first acquire refused")
-	err = admin.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerDay("rpd", 10)})
+	err = admin.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerDay("rpd", 10))}))
 	require.NoError(t, err)
 	b.clock.Advance(30 * time.Second)
 	within := drain(t, other, "k", "gpt", "rpd", 20)
@@ -189,7 +189,7 @@ func debtOutlivesRefill(t *testing.T, b *backend) {
 func badInput(t *testing.T, b *backend) {
 	ctx := context.Background()
 	rl := b.rl()
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 10)), store.Limit(limiter.PerMinute("tpm", 1000))})); err != nil {
 		t.Fatal(err)
 	}
 	check := func(what string, err error) {
@@ -243,7 +243,7 @@ func badInput(t *testing.T, b *backend) {
 
 	// Huge limits saturate: the bucket TTL stays in the future.
 	huge := store.Limit{Name: "big", Capacity: math.MaxInt64 / 1000, RefillAmount: 1, RefillPeriod: 24 * time.Hour}
-	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "huge"}, []store.Limit{huge}); err != nil {
+	if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "huge"}, toCallerLimits([]store.Limit{huge})); err != nil {
 		t.Fatal(err)
 	}
 	lease, err = rl.Acquire(ctx, "k", "huge", store.Consume{"big": 1})

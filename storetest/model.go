@@ -347,7 +347,7 @@ func acquireOpts(override []store.Limit) []limiter.AcquireOption {
 	if override == nil {
 		return nil
 	}
-	return []limiter.AcquireOption{limiter.WithLimits(override...)}
+	return []limiter.AcquireOption{limiter.WithLimits(toCallerLimits(override)...)}
 }
 
 // refused checks a refusal: a *RateLimitExceededError with a positive
@@ -641,15 +641,15 @@ func (m *modelRun) setLimits(entity, resource string, limits []store.Limit) {
 	var err error
 	switch {
 	case entity != "" && limits != nil:
-		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Entity: entity, Resource: resource}, limits)
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Entity: entity, Resource: resource}, toCallerLimits(limits))
 	case entity != "":
 		err = m.rl.Admin().DeleteLimits(m.ctx, limiter.Scope{Entity: entity, Resource: resource})
 	case resource != "" && limits != nil:
-		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Resource: resource}, limits)
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{Resource: resource}, toCallerLimits(limits))
 	case resource != "":
 		err = m.rl.Admin().DeleteLimits(m.ctx, limiter.Scope{Resource: resource})
 	default:
-		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{}, limits)
+		err = m.rl.Admin().SetLimits(m.ctx, limiter.Scope{}, toCallerLimits(limits))
 	}
 	if err != nil {
 		m.fail("%s limits: %v", verb, err)

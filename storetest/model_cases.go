@@ -33,7 +33,7 @@ var modelCases = []modelCase{
 	{name: "IdleBurst", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 10)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 10))}
 		m.mustCommit(m.acquire(k, store.Consume{"rpm": 1}, lim))
 		m.idle(time.Minute)
 		m.checkBalances = false
@@ -50,7 +50,7 @@ var modelCases = []modelCase{
 	{name: "IdleTake", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 100)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 100))}
 		m.mustCommit(m.acquire(k, store.Consume{"rpm": 1}, lim))
 		m.idle(time.Minute)
 		m.mustCommit(m.acquire(k, store.Consume{"rpm": 99}, lim))
@@ -60,7 +60,7 @@ var modelCases = []modelCase{
 	{name: "RefundBeyondLease", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("tpm", 10_000)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("tpm", 10_000))}
 		m.mustCommit(m.acquire(k, store.Consume{"tpm": 9000}, lim))
 		ml := m.mustAcquire(k, store.Consume{"tpm": 500}, lim)
 		m.adjust(ml, store.Consume{"tpm": -1_000_500}, false)
@@ -76,7 +76,7 @@ var modelCases = []modelCase{
 		p, c := m.resource+"-p", m.resource+"-c"
 		m.entity(p, "")
 		m.entity(c, p)
-		lim := []store.Limit{limiter.PerMinute("rpm", 10), limiter.PerMinute("tpm", 1000)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 10)), store.Limit(limiter.PerMinute("tpm", 1000))}
 		m.mustCommit(m.acquire(p, store.Consume{"rpm": 5, "tpm": 600}, lim))
 		ml := m.mustAcquire(c, store.Consume{"rpm": 1, "tpm": 300}, lim)
 		m.adjust(ml, store.Consume{"tpm": 5000, "rpm": 3}, true)
@@ -92,8 +92,8 @@ var modelCases = []modelCase{
 		p, c := m.resource+"-p", m.resource+"-c"
 		m.entity(p, "")
 		m.entity(c, p)
-		m.mustCommit(m.acquire(p, store.Consume{"rpm": 10}, []store.Limit{limiter.PerMinute("rpm", 10)}))
-		lim := []store.Limit{limiter.PerMinute("rpm", 20)}
+		m.mustCommit(m.acquire(p, store.Consume{"rpm": 10}, []store.Limit{store.Limit(limiter.PerMinute("rpm", 10))}))
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 20))}
 		m.setLimits(p, store.DefaultResource, lim)
 		m.setLimits(c, store.DefaultResource, lim)
 		if ml := m.acquire(c, store.Consume{"rpm": 5}, nil); ml != nil {
@@ -106,7 +106,7 @@ var modelCases = []modelCase{
 	{name: "RollbackAfterRefill", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 100)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 100))}
 		held := m.mustAcquire(k, store.Consume{"rpm": 100}, lim)
 		m.idle(time.Minute)
 		m.mustCommit(m.acquire(k, store.Consume{"rpm": 100}, lim))
@@ -122,7 +122,7 @@ var modelCases = []modelCase{
 	{name: "OverrunAfterRefill", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 10)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 10))}
 		ml := m.mustAcquire(k, store.Consume{"rpm": 1}, lim)
 		m.idle(time.Minute)
 		m.adjust(ml, store.Consume{"rpm": 1}, false)
@@ -144,7 +144,7 @@ var modelCases = []modelCase{
 	{name: "RefundThenAcquire", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 100)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 100))}
 		ml := m.mustAcquire(k, store.Consume{"rpm": 80}, lim)
 		m.idle(6 * time.Second)
 		m.adjust(ml, store.Consume{"rpm": -80}, false)
@@ -160,7 +160,7 @@ var modelCases = []modelCase{
 	{name: "OverrunThenAcquire", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("rpm", 100)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("rpm", 100))}
 		ml := m.mustAcquire(k, store.Consume{"rpm": 10}, lim)
 		m.adjust(ml, store.Consume{"rpm": 90}, false)
 		m.skipChecks = true
@@ -188,7 +188,7 @@ var modelCases = []modelCase{
 	{name: "ConsumedSaturates", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("tpm", 1000)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("tpm", 1000))}
 		ml := m.mustAcquire(k, store.Consume{"tpm": 1}, lim)
 		for range 1001 {
 			m.adjust(ml, store.Consume{"tpm": maxAmount}, false)
@@ -200,7 +200,7 @@ var modelCases = []modelCase{
 	{name: "DebtSaturates", run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("tpm", 1000)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("tpm", 1000))}
 		a := m.mustAcquire(k, store.Consume{"tpm": 1}, lim)
 		b := m.mustAcquire(k, store.Consume{"tpm": 1}, lim)
 		m.adjust(a, store.Consume{"tpm": maxAmount}, false)
@@ -221,7 +221,7 @@ var modelCases = []modelCase{
 	{name: "BackgroundSumSaturates", long: true, applies: func(md modelMode) bool { return md.spec && md.bg && md.group }, run: func(m *modelRun) {
 		k := m.resource + "-k"
 		m.entity(k, "")
-		lim := []store.Limit{limiter.PerMinute("tpm", 2000)}
+		lim := []store.Limit{store.Limit(limiter.PerMinute("tpm", 2000))}
 		m.storeChecks = false
 		for range 1010 {
 			m.mustAcquire(k, store.Consume{"tpm": 1}, lim)

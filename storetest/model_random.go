@@ -19,19 +19,19 @@ func modelLimit(name string, capacity, refill int64, period time.Duration) store
 	if err != nil {
 		panic(err)
 	}
-	return l
+	return store.Limit(l)
 }
 
 var (
 	rpmMenu = []store.Limit{
-		limiter.PerMinute("rpm", 10),
-		limiter.PerMinute("rpm", 20),
+		store.Limit(limiter.PerMinute("rpm", 10)),
+		store.Limit(limiter.PerMinute("rpm", 20)),
 		modelLimit("rpm", 30, 10, time.Minute),
 		modelLimit("rpm", 5, 5, 2*time.Minute),
 	}
 	tpmMenu = []store.Limit{
-		limiter.PerMinute("tpm", 1000),
-		limiter.PerMinute("tpm", 10_000),
+		store.Limit(limiter.PerMinute("tpm", 1000)),
+		store.Limit(limiter.PerMinute("tpm", 10_000)),
 		modelLimit("tpm", 5000, 3000, time.Minute),
 		modelLimit("tpm", 2000, 700, 3*time.Minute),
 	}

@@ -104,10 +104,10 @@ var scenarios = []scenario{
 		if _, err := rl.Admin().CreateEntity(ctx, store.Entity{ID: "key2", ParentID: "proj", Cascade: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 1000)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "proj", Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("tpm", 1000))})); err != nil {
 			t.Fatal(err)
 		}
-		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("tpm", 600)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("tpm", 600))})); err != nil {
 			t.Fatal(err)
 		}
 		for i, id := range []string{"key", "key2", "key"} {
@@ -148,16 +148,16 @@ var scenarios = []scenario{
 			want limiter.ConfigSource
 		}{
 			{"system", func() error {
-				return rl.Admin().SetSystemDefaults(ctx, []store.Limit{limiter.PerMinute("rpm", 1)}, store.OnUnavailableAllow)
+				return rl.Admin().SetSystemDefaults(ctx, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 1))}), store.OnUnavailableAllow)
 			}, limiter.SourceSystem},
 			{"resource", func() error {
-				return rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 2)})
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 2))}))
 			}, limiter.SourceResource},
 			{"entity default", func() error {
-				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: store.DefaultResource}, []store.Limit{limiter.PerMinute("rpm", 3)})
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: store.DefaultResource}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 3))}))
 			}, limiter.SourceEntityDefault},
 			{"entity", func() error {
-				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 4)})
+				return rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "e", Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 4))}))
 			}, limiter.SourceEntity},
 		}
 		for _, s := range steps {
@@ -218,10 +218,10 @@ var scenarios = []scenario{
 		_, err = rl.Acquire(ctx, "acme", "gpt", store.Consume{"wcu": 1}, limiter.WithLimits(cRPM))
 		b.noteErr("reserved name", err)
 		for _, r := range []string{"a", "b", "c"} {
-			err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acme", Resource: r}, []store.Limit{cRPM})
+			err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "acme", Resource: r}, toCallerLimits([]store.Limit{store.Limit(cRPM)}))
 			require.NoError(t, err)
 		}
-		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "zeta", Resource: "a"}, []store.Limit{cRPM}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Entity: "zeta", Resource: "a"}, toCallerLimits([]store.Limit{store.Limit(cRPM)})); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "acme", "a", store.Consume{"rpm": 2})
@@ -418,7 +418,7 @@ var scenarios = []scenario{
 	{"BucketTTL", func(t *testing.T, b *backend) {
 		ctx := context.Background()
 		rl := b.rl()
-		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, []store.Limit{limiter.PerMinute("rpm", 10)}); err != nil {
+		if err := rl.Admin().SetLimits(ctx, limiter.Scope{Resource: "gpt"}, toCallerLimits([]store.Limit{store.Limit(limiter.PerMinute("rpm", 10))})); err != nil {
 			t.Fatal(err)
 		}
 		lease, err := rl.Acquire(ctx, "k", "gpt", store.Consume{"rpm": 3})

@@ -11,6 +11,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/iterx"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // limitSyntax is the --limit/-l syntax.
@@ -182,20 +183,20 @@ func formatPeriod(seconds int64) string {
 // "rpd: 5,000/calendar day" and "usd: $500/calendar month
 // (America/New_York)" (the limit usd is counted in micro-dollars).
 func formatLimit(l limiter.Limit) string {
-	if l.IsInFlight() {
+	if store.Limit(l).IsInFlight() {
 		return l.Name + ": " + thousands(l.Capacity) + " in flight"
 	}
-	if l.IsPrepaid() {
+	if store.Limit(l).IsPrepaid() {
 		return l.Name + ": prepaid balance (top-ups up to " + formatAmount(l.Name, l.Capacity) + ")"
 	}
-	if l.IsCalendar() {
+	if store.Limit(l).IsCalendar() {
 		s := l.Name + ": " + formatAmount(l.Name, l.Capacity) + "/calendar " + l.Calendar.String()
-		if tz := l.LocationName(); tz != "" {
+		if tz := store.Limit(l).LocationName(); tz != "" {
 			s += " (" + tz + ")"
 		}
 		return s
 	}
-	s := l.Name + ": " + thousands(l.RefillAmount) + formatPeriod(l.RefillPeriodSeconds())
+	s := l.Name + ": " + thousands(l.RefillAmount) + formatPeriod(store.Limit(l).RefillPeriodSeconds())
 	if l.Capacity != l.RefillAmount {
 		s += " (burst: " + thousands(l.Capacity) + ")"
 	}
@@ -215,23 +216,23 @@ func formatAmount(name string, n int64) string {
 // "100" and "60s" (dollars for the limit usd, as capacityCell), or "-" and
 // "month" (with its zone) for a calendar limit.
 func limitRefillCells(l limiter.Limit) (refill, period string) {
-	if l.IsPrepaid() {
+	if store.Limit(l).IsPrepaid() {
 		return "-", "prepaid"
 	}
-	if l.IsInFlight() {
+	if store.Limit(l).IsInFlight() {
 		return "-", "in flight"
 	}
-	if l.IsCalendar() {
+	if store.Limit(l).IsCalendar() {
 		period = "calendar " + l.Calendar.String()
-		if tz := l.LocationName(); tz != "" {
+		if tz := store.Limit(l).LocationName(); tz != "" {
 			period += " " + tz
 		}
 		return "-", period
 	}
 	if l.Name == usdLimitName {
-		return formatDollars(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
+		return formatDollars(l.RefillAmount), fmt.Sprint(store.Limit(l).RefillPeriodSeconds()) + "s"
 	}
-	return fmt.Sprint(l.RefillAmount), fmt.Sprint(l.RefillPeriodSeconds()) + "s"
+	return fmt.Sprint(l.RefillAmount), fmt.Sprint(store.Limit(l).RefillPeriodSeconds()) + "s"
 }
 
 // thousands formats n with comma separators.

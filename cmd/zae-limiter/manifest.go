@@ -360,7 +360,7 @@ type limitKey struct {
 }
 
 func keyOf(l limiter.Limit) limitKey {
-	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, l.LocationName(), l.IsPrepaid(), l.IsInFlight()}
+	return limitKey{l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod, l.Calendar, store.Limit(l).LocationName(), store.Limit(l).IsPrepaid(), store.Limit(l).IsInFlight()}
 }
 
 func sortLimits(ls []limiter.Limit) []limiter.Limit {

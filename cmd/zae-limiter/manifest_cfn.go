@@ -13,13 +13,14 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/infra/provisioner"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // provisionerLimits converts validated limits into the resource's form.
 func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 	out := provisioner.Limits{}
 	for _, l := range ls {
-		if l.IsInFlight() {
+		if store.Limit(l).IsInFlight() {
 			out[l.Name] = provisioner.Limit{Capacity: provisioner.Number(l.Capacity), InFlight: true}
 			continue
 		}
@@ -28,10 +29,10 @@ func provisionerLimits(ls []limiter.Limit) provisioner.Limits {
 			RefillAmount: provisioner.Number(l.RefillAmount),
 			RefillPeriod: provisioner.Number(l.RefillPeriod / time.Second),
 		}
-		if l.IsCalendar() {
-			d.Calendar, d.Timezone = l.Calendar.String(), l.LocationName()
+		if store.Limit(l).IsCalendar() {
+			d.Calendar, d.Timezone = l.Calendar.String(), store.Limit(l).LocationName()
 		}
-		d.Prepaid = provisioner.Bool(l.IsPrepaid())
+		d.Prepaid = provisioner.Bool(store.Limit(l).IsPrepaid())
 		out[l.Name] = d
 	}
 	return out

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // The JSON shapes below are the CLI's stable output format (-o json); their
@@ -53,12 +54,12 @@ type limitsJSON struct {
 func limitsToJSON(limits []limiter.Limit) []limitJSON {
 	out := make([]limitJSON, len(limits))
 	for i, l := range limits {
-		out[i] = limitJSON{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriodSeconds: l.RefillPeriodSeconds()}
-		if l.IsCalendar() {
-			out[i].Calendar, out[i].Timezone = l.Calendar.String(), l.LocationName()
+		out[i] = limitJSON{Name: l.Name, Capacity: l.Capacity, RefillAmount: l.RefillAmount, RefillPeriodSeconds: store.Limit(l).RefillPeriodSeconds()}
+		if store.Limit(l).IsCalendar() {
+			out[i].Calendar, out[i].Timezone = l.Calendar.String(), store.Limit(l).LocationName()
 		}
-		out[i].Prepaid = l.IsPrepaid()
-		out[i].InFlight = l.IsInFlight()
+		out[i].Prepaid = store.Limit(l).IsPrepaid()
+		out[i].InFlight = store.Limit(l).IsInFlight()
 	}
 	return out
 }

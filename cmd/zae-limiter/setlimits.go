@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // setLimitsJSON is the JSON output of entity set-limits: the limits
@@ -146,7 +147,7 @@ func mergeLimits(before, given []limiter.Limit, merge bool) ([]limiter.Limit, li
 // limitsEqual reports whether a and b are the same limit (the zone
 // compared by name).
 func limitsEqual(a, b limiter.Limit) bool {
-	if a.LocationName() != b.LocationName() {
+	if store.Limit(a).LocationName() != store.Limit(b).LocationName() {
 		return false
 	}
 	a.Location, b.Location = nil, nil

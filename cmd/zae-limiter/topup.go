@@ -9,6 +9,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/iterx"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // topUpJSON is the JSON output of entity top-up.
@@ -104,7 +105,7 @@ func topUpAmount(name string, n int64) string {
 // resource a balance of its own), or how to store an entity-wide one.
 func (c *cli) balanceResource(repo *table, entityID, limitName string) (string, error) {
 	prepaidIn := func(limits []limiter.Limit) bool {
-		return slices.ContainsFunc(limits, func(l limiter.Limit) bool { return l.Name == limitName && l.IsPrepaid() })
+		return slices.ContainsFunc(limits, func(l limiter.Limit) bool { return l.Name == limitName && store.Limit(l).IsPrepaid() })
 	}
 	hasPrepaid := func(resource string) (bool, error) {
 		limits, err := repo.Admin().Limits(c.ctx, limiter.Scope{Entity: entityID, Resource: resource})

@@ -69,8 +69,8 @@ func calendarPeriods(l limiter.LimitInForce, now time.Time, previous int) ([]per
 	var out []periodKey
 	t := now
 	for i := 0; i <= previous; i++ {
-		start, end, tag := l.Limit.CalendarPeriodAt(t)
-		bucket, _, err := l.Limit.CalendarBucket(l.Resource, t)
+		start, end, tag := store.Limit(l.Limit).CalendarPeriodAt(t)
+		bucket, _, err := store.Limit(l.Limit).CalendarBucket(l.Resource, t)
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +130,7 @@ func cmdUsagePeriods(c *cli) *command {
 		now := time.Now()
 		var keys []periodKey
 		for _, l := range inForce {
-			if !l.Limit.IsCalendar() {
+			if !store.Limit(l.Limit).IsCalendar() {
 				continue
 			}
 			ps, err := calendarPeriods(l, now, previous)
@@ -187,7 +187,7 @@ func readPeriods(c *cli, repo *table, resource string, keys []periodKey, now tim
 		if b := buckets[k.key]; b != nil {
 			s, ok = b.State(k.limit.Name)
 		}
-		p := periodJSON{EntityID: k.key.EntityID, Source: string(k.source), Limit: k.limit.Name, Calendar: k.limit.Calendar.String(), Timezone: k.limit.LocationName(), Period: k.tag,
+		p := periodJSON{EntityID: k.key.EntityID, Source: string(k.source), Limit: k.limit.Name, Calendar: k.limit.Calendar.String(), Timezone: store.Limit(k.limit).LocationName(), Period: k.tag,
 			Bucket: k.key.Resource, Start: k.start.Format(time.RFC3339), End: k.end.Format(time.RFC3339), Current: k.current}
 		switch {
 		case k.current:

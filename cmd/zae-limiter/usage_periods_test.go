@@ -8,6 +8,7 @@ import (
 
 	limiter "github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/llmhttp"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // spend acquires and commits usd micro-dollars for key-1 on gpt-4o with
@@ -49,10 +50,10 @@ func TestUsagePeriods(t *testing.T) {
 
 	var got periodsJSON
 	e.json(&got, "usage", "periods", "--entity-id", "key-1", "--resource", "gpt-4o")
-	_, dayEnd, dayTag := day.CalendarPeriodAt(now)
-	dayStart, _, _ := day.CalendarPeriodAt(now)
-	monthStart, monthEnd, monthTag := month.CalendarPeriodAt(now)
-	_, _, pastMonthTag := month.CalendarPeriodAt(past)
+	_, dayEnd, dayTag := store.Limit(day).CalendarPeriodAt(now)
+	dayStart, _, _ := store.Limit(day).CalendarPeriodAt(now)
+	monthStart, monthEnd, monthTag := store.Limit(month).CalendarPeriodAt(now)
+	_, _, pastMonthTag := store.Limit(month).CalendarPeriodAt(past)
 	monthSpent := int64(4_250_000)
 	if pastMonthTag == monthTag {
 		monthSpent += 2 * llmhttp.USD
@@ -78,7 +79,7 @@ func TestUsagePeriods(t *testing.T) {
 			require.Equal(t, p.Capacity-2*llmhttp.USD, p.Remaining, p.Period)
 		}
 	}
-	_, _, pastDayTag := day.CalendarPeriodAt(past)
+	_, _, pastDayTag := store.Limit(day).CalendarPeriodAt(past)
 	want := []string{"key-1 " + dayTag, "key-1 " + pastDayTag, "proj " + monthTag}
 	if pastMonthTag != monthTag {
 		want = append(want, "proj "+pastMonthTag)

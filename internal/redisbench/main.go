@@ -387,7 +387,7 @@ func throttles() []throttle {
 func allowSide(s *redisstore.Store, t throttle) *side {
 	sd := &side{name: "store"}
 	sd.op = func(ctx context.Context, w int) error {
-		r, err := s.Allow(ctx, "u"+strconv.Itoa(w), t.lim, int64(t.n))
+		r, err := s.Allow(ctx, "u"+strconv.Itoa(w), store.Limit(t.lim), int64(t.n))
 		if r.Allowed {
 			sd.allowedN.Add(1)
 		} else {
@@ -448,7 +448,7 @@ func leaseSide(rl *limiter.RateLimiter, name string, consume limiter.Consume, li
 // warm-up does it).
 func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
 	rl := limiter.New(s, storeTimeout)
-	consume, limits := limiter.Consume{lim.Name: 1}, []limiter.Limit{lim}
+	consume, limits := limiter.Consume{lim.Name: 1}, []store.Limit{store.Limit(lim)}
 	return &side{name: "store consume", op: func(ctx context.Context, w int) error {
 		key := store.BucketKey{EntityID: "user-" + strconv.Itoa(w), Resource: "api"}
 		res, err := s.SpeculativeConsume(ctx, store.SpeculativeRequest{Key: key, Consume: consume, Limits: limits, NowMs: time.Now().UnixMilli()})
