@@ -230,10 +230,11 @@ func (rl *RateLimiter) Do(ctx context.Context, entityID, resource string, consum
 // when every bucket covers its amounts without a refill. Otherwise it
 // reads every bucket at once and writes them all in one atomic
 // [Repository.WriteBuckets] (one BatchGetItem and one TransactWriteItems
-// on DynamoDB). The
+// on DynamoDB). A batch charges at most 100 bucket items (DynamoDB's
+// ceiling of one transaction); more is a *[ValidationError]. The
 // over-limit cache and group commit are not used. Errors follow
 // [RateLimiter.Acquire]: with the allow on-unavailable mode an
-// unavailable backend gives a no-op lease.
+// unavailable store gives a lease issued failed open.
 func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, opts ...AcquireOption) (*Lease, [][]LimitStatus, error) {
 	if ctx == nil {
 		return nil, nil, errNilContext

@@ -53,7 +53,7 @@ func TestCalendarLimitValidate(t *testing.T) {
 	assert.ErrorContains(t, bad["calendar limit with a refill"].Validate(), "has no refill")
 	// A rolling limit keeps today's rules.
 	assert.NoError(t, PerMinute("rpm", 10).Validate())
-	_, err = NewLimit("rpm", 10, 0, time.Minute)
+	err = Limit{Name: "rpm", Capacity: 10, RefillAmount: 0, RefillPeriod: time.Minute}.Validate()
 	assert.ErrorContains(t, err, "refill_amount must be positive")
 
 	// Acquire checks the limits given per call the same way.

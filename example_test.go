@@ -210,7 +210,7 @@ func ExampleLimit_WithBurst() {
 	fmt.Printf("%s: capacity %d, +%d every %v\n", l.Name, l.Capacity, l.RefillAmount, l.RefillPeriod)
 	fmt.Println("valid:", l.Validate() == nil)
 
-	_, err := limiter.NewLimit("rpm", 0, 100, time.Minute)
+	err := limiter.Limit{Name: "rpm", Capacity: 0, RefillAmount: 100, RefillPeriod: time.Minute}.Validate()
 	fmt.Println(errors.Is(err, limiter.ErrValidation), err)
 	// Output:
 	// rpm: capacity 300, +100 every 1m0s

@@ -96,14 +96,14 @@ func TestDynamoDBLocalClientQuiet(t *testing.T) {
 	})
 }
 
-func TestDynamoDBLocalConfig(t *testing.T) {
+func TestLocalConfig(t *testing.T) {
 	for _, k := range []string{"AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
 		t.Setenv(k, "")
 	}
 	ctx := context.Background()
 	check := func(name, endpoint, wantEndpoint, wantRegion, wantKey string) {
 		t.Helper()
-		cfg := DynamoDBLocalConfig(endpoint)
+		cfg := ddbschema.LocalConfig(endpoint)
 		creds, err := cfg.Credentials.Retrieve(ctx)
 		require.NoError(t, err)
 		got := aws.ToString(cfg.BaseEndpoint)

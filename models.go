@@ -110,16 +110,6 @@ func InFlight(name string, n int64) Limit {
 	return Limit{Name: name, Capacity: n, InFlight: true}
 }
 
-// NewLimit returns a validated limit with the given capacity, refill amount
-// and refill period. The error is a *[ValidationError].
-func NewLimit(name string, capacity, refillAmount int64, refillPeriod time.Duration) (Limit, error) {
-	l := Limit{Name: name, Capacity: capacity, RefillAmount: refillAmount, RefillPeriod: refillPeriod}
-	if err := l.Validate(); err != nil {
-		return Limit{}, err
-	}
-	return l, nil
-}
-
 // validateLimits validates every limit and rejects duplicate names.
 func validateLimits(limits []store.Limit) error {
 	seen := make(map[string]bool, len(limits))
@@ -362,7 +352,9 @@ const minRetryAfter = time.Millisecond
 // regains RefillAmount tokens every RefillPeriod; or, by its kind, a
 // calendar budget, a prepaid balance or a number of calls in flight.
 // Construct one with [PerMinute] and its friends, [PerCalendarMonth] and
-// its friends, [Prepaid], [InFlight] or [NewLimit]. Its fields are those of
+// its friends, [Prepaid], [InFlight], or as a literal checked by
+// [Limit.Validate] (a limit given to the limiter is checked anyway). Its
+// fields are those of
 // [store.Limit], the type the backends share, and converting between the
 // two costs nothing.
 type Limit store.Limit

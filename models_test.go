@@ -70,8 +70,8 @@ func TestLimitValidate(t *testing.T) {
 			assert.ErrorIs(t, err, ErrValidation)
 			assert.Equal(t, tc.field, ve.Field, "field")
 			assert.Equal(t, tc.wantReason, ve.Reason, "reason")
-			_, err = NewLimit(tc.limit.Name, tc.limit.Capacity, tc.limit.RefillAmount, tc.limit.RefillPeriod)
-			assert.Error(t, err, "NewLimit accepted %+v", tc.limit)
+			err = Limit{Name: tc.limit.Name, Capacity: tc.limit.Capacity, RefillAmount: tc.limit.RefillAmount, RefillPeriod: tc.limit.RefillPeriod}.Validate()
+			assert.Error(t, err, "Validate accepted %+v", tc.limit)
 		})
 	}
 	for _, name := range []string{"rpm", "tpm-x", "a.b", "a_b", "A1", strings.Repeat("a", 64)} {

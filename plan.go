@@ -34,10 +34,10 @@ type AcquireRequest struct {
 	Limits []Limit
 }
 
-// MaxAcquireAllItems bounds the bucket items one AcquireAll may charge
+// maxAcquireAllItems bounds the bucket items one AcquireAll may charge
 // (each request's bucket, and its ancestors' with cascade): DynamoDB
 // writes at most 100 items in one transaction.
-const MaxAcquireAllItems = 100
+const maxAcquireAllItems = 100
 
 // planLevel is one entity an acquire charges, with the limits of its
 // (entity, resource) bucket and of its entity-wide bucket.
@@ -337,9 +337,9 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 			}
 			return nil
 		}
-		if len(items) >= MaxAcquireAllItems {
+		if len(items) >= maxAcquireAllItems {
 			return store.NewValidationError(ErrValidation, "requests", fmt.Sprint(len(reqs)),
-				fmt.Sprintf("more than %d bucket items in one batch", MaxAcquireAllItems))
+				fmt.Sprintf("more than %d bucket items in one batch", maxAcquireAllItems))
 		}
 		index[key] = len(items)
 		charged[i] = append(charged[i], len(items))

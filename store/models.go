@@ -35,7 +35,7 @@ const reservedLimitName = "wcu"
 // [Limit.CalendarBucket]).
 //
 // Construct limits with [limiter.PerSecond], [limiter.PerMinute], [limiter.PerHour], [limiter.PerDay] (and
-// [Limit.WithBurst]) or [limiter.NewLimit]; calendar limits with
+// [Limit.WithBurst]) or a literal; calendar limits with
 // [limiter.PerCalendarDay], [limiter.PerCalendarWeek] and
 // [limiter.PerCalendarMonth] (and [Limit.InLocation]); prepaid balances
 // with [limiter.Prepaid]. A Limit is validated wherever it is used

@@ -15,7 +15,8 @@ import (
 
 // modelLimit builds a limit or panics (the menus are constants).
 func modelLimit(name string, capacity, refill int64, period time.Duration) store.Limit {
-	l, err := limiter.NewLimit(name, capacity, refill, period)
+	l := limiter.Limit{Name: name, Capacity: capacity, RefillAmount: refill, RefillPeriod: period}
+	err := l.Validate()
 	if err != nil {
 		panic(err)
 	}

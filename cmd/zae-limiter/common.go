@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	limiter "github.com/zaelimiter/limiter"
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -104,7 +105,7 @@ func isLoopback(endpoint string) bool {
 // SDK's configuration with --region and --endpoint-url.
 func (c *cli) dynamoDBClient(optFns ...func(*dynamodb.Options)) (*dynamodb.Client, aws.Config, error) {
 	if ep := c.dynamoDBEndpoint(); isLoopback(ep) {
-		cfg := limiter.DynamoDBLocalConfig(ep)
+		cfg := ddbschema.LocalConfig(ep)
 		if c.common.region != "" {
 			cfg.Region = c.common.region
 		}

@@ -108,7 +108,8 @@ func parseLimit(s string) (limiter.Limit, error) {
 		}
 		period = n * periodUnits[m[2]]
 	}
-	l, err := limiter.NewLimit(name, capacity, rate, time.Duration(period)*time.Second)
+	l := limiter.Limit{Name: name, Capacity: capacity, RefillAmount: rate, RefillPeriod: time.Duration(period) * time.Second}
+	err = l.Validate()
 	if err != nil {
 		var ve *limiter.ValidationError
 		if errors.As(err, &ve) {

@@ -593,7 +593,7 @@ func cmdLocalAggregator(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		awsCfg := limiter.DynamoDBLocalConfig(endpoint)
+		awsCfg := ddbschema.LocalConfig(endpoint)
 		if c.common.region != "" {
 			awsCfg.Region = c.common.region
 		}

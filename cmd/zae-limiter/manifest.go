@@ -237,7 +237,8 @@ func declLimit(p, name string, d manifestDecl) (limiter.Limit, error) {
 	if period <= 0 || period > int64(1<<62)/int64(time.Second) {
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: refill_period must be a positive number of seconds", p)
 	}
-	l, err := limiter.NewLimit(name, capacity, refill, time.Duration(period)*time.Second)
+	l := limiter.Limit{Name: name, Capacity: capacity, RefillAmount: refill, RefillPeriod: time.Duration(period) * time.Second}
+	err := l.Validate()
 	if err != nil {
 		return limiter.Limit{}, fmt.Errorf("invalid manifest: %s: %v", p, err)
 	}

@@ -111,7 +111,7 @@ func ValidateStackName(name string) error {
 }
 
 // The defaults of the limiter's DynamoDB Local configuration
-// (limiter.DynamoDBLocalConfig), which the command-line tool's local
+// (LocalConfig), which the command-line tool's local
 // database shares.
 const (
 	// LocalEndpoint is DynamoDB Local's default address.

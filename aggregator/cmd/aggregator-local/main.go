@@ -57,7 +57,7 @@ func main() {
 		log.Fatal(err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	awsCfg := limiter.DynamoDBLocalConfig(*endpoint)
+	awsCfg := ddbschema.LocalConfig(*endpoint)
 	proc, err := aggregator.NewProcessor(limiter.NewDynamoDBLocalClient(*endpoint), *table, cfg.Options(), func(o *aggregator.Options) {
 		o.Logger = logger
 		o.ArchiveBucket = ""
