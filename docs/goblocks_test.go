@@ -324,8 +324,8 @@ func runPrograms(t *testing.T) {
 
 // TestIdentifiersExist: every exported identifier a code span of the docs
 // writes as pkg.Name (pkg one of knownImports' module packages), as
-// Type.Member (Type an exported type of those packages) or as rl.Method or
-// lease.Method exists.
+// Type.Member (Type an exported type of those packages) or as rl.Method,
+// admin.Method (rl.Admin()'s) or lease.Method exists.
 func TestIdentifiersExist(t *testing.T) {
 	ed := sharedExportData(t, goBlocks(t))
 	fset := token.NewFileSet()
@@ -360,7 +360,8 @@ func TestIdentifiersExist(t *testing.T) {
 	}
 	rateLimiter := pkgs["limiter"].Scope().Lookup("RateLimiter").Type()
 	lease := pkgs["limiter"].Scope().Lookup("Lease").Type()
-	qualRe := regexp.MustCompile(`\b(limiter|store|httplimit|memorystore|storetest|aggregator|infra|otelmetrics|rl|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
+	admin := pkgs["limiter"].Scope().Lookup("Admin").Type()
+	qualRe := regexp.MustCompile(`\b(limiter|store|httplimit|memorystore|storetest|aggregator|infra|otelmetrics|rl|admin|lease)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	typeRe := regexp.MustCompile(`(?:^|[^\w.])([A-Z]\w*)\.([A-Z]\w*)\b`)
 	checked := 0
 	for _, f := range markdownFiles(t) {
@@ -368,8 +369,8 @@ func TestIdentifiersExist(t *testing.T) {
 			for _, m := range qualRe.FindAllStringSubmatch(span, -1) {
 				checked++
 				switch m[1] {
-				case "rl", "lease":
-					typ := map[string]types.Type{"rl": rateLimiter, "lease": lease}[m[1]]
+				case "rl", "admin", "lease":
+					typ := map[string]types.Type{"rl": rateLimiter, "admin": admin, "lease": lease}[m[1]]
 					assert.True(t, hasMember([]types.Type{typ}, m[2]), "%s: `%s`: %s has no %s", f, span, typ, m[2])
 					continue
 				}
