@@ -355,7 +355,7 @@ func (rl *RateLimiter) getLimits(ctx context.Context, entityID, resource string)
 // expires again like any bucket of default config. When no limits apply
 // any more the bucket is left as it is. A limit that applies now with
 // another kind, calendar period or zone keeps what the deleted one had
-// spent, as with [RateLimiter.SetLimits]. It records a limits_deleted
+// spent, as with [Admin.SetLimits]. It records a limits_deleted
 // audit event when a config was deleted.
 func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource string) error {
 	if err := rl.enter(); err != nil {
@@ -876,7 +876,7 @@ func (rl *RateLimiter) lister(ctx context.Context, op string) (store.ConfigListe
 // resource) and the level they come from: entity > entity
 // [DefaultResource] > resource > system, the first level with any limits.
 // Limits is nil when no level has any. Results are cached for the config
-// cache TTL ([WithConfigCacheTTL]). [RateLimiter.LimitsInForce] adds the
+// cache TTL ([Options.ConfigCacheTTL]). [RateLimiter.LimitsInForce] adds the
 // parent's limits of a cascading entity.
 func (rl *RateLimiter) resolveLimits(ctx context.Context, entityID, resource string) ([]store.Limit, ConfigSource, error) {
 	if ctx == nil {

@@ -18,7 +18,7 @@ import (
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
-// Background commit (WithBackgroundCommit).
+// Background commit (Options.BackgroundCommit).
 //
 // A lease's Commit writes the difference between what the lease consumed
 // and what its acquire took: for an LLM call estimated at 500 tokens that

@@ -27,12 +27,12 @@ type storeOps struct {
 	// adjustment folded in (the DynamoDB repository's); nil: none.
 	folder store.AdjustFolder
 	// pending holds the background commits waiting to be written before
-	// the next read or write of their item (WithBackgroundCommit); nil
+	// the next read or write of their item (Options.BackgroundCommit); nil
 	// when they are off.
 	pending commitQueue
 
-	bound storeBound // the bound of each call (WithStoreTimeout)
-	brk   breaker    // the circuit breaker (WithCircuitBreaker)
+	bound storeBound // the bound of each call (Options.StoreTimeout)
+	brk   breaker    // the circuit breaker (Options.CircuitFailures)
 }
 
 // commitQueue holds the adjustments of background commits until they are

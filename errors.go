@@ -61,7 +61,7 @@ var (
 	// ErrCircuitOpen is the cause of an *[UnavailableError] (and of a
 	// store call's error) while the circuit breaker is open: the store
 	// failed repeatedly and calls fail at once until a probe succeeds
-	// ([WithCircuitBreaker]). It also matches [ErrUnavailable].
+	// ([Options.CircuitFailures]). It also matches [ErrUnavailable].
 	ErrCircuitOpen error = circuitOpenError{}
 	// ErrTableNotFound is matched by *[TableNotFoundError].
 	ErrTableNotFound = errors.New("limiter: table not found")
@@ -73,7 +73,7 @@ var (
 	// given an id applied before with another amount: nothing was added.
 	ErrTopUpConflict = errors.New("limiter: top-up id already applied with another amount")
 	// ErrCascadeTooDeep is matched by the *[ValidationError] of
-	// [RateLimiter.CreateEntity] for an entity whose cascade would charge
+	// [Admin.CreateEntity] for an entity whose cascade would charge
 	// more than [MaxCascadeLevels] entities. It also matches
 	// [ErrValidation].
 	ErrCascadeTooDeep = errors.New("limiter: cascade too deep")
@@ -225,7 +225,7 @@ func retryAfterHeader(d time.Duration) string {
 }
 
 // UnavailableError reports that the rate limiter could not reach its store
-// (or the store failed, or did not answer within [WithStoreTimeout], or the
+// (or the store failed, or did not answer within [Options.StoreTimeout], or the
 // circuit breaker was open: Cause is then [ErrCircuitOpen]) while the
 // on-unavailable mode was "block", or that [OpenDynamoDB] could not reach
 // DynamoDB. It matches [ErrUnavailable] and unwraps to the cause.

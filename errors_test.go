@@ -106,7 +106,7 @@ func TestUnavailableErrorNamesNoInternalStep(t *testing.T) {
 		{sdk(fmt.Errorf("https response error StatusCode: 500, %w", api)),
 			"limiter: DynamoDB UpdateItem: InternalServerError: Internal server error [stack=t]"},
 		{&storeTimeoutError{timeout: 500 * time.Millisecond, cause: sdk(context.DeadlineExceeded)},
-			"limiter: the store did not answer within 500ms (WithStoreTimeout) [stack=t]"},
+			"limiter: the store did not answer within 500ms (Options.StoreTimeout) [stack=t]"},
 		{&deadlineError{cause: context.DeadlineExceeded}, "limiter: the store did not answer before the caller's deadline [stack=t]"},
 		{ErrCircuitOpen, ErrCircuitOpen.Error() + " [stack=t]"},
 	} {

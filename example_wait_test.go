@@ -105,7 +105,7 @@ func (countAdmitted) StoreCall(context.Context, store.StoreOp, time.Duration, er
 
 // Log the limiter's decisions — speculative fallbacks, shard doubling,
 // transaction-conflict retries, fail-open and fail-closed decisions, Wait's
-// sleeps — with log/slog. Nothing is logged without WithLogger.
+// sleeps — with log/slog. Nothing is logged without Options.Logger.
 func ExampleOptions_logger() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
 		Level: slog.LevelDebug, // fallbacks and waits are Debug; conflicts Info; unavailability Warn

@@ -30,28 +30,28 @@ import (
 // a limit name no limit has, an entity that would be its own ancestor — is
 // a *[ValidationError] before anything is written. An Acquire returns
 // within its context's deadline even when the store hangs, and each store
-// call ends within the store timeout ([WithStoreTimeout]); in allow mode
+// call ends within the store timeout ([Options.StoreTimeout]); in allow mode
 // the no-op lease comes before the deadline, and once the store failed
-// repeatedly the circuit breaker ([WithCircuitBreaker]) decides at once.
+// repeatedly the circuit breaker ([Options.CircuitFailures]) decides at once.
 // What a write took after its caller gave up is given back when its
 // answer comes within the store timeout: the consumption counters equal
 // what the committed leases consumed.
 //
 // # Options
 //
-// The limiter and each call take With… options ([Option], [AcquireOption]):
-// there are many, they compose per call, and most users set none.
-// Constructors of backends and helpers take a function over an options
-// struct (func(*DynamoDBOptions), func(*httplimit.Options)), the AWS SDK's
-// style: a backend's options are configuration, set once.
+// New takes functions over an [Options] struct, which it fills with the
+// defaults first, as every constructor of this module does (the AWS SDK's
+// style: func(*DynamoDBOptions), func(*httplimit.Options), ...); most
+// users set none. Each call takes [AcquireOption]s (WithLimits and its
+// friends), built once and reused.
 //
 // # Hot keys
 //
-// Group commit ([WithGroupCommit], on by default) merges concurrent writes
+// Group commit ([Options.GroupCommit], on by default) merges concurrent writes
 // to one bucket item from this process into one conditional write; the
-// over-limit cache ([WithOverLimitCache], opt-in) refuses requests for a
+// over-limit cache ([Options.OverLimitCacheMaxWait], opt-in) refuses requests for a
 // bucket just found exhausted without a store call, for a bounded time.
-// [WithLogger] logs the limiter's decisions with log/slog and [WithMetrics]
+// [Options.Logger] logs the limiter's decisions with log/slog and [Options.Metrics]
 // reports acquire outcomes, latencies and store calls (package otelmetrics
 // reports them to OpenTelemetry).
 //
@@ -60,7 +60,7 @@ import (
 // Everything a RateLimiter keeps per key (stored limits, entity hints,
 // exhausted buckets) is bounded in size and in age, so that a long-running
 // service that sees a steady stream of new keys keeps a flat heap:
-// [WithCacheSize], [WithEntityCacheTTL], [RateLimiter.CacheStats] and
+// [Options.ConfigCacheSize], [Options.EntityCacheTTL], [RateLimiter.Stats] and
 // [CacheMetrics]. An evicted key costs a read when it comes back, never a
 // wrong decision.
 //
@@ -84,7 +84,7 @@ type RateLimiter struct {
 	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
 	// slotPoll, when positive, is the longest a slot keeper sleeps before
 	// it reads the clock again; zero sleeps until the renewal is due. Only
-	// tests set it: their clock (WithClock) jumps ahead of the real time
+	// tests set it: their clock (Options.Clock) jumps ahead of the real time
 	// a keeper's timer counts.
 	slotPoll time.Duration
 
@@ -144,7 +144,7 @@ func (rl *RateLimiter) closeWait() time.Duration {
 }
 
 // closeWaitUnbounded is closeWait when store calls are not bounded
-// (WithStoreTimeout of zero or less).
+// (Options.StoreTimeout of zero or less).
 const closeWaitUnbounded = 20 * time.Second
 
 func (g *closeGate) init() {
@@ -249,7 +249,7 @@ func sleepContext(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Now returns the limiter's reading of the clock ([WithClock]; the system
+// Now returns the limiter's reading of the clock ([Options.Clock]; the system
 // clock by default): the time its acquires and calendar periods are
 // computed at.
 func (rl *RateLimiter) Now() time.Time { return rl.now() }
@@ -262,9 +262,9 @@ func (rl *RateLimiter) Now() time.Time { return rl.now() }
 // LowerTokens, Reset and the administrative writes) fails with
 // [ErrClosed] and writes nothing, and a Wait sleeping for a refill wakes
 // with it; every store call started from then on ends within one store
-// timeout ([WithStoreTimeout]) of the call to Close. Close then waits for
+// timeout ([Options.StoreTimeout]) of the call to Close. Close then waits for
 // the calls in progress to end (at most twice the store timeout), writes
-// the adjustments queued by background commits ([WithBackgroundCommit]),
+// the adjustments queued by background commits ([Options.BackgroundCommit]),
 // and waits until every write the limiter still runs for callers that gave
 // up has ended and its tokens were given back: with a store that does not
 // answer, it returns within about the store timeout. After it returns, no

@@ -31,7 +31,7 @@ type LimitInForce struct {
 
 // LimitsInForce returns the limits an Acquire of (entityID, resource) with
 // opts would be checked against, and where each comes from: the entity's
-// own limits, resolved as [RateLimiter.ResolveLimits] does (or the call's
+// own limits, resolved as [Admin.ResolveLimits] does (or the call's
 // [WithLimits], lowered by its [WithLimitCaps]), then, when the entity
 // cascades, each ancestor's it charges (nearest first, see
 // [MaxCascadeLevels]), resolved for that ancestor. Each entity's limits on

@@ -31,7 +31,7 @@ import (
 // when another write wins the race), plus one unconditional write for a
 // debt, which is counted as consumption in the item's totals. Sharded
 // items (see the aggregator's sharding) are left alone. With the
-// over-limit cache on ([WithOverLimitCache]), a debt is also remembered
+// over-limit cache on ([Options.OverLimitCacheMaxWait]), a debt is also remembered
 // there until it is paid off (at most the cache's maxWait).
 func (rl *RateLimiter) LowerTokens(ctx context.Context, entityID, resource string, limits Consume) (bool, error) {
 	if err := rl.enter(); err != nil {

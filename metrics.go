@@ -14,7 +14,7 @@ import (
 )
 
 // This file holds the observability options: structured logging of the
-// limiter's decisions ([WithLogger]) and a metrics hook ([WithMetrics]).
+// limiter's decisions ([Options.Logger]) and a metrics hook ([Options.Metrics]).
 // Both are off by default and then cost one nil check per event.
 
 // This file holds the bounds of the limiter's per-key caches: their
@@ -27,12 +27,12 @@ import (
 // for weeks keeps a flat heap:
 //
 //   - the config cache (stored limits, negative entries included): at most
-//     [defaultConfigCacheSize] slots, each for [WithConfigCacheTTL];
+//     [Options.ConfigCacheSize] slots, each for [Options.ConfigCacheTTL];
 //   - the entity cache (cascade settings and shard counts, the
-//     speculative path's hints): at most [defaultEntityCacheSize]
-//     entities, each for [defaultEntityCacheTTL];
-//   - the over-limit cache, when on: at most [defaultOverLimitCacheSize]
-//     buckets, each for at most its maxWait;
+//     speculative path's hints): at most [Options.EntityCacheSize]
+//     entities, each for [Options.EntityCacheTTL];
+//   - the over-limit cache, when on: at most [Options.OverLimitCacheSize]
+//     buckets, each for at most [Options.OverLimitCacheMaxWait];
 //   - group commit's per-item queues exist only while a write for the
 //     item is in flight, so they are bounded by the number of concurrent
 //     callers and never outlive the write.
@@ -80,13 +80,13 @@ func (o AcquireOutcome) String() string {
 }
 
 // Metrics receives measurements from a [RateLimiter] configured with
-// [WithMetrics]. Its methods are called synchronously on the request path,
+// [Options.Metrics]. Its methods are called synchronously on the request path,
 // from many goroutines at once: they must be safe for concurrent use, fast,
 // and must not block. The package otelmetrics implements it with
 // OpenTelemetry instruments.
 //
 // Latencies are wall-clock durations measured with [time.Now], whatever
-// clock [WithClock] sets for the bucket math.
+// clock [Options.Clock] sets for the bucket math.
 type Metrics interface {
 	// AcquireDone is called once per [RateLimiter.Acquire] (and so once per
 	// attempt of [RateLimiter.Wait], and per [RateLimiter.Do]) when it
@@ -94,7 +94,7 @@ type Metrics interface {
 	// included. ctx is the caller's.
 	AcquireDone(ctx context.Context, outcome AcquireOutcome, latency time.Duration)
 	// SpeculativeOutcome is called once for each outcome counted by
-	// [RateLimiter.SpeculativeStats], as it is counted: once per acquire
+	// [RateLimiter.Stats], as it is counted: once per acquire
 	// that tries the speculative path, and once more for each round it
 	// runs again after a refusal of one item while its write to the other
 	// (a cascade's child or parent) had applied.
@@ -109,19 +109,19 @@ type Metrics interface {
 }
 
 // CacheName names one of the per-key caches of a [RateLimiter], for
-// [WithCacheSize], [RateLimiter.CacheStats] and [CacheMetrics].
+// [Options.ConfigCacheSize], [RateLimiter.Stats] and [CacheMetrics].
 type CacheName int
 
 // The per-key caches of a RateLimiter.
 const (
 	// CacheConfigs holds stored limits per config slot (entity and
 	// resource, entity default, resource, system), negative entries
-	// included ([WithConfigCacheTTL]).
+	// included ([Options.ConfigCacheTTL]).
 	CacheConfigs CacheName = iota
 	// CacheEntities holds per entity its cascade settings and the shard
-	// count of its buckets ([WithEntityCacheTTL]).
+	// count of its buckets ([Options.EntityCacheTTL]).
 	CacheEntities
-	// CacheOverLimit holds buckets found exhausted ([WithOverLimitCache]).
+	// CacheOverLimit holds buckets found exhausted ([Options.OverLimitCacheMaxWait]).
 	CacheOverLimit
 	numCaches
 )
@@ -162,7 +162,7 @@ func (e CacheEvent) String() string {
 }
 
 // CacheMetrics is an optional extension of [Metrics]: when the value given
-// to [WithMetrics] implements it too, the limiter reports the lookups and
+// to [Options.Metrics] implements it too, the limiter reports the lookups and
 // evictions of its per-key caches. Like Metrics, it is called synchronously
 // on the request path, from many goroutines at once, never with a lock
 // held: it must be safe for concurrent use, fast, and must not block.
@@ -171,7 +171,7 @@ func (e CacheEvent) String() string {
 // slot (an acquire looks up to four); for [CacheEntities], one entity's
 // cascade settings; for [CacheOverLimit], one bucket (an acquire on a
 // cascading entity looks up two). The same counts, since the limiter was
-// created, are returned by [RateLimiter.CacheStats].
+// created, are returned by [RateLimiter.Stats].
 type CacheMetrics interface {
 	// CacheEvent reports n events of one kind in one cache.
 	CacheEvent(cache CacheName, event CacheEvent, n int64)
@@ -191,8 +191,8 @@ type IndexMetrics interface {
 }
 
 // CircuitMetrics is an optional extension of [Metrics]: when the value
-// given to [WithMetrics] implements it too, the limiter reports the
-// openings and closings of its circuit breaker ([WithCircuitBreaker]).
+// given to [Options.Metrics] implements it too, the limiter reports the
+// openings and closings of its circuit breaker ([Options.CircuitFailures]).
 // Like Metrics, it is called synchronously, from any goroutine, never with
 // a lock held: it must be safe for concurrent use, fast, and must not
 // block.
@@ -219,7 +219,7 @@ type CacheStats struct {
 	// Size is the number of entries held (negative config entries and
 	// expired entries not yet dropped included).
 	Size int
-	// MaxEntries is the cache's ceiling ([WithCacheSize]).
+	// MaxEntries is the cache's ceiling ([Options.ConfigCacheSize]).
 	MaxEntries int
 	// TTL is the longest an entry is kept; zero means the config cache is
 	// disabled, or an entity cache without age limit.
@@ -240,7 +240,7 @@ func (o *observer) logging(ctx context.Context, level slog.Level) bool {
 type specStats struct {
 	attempts atomic.Int64
 	counts   [len(store.SpeculativeStats{}.Counts)]atomic.Int64
-	// hook, when set (WithMetrics), hears every counted outcome.
+	// hook, when set (Options.Metrics), hears every counted outcome.
 	hook func(store.SpeculativeOutcome)
 }
 

@@ -216,9 +216,9 @@ type (
 	// its ID, optional parent and whether it charges its parent.
 	Entity = store.Entity
 	// AuditEvent is one recorded change of an entity or of stored limits
-	// ([RateLimiter.AuditEvents]).
+	// ([Admin.AuditEvents]).
 	AuditEvent = store.AuditEvent
-	// UsageQuery selects usage snapshots ([RateLimiter.UsageSnapshots]).
+	// UsageQuery selects usage snapshots ([Admin.UsageSnapshots]).
 	UsageQuery = store.UsageQuery
 	// UsageSnapshot is the consumption of one entity on one resource in
 	// one hourly, daily or monthly window.
@@ -226,7 +226,7 @@ type (
 	// UsageSummary sums the snapshots a [UsageQuery] selects.
 	UsageSummary = store.UsageSummary
 	// ResourceCapacity is how much of one limit of a resource is in use
-	// across entities ([RateLimiter.ResourceCapacity]).
+	// across entities ([Admin.ResourceCapacity]).
 	ResourceCapacity = store.ResourceCapacity
 	// ValidationError reports an invalid input. It matches [ErrValidation]
 	// and, depending on what was checked, [ErrInvalidIdentifier] or

@@ -35,7 +35,7 @@ func (m *countingMetrics) StoreCall(context.Context, store.StoreOp, time.Duratio
 
 // TestMetricsKeepRepository: with metrics, Repository returns the
 // repository given to New, optional capabilities are still found, and
-// WithMetrics(nil) turns them off again.
+// Options.Metrics set to nil turns them off again.
 func TestMetricsKeepRepository(t *testing.T) {
 	ctx := context.Background()
 	repo := memorystore.New()
@@ -56,7 +56,7 @@ func TestMetricsKeepRepository(t *testing.T) {
 	_, err = rl.Acquire(ctx, "e", "api", limiter.Consume{"rpm": 1}, limiter.WithLimits(limiter.PerMinute("rpm", 2)))
 	require.NoError(t, err)
 	n := m.acquires.Load() + m.spec.Load() + m.calls.Load()
-	assert.EqualValues(t, 0, n, "WithMetrics(nil) still reports %d events", n)
+	assert.EqualValues(t, 0, n, "Options.Metrics nil still reports %d events", n)
 }
 
 // TestObservabilityAllocs: the hooks themselves allocate nothing — an

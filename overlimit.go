@@ -12,7 +12,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// The over-limit cache (opt-in, [WithOverLimitCache]): local refusals for a
+// The over-limit cache (opt-in, [Options.OverLimitCacheMaxWait]): local refusals for a
 // bucket that was just found exhausted, in the spirit of envoy's rate-limit
 // service, which caches over-limit keys locally.
 //
@@ -45,8 +45,8 @@ import (
 // never admits anything: it can only refuse.
 //
 // Only unsharded buckets are cached (a sharded bucket's shards differ).
-// Entries expire lazily; the cache holds at most [defaultOverLimitCacheSize]
-// of them ([WithCacheSize]), the least recently used going first, so memory
+// Entries expire lazily; the cache holds at most
+// [Options.OverLimitCacheSize] of them, the least recently used going first, so memory
 // stays bounded whatever the number of keys.
 
 // overLimitCache holds, per unsharded bucket item (shard 0), the item seen

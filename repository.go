@@ -92,16 +92,17 @@ type DynamoDBOptions struct {
 	// NamespaceCacheSize bounds the namespace name → id cache that the
 	// repository shares with the ones [DynamoDBRepository.Namespace]
 	// returns: the least recently used name goes first. Zero means
-	// [defaultNamespaceCacheSize].
+	// the default, 1,000.
 	NamespaceCacheSize int
 	// NamespaceCacheTTL is how long a namespace's id is trusted after it
 	// was read: past it, [DynamoDBRepository.Namespace] reads the registry
 	// again, and so sees a namespace another process deleted. Zero means
-	// [defaultNamespaceCacheTTL].
+	// the default, 10 minutes.
 	NamespaceCacheTTL time.Duration
 	// Logger receives the repository's one warning, logged once: an index
-	// query found entries of another namespace and dropped them (see
-	// [DynamoDBRepository.ForeignIndexItems]). Nil means [slog.Default].
+	// query found entries of another namespace and dropped them (the
+	// store behind the handle counts them: ForeignIndexItems). Nil means
+	// [slog.Default].
 	Logger *slog.Logger
 	// Metrics, when set, is told of every such entry dropped (package
 	// otelmetrics implements [IndexMetrics]).
@@ -112,8 +113,8 @@ type DynamoDBOptions struct {
 	// endpoint that does not answer fails the open with an
 	// *[UnavailableError] after about this long. (One that refuses the
 	// connection fails it at once: the open does not retry a connection
-	// that could not be made.) Zero means [defaultOpenTimeout], or
-	// $ZAEL_STORE_TIMEOUT ([envStoreTimeout]) when that is longer.
+	// that could not be made.) Zero means the default, 5 s, or
+	// $ZAEL_STORE_TIMEOUT when that is longer.
 	OpenTimeout time.Duration
 	// BucketCacheSize bounds the bucket items the repository keeps as its
 	// last write of each returned them (shared with the repositories
@@ -121,8 +122,9 @@ type DynamoDBOptions struct {
 	// going first. A speculative write whose bucket may have refilled to
 	// its capacity writes the refilled state computed from the kept item,
 	// conditioned on the item being unchanged: one write instead of a
-	// refused one and the refilled one. Zero means
-	// [defaultBucketCacheSize]; a negative size keeps none.
+	// refused one and the refilled one. Zero means the default, 4,096
+	// items (about 1.4 KiB each with two limits); a negative size keeps
+	// none.
 	BucketCacheSize int
 }
 

@@ -25,7 +25,7 @@ var _ store.EntityLister = (*dynamoRepository)(nil)
 // records. pageSize is the Query's Limit, the number of index entries read
 // (≤ 0: DynamoDB's 1 MB page), so a page holds at most pageSize entities
 // and may hold none while a cursor follows. The cursor has the form of
-// [DynamoDBRepository.ListEntitiesWithCustomLimits]'s.
+// [store.ConfigLister]'s.
 func (r *dynamoRepository) ListEntities(ctx context.Context, pageSize int, cursor string) ([]Entity, string, error) {
 	prefix := pkEntity(r.nsID, "")
 	in := &dynamodb.QueryInput{

@@ -18,7 +18,7 @@ import (
 // whose GSI1PK, GSI2PK, GSI3PK or GSI4PK names namespace B, and B's queries
 // of that index would find it. So every index query keeps only the entries
 // whose base-table partition key (projected into every index) lies in the
-// namespace queried; the others are counted ([DynamoDBRepository.ForeignIndexItems],
+// namespace queried; the others are counted (ForeignIndexItems (of the store behind [DynamoDBRepository]),
 // [IndexMetrics]), logged once, and never read, listed, counted or deleted.
 
 // ownIndexItems returns the items of a query on index whose partition key

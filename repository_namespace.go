@@ -259,7 +259,7 @@ func (r *dynamoRepository) RegisterNamespaces(ctx context.Context, names ...stri
 // GetNamespace returns the active namespace name, read strongly
 // consistently. It fails with *[NamespaceNotFoundError] when no active
 // namespace has that name (deleted namespaces are found by id with
-// [DynamoDBRepository.ListOrphanNamespaces]).
+// [store.NamespaceRegistry]).
 func (r *dynamoRepository) GetNamespace(ctx context.Context, name string) (store.NamespaceInfo, error) {
 	if err := validateNamespaceName(name); err != nil {
 		return store.NamespaceInfo{}, err
@@ -293,7 +293,7 @@ func (r *dynamoRepository) ListNamespaces(ctx context.Context) ([]store.Namespac
 // forward record is removed (on condition that it still holds the id just
 // read) and its reverse record is marked deleted with deleted_at = now. The
 // name leaves the shared name cache. The namespace's data is kept until
-// [DynamoDBRepository.PurgeNamespace]; [DynamoDBRepository.RecoverNamespace]
+// [store.NamespaceRegistry]; [store.NamespaceRegistry]
 // undoes the deletion. Deleting a name that is not registered does nothing.
 // A concurrent change of the registry makes it re-read and retry, at most
 // maxConflictRetries times.

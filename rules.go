@@ -28,7 +28,7 @@ type rules struct {
 	store storeOps       // the repository's bucket operations, metered
 	audit store.AuditLog // nil: changes are not audited
 	bg    background     // writes that outlive their caller's wait
-	obs   observer       // WithLogger, WithMetrics
+	obs   observer       // Options.Logger, Options.Metrics
 	now   func() time.Time
 	// sleep waits d or until ctx is done (the transaction-conflict backoff).
 	sleep func(ctx context.Context, d time.Duration) error
@@ -137,7 +137,7 @@ type principalKey struct{}
 
 // ContextWithPrincipal returns a context whose entity and limit changes are
 // audited as made by principal (an ARN, or an identifier). It overrides
-// [WithPrincipal].
+// [Options.Principal].
 func ContextWithPrincipal(ctx context.Context, principal string) context.Context {
 	return context.WithValue(ctx, principalKey{}, principal)
 }
@@ -311,7 +311,7 @@ func noLimitsError(entityID, resource string) error {
 
 // MaxCascadeLevels bounds a cascade: an acquire charges at most this many
 // entities, the entity and three ancestors (an API key, its project, the
-// project's organisation and one level above). [RateLimiter.CreateEntity]
+// project's organisation and one level above). [Admin.CreateEntity]
 // refuses an entity whose cascade would charge more, with a
 // *[ValidationError] matching [ErrCascadeTooDeep]; an acquire on a deeper
 // chain (written by a client without that check) charges the first

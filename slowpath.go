@@ -239,7 +239,7 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 // time-to-fill times the repository's multiplier, or later for a bucket
 // that is full again only at fullAtMs (debtTTLSeconds), so that its
 // deletion never forgives what it owes. A multiplier of zero or less
-// (WithBucketTTL) sets no TTL.
+// (Options.BucketTTLPeriods) sets no TTL.
 func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMode, int64) {
 	if g.expireAtMs > 0 {
 		if rl.ttlMultiplier <= 0 {

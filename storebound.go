@@ -15,7 +15,7 @@ import (
 //
 // Every call the limiter makes on its repository for an acquire, a lease
 // or a write that gives tokens back ends within the store timeout
-// ([WithStoreTimeout]), whatever the caller's context allows, and never
+// ([Options.StoreTimeout]), whatever the caller's context allows, and never
 // later than the caller's deadline when the caller waits for it. The bound
 // is a context deadline, so on DynamoDB it covers the whole call: every
 // attempt of the SDK's retryer and the backoff between them.
@@ -210,7 +210,7 @@ func decisionContext(ctx context.Context) (context.Context, context.CancelFunc) 
 }
 
 // storeTimeoutError reports a store call that did not end within the store
-// timeout ([WithStoreTimeout]). It matches [ErrUnavailable] and unwraps to
+// timeout ([Options.StoreTimeout]). It matches [ErrUnavailable] and unwraps to
 // the call's error (which matches context.DeadlineExceeded).
 type storeTimeoutError struct {
 	timeout time.Duration
@@ -218,7 +218,7 @@ type storeTimeoutError struct {
 }
 
 func (e *storeTimeoutError) Error() string {
-	return fmt.Sprintf("limiter: the store did not answer within %v (WithStoreTimeout)", e.timeout)
+	return fmt.Sprintf("limiter: the store did not answer within %v (Options.StoreTimeout)", e.timeout)
 }
 
 func (e *storeTimeoutError) Is(target error) bool { return target == ErrUnavailable }
@@ -245,7 +245,7 @@ func (e *deadlineError) ownMessage()   {}
 type circuitOpenError struct{}
 
 func (circuitOpenError) Error() string {
-	return "limiter: circuit breaker open: the store failed repeatedly; calls fail at once until a probe succeeds (WithCircuitBreaker)"
+	return "limiter: circuit breaker open: the store failed repeatedly; calls fail at once until a probe succeeds (Options.CircuitFailures)"
 }
 
 func (circuitOpenError) Is(target error) bool { return target == ErrUnavailable }

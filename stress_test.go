@@ -21,7 +21,7 @@ package limiter
 //
 // Paths: in each process the even goroutines use the speculative path and
 // the odd ones the read-then-write path, each with Commit synchronous for
-// half of them and in the background (WithBackgroundCommit) for the other
+// half of them and in the background (Options.BackgroundCommit) for the other
 // half (four RateLimiters on one repository), so every pair of paths and
 // commit modes contends within a process and across processes; a
 // background commit that fails is an error of the run.
@@ -256,7 +256,7 @@ func (c stressCounts) String() string {
 // Even workers use the speculative path, odd ones the read-then-write path.
 func runStressWorkload(repo *dynamoRepository, goroutines int, deadline time.Time) stressCounts {
 	// Each path with Commit synchronous and in the background
-	// (WithBackgroundCommit): goroutine i uses limiters[i%4].
+	// (Options.BackgroundCommit): goroutine i uses limiters[i%4].
 	var limiters []*RateLimiter
 	for _, bg := range []bool{false, true} {
 		limiters = append(limiters,

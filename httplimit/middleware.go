@@ -33,7 +33,7 @@ type Options struct {
 	// OnCommitError is called when the Commit after the handler fails. The
 	// response is already written and the acquired amounts stay consumed;
 	// only the adjustment is lost, and the request's slots in flight, if
-	// any, come back within the slot TTL ([limiter.WithSlotTTL]) instead
+	// any, come back within the slot TTL ([limiter.Options.SlotTTL]) instead
 	// of at once. Nil ignores the error.
 	OnCommitError func(r *http.Request, err error)
 }

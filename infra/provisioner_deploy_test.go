@@ -109,7 +109,7 @@ func TestDeployProvisionerAndLimitsStack(t *testing.T) {
 	got, err := rl.Admin().Limits(ctx, limiter.Scope{Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("tpm", 50_000)}, got)
-	want := limiter.Limit{Name: "rpm", Capacity: 10, RefillAmount: 5, RefillPeriod: 30*time.Second}
+	want := limiter.Limit{Name: "rpm", Capacity: 10, RefillAmount: 5, RefillPeriod: 30 * time.Second}
 	err = want.Validate()
 	require.NoError(t, err)
 	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})

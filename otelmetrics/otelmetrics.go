@@ -6,7 +6,7 @@
 //	if err != nil {
 //		return err
 //	}
-//	rl := limiter.New(repo, limiter.WithMetrics(m))
+//	rl := limiter.New(repo, func(o *limiter.Options) { o.Metrics = m })
 //
 // Instruments (meter "github.com/zaelimiter/limiter"):
 //
@@ -26,7 +26,7 @@
 //     lookups of the limiter's per-key caches.
 //   - zaelimiter.cache.evictions (counter), attribute cache: live entries
 //     dropped to make room ([limiter.CacheEviction]); a steady rate means
-//     the cache is smaller than the working set ([limiter.WithCacheSize]).
+//     the cache is smaller than the working set ([limiter.Options.ConfigCacheSize]).
 //   - zaelimiter.index.foreign_items (counter), attribute index (GSI1 to
 //     GSI4): entries a DynamoDB index query dropped because their item lies
 //     in another namespace ([limiter.IndexMetrics]; set
@@ -35,7 +35,7 @@
 //     not its own.
 //   - zaelimiter.circuit.changes (counter), attributes store (the
 //     repository's name) and state (open, closed): the openings and
-//     closings of the circuit breaker ([limiter.WithCircuitBreaker]).
+//     closings of the circuit breaker ([limiter.Options.CircuitFailures]).
 //   - zaelimiter.circuit.open (up-down counter), attribute store: 1 while
 //     the store's breaker is open, 0 otherwise (summed over the limiters
 //     of the process).

@@ -125,7 +125,7 @@
 // (the fail-closed and fail-open of other throttles). The caller's context
 // errors are returned as they are.
 //
-// The limiter bounds each call ([github.com/zaelimiter/limiter.WithStoreTimeout]) with a
+// The limiter bounds each call ([github.com/zaelimiter/limiter.Options]) with a
 // context deadline, which go-redis honours only on a client with
 // ContextTimeoutEnabled set: set it. Otherwise the client's ReadTimeout
 // and WriteTimeout (3 s by default) bound a call to a server that stopped

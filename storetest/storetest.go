@@ -19,7 +19,7 @@
 //
 // Scenarios run on the read-then-write path and, when the repository
 // implements [store.SpeculativeStore], on the speculative path. The
-// suite drives time with [limiter.WithClock]; a repository must not need a
+// suite drives time with [limiter.Options.Clock]; a repository must not need a
 // clock of its own for anything the contract covers.
 //
 // Last, Run's "Model" part replays sequences of operations against an
@@ -99,7 +99,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Repository) {
 	t.Run("Model", func(t *testing.T) { runModel(t, newRepo) })
 }
 
-// Clock is a settable clock for [limiter.WithClock], safe for concurrent
+// Clock is a settable clock for [limiter.Options.Clock], safe for concurrent
 // use.
 type Clock struct {
 	mu sync.Mutex

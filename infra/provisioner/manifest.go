@@ -293,7 +293,7 @@ func toLimits(path string, ls Limits) ([]limiter.Limit, []string) {
 			problems = append(problems, fmt.Sprintf("%s.%s: RefillPeriod must be a positive number of seconds", path, name))
 			continue
 		}
-		l := limiter.Limit{Name: name, Capacity: int64(d.Capacity), RefillAmount: refill, RefillPeriod: time.Duration(period)*time.Second}
+		l := limiter.Limit{Name: name, Capacity: int64(d.Capacity), RefillAmount: refill, RefillPeriod: time.Duration(period) * time.Second}
 		err := l.Validate()
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s.%s: %v", path, name, err))

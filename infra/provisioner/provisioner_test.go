@@ -148,7 +148,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	assert.Equal(t, []limiter.Limit{limiter.PerMinute("rpm", 2000)}, got)
 	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
-	want := limiter.Limit{Name: "rpm", Capacity: 50, RefillAmount: 25, RefillPeriod: 30*time.Second}
+	want := limiter.Limit{Name: "rpm", Capacity: 50, RefillAmount: 25, RefillPeriod: 30 * time.Second}
 	err = want.Validate()
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{want}, got)

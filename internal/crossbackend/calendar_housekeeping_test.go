@@ -72,7 +72,7 @@ func TestCalendarResetFillsPeriod(t *testing.T) {
 
 // TestCalendarPeriodBucketTTL: a period bucket expires one day after the
 // end of the period that follows it, whatever level its limit is stored
-// at, while the entity's own bucket keeps no TTL; WithBucketTTL(0) sets
+// at, while the entity's own bucket keeps no TTL; Options.BucketTTLPeriods 0 sets
 // none.
 func TestCalendarPeriodBucketTTL(t *testing.T) {
 	ny := newYork(t)
@@ -106,7 +106,7 @@ func TestCalendarPeriodBucketTTL(t *testing.T) {
 		off := limiter.New(repo, func(o *limiter.Options) { o.Clock = clk.now }, func(o *limiter.Options) { o.ConfigCacheTTL = 0 }, func(o *limiter.Options) { o.BucketTTLPeriods = 0 })
 		defer off.Close()
 		spendAt(t, off, clk, "2026-11-10T12:00:00Z", "ttl-off", limiter.Consume{"usd": 5})
-		require.Zero(t, ttl("ttl-off", "gpt-4o/usd.d2026-11-10"), "WithBucketTTL(0)")
+		require.Zero(t, ttl("ttl-off", "gpt-4o/usd.d2026-11-10"), "Options.BucketTTLPeriods 0")
 
 		// A prepaid balance is money: it takes no period's expiry, also
 		// when its limit is a resource default (whose buckets expire after

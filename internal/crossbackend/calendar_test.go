@@ -21,7 +21,7 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// fakeClock is a settable clock for limiter.WithClock.
+// fakeClock is a settable clock for limiter.Options.Clock.
 type fakeClock struct{ ms atomic.Int64 }
 
 func (c *fakeClock) now() time.Time     { return time.UnixMilli(c.ms.Load()).UTC() }

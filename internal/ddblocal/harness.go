@@ -258,7 +258,7 @@ func sanitize(s string) string {
 // WideStoreTimeout is the store timeout of the limiters of a test binary
 // whose TestMain calls Main, unless $ZAEL_STORE_TIMEOUT is set: long
 // enough that a store on a loaded machine never times out. The tests of
-// the bound itself set theirs with limiter.WithStoreTimeout.
+// the bound itself set theirs with limiter.Options.StoreTimeout.
 const WideStoreTimeout = "30s"
 
 // widenStoreTimeout sets $ZAEL_STORE_TIMEOUT (the default of limiter.Options.StoreTimeout) to

@@ -20,7 +20,7 @@
 //   - replay: the captured UpdateItem, nothing else;
 //   - acquire+commit: Acquire + Commit with nothing to adjust (one write);
 //   - acquire+adjust+commit: Acquire, Adjust, Commit (two writes);
-//   - acquire+adjust+commit/bg: the same with WithBackgroundCommit, whose
+//   - acquire+adjust+commit/bg: the same with Options.BackgroundCommit, whose
 //     Commit queues the adjustment: it goes out with the next acquire's
 //     write of the item (one write for both);
 //   - replay-pair: the two UpdateItems of a cascade acquire (child and
@@ -96,7 +96,7 @@ type config struct {
 const resource = "gpt-4"
 
 // storeTimeout is the store timeout of the benchmark's limiters
-// (limiter.WithStoreTimeout): long enough that DynamoDB Local on a loaded
+// (limiter.Options.StoreTimeout): long enough that DynamoDB Local on a loaded
 // machine never fails an operation, which would end the run. What the
 // bound costs an operation does not depend on its length.
 var storeTimeout = func(o *limiter.Options) { o.StoreTimeout = time.Minute }

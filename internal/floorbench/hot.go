@@ -15,7 +15,7 @@ import (
 // Two RateLimiters (as two instances of a service have) × 32 goroutines
 // acquire and commit on two keys that cascade to one parent, so that the
 // parent's item takes the writes of all 64 goroutines and each key's those
-// of 32. "cascade-hot/gc-off" runs it with WithGroupCommit(false) and is
+// of 32. "cascade-hot/gc-off" runs it with Options.GroupCommit false and is
 // the floor of "cascade-hot", the same with group commit on (the
 // default): their ratio of ops/s is what group commit gains or costs on a
 // hot item. Both run only when -only names them, and only in the rounds of
