@@ -35,12 +35,6 @@ import (
 // the numbers filled into it cannot disagree. Every decision of the walk
 // that changes an expression goes through adjustWalk.when.
 
-// maxAdjustTemplates bounds the templates an adjustTemplates keeps. When
-// full, the kept ones are dropped and the next shapes kept afresh: the
-// names of in-flight generations change every half slot TTL, so shapes
-// come and go.
-const maxAdjustTemplates = 256
-
 // adjustMode selects the write an adjustWalk builds.
 type adjustMode uint8
 
@@ -122,7 +116,9 @@ func (u *adjustTemplates) input(key map[string]types.AttributeValue, mode adjust
 	}
 }
 
-// template writes the template of shape by walking w again, and keeps it.
+// template writes the template of shape by walking w again, and keeps it
+// (ddbschema.KeepTemplate: at most 256 shapes, then afresh, since the
+// names of in-flight generations change every half slot TTL).
 func (u *adjustTemplates) template(shape string, mode adjustMode, w *store.BucketWrite, base *store.Bucket) *adjustTemplate {
 	tb := &adjustTemplateBuild{names: map[string]string{}, byName: map[string]string{}}
 	a := adjustWalk{tb: tb}
@@ -134,16 +130,7 @@ func (u *adjustTemplates) template(shape string, mode adjustMode, w *store.Bucke
 	if kept, ok := old[shape]; ok {
 		return kept
 	}
-	var m map[string]*adjustTemplate
-	if len(old) >= maxAdjustTemplates {
-		m = make(map[string]*adjustTemplate, 1)
-	} else {
-		m = make(map[string]*adjustTemplate, len(old)+1)
-		for k, v := range old {
-			m[k] = v
-		}
-	}
-	m[shape] = t
+	m := ddbschema.KeepTemplate(old, shape, t)
 	u.templates.Store(&m)
 	return t
 }

@@ -185,24 +185,24 @@ func TestAdjustTemplateEqualsExpressionsRandom(t *testing.T) {
 		}
 		requireSameAdjust(t, r, adjustCase{name: "random " + string(rune('a'+i%26)), w: w, item: item})
 	}
-	require.Less(t, len(*r.shared.adjust.templates.Load()), maxAdjustTemplates, "shapes repeat: the templates are used again")
+	require.Less(t, len(*r.shared.adjust.templates.Load()), ddbschema.MaxTemplates, "shapes repeat: the templates are used again")
 }
 
-// TestAdjustTemplateCacheBounded: past maxAdjustTemplates shapes (the
+// TestAdjustTemplateCacheBounded: past ddbschema.MaxTemplates shapes (the
 // names of in-flight generations change every half slot TTL), the cache
 // starts afresh rather than growing or keeping only the first shapes, and
 // every write is still the right one.
 func TestAdjustTemplateCacheBounded(t *testing.T) {
 	t.Parallel()
 	r := adjustTemplateRepo()
-	for gen := range 3 * maxAdjustTemplates {
+	for gen := range 3 * ddbschema.MaxTemplates {
 		name := store.SlotLimitName("calls", int64(gen))
 		c := adjustCase{name: name, w: store.BucketWrite{Kind: store.WriteAdjust, Key: store.BucketKey{EntityID: "e", Resource: "r"}, NowMs: 1e12, Incarnation: 3,
 			Limits: []store.LimitWrite{{Name: name, ConsumedMilli: -1000, CapacityMilli: 8000}}}}
 		requireSameAdjust(t, r, c)
 		kept := *r.shared.adjust.templates.Load()
-		require.LessOrEqual(t, len(kept), maxAdjustTemplates)
-		require.Len(t, kept, gen%maxAdjustTemplates+1)
+		require.LessOrEqual(t, len(kept), ddbschema.MaxTemplates)
+		require.Len(t, kept, gen%ddbschema.MaxTemplates+1)
 	}
 }
 
