@@ -340,6 +340,9 @@ func (c *commits) fail(key store.BucketKey, err error) {
 		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource), slog.Any("error", err))
 }
 
+// commitsLater implements leaseWriter.
+func (rl *RateLimiter) commitsLater() bool { return rl.commits != nil }
+
 // commitLater implements leaseWriter: with background commit on, it
 // queues writes (a committed lease's adjustments) and
 // reports true; off, or once Close started, it does nothing and reports

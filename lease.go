@@ -67,6 +67,10 @@ type leaseWriter interface {
 	// commitLater queues a committed lease's adjustments to be written in
 	// the background, and reports whether it did.
 	commitLater(writes []store.BucketWrite) bool
+	// commitsLater reports whether background commit is on: whether
+	// commitLater may take a lease's adjustments (which are then built
+	// only for it).
+	commitsLater() bool
 	// enter starts a call that writes (ErrClosed after Close); exit ends
 	// it.
 	enter() error
@@ -114,7 +118,7 @@ type leaseEntry struct {
 
 // entriesOf returns the entries of one bucket item, in order.
 func (ls *Lease) entriesOf(key store.BucketKey) []*leaseEntry {
-	var out []*leaseEntry
+	out := make([]*leaseEntry, 0, len(ls.entries))
 	for _, e := range ls.entries {
 		if e.key == key {
 			out = append(out, e)
@@ -487,7 +491,7 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		return nil
 	}
 	now := ls.rl.nowMs()
-	if ls.rl.commitLater(ls.laterWrites(now)) {
+	if ls.rl.commitsLater() && ls.rl.commitLater(ls.laterWrites(now)) {
 		for _, e := range ls.entries {
 			e.written(e.commitDelta(now))
 		}

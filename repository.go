@@ -149,9 +149,10 @@ type sharedState struct {
 	mu    sync.Mutex                 // guards nsIDs
 	nsIDs *lru.Cache[string, string] // namespace name → id
 	// spec and exact build the table's speculative and exact writes from
-	// cached templates.
-	spec  *ddbschema.SpeculativeUpdates
-	exact *ddbschema.ExactUpdates
+	// cached templates, adjust its adjustments.
+	spec   *ddbschema.SpeculativeUpdates
+	exact  *ddbschema.ExactUpdates
+	adjust *adjustTemplates
 	// buckets keeps the bucket items as the last write of each returned
 	// them.
 	buckets *bucketCache
@@ -179,6 +180,7 @@ func newSharedState(o DynamoDBOptions) *sharedState {
 	return &sharedState{
 		now: o.Now, nsIDs: lru.New[string, string](size, ttl),
 		spec: ddbschema.NewSpeculativeUpdates(o.Table), exact: ddbschema.NewExactUpdates(o.Table),
+		adjust:  newAdjustTemplates(o.Table),
 		buckets: newBucketCache(buckets),
 		log:     o.Logger, metrics: o.Metrics,
 	}

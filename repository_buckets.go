@@ -386,18 +386,19 @@ var errAdjustContended = fmt.Errorf("adjustment raced with other writes %d times
 // identifier: a retry of one that applied is recognised (see writeOptions).
 func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite) error {
 	id := ddbschema.NewWriteID()
-	kept := r.shared.buckets.get(r.nsID, w.Key)
+	kept, key := r.shared.buckets.getWithKey(r.nsID, w.Key)
 	if kept != nil && kept.Incarnation != w.Incarnation {
 		kept = nil // another life of the item: the optimistic write, conditioned on w's, asks it
 	}
+	key = r.adjustKey(w.Key, key)
 	var in *dynamodb.UpdateItemInput
 	if kept != nil && store.ChargeRefillDue(kept, w.Limits, w.NowMs) {
 		// A charge on a limit the kept item says may be full: the exact
 		// write from it at once (the optimistic one would be refused).
-		in = r.exactAdjust(w, kept, id, false)
+		in = r.exactAdjust(w, kept, key, id, false)
 	}
 	if in == nil {
-		in = r.optimisticAdjust(w, kept, id)
+		in = r.optimisticAdjust(w, kept, key, id)
 	}
 	out, err := r.client.UpdateItem(ctx, withTTLExtension(in, w, kept), writeOptions)
 	for round := 0; ; round++ {
@@ -432,7 +433,7 @@ func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite)
 		if adjustRewriteHook != nil {
 			adjustRewriteHook(w.Key)
 		}
-		exact := r.exactAdjust(w, old, id, round >= adjustYieldRound)
+		exact := r.exactAdjust(w, old, key, id, round >= adjustYieldRound)
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
@@ -469,46 +470,10 @@ func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.Bucket
 // known capacity, on the refund fitting under it. kept, the item as last
 // seen (nil when none is kept), supplies the refill parameters that move a
 // refunded limit's fa (see adjustExact). It carries the write identifier
-// id.
-func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
-	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
-	var add, remove []string
-	for _, l := range w.Limits {
-		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		cp := b.name(bucketAttr(l.Name, fieldCapacity))
-		v := b.n(-l.ConsumedMilli)
-		add = append(add, tk+" "+v, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
-		var s *store.BucketState
-		if st, ok := kept.State(l.Name); ok && st.CapacityMilli == l.CapacityMilli {
-			s = &st
-		}
-		xa, xr, xc := adjustExact(b, l.Name, v, l.ConsumedMilli, s)
-		add, remove, conds = append(add, xa...), append(remove, xr...), append(conds, xc...)
-		switch {
-		case l.ConsumedMilli > 0:
-			// A charge is taken from the stored balance only while the
-			// limit cannot have refilled to its capacity by now (its exact
-			// state, as the speculative take is conditioned); otherwise
-			// the exact write refills the item first.
-			conds = append(conds, "attribute_exists("+cp+")",
-				b.name(bucketAttr(l.Name, fieldFullAt))+" > "+b.n(w.NowMs),
-				tk+" = "+b.name(bucketAttr(l.Name, fieldShadow)))
-			if s != nil {
-				if sig, ok := ddbschema.ParamsSig(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs); ok {
-					conds = append(conds, b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
-				}
-			}
-		case l.ConsumedMilli == 0:
-			conds = append(conds, "attribute_exists("+cp+")")
-		case l.CapacityMilli > 0:
-			// A refund of R fits when tk ≤ capacity − R.
-			conds = append(conds, cp+" = "+b.n(l.CapacityMilli), tk+" <= "+b.n(bucketmath.AddSat(l.CapacityMilli, l.ConsumedMilli)))
-		default:
-			conds = append(conds, "attribute_not_exists("+cp+")") // unknown capacity: always take the exact path
-		}
-	}
-	return r.adjustInput(b, w.Key, updateExpr(nil, add, remove), conds, id)
+// id. key is the item's key (nil: built here). It comes from a cached
+// template (see adjustTemplates).
+func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
+	return r.shared.adjust.input(r.adjustKey(w.Key, key), adjustOptimistic, &w, kept, id)
 }
 
 // exactAdjust is the write of an adjustment computed from old, the item as
@@ -517,7 +482,10 @@ func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Buc
 // item's capacity; the totals are ADDed. It returns nil when old holds none
 // of the limits. It carries the write identifier id. With yield, a refund
 // on a limit read full or to be capped is left out (see adjustYieldRound).
-func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
+// key is the item's key (nil: built here). Apart from the refill first
+// (below), it comes from a cached template (see adjustTemplates).
+func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
+	key = r.adjustKey(w.Key, key)
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
@@ -525,71 +493,24 @@ func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, i
 		ew.TTLCheck = false
 		ew.ID = id
 		ew.CheckIncarnation, ew.Incarnation = true, w.Incarnation
-		in := r.shared.exact.Input(ddbschema.BucketKeyValue(r.nsID, w.Key.EntityID, w.Key.Resource, w.Key.Shard), &ew)
+		in := r.shared.exact.Input(key, &ew)
 		in.ReturnValues = types.ReturnValueAllNew
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 		return in
 	}
-	b := newExprBuilder()
-	conds := []string{"attribute_exists(" + b.name(attrPK) + ")", b.incarnationCond(w.Incarnation)}
-	var set, add, remove []string
-	for _, l := range w.Limits {
-		s, ok := old.State(l.Name)
-		if !ok {
-			continue // removed from the item: nothing to adjust
-		}
-		add = append(add, b.name(bucketAttr(l.Name, fieldTotalConsumed))+" "+b.n(l.ConsumedMilli))
-		c := s.CapacityMilli
-		fits := bucketmath.AddSat(c, l.ConsumedMilli) // C − R
-		if yield && l.ConsumedMilli < 0 && s.TokensMilli > fits {
-			continue // full or to be capped: left as it is (see adjustYieldRound)
-		}
-		tk := b.name(bucketAttr(l.Name, fieldTokens))
-		cp := b.name(bucketAttr(l.Name, fieldCapacity))
-		if l.ConsumedMilli >= 0 {
-			v := b.n(-l.ConsumedMilli)
-			xa, _, _ := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
-			add = append(append(add, tk+" "+v), xa...)
-			conds = append(conds, "attribute_exists("+cp+")")
-			if l.ConsumedMilli > 0 {
-				// Not full by now on old (above), so not on a balance no
-				// higher with the same rf.
-				conds = append(conds, tk+" <= "+b.n(s.TokensMilli), b.name(attrRefill)+" = "+b.n(old.RefillMs))
-			}
-			continue
-		}
-		conds = append(conds, cp+" = "+b.n(c))
-		switch {
-		case s.TokensMilli >= c:
-			conds = append(conds, tk+" >= "+b.n(c))
-		case s.TokensMilli > fits:
-			// Capped at the capacity: the limit is full, its fa goes (the
-			// speculative write refuses it until an exact write).
-			conds = append(conds, tk+" > "+b.n(fits), tk+" < "+b.n(c))
-			v := b.n(c)
-			set = append(set, tk+" = "+v, b.name(bucketAttr(l.Name, fieldShadow))+" = "+v)
-			remove = append(remove, b.name(bucketAttr(l.Name, fieldFullAt)))
-		default:
-			conds = append(conds, tk+" <= "+b.n(fits))
-			v := b.n(-l.ConsumedMilli)
-			xa, _, xc := adjustExact(b, l.Name, v, l.ConsumedMilli, &s)
-			add = append(append(add, tk+" "+v), xa...)
-			conds = append(conds, xc...)
-		}
+	mode := adjustExactMode
+	if yield {
+		mode = adjustExactYield
 	}
-	if len(add) == 0 {
-		return nil
-	}
-	return r.adjustInput(b, w.Key, updateExpr(set, add, remove), conds, id)
+	return r.shared.adjust.input(key, mode, &w, old, id)
 }
 
-func (r *dynamoRepository) adjustInput(b *exprBuilder, key store.BucketKey, expr string, conds []string, id ddbschema.WriteID) *dynamodb.UpdateItemInput {
-	u := b.update(r.opts.Table, bucketPrimaryKey(r.nsID, key.EntityID, key.Resource, key.Shard), expr, conds)
-	ddbschema.AddWriteID(u, id)
-	in := ddbschema.UpdateInput(u)
-	in.ReturnValues = types.ReturnValueAllNew
-	in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
-	return in
+// adjustKey returns key, or when nil the key of the item of k.
+func (r *dynamoRepository) adjustKey(k store.BucketKey, key map[string]types.AttributeValue) map[string]types.AttributeValue {
+	if key != nil {
+		return key
+	}
+	return ddbschema.BucketKeyValue(r.nsID, k.EntityID, k.Resource, k.Shard)
 }
 
 // BumpShardCount implements [store.ShardStore]: a conditional UpdateItem of the

@@ -100,6 +100,14 @@ func ParamsSig(capacityMilli, refillAmountMilli, refillPeriodMs int64) (string, 
 	return string(b), true
 }
 
+// AppendParamsSig appends [ParamsSig] of the parameters to dst (dst as
+// it is, and false, when [Signed] does not hold): the signature without
+// a string of its own, for a request that keeps its numbers' digits in
+// one.
+func AppendParamsSig(dst []byte, capacityMilli, refillAmountMilli, refillPeriodMs int64) ([]byte, bool) {
+	return appendParamsSig(dst, capacityMilli, refillAmountMilli, refillPeriodMs)
+}
+
 // Signed reports whether [ParamsSig] holds a limit's parameters, without
 // building the signature.
 func Signed(capacityMilli, refillAmountMilli, refillPeriodMs int64) bool {

@@ -263,8 +263,8 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 	return dst
 }
 
-// template builds the template of a shape and keeps it unless the cache is
-// full.
+// template builds the template of a shape and keeps it (see
+// maxSpecTemplates).
 func (u *ExactUpdates) template(shape string, w *ExactWrite) *exactTemplate {
 	t := buildExactTemplate(w)
 	u.mu.Lock()
@@ -273,14 +273,7 @@ func (u *ExactUpdates) template(shape string, w *ExactWrite) *exactTemplate {
 	if kept, ok := old[shape]; ok {
 		return kept
 	}
-	if len(old) >= maxSpecTemplates {
-		return t
-	}
-	m := make(map[string]*exactTemplate, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[shape] = t
+	m := KeepTemplate(old, shape, t)
 	u.templates.Store(&m)
 	return t
 }

@@ -63,9 +63,35 @@ type SpecAmount struct {
 	Milli int64
 }
 
-// maxSpecTemplates bounds the templates a [SpeculativeUpdates] keeps;
-// requests of other shapes are built without being kept.
+// maxSpecTemplates bounds the templates a [SpeculativeUpdates] (or an
+// [ExactUpdates]) keeps. When full, the kept ones are dropped and the next
+// shapes kept afresh: the names of in-flight generations (limits of their
+// own) change every half slot TTL, so shapes keep coming and going, and a
+// cache that kept its first shapes only would build every request of a
+// long-running process from scratch.
 const maxSpecTemplates = 256
+
+// MaxTemplates is maxSpecTemplates, for the template caches of other
+// packages that keep theirs with [KeepTemplate].
+const MaxTemplates = maxSpecTemplates
+
+// KeepTemplate returns a copy of kept, a cache of templates by shape,
+// with t as shape's template; or a cache of t alone when kept holds
+// maxSpecTemplates templates already (see there). The caller replaces
+// its cache with it, never changing one in use.
+func KeepTemplate[T any](kept map[string]*T, shape string, t *T) map[string]*T {
+	var m map[string]*T
+	if len(kept) >= maxSpecTemplates {
+		m = make(map[string]*T, 1)
+	} else {
+		m = make(map[string]*T, len(kept)+1)
+		for k, v := range kept {
+			m[k] = v
+		}
+	}
+	m[shape] = t
+	return m
+}
 
 // SpeculativeUpdates builds the speculative UpdateItem of one table from
 // cached templates. It is safe for concurrent use; the zero value is not
@@ -271,8 +297,8 @@ func shapeKey(dst []byte, limits []SpecLimit, amounts []SpecAmount) []byte {
 	return dst
 }
 
-// template builds the template of a shape and keeps it unless the cache is
-// full.
+// template builds the template of a shape and keeps it (see
+// maxSpecTemplates).
 func (u *SpeculativeUpdates) template(shape string, limits []SpecLimit, amounts []SpecAmount) *specTemplate {
 	t := buildSpecTemplate(limits, amounts)
 	u.mu.Lock()
@@ -281,14 +307,7 @@ func (u *SpeculativeUpdates) template(shape string, limits []SpecLimit, amounts 
 	if kept, ok := old[shape]; ok {
 		return kept
 	}
-	if len(old) >= maxSpecTemplates {
-		return t
-	}
-	m := make(map[string]*specTemplate, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	m[shape] = t
+	m := KeepTemplate(old, shape, t)
 	u.templates.Store(&m)
 	return t
 }

@@ -2,6 +2,7 @@ package ddbschema
 
 import (
 	"regexp"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -138,4 +139,30 @@ func TestSpeculativeInputLongPeriod(t *testing.T) {
 	assert.Contains(t, renderSpec(in.ConditionExpression, in),
 		" AND b_calls.slots.9_tk >= 1000 AND (b_calls.slots.9_fa > 1700000000999 OR rf >= 1696844241000) AND b_calls.slots.9_tk = b_calls.slots.9_ts AND b_calls.slots.9_fp = 8000000000000010009999999999")
 	assert.Contains(t, renderSpec(in.UpdateExpression, in), "b_calls.slots.9_fa 3155760000000")
+}
+
+// TestTemplatesKeptPastTheBound: the speculative and exact writes of one
+// in-flight slot generation after another (each a shape of its own, as
+// every half slot TTL brings) keep being built from kept templates past
+// maxSpecTemplates shapes: a full cache starts afresh rather than
+// keeping its first shapes only, and never holds more than the bound.
+func TestTemplatesKeptPastTheBound(t *testing.T) {
+	spec, exact := NewSpeculativeUpdates("tbl"), NewExactUpdates("tbl")
+	key := BucketKeyValue("ns", "e", "r", 0)
+	for gen := range 3*maxSpecTemplates + 7 {
+		name := "calls.slots." + strconv.Itoa(gen)
+		limits := []SpecLimit{{name, 8000, 1000, LongRefillPeriodMs}}
+		amounts := []SpecAmount{{name, 1000}}
+		in := spec.Input(key, limits, amounts, 1_700_000_000_000, 1)
+		again := spec.Input(key, limits, amounts, 1_700_000_000_001, 2)
+		require.Same(t, in.ConditionExpression, again.ConditionExpression, "generation %d: its template is kept", gen)
+		require.LessOrEqual(t, len(*spec.templates.Load()), maxSpecTemplates)
+
+		w := ExactWrite{OldRefillMs: 1000, NewRefillMs: 1000, Limits: []ExactLimit{{Name: name, OldMilli: 8000, NewMilli: 7000, TakenMilli: 1000,
+			CapacityMilli: 8000, RefillAmountMilli: 1000, RefillPeriodMs: LongRefillPeriodMs}}}
+		ein := exact.Input(key, &w)
+		w.Limits[0].NewMilli = 6000
+		require.Same(t, ein.ConditionExpression, exact.Input(key, &w).ConditionExpression, "generation %d: its exact template is kept", gen)
+		require.LessOrEqual(t, len(*exact.templates.Load()), maxSpecTemplates)
+	}
 }

@@ -49,6 +49,11 @@ var writeIDNames = [WriteIDSlots]string{"#wid0", "#wid1", "#wid2", "#wid3"}
 
 const writeIDValue = ":wid"
 
+// WriteIDValuePlaceholder is the placeholder of the identifier's value in
+// a request carrying one (see [AddWriteID]): a request built from a
+// template that already carries the expressions sets its value there.
+const WriteIDValuePlaceholder = writeIDValue
+
 // writeIDSet and writeIDCond are the SET clauses and the condition of a
 // write carrying an identifier. A slot whose predecessor is missing (an
 // item no write with an identifier has touched yet) takes the identifier
