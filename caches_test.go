@@ -41,7 +41,7 @@ func TestConfigCacheCeiling(t *testing.T) {
 	limits, source, _, err := c.resolve(ctx, "e1", "gpt")
 	require.NoError(t, err)
 	assert.Equal(t, SourceEntity, source, "e1 resolved from")
-	assert.Equal(t, own, limits, "e1 resolved to")
+	assert.Equal(t, storeLimits(own), limits, "e1 resolved to")
 	assert.Equal(t, 3, fcs.loadCount(), "loads")
 	assert.Len(t, fcs.loads[2], 2, "slots of the last load, want e1's 2")
 	// The hot resource and system slots were never evicted.

@@ -97,7 +97,7 @@ func TestCalendarPeriods(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "gpt-4o/usd."+c.tag, res)
 	}
-	assert.Equal(t, Limit{Name: "usd", Capacity: 7, RefillAmount: 1, RefillPeriod: store.CalendarBucketRefillPeriod},
+	assert.Equal(t, store.Limit{Name: "usd", Capacity: 7, RefillAmount: 1, RefillPeriod: store.CalendarBucketRefillPeriod},
 		store.Limit(PerCalendarMonth("usd", 7)).CalendarBucketLimit())
 	assert.NoError(t, store.Limit(PerCalendarMonth("usd", 7)).CalendarBucketLimit().Validate())
 }
@@ -244,13 +244,13 @@ func TestCalendarConfigCodec(t *testing.T) {
 		case "m":
 			assert.Equal(t, "Asia/Tokyo", l.Location.String())
 			l.Location = tokyo
-			assert.Equal(t, limits[1], l)
+			assert.Equal(t, store.Limit(limits[1]), l)
 		case "d":
-			assert.Equal(t, limits[0], l)
+			assert.Equal(t, store.Limit(limits[0]), l)
 		case "w":
-			assert.Equal(t, limits[2], l)
+			assert.Equal(t, store.Limit(limits[2]), l)
 		case "rpm":
-			assert.Equal(t, limits[3], l)
+			assert.Equal(t, store.Limit(limits[3]), l)
 		}
 	}
 

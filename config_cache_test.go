@@ -115,7 +115,7 @@ func TestConfigCachePrecedence(t *testing.T) {
 			limits, source, _, err := c.resolve(ctx, "e", tc.resource)
 			require.NoError(t, err)
 			if assert.Len(t, limits, len(tc.wantLimits), "resolve = %v, want %v", limits, tc.wantLimits) && len(limits) > 0 {
-				assert.Equal(t, tc.wantLimits[0], limits[0], "resolve = %v", limits)
+				assert.Equal(t, store.Limit(tc.wantLimits[0]), limits[0], "resolve = %v", limits)
 			}
 			assert.Equal(t, tc.wantSource, source, "resolve: source")
 			assert.Equal(t, 1, fcs.loadCount(), "loads, want one batched load")
@@ -305,12 +305,12 @@ func TestConfigCacheLevelLookups(t *testing.T) {
 	clock.advance(30*time.Second + time.Nanosecond)
 	lc, err := c.resolveLevel(ctx, "own", "gpt")
 	require.NoError(t, err)
-	require.Equal(t, own, lc.limits)
+	require.Equal(t, storeLimits(own), lc.limits)
 	require.Equal(t, loads, fcs.loadCount(), "a slot past the first with limits expired: loaded")
 	clock.advance(30 * time.Second)
 	lc, err = c.resolveLevel(ctx, "own", "gpt")
 	require.NoError(t, err)
-	require.Equal(t, own, lc.limits)
+	require.Equal(t, storeLimits(own), lc.limits)
 	require.Equal(t, loads+1, fcs.loadCount(), "expired slots it reaches are loaded again")
 }
 

@@ -167,7 +167,7 @@ func TestBucketStateHelpers(t *testing.T) {
 	s.TokensMilli = -1500
 	got := s.Tokens()
 	assert.EqualValues(t, -2, got, "Tokens() = %d, want -2", got)
-	assert.Equal(t, PerMinute("rpm", 10), limitFromBucketState(s), "limitFromBucketState")
+	assert.Equal(t, store.Limit(PerMinute("rpm", 10)), limitFromBucketState(s), "limitFromBucketState")
 	got = (LimitStatus{Requested: 5, Available: 2}).Deficit()
 	assert.EqualValues(t, 3, got, "Deficit() = %d, want 3", got)
 	got = (LimitStatus{Requested: 1, Available: 2}).Deficit()

@@ -70,7 +70,7 @@ func TestPrepaidLimitValidateAndCodec(t *testing.T) {
 	item := entityConfigItem("ns", "e", "api", storeLimits([]Limit{PerMinute("rpm", 10), l}))
 	got, err := limitsFromItem(item)
 	require.NoError(t, err)
-	require.Equal(t, []Limit{PerMinute("rpm", 10), l}, got)
+	require.Equal(t, storeLimits([]Limit{PerMinute("rpm", 10), l}), got)
 
 	s := bucketStateFromLimit("e", "api/usd.balance", store.Limit(l).PrepaidBucketLimit(), 1000)
 	require.Equal(t, int64(0), s.TokensMilli)

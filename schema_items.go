@@ -352,8 +352,11 @@ func auditItem(ns string, e AuditEvent, ttl int64) (map[string]types.AttributeVa
 // auditDetailConverter stores a [Limit] in audit details as the map of
 // [auditLimitDetail].
 func auditDetailConverter(v any) (any, bool) {
-	if l, ok := v.(store.Limit); ok {
+	switch l := v.(type) {
+	case store.Limit:
 		return auditLimitDetail(l), true
+	case Limit:
+		return auditLimitDetail(store.Limit(l)), true
 	}
 	return nil, false
 }

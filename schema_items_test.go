@@ -135,7 +135,7 @@ func TestConfigItems(t *testing.T) {
 	} {
 		got, err := limitsFromItem(item)
 		require.NoError(t, err, "%s: limitsFromItem: %v", name, err)
-		assert.Equal(t, sorted, got, "%s limits round trip", name)
+		assert.Equal(t, storeLimits(sorted), got, "%s limits round trip", name)
 	}
 	got := onUnavailableFromItem(systemConfigItem("ns", nil, OnUnavailableBlock))
 	assert.EqualValues(t, OnUnavailableBlock, got, "onUnavailableFromItem = %q, want block", got)
