@@ -448,11 +448,21 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
     local cp, ra, rp = params_of(p)
     if not (t and c and cp and ra and rp) then return nil end
     -- refilled once: for whether it may be full (at its capacity, or
-    -- refilled to it by now) and, when a refill is due, as its balance
+    -- refilled to it by now) and, when a refill is due, as its balance.
+    -- A balance below the capacity whose refill surely reaches it, the
+    -- time since rf times the refill amount covering the shortfall times
+    -- the period (both products exact), is the capacity: what refill_n
+    -- returns, without its divisions. A limit that refills within a
+    -- millisecond (2^30 a minute) is full again on nearly every request.
     local r
     if after then
-      r = refill_n(t, rfn, nown, cp, ra, rp)
-      if r == nil then return nil end
+      local x, y = (nown - rfn) * ra, (cp - t) * rp
+      if t < cp and ra > 0 and rp > 0 and x < B53 and y < B53 and x >= y then
+        r = cp
+      else
+        r = refill_n(t, rfn, nown, cp, ra, rp)
+        if r == nil then return nil end
+      end
       if t >= cp or r >= cp then due = true end
     end
     if j == 1 then
