@@ -359,3 +359,62 @@ func TestCheckSmallChainAgreesWithCheck(t *testing.T) {
 	require.Greater(t, declined, 100)
 	require.Greater(t, refills, 300)
 }
+
+// TestCheckSmallRefillReachingCapacity: check_small takes a balance
+// whose refill surely reaches the capacity as the capacity without
+// dividing (the time since rf times the refill amount at or past the
+// shortfall times the period). At the boundary, one millisecond before
+// it, and where the products leave the exact range, it writes what
+// check_any writes on the exact integers: the capacity exactly when the
+// refill reaches it, the balance refilled below it otherwise.
+func TestCheckSmallRefillReachingCapacity(t *testing.T) {
+	c := redisserver.Client(t)
+	ctx := context.Background()
+	src := luaSource("int", "expired", "bucket", "consume_lib") + checkSmallLua
+	exact := luaSource("int") + stringsOnly + luaSource("expired", "bucket", "consume_lib") + checkSmallLua
+	const rf = int64(1_767_225_600_000)
+	for _, tc := range []struct {
+		name            string
+		cp, ra, rp, tk  int64
+		elapsed, amount int64
+		reaches         bool // the refill reaches the capacity
+	}{
+		{"at the boundary", 100_000, 1000, 60_000, 99_000, 60_000, 1000, true},
+		{"a millisecond before it", 100_000, 1000, 60_000, 99_000, 59_999, 1000, false},
+		{"a remainder short of a token", 100_000, 7, 60_000, 99_999, 8571, 1, false},
+		{"a remainder reaching a token", 100_000, 7, 60_000, 99_999, 8572, 1, true},
+		{"2^30 a minute, a millisecond later", 1 << 30 * 1000, 1 << 30 * 1000, 60_000, 1<<30*1000 - 1000, 1, 1000, true},
+		{"products past 2^53", 1 << 52, 1 << 52, 86_400_000, 1 << 51, 3, 1000, false},
+		{"a debt refilled to the capacity", 1000, 1000, 1000, -5000, 6000, 1, true},
+		{"a debt one millisecond short", 1000, 1000, 1000, -5000, 5999, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			params := fmt.Sprintf("%d|%d|%d", tc.cp, tc.ra, tc.rp)
+			now := rf + tc.elapsed
+			argv := []string{strconv.FormatInt(now, 10), "1", "l:rpm", params, "1", "l:rpm", strconv.FormatInt(tc.amount, 10)}
+			flat := []string{"h", fmt.Sprintf("%d|1|0|0|", rf), "l:rpm", fmt.Sprintf("%s|%d|0", params, tc.tk)}
+			args := []any{len(argv)}
+			for _, a := range argv {
+				args = append(args, a)
+			}
+			args = append(args, len(flat))
+			for _, f := range flat {
+				args = append(args, f)
+			}
+			got, err := c.Eval(ctx, src, nil, args...).Text()
+			require.NoError(t, err)
+			small, general, _ := strings.Cut(got, " || ")
+			want, err := c.Eval(ctx, exact, nil, args...).Text()
+			require.NoError(t, err)
+			_, wantGeneral, _ := strings.Cut(want, " || ")
+			require.Equal(t, wantGeneral, general)
+			require.Equal(t, general, small)
+			full := fmt.Sprintf("l:rpm=%s|%d|%d@", params, tc.cp-tc.amount, tc.amount)
+			if tc.reaches {
+				require.Contains(t, small, full)
+			} else {
+				require.NotContains(t, small, full)
+			}
+		})
+	}
+}

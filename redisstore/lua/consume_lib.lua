@@ -120,6 +120,12 @@ end
 -- entries); as a script, for one call.
 local val_tk, val_tc, hdr_rf, hdr_exp, hdr_tail, seen_count = {}, {}, {}, {}, {}, 0
 
+-- last_now and last_nown are the last request time check_small parsed
+-- (as the client sent it) and its number (nil when it is not exact):
+-- requests of the same millisecond send the same string, which Lua keeps
+-- once, so the next compares one reference instead of parsing (strtod).
+local last_now, last_nown
+
 -- remember_value records that limit value v holds balance t and total c.
 local function remember_value(v, t, c)
   if seen_count >= 1024 then
@@ -397,8 +403,13 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
   end
   if not hi or n ~= 2 * nl + (inc and 4 or 2) then return nil end
   local h = flat[hi]
-  -- now on numbers, parsed once (at most 15 digits: exact)
-  local nown = num(now)
+  -- now on numbers, parsed once (at most 15 digits: exact); the requests
+  -- of one millisecond share it
+  local nown = last_nown
+  if now ~= last_now then
+    nown = num(now)
+    last_now, last_nown = now, nown
+  end
   if not nown then return nil end
   -- the header's refill time, expiry time (ms; false for none) and text
   -- from its first separator on: as a consume wrote it lately, or parsed
@@ -448,11 +459,21 @@ local function check_small(argv, flat, now, li, nl, ci, nc)
     local cp, ra, rp = params_of(p)
     if not (t and c and cp and ra and rp) then return nil end
     -- refilled once: for whether it may be full (at its capacity, or
-    -- refilled to it by now) and, when a refill is due, as its balance
+    -- refilled to it by now) and, when a refill is due, as its balance.
+    -- A balance below the capacity whose refill surely reaches it, the
+    -- time since rf times the refill amount covering the shortfall times
+    -- the period (both products exact), is the capacity: what refill_n
+    -- returns, without its divisions. A limit that refills within a
+    -- millisecond (2^30 a minute) is full again on nearly every request.
     local r
     if after then
-      r = refill_n(t, rfn, nown, cp, ra, rp)
-      if r == nil then return nil end
+      local x, y = (nown - rfn) * ra, (cp - t) * rp
+      if t < cp and ra > 0 and rp > 0 and x < B53 and y < B53 and x >= y then
+        r = cp
+      else
+        r = refill_n(t, rfn, nown, cp, ra, rp)
+        if r == nil then return nil end
+      end
       if t >= cp or r >= cp then due = true end
     end
     if j == 1 then
