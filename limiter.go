@@ -80,6 +80,7 @@ type RateLimiter struct {
 	pairWrites  bool
 	slotTTL     time.Duration // of in-flight limits; 0 is DefaultSlotTTL
 	slotWaits   slotWaiters   // the Waits refused by an in-flight limit, per item
+	slotViews   slotViews     // the free slots those Waits read, per item
 	slotItems   slotGens      // the generations of in-flight slots items hold
 	stats       specStats
 	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
