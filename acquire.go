@@ -563,15 +563,14 @@ const (
 // DynamoDB such a Wait polls by reading the items it takes slots of (one
 // GetItem, or one BatchGetItem for a cascade, shared with the limiter's
 // other Waits for 20 ms) and writes only when they show a slot free, no
-// more Waits at once than the slots shown free (and at least every 5 s,
-// so that a raised capacity is found); a Wait that finds others of the
-// limiter queued for the same slots queues behind them instead of writing
-// at once.
+// more Waits at once than the slots shown free (and one every 5 s all the
+// same, so that a raised capacity is found); a Wait that finds others of
+// the limiter queued for the same slots polls behind them instead of
+// writing at once.
 func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
 	var (
 		err   error                   // the last refusal
 		rle   *RateLimitExceededError // err as such
-		wrote = time.Now()            // when the last acquire was made
 		force bool                    // the next poll writes
 	)
 	// reads is set while the request waits for slots and polls by reading
@@ -584,12 +583,11 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 		}
 		free, claimed := force, []slotRead(nil)
 		if !free {
-			free, claimed = rl.slotPollWrites(ctx, reads, rle == nil, wrote)
+			free, claimed = rl.slotPollWrites(ctx, reads)
 		}
 		if free {
 			force = false
 			var lease *Lease
-			wrote = time.Now()
 			lease, err = rl.Acquire(ctx, entityID, resource, consume, opts...)
 			rl.slotViews.release(claimed)
 			if err == nil || !errors.As(err, &rle) || rle.NeverFits() {

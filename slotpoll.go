@@ -85,25 +85,12 @@ func slotReadKeys(reads []slotRead) []slotWaitKey {
 // slotPollWrites decides whether a Wait for the slots of reads (nil: it
 // waits for no slot) writes now, and returns the slots it claimed
 // (slotViews.release them once the acquire returned): when reads is nil;
-// when its last acquire was made slotPollWriteEvery ago or more (so that
-// a change of the limits, which no read shows, is found within that
-// time);
-// when queued (no acquire of this Wait was refused yet), the views of the
-// limiter's waiters read within the last poll show the slots free, or
-// there are none that recent; else when slotsLookFree says so.
-func (rl *RateLimiter) slotPollWrites(ctx context.Context, reads []slotRead, queued bool, wrote time.Time) (bool, []slotRead) {
-	if reads == nil || time.Since(wrote) >= slotPollWriteEvery {
+// when no Wait of the limiter for those slots wrote for
+// slotPollWriteEvery (so that a change of the limits, which no read
+// shows, is found within that time); else when slotsLookFree says so.
+func (rl *RateLimiter) slotPollWrites(ctx context.Context, reads []slotRead) (bool, []slotRead) {
+	if reads == nil || rl.slotViews.writeDue(reads, time.Now()) {
 		return true, nil
-	}
-	if queued {
-		ok, stale := rl.slotViews.claim(reads, time.Now(), rl.slotGen())
-		switch {
-		case stale:
-			return true, nil
-		case ok:
-			return true, reads
-		}
-		return false, nil
 	}
 	return rl.slotsLookFree(ctx, reads)
 }
@@ -118,9 +105,9 @@ func (rl *RateLimiter) slotPollWrites(ctx context.Context, reads []slotRead, que
 // cheap as a read: the poll is the acquire.
 func (rl *RateLimiter) pollsByRead() bool { return rl.pairWrites }
 
-// slotPollWriteEvery is how often at least a Wait for slots that polls by
-// reading writes all the same: a raised capacity shows in the item only
-// once a write has stored it.
+// slotPollWriteEvery is how often at least the Waits of a limiter for
+// slots that poll by reading write all the same: a raised capacity shows
+// in the item only once a write has stored it.
 const slotPollWriteEvery = 5 * time.Second
 
 // slotViewKey is one in-flight limit of one bucket item.
@@ -134,11 +121,13 @@ type slotViewKey struct {
 // acquire takes (the fewer of the two), as last read, less those claimed
 // since by waiters that went on to write.
 type slotView struct {
-	readAt time.Time // when the read was made (the machine's clock)
-	gen    int64     // the current generation then
-	free   int64     // slots free as read (math.MaxInt64: the item holds no generation)
-	used   int64     // claimed since the read, or claimed before it and in flight then
-	flying int64     // claimed by acquires that have not returned
+	readAt  time.Time // when the last read returned (the machine's clock)
+	reading bool      // a read is under way
+	gen     int64     // the current generation then
+	free    int64     // slots free as read (math.MaxInt64: the item holds no generation)
+	used    int64     // claimed since the read, or claimed before it and in flight then
+	flying  int64     // claimed by acquires that have not returned
+	wroteAt time.Time // when a Wait for the slots last wrote
 }
 
 // slotViews holds the slotViews of the items a limiter's Waits poll, and
@@ -184,60 +173,114 @@ func (s *slotViews) recalled(key store.BucketKey) []slotRead {
 // stale ones that no acquire claims.
 const slotViewsSweep = 1024
 
+// view returns the view of k, created (with wroteAt now) when missing,
+// after a sweep of the idle ones when there are slotViewsSweep. s.mu must
+// be held.
+func (s *slotViews) view(k slotViewKey, now time.Time) *slotView {
+	if v := s.m[k]; v != nil {
+		return v
+	}
+	if s.m == nil {
+		s.m = make(map[slotViewKey]*slotView)
+	}
+	if len(s.m) >= slotViewsSweep {
+		for k, v := range s.m {
+			if v.flying == 0 && !v.reading && now.Sub(v.readAt) >= maxSlotPoll && now.Sub(v.wroteAt) >= maxSlotPoll {
+				delete(s.m, k)
+			}
+		}
+	}
+	v := &slotView{wroteAt: now}
+	s.m[k] = v
+	return v
+}
+
+// writeDue reports whether no Wait for the slots of reads wrote for
+// slotPollWriteEvery; if so, this one will, now.
+func (s *slotViews) writeDue(reads []slotRead, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	due := false
+	for _, r := range reads {
+		due = due || now.Sub(s.view(r.slotViewKey, now).wroteAt) >= slotPollWriteEvery
+	}
+	if due {
+		for _, r := range reads {
+			s.m[r.slotViewKey].wroteAt = now
+		}
+	}
+	return due
+}
+
 // claim decides, from views read since slotWaitPoll before now in
 // generation gen, whether the request of reads may write: every limit
 // has its amount free, less the claims since the read. If so the amounts
 // are claimed (release gives them back once the acquire returned). stale
-// reports that a view is missing or older: the items must be read first.
+// reports that a view is older, and no read of it is under way: the items
+// must be read first (read). While one is, the request waits for the next
+// poll.
 func (s *slotViews) claim(reads []slotRead, now time.Time, gen int64) (ok, stale bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ok = true
 	for _, r := range reads {
-		v := s.m[r.slotViewKey]
-		if v == nil || v.gen != gen || now.Sub(v.readAt) >= slotWaitPoll {
-			return false, true
-		}
-		if v.free != math.MaxInt64 && bucketmath.AddSat(v.free, -v.used) < r.amount {
+		v := s.view(r.slotViewKey, now)
+		switch {
+		case v.reading:
+			return false, false
+		case v.readAt.IsZero() || v.gen != gen || now.Sub(v.readAt) >= slotWaitPoll:
+			stale = true
+		case v.free != math.MaxInt64 && bucketmath.AddSat(v.free, -v.used) < r.amount:
 			ok = false
 		}
+	}
+	if stale {
+		return false, true
 	}
 	if ok {
 		for _, r := range reads {
 			v := s.m[r.slotViewKey]
 			v.used = bucketmath.AddSat(v.used, r.amount)
 			v.flying = bucketmath.AddSat(v.flying, r.amount)
+			v.wroteAt = now
 		}
 	}
 	return ok, false
 }
 
-// store records what a read at now in generation gen found of the items
-// of reads (buckets; a missing item holds every slot free).
-func (s *slotViews) store(reads []slotRead, buckets map[store.BucketKey]*store.Bucket, now time.Time, gen int64) {
+// read marks the views of reads read from now on, unless one is already:
+// it reports whether this caller reads them (then it must call store).
+func (s *slotViews) read(reads []slotRead, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.m == nil {
-		s.m = make(map[slotViewKey]*slotView)
-	}
-	if len(s.m) >= slotViewsSweep {
-		for k, v := range s.m {
-			if v.flying == 0 && now.Sub(v.readAt) >= slotWaitPoll {
-				delete(s.m, k)
-			}
+	for _, r := range reads {
+		if s.view(r.slotViewKey, now).reading {
+			return false
 		}
 	}
 	for _, r := range reads {
+		s.m[r.slotViewKey].reading = true
+	}
+	return true
+}
+
+// store records what the read of reads returned at now, in generation
+// gen: buckets (a missing item holds every slot free), or nothing when
+// the read failed (buckets nil).
+func (s *slotViews) store(reads []slotRead, buckets map[store.BucketKey]*store.Bucket, now time.Time, gen int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range reads {
+		v := s.view(r.slotViewKey, now)
+		v.reading = false
+		if buckets == nil {
+			continue
+		}
 		free := int64(math.MaxInt64)
 		for _, g := range []int64{gen, gen + 1} {
 			if st, ok := buckets[r.key].State(store.SlotLimitName(r.name, g)); ok {
 				free = min(free, bucketmath.FloorDiv(st.TokensMilli, 1000))
 			}
-		}
-		v := s.m[r.slotViewKey]
-		if v == nil {
-			v = &slotView{}
-			s.m[r.slotViewKey] = v
 		}
 		// The claims in flight may have been written before the read or
 		// after: they are counted as after.
@@ -269,15 +312,16 @@ func (s *slotViews) givenBack(key store.BucketKey, name string, n int64) {
 // slotsLookFree decides whether a Wait whose last refusal was for want of
 // the slots of reads writes now: when the items, as read by the
 // limiter's waiters within the last slot poll (or now, one GetItem or
-// one BatchGetItem), hold the slots it takes free in the two generations
-// an acquire takes them in, less the slots other waiters of the limiter
-// claimed since. It then claims them: call release with the result once
-// the acquire returned. It reports true, so that the acquire decides,
-// when it cannot tell: the limiter is closed, the circuit breaker open,
-// or the read failed.
+// one BatchGetItem, unless another waiter's read of them is under way),
+// hold the slots it takes free in the two generations an acquire takes
+// them in, less the slots other waiters of the limiter claimed since. It
+// then claims them: call release with the result once the acquire
+// returned. It reports true, so that the acquire decides, when it cannot
+// tell: the limiter is closed, the circuit breaker open, or the read
+// failed.
 func (rl *RateLimiter) slotsLookFree(ctx context.Context, reads []slotRead) (free bool, claimed []slotRead) {
-	now, gen := time.Now(), rl.slotGen()
-	if ok, stale := rl.slotViews.claim(reads, now, gen); !stale {
+	gen := rl.slotGen()
+	if ok, stale := rl.slotViews.claim(reads, time.Now(), gen); !stale {
 		if ok {
 			return true, reads
 		}
@@ -287,6 +331,9 @@ func (rl *RateLimiter) slotsLookFree(ctx context.Context, reads []slotRead) (fre
 		return true, nil
 	}
 	defer rl.exit()
+	if !rl.slotViews.read(reads, time.Now()) {
+		return false, nil // another waiter reads them: the next poll sees it
+	}
 	var keys []store.BucketKey
 	for _, r := range reads {
 		if !slices.Contains(keys, r.key) {
@@ -294,17 +341,19 @@ func (rl *RateLimiter) slotsLookFree(ctx context.Context, reads []slotRead) (fre
 		}
 	}
 	var buckets map[store.BucketKey]*store.Bucket
+	var err error
 	if len(keys) == 1 {
-		b, err := rl.store.getBucket(ctx, keys[0])
-		if err != nil {
-			return true, nil
+		var b *store.Bucket
+		if b, err = rl.store.getBucket(ctx, keys[0]); err == nil {
+			buckets = map[store.BucketKey]*store.Bucket{keys[0]: b}
 		}
-		buckets = map[store.BucketKey]*store.Bucket{keys[0]: b}
 	} else {
-		var err error
-		if _, buckets, err = rl.store.loadBuckets(ctx, nil, keys); err != nil {
-			return true, nil
-		}
+		_, buckets, err = rl.store.loadBuckets(ctx, nil, keys)
+	}
+	now := time.Now()
+	if err != nil {
+		rl.slotViews.store(reads, nil, now, gen)
+		return true, nil
 	}
 	rl.slotViews.store(reads, buckets, now, gen)
 	if ok, _ := rl.slotViews.claim(reads, now, gen); ok {
