@@ -623,7 +623,7 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 				slog.Duration("sleep", d))
 		}
 		if keys != nil {
-			if _, err := rl.waitForSlot(ctx, keys, d); err != nil {
+			if err := rl.waitForSlot(ctx, keys, d); err != nil {
 				return nil, err
 			}
 		} else if err := rl.sleepUnlessClosed(ctx, d); err != nil {
@@ -653,9 +653,9 @@ func slotWaitKeys(rle *RateLimitExceededError) []slotWaitKey {
 // until a lease of this process gives one back (release), or until its
 // poll, d (slotWaitPoll and its jitter) times the number of waiters of
 // the busiest item, at most maxSlotPoll, so that the waiters of one
-// process poll the store about as often as one would. It reports whether
-// a slot given back woke it; its error is ctx's or ErrClosed.
-func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d time.Duration) (bool, error) {
+// process poll the store about as often as one would. It returns nil when
+// woken or when the poll is due.
+func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d time.Duration) error {
 	sctx, wake := context.WithCancel(ctx)
 	defer wake()
 	w := &slotWaiter{wake: wake}
@@ -667,9 +667,9 @@ func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d ti
 	}
 	err := rl.sleepUnlessClosed(sctx, d)
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil && !errors.Is(err, ErrClosed) {
-		return true, nil // woken by a slot given back
+		return nil // woken by a slot given back
 	}
-	return false, err
+	return err
 }
 
 // sleepUnlessClosed is rl.sleep, cut short by Close with ErrClosed.
