@@ -397,8 +397,8 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	// call). DynamoDB Local applies the writes one after the other, and
 	// on a 2-CPU machine shared with other work it takes 100-300 a second:
 	// 35-90 calls/s, where 32 slots of 0.29 s calls take 110/s. Measured
-	// at full size (SOAK=1): 60-66 % at load average 8-9 (17 % when polls
-	// were acquires), 19-28 % at load average 9-14 (5-8 %); at the small
+	// at full size (SOAK=1): 65 % at load average 5-6 (21 % when polls
+	// were acquires), 60-66 % at 8-9 (17 %), 19-28 % at 9-14 (5-8 %); at the small
 	// size 34-51 % at load average 8-12 (7-43 %, the small run varies
 	// most). The 80 % of the issue needs a quieter machine than these, or
 	// fewer writes per call than the slots' take and give-back.
