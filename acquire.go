@@ -556,39 +556,78 @@ const (
 // bucket each refill costs up to N acquire attempts (each a store round
 // trip); to wait on one hot key from many goroutines, put an in-process
 // limiter or semaphore in front of Wait.
+//
+// Waits refused by an in-flight limit alone are the exception: a slot
+// comes back when a lease ends, and the Waits of one limiter queue per
+// item; a slot a lease of the limiter gives back goes to the first of
+// them at once, and together they poll about as often as one would. On
+// DynamoDB such a Wait polls by reading the items it takes slots of (one
+// GetItem, or one BatchGetItem for a cascade, shared with the limiter's
+// other Waits for 20 ms) and writes only when they show a slot free, no
+// more Waits at once than the slots shown free (and one every 5 s all the
+// same, so that a raised capacity is found); a Wait that finds others of
+// the limiter queued for the same slots polls behind them instead of
+// writing at once.
 func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, consume Consume, opts ...AcquireOption) (*Lease, error) {
+	var (
+		err   error                   // the last refusal
+		rle   *RateLimitExceededError // err as such
+		force bool                    // the next poll writes
+	)
+	// reads is set while the request waits for slots and polls by reading
+	// first (see slotsLookFree); a Wait that finds the Waits of this
+	// limiter queued for the same slots queues behind them.
+	reads := rl.queuedSlotReads(entityID, resource, consume, opts)
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		lease, err := rl.Acquire(ctx, entityID, resource, consume, opts...)
-		var rle *RateLimitExceededError
-		if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
-			return lease, err
+		free, claimed := force, []slotRead(nil)
+		if !free {
+			free, claimed = rl.slotPollWrites(ctx, reads)
 		}
-		d := rl.waitDuration(rle.RetryAfter)
+		if free {
+			force = false
+			var lease *Lease
+			lease, err = rl.Acquire(ctx, entityID, resource, consume, opts...)
+			rl.slotViews.release(claimed)
+			if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
+				return lease, err
+			}
+			reads = rl.slotReads(entityID, resource, rle, opts)
+		}
+		retryAfter, keys := slotWaitPoll, []slotWaitKey(nil)
+		if rle != nil {
+			retryAfter, keys = rle.RetryAfter, slotWaitKeys(rle)
+		} else {
+			keys = slotReadKeys(reads)
+		}
+		d := rl.waitDuration(retryAfter)
 		if dl, ok := ctx.Deadline(); ok {
 			left := time.Until(dl)
-			if left < rle.RetryAfter {
+			if left < retryAfter && rle == nil {
+				force = true // queued without a refusal: the acquire decides
+				continue
+			}
+			if left < retryAfter {
 				return nil, fmt.Errorf("wait %s/%s: retry after %v is past the context deadline: %w: %w",
 					entityID, resource, rle.RetryAfter, context.DeadlineExceeded, err)
 			}
 			if d > left {
-				d = rle.RetryAfter // no jitter past the deadline
+				d = retryAfter // no jitter past the deadline
 			}
 		}
-		if rl.obs.logging(ctx, slog.LevelDebug) {
+		if rle != nil && rl.obs.logging(ctx, slog.LevelDebug) {
 			rl.obs.log.LogAttrs(ctx, slog.LevelDebug, "limiter: wait",
 				slog.String("entity_id", entityID), slog.String("resource", resource),
 				slog.String("limit", rle.Primary.LimitName), slog.Duration("retry_after", rle.RetryAfter),
 				slog.Duration("sleep", d))
 		}
-		if keys := slotWaitKeys(rle); keys != nil {
-			err = rl.waitForSlot(ctx, keys, d)
-		} else {
-			err = rl.sleepUnlessClosed(ctx, d)
-		}
-		if err != nil {
+		if keys != nil {
+			if err := rl.waitForSlot(ctx, keys, d); err != nil {
+				return nil, err
+			}
+		} else if err := rl.sleepUnlessClosed(ctx, d); err != nil {
 			return nil, err
 		}
 	}

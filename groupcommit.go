@@ -56,8 +56,11 @@ import (
 // to back, so every token admitted was in the bucket and total consumed
 // (tc) grows by exactly the members' amounts. Two batches in flight are two
 // such writes, each atomic, as two callers' solo writes would be. A batch's
-// adjustments are written after its acquires and unconditionally, so an
-// adjustment never makes its own batch's conditional write fail. The
+// adjustments are written unconditionally, after its acquires, so that an
+// adjustment never makes its own batch's conditional write fail; or, when
+// they only give back and give back slots of an in-flight limit, before
+// them (they can only make them fit), so that a slot given back is taken
+// by the batch's acquires and its lease's end waits for no acquire. The
 // contention test (TestContentionNoOverAdmission) runs with group commit on.
 //
 // # Why it never refuses a request that fits alone
@@ -574,13 +577,15 @@ func removeOp(queue []*gcOp, op *gcOp) []*gcOp {
 const gcMaxRounds = 4
 
 // runBatch writes batch (requests for key) and delivers every member's
-// result: the acquires first, then the adjustments. It runs in a goroutine
+// result: the acquires first, then the adjustments (the adjustments first
+// when they give back slots: givesBackSlots). It runs in a goroutine
 // of the limiter or on a member's goroutine whose context can never end,
 // on a context detached from every caller's.
 func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 	ctx, cancel := detachedContext(context.Background())
 	defer cancel()
-	defer g.deliver(s, batch)
+	undelivered := batch
+	defer func() { g.deliver(s, undelivered) }()
 
 	var nowMs int64
 	consumes := 0
@@ -602,12 +607,40 @@ func (g *groupCommit) runBatch(s *gcSlot, key store.BucketKey, batch []*gcOp) {
 			}
 		}
 	}
+	if len(pending) > 0 && givesBackSlots(adjusts) {
+		// Slots given back go out first, and their callers are answered
+		// at once: the acquires of the batch may take those slots, and
+		// the end of a lease does not wait for the acquires (a refused
+		// combined write is decided again, one more write of the item,
+		// which a full in-flight limit makes common).
+		g.writeAdjusts(ctx, key, nowMs, adjusts)
+		g.deliver(s, adjusts)
+		undelivered, adjusts = pending, nil
+	}
 	if len(pending) > 0 {
 		g.decide(ctx, key, pending, nowMs)
 	}
 	if len(adjusts) > 0 {
 		g.writeAdjusts(ctx, key, nowMs, adjusts)
 	}
+}
+
+// givesBackSlots reports whether adjusts give back the slots of an
+// in-flight limit and take nothing: written before the acquires of their
+// batch, they can only make those fit.
+func givesBackSlots(adjusts []*gcOp) bool {
+	slots := false
+	for _, op := range adjusts {
+		for name, v := range op.delta {
+			if v > 0 {
+				return false
+			}
+			if _, _, ok := store.ParseSlotLimitName(name); ok && v < 0 {
+				slots = true
+			}
+		}
+	}
+	return slots
 }
 
 // decide writes the acquires pending (all with the same limits) as one

@@ -549,39 +549,64 @@ func (rl *RateLimiter) addSlotGens(ctx context.Context, items []*batchItem) bool
 		if rl.slotItems.known(key, top, at) {
 			continue
 		}
-		metas, buckets, err := rl.store.loadBuckets(ctx, []string{key.EntityID}, []store.BucketKey{key})
-		if err != nil {
+		// One acquire of the limiter prepares an item at a time; the
+		// others wait for it (at the start of a busy generation, each
+		// would read and write the item).
+		if wait := rl.slotGenFlights.join(key); wait != nil {
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return false
+			}
+			if rl.slotItems.known(key, top, at) {
+				continue
+			}
 			return false
 		}
-		b := buckets[key]
-		if b == nil {
-			if !rl.createSlotItem(ctx, it, metas, at.UnixMilli()) {
-				return false
-			}
+		ok := rl.addSlotGen(ctx, it, slots, cur, at)
+		if ok {
 			rl.slotItems.learn(key, top, at, ttl)
-			continue
 		}
-		// An item that holds slots keeps no TTL (holdsSlots).
-		w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli(), TTL: store.TTLRemove}
-		for _, l := range slots {
-			if _, ok := b.State(l.Name); !ok {
-				full := bucketStateFromLimit(key.EntityID, key.Resource, l, at.UnixMilli())
-				w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
-			}
+		rl.slotGenFlights.leave(key)
+		if !ok {
+			return false
 		}
-		for _, st := range b.States {
-			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen < cur-1 {
-				w.Remove = append(w.Remove, st.LimitName)
-			}
-		}
-		if len(w.Limits) > 0 || len(w.Remove) > 0 || b.TTL != 0 {
-			if err := rl.store.writeBuckets(ctx, []store.BucketWrite{w}); err != nil {
-				return false
-			}
-		}
-		rl.slotItems.learn(key, top, at, ttl)
 	}
 	return any
+}
+
+// addSlotGen is addSlotGens of item it: slots are the generations'
+// limits it takes, cur the current generation at at. It reports whether
+// the item exists now and holds them.
+func (rl *RateLimiter) addSlotGen(ctx context.Context, it *batchItem, slots []store.Limit, cur int64, at time.Time) bool {
+	key := it.group.key()
+	metas, buckets, err := rl.store.loadBuckets(ctx, []string{key.EntityID}, []store.BucketKey{key})
+	if err != nil {
+		return false
+	}
+	b := buckets[key]
+	if b == nil {
+		return rl.createSlotItem(ctx, it, metas, at.UnixMilli())
+	}
+	// An item that holds slots keeps no TTL (holdsSlots).
+	w := store.BucketWrite{Kind: store.WriteSync, Key: key, NowMs: at.UnixMilli(), TTL: store.TTLRemove}
+	for _, l := range slots {
+		if _, ok := b.State(l.Name); !ok {
+			full := bucketStateFromLimit(key.EntityID, key.Resource, l, at.UnixMilli())
+			w.Limits = append(w.Limits, store.LimitWrite{Name: l.Name, Initial: &full})
+		}
+	}
+	for _, st := range b.States {
+		if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen < cur-1 {
+			w.Remove = append(w.Remove, st.LimitName)
+		}
+	}
+	if len(w.Limits) > 0 || len(w.Remove) > 0 || b.TTL != 0 {
+		if err := rl.store.writeBuckets(ctx, []store.BucketWrite{w}); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // holdsSlots reports whether the item of g, written at nowMs, holds or

@@ -1,6 +1,9 @@
 package limiter
 
 import (
+	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,5 +97,79 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 		var l *Lease
 		checkSorted("entity-wide in-flight acquire", "UpdateItem, UpdateItem", func() { l = mustAcquire(t, rl, "solo", "api", solo) })
 		check("entity-wide in-flight commit", "UpdateItem", func() { mustCommit(t, l) })
+	}
+}
+
+// TestCallCountsInFlightWait: the DynamoDB calls of a Wait refused for want
+// of a slot. Its first attempt is the acquire's write (refused); while the
+// slots stay taken it polls by reading the items it takes slots of (one
+// GetItem, or one BatchGetItem for a cascade's two), and writes nothing,
+// however many polls; once a lease of the same limiter gives its slot
+// back, the Wait takes it with the acquire's write.
+func TestCallCountsInFlightWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, entity, poll string
+		opts               []AcquireOption
+	}{
+		{name: "solo", entity: "solo", poll: "GetItem", opts: []AcquireOption{WithLimits(InFlight("calls", 1), PerMinute("rpm", 100))}},
+		{name: "cascade", entity: "key", poll: "BatchGetItem[2]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := newTestEnv(t)
+			env.spec = true
+			rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
+			defer func() { _ = rl.Close() }()
+			ctx := env.ctx
+			if tc.name == "cascade" {
+				_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
+				require.NoError(t, err)
+				_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
+				require.NoError(t, err)
+				require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, []Limit{InFlight("calls", 1)}))
+				require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, []Limit{InFlight("calls", 8), PerMinute("rpm", 100)}))
+			}
+			call := Consume{"calls": 1, "rpm": 1}
+			mustCommit(t, mustAcquire(t, rl, tc.entity, "api", call, tc.opts...)) // creates the items
+			held := mustAcquire(t, rl, tc.entity, "api", call, tc.opts...)
+
+			env.rec.Reset()
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			got := make(chan *Lease, 1)
+			go func() {
+				l, err := rl.Wait(wctx, tc.entity, "api", call, tc.opts...)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			polls := func() int { return env.rec.Count(strings.SplitN(tc.poll, "[", 2)[0]) }
+			require.Eventually(t, func() bool { return polls() >= 2 }, 5*time.Second, time.Millisecond, "the Wait polls by reading")
+			require.Positive(t, env.rec.Count("UpdateItem"), "the first attempt writes")
+			n := len(env.rec.Calls())
+			time.Sleep(300 * time.Millisecond) // polls of 20 ms, one waiter
+			later := env.rec.Calls()[n:]
+			require.Greater(t, len(later), 2, "the Wait goes on polling: %s", env.calls())
+			for _, c := range later {
+				op := c.Op
+				if c.Items > 0 {
+					op += "[" + strconv.Itoa(c.Items) + "]"
+				}
+				require.Equal(t, tc.poll, op, "while no slot is free a poll is one read, no write: %s", env.calls())
+			}
+
+			mustCommit(t, held)
+			var l *Lease
+			select {
+			case l = <-got:
+			case <-wctx.Done():
+				t.Fatal("the Wait did not get the slot given back")
+			}
+			require.NotNil(t, l)
+			require.Equal(t, map[string]int64{"solo": 1, "cascade": 2}[tc.name], l.Consumed()["calls"], "the key's slot and the organisation's")
+			mustCommit(t, l)
+		})
 	}
 }

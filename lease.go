@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -64,6 +65,9 @@ type Lease struct {
 type leaseWriter interface {
 	nowMs() int64
 	writeAdjust(ctx context.Context, w store.BucketWrite) error
+	// writeAdjusts writes a commit's adjustments, one per item, and
+	// returns each one's error.
+	writeAdjusts(ctx context.Context, writes []store.BucketWrite) []error
 	// commitLater queues a committed lease's adjustments to be written in
 	// the background, and reports whether it did.
 	commitLater(writes []store.BucketWrite) bool
@@ -464,8 +468,10 @@ func (e *leaseEntry) written(d int64) {
 }
 
 // Commit writes the lease's changes since Acquire (one unconditional ADD per
-// bucket item touched) and ends the lease. A net refund is cut to what the
+// bucket item touched; on DynamoDB those of a cascade at once, as the
+// acquire wrote them) and ends the lease. A net refund is cut to what the
 // lease may give back now (see Refunds in [Lease]). When a write fails,
+// the others are still made, and
 // Commit returns the error and the lease stays open: what was written is
 // remembered, so Commit can be retried or Rollback gives back what is
 // durable. A write that failed with [ErrUnavailable] (no answer within the
@@ -498,15 +504,10 @@ func (ls *Lease) Commit(ctx context.Context) error {
 		ls.done = true
 		return nil
 	}
-	var cancel context.CancelFunc
-	defer func() {
-		if cancel != nil {
-			cancel()
-		}
-	}()
+	delta := func(e *leaseEntry) int64 { return e.commitDelta(now) }
+	var writes []store.BucketWrite
 	for _, key := range ls.keys() {
 		entries := ls.entriesOf(key)
-		delta := func(e *leaseEntry) int64 { return e.commitDelta(now) }
 		w := adjustWrite(key, now, entries, delta)
 		if len(w.Limits) == 0 {
 			for _, e := range entries {
@@ -514,21 +515,57 @@ func (ls *Lease) Commit(ctx context.Context) error {
 			}
 			continue
 		}
-		if cancel == nil {
-			ctx, cancel = detachedContext(ctx)
-		}
+		writes = append(writes, w)
+	}
+	if len(writes) == 0 {
+		ls.done = true
+		return nil
+	}
+	ctx, cancel := detachedContext(ctx)
+	defer cancel()
+	errs := ls.rl.writeAdjusts(ctx, writes)
+	for i, w := range writes {
 		// A condition failure means the bucket item no longer exists
 		// (expired, or deleted with its entity and perhaps created again:
 		// another incarnation): there is nothing left to adjust.
-		if err := ls.rl.writeAdjust(ctx, w); err != nil && !errors.Is(err, store.ErrConditionFailed) {
-			return fmt.Errorf("commit %s/%s: %w", key.EntityID, key.Resource, err)
+		if err := errs[i]; err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			errs[i] = fmt.Errorf("commit %s/%s: %w", w.Key.EntityID, w.Key.Resource, err)
+			continue
 		}
-		for _, e := range entries {
+		errs[i] = nil
+		for _, e := range ls.entriesOf(w.Key) {
 			e.written(delta(e))
 		}
 	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
 	ls.done = true
 	return nil
+}
+
+// writeAdjusts writes the single-item adjustments writes (a lease's
+// commit, one per item) and returns each one's error: one after the other,
+// or all at once on a repository whose single-item writes are cheaper
+// than its atomic batch (pairWrites: DynamoDB, where each is a round
+// trip), as the acquire wrote them. On DynamoDB a cascade's commit thus
+// costs one round trip, and the parent's slots and tokens come back no
+// later than the child's.
+func (rl *RateLimiter) writeAdjusts(ctx context.Context, writes []store.BucketWrite) []error {
+	errs := make([]error, len(writes))
+	if len(writes) == 1 || !rl.pairWrites {
+		for i, w := range writes {
+			errs[i] = rl.writeAdjust(ctx, w)
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, w := range writes[1:] {
+		wg.Go(func() { errs[i+1] = rl.writeAdjust(ctx, w) })
+	}
+	errs[0] = rl.writeAdjust(ctx, writes[0])
+	wg.Wait()
+	return errs
 }
 
 // changed reports whether the lease holds a change since Acquire that

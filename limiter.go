@@ -78,12 +78,16 @@ type RateLimiter struct {
 	// pairWrites is set when an acquire of one or two bucket items is
 	// cheaper as one conditional write per item than as one atomic batch
 	// (DynamoDB; see itemsShape).
-	pairWrites  bool
-	slotTTL     time.Duration // of in-flight limits; 0 is defaultSlotTTL
-	slotWaits   slotWaiters   // the Waits refused by an in-flight limit, per item
-	slotItems   slotGens      // the generations of in-flight slots items hold
-	stats       specStats
-	slowFlights slowFlights // read-then-write acquires in flight, per bucket item
+	pairWrites bool
+	slotTTL    time.Duration // of in-flight limits; 0 is defaultSlotTTL
+	slotWaits  slotWaiters   // the Waits refused by an in-flight limit, per item
+	slotViews  slotViews     // the free slots those Waits read, per item
+	slotItems  slotGens      // the generations of in-flight slots items hold
+	// slotGenFlights holds the acquires preparing an item's generations
+	// (addSlotGens), per item.
+	slotGenFlights slowFlights
+	stats          specStats
+	slowFlights    slowFlights // read-then-write acquires in flight, per bucket item
 	// slotPoll, when positive, is the longest a slot keeper sleeps before
 	// it reads the clock again; zero sleeps until the renewal is due. Only
 	// tests set it: their clock (Options.Clock) jumps ahead of the real time

@@ -46,6 +46,13 @@ func (s *slotWaiters) join(w *slotWaiter, keys []slotWaitKey) int {
 	return n
 }
 
+// waiting reports whether a waiter is queued on key.
+func (s *slotWaiters) waiting(key slotWaitKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.q[key]) > 0
+}
+
 // leave takes w off the queues of keys.
 func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) {
 	s.mu.Lock()

@@ -472,12 +472,16 @@ func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) err
 // generation of an in-flight limit.
 func (rl *RateLimiter) slotsGivenBack(w store.BucketWrite) {
 	n := int64(0)
+	cur := bucketmath.FloorDiv(rl.nowMs(), rl.slotGenMs())
 	for _, l := range w.Limits {
 		if l.ConsumedMilli >= 0 {
 			continue
 		}
-		if _, _, ok := store.ParseSlotLimitName(l.Name); ok {
+		if name, gen, ok := store.ParseSlotLimitName(l.Name); ok {
 			n = max(n, -l.ConsumedMilli/1000)
+			if gen == cur {
+				rl.slotViews.givenBack(w.Key, name, -l.ConsumedMilli/1000)
+			}
 		}
 	}
 	if n > 0 {

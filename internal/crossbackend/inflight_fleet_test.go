@@ -369,9 +369,10 @@ func TestInFlightFleet(t *testing.T) {
 }
 
 // TestInFlightFleetDynamoDB is TestInFlightFleet on DynamoDB Local: 3
-// processes, the same keys, caps and calls; throughput must reach 80 %
-// of 32 ÷ mean call length (waiters poll every 20 ms), 50 % on a busy
-// machine or under -race (see throughputFloor).
+// processes, the same keys, caps and calls; the caps must hold and every
+// slot come back. The throughput is logged against the issue's 80 % of
+// 32 ÷ mean call length (50 % on a busy machine or under -race, see
+// throughputFloor), not required: see the end of the test.
 func TestInFlightFleetDynamoDB(t *testing.T) {
 	size := fleetSizeNow()
 	floor := throughputFloor(t, 0.80, 0.50)
@@ -385,16 +386,23 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	}}, size)
 	share := checkFleet(t, ivs, start, end)
 	// The caps hold and every slot comes back (checked above and below).
-	// The throughput the issue asks of DynamoDB Local is not reached: the
-	// slots ride the acquire's single-item writes (a key's and the
-	// organisation's UpdateItem), but a refused attempt of a waiter costs
-	// those two writes, the give-back of the one that applied and a read,
-	// and DynamoDB Local's writes on the two hot items take 70-90 ms on a
-	// busy 2-CPU machine, so an admitted acquire takes 0.4-0.8 s while its
-	// slot is already held (20-39 % measured at load average 5-7; the
-	// children's CALLS lines show it). The figure is reported, not
-	// required.
-	t.Logf("throughput %.1f %% of the organisation's slot-time (the issue asks %.0f %%; known short on DynamoDB)", share*100, floor*100)
+	// The throughput is reported, not required. Each call takes its slots
+	// with the acquire's writes of the key's and the organisation's items
+	// and gives them back with the commit's: 4 writes, fewer when group
+	// commit merges a process's writes of the organisation's item. Waiters
+	// poll by reading the two items and write only as many at once as the
+	// read shows slots free, so the refused attempts add little: about 3
+	// writes per call in all (the children's CALLS lines), where each
+	// refused poll cost 2-4 more writes when polls were acquires (13 per
+	// call). DynamoDB Local applies the writes one after the other, and
+	// on a 2-CPU machine shared with other work it takes 100-300 a second:
+	// 35-90 calls/s, where 32 slots of 0.29 s calls take 110/s. Measured
+	// at full size (SOAK=1): 65 % at load average 5-6 (21 % when polls
+	// were acquires), 60-66 % at 8-9 (17 %), 19-28 % at 9-14 (5-8 %); at the small
+	// size 34-51 % at load average 8-12 (7-43 %, the small run varies
+	// most). The 80 % of the issue needs a quieter machine than these, or
+	// fewer writes per call than the slots' take and give-back.
+	t.Logf("throughput %.1f %% of the organisation's slot-time (the issue asks %.0f %%; not required on DynamoDB Local)", share*100, floor*100)
 	assertAllSlotsBack(t, rl)
 }
 
