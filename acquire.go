@@ -590,7 +590,7 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 			force = false
 			var lease *Lease
 			lease, err = rl.Acquire(ctx, entityID, resource, consume, opts...)
-			rl.slotViews.release(claimed)
+			rl.slotViews.unclaim(claimed)
 			if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
 				return lease, err
 			}

@@ -629,3 +629,158 @@ func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
 	}
 	return false
 }
+
+// The polls of a Wait refused for want of a slot, on DynamoDB: a read of
+// the items, shared by the waiters of the limiter, and the acquire's
+// writes only by as many waiters as it shows slots free.
+
+// slotRead is an in-flight limit of one bucket item that a Wait's request
+// takes slots of, as its last refusal showed it.
+type slotRead struct {
+	slotViewKey
+	amount int64 // slots the request takes
+}
+
+// slotReads returns, when the polls of a Wait of (entityID, resource)
+// refused with rle read before they write (pollsByRead) and every
+// violation of rle is an in-flight limit's, the in-flight limits of every
+// item the request takes slots of (those that refused and those that did
+// not); else nil. Without opts they are remembered for the next Wait of
+// (entityID, resource) (queuedSlotReads).
+func (rl *RateLimiter) slotReads(entityID, resource string, rle *RateLimitExceededError, opts []AcquireOption) []slotRead {
+	if !rl.pollsByRead() || slotWaitKeys(rle) == nil {
+		return nil
+	}
+	var reads []slotRead
+	for _, st := range rle.Statuses {
+		if !store.Limit(st.Limit).IsInFlight() || st.Requested <= 0 {
+			continue
+		}
+		r := slotRead{slotViewKey{store.BucketKey{EntityID: st.EntityID, Resource: st.Resource}, st.LimitName}, st.Requested}
+		if !slices.Contains(reads, r) {
+			reads = append(reads, r)
+		}
+	}
+	if len(reads) > 0 && len(opts) == 0 {
+		rl.slotViews.remember(store.BucketKey{EntityID: entityID, Resource: resource}, reads, time.Now())
+	}
+	return reads
+}
+
+// queuedSlotReads returns the slots a Wait of consume on (entityID,
+// resource) without options takes, as the last refusal of such a Wait
+// showed them, when Waits of this limiter are queued for some of them
+// now: the Wait then polls as they do (slotPollWrites), behind them,
+// instead of writing at once. Else nil.
+func (rl *RateLimiter) queuedSlotReads(entityID, resource string, consume Consume, opts []AcquireOption) []slotRead {
+	if !rl.pollsByRead() || len(opts) > 0 {
+		return nil
+	}
+	reads := rl.slotViews.recalled(store.BucketKey{EntityID: entityID, Resource: resource})
+	for _, r := range reads {
+		if consume[r.name] != r.amount {
+			return nil
+		}
+	}
+	if !slices.ContainsFunc(reads, func(r slotRead) bool {
+		return rl.slotWaits.waiting(slotWaitKey{r.key.EntityID, r.key.Resource})
+	}) {
+		return nil
+	}
+	return reads
+}
+
+// slotReadKeys returns the items of reads.
+func slotReadKeys(reads []slotRead) []slotWaitKey {
+	var keys []slotWaitKey
+	for _, r := range reads {
+		if k := (slotWaitKey{r.key.EntityID, r.key.Resource}); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// slotPollWrites decides whether a Wait for the slots of reads (nil: it
+// waits for no slot) writes now, and returns the slots it claimed
+// (slotViews.release them once the acquire returned): when reads is nil;
+// when no Wait of the limiter for those slots wrote for
+// slotPollWriteEvery (so that a change of the limits, which no read
+// shows, is found within that time); else when slotsLookFree says so.
+func (rl *RateLimiter) slotPollWrites(ctx context.Context, reads []slotRead) (bool, []slotRead) {
+	if reads == nil || rl.slotViews.writeDue(reads, time.Now()) {
+		return true, nil
+	}
+	return rl.slotsLookFree(ctx, reads)
+}
+
+// pollsByRead reports whether a Wait refused for want of a slot polls by
+// reading the items before it writes: on DynamoDB, where a refused
+// conditional write costs as much as one that applies (a write of the
+// item, serialised with every other write of it), and an acquire of a
+// cascade that one item refuses also writes the other item and gives
+// that back, while a read of both items is one cheap call that writes
+// nothing. Elsewhere a refused acquire is one script or one lock, as
+// cheap as a read: the poll is the acquire.
+func (rl *RateLimiter) pollsByRead() bool { return rl.pairWrites }
+
+// slotPollWriteEvery is how often at least the Waits of a limiter for
+// slots that poll by reading write all the same: a raised capacity shows
+// in the item only once a write has stored it.
+const slotPollWriteEvery = 5 * time.Second
+
+// slotsLookFree decides whether a Wait whose last refusal was for want of
+// the slots of reads writes now: when the items, as read by the
+// limiter's waiters within the last slot poll (or now, one GetItem or
+// one BatchGetItem, unless another waiter's read of them is under way),
+// hold the slots it takes free in the two generations an acquire takes
+// them in, less the slots other waiters of the limiter claimed since. It
+// then claims them: call release with the result once the acquire
+// returned. It reports true, so that the acquire decides, when it cannot
+// tell: the limiter is closed, the circuit breaker open, or the read
+// failed.
+func (rl *RateLimiter) slotsLookFree(ctx context.Context, reads []slotRead) (free bool, claimed []slotRead) {
+	gen := rl.slotGen()
+	if ok, stale := rl.slotViews.claim(reads, time.Now(), gen); !stale {
+		if ok {
+			return true, reads
+		}
+		return false, nil
+	}
+	if rl.store.brk.rejecting() || rl.enter() != nil {
+		return true, nil
+	}
+	defer rl.exit()
+	if !rl.slotViews.freshView(reads, time.Now()) {
+		return false, nil // another waiter reads them: the next poll sees it
+	}
+	var keys []store.BucketKey
+	for _, r := range reads {
+		if !slices.Contains(keys, r.key) {
+			keys = append(keys, r.key)
+		}
+	}
+	var buckets map[store.BucketKey]*store.Bucket
+	var err error
+	if len(keys) == 1 {
+		var b *store.Bucket
+		if b, err = rl.store.getBucket(ctx, keys[0]); err == nil {
+			buckets = map[store.BucketKey]*store.Bucket{keys[0]: b}
+		}
+	} else {
+		_, buckets, err = rl.store.loadBuckets(ctx, nil, keys)
+	}
+	now := time.Now()
+	if err != nil {
+		rl.slotViews.rememberView(reads, nil, now, gen)
+		return true, nil
+	}
+	rl.slotViews.rememberView(reads, buckets, now, gen)
+	if ok, _ := rl.slotViews.claim(reads, now, gen); ok {
+		return true, reads
+	}
+	return false, nil
+}
+
+// slotGen returns the current generation of in-flight slots.
+func (rl *RateLimiter) slotGen() int64 { return bucketmath.FloorDiv(rl.nowMs(), rl.slotGenMs()) }

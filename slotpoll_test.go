@@ -33,11 +33,11 @@ func TestSlotViewsClaims(t *testing.T) {
 	ok, stale := s.claim(reads, now, 7)
 	require.False(t, ok)
 	require.True(t, stale, "never read")
-	require.True(t, s.read(reads, now))
-	require.False(t, s.read(reads, now), "one read at a time")
+	require.True(t, s.freshView(reads, now))
+	require.False(t, s.freshView(reads, now), "one read at a time")
 	ok, stale = s.claim(reads, now, 7)
 	require.False(t, ok || stale, "a read is under way: wait for it")
-	s.store(reads, item(3, 2), now, 7) // the fewer of the two generations
+	s.rememberView(reads, item(3, 2), now, 7) // the fewer of the two generations
 	for i := range 2 {
 		ok, stale = s.claim(reads, now, 7)
 		require.True(t, ok, "claim %d of 2 free", i)
@@ -46,9 +46,9 @@ func TestSlotViewsClaims(t *testing.T) {
 	ok, _ = s.claim(reads, now, 7)
 	require.False(t, ok, "both free slots are claimed")
 
-	s.release(reads) // one acquire returned; one is in flight
-	require.True(t, s.read(reads, now))
-	s.store(reads, item(1, 1), now.Add(time.Millisecond), 7)
+	s.unclaim(reads) // one acquire returned; one is in flight
+	require.True(t, s.freshView(reads, now))
+	s.rememberView(reads, item(1, 1), now.Add(time.Millisecond), 7)
 	ok, _ = s.claim(reads, now.Add(time.Millisecond), 7)
 	require.False(t, ok, "the claim in flight may not be written yet: it counts")
 	s.givenBack(key, "calls", 1)
@@ -61,16 +61,16 @@ func TestSlotViewsClaims(t *testing.T) {
 	require.True(t, stale, "another generation")
 
 	// An item without the generations' limits holds every slot free.
-	require.True(t, s.read(reads, now))
-	s.store(reads, map[store.BucketKey]*store.Bucket{}, now, 9)
+	require.True(t, s.freshView(reads, now))
+	s.rememberView(reads, map[store.BucketKey]*store.Bucket{}, now, 9)
 	require.Equal(t, int64(math.MaxInt64), s.m[reads[0].slotViewKey].free)
 	ok, _ = s.claim(reads, now, 9)
 	require.True(t, ok)
 
 	// A failed read leaves the view as it was, and readable again.
-	require.True(t, s.read(reads, now))
-	s.store(reads, nil, now, 9)
-	require.True(t, s.read(reads, now))
+	require.True(t, s.freshView(reads, now))
+	s.rememberView(reads, nil, now, 9)
+	require.True(t, s.freshView(reads, now))
 }
 
 // TestSlotViewsWriteDue: once every slotPollWriteEvery one Wait of the
