@@ -27,12 +27,3 @@ func NewDynamoDBLocalClient(endpoint string, optFns ...func(*dynamodb.Options)) 
 		o.DisableValidateResponseChecksum = true
 	}}, optFns...)...)
 }
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
