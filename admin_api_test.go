@@ -54,11 +54,11 @@ func TestAdminScopes(t *testing.T) {
 
 	// The mode stays when the system limits change alone.
 	require.NoError(t, a.SetLimits(ctx, limiter.Scope{}, res))
-	mode, err := a.OnUnavailable(ctx)
+	_, mode, err := a.SystemDefaults(ctx)
 	require.NoError(t, err)
 	require.Equal(t, limiter.OnUnavailableAllow, mode)
 	require.NoError(t, a.SetSystemDefaults(ctx, sys, ""))
-	mode, err = a.OnUnavailable(ctx)
+	_, mode, err = a.SystemDefaults(ctx)
 	require.NoError(t, err)
 	require.Equal(t, limiter.OnUnavailable(""), mode)
 

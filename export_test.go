@@ -1,7 +1,5 @@
 package limiter
 
-import "context"
-
 // NewMemoryStore returns an empty memorystore.Store. The package's
 // internal tests cannot import memorystore (it imports this package), so
 // memorystore_bridge_test.go, an external test file of the same test
@@ -14,17 +12,6 @@ func newMemory() Repository { return NewMemoryStore() }
 // BrokenRefusals returns how many refusals were built that no shortage
 // explains (see brokenRefusals): the external tests check it stays put.
 func BrokenRefusals() int64 { return brokenRefusals.Load() }
-
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode, as the two getters of Admin give them.
-func systemDefaults(rl *RateLimiter, ctx context.Context) ([]Limit, OnUnavailable, error) {
-	limits, err := rl.Admin().Limits(ctx, Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := rl.Admin().OnUnavailable(ctx)
-	return limits, mode, err
-}
 
 // cacheStats picks one cache's statistics out of st.
 func cacheStats(st Stats, c CacheName) CacheStats {

@@ -550,10 +550,12 @@ func (a *Admin) SetSystemDefaults(ctx context.Context, limits []Limit, mode OnUn
 	return a.rl.setSystemDefaults(ctx, ls, mode)
 }
 
-// OnUnavailable returns the stored on-unavailable mode ("" when unset).
-func (a *Admin) OnUnavailable(ctx context.Context) (OnUnavailable, error) {
-	_, mode, err := a.rl.getSystemDefaults(ctx)
-	return mode, err
+// SystemDefaults returns the system defaults: their limits, as
+// Limits(ctx, Scope{}) does, and their on-unavailable mode ("" when
+// unset), as [Admin.SetSystemDefaults] stores them.
+func (a *Admin) SystemDefaults(ctx context.Context) ([]Limit, OnUnavailable, error) {
+	ls, mode, err := a.rl.getSystemDefaults(ctx)
+	return callerLimits(ls), mode, err
 }
 
 // ResolveLimits returns the stored limits that apply to (entityID,

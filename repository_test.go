@@ -140,7 +140,7 @@ func TestStoredLimitsResolution(t *testing.T) {
 		}
 		assert.Equal(t, s.source, source, "after %s: source", s.name)
 	}
-	limits, ou, err := systemDefaults(rl, ctx)
+	limits, ou, err := rl.Admin().SystemDefaults(ctx)
 	assert.NoError(t, err, "GetSystemDefaults")
 	assert.Equal(t, OnUnavailableAllow, ou, "GetSystemDefaults")
 	assert.Len(t, limits, 1, "GetSystemDefaults = %v", limits)

@@ -150,7 +150,7 @@ func TestSystemDefaultsKeepForeignAttributes(t *testing.T) {
 	require.Equal(t, "gpt", c.Switches[1].Resource)
 	require.Equal(t, "", c.Switches[2].Resource)
 	require.Equal(t, "Pacific/Kiritimati", c.Switches[2].From.LocationName())
-	limits, mode, err := systemDefaults(rl, ctx)
+	limits, mode, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []Limit{PerCalendarDay("usd", 1000)}, limits)
 	require.Equal(t, OnUnavailable(""), mode)

@@ -115,7 +115,7 @@ func TestDeployProvisionerAndLimitsStack(t *testing.T) {
 	got, err = rl.Admin().Limits(ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	assert.Equal(t, []limiter.Limit{want}, got)
-	_, ou, err := systemDefaults(rl, ctx)
+	_, ou, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou)
 }
@@ -136,15 +136,4 @@ func waitStack(ctx context.Context, t *testing.T, cf *cloudformation.Client, id 
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-}
-
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode, as the two getters of Admin give them.
-func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
-	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := rl.Admin().OnUnavailable(ctx)
-	return limits, mode, err
 }

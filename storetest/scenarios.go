@@ -185,7 +185,7 @@ var scenarios = []scenario{
 		sb, _ = b.repo.GetBucket(ctx, store.BucketKey{EntityID: "e", Resource: "gpt"})
 		b.note("reconciled %s ttl>0=%v", b.bucket("e", "gpt"), sb.TTL > 0)
 		sys, err := rl.Admin().Limits(ctx, limiter.Scope{})
-		ou, err2 := rl.Admin().OnUnavailable(ctx)
+		_, ou, err2 := rl.Admin().SystemDefaults(ctx)
 		b.note("system %v %s %v %v", sys, ou, err, err2)
 		if b.has(capConfigLister) {
 			res, err := iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))

@@ -253,17 +253,6 @@ func (c *cli) principal(cfg aws.Config) string {
 // envPrincipal names the audit principal of CLI changes.
 const envPrincipal = "ZAEL_PRINCIPAL"
 
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode.
-func (t *table) systemDefaults(ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
-	limits, err := t.Admin().Limits(ctx, limiter.Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := t.Admin().OnUnavailable(ctx)
-	return limits, mode, err
-}
-
 // store returns the DynamoDB store itself, whose optional capabilities
 // (listings by page, usage snapshots by page) the commands use.
 func (t *table) store() store.Repository { return t.repo.Unwrap() }

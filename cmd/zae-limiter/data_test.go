@@ -195,13 +195,13 @@ func TestResourceAndSystemDefaults(t *testing.T) {
 	if assert.Len(t, sys.Limits, 1, "system get-defaults -o json") {
 		assert.Equal(t, int64(10), sys.Limits[0].Capacity, "system get-defaults -o json")
 	}
-	limits, ou, err := e.repo.systemDefaults(e.ctx)
+	limits, ou, err := e.repo.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "GetSystemDefaults")
 	assert.Len(t, limits, 1, "GetSystemDefaults")
 	contains(t, e.ok("system", "get-defaults"), "rpm", "on_unavailable: allow")
 	e.ok("system", "set-defaults", "--on-unavailable", "block")
-	limits, ou, err = e.repo.systemDefaults(e.ctx)
+	limits, ou, err = e.repo.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou, "GetSystemDefaults after on-unavailable only")
 	assert.Empty(t, limits, "GetSystemDefaults after on-unavailable only")

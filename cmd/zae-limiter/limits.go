@@ -386,7 +386,7 @@ func cmdSystemSetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		before, beforeOU, err := repo.systemDefaults(c.ctx)
+		before, beforeOU, err := repo.Admin().SystemDefaults(c.ctx)
 		if err != nil {
 			return err
 		}
@@ -410,7 +410,7 @@ func cmdSystemGetDefaults(c *cli) *command {
 		if err != nil {
 			return err
 		}
-		limits, ou, err := repo.systemDefaults(c.ctx)
+		limits, ou, err := repo.Admin().SystemDefaults(c.ctx)
 		if err != nil {
 			return err
 		}

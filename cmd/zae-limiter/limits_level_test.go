@@ -33,7 +33,7 @@ func TestLimitsLevelCommands(t *testing.T) {
 	if assert.Len(t, got, 1, "resource defaults") {
 		assert.Equal(t, int64(1000), got[0].Capacity, "resource defaults")
 	}
-	got, ou, err := e.repo.systemDefaults(e.ctx)
+	got, ou, err := e.repo.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Len(t, got, 1, "system defaults")
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults")
@@ -56,7 +56,7 @@ func TestLimitsLevelCommands(t *testing.T) {
 	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "resource defaults after delete")
-	got, _, err = e.repo.systemDefaults(e.ctx)
+	got, _, err = e.repo.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, got, "system defaults after delete")
 

@@ -392,7 +392,7 @@ func plan(c *cli, repo *table, m *manifest, prune bool) ([]change, error) {
 	var changes []change
 
 	// System.
-	have, haveOU, err := repo.systemDefaults(ctx)
+	have, haveOU, err := repo.Admin().SystemDefaults(ctx)
 	if err != nil {
 		return nil, err
 	}

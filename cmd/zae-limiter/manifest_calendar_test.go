@@ -139,7 +139,7 @@ func TestLimitsManifestCalendar(t *testing.T) {
 	got, err = ns.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-1", Resource: "gpt-4o"})
 	require.NoError(t, err)
 	require.True(t, sameLimits(m.entities[entityTarget{"key-1", "gpt-4o"}], got), "key-1/gpt-4o after apply = %v", got)
-	got, _, err = ns.systemDefaults(e.ctx)
+	got, _, err = ns.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	require.True(t, sameLimits(m.system.limits, got), "system after apply = %v", got)
 

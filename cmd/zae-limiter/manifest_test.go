@@ -99,7 +99,7 @@ func TestLimitsManifest(t *testing.T) {
 
 	out = e.ok("limits", "apply", "-f", v1)
 	contains(t, out, "+ create resource: gpt-4", "Applied: 4 created, 0 updated, 0 deleted.")
-	limits, ou, err := ns.systemDefaults(e.ctx)
+	limits, ou, err := ns.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableAllow, ou, "system defaults after apply")
 	assert.True(t, sameLimits(limits, []limiter.Limit{limiter.PerMinute("rpm", 1000)}), "system defaults after apply = %+v", limits)
@@ -261,7 +261,7 @@ entities:
 	got, err = e.repo.Admin().Limits(e.ctx, limiter.Scope{Entity: "key-9", Resource: "gpt-4"})
 	require.NoError(t, err)
 	assert.Empty(t, got, "key-9/gpt-4 after prune")
-	got, ou, err := e.repo.systemDefaults(e.ctx)
+	got, ou, err := e.repo.Admin().SystemDefaults(e.ctx)
 	require.NoError(t, err)
 	assert.Empty(t, got, "system after prune")
 	assert.Empty(t, ou, "system after prune: on_unavailable")

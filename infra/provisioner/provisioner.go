@@ -327,7 +327,7 @@ func apply(ctx context.Context, rl *limiter.RateLimiter, want, drop desired) (p 
 			if err != nil {
 				return false, err
 			}
-			ou, err := rl.Admin().OnUnavailable(ctx)
+			_, ou, err := rl.Admin().SystemDefaults(ctx)
 			if err != nil || (len(got) == 0 && ou == "") {
 				return false, err
 			}

@@ -139,7 +139,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	assert.EqualValues(t, 5, resp.Data["Stored"])
 	assert.Equal(t, admin.NamespaceID(), resp.Data["NamespaceId"])
 
-	sys, ou, err := systemDefaults(rl, ctx)
+	sys, ou, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, limiter.OnUnavailableBlock, ou)
 	assert.ElementsMatch(t, []limiter.Limit{limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 100_000)}, sys)
@@ -168,7 +168,7 @@ func TestCreateUpdateDelete(t *testing.T) {
 	assert.Equal(t, physical, resp.PhysicalResourceID)
 	assert.EqualValues(t, 2, resp.Data["Stored"])
 	assert.EqualValues(t, 3, resp.Data["Deleted"])
-	sys, ou, err = systemDefaults(rl, ctx)
+	sys, ou, err = rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
@@ -376,7 +376,7 @@ func TestBadNameStoresNothing(t *testing.T) {
 	tenant, err := admin.Namespace(ctx, "tenant-a")
 	require.NoError(t, err)
 	rl := limiter.New(tenant, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
-	sys, ou, err := systemDefaults(rl, ctx)
+	sys, ou, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
@@ -439,7 +439,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	assert.EqualValues(t, 1, resp.Data["Stored"])
 	assert.Positive(t, fp.Faults("TransactWriteItems"), "no entity write was held")
 	rl := limiter.New(admin, func(o *limiter.Options) { o.ConfigCacheTTL = 0 })
-	sys, _, err := systemDefaults(rl, ctx)
+	sys, _, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.NotEmpty(t, sys, "the system defaults, written first")
 
@@ -451,7 +451,7 @@ func TestDeadlineStopsWriting(t *testing.T) {
 	del.PhysicalResourceID = resp.PhysicalResourceID
 	resp = send(t, h, r, del)
 	require.Equal(t, cfn.StatusSuccess, resp.Status, resp.Reason)
-	sys, ou, err := systemDefaults(rl, ctx)
+	sys, ou, err := rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, sys)
 	assert.Empty(t, ou)
@@ -527,15 +527,4 @@ func TestCalendarLimits(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, got, tc.want)
 	}
-}
-
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode, as the two getters of Admin give them.
-func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
-	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := rl.Admin().OnUnavailable(ctx)
-	return limits, mode, err
 }

@@ -312,7 +312,7 @@ func TestCalendarStoredConfig(t *testing.T) {
 		require.NoError(t, err)
 		assert.ElementsMatch(t, describe(want), describe(got))
 		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{}, want))
-		got, _, err = systemDefaults(rl, ctx)
+		got, _, err = rl.Admin().SystemDefaults(ctx)
 		require.NoError(t, err)
 		assert.ElementsMatch(t, describe(want), describe(got))
 		inForce, err := rl.LimitsInForce(ctx, "proj", "gpt-4o")
@@ -351,15 +351,4 @@ func TestCalendarStoredConfig(t *testing.T) {
 		assert.NotContains(t, item, "l_usd_day_tz", "UTC is not written")
 		assert.NotContains(t, item, "l_rpm_tz")
 	})
-}
-
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode, as the two getters of Admin give them.
-func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
-	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := rl.Admin().OnUnavailable(ctx)
-	return limits, mode, err
 }

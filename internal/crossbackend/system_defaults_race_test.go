@@ -80,7 +80,7 @@ func TestSystemDefaultsKeepConcurrentSwitch(t *testing.T) {
 				outer(hooked)
 				require.True(t, raced)
 
-				limits, mode, err := systemDefaults(rl, ctx)
+				limits, mode, err := rl.Admin().SystemDefaults(ctx)
 				require.NoError(t, err)
 				require.Equal(t, []limiter.Limit{day}, limits)
 				require.Equal(t, limiter.OnUnavailableAllow, mode)
@@ -119,7 +119,7 @@ func TestDeleteSystemDefaultsKeepsSwitches(t *testing.T) {
 		require.Equal(t, int64(0), left(t, rl, "e1", res, "usd"), "the day spent under PerDay")
 
 		require.NoError(t, rl.Admin().DeleteLimits(ctx, limiter.Scope{}))
-		limits, mode, err := systemDefaults(rl, ctx)
+		limits, mode, err := rl.Admin().SystemDefaults(ctx)
 		require.NoError(t, err)
 		require.Empty(t, limits)
 		require.Equal(t, limiter.OnUnavailable(""), mode)

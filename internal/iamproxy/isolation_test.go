@@ -251,7 +251,7 @@ func TestFullAccessPolicyAdministration(t *testing.T) {
 	_, err = iterx.Collect(rl.Admin().ResourcesWithDefaults(ctx))
 	require.NoError(t, err)
 	require.NoError(t, rl.Admin().SetSystemDefaults(ctx, limits, limiter.OnUnavailableBlock))
-	_, _, err = systemDefaults(rl, ctx)
+	_, _, err = rl.Admin().SystemDefaults(ctx)
 	require.NoError(t, err)
 	l, err := rl.Acquire(ctx, "team-key", res, limiter.Consume{"rpm": 1})
 	require.NoError(t, err)
@@ -420,15 +420,4 @@ func TestRawRequestsOnOtherTenant(t *testing.T) {
 	_, err = ca.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: table, Key: key("_/SYSTEM#", "#VERSION"),
 		UpdateExpression: aws.String("SET lambda_version = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": s("9.9.9")}})
 	assertDenied(t, pa, "UpdateItem of the version record", err)
-}
-
-// systemDefaults returns the system defaults' limits and on-unavailable
-// mode, as the two getters of Admin give them.
-func systemDefaults(rl *limiter.RateLimiter, ctx context.Context) ([]limiter.Limit, limiter.OnUnavailable, error) {
-	limits, err := rl.Admin().Limits(ctx, limiter.Scope{})
-	if err != nil {
-		return nil, "", err
-	}
-	mode, err := rl.Admin().OnUnavailable(ctx)
-	return limits, mode, err
 }
