@@ -105,7 +105,7 @@ import (
 func main() {
 	rl := limiter.New(memorystore.New())
 	defer rl.Close()
-	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil, llmhttp.WithCostLimit("usd"))}
+	client := &http.Client{Transport: llmhttp.NewTransport(rl, nil, func(o *llmhttp.Options) { o.CostLimit = "usd" })}
 	_ = client
 }'
 
