@@ -280,13 +280,3 @@ func (s *slotViews) unclaim(reads []slotRead) {
 		}
 	}
 }
-
-// givenBack records that a lease of this limiter gave back n slots of
-// limit name of key's item.
-func (s *slotViews) givenBack(key store.BucketKey, name string, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := s.m[slotViewKey{key, name}]; v != nil {
-		v.used = bucketmath.AddSat(v.used, -n)
-	}
-}

@@ -488,3 +488,13 @@ func (rl *RateLimiter) slotsGivenBack(w store.BucketWrite) {
 		rl.slotWaits.release(slotWaitKey{w.Key.EntityID, w.Key.Resource}, int(min(n, 1<<20)))
 	}
 }
+
+// givenBack records that a lease of this limiter gave back n slots of
+// limit name of key's item.
+func (s *slotViews) givenBack(key store.BucketKey, name string, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.m[slotViewKey{key, name}]; v != nil {
+		v.used = bucketmath.AddSat(v.used, -n)
+	}
+}
