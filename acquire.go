@@ -246,7 +246,7 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 	if len(reqs) == 0 {
 		return &Lease{rl: rl}, nil, nil
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
 		if err := store.ValidateIdentifier(r.EntityID, "entity_id"); err != nil {
 			return nil, nil, err
 		}
@@ -257,9 +257,14 @@ func (rl *RateLimiter) AcquireAll(ctx context.Context, reqs []AcquireRequest, op
 			return nil, nil, err
 		}
 		if r.Limits != nil {
-			if err := validateLimits(storeLimits(r.Limits)); err != nil {
+			ls := storeLimits(r.Limits)
+			if err := validateLimits(ls); err != nil {
 				return nil, nil, err
 			}
+			if o.reqLimits == nil {
+				o.reqLimits = make([][]store.Limit, len(reqs))
+			}
+			o.reqLimits[i] = ls
 		}
 	}
 	if err := rl.enter(); err != nil {

@@ -66,12 +66,8 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
 	defer func() { _ = rl.Close() }()
 	ctx := env.ctx
-	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
-	require.NoError(t, err)
-	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
-	require.NoError(t, err)
-	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)}))
-	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, []Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)}))
+	orgKeyCascade(t, rl, []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)},
+		[]Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)})
 	check := env.callChecker(t)
 	checkSorted := env.sortedCallChecker(t)
 	call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
@@ -123,12 +119,7 @@ func TestCallCountsInFlightWait(t *testing.T) {
 			defer func() { _ = rl.Close() }()
 			ctx := env.ctx
 			if tc.name == "cascade" {
-				_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
-				require.NoError(t, err)
-				_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
-				require.NoError(t, err)
-				require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, []Limit{InFlight("calls", 1)}))
-				require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, []Limit{InFlight("calls", 8), PerMinute("rpm", 100)}))
+				orgKeyCascade(t, rl, []Limit{InFlight("calls", 1)}, []Limit{InFlight("calls", 8), PerMinute("rpm", 100)})
 			}
 			call := Consume{"calls": 1, "rpm": 1}
 			mustCommit(t, mustAcquire(t, rl, tc.entity, "api", call, tc.opts...)) // creates the items
@@ -172,4 +163,17 @@ func TestCallCountsInFlightWait(t *testing.T) {
 			mustCommit(t, l)
 		})
 	}
+}
+
+// orgKeyCascade creates entity "org" and its child "key", which cascades
+// to it, and stores orgLimits and keyLimits for their resource "api".
+func orgKeyCascade(t *testing.T, rl *RateLimiter, orgLimits, keyLimits []Limit) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
+	require.NoError(t, err)
+	_, err = rl.Admin().CreateEntity(ctx, Entity{ID: "key", ParentID: "org", Cascade: true})
+	require.NoError(t, err)
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, orgLimits))
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, keyLimits))
 }

@@ -668,21 +668,12 @@ func pages[T any](page func(cursor string) ([]T, string, error)) iter.Seq2[T, er
 	}
 }
 
-// all turns a listing read whole into a sequence.
+// all turns a listing read whole into a sequence: one page, no cursor.
 func all[T any](list func() ([]T, error)) iter.Seq2[T, error] {
-	return func(yield func(T, error) bool) {
+	return pages(func(string) ([]T, string, error) {
 		items, err := list()
-		if err != nil {
-			var zero T
-			yield(zero, err)
-			return
-		}
-		for _, it := range items {
-			if !yield(it, nil) {
-				return
-			}
-		}
-	}
+		return items, "", err
+	})
 }
 
 // Stats are a limiter's counters since [New] ([RateLimiter.Stats]).

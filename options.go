@@ -277,6 +277,10 @@ type acquireOptions struct {
 	wide         []store.Limit
 	wideOverride bool
 	wideErr      error
+	// reqLimits holds, per request of an AcquireAll, its Limits as the
+	// backends' type, converted and validated once (nil for a request
+	// without limits of its own).
+	reqLimits [][]store.Limit
 	// readFirst makes the acquire read its buckets before it writes (no
 	// speculative write): a limit was switched back (switchedBackIn).
 	readFirst bool

@@ -373,7 +373,7 @@ func (rl *RateLimiter) planBatch(ctx context.Context, reqs []AcquireRequest, o a
 	for i, r := range reqs {
 		ro := o
 		if r.Limits != nil {
-			ro.limits, ro.override = storeLimits(r.Limits), true
+			ro.limits, ro.override = o.reqLimits[i], true
 		}
 		levels, err := rl.planChain(ctx, r.EntityID, r.Resource, ro)
 		if err != nil {
