@@ -32,10 +32,10 @@ BENCHFLAGS ?= -bench=.
 
 # `make bench-floor` and `make bench-redis`: CONTENDER=<commit> (a hash, tag or branch of this clone's
 # history) builds that commit's benchmark in a temporary directory and runs it beside this tree's in
-# alternating rounds, reporting the ratios (internal/contender; needs git and the commit's history).
+# alternating rounds, reporting the ratios (cmd/internal/contender; needs git and the commit's history).
 CONTENDER ?=
 
-# `make bench-floor` flags, e.g. FLOORFLAGS='-rounds 9 -only acquire+commit' (internal/floorbench).
+# `make bench-floor` flags, e.g. FLOORFLAGS='-rounds 9 -only acquire+commit' (cmd/internal/floorbench).
 FLOORFLAGS ?=
 
 # Fuzzing: time per target, and the file whose Fuzz targets `make fuzz` runs.
@@ -170,7 +170,7 @@ soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (
 	$(SOAK_TEST)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_COST_CALLS=10000 $(GO) test -count=1 -run='^TestCostLimitSeededCalls$$' $(GOTESTFLAGS) ./llmhttp/
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_INFLIGHT_CALLS=10000 $(GO) test -count=1 -timeout=60m -run='^TestInFlightSlotsComeBack$$' $(GOTESTFLAGS) ./llmhttp/internal/costcap/
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestInFlight(Fleet|FleetDynamoDB|LongCallSoak)$$' $(GOTESTFLAGS) ./internal/crossbackend/
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestInFlight(Fleet|FleetDynamoDB|LongCallSoak)$$' $(GOTESTFLAGS) ./cmd/internal/crossbackend/
 
 .PHONY: docker-image
 docker-image: dynamodb-local ## build DynamoDB Local's Docker image offline (FROM scratch: the jar, the local Java, its libraries)
@@ -264,14 +264,14 @@ bench: dynamodb-local ## benchmarks with allocation counts (BENCHFLAGS, default 
 
 .PHONY: bench-floor
 bench-floor: dynamodb-local ## the DynamoDB acquire against a raw-SDK replay of its own write, alternating rounds (FLOORFLAGS; CONTENDER=<commit> runs that commit's beside)
-	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./internal/floorbench $(FLOORFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) run ./cmd/internal/floorbench $(FLOORFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
-# `make bench-redis` flags, e.g. REDISBENCHFLAGS='-rounds 9 -run lease' (internal/redisbench).
+# `make bench-redis` flags, e.g. REDISBENCHFLAGS='-rounds 9 -run lease' (cmd/internal/redisbench).
 REDISBENCHFLAGS ?=
 
 .PHONY: bench-redis
 bench-redis: ## the Redis store against go-redis/redis_rate on one redis-server, alternating rounds (REDISBENCHFLAGS; CONTENDER=<commit> runs that commit's beside)
-	$(GO) run ./internal/redisbench $(REDISBENCHFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
+	$(GO) run ./cmd/internal/redisbench $(REDISBENCHFLAGS)$(if $(CONTENDER), -contender '$(CONTENDER)')
 
 .PHONY: cli
 cli: ## build the zae-limiter command-line tool into bin/zae-limiter

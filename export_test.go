@@ -9,9 +9,6 @@ var NewMemoryStore func() Repository
 // newMemory returns an empty memory store for the internal tests.
 func newMemory() Repository { return NewMemoryStore() }
 
-// BrokenRefusals returns how many refusals were built that no shortage
-// explains (see brokenRefusals): the external tests check it stays put.
-func BrokenRefusals() int64 { return brokenRefusals.Load() }
 
 // cacheStats picks one cache's statistics out of st.
 func cacheStats(st Stats, c CacheName) CacheStats {

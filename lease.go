@@ -676,9 +676,6 @@ func adjustWrite(key store.BucketKey, nowMs int64, entries []*leaseEntry, delta 
 	return w
 }
 
-// maxAmount keeps amounts × 1000 within int64.
-const maxAmount = (1<<63 - 1) / 1000
-
 // validateAmounts rejects the reserved wcu name, negative amounts (unless
 // refunds are allowed) and amounts whose millitoken value would overflow.
 func validateAmounts(c Consume, refunds bool) error {

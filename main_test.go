@@ -23,7 +23,7 @@ import (
 // TestMain starts one DynamoDB Local for the package (see internal/ddblocal)
 // on first use. The run fails when any test made the limiter build a
 // refusal that no shortage explains. (The tests that run a program on
-// every backend, Redis included, are in internal/crossbackend: this
+// every backend, Redis included, are in cmd/internal/crossbackend: this
 // package's tests import no Redis client.)
 func TestMain(m *testing.M) {
 	os.Exit(checkRefusals(ddblocal.Main(m)))

@@ -401,3 +401,6 @@ func callerLimits(ls []store.Limit) []Limit {
 	}
 	return out
 }
+
+// maxAmount keeps amounts × 1000 within int64.
+const maxAmount = (1<<63 - 1) / 1000

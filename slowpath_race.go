@@ -4,8 +4,6 @@
 package limiter
 
 import (
-	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -38,35 +36,6 @@ const (
 	raceBackoffBase = 5 * time.Millisecond
 	raceBackoffMax  = 160 * time.Millisecond
 )
-
-// errReread reports that an attempt lost the race for its items (or found
-// a limit changed under it while changing it): read them again.
-var errReread = errors.New("limiter: bucket items changed between the read and the write")
-
-// raceBackoff is the jittered wait after attempt n (0-based) lost a race.
-func (rl *RateLimiter) raceBackoff(n int) time.Duration {
-	d := min(raceBackoffBase<<min(n, 16), raceBackoffMax)
-	half := d / 2
-	return half + time.Duration(rl.intN(int(half/time.Microsecond)+1))*time.Microsecond
-}
-
-// afterLostRace is called when attempt n (0-based) lost a race. It waits
-// the backoff and reports true when another attempt may follow; false
-// with the backoff as wait when the attempts are spent or ctx's deadline
-// comes before the backoff ends; ctx's error when it ended during the wait.
-func (rl *RateLimiter) afterLostRace(ctx context.Context, n int) (again bool, wait time.Duration, err error) {
-	wait = rl.raceBackoff(n)
-	if n+1 >= maxRaceAttempts {
-		return false, wait, nil
-	}
-	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-		return false, wait, nil
-	}
-	if err := rl.sleep(ctx, wait); err != nil {
-		return false, wait, err
-	}
-	return true, wait, nil
-}
 
 // contendedStatuses are the statuses of an acquire that lost every race
 // for its items, from its last attempt's: every limit it asked for is
@@ -143,23 +112,4 @@ func (f *slowFlights) waiting(key store.BucketKey) int {
 		return fl.waiters
 	}
 	return 0
-}
-
-// coalesce is called by an acquire about to take the read-then-write path
-// on key after the speculative path fell back. When another acquire of
-// this limiter is on that path for key, it waits for it to end (lead is
-// false; ctx's error when ctx ended first), and the caller tries the
-// speculative path again. Otherwise the caller leads: it must call
-// slowFlights.leave when its read-then-write acquire ends.
-func (rl *RateLimiter) coalesce(ctx context.Context, key store.BucketKey) (lead bool, err error) {
-	wait := rl.slowFlights.join(key)
-	if wait == nil {
-		return true, nil
-	}
-	select {
-	case <-wait:
-		return false, nil
-	case <-ctx.Done():
-		return false, ctx.Err()
-	}
 }

@@ -239,14 +239,3 @@ func (e *deadlineError) Is(target error) bool {
 }
 func (e *deadlineError) Unwrap() error { return e.cause }
 func (e *deadlineError) ownMessage()   {}
-
-// circuitOpenError is ErrCircuitOpen: a value of a comparable type, so
-// that returning it allocates nothing.
-type circuitOpenError struct{}
-
-func (circuitOpenError) Error() string {
-	return "limiter: circuit breaker open: the store failed repeatedly; calls fail at once until a probe succeeds (Options.CircuitFailures)"
-}
-
-func (circuitOpenError) Is(target error) bool { return target == ErrUnavailable }
-func (circuitOpenError) ownMessage()          {}

@@ -150,27 +150,6 @@ func capState(s store.BucketState, capMilli, now int64) store.BucketState {
 	return r
 }
 
-// switchedBackIn reports whether any limit of limits (as resolved, with
-// the switches s of its configs) was switched back within the time its
-// spend counts (switchedBack): the acquire must then read its buckets
-// (the speculative write would charge a bucket that predates the switch
-// back as it stands). Without switch records it costs nothing.
-func switchedBackIn(s switchSet, limits []store.Limit, nowMs int64) bool {
-	if s.own == nil && s.sys == nil {
-		return false
-	}
-	sw := s.list()
-	if len(sw) == 0 {
-		return false
-	}
-	for _, l := range limits {
-		if spendCarries(l) && switchedBack(sw, l, nowMs) {
-			return true
-		}
-	}
-	return false
-}
-
 // switchedStart returns the balance (millitokens) limit def of entityID
 // on resource starts with at nowMs after the switches to it of sw: its
 // capacity less the most an old definition had spent at its switch,

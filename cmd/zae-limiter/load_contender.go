@@ -19,8 +19,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/zaelimiter/limiter/internal/contender"
-	"github.com/zaelimiter/limiter/internal/loadtest"
+	"github.com/zaelimiter/limiter/cmd/internal/contender"
+	"github.com/zaelimiter/limiter/cmd/internal/loadtest"
 )
 
 // contenderOwnFlags are the flags of `load` that the contender run sets

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/loadtest"
+	"github.com/zaelimiter/limiter/cmd/internal/loadtest"
 )
 
 // workerMsg is one line a worker process writes.

@@ -1,11 +1,11 @@
 // Package crossbackend holds programs that the tests run unchanged on every
 // backend (DynamoDB Local, the memory store, redis-server): a program
 // written against the documented API ([ServeRequests]) and the cascade
-// contention case ([CascadeContention]). It imports no backend: the tests
-// that use it open the repositories, so that the root package's tests
-// reach Redis through this package's tests only, and a program that
-// imports the limiter does not download the Redis client to tidy its
-// module.
+// contention case ([CascadeContention]). It imports no backend: its tests
+// open the repositories, so that a program that imports the limiter does
+// not download the Redis client to tidy its module. It lives under cmd/
+// with the other developer programs that import the limiter, below the
+// internal packages the limiter itself uses.
 package crossbackend
 
 import (

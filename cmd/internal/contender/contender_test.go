@@ -25,7 +25,9 @@ func TestCommitBuildsAndCleansUp(t *testing.T) {
 	}
 	before, err := git(ctx, b.root, "worktree", "list", "--porcelain")
 	require.NoError(t, err)
-	bin, hash, err := b.Commit(ctx, "HEAD", "./examples/quickstart")
+	// The package is found at the first of its paths that the commit has:
+	// a program that moved still builds from a commit before the move.
+	bin, hash, err := b.Commit(ctx, "HEAD", "./examples/no-such-program", "./examples/quickstart")
 	require.NoError(t, err)
 	require.Len(t, hash, 40)
 	st, err := os.Stat(bin)
@@ -51,9 +53,9 @@ func TestUnknownCommit(t *testing.T) {
 		t.Skipf("not in a git clone: %v", err)
 	}
 	defer b.Close()
-	_, _, err = b.Commit(ctx, "0123456789abcdef0123456789abcdef01234567", "./internal/redisbench")
+	_, _, err = b.Commit(ctx, "0123456789abcdef0123456789abcdef01234567", "./cmd/internal/redisbench")
 	require.ErrorContains(t, err, "not in this clone's history")
-	_, _, err = b.Commit(ctx, "--output=/tmp/x", "./internal/redisbench")
+	_, _, err = b.Commit(ctx, "--output=/tmp/x", "./cmd/internal/redisbench")
 	require.ErrorContains(t, err, "invalid commit")
 }
 

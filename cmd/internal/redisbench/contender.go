@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/zaelimiter/limiter/internal/contender"
+	"github.com/zaelimiter/limiter/cmd/internal/contender"
 )
 
 // runContender is -contender: the benchmark of this tree and of an
@@ -30,11 +30,11 @@ func runContender(ctx context.Context, w io.Writer, cfg config, addr string, nam
 	}
 	defer b.Close()
 	fmt.Fprintf(w, "building this tree and %s ...\n", cfg.contender)
-	cur, err := b.Current(ctx, "./internal/redisbench")
+	cur, err := b.Current(ctx, "./cmd/internal/redisbench")
 	if err != nil {
 		return err
 	}
-	old, hash, err := b.Commit(ctx, cfg.contender, "./internal/redisbench")
+	old, hash, err := b.Commit(ctx, cfg.contender, "./cmd/internal/redisbench", "./internal/redisbench")
 	if err != nil {
 		return err
 	}

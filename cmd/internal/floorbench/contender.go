@@ -13,7 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	build "github.com/zaelimiter/limiter/internal/contender"
+	build "github.com/zaelimiter/limiter/cmd/internal/contender"
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
@@ -35,11 +35,11 @@ func runContender(ctx context.Context, stdout, stderr io.Writer, commit string, 
 	}
 	defer b.Close()
 	fmt.Fprintf(stderr, "floorbench: building this tree and %s\n", commit)
-	cur, err := b.Current(ctx, "./internal/floorbench")
+	cur, err := b.Current(ctx, "./cmd/internal/floorbench")
 	if err != nil {
 		return err
 	}
-	old, hash, err := b.Commit(ctx, commit, "./internal/floorbench")
+	old, hash, err := b.Commit(ctx, commit, "./cmd/internal/floorbench", "./internal/floorbench")
 	if err != nil {
 		return err
 	}

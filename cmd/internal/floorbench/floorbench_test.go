@@ -126,7 +126,7 @@ func TestMakeBenchFloor(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), "go run ./internal/floorbench -rounds 1\n")
+	assert.Contains(t, string(out), "go run ./cmd/internal/floorbench -rounds 1\n")
 }
 
 // TestOnlyKeepsFloors: -only keeps the contenders named and their floors.

@@ -42,5 +42,5 @@ func TestMakeBenchRedis(t *testing.T) {
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
-	assert.Contains(t, string(out), "go run ./internal/redisbench -rounds 1\n")
+	assert.Contains(t, string(out), "go run ./cmd/internal/redisbench -rounds 1\n")
 }

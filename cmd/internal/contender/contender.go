@@ -54,7 +54,7 @@ func New(ctx context.Context) (*Build, error) {
 func (b *Build) Close() error { return os.RemoveAll(b.dir) }
 
 // Current builds package pkg (a path relative to the repository's top
-// directory, such as "./internal/redisbench") of the working tree as it is,
+// directory, such as "./cmd/internal/redisbench") of the working tree as it is,
 // uncommitted changes included, and returns the program's path.
 func (b *Build) Current(ctx context.Context, pkg string) (string, error) {
 	out := filepath.Join(b.dir, "current-"+filepath.Base(pkg))
@@ -67,8 +67,10 @@ func (b *Build) Current(ctx context.Context, pkg string) (string, error) {
 // Commit builds package pkg of commit (anything git rev-parse resolves:
 // a hash, a tag, a branch, HEAD~3) and returns the program's path and the
 // commit's full hash. The commit's tree is extracted into the temporary
-// directory, built there, and removed once built.
-func (b *Build) Commit(ctx context.Context, commit, pkg string) (bin, hash string, err error) {
+// directory, built there, and removed once built. A commit that has no pkg
+// is built from the first of formerly (the package's earlier paths) that
+// it has, so that a program that moved can still run beside its past.
+func (b *Build) Commit(ctx context.Context, commit, pkg string, formerly ...string) (bin, hash string, err error) {
 	if commit == "" || strings.HasPrefix(commit, "-") {
 		return "", "", fmt.Errorf("contender: invalid commit %q", commit)
 	}
@@ -85,7 +87,14 @@ func (b *Build) Commit(ctx context.Context, commit, pkg string) (bin, hash strin
 		return "", "", fmt.Errorf("contender: extract %s: %w", hash[:12], err)
 	}
 	defer os.RemoveAll(src)
-	if _, err := os.Stat(filepath.Join(src, filepath.FromSlash(pkg))); err != nil {
+	found := false
+	for _, p := range append([]string{pkg}, formerly...) {
+		if _, err := os.Stat(filepath.Join(src, filepath.FromSlash(p))); err == nil {
+			pkg, found = p, true
+			break
+		}
+	}
+	if !found {
 		return "", "", fmt.Errorf("contender: commit %s has no %s", hash[:12], pkg)
 	}
 	bin = filepath.Join(b.dir, hash[:12]+"-"+filepath.Base(pkg))

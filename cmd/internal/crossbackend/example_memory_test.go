@@ -1,4 +1,4 @@
-package limiter_test
+package crossbackend_test
 
 import (
 	"context"
@@ -7,14 +7,14 @@ import (
 	"time"
 
 	"github.com/zaelimiter/limiter"
-	"github.com/zaelimiter/limiter/internal/crossbackend"
+	"github.com/zaelimiter/limiter/cmd/internal/crossbackend"
 	"github.com/zaelimiter/limiter/memorystore"
 )
 
-// Example_memoryStore runs a program written for DynamoDB (ServeRequests in
-// internal/crossbackend: stored limits, a cascade, Acquire, Adjust,
-// Commit, Do and a refusal) on the in-memory backend: for unit tests of
-// code that uses the limiter, or single-process services.
+// Example_memoryStore runs a program written for DynamoDB (ServeRequests:
+// stored limits, a cascade, Acquire, Adjust, Commit, Do and a refusal) on
+// the in-memory backend: for unit tests of code that uses the limiter, or
+// single-process services.
 func Example_memoryStore() {
 	start := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	lines, err := crossbackend.ServeRequests(context.Background(), memorystore.New(),
