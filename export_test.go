@@ -9,7 +9,6 @@ var NewMemoryStore func() Repository
 // newMemory returns an empty memory store for the internal tests.
 func newMemory() Repository { return NewMemoryStore() }
 
-
 // cacheStats picks one cache's statistics out of st.
 func cacheStats(st Stats, c CacheName) CacheStats {
 	switch c {
