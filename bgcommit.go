@@ -69,7 +69,8 @@ const backgroundCommitDelay = 5 * time.Millisecond
 // anything of this limiter reads or writes their item (folded into the
 // acquire's speculative write when the repository can).
 type commits struct {
-	rl *RateLimiter
+	// r gives the background writes their store, goroutines and log.
+	r *rules
 	// delay is how long an adjustment waits for a write of its item
 	// (backgroundCommitDelay; a test seam).
 	delay   time.Duration
@@ -93,8 +94,8 @@ type pendingCommit struct {
 	busy chan struct{}
 }
 
-func newCommits(rl *RateLimiter) *commits {
-	return &commits{rl: rl, delay: backgroundCommitDelay, pending: make(map[store.BucketKey]*pendingCommit)}
+func newCommits(r *rules) *commits {
+	return &commits{r: r, delay: backgroundCommitDelay, pending: make(map[store.BucketKey]*pendingCommit)}
 }
 
 // queue adds writes, a lease's WriteAdjusts (one per item), to what waits
@@ -124,10 +125,10 @@ func (c *commits) queueLocked(w store.BucketWrite) {
 	} else {
 		p.segs = append(p.segs, cloneAdjust(w))
 	}
-	if p.timer == nil && c.rl.bg.hold() {
+	if p.timer == nil && c.r.bg.hold() {
 		key := w.Key
 		p.timer = time.AfterFunc(c.delay, func() {
-			defer c.rl.bg.release()
+			defer c.r.bg.release()
 			c.flush(key)
 		})
 	}
@@ -204,7 +205,7 @@ func (c *commits) claim(ctx context.Context, key store.BucketKey) (segs []store.
 			segs, p.segs = p.segs, nil
 			if p.timer != nil {
 				if p.timer.Stop() {
-					c.rl.bg.release() // its delay will not end
+					c.r.bg.release() // its delay will not end
 				}
 				p.timer = nil
 			}
@@ -246,7 +247,7 @@ func (c *commits) settle(ctx context.Context, key store.BucketKey) error {
 	if !c.waiting(key) {
 		return nil
 	}
-	_, err := detached(&c.rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
+	_, err := detached(&c.r.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, c.flushKey(ctx, key)
 	}, nil)
 	return err
@@ -267,7 +268,7 @@ func (c *commits) speculativeConsume(ctx context.Context, req store.SpeculativeR
 		return res, false, nil
 	}
 	defer release()
-	ops := &c.rl.store
+	ops := &c.r.store
 	if len(segs) == 1 && ops.folder != nil {
 		res, outcome, err := ops.fold(ctx, req, segs[0])
 		switch outcome {
@@ -288,7 +289,7 @@ func (c *commits) speculativeConsume(ctx context.Context, req store.SpeculativeR
 // nothing to adjust.
 func (c *commits) write(ctx context.Context, segs []store.BucketWrite) {
 	for _, w := range segs {
-		if err := c.rl.store.writeOnly(ctx, []store.BucketWrite{w}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
+		if err := c.r.store.writeOnly(ctx, []store.BucketWrite{w}); err != nil && !errors.Is(err, store.ErrConditionFailed) {
 			c.fail(w.Key, err)
 		}
 	}
@@ -333,29 +334,9 @@ func (c *commits) close() {
 func (c *commits) fail(key store.BucketKey, err error) {
 	c.failed.Add(1)
 	ctx := context.Background()
-	if !c.rl.obs.logging(ctx, slog.LevelWarn) {
+	if !c.r.obs.logging(ctx, slog.LevelWarn) {
 		return
 	}
-	c.rl.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: background commit failed",
+	c.r.obs.log.LogAttrs(ctx, slog.LevelWarn, "limiter: background commit failed",
 		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource), slog.Any("error", err))
-}
-
-// commitsLater implements leaseWriter.
-func (rl *RateLimiter) commitsLater() bool { return rl.commits != nil }
-
-// commitLater implements leaseWriter: with background commit on, it
-// queues writes (a committed lease's adjustments) and
-// reports true; off, or once Close started, it does nothing and reports
-// false.
-func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {
-	if rl.commits == nil {
-		return false
-	}
-	if !rl.commits.queue(writes) {
-		return false // Close started: Commit writes them itself
-	}
-	for _, w := range writes {
-		rl.overLimitSeen(w)
-	}
-	return true
 }

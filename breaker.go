@@ -3,12 +3,9 @@
 package limiter
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/zaelimiter/limiter/store"
 )
 
 // The circuit breaker.
@@ -400,28 +397,4 @@ func (b *breaker) change(from, to circuitState, failures int, cause error) {
 	if b.changed != nil {
 		b.changed(from, to, failures, cause)
 	}
-}
-
-// answered reports whether err is an answer of a working store: a refused
-// conditional write or transaction, invalid input, a missing or existing
-// entity, an unsupported call, a refusal for want of permission, or any
-// error of an HTTP status 4xx (DynamoDB's throttling and validation
-// errors; matched by the HTTPStatusCode method of the AWS SDK's response
-// errors, so that the core needs no SDK import).
-func answered(err error) bool {
-	for _, known := range [...]error{store.ErrConditionFailed, store.ErrTransactionConflict, ErrValidation,
-		ErrEntityNotFound, ErrEntityExists, ErrUnsupported, ErrRateLimited, ErrTableNotFound} {
-		if errors.Is(err, known) {
-			return true
-		}
-	}
-	if isAccessDenied(err) {
-		return true
-	}
-	var status interface{ HTTPStatusCode() int }
-	if errors.As(err, &status) {
-		code := status.HTTPStatusCode()
-		return code >= 400 && code < 500
-	}
-	return false
 }

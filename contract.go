@@ -5,6 +5,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/zaelimiter/limiter/store"
@@ -268,4 +269,40 @@ func (s *storeOps) bumpShardCount(ctx context.Context, entityID, resource string
 	err = s.exit(ctx, g, err)
 	s.done(ctx, store.StoreBumpShardCount, start, err)
 	return n, err
+}
+
+// answered reports whether err is an answer of a working store: a refused
+// conditional write or transaction, invalid input, a missing or existing
+// entity, an unsupported call, a refusal for want of permission, or any
+// error of an HTTP status 4xx (DynamoDB's throttling and validation
+// errors; matched by the HTTPStatusCode method of the AWS SDK's response
+// errors, so that the core needs no SDK import).
+func answered(err error) bool {
+	for _, known := range [...]error{store.ErrConditionFailed, store.ErrTransactionConflict, ErrValidation,
+		ErrEntityNotFound, ErrEntityExists, ErrUnsupported, ErrRateLimited, ErrTableNotFound} {
+		if errors.Is(err, known) {
+			return true
+		}
+	}
+	if isAccessDenied(err) {
+		return true
+	}
+	var status interface{ HTTPStatusCode() int }
+	if errors.As(err, &status) {
+		code := status.HTTPStatusCode()
+		return code >= 400 && code < 500
+	}
+	return false
+}
+
+// isAccessDenied reports whether err is a refusal for want of permission:
+// it matches [ErrAccessDenied], or carries the error code
+// AccessDeniedException (an AWS SDK API error, matched by its ErrorCode
+// method so that the core needs no SDK import).
+func isAccessDenied(err error) bool {
+	if errors.Is(err, ErrAccessDenied) {
+		return true
+	}
+	var coded interface{ ErrorCode() string }
+	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
 }

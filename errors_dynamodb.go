@@ -36,18 +36,6 @@ func (e *AccessDeniedError) Is(target error) bool { return target == ErrAccessDe
 // Unwrap returns the cause.
 func (e *AccessDeniedError) Unwrap() error { return e.Cause }
 
-// isAccessDenied reports whether err is a refusal for want of permission:
-// it matches [ErrAccessDenied], or carries the error code
-// AccessDeniedException (an AWS SDK API error, matched by its ErrorCode
-// method so that the core needs no SDK import).
-func isAccessDenied(err error) bool {
-	if errors.Is(err, ErrAccessDenied) {
-		return true
-	}
-	var coded interface{ ErrorCode() string }
-	return errors.As(err, &coded) && coded.ErrorCode() == "AccessDeniedException"
-}
-
 // TableNotFoundError is returned by [OpenDynamoDB] and
 // [DynamoDBRepository.Ping] when the table does not exist. It matches
 // [ErrTableNotFound] and unwraps to DynamoDB's ResourceNotFoundException.

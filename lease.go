@@ -713,3 +713,23 @@ func acquireOutcome(ctx context.Context, lease *Lease, err error) AcquireOutcome
 		return AcquireUnavailable
 	}
 }
+
+// commitsLater implements leaseWriter.
+func (rl *RateLimiter) commitsLater() bool { return rl.commits != nil }
+
+// commitLater implements leaseWriter: with background commit on, it
+// queues writes (a committed lease's adjustments) and
+// reports true; off, or once Close started, it does nothing and reports
+// false.
+func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {
+	if rl.commits == nil {
+		return false
+	}
+	if !rl.commits.queue(writes) {
+		return false // Close started: Commit writes them itself
+	}
+	for _, w := range writes {
+		rl.overLimitSeen(w)
+	}
+	return true
+}

@@ -323,7 +323,7 @@ func (rl *RateLimiter) initHotKeys() {
 		rl.gc = newGroupCommit(&rl.store, &rl.bg)
 	}
 	if rl.backgroundCommit {
-		rl.commits = newCommits(rl)
+		rl.commits = newCommits(&rl.rules)
 		rl.store.pending = rl.commits
 	}
 	if rl.overLimitMaxWait > 0 {

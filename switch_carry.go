@@ -137,19 +137,6 @@ func carryHorizon(def store.Limit, nowMs int64) int64 {
 	return bucketmath.AddSat(nowMs, -bucketmath.SatMul(periods, def.RefillPeriod.Milliseconds()))
 }
 
-// capState returns s with its balance, refilled to now, at most capMilli
-// (s as it is when it holds no more).
-func capState(s store.BucketState, capMilli, now int64) store.BucketState {
-	r := s
-	r.TokensMilli, _ = bucketmath.Refill(s.TokensMilli, s.LastRefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-	if r.TokensMilli <= capMilli {
-		return s
-	}
-	r.LastRefillMs = max(s.LastRefillMs, now)
-	r.TokensMilli = capMilli
-	return r
-}
-
 // switchedStart returns the balance (millitokens) limit def of entityID
 // on resource starts with at nowMs after the switches to it of sw: its
 // capacity less the most an old definition had spent at its switch,
