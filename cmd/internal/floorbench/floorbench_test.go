@@ -122,7 +122,7 @@ func TestMakeBenchFloor(t *testing.T) {
 		t.Skip("no make")
 	}
 	cmd := exec.Command(makeTool, "-n", "--no-print-directory", "bench-floor", "FLOORFLAGS=-rounds 1")
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

@@ -38,7 +38,7 @@ func TestMakeBenchRedis(t *testing.T) {
 		t.Skip("no make")
 	}
 	cmd := exec.Command(makeTool, "-n", "--no-print-directory", "bench-redis", "REDISBENCHFLAGS=-rounds 1")
-	cmd.Dir = "../.."
+	cmd.Dir = "../../.."
 	cmd.Env = append(os.Environ(), "MAKEFLAGS=")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
