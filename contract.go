@@ -46,6 +46,14 @@ type commitQueue interface {
 	speculativeConsume(ctx context.Context, req store.SpeculativeRequest) (res store.SpeculativeResult, handled bool, err error)
 }
 
+// pairWriter is implemented by a store on which each of a pair's
+// conditional writes is cheaper than one atomic batch of both (DynamoDB,
+// where a transaction costs twice the capacity and a round trip of its
+// own): the acquire then writes a cascade's two items one by one.
+type pairWriter interface {
+	writesPairs()
+}
+
 // init sets s up on repo: calls bounded by timeout (none when ≤ 0), a
 // breaker that opens when its window holds at least failures calls, half
 // of them failed or more (never when failures ≤ 0), one pause counted

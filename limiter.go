@@ -234,7 +234,7 @@ func New(repo Repository, optFns ...func(*Options)) *RateLimiter {
 	if rl.store.spec == nil {
 		rl.speculative = false
 	}
-	_, rl.pairWrites = repo.(*dynamoRepository)
+	_, rl.pairWrites = repo.(pairWriter)
 	if rl.obs.metrics != nil {
 		rl.stats.hook = rl.obs.metrics.SpeculativeOutcome
 	}

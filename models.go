@@ -137,7 +137,7 @@ func validateStoredLimits(limits []store.Limit) error {
 			continue
 		}
 		if _, err := store.LoadCalendarLocation(l.LocationName()); err != nil {
-			return store.NewValidationError(ErrValidation, "location", l.LocationName(),
+			return store.NewValidationError(store.ErrValidation, "location", l.LocationName(),
 				fmt.Sprintf("calendar limit %q cannot be stored: its zone does not load by its name", l.Name))
 		}
 	}

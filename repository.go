@@ -360,6 +360,10 @@ func (e *endpointError) ownMessage()   {}
 // Name returns the table name (the [Repository] method).
 func (r *dynamoRepository) Name() string { return r.opts.Table }
 
+// writesPairs implements pairWriter: a conditional UpdateItem per item
+// costs less than a TransactWriteItems of two.
+func (r *dynamoRepository) writesPairs() {}
+
 // createTable creates the table from the schema definition (ignoring an
 // existing one), waits until it is ACTIVE and enables TTL on `ttl`.
 func (r *dynamoRepository) createTable(ctx context.Context) error {
