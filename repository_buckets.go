@@ -95,15 +95,6 @@ func (r *dynamoRepository) LoadBuckets(ctx context.Context, entityIDs []string, 
 	return metas, buckets, nil
 }
 
-// bucketFromDynamoDB converts a bucket item (see bucketFromItem).
-func bucketFromDynamoDB(item map[string]types.AttributeValue) (*store.Bucket, error) {
-	_, b, err := bucketFromItem(item)
-	if err != nil {
-		return nil, fmt.Errorf("read bucket item: %w", err)
-	}
-	return b, nil
-}
-
 // GetBucket implements [Repository]: one GetItem (eventually consistent).
 func (r *dynamoRepository) GetBucket(ctx context.Context, key store.BucketKey) (*store.Bucket, error) {
 	out, err := r.client.GetItem(ctx, &dynamodb.GetItemInput{
@@ -439,30 +430,6 @@ func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite)
 		}
 		out, err = r.client.UpdateItem(ctx, withTTLExtension(exact, w, old), writeOptions)
 	}
-}
-
-// adjustExact returns the clauses that keep a limit's exact state (see
-// ddbschema.BucketLimit) through an adjustment of consumed millitokens
-// (tk moves by −consumed): its copy ts moves alike (by the placeholder
-// v of −consumed); a charge leaves fa, which stays a lower bound of the
-// time the limit is full; a refund moves fa earlier by what it may
-// advance that time, computed from the refill amount and period of s
-// (conditioned on: conds), or removes fa when s is nil.
-func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.BucketState) (add, remove, conds []string) {
-	add = []string{b.name(bucketAttr(name, fieldShadow)) + " " + v}
-	if consumed >= 0 {
-		return add, nil, nil
-	}
-	fa := b.name(bucketAttr(name, fieldFullAt))
-	if s == nil {
-		return add, []string{fa}, nil
-	}
-	add = append(add, fa+" "+b.n(-bucketmath.GiveDelayMs(-consumed, s.RefillAmountMilli, s.RefillPeriodMs)))
-	conds = []string{
-		b.name(bucketAttr(name, fieldRefillAmount)) + " = " + b.n(s.RefillAmountMilli),
-		b.name(bucketAttr(name, fieldRefillPeriod)) + " = " + b.n(s.RefillPeriodMs),
-	}
-	return add, nil, conds
 }
 
 // optimisticAdjust is the first write of an adjustment: ADD every delta,

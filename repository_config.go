@@ -581,20 +581,6 @@ func (r *dynamoRepository) DeleteEntity(ctx context.Context, id string) (int, er
 	return len(keys), nil
 }
 
-// queryAll runs a query through every page.
-func (r *dynamoRepository) queryAll(ctx context.Context, in *dynamodb.QueryInput) ([]map[string]types.AttributeValue, error) {
-	var items []map[string]types.AttributeValue
-	p := dynamodb.NewQueryPaginator(r.client, in)
-	for p.HasMorePages() {
-		out, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, out.Items...)
-	}
-	return items, nil
-}
-
 // batchDelete deletes keys with BatchWriteItem in chunks of 25, re-sending
 // UnprocessedItems until none are left.
 func (r *dynamoRepository) batchDelete(ctx context.Context, keys []map[string]types.AttributeValue) error {

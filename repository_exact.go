@@ -9,15 +9,12 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/zaelimiter/limiter/internal/ddbschema"
-	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -57,74 +54,6 @@ import (
 // within about as many rounds as there are of them (group commit sends
 // one write of an item per limiter at a time).
 const maxExactWrites = 8
-
-// bucketCache holds the bucket items as the last write of this process
-// returned them, per namespace and key: a hint for the exact write, never
-// trusted for a decision that refuses or admits (the write's condition
-// checks it). With each it keeps the item's key as requests carry it,
-// shared read-only by them, as the speculative templates' values are.
-type bucketCache struct {
-	mu sync.Mutex
-	c  *lru.Cache[bucketCacheKey, *cachedBucket]
-}
-
-type bucketCacheKey struct {
-	ns  string
-	key store.BucketKey
-}
-
-// cachedBucket is one kept item; b changes under bucketCache.mu.
-type cachedBucket struct {
-	b   *store.Bucket
-	key map[string]types.AttributeValue
-}
-
-// newBucketCache returns a cache of at most size items (none when size ≤
-// 0).
-func newBucketCache(size int) *bucketCache {
-	return &bucketCache{c: lru.New[bucketCacheKey, *cachedBucket](max(size, 0), 0)}
-}
-
-func (c *bucketCache) get(ns string, key store.BucketKey) *store.Bucket {
-	b, _ := c.getWithKey(ns, key)
-	return b
-}
-
-// getWithKey returns the item kept for key, and the key value of its
-// requests; nil and nil when none is kept.
-func (c *bucketCache) getWithKey(ns string, key store.BucketKey) (*store.Bucket, map[string]types.AttributeValue) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.c.Get(bucketCacheKey{ns, key}, time.Time{})
-	if !ok {
-		return nil, nil
-	}
-	return e.b, e.key
-}
-
-// put keeps b (read-only from now on) as the item of key.
-func (c *bucketCache) put(ns string, key store.BucketKey, b *store.Bucket) {
-	if b == nil {
-		c.forget(ns, key)
-		return
-	}
-	k := bucketCacheKey{ns, key}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.c.Get(k, time.Time{}); ok {
-		e.b = b
-		return
-	}
-	if c.c.MaxEntries() > 0 {
-		c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
-	}
-}
-
-func (c *bucketCache) forget(ns string, key store.BucketKey) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.c.Remove(bucketCacheKey{ns, key})
-}
 
 // keepItem parses item, the item of key as a write returned it, and keeps
 // it (nothing when it cannot be parsed).
