@@ -140,7 +140,7 @@ func (c *commits) queueLocked(w store.BucketWrite) {
 // (the balance is at most the capacity); but a charge after a refund does
 // not: the refund's cap applies before the charge. Refunds with different
 // capacity hints (a limit change between them) stay apart, and so do
-// adjustments of two incarnations of the item (see incarnation.go).
+// adjustments of two incarnations of the item (see the incarnations in bucket.go).
 func mergeable(a, b store.BucketWrite) bool {
 	if a.Incarnation != b.Incarnation {
 		return false

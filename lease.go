@@ -116,7 +116,7 @@ type leaseEntry struct {
 	// its consumption.
 	refilledMilli int64
 	// inc is the incarnation of the item the acquire took from: the
-	// lease's writes settle into that item only (see incarnation.go).
+	// lease's writes settle into that item only (see the incarnations in bucket.go).
 	inc int64
 }
 
