@@ -708,3 +708,47 @@ func (rl *RateLimiter) Stats() Stats {
 	st.CircuitOpen = rl.store.brk.state.Load() != int32(circuitClosed)
 	return st
 }
+
+// writeAdjusts writes the single-item adjustments writes (a lease's
+// commit, one per item) and returns each one's error: one after the other,
+// or all at once on a repository whose single-item writes are cheaper
+// than its atomic batch (pairWrites: DynamoDB, where each is a round
+// trip), as the acquire wrote them. On DynamoDB a cascade's commit thus
+// costs one round trip, and the parent's slots and tokens come back no
+// later than the child's.
+func (rl *RateLimiter) writeAdjusts(ctx context.Context, writes []store.BucketWrite) []error {
+	errs := make([]error, len(writes))
+	if len(writes) == 1 || !rl.pairWrites {
+		for i, w := range writes {
+			errs[i] = rl.writeAdjust(ctx, w)
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i, w := range writes[1:] {
+		wg.Go(func() { errs[i+1] = rl.writeAdjust(ctx, w) })
+	}
+	errs[0] = rl.writeAdjust(ctx, writes[0])
+	wg.Wait()
+	return errs
+}
+
+// commitsLater implements leaseWriter.
+func (rl *RateLimiter) commitsLater() bool { return rl.commits != nil }
+
+// commitLater implements leaseWriter: with background commit on, it
+// queues writes (a committed lease's adjustments) and
+// reports true; off, or once Close started, it does nothing and reports
+// false.
+func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {
+	if rl.commits == nil {
+		return false
+	}
+	if !rl.commits.queue(writes) {
+		return false // Close started: Commit writes them itself
+	}
+	for _, w := range writes {
+		rl.overLimitSeen(w)
+	}
+	return true
+}
