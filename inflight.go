@@ -52,20 +52,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
-
-// slotGenMs returns the length of a slot generation in ms: half the slot
-// TTL, at least 1.
-func (rl *RateLimiter) slotGenMs() int64 {
-	ttl := rl.slotTTL
-	if ttl <= 0 {
-		ttl = defaultSlotTTL
-	}
-	return max(ttl.Milliseconds()/2, 1)
-}
 
 // slotClaim is one in-flight limit of one item a lease holds slots of.
 type slotClaim struct {
@@ -456,40 +445,6 @@ func (rl *RateLimiter) dropEndedSlots(ctx context.Context, groups []entityGroup)
 	}
 }
 
-// slotGens remembers, per item, the last generation whose slot limits the
-// item is known to hold (at most slotGensSize items, each for a
-// generation), so that addSlotGens writes an item once per generation.
-type slotGens struct {
-	mu   sync.Mutex
-	gens *lru.Cache[store.BucketKey, int64]
-}
-
-// slotGensSize bounds the items slotGens remembers.
-const slotGensSize = 10_000
-
-// known reports whether key is known to hold the limits of generation gen.
-func (s *slotGens) known(key store.BucketKey, gen int64, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gens == nil {
-		return false
-	}
-	g, ok := s.gens.Get(key, now)
-	return ok && g >= gen
-}
-
-// learn records that key holds the limits of generation gen.
-func (s *slotGens) learn(key store.BucketKey, gen int64, now time.Time, ttl time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.gens == nil {
-		s.gens = lru.New[store.BucketKey, int64](slotGensSize, ttl)
-	}
-	if g, ok := s.gens.Get(key, now); !ok || g < gen {
-		s.gens.Add(key, gen, now)
-	}
-}
-
 // createSlotItem creates the missing item of it as the read-then-write
 // path would before taking from it (its limits at their initial state,
 // the entity's cascade settings from metas, its TTL), taking nothing: one
@@ -609,37 +564,9 @@ func (rl *RateLimiter) addSlotGen(ctx context.Context, it *batchItem, slots []st
 	return true
 }
 
-// holdsSlots reports whether the item of g, written at nowMs, holds or
-// takes the slots of a generation that has not ended before the previous
-// one: such an item keeps no TTL, since deleting it would forget the
-// slots held (the speculative writes that take slots do not move a TTL).
-func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
-	cur := bucketmath.FloorDiv(nowMs, rl.slotGenMs())
-	for _, l := range g.limits {
-		if _, _, ok := slotOf(l); ok {
-			return true
-		}
-	}
-	if g.bucket != nil {
-		for _, st := range g.bucket.States {
-			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen >= cur-1 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // The polls of a Wait refused for want of a slot, on DynamoDB: a read of
 // the items, shared by the waiters of the limiter, and the acquire's
 // writes only by as many waiters as it shows slots free.
-
-// slotRead is an in-flight limit of one bucket item that a Wait's request
-// takes slots of, as its last refusal showed it.
-type slotRead struct {
-	slotViewKey
-	amount int64 // slots the request takes
-}
 
 // slotReads returns, when the polls of a Wait of (entityID, resource)
 // refused with rle read before they write (pollsByRead) and every
@@ -690,17 +617,6 @@ func (rl *RateLimiter) queuedSlotReads(entityID, resource string, consume Consum
 	return reads
 }
 
-// slotReadKeys returns the items of reads.
-func slotReadKeys(reads []slotRead) []slotWaitKey {
-	var keys []slotWaitKey
-	for _, r := range reads {
-		if k := (slotWaitKey{r.key.EntityID, r.key.Resource}); !slices.Contains(keys, k) {
-			keys = append(keys, k)
-		}
-	}
-	return keys
-}
-
 // slotPollWrites decides whether a Wait for the slots of reads (nil: it
 // waits for no slot) writes now, and returns the slots it claimed
 // (slotViews.release them once the acquire returned): when reads is nil;
@@ -723,11 +639,6 @@ func (rl *RateLimiter) slotPollWrites(ctx context.Context, reads []slotRead) (bo
 // nothing. Elsewhere a refused acquire is one script or one lock, as
 // cheap as a read: the poll is the acquire.
 func (rl *RateLimiter) pollsByRead() bool { return rl.pairWrites }
-
-// slotPollWriteEvery is how often at least the Waits of a limiter for
-// slots that poll by reading write all the same: a raised capacity shows
-// in the item only once a write has stored it.
-const slotPollWriteEvery = 5 * time.Second
 
 // slotsLookFree decides whether a Wait whose last refusal was for want of
 // the slots of reads writes now: when the items, as read by the
@@ -781,6 +692,3 @@ func (rl *RateLimiter) slotsLookFree(ctx context.Context, reads []slotRead) (fre
 	}
 	return false, nil
 }
-
-// slotGen returns the current generation of in-flight slots.
-func (rl *RateLimiter) slotGen() int64 { return bucketmath.FloorDiv(rl.nowMs(), rl.slotGenMs()) }

@@ -711,3 +711,16 @@ func switchedBackIn(s switchSet, limits []store.Limit, nowMs int64) bool {
 	}
 	return false
 }
+
+// slotGenMs returns the length of a slot generation in ms: half the slot
+// TTL, at least 1.
+func (rl *RateLimiter) slotGenMs() int64 {
+	ttl := rl.slotTTL
+	if ttl <= 0 {
+		ttl = defaultSlotTTL
+	}
+	return max(ttl.Milliseconds()/2, 1)
+}
+
+// slotGen returns the current generation of in-flight slots.
+func (rl *RateLimiter) slotGen() int64 { return bucketmath.FloorDiv(rl.nowMs(), rl.slotGenMs()) }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/zaelimiter/limiter/internal/lru"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -280,3 +281,60 @@ func (s *slotViews) unclaim(reads []slotRead) {
 		}
 	}
 }
+
+// slotGens remembers, per item, the last generation whose slot limits the
+// item is known to hold (at most slotGensSize items, each for a
+// generation), so that addSlotGens writes an item once per generation.
+type slotGens struct {
+	mu   sync.Mutex
+	gens *lru.Cache[store.BucketKey, int64]
+}
+
+// slotGensSize bounds the items slotGens remembers.
+const slotGensSize = 10_000
+
+// known reports whether key is known to hold the limits of generation gen.
+func (s *slotGens) known(key store.BucketKey, gen int64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		return false
+	}
+	g, ok := s.gens.Get(key, now)
+	return ok && g >= gen
+}
+
+// learn records that key holds the limits of generation gen.
+func (s *slotGens) learn(key store.BucketKey, gen int64, now time.Time, ttl time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gens == nil {
+		s.gens = lru.New[store.BucketKey, int64](slotGensSize, ttl)
+	}
+	if g, ok := s.gens.Get(key, now); !ok || g < gen {
+		s.gens.Add(key, gen, now)
+	}
+}
+
+// slotRead is an in-flight limit of one bucket item that a Wait's request
+// takes slots of, as its last refusal showed it.
+type slotRead struct {
+	slotViewKey
+	amount int64 // slots the request takes
+}
+
+// slotReadKeys returns the items of reads.
+func slotReadKeys(reads []slotRead) []slotWaitKey {
+	var keys []slotWaitKey
+	for _, r := range reads {
+		if k := (slotWaitKey{r.key.EntityID, r.key.Resource}); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// slotPollWriteEvery is how often at least the Waits of a limiter for
+// slots that poll by reading write all the same: a raised capacity shows
+// in the item only once a write has stored it.
+const slotPollWriteEvery = 5 * time.Second

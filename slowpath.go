@@ -546,3 +546,24 @@ func (rl *RateLimiter) coalesce(ctx context.Context, key store.BucketKey) (lead 
 		return false, ctx.Err()
 	}
 }
+
+// holdsSlots reports whether the item of g, written at nowMs, holds or
+// takes the slots of a generation that has not ended before the previous
+// one: such an item keeps no TTL, since deleting it would forget the
+// slots held (the speculative writes that take slots do not move a TTL).
+func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
+	cur := bucketmath.FloorDiv(nowMs, rl.slotGenMs())
+	for _, l := range g.limits {
+		if _, _, ok := slotOf(l); ok {
+			return true
+		}
+	}
+	if g.bucket != nil {
+		for _, st := range g.bucket.States {
+			if _, gen, ok := store.ParseSlotLimitName(st.LimitName); ok && gen >= cur-1 {
+				return true
+			}
+		}
+	}
+	return false
+}
