@@ -465,8 +465,13 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 	keys[len(reqs)], id = s.writeID(reqs[0].Key.Resource)
 	full[3+len(reqs)] = &keys[len(reqs)]
 	full = append(full, id)
-	for _, r := range reqs {
-		full = s.appendRequest(full, ints[len(ints):len(ints):cap(ints)], r)
+	names := -1 // where the previous request's limits' boxed names start in full
+	for i, r := range reqs {
+		if i > 0 && names >= 0 && slices.Equal(r.Limits, reqs[i-1].Limits) {
+			full = s.appendSameLimits(full, ints[len(ints):len(ints):cap(ints)], r, names)
+		} else {
+			full, names = s.appendRequestAt(full, ints[len(ints):len(ints):cap(ints)], r)
+		}
 		ints = ints[:len(ints)+1+len(r.Consume)]
 	}
 	return full
@@ -501,13 +506,38 @@ type oneConsume1 struct {
 // which must have room for 1+len(r.Consume) of them (so that the pointers
 // stay valid).
 func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeRequest) []any {
+	full, _ = s.appendRequestAt(full, ints, r)
+	return full
+}
+
+// appendRequestAt is appendRequest, and returns the index in full of the
+// first limit's boxed name too (full[names+2*i] is limit i's).
+func (s *Store) appendRequestAt(full []any, ints []int64, r store.SpeculativeRequest) (_ []any, names int) {
 	ints = append(ints, r.NowMs)
 	full = append(full, &ints[len(ints)-1], len(r.Limits))
-	names := len(full) // full[names+2*i] is limit i's boxed name
+	names = len(full)
 	for _, l := range r.Limits {
 		la := s.limitArgsOf(l)
 		full = append(full, la.name, la.params)
 	}
+	return s.appendAmounts(full, ints, r, names), names
+}
+
+// appendSameLimits appends the arguments of r, whose limits are the
+// previous request's in the same call (their boxed names at full[names],
+// full[names+2], ...): '=' in place of the limits (see
+// lua/consume_lib.lua), then its amounts, its numbers held in ints as in
+// appendRequest.
+func (s *Store) appendSameLimits(full []any, ints []int64, r store.SpeculativeRequest, names int) []any {
+	ints = append(ints, r.NowMs)
+	full = append(full, &ints[len(ints)-1], "=")
+	return s.appendAmounts(full, ints, r, names)
+}
+
+// appendAmounts appends the count and the amounts of r, whose limits'
+// boxed names are at full[names], full[names+2], ...; ints holds r's now
+// and has room for its amounts.
+func (s *Store) appendAmounts(full []any, ints []int64, r store.SpeculativeRequest, names int) []any {
 	full = append(full, len(r.Consume))
 	// The amounts of the resolved limits first, by lookup (iterating a map
 	// costs more than the lookups), then those of other limits (rare).

@@ -9,7 +9,10 @@
 --
 -- ARGV per request: now, the number of resolved limits, each as its field
 -- ("l:" .. name) and "cp|ra|rp" (compared with the prefix of the field's
--- value), the number of amounts, each as field and millitokens. The arguments are read in
+-- value), the number of amounts, each as field and millitokens. In a call
+-- of several requests, one whose resolved limits are exactly the previous
+-- request's sends '=' instead of their count and arguments: a batch of
+-- requests under the same limits carries them once. The arguments are read in
 -- place, by index: the common request allocates little.
 
 local find, sub, byte, format = string.find, string.sub, string.byte, string.format
@@ -247,9 +250,18 @@ end
 -- (the call's ARGV):
 -- it returns its now, the index of its limits' count (li) and that count
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
--- index its arguments end at.
-local function read_request(argv, a)
-  local nl = count(argv[a + 2])
+-- index its arguments end at. A request of a call of several whose
+-- resolved limits are the previous request's sends '=' in place of them
+-- (see the head of this file); pli and pnl are the previous request's li
+-- and nl, which it then returns.
+local function read_request(argv, a, pli, pnl)
+  local c = argv[a + 2]
+  if c == '=' and pli then
+    local ci = a + 3
+    local nc = count(argv[ci])
+    return argv[a + 1], pli, pnl, ci, nc, ci + 2 * nc
+  end
+  local nl = count(c)
   local ci = a + 3 + 2 * nl
   local nc = count(argv[ci])
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
