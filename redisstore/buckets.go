@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,7 +435,9 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 // consumeArgs returns the command arguments of a consume script on reqs
 // (see lua/consume_lib.lua), its first two left for exec: the items' keys,
 // then the key of a new write identifier's hash, then the identifier (see
-// lua/writeid.lua), then the requests.
+// lua/writeid.lua), then the requests: a request whose limits are the
+// previous request's sends '=' in their place, and one whose amounts are
+// the previous request's too sends '*' in place of both.
 // The numbers are held in one slice and passed by pointer, and the limits'
 // arguments are kept boxed (limitArgsOf), so that a request costs few
 // allocations: two for a lone request of up to two limits and two amounts
@@ -467,12 +470,20 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 	full = append(full, id)
 	names := -1 // where the previous request's limits' boxed names start in full
 	for i, r := range reqs {
-		if i > 0 && names >= 0 && slices.Equal(r.Limits, reqs[i-1].Limits) {
-			full = s.appendSameLimits(full, ints[len(ints):len(ints):cap(ints)], r, names)
-		} else {
-			full, names = s.appendRequestAt(full, ints[len(ints):len(ints):cap(ints)], r)
+		room := ints[len(ints):len(ints):cap(ints)]
+		switch {
+		case i == 0 || !slices.Equal(r.Limits, reqs[i-1].Limits):
+			full, names = s.appendRequestAt(full, room, r)
+			ints = ints[:len(ints)+1+len(r.Consume)]
+		case maps.Equal(r.Consume, reqs[i-1].Consume):
+			// the previous request's limits and amounts: its now and '*'
+			room = append(room, r.NowMs)
+			full = append(full, &room[0], "*")
+			ints = ints[:len(ints)+1]
+		default:
+			full = s.appendSameLimits(full, room, r, names)
+			ints = ints[:len(ints)+1+len(r.Consume)]
 		}
-		ints = ints[:len(ints)+1+len(r.Consume)]
 	}
 	return full
 }

@@ -13,14 +13,17 @@ import (
 )
 
 // TestBatchSameLimitsAgreesWithMemory: in a call of several requests, a
-// request whose resolved limits equal the previous request's sends them
-// once ('=', see lua/consume_lib.lua). Batches whose limits change and
-// repeat (other names, other parameters, another order) are decided as the
+// request whose resolved limits equal the previous request's does not
+// send them again ('=', see lua/consume_lib.lua), nor its amounts when
+// they are the previous request's too ('*'). Batches whose limits and
+// amounts change and repeat (other names, other parameters, another
+// order, other amounts) are decided as the
 // memory store decides them: the batched consume (each request alone, in
 // order, a later one on an item seeing an earlier one's take) and the
 // consume of all or none. A request that took the wrong request's limits
 // would miss a changed parameter (rpm at 99 where the item holds 100) or
-// take from a limit it does not resolve.
+// take from a limit it does not resolve; one that took the wrong amounts
+// would be short where it fits, or fit where it is short.
 func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 	ctx := context.Background()
 	const now = int64(1_795_000_000_000)
@@ -77,7 +80,21 @@ func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 		{
 			req("f", 61_000, store.Consume{"rpm": 1, "tpm": 1}, rpm, tpm), // refilled first
 			req("e", 61_000, store.Consume{"rpm": 1}, rpm),
-			req("f", 61_001, store.Consume{"rpm": 1}, rpm), // '=', a later now
+			req("f", 61_001, store.Consume{"rpm": 1}, rpm), // '*': the same amounts, a later now
+		},
+		{
+			// '*': the previous request's limits and amounts
+			req("b", 62_000, store.Consume{"rpm": 3}, rpm99),
+			req("c", 62_000, store.Consume{"rpm": 3}, rpm99),  // '*': rpm at 99, the item holds 100
+			req("d", 62_000, store.Consume{"rpm": 3}, rpm99),  // '*' after '*': applies
+			req("d", 62_000, store.Consume{"rpm": 50}, rpm99), // '=': other amounts
+			req("d", 62_000, store.Consume{"rpm": 50}, rpm99), // '*': short (d took 3 + 50 of 99)
+			req("a", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, rpm, tpm),
+			req("e", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, rpm, tpm), // '*': tpm at 10,000, the item holds 9,000
+			req("f", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, rpm, tpm), // '*': applies
+			req("f", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, rpm, tpm), // '*': short on tpm
+			req("c", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, tpm, rpm), // another order: sent in full
+			req("a", 62_000, store.Consume{"rpm": 2, "tpm": 9_000}, tpm, rpm), // '*': short on tpm (a took 9,000)
 		},
 	}
 	for i, batch := range each {
@@ -92,8 +109,10 @@ func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 	}
 	refused := 0
 	all := [][]store.SpeculativeRequest{
-		{req("a", 62_000, store.Consume{"rpm": 1}, rpm), req("f", 62_000, store.Consume{"rpm": 1}, rpm), req("c", 62_000, store.Consume{"rpm": 1}, rpm99)},
-		{req("a", 62_000, store.Consume{"rpm": 1}, rpm), req("f", 62_000, store.Consume{"rpm": 1}, rpm), req("d", 62_000, store.Consume{"rpm": 1}, rpm99), req("b", 62_000, store.Consume{"rpm": 1}, rpm99)},
+		{req("a", 63_000, store.Consume{"rpm": 1}, rpm), req("f", 63_000, store.Consume{"rpm": 1}, rpm), req("c", 63_000, store.Consume{"rpm": 1}, rpm99)},
+		{req("a", 63_000, store.Consume{"rpm": 1}, rpm), req("f", 63_000, store.Consume{"rpm": 1}, rpm), req("d", 63_000, store.Consume{"rpm": 1}, rpm99), req("b", 63_000, store.Consume{"rpm": 1}, rpm99)},
+		{req("d", 63_000, store.Consume{"rpm": 1}, rpm99), req("b", 63_000, store.Consume{"rpm": 1}, rpm99), req("c", 63_000, store.Consume{"rpm": 1}, rpm99)},
+		{req("d", 63_000, store.Consume{"rpm": 1}, rpm99), req("b", 63_000, store.Consume{"rpm": 1}, rpm99)},
 	}
 	for i, batch := range all {
 		want, err := mem.SpeculativeConsumeAll(ctx, batch)
