@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,7 +435,9 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 // consumeArgs returns the command arguments of a consume script on reqs
 // (see lua/consume_lib.lua), its first two left for exec: the items' keys,
 // then the key of a new write identifier's hash, then the identifier (see
-// lua/writeid.lua), then the requests.
+// lua/writeid.lua), then the requests: a request whose limits are the
+// previous request's sends '=' in their place, and one whose amounts are
+// the previous request's too sends '*' in place of both.
 // The numbers are held in one slice and passed by pointer, and the limits'
 // arguments are kept boxed (limitArgsOf), so that a request costs few
 // allocations: two for a lone request of up to two limits and two amounts
@@ -465,9 +468,22 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 	keys[len(reqs)], id = s.writeID(reqs[0].Key.Resource)
 	full[3+len(reqs)] = &keys[len(reqs)]
 	full = append(full, id)
-	for _, r := range reqs {
-		full = s.appendRequest(full, ints[len(ints):len(ints):cap(ints)], r)
-		ints = ints[:len(ints)+1+len(r.Consume)]
+	names := -1 // where the previous request's limits' boxed names start in full
+	for i, r := range reqs {
+		room := ints[len(ints):len(ints):cap(ints)]
+		switch {
+		case i == 0 || !slices.Equal(r.Limits, reqs[i-1].Limits):
+			full, names = s.appendRequestAt(full, room, r)
+			ints = ints[:len(ints)+1+len(r.Consume)]
+		case maps.Equal(r.Consume, reqs[i-1].Consume):
+			// the previous request's limits and amounts: its now and '*'
+			room = append(room, r.NowMs)
+			full = append(full, &room[0], "*")
+			ints = ints[:len(ints)+1]
+		default:
+			full = s.appendSameLimits(full, room, r, names)
+			ints = ints[:len(ints)+1+len(r.Consume)]
+		}
 	}
 	return full
 }
@@ -501,13 +517,38 @@ type oneConsume1 struct {
 // which must have room for 1+len(r.Consume) of them (so that the pointers
 // stay valid).
 func (s *Store) appendRequest(full []any, ints []int64, r store.SpeculativeRequest) []any {
+	full, _ = s.appendRequestAt(full, ints, r)
+	return full
+}
+
+// appendRequestAt is appendRequest, and returns the index in full of the
+// first limit's boxed name too (full[names+2*i] is limit i's).
+func (s *Store) appendRequestAt(full []any, ints []int64, r store.SpeculativeRequest) (_ []any, names int) {
 	ints = append(ints, r.NowMs)
 	full = append(full, &ints[len(ints)-1], len(r.Limits))
-	names := len(full) // full[names+2*i] is limit i's boxed name
+	names = len(full)
 	for _, l := range r.Limits {
 		la := s.limitArgsOf(l)
 		full = append(full, la.name, la.params)
 	}
+	return s.appendAmounts(full, ints, r, names), names
+}
+
+// appendSameLimits appends the arguments of r, whose limits are the
+// previous request's in the same call (their boxed names at full[names],
+// full[names+2], ...): '=' in place of the limits (see
+// lua/consume_lib.lua), then its amounts, its numbers held in ints as in
+// appendRequest.
+func (s *Store) appendSameLimits(full []any, ints []int64, r store.SpeculativeRequest, names int) []any {
+	ints = append(ints, r.NowMs)
+	full = append(full, &ints[len(ints)-1], "=")
+	return s.appendAmounts(full, ints, r, names)
+}
+
+// appendAmounts appends the count and the amounts of r, whose limits'
+// boxed names are at full[names], full[names+2], ...; ints holds r's now
+// and has room for its amounts.
+func (s *Store) appendAmounts(full []any, ints []int64, r store.SpeculativeRequest, names int) []any {
 	full = append(full, len(r.Consume))
 	// The amounts of the resolved limits first, by lookup (iterating a map
 	// costs more than the lookups), then those of other limits (rare).

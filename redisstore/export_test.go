@@ -1,6 +1,8 @@
 package redisstore
 
 import (
+	"context"
+
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/store"
 )
@@ -28,4 +30,10 @@ func ParseStored(s string) int64 { return atoi(s) }
 func (s *Store) LimitArgs(l limiter.Limit) (field, params string) {
 	la := s.limitArgsOf(store.Limit(l))
 	return la.name.(string), la.params.(string)
+}
+
+// ConsumeEach runs the batched consume (consume_each: each request decided
+// on its own, in order) on reqs, whose items share a slot.
+func (s *Store) ConsumeEach(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
+	return s.consumeEach(ctx, reqs)
 }

@@ -102,3 +102,70 @@ func BenchmarkConsumeServerCPU(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConsumeEachServerCPU is BenchmarkConsumeServerCPU for the
+// batched consume (consume_each, see batcher.go): calls of 16 requests,
+// each on an item of its own (as at c=32), in pipelines of 50 calls; the
+// metric is the server's CPU time per request.
+//
+//	go test -run '^$' -bench ConsumeEachServerCPU -count 5 ./redisstore/
+func BenchmarkConsumeEachServerCPU(b *testing.B) {
+	ctx := context.Background()
+	c := redisserver.Client(b)
+	s, err := New(c, func(o *Options) { o.Namespace = "eachcpu" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) })
+	require.NoError(b, err)
+	big := store.MilliTokens(1 << 30)
+	const per = 16
+	runs := 0
+	for _, bc := range []struct {
+		name   string
+		limits []string
+		step   int64
+	}{
+		{"one limit", []string{"rpm"}, 0},
+		{"two limits, refill due", []string{"rpm", "tpm"}, 1},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			runs++
+			var states []store.BucketState
+			var lims []store.Limit
+			consume := store.Consume{}
+			for i, n := range bc.limits {
+				states = append(states, store.BucketState{LimitName: n, TokensMilli: big, CapacityMilli: big, RefillAmountMilli: big, RefillPeriodMs: 60_000})
+				lims = append(lims, store.Limit{Name: n, Capacity: 1 << 30, RefillAmount: 1 << 30, RefillPeriod: time.Minute})
+				consume[n] = int64(1 + 499*i)
+			}
+			now := time.Now().UnixMilli()
+			keys := make([]store.BucketKey, per)
+			for k := range keys {
+				keys[k] = store.BucketKey{EntityID: "u" + strconv.Itoa(runs) + "-" + strconv.Itoa(k), Resource: "api"}
+				require.NoError(b, s.WriteBuckets(ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: keys[k], NowMs: now, Incarnation: 7,
+					TTL: store.TTLSet, TTLSeconds: 3600, States: states}}))
+			}
+			info := func(ctx context.Context) (string, error) { return c.Info(ctx, "cpu").Result() }
+			reqs := make([]store.SpeculativeRequest, per)
+			b.ResetTimer()
+			cpu0 := serverCPU(ctx, b, info)
+			for done := 0; done < b.N; {
+				pipe := c.Pipeline()
+				n := 0
+				for n < 50*per && done+n < b.N {
+					now += bc.step
+					for k := range reqs {
+						reqs[k] = store.SpeculativeRequest{Key: keys[k], Consume: consume, Limits: lims, NowMs: now}
+					}
+					args := s.consumeArgs(reqs)
+					args[0], args[1] = "fcall", scriptConsumeEach.fn
+					pipe.Do(ctx, args...)
+					n += per
+				}
+				cmds, err := pipe.Exec(ctx)
+				require.NoError(b, err)
+				reply, _ := cmds[len(cmds)-1].(interface{ Text() (string, error) }).Text()
+				require.True(b, strings.HasPrefix(reply, "1\n"), "refused: %q", reply)
+				done += n
+			}
+			b.ReportMetric((serverCPU(ctx, b, info)-cpu0)*1e6/float64(b.N), "server-µs/request")
+		})
+	}
+}

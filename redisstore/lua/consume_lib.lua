@@ -9,7 +9,12 @@
 --
 -- ARGV per request: now, the number of resolved limits, each as its field
 -- ("l:" .. name) and "cp|ra|rp" (compared with the prefix of the field's
--- value), the number of amounts, each as field and millitokens. The arguments are read in
+-- value), the number of amounts, each as field and millitokens. In a call
+-- of several requests, one whose resolved limits are exactly the previous
+-- request's sends '=' instead of their count and arguments, and one whose
+-- amounts are the previous request's too sends '*' instead of both: a
+-- batch of requests under the same limits carries them once, and of the
+-- same amounts too, once. The arguments are read in
 -- place, by index: the common request allocates little.
 
 local find, sub, byte, format = string.find, string.sub, string.byte, string.format
@@ -247,9 +252,23 @@ end
 -- (the call's ARGV):
 -- it returns its now, the index of its limits' count (li) and that count
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
--- index its arguments end at.
-local function read_request(argv, a)
-  local nl = count(argv[a + 2])
+-- index its arguments end at. A request of a call of several whose
+-- resolved limits are the previous request's sends '=' in place of them,
+-- one whose amounts are the previous request's too '*' in place of both
+-- (see the head of this file); pli, pnl, pci and pnc are the previous
+-- request's li, nl, ci and nc, which it then returns.
+local function read_request(argv, a, pli, pnl, pci, pnc)
+  local c = argv[a + 2]
+  if pli then
+    if c == '=' then
+      local ci = a + 3
+      local nc = count(argv[ci])
+      return argv[a + 1], pli, pnl, ci, nc, ci + 2 * nc
+    elseif c == '*' then
+      return argv[a + 1], pli, pnl, pci, pnc, a + 2
+    end
+  end
+  local nl = count(c)
   local ci = a + 3 + 2 * nl
   local nc = count(argv[ci])
   return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
