@@ -568,6 +568,9 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - cost, TakenMilli: cost, NeedMilli: cost - credit, HasNeed: cost > 0}
 		w.HasWCU = w.WCU.DeltaMilli != 0 || cost > 0
 	}
+	if refill {
+		fullWrite(&w, base, cost)
+	}
 	switch {
 	case short && wcuShort:
 		return w, store.RefusedBothExhausted, direct
@@ -577,4 +580,56 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		return w, store.RefusedLimitExhausted, direct
 	}
 	return w, store.RefusedNone, direct || refill
+}
+
+// fullBy reports whether every limit of base, its wcu limit too, is full
+// by now (refilled to now, its balance is its capacity), and now lies
+// after base's rf.
+func fullBy(base *store.Bucket, now int64) bool {
+	wcu := wcuOf(base)
+	if wcu == nil || now <= base.RefillMs {
+		return false
+	}
+	full := func(s *store.BucketState) bool {
+		tk, _ := bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		return tk == s.CapacityMilli
+	}
+	if !full(wcu) {
+		return false
+	}
+	for i := range base.States {
+		if !full(&base.States[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxFullLimits bounds the limits of an item written by a
+// ddbschema.ExactWrite.Full write: each adds a ladder of up to 18 rungs to
+// its condition, which DynamoDB caps at 4 KB.
+const maxFullLimits = 4
+
+// fullWrite makes w, a write of base that refills it to w.NowMs, a
+// ddbschema.ExactWrite.Full one when base says every limit is full by then
+// and w writes every limit of it and creates none: then what w leaves does
+// not depend on the balances read, and it is conditioned on the limits
+// being full instead of on the item being unchanged, so that writes of
+// other writers meanwhile do not refuse it (see ddbschema.ExactWrite).
+// costMilli is what w takes from the wcu limit.
+func fullWrite(w *ddbschema.ExactWrite, base *store.Bucket, costMilli int64) {
+	if w.NewRefillMs != w.NowMs || len(base.States) > maxFullLimits || !fullBy(base, w.NowMs) || len(w.Limits) != len(base.States) {
+		return
+	}
+	for i := range w.Limits {
+		if w.Limits[i].Create {
+			return
+		}
+	}
+	wcu := wcuOf(base)
+	w.Full, w.HasWCU = true, true
+	w.WCU = ddbschema.ExactWCU{
+		TakenMilli: costMilli, NewMilli: bucketmath.AddSat(wcu.CapacityMilli, -costMilli),
+		CapacityMilli: wcu.CapacityMilli, RefillAmountMilli: wcu.RefillAmountMilli, RefillPeriodMs: wcu.RefillPeriodMs,
+	}
 }

@@ -330,3 +330,43 @@ func TestPlanFold(t *testing.T) {
 	_, reason, _ = planFold(base, req, charge, nil, nil)
 	assert.Equal(t, store.RefusedLimitExhausted, reason)
 }
+
+// TestFullWriteAcrossProcesses: two processes (repositories that keep
+// items of their own) take from one bucket that is full whenever either
+// writes. Each write refills the item and moves rf, so the item the other
+// kept is stale; the write is conditioned on every limit being full by
+// now rather than on the item being unchanged, and applies at once. When
+// the other process left the bucket short of full, the write is refused
+// and the take is decided again from the item it returns: the balances
+// stay those of one bucket taken from in turn.
+func TestFullWriteAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	a := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	b := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	check := env.callChecker(t)
+	acquire := func(rl *RateLimiter, n int64) {
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": n}, lim))
+	}
+	acquire(a, 1)
+	acquire(b, 1) // both keep the item now
+	env.clock.advance(time.Minute)
+	check("a: full, its item kept", "UpdateItem", func() { acquire(a, 1) })
+	env.clock.advance(2 * time.Second) // 3⅓ tokens refill: full again
+	check("b: full, its kept item stale", "UpdateItem", func() { acquire(b, 1) })
+	now := env.clock.now().UnixMilli()
+	item := env.bucket("e", "api")
+	require.Equal(t, []int64{99_000, now, 99_000, now + 600}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
+
+	env.clock.advance(time.Minute)
+	acquire(a, 1)
+	acquire(b, 1) // b keeps the item a left, not full any more (98 of 100)
+	env.clock.advance(time.Minute)
+	check("a: full, takes 50", "UpdateItem", func() { acquire(a, 50) })
+	env.clock.advance(time.Second)
+	want := exactAvailable(env, "e", env.clock.now()) - 1 // 50 + 1⅔ refilled, less b's 1
+	check("b: its kept item says full, the item is not: refused, then the take", "UpdateItem!, UpdateItem", func() { acquire(b, 1) })
+	require.Equal(t, want, exactAvailable(env, "e", env.clock.now()))
+	require.EqualValues(t, 50, want)
+}

@@ -101,6 +101,9 @@ func planRetry(base *store.Bucket, wr store.BucketWrite) (w ddbschema.ExactWrite
 		refilled, _ := bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
 		w.WCU, w.HasWCU = ddbschema.ExactWCU{DeltaMilli: refilled - wcu.TokensMilli}, true
 	}
+	if refill {
+		fullWrite(&w, base, 0)
+	}
 	return w, true, direct || refill
 }
 

@@ -1,0 +1,91 @@
+package ddbschema
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/store/bucketmath"
+)
+
+// TestFullRungImpliesFull: every state a rung of the ladder admits is full
+// by now as the refill computes it (the write sets the capacity less what
+// it takes, which is exact only then), and a state one millitoken short of
+// a rung's corner, refilled for exactly its k ms, is not: the bounds are
+// the tightest the refill allows. The rungs double up to the time the
+// limit takes to fill.
+func TestFullRungImpliesFull(t *testing.T) {
+	t.Parallel()
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, p := range [][3]int64{
+		{100_000, 100_000, 60_000}, {600_000, 600_000, 60_000}, {5_000_000_000, 5_000_000_000, 60_000},
+		{1000, 1000, 3_600_000}, {7, 3, 11}, {1_000_000, 1_000_000, 1000}, {1000, 0, 60_000}, {2000, 1000, 0},
+	} {
+		cp, ra, rp := p[0], p[1], p[2]
+		now := 1_700_000_000_000 + r.Int64N(1_000_000)
+		var ks []int64
+		fullRungs(now, cp, ra, rp, func(rfMax, tkMin int64, exact bool) {
+			k := now - rfMax
+			ks = append(ks, k)
+			for range 300 {
+				rf := rfMax - r.Int64N(2*k+1)
+				tk := tkMin + r.Int64N(cp+1)
+				if exact {
+					tk = tkMin
+				}
+				got, _ := bucketmath.Refill(tk, rf, now, cp, ra, rp)
+				require.Equal(t, cp, got, "cp %d ra %d rp %d k %d: tk %d rf %d now %d", cp, ra, rp, k, tk, rf, now)
+			}
+			got, _ := bucketmath.Refill(tkMin-1, rfMax, now, cp, ra, rp)
+			assert.Less(t, got, cp, "below the corner: cp %d ra %d rp %d k %d", cp, ra, rp, k)
+			if exact {
+				got, _ = bucketmath.Refill(cp+1, rfMax, now, cp, ra, rp)
+				assert.Equal(t, cp+1, got, "a rung that refills nothing: above the capacity is not full")
+			}
+		})
+		require.NotEmpty(t, ks)
+		assert.EqualValues(t, 1, ks[0])
+		for i := 1; i < len(ks)-1; i++ {
+			assert.Equal(t, 2*ks[i-1], ks[i], "cp %d ra %d rp %d: %v", cp, ra, rp, ks)
+		}
+		fill := int64(maxRungMs)
+		if ra > 0 && rp > 0 {
+			fill = min(fill, bucketmath.GiveDelayMs(cp, ra, rp))
+		}
+		assert.Equal(t, fill, ks[len(ks)-1], "cp %d ra %d rp %d: %v", cp, ra, rp, ks)
+	}
+}
+
+// TestExactInputFull: a Full write is conditioned on the ladder of each
+// limit and of wcu, not on rf and the balances read, and sets wcu's
+// balance. The ladder's first rung is the item as read (rf 1000, a minute
+// before now: any balance of rpm is full by then).
+func TestExactInputFull(t *testing.T) {
+	t.Parallel()
+	u := NewExactUpdates("tbl")
+	w := ExactWrite{
+		OldRefillMs: 1000, NewRefillMs: 61_000, NowMs: 61_000, Full: true,
+		Limits: []ExactLimit{
+			{Name: "rpm", OldMilli: 1000, NewMilli: 99_000, TakenMilli: 1000, CapacityMilli: 100_000, RefillAmountMilli: 100_000, RefillPeriodMs: 60_000, FullAtMs: 61_600},
+		},
+		WCU:    ExactWCU{TakenMilli: 1000, NewMilli: 999_000, CapacityMilli: 1_000_000, RefillAmountMilli: 1_000_000, RefillPeriodMs: 1000},
+		HasWCU: true,
+	}
+	in := u.Input(BucketKeyValue("ns", "e", "r", 0), &w)
+	assert.Equal(t, "SET rf = 61000, b_rpm_tk = 99000, b_rpm_ts = 99000, b_rpm_fa = 61600, b_rpm_fp = 100000000000001000000000060000, b_wcu_tk = 999000"+
+		" ADD b_rpm_tc 1000, b_wcu_tc 1000", renderSpec(in.UpdateExpression, in))
+	cond := renderSpec(in.ConditionExpression, in)
+	assert.NotContains(t, cond, "rf = ")
+	assert.NotContains(t, cond, "b_rpm_tk = ")
+	// rpm refills 1⅔ millitokens a ms: rung 1 allows 1 millitoken short
+	// of full, rung 4 six; wcu refills one token a ms.
+	assert.Contains(t, cond, "((rf <= 1000 AND b_rpm_tk >= 0) OR (rf <= 60999 AND b_rpm_tk >= 99999) OR (rf <= 60998 AND b_rpm_tk >= 99997) OR (rf <= 60996 AND b_rpm_tk >= 99994) OR")
+	assert.Contains(t, cond, " OR (rf <= 1000 AND b_rpm_tk >= 0)) AND", "the last rung: the time it takes to fill")
+	assert.Contains(t, cond, "AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000")
+	assert.Contains(t, cond, "((rf <= 1000 AND b_wcu_tk >= -59000000) OR (rf <= 60999 AND b_wcu_tk >= 999000) OR")
+	assert.True(t, strings.HasSuffix(cond, " OR (rf <= 60000 AND b_wcu_tk >= 0))"), "wcu fills in a second: %s", cond)
+	assert.Len(t, in.ExpressionAttributeValues, (18+12)*2+1+3+4+2, "values: ladders (rpm 17 rungs and the one read, wcu 11 and the one read), rf, rpm's balance, fa and taken, its parameters and signature, wcu's balance and taken")
+}
