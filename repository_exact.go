@@ -606,8 +606,8 @@ func fullBy(base *store.Bucket, now int64) bool {
 }
 
 // maxFullLimits bounds the limits of an item written by a
-// ddbschema.ExactWrite.Full write: each adds a ladder of up to 18 rungs to
-// its condition, which DynamoDB caps at 4 KB.
+// ddbschema.ExactWrite.Full write: each adds a ladder to
+// its condition (up to 19 rungs), which DynamoDB caps at 4 KB.
 const maxFullLimits = 4
 
 // fullWrite makes w, a write of base that refills it to w.NowMs, a

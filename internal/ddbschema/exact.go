@@ -31,11 +31,11 @@ import (
 // each limit is its capacity less what the write takes. Such a write
 // ([ExactWrite].Full) is conditioned on every limit being full by now
 // instead of on the item being unchanged: per limit, on one of the rungs
-// of a ladder (rf at least k ms before now and tk at least the capacity
-// less what k ms refill, for k = 1, 2, 4, … up to the time the limit takes
-// to fill from empty; and the rung of the item as read: rf at most the one
-// read, tk at least the capacity less what the time since refills)
-// holding. Writers that
+// of a ladder (the rung of the item as read: rf at most the one read, tk
+// at least the capacity less what the time since refills; and rf at least
+// k ms before now and tk at least the capacity less what k ms refill, for
+// k = 1, 2, 4, … below the time since the read's rf, where the writes of
+// others since put it) holding. Writers that
 // move the item meanwhile (a take, a refill, a write of the Python
 // library, which moves tk and rf alike) leave it full as long as the
 // refill since covers what they took, and the write still applies; when
@@ -83,19 +83,34 @@ type ExactWCU struct {
 // would show full is refused, and written from the item it returns.
 const maxRungMs = 1 << 17
 
-// fullRungs calls f with each rung of the ladder of a limit at now: rf at
-// most rfMax, and tk at least tkMin, or exactly tkMin when exact (a rung
-// whose k ms refill nothing: a balance above the capacity, left by a
-// lowered one, is capped only by a refill). Its k are 1, 2, 4, … up to the
-// time the limit takes to fill from empty, at most maxRungMs. The rungs
-// depend on the parameters only, so a template's shape holds them.
-func fullRungs(nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64, f func(rfMax, tkMin int64, exact bool)) {
-	fill := int64(maxRungMs)
-	if refillAmountMilli > 0 && refillPeriodMs > 0 && capacityMilli > 0 {
-		fill = min(fill, bucketmath.GiveDelayMs(capacityMilli, refillAmountMilli, refillPeriodMs))
+// rungCount returns how many rungs besides the item's as read the ladders
+// of a write at now of an item read with rf oldRefillMs have at most: one
+// per power of two k below the time since (writers since then moved rf
+// after the read's), at most up to maxRungMs. A write made right after
+// the item's last (a bucket taken from faster than it fills) has few.
+func rungCount(oldRefillMs, nowMs int64) int {
+	elapsed := bucketmath.AddSat(nowMs, -oldRefillMs)
+	n := 0
+	for k := int64(1); k < elapsed && k <= maxRungMs; k *= 2 {
+		n++
 	}
-	for k := int64(1); ; k *= 2 {
-		k = min(k, fill)
+	return n
+}
+
+// fullRungs calls f with each rung of the ladder of a limit at now besides
+// the item's as read: rf at most rfMax, and tk at least tkMin, or exactly
+// tkMin when exact (a rung whose k ms refill nothing: a balance above the
+// capacity, left by a lowered one, is capped only by a refill). Its k are
+// 1, 2, 4, …, n of them (rungCount), and none past the first at which the
+// limit fills from empty. The rungs depend on n and the parameters only,
+// so a template's shape holds them.
+func fullRungs(nowMs int64, n int, capacityMilli, refillAmountMilli, refillPeriodMs int64, f func(rfMax, tkMin int64, exact bool)) {
+	fill := int64(math.MaxInt64)
+	if refillAmountMilli > 0 && refillPeriodMs > 0 && capacityMilli > 0 {
+		fill = bucketmath.GiveDelayMs(capacityMilli, refillAmountMilli, refillPeriodMs)
+	}
+	k := int64(1)
+	for range n {
 		add, _ := bucketmath.Refill(0, 0, k, math.MaxInt64, refillAmountMilli, refillPeriodMs)
 		if add <= 0 {
 			f(bucketmath.AddSat(nowMs, -k), capacityMilli, true)
@@ -105,6 +120,7 @@ func fullRungs(nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64, f 
 		if k >= fill {
 			return
 		}
+		k *= 2
 	}
 }
 
@@ -254,7 +270,7 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 	}
 	dst = append(dst, flags)
 	if w.Full {
-		dst = append(dst, 1)
+		dst = append(dst, 1, byte(rungCount(w.OldRefillMs, w.NowMs)))
 		dst = binary.AppendVarint(dst, w.WCU.CapacityMilli)
 		dst = binary.AppendVarint(dst, w.WCU.RefillAmountMilli)
 		dst = binary.AppendVarint(dst, w.WCU.RefillPeriodMs)
@@ -357,7 +373,7 @@ func readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriod
 // (see fullRungs), in the order of the template's slots.
 func appendLadder(dst []int64, oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) []int64 {
 	dst = append(dst, oldRefillMs, readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs))
-	fullRungs(nowMs, capacityMilli, refillAmountMilli, refillPeriodMs, func(rfMax, tkMin int64, _ bool) {
+	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, func(rfMax, tkMin int64, _ bool) {
 		dst = append(dst, rfMax, tkMin)
 	})
 	return dst
@@ -423,7 +439,7 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	ladder := func(tk string, cp, ra, rp int64) string {
 		rf, bound := slot(), slot()
 		rungs := []string{"(" + name(AttrRefill) + " <= " + rf + " AND " + tk + " >= " + bound + ")"}
-		fullRungs(w.NowMs, cp, ra, rp, func(_, _ int64, exact bool) {
+		fullRungs(w.NowMs, rungCount(w.OldRefillMs, w.NowMs), cp, ra, rp, func(_, _ int64, exact bool) {
 			op := " >= "
 			if exact {
 				op = " = "

@@ -15,8 +15,8 @@ import (
 // by now as the refill computes it (the write sets the capacity less what
 // it takes, which is exact only then), and a state one millitoken short of
 // a rung's corner, refilled for exactly its k ms, is not: the bounds are
-// the tightest the refill allows. The rungs double up to the time the
-// limit takes to fill.
+// the tightest the refill allows. The rungs double, as many as asked, up
+// to the first at which the limit fills from empty.
 func TestFullRungImpliesFull(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 2))
@@ -27,7 +27,7 @@ func TestFullRungImpliesFull(t *testing.T) {
 		cp, ra, rp := p[0], p[1], p[2]
 		now := 1_700_000_000_000 + r.Int64N(1_000_000)
 		var ks []int64
-		fullRungs(now, cp, ra, rp, func(rfMax, tkMin int64, exact bool) {
+		fullRungs(now, 18, cp, ra, rp, func(rfMax, tkMin int64, exact bool) {
 			k := now - rfMax
 			ks = append(ks, k)
 			for range 300 {
@@ -48,14 +48,16 @@ func TestFullRungImpliesFull(t *testing.T) {
 		})
 		require.NotEmpty(t, ks)
 		assert.EqualValues(t, 1, ks[0])
-		for i := 1; i < len(ks)-1; i++ {
+		for i := 1; i < len(ks); i++ {
 			assert.Equal(t, 2*ks[i-1], ks[i], "cp %d ra %d rp %d: %v", cp, ra, rp, ks)
 		}
-		fill := int64(maxRungMs)
-		if ra > 0 && rp > 0 {
-			fill = min(fill, bucketmath.GiveDelayMs(cp, ra, rp))
+		if ra > 0 && rp > 0 && bucketmath.GiveDelayMs(cp, ra, rp) <= 1<<17 {
+			fill := bucketmath.GiveDelayMs(cp, ra, rp)
+			last := ks[len(ks)-1]
+			assert.True(t, last >= fill && last < 2*fill, "cp %d ra %d rp %d: the last rung %d, the fill %d", cp, ra, rp, last, fill)
+		} else {
+			assert.Len(t, ks, 18)
 		}
-		assert.Equal(t, fill, ks[len(ks)-1], "cp %d ra %d rp %d: %v", cp, ra, rp, ks)
 	}
 }
 
@@ -83,9 +85,18 @@ func TestExactInputFull(t *testing.T) {
 	// rpm refills 1⅔ millitokens a ms: rung 1 allows 1 millitoken short
 	// of full, rung 4 six; wcu refills one token a ms.
 	assert.Contains(t, cond, "((rf <= 1000 AND b_rpm_tk >= 0) OR (rf <= 60999 AND b_rpm_tk >= 99999) OR (rf <= 60998 AND b_rpm_tk >= 99997) OR (rf <= 60996 AND b_rpm_tk >= 99994) OR")
-	assert.Contains(t, cond, " OR (rf <= 1000 AND b_rpm_tk >= 0)) AND", "the last rung: the time it takes to fill")
+	assert.Contains(t, cond, " OR (rf <= 28232 AND b_rpm_tk >= 45387)) AND", "the last rung: the last power of two below the time since the read")
 	assert.Contains(t, cond, "AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000")
 	assert.Contains(t, cond, "((rf <= 1000 AND b_wcu_tk >= -59000000) OR (rf <= 60999 AND b_wcu_tk >= 999000) OR")
-	assert.True(t, strings.HasSuffix(cond, " OR (rf <= 60000 AND b_wcu_tk >= 0))"), "wcu fills in a second: %s", cond)
-	assert.Len(t, in.ExpressionAttributeValues, (18+12)*2+1+3+4+2, "values: ladders (rpm 17 rungs and the one read, wcu 11 and the one read), rf, rpm's balance, fa and taken, its parameters and signature, wcu's balance and taken")
+	assert.True(t, strings.HasSuffix(cond, " OR (rf <= 59976 AND b_wcu_tk >= -24000))"), "wcu fills in a second: its last rung 1024 ms: %s", cond)
+	assert.Len(t, in.ExpressionAttributeValues, (17+12)*2+1+3+4+2, "values: ladders (rpm 16 rungs and the one read, wcu 11 and the one read), rf, rpm's balance, fa and taken, its parameters and signature, wcu's balance and taken")
+
+	// Read 2 ms ago (a bucket written as fast as it fills): one rung
+	// besides the item's as read; another shape.
+	w.OldRefillMs = 60_998
+	in = u.Input(BucketKeyValue("ns", "e", "r", 0), &w)
+	cond = renderSpec(in.ConditionExpression, in)
+	assert.Contains(t, cond, "((rf <= 60998 AND b_rpm_tk >= 99997) OR (rf <= 60999 AND b_rpm_tk >= 99999)) AND b_rpm_cp")
+	assert.True(t, strings.HasSuffix(cond, "((rf <= 60998 AND b_wcu_tk >= 998000) OR (rf <= 60999 AND b_wcu_tk >= 999000))"), cond)
+	assert.Len(t, *u.templates.Load(), 2)
 }
