@@ -369,6 +369,16 @@ func readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriod
 	return bucketmath.AddSat(capacityMilli, -add)
 }
 
+// FullLadder calls f with each rung of the ladder of a limit written at
+// now, on an item read with rf oldRefillMs, that a [ExactWrite.Full] write
+// conditions on (the item's as read first): a balance tk and the item's rf
+// are within one when rf ≤ rfMax and tk ≥ tkMin (tk = tkMin when exact),
+// and then the limit is full by now. For writes built without a template.
+func FullLadder(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64, f func(rfMax, tkMin int64, exact bool)) {
+	f(oldRefillMs, readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs), false)
+	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, f)
+}
+
 // appendLadder appends the bounds of each rung of a limit's ladder at now
 // (see fullRungs), in the order of the template's slots.
 func appendLadder(dst []int64, oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) []int64 {
