@@ -156,6 +156,10 @@ func (r *dynamoRepository) WriteBuckets(ctx context.Context, writes []store.Buck
 				r.keepHint(w.Key, items[i].Put.Item)
 				continue
 			}
+			if b := afterNormal(w); b != nil {
+				r.shared.buckets.put(r.nsID, w.Key, b)
+				continue
+			}
 			r.shared.buckets.forget(r.nsID, w.Key)
 		}
 	case errors.As(err, &tce):
@@ -677,4 +681,53 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// afterNormal returns the item a store.WriteNormal w left when it applied,
+// computed from w.Base (a transaction returns no item): a hint for the
+// next write of the item, as a kept item is (its condition checks it).
+// Nil when w is of another kind or creates or changes a limit.
+func afterNormal(w store.BucketWrite) *store.Bucket {
+	if w.Kind != store.WriteNormal || w.Base == nil || extrasOf(w.Base) == nil {
+		return nil
+	}
+	for _, l := range w.Limits {
+		if l.Initial != nil || l.Params != nil {
+			return nil
+		}
+	}
+	b := cloneBucket(w.Base)
+	x := extrasOf(b)
+	b.RefillMs = w.NowMs
+	if w.RefreshEntity {
+		b.Cascade, b.ParentID = w.Cascade, w.ParentID
+	}
+	switch w.TTL {
+	case store.TTLSet:
+		b.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
+	case store.TTLRemove:
+		b.TTL = 0
+	}
+	for i := range b.States {
+		s := &b.States[i]
+		s.LastRefillMs = w.NowMs
+		for _, l := range w.Limits {
+			if l.Name != s.LimitName {
+				continue
+			}
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
+			if i < len(x.exact) {
+				x.exact[i] = exactState{
+					valid:    ddbschema.Signed(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+					fullAtMs: bucketmath.StoredFullAtMs(s.TokensMilli, w.NowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+				}
+			}
+		}
+	}
+	if x.wcu != nil {
+		x.wcu.TokensMilli, _ = bucketmath.Refill(x.wcu.TokensMilli, w.Base.RefillMs, w.NowMs, x.wcu.CapacityMilli, x.wcu.RefillAmountMilli, x.wcu.RefillPeriodMs)
+		x.wcu.LastRefillMs = w.NowMs
+	}
+	return b
 }
