@@ -545,6 +545,9 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 		}
 	}
 	for _, l := range w.Limits {
+		if l.Name == wcuLimitName && full {
+			continue // set above
+		}
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
 		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
 		if l.Initial != nil {
@@ -556,9 +559,6 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 			add = append(add, tc+" "+b.n(l.ConsumedMilli))
 			conds = append(conds, "attribute_not_exists("+tk+")")
 			continue
-		}
-		if l.Name == wcuLimitName && full {
-			continue // set above
 		}
 		p, based := w.Base.State(l.Name)
 		if full {

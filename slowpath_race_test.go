@@ -291,9 +291,13 @@ func TestLostRaceFullParentWrites(t *testing.T) {
 		require.NoError(t, err)
 	}
 	lim := WithLimits(PerMinute("rpm", 100))
-	for _, k := range []string{"k1", "k2"} {
-		mustCommit(t, mustAcquire(t, admin, k, "api", Consume{"rpm": 1}, lim))
+	// Fast-path writes take the parent's wcu below its capacity: the
+	// write refills it too.
+	spec := env.specLimiter()
+	for _, k := range []string{"k1", "k2", "k1", "k1"} {
+		mustCommit(t, mustAcquire(t, spec, k, "api", Consume{"rpm": 1}, lim))
 	}
+	require.Less(t, env.n(env.bucket("P", "api"), "b_wcu_tk"), env.n(env.bucket("P", "api"), "b_wcu_cp"))
 	env.clock.advance(time.Minute)
 	// The other process's clock is 2 s behind: its write leaves the
 	// parent 1 short of full 2 s before this one's, and 3⅓ refill since.
@@ -321,6 +325,7 @@ func TestLostRaceFullParentWrites(t *testing.T) {
 	assert.Equal(t, 1, writes, "one transaction: the parent's write applied though the other process moved the parent")
 	item := env.bucket("P", "api")
 	assert.Equal(t, []int64{99_000, env.clock.now().UnixMilli()}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf")}, "P: full when both took, less this one's")
-	assert.EqualValues(t, 4_000, env.n(item, "b_rpm_tc"), "P: every take counted")
+	assert.EqualValues(t, 6_000, env.n(item, "b_rpm_tc"), "P: every take counted")
+	assert.Equal(t, env.n(item, "b_wcu_cp"), env.n(item, "b_wcu_tk"), "P: wcu refilled to its capacity")
 	assert.Equal(t, int64(99_000), env.tokens("k1", "api", "rpm"))
 }
