@@ -521,6 +521,9 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 			}
 			rungs = append(rungs, "("+rf+" <= "+b.n(rfMax)+" AND "+tk+op+b.n(tkMin)+")")
 		})
+		if len(rungs) == 1 {
+			return rungs[0] // DynamoDB refuses redundant parentheses
+		}
 		return "(" + strings.Join(rungs, " OR ") + ")"
 	}
 	if wcu := wcuOf(w.Base); full {

@@ -457,6 +457,9 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 			rf, bound := slot(), slot()
 			rungs = append(rungs, "("+name(AttrRefill)+" <= "+rf+" AND "+tk+op+bound+")")
 		})
+		if len(rungs) == 1 {
+			return rungs[0] // DynamoDB refuses redundant parentheses
+		}
 		return "(" + strings.Join(rungs, " OR ") + ")"
 	}
 	if w.CheckIncarnation {

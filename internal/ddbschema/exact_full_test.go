@@ -99,4 +99,12 @@ func TestExactInputFull(t *testing.T) {
 	assert.Contains(t, cond, "((rf <= 60998 AND b_rpm_tk >= 99997) OR (rf <= 60999 AND b_rpm_tk >= 99999)) AND b_rpm_cp")
 	assert.True(t, strings.HasSuffix(cond, "((rf <= 60998 AND b_wcu_tk >= 998000) OR (rf <= 60999 AND b_wcu_tk >= 999000))"), cond)
 	assert.Len(t, *u.templates.Load(), 2)
+
+	// Read 1 ms ago: the rung of the item as read alone, in no parentheses
+	// of its own (DynamoDB refuses redundant ones).
+	w.OldRefillMs = 60_999
+	in = u.Input(BucketKeyValue("ns", "e", "r", 0), &w)
+	cond = renderSpec(in.ConditionExpression, in)
+	assert.True(t, strings.HasPrefix(cond, "(rf <= 60999 AND b_rpm_tk >= 99999) AND b_rpm_cp"), cond)
+	assert.True(t, strings.HasSuffix(cond, " AND (rf <= 60999 AND b_wcu_tk >= 999000)"), cond)
 }
