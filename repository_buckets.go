@@ -437,7 +437,7 @@ func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite)
 		if adjustRewriteHook != nil {
 			adjustRewriteHook(w.Key)
 		}
-		exact := r.exactAdjust(w, old, key, id, round >= adjustYieldRound)
+		exact := r.exactAdjustFrom(w, old, key, id, round >= adjustYieldRound, true)
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
@@ -489,11 +489,21 @@ func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Buc
 // key is the item's key (nil: built here). Apart from the refill first
 // (below), it comes from a cached template (see adjustTemplates).
 func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
+	return r.exactAdjustFrom(w, old, key, id, yield, false)
+}
+
+// exactAdjustFrom is exactAdjust; with fresh (old is the item a refused
+// write returned) the refill first is a full write when old is full (see
+// fullWrite).
+func (r *dynamoRepository) exactAdjustFrom(w store.BucketWrite, old *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID, yield, fresh bool) *dynamodb.UpdateItemInput {
 	key = r.adjustKey(w.Key, key)
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
 		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
+		if fresh {
+			fullWrite(&ew, old, 0)
+		}
 		ew.TTLCheck = false
 		ew.ID = id
 		ew.CheckIncarnation, ew.Incarnation = true, w.Incarnation

@@ -225,6 +225,9 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planSpec(base, req, ebuf[:0], pbuf[:0])
+			if fresh {
+				fullWrite(&w, base, wcuWriteCostMilli)
+			}
 			switch {
 			case reason != store.RefusedNone && fresh:
 				return refusedResult(req.Key, base, reason, req.NowMs), nil
@@ -325,6 +328,9 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
+			if fresh {
+				fullWrite(&w, base, wcuWriteCostMilli)
+			}
 			switch {
 			case (reason != store.RefusedNone && fresh) || round > maxExactWrites:
 				return store.SpeculativeResult{Key: req.Key}, store.FoldNotApplied, nil
@@ -568,9 +574,6 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		w.WCU = ddbschema.ExactWCU{DeltaMilli: credit - cost, TakenMilli: cost, NeedMilli: cost - credit, HasNeed: cost > 0}
 		w.HasWCU = w.WCU.DeltaMilli != 0 || cost > 0
 	}
-	if refill {
-		fullWrite(&w, base, cost)
-	}
 	switch {
 	case short && wcuShort:
 		return w, store.RefusedBothExhausted, direct
@@ -617,6 +620,12 @@ const maxFullLimits = 4
 // being full instead of on the item being unchanged, so that writes of
 // other writers meanwhile do not refuse it (see ddbschema.ExactWrite).
 // costMilli is what w takes from the wcu limit.
+//
+// It is for writes from an item another writer moved: one a refused write
+// returned or a read found (contention), a retry, a read-then-write. A
+// write from the item this repository's last write left (one process
+// writing an item, as group commit does) is conditioned on it being
+// unchanged, which holds and costs a shorter condition.
 func fullWrite(w *ddbschema.ExactWrite, base *store.Bucket, costMilli int64) {
 	if w.NewRefillMs != w.NowMs || len(base.States) > maxFullLimits || !fullBy(base, w.NowMs) || len(w.Limits) != len(base.States) {
 		return
