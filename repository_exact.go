@@ -138,6 +138,34 @@ func (r *dynamoRepository) keepItem(key store.BucketKey, item map[string]types.A
 	return b, nil
 }
 
+// keepContended is keepItem with the item's count of full writes to come
+// set to n (see itemExtras.contended) before it is shared.
+func (r *dynamoRepository) keepContended(key store.BucketKey, item map[string]types.AttributeValue, n uint8) (*store.Bucket, error) {
+	b, err := bucketFromDynamoDB(item)
+	if err != nil {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, err
+	}
+	if x := extrasOf(b); x != nil {
+		x.contended = n
+	}
+	r.shared.buckets.put(r.nsID, key, b)
+	return b, nil
+}
+
+// nextContended is the count of full writes to come after a write from
+// base applied: the count of base less the one made, or contendedWrites
+// when a write of this request from an item was refused (moved).
+func nextContended(base *store.Bucket, moved bool) uint8 {
+	if moved {
+		return contendedWrites
+	}
+	if n := contendedOf(base); n > 0 {
+		return n - 1
+	}
+	return 0
+}
+
 // keepHint keeps item, the item of key as a write returned it, when it
 // parses (the kept items are hints: one that does not parse is dropped).
 func (r *dynamoRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
@@ -219,13 +247,14 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
 	var w ddbschema.ExactWrite
+	moved := false
 	for round := 0; ; round++ {
 		exact := false
 		if base != nil {
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planSpec(base, req, ebuf[:0], pbuf[:0])
-			if fresh {
+			if fresh || contendedOf(base) > 0 {
 				fullWrite(&w, base, wcuWriteCostMilli)
 			}
 			switch {
@@ -264,7 +293,7 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 		}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			b, err := r.keepItem(req.Key, item)
+			b, err := r.keepContended(req.Key, item, nextContended(base, moved))
 			if err != nil {
 				return store.SpeculativeResult{Key: req.Key}, err
 			}
@@ -278,6 +307,7 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 			r.shared.buckets.forget(r.nsID, req.Key)
 			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, nil
 		}
+		moved = moved || base != nil // refused though computed from an item: another writer moved it
 		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
 			return store.SpeculativeResult{Key: req.Key}, err
 		}
@@ -320,7 +350,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 	}
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
-	fresh := false
+	fresh, moved := false, false
 	for round := 0; ; round++ {
 		exact := false
 		var w ddbschema.ExactWrite
@@ -328,7 +358,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
-			if fresh {
+			if fresh || contendedOf(base) > 0 {
 				fullWrite(&w, base, wcuWriteCostMilli)
 			}
 			switch {
@@ -351,7 +381,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 		res := store.SpeculativeResult{Key: req.Key}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			if res.Bucket, err = r.keepItem(req.Key, item); err != nil {
+			if res.Bucket, err = r.keepContended(req.Key, item, nextContended(base, moved)); err != nil {
 				return res, store.FoldApplied, err
 			}
 			res.Applied = true
@@ -366,6 +396,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 			res.Reason = store.RefusedBucketMissing
 			return res, store.FoldNotApplied, nil
 		}
+		moved = moved || base != nil // refused though computed from an item: another writer moved it
 		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
 			return res, store.FoldNotApplied, err
 		}
@@ -622,10 +653,12 @@ const maxFullLimits = 4
 // costMilli is what w takes from the wcu limit.
 //
 // It is for writes from an item another writer moved: one a refused write
-// returned or a read found (contention), a retry, a read-then-write. A
-// write from the item this repository's last write left (one process
-// writing an item, as group commit does) is conditioned on it being
-// unchanged, which holds and costs a shorter condition.
+// returned or a read found (contention), a retry, a read-then-write, and
+// the next contendedWrites writes from the items kept after a write of
+// them was so refused (see itemExtras.contended). A write from the item
+// this repository's last write left when no other writer moves it (one
+// process writing an item, as group commit does) is conditioned on it
+// being unchanged, which holds and costs a shorter condition.
 func fullWrite(w *ddbschema.ExactWrite, base *store.Bucket, costMilli int64) {
 	if w.NewRefillMs != w.NowMs || len(base.States) > maxFullLimits || !fullBy(base, w.NowMs) || len(w.Limits) != len(base.States) {
 		return

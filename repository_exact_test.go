@@ -340,7 +340,8 @@ func TestPlanFold(t *testing.T) {
 // refilled state is written from it, conditioned on every limit being
 // full by now rather than on the item being unchanged, so that a third
 // writer moving the item in between (here 2 s behind, as a clock may be)
-// does not refuse it again. When the other process left the bucket short
+// does not refuse it again; and so are its next writes from the items it
+// keeps, which the other's writes since then do not refuse either. When the other process left the bucket short
 // of full, that write is refused too and the take is decided again from
 // the item it returns: the balances stay those of one bucket taken from
 // in turn.
@@ -402,7 +403,10 @@ func TestFullWriteAcrossProcesses(t *testing.T) {
 	acquire(a, 1)
 	acquire(b, 1) // b keeps the item a left, not full any more (98 of 100)
 	env.clock.advance(time.Minute)
-	check("a: full, takes 50", "UpdateItem!, UpdateItem", func() { acquire(a, 50) })
+	// a's writes of the item were refused lately: its next writes from
+	// the item it keeps are conditioned on the item being full, and b's
+	// write since does not refuse it.
+	check("a: full, takes 50, from its kept item though b wrote since", "UpdateItem", func() { acquire(a, 50) })
 	env.clock.advance(time.Second)
 	want := exactAvailable(env, "e", env.clock.now()) - 1 // 50 + 1⅔ refilled, less b's 1
 	check("b: its kept item says full, the item is not: refused, then the take", "UpdateItem!, UpdateItem", func() { acquire(b, 1) })
