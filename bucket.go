@@ -224,6 +224,24 @@ type itemExtras struct {
 	wcu *store.BucketState // nil when the item has none
 	// exact holds one entry per state of the bucket, in order.
 	exact []exactState
+	// contended counts the writes from this item, as the repository keeps
+	// it, still to be made full writes (fullWrite): writes of the item
+	// were refused lately because other writers moved it (see
+	// contendedWrites).
+	contended uint8
+}
+
+// contendedWrites is how many writes from a kept item are full writes
+// after a write of it was refused because another writer moved it: one
+// unchanged-item write in so many asks whether the others have stopped.
+const contendedWrites = 8
+
+// contendedOf returns b's count of full writes to come (0 for nil).
+func contendedOf(b *store.Bucket) uint8 {
+	if x := extrasOf(b); x != nil {
+		return x.contended
+	}
+	return 0
 }
 
 // exactState is what the speculative write of a limit conditions itself on

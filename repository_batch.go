@@ -375,7 +375,11 @@ func afterExact(base *store.Bucket, w *ddbschema.ExactWrite) *store.Bucket {
 	}
 	if x != nil && x.wcu != nil {
 		x.wcu.LastRefillMs = w.NewRefillMs
-		if w.HasWCU {
+		switch {
+		case w.HasWCU && w.Full:
+			x.wcu.TokensMilli = w.WCU.NewMilli
+			x.wcu.TotalConsumedMilli = bucketmath.AddSat(x.wcu.TotalConsumedMilli, w.WCU.TakenMilli)
+		case w.HasWCU:
 			x.wcu.TokensMilli = bucketmath.AddSat(x.wcu.TokensMilli, w.WCU.DeltaMilli)
 			x.wcu.TotalConsumedMilli = bucketmath.AddSat(x.wcu.TotalConsumedMilli, w.WCU.TakenMilli)
 		}

@@ -147,6 +147,10 @@ func (r *dynamoRepository) WriteBuckets(ctx context.Context, writes []store.Buck
 				r.keepHint(w.Key, items[i].Put.Item)
 				continue
 			}
+			if b := afterNormal(w); b != nil {
+				r.shared.buckets.put(r.nsID, w.Key, b)
+				continue
+			}
 			r.shared.buckets.forget(r.nsID, w.Key)
 		}
 	case errors.As(err, &tce):
@@ -424,7 +428,7 @@ func (r *dynamoRepository) writeAdjust(ctx context.Context, w store.BucketWrite)
 		if adjustRewriteHook != nil {
 			adjustRewriteHook(w.Key)
 		}
-		exact := r.exactAdjust(w, old, key, id, round >= adjustYieldRound)
+		exact := r.exactAdjustFrom(w, old, key, id, round >= adjustYieldRound, true)
 		if exact == nil {
 			return nil // none of its limits is in the item
 		}
@@ -452,11 +456,21 @@ func (r *dynamoRepository) optimisticAdjust(w store.BucketWrite, kept *store.Buc
 // key is the item's key (nil: built here). Apart from the refill first
 // (below), it comes from a cached template (see adjustTemplates).
 func (r *dynamoRepository) exactAdjust(w store.BucketWrite, old *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID, yield bool) *dynamodb.UpdateItemInput {
+	return r.exactAdjustFrom(w, old, key, id, yield, false)
+}
+
+// exactAdjustFrom is exactAdjust; with fresh (old is the item a refused
+// write returned) the refill first is a full write when old is full (see
+// fullWrite).
+func (r *dynamoRepository) exactAdjustFrom(w store.BucketWrite, old *store.Bucket, key map[string]types.AttributeValue, id ddbschema.WriteID, yield, fresh bool) *dynamodb.UpdateItemInput {
 	key = r.adjustKey(w.Key, key)
 	if store.ChargeRefillDue(old, w.Limits, w.NowMs) && w.NowMs > old.RefillMs {
 		// A charge on a limit that may be full by now: the item refilled
 		// to now first, then adjusted, conditioned on it being unchanged.
 		ew, _, _ := planWrite(old, store.SpeculativeRequest{Key: w.Key, NowMs: w.NowMs}, w.Limits, nil, nil)
+		if fresh {
+			fullWrite(&ew, old, 0)
+		}
 		ew.TTLCheck = false
 		ew.ID = id
 		ew.CheckIncarnation, ew.Incarnation = true, w.Incarnation
@@ -644,4 +658,53 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+}
+
+// afterNormal returns the item a store.WriteNormal w left when it applied,
+// computed from w.Base (a transaction returns no item): a hint for the
+// next write of the item, as a kept item is (its condition checks it).
+// Nil when w is of another kind or creates or changes a limit.
+func afterNormal(w store.BucketWrite) *store.Bucket {
+	if w.Kind != store.WriteNormal || w.Base == nil || extrasOf(w.Base) == nil {
+		return nil
+	}
+	for _, l := range w.Limits {
+		if l.Initial != nil || l.Params != nil {
+			return nil
+		}
+	}
+	b := cloneBucket(w.Base)
+	x := extrasOf(b)
+	b.RefillMs = w.NowMs
+	if w.RefreshEntity {
+		b.Cascade, b.ParentID = w.Cascade, w.ParentID
+	}
+	switch w.TTL {
+	case store.TTLSet:
+		b.TTL = ttlEpochSeconds(w.NowMs, w.TTLSeconds)
+	case store.TTLRemove:
+		b.TTL = 0
+	}
+	for i := range b.States {
+		s := &b.States[i]
+		s.LastRefillMs = w.NowMs
+		for _, l := range w.Limits {
+			if l.Name != s.LimitName {
+				continue
+			}
+			s.TokensMilli = bucketmath.AddSat(s.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
+			s.TotalConsumedMilli = bucketmath.AddSat(s.TotalConsumedMilli, l.ConsumedMilli)
+			if i < len(x.exact) {
+				x.exact[i] = exactState{
+					valid:    ddbschema.Signed(s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+					fullAtMs: bucketmath.StoredFullAtMs(s.TokensMilli, w.NowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs),
+				}
+			}
+		}
+	}
+	if x.wcu != nil {
+		x.wcu.TokensMilli, _ = bucketmath.Refill(x.wcu.TokensMilli, w.Base.RefillMs, w.NowMs, x.wcu.CapacityMilli, x.wcu.RefillAmountMilli, x.wcu.RefillPeriodMs)
+		x.wcu.LastRefillMs = w.NowMs
+	}
+	return b
 }

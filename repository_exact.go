@@ -67,6 +67,34 @@ func (r *dynamoRepository) keepItem(key store.BucketKey, item map[string]types.A
 	return b, nil
 }
 
+// keepContended is keepItem with the item's count of full writes to come
+// set to n (see itemExtras.contended) before it is shared.
+func (r *dynamoRepository) keepContended(key store.BucketKey, item map[string]types.AttributeValue, n uint8) (*store.Bucket, error) {
+	b, err := bucketFromDynamoDB(item)
+	if err != nil {
+		r.shared.buckets.forget(r.nsID, key)
+		return nil, err
+	}
+	if x := extrasOf(b); x != nil {
+		x.contended = n
+	}
+	r.shared.buckets.put(r.nsID, key, b)
+	return b, nil
+}
+
+// nextContended is the count of full writes to come after a write from
+// base applied: the count of base less the one made, or contendedWrites
+// when a write of this request from an item was refused (moved).
+func nextContended(base *store.Bucket, moved bool) uint8 {
+	if moved {
+		return contendedWrites
+	}
+	if n := contendedOf(base); n > 0 {
+		return n - 1
+	}
+	return 0
+}
+
 // keepHint keeps item, the item of key as a write returned it, when it
 // parses (the kept items are hints: one that does not parse is dropped).
 func (r *dynamoRepository) keepHint(key store.BucketKey, item map[string]types.AttributeValue) {
@@ -148,12 +176,16 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
 	var w ddbschema.ExactWrite
+	moved := false
 	for round := 0; ; round++ {
 		exact := false
 		if base != nil {
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planSpec(base, req, ebuf[:0], pbuf[:0])
+			if fresh || contendedOf(base) > 0 {
+				fullWrite(&w, base, wcuWriteCostMilli)
+			}
 			switch {
 			case reason != store.RefusedNone && fresh:
 				return refusedResult(req.Key, base, reason, req.NowMs), nil
@@ -190,7 +222,7 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 		}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			b, err := r.keepItem(req.Key, item)
+			b, err := r.keepContended(req.Key, item, nextContended(base, moved))
 			if err != nil {
 				return store.SpeculativeResult{Key: req.Key}, err
 			}
@@ -204,6 +236,7 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 			r.shared.buckets.forget(r.nsID, req.Key)
 			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, nil
 		}
+		moved = moved || base != nil // refused though computed from an item: another writer moved it
 		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
 			return store.SpeculativeResult{Key: req.Key}, err
 		}
@@ -246,7 +279,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 	}
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
-	fresh := false
+	fresh, moved := false, false
 	for round := 0; ; round++ {
 		exact := false
 		var w ddbschema.ExactWrite
@@ -254,6 +287,9 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 			var reason store.RefusalReason
 			var direct bool
 			w, reason, direct = planFold(base, req, adj, ebuf[:0], pbuf[:0])
+			if fresh || contendedOf(base) > 0 {
+				fullWrite(&w, base, wcuWriteCostMilli)
+			}
 			switch {
 			case (reason != store.RefusedNone && fresh) || round > maxExactWrites:
 				return store.SpeculativeResult{Key: req.Key}, store.FoldNotApplied, nil
@@ -274,7 +310,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 		res := store.SpeculativeResult{Key: req.Key}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			if res.Bucket, err = r.keepItem(req.Key, item); err != nil {
+			if res.Bucket, err = r.keepContended(req.Key, item, nextContended(base, moved)); err != nil {
 				return res, store.FoldApplied, err
 			}
 			res.Applied = true
@@ -289,6 +325,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 			res.Reason = store.RefusedBucketMissing
 			return res, store.FoldNotApplied, nil
 		}
+		moved = moved || base != nil // refused though computed from an item: another writer moved it
 		if base, err = r.keepItem(req.Key, ccf.Item); err != nil {
 			return res, store.FoldNotApplied, err
 		}
@@ -506,4 +543,64 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 		return w, store.RefusedLimitExhausted, direct
 	}
 	return w, store.RefusedNone, direct || refill
+}
+
+// fullBy reports whether every limit of base, its wcu limit too, is full
+// by now (refilled to now, its balance is its capacity), and now lies
+// after base's rf.
+func fullBy(base *store.Bucket, now int64) bool {
+	wcu := wcuOf(base)
+	if wcu == nil || now <= base.RefillMs {
+		return false
+	}
+	full := func(s *store.BucketState) bool {
+		tk, _ := bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
+		return tk == s.CapacityMilli
+	}
+	if !full(wcu) {
+		return false
+	}
+	for i := range base.States {
+		if !full(&base.States[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// maxFullLimits bounds the limits of an item written by a
+// ddbschema.ExactWrite.Full write: each adds a ladder to
+// its condition (up to 19 rungs), which DynamoDB caps at 4 KB.
+const maxFullLimits = 4
+
+// fullWrite makes w, a write of base that refills it to w.NowMs, a
+// ddbschema.ExactWrite.Full one when base says every limit is full by then
+// and w writes every limit of it and creates none: then what w leaves does
+// not depend on the balances read, and it is conditioned on the limits
+// being full instead of on the item being unchanged, so that writes of
+// other writers meanwhile do not refuse it (see ddbschema.ExactWrite).
+// costMilli is what w takes from the wcu limit.
+//
+// It is for writes from an item another writer moved: one a refused write
+// returned or a read found (contention), a retry, a read-then-write, and
+// the next contendedWrites writes from the items kept after a write of
+// them was so refused (see itemExtras.contended). A write from the item
+// this repository's last write left when no other writer moves it (one
+// process writing an item, as group commit does) is conditioned on it
+// being unchanged, which holds and costs a shorter condition.
+func fullWrite(w *ddbschema.ExactWrite, base *store.Bucket, costMilli int64) {
+	if w.NewRefillMs != w.NowMs || len(base.States) > maxFullLimits || !fullBy(base, w.NowMs) || len(w.Limits) != len(base.States) {
+		return
+	}
+	for i := range w.Limits {
+		if w.Limits[i].Create {
+			return
+		}
+	}
+	wcu := wcuOf(base)
+	w.Full, w.HasWCU = true, true
+	w.WCU = ddbschema.ExactWCU{
+		TakenMilli: costMilli, NewMilli: bucketmath.AddSat(wcu.CapacityMilli, -costMilli),
+		CapacityMilli: wcu.CapacityMilli, RefillAmountMilli: wcu.RefillAmountMilli, RefillPeriodMs: wcu.RefillPeriodMs,
+	}
 }

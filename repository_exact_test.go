@@ -3,6 +3,7 @@ package limiter
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -329,4 +331,85 @@ func TestPlanFold(t *testing.T) {
 	req.Consume = Consume{"tpm": 9_000}
 	_, reason, _ = planFold(base, req, charge, nil, nil)
 	assert.Equal(t, store.RefusedLimitExhausted, reason)
+}
+
+// TestFullWriteAcrossProcesses: two processes (repositories that keep
+// items of their own) take from one bucket that is full whenever either
+// writes. Each write refills the item and moves rf, so the item the other
+// kept is stale: its write is refused and returns the item, and the
+// refilled state is written from it, conditioned on every limit being
+// full by now rather than on the item being unchanged, so that a third
+// writer moving the item in between (here 2 s behind, as a clock may be)
+// does not refuse it again; and so are its next writes from the items it
+// keeps, which the other's writes since then do not refuse either. When the other process left the bucket short
+// of full, that write is refused too and the take is decided again from
+// the item it returns: the balances stay those of one bucket taken from
+// in turn.
+func TestFullWriteAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	a := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	b := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	check := env.callChecker(t)
+	acquire := func(rl *RateLimiter, n int64) {
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": n}, lim))
+	}
+	acquire(a, 1)
+	acquire(b, 1) // both keep the item now
+	env.clock.advance(time.Minute)
+	check("a: full, its kept item stale (b wrote since): refused, then the refilled state", "UpdateItem!, UpdateItem", func() { acquire(a, 1) })
+	env.clock.advance(2 * time.Second) // 3⅓ tokens refill: full again
+	check("b: full, its kept item stale: refused, then the refilled state", "UpdateItem!, UpdateItem", func() { acquire(b, 1) })
+	now := env.clock.now().UnixMilli()
+	item := env.bucket("e", "api")
+	require.Equal(t, []int64{99_000, now, 99_000, now + 600}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
+
+	// A third writer takes 1 between c's refused take and its write of the
+	// refilled state, 2 s before now: the bucket is full by now all the
+	// same, and c's write applies.
+	acquire(a, 1) // creates f's item
+	mustCommit(t, mustAcquire(t, a, "f", "api", Consume{"rpm": 1}, lim))
+	env.clock.advance(time.Minute)
+	raw := ddblocal.Client(t) // not recorded
+	updates := 0
+	third := hook(func(op string, _ any) error {
+		if op != "UpdateItem" {
+			return nil
+		}
+		if updates++; updates != 2 {
+			return nil
+		}
+		_, err := raw.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+			TableName: aws.String(env.repo.Table()), Key: bucketPrimaryKey(env.repo.NamespaceID(), "f", "api", 0),
+			UpdateExpression: aws.String("SET rf = :rf, b_rpm_tk = :tk, b_rpm_ts = :tk"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{
+				":rf": &types.AttributeValueMemberN{Value: strconv.FormatInt(env.clock.now().UnixMilli()-2000, 10)},
+				":tk": &types.AttributeValueMemberN{Value: "99000"},
+			},
+		})
+		return err
+	})
+	c := New(env.withClient(third), func(o *Options) { o.Clock = env.clock.now })
+	check("c: no item kept, the item moved under its write from the one returned", "UpdateItem!, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, c, "f", "api", Consume{"rpm": 1}, lim))
+	})
+	require.Equal(t, 2, updates)
+	item = env.bucket("f", "api")
+	now = env.clock.now().UnixMilli()
+	require.Equal(t, []int64{99_000, now}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf")}, "f: full by now, less c's take")
+
+	env.clock.advance(time.Minute)
+	acquire(a, 1)
+	acquire(b, 1) // b keeps the item a left, not full any more (98 of 100)
+	env.clock.advance(time.Minute)
+	// a's writes of the item were refused lately: its next writes from
+	// the item it keeps are conditioned on the item being full, and b's
+	// write since does not refuse it.
+	check("a: full, takes 50, from its kept item though b wrote since", "UpdateItem", func() { acquire(a, 50) })
+	env.clock.advance(time.Second)
+	want := exactAvailable(env, "e", env.clock.now()) - 1 // 50 + 1⅔ refilled, less b's 1
+	check("b: its kept item says full, the item is not: refused, then the take", "UpdateItem!, UpdateItem", func() { acquire(b, 1) })
+	require.Equal(t, want, exactAvailable(env, "e", env.clock.now()))
+	require.EqualValues(t, 50, want)
 }

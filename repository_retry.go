@@ -101,6 +101,9 @@ func planRetry(base *store.Bucket, wr store.BucketWrite) (w ddbschema.ExactWrite
 		refilled, _ := bucketmath.Refill(wcu.TokensMilli, base.RefillMs, now, wcu.CapacityMilli, wcu.RefillAmountMilli, wcu.RefillPeriodMs)
 		w.WCU, w.HasWCU = ddbschema.ExactWCU{DeltaMilli: refilled - wcu.TokensMilli}, true
 	}
+	if refill {
+		fullWrite(&w, base, 0)
+	}
 	return w, true, direct || refill
 }
 
@@ -190,6 +193,10 @@ func (r *dynamoRepository) writeRetries(ctx context.Context, writes []store.Buck
 			return err
 		}
 		items := make([]types.TransactWriteItem, len(writes))
+		// after holds the item each exact write leaves when it applies
+		// (a transaction returns none): the hint its next write starts
+		// from.
+		after := make([]*store.Bucket, len(writes))
 		reread := false
 		for i, w := range writes {
 			if w.Kind != store.WriteRetry {
@@ -214,6 +221,7 @@ func (r *dynamoRepository) writeRetries(ctx context.Context, writes []store.Buck
 			if direct {
 				plan.ID = id
 				items[i] = types.TransactWriteItem{Update: r.shared.exact.Update(key, &plan)}
+				after[i] = afterExact(bases[i], &plan)
 			} else {
 				items[i] = types.TransactWriteItem{Update: r.retrySubtract(key, bases[i], w, id)}
 			}
@@ -247,6 +255,14 @@ func (r *dynamoRepository) writeRetries(ctx context.Context, writes []store.Buck
 		_, err := r.client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items}, writeOptions)
 		if err == nil {
 			r.forgetWritten(writes)
+			for i, w := range writes {
+				switch {
+				case after[i] != nil:
+					r.shared.buckets.put(r.nsID, w.Key, after[i])
+				case items[i].Put != nil:
+					r.keepHint(w.Key, items[i].Put.Item)
+				}
+			}
 			return nil
 		}
 		var tce *types.TransactionCanceledException

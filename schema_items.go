@@ -9,6 +9,7 @@ package limiter
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -494,12 +495,44 @@ func buildBucketWrite(table, ns string, w store.BucketWrite) types.TransactWrite
 // concurrent take makes it fail, and the limiter's retry takes from the
 // balance as it is now). A limit created here, or one w.Base lacks, gets
 // no fa.
+//
+// When w.Base says every limit of the item (wcu too) is full by now and w
+// writes each of them (normalFull), the balances it leaves do not depend
+// on those read: it sets them, conditioned on every limit still being full
+// (ddbschema.FullLadder) instead of on rf and the balances read, so that
+// the writes of others since the read do not refuse it.
 func buildNormalUpdate(table string, key map[string]types.AttributeValue, w store.BucketWrite) *types.Update {
 	b := newExprBuilder()
 	rf := b.name(attrRefill)
 	set := []string{rf + " = " + b.n(w.NowMs)}
 	var add, remove []string
-	conds := []string{rf + " = " + b.n(w.ExpectedRefillMs), b.incarnationCond(w.Incarnation)}
+	full := normalFull(w)
+	var conds []string
+	if !full {
+		conds = append(conds, rf+" = "+b.n(w.ExpectedRefillMs))
+	}
+	conds = append(conds, b.incarnationCond(w.Incarnation))
+	ladder := func(tk string, s *store.BucketState) string {
+		var rungs []string
+		ddbschema.FullLadder(w.Base.RefillMs, w.NowMs, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs, func(rfMax, tkMin int64, exact bool) {
+			op := " >= "
+			if exact {
+				op = " = "
+			}
+			rungs = append(rungs, "("+rf+" <= "+b.n(rfMax)+" AND "+tk+op+b.n(tkMin)+")")
+		})
+		if len(rungs) == 1 {
+			return rungs[0] // DynamoDB refuses redundant parentheses
+		}
+		return "(" + strings.Join(rungs, " OR ") + ")"
+	}
+	if wcu := wcuOf(w.Base); full {
+		// The wcu limit, refilled to now, is full: its balance is its
+		// capacity, whatever the refill credit w carries.
+		wtk := b.name(bucketAttr(wcuLimitName, fieldTokens))
+		set = append(set, wtk+" = "+b.n(wcu.CapacityMilli))
+		conds = append(conds, ladder(wtk, wcu))
+	}
 	switch w.TTL {
 	case store.TTLSet:
 		set = append(set, b.name(attrTTL)+" = "+b.n(ttlEpochSeconds(w.NowMs, w.TTLSeconds)))
@@ -515,6 +548,9 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 		}
 	}
 	for _, l := range w.Limits {
+		if l.Name == wcuLimitName && full {
+			continue // set above
+		}
 		tk := b.name(bucketAttr(l.Name, fieldTokens))
 		tc := b.name(bucketAttr(l.Name, fieldTotalConsumed))
 		if l.Initial != nil {
@@ -527,8 +563,13 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 			conds = append(conds, "attribute_not_exists("+tk+")")
 			continue
 		}
-		add = append(add, tk+" "+b.n(l.RefillMilli-l.ConsumedMilli), tc+" "+b.n(l.ConsumedMilli))
 		p, based := w.Base.State(l.Name)
+		if full {
+			set = append(set, tk+" = "+b.n(bucketmath.AddSat(p.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))))
+			add = append(add, tc+" "+b.n(l.ConsumedMilli))
+		} else {
+			add = append(add, tk+" "+b.n(l.RefillMilli-l.ConsumedMilli), tc+" "+b.n(l.ConsumedMilli))
+		}
 		if floor := l.ConsumedMilli - l.RefillMilli; floor > 0 && !based {
 			conds = append(conds, tk+" >= "+b.n(floor))
 		}
@@ -549,7 +590,11 @@ func buildNormalUpdate(table string, key map[string]types.AttributeValue, w stor
 		}
 		balance := bucketmath.AddSat(p.TokensMilli, bucketmath.AddSat(l.RefillMilli, -l.ConsumedMilli))
 		set = append(set, b.name(bucketAttr(l.Name, fieldShadow))+" = "+b.n(balance))
-		conds = append(conds, tk+" = "+b.n(p.TokensMilli)) // also the floor guard: the balance read covers the write
+		if full {
+			conds = append(conds, ladder(tk, &p)) // full by now: the balance covers the write
+		} else {
+			conds = append(conds, tk+" = "+b.n(p.TokensMilli)) // also the floor guard: the balance read covers the write
+		}
 		if sig, ok := ddbschema.ParamsSig(p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs); ok {
 			set = append(set, fa+" = "+b.n(bucketmath.StoredFullAtMs(balance, w.NowMs, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)),
 				b.name(bucketAttr(l.Name, fieldParams))+" = "+b.value(&types.AttributeValueMemberN{Value: sig}))
@@ -620,4 +665,42 @@ func adjustExact(b *exprBuilder, name, v string, consumed int64, s *store.Bucket
 		b.name(bucketAttr(name, fieldRefillPeriod)) + " = " + b.n(s.RefillPeriodMs),
 	}
 	return add, nil, conds
+}
+
+// normalFull reports whether the normal write w may be a full one (see
+// buildNormalUpdate): w.Base says every limit of the item, wcu too, is
+// full by w.NowMs, the item has at most maxFullLimits of them, and w
+// writes each exactly once, none created or changed.
+func normalFull(w store.BucketWrite) bool {
+	if w.Base == nil || len(w.Base.States) > maxFullLimits || !fullBy(w.Base, w.NowMs) {
+		return false
+	}
+	n := 0
+	for _, l := range w.Limits {
+		switch {
+		case l.Name == wcuLimitName:
+			continue
+		case l.Initial != nil || l.Params != nil:
+			return false
+		}
+		if _, ok := w.Base.State(l.Name); !ok {
+			return false
+		}
+		n++
+	}
+	if n != len(w.Base.States) {
+		return false
+	}
+	for _, s := range w.Base.States {
+		found := 0
+		for _, l := range w.Limits {
+			if l.Name == s.LimitName {
+				found++
+			}
+		}
+		if found != 1 {
+			return false
+		}
+	}
+	return true
 }

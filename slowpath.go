@@ -364,10 +364,33 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 // without refilling, guarded by tk >= consumed (and by the items
 // existing). When that is refused too, the attempt lost the race:
 // errReread.
+//
+// A group whose item the initial write created is created again when the
+// initial write had another item too: the transaction may have been
+// refused by that other item alone (a busy parent), and a retry of the
+// create would find no item to take from and read everything again. When
+// the create itself lost to another, its condition refuses it again and
+// the attempt reads again, as before.
 func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
 	now := rl.nowMs()
 	var writes []store.BucketWrite
+	several := 0
 	for _, g := range groups {
+		if len(lease.entriesOf(g.key())) > 0 {
+			several++
+		}
+	}
+	for _, g := range groups {
+		if g.bucket == nil && several > 1 {
+			w, ok := rl.createAgain(g, lease, now)
+			if !ok {
+				return errReread
+			}
+			if len(w.States) > 0 {
+				writes = append(writes, w)
+			}
+			continue
+		}
 		w := store.BucketWrite{Kind: store.WriteRetry, NowMs: now}
 		for _, e := range lease.entries {
 			if e.key != g.key() || e.consumed <= 0 {
@@ -390,6 +413,36 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 		return errReread
 	}
 	return err
+}
+
+// createAgain returns the create of g's item at now, for the retry of an
+// initial write that created it and was refused: the states the acquire
+// decided, created with the incarnation drawn for them. That is exact only
+// when every limit of it started full and would start so at now too (a
+// full limit's state does not depend on when it is created); otherwise ok
+// is false and the attempt reads again.
+func (rl *RateLimiter) createAgain(g entityGroup, lease *Lease, now int64) (w store.BucketWrite, ok bool) {
+	entries := lease.entriesOf(g.key())
+	if len(entries) == 0 {
+		return w, true
+	}
+	w = store.BucketWrite{Kind: store.WriteCreate, Key: entries[0].key, NowMs: now, ShardCount: 1, Incarnation: entries[0].inc}
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, now, groupFullAtMs(g, entries))
+	if g.meta != nil {
+		w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
+	}
+	for _, e := range entries {
+		s := e.state
+		start := g.initialState(e.key.Resource, e.limit, now)
+		if e.inc != w.Incarnation || e.paramsChanged || e.capped || e.originalTokensMilli < s.CapacityMilli ||
+			start.TokensMilli != e.originalTokensMilli || start.CapacityMilli != s.CapacityMilli ||
+			start.RefillAmountMilli != s.RefillAmountMilli || start.RefillPeriodMs != s.RefillPeriodMs {
+			return w, false
+		}
+		s.LastRefillMs = now
+		w.States = append(w.States, s)
+	}
+	return w, true
 }
 
 // writeWithConflictRetry writes, retrying a TransactionConflict up to

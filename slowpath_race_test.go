@@ -274,3 +274,58 @@ func TestFallbacksCoalesce(t *testing.T) {
 	assert.Equal(t, int64(n), st.Counts[store.SpecFallbackBucketMissing], "stats %+v", st)
 	assert.Equal(t, int64(n-1), st.Counts[store.SpecSuccess], "stats %+v", st)
 }
+
+// TestLostRaceFullParentWrites: a parent full whenever it is written (a
+// project of many keys) is taken from by another process between this
+// one's read and its write. The read-then-write is conditioned on the
+// parent still being full, not on it being unchanged: it applies at once,
+// and the parent holds what one bucket taken from in turn holds.
+func TestLostRaceFullParentWrites(t *testing.T) {
+	env := newTestEnv(t)
+	ctx := env.ctx
+	admin := env.limiter()
+	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	require.NoError(t, err)
+	for _, k := range []string{"k1", "k2"} {
+		_, err := admin.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
+		require.NoError(t, err)
+	}
+	lim := WithLimits(PerMinute("rpm", 100))
+	// Fast-path writes take the parent's wcu below its capacity: the
+	// write refills it too.
+	spec := env.specLimiter()
+	for _, k := range []string{"k1", "k2", "k1", "k1"} {
+		mustCommit(t, mustAcquire(t, spec, k, "api", Consume{"rpm": 1}, lim))
+	}
+	require.Less(t, env.n(env.bucket("P", "api"), "b_wcu_tk"), env.n(env.bucket("P", "api"), "b_wcu_cp"))
+	env.clock.advance(time.Minute)
+	// The other process's clock is 2 s behind: its write leaves the
+	// parent 1 short of full 2 s before this one's, and 3⅓ refill since.
+	other := New(env.repo, func(o *Options) { o.Clock = func() time.Time { return env.clock.now().Add(-2 * time.Second) } },
+		func(o *Options) { o.SpeculativeWrites = false })
+	raced, writes := false, 0
+	race := hook(func(op string, _ any) error {
+		if op != "TransactWriteItems" {
+			return nil
+		}
+		writes++
+		if raced {
+			return nil
+		}
+		raced = true
+		l, err := other.Acquire(context.Background(), "k2", "api", Consume{"rpm": 1}, lim)
+		if err != nil {
+			return err
+		}
+		return l.Commit(context.Background())
+	})
+	rl := New(env.withClient(race), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
+	mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))
+	require.True(t, raced, "the hook never raced the write")
+	assert.Equal(t, 1, writes, "one transaction: the parent's write applied though the other process moved the parent")
+	item := env.bucket("P", "api")
+	assert.Equal(t, []int64{99_000, env.clock.now().UnixMilli()}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf")}, "P: full when both took, less this one's")
+	assert.EqualValues(t, 6_000, env.n(item, "b_rpm_tc"), "P: every take counted")
+	assert.Equal(t, env.n(item, "b_wcu_cp"), env.n(item, "b_wcu_tk"), "P: wcu refilled to its capacity")
+	assert.Equal(t, int64(99_000), env.tokens("k1", "api", "rpm"))
+}

@@ -434,3 +434,36 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!, BatchGetItem[2]", got, "calls = %q, want read, the other client's write, refused normal write, refused retry, read again", got)
 	require.Zero(t, env.tokens("e", "api", "rpm"), "tokens, want 0: nothing over-admitted")
 }
+
+// TestParentKeptAfterReadThenWrite: a key's first acquire writes its
+// parent in the read-then-write path's transaction, which returns no item;
+// the item that write leaves is computed and kept, so the next acquire of
+// another key under the full parent writes its refilled state at once
+// rather than having a take refused first.
+func TestParentKeptAfterReadThenWrite(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	ctx := env.ctx
+	rl := env.specLimiter()
+	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
+	for _, k := range []string{"k1", "k2"} {
+		rl.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
+	}
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))
+	env.clock.advance(time.Minute)
+	check := env.callChecker(t)
+	// k2's item is missing: the parent's take is given back, and the
+	// transaction writes both (the two takes go out together: their order
+	// varies).
+	check("k2's first acquire: the parent written in the transaction", "", func() {
+		mustCommit(t, mustAcquire(t, rl, "k2", "api", Consume{"rpm": 1}, lim))
+		require.Contains(t, env.calls(), "BatchGetItem[4], TransactWriteItems[2]")
+		env.rec.Reset()
+	})
+	env.clock.advance(time.Second) // the parent is full again
+	check("k1, the parent full: both items' refilled state", "UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))
+	})
+	require.EqualValues(t, 99_000, env.tokens("P", "api", "rpm"))
+}

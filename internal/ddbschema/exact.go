@@ -2,6 +2,7 @@ package ddbschema
 
 import (
 	"encoding/binary"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/zaelimiter/limiter/store/bucketmath"
 )
 
 // The exact write of a bucket item: the state a read, refill and write would
@@ -22,6 +25,22 @@ import (
 // a read-then-write uses it. With a write identifier ([ExactWrite].ID) a
 // retry of it that applied is recognised: its condition on the item being
 // unchanged refuses it, and the item it returns holds the identifier.
+//
+// When every limit of the item (the hidden wcu limit too) is full by now,
+// the state the write leaves does not depend on the balances or rf read:
+// each limit is its capacity less what the write takes. Such a write
+// ([ExactWrite].Full) is conditioned on every limit being full by now
+// instead of on the item being unchanged: per limit, on one of the rungs
+// of a ladder (the rung of the item as read: rf at most the one read, tk
+// at least the capacity less what the time since refills; and rf at least
+// k ms before now and tk at least the capacity less what k ms refill, for
+// k = 1, 2, 4, … below the time since the read's rf, where the writes of
+// others since put it) holding. Writers that
+// move the item meanwhile (a take, a refill, a write of the Python
+// library, which moves tk and rf alike) leave it full as long as the
+// refill since covers what they took, and the write still applies; when
+// it does not, the write is refused and returns the item, as the
+// unchanged-item condition would.
 //
 // Like the speculative write it is built from cached templates: the
 // expressions depend on the names and parameters of the limits written and
@@ -49,10 +68,60 @@ type ExactLimit struct {
 
 // ExactWCU is what an exact write does to the hidden wcu limit: ADD
 // DeltaMilli to its balance and TakenMilli to its tc, on condition that
-// its balance is at least NeedMilli (when HasNeed).
+// its balance is at least NeedMilli (when HasNeed). A [ExactWrite.Full]
+// write sets its balance to NewMilli instead, on the ladder of its
+// parameters.
 type ExactWCU struct {
 	DeltaMilli, TakenMilli, NeedMilli int64
 	HasNeed                           bool
+	NewMilli                          int64
+	// The parameters, for the ladder of a Full write.
+	CapacityMilli, RefillAmountMilli, RefillPeriodMs int64
+}
+
+// maxRungMs bounds the k of a ladder: a state that only a later rung
+// would show full is refused, and written from the item it returns.
+const maxRungMs = 1 << 17
+
+// rungCount returns how many rungs besides the item's as read the ladders
+// of a write at now of an item read with rf oldRefillMs have at most: one
+// per power of two k below the time since (writers since then moved rf
+// after the read's), at most up to maxRungMs. A write made right after
+// the item's last (a bucket taken from faster than it fills) has few.
+func rungCount(oldRefillMs, nowMs int64) int {
+	elapsed := bucketmath.AddSat(nowMs, -oldRefillMs)
+	n := 0
+	for k := int64(1); k < elapsed && k <= maxRungMs; k *= 2 {
+		n++
+	}
+	return n
+}
+
+// fullRungs calls f with each rung of the ladder of a limit at now besides
+// the item's as read: rf at most rfMax, and tk at least tkMin, or exactly
+// tkMin when exact (a rung whose k ms refill nothing: a balance above the
+// capacity, left by a lowered one, is capped only by a refill). Its k are
+// 1, 2, 4, …, n of them (rungCount), and none past the first at which the
+// limit fills from empty. The rungs depend on n and the parameters only,
+// so a template's shape holds them.
+func fullRungs(nowMs int64, n int, capacityMilli, refillAmountMilli, refillPeriodMs int64, f func(rfMax, tkMin int64, exact bool)) {
+	fill := int64(math.MaxInt64)
+	if refillAmountMilli > 0 && refillPeriodMs > 0 && capacityMilli > 0 {
+		fill = bucketmath.GiveDelayMs(capacityMilli, refillAmountMilli, refillPeriodMs)
+	}
+	k := int64(1)
+	for range n {
+		add, _ := bucketmath.Refill(0, 0, k, math.MaxInt64, refillAmountMilli, refillPeriodMs)
+		if add <= 0 {
+			f(bucketmath.AddSat(nowMs, -k), capacityMilli, true)
+		} else {
+			f(bucketmath.AddSat(nowMs, -k), bucketmath.AddSat(capacityMilli, -add), false)
+		}
+		if k >= fill {
+			return
+		}
+		k *= 2
+	}
 }
 
 // ExactWrite is one exact write of a bucket item.
@@ -79,6 +148,12 @@ type ExactWrite struct {
 	// ([AttrIncarnation]) being Incarnation (zero: on its having none).
 	CheckIncarnation bool
 	Incarnation      int64
+	// Full: every limit of the item is full by NowMs and the write refills
+	// (NewRefillMs is NowMs): it is conditioned on the ladder of each
+	// limit written and of wcu (HasWCU) instead of on rf and the balances
+	// read, and sets wcu's balance. Every limit of the item must be
+	// written, none created.
+	Full bool
 }
 
 // ExactUpdates builds the exact writes of one table from cached templates.
@@ -194,6 +269,14 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 		}
 	}
 	dst = append(dst, flags)
+	if w.Full {
+		dst = append(dst, 1, byte(rungCount(w.OldRefillMs, w.NowMs)))
+		dst = binary.AppendVarint(dst, w.WCU.CapacityMilli)
+		dst = binary.AppendVarint(dst, w.WCU.RefillAmountMilli)
+		dst = binary.AppendVarint(dst, w.WCU.RefillPeriodMs)
+	} else {
+		dst = append(dst, 0)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(w.Limits)))
 	for i := range w.Limits {
 		l := &w.Limits[i]
@@ -228,7 +311,9 @@ func exactShape(dst []byte, w *ExactWrite) []byte {
 // amount taken, then the wcu delta, need and amount taken (each only when
 // the template has it).
 func exactNumbers(dst []int64, w *ExactWrite) []int64 {
-	dst = append(dst, w.OldRefillMs)
+	if !w.Full {
+		dst = append(dst, w.OldRefillMs)
+	}
 	if w.CheckIncarnation && w.Incarnation != 0 {
 		dst = append(dst, w.Incarnation)
 	}
@@ -240,7 +325,10 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 	}
 	for i := range w.Limits {
 		l := &w.Limits[i]
-		if !l.Create {
+		switch {
+		case w.Full:
+			dst = appendLadder(dst, w.OldRefillMs, w.NowMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+		case !l.Create:
 			dst = append(dst, l.OldMilli)
 		}
 		dst = append(dst, l.NewMilli)
@@ -251,7 +339,13 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 			dst = append(dst, l.TakenMilli)
 		}
 	}
-	if c := &w.WCU; w.HasWCU {
+	if c := &w.WCU; w.HasWCU && w.Full {
+		dst = appendLadder(dst, w.OldRefillMs, w.NowMs, c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs)
+		dst = append(dst, c.NewMilli)
+		if c.TakenMilli != 0 {
+			dst = append(dst, c.TakenMilli)
+		}
+	} else if w.HasWCU {
 		dst = append(dst, c.DeltaMilli)
 		if c.HasNeed {
 			dst = append(dst, c.NeedMilli)
@@ -260,6 +354,38 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 			dst = append(dst, c.TakenMilli)
 		}
 	}
+	return dst
+}
+
+// readRung returns the least balance at which a limit whose rf is
+// oldRefillMs is full by now (math.MaxInt64, which no balance reaches,
+// when the time between refills nothing): the rung of the item as read,
+// which it satisfies when it was full and is unchanged.
+func readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) int64 {
+	add, _ := bucketmath.Refill(0, oldRefillMs, nowMs, math.MaxInt64, refillAmountMilli, refillPeriodMs)
+	if add <= 0 {
+		return math.MaxInt64
+	}
+	return bucketmath.AddSat(capacityMilli, -add)
+}
+
+// FullLadder calls f with each rung of the ladder of a limit written at
+// now, on an item read with rf oldRefillMs, that a [ExactWrite.Full] write
+// conditions on (the item's as read first): a balance tk and the item's rf
+// are within one when rf ≤ rfMax and tk ≥ tkMin (tk = tkMin when exact),
+// and then the limit is full by now. For writes built without a template.
+func FullLadder(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64, f func(rfMax, tkMin int64, exact bool)) {
+	f(oldRefillMs, readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs), false)
+	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, f)
+}
+
+// appendLadder appends the bounds of each rung of a limit's ladder at now
+// (see fullRungs), in the order of the template's slots.
+func appendLadder(dst []int64, oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) []int64 {
+	dst = append(dst, oldRefillMs, readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs))
+	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, func(rfMax, tkMin int64, _ bool) {
+		dst = append(dst, rfMax, tkMin)
+	})
 	return dst
 }
 
@@ -314,7 +440,28 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 		}
 	}
 	rf := name(AttrRefill)
-	conds := []string{rf + " = " + slot()}
+	var conds []string
+	if !w.Full {
+		conds = append(conds, rf+" = "+slot())
+	}
+	// ladder is the condition that the limit whose balance is tk is full
+	// by now (see fullRungs); its slots follow appendLadder's order.
+	ladder := func(tk string, cp, ra, rp int64) string {
+		rf, bound := slot(), slot()
+		rungs := []string{"(" + name(AttrRefill) + " <= " + rf + " AND " + tk + " >= " + bound + ")"}
+		fullRungs(w.NowMs, rungCount(w.OldRefillMs, w.NowMs), cp, ra, rp, func(_, _ int64, exact bool) {
+			op := " >= "
+			if exact {
+				op = " = "
+			}
+			rf, bound := slot(), slot()
+			rungs = append(rungs, "("+name(AttrRefill)+" <= "+rf+" AND "+tk+op+bound+")")
+		})
+		if len(rungs) == 1 {
+			return rungs[0] // DynamoDB refuses redundant parentheses
+		}
+		return "(" + strings.Join(rungs, " OR ") + ")"
+	}
 	if w.CheckIncarnation {
 		if inc := name(AttrIncarnation); w.Incarnation != 0 {
 			conds = append(conds, inc+" = "+slot())
@@ -347,7 +494,11 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 			}
 			remove = append(remove, fa)
 		} else {
-			conds = append(conds, tk+" = "+slot())
+			if w.Full {
+				conds = append(conds, ladder(tk, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs))
+			} else {
+				conds = append(conds, tk+" = "+slot())
+			}
 			conds = append(conds, params(l.Name, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)...)
 			v := slot()
 			set = append(set, tk+" = "+v, ts+" = "+v)
@@ -364,7 +515,14 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	for _, p := range w.Params {
 		conds = append(conds, params(p.Name, p.CapacityMilli, p.RefillAmountMilli, p.RefillPeriodMs)...)
 	}
-	if c := &w.WCU; w.HasWCU {
+	if c := &w.WCU; w.HasWCU && w.Full {
+		wtk := name(BucketAttr(WCULimitName, FieldTokens))
+		conds = append(conds, ladder(wtk, c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs))
+		set = append(set, wtk+" = "+slot())
+		if c.TakenMilli != 0 {
+			add = append(add, name(BucketAttr(WCULimitName, FieldTotalConsumed))+" "+slot())
+		}
+	} else if w.HasWCU {
 		wtk := name(BucketAttr(WCULimitName, FieldTokens))
 		add = append(add, wtk+" "+slot())
 		if c.HasNeed {
