@@ -690,3 +690,19 @@ func (c *bucketCache) forget(ns string, key store.BucketKey) {
 	defer c.mu.Unlock()
 	c.c.Remove(bucketCacheKey{ns, key})
 }
+
+// cloneBucket returns a copy of b that shares nothing it can change: its
+// states and its extras.
+func cloneBucket(b *store.Bucket) *store.Bucket {
+	c := *b
+	c.States = append([]store.BucketState(nil), b.States...)
+	if x := extrasOf(b); x != nil {
+		cx := &itemExtras{exact: append([]exactState(nil), x.exact...)}
+		if x.wcu != nil {
+			w := *x.wcu
+			cx.wcu = &w
+		}
+		c.Private = cx
+	}
+	return &c
+}

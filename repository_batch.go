@@ -305,22 +305,6 @@ func (r *dynamoRepository) refuseBatch(ctx context.Context, reqs []store.Specula
 	return results, nil
 }
 
-// cloneBucket returns a copy of b that shares nothing it can change: its
-// states and its extras.
-func cloneBucket(b *store.Bucket) *store.Bucket {
-	c := *b
-	c.States = append([]store.BucketState(nil), b.States...)
-	if x := extrasOf(b); x != nil {
-		cx := &itemExtras{exact: append([]exactState(nil), x.exact...)}
-		if x.wcu != nil {
-			w := *x.wcu
-			cx.wcu = &w
-		}
-		c.Private = cx
-	}
-	return &c
-}
-
 // afterSpec returns base with the speculative write of req applied as
 // DynamoDB applies it: per amount the balance (and its copy) less it, the
 // total plus it, fa moved by what a take delays it (a give-back removes

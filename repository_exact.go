@@ -545,34 +545,6 @@ func planWrite(base *store.Bucket, req store.SpeculativeRequest, adj []store.Lim
 	return w, store.RefusedNone, direct || refill
 }
 
-// fullBy reports whether every limit of base, its wcu limit too, is full
-// by now (refilled to now, its balance is its capacity), and now lies
-// after base's rf.
-func fullBy(base *store.Bucket, now int64) bool {
-	wcu := wcuOf(base)
-	if wcu == nil || now <= base.RefillMs {
-		return false
-	}
-	full := func(s *store.BucketState) bool {
-		tk, _ := bucketmath.Refill(s.TokensMilli, base.RefillMs, now, s.CapacityMilli, s.RefillAmountMilli, s.RefillPeriodMs)
-		return tk == s.CapacityMilli
-	}
-	if !full(wcu) {
-		return false
-	}
-	for i := range base.States {
-		if !full(&base.States[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// maxFullLimits bounds the limits of an item written by a
-// ddbschema.ExactWrite.Full write: each adds a ladder to
-// its condition (up to 19 rungs), which DynamoDB caps at 4 KB.
-const maxFullLimits = 4
-
 // fullWrite makes w, a write of base that refills it to w.NowMs, a
 // ddbschema.ExactWrite.Full one when base says every limit is full by then
 // and w writes every limit of it and creates none: then what w leaves does
