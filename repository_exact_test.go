@@ -413,3 +413,26 @@ func TestFullWriteAcrossProcesses(t *testing.T) {
 	require.Equal(t, want, exactAvailable(env, "e", env.clock.now()))
 	require.EqualValues(t, 50, want)
 }
+
+// TestFullWriteManyLimitsLongIdle: a full write of an item of four limits
+// (and the hidden wcu one) read long ago carries a ladder per limit; all of
+// them together stay within what DynamoDB accepts in one condition (300
+// operators), so the write applies instead of failing as invalid.
+func TestFullWriteManyLimitsLongIdle(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000), PerHour("rph", 1_000), PerDay("rpd", 10_000))
+	a := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	b := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	check := env.callChecker(t)
+	acquire := func(rl *RateLimiter) {
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1, "tpm": 10, "rph": 1, "rpd": 1}, lim))
+	}
+	acquire(a)
+	acquire(b) // both keep the item now
+	env.clock.advance(48 * time.Hour)
+	check("a: full, its kept item stale (b wrote since): refused, then the refilled state", "UpdateItem!, UpdateItem", func() { acquire(a) })
+	item := env.bucket("e", "api")
+	require.Equal(t, []int64{99_000, 9_990_000, 999_000, 9_999_000, env.clock.now().UnixMilli()},
+		[]int64{env.n(item, "b_rpm_tk"), env.n(item, "b_tpm_tk"), env.n(item, "b_rph_tk"), env.n(item, "b_rpd_tk"), env.n(item, "rf")})
+}

@@ -730,5 +730,6 @@ func fullBy(base *store.Bucket, now int64) bool {
 
 // maxFullLimits bounds the limits of an item written by a
 // ddbschema.ExactWrite.Full write: each adds a ladder to
-// its condition (up to 19 rungs), which DynamoDB caps at 4 KB.
+// its condition (up to 13 rungs), which DynamoDB caps at 4 KB and 300
+// operators.
 const maxFullLimits = 4

@@ -80,8 +80,12 @@ type ExactWCU struct {
 }
 
 // maxRungMs bounds the k of a ladder: a state that only a later rung
-// would show full is refused, and written from the item it returns.
-const maxRungMs = 1 << 17
+// would show full is refused, and written from the item it returns. It
+// keeps a full write within what DynamoDB accepts in one condition (at
+// most 300 operators): 13 rungs of 4 operators per ladder, and a ladder
+// for each of up to five limits (the item's four and wcu), leave room for
+// the write's other conditions.
+const maxRungMs = 1 << 11
 
 // rungCount returns how many rungs besides the item's as read the ladders
 // of a write at now of an item read with rf oldRefillMs have at most: one

@@ -85,11 +85,11 @@ func TestExactInputFull(t *testing.T) {
 	// rpm refills 1⅔ millitokens a ms: rung 1 allows 1 millitoken short
 	// of full, rung 4 six; wcu refills one token a ms.
 	assert.Contains(t, cond, "((rf <= 1000 AND b_rpm_tk >= 0) OR (rf <= 60999 AND b_rpm_tk >= 99999) OR (rf <= 60998 AND b_rpm_tk >= 99997) OR (rf <= 60996 AND b_rpm_tk >= 99994) OR")
-	assert.Contains(t, cond, " OR (rf <= 28232 AND b_rpm_tk >= 45387)) AND", "the last rung: the last power of two below the time since the read")
+	assert.Contains(t, cond, " OR (rf <= 58952 AND b_rpm_tk >= 96587)) AND", "the last rung: 2048 ms, the most a rung looks back (maxRungMs)")
 	assert.Contains(t, cond, "AND b_rpm_cp = 100000 AND b_rpm_ra = 100000 AND b_rpm_rp = 60000")
 	assert.Contains(t, cond, "((rf <= 1000 AND b_wcu_tk >= -59000000) OR (rf <= 60999 AND b_wcu_tk >= 999000) OR")
 	assert.True(t, strings.HasSuffix(cond, " OR (rf <= 59976 AND b_wcu_tk >= -24000))"), "wcu fills in a second: its last rung 1024 ms: %s", cond)
-	assert.Len(t, in.ExpressionAttributeValues, (17+12)*2+1+3+4+2, "values: ladders (rpm 16 rungs and the one read, wcu 11 and the one read), rf, rpm's balance, fa and taken, its parameters and signature, wcu's balance and taken")
+	assert.Len(t, in.ExpressionAttributeValues, (13+12)*2+1+3+4+2, "values: ladders (rpm 12 rungs and the one read, wcu 11 and the one read), rf, rpm's balance, fa and taken, its parameters and signature, wcu's balance and taken")
 
 	// Read 2 ms ago (a bucket written as fast as it fills): one rung
 	// besides the item's as read; another shape.
