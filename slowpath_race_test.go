@@ -26,14 +26,7 @@ import (
 // to be refused with a Retry-After of zero.
 func TestLostCreateRaceReadsAgain(t *testing.T) {
 	env := newTestEnv(t)
-	ctx := env.ctx
-	admin := env.limiter()
-	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
-	require.NoError(t, err)
-	for _, k := range []string{"k1", "k2"} {
-		_, err := admin.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
-		require.NoError(t, err)
-	}
+	cascadeTo(t, env.limiter(), "P", "k1", "k2")
 	lim := WithLimits(PerMinute("rpm", 100))
 	other := New(env.repo, func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = false })
 	raced := false
@@ -231,11 +224,7 @@ func TestContendedStatuses(t *testing.T) {
 func TestFallbacksCoalesce(t *testing.T) {
 	env := newTestEnv(t)
 	ctx := env.ctx
-	admin := env.limiter()
-	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
-	require.NoError(t, err)
-	_, err = admin.Admin().CreateEntity(ctx, Entity{ID: "k", ParentID: "P", Cascade: true})
-	require.NoError(t, err)
+	cascadeTo(t, env.limiter(), "P", "k")
 	lim := WithLimits(PerMinute("rpm", 100))
 	g := newGate("BatchGetItem")
 	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now })
@@ -282,14 +271,7 @@ func TestFallbacksCoalesce(t *testing.T) {
 // and the parent holds what one bucket taken from in turn holds.
 func TestLostRaceFullParentWrites(t *testing.T) {
 	env := newTestEnv(t)
-	ctx := env.ctx
-	admin := env.limiter()
-	_, err := admin.Admin().CreateEntity(ctx, Entity{ID: "P"})
-	require.NoError(t, err)
-	for _, k := range []string{"k1", "k2"} {
-		_, err := admin.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: "P", Cascade: true})
-		require.NoError(t, err)
-	}
+	cascadeTo(t, env.limiter(), "P", "k1", "k2")
 	lim := WithLimits(PerMinute("rpm", 100))
 	// Fast-path writes take the parent's wcu below its capacity: the
 	// write refills it too.
@@ -328,4 +310,16 @@ func TestLostRaceFullParentWrites(t *testing.T) {
 	assert.EqualValues(t, 6_000, env.n(item, "b_rpm_tc"), "P: every take counted")
 	assert.Equal(t, env.n(item, "b_wcu_cp"), env.n(item, "b_wcu_tk"), "P: wcu refilled to its capacity")
 	assert.Equal(t, int64(99_000), env.tokens("k1", "api", "rpm"))
+}
+
+// cascadeTo creates entity parent and each of keys as its child, cascading.
+func cascadeTo(t *testing.T, rl *RateLimiter, parent string, keys ...string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: parent})
+	require.NoError(t, err)
+	for _, k := range keys {
+		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: parent, Cascade: true})
+		require.NoError(t, err)
+	}
 }
