@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -414,7 +413,7 @@ func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource stri
 		return err
 	}
 	rolling := rollingOnly(effective)
-	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, rl.nowMs(), math.MinInt64)
+	ttl, secs := rl.ttlFor(entityGroup{limits: rolling, source: source}, nil, rl.nowMs())
 	if err := rl.syncBucket(ctx, entityID, resource, rolling, ttl, secs, stale); err != nil {
 		return err
 	}

@@ -143,8 +143,9 @@ func buildLimitStatus(entityID, resource string, limit store.Limit, s store.Buck
 
 // wouldRefillSatisfy reports whether refilling buckets to nowMs would let
 // consume succeed on every limit it asks for, and returns the status of each
-// such limit in the order of buckets. States whose amount in consume is
-// zero or absent are skipped (negative amounts are checked), and the limit of
+// such limit in the order of buckets. Only positive amounts gate admission,
+// on every path: states whose amount in consume is not positive (a refund,
+// zero or absent) are skipped, and the limit of
 // each status is derived from the state with limitFromBucketState. The
 // hidden wcu limit is always skipped, so it never reaches a status. With no
 // status to check it reports true.
@@ -156,7 +157,7 @@ func wouldRefillSatisfy(buckets []store.BucketState, consume Consume, nowMs int6
 			continue
 		}
 		amount := consume[s.LimitName]
-		if amount == 0 {
+		if amount <= 0 {
 			continue
 		}
 		st := buildLimitStatus(s.EntityID, s.Resource, limitFromBucketState(s), s, amount, nowMs)
@@ -316,39 +317,9 @@ func bucketStateFromLimit(entityID, resource string, l store.Limit, nowMs int64)
 	}
 }
 
-// bucketTTLSeconds is the time to fill the slowest limit from empty, times
-// multiplier, computed in float64 and truncated to whole seconds.
-// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
-func bucketTTLSeconds(limits []store.Limit, multiplier int64) int64 {
-	if multiplier <= 0 || len(limits) == 0 {
-		return 0
-	}
-	worst := 0.0
-	for _, l := range limits {
-		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
-	}
-	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
-		return int64(ttl)
-	}
-	return maxBucketTTLSeconds
-}
-
 // maxBucketTTLSeconds caps bucket TTLs (100 years): the time to fill of a
 // huge limit saturates instead of overflowing into a TTL in the past.
 const maxBucketTTLSeconds = 100 * 365 * 24 * 3600
-
-// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
-// limits whose idle TTL is secs and which is full again at fullAtMs: no
-// earlier than one time to fill (of the slowest limit) after fullAtMs, so
-// that the backend never deletes a bucket in debt, which an acquire would
-// create full again.
-func debtTTLSeconds(secs int64, limits []store.Limit, nowMs, fullAtMs int64) int64 {
-	if fullAtMs <= nowMs {
-		return secs
-	}
-	margin := bucketTTLSeconds(limits, 1)
-	return max(secs, min(bucketmath.AddSat(ceilSeconds(fullAtMs-nowMs), margin), maxBucketTTLSeconds))
-}
 
 // ceilSeconds returns ms (≥ 0) in whole seconds, rounded up.
 func ceilSeconds(ms int64) int64 { return ms/1000 + min(ms%1000, 1) }

@@ -366,8 +366,9 @@ func TestWouldRefillSatisfy(t *testing.T) {
 			true, []LimitStatus{status("tpm", 10_000, 5000, 1, 0), status("rpm", 100, 50, 1, 0)}},
 		{"limits absent from consume are ignored", []store.BucketState{bucket("rpm", 100)}, Consume{"tpm": 5}, 0, true, nil},
 		{"zero amounts are ignored", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": 0}, 0, true, nil},
-		{"negative amounts are checked", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": -1}, 0,
-			true, []LimitStatus{status("rpm", 100, 0, -1, 0)}},
+		{"refunds are skipped", []store.BucketState{bucket("rpm", 100)}, Consume{"rpm": -1}, 0, true, nil},
+		{"a refund beside a take", []store.BucketState{bucket("rpm", 100), bucket("tpm", 10_000)}, Consume{"rpm": -1, "tpm": 500}, 30_000,
+			true, []LimitStatus{status("tpm", 10_000, 5000, 500, 0)}},
 		{"no buckets", nil, Consume{"rpm": 1}, 0, true, nil},
 		{"nil consume", []store.BucketState{bucket("rpm", 100)}, nil, 0, true, nil},
 		// The original let the hidden wcu limit reach Limit validation and

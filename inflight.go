@@ -47,7 +47,6 @@ package limiter
 import (
 	"context"
 	"errors"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -462,7 +461,7 @@ func (rl *RateLimiter) createSlotItem(ctx context.Context, it *batchItem, metas 
 	for _, l := range g.limits {
 		w.States = append(w.States, g.initialState(g.resource, l, nowMs))
 	}
-	w.TTL, w.TTLSeconds = rl.ttlFor(g, nowMs, math.MinInt64)
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, nil, nowMs)
 	if g.meta != nil {
 		w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 	}

@@ -351,14 +351,13 @@ func (rl *RateLimiter) overLimitRefuse(entityID, resource string, consume Consum
 	if !cok && !pok {
 		return nil
 	}
-	pos := positive(consume)
 	refused := false
 	var statuses []LimitStatus
 	for _, b := range []*store.Bucket{child, parent} {
 		if b == nil {
 			continue
 		}
-		ok, st := wouldRefillSatisfy(b.States, pos, now)
+		ok, st := wouldRefillSatisfy(b.States, consume, now)
 		refused = refused || !ok
 		statuses = append(statuses, st...)
 	}

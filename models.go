@@ -272,18 +272,6 @@ func negate(c Consume) Consume {
 	return out
 }
 
-// positive returns the entries of c with a positive amount: the ones that
-// gate admission, on every path.
-func positive(c Consume) Consume {
-	out := make(Consume, len(c))
-	for k, v := range c {
-		if v > 0 {
-			out[k] = v
-		}
-	}
-	return out
-}
-
 // capacities returns the capacity of each limit, in millitokens.
 func capacities(limits []store.Limit) map[string]int64 {
 	if len(limits) == 0 {

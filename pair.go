@@ -125,6 +125,6 @@ func (rl *RateLimiter) pairAgain(ctx context.Context, it *batchItem) bool {
 	if b == nil {
 		return false
 	}
-	ok, _ := wouldRefillSatisfy(b.States, positive(it.consume), rl.nowMs())
+	ok, _ := wouldRefillSatisfy(b.States, it.consume, rl.nowMs())
 	return ok
 }

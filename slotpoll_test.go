@@ -51,7 +51,18 @@ func TestSlotViewsClaims(t *testing.T) {
 	s.rememberView(reads, item(1, 1), now.Add(time.Millisecond), 7)
 	ok, _ = s.claim(reads, now.Add(time.Millisecond), 7)
 	require.False(t, ok, "the claim in flight may not be written yet: it counts")
-	s.givenBack(key, "calls", 1)
+	const genMs = 1000
+	give := func(gen int64, consumed int64) store.BucketWrite {
+		return store.BucketWrite{Key: key, Limits: []store.LimitWrite{
+			{Name: "rpm", ConsumedMilli: -5000},
+			{Name: store.SlotLimitName("calls", gen), ConsumedMilli: consumed},
+		}}
+	}
+	require.Equal(t, int64(0), s.givenBack(give(7, 1000), 7*genMs, genMs), "a take gives nothing back")
+	require.Equal(t, int64(2), s.givenBack(give(6, -2000), 7*genMs, genMs), "the previous generation's slots wake waiters")
+	ok, _ = s.claim(reads, now.Add(time.Millisecond), 7)
+	require.False(t, ok, "but free none of this generation's")
+	require.Equal(t, int64(1), s.givenBack(give(7, -1000), 7*genMs+genMs-1, genMs))
 	ok, _ = s.claim(reads, now.Add(time.Millisecond), 7)
 	require.True(t, ok, "a slot given back by a lease of the limiter")
 

@@ -338,3 +338,29 @@ func slotReadKeys(reads []slotRead) []slotWaitKey {
 // slots that poll by reading write all the same: a raised capacity shows
 // in the item only once a write has stored it.
 const slotPollWriteEvery = 5 * time.Second
+
+// givenBack records the slots that w, an adjustment of a lease of this
+// limiter that applied at nowMs, gave back of the in-flight limits of the
+// current generation (generations of genMs) of its item, and returns the
+// most given back of any one generation: the slots its waiters may take.
+func (s *slotViews) givenBack(w store.BucketWrite, nowMs, genMs int64) int64 {
+	cur := bucketmath.FloorDiv(nowMs, genMs)
+	most := int64(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range w.Limits {
+		if l.ConsumedMilli >= 0 {
+			continue
+		}
+		name, gen, ok := store.ParseSlotLimitName(l.Name)
+		if !ok {
+			continue
+		}
+		n := -l.ConsumedMilli / 1000
+		most = max(most, n)
+		if v := s.m[slotViewKey{w.Key, name}]; v != nil && gen == cur {
+			v.used = bucketmath.AddSat(v.used, -n)
+		}
+	}
+	return most
+}

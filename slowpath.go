@@ -231,21 +231,22 @@ func (rl *RateLimiter) readGroups(ctx context.Context, entityID, resource string
 	return append(groups, parent), nil
 }
 
-// ttlFor decides the TTL handling of a group's bucket written at nowMs:
+// ttlFor decides the TTL handling of a group's bucket written at nowMs
+// with entries (the acquire's; nil for a write that takes nothing):
 // the period bucket of a calendar limit expires at its expireAtMs, whatever
 // its config's level (no acquire reads a past period again); other buckets
 // of entity-level config never expire, nor do buckets that hold in-flight
 // slots (holdsSlots); others expire after the
 // time-to-fill times the repository's multiplier, or later for a bucket
-// that is full again only at fullAtMs (debtTTLSeconds), so that its
+// that is full again only later (groupFullAtMs, debtTTLSeconds), so that its
 // deletion never forgives what it owes. A multiplier of zero or less
 // (Options.BucketTTLPeriods) sets no TTL.
-func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMode, int64) {
+func (rl *RateLimiter) ttlFor(g entityGroup, entries []*leaseEntry, nowMs int64) (store.TTLMode, int64) {
 	if g.expireAtMs > 0 {
 		if rl.ttlMultiplier <= 0 {
 			return store.TTLUnchanged, 0
 		}
-		return store.TTLSet, max(bucketmath.FloorDiv(g.expireAtMs-nowMs+999, 1000), 1)
+		return store.TTLSet, max((g.expireAtMs-nowMs+999)/1000, 1) // whole seconds, rounded up, at least 1
 	}
 	if g.source == SourceEntity || rl.holdsSlots(g, nowMs) {
 		return store.TTLRemove, 0
@@ -254,7 +255,7 @@ func (rl *RateLimiter) ttlFor(g entityGroup, nowMs, fullAtMs int64) (store.TTLMo
 	if secs <= 0 {
 		return store.TTLUnchanged, 0
 	}
-	return store.TTLSet, debtTTLSeconds(secs, g.limits, nowMs, fullAtMs)
+	return store.TTLSet, debtTTLSeconds(secs, g.limits, nowMs, groupFullAtMs(g, entries))
 }
 
 // groupFullAtMs returns when every limit of g's bucket is full again after
@@ -275,6 +276,20 @@ func groupFullAtMs(g entityGroup, entries []*leaseEntry) int64 {
 	return at
 }
 
+// groupEntries returns the entries of lease on the item of each group, in
+// the order of groups.
+func groupEntries(lease *Lease, groups []entityGroup) [][]*leaseEntry {
+	out := make([][]*leaseEntry, len(groups))
+	for _, e := range lease.entries {
+		for i, g := range groups {
+			if e.key == g.key() {
+				out[i] = append(out[i], e)
+			}
+		}
+	}
+	return out
+}
+
 // commitInitial makes the lease's consumption durable (write-on-enter:
 // before the call the lease guards): a create or a normal write per group,
 // atomically when there are two; the retry path when the optimistic lock
@@ -287,13 +302,14 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 	now := rl.nowMs()
 	changed := false // a limit's parameters or capped balance change with this write
 	writes := make([]store.BucketWrite, 0, len(groups))
-	for _, g := range groups {
-		entries := lease.entriesOf(g.key())
+	byGroup := groupEntries(lease, groups)
+	for i, g := range groups {
+		entries := byGroup[i]
 		if len(entries) == 0 {
 			continue
 		}
 		w := store.BucketWrite{Key: entries[0].key, NowMs: now}
-		w.TTL, w.TTLSeconds = rl.ttlFor(g, now, groupFullAtMs(g, entries))
+		w.TTL, w.TTLSeconds = rl.ttlFor(g, entries, now)
 		if g.meta != nil {
 			w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 		}
@@ -349,7 +365,7 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 			// instead: the next attempt caps the balance it reads.
 			return errReread
 		}
-		err = rl.retryInitial(ctx, lease, groups)
+		err = rl.retryInitial(ctx, lease, groups, byGroup)
 	}
 	if err != nil {
 		return err
@@ -371,18 +387,18 @@ func (rl *RateLimiter) commitInitial(ctx context.Context, lease *Lease, groups [
 // create would find no item to take from and read everything again. When
 // the create itself lost to another, its condition refuses it again and
 // the attempt reads again, as before.
-func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup) error {
+func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []entityGroup, byGroup [][]*leaseEntry) error {
 	now := rl.nowMs()
 	var writes []store.BucketWrite
 	several := 0
-	for _, g := range groups {
-		if len(lease.entriesOf(g.key())) > 0 {
+	for _, entries := range byGroup {
+		if len(entries) > 0 {
 			several++
 		}
 	}
-	for _, g := range groups {
+	for i, g := range groups {
 		if g.bucket == nil && several > 1 {
-			w, ok := rl.createAgain(g, lease, now)
+			w, ok := rl.createAgain(g, byGroup[i], now)
 			if !ok {
 				return errReread
 			}
@@ -392,8 +408,8 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 			continue
 		}
 		w := store.BucketWrite{Kind: store.WriteRetry, NowMs: now}
-		for _, e := range lease.entries {
-			if e.key != g.key() || e.consumed <= 0 {
+		for _, e := range byGroup[i] {
+			if e.consumed <= 0 {
 				continue
 			}
 			w.Key, w.Incarnation = e.key, e.inc
@@ -416,18 +432,17 @@ func (rl *RateLimiter) retryInitial(ctx context.Context, lease *Lease, groups []
 }
 
 // createAgain returns the create of g's item at now, for the retry of an
-// initial write that created it and was refused: the states the acquire
-// decided, created with the incarnation drawn for them. That is exact only
+// initial write that created it and was refused: the states of entries,
+// which the acquire decided, created with the incarnation drawn for them. That is exact only
 // when every limit of it started full and would start so at now too (a
 // full limit's state does not depend on when it is created); otherwise ok
 // is false and the attempt reads again.
-func (rl *RateLimiter) createAgain(g entityGroup, lease *Lease, now int64) (w store.BucketWrite, ok bool) {
-	entries := lease.entriesOf(g.key())
+func (rl *RateLimiter) createAgain(g entityGroup, entries []*leaseEntry, now int64) (w store.BucketWrite, ok bool) {
 	if len(entries) == 0 {
 		return w, true
 	}
 	w = store.BucketWrite{Kind: store.WriteCreate, Key: entries[0].key, NowMs: now, ShardCount: 1, Incarnation: entries[0].inc}
-	w.TTL, w.TTLSeconds = rl.ttlFor(g, now, groupFullAtMs(g, entries))
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, entries, now)
 	if g.meta != nil {
 		w.Cascade, w.ParentID, w.RefreshEntity = g.meta.Cascade, g.meta.ParentID, true
 	}
@@ -476,12 +491,13 @@ func (rl *RateLimiter) writeWithConflictRetry(ctx context.Context, writes []stor
 // bucket.
 func (rl *RateLimiter) giveBackLease(writes []store.BucketWrite, lease *Lease) {
 	for _, w := range writes {
-		entries := lease.entriesOf(w.Key)
-		give := make(Consume, len(entries))
-		limits := make([]store.Limit, 0, len(entries))
-		for _, e := range entries {
-			give[e.limit.Name] += e.consumed
-			limits = append(limits, e.limit)
+		give := make(Consume)
+		var limits []store.Limit
+		for _, e := range lease.entries {
+			if e.key == w.Key {
+				give[e.limit.Name] += e.consumed
+				limits = append(limits, e.limit)
+			}
 		}
 		rl.giveBack(w.Key, w.Incarnation, give, limits)
 	}
@@ -524,31 +540,8 @@ func (rl *RateLimiter) writeAdjust(ctx context.Context, w store.BucketWrite) err
 // adjustment that applied, gave back: the most given back of any one
 // generation of an in-flight limit.
 func (rl *RateLimiter) slotsGivenBack(w store.BucketWrite) {
-	n := int64(0)
-	cur := bucketmath.FloorDiv(rl.nowMs(), rl.slotGenMs())
-	for _, l := range w.Limits {
-		if l.ConsumedMilli >= 0 {
-			continue
-		}
-		if name, gen, ok := store.ParseSlotLimitName(l.Name); ok {
-			n = max(n, -l.ConsumedMilli/1000)
-			if gen == cur {
-				rl.slotViews.givenBack(w.Key, name, -l.ConsumedMilli/1000)
-			}
-		}
-	}
-	if n > 0 {
+	if n := rl.slotViews.givenBack(w, rl.nowMs(), rl.slotGenMs()); n > 0 {
 		rl.slotWaits.release(slotWaitKey{w.Key.EntityID, w.Key.Resource}, int(min(n, 1<<20)))
-	}
-}
-
-// givenBack records that a lease of this limiter gave back n slots of
-// limit name of key's item.
-func (s *slotViews) givenBack(key store.BucketKey, name string, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if v := s.m[slotViewKey{key, name}]; v != nil {
-		v.used = bucketmath.AddSat(v.used, -n)
 	}
 }
 
@@ -619,4 +612,36 @@ func (rl *RateLimiter) holdsSlots(g entityGroup, nowMs int64) bool {
 		}
 	}
 	return false
+}
+
+// bucketTTLSeconds is the time to fill the slowest limit from empty, times
+// multiplier, computed in float64 and truncated to whole seconds.
+// It returns 0 (no TTL) when multiplier ≤ 0 or there are no limits.
+func bucketTTLSeconds(limits []store.Limit, multiplier int64) int64 {
+	if multiplier <= 0 || len(limits) == 0 {
+		return 0
+	}
+	worst := 0.0
+	for _, l := range limits {
+		worst = max(worst, float64(l.Capacity)/float64(l.RefillAmount)*float64(l.RefillPeriodSeconds()))
+	}
+	if ttl := worst * float64(multiplier); ttl < maxBucketTTLSeconds {
+		return int64(ttl)
+	}
+	return maxBucketTTLSeconds
+}
+
+// debtTTLSeconds returns the TTL (seconds after nowMs) of a bucket of
+// limits whose idle TTL is secs and which is full again at fullAtMs: no
+// earlier than one time to fill (of the slowest limit) after fullAtMs, so
+// that the backend never deletes a bucket in debt, which an acquire would
+// create full again.
+func debtTTLSeconds(secs int64, limits []store.Limit, nowMs, fullAtMs int64) int64 {
+	if fullAtMs <= nowMs {
+		return secs
+	}
+	// The sum cannot overflow: ceilSeconds of an int64 of ms is below
+	// MaxInt64/1000 + 1 and margin at most maxBucketTTLSeconds.
+	margin := bucketTTLSeconds(limits, 1)
+	return max(secs, min(ceilSeconds(fullAtMs-nowMs)+margin, maxBucketTTLSeconds))
 }

@@ -123,7 +123,7 @@ func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
 		return false
 	}
 	a.at = rl.now()
-	ok, statuses := wouldRefillSatisfy(b.States, positive(a.consume), a.nowMs())
+	ok, statuses := wouldRefillSatisfy(b.States, a.consume, a.nowMs())
 	if !ok {
 		rl.overLimitRemember(b, a.nowMs(), newRateLimitExceededError(statuses))
 	}
@@ -393,7 +393,7 @@ func (rl *RateLimiter) checkRefused(res store.SpeculativeResult, consume Consume
 		rl.specFallback(res.Key, store.SpecFallbackLimitsChanged)
 		return nil
 	}
-	ok, statuses := wouldRefillSatisfy(res.Bucket.States, positive(consume), now)
+	ok, statuses := wouldRefillSatisfy(res.Bucket.States, consume, now)
 	if ok {
 		rl.specFallback(res.Key, store.SpecFallbackRefillWouldHelp)
 		return nil
@@ -416,7 +416,7 @@ func (rl *RateLimiter) parentRefused(ctx context.Context, a *specAcquire, child 
 		rl.specFallback(parent.Key, store.SpecFallbackParent)
 		return nil, undoChild()
 	}
-	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, positive(a.consume), a.nowMs())
+	ok, parentStatuses := wouldRefillSatisfy(parent.Bucket.States, a.consume, a.nowMs())
 	if !ok {
 		if err := undoChild(); err != nil {
 			return nil, err
