@@ -346,8 +346,6 @@ const slotPollWriteEvery = 5 * time.Second
 func (s *slotViews) givenBack(w store.BucketWrite, nowMs, genMs int64) int64 {
 	cur := bucketmath.FloorDiv(nowMs, genMs)
 	most := int64(0)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, l := range w.Limits {
 		if l.ConsumedMilli >= 0 {
 			continue
@@ -358,8 +356,12 @@ func (s *slotViews) givenBack(w store.BucketWrite, nowMs, genMs int64) int64 {
 		}
 		n := -l.ConsumedMilli / 1000
 		most = max(most, n)
-		if v := s.m[slotViewKey{w.Key, name}]; v != nil && gen == cur {
-			v.used = bucketmath.AddSat(v.used, -n)
+		if gen == cur {
+			s.mu.Lock()
+			if v := s.m[slotViewKey{w.Key, name}]; v != nil {
+				v.used = bucketmath.AddSat(v.used, -n)
+			}
+			s.mu.Unlock()
 		}
 	}
 	return most
