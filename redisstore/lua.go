@@ -49,6 +49,36 @@ func entryDef(name string) string {
 	return "local function entry_" + name + "(KEYS, ARGV)\n" + readLua(name) + "\nend\n"
 }
 
+// buildLibrary returns the name and the source of the function library
+// of entries (see newScripts), whose files read returns by name.
+func buildLibrary(read func(name string) string, entries [][]string) (name, src string) {
+	const lib = "@LIB@" // the library's name, known once its code is
+	var body, reg strings.Builder
+	seen := map[string]bool{}
+	for _, e := range entries {
+		for _, part := range e[1:] {
+			if !seen[part] {
+				seen[part] = true
+				body.WriteString(read(part))
+				body.WriteByte('\n')
+			}
+		}
+	}
+	body.WriteString("entries = {}\n")
+	for _, e := range entries {
+		body.WriteString("local function entry_" + e[0] + "(KEYS, ARGV)\n" + read(e[0]) + "\nend\n")
+		body.WriteString("entries." + e[0] + " = entry_" + e[0] + "\n")
+		reg.WriteString("redis.register_function('" + lib + "_" + e[0] + "', function(keys, args)\n" +
+			"  if not entries then init() end\n  return entries." + e[0] + "(keys, args)\nend)\n")
+	}
+	// Redis 7.0 lets a library read no global but redis while it loads, so
+	// the code is defined on its first call, once.
+	code := "local entries\nlocal function init()\n" + body.String() + "end\n" + reg.String()
+	sum := sha1.Sum([]byte(code))
+	name = "zael_" + hex.EncodeToString(sum[:6])
+	return name, "#!lua name=" + name + "\n" + strings.ReplaceAll(code, lib, name)
+}
+
 // library is the function library: every shared file once, every entry
 // point, and the registrations. Its name holds a hash of its code, so
 // that versions of the store on one server (a rolling deploy) each call
@@ -60,32 +90,7 @@ var library struct {
 // newScripts builds the scripts and the library from entries: an entry
 // name and the shared files it uses, in the order they must load.
 func newScripts(entries [][]string) map[string]*script {
-	const lib = "@LIB@" // the library's name, known once its code is
-	var body, reg strings.Builder
-	seen := map[string]bool{}
-	for _, e := range entries {
-		for _, part := range e[1:] {
-			if !seen[part] {
-				seen[part] = true
-				body.WriteString(readLua(part))
-				body.WriteByte('\n')
-			}
-		}
-	}
-	body.WriteString("entries = {}\n")
-	for _, e := range entries {
-		body.WriteString(entryDef(e[0]))
-		body.WriteString("entries." + e[0] + " = entry_" + e[0] + "\n")
-		reg.WriteString("redis.register_function('" + lib + "_" + e[0] + "', function(keys, args)\n" +
-			"  if not entries then init() end\n  return entries." + e[0] + "(keys, args)\nend)\n")
-	}
-	// Redis 7.0 lets a library read no global but redis while it loads, so
-	// the code is defined on its first call, once.
-	src := "local entries\nlocal function init()\n" + body.String() + "end\n" + reg.String()
-	sum := sha1.Sum([]byte(src))
-	library.name = "zael_" + hex.EncodeToString(sum[:6])
-	library.src = "#!lua name=" + library.name + "\n" + strings.ReplaceAll(src, lib, library.name)
-
+	library.name, library.src = buildLibrary(readLua, entries)
 	out := map[string]*script{}
 	for _, e := range entries {
 		var b strings.Builder
