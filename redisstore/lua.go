@@ -42,6 +42,9 @@ type script struct {
 	fn   string // the library's function: libraryName + "_" + name
 	src  string // as a script: the shared files it uses, the entry, a call of it
 	sha  string // of src
+	// fnArg and shaArg are fn and sha boxed once, as command arguments,
+	// so that a call does not box them again
+	fnArg, shaArg any
 }
 
 // entryDef returns entry point name's file wrapped in a function.
@@ -102,7 +105,9 @@ func newScripts(entries [][]string) map[string]*script {
 		b.WriteString("return entry_" + e[0] + "(KEYS, ARGV)\n")
 		src := b.String()
 		ssum := sha1.Sum([]byte(src))
-		out[e[0]] = &script{name: e[0], fn: library.name + "_" + e[0], src: src, sha: hex.EncodeToString(ssum[:])}
+		sc := &script{name: e[0], fn: library.name + "_" + e[0], src: src, sha: hex.EncodeToString(ssum[:])}
+		sc.fnArg, sc.shaArg = sc.fn, sc.sha
+		out[e[0]] = sc
 	}
 	return out
 }
@@ -208,7 +213,7 @@ func (s *Store) exec(ctx context.Context, sc *script, full []any, kind reply) (r
 		return nil, err
 	}
 	if s.mode.Load() == modeFunctions {
-		full[0], full[1] = "fcall", sc.fn
+		full[0], full[1] = "fcall", sc.fnArg
 		cmd := newCmd(ctx, kind, full)
 		err := s.client.Process(ctx, cmd)
 		switch {
@@ -226,7 +231,7 @@ func (s *Store) exec(ctx context.Context, sc *script, full []any, kind reply) (r
 		}
 		s.mode.Store(modeScripts)
 	}
-	full[0], full[1] = "evalsha", sc.sha
+	full[0], full[1] = "evalsha", sc.shaArg
 	cmd := newCmd(ctx, kind, full)
 	err := s.client.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
