@@ -8,7 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/memorystore"
+	"github.com/zaelimiter/limiter/redisstore"
 	"github.com/zaelimiter/limiter/store"
 )
 
@@ -22,15 +24,35 @@ import (
 // store decides them, batched (each request alone, in order) and all or
 // none. A '"' read with the wrong now would refill where it must not (or
 // not where it must); one read with the wrong amounts would be short where
-// it fits, or fit where it is short.
+// it fits, or fit where it is short. It runs on the functions, on the
+// scripts (EVALSHA) and on a Cluster.
 func TestBatchSameNowAgreesWithMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func(t *testing.T) *redisstore.Store
+	}{
+		{"functions", func(t *testing.T) *redisstore.Store { return newStore(t) }},
+		{"scripts", func(t *testing.T) *redisstore.Store {
+			s, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = redisserver.Prefix(t) }, scriptsOnly)
+			require.NoError(t, err)
+			require.False(t, s.UsesFunctions(), "the scripts case runs functions")
+			return s
+		}},
+		{"cluster", func(t *testing.T) *redisstore.Store { return newClusterStore(t) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testBatchSameNow(t, tc.store(t)) })
+	}
+}
+
+// testBatchSameNow is TestBatchSameNowAgreesWithMemory on redis.
+func testBatchSameNow(t *testing.T, redis *redisstore.Store) {
 	ctx := context.Background()
 	const now = int64(1_795_000_000_000)
 	lim := func(name string, capacity int64) store.Limit {
 		return store.Limit{Name: name, Capacity: capacity, RefillAmount: capacity, RefillPeriod: time.Minute}
 	}
 	rpm, tpm := lim("rpm", 10), lim("tpm", 1000)
-	redis, mem := newStore(t), memorystore.New()
+	mem := memorystore.New()
 	keys := []string{"a", "b", "c", "d"}
 	for _, repo := range []store.Repository{redis, mem} {
 		for _, k := range keys {
