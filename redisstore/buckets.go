@@ -436,8 +436,9 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 // (see lua/consume_lib.lua), its first two left for exec: the items' keys,
 // then the key of a new write identifier's hash, then the identifier (see
 // lua/writeid.lua), then the requests: a request whose limits are the
-// previous request's sends '=' in their place, and one whose amounts are
-// the previous request's too sends '*' in place of both.
+// previous request's sends '=' in their place, one whose amounts are the
+// previous request's too sends '*' in place of both, and one whose now is
+// the previous request's as well sends '"' in place of all.
 // The numbers are held in one slice and passed by pointer, and the limits'
 // arguments are kept boxed (limitArgsOf), so that a request costs few
 // allocations: two for a lone request of up to two limits and two amounts
@@ -475,14 +476,17 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		case i == 0 || !slices.Equal(r.Limits, reqs[i-1].Limits):
 			full, names = s.appendRequestAt(full, room, r)
 			ints = ints[:len(ints)+1+len(r.Consume)]
-		case maps.Equal(r.Consume, reqs[i-1].Consume):
+		case !maps.Equal(r.Consume, reqs[i-1].Consume):
+			full = s.appendSameLimits(full, room, r, names)
+			ints = ints[:len(ints)+1+len(r.Consume)]
+		case r.NowMs == reqs[i-1].NowMs:
+			// the previous request's now, limits and amounts: '"'
+			full = append(full, `"`)
+		default:
 			// the previous request's limits and amounts: its now and '*'
 			room = append(room, r.NowMs)
 			full = append(full, &room[0], "*")
 			ints = ints[:len(ints)+1]
-		default:
-			full = s.appendSameLimits(full, room, r, names)
-			ints = ints[:len(ints)+1+len(r.Consume)]
 		}
 	}
 	return full

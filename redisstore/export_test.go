@@ -37,3 +37,25 @@ func (s *Store) LimitArgs(l limiter.Limit) (field, params string) {
 func (s *Store) ConsumeEach(ctx context.Context, reqs []store.SpeculativeRequest) ([]store.SpeculativeResult, error) {
 	return s.consumeEach(ctx, reqs)
 }
+
+// ConsumeArgs returns the arguments of a consume call on reqs after its
+// write identifier (see lua/consume_lib.lua), each as the text sent.
+func (s *Store) ConsumeArgs(reqs []store.SpeculativeRequest) []string {
+	full := s.consumeArgs(reqs)
+	var out []string
+	for _, a := range full[3+len(reqs)+2:] {
+		switch v := a.(type) {
+		case string:
+			out = append(out, v)
+		case *string:
+			out = append(out, *v)
+		case *int64:
+			out = append(out, itoa(*v))
+		case int:
+			out = append(out, itoa(int64(v)))
+		default:
+			panic(a)
+		}
+	}
+	return out
+}

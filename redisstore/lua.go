@@ -42,11 +42,44 @@ type script struct {
 	fn   string // the library's function: libraryName + "_" + name
 	src  string // as a script: the shared files it uses, the entry, a call of it
 	sha  string // of src
+	// fnArg and shaArg are fn and sha boxed once, as command arguments,
+	// so that a call does not box them again
+	fnArg, shaArg any
 }
 
 // entryDef returns entry point name's file wrapped in a function.
 func entryDef(name string) string {
 	return "local function entry_" + name + "(KEYS, ARGV)\n" + readLua(name) + "\nend\n"
+}
+
+// buildLibrary returns the name and the source of the function library
+// of entries (see newScripts), whose files read returns by name.
+func buildLibrary(read func(name string) string, entries [][]string) (name, src string) {
+	const lib = "@LIB@" // the library's name, known once its code is
+	var body, reg strings.Builder
+	seen := map[string]bool{}
+	for _, e := range entries {
+		for _, part := range e[1:] {
+			if !seen[part] {
+				seen[part] = true
+				body.WriteString(read(part))
+				body.WriteByte('\n')
+			}
+		}
+	}
+	body.WriteString("entries = {}\n")
+	for _, e := range entries {
+		body.WriteString("local function entry_" + e[0] + "(KEYS, ARGV)\n" + read(e[0]) + "\nend\n")
+		body.WriteString("entries." + e[0] + " = entry_" + e[0] + "\n")
+		reg.WriteString("redis.register_function('" + lib + "_" + e[0] + "', function(keys, args)\n" +
+			"  if not entries then init() end\n  return entries." + e[0] + "(keys, args)\nend)\n")
+	}
+	// Redis 7.0 lets a library read no global but redis while it loads, so
+	// the code is defined on its first call, once.
+	code := "local entries\nlocal function init()\n" + body.String() + "end\n" + reg.String()
+	sum := sha1.Sum([]byte(code))
+	name = "zael_" + hex.EncodeToString(sum[:6])
+	return name, "#!lua name=" + name + "\n" + strings.ReplaceAll(code, lib, name)
 }
 
 // library is the function library: every shared file once, every entry
@@ -60,32 +93,7 @@ var library struct {
 // newScripts builds the scripts and the library from entries: an entry
 // name and the shared files it uses, in the order they must load.
 func newScripts(entries [][]string) map[string]*script {
-	const lib = "@LIB@" // the library's name, known once its code is
-	var body, reg strings.Builder
-	seen := map[string]bool{}
-	for _, e := range entries {
-		for _, part := range e[1:] {
-			if !seen[part] {
-				seen[part] = true
-				body.WriteString(readLua(part))
-				body.WriteByte('\n')
-			}
-		}
-	}
-	body.WriteString("entries = {}\n")
-	for _, e := range entries {
-		body.WriteString(entryDef(e[0]))
-		body.WriteString("entries." + e[0] + " = entry_" + e[0] + "\n")
-		reg.WriteString("redis.register_function('" + lib + "_" + e[0] + "', function(keys, args)\n" +
-			"  if not entries then init() end\n  return entries." + e[0] + "(keys, args)\nend)\n")
-	}
-	// Redis 7.0 lets a library read no global but redis while it loads, so
-	// the code is defined on its first call, once.
-	src := "local entries\nlocal function init()\n" + body.String() + "end\n" + reg.String()
-	sum := sha1.Sum([]byte(src))
-	library.name = "zael_" + hex.EncodeToString(sum[:6])
-	library.src = "#!lua name=" + library.name + "\n" + strings.ReplaceAll(src, lib, library.name)
-
+	library.name, library.src = buildLibrary(readLua, entries)
 	out := map[string]*script{}
 	for _, e := range entries {
 		var b strings.Builder
@@ -97,7 +105,9 @@ func newScripts(entries [][]string) map[string]*script {
 		b.WriteString("return entry_" + e[0] + "(KEYS, ARGV)\n")
 		src := b.String()
 		ssum := sha1.Sum([]byte(src))
-		out[e[0]] = &script{name: e[0], fn: library.name + "_" + e[0], src: src, sha: hex.EncodeToString(ssum[:])}
+		sc := &script{name: e[0], fn: library.name + "_" + e[0], src: src, sha: hex.EncodeToString(ssum[:])}
+		sc.fnArg, sc.shaArg = sc.fn, sc.sha
+		out[e[0]] = sc
 	}
 	return out
 }
@@ -203,7 +213,7 @@ func (s *Store) exec(ctx context.Context, sc *script, full []any, kind reply) (r
 		return nil, err
 	}
 	if s.mode.Load() == modeFunctions {
-		full[0], full[1] = "fcall", sc.fn
+		full[0], full[1] = "fcall", sc.fnArg
 		cmd := newCmd(ctx, kind, full)
 		err := s.client.Process(ctx, cmd)
 		switch {
@@ -221,7 +231,7 @@ func (s *Store) exec(ctx context.Context, sc *script, full []any, kind reply) (r
 		}
 		s.mode.Store(modeScripts)
 	}
-	full[0], full[1] = "evalsha", sc.sha
+	full[0], full[1] = "evalsha", sc.shaArg
 	cmd := newCmd(ctx, kind, full)
 	err := s.client.Process(ctx, cmd)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {

@@ -26,10 +26,9 @@ if nk == 1 then -- the common case, without the tables of many
   return item_lines(pre, flat)
 end
 local flats, checked, refused, argi = {}, {}, false, 1
-local li, nl, ci, nc
+local li, nl, ci, nc, now
 for r = 1, nk do
-  local now
-  now, li, nl, ci, nc, argi = read_request(ARGV, argi, li, nl, ci, nc)
+  now, li, nl, ci, nc, argi = read_request(ARGV, argi, li, nl, ci, nc, now)
   local flat = redis.call('HGETALL', KEYS[r])
   local c = {check(ARGV, flat, now, li, nl, ci, nc)}
   flats[r], checked[r] = flat, c

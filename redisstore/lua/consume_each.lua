@@ -14,10 +14,9 @@ local id = ARGV[1]
 local seen, fresh = write_id_seen(idk, id)
 seen = seen or ''
 local out, flags, applied, argi = {}, {}, false, 1
-local li, nl, ci, nc
+local li, nl, ci, nc, now
 for r = 1, nk do
-  local now
-  now, li, nl, ci, nc, argi = read_request(ARGV, argi, li, nl, ci, nc)
+  now, li, nl, ci, nc, argi = read_request(ARGV, argi, li, nl, ci, nc, now)
   local flat = redis.call('HGETALL', KEYS[r])
   local why = ''
   if byte(seen, r) ~= 49 then -- '1': applied by the call before

@@ -11,11 +11,13 @@
 -- ("l:" .. name) and "cp|ra|rp" (compared with the prefix of the field's
 -- value), the number of amounts, each as field and millitokens. In a call
 -- of several requests, one whose resolved limits are exactly the previous
--- request's sends '=' instead of their count and arguments, and one whose
--- amounts are the previous request's too sends '*' instead of both: a
--- batch of requests under the same limits carries them once, and of the
--- same amounts too, once. The arguments are read in
--- place, by index: the common request allocates little.
+-- request's sends '=' instead of their count and arguments, one whose
+-- amounts are the previous request's too sends '*' instead of both, and
+-- one whose now is the previous request's as well sends '"' alone: a
+-- batch of requests under the same limits carries them once, of the same
+-- amounts too, once, and of the same millisecond, one argument a request.
+-- The arguments are read in place, by index: the common request allocates
+-- little.
 
 local find, sub, byte, format = string.find, string.sub, string.byte, string.format
 
@@ -254,24 +256,27 @@ end
 -- (nl), the index of its amounts' count (ci) and that count (nc), and the
 -- index its arguments end at. A request of a call of several whose
 -- resolved limits are the previous request's sends '=' in place of them,
--- one whose amounts are the previous request's too '*' in place of both
--- (see the head of this file); pli, pnl, pci and pnc are the previous
--- request's li, nl, ci and nc, which it then returns.
-local function read_request(argv, a, pli, pnl, pci, pnc)
+-- one whose amounts are the previous request's too '*' in place of both,
+-- one whose now is the previous request's as well '"' in place of all
+-- (see the head of this file); pli, pnl, pci, pnc and pnow are the
+-- previous request's li, nl, ci, nc and now, which it then returns.
+local function read_request(argv, a, pli, pnl, pci, pnc, pnow)
+  local t = argv[a + 1]
+  if pli and t == '"' then return pnow, pli, pnl, pci, pnc, a + 1 end
   local c = argv[a + 2]
   if pli then
     if c == '=' then
       local ci = a + 3
       local nc = count(argv[ci])
-      return argv[a + 1], pli, pnl, ci, nc, ci + 2 * nc
+      return t, pli, pnl, ci, nc, ci + 2 * nc
     elseif c == '*' then
-      return argv[a + 1], pli, pnl, pci, pnc, a + 2
+      return t, pli, pnl, pci, pnc, a + 2
     end
   end
   local nl = count(c)
   local ci = a + 3 + 2 * nl
   local nc = count(argv[ci])
-  return argv[a + 1], a + 2, nl, ci, nc, ci + 2 * nc
+  return t, a + 2, nl, ci, nc, ci + 2 * nc
 end
 
 -- check_any returns why the request read by read_request (from argv) cannot
@@ -568,6 +573,11 @@ local function item_lines(pre, flat)
   return pre .. decimal(n) .. '\n' .. table.concat(flat, '\n')
 end
 
+-- applied_head holds the first three lines of the reply of an applied
+-- request (see reply) on an item of n lines, by n, for the common items:
+-- constants, so that such a request adds two elements fewer to the reply.
+local applied_head = {[4] = '1\n\n4', [6] = '1\n\n6', [8] = '1\n\n8', [10] = '1\n\n10'}
+
 -- reply appends to out (lines, joined by newlines) the reply of one
 -- request: "1" when it was applied, else "0"; the reason it could not
 -- take its amounts ('' when it could); then the item's lines (see
@@ -575,6 +585,13 @@ end
 -- makes no new string: the call's one concatenation copies them.
 local function reply(out, applied, why, flat)
   local k, n = #out, #flat
+  local head = applied and why == '' and applied_head[n]
+  if head then
+    -- the first three lines of the common reply in one constant element
+    out[k + 1] = head
+    for i = 1, n do out[k + 1 + i] = flat[i] end
+    return
+  end
   out[k + 1], out[k + 2], out[k + 3] = applied and '1' or '0', why, decimal(n)
   for i = 1, n do out[k + 3 + i] = flat[i] end
 end
