@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/zaelimiter/limiter/internal/ddblocal"
 	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestFirstAcquireCreatesBesideParent: a key's first acquire, its parent
@@ -244,4 +246,60 @@ func TestFirstAcquireParentDeletedMeanwhile(t *testing.T) {
 	require.NoError(t, cerr)
 	mustCommit(t, mustAcquire(t, env.limiter(), "P", "api", Consume{"rpm": 1}, lim))
 	assert.EqualValues(t, 99_000, env.tokens("P", "api", "rpm"), "P created again starts full")
+}
+
+// TestFirstAcquireCoalesces: 16 goroutines of one limiter make the first
+// acquire of one key at once, its parent known and its item existing. All
+// take from the parent; one reads the key's record and creates its item
+// while the 15 others wait for it, then send their child write again:
+// one read and one put in all, every acquire admitted, each item charged
+// exactly.
+func TestFirstAcquireCoalesces(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGate("BatchGetItem")
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = true })
+	cascadeTo(t, rl, "P", "k0", "k")
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k0", "api", Consume{"rpm": 1}, lim)) // P's item
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
+	env.rec.Reset()
+
+	g.hold()
+	const n = 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+			if err == nil {
+				err = l.Commit(env.ctx)
+			}
+			errs[i] = err
+		})
+	}
+	select {
+	case <-g.entered: // the leader's read
+	case <-time.After(10 * time.Second):
+		g.release()
+		t.Fatal("no read of the record")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rl.slowFlights.waiting(key) < n-1 {
+		if time.Now().After(deadline) {
+			g.release()
+			t.Fatalf("waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
+		}
+		runtime.Gosched()
+	}
+	g.release()
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "acquire %d", i)
+	}
+	assert.Equal(t, 1, env.rec.Count("BatchGetItem"), "the leader's read: %s", env.calls())
+	assert.Equal(t, 1, env.rec.Count("PutItem"), "the leader's put: %s", env.calls())
+	assert.Zero(t, env.rec.Count("TransactWriteItems"), "calls: %s", env.calls())
+	assert.EqualValues(t, (100-1-n)*1000, env.tokens("P", "api", "rpm"))
+	assert.EqualValues(t, (100-n)*1000, env.tokens("k", "api", "rpm"))
+	assert.EqualValues(t, n*1000, env.n(env.bucket("k", "api"), "b_rpm_tc"))
 }
