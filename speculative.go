@@ -194,7 +194,18 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	}
 	rl.learn(childRes, a.at)
 
+	// retried is set when the child's write did not apply and another
+	// did: a shard retry, or the create of a missing item.
 	retried := false
+	if !childRes.Applied && childRes.Reason == store.RefusedBucketMissing && parentRes.Applied && key.Shard == 0 {
+		// The key's first acquire: the parent's take stays.
+		rl.specFallback(key, store.SpecFallbackBucketMissing)
+		res, err := rl.firstAcquire(ctx, a, key, parentID, childRes)
+		if err != nil {
+			return nil, errors.Join(err, rl.undo(ctx, parentRes, consume, a.parent.limits))
+		}
+		childRes, retried = res, res.Applied
+	}
 	if !childRes.Applied {
 		if parentRes.Applied {
 			if err := rl.undo(ctx, parentRes, consume, a.parent.limits); err != nil {

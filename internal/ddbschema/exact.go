@@ -35,7 +35,8 @@ import (
 // at least the capacity less what the time since refills; and rf at least
 // k ms before now and tk at least the capacity less what k ms refill, for
 // k = 1, 2, 4, … below the time since the read's rf, where the writes of
-// others since put it) holding. Writers that
+// others since put it) holding; all the ladders are said in one
+// disjunction over the rungs (see fullLadders). Writers that
 // move the item meanwhile (a take, a refill, a write of the Python
 // library, which moves tk and rf alike) leave it full as long as the
 // refill since covers what they took, and the write still applies; when
@@ -82,9 +83,10 @@ type ExactWCU struct {
 // maxRungMs bounds the k of a ladder: a state that only a later rung
 // would show full is refused, and written from the item it returns. It
 // keeps a full write within what DynamoDB accepts in one condition (at
-// most 300 operators): 13 rungs of 4 operators per ladder, and a ladder
-// for each of up to five limits (the item's four and wcu), leave room for
-// the write's other conditions.
+// most 300 operators): 13 rungs, each of up to 11 operators for five
+// limits (the item's four and wcu: a comparison of rf, one of each
+// balance, and their ANDs; the read rung 21), leave room for the write's
+// other conditions.
 const maxRungMs = 1 << 11
 
 // rungCount returns how many rungs besides the item's as read the ladders
@@ -327,12 +329,12 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 	if w.TTLCheck {
 		dst = append(dst, floorDiv(w.NowMs, 1000))
 	}
+	if w.Full {
+		dst = appendFullLadders(dst, w)
+	}
 	for i := range w.Limits {
 		l := &w.Limits[i]
-		switch {
-		case w.Full:
-			dst = appendLadder(dst, w.OldRefillMs, w.NowMs, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
-		case !l.Create:
+		if !w.Full && !l.Create {
 			dst = append(dst, l.OldMilli)
 		}
 		dst = append(dst, l.NewMilli)
@@ -344,7 +346,6 @@ func exactNumbers(dst []int64, w *ExactWrite) []int64 {
 		}
 	}
 	if c := &w.WCU; w.HasWCU && w.Full {
-		dst = appendLadder(dst, w.OldRefillMs, w.NowMs, c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs)
 		dst = append(dst, c.NewMilli)
 		if c.TakenMilli != 0 {
 			dst = append(dst, c.TakenMilli)
@@ -383,13 +384,32 @@ func FullLadder(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeri
 	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, f)
 }
 
-// appendLadder appends the bounds of each rung of a limit's ladder at now
-// (see fullRungs), in the order of the template's slots.
-func appendLadder(dst []int64, oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs int64) []int64 {
-	dst = append(dst, oldRefillMs, readRung(oldRefillMs, nowMs, capacityMilli, refillAmountMilli, refillPeriodMs))
-	fullRungs(nowMs, rungCount(oldRefillMs, nowMs), capacityMilli, refillAmountMilli, refillPeriodMs, func(rfMax, tkMin int64, _ bool) {
-		dst = append(dst, rfMax, tkMin)
-	})
+// appendFullLadders appends the numbers of the condition of a Full write
+// (see fullLadders), in the order of the template's slots: rf of each rung
+// (the read rung's, then those of fullRungs), then per ladder (the limits
+// written, then wcu) the read rung's bound and those of its rungs.
+func appendFullLadders(dst []int64, w *ExactWrite) []int64 {
+	n := rungCount(w.OldRefillMs, w.NowMs)
+	dst = append(dst, w.OldRefillMs)
+	k := int64(1)
+	for range n {
+		dst = append(dst, bucketmath.AddSat(w.NowMs, -k))
+		k *= 2
+	}
+	each := func(cp, ra, rp int64) {
+		dst = append(dst, readRung(w.OldRefillMs, w.NowMs, cp, ra, rp))
+		fullRungs(w.NowMs, n, cp, ra, rp, func(_, tkMin int64, _ bool) {
+			dst = append(dst, tkMin)
+		})
+	}
+	for i := range w.Limits {
+		if l := &w.Limits[i]; !l.Create {
+			each(l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)
+		}
+	}
+	if c := &w.WCU; w.HasWCU {
+		each(c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs)
+	}
 	return dst
 }
 
@@ -406,6 +426,63 @@ func (u *ExactUpdates) template(shape string, w *ExactWrite) *exactTemplate {
 	m := KeepTemplate(old, shape, t)
 	u.templates.Store(&m)
 	return t
+}
+
+// fullLadders returns the condition of a Full write that every limit,
+// whose balances are the attributes tks and parameters params, is full by
+// now: that each holds on one rung of its ladder (the read rung and the n
+// of fullRungs), said in one disjunction over the rungs rather than one
+// per limit. All ladders share rf and the k of their rungs, and a rung's
+// test of a balance only weakens as k grows (the refill of k ms grows with
+// k; a test of equality, where k ms refill nothing, is passed only by the
+// capacity, which every later test passes too); the read rung has the
+// oldest rf. So the ladders all hold iff, at the oldest rung whose rf
+// bound rf is within, each balance passes its ladder's test of that rung,
+// of its last rung when its ladder ended before (it fills from empty by
+// then), and at the read rung its read test or its last rung's. Per rung
+// that is one comparison of rf and one of each balance: about half the
+// operators of a ladder per limit, which DynamoDB caps at 300 for a
+// condition. slot allocates the placeholder of the next number, in
+// appendFullLadders' order.
+func fullLadders(rf string, tks []string, params [][3]int64, n int, nowMs int64, slot func() string) string {
+	rfs := make([]string, n+1)
+	for i := range rfs {
+		rfs[i] = slot()
+	}
+	reads := make([]string, len(tks))
+	tests := make([][]string, len(tks))
+	for i, tk := range tks {
+		reads[i] = tk + " >= " + slot()
+		p := params[i]
+		fullRungs(nowMs, n, p[0], p[1], p[2], func(_, _ int64, exact bool) {
+			op := " >= "
+			if exact {
+				op = " = "
+			}
+			tests[i] = append(tests[i], tk+op+slot())
+		})
+	}
+	rungs := make([]string, 0, n+1)
+	for j := 1; j <= n; j++ {
+		parts := []string{rf + " <= " + rfs[j]}
+		for _, t := range tests {
+			parts = append(parts, t[min(j, len(t))-1])
+		}
+		rungs = append(rungs, "("+strings.Join(parts, " AND ")+")")
+	}
+	parts := []string{rf + " <= " + rfs[0]}
+	for i, t := range tests {
+		if len(t) == 0 {
+			parts = append(parts, reads[i])
+		} else {
+			parts = append(parts, "("+reads[i]+" OR "+t[len(t)-1]+")")
+		}
+	}
+	rungs = append(rungs, "("+strings.Join(parts, " AND ")+")")
+	if len(rungs) == 1 {
+		return rungs[0] // DynamoDB refuses redundant parentheses
+	}
+	return "(" + strings.Join(rungs, " OR ") + ")"
 }
 
 // buildExactTemplate writes the expressions of w's shape; its slots follow
@@ -448,24 +525,6 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	if !w.Full {
 		conds = append(conds, rf+" = "+slot())
 	}
-	// ladder is the condition that the limit whose balance is tk is full
-	// by now (see fullRungs); its slots follow appendLadder's order.
-	ladder := func(tk string, cp, ra, rp int64) string {
-		rf, bound := slot(), slot()
-		rungs := []string{"(" + name(AttrRefill) + " <= " + rf + " AND " + tk + " >= " + bound + ")"}
-		fullRungs(w.NowMs, rungCount(w.OldRefillMs, w.NowMs), cp, ra, rp, func(_, _ int64, exact bool) {
-			op := " >= "
-			if exact {
-				op = " = "
-			}
-			rf, bound := slot(), slot()
-			rungs = append(rungs, "("+name(AttrRefill)+" <= "+rf+" AND "+tk+op+bound+")")
-		})
-		if len(rungs) == 1 {
-			return rungs[0] // DynamoDB refuses redundant parentheses
-		}
-		return "(" + strings.Join(rungs, " OR ") + ")"
-	}
 	if w.CheckIncarnation {
 		if inc := name(AttrIncarnation); w.Incarnation != 0 {
 			conds = append(conds, inc+" = "+slot())
@@ -480,6 +539,21 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	if w.TTLCheck {
 		ttl := name(AttrTTL)
 		conds = append(conds, "(attribute_not_exists("+ttl+") OR "+ttl+" > "+slot()+")")
+	}
+	if w.Full {
+		var tks []string
+		var params [][3]int64
+		for i := range w.Limits {
+			if l := &w.Limits[i]; !l.Create {
+				tks = append(tks, name(BucketAttr(l.Name, FieldTokens)))
+				params = append(params, [3]int64{l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs})
+			}
+		}
+		if c := &w.WCU; w.HasWCU {
+			tks = append(tks, name(BucketAttr(WCULimitName, FieldTokens)))
+			params = append(params, [3]int64{c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs})
+		}
+		conds = append(conds, fullLadders(rf, tks, params, rungCount(w.OldRefillMs, w.NowMs), w.NowMs, slot))
 	}
 	for i := range w.Limits {
 		l := &w.Limits[i]
@@ -498,9 +572,7 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 			}
 			remove = append(remove, fa)
 		} else {
-			if w.Full {
-				conds = append(conds, ladder(tk, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs))
-			} else {
+			if !w.Full {
 				conds = append(conds, tk+" = "+slot())
 			}
 			conds = append(conds, params(l.Name, l.CapacityMilli, l.RefillAmountMilli, l.RefillPeriodMs)...)
@@ -521,7 +593,6 @@ func buildExactTemplate(w *ExactWrite) *exactTemplate {
 	}
 	if c := &w.WCU; w.HasWCU && w.Full {
 		wtk := name(BucketAttr(WCULimitName, FieldTokens))
-		conds = append(conds, ladder(wtk, c.CapacityMilli, c.RefillAmountMilli, c.RefillPeriodMs))
 		set = append(set, wtk+" = "+slot())
 		if c.TakenMilli != 0 {
 			add = append(add, name(BucketAttr(WCULimitName, FieldTotalConsumed))+" "+slot())

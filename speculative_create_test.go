@@ -1,0 +1,305 @@
+package limiter
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
+	"github.com/zaelimiter/limiter/internal/faultproxy"
+	"github.com/zaelimiter/limiter/store"
+)
+
+// TestFirstAcquireCreatesBesideParent: a key's first acquire, its parent
+// known, takes from the parent with its speculative write and creates the
+// key's item with one put (after one read of its record), with no
+// transaction and no give-back; the item is the one the read-then-write
+// path creates (same attributes, same balances).
+func TestFirstAcquireCreatesBesideParent(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	rl := env.specLimiter()
+	cascadeTo(t, rl, "P", "k1", "k2")
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+	slow := env.limiter(func(o *Options) { o.SpeculativeWrites = false })
+	mustCommit(t, mustAcquire(t, slow, "k1", "api", Consume{"rpm": 1, "tpm": 10}, lim)) // P's item, and k1's by the transaction
+	env.rec.Reset()
+	mustCommit(t, mustAcquire(t, rl, "k2", "api", Consume{"rpm": 1, "tpm": 10}, lim))
+	// the child's refused write and the parent's go out together, then the
+	// record's read and the put; the commit writes nothing (no change)
+	assert.Equal(t, "BatchGetItem[2], PutItem, UpdateItem, UpdateItem!", env.sortedCalls())
+
+	k1, k2 := env.bucket("k1", "api"), env.bucket("k2", "api")
+	attrs := func(item map[string]types.AttributeValue) []string {
+		// The put carries a write identifier (wid0), which a transaction
+		// does not need (its idempotency token recognises a resent one).
+		delete(item, "wid0")
+		return slices.Sorted(maps.Keys(item))
+	}
+	require.Equal(t, attrs(maps.Clone(k1)), attrs(maps.Clone(k2)), "the put's item has the read-then-write create's attributes")
+	for _, attr := range []string{"b_rpm_tk", "b_rpm_cp", "b_rpm_tc", "b_tpm_tk", "b_tpm_tc", "rf", "ttl"} {
+		assert.Equal(t, env.n(k1, attr), env.n(k2, attr), attr)
+	}
+	assert.Equal(t, k1["parent_id"], k2["parent_id"])
+	assert.Equal(t, k1["cascade"], k2["cascade"])
+	assert.NotEqual(t, env.n(k1, "inc"), env.n(k2, "inc"), "each item its own incarnation")
+	assert.EqualValues(t, 98_000, env.tokens("P", "api", "rpm"))
+	assert.EqualValues(t, 99_000, env.tokens("k2", "api", "rpm"))
+	assert.EqualValues(t, 9_990_000, env.tokens("k2", "api", "tpm"))
+}
+
+// TestFirstAcquireResentPutChargedOnce: the first acquire's put, applied
+// but answered with a 500, is sent again: the retry is refused because the
+// item holds its write identifier, and counts as applied. The key and the
+// parent are charged once.
+func TestFirstAcquireResentPutChargedOnce(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	rl, p := proxiedLimiter(t, env, func(o *Options) { o.GroupCommit = false })
+	cascadeTo(t, rl, "P", "k1", "k2")
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustAcquireWithin(t, rl, "k1", Consume{"rpm": 1}, lim) // P's item
+	p.Add(faultproxy.Rule{Op: "PutItem", Kind: faultproxy.Error500After, Times: 1})
+	before := p.Count("PutItem")
+	l, err := rl.Acquire(env.ctx, "k2", "api", Consume{"rpm": 5}, lim)
+	require.NoError(t, err, "a put answered 500 after it applied")
+	require.NoError(t, l.Commit(env.ctx))
+	require.NoError(t, rl.Close())
+	assert.Equal(t, 1, p.Faults("PutItem"), "the fault hit no put: the test did not test")
+	assert.Equal(t, 2, p.Count("PutItem")-before, "the put answered 500, then its retry")
+	assert.EqualValues(t, 5000, env.n(env.bucket("k2", "api"), "b_rpm_tc"), "k2 charged once")
+	assert.EqualValues(t, 6000, env.n(env.bucket("P", "api"), "b_rpm_tc"), "P charged once")
+	assert.EqualValues(t, 95_000, env.tokens("k2", "api", "rpm"))
+	assert.EqualValues(t, 94_000, env.tokens("P", "api", "rpm"))
+}
+
+// TestFirstAcquireTwoProcessesExact: two processes (limiters on stores of
+// their own, each knowing the keys' parent) make the first acquire of the
+// same new key at once, the key allowing one request: both read the
+// missing item and send their puts together. Exactly one is admitted per
+// key; the loser's put is refused and its parent take given back; each
+// key and the parent are charged once per admitted acquire.
+func TestFirstAcquireTwoProcessesExact(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	const keys = 6
+	ids := make([]string, keys)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("k%d", i)
+	}
+	gates := [2]*gate{newGate("PutItem"), newGate("PutItem")}
+	var rls [2]*RateLimiter
+	for i := range rls {
+		repo := coldRepo(t, env)
+		repo.client = ddblocal.Client(t, env.rec.Option(), hook(gates[i].before))
+		rls[i] = New(repo, func(o *Options) { o.Clock = env.clock.now })
+	}
+	cascadeTo(t, rls[0], "P", ids...)
+	admin := rls[0].Admin()
+	require.NoError(t, admin.SetLimits(env.ctx, Scope{Resource: "api"}, []Limit{PerMinute("rpm", 1)}))
+	require.NoError(t, admin.SetLimits(env.ctx, Scope{Entity: "P", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
+	for _, id := range ids {
+		_, err := rls[1].Admin().Entity(env.ctx, id) // the second process learns the cascade
+		require.NoError(t, err)
+	}
+	for _, rl := range rls {
+		mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1})) // P's item
+	}
+	admitted := 0
+	for _, id := range ids {
+		for _, g := range gates {
+			g.hold()
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, rl := range rls {
+			wg.Go(func() {
+				l, err := rl.Acquire(env.ctx, id, "api", Consume{"rpm": 1})
+				if err == nil {
+					err = l.Commit(env.ctx)
+				}
+				errs[i] = err
+			})
+		}
+		for _, g := range gates {
+			select {
+			case <-g.entered: // each process read the missing item and puts it
+			case <-time.After(10 * time.Second):
+				g.release()
+				t.Fatalf("%s: a process made no put", id)
+			}
+		}
+		for _, g := range gates {
+			g.release()
+		}
+		wg.Wait()
+		n := 0
+		for _, err := range errs {
+			var rle *RateLimitExceededError
+			switch {
+			case err == nil:
+				n++
+			case errors.As(err, &rle):
+			default:
+				require.NoError(t, err)
+			}
+		}
+		require.Equal(t, 1, n, "%s: admitted %d of 2, want exactly 1 (capacity 1)", id, n)
+		admitted += n
+		require.EqualValues(t, 0, env.tokens(id, "api", "rpm"), id)
+		require.EqualValues(t, 1000, env.n(env.bucket(id, "api"), "b_rpm_tc"), "%s charged once", id)
+	}
+	assert.EqualValues(t, (100-2-admitted)*1000, env.tokens("P", "api", "rpm"), "P charged once per admitted acquire")
+}
+
+// TestFirstAcquireReparentedMeanwhile: the key is deleted and created
+// again under another parent between its first acquire's writes (the
+// parent's take applied, the child's refused for want of the item) and
+// the read of its record. The record names another parent than the one
+// taken from: the take is given back and the read-then-write path charges
+// the new parent; the old one ends as it was.
+func TestFirstAcquireReparentedMeanwhile(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	g := newGate("BatchGetItem")
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = true })
+	cascadeTo(t, rl, "P", "k0", "k")
+	cascadeTo(t, rl, "Q", "q0")
+	lim := WithLimits(PerMinute("rpm", 100))
+	for _, id := range []string{"k0", "q0"} {
+		mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}, lim)) // P's and Q's items
+	}
+	g.hold()
+	var l *Lease
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+	}()
+	select {
+	case <-g.entered: // the record's read
+	case <-time.After(10 * time.Second):
+		g.release()
+		t.Fatal("no read of the record")
+	}
+	admin := env.limiter().Admin()
+	require.NoError(t, admin.DeleteEntity(env.ctx, "k"))
+	_, cerr := admin.CreateEntity(env.ctx, Entity{ID: "k", ParentID: "Q", Cascade: true})
+	require.NoError(t, cerr)
+	g.release()
+	<-done
+	require.NoError(t, err)
+	mustCommit(t, l)
+	assert.EqualValues(t, 99_000, env.tokens("P", "api", "rpm"), "P: the take given back")
+	assert.EqualValues(t, 98_000, env.tokens("Q", "api", "rpm"), "Q: charged for k")
+	assert.Equal(t, &types.AttributeValueMemberS{Value: "Q"}, env.bucket("k", "api")["parent_id"])
+	assert.EqualValues(t, 99_000, env.tokens("k", "api", "rpm"))
+}
+
+// TestFirstAcquireParentDeletedMeanwhile: the parent is deleted (its items
+// with it) while the key's first acquire puts the key's item, after its
+// take from the parent applied. The key is charged once; the lease's
+// commit does not bring back the deleted parent's item, and the parent
+// created again starts full.
+func TestFirstAcquireParentDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	g := newGate("PutItem")
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = true })
+	cascadeTo(t, rl, "P", "k0", "k")
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k0", "api", Consume{"rpm": 1}, lim)) // P's item
+	g.hold()
+	var l *Lease
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+	}()
+	select {
+	case <-g.entered: // the put
+	case <-time.After(10 * time.Second):
+		g.release()
+		t.Fatal("no put")
+	}
+	admin := env.limiter().Admin()
+	require.NoError(t, admin.DeleteEntity(env.ctx, "P"))
+	g.release()
+	<-done
+	require.NoError(t, err)
+	require.NoError(t, l.Adjust(Consume{"rpm": 2}))
+	mustCommit(t, l)
+	assert.Empty(t, env.bucket("P", "api"), "the deleted parent's item written again by the lease")
+	assert.EqualValues(t, 3000, env.n(env.bucket("k", "api"), "b_rpm_tc"), "k charged once")
+	_, cerr := admin.CreateEntity(env.ctx, Entity{ID: "P"})
+	require.NoError(t, cerr)
+	mustCommit(t, mustAcquire(t, env.limiter(), "P", "api", Consume{"rpm": 1}, lim))
+	assert.EqualValues(t, 99_000, env.tokens("P", "api", "rpm"), "P created again starts full")
+}
+
+// TestFirstAcquireCoalesces: 16 goroutines of one limiter make the first
+// acquire of one key at once, its parent known and its item existing. All
+// take from the parent; one reads the key's record and creates its item
+// while the 15 others wait for it, then send their child write again:
+// one read and one put in all, every acquire admitted, each item charged
+// exactly.
+func TestFirstAcquireCoalesces(t *testing.T) {
+	env := newTestEnv(t)
+	g := newGate("BatchGetItem")
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.SpeculativeWrites = true })
+	cascadeTo(t, rl, "P", "k0", "k")
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, rl, "k0", "api", Consume{"rpm": 1}, lim)) // P's item
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
+	env.rec.Reset()
+
+	g.hold()
+	const n = 16
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
+			if err == nil {
+				err = l.Commit(env.ctx)
+			}
+			errs[i] = err
+		})
+	}
+	select {
+	case <-g.entered: // the leader's read
+	case <-time.After(10 * time.Second):
+		g.release()
+		t.Fatal("no read of the record")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for rl.slowFlights.waiting(key) < n-1 {
+		if time.Now().After(deadline) {
+			g.release()
+			t.Fatalf("waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
+		}
+		runtime.Gosched()
+	}
+	g.release()
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "acquire %d", i)
+	}
+	assert.Equal(t, 1, env.rec.Count("BatchGetItem"), "the leader's read: %s", env.calls())
+	assert.Equal(t, 1, env.rec.Count("PutItem"), "the leader's put: %s", env.calls())
+	assert.Zero(t, env.rec.Count("TransactWriteItems"), "calls: %s", env.calls())
+	assert.EqualValues(t, (100-1-n)*1000, env.tokens("P", "api", "rpm"))
+	assert.EqualValues(t, (100-n)*1000, env.tokens("k", "api", "rpm"))
+	assert.EqualValues(t, n*1000, env.n(env.bucket("k", "api"), "b_rpm_tc"))
+}
