@@ -1,5 +1,8 @@
 // Layer 4, mechanics: the speculative path: one conditional write and no
-// read, falling back to the read-then-write path.
+// read, falling back to the read-then-write path; and a key's first
+// acquire, whose missing item is created with one conditional put beside
+// the parent's speculative write instead of a read of both and a
+// transaction locked on the parent.
 
 package limiter
 
@@ -52,6 +55,18 @@ type specAcquire struct {
 	refused store.BucketKey
 	// rounds counts the rounds run again after such a refusal.
 	rounds int
+	// first is set when the acquire is its key's first: the child's write
+	// was refused because its item does not exist, while the parent's,
+	// sent beside it, applied (see firstAcquire).
+	first *firstWrites
+}
+
+// firstWrites are the two speculative writes of a key's first acquire:
+// the child's, refused, on key, and the parent's (parentID's), applied.
+type firstWrites struct {
+	key           store.BucketKey
+	parentID      string
+	child, parent store.SpeculativeResult
 }
 
 // mixedRetries bounds the rounds an acquire runs again after a refusal of
@@ -98,6 +113,9 @@ func (rl *RateLimiter) speculativeAcquire(ctx context.Context, p *acquirePlan) (
 	a := &specAcquire{resource: p.resource, consume: p.consume, at: rl.now(), child: p.child, o: p.o}
 	for {
 		lease, err := rl.speculativeFrom(ctx, p.entityID, a)
+		if a.first != nil {
+			return rl.firstAcquire(ctx, a)
+		}
 		if !a.mixed || !isRefusal(err) {
 			return lease, err
 		}
@@ -194,18 +212,13 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 	}
 	rl.learn(childRes, a.at)
 
-	// retried is set when the child's write did not apply and another
-	// did: a shard retry, or the create of a missing item.
-	retried := false
 	if !childRes.Applied && childRes.Reason == store.RefusedBucketMissing && parentRes.Applied && key.Shard == 0 {
-		// The key's first acquire: the parent's take stays.
-		rl.specFallback(key, store.SpecFallbackBucketMissing)
-		res, err := rl.firstAcquire(ctx, a, key, parentID, childRes)
-		if err != nil {
-			return nil, errors.Join(err, rl.undo(ctx, parentRes, consume, a.parent.limits))
-		}
-		childRes, retried = res, res.Applied
+		// The key's first acquire: the parent's take stays, and
+		// speculativeAcquire hands the acquire to firstAcquire.
+		a.first = &firstWrites{key: key, parentID: parentID, child: childRes, parent: parentRes}
+		return nil, nil
 	}
+	retried := false // a retry on another shard applied
 	if !childRes.Applied {
 		if parentRes.Applied {
 			if err := rl.undo(ctx, parentRes, consume, a.parent.limits); err != nil {
@@ -652,4 +665,104 @@ func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeReq
 			rl.giveBack(req.Key, incarnationOf(res), req.Consume, req.Limits)
 		}
 	})
+}
+
+// firstAcquire is the path of a key's first acquire (a.first): the
+// child's speculative write was refused because its item does not exist,
+// while the parent's, sent beside it, applied. The parent's take stays:
+// the item is created with the request taken (createFirst). Otherwise the
+// parent's take is given back and it returns (nil, nil): the
+// read-then-write path decides.
+func (rl *RateLimiter) firstAcquire(ctx context.Context, a *specAcquire) (*Lease, error) {
+	f := a.first
+	rl.specFallback(f.key, store.SpecFallbackBucketMissing)
+	child, err := rl.createFirst(ctx, a, f)
+	if err == nil && child.Applied {
+		lease := newSpecLease(rl, child, a.consume, a.child.limits)
+		lease.entries = appendSpecEntries(lease.entries, make([]leaseEntry, 0, len(a.parent.limits)), f.parent, a.consume, a.parent.limits)
+		return lease, nil
+	}
+	return nil, errors.Join(err, rl.undo(ctx, f.parent, a.consume, a.parent.limits))
+}
+
+// createFirst creates the missing item of f.key (createOnFirst), or, when
+// another acquire of this limiter is creating it already, sends the
+// child's write again once that one ended. It returns the child's result:
+// applied, or refused.
+func (rl *RateLimiter) createFirst(ctx context.Context, a *specAcquire, f *firstWrites) (store.SpeculativeResult, error) {
+	lead, err := rl.coalesce(ctx, f.key)
+	if err != nil {
+		return f.child, err
+	}
+	if !lead {
+		res, err := rl.specConsume(ctx, a.request(f.key, a.child.limits))
+		if err != nil {
+			return f.child, err
+		}
+		rl.learn(res, a.at)
+		return res, nil
+	}
+	defer rl.slowFlights.leave(f.key)
+	created, ok, err := rl.createOnFirst(ctx, a, f.key, f.parentID)
+	if err != nil || !ok {
+		return f.child, err
+	}
+	return created, nil
+}
+
+// createOnFirst reads the entity record of key's entity with its item (one
+// read), decides the new item as the read-then-write path would (every
+// limit full, less what a switch carried, less the request) and creates it
+// with one write conditioned on its absence. The put carries a write
+// identifier, so a resent put that had applied is recognised, not taken
+// twice.
+//
+// It reports ok false, nothing written, when that shape does not hold:
+// the item exists by now, the record names another parent than parentID
+// (the one the caller took from), or the request exceeds a capacity; and
+// when the put is refused (another writer created the item first). On ok
+// it returns the created item as an applied speculative result.
+func (rl *RateLimiter) createOnFirst(ctx context.Context, a *specAcquire, key store.BucketKey, parentID string) (res store.SpeculativeResult, ok bool, err error) {
+	entityID := key.EntityID
+	metas, buckets, err := rl.store.loadBuckets(ctx, []string{entityID}, []store.BucketKey{key})
+	if err != nil || buckets[key] != nil {
+		return res, false, err
+	}
+	g := entityGroup{entityID: entityID, resource: a.resource, limits: a.child.limits, source: a.child.source, switches: a.child.switches}
+	m, found := metas[entityID]
+	if !found || !m.Cascade || m.ParentID != parentID {
+		if found {
+			rl.ents.setEntity(entityID, true, m.Cascade, m.ParentID)
+		} else {
+			rl.ents.setEntity(entityID, false, false, "")
+		}
+		return res, false, nil
+	}
+	g.meta = &m
+	now := a.nowMs()
+	if err := rl.carrySwitches(ctx, &g, a.resource, nil, now); err != nil {
+		return res, false, err
+	}
+	entries, _, exceeded := consumeGroup(g, a.resource, a.consume, now)
+	if exceeded {
+		return res, false, nil
+	}
+	w := store.BucketWrite{Kind: store.WriteCreate, Key: key, NowMs: now, ShardCount: 1, Incarnation: newIncarnation(),
+		Cascade: m.Cascade, ParentID: m.ParentID, RefreshEntity: true}
+	w.TTL, w.TTLSeconds = rl.ttlFor(g, entries, now)
+	for _, e := range entries {
+		e.inc = w.Incarnation
+		w.States = append(w.States, e.state)
+	}
+	err = rl.writeWithConflictRetry(ctx, []store.BucketWrite{w}, &Lease{rl: rl, entries: entries})
+	if errors.Is(err, store.ErrConditionFailed) {
+		return res, false, nil // another writer created the item first
+	}
+	if err != nil {
+		return res, false, err
+	}
+	return store.SpeculativeResult{Key: key, Applied: true, Bucket: &store.Bucket{
+		Key: key, ShardCount: 1, RefillMs: now, Cascade: w.Cascade, ParentID: w.ParentID,
+		Incarnation: w.Incarnation, States: w.States,
+	}}, true, nil
 }
