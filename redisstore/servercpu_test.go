@@ -50,7 +50,6 @@ func BenchmarkConsumeServerCPU(b *testing.B) {
 	c := redisserver.Client(b)
 	s, err := New(c, func(o *Options) { o.Namespace = "servercpu" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) })
 	require.NoError(b, err)
-	big := store.MilliTokens(1 << 30)
 	runs := 0 // each run of a sub-benchmark (b.N grows) has an item of its own
 	for _, bc := range []struct {
 		name   string
@@ -65,14 +64,7 @@ func BenchmarkConsumeServerCPU(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			runs++
 			key := store.BucketKey{EntityID: "u" + strconv.Itoa(runs), Resource: "api"}
-			var states []store.BucketState
-			var lims []store.Limit
-			consume := store.Consume{}
-			for i, n := range bc.limits {
-				states = append(states, store.BucketState{LimitName: n, TokensMilli: big, CapacityMilli: big, RefillAmountMilli: big, RefillPeriodMs: 60_000})
-				lims = append(lims, store.Limit{Name: n, Capacity: 1 << 30, RefillAmount: 1 << 30, RefillPeriod: time.Minute})
-				consume[n] = int64(1 + 499*i)
-			}
+			states, lims, consume := eachCase(bc.limits)
 			now := time.Now().UnixMilli()
 			require.NoError(b, s.WriteBuckets(ctx, []store.BucketWrite{{Kind: store.WriteCreate, Key: key, NowMs: now, Incarnation: 7,
 				TTL: store.TTLSet, TTLSeconds: 3600, States: states}}))
@@ -114,7 +106,6 @@ func BenchmarkConsumeEachServerCPU(b *testing.B) {
 	c := redisserver.Client(b)
 	s, err := New(c, func(o *Options) { o.Namespace = "eachcpu" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) })
 	require.NoError(b, err)
-	big := store.MilliTokens(1 << 30)
 	const per = 16
 	runs := 0
 	for _, bc := range []struct {
@@ -127,14 +118,7 @@ func BenchmarkConsumeEachServerCPU(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			runs++
-			var states []store.BucketState
-			var lims []store.Limit
-			consume := store.Consume{}
-			for i, n := range bc.limits {
-				states = append(states, store.BucketState{LimitName: n, TokensMilli: big, CapacityMilli: big, RefillAmountMilli: big, RefillPeriodMs: 60_000})
-				lims = append(lims, store.Limit{Name: n, Capacity: 1 << 30, RefillAmount: 1 << 30, RefillPeriod: time.Minute})
-				consume[n] = int64(1 + 499*i)
-			}
+			states, lims, consume := eachCase(bc.limits)
 			now := time.Now().UnixMilli()
 			keys := make([]store.BucketKey, per)
 			for k := range keys {
@@ -168,4 +152,20 @@ func BenchmarkConsumeEachServerCPU(b *testing.B) {
 			b.ReportMetric((serverCPU(ctx, b, info)-cpu0)*1e6/float64(b.N), "server-µs/request")
 		})
 	}
+}
+
+// eachCase returns the stored states, the limits and the amounts of a
+// consume benchmark of limits: every limit so large that no request is
+// refused, the second and later taking more than the first.
+func eachCase(limits []string) ([]store.BucketState, []store.Limit, store.Consume) {
+	big := store.MilliTokens(1 << 30)
+	var states []store.BucketState
+	var lims []store.Limit
+	consume := store.Consume{}
+	for i, n := range limits {
+		states = append(states, store.BucketState{LimitName: n, TokensMilli: big, CapacityMilli: big, RefillAmountMilli: big, RefillPeriodMs: 60_000})
+		lims = append(lims, store.Limit{Name: n, Capacity: 1 << 30, RefillAmount: 1 << 30, RefillPeriod: time.Minute})
+		consume[n] = int64(1 + 499*i)
+	}
+	return states, lims, consume
 }

@@ -53,7 +53,6 @@ func BenchmarkConsumeEachServerCPUVersus(b *testing.B) {
 	}
 	s, err := New(c, func(o *Options) { o.Namespace = "versus" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36) })
 	require.NoError(b, err)
-	big := store.MilliTokens(1 << 30)
 	const per = 16
 	info := func(ctx context.Context) (string, error) { return c.Info(ctx, "cpu").Result() }
 	runs := 0 // each run of a sub-benchmark (b.N grows) has items of its own
@@ -67,14 +66,7 @@ func BenchmarkConsumeEachServerCPUVersus(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			runs++
-			var states []store.BucketState
-			var lims []store.Limit
-			consume := store.Consume{}
-			for i, n := range bc.limits {
-				states = append(states, store.BucketState{LimitName: n, TokensMilli: big, CapacityMilli: big, RefillAmountMilli: big, RefillPeriodMs: 60_000})
-				lims = append(lims, store.Limit{Name: n, Capacity: 1 << 30, RefillAmount: 1 << 30, RefillPeriod: time.Minute})
-				consume[n] = int64(1 + 499*i)
-			}
+			states, lims, consume := eachCase(bc.limits)
 			now := time.Now().UnixMilli()
 			type side struct {
 				fn   string
