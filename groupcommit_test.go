@@ -32,6 +32,18 @@ func (g *gate) hold() {
 	g.mu.Unlock()
 }
 
+// await waits, at most 10 s, for a call to arrive at the held gate; on
+// a time-out it lets the calls through and fails the test with what.
+func (g *gate) await(t testing.TB, what string) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(10 * time.Second):
+		g.release()
+		t.Fatal(what)
+	}
+}
+
 // release lets the held calls (and later ones) through.
 func (g *gate) release() {
 	g.mu.Lock()

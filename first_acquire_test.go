@@ -131,12 +131,7 @@ func TestFirstAcquireTwoProcessesExact(t *testing.T) {
 			})
 		}
 		for _, g := range gates {
-			select {
-			case <-g.entered: // each process read the missing item and puts it
-			case <-time.After(10 * time.Second):
-				g.release()
-				t.Fatalf("%s: a process made no put", id)
-			}
+			g.await(t, fmt.Sprintf("%s: a process made no put", id)) // each process read the missing item and puts it
 		}
 		for _, g := range gates {
 			g.release()
@@ -186,12 +181,7 @@ func TestFirstAcquireReparentedMeanwhile(t *testing.T) {
 		defer close(done)
 		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
 	}()
-	select {
-	case <-g.entered: // the record's read
-	case <-time.After(10 * time.Second):
-		g.release()
-		t.Fatal("no read of the record")
-	}
+	g.await(t, "no read of the record") // the record's read
 	admin := env.limiter().Admin()
 	require.NoError(t, admin.DeleteEntity(env.ctx, "k"))
 	_, cerr := admin.CreateEntity(env.ctx, Entity{ID: "k", ParentID: "Q", Cascade: true})
@@ -227,12 +217,7 @@ func TestFirstAcquireParentDeletedMeanwhile(t *testing.T) {
 		defer close(done)
 		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
 	}()
-	select {
-	case <-g.entered: // the put
-	case <-time.After(10 * time.Second):
-		g.release()
-		t.Fatal("no put")
-	}
+	g.await(t, "no put") // the put
 	admin := env.limiter().Admin()
 	require.NoError(t, admin.DeleteEntity(env.ctx, "P"))
 	g.release()
@@ -277,12 +262,7 @@ func TestFirstAcquireCoalesces(t *testing.T) {
 			errs[i] = err
 		})
 	}
-	select {
-	case <-g.entered: // the leader's read
-	case <-time.After(10 * time.Second):
-		g.release()
-		t.Fatal("no read of the record")
-	}
+	g.await(t, "no read of the record") // the leader's read
 	deadline := time.Now().Add(10 * time.Second)
 	for rl.slowFlights.waiting(key) < n-1 {
 		if time.Now().After(deadline) {
