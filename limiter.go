@@ -751,3 +751,12 @@ func (rl *RateLimiter) commitLater(writes []store.BucketWrite) bool {
 	}
 	return true
 }
+
+// checkContext refuses a nil context (a typed error, not a panic) and
+// returns a done context's error.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	return ctx.Err()
+}
