@@ -41,6 +41,7 @@ type loadFlags struct {
 	speculative  bool
 	contender    string // a commit whose zae-limiter runs the scenario beside this one
 	rounds       int    // alternating rounds of --contender
+	freshLocal   bool   // with --contender, each run on a DynamoDB Local of its own
 }
 
 // registerScenario registers the scenario flags on f, writing into s.
@@ -135,6 +136,7 @@ func cmdLoad(c *cli) *command {
 	f.str(&lf.worker, "worker", "", "", "internal: run as a worker process of --procs with this scenario file")
 	f.str(&lf.contender, "contender", "", "", "a commit (hash, tag, branch) of this clone whose zae-limiter runs the same scenario in alternating rounds with this one, each run on a fresh table of its own, and the report compares them (needs git, go and the clone's history)")
 	f.integer(&lf.rounds, "rounds", "", 3, "alternating rounds of each program with --contender")
+	f.boolean(&lf.freshLocal, "fresh-local", "", false, "with --contender: start a DynamoDB Local (its container, or the jar of `make dynamodb-local`) for each run and stop it after, instead of --endpoint-url: one DynamoDB Local slows from run to run, which favours the program that runs first")
 	f.run = func(pos []string) error {
 		if lf.merge {
 			return c.loadMerge(pos, &lf)

@@ -6,6 +6,7 @@ package main
 // shows in one run on one machine.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/zaelimiter/limiter/cmd/internal/contender"
 	"github.com/zaelimiter/limiter/cmd/internal/loadtest"
+	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
 // contenderOwnFlags are the flags of `load` that the contender run sets
@@ -28,6 +30,7 @@ import (
 var contenderOwnFlags = map[string]bool{
 	"contender": true, "rounds": true, "name": true, "result": true, "report": true,
 	"create-table": true, "progress": true, "output": true, "merge": true, "worker": true,
+	"fresh-local": true,
 }
 
 // loadContender runs the scenario of the flags given (f's, less
@@ -63,7 +66,7 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 	}
 	var pass []string
 	f.cmd.Flags().Visit(func(fl *pflag.Flag) {
-		if !contenderOwnFlags[fl.Name] {
+		if !contenderOwnFlags[fl.Name] && !(lf.freshLocal && fl.Name == "endpoint-url") {
 			pass = append(pass, "--"+fl.Name+"="+fl.Value.String())
 		}
 	})
@@ -82,10 +85,23 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 			file := filepath.Join(dir, table+".json")
 			args := append([]string{"load"}, pass...)
 			args = append(args, "--name="+table, "--create-table", "--result="+file, "--progress=-1s")
-			fmt.Fprintf(c.stderr, "load: round %d of %d: %s on table %s\n", r+1, lf.rounds, map[int]string{0: "this program", 1: hash[:12]}[i], table)
+			where := "table " + table
+			var srv *ddblocal.Server
+			if lf.freshLocal {
+				if srv, err = startFreshLocal(c.ctx); err != nil {
+					return fmt.Errorf("load --contender: %w", err)
+				}
+				args = append(args, "--endpoint-url="+srv.Endpoint())
+				where += " of a fresh DynamoDB Local at " + srv.Endpoint()
+			}
+			fmt.Fprintf(c.stderr, "load: round %d of %d: %s on %s\n", r+1, lf.rounds, map[int]string{0: "this program", 1: hash[:12]}[i], where)
 			cmd := exec.CommandContext(c.ctx, bins[i], args...)
 			cmd.Stdout, cmd.Stderr = nil, c.stderr
-			if err := cmd.Run(); err != nil {
+			err := cmd.Run()
+			if srv != nil {
+				err = errors.Join(err, srv.Close())
+			}
+			if err != nil {
 				return fmt.Errorf("load --contender: %s: %w", sides[i], err)
 			}
 			data, err := os.ReadFile(file)
@@ -99,8 +115,12 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 			runs[i] = append(runs[i], res)
 		}
 	}
-	local := c.localEndpoint()
-	c.printf("load: this program (now) against %s (then, %s), %d alternating rounds, a fresh table each\n", lf.contender, hash[:12], lf.rounds)
+	local := lf.freshLocal || c.localEndpoint()
+	each := "a fresh table each"
+	if lf.freshLocal {
+		each = "each on a DynamoDB Local of its own"
+	}
+	c.printf("load: this program (now) against %s (then, %s), %d alternating rounds, %s\n", lf.contender, hash[:12], lf.rounds, each)
 	c.printf("medians of the rounds; now/then: median [min–max] of the per-round ratios\n\n")
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "median of the runs\tnow\tthen\tnow/then\t")
@@ -172,4 +192,25 @@ func spreadOf(v []float64) string {
 	}
 	s := slices.Sorted(slices.Values(v))
 	return fmt.Sprintf("%.2f× [%.2f–%.2f]", medianOf(s), s[0], s[len(s)-1])
+}
+
+// startFreshLocal starts a DynamoDB Local for one run of --fresh-local
+// (see ddblocal.Start): its container, or the jar that `make
+// dynamodb-local` put in the clone's cache ($ZAEL_DYNAMODB_LOCAL_DIR). A single DynamoDB Local slows from run to
+// run even with each run's table deleted after it (the scenario of
+// cmd/zae-limiter/testdata/scenario.yaml: 101, 41 and 28 acquires/s in
+// three 15 s runs), so alternating rounds on one favour whichever program
+// runs first in the rounds. An endpoint from $ZAEL_DYNAMODB_ENDPOINT is
+// shared, not fresh: refused.
+func startFreshLocal(ctx context.Context) (*ddblocal.Server, error) {
+	if ep := strings.TrimSpace(os.Getenv(ddblocal.EnvEndpoint)); ep != "" {
+		return nil, fmt.Errorf("--fresh-local: $%s (%s) names a shared DynamoDB Local: unset it", ddblocal.EnvEndpoint, ep)
+	}
+	ctx, cancel := context.WithTimeout(ctx, ddblocal.StartTimeout)
+	defer cancel()
+	srv, err := ddblocal.Start(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("--fresh-local: %w", err)
+	}
+	return srv, nil
 }

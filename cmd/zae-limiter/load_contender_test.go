@@ -2,13 +2,18 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/stretchr/testify/require"
+
+	"github.com/zaelimiter/limiter/internal/ddblocal"
 )
 
 // TestLoadContender runs a tiny scenario with this tree's zae-limiter and
@@ -39,4 +44,32 @@ func TestLoadContender(t *testing.T) {
 	}
 	require.Contains(t, errs, "round 2 of 2")
 	require.Equal(t, 4, strings.Count(errs, "load: round "), "two runs a round")
+}
+
+// TestLoadFreshLocal: with --fresh-local each run has a DynamoDB
+// Local of its own, started for it instead of the --endpoint-url given and
+// stopped after it, and the report still compares the two programs.
+func TestLoadFreshLocal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two programs and starts two DynamoDB Locals")
+	}
+	if os.Getenv(ddblocal.EnvEndpoint) != "" {
+		t.Skipf("$%s names a shared DynamoDB Local, which --fresh-local refuses", ddblocal.EnvEndpoint)
+	}
+	e := newEnv(t)
+	code, out, errs := e.cli("load", "--contender", "HEAD", "--fresh-local", "--rounds", "1", "--entities", "2", "--rpm", "1", "-d", "1s", "-c", "2")
+	require.Equal(t, exitOK, code, "stderr %s", errs)
+	t.Log("\n" + out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^ *acquires/s +\S+ +\S+ +[0-9.]+× \[[0-9.]+–[0-9.]+\] *$`), out)
+	runs := regexp.MustCompile(`load: round 1 of 1: .* of a fresh DynamoDB Local at (\S+)\n`).FindAllStringSubmatch(errs, -1)
+	require.Len(t, runs, 2, "a DynamoDB Local for each run: %s", errs)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for _, run := range runs {
+		require.NotEqual(t, e.endpoint, run[1], "not the --endpoint-url given")
+		resp, err := hc.Get(run[1])
+		if err == nil {
+			resp.Body.Close()
+		}
+		require.Error(t, err, "%s still answers after its run", run[1])
+	}
 }
