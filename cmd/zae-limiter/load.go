@@ -150,6 +150,9 @@ func cmdLoad(c *cli) *command {
 		if lf.contender != "" {
 			return c.loadContender(f, &lf)
 		}
+		if lf.freshLocal {
+			return errors.New("load: --fresh-local starts a DynamoDB Local for each run of --contender: give --contender")
+		}
 		var err error
 		if lf.actual != "" {
 			if s.TokensActual, err = parseActual(lf.actual); err != nil {

@@ -73,3 +73,12 @@ func TestLoadFreshLocal(t *testing.T) {
 		require.Error(t, err, "%s still answers after its run", run[1])
 	}
 }
+
+// TestLoadFreshLocalNeedsContender: --fresh-local alone is refused before
+// anything runs, not ignored.
+func TestLoadFreshLocalNeedsContender(t *testing.T) {
+	e := newEnv(t)
+	code, _, errs := e.cli("load", "--fresh-local", "--entities", "2", "-d", "1s", "-c", "1")
+	require.NotEqual(t, exitOK, code)
+	require.Contains(t, errs, "--fresh-local starts a DynamoDB Local for each run of --contender")
+}
