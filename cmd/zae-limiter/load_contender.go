@@ -196,8 +196,9 @@ func spreadOf(v []float64) string {
 
 // startFreshLocal starts a DynamoDB Local for one run of --fresh-local
 // (see ddblocal.Start): its container, or the jar that `make
-// dynamodb-local` put in the clone's cache ($ZAEL_DYNAMODB_LOCAL_DIR). A single DynamoDB Local slows from run to
-// run even with each run's table deleted after it (the scenario of
+// dynamodb-local` put in the clone's cache ($ZAEL_DYNAMODB_LOCAL_DIR).
+// A single DynamoDB Local slows from run to run even with each run's
+// table deleted after it (the scenario of
 // cmd/zae-limiter/testdata/scenario.yaml: 101, 41 and 28 acquires/s in
 // three 15 s runs), so alternating rounds on one favour whichever program
 // runs first in the rounds. An endpoint from $ZAEL_DYNAMODB_ENDPOINT is
