@@ -45,14 +45,11 @@ const maxParentDepth = 64
 // entities. An existing ID fails with
 // *[EntityExistsError]. It records an entity_created audit event.
 func (rl *RateLimiter) createEntity(ctx context.Context, e Entity) (Entity, error) {
-	if err := rl.enter(); err != nil {
-		return Entity{}, err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return Entity{}, err
 	}
+	defer rl.exit()
 	if err := store.ValidateIdentifier(e.ID, "entity_id"); err != nil {
 		return Entity{}, err
 	}
@@ -208,14 +205,11 @@ func (rl *RateLimiter) getEntity(ctx context.Context, id string) (Entity, error)
 // are kept until they expire, so that one payment is never credited
 // twice.
 func (rl *RateLimiter) deleteEntity(ctx context.Context, id string) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateIdentifier(id, "entity_id"); err != nil {
 		return err
 	}
@@ -278,14 +272,11 @@ func checkConfigResource(resource string) error {
 // most its capacity less that (nothing carries into or out of a prepaid
 // balance). It records a limits_set audit event.
 func (rl *RateLimiter) setLimits(ctx context.Context, entityID, resource string, limits []store.Limit) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
@@ -357,14 +348,11 @@ func (rl *RateLimiter) getLimits(ctx context.Context, entityID, resource string)
 // spent, as with [Admin.SetLimits]. It records a limits_deleted
 // audit event when a config was deleted.
 func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource string) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}
@@ -424,14 +412,11 @@ func (rl *RateLimiter) deleteLimits(ctx context.Context, entityID, resource stri
 // entity without limits of its own for it. It records a limits_set audit
 // event.
 func (rl *RateLimiter) setResourceDefaults(ctx context.Context, resource string, limits []store.Limit) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}
@@ -476,14 +461,11 @@ func (rl *RateLimiter) getResourceDefaults(ctx context.Context, resource string)
 // DeleteResourceDefaults deletes the default limits of resource. It records
 // a limits_deleted audit event.
 func (rl *RateLimiter) deleteResourceDefaults(ctx context.Context, resource string) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateResource(resource); err != nil {
 		return err
 	}

@@ -33,14 +33,11 @@ func (rl *RateLimiter) setSystemDefaults(ctx context.Context, limits []store.Lim
 	if mode == keepOnUnavailable {
 		ch.mode, ch.setMode = "", false
 	}
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := validateStoredLimits(ch.limits); err != nil {
 		return err
 	}
@@ -115,14 +112,11 @@ func (rl *RateLimiter) getSystemDefaults(ctx context.Context) ([]store.Limit, On
 // of switches of defaults that the system config keeps stay). It records
 // a limits_deleted audit event naming the limits and mode deleted.
 func (rl *RateLimiter) deleteSystemDefaults(ctx context.Context) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	old, err := rl.deleteSystemConfig(ctx)
 	if err != nil {
 		return err

@@ -169,6 +169,21 @@ func (rl *RateLimiter) enter() error {
 	return nil
 }
 
+// enterAs is enter for an administrative call: it also resolves the
+// principal its audit events name, and exits again when that fails. The
+// caller must call exit once it returned no error.
+func (rl *RateLimiter) enterAs(ctx context.Context) (string, error) {
+	if err := rl.enter(); err != nil {
+		return "", err
+	}
+	principal, err := rl.principalFor(ctx)
+	if err != nil {
+		rl.exit()
+		return "", err
+	}
+	return principal, nil
+}
+
 // exit ends a call started by enter.
 func (rl *RateLimiter) exit() {
 	if rl.gate.state.Add(-1) == gateClosed {

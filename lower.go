@@ -168,14 +168,11 @@ const maxResetRounds = 3
 // Reset is the throttle's "reset" of other rate limiters; [RateLimiter.Available]
 // is their "peek".
 func (rl *RateLimiter) Reset(ctx context.Context, entityID, resource string) error {
-	if err := rl.enter(); err != nil {
-		return err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return err
 	}
+	defer rl.exit()
 	if err := store.ValidateIdentifier(entityID, "entity_id"); err != nil {
 		return err
 	}

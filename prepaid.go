@@ -68,14 +68,11 @@ func (rl *RateLimiter) TopUp(ctx context.Context, req TopUpRequest, opts ...Acqu
 	if err != nil {
 		return TopUpResult{}, err
 	}
-	if err := rl.enter(); err != nil {
-		return TopUpResult{}, err
-	}
-	defer rl.exit()
-	principal, err := rl.principalFor(ctx)
+	principal, err := rl.enterAs(ctx)
 	if err != nil {
 		return TopUpResult{}, err
 	}
+	defer rl.exit()
 	if err := checkTopUp(entityID, resource, limitName, amount, id); err != nil {
 		return TopUpResult{}, err
 	}
