@@ -1,14 +1,13 @@
 package limiter
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"runtime"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -173,21 +172,12 @@ func TestFirstAcquireReparentedMeanwhile(t *testing.T) {
 	for _, id := range []string{"k0", "q0"} {
 		mustCommit(t, mustAcquire(t, rl, id, "api", Consume{"rpm": 1}, lim)) // P's and Q's items
 	}
-	g.hold()
-	var l *Lease
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
-	}()
-	g.await(t, "no read of the record") // the record's read
+	finish := acquireAtGate(t, g, rl, "k", lim, "no read of the record") // the record's read
 	admin := env.limiter().Admin()
 	require.NoError(t, admin.DeleteEntity(env.ctx, "k"))
 	_, cerr := admin.CreateEntity(env.ctx, Entity{ID: "k", ParentID: "Q", Cascade: true})
 	require.NoError(t, cerr)
-	g.release()
-	<-done
+	l, err := finish()
 	require.NoError(t, err)
 	mustCommit(t, l)
 	assert.EqualValues(t, 99_000, env.tokens("P", "api", "rpm"), "P: the take given back")
@@ -209,19 +199,10 @@ func TestFirstAcquireParentDeletedMeanwhile(t *testing.T) {
 	cascadeTo(t, rl, "P", "k0", "k")
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k0", "api", Consume{"rpm": 1}, lim)) // P's item
-	g.hold()
-	var l *Lease
-	var err error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		l, err = rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
-	}()
-	g.await(t, "no put") // the put
+	finish := acquireAtGate(t, g, rl, "k", lim, "no put")                  // the put
 	admin := env.limiter().Admin()
 	require.NoError(t, admin.DeleteEntity(env.ctx, "P"))
-	g.release()
-	<-done
+	l, err := finish()
 	require.NoError(t, err)
 	require.NoError(t, l.Adjust(Consume{"rpm": 2}))
 	mustCommit(t, l)
@@ -249,30 +230,8 @@ func TestFirstAcquireCoalesces(t *testing.T) {
 	key := store.BucketKey{EntityID: "k", Resource: "api"}
 	env.rec.Reset()
 
-	g.hold()
 	const n = 16
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			l, err := rl.Acquire(env.ctx, "k", "api", Consume{"rpm": 1}, lim)
-			if err == nil {
-				err = l.Commit(env.ctx)
-			}
-			errs[i] = err
-		})
-	}
-	g.await(t, "no read of the record") // the leader's read
-	deadline := time.Now().Add(10 * time.Second)
-	for rl.slowFlights.waiting(key) < n-1 {
-		if time.Now().After(deadline) {
-			g.release()
-			t.Fatalf("waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
-		}
-		runtime.Gosched()
-	}
-	g.release()
-	wg.Wait()
+	errs := acquireBehindLeader(t, g, rl, key, n, lim)
 	for i, err := range errs {
 		assert.NoError(t, err, "acquire %d", i)
 	}
@@ -282,4 +241,25 @@ func TestFirstAcquireCoalesces(t *testing.T) {
 	assert.EqualValues(t, (100-1-n)*1000, env.tokens("P", "api", "rpm"))
 	assert.EqualValues(t, (100-n)*1000, env.tokens("k", "api", "rpm"))
 	assert.EqualValues(t, n*1000, env.n(env.bucket("k", "api"), "b_rpm_tc"))
+}
+
+// acquireAtGate starts an Acquire of one rpm of (id, "api") with g held
+// and returns once it has reached g's call (what: the failure when it does
+// not); finish releases g and returns the acquire's result.
+func acquireAtGate(t *testing.T, g *gate, rl *RateLimiter, id string, lim AcquireOption, what string) (finish func() (*Lease, error)) {
+	t.Helper()
+	g.hold()
+	var l *Lease
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l, err = rl.Acquire(context.Background(), id, "api", Consume{"rpm": 1}, lim)
+	}()
+	g.await(t, what)
+	return func() (*Lease, error) {
+		g.release()
+		<-done
+		return l, err
+	}
 }

@@ -223,7 +223,6 @@ func TestContendedStatuses(t *testing.T) {
 // admitted.
 func TestFallbacksCoalesce(t *testing.T) {
 	env := newTestEnv(t)
-	ctx := env.ctx
 	cascadeTo(t, env.limiter(), "P", "k")
 	lim := WithLimits(PerMinute("rpm", 100))
 	g := newGate("BatchGetItem")
@@ -231,27 +230,8 @@ func TestFallbacksCoalesce(t *testing.T) {
 	key := store.BucketKey{EntityID: "k", Resource: "api"}
 	env.rec.Reset()
 
-	g.hold()
 	const n = 16
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			l, err := rl.Acquire(ctx, "k", "api", Consume{"rpm": 1}, lim)
-			if err == nil {
-				err = l.Commit(ctx)
-			}
-			errs[i] = err
-		})
-	}
-	<-g.entered // the leader's read
-	deadline := time.Now().Add(10 * time.Second)
-	for rl.slowFlights.waiting(key) < n-1 {
-		require.False(t, time.Now().After(deadline), "waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
-		runtime.Gosched()
-	}
-	g.release()
-	wg.Wait()
+	errs := acquireBehindLeader(t, g, rl, key, n, lim)
 	for i, err := range errs {
 		assert.NoError(t, err, "acquire %d", i)
 	}
@@ -322,4 +302,37 @@ func cascadeTo(t *testing.T, rl *RateLimiter, parent string, keys ...string) {
 		_, err := rl.Admin().CreateEntity(ctx, Entity{ID: k, ParentID: parent, Cascade: true})
 		require.NoError(t, err)
 	}
+}
+
+// acquireBehindLeader has n goroutines of rl acquire and commit one rpm
+// of key at once while g holds its call: once the leader has reached g and
+// the n-1 others wait for it (coalesce), g is released. It returns each
+// goroutine's error.
+func acquireBehindLeader(t *testing.T, g *gate, rl *RateLimiter, key store.BucketKey, n int, lim AcquireOption) []error {
+	t.Helper()
+	ctx := context.Background()
+	g.hold()
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			l, err := rl.Acquire(ctx, key.EntityID, key.Resource, Consume{"rpm": 1}, lim)
+			if err == nil {
+				err = l.Commit(ctx)
+			}
+			errs[i] = err
+		})
+	}
+	g.await(t, "the leader never reached the gate")
+	deadline := time.Now().Add(10 * time.Second)
+	for rl.slowFlights.waiting(key) < n-1 {
+		if time.Now().After(deadline) {
+			g.release()
+			t.Fatalf("waiting for the leader: %d, want %d", rl.slowFlights.waiting(key), n-1)
+		}
+		runtime.Gosched()
+	}
+	g.release()
+	wg.Wait()
+	return errs
 }

@@ -94,25 +94,15 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 			require.NoError(t, repo.WriteBuckets(ctx, []store.BucketWrite{w}))
 		}
 	}
-	show := func(r store.SpeculativeResult) string {
-		s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
-		if r.Bucket != nil {
-			s += fmt.Sprintf(" rf=%d", r.Bucket.RefillMs)
-			for _, b := range r.Bucket.States {
-				s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
-			}
-		}
-		return s
-	}
 	for i, s := range singles {
 		want, err := mem.SpeculativeConsume(ctx, req(s))
 		require.NoError(t, err)
 		got, err := redis.SpeculativeConsume(ctx, req(s))
 		require.NoError(t, err)
-		require.Equal(t, show(want), show(got), "step %d: %+v", i, s)
+		require.Equal(t, showResult(want), showResult(got), "step %d: %+v", i, s)
 		if s.key == "expiring" {
 			expired := s.after >= 10_000
-			require.Equal(t, !expired, got.Applied, "step %d: %s", i, show(got))
+			require.Equal(t, !expired, got.Applied, "step %d: %s", i, showResult(got))
 			if expired {
 				require.Equal(t, store.RefusedExpired, got.Reason, "step %d", i)
 			}
@@ -129,7 +119,7 @@ func TestConsumeAgreesWithMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, len(want))
 		for j := range want {
-			require.Equal(t, show(want[j]), show(got[j]), "batch %d, request %d", i, j)
+			require.Equal(t, showResult(want[j]), showResult(got[j]), "batch %d, request %d", i, j)
 		}
 	}
 	// The items as stored agree too.
@@ -175,4 +165,18 @@ func TestLimitArgsKept(t *testing.T) {
 			require.Equal(t, want, params, "round %d, %+v", round, l)
 		}
 	}
+}
+
+// showResult is a speculative result as the tests compare them across
+// stores: applied, the reason, and the item's refill time and each
+// limit's balance and total.
+func showResult(r store.SpeculativeResult) string {
+	s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
+	if r.Bucket != nil {
+		s += fmt.Sprintf(" rf=%d", r.Bucket.RefillMs)
+		for _, b := range r.Bucket.States {
+			s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
+		}
+	}
+	return s
 }

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -53,16 +52,6 @@ func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 	req := func(key string, after int64, consume store.Consume, limits ...store.Limit) store.SpeculativeRequest {
 		return store.SpeculativeRequest{Key: store.BucketKey{EntityID: key, Resource: "gpt"}, Consume: consume, Limits: limits, NowMs: now + after}
 	}
-	show := func(r store.SpeculativeResult) string {
-		s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
-		if r.Bucket != nil {
-			s += fmt.Sprintf(" rf=%d", r.Bucket.RefillMs)
-			for _, b := range r.Bucket.States {
-				s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
-			}
-		}
-		return s
-	}
 	each := [][]store.SpeculativeRequest{
 		{
 			req("a", 1000, store.Consume{"rpm": 1}, rpm),
@@ -104,7 +93,7 @@ func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 		for j, r := range batch {
 			want, err := mem.SpeculativeConsume(ctx, r)
 			require.NoError(t, err)
-			require.Equal(t, show(want), show(got[j]), "batch %d, request %d", i, j)
+			require.Equal(t, showResult(want), showResult(got[j]), "batch %d, request %d", i, j)
 		}
 	}
 	refused := 0
@@ -121,7 +110,7 @@ func TestBatchSameLimitsAgreesWithMemory(t *testing.T) {
 		require.NoError(t, err)
 		require.Len(t, got, len(want))
 		for j := range want {
-			require.Equal(t, show(want[j]), show(got[j]), "all-or-none batch %d, request %d", i, j)
+			require.Equal(t, showResult(want[j]), showResult(got[j]), "all-or-none batch %d, request %d", i, j)
 			if !got[j].Applied {
 				refused++
 			}

@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -68,16 +67,6 @@ func testBatchSameNow(t *testing.T, redis *redisstore.Store) {
 		return store.SpeculativeRequest{Key: store.BucketKey{EntityID: key, Resource: "gpt"},
 			Consume: store.Consume{"rpm": rpmN, "tpm": tpmN}, Limits: []store.Limit{rpm, tpm}, NowMs: now + at}
 	}
-	show := func(r store.SpeculativeResult) string {
-		s := fmt.Sprintf("applied=%v reason=%q", r.Applied, r.Reason)
-		if r.Bucket != nil {
-			s += fmt.Sprintf(" rf=%d", r.Bucket.RefillMs)
-			for _, b := range r.Bucket.States {
-				s += fmt.Sprintf(" %s=%d/%d", b.LimitName, b.TokensMilli, b.TotalConsumedMilli)
-			}
-		}
-		return s
-	}
 	// the form each request of a batch is sent in
 	forms := func(reqs []store.SpeculativeRequest) []string {
 		args := redis.ConsumeArgs(reqs)
@@ -133,7 +122,7 @@ func testBatchSameNow(t *testing.T, redis *redisstore.Store) {
 		for j, r := range batch.reqs {
 			want, err := mem.SpeculativeConsume(ctx, r)
 			require.NoError(t, err)
-			require.Equal(t, show(want), show(got[j]), "batch %d, request %d", i, j)
+			require.Equal(t, showResult(want), showResult(got[j]), "batch %d, request %d", i, j)
 			if !got[j].Applied {
 				refused++
 			}
@@ -154,7 +143,7 @@ func testBatchSameNow(t *testing.T, redis *redisstore.Store) {
 		require.NoError(t, err)
 		require.Len(t, got, len(want))
 		for j := range want {
-			require.Equal(t, show(want[j]), show(got[j]), "all-or-none batch %d, request %d", i, j)
+			require.Equal(t, showResult(want[j]), showResult(got[j]), "all-or-none batch %d, request %d", i, j)
 		}
 		require.Equal(t, i == 0, got[0].Applied, "all-or-none batch %d", i)
 	}

@@ -108,14 +108,7 @@ func BenchmarkConsumeEachServerCPU(b *testing.B) {
 	require.NoError(b, err)
 	const per = 16
 	runs := 0
-	for _, bc := range []struct {
-		name   string
-		limits []string
-		step   int64
-	}{
-		{"one limit", []string{"rpm"}, 0},
-		{"two limits, refill due", []string{"rpm", "tpm"}, 1},
-	} {
+	for _, bc := range eachCases {
 		b.Run(bc.name, func(b *testing.B) {
 			runs++
 			states, lims, consume := eachCase(bc.limits)
@@ -168,4 +161,16 @@ func eachCase(limits []string) ([]store.BucketState, []store.Limit, store.Consum
 		consume[n] = int64(1 + 499*i)
 	}
 	return states, lims, consume
+}
+
+// eachCases are the cases of the batched server CPU benchmarks: the
+// limits of the items, and the milliseconds between calls (a positive
+// step makes a refill due on every request).
+var eachCases = []struct {
+	name   string
+	limits []string
+	step   int64
+}{
+	{"one limit", []string{"rpm"}, 0},
+	{"two limits, refill due", []string{"rpm", "tpm"}, 1},
 }

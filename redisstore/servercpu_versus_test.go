@@ -56,14 +56,7 @@ func BenchmarkConsumeEachServerCPUVersus(b *testing.B) {
 	const per = 16
 	info := func(ctx context.Context) (string, error) { return c.Info(ctx, "cpu").Result() }
 	runs := 0 // each run of a sub-benchmark (b.N grows) has items of its own
-	for _, bc := range []struct {
-		name   string
-		limits []string
-		step   int64
-	}{
-		{"one limit", []string{"rpm"}, 0},
-		{"two limits, refill due", []string{"rpm", "tpm"}, 1},
-	} {
+	for _, bc := range eachCases {
 		b.Run(bc.name, func(b *testing.B) {
 			runs++
 			states, lims, consume := eachCase(bc.limits)
