@@ -103,10 +103,11 @@ func TestDeepCascadeRefusedAtTop(t *testing.T) {
 }
 
 // TestDeepCascadeLearnedLate: a limiter whose entity cache knows nothing
-// of the chain learns it from the buckets its fast-path writes return;
-// when the parent's shows that the parent cascades too, both writes are
-// given back and the batch path charges each level once. A new limiter
-// on missing buckets learns it from the entity records its read returns.
+// of the chain reads the key's record first (and its item), then learns
+// the rest from the bucket its parent's fast-path write returns; when it
+// shows that the parent cascades too, both writes are given back and the
+// batch path charges each level once. A new limiter on missing buckets
+// learns it from the entity records its read returns.
 func TestDeepCascadeLearnedLate(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -119,11 +120,12 @@ func TestDeepCascadeLearnedLate(t *testing.T) {
 		_, err := rl.Acquire(env.ctx, "key", "gpt", c)
 		require.NoError(t, err, "acquire %d", i)
 		if i > 0 {
-			// The key's config, its write, the project's config, its
-			// write, the two give-backs, the organisation's record and
-			// config, and the batch (each config read with the entity's
-			// entity-wide slot).
-			require.Equal(t, "BatchGetItem[6], UpdateItem, BatchGetItem[3], UpdateItem, UpdateItem, UpdateItem, GetItem, BatchGetItem[3], TransactWriteItems[3]",
+			// The key's config, its record and item, the project's
+			// config, the key's and the project's writes, the two
+			// give-backs, the organisation's record and config, and the
+			// batch (each config read with the entity's entity-wide
+			// slot).
+			require.Equal(t, "BatchGetItem[6], BatchGetItem[2], BatchGetItem[3], UpdateItem, UpdateItem, UpdateItem, UpdateItem, GetItem, BatchGetItem[3], TransactWriteItems[3]",
 				env.calls(), "acquire %d", i)
 		}
 		for _, id := range []string{"key", "proj", "org"} {

@@ -66,7 +66,7 @@ func TestCapacityUnits(t *testing.T) {
 		want string
 		fn   func()
 	}{
-		{"speculative fallback, new bucket", "UpdateItem! BatchGetItem:0 PutItem:4", func() {
+		{"first acquire, new bucket (the entity read first)", "BatchGetItem:0 PutItem:4", func() {
 			mustCommit(t, mustAcquire(t, spec, "solo", "api", Consume{"rpm": 1}, lim))
 		}},
 		{"speculative success", "UpdateItem:2", func() {

@@ -29,9 +29,10 @@ func TestCallCountsEntityWide(t *testing.T) {
 	// A limiter of its own, whose config cache SetLimits did not warm
 	// (SetLimits reads the limits in force before it stores): a miss
 	// reads the resource's four slots and the entity-wide bucket's two
-	// in one BatchGetItem.
+	// in one BatchGetItem; the entity, which its entity cache does not
+	// know, is read with its item, and the item put.
 	cold := env.limiter()
-	check("config cache miss, new bucket", "BatchGetItem[6], UpdateItem!, BatchGetItem[2], PutItem", func() {
+	check("config cache miss, new bucket", "BatchGetItem[6], BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, cold, "solo", "api", Consume{"rpm": 1, "tpm": 10}))
 	})
 	hits := cold.Stats().Configs.Hits

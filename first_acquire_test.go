@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -262,4 +263,69 @@ func acquireAtGate(t *testing.T, g *gate, rl *RateLimiter, id string, lim Acquir
 		<-done
 		return l, err
 	}
+}
+
+// TestFirstSightReadsBeforeWriting: a limiter that does not know an entity
+// reads its record and item (one BatchGetItem) before any write. A
+// cascading key's first acquire then takes from the parent and puts the
+// key's item, a key of no record puts its own, and a key whose item exists
+// sends both writes at once, the exact one for an item full by now (kept
+// from the read): no write is refused, every item is charged once.
+func TestFirstSightReadsBeforeWriting(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	admin := env.specLimiter()
+	cascadeTo(t, admin, "P", "k0", "k1")
+	lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
+	one := Consume{"rpm": 1, "tpm": 10}
+	mustCommit(t, mustAcquire(t, admin, "k0", "api", one, lim)) // P's and k0's items
+	rl := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+
+	check := env.callChecker(t)
+	check("cascading key, no item", "BatchGetItem[2], UpdateItem, PutItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "k1", "api", one, lim))
+	})
+	check("key of no record, no item", "BatchGetItem[2], PutItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "solo", "api", one, lim))
+	})
+	env.clock.advance(time.Minute) // every item full again
+	check("cascading key, item full", "BatchGetItem[2], UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "k0", "api", one, lim))
+	})
+	check("known now", "UpdateItem, UpdateItem", func() {
+		mustCommit(t, mustAcquire(t, rl, "k1", "api", one, lim))
+	})
+	for id, n := range map[string]int64{"P": 4, "k0": 2, "k1": 2, "solo": 1} {
+		assert.EqualValues(t, n*1000, env.n(env.bucket(id, "api"), "b_rpm_tc"), "%s charged once per acquire", id)
+		assert.EqualValues(t, n*10_000, env.n(env.bucket(id, "api"), "b_tpm_tc"), "%s charged once per acquire", id)
+	}
+	assert.EqualValues(t, 98_000, env.tokens("P", "api", "rpm"), "P after a minute: full, less two")
+	assert.Equal(t, &types.AttributeValueMemberS{Value: "P"}, env.bucket("k1", "api")["parent_id"])
+	assert.NotContains(t, env.bucket("solo", "api"), "parent_id")
+}
+
+// TestFirstSightItemCreatedMeanwhile: another process creates a key's item
+// and takes from it between a first sight's read, which found no item,
+// and its put. The put is refused, the parent's take given back, and the
+// read-then-write path admits the acquire: each item is charged once per
+// admitted acquire.
+func TestFirstSightItemCreatedMeanwhile(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	admin := env.specLimiter()
+	cascadeTo(t, admin, "P", "k0", "k")
+	lim := WithLimits(PerMinute("rpm", 100))
+	mustCommit(t, mustAcquire(t, admin, "k0", "api", Consume{"rpm": 1}, lim)) // P's item
+	g := newGate("PutItem")
+	repo := coldRepo(t, env)
+	repo.client = ddblocal.Client(t, env.rec.Option(), hook(g.before))
+	rl := New(repo, func(o *Options) { o.Clock = env.clock.now })
+	finish := acquireAtGate(t, g, rl, "k", lim, "no put after the first sight")
+	mustCommit(t, mustAcquire(t, admin, "k", "api", Consume{"rpm": 1}, lim)) // the other process
+	l, err := finish()
+	require.NoError(t, err)
+	mustCommit(t, l)
+	assert.EqualValues(t, 2000, env.n(env.bucket("k", "api"), "b_rpm_tc"), "k charged once per acquire")
+	assert.EqualValues(t, 98_000, env.tokens("k", "api", "rpm"))
+	assert.EqualValues(t, 97_000, env.tokens("P", "api", "rpm"), "P: the refused put's take given back")
 }

@@ -405,7 +405,7 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000))
 			check := env.callChecker(t)
 			var l *Lease
-			check("bucket missing", "UpdateItem!, BatchGetItem[2], PutItem", func() {
+			check("bucket missing: the entity read first, the item put", "BatchGetItem[2], PutItem", func() {
 				mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
 			})
 			check("speculative success", "UpdateItem", func() { l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}, lim) })

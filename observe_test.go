@@ -87,8 +87,8 @@ func TestMetricsOutcomes(t *testing.T) {
 				err = lease.Commit(ctx)
 			}
 			return err
-		}, "admitted", "bucket_missing", "SpeculativeConsume LoadBuckets WriteBuckets WriteBuckets",
-			"UpdateItem!, BatchGetItem[2], PutItem, UpdateItem"},
+		}, "admitted", "bucket_missing", "LoadBuckets WriteBuckets WriteBuckets",
+			"BatchGetItem[2], PutItem, UpdateItem"},
 		{"refused", func() error {
 			_, err := rl.Acquire(ctx, "e", "api", Consume{"rpm": 1}, lim)
 			if !errors.Is(err, ErrRateLimited) {

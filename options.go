@@ -159,6 +159,9 @@ type Options struct {
 	EntityCacheTTL time.Duration
 	// EntityCacheSize is the ceiling of the entity cache, in entities
 	// (10,000 by default): the entities acquired within EntityCacheTTL.
+	// The speculative path reads an entity it does not hold (its record
+	// with its item, one read) before its first write to it; with the
+	// cache off (zero or less) it writes without that read.
 	EntityCacheSize int
 
 	// OverLimitCacheMaxWait turns the over-limit cache on: after a fast

@@ -624,7 +624,8 @@ func (r *dynamoRepository) queryAll(ctx context.Context, in *dynamodb.QueryInput
 }
 
 // bucketCache holds the bucket items as the last write of this process
-// returned them, per namespace and key: a hint for the exact write, never
+// returned them (or, until a write does, as a read did), per namespace and
+// key: a hint for the exact write, never
 // trusted for a decision that refuses or admits (the write's condition
 // checks it). With each it keeps the item's key as requests carry it,
 // shared read-only by them, as the speculative templates' values are.
@@ -683,6 +684,19 @@ func (c *bucketCache) put(ns string, key store.BucketKey, b *store.Bucket) {
 	if c.c.MaxEntries() > 0 {
 		c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
 	}
+}
+
+// putIfAbsent keeps b as the item of key when none is kept: an item as a
+// read returned it (eventually consistent) must not replace one a write
+// returned, which may be newer.
+func (c *bucketCache) putIfAbsent(ns string, key store.BucketKey, b *store.Bucket) {
+	k := bucketCacheKey{ns, key}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.c.Get(k, time.Time{}); ok || c.c.MaxEntries() <= 0 {
+		return
+	}
+	c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
 }
 
 func (c *bucketCache) forget(ns string, key store.BucketKey) {

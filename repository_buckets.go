@@ -90,6 +90,7 @@ func (r *dynamoRepository) LoadBuckets(ctx context.Context, entityIDs []string, 
 				return nil, nil, err
 			}
 			buckets[b.Key] = b
+			r.shared.buckets.putIfAbsent(r.nsID, b.Key, cloneBucket(b)) // the caller may change b
 		}
 	}
 	return metas, buckets, nil

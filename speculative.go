@@ -1,8 +1,6 @@
 // Layer 4, mechanics: the speculative path: one conditional write and no
-// read, falling back to the read-then-write path; and a key's first
-// acquire, whose missing item is created with one conditional put beside
-// the parent's speculative write instead of a read of both and a
-// transaction locked on the parent.
+// read, falling back to the read-then-write path (a key's first acquire is
+// in first_acquire.go).
 
 package limiter
 
@@ -59,14 +57,9 @@ type specAcquire struct {
 	// was refused because its item does not exist, while the parent's,
 	// sent beside it, applied (see firstAcquire).
 	first *firstWrites
-}
-
-// firstWrites are the two speculative writes of a key's first acquire:
-// the child's, refused, on key, and the parent's (parentID's), applied.
-type firstWrites struct {
-	key           store.BucketKey
-	parentID      string
-	child, parent store.SpeculativeResult
+	// sight is what the read of an entity the entity cache did not know
+	// told (see sightFirst); nil when there was none.
+	sight *firstSight
 }
 
 // mixedRetries bounds the rounds an acquire runs again after a refusal of
@@ -177,7 +170,14 @@ func isRefusal(err error) bool {
 // stack: nothing here retains it.
 func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *specAcquire) (*Lease, error) {
 	resource, consume, child, o := a.resource, a.consume, a.child, a.o
+	a.sight = nil
 	info, shards := rl.ents.lookup(entityID, resource, a.at)
+	if !info.known && rl.cacheSizes[CacheEntities] > 0 {
+		var err error
+		if info, shards, err = rl.sightFirst(ctx, a, entityID); err != nil {
+			return nil, err
+		}
+	}
 	parentID := info.cascadeParent(entityID)
 
 	key := store.BucketKey{EntityID: entityID, Resource: resource}
@@ -185,6 +185,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		key.Shard = rl.intN(shards)
 	}
 	var childRes, parentRes store.SpeculativeResult
+	created := false // the key's item was created (counted as a fallback)
 	parallel := parentID != ""
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
@@ -195,7 +196,15 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if rl.cascadesFurther(entityID, parentID, nil) {
 			return nil, errCascadePath
 		}
-		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
+		if a.sight.missingItem(key) {
+			// The key's item does not exist: the parent's write alone,
+			// and firstAcquire creates the key's.
+			childRes = store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}
+			parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits))
+		} else {
+			childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource))
+		}
+		if err != nil {
 			return nil, err
 		}
 		rl.learn(parentRes, a.at)
@@ -204,6 +213,15 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			// batch path takes the whole chain.
 			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
 		}
+	} else if a.sight.missingItem(key) {
+		// The key's item does not exist: it is created with the request
+		// taken, else the read-then-write path decides.
+		rl.specFallback(key, store.SpecFallbackBucketMissing)
+		var err error
+		if childRes, err = rl.createFirst(ctx, a, &firstWrites{key: key, child: store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}}); err != nil {
+			return nil, err
+		}
+		created = childRes.Applied
 	} else {
 		var err error
 		if childRes, err = rl.specConsume(ctx, a.request(key, child.limits)); err != nil {
@@ -235,7 +253,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		parallel = false // the parent's write, if any, was undone
 	}
 	countSuccess := func() {
-		if !retried {
+		if !retried && !created {
 			rl.stats.count(store.SpecSuccess)
 		}
 	}
@@ -665,104 +683,4 @@ func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeReq
 			rl.giveBack(req.Key, incarnationOf(res), req.Consume, req.Limits)
 		}
 	})
-}
-
-// firstAcquire is the path of a key's first acquire (a.first): the
-// child's speculative write was refused because its item does not exist,
-// while the parent's, sent beside it, applied. The parent's take stays:
-// the item is created with the request taken (createFirst). Otherwise the
-// parent's take is given back and it returns (nil, nil): the
-// read-then-write path decides.
-func (rl *RateLimiter) firstAcquire(ctx context.Context, a *specAcquire) (*Lease, error) {
-	f := a.first
-	rl.specFallback(f.key, store.SpecFallbackBucketMissing)
-	child, err := rl.createFirst(ctx, a, f)
-	if err == nil && child.Applied {
-		lease := newSpecLease(rl, child, a.consume, a.child.limits)
-		lease.entries = appendSpecEntries(lease.entries, make([]leaseEntry, 0, len(a.parent.limits)), f.parent, a.consume, a.parent.limits)
-		return lease, nil
-	}
-	return nil, errors.Join(err, rl.undo(ctx, f.parent, a.consume, a.parent.limits))
-}
-
-// createFirst creates the missing item of f.key (createOnFirst), or, when
-// another acquire of this limiter is creating it already, sends the
-// child's write again once that one ended. It returns the child's result:
-// applied, or refused.
-func (rl *RateLimiter) createFirst(ctx context.Context, a *specAcquire, f *firstWrites) (store.SpeculativeResult, error) {
-	lead, err := rl.coalesce(ctx, f.key)
-	if err != nil {
-		return f.child, err
-	}
-	if !lead {
-		res, err := rl.specConsume(ctx, a.request(f.key, a.child.limits))
-		if err != nil {
-			return f.child, err
-		}
-		rl.learn(res, a.at)
-		return res, nil
-	}
-	defer rl.slowFlights.leave(f.key)
-	created, ok, err := rl.createOnFirst(ctx, a, f.key, f.parentID)
-	if err != nil || !ok {
-		return f.child, err
-	}
-	return created, nil
-}
-
-// createOnFirst reads the entity record of key's entity with its item (one
-// read), decides the new item as the read-then-write path would (every
-// limit full, less what a switch carried, less the request) and creates it
-// with one write conditioned on its absence. The put carries a write
-// identifier, so a resent put that had applied is recognised, not taken
-// twice.
-//
-// It reports ok false, nothing written, when that shape does not hold:
-// the item exists by now, the record names another parent than parentID
-// (the one the caller took from), or the request exceeds a capacity; and
-// when the put is refused (another writer created the item first). On ok
-// it returns the created item as an applied speculative result.
-func (rl *RateLimiter) createOnFirst(ctx context.Context, a *specAcquire, key store.BucketKey, parentID string) (res store.SpeculativeResult, ok bool, err error) {
-	entityID := key.EntityID
-	metas, buckets, err := rl.store.loadBuckets(ctx, []string{entityID}, []store.BucketKey{key})
-	if err != nil || buckets[key] != nil {
-		return res, false, err
-	}
-	g := entityGroup{entityID: entityID, resource: a.resource, limits: a.child.limits, source: a.child.source, switches: a.child.switches}
-	m, found := metas[entityID]
-	if !found || !m.Cascade || m.ParentID != parentID {
-		if found {
-			rl.ents.setEntity(entityID, true, m.Cascade, m.ParentID)
-		} else {
-			rl.ents.setEntity(entityID, false, false, "")
-		}
-		return res, false, nil
-	}
-	g.meta = &m
-	now := a.nowMs()
-	if err := rl.carrySwitches(ctx, &g, a.resource, nil, now); err != nil {
-		return res, false, err
-	}
-	entries, _, exceeded := consumeGroup(g, a.resource, a.consume, now)
-	if exceeded {
-		return res, false, nil
-	}
-	w := store.BucketWrite{Kind: store.WriteCreate, Key: key, NowMs: now, ShardCount: 1, Incarnation: newIncarnation(),
-		Cascade: m.Cascade, ParentID: m.ParentID, RefreshEntity: true}
-	w.TTL, w.TTLSeconds = rl.ttlFor(g, entries, now)
-	for _, e := range entries {
-		e.inc = w.Incarnation
-		w.States = append(w.States, e.state)
-	}
-	err = rl.writeWithConflictRetry(ctx, []store.BucketWrite{w}, &Lease{rl: rl, entries: entries})
-	if errors.Is(err, store.ErrConditionFailed) {
-		return res, false, nil // another writer created the item first
-	}
-	if err != nil {
-		return res, false, err
-	}
-	return store.SpeculativeResult{Key: key, Applied: true, Bucket: &store.Bucket{
-		Key: key, ShardCount: 1, RefillMs: now, Cascade: w.Cascade, ParentID: w.ParentID,
-		Incarnation: w.Incarnation, States: w.States,
-	}}, true, nil
 }

@@ -35,7 +35,9 @@ func TestSpeculativeCostTable(t *testing.T) {
 
 	check := env.callChecker(t)
 	var l *Lease
-	check("speculative fallback (bucket missing)", "UpdateItem!, BatchGetItem[2], PutItem", func() {
+	// An entity the cache does not know is read first (its record and
+	// item): a missing item is put with the request taken.
+	check("first acquire (bucket missing)", "BatchGetItem[2], PutItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10}, lim))
 	})
 	check("speculative success", "UpdateItem", func() {
@@ -431,7 +433,8 @@ func TestFloorGuardStopsOverAdmission(t *testing.T) {
 	assert.Equal(t, int64(0), rle.Primary.Available)
 	assert.Positive(t, rle.RetryAfter)
 	got := env.calls()
-	require.EqualValues(t, "BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!, BatchGetItem[2]", got, "calls = %q, want read, the other client's write, refused normal write, refused retry, read again", got)
+	require.EqualValues(t, "BatchGetItem[2], BatchGetItem[2], UpdateItem, UpdateItem!, UpdateItem!, BatchGetItem[2]", got,
+		"calls = %q, want read, the other client's first-sight read and write, refused normal write, refused retry, read again", got)
 	require.Zero(t, env.tokens("e", "api", "rpm"), "tokens, want 0: nothing over-admitted")
 }
 
@@ -447,8 +450,10 @@ func TestParentKeptAfterReadThenWrite(t *testing.T) {
 	rl := env.specLimiter()
 	rl.Admin().CreateEntity(ctx, Entity{ID: "P"})
 	rl.Admin().CreateEntity(ctx, Entity{ID: "k1", ParentID: "P", Cascade: true})
-	// k2 is created by another limiter: rl learns its parent only by
-	// reading its record, on the read-then-write path.
+	// k2 is created by another limiter after rl saw it without a record:
+	// rl learns its parent only by reading its record, on the
+	// read-then-write path.
+	rl.ents.setEntity("k2", false, false, "")
 	env.specLimiter().Admin().CreateEntity(ctx, Entity{ID: "k2", ParentID: "P", Cascade: true})
 	lim := WithLimits(PerMinute("rpm", 100))
 	mustCommit(t, mustAcquire(t, rl, "k1", "api", Consume{"rpm": 1}, lim))

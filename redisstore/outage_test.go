@@ -210,5 +210,5 @@ func TestStoreErrorsPrefixed(t *testing.T) {
 	rl := limiter.New(s, func(o *limiter.Options) { o.CircuitFailures, o.CircuitCooldown = 0, 0 })
 	_, err := acquire(context.Background(), rl)
 	require.ErrorIs(t, err, limiter.ErrUnavailable)
-	assert.Regexp(t, `^limiter: backend unavailable: redis \w+: .*connection refused \[stack=redis, entity=k, resource=gpt\]$`, err.Error())
+	assert.Regexp(t, `^limiter: backend unavailable: redis \w+( \w+)?: .*connection refused \[stack=redis, entity=k, resource=gpt\]$`, err.Error())
 }
