@@ -86,7 +86,7 @@ func TestCapacityUnits(t *testing.T) {
 			env.rec.Reset()
 			l.Rollback(ctx)
 		}},
-		{"cascade, new buckets", "UpdateItem! UpdateItem! BatchGetItem:1 TransactWriteItems:8", func() {
+		{"cascade, new buckets", "GetItem:1 GetItem:1 BatchGetItem:1 TransactWriteItems:8", func() {
 			mustCommit(t, mustAcquire(t, spec, "C", "api", Consume{"rpm": 1}, lim))
 		}},
 		{"cascade speculative success", "UpdateItem:2 UpdateItem:2", func() {

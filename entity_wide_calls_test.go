@@ -51,10 +51,11 @@ func TestCallCountsEntityWide(t *testing.T) {
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: AllResources}, []Limit{PerDay("usd", 1_000_000)}))
 	// Cold: the entity-wide slot evicted by SetLimits is read (the other
 	// slots are cached); the write to the resource's bucket applies, the
-	// entity-wide bucket is missing, so the first is given back and the
-	// read-then-write path reads both items and the entity's record and
-	// writes them in one transaction.
-	checkSorted("entity-wide budget, new bucket", "BatchGetItem[1], BatchGetItem[3], TransactWriteItems[2], UpdateItem, UpdateItem, UpdateItem!", func() {
+	// entity-wide bucket, which no write of this limiter left it, is read
+	// and missing, so the first is given back and the read-then-write path
+	// reads both items and the entity's record and writes them in one
+	// transaction.
+	checkSorted("entity-wide budget, new bucket", "BatchGetItem[1], BatchGetItem[3], GetItem, TransactWriteItems[2], UpdateItem, UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1, "tpm": 10, "usd": 100}))
 	})
 	for range 3 {
@@ -64,9 +65,9 @@ func TestCallCountsEntityWide(t *testing.T) {
 	}
 	// A call's own entity-wide limits, on another resource: the same
 	// entity-wide bucket, with the limits the call gives (api2's bucket
-	// is new: the entity-wide write is given back, then the
-	// read-then-write path).
-	checkSorted("acquire with WithEntityWideLimits, new bucket", "BatchGetItem[3], TransactWriteItems[2], UpdateItem, UpdateItem, UpdateItem!", func() {
+	// is new, read and missing: the entity-wide write is given back,
+	// then the read-then-write path).
+	checkSorted("acquire with WithEntityWideLimits, new bucket", "BatchGetItem[3], GetItem, TransactWriteItems[2], UpdateItem, UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "solo", "api2", Consume{"rpm": 1, "usd": 100}, WithLimits(PerMinute("rpm", 10)), WithEntityWideLimits(PerDay("usd", 1_000_000))))
 	})
 	for range 2 {

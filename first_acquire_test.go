@@ -34,9 +34,10 @@ func TestFirstAcquireCreatesBesideParent(t *testing.T) {
 	mustCommit(t, mustAcquire(t, slow, "k1", "api", Consume{"rpm": 1, "tpm": 10}, lim)) // P's item, and k1's by the transaction
 	env.rec.Reset()
 	mustCommit(t, mustAcquire(t, rl, "k2", "api", Consume{"rpm": 1, "tpm": 10}, lim))
-	// the child's refused write and the parent's go out together, then the
-	// record's read and the put; the commit writes nothing (no change)
-	assert.Equal(t, "BatchGetItem[2], PutItem, UpdateItem, UpdateItem!", env.sortedCalls())
+	// the child's read (no item kept: it finds none) and the parent's
+	// write go out together, then the record's read and the put; the
+	// commit writes nothing (no change)
+	assert.Equal(t, "BatchGetItem[2], GetItem, PutItem, UpdateItem", env.sortedCalls())
 
 	k1, k2 := env.bucket("k1", "api"), env.bucket("k2", "api")
 	attrs := func(item map[string]types.AttributeValue) []string {
@@ -270,7 +271,8 @@ func acquireAtGate(t *testing.T, g *gate, rl *RateLimiter, id string, lim Acquir
 // cascading key's first acquire then takes from the parent and puts the
 // key's item, a key of no record puts its own, and a key whose item exists
 // sends both writes at once, the exact one for an item full by now (kept
-// from the read): no write is refused, every item is charged once.
+// from the read; an item no write of the limiter returned is read before
+// its first write): no write is refused, every item is charged once.
 func TestFirstSightReadsBeforeWriting(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -282,7 +284,9 @@ func TestFirstSightReadsBeforeWriting(t *testing.T) {
 	rl := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
 
 	check := env.callChecker(t)
-	check("cascading key, no item", "BatchGetItem[2], UpdateItem, PutItem", func() {
+	// the parent's item, which this limiter has not written, is read
+	// before its write
+	check("cascading key, no item", "BatchGetItem[2], GetItem, UpdateItem, PutItem", func() {
 		mustCommit(t, mustAcquire(t, rl, "k1", "api", one, lim))
 	})
 	check("key of no record, no item", "BatchGetItem[2], PutItem", func() {

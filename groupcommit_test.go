@@ -415,7 +415,7 @@ func TestHotKeyOptionsSequentialCalls(t *testing.T) {
 			})
 			l = mustAcquire(t, rl, "solo", "api", Consume{"rpm": 1}, lim)
 			check("rollback", "UpdateItem", func() { l.Rollback(env.ctx) })
-			check("cascade, no buckets", "UpdateItem!, UpdateItem!, BatchGetItem[4], TransactWriteItems[2]", func() {
+			check("cascade, no buckets", "GetItem, GetItem, BatchGetItem[4], TransactWriteItems[2]", func() {
 				mustCommit(t, mustAcquire(t, rl, "C", "api", Consume{"rpm": 1}, lim))
 			})
 			check("cascade", "UpdateItem, UpdateItem", func() {

@@ -122,9 +122,11 @@ type DynamoDBOptions struct {
 	// going first. A speculative write whose bucket may have refilled to
 	// its capacity writes the refilled state computed from the kept item,
 	// conditioned on the item being unchanged: one write instead of a
-	// refused one and the refilled one. Zero means the default, 4,096
-	// items (about 1.4 KiB each with two limits); a negative size keeps
-	// none.
+	// refused one and the refilled one. An item not kept is read (one
+	// consistent GetItem) before the first write to it, which is decided
+	// from it. Zero means the default, 4,096 items (about 1.4 KiB each
+	// with two limits); a negative size keeps none, and writes without
+	// that read.
 	BucketCacheSize int
 }
 
@@ -697,6 +699,14 @@ func (c *bucketCache) putIfAbsent(ns string, key store.BucketKey, b *store.Bucke
 		return
 	}
 	c.c.Add(k, &cachedBucket{b: b, key: ddbschema.BucketKeyValue(ns, key.EntityID, key.Resource, key.Shard)}, time.Time{})
+}
+
+// keeps reports whether the cache keeps items at all (its size is
+// positive).
+func (c *bucketCache) keeps() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.c.MaxEntries() > 0
 }
 
 func (c *bucketCache) forget(ns string, key store.BucketKey) {

@@ -173,6 +173,19 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 	if key == nil {
 		key = ddbschema.BucketKeyValue(r.nsID, req.Key.EntityID, req.Key.Resource, req.Key.Shard)
 	}
+	if base == nil && !fresh && r.shared.buckets.keeps() {
+		// No item kept: one this process has not written lately, often
+		// missing (a key's first acquire) or full by now (a key used now
+		// and then), where the speculative write would be refused. It is
+		// read first instead (one consistent read: a read unit, where the
+		// refused write costs a write unit and a round trip too), and
+		// decided as a refused write's item would be.
+		got, err := r.readBucket(ctx, req.Key)
+		if err != nil || got == nil {
+			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, err
+		}
+		base, fresh = got, true
+	}
 	var ebuf [8]ddbschema.ExactLimit
 	var pbuf [8]ddbschema.SpecLimit
 	var w ddbschema.ExactWrite

@@ -69,9 +69,10 @@ func exactAvailable(env *testEnv, id string, now time.Time) int64 {
 // capacity takes one write per acquire on the speculative path: the
 // refilled state, computed from the item the repository's last write
 // returned, conditioned on the item being unchanged. Without a kept item
-// (another process, or one evicted) the take is refused (the bucket may be
-// full: fa is not after now) and returns the item, from which the refilled
-// state is written: two writes, no read.
+// (another process, or one evicted) the item is read first, and the
+// refilled state written from it: a read and a write. Without any cache
+// the take is refused (the bucket may be full: fa is not after now) and
+// returns the item, from which the refilled state is written: two writes.
 func TestSpeculativeFullBucketOneWrite(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
@@ -94,7 +95,7 @@ func TestSpeculativeFullBucketOneWrite(t *testing.T) {
 	env.clock.advance(time.Minute)
 	cold := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
 	knownWithoutRecord(cold, "e")
-	check("full, no item kept: the take refused, the refilled state", "UpdateItem!, UpdateItem", func() { acquire(cold, 1) })
+	check("full, no item kept: the item read, the refilled state", "GetItem, UpdateItem", func() { acquire(cold, 1) })
 	check("the item kept now: the take", "UpdateItem", func() { acquire(cold, 1) })
 	require.EqualValues(t, 98_000, env.tokens("e", "api", "rpm"))
 
@@ -377,7 +378,7 @@ func TestFullWriteAcrossProcesses(t *testing.T) {
 	item := env.bucket("e", "api")
 	require.Equal(t, []int64{99_000, now, 99_000, now + 600}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf"), env.n(item, "b_rpm_ts"), env.n(item, "b_rpm_fa")})
 
-	// A third writer takes 1 between c's refused take and its write of the
+	// A third writer takes 1 between c's read of the item and its write of the
 	// refilled state, 2 s before now: the bucket is full by now all the
 	// same, and c's write applies.
 	acquire(a, 1) // creates f's item
@@ -389,7 +390,7 @@ func TestFullWriteAcrossProcesses(t *testing.T) {
 		if op != "UpdateItem" {
 			return nil
 		}
-		if updates++; updates != 2 {
+		if updates++; updates != 1 {
 			return nil
 		}
 		_, err := raw.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
@@ -404,10 +405,10 @@ func TestFullWriteAcrossProcesses(t *testing.T) {
 	})
 	c := New(env.withClient(third), func(o *Options) { o.Clock = env.clock.now })
 	knownWithoutRecord(c, "f")
-	check("c: no item kept, the item moved under its write from the one returned", "UpdateItem!, UpdateItem", func() {
+	check("c: no item kept, the item moved under its write from the one read", "GetItem, UpdateItem", func() {
 		mustCommit(t, mustAcquire(t, c, "f", "api", Consume{"rpm": 1}, lim))
 	})
-	require.Equal(t, 2, updates)
+	require.Equal(t, 1, updates)
 	item = env.bucket("f", "api")
 	now = env.clock.now().UnixMilli()
 	require.Equal(t, []int64{99_000, now}, []int64{env.n(item, "b_rpm_tk"), env.n(item, "rf")}, "f: full by now, less c's take")
@@ -449,4 +450,37 @@ func TestFullWriteManyLimitsLongIdle(t *testing.T) {
 	item := env.bucket("e", "api")
 	require.Equal(t, []int64{99_000, 9_990_000, 999_000, 9_999_000, env.clock.now().UnixMilli()},
 		[]int64{env.n(item, "b_rpm_tk"), env.n(item, "b_tpm_tk"), env.n(item, "b_rph_tk"), env.n(item, "b_rpd_tk"), env.n(item, "rf")})
+}
+
+// TestUnkeptItemRefusedFromRead: an item the repository keeps no copy of
+// is read before its first write; one that does not cover the request is
+// refused from that read, with no write, and the refusal is the one the
+// refused write of a repository without a cache gives (the same
+// Retry-After); nothing is taken.
+func TestUnkeptItemRefusedFromRead(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 2))
+	writer := env.specLimiter()
+	for range 2 {
+		mustCommit(t, mustAcquire(t, writer, "e", "api", Consume{"rpm": 1}, lim))
+	}
+	cold := New(coldRepo(t, env), func(o *Options) { o.Clock = env.clock.now })
+	none := New(coldRepo(t, env, func(o *DynamoDBOptions) { o.BucketCacheSize = -1 }), func(o *Options) { o.Clock = env.clock.now })
+	knownWithoutRecord(cold, "e")
+	knownWithoutRecord(none, "e")
+	check := env.callChecker(t)
+	var fromRead, fromWrite *RateLimitExceededError
+	check("no item kept: read, refused", "GetItem", func() {
+		_, err := cold.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+		fromRead = rateLimited(t, err)
+	})
+	check("no cache: the write refused", "UpdateItem!", func() {
+		_, err := none.Acquire(env.ctx, "e", "api", Consume{"rpm": 1}, lim)
+		fromWrite = rateLimited(t, err)
+	})
+	assert.Equal(t, fromWrite.RetryAfter, fromRead.RetryAfter)
+	assert.Equal(t, fromWrite.Primary, fromRead.Primary)
+	assert.EqualValues(t, 0, env.tokens("e", "api", "rpm"))
+	assert.EqualValues(t, 2000, env.n(env.bucket("e", "api"), "b_rpm_tc"), "nothing taken by the refusals")
 }
