@@ -1,7 +1,9 @@
-// Layer 4, mechanics: a key's first acquire on the speculative path, whose
-// missing item is created with one conditional put beside the parent's
-// speculative write, instead of a read of both and a transaction locked on
-// the parent.
+// Layer 4, mechanics: the speculative acquire's rounds around
+// speculativeFrom: the read of an entity the limiter does not know before
+// its first write (sightFirst), a key's first acquire, whose missing item
+// is created with one conditional put beside the parent's speculative
+// write instead of a read of both and a transaction locked on the parent
+// (firstAcquire), and the rounds after a mixed outcome (mixedAgain).
 
 package limiter
 
@@ -12,28 +14,94 @@ import (
 	"github.com/zaelimiter/limiter/store"
 )
 
-// firstWrites are the two speculative writes of a key's first acquire:
-// the child's, refused, on key, and the parent's (parentID's), applied.
-type firstWrites struct {
-	key           store.BucketKey
-	parentID      string
-	child, parent store.SpeculativeResult
+// speculativeAcquire is the fast path of plan p (shapeSpeculative): one
+// conditional write per bucket, no read, conditioned on the limits
+// resolved for each side. It returns (nil, nil) when the slow path must
+// decide.
+func (rl *RateLimiter) speculativeAcquire(ctx context.Context, p *acquirePlan) (*Lease, error) {
+	rl.stats.attempts.Add(1)
+	a := &specAcquire{resource: p.resource, consume: p.consume, at: rl.now(), child: p.child, o: p.o}
+	for {
+		lease, err := rl.speculativeFrom(ctx, p.entityID, a)
+		if a.sightDue {
+			a.sightDue, a.sighted = false, true
+			if err := rl.sightFirst(ctx, a, p.entityID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if a.first != nil {
+			return rl.firstAcquire(ctx, a)
+		}
+		if !a.mixed || !isRefusal(err) {
+			return lease, err
+		}
+		if again := rl.mixedAgain(ctx, a); !again {
+			return nil, err
+		}
+	}
+}
+
+// mixedAgain decides whether acquire a, refused by a.refused after a mixed
+// outcome, runs again: after a short random pause, the refusing item is
+// read, and a covers the request now. Otherwise the item as read is kept
+// by the over-limit cache (when it still refuses).
+func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
+	key := a.refused
+	a.mixed = false
+	if a.rounds >= mixedRetries {
+		return false
+	}
+	a.rounds++
+	b := rl.pauseThenRead(ctx, key)
+	if b == nil {
+		return false
+	}
+	a.at = rl.now()
+	ok, statuses := wouldRefillSatisfy(b.States, a.consume, a.nowMs())
+	if !ok {
+		rl.overLimitRemember(b, a.nowMs(), newRateLimitExceededError(statuses))
+	}
+	return ok
 }
 
 // firstAcquire is the path of a key's first acquire (a.first): the
-// child's speculative write was refused because its item does not exist,
-// while the parent's, sent beside it, applied. The parent's take stays:
-// the item is created with the request taken (createFirst). Otherwise the
-// parent's take is given back and it returns (nil, nil): the
-// read-then-write path decides.
+// child's item does not exist, and the parent's write, sent beside the
+// child's refused one, applied; or a read found the item missing before
+// any write, and the parent's write goes out now (a refusal of it leaves
+// the decision to the read-then-write path); or the key cascades to
+// nobody. The parent's take stays: the item is created with the request
+// taken (createFirst). Otherwise the parent's take is given back and it
+// returns (nil, nil): the read-then-write path decides.
 func (rl *RateLimiter) firstAcquire(ctx context.Context, a *specAcquire) (*Lease, error) {
 	f := a.first
 	rl.specFallback(f.key, store.SpecFallbackBucketMissing)
+	if f.parentDue {
+		res, err := rl.specConsume(ctx, a.request(rl.pickShard(f.parentID, a.resource), a.parent.limits))
+		if err != nil {
+			return nil, err
+		}
+		rl.learn(res, a.at)
+		if rl.cascadesFurther(f.key.EntityID, f.parentID, &res) {
+			// The parent's bucket told what the cache did not know: the
+			// batch path takes the whole chain.
+			return nil, rl.undoApplied(ctx, a, store.SpeculativeResult{}, res)
+		}
+		if !res.Applied {
+			return nil, nil // the read-then-write path decides
+		}
+		f.parent, f.parentDue = res, false
+	}
 	child, err := rl.createFirst(ctx, a, f)
 	if err == nil && child.Applied {
 		lease := newSpecLease(rl, child, a.consume, a.child.limits)
-		lease.entries = appendSpecEntries(lease.entries, make([]leaseEntry, 0, len(a.parent.limits)), f.parent, a.consume, a.parent.limits)
+		if f.parent.Applied {
+			lease.entries = appendSpecEntries(lease.entries, make([]leaseEntry, 0, len(a.parent.limits)), f.parent, a.consume, a.parent.limits)
+		}
 		return lease, nil
+	}
+	if !f.parent.Applied {
+		return nil, err
 	}
 	return nil, errors.Join(err, rl.undo(ctx, f.parent, a.consume, a.parent.limits))
 }
@@ -133,56 +201,38 @@ func (rl *RateLimiter) createOnFirst(ctx context.Context, a *specAcquire, key st
 	}}, true, nil
 }
 
-// firstSight is what sightFirst read: the entity's record (found: it
-// exists) and whether its item on the acquire's resource (shard 0) does
-// not exist.
-type firstSight struct {
-	key     store.BucketKey
-	meta    Entity
-	found   bool
-	missing bool
-}
-
-// sighted is the answer of sightFirst's read.
-type sighted struct {
+// sightRead is the answer of sightFirst's read.
+type sightRead struct {
 	metas   map[string]Entity
 	buckets map[store.BucketKey]*store.Bucket
 }
 
-// missingItem reports whether s (nil: no read) found key's item missing.
-func (s *firstSight) missingItem(key store.BucketKey) bool {
-	return s != nil && s.missing && s.key == key
-}
-
 // sightFirst reads, for an entity the entity cache does not know, its
 // record and its item on the acquire's resource, in one read, before any
-// write, and returns what the cache knows of it then. The child's and the
+// write, into the entity cache (and a.sight). The child's and the
 // parent's writes then go out together, and a key's first acquire creates
 // its item (createOnFirst) without a speculative write refused first for
 // want of the item; an item that exists is kept by the repository as a
 // hint for its first write (see dynamoRepository.LoadBuckets). The read
 // costs what that refused write did, once per entity the cache learns.
-func (rl *RateLimiter) sightFirst(ctx context.Context, a *specAcquire, entityID string) (entityInfo, int, error) {
+func (rl *RateLimiter) sightFirst(ctx context.Context, a *specAcquire, entityID string) error {
 	key := store.BucketKey{EntityID: entityID, Resource: a.resource}
 	// Detached, as the write it replaces: the store timeout bounds it, and
 	// the breaker counts its outcome whenever the caller stops waiting.
-	read, err := detached(&rl.bg, ctx, false, func(ctx context.Context) (sighted, error) {
+	read, err := detached(&rl.bg, ctx, false, func(ctx context.Context) (sightRead, error) {
 		metas, buckets, err := rl.store.loadBuckets(ctx, []string{entityID}, []store.BucketKey{key})
-		return sighted{metas, buckets}, err
+		return sightRead{metas, buckets}, err
 	}, nil)
 	if err != nil {
-		return entityInfo{}, 1, err
+		return err
 	}
 	metas, buckets := read.metas, read.buckets
 	m, found := metas[entityID]
 	rl.ents.setEntity(entityID, found, m.Cascade, m.ParentID)
-	shards := 1
 	if b := buckets[key]; b != nil {
-		shards = max(b.ShardCount, 1)
-		rl.ents.setShards(entityID, a.resource, shards)
+		rl.ents.setShards(entityID, a.resource, max(b.ShardCount, 1))
 	} else {
 		a.sight = &firstSight{key: key, meta: m, found: found, missing: true}
 	}
-	info := entityInfo{known: true, meta: true, exists: found, cascade: m.Cascade, parentID: m.ParentID}
-	return info, shards, nil
+	return nil
 }

@@ -57,9 +57,11 @@ type specAcquire struct {
 	// was refused because its item does not exist, while the parent's,
 	// sent beside it, applied (see firstAcquire).
 	first *firstWrites
-	// sight is what the read of an entity the entity cache did not know
-	// told (see sightFirst); nil when there was none.
-	sight *firstSight
+	// sightDue is set when the entity is not in the entity cache, which
+	// sightFirst reads it into before the acquire goes on (sighted: it
+	// did); sight is what it found, when the key's item is missing.
+	sightDue, sighted bool
+	sight             *firstSight
 }
 
 // mixedRetries bounds the rounds an acquire runs again after a refusal of
@@ -97,50 +99,6 @@ func (a *specAcquire) request(key store.BucketKey, limits []store.Limit) store.S
 	return store.SpeculativeRequest{Key: key, Consume: a.consume, Limits: limits, NowMs: a.nowMs()}
 }
 
-// speculativeAcquire is the fast path of plan p (shapeSpeculative): one
-// conditional write per bucket, no read, conditioned on the limits
-// resolved for each side. It returns (nil, nil) when the slow path must
-// decide.
-func (rl *RateLimiter) speculativeAcquire(ctx context.Context, p *acquirePlan) (*Lease, error) {
-	rl.stats.attempts.Add(1)
-	a := &specAcquire{resource: p.resource, consume: p.consume, at: rl.now(), child: p.child, o: p.o}
-	for {
-		lease, err := rl.speculativeFrom(ctx, p.entityID, a)
-		if a.first != nil {
-			return rl.firstAcquire(ctx, a)
-		}
-		if !a.mixed || !isRefusal(err) {
-			return lease, err
-		}
-		if again := rl.mixedAgain(ctx, a); !again {
-			return nil, err
-		}
-	}
-}
-
-// mixedAgain decides whether acquire a, refused by a.refused after a mixed
-// outcome, runs again: after a short random pause, the refusing item is
-// read, and a covers the request now. Otherwise the item as read is kept
-// by the over-limit cache (when it still refuses).
-func (rl *RateLimiter) mixedAgain(ctx context.Context, a *specAcquire) bool {
-	key := a.refused
-	a.mixed = false
-	if a.rounds >= mixedRetries {
-		return false
-	}
-	a.rounds++
-	b := rl.pauseThenRead(ctx, key)
-	if b == nil {
-		return false
-	}
-	a.at = rl.now()
-	ok, statuses := wouldRefillSatisfy(b.States, a.consume, a.nowMs())
-	if !ok {
-		rl.overLimitRemember(b, a.nowMs(), newRateLimitExceededError(statuses))
-	}
-	return ok
-}
-
 // pauseThenRead is the first step of a retry after a mixed outcome (see
 // mixedRetries): a random pause of at most mixedPause, then a read of the
 // refusing item. It returns nil when ctx ends first, the read fails or
@@ -170,13 +128,11 @@ func isRefusal(err error) bool {
 // stack: nothing here retains it.
 func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *specAcquire) (*Lease, error) {
 	resource, consume, child, o := a.resource, a.consume, a.child, a.o
-	a.sight = nil
 	info, shards := rl.ents.lookup(entityID, resource, a.at)
-	if !info.known && rl.cacheSizes[CacheEntities] > 0 {
-		var err error
-		if info, shards, err = rl.sightFirst(ctx, a, entityID); err != nil {
-			return nil, err
-		}
+	if !info.known && !a.sighted && rl.cacheSizes[CacheEntities] > 0 {
+		// speculativeAcquire reads the entity first (sightFirst).
+		a.sightDue = true
+		return nil, nil
 	}
 	parentID := info.cascadeParent(entityID)
 
@@ -185,7 +141,6 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		key.Shard = rl.intN(shards)
 	}
 	var childRes, parentRes store.SpeculativeResult
-	created := false // the key's item was created (counted as a fallback)
 	parallel := parentID != ""
 	if parallel {
 		// The cache knows the parent: both writes in one round trip.
@@ -196,15 +151,17 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if rl.cascadesFurther(entityID, parentID, nil) {
 			return nil, errCascadePath
 		}
-		if a.sight.missingItem(key) {
-			// The key's item does not exist: the parent's write alone,
-			// and firstAcquire creates the key's.
-			childRes = store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}
-			parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits))
-		} else {
-			childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource))
-		}
-		if err != nil {
+	}
+	if a.sight.missingItem(key) {
+		// The key's item does not exist: speculativeAcquire hands the
+		// acquire to firstAcquire, which takes from the parent and
+		// creates it.
+		a.first = &firstWrites{key: key, parentID: parentID, parentDue: parallel, child: store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}}
+		return nil, nil
+	}
+	if parallel {
+		var err error
+		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
 			return nil, err
 		}
 		rl.learn(parentRes, a.at)
@@ -213,15 +170,6 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 			// batch path takes the whole chain.
 			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
 		}
-	} else if a.sight.missingItem(key) {
-		// The key's item does not exist: it is created with the request
-		// taken, else the read-then-write path decides.
-		rl.specFallback(key, store.SpecFallbackBucketMissing)
-		var err error
-		if childRes, err = rl.createFirst(ctx, a, &firstWrites{key: key, child: store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}}); err != nil {
-			return nil, err
-		}
-		created = childRes.Applied
 	} else {
 		var err error
 		if childRes, err = rl.specConsume(ctx, a.request(key, child.limits)); err != nil {
@@ -253,7 +201,7 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		parallel = false // the parent's write, if any, was undone
 	}
 	countSuccess := func() {
-		if !retried && !created {
+		if !retried {
 			rl.stats.count(store.SpecSuccess)
 		}
 	}
@@ -521,6 +469,92 @@ func (rl *RateLimiter) parentOnlyAcquire(ctx context.Context, parentID string, a
 	return lease, nil
 }
 
+// undo gives back consume on the item res, an applied speculative write,
+// answered with (the shard it hit) as a refund capped at limits'
+// capacities. It waits for the write or for ctx, whichever ends first; the
+// write goes on when ctx ends first. The DynamoDB backend's write-capacity
+// token is not given back.
+func (rl *RateLimiter) undo(ctx context.Context, res store.SpeculativeResult, consume Consume, limits []store.Limit) error {
+	key := res.Key
+	w := giveBackWrite(key, incarnationOf(res), rl.nowMs(), consume, limits)
+	if len(w.Limits) == 0 {
+		return nil
+	}
+	_, err := detached(&rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, rl.writeAdjust(ctx, w)
+	}, func(_ struct{}, err error) {
+		if err != nil && !errors.Is(err, store.ErrConditionFailed) {
+			rl.logGiveBackFailed(context.Background(), key, err)
+		}
+	})
+	if err != nil && !errors.Is(err, store.ErrConditionFailed) && ctx.Err() == nil {
+		return fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err)
+	}
+	return nil
+}
+
+// specFallback counts a speculative outcome that hands over to the slow
+// path (or doubles the shard count) and logs it with the bucket's key.
+func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutcome) {
+	rl.stats.count(o)
+	level, msg := slog.LevelDebug, "limiter: speculative fallback"
+	if o == store.SpecFallbackShardDoubled {
+		level, msg = slog.LevelInfo, "limiter: shard count doubled"
+	}
+	ctx := context.Background()
+	if !rl.obs.logging(ctx, level) {
+		return
+	}
+	rl.obs.log.LogAttrs(ctx, level, msg,
+		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource),
+		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
+}
+
+// specConsume is the speculative write of the fast path, through group
+// commit when it is on. The caller gets its answer, or its context's error
+// as soon as the context ends; a write that applies after its caller gave
+// up is given back.
+func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
+	if rl.gc != nil {
+		return rl.gc.consume(ctx, req)
+	}
+	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
+		return rl.store.speculativeConsume(ctx, req)
+	}, func(res store.SpeculativeResult, err error) {
+		if err == nil && res.Applied {
+			rl.giveBack(req.Key, incarnationOf(res), req.Consume, req.Limits)
+		}
+	})
+}
+
+// firstWrites are the two speculative writes of a key's first acquire:
+// the child's on key, refused for want of its item (or not sent: a read
+// found none), and the parent's (parentID's; none for a key that cascades
+// to nobody), applied.
+type firstWrites struct {
+	key           store.BucketKey
+	parentID      string
+	child, parent store.SpeculativeResult
+	// parentDue: the parent's write is not sent yet (a read found the
+	// key's item missing before any write).
+	parentDue bool
+}
+
+// firstSight is what sightFirst read: the entity's record (found: it
+// exists) and whether its item on the acquire's resource (shard 0) does
+// not exist.
+type firstSight struct {
+	key     store.BucketKey
+	meta    Entity
+	found   bool
+	missing bool
+}
+
+// missingItem reports whether s (nil: no read) found key's item missing.
+func (s *firstSight) missingItem(key store.BucketKey) bool {
+	return s != nil && s.missing && s.key == key
+}
+
 // specEntries turns a successful speculative result into lease entries, one
 // per resolved limit, as the slow path does: a limit the request did not
 // name can still be adjusted within the lease. The write was conditioned on
@@ -625,62 +659,4 @@ func refusedItem(res store.SpeculativeResult, it *batchItem, now int64) (statuse
 	g.bucket = res.Bucket
 	_, statuses, exceeded = consumeGroup(g, g.resource, it.consume, now)
 	return statuses, exceeded, true
-}
-
-// undo gives back consume on the item res, an applied speculative write,
-// answered with (the shard it hit) as a refund capped at limits'
-// capacities. It waits for the write or for ctx, whichever ends first; the
-// write goes on when ctx ends first. The DynamoDB backend's write-capacity
-// token is not given back.
-func (rl *RateLimiter) undo(ctx context.Context, res store.SpeculativeResult, consume Consume, limits []store.Limit) error {
-	key := res.Key
-	w := giveBackWrite(key, incarnationOf(res), rl.nowMs(), consume, limits)
-	if len(w.Limits) == 0 {
-		return nil
-	}
-	_, err := detached(&rl.bg, ctx, true, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, rl.writeAdjust(ctx, w)
-	}, func(_ struct{}, err error) {
-		if err != nil && !errors.Is(err, store.ErrConditionFailed) {
-			rl.logGiveBackFailed(context.Background(), key, err)
-		}
-	})
-	if err != nil && !errors.Is(err, store.ErrConditionFailed) && ctx.Err() == nil {
-		return fmt.Errorf("give back %s/%s: %w", key.EntityID, key.Resource, err)
-	}
-	return nil
-}
-
-// specFallback counts a speculative outcome that hands over to the slow
-// path (or doubles the shard count) and logs it with the bucket's key.
-func (rl *RateLimiter) specFallback(key store.BucketKey, o store.SpeculativeOutcome) {
-	rl.stats.count(o)
-	level, msg := slog.LevelDebug, "limiter: speculative fallback"
-	if o == store.SpecFallbackShardDoubled {
-		level, msg = slog.LevelInfo, "limiter: shard count doubled"
-	}
-	ctx := context.Background()
-	if !rl.obs.logging(ctx, level) {
-		return
-	}
-	rl.obs.log.LogAttrs(ctx, level, msg,
-		slog.String("entity_id", key.EntityID), slog.String("resource", key.Resource),
-		slog.Int("shard", key.Shard), slog.String("outcome", o.String()))
-}
-
-// specConsume is the speculative write of the fast path, through group
-// commit when it is on. The caller gets its answer, or its context's error
-// as soon as the context ends; a write that applies after its caller gave
-// up is given back.
-func (rl *RateLimiter) specConsume(ctx context.Context, req store.SpeculativeRequest) (store.SpeculativeResult, error) {
-	if rl.gc != nil {
-		return rl.gc.consume(ctx, req)
-	}
-	return detached(&rl.bg, ctx, false, func(ctx context.Context) (store.SpeculativeResult, error) {
-		return rl.store.speculativeConsume(ctx, req)
-	}, func(res store.SpeculativeResult, err error) {
-		if err == nil && res.Applied {
-			rl.giveBack(req.Key, incarnationOf(res), req.Consume, req.Limits)
-		}
-	})
 }

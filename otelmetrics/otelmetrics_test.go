@@ -92,9 +92,9 @@ func TestMetrics(t *testing.T) {
 		"zaelimiter.acquire.duration{outcome=invalid} 1",
 		"zaelimiter.acquire.duration{outcome=rate_limited} 1",
 		// The entity cache: the first acquire misses, reads the entity
-		// with its item (which fills the cache) and creates the item;
-		// the next two hit.
-		"zaelimiter.cache.lookups{cache=entity,result=hit} 2",
+		// with its item (which fills the cache), looks again (a hit) and
+		// creates the item; the next two hit.
+		"zaelimiter.cache.lookups{cache=entity,result=hit} 3",
 		"zaelimiter.cache.lookups{cache=entity,result=miss} 1",
 		"zaelimiter.speculative.outcomes{outcome=bucket_missing} 1",
 		"zaelimiter.speculative.outcomes{outcome=fast_rejection} 1",
