@@ -84,13 +84,25 @@ func TestFirstAcquireResentPutChargedOnce(t *testing.T) {
 }
 
 // TestFirstAcquireTwoProcessesExact: two processes (limiters on stores of
-// their own, each knowing the keys' parent) make the first acquire of the
-// same new key at once, the key allowing one request: both read the
-// missing item and send their puts together. Exactly one is admitted per
-// key; the loser's put is refused and its parent take given back; each
-// key and the parent are charged once per admitted acquire.
+// their own) make the first acquire of the same new key at once, the key
+// allowing one request: both find the item missing and send their puts
+// together. Exactly one is admitted per key; the loser's put is refused
+// and its parent take given back; each key and the parent are charged
+// once per admitted acquire. Known: both processes know the keys' parent
+// (their first write of a key's item is preceded by a read of the item);
+// unknown: neither has seen the keys (each reads a key's record and item
+// first).
 func TestFirstAcquireTwoProcessesExact(t *testing.T) {
 	t.Parallel()
+	for _, known := range []bool{true, false} {
+		t.Run(map[bool]string{true: "known", false: "unknown"}[known], func(t *testing.T) {
+			t.Parallel()
+			firstAcquireTwoProcesses(t, known)
+		})
+	}
+}
+
+func firstAcquireTwoProcesses(t *testing.T, known bool) {
 	env := newTestEnv(t)
 	const keys = 6
 	ids := make([]string, keys)
@@ -104,13 +116,19 @@ func TestFirstAcquireTwoProcessesExact(t *testing.T) {
 		repo.client = ddblocal.Client(t, env.rec.Option(), hook(gates[i].before))
 		rls[i] = New(repo, func(o *Options) { o.Clock = env.clock.now })
 	}
-	cascadeTo(t, rls[0], "P", ids...)
-	admin := rls[0].Admin()
+	adminRL := rls[0]
+	if !known {
+		adminRL = env.specLimiter() // the processes learn nothing from the set-up
+	}
+	cascadeTo(t, adminRL, "P", ids...)
+	admin := adminRL.Admin()
 	require.NoError(t, admin.SetLimits(env.ctx, Scope{Resource: "api"}, []Limit{PerMinute("rpm", 1)}))
 	require.NoError(t, admin.SetLimits(env.ctx, Scope{Entity: "P", Resource: "api"}, []Limit{PerMinute("rpm", 100)}))
 	for _, id := range ids {
-		_, err := rls[1].Admin().Entity(env.ctx, id) // the second process learns the cascade
-		require.NoError(t, err)
+		if known {
+			_, err := rls[1].Admin().Entity(env.ctx, id) // the second process learns the cascade
+			require.NoError(t, err)
+		}
 	}
 	for _, rl := range rls {
 		mustCommit(t, mustAcquire(t, rl, "P", "api", Consume{"rpm": 1})) // P's item
