@@ -81,11 +81,8 @@ func (rl *RateLimiter) firstAcquire(ctx context.Context, a *specAcquire) (*Lease
 		if err != nil {
 			return nil, err
 		}
-		rl.learn(res, a.at)
-		if rl.cascadesFurther(f.key.EntityID, f.parentID, &res) {
-			// The parent's bucket told what the cache did not know: the
-			// batch path takes the whole chain.
-			return nil, rl.undoApplied(ctx, a, store.SpeculativeResult{}, res)
+		if err := rl.learnParent(ctx, a, f.key.EntityID, f.parentID, store.SpeculativeResult{}, res); err != nil {
+			return nil, err
 		}
 		if !res.Applied {
 			return nil, nil // the read-then-write path decides
@@ -214,7 +211,8 @@ type sightRead struct {
 // its item (createOnFirst) without a speculative write refused first for
 // want of the item; an item that exists is kept by the repository as a
 // hint for its first write (see dynamoRepository.LoadBuckets). The read
-// costs what that refused write did, once per entity the cache learns.
+// costs a read unit or less where that refused write cost a write unit,
+// once per entity the cache learns.
 func (rl *RateLimiter) sightFirst(ctx context.Context, a *specAcquire, entityID string) error {
 	key := store.BucketKey{EntityID: entityID, Resource: a.resource}
 	// Detached, as the write it replaces: the store timeout bounds it, and
@@ -232,7 +230,7 @@ func (rl *RateLimiter) sightFirst(ctx context.Context, a *specAcquire, entityID 
 	if b := buckets[key]; b != nil {
 		rl.ents.setShards(entityID, a.resource, max(b.ShardCount, 1))
 	} else {
-		a.sight = &firstSight{key: key, meta: m, found: found, missing: true}
+		a.sight = &firstSight{key: key, meta: m, found: found}
 	}
 	return nil
 }

@@ -180,9 +180,9 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 		// read first instead (one consistent read: a read unit, where the
 		// refused write costs a write unit and a round trip too), and
 		// decided as a refused write's item would be.
-		got, err := r.readBucket(ctx, req.Key)
-		if err != nil || got == nil {
-			return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, err
+		got, missing, err := r.readToDecide(ctx, req.Key)
+		if got == nil {
+			return missing, err
 		}
 		base, fresh = got, true
 	}
@@ -218,9 +218,9 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 			if round > 0 {
 				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedRefillDue}, nil
 			}
-			got, err := r.readBucket(ctx, req.Key)
-			if err != nil || got == nil {
-				return store.SpeculativeResult{Key: req.Key, Reason: store.RefusedBucketMissing}, err
+			got, missing, err := r.readToDecide(ctx, req.Key)
+			if got == nil {
+				return missing, err
 			}
 			base, fresh = got, true
 			continue
@@ -432,6 +432,16 @@ func (r *dynamoRepository) readBucket(ctx context.Context, key store.BucketKey) 
 		return nil, nil
 	}
 	return r.keepItem(key, out.Item)
+}
+
+// readToDecide reads the item of key (readBucket) for a write to be
+// decided from it. A missing item, or a failed read (err), is answered
+// instead (got nil): a refusal for want of the item.
+func (r *dynamoRepository) readToDecide(ctx context.Context, key store.BucketKey) (got *store.Bucket, missing store.SpeculativeResult, err error) {
+	if got, err = r.readBucket(ctx, key); err != nil || got == nil {
+		return nil, store.SpeculativeResult{Key: key, Reason: store.RefusedBucketMissing}, err
+	}
+	return got, missing, nil
 }
 
 // exactLimit returns the exact write of s, a state of an item refilled to

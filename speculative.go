@@ -164,11 +164,8 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if childRes, parentRes, err = rl.consumeBoth(ctx, a, key, rl.pickShard(parentID, resource)); err != nil {
 			return nil, err
 		}
-		rl.learn(parentRes, a.at)
-		if rl.cascadesFurther(entityID, parentID, &parentRes) {
-			// The parent's bucket told what the cache did not know: the
-			// batch path takes the whole chain.
-			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
+		if err := rl.learnParent(ctx, a, entityID, parentID, childRes, parentRes); err != nil {
+			return nil, err
 		}
 	} else {
 		var err error
@@ -232,9 +229,8 @@ func (rl *RateLimiter) speculativeFrom(ctx context.Context, entityID string, a *
 		if parentRes, err = rl.specConsume(ctx, a.request(rl.pickShard(parentID, resource), a.parent.limits)); err != nil {
 			return nil, errors.Join(err, rl.undo(ctx, childRes, consume, child.limits))
 		}
-		rl.learn(parentRes, a.at)
-		if rl.cascadesFurther(entityID, parentID, &parentRes) {
-			return nil, rl.undoApplied(ctx, a, childRes, parentRes)
+		if err := rl.learnParent(ctx, a, entityID, parentID, childRes, parentRes); err != nil {
+			return nil, err
 		}
 	}
 	if parentRes.Applied {
@@ -259,6 +255,19 @@ func (rl *RateLimiter) cascadesFurther(entityID, parentID string, res *store.Spe
 		next = res.Bucket.ParentID
 	}
 	return next != "" && next != parentID && next != entityID
+}
+
+// learnParent records what parent, the answer to the parent's write of
+// entityID's acquire a, tells of it. When it shows that the parent
+// cascades further (a chain longer than two), whichever of child and
+// parent applied is given back and errCascadePath returned (or the
+// give-back's error): the batch path takes the whole chain.
+func (rl *RateLimiter) learnParent(ctx context.Context, a *specAcquire, entityID, parentID string, child, parent store.SpeculativeResult) error {
+	rl.learn(parent, a.at)
+	if rl.cascadesFurther(entityID, parentID, &parent) {
+		return rl.undoApplied(ctx, a, child, parent)
+	}
+	return nil
 }
 
 // undoApplied gives back whichever of the child's and the parent's writes
@@ -540,19 +549,19 @@ type firstWrites struct {
 	parentDue bool
 }
 
-// firstSight is what sightFirst read: the entity's record (found: it
-// exists) and whether its item on the acquire's resource (shard 0) does
-// not exist.
+// firstSight is what sightFirst read when it found the item of key (shard
+// 0 of the acquire's resource) missing: the entity's record (found: it
+// exists).
 type firstSight struct {
-	key     store.BucketKey
-	meta    Entity
-	found   bool
-	missing bool
+	key   store.BucketKey
+	meta  Entity
+	found bool
 }
 
-// missingItem reports whether s (nil: no read) found key's item missing.
+// missingItem reports whether s (nil: no read, or the item exists) found
+// key's item missing.
 func (s *firstSight) missingItem(key store.BucketKey) bool {
-	return s != nil && s.missing && s.key == key
+	return s != nil && s.key == key
 }
 
 // specEntries turns a successful speculative result into lease entries, one
