@@ -583,6 +583,7 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 	// first (see slotsLookFree); a Wait that finds the Waits of this
 	// limiter queued for the same slots queues behind them.
 	reads := rl.queuedSlotReads(entityID, resource, consume, opts)
+	since := time.Now() // the Wait's age orders the hand-off of slots
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -629,8 +630,18 @@ func (rl *RateLimiter) Wait(ctx context.Context, entityID, resource string, cons
 				slog.Duration("sleep", d))
 		}
 		if keys != nil {
-			if err := rl.waitForSlot(ctx, keys, d); err != nil {
+			gift, err := rl.waitForSlot(ctx, keys, d, rl.slotWant(rle, reads, opts), since)
+			if err != nil {
 				return nil, err
+			}
+			if gift != nil {
+				// A lease of this limiter handed its slots to this Wait.
+				var lease *Lease
+				lease, err = rl.acquireGift(ctx, entityID, resource, consume, opts, gift)
+				if err == nil || !errors.As(err, &rle) || rle.NeverFits() {
+					return lease, err
+				}
+				reads = rl.slotReads(entityID, resource, rle, opts)
 			}
 		} else if err := rl.sleepUnlessClosed(ctx, d); err != nil {
 			return nil, err
@@ -661,21 +672,40 @@ func slotWaitKeys(rle *RateLimitExceededError) []slotWaitKey {
 // the busiest item, at most maxSlotPoll, so that the waiters of one
 // process poll the store about as often as one would. It returns nil when
 // woken or when the poll is due.
-func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d time.Duration) error {
+func (rl *RateLimiter) waitForSlot(ctx context.Context, keys []slotWaitKey, d time.Duration, want []slotRead, since time.Time) (*slotGift, error) {
 	sctx, wake := context.WithCancel(ctx)
 	defer wake()
-	w := &slotWaiter{wake: wake}
+	w := &slotWaiter{wake: wake, want: want, since: since}
 	n := rl.slotWaits.join(w, keys)
-	defer rl.slotWaits.leave(w, keys)
 	d = min(d*time.Duration(n), max(d, maxSlotPoll))
 	if dl, ok := ctx.Deadline(); ok {
 		d = min(d, time.Until(dl))
 	}
 	err := rl.sleepUnlessClosed(sctx, d)
+	gift := rl.slotWaits.leave(w, keys)
 	if err != nil && ctx.Err() == nil && sctx.Err() != nil && !errors.Is(err, ErrClosed) {
-		return nil // woken by a slot given back
+		return gift, nil // woken by a slot given back, or handed
 	}
-	return err
+	if err != nil {
+		rl.giveBackGift(ctx, gift)
+		return nil, err
+	}
+	return gift, nil
+}
+
+// slotWant returns the slots a Wait refused with rle (or polling for
+// reads) takes, so that a lease of the limiter may hand it exactly those
+// (slothandoff.go): the in-flight limits of every item the request takes
+// slots of, with their amounts. nil (no handed slots) for a Wait with
+// options or not refused for want of slots alone.
+func (rl *RateLimiter) slotWant(rle *RateLimitExceededError, reads []slotRead, opts []AcquireOption) []slotRead {
+	if len(opts) > 0 {
+		return nil
+	}
+	if rle == nil || slotWaitKeys(rle) == nil {
+		return reads
+	}
+	return inFlightRequested(rle)
 }
 
 // sleepUnlessClosed is rl.sleep, cut short by Close with ErrClosed.

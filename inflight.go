@@ -40,7 +40,9 @@
 // E pays one conditional write per item per E (the items of its cascade
 // in one round trip). Once per generation per item, a read and a write
 // add the next generation. An item that holds slots keeps no TTL
-// (holdsSlots). Clocks of the processes must agree well within E/2.
+// (holdsSlots). Clocks of the processes must agree well within E/2. A
+// lease that ends while a Wait of its limiter waits for its slots hands
+// them over, with neither a give-back nor a take written (slothandoff.go).
 
 package limiter
 
@@ -74,6 +76,11 @@ type slotKeeper struct {
 	covered int64         // the last generation the lease's slots cover
 	entries []*leaseEntry // the slots taken by renewals
 	lost    bool          // a renewal was refused: the lease's slots lapsed
+
+	// takenMs is when the slots were taken from the store (epoch ms): a
+	// process hands them from lease to lease for at most a slot TTL
+	// after (slothandoff.go).
+	takenMs int64
 }
 
 // keepSlots starts the keeper of lease when its items hold slot limits.
@@ -81,7 +88,7 @@ func (rl *RateLimiter) keepSlots(lease *Lease, items []*batchItem) {
 	if lease == nil || lease.noop {
 		return
 	}
-	k := &slotKeeper{rl: rl, covered: -1 << 62}
+	k := &slotKeeper{rl: rl, covered: -1 << 62, takenMs: rl.nowMs()}
 	for _, it := range items {
 		for _, s := range it.group.limits {
 			l, gen, ok := slotOf(s)
@@ -98,8 +105,15 @@ func (rl *RateLimiter) keepSlots(lease *Lease, items []*batchItem) {
 	if len(k.claims) == 0 {
 		return
 	}
+	rl.startKeeper(lease, k)
+}
+
+// startKeeper makes k, whose claims and coverage are set, the keeper of
+// lease's slots.
+func (rl *RateLimiter) startKeeper(lease *Lease, k *slotKeeper) {
 	ctx, cancel := context.WithCancel(context.Background())
 	k.cancel, k.done = cancel, make(chan struct{})
+	rl.slotWaits.hold(k.claims, 1)
 	lease.slots = k
 	// Most leases end before their first renewal is due: the keeper's
 	// goroutine starts only then.
@@ -226,6 +240,7 @@ func (k *slotKeeper) halt() []*leaseEntry {
 	if !k.start.Stop() {
 		<-k.done // the keeper ran or runs: wait for its end
 	}
+	k.rl.slotWaits.hold(k.claims, -1)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	out := k.entries
@@ -312,7 +327,8 @@ func withStoredLimits(limits []store.Limit, b *store.Bucket) []store.Limit {
 // endSlots stops the lease's slot keeper and adds the slots its renewals
 // took to the lease's entries. The slots of generations that have ended
 // are left out of the lease: no limit counts them any more, and the item
-// may no longer hold them. With release set, every other slot is set to be
+// may no longer hold them. Slots handed to a Wait (handOffSlots) leave
+// the lease too. With release set, every other slot is set to be
 // given back at the next write (Commit).
 func (ls *Lease) endSlots(release bool) {
 	if ls.slots != nil {
@@ -324,6 +340,7 @@ func (ls *Lease) endSlots(release bool) {
 			_, gen, ok := slotOf(e.limit)
 			return ok && gen < cur
 		})
+		k.rl.handOffSlots(ls, k, cur)
 	}
 	if !release {
 		return
@@ -577,6 +594,16 @@ func (rl *RateLimiter) slotReads(entityID, resource string, rle *RateLimitExceed
 	if !rl.pollsByRead() || slotWaitKeys(rle) == nil {
 		return nil
 	}
+	reads := inFlightRequested(rle)
+	if len(reads) > 0 && len(opts) == 0 {
+		rl.slotViews.remember(store.BucketKey{EntityID: entityID, Resource: resource}, reads, time.Now())
+	}
+	return reads
+}
+
+// inFlightRequested returns the in-flight limits rle shows requested, per
+// item, with their amounts.
+func inFlightRequested(rle *RateLimitExceededError) []slotRead {
 	var reads []slotRead
 	for _, st := range rle.Statuses {
 		if !store.Limit(st.Limit).IsInFlight() || st.Requested <= 0 {
@@ -586,9 +613,6 @@ func (rl *RateLimiter) slotReads(entityID, resource string, rle *RateLimitExceed
 		if !slices.Contains(reads, r) {
 			reads = append(reads, r)
 		}
-	}
-	if len(reads) > 0 && len(opts) == 0 {
-		rl.slotViews.remember(store.BucketKey{EntityID: entityID, Resource: resource}, reads, time.Now())
 	}
 	return reads
 }

@@ -28,13 +28,25 @@ type slotWaitKey struct{ entityID, resource string }
 // slotWaiter is one Wait between two attempts: wake ends its sleep.
 type slotWaiter struct {
 	wake context.CancelFunc
+	// want are the slots the Wait takes (nil: it takes no handed slots),
+	// keys the queues it is on, and gift the slots handed to it
+	// (slothandoff.go), all guarded by slotWaiters.mu.
+	want []slotRead
+	keys []slotWaitKey
+	gift *slotGift
+	seq  uint64 // its arrival in the queues
+	// since is when the Wait was first refused.
+	since time.Time
 }
 
 // slotWaiters is the queue of the Waits of one limiter refused by each
 // bucket item's in-flight limits. Safe for concurrent use.
 type slotWaiters struct {
-	mu sync.Mutex
-	q  map[slotWaitKey][]*slotWaiter
+	mu  sync.Mutex
+	q   map[slotWaitKey][]*slotWaiter
+	seq uint64 // the last waiter's arrival
+	// held counts per item the slots the limiter's live leases hold.
+	held map[store.BucketKey]int64
 }
 
 // join queues w on every key and returns how many waiters the busiest
@@ -46,11 +58,115 @@ func (s *slotWaiters) join(w *slotWaiter, keys []slotWaitKey) int {
 		s.q = make(map[slotWaitKey][]*slotWaiter)
 	}
 	n := 0
+	s.seq++
+	w.keys, w.seq = keys, s.seq
 	for _, k := range keys {
 		s.q[k] = append(s.q[k], w)
 		n = max(n, len(s.q[k]))
 	}
 	return n
+}
+
+// anyWaiting reports whether any Wait is queued.
+func (s *slotWaiters) anyWaiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.q) > 0
+}
+
+// handTo hands slots of claims (the slots of a lease that ends) to a
+// waiter queued on their items, and returns what it handed (gift(the
+// slots it takes, wantedOf)), or nil. The waiter is the one waiting
+// longest (since its first refusal) among those that need, besides the
+// slots they share with claims, only items where this limiter's leases
+// hold fewer slots than it would leave on the ending lease's own items
+// (the calls of a key that holds few slots of its organisation take one
+// from a key that holds many); else the one waiting longest among those
+// that take every slot of claims (the next call of the same key); else the
+// one waiting longest. A waiter that takes none of them is not handed
+// any. Within a process the keys of an organisation thus share its slots
+// evenly, to one call, while slots go from call to call of one key.
+func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGift) *slotGift {
+	s.mu.Lock()
+	var first, whole, even *slotWaiter
+	before := func(a, b *slotWaiter) bool {
+		return b == nil || a.since.Before(b.since) || a.since.Equal(b.since) && a.seq < b.seq
+	}
+	for _, c := range claims {
+		for _, w := range s.q[slotWaitKey{c.key.EntityID, c.key.Resource}] {
+			if w.gift != nil || w.want == nil {
+				continue
+			}
+			part := wantedOf(claims, w.want)
+			if len(part) == 0 {
+				continue
+			}
+			if before(w, first) {
+				first = w
+			}
+			if len(part) == len(claims) {
+				if before(w, whole) {
+					whole = w
+				}
+			} else if before(w, even) && s.evener(claims, w.want) {
+				even = w
+			}
+		}
+	}
+	to := even
+	if to == nil {
+		to = whole
+	}
+	if to == nil {
+		to = first
+	}
+	var g *slotGift
+	if to != nil {
+		g = gift(wantedOf(claims, to.want))
+		to.gift = g
+		s.remove(to, to.keys)
+	}
+	s.mu.Unlock()
+	if g != nil {
+		to.wake()
+	}
+	return g
+}
+
+// evener reports whether a waiter taking the slots of want, handed those
+// of claims it shares (the slots of a lease that ended, no longer counted
+// in held), makes the slots this limiter's leases hold more even: on every
+// item it takes slots of outside claims, the leases hold at least two
+// fewer than on the items of claims it does not take (one fewer would
+// only swap the two). s.mu must be held.
+func (s *slotWaiters) evener(claims []slotClaim, want []slotRead) bool {
+	var mine, theirs int64 = 0, -1
+	for _, c := range claims {
+		if !slices.ContainsFunc(want, func(r slotRead) bool { return r.key == c.key }) {
+			theirs = max(theirs, s.held[c.key])
+		}
+	}
+	for _, r := range want {
+		if !slices.ContainsFunc(claims, func(c slotClaim) bool { return c.key == r.key }) {
+			mine = max(mine, s.held[r.key])
+		}
+	}
+	return mine+1 < theirs
+}
+
+// hold counts the slots of claims as held by a lease of the limiter (n =
+// 1) or no longer (n = -1).
+func (s *slotWaiters) hold(claims []slotClaim, n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = make(map[store.BucketKey]int64)
+	}
+	for _, c := range claims {
+		if s.held[c.key] += n * c.amount; s.held[c.key] <= 0 {
+			delete(s.held, c.key)
+		}
+	}
 }
 
 // waiting reports whether a waiter is queued on key.
@@ -60,10 +176,19 @@ func (s *slotWaiters) waiting(key slotWaitKey) bool {
 	return len(s.q[key]) > 0
 }
 
-// leave takes w off the queues of keys.
-func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) {
+// leave takes w off the queues of keys and returns the slots handed to
+// it, if any: the caller takes them or gives them back.
+func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) *slotGift {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.remove(w, keys)
+	g := w.gift
+	w.gift = nil
+	return g
+}
+
+// remove takes w off the queues of keys. s.mu must be held.
+func (s *slotWaiters) remove(w *slotWaiter, keys []slotWaitKey) {
 	for _, k := range keys {
 		q := slices.DeleteFunc(s.q[k], func(x *slotWaiter) bool { return x == w })
 		if len(q) == 0 {
