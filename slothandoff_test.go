@@ -253,3 +253,42 @@ func TestSlotHandOffWaitGone(t *testing.T) {
 	require.Equal(t, int64(1), freeCalls(t, other, "org"))
 	require.Equal(t, int64(1), freeCalls(t, other, "key"))
 }
+
+// TestSlotHandOffNotPastWaitWithOptions: a Wait with options is not handed
+// slots, and while it waits longest on an item no other Wait is handed
+// that item's slots either: they go back to the store and it is woken, so
+// the Waits without options do not pass it.
+func TestSlotHandOffNotPastWaitWithOptions(t *testing.T) {
+	t.Parallel()
+	rl := New(newMemory(), func(o *Options) { o.SlotTTL = time.Hour })
+	defer func() { _ = rl.Close() }()
+	ctx := context.Background()
+	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "solo"})
+	require.NoError(t, err)
+	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "solo", Resource: "api"}, []Limit{InFlight("calls", 1)}))
+	call := Consume{"calls": 1}
+	held := mustAcquire(t, rl, "solo", "api", call)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	withOptions := make(chan *Lease, 1)
+	go func() {
+		l, err := rl.Wait(wctx, "solo", "api", call, WithOnUnavailable(OnUnavailableBlock))
+		if err != nil && wctx.Err() == nil {
+			t.Errorf("wait with options: %v", err)
+		}
+		withOptions <- l
+	}()
+	queuedOn(t, rl, "solo")
+	plain := waitInBackground(t, wctx, rl, "solo", call)
+	queuedOn(t, rl, "solo", 2)
+
+	mustCommit(t, held)
+	l := leaseOf(t, withOptions)
+	select {
+	case <-plain:
+		t.Fatal("the Wait without options passed the one with options")
+	case <-time.After(100 * time.Millisecond):
+	}
+	mustCommit(t, l)
+	mustCommit(t, leaseOf(t, plain))
+}

@@ -83,8 +83,9 @@ func (s *slotWaiters) anyWaiting() bool {
 // (the calls of a key that holds few slots of its organisation take one
 // from a key that holds many); else the one waiting longest among those
 // that take every slot of claims (the next call of the same key); else the
-// one waiting longest. A waiter that takes none of them is not handed
-// any. Within a process the keys of an organisation thus share its slots
+// one waiting longest. When the one waiting longest takes none of them
+// (a Wait with options, or of other amounts), nobody is handed any: the
+// slots go back to the store and its queue is woken as usual. Within a process the keys of an organisation thus share its slots
 // evenly, to one call, while slots go from call to call of one key.
 func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGift) *slotGift {
 	s.mu.Lock()
@@ -94,15 +95,15 @@ func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGif
 	}
 	for _, c := range claims {
 		for _, w := range s.q[slotWaitKey{c.key.EntityID, c.key.Resource}] {
-			if w.gift != nil || w.want == nil {
-				continue
-			}
-			part := wantedOf(claims, w.want)
-			if len(part) == 0 {
+			if w.gift != nil {
 				continue
 			}
 			if before(w, first) {
 				first = w
+			}
+			part := wantedOf(claims, w.want)
+			if len(part) == 0 {
+				continue
 			}
 			if len(part) == len(claims) {
 				if before(w, whole) {
@@ -121,6 +122,11 @@ func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGif
 		to = first
 	}
 	var g *slotGift
+	if first != nil && len(wantedOf(claims, first.want)) == 0 {
+		// The longest-waiting Wait takes none of the slots (options,
+		// other amounts): they go back to the store, and it is woken.
+		to = nil
+	}
 	if to != nil {
 		g = gift(wantedOf(claims, to.want))
 		to.gift = g
