@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zaelimiter/limiter/internal/lru"
@@ -31,10 +32,11 @@ type slotWaiter struct {
 	// want are the slots the Wait takes (nil: it takes no handed slots),
 	// keys the queues it is on, and gift the slots handed to it
 	// (slothandoff.go), all guarded by slotWaiters.mu.
-	want []slotRead
-	keys []slotWaitKey
-	gift *slotGift
-	seq  uint64 // its arrival in the queues
+	want   []slotRead
+	keys   []slotWaitKey
+	gift   *slotGift
+	queued bool   // on the queues
+	seq    uint64 // its arrival in the queues
 	// since is when the Wait was first refused.
 	since time.Time
 }
@@ -45,8 +47,15 @@ type slotWaiters struct {
 	mu  sync.Mutex
 	q   map[slotWaitKey][]*slotWaiter
 	seq uint64 // the last waiter's arrival
-	// held counts per item the slots the limiter's live leases hold.
-	held map[store.BucketKey]int64
+	// queued counts the waiters on the queues, read without mu by the
+	// leases that end (anyWaiting).
+	queued atomic.Int64
+
+	// held counts per item the slots the limiter's live leases hold,
+	// under heldMu (taken after mu where both are), which every lease of
+	// an in-flight limit takes twice: not the queues' lock.
+	heldMu sync.Mutex
+	held   map[store.BucketKey]int64
 }
 
 // join queues w on every key and returns how many waiters the busiest
@@ -59,7 +68,8 @@ func (s *slotWaiters) join(w *slotWaiter, keys []slotWaitKey) int {
 	}
 	n := 0
 	s.seq++
-	w.keys, w.seq = keys, s.seq
+	w.keys, w.seq, w.queued = keys, s.seq, true
+	s.queued.Add(1)
 	for _, k := range keys {
 		s.q[k] = append(s.q[k], w)
 		n = max(n, len(s.q[k]))
@@ -68,11 +78,7 @@ func (s *slotWaiters) join(w *slotWaiter, keys []slotWaitKey) int {
 }
 
 // anyWaiting reports whether any Wait is queued.
-func (s *slotWaiters) anyWaiting() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.q) > 0
-}
+func (s *slotWaiters) anyWaiting() bool { return s.queued.Load() > 0 }
 
 // handTo hands slots of claims (the slots of a lease that ends) to a
 // waiter queued on their items, and returns what it handed (gift(the
@@ -146,6 +152,8 @@ func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGif
 // fewer than on the items of claims it does not take (one fewer would
 // only swap the two). s.mu must be held.
 func (s *slotWaiters) evener(claims []slotClaim, want []slotRead) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
 	var mine, theirs int64 = 0, -1
 	for _, c := range claims {
 		if !slices.ContainsFunc(want, func(r slotRead) bool { return r.key == c.key }) {
@@ -163,8 +171,8 @@ func (s *slotWaiters) evener(claims []slotClaim, want []slotRead) bool {
 // hold counts the slots of claims as held by a lease of the limiter (n =
 // 1) or no longer (n = -1).
 func (s *slotWaiters) hold(claims []slotClaim, n int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
 	if s.held == nil {
 		s.held = make(map[store.BucketKey]int64)
 	}
@@ -195,6 +203,10 @@ func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) *slotGift {
 
 // remove takes w off the queues of keys. s.mu must be held.
 func (s *slotWaiters) remove(w *slotWaiter, keys []slotWaitKey) {
+	if w.queued {
+		w.queued = false
+		s.queued.Add(-1)
+	}
 	for _, k := range keys {
 		q := slices.DeleteFunc(s.q[k], func(x *slotWaiter) bool { return x == w })
 		if len(q) == 0 {
