@@ -101,7 +101,7 @@ func (rl *RateLimiter) spentBySwitches(ctx context.Context, entityID, resource s
 // acquire would, full), then its balance is lowered.
 func (rl *RateLimiter) keepSpent(ctx context.Context, entityID, resource string, carry []spendCarried) error {
 	for _, c := range carry {
-		if _, err := rl.acquire(ctx, entityID, resource, Consume{c.limit.Name: 0}, acquireOptions{}); err != nil {
+		if _, err := rl.acquire(ctx, entityID, resource, Consume{c.limit.Name: 0}, acquireOptions{}, nil); err != nil {
 			return fmt.Errorf("keep the spend of %s: %w", c.limit.Name, err)
 		}
 		key, err := switchedBucket(entityID, resource, c.limit, rl.nowMs())

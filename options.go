@@ -287,8 +287,6 @@ type acquireOptions struct {
 	// readFirst makes the acquire read its buckets before it writes (no
 	// speculative write): a limit was switched back (switchedBackIn).
 	readFirst bool
-	// gift is the slots handed to the Wait that acquires (withSlotGift).
-	gift *slotGift
 }
 
 // WithLimits makes the call use limits instead of the stored config (no

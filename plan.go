@@ -235,15 +235,6 @@ func (rl *RateLimiter) planChainItems(ctx context.Context, entityID, resource st
 	if err != nil {
 		return acquirePlan{}, err
 	}
-	if o.gift != nil {
-		// Slots handed to this Wait: its plan takes them, not the store.
-		if items = o.gift.take(items, rl.slotGen()); len(items) != len(charged[0]) {
-			charged[0] = charged[0][:0]
-			for i := range items {
-				charged[0] = append(charged[0], i)
-			}
-		}
-	}
 	return acquirePlan{shape: rl.readFirstShape(items, rl.itemsShape(items, true), o), items: items, charged: charged}, nil
 }
 

@@ -46,6 +46,9 @@ type slotGift struct {
 	used bool
 }
 
+// handed marks g as what the queues of Waits carry (slotsHanded).
+func (*slotGift) handed() {}
+
 // wantedOf returns the claims of claims that a Wait taking the slots of
 // want takes too: the same in-flight limit of the same item, the same
 // amount.
@@ -97,21 +100,18 @@ func (rl *RateLimiter) handOffSlots(ls *Lease, k *slotKeeper, cur int64) {
 	ls.entries = slices.DeleteFunc(ls.entries, func(e *leaseEntry) bool { return slices.Contains(handed, e) })
 }
 
-// slotClaimKeys returns the items of claims.
-func slotClaimKeys(claims []slotClaim) []slotWaitKey {
-	var keys []slotWaitKey
-	for _, c := range claims {
-		if k := (slotWaitKey{c.key.EntityID, c.key.Resource}); !slices.Contains(keys, k) {
-			keys = append(keys, k)
+// takeFrom makes plan p take the slots of g instead of charging them,
+// when its items charge every one of them (take).
+func (g *slotGift) takeFrom(p *acquirePlan, gen int64) {
+	if p.items == nil {
+		return
+	}
+	if p.items = g.take(p.items, gen); len(p.items) != len(p.charged[0]) {
+		p.charged[0] = p.charged[0][:0]
+		for i := range p.items {
+			p.charged[0] = append(p.charged[0], i)
 		}
 	}
-	return keys
-}
-
-// withSlotGift makes an acquire's plan take the slots of g instead of
-// charging them (see slotGift.take).
-func withSlotGift(g *slotGift) AcquireOption {
-	return func(o *acquireOptions) { o.gift = g }
 }
 
 // take removes from items, the plan of one acquire in generation gen, the
@@ -165,32 +165,29 @@ func (g *slotGift) take(items []*batchItem, gen int64) []*batchItem {
 	return out
 }
 
-// acquireGift is the acquire of a Wait handed the slots of g: its plan
-// takes them (take) when it charges exactly them, and its lease then
-// holds them, renews them and gives them back as its own. Slots its plan
-// did not take, or that its acquire could not use (refused, failed, a
-// no-op lease), are given back to the store.
-func (rl *RateLimiter) acquireGift(ctx context.Context, entityID, resource string, consume Consume, opts []AcquireOption, g *slotGift) (*Lease, error) {
-	lease, err := rl.Acquire(ctx, entityID, resource, consume, append(slices.Clip(opts), withSlotGift(g))...)
-	if err == nil && g.used && lease != nil && !lease.noop {
-		k := &slotKeeper{rl: rl, claims: g.claims, covered: -1 << 62, takenMs: g.takenMs}
-		for _, e := range g.entries {
-			_, gen, _ := slotOf(e.limit)
-			k.covered = max(k.covered, gen)
-		}
-		if own := lease.slots; own != nil {
-			// The acquire took slots of its own too: one keeper renews
-			// them all, from the earlier coverage.
-			lease.entries = append(lease.entries, own.halt()...)
-			k.claims = append(slices.Clip(k.claims), own.claims...)
-			k.covered, k.takenMs = min(k.covered, own.covered), min(k.takenMs, own.takenMs)
-		}
-		lease.entries = append(lease.entries, g.entries...)
-		rl.startKeeper(lease, k)
-		return lease, nil
+// adoptGift makes lease, the lease of an acquire that was handed the
+// slots of g, hold them, renew them and give them back as its own, when
+// its plan took them (take) and it is a lease that holds anything. It
+// reports whether it did; if not, the caller gives them back.
+func (rl *RateLimiter) adoptGift(lease *Lease, g *slotGift) bool {
+	if !g.used || lease == nil || lease.noop {
+		return false
 	}
-	rl.giveBackGift(ctx, g)
-	return lease, err
+	k := &slotKeeper{rl: rl, claims: g.claims, covered: -1 << 62, takenMs: g.takenMs}
+	for _, e := range g.entries {
+		_, gen, _ := slotOf(e.limit)
+		k.covered = max(k.covered, gen)
+	}
+	if own := lease.slots; own != nil {
+		// The acquire took slots of its own too: one keeper renews them
+		// all, from the earlier coverage.
+		lease.entries = append(lease.entries, own.halt()...)
+		k.claims = append(slices.Clip(k.claims), own.claims...)
+		k.covered, k.takenMs = min(k.covered, own.covered), min(k.takenMs, own.takenMs)
+	}
+	lease.entries = append(lease.entries, g.entries...)
+	rl.startKeeper(lease, k)
+	return true
 }
 
 // giveBackGift gives the slots of g back to the store: a Wait that was
@@ -202,5 +199,108 @@ func (rl *RateLimiter) giveBackGift(ctx context.Context, g *slotGift) {
 	ls := &Lease{rl: rl, entries: g.entries}
 	if err := ls.Commit(context.WithoutCancel(ctx)); err != nil {
 		rl.logGiveBackFailed(ctx, g.claims[0].key, err)
+	}
+}
+
+// handTo hands slots of claims (the slots of a lease that ends) to a
+// waiter queued on their items, and returns what it handed (gift(the
+// slots it takes, wantedOf)), or nil. The waiter is the one waiting
+// longest (since its first refusal) among those that need, besides the
+// slots they share with claims, only items where this limiter's leases
+// hold fewer slots than it would leave on the ending lease's own items
+// (the calls of a key that holds few slots of its organisation take one
+// from a key that holds many); else the one waiting longest among those
+// that take every slot of claims (the next call of the same key); else the
+// one waiting longest. When the one waiting longest takes none of them
+// (a Wait with options, or of other amounts), nobody is handed any: the
+// slots go back to the store and its queue is woken as usual. Within a process the keys of an organisation thus share its slots
+// evenly, to one call, while slots go from call to call of one key.
+func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGift) *slotGift {
+	s.mu.Lock()
+	var first, whole, even *slotWaiter
+	before := func(a, b *slotWaiter) bool {
+		return b == nil || a.since.Before(b.since) || a.since.Equal(b.since) && a.seq < b.seq
+	}
+	for _, c := range claims {
+		for _, w := range s.q[slotWaitKey{c.key.EntityID, c.key.Resource}] {
+			if w.gift != nil {
+				continue
+			}
+			if before(w, first) {
+				first = w
+			}
+			part := wantedOf(claims, w.want)
+			if len(part) == 0 {
+				continue
+			}
+			if len(part) == len(claims) {
+				if before(w, whole) {
+					whole = w
+				}
+			} else if before(w, even) && s.evener(claims, w.want) {
+				even = w
+			}
+		}
+	}
+	to := even
+	if to == nil {
+		to = whole
+	}
+	if to == nil {
+		to = first
+	}
+	var g *slotGift
+	if first != nil && len(wantedOf(claims, first.want)) == 0 {
+		// The longest-waiting Wait takes none of the slots (options,
+		// other amounts): they go back to the store, and it is woken.
+		to = nil
+	}
+	if to != nil {
+		g = gift(wantedOf(claims, to.want))
+		to.gift = g
+		s.remove(to, to.keys)
+	}
+	s.mu.Unlock()
+	if g != nil {
+		to.wake()
+	}
+	return g
+}
+
+// evener reports whether a waiter taking the slots of want, handed those
+// of claims it shares (the slots of a lease that ended, no longer counted
+// in held), makes the slots this limiter's leases hold more even: on every
+// item it takes slots of outside claims, the leases hold at least two
+// fewer than on the items of claims it does not take (one fewer would
+// only swap the two). s.mu must be held.
+func (s *slotWaiters) evener(claims []slotClaim, want []slotRead) bool {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	var mine, theirs int64 = 0, -1
+	for _, c := range claims {
+		if !slices.ContainsFunc(want, func(r slotRead) bool { return r.key == c.key }) {
+			theirs = max(theirs, s.held[c.key])
+		}
+	}
+	for _, r := range want {
+		if !slices.ContainsFunc(claims, func(c slotClaim) bool { return c.key == r.key }) {
+			mine = max(mine, s.held[r.key])
+		}
+	}
+	return mine+1 < theirs
+}
+
+// hold counts the slots of claims as held by a lease of the limiter (n =
+// 1) or no longer (n = -1).
+func (s *slotWaiters) hold(claims []slotClaim, n int64) {
+	s.heldMu.Lock()
+	defer s.heldMu.Unlock()
+	if s.held == nil {
+		s.held = make(map[store.BucketKey]int64)
+	}
+	for _, c := range claims {
+		if s.held[c.key] += n * c.amount; s.held[c.key] <= 0 {
+			delete(s.held, c.key)
+		}
 	}
 }

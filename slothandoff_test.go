@@ -246,7 +246,7 @@ func TestSlotHandOffWaitGone(t *testing.T) {
 	}}
 	rl.slotWaits.join(w, keys)
 	mustCommit(t, held)
-	gift := rl.slotWaits.leave(w, keys)
+	gift, _ := rl.slotWaits.leave(w, keys).(*slotGift)
 	require.NotNil(t, gift, "the slots were handed to the Wait")
 	require.Equal(t, int64(0), freeCalls(t, other, "org"))
 	rl.giveBackGift(ctx, gift)

@@ -34,7 +34,7 @@ type slotWaiter struct {
 	// (slothandoff.go), all guarded by slotWaiters.mu.
 	want   []slotRead
 	keys   []slotWaitKey
-	gift   *slotGift
+	gift   slotsHanded
 	queued bool   // on the queues
 	seq    uint64 // its arrival in the queues
 	// since is when the Wait was first refused.
@@ -80,109 +80,6 @@ func (s *slotWaiters) join(w *slotWaiter, keys []slotWaitKey) int {
 // anyWaiting reports whether any Wait is queued.
 func (s *slotWaiters) anyWaiting() bool { return s.queued.Load() > 0 }
 
-// handTo hands slots of claims (the slots of a lease that ends) to a
-// waiter queued on their items, and returns what it handed (gift(the
-// slots it takes, wantedOf)), or nil. The waiter is the one waiting
-// longest (since its first refusal) among those that need, besides the
-// slots they share with claims, only items where this limiter's leases
-// hold fewer slots than it would leave on the ending lease's own items
-// (the calls of a key that holds few slots of its organisation take one
-// from a key that holds many); else the one waiting longest among those
-// that take every slot of claims (the next call of the same key); else the
-// one waiting longest. When the one waiting longest takes none of them
-// (a Wait with options, or of other amounts), nobody is handed any: the
-// slots go back to the store and its queue is woken as usual. Within a process the keys of an organisation thus share its slots
-// evenly, to one call, while slots go from call to call of one key.
-func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGift) *slotGift {
-	s.mu.Lock()
-	var first, whole, even *slotWaiter
-	before := func(a, b *slotWaiter) bool {
-		return b == nil || a.since.Before(b.since) || a.since.Equal(b.since) && a.seq < b.seq
-	}
-	for _, c := range claims {
-		for _, w := range s.q[slotWaitKey{c.key.EntityID, c.key.Resource}] {
-			if w.gift != nil {
-				continue
-			}
-			if before(w, first) {
-				first = w
-			}
-			part := wantedOf(claims, w.want)
-			if len(part) == 0 {
-				continue
-			}
-			if len(part) == len(claims) {
-				if before(w, whole) {
-					whole = w
-				}
-			} else if before(w, even) && s.evener(claims, w.want) {
-				even = w
-			}
-		}
-	}
-	to := even
-	if to == nil {
-		to = whole
-	}
-	if to == nil {
-		to = first
-	}
-	var g *slotGift
-	if first != nil && len(wantedOf(claims, first.want)) == 0 {
-		// The longest-waiting Wait takes none of the slots (options,
-		// other amounts): they go back to the store, and it is woken.
-		to = nil
-	}
-	if to != nil {
-		g = gift(wantedOf(claims, to.want))
-		to.gift = g
-		s.remove(to, to.keys)
-	}
-	s.mu.Unlock()
-	if g != nil {
-		to.wake()
-	}
-	return g
-}
-
-// evener reports whether a waiter taking the slots of want, handed those
-// of claims it shares (the slots of a lease that ended, no longer counted
-// in held), makes the slots this limiter's leases hold more even: on every
-// item it takes slots of outside claims, the leases hold at least two
-// fewer than on the items of claims it does not take (one fewer would
-// only swap the two). s.mu must be held.
-func (s *slotWaiters) evener(claims []slotClaim, want []slotRead) bool {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	var mine, theirs int64 = 0, -1
-	for _, c := range claims {
-		if !slices.ContainsFunc(want, func(r slotRead) bool { return r.key == c.key }) {
-			theirs = max(theirs, s.held[c.key])
-		}
-	}
-	for _, r := range want {
-		if !slices.ContainsFunc(claims, func(c slotClaim) bool { return c.key == r.key }) {
-			mine = max(mine, s.held[r.key])
-		}
-	}
-	return mine+1 < theirs
-}
-
-// hold counts the slots of claims as held by a lease of the limiter (n =
-// 1) or no longer (n = -1).
-func (s *slotWaiters) hold(claims []slotClaim, n int64) {
-	s.heldMu.Lock()
-	defer s.heldMu.Unlock()
-	if s.held == nil {
-		s.held = make(map[store.BucketKey]int64)
-	}
-	for _, c := range claims {
-		if s.held[c.key] += n * c.amount; s.held[c.key] <= 0 {
-			delete(s.held, c.key)
-		}
-	}
-}
-
 // waiting reports whether a waiter is queued on key.
 func (s *slotWaiters) waiting(key slotWaitKey) bool {
 	s.mu.Lock()
@@ -190,9 +87,13 @@ func (s *slotWaiters) waiting(key slotWaitKey) bool {
 	return len(s.q[key]) > 0
 }
 
+// slotsHanded is what a lease that ended handed a waiter: its slots (a
+// *slotGift, slothandoff.go), which the queues only carry.
+type slotsHanded interface{ handed() }
+
 // leave takes w off the queues of keys and returns the slots handed to
 // it, if any: the caller takes them or gives them back.
-func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) *slotGift {
+func (s *slotWaiters) leave(w *slotWaiter, keys []slotWaitKey) slotsHanded {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.remove(w, keys)
