@@ -112,6 +112,9 @@ func (g *slotGift) takeFrom(p *acquirePlan, gen int64) {
 			p.charged[0] = append(p.charged[0], i)
 		}
 	}
+	if len(p.items) == 0 {
+		p.shape = shapeNone // the handed slots were all it charged
+	}
 }
 
 // take removes from items, the plan of one acquire in generation gen, the

@@ -60,6 +60,19 @@ func freeCalls(t *testing.T, other *RateLimiter, entity string) int64 {
 	return free["calls"]
 }
 
+// memoryProcesses returns two limiters on one memory store, as two
+// processes would be (slot TTL an hour), closed when the test ends.
+func memoryProcesses(t *testing.T) (*RateLimiter, *RateLimiter) {
+	t.Helper()
+	mem := newMemory()
+	var out [2]*RateLimiter
+	for i := range out {
+		out[i] = New(mem, func(o *Options) { o.SlotTTL = time.Hour })
+		t.Cleanup(func() { _ = out[i].Close() })
+	}
+	return out[0], out[1]
+}
+
 // TestSlotHandOffCallCounts: a lease that ends while a Wait of its limiter
 // waits for exactly its slots (the next call of the same key, refused by
 // the organisation's cap) hands them over: the commit writes nothing, and
@@ -117,11 +130,7 @@ func opsOf(calls []ddblocal.Call) []string {
 // is not starved by a busier key's calls.
 func TestSlotHandOffEvensKeys(t *testing.T) {
 	t.Parallel()
-	mem := newMemory()
-	rl := New(mem, func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
-	other := New(mem, func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = other.Close() }()
+	rl, other := memoryProcesses(t)
 	ctx := context.Background()
 	_, err := rl.Admin().CreateEntity(ctx, Entity{ID: "org"})
 	require.NoError(t, err)
@@ -208,11 +217,7 @@ func TestSlotHandOffUnusedGivenBack(t *testing.T) {
 // every slot is free.
 func TestSlotHandOffWaitGone(t *testing.T) {
 	t.Parallel()
-	mem := newMemory()
-	rl := New(mem, func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
-	other := New(mem, func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = other.Close() }()
+	rl, other := memoryProcesses(t)
 	ctx := context.Background()
 	orgKeyCascade(t, rl, []Limit{InFlight("calls", 1)}, []Limit{InFlight("calls", 1)})
 	call := Consume{"calls": 1}
@@ -291,4 +296,35 @@ func TestSlotHandOffNotPastWaitWithOptions(t *testing.T) {
 	}
 	mustCommit(t, l)
 	mustCommit(t, leaseOf(t, plain))
+}
+
+// TestSlotHandOffNothingElseToTake: a Wait whose call takes slots alone,
+// handed all of them, acquires without a store call at all, and its lease
+// gives them back at its commit.
+func TestSlotHandOffNothingElseToTake(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	env.spec = true
+	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
+	defer func() { _ = rl.Close() }()
+	ctx := env.ctx
+	orgKeyCascade(t, rl, []Limit{InFlight("calls", 1)}, []Limit{InFlight("calls", 1)})
+	call := Consume{"calls": 1}
+	mustCommit(t, mustAcquire(t, rl, "key", "api", call)) // creates the items
+	held := mustAcquire(t, rl, "key", "api", call)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	got := waitInBackground(t, wctx, rl, "key", call)
+	queuedOn(t, rl, "key")
+	env.rec.Reset()
+	mustCommit(t, held)
+	l := leaseOf(t, got)
+	require.Equal(t, []string{}, opsOf(env.rec.Calls()), "no store call")
+	require.Equal(t, int64(2), l.Consumed()["calls"])
+	env.rec.Reset()
+	mustCommit(t, l)
+	require.Equal(t, 2, env.rec.Count("UpdateItem"), "the key's and the organisation's give-back")
+	free, err := rl.Available(ctx, "key", "api")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), free["calls"])
 }
