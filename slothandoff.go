@@ -2,10 +2,11 @@
 // the same limiter queued for the same slots.
 //
 // When a lease that holds in-flight slots ends (Commit, Rollback) and a
-// Wait of its limiter is queued for exactly the slots it holds (the same
-// in-flight limits of the same items, the same amounts), the slots go to
-// that Wait instead of back to the store: the ending lease does not write
-// their give-back, and the Wait's acquire does not write their take. The
+// Wait of its limiter is queued for some of the slots it holds (the same
+// in-flight limit of the same item, the same amount), those slots go to
+// that Wait instead of back to the store (which Wait: slotWaiters.handTo):
+// the ending lease does not write their give-back, and the Wait's acquire
+// does not write their take. The
 // store's count of slots held does not change, so no cap is exceeded: the
 // slots move from one call of the process to the next. On DynamoDB, where
 // every acquire and commit of a cascade writes the organisation's item and
@@ -13,8 +14,9 @@
 // of it per call.
 //
 // The Wait's acquire decides whether it takes the slots: its plan, resolved
-// from the limits in force then, must charge exactly the handed slots in
-// the generations it would take (the current one and the next); otherwise
+// from the limits in force then, must charge every handed slot, with its
+// amount, in the generations it would take (the current one and the
+// next); it takes its other slots from the store as usual. Otherwise
 // (a limit changed kind or amount, the generation moved on) it takes what
 // its plan says and the handed slots are given back to the store. A Wait
 // that ends without an acquire (its context, Close) gives them back too.
