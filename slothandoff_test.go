@@ -73,6 +73,21 @@ func memoryProcesses(t *testing.T) (*RateLimiter, *RateLimiter) {
 	return out[0], out[1]
 }
 
+// handedOnCommit starts a Wait of call on "key", waits until it is queued
+// on queue's item, clears env's record of store calls, commits held and
+// returns the Wait's lease: the calls recorded are those of the commit and
+// of the Wait's acquire.
+func handedOnCommit(t *testing.T, env *testEnv, rl *RateLimiter, call Consume, queue string, held *Lease) *Lease {
+	t.Helper()
+	wctx, cancel := context.WithTimeout(env.ctx, 10*time.Second)
+	t.Cleanup(cancel)
+	got := waitInBackground(t, wctx, rl, "key", call)
+	queuedOn(t, rl, queue)
+	env.rec.Reset()
+	mustCommit(t, held)
+	return leaseOf(t, got)
+}
+
 // TestSlotHandOffCallCounts: a lease that ends while a Wait of its limiter
 // waits for exactly its slots (the next call of the same key, refused by
 // the organisation's cap) hands them over: the commit writes nothing, and
@@ -95,13 +110,7 @@ func TestSlotHandOffCallCounts(t *testing.T) {
 	held := mustAcquire(t, rl, "key", "api", call)
 	held2 := mustAcquire(t, rl, "key", "api", call)
 
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	got := waitInBackground(t, wctx, rl, "key", call)
-	queuedOn(t, rl, "org")
-	env.rec.Reset()
-	mustCommit(t, held)
-	l := leaseOf(t, got)
+	l := handedOnCommit(t, env, rl, call, "org", held)
 	require.Equal(t, []string{"UpdateItem"}, opsOf(env.rec.Calls()), "one write: the key's rpm")
 	require.Equal(t, int64(2), l.Consumed()["calls"], "the key's slot and the organisation's")
 	require.Equal(t, int64(0), freeCalls(t, other, "org"), "the organisation's slots stayed held")
@@ -312,13 +321,7 @@ func TestSlotHandOffNothingElseToTake(t *testing.T) {
 	call := Consume{"calls": 1}
 	mustCommit(t, mustAcquire(t, rl, "key", "api", call)) // creates the items
 	held := mustAcquire(t, rl, "key", "api", call)
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	got := waitInBackground(t, wctx, rl, "key", call)
-	queuedOn(t, rl, "key")
-	env.rec.Reset()
-	mustCommit(t, held)
-	l := leaseOf(t, got)
+	l := handedOnCommit(t, env, rl, call, "key", held)
 	require.Equal(t, []string{}, opsOf(env.rec.Calls()), "no store call")
 	require.Equal(t, int64(2), l.Consumed()["calls"])
 	env.rec.Reset()
