@@ -5,7 +5,10 @@ package llmhttp_test
 // entity, one shared bucket in DynamoDB Local, against one fake provider
 // served by the parent process. The configured tpm is twice the provider's
 // real limit, and a hidden consumer takes 30 % of the provider's quota.
-// After a warm-up, the parent measures from the provider's own counters:
+// After a warm-up, once every process had a provider response (and so
+// learned the provider's limit from its headers) and began its goroutines'
+// calls after it, the parent measures from
+// the provider's own counters:
 // the share of requests the provider refused with 429, and the tokens it
 // admitted against what it allowed the fleet (the part of its refill the
 // hidden consumer left, plus what its bucket held when the window opened).
@@ -62,7 +65,14 @@ const (
 	fleetResource   = "gpt-4o"
 	fleetHidden     = 0.3
 	fleetReady      = "zael-fleet: ready"
-	fleetResult     = "zael-fleet: result"
+	// fleetSettled: each of the helper's goroutines began a call after
+	// the helper's first provider response, so that no acquire of it
+	// carries the limits it had before it learned the provider's.
+	fleetSettled = "zael-fleet: settled"
+	fleetResult  = "zael-fleet: result"
+	// fleetSettleBound bounds how long the parent waits, beyond the
+	// warm-up, for every helper to settle.
+	fleetSettleBound = time.Minute
 )
 
 // fleetParams is what the parent tells each helper.
@@ -145,29 +155,59 @@ func TestFleetHelperProcess(t *testing.T) {
 	}
 	tr := llmhttp.NewTransport(rl, http.DefaultTransport, opts...)
 	fmt.Println(fleetReady)
-	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
-	require.NoError(t, err, "waiting for the window's start and the deadline on stdin")
-	var windowMs, deadlineMs int64
-	_, err = fmt.Sscan(line, &windowMs, &deadlineMs)
+	// The first line starts the workload with a bound; the second, sent
+	// once every helper settled (fleetSettled) and the warm-up is over,
+	// opens the measured window and sets the deadline.
+	in := bufio.NewReader(os.Stdin)
+	line, err := in.ReadString('\n')
+	require.NoError(t, err, "waiting for the start on stdin")
+	var boundMs int64
+	_, err = fmt.Sscan(line, &boundMs)
 	require.NoError(t, err)
+	var deadline atomic.Int64
+	deadline.Store(boundMs)
 	// The speculative path's counters as the measured window opens.
-	var atWindow store.SpeculativeStats
-	timer := time.AfterFunc(time.Until(time.UnixMilli(windowMs)), func() { atWindow = rl.Stats().Speculative })
-	counts := runFleetWorkload(rl, tr, p, time.UnixMilli(deadlineMs))
-	require.False(t, timer.Stop(), "the window opened before the deadline")
+	atWindow := make(chan store.SpeculativeStats, 1)
+	windowErr := make(chan error, 1)
+	go func() {
+		line, err := in.ReadString('\n')
+		if err != nil {
+			windowErr <- fmt.Errorf("waiting for the window on stdin: %w", err)
+			return
+		}
+		var windowMs, deadlineMs int64
+		if _, err := fmt.Sscan(line, &windowMs, &deadlineMs); err != nil {
+			windowErr <- err
+			return
+		}
+		deadline.Store(deadlineMs)
+		time.Sleep(time.Until(time.UnixMilli(windowMs)))
+		atWindow <- rl.Stats().Speculative
+	}()
+	counts := runFleetWorkload(rl, tr, p, func() time.Time { return time.UnixMilli(deadline.Load()) },
+		func() { fmt.Println(fleetSettled) })
+	var window store.SpeculativeStats
+	select {
+	case window = <-atWindow:
+	case err := <-windowErr:
+		require.NoError(t, err)
+	}
 	counts.Stats = tr.Stats()
 	counts.Spec = rl.Stats().Speculative
-	counts.SpecWindow.Attempts = counts.Spec.Attempts - atWindow.Attempts
+	counts.SpecWindow.Attempts = counts.Spec.Attempts - window.Attempts
 	for i := range counts.SpecWindow.Counts {
-		counts.SpecWindow.Counts[i] = counts.Spec.Counts[i] - atWindow.Counts[i]
+		counts.SpecWindow.Counts[i] = counts.Spec.Counts[i] - window.Counts[i]
 	}
 	out, err := json.Marshal(counts)
 	require.NoError(t, err)
 	fmt.Println(fleetResult, string(out))
 }
 
-// runFleetWorkload runs p.Goroutines callers until the deadline.
-func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetParams, deadline time.Time) fleetCounts {
+// runFleetWorkload runs p.Goroutines callers until the deadline, which
+// may move; it calls settled once every goroutine began a call after the
+// first provider response.
+func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetParams, deadline func() time.Time,
+	settled func()) fleetCounts {
 	client := &http.Client{Transport: tr}
 	var sent, denied, limited, errs atomic.Int64
 	var firstErr atomic.Value
@@ -210,12 +250,22 @@ func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetPar
 		}
 	}()
 	var wg sync.WaitGroup
+	var answered atomic.Bool // a provider response came
+	var unsettled atomic.Int64
+	unsettled.Store(int64(p.Goroutines))
 	for range p.Goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(deadline) {
-				ctx, cancel := context.WithDeadline(context.Background(), deadline)
+			mine := false // this goroutine began a call after answered
+			for time.Now().Before(deadline()) {
+				if !mine && answered.Load() {
+					mine = true
+					if unsettled.Add(-1) == 0 {
+						settled()
+					}
+				}
+				ctx, cancel := context.WithDeadline(context.Background(), deadline())
 				wait, err := fleetCall(ctx, client, p.ProviderURL+path, body)
 				cancel()
 				var rle *limiter.RateLimitExceededError
@@ -223,18 +273,20 @@ func runFleetWorkload(rl *limiter.RateLimiter, tr *llmhttp.Transport, p fleetPar
 				case errors.As(err, &rle):
 					denied.Add(1)
 					wait = rle.RetryAfter
-				case err != nil && ctx.Err() == nil && time.Now().Before(deadline):
+				case err != nil && ctx.Err() == nil && time.Now().Before(deadline()):
 					errs.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
 					wait = 10 * time.Millisecond
 				case err == nil && wait > 0:
 					sent.Add(1)
 					limited.Add(1)
+					answered.Store(true)
 				case err == nil:
 					sent.Add(1)
+					answered.Store(true)
 				}
 				if wait > 0 {
-					time.Sleep(min(wait, time.Until(deadline), time.Second))
+					time.Sleep(min(wait, time.Until(deadline()), time.Second))
 				}
 			}
 		}()
@@ -342,7 +394,7 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 	require.NoError(t, err)
 	helpers := make([]*fleetHelper, fleetProcesses)
 	for i := range helpers {
-		helpers[i] = startFleetHelper(t, envFleetChild+"="+string(js), size.warmup+size.window+5*time.Minute)
+		helpers[i] = startFleetHelper(t, envFleetChild+"="+string(js), size.warmup+fleetSettleBound+size.window+5*time.Minute)
 	}
 	for _, h := range helpers {
 		select {
@@ -354,9 +406,35 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 		}
 	}
 	start := time.Now()
-	deadline := start.Add(size.warmup + size.window)
 	for _, h := range helpers {
-		_, err := fmt.Fprintln(h.stdin, start.Add(size.warmup).UnixMilli(), deadline.UnixMilli())
+		_, err := fmt.Fprintln(h.stdin, start.Add(size.warmup+fleetSettleBound+size.window).UnixMilli())
+		require.NoError(t, err)
+	}
+	// The window opens after the warm-up, and once every helper settled:
+	// a process learns the provider's limit from its first response, and
+	// until then its acquires (the slow ones too, begun before and ending
+	// after) carry other limit parameters. On a loaded machine that takes
+	// longer than the warm-up.
+	settleBy := time.NewTimer(size.warmup + fleetSettleBound)
+	defer settleBy.Stop()
+	for i, h := range helpers {
+		select {
+		case <-h.settled:
+		case <-h.done:
+			_, err := h.result()
+			require.NoError(t, err)
+			t.Fatalf("helper %d exited before it settled", i)
+		case <-settleBy.C:
+			t.Fatalf("helper %d did not settle within %s", i, size.warmup+fleetSettleBound)
+		}
+	}
+	windowStart := start.Add(size.warmup)
+	if settled := time.Now().Add(time.Second); settled.After(windowStart) {
+		windowStart = settled
+	}
+	deadline := windowStart.Add(size.window)
+	for _, h := range helpers {
+		_, err := fmt.Fprintln(h.stdin, windowStart.UnixMilli(), deadline.UnixMilli())
 		require.NoError(t, err)
 	}
 	traced := make(chan struct{})
@@ -371,7 +449,7 @@ func runFleet(t testing.TB, name string, size fleetSize, anthropic, stream, feed
 	} else {
 		close(traced)
 	}
-	time.Sleep(time.Until(start.Add(size.warmup)))
+	time.Sleep(time.Until(windowStart))
 	before := provider.Stats("sk-fleet")
 	time.Sleep(time.Until(deadline))
 	after := provider.Stats("sk-fleet")
@@ -450,10 +528,9 @@ func TestFleetFeedback(t *testing.T) {
 				// Every process acquires with the same parameters, so
 				// that the item's stored ones differ from an acquire's
 				// only while the processes learn the provider's limit,
-				// during the warm-up (a process whose every acquire is
-				// refused learns it from its first response). With the
-				// per-process pace this replaced, 57 to 73 % of the
-				// acquires fell back.
+				// each from its first response, before the window opens.
+				// With the per-process pace this replaced, 57 to 73 % of
+				// the acquires fell back.
 				assert.LessOrEqual(t, float64(r.limitsChanged), 0.05*float64(r.specAttempts),
 					"%s: acquires that fell back because the item stored other limit parameters", c.name)
 			}
@@ -498,13 +575,14 @@ func BenchmarkFleetFeedback(b *testing.B) {
 
 // fleetHelper is a helper process as the parent sees it.
 type fleetHelper struct {
-	cmd    *exec.Cmd
-	cancel context.CancelFunc
-	stdin  io.WriteCloser
-	stderr strings.Builder
-	ready  chan struct{} // closed when the helper printed fleetReady
-	done   chan struct{} // closed when its stdout is drained
-	lines  []string      // read only after done
+	cmd     *exec.Cmd
+	cancel  context.CancelFunc
+	stdin   io.WriteCloser
+	stderr  strings.Builder
+	ready   chan struct{} // closed when the helper printed fleetReady
+	settled chan struct{} // closed when it printed fleetSettled
+	done    chan struct{} // closed when its stdout is drained
+	lines   []string      // read only after done
 }
 
 func startFleetHelper(t testing.TB, env string, timeout time.Duration) *fleetHelper {
@@ -514,7 +592,8 @@ func startFleetHelper(t testing.TB, env string, timeout time.Duration) *fleetHel
 		"-test.timeout="+timeout.String())
 	cmd.Env = append(os.Environ(), env)
 	cmd.WaitDelay = 10 * time.Second
-	h := &fleetHelper{cmd: cmd, cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+	h := &fleetHelper{cmd: cmd, cancel: cancel, ready: make(chan struct{}),
+		settled: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stderr = &h.stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
@@ -527,8 +606,11 @@ func startFleetHelper(t testing.TB, env string, timeout time.Duration) *fleetHel
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
 			h.lines = append(h.lines, sc.Text())
-			if sc.Text() == fleetReady {
+			switch sc.Text() {
+			case fleetReady:
 				close(h.ready)
+			case fleetSettled:
+				close(h.settled)
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
