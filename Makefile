@@ -222,7 +222,7 @@ model: dynamodb-local ## the model test at long size (MODEL_SEEDS sequences of M
 
 # The provider-feedback fleet test at full size (llmhttp/fleet_test.go): 4 processes × 16 goroutines
 # through llmhttp against its fake provider, one shared bucket in DynamoDB Local, 10 s of warm-up and
-# 30 s measured per configuration, without -race; `make test` runs it with -race for 2 s + 6 s.
+# 30 s measured per configuration, without -race; `make test` runs it with -race for 4 s + 6 s.
 .PHONY: llm-fleet
 llm-fleet: dynamodb-local ## the LLM provider-feedback fleet test at full size (4 processes × 16 goroutines, 10 s + 30 s per configuration, no -race)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_FLEET=1 $(GO) test -count=1 -v -run='^TestFleetFeedback$$' $(GOTESTFLAGS) ./llmhttp/
