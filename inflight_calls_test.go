@@ -29,8 +29,7 @@ func TestCallCountsInFlight(t *testing.T) {
 		t.Run(map[bool]string{false: "read-then-write", true: "speculative"}[spec], func(t *testing.T) {
 			env := newTestEnv(t)
 			env.spec = spec
-			rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-			defer func() { _ = rl.Close() }()
+			rl := slotLimiter(t, env)
 			lim := WithLimits(PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8))
 			call := Consume{"rpm": 1, "tpm": 10, "calls": 1}
 			check := env.callChecker(t)
@@ -63,8 +62,7 @@ func TestCallCountsInFlightCascade(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
-	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
+	rl := slotLimiter(t, env)
 	ctx := env.ctx
 	orgKeyCascade(t, rl, []Limit{PerMinute("rpm", 1000), InFlight("calls", 32)},
 		[]Limit{PerMinute("rpm", 100), PerMinute("tpm", 10_000), InFlight("calls", 8)})
@@ -115,8 +113,7 @@ func TestCallCountsInFlightWait(t *testing.T) {
 			t.Parallel()
 			env := newTestEnv(t)
 			env.spec = true
-			rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-			defer func() { _ = rl.Close() }()
+			rl := slotLimiter(t, env)
 			ctx := env.ctx
 			if tc.name == "cascade" {
 				orgKeyCascade(t, rl, []Limit{InFlight("calls", 1)}, []Limit{InFlight("calls", 8), PerMinute("rpm", 100)})
@@ -176,4 +173,13 @@ func orgKeyCascade(t *testing.T, rl *RateLimiter, orgLimits, keyLimits []Limit) 
 	require.NoError(t, err)
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "org", Resource: "api"}, orgLimits))
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "key", Resource: "api"}, keyLimits))
+}
+
+// slotLimiter returns a limiter on env's store whose slots outlast any
+// test (no keeper renews them meanwhile), closed when the test ends.
+func slotLimiter(t *testing.T, env *testEnv) *RateLimiter {
+	t.Helper()
+	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
+	t.Cleanup(func() { _ = rl.Close() })
+	return rl
 }

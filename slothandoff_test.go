@@ -99,10 +99,8 @@ func TestSlotHandOffCallCounts(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
-	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
-	other := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = other.Close() }()
+	rl := slotLimiter(t, env)
+	other := slotLimiter(t, env)
 	ctx := env.ctx
 	orgKeyCascade(t, rl, []Limit{InFlight("calls", 2)}, []Limit{InFlight("calls", 8), PerMinute("rpm", 100)})
 	call := Consume{"calls": 1, "rpm": 1}
@@ -314,8 +312,7 @@ func TestSlotHandOffNothingElseToTake(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
-	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
+	rl := slotLimiter(t, env)
 	ctx := env.ctx
 	orgKeyCascade(t, rl, []Limit{InFlight("calls", 1)}, []Limit{InFlight("calls", 1)})
 	call := Consume{"calls": 1}

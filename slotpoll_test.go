@@ -104,8 +104,7 @@ func TestWaitForSlotFindsRaisedCapacity(t *testing.T) {
 	t.Parallel()
 	env := newTestEnv(t)
 	env.spec = true
-	rl := env.limiter(func(o *Options) { o.SlotTTL = time.Hour })
-	defer func() { _ = rl.Close() }()
+	rl := slotLimiter(t, env)
 	ctx, cancel := context.WithTimeout(env.ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, rl.Admin().SetLimits(ctx, Scope{Entity: "k", Resource: "m"}, []Limit{InFlight("calls", 1)}))
