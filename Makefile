@@ -166,11 +166,12 @@ test-llm-examples: ## go vet and the tests of examples/llm (openai-go and anthro
 	cd $(LLM_EXAMPLES_DIR) && $(GO) vet ./... && $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: soak
-soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local); 10,000 seeded LLM calls whose money counter must equal their costs; 10,000 seeded LLM calls ending every way (cancelled, 5xx, timeouts, broken connections, panics) with every slot in flight back, on each backend; 3 processes x 64 goroutines on 8 calls in flight per key, 32 per organisation; a 3-minute call keeping its slot; no -race
+soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local); 10,000 seeded LLM calls whose money counter must equal their costs; 10,000 seeded LLM calls ending every way (cancelled, 5xx, timeouts, broken connections, panics) with every slot in flight back, on each backend; 3 processes x 64 goroutines on 8 calls in flight per key, 32 per organisation; a 3-minute call keeping its slot; one store pause under 32 callers that must not open the breaker; no -race
 	$(SOAK_TEST)
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_COST_CALLS=10000 $(GO) test -count=1 -run='^TestCostLimitSeededCalls$$' $(GOTESTFLAGS) ./llmhttp/
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_LLM_INFLIGHT_CALLS=10000 $(GO) test -count=1 -timeout=60m -run='^TestInFlightSlotsComeBack$$' $(GOTESTFLAGS) ./llmhttp/internal/costcap/
 	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' SOAK=1 $(GO) test -count=1 -run='^TestInFlight(Fleet|FleetDynamoDB|LongCallSoak)$$' $(GOTESTFLAGS) ./cmd/internal/crossbackend/
+	ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' $(GO) test -count=1 -run='^TestBreakerSurvivesOneStall$$' $(GOTESTFLAGS) .
 
 .PHONY: docker-image
 docker-image: dynamodb-local ## build DynamoDB Local's Docker image offline (FROM scratch: the jar, the local Java, its libraries)
