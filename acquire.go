@@ -312,9 +312,7 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 	if err != nil {
 		return nil, err
 	}
-	if gift != nil {
-		gift.takeFrom(&p, rl.slotGen())
-	}
+	gift.takeFrom(&p, rl)
 	switch {
 	case p.shape == shapeNone:
 		return &Lease{rl: rl}, nil
@@ -328,9 +326,7 @@ func (rl *RateLimiter) acquire(ctx context.Context, entityID, resource string, c
 		if p, err = rl.planChainItems(ctx, entityID, resource, consume, o); err != nil {
 			return nil, err
 		}
-		if gift != nil {
-			gift.takeFrom(&p, rl.slotGen())
-		}
+		gift.takeFrom(&p, rl)
 	}
 	lease, _, err := rl.acquireItems(ctx, &p)
 	return lease, err

@@ -103,12 +103,13 @@ func (rl *RateLimiter) handOffSlots(ls *Lease, k *slotKeeper, cur int64) {
 }
 
 // takeFrom makes plan p take the slots of g instead of charging them,
-// when its items charge every one of them (take).
-func (g *slotGift) takeFrom(p *acquirePlan, gen int64) {
-	if p.items == nil {
+// when its items charge every one of them (take) in rl's current slot
+// generation. A nil g (an acquire handed no slots) leaves p as it is.
+func (g *slotGift) takeFrom(p *acquirePlan, rl *RateLimiter) {
+	if g == nil || p.items == nil {
 		return
 	}
-	if p.items = g.take(p.items, gen); len(p.items) != len(p.charged[0]) {
+	if p.items = g.take(p.items, rl.slotGen()); len(p.items) != len(p.charged[0]) {
 		p.charged[0] = p.charged[0][:0]
 		for i := range p.items {
 			p.charged[0] = append(p.charged[0], i)
@@ -218,8 +219,9 @@ func (rl *RateLimiter) giveBackGift(ctx context.Context, g *slotGift) {
 // that take every slot of claims (the next call of the same key); else the
 // one waiting longest. When the one waiting longest takes none of them
 // (a Wait with options, or of other amounts), nobody is handed any: the
-// slots go back to the store and its queue is woken as usual. Within a process the keys of an organisation thus share its slots
-// evenly, to one call, while slots go from call to call of one key.
+// slots go back to the store and its queue is woken as usual. Within a
+// process the keys of an organisation thus share its slots evenly, to one
+// call, while slots go from call to call of one key.
 func (s *slotWaiters) handTo(claims []slotClaim, gift func([]slotClaim) *slotGift) *slotGift {
 	s.mu.Lock()
 	var first, whole, even *slotWaiter
