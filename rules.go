@@ -6,6 +6,7 @@ package limiter
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -41,6 +42,36 @@ type rules struct {
 	configTTL      time.Duration
 	configs        *configCache
 	ents           *entityCache
+	eventIDs       eventIDs
+}
+
+// eventIDs hands out audit event ids that increase strictly within one
+// limiter, whatever its clock does: the audit log is listed newest first by
+// id, so two changes made in one millisecond (or under a clock that stood
+// still or stepped back) must still list in the order they were made. The
+// process-wide ULID entropy cannot promise that: another limiter's id made
+// in between, at another millisecond, restarts its sequence at random.
+type eventIDs struct {
+	mu      sync.Mutex
+	last    ulid.ULID
+	entropy *ulid.MonotonicEntropy
+}
+
+// next returns an id at now's millisecond, or at the last id's when now is
+// not after it, greater than every id it returned before.
+func (e *eventIDs) next(now time.Time) (ulid.ULID, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.entropy == nil {
+		e.entropy = ulid.Monotonic(rand.Reader, 0)
+	}
+	ms := max(ulid.Timestamp(now), e.last.Time())
+	id, err := ulid.New(ms, e.entropy)
+	if err != nil {
+		return ulid.ULID{}, fmt.Errorf("limiter: audit event id: %w", err)
+	}
+	e.last = id
+	return id, nil
 }
 
 // Audit events: every entity and limit change made through a [RateLimiter]
@@ -173,7 +204,7 @@ func (rl *rules) record(ctx context.Context, principal, action, entityID, resour
 		return nil
 	}
 	now := rl.now()
-	id, err := ulid.New(ulid.Timestamp(now), ulid.DefaultEntropy())
+	id, err := rl.eventIDs.next(now)
 	if err != nil {
 		return err
 	}
