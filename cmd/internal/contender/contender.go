@@ -8,7 +8,9 @@
 // The commit's tree is read from the clone's history with `git archive`
 // into a temporary directory outside the repository (nothing in the clone,
 // its index or its worktree list changes) and built there with `go build`;
-// [Build.Close] removes the directory. It needs git and a clone that holds
+// [Build.Close] removes the directory. A commit that is the working tree
+// (HEAD, with nothing changed or added) is built in place instead, from the
+// packages go's build cache already holds. It needs git and a clone that holds
 // the commit: a clean clone does, a shallow one may not, and the error
 // says which.
 package contender
@@ -30,6 +32,11 @@ import (
 type Build struct {
 	dir  string
 	root string // the repository's top directory
+	// extract builds every commit from an extracted copy, even one whose
+	// tree is the working tree's, and extracted counts the copies (test
+	// seams).
+	extract   bool
+	extracted int
 }
 
 // New creates the temporary directory for programs built from the
@@ -82,26 +89,57 @@ func (b *Build) Commit(ctx context.Context, commit, pkg string, formerly ...stri
 		}
 		return "", "", fmt.Errorf("contender: commit %q: %s", commit, why)
 	}
+	if !b.extract && b.isWorkingTree(ctx, hash) {
+		// HEAD with nothing changed or added: the commit is the working
+		// tree, whose packages go's build cache already holds (the
+		// current program's build, the tests'); an extracted copy
+		// would compile all of them again under other paths.
+		if pkg, err = firstPackage(b.root, hash, pkg, formerly); err != nil {
+			return "", "", err
+		}
+		bin = filepath.Join(b.dir, hash[:12]+"-"+filepath.Base(pkg))
+		if err := goBuild(ctx, b.root, pkg, bin); err != nil {
+			return "", "", fmt.Errorf("contender: build %s of %s: %w", pkg, hash[:12], err)
+		}
+		return bin, hash, nil
+	}
+	b.extracted++
 	src := filepath.Join(b.dir, "src-"+hash[:12])
 	if err := extract(ctx, b.root, hash, src); err != nil {
 		return "", "", fmt.Errorf("contender: extract %s: %w", hash[:12], err)
 	}
 	defer os.RemoveAll(src)
-	found := false
-	for _, p := range append([]string{pkg}, formerly...) {
-		if _, err := os.Stat(filepath.Join(src, filepath.FromSlash(p))); err == nil {
-			pkg, found = p, true
-			break
-		}
-	}
-	if !found {
-		return "", "", fmt.Errorf("contender: commit %s has no %s", hash[:12], pkg)
+	if pkg, err = firstPackage(src, hash, pkg, formerly); err != nil {
+		return "", "", err
 	}
 	bin = filepath.Join(b.dir, hash[:12]+"-"+filepath.Base(pkg))
 	if err := goBuild(ctx, src, pkg, bin); err != nil {
 		return "", "", fmt.Errorf("contender: build %s of %s: %w", pkg, hash[:12], err)
 	}
 	return bin, hash, nil
+}
+
+// firstPackage returns the first of pkg and formerly that the tree in
+// dir (commit hash's) has.
+func firstPackage(dir, hash, pkg string, formerly []string) (string, error) {
+	for _, p := range append([]string{pkg}, formerly...) {
+		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(p))); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("contender: commit %s has no %s", hash[:12], pkg)
+}
+
+// isWorkingTree reports whether commit hash is HEAD and the working tree
+// holds nothing else: no change, staged or not, and no untracked file
+// outside .gitignore.
+func (b *Build) isWorkingTree(ctx context.Context, hash string) bool {
+	head, err := git(ctx, b.root, "rev-parse", "HEAD")
+	if err != nil || head != hash {
+		return false
+	}
+	status, err := git(ctx, b.root, "status", "--porcelain", "--untracked-files=all")
+	return err == nil && status == ""
 }
 
 // git runs git in dir and returns its output, trimmed.

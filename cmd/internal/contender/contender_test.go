@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -23,6 +24,7 @@ func TestCommitBuildsAndCleansUp(t *testing.T) {
 	if err != nil {
 		t.Skipf("not in a git clone: %v", err)
 	}
+	b.extract = true // HEAD of a clean clone would be built in place
 	before, err := git(ctx, b.root, "worktree", "list", "--porcelain")
 	require.NoError(t, err)
 	// The package is found at the first of its paths that the commit has:
@@ -42,6 +44,61 @@ func TestCommitBuildsAndCleansUp(t *testing.T) {
 	require.NoError(t, b.Close())
 	_, err = os.Stat(b.dir)
 	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+// TestHeadOfCleanTreeBuiltInPlace: a commit that is the working tree (HEAD,
+// nothing changed, staged or untracked outside .gitignore) is built in the
+// repository itself, where go's build cache holds its packages, without an
+// extracted copy; any other state extracts the commit, and the program
+// built is the commit's, not the working tree's.
+func TestHeadOfCleanTreeBuiltInPlace(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	ctx := context.Background()
+	root := t.TempDir()
+	run := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", args...)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com",
+			"GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+	}
+	write := func(name, text string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, name), []byte(text), 0o644))
+	}
+	write("go.mod", "module example.com/prog\n\ngo 1.22\n")
+	write("cmd/prog/main.go", "package main\n\nfunc main() { println(\"v1\") }\n")
+	write(".gitignore", "/out/\n")
+	run("init", "-q")
+	run("add", ".")
+	run("commit", "-q", "-m", "prog")
+	b := &Build{dir: t.TempDir(), root: root}
+	for _, step := range []struct {
+		name    string
+		change  func()
+		inPlace bool
+	}{
+		{"clean", func() {}, true},
+		{"ignored file", func() { write("out/x.txt", "x") }, true},
+		{"untracked file", func() { write("notes.txt", "x") }, false},
+		{"staged file", func() { run("add", "notes.txt") }, false},
+		{"committed", func() { run("commit", "-q", "-m", "notes") }, true},
+		{"changed file", func() { write("cmd/prog/main.go", "package main\n\nfunc main() { println(\"v2\") }\n") }, false},
+	} {
+		step.change()
+		before := b.extracted
+		bin, _, err := b.Commit(ctx, "HEAD", "./cmd/prog")
+		require.NoError(t, err, step.name)
+		require.Equal(t, !step.inPlace, b.extracted > before, "%s: extracted", step.name)
+		out, err := exec.Command(bin).CombinedOutput()
+		require.NoError(t, err, step.name)
+		require.Equal(t, "v1\n", string(out), "%s: the commit's program", step.name)
+	}
 }
 
 // TestUnknownCommit: a commit the clone lacks fails with a message that
