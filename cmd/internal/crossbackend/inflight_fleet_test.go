@@ -43,6 +43,7 @@ const (
 	envChildGoroutines = "ZAEL_INFLIGHT_GOROUTINES"
 	envChildSeed       = "ZAEL_INFLIGHT_SEED"
 	envChildOut        = "ZAEL_INFLIGHT_OUT"
+	envChildNoRPM      = "ZAEL_INFLIGHT_NO_RPM"
 )
 
 // envSoak selects the full size of the in-flight tests (`make soak`).
@@ -81,6 +82,9 @@ func fleetSizeNow() fleetSize {
 	return fleetSize{procs: 3, goroutines: 16, length: 5 * time.Second}
 }
 
+// full reports whether s is the full size.
+func (s fleetSize) full() bool { return s.goroutines == 64 }
+
 // callInterval is one call in flight as a worker saw it: from the return
 // of Wait to just before Commit, in wall-clock ns (one machine's clock,
 // shared by every process).
@@ -89,19 +93,33 @@ type callInterval struct {
 	from, to int64
 }
 
-// setUpFleet stores the organisation's limit and its keys' (cascade).
-func setUpFleet(t *testing.T, rl *limiter.RateLimiter) {
+// setUpFleet stores the organisation's limit and its keys' (cascade): the
+// in-flight caps and, with rpm, a limit of 1,000,000 requests a minute on
+// each key that every call charges too, as an LLM call does (wide enough
+// never to refuse one).
+func setUpFleet(t *testing.T, rl *limiter.RateLimiter, rpm bool) {
 	ctx := context.Background()
 	_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: fleetOrg})
 	require.NoError(t, err)
 	require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: fleetOrg, Resource: fleetModel}, []limiter.Limit{limiter.InFlight("calls", fleetOrgCap)}))
+	keyLimits := []limiter.Limit{limiter.InFlight("calls", fleetKeyCap)}
+	if rpm {
+		keyLimits = append(keyLimits, limiter.PerMinute("rpm", 1_000_000))
+	}
 	for _, k := range fleetKeys {
 		_, err := rl.Admin().CreateEntity(ctx, limiter.Entity{ID: k, ParentID: fleetOrg, Cascade: true})
 		require.NoError(t, err)
-		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: k, Resource: fleetModel}, []limiter.Limit{
-			limiter.InFlight("calls", fleetKeyCap), limiter.PerMinute("rpm", 1_000_000),
-		}))
+		require.NoError(t, rl.Admin().SetLimits(ctx, limiter.Scope{Entity: k, Resource: fleetModel}, keyLimits))
 	}
+}
+
+// fleetConsume is what each call of a fleet takes: a slot, and with rpm a
+// request of its key's rpm limit.
+func fleetConsume(rpm bool) limiter.Consume {
+	if rpm {
+		return limiter.Consume{"calls": 1, "rpm": 1}
+	}
+	return limiter.Consume{"calls": 1}
 }
 
 // runFleetWorkers runs goroutines callers from start to end: each waits
@@ -117,7 +135,7 @@ func setUpFleet(t *testing.T, rl *limiter.RateLimiter) {
 // transaction, and concurrent transactions on one item cancel each other
 // until the limiter gives up. Nothing is admitted by such a failure, so
 // the caps the run checks are unaffected; the children report the count.
-func runFleetWorkers(rl *limiter.RateLimiter, goroutines int, seed uint64, start, end time.Time, contended *atomic.Int64) ([]callInterval, error) {
+func runFleetWorkers(rl *limiter.RateLimiter, goroutines int, seed uint64, consume limiter.Consume, start, end time.Time, contended *atomic.Int64) ([]callInterval, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), end.Add(time.Minute))
 	defer cancel()
 	time.Sleep(time.Until(start))
@@ -136,7 +154,7 @@ func runFleetWorkers(rl *limiter.RateLimiter, goroutines int, seed uint64, start
 				mu.Unlock()
 			}()
 			for time.Now().Before(end) {
-				lease, err := rl.Wait(ctx, fleetKeys[key], fleetModel, limiter.Consume{"calls": 1, "rpm": 1})
+				lease, err := rl.Wait(ctx, fleetKeys[key], fleetModel, consume)
 				if err != nil && contended != nil && errors.Is(err, limiter.ErrUnavailable) {
 					contended.Add(1)
 					time.Sleep(10 * time.Millisecond)
@@ -345,10 +363,10 @@ func TestInFlightFleet(t *testing.T) {
 	t.Run("memory", func(t *testing.T) {
 		rl := limiter.New(memorystore.New())
 		defer rl.Close()
-		setUpFleet(t, rl)
+		setUpFleet(t, rl, true)
 		start := time.Now().Add(50 * time.Millisecond)
 		end := start.Add(size.length)
-		ivs, err := runFleetWorkers(rl, size.procs*size.goroutines, 1000, start, end, nil)
+		ivs, err := runFleetWorkers(rl, size.procs*size.goroutines, 1000, fleetConsume(true), start, end, nil)
 		require.NoError(t, err)
 		share := checkFleet(t, ivs, start, end)
 		require.GreaterOrEqual(t, share, floor, "throughput")
@@ -358,7 +376,7 @@ func TestInFlightFleet(t *testing.T) {
 		addr, prefix := redisserver.Addr(t), redisserver.Prefix(t)
 		rl := limiter.New(openRedisPrefix(t, redis.NewClient(redisserver.ClientOptions(addr)), prefix))
 		defer rl.Close()
-		setUpFleet(t, rl)
+		setUpFleet(t, rl, true)
 		ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
 			envChildBackend + "=redis", envChildRedisAddr + "=" + addr, envChildPrefix + "=" + prefix,
 		}}, size)
@@ -369,44 +387,64 @@ func TestInFlightFleet(t *testing.T) {
 }
 
 // TestInFlightFleetDynamoDB is TestInFlightFleet on DynamoDB Local: 3
-// processes, the same keys, caps and calls; the caps must hold and every
-// slot come back. The throughput is logged against the issue's 80 % of
-// 32 ÷ mean call length (50 % on a busy machine or under -race, see
-// throughputFloor), not required: see the end of the test.
+// processes, the same keys, caps and calls, whose waiters poll; the caps
+// must hold and every slot come back. Twice:
+//
+//   - "in flight": the calls take slots only. At full size (SOAK=1)
+//     throughput must reach 80 % of 32 ÷ mean call length (50 % on a busy
+//     machine or under -race, see throughputFloor).
+//   - "in flight and rpm": each call also charges its key's rpm limit, as
+//     an LLM call does. At full size throughput must reach 50 %.
+//
+// At the small size (3 × 16 goroutines for 5 s) each process queues fewer
+// Waits than the slots it holds, so fewer slots are handed on, and the
+// fleet's first acquires (each process reads the limits, then writes the
+// items it finds missing) weigh on a 5 s run: measured 44-45 %, 36-42 %
+// under -race, 22 % with rpm under make test's load. The floor there is
+// 10 %, which still fails a limiter that admits one call at a time (3 %).
+//
+// A call whose lease ends while a Wait of its process waits for its key's
+// and organisation's slots hands them over (slothandoff.go): the next call
+// writes neither item for them. With slots alone the handed call then
+// writes nothing before it starts; with rpm it first writes its key's
+// item once, for its rpm, and the slot waits for that write. On DynamoDB
+// Local, which takes most of a 2-CPU machine in this test, that write
+// takes 55-100 ms against a mean call of 275 ms. Measured at full size
+// (SOAK=1): slots alone 89.6-91.4 %; with rpm 58.7-72.6 % (a mean of the
+// admitted acquires of 100-160 ms). A lease that ends with no such Wait
+// gives its slots back, in the writes of both items, and a Wait takes them
+// in two more; in these runs 95-98 % of the leases handed theirs over.
 func TestInFlightFleetDynamoDB(t *testing.T) {
 	size := fleetSizeNow()
-	floor := throughputFloor(t, 0.80, 0.50)
 	endpoint := ddblocal.Endpoint(t)
-	repo, _, table := openDynamoDBTable(t)
-	rl := limiter.New(repo)
-	defer rl.Close()
-	setUpFleet(t, rl)
-	ivs, start, end := runFleetProcesses(t, fleetChild{env: []string{
-		envChildBackend + "=dynamodb", envChildEndpoint + "=" + endpoint, envChildTable + "=" + table,
-	}}, size)
-	share := checkFleet(t, ivs, start, end)
-	// The caps hold and every slot comes back (checked above and below).
-	// The throughput is reported, not required. A call whose lease ends
-	// while a Wait of its process waits for its key's and organisation's
-	// slots hands them over (slothandoff.go): the next call writes its
-	// key's item once, for its rpm, and the organisation's item not at
-	// all; a lease that ends with no such Wait gives its slots back, in
-	// the writes of both items, and the next acquire takes them in two
-	// more. Waiters poll by reading the two items, shared by a process's
-	// waiters. DynamoDB Local is bound by its CPU: on a quiet 2-CPU
-	// machine it takes about 1.2 of them, and its writes 35-110 ms.
-	// Measured at full size (SOAK=1), three alternating runs: 59-67 %
-	// (about 1.1 writes a call), against 37-41 % before slots were handed
-	// on (about 4 writes a call: the key's and the organisation's take
-	// and give-back). What a handed slot still waits for is the next
-	// call's write of its rpm; and a key of the organisation that holds
-	// two fewer slots than another in a process takes the organisation's
-	// slot first, which costs the key's give-back and the other key's
-	// take. The issue's 80 % was reached only by handing slots within a
-	// key whatever the other keys held (77-83 %), which starved a key
-	// (1 call in flight of its 8 on Redis).
-	t.Logf("throughput %.1f %% of the organisation's slot-time (the issue asks %.0f %%; not required on DynamoDB Local)", share*100, floor*100)
-	assertAllSlotsBack(t, rl)
+	slotsFloor, rpmFloor := 0.10, 0.10
+	if size.full() {
+		slotsFloor, rpmFloor = throughputFloor(t, 0.80, 0.50), 0.50
+	}
+	for _, sc := range []struct {
+		name  string
+		rpm   bool
+		floor float64
+	}{
+		{"in flight", false, slotsFloor},
+		{"in flight and rpm", true, rpmFloor},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			repo, _, table := openDynamoDBTable(t)
+			rl := limiter.New(repo)
+			defer rl.Close()
+			setUpFleet(t, rl, sc.rpm)
+			env := []string{envChildBackend + "=dynamodb", envChildEndpoint + "=" + endpoint, envChildTable + "=" + table}
+			if !sc.rpm {
+				env = append(env, envChildNoRPM+"=1")
+			}
+			ivs, start, end := runFleetProcesses(t, fleetChild{env: env}, size)
+			share := checkFleet(t, ivs, start, end)
+			t.Logf("throughput %.1f %% of the organisation's slot-time (required: %.0f %%)", share*100, sc.floor*100)
+			require.GreaterOrEqual(t, share, sc.floor, "throughput")
+			assertAllSlotsBack(t, rl)
+		})
+	}
 }
 
 // throughputFloor returns quiet, the throughput floor of the issue, on a
@@ -502,7 +540,8 @@ func TestInFlightFleetChild(t *testing.T) {
 	if os.Getenv(envChildBackend) == "dynamodb" {
 		contended = new(atomic.Int64)
 	}
-	ivs, err := runFleetWorkers(rl, goroutines, seed, time.Unix(0, startNs), time.Unix(0, endNs), contended)
+	consume := fleetConsume(os.Getenv(envChildNoRPM) == "")
+	ivs, err := runFleetWorkers(rl, goroutines, seed, consume, time.Unix(0, startNs), time.Unix(0, endNs), contended)
 	require.NoError(t, err)
 	if contended != nil {
 		fmt.Printf("CONTENDED %d\n", contended.Load())
