@@ -394,7 +394,10 @@ func TestInFlightFleet(t *testing.T) {
 //     throughput must reach 80 % of 32 ÷ mean call length (50 % on a busy
 //     machine or under -race, see throughputFloor).
 //   - "in flight and rpm": each call also charges its key's rpm limit, as
-//     an LLM call does. At full size throughput must reach 50 %.
+//     an LLM call does. At full size throughput must reach 45 %: measured
+//     58.7-72.6 % (mean 65 %) on a 2-CPU machine, 37-41 % before slots were
+//     handed from call to call; the floor leaves room for a slower
+//     DynamoDB Local.
 //
 // At the small size (3 × 16 goroutines for 5 s) each process queues fewer
 // Waits than the slots it holds, so fewer slots are handed on, and the
@@ -419,7 +422,7 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	endpoint := ddblocal.Endpoint(t)
 	slotsFloor, rpmFloor := 0.10, 0.10
 	if size.full() {
-		slotsFloor, rpmFloor = throughputFloor(t, 0.80, 0.50), 0.50
+		slotsFloor, rpmFloor = throughputFloor(t, 0.80, 0.50), 0.45
 	}
 	for _, sc := range []struct {
 		name  string
