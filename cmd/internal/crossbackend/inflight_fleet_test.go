@@ -69,6 +69,7 @@ var fleetKeys = []string{"k0", "k1", "k2", "k3", "k4"}
 type fleetSize struct {
 	procs, goroutines int
 	length            time.Duration
+	full              bool // the full size (SOAK=1)
 }
 
 // fleetSizeNow returns the full size under SOAK=1 (3 processes × 64
@@ -77,13 +78,10 @@ type fleetSize struct {
 // organisation's 32.
 func fleetSizeNow() fleetSize {
 	if os.Getenv(envSoak) != "" {
-		return fleetSize{procs: 3, goroutines: 64, length: 30 * time.Second}
+		return fleetSize{procs: 3, goroutines: 64, length: 30 * time.Second, full: true}
 	}
 	return fleetSize{procs: 3, goroutines: 16, length: 5 * time.Second}
 }
-
-// full reports whether s is the full size.
-func (s fleetSize) full() bool { return s.goroutines == 64 }
 
 // callInterval is one call in flight as a worker saw it: from the return
 // of Wait to just before Commit, in wall-clock ns (one machine's clock,
@@ -421,7 +419,7 @@ func TestInFlightFleetDynamoDB(t *testing.T) {
 	size := fleetSizeNow()
 	endpoint := ddblocal.Endpoint(t)
 	slotsFloor, rpmFloor := 0.10, 0.10
-	if size.full() {
+	if size.full {
 		slotsFloor, rpmFloor = throughputFloor(t, 0.80, 0.50), 0.45
 	}
 	for _, sc := range []struct {
