@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/zaelimiter/limiter/internal/ddbschema"
 	"github.com/zaelimiter/limiter/store"
 	"github.com/zaelimiter/limiter/store/bucketmath"
 )
@@ -230,6 +231,23 @@ type itemExtras struct {
 	// were refused lately because other writers moved it (see
 	// contendedWrites).
 	contended uint8
+	// newestID and priorID are the item's write identifiers wid0 and
+	// wid1 (zero when missing): see ddbschema.NewestWriteIDs.
+	newestID, priorID ddbschema.WriteID
+}
+
+// wrote shifts x's write identifiers as a write carrying id shifts the
+// item's, where a slot whose predecessor is missing takes id itself
+// (nothing for a nil x or a zero id, which no write stores).
+func (x *itemExtras) wrote(id ddbschema.WriteID) {
+	if x == nil || id == 0 {
+		return
+	}
+	prior := x.newestID
+	if prior == 0 {
+		prior = id
+	}
+	x.newestID, x.priorID = id, prior
 }
 
 // contendedWrites is how many writes from a kept item are full writes

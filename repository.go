@@ -721,7 +721,7 @@ func cloneBucket(b *store.Bucket) *store.Bucket {
 	c := *b
 	c.States = append([]store.BucketState(nil), b.States...)
 	if x := extrasOf(b); x != nil {
-		cx := &itemExtras{exact: append([]exactState(nil), x.exact...)}
+		cx := &itemExtras{exact: append([]exactState(nil), x.exact...), newestID: x.newestID, priorID: x.priorID}
 		if x.wcu != nil {
 			w := *x.wcu
 			cx.wcu = &w

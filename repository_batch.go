@@ -139,7 +139,7 @@ func (r *dynamoRepository) SpeculativeConsumeAll(ctx context.Context, reqs []sto
 		applied, conflict, err := r.batchAnswer(err, id, reqs, bases, fresh)
 		if applied {
 			for i, req := range reqs {
-				b := plans[i].after(bases[i], req)
+				b := plans[i].after(bases[i], req, id)
 				r.shared.buckets.put(r.nsID, req.Key, b)
 				results[i] = store.SpeculativeResult{Key: req.Key, Applied: true, Bucket: b}
 			}
@@ -176,12 +176,14 @@ func planBatchItem(base *store.Bucket, req store.SpeculativeRequest) (batchPlan,
 }
 
 // after returns base, the item the plan was computed from, with the
-// plan's write of req applied.
-func (p *batchPlan) after(base *store.Bucket, req store.SpeculativeRequest) *store.Bucket {
+// plan's write of req, which carried the write identifier id, applied.
+func (p *batchPlan) after(base *store.Bucket, req store.SpeculativeRequest, id ddbschema.WriteID) *store.Bucket {
 	if p.exact {
-		return afterExact(base, &p.w)
+		w := p.w
+		w.ID = id
+		return afterExact(base, &w)
 	}
-	return afterSpec(base, req)
+	return afterSpec(base, req, id)
 }
 
 // batchToken is the ClientRequestToken of the transaction whose items
@@ -308,10 +310,11 @@ func (r *dynamoRepository) refuseBatch(ctx context.Context, reqs []store.Specula
 // afterSpec returns base with the speculative write of req applied as
 // DynamoDB applies it: per amount the balance (and its copy) less it, the
 // total plus it, fa moved by what a take delays it (a give-back removes
-// fa); one wcu token taken.
-func afterSpec(base *store.Bucket, req store.SpeculativeRequest) *store.Bucket {
+// fa); one wcu token taken; id the newest write identifier.
+func afterSpec(base *store.Bucket, req store.SpeculativeRequest, id ddbschema.WriteID) *store.Bucket {
 	b := cloneBucket(base)
 	x := extrasOf(b)
+	x.wrote(id)
 	for i := range b.States {
 		s := &b.States[i]
 		m := bucketmath.SatMul(req.Consume[s.LimitName], 1000)
@@ -338,10 +341,12 @@ func afterSpec(base *store.Bucket, req store.SpeculativeRequest) *store.Bucket {
 
 // afterExact returns base with the exact write w applied as DynamoDB
 // applies it: rf moved, each limit w sets at its new balance (and exact
-// state), its total plus what it took; the wcu limit moved.
+// state), its total plus what it took; the wcu limit moved; w.ID the
+// newest write identifier.
 func afterExact(base *store.Bucket, w *ddbschema.ExactWrite) *store.Bucket {
 	b := cloneBucket(base)
 	x := extrasOf(b)
+	x.wrote(w.ID)
 	b.RefillMs = w.NewRefillMs
 	for i := range b.States {
 		s := &b.States[i]

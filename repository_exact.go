@@ -67,26 +67,40 @@ func (r *dynamoRepository) keepItem(key store.BucketKey, item map[string]types.A
 	return b, nil
 }
 
-// keepContended is keepItem with the item's count of full writes to come
-// set to n (see itemExtras.contended) before it is shared.
-func (r *dynamoRepository) keepContended(key store.BucketKey, item map[string]types.AttributeValue, n uint8) (*store.Bucket, error) {
+// keepContended is keepItem of item, the item a write of id decided on
+// base left (ALL_NEW, or a refusal's that holds id), with the item's
+// count of full writes to come (see itemExtras.contended) set before it is
+// shared: contendedWrites when another writer moved the item, by a
+// refusal of this request's writes (moved) or by a write that came
+// between base and this one (nextContended), else one less than base's.
+func (r *dynamoRepository) keepContended(key store.BucketKey, item map[string]types.AttributeValue, base *store.Bucket, moved bool, id ddbschema.WriteID) (*store.Bucket, error) {
 	b, err := bucketFromDynamoDB(item)
 	if err != nil {
 		r.shared.buckets.forget(r.nsID, key)
 		return nil, err
 	}
 	if x := extrasOf(b); x != nil {
-		x.contended = n
+		x.contended = nextContended(base, x, moved, id)
 	}
 	r.shared.buckets.put(r.nsID, key, b)
 	return b, nil
 }
 
-// nextContended is the count of full writes to come after a write from
-// base applied: the count of base less the one made, or contendedWrites
-// when a write of this request from an item was refused (moved).
-func nextContended(base *store.Bucket, moved bool) uint8 {
+// nextContended is the count of full writes to come after the write id,
+// decided on base, left the item whose extras are after: contendedWrites
+// when a write of this request from an item was refused (moved), or when
+// the write that preceded it on the item (after's wid1, when after is what
+// it returned) is not base's newest, i.e. another writer wrote between
+// the item this one decided on and this write, which the next write of
+// an unchanged item would be refused for; else the count of base less
+// the one made. Writers that keep moving an item thus keep their writes
+// full without a refused write to tell them, and one that writes alone
+// again sees it on its next write.
+func nextContended(base *store.Bucket, after *itemExtras, moved bool, id ddbschema.WriteID) uint8 {
 	if moved {
+		return contendedWrites
+	}
+	if x := extrasOf(base); x != nil && x.newestID != 0 && after.newestID == id && after.priorID != x.newestID {
 		return contendedWrites
 	}
 	if n := contendedOf(base); n > 0 {
@@ -235,7 +249,7 @@ func (r *dynamoRepository) consumeFrom(ctx context.Context, req store.Speculativ
 		}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			b, err := r.keepContended(req.Key, item, nextContended(base, moved))
+			b, err := r.keepContended(req.Key, item, base, moved, id)
 			if err != nil {
 				return store.SpeculativeResult{Key: req.Key}, err
 			}
@@ -323,7 +337,7 @@ func (r *dynamoRepository) foldFrom(ctx context.Context, req store.SpeculativeRe
 		res := store.SpeculativeResult{Key: req.Key}
 		item, applied, ccf := writeAnswer(out, err, id)
 		if applied {
-			if res.Bucket, err = r.keepContended(req.Key, item, nextContended(base, moved)); err != nil {
+			if res.Bucket, err = r.keepContended(req.Key, item, base, moved, id); err != nil {
 				return res, store.FoldApplied, err
 			}
 			res.Applied = true

@@ -484,3 +484,54 @@ func TestUnkeptItemRefusedFromRead(t *testing.T) {
 	assert.EqualValues(t, 0, env.tokens("e", "api", "rpm"))
 	assert.EqualValues(t, 2000, env.n(env.bucket("e", "api"), "b_rpm_tc"), "nothing taken by the refusals")
 }
+
+// TestFullWritesWhileOthersWrite: two processes take in turn from one
+// bucket that is full again at each of their writes. Each is refused
+// once, for the item the other moved since it kept it; from then on each
+// sees from the item its write returns that the other wrote in between
+// (the write before its own is not the one it decided on), and keeps its
+// writes full, which the other's writes do not refuse: no write is
+// refused again however long they go on. When the other stops, the item
+// tells that too, and the writes from kept items go back to being
+// conditioned on the item being unchanged after contendedWrites of them.
+func TestFullWritesWhileOthersWrite(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	lim := WithLimits(PerMinute("rpm", 100))
+	ra, rb := coldRepo(t, env), coldRepo(t, env)
+	a := New(ra, func(o *Options) { o.Clock = env.clock.now })
+	b := New(rb, func(o *Options) { o.Clock = env.clock.now })
+	check := env.callChecker(t)
+	acquire := func(rl *RateLimiter) {
+		mustCommit(t, mustAcquire(t, rl, "e", "api", Consume{"rpm": 1}, lim))
+	}
+	key := store.BucketKey{EntityID: "e", Resource: "api"}
+	contended := func(r *dynamoRepository) uint8 {
+		kept, _ := r.shared.buckets.getWithKey(r.nsID, key)
+		require.NotNil(t, kept, "kept item")
+		return contendedOf(kept)
+	}
+	acquire(a)
+	acquire(b)                         // both keep the item now
+	env.clock.advance(2 * time.Second) // 3⅓ tokens refill: full again, and by the rungs of a full write (see fullLadders)
+	check("a: its kept item stale: refused, then the refilled state", "UpdateItem!, UpdateItem", func() { acquire(a) })
+	env.clock.advance(2 * time.Second)
+	check("b: its kept item stale: refused, then the refilled state", "UpdateItem!, UpdateItem", func() { acquire(b) })
+	for i := range 3 * contendedWrites {
+		env.clock.advance(2 * time.Second)
+		rl, r, name := a, ra, "a"
+		if i%2 == 1 {
+			rl, r, name = b, rb, "b"
+		}
+		check(name+" "+strconv.Itoa(i)+": full, the other wrote since: the full write", "UpdateItem", func() { acquire(rl) })
+		require.Equal(t, uint8(contendedWrites), contended(r), "%s %d: contended", name, i)
+	}
+	for i := range contendedWrites + 2 {
+		env.clock.advance(2 * time.Second)
+		check("a alone "+strconv.Itoa(i), "UpdateItem", func() { acquire(a) })
+		// Its first write still follows one of b's; each next follows its own.
+		want := uint8(max(0, contendedWrites-i))
+		require.Equal(t, want, contended(ra), "a alone %d: contended", i)
+	}
+	require.Equal(t, int64(99), exactAvailable(env, "e", env.clock.now()), "full, less the last take")
+}

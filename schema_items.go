@@ -95,6 +95,7 @@ func bucketFromItem(item map[string]types.AttributeValue) (string, *store.Bucket
 		Incarnation: d.Incarnation,
 		Private:     x,
 	}
+	x.newestID, x.priorID = ddbschema.NewestWriteIDs(item)
 	var wcu store.BucketState
 	hasWCU := false
 	for _, l := range d.Limits {

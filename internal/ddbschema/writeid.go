@@ -114,6 +114,22 @@ func (id WriteID) In(item map[string]types.AttributeValue) bool {
 	return false
 }
 
+// NewestWriteIDs returns the identifiers of item's newest write (wid0)
+// and of the write before it (wid1), zero for a slot the item lacks: a
+// write that returned the item (ALL_NEW) followed the one of prior
+// directly, so a writer that knows the newest identifier of the item it
+// decided on sees from prior whether another write came between.
+func NewestWriteIDs(item map[string]types.AttributeValue) (newest, prior WriteID) {
+	return writeIDAt(item, 0), writeIDAt(item, 1)
+}
+
+func writeIDAt(item map[string]types.AttributeValue, i int) WriteID {
+	if v, ok := item[writeIDAttrs[i]].(*types.AttributeValueMemberB); ok && len(v.Value) == 8 {
+		return WriteID(binary.BigEndian.Uint64(v.Value))
+	}
+	return 0
+}
+
 // AddWriteID makes u, a bucket item's update built with an [Expr] (its
 // placeholders index-based), carry id: the slots shift and take id, on
 // condition that none holds it yet. It changes u's expressions and maps
