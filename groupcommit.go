@@ -163,14 +163,17 @@ type groupCommit struct {
 	// the writes of an item.
 	maxInFlight int
 
+	// nowMs is the limiter's clock, read when a batch's write goes out.
+	nowMs func() int64
+
 	pool  sync.Pool  // idle *gcSlot values, so that an uncontended write allocates nothing
 	ops   sync.Pool  // idle *gcOp values with their wake channel, for queued requests
 	mu    sync.Mutex // guards slots, their fields and the gcOp fields marked as such
 	slots map[store.BucketKey]*gcSlot
 }
 
-func newGroupCommit(ops *storeOps, bg *background) *groupCommit {
-	g := &groupCommit{store: ops, bg: bg, maxInFlight: gcMaxInFlight, slots: make(map[store.BucketKey]*gcSlot)}
+func newGroupCommit(ops *storeOps, bg *background, nowMs func() int64) *groupCommit {
+	g := &groupCommit{store: ops, bg: bg, maxInFlight: gcMaxInFlight, nowMs: nowMs, slots: make(map[store.BucketKey]*gcSlot)}
 	if _, ok := ops.repo.(store.SerialItemWriter); ok {
 		g.maxInFlight = 1
 	}
@@ -652,7 +655,17 @@ func givesBackSlots(adjusts []*gcOp) bool {
 // is thus made on a state the store reported, as a solo write at that
 // point would be. After gcMaxRounds writes the undecided acquires retry
 // alone.
+//
+// Each write is decided at the limiter's time as it goes out (never
+// before nowMs, the latest of the batch's): the batch was queued behind
+// the item's previous write, and a write decided at the time its members
+// asked would refill the item to a time other writers have passed
+// meanwhile, which a write that refills is refused for (see fullWrite).
+// What it admits is what the bucket holds when the write applies, no
+// later than that time; each member is still refused when it does not
+// fit at its own time.
 func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending []*gcOp, nowMs int64) {
+	nowMs = g.sendMs(nowMs)
 	limits := pending[0].limits
 	written := pending
 	total := Consume{}
@@ -708,8 +721,18 @@ func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending [
 			return
 		}
 		pending, written = append(fit, later...), fit
+		nowMs = g.sendMs(nowMs)
 		res, err = g.store.speculativeConsume(ctx, store.SpeculativeRequest{Key: key, Consume: sum, Limits: limits, NowMs: nowMs})
 	}
+}
+
+// sendMs is the time a write decided at nowMs or later goes out at: the
+// limiter's clock, unless it reads earlier (a clock that stepped back).
+func (g *groupCommit) sendMs(nowMs int64) int64 {
+	if g.nowMs == nil {
+		return nowMs
+	}
+	return max(nowMs, g.nowMs())
 }
 
 // writeAdjusts writes the summed deltas of a batch's adjustments as one

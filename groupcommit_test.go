@@ -469,3 +469,49 @@ func TestTakeBatch(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupCommitDecidesAtSendTime: an acquire queued behind the item's
+// write in flight is decided at the time its batch goes out, not at the
+// time it asked: the bucket had 8 of the 9 it asks for then, and is full
+// again when its write goes out a second later, which admits it and
+// leaves the item refilled to that time. (Decided at the time it asked,
+// its write would be refused, and a write that refills the item at a time
+// other writers have passed is refused for that.)
+func TestGroupCommitDecidesAtSendTime(t *testing.T) {
+	t.Parallel()
+	env := newTestEnv(t)
+	g := newGate("UpdateItem")
+	rl := New(env.withClient(hook(g.before)), func(o *Options) { o.Clock = env.clock.now }, func(o *Options) { o.GroupCommit = true })
+	t.Cleanup(func() { _ = rl.Close() })
+	ctx := context.Background()
+	lim := WithLimits(PerSecond("rps", 10))
+	mustCommit(t, mustAcquire(t, rl, "k", "api", Consume{"rps": 1}, lim)) // the item: 9 left
+	key := store.BucketKey{EntityID: "k", Resource: "api"}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer g.release()
+	g.hold()
+	wg.Go(func() {
+		l, err := rl.Acquire(ctx, "k", "api", Consume{"rps": 1}, lim)
+		if assert.NoError(t, err, "the first") {
+			assert.NoError(t, l.Commit(ctx))
+		}
+	})
+	g.await(t, "no write in flight")
+	var queued error
+	wg.Go(func() {
+		l, err := rl.Acquire(ctx, "k", "api", Consume{"rps": 9}, lim)
+		if queued = err; err == nil {
+			assert.NoError(t, l.Commit(ctx))
+		}
+	})
+	waitQueued(t, rl, key, 1)
+	asked := env.clock.now()
+	env.clock.advance(time.Second) // 10 refill: full again
+	g.release()
+	wg.Wait()
+	require.NoError(t, queued, "asked at %v with 8 left, written a second later when full", asked)
+	item := env.bucket("k", "api")
+	require.Equal(t, []int64{1000, env.clock.now().UnixMilli()}, []int64{env.n(item, "b_rps_tk"), env.n(item, "rf")}, "full at the write's time, less 9")
+}

@@ -335,7 +335,7 @@ func (rl *RateLimiter) initCaches() {
 // options.
 func (rl *RateLimiter) initHotKeys() {
 	if !rl.noGroupCommit {
-		rl.gc = newGroupCommit(&rl.store, &rl.bg)
+		rl.gc = newGroupCommit(&rl.store, &rl.bg, rl.nowMs)
 	}
 	if rl.backgroundCommit {
 		rl.commits = newCommits(&rl.rules)
