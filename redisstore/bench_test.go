@@ -234,14 +234,23 @@ func BenchmarkAllow(b *testing.B) {
 
 // cannedReplies is a go-redis hook that answers every command with a
 // fixed reply instead of sending it: an admitted consume of one limit (the
-// lease's Acquire), three integers (Store.Allow) and redis_rate's array.
-// The client's own work per request is what remains.
+// lease's Acquire), three integers (Store.Allow) and redis_rate's array;
+// and in a pipeline (the limiter's first read of an entity it has not
+// seen) an empty hash, an entity without a record. The client's own work
+// per request is what remains.
 type cannedReplies struct{}
 
 func (cannedReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-func (cannedReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (cannedReplies) ProcessPipelineHook(redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(_ context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if c, ok := cmd.(*redis.MapStringStringCmd); ok {
+				c.SetVal(map[string]string{})
+			}
+		}
+		return nil
+	}
 }
 
 func (cannedReplies) ProcessHook(redis.ProcessHook) redis.ProcessHook {
