@@ -662,8 +662,8 @@ func givesBackSlots(adjusts []*gcOp) bool {
 // asked would refill the item to a time other writers have passed
 // meanwhile, which a write that refills is refused for (see fullWrite).
 // What it admits is what the bucket holds when the write applies, no
-// later than that time; each member is still refused when it does not
-// fit at its own time.
+// later than that time. A member the combined writes leave out is decided
+// on the item returned at the time it asked, as its own write would be.
 func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending []*gcOp, nowMs int64) {
 	nowMs = g.sendMs(nowMs)
 	limits := pending[0].limits

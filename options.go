@@ -119,11 +119,11 @@ type Options struct {
 	// queue and go out together. It never admits more than the requests
 	// one at a time would, and never refuses a request that would fit
 	// alone: when a batch is refused, each member is decided alone on the
-	// item the store returned, or written again alone. A batch is decided
-	// at the limiter's time when its write goes out, as a request sent
-	// alone then would be (a member that does not fit at the time it
-	// asked is refused still). It is on by default; sequential use makes
-	// exactly the calls it makes without it.
+	// item the store returned, or written again alone. A batch's combined
+	// write is decided at the limiter's time when it goes out (never
+	// earlier than its members asked), as a request sent alone then would
+	// be. It is on by default; sequential use makes exactly the calls it
+	// makes without it.
 	GroupCommit bool
 
 	// BackgroundCommit turns background commit on or off (off by
