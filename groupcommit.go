@@ -729,9 +729,6 @@ func (g *groupCommit) decide(ctx context.Context, key store.BucketKey, pending [
 // sendMs is the time a write decided at nowMs or later goes out at: the
 // limiter's clock, unless it reads earlier (a clock that stepped back).
 func (g *groupCommit) sendMs(nowMs int64) int64 {
-	if g.nowMs == nil {
-		return nowMs
-	}
 	return max(nowMs, g.nowMs())
 }
 

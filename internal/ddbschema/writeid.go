@@ -1,7 +1,6 @@
 package ddbschema
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
 	"strings"
@@ -104,10 +103,8 @@ func (id WriteID) In(item map[string]types.AttributeValue) bool {
 	if id == 0 {
 		return false
 	}
-	var want [8]byte
-	binary.BigEndian.PutUint64(want[:], uint64(id))
-	for _, a := range writeIDAttrs {
-		if v, ok := item[a].(*types.AttributeValueMemberB); ok && bytes.Equal(v.Value, want[:]) {
+	for i := range writeIDAttrs {
+		if writeIDAt(item, i) == id {
 			return true
 		}
 	}
@@ -123,6 +120,8 @@ func NewestWriteIDs(item map[string]types.AttributeValue) (newest, prior WriteID
 	return writeIDAt(item, 0), writeIDAt(item, 1)
 }
 
+// writeIDAt is the identifier in slot i of item (wid{i}), zero when the
+// slot is missing or holds no eight bytes.
 func writeIDAt(item map[string]types.AttributeValue, i int) WriteID {
 	if v, ok := item[writeIDAttrs[i]].(*types.AttributeValueMemberB); ok && len(v.Value) == 8 {
 		return WriteID(binary.BigEndian.Uint64(v.Value))
