@@ -150,6 +150,15 @@
 // unavailable, and what it took stays taken. [Store.Allow]'s calls carry
 // no identifier: a resent one may count twice.
 //
+// A [github.com/redis/go-redis/v9.Client] whose retries are off
+// (MaxRetries: -1) sends each command once, so its calls carry no
+// identifier and record none: an applied consume is then two commands on
+// the server (HGETALL and HSET) instead of three, and a dropped reply is
+// an error, as when every attempt failed. A Cluster or Ring client moves
+// a command to another node after a broken connection, so its calls
+// always carry one. A hook (redis.Hook) that sends a command again itself
+// must leave retries on.
+//
 // # Differences from the DynamoDB backend
 //
 //   - No write sharding ([store.ShardStore]): Redis has no per-key write

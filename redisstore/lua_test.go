@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -216,4 +217,28 @@ func num64(state string) bool {
 		}
 	}
 	return state != ""
+}
+
+// TestResends: only a standalone client with go-redis's retries off sends
+// each command once; the default client, a Cluster client and a Ring
+// client (which move a command to another node on a broken connection)
+// may send a call again after it ran, so their calls carry write
+// identifiers.
+func TestResends(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		client redis.UniversalClient
+		want   bool
+	}{
+		{"client, MaxRetries -1", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1}), false},
+		{"client, default retries", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), true},
+		{"client, MaxRetries 1", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1}), true},
+		{"cluster, MaxRetries -1", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: -1, MaxRedirects: -1}), true},
+		{"ring, MaxRetries -1", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: -1}), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer tc.client.Close()
+			require.Equal(t, tc.want, resends(tc.client))
+		})
+	}
 }

@@ -63,6 +63,9 @@ type Options struct {
 type Store struct {
 	client  redis.UniversalClient
 	sharded bool // the client spreads keys over several servers (Cluster, Ring)
+	// resends is whether the client may send a call again after it ran
+	// (see resends): only then do calls carry write identifiers.
+	resends bool
 	opts    Options
 	keys    keyspace
 
@@ -116,6 +119,7 @@ func New(client redis.UniversalClient, optFns ...func(*Options)) (*Store, error)
 	s := &Store{
 		client:  client,
 		sharded: !standalone,
+		resends: resends(client),
 		opts:    o,
 		keys:    keyspace{prefix: o.Prefix, ns: o.Namespace, single: o.SingleSlot},
 	}
@@ -184,14 +188,31 @@ func (k keyspace) bucket(key store.BucketKey) string {
 	return k.prefix + "{" + k.ns + ":" + key.Resource + "}:b:" + key.EntityID + ":" + strconv.Itoa(key.Shard)
 }
 
+// resends reports whether client may send a command again after the
+// server ran it: go-redis resends a command whose connection broke before
+// the reply, up to MaxRetries times (3 by default), and a Cluster or Ring
+// client also moves a command to another node on such an error. Only a
+// standalone client whose retries are off (MaxRetries -1, which go-redis
+// turns into 0) sends each command once, whatever happens to its reply.
+func resends(client redis.UniversalClient) bool {
+	c, ok := client.(*redis.Client)
+	return !ok || c.Options().MaxRetries > 0
+}
+
 // writeID returns a new write identifier (see lua/writeid.lua), a random
 // name drawn per call, and the key of the hash that keeps it, in the slot
 // of resource's bucket items: one hash per tenth of a second of the
 // client's clock, which a resent call names again (go-redis resends the
 // same arguments). The key of a resource's current tenth of a second is
 // kept (see writeIDKeyOf), so that a call allocates only its identifier.
+// On a client that never resends (s.resends is false) the identifier is
+// empty: the script then records nothing, and a call costs no command
+// for it.
 func (s *Store) writeID(resource string) (key, id string) {
 	tick := time.Now().UnixMilli() / 100
+	if !s.resends {
+		return s.writeIDKeyOf(resource, tick), ""
+	}
 	var buf [16]byte
 	id = string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
 	return s.writeIDKeyOf(resource, tick), id

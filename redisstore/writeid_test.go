@@ -6,20 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/zaelimiter/limiter"
 	"github.com/zaelimiter/limiter/internal/redisserver"
 	"github.com/zaelimiter/limiter/redisstore"
+	"github.com/zaelimiter/limiter/store"
 )
 
 // TestWriteIDHashesExpire: the hashes that keep the write identifiers of
 // the calls that change balances (consumes, batched or not, and writes)
 // each get a lifetime of 10.2 s at most and hold one field per applied
 // call besides their marker: none is left without an expiry, and no call
-// creates a key of its own.
+// creates a key of its own. The client resends (go-redis's default of 3
+// retries): only then do calls carry identifiers.
 func TestWriteIDHashesExpire(t *testing.T) {
-	c := redisserver.Client(t)
+	o := redisserver.ClientOptions(redisserver.Addr(t))
+	o.MaxRetries = 3
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
 	prefix := redisserver.Prefix(t)
 	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
@@ -52,4 +58,42 @@ func TestWriteIDHashesExpire(t *testing.T) {
 	// every acquire (a consume, or a create where the item was missing) and
 	// every adjustment applied once: a field each
 	require.Equal(t, 2*n, fields, "identifiers kept: an acquire and an adjustment per sequence")
+}
+
+// TestNoWriteIDsWithoutResends: on a client that never resends (MaxRetries
+// -1) every call is sent once, so none records a write identifier: the
+// same sequences as TestWriteIDHashesExpire leave no identifier hash, and
+// charge each acquire and adjustment once.
+func TestNoWriteIDsWithoutResends(t *testing.T) {
+	o := redisserver.ClientOptions(redisserver.Addr(t))
+	o.MaxRetries = -1
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	prefix := redisserver.Prefix(t)
+	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	at := time.Unix(1_800_000_000, 0) // nothing refills
+	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
+	ctx := context.Background()
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
+	const n = 40
+	for i := range n {
+		lease, err := rl.Acquire(ctx, "e"+strconv.Itoa(i%4), "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
+		require.NoError(t, err)
+		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
+		require.NoError(t, lease.Commit(ctx))
+	}
+	require.NoError(t, rl.Close())
+	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
+	require.NoError(t, err)
+	require.Empty(t, keys, "a client that never resends needs no identifier")
+	for e := range 4 {
+		got, err := s.GetBucket(ctx, store.BucketKey{EntityID: "e" + strconv.Itoa(e), Resource: "api"})
+		require.NoError(t, err)
+		byName := map[string]int64{}
+		for _, st := range got.States {
+			byName[st.LimitName] = st.TotalConsumedMilli
+		}
+		require.Equal(t, map[string]int64{"rpm": 10 * 1000, "tpm": 10 * 110 * 1000}, byName, "e%d: each charged once", e)
+	}
 }

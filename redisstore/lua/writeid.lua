@@ -22,6 +22,11 @@
 -- second: every identifier is kept at least 10 s, and a hash holds a tenth
 -- of a second of calls, so its expiry frees little at once.
 
+--
+-- A client that never resends (see Store.resends) sends the empty
+-- identifier: each call is sent once, so there is nothing to record or
+-- look up, and every function below answers as for a call never seen.
+
 local WRITE_ID_TTL_MS = 10200
 
 -- write_id_seen returns what the call of identifier id (in hash key)
@@ -29,6 +34,7 @@ local WRITE_ID_TTL_MS = 10200
 -- applied nothing or was never run; and whether the hash is new (holds no
 -- identifier yet), for write_id_keep.
 local function write_id_seen(key, id)
+  if id == '' then return nil, false end
   local v = redis.call('HMGET', key, id, '#')
   return v[1] or nil, not v[2]
 end
@@ -37,6 +43,7 @@ end
 -- applied v; fresh (from write_id_seen) gives a new hash its marker field
 -- and its lifetime.
 local function write_id_keep(key, id, v, fresh)
+  if id == '' then return end
   if fresh then
     redis.call('HSET', key, id, v, '#', '1')
     redis.call('PEXPIRE', key, WRITE_ID_TTL_MS)
@@ -50,6 +57,7 @@ end
 -- identifier was there: the call must not apply again). A new hash (its
 -- marker new too) gets its lifetime.
 local function write_id_claim(key, id)
+  if id == '' then return false end
   local added = redis.call('HSET', key, id, '1', '#', '1')
   if added == 2 then redis.call('PEXPIRE', key, WRITE_ID_TTL_MS) end
   return added == 0
@@ -58,5 +66,6 @@ end
 -- write_id_applied reports whether the call of identifier id applied
 -- before (for a call that would not apply now).
 local function write_id_applied(key, id)
+  if id == '' then return false end
   return redis.call('HEXISTS', key, id) == 1
 end

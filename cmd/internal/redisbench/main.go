@@ -25,7 +25,10 @@
 // minute, 2,000,000 tokens per minute taken 500 at a time, 1,000,000 per
 // day) and with 2^30 per minute, where every request is admitted; leases
 // (Acquire + Commit through a RateLimiter) with 2^30. Every goroutine has
-// a key of its own, except in the hot-key case.
+// a key of its own, except in the hot-key case. Both sides share one
+// go-redis client whose retries are off (MaxRetries -1), on which the
+// store's calls carry no write identifier; one case runs a lease and
+// redis_rate on a client that resends (go-redis's default), where they do.
 //
 // It starts a redis-server of its own (redis-server must be on $PATH), or
 // uses the one at -addr.
@@ -118,13 +121,19 @@ func run(w io.Writer, args []string) error {
 	o.PoolSize = 64
 	client := redis.NewClient(o)
 	defer client.Close()
+	// A client that resends a command whose connection broke (go-redis's
+	// default): the store's calls then carry write identifiers.
+	ro := *o
+	ro.MaxRetries = 3
+	resending := redis.NewClient(&ro)
+	defer resending.Close()
 	filter, err := regexp.Compile(cfg.only)
 	if err != nil {
 		return err
 	}
 	if cfg.contender != "" {
 		var names []string
-		for _, c := range cases(client, cfg.scripts) {
+		for _, c := range cases(client, resending, cfg.scripts) {
 			if filter.MatchString(c.name) {
 				names = append(names, c.name)
 			}
@@ -135,7 +144,7 @@ func run(w io.Writer, args []string) error {
 	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store, B: redis_rate, unless the case names them), median [min–max] of the rounds\n\n",
 		field(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
 	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %15s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "server µs/op", "allocs/op", "client µs/op")
-	for _, c := range cases(client, cfg.scripts) {
+	for _, c := range cases(client, resending, cfg.scripts) {
 		if !filter.MatchString(c.name) {
 			continue
 		}
@@ -466,7 +475,7 @@ func consumeSide(s *redisstore.Store, lim limiter.Limit) *side {
 	}}
 }
 
-func cases(client *redis.Client, scripts bool) []*comparison {
+func cases(client, resending *redis.Client, scripts bool) []*comparison {
 	const big = 1 << 30
 	var out []*comparison
 	// The noise floor: two identical contenders.
@@ -493,9 +502,16 @@ func cases(client *redis.Client, scripts bool) []*comparison {
 			a: leaseSide(limiter.New(newStore(client, redisstore.TokenBucket, "lease"+strconv.Itoa(len(out)), scripts), storeTimeout), "store", limiter.Consume{"rpm": 1}, one, false),
 			b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	}
+	// The lease on a client that resends (MaxRetries 3, go-redis's
+	// default), whose calls record write identifiers, against redis_rate
+	// on the same client.
+	prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+	out = append(out, &comparison{name: "lease, one limit 2^30/min, c=1, client resends", c: 1,
+		a: leaseSide(limiter.New(newStore(resending, redisstore.TokenBucket, "resends"+strconv.Itoa(len(out)), scripts), storeTimeout), "store", limiter.Consume{"rpm": 1}, one, false),
+		b: rateSide(redis_rate.NewLimiter(resending), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})
 	// The store's speculative consume alone, without a RateLimiter: the
 	// lease's cost at c=1 less the limiter's own work.
-	prefix := "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
+	prefix = "rr-" + runID + "-" + strconv.Itoa(len(out)) + ":"
 	out = append(out, &comparison{name: "store consume alone, one limit 2^30/min, c=1", c: 1,
 		a: consumeSide(newStore(client, redisstore.TokenBucket, "consume"+strconv.Itoa(len(out)), scripts), limiter.PerMinute("rpm", big)),
 		b: rateSide(redis_rate.NewLimiter(client), prefix, []redis_rate.Limit{redis_rate.PerMinute(big)}, []int{1}, true)})

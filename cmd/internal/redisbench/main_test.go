@@ -26,7 +26,7 @@ func TestRunSmall(t *testing.T) {
 		require.NoError(t, run(&out, []string{"-addr", addr, "-rounds", "2", "-ops", "30", "-run", "c=1|hot key", scripts}))
 		t.Log("\n" + out.String())
 		line := regexp.MustCompile(`(?m)^(noise floor|Allow|lease|store consume|hot key).*? [0-9.]+× \[[0-9.]+–[0-9.]+\] +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ +[0-9.]+ / [0-9.]+ *$`)
-		assert.Len(t, line.FindAllString(out.String(), -1), 1+8+1+1+1+1+1, "%s: a line per case", scripts)
+		assert.Len(t, line.FindAllString(out.String(), -1), 1+8+2+1+1+1+1, "%s: a line per case", scripts)
 	}
 }
 
