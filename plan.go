@@ -215,7 +215,7 @@ func (rl *RateLimiter) planAcquire(ctx context.Context, entityID, resource strin
 		return acquirePlan{}, err
 	}
 	// After a switch back the buckets are read first (switchedBackIn).
-	o.readFirst = rl.speculative && switchedBackIn(child.switches, limits, rl.nowMs())
+	o.readFirst = rl.speculative && child.switches.recorded() && switchedBackIn(child.switches, limits, rl.nowMs())
 	if hasOwnBucket(limits) {
 		return rl.planChainItems(ctx, entityID, resource, consume, o)
 	}
@@ -697,7 +697,7 @@ func calendarStatuses(statuses []LimitStatus, cal *store.Limit, nextMs, nowMs in
 // (the speculative write would charge a bucket that predates the switch
 // back as it stands). Without switch records it costs nothing.
 func switchedBackIn(s switchSet, limits []store.Limit, nowMs int64) bool {
-	if s.own == nil && s.sys == nil {
+	if !s.recorded() {
 		return false
 	}
 	sw := s.list()

@@ -55,6 +55,11 @@ type switchSet struct {
 	entityID, resource string
 }
 
+// recorded reports whether s holds any switch record (the common set
+// holds none: no limit of the entity ever changed kind), so that a caller
+// can skip what only a switch needs, such as reading the clock.
+func (s switchSet) recorded() bool { return s.own != nil || s.sys != nil }
+
 // list returns the switches that apply: own's for resource or every
 // resource and every entity, then sys's of entityID's scope.
 func (s switchSet) list() []limitSwitch {

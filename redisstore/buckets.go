@@ -336,13 +336,11 @@ func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
 func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error {
 	keys := make([]string, len(writes)+1)
 	args := make([]any, 1, 1+16*len(writes))
-	var id string
-	keys[len(writes)], id = s.writeID(writes[0].Key.Resource)
-	args[0] = id
 	for i, w := range writes {
 		keys[i] = s.keys.bucket(w.Key)
 		args = encodeWrite(args, w)
 	}
+	keys[len(writes)], args[0] = s.writeID(writes[0].Key.Resource, keys[0])
 	v, err := s.run(ctx, scriptWrite, keys, args...)
 	if err != nil {
 		return err
@@ -466,7 +464,7 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 		full[3+i] = &keys[i]
 	}
 	var id string
-	keys[len(reqs)], id = s.writeID(reqs[0].Key.Resource)
+	keys[len(reqs)], id = s.writeID(reqs[0].Key.Resource, keys[0])
 	full[3+len(reqs)] = &keys[len(reqs)]
 	full = append(full, id)
 	names := -1 // where the previous request's limits' boxed names start in full
@@ -498,7 +496,7 @@ func (s *Store) consumeArgs(reqs []store.SpeculativeRequest) []any {
 // with room for them).
 func (s *Store) loneArgs(key, wk, id *string, full []any, ints []int64, r store.SpeculativeRequest) []any {
 	*key = s.keys.bucket(r.Key)
-	*wk, *id = s.writeID(r.Key.Resource)
+	*wk, *id = s.writeID(r.Key.Resource, *key)
 	return s.appendRequest(append(full, nil, nil, 2, key, wk, id), ints, r)
 }
 

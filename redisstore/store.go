@@ -206,13 +206,14 @@ func resends(client redis.UniversalClient) bool {
 // same arguments). The key of a resource's current tenth of a second is
 // kept (see writeIDKeyOf), so that a call allocates only its identifier.
 // On a client that never resends (s.resends is false) the identifier is
-// empty: the script then records nothing, and a call costs no command
-// for it.
-func (s *Store) writeID(resource string) (key, id string) {
-	tick := time.Now().UnixMilli() / 100
+// empty and the key is item, the key of one of the call's items (in the
+// same slot): the script then records nothing, and a call costs no
+// command and no clock reading for it.
+func (s *Store) writeID(resource, item string) (key, id string) {
 	if !s.resends {
-		return s.writeIDKeyOf(resource, tick), ""
+		return item, ""
 	}
+	tick := time.Now().UnixMilli() / 100
 	var buf [16]byte
 	id = string(strconv.AppendUint(buf[:0], rand.Uint64(), 36))
 	return s.writeIDKeyOf(resource, tick), id

@@ -24,8 +24,9 @@
 
 --
 -- A client that never resends (see Store.resends) sends the empty
--- identifier: each call is sent once, so there is nothing to record or
--- look up, and every function below answers as for a call never seen.
+-- identifier, and one of the call's items as the hash's key: each call is
+-- sent once, so there is nothing to record or look up, and every function
+-- below answers as for a call never seen, without touching that key.
 
 local WRITE_ID_TTL_MS = 10200
 
