@@ -136,3 +136,44 @@ func TestDroppedRepliesChargedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDroppedReplyWithoutRetriesTakenOnce: on a client whose retries are
+// off (its calls carry no write identifier), a consume whose reply is
+// lost after it ran is not sent again, by go-redis or by the limiter: the
+// acquire fails as unavailable, and the bucket holds the take once.
+func TestDroppedReplyWithoutRetriesTakenOnce(t *testing.T) {
+	prefix := redisserver.Prefix(t)
+	direct, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	p := faultproxy.StartTCP(t, redisserver.Addr(t))
+	o := redisserver.ClientOptions(p.Addr)
+	o.MaxRetries = -1
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	at := time.Unix(1_800_000_000, 0) // nothing refills
+	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
+	ctx := context.Background()
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
+	lease, err := rl.Acquire(ctx, "solo", "api", limiter.Consume{"rpm": 1, "tpm": 70}, lim)
+	require.NoError(t, err)
+	require.NoError(t, lease.Commit(ctx))
+
+	consumeCall := func(request []byte) bool { return bytes.Contains(request, []byte("_consume")) }
+	p.Add(faultproxy.TCPRule{Match: consumeCall, Times: 1})
+	_, err = rl.Acquire(ctx, "solo", "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
+	require.ErrorIs(t, err, limiter.ErrUnavailable)
+	require.Equal(t, 1, p.Faults(), "the reply of one consume was dropped")
+	require.NoError(t, rl.Close())
+
+	b, err := direct.GetBucket(ctx, store.BucketKey{EntityID: "solo", Resource: "api"})
+	require.NoError(t, err)
+	require.NotNil(t, b)
+	st, ok := b.State("tpm")
+	require.True(t, ok)
+	assert.Equal(t, int64(170_000), st.TotalConsumedMilli, "the committed 70 and the dropped call's 100, once")
+	rpm, ok := b.State("rpm")
+	require.True(t, ok)
+	assert.Equal(t, int64(2_000), rpm.TotalConsumedMilli, "two takes of one request")
+}
