@@ -146,11 +146,7 @@ func TestDroppedReplyWithoutRetriesTakenOnce(t *testing.T) {
 	direct, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
 	p := faultproxy.StartTCP(t, redisserver.Addr(t))
-	o := redisserver.ClientOptions(p.Addr)
-	o.MaxRetries = -1
-	c := redis.NewClient(o)
-	t.Cleanup(func() { c.Close() })
-	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
+	s, err := redisstore.New(clientRetrying(t, p.Addr, -1), func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
 	at := time.Unix(1_800_000_000, 0) // nothing refills
 	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })

@@ -22,23 +22,14 @@ import (
 // creates a key of its own. The client resends (go-redis's default of 3
 // retries): only then do calls carry identifiers.
 func TestWriteIDHashesExpire(t *testing.T) {
-	o := redisserver.ClientOptions(redisserver.Addr(t))
-	o.MaxRetries = 3
-	c := redis.NewClient(o)
-	t.Cleanup(func() { c.Close() })
+	c := clientRetrying(t, redisserver.Addr(t), 3)
 	prefix := redisserver.Prefix(t)
 	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
 	rl := limiter.New(s)
 	ctx := context.Background()
-	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
 	const n = 40
-	for i := range n {
-		lease, err := rl.Acquire(ctx, "e"+strconv.Itoa(i%4), "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
-		require.NoError(t, err)
-		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
-		require.NoError(t, lease.Commit(ctx))
-	}
+	acquireAdjustCommit(t, rl, n)
 	require.NoError(t, rl.Close())
 	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
 	require.NoError(t, err)
@@ -65,24 +56,15 @@ func TestWriteIDHashesExpire(t *testing.T) {
 // same sequences as TestWriteIDHashesExpire leave no identifier hash, and
 // charge each acquire and adjustment once.
 func TestNoWriteIDsWithoutResends(t *testing.T) {
-	o := redisserver.ClientOptions(redisserver.Addr(t))
-	o.MaxRetries = -1
-	c := redis.NewClient(o)
-	t.Cleanup(func() { c.Close() })
+	c := clientRetrying(t, redisserver.Addr(t), -1)
 	prefix := redisserver.Prefix(t)
 	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
 	require.NoError(t, err)
 	at := time.Unix(1_800_000_000, 0) // nothing refills
 	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
 	ctx := context.Background()
-	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
 	const n = 40
-	for i := range n {
-		lease, err := rl.Acquire(ctx, "e"+strconv.Itoa(i%4), "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
-		require.NoError(t, err)
-		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
-		require.NoError(t, lease.Commit(ctx))
-	}
+	acquireAdjustCommit(t, rl, n)
 	require.NoError(t, rl.Close())
 	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
 	require.NoError(t, err)
@@ -95,5 +77,29 @@ func TestNoWriteIDsWithoutResends(t *testing.T) {
 			byName[st.LimitName] = st.TotalConsumedMilli
 		}
 		require.Equal(t, map[string]int64{"rpm": 10 * 1000, "tpm": 10 * 110 * 1000}, byName, "e%d: each charged once", e)
+	}
+}
+
+// clientRetrying returns a client of the server at addr whose MaxRetries
+// is maxRetries (-1: go-redis never resends), closed when the test ends.
+func clientRetrying(t *testing.T, addr string, maxRetries int) *redis.Client {
+	o := redisserver.ClientOptions(addr)
+	o.MaxRetries = maxRetries
+	c := redis.NewClient(o)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// acquireAdjustCommit runs n sequences on four entities e0..e3, each an
+// acquire of 1 rpm and 100 tpm, an adjustment of 10 tpm more and a
+// commit.
+func acquireAdjustCommit(t *testing.T, rl *limiter.RateLimiter, n int) {
+	ctx := context.Background()
+	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
+	for i := range n {
+		lease, err := rl.Acquire(ctx, "e"+strconv.Itoa(i%4), "api", limiter.Consume{"rpm": 1, "tpm": 100}, lim)
+		require.NoError(t, err)
+		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
+		require.NoError(t, lease.Commit(ctx))
 	}
 }
