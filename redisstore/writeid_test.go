@@ -22,17 +22,9 @@ import (
 // creates a key of its own. The client resends (go-redis's default of 3
 // retries): only then do calls carry identifiers.
 func TestWriteIDHashesExpire(t *testing.T) {
-	c := clientRetrying(t, redisserver.Addr(t), 3)
-	prefix := redisserver.Prefix(t)
-	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
-	require.NoError(t, err)
-	rl := limiter.New(s)
-	ctx := context.Background()
 	const n = 40
-	acquireAdjustCommit(t, rl, n)
-	require.NoError(t, rl.Close())
-	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
-	require.NoError(t, err)
+	c, _, keys := writeIDSequences(t, 3, n)
+	ctx := context.Background()
 	require.NotEmpty(t, keys, "no write identifier hash: the test did not test")
 	require.Less(t, len(keys), n, "a hash per call: identifiers are not sharing hashes")
 	fields := 0
@@ -56,18 +48,8 @@ func TestWriteIDHashesExpire(t *testing.T) {
 // same sequences as TestWriteIDHashesExpire leave no identifier hash, and
 // charge each acquire and adjustment once.
 func TestNoWriteIDsWithoutResends(t *testing.T) {
-	c := clientRetrying(t, redisserver.Addr(t), -1)
-	prefix := redisserver.Prefix(t)
-	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
-	require.NoError(t, err)
-	at := time.Unix(1_800_000_000, 0) // nothing refills
-	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
+	_, s, keys := writeIDSequences(t, -1, 40)
 	ctx := context.Background()
-	const n = 40
-	acquireAdjustCommit(t, rl, n)
-	require.NoError(t, rl.Close())
-	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
-	require.NoError(t, err)
 	require.Empty(t, keys, "a client that never resends needs no identifier")
 	for e := range 4 {
 		got, err := s.GetBucket(ctx, store.BucketKey{EntityID: "e" + strconv.Itoa(e), Resource: "api"})
@@ -90,10 +72,18 @@ func clientRetrying(t *testing.T, addr string, maxRetries int) *redis.Client {
 	return c
 }
 
-// acquireAdjustCommit runs n sequences on four entities e0..e3, each an
-// acquire of 1 rpm and 100 tpm, an adjustment of 10 tpm more and a
-// commit.
-func acquireAdjustCommit(t *testing.T, rl *limiter.RateLimiter, n int) {
+// writeIDSequences runs n sequences through a limiter on a store of its
+// own, on a client whose MaxRetries is maxRetries, on four entities e0..e3
+// (each an acquire of 1 rpm and 100 tpm, an adjustment of 10 tpm more and
+// a commit; the clock stands still), closes the limiter, and returns the
+// client, the store and the keys of the write identifiers' hashes.
+func writeIDSequences(t *testing.T, maxRetries, n int) (*redis.Client, *redisstore.Store, []string) {
+	c := clientRetrying(t, redisserver.Addr(t), maxRetries)
+	prefix := redisserver.Prefix(t)
+	s, err := redisstore.New(c, func(o *redisstore.Options) { o.Prefix = prefix })
+	require.NoError(t, err)
+	at := time.Unix(1_800_000_000, 0) // nothing refills
+	rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
 	ctx := context.Background()
 	lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000), limiter.PerMinute("tpm", 1_000_000))
 	for i := range n {
@@ -102,4 +92,8 @@ func acquireAdjustCommit(t *testing.T, rl *limiter.RateLimiter, n int) {
 		require.NoError(t, lease.Adjust(limiter.Consume{"tpm": 10}))
 		require.NoError(t, lease.Commit(ctx))
 	}
+	require.NoError(t, rl.Close())
+	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
+	require.NoError(t, err)
+	return c, s, keys
 }
