@@ -331,8 +331,8 @@ func (s *Store) slotGroups(n int, resource func(int) string) [][]int {
 }
 
 // writeSlot runs the write script on writes whose items share a slot.
-// The call carries a write identifier (see lua/writeid.lua): a resent
-// call that applied answers applied, once.
+// On a client that may resend, the call carries a write identifier (see
+// lua/writeid.lua): a resent call that applied answers applied, once.
 func (s *Store) writeSlot(ctx context.Context, writes []store.BucketWrite) error {
 	keys := make([]string, len(writes)+1)
 	args := make([]any, 1, 1+16*len(writes))
@@ -433,7 +433,8 @@ func (s *Store) limitArgsOf(l store.Limit) limitArgs {
 // consumeArgs returns the command arguments of a consume script on reqs
 // (see lua/consume_lib.lua), its first two left for exec: the items' keys,
 // then the key of a new write identifier's hash, then the identifier (see
-// lua/writeid.lua), then the requests: a request whose limits are the
+// writeID: empty, and the first item's key in the hash's place, on a
+// client that never resends), then the requests: a request whose limits are the
 // previous request's sends '=' in their place, one whose amounts are the
 // previous request's too sends '*' in place of both, and one whose now is
 // the previous request's as well sends '"' in place of all.
