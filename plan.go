@@ -695,11 +695,9 @@ func calendarStatuses(statuses []LimitStatus, cal *store.Limit, nextMs, nowMs in
 // the switches s of its configs) was switched back within the time its
 // spend counts (switchedBack): the acquire must then read its buckets
 // (the speculative write would charge a bucket that predates the switch
-// back as it stands). Without switch records it costs nothing.
+// back as it stands). Without switch records it costs nothing (a caller
+// that reads the clock for it asks switchSet.recorded first).
 func switchedBackIn(s switchSet, limits []store.Limit, nowMs int64) bool {
-	if !s.recorded() {
-		return false
-	}
 	sw := s.list()
 	if len(sw) == 0 {
 		return false
