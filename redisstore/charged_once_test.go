@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -52,10 +51,7 @@ func TestDroppedRepliesChargedOnce(t *testing.T) {
 			direct, err := redisstore.New(redisserver.Client(t), func(o *redisstore.Options) { o.Prefix = prefix })
 			require.NoError(t, err)
 			p := faultproxy.StartTCP(t, redisserver.Addr(t))
-			o := redisserver.ClientOptions(p.Addr)
-			o.MaxRetries = 3 // go-redis's default
-			c := redis.NewClient(o)
-			t.Cleanup(func() { c.Close() })
+			c := clientRetrying(t, p.Addr, 3) // go-redis's default
 			s, err := redisstore.New(c, append([]func(*redisstore.Options){func(o *redisstore.Options) { o.Prefix = prefix }}, tc.store...)...)
 			require.NoError(t, err)
 			at := time.Unix(1_800_000_000, 0) // the clock stands still: nothing refills

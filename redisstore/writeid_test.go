@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,4 +97,57 @@ func writeIDSequences(t *testing.T, maxRetries, n int) (*redis.Client, *redissto
 	keys, err := c.Keys(ctx, prefix+"*}:w:*").Result()
 	require.NoError(t, err)
 	return c, s, keys
+}
+
+// TestConsumeCommands: an applied consume is two commands on the server,
+// HGETALL and HSET, and a third (the identifier's HSET) only on a client
+// that resends. INFO commandstats of a server of the test's own, over 20
+// acquires after a first.
+func TestConsumeCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		maxRetries int
+		hsets      int // per consume
+	}{
+		{"retries off", -1, 1},
+		{"resends", 3, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redisserver.Private(t)
+			c := clientRetrying(t, srv.Addr(), tc.maxRetries)
+			s, err := redisstore.New(c)
+			require.NoError(t, err)
+			at := time.Unix(1_800_000_000, 0)
+			rl := limiter.New(s, func(o *limiter.Options) { o.Clock = func() time.Time { return at } })
+			t.Cleanup(func() { rl.Close() })
+			ctx := context.Background()
+			lim := limiter.WithLimits(limiter.PerMinute("rpm", 1000))
+			acquire := func() {
+				lease, err := rl.Acquire(ctx, "k", "api", limiter.Consume{"rpm": 1}, lim)
+				require.NoError(t, err)
+				require.NoError(t, lease.Commit(ctx))
+			}
+			acquire()
+			require.NoError(t, c.ConfigResetStat(ctx).Err())
+			const n = 20
+			for range n {
+				acquire()
+			}
+			stats, err := c.Info(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			calls := func(cmd string) int {
+				_, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls=")
+				if !ok {
+					return 0
+				}
+				v, _, _ := strings.Cut(rest, ",")
+				k, err := strconv.Atoi(v)
+				require.NoError(t, err)
+				return k
+			}
+			require.Equal(t, n, calls("fcall"), stats)
+			require.Equal(t, n, calls("hgetall"), stats)
+			require.Equal(t, tc.hsets*n, calls("hset"), stats)
+		})
+	}
 }
