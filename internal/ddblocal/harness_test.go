@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -286,10 +287,21 @@ func TestStartClose(t *testing.T) {
 	}
 	t.Logf("started %s DynamoDB Local at %s in %v", srv.Source(), srv.Endpoint(), srv.StartDuration())
 	client := NewClient(srv.Endpoint())
+	before, measured := srv.CPUTime()
+	require.Equal(t, srv.Source() == SourceJava && runtime.GOOS == "linux", measured, "CPUTime of a %s server", srv.Source())
 	_, err = client.ListTables(ctx, &dynamodb.ListTablesInput{})
 	require.NoError(t, err, "ListTables")
+	if measured {
+		// The JVM's start alone takes far more than a clock tick.
+		require.Positive(t, before, "CPU of the JVM after its start")
+		after, ok := srv.CPUTime()
+		require.True(t, ok)
+		require.GreaterOrEqual(t, after, before, "CPU time only grows")
+	}
 	require.NoError(t, srv.Close(), "Close")
 	require.NoError(t, srv.Close(), "second Close")
+	_, measured = srv.CPUTime()
+	require.False(t, measured, "CPUTime of a stopped server")
 	if srv.Source() == SourceEnv {
 		return // nothing was started, nothing stopped
 	}

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -81,6 +82,7 @@ type Server struct {
 	fallback string // why the container was not used; see Fallback
 
 	stop func() error // nil for SourceEnv
+	pid  atomic.Int64 // the java process of SourceJava while it runs, else 0
 
 	closeOnce sync.Once
 	closeErr  error
@@ -344,9 +346,14 @@ func launchJava(ctx context.Context, java, jar string) (*Server, error) {
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("start %s: %w", java, err)
 	}
+	pid := cmd.Process.Pid
+	var srv *Server
 	stop := func() error {
 		_ = cmd.Process.Kill()
 		<-exited
+		if srv != nil {
+			srv.pid.Store(0) // the number may be another process's now
+		}
 		return nil
 	}
 
@@ -358,7 +365,9 @@ func launchJava(ctx context.Context, java, jar string) (*Server, error) {
 		}
 		return nil, fmt.Errorf("java on port %d: %w", port, err)
 	}
-	return &Server{endpoint: endpoint, source: SourceJava, started: time.Since(begin), stop: stop}, nil
+	srv = &Server{endpoint: endpoint, source: SourceJava, started: time.Since(begin), stop: stop}
+	srv.pid.Store(int64(pid))
+	return srv, nil
 }
 
 // freePort returns a loopback TCP port that was free a moment ago.
