@@ -77,6 +77,9 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 	defer os.RemoveAll(dir)
 	bins, sides := [2]string{exe, old}, [2]string{"now", "then"}
 	var runs [2][]*loadtest.Result
+	// localCPU is the CPU of each run's DynamoDB Local (--fresh-local, the
+	// jar on Linux): what bounds the writes of a hot item on one machine.
+	var localCPU [2][]time.Duration
 	stamp := time.Now().Unix()
 	for r := range lf.rounds {
 		first, second := contender.First(r)
@@ -92,13 +95,22 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 					return fmt.Errorf("load --contender: %w", err)
 				}
 				args = append(args, "--endpoint-url="+srv.Endpoint())
-				where += " of a fresh DynamoDB Local at " + srv.Endpoint()
+				where += fmt.Sprintf(" of a fresh DynamoDB Local (%s) at %s", srv.Source(), srv.Endpoint())
 			}
 			fmt.Fprintf(c.stderr, "load: round %d of %d: %s on %s\n", r+1, lf.rounds, map[int]string{0: "this program", 1: hash[:12]}[i], where)
 			cmd := exec.CommandContext(c.ctx, bins[i], args...)
 			cmd.Stdout, cmd.Stderr = nil, c.stderr
+			var cpu0 time.Duration
+			measured := false
+			if srv != nil {
+				cpu0, measured = srv.CPUTime()
+			}
 			err := cmd.Run()
 			if srv != nil {
+				cpu1, ok := srv.CPUTime()
+				if measured && ok {
+					localCPU[i] = append(localCPU[i], cpu1-cpu0)
+				}
 				err = errors.Join(err, srv.Close())
 			}
 			if err != nil {
@@ -134,6 +146,19 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.name, m.format(medianOf(now)), m.format(medianOf(then)), spreadOf(ratio))
+	}
+	if len(localCPU[0]) == lf.rounds && len(localCPU[1]) == lf.rounds {
+		for _, m := range localCPUMetrics(local) {
+			var now, then, ratio []float64
+			for j := range runs[0] {
+				a, b := m.f(runs[0][j], localCPU[0][j]), m.f(runs[1][j], localCPU[1][j])
+				now, then = append(now, a), append(then, b)
+				if b != 0 {
+					ratio = append(ratio, a/b)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.name, m.format(medianOf(now)), m.format(medianOf(then)), spreadOf(ratio))
+		}
 	}
 	return tw.Flush()
 }
@@ -171,6 +196,32 @@ func contenderMetrics(local bool) []contenderMetric {
 		{"refused writes per acquire", func(r *loadtest.Result) float64 { return per(r, float64(r.RefusedWrites())) }, f3},
 		{"charged WCU per acquire", func(r *loadtest.Result) float64 { return per(r, r.Capacity(local).EstWCU) }, f3},
 		{"admitted share", func(r *loadtest.Result) float64 { return per(r, float64(r.Admitted)) }, f3},
+	}
+}
+
+// localCPUMetric is a line of the contender report from the CPU time of
+// a run's DynamoDB Local.
+type localCPUMetric struct {
+	name   string
+	f      func(r *loadtest.Result, cpu time.Duration) float64
+	format func(float64) string
+}
+
+// localCPUMetrics are the lines of the report on DynamoDB Local's CPU: per
+// acquire, and per DynamoDB call (the cost of the requests themselves).
+func localCPUMetrics(local bool) []localCPUMetric {
+	ms := func(v float64) string { return fmt.Sprintf("%.2fms", v) }
+	per := func(n uint64, cpu time.Duration) float64 {
+		if n == 0 {
+			return 0
+		}
+		return float64(cpu) / float64(time.Millisecond) / float64(n)
+	}
+	return []localCPUMetric{
+		{"DynamoDB Local CPU per acquire", func(r *loadtest.Result, cpu time.Duration) float64 { return per(r.Acquires(), cpu) }, ms},
+		{"DynamoDB Local CPU per call", func(r *loadtest.Result, cpu time.Duration) float64 {
+			return per(r.Capacity(local).Calls, cpu)
+		}, ms},
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,16 +63,36 @@ func TestLoadFreshLocal(t *testing.T) {
 	require.Equal(t, exitOK, code, "stderr %s", errs)
 	t.Log("\n" + out)
 	require.Regexp(t, regexp.MustCompile(`(?m)^ *acquires/s +\S+ +\S+ +[0-9.]+× \[[0-9.]+–[0-9.]+\] *$`), out)
-	runs := regexp.MustCompile(`load: round 1 of 1: .* of a fresh DynamoDB Local at (\S+)\n`).FindAllStringSubmatch(errs, -1)
+	runs := regexp.MustCompile(`load: round 1 of 1: .* of a fresh DynamoDB Local \((\S+)\) at (\S+)\n`).FindAllStringSubmatch(errs, -1)
 	require.Len(t, runs, 2, "a DynamoDB Local for each run: %s", errs)
+	// The CPU of a DynamoDB Local run from the jar is read from /proc: per
+	// acquire and per call, in milliseconds, for both programs.
+	cpuRows := 0
+	for _, metric := range []string{"DynamoDB Local CPU per acquire", "DynamoDB Local CPU per call"} {
+		m := regexp.MustCompile(`(?m)^ *` + regexp.QuoteMeta(metric) + ` +([0-9.]+)ms +([0-9.]+)ms +[0-9.]+× \[[0-9.]+–[0-9.]+\] *$`).FindStringSubmatch(out)
+		if m == nil {
+			continue
+		}
+		cpuRows++
+		for _, v := range m[1:] {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			require.Positive(t, f, "%s: %s", metric, m[0])
+		}
+	}
+	wantRows := 0
+	if runtime.GOOS == "linux" && runs[0][1] == string(ddblocal.SourceJava) && runs[1][1] == string(ddblocal.SourceJava) {
+		wantRows = 2
+	}
+	require.Equal(t, wantRows, cpuRows, "DynamoDB Local's CPU rows (runs on %s and %s)", runs[0][1], runs[1][1])
 	hc := &http.Client{Timeout: 2 * time.Second}
 	for _, run := range runs {
-		require.NotEqual(t, e.endpoint, run[1], "not the --endpoint-url given")
-		resp, err := hc.Get(run[1])
+		require.NotEqual(t, e.endpoint, run[2], "not the --endpoint-url given")
+		resp, err := hc.Get(run[2])
 		if err == nil {
 			resp.Body.Close()
 		}
-		require.Error(t, err, "%s still answers after its run", run[1])
+		require.Error(t, err, "%s still answers after its run", run[2])
 	}
 }
 
