@@ -76,10 +76,8 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 	}
 	defer os.RemoveAll(dir)
 	bins, sides := [2]string{exe, old}, [2]string{"now", "then"}
-	var runs [2][]*loadtest.Result
-	// localCPU is the CPU of each run's DynamoDB Local (--fresh-local, the
-	// jar on Linux): what bounds the writes of a hot item on one machine.
-	var localCPU [2][]time.Duration
+	var runs [2][]contenderRun
+	cpuKnown := lf.freshLocal
 	stamp := time.Now().Unix()
 	for r := range lf.rounds {
 		first, second := contender.First(r)
@@ -100,17 +98,18 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 			fmt.Fprintf(c.stderr, "load: round %d of %d: %s on %s\n", r+1, lf.rounds, map[int]string{0: "this program", 1: hash[:12]}[i], where)
 			cmd := exec.CommandContext(c.ctx, bins[i], args...)
 			cmd.Stdout, cmd.Stderr = nil, c.stderr
+			// DynamoDB Local's CPU over the run (its table's creation
+			// included); the report has it when every run's was read.
 			var cpu0 time.Duration
 			measured := false
 			if srv != nil {
 				cpu0, measured = srv.CPUTime()
 			}
 			err := cmd.Run()
+			var localCPU time.Duration
 			if srv != nil {
 				cpu1, ok := srv.CPUTime()
-				if measured && ok {
-					localCPU[i] = append(localCPU[i], cpu1-cpu0)
-				}
+				localCPU, cpuKnown = cpu1-cpu0, cpuKnown && measured && ok
 				err = errors.Join(err, srv.Close())
 			}
 			if err != nil {
@@ -124,7 +123,7 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 			if err := json.Unmarshal(data, res); err != nil {
 				return fmt.Errorf("load --contender: %s: %w", sides[i], err)
 			}
-			runs[i] = append(runs[i], res)
+			runs[i] = append(runs[i], contenderRun{res: res, localCPU: localCPU})
 		}
 	}
 	local := lf.freshLocal || c.localEndpoint()
@@ -136,10 +135,10 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 	c.printf("medians of the rounds; now/then: median [min–max] of the per-round ratios\n\n")
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "median of the runs\tnow\tthen\tnow/then\t")
-	for _, m := range contenderMetrics(local) {
+	for _, m := range contenderMetrics(local, cpuKnown) {
 		var now, then, ratio []float64
 		for j := range runs[0] {
-			a, b := m.f(runs[0][j]), m.f(runs[1][j])
+			a, b := m.value(runs[0][j]), m.value(runs[1][j])
 			now, then = append(now, a), append(then, b)
 			if b != 0 {
 				ratio = append(ratio, a/b)
@@ -147,20 +146,14 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.name, m.format(medianOf(now)), m.format(medianOf(then)), spreadOf(ratio))
 	}
-	if len(localCPU[0]) == lf.rounds && len(localCPU[1]) == lf.rounds {
-		for _, m := range localCPUMetrics(local) {
-			var now, then, ratio []float64
-			for j := range runs[0] {
-				a, b := m.f(runs[0][j], localCPU[0][j]), m.f(runs[1][j], localCPU[1][j])
-				now, then = append(now, a), append(then, b)
-				if b != 0 {
-					ratio = append(ratio, a/b)
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.name, m.format(medianOf(now)), m.format(medianOf(then)), spreadOf(ratio))
-		}
-	}
 	return tw.Flush()
+}
+
+// contenderRun is one run of the contender report: its result, and the
+// CPU time its DynamoDB Local used over it (--fresh-local).
+type contenderRun struct {
+	res      *loadtest.Result
+	localCPU time.Duration
 }
 
 // contenderMetric is a line of the contender report.
@@ -168,9 +161,24 @@ type contenderMetric struct {
 	name   string
 	f      func(*loadtest.Result) float64
 	format func(float64) string
+	// cpu, when set instead of f, makes the line of the CPU time of the
+	// run's DynamoDB Local.
+	cpu func(*loadtest.Result, time.Duration) float64
 }
 
-func contenderMetrics(local bool) []contenderMetric {
+// value is m's figure for run.
+func (m contenderMetric) value(run contenderRun) float64 {
+	if m.cpu != nil {
+		return m.cpu(run.res, run.localCPU)
+	}
+	return m.f(run.res)
+}
+
+// contenderMetrics are the lines of the contender report; with cpu, the
+// lines of DynamoDB Local's CPU too: on one machine its JVM, not the
+// client, bounds the writes of a hot item, so the CPU a call costs it is
+// what a heavier write shows as.
+func contenderMetrics(local, cpu bool) []contenderMetric {
 	per := func(r *loadtest.Result, v float64) float64 {
 		if n := r.Acquires(); n > 0 {
 			return v / float64(n)
@@ -183,46 +191,37 @@ func contenderMetrics(local bool) []contenderMetric {
 	q := func(p float64) func(r *loadtest.Result) float64 {
 		return func(r *loadtest.Result) float64 { return float64(r.Acquire.Quantile(p)) }
 	}
-	return []contenderMetric{
-		{"acquires/s", func(r *loadtest.Result) float64 {
+	metrics := []contenderMetric{
+		{name: "acquires/s", f: func(r *loadtest.Result) float64 {
 			if d := r.Duration().Seconds(); d > 0 {
 				return float64(r.Acquires()) / d
 			}
 			return 0
-		}, f0},
-		{"acquire p50", q(0.5), ms},
-		{"acquire p99", q(0.99), ms},
-		{"calls per acquire", func(r *loadtest.Result) float64 { return per(r, float64(r.Capacity(local).Calls)) }, f3},
-		{"refused writes per acquire", func(r *loadtest.Result) float64 { return per(r, float64(r.RefusedWrites())) }, f3},
-		{"charged WCU per acquire", func(r *loadtest.Result) float64 { return per(r, r.Capacity(local).EstWCU) }, f3},
-		{"admitted share", func(r *loadtest.Result) float64 { return per(r, float64(r.Admitted)) }, f3},
+		}, format: f0},
+		{name: "acquire p50", f: q(0.5), format: ms},
+		{name: "acquire p99", f: q(0.99), format: ms},
+		{name: "calls per acquire", f: func(r *loadtest.Result) float64 { return per(r, float64(r.Capacity(local).Calls)) }, format: f3},
+		{name: "refused writes per acquire", f: func(r *loadtest.Result) float64 { return per(r, float64(r.RefusedWrites())) }, format: f3},
+		{name: "charged WCU per acquire", f: func(r *loadtest.Result) float64 { return per(r, r.Capacity(local).EstWCU) }, format: f3},
+		{name: "admitted share", f: func(r *loadtest.Result) float64 { return per(r, float64(r.Admitted)) }, format: f3},
 	}
-}
-
-// localCPUMetric is a line of the contender report from the CPU time of
-// a run's DynamoDB Local.
-type localCPUMetric struct {
-	name   string
-	f      func(r *loadtest.Result, cpu time.Duration) float64
-	format func(float64) string
-}
-
-// localCPUMetrics are the lines of the report on DynamoDB Local's CPU: per
-// acquire, and per DynamoDB call (the cost of the requests themselves).
-func localCPUMetrics(local bool) []localCPUMetric {
-	ms := func(v float64) string { return fmt.Sprintf("%.2fms", v) }
-	per := func(n uint64, cpu time.Duration) float64 {
+	if !cpu {
+		return metrics
+	}
+	cpuPer := func(n uint64, cpu time.Duration) float64 {
 		if n == 0 {
 			return 0
 		}
 		return float64(cpu) / float64(time.Millisecond) / float64(n)
 	}
-	return []localCPUMetric{
-		{"DynamoDB Local CPU per acquire", func(r *loadtest.Result, cpu time.Duration) float64 { return per(r.Acquires(), cpu) }, ms},
-		{"DynamoDB Local CPU per call", func(r *loadtest.Result, cpu time.Duration) float64 {
-			return per(r.Capacity(local).Calls, cpu)
-		}, ms},
-	}
+	ms2 := func(v float64) string { return fmt.Sprintf("%.2fms", v) }
+	return append(metrics,
+		contenderMetric{name: "DynamoDB Local CPU per acquire", format: ms2, cpu: func(r *loadtest.Result, cpu time.Duration) float64 {
+			return cpuPer(r.Acquires(), cpu)
+		}},
+		contenderMetric{name: "DynamoDB Local CPU per call", format: ms2, cpu: func(r *loadtest.Result, cpu time.Duration) float64 {
+			return cpuPer(r.Capacity(local).Calls, cpu)
+		}})
 }
 
 func medianOf(v []float64) float64 {
