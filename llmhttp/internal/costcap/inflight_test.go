@@ -314,9 +314,9 @@ func slotCall(t *testing.T, client *http.Client, url string, outcome slotOutcome
 // callers gave up during the write have been given back), every slot is
 // free (Available reports 8, with a slot TTL longer than the run, so that
 // no slot lost by a lease can come back by expiring), every admitted
-// lease ended in a commit or a rollback with no
-// error, and no more than 8 calls were ever between the provider's call
-// and the end of their answer at once. ZAEL_LLM_INFLIGHT_CALLS sets the
+// lease ended in a commit or a rollback with no error, and no more than 8
+// calls were ever between the provider's call and the end of their answer
+// at once. ZAEL_LLM_INFLIGHT_CALLS sets the
 // number of calls (600 per backend; make soak runs 10,000).
 func TestInFlightSlotsComeBack(t *testing.T) {
 	const seed = 47
