@@ -8,8 +8,7 @@ import (
 )
 
 // clockTicksPerSecond is the unit of the CPU times of /proc/<pid>/stat:
-// USER_HZ, which Linux fixes at 100 on every architecture it exports the
-// times to user space from.
+// USER_HZ (getconf CLK_TCK), 100 on every architecture Go runs Linux on.
 const clockTicksPerSecond = 100
 
 // CPUTime reports the CPU time (user and system) that the process of a
