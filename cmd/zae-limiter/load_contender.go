@@ -138,7 +138,7 @@ func (c *cli) loadContender(f *command, lf *loadFlags) error {
 	for _, m := range contenderMetrics(local, cpuKnown) {
 		var now, then, ratio []float64
 		for j := range runs[0] {
-			a, b := m.value(runs[0][j]), m.value(runs[1][j])
+			a, b := m.f(runs[0][j]), m.f(runs[1][j])
 			now, then = append(now, a), append(then, b)
 			if b != 0 {
 				ratio = append(ratio, a/b)
@@ -159,19 +159,8 @@ type contenderRun struct {
 // contenderMetric is a line of the contender report.
 type contenderMetric struct {
 	name   string
-	f      func(*loadtest.Result) float64
+	f      func(contenderRun) float64
 	format func(float64) string
-	// cpu, when set instead of f, makes the line of the CPU time of the
-	// run's DynamoDB Local.
-	cpu func(*loadtest.Result, time.Duration) float64
-}
-
-// value is m's figure for run.
-func (m contenderMetric) value(run contenderRun) float64 {
-	if m.cpu != nil {
-		return m.cpu(run.res, run.localCPU)
-	}
-	return m.f(run.res)
 }
 
 // contenderMetrics are the lines of the contender report; with cpu, the
@@ -179,49 +168,47 @@ func (m contenderMetric) value(run contenderRun) float64 {
 // client, bounds the writes of a hot item, so the CPU a call costs it is
 // what a heavier write shows as.
 func contenderMetrics(local, cpu bool) []contenderMetric {
-	per := func(r *loadtest.Result, v float64) float64 {
-		if n := r.Acquires(); n > 0 {
-			return v / float64(n)
+	per := func(v float64, n uint64) float64 {
+		if n == 0 {
+			return 0
 		}
-		return 0
+		return v / float64(n)
+	}
+	perAcquire := func(v func(*loadtest.Result) float64) func(contenderRun) float64 {
+		return func(run contenderRun) float64 { return per(v(run.res), run.res.Acquires()) }
 	}
 	f3 := func(v float64) string { return fmt.Sprintf("%.3f", v) }
 	f0 := func(v float64) string { return fmt.Sprintf("%.0f", v) }
 	ms := func(v float64) string { return loadtest.FormatDuration(time.Duration(v)) }
-	q := func(p float64) func(r *loadtest.Result) float64 {
-		return func(r *loadtest.Result) float64 { return float64(r.Acquire.Quantile(p)) }
+	q := func(p float64) func(contenderRun) float64 {
+		return func(run contenderRun) float64 { return float64(run.res.Acquire.Quantile(p)) }
 	}
 	metrics := []contenderMetric{
-		{name: "acquires/s", f: func(r *loadtest.Result) float64 {
-			if d := r.Duration().Seconds(); d > 0 {
-				return float64(r.Acquires()) / d
+		{"acquires/s", func(run contenderRun) float64 {
+			if d := run.res.Duration().Seconds(); d > 0 {
+				return float64(run.res.Acquires()) / d
 			}
 			return 0
-		}, format: f0},
-		{name: "acquire p50", f: q(0.5), format: ms},
-		{name: "acquire p99", f: q(0.99), format: ms},
-		{name: "calls per acquire", f: func(r *loadtest.Result) float64 { return per(r, float64(r.Capacity(local).Calls)) }, format: f3},
-		{name: "refused writes per acquire", f: func(r *loadtest.Result) float64 { return per(r, float64(r.RefusedWrites())) }, format: f3},
-		{name: "charged WCU per acquire", f: func(r *loadtest.Result) float64 { return per(r, r.Capacity(local).EstWCU) }, format: f3},
-		{name: "admitted share", f: func(r *loadtest.Result) float64 { return per(r, float64(r.Admitted)) }, format: f3},
+		}, f0},
+		{"acquire p50", q(0.5), ms},
+		{"acquire p99", q(0.99), ms},
+		{"calls per acquire", perAcquire(func(r *loadtest.Result) float64 { return float64(r.Capacity(local).Calls) }), f3},
+		{"refused writes per acquire", perAcquire(func(r *loadtest.Result) float64 { return float64(r.RefusedWrites()) }), f3},
+		{"charged WCU per acquire", perAcquire(func(r *loadtest.Result) float64 { return r.Capacity(local).EstWCU }), f3},
+		{"admitted share", perAcquire(func(r *loadtest.Result) float64 { return float64(r.Admitted) }), f3},
 	}
 	if !cpu {
 		return metrics
 	}
-	cpuPer := func(n uint64, cpu time.Duration) float64 {
-		if n == 0 {
-			return 0
-		}
-		return float64(cpu) / float64(time.Millisecond) / float64(n)
-	}
+	cpuMs := func(run contenderRun) float64 { return float64(run.localCPU) / float64(time.Millisecond) }
 	ms2 := func(v float64) string { return fmt.Sprintf("%.2fms", v) }
 	return append(metrics,
-		contenderMetric{name: "DynamoDB Local CPU per acquire", format: ms2, cpu: func(r *loadtest.Result, cpu time.Duration) float64 {
-			return cpuPer(r.Acquires(), cpu)
-		}},
-		contenderMetric{name: "DynamoDB Local CPU per call", format: ms2, cpu: func(r *loadtest.Result, cpu time.Duration) float64 {
-			return cpuPer(r.Capacity(local).Calls, cpu)
-		}})
+		contenderMetric{"DynamoDB Local CPU per acquire", func(run contenderRun) float64 {
+			return per(cpuMs(run), run.res.Acquires())
+		}, ms2},
+		contenderMetric{"DynamoDB Local CPU per call", func(run contenderRun) float64 {
+			return per(cpuMs(run), run.res.Capacity(local).Calls)
+		}, ms2})
 }
 
 func medianOf(v []float64) float64 {
