@@ -46,7 +46,6 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -142,7 +141,7 @@ func run(w io.Writer, args []string) error {
 	}
 	info, _ := client.Info(ctx, "server").Result()
 	fmt.Fprintf(w, "redis-server %s, GOMAXPROCS %d, %d rounds; ratio = A's ops/s ÷ B's (A: this store, B: redis_rate, unless the case names them), median [min–max] of the rounds\n\n",
-		field(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
+		redisserver.InfoField(info, "redis_version"), runtime.GOMAXPROCS(0), cfg.rounds)
 	fmt.Fprintf(w, "%-44s %9s %9s %22s %17s %13s %15s %13s %15s\n", "case", "ops/s A", "ops/s B", "ratio A/B", "server µs/call", "calls/op", "server µs/op", "allocs/op", "client µs/op")
 	for _, c := range cases(client, resending, cfg.scripts) {
 		if !filter.MatchString(c.name) {
@@ -294,39 +293,11 @@ func (s *side) round(ctx context.Context, client *redis.Client, c, n int) (time.
 		return 0, err
 	}
 	for _, cmd := range []string{"fcall", "evalsha", "eval"} {
-		calls, usec := commandStat(stats, cmd)
+		calls, usec := redisserver.CommandStat(stats, cmd)
 		s.calls += calls
 		s.usec += usec
 	}
 	return elapsed, nil
-}
-
-// commandStat returns the calls and total microseconds of cmd in an INFO
-// commandstats reply.
-func commandStat(info, cmd string) (int64, float64) {
-	v := field(info, "cmdstat_"+cmd)
-	var calls int64
-	var usec float64
-	for _, kv := range strings.Split(v, ",") {
-		k, val, _ := strings.Cut(kv, "=")
-		switch k {
-		case "calls":
-			calls, _ = strconv.ParseInt(val, 10, 64)
-		case "usec":
-			usec, _ = strconv.ParseFloat(val, 64)
-		}
-	}
-	return calls, usec
-}
-
-// field returns the value of key in an INFO reply.
-func field(info, key string) string {
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func cpuTime() time.Duration {
