@@ -16,7 +16,7 @@ const clockTicksPerSecond = 100
 // It reports false for a container, an endpoint from
 // $ZAEL_DYNAMODB_ENDPOINT, a server that has stopped, and on other
 // systems. Two readings around a run give the server's CPU for that run:
-// on this machine DynamoDB Local's JVM, not the client, bounds the writes
+// on one machine DynamoDB Local's JVM, not the client, bounds the writes
 // of one hot item, and its CPU per call is what a heavier write costs.
 func (s *Server) CPUTime() (time.Duration, bool) {
 	pid := s.pid.Load()
