@@ -116,6 +116,12 @@ MISSING ?=
 # What every test run of the Makefile passes to the tests.
 TEST_ENV = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_DYNAMODB_CONTAINER_HELPER='$(CONTAINER_HELPER)' ZAEL_SKIP_LOG='$(SKIP_LOG)'
 
+# -trimpath for the race-enabled test runs: without it the build cache keys every compile of this
+# module's packages by the checkout's directory (the paths the binaries embed), so a fresh clone compiles
+# every test binary again even when the same code was built in another clone (measured on 2 cores, all
+# test binaries of a fresh clone: 1 min 42 s without it, 37 s with it, after a build of another clone).
+TEST_BUILDFLAGS = -trimpath
+
 # Every analyzer of go vet, which make test passes to go test's -vet: the tests' own build is vetted
 # with all of them, so that no second, non-race build of every package is compiled just for go vet
 # (on an empty build cache that is a minute and a half of two cores). `make vet`, which `make lint`
@@ -128,8 +134,8 @@ test: test-tools dynamodb-local ddblocal-container ## all tests of this module a
 	@checks='$(VET_CHECKS)'; [ -n "$$checks" ] || { echo "make test: go tool vet help lists no analyzer" >&2; exit 1; }
 	@status=0; \
 	for dir in . $(CONTAINER_MODULE_DIR); do \
-		echo "(cd $$dir && $(TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) -vet=$(VET_CHECKS) $(GOTESTFLAGS) ./...)"; \
-		(cd $$dir && $(TEST_ENV) $(GO) test -race -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) -vet=$(VET_CHECKS) $(GOTESTFLAGS) ./...) || status=1; \
+		echo "(cd $$dir && $(TEST_ENV) $(GO) test -race $(TEST_BUILDFLAGS) -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) -vet=$(VET_CHECKS) $(GOTESTFLAGS) ./...)"; \
+		(cd $$dir && $(TEST_ENV) $(GO) test -race $(TEST_BUILDFLAGS) -shuffle=on -count=1 -timeout=$(TESTTIMEOUT) -vet=$(VET_CHECKS) $(GOTESTFLAGS) ./...) || status=1; \
 	done; \
 	bash build/skipped.sh '$(SKIP_LOG)'; \
 	exit $$status
@@ -187,11 +193,11 @@ test-docker: docker-image ddblocal-container ## DOCKER_TEST_PKGS' tests and inte
 	env -u ZAEL_DYNAMODB_ENDPOINT ZAEL_DYNAMODB_SOURCE=testcontainers \
 		TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}" \
 		TESTCONTAINERS_HOST_OVERRIDE="$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
-		$(TEST_ENV) $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) $(DOCKER_TEST_PKGS)
+		$(TEST_ENV) $(GO) test -race $(TEST_BUILDFLAGS) -shuffle=on -count=1 $(GOTESTFLAGS) $(DOCKER_TEST_PKGS)
 	cd $(CONTAINER_MODULE_DIR) && env -u ZAEL_DYNAMODB_ENDPOINT ZAEL_DYNAMODB_SOURCE=testcontainers \
 		TESTCONTAINERS_RYUK_DISABLED="$${TESTCONTAINERS_RYUK_DISABLED:-true}" \
 		TESTCONTAINERS_HOST_OVERRIDE="$${TESTCONTAINERS_HOST_OVERRIDE:-127.0.0.1}" \
-		$(TEST_ENV) $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+		$(TEST_ENV) $(GO) test -race $(TEST_BUILDFLAGS) -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: demo
 demo: dynamodb-local ## run examples/quickstart: starts DynamoDB Local, runs a burst of LLM calls, stops it
