@@ -116,10 +116,11 @@ MISSING ?=
 # What every test run of the Makefile passes to the tests.
 TEST_ENV = ZAEL_DYNAMODB_LOCAL_DIR='$(DYNAMODB_LOCAL_DIR)' ZAEL_DYNAMODB_CONTAINER_HELPER='$(CONTAINER_HELPER)' ZAEL_SKIP_LOG='$(SKIP_LOG)'
 
-# -trimpath for the race-enabled test runs: without it the build cache keys every compile of this
-# module's packages by the checkout's directory (the paths the binaries embed), so a fresh clone compiles
-# every test binary again even when the same code was built in another clone (measured on 2 cores, all
-# test binaries of a fresh clone: 1 min 42 s without it, 37 s with it, after a build of another clone).
+# -trimpath for the race-enabled test runs (make test, test-docker, test-llm-examples): without it
+# the build cache keys every compile of this module's packages by the checkout's directory (the paths
+# the binaries embed), so a fresh clone compiles every test binary again even when the same code was
+# built in another clone (measured on 2 cores, all test binaries of a fresh clone: 1 min 42 s without
+# it, 37 s with it, after a build of another clone).
 TEST_BUILDFLAGS = -trimpath
 
 # Every analyzer of go vet, which make test passes to go test's -vet: the tests' own build is vetted
@@ -169,7 +170,7 @@ LLM_EXAMPLES_DIR := examples/llm
 
 .PHONY: test-llm-examples
 test-llm-examples: ## go vet and the tests of examples/llm (openai-go and anthropic-sdk-go clients through llmhttp, against its fake provider); not part of make test
-	cd $(LLM_EXAMPLES_DIR) && $(GO) vet ./... && $(GO) test -race -shuffle=on -count=1 $(GOTESTFLAGS) ./...
+	cd $(LLM_EXAMPLES_DIR) && $(GO) vet ./... && $(GO) test -race $(TEST_BUILDFLAGS) -shuffle=on -count=1 $(GOTESTFLAGS) ./...
 
 .PHONY: soak
 soak: dynamodb-local ## soak tests at full size: heap flat over 1,000,000 keys (memory) and 20,000 (DynamoDB Local); 10,000 seeded LLM calls whose money counter must equal their costs; 10,000 seeded LLM calls ending every way (cancelled, 5xx, timeouts, broken connections, panics) with every slot in flight back, on each backend; 3 processes x 64 goroutines on 8 calls in flight per key, 32 per organisation; a 3-minute call keeping its slot; one store pause under 32 callers that must not open the breaker; no -race
